@@ -1,0 +1,35 @@
+# qbench: `make demo` and `make test` do all set-up on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# CPU wheel (small). On a GPU machine install a CUDA torch first; see README.
+TORCH  ?= torch==2.13.0
+
+.PHONY: setup test demo lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check qbench reference_server tests bench
+	$(PY) -m mypy
+
+demo: $(STAMP)
+	$(PY) -m qbench demo
+
+bench: $(STAMP)
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) bench/server_vs_gradio.py
+
+clean:
+	rm -rf $(VENV) reports/*/

@@ -1,0 +1,3 @@
+from qbench.cli import app
+
+app()

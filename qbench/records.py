@@ -1,0 +1,289 @@
+"""The request record: the one flat contract between the load generator and everything after it.
+
+Every scheduled request yields exactly one `RequestRecord`, whether it completed, failed, timed out,
+was refused by a full queue, or was never sent because the run was interrupted.
+
+Clock: every `*_at_s` field is seconds on ONE monotonic clock (`time.perf_counter()` in the generator),
+expressed as an offset from the run's start (`run.json` holds the wall-clock start time). A missing
+phase is `None`, never 0. Latencies are never rounded or bucketed before they are stored.
+
+Phases of a Gradio queued request (HTTP requests fill the subset that applies):
+
+    intended_at_s   the schedule wanted the request sent now (open loop); for closed loop, == sent_at_s
+    sent_at_s       the generator actually started sending (the join POST / HTTP request)
+    joined_at_s     the join was acknowledged (HTTP 200 with event_id; for plain HTTP: response headers)
+    estimation_at_s first `estimation` message (rank, queue size, ETA as the server saw them)
+    started_at_s    `process_starts`: the job left the queue and began running
+    first_output_at_s  first `process_generating` (streaming) - time to first output
+    completed_at_s  terminal message (`process_completed`) or the end of the HTTP body, or the moment the
+                    request was given up (timeout, error, interruption)
+
+File format: Parquet (`records.parquet`) with `SCHEMA_VERSION` in the file metadata; JSON Lines
+(`records.jsonl`) is written while the run goes so that nothing is lost if the process dies.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import IO, Any, Final, Literal
+
+SCHEMA_VERSION: Final = 1
+
+Outcome = Literal["ok", "error"]
+
+#: Error kinds the load generator writes onto records (never raised per request).
+ERROR_KINDS: Final = (
+    "connect",        # could not open a connection (refused, DNS, reset before any response)
+    "timeout",        # the per-request timeout fired (the request was cancelled on the server if possible)
+    "http_4xx",       # the server refused the request with a 4xx (other than queue_full)
+    "http_5xx",       # the server answered 5xx (other than queue_full)
+    "queue_full",     # Gradio's 503 "Queue is full" on join
+    "stream_broken",  # the SSE stream ended or broke before the terminal message
+    "server_error",   # the job ran and failed: process_completed success=false / unexpected_error
+    "deadline",       # the run's duration ended before the request completed
+    "interrupted",    # the run was stopped (Ctrl-C, SIGTERM) before the request completed or was sent
+    "cancelled",      # the client cancelled the request on purpose (abandonment model)
+    "client",         # a bug or unexpected exception inside the generator itself
+)
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One scheduled request: the plan, what happened, and what the server said."""
+
+    request_id: int  # index of the request in the schedule (0-based, unique within a run)
+    user_id: int  # closed-loop user / session-pool slot that sent it (open loop: session slot)
+    session_id: str  # Gradio session_hash (or an HTTP connection label)
+    endpoint: str  # api_name (gradio) or "METHOD /path" (http)
+    warmup: bool  # True for requests in the warm-up window (excluded from summaries)
+    intended_at_s: float  # intended send time, offset from run start (s)
+    sent_at_s: float | None = None  # actual send time (s); None if never sent
+    joined_at_s: float | None = None  # join acknowledged / HTTP response headers received (s)
+    estimation_at_s: float | None = None  # first `estimation` message received (s)
+    rank: int | None = None  # rank in the first estimation (0 = next to run)
+    queue_size: int | None = None  # queue size in the first estimation
+    rank_eta_s: float | None = None  # server's ETA in the first estimation (s from that message)
+    started_at_s: float | None = None  # `process_starts` received (s)
+    start_eta_s: float | None = None  # eta carried by process_starts (server's average job time, s)
+    first_output_at_s: float | None = None  # first `process_generating` received (s)
+    completed_at_s: float | None = None  # terminal message / end of body / given up (s)
+    outputs: int = 0  # number of intermediate outputs (process_generating messages / stream chunks)
+    outcome: Outcome = "error"  # "ok" only when the request completed successfully
+    error_kind: str | None = None  # one of ERROR_KINDS, None when ok
+    error_message: str | None = None  # human-readable detail (server message, exception text)
+    http_status: int | None = None  # status of the join / HTTP response (None if no response)
+    bytes_sent: int = 0  # request body bytes (uploads included)
+    bytes_received: int = 0  # response bytes attributed to this request (SSE payload bytes for gradio)
+    server_duration_s: float | None = None  # duration reported by the server (gradio output.duration)
+    event_id: str | None = None  # Gradio event_id assigned by the server
+
+    # ---- derived phases (seconds); None when a phase is missing ----
+
+    @property
+    def latency_s(self) -> float | None:
+        """End-to-end latency from the INTENDED send time: the open-loop headline (no coordinated omission)."""
+        return _diff(self.completed_at_s, self.intended_at_s)
+
+    @property
+    def latency_from_send_s(self) -> float | None:
+        """End-to-end latency from the ACTUAL send time (what a closed-loop tool would report)."""
+        return _diff(self.completed_at_s, self.sent_at_s)
+
+    @property
+    def send_lag_s(self) -> float | None:
+        """How late the generator sent the request (actual - intended); large values flag a saturated client."""
+        return _diff(self.sent_at_s, self.intended_at_s)
+
+    @property
+    def queue_wait_s(self) -> float | None:
+        """Time waiting in the server's queue: send -> process_starts."""
+        return _diff(self.started_at_s, self.sent_at_s)
+
+    @property
+    def service_s(self) -> float | None:
+        """Time the job ran on the server as the client saw it: process_starts -> completion."""
+        return _diff(self.completed_at_s, self.started_at_s)
+
+    @property
+    def ttfo_s(self) -> float | None:
+        """Time to first output from the intended send time (streaming functions)."""
+        return _diff(self.first_output_at_s, self.intended_at_s)
+
+    @property
+    def eta_error_s(self) -> float | None:
+        """First estimation's predicted result time minus the real one (positive = server was pessimistic)."""
+        if self.rank_eta_s is None or self.estimation_at_s is None or self.completed_at_s is None:
+            return None
+        return self.estimation_at_s + self.rank_eta_s - self.completed_at_s
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+
+DERIVED: Final = (
+    "latency_s",
+    "latency_from_send_s",
+    "send_lag_s",
+    "queue_wait_s",
+    "service_s",
+    "ttfo_s",
+    "eta_error_s",
+)
+
+FIELD_NAMES: Final = tuple(f.name for f in fields(RequestRecord))
+
+
+def _diff(end: float | None, start: float | None) -> float | None:
+    if end is None or start is None:
+        return None
+    return end - start
+
+
+def to_row(record: RequestRecord, derived: bool = False) -> dict[str, Any]:
+    """The record as a flat dict (stored fields; derived phases too when asked)."""
+    row = asdict(record)
+    if derived:
+        for name in DERIVED:
+            row[name] = getattr(record, name)
+    return row
+
+
+def from_row(row: dict[str, Any]) -> RequestRecord:
+    """Build a record from a stored row, ignoring derived and unknown columns."""
+    values = {}
+    for name in FIELD_NAMES:
+        if name in row:
+            value = row[name]
+            if isinstance(value, float) and math.isnan(value):
+                value = None
+            values[name] = value
+    return RequestRecord(**values)
+
+
+# ---------------------------------------------------------------- JSON Lines (written while running)
+
+
+@dataclass
+class JsonlWriter:
+    """Appends records to a JSONL file as they finish, flushing so a killed run loses nothing written."""
+
+    path: Path
+    _fh: IO[str] | None = field(default=None, init=False, repr=False)
+
+    def __enter__(self) -> JsonlWriter:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = self.path.open("a", encoding="utf-8")
+        return self
+
+    def write(self, records: Iterable[RequestRecord]) -> None:
+        assert self._fh is not None, "JsonlWriter used outside 'with'"
+        for record in records:
+            self._fh.write(json.dumps(to_row(record), separators=(",", ":")) + "\n")
+        self._fh.flush()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def read_jsonl(path: Path) -> list[RequestRecord]:
+    """Read a JSONL records file; a truncated last line (process killed mid-write) is skipped."""
+    records: list[RequestRecord] = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                records.append(from_row(json.loads(line)))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+# ---------------------------------------------------------------- Parquet (the file to re-analyse)
+
+
+def _arrow_schema() -> Any:
+    import pyarrow as pa
+
+    types = {
+        "request_id": pa.int64(),
+        "user_id": pa.int64(),
+        "session_id": pa.string(),
+        "endpoint": pa.string(),
+        "warmup": pa.bool_(),
+        "rank": pa.int64(),
+        "queue_size": pa.int64(),
+        "outputs": pa.int64(),
+        "outcome": pa.string(),
+        "error_kind": pa.string(),
+        "error_message": pa.string(),
+        "http_status": pa.int64(),
+        "bytes_sent": pa.int64(),
+        "bytes_received": pa.int64(),
+        "event_id": pa.string(),
+    }
+    cols = [pa.field(name, types.get(name, pa.float64())) for name in FIELD_NAMES]
+    cols += [pa.field(name, pa.float64()) for name in DERIVED]
+    return pa.schema(cols, metadata={b"qbench_schema_version": str(SCHEMA_VERSION).encode()})
+
+
+def write_parquet(records: Sequence[RequestRecord], path: Path) -> None:
+    """Write records (stored fields plus derived phases, for convenience in pandas/duckdb) to Parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = _arrow_schema()
+    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+    for record in records:
+        row = to_row(record, derived=True)
+        for name in schema.names:
+            columns[name].append(row[name])
+    table = pa.Table.from_pydict(columns, schema=schema)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+
+
+class RecordsFormatError(ValueError):
+    """A records file that this version of qbench cannot read."""
+
+
+def read_parquet(path: Path) -> list[RequestRecord]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    meta = table.schema.metadata or {}
+    version = int(meta.get(b"qbench_schema_version", b"0"))
+    if version != SCHEMA_VERSION:
+        raise RecordsFormatError(
+            f"{path}: records schema version {version}, this qbench reads version {SCHEMA_VERSION}"
+        )
+    return [from_row(row) for row in table.to_pylist()]
+
+
+def read_records(path: Path) -> list[RequestRecord]:
+    """Read records from a run directory or a file (.parquet preferred, .jsonl as the fallback)."""
+    if path.is_dir():
+        parquet, jsonl = path / "records.parquet", path / "records.jsonl"
+        if parquet.exists():
+            return read_parquet(parquet)
+        if jsonl.exists():
+            return read_jsonl(jsonl)
+        raise FileNotFoundError(f"{path}: no records.parquet or records.jsonl")
+    if path.suffix == ".jsonl":
+        return read_jsonl(path)
+    return read_parquet(path)
+
+
+def iter_measured(records: Iterable[RequestRecord]) -> Iterator[RequestRecord]:
+    """Records outside the warm-up window: what summaries are computed from."""
+    return (r for r in records if not r.warmup)
