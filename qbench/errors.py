@@ -1,0 +1,30 @@
+"""User-facing failures. Per-request problems never raise: they are error kinds on records.
+
+    QbenchError                 base: the CLI prints the message and exits with `exit_code`
+     +-- ScenarioError          a malformed scenario or option (names file, key, value, expectation)
+     +-- TargetError            the target is unreachable or is not what the scenario expects
+     +-- ServerLaunchError      a server qbench had to start did not come up
+     +-- SloViolation           a run or comparison broke its thresholds (exit code 3, for CI gates)
+"""
+
+from __future__ import annotations
+
+
+class QbenchError(Exception):
+    exit_code = 2
+
+
+class ScenarioError(QbenchError):
+    pass
+
+
+class TargetError(QbenchError):
+    pass
+
+
+class ServerLaunchError(QbenchError):
+    pass
+
+
+class SloViolation(QbenchError):
+    exit_code = 3
