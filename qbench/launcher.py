@@ -1,0 +1,318 @@
+"""Servers for a sweep point: launch, probe readiness, reconfigure, measure resources, tear down.
+
+Three ways qbench gets a server it controls (a fourth, a fixed `--target`, needs nothing from here):
+
+    start_reference_server(settings)   `python -m reference_server --config <yaml> --port <free>` in a new
+                                       process group; ready when `GET /config` answers 200
+    reconfigure(handle, settings)      `POST /admin/config` with `Authorization: Bearer <token>` on a
+                                       reference server started with `--admin-token`
+    launch_command(template, knobs)    the user's own app: placeholders (`{concurrency_limit}`, `{port}`) in
+                                       the command and QBENCH_<KNOB> environment variables (QBENCH_PORT,
+                                       GRADIO_SERVER_PORT too); ready on `GET /config`
+
+Every launched server runs in its own process group and is torn down with SIGTERM, then SIGKILL, to the
+whole group. `ResourceSampler` follows the launched process tree with psutil (peak RSS);
+`read_status` reads the reference server's `GET /status` (RSS, CUDA memory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+
+from qbench.errors import ScenarioError, ServerLaunchError
+
+READY_TIMEOUT_S = 60.0
+
+
+@dataclass
+class ServerHandle:
+    """A running server qbench started: where it listens and how to stop it."""
+
+    base_url: str
+    process: subprocess.Popen[bytes] | None
+    log_path: Path | None = None
+    admin_token: str | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def log_tail(self, lines: int = 15) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def free_port() -> int:
+    """A port free right now on 127.0.0.1 (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# ---------------------------------------------------------------- HTTP helpers (localhost only)
+
+
+def _http_json(url: str, *, body: Any = None, token: str | None = None, timeout: float = 5.0) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        payload = response.read()
+    return json.loads(payload) if payload else None
+
+
+def wait_ready(handle: ServerHandle, timeout_s: float = READY_TIMEOUT_S, path: str = "/config") -> None:
+    """Poll `GET path` until it answers 200; fail fast if the process died."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if handle.process is not None and handle.process.poll() is not None:
+            code = handle.process.returncode
+            raise ServerLaunchError(f"server exited with code {code} before it was ready\n{handle.log_tail()}")
+        try:
+            with urllib.request.urlopen(handle.base_url + path, timeout=2.0) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            pass
+        time.sleep(0.2)
+    raise ServerLaunchError(
+        f"server at {handle.base_url} not ready after {timeout_s:.0f} s\n{handle.log_tail()}"
+    )
+
+
+def read_status(base_url: str) -> dict[str, Any]:
+    """The reference server's `GET /status` JSON ({} when unavailable)."""
+    try:
+        status = _http_json(base_url + "/status")
+    except (urllib.error.URLError, OSError, ValueError):
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def reconfigure(handle: ServerHandle, settings: Mapping[str, Any]) -> Any:
+    """Live reconfiguration through `POST /admin/config` (needs the server's admin token)."""
+    if not handle.admin_token:
+        raise ServerLaunchError("live reconfiguration needs a server started with --admin-token")
+    try:
+        return _http_json(handle.base_url + "/admin/config", body=dict(settings), token=handle.admin_token)
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")[:500]
+        raise ServerLaunchError(f"POST /admin/config refused ({exc.code}): {detail}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise ServerLaunchError(f"POST /admin/config failed: {exc}") from None
+
+
+# ---------------------------------------------------------------- process lifecycle
+
+
+def _spawn(
+    argv: list[str], *, env: Mapping[str, str] | None, log_path: Path | None
+) -> subprocess.Popen[bytes]:
+    log = log_path.open("ab") if log_path else subprocess.DEVNULL
+    try:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,  # own process group: teardown reaches every child
+        )
+    except OSError as exc:
+        raise ServerLaunchError(f"cannot start {shlex.join(argv)}: {exc}") from None
+    finally:
+        if log_path:
+            log.close()  # type: ignore[union-attr]
+
+
+def stop_process_group(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    """SIGTERM the process group, then SIGKILL whatever is left after `grace_s`."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=grace_s)
+
+
+def settings_to_yaml(settings: Any, directory: Path) -> Path:
+    """Write settings (a ServerSettings, a mapping, or an existing file path) to `directory/server.yaml`."""
+    if isinstance(settings, str | Path) and Path(settings).is_file():
+        return Path(settings)
+    if hasattr(settings, "model_dump"):
+        settings = settings.model_dump(mode="json", exclude={"admin_token"})
+    if not isinstance(settings, Mapping):
+        raise ScenarioError(f"server settings: expected a mapping, a preset name or a file, got {settings!r}")
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "server.yaml"
+    path.write_text(yaml.safe_dump(dict(settings), sort_keys=False))
+    return path
+
+
+def resolve_settings_source(source: Any) -> Any:
+    """A preset name (no '/', no '.yaml') becomes that preset's file; everything else passes through."""
+    if isinstance(source, str) and "/" not in source and not source.endswith((".yaml", ".yml")):
+        from reference_server.settings import SettingsError, preset_path
+
+        try:
+            return preset_path(source)
+        except SettingsError as exc:
+            raise ScenarioError(str(exc)) from None
+    return source
+
+
+@contextlib.contextmanager
+def start_reference_server(
+    settings: Any,
+    *,
+    admin_token: str | None = None,
+    work_dir: Path | None = None,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+) -> Iterator[ServerHandle]:
+    """Run the reference server in a subprocess; yields a handle whose `base_url` is ready to load.
+
+    `settings`: a preset name ("image"), a YAML path, a mapping or a `ServerSettings`.
+    """
+    with contextlib.ExitStack() as stack:
+        if work_dir is None:
+            work_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="qbench-server-")))
+        config = settings_to_yaml(resolve_settings_source(settings), work_dir)
+        port = free_port()
+        argv = [sys.executable, "-m", "reference_server", "--config", str(config), "--port", str(port)]
+        if admin_token:
+            argv += ["--admin-token", admin_token]
+        log_path = work_dir / "server.log"
+        handle = ServerHandle(f"http://127.0.0.1:{port}", _spawn(argv, env=None, log_path=log_path), log_path)
+        handle.admin_token = admin_token
+        try:
+            wait_ready(handle, ready_timeout_s)
+            yield handle
+        finally:
+            assert handle.process is not None
+            stop_process_group(handle.process)
+
+
+def knob_env(knobs: Mapping[str, Any], port: int) -> dict[str, str]:
+    """QBENCH_<KNOB> variables for a launched app, plus the port for qbench's and Gradio's conventions."""
+    env = {f"QBENCH_{name.upper().replace('.', '_')}": str(value) for name, value in knobs.items()}
+    env.update(QBENCH_PORT=str(port), GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1")
+    env.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    return env
+
+
+def render_command(template: str, knobs: Mapping[str, Any], port: int) -> list[str]:
+    """Fill `{knob}` and `{port}` placeholders; an unknown placeholder is a clear error."""
+    try:
+        return shlex.split(template.format_map({**knobs, "port": port}))
+    except KeyError as exc:
+        raise ScenarioError(
+            f"--launch {template!r}: placeholder {{{exc.args[0]}}} is not a knob of this point "
+            f"(knobs: {', '.join(knobs)}, port)"
+        ) from None
+
+
+@contextlib.contextmanager
+def launch_command(
+    template: str,
+    knobs: Mapping[str, Any],
+    *,
+    work_dir: Path,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+    ready_path: str = "/config",
+) -> Iterator[ServerHandle]:
+    """Launch the user's app for one point; yields once `GET ready_path` answers, kills the group after."""
+    port = free_port()
+    argv = render_command(template, knobs, port)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    log_path = work_dir / "server.log"
+    process = _spawn(argv, env=knob_env(knobs, port), log_path=log_path)
+    handle = ServerHandle(f"http://127.0.0.1:{port}", process, log_path)
+    try:
+        wait_ready(handle, ready_timeout_s, ready_path)
+        yield handle
+    finally:
+        assert handle.process is not None
+        stop_process_group(handle.process)
+
+
+# ---------------------------------------------------------------- resources
+
+
+@dataclass
+class ResourceSampler:
+    """Samples the RSS of a process tree in a background thread; `peak_rss_mb` after `stop()`."""
+
+    pid: int
+    interval_s: float = 0.25
+    peak_rss_mb: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    def sample(self) -> float:
+        try:
+            root = psutil.Process(self.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return 0.0
+        total = 0
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                total += proc.memory_info().rss
+        return total / 2**20
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_rss_mb = max(self.peak_rss_mb, self.sample())
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> ResourceSampler:
+        self._thread = threading.Thread(target=self._run, name="qbench-rss", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+
+
+def status_memory(status: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """(peak RSS MB, peak GPU memory MB) from a `/status` JSON, tolerant of missing fields."""
+
+    def find(*names: str) -> float | None:
+        for container in (status, status.get("resources") or {}, status.get("memory") or {}):
+            for name in names:
+                value = container.get(name) if isinstance(container, Mapping) else None
+                if isinstance(value, int | float):
+                    return float(value)
+        return None
+
+    rss = find("peak_rss_mb", "rss_mb")
+    gpu = find("peak_gpu_mem_mb", "cuda_max_memory_allocated_mb", "cuda_peak_mb", "gpu_mem_mb")
+    return rss, gpu
