@@ -253,7 +253,8 @@ class Grid:
         return tuple(len(v) for v in self.axes.values())
 
     def point_at(self, coords: Sequence[int]) -> Point:
-        knobs: dict[str, Value] = {name: values[i] for (name, values), i in zip(self.axes.items(), coords, strict=True)}
+        pairs = zip(self.axes.items(), coords, strict=True)
+        knobs: dict[str, Value] = {name: values[i] for (name, values), i in pairs}
         for name, expr in self.links.items():
             knobs[name] = expr.evaluate(knobs)
         return Point(knobs, tuple(coords))

@@ -89,7 +89,7 @@ def wait_ready(handle: ServerHandle, timeout_s: float = READY_TIMEOUT_S, path: s
     while time.monotonic() < deadline:
         if handle.process is not None and handle.process.poll() is not None:
             code = handle.process.returncode
-            raise ServerLaunchError(f"server exited with code {code} before it was ready\n{handle.log_tail()}")
+            raise ServerLaunchError(f"server exited with code {code} before ready\n{handle.log_tail()}")
         try:
             with urllib.request.urlopen(handle.base_url + path, timeout=2.0) as response:
                 if response.status == 200:

@@ -226,7 +226,8 @@ def _lat(p: PointResult) -> float:
 
 def _tie_reason(p: PointResult, winner: PointResult) -> str:
     if p is winner:
-        return f"highest goodput {p.goodput_rps:.3g} rps meeting all constraints (p95 {_fmt_s(p.p95_latency_s)})"
+        p95 = _fmt_s(p.p95_latency_s)
+        return f"highest goodput {p.goodput_rps:.3g} rps meeting all constraints (p95 {p95})"
     if _lat(p) > _lat(winner):
         return f"tied on goodput ({p.goodput_rps:.3g} rps) but higher p95 latency {_fmt_s(p.p95_latency_s)}"
     return f"tied on goodput and latency but uses more resources (score {resource_score(p):.0f})"

@@ -7,11 +7,12 @@ quick search and its early exit:
     repeat until a full pass over the axes moves nowhere:
         for each axis: probe the neighbours one step up and one step down; move to one that improves the
         score and keep stepping that way while each step still gains more than `min_gain` (5 %)
-        when no axis moves: probe the diagonal neighbours (two axes at once) and go on from the best
+        when no axis moves: probe the diagonal neighbours (several axes at once) and go on from the best
 
 The score orders feasible points by goodput, above every infeasible point (ordered by how far they
-overshoot their bounds, so the climb walks toward feasibility), above failed points. Every evaluated point
-is kept, so the recommendation is made with the same rule as for a full grid, over the points the search measured.
+overshoot their bounds, so the climb walks toward feasibility), above failed points. Every evaluated
+point is kept, so the recommendation is made with the same rule as for a full grid, over the points the
+search measured.
 
 Capacity (`find_capacity`) - the highest arrival rate that still meets the SLO, as `vllm bench sweep
 serve_sla` does: grow (x2) or shrink (/2) from a first guess until one rate passes and one fails, then
