@@ -1,0 +1,54 @@
+"""Servers for the conformance, interop and differential tests (module-scoped: each start costs).
+
+The conformance tests state Gradio's semantics and run against the reference server. Set
+`QBENCH_CONFORMANCE_TARGET=gradio` to run the very same tests against real Gradio instead, which is
+how the expectations themselves are checked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+
+import pytest
+
+from .gradio_apps import SUITE, TIGHT_QUEUE, QueueSpec, gradio_servers
+from .reference import reference_settings
+
+TARGET = os.environ.get("QBENCH_CONFORMANCE_TARGET", "reference")
+
+
+def serve_reference(queue: QueueSpec) -> AbstractContextManager[str]:
+    """The reference server serving the suite in a thread (real uvicorn) on a free port."""
+    testing = pytest.importorskip("reference_server.testing")  # until the server lands
+    return testing.serve_in_thread(reference_settings(SUITE, queue))  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def target_urls() -> Iterator[tuple[str, str]]:
+    """(suite URL, tight URL) of the server under test: default queue, and max_threads=2/max_size=3."""
+    if TARGET == "gradio":
+        with gradio_servers((QueueSpec(), TIGHT_QUEUE)) as urls:
+            yield urls[0], urls[1]
+        return
+    with serve_reference(QueueSpec()) as suite_url, serve_reference(TIGHT_QUEUE) as tight_url:
+        yield suite_url, tight_url
+
+
+@pytest.fixture(scope="module")
+def suite_url(target_urls: tuple[str, str]) -> str:
+    return target_urls[0]
+
+
+@pytest.fixture(scope="module")
+def tight_url(target_urls: tuple[str, str]) -> str:
+    return target_urls[1]
+
+
+@pytest.fixture(scope="module")
+def both_urls() -> Iterator[dict[str, tuple[str, str]]]:
+    """For differential tests: {"gradio": (suite, tight), "reference": (suite, tight)}."""
+    with gradio_servers((QueueSpec(), TIGHT_QUEUE)) as g:
+        with serve_reference(QueueSpec()) as r_suite, serve_reference(TIGHT_QUEUE) as r_tight:
+            yield {"gradio": (g[0], g[1]), "reference": (r_suite, r_tight)}

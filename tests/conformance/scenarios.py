@@ -1,0 +1,182 @@
+"""Bursts with a deterministic observable outcome, and what real Gradio 6.x shows for each.
+
+A scenario is a list of jobs plus a `summarize(traces)` that keeps only what should not depend on
+timing noise: message kinds, normalised message bodies, realised concurrency, dispatch sizes, join
+statuses. `expected` is Gradio's behaviour (checked by the differential tests against a live Gradio,
+and by the conformance tests against the reference server). Sleep functions take 0.2 s and jobs
+join 30 ms apart, so each join lands after the previous dispatch even on a busy machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .driver import Job, Trace
+from .observe import batch_sizes, dispatch_groups, max_overlap
+
+SPACING_S = 0.03
+TIMING_KEYS = frozenset({"duration", "average_duration", "eta", "rank_eta", "cache_duration", "avg_time"})
+
+
+def normalise(value: Any) -> Any:
+    """A message body with ids and measured times replaced by placeholders (types kept)."""
+    if isinstance(value, dict):
+        return {k: _placeholder(k, v) for k, v in value.items()}
+    return value
+
+
+def _placeholder(key: str, value: Any) -> Any:
+    if key == "event_id":
+        return "<id>" if value else value
+    if key in TIMING_KEYS:
+        return "<number>" if isinstance(value, int | float) and not isinstance(value, bool) else value
+    return normalise(value)
+
+
+def burst(fn: str, n: int, spacing_s: float = SPACING_S, session: str | None = None) -> list[Job]:
+    return [Job(fn, [f"x{i}"], session=session, at_s=i * spacing_s) for i in range(n)]
+
+
+def messages(traces: list[Trace]) -> list[list[Any]]:
+    """Per job, its normalised messages (heartbeats dropped)."""
+    return [[normalise(m.body) for m in t.messages if m.msg != "heartbeat"] for t in traces]
+
+
+def kinds(traces: list[Trace]) -> list[list[str]]:
+    return [t.kinds for t in traces]
+
+
+def outputs(traces: list[Trace]) -> list[Any]:
+    return [t.completed["output"].get("data") for t in traces]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    jobs: list[Job]
+    summarize: Callable[[list[Trace]], dict[str, Any]]
+    expected: dict[str, Any]
+    tight: bool = False  # run against the app with max_threads=2, max_size=3
+
+
+PLAIN = ["estimation", "process_starts", "process_completed"]
+RE_ESTIMATED = ["estimation", *PLAIN]
+
+
+def _batch_summary(traces: list[Trace]) -> dict[str, Any]:
+    groups = dispatch_groups(traces)
+    return {
+        "dispatches": [len(g) for g in groups],
+        "one_eta_per_batch": all(len({t.first("process_starts").body["eta"] for t in g}) == 1  # type: ignore[union-attr]
+                                 for g in groups),
+        "outputs": outputs(traces),
+        "is_generating": [t.completed["output"]["is_generating"] for t in traces],
+        "kinds": kinds(traces),
+    }
+
+
+def _max_size_summary(traces: list[Trace]) -> dict[str, Any]:
+    return {"statuses": [t.join_status for t in traces], "bodies": [t.join_body for t in traces if t.join_status != 200]}
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "echo_messages": Scenario(
+        [Job("echo", ["hello"])],
+        lambda ts: {"messages": messages(ts)},
+        {"messages": [[
+            {"msg": "estimation", "event_id": "<id>", "rank": 0, "queue_size": 1, "rank_eta": "<any>"},
+            {"msg": "process_starts", "event_id": "<id>", "eta": "<any>"},
+            {"msg": "process_completed", "event_id": "<id>", "output": {
+                "data": ["hello"], "is_generating": False, "duration": "<number>",
+                "average_duration": "<number>", "render_config": None, "changed_state_ids": [],
+                "used_cache": None}, "success": True, "title": None, "used_cache": None,
+             "cache_duration": "<number>", "avg_time": "<number>"},
+        ]]},
+    ),
+    "limit_1_serialises": Scenario(
+        burst("sleep_1", 3),
+        lambda ts: {"max_overlap": max_overlap(ts), "dispatches": batch_sizes(ts), "kinds": kinds(ts)},
+        # The third job is re-estimated when the second is dispatched (status_update_rate "auto").
+        {"max_overlap": 1, "dispatches": [1, 1, 1], "kinds": [PLAIN, PLAIN, RE_ESTIMATED]},
+    ),
+    "limit_n_runs_n": Scenario(
+        burst("sleep_n", 5, spacing_s=0.01),
+        lambda ts: {"max_overlap": max_overlap(ts), "dispatches": batch_sizes(ts)},
+        {"max_overlap": 3, "dispatches": [3, 2]},
+    ),
+    "concurrency_id_lowest_limit": Scenario(
+        # shared_b (limit 1) joins first, so Gradio's lazily lowered group limit is already 1.
+        [Job(fn, [f"x{i}"], at_s=i * SPACING_S) for i, fn in enumerate(["shared_b", "shared_a", "shared_a"])],
+        lambda ts: {"max_overlap": max_overlap(ts), "dispatches": batch_sizes(ts)},
+        {"max_overlap": 1, "dispatches": [1, 1, 1]},
+    ),
+    "batch_burst": Scenario(
+        burst("batch", 6, spacing_s=0.01),
+        _batch_summary,
+        {"dispatches": [1, 4, 1], "one_eta_per_batch": True, "outputs": [[f"x{i}"] for i in range(6)],
+         "is_generating": [None] * 6, "kinds": [PLAIN] * 5 + [RE_ESTIMATED]},
+    ),
+    "one_session_three_jobs": Scenario(
+        burst("sleep_1", 3, session="s"),
+        lambda ts: {"kinds": kinds(ts), "ranks": [[m.body["rank"] for m in t.all("estimation")] for t in ts],
+                    "queue_sizes": [[m.body["queue_size"] for m in t.all("estimation")] for t in ts]},
+        {"kinds": [PLAIN, PLAIN, RE_ESTIMATED],
+         "ranks": [[0], [0], [1, 0]], "queue_sizes": [[1], [1], [2, 1]]},
+    ),
+    "generator_diffs": Scenario(
+        [Job("stream", ["x"])],
+        lambda ts: {"kinds": kinds(ts), "data": [m.body["output"]["data"] for m in ts[0].messages
+                                                 if m.msg in ("process_generating", "process_completed")],
+                    "generating": [normalise(m.body) for m in ts[0].all("process_generating")][:1]},
+        {"kinds": [["estimation", "process_starts"] + ["process_generating"] * 4 + ["process_completed"]],
+         "data": [["x"], [[["append", [], " 1"]]], [[["append", [], " 2"]]], [[["append", [], " 3"]]],
+                  ["x 1 2 3"]],
+         "generating": [{"msg": "process_generating", "event_id": "<id>", "output": {
+             "data": ["x"], "is_generating": True, "duration": "<number>", "average_duration": "<number>",
+             "render_config": None, "changed_state_ids": [], "used_cache": None},
+             "success": True, "time_limit": None}]},
+    ),
+    "error_hidden": Scenario(
+        [Job("fail", ["x"])],
+        lambda ts: {"kinds": kinds(ts), "completed": normalise(ts[0].completed)},
+        {"kinds": [PLAIN], "completed": {
+            "msg": "process_completed", "event_id": "<id>", "output": {"error": None}, "success": False,
+            "title": "Error", "used_cache": None, "cache_duration": None, "avg_time": None}},
+    ),
+    "error_user_visible": Scenario(
+        [Job("gr_error", ["x"])],
+        # The payload's duration is gr.Error's display time, not a measurement: compared exactly.
+        lambda ts: {"output": ts[0].completed["output"], "completed": normalise(ts[0].completed)},
+        {"output": {"error": "synthetic failure", "duration": 5.0, "visible": True, "title": "Oops"},
+         "completed": {
+            "msg": "process_completed", "event_id": "<id>",
+            "output": {"error": "synthetic failure", "duration": "<number>", "visible": True, "title": "Oops"},
+            "success": False, "title": "Oops", "used_cache": None, "cache_duration": None, "avg_time": None}},
+    ),
+    "max_threads_caps_total": Scenario(
+        burst("sleep_n", 3, spacing_s=0.01) + [Job("sleep_1", ["y"], at_s=0.03)],
+        lambda ts: {"max_overlap": max_overlap(ts)},
+        {"max_overlap": 2},
+        tight=True,
+    ),
+    "max_size_503": Scenario(
+        # The first job runs; the next three wait (max_size counts waiting jobs only); two are refused.
+        [Job("sleep_1", ["r"])] + [Job("sleep_1", [f"x{i}"], at_s=0.05 + i * 0.015) for i in range(5)],
+        _max_size_summary,
+        {"statuses": [200, 200, 200, 200, 503, 503],
+         "bodies": [{"detail": "Queue is full. Max size is 3 and size is 3."}] * 2},
+        tight=True,
+    ),
+}
+
+
+def matches(actual: Any, expected: Any) -> bool:
+    """Equality where the expected value "<any>" matches anything (a value that varies by run)."""
+    if expected == "<any>":
+        return True
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return expected.keys() == actual.keys() and all(matches(actual[k], v) for k, v in expected.items())
+    if isinstance(expected, list) and isinstance(actual, list):
+        return len(expected) == len(actual) and all(matches(a, e) for a, e in zip(actual, expected, strict=True))
+    return bool(actual == expected)
