@@ -1,0 +1,136 @@
+"""Non-Gradio endpoints: /metrics, /status, /healthz and the live reconfiguration /admin/config.
+
+`POST /admin/config` exists only if the server was started with an admin token; it needs
+`Authorization: Bearer <token>` and takes a JSON body of knobs, all optional:
+
+    {"queue": {"default_concurrency_limit": 2, "max_size": 16, "status_update_rate": "auto"},
+     "launch": {"max_threads": 8},
+     "show_error": true,
+     "functions": {"<api_name>": {"concurrency_limit": 4, "batch": true, "max_batch_size": 8,
+                                  "batch_wait_ms": 5}}}
+
+New values apply to events dispatched after the call; the answer is the effective settings and hash.
+"""
+
+from __future__ import annotations
+
+import hmac
+import resource
+import time
+from typing import Any
+
+import psutil
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from reference_server.gradio_routes import ClientError, JSONResponse, json_body, state_of
+from reference_server.settings import ServerSettings, SettingsError, parse_settings
+
+ALLOWED = {
+    "queue": {"default_concurrency_limit", "max_size", "status_update_rate"},
+    "launch": {"max_threads"},
+    "function": {"concurrency_limit", "batch", "max_batch_size", "batch_wait_ms"},
+}
+
+
+async def metrics(request: Request) -> Response:
+    body = state_of(request).metrics.render()
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+async def healthz(request: Request) -> Response:
+    ready = state_of(request).ready
+    return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
+
+
+async def status(request: Request) -> Response:
+    state = state_of(request)
+    proc = psutil.Process()
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return JSONResponse({
+        "settings": state.settings.summary(),
+        "config_hash": state.settings.config_hash(),
+        "uptime_s": time.time() - state.started_at,
+        "ready": state.ready,
+        "device": state.device,
+        "jobs_completed": state.queue.completed,
+        "events_waiting": state.queue.waiting_count,
+        "jobs_running": state.queue.running_jobs,
+        "rss_bytes": proc.memory_info().rss,
+        "peak_rss_bytes": peak_kib * 1024,
+        "torch_cuda_memory": state.torch_memory(),
+        "workloads": {fn.name: fn.workload.describe() for fn in state.functions},
+    })
+
+
+def _overrides(body: dict[str, Any], settings: ServerSettings) -> dict[str, Any]:
+    """Admin JSON -> dotted overrides; unknown sections or knobs are a 422."""
+    out: dict[str, Any] = {}
+    for section, value in body.items():
+        if section == "show_error":
+            out["show_error"] = value
+        elif section in ("queue", "launch") and isinstance(value, dict):
+            for key, v in value.items():
+                if key not in ALLOWED[section]:
+                    raise ClientError(422, f"{section}.{key} cannot be changed at runtime; "
+                                           f"allowed: {sorted(ALLOWED[section])}")
+                out[f"{section}.{key}"] = v
+        elif section == "functions" and isinstance(value, dict):
+            out.update(_function_overrides(value, settings))
+        else:
+            raise ClientError(422, f"unknown or malformed section {section!r}; expected queue, launch, "
+                                   "functions (a mapping of api_name to knobs) or show_error")
+    return out
+
+
+def _function_overrides(value: dict[str, Any], settings: ServerSettings) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, knobs in value.items():
+        index = settings.function_index(name)
+        if index is None or not isinstance(knobs, dict):
+            raise ClientError(422, f"functions.{name}: no such api_name (or its knobs are not a mapping)")
+        for key, v in knobs.items():
+            if key not in ALLOWED["function"]:
+                raise ClientError(422, f"functions.{name}.{key} cannot be changed at runtime; "
+                                       f"allowed: {sorted(ALLOWED['function'])}")
+            out[f"functions.{index}.{key}"] = v
+    return out
+
+
+def _apply_dotted(settings: ServerSettings, overrides: dict[str, Any]) -> ServerSettings:
+    raw = settings.model_dump(mode="json")
+    for dotted, value in overrides.items():
+        node: Any = raw
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        node[leaf] = value
+    return parse_settings(raw, "admin request")
+
+
+async def admin_config(request: Request) -> Response:
+    state = state_of(request)
+    token = state.settings.admin_token
+    if token is None:
+        raise ClientError(404, "Not Found")
+    auth = request.headers.get("authorization", "")
+    if not auth.startswith("Bearer "):
+        raise ClientError(401, "missing 'Authorization: Bearer <admin token>' header")
+    if not hmac.compare_digest(auth[len("Bearer "):].encode(), token.encode()):
+        raise ClientError(403, "wrong admin token")
+    body = await json_body(request)
+    try:
+        new = _apply_dotted(state.settings, _overrides(body, state.settings))
+        state.apply(new)
+    except (SettingsError, ValueError) as exc:
+        raise ClientError(422, str(exc)) from None
+    return JSONResponse({"settings": new.summary(), "config_hash": new.config_hash()})
+
+
+ROUTES = [
+    Route("/metrics", metrics, methods=["GET"]),
+    Route("/status", status, methods=["GET"]),
+    Route("/healthz", healthz, methods=["GET"]),
+    Route("/admin/config", admin_config, methods=["POST"]),
+]

@@ -1,0 +1,52 @@
+"""`build_app(settings) -> Starlette`: the reference server.
+
+The lifespan owns the expensive things: it builds, loads and warms the workloads, then starts the
+queue's dispatcher; handlers (gradio_routes, admin) only admit, enqueue and stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+
+from reference_server import admin, gradio_routes
+from reference_server.gradio_routes import ClientError, JSONResponse
+from reference_server.server_state import ServerState, load_workloads, resolve_device
+from reference_server.settings import ServerSettings
+
+
+async def _client_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ClientError)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+
+
+def build_app(settings: ServerSettings, file_dir: Path | None = None) -> Starlette:
+    """The ASGI app. Settings errors (unknown workload, batch generator) raise SettingsError here."""
+    state = ServerState.create(settings, file_dir)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.device = resolve_device(settings)
+        await anyio.to_thread.run_sync(load_workloads, settings, state.functions, state.device)
+        state.queue.start()
+        state.ready = True
+        try:
+            yield
+        finally:
+            state.ready = False
+            await state.queue.stop()
+            state.close()
+
+    app = Starlette(
+        routes=[*gradio_routes.ROUTES, *admin.ROUTES],
+        lifespan=lifespan,
+        exception_handlers={ClientError: _client_error},
+    )
+    app.state.server = state
+    return app

@@ -1,0 +1,257 @@
+"""Component wire formats: what /config and /info say about each component, and (pre|post)processing.
+
+Workloads see Python values (str, float, PIL image, (sr, ndarray), JSON values); the wire carries
+strings, numbers and FileData dicts `{"path", "url", "orig_name", "meta": {"_type": "gradio.FileData"}}`.
+`preprocess` turns a wire value into the workload value and raises WorkloadInputError for anything it
+cannot use (that request fails, the server keeps serving); `postprocess` does the reverse.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import uuid
+import wave
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reference_server.workloads.base import Component, ComponentType, WorkloadInputError
+
+FILE_META = {"_type": "gradio.FileData"}
+
+_OPT_STR = {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}
+FILE_DATA_SCHEMA: dict[str, Any] = {
+    "title": "FileData",
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "title": "Path", "description": "server path returned by /upload"},
+        "url": {**_OPT_STR, "title": "Url"},
+        "size": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None, "title": "Size"},
+        "orig_name": {**_OPT_STR, "title": "Orig Name"},
+        "mime_type": {**_OPT_STR, "title": "Mime Type"},
+        "is_stream": {"type": "boolean", "default": False, "title": "Is Stream"},
+        "meta": {"type": "object", "default": FILE_META, "title": "Meta", "additionalProperties": True},
+    },
+    "required": ["path"],
+}
+LABEL_SCHEMA: dict[str, Any] = {
+    "title": "LabelData",
+    "type": "object",
+    "properties": {
+        "label": {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "null"}], "default": None},
+        "confidences": {
+            "anyOf": [{"type": "array", "items": {"type": "object"}}, {"type": "null"}],
+            "default": None,
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class WireType:
+    """How one component kind appears in /config and /info."""
+
+    gradio_type: str  # config components[].type
+    class_name: str  # /info "component"
+    api_info: dict[str, Any]
+    python_type: str
+    example: Any
+
+
+WIRE_TYPES: dict[ComponentType, WireType] = {
+    "text": WireType("textbox", "Textbox", {"type": "string"}, "str", "Hello!!"),
+    "number": WireType("number", "Number", {"type": "number"}, "float", 3),
+    "image": WireType("image", "Image", FILE_DATA_SCHEMA, "filepath", None),
+    "audio": WireType("audio", "Audio", FILE_DATA_SCHEMA, "filepath", None),
+    "json": WireType("json", "Json", {"type": {}, "description": "any valid json"}, "Any", {"foo": "bar"}),
+    "label": WireType("label", "Label", LABEL_SCHEMA, "Dict(label: str, confidences: list)", None),
+}
+
+
+def component_config(comp_id: int, comp: Component) -> dict[str, Any]:
+    """One entry of /config `components[]`."""
+    wire = WIRE_TYPES[comp.type]
+    return {
+        "id": comp_id,
+        "type": wire.gradio_type,
+        "props": {"label": comp.label, "show_label": True, "visible": True, "name": wire.gradio_type},
+        "skip_api": False,
+        "key": None,
+        "api_info": wire.api_info,
+        "api_info_as_input": wire.api_info,
+        "api_info_as_output": wire.api_info,
+        "example_inputs": comp.example if comp.example is not None else wire.example,
+    }
+
+
+def parameter_info(comp: Component, position: int) -> dict[str, Any]:
+    """One entry of /info `parameters[]`."""
+    wire = WIRE_TYPES[comp.type]
+    name = comp.label.lower().replace(" ", "_") or f"param_{position}"
+    return {
+        "label": comp.label,
+        "parameter_name": name if name.isidentifier() else f"param_{position}",
+        "parameter_has_default": False,
+        "parameter_default": None,
+        "type": wire.api_info,
+        "python_type": {"type": wire.python_type, "description": ""},
+        "component": wire.class_name,
+        "example_input": comp.example if comp.example is not None else wire.example,
+    }
+
+
+def return_info(comp: Component) -> dict[str, Any]:
+    """One entry of /info `returns[]`."""
+    wire = WIRE_TYPES[comp.type]
+    return {
+        "label": comp.label,
+        "type": wire.api_info,
+        "python_type": {"type": wire.python_type, "description": ""},
+        "component": wire.class_name,
+    }
+
+
+def needs_thread(comps: list[Component]) -> bool:
+    """True if (pre|post)processing does file I/O or decoding worth moving off the event loop."""
+    return any(c.type in ("image", "audio") for c in comps)
+
+
+class FileStore:
+    """Where uploads and outputs live; the only directories /file= serves from."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.uploads = self.root / "uploads"
+        self.outputs = self.root / "outputs"
+        self.uploads.mkdir(parents=True, exist_ok=True)
+        self.outputs.mkdir(parents=True, exist_ok=True)
+
+    def new_upload_path(self, filename: str) -> Path:
+        safe = Path(filename or "file").name or "file"
+        folder = self.uploads / uuid.uuid4().hex
+        folder.mkdir()
+        return folder / safe
+
+    def resolve(self, path_or_url: str) -> Path | None:
+        """Map a FileData path (absolute, or a /file= URL) to a file inside the store, else None."""
+        text = path_or_url.split("/file=", 1)[1] if "/file=" in path_or_url else path_or_url
+        try:
+            path = Path(text).resolve()
+        except (OSError, ValueError):
+            return None
+        if not path.is_relative_to(self.root) or not path.is_file():
+            return None
+        return path
+
+    def save_output(self, data: bytes, suffix: str) -> dict[str, Any]:
+        folder = self.outputs / uuid.uuid4().hex
+        folder.mkdir()
+        path = folder / f"output{suffix}"
+        path.write_bytes(data)
+        return {
+            "path": str(path),
+            "url": f"/gradio_api/file={path}",
+            "size": len(data),
+            "orig_name": path.name,
+            "mime_type": None,
+            "is_stream": False,
+            "meta": FILE_META,
+        }
+
+
+def _file_bytes(value: Any, store: FileStore, label: str) -> bytes:
+    """The bytes behind a FileData dict, a server path, or a base64 data: URL."""
+    if isinstance(value, dict):
+        ref = value.get("path") or value.get("url")
+    else:
+        ref = value
+    if not isinstance(ref, str) or not ref:
+        raise WorkloadInputError(f"input {label!r}: expected FileData with a 'path', got {value!r:.80}")
+    if ref.startswith("data:"):
+        try:
+            return base64.b64decode(ref.split(",", 1)[1], validate=False)
+        except (IndexError, binascii.Error) as exc:
+            raise WorkloadInputError(f"input {label!r}: malformed data: URL ({exc})") from None
+    path = store.resolve(ref)
+    if path is None:
+        raise WorkloadInputError(f"input {label!r}: file {ref!r:.120} was not uploaded to this server")
+    return path.read_bytes()
+
+
+def _decode_image(raw: bytes, label: str) -> Any:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        img = Image.open(io.BytesIO(raw))
+        img.load()
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise WorkloadInputError(f"input {label!r}: not a readable image ({exc})") from None
+    return img.convert("RGB")
+
+
+def _decode_wav(raw: bytes, label: str) -> tuple[int, np.ndarray]:
+    try:
+        with wave.open(io.BytesIO(raw)) as w:
+            rate, channels, width = w.getframerate(), w.getnchannels(), w.getsampwidth()
+            frames = w.readframes(w.getnframes())
+    except (wave.Error, EOFError) as exc:
+        raise WorkloadInputError(f"input {label!r}: not a readable WAV file ({exc})") from None
+    dtype = {1: np.uint8, 2: np.int16, 4: np.int32}.get(width)
+    if dtype is None:
+        raise WorkloadInputError(f"input {label!r}: unsupported WAV sample width {width} bytes")
+    samples = np.frombuffer(frames, dtype=dtype).astype(np.float32)
+    if width == 1:
+        samples = (samples - 128.0) / 128.0
+    else:
+        samples /= float(2 ** (8 * width - 1))
+    if channels > 1:
+        samples = samples.reshape(-1, channels).mean(axis=1)
+    return rate, samples
+
+
+def preprocess(comp: Component, value: Any, store: FileStore) -> Any:
+    """Wire value -> workload value; WorkloadInputError on anything unusable."""
+    if comp.type == "text":
+        if not isinstance(value, str):
+            raise WorkloadInputError(f"input {comp.label!r}: expected a string, got {type(value).__name__}")
+        return value
+    if comp.type == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise WorkloadInputError(f"input {comp.label!r}: expected a number, got {value!r:.80}")
+        return float(value)
+    if comp.type == "image":
+        return _decode_image(_file_bytes(value, store, comp.label), comp.label)
+    if comp.type == "audio":
+        return _decode_wav(_file_bytes(value, store, comp.label), comp.label)
+    return value
+
+
+def _encode_wav(value: Any) -> bytes:
+    rate, samples = value
+    pcm = (np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0) * 32767).astype(np.int16)
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(int(rate))
+        w.writeframes(pcm.tobytes())
+    return buf.getvalue()
+
+
+def postprocess(comp: Component, value: Any, store: FileStore) -> Any:
+    """Workload value -> wire value (files are saved in the store and returned as FileData)."""
+    if value is None:
+        return None
+    if comp.type == "image":
+        buf = io.BytesIO()
+        value.save(buf, format="PNG")
+        return store.save_output(buf.getvalue(), ".png")
+    if comp.type == "audio":
+        return store.save_output(_encode_wav(value), ".wav")
+    if comp.type == "number" and isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    return value

@@ -1,0 +1,206 @@
+"""Gradio's HTTP API under /gradio_api (plus /config): handlers only validate, admit and stream.
+
+Client mistakes get a 4xx with a clear `detail` (Gradio answers 500 to an unknown fn_index; this
+server answers 422), and never disturb other requests.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Route
+
+from reference_server import messages as m
+from reference_server.api_config import build_info
+from reference_server.queue import QueueFullError
+from reference_server.runtime import FunctionRuntime
+from reference_server.server_state import ServerState
+from reference_server.streams import CallStream, HeartbeatStream, QueueDataStream
+
+
+class JSONResponse(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+class ClientError(Exception):
+    """A 4xx answer: raised by the helpers below, turned into `{"detail": ...}` by the app."""
+
+    def __init__(self, status: int, detail: Any) -> None:
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+def state_of(request: Request) -> ServerState:
+    state: ServerState = request.app.state.server
+    return state
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ClientError(422, f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ClientError(422, f"request body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+def _function(state: ServerState, fn_index: Any) -> FunctionRuntime:
+    if fn_index is None:
+        raise ClientError(400, "No function index provided.")
+    n = len(state.functions)
+    if isinstance(fn_index, bool) or not isinstance(fn_index, int) or not 0 <= fn_index < n:
+        raise ClientError(422, f"unknown fn_index {fn_index!r}: this server has fn_index 0..{n - 1}")
+    return state.functions[fn_index]
+
+
+def _by_api_name(state: ServerState, api_name: str) -> FunctionRuntime:
+    for fn in state.functions:
+        if fn.name == api_name:
+            return fn
+    names = ", ".join(f.name for f in state.functions)
+    raise ClientError(404, f"unknown api_name {api_name!r}; this server has: {names}")
+
+
+def _check_data(fn: FunctionRuntime, data: Any) -> list[Any]:
+    if not isinstance(data, list):
+        raise ClientError(422, f"'data' must be a list with one value per input, got {type(data).__name__}")
+    expected = len(fn.workload.inputs)
+    if len(data) != expected:
+        raise ClientError(422, f"function {fn.name!r} takes {expected} input(s), got {len(data)} in 'data'")
+    return data
+
+
+def _admit(state: ServerState, session: str, fn: FunctionRuntime, data: list[Any], simple: bool,
+           event_id: str | None = None) -> str:
+    try:
+        return state.queue.push(session, fn, data, simple, event_id).id
+    except QueueFullError as exc:
+        raise ClientError(503, str(exc)) from None
+
+
+async def queue_join(request: Request) -> Response:
+    state = state_of(request)
+    body = await json_body(request)
+    if "data" not in body:
+        raise ClientError(422, [{"type": "missing", "loc": ["body", "data"], "msg": "Field required"}])
+    session = body.get("session_hash")
+    if session is None:
+        raise ClientError(400, "Session hash not found.")
+    if not isinstance(session, str) or not session:
+        raise ClientError(422, "'session_hash' must be a non-empty string")
+    fn = _function(state, body.get("fn_index"))
+    data = _check_data(fn, body["data"])
+    return JSONResponse({"event_id": _admit(state, session, fn, data, bool(body.get("simple_format")))})
+
+
+async def queue_data(request: Request) -> Response:
+    session = request.query_params.get("session_hash")
+    if not session:
+        raise ClientError(400, "missing query parameter 'session_hash'")
+    state = state_of(request)
+    return QueueDataStream(state.queue, session, state.settings.heartbeat_interval_s)
+
+
+async def cancel(request: Request) -> Response:
+    body = await json_body(request)
+    missing = [k for k in ("session_hash", "fn_index", "event_id") if k not in body]
+    if missing:
+        detail = f"cancel needs session_hash, fn_index and event_id; missing: {', '.join(missing)}"
+        raise ClientError(422, detail)
+    state_of(request).queue.cancel(str(body["session_hash"]), str(body["event_id"]))
+    return JSONResponse({"success": True})
+
+
+async def reset(request: Request) -> Response:
+    return JSONResponse({"success": True})
+
+
+async def queue_status(request: Request) -> Response:
+    return JSONResponse(m.estimation(None, None, state_of(request).queue.waiting_count, None))
+
+
+async def heartbeat(request: Request) -> Response:
+    return HeartbeatStream(state_of(request).settings.heartbeat_interval_s)
+
+
+async def config(request: Request) -> Response:
+    state = state_of(request)
+    root = str(request.base_url).rstrip("/")
+    return JSONResponse({**state.config, "root": root})
+
+
+async def info(request: Request) -> Response:
+    all_endpoints = bool(request.query_params.get("all_endpoints"))
+    return JSONResponse(build_info(state_of(request).functions, all_endpoints))
+
+
+async def call_post(request: Request) -> Response:
+    state = state_of(request)
+    fn = _by_api_name(state, request.path_params["api_name"])
+    body = await json_body(request)
+    data = _check_data(fn, body.get("data"))
+    event_id = uuid.uuid4().hex
+    session = body.get("session_hash") or event_id
+    return JSONResponse({"event_id": _admit(state, str(session), fn, data, True, event_id)})
+
+
+async def call_get(request: Request) -> Response:
+    state = state_of(request)
+    _by_api_name(state, request.path_params["api_name"])
+    event_id = request.path_params["event_id"]
+    event = state.queue.events.get(event_id)
+    session = event.session if event is not None else event_id
+    return CallStream(state.queue, session, event_id, state.settings.heartbeat_interval_s)
+
+
+async def upload(request: Request) -> Response:
+    state = state_of(request)
+    limit = state.settings.max_file_size
+    form = await request.form()
+    paths = []
+    for item in form.getlist("files"):
+        if not isinstance(item, UploadFile):
+            raise ClientError(422, "field 'files' must be a file upload")
+        data = await item.read()
+        if limit is not None and len(data) > limit:
+            raise ClientError(413, f"file {item.filename!r} is {len(data)} bytes; max_file_size is {limit}")
+        path = state.store.new_upload_path(item.filename or "file")
+        path.write_bytes(data)
+        paths.append(str(path))
+    if not paths:
+        raise ClientError(422, "no files in the multipart field 'files'")
+    return JSONResponse(paths)
+
+
+async def file(request: Request) -> Response:
+    path = state_of(request).store.resolve(request.path_params["path"])
+    if path is None:
+        raise ClientError(404, "file not found (only uploads and outputs of this server are served)")
+    return FileResponse(path)
+
+
+ROUTES = [
+    Route("/config", config, methods=["GET"]),
+    Route("/config/", config, methods=["GET"]),
+    Route("/gradio_api/info", info, methods=["GET"]),
+    Route("/gradio_api/queue/join", queue_join, methods=["POST"]),
+    Route("/gradio_api/queue/data", queue_data, methods=["GET"]),
+    Route("/gradio_api/queue/status", queue_status, methods=["GET"]),
+    Route("/gradio_api/cancel", cancel, methods=["POST"]),
+    Route("/gradio_api/reset", reset, methods=["POST"]),
+    Route("/gradio_api/heartbeat/{session_hash}", heartbeat, methods=["GET"]),
+    Route("/gradio_api/call/{api_name}", call_post, methods=["POST"]),
+    Route("/gradio_api/call/{api_name}/{event_id}", call_get, methods=["GET"]),
+    Route("/gradio_api/upload", upload, methods=["POST"]),
+    Route("/gradio_api/file={path:path}", file, methods=["GET", "HEAD"]),
+]

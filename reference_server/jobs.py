@@ -1,0 +1,158 @@
+"""Running one dispatched job: preprocess, call the workload, postprocess, send the results.
+
+Sync workloads run in worker threads capped by the shared CapacityLimiter (max_threads); async ones
+run on the event loop. Text/number/JSON components are converted inline; image and audio conversion
+(file I/O, decoding) goes to a worker thread too. A batch is one workload call: one exception fails
+every event of the batch with the same payload; a bad input fails only its own event.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from reference_server import messages as m
+from reference_server.components import FileStore, needs_thread, postprocess, preprocess
+from reference_server.runtime import Event, FunctionRuntime, Job
+from reference_server.workloads.base import Component, WorkloadInputError
+
+Emit = Callable[[Event, m.Message], None]
+Convert = Callable[[Component, Any, FileStore], Any]
+INPUT_ERROR_TITLE = "Invalid input"
+_DONE = object()
+
+
+class JobRunner:
+    def __init__(self, store: FileStore, limiter: anyio.CapacityLimiter, show_error: bool,
+                 emit: Emit) -> None:
+        self.store = store
+        self.limiter = limiter
+        self.show_error = show_error
+        self.emit = emit
+
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+
+    # ------------------------------------------------------------ conversion
+    def _convert(self, convert: Convert, comps: list[Component], values: list[Any]) -> list[Any]:
+        return [convert(c, v, self.store) for c, v in zip(comps, values, strict=True)]
+
+    async def _preprocess(self, fn: FunctionRuntime, data: list[Any]) -> list[Any]:
+        comps = fn.workload.inputs
+        if needs_thread(comps):
+            return list(await self._in_thread(self._convert, preprocess, comps, data))
+        return self._convert(preprocess, comps, data)
+
+    async def _postprocess(self, fn: FunctionRuntime, values: list[Any]) -> list[Any]:
+        comps = fn.workload.outputs
+        if len(values) != len(comps):
+            kind = fn.workload.kind
+            raise RuntimeError(f"workload {kind!r} returned {len(values)} outputs, expected {len(comps)}")
+        if needs_thread(comps):
+            return list(await self._in_thread(self._convert, postprocess, comps, values))
+        return self._convert(postprocess, comps, values)
+
+    def fail(self, events: list[Event], exc: BaseException, first_step: bool = True) -> None:
+        if isinstance(exc, WorkloadInputError):
+            title: str | None = INPUT_ERROR_TITLE
+            output: dict[str, Any] = {"error": str(exc), "duration": 10, "visible": True, "title": title}
+        else:
+            output, title = m.error_payload(exc, self.show_error)
+        for event in events:
+            self.emit(event, m.process_completed(event.id, output, False, title if first_step else None))
+
+    # ------------------------------------------------------------ plain and batched calls
+    async def run(self, job: Job) -> bool:
+        """Run a non-generator job; True if the workload call succeeded."""
+        fn, ready, inputs = job.fn, [], []
+        for event in job.events:
+            try:
+                inputs.append(await self._preprocess(fn, event.data))
+                ready.append(event)
+            except WorkloadInputError as exc:
+                self.fail([event], exc)
+        if not ready:
+            return False
+        try:
+            call_start = time.perf_counter()
+            rows = await self._call(fn, inputs)
+            call_s = time.perf_counter() - call_start
+            wire = [await self._postprocess(fn, row) for row in rows]
+        except Exception as exc:  # the workload's failure is the request's result, not the server's
+            self.fail(ready, exc)
+            return False
+        fn.call_time.add(call_s)
+        fn.job_time.add(time.perf_counter() - job.started_at)
+        is_generating = None if fn.settings.batch else False
+        for event, data in zip(ready, wire, strict=True):
+            body = m.output_body(data, is_generating, call_s, fn.call_time.mean)
+            self.emit(event, m.process_completed(event.id, body, True))
+        return True
+
+    async def _call(self, fn: FunctionRuntime, inputs: list[list[Any]]) -> list[list[Any]]:
+        """One workload call; returns one output row per event."""
+        w = fn.workload
+        if not fn.settings.batch:
+            out = await w.arun(inputs[0]) if w.is_async else await self._in_thread(w.run, inputs[0])
+            return [list(out)]
+        columns = [list(col) for col in zip(*inputs, strict=True)]
+        out_cols = await w.arun_batch(columns) if w.is_async else await self._in_thread(w.run_batch, columns)
+        if len(out_cols) != len(w.outputs) or any(len(col) != len(inputs) for col in out_cols):
+            raise RuntimeError(f"workload {w.kind!r} returned a misshaped batch for {len(inputs)} events")
+        return [list(row) for row in zip(*out_cols, strict=True)]
+
+    # ------------------------------------------------------------ generators
+    async def stream(self, job: Job) -> bool:
+        """Run a generator job: full first output, then diffs, then the full final value."""
+        event, fn = job.events[0], job.fn
+        try:
+            inputs = await self._preprocess(fn, event.data)
+        except WorkloadInputError as exc:
+            self.fail([event], exc)
+            return False
+        w = fn.workload
+        async_iter = w.astream(inputs) if w.is_async else None
+        sync_iter: Iterator[list[Any]] | None = None if w.is_async else w.stream(inputs)
+        last: list[Any] | None = None
+        try:
+            while event.alive:
+                step_start = time.perf_counter()
+                if async_iter is not None:
+                    item: Any = await anext(async_iter, _DONE)
+                else:
+                    item = await self._in_thread(next, sync_iter, _DONE)
+                if item is _DONE:
+                    break
+                step_s = time.perf_counter() - step_start
+                fn.call_time.add(step_s)
+                wire = await self._postprocess(fn, list(item))
+                self._send_step(event, last, wire, step_s, fn)
+                last = wire
+        except Exception as exc:
+            self.fail([event], exc, first_step=last is None)
+            return False
+        finally:
+            if async_iter is not None:
+                await async_iter.aclose()  # type: ignore[attr-defined]
+            elif sync_iter is not None and hasattr(sync_iter, "close"):
+                sync_iter.close()
+        if not event.alive:
+            return False
+        fn.job_time.add(time.perf_counter() - job.started_at)
+        final = last if last is not None else [None] * len(w.outputs)
+        body = m.output_body(final, False, time.perf_counter() - step_start, fn.call_time.mean)
+        self.emit(event, m.process_completed(event.id, body, True))
+        return True
+
+    def _send_step(self, event: Event, last: list[Any] | None, wire: list[Any], step_s: float,
+                   fn: FunctionRuntime) -> None:
+        if last is None or event.simple_format:
+            data = wire
+        else:
+            data = [m.diff(old, new) for old, new in zip(last, wire, strict=True)]
+        body = m.output_body(data, True, step_s, fn.call_time.mean)
+        self.emit(event, m.process_generating(event.id, body))

@@ -1,0 +1,259 @@
+"""The event queue: concurrency groups, an event-driven dispatcher, batching, ETA, cancel, disconnect.
+
+Semantics follow Gradio 6.x (spec section 4):
+* one FIFO per concurrency group; a group runs at most `limit` jobs (the lowest limit set by the
+  functions pushed to it so far); at most `max_threads` jobs run in total;
+* among the groups that may start a job, one is chosen at random; its head event is taken, plus, for a
+  `batch` function, up to `max_batch_size - 1` later events of the same function (no waiting, unless
+  the `batch_wait_ms` extension is set: then a short batch waits up to that long after its head joined);
+* `max_size` counts waiting events across groups; a join beyond it is refused (HTTP 503);
+* estimations go to the new event on push, and to a group's waiting events after each dispatch from
+  it (`status_update_rate: auto`) or every N seconds (numeric rate).
+Unlike Gradio's 1 ms polling loop, the dispatcher sleeps until something changes (a push, a completed
+job, a cancel, a reconfiguration or a batch wait expiring).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+import uuid
+from typing import Any
+
+import anyio
+
+from reference_server import messages as m
+from reference_server.components import FileStore
+from reference_server.jobs import JobRunner
+from reference_server.metrics import ServerMetrics
+from reference_server.runtime import Event, FunctionRuntime, Group, Job
+from reference_server.sessions import Sessions
+from reference_server.settings import ServerSettings
+
+
+class QueueFullError(Exception):
+    """The join would exceed max_size; str() is Gradio's 503 detail."""
+
+
+class EventQueue:
+    def __init__(self, settings: ServerSettings, functions: list[FunctionRuntime], store: FileStore,
+                 metrics: ServerMetrics | None = None) -> None:
+        self.settings = settings
+        self.functions = functions
+        self.metrics = metrics or ServerMetrics()
+        self.sessions = Sessions()
+        self.groups: dict[str, Group] = {}
+        self.events: dict[str, Event] = {}  # waiting or running, by id
+        self.running_jobs = 0
+        self.completed = 0
+        self.limiter = anyio.CapacityLimiter(settings.launch.max_threads)
+        self.runner = JobRunner(store, self.limiter, settings.show_error, self.emit)
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._batch_timer: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._dispatch_loop(), name="qbench-dispatcher"))
+        if self.settings.queue.status_update_rate != "auto":
+            self._tasks.append(asyncio.create_task(self._periodic_estimations(), name="qbench-estimations"))
+
+    async def stop(self) -> None:
+        jobs = [e.job.task for e in self.events.values() if e.job and e.job.task]
+        for task in [*self._tasks, *jobs]:
+            task.cancel()
+        for task in [*self._tasks, *jobs]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+
+    def reconfigure(self, settings: ServerSettings) -> None:
+        """Apply new limits, batch sizes, max_size, max_threads to events dispatched from now on."""
+        for fn, new in zip(self.functions, settings.functions, strict=True):
+            fn.settings = new
+        limits = {fn.index: settings.resolved_limit(fn.settings) for fn in self.functions}
+        for group in self.groups.values():
+            group.recompute_limit(limits)
+        self.limiter.total_tokens = settings.launch.max_threads
+        self.runner.show_error = settings.show_error
+        old_rate = self.settings.queue.status_update_rate
+        self.settings = settings
+        if old_rate == "auto" and settings.queue.status_update_rate != "auto":
+            self._tasks.append(asyncio.create_task(self._periodic_estimations()))
+        self._wake.set()
+
+    # ------------------------------------------------------------ admission
+    @property
+    def waiting_count(self) -> int:
+        return sum(len(g.waiting) for g in self.groups.values())
+
+    def push(self, session: str, fn: FunctionRuntime, data: list[Any], simple_format: bool = False,
+             event_id: str | None = None) -> Event:
+        """Admit one event (or raise QueueFullError) and send it its first estimation."""
+        max_size = self.settings.queue.max_size
+        if max_size is not None:
+            size = self.waiting_count
+            if size >= max_size:
+                self.metrics.rejected.labels("queue_full").inc()
+                raise QueueFullError(f"Queue is full. Max size is {max_size} and size is {size}.")
+        group = self.groups.get(fn.settings.group_id)
+        if group is None:
+            group = self.groups[fn.settings.group_id] = Group(fn.settings.group_id)
+        group.admit_function(fn, self.settings.resolved_limit(fn.settings))
+        event = Event(event_id or uuid.uuid4().hex, session, fn, data, simple_format)
+        self.events[event.id] = event
+        self.sessions.add_pending(session, event.id)
+        group.waiting.append(event)
+        self.metrics.joined.labels(fn.name).inc()
+        self.metrics.queue_depth.labels(group.id).set(len(group.waiting))
+        rank = len(group.waiting) - 1
+        eta = group.estimations(time.perf_counter())[rank][2] if group.waiting else None
+        self.emit(event, m.estimation(event.id, rank, len(group.waiting), eta))
+        self._wake.set()
+        return event
+
+    def emit(self, event: Event, msg: m.Message) -> None:
+        if event.alive:
+            self.sessions.send(event.session, msg)
+
+    # ------------------------------------------------------------ dispatch
+    async def _dispatch_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self.running_jobs < self.settings.launch.max_threads:
+                picked = self._pick()
+                if picked is None:
+                    break
+                self._start(*picked)
+
+    def _pick(self) -> tuple[Group, list[Event]] | None:
+        eligible = [g for g in self.groups.values() if g.waiting and g.has_capacity]
+        random.shuffle(eligible)
+        for group in eligible:
+            events = self._take(group)
+            if events:
+                return group, events
+        return None
+
+    def _take(self, group: Group) -> list[Event] | None:
+        """Remove and return the head event, plus same-function followers for a batch function."""
+        head = group.waiting[0]
+        fs = head.fn.settings
+        if not fs.batch:
+            return [group.waiting.pop(0)]
+        members = [e for e in group.waiting if e.fn is head.fn][: fs.max_batch_size]
+        if len(members) < fs.max_batch_size and fs.batch_wait_ms > 0:
+            due = head.joined_at + fs.batch_wait_ms / 1000
+            if time.perf_counter() < due:
+                self._wake_at(due)
+                return None
+        taken = set(map(id, members))
+        group.waiting = [e for e in group.waiting if id(e) not in taken]
+        return members
+
+    def _wake_at(self, due: float) -> None:
+        loop = asyncio.get_running_loop()
+        when = loop.time() + max(due - time.perf_counter(), 0.0)
+        if self._batch_timer is not None and self._batch_timer.when() <= when:
+            return
+        if self._batch_timer is not None:
+            self._batch_timer.cancel()
+        self._batch_timer = loop.call_at(when, self._batch_timer_fired)
+
+    def _batch_timer_fired(self) -> None:
+        self._batch_timer = None
+        self._wake.set()
+
+    def _start(self, group: Group, events: list[Event]) -> None:
+        fn = events[0].fn
+        job = Job(events, fn)
+        group.running.append(job)
+        self.running_jobs += 1
+        now = job.started_at
+        for event in events:
+            event.job = job
+            self.metrics.queue_wait.labels(fn.name).observe(now - event.joined_at)
+        self.metrics.batch_size.labels(fn.name).observe(len(events))
+        self.metrics.queue_depth.labels(group.id).set(len(group.waiting))
+        self.metrics.running_jobs.set(self.running_jobs)
+        if self.settings.queue.status_update_rate == "auto":
+            self.broadcast(group)
+        eta = fn.job_time.mean
+        for event in events:
+            self.emit(event, m.process_starts(event.id, eta))
+        job.task = asyncio.create_task(self._run(job, group))
+
+    async def _run(self, job: Job, group: Group) -> None:
+        ok = False
+        try:
+            ok = await (self.runner.stream(job) if job.fn.workload.is_generator else self.runner.run(job))
+        except asyncio.CancelledError:
+            pass  # /cancel: the client already got its synthetic completion
+        finally:
+            self._finish(job, group, ok)
+
+    def _finish(self, job: Job, group: Group, ok: bool) -> None:
+        group.running.remove(job)
+        self.running_jobs -= 1
+        self.completed += len(job.events)
+        name = job.fn.name
+        self.metrics.process_time.labels(name).observe(time.perf_counter() - job.started_at)
+        self.metrics.running_jobs.set(self.running_jobs)
+        for event in job.events:
+            self.events.pop(event.id, None)
+            self.metrics.completed.labels(name, "ok" if ok and event.alive else "error").inc()
+        self._wake.set()
+
+    # ------------------------------------------------------------ estimations
+    def broadcast(self, group: Group) -> None:
+        size = len(group.waiting)
+        for event, rank, eta in group.estimations(time.perf_counter()):
+            self.emit(event, m.estimation(event.id, rank, size, eta))
+
+    async def _periodic_estimations(self) -> None:
+        while self.settings.queue.status_update_rate != "auto":
+            await asyncio.sleep(float(self.settings.queue.status_update_rate))
+            for group in self.groups.values():
+                if group.waiting:
+                    self.broadcast(group)
+
+    # ------------------------------------------------------------ cancel and disconnect
+    def cancel(self, session: str, event_id: str) -> bool:
+        """Cancel ONE event (waiting: removed; running: its task cancelled, or dropped from its batch)."""
+        event = self.events.get(event_id)
+        if event is None or event.session != session or not event.alive:
+            return False
+        self.emit(event, m.cancelled(event.id))
+        event.alive = False
+        if event.job is None:
+            self._remove_waiting(event)
+            self.metrics.cancellations.labels("waiting").inc()
+        else:
+            self.metrics.cancellations.labels("running").inc()
+            if not event.job.live_events and event.job.task is not None:
+                event.job.task.cancel()
+        return True
+
+    def _remove_waiting(self, event: Event) -> None:
+        group = self.groups[event.fn.settings.group_id]
+        with contextlib.suppress(ValueError):
+            group.waiting.remove(event)
+        self.events.pop(event.id, None)
+        self.metrics.queue_depth.labels(group.id).set(len(group.waiting))
+        self._wake.set()
+
+    def disconnect(self, session: str) -> None:
+        """The session's stream went away: drop its waiting events; running ones finish unseen."""
+        state = self.sessions.drop(session)
+        if state is None:
+            return
+        for event_id in state.pending:
+            event = self.events.get(event_id)
+            if event is None:
+                continue
+            event.alive = False  # a running plain job completes unseen; a generator stops at its next step
+            if event.job is None:
+                self._remove_waiting(event)

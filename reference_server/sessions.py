@@ -1,0 +1,68 @@
+"""Per-session message queues and pending-event sets (what drives the SSE stream and close_stream).
+
+A session is created by its first join and holds an asyncio.Queue of messages plus the ids of its
+events that have not delivered a terminal message yet. The SSE reader deletes the session after it
+sends `close_stream`; a later join creates it afresh. At most `capacity` idle sessions are kept
+(like Gradio's LRU of 2000), but a session with pending events or an open reader is never evicted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from reference_server.messages import Message
+
+DISCONNECTED: Message = {"msg": "__disconnected__", "event_id": None}  # internal sentinel, never sent
+
+
+@dataclass
+class Session:
+    queue: asyncio.Queue[Message] = field(default_factory=asyncio.Queue)
+    pending: set[str] = field(default_factory=set)
+    readers: int = 0
+
+
+class Sessions:
+    def __init__(self, capacity: int = 2000) -> None:
+        self.capacity = capacity
+        self._by_hash: OrderedDict[str, Session] = OrderedDict()
+
+    def __contains__(self, session_hash: str) -> bool:
+        return session_hash in self._by_hash
+
+    def __len__(self) -> int:
+        return len(self._by_hash)
+
+    def get(self, session_hash: str) -> Session | None:
+        return self._by_hash.get(session_hash)
+
+    def open(self, session_hash: str) -> Session:
+        """The session, created if needed (on join)."""
+        session = self._by_hash.get(session_hash)
+        if session is None:
+            session = self._by_hash[session_hash] = Session()
+            self._evict_idle()
+        else:
+            self._by_hash.move_to_end(session_hash)
+        return session
+
+    def add_pending(self, session_hash: str, event_id: str) -> None:
+        self.open(session_hash).pending.add(event_id)
+
+    def send(self, session_hash: str, msg: Message) -> None:
+        session = self._by_hash.get(session_hash)
+        if session is not None:
+            session.queue.put_nowait(msg)
+
+    def drop(self, session_hash: str) -> Session | None:
+        return self._by_hash.pop(session_hash, None)
+
+    def _evict_idle(self) -> None:
+        excess = len(self._by_hash) - self.capacity
+        if excess <= 0:
+            return
+        idle = [h for h, s in self._by_hash.items() if not s.pending and not s.readers][:excess]
+        for h in idle:
+            del self._by_hash[h]

@@ -1,0 +1,196 @@
+"""Server settings: the Gradio queue/launch knobs plus the functions (event listeners) to serve.
+
+    functions:                      # one entry per Gradio event listener (fn_index = position)
+      - api_name: echo
+        workload: echo              # a registered workload kind (reference_server.workloads)
+        params: {}                  # validated by the workload factory
+        concurrency_limit: default  # "default" -> queue.default_concurrency_limit | int | null (unlimited)
+        concurrency_id: null        # functions share a group (and its lowest limit) only if they share an id
+        batch: false
+        max_batch_size: 4
+        batch_wait_ms: 0            # EXTENSION (not in Gradio): wait up to this long to fill a batch
+        queue: true
+        api_visibility: public
+    queue: {default_concurrency_limit: 1, max_size: null, status_update_rate: auto}
+    launch: {max_threads: 40, host: 127.0.0.1, port: 7860}
+
+Gradio's default concurrency_id is `id(fn)`, so listeners sharing one Python function object share a group.
+Here each function is its own group unless an explicit `concurrency_id` joins them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+PRESET_DIR = Path(__file__).parent / "presets"
+
+
+class SettingsError(ValueError):
+    """Invalid server settings; the message names the file, the key, the value and the expectation."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class FunctionSettings(_Strict):
+    """One event listener: what it runs and how the queue schedules it."""
+
+    api_name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    workload: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    concurrency_limit: int | Literal["default"] | None = "default"
+    concurrency_id: str | None = None
+    batch: bool = False
+    max_batch_size: int = Field(default=4, ge=1)
+    batch_wait_ms: float = Field(default=0.0, ge=0)
+    queue: bool = True
+    api_visibility: Literal["public", "undocumented", "private"] = "public"
+
+    @field_validator("concurrency_limit")
+    @classmethod
+    def _positive_limit(cls, v: int | str | None) -> int | str | None:
+        if isinstance(v, int) and v < 1:
+            raise ValueError("must be >= 1, 'default' or null (unlimited)")
+        return v
+
+    @property
+    def group_id(self) -> str:
+        """The concurrency group: the explicit concurrency_id, else one group per function."""
+        return self.concurrency_id if self.concurrency_id is not None else f"fn:{self.api_name}"
+
+
+class QueueSettings(_Strict):
+    default_concurrency_limit: int | None = Field(default=1, ge=1)
+    max_size: int | None = Field(default=None, ge=0)
+    status_update_rate: Literal["auto"] | float = "auto"
+
+    @field_validator("status_update_rate")
+    @classmethod
+    def _positive_rate(cls, v: str | float) -> str | float:
+        if not isinstance(v, str) and v <= 0:
+            raise ValueError("must be 'auto' or a positive number of seconds")
+        return v
+
+
+class LaunchSettings(_Strict):
+    max_threads: int = Field(default=40, ge=1)
+    host: str = "127.0.0.1"
+    port: int = Field(default=7860, ge=0, le=65535)
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "warning"
+    access_log: bool = False
+
+
+class ServerSettings(_Strict):
+    functions: list[FunctionSettings] = Field(min_length=1)
+    queue: QueueSettings = Field(default_factory=QueueSettings)
+    launch: LaunchSettings = Field(default_factory=LaunchSettings)
+    heartbeat_interval_s: float = Field(default=15.0, gt=0)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    torch_threads: int | None = Field(default=None, ge=1)
+    max_file_size: int | None = Field(default=None, ge=1)
+    show_error: bool = False
+    admin_token: str | None = None
+    title: str = "qbench reference server"
+
+    @model_validator(mode="after")
+    def _unique_names_and_batch_rules(self) -> ServerSettings:
+        seen: set[str] = set()
+        for i, fn in enumerate(self.functions):
+            if fn.api_name in seen:
+                raise ValueError(f"functions[{i}].api_name {fn.api_name!r} is used twice; must be unique")
+            seen.add(fn.api_name)
+        return self
+
+    def function_index(self, api_name: str) -> int | None:
+        return next((i for i, f in enumerate(self.functions) if f.api_name == api_name), None)
+
+    def resolved_limit(self, fn: FunctionSettings) -> int | None:
+        """A function's own limit with "default" resolved (None = unlimited)."""
+        if fn.concurrency_limit == "default":
+            return self.queue.default_concurrency_limit
+        return fn.concurrency_limit
+
+    def config_hash(self) -> str:
+        """Short stable hash of the effective settings (admin token excluded)."""
+        body = self.model_dump(mode="json", exclude={"admin_token"})
+        return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
+
+    def summary(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude={"admin_token"})
+
+
+def format_validation_error(exc: ValidationError, source: str) -> str:
+    """One line per problem: `source: key.path = value: expectation`."""
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "<root>"
+        value = err.get("input")
+        shown = "" if isinstance(value, dict) else f" = {value!r}"
+        lines.append(f"{source}: {key}{shown}: {err['msg']}")
+    return "invalid server settings\n  " + "\n  ".join(lines)
+
+
+def parse_settings(raw: Any, source: str = "<settings>") -> ServerSettings:
+    """Validate a settings mapping; raise SettingsError with readable messages."""
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{source}: expected a mapping at the top level, got {type(raw).__name__}")
+    try:
+        return ServerSettings.model_validate(raw)
+    except ValidationError as exc:
+        raise SettingsError(format_validation_error(exc, source)) from None
+
+
+def read_settings_file(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except OSError as exc:
+        raise SettingsError(f"cannot read server settings file {p}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"{p}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{p}: expected a mapping at the top level, got {type(raw).__name__}")
+    return raw
+
+
+def load_settings(path: str | Path) -> ServerSettings:
+    """Load and validate a YAML settings file."""
+    return parse_settings(read_settings_file(path), str(path))
+
+
+def preset_path(name: str) -> Path:
+    path = PRESET_DIR / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in PRESET_DIR.glob("*.yaml")))
+        raise SettingsError(f"unknown preset {name!r}; expected one of: {known}")
+    return path
+
+
+def load_preset(name: str) -> ServerSettings:
+    return load_settings(preset_path(name))
+
+
+def with_overrides(settings: ServerSettings, overrides: dict[str, Any], source: str) -> ServerSettings:
+    """Return new settings with dotted-key overrides applied (e.g. {"queue.max_size": 8})."""
+    raw = settings.model_dump(mode="json")
+    for dotted, value in overrides.items():
+        node = raw
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return parse_settings(raw, source)
+
+
+def synthetic_settings(**fields: Any) -> ServerSettings:
+    """Convenience for tests and benchmarks: one `echo` function unless `functions` is given."""
+    raw: dict[str, Any] = {"functions": [{"api_name": "echo", "workload": "echo"}]}
+    raw.update(fields)
+    return parse_settings(raw, "<synthetic_settings>")

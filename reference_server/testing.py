@@ -1,0 +1,67 @@
+"""`serve_in_thread(settings)`: a real uvicorn server on 127.0.0.1 and a free port, for tests and benches.
+
+    with serve_in_thread(synthetic_settings()) as server:
+        httpx.get(server.url + "/config")
+
+The server stops (and its thread joins) when the block exits, even on errors.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import uvicorn
+from starlette.applications import Starlette
+
+from reference_server.app import build_app
+from reference_server.server_state import ServerState
+from reference_server.settings import ServerSettings
+
+
+@dataclass
+class RunningServer:
+    url: str  # http://127.0.0.1:PORT (no trailing slash)
+    port: int
+    app: Starlette
+    server: uvicorn.Server
+
+    @property
+    def state(self) -> ServerState:
+        state: ServerState = self.app.state.server
+        return state
+
+
+def bound_port(server: uvicorn.Server) -> int:
+    """The port the started server listens on (useful with port 0)."""
+    for srv in server.servers:
+        for sock in srv.sockets:
+            return int(sock.getsockname()[1])
+    raise RuntimeError("uvicorn server has no listening socket")
+
+
+@contextmanager
+def serve_in_thread(settings: ServerSettings, startup_timeout_s: float = 60.0) -> Iterator[RunningServer]:
+    """Run the reference server for `settings` in a background thread; yield its URL."""
+    app = build_app(settings)
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False,
+                            lifespan="on", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="reference-server", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + startup_timeout_s
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("reference server failed to start (see the log above)")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"reference server did not start within {startup_timeout_s} s")
+            time.sleep(0.01)
+        port = bound_port(server)
+        yield RunningServer(f"http://127.0.0.1:{port}", port, app, server)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
