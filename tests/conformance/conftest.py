@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
+from contextlib import contextmanager
 
 import pytest
+
+from reference_server.testing import serve_in_thread
 
 from .gradio_apps import SUITE, TIGHT_QUEUE, QueueSpec, gradio_servers
 from .reference import reference_settings
@@ -19,10 +21,11 @@ from .reference import reference_settings
 TARGET = os.environ.get("QBENCH_CONFORMANCE_TARGET", "reference")
 
 
-def serve_reference(queue: QueueSpec) -> AbstractContextManager[str]:
+@contextmanager
+def serve_reference(queue: QueueSpec) -> Iterator[str]:
     """The reference server serving the suite in a thread (real uvicorn) on a free port."""
-    testing = pytest.importorskip("reference_server.testing")  # until the server lands
-    return testing.serve_in_thread(reference_settings(SUITE, queue))  # type: ignore[no-any-return]
+    with serve_in_thread(reference_settings(SUITE, queue)) as server:
+        yield server.url
 
 
 @pytest.fixture(scope="module")
