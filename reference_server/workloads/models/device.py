@@ -1,0 +1,77 @@
+"""Device, dtype, thread and memory helpers for the model workloads (torch is imported lazily)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from reference_server.workloads.base import WorkloadConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+
+def resolve_device(device: str) -> torch.device:
+    """'cpu' | 'cuda' | 'cuda:N' -> torch.device; asking for CUDA without one is a config error."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise WorkloadConfigError(f"device {device!r}: CUDA is not available on this machine; use 'cpu'")
+    if dev.type not in ("cpu", "cuda"):
+        raise WorkloadConfigError(f"device {device!r}: expected 'cpu' or 'cuda'")
+    return dev
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    """'float32' | 'float16' | 'bfloat16' -> torch dtype (validated earlier by the params reader)."""
+    import torch
+
+    dtype: torch.dtype = getattr(torch, name)
+    return dtype
+
+
+def apply_threads(threads: int | None) -> None:
+    """torch.set_num_threads is process-wide: the last model loaded with `threads` set wins."""
+    import torch
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+
+
+def thread_count() -> int:
+    import torch
+
+    return int(torch.get_num_threads())
+
+
+def parameter_count(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def cuda_memory(device: torch.device) -> dict[str, int]:
+    """Allocated, peak allocated and reserved CUDA bytes on `device` ({} on CPU)."""
+    import torch
+
+    if device.type != "cuda":
+        return {}
+    return {
+        "cuda_allocated_bytes": int(torch.cuda.memory_allocated(device)),
+        "cuda_peak_allocated_bytes": int(torch.cuda.max_memory_allocated(device)),
+        "cuda_reserved_bytes": int(torch.cuda.memory_reserved(device)),
+    }
+
+
+def reset_cuda_peak(device: torch.device) -> None:
+    """Start a new peak-memory window (e.g. after warm-up, before a measured run)."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def to_model_inputs(batch: Any, device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Move a processor/tokenizer output to the device; floating tensors take the model dtype."""
+    out: dict[str, torch.Tensor] = {}
+    for key, tensor in dict(batch).items():
+        out[key] = tensor.to(device=device, dtype=dtype) if tensor.is_floating_point() else tensor.to(device)
+    return out
