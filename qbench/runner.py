@@ -1,0 +1,209 @@
+"""run_scenario: scenario -> discovery -> schedule -> load generator -> records, run.json, summary.json.
+
+A run directory (`reports/<YYYYmmdd-HHMMSS>-<scenario-name>/`, see `run_dir_for`) holds:
+
+    run.json         scenario, target, server snapshot (/config, /status), qbench version, host,
+                     wall-clock start, generator stats, stop reason (written at the start,
+                     completed at the end)
+    records.jsonl    every finished request, appended while the run goes (survives a killed process)
+    records.parquet  every scheduled request, written at the end (the file to re-analyse)
+    summary.json     `Summary.to_dict()`
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import platform
+import re
+import signal
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from qbench import __version__
+from qbench.console import LiveView
+from qbench.errors import ScenarioError
+from qbench.loadgen import LiveStats, LoadGenerator
+from qbench.payloads import PayloadGenerator
+from qbench.protocols.base import Clock, WireProtocol, make_http_session
+from qbench.protocols.gradio import GradioProtocol
+from qbench.protocols.http import HttpProtocol, render
+from qbench.records import JsonlWriter, RequestRecord, write_parquet
+from qbench.scenario import Scenario, load_scenario, with_overrides
+from qbench.schedule import OpenPlan
+from qbench.schedule import plan as make_plan
+from qbench.summary import Summary, summarize
+
+__all__ = ["RunResult", "load_scenario", "run_dir_for", "run_scenario"]
+
+REPORTS = Path("reports")
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    records: list[RequestRecord]
+    summary: Summary
+    run_info: dict[str, Any]
+
+
+def run_dir_for(scenario_name: str, root: Path = REPORTS, when: dt.datetime | None = None) -> Path:
+    """`<root>/<YYYYmmdd-HHMMSS>-<name>` (local time), with -2, -3... if that already exists."""
+    stamp = (when or dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", scenario_name).strip("-") or "run"
+    path = root / f"{stamp}-{slug}"
+    n = 2
+    while path.exists():
+        path = root / f"{stamp}-{slug}-{n}"
+        n += 1
+    return path
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    target: str | None = None,
+    out_dir: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    live: bool = True,
+    stop_when: Callable[[LiveStats], str | None] | None = None,
+) -> RunResult:
+    """Run one scenario against `target` (default: the scenario's) and write the run directory.
+
+    `out_dir` is the run directory itself (default `run_dir_for(scenario.name)`); `overrides` are
+    dotted keys ({"load.rate": 12}); `stop_when` is asked about every 250 ms and ends the run early
+    when it returns a reason (unfinished requests are then closed as `deadline`). SLO violations do
+    not raise here: see `result.summary.slo_passed` (the CLI turns it into exit code 3).
+    """
+    if overrides:
+        scenario = with_overrides(scenario, overrides)
+    url = target or scenario.target
+    if not url:
+        raise ScenarioError(
+            f"scenario '{scenario.name}': key 'target': no target; set it or pass --target URL"
+        )
+    run_dir = out_dir or run_dir_for(scenario.name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return asyncio.run(_run(scenario, url, run_dir, live, stop_when))
+
+
+def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock) -> WireProtocol:
+    if scenario.protocol == "http":
+        return HttpProtocol(scenario, target, http, clock)
+    return GradioProtocol(scenario, target, http, clock)
+
+
+async def _run(
+    scenario: Scenario,
+    target: str,
+    run_dir: Path,
+    live: bool,
+    stop_when: Callable[[LiveStats], str | None] | None,
+) -> RunResult:
+    clock = Clock()
+    payloads = PayloadGenerator(scenario.payload)
+    payloads.prepare(scenario.payload.variants)
+    plan = make_plan(scenario.load, seed=scenario.payload.seed)
+    if scenario.protocol == "http":
+        render(scenario.endpoint.body, payloads.inputs(0))  # template errors fail before any request
+    info = _run_info(scenario, target)
+    async with make_http_session(scenario.load) as http:
+        protocol = make_protocol(scenario, target, http, clock)
+        info["server"] = await protocol.discover()
+        info["server"]["status"] = await _status(http, target)
+        _write_json(run_dir / "run.json", info)
+        with (
+            JsonlWriter(run_dir / "records.jsonl") as writer,
+            LiveView(scenario, target, enabled=live) as view,
+        ):
+            gen = LoadGenerator(
+                scenario.load,
+                plan,
+                protocol,
+                payloads,
+                clock,
+                on_tick=view.update,
+                stop_when=stop_when,
+                on_records=writer.write,
+            )
+            with _signals(gen):
+                records = await gen.run()
+            await protocol.close()
+    summary = summarize(records, scenario.slo, generator=gen.generator_stats())
+    info.update(
+        gen.info(),
+        generator=summary.generator.__dict__,
+        payload=payloads.stats(),
+        planned_requests=len(plan) if isinstance(plan, OpenPlan) else None,
+    )
+    write_parquet(records, run_dir / "records.parquet")
+    _write_json(run_dir / "run.json", info)
+    _write_json(run_dir / "summary.json", summary.to_dict())
+    return RunResult(run_dir=run_dir, records=records, summary=summary, run_info=info)
+
+
+def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:
+    return {
+        "scenario": scenario.model_dump(mode="json", by_alias=True),
+        "target": target,
+        "qbench_version": __version__,
+        "host": {
+            "hostname": socket.gethostname(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": _cpus(),
+        },
+        "started_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+    }
+
+
+async def _status(http: aiohttp.ClientSession, target: str) -> Any:
+    """The target's /status JSON if it has one (the reference server does), else None."""
+    try:
+        async with http.get(target.rstrip("/") + "/status") as resp:
+            if resp.status == 200 and "json" in resp.headers.get("Content-Type", ""):
+                return orjson.loads(await resp.read())
+    except (aiohttp.ClientError, OSError, orjson.JSONDecodeError):
+        pass
+    return None
+
+
+class _signals:
+    """SIGINT/SIGTERM during the run -> stop as "interrupted" (records are still all written)."""
+
+    def __init__(self, gen: LoadGenerator) -> None:
+        self.gen = gen
+        self.installed: list[signal.Signals] = []
+
+    def __enter__(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self.gen.request_stop, "interrupted", f"signal {sig.name}")
+                self.installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # not the main thread (e.g. a sweep in a worker thread) or not supported
+
+    def __exit__(self, *exc: object) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in self.installed:
+            loop.remove_signal_handler(sig)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+def _cpus() -> int | None:
+    import os
+
+    return os.cpu_count()
