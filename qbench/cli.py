@@ -6,6 +6,9 @@ with rich and maps `QbenchError` (qbench.errors) to a non-zero exit code. No log
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
 app = typer.Typer(
@@ -17,3 +20,31 @@ app = typer.Typer(
 )
 
 # Commands are added below, one small function each: run, sweep, report, compare, serve, demo.
+
+
+@app.command()
+def serve(
+    config: Annotated[Path | None, typer.Option(help="Server settings YAML file.")] = None,
+    preset: Annotated[str | None, typer.Option(help="Preset: echo, sleep, mixed, image...")] = None,
+    host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 7860; 0 = any free port).")] = None,
+    max_threads: Annotated[int | None, typer.Option(help="Max jobs running at once.")] = None,
+    default_concurrency_limit: Annotated[int | None, typer.Option(help="Default limit.")] = None,
+    max_size: Annotated[int | None, typer.Option(help="queue.max_size (waiting events before 503).")] = None,
+    admin_token: Annotated[str | None, typer.Option(help="Enables /admin/config.")] = None,
+    device: Annotated[str | None, typer.Option(help="auto | cpu | cuda")] = None,
+    model: Annotated[str | None, typer.Option(help="Override the model of the model workloads.")] = None,
+    log_level: Annotated[str | None, typer.Option(help="uvicorn log level (default warning).")] = None,
+) -> None:
+    """Run the reference server (Gradio's queue semantics and wire protocol) in the foreground."""
+    from reference_server.launch import ServeOptions, settings_from_options
+    from reference_server.launch import serve as run_server
+    from reference_server.settings import SettingsError
+
+    options = ServeOptions(config, preset, host, port, max_threads, default_concurrency_limit, max_size,
+                           admin_token, device, model, log_level)
+    try:
+        run_server(settings_from_options(options))
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None

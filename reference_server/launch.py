@@ -1,0 +1,124 @@
+"""Starting the server: options -> ServerSettings -> uvicorn. Shared by `python -m reference_server`
+and `qbench serve`.
+
+Precedence: a --config file or a --preset gives the base settings (default: the `echo` preset);
+command-line flags override single keys; QBENCH_ADMIN_TOKEN supplies the admin token if no flag does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from reference_server.app import build_app
+from reference_server.settings import (
+    ServerSettings,
+    SettingsError,
+    load_settings,
+    preset_path,
+    with_overrides,
+)
+from reference_server.testing import bound_port
+
+MODEL_PARAM_KINDS = ("echo", "sleep", "cpu", "stream", "fail")  # kinds without a `model` param
+
+
+@dataclass
+class ServeOptions:
+    config: Path | None = None
+    preset: str | None = None
+    host: str | None = None
+    port: int | None = None
+    max_threads: int | None = None
+    default_concurrency_limit: int | None = None
+    max_size: int | None = None
+    admin_token: str | None = None
+    device: str | None = None
+    model: str | None = None
+    log_level: str | None = None
+
+
+def settings_from_options(opts: ServeOptions) -> ServerSettings:
+    """Build validated settings from the options (SettingsError names the file/flag and value)."""
+    if opts.config is not None and opts.preset is not None:
+        raise SettingsError("give either --config FILE or --preset NAME, not both")
+    path = opts.config if opts.config is not None else preset_path(opts.preset or "echo")
+    settings = load_settings(path)
+    flags: dict[str, Any] = {
+        "launch.host": opts.host, "launch.port": opts.port, "launch.max_threads": opts.max_threads,
+        "queue.default_concurrency_limit": opts.default_concurrency_limit, "queue.max_size": opts.max_size,
+        "admin_token": opts.admin_token or os.environ.get("QBENCH_ADMIN_TOKEN") or None,
+        "device": opts.device, "launch.log_level": opts.log_level,
+    }
+    overrides = {k: v for k, v in flags.items() if v is not None}
+    if opts.model is not None:
+        for i, fn in enumerate(settings.functions):
+            if fn.workload not in MODEL_PARAM_KINDS:
+                overrides[f"functions.{i}.params"] = {**fn.params, "model": opts.model}
+    return _apply(settings, overrides) if overrides else settings
+
+
+def _apply(settings: ServerSettings, overrides: dict[str, Any]) -> ServerSettings:
+    simple = {k: v for k, v in overrides.items() if not k.startswith("functions.")}
+    updated = with_overrides(settings, simple, "command-line flags")
+    functions = [fn.model_copy() for fn in updated.functions]
+    for key, value in overrides.items():
+        if key.startswith("functions."):
+            index = int(key.split(".")[1])
+            functions[index] = functions[index].model_copy(update={"params": value})
+    return updated.model_copy(update={"functions": functions})
+
+
+async def _serve(settings: ServerSettings) -> None:
+    app = build_app(settings)
+    launch = settings.launch
+    config = uvicorn.Config(app, host=launch.host, port=launch.port, log_level=launch.log_level,
+                            access_log=launch.access_log, lifespan="on", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started and not task.done():
+        await asyncio.sleep(0.02)
+    if server.started:
+        print(f"reference server ready on http://{launch.host}:{bound_port(server)}", flush=True)
+    await task
+
+
+def serve(settings: ServerSettings) -> None:
+    """Run the server in the foreground until interrupted (Ctrl-C / SIGTERM)."""
+    asyncio.run(_serve(settings))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m reference_server", description=__doc__.splitlines()[0])
+    p.add_argument("--config", type=Path, help="server settings YAML file")
+    p.add_argument("--preset", help="a preset in reference_server/presets (echo, sleep, mixed, image, ...)")
+    p.add_argument("--host", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 7860; 0 = any free port)")
+    p.add_argument("--max-threads", type=int, help="max jobs running at once (Gradio max_threads)")
+    p.add_argument("--default-concurrency-limit", type=int, help="queue.default_concurrency_limit")
+    p.add_argument("--max-size", type=int, help="queue.max_size (waiting events before 503)")
+    p.add_argument("--admin-token", help="enable POST /admin/config with this bearer token")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--model", help="override the `model` param of the model workloads")
+    p.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = settings_from_options(ServeOptions(**vars(args)))
+        serve(settings)
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0
