@@ -48,3 +48,35 @@ def serve(
     except SettingsError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+@app.command()
+def run(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file (see scenarios/).")],
+    target: Annotated[str | None, typer.Option(help="Server base URL; overrides the scenario's target.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Run directory (default reports/<time>-<name>).")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a scenario key: --set load.rate=12 (repeatable).")
+    ] = None,
+    live: Annotated[bool, typer.Option(help="Show live progress.")] = True,
+) -> None:
+    """Fire the load a scenario describes, record every request, print a summary (exit 3 on SLO failure)."""
+    from rich.console import Console
+
+    from qbench.console import render_summary
+    from qbench.errors import QbenchError, SloViolation
+    from qbench.runner import load_scenario, parse_set_options, run_scenario
+
+    console = Console()
+    try:
+        spec = load_scenario(scenario, parse_set_options(set_ or []))
+        result = run_scenario(spec, target=target, out_dir=out, live=live)
+        render_summary(result.summary, console, open_loop=spec.load.users is None)
+        console.print(f"records: {result.run_dir}")
+        failed = result.summary.failed_checks()
+        if failed:
+            names = ", ".join(f"{c.name} (actual {c.actual}, limit {c.threshold})" for c in failed)
+            raise SloViolation(f"SLO violated: {names}")
+    except QbenchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None

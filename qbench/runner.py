@@ -207,3 +207,16 @@ def _cpus() -> int | None:
     import os
 
     return os.cpu_count()
+
+
+def parse_set_options(items: list[str]) -> dict[str, Any]:
+    """`--set key=value` strings -> overrides; values are parsed as YAML (numbers, lists, null)."""
+    import yaml
+
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ScenarioError(f"--set '{item}': expected key=value, e.g. load.rate=12")
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides

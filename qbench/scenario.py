@@ -241,7 +241,7 @@ class Scenario(_Model):
     target: str | None = None
     protocol: Literal["gradio", "http"] = "gradio"
     endpoint: Endpoint = Endpoint()
-    payload: Payload = Payload()
+    payload: Payload = Payload.model_validate({})
     load: Load
     slo: Slo | None = None
 
