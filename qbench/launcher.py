@@ -303,16 +303,74 @@ class ResourceSampler:
 
 
 def status_memory(status: Mapping[str, Any]) -> tuple[float | None, float | None]:
-    """(peak RSS MB, peak GPU memory MB) from a `/status` JSON, tolerant of missing fields."""
+    """(peak RSS MB, peak CUDA memory MB) from the reference server's `/status` JSON (None if absent)."""
+    rss = status.get("peak_rss_bytes")
+    cuda = status.get("torch_cuda_memory") or {}
+    gpu = cuda.get("peak_allocated_bytes") if isinstance(cuda, Mapping) else None
+    return (
+        rss / 2**20 if isinstance(rss, int | float) else None,
+        gpu / 2**20 if isinstance(gpu, int | float) else None,
+    )
 
-    def find(*names: str) -> float | None:
-        for container in (status, status.get("resources") or {}, status.get("memory") or {}):
-            for name in names:
-                value = container.get(name) if isinstance(container, Mapping) else None
-                if isinstance(value, int | float):
-                    return float(value)
+
+# ---------------------------------------------------------------- knobs -> reference server settings
+
+_QUEUE_KNOBS = ("default_concurrency_limit", "max_size")
+_FUNCTION_KNOBS = ("concurrency_limit", "max_batch_size", "batch_wait_ms", "concurrency_id")
+
+
+def _knob_value(name: str, value: Any) -> Any:
+    if name == "max_size" and isinstance(value, str) and value.lower() in ("none", "null", "unlimited"):
         return None
+    if name == "concurrency_limit" and isinstance(value, str) and value.lower() in ("none", "null"):
+        return None
+    return value
 
-    rss = find("peak_rss_mb", "rss_mb")
-    gpu = find("peak_gpu_mem_mb", "cuda_max_memory_allocated_mb", "cuda_peak_mb", "gpu_mem_mb")
-    return rss, gpu
+
+def _function_knobs(knobs: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: _knob_value(k, knobs[k]) for k in _FUNCTION_KNOBS if k in knobs}
+    if isinstance(out.get("max_batch_size"), int) and out["max_batch_size"] > 1:
+        out["batch"] = True
+    return out
+
+
+def apply_server_knobs(
+    base: Mapping[str, Any], knobs: Mapping[str, Any], api_name: str | None
+) -> dict[str, Any]:
+    """Reference-server settings (a mapping) with a point's server knobs applied.
+
+    Function knobs go to the function named `api_name` (to every function if it is not one of them);
+    a max_batch_size above 1 turns batching on. queue/launch knobs go to their sections.
+    """
+    raw: dict[str, Any] = json.loads(json.dumps(dict(base)))  # deep copy of plain data
+    names = [f.get("api_name") for f in raw.get("functions", [])]
+    targets = (
+        [f for f in raw.get("functions", []) if f.get("api_name") == api_name]
+        if api_name in names
+        else raw.get("functions", [])
+    )
+    for fn in targets:
+        fn.update(_function_knobs(knobs))
+    for name in _QUEUE_KNOBS:
+        if name in knobs:
+            raw.setdefault("queue", {})[name] = _knob_value(name, knobs[name])
+    if "max_threads" in knobs:
+        raw.setdefault("launch", {})["max_threads"] = knobs["max_threads"]
+    return raw
+
+
+def admin_body(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The `POST /admin/config` body that moves a running server to `settings` (the live-changeable knobs)."""
+    queue = settings.get("queue") or {}
+    launch = settings.get("launch") or {}
+    functions = {
+        fn["api_name"]: {
+            k: fn[k] for k in ("concurrency_limit", "batch", "max_batch_size", "batch_wait_ms") if k in fn
+        }
+        for fn in settings.get("functions", [])
+    }
+    body: dict[str, Any] = {"functions": functions}
+    body["queue"] = {k: queue[k] for k in _QUEUE_KNOBS if k in queue}
+    if "max_threads" in launch:
+        body["launch"] = {"max_threads": launch["max_threads"]}
+    return body

@@ -32,8 +32,21 @@ from qbench.grid import Value
 Status = Literal["ok", "failed", "stopped"]
 
 # Two-sided 95 % Student-t quantiles by degrees of freedom (df > 30 uses the normal 1.96).
-_T95: Final = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-               10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042}
+_T95: Final = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+}
 
 
 @dataclass
