@@ -75,6 +75,11 @@ class TextGeneration(ModelWorkload):
     def warmup_inputs(self) -> list[Any]:
         return [EXAMPLE_PROMPT]
 
+    def warmup(self) -> None:
+        """Prefill plus a few decode steps: every code path runs once, without a whole generation."""
+        for _, _ in zip(range(3), self.stream(self.warmup_inputs()), strict=False):
+            pass
+
     def stream(self, inputs: list[Any]) -> Iterator[list[Any]]:
         import torch
 
