@@ -80,3 +80,58 @@ def run(
     except QbenchError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
+
+
+@app.command()
+def sweep(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML (optional `sweep:` section: defaults).")],
+    grid: Annotated[
+        list[str] | None, typer.Option(help="Axis: --grid concurrency_limit=1,2,4 (repeatable; any knob).")
+    ] = None,
+    link: Annotated[
+        list[str] | None, typer.Option(help="Linked knob: --link 'users=2*concurrency_limit*max_batch_size'.")
+    ] = None,
+    slo: Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2 (repeatable)")] = None,
+    repeat: Annotated[int | None, typer.Option(help="Runs per point (confidence intervals, ties).")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue the interrupted sweep in this folder.")] = None,
+    search: Annotated[str | None, typer.Option(help="grid (every point) or smart (hill climbing).")] = None,
+    preset: Annotated[str | None, typer.Option(help="Base reference-server preset (image, sleep).")] = None,
+    server_config: Annotated[Path | None, typer.Option(help="Base reference-server settings YAML.")] = None,
+    live_config: Annotated[
+        bool, typer.Option("--live", help="Reconfigure one reference server via /admin/config.")
+    ] = False,
+    launch: Annotated[
+        str | None, typer.Option(help="Your app's command with {knob} and {port} placeholders.")
+    ] = None,
+    target: Annotated[str | None, typer.Option(help="Fixed server URL: only client knobs are swept.")] = None,
+    duration: Annotated[float | None, typer.Option(help="Seconds of load per point.")] = None,
+    max_memory_mb: Annotated[float | None, typer.Option(help="Memory ceiling (peak RSS / GPU).")] = None,
+    tolerated_wait_s: Annotated[float | None, typer.Option(help="Wait users tolerate (max_size).")] = None,
+    capacity_trials: Annotated[int | None, typer.Option(help="Rate probes for capacity (0 = skip).")] = None,
+    out: Annotated[Path, typer.Option(help="Folder for reports/<sweep-id>/.")] = Path("reports"),
+) -> None:
+    """Sweep server (and client) knobs, rank the points under an SLO, recommend Gradio settings."""
+    from qbench.errors import QbenchError
+    from qbench.sweep import run_sweep
+    from qbench.sweep_console import SweepProgress, render_sweep, sweep_console
+    from qbench.sweep_spec import build_config, parse_slo_options, resume_options, sweep_options
+
+    console = sweep_console()
+    try:
+        if resume is not None:
+            config = build_config(resume_options(resume), sweep_dir=resume)
+        else:
+            options = sweep_options(
+                scenario, grid=grid or [], links=link or [], slo=parse_slo_options(slo or []), repeat=repeat,
+                search=search, live=live_config, preset=preset, server_config=server_config, launch=launch,
+                target=target, duration=duration, max_memory_mb=max_memory_mb,
+                tolerated_wait_s=tolerated_wait_s, capacity_trials=capacity_trials, out_root=out,
+            )
+            config = build_config(options)
+        console.print(f"sweep {config.sweep_dir} ({config.mode}, {config.search}, {config.grid.size} points)")
+        with SweepProgress(config.grid.size, smart=config.search == "smart") as progress:
+            result = run_sweep(config, progress)
+        render_sweep(result, console)
+    except QbenchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None

@@ -268,3 +268,23 @@ def resume_options(sweep_dir: Path) -> SweepOptions:
         raise ScenarioError(f"--resume {sweep_dir}: cannot read {path}: {exc}") from None
     known = set(SweepOptions.__dataclass_fields__)
     return SweepOptions(**{k: v for k, v in saved.items() if k in known})
+
+
+def parse_slo_options(items: list[str]) -> dict[str, float]:
+    """`["p95_latency_s=2"]` -> {"p95_latency_s": 2.0}."""
+    slo: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            slo[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise ScenarioError(f"--slo {item!r}: expected metric=number (e.g. p95_latency_s=2)")
+    return slo
+
+
+def sweep_options(scenario: Path, **values: Any) -> SweepOptions:
+    """SweepOptions from CLI values (paths become strings so the options stay JSON-able)."""
+    clean: dict[str, Any] = {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in values.items()}
+    return SweepOptions(scenario=str(scenario.resolve()), **clean)
