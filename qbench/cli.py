@@ -53,10 +53,10 @@ def serve(
 @app.command()
 def run(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file (see scenarios/).")],
-    target: Annotated[str | None, typer.Option(help="Server base URL; overrides the scenario's target.")] = None,
+    target: Annotated[str | None, typer.Option(help="Server base URL (overrides the scenario's).")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (default reports/<time>-<name>).")] = None,
     set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a scenario key: --set load.rate=12 (repeatable).")
+        list[str] | None, typer.Option("--set", help="Override a key: --set load.rate=12 (repeatable).")
     ] = None,
     live: Annotated[bool, typer.Option(help="Show live progress.")] = True,
 ) -> None:

@@ -85,6 +85,7 @@ class LoadGenerator:
         capped = load.max_in_flight is not None and isinstance(plan, OpenPlan)
         self._slots = asyncio.Semaphore(load.max_in_flight or 1) if capped else None
         self.cpu_s = self.wall_s = 0.0
+        self._closed = isinstance(plan, UserPlan)
         self._pool = load.sessions if isinstance(load.sessions, int) else 0
 
     # ------------------------------------------------------------ control
@@ -243,6 +244,8 @@ class LoadGenerator:
         task.cancel()
 
     def _finish(self, record: RequestRecord) -> None:
+        if self._closed and record.sent_at_s is not None:
+            record.intended_at_s = record.sent_at_s  # closed loop: the plan is "send now"
         if record.completed_at_s is None and record.sent_at_s is not None:
             fail(record, "client", "request ended without a verdict", self.clock.now())
         stats = self.stats

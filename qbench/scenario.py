@@ -21,6 +21,7 @@ the key, the value and what was expected.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -306,12 +307,22 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any], *, source: s
 
 
 def format_errors(exc: ValidationError, source: str) -> str:
-    lines = [f"{source}: invalid scenario ({exc.error_count()} problem(s))"]
+    """One line per offending key; alternatives of a union (e.g. 'per_request' or an int) are merged."""
+    problems: dict[str, tuple[Any, list[str]]] = {}
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "<top>"
+        key = ".".join(str(p) for p in err["loc"] if not _UNION_TAG.match(str(p))) or "<top>"
         msg = err["msg"].removeprefix("Value error, ")
-        lines.append(f"  key '{key}': value {err.get('input')!r}: {msg}")
+        entry = problems.setdefault(key, (err.get("input"), []))
+        if msg not in entry[1]:
+            entry[1].append(msg)
+    lines = [f"{source}: invalid scenario ({len(problems)} problem(s))"]
+    for key, (value, msgs) in problems.items():
+        shown = "" if isinstance(value, dict) else f" value {value!r}:"
+        lines.append(f"  key '{key}':{shown} {'; or '.join(msgs)}")
     return "\n".join(lines)
+
+
+_UNION_TAG = re.compile(r"^(literal\[.*\]|int|float|str|bool|none|(list|dict|tuple)\[.*\]|[A-Z]\w*Spec)$")
 
 
 def _resolve_paths(raw: dict[str, Any], base: Path) -> None:

@@ -1,0 +1,100 @@
+"""Summaries: hand-computed percentiles, rates, error accounting, SLO checks, JSON round trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from qbench.records import RequestRecord
+from qbench.scenario import Slo
+from qbench.summary import Stats, Summary, summarize
+
+
+def rec(
+    i: int,
+    intended: float,
+    latency: float | None,
+    *,
+    kind: str | None = None,
+    sent: bool = True,
+    start: float | None = None,
+    warmup: bool = False,
+) -> RequestRecord:
+    r = RequestRecord(
+        request_id=i, user_id=i, session_id="s", endpoint="e", warmup=warmup, intended_at_s=intended
+    )
+    if sent:
+        r.sent_at_s = intended
+    if start is not None:
+        r.started_at_s = intended + start
+    if latency is not None:
+        r.completed_at_s = intended + latency
+    if kind is None and latency is not None:
+        r.outcome = "ok"
+    else:
+        r.error_kind = kind
+    return r
+
+
+def test_percentiles_are_numpy_linear_on_raw_values() -> None:
+    stats = Stats.of([1.0, 2.0, 3.0, 4.0])
+    assert (stats.p50, stats.p90, stats.mean, stats.max, stats.min) == (
+        2.5,
+        pytest.approx(3.7),
+        2.5,
+        4.0,
+        1.0,
+    )
+    stats = Stats.of([float(x) for x in range(1, 101)])  # 1..100: rank q/100 * 99
+    assert stats.p95 == pytest.approx(95.05) and stats.p99 == pytest.approx(99.01)
+    assert Stats.of([]).p50 is None and Stats.of([]).count == 0
+
+
+def test_summary_counts_rates_and_phases() -> None:
+    records = [rec(i, i * 0.5, 1.0 + i * 0.1, start=0.2) for i in range(5)]  # intended 0..2, done 1..3.4
+    records.append(rec(5, 2.5, 0.3, kind="queue_full"))
+    records.append(rec(6, 3.0, None, kind="interrupted", sent=False))
+    records.append(rec(7, 0.0, 9.0, warmup=True))  # ignored everywhere
+    s = summarize(records)
+    assert (s.requests, s.sent, s.not_sent, s.completed_ok, s.errors) == (7, 6, 1, 5, 1)
+    assert s.errors_by_kind == {"interrupted": 1, "queue_full": 1}
+    assert s.error_rate == pytest.approx(1 / 6)
+    assert s.duration_s == pytest.approx(3.4)  # first intended 0 -> last completion 2 + 1.4
+    assert s.throughput_rps == pytest.approx(5 / 3.4)
+    assert s.goodput_rps == s.throughput_rps  # no SLO
+    assert s.offered_rps == pytest.approx(6 / 3.0)  # 7 arrivals over 3 s
+    lat = s.latency["latency_s"]
+    assert lat.count == 5 and lat.p50 == pytest.approx(1.2) and lat.max == pytest.approx(1.4)
+    assert s.latency["queue_wait_s"].p50 == pytest.approx(0.2)
+    assert s.latency["service_s"].p50 == pytest.approx(1.0)
+    assert s.latency["ttfo_s"].count == 0
+
+
+def test_slo_checks_and_goodput() -> None:
+    records = [rec(i, float(i), lat) for i, lat in enumerate([0.1, 0.2, 0.3, 0.4, 2.0])]
+    slo = Slo(p95_latency_s=0.5, error_rate=0.1, min_throughput=10.0)
+    s = summarize(records, slo, duration_s=5.0)
+    checks = {c.name: c for c in s.slo}
+    assert not checks["p95_latency_s"].passed and checks["p95_latency_s"].actual == pytest.approx(1.68)
+    assert checks["error_rate"].passed
+    assert not checks["min_throughput"].passed and checks["min_throughput"].kind == "min"
+    assert s.goodput_rps == pytest.approx(4 / 5.0)  # the 2.0 s request misses the latency threshold
+    assert not s.slo_passed and len(s.failed_checks()) == 2
+
+
+def test_missing_value_fails_its_check() -> None:
+    s = summarize([rec(0, 0.0, 1.0)], Slo(p95_ttfo_s=1.0))
+    assert s.slo[0].actual is None and not s.slo_passed
+
+
+def test_json_round_trip() -> None:
+    s = summarize([rec(i, float(i), 0.5, start=0.1) for i in range(3)], Slo(p95_latency_s=1.0))
+    again = Summary.from_dict(json.loads(json.dumps(s.to_dict())))
+    assert again == s
+    assert again.latency["latency_s"].p95 == s.latency["latency_s"].p95
+
+
+def test_empty_records() -> None:
+    s = summarize([])
+    assert s.requests == 0 and s.throughput_rps == 0.0 and s.error_rate == 0.0
