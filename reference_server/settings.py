@@ -133,7 +133,7 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
         key = ".".join(str(p) for p in err["loc"]) or "<root>"
         value = err.get("input")
         shown = "" if isinstance(value, dict) else f" = {value!r}"
-        lines.append(f"{source}: {key}{shown}: {err['msg']}")
+        lines.append(f"{source}: {key}{shown}: {err['msg'].removeprefix('Value error, ')}")
     return "invalid server settings\n  " + "\n  ".join(lines)
 
 

@@ -6,6 +6,7 @@
     cpu     text -> text         thread pool               `repeats` torch matmuls of n x n (real CPU)
     stream  text -> text         event loop (sync: thread) `chunks` outputs, one every interval_ms (generator)
     fail    text -> text         event loop                raises with probability `rate` (seeded)
+    imageop image -> image,json  thread pool               grayscale + resize to `size` (file in/out path)
 
 Jitter (sleep): `{dist: lognormal, sigma: 0.3, seed: 1}` multiplies the latency by exp(N(0, sigma))
 (so the median stays at the nominal latency); `{dist: normal, sigma: 5}` adds N(0, sigma) ms;
@@ -263,3 +264,31 @@ class Fail(Workload):
 def _fail(params: dict[str, Any]) -> Workload:
     p = _parse(FailParams, "fail", params)
     return Fail(inputs=TEXT_IN, outputs=TEXT_OUT, params=p, rng=random.Random(p.seed))
+
+
+# ---------------------------------------------------------------- imageop
+class ImageOpParams(_Params):
+    size: int = Field(default=64, ge=1, le=4096)
+
+
+@dataclass
+class ImageOp(Workload):
+    """Image in, image out: grayscale and resize to size x size; also reports the input's size (JSON)."""
+
+    kind = "imageop"
+    params: ImageOpParams = field(default_factory=ImageOpParams)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.params.model_dump()}
+
+    def run(self, inputs: list[Any]) -> list[Any]:
+        img = inputs[0]
+        out = img.convert("L").resize((self.params.size, self.params.size)).convert("RGB")
+        return [out, {"width": img.width, "height": img.height}]
+
+
+@register("imageop")
+def _imageop(params: dict[str, Any]) -> Workload:
+    p = _parse(ImageOpParams, "imageop", params)
+    return ImageOp(inputs=[Component("image", "image")],
+                   outputs=[Component("image", "output"), Component("json", "size")], params=p)

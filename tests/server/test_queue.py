@@ -1,0 +1,293 @@
+"""Queue semantics, in process: limits, groups, max_threads, batching, max_size, ETA, errors, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from reference_server.queue import EventQueue, QueueFullError
+
+from .queue_harness import of, read_until_done, run_queue, settings
+
+
+def sleep_fn(name: str, ms: float = 100, **kw: object) -> dict[str, object]:
+    return {"api_name": name, "workload": "sleep", "params": {"base_ms": ms}, **kw}
+
+
+def test_limit_one_serialises() -> None:
+    async def body(q: EventQueue) -> None:
+        ids = {q.push("s", q.functions[0], [str(i)]).id for i in range(3)}
+        await asyncio.sleep(0.02)
+        group = q.groups["fn:a"]
+        assert (len(group.running), len(group.waiting)) == (1, 2)
+        msgs = await read_until_done(q, "s", ids)
+        done = [m for m in msgs if m["msg"] == "process_completed"]
+        starts = [m for m in msgs if m["msg"] == "process_starts"]
+        # each later start comes after the previous completion
+        for prev_done, nxt_start in zip(done, starts[1:], strict=False):
+            assert nxt_start["_t"] >= prev_done["_t"]
+
+    run_queue(settings([sleep_fn("a", 50)]), body)
+
+
+def test_limit_n_runs_n_and_none_is_unlimited() -> None:
+    async def body(q: EventQueue) -> None:
+        for _ in range(5):
+            q.push("s", q.functions[0], ["x"])
+            q.push("s", q.functions[1], ["x"])
+        await asyncio.sleep(0.02)
+        assert len(q.groups["fn:three"].running) == 3
+        assert len(q.groups["fn:three"].waiting) == 2
+        assert len(q.groups["fn:free"].running) == 5
+
+    run_queue(
+        settings(
+            [sleep_fn("three", 200, concurrency_limit=3), sleep_fn("free", 200, concurrency_limit=None)]
+        ),
+        body,
+    )
+
+
+def test_default_concurrency_limit_applies() -> None:
+    async def body(q: EventQueue) -> None:
+        for _ in range(4):
+            q.push("s", q.functions[0], ["x"])
+        await asyncio.sleep(0.02)
+        assert len(q.groups["fn:a"].running) == 2
+
+    run_queue(settings([sleep_fn("a", 200)], queue={"default_concurrency_limit": 2}), body)
+
+
+def test_concurrency_id_shares_the_lowest_pushed_limit() -> None:
+    fns = [
+        sleep_fn("wide", 200, concurrency_id="g", concurrency_limit=3),
+        sleep_fn("narrow", 200, concurrency_id="g", concurrency_limit=1),
+    ]
+
+    async def only_wide(q: EventQueue) -> None:
+        for _ in range(4):
+            q.push("s", q.functions[0], ["x"])
+        await asyncio.sleep(0.02)
+        assert q.groups["g"].limit == 3  # lazy: "narrow" was never pushed
+        assert len(q.groups["g"].running) == 3
+
+    async def both(q: EventQueue) -> None:
+        q.push("s", q.functions[0], ["x"])
+        q.push("s", q.functions[1], ["x"])
+        q.push("s", q.functions[0], ["x"])
+        await asyncio.sleep(0.02)
+        assert q.groups["g"].limit == 1
+        assert len(q.groups["g"].running) == 1
+
+    run_queue(settings(fns), only_wide)
+    run_queue(settings(fns), both)
+
+
+def test_max_threads_caps_running_jobs_across_groups() -> None:
+    fns = [sleep_fn(f"f{i}", 200, concurrency_limit=None) for i in range(3)]
+
+    async def body(q: EventQueue) -> None:
+        for fn in q.functions:
+            q.push("s", fn, ["x"])
+            q.push("s", fn, ["x"])
+        await asyncio.sleep(0.02)
+        assert q.running_jobs == 2
+        assert q.waiting_count == 4
+
+    run_queue(settings(fns, launch={"max_threads": 2}), body)
+
+
+def test_burst_forms_greedy_batches_of_one_function() -> None:
+    async def body(q: EventQueue) -> None:
+        events = [q.push("s", q.functions[0], [f"x{i}"]) for i in range(10)]
+        await asyncio.sleep(0.02)
+        assert [len(j.events) for j in q.groups["fn:b"].running] == [4]
+        msgs = await read_until_done(q, "s", {e.id for e in events})
+        for i, e in enumerate(events):
+            (done,) = of(msgs, e.id, "process_completed")
+            assert done["output"]["data"] == [f"x{i}"]
+            assert done["output"]["is_generating"] is None  # Gradio: null for batch functions
+        starts = [m for m in msgs if m["msg"] == "process_starts"]
+        assert len(starts) == 10
+
+    run_queue(settings([sleep_fn("b", 30, batch=True, max_batch_size=4)]), body)
+
+
+def test_batch_wait_extension_fills_the_batch() -> None:
+    async def body(q: EventQueue) -> None:
+        first = q.push("s", q.functions[0], ["a"])
+        await asyncio.sleep(0.03)
+        assert first.job is None  # still waiting for company
+        rest = [q.push("s", q.functions[0], [c]) for c in "bc"]
+        await asyncio.sleep(0.15)
+        assert first.job is not None and len(first.job.events) == 3
+        await read_until_done(q, "s", {first.id, *(e.id for e in rest)})
+
+    run_queue(settings([sleep_fn("b", 20, batch=True, max_batch_size=4, batch_wait_ms=120)]), body)
+
+
+def test_max_size_counts_waiting_events_only() -> None:
+    async def body(q: EventQueue) -> None:
+        q.push("s", q.functions[0], ["x"])
+        await asyncio.sleep(0.02)  # running: not counted
+        q.push("s", q.functions[0], ["x"])
+        q.push("s", q.functions[0], ["x"])
+        with pytest.raises(QueueFullError, match=r"^Queue is full. Max size is 2 and size is 2.$"):
+            q.push("s", q.functions[0], ["x"])
+
+    run_queue(settings([sleep_fn("a", 200)], queue={"max_size": 2}), body)
+
+
+def test_eta_follows_gradio_formula() -> None:
+    async def body(q: EventQueue) -> None:
+        fn = q.functions[0]
+        fn.job_time.add(1.0)  # known average: 1 s
+        e1 = q.push("s", fn, ["1"])
+        await asyncio.sleep(0.01)
+        e2, e3 = q.push("s", fn, ["2"]), q.push("s", fn, ["3"])
+        msgs = await read_until_done(q, "s", {e1.id})
+        avg_after_e1 = fn.job_time.mean
+        (est1,) = of(msgs, e1.id, "estimation")
+        assert (est1["rank"], est1["queue_size"], est1["rank_eta"]) == (0, 1, 1.0)
+        assert of(msgs, e1.id, "process_starts")[0]["eta"] == 1.0
+        est2, est3 = of(msgs, e2.id, "estimation")[0], of(msgs, e3.id, "estimation")[0]
+        # avg + wait_so_far + time until the running job ends (~1 s minus the 10 ms it has run)
+        assert (est2["rank"], est2["queue_size"]) == (0, 1)
+        assert est2["rank_eta"] == pytest.approx(1.99, abs=0.05)
+        assert (est3["rank"], est3["queue_size"]) == (1, 2)
+        assert est3["rank_eta"] == pytest.approx(2.99, abs=0.05)
+        # after e1 completes, e2 is dispatched and e3 gets a broadcast: rank 0 of 1
+        more = await read_until_done(q, "s", {e2.id})
+        broadcast = of(msgs + more, e3.id, "estimation")[-1]
+        assert (broadcast["rank"], broadcast["queue_size"]) == (0, 1)
+        assert of(more, e2.id, "process_starts")[0]["eta"] == avg_after_e1
+
+    run_queue(settings([sleep_fn("a", 100)]), body)
+
+
+def test_eta_is_null_without_an_average() -> None:
+    async def body(q: EventQueue) -> None:
+        e1 = q.push("s", q.functions[0], ["1"])
+        msgs = await read_until_done(q, "s", {e1.id})
+        assert of(msgs, e1.id, "estimation")[0]["rank_eta"] is None
+        assert of(msgs, e1.id, "process_starts")[0]["eta"] is None
+
+    run_queue(settings([sleep_fn("a", 10)]), body)
+
+
+@pytest.mark.parametrize(
+    ("params", "show_error", "output", "title"),
+    [
+        ({"message": "boom"}, False, {"error": None}, "Error"),
+        ({"message": "boom"}, True, {"error": "boom", "visible": True}, "Error"),
+        (
+            {"message": "bad", "user_visible": True, "title": "Oops", "duration": 5},
+            False,
+            {"error": "bad", "duration": 5, "visible": True, "title": "Oops"},
+            "Oops",
+        ),
+    ],
+)
+def test_error_payloads(
+    params: dict[str, object], show_error: bool, output: dict[str, object], title: str
+) -> None:
+    async def body(q: EventQueue) -> None:
+        e = q.push("s", q.functions[0], ["x"])
+        msgs = await read_until_done(q, "s", {e.id})
+        (done,) = of(msgs, e.id, "process_completed")
+        assert (done["success"], done["output"], done["title"]) == (False, output, title)
+
+    run_queue(
+        settings([{"api_name": "f", "workload": "fail", "params": params}], show_error=show_error), body
+    )
+
+
+def test_one_exception_fails_the_whole_batch() -> None:
+    async def body(q: EventQueue) -> None:
+        events = [q.push("s", q.functions[0], [str(i)]) for i in range(3)]
+        msgs = await read_until_done(q, "s", {e.id for e in events})
+        outputs = [of(msgs, e.id, "process_completed")[0] for e in events]
+        assert all(
+            o["success"] is False and o["output"] == {"error": "boom", "visible": True} for o in outputs
+        )
+
+    fn = {"api_name": "f", "workload": "fail", "params": {"message": "boom"}, "batch": True}
+    run_queue(settings([fn], show_error=True), body)
+
+
+def test_generator_message_order_and_diffs() -> None:
+    async def body(q: EventQueue) -> None:
+        e = q.push("s", q.functions[0], ["go"])
+        msgs = await read_until_done(q, "s", {e.id})
+        kinds = [m["msg"] for m in msgs]
+        assert kinds == ["estimation", "process_starts"] + ["process_generating"] * 3 + ["process_completed"]
+        gens = [m["output"]["data"] for m in msgs if m["msg"] == "process_generating"]
+        assert gens == [["go"], [[["append", [], " 1"]]], [[["append", [], " 2"]]]]
+        assert msgs[-1]["output"]["data"] == ["go 1 2"]
+        assert msgs[-1]["output"]["is_generating"] is False
+
+    run_queue(
+        settings([{"api_name": "g", "workload": "stream", "params": {"chunks": 3, "interval_ms": 5}}]), body
+    )
+
+
+def test_cancel_waiting_event() -> None:
+    async def body(q: EventQueue) -> None:
+        e1 = q.push("s", q.functions[0], ["1"])
+        e2 = q.push("s", q.functions[0], ["2"])
+        await asyncio.sleep(0.01)
+        assert q.cancel("s", e2.id)
+        msgs = await read_until_done(q, "s", {e1.id, e2.id})
+        assert of(msgs, e2.id, "process_completed")[0]["output"] == {}
+        assert of(msgs, e2.id, "process_starts") == []
+        assert of(msgs, e1.id, "process_completed")[0]["output"]["data"] == ["1"]
+        assert q.waiting_count == 0
+
+    run_queue(settings([sleep_fn("a", 100)]), body)
+
+
+def test_cancel_running_event_frees_its_slot() -> None:
+    async def body(q: EventQueue) -> None:
+        e1 = q.push("s", q.functions[0], ["1"])
+        e2 = q.push("s", q.functions[0], ["2"])
+        await asyncio.sleep(0.02)
+        assert q.cancel("s", e1.id)
+        msgs = await read_until_done(q, "s", {e1.id, e2.id}, timeout_s=5)
+        (done1,) = of(msgs, e1.id, "process_completed")
+        assert (done1["output"], done1["success"]) == ({}, True)
+        assert of(msgs, e2.id, "process_completed")[0]["output"]["data"] == ["2"]
+        assert not q.cancel("s", e1.id)  # already gone
+
+    run_queue(settings([sleep_fn("a", 1000)]), body)
+
+
+def test_disconnect_drops_waiting_and_silences_running() -> None:
+    async def body(q: EventQueue) -> None:
+        e1 = q.push("s", q.functions[0], ["1"])
+        e2 = q.push("s", q.functions[0], ["2"])
+        other = q.push("t", q.functions[0], ["3"])
+        await asyncio.sleep(0.01)
+        q.disconnect("s")
+        assert "s" not in q.sessions
+        assert not e1.alive and not e2.alive
+        assert q.groups["fn:a"].waiting == [other]
+        msgs = await read_until_done(q, "t", {other.id})
+        assert of(msgs, other.id, "process_completed")[0]["success"] is True
+
+    run_queue(settings([sleep_fn("a", 50)]), body)
+
+
+def test_reconfigure_applies_new_limits() -> None:
+    async def body(q: EventQueue) -> None:
+        for _ in range(4):
+            q.push("s", q.functions[0], ["x"])
+        await asyncio.sleep(0.02)
+        assert len(q.groups["fn:a"].running) == 1
+        new = q.settings.model_copy(deep=True)
+        new.functions[0].concurrency_limit = 3
+        q.reconfigure(new)
+        await asyncio.sleep(0.02)
+        assert len(q.groups["fn:a"].running) == 3
+
+    run_queue(settings([sleep_fn("a", 300)]), body)
