@@ -68,8 +68,10 @@ def _batch_summary(traces: list[Trace]) -> dict[str, Any]:
     groups = dispatch_groups(traces)
     return {
         "dispatches": [len(g) for g in groups],
-        "one_eta_per_batch": all(len({t.first("process_starts").body["eta"] for t in g}) == 1  # type: ignore[union-attr]
-                                 for g in groups),
+        "one_eta_per_batch": all(
+            len({t.first("process_starts").body["eta"] for t in g}) == 1  # type: ignore[union-attr]
+            for g in groups
+        ),
         "outputs": outputs(traces),
         "is_generating": [t.completed["output"]["is_generating"] for t in traces],
         "kinds": kinds(traces),
@@ -77,22 +79,48 @@ def _batch_summary(traces: list[Trace]) -> dict[str, Any]:
 
 
 def _max_size_summary(traces: list[Trace]) -> dict[str, Any]:
-    return {"statuses": [t.join_status for t in traces], "bodies": [t.join_body for t in traces if t.join_status != 200]}
+    return {
+        "statuses": [t.join_status for t in traces],
+        "bodies": [t.join_body for t in traces if t.join_status != 200],
+    }
 
 
 SCENARIOS: dict[str, Scenario] = {
     "echo_messages": Scenario(
         [Job("echo", ["hello"])],
         lambda ts: {"messages": messages(ts)},
-        {"messages": [[
-            {"msg": "estimation", "event_id": "<id>", "rank": 0, "queue_size": 1, "rank_eta": "<any>"},
-            {"msg": "process_starts", "event_id": "<id>", "eta": "<any>"},
-            {"msg": "process_completed", "event_id": "<id>", "output": {
-                "data": ["hello"], "is_generating": False, "duration": "<number>",
-                "average_duration": "<number>", "render_config": None, "changed_state_ids": [],
-                "used_cache": None}, "success": True, "title": None, "used_cache": None,
-             "cache_duration": "<number>", "avg_time": "<number>"},
-        ]]},
+        {
+            "messages": [
+                [
+                    {
+                        "msg": "estimation",
+                        "event_id": "<id>",
+                        "rank": 0,
+                        "queue_size": 1,
+                        "rank_eta": "<any>",
+                    },
+                    {"msg": "process_starts", "event_id": "<id>", "eta": "<any>"},
+                    {
+                        "msg": "process_completed",
+                        "event_id": "<id>",
+                        "output": {
+                            "data": ["hello"],
+                            "is_generating": False,
+                            "duration": "<number>",
+                            "average_duration": "<number>",
+                            "render_config": None,
+                            "changed_state_ids": [],
+                            "used_cache": None,
+                        },
+                        "success": True,
+                        "title": None,
+                        "used_cache": None,
+                        "cache_duration": "<number>",
+                        "avg_time": "<number>",
+                    },
+                ]
+            ]
+        },
     ),
     "limit_1_serialises": Scenario(
         burst("sleep_1", 3),
@@ -114,45 +142,105 @@ SCENARIOS: dict[str, Scenario] = {
     "batch_burst": Scenario(
         burst("batch", 6, spacing_s=0.01),
         _batch_summary,
-        {"dispatches": [1, 4, 1], "one_eta_per_batch": True, "outputs": [[f"x{i}"] for i in range(6)],
-         "is_generating": [None] * 6, "kinds": [PLAIN] * 5 + [RE_ESTIMATED]},
+        {
+            "dispatches": [1, 4, 1],
+            "one_eta_per_batch": True,
+            "outputs": [[f"x{i}"] for i in range(6)],
+            "is_generating": [None] * 6,
+            "kinds": [PLAIN] * 5 + [RE_ESTIMATED],
+        },
     ),
     "one_session_three_jobs": Scenario(
         burst("sleep_1", 3, session="s"),
-        lambda ts: {"kinds": kinds(ts), "ranks": [[m.body["rank"] for m in t.all("estimation")] for t in ts],
-                    "queue_sizes": [[m.body["queue_size"] for m in t.all("estimation")] for t in ts]},
-        {"kinds": [PLAIN, PLAIN, RE_ESTIMATED],
-         "ranks": [[0], [0], [1, 0]], "queue_sizes": [[1], [1], [2, 1]]},
+        lambda ts: {
+            "kinds": kinds(ts),
+            "ranks": [[m.body["rank"] for m in t.all("estimation")] for t in ts],
+            "queue_sizes": [[m.body["queue_size"] for m in t.all("estimation")] for t in ts],
+        },
+        {
+            "kinds": [PLAIN, PLAIN, RE_ESTIMATED],
+            "ranks": [[0], [0], [1, 0]],
+            "queue_sizes": [[1], [1], [2, 1]],
+        },
     ),
     "generator_diffs": Scenario(
         [Job("stream", ["x"])],
-        lambda ts: {"kinds": kinds(ts), "data": [m.body["output"]["data"] for m in ts[0].messages
-                                                 if m.msg in ("process_generating", "process_completed")],
-                    "generating": [normalise(m.body) for m in ts[0].all("process_generating")][:1]},
-        {"kinds": [["estimation", "process_starts"] + ["process_generating"] * 4 + ["process_completed"]],
-         "data": [["x"], [[["append", [], " 1"]]], [[["append", [], " 2"]]], [[["append", [], " 3"]]],
-                  ["x 1 2 3"]],
-         "generating": [{"msg": "process_generating", "event_id": "<id>", "output": {
-             "data": ["x"], "is_generating": True, "duration": "<number>", "average_duration": "<number>",
-             "render_config": None, "changed_state_ids": [], "used_cache": None},
-             "success": True, "time_limit": None}]},
+        lambda ts: {
+            "kinds": kinds(ts),
+            "data": [
+                m.body["output"]["data"]
+                for m in ts[0].messages
+                if m.msg in ("process_generating", "process_completed")
+            ],
+            "generating": [normalise(m.body) for m in ts[0].all("process_generating")][:1],
+        },
+        {
+            "kinds": [["estimation", "process_starts"] + ["process_generating"] * 4 + ["process_completed"]],
+            "data": [
+                ["x"],
+                [[["append", [], " 1"]]],
+                [[["append", [], " 2"]]],
+                [[["append", [], " 3"]]],
+                ["x 1 2 3"],
+            ],
+            "generating": [
+                {
+                    "msg": "process_generating",
+                    "event_id": "<id>",
+                    "output": {
+                        "data": ["x"],
+                        "is_generating": True,
+                        "duration": "<number>",
+                        "average_duration": "<number>",
+                        "render_config": None,
+                        "changed_state_ids": [],
+                        "used_cache": None,
+                    },
+                    "success": True,
+                    "time_limit": None,
+                }
+            ],
+        },
     ),
     "error_hidden": Scenario(
         [Job("fail", ["x"])],
         lambda ts: {"kinds": kinds(ts), "completed": normalise(ts[0].completed)},
-        {"kinds": [PLAIN], "completed": {
-            "msg": "process_completed", "event_id": "<id>", "output": {"error": None}, "success": False,
-            "title": "Error", "used_cache": None, "cache_duration": None, "avg_time": None}},
+        {
+            "kinds": [PLAIN],
+            "completed": {
+                "msg": "process_completed",
+                "event_id": "<id>",
+                "output": {"error": None},
+                "success": False,
+                "title": "Error",
+                "used_cache": None,
+                "cache_duration": None,
+                "avg_time": None,
+            },
+        },
     ),
     "error_user_visible": Scenario(
         [Job("gr_error", ["x"])],
         # The payload's duration is gr.Error's display time, not a measurement: compared exactly.
         lambda ts: {"output": ts[0].completed["output"], "completed": normalise(ts[0].completed)},
-        {"output": {"error": "synthetic failure", "duration": 5.0, "visible": True, "title": "Oops"},
-         "completed": {
-            "msg": "process_completed", "event_id": "<id>",
-            "output": {"error": "synthetic failure", "duration": "<number>", "visible": True, "title": "Oops"},
-            "success": False, "title": "Oops", "used_cache": None, "cache_duration": None, "avg_time": None}},
+        {
+            "output": {"error": "synthetic failure", "duration": 5.0, "visible": True, "title": "Oops"},
+            "completed": {
+                "msg": "process_completed",
+                "event_id": "<id>",
+                "output": {
+                    "error": "synthetic failure",
+                    "duration": "<number>",
+                    "visible": True,
+                    "title": "Oops",
+                },
+                "success": False,
+                "title": "Oops",
+                "used_cache": None,
+                "cache_duration": None,
+                "avg_time": None,
+            },
+        },
     ),
     "max_threads_caps_total": Scenario(
         burst("sleep_n", 3, spacing_s=0.01) + [Job("sleep_1", ["y"], at_s=0.03)],
@@ -164,8 +252,10 @@ SCENARIOS: dict[str, Scenario] = {
         # The first job runs; the next three wait (max_size counts waiting jobs only); two are refused.
         [Job("sleep_1", ["r"])] + [Job("sleep_1", [f"x{i}"], at_s=0.05 + i * 0.015) for i in range(5)],
         _max_size_summary,
-        {"statuses": [200, 200, 200, 200, 503, 503],
-         "bodies": [{"detail": "Queue is full. Max size is 3 and size is 3."}] * 2},
+        {
+            "statuses": [200, 200, 200, 200, 503, 503],
+            "bodies": [{"detail": "Queue is full. Max size is 3 and size is 3."}] * 2,
+        },
         tight=True,
     ),
 }
@@ -178,5 +268,7 @@ def matches(actual: Any, expected: Any) -> bool:
     if isinstance(expected, dict) and isinstance(actual, dict):
         return expected.keys() == actual.keys() and all(matches(actual[k], v) for k, v in expected.items())
     if isinstance(expected, list) and isinstance(actual, list):
-        return len(expected) == len(actual) and all(matches(a, e) for a, e in zip(actual, expected, strict=True))
+        return len(expected) == len(actual) and all(
+            matches(a, e) for a, e in zip(actual, expected, strict=True)
+        )
     return bool(actual == expected)

@@ -29,7 +29,9 @@ def run_scenario(scenario: Scenario, suite_url: str, tight_url: str) -> dict[str
 def test_scenario(name: str, suite_url: str, tight_url: str) -> None:
     scenario = SCENARIOS[name]
     observed = run_scenario(scenario, suite_url, tight_url)
-    assert matches(observed, scenario.expected), f"{name}:\n observed {observed}\n expected {scenario.expected}"
+    assert matches(observed, scenario.expected), (
+        f"{name}:\n observed {observed}\n expected {scenario.expected}"
+    )
 
 
 # ---------------------------------------------------------------- ETA
@@ -57,8 +59,15 @@ def test_eta_null_until_first_completion_then_plausible(suite_url: str) -> None:
     """rank_eta is null until the function has completed once; then avg + wait + time to a free worker."""
     first, second = asyncio.run(_eta_bursts(suite_url))
     # Phase 1, fresh function (sleep 0.2 s, limit 1): no average yet.
-    assert _estimations(first[0]) == [{"msg": "estimation", "event_id": first[0].trace.event_id,
-                                       "rank": 0, "queue_size": 1, "rank_eta": None}]
+    assert _estimations(first[0]) == [
+        {
+            "msg": "estimation",
+            "event_id": first[0].trace.event_id,
+            "rank": 0,
+            "queue_size": 1,
+            "rank_eta": None,
+        }
+    ]
     assert first[0].trace.first("process_starts").body["eta"] is None  # type: ignore[union-attr]
     assert [(e["rank"], e["queue_size"], e["rank_eta"]) for e in _estimations(first[2])][0] == (1, 2, None)
     # After job 0 completed, dispatching job 1 re-estimates job 2: its own 0.2 s + job 1's remaining 0.2 s.
@@ -124,8 +133,15 @@ def test_cancel_waiting_event_gets_empty_completion(suite_url: str) -> None:
     waiter: LiveSession = result["waiter"]
     assert waiter.trace.kinds == ["estimation", "process_completed"]
     assert waiter.trace.completed == {
-        "msg": "process_completed", "event_id": waiter.trace.event_id, "output": {}, "success": True,
-        "title": None, "used_cache": None, "cache_duration": None, "avg_time": None}
+        "msg": "process_completed",
+        "event_id": waiter.trace.event_id,
+        "output": {},
+        "success": True,
+        "title": None,
+        "used_cache": None,
+        "cache_duration": None,
+        "avg_time": None,
+    }
     assert waiter.stream.closed
     assert result["holder"].trace.kinds == ["estimation", "process_starts", "process_completed"]
 
@@ -140,12 +156,17 @@ async def _raw_post(url: str, path: str, body: dict[str, Any]) -> tuple[int, Any
 
 def test_join_without_session_hash_is_400(suite_url: str) -> None:
     assert asyncio.run(_raw_post(suite_url, "/queue/join", {"data": ["x"], "fn_index": 0})) == (
-        400, {"detail": "Session hash not found."})
+        400,
+        {"detail": "Session hash not found."},
+    )
 
 
 def test_join_without_fn_index_is_400(suite_url: str) -> None:
     body = {"data": ["x"], "session_hash": "s-no-fn"}
-    assert asyncio.run(_raw_post(suite_url, "/queue/join", body)) == (400, {"detail": "No function index provided."})
+    assert asyncio.run(_raw_post(suite_url, "/queue/join", body)) == (
+        400,
+        {"detail": "No function index provided."},
+    )
 
 
 def test_join_without_data_is_422(suite_url: str) -> None:
@@ -170,8 +191,15 @@ async def _unknown_session(url: str) -> tuple[int, str, list[Any]]:
 def test_stream_for_unknown_session_reports_session_not_found(suite_url: str) -> None:
     status, content_type, lines = asyncio.run(_unknown_session(suite_url))
     assert status == 200 and content_type.startswith("text/event-stream")
-    assert lines == [{"msg": "unexpected_error", "event_id": None, "message": "404: Not Found",
-                      "session_not_found": True, "success": False}]
+    assert lines == [
+        {
+            "msg": "unexpected_error",
+            "event_id": None,
+            "message": "404: Not Found",
+            "session_not_found": True,
+            "success": False,
+        }
+    ]
 
 
 def test_queue_status_counts_waiting_events(suite_url: str) -> None:

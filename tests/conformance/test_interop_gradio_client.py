@@ -1,0 +1,145 @@
+"""Interop: the official `gradio_client` drives the reference server like a Gradio app.
+
+One reference server serves the conformance suite plus a number echo and a tiny random-init image
+classifier (image upload -> FileData -> PIL -> label). Each gradio_client `Client` is one session.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import CancelledError
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
+from gradio_client.utils import Status
+from PIL import Image
+
+from reference_server.testing import serve_in_thread
+
+from .gradio_apps import SUITE, QueueSpec
+from .reference import reference_settings
+
+LABELS = ["cat", "dog", "fish"]
+EXTRA_FUNCTIONS: tuple[dict[str, Any], ...] = (
+    {"api_name": "echo_number", "workload": "echo", "params": {"type": "number"}},
+    {
+        "api_name": "classify",
+        "workload": "image-classification",
+        "params": {"size": "tiny", "labels": LABELS, "top_k": 2, "seed": 0},
+        "concurrency_limit": None,
+    },
+)
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    settings = reference_settings(SUITE, QueueSpec(), EXTRA_FUNCTIONS)
+    with serve_in_thread(settings, startup_timeout_s=120) as server:
+        yield server.url
+
+
+@contextmanager
+def clients(url: str, n: int) -> Iterator[list[Client]]:
+    """`n` clients (each one session); closed at exit."""
+    opened = [Client(url, verbose=False) for _ in range(n)]
+    try:
+        yield opened
+    finally:
+        for c in opened:
+            c.close()
+
+
+@pytest.fixture(scope="module")
+def client(url: str) -> Iterator[Client]:
+    with clients(url, 1) as (c,):
+        yield c
+
+
+def wait_for(predicate: Any, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_predict_text(client: Client) -> None:
+    assert client.predict("hello", api_name="/echo") == "hello"
+
+
+def test_predict_number(client: Client) -> None:
+    assert client.predict(3.5, api_name="/echo_number") == 3.5
+
+
+def test_view_api_lists_the_endpoints(client: Client) -> None:
+    info = client.view_api(print_info=False, return_format="dict")
+    assert {"/echo", "/sleep_1", "/stream", "/classify"} <= set(info["named_endpoints"])
+
+
+def test_predict_image_upload(client: Client, tmp_path: Path) -> None:
+    png = tmp_path / "in.png"
+    Image.new("RGB", (48, 32), (200, 30, 90)).save(png)
+    result = client.predict(handle_file(str(png)), api_name="/classify")
+    assert result["label"] in LABELS
+    confidences = result["confidences"]
+    assert len(confidences) == 2 and {c["label"] for c in confidences} <= set(LABELS)
+    assert all(0.0 <= c["confidence"] <= 1.0 for c in confidences)
+
+
+def test_submit_status_reports_rank_and_eta(url: str) -> None:
+    with clients(url, 2) as (first, second):
+        first.predict("warm", api_name="/hold")  # the average job time is known from now on
+        ahead = [first.submit(f"a{i}", api_name="/hold") for i in range(2)]  # one runs, one waits
+        assert wait_for(lambda: ahead[0].status().code == Status.PROCESSING)
+        waiting = second.submit("b", api_name="/hold")
+        seen: list[Any] = []
+        assert wait_for(lambda: seen.append(waiting.status()) or seen[-1].code == Status.IN_QUEUE)
+        status = seen[-1]
+        assert status.rank in (0, 1) and status.queue_size == status.rank + 1
+        assert isinstance(status.eta, float) and 0.0 < status.eta < 3.0
+        results = [job.result(timeout=10) for job in [*ahead, waiting]]
+        assert results == ["a0", "a1", "b"]
+
+
+def test_cancel_waiting_job(url: str) -> None:
+    with clients(url, 2) as (holder, canceller):
+        running = holder.submit("h", api_name="/hold")
+        assert wait_for(lambda: running.status().code == Status.PROCESSING)
+        waiting = canceller.submit("w", api_name="/hold")
+        assert wait_for(lambda: waiting.status().code == Status.IN_QUEUE)
+        assert waiting.cancel() is True
+        assert waiting.status().code == Status.CANCELLED
+        # The server's answer is process_completed {output: {}}; gradio_client 2.7.2 turns it into
+        # KeyError("Could not find 'data' key ... {}"), against real Gradio 6.31 as well.
+        with pytest.raises((KeyError, CancelledError)):
+            waiting.result(timeout=10)
+        assert running.result(timeout=10) == "h"  # another session's running job is untouched
+
+
+def test_generator_outputs(client: Client) -> None:
+    job = client.submit("x", api_name="/stream")
+    assert job.result(timeout=10) == "x 1 2 3"
+    assert job.outputs() == ["x", "x 1", "x 1 2", "x 1 2 3"]
+
+
+def test_batched_function_answers_each_caller(url: str) -> None:
+    with clients(url, 3) as callers:
+        jobs = [c.submit(f"b{i}", api_name="/batch") for i, c in enumerate(callers)]
+        assert [j.result(timeout=10) for j in jobs] == ["b0", "b1", "b2"]
+
+
+def test_hidden_error_raises_app_error(client: Client) -> None:
+    with pytest.raises(AppError, match="has not enabled verbose error reporting"):
+        client.predict("x", api_name="/fail")
+
+
+def test_user_visible_error_keeps_message_and_title(client: Client) -> None:
+    with pytest.raises(AppError) as info:
+        client.predict("x", api_name="/gr_error")
+    assert (info.value.message, info.value.title, info.value.duration) == ("synthetic failure", "Oops", 5.0)
