@@ -17,6 +17,8 @@ from reference_server.workloads.base import WorkloadConfigError
 if TYPE_CHECKING:
     import torch
 
+MIN_SHIPPED_VOCAB = 100  # smaller "tokenizers" are placeholders, not a shipped vocabulary
+
 # Architecture sizes per family. "base" is the transformers default config of the family (the
 # published base model's shape); "small" is the usual smaller sibling; "tiny" is for tests.
 SIZE_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
@@ -168,6 +170,15 @@ def pretrained_model(auto_cls: Any, name: str, dtype: torch.dtype) -> torch.nn.M
                 "cache; omit `model` to use the random-init architecture"
             ) from None
     return model
+
+
+def pretrained_tokenizer(name: str) -> Any | None:
+    """The tokenizer shipped with `name`, or None. transformers 5 builds an empty tokenizer (a few
+    special tokens) from config.json alone; a vocabulary that small means none was shipped."""
+    from transformers import AutoTokenizer
+
+    tokenizer = pretrained_part(AutoTokenizer, name)
+    return tokenizer if tokenizer is not None and len(tokenizer) >= MIN_SHIPPED_VOCAB else None
 
 
 def pretrained_part(auto_cls: Any, name: str) -> Any | None:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from reference_server.workloads.base import Component, WorkloadConfigError, WorkloadInputError, register
 from reference_server.workloads.models.common import ModelWorkload, label_config, label_values
-from reference_server.workloads.models.loading import build_config, pretrained_part, random_model
+from reference_server.workloads.models.loading import build_config, pretrained_tokenizer, random_model
 from reference_server.workloads.models.local_tokenizers import wordpiece_tokenizer
 from reference_server.workloads.models.params import CommonParams, LabelParams, ParamReader
 
@@ -25,10 +25,8 @@ class TextEncoderWorkload(ModelWorkload):
         self._tokenizer: Any = None
 
     def load_preprocessor(self) -> None:
-        from transformers import AutoTokenizer
-
         vocab_size = int(self.config.vocab_size)
-        tokenizer = pretrained_part(AutoTokenizer, self.common.model) if self.common.model else None
+        tokenizer = pretrained_tokenizer(self.common.model) if self.common.model else None
         if tokenizer is not None:
             self.preprocessor_source = f"{type(tokenizer).__name__} from {self.common.model}"
         else:
