@@ -73,6 +73,8 @@ def run(
         result = run_scenario(spec, target=target, out_dir=out, live=live)
         render_summary(result.summary, console, open_loop=spec.load.users is None)
         console.print(f"records: {result.run_dir}")
+        if result.run_info.get("stop_kind") == "interrupted":
+            raise typer.Exit(130)
         failed = result.summary.failed_checks()
         if failed:
             names = ", ".join(f"{c.name} (actual {c.actual}, limit {c.threshold})" for c in failed)
