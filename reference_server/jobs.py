@@ -63,7 +63,7 @@ class JobRunner:
         else:
             output, title = m.error_payload(exc, self.show_error)
         for event in events:
-            self.emit(event, m.process_completed(event.id, output, False, title if first_step else None))
+            self.emit(event, m.failed(event.id, output, title, later_step=not first_step))
 
     # ------------------------------------------------------------ plain and batched calls
     async def run(self, job: Job) -> bool:

@@ -51,6 +51,16 @@ def process_completed(event_id: str, output: dict[str, Any], success: bool,
             "avg_time": output.get("average_duration")}
 
 
+def failed(event_id: str, output: dict[str, Any], title: str | None, later_step: bool = False) -> Message:
+    """A failed job. Gradio sets cache_duration/avg_time only for errors on a later generator step
+    (where cache_duration then holds the error's display duration), and title only on the first step."""
+    msg = process_completed(event_id, output, False, None if later_step else title)
+    if not later_step:
+        msg["cache_duration"] = None
+        msg["avg_time"] = None
+    return msg
+
+
 def cancelled(event_id: str) -> Message:
     """What a cancelled waiting event receives: an empty successful completion."""
     return process_completed(event_id, {}, True)
