@@ -33,8 +33,13 @@ class SleepModel:
         p95 = 2 * batch_s
         goodput = throughput * max(0.0, min(1.0, 1 - 3 * (p95 / self.slo_s - 1)))
         return PointResult(
-            point.point_id, dict(point.knobs), goodput_rps=goodput, throughput_rps=throughput,
-            p50_latency_s=1.5 * batch_s, p95_latency_s=p95, peak_rss_mb=300 + 20 * k * b + 2 * t,
+            point.point_id,
+            dict(point.knobs),
+            goodput_rps=goodput,
+            throughput_rps=throughput,
+            p50_latency_s=1.5 * batch_s,
+            p95_latency_s=p95,
+            peak_rss_mb=300 + 20 * k * b + 2 * t,
         )
 
 
@@ -68,8 +73,10 @@ def test_smart_search_on_a_tiny_grid_is_still_correct() -> None:
     model = MODELS[0]
     constraints = Constraints(slo={"p95_latency_s": model.slo_s})
     smart = smart_search(grid, model, constraints)
-    assert recommend(smart.results, constraints).winner == recommend(full_search(grid, model).results,
-                                                                     constraints).winner
+    assert (
+        recommend(smart.results, constraints).winner
+        == recommend(full_search(grid, model).results, constraints).winner
+    )
 
 
 def test_smart_search_walks_out_of_infeasible_region() -> None:

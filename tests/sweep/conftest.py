@@ -1,0 +1,44 @@
+"""Shared fixtures: a tiny sleep scenario whose points take ~2 s each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+SERVER: dict[str, Any] = {
+    "functions": [
+        {
+            "api_name": "predict",
+            "workload": "sleep",
+            "params": {"base_ms": 50, "per_item_ms": 10},
+            "batch": True,
+            "max_batch_size": 4,
+            "concurrency_limit": 1,
+        }
+    ],
+}
+
+
+def write_scenario(tmp_path: Path, sweep: dict[str, Any] | None = None, **load: Any) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "server.yaml").write_text(yaml.safe_dump(SERVER))
+    scenario = {
+        "name": "tiny",
+        "protocol": "gradio",
+        "endpoint": {"api_name": "predict"},
+        "payload": {"inputs": [{"text": {"words": [2, 3]}}]},
+        "load": {**({} if "rate" in load else {"users": 2}), "duration": 2, "timeout": 10, **load},
+        "slo": {"p95_latency_s": 1.0},
+        "sweep": {"server": {"config": "server.yaml"}, "capacity_trials": 0, "warmup": 0.3, **(sweep or {})},
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def scenario_path(tmp_path: Path) -> Path:
+    return write_scenario(tmp_path)
