@@ -91,8 +91,13 @@ async def _serve(settings: ServerSettings) -> None:
 
 
 def serve(settings: ServerSettings) -> None:
-    """Run the server in the foreground until interrupted (Ctrl-C / SIGTERM)."""
-    asyncio.run(_serve(settings))
+    """Run the server in the foreground until interrupted (Ctrl-C / SIGTERM); uvloop when installed."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(_serve(settings))
+        return
+    uvloop.run(_serve(settings))
 
 
 def build_parser() -> argparse.ArgumentParser:

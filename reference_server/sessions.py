@@ -3,7 +3,8 @@
 A session is created by its first join and holds an asyncio.Queue of messages plus the ids of its
 events that have not delivered a terminal message yet. The SSE reader deletes the session after it
 sends `close_stream`; a later join creates it afresh. At most `capacity` idle sessions are kept
-(like Gradio's LRU of 2000), but a session with pending events or an open reader is never evicted.
+(like Gradio's LRU of 2000): idle sessions go first, then the least recently used ones without a
+reader (a client that joined and never read); a session with an open reader is never evicted.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class Sessions:
         session = self._by_hash.get(session_hash)
         if session is None:
             session = self._by_hash[session_hash] = Session()
-            self._evict_idle()
+            self._evict(keep=session_hash)
         else:
             self._by_hash.move_to_end(session_hash)
         return session
@@ -59,10 +60,14 @@ class Sessions:
     def drop(self, session_hash: str) -> Session | None:
         return self._by_hash.pop(session_hash, None)
 
-    def _evict_idle(self) -> None:
+    def _evict(self, keep: str) -> None:
         excess = len(self._by_hash) - self.capacity
         if excess <= 0:
             return
-        idle = [h for h, s in self._by_hash.items() if not s.pending and not s.readers][:excess]
+        candidates = [(h, s) for h, s in self._by_hash.items() if h != keep and not s.readers]
+        idle = [h for h, s in candidates if not s.pending][:excess]
+        if len(idle) < excess:  # then the least recently used sessions nobody is reading (Gradio's LRU)
+            unread = [h for h, _ in candidates if h not in idle]
+            idle += unread[: excess - len(idle)]
         for h in idle:
             del self._by_hash[h]

@@ -291,3 +291,16 @@ def test_reconfigure_applies_new_limits() -> None:
         assert len(q.groups["fn:a"].running) == 3
 
     run_queue(settings([sleep_fn("a", 300)]), body)
+
+
+def test_sessions_lru_keeps_readers_and_evicts_idle_first() -> None:
+    from reference_server.sessions import Sessions
+
+    sessions = Sessions(capacity=3)
+    sessions.open("read").readers = 1
+    sessions.add_pending("busy", "e1")
+    sessions.open("idle")
+    sessions.add_pending("new", "e2")  # over capacity: the idle session goes, though "busy" is older
+    assert list(sessions._by_hash) == ["read", "busy", "new"]
+    sessions.add_pending("new2", "e3")  # nothing idle: the least recently used unread session goes
+    assert list(sessions._by_hash) == ["read", "new", "new2"]
