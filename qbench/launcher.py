@@ -2,8 +2,9 @@
 
 Three ways qbench gets a server it controls (a fourth, a fixed `--target`, needs nothing from here):
 
-    start_reference_server(settings)   `python -m reference_server --config <yaml> --port <free>` in a new
+    reference_server_process(settings) `python -m reference_server --config <yaml> --port <free>` in a new
                                        process group; ready when `GET /config` answers 200
+                                       (`start_reference_server` is the same, yielding just the base URL)
     reconfigure(handle, settings)      `POST /admin/config` with `Authorization: Bearer <token>` on a
                                        reference server started with `--admin-token`
     launch_command(template, knobs)    the user's own app: placeholders (`{concurrency_limit}`, `{port}`) in
@@ -188,7 +189,7 @@ def resolve_settings_source(source: Any) -> Any:
 
 
 @contextlib.contextmanager
-def start_reference_server(
+def reference_server_process(
     settings: Any,
     *,
     admin_token: str | None = None,
@@ -216,6 +217,21 @@ def start_reference_server(
         finally:
             assert handle.process is not None
             stop_process_group(handle.process)
+
+
+@contextlib.contextmanager
+def start_reference_server(
+    settings: Any, *, admin_token: str | None = None, ready_timeout_s: float = READY_TIMEOUT_S
+) -> Iterator[str]:
+    """`with start_reference_server("image") as url:` - a ready reference server, stopped on exit.
+
+    `settings`: a preset name, a YAML path, a mapping or a `ServerSettings`; raises ServerLaunchError
+    (with the tail of the server's log) when it does not come up.
+    """
+    with reference_server_process(
+        settings, admin_token=admin_token, ready_timeout_s=ready_timeout_s
+    ) as handle:
+        yield handle.base_url
 
 
 def knob_env(knobs: Mapping[str, Any], port: int) -> dict[str, str]:

@@ -54,7 +54,7 @@ from qbench.launcher import (
     launch_command,
     read_status,
     reconfigure,
-    start_reference_server,
+    reference_server_process,
     status_memory,
 )
 from qbench.recommend import PointResult, Recommendation, recommend
@@ -104,7 +104,7 @@ class _Servers:
         mode = self.config.mode
         timeout = self.config.ready_timeout_s
         if mode == "relaunch":
-            with start_reference_server(
+            with reference_server_process(
                 self.settings_for(point), work_dir=work_dir, ready_timeout_s=timeout
             ) as h:
                 yield h
@@ -113,7 +113,7 @@ class _Servers:
                 token = secrets.token_urlsafe(16)
                 base = self.config.base_settings or {}
                 self.live = self._stack.enter_context(
-                    start_reference_server(
+                    reference_server_process(
                         base,
                         admin_token=token,
                         work_dir=self.config.sweep_dir / "live-server",

@@ -132,3 +132,25 @@ def test_config_errors_are_clear(
     path = write_scenario(tmp_path, sweep)
     with pytest.raises(ScenarioError, match=message):
         build_config(SweepOptions(str(path), out_root=str(tmp_path), **options))
+
+
+def test_start_reference_server_yields_a_ready_url_and_stops_it() -> None:
+    import urllib.request
+
+    from qbench.launcher import start_reference_server
+
+    with start_reference_server("echo", ready_timeout_s=60) as url:
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url + "/config", timeout=5) as response:
+            assert response.status == 200
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url + "/config", timeout=2)
+
+
+def test_start_reference_server_reports_a_server_that_cannot_start(tmp_path: Path) -> None:
+    from qbench.errors import ServerLaunchError
+    from qbench.launcher import start_reference_server
+
+    bad = {"functions": [{"api_name": "x", "workload": "no-such-workload"}]}
+    with pytest.raises(ServerLaunchError, match="before ready"), start_reference_server(bad):
+        pass
