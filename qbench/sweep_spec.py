@@ -138,8 +138,12 @@ def read_sweep_scenario(path: Path) -> tuple[Scenario, dict[str, Any]]:
     return parse_scenario(raw, source=str(path)), section
 
 
-def _server_settings(options: SweepOptions, section: dict[str, Any], source: str) -> dict[str, Any] | None:
-    from reference_server.settings import SettingsError, load_preset, load_settings
+def _server_settings(
+    options: SweepOptions, section: dict[str, Any], source: str, scenario_name: str
+) -> dict[str, Any] | None:
+    """Base reference-server settings: --server-config, --preset, sweep.server, else the preset named
+    like the scenario (if there is one)."""
+    from reference_server.settings import PRESET_DIR, SettingsError, load_preset, load_settings
 
     server = section.get("server") or {}
     if not isinstance(server, dict):
@@ -153,6 +157,8 @@ def _server_settings(options: SweepOptions, section: dict[str, Any], source: str
             settings = load_settings(Path(source).parent / str(server["config"]))
         elif "preset" in server:
             settings = load_preset(str(server["preset"]))
+        elif (PRESET_DIR / f"{scenario_name}.yaml").is_file():
+            settings = load_preset(scenario_name)  # scenarios/image.yaml pairs with the `image` preset
         else:
             return None
     except SettingsError as exc:
@@ -223,7 +229,9 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
     scenario, section = read_sweep_scenario(path)
     grid = _grid(options, section)
     mode = _mode(options, section, grid)
-    settings = _server_settings(options, section, str(path)) if mode in ("relaunch", "live") else None
+    settings = (
+        _server_settings(options, section, str(path), scenario.name) if mode in ("relaunch", "live") else None
+    )
     if mode in ("relaunch", "live") and settings is None:
         raise ScenarioError(
             f"{path}: a sweep over the reference server needs a base server config: "
