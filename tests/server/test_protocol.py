@@ -218,3 +218,19 @@ def test_admin_reconfiguration() -> None:
         assert srv.state.queue.settings.launch.max_threads == 3
         assert srv.state.queue.limiter.total_tokens == 3
         assert httpx.get(f"{srv.url}/status").json()["config_hash"] == ok["config_hash"]
+
+
+def test_client_disconnect_drops_waiting_events() -> None:
+    settings = synthetic_settings(
+        functions=[{"api_name": "slow", "workload": "sleep", "params": {"base_ms": 300}}]
+    )
+    with serve_in_thread(settings) as srv:
+        join(srv.url, 0, ["a"], "s-gone")
+        join(srv.url, 0, ["b"], "s-gone")
+        with httpx.stream("GET", f"{srv.url}/gradio_api/queue/data", params={"session_hash": "s-gone"}) as r:
+            next(r.iter_lines())  # first message, then hang up
+        deadline = time.monotonic() + 5
+        while "s-gone" in srv.state.queue.sessions and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "s-gone" not in srv.state.queue.sessions
+        assert srv.state.queue.waiting_count == 0

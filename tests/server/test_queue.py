@@ -304,3 +304,49 @@ def test_sessions_lru_keeps_readers_and_evicts_idle_first() -> None:
     assert list(sessions._by_hash) == ["read", "busy", "new"]
     sessions.add_pending("new2", "e3")  # nothing idle: the least recently used unread session goes
     assert list(sessions._by_hash) == ["read", "new", "new2"]
+
+
+def test_numeric_status_update_rate_broadcasts_periodically_not_on_dispatch() -> None:
+    async def body(q: EventQueue) -> None:
+        events = [q.push("s", q.functions[0], [str(i)]) for i in range(3)]
+        await asyncio.sleep(0.25)
+        msgs = await read_until_done(q, "s", {events[0].id})
+        third = of(msgs, events[2].id, "estimation")
+        assert len(third) >= 3  # the push estimation plus periodic ones every 50 ms
+        assert q.settings.queue.status_update_rate == 0.05
+
+    run_queue(settings([sleep_fn("a", 200)], queue={"status_update_rate": 0.05}), body)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        sleep_fn("a", 10, params={"base_ms": 10, "sync": True}),
+        {"api_name": "a", "workload": "cpu", "params": {"n": 16}},
+        {"api_name": "a", "workload": "stream", "params": {"chunks": 2, "interval_ms": 1, "sync": True}},
+        sleep_fn("a", 10, params={"base_ms": 10, "sync": True}, batch=True),
+    ],
+)
+def test_sync_workloads_run_in_threads(fn: dict[str, object]) -> None:
+    async def body(q: EventQueue) -> None:
+        events = [q.push("s", q.functions[0], [f"in{i}"]) for i in range(3)]
+        msgs = await read_until_done(q, "s", {e.id for e in events})
+        for i, e in enumerate(events):
+            (done,) = of(msgs, e.id, "process_completed")
+            assert done["success"] is True
+            assert str(done["output"]["data"][0]).startswith(f"in{i}")
+
+    run_queue(settings([fn], queue={"default_concurrency_limit": 2}), body)
+
+
+def test_cancel_one_member_of_a_running_batch() -> None:
+    async def body(q: EventQueue) -> None:
+        e1, e2 = q.push("s", q.functions[0], ["1"]), q.push("s", q.functions[0], ["2"])
+        await asyncio.sleep(0.02)
+        assert e1.job is e2.job and e1.job is not None
+        assert q.cancel("s", e1.id)
+        msgs = await read_until_done(q, "s", {e1.id, e2.id})
+        assert of(msgs, e1.id, "process_completed")[0]["output"] == {}
+        assert of(msgs, e2.id, "process_completed")[0]["output"]["data"] == ["2"]
+
+    run_queue(settings([sleep_fn("b", 100, batch=True)]), body)
