@@ -167,3 +167,18 @@ def test_target_mode_sweeps_client_knobs_and_stops_a_runaway_point(tmp_path: Pat
     verdicts = {r["point_id"]: (r["verdict"], r["reason"]) for r in rec["ranked"]}
     assert verdicts["r5"][0] == "winner"
     assert verdicts["r120"][0] == "failed" and "queue ran away" in verdicts["r120"][1]
+
+
+def test_smart_search_on_a_real_server_skips_points_and_reports_it(tmp_path: Path) -> None:
+    # Middle point c2 first; c4 is better, so the climb ends there and never needs c1.
+    result = sweep(tmp_path, ["concurrency_limit=1,2,4"], links=["users=4*concurrency_limit"], search="smart")
+    rec = check_layout(result)
+    assert [r.point_id for r in result.results] == ["c2-u8", "c4-u16"]
+    assert rec["search"] == {
+        "mode": "smart",
+        "trials": 2,
+        "grid_size": 3,
+        "saved": 1,
+        "path": ["c2-u8", "c4-u16"],
+    }
+    assert rec["winner"]["point_id"] == "c4-u16"
