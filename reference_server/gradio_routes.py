@@ -18,8 +18,9 @@ from starlette.routing import Route
 from reference_server import messages as m
 from reference_server.api_config import build_info
 from reference_server.queue import QueueFullError
-from reference_server.runtime import FunctionRuntime
+from reference_server.runtime import Event, FunctionRuntime, Job
 from reference_server.server_state import ServerState
+from reference_server.sessions import Session
 from reference_server.streams import CallStream, HeartbeatStream, QueueDataStream
 
 
@@ -163,6 +164,35 @@ async def call_get(request: Request) -> Response:
     return CallStream(state.queue, session, event_id, state.settings.heartbeat_interval_s)
 
 
+async def run_direct(request: Request) -> Response:
+    """`POST /gradio_api/run/{api_name}`: call the function now, outside the queue (plain HTTP).
+
+    Like Gradio it bypasses concurrency limits and max_size; unlike Gradio, a generator returns its
+    final value (Gradio returns the first one).
+    """
+    state = state_of(request)
+    body = await json_body(request)
+    fn_index = body.get("fn_index")
+    api_name = request.path_params["api_name"]
+    fn = _function(state, fn_index) if fn_index is not None else _by_api_name(state, api_name)
+    event = Event(uuid.uuid4().hex, f"run-{uuid.uuid4().hex}", fn, _check_data(fn, body.get("data")), True)
+    session = state.queue.sessions.open(event.session)
+    try:
+        job = Job([event], fn)
+        await (state.queue.runner.stream(job) if fn.workload.is_generator else state.queue.runner.run(job))
+        done = [msg for msg in drain(session) if msg["msg"] == "process_completed"][-1]
+    finally:
+        state.queue.sessions.drop(event.session)
+    return JSONResponse(done["output"], status_code=200 if done["success"] else 500)
+
+
+def drain(session: Session) -> list[m.Message]:
+    out = []
+    while not session.queue.empty():
+        out.append(session.queue.get_nowait())
+    return out
+
+
 async def upload(request: Request) -> Response:
     state = state_of(request)
     limit = state.settings.max_file_size
@@ -201,6 +231,7 @@ ROUTES = [
     Route("/gradio_api/heartbeat/{session_hash}", heartbeat, methods=["GET"]),
     Route("/gradio_api/call/{api_name}", call_post, methods=["POST"]),
     Route("/gradio_api/call/{api_name}/{event_id}", call_get, methods=["GET"]),
+    Route("/gradio_api/run/{api_name}", run_direct, methods=["POST"]),
     Route("/gradio_api/upload", upload, methods=["POST"]),
     Route("/gradio_api/file={path:path}", file, methods=["GET", "HEAD"]),
 ]

@@ -21,6 +21,7 @@ FUNCTIONS = [
     {"api_name": "slow", "workload": "sleep", "params": {"base_ms": 400}},
     {"api_name": "img", "workload": "imageop", "params": {"size": 8}},
     {"api_name": "hidden", "workload": "echo", "api_visibility": "undocumented"},
+    {"api_name": "fail", "workload": "fail", "params": {"message": "nope"}},
 ]
 
 
@@ -63,7 +64,7 @@ def test_config_and_info(server: RunningServer) -> None:
     assert [d["id"] for d in deps] == list(range(len(FUNCTIONS)))
     assert deps[1]["types"] == {"generator": True, "cancel": False}
     info = httpx.get(f"{server.url}/gradio_api/info").json()
-    assert set(info["named_endpoints"]) == {"/echo", "/gen", "/slow", "/img"}
+    assert set(info["named_endpoints"]) == {"/echo", "/gen", "/slow", "/img", "/fail"}
     assert "/hidden" in httpx.get(f"{server.url}/gradio_api/info?all_endpoints=1").json()["named_endpoints"]
 
 
@@ -234,3 +235,12 @@ def test_client_disconnect_drops_waiting_events() -> None:
             time.sleep(0.02)
         assert "s-gone" not in srv.state.queue.sessions
         assert srv.state.queue.waiting_count == 0
+
+
+def test_direct_run_bypasses_the_queue(server: RunningServer) -> None:
+    r = httpx.post(f"{server.url}/gradio_api/run/echo", json={"data": ["direct"]})
+    assert r.status_code == 200 and r.json()["data"] == ["direct"] and r.json()["is_generating"] is False
+    assert httpx.post(f"{server.url}/gradio_api/run/gen", json={"data": ["g"]}).json()["data"] == ["g 1 2"]
+    r = httpx.post(f"{server.url}/gradio_api/run/fail", json={"data": ["x"]})
+    assert r.status_code == 500 and r.json() == {"error": None}
+    assert httpx.post(f"{server.url}/gradio_api/run/nope", json={"data": []}).status_code == 404
