@@ -93,9 +93,9 @@ def sweep(
     link: Annotated[
         list[str] | None, typer.Option(help="Linked knob: --link 'users=2*concurrency_limit*max_batch_size'.")
     ] = None,
-    slo: Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2 (repeatable)")] = None,
+    slo: Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2.")] = None,
     repeat: Annotated[int | None, typer.Option(help="Runs per point (confidence intervals, ties).")] = None,
-    resume: Annotated[Path | None, typer.Option(help="Continue the interrupted sweep in this folder.")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Resume the interrupted sweep in this folder.")] = None,
     search: Annotated[str | None, typer.Option(help="grid (every point) or smart (hill climbing).")] = None,
     preset: Annotated[str | None, typer.Option(help="Base reference-server preset (image, sleep).")] = None,
     server_config: Annotated[Path | None, typer.Option(help="Base reference-server settings YAML.")] = None,
@@ -119,6 +119,7 @@ def sweep(
     from qbench.sweep_spec import build_config, parse_slo_options, resume_options, sweep_options
 
     console = sweep_console()
+    where = str(resume or out)
     try:
         if resume is not None:
             config = build_config(resume_options(resume), sweep_dir=resume)
@@ -130,10 +131,34 @@ def sweep(
                 tolerated_wait_s=tolerated_wait_s, capacity_trials=capacity_trials, out_root=out,
             )
             config = build_config(options)
-        console.print(f"sweep {config.sweep_dir} ({config.mode}, {config.search}, {config.grid.size} points)")
+        where = str(config.sweep_dir)
+        console.print(f"sweep {where} ({config.mode}, {config.search}, {config.grid.size} points)")
         with SweepProgress(config.grid.size, smart=config.search == "smart") as progress:
             result = run_sweep(config, progress)
         render_sweep(result, console)
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted; finished points are saved: qbench sweep {scenario} --resume {where}")
+        raise typer.Exit(130) from None
+    except QbenchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+
+
+@app.command()
+def demo(
+    preset: Annotated[str, typer.Option(help="Reference-server preset to serve (image, text, audio, chat...).")] = "image",
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override the embedded scenario: --set load.rate=4.")
+    ] = None,
+    reports: Annotated[Path, typer.Option(help="Folder for the run directory.")] = Path("reports"),
+) -> None:
+    """The main job end to end: serve a real model, load it, print the summary, write the report."""
+    from qbench.demo import run_demo
+    from qbench.errors import QbenchError
+    from qbench.runner import parse_set_options
+
+    try:
+        run_demo(preset=preset, overrides=parse_set_options(set_ or []), reports=reports)
     except QbenchError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
