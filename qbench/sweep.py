@@ -154,7 +154,7 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
     started = time.monotonic()
     repeats: list[dict[str, Any]] = []
     resources: dict[str, float | None] = {"peak_rss_mb": None, "peak_gpu_mem_mb": None}
-    status, reason = "ok", ""
+    status, reason, detail = "ok", "", ""
     try:
         with servers.for_point(point, point_dir) as handle:
             sampler = ResourceSampler(handle.pid) if handle.pid else None
@@ -170,13 +170,12 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
                         status, reason = "stopped", stopped
                         break
             resources = _resources(handle, sampler)
-    except QbenchError as exc:
-        status, reason = (
-            "failed",
-            str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
-        )
+    except QbenchError as exc:  # the first line is the reason; the rest (a server log tail) the detail
+        detail = str(exc).strip() or type(exc).__name__
+        status, reason = "failed", detail.splitlines()[0]
     except Exception as exc:  # a crashed point must not end the sweep: record it and go on
-        status, reason = "failed", f"{type(exc).__name__}: {exc}"
+        detail = f"{type(exc).__name__}: {exc}"
+        status, reason = "failed", detail.splitlines()[0]
     result = point_result(point, repeats, config.constraints, status, reason, resources)
     _write_json(
         point_dir / "point.json",
@@ -185,6 +184,7 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
             "knobs": point.knobs,
             "status": result.status,
             "reason": result.reason,
+            "detail": detail,
             "resources": resources,
             "result": result.to_dict(),
             "repeats": repeats,

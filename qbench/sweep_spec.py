@@ -218,6 +218,8 @@ def _mode(options: SweepOptions, section: dict[str, Any], grid: Grid) -> Mode:
         return "target"
     if launch:
         return "launch"
+    if options.live and "concurrency_id" in grid.axes:
+        raise ScenarioError("--live: concurrency_id cannot change on a running server; drop --live")
     return "live" if options.live else "relaunch"
 
 
