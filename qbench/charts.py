@@ -22,7 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from qbench.records import RequestRecord
-from qbench.rundata import RunData, time_bins
+from qbench.rundata import RunData, fmt_s, time_bins
 
 #: One colour per latency phase, the same in every chart.
 PHASE_COLORS = {"latency_s": "#1f5fa8", "queue_wait_s": "#e8871e", "service_s": "#2e9a4a"}
@@ -108,15 +108,6 @@ def nines_axis(ax: Axes, n: int) -> None:
     ax.set_xlim(0, top * 1.02)
     ax.set_xlabel("percentile (log scale of 1 - q: p90, p99, p99.9 evenly spaced)")
     ax.grid(True, alpha=0.3)
-
-
-def fmt_s(value: float) -> str:
-    """Seconds, human-readable: 0.0123 -> '12.3 ms', 2.5 -> '2.50 s'."""
-    if not np.isfinite(value):
-        return "n/a"
-    if abs(value) < 1.0:
-        return f"{value * 1000:.3g} ms"
-    return f"{value:.3g} s"
 
 
 # ---------------------------------------------------------------- the run charts

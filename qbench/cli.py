@@ -162,3 +162,62 @@ def demo(
     except QbenchError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
+
+
+@app.command()
+def report(
+    source: Annotated[Path, typer.Argument(help="A run or sweep folder (reports/<id>/).")],
+    out: Annotated[Path | None, typer.Option(help="Output folder (default: the source folder).")] = None,
+    open_: Annotated[bool, typer.Option("--open", help="Open report.html in a browser.")] = False,
+    x: Annotated[str | None, typer.Option(help="Sweep heatmaps: knob on the x axis.")] = None,
+    y: Annotated[str | None, typer.Option(help="Sweep heatmaps: knob on the y axis.")] = None,
+) -> None:
+    """Charts, summary.md and a self-contained report.html from a run or sweep folder."""
+    import webbrowser
+
+    from qbench.errors import QbenchError
+    from qbench.report import build_report
+
+    try:
+        if (x is None) != (y is None):
+            raise QbenchError("--x and --y go together: name both heatmap knobs, or neither")
+        files = build_report(source, out, heatmap_axes=(x, y) if x and y else None)
+    except QbenchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    typer.echo(files.markdown.read_text(encoding="utf-8"))
+    typer.echo(f"report: {files.html}\nsummary: {files.markdown}\ncharts: {files.html.parent / 'charts'}")
+    if open_:
+        webbrowser.open(files.html.resolve().as_uri())
+
+
+@app.command()
+def compare(
+    baseline: Annotated[Path, typer.Argument(help="Run A, the baseline (a run or sweep folder).")],
+    candidate: Annotated[Path, typer.Argument(help="Run B, compared with A.")],
+    max_regression: Annotated[
+        list[str] | None,
+        typer.Option(help="Fail (exit 3) when B is worse: --max-regression p95_latency_s=10% (repeatable)."),
+    ] = None,
+    slo: Annotated[bool, typer.Option(help="Also check B against its scenario's slo: section.")] = True,
+) -> None:
+    """What changed from run A to run B; exit 3 when B regresses past the thresholds (a CI gate)."""
+    from rich.console import Console
+
+    from qbench.compare import compare as compare_runs
+    from qbench.compare import comparison_table, parse_max_regression
+    from qbench.errors import QbenchError
+
+    console = Console()
+    try:
+        result = compare_runs(baseline, candidate, parse_max_regression(max_regression or []), use_slo=slo)
+        console.print(comparison_table(result))
+        for check in result.slo:
+            verdict = "[green]pass[/]" if check.passed else "[bold red]FAIL[/]"
+            actual = "-" if check.actual is None else f"{check.actual:.4g}"
+            console.print(f"B's SLO {check.name}: {actual} (limit {check.threshold:g}) {verdict}")
+        result.check()
+        console.print("[green]no regression past the thresholds[/]")
+    except QbenchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None

@@ -18,10 +18,11 @@ from typing import Any
 import jinja2
 
 from qbench import __version__
-from qbench.charts import Chart, fmt_s, render_run_charts
+from qbench.charts import Chart, render_run_charts
 from qbench.console import PHASE_LABELS, bottleneck_warnings
 from qbench.errors import QbenchError
 from qbench.run_dir import LoadedRun, is_sweep_dir, load_run
+from qbench.rundata import fmt_s
 from qbench.summary import Stats, Summary
 from qbench.sweep_charts import SweepData, load_sweep, render_sweep_charts
 

@@ -130,6 +130,15 @@ class RunData:
         return self.rank_eta[mask], actual[mask]
 
 
+def fmt_s(value: float) -> str:
+    """Seconds, human-readable: 0.0123 -> '12.3 ms', 2.5 -> '2.50 s'."""
+    if not np.isfinite(value):
+        return "n/a"
+    if abs(value) < 1.0:
+        return f"{value * 1000:.3g} ms"
+    return f"{value:.3g} s"
+
+
 def _count_le(times: np.ndarray, grid: np.ndarray) -> np.ndarray:
     return np.searchsorted(np.sort(times), grid, side="right")
 

@@ -18,9 +18,10 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from qbench.charts import Chart, fmt_s, new_figure, nines, nines_axis, note, save
+from qbench.charts import Chart, new_figure, nines, nines_axis, note, save
 from qbench.records import read_records
 from qbench.run_dir import read_json
+from qbench.rundata import fmt_s
 
 #: Columns of sweep.parquet that are measurements, not knobs.
 METRIC_COLUMNS = frozenset({
@@ -49,6 +50,10 @@ class SweepData:
 
     def label(self, row: dict[str, Any]) -> str:
         return ", ".join(f"{k}={row.get(k)}" for k in self.knobs) or str(row.get("point_id"))
+
+    def short_label(self, row: dict[str, Any]) -> str:
+        """The knob values only, in knob order ('2/4/40')."""
+        return "/".join(str(row.get(k)) for k in self.knobs) or str(row.get("point_id"))
 
 
 def load_sweep(path: Path) -> SweepData:
@@ -92,6 +97,13 @@ def _knobs(info: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, list[A
         axes = {n: list(dict.fromkeys(row.get(n) for row in rows)) for n in names}
     present = {k for row in rows for k in row}
     return {k: list(v) for k, v in axes.items() if len(v) > 1 and (k in present or not rows)}
+
+
+def _log_if_wide(ax: Axes, values: Sequence[float]) -> None:
+    """Log scale on y when the values span more than 20x (long-tailed points would squash the rest)."""
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) / min(positive) > 20:
+        ax.set_yscale("log")
 
 
 def _num(value: Any) -> float:
@@ -210,9 +222,9 @@ def pareto(data: SweepData) -> Figure:
                and r.get("point_id") != data.winner_id]
         if sel:
             ax.scatter([t for t, _ in sel], [p for _, p in sel], s=36, color=color, label=verdict, zorder=2)
-    for (t, p), row in zip(pts, rows, strict=True):
-        if len(rows) <= 24:
-            ax.annotate(data.label(row), (t, p), textcoords="offset points", xytext=(5, 3), fontsize=7)
+    for i, ((t, p), row) in enumerate(zip(pts, rows, strict=True)):
+        if i in front or row.get("point_id") == data.winner_id:
+            ax.annotate(data.short_label(row), (t, p), textcoords="offset points", xytext=(6, 4), fontsize=8)
         if row.get("point_id") == data.winner_id:
             ax.scatter([t], [p], marker="*", s=320, color="#ffcc00", edgecolor="#000000", zorder=3,
                        label=f"recommended: {data.label(row)}")
@@ -221,7 +233,8 @@ def pareto(data: SweepData) -> Figure:
         ax.axhline(float(slo["p95_latency_s"]), color="#d62728", lw=1, ls=":", label="SLO p95 bound")
     ax.set_xlabel("throughput (ok requests / s)")
     ax.set_ylabel("p95 latency (s)")
-    ax.legend(loc="best", fontsize=8)
+    _log_if_wide(ax, [p for _, p in pts])
+    ax.legend(loc="best", fontsize=8, title=f"labels: {'/'.join(data.knobs)}", title_fontsize=8)
     ax.grid(True, alpha=0.3)
     return fig
 
@@ -237,12 +250,13 @@ def point_distributions(data: SweepData) -> Figure:
     rows = sorted((r for r in data.rows if r.get("status") in (None, "ok")),
                   key=lambda r: (r.get("rank") is None, r.get("rank") or 0))[:MAX_CURVES]
     cmap = colormaps["viridis"]
-    most = 0
+    most, medians = 0, []
     for i, row in enumerate(rows):
         latency = _point_latencies(data.path / "points" / str(row.get("point_id")))
         if latency.size == 0:
             continue
         most = max(most, latency.size)
+        medians.append(float(np.median(latency)))
         winner = row.get("point_id") == data.winner_id
         q = np.arange(latency.size) / latency.size
         ax.plot(nines(q), latency, drawstyle="steps-post", lw=3 if winner else 1.3,
@@ -252,6 +266,7 @@ def point_distributions(data: SweepData) -> Figure:
         note(ax, "No point's records could be read")
         return fig
     nines_axis(ax, most)
+    _log_if_wide(ax, medians)
     ax.set_ylabel("latency from intended send (s)")
     ax.legend(loc="upper left", fontsize=7, ncols=2)
     return fig

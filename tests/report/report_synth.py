@@ -74,3 +74,62 @@ def write_run(path: Path, records: list[RequestRecord], extra: dict[str, Any] | 
     run.update(extra or {})
     (path / "run.json").write_text(json.dumps(run, indent=2))
     return path
+
+
+GRID = {"concurrency_limit": [1, 2, 4], "max_batch_size": [1, 4], "max_threads": [4, 40]}
+
+
+def write_sweep(path: Path, n: int = 120, fail_point: bool = True) -> Path:
+    """A sweep directory laid out as `qbench sweep` writes it, measured by `simulate` per point.
+
+    The recommendation comes from qbench's own `recommend()`; one point failed to start (no run folder).
+    """
+    import itertools
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from qbench.recommend import Constraints, PointResult, recommend
+    from qbench.scenario import Slo
+    from qbench.summary import summarize
+
+    slo = {"p95_latency_s": 0.6}
+    results = []
+    for i, values in enumerate(itertools.product(*GRID.values())):
+        knobs = dict(zip(GRID, values, strict=True))
+        point_id = f"p{i:03d}"
+        point_dir = path / "points" / point_id
+        if fail_point and i == 5:
+            results.append(PointResult(point_id, knobs, status="failed", reason="server did not start"))
+            continue
+        workers = min(knobs["concurrency_limit"] * knobs["max_batch_size"], knobs["max_threads"])
+        records = simulate(n=n, rate_rps=15, service_s=0.1 + 0.02 * workers, workers=workers, seed=i)
+        write_run(point_dir, records)
+        s = summarize(records, Slo(**slo))
+        total = s.phase("latency_s")
+        results.append(PointResult(point_id, knobs, goodput_rps=s.goodput_rps, throughput_rps=s.throughput_rps,
+                                   p50_latency_s=total.p50, p95_latency_s=total.p95, p99_latency_s=total.p99,
+                                   error_rate=s.error_rate, peak_rss_mb=200.0 + 10 * workers))
+    for r in results:
+        (path / "points" / r.point_id).mkdir(parents=True, exist_ok=True)
+        (path / "points" / r.point_id / "point.json").write_text(json.dumps(
+            {"point_id": r.point_id, "knobs": r.knobs, "status": r.status, "reason": r.reason,
+             "result": r.to_dict()}))
+    rec = recommend(results, Constraints(slo=slo))
+    ranks = {p.point_id: p for p in rec.ranked}
+    rows = []
+    for r in results:
+        row = {"point_id": r.point_id, **r.knobs, "goodput_rps": r.goodput_rps,
+               "throughput_rps": r.throughput_rps, "p50_latency_s": r.p50_latency_s,
+               "p95_latency_s": r.p95_latency_s, "p99_latency_s": r.p99_latency_s, "error_rate": r.error_rate,
+               "peak_rss_mb": r.peak_rss_mb, "status": r.status, "reason": ranks[r.point_id].reason,
+               "rank": ranks[r.point_id].rank, "verdict": ranks[r.point_id].verdict}
+        rows.append(row)
+    pq.write_table(pa.Table.from_pylist(rows), path / "sweep.parquet")
+    (path / "recommendation.json").write_text(json.dumps(rec.to_dict(), default=str))
+    (path / "sweep.json").write_text(json.dumps({
+        "schema_version": 1, "sweep_id": path.name, "mode": "relaunch", "search": "grid",
+        "grid": {"axes": GRID, "links": {}}, "slo": slo,
+        "scenario": {"path": "scenarios/x.yaml", "content": {"name": "synthetic-sweep"}},
+    }))
+    return path
