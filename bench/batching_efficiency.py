@@ -2,14 +2,18 @@
 
 For each model and each max_batch_size B, the reference server (in-process, `serve_in_thread`)
 serves one function with batch=True, max_batch_size=B, concurrency_limit=1. A saturating burst of
-N = k*B requests (aiohttp: upload, queue/join, SSE per request) is sent at once, after an unmeasured
-warm-up burst. A spy on the workload's run_batch records the batch sizes the queue realised.
+N requests (aiohttp in a client process: queue/join + SSE per request, files uploaded beforehand) is
+sent at once, after an unmeasured warm-up burst; N = k*B (--batches k, at least 8), and the fastest
+of --bursts bursts counts. N stays modest on purpose: like Gradio, the server sends every waiting
+event an estimation update whenever a job starts, so a burst costs O(N^2 / B) messages. A spy on
+the workload's run_batch records the batch sizes the queue realised.
 Then, on the same loaded model with the server idle, each realised batch size is timed offline
-(`run_batch` on the same Python values: preprocessing + one forward pass; median of --repeats).
+(`run_batch` on the same Python values: preprocessing + one forward pass; fastest of --repeats).
 
     served items/s      N / (last completion - first send)
     offline@B items/s   B / offline time of one batch of B
     offline-equivalent  N / sum(offline time of each realised batch)   (same batch sizes as served)
+    in-server           N / sum(run_batch durations inside the server)  (compute slowed by contention?)
     efficiency          served / offline-equivalent      (target >= 0.90)
 
 The gap is the server's own cost: HTTP, upload and image/WAV decoding, queue dispatch, postprocessing,
@@ -28,11 +32,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import multiprocessing
+import os
 import statistics
 import sys
 import time
 import uuid
 import wave
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,18 +79,22 @@ class Row:
     requests: int
     served_s: float
     batch_sizes: list[int]
+    batch_call_s: list[float]  # in-server run_batch durations
     offline_s: dict[int, float]
 
     def cells(self) -> list[str]:
         offline_at_b = self.max_batch / self.offline_s[self.max_batch]
         served = self.requests / self.served_s
         equivalent = self.requests / sum(self.offline_s[b] for b in self.batch_sizes)
+        in_server = self.requests / sum(self.batch_call_s)
         mean_batch = statistics.fmean(self.batch_sizes)
         return [self.model, str(self.max_batch), str(self.requests), f"{mean_batch:.1f}",
-                f"{offline_at_b:.1f}", f"{served:.1f}", f"{equivalent:.1f}", f"{served / equivalent:.2f}"]
+                f"{offline_at_b:.1f}", f"{equivalent:.1f}", f"{in_server:.1f}", f"{served:.1f}",
+                f"{served / equivalent:.2f}"]
 
 
-HEADER = ["model", "B", "N", "mean batch", "offline@B it/s", "served it/s", "offline-eq it/s", "efficiency"]
+HEADER = ["model", "B", "N", "mean batch", "offline@B it/s", "offline-eq it/s", "in-server it/s",
+          "served it/s", "efficiency"]
 
 
 def payloads(model: str, count: int) -> list[Payload]:
@@ -110,15 +121,22 @@ def payloads(model: str, count: int) -> list[Payload]:
     return out
 
 
-async def wire_values(http: aiohttp.ClientSession, api: str, items: list[Payload]) -> list[Any]:
+WireItem = str | tuple[bytes, str]  # text, or (file bytes, file suffix) to upload
+
+
+def wire_items(pool: list[Payload]) -> list[WireItem]:
+    return [p.value if p.upload is None else (p.upload, p.suffix) for p in pool]
+
+
+async def wire_values(http: aiohttp.ClientSession, api: str, items: list[WireItem]) -> list[Any]:
     """Upload file inputs (before the clock starts); text goes as is."""
-    values = []
+    values: list[Any] = []
     for i, item in enumerate(items):
-        if item.upload is None:
-            values.append(item.value)
+        if isinstance(item, str):
+            values.append(item)
             continue
         form = aiohttp.FormData()
-        form.add_field("files", item.upload, filename=f"in{i}{item.suffix}")
+        form.add_field("files", item[0], filename=f"in{i}{item[1]}")
         async with http.post(f"{api}/upload", data=form) as resp:
             path = (await resp.json())[0]
         values.append({"path": path, "meta": {"_type": "gradio.FileData"}})
@@ -144,31 +162,42 @@ async def one_request(http: aiohttp.ClientSession, api: str, value: Any) -> floa
     raise RuntimeError("stream closed before process_completed")
 
 
-async def burst(url: str, items: list[Payload]) -> float:
-    """Send all requests at once; seconds from the first send to the last completion."""
+async def burst(url: str, pool: list[WireItem], count: int) -> float:
+    """Send `count` requests (cycling over the pool) at once; seconds from first send to last completion."""
     api = url + "/gradio_api"
     timeout = aiohttp.ClientTimeout(total=1800)
     async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0)) as http:
-        values = await wire_values(http, api, items)
+        values = await wire_values(http, api, pool)
         start = time.perf_counter()
-        done = await asyncio.gather(*(one_request(http, api, v) for v in values))
+        done = await asyncio.gather(*(one_request(http, api, values[i % len(values)]) for i in range(count)))
     return max(done) - start
 
 
-def spy_batch_sizes(workload: Workload) -> list[int]:
+def run_burst(url: str, pool: list[WireItem], count: int) -> float:
+    """Entry point of the client process (its own GIL: the client does not slow the server's loop)."""
+    return asyncio.run(burst(url, pool, count))
+
+
+def spy_batches(workload: Workload) -> tuple[list[int], list[float]]:
+    """Record the size and the duration of every run_batch call the server makes."""
     sizes: list[int] = []
+    durations: list[float] = []
     real = workload.run_batch
 
     def recording(columns: list[list[Any]]) -> list[list[Any]]:
+        start = time.perf_counter()
+        out = real(columns)
+        durations.append(time.perf_counter() - start)
         sizes.append(len(columns[0]))
-        return real(columns)
+        return out
 
     workload.run_batch = recording  # type: ignore[method-assign]
-    return sizes
+    return sizes, durations
 
 
 def offline_times(workload: Workload, values: list[Any], sizes: set[int], repeats: int) -> dict[int, float]:
-    """Median seconds of one run_batch call per batch size (one unmeasured call first)."""
+    """Best (minimum) seconds of one run_batch call per batch size, after one unmeasured call: the
+    minimum is the least disturbed by other processes on a shared machine."""
     times = {}
     for size in sorted(sizes):
         batch = [values[i % len(values)] for i in range(size)]
@@ -178,24 +207,41 @@ def offline_times(workload: Workload, values: list[Any], sizes: set[int], repeat
             start = time.perf_counter()
             workload.run_batch([batch])
             samples.append(time.perf_counter() - start)
-        times[size] = statistics.median(samples)
+        times[size] = min(samples)
     return times
 
 
-def measure(model: str, size: str, max_batch: int, batches: int, repeats: int) -> Row:
-    function = {"api_name": "predict", "workload": KINDS[model], "params": {"size": size},
+@dataclass(frozen=True)
+class Plan:
+    size: str  # model size
+    batches: int  # a burst is this many full batches (at least 8 requests)
+    bursts: int  # served bursts; the fastest counts
+    repeats: int  # offline timings per batch size; the fastest counts
+
+
+def measure(model: str, max_batch: int, plan: Plan, client: ProcessPoolExecutor) -> Row:
+    function = {"api_name": "predict", "workload": KINDS[model], "params": {"size": plan.size},
                 "batch": True, "max_batch_size": max_batch, "concurrency_limit": 1}
     settings = parse_settings({"functions": [function], "device": "cpu"}, "<batching_efficiency>")
-    items = payloads(model, max(batches * max_batch, 8))
+    pool = payloads(model, max(max_batch, 8))
+    values = [p.value for p in pool]
     with serve_in_thread(settings, startup_timeout_s=300) as server:
         workload = server.state.functions[0].workload
-        sizes = spy_batch_sizes(workload)
-        asyncio.run(burst(server.url, items[: 2 * max_batch]))  # warm-up: not measured
-        sizes.clear()
-        served_s = asyncio.run(burst(server.url, items))
-        realised = list(sizes)
-        offline = offline_times(workload, [p.value for p in items], {*realised, max_batch}, repeats)
-    return Row(model, max_batch, len(items), served_s, realised, offline)
+        offline = offline_times(workload, values, {max_batch}, plan.repeats)
+        count = max(plan.batches * max_batch, 8)
+        sizes, durations = spy_batches(workload)
+        wire = wire_items(pool)
+        client.submit(run_burst, server.url, wire, 2 * max_batch).result()  # warm-up: not measured
+        best: tuple[float, list[int], list[float]] | None = None
+        for _ in range(plan.bursts):
+            sizes.clear()
+            durations.clear()
+            wall_s = client.submit(run_burst, server.url, wire, count).result()
+            if best is None or wall_s < best[0]:
+                best = (wall_s, list(sizes), list(durations))
+        assert best is not None
+        offline.update(offline_times(workload, values, set(best[1]) - set(offline), plan.repeats))
+    return Row(model, max_batch, count, best[0], best[1], best[2], offline)
 
 
 def print_table(rows: list[list[str]]) -> None:
@@ -210,17 +256,19 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", choices=sorted(KINDS), default=list(KINDS))
     parser.add_argument("--size", choices=["base", "small", "tiny"], help="model size (quick: small)")
     parser.add_argument("--batch-sizes", nargs="+", type=int, help="max_batch_size values (quick: 1 4 16)")
-    parser.add_argument("--batches", type=int, default=4, help="burst size in full batches (N = k*B)")
-    parser.add_argument("--repeats", type=int, default=3, help="offline timings per batch size")
+    parser.add_argument("--batches", type=int, default=6, help="a burst is this many full batches")
+    parser.add_argument("--bursts", type=int, default=2, help="served bursts per point (the fastest counts)")
+    parser.add_argument("--repeats", type=int, default=3, help="offline timings per batch size (fastest)")
     args = parser.parse_args()
-    size = args.size or ("base" if args.full else "small")
+    plan = Plan(args.size or ("base" if args.full else "small"), args.batches, args.bursts, args.repeats)
     batch_sizes = args.batch_sizes or ([1, 2, 4, 8, 16] if args.full else [1, 4, 16])
-    print(f"model size {size}; batch sizes {batch_sizes}; burst {args.batches} x B requests; CPU", flush=True)
+    print(f"{plan}; batch sizes {batch_sizes}; CPU, {os.cpu_count()} cores", flush=True)
     rows = []
-    for model in args.models:
-        for max_batch in batch_sizes:
-            rows.append(measure(model, size, max_batch, args.batches, args.repeats).cells())
-            print(f"  done {model} B={max_batch}: efficiency {rows[-1][-1]}", file=sys.stderr, flush=True)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as client:
+        for model in args.models:
+            for max_batch in batch_sizes:
+                rows.append(measure(model, max_batch, plan, client).cells())
+                print(f"  done {model} B={max_batch}: efficiency {rows[-1][-1]}", file=sys.stderr, flush=True)
     print_table(rows)
 
 

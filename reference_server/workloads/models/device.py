@@ -61,14 +61,6 @@ def cuda_memory(device: torch.device) -> dict[str, int]:
     }
 
 
-def reset_cuda_peak(device: torch.device) -> None:
-    """Start a new peak-memory window (e.g. after warm-up, before a measured run)."""
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-
-
 def to_model_inputs(batch: Any, device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     """Move a processor/tokenizer output to the device; floating tensors take the model dtype."""
     out: dict[str, torch.Tensor] = {}
