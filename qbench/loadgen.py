@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ from qbench.summary import GeneratorStats
 TICK_S = 0.05
 PUBLISH_EVERY = 5  # ticks
 RECENT = 200  # completions in the "recent" window of LiveStats
+LIVE_WINDOW = 5000  # live p50/p95 use the last this-many ok completions (the summary uses all, exactly)
 
 
 @dataclass
@@ -48,7 +50,7 @@ class LiveStats:
     ok: int = 0
     in_flight: int = 0
     errors_by_kind: dict[str, int] = field(default_factory=dict)
-    p50_latency_s: float | None = None
+    p50_latency_s: float | None = None  # over the last LIVE_WINDOW ok completions (live view only)
     p95_latency_s: float | None = None
     recent_p95_latency_s: float | None = None  # over the last RECENT ok completions
     max_send_lag_s: float = 0.0
@@ -79,7 +81,7 @@ class LoadGenerator:
         self.max_in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._finished: list[RequestRecord] = []
-        self._latencies: list[float] = []
+        self._latencies: deque[float] = deque(maxlen=LIVE_WINDOW)
         self._lags: list[float] = []
         self._main: asyncio.Task[None] | None = None
         capped = load.max_in_flight is not None and isinstance(plan, OpenPlan)
@@ -293,7 +295,7 @@ class LoadGenerator:
         stats = self.stats
         stats.elapsed_s = self.clock.now()
         if self._latencies:
-            lat = np.asarray(self._latencies)
+            lat = np.fromiter(self._latencies, dtype=np.float64, count=len(self._latencies))
             stats.p50_latency_s, stats.p95_latency_s = (float(x) for x in np.percentile(lat, [50, 95]))
             stats.recent_p95_latency_s = float(np.percentile(lat[-RECENT:], 95))
         self._flush()

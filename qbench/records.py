@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any, Final, Literal
 
@@ -146,7 +146,8 @@ def _diff(end: float | None, start: float | None) -> float | None:
 
 def to_row(record: RequestRecord, derived: bool = False) -> dict[str, Any]:
     """The record as a flat dict (stored fields; derived phases too when asked)."""
-    row = asdict(record)
+    # Every field is a scalar: a shallow dict is what asdict() returns, ~10x cheaper (no deepcopy).
+    row = {name: getattr(record, name) for name in FIELD_NAMES}
     if derived:
         for name in DERIVED:
             row[name] = getattr(record, name)

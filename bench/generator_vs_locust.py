@@ -1,0 +1,245 @@
+"""Load-generator cost: qbench (protocol http, open and closed loop) vs Locust FastHttpUser vs HttpUser.
+
+All generators hit the SAME plain HTTP echo server (aiohttp, its own process) in one run. Each
+generator runs as its own process; after a warm-up we sample, over a fixed window, the generator's
+CPU time (psutil, user+system) and the server's request counter, which gives for every tool alike:
+
+    achieved req/s            server-counted requests in the window / window
+    CPU s per 1,000 requests  generator CPU in the window / requests * 1000
+
+Usage:  .venv/bin/python bench/generator_vs_locust.py [--users 50] [--rate 1000] [--window 8]
+(needs the bench extra: `pip install -e '.[bench]'`, i.e. locust). Numbers on a shared 2-core
+machine are noisy; compare the ratios within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+SERVER = """
+import sys
+from aiohttp import web
+count = 0
+async def echo(request):
+    global count
+    count += 1
+    return web.Response(body=await request.read(), content_type="application/json")
+async def get_count(request):
+    return web.json_response({"count": count})
+app = web.Application()
+app.add_routes([web.post("/echo", echo), web.get("/count", get_count)])
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
+"""
+
+LOCUSTFILE = """
+from locust import HttpUser, FastHttpUser, task, constant
+BODY = '{"prompt": "the quick brown fox", "n": 1}'
+HEADERS = {"Content-Type": "application/json"}
+class Fast(FastHttpUser):
+    wait_time = constant(0)
+    @task
+    def echo(self):
+        self.client.post("/echo", data=BODY, headers=HEADERS)
+class Slow(HttpUser):
+    wait_time = constant(0)
+    @task
+    def echo(self):
+        self.client.post("/echo", data=BODY, headers=HEADERS)
+"""
+
+SCENARIO = """
+name: bench
+protocol: http
+endpoint: {{method: POST, path: /echo, body: {{prompt: "$0", n: 1}}}}
+payload: {{inputs: [{{value: "the quick brown fox"}}]}}
+load: {load}
+"""
+
+
+@dataclass
+class Result:
+    name: str
+    rps: float
+    cpu_per_1k: float
+    cpu_percent: float
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_count(port: int) -> int:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/count", timeout=5) as resp:
+        return int(json.loads(resp.read())["count"])
+
+
+def measure(name: str, cmd: list[str], port: int, warmup: float, window: float) -> Result:
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        ps = psutil.Process(proc.pid)
+        time.sleep(warmup)
+        cpu0, n0, t0 = _cpu(ps), server_count(port), time.perf_counter()
+        time.sleep(window)
+        cpu1, n1, t1 = _cpu(ps), server_count(port), time.perf_counter()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    requests = max(n1 - n0, 1)
+    cpu = cpu1 - cpu0
+    return Result(name, requests / (t1 - t0), cpu / requests * 1000, 100 * cpu / (t1 - t0))
+
+
+def _cpu(ps: psutil.Process) -> float:
+    """CPU seconds of the process and its children (locust may fork workers)."""
+    total = 0.0
+    for p in [ps, *ps.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--users", type=int, default=50, help="concurrent users / connections")
+    parser.add_argument("--rate", type=float, default=1000.0, help="qbench open-loop rate (req/s)")
+    parser.add_argument("--warmup", type=float, default=4.0)
+    parser.add_argument("--window", type=float, default=8.0)
+    args = parser.parse_args()
+    port = free_port()
+    target = f"http://127.0.0.1:{port}"
+    run_s = args.warmup + args.window + 5
+    tmp = Path(tempfile.mkdtemp(prefix="qbench-bench-"))
+    (tmp / "locustfile.py").write_text(LOCUSTFILE)
+    closed_load = f"{{users: {args.users}, duration: {run_s}, max_connections: {args.users}, timeout: 10}}"
+    (tmp / "closed.yaml").write_text(SCENARIO.format(load=closed_load))
+
+    def qbench(name: str) -> list[str]:
+        return [
+            PY,
+            "-m",
+            "qbench",
+            "run",
+            str(tmp / name),
+            "--target",
+            target,
+            "--no-live",
+            "--out",
+            str(tmp / f"run-{name}"),
+        ]
+
+    def locust(user: str) -> list[str]:
+        return [
+            PY,
+            "-m",
+            "locust",
+            "-f",
+            str(tmp / "locustfile.py"),
+            user,
+            "--headless",
+            "-u",
+            str(args.users),
+            "-r",
+            str(args.users * 10),
+            "-t",
+            f"{run_s:.0f}s",
+            "-H",
+            target,
+            "--only-summary",
+            "--loglevel",
+            "ERROR",
+        ]
+
+    server = subprocess.Popen([PY, "-c", SERVER, str(port)], env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        _wait_ready(port)
+        results = [
+            measure(
+                f"Locust FastHttpUser ({args.users} users)", locust("Fast"), port, args.warmup, args.window
+            )
+        ]
+        results.append(
+            measure(f"Locust HttpUser ({args.users} users)", locust("Slow"), port, args.warmup, args.window)
+        )
+        results.append(
+            measure(
+                f"qbench closed loop ({args.users} users)",
+                qbench("closed.yaml"),
+                port,
+                args.warmup,
+                args.window,
+            )
+        )
+        # open loop at a fixed moderate rate, and at 80% of what FastHttpUser achieved (same work per second)
+        high = round(0.8 * results[0].rps)
+        for rate in (args.rate, high):
+            load = f"{{rate: {rate}, duration: {run_s}, max_connections: {args.users}, timeout: 10}}"
+            (tmp / f"open{rate:g}.yaml").write_text(SCENARIO.format(load=load))
+            results.append(
+                measure(
+                    f"qbench open loop ({rate:g} req/s)",
+                    qbench(f"open{rate:g}.yaml"),
+                    port,
+                    args.warmup,
+                    args.window,
+                )
+            )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    print_table(results)
+
+
+def _wait_ready(port: int) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            server_count(port)
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("echo server did not start")
+
+
+def print_table(results: list[Result]) -> None:
+    ref = next((r for r in results if "FastHttpUser" in r.name), results[0])
+    print(
+        textwrap.dedent(f"""
+        Generator cost against one aiohttp echo server ({os.cpu_count()} cores, shared machine)
+        {"generator":44} {"req/s":>9} {"CPU s/1k req":>13} {"CPU %":>7} {"CPU/req vs FastHttpUser":>24}""")
+    )
+    for r in results:
+        ratio = r.cpu_per_1k / ref.cpu_per_1k if ref.cpu_per_1k else float("nan")
+        print(f"{r.name:44} {r.rps:9.0f} {r.cpu_per_1k:13.3f} {r.cpu_percent:7.0f} {ratio:24.2f}")
+
+
+if __name__ == "__main__":
+    main()
