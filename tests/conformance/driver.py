@@ -35,7 +35,7 @@ class Job:
 
     fn: str  # api_name, resolved to a fn_index through /config
     data: list[Any]
-    session: str | None = None  # jobs naming the same session share one session_hash and stream
+    session: str | None = None  # jobs naming the same session share one (fresh) session_hash and stream
     at_s: float = 0.0  # join this long after the burst starts (sessions join in their own order)
 
 
@@ -58,6 +58,7 @@ class Trace:
     job: Job
     session_hash: str
     joined_at: float = 0.0  # monotonic time the join was sent
+    acked_at: float = 0.0  # monotonic time the join's reply arrived
     join_status: int = 0
     join_body: Any = None
     messages: list[Message] = field(default_factory=list)
@@ -173,13 +174,15 @@ async def run_session(
     stop_after_s: float | None = None,
 ) -> SessionStream:
     """Join every job of one session at its offset, then read the session's stream."""
-    stream = SessionStream(jobs[0].session or uuid.uuid4().hex, [])
+    label = jobs[0].session or "s"
+    stream = SessionStream(f"{label}-{uuid.uuid4().hex}", [])  # fresh per run: a burst can be repeated
     for job in jobs:
         await asyncio.sleep(max(t0 + job.at_s - time.monotonic(), 0.0))
         trace = Trace(job, stream.session_hash, joined_at=time.monotonic())
         trace.join_status, trace.join_body = await join(
             http, base_url, indices[job.fn], job.data, stream.session_hash
         )
+        trace.acked_at = time.monotonic()
         stream.traces.append(trace)
     if any(t.event_id for t in stream.traces):
         await read_stream(http, base_url, stream, stop_after_s)
@@ -249,6 +252,7 @@ async def start_session(
     for data in inputs:
         trace = Trace(Job(str(fn_index), data), stream.session_hash, joined_at=time.monotonic())
         trace.join_status, trace.join_body = await join(http, base_url, fn_index, data, stream.session_hash)
+        trace.acked_at = time.monotonic()
         stream.traces.append(trace)
     reader = asyncio.create_task(read_stream(http, base_url, stream, stop_after_s))
     return LiveSession(stream, reader)

@@ -1,0 +1,104 @@
+"""Differential: the same functions on real Gradio 6.x and on the reference server, driven alike.
+
+Both servers get the same scenarios in the same order (so their histories, e.g. which functions
+already have an average job time, agree) and must show the same observable behaviour: message
+sequences and bodies (ids and measured times normalised), realised concurrency, batch sizes, 503 at
+max_size, ETA values. Deliberate differences are tests of their own, named `test_differs_*`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from .driver import LiveSession
+from .flows import (
+    cancel_flow,
+    disconnect_flow,
+    eta_bursts,
+    raw_post,
+    repeat_until_landed,
+    same_session_cancel_flow,
+)
+from .scenarios import SCENARIOS, matches, run_scenario
+
+SERVERS = ("gradio", "reference")
+URLs = dict[str, tuple[str, str]]
+
+
+def on_both(urls: URLs, run: Any, tight: bool = False) -> dict[str, Any]:
+    """Run `run(url)` on Gradio, then on the reference server."""
+    return {name: run(urls[name][1 if tight else 0]) for name in SERVERS}
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_scenario_agrees(name: str, both_urls: URLs) -> None:
+    scenario = SCENARIOS[name]
+    seen = on_both(both_urls, lambda url: run_scenario(url, scenario), scenario.tight)
+    assert seen["reference"] == seen["gradio"], (
+        f"{name}: reference {seen['reference']}\n gradio {seen['gradio']}"
+    )
+    assert matches(seen["gradio"], scenario.expected), f"{name}: Gradio itself changed: {seen['gradio']}"
+
+
+def _eta_view(session: LiveSession) -> list[list[tuple[Any, ...]]]:
+    return [
+        [(m.body["rank"], m.body["queue_size"], m.body["rank_eta"]) for m in t.all("estimation")]
+        for t in session.stream.traces
+    ]
+
+
+def test_eta_values_agree(both_urls: URLs) -> None:
+    """Same burst, same history: the same (rank, queue_size) sequence and rank_eta within 0.2 s."""
+    seen = on_both(both_urls, lambda url: asyncio.run(eta_bursts(url)))
+    views = {name: [e for phase in seen[name] for e in _eta_view(phase)] for name in SERVERS}
+    for ref_event, gradio_event in zip(views["reference"], views["gradio"], strict=True):
+        assert [e[:2] for e in ref_event] == [e[:2] for e in gradio_event], views
+        for (_, _, ref_eta), (_, _, gradio_eta) in zip(ref_event, gradio_event, strict=True):
+            assert (ref_eta is None) == (gradio_eta is None), views
+            if ref_eta is not None:
+                assert abs(ref_eta - gradio_eta) < 0.2, views
+
+
+def test_disconnect_agrees(both_urls: URLs) -> None:
+    seen = on_both(both_urls, lambda url: asyncio.run(repeat_until_landed(disconnect_flow, url)))
+    assert seen["reference"] == seen["gradio"]
+
+
+def test_cancel_of_another_sessions_waiting_job_agrees(both_urls: URLs) -> None:
+    def observe(url: str) -> dict[str, Any]:
+        result = asyncio.run(repeat_until_landed(cancel_flow, url))
+        return {
+            "reply": result["reply"],
+            "unknown": result["unknown"],
+            "waiter": [m.msg for m in result["waiter"].trace.messages],
+            "holder": result["holder"].trace.kinds,
+        }
+
+    seen = on_both(both_urls, observe)
+    assert seen["reference"] == seen["gradio"]
+
+
+# ---------------------------------------------------------------- deliberate differences
+
+
+def test_differs_unknown_fn_index_is_4xx_not_500(both_urls: URLs) -> None:
+    """Gradio answers a join for a fn_index it does not have with a bare 500 (a KeyError escapes);
+    the reference server answers 4xx with a message instead."""
+    body = {"data": ["x"], "fn_index": 999, "session_hash": "s-unknown-fn"}
+    seen = on_both(both_urls, lambda url: asyncio.run(raw_post(url, "/queue/join", body)))
+    assert seen["gradio"] == (500, "Internal Server Error")
+    status, detail = seen["reference"]
+    assert 400 <= status < 500 and "999" in str(detail)
+
+
+def test_differs_cancel_hits_one_event_not_the_sessions_running_job(both_urls: URLs) -> None:
+    """/cancel in Gradio cancels every running task of (session, fn_index): cancelling a waiting job
+    also kills the same session's running job, which then never completes. The reference server
+    cancels only the named event."""
+    seen = on_both(both_urls, lambda url: asyncio.run(same_session_cancel_flow(url)))
+    assert seen["gradio"]["first"] == ["estimation", "process_starts"]
+    assert seen["reference"]["first"] == ["estimation", "process_starts", "process_completed"]
+    assert seen["gradio"]["second_completed"] and seen["reference"]["second_completed"]
