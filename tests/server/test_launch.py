@@ -1,0 +1,53 @@
+"""`qbench serve` and `python -m reference_server`: ready line, serving, clean errors."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+
+def start(argv: list[str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        match = re.match(r"reference server ready on (http://127\.0\.0\.1:\d+)$", line.strip())
+        if match:
+            return proc, match.group(1)
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    raise AssertionError(f"server did not print its ready line (exit {proc.poll()})")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [sys.executable, "-m", "qbench", "serve", "--preset", "echo", "--port", "0", "--max-size", "3"],
+        [sys.executable, "-m", "reference_server", "--preset", "mixed", "--port", "0", "--max-size", "3"],
+    ],
+)
+def test_serve_prints_ready_and_serves(argv: list[str]) -> None:
+    proc, url = start(argv)
+    try:
+        assert httpx.get(f"{url}/config").json()["protocol"] == "sse_v3"
+        assert httpx.get(f"{url}/status").json()["settings"]["queue"]["max_size"] == 3
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def test_bad_options_exit_2_with_a_clear_message() -> None:
+    for argv in (
+        [sys.executable, "-m", "qbench", "serve", "--preset", "nope"],
+        [sys.executable, "-m", "reference_server", "--max-threads", "0"],
+    ):
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2
+        assert "unknown preset 'nope'" in result.stderr or "launch.max_threads = 0" in result.stderr
