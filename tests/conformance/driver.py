@@ -158,7 +158,7 @@ async def read_stream(
             if not line.startswith(b"data:"):
                 continue
             message = Message(time.monotonic(), orjson.loads(line[5:]))
-            trace = by_id.get(message.body.get("event_id"))
+            trace = by_id.get(str(message.body.get("event_id")))
             (trace.messages if trace else stream.session_messages).append(message)
             if message.msg == "close_stream":
                 stream.closed = True

@@ -69,6 +69,17 @@ def wait_for(predicate: Any, timeout_s: float = 10.0) -> bool:
     return False
 
 
+def poll_status(job: Any, code: Status, timeout_s: float = 10.0) -> Any:
+    """The first `job.status()` with this code (fails after the timeout)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = job.status()
+        if status.code == code:
+            return status
+        time.sleep(0.02)
+    raise AssertionError(f"job never reached {code} (last {status.code})")
+
+
 def test_predict_text(client: Client) -> None:
     assert client.predict("hello", api_name="/echo") == "hello"
 
@@ -98,9 +109,7 @@ def test_submit_status_reports_rank_and_eta(url: str) -> None:
         ahead = [first.submit(f"a{i}", api_name="/hold") for i in range(2)]  # one runs, one waits
         assert wait_for(lambda: ahead[0].status().code == Status.PROCESSING)
         waiting = second.submit("b", api_name="/hold")
-        seen: list[Any] = []
-        assert wait_for(lambda: seen.append(waiting.status()) or seen[-1].code == Status.IN_QUEUE)
-        status = seen[-1]
+        status = poll_status(waiting, Status.IN_QUEUE)
         assert status.rank in (0, 1) and status.queue_size == status.rank + 1
         assert isinstance(status.eta, float) and 0.0 < status.eta < 3.0
         results = [job.result(timeout=10) for job in [*ahead, waiting]]
