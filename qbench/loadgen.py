@@ -158,8 +158,7 @@ class LoadGenerator:
         ]
         loop = asyncio.get_running_loop()
         for record in self.records:
-            delay = record.intended_at_s - self.clock.now()
-            if delay > 0:
+            while (delay := record.intended_at_s - self.clock.now()) > 0:  # never send early
                 await asyncio.sleep(delay)
             if self._slots is not None:
                 await self._slots.acquire()
@@ -188,8 +187,7 @@ class LoadGenerator:
 
     async def _user(self, user: int, start: float, plan: UserPlan) -> None:
         rng = np.random.default_rng([user, 7])
-        delay = start - self.clock.now()
-        if delay > 0:
+        while (delay := start - self.clock.now()) > 0:
             await asyncio.sleep(delay)
         while self.stop_kind is None:
             now = self.clock.now()

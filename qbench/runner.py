@@ -15,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import os
 import platform
 import re
 import signal
 import socket
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,7 +93,23 @@ def run_scenario(
         )
     run_dir = out_dir or run_dir_for(scenario.name)
     run_dir.mkdir(parents=True, exist_ok=True)
-    return asyncio.run(_run(scenario, url, run_dir, live, stop_when))
+    coro = _run(scenario, url, run_dir, live, stop_when)
+    if sys.version_info < (3, 11):
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(coro)
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The default asyncio loop; QBENCH_LOOP=uvloop opts in to uvloop (~10-20% less CPU per request,
+    but its millisecond timers wake up to 1 ms early, which the dispatcher then has to wait out)."""
+    if os.environ.get("QBENCH_LOOP", "asyncio") != "uvloop":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock) -> WireProtocol:
@@ -225,8 +243,6 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def _cpus() -> int | None:
-    import os
-
     return os.cpu_count()
 
 
