@@ -23,6 +23,8 @@ from reference_server.server_state import ServerState
 from reference_server.sessions import Session
 from reference_server.streams import CallStream, HeartbeatStream, QueueDataStream
 
+MULTIPART_OVERHEAD = 64 * 1024  # headers and boundaries a multipart body may add to a file
+
 
 class JSONResponse(Response):
     media_type = "application/json"
@@ -196,6 +198,9 @@ def drain(session: Session) -> list[m.Message]:
 async def upload(request: Request) -> Response:
     state = state_of(request)
     limit = state.settings.max_file_size
+    declared = int(request.headers.get("content-length") or 0)
+    if limit is not None and declared > limit + MULTIPART_OVERHEAD:
+        raise ClientError(413, f"upload of {declared} bytes exceeds max_file_size ({limit} bytes)")
     form = await request.form()
     paths = []
     for item in form.getlist("files"):

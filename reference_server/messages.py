@@ -90,7 +90,12 @@ Edit = list[Any]  # [action, path, value]
 
 
 def diff(old: Any, new: Any) -> list[Edit]:
-    """Edits turning `old` into `new` (Gradio's sse_v2+ streaming diff)."""
+    """Edits turning `old` into `new` (Gradio's sse_v2+ streaming diff).
+
+    Same edits as `gradio.utils.diff`, except for one Gradio bug: Gradio shifts the indices of *nested*
+    list deletes a second time at the parent level ([[1, 2, 3]] -> [[1]] gives deletes at [0, 1] and
+    [0, 0], which clients apply as [[3]]); here each list's deletes are shifted once, so they apply right.
+    """
     edits: list[Edit] = []
     _diff(old, new, [], edits)
     return edits

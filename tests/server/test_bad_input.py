@@ -53,6 +53,8 @@ def test_bad_requests_get_4xx(server: RunningServer, method: str, path: str, bod
 def test_oversized_and_empty_uploads(server: RunningServer) -> None:
     r = httpx.post(f"{server.url}/gradio_api/upload", files={"files": ("big.bin", b"x" * 500)})
     assert r.status_code == 413 and "max_file_size is 100" in r.json()["detail"]
+    r = httpx.post(f"{server.url}/gradio_api/upload", files={"files": ("huge.bin", b"x" * 200_000)})
+    assert r.status_code == 413 and "exceeds max_file_size" in r.json()["detail"]
     r = httpx.post(f"{server.url}/gradio_api/upload", data={"other": "1"})
     assert r.status_code == 422
 
