@@ -375,6 +375,22 @@ def apply_server_knobs(
     return raw
 
 
+def effective_knobs(settings: Mapping[str, Any], api_name: str | None) -> dict[str, Any]:
+    """The knob values a reference-server config sets for `api_name` (the first function otherwise)."""
+    functions = settings.get("functions") or [{}]
+    fn = next((f for f in functions if f.get("api_name") == api_name), functions[0])
+    queue, launch = settings.get("queue") or {}, settings.get("launch") or {}
+    limit = fn.get("concurrency_limit", "default")
+    knobs: dict[str, Any] = {
+        "concurrency_limit": queue.get("default_concurrency_limit", 1) if limit == "default" else limit,
+        "max_batch_size": fn.get("max_batch_size", 4) if fn.get("batch") else 1,
+        "max_threads": launch.get("max_threads", 40),
+    }
+    if "default_concurrency_limit" in queue:
+        knobs["default_concurrency_limit"] = queue["default_concurrency_limit"]
+    return knobs
+
+
 def admin_body(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The `POST /admin/config` body that moves a running server to `settings` (the live-changeable knobs)."""
     queue = settings.get("queue") or {}

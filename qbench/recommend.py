@@ -194,8 +194,10 @@ def is_tied(a: PointResult, b: PointResult, tolerance: float) -> bool:
     return top == 0 or abs(a.goodput_rps - b.goodput_rps) <= tolerance * top
 
 
-def recommend(points: Sequence[PointResult], constraints: Constraints) -> Recommendation:
-    """Apply the rule in the module docstring."""
+def recommend(
+    points: Sequence[PointResult], constraints: Constraints, defaults: Mapping[str, Value] | None = None
+) -> Recommendation:
+    """Apply the rule in the module docstring; `defaults` are the unswept knobs (for the Gradio code)."""
     failed = [p for p in points if p.status != "ok"]
     usable = [p for p in points if p.status == "ok"]
     infeasible = [(p, constraints.violations(p)) for p in usable]
@@ -224,7 +226,8 @@ def recommend(points: Sequence[PointResult], constraints: Constraints) -> Recomm
 
     rec = Recommendation(winner, ranked, _why(winner, constraints, len(feasible), len(points)))
     if winner is not None:
-        rec.gradio_code = gradio_code(winner.knobs, max_size_advice(winner, constraints).get("max_size"))
+        knobs = {**(defaults or {}), **winner.knobs}
+        rec.gradio_code = gradio_code(knobs, max_size_advice(winner, constraints).get("max_size"))
         rec.max_size_advice = max_size_advice(winner, constraints)
     return rec
 

@@ -51,6 +51,7 @@ from qbench.launcher import (
     ServerHandle,
     admin_body,
     apply_server_knobs,
+    effective_knobs,
     launch_command,
     read_status,
     reconfigure,
@@ -224,7 +225,8 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
             search = smart_search(config.grid, evaluate, config.constraints)
         else:
             search = full_search(config.grid, evaluate)
-        rec = recommend(search.results, config.constraints)
+        defaults = effective_knobs(config.base_settings, config.api_name) if config.base_settings else {}
+        rec = recommend(search.results, config.constraints, defaults)
         capacity = None
         if rec.winner is not None and config.capacity_trials > 0:
             if observer:

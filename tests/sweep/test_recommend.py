@@ -115,3 +115,27 @@ def test_round_trip_to_dict() -> None:
     p = pt("c1", 5, goodput_repeats=[5.0, 5.0], extra={"x": 1.0})
     assert PointResult.from_dict(p.to_dict()) == p
     assert recommend([p], SLO).to_dict()["winner"]["point_id"] == "c1"
+
+
+def test_gradio_code_uses_the_server_defaults_for_unswept_knobs() -> None:
+    from qbench.launcher import effective_knobs
+
+    base = {
+        "functions": [
+            {"api_name": "classify", "batch": True, "max_batch_size": 8, "concurrency_limit": "default"}
+        ],
+        "queue": {"default_concurrency_limit": 1},
+        "launch": {"max_threads": 40},
+    }
+    defaults = effective_knobs(base, "classify")
+    assert defaults == {
+        "concurrency_limit": 1,
+        "max_batch_size": 8,
+        "max_threads": 40,
+        "default_concurrency_limit": 1,
+    }
+    rec = recommend([pt("c4", 5, knobs={"concurrency_limit": 4})], SLO, defaults)
+    assert (
+        "btn.click(fn, inputs, outputs, concurrency_limit=4, batch=True, max_batch_size=8)" in rec.gradio_code
+    )
+    assert "demo.queue(default_concurrency_limit=1, max_size=" in rec.gradio_code
