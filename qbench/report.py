@@ -95,6 +95,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["relpath"] = lambda p, base: Path(p).relative_to(base).as_posix()
+    env.filters["human"] = lambda v: f"{v:.4g}" if isinstance(v, float) else v
     env.filters["mdrow"] = lambda cells: " | ".join(
         str(c).replace("|", "\\|").replace("\n", " ") for c in cells)
     return env
@@ -189,7 +190,14 @@ def run_details(info: dict[str, Any]) -> list[tuple[str, str]]:
                          "host": info.get("host")}),
         ("Load generator", generator),
     ]
-    return [(title, _json(value)) for title, value in blocks if value]
+    return [(title, _json(value)) for title, value in blocks if _present(value)]
+
+
+def _present(value: Any) -> bool:
+    """Worth showing: not None/empty, and a dict with at least one present value."""
+    if isinstance(value, dict):
+        return any(_present(v) for v in value.values())
+    return bool(value)
 
 
 def _json(value: Any) -> str:

@@ -167,8 +167,7 @@ def _heatmap_panel(
         labels[i][j] = _cell_text(values[i, j], metric) if status in (None, "ok") else str(status)
         if row.get("point_id") == data.winner_id:
             ax.add_patch(_winner_box(j, i))
-    cmap = colormaps["RdYlGn" if good_high else "RdYlGn_r"].copy()
-    cmap.set_bad("#dddddd")
+    cmap = colormaps["RdYlGn" if good_high else "RdYlGn_r"].with_extremes(bad="#dddddd")
     image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=limits[0], vmax=limits[1], origin="lower",
                       aspect="auto")
     for i, j in itertools.product(range(len(ys)), range(len(xs))):

@@ -107,9 +107,12 @@ def write_sweep(path: Path, n: int = 120, fail_point: bool = True) -> Path:
         write_run(point_dir, records)
         s = summarize(records, Slo(**slo))
         total = s.phase("latency_s")
-        results.append(PointResult(point_id, knobs, goodput_rps=s.goodput_rps, throughput_rps=s.throughput_rps,
-                                   p50_latency_s=total.p50, p95_latency_s=total.p95, p99_latency_s=total.p99,
-                                   error_rate=s.error_rate, peak_rss_mb=200.0 + 10 * workers))
+        results.append(PointResult(
+            point_id, knobs, goodput_rps=s.goodput_rps, throughput_rps=s.throughput_rps,
+            p50_latency_s=total.p50, p95_latency_s=total.p95, p99_latency_s=total.p99,
+            error_rate=s.error_rate,
+            peak_rss_mb=200.0 + 10 * workers,
+        ))
     for r in results:
         (path / "points" / r.point_id).mkdir(parents=True, exist_ok=True)
         (path / "points" / r.point_id / "point.json").write_text(json.dumps(

@@ -1,0 +1,108 @@
+"""qbench compare: relative changes, regression thresholds, the scenario SLO, exit codes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from report_synth import simulate, write_run
+from typer.testing import CliRunner
+
+from qbench.cli import app
+from qbench.compare import Delta, compare, parse_max_regression
+from qbench.errors import ScenarioError, SloViolation
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("compare")
+    return {
+        "base": write_run(root / "base", simulate(n=200, service_s=0.05, seed=3)),
+        "same": write_run(root / "same", simulate(n=200, service_s=0.05, seed=3)),
+        "slow": write_run(root / "slow", simulate(n=200, service_s=0.09, seed=3)),
+        "slo": write_run(root / "slo", simulate(n=200, service_s=0.05, seed=3),
+                         {"scenario": {"name": "x", "slo": {"p95_latency_s": 0.001}}}),
+    }
+
+
+@pytest.mark.parametrize(("a", "b", "better", "threshold", "change", "regressed"), [
+    (1.0, 1.2, "lower", 0.1, 0.2, True),     # latency up 20 %, 10 % allowed
+    (1.0, 1.05, "lower", 0.1, 0.05, False),
+    (1.0, 0.5, "lower", 0.1, -0.5, False),   # faster is never a regression
+    (10.0, 9.0, "higher", 0.05, -0.1, True),  # throughput down 10 %, 5 % allowed
+    (10.0, 12.0, "higher", 0.05, 0.2, False),
+    (0.0, 0.01, "lower", 0.5, math.inf, True),  # errors appeared where there were none
+    (0.0, 0.0, "lower", 0.0, 0.0, False),
+    (1.0, None, "lower", 0.1, None, True),    # the metric vanished (no completed request in B)
+    (1.0, 2.0, "lower", None, 1.0, False),    # no threshold: reported, never a regression
+])
+def test_delta(a: float, b: float | None, better: str, threshold: float | None, change: float | None,
+               regressed: bool) -> None:
+    d = Delta("m", a, b, better, threshold)  # type: ignore[arg-type]
+    assert d.change == (pytest.approx(change) if change is not None and math.isfinite(change) else change)
+    assert d.regressed is regressed
+
+
+def test_parse_max_regression() -> None:
+    assert parse_max_regression(["p95_latency_s=10%", "throughput_rps=0.05"]) == {
+        "p95_latency_s": pytest.approx(0.1), "throughput_rps": 0.05}
+    with pytest.raises(ScenarioError, match="METRIC one of throughput_rps"):
+        parse_max_regression(["p95_latncy_s=10%"])
+    with pytest.raises(ScenarioError, match="'ten%' is not a number"):
+        parse_max_regression(["p95_latency_s=ten%"])
+    with pytest.raises(ScenarioError, match=">= 0"):
+        parse_max_regression(["p95_latency_s=-1%"])
+
+
+def test_identical_runs_pass(runs: dict[str, Path]) -> None:
+    result = compare(runs["base"], runs["same"], {"p95_latency_s": 0.0, "throughput_rps": 0.0})
+    assert result.passed
+    assert all(d.change == 0 for d in result.deltas)
+    result.check()
+
+
+def test_slower_run_regresses(runs: dict[str, Path]) -> None:
+    result = compare(runs["base"], runs["slow"], {"p95_latency_s": 0.1, "p50_service_s": 0.1})
+    names = [d.name for d in result.regressions()]
+    assert names == ["p95_latency_s", "p50_service_s"]
+    with pytest.raises(SloViolation, match=r"p95_latency_s \+\d+\.\d% \(allowed 10.0%\)"):
+        result.check()
+    assert compare(runs["base"], runs["slow"], {"p95_latency_s": 1000.0}).passed
+
+
+def test_cli_exit_codes(runs: dict[str, Path]) -> None:
+    ok = runner.invoke(app, ["compare", str(runs["base"]), str(runs["same"]),
+                             "--max-regression", "p95_latency_s=5%"])
+    assert ok.exit_code == 0, ok.output
+    assert "p95_latency_s" in ok.output and "no regression" in ok.output
+    bad = runner.invoke(app, ["compare", str(runs["base"]), str(runs["slow"]), "--max-regression",
+                              "p95_latency_s=10%", "--max-regression", "throughput_rps=5%"])
+    assert bad.exit_code == 3
+    assert "REGRESSED" in bad.output and "p95_latency_s" in bad.output
+    typo = runner.invoke(app, ["compare", str(runs["base"]), str(runs["same"]), "--max-regression", "p95=1"])
+    assert typo.exit_code == 2 and "--max-regression 'p95=1'" in typo.output
+
+
+def test_scenario_slo_gates_candidate(runs: dict[str, Path]) -> None:
+    result = runner.invoke(app, ["compare", str(runs["base"]), str(runs["slo"])])
+    assert result.exit_code == 3 and "SLO p95_latency_s" in result.output
+    assert runner.invoke(app, ["compare", str(runs["base"]), str(runs["slo"]), "--no-slo"]).exit_code == 0
+
+
+def test_sweep_stands_for_its_recommended_point(runs: dict[str, Path], sweep_dir: Path) -> None:
+    result = compare(sweep_dir, runs["base"])
+    winner = result.a.path
+    assert winner.parent.name == "points" and winner.parent.parent == sweep_dir
+    missing = runner.invoke(app, ["compare", str(runs["base"]), str(runs["base"].parent / "nothing")])
+    assert missing.exit_code == 2 and "not a directory" in missing.output
+
+
+def test_report_cli(runs: dict[str, Path], tmp_path: Path) -> None:
+    result = runner.invoke(app, ["report", str(runs["base"]), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "report.html").exists() and "## qbench run" in result.output
+    half = runner.invoke(app, ["report", str(runs["base"]), "--x", "max_threads"])
+    assert half.exit_code == 2 and "--x and --y go together" in half.output

@@ -1,0 +1,81 @@
+"""Sweep reports: heatmaps, Pareto, per-point latencies, the recommendation; missing files become notes."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from qbench.errors import QbenchError
+from qbench.report import build_report
+from qbench.sweep_charts import heatmap_axes, load_sweep, pareto_front
+
+SWEEP_CHARTS = ("goodput_heatmap", "p95_heatmap", "pareto", "point_distributions")
+
+
+def test_sweep_report_has_every_chart_and_the_recommendation(sweep_dir: Path, tmp_path: Path) -> None:
+    files = build_report(sweep_dir, tmp_path)
+    assert [c.name for c in files.charts] == list(SWEEP_CHARTS)
+    for chart in files.charts:
+        with Image.open(chart.path) as img:
+            assert img.width >= 800
+    rec = json.loads((sweep_dir / "recommendation.json").read_text())
+    winner = rec["winner"]
+    html = files.html.read_text()
+    assert len(re.findall(r'<img src="data:image/png;base64,', html)) == len(SWEEP_CHARTS)
+    assert 'id="recommendation"' in html and "Ready-to-paste code" in html
+    assert "demo.queue(" in html and "max_batch_size" in rec["gradio_code"]
+    md = files.markdown.read_text()
+    assert rec["why"] in md
+    assert "```python\n" + rec["gradio_code"].strip() + "\n```" in md
+    label = ", ".join(f"{k}={v}" for k, v in winner["knobs"].items())
+    assert f"| 1 | winner | {label} |" in md
+    assert "failed: server did not start" in md
+    assert "- **points**: 12 measured (11 ok, 1 failed, 0 stopped)" in md
+
+
+def test_heatmap_axes_default_and_choice(sweep_dir: Path, tmp_path: Path) -> None:
+    data = load_sweep(sweep_dir)
+    assert list(data.knobs) == ["concurrency_limit", "max_batch_size", "max_threads"]
+    assert heatmap_axes(data) == ("concurrency_limit", "max_batch_size")
+    build_report(sweep_dir, tmp_path, heatmap_axes=("max_threads", "concurrency_limit"))
+    with pytest.raises(QbenchError, match="'workers' is not a swept knob; choose from concurrency_limit"):
+        build_report(sweep_dir, tmp_path, heatmap_axes=("workers", "concurrency_limit"))
+
+
+def test_missing_files_become_notes(sweep_dir: Path, tmp_path: Path) -> None:
+    partial = tmp_path / "partial"
+    shutil.copytree(sweep_dir, partial)
+    (partial / "sweep.parquet").unlink()
+    (partial / "recommendation.json").unlink()
+    shutil.rmtree(partial / "points" / "p000")
+    files = build_report(partial)
+    assert any("sweep.parquet is missing" in n for n in files.notes)
+    assert "recommendation.json is missing" in files.notes
+    assert "- **recommended**: no point met the constraints" in files.markdown.read_text()
+    assert len(files.charts) == len(SWEEP_CHARTS)
+
+
+def test_sweep_of_failed_points_only(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep-bad"
+    (sweep / "points" / "p0").mkdir(parents=True)
+    (sweep / "sweep.json").write_text(json.dumps({"grid": {"axes": {"max_threads": [1, 2]}}}))
+    (sweep / "points" / "p0" / "point.json").write_text(json.dumps(
+        {"point_id": "p0", "knobs": {"max_threads": 1}, "status": "failed", "reason": "port in use"}))
+    files = build_report(sweep)
+    assert "port in use" in files.markdown.read_text()
+    assert len(files.charts) == len(SWEEP_CHARTS)
+
+
+@pytest.mark.parametrize(("points", "front"), [
+    ([(10, 1.0), (12, 2.0), (8, 3.0), (12, 1.5)], [0, 3]),
+    ([(5, 1.0)], [0]),
+    ([(5, 1.0), (5, 1.0)], [0, 1]),
+    ([(1, 1.0), (2, 2.0), (3, 3.0)], [0, 1, 2]),
+])
+def test_pareto_front(points: list[tuple[float, float]], front: list[int]) -> None:
+    assert pareto_front(points) == front
