@@ -92,7 +92,6 @@ def run_scenario(
             f"scenario '{scenario.name}': key 'target': no target; set it or pass --target URL"
         )
     run_dir = out_dir or run_dir_for(scenario.name)
-    run_dir.mkdir(parents=True, exist_ok=True)
     coro = _run(scenario, url, run_dir, live, stop_when)
     if sys.version_info < (3, 11):
         return asyncio.run(coro)
@@ -136,6 +135,7 @@ async def _run(
         protocol = make_protocol(scenario, target, http, clock)
         info["server"] = await protocol.discover()
         info["server"]["status"] = await _status(http, target)
+        run_dir.mkdir(parents=True, exist_ok=True)  # only once the target has answered
         _write_json(run_dir / "run.json", info)
         with (
             _JsonlSink(run_dir / "records.jsonl") as writer,

@@ -1,0 +1,37 @@
+"""`qbench run` exit codes: 0 ok, 2 bad scenario / target, 3 SLO violated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from qbench.cli import app
+from reference_server.settings import synthetic_settings
+from reference_server.testing import serve_in_thread
+
+SCENARIO = """\
+endpoint: {{api_name: echo}}
+payload: {{inputs: [{{value: hi}}]}}
+load: {{burst: 5}}
+slo: {{p95_latency_s: {limit}}}
+"""
+
+
+def test_exit_codes(tmp_path: Path) -> None:
+    runner = CliRunner()
+    ok, strict, bad = tmp_path / "ok.yaml", tmp_path / "strict.yaml", tmp_path / "bad.yaml"
+    ok.write_text(SCENARIO.format(limit=30))
+    strict.write_text(SCENARIO.format(limit=0.000001))
+    bad.write_text("load: {burst: 0}\n")
+    with serve_in_thread(synthetic_settings()) as server:
+        args = ["--target", server.url, "--no-live"]
+        result = runner.invoke(app, ["run", str(ok), *args, "--out", str(tmp_path / "a")])
+        assert result.exit_code == 0, result.output
+        assert "throughput" in result.output and (tmp_path / "a" / "records.parquet").exists()
+        result = runner.invoke(app, ["run", str(strict), *args, "--out", str(tmp_path / "b")])
+        assert result.exit_code == 3 and "SLO violated: p95_latency_s" in result.output
+        result = runner.invoke(app, ["run", str(bad), *args])
+        assert result.exit_code == 2 and "key 'load.burst'" in result.output
+        result = runner.invoke(app, ["run", str(ok), "--target", "http://127.0.0.1:9", "--no-live"])
+        assert result.exit_code == 2 and "cannot connect" in result.output

@@ -1,0 +1,73 @@
+"""Payload generation: seeded and repeatable, valid encodings, templates and prompt files."""
+
+from __future__ import annotations
+
+import io
+import wave
+from pathlib import Path
+
+from PIL import Image
+
+from qbench.payloads import FileValue, PayloadGenerator, fill_template
+from qbench.scenario import Payload
+
+
+def generator(*inputs: dict[str, object], seed: int = 0, variants: int = 4) -> PayloadGenerator:
+    return PayloadGenerator(
+        Payload.model_validate({"seed": seed, "variants": variants, "inputs": list(inputs)})
+    )
+
+
+def test_same_seed_same_bytes_and_variants_cycle() -> None:
+    spec = {"image": {"width": 32, "height": 16, "format": "png"}}
+    a, b = generator(spec), generator(spec)
+    assert a.inputs(1)[0] == b.inputs(1)[0]
+    assert a.inputs(1)[0] == a.inputs(5)[0]  # variant = request_id % variants
+    assert a.inputs(0)[0] != a.inputs(1)[0]
+    assert generator(spec, seed=1).inputs(1)[0] != a.inputs(1)[0]
+
+
+def test_image_and_audio_decode() -> None:
+    gen = generator({"image": {"width": 40, "height": 30, "format": "jpeg"}}, {"audio": {"seconds": 0.5}})
+    image, audio = gen.inputs(0)
+    assert isinstance(image, FileValue) and image.mime == "image/jpeg" and image.name.endswith(".jpeg")
+    assert Image.open(io.BytesIO(image.data)).size == (40, 30)
+    assert isinstance(audio, FileValue)
+    with wave.open(io.BytesIO(audio.data)) as wav:
+        assert (wav.getframerate(), wav.getnframes(), wav.getnchannels()) == (16000, 8000, 1)
+
+
+def test_text_numbers_values_and_templates() -> None:
+    gen = generator(
+        {"text": {"words": [3, 3]}},
+        {"number": {"min": 1, "max": 3, "integer": True}},
+        {"value": 7},
+        {"json": {"q": "{word}", "k": ["{int}", 1]}},
+        variants=50,
+    )
+    for i in range(50):
+        text, number, value, obj = gen.inputs(i)
+        assert len(text.split()) == 3 and number in (1, 2, 3) and value == 7
+        assert isinstance(obj["q"], str) and isinstance(obj["k"][0], int) and obj["k"][1] == 1
+    assert gen.stats()["variants_generated"] == 50
+
+
+def test_prompt_file_and_files_folder(tmp_path: Path) -> None:
+    (tmp_path / "p.txt").write_text("first prompt\n\nsecond prompt\n")
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "a.wav").write_bytes(b"RIFF")
+    gen = generator(
+        {"text": {"file": str(tmp_path / "p.txt")}}, {"files": {"dir": str(tmp_path / "files")}}, variants=10
+    )
+    prompts = {gen.inputs(i)[0] for i in range(10)}
+    assert prompts <= {"first prompt", "second prompt"}
+    assert gen.inputs(0)[1] == FileValue(b"RIFF", "a.wav", "audio/wav")
+
+
+def test_fill_template_leaves_other_values() -> None:
+    import numpy as np
+
+    assert fill_template({"a": "x", "b": [None, 2.5]}, np.random.default_rng(0)) == {
+        "a": "x",
+        "b": [None, 2.5],
+    }
