@@ -6,7 +6,8 @@ Each step runs in its own inference_mode block because the server may resume the
 different worker thread, and grad mode is per thread.
 
 The built-in byte-level tokenizer knows fewer ids than GPT-2's 50257, so logits of ids it cannot
-decode are masked; the LM head still computes all of them (the real cost).
+decode are masked (and of lone bytes of multi-byte characters); the LM head still computes all of
+them (the real cost).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class TextGeneration(ModelWorkload):
         self.temperature = temperature
         self.top_k = top_k
         self._tokenizer: Any = None
-        self._known_ids = 0
+        self._allowed: Any = None  # bool tensor over the model's vocabulary
 
     def random_model(self) -> torch.nn.Module:
         from transformers import GPT2Config, GPT2LMHeadModel
@@ -57,6 +58,7 @@ class TextGeneration(ModelWorkload):
     def load_preprocessor(self) -> None:
         vocab_size = int(self.config.vocab_size)
         tokenizer = pretrained_tokenizer(self.common.model) if self.common.model else None
+        built_in = tokenizer is None
         if tokenizer is not None:
             self.preprocessor_source = f"{type(tokenizer).__name__} from {self.common.model}"
         else:
@@ -68,7 +70,19 @@ class TextGeneration(ModelWorkload):
                 f"vocab_size is {vocab_size}; expected a matching tokenizer"
             )
         self._tokenizer = tokenizer
-        self._known_ids = len(tokenizer)
+        self._allowed = self._allowed_ids(vocab_size, built_in)
+
+    def _allowed_ids(self, vocab_size: int, built_in: bool) -> torch.Tensor:
+        """Ids the sampler may pick: those the tokenizer knows; with the built-in tokenizer also not
+        lone bytes of a multi-byte character (random weights would stream mostly U+FFFD otherwise)."""
+        import torch
+
+        allowed = torch.zeros(vocab_size, dtype=torch.bool)
+        allowed[: len(self._tokenizer)] = True
+        if built_in:
+            for token_id in range(len(self._tokenizer)):
+                allowed[token_id] = "\ufffd" not in self._tokenizer.decode([token_id])
+        return allowed
 
     def warmup_inputs(self) -> list[Any]:
         return [EXAMPLE_PROMPT]
@@ -108,14 +122,14 @@ class TextGeneration(ModelWorkload):
         return ids[-max(1, context - self.max_new_tokens) :]  # keep the end of a too-long prompt
 
     def _pick(self, logits: torch.Tensor, generator: torch.Generator) -> int:
-        """Greedy at temperature 0, else sampling from the top_k most likely known ids."""
+        """Greedy at temperature 0, else sampling from the top_k most likely allowed ids."""
         import torch
 
         logits = logits.float().cpu()
-        logits[self._known_ids :] = float("-inf")
+        logits[~self._allowed] = float("-inf")
         if self.temperature == 0:
             return int(logits.argmax())
-        values, indices = logits.topk(min(self.top_k, self._known_ids))
+        values, indices = logits.topk(min(self.top_k, int(self._allowed.sum())))
         probs = torch.softmax(values / self.temperature, dim=-1)
         return int(indices[torch.multinomial(probs, 1, generator=generator)])
 
