@@ -63,6 +63,7 @@ class JobRunner:
         else:
             output, title = m.error_payload(exc, self.show_error)
         for event in events:
+            event.outcome = "error"
             self.emit(event, m.failed(event.id, output, title, later_step=not first_step))
 
     # ------------------------------------------------------------ plain and batched calls
@@ -89,6 +90,7 @@ class JobRunner:
         fn.job_time.add(time.perf_counter() - job.started_at)
         is_generating = None if fn.settings.batch else False
         for event, data in zip(ready, wire, strict=True):
+            event.outcome = "ok"
             body = m.output_body(data, is_generating, call_s, fn.call_time.mean)
             self.emit(event, m.process_completed(event.id, body, True))
         return True
@@ -145,6 +147,7 @@ class JobRunner:
         fn.job_time.add(time.perf_counter() - job.started_at)
         final = last if last is not None else [None] * len(w.outputs)
         body = m.output_body(final, False, time.perf_counter() - step_start, fn.call_time.mean)
+        event.outcome = "ok"
         self.emit(event, m.process_completed(event.id, body, True))
         return True
 

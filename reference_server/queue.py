@@ -187,15 +187,14 @@ class EventQueue:
         job.task = asyncio.create_task(self._run(job, group))
 
     async def _run(self, job: Job, group: Group) -> None:
-        ok = False
         try:
-            ok = await (self.runner.stream(job) if job.fn.workload.is_generator else self.runner.run(job))
+            await (self.runner.stream(job) if job.fn.workload.is_generator else self.runner.run(job))
         except asyncio.CancelledError:
             pass  # /cancel: the client already got its synthetic completion
         finally:
-            self._finish(job, group, ok)
+            self._finish(job, group)
 
-    def _finish(self, job: Job, group: Group, ok: bool) -> None:
+    def _finish(self, job: Job, group: Group) -> None:
         group.running.remove(job)
         self.running_jobs -= 1
         self.completed += len(job.events)
@@ -204,7 +203,8 @@ class EventQueue:
         self.metrics.running_jobs.set(self.running_jobs)
         for event in job.events:
             self.events.pop(event.id, None)
-            self.metrics.completed.labels(name, "ok" if ok and event.alive else "error").inc()
+            outcome = event.outcome if event.alive else "cancelled"
+            self.metrics.completed.labels(name, outcome or "error").inc()
         self._wake.set()
 
     # ------------------------------------------------------------ estimations

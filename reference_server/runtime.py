@@ -61,6 +61,7 @@ class Event:
     simple_format: bool = False
     joined_at: float = field(default_factory=time.perf_counter)
     alive: bool = True  # False once cancelled or its session disconnected: messages are dropped
+    outcome: str | None = None  # "ok" | "error" once its job produced its terminal message
     job: Job | None = None
 
 

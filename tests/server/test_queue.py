@@ -350,3 +350,22 @@ def test_cancel_one_member_of_a_running_batch() -> None:
         assert of(msgs, e2.id, "process_completed")[0]["output"]["data"] == ["2"]
 
     run_queue(settings([sleep_fn("b", 100, batch=True)]), body)
+
+
+def test_completed_metric_counts_outcomes() -> None:
+    async def body(q: EventQueue) -> None:
+        ok = q.push("s", q.functions[0], ["x"])
+        bad = q.push("s", q.functions[1], ["x"])
+        gone = q.push("s", q.functions[0], ["y"])
+        q.cancel("s", gone.id)
+        await read_until_done(q, "s", {ok.id, bad.id, gone.id})
+        await asyncio.sleep(0.01)
+        counts = {
+            (s.labels["fn"], s.labels["outcome"]): s.value
+            for metric in q.metrics.completed.collect()
+            for s in metric.samples
+            if s.name.endswith("_total")
+        }
+        assert counts == {("a", "ok"): 1.0, ("f", "error"): 1.0}
+
+    run_queue(settings([sleep_fn("a", 20), {"api_name": "f", "workload": "fail"}]), body)
