@@ -141,15 +141,14 @@ class _Servers:
 # ---------------------------------------------------------------- one point
 
 
-def _resources(handle: ServerHandle, sampler: ResourceSampler | None, mode: str) -> dict[str, float | None]:
-    """Peak RSS: psutil samples of the process tree during the point; for a server launched for this
-    point alone (relaunch), also the server's own lifetime peak from `/status` (exact, unsampled).
-    Peak CUDA memory from `/status` when the server reports it."""
+def _resources(handle: ServerHandle, sampler: ResourceSampler | None) -> dict[str, float | None]:
+    """Peak RSS: psutil samples (every 0.25 s) of the server's process tree during the point; `/status`
+    only as a fallback, because its `peak_rss_bytes` (getrusage ru_maxrss) survives fork+exec and so can
+    report the peak of the process that launched the server. Peak CUDA memory from `/status`."""
     status = read_status(handle.base_url) if handle.process is not None else {}
     rss, gpu = status_memory(status)
     sampled = sampler.peak_rss_mb if sampler and sampler.peak_rss_mb > 0 else None
-    candidates = [v for v in (sampled, rss if mode == "relaunch" else None) if v is not None]
-    return {"peak_rss_mb": max(candidates) if candidates else None, "peak_gpu_mem_mb": gpu}
+    return {"peak_rss_mb": sampled if sampled is not None else rss, "peak_gpu_mem_mb": gpu}
 
 
 def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> PointResult:
@@ -174,7 +173,7 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
                     if stopped:
                         status, reason = "stopped", stopped
                         break
-            resources = _resources(handle, sampler, config.mode)
+            resources = _resources(handle, sampler)
     except QbenchError as exc:  # the first line is the reason; the rest (a server log tail) the detail
         detail = str(exc).strip() or type(exc).__name__
         status, reason = "failed", detail.splitlines()[0]
