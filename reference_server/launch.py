@@ -76,18 +76,25 @@ def _apply(settings: ServerSettings, overrides: dict[str, Any]) -> ServerSetting
     return updated.model_copy(update={"functions": functions})
 
 
+async def _announce(server: uvicorn.Server, host: str) -> None:
+    while not server.started:
+        await asyncio.sleep(0.02)
+    print(f"reference server ready on http://{host}:{bound_port(server)}", flush=True)
+
+
 async def _serve(settings: ServerSettings) -> None:
     app = build_app(settings)
     launch = settings.launch
     config = uvicorn.Config(app, host=launch.host, port=launch.port, log_level=launch.log_level,
                             access_log=launch.access_log, lifespan="on", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started and not task.done():
-        await asyncio.sleep(0.02)
-    if server.started:
-        print(f"reference server ready on http://{launch.host}:{bound_port(server)}", flush=True)
-    await task
+    announcer = asyncio.create_task(_announce(server, launch.host))
+    try:
+        await server.serve()  # a busy port exits with code 3 from inside uvicorn
+    finally:
+        announcer.cancel()
+    if not server.started:
+        raise SystemExit(3)  # startup failed (uvicorn logged why, e.g. a model that did not load)
 
 
 def serve(settings: ServerSettings) -> None:
