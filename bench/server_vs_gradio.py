@@ -2,8 +2,7 @@
 
     .venv/bin/python bench/server_vs_gradio.py [--duration 8] [--clients 16] [--sleep-clients 8]
 
-Each server runs in its own subprocess (one at a time, so they never share the CPU with each other)
-and serves two functions declared alike on both sides:
+Each server runs in its own subprocess and serves two functions declared alike on both sides:
 
     echo    async, returns its text; concurrency_limit --echo-limit (default: none, so up to
             max_threads=40 jobs at once)
@@ -11,11 +10,15 @@ and serves two functions declared alike on both sides:
 
 One aiohttp client drives both with the Gradio protocol (POST /queue/join, then GET /queue/data for
 the session until process_completed): C closed-loop clients, each a fresh session per job, for a
-fixed duration. Per server and phase it prints jobs/s, p50/p99 latency (join sent -> completion)
-and the median queue overhead: join sent -> process_starts received, with ONE client on an idle
-server (so it is the protocol and dispatch cost, not waiting behind other jobs). Ratio lines
-compare the two; `ratio: N.N` is echo jobs/s, reference / gradio. On sleep, both should reach the
-ideal limit / sleep jobs/s (4 / 0.1 s = 40/s).
+fixed duration. Phases are interleaved (--rounds rounds, alternating which server goes first) and
+the server not being measured is paused (SIGSTOP), so drifting machine load hits both alike and an
+idle Gradio's 1 ms dispatcher poll costs nothing. Per server and phase it prints jobs/s, p50/p99
+latency (join sent -> completion), the median queue overhead (join sent -> process_starts
+received; the `echo-1` phase has ONE client on an idle server, so it is the protocol and dispatch
+cost, not waiting behind other jobs), the server's CPU time per job (psutil; less sensitive to
+machine load than jobs/s) and the client's CPU use. Ratio lines compare the two; `ratio: N.N` is
+echo jobs/s, reference / gradio. On sleep, both should reach the ideal limit / sleep jobs/s
+(4 / 0.1 s = 40/s).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -33,12 +37,13 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import psutil
 import yaml
 
 API = "/gradio_api"
@@ -54,6 +59,7 @@ class Options:
     echo_limit: int | None
     overhead_s: float
     servers: tuple[str, ...]
+    rounds: int
 
 
 @dataclass
@@ -76,7 +82,40 @@ class Row:
     p99_ms: float
     queue_p50_ms: float
     errors: int
+    server_cpu_ms_per_job: float  # server process CPU time (user + system) per completed job
     client_cpu: float  # CPU seconds the client used per wall second (1.0 = one core saturated)
+
+
+@dataclass
+class Tally:
+    """Everything measured for one (server, phase), pooled over rounds."""
+
+    samples: list[Sample] = field(default_factory=list)
+    wall_s: float = 0.0
+    client_cpu_s: float = 0.0
+    server_cpu_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    fn: str
+    clients: int
+    duration_s: float
+
+
+@dataclass
+class Server:
+    """A running server subprocess."""
+
+    name: str
+    url: str
+    process: psutil.Process
+    fn_index: dict[str, int] = field(default_factory=dict)
+
+    def cpu_s(self) -> float:
+        times = self.process.cpu_times()
+        return float(times.user + times.system)
 
 
 # ---------------------------------------------------------------- client
@@ -122,23 +161,22 @@ async def closed_loop(url: str, fn_index: int, clients: int, duration_s: float) 
         return samples, time.monotonic() - t0
 
 
-def summarize(
-    server: str, phase: str, clients: int, samples: list[Sample], wall_s: float, cpu_s: float
-) -> Row:
-    good = [s for s in samples if s.ok]
+def summarize(server: str, phase: Phase, tally: Tally) -> Row:
+    good = [s for s in tally.samples if s.ok]
     latencies = sorted((s.done - s.sent) * 1000 for s in good) or [float("nan")]
     queue = [(s.started - s.sent) * 1000 for s in good] or [float("nan")]
     p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
     return Row(
         server,
-        phase,
-        clients,
-        len(good) / wall_s,
+        phase.name,
+        phase.clients,
+        len(good) / tally.wall_s,
         statistics.median(latencies),
         p99,
         statistics.median(queue),
-        len(samples) - len(good),
-        cpu_s / wall_s,
+        len(tally.samples) - len(good),
+        tally.server_cpu_s * 1000 / max(len(good), 1),
+        tally.client_cpu_s / tally.wall_s,
     )
 
 
@@ -148,20 +186,53 @@ async def fn_indices(url: str) -> dict[str, int]:
     return {d["api_name"]: d["id"] for d in config["dependencies"] if d.get("api_name")}
 
 
-def measure(server: str, url: str, opts: Options) -> list[Row]:
-    """Warm-up, echo throughput, echo queue overhead (one client), sleep throughput."""
-    index = asyncio.run(fn_indices(url))
-    asyncio.run(closed_loop(url, index["echo"], opts.clients, 1.0))  # warm-up
-    rows = []
-    for phase, fn, clients, duration in (
-        ("echo", "echo", opts.clients, opts.duration_s),
-        ("echo-1", "echo", 1, opts.overhead_s),
-        ("sleep", "sleep", opts.sleep_clients, opts.duration_s),
-    ):
-        cpu0 = time.process_time()
-        samples, wall = asyncio.run(closed_loop(url, index[fn], clients, duration))
-        rows.append(summarize(server, phase, clients, samples, wall, time.process_time() - cpu0))
-    return rows
+def run_phase(server: Server, phase: Phase, tally: Tally) -> None:
+    """One closed-loop run of `phase` against `server`, added to `tally`."""
+    cpu0, server_cpu0 = time.process_time(), server.cpu_s()
+    samples, wall = asyncio.run(
+        closed_loop(server.url, server.fn_index[phase.fn], phase.clients, phase.duration_s)
+    )
+    tally.samples += samples
+    tally.wall_s += wall
+    tally.client_cpu_s += time.process_time() - cpu0
+    tally.server_cpu_s += server.cpu_s() - server_cpu0
+
+
+def phases(opts: Options) -> list[Phase]:
+    return [
+        Phase("echo", "echo", opts.clients, opts.duration_s),
+        Phase("echo-1", "echo", 1, opts.overhead_s),
+        Phase("sleep", "sleep", opts.sleep_clients, opts.duration_s),
+    ]
+
+
+def measure(servers: list[Server], opts: Options) -> list[Row]:
+    """Warm up each server, then every phase, interleaved over rounds; the others are paused."""
+    for server in servers:
+        server.fn_index = asyncio.run(fn_indices(server.url))
+    tallies = {(s.name, p.name): Tally() for s in servers for p in phases(opts)}
+    for round_no in range(opts.rounds):
+        order = servers if round_no % 2 == 0 else servers[::-1]
+        for phase in phases(opts):
+            for server in order:
+                with only_running(server, servers):
+                    if round_no == 0 and phase.name == "echo":
+                        asyncio.run(closed_loop(server.url, server.fn_index["echo"], opts.clients, 1.0))
+                    run_phase(server, phase, tallies[(server.name, phase.name)])
+    return [summarize(s.name, p, tallies[(s.name, p.name)]) for s in servers for p in phases(opts)]
+
+
+@contextmanager
+def only_running(active: Server, servers: list[Server]) -> Iterator[None]:
+    """Pause (SIGSTOP) every server but `active` for the duration of the block."""
+    paused = [s for s in servers if s is not active]
+    for server in paused:
+        server.process.suspend()
+    try:
+        yield
+    finally:
+        for server in paused:
+            server.process.resume()
 
 
 # ---------------------------------------------------------------- servers
@@ -193,8 +264,10 @@ def child_env() -> dict[str, str]:
 
 
 @contextmanager
-def subprocess_server(cmd: list[str], ready_marker: str, startup_s: float = 120.0) -> Iterator[str]:
-    """Start `cmd`, wait for a stdout line containing `ready_marker` and a URL; stop it at exit."""
+def subprocess_server(
+    cmd: list[str], ready_marker: str, startup_s: float = 120.0
+) -> Iterator[tuple[str, psutil.Process]]:
+    """Start `cmd`, wait for a stdout line with `ready_marker` and a URL; yield (url, process); stop it."""
     proc = subprocess.Popen(
         cmd,
         stdin=subprocess.PIPE,
@@ -204,10 +277,11 @@ def subprocess_server(cmd: list[str], ready_marker: str, startup_s: float = 120.
         text=True,
     )
     try:
-        yield _wait_for_url(proc, ready_marker, startup_s)
+        yield _wait_for_url(proc, ready_marker, startup_s), psutil.Process(proc.pid)
     finally:
         if proc.stdin:
             proc.stdin.close()
+        proc.send_signal(signal.SIGCONT)  # in case it was left paused
         proc.terminate()
         try:
             proc.wait(10)
@@ -235,20 +309,20 @@ def _wait_for_url(proc: subprocess.Popen[str], marker: str, startup_s: float) ->
 
 
 @contextmanager
-def start_server(name: str, opts: Options) -> Iterator[str]:
+def start_server(name: str, opts: Options) -> Iterator[Server]:
     if name == "reference":
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "bench.yaml"
             path.write_text(yaml.safe_dump(reference_config(opts)))
             cmd = [sys.executable, "-m", "reference_server", "--config", str(path), "--port", "0"]
-            with subprocess_server(cmd, "ready on") as url:
-                yield url
+            with subprocess_server(cmd, "ready on") as (url, process):
+                yield Server(name, url, process)
         return
     spec = json.dumps(
         {"echo_limit": opts.echo_limit, "sleep_ms": opts.sleep_ms, "sleep_limit": opts.sleep_limit}
     )
-    with subprocess_server([sys.executable, __file__, "--serve-gradio", spec], "READY") as url:
-        yield url
+    with subprocess_server([sys.executable, __file__, "--serve-gradio", spec], "READY") as (url, process):
+        yield Server(name, url, process)
 
 
 def serve_gradio(spec_json: str) -> None:
@@ -280,42 +354,59 @@ def serve_gradio(spec_json: str) -> None:
 # ---------------------------------------------------------------- report
 
 
+COLUMNS = (  # header, width, cell
+    ("server", -10, lambda r: r.server),
+    ("phase", -7, lambda r: r.phase),
+    ("clients", 7, lambda r: f"{r.clients}"),
+    ("jobs/s", 9, lambda r: f"{r.jobs_per_s:.1f}"),
+    ("p50 ms", 8, lambda r: f"{r.p50_ms:.2f}"),
+    ("p99 ms", 8, lambda r: f"{r.p99_ms:.2f}"),
+    ("queue p50 ms", 13, lambda r: f"{r.queue_p50_ms:.2f}"),
+    ("errors", 6, lambda r: f"{r.errors}"),
+    ("srv cpu ms/job", 15, lambda r: f"{r.server_cpu_ms_per_job:.2f}"),
+    ("client cpu", 11, lambda r: f"{r.client_cpu:.0%}"),
+)
+
+
+def table(rows: list[Row]) -> list[str]:
+    def line(cells: list[str]) -> str:
+        return " ".join(
+            f"{c:<{-w}}" if w < 0 else f"{c:>{w}}" for c, (_, w, _) in zip(cells, COLUMNS, strict=True)
+        )
+
+    return [line([h for h, _, _ in COLUMNS])] + [line([cell(r) for _, _, cell in COLUMNS]) for r in rows]
+
+
 def render(rows: list[Row], opts: Options) -> str:
-    lines = [
-        f"{'server':<10} {'phase':<7} {'clients':>7} {'jobs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'queue p50 ms':>13} {'errors':>6} {'client cpu':>10}"
-    ]
-    lines += [
-        f"{r.server:<10} {r.phase:<7} {r.clients:>7} {r.jobs_per_s:>9.1f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} "
-        f"{r.queue_p50_ms:>13.2f} {r.errors:>6} {r.client_cpu:>10.0%}"
-        for r in rows
-    ]
+    lines = table(rows)
     by = {(r.server, r.phase): r for r in rows}
     if {"reference", "gradio"} <= {r.server for r in rows}:
         ref, gra = by[("reference", "echo")], by[("gradio", "echo")]
-        lines.append(
-            f"ratio: {ref.jobs_per_s / gra.jobs_per_s:.1f}   (echo jobs/s, reference / gradio, "
-            f"{opts.clients} clients)"
-        )
         ref1, gra1 = by[("reference", "echo-1")], by[("gradio", "echo-1")]
-        lines.append(
-            f"queue overhead ratio: {gra1.queue_p50_ms / ref1.queue_p50_ms:.1f}   "
-            f"(join -> process_starts p50 with one client, gradio / reference)"
-        )
+        lines += [
+            f"ratio: {ref.jobs_per_s / gra.jobs_per_s:.1f}   "
+            f"(echo jobs/s, reference / gradio, {opts.clients} clients)",
+            f"cpu ratio: {gra.server_cpu_ms_per_job / ref.server_cpu_ms_per_job:.1f}   "
+            "(server CPU per echo job, gradio / reference)",
+            "queue overhead p50 (echo, one client, join -> process_starts): "
+            f"reference {ref1.queue_p50_ms:.2f} ms, gradio {gra1.queue_p50_ms:.2f} ms "
+            f"(ratio {gra1.queue_p50_ms / ref1.queue_p50_ms:.1f})",
+        ]
     ideal = opts.sleep_limit / (opts.sleep_ms / 1000)
     for server in opts.servers:
         achieved = by[(server, "sleep")].jobs_per_s
         lines.append(
             f"sleep {server}: {achieved:.1f} jobs/s of ideal {ideal:.1f} ({achieved / ideal:.0%})  "
-            f"[{opts.sleep_limit} x {opts.sleep_ms:.0f} ms, {opts.sleep_clients} clients]"
+            f"[limit {opts.sleep_limit} x {opts.sleep_ms:.0f} ms, {opts.sleep_clients} clients]"
         )
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None = None) -> Options:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--duration", type=float, default=8.0, help="seconds per throughput phase (8)")
-    p.add_argument("--overhead-duration", type=float, default=4.0, help="seconds of the one-client phase (4)")
+    p.add_argument("--duration", type=float, default=5.0, help="seconds per throughput phase and round (5)")
+    p.add_argument("--overhead-duration", type=float, default=3.0, help="seconds of the one-client phase (3)")
+    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds per phase (2)")
     p.add_argument("--clients", type=int, default=16, help="closed-loop clients on echo (16)")
     p.add_argument("--sleep-clients", type=int, default=8, help="closed-loop clients on sleep (8)")
     p.add_argument("--sleep-ms", type=float, default=100.0, help="sleep function duration (100)")
@@ -326,6 +417,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
     servers = tuple(s.strip() for s in a.servers.split(",") if s.strip())
     if not servers or set(servers) - {"gradio", "reference"}:
         p.error(f"--servers: expected a comma list of gradio, reference; got {a.servers!r}")
+    if a.rounds < 1 or a.duration <= 0 or a.overhead_duration <= 0:
+        p.error("--rounds must be >= 1 and the durations > 0")
     return Options(
         a.duration,
         a.clients,
@@ -335,16 +428,20 @@ def parse_args(argv: list[str] | None = None) -> Options:
         a.echo_limit,
         a.overhead_duration,
         servers,
+        a.rounds,
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
-    rows: list[Row] = []
-    for name in opts.servers:
-        with start_server(name, opts) as url:
-            print(f"{name}: {url}", file=sys.stderr, flush=True)
-            rows += measure(name, url, opts)
+    with ExitStack() as stack:
+        servers = [stack.enter_context(start_server(name, opts)) for name in opts.servers]
+        for server in servers:
+            print(f"{server.name}: {server.url} (pid {server.process.pid})", file=sys.stderr, flush=True)
+        rows = measure(servers, opts)
+    print(
+        f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} cores)"
+    )
     print(render(rows, opts))
     return 0
 
