@@ -236,10 +236,18 @@ def sweep_context(data: SweepData, charts_dir: Path, axes: tuple[str, str] | Non
 
 def point_rows(data: SweepData) -> list[list[str]]:
     """The sweep's points, best rank first: rank, verdict, knobs, goodput, p95, error rate, reason."""
+    ranked = data.recommendation.get("ranked")
+    ranked = ranked if isinstance(ranked, list) else []
+    reasons = {str(p.get("point_id")): p for p in ranked if isinstance(p, dict)}
     ordered = sorted(data.rows, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
-    return [[str(r.get("rank") or ""), str(r.get("verdict") or r.get("status") or ""), data.label(r),
-             _num(r.get("goodput_rps")), _s(r.get("p95_latency_s")), f"{r.get('error_rate') or 0:.1%}",
-             str(r.get("reason") or "")] for r in ordered]
+    rows = []
+    for r in ordered:
+        why = reasons.get(str(r.get("point_id")), {})
+        verdict = r.get("verdict") or why.get("verdict") or r.get("status") or ""
+        rows.append([str(r.get("rank") or ""), str(verdict), data.label(r), _num(r.get("goodput_rps")),
+                     _s(r.get("p95_latency_s")), f"{r.get('error_rate') or 0:.1%}",
+                     str(why.get("reason") or r.get("reason") or "")])
+    return rows
 
 
 def sweep_headline(data: SweepData) -> list[tuple[str, str]]:

@@ -82,16 +82,17 @@ GRID = {"concurrency_limit": [1, 2, 4], "max_batch_size": [1, 4], "max_threads":
 def write_sweep(path: Path, n: int = 120, fail_point: bool = True) -> Path:
     """A sweep directory laid out as `qbench sweep` writes it, measured by `simulate` per point.
 
-    The recommendation comes from qbench's own `recommend()`; one point failed to start (no run folder).
+    sweep.parquet and recommendation.json come from qbench's own `recommend()` and `write_outputs()`;
+    one point failed to start (no run folder).
     """
     import itertools
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from types import SimpleNamespace
 
     from qbench.recommend import Constraints, PointResult, recommend
     from qbench.scenario import Slo
+    from qbench.search import SearchResult
     from qbench.summary import summarize
+    from qbench.sweep import write_outputs
 
     slo = {"p95_latency_s": 0.6}
     results = []
@@ -119,17 +120,7 @@ def write_sweep(path: Path, n: int = 120, fail_point: bool = True) -> Path:
             {"point_id": r.point_id, "knobs": r.knobs, "status": r.status, "reason": r.reason,
              "result": r.to_dict()}))
     rec = recommend(results, Constraints(slo=slo))
-    ranks = {p.point_id: p for p in rec.ranked}
-    rows = []
-    for r in results:
-        row = {"point_id": r.point_id, **r.knobs, "goodput_rps": r.goodput_rps,
-               "throughput_rps": r.throughput_rps, "p50_latency_s": r.p50_latency_s,
-               "p95_latency_s": r.p95_latency_s, "p99_latency_s": r.p99_latency_s, "error_rate": r.error_rate,
-               "peak_rss_mb": r.peak_rss_mb, "status": r.status, "reason": ranks[r.point_id].reason,
-               "rank": ranks[r.point_id].rank, "verdict": ranks[r.point_id].verdict}
-        rows.append(row)
-    pq.write_table(pa.Table.from_pylist(rows), path / "sweep.parquet")
-    (path / "recommendation.json").write_text(json.dumps(rec.to_dict(), default=str))
+    write_outputs(path, SearchResult(results, grid_size=len(results)), rec, SimpleNamespace(search="grid"))
     (path / "sweep.json").write_text(json.dumps({
         "schema_version": 1, "sweep_id": path.name, "mode": "relaunch", "search": "grid",
         "grid": {"axes": GRID, "links": {}}, "slo": slo,
