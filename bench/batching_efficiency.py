@@ -1,29 +1,32 @@
 """Batching efficiency: served throughput of a batched model vs its offline batched calls.
 
 For each model and each max_batch_size B, the reference server (in-process, `serve_in_thread`)
-serves one function with batch=True, max_batch_size=B, concurrency_limit=1. A saturating burst of
-N requests (aiohttp in a client process: queue/join + SSE per request, files uploaded beforehand) is
-sent at once, after an unmeasured warm-up burst; N = k*B (--batches k, at least 8), and the fastest
-of --bursts bursts counts. N stays modest on purpose: like Gradio, the server sends every waiting
-event an estimation update whenever a job starts, so a burst costs O(N^2 / B) messages. A spy on
-the workload's run_batch records the batch sizes the queue realised.
-Then, on the same loaded model with the server idle, each realised batch size is timed offline
-(`run_batch` on the same Python values: preprocessing + one forward pass; fastest of --repeats).
+serves one function with batch=True, max_batch_size=B, concurrency_limit=1. After an unmeasured
+warm-up, each of --rounds rounds sends a saturating burst of N = k*B requests at once (--batches k,
+at least 8; aiohttp in a client process: queue/join + SSE per request, files uploaded beforehand),
+while a spy on the workload's run_batch records the batch sizes the queue realised and their
+durations; right after the burst, with the server idle, the same loaded model times each realised
+batch size offline (`run_batch` on the same Python values: preprocessing + one forward pass;
+fastest of --repeats). Pairing each burst with offline timings taken moments later keeps the
+comparison fair when other processes load the machine unevenly; the median round is shown.
 
-    served items/s      N / (last completion - first send)
-    offline@B items/s   B / offline time of one batch of B
-    offline-equivalent  N / sum(offline time of each realised batch)   (same batch sizes as served)
-    in-server           N / sum(run_batch durations inside the server)  (compute slowed by contention?)
-    efficiency          served / offline-equivalent      (target >= 0.90)
+    offline@B it/s      B / offline time of one batch of B
+    offline-eq it/s     N / sum(offline time of each realised batch)   (same batch sizes as served)
+    in-server it/s      N / sum(run_batch durations inside the server)
+    served it/s         N / (first send -> last completion)
+    efficiency          served / offline-eq (target >= 0.90); range: over the rounds
+    served/in-server    share of the burst's wall time the model was computing
 
 The gap is the server's own cost: HTTP, upload and image/WAV decoding, queue dispatch, postprocessing,
-SSE. Gradio batches greedily without waiting, so the first batch of a burst is small; the realised
-mean batch size is printed. The load generator shares this 2-core machine (and the other engineers'
-jobs): numbers are noisy, compare the ratios within one run.
+SSE. N stays modest on purpose: like Gradio, the server sends every waiting event an estimation
+update whenever a job starts, so a burst costs O(N^2 / B) messages. Gradio batches greedily without
+waiting, so the first batch of a burst is small; the realised mean batch size is printed. The load
+generator shares this 2-core machine with the server (and with other jobs): compare ratios within
+one run.
 
 Usage:
-    .venv/bin/python bench/batching_efficiency.py          # quick: size small, B in 1 4 16 (~3 min)
-    .venv/bin/python bench/batching_efficiency.py --full   # size base, B in 1 2 4 8 16 (~15 min)
+    .venv/bin/python bench/batching_efficiency.py          # quick: size small, B in 1 4 16 (~5 min)
+    .venv/bin/python bench/batching_efficiency.py --full   # size base, B in 1 2 4 8 16 (~30 min)
     .venv/bin/python bench/batching_efficiency.py --models image --size base --batch-sizes 1 16
 """
 
@@ -73,28 +76,44 @@ class Payload:
 
 
 @dataclass
-class Row:
+class Round:
+    """One served burst and, right after it, offline timings of the batch sizes it realised."""
+
+    wall_s: float  # first send -> last completion
+    batch_sizes: list[int]  # realised by the queue, in order
+    batch_call_s: list[float]  # run_batch durations inside the server
+    offline_s: dict[int, float]  # offline run_batch seconds per batch size
+
+    @property
+    def offline_equivalent_s(self) -> float:
+        return sum(self.offline_s[b] for b in self.batch_sizes)
+
+    @property
+    def efficiency(self) -> float:
+        return self.offline_equivalent_s / self.wall_s
+
+
+@dataclass
+class Point:
     model: str
     max_batch: int
     requests: int
-    served_s: float
-    batch_sizes: list[int]
-    batch_call_s: list[float]  # in-server run_batch durations
-    offline_s: dict[int, float]
+    offline_at_b_s: float
+    rounds: list[Round]
 
     def cells(self) -> list[str]:
-        offline_at_b = self.max_batch / self.offline_s[self.max_batch]
-        served = self.requests / self.served_s
-        equivalent = self.requests / sum(self.offline_s[b] for b in self.batch_sizes)
-        in_server = self.requests / sum(self.batch_call_s)
-        mean_batch = statistics.fmean(self.batch_sizes)
-        return [self.model, str(self.max_batch), str(self.requests), f"{mean_batch:.1f}",
-                f"{offline_at_b:.1f}", f"{equivalent:.1f}", f"{in_server:.1f}", f"{served:.1f}",
-                f"{served / equivalent:.2f}"]
+        ranked = sorted(self.rounds, key=lambda r: r.efficiency)
+        mid = ranked[len(ranked) // 2]
+        n = self.requests
+        overhead = statistics.median(sum(r.batch_call_s) / r.wall_s for r in self.rounds)
+        return [self.model, str(self.max_batch), str(n), f"{statistics.fmean(mid.batch_sizes):.1f}",
+                f"{self.max_batch / self.offline_at_b_s:.1f}", f"{n / mid.offline_equivalent_s:.1f}",
+                f"{n / sum(mid.batch_call_s):.1f}", f"{n / mid.wall_s:.1f}", f"{mid.efficiency:.2f}",
+                f"{ranked[0].efficiency:.2f}-{ranked[-1].efficiency:.2f}", f"{overhead:.2f}"]
 
 
 HEADER = ["model", "B", "N", "mean batch", "offline@B it/s", "offline-eq it/s", "in-server it/s",
-          "served it/s", "efficiency"]
+          "served it/s", "efficiency", "range", "served/in-server"]
 
 
 def payloads(model: str, count: int) -> list[Payload]:
@@ -215,33 +234,31 @@ def offline_times(workload: Workload, values: list[Any], sizes: set[int], repeat
 class Plan:
     size: str  # model size
     batches: int  # a burst is this many full batches (at least 8 requests)
-    bursts: int  # served bursts; the fastest counts
+    rounds: int  # served bursts, each followed by its offline timings; the median round is shown
     repeats: int  # offline timings per batch size; the fastest counts
 
 
-def measure(model: str, max_batch: int, plan: Plan, client: ProcessPoolExecutor) -> Row:
+def measure(model: str, max_batch: int, plan: Plan, client: ProcessPoolExecutor) -> Point:
     function = {"api_name": "predict", "workload": KINDS[model], "params": {"size": plan.size},
                 "batch": True, "max_batch_size": max_batch, "concurrency_limit": 1}
     settings = parse_settings({"functions": [function], "device": "cpu"}, "<batching_efficiency>")
     pool = payloads(model, max(max_batch, 8))
-    values = [p.value for p in pool]
+    values, wire = [p.value for p in pool], wire_items(pool)
+    count = max(plan.batches * max_batch, 8)
     with serve_in_thread(settings, startup_timeout_s=300) as server:
         workload = server.state.functions[0].workload
-        offline = offline_times(workload, values, {max_batch}, plan.repeats)
-        count = max(plan.batches * max_batch, 8)
+        offline_at_b = offline_times(workload, values, {max_batch}, plan.repeats)[max_batch]
         sizes, durations = spy_batches(workload)
-        wire = wire_items(pool)
         client.submit(run_burst, server.url, wire, 2 * max_batch).result()  # warm-up: not measured
-        best: tuple[float, list[int], list[float]] | None = None
-        for _ in range(plan.bursts):
+        rounds = []
+        for _ in range(plan.rounds):
             sizes.clear()
             durations.clear()
             wall_s = client.submit(run_burst, server.url, wire, count).result()
-            if best is None or wall_s < best[0]:
-                best = (wall_s, list(sizes), list(durations))
-        assert best is not None
-        offline.update(offline_times(workload, values, set(best[1]) - set(offline), plan.repeats))
-    return Row(model, max_batch, count, best[0], best[1], best[2], offline)
+            realised, calls = list(sizes), list(durations)
+            rounds.append(Round(wall_s, realised, calls,
+                                offline_times(workload, values, set(realised), plan.repeats)))
+    return Point(model, max_batch, count, offline_at_b, rounds)
 
 
 def print_table(rows: list[list[str]]) -> None:
@@ -256,11 +273,11 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", choices=sorted(KINDS), default=list(KINDS))
     parser.add_argument("--size", choices=["base", "small", "tiny"], help="model size (quick: small)")
     parser.add_argument("--batch-sizes", nargs="+", type=int, help="max_batch_size values (quick: 1 4 16)")
-    parser.add_argument("--batches", type=int, default=6, help="a burst is this many full batches")
-    parser.add_argument("--bursts", type=int, default=2, help="served bursts per point (the fastest counts)")
-    parser.add_argument("--repeats", type=int, default=3, help="offline timings per batch size (fastest)")
+    parser.add_argument("--batches", type=int, default=4, help="a burst is this many full batches")
+    parser.add_argument("--rounds", type=int, default=3, help="burst + offline rounds (median shown)")
+    parser.add_argument("--repeats", type=int, default=2, help="offline timings per batch size (fastest)")
     args = parser.parse_args()
-    plan = Plan(args.size or ("base" if args.full else "small"), args.batches, args.bursts, args.repeats)
+    plan = Plan(args.size or ("base" if args.full else "small"), args.batches, args.rounds, args.repeats)
     batch_sizes = args.batch_sizes or ([1, 2, 4, 8, 16] if args.full else [1, 4, 16])
     print(f"{plan}; batch sizes {batch_sizes}; CPU, {os.cpu_count()} cores", flush=True)
     rows = []
@@ -268,7 +285,7 @@ def main() -> None:
         for model in args.models:
             for max_batch in batch_sizes:
                 rows.append(measure(model, max_batch, plan, client).cells())
-                print(f"  done {model} B={max_batch}: efficiency {rows[-1][-1]}", file=sys.stderr, flush=True)
+                print(f"  done {model} B={max_batch}: efficiency {rows[-1][8]}", file=sys.stderr, flush=True)
     print_table(rows)
 
 
