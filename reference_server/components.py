@@ -254,4 +254,17 @@ def postprocess(comp: Component, value: Any, store: FileStore) -> Any:
         return store.save_output(_encode_wav(value), ".wav")
     if comp.type == "number" and isinstance(value, (np.integer, np.floating)):
         return value.item()
+    if comp.type == "label":
+        return label_value(value)
     return value
+
+
+def label_value(value: Any) -> dict[str, Any]:
+    """Gradio's Label format from a ready dict, a {class: confidence} mapping, or a bare class name."""
+    if isinstance(value, dict) and set(value) <= {"label", "confidences"}:
+        return value
+    if isinstance(value, dict):
+        ranked = sorted(value.items(), key=lambda kv: float(kv[1]), reverse=True)
+        confidences = [{"label": str(k), "confidence": float(v)} for k, v in ranked]
+        return {"label": confidences[0]["label"] if confidences else None, "confidences": confidences}
+    return {"label": str(value)}

@@ -87,6 +87,10 @@ def test_outputs_become_files_served_by_the_store(store: FileStore) -> None:
     assert postprocess(Component("number", "n"), np.float32(1.5), store) == 1.5
     label = {"label": "cat", "confidences": [{"label": "cat", "confidence": 0.9}]}
     assert postprocess(Component("label", "l"), label, store) == label
+    ranked = postprocess(Component("label", "l"), {"dog": 0.2, "cat": 0.8}, store)
+    assert ranked == {"label": "cat", "confidences": [{"label": "cat", "confidence": 0.8},
+                                                     {"label": "dog", "confidence": 0.2}]}
+    assert postprocess(Component("label", "l"), "cat", store) == {"label": "cat"}
 
 
 def test_store_refuses_paths_outside_it(store: FileStore, tmp_path: Path) -> None:
