@@ -146,7 +146,7 @@ def sweep(
 
 @app.command()
 def demo(
-    preset: Annotated[str, typer.Option(help="Reference-server preset to serve (image, text, audio, chat...).")] = "image",
+    preset: Annotated[str, typer.Option(help="Reference-server preset: image, text, audio, chat.")] = "image",
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override the embedded scenario: --set load.rate=4.")
     ] = None,

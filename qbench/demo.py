@@ -1,0 +1,81 @@
+"""`qbench demo`: the main job end to end on an embedded default.
+
+Starts the reference server with the `image` preset (a ViT-base-sized classifier, random init, batched),
+loads it with Poisson arrivals that uploads generated images, prints the summary and writes the report.
+Everything a user would otherwise type as three commands:
+
+    qbench serve --preset image
+    qbench run scenarios/image.yaml --target URL
+    qbench report reports/<run-id>
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from qbench.launcher import start_reference_server
+from qbench.runner import RunResult, run_scenario
+from qbench.scenario import Scenario, parse_scenario
+
+#: The embedded demo scenario: moderate Poisson load on the image preset (~70% of what this 2-core CPU
+#: serves with batching), long enough to see queueing and batching, short enough to wait for.
+DEMO_SCENARIO: dict[str, Any] = {
+    "name": "demo-image",
+    "description": "qbench demo: image classification (ViT-base-sized, random init) under Poisson arrivals",
+    "protocol": "gradio",
+    "endpoint": {"api_name": "classify"},
+    "payload": {
+        "seed": 1,
+        "variants": 8,
+        "inputs": [{"image": {"width": 224, "height": 224, "format": "png"}}],
+    },
+    "load": {"rate": 2.5, "arrival": "poisson", "duration": 25, "warmup": 5, "timeout": 60},
+    "slo": {"p95_latency_s": 10.0, "error_rate": 0.01},
+}
+
+
+@dataclass
+class DemoResult:
+    run: RunResult
+    report_html: Path
+
+
+def demo_scenario(overrides: dict[str, Any] | None = None) -> Scenario:
+    return parse_scenario(dict(DEMO_SCENARIO), source="qbench demo (embedded)", overrides=overrides)
+
+
+def run_demo(
+    *,
+    preset: str = "image",
+    overrides: dict[str, Any] | None = None,
+    reports: Path = Path("reports"),
+    console: Console | None = None,
+) -> DemoResult:
+    """Serve `preset`, load it with the embedded scenario, write records + summary + report."""
+    from qbench.console import render_summary
+    from qbench.report import build_report
+
+    console = console or Console()
+    scenario = demo_scenario(overrides)
+    with contextlib.ExitStack() as stack:
+        with console.status(f"starting the reference server (preset {preset!r}: loading the model)..."):
+            url = stack.enter_context(start_reference_server(preset))
+        console.print(f"[bold]reference server[/] ready on {url} (preset {preset})")
+        result = run_scenario(scenario, target=url, out_dir=_run_dir(reports, scenario.name), live=True)
+    render_summary(result.summary, console, open_loop=True)
+    with console.status("drawing charts and the HTML report..."):
+        report = build_report(result.run_dir)
+    console.print(f"records: {result.run_dir}")
+    console.print(f"report:  {report.html}")
+    return DemoResult(result, report.html)
+
+
+def _run_dir(reports: Path, name: str) -> Path:
+    from qbench.runner import run_dir_for
+
+    return run_dir_for(name, root=reports)
