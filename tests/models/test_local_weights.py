@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from gradio_client import Client, handle_file
 
+from reference_server.launch import ServeOptions, settings_from_options
+from reference_server.testing import serve_in_thread
 from reference_server.workloads import WorkloadConfigError, build_workload
 from reference_server.workloads.models.common import ModelWorkload
 from reference_server.workloads.models.local_tokenizers import wordpiece_tokenizer
@@ -115,3 +118,17 @@ def test_missing_directory_fails_clearly(tmp_path: Path, no_network: list[Any]) 
     with pytest.raises(WorkloadConfigError, match=r"params.model = .*missing"):
         workload.load("cpu")
     assert not no_network
+
+
+def test_serve_flag_model_serves_a_local_directory(tmp_path: Path) -> None:
+    """`qbench serve --preset image --model DIR`: the preset's model comes from DIR."""
+    save_random_model("image-classification", tmp_path / "model", labels=["left", "right"])
+    IMAGES[0].save(tmp_path / "in.png")
+    settings = settings_from_options(ServeOptions(preset="image", model=str(tmp_path / "model"), port=0))
+    with serve_in_thread(settings, startup_timeout_s=120) as server:
+        client = Client(server.url, verbose=False)
+        try:
+            result = client.predict(handle_file(str(tmp_path / "in.png")), api_name="/classify")
+        finally:
+            client.close()
+    assert result["label"] in ("left", "right")
