@@ -75,6 +75,7 @@ def test_generation_streams_growing_text_and_is_seeded() -> None:
     assert all(later.startswith(earlier) for earlier, later in zip(outputs, outputs[1:], strict=False))
     assert not any("\ufffd" in text for text in outputs)  # no lone bytes of multi-byte characters
     assert [out[0] for out in workload.stream(["Tell me about queues"])] == outputs
+    assert workload.run(["Tell me about queues"]) == [outputs[-1]]
 
 
 def test_same_seed_same_weights_other_seed_other_weights() -> None:

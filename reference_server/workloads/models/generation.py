@@ -92,6 +92,11 @@ class TextGeneration(ModelWorkload):
         for _, _ in zip(range(3), self.stream(self.warmup_inputs()), strict=False):
             pass
 
+    def run(self, inputs: list[Any]) -> list[Any]:
+        """The whole continuation at once (the last streamed output)."""
+        outputs = list(self.stream(inputs))
+        return outputs[-1] if outputs else [""]
+
     def stream(self, inputs: list[Any]) -> Iterator[list[Any]]:
         import torch
 
