@@ -25,9 +25,12 @@ from qbench.records import RequestRecord
 from qbench.rundata import RunData, fmt_s, time_bins
 
 #: One colour per latency phase, the same in every chart.
-PHASE_COLORS = {"latency_s": "#1f5fa8", "queue_wait_s": "#e8871e", "service_s": "#2e9a4a"}
+PHASE_COLORS = {
+    "latency_s": "#1f5fa8", "queue_wait_s": "#e8871e", "service_s": "#2e9a4a", "ttfo_s": "#8e44ad",
+}
 PHASE_LABELS = {
     "latency_s": "total (from intended send)", "queue_wait_s": "queue wait", "service_s": "service",
+    "ttfo_s": "time to first output",
 }
 MARKED_PERCENTILES = (50.0, 95.0, 99.0)
 _KIND_COLORS = {
@@ -115,15 +118,16 @@ def nines_axis(ax: Axes, n: int) -> None:
 
 def latency_distribution(data: RunData) -> Figure:
     fig, (ax,) = new_figure(height=4.8)
-    drawn = [percentile_curve(ax, data.phase(name)[data.measured], PHASE_COLORS[name], PHASE_LABELS[name])
+    ok = data.measured & data.ok
+    drawn = [percentile_curve(ax, data.phase(name)[ok], PHASE_COLORS[name], PHASE_LABELS[name])
              for name in PHASE_COLORS]
     if not any(drawn):
         note(ax, "No completed requests: no latency to show")
     else:
-        nines_axis(ax, int(np.isfinite(data.phase("latency_s")[data.measured]).sum()))
+        nines_axis(ax, int(np.isfinite(data.phase("latency_s")[ok]).sum()))
         ax.set_ylabel("seconds")
         ax.legend(loc="upper left")
-    ax.set_title("Latency distribution by phase (completed requests, warm-up excluded)")
+    ax.set_title("Latency distribution by phase (ok requests, warm-up excluded)")
     return fig
 
 

@@ -29,6 +29,7 @@ class RunData:
     sent: np.ndarray
     estimation: np.ndarray
     started: np.ndarray
+    first_output: np.ndarray
     completed: np.ndarray
     rank: np.ndarray
     queue_size: np.ndarray
@@ -47,6 +48,7 @@ class RunData:
             sent=col("sent_at_s"),
             estimation=col("estimation_at_s"),
             started=col("started_at_s"),
+            first_output=col("first_output_at_s"),
             completed=col("completed_at_s"),
             rank=col("rank"),
             queue_size=col("queue_size"),
@@ -75,6 +77,7 @@ class RunData:
             "latency_from_send_s": self.completed - self.sent,
             "queue_wait_s": self.started - self.sent,
             "service_s": self.completed - self.started,
+            "ttfo_s": self.first_output - self.intended,
             "send_lag_s": self.send_lag,
         }
         return np.asarray(phases[name])

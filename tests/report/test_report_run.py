@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 from report_synth import simulate, write_run
 
-from qbench.charts import RUN_CHARTS, render_run_charts
+from qbench.charts import RUN_CHARTS, latency_distribution, render_run_charts
 from qbench.errors import QbenchError
 from qbench.records import RequestRecord, read_records
 from qbench.report import build_report
@@ -159,6 +159,16 @@ def test_parquet_run_matches_jsonl(golden_run: Path, tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- pieces
+
+
+def test_distribution_shows_the_phases_that_exist() -> None:
+    streamed = [_ok(i, i * 0.1) for i in range(5)]
+    for r in streamed:
+        r.first_output_at_s = r.intended_at_s + 0.1
+    labels = latency_distribution(RunData.from_records(streamed)).axes[0].get_legend_handles_labels()[1]
+    assert labels == ["total (from intended send)", "queue wait", "service", "time to first output"]
+    unstreamed = latency_distribution(RunData.from_records([_ok(8, 0.0), _ok(9, 1.0)]))
+    assert "time to first output" not in unstreamed.axes[0].get_legend_handles_labels()[1]
 
 
 def test_in_flight_counts_queued_and_running() -> None:
