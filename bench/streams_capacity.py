@@ -64,6 +64,13 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=10_000)
     parser.add_argument("--ramp", type=float, default=10.0)
     parser.add_argument("--sleep-s", type=float, default=20.0)
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=1000,
+        help="session pool size (0 = one session per request; Gradio keeps at most 2000 sessions' message "
+        "queues, so more concurrent sessions than that get 'session not found')",
+    )
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -108,7 +115,10 @@ def main() -> None:
         server.wait(timeout=30)
     s, g = result.summary, result.summary.generator
     held = g.max_in_flight or 0
-    print(f"\n{args.streams} requests ramped over {args.ramp:g} s against a {args.sleep_s:g} s function")
+    pool = f"{args.sessions} sessions" if args.sessions else "one session per request"
+    print(
+        f"\n{args.streams} requests ({pool}) ramped over {args.ramp:g} s, {args.sleep_s:g} s function"
+    )
     print(f"  ok {s.completed_ok}, errors {s.errors_by_kind or 'none'}")
     print(f"  peak concurrent streams (in flight): {held}")
     print(

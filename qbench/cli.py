@@ -59,6 +59,9 @@ def run(
         list[str] | None, typer.Option("--set", help="Override a key: --set load.rate=12 (repeatable).")
     ] = None,
     live: Annotated[bool, typer.Option(help="Show live progress.")] = True,
+    processes: Annotated[
+        int | None, typer.Option(help="Generator processes, when one core is not enough (load.processes).")
+    ] = None,
 ) -> None:
     """Fire the load a scenario describes, record every request, print a summary (exit 3 on SLO failure)."""
     from rich.console import Console
@@ -69,7 +72,10 @@ def run(
 
     console = Console()
     try:
-        spec = load_scenario(scenario, parse_set_options(set_ or []))
+        overrides = parse_set_options(set_ or [])
+        if processes is not None:
+            overrides["load.processes"] = processes
+        spec = load_scenario(scenario, overrides)
         result = run_scenario(spec, target=target, out_dir=out, live=live)
         render_summary(result.summary, console, open_loop=spec.load.users is None)
         console.print(f"records: {result.run_dir}")

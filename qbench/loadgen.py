@@ -99,9 +99,15 @@ class LoadGenerator:
             if self._main is not None:
                 self._main.cancel()
 
-    async def run(self) -> list[RequestRecord]:
+    async def run(self, start_at: float | None = None) -> list[RequestRecord]:
+        """Execute the plan; the run's clock starts now, or at `start_at` (a time.perf_counter() value
+        shared by several generator processes, whose CLOCK_MONOTONIC is the same)."""
         loop = asyncio.get_running_loop()
-        self.clock.restart()
+        if start_at is None:
+            self.clock.restart()
+        else:
+            self.clock.t0 = start_at
+            await asyncio.sleep(max(start_at - time.perf_counter(), 0.0))
         cpu0, wall0 = time.process_time(), time.perf_counter()
         self.stats.planned_s = self._planned_s()
         ticker = loop.create_task(self._ticker())
@@ -148,13 +154,13 @@ class LoadGenerator:
         self.records = [
             RequestRecord(
                 request_id=i,
-                user_id=i % pool if pool else i,
+                user_id=j % pool if pool else i,  # the session slot (local: processes have own pools)
                 session_id="",
                 endpoint=label,
                 warmup=bool(t < warmup),
                 intended_at_s=float(t),
             )
-            for i, t in enumerate(plan.offsets.tolist())
+            for j, (i, t) in enumerate(zip(plan.request_ids(), plan.offsets.tolist(), strict=True))
         ]
         loop = asyncio.get_running_loop()
         for record in self.records:
@@ -177,7 +183,10 @@ class LoadGenerator:
 
     async def _closed_loop(self, plan: UserPlan) -> None:
         loop = asyncio.get_running_loop()
-        users = {loop.create_task(self._user(u, float(t), plan)) for u, t in enumerate(plan.start_offsets)}
+        users = {
+            loop.create_task(self._user(plan.user_id(i), i, float(t), plan))
+            for i, t in enumerate(plan.start_offsets)
+        }
         self._tasks |= users
         limit = None if plan.duration is None else plan.duration + self.load.drain_s
         await asyncio.wait(users, timeout=limit)
@@ -185,7 +194,7 @@ class LoadGenerator:
             self.stop_kind = self.stop_kind or "deadline"
             self.stop_reason = self.stop_reason or "users still waiting after duration + drain"
 
-    async def _user(self, user: int, start: float, plan: UserPlan) -> None:
+    async def _user(self, user: int, slot: int, start: float, plan: UserPlan) -> None:
         rng = np.random.default_rng([user, 7])
         while (delay := start - self.clock.now()) > 0:
             await asyncio.sleep(delay)
@@ -204,7 +213,7 @@ class LoadGenerator:
                 intended_at_s=now,
             )
             self.records.append(record)
-            await self._one(record, user)
+            await self._one(record, slot)
             think = plan.think_time
             if plan.exponential_think and think > 0:
                 think = float(rng.exponential(think))

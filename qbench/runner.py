@@ -21,10 +21,10 @@ import re
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import aiohttp
 import orjson
@@ -39,13 +39,13 @@ from qbench.protocols.gradio import GradioProtocol
 from qbench.protocols.http import HttpProtocol, render
 from qbench.records import RequestRecord, write_parquet
 from qbench.scenario import Scenario, load_scenario, with_overrides
-from qbench.schedule import OpenPlan
 from qbench.schedule import plan as make_plan
-from qbench.summary import Summary, summarize
+from qbench.summary import GeneratorStats, Summary, summarize
 
 __all__ = ["RunResult", "load_scenario", "run_dir_for", "run_scenario"]
 
 REPORTS = Path("reports")
+T = TypeVar("T")
 
 
 @dataclass
@@ -92,7 +92,18 @@ def run_scenario(
             f"scenario '{scenario.name}': key 'target': no target; set it or pass --target URL"
         )
     run_dir = out_dir or run_dir_for(scenario.name)
-    coro = _run(scenario, url, run_dir, live, stop_when)
+    if scenario.load.processes > 1:
+        from qbench.multiproc import run_processes
+
+        info = _in_loop(_prepare(scenario, url, run_dir))
+        with LiveView(scenario, url, enabled=live) as view:
+            multi = run_processes(scenario, url, run_dir, view.update, stop_when)
+        info.update(multi.info)
+        return _finish(scenario, run_dir, multi.records, multi.stats, info)
+    return _in_loop(_run(scenario, url, run_dir, live, stop_when))
+
+
+def _in_loop(coro: Coroutine[Any, Any, T]) -> T:
     if sys.version_info < (3, 11):
         return asyncio.run(coro)
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
@@ -117,6 +128,19 @@ def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, 
     return GradioProtocol(scenario, target, http, clock)
 
 
+async def _prepare(scenario: Scenario, target: str, run_dir: Path) -> dict[str, Any]:
+    """Discovery (fails before any request), then run.json; returns the run info."""
+    info = _run_info(scenario, target)
+    async with make_http_session(scenario.load) as http:
+        protocol = make_protocol(scenario, target, http, Clock())
+        info["server"] = await protocol.discover()
+        info["server"]["status"] = await _status(http, target)
+        await protocol.close()
+    run_dir.mkdir(parents=True, exist_ok=True)  # only once the target has answered
+    _write_json(run_dir / "run.json", info)
+    return info
+
+
 async def _run(
     scenario: Scenario,
     target: str,
@@ -130,15 +154,12 @@ async def _run(
     plan = make_plan(scenario.load, seed=scenario.payload.seed)
     if scenario.protocol == "http":
         render(scenario.endpoint.body, payloads.inputs(0))  # template errors fail before any request
-    info = _run_info(scenario, target)
+    info = await _prepare(scenario, target, run_dir)
     async with make_http_session(scenario.load) as http:
         protocol = make_protocol(scenario, target, http, clock)
-        info["server"] = await protocol.discover()
-        info["server"]["status"] = await _status(http, target)
-        run_dir.mkdir(parents=True, exist_ok=True)  # only once the target has answered
-        _write_json(run_dir / "run.json", info)
+        await protocol.discover()
         with (
-            _JsonlSink(run_dir / "records.jsonl") as writer,
+            JsonlSink(run_dir / "records.jsonl") as writer,
             LiveView(scenario, target, enabled=live) as view,
         ):
             gen = LoadGenerator(
@@ -154,13 +175,20 @@ async def _run(
             with _signals(gen):
                 records = await gen.run()
             await protocol.close()
-    summary = summarize(records, scenario.slo, generator=gen.generator_stats())
-    info.update(
-        gen.info(),
-        generator=summary.generator.__dict__,
-        payload=payloads.stats(),
-        planned_requests=len(plan) if isinstance(plan, OpenPlan) else None,
-    )
+    info.update(gen.info(), payload=payloads.stats())
+    return _finish(scenario, run_dir, records, gen.generator_stats(), info)
+
+
+def _finish(
+    scenario: Scenario,
+    run_dir: Path,
+    records: list[RequestRecord],
+    generator: GeneratorStats,
+    info: dict[str, Any],
+) -> RunResult:
+    """Summary, records.parquet, final run.json and summary.json."""
+    summary = summarize(records, scenario.slo, generator=generator)
+    info.update(generator=summary.generator.__dict__, records=len(records))
     write_parquet(records, run_dir / "records.parquet")
     _write_json(run_dir / "run.json", info)
     _write_json(run_dir / "summary.json", summary.to_dict())
@@ -215,14 +243,14 @@ class _signals:
             loop.remove_signal_handler(sig)
 
 
-class _JsonlSink:
+class JsonlSink:
     """records.jsonl appended as records finish: records.JsonlWriter's rows, via orjson (~10x cheaper)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fh: IO[bytes] | None = None
 
-    def __enter__(self) -> _JsonlSink:
+    def __enter__(self) -> JsonlSink:
         self._fh = self.path.open("ab")
         return self
 

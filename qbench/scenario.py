@@ -26,7 +26,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from qbench.errors import ScenarioError
 
@@ -107,6 +116,14 @@ class InputSpec(_Model):
     def kind(self) -> str:
         return next(k for k in INPUT_KINDS if k in self.model_fields_set or f"{k}_" in self.model_fields_set)
 
+    @model_serializer(mode="wrap")
+    def _only_the_kind(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dump as written ({kind: spec}), so a dumped scenario validates again."""
+        data = handler(self)
+        kind = self.kind
+        value = data.get(kind, data.get("json_")) if kind == "json" else data.get(kind)
+        return {kind: value}
+
 
 class Payload(_Model):
     seed: int = 0
@@ -170,6 +187,7 @@ class Load(_Model):
     max_in_flight: int | None = Field(None, ge=1)  # cap on concurrent requests (reported; adds send lag)
     max_connections: int = Field(0, ge=0)  # HTTP connection pool limit; 0 = unlimited
     connect_timeout: float = Field(10.0, gt=0)
+    processes: int = Field(1, ge=1, le=64)  # generator processes (when one core is not enough)
 
     @model_validator(mode="after")
     def _one_shape(self) -> Load:

@@ -19,7 +19,7 @@ the executor runs one loop per user. `duration` and `requests` are stop conditio
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -34,9 +34,18 @@ class OpenPlan:
     """Open loop: intended send offsets in seconds, sorted, one per request."""
 
     offsets: np.ndarray  # float64, seconds from run start
+    ids: np.ndarray | None = None  # request ids (None: 0..n-1); set on a part of a split plan
 
     def __len__(self) -> int:
         return int(self.offsets.size)
+
+    def request_ids(self) -> list[int]:
+        return list(range(len(self))) if self.ids is None else [int(i) for i in self.ids]
+
+    def part(self, index: int, parts: int) -> OpenPlan:
+        """Every `parts`-th request starting at `index` (for one of several generator processes)."""
+        ids = np.arange(len(self))[index::parts] if self.ids is None else self.ids[index::parts]
+        return OpenPlan(self.offsets[index::parts], ids)
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,24 @@ class UserPlan:
     exponential_think: bool
     duration: float | None
     requests: int | None
+    user_ids: np.ndarray | None = None  # None: 0..users-1; set on a part of a split plan
+
+    def user_id(self, index: int) -> int:
+        return index if self.user_ids is None else int(self.user_ids[index])
+
+    def part(self, index: int, parts: int) -> UserPlan:
+        """Every `parts`-th user starting at `index`; a `requests` budget is shared out evenly."""
+        ids = np.arange(self.users)[index::parts]
+        requests = None
+        if self.requests is not None:
+            requests = self.requests // parts + (1 if index < self.requests % parts else 0)
+        return replace(
+            self,
+            users=int(ids.size),
+            start_offsets=self.start_offsets[index::parts],
+            requests=requests,
+            user_ids=ids,
+        )
 
 
 Plan = OpenPlan | UserPlan

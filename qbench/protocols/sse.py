@@ -72,6 +72,13 @@ def _complete(record: RequestRecord, msg: dict[str, Any], at: float) -> None:
         record.outcome = "ok"
 
 
+def _unexpected(msg: dict[str, Any]) -> str:
+    if msg.get("session_not_found"):
+        return (f"{msg.get('message')}: session not found; the server dropped this session's message queue "
+                "(Gradio keeps at most 2000 sessions): use a session pool (load.sessions: N)")
+    return str(msg.get("message"))
+
+
 class GradioSession:
     """A session_hash, its pending events and its (single) SSE reader."""
 
@@ -187,7 +194,7 @@ class GradioSession:
         event_id = msg.get("event_id")
         if event_id is None:
             if msg.get("msg") == "unexpected_error":
-                self._fail_all("server_error", str(msg.get("message")), at)
+                self._fail_all("server_error", _unexpected(msg), at)
             return
         entry = self.pending.get(event_id)
         if entry is None:
