@@ -139,7 +139,7 @@ def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
         ("ok / errors", f"{s.completed_ok} / {s.errors} (error rate {s.error_rate:.2%})"),
         ("offered load", f"{s.offered_rps:.2f} req/s"),
         ("throughput", f"{s.throughput_rps:.2f} req/s over {s.duration_s:.2f} s"),
-        ("goodput", f"{s.goodput_rps:.2f} req/s (ok and within the SLO)"),
+        ("goodput", f"{s.goodput_rps:.2f} req/s " + ("(ok and within the SLO)" if s.slo else "(no SLO set)")),
         ("latency p50 / p95 / p99", " / ".join(_s(getattr(total, p)) for p in ("p50", "p95", "p99"))),
         ("queue wait p95", _s(s.phase("queue_wait_s").p95)),
         ("send lag p99", _s(s.phase("send_lag_s").p99)),

@@ -99,6 +99,11 @@ def _knobs(info: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, list[A
     return {k: list(v) for k, v in axes.items() if len(v) > 1 and (k in present or not rows)}
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Knob values equal as written (sweep.parquet stores a mixed-type knob, 4 / "none", as text)."""
+    return a == b or str(a) == str(b)
+
+
 def _log_if_wide(ax: Axes, values: Sequence[float]) -> None:
     """Log scale on y when the values span more than 20x (long-tailed points would squash the rest)."""
     positive = [v for v in values if v > 0]
@@ -145,7 +150,7 @@ def heatmaps(data: SweepData, metric: str, title: str, axes: tuple[str, str] | N
         if facet is None:
             ax.set_visible(False)
             continue
-        sel = [r for r in rows if all(r.get(k) == v for k, v in zip(others, facet, strict=True))]
+        sel = [r for r in rows if all(_same(r.get(k), v) for k, v in zip(others, facet, strict=True))]
         _heatmap_panel(ax, data, sel, metric, x, y, (vmin, vmax), good_high)
         ax.set_title(", ".join(f"{k}={v}" for k, v in zip(others, facet, strict=True)) or metric, fontsize=10)
     return fig
@@ -155,13 +160,14 @@ def _heatmap_panel(
     ax: Axes, data: SweepData, rows: list[dict[str, Any]], metric: str, x: str, y: str | None,
     limits: tuple[float, float], good_high: bool,
 ) -> None:
-    xs, ys = data.knobs[x], (data.knobs[y] if y else [None])
+    xs = [str(v) for v in data.knobs[x]]
+    ys = [str(v) for v in data.knobs[y]] if y else ["None"]
     values = np.full((len(ys), len(xs)), np.nan)
     labels = [["" for _ in xs] for _ in ys]
     for row in rows:
-        if row.get(x) not in xs or (y and row.get(y) not in ys):
+        if str(row.get(x)) not in xs or (y and str(row.get(y)) not in ys):
             continue
-        i, j = ys.index(row.get(y)) if y else 0, xs.index(row.get(x))
+        i, j = ys.index(str(row.get(y))) if y else 0, xs.index(str(row.get(x)))
         values[i, j] = _num(row.get(metric))
         status = row.get("status")
         labels[i][j] = _cell_text(values[i, j], metric) if status in (None, "ok") else str(status)
@@ -172,8 +178,8 @@ def _heatmap_panel(
                       aspect="auto")
     for i, j in itertools.product(range(len(ys)), range(len(xs))):
         ax.text(j, i, labels[i][j], ha="center", va="center", fontsize=9)
-    ax.set_xticks(range(len(xs)), [str(v) for v in xs])
-    ax.set_yticks(range(len(ys)), [str(v) for v in ys] if y else [""])
+    ax.set_xticks(range(len(xs)), xs)
+    ax.set_yticks(range(len(ys)), ys if y else [""])
     ax.set_xlabel(x)
     ax.set_ylabel(y or "")
     ax.figure.colorbar(image, ax=ax, shrink=0.85, label=metric)

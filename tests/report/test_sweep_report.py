@@ -79,3 +79,21 @@ def test_sweep_of_failed_points_only(tmp_path: Path) -> None:
 ])
 def test_pareto_front(points: list[tuple[float, float]], front: list[int]) -> None:
     assert pareto_front(points) == front
+
+
+def test_mixed_type_knob_stored_as_text_still_fills_the_heatmap(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from qbench.sweep_charts import heatmaps
+
+    sweep = tmp_path / "sweep-mixed"
+    sweep.mkdir()
+    (sweep / "sweep.json").write_text(json.dumps(
+        {"grid": {"axes": {"concurrency_limit": [1, 2], "max_size": [4, "none"]}}}))
+    rows = [{"point_id": f"p{c}{m}", "concurrency_limit": c, "max_size": m, "goodput_rps": float(c * 10),
+             "status": "ok"} for c in (1, 2) for m in ("4", "none")]
+    pq.write_table(pa.Table.from_pylist(rows), sweep / "sweep.parquet")
+    figure = heatmaps(load_sweep(sweep), "goodput_rps", "Goodput")
+    cells = sorted(t.get_text() for t in figure.axes[0].texts)
+    assert cells == ["10", "10", "20", "20"]
