@@ -81,9 +81,10 @@ def _read_rows(path: Path, notes: list[str]) -> list[dict[str, Any]]:
 
 def _row_from_point(path: Path, notes: list[str]) -> dict[str, Any]:
     point = read_json(path, notes)
-    result = point.get("result") if isinstance(point.get("result"), dict) else {}
-    assert isinstance(result, dict)
-    row: dict[str, Any] = {**result, **point.get("knobs", {})}
+    result = point.get("result")
+    knobs = point.get("knobs")
+    row: dict[str, Any] = {**(result if isinstance(result, dict) else {}),
+                           **(knobs if isinstance(knobs, dict) else {})}
     row.update(point_id=point.get("point_id", path.parent.name), status=point.get("status"),
                reason=point.get("reason"))
     return row
