@@ -23,6 +23,7 @@ MessageHandler = Callable[[RequestRecord, dict[str, Any], int, float], bool]
 #: Reopen attempts in a row that bring no message for a pending event before giving up on them.
 MAX_EMPTY_REOPENS = 3
 MAX_ORPHANS = 10_000
+CLOSE_GRACE_S = 1.0  # how long to wait for the end of the response after close_stream
 
 
 def apply_message(record: RequestRecord, msg: dict[str, Any], nbytes: int, at: float) -> bool:
@@ -70,6 +71,15 @@ def _complete(record: RequestRecord, msg: dict[str, Any], at: float) -> None:
     else:
         record.completed_at_s = at
         record.outcome = "ok"
+
+
+async def _read_to_eof(resp: aiohttp.ClientResponse) -> None:
+    """After close_stream the server ends the response: let it, rather than hang up first (a hang-up
+    can race with the server's own end of stream and look like a client disconnect to it)."""
+    try:
+        await asyncio.wait_for(resp.content.read(), CLOSE_GRACE_S)
+    except (asyncio.TimeoutError, aiohttp.ClientError, OSError):
+        pass
 
 
 def _unexpected(msg: dict[str, Any]) -> str:
@@ -169,6 +179,7 @@ class GradioSession:
                     at = self.clock.now()
                     for frame in frames:
                         if self._frame(frame, at):
+                            await _read_to_eof(resp)
                             return None
                 return "SSE stream ended before close_stream"
         except (aiohttp.ClientError, OSError) as exc:
