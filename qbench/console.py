@@ -51,8 +51,11 @@ class LiveView:
     def update(self, stats: LiveStats) -> None:
         if self.live is None:
             return
-        total = stats.scheduled
-        self.progress.update(self.task, completed=stats.completed, total=total)
+        if stats.planned_s:  # by time when the run has a planned length, else by requests done
+            done = min(stats.elapsed_s, stats.planned_s)
+            self.progress.update(self.task, completed=done, total=stats.planned_s)
+        else:
+            self.progress.update(self.task, completed=stats.completed, total=stats.scheduled)
         self.line = Text(live_line(stats))
         self.live.update(Group(self.progress, self.line))
 
@@ -140,24 +143,25 @@ def slo_table(s: Summary) -> Table:
 
 
 def bottleneck_warnings(s: Summary) -> list[str]:
-    """Signs that the generator, not the server, limited the run."""
+    """Signs that the generator (or its host), not the server, limited the run."""
     out: list[str] = []
+    g = s.generator
+    busy = g.cpu_percent is not None and g.cpu_percent > CPU_WARN_PERCENT * g.processes
+    idle = g.cpu_percent is not None and g.cpu_percent < 50 * g.processes
+    cause = (
+        "the generator was saturated: use --processes"
+        if busy
+        else "the generator itself was mostly idle, so the host is busy (other processes?)"
+        if idle
+        else "the generator (or an in-flight cap) could not keep up"
+    )
     lag = s.phase("send_lag_s").p99
     if lag is not None and lag > SEND_LAG_P99_WARN_S:
-        out.append(
-            f"send lag p99 {lag * 1000:.1f} ms: requests left late; the generator (or an in-flight cap) "
-            "was a bottleneck. Use fewer requests per process or --processes."
-        )
-    g = s.generator
+        out.append(f"send lag p99 {lag * 1000:.1f} ms: requests left late; {cause}.")
     if g.max_loop_lag_s is not None and g.max_loop_lag_s > LOOP_LAG_WARN_S:
-        out.append(
-            f"event-loop lag up to {g.max_loop_lag_s * 1000:.0f} ms: "
-            "timings may be inflated by the generator."
-        )
-    if g.cpu_percent is not None and g.cpu_percent > CPU_WARN_PERCENT * g.processes:
-        out.append(
-            f"generator CPU at {g.cpu_percent:.0f}% of a core: it may be the bottleneck, not the server."
-        )
+        out.append(f"event-loop lag up to {g.max_loop_lag_s * 1000:.0f} ms: timings include it; {cause}.")
+    if busy:
+        out.append(f"generator CPU {g.cpu_percent:.0f}% of a core: it may be the bottleneck, not the server")
     return out
 
 

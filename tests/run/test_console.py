@@ -1,0 +1,71 @@
+"""The summary rendering and the generator-bottleneck warnings."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from qbench.console import bottleneck_warnings, live_line, render_summary
+from qbench.loadgen import LiveStats
+from qbench.records import RequestRecord
+from qbench.scenario import Slo
+from qbench.summary import GeneratorStats, summarize
+
+
+def records(lag: float) -> list[RequestRecord]:
+    out = []
+    for i in range(10):
+        r = RequestRecord(
+            request_id=i, user_id=i, session_id="s", endpoint="e", warmup=False, intended_at_s=i * 0.1
+        )
+        r.sent_at_s, r.started_at_s, r.completed_at_s, r.outcome = (
+            r.intended_at_s + lag,
+            i * 0.1 + 0.1,
+            i * 0.1 + 0.3,
+            "ok",
+        )
+        out.append(r)
+    return out
+
+
+def test_summary_table_shows_headline_phases_and_slo() -> None:
+    console = Console(record=True, width=140)
+    summary = summarize(
+        records(0.0), Slo(p95_latency_s=0.1), generator=GeneratorStats(cpu_s=0.1, cpu_percent=5.0)
+    )
+    render_summary(summary, console)
+    text = console.export_text()
+    for expected in (
+        "throughput",
+        "goodput",
+        "latency from intended send",
+        "queue wait",
+        "service time",
+        "p95_latency_s",
+        "FAIL",
+        "generator CPU",
+    ):
+        assert expected in text
+    assert bottleneck_warnings(summary) == []
+
+
+def test_warnings_tell_a_saturated_generator_from_a_busy_host() -> None:
+    busy = summarize(records(0.02), generator=GeneratorStats(cpu_percent=97.0, max_loop_lag_s=0.05))
+    warnings = bottleneck_warnings(busy)
+    assert len(warnings) == 3 and "--processes" in warnings[0] and "97%" in warnings[2]
+    idle = summarize(records(0.02), generator=GeneratorStats(cpu_percent=5.0))
+    assert "host is busy" in bottleneck_warnings(idle)[0]
+
+
+def test_live_line() -> None:
+    stats = LiveStats(
+        elapsed_s=3,
+        planned_s=10,
+        sent=5,
+        completed=4,
+        in_flight=1,
+        errors_by_kind={"timeout": 1},
+        p50_latency_s=0.12,
+        p95_latency_s=1.5,
+    )
+    line = live_line(stats)
+    assert "in flight 1" in line and "timeout 1" in line and "p50 120.0 ms" in line and "remaining 7s" in line
