@@ -88,14 +88,18 @@ def nines(q: np.ndarray) -> np.ndarray:
     return np.asarray(-np.log10(1.0 - q))
 
 
-def percentile_curve(ax: Axes, values: np.ndarray, color: str, label: str, lw: float = 1.8) -> bool:
-    """Draw sorted `values` against their quantile on a nines axis; mark p50/p95/p99. False when empty."""
+def percentile_curve(
+    ax: Axes, values: np.ndarray, color: str, label: str, lw: float = 1.8, *, marks: bool = True,
+    zorder: int = 2,
+) -> bool:
+    """Draw sorted `values` against their quantile on a nines axis (p50/p95/p99 marked unless `marks` is
+    False). False when there is nothing to draw."""
     values = np.sort(values[np.isfinite(values)])
     if values.size == 0:
         return False
     q = np.arange(values.size) / values.size
-    ax.plot(nines(q), values, color=color, lw=lw, label=label, drawstyle="steps-post")
-    for p in MARKED_PERCENTILES:
+    ax.plot(nines(q), values, color=color, lw=lw, label=label, drawstyle="steps-post", zorder=zorder)
+    for p in MARKED_PERCENTILES if marks else ():
         v = float(np.percentile(values, p))
         x = float(nines(np.array(p / 100.0)))
         ax.plot([x], [v], "o", color=color, ms=4)

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib import colormaps
+from matplotlib import colormaps, colors
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from qbench.charts import Chart, new_figure, nines, nines_axis, note, save
+from qbench.charts import Chart, new_figure, nines_axis, note, percentile_curve, save
 from qbench.records import read_records
 from qbench.run_dir import read_json
 from qbench.rundata import fmt_s
@@ -264,10 +264,10 @@ def point_distributions(data: SweepData) -> Figure:
         most = max(most, latency.size)
         medians.append(float(np.median(latency)))
         winner = row.get("point_id") == data.winner_id
-        q = np.arange(latency.size) / latency.size
-        ax.plot(nines(q), latency, drawstyle="steps-post", lw=3 if winner else 1.3,
-                color="#000000" if winner else cmap(i / max(1, len(rows) - 1)),
-                label=("* " if winner else "") + data.label(row), zorder=3 if winner else 2)
+        color = "#000000" if winner else colors.to_hex(cmap(i / max(1, len(rows) - 1)))
+        label = ("* " if winner else "") + data.label(row)
+        percentile_curve(ax, latency, color, label, lw=3 if winner else 1.3, marks=False,
+                         zorder=3 if winner else 2)
     if most == 0:
         note(ax, "No point's records could be read")
         return fig
