@@ -105,9 +105,9 @@ def make_fn(spec: FnSpec) -> Any:
         return stream
     if spec.batch:
 
-        async def sleep_batch(texts: list[str]) -> list[list[str]]:
+        async def sleep_batch(text: list[str]) -> list[list[str]]:  # /info names the parameter "text"
             await asyncio.sleep(spec.sleep_s)
-            return [list(texts)]
+            return [list(text)]
 
         return sleep_batch
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .driver import LiveSession
+from .driver import LiveSession, new_http
 from .flows import (
     cancel_flow,
     disconnect_flow,
@@ -78,6 +78,57 @@ def test_cancel_of_another_sessions_waiting_job_agrees(both_urls: URLs) -> None:
         }
 
     seen = on_both(both_urls, observe)
+    assert seen["reference"] == seen["gradio"]
+
+
+DEPENDENCY_KEYS = (
+    "id",
+    "queue",
+    "batch",
+    "max_batch_size",
+    "types",
+    "api_visibility",
+    "backend_fn",
+    "connection",
+)
+PARAMETER_KEYS = (
+    "parameter_name",
+    "parameter_has_default",
+    "parameter_default",
+    "type",
+    "python_type",
+    "component",
+)
+
+
+async def discovery(url: str) -> dict[str, Any]:
+    """What a client reads before calling: /config (protocol, dependencies) and /info (signatures)."""
+    async with new_http() as http:
+        async with http.get(f"{url}/config") as resp:
+            config = await resp.json()
+        async with http.get(f"{url}/gradio_api/info") as resp:
+            info = await resp.json()
+    top = {
+        k: config.get(k)
+        for k in ("protocol", "api_prefix", "enable_queue", "connect_heartbeat", "show_error")
+    }
+    deps = {
+        d["api_name"]: {k: d.get(k) for k in DEPENDENCY_KEYS} for d in config["dependencies"] if d["api_name"]
+    }
+    endpoints = {
+        name: {
+            "parameters": [{k: p.get(k) for k in PARAMETER_KEYS} for p in ep["parameters"]],
+            "returns": [{k: r.get(k) for k in ("type", "python_type", "component")} for r in ep["returns"]],
+            "api_visibility": ep["api_visibility"],
+        }
+        for name, ep in info["named_endpoints"].items()
+    }
+    return {"config": top, "dependencies": deps, "info": endpoints, "unnamed": info["unnamed_endpoints"]}
+
+
+def test_discovery_agrees(both_urls: URLs) -> None:
+    """/config and /info describe the same functions the same way (labels and code snippets aside)."""
+    seen = on_both(both_urls, lambda url: asyncio.run(discovery(url)))
     assert seen["reference"] == seen["gradio"]
 
 
