@@ -274,7 +274,7 @@ def point_distributions(data: SweepData) -> Figure:
     nines_axis(ax, most)
     _log_if_wide(ax, medians)
     ax.set_ylabel("latency from intended send (s)")
-    ax.legend(loc="upper left", fontsize=7, ncols=2)
+    fig.legend(loc="outside lower center", fontsize=7, ncols=3)
     return fig
 
 
