@@ -67,8 +67,9 @@ class SessionStream(Response):
         watcher = asyncio.create_task(_watch_disconnect(receive, session))
         beat = _Heartbeat(session, self.heartbeat_s)
         try:
-            if await self._pump(session, send):
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            last = await self._pump(session, send)
+            if last is not None:  # the final write carries the chunked-encoding terminator too
+                await send({"type": "http.response.body", "body": last, "more_body": False})
         except OSError:
             self.queue.disconnect(self.session_hash)
         finally:
@@ -76,25 +77,26 @@ class SessionStream(Response):
             beat.cancel()
             session.readers -= 1
 
-    async def _pump(self, session: Session, send: Send) -> bool:
-        """Forward messages until the stream is finished (True) or the client left (False)."""
+    async def _pump(self, session: Session, send: Send) -> bytes | None:
+        """Forward messages until the stream is finished (returns its last bytes) or the client left."""
         while True:
             msg = await session.queue.get()
             chunks: list[bytes] = []
             while True:
                 if msg is DISCONNECTED:
                     self.queue.disconnect(self.session_hash)
-                    return False
+                    return None
                 data, finished = self.translate(session, msg)
                 chunks.append(data)
                 if finished:
-                    await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": True})
-                    return True
+                    return b"".join(chunks)
                 try:
                     msg = session.queue.get_nowait()
                 except asyncio.QueueEmpty:
                     break
-            await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": True})
+            body = b"".join(chunks)
+            if body:
+                await send({"type": "http.response.body", "body": body, "more_body": True})
 
 
 class QueueDataStream(SessionStream):
