@@ -69,6 +69,8 @@ def load_run(path: Path) -> LoadedRun:
         raise QbenchError(f"{path}: no records.parquet or records.jsonl (not a qbench run folder?)") from None
     except RecordsFormatError as exc:
         raise QbenchError(str(exc)) from None
+    except (OSError, ValueError) as exc:  # a truncated or foreign Parquet file
+        raise QbenchError(f"{path}: the records could not be read ({exc})") from None
     notes: list[str] = []
     if not (path / "records.parquet").exists():
         notes.append("records.parquet is missing (the run did not finish): read records.jsonl")

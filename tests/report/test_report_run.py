@@ -149,6 +149,10 @@ def test_missing_run_json_and_no_records(tmp_path: Path) -> None:
     (tmp_path / "records.jsonl").write_text((Path(__file__).parent / "data/golden_records.jsonl").read_text())
     files = build_report(tmp_path)
     assert "run.json is missing" in files.notes
+    (tmp_path / "records.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(QbenchError, match="the records could not be read"):
+        build_report(tmp_path)
+    (tmp_path / "records.parquet").unlink()
     assert "No run metadata (run.json) was found." in files.html.read_text()
 
 
