@@ -14,6 +14,7 @@ import aiohttp
 import orjson
 
 from .driver import LiveSession, cancel, fn_indices, new_http, queue_status, start_session
+from .scenarios import normalise
 
 FLOW_TIMEOUT_S = 30.0
 
@@ -92,6 +93,29 @@ async def cancel_flow(url: str) -> dict[str, Any]:
             "unknown": unknown,
             "waiter": waiter,
             "holder": holder,
+        }
+
+
+async def cancel_running_flow(url: str) -> dict[str, Any]:
+    """Session A runs `hold` (0.5 s), session B waits; A's running job is cancelled after 0.1 s.
+
+    `landed`: the cancel was answered before A's job would have finished by itself.
+    """
+    async with new_http() as http:
+        hold = (await fn_indices(http, url))["hold"]
+        runner = await start_session(http, url, hold, [["a"]])
+        await asyncio.sleep(0.05)
+        waiter = await start_session(http, url, hold, [["b"]])
+        await asyncio.sleep(0.05)
+        reply = await cancel(http, url, runner.stream.session_hash, hold, str(runner.trace.event_id))
+        cancelled_at = time.monotonic()
+        await asyncio.wait_for(asyncio.gather(runner.reader, waiter.reader), FLOW_TIMEOUT_S)
+        return {
+            "landed": cancelled_at < runner.trace.started_at + 0.4,
+            "reply": reply,
+            "runner": [normalise(m.body) for m in runner.trace.messages],
+            "waiter_started_early": waiter.trace.started_at < runner.trace.started_at + 0.4,
+            "waiter": waiter.trace.kinds,
         }
 
 

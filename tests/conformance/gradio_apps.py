@@ -32,7 +32,7 @@ class FnSpec:
 
     api_name: str
     kind: Kind
-    sleep_s: float = 0.0  # sleep: per call; stream: between chunks (the first comes at once)
+    sleep_s: float = 0.0  # sleep, fail: per call; stream: between chunks (the first comes at once)
     chunks: int = 0  # stream: number of yields
     concurrency_limit: int | None | Literal["default"] = "default"
     concurrency_id: str | None = None
@@ -59,6 +59,7 @@ SUITE: tuple[FnSpec, ...] = (
     FnSpec("batch", "sleep", sleep_s=SLEEP_S, concurrency_limit=1, batch=True, max_batch_size=4),
     FnSpec("stream", "stream", sleep_s=0.02, chunks=4),
     FnSpec("fail", "fail"),
+    FnSpec("batch_fail", "fail", sleep_s=SLEEP_S, concurrency_limit=1, batch=True, max_batch_size=4),
     FnSpec("gr_error", "gr_error"),  # raises gr.Error(ERROR_MESSAGE, title=ERROR_TITLE, duration=5)
     FnSpec("hold", "sleep", sleep_s=0.5, concurrency_limit=1),  # keeps its group busy (cancel, disconnect)
     FnSpec("eta", "sleep", sleep_s=SLEEP_S, concurrency_limit=1),  # used only by the ETA test
@@ -83,7 +84,8 @@ def make_fn(spec: FnSpec) -> Any:
         return lambda text: text
     if spec.kind == "fail":
 
-        def fail(text: str) -> str:
+        async def fail(text: Any) -> str:  # a batch function gets a list; it fails all the same
+            await asyncio.sleep(spec.sleep_s)
             raise ValueError(f"synthetic failure for {text!r}")
 
         return fail

@@ -7,7 +7,7 @@ fn_index), queue knobs and an equivalent synthetic workload:
     echo          echo                 {}
     sleep         sleep                {base_ms}           (async, no jitter; a batch sleeps once)
     stream        stream               {chunks, interval_ms}
-    fail          fail                 {}                  (a plain exception: {"error": null})
+    fail          fail                 {base_ms}           (a plain exception: {"error": null})
     gr_error      fail                 {user_visible, title, duration, message}  (like gr.Error)
 """
 
@@ -26,6 +26,8 @@ def workload_of(spec: FnSpec) -> tuple[str, dict[str, Any]]:
         return "sleep", {"base_ms": spec.sleep_s * 1000}
     if spec.kind == "stream":
         return "stream", {"chunks": spec.chunks, "interval_ms": spec.sleep_s * 1000}
+    if spec.kind == "fail":
+        return "fail", {"base_ms": spec.sleep_s * 1000}
     if spec.kind == "gr_error":
         visible = {"message": ERROR_MESSAGE, "title": ERROR_TITLE, "duration": ERROR_DURATION}
         return "fail", {"user_visible": True, **visible}

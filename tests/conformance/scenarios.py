@@ -271,6 +271,26 @@ SCENARIOS: dict[str, Scenario] = {
             },
         },
     ),
+    "batch_error_fails_the_whole_batch": Scenario(
+        burst("batch_fail", 3, spacing_s=0.01),
+        lambda ts: {"dispatches": batch_sizes(ts), "completed": [normalise(t.completed) for t in ts]},
+        {
+            "dispatches": [1, 2],
+            "completed": [
+                {
+                    "msg": "process_completed",
+                    "event_id": "<id>",
+                    "output": {"error": None},
+                    "success": False,
+                    "title": "Error",
+                    "used_cache": None,
+                    "cache_duration": None,
+                    "avg_time": None,
+                }
+            ]
+            * 3,
+        },
+    ),
     "max_threads_caps_total": Scenario(
         burst("sleep_n", 3, spacing_s=0.01) + [Job("sleep_1", ["y"], at_s=0.03)],
         lambda ts: {"max_overlap": max_overlap(ts)},

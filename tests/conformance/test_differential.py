@@ -16,6 +16,7 @@ import pytest
 from .driver import LiveSession, new_http
 from .flows import (
     cancel_flow,
+    cancel_running_flow,
     disconnect_flow,
     eta_bursts,
     raw_post,
@@ -78,6 +79,11 @@ def test_cancel_of_another_sessions_waiting_job_agrees(both_urls: URLs) -> None:
         }
 
     seen = on_both(both_urls, observe)
+    assert seen["reference"] == seen["gradio"]
+
+
+def test_cancel_of_a_running_job_agrees(both_urls: URLs) -> None:
+    seen = on_both(both_urls, lambda url: asyncio.run(repeat_until_landed(cancel_running_flow, url)))
     assert seen["reference"] == seen["gradio"]
 
 

@@ -16,6 +16,7 @@ from .driver import Job, LiveSession, Trace, fn_indices, new_http, queue_status,
 from .flows import (
     cancel_all,
     cancel_flow,
+    cancel_running_flow,
     disconnect_flow,
     eta_bursts,
     raw_post,
@@ -99,6 +100,31 @@ def test_cancel_waiting_event_gets_empty_completion(suite_url: str) -> None:
     }
     assert waiter.stream.closed
     assert result["holder"].trace.kinds == ["estimation", "process_starts", "process_completed"]
+
+
+def test_cancel_running_event_frees_its_slot(suite_url: str) -> None:
+    """Cancelling a running job: it gets the empty completion and the next job starts at once."""
+    result = asyncio.run(repeat_until_landed(cancel_running_flow, suite_url))
+    assert result["reply"] == (200, {"success": True})
+    assert result["runner"] == [
+        {"msg": "estimation", "event_id": "<id>", "rank": 0, "queue_size": 1, "rank_eta": "<number>"},
+        {"msg": "process_starts", "event_id": "<id>", "eta": "<number>"},
+        {
+            "msg": "process_completed",
+            "event_id": "<id>",
+            "output": {},
+            "success": True,
+            "title": None,
+            "used_cache": None,
+            "cache_duration": None,
+            "avg_time": None,
+        },
+    ]
+    assert result["waiter_started_early"] and result["waiter"] == [
+        "estimation",
+        "process_starts",
+        "process_completed",
+    ]
 
 
 # ---------------------------------------------------------------- HTTP-level answers
