@@ -1,13 +1,19 @@
 """How many concurrent waiting Gradio streams does one qbench process hold?
 
-The reference server (its own process) serves a slow async function (`sleep`, default 20 s, unlimited
-concurrency), so every request keeps its queue/data SSE stream open while it waits. qbench ramps to
-N concurrent requests (rate N/ramp for `ramp` seconds, one session and one stream per request) and
-we sample the generator's resident memory while they wait. Reports: requests ok, peak in flight,
-peak RSS and RSS per stream, generator CPU.
+qbench ramps to N concurrent Gradio requests (rate N/ramp for `ramp` seconds) against a function that
+answers only after `hold` seconds, so every request keeps waiting on its queue/data SSE stream. We
+sample the generator's resident memory while they wait. Reports: ok / errors, peak in flight, peak
+RSS and RSS per stream, generator CPU and loop lag.
 
-Usage: .venv/bin/python bench/streams_capacity.py [--streams 10000] [--ramp 10] [--sleep-s 20]
-(needs ~2 file descriptors per stream across the two processes: check `ulimit -n`).
+Servers (each in its own process):
+  * `stub` (default): a minimal Gradio-protocol server (aiohttp) that holds each stream and then
+    completes it: it isolates the generator, which is what this bench measures;
+  * `reference`: the reference server with a `sleep` workload; it keeps at most 2000 sessions'
+    message queues, like Gradio, so past 2000 use `--sessions` (a pool of browser-tab-like sessions).
+
+Usage: .venv/bin/python bench/streams_capacity.py [--streams 10000] [--ramp 10] [--hold-s 20]
+       [--server stub|reference] [--sessions 0]
+(~2 file descriptors per stream across the two processes: check `ulimit -n`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -30,13 +37,52 @@ from qbench.scenario import parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CONFIG = """
+REFERENCE_CONFIG = """
 functions:
   - api_name: wait
     workload: sleep
     params: {{base_ms: {ms}}}
     concurrency_limit: null
 launch: {{max_threads: {threads}}}
+"""
+
+STUB_SERVER = """
+import asyncio, json, sys, uuid
+from aiohttp import web
+HOLD = float(sys.argv[2])
+CONFIG = {"protocol": "sse_v3", "api_prefix": "/gradio_api", "version": "6.31.0",
+          "components": [{"id": 1, "type": "textbox"}, {"id": 2, "type": "textbox"}],
+          "dependencies": [{"id": 0, "api_name": "wait", "inputs": [1], "outputs": [2]}]}
+sessions = {}
+def frame(msg):
+    return b"data: " + json.dumps(msg).encode() + b"\\n\\n"
+async def config(request):
+    return web.json_response(CONFIG)
+async def info(request):
+    return web.json_response({"named_endpoints": {"/wait": {"parameters": [{}]}}})
+async def join(request):
+    body = await request.json()
+    event_id = uuid.uuid4().hex
+    sessions.setdefault(body["session_hash"], []).append(event_id)
+    return web.json_response({"event_id": event_id})
+async def data(request):
+    events = sessions.pop(request.query["session_hash"], [])
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    for e in events:
+        est = {"msg": "estimation", "event_id": e, "rank": 0, "queue_size": 1, "rank_eta": HOLD}
+        await resp.write(frame(est))
+        await resp.write(frame({"msg": "process_starts", "event_id": e, "eta": HOLD}))
+    await asyncio.sleep(HOLD)
+    for e in events:
+        out = {"data": ["done"], "is_generating": False, "duration": HOLD}
+        await resp.write(frame({"msg": "process_completed", "event_id": e, "output": out, "success": True}))
+    await resp.write(frame({"msg": "close_stream", "event_id": None}))
+    return resp
+app = web.Application()
+app.add_routes([web.get("/config", config), web.get("/gradio_api/info", info),
+                web.post("/gradio_api/queue/join", join), web.get("/gradio_api/queue/data", data)])
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None, backlog=4096)
 """
 
 
@@ -57,29 +103,39 @@ def wait_http(url: str, timeout: float = 60) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
+def start_server(kind: str, port: int, hold_s: float, streams: int, tmp: Path) -> subprocess.Popen[bytes]:
+    if kind == "stub":
+        return subprocess.Popen([sys.executable, "-c", STUB_SERVER, str(port), str(hold_s)])
+    config = tmp / "wait.yaml"
+    config.write_text(REFERENCE_CONFIG.format(ms=hold_s * 1000, threads=streams * 2))
+    cmd = [sys.executable, "-m", "qbench", "serve", "--config", str(config), "--port", str(port)]
+    return subprocess.Popen(cmd, cwd=ROOT)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--streams", type=int, default=10_000)
     parser.add_argument("--ramp", type=float, default=10.0)
-    parser.add_argument("--sleep-s", type=float, default=20.0)
-    parser.add_argument(
-        "--sessions",
-        type=int,
-        default=1000,
-        help="session pool size (0 = one session per request; Gradio keeps at most 2000 sessions' message "
-        "queues, so more concurrent sessions than that get 'session not found')",
-    )
+    parser.add_argument("--hold-s", type=float, default=20.0)
+    parser.add_argument("--server", choices=["stub", "reference"], default="stub")
+    parser.add_argument("--sessions", type=int, default=0, help="session pool size (0 = one per request)")
     args = parser.parse_args()
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     tmp = Path(tempfile.mkdtemp(prefix="qbench-streams-"))
-    config = tmp / "wait.yaml"
-    config.write_text(CONFIG.format(ms=args.sleep_s * 1000, threads=args.streams * 2))
     port = free_port()
-    cmd = [sys.executable, "-m", "qbench", "serve", "--config", str(config), "--port", str(port)]
-    server = subprocess.Popen(cmd, cwd=ROOT)
+    server = start_server(args.server, port, args.hold_s, args.streams, tmp)
     me = psutil.Process()
     rss0 = me.memory_info().rss
     peak = [rss0]
@@ -89,41 +145,47 @@ def main() -> None:
         while not done.wait(0.25):
             peak[0] = max(peak[0], me.memory_info().rss)
 
+    load: dict[str, Any] = {
+        "rate": args.streams / args.ramp,
+        "requests": args.streams,
+        "timeout": args.hold_s + args.ramp + 60,
+        "connect_timeout": 60,
+        "sessions": args.sessions or "per_request",
+    }
+    spec = parse_scenario(
+        {
+            "name": "streams",
+            "endpoint": {"api_name": "wait"},
+            "payload": {"inputs": [{"value": "x"}]},
+            "load": load,
+        }
+    )
     try:
         wait_http(f"http://127.0.0.1:{port}/config")
-        spec = parse_scenario(
-            {
-                "name": "streams",
-                "endpoint": {"api_name": "wait"},
-                "payload": {"inputs": [{"value": "x"}]},
-                "load": {
-                    "rate": args.streams / args.ramp,
-                    "requests": args.streams,
-                    "timeout": args.sleep_s + args.ramp + 60,
-                    "connect_timeout": 60,
-                },
-            }
-        )
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
+        threading.Thread(target=sample, daemon=True).start()
         result: RunResult = run_scenario(
             spec, target=f"http://127.0.0.1:{port}", out_dir=tmp / "run", live=False
         )
     finally:
         done.set()
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
+    report(args, result, rss0, peak[0])
+
+
+def report(args: argparse.Namespace, result: RunResult, rss0: int, peak: int) -> None:
     s, g = result.summary, result.summary.generator
     held = g.max_in_flight or 0
     pool = f"{args.sessions} sessions" if args.sessions else "one session per request"
     print(
-        f"\n{args.streams} requests ({pool}) ramped over {args.ramp:g} s, {args.sleep_s:g} s function"
+        f"\n{args.server} server: {args.streams} requests, {pool}, ramp {args.ramp:g} s, "
+        f"hold {args.hold_s:g} s"
     )
     print(f"  ok {s.completed_ok}, errors {s.errors_by_kind or 'none'}")
-    print(f"  peak concurrent streams (in flight): {held}")
+    print(f"  peak concurrent waiting streams (in flight): {held}")
+    per_stream = (peak - rss0) / max(held, 1) / 1024
     print(
-        f"  generator RSS: start {rss0 / 2**20:.0f} MiB, peak {peak[0] / 2**20:.0f} MiB, "
-        f"{(peak[0] - rss0) / max(held, 1) / 1024:.1f} KiB per stream"
+        f"  generator RSS: start {rss0 / 2**20:.0f} MiB, peak {peak / 2**20:.0f} MiB, "
+        f"{per_stream:.1f} KiB/stream"
     )
     lag = (s.phase("send_lag_s").p99 or 0) * 1000
     print(
