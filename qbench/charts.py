@@ -97,13 +97,15 @@ def percentile_curve(
     values = np.sort(values[np.isfinite(values)])
     if values.size == 0:
         return False
-    q = np.arange(values.size) / values.size
-    ax.plot(nines(q), values, color=color, lw=lw, label=label, drawstyle="steps-post", zorder=zorder)
+    x = nines(np.arange(values.size) / values.size)
+    # The last value holds up to q = 1 - 1/n; a lone value is drawn as a short step rather than a dot.
+    ax.plot(np.append(x, max(x[-1], np.log10(2))), np.append(values, values[-1]), color=color, lw=lw,
+            label=label, drawstyle="steps-post", zorder=zorder)
     for p in MARKED_PERCENTILES if marks else ():
         v = float(np.percentile(values, p))
-        x = float(nines(np.array(p / 100.0)))
-        ax.plot([x], [v], "o", color=color, ms=4)
-        ax.annotate(f"p{p:g} {fmt_s(v)}", (x, v), textcoords="offset points", xytext=(4, 4),
+        at = float(nines(np.array(p / 100.0)))
+        ax.plot([at], [v], "o", color=color, ms=4)
+        ax.annotate(f"p{p:g} {fmt_s(v)}", (at, v), textcoords="offset points", xytext=(4, 4),
                     fontsize=8, color=color)
     return True
 
@@ -145,13 +147,17 @@ def latency_over_time(data: RunData) -> Figure:
     else:
         ok = data.ok & np.isfinite(latency)
         bad = ~data.ok & np.isfinite(latency)
-        top.scatter(data.intended[ok], latency[ok], s=5, color=PHASE_COLORS["latency_s"], alpha=0.5,
-                    lw=0, label="ok request")
+        if ok.any():
+            size = 5 if ok.sum() > 1000 else 14  # small runs: dots big enough to see
+            top.scatter(data.intended[ok], latency[ok], s=size, color=PHASE_COLORS["latency_s"], alpha=0.6,
+                        lw=0, label="ok request")
         if bad.any():
             top.scatter(data.intended[bad], latency[bad], s=10, marker="x", color="#d62728", lw=0.8,
                         label="failed request")
         _rolling_percentiles(top, data.intended[ok], latency[ok], data)
         top.set_ylabel("latency (s)")
+        top.set_ylim(0, float(np.nanmax(latency)) * 1.08 or None)
+        top.ticklabel_format(axis="y", useOffset=False)
         top.legend(loc="upper left", fontsize=8, ncols=3)
         top.grid(True, alpha=0.3)
     _rates(bottom, data)
@@ -175,7 +181,7 @@ def _rolling_percentiles(ax: Axes, t: np.ndarray, v: np.ndarray, data: RunData) 
 
 
 def _rates(ax: Axes, data: RunData) -> None:
-    edges = time_bins(data.span())
+    edges = time_bins(data.span(), target=50)
     width = float(edges[1] - edges[0])
     shade_warmup(ax, data)
     series = (
@@ -198,14 +204,18 @@ def inflight_and_rank(data: RunData) -> Figure:
     fig, (top, bottom) = new_figure(rows=2, height=3.4)
     top.set_title("Requests in flight and reported queue rank")
     shade_warmup(top, data)
-    grid = np.linspace(*data.span(), 800)
-    queued, running = data.in_flight(grid)
-    top.stackplot(grid, queued, running, colors=[PHASE_COLORS["queue_wait_s"], PHASE_COLORS["service_s"]],
-                  labels=["waiting in queue (sent, not started)", "running (started, not finished)"],
-                  alpha=0.75, step="post")
-    top.set_ylabel("requests")
-    top.legend(loc="upper left", fontsize=8)
-    top.grid(True, alpha=0.3)
+    if np.isfinite(data.sent).any():
+        grid = np.linspace(*data.span(), 800)
+        queued, running = data.in_flight(grid)
+        top.stackplot(grid, queued, running, colors=[PHASE_COLORS["queue_wait_s"], PHASE_COLORS["service_s"]],
+                      labels=["waiting in queue (sent, not started)", "running (started, not finished)"],
+                      alpha=0.75, step="post")
+        top.set_ylim(bottom=0)
+        top.set_ylabel("requests")
+        top.legend(loc="upper left", fontsize=8)
+        top.grid(True, alpha=0.3)
+    else:
+        note(top, "No request was sent")
     shade_warmup(bottom, data)
     has_rank = np.isfinite(data.rank)
     if not has_rank.any():
