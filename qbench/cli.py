@@ -218,6 +218,8 @@ def compare(
     try:
         result = compare_runs(baseline, candidate, parse_max_regression(max_regression or []), use_slo=slo)
         console.print(comparison_table(result))
+        for text in result.notes():
+            console.print(f"[yellow]note:[/] {text}")
         for check in result.slo:
             verdict = "[green]pass[/]" if check.passed else "[bold red]FAIL[/]"
             actual = "-" if check.actual is None else f"{check.actual:.4g}"

@@ -94,6 +94,18 @@ class Comparison:
     deltas: list[Delta]
     slo: list[SloCheck] = field(default_factory=list)  # B against its scenario's slo: section
 
+    def notes(self) -> list[str]:
+        """Reasons to read the table with care: different scenarios or a different offered load."""
+        out = []
+        names = (self.a.scenario.get("name"), self.b.scenario.get("name"))
+        if names[0] != names[1]:
+            out.append(f"A and B ran different scenarios ({names[0]} vs {names[1]})")
+        offered = (self.a.summary.offered_rps, self.b.summary.offered_rps)
+        if min(offered) > 0 and max(offered) / min(offered) > 1.1:
+            out.append(f"the offered load differs ({offered[0]:.2f} vs {offered[1]:.2f} req/s): "
+                       "latency changes may come from the load, not the server")
+        return out
+
     def regressions(self) -> list[Delta]:
         return [d for d in self.deltas if d.regressed]
 

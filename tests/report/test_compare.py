@@ -64,6 +64,15 @@ def test_identical_runs_pass(runs: dict[str, Path]) -> None:
     result.check()
 
 
+def test_notes_flag_different_scenarios_and_load(runs: dict[str, Path], tmp_path: Path) -> None:
+    assert compare(runs["base"], runs["same"]).notes() == []
+    busier = write_run(tmp_path / "busier", simulate(n=200, rate_rps=30, service_s=0.05, seed=3),
+                       {"scenario": {"name": "other"}})
+    notes = compare(runs["base"], busier).notes()
+    assert notes[0] == "A and B ran different scenarios (synthetic vs other)"
+    assert notes[1].startswith("the offered load differs (")
+
+
 def test_slower_run_regresses(runs: dict[str, Path]) -> None:
     result = compare(runs["base"], runs["slow"], {"p95_latency_s": 0.1, "p50_service_s": 0.1})
     names = [d.name for d in result.regressions()]
