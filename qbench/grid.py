@@ -266,6 +266,19 @@ class Grid:
     def to_dict(self) -> dict[str, Any]:
         return {"axes": self.axes, "links": {k: e.source for k, e in self.links.items()}}
 
+    def edge_notes(self, knobs: Mapping[str, Value]) -> list[str]:
+        """Advice when a point sits on the grid's edge: the optimum may lie beyond the values tried."""
+        notes = []
+        for name, values in self.axes.items():
+            if len(values) < 2 or knobs.get(name) not in values:
+                continue
+            value, index = knobs[name], values.index(knobs[name])
+            if index == len(values) - 1:
+                notes.append(f"{name}={value} is the largest value tried: extend the grid past it")
+            elif index == 0 and isinstance(value, int | float) and not isinstance(value, bool) and value > 1:
+                notes.append(f"{name}={value} is the smallest value tried: extend the grid below it")
+        return notes
+
 
 def build_grid(
     axes: Sequence[str] | Mapping[str, Any], links: Sequence[str] | Mapping[str, str] = ()

@@ -163,6 +163,7 @@ class Recommendation:
     gradio_code: str = ""
     max_size_advice: dict[str, Any] = field(default_factory=dict)
     capacity: dict[str, Any] = field(default_factory=dict)  # filled by the sweep (search.find_capacity)
+    notes: list[str] = field(default_factory=list)  # e.g. the winner sits on the grid's edge
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -172,6 +173,7 @@ class Recommendation:
             "gradio_code": self.gradio_code,
             "max_size_advice": self.max_size_advice,
             "capacity": self.capacity,
+            "notes": self.notes,
         }
 
 

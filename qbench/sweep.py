@@ -230,6 +230,7 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
             search = full_search(config.grid, evaluate)
         defaults = effective_knobs(config.base_settings, config.api_name) if config.base_settings else {}
         rec = recommend(search.results, config.constraints, defaults)
+        rec.notes = config.grid.edge_notes(rec.winner.knobs) if rec.winner else []
         capacity = None
         if rec.winner is not None and config.capacity_trials > 0:
             if observer:

@@ -115,6 +115,8 @@ def render_sweep(result: SweepResult, console: Console) -> None:
         console.print(f"[bold red]no recommendation:[/] {rec.why}")
         return
     console.print(f"[bold green]winner:[/] {rec.why}")
+    for text in rec.notes:
+        console.print(f"[yellow]note:[/] {text}")
     console.print(Panel(Syntax(rec.gradio_code, "python", theme="ansi_dark", word_wrap=True), title="Gradio"))
     console.print(f"max_size: {rec.max_size_advice.get('why', '')}")
     console.print(_capacity_line(rec.capacity))

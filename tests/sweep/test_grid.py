@@ -104,3 +104,13 @@ def test_point_id_is_filesystem_safe() -> None:
     assert point_id({"rate": 2.5, "load.arrival": "poisson", "concurrency_id": "a/b"}) == (
         "r2.5-load_arrivalpoisson-ga_b"
     )
+
+
+def test_edge_notes_flag_a_winner_on_the_grid_edge() -> None:
+    grid = build_grid(["concurrency_limit=1,2,4", "max_batch_size=1,4", "max_threads=40"])
+    assert grid.edge_notes({"concurrency_limit": 2, "max_batch_size": 4, "max_threads": 40}) == [
+        "max_batch_size=4 is the largest value tried: extend the grid past it"
+    ]
+    assert grid.edge_notes({"concurrency_limit": 1, "max_batch_size": 1}) == []  # nothing below 1
+    low = build_grid(["max_threads=8,40"]).edge_notes({"max_threads": 8})
+    assert low == ["max_threads=8 is the smallest value tried: extend the grid below it"]
