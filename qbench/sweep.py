@@ -23,7 +23,7 @@ Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
                             throughput_rps, p50/p95/p99_latency_s, error_rate, peak_rss_mb, peak_gpu_mem_mb,
                             status, reason, rank, verdict, goodput_ci_low, goodput_ci_high, repeats
     recommendation.json     Recommendation.to_dict() (winner, why, ranked with reasons, gradio_code,
-                            max_size_advice, capacity) + search {mode, trials, grid_size, saved, path}
+                            max_size_advice, capacity, notes) + search {mode, trials, grid_size, saved, path}
     capacity/rate-<r>/      run directories of the capacity bisection probes
 
 A point is checkpointed (point.json) as soon as it ends; `--resume DIR` reads sweep.json from DIR and
