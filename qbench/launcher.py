@@ -84,8 +84,15 @@ def _http_json(url: str, *, body: Any = None, token: str | None = None, timeout:
     return json.loads(payload) if payload else None
 
 
-def wait_ready(handle: ServerHandle, timeout_s: float = READY_TIMEOUT_S, path: str = "/config") -> None:
-    """Poll `GET path` until it answers 200; fail fast if the process died."""
+def wait_ready(
+    handle: ServerHandle,
+    timeout_s: float = READY_TIMEOUT_S,
+    path: str = "/config",
+    *,
+    any_status: bool = False,
+) -> None:
+    """Poll `GET path` until it answers 200 (any answer below 500 with `any_status`: a plain HTTP server
+    without that route is listening, hence ready); fail fast if the process died."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if handle.process is not None and handle.process.poll() is not None:
@@ -95,6 +102,9 @@ def wait_ready(handle: ServerHandle, timeout_s: float = READY_TIMEOUT_S, path: s
             with urllib.request.urlopen(handle.base_url + path, timeout=2.0) as response:
                 if response.status == 200:
                     return
+        except urllib.error.HTTPError as exc:
+            if any_status and exc.code < 500:
+                return
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
             pass
         time.sleep(0.2)
@@ -261,6 +271,7 @@ def launch_command(
     work_dir: Path,
     ready_timeout_s: float = READY_TIMEOUT_S,
     ready_path: str = "/config",
+    any_status: bool = False,
 ) -> Iterator[ServerHandle]:
     """Launch the user's app for one point; yields once `GET ready_path` answers, kills the group after."""
     port = free_port()
@@ -270,7 +281,7 @@ def launch_command(
     process = _spawn(argv, env=knob_env(knobs, port), log_path=log_path)
     handle = ServerHandle(f"http://127.0.0.1:{port}", process, log_path)
     try:
-        wait_ready(handle, ready_timeout_s, ready_path)
+        wait_ready(handle, ready_timeout_s, ready_path, any_status=any_status)
         yield handle
     finally:
         assert handle.process is not None

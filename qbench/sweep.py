@@ -126,8 +126,9 @@ class _Servers:
             yield self.live
         elif mode == "launch":
             assert self.config.launch is not None
+            http = self.config.scenario.protocol == "http"  # no /config: any answer means it listens
             with launch_command(
-                self.config.launch, point.knobs, work_dir=work_dir, ready_timeout_s=timeout
+                self.config.launch, point.knobs, work_dir=work_dir, ready_timeout_s=timeout, any_status=http
             ) as h:
                 yield h
         else:

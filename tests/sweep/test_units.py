@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +155,16 @@ def test_start_reference_server_reports_a_server_that_cannot_start(tmp_path: Pat
     bad = {"functions": [{"api_name": "x", "workload": "no-such-workload"}]}
     with pytest.raises(ServerLaunchError, match="before ready"), start_reference_server(bad):
         pass
+
+
+def test_launch_mode_readiness_for_a_plain_http_server(tmp_path: Path) -> None:
+    import urllib.request
+
+    from qbench.launcher import launch_command
+
+    command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {tmp_path}"
+    with launch_command(command, {}, work_dir=tmp_path / "w", any_status=True, ready_path="/nope") as handle:
+        with urllib.request.urlopen(handle.base_url + "/", timeout=5) as response:
+            assert response.status == 200
+        process = handle.process
+    assert process is not None and process.poll() is not None  # the process group was torn down
