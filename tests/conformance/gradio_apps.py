@@ -60,6 +60,8 @@ SUITE: tuple[FnSpec, ...] = (
     FnSpec("stream", "stream", sleep_s=0.02, chunks=4),
     FnSpec("fail", "fail"),
     FnSpec("batch_fail", "fail", sleep_s=SLEEP_S, concurrency_limit=1, batch=True, max_batch_size=4),
+    FnSpec("mixed_plain", "sleep", sleep_s=SLEEP_S, concurrency_limit=1, concurrency_id="mixed"),
+    FnSpec("mixed_batch", "sleep", sleep_s=SLEEP_S, concurrency_id="mixed", batch=True, max_batch_size=4),
     FnSpec("gr_error", "gr_error"),  # raises gr.Error(ERROR_MESSAGE, title=ERROR_TITLE, duration=5)
     FnSpec("hold", "sleep", sleep_s=0.5, concurrency_limit=1),  # keeps its group busy (cancel, disconnect)
     FnSpec("eta", "sleep", sleep_s=SLEEP_S, concurrency_limit=1),  # used only by the ETA test

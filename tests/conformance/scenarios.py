@@ -47,6 +47,11 @@ def messages(traces: list[Trace]) -> list[list[Any]]:
     return [[normalise(m.body) for m in t.messages if m.msg != "heartbeat"] for t in traces]
 
 
+def estimations(traces: list[Trace]) -> list[list[tuple[int, int]]]:
+    """Per job, the (rank, queue_size) of each estimation it received."""
+    return [[(m.body["rank"], m.body["queue_size"]) for m in t.all("estimation")] for t in traces]
+
+
 def kinds(traces: list[Trace]) -> list[list[str]]:
     return [t.kinds for t in traces]
 
@@ -164,9 +169,32 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "concurrency_id_lowest_limit": Scenario(
         # shared_b (limit 1) joins first, so Gradio's lazily lowered group limit is already 1.
+        # Ranks and queue sizes count the whole group, whichever function an event belongs to.
         [Job(fn, [f"x{i}"], at_s=i * SPACING_S) for i, fn in enumerate(["shared_b", "shared_a", "shared_a"])],
-        lambda ts: {"max_overlap": max_overlap(ts), "dispatches": batch_sizes(ts)},
-        {"max_overlap": 1, "dispatches": [1, 1, 1]},
+        lambda ts: {
+            "max_overlap": max_overlap(ts),
+            "dispatches": batch_sizes(ts),
+            "estimations": estimations(ts),
+        },
+        {"max_overlap": 1, "dispatches": [1, 1, 1], "estimations": [[(0, 1)], [(0, 1)], [(1, 2), (0, 1)]]},
+    ),
+    "batch_skips_other_functions_in_its_group": Scenario(
+        # One group, limit 1: a batch takes the later events of its own function and leaves the
+        # other function's waiting event in place, which then runs last.
+        [
+            Job(fn, [f"{fn[6]}{i}"], at_s=i * 0.01)
+            for i, fn in enumerate(
+                ["mixed_plain", "mixed_batch", "mixed_plain", "mixed_batch", "mixed_batch"]
+            )
+        ],
+        lambda ts: {
+            "dispatch_members": [sorted(t.job.data[0] for t in g) for g in dispatch_groups(ts)],
+            "outputs": outputs(ts),
+        },
+        {
+            "dispatch_members": [["p0"], ["b1", "b3", "b4"], ["p2"]],
+            "outputs": [["p0"], ["b1"], ["p2"], ["b3"], ["b4"]],
+        },
     ),
     "batch_burst": Scenario(
         burst("batch", 6, spacing_s=0.01),

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .driver import LiveSession, new_http
+from .driver import Job, LiveSession, new_http, run_burst
 from .flows import (
     cancel_flow,
     cancel_running_flow,
@@ -159,3 +159,13 @@ def test_differs_cancel_hits_one_event_not_the_sessions_running_job(both_urls: U
     assert seen["gradio"]["first"] == ["estimation", "process_starts"]
     assert seen["reference"]["first"] == ["estimation", "process_starts", "process_completed"]
     assert seen["gradio"]["second_completed"] and seen["reference"]["second_completed"]
+
+
+def test_differs_wrong_input_count_is_rejected_at_join(both_urls: URLs) -> None:
+    """Gradio accepts a join whose `data` has the wrong number of inputs and fails the job
+    ({"error": null}, like any preprocessing error); the reference server refuses the join (422)."""
+    seen = on_both(both_urls, lambda url: run_burst(url, [Job("echo", [])])[0])
+    gradio, reference = seen["gradio"], seen["reference"]
+    assert gradio.join_status == 200 and gradio.kinds == ["estimation", "process_starts", "process_completed"]
+    assert gradio.completed["output"] == {"error": None} and gradio.completed["success"] is False
+    assert reference.join_status == 422 and "input" in str(reference.join_body["detail"])
