@@ -339,11 +339,19 @@ SCENARIOS: dict[str, Scenario] = {
         repeatable=False,
     ),
     "max_size_503": Scenario(
-        # The first job runs; the next three wait (max_size counts waiting jobs only); two are refused.
-        [Job("sleep_1", ["r"])] + [Job("sleep_1", [f"x{i}"], at_s=0.05 + i * 0.015) for i in range(5)],
+        # max_threads=2: sleep_1 and hold run; then 3 events wait in two groups (= max_size 3), so
+        # joins for sleep_n and echo, whose groups are idle, are refused too: the count is global
+        # and covers waiting events only.
+        [
+            Job("sleep_1", ["r0"]),
+            Job("hold", ["h0"], at_s=0.01),
+            *[Job(fn, [f"w{i}"], at_s=0.05 + 0.015 * i) for i, fn in enumerate(["sleep_1", "hold", "hold"])],
+            Job("sleep_n", ["n"], at_s=0.1),
+            Job("echo", ["e"], at_s=0.115),
+        ],
         _max_size_summary,
         {
-            "statuses": [200, 200, 200, 200, 503, 503],
+            "statuses": [200, 200, 200, 200, 200, 503, 503],
             "bodies": [{"detail": "Queue is full. Max size is 3 and size is 3."}] * 2,
         },
         tight=True,
