@@ -17,11 +17,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-test: $(STAMP)
+test: lint
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(PY) -m ruff check qbench reference_server tests bench
+	$(PY) -m ruff check qbench reference_server tests bench examples
 	$(PY) -m mypy
 
 demo: $(STAMP)

@@ -85,7 +85,8 @@ class RequestRecord:
 
     @property
     def latency_s(self) -> float | None:
-        """End-to-end latency from the INTENDED send time: the open-loop headline (no coordinated omission)."""
+        """End-to-end latency from the INTENDED send time: the open-loop headline (no coordinated
+        omission)."""
         return _diff(self.completed_at_s, self.intended_at_s)
 
     @property
@@ -95,7 +96,8 @@ class RequestRecord:
 
     @property
     def send_lag_s(self) -> float | None:
-        """How late the generator sent the request (actual - intended); large values flag a saturated client."""
+        """How late the generator sent the request (actual - intended); large values flag a saturated
+        client."""
         return _diff(self.sent_at_s, self.intended_at_s)
 
     @property

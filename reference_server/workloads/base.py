@@ -10,7 +10,7 @@ sees Python values, never wire formats:
     image       PIL.Image.Image (RGB)                   PIL.Image.Image (saved and served as a file)
     audio       (sample_rate: int, samples: np.ndarray)  (sample_rate, np.ndarray)
     json        any JSON value                          any JSON value
-    label       -                                       {"label": str, "confidences": [{"label", "confidence"}]}
+    label       -                                       {"label": str, "confidences": [...]}
 
 Calling conventions (Gradio's):
     * unbatched:  run(inputs)            -> outputs          one value per component, in order
@@ -119,7 +119,8 @@ def build_workload(kind: str, params: dict[str, Any] | None = None) -> Workload:
     """Build a workload by kind name; unknown kinds and bad params raise WorkloadConfigError."""
     _import_builtin()
     if kind not in _REGISTRY:
-        raise WorkloadConfigError(f"unknown workload {kind!r}; expected one of: {', '.join(sorted(_REGISTRY))}")
+        known = ", ".join(sorted(_REGISTRY))
+        raise WorkloadConfigError(f"unknown workload {kind!r}; expected one of: {known}")
     return _REGISTRY[kind](dict(params or {}))
 
 
