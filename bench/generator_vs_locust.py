@@ -201,7 +201,8 @@ def main() -> None:
         # open loop at a fixed moderate rate, and at 80% of what FastHttpUser achieved (same work per second)
         high = round(0.8 * results[0].rps)
         for rate in (args.rate, high):
-            load = f"{{rate: {rate}, duration: {run_s}, max_connections: {args.users}, timeout: 10}}"
+            cap = args.users  # in-flight cap = connections: a hiccup queues in the schedule, not in aiohttp
+            load = f"{{rate: {rate}, duration: {run_s}, max_connections: {cap}, max_in_flight: {cap}}}"
             (tmp / f"open{rate:g}.yaml").write_text(SCENARIO.format(load=load))
             results.append(
                 measure(
