@@ -119,6 +119,50 @@ async def cancel_running_flow(url: str) -> dict[str, Any]:
         }
 
 
+async def disconnect_running_flow(url: str) -> dict[str, Any]:
+    """Session A runs `hold` (0.5 s) and closes its stream after 0.1 s; session B then joins `hold`.
+
+    Gradio lets a disconnected session's running job finish (its result is dropped), so its slot
+    stays taken: B starts only when A's job would have ended. `landed`: B joined before that.
+    """
+    async with new_http() as http:
+        hold = (await fn_indices(http, url))["hold"]
+        leaver = await start_session(http, url, hold, [["a"]], stop_after_s=0.1)
+        await leaver.reader
+        await asyncio.sleep(0.05)
+        late = await start_session(http, url, hold, [["b"]])
+        await asyncio.wait_for(late.reader, FLOW_TIMEOUT_S)
+        a_started = leaver.trace.started_at
+        return {
+            "landed": late.trace.acked_at < a_started + 0.4,
+            "b_waited_for_a": late.trace.started_at > a_started + 0.4,
+            "b": late.trace.kinds,
+        }
+
+
+async def cancel_then_ranks_flow(url: str) -> dict[str, Any]:
+    """Two sessions wait behind a `hold` job; the first is cancelled. Is the second re-estimated?
+
+    Gradio sends estimations on join and on dispatch only, so the second keeps its old rank until
+    it starts. `landed`: the cancel came while the holder was still running.
+    """
+    async with new_http() as http:
+        hold = (await fn_indices(http, url))["hold"]
+        holder = await start_session(http, url, hold, [["h"]])
+        await asyncio.sleep(0.05)
+        first = await start_session(http, url, hold, [["w1"]])
+        second = await start_session(http, url, hold, [["w2"]])
+        await asyncio.sleep(0.05)
+        await cancel(http, url, first.stream.session_hash, hold, str(first.trace.event_id))
+        cancelled_at = time.monotonic()
+        await asyncio.wait_for(asyncio.gather(holder.reader, first.reader, second.reader), FLOW_TIMEOUT_S)
+        return {
+            "landed": cancelled_at < holder.trace.completed_at,
+            "second": [(m.body["rank"], m.body["queue_size"]) for m in second.trace.all("estimation")],
+            "second_kinds": second.trace.kinds,
+        }
+
+
 async def raw_post(url: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
     """POST a JSON body under /gradio_api; (status, JSON body or raw text)."""
     async with new_http() as http, http.post(f"{url}/gradio_api{path}", json=body) as resp:

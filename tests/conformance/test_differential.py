@@ -17,7 +17,9 @@ from .driver import Job, LiveSession, new_http, run_burst
 from .flows import (
     cancel_flow,
     cancel_running_flow,
+    cancel_then_ranks_flow,
     disconnect_flow,
+    disconnect_running_flow,
     eta_bursts,
     raw_post,
     repeat_until_landed,
@@ -84,6 +86,12 @@ def test_cancel_of_another_sessions_waiting_job_agrees(both_urls: URLs) -> None:
 
 def test_cancel_of_a_running_job_agrees(both_urls: URLs) -> None:
     seen = on_both(both_urls, lambda url: asyncio.run(repeat_until_landed(cancel_running_flow, url)))
+    assert seen["reference"] == seen["gradio"]
+
+
+@pytest.mark.parametrize("flow", [disconnect_running_flow, cancel_then_ranks_flow], ids=lambda f: f.__name__)
+def test_flow_agrees(flow: Any, both_urls: URLs) -> None:
+    seen = on_both(both_urls, lambda url: asyncio.run(repeat_until_landed(flow, url)))
     assert seen["reference"] == seen["gradio"]
 
 

@@ -17,7 +17,9 @@ from .flows import (
     cancel_all,
     cancel_flow,
     cancel_running_flow,
+    cancel_then_ranks_flow,
     disconnect_flow,
+    disconnect_running_flow,
     eta_bursts,
     raw_post,
     repeat_until_landed,
@@ -125,6 +127,19 @@ def test_cancel_running_event_frees_its_slot(suite_url: str) -> None:
         "process_starts",
         "process_completed",
     ]
+
+
+def test_disconnected_running_job_keeps_its_slot_until_done(suite_url: str) -> None:
+    result = asyncio.run(repeat_until_landed(disconnect_running_flow, suite_url))
+    assert result["b_waited_for_a"], result
+    assert result["b"] == ["estimation", "process_starts", "process_completed"]
+
+
+def test_cancel_does_not_re_estimate_the_others(suite_url: str) -> None:
+    """Estimations go out on join and on dispatch only; removing a waiting event sends none."""
+    result = asyncio.run(repeat_until_landed(cancel_then_ranks_flow, suite_url))
+    assert result["second"] == [(1, 2)]
+    assert result["second_kinds"] == ["estimation", "process_starts", "process_completed"]
 
 
 # ---------------------------------------------------------------- HTTP-level answers
