@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 import time
 import uuid
@@ -105,12 +106,11 @@ class EventQueue:
         event = Event(event_id or uuid.uuid4().hex, session, fn, data, simple_format)
         self.events[event.id] = event
         self.sessions.add_pending(session, event.id)
-        group.waiting.append(event)
+        group.enqueue(event)
         self.metrics.joined.labels(fn.name).inc()
         self.metrics.queue_depth.labels(group.id).set(len(group.waiting))
-        rank = len(group.waiting) - 1
-        eta = group.estimations(time.perf_counter())[rank][2] if group.waiting else None
-        self.emit(event, m.estimation(event.id, rank, len(group.waiting), eta))
+        eta = group.eta_of_last(time.perf_counter())
+        self.emit(event, m.estimation(event.id, len(group.waiting) - 1, len(group.waiting), eta))
         self._wake.set()
         return event
 
@@ -143,15 +143,15 @@ class EventQueue:
         head = group.waiting[0]
         fs = head.fn.settings
         if not fs.batch:
-            return [group.waiting.pop(0)]
-        members = [e for e in group.waiting if e.fn is head.fn][: fs.max_batch_size]
+            group.remove([head])
+            return [head]
+        members = list(itertools.islice((e for e in group.waiting if e.fn is head.fn), fs.max_batch_size))
         if len(members) < fs.max_batch_size and fs.batch_wait_ms > 0:
             due = head.joined_at + fs.batch_wait_ms / 1000
             if time.perf_counter() < due:
                 self._wake_at(due)
                 return None
-        taken = set(map(id, members))
-        group.waiting = [e for e in group.waiting if id(e) not in taken]
+        group.remove(members)
         return members
 
     def _wake_at(self, due: float) -> None:
@@ -209,9 +209,14 @@ class EventQueue:
 
     # ------------------------------------------------------------ estimations
     def broadcast(self, group: Group) -> None:
+        """An estimation to every waiting event of the group (O(queue) per call: kept lean)."""
         size = len(group.waiting)
+        session_of = self.sessions.get
         for event, rank, eta in group.estimations(time.perf_counter()):
-            self.emit(event, m.estimation(event.id, rank, size, eta))
+            session = session_of(event.session) if event.alive else None
+            if session is not None:
+                session.queue.put_nowait({"msg": "estimation", "event_id": event.id, "rank": rank,
+                                          "queue_size": size, "rank_eta": eta})
 
     async def _periodic_estimations(self) -> None:
         while self.settings.queue.status_update_rate != "auto":
@@ -239,8 +244,8 @@ class EventQueue:
 
     def _remove_waiting(self, event: Event) -> None:
         group = self.groups[event.fn.settings.group_id]
-        with contextlib.suppress(ValueError):
-            group.waiting.remove(event)
+        if event in group.waiting:
+            group.remove([event])
         self.events.pop(event.id, None)
         self.metrics.queue_depth.labels(group.id).set(len(group.waiting))
         self._wake.set()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +90,7 @@ class Group:
     waiting: list[Event] = field(default_factory=list)
     running: list[Job] = field(default_factory=list)
     pushed: dict[int, FunctionRuntime] = field(default_factory=dict)
+    waiting_per_fn: dict[int, int] = field(default_factory=dict)  # fn index -> waiting events
 
     def admit_function(self, fn: FunctionRuntime, fn_limit: int | None) -> None:
         """Gradio's lazy rule: the group limit is the lowest non-None limit of the functions pushed so far."""
@@ -119,20 +121,56 @@ class Group:
             ends.append(job.started_at + avg)
         return max(min(ends) - now, 0.0) if ends else 0.0
 
-    def estimations(self, now: float) -> list[tuple[Event, int, float | None]]:
+    def estimations(self, now: float) -> Iterator[tuple[Event, int, float | None]]:
         """(event, rank, rank_eta) for every waiting event, by the formula in the module docstring."""
-        out: list[tuple[Event, int, float | None]] = []
         till_worker = self.time_till_available_worker(now)
         wait_so_far: float | None = 0.0
+        limit = self.limit
         for rank, event in enumerate(self.waiting):
             avg = event.fn.job_time.mean
-            parts = (avg, wait_so_far, till_worker)
-            eta = None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
-            out.append((event, rank, eta))
-            if self.limit is None:
+            if avg is None or wait_so_far is None or till_worker is None:
+                yield event, rank, None
+            else:
+                yield event, rank, avg + wait_so_far + till_worker
+            if limit is None:
                 wait_so_far = 0.0
             elif wait_so_far is not None and avg is not None:
-                wait_so_far += avg / self.limit
+                wait_so_far += avg / limit
             else:
                 wait_so_far = None
-        return out
+
+    def eta_of_last(self, now: float) -> float | None:
+        """rank_eta of the last waiting event, in O(functions) rather than O(queue) (used on push).
+
+        The events ahead of it contribute sum(avg(f) / limit) over their functions, so per-function
+        counts of waiting events suffice; any of them without an average makes the ETA null.
+        """
+        last = self.waiting[-1]
+        avg, till_worker = last.fn.job_time.mean, self.time_till_available_worker(now)
+        if avg is None or till_worker is None:
+            return None
+        if self.limit is None:
+            return avg + till_worker
+        wait = 0.0
+        for index, count in self.waiting_per_fn.items():
+            ahead = count - 1 if index == last.fn.index else count
+            if ahead:
+                fn_avg = self.pushed[index].job_time.mean
+                if fn_avg is None:
+                    return None
+                wait += ahead * fn_avg / self.limit
+        return avg + wait + till_worker
+
+    # ---- the waiting list is changed only through these, which keep waiting_per_fn in step
+    def enqueue(self, event: Event) -> None:
+        self.waiting.append(event)
+        self.waiting_per_fn[event.fn.index] = self.waiting_per_fn.get(event.fn.index, 0) + 1
+
+    def remove(self, events: list[Event]) -> None:
+        if len(events) == 1:
+            self.waiting.remove(events[0])
+        else:
+            gone = set(map(id, events))
+            self.waiting = [e for e in self.waiting if id(e) not in gone]
+        for event in events:
+            self.waiting_per_fn[event.fn.index] -= 1

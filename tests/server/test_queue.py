@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from reference_server.queue import EventQueue, QueueFullError
+from reference_server.server_state import build_functions
 
 from .queue_harness import of, read_until_done, run_queue, settings
 
@@ -369,3 +370,27 @@ def test_completed_metric_counts_outcomes() -> None:
         assert counts == {("a", "ok"): 1.0, ("f", "error"): 1.0}
 
     run_queue(settings([sleep_fn("a", 20), {"api_name": "f", "workload": "fail"}]), body)
+
+
+def test_push_eta_shortcut_matches_the_full_formula() -> None:
+    from reference_server.runtime import Event, Group, Job
+
+    s = settings([sleep_fn("x", 1, concurrency_id="g"), sleep_fn("y", 1, concurrency_id="g")])
+    fx, fy = build_functions(s)
+    fx.job_time.add(0.3)
+    fy.job_time.add(0.7)
+    group = Group("g")
+    for fn in (fx, fy):
+        group.admit_function(fn, 2)
+    group.running = [Job([], fx, started_at=100.0), Job([], fy, started_at=100.2)]
+    for i, fn in enumerate([fx, fy, fy, fx, fy]):
+        group.enqueue(Event(f"e{i}", "s", fn, ["d"]))
+        full = list(group.estimations(now=100.1))[-1][2]
+        assert group.eta_of_last(now=100.1) == pytest.approx(full)
+    group.remove([group.waiting[1], group.waiting[3]])
+    assert group.waiting_per_fn == {fx.index: 1, fy.index: 2}
+    assert group.eta_of_last(now=100.1) == pytest.approx(list(group.estimations(now=100.1))[-1][2])
+    fresh = build_functions(s)[0]  # a function without an average makes every later ETA null
+    group.admit_function(fresh, 2)
+    group.enqueue(Event("e9", "s", fresh, ["d"]))
+    assert group.eta_of_last(now=100.1) is None
