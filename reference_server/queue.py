@@ -71,7 +71,17 @@ class EventQueue:
         self._tasks.clear()
 
     def reconfigure(self, settings: ServerSettings) -> None:
-        """Apply new limits, batch sizes, max_size, max_threads to events dispatched from now on."""
+        """Apply new limits, batch sizes, max_size, max_threads to events dispatched from now on.
+
+        The functions themselves (names, workloads, params, concurrency ids) cannot change live.
+        """
+        fixed = ("api_name", "workload", "params", "concurrency_id")
+        if len(settings.functions) != len(self.functions) or any(
+            getattr(fn.settings, key) != getattr(new, key)
+            for fn, new in zip(self.functions, settings.functions, strict=False)
+            for key in fixed
+        ):
+            raise ValueError(f"reconfigure cannot change the functions or their {', '.join(fixed)}")
         for fn, new in zip(self.functions, settings.functions, strict=True):
             fn.settings = new
         limits = {fn.index: settings.resolved_limit(fn.settings) for fn in self.functions}

@@ -394,3 +394,13 @@ def test_push_eta_shortcut_matches_the_full_formula() -> None:
     group.admit_function(fresh, 2)
     group.enqueue(Event("e9", "s", fresh, ["d"]))
     assert group.eta_of_last(now=100.1) is None
+
+
+def test_reconfigure_refuses_to_change_the_functions() -> None:
+    async def body(q: EventQueue) -> None:
+        new = q.settings.model_copy(deep=True)
+        new.functions[0].concurrency_id = "other"
+        with pytest.raises(ValueError, match="cannot change the functions"):
+            q.reconfigure(new)
+
+    run_queue(settings([sleep_fn("a", 10)]), body)
