@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
-from gradio_client.utils import Status
+from gradio_client.utils import QueueError, Status
 from PIL import Image
 
 from reference_server.testing import serve_in_thread
 
-from .gradio_apps import SUITE, QueueSpec
+from .gradio_apps import SUITE, TIGHT_QUEUE, QueueSpec
 from .reference import reference_settings
 
 LABELS = ["cat", "dog", "fish"]
@@ -40,6 +40,13 @@ EXTRA_FUNCTIONS: tuple[dict[str, Any], ...] = (
 def url() -> Iterator[str]:
     settings = reference_settings(SUITE, QueueSpec(), EXTRA_FUNCTIONS)
     with serve_in_thread(settings, startup_timeout_s=120) as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def tight_url() -> Iterator[str]:
+    """The suite with max_threads=2 and max_size=3."""
+    with serve_in_thread(reference_settings(SUITE, TIGHT_QUEUE)) as server:
         yield server.url
 
 
@@ -143,3 +150,16 @@ def test_user_visible_error_keeps_message_and_title(client: Client) -> None:
     with pytest.raises(AppError) as info:
         client.predict("x", api_name="/gr_error")
     assert (info.value.message, info.value.title, info.value.duration) == ("synthetic failure", "Oops", 5.0)
+
+
+def test_full_queue_raises_queue_error(tight_url: str) -> None:
+    with clients(tight_url, 2) as (filler, late):
+        jobs = [filler.submit(f"f{i}", api_name="/hold") for i in range(4)]  # 1 runs, 3 wait (= max_size)
+        poll_status(jobs[0], Status.PROCESSING)
+        for job in jobs[1:]:
+            poll_status(job, Status.IN_QUEUE)
+        with pytest.raises(QueueError, match="Queue is full"):
+            late.predict("x", api_name="/sleep_1")  # its own group is idle: max_size is global
+        for job in jobs[1:]:
+            job.cancel()
+        assert jobs[0].result(timeout=10) == "f0"
