@@ -235,6 +235,8 @@ class LoadGenerator:
         except asyncio.CancelledError:
             if record.error_kind == "timeout":
                 self.protocol.abandon(record)
+                if hasattr(task, "uncancel"):
+                    task.uncancel()  # our own timer's cancel is handled: later awaits must not see it
             else:
                 fail(record, self.stop_kind or "interrupted", self.stop_reason or "stopped", self.clock.now())
                 if isinstance(self.plan, UserPlan):

@@ -102,3 +102,12 @@ def test_overrides_and_scenario_target(server_factory: Factory, tmp_path: Path) 
         spec = text_scenario({"rate": 5, "duration": 1}, target=server.url)
         result = run_scenario(spec, out_dir=tmp_path / "run", overrides={"load.burst": 7}, live=False)
     assert len(result.records) == 7 and all(r.intended_at_s == 0 for r in result.records)
+
+
+def test_closed_loop_user_keeps_going_after_a_timeout(server_factory: Factory, tmp_path: Path) -> None:
+    spec = text_scenario({"users": 1, "duration": 1.2, "timeout": 0.2})
+    with server_factory(functions=[sleep_fn(1000, concurrency_limit=None)]) as server:
+        result = run_scenario(spec, target=server.url, out_dir=tmp_path / "run", live=False)
+    assert len(result.records) >= 3  # one user, several 0.2 s timeouts in a row
+    assert {r.error_kind for r in result.records} == {"timeout"}
+    assert result.run_info["stop_kind"] is None
