@@ -19,6 +19,11 @@ cost, not waiting behind other jobs), the server's CPU time per job (psutil; les
 machine load than jobs/s) and the client's CPU use. Ratio lines compare the two; `ratio: N.N` is
 echo jobs/s, reference / gradio. On sleep, both should reach the ideal limit / sleep jobs/s
 (4 / 0.1 s = 40/s).
+
+Gradio is measured as shipped. Note that Gradio 6.31 rebuilds a pandas DataFrame of its last
+(up to 10,000) event records after EVERY event (`Queue.compute_analytics_summary`, monitoring),
+so its CPU per event grows with the events served; GRADIO_ANALYTICS_CACHE_FREQUENCY=100000 in the
+environment (passed to the child) roughly triples its echo jobs/s here.
 """
 
 from __future__ import annotations
