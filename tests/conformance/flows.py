@@ -209,3 +209,26 @@ async def same_session_cancel_flow(url: str) -> dict[str, Any]:
         await cancel(http, url, session.stream.session_hash, hold, str(second.event_id))
         await session.reader
         return {"first": first.kinds, "second_completed": second.first("process_completed") is not None}
+
+
+async def simple_api_call(url: str, api_name: str, data: list[Any]) -> list[tuple[str, Any]]:
+    """POST /call/<api_name>, then read GET /call/<api_name>/<event_id>: [(event, data), ...]."""
+    async with new_http() as http:
+        async with http.post(f"{url}/gradio_api/call/{api_name}", json={"data": data}) as resp:
+            event_id = (await resp.json())["event_id"]
+        events: list[tuple[str, Any]] = []
+        async with http.get(f"{url}/gradio_api/call/{api_name}/{event_id}") as resp:
+            event = ""
+            async for raw in resp.content:
+                line = raw.decode().rstrip("\n")
+                if line.startswith("event:"):
+                    event = line.split(":", 1)[1].strip()
+                elif line.startswith("data:") and event != "heartbeat":
+                    events.append((event, orjson.loads(line.split(":", 1)[1])))
+        return events
+
+
+async def direct_run(url: str, api_name: str, data: list[Any]) -> tuple[int, Any]:
+    """POST /run/<api_name>: the non-queued call (status, body with durations normalised)."""
+    status, body = await raw_post(url, f"/run/{api_name}", {"data": data})
+    return status, normalise(body)

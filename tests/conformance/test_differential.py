@@ -18,12 +18,14 @@ from .flows import (
     cancel_flow,
     cancel_running_flow,
     cancel_then_ranks_flow,
+    direct_run,
     disconnect_flow,
     disconnect_running_flow,
     eta_bursts,
     raw_post,
     repeat_until_landed,
     same_session_cancel_flow,
+    simple_api_call,
 )
 from .scenarios import SCENARIOS, matches, run_scenario
 
@@ -92,6 +94,20 @@ def test_cancel_of_a_running_job_agrees(both_urls: URLs) -> None:
 @pytest.mark.parametrize("flow", [disconnect_running_flow, cancel_then_ranks_flow], ids=lambda f: f.__name__)
 def test_flow_agrees(flow: Any, both_urls: URLs) -> None:
     seen = on_both(both_urls, lambda url: asyncio.run(repeat_until_landed(flow, url)))
+    assert seen["reference"] == seen["gradio"]
+
+
+@pytest.mark.parametrize("api_name", ["echo", "stream", "fail", "gr_error", "batch"])
+def test_simple_call_api_agrees(api_name: str, both_urls: URLs) -> None:
+    """/call/<api>: named SSE events (generating, complete, error) carrying full values."""
+    seen = on_both(both_urls, lambda url: asyncio.run(simple_api_call(url, api_name, ["x"])))
+    assert seen["reference"] == seen["gradio"]
+
+
+@pytest.mark.parametrize("api_name", ["echo", "fail", "gr_error", "batch"])
+def test_direct_run_api_agrees(api_name: str, both_urls: URLs) -> None:
+    """/run/<api>: the function called outside the queue; 200 with the output, 500 with the error."""
+    seen = on_both(both_urls, lambda url: asyncio.run(direct_run(url, api_name, ["x"])))
     assert seen["reference"] == seen["gradio"]
 
 
@@ -177,3 +193,13 @@ def test_differs_wrong_input_count_is_rejected_at_join(both_urls: URLs) -> None:
     assert gradio.join_status == 200 and gradio.kinds == ["estimation", "process_starts", "process_completed"]
     assert gradio.completed["output"] == {"error": None} and gradio.completed["success"] is False
     assert reference.join_status == 422 and "input" in str(reference.join_body["detail"])
+
+
+def test_differs_run_on_a_generator_returns_the_final_value(both_urls: URLs) -> None:
+    """/run on a generator: Gradio keeps no iterator there, so it answers the FIRST value with
+    is_generating true; the reference server runs the generator out and answers the final value."""
+    seen = on_both(both_urls, lambda url: asyncio.run(direct_run(url, "stream", ["x"])))
+    status, body = seen["gradio"]
+    assert (status, body["data"], body["is_generating"]) == (200, ["x"], True)
+    status, body = seen["reference"]
+    assert (status, body["data"], body["is_generating"]) == (200, ["x 1 2 3"], False)
