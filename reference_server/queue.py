@@ -44,9 +44,9 @@ class EventQueue:
         self.settings = settings
         self.functions = functions
         self.metrics = metrics or ServerMetrics()
-        self.sessions = Sessions()
-        self.groups: dict[str, Group] = {}
         self.events: dict[str, Event] = {}  # waiting or running, by id
+        self.sessions = Sessions(is_live=self.events.__contains__)
+        self.groups: dict[str, Group] = {}
         self.running_jobs = 0
         self.completed = 0
         self.limiter = anyio.CapacityLimiter(settings.launch.max_threads)

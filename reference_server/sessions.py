@@ -2,15 +2,19 @@
 
 A session is created by its first join and holds a mailbox of messages plus the ids of its
 events that have not delivered a terminal message yet. The SSE reader deletes the session after it
-sends `close_stream`; a later join creates it afresh. At most `capacity` idle sessions are kept
-(like Gradio's LRU of 2000): idle sessions go first, then the least recently used ones without a
-reader (a client that joined and never read); a session with an open reader is never evicted.
+sends `close_stream`; a later join creates it afresh.
+
+Beyond `capacity` sessions (2000, like Gradio's LRU) the least recently used sessions without a
+reader are evicted, idle ones first, then those whose events have all finished (results nobody came
+for). Unlike Gradio's plain LRU, a session with a reader or with an event still waiting or running is
+kept, so a burst of more than 2000 sessions does not lose messages.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from reference_server.messages import Message
@@ -70,8 +74,10 @@ class Session:
 
 
 class Sessions:
-    def __init__(self, capacity: int = 2000) -> None:
+    def __init__(self, capacity: int = 2000, is_live: Callable[[str], bool] = lambda event_id: False) -> None:
         self.capacity = capacity
+        self.is_live = is_live  # event id -> still waiting or running?
+        self._next_scan = capacity + 1  # amortises eviction scans when nothing can be evicted
         self._by_hash: OrderedDict[str, Session] = OrderedDict()
 
     def __contains__(self, session_hash: str) -> bool:
@@ -106,12 +112,15 @@ class Sessions:
 
     def _evict(self, keep: str) -> None:
         excess = len(self._by_hash) - self.capacity
-        if excess <= 0:
+        if excess <= 0 or len(self._by_hash) < self._next_scan:
             return
         candidates = [(h, s) for h, s in self._by_hash.items() if h != keep and not s.readers]
-        idle = [h for h, s in candidates if not s.pending][:excess]
-        if len(idle) < excess:  # then the least recently used sessions nobody is reading (Gradio's LRU)
-            unread = [h for h, _ in candidates if h not in idle]
-            idle += unread[: excess - len(idle)]
-        for h in idle:
+        idle = [h for h, s in candidates if not s.pending]
+        if len(idle) < excess:
+            idle += [h for h, s in candidates if s.pending and not any(map(self.is_live, s.pending))]
+        for h in idle[:excess]:
             del self._by_hash[h]
+        if len(idle) < excess:  # everything left is busy: do not rescan on every new session
+            self._next_scan = len(self._by_hash) + max(self.capacity // 10, 1)
+        else:
+            self._next_scan = self.capacity + 1

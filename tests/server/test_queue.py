@@ -303,8 +303,11 @@ def test_sessions_lru_keeps_readers_and_evicts_idle_first() -> None:
     sessions.open("idle")
     sessions.add_pending("new", "e2")  # over capacity: the idle session goes, though "busy" is older
     assert list(sessions._by_hash) == ["read", "busy", "new"]
-    sessions.add_pending("new2", "e3")  # nothing idle: the least recently used unread session goes
+    sessions.add_pending("new2", "e3")  # nothing idle: the LRU session whose events all finished goes
     assert list(sessions._by_hash) == ["read", "new", "new2"]
+    sessions.is_live = {"e2", "e3", "e4"}.__contains__
+    sessions.add_pending("new3", "e4")  # every other session has a reader or a live event: kept
+    assert list(sessions._by_hash) == ["read", "new", "new2", "new3"]
 
 
 def test_numeric_status_update_rate_broadcasts_periodically_not_on_dispatch() -> None:
