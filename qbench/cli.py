@@ -77,7 +77,8 @@ def run(
             overrides["load.processes"] = processes
         spec = load_scenario(scenario, overrides)
         result = run_scenario(spec, target=target, out_dir=out, live=live)
-        render_summary(result.summary, console, open_loop=spec.load.users is None)
+        load = spec.load
+        render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst")
         console.print(f"records: {result.run_dir}")
         if result.run_info.get("stop_kind") == "interrupted":
             raise typer.Exit(130)

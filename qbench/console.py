@@ -74,14 +74,22 @@ def live_line(s: LiveStats) -> str:
     )
 
 
-def render_summary(summary: Summary, console: Console | None = None, *, open_loop: bool = True) -> None:
-    """Print the summary table, SLO checks and generator warnings."""
+def render_summary(
+    summary: Summary, console: Console | None = None, *, open_loop: bool = True, burst: bool = False
+) -> None:
+    """Print the summary table, SLO checks and generator warnings.
+
+    For a burst (every request intended at the same instant) send lag is the time it took to issue
+    them all, so it is reported as such instead of as a warning."""
     console = console or Console()
     console.print(overview_table(summary))
     console.print(phase_table(summary, open_loop=open_loop))
     if summary.slo:
         console.print(slo_table(summary))
-    for warning in bottleneck_warnings(summary):
+    lag = summary.phase("send_lag_s")
+    if burst and lag.max is not None:
+        console.print(f"the burst of {summary.sent} requests took {lag.max * 1000:.1f} ms to send")
+    for warning in bottleneck_warnings(summary, burst=burst):
         console.print(f"[bold yellow]warning:[/] {warning}")
 
 
@@ -142,7 +150,7 @@ def slo_table(s: Summary) -> Table:
     return table
 
 
-def bottleneck_warnings(s: Summary) -> list[str]:
+def bottleneck_warnings(s: Summary, *, burst: bool = False) -> list[str]:
     """Signs that the generator (or its host), not the server, limited the run."""
     out: list[str] = []
     g = s.generator
@@ -156,7 +164,7 @@ def bottleneck_warnings(s: Summary) -> list[str]:
         else "the generator (or an in-flight cap) could not keep up"
     )
     lag = s.phase("send_lag_s").p99
-    if lag is not None and lag > SEND_LAG_P99_WARN_S:
+    if lag is not None and lag > SEND_LAG_P99_WARN_S and not burst:
         out.append(f"send lag p99 {lag * 1000:.1f} ms: requests left late; {cause}.")
     if g.max_loop_lag_s is not None and g.max_loop_lag_s > LOOP_LAG_WARN_S:
         out.append(f"event-loop lag up to {g.max_loop_lag_s * 1000:.0f} ms: timings include it; {cause}.")

@@ -69,3 +69,11 @@ def test_live_line() -> None:
     )
     line = live_line(stats)
     assert "in flight 1" in line and "timeout 1" in line and "p50 120.0 ms" in line and "remaining 7s" in line
+
+
+def test_a_burst_reports_its_send_time_instead_of_warning() -> None:
+    console = Console(record=True, width=140)
+    summary = summarize(records(0.02), generator=GeneratorStats(cpu_percent=60.0))
+    render_summary(summary, console, burst=True)
+    text = console.export_text()
+    assert "the burst of 10 requests took 20.0 ms to send" in text and "warning" not in text
