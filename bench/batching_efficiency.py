@@ -58,8 +58,12 @@ from reference_server.settings import parse_settings  # noqa: E402
 from reference_server.testing import serve_in_thread  # noqa: E402
 from reference_server.workloads.base import Workload  # noqa: E402
 
-KINDS = {"image": "image-classification", "text": "text-classification", "embed": "embeddings",
-         "audio": "audio-classification"}
+KINDS = {
+    "image": "image-classification",
+    "text": "text-classification",
+    "embed": "embeddings",
+    "audio": "audio-classification",
+}
 TEXT_POOL = [
     "The queue was short and the answer came back quickly.",
     "Batching lets one forward pass answer several requests at once, which matters on a GPU.",
@@ -106,14 +110,34 @@ class Point:
         mid = ranked[len(ranked) // 2]
         n = self.requests
         overhead = statistics.median(sum(r.batch_call_s) / r.wall_s for r in self.rounds)
-        return [self.model, str(self.max_batch), str(n), f"{statistics.fmean(mid.batch_sizes):.1f}",
-                f"{self.max_batch / self.offline_at_b_s:.1f}", f"{n / mid.offline_equivalent_s:.1f}",
-                f"{n / sum(mid.batch_call_s):.1f}", f"{n / mid.wall_s:.1f}", f"{mid.efficiency:.2f}",
-                f"{ranked[0].efficiency:.2f}-{ranked[-1].efficiency:.2f}", f"{overhead:.2f}"]
+        return [
+            self.model,
+            str(self.max_batch),
+            str(n),
+            f"{statistics.fmean(mid.batch_sizes):.1f}",
+            f"{self.max_batch / self.offline_at_b_s:.1f}",
+            f"{n / mid.offline_equivalent_s:.1f}",
+            f"{n / sum(mid.batch_call_s):.1f}",
+            f"{n / mid.wall_s:.1f}",
+            f"{mid.efficiency:.2f}",
+            f"{ranked[0].efficiency:.2f}-{ranked[-1].efficiency:.2f}",
+            f"{overhead:.2f}",
+        ]
 
 
-HEADER = ["model", "B", "N", "mean batch", "offline@B it/s", "offline-eq it/s", "in-server it/s",
-          "served it/s", "efficiency", "range", "served/in-server"]
+HEADER = [
+    "model",
+    "B",
+    "N",
+    "mean batch",
+    "offline@B it/s",
+    "offline-eq it/s",
+    "in-server it/s",
+    "served it/s",
+    "efficiency",
+    "range",
+    "served/in-server",
+]
 
 
 def payloads(model: str, count: int) -> list[Payload]:
@@ -239,8 +263,14 @@ class Plan:
 
 
 def measure(model: str, max_batch: int, plan: Plan, client: ProcessPoolExecutor) -> Point:
-    function = {"api_name": "predict", "workload": KINDS[model], "params": {"size": plan.size},
-                "batch": True, "max_batch_size": max_batch, "concurrency_limit": 1}
+    function = {
+        "api_name": "predict",
+        "workload": KINDS[model],
+        "params": {"size": plan.size},
+        "batch": True,
+        "max_batch_size": max_batch,
+        "concurrency_limit": 1,
+    }
     settings = parse_settings({"functions": [function], "device": "cpu"}, "<batching_efficiency>")
     pool = payloads(model, max(max_batch, 8))
     values, wire = [p.value for p in pool], wire_items(pool)
@@ -256,8 +286,9 @@ def measure(model: str, max_batch: int, plan: Plan, client: ProcessPoolExecutor)
             durations.clear()
             wall_s = client.submit(run_burst, server.url, wire, count).result()
             realised, calls = list(sizes), list(durations)
-            rounds.append(Round(wall_s, realised, calls,
-                                offline_times(workload, values, set(realised), plan.repeats)))
+            rounds.append(
+                Round(wall_s, realised, calls, offline_times(workload, values, set(realised), plan.repeats))
+            )
     return Point(model, max_batch, count, offline_at_b, rounds)
 
 

@@ -59,8 +59,9 @@ print(hashlib.sha256(json.dumps(vocabs).encode()).hexdigest())
 def test_same_ids_in_every_process() -> None:
     """Token ids must not depend on the process (hash seeds): runs are comparable across restarts."""
     digests = {
-        subprocess.run([sys.executable, "-c", VOCAB_DIGEST], capture_output=True, text=True, check=True,
-                       timeout=120).stdout.strip()
+        subprocess.run(
+            [sys.executable, "-c", VOCAB_DIGEST], capture_output=True, text=True, check=True, timeout=120
+        ).stdout.strip()
         for _ in range(2)
     }
     assert len(digests) == 1 and len(digests.pop()) == 64
