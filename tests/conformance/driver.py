@@ -165,6 +165,17 @@ async def read_stream(
                 return
 
 
+async def join_into(
+    http: aiohttp.ClientSession, base_url: str, stream: SessionStream, job: Job, fn_index: int
+) -> Trace:
+    """Join `job` in the stream's session and record the attempt (times, status, reply) on it."""
+    trace = Trace(job, stream.session_hash, joined_at=time.monotonic())
+    trace.join_status, trace.join_body = await join(http, base_url, fn_index, job.data, stream.session_hash)
+    trace.acked_at = time.monotonic()
+    stream.traces.append(trace)
+    return trace
+
+
 async def run_session(
     http: aiohttp.ClientSession,
     base_url: str,
@@ -178,12 +189,7 @@ async def run_session(
     stream = SessionStream(f"{label}-{uuid.uuid4().hex}", [])  # fresh per run: a burst can be repeated
     for job in jobs:
         await asyncio.sleep(max(t0 + job.at_s - time.monotonic(), 0.0))
-        trace = Trace(job, stream.session_hash, joined_at=time.monotonic())
-        trace.join_status, trace.join_body = await join(
-            http, base_url, indices[job.fn], job.data, stream.session_hash
-        )
-        trace.acked_at = time.monotonic()
-        stream.traces.append(trace)
+        await join_into(http, base_url, stream, job, indices[job.fn])
     if any(t.event_id for t in stream.traces):
         await read_stream(http, base_url, stream, stop_after_s)
     return stream
@@ -250,10 +256,7 @@ async def start_session(
     """Join one job per entry of `inputs` in a new session, then read its stream in the background."""
     stream = SessionStream(uuid.uuid4().hex, [])
     for data in inputs:
-        trace = Trace(Job(str(fn_index), data), stream.session_hash, joined_at=time.monotonic())
-        trace.join_status, trace.join_body = await join(http, base_url, fn_index, data, stream.session_hash)
-        trace.acked_at = time.monotonic()
-        stream.traces.append(trace)
+        await join_into(http, base_url, stream, Job(str(fn_index), data), fn_index)
     reader = asyncio.create_task(read_stream(http, base_url, stream, stop_after_s))
     return LiveSession(stream, reader)
 
