@@ -15,7 +15,7 @@ import pytest
 
 from reference_server.testing import serve_in_thread
 
-from .gradio_apps import SUITE, TIGHT_QUEUE, QueueSpec, gradio_servers
+from .gradio_apps import PERIODIC_QUEUE, SUITE, TIGHT_QUEUE, QueueSpec, gradio_servers
 from .reference import reference_settings
 
 TARGET = os.environ.get("QBENCH_CONFORMANCE_TARGET", "reference")
@@ -37,6 +37,17 @@ def target_urls() -> Iterator[tuple[str, str]]:
         return
     with serve_reference(QueueSpec()) as suite_url, serve_reference(TIGHT_QUEUE) as tight_url:
         yield suite_url, tight_url
+
+
+@pytest.fixture(scope="module")
+def periodic_url() -> Iterator[str]:
+    """The server under test with status_update_rate=0.15 s."""
+    if TARGET == "gradio":
+        with gradio_servers((PERIODIC_QUEUE,)) as urls:
+            yield urls[0]
+        return
+    with serve_reference(PERIODIC_QUEUE) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

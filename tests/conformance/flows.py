@@ -232,3 +232,20 @@ async def direct_run(url: str, api_name: str, data: list[Any]) -> tuple[int, Any
     """POST /run/<api_name>: the non-queued call (status, body with durations normalised)."""
     status, body = await raw_post(url, f"/run/{api_name}", {"data": data})
     return status, normalise(body)
+
+
+async def periodic_estimation_flow(url: str) -> dict[str, Any]:
+    """Two sessions wait behind a `hold` job (0.5 s); when do they receive estimations?"""
+    async with new_http() as http:
+        hold = (await fn_indices(http, url))["hold"]
+        holder = await start_session(http, url, hold, [["h"]])
+        await asyncio.sleep(0.05)
+        waiters = [await start_session(http, url, hold, [[f"w{i}"]]) for i in range(2)]
+        await asyncio.wait_for(asyncio.gather(holder.reader, *(w.reader for w in waiters)), FLOW_TIMEOUT_S)
+        last = waiters[1].trace
+        waiting = [m.at for m in last.all("estimation") if m.at < last.started_at]
+        return {
+            "gaps_s": [b - a for a, b in zip(waiting, waiting[1:], strict=False)],
+            "ranks": [m.body["rank"] for m in last.all("estimation")],
+            "kinds": [w.trace.kinds[-2:] for w in waiters],
+        }

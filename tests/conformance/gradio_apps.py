@@ -47,6 +47,7 @@ class QueueSpec:
     max_size: int | None = None
     max_threads: int = 40
     default_concurrency_limit: int | None = 1
+    status_update_rate: float | Literal["auto"] = "auto"
 
 
 SLEEP_S = 0.2
@@ -68,6 +69,7 @@ SUITE: tuple[FnSpec, ...] = (
 )
 ERROR_MESSAGE, ERROR_TITLE, ERROR_DURATION = "synthetic failure", "Oops", 5.0
 TIGHT_QUEUE = QueueSpec(max_size=3, max_threads=2)  # the second app: global caps
+PERIODIC_QUEUE = QueueSpec(status_update_rate=0.15)  # estimations on a timer, not at dispatch
 
 
 # ---------------------------------------------------------------- the functions (run in the child)
@@ -138,7 +140,11 @@ def build_demo(specs: list[FnSpec], queue: QueueSpec) -> Any:
                 batch=spec.batch,
                 max_batch_size=spec.max_batch_size,
             )
-    demo.queue(max_size=queue.max_size, default_concurrency_limit=queue.default_concurrency_limit)
+    demo.queue(
+        max_size=queue.max_size,
+        default_concurrency_limit=queue.default_concurrency_limit,
+        status_update_rate=queue.status_update_rate,
+    )
     return demo
 
 

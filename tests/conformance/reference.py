@@ -53,7 +53,11 @@ def reference_settings(
     """Settings serving `specs` (then `extra_functions`, raw settings dicts) on a free port."""
     raw = {
         "functions": [function_settings(s) for s in specs] + list(extra_functions),
-        "queue": {"default_concurrency_limit": queue.default_concurrency_limit, "max_size": queue.max_size},
+        "queue": {
+            "default_concurrency_limit": queue.default_concurrency_limit,
+            "max_size": queue.max_size,
+            "status_update_rate": queue.status_update_rate,
+        },
         "launch": {"max_threads": queue.max_threads, "host": "127.0.0.1", "port": 0},
     }
     return parse_settings(raw, "tests/conformance suite")

@@ -3,7 +3,7 @@
 Both servers get the same scenarios in the same order (so their histories, e.g. which functions
 already have an average job time, agree) and must show the same observable behaviour: message
 sequences and bodies (ids and measured times normalised), realised concurrency, batch sizes, 503 at
-max_size, ETA values. Deliberate differences are tests of their own, named `test_differs_*`.
+max_size, ETA shapes and formula. Deliberate differences are tests of their own, named `test_differs_*`.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from .flows import (
     disconnect_flow,
     disconnect_running_flow,
     eta_bursts,
+    periodic_estimation_flow,
     raw_post,
     repeat_until_landed,
     unknown_session,
@@ -140,6 +141,15 @@ def test_cancel_does_not_re_estimate_the_others(suite_url: str) -> None:
     result = asyncio.run(repeat_until_landed(cancel_then_ranks_flow, suite_url))
     assert result["second"] == [(1, 2)]
     assert result["second_kinds"] == ["estimation", "process_starts", "process_completed"]
+
+
+def test_numeric_status_update_rate_sends_estimations_on_a_timer(periodic_url: str) -> None:
+    """status_update_rate=0.15: every waiting event is re-estimated every 0.15 s while it waits."""
+    result = asyncio.run(periodic_estimation_flow(periodic_url))
+    assert len(result["gaps_s"]) >= 3, result  # ~1 s of waiting behind two 0.5 s jobs
+    assert all(0.05 < gap < 0.5 for gap in result["gaps_s"]), result
+    assert result["ranks"][0] == 1 and result["ranks"][-1] == 0, result
+    assert result["kinds"] == [["process_starts", "process_completed"]] * 2
 
 
 # ---------------------------------------------------------------- HTTP-level answers
