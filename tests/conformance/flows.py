@@ -140,6 +140,29 @@ async def disconnect_running_flow(url: str) -> dict[str, Any]:
         }
 
 
+async def disconnect_generator_flow(url: str) -> dict[str, Any]:
+    """Session A runs `stream_long` (10 chunks, 0.1 s apart) and disconnects after 0.15 s.
+
+    Gradio stops a generator whose session left after its current step, freeing the slot: a job
+    joined right after starts within a step or two, not after the ~0.9 s the generator would take.
+    `landed`: the late job joined before A's generator would have finished.
+    """
+    async with new_http() as http:
+        stream_long = (await fn_indices(http, url))["stream_long"]
+        leaver = await start_session(http, url, stream_long, [["a"]], stop_after_s=0.15)
+        await leaver.reader
+        await asyncio.sleep(0.05)
+        late = await start_session(http, url, stream_long, [["b"]])
+        await asyncio.wait_for(late.reader, FLOW_TIMEOUT_S)
+        a_started = leaver.trace.started_at
+        return {
+            "landed": late.trace.acked_at < a_started + 0.6,
+            "late_started_early": late.trace.started_at < a_started + 0.6,
+            "leaver_saw": leaver.trace.kinds[:3],
+            "late_chunks": len(late.trace.all("process_generating")),
+        }
+
+
 async def cancel_then_ranks_flow(url: str) -> dict[str, Any]:
     """Two sessions wait behind a `hold` job; the first is cancelled. Is the second re-estimated?
 

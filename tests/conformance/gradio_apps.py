@@ -59,6 +59,7 @@ SUITE: tuple[FnSpec, ...] = (
     FnSpec("shared_b", "sleep", sleep_s=SLEEP_S, concurrency_limit=1, concurrency_id="shared"),
     FnSpec("batch", "sleep", sleep_s=SLEEP_S, concurrency_limit=1, batch=True, max_batch_size=4),
     FnSpec("stream", "stream", sleep_s=0.02, chunks=4),
+    FnSpec("stream_long", "stream", sleep_s=0.1, chunks=10),  # ~0.9 s; used by the disconnect test
     FnSpec("fail", "fail"),
     FnSpec("batch_fail", "fail", sleep_s=SLEEP_S, concurrency_limit=1, batch=True, max_batch_size=4),
     FnSpec("mixed_plain", "sleep", sleep_s=SLEEP_S, concurrency_limit=1, concurrency_id="mixed"),

@@ -20,6 +20,7 @@ from .flows import (
     cancel_then_ranks_flow,
     direct_run,
     disconnect_flow,
+    disconnect_generator_flow,
     disconnect_running_flow,
     eta_bursts,
     raw_post,
@@ -140,7 +141,11 @@ def test_cancel_of_a_running_job_agrees(both_urls: URLs) -> None:
     assert seen["reference"] == seen["gradio"]
 
 
-@pytest.mark.parametrize("flow", [disconnect_running_flow, cancel_then_ranks_flow], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "flow",
+    [disconnect_running_flow, disconnect_generator_flow, cancel_then_ranks_flow],
+    ids=lambda f: f.__name__,
+)
 def test_flow_agrees(flow: Any, both_urls: URLs) -> None:
     seen = on_both(both_urls, lambda url: asyncio.run(repeat_until_landed(flow, url)))
     assert seen["reference"] == seen["gradio"]

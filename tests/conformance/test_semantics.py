@@ -19,6 +19,7 @@ from .flows import (
     cancel_running_flow,
     cancel_then_ranks_flow,
     disconnect_flow,
+    disconnect_generator_flow,
     disconnect_running_flow,
     eta_bursts,
     periodic_estimation_flow,
@@ -134,6 +135,13 @@ def test_disconnected_running_job_keeps_its_slot_until_done(suite_url: str) -> N
     result = asyncio.run(repeat_until_landed(disconnect_running_flow, suite_url))
     assert result["b_waited_for_a"], result
     assert result["b"] == ["estimation", "process_starts", "process_completed"]
+
+
+def test_disconnect_stops_a_generator_after_its_current_step(suite_url: str) -> None:
+    result = asyncio.run(repeat_until_landed(disconnect_generator_flow, suite_url))
+    assert result["late_started_early"], result
+    assert result["leaver_saw"] == ["estimation", "process_starts", "process_generating"]
+    assert result["late_chunks"] == 10
 
 
 def test_cancel_does_not_re_estimate_the_others(suite_url: str) -> None:
