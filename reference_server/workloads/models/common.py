@@ -71,11 +71,7 @@ class ModelWorkload(Workload):
         self.load_preprocessor()
 
     def warmup(self) -> None:
-        if self.is_generator:
-            for _ in self.stream(self.warmup_inputs()):
-                pass
-        else:
-            self.run(self.warmup_inputs())
+        self.run(self.warmup_inputs())
 
     def run(self, inputs: list[Any]) -> list[Any]:
         return [column[0] for column in self.run_batch([[value] for value in inputs])]
