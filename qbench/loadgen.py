@@ -129,7 +129,7 @@ class LoadGenerator:
             await self._close_all()
             ticker.cancel()
             await asyncio.gather(ticker, return_exceptions=True)
-            self._flush()
+            self._publish(final=True)  # the last view shows every request done; flushes records
         self.cpu_s, self.wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
         return self.records
 
@@ -309,7 +309,7 @@ class LoadGenerator:
             if n % PUBLISH_EVERY == 0:
                 self._publish()
 
-    def _publish(self) -> None:
+    def _publish(self, final: bool = False) -> None:
         stats = self.stats
         stats.elapsed_s = self.clock.now()
         if self._latencies:
@@ -319,7 +319,7 @@ class LoadGenerator:
         self._flush()
         if self.on_tick is not None:
             self.on_tick(stats)
-        if self.stop_when is not None and self.stop_kind is None:
+        if self.stop_when is not None and self.stop_kind is None and not final:
             reason = self.stop_when(stats)
             if reason:
                 self.request_stop("deadline", reason)

@@ -169,6 +169,9 @@ def _supervise(
                 _stop(shared, "deadline")
         try:
             results.append(shared.results.get(timeout=0.25))
+            _drain_stats(shared, latest)
+            if len(results) == processes and latest:
+                on_tick(combine(list(latest.values())))  # the final view
         except queue.Empty:
             if all(not c.is_alive() for c in children) and shared.results.empty():
                 raise RuntimeError("generator processes exited without their records") from None
