@@ -14,6 +14,7 @@ Usage: .venv/bin/python bench/timing_accuracy.py [--latency-ms 50] [--rate 20] [
 from __future__ import annotations
 
 import argparse
+import asyncio
 import socket
 import subprocess
 import sys
@@ -73,6 +74,22 @@ def offsets_ms(values: list[float], latency_s: float) -> tuple[float, float]:
     return float(np.percentile(arr, 50)), float(np.percentile(arr, 99))
 
 
+async def bare_aiohttp(url: str, n: int) -> list[float]:
+    """The floor: one request at a time with a plain aiohttp session, Poisson-ish gaps, no qbench."""
+    import aiohttp
+
+    rng = np.random.default_rng(0)
+    out: list[float] = []
+    async with aiohttp.ClientSession() as http:
+        for _ in range(n):
+            start = time.perf_counter()
+            async with http.get(url) as resp:
+                await resp.read()
+            out.append(time.perf_counter() - start)
+            await asyncio.sleep(float(rng.exponential(0.05)))
+    return out[10:]
+
+
 def row(label: str, summary: Summary, phase: str, latency_s: float, values: list[float]) -> str:
     p50, p99 = offsets_ms(values, latency_s)
     lag = summary.phase("send_lag_s").p99 or 0.0
@@ -105,10 +122,17 @@ def main() -> None:
             }
         )
         result = run_scenario(spec, target=f"http://127.0.0.1:{port}", out_dir=tmp / "http", live=False)
+        bare = asyncio.run(
+            bare_aiohttp(f"http://127.0.0.1:{port}/sleep?ms={args.latency_ms}", len(result.records))
+        )
     finally:
         server.terminate()
         server.wait(timeout=10)
     ok = [r for r in result.records if r.ok and not r.warmup]
+    p50, p99 = offsets_ms(bare, lat)
+    lines.append(
+        f"{'plain HTTP, bare aiohttp loop (no qbench)':46} {'latency from send':22} {p50:+9.2f} {p99:+9.2f}"
+    )
     lines.append(
         row(
             "plain HTTP, asyncio.sleep",
