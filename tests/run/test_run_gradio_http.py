@@ -89,3 +89,15 @@ def test_http_errors_and_timeouts_are_kinds(http_echo: str, tmp_path: Path) -> N
     )
     result = run_scenario(slow, target=http_echo, out_dir=tmp_path / "s", live=False)
     assert result.summary.errors_by_kind == {"timeout": 2}
+
+
+def test_http_body_template_errors_fail_before_any_request(http_echo: str, tmp_path: Path) -> None:
+    spec = scenario(
+        protocol="http",
+        endpoint={"path": "/echo", "body": {"x": "$3"}},
+        payload={"inputs": [{"value": 1}]},
+        load={"burst": 1},
+    )
+    with pytest.raises(TargetError, match=r"'\$3' but the payload has 1 input"):
+        run_scenario(spec, target=http_echo, out_dir=tmp_path / "r", live=False)
+    assert not (tmp_path / "r").exists()
