@@ -96,27 +96,35 @@ async def cancel_flow(url: str) -> dict[str, Any]:
         }
 
 
-async def cancel_running_flow(url: str) -> dict[str, Any]:
-    """Session A runs `hold` (0.5 s), session B waits; A's running job is cancelled after 0.1 s.
+async def cancel_running_flow(url: str, fn: str = "hold") -> dict[str, Any]:
+    """Session A runs `fn` (hold: 0.5 s; stream_long: ~0.9 s of chunks), session B waits behind it;
+    A's running job is cancelled 0.1 s in.
 
     `landed`: the cancel was answered before A's job would have finished by itself.
     """
     async with new_http() as http:
-        hold = (await fn_indices(http, url))["hold"]
-        runner = await start_session(http, url, hold, [["a"]])
+        index = (await fn_indices(http, url))[fn]
+        runner = await start_session(http, url, index, [["a"]])
         await asyncio.sleep(0.05)
-        waiter = await start_session(http, url, hold, [["b"]])
+        waiter = await start_session(http, url, index, [["b"]])
         await asyncio.sleep(0.05)
-        reply = await cancel(http, url, runner.stream.session_hash, hold, str(runner.trace.event_id))
+        reply = await cancel(http, url, runner.stream.session_hash, index, str(runner.trace.event_id))
         cancelled_at = time.monotonic()
         await asyncio.wait_for(asyncio.gather(runner.reader, waiter.reader), FLOW_TIMEOUT_S)
         return {
             "landed": cancelled_at < runner.trace.started_at + 0.4,
             "reply": reply,
-            "runner": [normalise(m.body) for m in runner.trace.messages],
+            # how many chunks came before the cancel depends on timing: only whether any did is kept
+            "runner": [normalise(m.body) for m in runner.trace.messages if m.msg != "process_generating"],
+            "runner_generated": bool(runner.trace.all("process_generating")),
             "waiter_started_early": waiter.trace.started_at < runner.trace.started_at + 0.4,
-            "waiter": waiter.trace.kinds,
+            "waiter": [k for k in waiter.trace.kinds if k != "process_generating"],
         }
+
+
+async def cancel_running_generator_flow(url: str) -> dict[str, Any]:
+    """`cancel_running_flow` on the generator `stream_long`."""
+    return await cancel_running_flow(url, "stream_long")
 
 
 async def disconnect_running_flow(url: str) -> dict[str, Any]:
