@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -115,19 +116,23 @@ def overview_table(s: Summary) -> Table:
 
 
 PHASE_LABELS = {
-    "latency_s": "latency from intended send",
-    "latency_from_send_s": "latency from actual send",
+    "latency_s": "total",
+    "latency_from_send_s": "total (sent)",
     "queue_wait_s": "queue wait",
     "service_s": "service time",
-    "ttfo_s": "time to first output",
+    "ttfo_s": "first output",
     "send_lag_s": "send lag",
 }
 
 
 def phase_table(s: Summary, *, open_loop: bool = True) -> Table:
-    table = Table(title="Latency (seconds; ok requests)", title_justify="left")
+    table = Table(
+        title="Latency of ok requests (total: from the intended send time)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
     for col in ("phase", "n", "mean", "p50", "p90", "p95", "p99", "max"):
-        table.add_column(col, justify="left" if col == "phase" else "right")
+        table.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
     for name, label in PHASE_LABELS.items():
         stats = s.phase(name)
         if stats.count == 0:
@@ -135,7 +140,7 @@ def phase_table(s: Summary, *, open_loop: bool = True) -> Table:
         style = "bold" if name == ("latency_s" if open_loop else "latency_from_send_s") else None
         table.add_row(label, *_stat_cells(stats), style=style)
     if s.eta_error.count:
-        table.add_row("server ETA error", *_stat_cells(s.eta_error))
+        table.add_row("ETA error", *_stat_cells(s.eta_error))
     return table
 
 
@@ -178,7 +183,12 @@ def _stat_cells(stats: Stats) -> list[str]:
 
 
 def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
+    """Seconds with 3 significant digits, in ms below one second: 0.01234 -> '12.3ms', 42.43 -> '42.4s'."""
+    if value is None:
+        return "-"
+    if abs(value) < 1.0:
+        return f"{value * 1000:.3g}ms"
+    return f"{value:.3g}s" if abs(value) < 100 else f"{value:.0f}s"
 
 
 def _fmt(value: float | None) -> str:

@@ -164,6 +164,9 @@ class Stage(_Model):
     to: float | None = Field(None, ge=0)
 
 
+DRAIN_GRACE_S = 1.0  # default drain = timeout + this
+
+
 class Load(_Model):
     """The load shape (exactly one of burst/rate/stages/users), stop conditions and client limits."""
 
@@ -182,7 +185,7 @@ class Load(_Model):
     timeout: float = Field(60.0, gt=0)  # per request; fires a cancel on the server
     drain: float | None = Field(
         None, ge=0
-    )  # wait for in-flight requests after the last send (default: timeout)
+    )  # wait for in-flight requests after the last send (default: timeout + DRAIN_GRACE_S)
     sessions: Literal["per_request"] | int = "per_request"  # or a pool size (like browser tabs)
     max_in_flight: int | None = Field(None, ge=1)  # cap on concurrent requests (reported; adds send lag)
     max_connections: int = Field(0, ge=0)  # HTTP connection pool limit; 0 = unlimited
@@ -212,7 +215,9 @@ class Load(_Model):
 
     @property
     def drain_s(self) -> float:
-        return self.timeout if self.drain is None else self.drain
+        """By default a little longer than `timeout`, so each in-flight request ends by its own timeout
+        (error kind `timeout`, cancelled on the server) rather than by the run's drain deadline."""
+        return self.timeout + DRAIN_GRACE_S if self.drain is None else self.drain
 
 
 # ---------------------------------------------------------------- SLO

@@ -37,7 +37,7 @@ def test_summary_table_shows_headline_phases_and_slo() -> None:
     for expected in (
         "throughput",
         "goodput",
-        "latency from intended send",
+        "total (sent)",
         "queue wait",
         "service time",
         "p95_latency_s",
@@ -46,6 +46,15 @@ def test_summary_table_shows_headline_phases_and_slo() -> None:
     ):
         assert expected in text
     assert bottleneck_warnings(summary) == []
+
+
+def test_phase_table_fits_an_80_column_terminal_without_wrapping() -> None:
+    console = Console(record=True, width=80)
+    render_summary(summarize(records(0.0), generator=GeneratorStats(cpu_s=0.1, cpu_percent=5.0)), console)
+    lines = console.export_text().splitlines()
+    phase_rows = [line for line in lines if line.lstrip().startswith(("total", "queue wait"))]
+    assert len(phase_rows) == 3  # intended, sent, queue wait: one line each, none wrapped
+    assert all(len(line) <= 80 for line in lines)
 
 
 def test_warnings_tell_a_saturated_generator_from_a_busy_host() -> None:
