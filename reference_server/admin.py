@@ -44,10 +44,22 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak RSS. Linux: VmHWM, which belongs to this program's address space; getrusage's
+    ru_maxrss would survive fork+exec and report the parent's peak (e.g. a 300 MB launcher's)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 async def status(request: Request) -> Response:
     state = state_of(request)
     proc = psutil.Process()
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return JSONResponse({
         "settings": state.settings.summary(),
         "config_hash": state.settings.config_hash(),
@@ -58,7 +70,7 @@ async def status(request: Request) -> Response:
         "events_waiting": state.queue.waiting_count,
         "jobs_running": state.queue.running_jobs,
         "rss_bytes": proc.memory_info().rss,
-        "peak_rss_bytes": peak_kib * 1024,
+        "peak_rss_bytes": peak_rss_bytes(),
         "torch_cuda_memory": state.torch_memory(),
         "workloads": {fn.name: fn.workload.describe() for fn in state.functions},
     })

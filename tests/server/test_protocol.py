@@ -244,3 +244,17 @@ def test_direct_run_bypasses_the_queue(server: RunningServer) -> None:
     r = httpx.post(f"{server.url}/gradio_api/run/fail", json={"data": ["x"]})
     assert r.status_code == 500 and r.json() == {"error": None}
     assert httpx.post(f"{server.url}/gradio_api/run/nope", json={"data": []}).status_code == 404
+
+
+def test_status_peak_rss_is_the_servers_own_not_its_launchers() -> None:
+    """ru_maxrss survives fork+exec; /status must not report a big launcher's peak as the server's."""
+    import subprocess
+    import sys
+
+    ballast = bytearray(400 * 1024 * 1024)  # the "launcher" peaks at 400+ MB before starting a child
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    code = "from reference_server.admin import peak_rss_bytes; print(peak_rss_bytes())"
+    child_peak = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                    check=True, timeout=60).stdout)
+    del ballast
+    assert 0 < child_peak < 300 * 1024 * 1024
