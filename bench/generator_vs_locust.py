@@ -26,6 +26,8 @@ from pathlib import Path
 
 import psutil
 
+from qbench.launcher import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
@@ -77,12 +79,6 @@ class Result:
     cpu_percent: float
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def server_count(port: int) -> int:

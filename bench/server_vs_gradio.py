@@ -33,7 +33,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,8 @@ from typing import Any, TypeVar
 import aiohttp
 import psutil
 import yaml
+
+from qbench.launcher import free_port
 
 API = "/gradio_api"
 T = TypeVar("T")
@@ -253,10 +254,6 @@ def only_running(active: Server, servers: list[Server]) -> Iterator[None]:
 # ---------------------------------------------------------------- servers
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def reference_config(opts: Options) -> dict[str, Any]:

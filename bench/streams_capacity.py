@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import argparse
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from qbench.launcher import free_port, wait_http
 from qbench.runner import RunResult, run_scenario
 from qbench.scenario import parse_scenario
 
@@ -86,21 +84,8 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
-def wait_http(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"{url} did not come up")
 
 
 def start_server(kind: str, port: int, hold_s: float, streams: int, tmp: Path) -> subprocess.Popen[bytes]:

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 
+from qbench.launcher import free_port, wait_http
 from qbench.runner import run_scenario
 from qbench.scenario import parse_scenario
 from qbench.summary import Summary
@@ -52,21 +51,8 @@ launch: {{max_threads: 1000}}
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
-def wait_http(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"{url} did not come up")
 
 
 def offsets_ms(values: list[float], latency_s: float) -> tuple[float, float]:

@@ -116,6 +116,15 @@ def overview_table(s: Summary) -> Table:
 
 
 PHASE_LABELS = {
+    "latency_s": "latency from intended send",
+    "latency_from_send_s": "latency from actual send",
+    "queue_wait_s": "queue wait",
+    "service_s": "service time",
+    "ttfo_s": "time to first output",
+    "send_lag_s": "send lag",
+}
+#: The same phases, short enough for an 80-column terminal table.
+SHORT_PHASE_LABELS = {
     "latency_s": "total",
     "latency_from_send_s": "total (sent)",
     "queue_wait_s": "queue wait",
@@ -133,7 +142,7 @@ def phase_table(s: Summary, *, open_loop: bool = True) -> Table:
     )
     for col in ("phase", "n", "mean", "p50", "p90", "p95", "p99", "max"):
         table.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
-    for name, label in PHASE_LABELS.items():
+    for name, label in SHORT_PHASE_LABELS.items():
         stats = s.phase(name)
         if stats.count == 0:
             continue

@@ -70,6 +70,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_http(url: str, timeout_s: float = 60.0) -> None:
+    """Poll `GET url` until it answers at all (any status); RuntimeError after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{url} did not come up within {timeout_s:g} s")
+
+
 # ---------------------------------------------------------------- HTTP helpers (localhost only)
 
 

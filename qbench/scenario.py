@@ -279,18 +279,24 @@ class Scenario(_Model):
         return self
 
 
-def load_scenario(path: Path, overrides: dict[str, Any] | None = None) -> Scenario:
-    """Read and validate a scenario file; relative payload paths resolve against the file's folder."""
+def read_scenario_mapping(path: Path) -> dict[str, Any]:
+    """The YAML mapping in a scenario file; unreadable files and non-mappings raise ScenarioError."""
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from exc
+        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
+        raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ScenarioError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    return raw
+
+
+def load_scenario(path: Path, overrides: dict[str, Any] | None = None) -> Scenario:
+    """Read and validate a scenario file; relative payload paths resolve against the file's folder."""
+    raw = read_scenario_mapping(path)
     raw.setdefault("name", path.stem)
-    _resolve_paths(raw, path.parent)
+    resolve_paths(raw, path.parent)
     return parse_scenario(raw, source=str(path), overrides=overrides)
 
 
@@ -348,7 +354,8 @@ def format_errors(exc: ValidationError, source: str) -> str:
 _UNION_TAG = re.compile(r"^(literal\[.*\]|int|float|str|bool|none|(list|dict|tuple)\[.*\]|[A-Z]\w*Spec)$")
 
 
-def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
+def resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    """Make relative payload file/folder paths absolute against `base` (the scenario file's folder)."""
     payload = raw.get("payload")
     inputs = payload.get("inputs") if isinstance(payload, dict) else None
     for spec in inputs if isinstance(inputs, list) else []:

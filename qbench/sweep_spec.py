@@ -24,13 +24,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import ValidationError
 
 from qbench.errors import ScenarioError
 from qbench.grid import Grid, build_grid, is_server_knob
 from qbench.recommend import Constraints
-from qbench.scenario import Scenario, Slo, parse_scenario
+from qbench.scenario import Scenario, Slo, parse_scenario, read_scenario_mapping, resolve_paths
 
 Mode = Literal["relaunch", "live", "launch", "target"]
 SearchMode = Literal["grid", "smart"]
@@ -115,14 +114,7 @@ class SweepConfig:
 
 def read_sweep_scenario(path: Path) -> tuple[Scenario, dict[str, Any]]:
     """The scenario without its `sweep:` section, and that section (validated keys)."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ScenarioError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    raw = read_scenario_mapping(path)
     section = raw.pop("sweep", None) or {}
     if not isinstance(section, dict):
         raise ScenarioError(f"{path}: key 'sweep': expected a mapping, got {section!r}")
@@ -132,9 +124,7 @@ def read_sweep_scenario(path: Path) -> tuple[Scenario, dict[str, Any]]:
             f"{path}: key 'sweep': unknown keys {sorted(unknown)}; expected {sorted(SWEEP_KEYS)}"
         )
     raw.setdefault("name", path.stem)
-    from qbench.scenario import _resolve_paths  # same relative-path rule as load_scenario
-
-    _resolve_paths(raw, path.parent)
+    resolve_paths(raw, path.parent)
     return parse_scenario(raw, source=str(path)), section
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
+
+from qbench.launcher import free_port
 
 Kind = Literal["echo", "sleep", "stream", "fail", "gr_error"]
 
@@ -149,10 +150,6 @@ def build_demo(specs: list[FnSpec], queue: QueueSpec) -> Any:
     return demo
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def child_main(payload: str) -> None:

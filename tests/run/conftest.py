@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from qbench.launcher import free_port
 from qbench.scenario import Scenario, parse_scenario
 
 
@@ -23,10 +24,6 @@ def scenario(**raw: Any) -> Scenario:
     return parse_scenario(raw)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
