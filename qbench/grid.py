@@ -64,6 +64,23 @@ def is_client_knob(name: str) -> bool:
     return name in CLIENT_ALIASES or "." in name
 
 
+#: Words a numeric server knob also accepts (besides numbers).
+_KNOB_WORDS: Final = {
+    "concurrency_limit": ("none", "null", "default"),
+    "max_size": ("none", "null", "unlimited"),
+}
+
+
+def check_value(name: str, value: Value) -> None:
+    """Raise ScenarioError unless a server knob's value is a number (or a word it accepts)."""
+    if not is_server_knob(name) or name == "concurrency_id":
+        return
+    words = _KNOB_WORDS.get(name, ())
+    if isinstance(value, bool) or not isinstance(value, int | float) and str(value).lower() not in words:
+        also = f" or one of {', '.join(words)}" if words else ""
+        raise ScenarioError(f"grid axis {name!r}: value {value!r} is not valid; expected a number{also}")
+
+
 def check_knob(name: str, where: str) -> None:
     """Raise ScenarioError unless `name` is a known server knob or a client knob."""
     if not (is_server_knob(name) or is_client_knob(name)):
@@ -234,6 +251,8 @@ class Grid:
         for name, values in self.axes.items():
             if not values:
                 raise ScenarioError(f"grid axis {name!r} has no values")
+            for value in values:
+                check_value(name, value)
         for name, expr in self.links.items():
             if name in self.axes:
                 raise ScenarioError(f"{name!r} is both a grid axis and a linked variable")

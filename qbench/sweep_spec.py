@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from qbench.errors import ScenarioError
-from qbench.grid import Grid, build_grid, is_server_knob
+from qbench.grid import Grid, build_grid, is_server_knob, parse_link
 from qbench.recommend import Constraints
 from qbench.scenario import Scenario, Slo, parse_scenario, read_scenario_mapping, resolve_paths
 
@@ -178,16 +178,17 @@ def _constraints(
 
 
 def _grid(options: SweepOptions, section: dict[str, Any]) -> Grid:
+    """Merge the scenario's grid and links with the CLI's, axis by axis; links may use axes from both."""
     axes: dict[str, Any] = dict(section.get("grid") or {})
-    cli = build_grid(options.grid, options.links)
-    links = {
-        name: expr.source
-        for name, expr in build_grid(section.get("grid") or {}, section.get("link") or {}).links.items()
-    }
-    axes.update(cli.axes)
-    links.update({name: expr.source for name, expr in cli.links.items()})
+    cli_axes = build_grid(options.grid).axes
+    section_links = section.get("link") or {}
+    if not isinstance(section_links, dict):
+        raise ScenarioError(f"key 'sweep.link': expected a mapping name: expression, got {section_links!r}")
+    links = {str(name): str(source) for name, source in section_links.items()}
+    axes.update(cli_axes)
+    links.update({name: expr.source for name, expr in map(parse_link, options.links)})
     for name in list(links):
-        if name in cli.axes:
+        if name in cli_axes:
             links.pop(name)
     if not axes:
         raise ScenarioError("nothing to sweep: give --grid name=v1,v2 (or sweep.grid in the scenario)")

@@ -108,9 +108,15 @@ def serve(settings: ServerSettings) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m reference_server", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m reference_server",
+        description="Run the reference server (Gradio's queue semantics and wire protocol) in the foreground."
+        " Without --config or --preset it serves the `echo` preset.",
+    )
     p.add_argument("--config", type=Path, help="server settings YAML file")
-    p.add_argument("--preset", help="a preset in reference_server/presets (echo, sleep, mixed, image, ...)")
+    p.add_argument(
+        "--preset", help="a preset in reference_server/presets: echo, sleep, mixed, image, text, audio, chat"
+    )
     p.add_argument("--host", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 7860; 0 = any free port)")
     p.add_argument("--max-threads", type=int, help="max jobs running at once (Gradio max_threads)")

@@ -114,3 +114,23 @@ def test_edge_notes_flag_a_winner_on_the_grid_edge() -> None:
     assert grid.edge_notes({"concurrency_limit": 1, "max_batch_size": 1}) == []  # nothing below 1
     low = build_grid(["max_threads=8,40"]).edge_notes({"max_threads": 8})
     assert low == ["max_threads=8 is the smallest value tried: extend the grid below it"]
+
+
+@pytest.mark.parametrize(
+    ("axes", "bad"),
+    [
+        ({"concurrency_limit": [1, "a"]}, "'a'"),
+        ({"max_batch_size": [True]}, "True"),
+        ({"max_size": ["lots"]}, "'lots'"),
+    ],
+)
+def test_server_knob_values_must_be_numbers(axes: dict[str, list[object]], bad: str) -> None:
+    with pytest.raises(ScenarioError, match=f"grid axis .*value {bad}.*expected a number"):
+        build_grid(axes)
+
+
+def test_server_knob_words_and_client_strings_are_accepted() -> None:
+    grid = build_grid(["concurrency_limit=none,default,2", "max_size=unlimited,8", "concurrency_id=a,b"])
+    assert grid.size == 12
+    with pytest.raises(ScenarioError, match="'a'"):
+        build_grid(["concurrency_limit=a,b"])

@@ -115,6 +115,14 @@ def test_config_merges_scenario_section_and_cli(tmp_path: Path) -> None:
     assert config.base_settings is not None and config.base_settings["functions"][0]["api_name"] == "predict"
 
 
+def test_cli_link_may_use_an_axis_of_the_scenario_grid(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, {"grid": {"concurrency_limit": [1, 2]}})
+    config = build_config(
+        SweepOptions(str(path), links=["users=3*concurrency_limit"], out_root=str(tmp_path))
+    )
+    assert [p.knobs["users"] for p in config.grid.points()] == [3, 6]
+
+
 @pytest.mark.parametrize(
     ("sweep", "options", "message"),
     [
@@ -125,6 +133,7 @@ def test_config_merges_scenario_section_and_cli(tmp_path: Path) -> None:
         ({"grid": {"users": [1]}, "server": {}}, {}, "base server config"),
         ({"grid": {"users": [1]}}, {"slo": {"p95_latency_s": -1}}, "SLO"),
         ({"grid": {"users": [1]}, "search": "random"}, {}, "grid or smart"),
+        ({"grid": {"users": [1]}, "link": ["users=1"]}, {}, "sweep.link"),
     ],
 )
 def test_config_errors_are_clear(
