@@ -64,6 +64,8 @@ class LiveView:
         if self.live is not None:
             self.live.__exit__(None, None, None)
             self.live = None
+            if not self.console.is_terminal:  # rich ends a non-terminal render without a newline
+                self.console.line()
 
 
 def live_line(s: LiveStats) -> str:

@@ -12,12 +12,14 @@ Everything a user would otherwise type as three commands:
 from __future__ import annotations
 
 import contextlib
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from qbench.errors import ScenarioError
 from qbench.launcher import start_reference_server
 from qbench.runner import RunResult, run_scenario
 from qbench.scenario import Scenario, parse_scenario
@@ -38,6 +40,14 @@ DEMO_SCENARIO: dict[str, Any] = {
     "slo": {"p95_latency_s": 10.0, "error_rate": 0.01},
 }
 
+#: The other model presets: (api_name, generated input, arrival rate) in place of the image ones.
+DEMO_CALLS: dict[str, tuple[str, dict[str, Any], float]] = {
+    "image": ("classify", DEMO_SCENARIO["payload"]["inputs"][0], 2.5),
+    "text": ("classify", {"text": {"words": [8, 40]}}, 2.5),
+    "audio": ("classify", {"audio": {"seconds": 2, "sample_rate": 16000}}, 2.0),
+    "chat": ("generate", {"text": {"words": [5, 20]}}, 0.5),
+}
+
 
 @dataclass
 class DemoResult:
@@ -45,8 +55,18 @@ class DemoResult:
     report_html: Path
 
 
-def demo_scenario(overrides: dict[str, Any] | None = None) -> Scenario:
-    return parse_scenario(dict(DEMO_SCENARIO), source="qbench demo (embedded)", overrides=overrides)
+def demo_scenario(preset: str = "image", overrides: dict[str, Any] | None = None) -> Scenario:
+    """The embedded scenario, calling `preset`'s endpoint with inputs of its kind."""
+    if preset not in DEMO_CALLS:
+        raise ScenarioError(f"qbench demo --preset {preset!r}: expected one of {', '.join(DEMO_CALLS)}")
+    api_name, generated, rate = DEMO_CALLS[preset]
+    raw = copy.deepcopy(DEMO_SCENARIO)
+    raw["name"] = f"demo-{preset}"
+    raw["description"] = f"qbench demo: the {preset} preset (random init) under Poisson arrivals"
+    raw["endpoint"] = {"api_name": api_name}
+    raw["payload"]["inputs"] = [generated]
+    raw["load"]["rate"] = rate
+    return parse_scenario(raw, source="qbench demo (embedded)", overrides=overrides)
 
 
 def run_demo(
@@ -61,7 +81,7 @@ def run_demo(
     from qbench.report import build_report
 
     console = console or Console()
-    scenario = demo_scenario(overrides)
+    scenario = demo_scenario(preset, overrides)
     with contextlib.ExitStack() as stack:
         with console.status(f"starting the reference server (preset {preset!r}: loading the model)..."):
             url = stack.enter_context(start_reference_server(preset))

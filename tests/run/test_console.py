@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
+
 from rich.console import Console
 
-from qbench.console import bottleneck_warnings, live_line, render_summary
+from qbench.console import LiveView, bottleneck_warnings, live_line, render_summary
 from qbench.loadgen import LiveStats
 from qbench.records import RequestRecord
-from qbench.scenario import Slo
+from qbench.scenario import Slo, parse_scenario
 from qbench.summary import GeneratorStats, summarize
 
 
@@ -86,3 +88,17 @@ def test_a_burst_reports_its_send_time_instead_of_warning() -> None:
     render_summary(summary, console, burst=True)
     text = console.export_text()
     assert "the burst of 10 requests took 20.0 ms to send" in text and "warning" not in text
+
+
+def test_live_view_ends_its_line_in_a_log_file() -> None:
+    """Redirected (CI logs, 2>&1), the last live line must not run into the summary printed after it."""
+    out = io.StringIO()
+    raw = {
+        "name": "t",
+        "endpoint": {"api_name": "p"},
+        "payload": {"inputs": [{"value": 1}]},
+        "load": {"burst": 1},
+    }
+    with LiveView(parse_scenario(raw, source="t"), "http://x", console=Console(file=out)) as view:
+        view.update(LiveStats(elapsed_s=1, sent=1, completed=1))
+    assert out.getvalue().endswith("\n")
