@@ -103,7 +103,13 @@ def sweep(
     slo: Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2.")] = None,
     repeat: Annotated[int | None, typer.Option(help="Runs per point (confidence intervals, ties).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Resume the interrupted sweep in this folder.")] = None,
-    search: Annotated[str | None, typer.Option(help="grid (every point) or smart (hill climbing).")] = None,
+    search: Annotated[
+        str | None,
+        typer.Option(
+            help="grid (every point), smart (hill climbing) or model (fit batch latency l(b) = t0 + alpha*b "
+            "from a few points, measure only the best predicted ones; falls back to smart on a poor fit)."
+        ),
+    ] = None,
     preset: Annotated[str | None, typer.Option(help="Base reference-server preset (image, sleep).")] = None,
     server_config: Annotated[Path | None, typer.Option(help="Base reference-server settings YAML.")] = None,
     live_config: Annotated[
@@ -140,7 +146,7 @@ def sweep(
             config = build_config(options)
         where = str(config.sweep_dir)
         console.print(f"sweep {where} ({config.mode}, {config.search}, {config.grid.size} points)")
-        with SweepProgress(config.grid.size, smart=config.search == "smart") as progress:
+        with SweepProgress(config.grid.size, smart=config.search != "grid") as progress:
             result = run_sweep(config, progress)
         render_sweep(result, console)
     except KeyboardInterrupt:

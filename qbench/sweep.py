@@ -1,6 +1,7 @@
 """`qbench sweep`: the run pipeline once per server configuration, then a recommendation.
 
-    scenario.yaml (+ sweep: section) + CLI options -> SweepConfig -> Grid -> points (grid or smart search)
+    scenario.yaml (+ sweep: section) + CLI options -> SweepConfig -> Grid
+      -> points (grid, smart or model search)
       -> per point: server (relaunch | live | launch | target) -> run_scenario -> PointResult -> point.json
       -> recommend() -> capacity of the winner (bisection on rate) -> sweep.parquet, recommendation.json
 
@@ -23,7 +24,8 @@ Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
                             throughput_rps, p50/p95/p99_latency_s, error_rate, peak_rss_mb, peak_gpu_mem_mb,
                             status, reason, rank, verdict, goodput_ci_low, goodput_ci_high, repeats
     recommendation.json     Recommendation.to_dict() (winner, why, ranked with reasons, gradio_code,
-                            max_size_advice, capacity, notes) + search {mode, trials, grid_size, saved, path}
+                            max_size_advice, capacity, notes) + search {mode, trials, grid_size, saved, path;
+                            model search: model, predicted_vs_measured, fallback}
     capacity/rate-<r>/      run directories of the capacity bisection probes
 
 A point is checkpointed (point.json) as soon as it ends; `--resume DIR` reads sweep.json from DIR and
@@ -60,6 +62,7 @@ from qbench.launcher import (
 )
 from qbench.recommend import PointResult, Recommendation, recommend
 from qbench.search import Capacity, SearchResult, find_capacity, full_search, smart_search
+from qbench.search_model import describe_point, model_search, records_observer
 from qbench.sweep_run import RunawayDetector, measure_rate, point_result, run_point
 from qbench.sweep_spec import SweepConfig
 
@@ -225,11 +228,15 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
         return result
 
     try:
+        defaults = effective_knobs(config.base_settings, config.api_name) if config.base_settings else {}
         if config.search == "smart":
             search = smart_search(config.grid, evaluate, config.constraints)
+        elif config.search == "model":
+            describe = describe_point(defaults, config.scenario.load)
+            observe = records_observer(config.sweep_dir / "points", describe)
+            search = model_search(config.grid, evaluate, config.constraints, describe, observe=observe)
         else:
             search = full_search(config.grid, evaluate)
-        defaults = effective_knobs(config.base_settings, config.api_name) if config.base_settings else {}
         rec = recommend(search.results, config.constraints, defaults)
         rec.notes = config.grid.edge_notes(rec.winner.knobs) if rec.winner else []
         capacity = None

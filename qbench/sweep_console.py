@@ -13,6 +13,7 @@ from rich.table import Table
 
 from qbench.grid import Point
 from qbench.recommend import PointResult
+from qbench.search_model import ModelSearchResult
 from qbench.sweep import SweepResult
 
 _VERDICT_STYLE = {
@@ -106,9 +107,12 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     rec = result.recommendation
     console.print(ranked_table(result))
     search = result.search
+    if isinstance(search, ModelSearchResult):
+        render_model_search(search, console)
     if search.grid_size != search.trials:
+        label = "model search" if isinstance(search, ModelSearchResult) else "smart search"
         console.print(
-            f"smart search: {search.trials} of {search.grid_size} grid points measured "
+            f"{label}: {search.trials} of {search.grid_size} grid points measured "
             f"({search.saved} trials saved, {search.saved / search.grid_size:.0%})"
         )
     if rec.winner is None:
@@ -132,3 +136,35 @@ def _capacity_line(capacity: dict[str, Any]) -> str:
         return f"capacity: the SLO failed even at {failing:.3g} req/s ({trials} probes)"
     above = f", fails at {failing:.3g} req/s" if failing else " (never failed within the probes)"
     return f"capacity: meets the SLO up to {rate:.3g} req/s (open-loop arrivals){above}; {trials} probes"
+
+
+def render_model_search(search: ModelSearchResult, console: Console) -> None:
+    """The fitted l(b) and predicted vs measured figures of the measured points (model search)."""
+    if search.fallback:
+        console.print(f"[yellow]note:[/] model search {search.fallback}")
+    model = search.model
+    if "t0_s" in model:
+        console.print(
+            f"batch latency fit: l(b) = {model['t0_s'] * 1e3:.3g} ms + {model['alpha_s'] * 1e3:.3g} ms x b "
+            f"(per extra worker: +{model['t0_per_worker_s'] * 1e3:.3g} ms, "
+            f"+{model['alpha_per_worker_s'] * 1e3:.3g} ms x b), R^2 {model['r2']:.3f}"
+        )
+    table = Table(title="model search: predicted vs measured", title_justify="left")
+    for col in ("point", "role", "pred. X/s", "meas. X/s", "pred. p95", "meas. p95", "meas. goodput/s"):
+        table.add_column(col, justify="right" if col not in ("point", "role") else "left")
+    for row in search.predicted_vs_measured:
+        pred, meas = row.get("predicted", {}), row["measured"]
+        table.add_row(
+            row["point_id"],
+            row["role"],
+            _num(pred.get("throughput_rps")),
+            _num(meas["throughput_rps"]),
+            _s(pred.get("p95_latency_s")),
+            _s(meas["p95_latency_s"]),
+            _num(meas["goodput_rps"]),
+        )
+    console.print(table)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"

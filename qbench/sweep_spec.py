@@ -8,7 +8,7 @@
       server: {preset: image}          # or {config: path/to/server.yaml} (relaunch and live modes)
       launch: "python app.py --concurrency {concurrency_limit}"   # launch mode
       repeat: 1
-      search: grid                     # grid | smart
+      search: grid                     # grid | smart | model
       duration: 4                      # seconds of load per point (load.duration)
       max_memory_mb: 8000
       max_error_rate: 0.01
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import ValidationError
 
@@ -32,7 +32,7 @@ from qbench.recommend import Constraints
 from qbench.scenario import Scenario, Slo, parse_scenario, read_scenario_mapping, resolve_paths
 
 Mode = Literal["relaunch", "live", "launch", "target"]
-SearchMode = Literal["grid", "smart"]
+SearchMode = Literal["grid", "smart", "model"]
 SWEEP_KEYS = {
     "grid",
     "link",
@@ -231,9 +231,9 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
             "--preset NAME, --server-config FILE or sweep.server {preset: NAME | config: FILE}"
         )
     search_name = options.search or section.get("search") or "grid"
-    if search_name not in ("grid", "smart"):
-        raise ScenarioError(f"search {search_name!r}: expected grid or smart")
-    search: SearchMode = "smart" if search_name == "smart" else "grid"
+    if search_name not in ("grid", "smart", "model"):
+        raise ScenarioError(f"search {search_name!r}: expected grid, smart or model")
+    search = cast(SearchMode, search_name)
     return SweepConfig(
         options=options,
         scenario=scenario,
