@@ -91,6 +91,8 @@ def run_scenario(
         raise ScenarioError(
             f"scenario '{scenario.name}': key 'target': no target; set it or pass --target URL"
         )
+    if not re.match(r"https?://[^/\s]+", url):
+        raise ScenarioError(f"target {url!r}: expected an http(s) URL such as http://127.0.0.1:7860")
     run_dir = out_dir or run_dir_for(scenario.name)
     if scenario.load.processes > 1:
         from qbench.multiproc import run_processes

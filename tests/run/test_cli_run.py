@@ -35,3 +35,5 @@ def test_exit_codes(tmp_path: Path) -> None:
         assert result.exit_code == 2 and "key 'load.burst'" in result.output
         result = runner.invoke(app, ["run", str(ok), "--target", "http://127.0.0.1:9", "--no-live"])
         assert result.exit_code == 2 and "cannot connect" in result.output
+    result = runner.invoke(app, ["run", str(ok), "--target", "127.0.0.1:9", "--no-live"])
+    assert result.exit_code == 2 and "target '127.0.0.1:9': expected an http(s) URL" in result.output
