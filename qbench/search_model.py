@@ -331,16 +331,16 @@ def describe_point(defaults: Mapping[str, Any], load: Any) -> Describe:
     def describe(point: Point) -> PointLoad:
         knobs = {**defaults, **point.knobs}
         overrides = point.client_overrides()
-        limit = knobs.get("concurrency_limit", knobs.get("default_concurrency_limit", 1))
-        threads = int(knobs.get("max_threads", 40))
+        threads = _count(knobs.get("max_threads"), 40)
+        limit = _count(knobs.get("concurrency_limit", knobs.get("default_concurrency_limit")), threads)
         rate, users = getattr(load, "rate", None), getattr(load, "users", None)
         if "load.rate" in overrides:
             rate, users = overrides["load.rate"], None
         elif "load.users" in overrides:
             rate, users = None, overrides["load.users"]
         return PointLoad(
-            workers=max(1, min(int(limit), threads)),
-            max_batch=max(1, int(knobs.get("max_batch_size", 1))),
+            workers=max(1, min(limit, threads)),
+            max_batch=max(1, _count(knobs.get("max_batch_size"), 1)),
             rate_rps=float(rate) if rate is not None and users is None else None,
             users=int(users) if users is not None else None,
             think_s=float(overrides.get("load.think_time", getattr(load, "think_time", 0.0)) or 0.0),
@@ -348,6 +348,13 @@ def describe_point(defaults: Mapping[str, Any], load: Any) -> Describe:
         )
 
     return describe
+
+
+def _count(value: Any, default: int) -> int:
+    """An integer knob; None / "none" / "default" (unlimited or unset) -> `default`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return int(value)
 
 
 def records_observer(points_dir: Path, describe: Describe) -> Observe:
