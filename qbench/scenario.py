@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -293,8 +293,12 @@ def read_scenario_mapping(path: Path) -> dict[str, Any]:
 
 
 def load_scenario(path: Path, overrides: dict[str, Any] | None = None) -> Scenario:
-    """Read and validate a scenario file; relative payload paths resolve against the file's folder."""
+    """Read and validate a scenario file; relative payload paths resolve against the file's folder.
+
+    A `sweep:` section is `qbench sweep`'s (qbench.sweep_spec) and is ignored here, so one file serves both.
+    """
     raw = read_scenario_mapping(path)
+    raw.pop("sweep", None)
     raw.setdefault("name", path.stem)
     resolve_paths(raw, path.parent)
     return parse_scenario(raw, source=str(path), overrides=overrides)
@@ -341,6 +345,8 @@ def format_errors(exc: ValidationError, source: str) -> str:
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"] if not _UNION_TAG.match(str(p))) or "<top>"
         msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key; expected one of {', '.join(_known_keys(err['loc'][:-1]))}"
         entry = problems.setdefault(key, (err.get("input"), []))
         if msg not in entry[1]:
             entry[1].append(msg)
@@ -349,6 +355,24 @@ def format_errors(exc: ValidationError, source: str) -> str:
         shown = "" if isinstance(value, dict) else f" value {value!r}:"
         lines.append(f"  key '{key}':{shown} {'; or '.join(msgs)}")
     return "\n".join(lines)
+
+
+def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the scenario section at `loc` accepts (list indexes and union tags are skipped)."""
+    model: type[BaseModel] = Scenario
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        if field is None:
+            continue
+        nested = [t for t in _flatten(field.annotation) if isinstance(t, type) and issubclass(t, BaseModel)]
+        if nested:
+            model = nested[0]
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _flatten(annotation: Any) -> list[Any]:
+    args = get_args(annotation)
+    return [t for arg in args for t in _flatten(arg)] if args else [annotation]
 
 
 _UNION_TAG = re.compile(r"^(literal\[.*\]|int|float|str|bool|none|(list|dict|tuple)\[.*\]|[A-Z]\w*Spec)$")

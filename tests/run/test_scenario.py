@@ -37,7 +37,18 @@ def write(tmp_path: Path, text: str) -> Path:
             "'many'",
             "per_request",
         ),
-        ("endpoint: {api_name: f}\nload: {burst: 5}\nprotocl: http\n", "protocl", "'http'", "Extra inputs"),
+        (
+            "endpoint: {api_name: f}\nload: {burst: 5}\nprotocl: http\n",
+            "protocl",
+            "'http'",
+            "unknown key; expected one of name, description, target, protocol, endpoint",
+        ),
+        (
+            "endpoint: {api_name: f}\nload: {stages: [{duration: 3, rate: 1, too: 2}]}\n",
+            "load.stages.0.too",
+            "2",
+            "unknown key; expected one of duration, rate, to",
+        ),
         ("load: {burst: 5}\n", "<top>", "", "needs api_name"),
         (
             "endpoint: {api_name: f}\nload: {burst: 5}\npayload: {inputs: [{pictures: 1}]}\n",
@@ -121,3 +132,9 @@ def test_shipped_scenarios_are_valid_and_say_which_preset(path: Path) -> None:
 def test_all_six_examples_ship() -> None:
     names = {p.stem for p in SCENARIOS.glob("*.yaml")}
     assert {"image", "text", "audio", "burst", "stream", "http"} <= names
+
+
+def test_a_sweep_section_is_left_to_qbench_sweep(tmp_path: Path) -> None:
+    text = "endpoint: {api_name: f}\nload: {users: 2, duration: 1}\nsweep: {grid: {users: [1, 2]}}\n"
+    path = write(tmp_path, text)
+    assert load_scenario(path).load.users == 2
