@@ -6,7 +6,8 @@ point, so either style works:
     qbench sweep examples/sweep_sleep.yaml --grid concurrency_limit=1,2 --grid max_batch_size=1,4 \
         --launch "python examples/gradio_app.py --port {port} --concurrency-limit {concurrency_limit} \
                   --max-batch-size {max_batch_size}"
-    qbench sweep examples/sweep_sleep.yaml --grid concurrency_limit=1,2 --launch "python examples/gradio_app.py"
+    qbench sweep examples/sweep_sleep.yaml --grid concurrency_limit=1,2 \
+        --launch "python examples/gradio_app.py"
 
 Environment read (command-line options win): QBENCH_PORT (or GRADIO_SERVER_PORT), QBENCH_CONCURRENCY_LIMIT,
 QBENCH_MAX_BATCH_SIZE, QBENCH_MAX_THREADS, QBENCH_MAX_SIZE, QBENCH_DEFAULT_CONCURRENCY_LIMIT.
