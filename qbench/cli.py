@@ -84,11 +84,16 @@ def run(
             raise typer.Exit(130)
         failed = result.summary.failed_checks()
         if failed:
-            names = ", ".join(f"{c.name} (actual {c.actual}, limit {c.threshold})" for c in failed)
+            names = ", ".join(f"{c.name} (actual {_g(c.actual)}, limit {_g(c.threshold)})" for c in failed)
             raise SloViolation(f"SLO violated: {names}")
     except QbenchError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
+
+
+def _g(value: float | None) -> str:
+    """A figure in an error message, to 4 significant digits."""
+    return "none" if value is None else f"{value:.4g}"
 
 
 @app.command()

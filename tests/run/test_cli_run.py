@@ -30,7 +30,8 @@ def test_exit_codes(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
         assert "throughput" in result.output and (tmp_path / "a" / "records.parquet").exists()
         result = runner.invoke(app, ["run", str(strict), *args, "--out", str(tmp_path / "b")])
-        assert result.exit_code == 3 and "SLO violated: p95_latency_s" in result.output
+        assert result.exit_code == 3 and "SLO violated: p95_latency_s (actual " in result.output
+        assert "limit 1e-06)" in result.output  # figures rounded to 4 significant digits
         result = runner.invoke(app, ["run", str(bad), *args])
         assert result.exit_code == 2 and "key 'load.burst'" in result.output
         result = runner.invoke(app, ["run", str(ok), "--target", "http://127.0.0.1:9", "--no-live"])
