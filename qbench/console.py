@@ -162,7 +162,8 @@ def slo_table(s: Summary) -> Table:
     for c in s.slo:
         limit = f"{'>=' if c.kind == 'min' else '<='} {c.threshold:g}"
         verdict = "[green]pass[/]" if c.passed else "[bold red]FAIL[/]"
-        table.add_row(c.name, limit, "-" if c.actual is None else f"{c.actual:.4g}", verdict)
+        actual = (c.note or "-") if c.actual is None else f"{c.actual:.4g}"
+        table.add_row(c.name, limit, actual, verdict)
     return table
 
 

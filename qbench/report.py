@@ -23,7 +23,7 @@ from qbench.console import PHASE_LABELS, bottleneck_warnings
 from qbench.errors import QbenchError
 from qbench.run_dir import LoadedRun, is_sweep_dir, load_run
 from qbench.rundata import fmt_s
-from qbench.summary import Stats, Summary
+from qbench.summary import SloCheck, Stats, Summary
 from qbench.sweep_charts import SweepData, load_sweep, render_sweep_charts
 
 MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in the HTML
@@ -119,12 +119,18 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         charts=render_run_charts(run.records, charts_dir),
         phases=phase_rows(s),
         errors=error_rows(run),
-        slo=[[c.name, f"{'>=' if c.kind == 'min' else '<='} {c.threshold:g}",
-              "-" if c.actual is None else f"{c.actual:.4g}", "pass" if c.passed else "FAIL"] for c in s.slo],
+        slo=[slo_row(c) for c in s.slo],
         warnings=bottleneck_warnings(s),
         notes=run.notes,
         details=run_details(run.info),
     )
+
+
+def slo_row(c: SloCheck) -> list[str]:
+    """name, limit, actual (or why there is none), verdict."""
+    actual = (c.note or "-") if c.actual is None else f"{c.actual:.4g}"
+    limit = f"{'>=' if c.kind == 'min' else '<='} {c.threshold:g}"
+    return [c.name, limit, actual, "pass" if c.passed else "FAIL"]
 
 
 def run_headline(run: LoadedRun) -> list[tuple[str, str]]:

@@ -9,6 +9,10 @@ Which records count:
 * warm-up records (`warmup=True`) are excluded from everything;
 * phase percentiles use OK requests only (a timeout's "latency" is the timeout, not a measurement);
   failures are counted by kind instead; `send_lag_s` uses every sent request;
+* SLO checks on end-to-end latency percentiles (`pXX_latency_s`, `max_latency_s`, and the same for
+  `latency_from_send_s`) are stricter: they rank every SENT request, a failed one as slower than any
+  bound, so 10% timeouts cannot hide behind a fast p95 of the survivors. The check's `actual` is that
+  percentile; when it falls among the failures, `actual` is None and `note` says so;
 * `requests` counts every measured record, sent or not; `not_sent` counts those the run never sent
   (interrupted or stopped before their intended time);
 * `error_rate` = errors among SENT requests / sent requests (a request the run never sent is not a
@@ -89,6 +93,7 @@ class SloCheck:
     actual: float | None  # None when the run produced no value (counts as failed)
     passed: bool
     kind: str  # "max" (actual must be <= threshold) or "min" (actual must be >= threshold)
+    note: str | None = None  # why actual is missing or differs from the ok-only table
 
 
 @dataclass
@@ -167,7 +172,7 @@ def summarize(
         generator=generator or GeneratorStats(),
     )
     if slo is not None:
-        summary.slo = evaluate_slo(summary, slo)
+        summary.slo = evaluate_slo(summary, slo, _end_to_end_with_failures(sent))
         summary.slo_passed = all(c.passed for c in summary.slo)
     return summary
 
@@ -183,19 +188,53 @@ def meets_slo(record: RequestRecord, slo: Slo | None) -> bool:
     return True
 
 
-def evaluate_slo(summary: Summary, slo: Slo) -> list[SloCheck]:
-    """One check per threshold set in `slo`; a missing actual value fails the check."""
+def evaluate_slo(
+    summary: Summary, slo: Slo, end_to_end: dict[str, tuple[list[float], int]] | None = None
+) -> list[SloCheck]:
+    """One check per threshold set in `slo`; a missing actual value fails the check.
+
+    `end_to_end`: phase -> (sorted ok values, failed sent count) for the end-to-end latency phases;
+    their percentile checks then count failures as slower than any bound (module docstring)."""
     checks: list[SloCheck] = []
     for name, threshold in slo.thresholds().items():
         actual, kind = _actual(summary, name)
+        note = None
+        stat, _, phase = name.partition("_")
+        if end_to_end is not None and phase in end_to_end:
+            actual, note = _percentile_with_failures(*end_to_end[phase], stat)
         if actual is None:
             passed = False
         elif kind == "min":
             passed = actual >= threshold
         else:
             passed = actual <= threshold
-        checks.append(SloCheck(name=name, threshold=threshold, actual=actual, passed=passed, kind=kind))
+        checks.append(SloCheck(name, threshold, actual, passed, kind, note))
     return checks
+
+
+def _end_to_end_with_failures(sent: Sequence[RequestRecord]) -> dict[str, tuple[list[float], int]]:
+    failed = sum(1 for r in sent if not r.ok)
+    return {
+        name: (sorted(_values(sent, name, ok_only=True)), failed)
+        for name in ("latency_s", "latency_from_send_s")
+    }
+
+
+def _percentile_with_failures(
+    ok_sorted: list[float], failed: int, stat: str
+) -> tuple[float | None, str | None]:
+    """Type-7 (linear) percentile over the ok values plus `failed` values slower than all of them."""
+    n = len(ok_sorted) + failed
+    if n == 0:
+        return None, None
+    q = 1.0 if stat == "max" else float(stat[1:]) / 100.0
+    rank = q * (n - 1)
+    if rank > len(ok_sorted) - 1:
+        return None, f"{failed / n:.1%} of sent requests failed: the {stat} falls among them"
+    lo = int(rank)
+    hi = min(lo + 1, len(ok_sorted) - 1)
+    value = ok_sorted[lo] + (ok_sorted[hi] - ok_sorted[lo]) * (rank - lo)
+    return value, (f"over all {n} sent requests, the {failed} failed ones ranked slowest" if failed else None)
 
 
 def _actual(summary: Summary, name: str) -> tuple[float | None, str]:

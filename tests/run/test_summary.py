@@ -83,6 +83,37 @@ def test_slo_checks_and_goodput() -> None:
     assert not s.slo_passed and len(s.failed_checks()) == 2
 
 
+@pytest.mark.parametrize(
+    ("latencies", "failed", "q", "expected", "passed"),
+    [
+        # 19 fast ok requests and 1 timeout out of 20 sent: p95 rank 18.05 lands just past the last ok value
+        ([0.1] * 19, 1, "p95_latency_s", None, False),
+        # 1 failure in 100: p95 rank 94.05 among 99 ok values 0.01..0.99 -> 0.95 + 0.05 * 0.01
+        ([i / 100 for i in range(1, 100)], 1, "p95_latency_s", 0.9505, False),
+        ([i / 100 for i in range(1, 100)], 1, "p90_latency_s", 0.901, True),
+        # no failures: the same figure as the ok-only table
+        ([0.1, 0.2, 0.3, 0.4], 0, "p50_latency_s", 0.25, True),
+        ([0.1, 0.2, 0.3, 0.4], 1, "max_latency_s", None, False),
+    ],
+)
+def test_latency_slo_ranks_failed_requests_as_slowest(
+    latencies: list[float], failed: int, q: str, expected: float | None, passed: bool
+) -> None:
+    """10% timeouts must not hide behind a fast p95 of the survivors (the ok-only table still shows it)."""
+    records = [rec(i, float(i), lat) for i, lat in enumerate(latencies)]
+    records += [rec(len(latencies) + j, 100.0 + j, 60.0, kind="timeout") for j in range(failed)]
+    s = summarize(records, Slo(**{q: 0.91}))
+    (check,) = s.slo
+    assert check.passed is passed
+    if expected is None:
+        assert check.actual is None and check.note is not None and "failed" in check.note
+    else:
+        assert check.actual == pytest.approx(expected)
+    if failed:
+        ok_only = getattr(s.latency["latency_s"], "max" if q.startswith("max") else q.split("_")[0])
+        assert ok_only is not None and (check.actual is None or check.actual >= ok_only)
+
+
 def test_missing_value_fails_its_check() -> None:
     s = summarize([rec(0, 0.0, 1.0)], Slo(p95_ttfo_s=1.0))
     assert s.slo[0].actual is None and not s.slo_passed
