@@ -25,7 +25,9 @@ app = typer.Typer(
 @app.command()
 def serve(
     config: Annotated[Path | None, typer.Option(help="Server settings YAML file.")] = None,
-    preset: Annotated[str | None, typer.Option(help="Preset: echo, sleep, mixed, image...")] = None,
+    preset: Annotated[
+        str | None, typer.Option(help="Preset: echo (default), sleep, mixed, image, text, audio, chat.")
+    ] = None,
     host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 7860; 0 = any free port).")] = None,
     max_threads: Annotated[int | None, typer.Option(help="Max jobs running at once.")] = None,
@@ -115,7 +117,10 @@ def sweep(
             "from a few points, measure only the best predicted ones; falls back to smart on a poor fit)."
         ),
     ] = None,
-    preset: Annotated[str | None, typer.Option(help="Base reference-server preset (image, sleep).")] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option(help="Base reference-server preset (default: sweep.server, else the scenario's name)."),
+    ] = None,
     server_config: Annotated[Path | None, typer.Option(help="Base reference-server settings YAML.")] = None,
     live_config: Annotated[
         bool, typer.Option("--live", help="Reconfigure one reference server via /admin/config.")
