@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from qbench.errors import ScenarioError
 from qbench.grid import Grid, build_grid, is_server_knob, parse_link
@@ -165,7 +166,7 @@ def _constraints(
     try:
         Slo(**slo)
     except ValidationError as exc:
-        bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        bad = "; ".join(_slo_problem(e) for e in exc.errors())
         raise ScenarioError(f"{source}: SLO {slo}: {bad}") from None
     max_error = options.max_error_rate or section.get("max_error_rate") or slo.pop("error_rate", None) or 0.01
     slo.pop("error_rate", None)
@@ -175,6 +176,13 @@ def _constraints(
         max_memory_mb=options.max_memory_mb or section.get("max_memory_mb"),
         tolerated_wait_s=options.tolerated_wait_s or section.get("tolerated_wait_s"),
     )
+
+
+def _slo_problem(error: ErrorDetails) -> str:
+    key = ".".join(map(str, error["loc"]))
+    if error["type"] == "extra_forbidden":
+        return f"{key}: unknown SLO key; expected one of {', '.join(Slo.model_fields)}"
+    return f"{key}: {error['msg']}"
 
 
 def _grid(options: SweepOptions, section: dict[str, Any]) -> Grid:
