@@ -47,5 +47,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    raw_help = argparse.RawDescriptionHelpFormatter
+    argparse.ArgumentParser(description=__doc__, formatter_class=raw_help).parse_args()
     main()
