@@ -86,7 +86,11 @@ def run(
             raise typer.Exit(130)
         failed = result.summary.failed_checks()
         if failed:
-            names = ", ".join(f"{c.name} (actual {_g(c.actual)}, limit {_g(c.threshold)})" for c in failed)
+            names = ", ".join(
+                f"{c.name} ({c.note if c.actual is None and c.note else f'actual {_g(c.actual)}'}, "
+                f"limit {_g(c.threshold)})"
+                for c in failed
+            )
             raise SloViolation(f"SLO violated: {names}")
     except QbenchError as exc:
         typer.echo(f"error: {exc}", err=True)

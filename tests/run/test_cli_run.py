@@ -38,3 +38,16 @@ def test_exit_codes(tmp_path: Path) -> None:
         assert result.exit_code == 2 and "cannot connect" in result.output
     result = runner.invoke(app, ["run", str(ok), "--target", "127.0.0.1:9", "--no-live"])
     assert result.exit_code == 2 and "target '127.0.0.1:9': expected an http(s) URL" in result.output
+
+
+def test_an_slo_without_a_figure_gives_its_reason(tmp_path: Path) -> None:
+    """Half the requests fail, so the p95 falls among failures: the message says so instead of a number."""
+    path = tmp_path / "flaky.yaml"
+    path.write_text(SCENARIO.format(limit=30).replace("api_name: echo", "api_name: flaky"))
+    flaky = {"api_name": "flaky", "workload": "fail", "params": {"rate": 0.5, "seed": 1}}
+    with serve_in_thread(synthetic_settings(functions=[flaky])) as server:
+        args = ["run", str(path), "--target", server.url, "--no-live", "--out", str(tmp_path / "r")]
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code == 3, result.output
+    assert "SLO violated: p95_latency_s (" in result.output and "failed" in result.output
+    assert "actual none" not in result.output
