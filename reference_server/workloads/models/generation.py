@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from reference_server.workloads.base import Component, WorkloadConfigError, WorkloadInputError, register
+from reference_server.workloads.base import Component, WorkloadInputError, register
 from reference_server.workloads.models.common import ModelWorkload
-from reference_server.workloads.models.loading import build_config, pretrained_tokenizer, random_model
+from reference_server.workloads.models.loading import build_config, random_model, select_tokenizer
 from reference_server.workloads.models.local_tokenizers import byte_level_tokenizer
 from reference_server.workloads.models.params import CommonParams, ParamReader
 
@@ -57,19 +57,9 @@ class TextGeneration(ModelWorkload):
 
     def load_preprocessor(self) -> None:
         vocab_size = int(self.config.vocab_size)
-        tokenizer = pretrained_tokenizer(self.common.model) if self.common.model else None
-        built_in = tokenizer is None
-        if tokenizer is not None:
-            self.preprocessor_source = f"{type(tokenizer).__name__} from {self.common.model}"
-        else:
-            tokenizer = byte_level_tokenizer(vocab_size)
-            self.preprocessor_source = f"built-in byte-level BPE ({len(tokenizer)} ids, no download)"
-        if len(tokenizer) > vocab_size:
-            raise WorkloadConfigError(
-                f"{self.kind}: the tokenizer has {len(tokenizer)} ids but the model's "
-                f"vocab_size is {vocab_size}; expected a matching tokenizer"
-            )
-        self._tokenizer = tokenizer
+        self._tokenizer, self.preprocessor_source, built_in = select_tokenizer(
+            self.kind, self.common.model, vocab_size, byte_level_tokenizer, "byte-level BPE"
+        )
         self._allowed = self._allowed_ids(vocab_size, built_in)
 
     def _allowed_ids(self, vocab_size: int, built_in: bool) -> torch.Tensor:

@@ -8,7 +8,7 @@ network (hub offline mode is forced around every from_pretrained call and local_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -179,6 +179,26 @@ def pretrained_tokenizer(name: str) -> Any | None:
 
     tokenizer = pretrained_part(AutoTokenizer, name)
     return tokenizer if tokenizer is not None and len(tokenizer) >= MIN_SHIPPED_VOCAB else None
+
+
+def select_tokenizer(
+    kind: str, model: str | None, vocab_size: int, built_in: Callable[[int], Any], built_in_name: str
+) -> tuple[Any, str, bool]:
+    """(tokenizer, where it came from, whether it is the built-in one): the model's own when it ships one,
+    else `built_in(vocab_size)`. A tokenizer with more ids than the model's vocabulary is a config error."""
+    tokenizer = pretrained_tokenizer(model) if model else None
+    is_built_in = tokenizer is None
+    if tokenizer is not None:
+        source = f"{type(tokenizer).__name__} from {model}"
+    else:
+        tokenizer = built_in(vocab_size)
+        source = f"built-in {built_in_name} ({len(tokenizer)} ids, no download)"
+    if len(tokenizer) > vocab_size:
+        raise WorkloadConfigError(
+            f"{kind}: the tokenizer has {len(tokenizer)} ids but the model's vocab_size is {vocab_size}; "
+            "expected a tokenizer that matches the model"
+        )
+    return tokenizer, source, is_built_in
 
 
 def pretrained_part(auto_cls: Any, name: str) -> Any | None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reference_server.workloads.base import Component, WorkloadConfigError, WorkloadInputError, register
+from reference_server.workloads.base import Component, WorkloadInputError, register
 from reference_server.workloads.models.common import ModelWorkload, label_config, label_values
-from reference_server.workloads.models.loading import build_config, pretrained_tokenizer, random_model
+from reference_server.workloads.models.loading import build_config, random_model, select_tokenizer
 from reference_server.workloads.models.local_tokenizers import wordpiece_tokenizer
 from reference_server.workloads.models.params import CommonParams, LabelParams, ParamReader
 
@@ -26,18 +26,9 @@ class TextEncoderWorkload(ModelWorkload):
 
     def load_preprocessor(self) -> None:
         vocab_size = int(self.config.vocab_size)
-        tokenizer = pretrained_tokenizer(self.common.model) if self.common.model else None
-        if tokenizer is not None:
-            self.preprocessor_source = f"{type(tokenizer).__name__} from {self.common.model}"
-        else:
-            tokenizer = wordpiece_tokenizer(vocab_size)
-            self.preprocessor_source = f"built-in WordPiece tokenizer ({len(tokenizer)} ids, no download)"
-        if len(tokenizer) > vocab_size:
-            raise WorkloadConfigError(
-                f"{self.kind}: the tokenizer has {len(tokenizer)} ids but the model's vocab_size is "
-                f"{vocab_size}; expected a tokenizer that matches the model"
-            )
-        self._tokenizer = tokenizer
+        self._tokenizer, self.preprocessor_source, _ = select_tokenizer(
+            self.kind, self.common.model, vocab_size, wordpiece_tokenizer, "WordPiece tokenizer"
+        )
 
     def warmup_inputs(self) -> list[Any]:
         return [EXAMPLE_TEXT]
