@@ -2,8 +2,9 @@
 
 Three ways qbench gets a server it controls (a fourth, a fixed `--target`, needs nothing from here):
 
-    reference_server_process(settings) `python -m reference_server --config <yaml> --port <free>` in a new
-                                       process group; ready when `GET /config` answers 200
+    reference_server_process(settings) `python -m reference_server --config <yaml> --port 0` in a new
+                                       process group; it binds a free port and prints it; ready when
+                                       `GET /config` then answers 200
                                        (`start_reference_server` is the same, yielding just the base URL)
     reconfigure(handle, settings)      `POST /admin/config` with `Authorization: Bearer <token>` on a
                                        reference server started with `--admin-token`
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -212,6 +214,23 @@ def resolve_settings_source(source: Any) -> Any:
     return source
 
 
+_READY_LINE = re.compile(r"reference server ready on (http://\S+)")
+
+
+def _announced_url(handle: ServerHandle, deadline: float) -> str:
+    """The base URL from the server's "reference server ready on URL" log line (it binds port 0)."""
+    assert handle.process is not None and handle.log_path is not None
+    while time.monotonic() < deadline:
+        text = handle.log_path.read_text(errors="replace") if handle.log_path.exists() else ""
+        if match := _READY_LINE.search(text):
+            return match.group(1)
+        if handle.process.poll() is not None:
+            code = handle.process.returncode
+            raise ServerLaunchError(f"server exited with code {code} before ready\n{handle.log_tail()}")
+        time.sleep(0.05)
+    raise ServerLaunchError(f"server not ready within the time limit\n{handle.log_tail()}")
+
+
 @contextlib.contextmanager
 def reference_server_process(
     settings: Any,
@@ -228,15 +247,18 @@ def reference_server_process(
         if work_dir is None:
             work_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="qbench-server-")))
         config = settings_to_yaml(resolve_settings_source(settings), work_dir)
-        port = free_port()
-        argv = [sys.executable, "-m", "reference_server", "--config", str(config), "--port", str(port)]
+        # Port 0: the server binds any free port and prints it, so no other process can take the port
+        # between our choosing it and the server binding it (as with a free_port() probe).
+        argv = [sys.executable, "-m", "reference_server", "--config", str(config), "--port", "0"]
         if admin_token:
             argv += ["--admin-token", admin_token]
         log_path = work_dir / "server.log"
-        handle = ServerHandle(f"http://127.0.0.1:{port}", _spawn(argv, env=None, log_path=log_path), log_path)
+        handle = ServerHandle("", _spawn(argv, env=None, log_path=log_path), log_path)
         handle.admin_token = admin_token
         try:
-            wait_ready(handle, ready_timeout_s)
+            deadline = time.monotonic() + ready_timeout_s
+            handle.base_url = _announced_url(handle, deadline)
+            wait_ready(handle, max(deadline - time.monotonic(), 1.0))
             yield handle
         finally:
             assert handle.process is not None
