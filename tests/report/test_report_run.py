@@ -64,7 +64,7 @@ def test_golden_markdown(golden_run: Path, tmp_path: Path) -> None:
     assert "- **requests**: 10 measured (10 sent, 0 not sent); 1 warm-up excluded" in md
     assert "| latency from intended send | 8 | 2.12 s | 1.7 s | 3.6 s | 4.3 s | 4.86 s | 5 s |" in md
     assert "| queue_full | 1 | 10.0% | Queue is full. Max size is 2 and size is 2. |" in md
-    # 2 of 10 sent requests failed, so the SLO's p95 (failures ranked slowest) falls among them: a reason, no figure
+    # 2 of 10 sent requests failed: the SLO's p95 (failures ranked slowest) falls among them, so a reason
     assert "| p95_latency_s | <= 2 | 20.0% of sent requests failed: the p95 falls among them | FAIL |" in md
     for spec in RUN_CHARTS:
         assert f"(charts/{spec.name}.png)" in md
