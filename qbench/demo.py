@@ -1,7 +1,7 @@
 """`qbench demo`: the main job end to end on an embedded default.
 
 Starts the reference server with the `image` preset (a ViT-base-sized classifier, random init, batched),
-loads it with Poisson arrivals that uploads generated images, prints the summary and writes the report.
+loads it with Poisson arrivals that upload generated images, prints the summary and writes the report.
 Everything a user would otherwise type as three commands:
 
     qbench serve --preset image
