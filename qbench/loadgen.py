@@ -258,6 +258,8 @@ class LoadGenerator:
             self._finish(record)
 
     def _expire(self, task: asyncio.Task[None], record: RequestRecord) -> None:
+        if record.completed_at_s is not None:
+            return  # the verdict is in (the protocol may still be reading to the stream's end): not a timeout
         fail(record, "timeout", f"no result within {self.load.timeout:g} s", self.clock.now())
         task.cancel()
 

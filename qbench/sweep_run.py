@@ -63,15 +63,23 @@ class RunawayDetector:
         )
 
 
+def point_warmup(config: SweepConfig) -> float:
+    """The sweep's warm-up, else the scenario's own when it sets one (0 included), else DEFAULT_WARMUP_S;
+    never a default for a burst, whose requests all share intended time 0 and would all be excluded."""
+    load = config.scenario.load
+    if config.warmup_s is not None:
+        return config.warmup_s
+    if "warmup" in load.model_fields_set or load.shape == "burst":
+        return load.warmup
+    return DEFAULT_WARMUP_S
+
+
 def point_overrides(config: SweepConfig, point: Point) -> dict[str, Any]:
     """Scenario overrides for a point: client knobs, point duration, warm-up and the sweep's SLO."""
     overrides: dict[str, Any] = {f"slo.{k}": v for k, v in config.constraints.slo.items()}
     if config.point_duration_s:
         overrides["load.duration"] = config.point_duration_s
-    warmup = (
-        config.warmup_s if config.warmup_s is not None else (config.scenario.load.warmup or DEFAULT_WARMUP_S)
-    )
-    overrides["load.warmup"] = warmup
+    overrides["load.warmup"] = point_warmup(config)
     overrides.update(point.client_overrides())
     return overrides
 

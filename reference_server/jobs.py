@@ -26,6 +26,13 @@ INPUT_ERROR_TITLE = "Invalid input"
 _DONE = object()
 
 
+def as_input_error(exc: Exception) -> WorkloadInputError:
+    """Preprocessing failures (PIL's decompression-bomb guard, a malformed WAV...) as input errors."""
+    if isinstance(exc, WorkloadInputError):
+        return exc
+    return WorkloadInputError(f"invalid input: {exc.__class__.__name__}: {exc}")
+
+
 class JobRunner:
     def __init__(self, store: FileStore, limiter: anyio.CapacityLimiter, show_error: bool,
                  emit: Emit) -> None:
@@ -57,6 +64,8 @@ class JobRunner:
         return self._convert(postprocess, comps, values)
 
     def fail(self, events: list[Event], exc: BaseException, first_step: bool = True) -> None:
+        """Every event gets a failed process_completed: a user-visible message for input errors, Gradio's
+        error payload (show_error) for anything else."""
         if isinstance(exc, WorkloadInputError):
             title: str | None = INPUT_ERROR_TITLE
             output: dict[str, Any] = {"error": str(exc), "duration": 10, "visible": True, "title": title}
@@ -74,8 +83,8 @@ class JobRunner:
             try:
                 inputs.append(await self._preprocess(fn, event.data))
                 ready.append(event)
-            except WorkloadInputError as exc:
-                self.fail([event], exc)
+            except Exception as exc:  # any decoding failure is this event's bad input, not a server fault
+                self.fail([event], as_input_error(exc))
         if not ready:
             return False
         try:
@@ -113,8 +122,8 @@ class JobRunner:
         event, fn = job.events[0], job.fn
         try:
             inputs = await self._preprocess(fn, event.data)
-        except WorkloadInputError as exc:
-            self.fail([event], exc)
+        except Exception as exc:
+            self.fail([event], as_input_error(exc))
             return False
         w = fn.workload
         async_iter = w.astream(inputs) if w.is_async else None

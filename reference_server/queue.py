@@ -194,15 +194,18 @@ class EventQueue:
         eta = fn.job_time.mean
         for event in events:
             self.emit(event, m.process_starts(event.id, eta))
-        job.task = asyncio.create_task(self._run(job, group))
+        job.task = asyncio.create_task(self._run(job))
+        # A done callback, not a `finally`: a task cancelled before its first step (a /cancel in the same
+        # loop turn as the dispatch) never runs its body, and its slot must still be freed.
+        job.task.add_done_callback(lambda _task: self._finish(job, group))
 
-    async def _run(self, job: Job, group: Group) -> None:
+    async def _run(self, job: Job) -> None:
         try:
             await (self.runner.stream(job) if job.fn.workload.is_generator else self.runner.run(job))
         except asyncio.CancelledError:
             pass  # /cancel: the client already got its synthetic completion
-        finally:
-            self._finish(job, group)
+        except Exception as exc:  # a server bug must still give every live event a verdict
+            self.runner.fail([e for e in job.events if e.outcome is None and e.alive], exc)
 
     def _finish(self, job: Job, group: Group) -> None:
         group.running.remove(job)

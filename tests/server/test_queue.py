@@ -407,3 +407,52 @@ def test_reconfigure_refuses_to_change_the_functions() -> None:
             q.reconfigure(new)
 
     run_queue(settings([sleep_fn("a", 10)]), body)
+
+
+def test_cancel_in_the_dispatch_turn_still_frees_the_slot() -> None:
+    """A job task cancelled before its first step never runs its body; its slot must be freed anyway."""
+
+    async def body(q: EventQueue) -> None:
+        fn = q.functions[0]
+        start = q._start
+
+        def start_then_cancel(group: object, events: list[object]) -> None:
+            start(group, events)  # type: ignore[arg-type]
+            q.cancel("s", events[0].id)  # type: ignore[attr-defined]
+
+        q._start = start_then_cancel  # type: ignore[method-assign]
+        q.push("s", fn, ["x"])
+        await asyncio.sleep(0.2)
+        group = q.groups["fn:a"]
+        assert (q.running_jobs, len(group.running), len(q.events)) == (0, 0, 0)
+        q._start = start  # type: ignore[method-assign]
+        second = q.push("s", fn, ["y"])
+        await asyncio.sleep(0.3)
+        assert second.job is not None and not group.waiting  # the group still dispatches
+
+    run_queue(settings([{"api_name": "a", "workload": "sleep", "params": {"base_ms": 10}}]), body)
+
+
+def test_any_preprocessing_failure_is_that_events_input_error() -> None:
+    """A PNG whose header claims 20000x20000 trips PIL's decompression-bomb guard (not a WorkloadInputError):
+    the event still gets a failed process_completed, and the session its close."""
+    import base64
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 20000, 20000, 8, 2, 0, 0, 0)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IEND", b"")
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+
+    async def body(q: EventQueue) -> None:
+        fn = q.functions[0]
+        event = q.push("s", fn, [url] + [None] * (len(fn.workload.inputs) - 1))
+        messages = await read_until_done(q, "s", {event.id}, timeout_s=10)
+        final = [msg for msg in messages if msg.get("event_id") == event.id][-1]
+        assert final["msg"] == "process_completed" and final["success"] is False
+        assert "invalid input" in final["output"]["error"]
+
+    run_queue(settings([{"api_name": "a", "workload": "imageop"}]), body)

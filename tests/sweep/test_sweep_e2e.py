@@ -123,7 +123,7 @@ def test_launch_mode_with_a_real_gradio_app(tmp_path: Path) -> None:
 def test_failing_point_is_reported_and_the_sweep_goes_on(tmp_path: Path) -> None:
     result = sweep(tmp_path, ["max_threads=0,4"], ready_timeout_s=20)
     bad, good = result.results
-    assert bad.status == "failed" and "exited" in bad.reason or "quit" in bad.reason
+    assert bad.status == "failed" and ("exited" in bad.reason or "quit" in bad.reason)
     assert good.status == "ok"
     rec = check_layout(result)
     assert rec["winner"]["point_id"] == good.point_id

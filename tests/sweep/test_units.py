@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from qbench.errors import ScenarioError
 from qbench.launcher import admin_body, apply_server_knobs, knob_env, render_command, status_memory
-from qbench.sweep_run import RunawayDetector
+from qbench.sweep_run import DEFAULT_WARMUP_S, RunawayDetector, point_warmup
 from qbench.sweep_spec import SweepOptions, build_config, parse_slo_options
 
 from .conftest import SERVER, write_scenario
@@ -178,3 +179,22 @@ def test_launch_mode_readiness_for_a_plain_http_server(tmp_path: Path) -> None:
             assert response.status == 200
         process = handle.process
     assert process is not None and process.poll() is not None  # the process group was torn down
+
+
+@pytest.mark.parametrize(
+    ("load", "expected"),
+    [
+        ({"users": 2}, DEFAULT_WARMUP_S),  # nothing set: the sweep's default warm-up
+        ({"users": 2, "warmup": 0}, 0.0),  # an explicit 0 is kept
+        ({"users": 2, "warmup": 1.5}, 1.5),
+        ({"burst": 20}, 0.0),  # a burst's requests all have intended time 0: a default would drop them all
+    ],
+)
+def test_point_warmup_respects_the_scenario(tmp_path: Path, load: dict[str, Any], expected: float) -> None:
+    path = write_scenario(tmp_path)
+    raw = yaml.safe_load(path.read_text())
+    raw["load"] = {"duration": 2, "timeout": 10, **load}
+    raw["sweep"].pop("warmup")
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    config = build_config(SweepOptions(str(path), grid=["concurrency_limit=1,2"], out_root=str(tmp_path)))
+    assert point_warmup(config) == expected
