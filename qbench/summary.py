@@ -17,7 +17,8 @@ Which records count:
   (interrupted or stopped before their intended time);
 * `error_rate` = errors among SENT requests / sent requests (a request the run never sent is not a
   server error; it is visible in `not_sent` and in `errors_by_kind`);
-* `duration_s` (the measured window) runs from the first intended send to the last completion,
+* `duration_s` (the measured window) runs from the first intended send to the later of the last OK
+  completion and the last send (a failure's give-up time, e.g. a 60 s timeout, does not stretch it),
   unless the caller passes `duration_s`;
 * `throughput_rps` = ok completions / duration_s; `goodput_rps` = ok completions that also meet every
   per-request latency threshold of the SLO (latency, queue wait, ttfo) / duration_s;
@@ -261,10 +262,13 @@ def _values(records: Sequence[RequestRecord], name: str, *, ok_only: bool) -> li
 
 
 def _window(records: Sequence[RequestRecord]) -> float:
+    """First intended send -> the later of the last OK completion and the last send. A failure's
+    completion time is when it was given up (a 60 s timeout, the drain deadline): counting it would
+    stretch the window and make one straggler look like a slow server."""
     if not records:
         return 0.0
     start = min(r.intended_at_s for r in records)
-    ends = [r.completed_at_s for r in records if r.completed_at_s is not None]
+    ends = [r.completed_at_s for r in records if r.ok and r.completed_at_s is not None]
     ends += [r.sent_at_s for r in records if r.sent_at_s is not None]
     return max(max(ends, default=start) - start, 0.0)
 

@@ -26,9 +26,10 @@ from qbench.rundata import RunData, fmt_s, time_bins
 #   p99 = 3.0 + 0.93 * 2.0 = 4.86; mean = 17 / 8 = 2.125
 #   queue wait p50 = 0.45; p95 = 1.6 + 0.65 * 2.0 = 2.9
 #   service = latency - 0.01 - queue wait = 0.89 0.99 1.09 1.19 1.29 1.39 1.39 1.39 -> p50 = 1.24
-# Window: first measured intended send 0.5 s to the last completion 15.5 s (the timeout) = 15 s, so
-# throughput = 8 / 15; error rate = 2 errors / 10 sent; goodput under the SLO p95_latency_s <= 2 counts the
-# 6 ok requests with latency <= 2 s: 6 / 15 = 0.4 req/s.
+# Window: first measured intended send 0.5 s to the later of the last ok completion (9.0 s) and the last
+# send (5.01 s) = 8.5 s; the timeout given up at 15.5 s does not stretch it. So throughput = 8 / 8.5; error
+# rate = 2 errors / 10 sent; goodput under the SLO p95_latency_s <= 2 counts the 6 ok requests with latency
+# <= 2 s: 6 / 8.5 = 0.706 req/s.
 
 GOLDEN = {
     ("latency_s", "p50"): 1.7, ("latency_s", "p90"): 3.6, ("latency_s", "p95"): 4.3,
@@ -45,9 +46,9 @@ def test_golden_summary_figures(golden_run: Path) -> None:
         assert getattr(s.phase(phase), stat) == pytest.approx(expected, abs=1e-9), (phase, stat)
     assert (s.requests, s.sent, s.completed_ok, s.errors) == (10, 10, 8, 2)
     assert s.errors_by_kind == {"queue_full": 1, "timeout": 1}
-    assert s.duration_s == pytest.approx(15.0)
-    assert s.throughput_rps == pytest.approx(8 / 15)
-    assert s.goodput_rps == pytest.approx(0.4)
+    assert s.duration_s == pytest.approx(8.5)
+    assert s.throughput_rps == pytest.approx(8 / 8.5)
+    assert s.goodput_rps == pytest.approx(6 / 8.5)
     assert s.error_rate == pytest.approx(0.2)
     assert not s.slo_passed and s.failed_checks()[0].name == "p95_latency_s"
     assert "records.parquet is missing" in run.notes[0]
@@ -58,8 +59,8 @@ def test_golden_markdown(golden_run: Path, tmp_path: Path) -> None:
     md = files.markdown.read_text()
     assert "- **latency p50 / p95 / p99**: 1.7 s / 4.3 s / 4.86 s" in md
     assert "- **ok / errors**: 8 / 2 (error rate 20.00%)" in md
-    assert "- **throughput**: 0.53 req/s over 15.00 s" in md
-    assert "- **goodput**: 0.40 req/s" in md
+    assert "- **throughput**: 0.94 req/s over 8.50 s" in md
+    assert "- **goodput**: 0.71 req/s" in md
     assert "- **SLO**: FAILED: p95_latency_s" in md
     assert "- **requests**: 10 measured (10 sent, 0 not sent); 1 warm-up excluded" in md
     assert "| latency from intended send | 8 | 2.12 s | 1.7 s | 3.6 s | 4.3 s | 4.86 s | 5 s |" in md

@@ -71,6 +71,15 @@ def test_summary_counts_rates_and_phases() -> None:
     assert s.latency["ttfo_s"].count == 0
 
 
+def test_a_timed_out_straggler_does_not_stretch_the_window() -> None:
+    """100 requests at 10/s served in 0.2 s, one given up after a 60 s timeout: throughput stays ~10/s."""
+    records = [rec(i, i / 10, 0.2) for i in range(99)]
+    records.append(rec(99, 9.9, 60.0, kind="timeout"))
+    s = summarize(records)
+    assert s.duration_s == pytest.approx(10.0)  # first intended 0 -> last ok completion 9.8 + 0.2 (not 69.9)
+    assert s.throughput_rps == pytest.approx(99 / 10.0)
+
+
 def test_slo_checks_and_goodput() -> None:
     records = [rec(i, float(i), lat) for i, lat in enumerate([0.1, 0.2, 0.3, 0.4, 2.0])]
     slo = Slo(p95_latency_s=0.5, error_rate=0.1, min_throughput=10.0)
