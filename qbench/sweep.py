@@ -243,8 +243,11 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
         if rec.winner is not None and config.capacity_trials > 0:
             if observer:
                 observer.phase(f"capacity of {rec.winner.point_id}: bisection on the arrival rate")
-            capacity = _capacity(config, servers, rec.winner)
-            rec.capacity = capacity.to_dict()
+            try:
+                capacity = _capacity(config, servers, rec.winner)
+                rec.capacity = capacity.to_dict()
+            except QbenchError as exc:  # the measured points and their ranking still get written
+                rec.notes.append(f"capacity not measured: {str(exc).splitlines()[0]}")
     finally:
         servers.close()
     write_outputs(config.sweep_dir, search, rec, config)
@@ -257,7 +260,9 @@ def _capacity(config: SweepConfig, servers: _Servers, winner: PointResult) -> Ca
     with servers.for_point(point, work) as handle:
 
         def meets(rate: float) -> bool:
-            summary = measure_rate(config, handle.base_url, point, rate, work / f"rate-{rate:.3g}")
+            summary, stopped = measure_rate(config, handle.base_url, point, rate, work / f"rate-{rate:.3g}")
+            if stopped:  # the queue ran away at this rate: over capacity, whatever the partial figures say
+                return False
             probe = point_result(point, [{"summary": summary}], config.constraints, "ok", "", {})
             return not config.constraints.violations(probe) and summary.get("completed_ok", 0) > 0
 

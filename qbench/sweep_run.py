@@ -113,16 +113,14 @@ def run_point(
 
 def measure_rate(
     config: SweepConfig, base_url: str, point: Point, rate: float, run_dir: Path
-) -> dict[str, Any]:
-    """A capacity probe: the point's settings at an open-loop arrival rate."""
+) -> tuple[dict[str, Any], str | None]:
+    """A capacity probe: the point's settings at an open-loop arrival rate -> (summary, why it was
+    stopped early or None)."""
     overrides = point_overrides(config, point)
     overrides.pop("load.users", None)
     overrides["load.rate"] = rate
     overrides.setdefault("load.duration", config.scenario.load.duration or 5.0)
-    summary, _ = _run(
-        config, base_url, run_dir, overrides, RunawayDetector() if config.stop_runaway else None
-    )
-    return summary
+    return _run(config, base_url, run_dir, overrides, RunawayDetector() if config.stop_runaway else None)
 
 
 # ---------------------------------------------------------------- summaries -> PointResult
