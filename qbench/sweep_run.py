@@ -175,4 +175,17 @@ def point_result(
         peak_gpu_mem_mb=resources.get("peak_gpu_mem_mb"),
         goodput_repeats=goodputs if len(goodputs) > 1 else [],
         extra=extra,
+        slo_breaches=sorted({_breach(c) for s in summaries for c in s.get("slo", []) if _e2e_failed(c)}),
     )
+
+
+def _e2e_failed(check: dict[str, Any]) -> bool:
+    return str(check.get("name", "")).endswith("_latency_s") and not check.get("passed", True)
+
+
+def _breach(check: dict[str, Any]) -> str:
+    """A failed end-to-end latency check as a reason ('p95_latency_s: 20.0% of sent requests failed...')."""
+    name, actual = check["name"], check.get("actual")
+    if actual is None:
+        return f"{name}: {check.get('note') or 'not measured'}"
+    return f"{name} {actual:.3g} > {check['threshold']:g} (failed requests ranked slowest)"

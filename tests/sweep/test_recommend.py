@@ -85,6 +85,17 @@ def test_other_slo_metrics_from_extra() -> None:
     assert Constraints(slo={"min_goodput": 8}).violations(p) == ["min_goodput 5 < 8"]
 
 
+def test_a_run_level_latency_breach_makes_the_point_infeasible_once() -> None:
+    """Ok-only p95 passes but the run's own check (failures ranked slowest) failed: as qbench run says."""
+    breach = "p95_latency_s: 5.0% of sent requests failed: the p95 falls among them"
+    ok_only_pass = pt("c1", 5, p95=1.0, slo_breaches=[breach])
+    assert SLO.violations(ok_only_pass) == [breach]
+    both = pt("c2", 5, p95=2.5, slo_breaches=[breach])
+    assert SLO.violations(both) == ["p95_latency_s 2.5 > 2"]  # one reason per metric
+    rec = recommend([ok_only_pass, pt("c4", 3)], SLO)
+    assert rec.winner is not None and rec.winner.point_id == "c4"
+
+
 def test_max_size_advice_is_throughput_times_wait_budget() -> None:
     winner = pt("c2", 10, throughput_rps=12.0, p50_service_s=0.5)
     advice = max_size_advice(winner, Constraints(slo={"p95_latency_s": 3.0}))
