@@ -131,13 +131,21 @@ def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, 
 
 
 async def _prepare(scenario: Scenario, target: str, run_dir: Path) -> dict[str, Any]:
-    """Discovery (fails before any request), then run.json; returns the run info."""
-    info = _run_info(scenario, target)
+    """Discovery in a session of its own (the multi-process path); see `_discover`."""
     async with make_http_session(scenario.load) as http:
         protocol = make_protocol(scenario, target, http, Clock())
-        info["server"] = await protocol.discover()
-        info["server"]["status"] = await _status(http, target)
+        info = await _discover(scenario, target, run_dir, protocol, http)
         await protocol.close()
+    return info
+
+
+async def _discover(
+    scenario: Scenario, target: str, run_dir: Path, protocol: WireProtocol, http: aiohttp.ClientSession
+) -> dict[str, Any]:
+    """Discovery (fails before any request), then run.json; returns the run info."""
+    info = _run_info(scenario, target)
+    info["server"] = await protocol.discover()
+    info["server"]["status"] = await _status(http, target)
     run_dir.mkdir(parents=True, exist_ok=True)  # only once the target has answered
     _write_json(run_dir / "run.json", info)
     return info
@@ -156,10 +164,9 @@ async def _run(
     plan = make_plan(scenario.load, seed=scenario.payload.seed)
     if scenario.protocol == "http":
         render(scenario.endpoint.body, payloads.inputs(0))  # template errors fail before any request
-    info = await _prepare(scenario, target, run_dir)
     async with make_http_session(scenario.load) as http:
         protocol = make_protocol(scenario, target, http, clock)
-        await protocol.discover()
+        info = await _discover(scenario, target, run_dir, protocol, http)  # one discovery per run
         with (
             JsonlSink(run_dir / "records.jsonl") as writer,
             LiveView(scenario, target, enabled=live) as view,
