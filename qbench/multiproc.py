@@ -26,7 +26,7 @@ from typing import Any
 from qbench.loadgen import LiveStats, LoadGenerator
 from qbench.payloads import PayloadGenerator
 from qbench.protocols.base import Clock, make_http_session
-from qbench.records import RequestRecord
+from qbench.records import JsonlWriter, RequestRecord
 from qbench.scenario import Scenario, with_overrides
 from qbench.schedule import OpenPlan, Plan
 from qbench.schedule import plan as make_plan
@@ -265,7 +265,7 @@ async def _child_run(
     clock = Clock()
     payloads = PayloadGenerator(scenario.payload)
     payloads.prepare(scenario.payload.variants)
-    from qbench.runner import JsonlSink, make_protocol
+    from qbench.runner import make_protocol
 
     async with make_http_session(scenario.load) as http:
         protocol = make_protocol(scenario, target, http, clock)
@@ -278,7 +278,7 @@ async def _child_run(
                 kind = shared.stop_kind.value.decode() or "interrupted"
                 gen.request_stop(kind, "stopped by the parent process" if kind == "deadline" else "signal")
 
-        with JsonlSink(run_dir / "records.jsonl") as sink:
+        with JsonlWriter(run_dir / "records.jsonl") as sink:
             gen = LoadGenerator(
                 scenario.load, plan, protocol, payloads, clock, on_tick=tick, on_records=sink.write
             )

@@ -27,9 +27,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, Any, Final, Literal
+
+import orjson
 
 SCHEMA_VERSION: Final = 1
 
@@ -171,22 +173,22 @@ def from_row(row: dict[str, Any]) -> RequestRecord:
 # ---------------------------------------------------------------- JSON Lines (written while running)
 
 
-@dataclass
 class JsonlWriter:
-    """Appends records to a JSONL file as they finish, flushing so a killed run loses nothing written."""
+    """Appends records to a JSONL file as they finish, flushing so a killed run loses nothing written.
+    orjson serialises the dataclass directly (about 10x cheaper than json + asdict on the hot path)."""
 
-    path: Path
-    _fh: IO[str] | None = field(default=None, init=False, repr=False)
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: IO[bytes] | None = None
 
     def __enter__(self) -> JsonlWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = self.path.open("a", encoding="utf-8")
+        self._fh = self.path.open("ab")
         return self
 
     def write(self, records: Iterable[RequestRecord]) -> None:
         assert self._fh is not None, "JsonlWriter used outside 'with'"
-        for record in records:
-            self._fh.write(json.dumps(to_row(record), separators=(",", ":")) + "\n")
+        self._fh.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
         self._fh.flush()
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,65 @@
+"""The record files: JSONL written while running and Parquet at the end round-trip every field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qbench.records import (
+    SCHEMA_VERSION,
+    JsonlWriter,
+    RecordsFormatError,
+    RequestRecord,
+    read_jsonl,
+    read_parquet,
+    read_records,
+    write_parquet,
+)
+
+
+def sample() -> list[RequestRecord]:
+    ok = RequestRecord(0, 0, "s0", "/predict", False, 0.5, sent_at_s=0.501, joined_at_s=0.51, rank=2,
+                       queue_size=3, rank_eta_s=1.5, started_at_s=0.9, completed_at_s=1.7, outcome="ok",
+                       http_status=200, bytes_sent=120, bytes_received=900, server_duration_s=0.79,
+                       event_id="e0")
+    failed = RequestRecord(1, 1, "s1", "/predict", True, 0.0, sent_at_s=0.01, completed_at_s=0.02,
+                           error_kind="queue_full", error_message="Queue is full.", http_status=503)
+    unsent = RequestRecord(2, 0, "", "/predict", False, 9.0, error_kind="interrupted")
+    return [ok, failed, unsent]
+
+
+def test_jsonl_round_trip_and_a_truncated_last_line_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "run" / "records.jsonl"
+    records = sample()
+    with JsonlWriter(path) as writer:  # creates the folder, appends, flushes per call
+        writer.write(records[:2])
+        writer.write(records[2:])
+    assert read_jsonl(path) == records
+    with path.open("ab") as fh:
+        fh.write(b'{"request_id": 3, "user_')  # the process died mid-write
+    assert read_jsonl(path) == records
+
+
+def test_parquet_round_trip_keeps_none_and_adds_derived_columns(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    records = sample()
+    write_parquet(records, tmp_path / "records.parquet")
+    assert read_parquet(tmp_path / "records.parquet") == records
+    assert read_records(tmp_path) == records  # a run folder prefers the Parquet file
+    table = pq.read_table(tmp_path / "records.parquet")
+    assert table.column("latency_s").to_pylist()[0] == pytest.approx(1.2)
+    assert table.column("queue_wait_s").to_pylist()[2] is None
+
+
+def test_parquet_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"request_id": [0]}).replace_schema_metadata(
+        {b"qbench_schema_version": str(SCHEMA_VERSION + 1).encode()}
+    )
+    pq.write_table(table, tmp_path / "records.parquet")
+    with pytest.raises(RecordsFormatError, match="schema version"):
+        read_parquet(tmp_path / "records.parquet")
