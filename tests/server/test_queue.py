@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from reference_server.queue import EventQueue, QueueFullError
 from reference_server.server_state import build_functions
 
-from .queue_harness import of, read_until_done, run_queue, settings
+from .queue_harness import drain, of, read_until_done, run_queue, settings
 
 
 def sleep_fn(name: str, ms: float = 100, **kw: object) -> dict[str, object]:
@@ -254,9 +255,12 @@ def test_cancel_running_event_frees_its_slot() -> None:
         e2 = q.push("s", q.functions[0], ["2"])
         await asyncio.sleep(0.02)
         assert q.cancel("s", e1.id)
+        cancelled_at = time.perf_counter()
         msgs = await read_until_done(q, "s", {e1.id, e2.id}, timeout_s=5)
         (done1,) = of(msgs, e1.id, "process_completed")
         assert (done1["output"], done1["success"]) == ({}, True)
+        (started2,) = of(msgs, e2.id, "process_starts")
+        assert started2["_t"] - cancelled_at < 0.5  # freed at once, not when e1's 1 s sleep would have ended
         assert of(msgs, e2.id, "process_completed")[0]["output"]["data"] == ["2"]
         assert not q.cancel("s", e1.id)  # already gone
 
@@ -317,9 +321,18 @@ def test_numeric_status_update_rate_broadcasts_periodically_not_on_dispatch() ->
         msgs = await read_until_done(q, "s", {events[0].id})
         third = of(msgs, events[2].id, "estimation")
         assert len(third) >= 3  # the push estimation plus periodic ones every 50 ms
-        assert q.settings.queue.status_update_rate == 0.05
+
+    async def no_tick_yet(q: EventQueue) -> None:
+        events = [q.push("s", q.functions[0], [str(i)]) for i in range(3)]
+        msgs = await read_until_done(q, "s", {events[0].id})
+        msgs += [await asyncio.wait_for(q.sessions.get("s").queue.get(), 2)]  # type: ignore[union-attr]
+        assert msgs[-1]["msg"] == "process_starts" and msgs[-1]["event_id"] == events[1].id
+        await asyncio.sleep(0.05)
+        # e2 was dispatched, yet e3 has only its push estimation: no broadcast on dispatch in this mode
+        assert len(of(msgs + drain(q, "s"), events[2].id, "estimation")) == 1
 
     run_queue(settings([sleep_fn("a", 200)], queue={"status_update_rate": 0.05}), body)
+    run_queue(settings([sleep_fn("a", 200)], queue={"status_update_rate": 30}), no_tick_yet)
 
 
 @pytest.mark.parametrize(
