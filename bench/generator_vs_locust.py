@@ -26,7 +26,7 @@ from pathlib import Path
 
 import psutil
 
-from qbench.launcher import free_port
+from qbench.tune.launch import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable

@@ -2,7 +2,7 @@
 
 Runs are fabricated (Poisson arrivals on a 2-worker FIFO queue with a bounded queue and some failures,
 the generator of the report tests, `tests/report/report_synth.py`) and written as a run folder
-(records.parquet + run.json), then reported with `qbench.report.build_report`. Times are wall-clock
+(records.parquet + run.json), then reported with `qbench.report.build.build_report`. Times are wall-clock
 seconds on this (shared, noisy) machine, after one unmeasured warm-up report;
 "whole report" is `build_report` (read + summary + every chart + summary.md + report.html).
 
@@ -23,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "repor
 
 from report_synth import simulate, write_run  # noqa: E402
 
-from qbench.charts import RUN_CHARTS  # noqa: E402
-from qbench.records import read_records  # noqa: E402
-from qbench.report import build_report  # noqa: E402
-from qbench.rundata import RunData  # noqa: E402
-from qbench.summary import summarize  # noqa: E402
+from qbench.report.build import build_report  # noqa: E402
+from qbench.report.charts import RUN_CHARTS  # noqa: E402
+from qbench.report.columns import RunColumns  # noqa: E402
+from qbench.run.records import read_records  # noqa: E402
+from qbench.run.summary import summarize  # noqa: E402
 
 
 def measure(n: int, root: Path) -> dict[str, float]:
@@ -40,7 +40,7 @@ def measure(n: int, root: Path) -> dict[str, float]:
     start = time.perf_counter()
     summarize(records)
     times["summary"] = time.perf_counter() - start
-    data = RunData.from_records(records)
+    data = RunColumns.from_records(records)
     for spec in RUN_CHARTS:
         start = time.perf_counter()
         spec.draw(data).savefig(root / f"{spec.name}.png", dpi=100)

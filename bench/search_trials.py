@@ -16,12 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qbench.batch_model import PointLoad  # noqa: E402
-from qbench.grid import Point  # noqa: E402
-from qbench.recommend import Constraints, recommend  # noqa: E402
-from qbench.search import full_search, smart_search  # noqa: E402
-from qbench.search_model import model_search  # noqa: E402
 from tests.sweep.test_search import GRID, MODELS, SleepModel  # noqa: E402
+
+from qbench.tune.batch_model import PointLoad  # noqa: E402
+from qbench.tune.grid import Point  # noqa: E402
+from qbench.tune.recommend import Constraints, recommend  # noqa: E402
+from qbench.tune.search import full_search, smart_search  # noqa: E402
+from qbench.tune.search_model import model_search  # noqa: E402
 
 
 def describe(point: Point) -> PointLoad:

@@ -50,7 +50,7 @@ import aiohttp
 import psutil
 import yaml
 
-from qbench.launcher import free_port
+from qbench.tune.launch import free_port
 
 API = "/gradio_api"
 T = TypeVar("T")

@@ -29,9 +29,9 @@ from typing import Any
 
 import psutil
 
-from qbench.launcher import free_port, wait_http
-from qbench.runner import RunResult, run_scenario
-from qbench.scenario import parse_scenario
+from qbench.run.runner import RunResult, run_scenario
+from qbench.run.scenario import parse_scenario
+from qbench.tune.launch import free_port, wait_http
 
 ROOT = Path(__file__).resolve().parents[1]
 

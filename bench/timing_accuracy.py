@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from qbench.launcher import free_port, wait_http
-from qbench.runner import run_scenario
-from qbench.scenario import parse_scenario
-from qbench.summary import Summary
+from qbench.run.runner import run_scenario
+from qbench.run.scenario import parse_scenario
+from qbench.run.summary import Summary
+from qbench.tune.launch import free_port, wait_http
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -68,9 +68,9 @@ def run(
     """Fire the load a scenario describes, record every request, print a summary (exit 3 on SLO failure)."""
     from rich.console import Console
 
-    from qbench.console import render_summary
     from qbench.errors import QbenchError, SloViolation
-    from qbench.runner import load_scenario, parse_set_options, run_scenario
+    from qbench.run.console import render_summary
+    from qbench.run.runner import load_scenario, parse_set_options, run_scenario
 
     console = Console()
     try:
@@ -141,9 +141,9 @@ def sweep(
 ) -> None:
     """Sweep server (and client) knobs, rank the points under an SLO, recommend Gradio settings."""
     from qbench.errors import QbenchError
-    from qbench.sweep import run_sweep
-    from qbench.sweep_console import SweepProgress, render_sweep, sweep_console
-    from qbench.sweep_spec import build_config, parse_slo_options, resume_options, sweep_options
+    from qbench.tune.config import build_config, parse_slo_options, resume_options, sweep_options
+    from qbench.tune.console import SweepProgress, render_sweep, sweep_console
+    from qbench.tune.sweep import run_sweep
 
     console = sweep_console()
     where = str(resume or out)
@@ -182,7 +182,7 @@ def demo(
     """The main job end to end: serve a real model, load it, print the summary, write the report."""
     from qbench.demo import run_demo
     from qbench.errors import QbenchError
-    from qbench.runner import parse_set_options
+    from qbench.run.runner import parse_set_options
 
     try:
         run_demo(preset=preset, overrides=parse_set_options(set_ or []), reports=reports)
@@ -203,7 +203,7 @@ def report(
     import webbrowser
 
     from qbench.errors import QbenchError
-    from qbench.report import build_report
+    from qbench.report.build import build_report
 
     try:
         if (x is None) != (y is None):
@@ -231,9 +231,9 @@ def compare(
     """What changed from run A to run B; exit 3 when B regresses past the thresholds (a CI gate)."""
     from rich.console import Console
 
-    from qbench.compare import compare as compare_runs
-    from qbench.compare import comparison_table, parse_max_regression
     from qbench.errors import QbenchError
+    from qbench.report.compare import compare as compare_runs
+    from qbench.report.compare import comparison_table, parse_max_regression
 
     console = Console()
     try:

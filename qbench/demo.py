@@ -20,9 +20,9 @@ from typing import Any
 from rich.console import Console
 
 from qbench.errors import ScenarioError
-from qbench.launcher import start_reference_server
-from qbench.runner import RunResult, run_scenario
-from qbench.scenario import Scenario, parse_scenario
+from qbench.run.runner import RunResult, run_scenario
+from qbench.run.scenario import Scenario, parse_scenario
+from qbench.tune.launch import start_reference_server
 
 #: The embedded demo scenario: moderate Poisson load on the image preset (~70% of what this 2-core CPU
 #: serves with batching), long enough to see queueing and batching, short enough to wait for.
@@ -77,8 +77,8 @@ def run_demo(
     console: Console | None = None,
 ) -> DemoResult:
     """Serve `preset`, load it with the embedded scenario, write records + summary + report."""
-    from qbench.console import render_summary
-    from qbench.report import build_report
+    from qbench.report.build import build_report
+    from qbench.run.console import render_summary
 
     console = console or Console()
     scenario = demo_scenario(preset, overrides)
@@ -96,6 +96,6 @@ def run_demo(
 
 
 def _run_dir(reports: Path, name: str) -> Path:
-    from qbench.runner import run_dir_for
+    from qbench.run.runner import run_dir_for
 
     return run_dir_for(name, root=reports)

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.records import RequestRecord, write_parquet
+from qbench.run.records import RequestRecord, write_parquet
 
 
 def simulate(
@@ -88,11 +88,11 @@ def write_sweep(path: Path, n: int = 120, fail_point: bool = True) -> Path:
     import itertools
     from types import SimpleNamespace
 
-    from qbench.recommend import Constraints, PointResult, recommend
-    from qbench.scenario import Slo
-    from qbench.search import SearchResult
-    from qbench.summary import summarize
-    from qbench.sweep import write_outputs
+    from qbench.run.scenario import Slo
+    from qbench.run.summary import summarize
+    from qbench.tune.recommend import Constraints, PointResult, recommend
+    from qbench.tune.search import SearchResult
+    from qbench.tune.sweep import write_outputs
 
     slo = {"p95_latency_s": 0.6}
     results = []

@@ -10,8 +10,8 @@ from report_synth import simulate, write_run
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.compare import Delta, compare, parse_max_regression
 from qbench.errors import ScenarioError, SloViolation
+from qbench.report.compare import Delta, compare, parse_max_regression
 
 runner = CliRunner()
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from qbench.report import build_report
+from qbench.report.build import build_report
 
 BROWSERS = ("chromium", "chromium-browser")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

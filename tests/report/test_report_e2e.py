@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from qbench.launcher import start_reference_server
-from qbench.report import build_report
-from qbench.run_dir import load_run
-from qbench.runner import run_scenario
-from qbench.scenario import Scenario
+from qbench.report.build import build_report
+from qbench.report.rundir import read_run
+from qbench.run.runner import run_scenario
+from qbench.run.scenario import Scenario
+from qbench.tune.launch import start_reference_server
 
 
 @pytest.mark.slow
@@ -26,7 +26,7 @@ def test_report_of_a_real_run(tmp_path: Path) -> None:
     with start_reference_server("sleep") as url:
         result = run_scenario(scenario, target=url, out_dir=tmp_path / "run", live=False)
     files = build_report(result.run_dir)
-    run = load_run(result.run_dir)
+    run = read_run(result.run_dir)
     assert run.summary.completed_ok > 50
     assert run.summary.latency["latency_s"].p95 == pytest.approx(result.summary.latency["latency_s"].p95)
     html = files.html.read_text()

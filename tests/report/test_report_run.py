@@ -11,12 +11,12 @@ import pytest
 from PIL import Image
 from report_synth import simulate, write_run
 
-from qbench.charts import RUN_CHARTS, latency_distribution, render_run_charts
 from qbench.errors import QbenchError
-from qbench.records import RequestRecord, read_records
-from qbench.report import build_report
-from qbench.run_dir import load_run
-from qbench.rundata import RunData, fmt_s, time_bins
+from qbench.report.build import build_report
+from qbench.report.charts import RUN_CHARTS, latency_distribution, render_run_charts
+from qbench.report.columns import RunColumns, fmt_s, time_bins
+from qbench.report.rundir import read_run
+from qbench.run.records import RequestRecord, read_records
 
 # ---------------------------------------------------------------- golden figures
 # tests/report/data/golden_records.jsonl: 1 warm-up request (excluded), 8 ok, 1 queue_full, 1 timeout.
@@ -40,7 +40,7 @@ GOLDEN = {
 
 
 def test_golden_summary_figures(golden_run: Path) -> None:
-    run = load_run(golden_run)
+    run = read_run(golden_run)
     s = run.summary
     for (phase, stat), expected in GOLDEN.items():
         assert getattr(s.phase(phase), stat) == pytest.approx(expected, abs=1e-9), (phase, stat)
@@ -161,7 +161,7 @@ def test_missing_run_json_and_no_records(tmp_path: Path) -> None:
 def test_parquet_run_matches_jsonl(golden_run: Path, tmp_path: Path) -> None:
     records = read_records(golden_run)
     parquet_run = write_run(tmp_path / "pq", records)
-    assert load_run(parquet_run).summary.latency == load_run(golden_run).summary.latency
+    assert read_run(parquet_run).summary.latency == read_run(golden_run).summary.latency
 
 
 # ---------------------------------------------------------------- pieces
@@ -171,14 +171,14 @@ def test_distribution_shows_the_phases_that_exist() -> None:
     streamed = [_ok(i, i * 0.1) for i in range(5)]
     for r in streamed:
         r.first_output_at_s = r.intended_at_s + 0.1
-    labels = latency_distribution(RunData.from_records(streamed)).axes[0].get_legend_handles_labels()[1]
+    labels = latency_distribution(RunColumns.from_records(streamed)).axes[0].get_legend_handles_labels()[1]
     assert labels == ["total (from intended send)", "queue wait", "service", "time to first output"]
-    unstreamed = latency_distribution(RunData.from_records([_ok(8, 0.0), _ok(9, 1.0)]))
+    unstreamed = latency_distribution(RunColumns.from_records([_ok(8, 0.0), _ok(9, 1.0)]))
     assert "time to first output" not in unstreamed.axes[0].get_legend_handles_labels()[1]
 
 
 def test_in_flight_counts_queued_and_running() -> None:
-    data = RunData.from_records([_ok(0, 0.0), _ok(1, 0.1), _never_sent(2)])
+    data = RunColumns.from_records([_ok(0, 0.0), _ok(1, 0.1), _never_sent(2)])
     queued, running = data.in_flight(np.array([0.0, 0.06, 0.12, 0.2, 0.35, 0.5]))
     assert queued.tolist() == [1, 0, 1, 0, 0, 0]
     assert running.tolist() == [0, 1, 1, 2, 1, 0]

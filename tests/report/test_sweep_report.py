@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from qbench.errors import QbenchError
-from qbench.report import build_report
-from qbench.sweep_charts import heatmap_axes, load_sweep, pareto_front
+from qbench.report.build import build_report
+from qbench.report.sweep_charts import heatmap_axes, pareto_front, read_sweep
 
 SWEEP_CHARTS = ("goodput_heatmap", "p95_heatmap", "pareto", "point_distributions")
 
@@ -39,7 +39,7 @@ def test_sweep_report_has_every_chart_and_the_recommendation(sweep_dir: Path, tm
 
 
 def test_heatmap_axes_default_and_choice(sweep_dir: Path, tmp_path: Path) -> None:
-    data = load_sweep(sweep_dir)
+    data = read_sweep(sweep_dir)
     assert list(data.knobs) == ["concurrency_limit", "max_batch_size", "max_threads"]
     assert heatmap_axes(data) == ("concurrency_limit", "max_batch_size")
     build_report(sweep_dir, tmp_path, heatmap_axes=("max_threads", "concurrency_limit"))
@@ -85,7 +85,7 @@ def test_mixed_type_knob_stored_as_text_still_fills_the_heatmap(tmp_path: Path) 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from qbench.sweep_charts import heatmaps
+    from qbench.report.sweep_charts import heatmaps
 
     sweep = tmp_path / "sweep-mixed"
     sweep.mkdir()
@@ -94,6 +94,6 @@ def test_mixed_type_knob_stored_as_text_still_fills_the_heatmap(tmp_path: Path) 
     rows = [{"point_id": f"p{c}{m}", "concurrency_limit": c, "max_size": m, "goodput_rps": float(c * 10),
              "status": "ok"} for c in (1, 2) for m in ("4", "none")]
     pq.write_table(pa.Table.from_pylist(rows), sweep / "sweep.parquet")
-    figure = heatmaps(load_sweep(sweep), "goodput_rps", "Goodput")
+    figure = heatmaps(read_sweep(sweep), "goodput_rps", "Goodput")
     cells = sorted(t.get_text() for t in figure.axes[0].texts)
     assert cells == ["10", "10", "20", "20"]

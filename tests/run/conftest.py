@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from qbench.launcher import free_port
-from qbench.scenario import Scenario, parse_scenario
+from qbench.run.scenario import Scenario, parse_scenario
+from qbench.tune.launch import free_port
 
 
 def scenario(**raw: Any) -> Scenario:

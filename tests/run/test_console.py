@@ -6,11 +6,11 @@ import io
 
 from rich.console import Console
 
-from qbench.console import LiveView, bottleneck_warnings, live_line, render_summary
-from qbench.loadgen import LiveStats
-from qbench.records import RequestRecord
-from qbench.scenario import Slo, parse_scenario
-from qbench.summary import GeneratorStats, summarize
+from qbench.run.console import LiveView, bottleneck_warnings, live_line, render_summary
+from qbench.run.loadgen import LiveStats
+from qbench.run.records import RequestRecord
+from qbench.run.scenario import Slo, parse_scenario
+from qbench.run.summary import GeneratorStats, summarize
 
 
 def records(lag: float) -> list[RequestRecord]:

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from qbench.records import read_jsonl
-from qbench.runner import run_scenario
+from qbench.run.records import read_jsonl
+from qbench.run.runner import run_scenario
 from reference_server.testing import RunningServer
 
 from .conftest import scenario

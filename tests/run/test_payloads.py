@@ -8,8 +8,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from qbench.payloads import FileValue, PayloadGenerator, fill_template
-from qbench.scenario import Payload
+from qbench.run.payloads import FileValue, PayloadGenerator, fill_template
+from qbench.run.scenario import Payload
 
 
 def generator(*inputs: dict[str, object], seed: int = 0, variants: int = 4) -> PayloadGenerator:

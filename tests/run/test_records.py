@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from qbench.records import (
+from qbench.run.records import (
     SCHEMA_VERSION,
     JsonlWriter,
     RecordsFormatError,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from qbench.errors import TargetError
-from qbench.runner import run_scenario
+from qbench.run.runner import run_scenario
 
 from .conftest import scenario
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from qbench.records import read_parquet
-from qbench.runner import RunResult, run_scenario
+from qbench.run.records import read_parquet
+from qbench.run.runner import RunResult, run_scenario
 from reference_server.testing import RunningServer
 
 from .conftest import scenario

@@ -8,8 +8,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from qbench.records import read_jsonl, read_parquet
-from qbench.runner import run_scenario
+from qbench.run.records import read_jsonl, read_parquet
+from qbench.run.runner import run_scenario
 from reference_server.testing import RunningServer
 
 from .conftest import scenario

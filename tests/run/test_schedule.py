@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qbench.scenario import Load, Stage
-from qbench.schedule import OpenPlan, UserPlan, plan, stage_offsets
+from qbench.run.scenario import Load, Stage
+from qbench.run.schedule import OpenPlan, UserPlan, plan, stage_offsets
 
 
 def offsets(**load: object) -> np.ndarray:

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from qbench.records import RequestRecord
-from qbench.scenario import Slo
-from qbench.summary import Stats, Summary, summarize
+from qbench.run.records import RequestRecord
+from qbench.run.scenario import Slo
+from qbench.run.summary import Stats, Summary, summarize
 
 
 def rec(

@@ -1,0 +1,10 @@
+"""Report on what `run` and `tune` wrote: everything here starts from folders on disk.
+
+    rundir.py        run and sweep folders -> LoadedRun (records re-summarised, run.json, notes)
+    columns.py       a run's records as numpy columns for charts
+    charts.py        run charts (latency distributions, over time, in flight, errors, ETA, send lag)
+    sweep_charts.py  sweep charts (heatmaps, Pareto front, per-point distributions)
+    build.py         build_report: charts + summary.md + a self-contained report.html
+    compare.py       compare two runs (or sweeps' winners) and flag regressions
+    templates/       the jinja2 templates of summary.md and report.html
+"""

@@ -1,0 +1,283 @@
+"""`qbench report DIR`: a run or sweep directory -> PNG charts, summary.md and a self-contained report.html.
+
+Everything is rebuilt from the files on disk (records first; see `qbench.report.rundir`). Output goes to
+`<out>/charts/*.png`, `<out>/summary.md` (short, for pull requests and CI logs) and `<out>/report.html`
+(one file: the charts are embedded as base64 PNGs, the CSS is inline, nothing is fetched from the
+network, and it reads on a phone). Both documents come from jinja2 templates in `qbench/report/templates/`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from qbench import __version__
+from qbench.errors import QbenchError
+from qbench.report.charts import Chart, render_run_charts
+from qbench.report.columns import fmt_s
+from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
+from qbench.report.sweep_charts import SweepData, read_sweep, render_sweep_charts
+from qbench.run.console import PHASE_LABELS, bottleneck_warnings
+from qbench.run.summary import SloCheck, Stats, Summary
+
+MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in the HTML
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """What `build_report` wrote."""
+
+    out_dir: Path
+    markdown: Path
+    html: Path
+    charts: list[Chart]
+    notes: list[str]
+
+
+@dataclass
+class ReportContext:
+    """Everything the templates show; built once, rendered twice (markdown and HTML)."""
+
+    kind: str  # "run" or "sweep"
+    title: str
+    source: str
+    headline: list[tuple[str, str]]
+    charts: list[Chart]
+    phases: list[list[str]] = field(default_factory=list)  # label, n, mean, p50, p90, p95, p99, max
+    errors: list[list[str]] = field(default_factory=list)  # kind, count, share, example message
+    slo: list[list[str]] = field(default_factory=list)  # name, limit, actual, verdict
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    details: list[tuple[str, str]] = field(default_factory=list)  # heading, preformatted text
+    recommendation: dict[str, Any] = field(default_factory=dict)
+    points: list[list[str]] = field(default_factory=list)  # ranked sweep points
+    generated: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    version: str = __version__
+
+
+def build_report(source: Path, out_dir: Path | None = None,
+                 heatmap_axes: tuple[str, str] | None = None) -> ReportFiles:
+    """Build the charts, summary.md and report.html of a run or sweep directory."""
+    if not source.is_dir():
+        raise QbenchError(f"{source}: not a directory (expected reports/<run-id>/ or reports/<sweep-id>/)")
+    out = out_dir or source
+    if is_sweep_dir(source):
+        context = sweep_context(read_sweep(source), out / "charts", heatmap_axes)
+    else:
+        context = run_context(read_run(source), out / "charts")
+    return write_documents(context, out)
+
+
+def write_documents(context: ReportContext, out: Path) -> ReportFiles:
+    env = _environment()
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = out / "summary.md"
+    markdown.write_text(env.get_template("summary.md.j2").render(c=context, out=out), encoding="utf-8")
+    html = out / "report.html"
+    images = {chart.name: _data_uri(chart.path) for chart in context.charts}
+    html.write_text(env.get_template("report.html.j2").render(c=context, images=images), encoding="utf-8")
+    return ReportFiles(out, markdown, html, context.charts, context.notes)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("qbench.report", "templates"),
+        autoescape=lambda name: bool(name and name.endswith(".html.j2")),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["relpath"] = lambda p, base: Path(p).relative_to(base).as_posix()
+    env.filters["human"] = lambda v: f"{v:.4g}" if isinstance(v, float) else v
+    env.filters["mdrow"] = lambda cells: " | ".join(
+        str(c).replace("|", "\\|").replace("\n", " ") for c in cells)
+    return env
+
+
+def _data_uri(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+# ---------------------------------------------------------------- a run
+
+
+def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
+    s = run.summary
+    scenario_name = run.scenario.get("name") or run.path.name
+    return ReportContext(
+        kind="run",
+        title=f"qbench run: {scenario_name}",
+        source=str(run.path),
+        headline=run_headline(run),
+        charts=render_run_charts(run.records, charts_dir),
+        phases=phase_rows(s),
+        errors=error_rows(run),
+        slo=[slo_row(c) for c in s.slo],
+        warnings=bottleneck_warnings(s),
+        notes=run.notes,
+        details=run_details(run.info),
+    )
+
+
+def slo_row(c: SloCheck) -> list[str]:
+    """name, limit, actual (or why there is none), verdict."""
+    actual = (c.note or "-") if c.actual is None else f"{c.actual:.4g}"
+    limit = f"{'>=' if c.kind == 'min' else '<='} {c.threshold:g}"
+    return [c.name, limit, actual, "pass" if c.passed else "FAIL"]
+
+
+def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
+    s = run.summary
+    total = s.phase("latency_s")
+    warmup = sum(1 for r in run.records if r.warmup)
+    rows = [
+        ("target", str(run.info.get("target", "unknown"))),
+        ("started", str(run.info.get("started_at", "unknown"))),
+        ("requests", f"{s.requests} measured ({s.sent} sent, {s.not_sent} not sent); "
+                     f"{warmup} warm-up excluded"),
+        ("ok / errors", f"{s.completed_ok} / {s.errors} (error rate {s.error_rate:.2%})"),
+        ("offered load", f"{s.offered_rps:.2f} req/s"),
+        ("throughput", f"{s.throughput_rps:.2f} req/s over {s.duration_s:.2f} s"),
+        ("goodput", f"{s.goodput_rps:.2f} req/s " + ("(ok and within the SLO)" if s.slo else "(no SLO set)")),
+        ("latency p50 / p95 / p99", " / ".join(_s(getattr(total, p)) for p in ("p50", "p95", "p99"))),
+        ("queue wait p95", _s(s.phase("queue_wait_s").p95)),
+        ("send lag p99", _s(s.phase("send_lag_s").p99)),
+    ]
+    if s.slo:
+        failed = ", ".join(c.name for c in s.failed_checks())
+        rows.append(("SLO", "passed" if s.slo_passed else f"FAILED: {failed}"))
+    if run.info.get("stop_reason"):
+        rows.append(("stopped", f"{run.info.get('stop_kind', '')}: {run.info['stop_reason']}"))
+    return rows
+
+
+def phase_rows(s: Summary) -> list[list[str]]:
+    rows = [_stats_row(label, s.phase(name)) for name, label in PHASE_LABELS.items() if s.phase(name).count]
+    if s.eta_error.count:
+        rows.append(_stats_row("server ETA error (estimate - actual)", s.eta_error))
+    return rows
+
+
+def _stats_row(label: str, stats: Stats) -> list[str]:
+    keys = ("mean", "p50", "p90", "p95", "p99", "max")
+    return [label, str(stats.count)] + [_s(getattr(stats, k)) for k in keys]
+
+
+def error_rows(run: LoadedRun) -> list[list[str]]:
+    s = run.summary
+    examples: dict[str, str] = {}
+    for r in run.records:
+        if not r.ok and not r.warmup:
+            examples.setdefault(r.error_kind or "client", (r.error_message or "")[:160])
+    return [[kind, str(n), f"{n / s.requests:.1%}" if s.requests else "-", examples.get(kind, "")]
+            for kind, n in sorted(s.errors_by_kind.items(), key=lambda kv: -kv[1])]
+
+
+def run_details(info: dict[str, Any]) -> list[tuple[str, str]]:
+    """Scenario, target, server config and environment, as readable JSON blocks."""
+    server = info.get("server") if isinstance(info.get("server"), dict) else {}
+    assert isinstance(server, dict)
+    generator = {k: info.get(k) for k in ("generator", "stop_kind", "stop_reason", "max_in_flight",
+                                          "planned_requests", "payload") if k in info}
+    blocks = [
+        ("Scenario", info.get("scenario")),
+        ("Target", {"target": info.get("target"), "endpoint": server.get("endpoint_info"),
+                    "fn_index": server.get("fn_index")}),
+        ("Server status (/status)", server.get("status")),
+        ("Server config (/config)", server.get("config")),
+        ("Environment", {"qbench_version": info.get("qbench_version"), "started_at": info.get("started_at"),
+                         "host": info.get("host")}),
+        ("Load generator", generator),
+    ]
+    return [(title, _json(value)) for title, value in blocks if _present(value)]
+
+
+def _present(value: Any) -> bool:
+    """Worth showing: not None/empty, and a dict with at least one present value."""
+    if isinstance(value, dict):
+        return any(_present(v) for v in value.values())
+    return bool(value)
+
+
+def _json(value: Any) -> str:
+    text = json.dumps(value, indent=2, default=str)
+    return text if len(text) <= MAX_JSON_CHARS else text[:MAX_JSON_CHARS] + "\n... (cut; see run.json)"
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else fmt_s(value)
+
+
+# ---------------------------------------------------------------- a sweep
+
+
+def sweep_context(data: SweepData, charts_dir: Path, axes: tuple[str, str] | None) -> ReportContext:
+    for knob in axes or ():
+        if knob not in data.knobs:
+            choices = ", ".join(data.knobs) or "none"
+            raise QbenchError(f"{data.path}: '{knob}' is not a swept knob; choose from {choices}")
+    rec = data.recommendation
+    scenario = data.info.get("scenario", {})
+    name = scenario.get("content", {}).get("name") if isinstance(scenario, dict) else None
+    return ReportContext(
+        kind="sweep",
+        title=f"qbench sweep: {name or data.path.name}",
+        source=str(data.path),
+        headline=sweep_headline(data),
+        charts=render_sweep_charts(data, charts_dir, axes),
+        notes=data.notes,
+        recommendation=rec,
+        points=point_rows(data),
+        details=[(t, _json(v)) for t, v in (("Sweep", _without(data.info, "scenario")),
+                                            ("Scenario", scenario)) if v],
+    )
+
+
+def point_rows(data: SweepData) -> list[list[str]]:
+    """The sweep's points, best rank first: rank, verdict, knobs, goodput, p95, error rate, reason."""
+    ranked = data.recommendation.get("ranked")
+    ranked = ranked if isinstance(ranked, list) else []
+    reasons = {str(p.get("point_id")): p for p in ranked if isinstance(p, dict)}
+    ordered = sorted(data.rows, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
+    rows = []
+    for r in ordered:
+        why = reasons.get(str(r.get("point_id")), {})
+        verdict = r.get("verdict") or why.get("verdict") or r.get("status") or ""
+        rows.append([str(r.get("rank") or ""), str(verdict), data.label(r), _num(r.get("goodput_rps")),
+                     _s(r.get("p95_latency_s")), f"{r.get('error_rate') or 0:.1%}",
+                     str(why.get("reason") or r.get("reason") or "")])
+    return rows
+
+
+def sweep_headline(data: SweepData) -> list[tuple[str, str]]:
+    statuses = [str(r.get("status")) for r in data.rows]
+    rows = [
+        ("mode / search", f"{data.info.get('mode', '?')} / {data.info.get('search', '?')}"),
+        ("points", f"{len(data.rows)} measured ({statuses.count('ok')} ok, "
+                   f"{statuses.count('failed')} failed, {statuses.count('stopped')} stopped)"),
+        ("swept knobs", ", ".join(f"{k} ({len(v)} values)" for k, v in data.knobs.items()) or "none"),
+        ("SLO", ", ".join(f"{k} {v}" for k, v in (data.info.get("slo") or {}).items()) or "none"),
+    ]
+    winner = data.recommendation.get("winner")
+    if isinstance(winner, dict):
+        knobs = ", ".join(f"{k}={v}" for k, v in (winner.get("knobs") or {}).items())
+        rows.append(("recommended", f"{knobs}: goodput {_num(winner.get('goodput_rps'))} req/s, "
+                                    f"p95 {_s(winner.get('p95_latency_s'))}"))
+    else:
+        rows.append(("recommended", "no point met the constraints"))
+    return rows
+
+
+def _without(data: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k != key}
+
+
+def _num(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, int | float) else "-"

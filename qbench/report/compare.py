@@ -1,0 +1,204 @@
+"""`qbench compare A B`: what changed from run A (baseline) to run B, and whether B regressed.
+
+Both runs are summarised again from their records (`qbench.report.rundir.read_run`); a sweep directory
+stands for its recommended point's run. Each metric has a direction (throughput: higher is better;
+latency and error rate: lower is better). The relative change is `(B - A) / A`; a *regression* is a
+change in the bad direction larger than the threshold given for that metric
+(`--max-regression p95_latency_s=10%`). When A is 0 and B is worse, the change is infinite and any
+threshold is exceeded.
+
+B also has to meet the absolute thresholds of its scenario's `slo:` section (as `qbench run` checks them).
+`check()` raises `SloViolation` (exit code 3) when anything failed, so the command can gate CI.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from rich.table import Table
+
+from qbench.errors import ScenarioError, SloViolation
+from qbench.report.columns import fmt_s
+from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run, winner_run_dir
+from qbench.run.summary import SloCheck, Summary
+
+Better = Literal["higher", "lower"]
+
+#: Percentile columns compared for each phase; names follow the scenario's `slo:` keys (`p95_latency_s`).
+STATS = ("p50", "p90", "p95", "p99", "max")
+PHASES = ("latency_s", "queue_wait_s", "service_s", "ttfo_s", "send_lag_s")
+RATES: dict[str, Better] = {"throughput_rps": "higher", "goodput_rps": "higher", "error_rate": "lower"}
+
+
+def metric_names() -> list[str]:
+    return list(RATES) + [f"{stat}_{phase}" for phase in PHASES for stat in STATS]
+
+
+def metric_value(summary: Summary, name: str) -> float | None:
+    """A summary figure by compare/SLO name: throughput_rps, error_rate, p95_latency_s, max_service_s..."""
+    if name in RATES:
+        value: float | None = getattr(summary, name)
+        return value
+    stat, _, phase = name.partition("_")
+    stats = summary.phase(phase)
+    return getattr(stats, stat) if stats.count else None
+
+
+def direction(name: str) -> Better:
+    return RATES.get(name, "lower")
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One metric in A and B."""
+
+    name: str
+    a: float | None
+    b: float | None
+    better: Better
+    threshold: float | None = None  # max allowed relative regression (0.1 = 10 %), if given
+
+    @property
+    def change(self) -> float | None:
+        """Relative change (B - A) / A; +-inf when A is 0 and B is not; None when either is missing."""
+        if self.a is None or self.b is None:
+            return None
+        if self.a == 0:
+            return 0.0 if self.b == 0 else math.copysign(math.inf, self.b)
+        return (self.b - self.a) / abs(self.a)
+
+    @property
+    def worse_by(self) -> float | None:
+        """How much worse B is, relatively (negative = better)."""
+        change = self.change
+        if change is None:
+            return None
+        return change if self.better == "lower" else -change
+
+    @property
+    def regressed(self) -> bool:
+        if self.threshold is None:
+            return False
+        worse = self.worse_by
+        if worse is None:  # the metric disappeared in B (e.g. no completed request): a regression
+            return self.a is not None
+        return worse > self.threshold
+
+
+@dataclass
+class Comparison:
+    a: LoadedRun
+    b: LoadedRun
+    deltas: list[Delta]
+    slo: list[SloCheck] = field(default_factory=list)  # B against its scenario's slo: section
+
+    def notes(self) -> list[str]:
+        """Reasons to read the table with care: different scenarios or a different offered load."""
+        out = []
+        names = (self.a.scenario.get("name"), self.b.scenario.get("name"))
+        if names[0] != names[1]:
+            out.append(f"A and B ran different scenarios ({names[0]} vs {names[1]})")
+        offered = (self.a.summary.offered_rps, self.b.summary.offered_rps)
+        if min(offered) > 0 and max(offered) / min(offered) > 1.1:
+            out.append(f"the offered load differs ({offered[0]:.2f} vs {offered[1]:.2f} req/s): "
+                       "latency changes may come from the load, not the server")
+        return out
+
+    def regressions(self) -> list[Delta]:
+        return [d for d in self.deltas if d.regressed]
+
+    def failed_slo(self) -> list[SloCheck]:
+        return [c for c in self.slo if not c.passed]
+
+    @property
+    def passed(self) -> bool:
+        return not self.regressions() and not self.failed_slo()
+
+    def check(self) -> None:
+        """Raise SloViolation naming every regression and failed SLO threshold."""
+        problems = [f"{d.name} {format_change(d.change)} (allowed {d.threshold:.1%})"
+                    for d in self.regressions() if d.threshold is not None]
+        for c in self.failed_slo():
+            actual = "not measured" if c.actual is None else f"{c.actual:.4g}"
+            problems.append(f"SLO {c.name} = {actual} (limit {c.threshold:g})")
+        if problems:
+            raise SloViolation(f"{self.b.path} against baseline {self.a.path}: " + "; ".join(problems))
+
+
+def parse_max_regression(items: list[str]) -> dict[str, float]:
+    """`["p95_latency_s=10%", "throughput_rps=0.05"]` -> {"p95_latency_s": 0.1, "throughput_rps": 0.05}."""
+    names = metric_names()
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        name, raw = name.strip(), raw.strip()
+        if not sep or name not in names:
+            raise ScenarioError(
+                f"--max-regression {item!r}: expected METRIC=PERCENT with METRIC one of {', '.join(names)}"
+            )
+        try:
+            value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+        except ValueError:
+            raise ScenarioError(
+                f"--max-regression {item!r}: '{raw}' is not a number (write 10% or 0.1)"
+            ) from None
+        if value < 0 or math.isnan(value):
+            raise ScenarioError(f"--max-regression {item!r}: the allowed regression must be >= 0")
+        out[name] = value
+    return out
+
+
+def resolve(path: Path) -> Path:
+    """A run directory, or the recommended point's run directory of a sweep."""
+    return winner_run_dir(path) if is_sweep_dir(path) else path
+
+
+def compare(a_dir: Path, b_dir: Path, max_regression: dict[str, float] | None = None,
+            *, use_slo: bool = True) -> Comparison:
+    """Compare run B with baseline A; thresholds are relative regressions per metric."""
+    limits = max_regression or {}
+    a, b = read_run(resolve(a_dir)), read_run(resolve(b_dir))
+    deltas = []
+    for name in metric_names():
+        va, vb = metric_value(a.summary, name), metric_value(b.summary, name)
+        if va is None and vb is None:
+            continue
+        if name.startswith("p90") and name not in limits:  # keep the table short unless asked for
+            continue
+        deltas.append(Delta(name, va, vb, direction(name), limits.get(name)))
+    return Comparison(a, b, deltas, slo=b.summary.slo if use_slo else [])
+
+
+def format_change(change: float | None) -> str:
+    if change is None:
+        return "n/a"
+    if math.isinf(change):
+        return "+inf" if change > 0 else "-inf"
+    return f"{change:+.1%}"
+
+
+def comparison_table(c: Comparison) -> Table:
+    """A rich table: metric, A, B, relative change (green = better, red = worse), threshold, verdict."""
+    table = Table(title=f"{c.a.path.name} (A) -> {c.b.path.name} (B)", title_justify="left")
+    for col in ("metric", "A", "B", "change", "allowed", "verdict"):
+        table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
+    for d in c.deltas:
+        worse = d.worse_by
+        style = "" if worse is None or abs(worse) < 0.005 else ("red" if worse > 0 else "green")
+        change = format_change(d.change)
+        verdict = "[bold red]REGRESSED[/]" if d.regressed else ("ok" if d.threshold is not None else "")
+        allowed = "-" if d.threshold is None else f"{d.threshold:.1%}"
+        table.add_row(d.name, _cell(d.name, d.a), _cell(d.name, d.b),
+                      f"[{style}]{change}[/]" if style else change, allowed, verdict)
+    return table
+
+
+def _cell(name: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    if name == "error_rate":
+        return f"{value:.2%}"
+    return f"{value:.2f}" if name.endswith("_rps") else fmt_s(value)

@@ -1,0 +1,111 @@
+"""Run and sweep directories on disk -> what reports and comparisons read.
+
+A run directory holds `records.parquet` (or `records.jsonl` when the run died), `run.json` and
+`summary.json` (see `qbench.run.runner`). Figures are always recomputed from the records with
+`qbench.run.summary.summarize`; `run.json` supplies only what records cannot: the scenario (and its SLO),
+the target, the server snapshot, the host and the generator's own statistics.
+A sweep directory holds `sweep.json`, `points/<id>/` run directories and `recommendation.json`
+(see `qbench.tune.sweep`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from qbench.errors import QbenchError
+from qbench.run.records import RecordsFormatError, RequestRecord, read_records
+from qbench.run.scenario import Slo
+from qbench.run.summary import GeneratorStats, Summary, summarize
+
+
+@dataclass
+class LoadedRun:
+    """One run read back from disk."""
+
+    path: Path
+    records: list[RequestRecord]
+    info: dict[str, Any]  # run.json ({} when missing)
+    summary: Summary
+    notes: list[str] = field(default_factory=list)  # what was missing or odd, for the report
+
+    @property
+    def scenario(self) -> dict[str, Any]:
+        scenario = self.info.get("scenario")
+        return scenario if isinstance(scenario, dict) else {}
+
+
+def read_json(path: Path, notes: list[str]) -> dict[str, Any]:
+    """A JSON object from `path`, or {} with a note when it is missing or unreadable."""
+    if not path.exists():
+        notes.append(f"{path.name} is missing")
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        notes.append(f"{path.name} could not be read: {exc}")
+        return {}
+    if not isinstance(data, dict):
+        notes.append(f"{path.name} does not hold a JSON object")
+        return {}
+    return data
+
+
+def is_sweep_dir(path: Path) -> bool:
+    return (path / "sweep.json").exists() or (path / "sweep.parquet").exists()
+
+
+def read_run(path: Path) -> LoadedRun:
+    """Read a run directory; raise QbenchError naming the path when it holds no records."""
+    if not path.is_dir():
+        raise QbenchError(f"{path}: not a directory (expected a run folder such as reports/<run-id>/)")
+    try:
+        records = read_records(path)
+    except FileNotFoundError:
+        raise QbenchError(f"{path}: no records.parquet or records.jsonl (not a qbench run folder?)") from None
+    except RecordsFormatError as exc:
+        raise QbenchError(str(exc)) from None
+    except (OSError, ValueError) as exc:  # a truncated or foreign Parquet file
+        raise QbenchError(f"{path}: the records could not be read ({exc})") from None
+    notes: list[str] = []
+    if not (path / "records.parquet").exists():
+        notes.append("records.parquet is missing (the run did not finish): read records.jsonl")
+    info = read_json(path / "run.json", notes)
+    slo = scenario_slo(info, notes)
+    summary = summarize(records, slo, generator=_generator(info))
+    return LoadedRun(path=path, records=records, info=info, summary=summary, notes=notes)
+
+
+def scenario_slo(info: dict[str, Any], notes: list[str]) -> Slo | None:
+    """The `slo:` section of the scenario stored in run.json, if any."""
+    scenario = info.get("scenario")
+    raw = scenario.get("slo") if isinstance(scenario, dict) else None
+    if not raw:
+        return None
+    try:
+        return Slo.model_validate(raw)
+    except ValidationError as exc:
+        notes.append(f"run.json scenario.slo ignored: {exc.errors()[0].get('msg', exc)}")
+        return None
+
+
+def _generator(info: dict[str, Any]) -> GeneratorStats | None:
+    raw = info.get("generator")
+    if not isinstance(raw, dict):
+        return None
+    known = {f.name for f in fields(GeneratorStats)}
+    return GeneratorStats(**{k: v for k, v in raw.items() if k in known})
+
+
+def winner_run_dir(sweep_dir: Path) -> Path:
+    """The run directory of a sweep's recommended point (what `qbench compare` compares for a sweep)."""
+    notes: list[str] = []
+    rec = read_json(sweep_dir / "recommendation.json", notes)
+    winner = rec.get("winner")
+    if not isinstance(winner, dict) or "point_id" not in winner:
+        raise QbenchError(f"{sweep_dir}: recommendation.json names no recommended point to compare")
+    return sweep_dir / "points" / str(winner["point_id"])

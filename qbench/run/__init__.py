@@ -1,0 +1,13 @@
+"""Run one load test: the pipeline behind `qbench run`, in data-flow order.
+
+    scenario.py    Scenario: YAML -> validated config (target, endpoint, payload, load, slo)
+    schedule.py    load section -> Plan: intended send offsets (open loop) or user loops (closed loop)
+    payloads.py    payload section -> seeded request inputs (text, image, audio, files...)
+    protocols/     one module per wire protocol (gradio queue over SSE, plain http)
+    loadgen.py     the one executor: plan x payloads x protocol -> one RequestRecord per request
+    processes.py   the same executor split over several processes (load.processes)
+    runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
+    records.py     RequestRecord, the flat contract with every later stage; JSONL and Parquet files
+    summary.py     records -> Summary: percentiles per phase, goodput, error kinds, SLO verdict
+    console.py     the live progress line and the summary table
+"""

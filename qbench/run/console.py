@@ -1,0 +1,209 @@
+"""What `qbench run` shows: a rich live progress line during the run, a summary table after it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from qbench.run.loadgen import LiveStats
+from qbench.run.scenario import Scenario
+from qbench.run.summary import Stats, Summary
+
+#: Generator-bottleneck thresholds (see `bottleneck_warnings`).
+SEND_LAG_P99_WARN_S = 0.005
+LOOP_LAG_WARN_S = 0.02
+CPU_WARN_PERCENT = 90.0
+
+
+class LiveView:
+    """Context manager; `update(stats)` is called by the load generator's ticker (~4 Hz)."""
+
+    def __init__(
+        self, scenario: Scenario, target: str, *, enabled: bool = True, console: Console | None = None
+    ) -> None:
+        self.enabled = enabled
+        self.console = console or Console(stderr=True)
+        self.title = f"{scenario.name} -> {target} ({scenario.protocol}, {scenario.load.shape})"
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TimeElapsedColumn(),
+            console=self.console,
+        )
+        self.task = self.progress.add_task(self.title, total=None)
+        self.live: Live | None = None
+        self.line = Text("")
+
+    def __enter__(self) -> LiveView:
+        if self.enabled:
+            self.live = Live(
+                Group(self.progress, self.line), console=self.console, refresh_per_second=4, transient=False
+            )
+            self.live.__enter__()
+        return self
+
+    def update(self, stats: LiveStats) -> None:
+        if self.live is None:
+            return
+        if stats.planned_s:  # by time when the run has a planned length, else by requests done
+            done = min(stats.elapsed_s, stats.planned_s)
+            self.progress.update(self.task, completed=done, total=stats.planned_s)
+        else:
+            self.progress.update(self.task, completed=stats.completed, total=stats.scheduled)
+        self.line = Text(live_line(stats))
+        self.live.update(Group(self.progress, self.line))
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+            self.live = None
+            if not self.console.is_terminal:  # rich ends a non-terminal render without a newline
+                self.console.line()
+
+
+def live_line(s: LiveStats) -> str:
+    errors = ", ".join(f"{k} {v}" for k, v in sorted(s.errors_by_kind.items())) or "none"
+    remaining = "" if s.planned_s is None else f"  remaining {max(s.planned_s - s.elapsed_s, 0):.0f}s"
+    return (
+        f"sent {s.sent}  completed {s.completed}  in flight {s.in_flight}  errors: {errors}  "
+        f"p50 {_fmt(s.p50_latency_s)}  p95 {_fmt(s.p95_latency_s)}  elapsed {s.elapsed_s:.0f}s{remaining}"
+    )
+
+
+def render_summary(
+    summary: Summary, console: Console | None = None, *, open_loop: bool = True, burst: bool = False
+) -> None:
+    """Print the summary table, SLO checks and generator warnings.
+
+    For a burst (every request intended at the same instant) send lag is the time it took to issue
+    them all, so it is reported as such instead of as a warning."""
+    console = console or Console()
+    console.print(overview_table(summary))
+    console.print(phase_table(summary, open_loop=open_loop))
+    if summary.slo:
+        console.print(slo_table(summary))
+    lag = summary.phase("send_lag_s")
+    if burst and lag.max is not None:
+        console.print(f"the burst of {summary.sent} requests took {lag.max * 1000:.1f} ms to send")
+    for warning in bottleneck_warnings(summary, burst=burst):
+        console.print(f"[bold yellow]warning:[/] {warning}")
+
+
+def overview_table(s: Summary) -> Table:
+    table = Table(title="Run", show_header=False, title_justify="left")
+    table.add_column("", style="bold")
+    table.add_column("")
+    table.add_row("requests", f"{s.requests} ({s.sent} sent, {s.not_sent} not sent)")
+    table.add_row("ok / errors", f"{s.completed_ok} / {s.errors}  (error rate {s.error_rate:.2%})")
+    errors = ", ".join(f"{k}: {v}" for k, v in s.errors_by_kind.items()) or "none"
+    table.add_row("errors by kind", errors)
+    table.add_row("window", f"{s.duration_s:.2f} s")
+    table.add_row("offered", f"{s.offered_rps:.2f} req/s")
+    table.add_row("throughput", f"{s.throughput_rps:.2f} req/s")
+    table.add_row("goodput", f"{s.goodput_rps:.2f} req/s (ok and within the SLO's latency thresholds)")
+    g = s.generator
+    cpu = "-" if g.cpu_s is None else f"{g.cpu_s:.2f} s ({g.cpu_percent or 0:.0f}% of a core)"
+    table.add_row("generator CPU", cpu)
+    table.add_row("send lag p99", _fmt(s.phase("send_lag_s").p99))
+    cap = "uncapped" if g.in_flight_cap is None else f"cap {g.in_flight_cap}"
+    table.add_row("max in flight", f"{g.max_in_flight} ({cap})")
+    return table
+
+
+PHASE_LABELS = {
+    "latency_s": "latency from intended send",
+    "latency_from_send_s": "latency from actual send",
+    "queue_wait_s": "queue wait",
+    "service_s": "service time",
+    "ttfo_s": "time to first output",
+    "send_lag_s": "send lag",
+}
+#: The same phases, short enough for an 80-column terminal table.
+SHORT_PHASE_LABELS = {
+    "latency_s": "total",
+    "latency_from_send_s": "total (sent)",
+    "queue_wait_s": "queue wait",
+    "service_s": "service time",
+    "ttfo_s": "first output",
+    "send_lag_s": "send lag",
+}
+
+
+def phase_table(s: Summary, *, open_loop: bool = True) -> Table:
+    table = Table(
+        title="Latency of ok requests (total: from the intended send time)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for col in ("phase", "n", "mean", "p50", "p90", "p95", "p99", "max"):
+        table.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
+    for name, label in SHORT_PHASE_LABELS.items():
+        stats = s.phase(name)
+        if stats.count == 0:
+            continue
+        style = "bold" if name == ("latency_s" if open_loop else "latency_from_send_s") else None
+        table.add_row(label, *_stat_cells(stats), style=style)
+    if s.eta_error.count:
+        table.add_row("ETA error", *_stat_cells(s.eta_error))
+    return table
+
+
+def slo_table(s: Summary) -> Table:
+    table = Table(title="SLO", title_justify="left")
+    for col in ("threshold", "limit", "actual", "verdict"):
+        table.add_column(col)
+    for c in s.slo:
+        limit = f"{'>=' if c.kind == 'min' else '<='} {c.threshold:g}"
+        verdict = "[green]pass[/]" if c.passed else "[bold red]FAIL[/]"
+        actual = (c.note or "-") if c.actual is None else f"{c.actual:.4g}"
+        table.add_row(c.name, limit, actual, verdict)
+    return table
+
+
+def bottleneck_warnings(s: Summary, *, burst: bool = False) -> list[str]:
+    """Signs that the generator (or its host), not the server, limited the run."""
+    out: list[str] = []
+    g = s.generator
+    busy = g.cpu_percent is not None and g.cpu_percent > CPU_WARN_PERCENT * g.processes
+    idle = g.cpu_percent is not None and g.cpu_percent < 50 * g.processes
+    cause = (
+        "the generator was saturated: use --processes"
+        if busy
+        else "the generator itself was mostly idle, so the host is busy (other processes?)"
+        if idle
+        else "the generator (or an in-flight cap) could not keep up"
+    )
+    lag = s.phase("send_lag_s").p99
+    if lag is not None and lag > SEND_LAG_P99_WARN_S and not burst:
+        out.append(f"send lag p99 {lag * 1000:.1f} ms: requests left late; {cause}.")
+    if g.max_loop_lag_s is not None and g.max_loop_lag_s > LOOP_LAG_WARN_S:
+        out.append(f"event-loop lag up to {g.max_loop_lag_s * 1000:.0f} ms: timings include it; {cause}.")
+    if busy:
+        out.append(f"generator CPU {g.cpu_percent:.0f}% of a core: it may be the bottleneck, not the server")
+    return out
+
+
+def _stat_cells(stats: Stats) -> list[str]:
+    return [str(stats.count)] + [_num(getattr(stats, k)) for k in ("mean", "p50", "p90", "p95", "p99", "max")]
+
+
+def _num(value: float | None) -> str:
+    """Seconds with 3 significant digits, in ms below one second: 0.01234 -> '12.3ms', 42.43 -> '42.4s'."""
+    if value is None:
+        return "-"
+    if abs(value) < 1.0:
+        return f"{value * 1000:.3g}ms"
+    return f"{value:.3g}s" if abs(value) < 100 else f"{value:.0f}s"
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"

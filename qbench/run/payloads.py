@@ -1,0 +1,176 @@
+"""Request inputs generated from the scenario's `payload` section, seeded so runs repeat.
+
+Each input spec yields one value per request: a str (text), a float/int (number), a JSON value (json,
+value) or a `FileValue` (image, audio, files: encoded bytes that a protocol uploads or embeds).
+Generating images and audio costs CPU, so only `payload.variants` distinct input sets are made
+(variant = request_id % variants, each from its own seeded generator) and cached: the generator's own
+CPU stays out of the measurement and the same seed gives byte-identical requests.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+import wave
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qbench.errors import ScenarioError
+from qbench.run.scenario import AudioSpec, FilesSpec, ImageSpec, InputSpec, NumberSpec, Payload, TextSpec
+
+WORDS = (
+    "the quick brown fox jumps over a lazy dog while seven small birds sing in green trees near "
+    "river stone bridge under bright morning light people walk slowly along narrow streets with old "
+    "houses painted red blue yellow white children laugh play games run past tall windows open doors "
+    "market sells fresh bread cheese apples oranges coffee tea warm soup cold water sweet honey salt "
+    "model server queue request batch latency token image audio text signal noise photo picture sound "
+    "voice music story letter number table chair garden window mountain ocean cloud rain snow wind"
+).split()
+
+MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp", "wav": "audio/wav"}
+
+
+@dataclass(frozen=True)
+class FileValue:
+    """A file input: uploaded (gradio FileData) or base64-embedded (http)."""
+
+    data: bytes
+    name: str
+    mime: str
+
+
+class PayloadGenerator:
+    """inputs(request_id) -> one value per input spec; deterministic for a given seed."""
+
+    def __init__(self, payload: Payload) -> None:
+        self.payload = payload
+        self._cache: dict[int, list[Any]] = {}
+        self._prompts = [_read_prompts(s.text.file) for s in payload.inputs if s.text and s.text.file]
+        self._files = [_list_files(s.files) for s in payload.inputs if s.files]
+        self.generation_s = 0.0  # CPU-ish wall time spent generating (reported in run.json)
+
+    def inputs(self, request_id: int) -> list[Any]:
+        variant = request_id % self.payload.variants
+        values = self._cache.get(variant)
+        if values is None:
+            start = time.perf_counter()
+            values = self._generate(variant)
+            self.generation_s += time.perf_counter() - start
+            self._cache[variant] = values
+        return values
+
+    def prepare(self, count: int) -> None:
+        """Generate the first `count` variants now (before the clock starts)."""
+        for i in range(min(count, self.payload.variants)):
+            self.inputs(i)
+
+    def _generate(self, variant: int) -> list[Any]:
+        rng = np.random.default_rng([self.payload.seed, variant])
+        prompts, files = iter(self._prompts), iter(self._files)
+        values: list[Any] = []
+        for i, spec in enumerate(self.payload.inputs):
+            values.append(_one(spec, rng, f"{variant}-{i}", prompts, files))
+        return values
+
+    def stats(self) -> dict[str, Any]:
+        return {"variants_generated": len(self._cache), "generation_s": self.generation_s}
+
+
+def _one(spec: InputSpec, rng: np.random.Generator, tag: str, prompts: Any, files: Any) -> Any:
+    if spec.text is not None:
+        return gen_text(spec.text, rng, next(prompts) if spec.text.file else None)
+    if spec.image is not None:
+        return gen_image(spec.image, rng, tag)
+    if spec.audio is not None:
+        return gen_audio(spec.audio, rng, tag)
+    if spec.number is not None:
+        return gen_number(spec.number, rng)
+    if spec.files is not None:
+        return pick_file(next(files), rng)
+    if spec.kind == "json":
+        return fill_template(spec.json_, rng)
+    return spec.value
+
+
+def gen_text(spec: TextSpec, rng: np.random.Generator, prompts: list[str] | None = None) -> str:
+    if prompts:
+        return prompts[int(rng.integers(len(prompts)))]
+    n = int(rng.integers(spec.words[0], spec.words[1] + 1))
+    return " ".join(WORDS[int(i)] for i in rng.integers(len(WORDS), size=n))
+
+
+def gen_image(spec: ImageSpec, rng: np.random.Generator, tag: str) -> FileValue:
+    from PIL import Image
+
+    y, x = np.mgrid[0 : spec.height, 0 : spec.width].astype(np.float32)
+    base = rng.uniform(0, 255, size=3).astype(np.float32)
+    slope = rng.uniform(-1, 1, size=(3, 2)).astype(np.float32)
+    chans = [base[c] + slope[c, 0] * x + slope[c, 1] * y for c in range(3)]
+    pixels = np.stack(chans, axis=-1) + rng.normal(0, 12, size=(spec.height, spec.width, 3))
+    image = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB")
+    buf = io.BytesIO()
+    image.save(buf, format=spec.format.upper())
+    return FileValue(buf.getvalue(), f"image-{tag}.{spec.format}", MIME[spec.format])
+
+
+def gen_audio(spec: AudioSpec, rng: np.random.Generator, tag: str) -> FileValue:
+    t = np.arange(int(spec.seconds * spec.sample_rate), dtype=np.float64) / spec.sample_rate
+    freqs = rng.uniform(110, 1760, size=3)
+    signal = sum(np.sin(2 * np.pi * f * t) for f in freqs) / 3 + rng.normal(0, 0.05, size=t.size)
+    samples = (np.clip(signal, -1, 1) * 32767 * 0.8).astype("<i2")
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(spec.sample_rate)
+        wav.writeframes(samples.tobytes())
+    return FileValue(buf.getvalue(), f"audio-{tag}.wav", MIME["wav"])
+
+
+def gen_number(spec: NumberSpec, rng: np.random.Generator) -> float | int:
+    if spec.integer:
+        return int(rng.integers(int(spec.min), int(spec.max) + 1))
+    return float(rng.uniform(spec.min, spec.max))
+
+
+def pick_file(paths: list[Path], rng: np.random.Generator) -> FileValue:
+    path = paths[int(rng.integers(len(paths)))]
+    mime = MIME.get(path.suffix.lstrip(".").lower(), "application/octet-stream")
+    return FileValue(path.read_bytes(), path.name, mime)
+
+
+def fill_template(template: Any, rng: np.random.Generator) -> Any:
+    """Copy a JSON template, replacing the strings "{word}", "{int}" and "{float}" with random values."""
+    if isinstance(template, dict):
+        return {k: fill_template(v, rng) for k, v in template.items()}
+    if isinstance(template, list):
+        return [fill_template(v, rng) for v in template]
+    if template == "{word}":
+        return WORDS[int(rng.integers(len(WORDS)))]
+    if template == "{int}":
+        return int(rng.integers(0, 1000))
+    if template == "{float}":
+        return float(rng.random())
+    return template
+
+
+def _read_prompts(path: Path | None) -> list[str]:
+    assert path is not None
+    try:
+        lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    except OSError as exc:
+        raise ScenarioError(f"payload text file {path}: cannot read ({exc.strerror})") from exc
+    prompts = [ln for ln in lines if ln]
+    if not prompts:
+        raise ScenarioError(f"payload text file {path}: expected one prompt per line, found none")
+    return prompts
+
+
+def _list_files(spec: FilesSpec) -> list[Path]:
+    paths = sorted(p for p in spec.dir.glob(spec.pattern) if p.is_file())
+    if not paths:
+        raise ScenarioError(f"payload files: key 'dir': value '{spec.dir}': no files match '{spec.pattern}'")
+    return paths

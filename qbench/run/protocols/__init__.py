@@ -1,0 +1,28 @@
+"""Wire protocols: `base` (the WireProtocol interface, the HTTP session from the scenario's limits),
+`gradio` (queue join + uploads + cancel) with `sse` (one SSE reader per session), and `http`
+(plain request/response with a JSON body template).
+
+`make_protocol` is the one list of what exists: the interface in `base` never imports its
+implementations; this package does, lazily, so importing `base` stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from qbench.run.protocols.base import Clock, WireProtocol
+    from qbench.run.scenario import Scenario
+
+
+def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock) -> WireProtocol:
+    """The WireProtocol for `scenario.protocol` ("gradio" or "http") against `target`."""
+    if scenario.protocol == "http":
+        from qbench.run.protocols.http import HttpProtocol
+
+        return HttpProtocol(scenario, target, http, clock)
+    from qbench.run.protocols.gradio import GradioProtocol
+
+    return GradioProtocol(scenario, target, http, clock)

@@ -1,0 +1,85 @@
+"""The interface every wire protocol implements, and the helpers they share.
+
+A protocol turns one scheduled request (its record and generated inputs) into wire traffic and fills
+the record's phases. It never raises for a per-request problem: it writes an error kind instead. The
+executor (qbench.run.loadgen) owns timing, timeouts and cancellation; a protocol only reacts to them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+import aiohttp
+import orjson
+
+from qbench.run.records import RequestRecord
+from qbench.run.scenario import Load
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+class WireProtocol(Protocol):
+    """One scenario's endpoint on one target, over one aiohttp session."""
+
+    endpoint_label: str  # what goes in RequestRecord.endpoint
+
+    async def discover(self) -> dict[str, Any]:
+        """Check the target serves the endpoint; return a snapshot for run.json. Raises TargetError."""
+        ...
+
+    async def send(self, record: RequestRecord, inputs: list[Any], slot: int) -> None:
+        """Send one request and fill `record` (never raises for per-request failures)."""
+        ...
+
+    def abandon(self, record: RequestRecord) -> None:
+        """The executor gave up on `record` (timeout): release it and cancel it on the server if possible."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def make_http_session(load: Load) -> aiohttp.ClientSession:
+    """An aiohttp session whose limits come from the scenario, not from library defaults.
+
+    No total/read timeout (the executor enforces the per-request timeout itself, and SSE streams wait
+    as long as the queue does); the connection pool is `load.max_connections` (0 = unlimited);
+    responses are not decompressed (we only count bytes); a large read buffer so long SSE lines fit.
+    """
+    connector = aiohttp.TCPConnector(limit=load.max_connections, limit_per_host=0, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=None, connect=load.connect_timeout, sock_read=None)
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=timeout,
+        json_serialize=lambda obj: orjson.dumps(obj).decode(),
+        read_bufsize=2**21,
+        auto_decompress=False,
+        raise_for_status=False,
+    )
+
+
+class Clock:
+    """The run's one monotonic clock: seconds since run start (time.perf_counter based)."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def restart(self) -> None:
+        self.t0 = time.perf_counter()
+
+
+def fail(record: RequestRecord, kind: str, message: str, at: float) -> None:
+    """Close a record as failed, unless it is already closed (the first verdict wins)."""
+    if record.completed_at_s is not None:
+        return
+    record.outcome = "error"
+    record.error_kind = kind
+    record.error_message = message[:500]
+    record.completed_at_s = at
+
+
+def status_kind(status: int) -> str:
+    return "http_4xx" if 400 <= status < 500 else "http_5xx"

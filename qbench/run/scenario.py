@@ -1,0 +1,389 @@
+"""Scenario: what to send, where, how fast, and what counts as good. Loaded from YAML and validated.
+
+    name: image                     # defaults to the file name
+    target: http://127.0.0.1:7860   # overridable with --target
+    protocol: gradio                # gradio (queue + SSE) | http (plain request/response)
+    endpoint: {api_name: classify}  # gradio: api_name or fn_index; http: method, path, body, headers
+    payload:                        # one generator per input, seeded so runs repeat
+      seed: 0
+      inputs: [{image: {width: 224, height: 224, format: png}}]
+    load:                           # exactly one shape: burst | rate | stages | users
+      rate: 5
+      arrival: poisson
+      duration: 30
+      timeout: 30
+    slo: {p95_latency_s: 2.0, error_rate: 0.01}
+
+A malformed file fails in `load_scenario` before any request, with a ScenarioError naming the file,
+the key, the value and what was expected.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from qbench.errors import ScenarioError
+
+SHAPES = ("burst", "rate", "stages", "users")
+INPUT_KINDS = ("text", "image", "audio", "number", "json", "files", "value")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------- payload
+
+
+class TextSpec(_Model):
+    """Random words (a count drawn uniformly in `words`) or lines drawn from a file of prompts."""
+
+    words: tuple[int, int] = (5, 20)
+    file: Path | None = None
+
+    @field_validator("words")
+    @classmethod
+    def _range(cls, v: tuple[int, int]) -> tuple[int, int]:
+        if v[0] < 1 or v[1] < v[0]:
+            raise ValueError("expected [min, max] word counts with 1 <= min <= max")
+        return v
+
+
+class ImageSpec(_Model):
+    """A generated image (smooth gradients plus noise) encoded in `format`."""
+
+    width: int = Field(224, ge=1, le=8192)
+    height: int = Field(224, ge=1, le=8192)
+    format: Literal["png", "jpeg", "webp"] = "png"
+
+
+class AudioSpec(_Model):
+    """A generated waveform (a few sine tones plus noise), WAV 16-bit mono."""
+
+    seconds: float = Field(1.0, gt=0, le=600)
+    sample_rate: int = Field(16000, ge=1000, le=192000)
+
+
+class NumberSpec(_Model):
+    min: float = 0.0
+    max: float = 1.0
+    integer: bool = False
+
+
+class FilesSpec(_Model):
+    """Files from a folder, picked at random; sent as uploads (gradio) or base64 (http)."""
+
+    dir: Path
+    pattern: str = "*"
+
+
+class InputSpec(_Model):
+    """Exactly one generator per input, e.g. `{text: {words: [5, 20]}}` or `{value: 3}`."""
+
+    text: TextSpec | None = None
+    image: ImageSpec | None = None
+    audio: AudioSpec | None = None
+    number: NumberSpec | None = None
+    json_: Any = Field(None, alias="json")  # a JSON template; strings "{word}" / "{int}" are filled in
+    files: FilesSpec | None = None
+    value: Any = None  # a constant sent as is
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_kind(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or len(data) != 1 or next(iter(data)) not in INPUT_KINDS:
+            raise ValueError(f"expected a mapping with exactly one of {', '.join(INPUT_KINDS)}")
+        return data
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in INPUT_KINDS if k in self.model_fields_set or f"{k}_" in self.model_fields_set)
+
+    @model_serializer(mode="wrap")
+    def _only_the_kind(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dump as written ({kind: spec}), so a dumped scenario validates again."""
+        data = handler(self)
+        kind = self.kind
+        value = data.get(kind, data.get("json_")) if kind == "json" else data.get(kind)
+        return {kind: value}
+
+
+class Payload(_Model):
+    seed: int = 0
+    variants: int = Field(64, ge=1)  # distinct generated bodies, cycled (bounds generator CPU)
+    inputs: list[InputSpec] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- endpoint
+
+
+class Endpoint(_Model):
+    """Gradio: `api_name` (without the slash) or `fn_index`. HTTP: method, path, body template, headers.
+
+    In an HTTP body template, a string "$0", "$1", ... is replaced by the generated value of that input.
+    """
+
+    api_name: str | None = None
+    fn_index: int | None = None
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    path: str | None = None
+    body: Any = None
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("api_name")
+    @classmethod
+    def _strip_slash(cls, v: str | None) -> str | None:
+        return v.lstrip("/") if v else v
+
+
+# ---------------------------------------------------------------- load
+
+
+class Stage(_Model):
+    """`duration` seconds at `rate` req/s, or ramping linearly from `rate` to `to`."""
+
+    duration: float = Field(gt=0)
+    rate: float = Field(ge=0)
+    to: float | None = Field(None, ge=0)
+
+
+DRAIN_GRACE_S = 1.0  # default drain = timeout + this
+
+
+class Load(_Model):
+    """The load shape (exactly one of burst/rate/stages/users), stop conditions and client limits."""
+
+    burst: int | None = Field(None, ge=1)  # N requests at once (every `interval` s if set)
+    interval: float | None = Field(None, gt=0)
+    rate: float | None = Field(None, gt=0)  # requests per second (open loop)
+    arrival: Literal["constant", "poisson"] = "constant"
+    stages: list[Stage] | None = None
+    users: int | None = Field(None, ge=1)  # closed loop: each user waits for its response
+    think_time: float = Field(0.0, ge=0)  # seconds between a user's response and its next request
+    think: Literal["constant", "exponential"] = "constant"
+    ramp_up: float = Field(0.0, ge=0)  # users start evenly spread over this many seconds
+    duration: float | None = Field(None, gt=0)  # stop sending after this many seconds
+    requests: int | None = Field(None, ge=1)  # stop after this many requests
+    warmup: float = Field(0.0, ge=0)  # requests intended in the first N seconds are not summarised
+    timeout: float = Field(60.0, gt=0)  # per request; fires a cancel on the server
+    drain: float | None = Field(
+        None, ge=0
+    )  # wait for in-flight requests after the last send (default: timeout + DRAIN_GRACE_S)
+    sessions: Literal["per_request"] | int = "per_request"  # or a pool size (like browser tabs)
+    max_in_flight: int | None = Field(None, ge=1)  # cap on concurrent requests (reported; adds send lag)
+    max_connections: int = Field(0, ge=0)  # HTTP connection pool limit; 0 = unlimited
+    connect_timeout: float = Field(10.0, gt=0)
+    processes: int = Field(1, ge=1, le=64)  # generator processes (when one core is not enough)
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> Load:
+        shapes = [s for s in SHAPES if getattr(self, s) is not None]
+        if len(shapes) != 1:
+            raise ValueError(
+                f"expected exactly one load shape of {', '.join(SHAPES)}, got {shapes or 'none'}"
+            )
+        if self.rate is not None and self.duration is None and self.requests is None:
+            raise ValueError("a rate needs a stop condition: set duration and/or requests")
+        if self.users is not None and self.duration is None and self.requests is None:
+            raise ValueError("users need a stop condition: set duration and/or requests")
+        if isinstance(self.sessions, int) and self.sessions < 1:
+            raise ValueError("sessions: expected 'per_request' or a pool size >= 1")
+        if self.interval is not None and self.duration is None:
+            raise ValueError("a repeated burst (interval) needs a duration")
+        return self
+
+    @property
+    def shape(self) -> str:
+        return next(s for s in SHAPES if getattr(self, s) is not None)
+
+    @property
+    def drain_s(self) -> float:
+        """By default a little longer than `timeout`, so each in-flight request ends by its own timeout
+        (error kind `timeout`, cancelled on the server) rather than by the run's drain deadline."""
+        return self.timeout + DRAIN_GRACE_S if self.drain is None else self.drain
+
+
+# ---------------------------------------------------------------- SLO
+
+
+class Slo(_Model):
+    """Thresholds; any violated one makes `qbench run` exit 3. `pXX_<phase>` caps a percentile."""
+
+    p50_latency_s: float | None = Field(None, gt=0)
+    p90_latency_s: float | None = Field(None, gt=0)
+    p95_latency_s: float | None = Field(None, gt=0)
+    p99_latency_s: float | None = Field(None, gt=0)
+    max_latency_s: float | None = Field(None, gt=0)
+    p50_queue_wait_s: float | None = Field(None, ge=0)
+    p95_queue_wait_s: float | None = Field(None, ge=0)
+    p99_queue_wait_s: float | None = Field(None, ge=0)
+    p95_service_s: float | None = Field(None, gt=0)
+    p99_service_s: float | None = Field(None, gt=0)
+    p95_ttfo_s: float | None = Field(None, gt=0)
+    p99_ttfo_s: float | None = Field(None, gt=0)
+    error_rate: float | None = Field(None, ge=0, le=1)  # max share of sent requests that failed
+    min_throughput: float | None = Field(None, ge=0)  # ok requests per second
+    min_goodput: float | None = Field(None, ge=0)  # ok requests meeting the latency thresholds per second
+
+    def thresholds(self) -> dict[str, float]:
+        """The thresholds that are set, by field name."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+    def per_request_limits(self) -> dict[str, float]:
+        """Phase -> tightest latency threshold, applied per request to compute goodput."""
+        limits: dict[str, float] = {}
+        for name, value in self.thresholds().items():
+            stat, _, phase = name.partition("_")
+            if phase.endswith("_s") and (stat.startswith("p") or stat == "max"):
+                limits[phase] = min(value, limits.get(phase, value))
+        return limits
+
+
+# ---------------------------------------------------------------- scenario
+
+
+class Scenario(_Model):
+    name: str = "scenario"
+    description: str = ""
+    target: str | None = None
+    protocol: Literal["gradio", "http"] = "gradio"
+    endpoint: Endpoint = Endpoint()
+    payload: Payload = Payload.model_validate({})
+    load: Load
+    slo: Slo | None = None
+
+    @model_validator(mode="after")
+    def _endpoint_fits_protocol(self) -> Scenario:
+        ep = self.endpoint
+        if self.protocol == "gradio" and ep.api_name is None and ep.fn_index is None:
+            raise ValueError("a gradio endpoint needs api_name (or fn_index)")
+        if self.protocol == "http" and ep.path is None:
+            raise ValueError("an http endpoint needs a path (e.g. /predict)")
+        return self
+
+
+def read_scenario_mapping(path: Path) -> dict[str, Any]:
+    """The YAML mapping in a scenario file; unreadable files and non-mappings raise ScenarioError."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    return raw
+
+
+def load_scenario(path: Path, overrides: dict[str, Any] | None = None) -> Scenario:
+    """Read and validate a scenario file; relative payload paths resolve against the file's folder.
+
+    A `sweep:` section is `qbench sweep`'s (qbench.tune.config) and is ignored here, so one file serves both.
+    """
+    raw = read_scenario_mapping(path)
+    raw.pop("sweep", None)
+    raw.setdefault("name", path.stem)
+    resolve_paths(raw, path.parent)
+    return parse_scenario(raw, source=str(path), overrides=overrides)
+
+
+def parse_scenario(
+    raw: dict[str, Any], *, source: str = "<scenario>", overrides: dict[str, Any] | None = None
+) -> Scenario:
+    """Validate a scenario mapping, after applying dotted-key overrides such as {"load.rate": 12}."""
+    data = apply_overrides(raw, overrides or {}, source=source)
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(format_errors(exc, source)) from None
+
+
+def with_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
+    """A copy of `scenario` with dotted-key overrides applied and validated again."""
+    raw = scenario.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return parse_scenario(raw, source=f"overrides to {scenario.name}", overrides=overrides)
+
+
+def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any], *, source: str) -> dict[str, Any]:
+    """Set dotted keys; setting one load shape (load.rate, load.users, ...) removes the others."""
+    data = copy.deepcopy(raw)
+    for key, value in overrides.items():
+        parts = key.split(".")
+        node = data
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ScenarioError(f"{source}: override key '{key}': '{part}' is not a mapping")
+            node = child
+        if parts[0] == "load" and len(parts) == 2 and parts[1] in SHAPES and value is not None:
+            for other in SHAPES:
+                node.pop(other, None)
+        node[parts[-1]] = value
+    return data
+
+
+def format_errors(exc: ValidationError, source: str) -> str:
+    """One line per offending key; alternatives of a union (e.g. 'per_request' or an int) are merged."""
+    problems: dict[str, tuple[Any, list[str]]] = {}
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"] if not _UNION_TAG.match(str(p))) or "<top>"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key; expected one of {', '.join(_known_keys(err['loc'][:-1]))}"
+        entry = problems.setdefault(key, (err.get("input"), []))
+        if msg not in entry[1]:
+            entry[1].append(msg)
+    lines = [f"{source}: invalid scenario ({len(problems)} problem(s))"]
+    for key, (value, msgs) in problems.items():
+        shown = "" if isinstance(value, dict) else f" value {value!r}:"
+        lines.append(f"  key '{key}':{shown} {'; or '.join(msgs)}")
+    return "\n".join(lines)
+
+
+def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the scenario section at `loc` accepts (list indexes and union tags are skipped)."""
+    model: type[BaseModel] = Scenario
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        if field is None:
+            continue
+        nested = [t for t in _flatten(field.annotation) if isinstance(t, type) and issubclass(t, BaseModel)]
+        if nested:
+            model = nested[0]
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _flatten(annotation: Any) -> list[Any]:
+    args = get_args(annotation)
+    return [t for arg in args for t in _flatten(arg)] if args else [annotation]
+
+
+_UNION_TAG = re.compile(r"^(literal\[.*\]|int|float|str|bool|none|(list|dict|tuple)\[.*\]|[A-Z]\w*Spec)$")
+
+
+def resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    """Make relative payload file/folder paths absolute against `base` (the scenario file's folder)."""
+    payload = raw.get("payload")
+    inputs = payload.get("inputs") if isinstance(payload, dict) else None
+    for spec in inputs if isinstance(inputs, list) else []:
+        for kind, key in (("text", "file"), ("files", "dir")):
+            sub = spec.get(kind) if isinstance(spec, dict) else None
+            if isinstance(sub, dict) and isinstance(sub.get(key), str) and not Path(sub[key]).is_absolute():
+                sub[key] = str(base / sub[key])

@@ -1,0 +1,191 @@
+"""Arrival processes -> intended send offsets (seconds from run start). Pure: no I/O, no clock.
+
+Open-loop shapes (burst, rate, stages) are all one computation: an arrival intensity r(t) (requests/s)
+and its cumulative Lambda(t) = integral of r from 0 to t. Request k is intended at the time where
+Lambda reaches a target value:
+
+    constant arrivals: targets 0, 1, 2, ...          -> evenly spaced (rate R: t_k = k / R)
+    Poisson arrivals:  targets E_1, E_1+E_2, ...     with E_i ~ Exp(1), seeded
+                       (time-rescaling theorem: a unit-rate Poisson process mapped through
+                       Lambda^-1 is a Poisson process of intensity r(t), also for ramps)
+
+With piecewise-linear r(t) (stages), Lambda is piecewise quadratic and inverted in closed form.
+A burst is N offsets of 0 (repeated every `interval` s for `duration` if set).
+
+Closed-loop users are not a list of times: they are `UserPlan` (users, start offsets, think time), and
+the executor runs one loop per user. `duration` and `requests` are stop conditions for both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from qbench.run.scenario import Load, Stage
+
+#: Upper bound on scheduled requests, so a typo (rate: 1e9) fails clearly instead of eating memory.
+MAX_REQUESTS = 5_000_000
+
+
+@dataclass(frozen=True)
+class OpenPlan:
+    """Open loop: intended send offsets in seconds, sorted, one per request."""
+
+    offsets: np.ndarray  # float64, seconds from run start
+    ids: np.ndarray | None = None  # request ids (None: 0..n-1); set on a part of a split plan
+
+    def __len__(self) -> int:
+        return int(self.offsets.size)
+
+    def request_ids(self) -> list[int]:
+        return list(range(len(self))) if self.ids is None else [int(i) for i in self.ids]
+
+    def part(self, index: int, parts: int) -> OpenPlan:
+        """Every `parts`-th request starting at `index` (for one of several generator processes)."""
+        ids = np.arange(len(self))[index::parts] if self.ids is None else self.ids[index::parts]
+        return OpenPlan(self.offsets[index::parts], ids)
+
+
+@dataclass(frozen=True)
+class UserPlan:
+    """Closed loop: `users` loops, each starting at its offset, waiting `think_time` between requests."""
+
+    users: int
+    start_offsets: np.ndarray  # per user, seconds from run start
+    think_time: float
+    exponential_think: bool
+    duration: float | None
+    requests: int | None
+    user_ids: np.ndarray | None = None  # None: 0..users-1; set on a part of a split plan
+
+    def user_id(self, index: int) -> int:
+        return index if self.user_ids is None else int(self.user_ids[index])
+
+    def part(self, index: int, parts: int) -> UserPlan:
+        """Every `parts`-th user starting at `index`; a `requests` budget is shared out evenly."""
+        ids = np.arange(self.users)[index::parts]
+        requests = None
+        if self.requests is not None:
+            requests = self.requests // parts + (1 if index < self.requests % parts else 0)
+        return replace(
+            self,
+            users=int(ids.size),
+            start_offsets=self.start_offsets[index::parts],
+            requests=requests,
+            user_ids=ids,
+        )
+
+
+Plan = OpenPlan | UserPlan
+
+
+def plan(load: Load, seed: int = 0) -> Plan:
+    """The plan for a load section (the scenario has already been validated)."""
+    rng = np.random.default_rng(seed)
+    if load.users is not None:
+        starts = np.arange(load.users, dtype=np.float64) * (load.ramp_up / load.users)
+        return UserPlan(
+            users=load.users,
+            start_offsets=starts,
+            think_time=load.think_time,
+            exponential_think=load.think == "exponential",
+            duration=load.duration,
+            requests=load.requests,
+        )
+    if load.burst is not None:
+        return OpenPlan(burst_offsets(load.burst, load.interval, load.duration, load.requests))
+    stages = list(load.stages) if load.stages is not None else [_rate_stage(load)]
+    poisson = load.arrival == "poisson"
+    return OpenPlan(
+        stage_offsets(stages, poisson=poisson, rng=rng, duration=load.duration, requests=load.requests)
+    )
+
+
+def burst_offsets(
+    size: int, interval: float | None, duration: float | None, requests: int | None
+) -> np.ndarray:
+    """`size` requests at 0, repeated every `interval` seconds while < duration."""
+    starts = (
+        np.arange(0.0, duration, interval) if interval is not None and duration is not None else np.zeros(1)
+    )
+    offsets = np.repeat(starts, size)
+    return offsets[:requests] if requests is not None else offsets
+
+
+def _rate_stage(load: Load) -> Stage:
+    assert load.rate is not None
+    if load.duration is not None:
+        return Stage(duration=load.duration, rate=load.rate, to=None)
+    assert load.requests is not None  # validated: a rate has duration and/or requests
+    return Stage(duration=load.requests / load.rate + 1.0, rate=load.rate, to=None)
+
+
+def stage_offsets(
+    stages: list[Stage],
+    *,
+    poisson: bool,
+    rng: np.random.Generator,
+    duration: float | None = None,
+    requests: int | None = None,
+) -> np.ndarray:
+    """Arrival offsets for piecewise-linear rate stages (see module docstring)."""
+    starts, lam_starts, a, slope = _intensity(stages)
+    total_time = float(starts[-1])
+    if duration is not None:
+        total_time = min(total_time, duration)
+    total_lam = float(_cumulative(np.array([total_time]), starts, lam_starts, a, slope)[0])
+    expected = total_lam if requests is None else min(total_lam, float(requests))
+    if expected > MAX_REQUESTS:
+        raise ValueError(f"the load would schedule about {expected:.0f} requests (limit {MAX_REQUESTS})")
+    targets = _targets(total_lam, poisson, rng)
+    times = _invert(targets, starts, lam_starts, a, slope)
+    times = times[times < total_time]
+    return times[:requests] if requests is not None else times
+
+
+def _targets(total_lam: float, poisson: bool, rng: np.random.Generator) -> np.ndarray:
+    if not poisson:
+        return np.arange(0.0, total_lam - 1e-9, 1.0)  # tolerance: rate*duration is often not exact
+    n = int(total_lam + 6 * math.sqrt(total_lam) + 10)
+    targets = np.cumsum(rng.exponential(1.0, n))
+    while targets[-1] < total_lam:  # vanishingly rare; keep the stream going with the same generator
+        targets = np.concatenate([targets, targets[-1] + np.cumsum(rng.exponential(1.0, n))])
+    return targets[targets < total_lam]
+
+
+def _intensity(stages: list[Stage]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Stage start times (plus the end), Lambda at each start, start rate and slope per stage."""
+    durations = np.array([s.duration for s in stages], dtype=np.float64)
+    a = np.array([s.rate for s in stages], dtype=np.float64)
+    b = np.array([s.rate if s.to is None else s.to for s in stages], dtype=np.float64)
+    slope = (b - a) / durations
+    starts = np.concatenate([[0.0], np.cumsum(durations)])
+    lam = a * durations + 0.5 * slope * durations**2
+    lam_starts = np.concatenate([[0.0], np.cumsum(lam)])
+    return starts, lam_starts, a, slope
+
+
+def _cumulative(
+    t: np.ndarray, starts: np.ndarray, lam_starts: np.ndarray, a: np.ndarray, slope: np.ndarray
+) -> np.ndarray:
+    i = np.clip(np.searchsorted(starts, t, side="right") - 1, 0, a.size - 1)
+    u = t - starts[i]
+    return np.asarray(lam_starts[i] + a[i] * u + 0.5 * slope[i] * u**2)
+
+
+def _invert(
+    targets: np.ndarray, starts: np.ndarray, lam_starts: np.ndarray, a: np.ndarray, slope: np.ndarray
+) -> np.ndarray:
+    """Solve Lambda(t) = target per target: a*u + slope/2*u^2 = target - Lambda(stage start)."""
+    # side="right" skips zero-intensity stages whose Lambda does not grow
+    i = np.clip(np.searchsorted(lam_starts, targets, side="right") - 1, 0, a.size - 1)
+    rem = targets - lam_starts[i]
+    ai, si = a[i], slope[i]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        linear = rem / ai
+        disc = np.sqrt(np.maximum(ai**2 + 2.0 * si * rem, 0.0))
+        quadratic = 2.0 * rem / (ai + disc)  # = (disc - a) / slope, stable when slope -> 0 and a = 0
+    u = np.where(rem <= 0, 0.0, np.where(np.abs(si) < 1e-12, linear, quadratic))
+    return np.asarray(starts[i] + u, dtype=np.float64)

@@ -1,0 +1,287 @@
+"""Records -> Summary: throughput, goodput, percentiles per phase, error kinds and the SLO verdict.
+
+Percentile method: exact, from the raw (never bucketed) per-request values, with numpy's default
+`np.percentile(values, q, method="linear")` (Hyndman & Fan type 7: linear interpolation between the
+two closest ranks, `rank = q/100 * (n - 1)`). For [1, 2, 3, 4]: p50 = 2.5, p90 = 3.7. A phase with no
+values (e.g. ttfo for a non-streaming function) has `count == 0` and every statistic `None`.
+
+Which records count:
+* warm-up records (`warmup=True`) are excluded from everything;
+* phase percentiles use OK requests only (a timeout's "latency" is the timeout, not a measurement);
+  failures are counted by kind instead; `send_lag_s` uses every sent request;
+* SLO checks on end-to-end latency percentiles (`pXX_latency_s`, `max_latency_s`, and the same for
+  `latency_from_send_s`) are stricter: they rank every SENT request, a failed one as slower than any
+  bound, so 10% timeouts cannot hide behind a fast p95 of the survivors. The check's `actual` is that
+  percentile; when it falls among the failures, `actual` is None and `note` says so;
+* `requests` counts every measured record, sent or not; `not_sent` counts those the run never sent
+  (interrupted or stopped before their intended time);
+* `error_rate` = errors among SENT requests / sent requests (a request the run never sent is not a
+  server error; it is visible in `not_sent` and in `errors_by_kind`);
+* `duration_s` (the measured window) runs from the first intended send to the later of the last OK
+  completion and the last send (a failure's give-up time, e.g. a 60 s timeout, does not stretch it),
+  unless the caller passes `duration_s`;
+* `throughput_rps` = ok completions / duration_s; `goodput_rps` = ok completions that also meet every
+  per-request latency threshold of the SLO (latency, queue wait, ttfo) / duration_s;
+* `offered_rps` = (n - 1) / (last intended - first intended): the arrival rate the schedule offered
+  (n / duration_s for a burst, whose intended times coincide).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from qbench.run.records import RequestRecord, iter_measured
+from qbench.run.scenario import Slo
+
+#: Phases summarised with percentiles (names of RequestRecord derived properties).
+PHASES = ("latency_s", "latency_from_send_s", "queue_wait_s", "service_s", "ttfo_s", "send_lag_s")
+
+
+@dataclass
+class Stats:
+    """Distribution of one phase in seconds (None when there are no values)."""
+
+    count: int = 0
+    mean: float | None = None
+    min: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stats:
+        if not values:
+            return cls()
+        arr = np.asarray(values, dtype=np.float64)
+        p50, p90, p95, p99 = (float(x) for x in np.percentile(arr, [50, 90, 95, 99]))
+        return cls(
+            count=int(arr.size),
+            mean=float(arr.mean()),
+            min=float(arr.min()),
+            p50=p50,
+            p90=p90,
+            p95=p95,
+            p99=p99,
+            max=float(arr.max()),
+        )
+
+
+@dataclass
+class GeneratorStats:
+    """How hard the load generator itself worked (to tell a saturated client from a slow server)."""
+
+    cpu_s: float | None = None  # process CPU time (user+system) during the run
+    cpu_percent: float | None = None  # cpu_s / wall time * 100 (100 = one full core)
+    max_loop_lag_s: float | None = None  # worst event-loop oversleep seen by the ticker
+    p99_loop_lag_s: float | None = None  # 99th percentile of the ticker's oversleep
+    max_in_flight: int | None = None  # most requests in flight at once
+    in_flight_cap: int | None = None  # scenario's cap on in-flight requests (None = uncapped)
+    processes: int = 1  # generator processes used
+
+
+@dataclass
+class SloCheck:
+    """One SLO threshold and how the run did against it."""
+
+    name: str  # the Slo field, e.g. "p95_latency_s"
+    threshold: float
+    actual: float | None  # None when the run produced no value (counts as failed)
+    passed: bool
+    kind: str  # "max" (actual must be <= threshold) or "min" (actual must be >= threshold)
+    note: str | None = None  # why actual is missing or differs from the ok-only table
+
+
+@dataclass
+class Summary:
+    """What a run did, computed from its records. JSON-able via to_dict()/from_dict()."""
+
+    requests: int = 0  # measured (non-warm-up) records
+    sent: int = 0  # of which actually sent
+    not_sent: int = 0  # never sent (run interrupted / stopped first)
+    completed_ok: int = 0
+    errors: int = 0  # sent requests that ended in an error
+    errors_by_kind: dict[str, int] = field(default_factory=dict)  # all measured records, by error_kind
+    error_rate: float = 0.0  # errors / sent
+    duration_s: float = 0.0  # measured window (s)
+    throughput_rps: float = 0.0  # ok completions per second
+    goodput_rps: float = 0.0  # ok completions meeting the SLO's per-request thresholds, per second
+    offered_rps: float = 0.0  # arrival rate the schedule offered
+    latency: dict[str, Stats] = field(default_factory=dict)  # phase name (PHASES) -> Stats
+    eta_error: Stats = field(default_factory=Stats)  # server ETA minus reality (s), first estimation
+    generator: GeneratorStats = field(default_factory=GeneratorStats)
+    slo: list[SloCheck] = field(default_factory=list)
+    slo_passed: bool = True
+
+    def phase(self, name: str) -> Stats:
+        return self.latency.get(name, Stats())
+
+    def failed_checks(self) -> list[SloCheck]:
+        return [c for c in self.slo if not c.passed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Summary:
+        values = dict(data)
+        values["latency"] = {k: Stats(**v) for k, v in data.get("latency", {}).items()}
+        values["eta_error"] = Stats(**data.get("eta_error", {}))
+        values["generator"] = GeneratorStats(**data.get("generator", {}))
+        values["slo"] = [SloCheck(**c) for c in data.get("slo", [])]
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def summarize(
+    records: Sequence[RequestRecord],
+    slo: Slo | None = None,
+    *,
+    duration_s: float | None = None,
+    generator: GeneratorStats | None = None,
+) -> Summary:
+    """Summarise the measured (non-warm-up) records; evaluate `slo` if given (see module docstring)."""
+    measured = list(iter_measured(records))
+    sent = [r for r in measured if r.sent_at_s is not None]
+    ok = [r for r in measured if r.ok]
+    window = duration_s if duration_s is not None else _window(measured)
+    errors_by_kind: dict[str, int] = {}
+    for r in measured:
+        if not r.ok:
+            kind = r.error_kind or "client"
+            errors_by_kind[kind] = errors_by_kind.get(kind, 0) + 1
+    errors = sum(1 for r in sent if not r.ok)
+    summary = Summary(
+        requests=len(measured),
+        sent=len(sent),
+        not_sent=len(measured) - len(sent),
+        completed_ok=len(ok),
+        errors=errors,
+        errors_by_kind=dict(sorted(errors_by_kind.items())),
+        error_rate=errors / len(sent) if sent else 0.0,
+        duration_s=window,
+        throughput_rps=_per_s(len(ok), window),
+        goodput_rps=_per_s(sum(1 for r in ok if meets_slo(r, slo)), window),
+        offered_rps=_offered(measured, window),
+        latency={name: Stats.of(_values(measured, name, ok_only=name != "send_lag_s")) for name in PHASES},
+        eta_error=Stats.of(_values(ok, "eta_error_s", ok_only=True)),
+        generator=generator or GeneratorStats(),
+    )
+    if slo is not None:
+        summary.slo = evaluate_slo(summary, slo, _end_to_end_with_failures(sent))
+        summary.slo_passed = all(c.passed for c in summary.slo)
+    return summary
+
+
+def meets_slo(record: RequestRecord, slo: Slo | None) -> bool:
+    """Whether one ok request meets the SLO's per-request thresholds (the tightest of each phase)."""
+    if slo is None:
+        return True
+    for phase, limit in slo.per_request_limits().items():
+        value = getattr(record, phase)
+        if value is None or value > limit:
+            return False
+    return True
+
+
+def evaluate_slo(
+    summary: Summary, slo: Slo, end_to_end: dict[str, tuple[list[float], int]] | None = None
+) -> list[SloCheck]:
+    """One check per threshold set in `slo`; a missing actual value fails the check.
+
+    `end_to_end`: phase -> (sorted ok values, failed sent count) for the end-to-end latency phases;
+    their percentile checks then count failures as slower than any bound (module docstring)."""
+    checks: list[SloCheck] = []
+    for name, threshold in slo.thresholds().items():
+        actual, kind = _actual(summary, name)
+        note = None
+        stat, _, phase = name.partition("_")
+        if end_to_end is not None and phase in end_to_end:
+            actual, note = _percentile_with_failures(*end_to_end[phase], stat)
+        if actual is None:
+            passed = False
+        elif kind == "min":
+            passed = actual >= threshold
+        else:
+            passed = actual <= threshold
+        checks.append(SloCheck(name, threshold, actual, passed, kind, note))
+    return checks
+
+
+def _end_to_end_with_failures(sent: Sequence[RequestRecord]) -> dict[str, tuple[list[float], int]]:
+    failed = sum(1 for r in sent if not r.ok)
+    return {
+        name: (sorted(_values(sent, name, ok_only=True)), failed)
+        for name in ("latency_s", "latency_from_send_s")
+    }
+
+
+def _percentile_with_failures(
+    ok_sorted: list[float], failed: int, stat: str
+) -> tuple[float | None, str | None]:
+    """Type-7 (linear) percentile over the ok values plus `failed` values slower than all of them."""
+    n = len(ok_sorted) + failed
+    if n == 0:
+        return None, None
+    q = 1.0 if stat == "max" else float(stat[1:]) / 100.0
+    rank = q * (n - 1)
+    if rank > len(ok_sorted) - 1:
+        return None, f"{failed / n:.1%} of sent requests failed: the {stat} falls among them"
+    lo = int(rank)
+    hi = min(lo + 1, len(ok_sorted) - 1)
+    value = ok_sorted[lo] + (ok_sorted[hi] - ok_sorted[lo]) * (rank - lo)
+    return value, (f"over all {n} sent requests, the {failed} failed ones ranked slowest" if failed else None)
+
+
+def _actual(summary: Summary, name: str) -> tuple[float | None, str]:
+    if name == "error_rate":
+        return summary.error_rate, "max"
+    if name == "min_throughput":
+        return summary.throughput_rps, "min"
+    if name == "min_goodput":
+        return summary.goodput_rps, "min"
+    stat, _, phase = name.partition("_")
+    stats = summary.phase(phase)
+    return getattr(stats, stat), "max"
+
+
+def _values(records: Sequence[RequestRecord], name: str, *, ok_only: bool) -> list[float]:
+    out: list[float] = []
+    for r in records:
+        if ok_only and not r.ok:
+            continue
+        value = getattr(r, name)
+        if value is not None:
+            out.append(value)
+    return out
+
+
+def _window(records: Sequence[RequestRecord]) -> float:
+    """First intended send -> the later of the last OK completion and the last send. A failure's
+    completion time is when it was given up (a 60 s timeout, the drain deadline): counting it would
+    stretch the window and make one straggler look like a slow server."""
+    if not records:
+        return 0.0
+    start = min(r.intended_at_s for r in records)
+    ends = [r.completed_at_s for r in records if r.ok and r.completed_at_s is not None]
+    ends += [r.sent_at_s for r in records if r.sent_at_s is not None]
+    return max(max(ends, default=start) - start, 0.0)
+
+
+def _offered(records: Sequence[RequestRecord], window: float) -> float:
+    if not records:
+        return 0.0
+    times = [r.intended_at_s for r in records]
+    span = max(times) - min(times)
+    if len(times) > 1 and span > 0:
+        return (len(times) - 1) / span
+    return _per_s(len(times), window)
+
+
+def _per_s(count: int, window: float) -> float:
+    return count / window if window > 0 else 0.0

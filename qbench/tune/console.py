@@ -1,0 +1,170 @@
+"""What `qbench sweep` shows: a progress bar over points with the best-so-far, then the ranked table,
+the winner's Gradio code, the max_size advice and the capacity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.syntax import Syntax
+from rich.table import Table
+
+from qbench.tune.grid import Point
+from qbench.tune.recommend import PointResult
+from qbench.tune.search_model import ModelSearchResult
+from qbench.tune.sweep import SweepResult
+
+_VERDICT_STYLE = {
+    "winner": "bold green",
+    "tied": "green",
+    "feasible": "",
+    "infeasible": "yellow",
+    "failed": "red",
+}
+
+
+class SweepProgress:
+    """A rich progress bar over points; the description shows the current point and the best so far."""
+
+    def __init__(self, total: int, console: Console | None = None, *, smart: bool = False) -> None:
+        self.console = console or Console(stderr=True)
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+        )
+        self.task = self.progress.add_task("sweep", total=None if smart else total)
+        self.best = "-"
+
+    def __enter__(self) -> SweepProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def point_started(self, point: Point, index: int, total: int) -> None:
+        self.progress.update(self.task, description=f"point {point.point_id} | best {self.best}")
+
+    def point_done(self, result: PointResult, best: PointResult | None) -> None:
+        if best is not None:
+            self.best = f"{best.point_id} {best.goodput_rps:.3g} rps"
+        note = "" if result.status == "ok" else f" [{result.status}]"
+        self.progress.console.print(
+            f"  {result.point_id}: goodput {result.goodput_rps:.3g} rps, p95 {_s(result.p95_latency_s)}{note}"
+            + (f" {result.reason}" if result.reason else "")
+        )
+        self.progress.update(self.task, advance=1, description=f"best {self.best}")
+
+    def phase(self, text: str) -> None:
+        self.progress.update(self.task, description=text)
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g} s"
+
+
+def ranked_table(result: SweepResult) -> Table:
+    rec = result.recommendation
+    by_id = {r.point_id: r for r in result.results}
+    knob_names = list(dict.fromkeys(k for r in result.results for k in r.knobs))
+    table = Table(title=f"qbench sweep: {len(result.results)} points", title_justify="left")
+    table.add_column("#", justify="right")
+    for name in knob_names:
+        table.add_column(name, justify="right")
+    for col in ("goodput/s", "p50", "p95", "err", "rss MB"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("why", min_width=40, overflow="fold")
+    for ranked in rec.ranked:
+        p = by_id[ranked.point_id]
+        lo, hi = p.goodput_ci()
+        goodput = f"{p.goodput_rps:.3g}" + (f" [{lo:.3g}-{hi:.3g}]" if p.goodput_repeats else "")
+        table.add_row(
+            str(ranked.rank),
+            *(str(p.knobs.get(n, "")) for n in knob_names),
+            goodput,
+            _s(p.p50_latency_s),
+            _s(p.p95_latency_s),
+            f"{p.error_rate:.1%}",
+            "-" if p.peak_rss_mb is None else f"{p.peak_rss_mb:.0f}",
+            ranked.reason,
+            style=_VERDICT_STYLE.get(ranked.verdict, ""),
+        )
+    return table
+
+
+def sweep_console() -> Console:
+    """Stdout console; wide enough for the ranked table when output is not a terminal (files, CI logs)."""
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
+def render_sweep(result: SweepResult, console: Console) -> None:
+    rec = result.recommendation
+    console.print(ranked_table(result))
+    search = result.search
+    if isinstance(search, ModelSearchResult):
+        render_model_search(search, console)
+    if search.grid_size != search.trials:
+        label = "model search" if isinstance(search, ModelSearchResult) else "smart search"
+        console.print(
+            f"{label}: {search.trials} of {search.grid_size} grid points measured "
+            f"({search.saved} trials saved, {search.saved / search.grid_size:.0%})"
+        )
+    if rec.winner is None:
+        console.print(f"[bold red]no recommendation:[/] {rec.why}")
+        return
+    console.print(f"[bold green]winner:[/] {rec.why}")
+    for text in rec.notes:
+        console.print(f"[yellow]note:[/] {text}")
+    console.print(Panel(Syntax(rec.gradio_code, "python", theme="ansi_dark", word_wrap=True), title="Gradio"))
+    console.print(f"max_size: {rec.max_size_advice.get('why', '')}")
+    console.print(_capacity_line(rec.capacity))
+    console.print(f"files: {result.sweep_dir}")
+
+
+def _capacity_line(capacity: dict[str, Any]) -> str:
+    if not capacity:
+        return "capacity: not measured"
+    rate, failing = capacity.get("rate_rps"), capacity.get("failing_rate_rps")
+    trials = len(capacity.get("trials", []))
+    if rate is None:
+        return f"capacity: the SLO failed even at {failing:.3g} req/s ({trials} probes)"
+    above = f", fails at {failing:.3g} req/s" if failing else " (never failed within the probes)"
+    return f"capacity: meets the SLO up to {rate:.3g} req/s (open-loop arrivals){above}; {trials} probes"
+
+
+def render_model_search(search: ModelSearchResult, console: Console) -> None:
+    """The fitted l(b) and predicted vs measured figures of the measured points (model search)."""
+    if search.fallback:
+        console.print(f"[yellow]note:[/] model search {search.fallback}")
+    model = search.model
+    if "t0_s" in model:
+        console.print(
+            f"batch latency fit: l(b) = {model['t0_s'] * 1e3:.3g} ms + {model['alpha_s'] * 1e3:.3g} ms x b "
+            f"(per extra worker: +{model['t0_per_worker_s'] * 1e3:.3g} ms, "
+            f"+{model['alpha_per_worker_s'] * 1e3:.3g} ms x b), R^2 {model['r2']:.3f}"
+        )
+    table = Table(title="model search: predicted vs measured", title_justify="left")
+    for col in ("point", "role", "pred. X/s", "meas. X/s", "pred. p95", "meas. p95", "meas. goodput/s"):
+        table.add_column(col, justify="right" if col not in ("point", "role") else "left")
+    for row in search.predicted_vs_measured:
+        pred, meas = row.get("predicted", {}), row["measured"]
+        table.add_row(
+            row["point_id"],
+            row["role"],
+            _num(pred.get("throughput_rps")),
+            _num(meas["throughput_rps"]),
+            _s(pred.get("p95_latency_s")),
+            _s(meas["p95_latency_s"]),
+            _num(meas["goodput_rps"]),
+        )
+    console.print(table)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"

@@ -1,0 +1,329 @@
+"""Point results + constraints -> Recommendation (winner, ranked list with reasons, Gradio code, max_size).
+
+The rule (what `recommend` does, in order):
+
+1. A point that failed (server did not start, run crashed) or was stopped early because its queue ran away
+   is *unusable*; its reason is the failure.
+2. A usable point is *infeasible* when it breaks a constraint: an SLO bound (`p95_latency_s <= 2`), the
+   error-rate ceiling (default 1 %) or the memory ceiling (peak RSS / GPU memory). Its reason names every
+   broken constraint with the measured value and the bound.
+3. Feasible points are ranked by goodput (completed requests/s meeting the SLO), highest first. Points
+   whose goodput is *tied* with the best - confidence intervals overlap when points were repeated, else
+   within `tie_tolerance` (2 %) - are ordered by lower p95 latency, then fewer resources (threads,
+   concurrency x batch slots, peak memory); the first of them is the winner.
+4. Every loser's reason says which constraint it broke, or how far below the winner's goodput it was.
+
+`max_size` advice: in a FIFO queue served at X requests/s, the user at position q waits about q / X s. To
+keep the queue wait of the last admitted user within the wait a user tolerates (W, default: the SLO's
+latency bound minus the median service time), `max_size = floor(X * W)`; later arrivals are refused at
+once (HTTP 503) instead of waiting past W (serving-batching.md §6.2, queue-size sizing).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final, Literal
+
+from qbench.tune.grid import Value
+
+Status = Literal["ok", "failed", "stopped"]
+
+# Two-sided 95 % Student-t quantiles by degrees of freedom (df > 30 uses the normal 1.96).
+_T95: Final = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+}
+
+
+@dataclass
+class PointResult:
+    """What one grid point measured (the mean over repeats) and how it ended."""
+
+    point_id: str
+    knobs: dict[str, Value]
+    status: Status = "ok"
+    reason: str = ""
+    goodput_rps: float = 0.0
+    throughput_rps: float = 0.0
+    p50_latency_s: float | None = None
+    p95_latency_s: float | None = None
+    p99_latency_s: float | None = None
+    mean_latency_s: float | None = None
+    p50_service_s: float | None = None
+    error_rate: float = 0.0
+    peak_rss_mb: float | None = None
+    peak_gpu_mem_mb: float | None = None
+    goodput_repeats: list[float] = field(default_factory=list)  # goodput of each repeat (rps)
+    extra: dict[str, float] = field(default_factory=dict)  # other SLO actuals (p95_queue_wait_s, ...)
+    # end-to-end latency SLO checks the run itself failed when its failed requests count as slowest
+    # (qbench.run.summary): the same verdict `qbench run` gives, even where the ok-only figures pass
+    slo_breaches: list[str] = field(default_factory=list)
+
+    def goodput_ci(self) -> tuple[float, float]:
+        """95 % confidence interval of goodput over repeats ((g, g) with a single repeat)."""
+        values = self.goodput_repeats or [self.goodput_rps]
+        if len(values) < 2:
+            return (values[0], values[0])
+        mean = statistics.fmean(values)
+        df = len(values) - 1
+        t = next((_T95[k] for k in sorted(_T95) if k >= df), 1.96)
+        half = t * statistics.stdev(values) / math.sqrt(len(values))
+        return (mean - half, mean + half)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PointResult:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def metric_value(point: PointResult, metric: str) -> float | None:
+    """A point's actual for an SLO metric: its own field, else `extra` (min_goodput reads goodput_rps)."""
+    attr = {"min_goodput": "goodput_rps", "min_throughput": "throughput_rps"}.get(metric, metric)
+    value = getattr(point, attr, None) if attr in PointResult.__dataclass_fields__ else None
+    return value if isinstance(value, int | float) else point.extra.get(metric)
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """What a recommendation must satisfy."""
+
+    slo: dict[str, float] = field(default_factory=dict)  # Slo field -> bound (min_* lower, others upper)
+    max_error_rate: float = 0.01
+    max_memory_mb: float | None = None  # ceiling on peak RSS and on peak GPU memory
+    tie_tolerance: float = 0.02  # relative goodput difference treated as a tie with one repeat
+    tolerated_wait_s: float | None = None  # for max_size advice; default from the SLO
+
+    def excess(self, point: PointResult) -> float:
+        """How far `point` is from feasible: the sum of relative overshoots (0 when feasible)."""
+        total = 0.0
+        bounds = [(m, b, metric_value(point, m)) for m, b in self.slo.items()]
+        bounds.append(("error_rate", self.max_error_rate, point.error_rate))
+        if self.max_memory_mb is not None:
+            bounds += [(m, self.max_memory_mb, getattr(point, m)) for m in ("peak_rss_mb", "peak_gpu_mem_mb")]
+        for metric, bound, value in bounds:
+            if value is None:
+                total += 10.0
+            elif metric.startswith("min_"):
+                total += max(0.0, 1 - value / bound) if bound else 0.0
+            else:
+                total += max(0.0, value / bound - 1) if bound else float(value > 0)
+        return total
+
+    def violations(self, point: PointResult) -> list[str]:
+        """Human-readable list of the constraints `point` breaks (empty = feasible)."""
+        broken = []
+        for metric, bound in self.slo.items():
+            value = metric_value(point, metric)
+            if value is None:
+                broken.append(f"{metric} not measured (no completed request)")
+            elif metric.startswith("min_") and value < bound:
+                broken.append(f"{metric} {value:.3g} < {bound:g}")
+            elif not metric.startswith("min_") and value > bound:
+                broken.append(f"{metric} {value:.3g} > {bound:g}")
+        for breach in point.slo_breaches:
+            if not any(b.split(" ")[0] == breach.split(" ")[0].rstrip(":") for b in broken):
+                broken.append(breach)
+        if point.error_rate > self.max_error_rate:
+            broken.append(f"error_rate {point.error_rate:.1%} > {self.max_error_rate:.1%}")
+        if self.max_memory_mb is not None:
+            for name in ("peak_rss_mb", "peak_gpu_mem_mb"):
+                used = getattr(point, name)
+                if used is not None and used > self.max_memory_mb:
+                    broken.append(f"{name} {used:.0f} > {self.max_memory_mb:.0f}")
+        return broken
+
+
+@dataclass
+class RankedPoint:
+    rank: int
+    point_id: str
+    knobs: dict[str, Value]
+    verdict: Literal["winner", "tied", "feasible", "infeasible", "failed"]
+    reason: str
+    goodput_rps: float
+    p95_latency_s: float | None
+
+
+@dataclass
+class Recommendation:
+    winner: PointResult | None
+    ranked: list[RankedPoint]
+    why: str
+    gradio_code: str = ""
+    max_size_advice: dict[str, Any] = field(default_factory=dict)
+    capacity: dict[str, Any] = field(default_factory=dict)  # filled by the sweep (search.find_capacity)
+    notes: list[str] = field(default_factory=list)  # e.g. the winner sits on the grid's edge
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "winner": self.winner.to_dict() if self.winner else None,
+            "why": self.why,
+            "ranked": [asdict(r) for r in self.ranked],
+            "gradio_code": self.gradio_code,
+            "max_size_advice": self.max_size_advice,
+            "capacity": self.capacity,
+            "notes": self.notes,
+        }
+
+
+# ---------------------------------------------------------------- the rule
+
+
+def resource_score(point: PointResult) -> float:
+    """Fewer is better: thread pool + concurrent work slots + peak memory (as a small tie-breaker)."""
+    k = point.knobs
+    slots = _num(k.get("concurrency_limit", 1)) * _num(k.get("max_batch_size", 1))
+    return _num(k.get("max_threads", 0)) + slots + (point.peak_rss_mb or 0.0) / 1e4
+
+
+def is_tied(a: PointResult, b: PointResult, tolerance: float) -> bool:
+    """Goodput tie: overlapping 95 % intervals when repeated, else within `tolerance` (relative)."""
+    if len(a.goodput_repeats) >= 2 and len(b.goodput_repeats) >= 2:
+        (alo, ahi), (blo, bhi) = a.goodput_ci(), b.goodput_ci()
+        return alo <= bhi and blo <= ahi
+    top = max(a.goodput_rps, b.goodput_rps)
+    return top == 0 or abs(a.goodput_rps - b.goodput_rps) <= tolerance * top
+
+
+def recommend(
+    points: Sequence[PointResult], constraints: Constraints, defaults: Mapping[str, Value] | None = None
+) -> Recommendation:
+    """Apply the rule in the module docstring; `defaults` are the unswept knobs (for the Gradio code)."""
+    failed = [p for p in points if p.status != "ok"]
+    usable = [p for p in points if p.status == "ok"]
+    infeasible = [(p, constraints.violations(p)) for p in usable]
+    feasible = [p for p, broken in infeasible if not broken]
+    infeasible = [(p, broken) for p, broken in infeasible if broken]
+
+    ranked: list[RankedPoint] = []
+    winner: PointResult | None = None
+    if feasible:
+        by_goodput = sorted(feasible, key=lambda p: -p.goodput_rps)
+        best = by_goodput[0]
+        tied = [p for p in by_goodput if is_tied(p, best, constraints.tie_tolerance)]
+        tied.sort(key=lambda p: (_lat(p), resource_score(p)))
+        winner = tied[0]
+        rest = [p for p in by_goodput if p not in tied]
+        for p in tied:
+            verdict = "winner" if p is winner else "tied"
+            ranked.append(_ranked(len(ranked) + 1, p, verdict, _tie_reason(p, winner)))
+        for p in rest:
+            ranked.append(_ranked(len(ranked) + 1, p, "feasible", _below_reason(p, winner)))
+    for p, broken in sorted(infeasible, key=lambda pb: -pb[0].goodput_rps):
+        ranked.append(_ranked(len(ranked) + 1, p, "infeasible", "broke " + "; ".join(broken)))
+    for p in failed:
+        label = "stopped early" if p.status == "stopped" else "failed"
+        ranked.append(_ranked(len(ranked) + 1, p, "failed", f"{label}: {p.reason or 'no reason recorded'}"))
+
+    rec = Recommendation(winner, ranked, _why(winner, constraints, len(feasible), len(points)))
+    if winner is not None:
+        knobs = {**(defaults or {}), **winner.knobs}
+        rec.gradio_code = gradio_code(knobs, max_size_advice(winner, constraints).get("max_size"))
+        rec.max_size_advice = max_size_advice(winner, constraints)
+    return rec
+
+
+def _ranked(rank: int, p: PointResult, verdict: Any, reason: str) -> RankedPoint:
+    return RankedPoint(rank, p.point_id, dict(p.knobs), verdict, reason, p.goodput_rps, p.p95_latency_s)
+
+
+def _lat(p: PointResult) -> float:
+    return p.p95_latency_s if p.p95_latency_s is not None else math.inf
+
+
+def _tie_reason(p: PointResult, winner: PointResult) -> str:
+    if p is winner:
+        p95 = _fmt_s(p.p95_latency_s)
+        return f"highest goodput {p.goodput_rps:.3g} rps meeting all constraints (p95 {p95})"
+    if _lat(p) > _lat(winner):
+        return f"tied on goodput ({p.goodput_rps:.3g} rps) but higher p95 latency {_fmt_s(p.p95_latency_s)}"
+    return f"tied on goodput and latency but uses more resources (score {resource_score(p):.0f})"
+
+
+def _below_reason(p: PointResult, winner: PointResult) -> str:
+    gap = 1 - p.goodput_rps / winner.goodput_rps if winner.goodput_rps else 0.0
+    return f"meets constraints; goodput {p.goodput_rps:.3g} rps, {gap:.0%} below the winner"
+
+
+def _why(winner: PointResult | None, constraints: Constraints, n_feasible: int, n_points: int) -> str:
+    slo = ", ".join(f"{k} <= {v:g}" for k, v in constraints.slo.items()) or "no latency SLO"
+    if winner is None:
+        return f"no point met the constraints ({slo}, error_rate <= {constraints.max_error_rate:.1%})"
+    knobs = ", ".join(f"{k}={v}" for k, v in winner.knobs.items())
+    return (
+        f"{knobs}: highest goodput ({winner.goodput_rps:.3g} rps) among {n_feasible} of {n_points} points "
+        f"meeting {slo} and error_rate <= {constraints.max_error_rate:.1%}"
+    )
+
+
+def _fmt_s(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g} s"
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+# ---------------------------------------------------------------- advice
+
+
+def max_size_advice(point: PointResult, constraints: Constraints) -> dict[str, Any]:
+    """max_size = floor(throughput x queue-wait budget); see the module docstring."""
+    latency_bounds = [v for k, v in constraints.slo.items() if "latency" in k]
+    tolerated = constraints.tolerated_wait_s or (max(latency_bounds) if latency_bounds else None)
+    if tolerated is None or point.throughput_rps <= 0:
+        return {"max_size": None, "why": "no latency SLO or tolerated wait given: leave max_size=None"}
+    service = point.p50_service_s or 0.0
+    budget = max(tolerated - service, 0.0)
+    size = max(1, math.floor(point.throughput_rps * budget))
+    return {
+        "max_size": size,
+        "throughput_rps": point.throughput_rps,
+        "tolerated_wait_s": tolerated,
+        "service_s": service,
+        "queue_wait_budget_s": budget,
+        "why": (
+            f"served at {point.throughput_rps:.3g} req/s, the user at queue position q waits ~q/"
+            f"{point.throughput_rps:.3g} s; with {tolerated:g} s tolerated and {service:.3g} s of service, "
+            f"the queue-wait budget is {budget:.3g} s, so max_size = floor({point.throughput_rps:.3g} x "
+            f"{budget:.3g}) = {size}: later arrivals get an immediate 'queue full' instead of a wait past "
+            f"{tolerated:g} s"
+        ),
+    }
+
+
+def gradio_code(knobs: Mapping[str, Value], max_size: int | None) -> str:
+    """Ready-to-paste Gradio settings for the winner's knobs (unswept knobs keep Gradio's defaults)."""
+    limit = knobs.get("concurrency_limit", knobs.get("default_concurrency_limit", 1))
+    default_limit = knobs.get("default_concurrency_limit", limit)
+    batch = _num(knobs.get("max_batch_size", 1))
+    click = f"concurrency_limit={limit}"
+    if batch > 1:
+        click += f", batch=True, max_batch_size={knobs['max_batch_size']}"
+    if "concurrency_id" in knobs:
+        click += f", concurrency_id={str(knobs['concurrency_id'])!r}"
+    lines = [
+        f"demo.queue(default_concurrency_limit={default_limit}, max_size={max_size})",
+        f"btn.click(fn, inputs, outputs, {click})",
+        f"demo.launch(max_threads={knobs.get('max_threads', 40)})",
+    ]
+    if batch > 1:
+        lines.insert(0, "# fn must take lists (one per input) and return lists: batch=True")
+    return "\n".join(lines)

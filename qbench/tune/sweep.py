@@ -1,0 +1,350 @@
+"""`qbench sweep`: the run pipeline once per server configuration, then a recommendation.
+
+    scenario.yaml (+ sweep: section) + CLI options -> SweepConfig -> Grid
+      -> points (grid, smart or model search)
+      -> per point: server (relaunch | live | launch | target) -> run_scenario -> PointResult -> point.json
+      -> recommend() -> capacity of the winner (bisection on rate) -> sweep.parquet, recommendation.json
+
+Server modes (`mode`):
+    relaunch  default: `python -m reference_server --config <generated yaml> --port <free>` per point
+    live      one reference server started with `--admin-token`, moved per point by `POST /admin/config`
+    launch    the user's app from a command template / QBENCH_* environment variables, per point
+    target    a fixed URL; only client knobs (rate, users, load.*) may be swept
+
+Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
+
+    sweep.json              {schema_version, sweep_id, created_at, scenario (path + content), mode, grid
+                             {axes, links}, slo, constraints, search, repeat, server (base settings / launch
+                             template / target)}
+    points/<point-id>/      the run directory of the point's first repeat (records, summary.json, ...)
+                            repeat-<n>/ run directories of further repeats; server.yaml, server.log
+      point.json            {point_id, knobs, status ok|failed|stopped, reason, resources {peak_rss_mb,
+                             peak_gpu_mem_mb}, result (PointResult), repeats [{run_dir, summary}], elapsed_s}
+    sweep.parquet           one row per measured point: point_id, one column per knob, goodput_rps,
+                            throughput_rps, p50/p95/p99_latency_s, error_rate, peak_rss_mb, peak_gpu_mem_mb,
+                            status, reason, rank, verdict, goodput_ci_low, goodput_ci_high, repeats
+    recommendation.json     Recommendation.to_dict() (winner, why, ranked with reasons, gradio_code,
+                            max_size_advice, capacity, notes) + search {mode, trials, grid_size, saved, path;
+                            model search: model, predicted_vs_measured, fallback}
+    capacity/rate-<r>/      run directories of the capacity bisection probes
+
+A point is checkpointed (point.json) as soon as it ends; `--resume DIR` reads sweep.json from DIR and
+skips every point that has a point.json. A point whose server fails to start, or whose run raises, is
+recorded as `failed` with the reason and the sweep goes on; a point whose queue runs away is stopped
+early (`stopped`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from qbench.errors import QbenchError
+from qbench.tune.config import SweepConfig
+from qbench.tune.grid import Grid, Point
+from qbench.tune.launch import (
+    ResourceSampler,
+    ServerHandle,
+    admin_body,
+    apply_server_knobs,
+    effective_knobs,
+    launch_command,
+    read_status,
+    reconfigure,
+    reference_server_process,
+    status_memory,
+)
+from qbench.tune.point import RunawayDetector, measure_rate, point_result, run_point
+from qbench.tune.recommend import PointResult, Recommendation, recommend
+from qbench.tune.search import Capacity, SearchResult, find_capacity, full_search, smart_search
+from qbench.tune.search_model import describe_point, model_search, records_observer
+
+SCHEMA_VERSION = 1
+
+
+class SweepObserver(Protocol):
+    """Progress hooks (the CLI renders them with rich)."""
+
+    def point_started(self, point: Point, index: int, total: int) -> None: ...
+
+    def point_done(self, result: PointResult, best: PointResult | None) -> None: ...
+
+    def phase(self, text: str) -> None: ...
+
+
+@dataclass
+class SweepResult:
+    sweep_dir: Path
+    results: list[PointResult]
+    recommendation: Recommendation
+    search: SearchResult
+    capacity: Capacity | None = None
+
+
+# ---------------------------------------------------------------- servers per mode
+
+
+@dataclass
+class _Servers:
+    """Gives each point a ready server (and keeps the one live server of `live` mode)."""
+
+    config: SweepConfig
+    live: ServerHandle | None = None
+    _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    def settings_for(self, point: Point) -> dict[str, Any]:
+        assert self.config.base_settings is not None
+        return apply_server_knobs(self.config.base_settings, point.server_knobs(), self.config.api_name)
+
+    @contextlib.contextmanager
+    def for_point(self, point: Point, work_dir: Path) -> Iterator[ServerHandle]:
+        mode = self.config.mode
+        timeout = self.config.ready_timeout_s
+        if mode == "relaunch":
+            with reference_server_process(
+                self.settings_for(point), work_dir=work_dir, ready_timeout_s=timeout
+            ) as h:
+                yield h
+        elif mode == "live":
+            if self.live is None:
+                token = secrets.token_urlsafe(16)
+                base = self.config.base_settings or {}
+                self.live = self._stack.enter_context(
+                    reference_server_process(
+                        base,
+                        admin_token=token,
+                        work_dir=self.config.sweep_dir / "live-server",
+                        ready_timeout_s=timeout,
+                    )
+                )
+            reconfigure(self.live, admin_body(self.settings_for(point)))
+            (work_dir / "server.yaml").write_text(json.dumps(self.settings_for(point), indent=1))
+            yield self.live
+        elif mode == "launch":
+            assert self.config.launch is not None
+            http = self.config.scenario.protocol == "http"  # no /config: any answer means it listens
+            with launch_command(
+                self.config.launch, point.knobs, work_dir=work_dir, ready_timeout_s=timeout, any_status=http
+            ) as h:
+                yield h
+        else:
+            assert self.config.target is not None
+            yield ServerHandle(self.config.target.rstrip("/"), None)
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+# ---------------------------------------------------------------- one point
+
+
+def _resources(handle: ServerHandle, sampler: ResourceSampler | None) -> dict[str, float | None]:
+    """Peak RSS: psutil samples (every 0.25 s) of the server's process tree during the point; `/status`
+    only as a fallback, because its `peak_rss_bytes` (getrusage ru_maxrss) survives fork+exec and so can
+    report the peak of the process that launched the server. Peak CUDA memory from `/status`."""
+    status = read_status(handle.base_url) if handle.process is not None else {}
+    rss, gpu = status_memory(status)
+    sampled = sampler.peak_rss_mb if sampler and sampler.peak_rss_mb > 0 else None
+    return {"peak_rss_mb": sampled if sampled is not None else rss, "peak_gpu_mem_mb": gpu}
+
+
+def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> PointResult:
+    """Start (or move) the server, run every repeat, read resources; never raises a QbenchError."""
+    point_dir = config.sweep_dir / "points" / point.point_id
+    point_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    repeats: list[dict[str, Any]] = []
+    resources: dict[str, float | None] = {"peak_rss_mb": None, "peak_gpu_mem_mb": None}
+    status, reason, detail = "ok", "", ""
+    try:
+        with servers.for_point(point, point_dir) as handle:
+            sampler = ResourceSampler(handle.pid) if handle.pid else None
+            with sampler if sampler else contextlib.nullcontext():
+                for n in range(1, config.repeat + 1):
+                    run_dir = point_dir if n == 1 else point_dir / f"repeat-{n}"
+                    detector = RunawayDetector() if config.stop_runaway else None
+                    summary, stopped = run_point(config, handle.base_url, point, run_dir, detector)
+                    repeats.append(
+                        {"run_dir": str(run_dir.relative_to(config.sweep_dir)), "summary": summary}
+                    )
+                    if stopped:
+                        status, reason = "stopped", stopped
+                        break
+            resources = _resources(handle, sampler)
+    except QbenchError as exc:  # the first line is the reason; the rest (a server log tail) the detail
+        detail = str(exc).strip() or type(exc).__name__
+        status, reason = "failed", detail.splitlines()[0]
+    except Exception as exc:  # a crashed point must not end the sweep: record it and go on
+        detail = f"{type(exc).__name__}: {exc}"
+        status, reason = "failed", detail.splitlines()[0]
+    result = point_result(point, repeats, config.constraints, status, reason, resources)
+    _write_json(
+        point_dir / "point.json",
+        {
+            "point_id": point.point_id,
+            "knobs": point.knobs,
+            "status": result.status,
+            "reason": result.reason,
+            "detail": detail,
+            "resources": resources,
+            "result": result.to_dict(),
+            "repeats": repeats,
+            "elapsed_s": time.monotonic() - started,
+        },
+    )
+    return result
+
+
+# ---------------------------------------------------------------- the sweep
+
+
+def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> SweepResult:
+    """Run (or resume) a sweep and write every file in the module docstring's layout."""
+    config.sweep_dir.mkdir(parents=True, exist_ok=True)
+    if not (config.sweep_dir / "sweep.json").exists():
+        _write_json(config.sweep_dir / "sweep.json", _sweep_json(config))
+    done = load_done_points(config.sweep_dir)
+    servers = _Servers(config)
+    results: list[PointResult] = []
+    total = config.grid.size if config.search == "grid" else None
+
+    def evaluate(point: Point) -> PointResult:
+        if point.point_id in done:
+            result = done[point.point_id]
+        else:
+            if observer:
+                observer.point_started(point, len(results) + 1, total or config.grid.size)
+            result = evaluate_point(config, servers, point)
+        results.append(result)
+        if observer:
+            observer.point_done(result, recommend(results, config.constraints).winner)
+        return result
+
+    try:
+        defaults = effective_knobs(config.base_settings, config.api_name) if config.base_settings else {}
+        if config.search == "smart":
+            search = smart_search(config.grid, evaluate, config.constraints)
+        elif config.search == "model":
+            describe = describe_point(defaults, config.scenario.load)
+            observe = records_observer(config.sweep_dir / "points", describe)
+            search = model_search(config.grid, evaluate, config.constraints, describe, observe=observe)
+        else:
+            search = full_search(config.grid, evaluate)
+        rec = recommend(search.results, config.constraints, defaults)
+        rec.notes = config.grid.edge_notes(rec.winner.knobs) if rec.winner else []
+        capacity = None
+        if rec.winner is not None and config.capacity_trials > 0:
+            if observer:
+                observer.phase(f"capacity of {rec.winner.point_id}: bisection on the arrival rate")
+            try:
+                capacity = _capacity(config, servers, rec.winner)
+                rec.capacity = capacity.to_dict()
+            except QbenchError as exc:  # the measured points and their ranking still get written
+                rec.notes.append(f"capacity not measured: {str(exc).splitlines()[0]}")
+    finally:
+        servers.close()
+    write_outputs(config.sweep_dir, search, rec, config)
+    return SweepResult(config.sweep_dir, search.results, rec, search, capacity)
+
+
+def _capacity(config: SweepConfig, servers: _Servers, winner: PointResult) -> Capacity:
+    point = config.grid.point_at(_coords_of(config.grid, winner))
+    work = config.sweep_dir / "capacity"
+    with servers.for_point(point, work) as handle:
+
+        def meets(rate: float) -> bool:
+            summary, stopped = measure_rate(config, handle.base_url, point, rate, work / f"rate-{rate:.3g}")
+            if stopped:  # the queue ran away at this rate: over capacity, whatever the partial figures say
+                return False
+            probe = point_result(point, [{"summary": summary}], config.constraints, "ok", "", {})
+            return not config.constraints.violations(probe) and summary.get("completed_ok", 0) > 0
+
+        first = winner.throughput_rps or 1.0
+        return find_capacity(meets, first, max_trials=config.capacity_trials, rel_tol=0.1)
+
+
+def _coords_of(grid: Grid, result: PointResult) -> tuple[int, ...]:
+    return tuple(values.index(result.knobs[name]) for name, values in grid.axes.items())
+
+
+# ---------------------------------------------------------------- files
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    tmp.replace(path)
+
+
+def _sweep_json(config: SweepConfig) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "sweep_id": config.sweep_dir.name,
+        "created_at": datetime.now(timezone.utc).isoformat(),
+        **config.describe(),
+    }
+
+
+def load_done_points(sweep_dir: Path) -> dict[str, PointResult]:
+    """Checkpointed points of a (possibly interrupted) sweep, by point id."""
+    done: dict[str, PointResult] = {}
+    for path in sorted((sweep_dir / "points").glob("*/point.json")):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            data = json.loads(path.read_text())
+            done[data["point_id"]] = PointResult.from_dict(data["result"])
+    return done
+
+
+def write_outputs(sweep_dir: Path, search: SearchResult, rec: Recommendation, config: SweepConfig) -> None:
+    """sweep.parquet (one row per measured point) and recommendation.json."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ranks = {r.point_id: r for r in rec.ranked}
+    knob_names = list(dict.fromkeys(k for r in search.results for k in r.knobs))
+    rows = [_row(r, knob_names, ranks) for r in search.results]
+    columns = {name: [row[name] for row in rows] for name in (rows[0] if rows else {"point_id": None})}
+    for name in knob_names:  # a knob with mixed types (max_size 4 / "none") becomes text
+        kinds = {type(v) for v in columns[name] if v is not None}
+        if len(kinds) > 1 and not kinds <= {int, float}:
+            columns[name] = [None if v is None else str(v) for v in columns[name]]
+    table = pa.Table.from_pydict(columns)
+    pq.write_table(
+        table.replace_schema_metadata({b"qbench_sweep_schema_version": str(SCHEMA_VERSION).encode()}),
+        sweep_dir / "sweep.parquet",
+    )
+    out = rec.to_dict()
+    out["search"] = {"mode": config.search, **search.to_dict()}
+    _write_json(sweep_dir / "recommendation.json", out)
+
+
+def _row(r: PointResult, knob_names: list[str], ranks: dict[str, Any]) -> dict[str, Any]:
+    lo, hi = r.goodput_ci()
+    ranked = ranks.get(r.point_id)
+    row: dict[str, Any] = {"point_id": r.point_id}
+    row.update({name: r.knobs.get(name) for name in knob_names})
+    row.update(
+        goodput_rps=r.goodput_rps,
+        throughput_rps=r.throughput_rps,
+        p50_latency_s=r.p50_latency_s,
+        p95_latency_s=r.p95_latency_s,
+        p99_latency_s=r.p99_latency_s,
+        error_rate=r.error_rate,
+        peak_rss_mb=r.peak_rss_mb,
+        peak_gpu_mem_mb=r.peak_gpu_mem_mb,
+        status=r.status,
+        reason=r.reason,
+        rank=ranked.rank if ranked else None,
+        verdict=ranked.verdict if ranked else None,
+        goodput_ci_low=lo,
+        goodput_ci_high=hi,
+        repeats=len(r.goodput_repeats) or 1,
+    )
+    return row

@@ -1,0 +1,107 @@
+"""The package layout: imports flow one way (cli -> tune -> run; report reads run), with no cycles.
+
+Every `qbench` import is counted, lazy ones inside functions included, so a cycle cannot hide behind
+an import moved into a function body.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "qbench"
+
+# Which top-level parts of qbench each part may import (besides itself). The shells at the top
+# (cli, demo, the package's lazy exports) may import anything.
+ALLOWED = {
+    "errors": set(),
+    "run": {"errors", "__init__"},  # __init__ only for __version__
+    "tune": {"errors", "run"},
+    "report": {"errors", "run", "__init__"},
+    "analysis": {"errors", "run", "report"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """The qbench modules `path` imports, anywhere in the file."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith("qbench"):
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("qbench"))
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        graph[name] = {m for m in _imports(path) if m in modules and m != name}
+    return graph
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_parts_import_only_downstream() -> None:
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in _graph().items()
+        for target in targets
+        if _part(module) in ALLOWED
+        and _part(target) != _part(module)
+        and _part(target) not in ALLOWED[_part(module)]
+    ]
+    assert not wrong, "imports against the flow:\n" + "\n".join(sorted(wrong))
+
+
+def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_no_module_import_cycles() -> None:
+    graph = _graph()
+    # A package's __init__ is imported with each of its modules; it may not import them back
+    # except lazily as a registry (qbench.run.protocols.make_protocol), which is not a cycle at
+    # import time. Those lazy registry edges are dropped here; every other edge counts.
+    graph["qbench.run.protocols"] = set()
+    graph["qbench"] = set()
+    cycle = _find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+@pytest.mark.parametrize("part", ["run", "tune", "report", "run/protocols"])
+def test_pipeline_folders_exist(part: str) -> None:
+    assert (ROOT / part / "__init__.py").is_file()

@@ -1,0 +1,152 @@
+"""The recommendation rule as tables: feasibility, ranking, ties, reasons, code and max_size advice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from qbench.tune.recommend import Constraints, PointResult, gradio_code, max_size_advice, recommend
+
+
+def pt(pid: str, goodput: float, p95: float | None = 1.0, **kw: Any) -> PointResult:
+    knobs = kw.pop("knobs", {"concurrency_limit": int(pid[1:]) if pid[1:].isdigit() else 1})
+    kw.setdefault("throughput_rps", goodput)
+    return PointResult(pid, knobs, goodput_rps=goodput, p95_latency_s=p95, **kw)
+
+
+SLO = Constraints(slo={"p95_latency_s": 2.0}, max_error_rate=0.01, max_memory_mb=1000)
+
+
+@pytest.mark.parametrize(
+    ("points", "winner", "order"),
+    [
+        # highest goodput wins
+        ([pt("c1", 5), pt("c2", 9), pt("c4", 7)], "c2", ["c2", "c4", "c1"]),
+        # the fastest point breaks the SLO: next best wins, the breaker ranks after feasible ones
+        ([pt("c1", 5), pt("c2", 9, p95=2.5), pt("c4", 7)], "c4", ["c4", "c1", "c2"]),
+        # error-rate and memory ceilings
+        (
+            [pt("c1", 5), pt("c2", 9, error_rate=0.05), pt("c4", 8, peak_rss_mb=1500)],
+            "c1",
+            ["c1", "c2", "c4"],
+        ),
+        # within 2 %: tie broken toward lower latency
+        ([pt("c1", 10.0, p95=1.5), pt("c2", 10.1, p95=0.8)], "c2", ["c2", "c1"]),
+        ([pt("c1", 10.1, p95=0.8), pt("c2", 10.0, p95=1.5)], "c1", ["c1", "c2"]),
+        # equal goodput and latency: fewer resources
+        ([pt("c8", 10.0, p95=1.0), pt("c2", 10.0, p95=1.0)], "c2", ["c2", "c8"]),
+        # failed and stopped points come last and never win
+        ([pt("c1", 0, status="failed", reason="boom"), pt("c2", 3)], "c2", ["c2", "c1"]),
+        # nothing feasible: no winner
+        ([pt("c1", 5, p95=3.0), pt("c2", 0, p95=None)], None, ["c1", "c2"]),
+    ],
+)
+def test_ranking_table(points: list[PointResult], winner: str | None, order: list[str]) -> None:
+    rec = recommend(points, SLO)
+    assert (rec.winner.point_id if rec.winner else None) == winner
+    assert [r.point_id for r in rec.ranked] == order
+    assert [r.rank for r in rec.ranked] == list(range(1, len(points) + 1))
+
+
+def test_reasons_name_the_broken_constraint_or_the_gap() -> None:
+    points = [
+        pt("c1", 5),
+        pt("c2", 10),
+        pt("c3", 12, p95=2.5, error_rate=0.2),
+        pt("c4", 0, status="stopped", reason="queue ran away"),
+    ]
+    reasons = {r.point_id: (r.verdict, r.reason) for r in recommend(points, SLO).ranked}
+    assert reasons["c2"][0] == "winner" and "highest goodput 10" in reasons["c2"][1]
+    assert reasons["c1"] == ("feasible", "meets constraints; goodput 5 rps, 50% below the winner")
+    assert reasons["c3"][0] == "infeasible"
+    assert "p95_latency_s 2.5 > 2" in reasons["c3"][1] and "error_rate 20.0% > 1.0%" in reasons["c3"][1]
+    assert reasons["c4"] == ("failed", "stopped early: queue ran away")
+
+
+def test_repeats_tie_when_confidence_intervals_overlap() -> None:
+    noisy_fast = pt("c4", 10.5, p95=1.2, goodput_repeats=[9.0, 12.0, 10.5])
+    steady = pt("c2", 9.9, p95=0.9, goodput_repeats=[9.8, 10.0, 9.9])
+    clear_loser = pt("c1", 5.0, p95=0.5, goodput_repeats=[5.0, 5.1, 4.9])
+    rec = recommend([noisy_fast, steady, clear_loser], SLO)
+    verdicts = {r.point_id: r.verdict for r in rec.ranked}
+    assert verdicts == {"c2": "winner", "c4": "tied", "c1": "feasible"}
+    lo, hi = noisy_fast.goodput_ci()
+    assert lo < 9.9 < hi
+
+
+def test_ci_of_single_repeat_is_a_point() -> None:
+    assert pt("c1", 3.0).goodput_ci() == (3.0, 3.0)
+
+
+def test_other_slo_metrics_from_extra() -> None:
+    p = pt("c1", 5, extra={"p95_queue_wait_s": 0.7})
+    assert Constraints(slo={"p95_queue_wait_s": 0.5}).violations(p) == ["p95_queue_wait_s 0.7 > 0.5"]
+    assert Constraints(slo={"min_goodput": 8}).violations(p) == ["min_goodput 5 < 8"]
+
+
+def test_a_run_level_latency_breach_makes_the_point_infeasible_once() -> None:
+    """Ok-only p95 passes but the run's own check (failures ranked slowest) failed: as qbench run says."""
+    breach = "p95_latency_s: 5.0% of sent requests failed: the p95 falls among them"
+    ok_only_pass = pt("c1", 5, p95=1.0, slo_breaches=[breach])
+    assert SLO.violations(ok_only_pass) == [breach]
+    both = pt("c2", 5, p95=2.5, slo_breaches=[breach])
+    assert SLO.violations(both) == ["p95_latency_s 2.5 > 2"]  # one reason per metric
+    rec = recommend([ok_only_pass, pt("c4", 3)], SLO)
+    assert rec.winner is not None and rec.winner.point_id == "c4"
+
+
+def test_max_size_advice_is_throughput_times_wait_budget() -> None:
+    winner = pt("c2", 10, throughput_rps=12.0, p50_service_s=0.5)
+    advice = max_size_advice(winner, Constraints(slo={"p95_latency_s": 3.0}))
+    assert advice["max_size"] == 30  # floor(12 x (3 - 0.5))
+    assert advice["queue_wait_budget_s"] == 2.5
+    assert max_size_advice(winner, Constraints(tolerated_wait_s=1.0))["max_size"] == 6
+    assert max_size_advice(winner, Constraints())["max_size"] is None
+
+
+def test_gradio_code_for_a_batched_winner() -> None:
+    code = gradio_code({"concurrency_limit": 2, "max_batch_size": 8, "max_threads": 40}, 24)
+    assert "demo.queue(default_concurrency_limit=2, max_size=24)" in code
+    assert "btn.click(fn, inputs, outputs, concurrency_limit=2, batch=True, max_batch_size=8)" in code
+    assert "demo.launch(max_threads=40)" in code
+    compile(code, "<gradio>", "exec")
+
+
+def test_gradio_code_unbatched_defaults() -> None:
+    code = gradio_code({"concurrency_limit": 4}, None)
+    assert code.splitlines() == [
+        "demo.queue(default_concurrency_limit=4, max_size=None)",
+        "btn.click(fn, inputs, outputs, concurrency_limit=4)",
+        "demo.launch(max_threads=40)",
+    ]
+
+
+def test_round_trip_to_dict() -> None:
+    p = pt("c1", 5, goodput_repeats=[5.0, 5.0], extra={"x": 1.0})
+    assert PointResult.from_dict(p.to_dict()) == p
+    assert recommend([p], SLO).to_dict()["winner"]["point_id"] == "c1"
+
+
+def test_gradio_code_uses_the_server_defaults_for_unswept_knobs() -> None:
+    from qbench.tune.launch import effective_knobs
+
+    base = {
+        "functions": [
+            {"api_name": "classify", "batch": True, "max_batch_size": 8, "concurrency_limit": "default"}
+        ],
+        "queue": {"default_concurrency_limit": 1},
+        "launch": {"max_threads": 40},
+    }
+    defaults = effective_knobs(base, "classify")
+    assert defaults == {
+        "concurrency_limit": 1,
+        "max_batch_size": 8,
+        "max_threads": 40,
+        "default_concurrency_limit": 1,
+    }
+    rec = recommend([pt("c4", 5, knobs={"concurrency_limit": 4})], SLO, defaults)
+    assert (
+        "btn.click(fn, inputs, outputs, concurrency_limit=4, batch=True, max_batch_size=8)" in rec.gradio_code
+    )
+    assert "demo.queue(default_concurrency_limit=1, max_size=" in rec.gradio_code

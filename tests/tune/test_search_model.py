@@ -1,0 +1,204 @@
+"""Model search: the l(b) fit and its predictions against closed forms, the search on the closed-form
+evaluator of test_search.py, its fallback, and one small real sweep against the sleep preset."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from qbench.run.records import RequestRecord
+from qbench.tune.batch_model import FitError, Observation, PointLoad, fit_batch_model, predict
+from qbench.tune.config import SweepOptions, build_config
+from qbench.tune.grid import Point, build_grid
+from qbench.tune.recommend import Constraints, PointResult, recommend
+from qbench.tune.search import full_search
+from qbench.tune.search_model import model_search, observation_from_result, observations_from_records
+from qbench.tune.sweep import run_sweep
+
+from .conftest import write_scenario
+from .test_search import GRID, MODELS, SleepModel
+
+
+def sleep_observations(base_ms: float, per_item_ms: float, sizes: list[int], k: int = 1) -> list[Observation]:
+    return [Observation(b, (base_ms + per_item_ms * b) / 1e3, k) for b in sizes]
+
+
+@pytest.mark.parametrize(
+    ("base_ms", "per_item_ms", "sizes"),
+    [(50, 10, [1, 16]), (50, 10, [1, 2, 4, 8]), (200, 5, [1, 32]), (10, 0, [1, 8]), (0.5, 40, [2, 3, 9])],
+)
+def test_fit_recovers_base_and_per_item_cost_of_the_sleep_workload(
+    base_ms: float, per_item_ms: float, sizes: list[int]
+) -> None:
+    fit = fit_batch_model(sleep_observations(base_ms, per_item_ms, sizes))
+    assert fit.t0_s == pytest.approx(base_ms / 1e3, abs=1e-9)
+    assert fit.alpha_s == pytest.approx(per_item_ms / 1e3, abs=1e-9)
+    assert fit.r2 == pytest.approx(1.0) and fit.batch_sizes == len(sizes)
+
+
+def test_fit_learns_contention_between_workers() -> None:
+    # l(b, k) = (t0 + a b)(1 + g (k - 1)): bilinear in b and k-1, recovered exactly from 5 observations
+    t0, a, g = 0.1, 0.02, 0.3
+    obs = [
+        Observation(b, (t0 + a * b) * (1 + g * (k - 1)), k)
+        for b, k in [(1, 1), (8, 1), (1, 4), (8, 4), (4, 2)]
+    ]
+    fit = fit_batch_model(obs)
+    for b, k in [(2, 3), (16, 8), (1, 1)]:
+        assert fit.service_s(b, k) == pytest.approx((t0 + a * b) * (1 + g * (k - 1)))
+
+
+def test_fit_needs_two_batch_sizes() -> None:
+    with pytest.raises(FitError, match="distinct batch size"):
+        fit_batch_model(sleep_observations(50, 10, [4, 4, 4]))
+
+
+FIT = fit_batch_model(sleep_observations(50, 10, [1, 8]))  # l(b) = 0.05 + 0.01 b
+
+
+@pytest.mark.parametrize(
+    ("load", "batch", "throughput", "mean_s"),
+    [
+        # open loop: b* = r t0 / (k - r alpha), latency 1.5 l(b*)
+        (PointLoad(1, 8, rate_rps=20.0), 20 * 0.05 / (1 - 0.2), 20.0, 1.5 * (0.05 + 0.0125)),
+        (PointLoad(2, 8, rate_rps=50.0), 50 * 0.05 / (2 - 0.5), 50.0, 1.5 * (0.05 + 0.01 * 50 / 30)),
+        (PointLoad(1, 8, rate_rps=1.0), 1.0, 1.0, 1.5 * 0.06),  # light load: batches of one
+        # closed loop: b = clamp(U/k, 1, B), X = k b / l(b), latency U / X
+        (PointLoad(2, 4, users=8), 4.0, 8 / 0.09, 0.09),
+        (PointLoad(2, 4, users=16), 4.0, 8 / 0.09, 0.18),
+        (PointLoad(4, 8, users=2), 1.0, 2 / 0.06, 0.06),
+    ],
+)
+def test_predictions_match_the_closed_forms(
+    load: PointLoad, batch: float, throughput: float, mean_s: float
+) -> None:
+    p = predict(FIT, load)
+    assert p.batch_size == pytest.approx(batch)
+    assert p.throughput_rps == pytest.approx(throughput)
+    assert p.mean_latency_s == pytest.approx(mean_s)
+
+
+def test_overload_is_predicted_unstable() -> None:
+    x_max = 8 / (0.05 + 0.08)  # k B / l(B)
+    assert predict(FIT, PointLoad(1, 8, rate_rps=0.99 * x_max)).mean_latency_s is not None
+    over = predict(FIT, PointLoad(1, 8, rate_rps=1.01 * x_max))
+    assert over.mean_latency_s is None and over.throughput_rps == pytest.approx(x_max)
+
+
+def test_think_time_lowers_the_offered_rate() -> None:
+    busy = predict(FIT, PointLoad(1, 8, users=4))
+    thinking = predict(FIT, PointLoad(1, 8, users=4, think_s=1.0))
+    assert thinking.throughput_rps < busy.throughput_rps
+    assert thinking.throughput_rps == pytest.approx(4 / (1.0 + (thinking.mean_latency_s or 0)), rel=1e-3)
+
+
+@pytest.mark.parametrize("slo_s", [0.15, 0.25, 0.4, 1.0])
+def test_predicted_best_batch_size_is_the_closed_form_optimum(slo_s: float) -> None:
+    # users = 2 k B: latency 2 l(B) <= SLO  =>  B <= (SLO/2 - t0) / alpha; throughput grows with B
+    sizes = [1, 2, 4, 8, 16, 32, 64]
+    feasible = [b for b in sizes if 2 * (0.05 + 0.01 * b) <= slo_s]
+    predicted = {
+        b: p for b in sizes if (p := predict(FIT, PointLoad(2, b, users=4 * b))).p95_latency_s is not None
+    }
+    best = max(
+        (b for b, p in predicted.items() if (p.p95_latency_s or math.inf) <= slo_s + 1e-12), default=None
+    )
+    assert best == (max(feasible) if feasible else None)
+
+
+def test_batches_are_read_from_process_starts() -> None:
+    def rec(i: int, start: float, service: float) -> RequestRecord:
+        return RequestRecord(
+            i, 0, "s", "predict", False, 0.0, started_at_s=start, completed_at_s=start + service, outcome="ok"
+        )
+
+    # a batch of 3 at t=1.0 (0.08 s), a batch of 1 at t=1.5 (0.06 s), a batch of 3 at t=2.0 (0.08 s)
+    records = [rec(0, 1.0, 0.08), rec(1, 1.001, 0.079), rec(2, 1.002, 0.078), rec(3, 1.5, 0.06)]
+    records += [rec(4 + i, 2.0 + i / 1e4, 0.08) for i in range(3)]
+    obs = observations_from_records(records, PointLoad(1, 4))
+    assert [(o.batch_size, o.weight) for o in obs] == [(1, 1), (3, 2)]
+    assert obs[0].service_s == pytest.approx(0.06) and obs[1].service_s == pytest.approx(0.079, abs=1e-3)
+
+
+def test_summary_observation_uses_littles_law_on_the_service_stage() -> None:
+    result = PointResult("p", {}, throughput_rps=100.0, p50_service_s=0.09)
+    (obs,) = observation_from_result(result, PointLoad(2, 8, users=32))
+    assert obs.batch_size == pytest.approx(100 * 0.09 / 2) and obs.service_s == 0.09
+
+
+def describe(point: Point) -> PointLoad:
+    c, b, t = (int(point.knobs[k]) for k in ("concurrency_limit", "max_batch_size", "max_threads"))
+    k = min(c, t)
+    return PointLoad(workers=k, max_batch=b, users=2 * k * b, threads=t)  # SleepModel: 2 k B users
+
+
+@pytest.mark.parametrize("model", [*MODELS, SleepModel(t0=0.1, a=0.05, contention=0.1, slo_s=0.5)])
+def test_model_search_finds_the_full_grid_winner_with_at_most_40_percent_of_trials(model: SleepModel) -> None:
+    constraints = Constraints(slo={"p95_latency_s": model.slo_s}, max_memory_mb=2000)
+    found = model_search(GRID, model, constraints, describe)
+    best = recommend(full_search(GRID, model).results, constraints).winner
+    winner = recommend(found.results, constraints).winner
+    assert best is not None and winner is not None and not found.fallback
+    assert winner.goodput_rps >= 0.95 * best.goodput_rps
+    assert found.trials <= 0.4 * GRID.size
+    assert len({r.point_id for r in found.results}) == found.trials
+    out = found.to_dict()
+    assert out["saved"] == GRID.size - found.trials and out["model"]["r2"] > 0.99
+    assert [row["point_id"] for row in out["predicted_vs_measured"]] == [r.point_id for r in found.results]
+
+
+def test_model_search_falls_back_to_smart_search_without_distinct_batch_sizes() -> None:
+    grid = build_grid(["concurrency_limit=1,2,4,8", "max_batch_size=8", "max_threads=4,40"])
+    model = MODELS[0]
+    constraints = Constraints(slo={"p95_latency_s": model.slo_s})
+    found = model_search(grid, model, constraints, describe)
+    assert "smart search" in found.fallback and "distinct batch size" in found.fallback
+    best = recommend(full_search(grid, model).results, constraints).winner
+    winner = recommend(found.results, constraints).winner
+    assert best is not None and winner is not None and winner.goodput_rps >= 0.95 * best.goodput_rps
+    assert len({r.point_id for r in found.results}) == found.trials
+
+
+def test_model_search_falls_back_on_a_poor_fit() -> None:
+    # batch time not linear in b at all (cost spikes at b = 4): R^2 collapses
+    def erratic(point: Point) -> PointResult:
+        b = int(point.knobs["max_batch_size"])
+        batch_s = 1.0 if b == 4 else 0.05
+        return PointResult(
+            point.point_id, dict(point.knobs), goodput_rps=b / batch_s, throughput_rps=b / batch_s
+        )
+
+    grid = build_grid(["concurrency_limit=1", "max_batch_size=1,2,4,8,16", "max_threads=1"])
+    found = model_search(grid, erratic, Constraints(), describe)
+    assert "poor fit: R^2" in found.fallback
+    winner = recommend(found.results, Constraints()).winner
+    assert winner is not None and winner.point_id == "c1-b16-t1"
+
+
+def test_real_model_sweep_against_the_sleep_preset(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, sweep={"server": {"preset": "sleep"}})
+    options = SweepOptions(
+        str(path),
+        grid=["concurrency_limit=1,2", "max_batch_size=1,2,4,8,16"],
+        links=["users=2*concurrency_limit*max_batch_size"],
+        slo={"p95_latency_s": 0.35},
+        search="model",
+        live=True,
+        duration=1.2,
+        out_root=str(tmp_path / "reports"),
+    )
+    result = run_sweep(build_config(options))
+    rec = json.loads((result.sweep_dir / "recommendation.json").read_text())
+    search = rec["search"]
+    assert search["mode"] == "model" and search["grid_size"] == 10
+    assert search["trials"] == len(result.results) < 10 and search["saved"] == 10 - search["trials"]
+    assert "fallback" not in search, search.get("fallback")
+    model = search["model"]  # the preset costs 50 ms + 10 ms per item (+ jitter and overhead)
+    assert 0.02 < model["t0_s"] < 0.15 and 0.005 < model["alpha_s"] < 0.02 and model["r2"] > 0.8
+    assert {row["point_id"] for row in search["predicted_vs_measured"]} == {
+        r.point_id for r in result.results
+    }
+    assert rec["winner"]["point_id"] in {r.point_id for r in result.results}

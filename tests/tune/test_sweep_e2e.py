@@ -1,0 +1,184 @@
+"""Small real sweeps (sleep workload, 2-s points) through every launch mode, resume, and failing points."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from qbench.cli import app
+from qbench.tune.config import SweepOptions, build_config, resume_options
+from qbench.tune.grid import Point
+from qbench.tune.recommend import PointResult
+from qbench.tune.sweep import SweepResult, run_sweep
+from reference_server.settings import parse_settings
+from reference_server.testing import serve_in_thread
+
+from .conftest import SERVER, write_scenario
+
+PARQUET_COLUMNS = {
+    "point_id",
+    "goodput_rps",
+    "throughput_rps",
+    "p50_latency_s",
+    "p95_latency_s",
+    "p99_latency_s",
+    "error_rate",
+    "peak_rss_mb",
+    "peak_gpu_mem_mb",
+    "status",
+    "reason",
+}
+EXAMPLE_APP = Path(__file__).resolve().parents[2] / "examples" / "gradio_app.py"
+
+
+class Recorder:
+    """Observer that remembers which points were measured; can interrupt after N points (Ctrl-C)."""
+
+    def __init__(self, interrupt_after: int | None = None) -> None:
+        self.started: list[str] = []
+        self.interrupt_after = interrupt_after
+
+    def point_started(self, point: Point, index: int, total: int) -> None:
+        self.started.append(point.point_id)
+
+    def point_done(self, result: PointResult, best: PointResult | None) -> None:
+        if self.interrupt_after is not None and len(self.started) >= self.interrupt_after:
+            raise KeyboardInterrupt
+
+    def phase(self, text: str) -> None:
+        pass
+
+
+def sweep(tmp_path: Path, grid: list[str], observer: Recorder | None = None, **options: Any) -> SweepResult:
+    path = write_scenario(tmp_path)
+    config = build_config(SweepOptions(str(path), grid=grid, out_root=str(tmp_path / "reports"), **options))
+    return run_sweep(config, observer)
+
+
+def check_layout(result: SweepResult) -> dict[str, Any]:
+    d = result.sweep_dir
+    sweep_json = json.loads((d / "sweep.json").read_text())
+    assert {"grid", "slo", "mode", "scenario"} <= set(sweep_json)
+    table = pq.read_table(d / "sweep.parquet")
+    assert PARQUET_COLUMNS | set(sweep_json["grid"]["axes"]) <= set(table.column_names)
+    assert table.num_rows == len(result.results)
+    for r in result.results:
+        point = json.loads((d / "points" / r.point_id / "point.json").read_text())
+        assert point["status"] == r.status and point["knobs"] == r.knobs
+        if r.status == "ok":
+            assert (d / "points" / r.point_id / "records.parquet").exists()
+    rec: dict[str, Any] = json.loads((d / "recommendation.json").read_text())
+    return rec
+
+
+def test_relaunch_mode_end_to_end_with_capacity(tmp_path: Path) -> None:
+    result = sweep(
+        tmp_path, ["concurrency_limit=1,2"], links=["users=4*concurrency_limit"], capacity_trials=2
+    )
+    rec = check_layout(result)
+    assert [r.status for r in result.results] == ["ok", "ok"]
+    # two workers serve about twice as fast as one: the recommendation must see it
+    by_id = {r.point_id: r for r in result.results}
+    assert by_id["c2-u8"].goodput_rps > 1.4 * by_id["c1-u4"].goodput_rps
+    assert rec["winner"]["point_id"] == "c2-u8"
+    assert "concurrency_limit=2" in rec["gradio_code"]
+    assert rec["max_size_advice"]["max_size"] >= 1
+    assert len(rec["capacity"]["trials"]) == 2
+    assert all(r.peak_rss_mb and r.peak_rss_mb > 10 for r in result.results)
+
+
+def test_live_reconfiguration_matches_relaunching(tmp_path: Path) -> None:
+    grid = ["concurrency_limit=1,2"]
+    relaunch = sweep(tmp_path / "a", grid, links=["users=4*concurrency_limit"])
+    live = sweep(tmp_path / "b", grid, links=["users=4*concurrency_limit"], live=True)
+    check_layout(live)
+    assert json.loads((live.sweep_dir / "sweep.json").read_text())["mode"] == "live"
+    for a, b in zip(relaunch.results, live.results, strict=True):
+        assert a.point_id == b.point_id and a.status == b.status == "ok"
+        assert b.goodput_rps == pytest.approx(a.goodput_rps, rel=0.25)
+        assert b.p50_latency_s == pytest.approx(a.p50_latency_s, rel=0.35)
+
+
+def test_launch_mode_with_a_real_gradio_app(tmp_path: Path) -> None:
+    command = f"{sys.executable} {EXAMPLE_APP} --port {{port}} --max-batch-size {{max_batch_size}}"
+    result = sweep(
+        tmp_path,
+        ["concurrency_limit=1,2", "max_batch_size=4"],
+        links=["users=8*concurrency_limit"],
+        launch=command,
+    )
+    check_layout(result)
+    assert [r.status for r in result.results] == ["ok", "ok"], [r.reason for r in result.results]
+    c1, c2 = result.results
+    assert c2.goodput_rps > 1.3 * c1.goodput_rps  # QBENCH_CONCURRENCY_LIMIT reached the app
+    assert all(r.peak_rss_mb and r.peak_rss_mb > 50 for r in result.results)  # psutil on the process tree
+
+
+def test_failing_point_is_reported_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    result = sweep(tmp_path, ["max_threads=0,4"], ready_timeout_s=20)
+    bad, good = result.results
+    assert bad.status == "failed" and ("exited" in bad.reason or "quit" in bad.reason)
+    assert good.status == "ok"
+    rec = check_layout(result)
+    assert rec["winner"]["point_id"] == good.point_id
+    assert rec["ranked"][-1]["verdict"] == "failed" and rec["ranked"][-1]["point_id"] == bad.point_id
+
+
+def test_resume_after_an_interrupted_sweep(tmp_path: Path) -> None:
+    grid = ["concurrency_limit=1,2", "max_batch_size=1,4"]
+    first = Recorder(interrupt_after=2)
+    with pytest.raises(KeyboardInterrupt):
+        sweep(tmp_path, grid, first, duration=1.5)
+    (sweep_dir,) = (tmp_path / "reports").iterdir()
+    assert len(list((sweep_dir / "points").glob("*/point.json"))) == 2
+    second = Recorder()
+    result = run_sweep(build_config(resume_options(sweep_dir), sweep_dir=sweep_dir), second)
+    assert len(second.started) == 2 and not set(second.started) & set(first.started)
+    assert len(result.results) == 4
+    check_layout(result)
+
+
+def test_target_mode_sweeps_client_knobs_and_stops_a_runaway_point(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, rate=5, duration=4)
+    with serve_in_thread(parse_settings(SERVER)) as server:  # one worker: ~16 req/s at most
+        out = CliRunner().invoke(
+            app,
+            [
+                "sweep",
+                str(path),
+                "--target",
+                server.url,
+                "--grid",
+                "rate=5,120",
+                "--out",
+                str(tmp_path / "r"),
+            ],
+        )
+    assert out.exit_code == 0, out.output
+    assert "winner" in out.output and "r5" in out.output
+    (sweep_dir,) = (tmp_path / "r").iterdir()
+    rec = json.loads((sweep_dir / "recommendation.json").read_text())
+    verdicts = {r["point_id"]: (r["verdict"], r["reason"]) for r in rec["ranked"]}
+    assert verdicts["r5"][0] == "winner"
+    assert verdicts["r120"][0] == "failed" and "queue ran away" in verdicts["r120"][1]
+
+
+def test_smart_search_on_a_real_server_skips_points_and_reports_it(tmp_path: Path) -> None:
+    # Middle point c2 first; c4 is better, so the climb ends there and never needs c1.
+    result = sweep(tmp_path, ["concurrency_limit=1,2,4"], links=["users=4*concurrency_limit"], search="smart")
+    rec = check_layout(result)
+    assert [r.point_id for r in result.results] == ["c2-u8", "c4-u16"]
+    assert rec["search"] == {
+        "mode": "smart",
+        "trials": 2,
+        "grid_size": 3,
+        "saved": 1,
+        "path": ["c2-u8", "c4-u16"],
+    }
+    assert rec["winner"]["point_id"] == "c4-u16"

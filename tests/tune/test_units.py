@@ -1,0 +1,200 @@
+"""Pure pieces of the sweep: runaway detection, knobs -> server settings, launch templates, options."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from qbench.errors import ScenarioError
+from qbench.tune.config import SweepOptions, build_config, parse_slo_options
+from qbench.tune.launch import admin_body, apply_server_knobs, knob_env, render_command, status_memory
+from qbench.tune.point import DEFAULT_WARMUP_S, RunawayDetector, point_warmup
+
+from .conftest import SERVER, write_scenario
+
+
+def feed(
+    detector: RunawayDetector, arrivals_per_s: float, completions_per_s: float, seconds: float
+) -> str | None:
+    reason = None
+    t = 0.0
+    while t <= seconds and reason is None:
+        reason = detector.check(t, int(arrivals_per_s * t), int(completions_per_s * t))
+        t += 0.25
+    return reason
+
+
+def test_runaway_queue_is_stopped() -> None:
+    reason = feed(RunawayDetector(), arrivals_per_s=100, completions_per_s=10, seconds=5)
+    assert reason is not None and "queue ran away" in reason and "arrivals/s" in reason
+
+
+@pytest.mark.parametrize(("arrivals", "completions"), [(20, 19), (10, 10), (0, 0), (5, 4)])
+def test_keeping_up_is_not_a_runaway(arrivals: float, completions: float) -> None:
+    assert feed(RunawayDetector(), arrivals, completions, seconds=5) is None
+
+
+def test_apply_server_knobs_targets_the_scenario_function() -> None:
+    base: dict[str, Any] = {
+        **SERVER,
+        "functions": [*SERVER["functions"], {"api_name": "other", "workload": "echo"}],
+    }
+    knobs = {
+        "concurrency_limit": 2,
+        "max_batch_size": 8,
+        "max_threads": 4,
+        "max_size": "none",
+        "batch_wait_ms": 5,
+    }
+    out = apply_server_knobs(base, knobs, "predict")
+    fn, other = out["functions"]
+    assert (fn["concurrency_limit"], fn["max_batch_size"], fn["batch"], fn["batch_wait_ms"]) == (
+        2,
+        8,
+        True,
+        5,
+    )
+    assert other == {"api_name": "other", "workload": "echo"}
+    assert out["launch"] == {"max_threads": 4} and out["queue"] == {"max_size": None}
+    assert base["functions"][0]["concurrency_limit"] == 1  # the base is not modified
+    assert admin_body(out) == {
+        "functions": {
+            "predict": {"concurrency_limit": 2, "batch": True, "max_batch_size": 8, "batch_wait_ms": 5},
+            "other": {},
+        },
+        "queue": {"max_size": None},
+        "launch": {"max_threads": 4},
+    }
+
+
+def test_launch_template_and_environment() -> None:
+    argv = render_command(
+        "python app.py --port {port} --c {concurrency_limit}", {"concurrency_limit": 4}, 8123
+    )
+    assert argv == ["python", "app.py", "--port", "8123", "--c", "4"]
+    with pytest.raises(ScenarioError, match="max_batch_size"):
+        render_command("app --b {max_batch_size}", {"concurrency_limit": 4}, 1)
+    env = knob_env({"concurrency_limit": 4, "load.users": 8}, 8123)
+    assert env["QBENCH_CONCURRENCY_LIMIT"] == "4" and env["QBENCH_LOAD_USERS"] == "8"
+    assert env["QBENCH_PORT"] == env["GRADIO_SERVER_PORT"] == "8123"
+
+
+def test_status_memory() -> None:
+    status = {"peak_rss_bytes": 200 * 2**20, "torch_cuda_memory": {"peak_allocated_bytes": 2**30}}
+    assert status_memory(status) == (200.0, 1024.0)
+    assert status_memory({"torch_cuda_memory": None}) == (None, None)
+
+
+def test_slo_options() -> None:
+    assert parse_slo_options(["p95_latency_s=2", "error_rate=0.05"]) == {
+        "p95_latency_s": 2.0,
+        "error_rate": 0.05,
+    }
+    with pytest.raises(ScenarioError, match="metric=number"):
+        parse_slo_options(["p95_latency_s"])
+
+
+def test_config_merges_scenario_section_and_cli(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, {"grid": {"concurrency_limit": [1, 2], "max_threads": [4]}, "repeat": 2})
+    options = SweepOptions(
+        str(path),
+        grid=["concurrency_limit=3,4"],
+        links=["users=concurrency_limit*2"],
+        slo={"error_rate": 0.1},
+        out_root=str(tmp_path),
+    )
+    config = build_config(options)
+    assert config.grid.axes == {"concurrency_limit": [3, 4], "max_threads": [4]}
+    assert [p.knobs["users"] for p in config.grid.points()] == [6, 8]
+    assert config.constraints.slo == {"p95_latency_s": 1.0}
+    assert config.constraints.max_error_rate == 0.1
+    assert config.mode == "relaunch" and config.repeat == 2
+    assert config.base_settings is not None and config.base_settings["functions"][0]["api_name"] == "predict"
+
+
+def test_cli_link_may_use_an_axis_of_the_scenario_grid(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, {"grid": {"concurrency_limit": [1, 2]}})
+    config = build_config(
+        SweepOptions(str(path), links=["users=3*concurrency_limit"], out_root=str(tmp_path))
+    )
+    assert [p.knobs["users"] for p in config.grid.points()] == [3, 6]
+
+
+@pytest.mark.parametrize(
+    ("sweep", "options", "message"),
+    [
+        ({}, {}, "nothing to sweep"),
+        ({"grid": {"max_threads": [1]}, "bogus": 1}, {}, "unknown keys"),
+        ({"grid": {"max_threads": [1]}}, {"target": "http://127.0.0.1:9"}, "server knobs"),
+        ({"grid": {"users": [1]}}, {"target": "http://127.0.0.1:9", "live": True}, "choose one"),
+        ({"grid": {"users": [1]}, "server": {}}, {}, "base server config"),
+        ({"grid": {"users": [1]}}, {"slo": {"p95_latency_s": -1}}, "SLO"),
+        ({"grid": {"users": [1]}}, {"slo": {"p95": 1}}, "p95: unknown SLO key; expected one of p50_lat"),
+        ({"grid": {"users": [1]}, "search": "random"}, {}, "grid, smart or model"),
+        ({"grid": {"users": [1]}, "link": ["users=1"]}, {}, "sweep.link"),
+    ],
+)
+def test_config_errors_are_clear(
+    tmp_path: Path, sweep: dict[str, Any], options: dict[str, Any], message: str
+) -> None:
+    path = write_scenario(tmp_path, sweep)
+    with pytest.raises(ScenarioError, match=message):
+        build_config(SweepOptions(str(path), out_root=str(tmp_path), **options))
+
+
+def test_start_reference_server_yields_a_ready_url_and_stops_it() -> None:
+    import urllib.request
+
+    from qbench.tune.launch import start_reference_server
+
+    with start_reference_server("echo", ready_timeout_s=60) as url:
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url + "/config", timeout=5) as response:
+            assert response.status == 200
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url + "/config", timeout=2)
+
+
+def test_start_reference_server_reports_a_server_that_cannot_start(tmp_path: Path) -> None:
+    from qbench.errors import ServerLaunchError
+    from qbench.tune.launch import start_reference_server
+
+    bad = {"functions": [{"api_name": "x", "workload": "no-such-workload"}]}
+    with pytest.raises(ServerLaunchError, match="before ready"), start_reference_server(bad):
+        pass
+
+
+def test_launch_mode_readiness_for_a_plain_http_server(tmp_path: Path) -> None:
+    import urllib.request
+
+    from qbench.tune.launch import launch_command
+
+    command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {tmp_path}"
+    with launch_command(command, {}, work_dir=tmp_path / "w", any_status=True, ready_path="/nope") as handle:
+        with urllib.request.urlopen(handle.base_url + "/", timeout=5) as response:
+            assert response.status == 200
+        process = handle.process
+    assert process is not None and process.poll() is not None  # the process group was torn down
+
+
+@pytest.mark.parametrize(
+    ("load", "expected"),
+    [
+        ({"users": 2}, DEFAULT_WARMUP_S),  # nothing set: the sweep's default warm-up
+        ({"users": 2, "warmup": 0}, 0.0),  # an explicit 0 is kept
+        ({"users": 2, "warmup": 1.5}, 1.5),
+        ({"burst": 20}, 0.0),  # a burst's requests all have intended time 0: a default would drop them all
+    ],
+)
+def test_point_warmup_respects_the_scenario(tmp_path: Path, load: dict[str, Any], expected: float) -> None:
+    path = write_scenario(tmp_path)
+    raw = yaml.safe_load(path.read_text())
+    raw["load"] = {"duration": 2, "timeout": 10, **load}
+    raw["sweep"].pop("warmup")
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    config = build_config(SweepOptions(str(path), grid=["concurrency_limit=1,2"], out_root=str(tmp_path)))
+    assert point_warmup(config) == expected
