@@ -5,6 +5,7 @@ The pipeline, one folder a stage (imports flow down the list; `report` reads wha
     run/       scenario -> schedule -> payloads -> protocols -> load generator -> records -> summary
     tune/      grid -> search (grid, smart, model) -> launch a server per point -> sweep -> recommendation
     report/    run and sweep folders on disk -> charts, HTML/markdown report, compare
+    analysis   pandas views of runs and sweeps for notebooks (load_run, load_sweep)
 
 The few public entry points are importable from here; they load lazily, so `import qbench` is cheap.
 """
@@ -22,11 +23,17 @@ _EXPORTS = {
     "run_sweep": "qbench.tune.sweep",
     "build_report": "qbench.report.build",
     "compare": "qbench.report.compare",
+    "load_run": "qbench.analysis",
+    "load_sweep": "qbench.analysis",
 }
 
-__all__ = ["__version__", "build_report", "compare", "load_scenario", "run_scenario", "run_sweep"]
+__all__ = [
+    "__version__", "build_report", "compare", "load_run", "load_scenario", "load_sweep", "run_scenario",
+    "run_sweep",
+]
 
 if TYPE_CHECKING:
+    from qbench.analysis import load_run, load_sweep
     from qbench.report.build import build_report
     from qbench.report.compare import compare
     from qbench.run.runner import run_scenario

@@ -22,7 +22,7 @@ from qbench.errors import QbenchError
 from qbench.report.charts import Chart, render_run_charts
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
-from qbench.report.sweep_charts import SweepData, read_sweep, render_sweep_charts
+from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
 from qbench.run.console import PHASE_LABELS, bottleneck_warnings
 from qbench.run.summary import SloCheck, Stats, Summary
 
@@ -218,7 +218,7 @@ def _s(value: float | None) -> str:
 # ---------------------------------------------------------------- a sweep
 
 
-def sweep_context(data: SweepData, charts_dir: Path, axes: tuple[str, str] | None) -> ReportContext:
+def sweep_context(data: LoadedSweep, charts_dir: Path, axes: tuple[str, str] | None) -> ReportContext:
     for knob in axes or ():
         if knob not in data.knobs:
             choices = ", ".join(data.knobs) or "none"
@@ -240,7 +240,7 @@ def sweep_context(data: SweepData, charts_dir: Path, axes: tuple[str, str] | Non
     )
 
 
-def point_rows(data: SweepData) -> list[list[str]]:
+def point_rows(data: LoadedSweep) -> list[list[str]]:
     """The sweep's points, best rank first: rank, verdict, knobs, goodput, p95, error rate, reason."""
     ranked = data.recommendation.get("ranked")
     ranked = ranked if isinstance(ranked, list) else []
@@ -256,7 +256,7 @@ def point_rows(data: SweepData) -> list[list[str]]:
     return rows
 
 
-def sweep_headline(data: SweepData) -> list[tuple[str, str]]:
+def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:
     statuses = [str(r.get("status")) for r in data.rows]
     rows = [
         ("mode / search", f"{data.info.get('mode', '?')} / {data.info.get('search', '?')}"),

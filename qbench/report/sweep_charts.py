@@ -33,7 +33,7 @@ MAX_FACETS = 6
 
 
 @dataclass
-class SweepData:
+class LoadedSweep:
     """A sweep read back from disk."""
 
     path: Path
@@ -56,12 +56,12 @@ class SweepData:
         return "/".join(str(row.get(k)) for k in self.knobs) or str(row.get("point_id"))
 
 
-def read_sweep(path: Path) -> SweepData:
+def read_sweep(path: Path) -> LoadedSweep:
     notes: list[str] = []
     info = read_json(path / "sweep.json", notes)
     recommendation = read_json(path / "recommendation.json", notes)
     rows = _read_rows(path, notes)
-    return SweepData(path, info, rows, recommendation, _knobs(info, rows), notes)
+    return LoadedSweep(path, info, rows, recommendation, _knobs(info, rows), notes)
 
 
 def _read_rows(path: Path, notes: list[str]) -> list[dict[str, Any]]:
@@ -119,7 +119,7 @@ def _num(value: Any) -> float:
 # ---------------------------------------------------------------- heatmaps
 
 
-def heatmap_axes(data: SweepData, wanted: tuple[str, str] | None = None) -> tuple[str | None, str | None]:
+def heatmap_axes(data: LoadedSweep, wanted: tuple[str, str] | None = None) -> tuple[str | None, str | None]:
     """(x knob, y knob): the ones asked for, else the two swept knobs with the most values."""
     if wanted is not None:
         return wanted
@@ -127,7 +127,7 @@ def heatmap_axes(data: SweepData, wanted: tuple[str, str] | None = None) -> tupl
     return (ranked[0] if ranked else None), (ranked[1] if len(ranked) > 1 else None)
 
 
-def heatmaps(data: SweepData, metric: str, title: str, axes: tuple[str, str] | None = None) -> Figure:
+def heatmaps(data: LoadedSweep, metric: str, title: str, axes: tuple[str, str] | None = None) -> Figure:
     """`metric` over two knobs, one panel per combination of the other knobs (up to MAX_FACETS)."""
     x, y = heatmap_axes(data, axes)
     rows = [r for r in data.rows if r.get(metric) is not None or r.get("status") not in (None, "ok")]
@@ -158,7 +158,7 @@ def heatmaps(data: SweepData, metric: str, title: str, axes: tuple[str, str] | N
 
 
 def _heatmap_panel(
-    ax: Axes, data: SweepData, rows: list[dict[str, Any]], metric: str, x: str, y: str | None,
+    ax: Axes, data: LoadedSweep, rows: list[dict[str, Any]], metric: str, x: str, y: str | None,
     limits: tuple[float, float], good_high: bool,
 ) -> None:
     xs = [str(v) for v in data.knobs[x]]
@@ -211,7 +211,7 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
 _VERDICT_COLORS = {"winner": "#000000", "tied": "#1f5fa8", "feasible": "#2e9a4a", "infeasible": "#e8871e"}
 
 
-def pareto(data: SweepData) -> Figure:
+def pareto(data: LoadedSweep) -> Figure:
     fig, (ax,) = new_figure(height=5.0)
     ax.set_title("Throughput vs. p95 latency per point (Pareto front; the recommended point starred)")
     rows = [r for r in data.rows if np.isfinite(_num(r.get("throughput_rps")))
@@ -250,7 +250,7 @@ def pareto(data: SweepData) -> Figure:
 MAX_CURVES = 12
 
 
-def point_distributions(data: SweepData) -> Figure:
+def point_distributions(data: LoadedSweep) -> Figure:
     fig, (ax,) = new_figure(height=5.0)
     ax.set_title("Latency distribution per point (ok requests, warm-up excluded; best-ranked points)")
     rows = sorted((r for r in data.rows if r.get("status") in (None, "ok")),
@@ -287,7 +287,7 @@ def _point_latencies(point_dir: Path) -> np.ndarray:
     return np.sort(np.array(values, dtype=float))
 
 
-def render_sweep_charts(data: SweepData, out_dir: Path, axes: tuple[str, str] | None = None) -> list[Chart]:
+def render_sweep_charts(data: LoadedSweep, out_dir: Path, axes: tuple[str, str] | None = None) -> list[Chart]:
     """All sweep charts, written as PNGs into `out_dir`."""
     specs: list[tuple[str, str, str, Callable[[], Figure]]] = [
         ("goodput_heatmap", "Goodput by knobs", "Requests/s that completed within the SLO; the black "

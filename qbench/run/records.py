@@ -240,10 +240,9 @@ def _arrow_schema() -> Any:
     return pa.schema(cols, metadata={b"qbench_schema_version": str(SCHEMA_VERSION).encode()})
 
 
-def write_parquet(records: Sequence[RequestRecord], path: Path) -> None:
-    """Write records (stored fields plus derived phases, for convenience in pandas/duckdb) to Parquet."""
+def records_table(records: Sequence[RequestRecord]) -> Any:
+    """Records as a pyarrow Table: stored fields plus derived phases, with the versioned schema."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     schema = _arrow_schema()
     columns: dict[str, list[Any]] = {name: [] for name in schema.names}
@@ -251,7 +250,14 @@ def write_parquet(records: Sequence[RequestRecord], path: Path) -> None:
         row = to_row(record, derived=True)
         for name in schema.names:
             columns[name].append(row[name])
-    table = pa.Table.from_pydict(columns, schema=schema)
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def write_parquet(records: Sequence[RequestRecord], path: Path) -> None:
+    """Write records (stored fields plus derived phases, for convenience in pandas/duckdb) to Parquet."""
+    import pyarrow.parquet as pq
+
+    table = records_table(records)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".parquet.tmp")
     pq.write_table(table, tmp)

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from qbench.analysis import load_sweep
 from qbench.cli import app
 from qbench.tune.config import SweepOptions, build_config, resume_options
 from qbench.tune.grid import Point
@@ -74,6 +75,11 @@ def check_layout(result: SweepResult) -> dict[str, Any]:
         if r.status == "ok":
             assert (d / "points" / r.point_id / "records.parquet").exists()
     rec: dict[str, Any] = json.loads((d / "recommendation.json").read_text())
+    loaded = load_sweep(d)  # what a notebook sees of the same folder
+    assert sorted(loaded.points["point_id"]) == sorted(r.point_id for r in result.results)
+    assert loaded.winner == (rec["winner"] or {}).get("point_id")
+    ok_points = [r.point_id for r in result.results if r.status == "ok"]
+    assert set(loaded.records()["point_id"]) == set(ok_points)
     return rec
 
 

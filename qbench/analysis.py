@@ -1,0 +1,238 @@
+"""pandas views of runs and sweeps, for notebooks.
+
+    from qbench.analysis import load_run, load_sweep, join_runs
+
+    run = load_run("reports/20261123-101500-image")
+    run.records                       # one row per scheduled request (see below)
+    run.percentiles("latency_s", window_s=10)    # p50/p95/p99 per 10 s window of intended send time
+    run.errors_over_time(window_s=10)            # requests per outcome / error kind per window
+    run.summary.phase("latency_s").p95           # the figures `qbench run` printed, recomputed
+
+    sweep = load_sweep("reports/sweep-image-20261123-101500")
+    sweep.points                      # one row per measured configuration (knobs + figures, sweep.parquet)
+    sweep.run("p003").records         # one point's requests, read on demand
+
+`records` columns: every `RequestRecord` field (`request_id`, `endpoint`, `warmup`, `*_at_s` times in
+seconds from the run's start on one monotonic clock, `outcome`, `error_kind`, `error_message`,
+`http_status`, `rank`...), the derived phases in seconds (`latency_s` from the intended send time,
+`latency_from_send_s`, `send_lag_s`, `queue_wait_s`, `service_s`, `ttfo_s`, `eta_error_s`; NaN where a
+phase did not happen) and `ok` (bool). Figures are recomputed from the records exactly as
+`qbench report` does, so a notebook and the report agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from qbench.errors import QbenchError
+from qbench.report.rundir import is_sweep_dir, read_run
+from qbench.report.sweep_charts import read_sweep
+from qbench.run.records import RequestRecord, records_table
+from qbench.run.summary import Summary
+
+__all__ = ["RunData", "SweepData", "join_runs", "load_run", "load_sweep", "records_frame"]
+
+RECORD_FILES = ("records.parquet", "records.jsonl")
+PHASES = ("latency_s", "latency_from_send_s", "send_lag_s", "queue_wait_s", "service_s", "ttfo_s")
+
+
+def records_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
+    """Records -> DataFrame: stored fields, derived phases (s, NaN when missing) and `ok`."""
+    frame: pd.DataFrame = records_table(records).to_pandas()
+    frame["ok"] = frame["outcome"] == "ok"
+    return frame
+
+
+@dataclass
+class RunData:
+    """One run folder (`reports/<run-id>/`) as DataFrames."""
+
+    path: Path
+    records: pd.DataFrame  # one row per scheduled request
+    summary: Summary  # recomputed from the records (warm-up excluded), as `qbench report` does
+    scenario: dict[str, Any]  # the scenario as run (run.json)
+    info: dict[str, Any]  # run.json: target, server snapshot, host, generator stats ({} if missing)
+    notes: list[str] = field(default_factory=list)  # what was missing or odd on disk
+
+    def measured(self, warmup: bool = False) -> pd.DataFrame:
+        """The records outside the warm-up window (all of them with `warmup=True`)."""
+        return self.records if warmup else self.records[~self.records["warmup"]]
+
+    def percentiles(
+        self,
+        phase: str = "latency_s",
+        window_s: float = 10.0,
+        q: Sequence[float] = (50, 95, 99),
+        by: str = "intended_at_s",
+        warmup: bool = False,
+    ) -> pd.DataFrame:
+        """Percentiles of one phase per time window, over ok requests.
+
+        Rows: windows of `window_s` seconds of `by` (the intended send time by default, so a slow
+        request counts where it arrived), labelled by the window's start. Columns: `count` (ok
+        requests in the window) and `p50`, `p95`... (numpy's linear method, as the summary uses).
+        Failed requests have no latency; see `errors_over_time` for them.
+        """
+        _check_column(self.records, phase, "phase")
+        _check_column(self.records, by, "by")
+        rows = self.measured(warmup)
+        rows = rows[rows["ok"] & rows[phase].notna() & rows[by].notna()]
+        window = _window(rows[by], window_s)
+        grouped = rows.groupby(window)[phase]
+        table = pd.DataFrame({"count": grouped.size()})
+        for value in q:
+            table[f"p{value:g}"] = grouped.quantile(value / 100.0)
+        table.index.name = "window_start_s"
+        return table
+
+    def errors_over_time(self, window_s: float = 10.0, warmup: bool = True) -> pd.DataFrame:
+        """Requests per window by what happened to them: an `ok` column and one per error kind.
+
+        A request counts in the window where it ended (completed or given up), else where it was
+        sent, else where it was meant to be sent; warm-up is included by default (a time series of
+        the whole run).
+        """
+        rows = self.measured(warmup)
+        when = rows["completed_at_s"].fillna(rows["sent_at_s"]).fillna(rows["intended_at_s"])
+        kind = rows["error_kind"].where(~rows["ok"], "ok").fillna("unknown")
+        table = pd.crosstab(_window(when, window_s), kind)
+        table.index.name = "window_start_s"
+        table.columns.name = None
+        return table
+
+    def phase_table(self, q: Sequence[float] = (50, 90, 95, 99), warmup: bool = False) -> pd.DataFrame:
+        """One row per phase: count, mean and percentiles over ok requests (seconds)."""
+        rows = self.measured(warmup)
+        rows = rows[rows["ok"]]
+        table = {}
+        for phase in PHASES:
+            values = rows[phase].dropna().to_numpy()
+            stats = {"count": float(values.size), "mean": float(values.mean()) if values.size else np.nan}
+            for value in q:
+                stats[f"p{value:g}"] = float(np.percentile(values, value)) if values.size else np.nan
+            table[phase] = stats
+        return pd.DataFrame.from_dict(table, orient="index")
+
+
+@dataclass
+class SweepData:
+    """One sweep folder (`reports/sweep-<name>-<stamp>/`) as DataFrames; point records load on demand."""
+
+    path: Path
+    points: pd.DataFrame  # one row per measured point: point_id, knobs, figures, status, rank, verdict
+    knobs: list[str]  # the swept knobs (columns of `points`), in grid order
+    recommendation: dict[str, Any]  # recommendation.json ({} if missing)
+    info: dict[str, Any]  # sweep.json ({} if missing)
+    notes: list[str] = field(default_factory=list)
+    _runs: dict[str, RunData] = field(default_factory=dict, repr=False)
+
+    @property
+    def winner(self) -> str | None:
+        """The recommended point's id, or None when no point met the constraints."""
+        winner = self.recommendation.get("winner")
+        return str(winner["point_id"]) if isinstance(winner, dict) and "point_id" in winner else None
+
+    def run(self, point_id: str) -> RunData:
+        """One point's run, read from `points/<point_id>/` the first time it is asked for."""
+        if point_id not in self._runs:
+            folder = self.path / "points" / point_id
+            if not folder.is_dir():
+                known = ", ".join(self.points["point_id"].astype(str)) if "point_id" in self.points else ""
+                raise QbenchError(f"{self.path}: no point {point_id!r} (points: {known or 'none'})")
+            self._runs[point_id] = load_run(folder)
+        return self._runs[point_id]
+
+    def records(self, point_ids: Sequence[str] | None = None) -> pd.DataFrame:
+        """Records of several points in one frame, with `point_id` and the point's knob values as
+        leading columns. By default every point that has records (a point whose server failed to
+        start has none and is left out)."""
+        ids = list(point_ids) if point_ids is not None else self._points_with_records()
+        frames = []
+        for point_id in ids:
+            frame = self.run(point_id).records.copy()
+            knob_values = self._knob_values(point_id)
+            for position, (name, value) in enumerate([("point_id", point_id), *knob_values.items()]):
+                frame.insert(position, name, value)
+            frames.append(frame)
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def _points_with_records(self) -> list[str]:
+        ids = [str(p) for p in self.points.get("point_id", pd.Series(dtype=str))]
+        folder = self.path / "points"
+        return [p for p in ids if any((folder / p / name).exists() for name in RECORD_FILES)]
+
+    def _knob_values(self, point_id: str) -> dict[str, Any]:
+        row = self.points[self.points["point_id"].astype(str) == point_id]
+        if row.empty:
+            return {}
+        return {k: row.iloc[0][k] for k in self.knobs if k in row}
+
+
+def load_run(path: str | Path) -> RunData:
+    """Read a run folder (records.parquet, or records.jsonl when the run died; run.json)."""
+    loaded = read_run(Path(path))
+    return RunData(
+        path=loaded.path,
+        records=records_frame(loaded.records),
+        summary=loaded.summary,
+        scenario=loaded.scenario,
+        info=loaded.info,
+        notes=loaded.notes,
+    )
+
+
+def load_sweep(path: str | Path) -> SweepData:
+    """Read a sweep folder: the points table now, each point's records when asked for."""
+    folder = Path(path)
+    if not folder.is_dir() or not is_sweep_dir(folder):
+        raise QbenchError(f"{folder}: not a sweep folder (expected sweep.json, as `qbench sweep` writes)")
+    loaded = read_sweep(folder)
+    points = pd.DataFrame(loaded.rows)
+    if "rank" in points:
+        points = points.sort_values("rank", na_position="last", kind="stable").reset_index(drop=True)
+    return SweepData(
+        path=folder,
+        points=points,
+        knobs=list(loaded.knobs),
+        recommendation=loaded.recommendation,
+        info=loaded.info,
+        notes=loaded.notes,
+    )
+
+
+def join_runs(
+    a: RunData, b: RunData, phases: Sequence[str] = ("latency_s", "queue_wait_s", "service_s")
+) -> pd.DataFrame:
+    """Two runs side by side, request by request (matched on `request_id`).
+
+    Columns: `intended_at_s_a/_b`, `outcome_a/_b`, each phase with `_a` and `_b`, and `<phase>_diff`
+    (B - A, seconds). Only requests present in both runs are kept. The pairing is meaningful when
+    both runs followed the same schedule (same scenario, seed and rate): then the per-request
+    difference cancels the arrival noise that an unpaired comparison carries.
+    """
+    for phase in phases:
+        _check_column(a.records, phase, "phase")
+    keep = ["request_id", "intended_at_s", "outcome", *phases]
+    joined = a.records[keep].merge(b.records[keep], on="request_id", suffixes=("_a", "_b"))
+    for phase in phases:
+        joined[f"{phase}_diff"] = joined[f"{phase}_b"] - joined[f"{phase}_a"]
+    return joined.set_index("request_id")
+
+
+def _window(times: pd.Series, window_s: float) -> pd.Series:
+    if not window_s > 0:
+        raise ValueError(f"window_s must be > 0, got {window_s!r}")
+    starts = (times // window_s) * window_s
+    return starts.rename("window_start_s")
+
+
+def _check_column(frame: pd.DataFrame, name: str, what: str) -> None:
+    if name not in frame.columns:
+        numeric = [c for c in frame.columns if c.endswith("_s")]
+        raise ValueError(f"{what} {name!r}: not a records column; try one of {', '.join(numeric)}")

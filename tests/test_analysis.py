@@ -1,0 +1,151 @@
+"""qbench.analysis: runs and sweeps as DataFrames, on a real run, fabricated runs and a fabricated sweep,
+and the README's notebook example executed as written."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import qbench
+from qbench.analysis import join_runs, load_run, load_sweep
+from qbench.errors import QbenchError
+from qbench.run.records import DERIVED, FIELD_NAMES
+from qbench.run.scenario import parse_scenario
+from reference_server.testing import RunningServer
+
+sys.path.insert(0, str(Path(__file__).parent / "report"))
+from report_synth import simulate, write_run, write_sweep  # noqa: E402
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+Factory = Callable[..., AbstractContextManager[RunningServer]]
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_sweep(tmp_path_factory.mktemp("sweeps") / "sweep-synthetic")
+
+
+def test_a_real_run_loads_with_every_column_and_the_summary_it_printed(
+    server_factory: Factory, tmp_path: Path
+) -> None:
+    scenario = parse_scenario({
+        "name": "analysis",
+        "endpoint": {"api_name": "work"},
+        "payload": {"inputs": [{"text": {"words": [2, 5]}}]},
+        "load": {"rate": 40, "duration": 1, "timeout": 10, "warmup": 0.25},
+    })
+    work = {"api_name": "work", "workload": "sleep", "params": {"base_ms": 10}, "concurrency_limit": 4}
+    with server_factory(functions=[work]) as server:
+        result = qbench.run_scenario(scenario, target=server.url, out_dir=tmp_path / "run", live=False)
+    run = qbench.load_run(result.run_dir)
+    df = run.records
+    assert len(df) == 40 and set(FIELD_NAMES) | set(DERIVED) | {"ok"} <= set(df.columns)
+    assert df["ok"].all() and df["request_id"].tolist() == sorted(df["request_id"])
+    assert df["warmup"].any() and not df["warmup"].all()
+    assert np.allclose(df["latency_s"], df["completed_at_s"] - df["intended_at_s"])
+    assert run.summary.phase("latency_s").p95 == pytest.approx(result.summary.phase("latency_s").p95)
+    assert run.scenario["name"] == "analysis" and run.info["target"] == server.url
+    windows = run.percentiles("latency_s", window_s=0.5)
+    assert windows["count"].sum() == (~df["warmup"]).sum()
+    assert (windows["p50"] <= windows["p99"]).all()
+    assert run.errors_over_time(window_s=0.5)["ok"].sum() == 40
+    assert run.phase_table().loc["service_s", "count"] == (~df["warmup"]).sum()
+
+
+def test_percentiles_are_over_ok_requests_and_errors_are_counted_by_kind(tmp_path: Path) -> None:
+    run = load_run(write_run(tmp_path / "r", simulate(n=300, max_queue=5, fail_every=20)))
+    df = run.records
+    measured_ok = df[df["ok"] & ~df["warmup"]]
+    table = run.percentiles("queue_wait_s", window_s=5, q=(50, 90))
+    assert list(table.columns) == ["count", "p50", "p90"]
+    assert table["count"].sum() == len(measured_ok)
+    first = measured_ok[measured_ok["intended_at_s"] < 5]["queue_wait_s"]
+    assert table.loc[0.0, "p90"] == pytest.approx(np.percentile(first, 90))
+    errors = run.errors_over_time(window_s=5)
+    assert {"ok", "queue_full", "server_error"} <= set(errors.columns)
+    assert errors.to_numpy().sum() == len(df)  # warm-up included by default
+    assert errors["queue_full"].sum() == (df["error_kind"] == "queue_full").sum()
+    with_warmup = run.percentiles("latency_s", window_s=5, warmup=True)
+    assert with_warmup["count"].sum() == df["ok"].sum()
+
+
+def test_a_run_that_died_reads_from_jsonl_with_a_note(tmp_path: Path) -> None:
+    data = Path(__file__).parent / "report" / "data"
+    shutil.copy(data / "golden_records.jsonl", tmp_path / "records.jsonl")
+    shutil.copy(data / "golden_run.json", tmp_path / "run.json")
+    run = load_run(tmp_path)
+    assert len(run.records) > 0 and any("records.parquet is missing" in n for n in run.notes)
+    assert run.records["ok"].dtype == bool
+
+
+def test_bad_arguments_say_what_to_use(tmp_path: Path) -> None:
+    run = load_run(write_run(tmp_path / "r", simulate(n=50)))
+    with pytest.raises(ValueError, match="try one of .*queue_wait_s"):
+        run.percentiles("queue_time")
+    with pytest.raises(ValueError, match="window_s must be > 0"):
+        run.percentiles("latency_s", window_s=0)
+    with pytest.raises(QbenchError, match="not a directory"):
+        load_run(tmp_path / "missing")
+    with pytest.raises(QbenchError, match="not a sweep folder"):
+        load_sweep(tmp_path / "r")
+
+
+def test_join_runs_pairs_requests_by_id(tmp_path: Path) -> None:
+    a = load_run(write_run(tmp_path / "a", simulate(n=200, service_s=0.05, seed=3)))
+    b = load_run(write_run(tmp_path / "b", simulate(n=200, service_s=0.10, seed=3)))
+    paired = join_runs(a, b)
+    assert len(paired) == 200 and paired.index.name == "request_id"
+    assert (paired["intended_at_s_a"] == paired["intended_at_s_b"]).all()  # same schedule
+    assert paired["service_s_diff"].median() > 0  # B's service time is twice A's
+    row = paired.loc[7]
+    assert row["latency_s_diff"] == pytest.approx(row["latency_s_b"] - row["latency_s_a"])
+
+
+def test_a_sweep_loads_its_points_and_point_records_on_demand(sweep_dir: Path) -> None:
+    sweep = load_sweep(sweep_dir)
+    assert sweep.knobs == ["concurrency_limit", "max_batch_size", "max_threads"]
+    assert sweep.points["rank"].tolist() == sorted(sweep.points["rank"])
+    assert sweep.winner == sweep.points.iloc[0]["point_id"]
+    failed = sweep.points[sweep.points["status"] == "failed"]["point_id"].tolist()
+    every = sweep.records()
+    assert list(every.columns[:4]) == ["point_id", *sweep.knobs]
+    assert set(every["point_id"]) == set(sweep.points["point_id"]) - set(failed)
+    winner = sweep.run(str(sweep.winner))
+    assert winner is sweep.run(str(sweep.winner))  # read once
+    assert len(every[every["point_id"] == sweep.winner]) == len(winner.records)
+    with pytest.raises(QbenchError, match="no point 'nope'"):
+        sweep.run("nope")
+
+
+def _readme_example() -> str:
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Analyse in a notebook", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match, "the README's analysis section has no python example"
+    return match.group(1)
+
+
+def test_the_readme_notebook_example_runs(
+    tmp_path: Path, sweep_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _readme_example()
+    paths = {
+        "reports/20261123-101500-image": write_run(tmp_path / "a", simulate(n=200, seed=5)),
+        "reports/20261123-103000-image": write_run(tmp_path / "b", simulate(n=200, seed=5, workers=1)),
+        "reports/sweep-image-20261123-101500": shutil.copytree(sweep_dir, tmp_path / "sweep"),
+    }
+    for placeholder, path in paths.items():
+        assert f'"{placeholder}"' in code, placeholder
+        code = code.replace(f'"{placeholder}"', repr(str(path)))
+    exec(compile(code, str(README), "exec"), {})
+    printed = capsys.readouterr().out
+    assert "p95" in printed and "latency_s_diff" in printed and "point_id" in printed
+    assert isinstance(load_run(paths["reports/20261123-101500-image"]).records, pd.DataFrame)
