@@ -82,11 +82,9 @@ class Result:
 
 
 def server_count(port: int) -> int:
-    import json
-    import urllib.request
+    import httpx
 
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/count", timeout=5) as resp:
-        return int(json.loads(resp.read())["count"])
+    return int(httpx.get(f"http://127.0.0.1:{port}/count", timeout=5).json()["count"])
 
 
 def measure(name: str, cmd: list[str], port: int, warmup: float, window: float) -> Result:

@@ -16,9 +16,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rich.table import Table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from qbench.errors import ScenarioError, SloViolation
 from qbench.report.columns import fmt_s
@@ -106,6 +109,14 @@ class Comparison:
             out.append(f"the offered load differs ({offered[0]:.2f} vs {offered[1]:.2f} req/s): "
                        "latency changes may come from the load, not the server")
         return out
+
+    def to_frame(self) -> pd.DataFrame:
+        """The comparison as a DataFrame (one row per metric: a, b, change, threshold, regressed)."""
+        import pandas as pd
+
+        rows = [{"a": d.a, "b": d.b, "change": d.change, "better": d.better, "threshold": d.threshold,
+                 "regressed": d.regressed} for d in self.deltas]
+        return pd.DataFrame(rows, index=pd.Index([d.name for d in self.deltas], name="metric"))
 
     def regressions(self) -> list[Delta]:
         return [d for d in self.deltas if d.regressed]

@@ -31,13 +31,12 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 import yaml
 
@@ -75,29 +74,37 @@ def free_port() -> int:
 def wait_http(url: str, timeout_s: float = 60.0) -> None:
     """Poll `GET url` until it answers at all (any status); RuntimeError after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return
-        except urllib.error.HTTPError:
-            return
-        except OSError:
-            time.sleep(0.2)
+    with _control_client(timeout_s=2.0) as client:
+        while time.monotonic() < deadline:
+            try:
+                client.get(url)
+                return
+            except httpx.TransportError:
+                time.sleep(0.2)
     raise RuntimeError(f"{url} did not come up within {timeout_s:g} s")
 
 
-# ---------------------------------------------------------------- HTTP helpers (localhost only)
+# ---------------------------------------------------------------- control plane (localhost, httpx)
+
+
+def _control_client(timeout_s: float = 5.0) -> httpx.Client:
+    """The synchronous client for control calls (readiness, /status, /admin/config): explicit
+    timeouts, and no proxy from the environment (these calls go to a server qbench launched).
+    The request hot path stays on aiohttp (see the README's dependency notes)."""
+    return httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=False)
 
 
 def _http_json(url: str, *, body: Any = None, token: str | None = None, timeout: float = 5.0) -> Any:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
-    request.add_header("Content-Type", "application/json")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        payload = response.read()
-    return json.loads(payload) if payload else None
+    """GET (or POST `body` as JSON) and parse the JSON answer; httpx.HTTPError for any failure to
+    reach the server or a non-2xx status, ValueError for a body that is not JSON."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with _control_client(timeout) as client:
+        if body is None:
+            response = client.get(url, headers=headers)
+        else:
+            response = client.post(url, json=body, headers=headers)
+    response.raise_for_status()
+    return response.json() if response.content else None
 
 
 def wait_ready(
@@ -110,30 +117,32 @@ def wait_ready(
     """Poll `GET path` until it answers 200 (any answer below 500 with `any_status`: a plain HTTP server
     without that route is listening, hence ready); fail fast if the process died."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if handle.process is not None and handle.process.poll() is not None:
-            code = handle.process.returncode
-            raise ServerLaunchError(f"server exited with code {code} before ready\n{handle.log_tail()}")
-        try:
-            with urllib.request.urlopen(handle.base_url + path, timeout=2.0) as response:
-                if response.status == 200:
-                    return
-        except urllib.error.HTTPError as exc:
-            if any_status and exc.code < 500:
+    with _control_client(timeout_s=2.0) as client:
+        while time.monotonic() < deadline:
+            if handle.process is not None and handle.process.poll() is not None:
+                code = handle.process.returncode
+                raise ServerLaunchError(f"server exited with code {code} before ready\n{handle.log_tail()}")
+            if _answers(client, handle.base_url + path, any_status):
                 return
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            pass
-        time.sleep(0.2)
+            time.sleep(0.2)
     raise ServerLaunchError(
         f"server at {handle.base_url} not ready after {timeout_s:.0f} s\n{handle.log_tail()}"
     )
+
+
+def _answers(client: httpx.Client, url: str, any_status: bool) -> bool:
+    try:
+        status = client.get(url).status_code
+    except httpx.TransportError:
+        return False
+    return status == 200 or (any_status and status < 500)
 
 
 def read_status(base_url: str) -> dict[str, Any]:
     """The reference server's `GET /status` JSON ({} when unavailable)."""
     try:
         status = _http_json(base_url + "/status")
-    except (urllib.error.URLError, OSError, ValueError):
+    except (httpx.HTTPError, ValueError):
         return {}
     return status if isinstance(status, dict) else {}
 
@@ -144,10 +153,10 @@ def reconfigure(handle: ServerHandle, settings: Mapping[str, Any]) -> Any:
         raise ServerLaunchError("live reconfiguration needs a server started with --admin-token")
     try:
         return _http_json(handle.base_url + "/admin/config", body=dict(settings), token=handle.admin_token)
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:500]
-        raise ServerLaunchError(f"POST /admin/config refused ({exc.code}): {detail}") from None
-    except (urllib.error.URLError, OSError) as exc:
+    except httpx.HTTPStatusError as exc:
+        code, detail = exc.response.status_code, exc.response.text[:500]
+        raise ServerLaunchError(f"POST /admin/config refused ({code}): {detail}") from None
+    except (httpx.HTTPError, ValueError) as exc:
         raise ServerLaunchError(f"POST /admin/config failed: {exc}") from None
 
 

@@ -80,6 +80,10 @@ def test_slower_run_regresses(runs: dict[str, Path]) -> None:
     with pytest.raises(SloViolation, match=r"p95_latency_s \+\d+\.\d% \(allowed 10.0%\)"):
         result.check()
     assert compare(runs["base"], runs["slow"], {"p95_latency_s": 1000.0}).passed
+    frame = result.to_frame()
+    assert frame.loc[frame["regressed"]].index.tolist() == names
+    p95 = frame.loc["p95_latency_s"]
+    assert p95["change"] == pytest.approx((p95["b"] - p95["a"]) / p95["a"]) and p95["threshold"] == 0.1
 
 
 def test_cli_exit_codes(runs: dict[str, Path]) -> None:

@@ -11,7 +11,14 @@ import yaml
 
 from qbench.errors import ScenarioError
 from qbench.tune.config import SweepOptions, build_config, parse_slo_options
-from qbench.tune.launch import admin_body, apply_server_knobs, knob_env, render_command, status_memory
+from qbench.tune.launch import (
+    admin_body,
+    apply_server_knobs,
+    free_port,
+    knob_env,
+    render_command,
+    status_memory,
+)
 from qbench.tune.point import DEFAULT_WARMUP_S, RunawayDetector, point_warmup
 
 from .conftest import SERVER, write_scenario
@@ -147,16 +154,17 @@ def test_config_errors_are_clear(
 
 
 def test_start_reference_server_yields_a_ready_url_and_stops_it() -> None:
-    import urllib.request
+    import httpx
 
-    from qbench.tune.launch import start_reference_server
+    from qbench.tune.launch import read_status, start_reference_server
 
     with start_reference_server("echo", ready_timeout_s=60) as url:
         assert url.startswith("http://127.0.0.1:")
-        with urllib.request.urlopen(url + "/config", timeout=5) as response:
-            assert response.status == 200
-    with pytest.raises(OSError):
-        urllib.request.urlopen(url + "/config", timeout=2)
+        assert httpx.get(url + "/config", timeout=5).status_code == 200
+        assert read_status(url)["settings"]["functions"][0]["api_name"] == "echo"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(url + "/config", timeout=2)
+    assert read_status(url) == {}  # a server that is gone reads as no status, not an exception
 
 
 def test_start_reference_server_reports_a_server_that_cannot_start(tmp_path: Path) -> None:
@@ -169,14 +177,13 @@ def test_start_reference_server_reports_a_server_that_cannot_start(tmp_path: Pat
 
 
 def test_launch_mode_readiness_for_a_plain_http_server(tmp_path: Path) -> None:
-    import urllib.request
+    import httpx
 
     from qbench.tune.launch import launch_command
 
     command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {tmp_path}"
     with launch_command(command, {}, work_dir=tmp_path / "w", any_status=True, ready_path="/nope") as handle:
-        with urllib.request.urlopen(handle.base_url + "/", timeout=5) as response:
-            assert response.status == 200
+        assert httpx.get(handle.base_url + "/", timeout=5).status_code == 200
         process = handle.process
     assert process is not None and process.poll() is not None  # the process group was torn down
 
@@ -198,3 +205,21 @@ def test_point_warmup_respects_the_scenario(tmp_path: Path, load: dict[str, Any]
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     config = build_config(SweepOptions(str(path), grid=["concurrency_limit=1,2"], out_root=str(tmp_path)))
     assert point_warmup(config) == expected
+
+
+def test_control_plane_errors_name_the_route_and_status(echo_server: Any) -> None:
+    """reconfigure/wait_ready against a server in a thread: a refused token, a dead URL, a server that is
+    listening without the probed route."""
+    from qbench.errors import ServerLaunchError
+    from qbench.tune.launch import ServerHandle, reconfigure, wait_ready
+
+    wrong_token = ServerHandle(base_url=echo_server.url, process=None, admin_token="wrong")
+    with pytest.raises(ServerLaunchError, match=r"POST /admin/config refused \(40\d\)"):
+        reconfigure(wrong_token, {"queue": {"max_size": 3}})
+    gone = ServerHandle(base_url=f"http://127.0.0.1:{free_port()}", process=None, admin_token="t")
+    with pytest.raises(ServerLaunchError, match="POST /admin/config failed"):
+        reconfigure(gone, {})
+    with pytest.raises(ServerLaunchError, match="not ready after"):
+        wait_ready(gone, timeout_s=0.5)
+    wait_ready(ServerHandle(base_url=echo_server.url, process=None), timeout_s=5)
+    wait_ready(ServerHandle(base_url=echo_server.url, process=None), 5, "/nope", any_status=True)
