@@ -64,6 +64,10 @@ def run(
     processes: Annotated[
         int | None, typer.Option(help="Generator processes, when one core is not enough (load.processes).")
     ] = None,
+    replay: Annotated[
+        Path | None,
+        typer.Option(help="A past run folder: send at its intended times, with its request ids."),
+    ] = None,
 ) -> None:
     """Fire the load a scenario describes, record every request, print a summary (exit 3 on SLO failure)."""
     from rich.console import Console
@@ -77,6 +81,8 @@ def run(
         overrides = parse_set_options(set_ or [])
         if processes is not None:
             overrides["load.processes"] = processes
+        if replay is not None:
+            overrides["load.replay"] = str(replay.resolve())
         spec = load_scenario(scenario, overrides)
         result = run_scenario(spec, target=target, out_dir=out, live=live)
         load = spec.load

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import time
 import wave
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,14 +46,17 @@ class FileValue:
 class PayloadGenerator:
     """inputs(request_id) -> one value per input spec; deterministic for a given seed."""
 
-    def __init__(self, payload: Payload) -> None:
+    def __init__(self, payload: Payload, fixed: Callable[[int], list[Any] | None] | None = None) -> None:
         self.payload = payload
+        self.fixed = fixed  # request id -> inputs given by a trace line (None: generate them)
         self._cache: dict[int, list[Any]] = {}
         self._prompts = [_read_prompts(s.text.file) for s in payload.inputs if s.text and s.text.file]
         self._files = [_list_files(s.files) for s in payload.inputs if s.files]
         self.generation_s = 0.0  # CPU-ish wall time spent generating (reported in run.json)
 
     def inputs(self, request_id: int) -> list[Any]:
+        if self.fixed is not None and (given := self.fixed(request_id)) is not None:
+            return given
         variant = request_id % self.payload.variants
         values = self._cache.get(variant)
         if values is None:

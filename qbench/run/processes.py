@@ -32,6 +32,7 @@ from qbench.run.scenario import Scenario, with_overrides
 from qbench.run.schedule import OpenPlan, Plan
 from qbench.run.schedule import plan as make_plan
 from qbench.run.summary import GeneratorStats
+from qbench.run.trace import recorded_inputs
 
 START_MARGIN_S = 1.0  # between "all children ready" and the shared start
 
@@ -264,7 +265,7 @@ async def _child_run(
     index: int, scenario: Scenario, target: str, plan: Plan, run_dir: Path, shared: _Shared
 ) -> ChildResult:
     clock = Clock()
-    payloads = PayloadGenerator(scenario.payload)
+    payloads = PayloadGenerator(scenario.payload, fixed=recorded_inputs(scenario.load))
     payloads.prepare(scenario.payload.variants)
     async with make_http_session(scenario.load) as http:
         protocol = make_protocol(scenario, target, http, clock)

@@ -41,6 +41,7 @@ from qbench.run.records import JsonlWriter, RequestRecord, write_parquet
 from qbench.run.scenario import Scenario, load_scenario, with_overrides
 from qbench.run.schedule import plan as make_plan
 from qbench.run.summary import GeneratorStats, Summary, summarize
+from qbench.run.trace import check_endpoint, recorded_inputs
 
 __all__ = ["RunResult", "load_scenario", "run_dir_for", "run_scenario"]
 
@@ -94,6 +95,7 @@ def run_scenario(
     if not re.match(r"https?://[^/\s]+", url):
         raise ScenarioError(f"target {url!r}: expected an http(s) URL such as http://127.0.0.1:7860")
     run_dir = out_dir or run_dir_for(scenario.name)
+    check_schedule(scenario)
     if scenario.load.processes > 1:
         from qbench.run.processes import run_processes
 
@@ -103,6 +105,17 @@ def run_scenario(
         info.update(multi.info)
         return _finish(scenario, run_dir, multi.records, multi.stats, info)
     return _in_loop(_run(scenario, url, run_dir, live, stop_when))
+
+
+def check_schedule(scenario: Scenario) -> None:
+    """Fail before any request on a bad schedule: a trace's lines and endpoints, a replayed run's records,
+    a load that would schedule too many requests."""
+    if scenario.load.trace is not None:
+        check_endpoint(scenario.load.trace, scenario.endpoint)
+    try:
+        make_plan(scenario.load, seed=scenario.payload.seed)
+    except ValueError as exc:
+        raise ScenarioError(f"scenario '{scenario.name}': key 'load': {exc}") from None
 
 
 def _in_loop(coro: Coroutine[Any, Any, T]) -> T:
@@ -153,7 +166,7 @@ async def _run(
     stop_when: Callable[[LiveStats], str | None] | None,
 ) -> RunResult:
     clock = Clock()
-    payloads = PayloadGenerator(scenario.payload)
+    payloads = PayloadGenerator(scenario.payload, fixed=recorded_inputs(scenario.load))
     payloads.prepare(scenario.payload.variants)
     plan = make_plan(scenario.load, seed=scenario.payload.seed)
     if scenario.protocol == "http":

@@ -7,7 +7,7 @@
     payload:                        # one generator per input, seeded so runs repeat
       seed: 0
       inputs: [{image: {width: 224, height: 224, format: png}}]
-    load:                           # exactly one shape: burst | rate | stages | users
+    load:                           # one shape: burst | rate | stages | users | trace | replay
       rate: 5
       arrival: poisson
       duration: 30
@@ -39,7 +39,7 @@ from pydantic import (
 
 from qbench.errors import ScenarioError
 
-SHAPES = ("burst", "rate", "stages", "users")
+SHAPES = ("burst", "rate", "stages", "users", "trace", "replay")
 INPUT_KINDS = ("text", "image", "audio", "number", "json", "files", "value")
 
 
@@ -167,8 +167,24 @@ class Stage(_Model):
 DRAIN_GRACE_S = 1.0  # default drain = timeout + this
 
 
+class TraceSpec(_Model):
+    """A trace file as the schedule: one request per line (JSONL or CSV; see qbench.run.trace)."""
+
+    file: Path
+    speedup: float = Field(1.0, gt=0)  # 2 = the trace's arrivals twice as fast
+    window: tuple[float, float] | None = None  # [start, end) in trace seconds; the slice starts at 0
+    loop: bool = False  # start the trace again when it ends (needs duration or requests)
+
+    @field_validator("window")
+    @classmethod
+    def _ordered(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not 0 <= v[0] < v[1]:
+            raise ValueError("expected [start_s, end_s] with 0 <= start_s < end_s")
+        return v
+
+
 class Load(_Model):
-    """The load shape (exactly one of burst/rate/stages/users), stop conditions and client limits."""
+    """The load shape (exactly one of SHAPES), stop conditions and client limits."""
 
     burst: int | None = Field(None, ge=1)  # N requests at once (every `interval` s if set)
     interval: float | None = Field(None, gt=0)
@@ -176,6 +192,8 @@ class Load(_Model):
     arrival: Literal["constant", "poisson"] = "constant"
     stages: list[Stage] | None = None
     users: int | None = Field(None, ge=1)  # closed loop: each user waits for its response
+    trace: TraceSpec | None = None  # a trace file's send times (open loop); a path or a mapping
+    replay: Path | None = None  # a past run folder: its intended send times and request ids (open loop)
     think_time: float = Field(0.0, ge=0)  # seconds between a user's response and its next request
     think: Literal["constant", "exponential"] = "constant"
     ramp_up: float = Field(0.0, ge=0)  # users start evenly spread over this many seconds
@@ -207,7 +225,14 @@ class Load(_Model):
             raise ValueError("sessions: expected 'per_request' or a pool size >= 1")
         if self.interval is not None and self.duration is None:
             raise ValueError("a repeated burst (interval) needs a duration")
+        if self.trace is not None and self.trace.loop and self.duration is None and self.requests is None:
+            raise ValueError("a looped trace needs a stop condition: set duration and/or requests")
         return self
+
+    @field_validator("trace", mode="before")
+    @classmethod
+    def _trace_path(cls, v: Any) -> Any:
+        return {"file": v} if isinstance(v, str | Path) else v
 
     @property
     def shape(self) -> str:
@@ -379,7 +404,17 @@ _UNION_TAG = re.compile(r"^(literal\[.*\]|int|float|str|bool|none|(list|dict|tup
 
 
 def resolve_paths(raw: dict[str, Any], base: Path) -> None:
-    """Make relative payload file/folder paths absolute against `base` (the scenario file's folder)."""
+    """Make relative payload file/folder paths, a trace file and a replayed run folder absolute against
+    `base` (the scenario file's folder)."""
+    load = raw.get("load")
+    if isinstance(load, dict):
+        if isinstance(load.get("trace"), str):
+            load["trace"] = {"file": load["trace"]}
+        trace = load.get("trace")
+        for node, key in ((trace, "file"), (load, "replay")):
+            value = node.get(key) if isinstance(node, dict) else None
+            if isinstance(node, dict) and isinstance(value, str) and not Path(value).is_absolute():
+                node[key] = str(base / value)
     payload = raw.get("payload")
     inputs = payload.get("inputs") if isinstance(payload, dict) else None
     for spec in inputs if isinstance(inputs, list) else []:

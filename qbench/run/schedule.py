@@ -1,4 +1,5 @@
-"""Arrival processes -> intended send offsets (seconds from run start). Pure: no I/O, no clock.
+"""Arrival processes -> intended send offsets (seconds from run start). No clock; no I/O except for a
+recorded schedule (a trace file or a past run, read by qbench.run.trace).
 
 Open-loop shapes (burst, rate, stages) are all one computation: an arrival intensity r(t) (requests/s)
 and its cumulative Lambda(t) = integral of r from 0 to t. Request k is intended at the time where
@@ -24,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from qbench.run.scenario import Load, Stage
+from qbench.run.trace import replay_schedule, trace_schedule
 
 #: Upper bound on scheduled requests, so a typo (rate: 1e9) fails clearly instead of eating memory.
 MAX_REQUESTS = 5_000_000
@@ -96,6 +98,11 @@ def plan(load: Load, seed: int = 0) -> Plan:
         )
     if load.burst is not None:
         return OpenPlan(burst_offsets(load.burst, load.interval, load.duration, load.requests))
+    if load.trace is not None:
+        return OpenPlan(trace_schedule(load.trace, load).offsets)
+    if load.replay is not None:
+        replayed = replay_schedule(load.replay, load)
+        return OpenPlan(replayed.offsets, replayed.ids)
     stages = list(load.stages) if load.stages is not None else [_rate_stage(load)]
     poisson = load.arrival == "poisson"
     return OpenPlan(
