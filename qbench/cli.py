@@ -239,12 +239,14 @@ def compare(
 
     from qbench.errors import QbenchError
     from qbench.report.compare import compare as compare_runs
-    from qbench.report.compare import comparison_table, parse_max_regression
+    from qbench.report.compare import comparison_table, paired_lines, parse_max_regression
 
     console = Console()
     try:
         result = compare_runs(baseline, candidate, parse_max_regression(max_regression or []), use_slo=slo)
         console.print(comparison_table(result))
+        for line in paired_lines(result.pairing) if result.pairing else []:
+            console.print(line)
         for text in result.notes():
             console.print(f"[yellow]note:[/] {text}")
         for check in result.slo:

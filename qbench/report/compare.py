@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 from qbench.errors import ScenarioError, SloViolation
 from qbench.report.columns import fmt_s
+from qbench.report.paired import PairedPhase, Pairing, pair_runs
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run, winner_run_dir
 from qbench.run.summary import SloCheck, Summary
 
@@ -97,6 +98,7 @@ class Comparison:
     b: LoadedRun
     deltas: list[Delta]
     slo: list[SloCheck] = field(default_factory=list)  # B against its scenario's slo: section
+    pairing: Pairing | None = None  # request-by-request figures when A and B share a schedule
 
     def notes(self) -> list[str]:
         """Reasons to read the table with care: different scenarios or a different offered load."""
@@ -180,7 +182,8 @@ def compare(a_dir: Path, b_dir: Path, max_regression: dict[str, float] | None = 
         if name.startswith("p90") and name not in limits:  # keep the table short unless asked for
             continue
         deltas.append(Delta(name, va, vb, direction(name), limits.get(name)))
-    return Comparison(a, b, deltas, slo=b.summary.slo if use_slo else [])
+    pairing = pair_runs(a.records, b.records)
+    return Comparison(a, b, deltas, slo=b.summary.slo if use_slo else [], pairing=pairing)
 
 
 def format_change(change: float | None) -> str:
@@ -193,7 +196,8 @@ def format_change(change: float | None) -> str:
 
 def comparison_table(c: Comparison) -> Table:
     """A rich table: metric, A, B, relative change (green = better, red = worse), threshold, verdict."""
-    table = Table(title=f"{c.a.path.name} (A) -> {c.b.path.name} (B)", title_justify="left")
+    kind = "paired: same schedule" if c.pairing and c.pairing.shared else "unpaired"
+    table = Table(title=f"{c.a.path.name} (A) -> {c.b.path.name} (B), {kind}", title_justify="left")
     for col in ("metric", "A", "B", "change", "allowed", "verdict"):
         table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     for d in c.deltas:
@@ -213,3 +217,28 @@ def _cell(name: str, value: float | None) -> str:
     if name == "error_rate":
         return f"{value:.2%}"
     return f"{value:.2f}" if name.endswith("_rps") else fmt_s(value)
+
+
+def paired_lines(pairing: Pairing) -> list[str]:
+    """The request-by-request verdict per phase, one line each (rich markup)."""
+    lines = [pairing.reason]
+    if pairing.shared and (pairing.ok_in_a_only or pairing.ok_in_b_only):
+        lines.append(f"  failed in B only: {pairing.ok_in_a_only}, failed in A only: {pairing.ok_in_b_only}")
+    lines.extend(_paired_line(p) for p in pairing.phases)
+    return lines
+
+
+def _paired_line(p: PairedPhase) -> str:
+    colour = {"faster": "green", "slower": "red"}.get(p.verdict, "")
+    verdict = f"[{colour}]B {p.verdict}[/]" if colour else p.verdict
+    p_text = "n/a" if p.p_value is None else f"{p.p_value:.2g}"
+    interval = f"(95% CI {_signed_s(p.ci_low)} to {_signed_s(p.ci_high)})"
+    if not p.paired:
+        return (f"  {p.phase}: median(B) - median(A) {_signed_s(p.median_diff)} {interval}, "
+                f"Mann-Whitney p = {p_text}: {verdict}")
+    return (f"  {p.phase}: median B - A {_signed_s(p.median_diff)} {interval}, B faster for "
+            f"{p.b_faster:.0%} of {p.pairs} requests, Wilcoxon p = {p_text}: {verdict}")
+
+
+def _signed_s(value: float) -> str:
+    return ("+" if value > 0 else "-" if value < 0 else "") + fmt_s(abs(value))
