@@ -258,3 +258,58 @@ def compare(
     except QbenchError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
+
+
+trace_app = typer.Typer(help="Trace files for load.trace: import other formats, show a trace's shape.",
+                        no_args_is_help=True)
+app.add_typer(trace_app, name="trace")
+
+
+@trace_app.command("import")
+def trace_import(
+    source: Annotated[Path, typer.Argument(help="The file to convert.")],
+    format_: Annotated[str, typer.Option("--format", help="nginx | uvicorn | har | mooncake")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="The trace file to write (JSON Lines).")],
+    include: Annotated[
+        str | None, typer.Option(help="Keep requests whose path matches this regex, e.g. '/predict$'.")
+    ] = None,
+    spread: Annotated[
+        bool, typer.Option(help="nginx: spread the requests of one logged second evenly over it.")
+    ] = True,
+) -> None:
+    """Convert an access log, a HAR recording or a Mooncake trace into a qbench trace file."""
+    from qbench.errors import QbenchError
+    from qbench.run.trace_formats import import_trace, write_jsonl
+
+    try:
+        lines = import_trace(source, format_, spread=spread, include=include)
+    except QbenchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    write_jsonl(lines, out)
+    typer.echo(f"wrote {len(lines)} requests to {out} (use it as load: {{trace: {out}}})")
+
+
+@trace_app.command("show")
+def trace_show(
+    trace: Annotated[Path, typer.Argument(help="A trace file (JSON Lines or CSV).")],
+) -> None:
+    """A trace's shape before replaying it: requests, span, rate over time, endpoints."""
+    from rich.console import Console
+
+    from qbench.errors import QbenchError
+    from qbench.run.trace import read_trace
+    from qbench.run.trace_formats import sparkline, trace_shape
+
+    try:
+        shape = trace_shape(read_trace(trace))
+    except QbenchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    console = Console()
+    console.print(f"{trace}: {shape.requests:,} requests over {shape.span_s:,.1f} s, "
+                  f"mean {shape.mean_rps:.2f} req/s, peak {shape.peak_rps_1s:.0f} in one second; "
+                  f"{shape.with_inputs:,} carry their own inputs")
+    console.print(f"req/s over time |{sparkline(shape.per_second)}| (0 to {shape.span_s:,.0f} s)")
+    for name, count in shape.endpoints.items():
+        console.print(f"  {count:>8,}  {name}")

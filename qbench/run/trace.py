@@ -59,7 +59,7 @@ class Trace:
     times: np.ndarray  # seconds from the trace's start (t_s as written; absolute times shifted to 0)
     line_numbers: np.ndarray  # 1-based line in the file (a CSV header is line 1)
     inputs: tuple[list[Any] | None, ...]  # per line: inline inputs, or None (use the payload section)
-    endpoints: tuple[tuple[str, str] | None, ...]  # per line: (field, value) or None
+    endpoints: tuple[dict[str, str], ...]  # per line: the endpoint fields it names ({} for none)
 
     def __len__(self) -> int:
         return int(self.times.size)
@@ -220,13 +220,12 @@ def _input(path: Path, number: int, item: Any) -> Any:
     return FileValue(data, file.name, MIME.get(file.suffix.lstrip(".").lower(), "application/octet-stream"))
 
 
-def _endpoint(path: Path, number: int, line: dict[str, Any]) -> tuple[str, str] | None:
-    named = [(name, str(line[name]).lstrip("/") if name == "api_name" else str(line[name]))
-             for name in ENDPOINT_FIELDS if line.get(name) not in (None, "")]
-    if len(named) > 1:
-        found = ", ".join(n for n, _ in named)
-        raise ScenarioError(f"{path}:{number}: name the endpoint once (found {found})")
-    return named[0] if named else None
+def _endpoint(path: Path, number: int, line: dict[str, Any]) -> dict[str, str]:
+    named = {name: str(line[name]).lstrip("/") if name == "api_name" else str(line[name])
+             for name in ENDPOINT_FIELDS if line.get(name) not in (None, "")}
+    if "api_name" in named and "fn_index" in named:
+        raise ScenarioError(f"{path}:{number}: name the function once (found api_name and fn_index)")
+    return named
 
 
 # ---------------------------------------------------------------- trace -> schedule
@@ -283,18 +282,20 @@ def _stop(schedule: Schedule, load: Load) -> Schedule:
 
 
 def check_endpoint(spec: TraceSpec, endpoint: Endpoint) -> None:
-    """Every endpoint the trace names must be the scenario's (qbench sends one endpoint per run)."""
+    """Every endpoint the trace names must be the scenario's (qbench sends one endpoint per run).
+
+    Only the fields of the scenario's protocol count: a Gradio scenario checks `api_name` / `fn_index`
+    (an imported access log's `path` is a Gradio route, not a function), plain HTTP checks `path`."""
     trace = read_trace(spec.file)
+    relevant = ("path",) if endpoint.path is not None else ("api_name", "fn_index")
     for number, named in zip(trace.line_numbers, trace.endpoints, strict=True):
-        if named is None:
-            continue
-        field, value = named
-        expected = getattr(endpoint, field)
-        if expected is None or str(expected) != value:
-            raise ScenarioError(
-                f"{trace.path}:{number}: field '{field}': value {value!r}: the scenario's endpoint is "
-                f"{_describe(endpoint)}; a run sends to one endpoint (split the trace per endpoint)"
-            )
+        for field, value in named.items():
+            expected = getattr(endpoint, field)
+            if field in relevant and (expected is None or str(expected) != value):
+                raise ScenarioError(
+                    f"{trace.path}:{number}: field '{field}': value {value!r}: the scenario's endpoint is "
+                    f"{_describe(endpoint)}; a run sends to one endpoint (split the trace per endpoint)"
+                )
 
 
 def _describe(endpoint: Endpoint) -> str:

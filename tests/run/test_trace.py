@@ -122,7 +122,7 @@ def test_file_inputs_are_read_next_to_the_trace(tmp_path: Path) -> None:
         ('{"t_s": 0, "inputs": [{"file": "nope.png"}]}\n', r"t.jsonl:1: field 'inputs': value '.*nope.png'"),
         ('{"t_s": 0, "output_tokens": -3}\n', r"t.jsonl:1: field 'output_tokens': value -3: expected a"),
         ('{"timestamp": "yesterday"}\n', r"t.jsonl:1: field 'timestamp': value 'yesterday'"),
-        ('{"t_s": 0, "api_name": "a", "fn_index": 1}\n', r"t.jsonl:1: name the endpoint once"),
+        ('{"t_s": 0, "api_name": "a", "fn_index": 1}\n', r"t.jsonl:1: name the function once"),
         ('\n# nothing\n', r"no requests in it"),
     ],
 )
