@@ -7,20 +7,21 @@ unpaired comparison of two percentile tables, so a small change shows with far f
 
 Detection: runs are paired when at least 90% of the smaller run's requests have a partner with the
 same request id and the same intended send time (to 1 us), and there are at least `MIN_PAIRS`.
-For each phase, over requests ok and outside the warm-up in both runs:
+For each phase, over requests ok and outside the warm-up in both runs, in intended-send order:
 
-    median of d = B - A        with a 95% bootstrap confidence interval (percentile method,
-                               2,000 resamples, seeded: the same runs give the same interval)
+    median of d = B - A        with a 95% moving-block bootstrap interval (2,000 resamples, seeded)
     B faster for N% of pairs   share of d < 0 (and slower: d > 0)
-    Wilcoxon signed-rank test  two-sided p-value that the differences are centred on 0 (scipy)
+    Wilcoxon signed-rank test  on the medians of `blocks(n)` consecutive blocks of d
 
-B is called faster (or slower) only when p < 0.05 and the interval excludes 0.
+Why blocks: latencies in one run are autocorrelated (a queue remembers its last seconds), so the
+requests are not independent samples and a per-request test or an i.i.d. bootstrap is far too sure
+of itself (`bench/paired_vs_unpaired.py` measured false alarms on identical servers). Resampling and
+testing whole blocks of consecutive requests (10 to 25 blocks) keeps most of that dependence inside a
+block. B is called faster (or slower) only when p < 0.05 and the interval excludes 0.
 
 Runs that do not share a schedule get the unpaired counterpart (`unpaired_phase`): the difference of
-the two medians with a bootstrap interval over both samples, and a Mann-Whitney U test; with the same
-number of requests it needs a much larger change to reach the same confidence
-(`tests/report/test_paired.py` shows one; `bench/paired_vs_unpaired.py` measures how many requests each
-needs).
+the two medians with a block-bootstrap interval of each run, and a Mann-Whitney U test on the two
+runs' block medians.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class PairedPhase:
     ci_high: float
     b_faster: float  # share of pairs with d < 0
     b_slower: float  # share of pairs with d > 0
-    p_value: float | None  # Wilcoxon signed-rank (paired) or Mann-Whitney U (unpaired), two-sided
+    p_value: float | None  # on block medians: Wilcoxon signed-rank (paired) or Mann-Whitney U, two-sided
     paired: bool = True
 
     @property
@@ -85,6 +86,7 @@ def pair_runs(a: list[RequestRecord], b: list[RequestRecord], seed: int = 0) -> 
                   "(different schedules); replay A's schedule (qbench run --replay A) to pair them")
         unpaired = (unpaired_phase(a, b, name, seed) for name in PHASES)
         return Pairing(False, reason, len(matched), 0, 0, tuple(p for p in unpaired if p is not None))
+    matched.sort(key=lambda pair: (pair[0].intended_at_s, pair[0].request_id))
     measured = [(x, y) for x, y in matched if not x.warmup and not y.warmup]
     both = [(x, y) for x, y in measured if x.ok and y.ok]
     phases = tuple(p for p in (_phase(both, name, seed) for name in PHASES) if p is not None)
@@ -115,20 +117,42 @@ def _phase(pairs: list[tuple[RequestRecord, RequestRecord]], name: str, seed: in
     )
 
 
+def blocks(n: int) -> int:
+    """How many consecutive blocks n values are cut into for the block bootstrap and the tests."""
+    return min(25, max(10, n // 20))
+
+
+def _block_medians(x: np.ndarray) -> np.ndarray:
+    return np.array([np.median(part) for part in np.array_split(x, blocks(x.size))])
+
+
+def _block_bootstrap(x: np.ndarray, rng: np.random.Generator, resamples: int = 2000) -> np.ndarray:
+    """Medians of `resamples` moving-block bootstrap series of x (blocks of consecutive values)."""
+    n = x.size
+    length = -(-n // blocks(n))
+    count = -(-n // length)
+    out = np.empty(resamples)
+    for first in range(0, resamples, 100):  # chunks bound the index matrix's memory
+        size = min(100, resamples - first)
+        starts = rng.integers(0, n - length + 1, size=(size, count))
+        index = (starts[:, :, None] + np.arange(length)).reshape(size, -1)[:, :n]
+        out[first:first + size] = np.median(x[index], axis=1)
+    return out
+
+
 def _median_ci(d: np.ndarray, seed: int) -> tuple[float, float]:
     if np.all(d == d[0]):
         return float(d[0]), float(d[0])
-    result = stats.bootstrap(
-        (d,), np.median, confidence_level=1 - ALPHA, n_resamples=2000, method="percentile",
-        batch=200, rng=np.random.default_rng(seed),
-    )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+    medians = _block_bootstrap(d, np.random.default_rng(seed))
+    low, high = np.percentile(medians, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+    return float(low), float(high)
 
 
 def _wilcoxon(d: np.ndarray) -> float | None:
-    if not np.any(d != 0):
+    block = _block_medians(d)
+    if not np.any(block != 0):
         return None
-    return float(stats.wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
+    return float(stats.wilcoxon(block, zero_method="wilcox", alternative="two-sided").pvalue)
 
 
 def unpaired_phase(
@@ -138,20 +162,18 @@ def unpaired_phase(
     xa, xb = _ok_values(a, name), _ok_values(b, name)
     if min(xa.size, xb.size) < MIN_PAIRS:
         return None
-    result = stats.bootstrap(
-        (xb, xa), lambda y, x, axis=-1: np.median(y, axis=axis) - np.median(x, axis=axis),
-        confidence_level=1 - ALPHA, n_resamples=2000, method="percentile", batch=200,
-        rng=np.random.default_rng(seed),
-    )
-    test = stats.mannwhitneyu(xb, xa, alternative="two-sided")
+    rng = np.random.default_rng(seed)
+    low, high = np.percentile(_block_bootstrap(xb, rng) - _block_bootstrap(xa, rng),
+                              [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+    test = stats.mannwhitneyu(_block_medians(xb), _block_medians(xa), alternative="two-sided")
     return PairedPhase(
         phase=name,
         pairs=int(min(xa.size, xb.size)),
         median_a=float(np.median(xa)),
         median_b=float(np.median(xb)),
         median_diff=float(np.median(xb) - np.median(xa)),
-        ci_low=float(result.confidence_interval.low),
-        ci_high=float(result.confidence_interval.high),
+        ci_low=float(low),
+        ci_high=float(high),
         b_faster=float("nan"),
         b_slower=float("nan"),
         p_value=float(test.pvalue),
@@ -160,5 +182,6 @@ def unpaired_phase(
 
 
 def _ok_values(records: list[RequestRecord], name: str) -> np.ndarray:
-    values = (getattr(r, name) for r in records if r.ok and not r.warmup)
+    ordered = sorted(records, key=lambda r: (r.intended_at_s, r.request_id))
+    values = (getattr(r, name) for r in ordered if r.ok and not r.warmup)
     return np.array([v for v in values if v is not None], dtype=np.float64)

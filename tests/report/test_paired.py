@@ -38,7 +38,7 @@ def test_a_replayed_schedule_is_paired_and_a_5_percent_slowdown_is_found() -> No
     latency = {p.phase: p for p in result.phases}["service_s"]
     assert latency.verdict == "slower" and latency.b_slower > 0.9
     assert 0 < latency.ci_low <= latency.median_diff <= latency.ci_high
-    assert latency.p_value is not None and latency.p_value < 1e-6
+    assert latency.p_value is not None and latency.p_value < 0.01
 
 
 def test_identical_runs_show_no_difference() -> None:
