@@ -148,11 +148,10 @@ class FileStore:
         text = path_or_url.split("/file=", 1)[1] if "/file=" in path_or_url else path_or_url
         try:
             path = Path(text).resolve()
-        except (OSError, ValueError):
+            inside = path.is_relative_to(self.root) and path.is_file()
+        except (OSError, ValueError):  # a NUL, a name too long for the file system...
             return None
-        if not path.is_relative_to(self.root) or not path.is_file():
-            return None
-        return path
+        return path if inside else None
 
     def save_output(self, data: bytes, suffix: str) -> dict[str, Any]:
         folder = self.outputs / uuid.uuid4().hex
