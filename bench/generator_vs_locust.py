@@ -15,7 +15,9 @@ machine are noisy; compare the ratios within one run.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -87,6 +89,15 @@ def server_count(port: int) -> int:
     return int(httpx.get(f"http://127.0.0.1:{port}/count", timeout=5).json()["count"])
 
 
+def require_peers() -> None:
+    """Locust is what this benchmark compares with: without it there is nothing to report."""
+    if importlib.util.find_spec("locust") is None:
+        raise SystemExit(
+            "error: bench/generator_vs_locust.py compares qbench with Locust, which is not installed in "
+            f"{PY}; install the bench extra: pip install -e '.[bench]' (or pip install locust)"
+        )
+
+
 def measure(name: str, cmd: list[str], port: int, warmup: float, window: float) -> Result:
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     try:
@@ -95,6 +106,10 @@ def measure(name: str, cmd: list[str], port: int, warmup: float, window: float) 
         cpu0, n0, t0 = _cpu(ps), server_count(port), time.perf_counter()
         time.sleep(window)
         cpu1, n1, t1 = _cpu(ps), server_count(port), time.perf_counter()
+        if n1 == n0:  # a generator that crashed or never connected: no figure to compare
+            raise SystemExit(
+                f"error: {name} sent no request in {window:g} s (exit code {proc.poll()}): {shlex.join(cmd)}"
+            )
     finally:
         proc.terminate()
         try:
@@ -102,7 +117,7 @@ def measure(name: str, cmd: list[str], port: int, warmup: float, window: float) 
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    requests = max(n1 - n0, 1)
+    requests = n1 - n0
     cpu = cpu1 - cpu0
     return Result(name, requests / (t1 - t0), cpu / requests * 1000, 100 * cpu / (t1 - t0))
 
@@ -119,7 +134,7 @@ def _cpu(ps: psutil.Process) -> float:
     return total
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -127,7 +142,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="qbench open-loop rate (req/s)")
     parser.add_argument("--warmup", type=float, default=4.0)
     parser.add_argument("--window", type=float, default=8.0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    require_peers()
     port = free_port()
     target = f"http://127.0.0.1:{port}"
     run_s = args.warmup + args.window + 5

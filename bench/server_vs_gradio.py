@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import signal
@@ -444,8 +445,19 @@ def parse_args(argv: list[str] | None = None) -> Options:
     )
 
 
+def require_peers(opts: Options) -> None:
+    """Real Gradio is what the reference server is compared with (when --servers names it)."""
+    if "gradio" in opts.servers and importlib.util.find_spec("gradio") is None:
+        raise SystemExit(
+            "error: bench/server_vs_gradio.py compares the reference server with Gradio, which is not "
+            f"installed in {sys.executable}; install the test extra: pip install -e '.[test]' "
+            "(or pip install gradio), or measure the reference server alone: --servers reference"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
+    require_peers(opts)
     with ExitStack() as stack:
         servers = [stack.enter_context(start_server(name, opts)) for name in opts.servers]
         for server in servers:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import os
+import re
 import uuid
 import wave
 from dataclasses import dataclass
@@ -22,6 +24,8 @@ import numpy as np
 from reference_server.workloads.base import Component, ComponentType, WorkloadInputError
 
 FILE_META = {"_type": "gradio.FileData"}
+MAX_NAME_BYTES = 200  # gradio_client.utils.strip_invalid_filename_characters' limit
+_FORBIDDEN = re.compile(r'[<>:"/\\|?*\x00-\x1f\x7f`$!{}]')  # Gradio's set: separators, NUL, controls, shell
 
 _OPT_STR = {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}
 FILE_DATA_SCHEMA: dict[str, Any] = {
@@ -131,21 +135,23 @@ class FileStore:
         self.outputs.mkdir(parents=True, exist_ok=True)
 
     def new_upload_path(self, filename: str) -> Path:
-        safe = Path(filename or "file").name or "file"
+        """A fresh `uploads/<hex>/<name>`; ValueError for a name that is only `..` (Gradio: 400)."""
+        name = upload_name(filename)
+        if name == "..":
+            raise ValueError(f"invalid file name: {filename!r:.120}")
         folder = self.uploads / uuid.uuid4().hex
         folder.mkdir()
-        return folder / safe
+        return folder / name
 
     def resolve(self, path_or_url: str) -> Path | None:
         """Map a FileData path (absolute, or a /file= URL) to a file inside the store, else None."""
         text = path_or_url.split("/file=", 1)[1] if "/file=" in path_or_url else path_or_url
         try:
             path = Path(text).resolve()
-        except (OSError, ValueError):
+            inside = path.is_relative_to(self.root) and path.is_file()
+        except (OSError, ValueError):  # a NUL, a name too long for the file system...
             return None
-        if not path.is_relative_to(self.root) or not path.is_file():
-            return None
-        return path
+        return path if inside else None
 
     def save_output(self, data: bytes, suffix: str) -> dict[str, Any]:
         folder = self.outputs / uuid.uuid4().hex
@@ -161,6 +167,26 @@ class FileStore:
             "is_stream": False,
             "meta": FILE_META,
         }
+
+
+def upload_name(filename: str) -> str:
+    """The stored name of an uploaded file, as Gradio builds it: the last path segment without forbidden
+    characters (separators, NUL, controls), trailing dots and spaces stripped, cut to 200 UTF-8 bytes
+    keeping the extension when it fits; `file` when nothing is left. Only `..` survives as a bad name."""
+    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    base = base.encode("utf-8", "replace").decode()  # lone surrogates cannot name a file
+    stem, ext = os.path.splitext(base)
+    stem, ext = _FORBIDDEN.sub("", stem), _FORBIDDEN.sub("", ext)
+    if stem + ext == "..":
+        return ".."
+    name = (stem + ext).rstrip(" .") or "file"
+    stem, ext = os.path.splitext(name)
+    while len(name.encode()) > MAX_NAME_BYTES and stem:
+        stem = stem[:-1]
+        name = stem + ext
+    if not stem:  # the extension alone is too long: keep a stem, cut the extension
+        name = ("file" + ext).encode()[:MAX_NAME_BYTES].decode("utf-8", "ignore")
+    return name or "file"
 
 
 def _file_bytes(value: Any, store: FileStore, label: str) -> bytes:

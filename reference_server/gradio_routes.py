@@ -1,7 +1,8 @@
 """Gradio's HTTP API under /gradio_api (plus /config): handlers only validate, admit and stream.
 
-Client mistakes get a 4xx with a clear `detail` (Gradio answers 500 to an unknown fn_index; this
-server answers 422), and never disturb other requests.
+Client mistakes get a 4xx with a clear `detail` (Gradio answers 500 to an unknown fn_index, and
+/run/ answers 500 to a wrong-typed input; this server answers 422), and never disturb other requests.
+Uploaded files are stored as `uploads/<hex>/<name>` with Gradio's name sanitising (components.upload_name).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from starlette.routing import Route
 
 from reference_server import messages as m
 from reference_server.api_config import build_info
+from reference_server.jobs import INPUT_ERROR_TITLE
 from reference_server.queue import QueueFullError
 from reference_server.runtime import Event, FunctionRuntime, Job
 from reference_server.server_state import ServerState
@@ -185,7 +187,11 @@ async def run_direct(request: Request) -> Response:
         done = [msg for msg in drain(session) if msg["msg"] == "process_completed"][-1]
     finally:
         state.queue.sessions.drop(event.session)
-    return JSONResponse(done["output"], status_code=200 if done["success"] else 500)
+    if done["success"]:
+        return JSONResponse(done["output"])
+    # An input the function cannot take (wrong type, unreadable file) is the client's mistake: 422 with
+    # the reason (Gradio answers 500 to every failure here); a failing workload stays a 500.
+    return JSONResponse(done["output"], status_code=422 if done["title"] == INPUT_ERROR_TITLE else 500)
 
 
 def drain(session: Session) -> list[m.Message]:
@@ -209,7 +215,10 @@ async def upload(request: Request) -> Response:
         data = await item.read()
         if limit is not None and len(data) > limit:
             raise ClientError(413, f"file {item.filename!r} is {len(data)} bytes; max_file_size is {limit}")
-        path = state.store.new_upload_path(item.filename or "file")
+        try:
+            path = state.store.new_upload_path(item.filename or "file")
+        except ValueError as exc:
+            raise ClientError(400, str(exc)) from None
         path.write_bytes(data)
         paths.append(str(path))
     if not paths:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
@@ -44,9 +45,12 @@ def bound_port(server: uvicorn.Server) -> int:
 
 
 @contextmanager
-def serve_in_thread(settings: ServerSettings, startup_timeout_s: float = 60.0) -> Iterator[RunningServer]:
-    """Run the reference server for `settings` in a background thread; yield its URL."""
-    app = build_app(settings)
+def serve_in_thread(
+    settings: ServerSettings, startup_timeout_s: float = 60.0, file_dir: Path | None = None
+) -> Iterator[RunningServer]:
+    """Run the reference server for `settings` in a background thread; yield its URL. Uploads and
+    outputs go under `file_dir` (default: a temporary folder removed at shutdown)."""
+    app = build_app(settings, file_dir)
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False,
                             lifespan="on", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)

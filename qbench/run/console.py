@@ -137,10 +137,14 @@ SHORT_PHASE_LABELS = {
 
 
 def phase_table(s: Summary, *, open_loop: bool = True) -> Table:
+    """Fits 80 columns with every cell whole: labels of 12 characters, counts up to 99,999,999 (10),
+    six figures of at most 7 (`_num`), two spaces between columns (16 characters of padding in all)."""
     table = Table(
         title="Latency of ok requests (total: from the intended send time)",
         title_justify="left",
         box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
     )
     for col in ("phase", "n", "mean", "p50", "p90", "p95", "p99", "max"):
         table.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
@@ -191,16 +195,29 @@ def bottleneck_warnings(s: Summary, *, burst: bool = False) -> list[str]:
 
 
 def _stat_cells(stats: Stats) -> list[str]:
-    return [str(stats.count)] + [_num(getattr(stats, k)) for k in ("mean", "p50", "p90", "p95", "p99", "max")]
+    cells = [_num(getattr(stats, k)) for k in ("mean", "p50", "p90", "p95", "p99", "max")]
+    return [f"{stats.count:,}", *cells]
+
+
+#: (below this many seconds, scale, unit) for `_num`
+_UNITS = ((1e-3, 1e6, "µs"), (1.0, 1e3, "ms"), (100.0, 1.0, "s"))
 
 
 def _num(value: float | None) -> str:
-    """Seconds with 3 significant digits, in ms below one second: 0.01234 -> '12.3ms', 42.43 -> '42.4s'."""
+    """Seconds with 3 significant digits in the unit that keeps them short, at most 7 characters with
+    a sign: 0.01234 -> '12.3ms', 42.43 -> '42.4s', -0.0000456 -> '-45.6µs', 1234.5 -> '1234s'."""
     if value is None:
         return "-"
-    if abs(value) < 1.0:
-        return f"{value * 1000:.3g}ms"
-    return f"{value:.3g}s" if abs(value) < 100 else f"{value:.0f}s"
+    size = abs(value)
+    if size == 0:
+        return "0ms"
+    if size < 1e-6:
+        return f"{value * 1e6:.2f}µs"
+    for limit, scale, unit in _UNITS:
+        text = f"{value * scale:.3g}"
+        if size < limit and "e" not in text:  # 0.9996 s rounds to 1e+03 ms: say 1 s instead
+            return text + unit
+    return f"{value:.0f}s"
 
 
 def _fmt(value: float | None) -> str:

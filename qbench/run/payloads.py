@@ -167,6 +167,8 @@ def _read_prompts(path: Path | None) -> list[str]:
         lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
     except OSError as exc:
         raise ScenarioError(f"payload text file {path}: cannot read ({exc.strerror})") from exc
+    except ValueError as exc:  # not UTF-8 text, or a NUL in the path
+        raise ScenarioError(f"payload text file {path!r}: cannot read ({exc})") from None
     prompts = [ln for ln in lines if ln]
     if not prompts:
         raise ScenarioError(f"payload text file {path}: expected one prompt per line, found none")
@@ -174,7 +176,12 @@ def _read_prompts(path: Path | None) -> list[str]:
 
 
 def _list_files(spec: FilesSpec) -> list[Path]:
-    paths = sorted(p for p in spec.dir.glob(spec.pattern) if p.is_file())
+    try:
+        paths = sorted(p for p in spec.dir.glob(spec.pattern) if p.is_file())
+    except (ValueError, NotImplementedError, OSError) as exc:  # '' or an absolute pattern, a NUL...
+        raise ScenarioError(
+            f"payload files: key 'pattern': value {spec.pattern!r}: expected a relative glob ({exc})"
+        ) from None
     if not paths:
         raise ScenarioError(f"payload files: key 'dir': value '{spec.dir}': no files match '{spec.pattern}'")
     return paths

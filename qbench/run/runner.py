@@ -38,7 +38,7 @@ from qbench.run.protocols import make_protocol
 from qbench.run.protocols.base import Clock, WireProtocol, make_http_session
 from qbench.run.protocols.http import render
 from qbench.run.records import JsonlWriter, RequestRecord, write_parquet
-from qbench.run.scenario import Scenario, load_scenario, with_overrides
+from qbench.run.scenario import Scenario, file_slug, load_scenario, with_overrides
 from qbench.run.schedule import plan as make_plan
 from qbench.run.summary import GeneratorStats, Summary, summarize
 from qbench.run.trace import check_endpoint, recorded_inputs
@@ -60,7 +60,7 @@ class RunResult:
 def run_dir_for(scenario_name: str, root: Path = REPORTS, when: dt.datetime | None = None) -> Path:
     """`<root>/<YYYYmmdd-HHMMSS>-<name>` (local time), with -2, -3... if that already exists."""
     stamp = (when or dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", scenario_name).strip("-") or "run"
+    slug = file_slug(scenario_name)
     path = root / f"{stamp}-{slug}"
     n = 2
     while path.exists():
@@ -278,5 +278,9 @@ def parse_set_options(items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ScenarioError(f"--set '{item}': expected key=value, e.g. load.rate=12")
-        overrides[key.strip()] = yaml.safe_load(value)
+        try:
+            overrides[key.strip()] = yaml.safe_load(value)
+        except (yaml.YAMLError, ValueError, RecursionError) as exc:  # control characters, a bad date...
+            problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ScenarioError(f"--set '{item}': the value is not valid YAML ({problem})") from None
     return overrides

@@ -21,6 +21,7 @@ the key, the value and what was expected.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -40,11 +41,14 @@ from pydantic import (
 from qbench.errors import ScenarioError
 
 SHAPES = ("burst", "rate", "stages", "users", "trace", "replay")
+MAX_WORDS = 100_000  # per generated text
+MAX_VARIANTS = 100_000  # generated payloads
 INPUT_KINDS = ("text", "image", "audio", "number", "json", "files", "value")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf/nan anywhere: every float is a duration, rate, size or bound that must be a real number.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # ---------------------------------------------------------------- payload
@@ -59,8 +63,8 @@ class TextSpec(_Model):
     @field_validator("words")
     @classmethod
     def _range(cls, v: tuple[int, int]) -> tuple[int, int]:
-        if v[0] < 1 or v[1] < v[0]:
-            raise ValueError("expected [min, max] word counts with 1 <= min <= max")
+        if v[0] < 1 or v[1] < v[0] or v[1] > MAX_WORDS:
+            raise ValueError(f"expected [min, max] word counts with 1 <= min <= max <= {MAX_WORDS:,}")
         return v
 
 
@@ -84,6 +88,14 @@ class NumberSpec(_Model):
     max: float = 1.0
     integer: bool = False
 
+    @model_validator(mode="after")
+    def _range(self) -> NumberSpec:
+        if not self.min <= self.max or not math.isfinite(self.max - self.min):
+            raise ValueError(f"expected min <= max, a finite range; got min {self.min:g}, max {self.max:g}")
+        if self.integer and not -(2**62) <= self.min <= self.max <= 2**62:
+            raise ValueError("integer: expected min and max within +-2**62")
+        return self
+
 
 class FilesSpec(_Model):
     """Files from a folder, picked at random; sent as uploads (gradio) or base64 (http)."""
@@ -103,7 +115,7 @@ class InputSpec(_Model):
     files: FilesSpec | None = None
     value: Any = None  # a constant sent as is
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, populate_by_name=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -126,8 +138,9 @@ class InputSpec(_Model):
 
 
 class Payload(_Model):
-    seed: int = 0
-    variants: int = Field(64, ge=1)  # distinct generated bodies, cycled (bounds generator CPU)
+    seed: int = Field(0, ge=0)
+    # distinct generated bodies, all made before the run and cycled (bounds generator CPU)
+    variants: int = Field(64, ge=1, le=MAX_VARIANTS)
     inputs: list[InputSpec] = Field(default_factory=list)
 
 
@@ -141,7 +154,7 @@ class Endpoint(_Model):
     """
 
     api_name: str | None = None
-    fn_index: int | None = None
+    fn_index: int | None = Field(default=None, ge=0)
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     path: str | None = None
     body: Any = None
@@ -304,14 +317,23 @@ class Scenario(_Model):
         return self
 
 
+def file_slug(name: str, default: str = "run") -> str:
+    """A scenario name as one safe path segment (no separators, no `..`): run and sweep folder names."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or default
+
+
 def read_scenario_mapping(path: Path) -> dict[str, Any]:
     """The YAML mapping in a scenario file; unreadable files and non-mappings raise ScenarioError."""
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: a date such as 2024-02-30
         raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ScenarioError(f"{path}: not valid YAML: nested too deeply") from None
     if not isinstance(raw, dict):
         raise ScenarioError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
     return raw

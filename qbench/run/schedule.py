@@ -24,11 +24,20 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from qbench.errors import ScenarioError
 from qbench.run.scenario import Load, Stage
 from qbench.run.trace import replay_schedule, trace_schedule
 
-#: Upper bound on scheduled requests, so a typo (rate: 1e9) fails clearly instead of eating memory.
+#: Upper bound on scheduled requests (and on users), so a typo (rate: 1e9) fails clearly, before any
+#: array is allocated, instead of eating memory.
 MAX_REQUESTS = 5_000_000
+
+
+def _check_size(expected: float, what: str = "requests") -> None:
+    if not expected <= MAX_REQUESTS:  # NaN too
+        raise ScenarioError(
+            f"key 'load': the load would schedule about {expected:.3g} {what} (limit {MAX_REQUESTS:,})"
+        )
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,7 @@ def plan(load: Load, seed: int = 0) -> Plan:
     """The plan for a load section (the scenario has already been validated)."""
     rng = np.random.default_rng(seed)
     if load.users is not None:
+        _check_size(load.users, "users")
         starts = np.arange(load.users, dtype=np.float64) * (load.ramp_up / load.users)
         return UserPlan(
             users=load.users,
@@ -113,12 +123,13 @@ def plan(load: Load, seed: int = 0) -> Plan:
 def burst_offsets(
     size: int, interval: float | None, duration: float | None, requests: int | None
 ) -> np.ndarray:
-    """`size` requests at 0, repeated every `interval` seconds while < duration."""
-    starts = (
-        np.arange(0.0, duration, interval) if interval is not None and duration is not None else np.zeros(1)
-    )
-    offsets = np.repeat(starts, size)
-    return offsets[:requests] if requests is not None else offsets
+    """`size` requests at 0, repeated every `interval` seconds while < duration (first `requests`)."""
+    repeats = np.ceil(duration / interval) if interval is not None and duration is not None else 1.0
+    total = min(size * float(repeats), math.inf if requests is None else requests)
+    _check_size(total)
+    # request i belongs to burst i // size; only the `total` requests kept are ever allocated
+    index = np.arange(int(total)) // size
+    return index * (interval or 0.0)
 
 
 def _rate_stage(load: Load) -> Stage:
@@ -144,20 +155,22 @@ def stage_offsets(
         total_time = min(total_time, duration)
     total_lam = float(_cumulative(np.array([total_time]), starts, lam_starts, a, slope)[0])
     expected = total_lam if requests is None else min(total_lam, float(requests))
-    if expected > MAX_REQUESTS:
-        raise ValueError(f"the load would schedule about {expected:.0f} requests (limit {MAX_REQUESTS})")
-    targets = _targets(total_lam, poisson, rng)
+    _check_size(expected)
+    targets = _targets(total_lam, poisson, rng, limit=math.inf if requests is None else requests)
     times = _invert(targets, starts, lam_starts, a, slope)
     times = times[times < total_time]
     return times[:requests] if requests is not None else times
 
 
-def _targets(total_lam: float, poisson: bool, rng: np.random.Generator) -> np.ndarray:
+def _targets(total_lam: float, poisson: bool, rng: np.random.Generator, limit: float) -> np.ndarray:
+    """Targets below `total_lam`, only the first `limit` of them (the ones a `requests` cap keeps: the
+    same values as the full sequence's first ones, which is never allocated)."""
     if not poisson:
-        return np.arange(0.0, total_lam - 1e-9, 1.0)  # tolerance: rate*duration is often not exact
-    n = int(total_lam + 6 * math.sqrt(total_lam) + 10)
+        return np.arange(0.0, min(total_lam - 1e-9, limit), 1.0)  # tolerance: rate*duration is inexact
+    expected = min(total_lam, limit)
+    n = int(expected + 6 * math.sqrt(expected) + 10)
     targets = np.cumsum(rng.exponential(1.0, n))
-    while targets[-1] < total_lam:  # vanishingly rare; keep the stream going with the same generator
+    while targets[-1] < total_lam and targets.size < limit:  # vanishingly rare: keep the stream going
         targets = np.concatenate([targets, targets[-1] + np.cumsum(rng.exponential(1.0, n))])
     return targets[targets < total_lam]
 
@@ -169,7 +182,7 @@ def _intensity(stages: list[Stage]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     b = np.array([s.rate if s.to is None else s.to for s in stages], dtype=np.float64)
     slope = (b - a) / durations
     starts = np.concatenate([[0.0], np.cumsum(durations)])
-    lam = a * durations + 0.5 * slope * durations**2
+    lam = 0.5 * (a + b) * durations  # the trapezoid: no overflow from squaring a huge duration
     lam_starts = np.concatenate([[0.0], np.cumsum(lam)])
     return starts, lam_starts, a, slope
 
@@ -179,7 +192,7 @@ def _cumulative(
 ) -> np.ndarray:
     i = np.clip(np.searchsorted(starts, t, side="right") - 1, 0, a.size - 1)
     u = t - starts[i]
-    return np.asarray(lam_starts[i] + a[i] * u + 0.5 * slope[i] * u**2)
+    return np.asarray(lam_starts[i] + u * (a[i] + 0.5 * slope[i] * u))
 
 
 def _invert(

@@ -29,7 +29,14 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from qbench.errors import ScenarioError
-from qbench.run.scenario import Scenario, Slo, parse_scenario, read_scenario_mapping, resolve_paths
+from qbench.run.scenario import (
+    Scenario,
+    Slo,
+    file_slug,
+    parse_scenario,
+    read_scenario_mapping,
+    resolve_paths,
+)
 from qbench.tune.grid import Grid, build_grid, is_server_knob, parse_link
 from qbench.tune.recommend import Constraints
 
@@ -225,11 +232,12 @@ def _mode(options: SweepOptions, section: dict[str, Any], grid: Grid) -> Mode:
 
 def new_sweep_dir(root: Path, scenario_name: str) -> Path:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    path = root / f"sweep-{scenario_name}-{stamp}"
+    slug = file_slug(scenario_name, default="scenario")
+    path = root / f"sweep-{slug}-{stamp}"
     n = 1
     while path.exists():
         n += 1
-        path = root / f"sweep-{scenario_name}-{stamp}-{n}"
+        path = root / f"sweep-{slug}-{stamp}-{n}"
     return path
 
 

@@ -107,6 +107,7 @@ class _Servers:
     def for_point(self, point: Point, work_dir: Path) -> Iterator[ServerHandle]:
         mode = self.config.mode
         timeout = self.config.ready_timeout_s
+        work_dir.mkdir(parents=True, exist_ok=True)  # server.yaml / server.log go here in every mode
         if mode == "relaunch":
             with reference_server_process(
                 self.settings_for(point), work_dir=work_dir, ready_timeout_s=timeout
@@ -248,6 +249,8 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
                 rec.capacity = capacity.to_dict()
             except QbenchError as exc:  # the measured points and their ranking still get written
                 rec.notes.append(f"capacity not measured: {str(exc).splitlines()[0]}")
+            except Exception as exc:  # as for a crashed point: keep the measured points' files
+                rec.notes.append(f"capacity not measured: {type(exc).__name__}: {exc}".splitlines()[0])
     finally:
         servers.close()
     write_outputs(config.sweep_dir, search, rec, config)

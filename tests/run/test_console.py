@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
-from qbench.run.console import LiveView, bottleneck_warnings, live_line, render_summary
+from qbench.run.console import (
+    SHORT_PHASE_LABELS,
+    LiveView,
+    _num,
+    bottleneck_warnings,
+    live_line,
+    phase_table,
+    render_summary,
+)
 from qbench.run.loadgen import LiveStats
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Slo, parse_scenario
-from qbench.run.summary import GeneratorStats, summarize
+from qbench.run.summary import GeneratorStats, Stats, summarize
 
 
 def records(lag: float) -> list[RequestRecord]:
@@ -57,6 +66,38 @@ def test_phase_table_fits_an_80_column_terminal_without_wrapping() -> None:
     phase_rows = [line for line in lines if line.lstrip().startswith(("total", "queue wait"))]
     assert len(phase_rows) == 3  # intended, sent, queue wait: one line each, none wrapped
     assert all(len(line) <= 80 for line in lines)
+
+
+@pytest.mark.parametrize("value", [0.0123, -0.0123, 0.0000123, -0.0000456, 1e-8, 0.9996, 123.4, -99999.0])
+def test_large_counts_and_the_widest_figures_print_whole_at_80_columns(value: float) -> None:
+    wide = Stats(count=12_345_678, mean=value, p50=value, p90=value, p95=value, p99=value, max=value)
+    summary = summarize(records(0.0))
+    summary.latency = {name: wide for name in SHORT_PHASE_LABELS}
+    summary.eta_error = Stats(count=10_000_000, mean=-value, p50=value, p90=value, p95=value, p99=value)
+    console = Console(record=True, width=80)
+    console.print(phase_table(summary))
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= 80 for line in lines) and not any("…" in line for line in lines)
+    assert sum("12,345,678" in line for line in lines) == len(SHORT_PHASE_LABELS)
+    assert any(line.lstrip().startswith("ETA error") and "10,000,000" in line for line in lines)
+    assert any(line.lstrip().startswith("total (sent)") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.01234, "12.3ms"),
+        (42.43, "42.4s"),
+        (-0.0000456, "-45.6µs"),
+        (0.9996, "1s"),  # not '1e+03ms'
+        (0.0009996, "1ms"),
+        (1234.5, "1234s"),
+        (0.0, "0ms"),
+        (None, "-"),
+    ],
+)
+def test_figures_stay_short(seconds: float | None, text: str) -> None:
+    assert _num(seconds) == text
 
 
 def test_warnings_tell_a_saturated_generator_from_a_busy_host() -> None:

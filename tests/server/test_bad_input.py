@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -38,6 +39,8 @@ CASES: list[tuple[str, str, Any, int, str]] = [
     ("POST", "/gradio_api/call/echo", {"data": ["x", "y"]}, 422, "takes 1 input(s), got 2"),
     ("GET", "/gradio_api/queue/data", None, 400, "session_hash"),
     ("GET", "/gradio_api/file=/etc/passwd", None, 404, "file not found"),
+    ("POST", "/gradio_api/run/echo", {"data": [12]}, 422, "expected a string, got int"),
+    ("POST", "/gradio_api/run/img", {"data": ["/etc/hostname"]}, 422, "was not uploaded to this server"),
 ]
 
 
@@ -47,7 +50,8 @@ def test_bad_requests_get_4xx(server: RunningServer, method: str, path: str, bod
     kwargs: dict[str, Any] = {"content": body} if isinstance(body, bytes) else {"json": body}
     r = httpx.request(method, server.url + path, **({} if body is None else kwargs))
     assert r.status_code == status, r.text
-    assert detail in str(r.json()["detail"])
+    body = r.json()
+    assert detail in str(body["detail"] if "detail" in body else body["error"])
 
 
 def test_oversized_and_empty_uploads(server: RunningServer) -> None:
@@ -57,6 +61,41 @@ def test_oversized_and_empty_uploads(server: RunningServer) -> None:
     assert r.status_code == 413 and "exceeds max_file_size" in r.json()["detail"]
     r = httpx.post(f"{server.url}/gradio_api/upload", data={"other": "1"})
     assert r.status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("name", "stored"),
+    [
+        ("a" * 300 + ".png", "a" * 196 + ".png"),  # cut to 200 bytes, extension kept (as Gradio does)
+        ("x." + "e" * 300, "file." + "e" * 195),
+        ("../../outside.txt", "outside.txt"),
+        ("a\x00b<>|?*.txt", "ab.txt"),
+        ("\u00e9" * 150, "\u00e9" * 100),  # 2 bytes each
+        (" . ", "file"),
+    ],
+    ids=["long", "long-extension", "traversal", "forbidden-chars", "multibyte", "dots-only"],
+)
+def test_upload_names_are_sanitised_like_gradio(server: RunningServer, name: str, stored: str) -> None:
+    r = upload_raw(server, name.encode())
+    assert r.status_code == 200, r.text
+    (path,) = map(Path, r.json())
+    assert path.name == stored and path.parent.parent == server.state.store.uploads
+    assert path.read_bytes() == b"data"
+
+
+def upload_raw(server: RunningServer, filename: bytes, data: bytes = b"data") -> httpx.Response:
+    """A multipart upload with the file name's bytes as given (httpx would percent-encode some)."""
+    body = b"".join([
+        b'--B\r\nContent-Disposition: form-data; name="files"; filename="', filename, b'"\r\n',
+        b"Content-Type: application/octet-stream\r\n\r\n", data, b"\r\n--B--\r\n",
+    ])
+    headers = {"content-type": "multipart/form-data; boundary=B"}
+    return httpx.post(f"{server.url}/gradio_api/upload", content=body, headers=headers)
+
+
+def test_a_parent_directory_name_is_refused(server: RunningServer) -> None:
+    r = httpx.post(f"{server.url}/gradio_api/upload", files={"files": ("a/..", b"data")})
+    assert r.status_code == 400 and "invalid file name" in r.json()["detail"]
 
 
 @pytest.mark.parametrize(

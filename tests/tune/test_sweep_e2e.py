@@ -188,3 +188,20 @@ def test_smart_search_on_a_real_server_skips_points_and_reports_it(tmp_path: Pat
         "path": ["c2-u8", "c4-u16"],
     }
     assert rec["winner"]["point_id"] == "c4-u16"
+
+
+EXAMPLE_SWEEP = Path(__file__).resolve().parents[2] / "examples" / "sweep_sleep.yaml"
+
+
+@pytest.mark.parametrize("live", [True, False], ids=["live", "relaunch"])
+def test_readme_example_sweep_reaches_the_capacity_phase(tmp_path: Path, live: bool) -> None:
+    # The README's `qbench sweep examples/sweep_sleep.yaml --live`, cut to 2 points, 1-s runs, 2 probes.
+    args = ["sweep", str(EXAMPLE_SWEEP), "--grid", "concurrency_limit=1,2", "--grid", "max_batch_size=2"]
+    args += ["--duration", "1", "--capacity-trials", "2", "--out", str(tmp_path / "r")]
+    out = CliRunner().invoke(app, args + (["--live"] if live else []))
+    assert out.exit_code == 0, out.output
+    (sweep_dir,) = (tmp_path / "r").iterdir()
+    rec = json.loads((sweep_dir / "recommendation.json").read_text())
+    assert len(rec["capacity"]["trials"]) == 2, rec["notes"]
+    assert len(list((sweep_dir / "capacity").glob("rate-*/summary.json"))) == 2
+    assert (sweep_dir / "capacity" / "server.yaml").is_file()

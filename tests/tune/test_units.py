@@ -223,3 +223,33 @@ def test_control_plane_errors_name_the_route_and_status(echo_server: Any) -> Non
         wait_ready(gone, timeout_s=0.5)
     wait_ready(ServerHandle(base_url=echo_server.url, process=None), timeout_s=5)
     wait_ready(ServerHandle(base_url=echo_server.url, process=None), 5, "/nope", any_status=True)
+
+
+def test_a_crash_in_the_capacity_phase_keeps_the_measured_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qbench.tune import sweep
+    from qbench.tune.recommend import PointResult
+
+    def measured(config: Any, servers: Any, point: Any) -> PointResult:
+        return PointResult(point.point_id, dict(point.knobs), goodput_rps=10.0, p95_latency_s=0.1)
+
+    def crash(*args: Any) -> None:
+        raise FileNotFoundError("capacity/server.yaml")
+
+    monkeypatch.setattr(sweep, "evaluate_point", measured)
+    monkeypatch.setattr(sweep, "_capacity", crash)
+    path = write_scenario(tmp_path, {"capacity_trials": 2})
+    config = build_config(SweepOptions(str(path), grid=["concurrency_limit=1"], out_root=str(tmp_path)))
+    result = sweep.run_sweep(config)
+    assert result.recommendation.winner is not None and result.capacity is None
+    assert (config.sweep_dir / "sweep.parquet").is_file()
+    assert any("FileNotFoundError" in note for note in result.recommendation.notes)
+
+
+@pytest.mark.parametrize(("name", "slug"), [("../../etc", "etc"), ("a/b c", "a-b-c"), ("..", "scenario")])
+def test_sweep_folders_stay_under_the_output_root(tmp_path: Path, name: str, slug: str) -> None:
+    from qbench.tune.config import new_sweep_dir
+
+    path = new_sweep_dir(tmp_path, name)
+    assert path.parent == tmp_path and path.name.startswith(f"sweep-{slug}-")

@@ -1,0 +1,84 @@
+"""Benchmarks that compare with a peer (Locust, Gradio) fail loudly when it is missing; no benchmark runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+real_find_spec = importlib.util.find_spec
+
+
+def load_bench(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """Import bench/<name>.py as a module (registered while the test runs: its dataclasses need it)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def without(monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
+    """As if `missing` were not installed; and nothing may be started."""
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name == missing else real_find_spec(name, *args)
+
+    def no_process(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError(f"a benchmark process was started: {args}")
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+
+
+def test_generator_vs_locust_exits_non_zero_naming_locust(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = load_bench("generator_vs_locust", monkeypatch)
+    without(monkeypatch, "locust")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main([])
+    message = str(exit_info.value.code)
+    assert exit_info.value.code not in (0, None)
+    assert "Locust, which is not installed" in message and "pip install -e '.[bench]'" in message
+
+
+def test_server_vs_gradio_exits_non_zero_naming_gradio(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = load_bench("server_vs_gradio", monkeypatch)
+    without(monkeypatch, "gradio")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--servers", "gradio,reference"])
+    assert "Gradio, which is not installed" in str(exit_info.value.code)
+    assert "pip install" in str(exit_info.value.code) and "--servers reference" in str(exit_info.value.code)
+    bench.require_peers(bench.parse_args(["--servers", "reference"]))  # the reference alone needs no Gradio
+
+
+def test_a_peer_that_sends_nothing_fails_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = load_bench("generator_vs_locust", monkeypatch)
+
+    class Exited:
+        pid = 1
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def poll(self) -> int:
+            return 1
+
+        def terminate(self) -> None:
+            pass
+
+        def wait(self, timeout: float | None = None) -> int:
+            return 1
+
+    monkeypatch.setattr(bench.subprocess, "Popen", Exited)
+    monkeypatch.setattr(bench.psutil, "Process", lambda pid: None)
+    monkeypatch.setattr(bench, "_cpu", lambda ps: 0.0)
+    monkeypatch.setattr(bench, "server_count", lambda port: 7)  # the server counted nothing new
+    with pytest.raises(SystemExit, match="sent no request in 0 s"):
+        bench.measure("Locust FastHttpUser", ["locust"], 1, warmup=0, window=0)
