@@ -82,3 +82,12 @@ def test_a_peer_that_sends_nothing_fails_the_benchmark(monkeypatch: pytest.Monke
     monkeypatch.setattr(bench, "server_count", lambda port: 7)  # the server counted nothing new
     with pytest.raises(SystemExit, match="sent no request in 0 s"):
         bench.measure("Locust FastHttpUser", ["locust"], 1, warmup=0, window=0)
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in BENCH.glob("*.py")))
+def test_every_benchmark_imports_and_answers_help(script: str) -> None:
+    """`--help` loads each benchmark's imports (a renamed module fails here) and runs nothing."""
+    done = subprocess.run([sys.executable, str(BENCH / script), "--help"], capture_output=True, text=True,
+                          timeout=120, cwd=BENCH.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage:" in done.stdout
