@@ -47,6 +47,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from qbench.errors import QbenchError
+from qbench.run.paired import pair_runs
+from qbench.run.records import read_records
 from qbench.tune.config import SweepConfig
 from qbench.tune.grid import Grid, Point
 from qbench.tune.launch import (
@@ -240,6 +242,7 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
             search = full_search(config.grid, evaluate)
         rec = recommend(search.results, config.constraints, defaults)
         rec.notes = config.grid.edge_notes(rec.winner.knobs) if rec.winner else []
+        rec.notes.extend(paired_note(config.sweep_dir, rec))
         capacity = None
         if rec.winner is not None and config.capacity_trials > 0:
             if observer:
@@ -271,6 +274,34 @@ def _capacity(config: SweepConfig, servers: _Servers, winner: PointResult) -> Ca
 
         first = winner.throughput_rps or 1.0
         return find_capacity(meets, first, max_trials=config.capacity_trials, rel_tol=0.1)
+
+
+def paired_note(sweep_dir: Path, rec: Recommendation) -> list[str]:
+    """Whether the winner and the runner-up really differ request by request (when their runs share a
+    schedule: open-loop points at one rate and seed do), as one note; nothing otherwise."""
+    ok = [r for r in rec.ranked if r.verdict not in ("failed", "infeasible")][:2]
+    if len(ok) < 2:
+        return []
+    try:
+        first, second = (read_records(sweep_dir / "points" / r.point_id) for r in ok)
+    except (OSError, ValueError):
+        return []
+    pairing = pair_runs(second, first)  # B = the winner, A = the runner-up
+    latency = {p.phase: p for p in pairing.phases}.get("latency_s")
+    if not pairing.shared or latency is None:
+        return []
+    winner, runner_up = ok[0].point_id, ok[1].point_id
+    head = f"per request, {winner} against the runner-up {runner_up} ({latency.pairs} pairs, one schedule)"
+    if latency.verdict == "no clear difference":
+        return [f"{head}: no clear latency difference (p = {_p(latency.p_value)}); "
+                "their latency order is within the noise"]
+    ms = [f"{v * 1000:+.1f}" for v in (latency.median_diff, latency.ci_low, latency.ci_high)]
+    return [f"{head}: latency median {ms[0]} ms (95% CI {ms[1]} to {ms[2]} ms), {winner} faster for "
+            f"{latency.b_faster:.0%} of requests ({latency.verdict})"]
+
+
+def _p(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2g}"
 
 
 def _coords_of(grid: Grid, result: PointResult) -> tuple[int, ...]:

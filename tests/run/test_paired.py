@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
-from report_synth import simulate, write_run
 from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.report.compare import compare
-from qbench.report.paired import pair_runs, unpaired_phase
+from qbench.run.paired import pair_runs, unpaired_phase
 from qbench.run.records import RequestRecord
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
+from report_synth import simulate, write_run  # noqa: E402
 
 
 def slower(
