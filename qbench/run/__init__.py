@@ -2,6 +2,8 @@
 
     scenario.py    Scenario: YAML -> validated config (target, endpoint, payload, load, slo)
     schedule.py    load section -> Plan: intended send offsets (open loop) or user loops (closed loop)
+    trace.py       recorded schedules: a trace file or a past run's intended times (load.trace/replay)
+    trace_formats.py  nginx/uvicorn logs, HAR, Mooncake -> trace files; a trace's shape
     payloads.py    payload section -> seeded request inputs (text, image, audio, files...)
     protocols/     one module per wire protocol (gradio queue over SSE, plain http)
     loadgen.py     the one executor: plan x payloads x protocol -> one RequestRecord per request
@@ -9,5 +11,6 @@
     runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
     records.py     RequestRecord, the flat contract with every later stage; JSONL and Parquet files
     summary.py     records -> Summary: percentiles per phase, goodput, error kinds, SLO verdict
+    paired.py      two runs on one schedule, request by request (block bootstrap, Wilcoxon)
     console.py     the live progress line and the summary table
 """
