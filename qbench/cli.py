@@ -233,13 +233,16 @@ def compare(
         typer.Option(help="Fail (exit 3) when B is worse: --max-regression p95_latency_s=10% (repeatable)."),
     ] = None,
     slo: Annotated[bool, typer.Option(help="Also check B against its scenario's slo: section.")] = True,
+    chart: Annotated[
+        Path | None, typer.Option(help="Paired runs: write B - A per request over time to this PNG.")
+    ] = None,
 ) -> None:
     """What changed from run A to run B; exit 3 when B regresses past the thresholds (a CI gate)."""
     from rich.console import Console
 
     from qbench.errors import QbenchError
     from qbench.report.compare import compare as compare_runs
-    from qbench.report.compare import comparison_table, paired_lines, parse_max_regression
+    from qbench.report.compare import comparison_table, paired_lines, parse_max_regression, write_paired_chart
 
     console = Console()
     try:
@@ -247,6 +250,8 @@ def compare(
         console.print(comparison_table(result))
         for line in paired_lines(result.pairing) if result.pairing else []:
             console.print(line)
+        if chart is not None:
+            console.print(f"chart: {write_paired_chart(result, chart)}")
         for text in result.notes():
             console.print(f"[yellow]note:[/] {text}")
         for check in result.slo:

@@ -306,6 +306,43 @@ def send_lag(data: RunColumns) -> Figure:
     return fig
 
 
+def _paired_values(
+    a: Sequence[RequestRecord], b: Sequence[RequestRecord], phase: str
+) -> list[tuple[float, float]]:
+    """(intended send time, B - A) for requests ok and measured in both runs, in time order."""
+    by_id = {r.request_id: r for r in a if r.ok and not r.warmup and getattr(r, phase) is not None}
+    pairs = [(by_id[r.request_id], r) for r in b if r.request_id in by_id and r.ok]
+    return sorted((x.intended_at_s, getattr(y, phase) - getattr(x, phase))
+                  for x, y in pairs if getattr(y, phase) is not None)
+
+
+def paired_differences(
+    a: Sequence[RequestRecord], b: Sequence[RequestRecord], phase: str = "latency_s"
+) -> Figure:
+    """B - A per request over the intended send time (two runs on one schedule), with a rolling median
+    and the overall median; points above 0 are requests B served slower."""
+    fig, (ax,) = new_figure()
+    pairs = _paired_values(a, b, phase)
+    label = PHASE_LABELS.get(phase, phase)
+    ax.set_title(f"Paired differences, {label}: B - A per request")
+    if not pairs:
+        note(ax, "No request completed in both runs")
+        return fig
+    t, d = (np.array(column) for column in zip(*pairs, strict=True))
+    ax.scatter(t, d * 1000, s=5, color=PHASE_COLORS.get(phase, "#555555"), alpha=0.45, lw=0, label="request")
+    window = max(5, d.size // 25)
+    rolling = np.array([np.median(d[max(0, i - window // 2): i + window // 2 + 1]) for i in range(d.size)])
+    ax.plot(t, rolling * 1000, color="#222222", lw=1.5, label=f"rolling median ({window} requests)")
+    ax.axhline(0, color="#888888", lw=1)
+    median = float(np.median(d))
+    ax.axhline(median * 1000, color="#d62728", lw=1, ls="--", label=f"median {median * 1000:+.2f} ms")
+    ax.set_xlabel("intended send time since run start (s)")
+    ax.set_ylabel("B - A (ms); above 0 = B slower")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(True, alpha=0.3)
+    return fig
+
+
 # ---------------------------------------------------------------- rendering
 
 

@@ -23,7 +23,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     import pandas as pd
 
-from qbench.errors import ScenarioError, SloViolation
+from qbench.errors import QbenchError, ScenarioError, SloViolation
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run, winner_run_dir
 from qbench.run.paired import PairedPhase, Pairing, pair_runs
@@ -242,3 +242,12 @@ def _paired_line(p: PairedPhase) -> str:
 
 def _signed_s(value: float) -> str:
     return ("+" if value > 0 else "-" if value < 0 else "") + fmt_s(abs(value))
+
+
+def write_paired_chart(c: Comparison, path: Path) -> Path:
+    """The paired-differences chart (latency, B - A per request over time); QbenchError when unpaired."""
+    from qbench.report.charts import paired_differences, save
+
+    if c.pairing is None or not c.pairing.shared:
+        raise QbenchError(f"--chart: {c.pairing.reason if c.pairing else 'the runs are not paired'}")
+    return save(paired_differences(c.a.records, c.b.records), path)

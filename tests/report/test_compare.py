@@ -119,3 +119,15 @@ def test_report_cli(runs: dict[str, Path], tmp_path: Path) -> None:
     assert (tmp_path / "report.html").exists() and "## qbench run" in result.output
     half = runner.invoke(app, ["report", str(runs["base"]), "--x", "max_threads"])
     assert half.exit_code == 2 and "--x and --y go together" in half.output
+
+
+def test_compare_chart_for_paired_runs(runs: dict[str, Path], tmp_path: Path) -> None:
+    """base and slow ran one schedule (same seed): the chart of B - A per request is written."""
+    chart = tmp_path / "paired.png"
+    out = runner.invoke(app, ["compare", str(runs["base"]), str(runs["slow"]), "--chart", str(chart)])
+    assert out.exit_code == 0, out.output
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and chart.stat().st_size > 10_000
+    other = write_run(tmp_path / "other", simulate(n=200, service_s=0.05, seed=11))
+    refused = runner.invoke(app, ["compare", str(runs["base"]), str(other), "--chart", str(tmp_path / "x.png")])
+    assert refused.exit_code == 2 and "--chart: unpaired" in refused.output
+    assert not (tmp_path / "x.png").exists()
