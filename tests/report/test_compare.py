@@ -128,7 +128,7 @@ def test_compare_chart_for_paired_runs(runs: dict[str, Path], tmp_path: Path) ->
     assert out.exit_code == 0, out.output
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and chart.stat().st_size > 10_000
     other = write_run(tmp_path / "other", simulate(n=200, service_s=0.05, seed=11))
-    refused = runner.invoke(app, ["compare", str(runs["base"]), str(other), "--chart", str(tmp_path / "x.png")],
-                            catch_exceptions=False)
+    args = ["compare", str(runs["base"]), str(other), "--chart", str(tmp_path / "x.png")]
+    refused = runner.invoke(app, args)
     assert refused.exit_code == 2 and "--chart: unpaired" in refused.output
     assert not (tmp_path / "x.png").exists()
