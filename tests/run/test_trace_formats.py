@@ -125,3 +125,20 @@ def test_shape_and_sparkline() -> None:
     assert shape.requests == 92 and shape.with_inputs == 12 and shape.peak_rps_1s >= 12
     assert shape.endpoints == {"api_name predict": 92}
     assert sparkline(shape.per_second, width=10).strip() and len(sparkline(shape.per_second, width=10)) == 10
+
+
+def test_the_readme_trace_commands(tmp_path: Path) -> None:
+    """The README's `trace import ... --format har` and `trace show scenarios/traffic.jsonl`, as written."""
+    body = json.dumps({"data": ["hi"], "fn_index": 0, "session_hash": "s"})
+    entry = {"startedDateTime": "2026-11-23T10:15:01Z", "request": {
+        "method": "POST", "url": "http://h/gradio_api/queue/join", "postData": {"text": body}}}
+    later = {**entry, "startedDateTime": "2026-11-23T10:15:02Z"}
+    har_file = write(tmp_path, "session.har", har([entry, later]))
+    runner = CliRunner()
+    out = tmp_path / "traffic.jsonl"
+    done = runner.invoke(app, ["trace", "import", str(har_file), "--format", "har", "-o", str(out),
+                               "--include", "/queue/join$"])
+    assert done.exit_code == 0 and "wrote 2 requests" in done.output, done.output
+    shipped = Path(__file__).resolve().parents[2] / "scenarios" / "traffic.jsonl"
+    shown = runner.invoke(app, ["trace", "show", str(shipped)], env={"COLUMNS": "120"})
+    assert shown.exit_code == 0 and "92 requests over" in shown.output and "api_name predict" in shown.output
