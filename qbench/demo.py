@@ -34,7 +34,7 @@ DEMO_SCENARIO: dict[str, Any] = {
     "payload": {
         "seed": 1,
         "variants": 8,
-        "inputs": [{"image": {"width": 224, "height": 224, "format": "png"}}],
+        "inputs": [{"image": {"width": 224, "height": 224, "format": "jpeg"}}],
     },
     "load": {"rate": 2.5, "arrival": "poisson", "duration": 25, "warmup": 5, "timeout": 60},
     "slo": {"p95_latency_s": 10.0, "error_rate": 0.01},

@@ -69,11 +69,15 @@ class TextSpec(_Model):
 
 
 class ImageSpec(_Model):
-    """A generated image (smooth gradients plus noise) encoded in `format`."""
+    """A generated image encoded in `format`: `photo` (a natural-image spectrum, sharp edges, fine
+    sensor noise: it compresses like a photograph, ~13 KiB at 224x224 as JPEG q85) or `noise` (a
+    gradient under heavy noise, qbench's earlier images: ~96 KiB as PNG). `quality`: jpeg and webp."""
 
     width: int = Field(224, ge=1, le=8192)
     height: int = Field(224, ge=1, le=8192)
     format: Literal["png", "jpeg", "webp"] = "png"
+    content: Literal["photo", "noise"] = "photo"
+    quality: int = Field(85, ge=1, le=100)
 
 
 class AudioSpec(_Model):

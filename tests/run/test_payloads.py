@@ -6,6 +6,7 @@ import io
 import wave
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from qbench.run.payloads import FileValue, PayloadGenerator, fill_template
@@ -35,6 +36,18 @@ def test_image_and_audio_decode() -> None:
     assert isinstance(audio, FileValue)
     with wave.open(io.BytesIO(audio.data)) as wav:
         assert (wav.getframerate(), wav.getnframes(), wav.getnchannels()) == (16000, 8000, 1)
+
+
+@pytest.mark.parametrize(("size", "low_kib", "high_kib"), [(224, 6, 30), (512, 25, 110)])
+def test_photo_images_weigh_what_photos_weigh(size: int, low_kib: int, high_kib: int) -> None:
+    """JPEG q85 photos are 10-50 KB at these sizes (so bytes per request match what users upload)."""
+    photo = generator({"image": {"width": size, "height": size, "format": "jpeg"}}, variants=3)
+    weights = [len(photo.inputs(i)[0].data) / 1024 for i in range(3)]
+    assert all(low_kib <= w <= high_kib for w in weights), weights
+    noise = generator({"image": {"width": size, "height": size, "format": "jpeg", "content": "noise"}})
+    assert noise.inputs(0)[0].data != photo.inputs(0)[0].data  # the earlier generator, still available
+    lower = generator({"image": {"width": size, "height": size, "format": "jpeg", "quality": 40}})
+    assert len(lower.inputs(0)[0].data) < 0.7 * len(photo.inputs(0)[0].data)
 
 
 def test_text_numbers_values_and_templates() -> None:
