@@ -86,7 +86,8 @@ def run(
         spec = load_scenario(scenario, overrides)
         result = run_scenario(spec, target=target, out_dir=out, live=live)
         load = spec.load
-        render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst")
+        render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst",
+                       findings=result.diagnosis)
         console.print(f"records: {result.run_dir}")
         if result.run_info.get("stop_kind") == "interrupted":
             raise typer.Exit(130)

@@ -87,7 +87,7 @@ def run_demo(
             url = stack.enter_context(start_reference_server(preset))
         console.print(f"[bold]reference server[/] ready on {url} (preset {preset})")
         result = run_scenario(scenario, target=url, out_dir=_run_dir(reports, scenario.name), live=True)
-    render_summary(result.summary, console, open_loop=True)
+    render_summary(result.summary, console, open_loop=True, findings=result.diagnosis)
     with console.status("drawing charts and the HTML report..."):
         report = build_report(result.run_dir)
     console.print(f"records: {result.run_dir}")

@@ -24,6 +24,7 @@ from qbench.report.columns import fmt_s
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
 from qbench.run.console import PHASE_LABELS, bottleneck_warnings
+from qbench.run.diagnose import diagnose
 from qbench.run.summary import SloCheck, Stats, Summary
 
 MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in the HTML
@@ -53,6 +54,7 @@ class ReportContext:
     errors: list[list[str]] = field(default_factory=list)  # kind, count, share, example message
     slo: list[list[str]] = field(default_factory=list)  # name, limit, actual, verdict
     warnings: list[str] = field(default_factory=list)
+    diagnosis: list[str] = field(default_factory=list)  # where the limit was (qbench.run.diagnose)
     notes: list[str] = field(default_factory=list)
     details: list[tuple[str, str]] = field(default_factory=list)  # heading, preformatted text
     recommendation: dict[str, Any] = field(default_factory=dict)
@@ -121,6 +123,7 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         errors=error_rows(run),
         slo=[slo_row(c) for c in s.slo],
         warnings=bottleneck_warnings(s),
+        diagnosis=[f"{f.kind}: {f.message}" for f in diagnose(run.records, s, run.info.get("server"))],
         notes=run.notes,
         details=run_details(run.info),
     )

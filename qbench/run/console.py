@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich import box
@@ -11,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from qbench.run.diagnose import Finding
 from qbench.run.loadgen import LiveStats
 from qbench.run.scenario import Scenario
 from qbench.run.summary import Stats, Summary
@@ -78,9 +80,14 @@ def live_line(s: LiveStats) -> str:
 
 
 def render_summary(
-    summary: Summary, console: Console | None = None, *, open_loop: bool = True, burst: bool = False
+    summary: Summary,
+    console: Console | None = None,
+    *,
+    open_loop: bool = True,
+    burst: bool = False,
+    findings: Sequence[Finding] = (),
 ) -> None:
-    """Print the summary table, SLO checks and generator warnings.
+    """Print the summary table, SLO checks, generator warnings and where the limit was (`findings`).
 
     For a burst (every request intended at the same instant) send lag is the time it took to issue
     them all, so it is reported as such instead of as a warning."""
@@ -94,6 +101,8 @@ def render_summary(
         console.print(f"the burst of {summary.sent} requests took {lag.max * 1000:.1f} ms to send")
     for warning in bottleneck_warnings(summary, burst=burst):
         console.print(f"[bold yellow]warning:[/] {warning}")
+    for finding in findings:
+        console.print(f"[bold]limit ({finding.kind}):[/] {finding.message}")
 
 
 def overview_table(s: Summary) -> Table:

@@ -7,7 +7,7 @@ A run directory (`reports/<YYYYmmdd-HHMMSS>-<scenario-name>/`, see `run_dir_for`
                      completed at the end)
     records.jsonl    every finished request, appended while the run goes (survives a killed process)
     records.parquet  every scheduled request, written at the end (the file to re-analyse)
-    summary.json     `Summary.to_dict()`
+    summary.json     `Summary.to_dict()` plus `diagnosis`: where the limit was (qbench.run.diagnose)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,6 +32,7 @@ import orjson
 from qbench import __version__
 from qbench.errors import ScenarioError
 from qbench.run.console import LiveView
+from qbench.run.diagnose import Finding, diagnose
 from qbench.run.loadgen import LiveStats, LoadGenerator
 from qbench.run.payloads import PayloadGenerator
 from qbench.run.protocols import make_protocol
@@ -55,6 +56,7 @@ class RunResult:
     records: list[RequestRecord]
     summary: Summary
     run_info: dict[str, Any]
+    diagnosis: list[Finding] = field(default_factory=list)  # where the limit was (qbench.run.diagnose)
 
 
 def run_dir_for(scenario_name: str, root: Path = REPORTS, when: dt.datetime | None = None) -> Path:
@@ -207,8 +209,9 @@ def _finish(
     info.update(generator=summary.generator.__dict__, records=len(records))
     write_parquet(records, run_dir / "records.parquet")
     _write_json(run_dir / "run.json", info)
-    _write_json(run_dir / "summary.json", summary.to_dict())
-    return RunResult(run_dir=run_dir, records=records, summary=summary, run_info=info)
+    findings = diagnose(records, summary, info.get("server"))
+    _write_json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": [f.to_dict() for f in findings]})
+    return RunResult(run_dir=run_dir, records=records, summary=summary, run_info=info, diagnosis=findings)
 
 
 def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:

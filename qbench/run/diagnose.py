@@ -1,0 +1,173 @@
+"""Where was the limit? Records (+ the server's own settings when it reports them) -> findings.
+
+From the records alone, over the measured window (warm-up excluded):
+
+    waiting(t)   requests sent but not started (the queue, as the client saw it)
+    running(t)   requests started (process_starts) but not completed
+    saturated    the later half of the requests (by send time: a ramp saturates at its end) waited
+                 longer in the queue than they took to serve (median queue wait > median service)
+    K            the effective concurrency: the 95th percentile of running(t) while requests waited
+    growth       median service time of requests that started with about K running, over that of
+                 requests that started with at most K/2 running (the first ones, if K is 1)
+
+Findings, most specific first (each a sentence a user can act on):
+
+    generator    the load generator lagged (its own send lag / loop lag / CPU; see console.py)
+    idle_slots   requests waited while fewer slots ran than the server is configured for (its /status
+                 reports them): another limit holds them (max_threads, a shared concurrency_id...)
+    model_bound  saturated and service time grows with concurrency (growth >= 1.5): the model or the
+                 server's CPU is the limit; more concurrency adds latency, not throughput
+    queue_limit  saturated and service time barely grows (< 1.5): the queue's limit of K caps
+                 throughput at about K / service time; raise concurrency_limit or batch
+    headroom     not saturated: the server kept up with the offered load
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from qbench.run.records import RequestRecord
+from qbench.run.summary import Summary
+
+GROWTH_MODEL_BOUND = 1.5
+MIN_REQUESTS = 20
+MIN_GROUP = 20  # requests in each group compared for growth
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # generator | idle_slots | model_bound | queue_limit | headroom
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Load:
+    """waiting/running counts at each request's start, and over the time grid."""
+
+    waiting: np.ndarray  # per grid time
+    running: np.ndarray  # per grid time
+    running_at_start: np.ndarray  # per started request, including itself
+    service: np.ndarray  # per started and completed request, aligned with running_at_start
+    later_medians: tuple[float, float]  # median queue wait and service, later half of the requests
+
+
+def diagnose(
+    records: list[RequestRecord], summary: Summary, server: dict[str, Any] | None = None,
+    generator_warnings: list[str] | None = None,
+) -> list[Finding]:
+    """Findings for a run (see the module docstring); [] when there are too few requests to judge."""
+    findings = [Finding("generator", w) for w in generator_warnings or []]
+    ok = [r for r in records if not r.warmup and r.sent_at_s is not None]
+    load = _load(ok)
+    if load is None:
+        return findings
+    waited = load.waiting > 0
+    queue_wait, service = load.later_medians
+    saturated = bool(queue_wait > service)
+    if not saturated:
+        share = f"{waited.mean():.0%}"
+        return [*findings, Finding("headroom", (
+            f"the server kept up: requests waited in the queue {share} of the time (later half: median "
+            f"queue wait {_ms(queue_wait)}, service {_ms(service)})"))]
+    k = float(np.percentile(load.running[waited], 95)) if waited.any() else 0.0
+    slots = configured_slots(server)
+    if slots is not None and k < slots - 0.5:
+        findings.append(Finding("idle_slots", (
+            f"requests waited while only about {k:.0f} of the {slots} configured slots ran: another limit "
+            "holds them back (max_threads, a concurrency_id shared with other functions, or a worker "
+            "pool smaller than the limit)")))
+    growth = _growth(load, k)
+    mean_service = summary.phase("service_s").mean
+    capacity = k / mean_service if mean_service else float("nan")
+    offered = f"{summary.offered_rps:.1f}" if summary.offered_rps else "the offered"
+    caps = f"that caps throughput near {capacity:.1f} req/s (against {offered} req/s offered)"
+    if growth is not None and growth >= GROWTH_MODEL_BOUND:
+        findings.append(Finding("model_bound", (
+            f"service time grows with concurrency (x{growth:.1f} from few to {k:.0f} running): the model "
+            "or the server's CPU is the limit, not the queue; more concurrency adds latency, not "
+            "throughput (batching may, if the model batches well)")))
+    elif growth is not None:
+        findings.append(Finding("queue_limit", (
+            f"the queue ran about {k:.0f} request(s) at a time while the rest waited, and service time "
+            f"barely grows with concurrency (x{growth:.1f} from few to {k:.0f} running): {caps}; "
+            "raise concurrency_limit or batch")))
+    else:
+        findings.append(Finding("queue_limit", (
+            f"the queue ran about {k:.0f} request(s) at a time while the rest waited: {caps}; raising "
+            "concurrency_limit or batching helps if the model has headroom (too few requests ran at "
+            "lower concurrency to tell)")))
+    return findings
+
+
+def _load(records: list[RequestRecord]) -> _Load | None:
+    sent = np.array([r.sent_at_s for r in records], dtype=np.float64)
+    started = np.array([np.nan if r.started_at_s is None else r.started_at_s for r in records])
+    completed = np.array([np.nan if r.completed_at_s is None else r.completed_at_s for r in records])
+    done = np.isfinite(started) & np.isfinite(completed)
+    if done.sum() < MIN_REQUESTS:
+        return None
+    end = float(np.nanmax(completed)) if np.isfinite(completed).any() else float(sent.max())
+    grid = np.linspace(float(sent.min()), end, 400)
+    left_queue = np.where(np.isfinite(started), started, np.where(np.isfinite(completed), completed, np.inf))
+    finished = np.where(np.isfinite(completed), completed, np.inf)
+    waiting = _count_le(sent, grid) - _count_le(left_queue, grid)
+    has_start = np.isfinite(started)
+    running = _count_le(started[has_start], grid) - _count_le(finished[has_start], grid)
+    starts, ends = started[done], completed[done]
+    at_start = _count_le(started[has_start], starts) - _count_le(finished[has_start], starts)
+    later = done & (sent >= float(np.median(sent)))  # the later half of the requests, by send time
+    later = later if later.any() else done
+    medians = (float(np.median((started - sent)[later])), float(np.median((completed - started)[later])))
+    return _Load(waiting, running, at_start, ends - starts, medians)
+
+
+def _count_le(times: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    return np.searchsorted(np.sort(times), grid, side="right")
+
+
+def _growth(load: _Load, k: float) -> float | None:
+    """Median service at about k running over the median at few running; None without both groups."""
+    busy = load.service[load.running_at_start >= max(1.0, k - 0.5)]
+    few = load.service[load.running_at_start <= max(1.0, k / 2)]
+    enough = max(MIN_GROUP, int(0.05 * load.service.size))
+    if k < 1.5 or busy.size < enough or few.size < enough:  # one at a time, or too few to compare
+        return None
+    base = float(np.median(few))
+    return float(np.median(busy)) / base if base > 0 else None
+
+
+def configured_slots(server: dict[str, Any] | None) -> int | None:
+    """Requests the server is configured to run at once for the endpoint (its limit times its batch
+    size), when it reports its settings (the reference server's /status does); else None."""
+    if not isinstance(server, dict):
+        return None
+    status = server.get("status")
+    settings = status.get("settings") if isinstance(status, dict) else None
+    config = server.get("config")
+    if not isinstance(settings, dict) or not isinstance(config, dict):
+        return None
+    fn_index = server.get("fn_index")
+    functions = settings.get("functions") or []
+    deps = config.get("dependencies") or []
+    api_name = next((d.get("api_name") for d in deps if isinstance(d, dict) and d.get("id") == fn_index),
+                    None)
+    fn = next((f for f in functions if isinstance(f, dict) and f.get("api_name") == api_name), None)
+    if fn is None:
+        return None
+    limit = fn.get("concurrency_limit")
+    if limit == "default":
+        limit = (settings.get("queue") or {}).get("default_concurrency_limit")
+    if not isinstance(limit, int):
+        return None  # unlimited: max_threads bounds it, which is not per function
+    batch = int(fn.get("max_batch_size") or 1) if fn.get("batch") else 1
+    return limit * batch
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 1000:.0f} ms"

@@ -1,0 +1,94 @@
+"""Where the limit was: findings from records (simulated queues with known behaviour, and a real run)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qbench.report.build import build_report
+from qbench.run.diagnose import configured_slots, diagnose
+from qbench.run.records import RequestRecord
+from qbench.run.runner import run_scenario
+from qbench.run.summary import summarize
+from reference_server.testing import RunningServer
+
+from .conftest import scenario
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
+from report_synth import simulate  # noqa: E402
+
+Factory = Callable[..., AbstractContextManager[RunningServer]]
+
+
+def kinds(records: list[RequestRecord], server: dict[str, Any] | None = None) -> list[str]:
+    return [f.kind for f in diagnose(records, summarize(records, None), server)]
+
+
+def shared_cpu(n: int = 600, slots: int = 4, base_s: float = 0.02, seed: int = 0) -> list[RequestRecord]:
+    """A server whose `slots` workers share one CPU: a job's service time is base x the jobs running
+    when it starts. Light load for the first half of the run, overload for the second."""
+    rng = np.random.default_rng(seed)
+    gaps = np.concatenate([rng.exponential(base_s * 3, n // 2), rng.exponential(base_s / 2, n - n // 2)])
+    t, free, running_ends, records = 0.0, [0.0] * slots, [], []
+    for i, gap in enumerate(gaps):
+        t += gap
+        w = int(np.argmin(free))
+        start = max(t, free[w])
+        running_ends = [e for e in running_ends if e > start]
+        done = start + base_s * (len(running_ends) + 1)
+        running_ends.append(done)
+        free[w] = done
+        records.append(RequestRecord(request_id=i, user_id=0, session_id="s", endpoint="e", warmup=False,
+                                     intended_at_s=t, sent_at_s=t, started_at_s=start, completed_at_s=done,
+                                     outcome="ok"))
+    return records
+
+
+def test_a_server_with_room_to_spare() -> None:
+    assert kinds(simulate(n=400, rate_rps=10, service_s=0.05, workers=2)) == ["headroom"]
+
+
+def test_an_overloaded_queue_whose_service_time_holds_is_queue_limited() -> None:
+    records = simulate(n=600, rate_rps=40, service_s=0.08, workers=2)
+    (finding,) = diagnose(records, summarize(records, None))
+    assert finding.kind == "queue_limit" and "about 2 request(s) at a time" in finding.message
+    assert "caps throughput near 2" in finding.message  # 2 workers / 80 ms = 25 req/s
+
+
+def test_service_that_slows_with_concurrency_is_model_bound() -> None:
+    (finding,) = diagnose(shared_cpu(), summarize(shared_cpu(), None))
+    assert finding.kind == "model_bound" and "grows with concurrency" in finding.message
+
+
+def reference_status(limit: int, batch: int = 1) -> dict[str, Any]:
+    fn = {"api_name": "f", "concurrency_limit": limit, "batch": batch > 1, "max_batch_size": batch}
+    return {"fn_index": 0, "config": {"dependencies": [{"id": 0, "api_name": "f"}]},
+            "status": {"settings": {"functions": [fn], "queue": {"default_concurrency_limit": 1}}}}
+
+
+def test_slots_configured_but_idle_are_named() -> None:
+    records = simulate(n=600, rate_rps=40, service_s=0.08, workers=2)
+    assert kinds(records, reference_status(limit=8)) == ["idle_slots", "queue_limit"]
+    assert kinds(records, reference_status(limit=2)) == ["queue_limit"]
+    assert configured_slots(reference_status(limit=4, batch=8)) == 32
+    assert configured_slots({"config": {}, "status": None}) is None  # a server that reports nothing
+
+
+def test_a_real_saturated_run_says_so_everywhere(server_factory: Factory, tmp_path: Path) -> None:
+    spec = scenario(endpoint={"api_name": "work"}, payload={"inputs": [{"text": {"words": [1, 2]}}]},
+                    load={"rate": 40, "duration": 2, "timeout": 20})
+    work = {"api_name": "work", "workload": "sleep", "params": {"base_ms": 50}, "concurrency_limit": 1}
+    with server_factory(functions=[work]) as server:
+        result = run_scenario(spec, target=server.url, out_dir=tmp_path / "run", live=False)
+    assert [f.kind for f in result.diagnosis] == ["queue_limit"], result.diagnosis
+    assert "about 1 request(s) at a time" in result.diagnosis[0].message
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert saved["diagnosis"][0]["kind"] == "queue_limit"
+    files = build_report(tmp_path / "run")
+    assert "where the limit was** (queue_limit: the queue ran about 1" in files.markdown.read_text()
