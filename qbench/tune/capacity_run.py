@@ -13,8 +13,8 @@ Layout of `reports/capacity-<name>-<stamp>/`:
                           slo, max_error_rate, plan {tolerance, max_probes, step, min_rate, max_rate,
                           confirm}, probe_duration_s, warmup_s, think_time_s, estimate_users,
                           result (Capacity.to_dict(): capacity_rps, failing_rate_rps, tolerance,
-                          converged, confirmed, probes [...]), users (equivalent users), lines (the
-                          answer in words, as printed)}
+                          converged, confirmed, probes [...]), users (equivalent users), answer
+                          [[label, text], ...] (the answer in words, as printed)}
     probes/00-estimate-u<n>/   the closed-loop estimate's run folder
     probes/<nn>-rate-<r>/      one run folder per open-loop probe, in the order they ran
 """
@@ -212,7 +212,7 @@ class CapacityRun:
     capacity: Capacity
     think_time_s: float
     users: float | None
-    lines: list[str]
+    lines: list[tuple[str, str]]  # the answer in words: (label, text)
 
 
 def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) -> CapacityRun:
@@ -242,42 +242,38 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
     return CapacityRun(config.out_dir, capacity, config.think_time_s, users, lines)
 
 
-def describe(capacity: Capacity, constraints: Constraints, think_time_s: float) -> list[str]:
-    """The answer in words: capacity with its bracket, where the SLO first fails, equivalent users."""
+def describe(capacity: Capacity, constraints: Constraints, think_time_s: float) -> list[tuple[str, str]]:
+    """The answer in words, as (label, text): capacity, its bracket, where the SLO first fails, users."""
     slo = ", ".join(f"{k} <= {v:g}" for k, v in constraints.slo.items())
     slo += f"{', ' if slo else ''}error_rate <= {constraints.max_error_rate:.1%}"
-    tol = f"tolerance {capacity.tolerance:.0%}"
     state = "converged" if capacity.converged else "NOT converged: probe budget spent"
     if capacity.confirmed:
         state += ", confirmed by a repeat"
     rate, failing = capacity.capacity_rps, capacity.failing_rate_rps
     if rate is None:
-        return [f"no capacity: the SLO ({slo}) fails even at {failing:.3g} req/s, the lowest rate tried"]
-    lines = [f"capacity: {rate:.3g} req/s of open-loop arrivals meeting {slo}"]
+        return [("no capacity", f"the SLO ({slo}) fails even at {failing:.3g} req/s, the lowest rate tried")]
+    lines = [("capacity", f"{rate:.3g} req/s of open-loop arrivals meeting {slo}")]
     if failing is None:
-        lines.append(f"the SLO held at every rate tried, up to {rate:.3g} req/s ({state}): the capacity is "
-                     "at least that")
+        lines.append(("bracket", f"the SLO held at every rate tried ({state}): the capacity is at least "
+                                 f"{rate:.3g} req/s"))
     else:
-        lines.append(
-            f"bracket: [{rate:.3g}, {failing:.3g}) req/s, last passing to first failing ({tol}, {state})"
-        )
+        lines.append(("bracket", f"[{rate:.3g}, {failing:.3g}) req/s, last passing to first failing "
+                                 f"(tolerance {capacity.tolerance:.0%}, {state})"))
         probe = capacity.first_failing
         why = "; ".join(probe.violations) if probe and probe.violations else "failed"
-        if probe and probe.stopped:
-            why = probe.stopped
-        lines.append(f"the SLO first fails at {failing:.3g} req/s: {why}")
+        why = probe.stopped if probe and probe.stopped else why
+        lines.append(("SLO first fails", f"at {failing:.3g} req/s: {why}"))
     at = capacity.at_capacity
     users = capacity.users(think_time_s)
     if users is not None and at is not None:
-        lines.append(
-            f"~{users:.0f} users clicking every {think_time_s:g} s (N = {rate:.3g} req/s x "
-            f"({think_time_s:g} s think + {at.mean_latency_s or 0:.3g} s mean latency at capacity))"
-        )
+        lines.append(("users", f"~{users:.0f} users clicking every {think_time_s:g} s (N = {rate:.3g} req/s "
+                               f"x ({think_time_s:g} s think + {at.mean_latency_s or 0:.3g} s mean latency "
+                               "at capacity))"))
     return lines
 
 
 def _capacity_json(config: CapacityConfig, capacity: Capacity, users: float | None,
-                   lines: list[str]) -> dict[str, Any]:
+                   lines: list[tuple[str, str]]) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "capacity",
@@ -293,7 +289,7 @@ def _capacity_json(config: CapacityConfig, capacity: Capacity, users: float | No
         "estimate_users": config.estimate_users,
         "result": capacity.to_dict(),
         "users": users,
-        "lines": lines,
+        "answer": [list(line) for line in lines],
     }
 
 

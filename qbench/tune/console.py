@@ -224,6 +224,7 @@ def probe_table(capacity: Capacity) -> Table:
 
 def render_capacity(run: CapacityRun, console: Console) -> None:
     console.print(probe_table(run.capacity))
-    for n, line in enumerate(run.lines):
-        console.print(f"[bold green]{line}[/]" if n == 0 and run.capacity.capacity_rps else line)
+    for n, (label, text) in enumerate(run.lines):
+        style = "bold green" if n == 0 and run.capacity.capacity_rps else "bold"
+        console.print(f"[{style}]{label}:[/] {text}")
     console.print(f"files: {run.out_dir}")

@@ -55,7 +55,8 @@ def test_a_good_first_guess_is_cheap() -> None:
 
 
 def test_runaway_probes_count_as_failing() -> None:
-    found = search_capacity(server(1000.0, runaway_above=50.0), 10.0, SearchPlan(tolerance=0.05, max_probes=30))
+    plan = SearchPlan(tolerance=0.05, max_probes=30)
+    found = search_capacity(server(1000.0, runaway_above=50.0), 10.0, plan)
     assert found.capacity_rps is not None and found.failing_rate_rps is not None
     assert found.capacity_rps <= 50.0 < found.failing_rate_rps
     runaways = [p for p in found.probes if p.stopped]
