@@ -22,7 +22,8 @@ Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
                              peak_gpu_mem_mb}, result (PointResult), repeats [{run_dir, summary}], elapsed_s}
     sweep.parquet           one row per measured point: point_id, one column per knob, goodput_rps,
                             throughput_rps, p50/p95/p99_latency_s, error_rate, peak_rss_mb, peak_gpu_mem_mb,
-                            status, reason, rank, verdict, goodput_ci_low, goodput_ci_high, repeats
+                            status, reason, rank, verdict, goodput_ci_low, goodput_ci_high, repeats,
+                            capacity_rps (objective capacity; else empty)
     recommendation.json     Recommendation.to_dict() (winner, why, ranked with reasons, gradio_code,
                             max_size_advice, capacity, notes) + search {mode, trials, grid_size, saved, path;
                             model search: model, predicted_vs_measured, fallback}
@@ -390,5 +391,6 @@ def _row(r: PointResult, knob_names: list[str], ranks: dict[str, Any]) -> dict[s
         goodput_ci_low=lo,
         goodput_ci_high=hi,
         repeats=len(r.goodput_repeats) or 1,
+        capacity_rps=r.capacity_rps,
     )
     return row
