@@ -208,7 +208,10 @@ def capacity(
     confirm: Annotated[bool, typer.Option(help="Probe the answer again before calling it stable.")] = True,
     out: Annotated[Path, typer.Option(help="Folder for reports/capacity-<name>-<stamp>/.")] = Path("reports"),
 ) -> None:
-    """How many users can my app handle? The highest open-loop arrival rate meeting the SLO (bisection)."""
+    """How many users can my app handle? The highest open-loop arrival rate meeting the SLO (bisection).
+
+    Exit 0 when the search ends (with or without a capacity), 2 on a bad option, a missing SLO or an
+    unreachable target, 130 when interrupted."""
     from qbench.errors import QbenchError
     from qbench.tune.capacity_run import capacity_config, parse_tolerance, run_capacity
     from qbench.tune.config import parse_slo_options
@@ -226,6 +229,9 @@ def capacity(
                       f"tolerance {config.plan.tolerance:.0%}): {config.out_dir}")
         result = run_capacity(config, lambda probe: console.print(probe_line(probe)))
         render_capacity(result, console)
+    except KeyboardInterrupt:
+        typer.echo("interrupted: no capacity; the probes that finished are under probes/ of the folder above")
+        raise typer.Exit(130) from None
     except QbenchError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
