@@ -19,7 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Commands are added below, one small function each: run, sweep, report, compare, serve, demo.
+# Commands are added below, one small function each: run, capacity, sweep, report, compare, serve, demo.
 
 
 @app.command()
@@ -143,11 +143,25 @@ def sweep(
     duration: Annotated[float | None, typer.Option(help="Seconds of load per point.")] = None,
     max_memory_mb: Annotated[float | None, typer.Option(help="Memory ceiling (peak RSS / GPU).")] = None,
     tolerated_wait_s: Annotated[float | None, typer.Option(help="Wait users tolerate (max_size).")] = None,
-    capacity_trials: Annotated[int | None, typer.Option(help="Rate probes for capacity (0 = skip).")] = None,
+    objective: Annotated[
+        str | None,
+        typer.Option(help="capacity (rank by the highest rate meeting the SLO) or latency (goodput at the "
+                     "scenario's load). Default: capacity for a rate load with an SLO, else latency."),
+    ] = None,
+    capacity_trials: Annotated[
+        int | None, typer.Option(help="Rate probes per capacity search (0 = skip).")
+    ] = None,
+    capacity_tolerance: Annotated[
+        str | None, typer.Option(help="Capacity search stops at this bracket width (default 10%).")
+    ] = None,
+    capacity_duration: Annotated[
+        float | None, typer.Option(help="Seconds per capacity probe (default: the point duration).")
+    ] = None,
     out: Annotated[Path, typer.Option(help="Folder for reports/<sweep-id>/.")] = Path("reports"),
 ) -> None:
     """Sweep server (and client) knobs, rank the points under an SLO, recommend Gradio settings."""
     from qbench.errors import QbenchError
+    from qbench.tune.capacity_run import parse_tolerance
     from qbench.tune.config import build_config, parse_slo_options, resume_options, sweep_options
     from qbench.tune.console import SweepProgress, render_sweep, sweep_console
     from qbench.tune.sweep import run_sweep
@@ -162,16 +176,68 @@ def sweep(
                 scenario, grid=grid or [], links=link or [], slo=parse_slo_options(slo or []), repeat=repeat,
                 search=search, live=live_config, preset=preset, server_config=server_config, launch=launch,
                 target=target, duration=duration, max_memory_mb=max_memory_mb,
-                tolerated_wait_s=tolerated_wait_s, capacity_trials=capacity_trials, out_root=out,
+                tolerated_wait_s=tolerated_wait_s, capacity_trials=capacity_trials, objective=objective,
+                capacity_tolerance=parse_tolerance(capacity_tolerance) if capacity_tolerance else None,
+                capacity_duration=capacity_duration, out_root=out,
             )
             config = build_config(options)
         where = str(config.sweep_dir)
-        console.print(f"sweep {where} ({config.mode}, {config.search}, {config.grid.size} points)")
+        console.print(f"sweep {where} ({config.mode}, {config.search}, {config.grid.size} points, "
+                      f"objective {config.constraints.objective})")
         with SweepProgress(config.grid.size, smart=config.search != "grid") as progress:
             result = run_sweep(config, progress)
         render_sweep(result, console)
     except KeyboardInterrupt:
         typer.echo(f"interrupted; finished points are saved: qbench sweep {scenario} --resume {where}")
+        raise typer.Exit(130) from None
+    except QbenchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+
+
+@app.command()
+def capacity(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML (its payload, endpoint and slo:).")],
+    target: Annotated[str | None, typer.Option(help="Server base URL (overrides the scenario's).")] = None,
+    slo: Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2 (repeat).")] = None,
+    tolerance: Annotated[str, typer.Option(help="Stop when failing / passing rate <= 1 + this.")] = "5%",
+    think_time: Annotated[
+        float | None, typer.Option(help="Seconds between a user's clicks, for the equivalent users "
+                                   "(default: load.think_time, else 10).")
+    ] = None,
+    duration: Annotated[float, typer.Option(help="Seconds of load per probe (after the warm-up).")] = 5.0,
+    warmup: Annotated[float, typer.Option(help="Seconds excluded at the start of each probe.")] = 0.5,
+    max_probes: Annotated[int, typer.Option(help="Open-loop probes at most.")] = 10,
+    estimate_users: Annotated[int, typer.Option(help="Closed-loop users of the first estimate.")] = 32,
+    start_rate: Annotated[
+        float | None, typer.Option(help="Skip the estimate: start the bracket at this rate (req/s).")
+    ] = None,
+    confirm: Annotated[bool, typer.Option(help="Probe the answer again before calling it stable.")] = True,
+    out: Annotated[Path, typer.Option(help="Folder for reports/capacity-<name>-<stamp>/.")] = Path("reports"),
+) -> None:
+    """How many users can my app handle? The highest open-loop arrival rate meeting the SLO (bisection).
+
+    Exit 0 when the search ends (with or without a capacity), 2 on a bad option, a missing SLO or an
+    unreachable target, 130 when interrupted."""
+    from qbench.errors import QbenchError
+    from qbench.tune.capacity_run import capacity_config, parse_tolerance, run_capacity
+    from qbench.tune.config import parse_slo_options
+    from qbench.tune.console import probe_line, render_capacity, sweep_console
+
+    console = sweep_console()
+    try:
+        config = capacity_config(
+            scenario, target=target, slo=parse_slo_options(slo or []), tolerance=parse_tolerance(tolerance),
+            max_probes=max_probes, duration_s=duration, warmup_s=warmup, think_time_s=think_time,
+            estimate_users=estimate_users, start_rate=start_rate, confirm=confirm, out_root=out,
+        )
+        bounds = ", ".join(f"{k} <= {v:g}" for k, v in config.constraints.slo.items())
+        console.print(f"capacity of {config.target} under {bounds} ({config.probe_duration_s:g} s probes, "
+                      f"tolerance {config.plan.tolerance:.0%}): {config.out_dir}")
+        result = run_capacity(config, lambda probe: console.print(probe_line(probe)))
+        render_capacity(result, console)
+    except KeyboardInterrupt:
+        typer.echo("interrupted: no capacity; the probes that finished are under probes/ of the folder above")
         raise typer.Exit(130) from None
     except QbenchError as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -1,4 +1,5 @@
-"""`qbench report DIR`: a run or sweep directory -> PNG charts, summary.md and a self-contained report.html.
+"""`qbench report DIR`: a run, sweep or capacity directory -> PNG charts, summary.md and a self-contained
+report.html.
 
 Everything is rebuilt from the files on disk (records first; see `qbench.report.rundir`). Output goes to
 `<out>/charts/*.png`, `<out>/summary.md` (short, for pull requests and CI logs) and `<out>/report.html`
@@ -19,6 +20,12 @@ import jinja2
 
 from qbench import __version__
 from qbench.errors import QbenchError
+from qbench.report.capacity_charts import (
+    LoadedCapacity,
+    is_capacity_dir,
+    read_capacity,
+    render_capacity_charts,
+)
 from qbench.report.charts import Chart, render_run_charts
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
@@ -45,7 +52,7 @@ class ReportFiles:
 class ReportContext:
     """Everything the templates show; built once, rendered twice (markdown and HTML)."""
 
-    kind: str  # "run" or "sweep"
+    kind: str  # "run", "sweep" or "capacity"
     title: str
     source: str
     headline: list[tuple[str, str]]
@@ -59,6 +66,7 @@ class ReportContext:
     details: list[tuple[str, str]] = field(default_factory=list)  # heading, preformatted text
     recommendation: dict[str, Any] = field(default_factory=dict)
     points: list[list[str]] = field(default_factory=list)  # ranked sweep points
+    probes: list[list[str]] = field(default_factory=list)  # capacity probes: #, offered, ok/s, p50..why
     generated: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     version: str = __version__
 
@@ -69,7 +77,9 @@ def build_report(source: Path, out_dir: Path | None = None,
     if not source.is_dir():
         raise QbenchError(f"{source}: not a directory (expected reports/<run-id>/ or reports/<sweep-id>/)")
     out = out_dir or source
-    if is_sweep_dir(source):
+    if is_capacity_dir(source):
+        context = capacity_context(read_capacity(source), out / "charts")
+    elif is_sweep_dir(source):
         context = sweep_context(read_sweep(source), out / "charts", heatmap_axes)
     else:
         context = run_context(read_run(source), out / "charts")
@@ -260,6 +270,7 @@ def point_rows(data: LoadedSweep) -> list[list[str]]:
 
 
 def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:
+    objective = data.recommendation.get("objective") or data.info.get("objective")
     statuses = [str(r.get("status")) for r in data.rows]
     rows = [
         ("mode / search", f"{data.info.get('mode', '?')} / {data.info.get('search', '?')}"),
@@ -267,6 +278,8 @@ def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:
                    f"{statuses.count('failed')} failed, {statuses.count('stopped')} stopped)"),
         ("swept knobs", ", ".join(f"{k} ({len(v)} values)" for k, v in data.knobs.items()) or "none"),
         ("SLO", ", ".join(f"{k} {v}" for k, v in (data.info.get("slo") or {}).items()) or "none"),
+        ("objective", f"{objective or 'latency'}: " + str(
+            data.recommendation.get("objective_why") or "points ranked by goodput at the load")),
     ]
     winner = data.recommendation.get("winner")
     if isinstance(winner, dict):
@@ -278,9 +291,59 @@ def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:
     return rows
 
 
-def _without(data: dict[str, Any], key: str) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if k != key}
+def _without(data: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in keys}
 
 
 def _num(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, int | float) else "-"
+
+
+# ---------------------------------------------------------------- a capacity search
+
+
+def capacity_context(data: LoadedCapacity, charts_dir: Path) -> ReportContext:
+    info = data.info
+    scenario = info.get("scenario", {})
+    name = scenario.get("content", {}).get("name") if isinstance(scenario, dict) else None
+    return ReportContext(
+        kind="capacity",
+        title=f"qbench capacity: {name or data.path.name}",
+        source=str(data.path),
+        headline=capacity_headline(data),
+        charts=render_capacity_charts(data, charts_dir),
+        notes=data.notes,
+        probes=probe_rows(data),
+        details=[(t, _json(v)) for t, v in (("Search", _without(info, "scenario", "result", "answer")),
+                                            ("Scenario", scenario)) if v],
+    )
+
+
+def capacity_headline(data: LoadedCapacity) -> list[tuple[str, str]]:
+    info, result = data.info, data.result
+    slo = ", ".join(f"{k} <= {v}" for k, v in (info.get("slo") or {}).items()) or "none"
+    answer = info.get("answer")
+    rows = [("target", str(info.get("target", "unknown"))),
+            ("SLO", f"{slo}; error_rate <= {_pct(info.get('max_error_rate'))}")]
+    rows += [(str(pair[0]), str(pair[1])) for pair in answer if isinstance(pair, list) and len(pair) == 2] \
+        if isinstance(answer, list) else []
+    rows.append(("probes", f"{len(data.rate_probes)} open-loop of {_num(info.get('probe_duration_s'))} s, "
+                           f"tolerance {_pct(result.get('tolerance'))}, "
+                           f"{'converged' if result.get('converged') else 'not converged'}"))
+    return rows
+
+
+def probe_rows(data: LoadedCapacity) -> list[list[str]]:
+    """Every probe in the order it ran: #, offered, ok/s, p50, p95, p99, errors, verdict, why."""
+    rows = []
+    for n, p in enumerate(data.probes):
+        offered = f"{p.get('users')} users" if p.get("kind") == "estimate" else _num(p.get("rate_rps"))
+        why = p.get("stopped") or "; ".join(p.get("violations") or [])
+        rows.append([str(n), offered, _num(p.get("throughput_rps")), _s(p.get("p50_latency_s")),
+                     _s(p.get("p95_latency_s")), _s(p.get("p99_latency_s")), _pct(p.get("error_rate")),
+                     str(p.get("verdict", "")), str(why)])
+    return rows
+
+
+def _pct(value: Any) -> str:
+    return f"{value:.1%}" if isinstance(value, int | float) else "-"

@@ -27,7 +27,7 @@ from qbench.run.records import read_records
 METRIC_COLUMNS = frozenset({
     "point_id", "goodput_rps", "throughput_rps", "p50_latency_s", "p95_latency_s", "p99_latency_s",
     "error_rate", "peak_rss_mb", "peak_gpu_mem_mb", "status", "reason", "rank", "verdict", "goodput_ci_low",
-    "goodput_ci_high", "repeats",
+    "goodput_ci_high", "repeats", "capacity_rps",
 })
 MAX_FACETS = 6
 

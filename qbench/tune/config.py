@@ -13,6 +13,10 @@
       max_memory_mb: 8000
       max_error_rate: 0.01
       tolerated_wait_s: 10             # for the max_size advice
+      objective: capacity              # capacity | latency (default: see choose_objective)
+      capacity_trials: 5               # open-loop probes per capacity search
+      capacity_tolerance: 0.1          # stop a capacity search when failing / passing <= 1.1
+      capacity_duration: 2             # seconds per capacity probe (default: the point duration)
 
 `SweepOptions` are the raw, JSON-able inputs; they are saved in sweep.json so that `--resume DIR` rebuilds
 exactly the same `SweepConfig`.
@@ -20,7 +24,7 @@ exactly the same `SweepConfig`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -38,7 +42,7 @@ from qbench.run.scenario import (
     resolve_paths,
 )
 from qbench.tune.grid import Grid, build_grid, is_server_knob, parse_link
-from qbench.tune.recommend import Constraints
+from qbench.tune.recommend import Constraints, Objective
 
 Mode = Literal["relaunch", "live", "launch", "target"]
 SearchMode = Literal["grid", "smart", "model"]
@@ -56,7 +60,11 @@ SWEEP_KEYS = {
     "max_error_rate",
     "tolerated_wait_s",
     "capacity_trials",
+    "capacity_tolerance",
+    "capacity_duration",
+    "objective",
 }
+LOAD_SHAPE_KNOBS = frozenset({"rate", "users", "load.rate", "load.users", "load.burst", "load.stages"})
 
 
 @dataclass
@@ -80,6 +88,9 @@ class SweepOptions:
     max_error_rate: float | None = None
     tolerated_wait_s: float | None = None
     capacity_trials: int | None = None
+    capacity_tolerance: float | None = None
+    capacity_duration: float | None = None
+    objective: str | None = None
     ready_timeout_s: float = 60.0
     out_root: str = "reports"
 
@@ -104,6 +115,9 @@ class SweepConfig:
     warmup_s: float | None = None
     stop_runaway: bool = True
     capacity_trials: int = 5
+    capacity_tolerance: float = 0.1
+    capacity_duration_s: float | None = None  # seconds per capacity probe (default: the point duration)
+    objective_why: str = ""  # why constraints.objective ranks the points (choose_objective)
     ready_timeout_s: float = 60.0
 
     def describe(self) -> dict[str, Any]:
@@ -115,6 +129,8 @@ class SweepConfig:
             "slo": self.constraints.slo,
             "constraints": asdict(self.constraints),
             "search": self.search,
+            "objective": self.constraints.objective,
+            "objective_why": self.objective_why,
             "repeat": self.repeat,
             "server": {"settings": self.base_settings, "launch": self.launch, "target": self.target},
             "options": asdict(self.options),
@@ -168,22 +184,41 @@ def _server_settings(
 def _constraints(
     options: SweepOptions, scenario: Scenario, section: dict[str, Any], source: str
 ) -> Constraints:
+    constraints = build_constraints(
+        scenario, {**(section.get("slo") or {}), **options.slo}, source,
+        max_error_rate=options.max_error_rate or section.get("max_error_rate"),
+    )
+    return replace(
+        constraints,
+        max_memory_mb=options.max_memory_mb or section.get("max_memory_mb"),
+        tolerated_wait_s=options.tolerated_wait_s or section.get("tolerated_wait_s"),
+    )
+
+
+def build_constraints(
+    scenario: Scenario, slo_over: dict[str, float], source: str, *, max_error_rate: float | None = None
+) -> Constraints:
+    """The scenario's slo: with `slo_over` merged over it, validated; its error_rate (default 1 %)
+    becomes the error-rate ceiling unless `max_error_rate` is given."""
     slo = dict(scenario.slo.thresholds()) if scenario.slo else {}
-    slo.update(section.get("slo") or {})
-    slo.update(options.slo)
+    slo.update(slo_over)
     try:
         Slo(**slo)
     except ValidationError as exc:
         bad = "; ".join(_slo_problem(e) for e in exc.errors())
         raise ScenarioError(f"{source}: SLO {slo}: {bad}") from None
-    max_error = options.max_error_rate or section.get("max_error_rate") or slo.pop("error_rate", None) or 0.01
+    max_error = max_error_rate or slo.pop("error_rate", None) or 0.01
     slo.pop("error_rate", None)
-    return Constraints(
-        slo=slo,
-        max_error_rate=float(max_error),
-        max_memory_mb=options.max_memory_mb or section.get("max_memory_mb"),
-        tolerated_wait_s=options.tolerated_wait_s or section.get("tolerated_wait_s"),
-    )
+    return Constraints(slo=slo, max_error_rate=float(max_error))
+
+
+def require_slo(constraints: Constraints, what: str) -> None:
+    """Capacity is the highest rate at which an SLO holds: without an upper bound there is no such rate."""
+    if not any(not metric.startswith("min_") for metric in constraints.slo):
+        raise ScenarioError(
+            f"{what} needs an SLO to hold, e.g. --slo p95_latency_s=2 (or slo: {{p95_latency_s: 2}} in the "
+            "scenario): without a latency bound every rate the server keeps up with passes"
+        )
 
 
 def _slo_problem(error: ErrorDetails) -> str:
@@ -259,11 +294,23 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
     if search_name not in ("grid", "smart", "model"):
         raise ScenarioError(f"search {search_name!r}: expected grid, smart or model")
     search = cast(SearchMode, search_name)
+    trials = int(
+        options.capacity_trials if options.capacity_trials is not None else section.get("capacity_trials", 5)
+    )
+    constraints = _constraints(options, scenario, section, str(path))
+    objective, why = choose_objective(options.objective or section.get("objective"), scenario, grid,
+                                      constraints, trials)
+    tolerance = options.capacity_tolerance or section.get("capacity_tolerance") or 0.1
+    if not 0.001 <= float(tolerance) <= 1:
+        raise ScenarioError(f"capacity tolerance {tolerance!r}: expected a relative width in [0.001, 1]")
     return SweepConfig(
         options=options,
         scenario=scenario,
         grid=grid,
-        constraints=_constraints(options, scenario, section, str(path)),
+        constraints=replace(constraints, objective=objective),
+        objective_why=why,
+        capacity_tolerance=float(tolerance),
+        capacity_duration_s=options.capacity_duration or section.get("capacity_duration"),
         mode=mode,
         sweep_dir=sweep_dir or new_sweep_dir(Path(options.out_root), scenario.name),
         base_settings=settings,
@@ -274,13 +321,47 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
         search=search,
         point_duration_s=options.duration or section.get("duration"),
         warmup_s=options.warmup if options.warmup is not None else section.get("warmup"),
-        capacity_trials=int(
-            options.capacity_trials
-            if options.capacity_trials is not None
-            else section.get("capacity_trials", 5)
-        ),
+        capacity_trials=trials,
         ready_timeout_s=options.ready_timeout_s,
     )
+
+
+def choose_objective(
+    requested: str | None, scenario: Scenario, grid: Grid, constraints: Constraints, trials: int
+) -> tuple[Objective, str]:
+    """The objective that ranks the points, and why. Asked for: as asked (capacity needs an SLO, probes
+    and a grid that does not sweep the load). By default: `capacity` when the scenario's load is an
+    open-loop rate (`rate` or `stages`: no fixed number of users or requests), there is an SLO to hold,
+    capacity probes are allowed and no grid axis sweeps the load; otherwise `latency`: points are ranked
+    by goodput at the scenario's own load (a fixed size: closed-loop users or a burst)."""
+    load = scenario.load
+    swept = sorted(LOAD_SHAPE_KNOBS & set(grid.axes))
+    if requested not in (None, "capacity", "latency"):
+        raise ScenarioError(f"objective {requested!r}: expected capacity or latency")
+    if requested == "latency":
+        return "latency", "asked for (--objective latency): points ranked by goodput at the scenario's load"
+    if requested == "capacity":
+        require_slo(constraints, "--objective capacity")
+        if trials <= 0:
+            raise ScenarioError("--objective capacity needs capacity probes: capacity_trials must be > 0")
+        if swept:
+            raise ScenarioError(
+                f"--objective capacity searches the arrival rate itself: do not sweep {', '.join(swept)}"
+            )
+        return "capacity", "asked for (--objective capacity): points ranked by the highest arrival rate " \
+            "meeting the SLO"
+    size = {"users": f"{load.users} closed-loop users", "burst": f"a burst of {load.burst} requests"}
+    if swept:
+        return "latency", f"the grid sweeps the load itself ({', '.join(swept)}): points ranked at their load"
+    if load.shape in size:
+        return "latency", (f"the scenario's load has a fixed size ({size[load.shape]}): points ranked by "
+                           "goodput at that load")
+    if not any(not m.startswith("min_") for m in constraints.slo):
+        return "latency", "no latency SLO to hold, so no capacity to search: points ranked by goodput"
+    if trials <= 0:
+        return "latency", "capacity_trials is 0: points ranked by goodput at the scenario's load"
+    return "capacity", (f"the scenario's load is an open-loop {load.shape} (no fixed size): points ranked by "
+                        "the highest arrival rate meeting the SLO")
 
 
 def resume_options(sweep_dir: Path) -> SweepOptions:

@@ -1,5 +1,6 @@
 """What `qbench sweep` shows: a progress bar over points with the best-so-far, then the ranked table,
-the winner's Gradio code, the max_size advice and the capacity."""
+the winner's Gradio code, the max_size advice and the capacity. What `qbench capacity` shows: a line
+per probe while it runs, then the table of probes and the answer in words."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.syntax import Syntax
 from rich.table import Table
 
+from qbench.tune.capacity import Capacity, Probe
+from qbench.tune.capacity_run import CapacityRun
 from qbench.tune.grid import Point
 from qbench.tune.recommend import PointResult
 from qbench.tune.search_model import ModelSearchResult
@@ -53,10 +56,13 @@ class SweepProgress:
     def point_done(self, result: PointResult, best: PointResult | None) -> None:
         if best is not None:
             self.best = f"{best.point_id} {best.goodput_rps:.3g} rps"
+            if best.capacity:
+                self.best = f"{best.point_id} capacity {_capacity_cell(best)} req/s"
         note = "" if result.status == "ok" else f" [{result.status}]"
+        capacity = f", capacity {_capacity_cell(result)} req/s" if result.capacity else ""
         self.progress.console.print(
-            f"  {result.point_id}: goodput {result.goodput_rps:.3g} rps, p95 {_s(result.p95_latency_s)}{note}"
-            + (f" {result.reason}" if result.reason else "")
+            f"  {result.point_id}: goodput {result.goodput_rps:.3g} rps, p95 {_s(result.p95_latency_s)}"
+            f"{capacity}{note}" + (f" {result.reason}" if result.reason else "")
         )
         self.progress.update(self.task, advance=1, description=f"best {self.best}")
 
@@ -76,7 +82,8 @@ def ranked_table(result: SweepResult) -> Table:
     table.add_column("#", justify="right")
     for name in knob_names:
         table.add_column(name, justify="right")
-    for col in ("goodput/s", "p50", "p95", "err", "rss MB"):
+    by_capacity = rec.objective == "capacity"
+    for col in ("capacity/s",) * by_capacity + ("goodput/s", "p50", "p95", "err", "rss MB"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("why", min_width=40, overflow="fold")
     for ranked in rec.ranked:
@@ -86,6 +93,7 @@ def ranked_table(result: SweepResult) -> Table:
         table.add_row(
             str(ranked.rank),
             *(str(p.knobs.get(n, "")) for n in knob_names),
+            *([_capacity_cell(p)] if by_capacity else []),
             goodput,
             _s(p.p50_latency_s),
             _s(p.p95_latency_s),
@@ -95,6 +103,13 @@ def ranked_table(result: SweepResult) -> Table:
             style=_VERDICT_STYLE.get(ranked.verdict, ""),
         )
     return table
+
+
+def _capacity_cell(p: PointResult) -> str:
+    failing = p.capacity.get("failing_rate_rps")
+    if p.capacity_rps is None:
+        return "-" if failing is None else f"< {failing:.3g}"
+    return f"{p.capacity_rps:.3g}" + (f" [<{failing:.3g}]" if failing else "")
 
 
 def sweep_console() -> Console:
@@ -118,6 +133,7 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     if rec.winner is None:
         console.print(f"[bold red]no recommendation:[/] {rec.why}")
         return
+    console.print(f"objective: {rec.objective} ({rec.objective_why})")
     console.print(f"[bold green]winner:[/] {rec.why}")
     for text in rec.notes:
         console.print(f"[yellow]note:[/] {text}")
@@ -130,12 +146,16 @@ def render_sweep(result: SweepResult, console: Console) -> None:
 def _capacity_line(capacity: dict[str, Any]) -> str:
     if not capacity:
         return "capacity: not measured"
-    rate, failing = capacity.get("rate_rps"), capacity.get("failing_rate_rps")
-    trials = len(capacity.get("trials", []))
+    rate, failing = capacity.get("capacity_rps"), capacity.get("failing_rate_rps")
+    trials = sum(p.get("kind") == "rate" for p in capacity.get("probes", []))
     if rate is None:
         return f"capacity: the SLO failed even at {failing:.3g} req/s ({trials} probes)"
     above = f", fails at {failing:.3g} req/s" if failing else " (never failed within the probes)"
-    return f"capacity: meets the SLO up to {rate:.3g} req/s (open-loop arrivals){above}; {trials} probes"
+    tol = f"tolerance {capacity.get('tolerance', 0):.0%}"
+    tol += "" if capacity.get("converged") else ", not converged"
+    return (
+        f"capacity: meets the SLO up to {rate:.3g} req/s (open-loop arrivals){above}; {trials} probes, {tol}"
+    )
 
 
 def render_model_search(search: ModelSearchResult, console: Console) -> None:
@@ -168,3 +188,43 @@ def render_model_search(search: ModelSearchResult, console: Console) -> None:
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
+
+
+# ---------------------------------------------------------------- qbench capacity
+
+
+_PROBE_STYLE = {"pass": "green", "fail": "yellow", "runaway": "red", "estimate": "cyan"}
+
+
+def probe_line(probe: Probe) -> str:
+    """One line per finished probe, while the search runs."""
+    if probe.kind == "estimate":
+        return (f"  estimate: {probe.users} closed-loop users -> {probe.rate_rps:.3g} completions/s "
+                f"(users / mean latency), p95 {_s(probe.p95_latency_s)}")
+    why = probe.stopped or "; ".join(probe.violations)
+    return (f"  {probe.rate_rps:.4g} req/s: {probe.verdict}, p95 {_s(probe.p95_latency_s)}, "
+            f"{probe.throughput_rps:.3g} ok/s" + (f" ({why})" if why else ""))
+
+
+def probe_table(capacity: Capacity) -> Table:
+    """Every probe in the order it ran: offered rate, what came back, the verdict and why."""
+    table = Table(title=f"qbench capacity: {len(capacity.probes)} probes", title_justify="left")
+    for col in ("#", "offered/s", "ok/s", "p50", "p95", "p99", "err", "verdict"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("why", min_width=30, overflow="fold")
+    for n, p in enumerate(capacity.probes):
+        offered = f"{p.users} users" if p.kind == "estimate" else f"{p.rate_rps:.4g}"
+        table.add_row(
+            str(n), offered, f"{p.throughput_rps:.3g}", _s(p.p50_latency_s), _s(p.p95_latency_s),
+            _s(p.p99_latency_s), f"{p.error_rate:.1%}", p.verdict, p.stopped or "; ".join(p.violations),
+            style=_PROBE_STYLE.get(p.verdict, ""),
+        )
+    return table
+
+
+def render_capacity(run: CapacityRun, console: Console) -> None:
+    console.print(probe_table(run.capacity))
+    for n, (label, text) in enumerate(run.lines):
+        style = "bold green" if n == 0 and run.capacity.capacity_rps else "bold"
+        console.print(f"[{style}]{label}:[/] {text}")
+    console.print(f"files: {run.out_dir}")

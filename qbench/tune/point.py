@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qbench.run.scenario import Slo
+from qbench.run.scenario import Scenario, Slo
 from qbench.run.summary import summarize
 from qbench.tune.grid import Point
 from qbench.tune.recommend import Constraints, PointResult
@@ -84,22 +84,23 @@ def point_overrides(config: SweepConfig, point: Point) -> dict[str, Any]:
     return overrides
 
 
-def _run(
-    config: SweepConfig,
+def run_once(
+    scenario: Scenario,
+    slo: dict[str, float],
     base_url: str,
     run_dir: Path,
     overrides: dict[str, Any],
     detector: RunawayDetector | None,
 ) -> tuple[dict[str, Any], str | None]:
+    """One run of `scenario` with `overrides`: (summary dict under `slo`, reason if stopped early)."""
     from qbench.run.runner import run_scenario
 
     result = run_scenario(
-        config.scenario, target=base_url, out_dir=run_dir, overrides=overrides, live=False, stop_when=detector
+        scenario, target=base_url, out_dir=run_dir, overrides=overrides, live=False, stop_when=detector
     )
     if result.run_info.get("stop_kind") == "interrupted":
         raise KeyboardInterrupt  # Ctrl-C during a point: end the sweep, this point stays unchecked
-    slo = Slo(**config.constraints.slo) if config.constraints.slo else None
-    summary = summarize(result.records, slo)
+    summary = summarize(result.records, Slo(**slo) if slo else None)
     stopped = result.run_info.get("stop_reason") if result.run_info.get("stop_kind") == "deadline" else None
     return summary.to_dict(), stopped
 
@@ -108,19 +109,8 @@ def run_point(
     config: SweepConfig, base_url: str, point: Point, run_dir: Path, detector: RunawayDetector | None
 ) -> tuple[dict[str, Any], str | None]:
     """One repeat of one point: (summary dict, reason if stopped early)."""
-    return _run(config, base_url, run_dir, point_overrides(config, point), detector)
-
-
-def measure_rate(
-    config: SweepConfig, base_url: str, point: Point, rate: float, run_dir: Path
-) -> tuple[dict[str, Any], str | None]:
-    """A capacity probe: the point's settings at an open-loop arrival rate -> (summary, why it was
-    stopped early or None)."""
     overrides = point_overrides(config, point)
-    overrides.pop("load.users", None)
-    overrides["load.rate"] = rate
-    overrides.setdefault("load.duration", config.scenario.load.duration or 5.0)
-    return _run(config, base_url, run_dir, overrides, RunawayDetector() if config.stop_runaway else None)
+    return run_once(config.scenario, config.constraints.slo, base_url, run_dir, overrides, detector)
 
 
 # ---------------------------------------------------------------- summaries -> PointResult

@@ -13,6 +13,13 @@ The rule (what `recommend` does, in order):
    concurrency x batch slots, peak memory); the first of them is the winner.
 4. Every loser's reason says which constraint it broke, or how far below the winner's goodput it was.
 
+That is the `latency` objective: points compete at the scenario's own load. Under the `capacity`
+objective (`Constraints.objective`) each point carries its capacity (the highest open-loop arrival rate
+meeting the SLO, `qbench.tune.capacity`): a point is usable when its server ran and its capacity was
+searched (its own-load run may have run away), infeasible when the SLO failed even at the lowest rate
+tried or it broke the memory ceiling, and feasible points are ranked by capacity, tied within the
+searches' tolerance; ties and reasons then go as above.
+
 `max_size` advice: in a FIFO queue served at X requests/s, the user at position q waits about q / X s. To
 keep the queue wait of the last admitted user within the wait a user tolerates (W, default: the SLO's
 latency bound minus the median service time), `max_size = floor(X * W)`; later arrivals are refused at
@@ -30,6 +37,7 @@ from typing import Any, Final, Literal
 from qbench.tune.grid import Value
 
 Status = Literal["ok", "failed", "stopped"]
+Objective = Literal["latency", "capacity"]
 
 # Two-sided 95 % Student-t quantiles by degrees of freedom (df > 30 uses the normal 1.96).
 _T95: Final = {
@@ -72,6 +80,10 @@ class PointResult:
     # end-to-end latency SLO checks the run itself failed when its failed requests count as slowest
     # (qbench.run.summary): the same verdict `qbench run` gives, even where the ok-only figures pass
     slo_breaches: list[str] = field(default_factory=list)
+    # objective capacity: the highest arrival rate meeting the SLO (qbench.tune.capacity) and its search
+    # (capacity_rps, failing_rate_rps, tolerance, converged, probes); empty when not measured
+    capacity_rps: float | None = None
+    capacity: dict[str, Any] = field(default_factory=dict)
 
     def goodput_ci(self) -> tuple[float, float]:
         """95 % confidence interval of goodput over repeats ((g, g) with a single repeat)."""
@@ -102,19 +114,38 @@ def metric_value(point: PointResult, metric: str) -> float | None:
 
 @dataclass(frozen=True)
 class Constraints:
-    """What a recommendation must satisfy."""
+    """What a recommendation must satisfy, and what it maximises (`objective`)."""
 
     slo: dict[str, float] = field(default_factory=dict)  # Slo field -> bound (min_* lower, others upper)
     max_error_rate: float = 0.01
     max_memory_mb: float | None = None  # ceiling on peak RSS and on peak GPU memory
     tie_tolerance: float = 0.02  # relative goodput difference treated as a tie with one repeat
     tolerated_wait_s: float | None = None  # for max_size advice; default from the SLO
+    # latency: goodput at the scenario's own load under the SLO; capacity: highest rate meeting the SLO
+    objective: Objective = "latency"
+
+    def usable(self, point: PointResult) -> bool:
+        """Rankable at all: its server ran and it has the objective's figure. Under `capacity`, a point
+        whose own-load run ran away is still usable: its capacity says how much less it takes."""
+        if self.objective == "capacity":
+            return point.status != "failed" and bool(point.capacity)
+        return point.status == "ok"
+
+    def value(self, point: PointResult) -> float:
+        """The figure points are ranked by: goodput (latency) or capacity (capacity), req/s."""
+        if self.objective == "capacity":
+            return point.capacity_rps or 0.0
+        return point.goodput_rps
 
     def excess(self, point: PointResult) -> float:
         """How far `point` is from feasible: the sum of relative overshoots (0 when feasible)."""
         total = 0.0
-        bounds = [(m, b, metric_value(point, m)) for m, b in self.slo.items()]
-        bounds.append(("error_rate", self.max_error_rate, point.error_rate))
+        if self.objective == "capacity":
+            bounds: list[tuple[str, float, float | None]] = []
+            total += 10.0 if point.capacity_rps is None else 0.0
+        else:
+            bounds = [(m, b, metric_value(point, m)) for m, b in self.slo.items()]
+            bounds.append(("error_rate", self.max_error_rate, point.error_rate))
         if self.max_memory_mb is not None:
             bounds += [(m, self.max_memory_mb, getattr(point, m)) for m in ("peak_rss_mb", "peak_gpu_mem_mb")]
         for metric, bound, value in bounds:
@@ -127,7 +158,20 @@ class Constraints:
         return total
 
     def violations(self, point: PointResult) -> list[str]:
-        """Human-readable list of the constraints `point` breaks (empty = feasible)."""
+        """Human-readable list of the constraints `point` breaks (empty = feasible). Under `capacity`
+        the SLO is held by construction up to the capacity, so only a missing capacity (the SLO failed
+        even at the lowest rate tried) and memory count."""
+        if self.objective == "capacity":
+            broken = []
+            if point.capacity_rps is None:
+                failing = point.capacity.get("failing_rate_rps")
+                at = f" {failing:.3g} req/s" if isinstance(failing, int | float) else " the lowest rate tried"
+                broken.append(f"the SLO fails even at{at} (no capacity)")
+            return broken + self.memory_violations(point)
+        return self.slo_violations(point) + self.memory_violations(point)
+
+    def slo_violations(self, point: PointResult) -> list[str]:
+        """The SLO bounds and the error-rate ceiling `point` breaks at the load it was measured under."""
         broken = []
         for metric, bound in self.slo.items():
             value = metric_value(point, metric)
@@ -142,6 +186,10 @@ class Constraints:
                 broken.append(breach)
         if point.error_rate > self.max_error_rate:
             broken.append(f"error_rate {point.error_rate:.1%} > {self.max_error_rate:.1%}")
+        return broken
+
+    def memory_violations(self, point: PointResult) -> list[str]:
+        broken = []
         if self.max_memory_mb is not None:
             for name in ("peak_rss_mb", "peak_gpu_mem_mb"):
                 used = getattr(point, name)
@@ -159,6 +207,7 @@ class RankedPoint:
     reason: str
     goodput_rps: float
     p95_latency_s: float | None
+    capacity_rps: float | None = None
 
 
 @dataclass
@@ -170,10 +219,14 @@ class Recommendation:
     max_size_advice: dict[str, Any] = field(default_factory=dict)
     capacity: dict[str, Any] = field(default_factory=dict)  # filled by the sweep (search.find_capacity)
     notes: list[str] = field(default_factory=list)  # e.g. the winner sits on the grid's edge
+    objective: Objective = "latency"  # what ranked the points (Constraints.objective)
+    objective_why: str = ""  # why that objective (the sweep's default rule or --objective)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "winner": self.winner.to_dict() if self.winner else None,
+            "objective": self.objective,
+            "objective_why": self.objective_why,
             "why": self.why,
             "ranked": [asdict(r) for r in self.ranked],
             "gradio_code": self.gradio_code,
@@ -206,8 +259,8 @@ def recommend(
     points: Sequence[PointResult], constraints: Constraints, defaults: Mapping[str, Value] | None = None
 ) -> Recommendation:
     """Apply the rule in the module docstring; `defaults` are the unswept knobs (for the Gradio code)."""
-    failed = [p for p in points if p.status != "ok"]
-    usable = [p for p in points if p.status == "ok"]
+    failed = [p for p in points if not constraints.usable(p)]
+    usable = [p for p in points if constraints.usable(p)]
     infeasible = [(p, constraints.violations(p)) for p in usable]
     feasible = [p for p, broken in infeasible if not broken]
     infeasible = [(p, broken) for p, broken in infeasible if broken]
@@ -215,24 +268,27 @@ def recommend(
     ranked: list[RankedPoint] = []
     winner: PointResult | None = None
     if feasible:
-        by_goodput = sorted(feasible, key=lambda p: -p.goodput_rps)
-        best = by_goodput[0]
-        tied = [p for p in by_goodput if is_tied(p, best, constraints.tie_tolerance)]
+        by_value = sorted(feasible, key=lambda p: -constraints.value(p))
+        best = by_value[0]
+        tied = [p for p in by_value if _tied(p, best, constraints)]
         tied.sort(key=lambda p: (_lat(p), resource_score(p)))
         winner = tied[0]
-        rest = [p for p in by_goodput if p not in tied]
+        rest = [p for p in by_value if p not in tied]
         for p in tied:
             verdict = "winner" if p is winner else "tied"
-            ranked.append(_ranked(len(ranked) + 1, p, verdict, _tie_reason(p, winner)))
+            ranked.append(_ranked(len(ranked) + 1, p, verdict, _tie_reason(p, winner, constraints)))
         for p in rest:
-            ranked.append(_ranked(len(ranked) + 1, p, "feasible", _below_reason(p, winner)))
-    for p, broken in sorted(infeasible, key=lambda pb: -pb[0].goodput_rps):
+            ranked.append(_ranked(len(ranked) + 1, p, "feasible", _below_reason(p, winner, constraints)))
+    for p, broken in sorted(infeasible, key=lambda pb: -constraints.value(pb[0])):
         ranked.append(_ranked(len(ranked) + 1, p, "infeasible", "broke " + "; ".join(broken)))
     for p in failed:
         label = "stopped early" if p.status == "stopped" else "failed"
+        if p.status != "failed" and constraints.objective == "capacity":
+            label = "capacity not measured"
         ranked.append(_ranked(len(ranked) + 1, p, "failed", f"{label}: {p.reason or 'no reason recorded'}"))
 
     rec = Recommendation(winner, ranked, _why(winner, constraints, len(feasible), len(points)))
+    rec.objective = constraints.objective
     if winner is not None:
         knobs = {**(defaults or {}), **winner.knobs}
         rec.gradio_code = gradio_code(knobs, max_size_advice(winner, constraints).get("max_size"))
@@ -241,25 +297,49 @@ def recommend(
 
 
 def _ranked(rank: int, p: PointResult, verdict: Any, reason: str) -> RankedPoint:
-    return RankedPoint(rank, p.point_id, dict(p.knobs), verdict, reason, p.goodput_rps, p.p95_latency_s)
+    return RankedPoint(
+        rank, p.point_id, dict(p.knobs), verdict, reason, p.goodput_rps, p.p95_latency_s, p.capacity_rps
+    )
+
+
+def _tied(a: PointResult, b: PointResult, constraints: Constraints) -> bool:
+    """Goodput tie (`is_tied`), or under `capacity` capacities within the searches' tolerance (their
+    brackets are that wide, so a smaller gap is not a measured difference)."""
+    if constraints.objective != "capacity":
+        return is_tied(a, b, constraints.tie_tolerance)
+    searched = [p.capacity.get("tolerance", 0.0) for p in (a, b)]
+    tolerance = max(constraints.tie_tolerance, *searched)
+    top = max(constraints.value(a), constraints.value(b))
+    return top == 0 or abs(constraints.value(a) - constraints.value(b)) <= tolerance * top
 
 
 def _lat(p: PointResult) -> float:
     return p.p95_latency_s if p.p95_latency_s is not None else math.inf
 
 
-def _tie_reason(p: PointResult, winner: PointResult) -> str:
+def _figure(p: PointResult, constraints: Constraints) -> str:
+    if constraints.objective == "capacity":
+        return f"capacity {constraints.value(p):.3g} req/s"
+    return f"goodput {p.goodput_rps:.3g} rps"
+
+
+def _tie_reason(p: PointResult, winner: PointResult, constraints: Constraints) -> str:
+    figure = _figure(p, constraints)
     if p is winner:
         p95 = _fmt_s(p.p95_latency_s)
-        return f"highest goodput {p.goodput_rps:.3g} rps meeting all constraints (p95 {p95})"
+        if constraints.objective == "capacity":
+            return f"highest {figure} meeting the SLO (p95 {p95} at the scenario's load)"
+        return f"highest {figure} meeting all constraints (p95 {p95})"
+    name = figure.split(" ")[0]
     if _lat(p) > _lat(winner):
-        return f"tied on goodput ({p.goodput_rps:.3g} rps) but higher p95 latency {_fmt_s(p.p95_latency_s)}"
-    return f"tied on goodput and latency but uses more resources (score {resource_score(p):.0f})"
+        return f"tied on {name} ({figure}) but higher p95 latency {_fmt_s(p.p95_latency_s)}"
+    return f"tied on {name} and latency but uses more resources (score {resource_score(p):.0f})"
 
 
-def _below_reason(p: PointResult, winner: PointResult) -> str:
-    gap = 1 - p.goodput_rps / winner.goodput_rps if winner.goodput_rps else 0.0
-    return f"meets constraints; goodput {p.goodput_rps:.3g} rps, {gap:.0%} below the winner"
+def _below_reason(p: PointResult, winner: PointResult, constraints: Constraints) -> str:
+    best = constraints.value(winner)
+    gap = 1 - constraints.value(p) / best if best else 0.0
+    return f"meets constraints; {_figure(p, constraints)}, {gap:.0%} below the winner"
 
 
 def _why(winner: PointResult | None, constraints: Constraints, n_feasible: int, n_points: int) -> str:
@@ -267,6 +347,12 @@ def _why(winner: PointResult | None, constraints: Constraints, n_feasible: int, 
     if winner is None:
         return f"no point met the constraints ({slo}, error_rate <= {constraints.max_error_rate:.1%})"
     knobs = ", ".join(f"{k}={v}" for k, v in winner.knobs.items())
+    if constraints.objective == "capacity":
+        return (
+            f"{knobs}: highest capacity ({constraints.value(winner):.3g} req/s of open-loop arrivals "
+            f"meeting {slo} and error_rate <= {constraints.max_error_rate:.1%}) among {n_feasible} of "
+            f"{n_points} points"
+        )
     return (
         f"{knobs}: highest goodput ({winner.goodput_rps:.3g} rps) among {n_feasible} of {n_points} points "
         f"meeting {slo} and error_rate <= {constraints.max_error_rate:.1%}"
@@ -285,24 +371,26 @@ def _num(value: Any) -> float:
 
 
 def max_size_advice(point: PointResult, constraints: Constraints) -> dict[str, Any]:
-    """max_size = floor(throughput x queue-wait budget); see the module docstring."""
+    """max_size = floor(throughput x queue-wait budget); see the module docstring. A queue fills only
+    when the server is saturated, so its measured capacity, when known, is the throughput X."""
     latency_bounds = [v for k, v in constraints.slo.items() if "latency" in k]
     tolerated = constraints.tolerated_wait_s or (max(latency_bounds) if latency_bounds else None)
-    if tolerated is None or point.throughput_rps <= 0:
+    served = point.capacity_rps or point.throughput_rps
+    if tolerated is None or served <= 0:
         return {"max_size": None, "why": "no latency SLO or tolerated wait given: leave max_size=None"}
     service = point.p50_service_s or 0.0
     budget = max(tolerated - service, 0.0)
-    size = max(1, math.floor(point.throughput_rps * budget))
+    size = max(1, math.floor(served * budget))
     return {
         "max_size": size,
-        "throughput_rps": point.throughput_rps,
+        "throughput_rps": served,
         "tolerated_wait_s": tolerated,
         "service_s": service,
         "queue_wait_budget_s": budget,
         "why": (
-            f"served at {point.throughput_rps:.3g} req/s, the user at queue position q waits ~q/"
-            f"{point.throughput_rps:.3g} s; with {tolerated:g} s tolerated and {service:.3g} s of service, "
-            f"the queue-wait budget is {budget:.3g} s, so max_size = floor({point.throughput_rps:.3g} x "
+            f"served at {served:.3g} req/s, the user at queue position q waits ~q/"
+            f"{served:.3g} s; with {tolerated:g} s tolerated and {service:.3g} s of service, "
+            f"the queue-wait budget is {budget:.3g} s, so max_size = floor({served:.3g} x "
             f"{budget:.3g}) = {size}: later arrivals get an immediate 'queue full' instead of a wait past "
             f"{tolerated:g} s"
         ),

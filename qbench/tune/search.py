@@ -1,4 +1,4 @@
-"""Searching less than the whole grid: coordinate hill climbing, and capacity bisection on the arrival rate.
+"""Searching less than the whole grid: coordinate hill climbing.
 
 Smart search (`smart_search`) - coordinate ascent over the grid's axes, in the spirit of Model Analyzer's
 quick search and its early exit:
@@ -9,22 +9,21 @@ quick search and its early exit:
         score and keep stepping that way while each step still gains more than `min_gain` (5 %)
         when no axis moves: probe the diagonal neighbours (several axes at once) and go on from the best
 
-The score orders feasible points by goodput, above every infeasible point (ordered by how far they
-overshoot their bounds, so the climb walks toward feasibility), above failed points. Every evaluated
+The score orders feasible points by the objective's figure (goodput, or capacity), above every infeasible
+point (ordered by how far they overshoot their bounds, so the climb walks toward feasibility), above
+failed points. Every evaluated
 point is kept, so the recommendation is made with the same rule as for a full grid, over the points the
 search measured.
 
-Capacity (`find_capacity`) - the highest arrival rate that still meets the SLO, as `vllm bench sweep
-serve_sla` does: grow (x2) or shrink (/2) from a first guess until one rate passes and one fails, then
-bisect geometrically until the two are within `rel_tol` of each other.
+Capacity (the highest arrival rate meeting the SLO) is searched on the rate axis by
+`qbench.tune.capacity`.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from qbench.tune.grid import Grid, Point
@@ -34,12 +33,13 @@ Evaluate = Callable[[Point], PointResult]
 
 
 def score(result: PointResult, constraints: Constraints) -> tuple[int, float]:
-    """Lexicographic: (2 feasible, goodput) > (1 infeasible, -excess over the bounds) > (0 failed, 0)."""
-    if result.status != "ok":
+    """Lexicographic: (2 feasible, goodput or capacity) > (1 infeasible, -excess over the bounds) >
+    (0 failed, 0)."""
+    if not constraints.usable(result):
         return (0, 0.0)
     if constraints.violations(result):
         return (1, -constraints.excess(result))
-    return (2, result.goodput_rps)
+    return (2, constraints.value(result))
 
 
 @dataclass
@@ -144,61 +144,3 @@ def smart_search(
 def full_search(grid: Grid, evaluate: Evaluate) -> SearchResult:
     """Every point of the grid, in order (the reference the smart search is checked against)."""
     return SearchResult([evaluate(p) for p in grid.points()], grid.size)
-
-
-# ---------------------------------------------------------------- capacity
-
-
-@dataclass
-class Capacity:
-    """Highest passing arrival rate found, and the lowest failing one above it."""
-
-    rate_rps: float | None  # highest rate that met the SLO (None: even the lowest tried failed)
-    failing_rate_rps: float | None  # lowest rate that broke it (None: never broke it within max_rate)
-    trials: list[tuple[float, bool]] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def find_capacity(
-    meets_slo: Callable[[float], bool],
-    first_rate: float,
-    *,
-    rel_tol: float = 0.1,
-    max_trials: int = 8,
-    min_rate: float = 0.05,
-    max_rate: float = 10_000.0,
-) -> Capacity:
-    """Bracket, then bisect geometrically, the highest rate for which `meets_slo(rate)` holds."""
-    trials: list[tuple[float, bool]] = []
-
-    def probe(rate: float) -> bool:
-        ok = meets_slo(rate)
-        trials.append((rate, ok))
-        return ok
-
-    rate = min(max(first_rate, min_rate), max_rate)
-    lo: float | None = None
-    hi: float | None = None
-    if probe(rate):
-        lo = rate
-        while len(trials) < max_trials and lo * 2 <= max_rate:
-            if not probe(lo * 2):
-                hi = lo * 2
-                break
-            lo *= 2
-    else:
-        hi = rate
-        while len(trials) < max_trials and hi / 2 >= min_rate:
-            if probe(hi / 2):
-                lo = hi / 2
-                break
-            hi /= 2
-    while lo is not None and hi is not None and hi / lo > 1 + rel_tol and len(trials) < max_trials:
-        mid = math.sqrt(lo * hi)
-        if probe(mid):
-            lo = mid
-        else:
-            hi = mid
-    return Capacity(lo, hi, trials)

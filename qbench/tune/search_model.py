@@ -164,9 +164,11 @@ class _State:
 
 
 def predicted_constraints(constraints: Constraints) -> Constraints:
-    """The bounds a prediction can be checked against (latency, goodput/throughput floors, memory)."""
+    """The bounds a prediction can be checked against (latency, goodput/throughput floors, memory). The
+    model predicts figures at the scenario's load, so it ranks by goodput whatever the sweep's objective;
+    the sweep ranks the measured points by its own objective afterwards."""
     slo = {m: b for m, b in constraints.slo.items() if m in PREDICTED_METRICS or m.startswith("min_")}
-    return replace(constraints, slo=slo)
+    return replace(constraints, slo=slo, objective="latency")
 
 
 def predicted_result(
@@ -265,7 +267,8 @@ def _ranking(state: _State, fit: BatchFit) -> list[Point]:
         by_id[point.point_id] = point
         measured = state.measured.get(point.point_id)
         if measured is not None:
-            if measured.status == "ok" and not state.constraints.violations(measured):
+            at_load = replace(state.constraints, objective="latency")
+            if measured.status == "ok" and not at_load.violations(measured):
                 merged.append(replace(measured, extra={}))
             continue
         load = state.describe(point)

@@ -22,7 +22,8 @@ Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
                              peak_gpu_mem_mb}, result (PointResult), repeats [{run_dir, summary}], elapsed_s}
     sweep.parquet           one row per measured point: point_id, one column per knob, goodput_rps,
                             throughput_rps, p50/p95/p99_latency_s, error_rate, peak_rss_mb, peak_gpu_mem_mb,
-                            status, reason, rank, verdict, goodput_ci_low, goodput_ci_high, repeats
+                            status, reason, rank, verdict, goodput_ci_low, goodput_ci_high, repeats,
+                            capacity_rps (objective capacity; else empty)
     recommendation.json     Recommendation.to_dict() (winner, why, ranked with reasons, gradio_code,
                             max_size_advice, capacity, notes) + search {mode, trials, grid_size, saved, path;
                             model search: model, predicted_vs_measured, fallback}
@@ -49,6 +50,8 @@ from typing import Any, Protocol
 from qbench.errors import QbenchError
 from qbench.run.paired import pair_runs
 from qbench.run.records import read_records
+from qbench.tune.capacity import Capacity, SearchPlan, search_capacity
+from qbench.tune.capacity_run import Prober
 from qbench.tune.config import SweepConfig
 from qbench.tune.grid import Grid, Point
 from qbench.tune.launch import (
@@ -63,9 +66,9 @@ from qbench.tune.launch import (
     reference_server_process,
     status_memory,
 )
-from qbench.tune.point import RunawayDetector, measure_rate, point_result, run_point
+from qbench.tune.point import RunawayDetector, point_overrides, point_result, run_point
 from qbench.tune.recommend import PointResult, Recommendation, recommend
-from qbench.tune.search import Capacity, SearchResult, find_capacity, full_search, smart_search
+from qbench.tune.search import SearchResult, full_search, smart_search
 from qbench.tune.search_model import describe_point, model_search, records_observer
 
 SCHEMA_VERSION = 1
@@ -166,6 +169,7 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
     repeats: list[dict[str, Any]] = []
     resources: dict[str, float | None] = {"peak_rss_mb": None, "peak_gpu_mem_mb": None}
     status, reason, detail = "ok", "", ""
+    capacity: Capacity | None = None
     try:
         with servers.for_point(point, point_dir) as handle:
             sampler = ResourceSampler(handle.pid) if handle.pid else None
@@ -180,6 +184,8 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
                     if stopped:
                         status, reason = "stopped", stopped
                         break
+                if config.constraints.objective == "capacity":
+                    capacity = point_capacity(config, handle.base_url, point, point_dir / "capacity")
             resources = _resources(handle, sampler)
     except QbenchError as exc:  # the first line is the reason; the rest (a server log tail) the detail
         detail = str(exc).strip() or type(exc).__name__
@@ -188,6 +194,10 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
         detail = f"{type(exc).__name__}: {exc}"
         status, reason = "failed", detail.splitlines()[0]
     result = point_result(point, repeats, config.constraints, status, reason, resources)
+    if capacity is not None:
+        result.capacity_rps = capacity.capacity_rps
+        result.capacity = {k: v for k, v in capacity.to_dict().items() if k != "probes"}
+        result.capacity["probes"] = len(capacity.probes)
     _write_json(
         point_dir / "point.json",
         {
@@ -199,6 +209,7 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
             "resources": resources,
             "result": result.to_dict(),
             "repeats": repeats,
+            "capacity": capacity.to_dict() if capacity is not None else None,
             "elapsed_s": time.monotonic() - started,
         },
     )
@@ -241,10 +252,14 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
         else:
             search = full_search(config.grid, evaluate)
         rec = recommend(search.results, config.constraints, defaults)
+        rec.objective_why = config.objective_why
         rec.notes = config.grid.edge_notes(rec.winner.knobs) if rec.winner else []
         rec.notes.extend(paired_note(config.sweep_dir, rec))
         capacity = None
-        if rec.winner is not None and config.capacity_trials > 0:
+        if rec.winner is not None and config.constraints.objective == "capacity":
+            capacity = _saved_capacity(config.sweep_dir, rec.winner)
+            rec.capacity = capacity.to_dict() if capacity else {}
+        elif rec.winner is not None and config.capacity_trials > 0:
             if observer:
                 observer.phase(f"capacity of {rec.winner.point_id}: bisection on the arrival rate")
             try:
@@ -261,19 +276,49 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
 
 
 def _capacity(config: SweepConfig, servers: _Servers, winner: PointResult) -> Capacity:
+    """The winner's capacity (latency objective), on a server of its own, from its throughput."""
     point = config.grid.point_at(_coords_of(config.grid, winner))
     work = config.sweep_dir / "capacity"
     with servers.for_point(point, work) as handle:
+        return point_capacity(config, handle.base_url, point, work, first_rate=winner.throughput_rps or 1.0)
 
-        def meets(rate: float) -> bool:
-            summary, stopped = measure_rate(config, handle.base_url, point, rate, work / f"rate-{rate:.3g}")
-            if stopped:  # the queue ran away at this rate: over capacity, whatever the partial figures say
-                return False
-            probe = point_result(point, [{"summary": summary}], config.constraints, "ok", "", {})
-            return not config.constraints.violations(probe) and summary.get("completed_ok", 0) > 0
 
-        first = winner.throughput_rps or 1.0
-        return find_capacity(meets, first, max_trials=config.capacity_trials, rel_tol=0.1)
+def point_capacity(
+    config: SweepConfig, base_url: str, point: Point, work: Path, first_rate: float | None = None
+) -> Capacity:
+    """Capacity of one point on its (warm) server: `capacity_trials` open-loop probes of
+    `capacity_duration_s` at most, to `capacity_tolerance`. Without `first_rate`, a closed-loop estimate
+    with twice the point's work slots in users (concurrency_limit x max_batch_size; 32 when unknown)
+    gives the first guess."""
+    duration = config.capacity_duration_s or config.point_duration_s or config.scenario.load.duration
+    prober = Prober(
+        config.scenario, base_url, config.constraints, work, config.sweep_dir,
+        base_overrides=point_overrides(config, point), duration_s=duration or 5.0,
+        stop_runaway=config.stop_runaway,
+    )
+    plan = SearchPlan(tolerance=config.capacity_tolerance, max_probes=config.capacity_trials)
+    estimate = None
+    if first_rate is None:
+        estimate = prober.estimate(_estimate_users(config, point))
+        first_rate = estimate.rate_rps or 1.0
+    return search_capacity(prober.rate, first_rate, plan, estimate)
+
+
+def _estimate_users(config: SweepConfig, point: Point) -> int:
+    knobs = {**(effective_knobs(config.base_settings, config.api_name) if config.base_settings else {}),
+             **point.knobs}
+    limit, batch = knobs.get("concurrency_limit"), knobs.get("max_batch_size", 1)
+    if isinstance(limit, int) and isinstance(batch, int):
+        return max(4, 2 * limit * batch)
+    return 32
+
+
+def _saved_capacity(sweep_dir: Path, winner: PointResult) -> Capacity | None:
+    """The capacity search saved in the winner's point.json (objective capacity)."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        saved = json.loads((sweep_dir / "points" / winner.point_id / "point.json").read_text())["capacity"]
+        return Capacity.from_dict(saved) if saved else None
+    return None
 
 
 def paired_note(sweep_dir: Path, rec: Recommendation) -> list[str]:
@@ -380,5 +425,6 @@ def _row(r: PointResult, knob_names: list[str], ranks: dict[str, Any]) -> dict[s
         goodput_ci_low=lo,
         goodput_ci_high=hi,
         repeats=len(r.goodput_repeats) or 1,
+        capacity_rps=r.capacity_rps,
     )
     return row

@@ -150,3 +150,46 @@ def test_gradio_code_uses_the_server_defaults_for_unswept_knobs() -> None:
         "btn.click(fn, inputs, outputs, concurrency_limit=4, batch=True, max_batch_size=8)" in rec.gradio_code
     )
     assert "demo.queue(default_concurrency_limit=1, max_size=" in rec.gradio_code
+
+
+def cap(pid: str, capacity: float | None, goodput: float = 5.0, **kw: Any) -> PointResult:
+    """A point measured under the capacity objective (goodput at the scenario's low load is the same)."""
+    searched = {"capacity_rps": capacity, "failing_rate_rps": (capacity or 0.5) * 1.1, "tolerance": 0.1}
+    return pt(pid, goodput, capacity_rps=capacity, capacity=searched, **kw)
+
+
+BY_CAPACITY = Constraints(slo={"p95_latency_s": 2.0}, max_memory_mb=1000, objective="capacity")
+
+
+@pytest.mark.parametrize(
+    ("points", "winner", "order"),
+    [
+        # highest capacity wins, whatever the goodput at the scenario's load
+        ([cap("c1", 18.0, goodput=6), cap("c4", 44.0, goodput=5)], "c4", ["c4", "c1"]),
+        # within the searches' 10 % tolerance: a tie, broken toward lower p95
+        ([cap("c1", 40.0, p95=0.5), cap("c2", 43.0, p95=0.9)], "c1", ["c1", "c2"]),
+        # no capacity (the SLO failed even at the lowest rate) is infeasible; memory still counts
+        ([cap("c1", None), cap("c2", 10.0), cap("c4", 30.0, peak_rss_mb=1500)], "c2", ["c2", "c4", "c1"]),
+        # an own-load run that ran away is still usable: its capacity ranks it
+        ([cap("c1", 12.0, status="stopped", reason="queue ran away"), cap("c2", 8.0)], "c1", ["c1", "c2"]),
+        # a point whose capacity was never searched, or whose server failed, is unusable
+        ([pt("c1", 9.0), cap("c2", 8.0), cap("c4", 0, status="failed", reason="boom")], "c2",
+         ["c2", "c1", "c4"]),
+    ],
+)
+def test_capacity_objective_ranks_by_capacity(
+    points: list[PointResult], winner: str, order: list[str]
+) -> None:
+    rec = recommend(points, BY_CAPACITY)
+    assert rec.winner is not None and rec.winner.point_id == winner
+    assert [r.point_id for r in rec.ranked] == order
+    assert rec.objective == "capacity" and "highest capacity" in rec.why
+    assert rec.to_dict()["objective"] == "capacity"
+
+
+def test_capacity_objective_reasons_and_max_size_from_the_capacity() -> None:
+    rec = recommend([cap("c1", None), cap("c2", 10.0), cap("c4", 30.0)], BY_CAPACITY)
+    reasons = {r.point_id: r.reason for r in rec.ranked}
+    assert "capacity 10 req/s, 67% below the winner" in reasons["c2"]
+    assert "fails even at 0.55 req/s" in reasons["c1"]
+    assert rec.max_size_advice["throughput_rps"] == 30.0  # a full queue drains at the capacity

@@ -1,4 +1,4 @@
-"""Smart search vs the full grid on an evaluator whose optimum is known; capacity bisection."""
+"""Smart search vs the full grid on an evaluator whose optimum is known."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from qbench.tune.grid import Grid, Point, build_grid
 from qbench.tune.recommend import Constraints, PointResult, recommend
-from qbench.tune.search import find_capacity, full_search, smart_search
+from qbench.tune.search import full_search, smart_search
 
 
 @dataclass(frozen=True)
@@ -102,19 +102,3 @@ def test_failed_points_do_not_stop_the_search() -> None:
     constraints = Constraints(slo={"p95_latency_s": model.slo_s})
     smart = smart_search(grid, flaky, constraints)
     assert recommend(smart.results, constraints).winner is not None
-
-
-@pytest.mark.parametrize(("true_capacity", "first"), [(7.3, 2.0), (7.3, 50.0), (0.5, 4.0), (123.0, 1.0)])
-def test_capacity_bisection_brackets_the_true_capacity(true_capacity: float, first: float) -> None:
-    cap = find_capacity(lambda rate: rate <= true_capacity, first, rel_tol=0.05, max_trials=20)
-    assert cap.rate_rps is not None and cap.failing_rate_rps is not None
-    assert cap.rate_rps <= true_capacity < cap.failing_rate_rps
-    assert cap.failing_rate_rps / cap.rate_rps <= 1.05
-    assert all(ok == (rate <= true_capacity) for rate, ok in cap.trials)
-
-
-def test_capacity_when_nothing_passes_or_trials_run_out() -> None:
-    never = find_capacity(lambda rate: False, 1.0, min_rate=0.1)
-    assert never.rate_rps is None and never.failing_rate_rps is not None
-    short = find_capacity(lambda rate: rate <= 100, 1.0, max_trials=3)
-    assert short.rate_rps == 4.0 and short.failing_rate_rps is None and len(short.trials) == 3

@@ -253,3 +253,58 @@ def test_sweep_folders_stay_under_the_output_root(tmp_path: Path, name: str, slu
 
     path = new_sweep_dir(tmp_path, name)
     assert path.parent == tmp_path and path.name.startswith(f"sweep-{slug}-")
+
+
+@pytest.mark.parametrize(
+    ("load", "sweep", "slo", "objective", "why"),
+    [
+        ({"rate": 5}, {}, {"p95_latency_s": 1.0}, "capacity", "open-loop rate"),
+        ({"stages": [{"duration": 2, "rate": 1, "to": 5}]}, {}, {"p95_latency_s": 1.0}, "capacity", "stages"),
+        ({"users": 2}, {}, {"p95_latency_s": 1.0}, "latency", "2 closed-loop users"),
+        ({"burst": 20}, {}, {"p95_latency_s": 1.0}, "latency", "a burst of 20"),
+        ({"rate": 5}, {}, {"min_throughput": 1.0}, "latency", "no latency SLO"),
+        ({"rate": 5}, {"capacity_trials": 0}, {"p95_latency_s": 1.0}, "latency", "capacity_trials is 0"),
+        ({"rate": 5}, {"grid": {"rate": [5, 10]}}, {"p95_latency_s": 1.0}, "latency", "sweeps the load"),
+        ({"users": 2}, {"objective": "capacity"}, {"p95_latency_s": 1.0}, "capacity", "asked for"),
+        ({"rate": 5}, {"objective": "latency"}, {"p95_latency_s": 1.0}, "latency", "asked for"),
+    ],
+)
+def test_default_objective_rule(
+    tmp_path: Path,
+    load: dict[str, Any],
+    sweep: dict[str, Any],
+    slo: dict[str, float],
+    objective: str,
+    why: str,
+) -> None:
+    path = write_scenario(tmp_path, sweep={"capacity_trials": 4, **sweep}, **load)
+    raw = yaml.safe_load(path.read_text())
+    raw["slo"] = slo
+    if "burst" in load or "stages" in load:
+        raw["load"].pop("users", None)
+    path.write_text(yaml.safe_dump(raw))
+    grid = [] if "grid" in sweep else ["max_batch_size=1,4"]
+    config = build_config(SweepOptions(str(path), grid=grid, out_root=str(tmp_path / "r")))
+    assert config.constraints.objective == objective and why in config.objective_why
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"objective": "capacity", "slo": {}}, "needs an SLO"),
+        ({"objective": "capacity", "capacity_trials": 0}, "capacity_trials must be > 0"),
+        ({"objective": "capacity", "grid": ["rate=5,10"]}, "do not sweep rate"),
+        ({"objective": "fastest"}, "expected capacity or latency"),
+        ({"capacity_tolerance": 3.0}, "capacity tolerance"),
+    ],
+)
+def test_objective_errors_are_clear(tmp_path: Path, options: dict[str, Any], message: str) -> None:
+    path = write_scenario(tmp_path, sweep={"capacity_trials": 4}, rate=5)
+    raw = yaml.safe_load(path.read_text())
+    if options.get("slo") == {}:
+        raw.pop("slo")
+        options.pop("slo")
+    path.write_text(yaml.safe_dump(raw))
+    options.setdefault("grid", ["max_batch_size=1,4"])
+    with pytest.raises(ScenarioError, match=message):
+        build_config(SweepOptions(str(path), out_root=str(tmp_path / "r"), **options))

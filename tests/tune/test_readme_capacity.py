@@ -1,0 +1,70 @@
+"""The README's `qbench capacity` and `--objective` commands, run as written but at reduced size
+(shorter probes, fewer probes and points), against the reference server's `sleep` preset."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from qbench.cli import app
+from reference_server.settings import load_preset
+from reference_server.testing import serve_in_thread
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+REDUCED = {
+    "capacity": ["--duration", "1", "--max-probes", "4", "--tolerance", "25%", "--estimate-users", "16"],
+    "sweep": ["--duration", "1", "--capacity-duration", "1", "--capacity-trials", "3",
+              "--capacity-tolerance", "25%"],
+}
+
+
+def readme_commands(section: str) -> list[list[str]]:
+    """The `qbench ...` lines of the first sh block after `section`, comments and `&` dropped."""
+    text = README.read_text(encoding="utf-8").split(section, 1)[1]
+    match = re.search(r"```sh\n(.*?)```", text, re.S)
+    assert match, f"no sh block after {section!r}"
+    lines = [line.split("#", 1)[0].strip().rstrip("&").strip() for line in match.group(1).splitlines()]
+    return [shlex.split(line)[1:] for line in lines if line.startswith("qbench ")]
+
+
+def run(args: list[str]) -> str:
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, f"qbench {' '.join(args)}\n{out.output}"
+    return out.output
+
+
+def test_the_readme_capacity_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    serve, capacity, report = readme_commands("## How many users can my app handle?")
+    assert serve == ["serve", "--preset", "sleep"] and capacity[0] == "capacity" and report[0] == "report"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    with serve_in_thread(load_preset("sleep")) as server:
+        args = [server.url if a == "http://127.0.0.1:7860" else a for a in capacity]
+        output = run(args + REDUCED["capacity"])
+    assert "capacity" in output and "probes" in output
+    (folder,) = (tmp_path / "reports").glob("capacity-sleep-rate-*")
+    assert report[1] == "reports/capacity-sleep-rate-<stamp>"
+    run(["report", str(folder)])
+    data = json.loads((folder / "capacity.json").read_text())
+    assert data["think_time_s"] == 10 and data["result"]["probes"]
+    assert (folder / "charts" / "capacity_knee.png").exists()
+
+
+def test_the_readme_objective_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    default, asked = readme_commands("**The objective**")
+    assert "--objective" not in default and asked[asked.index("--objective") + 1] == "capacity"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    one_point = ["--grid", "concurrency_limit=1", "--grid", "max_batch_size=8"]
+    for args in (default, asked):
+        output = run(args + one_point + REDUCED["sweep"])
+        assert "objective capacity" in output and "highest capacity" in output
+    for sweep_dir in (tmp_path / "reports").glob("sweep-*"):
+        rec = json.loads((sweep_dir / "recommendation.json").read_text())
+        assert rec["objective"] == "capacity" and rec["winner"]["capacity_rps"] > 0
