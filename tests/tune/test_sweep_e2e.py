@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from qbench.analysis import load_sweep
 from qbench.cli import app
+from qbench.run.records import read_records
 from qbench.tune.config import SweepOptions, build_config, resume_options
 from qbench.tune.grid import Point
 from qbench.tune.recommend import PointResult
@@ -205,3 +206,21 @@ def test_readme_example_sweep_reaches_the_capacity_phase(tmp_path: Path, live: b
     assert len(rec["capacity"]["probes"]) == 2 and rec["capacity"]["capacity_rps"] > 0, rec["notes"]
     assert len(list((sweep_dir / "capacity").glob("*-rate-*/summary.json"))) == 2
     assert (sweep_dir / "capacity" / "server.yaml").is_file()
+
+
+def test_a_trace_drives_a_sweep(tmp_path: Path) -> None:
+    """scenarios/trace.yaml swept over max_batch_size (10x faster, 2 s a point): every point replays the
+    same trace, so batching shows as the only difference."""
+    shipped = Path(__file__).resolve().parents[2] / "scenarios" / "trace.yaml"
+    args = ["sweep", str(shipped), "--preset", "sleep", "--grid", "max_batch_size=1,8",
+            "--grid", "load.trace.speedup=10", "--duration", "2", "--capacity-trials", "0",
+            "--out", str(tmp_path / "r")]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    (sweep_dir,) = (tmp_path / "r").iterdir()
+    rec = json.loads((sweep_dir / "recommendation.json").read_text())
+    assert rec["winner"]["knobs"]["max_batch_size"] == 8
+    points = sorted((sweep_dir / "points").iterdir())
+    intended = [sorted(r.intended_at_s for r in read_records(p)) for p in points]
+    shared = min(len(x) for x in intended)
+    assert shared > 10 and intended[0][:shared] == intended[1][:shared]
