@@ -60,6 +60,8 @@ def peak_rss_bytes() -> int:
 async def status(request: Request) -> Response:
     state = state_of(request)
     proc = psutil.Process()
+    cpu = proc.cpu_times()
+    gpu = {"gpu": state.gpu.snapshot()} if state.gpu is not None and state.gpu.available else {}
     return JSONResponse({
         "settings": state.settings.summary(),
         "config_hash": state.settings.config_hash(),
@@ -72,8 +74,19 @@ async def status(request: Request) -> Response:
         "rss_bytes": proc.memory_info().rss,
         "peak_rss_bytes": peak_rss_bytes(),
         "torch_cuda_memory": state.torch_memory(),
+        "cpu_s": cpu.user + cpu.system,  # this process's CPU time (all threads) since it started
+        "event_loop_cpu_s": _main_thread_cpu_s(proc),  # the main thread's, where the event loop runs
+        **gpu,  # per GPU: utilisation, memory, power, busy_s / sampled_s integrals (reference_server.gpu)
         "workloads": {fn.name: fn.workload.describe() for fn in state.functions},
     })
+
+
+def _main_thread_cpu_s(proc: psutil.Process) -> float | None:
+    """CPU time of the main thread (on Linux its id is the process id); None where threads are hidden."""
+    try:
+        return next((t.user_time + t.system_time for t in proc.threads() if t.id == proc.pid), None)
+    except (psutil.Error, OSError):
+        return None
 
 
 def _overrides(body: dict[str, Any], settings: ServerSettings) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reference_server import admin, gradio_routes
+from reference_server.gpu import GpuSampler
 from reference_server.gradio_routes import ClientError, JSONResponse
 from reference_server.server_state import ServerState, load_workloads, resolve_device
 from reference_server.settings import ServerSettings
@@ -35,6 +36,8 @@ def build_app(settings: ServerSettings, file_dir: Path | None = None) -> Starlet
         state.device = resolve_device(settings)
         await anyio.to_thread.run_sync(load_workloads, settings, state.functions, state.device)
         state.queue.start()
+        state.gpu = GpuSampler(state.metrics.registry)
+        state.gpu.start()
         state.ready = True
         try:
             yield

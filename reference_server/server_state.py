@@ -12,6 +12,7 @@ from typing import Any
 
 from reference_server.api_config import build_config
 from reference_server.components import FileStore
+from reference_server.gpu import GpuSampler
 from reference_server.metrics import ServerMetrics
 from reference_server.queue import EventQueue
 from reference_server.runtime import FunctionRuntime
@@ -79,6 +80,7 @@ class ServerState:
     device: str = "cpu"
     ready: bool = False
     started_at: float = field(default_factory=time.time)
+    gpu: GpuSampler | None = None  # NVML telemetry, started by the lifespan (absent without a GPU)
     _tmp: Any = None
 
     @classmethod
@@ -102,6 +104,8 @@ class ServerState:
         self.config = build_config(settings, self.functions)
 
     def close(self) -> None:
+        if self.gpu is not None:
+            self.gpu.stop()
         if self._tmp is not None:
             self._tmp.cleanup()
 

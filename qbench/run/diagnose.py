@@ -13,6 +13,10 @@ From the records alone, over the measured window (warm-up excluded):
 Findings, most specific first (each a sentence a user can act on):
 
     generator    the load generator lagged (its own send lag / loop lag / CPU; see console.py)
+    usage        the server's CPU (all threads, and its event loop's thread) and GPU busy share over
+                 the run, when it reports them (the reference server's /status at start and end)
+    server_cpu   saturated while the server's event loop kept a core >= 85% busy (and the GPU, if
+                 any, was mostly idle): request handling in one Python thread is the limit
     idle_slots   requests waited while fewer slots ran than the server is configured for (its /status
                  reports them): another limit holds them (max_threads, a shared concurrency_id...)
     model_bound  saturated and service time grows with concurrency (growth >= 1.5): the model or the
@@ -35,6 +39,7 @@ from qbench.run.summary import Summary
 GROWTH_MODEL_BOUND = 1.5
 MIN_REQUESTS = 20
 MIN_GROUP = 20  # requests in each group compared for growth
+LOOP_BUSY = 0.85  # share of a core that counts as an event loop at its limit
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,9 @@ def diagnose(
 ) -> list[Finding]:
     """Findings for a run (see the module docstring); [] when there are too few requests to judge."""
     findings = [Finding("generator", w) for w in generator_warnings or []]
+    usage = server_usage(server)
+    if usage.text:
+        findings.append(Finding("usage", usage.text))
     ok = [r for r in records if not r.warmup and r.sent_at_s is not None]
     load = _load(ok)
     if load is None:
@@ -76,6 +84,14 @@ def diagnose(
             f"the server kept up: requests waited in the queue {share} of the time (later half: median "
             f"queue wait {_ms(queue_wait)}, service {_ms(service)})"))]
     k = float(np.percentile(load.running[waited], 95)) if waited.any() else 0.0
+    if usage.loop_cores is not None and usage.loop_cores >= LOOP_BUSY and (usage.gpu_busy is None
+                                                                          or max(usage.gpu_busy) < 0.5):
+        gpu = "" if usage.gpu_busy is None else f" while the GPU was busy only {max(usage.gpu_busy):.0%}"
+        findings.append(Finding("server_cpu", (
+            f"the server's event loop kept one core {usage.loop_cores:.0%} busy{gpu} as the queue grew: "
+            "request handling (uploads, decoding, streaming) in one Python thread, not the model, is "
+            "the likely limit; more concurrency will not help, less work per request or more server "
+            "processes will")))
     slots = configured_slots(server)
     if slots is not None and k < slots - 0.5:
         findings.append(Finding("idle_slots", (
@@ -88,9 +104,10 @@ def diagnose(
     offered = f"{summary.offered_rps:.1f}" if summary.offered_rps else "the offered"
     caps = f"that caps throughput near {capacity:.1f} req/s (against {offered} req/s offered)"
     if growth is not None and growth >= GROWTH_MODEL_BOUND:
+        gpu = "" if usage.gpu_busy is None else f" (GPU busy {max(usage.gpu_busy):.0%})"
         findings.append(Finding("model_bound", (
             f"service time grows with concurrency (x{growth:.1f} from few to {k:.0f} running): the model "
-            "or the server's CPU is the limit, not the queue; more concurrency adds latency, not "
+            f"or the server's CPU is the limit{gpu}, not the queue; more concurrency adds latency, not "
             "throughput (batching may, if the model batches well)")))
     elif growth is not None:
         findings.append(Finding("queue_limit", (
@@ -103,6 +120,61 @@ def diagnose(
             "concurrency_limit or batching helps if the model has headroom (too few requests ran at "
             "lower concurrency to tell)")))
     return findings
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The server's own use of the machine over the run, from its /status at the start and the end."""
+
+    cores: float | None = None  # process CPU time / wall time (all threads)
+    loop_cores: float | None = None  # the main thread's (the event loop's) CPU time / wall time
+    gpu_busy: list[float] | None = None  # mean NVML utilisation per GPU (0-1)
+
+    @property
+    def text(self) -> str:
+        parts = []
+        if self.cores is not None:
+            parts.append(f"server CPU {self.cores:.0%} of a core")
+        if self.loop_cores is not None:
+            parts.append(f"its event loop {self.loop_cores:.0%}")
+        if self.gpu_busy is not None:
+            parts.append("GPU busy " + ", ".join(f"{b:.0%}" for b in self.gpu_busy))
+        return ", ".join(parts) + " (means over the run)" if parts else ""
+
+
+def server_usage(server: dict[str, Any] | None) -> Usage:
+    """CPU and GPU use between the run's first and last /status (reference server; {} elsewhere)."""
+    start = server.get("status") if isinstance(server, dict) else None
+    end = server.get("status_end") if isinstance(server, dict) else None
+    if not isinstance(start, dict) or not isinstance(end, dict):
+        return Usage()
+    wall = _delta(start, end, "uptime_s")
+    if not wall or wall <= 0:
+        return Usage()
+    cpu, loop = _delta(start, end, "cpu_s"), _delta(start, end, "event_loop_cpu_s")
+    return Usage(
+        cores=None if cpu is None else cpu / wall,
+        loop_cores=None if loop is None else loop / wall,
+        gpu_busy=_gpu_busy(start.get("gpu"), end.get("gpu")),
+    )
+
+
+def _delta(start: dict[str, Any], end: dict[str, Any], key: str) -> float | None:
+    a, b = start.get(key), end.get(key)
+    return float(b) - float(a) if isinstance(a, int | float) and isinstance(b, int | float) else None
+
+
+def _gpu_busy(start: Any, end: Any) -> list[float] | None:
+    if not isinstance(start, list) or not isinstance(end, list) or not start or len(start) != len(end):
+        return None
+    busy = []
+    for a, b in zip(start, end, strict=True):
+        span = _delta(a, b, "sampled_s")
+        used = _delta(a, b, "busy_s")
+        if not span or span <= 0 or used is None:
+            return None
+        busy.append(used / span)
+    return busy
 
 
 def _load(records: list[RequestRecord]) -> _Load | None:

@@ -2,9 +2,9 @@
 
 A run directory (`reports/<YYYYmmdd-HHMMSS>-<scenario-name>/`, see `run_dir_for`) holds:
 
-    run.json         scenario, target, server snapshot (/config, /status), qbench version, host,
-                     wall-clock start, generator stats, stop reason (written at the start,
-                     completed at the end)
+    run.json         scenario, target, server snapshot (/config; /status at the start and, as
+                     status_end, at the end), qbench version, host, wall-clock start, generator
+                     stats, stop reason (written at the start, completed at the end)
     records.jsonl    every finished request, appended while the run goes (survives a killed process)
     records.parquet  every scheduled request, written at the end (the file to re-analyse)
     summary.json     `Summary.to_dict()` plus `diagnosis`: where the limit was (qbench.run.diagnose)
@@ -105,6 +105,7 @@ def run_scenario(
         with LiveView(scenario, url, enabled=live) as view:
             multi = run_processes(scenario, url, run_dir, view.update, stop_when)
         info.update(multi.info)
+        info["server"]["status_end"] = _in_loop(_final_status(scenario, url))
         return _finish(scenario, run_dir, multi.records, multi.stats, info)
     return _in_loop(_run(scenario, url, run_dir, live, stop_when))
 
@@ -193,6 +194,7 @@ async def _run(
             with _signals(gen):
                 records = await gen.run()
             await protocol.close()
+        info["server"]["status_end"] = await _status(http, target)  # CPU/GPU use over the run
     info.update(gen.info(), payload=payloads.stats())
     return _finish(scenario, run_dir, records, gen.generator_stats(), info)
 
@@ -227,6 +229,11 @@ def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:
         },
         "started_at": dt.datetime.now(dt.timezone.utc).isoformat(),
     }
+
+
+async def _final_status(scenario: Scenario, target: str) -> Any:
+    async with make_http_session(scenario.load) as http:
+        return await _status(http, target)
 
 
 async def _status(http: aiohttp.ClientSession, target: str) -> Any:

@@ -86,9 +86,36 @@ def test_a_real_saturated_run_says_so_everywhere(server_factory: Factory, tmp_pa
     work = {"api_name": "work", "workload": "sleep", "params": {"base_ms": 50}, "concurrency_limit": 1}
     with server_factory(functions=[work]) as server:
         result = run_scenario(spec, target=server.url, out_dir=tmp_path / "run", live=False)
-    assert [f.kind for f in result.diagnosis] == ["queue_limit"], result.diagnosis
-    assert "about 1 request(s) at a time" in result.diagnosis[0].message
+    assert [f.kind for f in result.diagnosis] == ["usage", "queue_limit"], result.diagnosis
+    assert "server CPU" in result.diagnosis[0].message and "event loop" in result.diagnosis[0].message
+    assert "about 1 request(s) at a time" in result.diagnosis[1].message
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert saved["diagnosis"][0]["kind"] == "queue_limit"
+    assert saved["diagnosis"][1]["kind"] == "queue_limit"
     files = build_report(tmp_path / "run")
     assert "where the limit was** (queue_limit: the queue ran about 1" in files.markdown.read_text()
+    status_end = json.loads((tmp_path / "run" / "run.json").read_text())["server"]["status_end"]
+    assert status_end["cpu_s"] > 0 and "gpu" not in status_end  # no GPU here: the field is absent
+
+
+def usage_server(loop_cpu_s: float, gpu_busy_s: float | None = None) -> dict[str, Any]:
+    """/status at the start and the end of a 10 s run."""
+    server = reference_status(limit=2)
+    start = {**server["status"], "uptime_s": 5.0, "cpu_s": 1.0, "event_loop_cpu_s": 0.5}
+    end = {**server["status"], "uptime_s": 15.0, "cpu_s": 1.0 + loop_cpu_s * 1.2,
+           "event_loop_cpu_s": 0.5 + loop_cpu_s}
+    if gpu_busy_s is not None:
+        start["gpu"] = [{"index": 0, "busy_s": 2.0, "sampled_s": 5.0}]
+        end["gpu"] = [{"index": 0, "busy_s": 2.0 + gpu_busy_s, "sampled_s": 15.0}]
+    return {**server, "status": start, "status_end": end}
+
+
+def test_a_busy_event_loop_with_an_idle_gpu_is_named() -> None:
+    records = simulate(n=600, rate_rps=40, service_s=0.08, workers=2)
+    findings = diagnose(records, summarize(records, None), usage_server(9.5, gpu_busy_s=1.0))
+    assert [f.kind for f in findings] == ["usage", "server_cpu", "queue_limit"]
+    assert findings[0].message.startswith("server CPU 114% of a core, its event loop 95%, GPU busy 10%")
+    assert "busy only 10%" in findings[1].message
+    busy_gpu = diagnose(records, summarize(records, None), usage_server(9.5, gpu_busy_s=9.0))
+    assert "server_cpu" not in [f.kind for f in busy_gpu]  # the GPU was the busy one
+    calm = diagnose(records, summarize(records, None), usage_server(2.0))
+    assert [f.kind for f in calm] == ["usage", "queue_limit"]
