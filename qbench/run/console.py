@@ -102,7 +102,8 @@ def render_summary(
     for warning in bottleneck_warnings(summary, burst=burst):
         console.print(f"[bold yellow]warning:[/] {warning}")
     for finding in findings:
-        console.print(f"[bold]limit ({finding.kind}):[/] {finding.message}")
+        label = "server use" if finding.kind == "usage" else f"limit ({finding.kind})"
+        console.print(f"[bold]{label}:[/] {finding.message}")
 
 
 def overview_table(s: Summary) -> Table:
