@@ -14,7 +14,7 @@ Phases of a Gradio queued request (HTTP requests fill the subset that applies):
     joined_at_s     the join was acknowledged (HTTP 200 with event_id; for plain HTTP: response headers)
     estimation_at_s first `estimation` message (rank, queue size, ETA as the server saw them)
     started_at_s    `process_starts`: the job left the queue and began running
-    first_output_at_s  first `process_generating` (streaming) - time to first output
+    first_output_at_s  first `process_generating` (streaming), first byte of a streamed HTTP body
     completed_at_s  terminal message (`process_completed`) or the end of the HTTP body, or the moment the
                     request was given up (timeout, error, interruption)
 
@@ -43,7 +43,7 @@ ERROR_KINDS: Final = (
     "timeout",        # the per-request timeout fired (the request was cancelled on the server if possible)
     "http_4xx",       # the server refused the request with a 4xx (other than queue_full)
     "http_5xx",       # the server answered 5xx (other than queue_full)
-    "queue_full",     # Gradio's 503 "Queue is full" on join
+    "queue_full",     # 503 "Queue is full" (Gradio join, or an HTTP 503 whose body says so)
     "stream_broken",  # the SSE stream ended or broke before the terminal message
     "server_error",   # the job ran and failed: process_completed success=false / unexpected_error
     "deadline",       # the run's duration ended before the request completed
