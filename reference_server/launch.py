@@ -27,7 +27,8 @@ from reference_server.settings import (
 )
 from reference_server.testing import bound_port
 
-MODEL_PARAM_KINDS = ("echo", "sleep", "cpu", "stream", "fail", "imageop")  # kinds without a `model` param
+#: kinds without a `model` param
+MODEL_PARAM_KINDS = ("echo", "sleep", "cpu", "stream", "tokens", "fail", "imageop")
 
 
 @dataclass
