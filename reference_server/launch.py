@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, help="server settings YAML file")
     p.add_argument(
         "--preset",
-        help="a preset in reference_server/presets: echo, sleep, mixed, image, text, audio, chat, tokens",
+        help="a preset in reference_server/presets: echo, sleep, mixed, image, text, audio, chat, tokens,"
+        " pipeline",
     )
     p.add_argument("--host", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 7860; 0 = any free port)")
