@@ -22,6 +22,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from reference_server.gradio_routes import JSONResponse, state_of
 from reference_server.queue import QueueFullError
@@ -238,6 +239,21 @@ class CompletionCall:
             self.state.queue.disconnect(self.session)  # stops the generator if the client went away
 
 
+class SessionStreamingResponse(StreamingResponse):
+    """A streamed answer that always leaves the queue when it ends, even when the client went away
+    before the body generator started (its own `finally` would then never run)."""
+
+    def __init__(self, call: CompletionCall) -> None:
+        super().__init__(call.frames(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        self.call = call
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.call.state.queue.disconnect(self.call.session)
+
+
 def _frame(data: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(data) + b"\n\n"
 
@@ -256,8 +272,7 @@ async def _complete(request: Request, chat: bool) -> Response:
         admit(state, req, call.session)
     except OpenAIError as exc:
         return exc.response()
-    return StreamingResponse(call.frames(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache"})
+    return SessionStreamingResponse(call)
 
 
 async def chat_completions(request: Request) -> Response:

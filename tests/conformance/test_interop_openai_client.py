@@ -7,6 +7,7 @@ random-init GPT-2 (`text-generation`, the real per-token cost) and a plain echo 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,6 +97,10 @@ def test_full_queue_is_503_with_retry_after(url: str) -> None:
             refused = http.post("/v1/completions", json=body)
     assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
     assert "Queue is full" in refused.json()["error"]["message"]
+    deadline = time.monotonic() + 10  # the streams above went away: their events leave the queue
+    while httpx.get(url + "/gradio_api/queue/status").json()["queue_size"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert httpx.get(url + "/gradio_api/queue/status").json()["queue_size"] == 0
 
 
 def test_qbench_measures_the_token_stream(url: str, tmp_path: Path) -> None:

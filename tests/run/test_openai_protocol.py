@@ -165,3 +165,13 @@ def test_console_and_report_show_tokens(openai_server: str, tmp_path: Path) -> N
     run = read_run(tmp_path / "r")
     assert dict(run_headline(run))["tokens"].startswith("10 out, 6 in")
     assert any(row[0] == "inter-token gap (pooled per request)" for row in phase_rows(run.summary))
+
+
+def test_compare_shows_token_metrics(openai_server: str, tmp_path: Path) -> None:
+    from qbench.report.compare import compare
+
+    spec = scenario(protocol="openai", payload={"inputs": [{"value": "x"}]}, load={"burst": 2, "timeout": 10})
+    for name in ("a", "b"):
+        run_scenario(spec, target=openai_server, out_dir=tmp_path / name, live=False)
+    names = {d.name for d in compare(tmp_path / "a", tmp_path / "b").deltas}
+    assert {"p95_ttft_s", "p50_tpot_s", "p99_itl_s", "output_tps"} <= names
