@@ -343,6 +343,9 @@ class Scenario(_Model):
             raise ValueError("an http endpoint needs a path (e.g. /predict)")
         if self.protocol == "openai" and ep.body is not None and not isinstance(ep.body, dict):
             raise ValueError("an openai endpoint's body is a mapping of extra request fields")
+        recorded = self.load.shape in ("trace", "replay")
+        if self.protocol == "openai" and not self.payload.inputs and not recorded:
+            raise ValueError("an openai scenario needs a payload input (the prompt): text: {words: [8, 32]}")
         return self
 
 

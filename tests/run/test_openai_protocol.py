@@ -143,7 +143,9 @@ def test_refusals_broken_streams_and_unknown_models(openai_server: str, tmp_path
     )
     result = run_scenario(refused, target=openai_server, out_dir=tmp_path / "full", live=False)
     assert result.summary.errors_by_kind == {"queue_full": 2}
-    wrong = scenario(protocol="openai", endpoint={"model": "big"}, load={"burst": 1})
+    wrong = scenario(
+        protocol="openai", endpoint={"model": "big"}, payload={"inputs": [{"value": "x"}]}, load={"burst": 1}
+    )
     with pytest.raises(TargetError, match="no model 'big'; it serves tiny"):
         run_scenario(wrong, target=openai_server, out_dir=tmp_path / "wrong", live=False)
 
@@ -175,3 +177,14 @@ def test_compare_shows_token_metrics(openai_server: str, tmp_path: Path) -> None
         run_scenario(spec, target=openai_server, out_dir=tmp_path / name, live=False)
     names = {d.name for d in compare(tmp_path / "a", tmp_path / "b").deltas}
     assert {"p95_ttft_s", "p50_tpot_s", "p99_itl_s", "output_tps"} <= names
+
+
+def test_an_openai_scenario_needs_a_prompt_input() -> None:
+    from qbench.errors import ScenarioError
+
+    with pytest.raises((ScenarioError, ValueError), match="needs a payload input"):
+        scenario(protocol="openai", load={"burst": 1})
+    with pytest.raises((ScenarioError, ValueError), match="mapping of extra request fields"):
+        scenario(
+            protocol="openai", endpoint={"body": [1]}, payload={"inputs": [{"value": "x"}]}, load={"burst": 1}
+        )
