@@ -26,7 +26,8 @@ app = typer.Typer(
 def serve(
     config: Annotated[Path | None, typer.Option(help="Server settings YAML file.")] = None,
     preset: Annotated[
-        str | None, typer.Option(help="Preset: echo (default), sleep, mixed, image, text, audio, chat.")
+        str | None,
+        typer.Option(help="Preset: echo (default), sleep, mixed, image, text, audio, chat, tokens."),
     ] = None,
     host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 7860; 0 = any free port).")] = None,

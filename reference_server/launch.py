@@ -27,7 +27,8 @@ from reference_server.settings import (
 )
 from reference_server.testing import bound_port
 
-MODEL_PARAM_KINDS = ("echo", "sleep", "cpu", "stream", "fail", "imageop")  # kinds without a `model` param
+#: kinds without a `model` param
+MODEL_PARAM_KINDS = ("echo", "sleep", "cpu", "stream", "tokens", "fail", "imageop")
 
 
 @dataclass
@@ -115,7 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--config", type=Path, help="server settings YAML file")
     p.add_argument(
-        "--preset", help="a preset in reference_server/presets: echo, sleep, mixed, image, text, audio, chat"
+        "--preset",
+        help="a preset in reference_server/presets: echo, sleep, mixed, image, text, audio, chat, tokens,"
+        " pipeline",
     )
     p.add_argument("--host", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 7860; 0 = any free port)")

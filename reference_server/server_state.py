@@ -20,7 +20,7 @@ from reference_server.settings import ServerSettings, SettingsError
 from reference_server.workloads.base import WorkloadConfigError, build_workload
 
 #: Workload kinds that never touch torch (the device is not resolved for them).
-TORCH_FREE_KINDS = frozenset({"echo", "sleep", "stream", "fail", "imageop"})
+TORCH_FREE_KINDS = frozenset({"echo", "sleep", "stream", "tokens", "fail", "imageop"})
 
 
 def build_functions(settings: ServerSettings) -> list[FunctionRuntime]:

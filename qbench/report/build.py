@@ -30,7 +30,7 @@ from qbench.report.charts import Chart, render_run_charts
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
-from qbench.run.console import PHASE_LABELS, bottleneck_warnings
+from qbench.run.console import PHASE_LABELS, bottleneck_warnings, token_line
 from qbench.run.diagnose import diagnose
 from qbench.run.summary import SloCheck, Stats, Summary
 
@@ -163,6 +163,8 @@ def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
         ("queue wait p95", _s(s.phase("queue_wait_s").p95)),
         ("send lag p99", _s(s.phase("send_lag_s").p99)),
     ]
+    if s.output_tokens:
+        rows.append(("tokens", token_line(s)))
     if s.slo:
         failed = ", ".join(c.name for c in s.failed_checks())
         rows.append(("SLO", "passed" if s.slo_passed else f"FAILED: {failed}"))

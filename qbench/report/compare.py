@@ -33,8 +33,10 @@ Better = Literal["higher", "lower"]
 
 #: Percentile columns compared for each phase; names follow the scenario's `slo:` keys (`p95_latency_s`).
 STATS = ("p50", "p90", "p95", "p99", "max")
-PHASES = ("latency_s", "queue_wait_s", "service_s", "ttfo_s", "send_lag_s")
-RATES: dict[str, Better] = {"throughput_rps": "higher", "goodput_rps": "higher", "error_rate": "lower"}
+PHASES = ("latency_s", "queue_wait_s", "service_s", "ttfo_s", "send_lag_s", "ttft_s", "tpot_s", "itl_s")
+RATES: dict[str, Better] = {
+    "throughput_rps": "higher", "goodput_rps": "higher", "error_rate": "lower", "output_tps": "higher"
+}
 
 
 def metric_names() -> list[str]:
@@ -43,6 +45,8 @@ def metric_names() -> list[str]:
 
 def metric_value(summary: Summary, name: str) -> float | None:
     """A summary figure by compare/SLO name: throughput_rps, error_rate, p95_latency_s, max_service_s..."""
+    if name == "output_tps" and not summary.output_tokens:
+        return None  # not a token stream
     if name in RATES:
         value: float | None = getattr(summary, name)
         return value

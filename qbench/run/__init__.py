@@ -5,7 +5,7 @@
     trace.py       recorded schedules: a trace file or a past run's intended times (load.trace/replay)
     trace_formats.py  nginx/uvicorn logs, HAR, Mooncake -> trace files; a trace's shape
     payloads.py    payload section -> seeded request inputs (text, image, audio, files...)
-    protocols/     one module per wire protocol (gradio queue over SSE, plain http)
+    protocols/     one module per wire protocol (gradio queue over SSE, plain http, openai)
     loadgen.py     the one executor: plan x payloads x protocol -> one RequestRecord per request
     processes.py   the same executor split over several processes (load.processes)
     runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)

@@ -118,6 +118,8 @@ def overview_table(s: Summary) -> Table:
     table.add_row("offered", f"{s.offered_rps:.2f} req/s")
     table.add_row("throughput", f"{s.throughput_rps:.2f} req/s")
     table.add_row("goodput", f"{s.goodput_rps:.2f} req/s (ok and within the SLO's latency thresholds)")
+    if s.output_tokens:
+        table.add_row("tokens", token_line(s))
     g = s.generator
     cpu = "-" if g.cpu_s is None else f"{g.cpu_s:.2f} s ({g.cpu_percent or 0:.0f}% of a core)"
     table.add_row("generator CPU", cpu)
@@ -134,6 +136,9 @@ PHASE_LABELS = {
     "service_s": "service time",
     "ttfo_s": "time to first output",
     "send_lag_s": "send lag",
+    "ttft_s": "time to first token (from send)",
+    "tpot_s": "time per output token",
+    "itl_s": "inter-token gap (pooled per request)",
 }
 #: The same phases, short enough for an 80-column terminal table.
 SHORT_PHASE_LABELS = {
@@ -143,7 +148,17 @@ SHORT_PHASE_LABELS = {
     "service_s": "service time",
     "ttfo_s": "first output",
     "send_lag_s": "send lag",
+    "ttft_s": "TTFT (sent)",
+    "tpot_s": "TPOT",
+    "itl_s": "ITL",
 }
+
+
+def token_line(s: Summary) -> str:
+    """Output tokens in total and per request (token streams only)."""
+    per_request = s.request_output_tps.p50
+    each = "" if per_request is None else f", {per_request:.1f} tok/s per request (p50)"
+    return f"{s.output_tokens:,} out, {s.input_tokens:,} in; {s.output_tps:.1f} tok/s in total{each}"
 
 
 def phase_table(s: Summary, *, open_loop: bool = True) -> Table:

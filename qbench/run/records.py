@@ -14,7 +14,7 @@ Phases of a Gradio queued request (HTTP requests fill the subset that applies):
     joined_at_s     the join was acknowledged (HTTP 200 with event_id; for plain HTTP: response headers)
     estimation_at_s first `estimation` message (rank, queue size, ETA as the server saw them)
     started_at_s    `process_starts`: the job left the queue and began running
-    first_output_at_s  first `process_generating` (streaming) - time to first output
+    first_output_at_s  first `process_generating` (streaming), first byte of a streamed HTTP body
     completed_at_s  terminal message (`process_completed`) or the end of the HTTP body, or the moment the
                     request was given up (timeout, error, interruption)
 
@@ -33,7 +33,9 @@ from typing import IO, Any, Final, Literal
 
 import orjson
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+#: Versions `read_parquet` reads: v1 lacks the token fields (they read as None / 0).
+READABLE_VERSIONS: Final = (1, 2)
 
 Outcome = Literal["ok", "error"]
 
@@ -43,7 +45,7 @@ ERROR_KINDS: Final = (
     "timeout",        # the per-request timeout fired (the request was cancelled on the server if possible)
     "http_4xx",       # the server refused the request with a 4xx (other than queue_full)
     "http_5xx",       # the server answered 5xx (other than queue_full)
-    "queue_full",     # Gradio's 503 "Queue is full" on join
+    "queue_full",     # 503 "Queue is full" (Gradio join, or an HTTP 503 whose body says so)
     "stream_broken",  # the SSE stream ended or broke before the terminal message
     "server_error",   # the job ran and failed: process_completed success=false / unexpected_error
     "deadline",       # the run's duration ended before the request completed
@@ -82,6 +84,16 @@ class RequestRecord:
     bytes_received: int = 0  # response bytes attributed to this request (SSE payload bytes for gradio)
     server_duration_s: float | None = None  # duration reported by the server (gradio output.duration)
     event_id: str | None = None  # Gradio event_id assigned by the server
+    # ---- token streams (protocol: openai); None / 0 elsewhere (schema v2) ----
+    input_tokens: int | None = None  # prompt tokens (usage.prompt_tokens), None when not reported
+    output_tokens: int | None = None  # generated tokens: usage.completion_tokens, else content chunks
+    tokens_from: str | None = None  # where output_tokens came from: "usage" (server) or "chunks" (counted)
+    finish_reason: str | None = None  # the last choice's finish_reason ("stop", "length", ...)
+    itl_count: int = 0  # inter-token gaps measured: content chunks - 1
+    itl_mean_s: float | None = None  # mean gap between consecutive content chunks (s)
+    itl_p50_s: float | None = None  # median gap (s), type-7 percentile over this request's gaps
+    itl_p99_s: float | None = None  # 99th percentile gap (s)
+    itl_max_s: float | None = None  # longest gap (s)
 
     # ---- derived phases (seconds); None when a phase is missing ----
 
@@ -118,6 +130,28 @@ class RequestRecord:
         return _diff(self.first_output_at_s, self.intended_at_s)
 
     @property
+    def ttft_s(self) -> float | None:
+        """Time to first token from the ACTUAL send (what LLM benchmarks quote; ttfo_s is from the
+        intended send)."""
+        return _diff(self.first_output_at_s, self.sent_at_s)
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: (completion - first token) / (output_tokens - 1)."""
+        span = _diff(self.completed_at_s, self.first_output_at_s)
+        if span is None or self.output_tokens is None or self.output_tokens < 2:
+            return None
+        return span / (self.output_tokens - 1)
+
+    @property
+    def output_tps(self) -> float | None:
+        """Output tokens per second of this request, from the actual send to the end of the stream."""
+        span = self.latency_from_send_s
+        if span is None or span <= 0 or not self.output_tokens:
+            return None
+        return self.output_tokens / span
+
+    @property
     def eta_error_s(self) -> float | None:
         """First estimation's predicted result time minus the real one (positive = server was pessimistic)."""
         if self.rank_eta_s is None or self.estimation_at_s is None or self.completed_at_s is None:
@@ -137,6 +171,9 @@ DERIVED: Final = (
     "service_s",
     "ttfo_s",
     "eta_error_s",
+    "ttft_s",
+    "tpot_s",
+    "output_tps",
 )
 
 FIELD_NAMES: Final = tuple(f.name for f in fields(RequestRecord))
@@ -234,6 +271,11 @@ def _arrow_schema() -> Any:
         "bytes_sent": pa.int64(),
         "bytes_received": pa.int64(),
         "event_id": pa.string(),
+        "input_tokens": pa.int64(),
+        "output_tokens": pa.int64(),
+        "tokens_from": pa.string(),
+        "finish_reason": pa.string(),
+        "itl_count": pa.int64(),
     }
     cols = [pa.field(name, types.get(name, pa.float64())) for name in FIELD_NAMES]
     cols += [pa.field(name, pa.float64()) for name in DERIVED]
@@ -274,9 +316,10 @@ def read_parquet(path: Path) -> list[RequestRecord]:
     table = pq.read_table(path)
     meta = table.schema.metadata or {}
     version = int(meta.get(b"qbench_schema_version", b"0"))
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
+        readable = ", ".join(str(v) for v in READABLE_VERSIONS)
         raise RecordsFormatError(
-            f"{path}: records schema version {version}, this qbench reads version {SCHEMA_VERSION}"
+            f"{path}: records schema version {version}, this qbench reads versions {readable}"
         )
     return [from_row(row) for row in table.to_pylist()]
 

@@ -2,8 +2,9 @@
 
     name: image                     # defaults to the file name
     target: http://127.0.0.1:7860   # overridable with --target
-    protocol: gradio                # gradio (queue + SSE) | http (plain request/response)
-    endpoint: {api_name: classify}  # gradio: api_name or fn_index; http: method, path, body, headers
+    protocol: gradio                # gradio (queue + SSE) | http (plain, streamed or not) | openai
+    endpoint: {api_name: classify}  # gradio: api_name or fn_index; http: method, path, body, headers;
+                                    # openai: path, model, max_tokens, stream, body (extra fields)
     payload:                        # one generator per input, seeded so runs repeat
       seed: 0
       inputs: [{image: {width: 224, height: 224, format: png}}]
@@ -155,6 +156,11 @@ class Endpoint(_Model):
     """Gradio: `api_name` (without the slash) or `fn_index`. HTTP: method, path, body template, headers.
 
     In an HTTP body template, a string "$0", "$1", ... is replaced by the generated value of that input.
+
+    OpenAI-compatible: `path` (default /v1/chat/completions; a path ending in /v1/completions sends a
+    `prompt` instead of `messages`), `model` (default: the first of GET /v1/models), `max_tokens`,
+    `stream` (default true; usage is asked for with stream_options.include_usage) and `body`, a
+    mapping of extra request fields passed through as they are (temperature, seed, ignore_eos, ...).
     """
 
     api_name: str | None = None
@@ -163,6 +169,9 @@ class Endpoint(_Model):
     path: str | None = None
     body: Any = None
     headers: dict[str, str] = Field(default_factory=dict)
+    model: str | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    stream: bool = True
 
     @field_validator("api_name")
     @classmethod
@@ -265,6 +274,11 @@ class Load(_Model):
 # ---------------------------------------------------------------- SLO
 
 
+#: SLO phases that are not a record property -> the record field a single request is judged by
+#: (a request meets an inter-token-gap bound when its own p99 gap does).
+ITL_PER_REQUEST = {"itl_s": "itl_p99_s"}
+
+
 class Slo(_Model):
     """Thresholds; any violated one makes `qbench run` exit 3. `pXX_<phase>` caps a percentile."""
 
@@ -280,6 +294,14 @@ class Slo(_Model):
     p99_service_s: float | None = Field(None, gt=0)
     p95_ttfo_s: float | None = Field(None, gt=0)
     p99_ttfo_s: float | None = Field(None, gt=0)
+    p50_ttft_s: float | None = Field(None, gt=0)  # time to first token from the actual send
+    p95_ttft_s: float | None = Field(None, gt=0)
+    p99_ttft_s: float | None = Field(None, gt=0)
+    p95_tpot_s: float | None = Field(None, gt=0)  # time per output token after the first
+    p99_tpot_s: float | None = Field(None, gt=0)
+    p50_itl_s: float | None = Field(None, gt=0)  # inter-token gap (see qbench.run.summary)
+    p99_itl_s: float | None = Field(None, gt=0)
+    min_output_tps: float | None = Field(None, ge=0)  # ok requests' output tokens per second, in total
     error_rate: float | None = Field(None, ge=0, le=1)  # max share of sent requests that failed
     min_throughput: float | None = Field(None, ge=0)  # ok requests per second
     min_goodput: float | None = Field(None, ge=0)  # ok requests meeting the latency thresholds per second
@@ -294,6 +316,7 @@ class Slo(_Model):
         for name, value in self.thresholds().items():
             stat, _, phase = name.partition("_")
             if phase.endswith("_s") and (stat.startswith("p") or stat == "max"):
+                phase = ITL_PER_REQUEST.get(phase, phase)
                 limits[phase] = min(value, limits.get(phase, value))
         return limits
 
@@ -305,7 +328,7 @@ class Scenario(_Model):
     name: str = "scenario"
     description: str = ""
     target: str | None = None
-    protocol: Literal["gradio", "http"] = "gradio"
+    protocol: Literal["gradio", "http", "openai"] = "gradio"
     endpoint: Endpoint = Endpoint()
     payload: Payload = Payload.model_validate({})
     load: Load
@@ -318,6 +341,11 @@ class Scenario(_Model):
             raise ValueError("a gradio endpoint needs api_name (or fn_index)")
         if self.protocol == "http" and ep.path is None:
             raise ValueError("an http endpoint needs a path (e.g. /predict)")
+        if self.protocol == "openai" and ep.body is not None and not isinstance(ep.body, dict):
+            raise ValueError("an openai endpoint's body is a mapping of extra request fields")
+        recorded = self.load.shape in ("trace", "replay")
+        if self.protocol == "openai" and not self.payload.inputs and not recorded:
+            raise ValueError("an openai scenario needs a payload input (the prompt): text: {words: [8, 32]}")
         return self
 
 

@@ -24,6 +24,14 @@ Which records count:
   per-request latency threshold of the SLO (latency, queue wait, ttfo) / duration_s;
 * `offered_rps` = (n - 1) / (last intended - first intended): the arrival rate the schedule offered
   (n / duration_s for a burst, whose intended times coincide).
+
+Token streams (protocol: openai): `ttft_s` and `tpot_s` are per-request phases like the others.
+Records keep each request's inter-token gaps as statistics, not the gaps, so the run's `itl_s` is
+pooled from them: count = all gaps, mean = the gap-weighted mean, min = the smallest per-request
+median, p50 = the median of per-request medians, p90/p95/p99 = those percentiles of the per-request
+p99 gaps (an upper bound on the pooled percentile's typical value: conservative for SLOs), max = the
+longest gap. `output_tps` = output tokens of ok requests / duration_s; `request_output_tps` is the
+per-request rate (output tokens / (completion - actual send)).
 """
 
 from __future__ import annotations
@@ -38,7 +46,10 @@ from qbench.run.records import RequestRecord, iter_measured
 from qbench.run.scenario import Slo
 
 #: Phases summarised with percentiles (names of RequestRecord derived properties).
-PHASES = ("latency_s", "latency_from_send_s", "queue_wait_s", "service_s", "ttfo_s", "send_lag_s")
+PHASES = (
+    "latency_s", "latency_from_send_s", "queue_wait_s", "service_s", "ttfo_s", "send_lag_s",
+    "ttft_s", "tpot_s",
+)
 
 
 @dataclass
@@ -115,6 +126,10 @@ class Summary:
     latency: dict[str, Stats] = field(default_factory=dict)  # phase name (PHASES) -> Stats
     eta_error: Stats = field(default_factory=Stats)  # server ETA minus reality (s), first estimation
     generator: GeneratorStats = field(default_factory=GeneratorStats)
+    input_tokens: int = 0  # prompt tokens of ok requests (as reported by the server)
+    output_tokens: int = 0  # output tokens of ok requests
+    output_tps: float = 0.0  # output tokens of ok requests per second of the window
+    request_output_tps: Stats = field(default_factory=Stats)  # per-request output tokens/s (not seconds)
     slo: list[SloCheck] = field(default_factory=list)
     slo_passed: bool = True
 
@@ -133,6 +148,7 @@ class Summary:
         values["latency"] = {k: Stats(**v) for k, v in data.get("latency", {}).items()}
         values["eta_error"] = Stats(**data.get("eta_error", {}))
         values["generator"] = GeneratorStats(**data.get("generator", {}))
+        values["request_output_tps"] = Stats(**data.get("request_output_tps", {}))
         values["slo"] = [SloCheck(**c) for c in data.get("slo", [])]
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in values.items() if k in known})
@@ -171,7 +187,13 @@ def summarize(
         latency={name: Stats.of(_values(measured, name, ok_only=name != "send_lag_s")) for name in PHASES},
         eta_error=Stats.of(_values(ok, "eta_error_s", ok_only=True)),
         generator=generator or GeneratorStats(),
+        input_tokens=sum(r.input_tokens or 0 for r in ok),
+        output_tokens=sum(r.output_tokens or 0 for r in ok),
+        request_output_tps=Stats.of(_values(ok, "output_tps", ok_only=True)),
     )
+    summary.output_tps = _per_s(summary.output_tokens, window)
+    if any(r.itl_count for r in ok):
+        summary.latency["itl_s"] = itl_stats(ok)
     if slo is not None:
         summary.slo = evaluate_slo(summary, slo, _end_to_end_with_failures(sent))
         summary.slo_passed = all(c.passed for c in summary.slo)
@@ -245,9 +267,32 @@ def _actual(summary: Summary, name: str) -> tuple[float | None, str]:
         return summary.throughput_rps, "min"
     if name == "min_goodput":
         return summary.goodput_rps, "min"
+    if name == "min_output_tps":
+        return summary.output_tps, "min"
     stat, _, phase = name.partition("_")
     stats = summary.phase(phase)
     return getattr(stats, stat), "max"
+
+
+def itl_stats(records: Sequence[RequestRecord]) -> Stats:
+    """The run's inter-token gaps pooled from per-request statistics (module docstring)."""
+    with_gaps = [r for r in records if r.itl_count and r.itl_mean_s is not None]
+    if not with_gaps:
+        return Stats()
+    count = sum(r.itl_count for r in with_gaps)
+    medians = np.asarray([r.itl_p50_s for r in with_gaps], dtype=np.float64)
+    p99s = np.asarray([r.itl_p99_s for r in with_gaps], dtype=np.float64)
+    p90, p95, p99 = (float(x) for x in np.percentile(p99s, [90, 95, 99]))
+    return Stats(
+        count=count,
+        mean=sum(r.itl_count * (r.itl_mean_s or 0.0) for r in with_gaps) / count,
+        min=float(medians.min()),
+        p50=float(np.percentile(medians, 50)),
+        p90=p90,
+        p95=p95,
+        p99=p99,
+        max=max(r.itl_max_s or 0.0 for r in with_gaps),
+    )
 
 
 def _values(records: Sequence[RequestRecord], name: str, *, ok_only: bool) -> list[float]:

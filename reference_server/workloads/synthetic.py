@@ -5,6 +5,8 @@
     sleep   text -> text         event loop (sync: thread) base_ms + per_item_ms * batch_size, with jitter
     cpu     text -> text         thread pool               `repeats` torch matmuls of n x n (real CPU)
     stream  text -> text         event loop (sync: thread) `chunks` outputs, one every interval_ms (generator)
+    tokens  text -> text         event loop                a token streamer: first token after ttft_ms, then
+                                                           one every interval_ms, `tokens` in all (generator)
     fail    text -> text         event loop                raises with probability `rate` (seeded)
     imageop image -> image,json  thread pool               grayscale + resize to `size` (file in/out path)
 
@@ -217,6 +219,43 @@ class Stream(Workload):
 def _stream(params: dict[str, Any]) -> Workload:
     p = _parse(StreamParams, "stream", params)
     return Stream(inputs=TEXT_IN, outputs=TEXT_OUT, is_async=not p.sync, params=p)
+
+
+# ---------------------------------------------------------------- tokens
+class TokensParams(_Params):
+    tokens: int = Field(default=16, ge=1)
+    ttft_ms: float = Field(default=20.0, ge=0)
+    interval_ms: float = Field(default=10.0, ge=0)
+
+
+@dataclass
+class Tokens(Workload):
+    """A synthetic LLM: after `ttft_ms` (the prefill), the continuation grows by one word ("t0",
+    "t0 t1", ...) every `interval_ms`; each yield is the whole continuation so far, like
+    text-generation, so one yield is one token for the OpenAI front."""
+
+    kind = "tokens"
+    is_generator: bool = True
+    params: TokensParams = field(default_factory=TokensParams)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.params.model_dump()}
+
+    async def astream(self, inputs: list[Any]) -> AsyncIterator[list[Any]]:
+        p = self.params
+        await asyncio.sleep(p.ttft_ms / 1000)
+        text = ""
+        for i in range(p.tokens):
+            if i:
+                await asyncio.sleep(p.interval_ms / 1000)
+            text = f"{text} t{i}" if i else "t0"
+            yield [text]
+
+
+@register("tokens")
+def _tokens(params: dict[str, Any]) -> Workload:
+    p = _parse(TokensParams, "tokens", params)
+    return Tokens(inputs=TEXT_IN, outputs=TEXT_OUT, is_async=True, params=p)
 
 
 # ---------------------------------------------------------------- fail

@@ -4,6 +4,7 @@ and a plain aiohttp JSON echo server, each stopped by the fixture."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import threading
@@ -42,6 +43,13 @@ def http_echo() -> Iterator[str]:
 
     app = web.Application()
     app.add_routes([web.post("/echo", echo), web.get("/slow", slow), web.post("/fail", fail)])
+    with serve_aiohttp(app) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_aiohttp(app: web.Application) -> Iterator[str]:
+    """Serve an aiohttp app on a free loopback port in a thread; yields its base URL."""
     loop = asyncio.new_event_loop()
     runner = web.AppRunner(app, access_log=None)
     port = free_port()

@@ -14,6 +14,7 @@ from qbench.run.records import (
     read_jsonl,
     read_parquet,
     read_records,
+    records_table,
     write_parquet,
 )
 
@@ -63,3 +64,28 @@ def test_parquet_of_another_schema_version_is_refused(tmp_path: Path) -> None:
     pq.write_table(table, tmp_path / "records.parquet")
     with pytest.raises(RecordsFormatError, match="schema version"):
         read_parquet(tmp_path / "records.parquet")
+
+
+def test_parquet_v1_reads_with_token_fields_empty(tmp_path: Path) -> None:
+    """A v1 file (before the token fields) still reads: the new fields take their defaults."""
+    import pyarrow.parquet as pq
+
+    records = sample()
+    table = records_table(records)
+    v1 = table.drop_columns(
+        ["input_tokens", "output_tokens", "tokens_from", "finish_reason", "itl_count", "itl_mean_s",
+         "itl_p50_s", "itl_p99_s", "itl_max_s", "ttft_s", "tpot_s", "output_tps"]
+    ).replace_schema_metadata({b"qbench_schema_version": b"1"})
+    pq.write_table(v1, tmp_path / "records.parquet")
+    assert read_parquet(tmp_path / "records.parquet") == records
+
+
+def test_token_fields_round_trip_and_derive(tmp_path: Path) -> None:
+    r = RequestRecord(0, 0, "s", "chat", False, intended_at_s=1.0, sent_at_s=1.5, first_output_at_s=2.0,
+                      completed_at_s=4.0, outcome="ok", input_tokens=7, output_tokens=5, tokens_from="usage",
+                      finish_reason="length", itl_count=4, itl_mean_s=0.5, itl_p50_s=0.5, itl_p99_s=0.6,
+                      itl_max_s=0.6)
+    assert r.ttft_s == 0.5 and r.ttfo_s == 1.0
+    assert r.tpot_s == pytest.approx(0.5) and r.output_tps == pytest.approx(5 / 2.5)
+    write_parquet([r], tmp_path / "records.parquet")
+    assert read_parquet(tmp_path / "records.parquet") == [r]

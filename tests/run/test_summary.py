@@ -138,3 +138,37 @@ def test_json_round_trip() -> None:
 def test_empty_records() -> None:
     s = summarize([])
     assert s.requests == 0 and s.throughput_rps == 0.0 and s.error_rate == 0.0
+
+
+def token_rec(i: int, ttft: float, tokens: int, gaps: tuple[float, float, float, float]) -> RequestRecord:
+    """An ok token stream sent at i s: first token after `ttft`, `tokens` out, gap stats (mean, p50,
+    p99, max) over tokens - 1 gaps, ending (tokens - 1) * mean after the first token."""
+    r = rec(i, float(i), None)
+    mean, p50, p99, top = gaps
+    r.first_output_at_s = i + ttft
+    r.completed_at_s = r.first_output_at_s + (tokens - 1) * mean
+    r.outcome, r.output_tokens, r.input_tokens, r.itl_count = "ok", tokens, 3, tokens - 1
+    r.itl_mean_s, r.itl_p50_s, r.itl_p99_s, r.itl_max_s = mean, p50, p99, top
+    return r
+
+
+def test_token_phases_pool_itl_and_count_tokens() -> None:
+    records = [
+        token_rec(0, 0.1, 5, (0.02, 0.02, 0.03, 0.03)),  # 4 gaps, ends at 0.18
+        token_rec(1, 0.3, 3, (0.05, 0.04, 0.06, 0.06)),  # 2 gaps, ends at 1.4
+    ]
+    s = summarize(records, Slo(p99_itl_s=0.05, p95_ttft_s=1.0, min_output_tps=1.0))
+    assert s.output_tokens == 8 and s.input_tokens == 6
+    assert s.output_tps == pytest.approx(8 / 1.4)
+    itl = s.phase("itl_s")
+    assert itl.count == 6 and itl.mean == pytest.approx((4 * 0.02 + 2 * 0.05) / 6)
+    assert itl.p50 == pytest.approx(0.03) and itl.min == 0.02 and itl.max == 0.06  # median of 0.02, 0.04
+    assert itl.p99 == pytest.approx(0.03 + 0.99 * 0.03)  # p99 of the per-request p99s (0.03, 0.06)
+    assert s.phase("tpot_s").p50 == pytest.approx((0.02 + 0.05) / 2)
+    assert s.phase("ttft_s").max == pytest.approx(0.3)
+    assert s.request_output_tps.count == 2 and s.request_output_tps.max == pytest.approx(5 / 0.18)
+    verdicts = {c.name: c.passed for c in s.slo}
+    assert verdicts == {"p95_ttft_s": True, "p99_itl_s": False, "min_output_tps": True}
+    # goodput judges each request by its own p99 gap: only the first stream meets 50 ms
+    assert s.goodput_rps == pytest.approx(1 / 1.4)
+    assert Summary.from_dict(json.loads(json.dumps(s.to_dict()))) == s

@@ -4,6 +4,11 @@ In the body template (scenario `endpoint.body`) a string "$0", "$1", ... is repl
 value of that input; file inputs (image, audio, files) become base64 strings. Phases: sent ->
 joined (response headers) -> completed (body read). There is no queue to observe, so started_at_s
 (and with it queue wait and service time) stays None.
+
+Streamed responses are read as they arrive: a `text/event-stream` body counts one output per SSE
+event (a blank-line-terminated block), a chunked body one per HTTP chunk; `first_output_at_s` is the
+first byte of the body. The status is checked before any of it: a 4xx/5xx body is read (bounded) for
+the message, and a 503 whose body says the queue is full is `queue_full`.
 """
 
 from __future__ import annotations
@@ -67,14 +72,16 @@ class HttpProtocol:
             async with self.http.request(self.method, self.url, data=data, headers=self.headers) as resp:
                 record.joined_at_s = self.clock.now()
                 record.http_status = resp.status
-                raw = await resp.read()
+                if resp.status >= 400:
+                    await refuse(record, resp, self.clock)
+                    return
+                if is_stream(resp):
+                    await read_stream(record, resp, self.clock)
+                else:
+                    record.bytes_received = len(await resp.read())
         except (aiohttp.ClientError, OSError) as exc:
             kind = "connect" if record.joined_at_s is None else "stream_broken"
             fail(record, kind, f"{exc.__class__.__name__}: {exc}", self.clock.now())
-            return
-        record.bytes_received = len(raw)
-        if resp.status >= 400:
-            fail(record, status_kind(resp.status), raw[:300].decode(errors="replace"), self.clock.now())
             return
         record.completed_at_s = self.clock.now()
         record.outcome = "ok"
@@ -84,6 +91,49 @@ class HttpProtocol:
 
     async def close(self) -> None:
         self._cache.clear()
+
+
+ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error body read for its message
+
+
+def is_stream(resp: aiohttp.ClientResponse) -> bool:
+    """An event stream, or a chunked body without a length: read it as it arrives."""
+    if resp.content_type == "text/event-stream":
+        return True
+    return resp.content_length is None and resp.headers.get("Transfer-Encoding", "").lower() == "chunked"
+
+
+async def refuse(record: RequestRecord, resp: aiohttp.ClientResponse, clock: Clock) -> None:
+    """Close a record refused with a 4xx/5xx status: the message from the (bounded) body, the kind
+    `queue_full` for a 503 whose body says so (Gradio's wording, and the reference server's)."""
+    raw = await resp.content.read(ERROR_BODY_LIMIT)
+    record.bytes_received = len(raw)
+    text = raw.decode(errors="replace")
+    kind = status_kind(resp.status)
+    if resp.status == 503 and "queue" in text.lower() and "full" in text.lower():
+        kind = "queue_full"
+    fail(record, kind, text[:300] or f"HTTP {resp.status}", clock.now())
+
+
+async def read_stream(record: RequestRecord, resp: aiohttp.ClientResponse, clock: Clock) -> None:
+    """Read a streamed body to its end: first output time, outputs (SSE events or HTTP chunks), bytes."""
+    sse = resp.content_type == "text/event-stream"
+    tail = b""
+    async for chunk, end_of_chunk in resp.content.iter_chunks():
+        if not chunk:
+            continue
+        if record.first_output_at_s is None:
+            record.first_output_at_s = clock.now()
+        record.bytes_received += len(chunk)
+        if sse:
+            tail += chunk
+            events = tail.replace(b"\r\n", b"\n").split(b"\n\n")
+            tail = events.pop()
+            record.outputs += sum(1 for e in events if e.strip())
+        elif end_of_chunk:
+            record.outputs += 1
+    if sse and tail.strip():
+        record.outputs += 1
 
 
 def render(template: Any, inputs: list[Any]) -> Any:

@@ -108,6 +108,11 @@ class TextGeneration(ModelWorkload):
             yield [text]
             next_input = torch.tensor([[token]], device=self.device)
 
+    def count_tokens(self, text: str) -> int:
+        """Prompt tokens as this model's tokenizer counts them (the OpenAI front's usage)."""
+        with self.prep_lock:
+            return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
     def _prompt_ids(self, prompt: Any) -> list[int]:
         if not isinstance(prompt, str) or not prompt.strip():
             raise WorkloadInputError(f"prompt: expected non-empty text, got {prompt!r:.40}")

@@ -1,0 +1,119 @@
+"""Interop: the official `openai` client drives the reference server's OpenAI-compatible front
+unchanged (create, stream, usage, errors), and `protocol: openai` measures it.
+
+Models are the reference server's text functions: a synthetic token streamer (`tokens`), a tiny
+random-init GPT-2 (`text-generation`, the real per-token cost) and a plain echo (one chunk).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from qbench.run.runner import run_scenario
+from qbench.run.scenario import parse_scenario
+from reference_server.settings import parse_settings
+from reference_server.testing import serve_in_thread
+
+TOKENS = 6
+SETTINGS = {
+    "functions": [
+        {"api_name": "tokens", "workload": "tokens",
+         "params": {"tokens": TOKENS, "ttft_ms": 20, "interval_ms": 10}, "concurrency_limit": 4},
+        {"api_name": "gpt", "workload": "text-generation",
+         "params": {"size": "tiny", "max_new_tokens": 8, "temperature": 0, "seed": 0}},
+        {"api_name": "echo", "workload": "echo"},
+        {"api_name": "busy", "workload": "tokens", "params": {"tokens": 2, "ttft_ms": 300},
+         "concurrency_limit": 1},
+    ],
+    "queue": {"max_size": 1},
+}
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with serve_in_thread(parse_settings(SETTINGS), startup_timeout_s=120) as server:
+        yield server.url
+
+
+@pytest.fixture
+def client(url: str) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=30) as c:
+        yield c
+
+
+def test_models_lists_the_text_functions(client: openai.OpenAI) -> None:
+    assert [m.id for m in client.models.list()] == ["tokens", "gpt", "echo", "busy"]
+
+
+def test_chat_create_and_stream_with_usage(client: openai.OpenAI) -> None:
+    done = client.chat.completions.create(model="tokens", messages=[{"role": "user", "content": "a b c"}])
+    assert done.choices[0].message.content == " ".join(f"t{i}" for i in range(TOKENS))
+    assert done.choices[0].finish_reason == "stop" and done.usage is not None
+    assert (done.usage.prompt_tokens, done.usage.completion_tokens) == (3, TOKENS)
+    stream = client.chat.completions.create(
+        model="tokens", messages=[{"role": "user", "content": "hi"}], stream=True, max_tokens=4,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "t0 t1 t2 t3"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 4
+
+
+def test_completions_stream_from_gpt2_and_plain_echo(client: openai.OpenAI) -> None:
+    stream = client.completions.create(model="gpt", prompt="The queue was", max_tokens=5, stream=True)
+    pieces = [c.choices[0].text for c in stream if c.choices]
+    assert len(pieces) == 6 and pieces[-1] == ""  # five tokens, then the finish chunk
+    whole = client.completions.create(model="gpt", prompt="The queue was", max_tokens=5)
+    assert whole.choices[0].text == "".join(pieces) and whole.usage is not None
+    assert whole.usage.completion_tokens == 5 and whole.usage.prompt_tokens >= 1
+    echo = client.completions.create(model="echo", prompt="same words back")
+    assert echo.choices[0].text == "same words back" and echo.choices[0].finish_reason == "stop"
+
+
+def test_bad_requests_are_4xx_with_a_reason(client: openai.OpenAI, url: str) -> None:
+    with pytest.raises(openai.NotFoundError, match="does not exist"):
+        client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
+    with pytest.raises(openai.BadRequestError, match="max_tokens"):
+        client.completions.create(model="tokens", prompt="x", max_tokens=0)
+    with pytest.raises(openai.BadRequestError, match="messages"):
+        client.chat.completions.create(model="tokens", messages=[])
+    resp = httpx.post(url + "/v1/completions", content=b"{not json")
+    assert resp.status_code == 400 and "not valid JSON" in resp.json()["error"]["message"]
+
+
+def test_full_queue_is_503_with_retry_after(url: str) -> None:
+    body = {"model": "busy", "prompt": "x", "stream": True}
+    with httpx.Client(base_url=url, timeout=10) as http:
+        first, second = (http.stream("POST", "/v1/completions", json=body) for _ in range(2))
+        with first, second:
+            refused = http.post("/v1/completions", json=body)
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
+    assert "Queue is full" in refused.json()["error"]["message"]
+    deadline = time.monotonic() + 10  # the streams above went away: their events leave the queue
+    while httpx.get(url + "/gradio_api/queue/status").json()["queue_size"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert httpx.get(url + "/gradio_api/queue/status").json()["queue_size"] == 0
+
+
+def test_qbench_measures_the_token_stream(url: str, tmp_path: Path) -> None:
+    spec = parse_scenario(dict(
+        name="tokens",
+        protocol="openai",
+        endpoint={"model": "tokens", "max_tokens": 5},
+        payload={"inputs": [{"text": {"words": [2, 4]}}]},
+        load={"users": 2, "requests": 6, "timeout": 20},
+    ))
+    result = run_scenario(spec, target=url, out_dir=tmp_path / "r", live=False)
+    assert all(r.ok for r in result.records), [r.error_message for r in result.records]
+    for r in result.records:
+        assert (r.output_tokens, r.tokens_from, r.finish_reason, r.itl_count) == (5, "usage", "length", 4)
+        assert r.itl_p50_s is not None and r.itl_p50_s >= 0.005  # the workload's 10 ms, loosely
+        assert r.ttft_s is not None and r.ttft_s >= 0.01  # its 20 ms prefill, loosely
