@@ -265,6 +265,8 @@ class Scenario(_Model):
     target: str | None = None
     protocol: Literal["gradio", "http"] = "gradio"
     endpoint: Endpoint = Endpoint()
+    # Gradio wire family; default: what the app's /config announces (absent there: ws, Gradio 3.x)
+    gradio_protocol: Literal["ws", "sse", "sse_v1", "sse_v2", "sse_v2.1", "sse_v3"] | None = None
     payload: Payload = Payload.model_validate({})
     load: Load
     slo: Slo | None = None
@@ -276,6 +278,8 @@ class Scenario(_Model):
             raise ValueError("a gradio endpoint needs api_name (or fn_index)")
         if self.protocol == "http" and ep.path is None:
             raise ValueError("an http endpoint needs a path (e.g. /predict)")
+        if self.protocol != "gradio" and self.gradio_protocol is not None:
+            raise ValueError("gradio_protocol applies to protocol: gradio only")
         return self
 
 
