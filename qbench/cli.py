@@ -68,7 +68,7 @@ def run(
     """Fire the load a scenario describes, record every request, print a summary (exit 3 on SLO failure)."""
     from rich.console import Console
 
-    from qbench.errors import QbenchError, SloViolation
+    from qbench.errors import QbenchError, SloViolation, TargetError
     from qbench.run.console import render_summary
     from qbench.run.runner import load_scenario, parse_set_options, run_scenario
 
@@ -82,6 +82,8 @@ def run(
         load = spec.load
         render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst")
         console.print(f"records: {result.run_dir}")
+        if result.run_info.get("failed_opening"):
+            raise TargetError(f"run stopped early: {result.run_info['failed_opening']}")
         if result.run_info.get("stop_kind") == "interrupted":
             raise typer.Exit(130)
         failed = result.summary.failed_checks()

@@ -23,8 +23,8 @@ import orjson
 
 from qbench.errors import TargetError
 from qbench.run.payloads import FileValue
-from qbench.run.protocols.base import Clock, fail
-from qbench.run.protocols.queue import FAMILIES, GradioApp, QueueWire, fail_http, parse_version
+from qbench.run.protocols.base import Clock, fail, fail_http
+from qbench.run.protocols.queue import FAMILIES, GradioApp, QueueWire, parse_version
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 

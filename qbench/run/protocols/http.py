@@ -16,7 +16,7 @@ import orjson
 
 from qbench.errors import TargetError
 from qbench.run.payloads import FileValue
-from qbench.run.protocols.base import Clock, fail, status_kind
+from qbench.run.protocols.base import Clock, fail, fail_http
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 
@@ -70,11 +70,11 @@ class HttpProtocol:
                 raw = await resp.read()
         except (aiohttp.ClientError, OSError) as exc:
             kind = "connect" if record.joined_at_s is None else "stream_broken"
-            fail(record, kind, f"{exc.__class__.__name__}: {exc}", self.clock.now())
+            fail(record, kind, f"{self.method} {self.url}: {exc.__class__.__name__}: {exc}", self.clock.now())
             return
         record.bytes_received = len(raw)
         if resp.status >= 400:
-            fail(record, status_kind(resp.status), raw[:300].decode(errors="replace"), self.clock.now())
+            fail_http(record, self.method, self.url, resp.status, raw, self.clock.now())
             return
         record.completed_at_s = self.clock.now()
         record.outcome = "ok"

@@ -26,7 +26,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from qbench.run.protocols.base import fail, status_kind
+from qbench.run.protocols.base import fail
 from qbench.run.records import RequestRecord
 
 FAMILIES = ("ws", "sse", "sse_v1", "sse_v2", "sse_v2.1", "sse_v3")
@@ -139,15 +139,3 @@ def _complete(record: RequestRecord, msg: dict[str, Any], at: float) -> None:
     else:
         record.completed_at_s = at
         record.outcome = "ok"
-
-
-def http_problem(method: str, url: str, status: int, body: bytes) -> str:
-    """The error message for an HTTP refusal: what was called, the status, the start of the body."""
-    excerpt = body.decode(errors="replace").strip().replace("\n", " ")[:200]
-    return f"{method} {url}: HTTP {status}: {excerpt or '(empty body)'}"
-
-
-def fail_http(record: RequestRecord, method: str, url: str, status: int, body: bytes, at: float) -> None:
-    """Close `record` as refused: http_4xx / http_5xx with `http_problem`'s message."""
-    record.http_status = status
-    fail(record, status_kind(status), http_problem(method, url, status, body), at)

@@ -22,8 +22,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from qbench.run.protocols.base import JSON_HEADERS, Clock, fail, status_kind
-from qbench.run.protocols.queue import Background, GradioApp, apply_message, http_problem, new_session_hash
+from qbench.run.protocols.base import JSON_HEADERS, Clock, fail, http_problem, status_kind
+from qbench.run.protocols.queue import Background, GradioApp, apply_message, new_session_hash
 from qbench.run.records import RequestRecord
 
 MessageHandler = Callable[[RequestRecord, dict[str, Any], int, float], bool]

@@ -14,8 +14,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from qbench.run.protocols.base import JSON_HEADERS, Clock, fail
-from qbench.run.protocols.queue import Background, GradioApp, apply_message, fail_http, new_session_hash
+from qbench.run.protocols.base import JSON_HEADERS, Clock, fail, fail_http
+from qbench.run.protocols.queue import Background, GradioApp, apply_message, new_session_hash
 from qbench.run.protocols.sse import post_quietly, sse_messages
 from qbench.run.records import RequestRecord
 
