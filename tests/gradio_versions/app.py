@@ -2,10 +2,12 @@
 
     <env>/bin/python app.py '{"max_size": null}'    # prints "READY http://127.0.0.1:<port>"
 
-Endpoints (api_name): echo (plain), sleep (0.3 s, one at a time), slow (5 s, for timeouts), stream
-(a generator of 4 values), batch (batch=True, max_batch_size=4), fail (raises), image (an Image
-input, answers "<width>x<height>"). The child serves until its stdin closes. Imports only gradio and
-the standard library: qbench is not installed in the per-release envs.
+Endpoints (api_name): echo (plain), sleep (0.3 s), long (a generator of 100 values 0.1 s apart,
+for timeouts and cancels), stream (a generator of 4 values), batch (batch=True, max_batch_size=4),
+fail (raises), image (an Image input, answers "<width>x<height>"). sleep and long run one at a time:
+concurrency_limit=1 from 4.x; 3.x has only the queue-wide concurrency_count, which is then 1.
+The child serves until its stdin closes. Imports only gradio and the standard library: qbench is
+not installed in the per-release envs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-SLEEP_S, SLOW_S, CHUNKS = 0.3, 5.0, 4
+SLEEP_S, CHUNKS, LONG_CHUNKS = 0.3, 4, 100
 
 
 def echo(text: str) -> str:
@@ -28,9 +30,10 @@ def sleep(text: str) -> str:
     return text
 
 
-def slow(text: str) -> str:
-    time.sleep(SLOW_S)
-    return text
+def long(text: str) -> Any:
+    for i in range(LONG_CHUNKS):
+        time.sleep(0.1)
+        yield f"{text} {i}"
 
 
 def stream(text: str) -> Any:
@@ -59,15 +62,15 @@ def build(max_size: int | None) -> Any:
     major = int(gr.__version__.split(".")[0])
     with gr.Blocks() as demo:
         text_in, text_out, img_in = gr.Textbox(), gr.Textbox(), gr.Image(type="pil")
-        for fn in (echo, sleep, slow, stream, fail):
-            limit = {"concurrency_limit": 1} if major >= 4 and fn in (sleep, slow) else {}
+        for fn in (echo, sleep, long, stream, fail):
+            limit = {"concurrency_limit": 1} if major >= 4 and fn in (sleep, long) else {}
             gr.Button(fn.__name__).click(fn, text_in, text_out, api_name=fn.__name__, **limit)
         gr.Button("batch").click(batch, text_in, text_out, api_name="batch", batch=True, max_batch_size=4)
         gr.Button("image").click(image, img_in, text_out, api_name="image")
     if major >= 4:
         demo.queue(max_size=max_size, default_concurrency_limit=4)
     else:
-        demo.queue(max_size=max_size, concurrency_count=4)
+        demo.queue(max_size=max_size, concurrency_count=1)
     return demo
 
 

@@ -9,7 +9,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -21,23 +21,32 @@ APP = Path(__file__).with_name("app.py")
 @contextmanager
 def serve_release(version: str, startup_s: float = 120.0, **options: Any) -> Iterator[str]:
     """Yield the base URL of the test app served by Gradio `version` (options: max_size)."""
-    python = ensure_env(version)
+    with serve_releases([(version, options)], startup_s) as urls:
+        yield urls[0]
+
+
+@contextmanager
+def serve_releases(apps: list[tuple[str, dict[str, Any]]], startup_s: float = 120.0) -> Iterator[list[str]]:
+    """Start every (version, options) app at once (each start costs seconds); yield their URLs."""
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", GRADIO_SHARE="False")
     env.pop("PYTHONPATH", None)  # the release's own packages only
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(
-            [str(python), str(APP), json.dumps(options)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env=env,
-            text=True,
-            cwd=tempfile.gettempdir(),
-        )
-        try:
-            yield _wait_ready(proc, log, startup_s)
-        finally:
-            _stop(proc)
+    with ExitStack() as stack:
+        started = []
+        for version, options in apps:
+            python = ensure_env(version)
+            log = stack.enter_context(tempfile.TemporaryFile())
+            proc = subprocess.Popen(
+                [str(python), str(APP), json.dumps(options)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=env,
+                text=True,
+                cwd=tempfile.gettempdir(),
+            )
+            stack.callback(_stop, proc)
+            started.append((proc, log))
+        yield [_wait_ready(proc, log, startup_s) for proc, log in started]
 
 
 def _wait_ready(proc: subprocess.Popen[str], log: IO[bytes], startup_s: float) -> str:

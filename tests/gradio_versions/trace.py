@@ -119,8 +119,8 @@ async def trace(version: str) -> None:
             await asyncio.gather(*(call(http, tight, tcfg, "sleep", f"q{i}", logs[i]) for i in range(3)))
             print("-- queue_full (max_size=1, 3 x sleep)\n" + "\n  --\n".join("\n".join(x) for x in logs))
             log = []
-            await call(http, url, cfg, "slow", "c", log, cancel_after=0.5)
-            print("-- cancel (slow, after 0.5 s)\n" + "\n".join(log))
+            await call(http, url, cfg, "long", "c", log, cancel_after=0.5)
+            print("-- cancel (long generator, after 0.5 s)\n" + "\n".join(log))
             # last: a batch stalls 4.8.0's queue for good (its dispatcher task dies on a ValueError)
             logs = [[], []]
             await asyncio.gather(*(call(http, url, cfg, "batch", f"b{i}", logs[i]) for i in range(2)))
