@@ -82,8 +82,10 @@ def run(
         load = spec.load
         render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst")
         console.print(f"records: {result.run_dir}")
-        if result.run_info.get("failed_opening"):
-            raise TargetError(f"run stopped early: {result.run_info['failed_opening']}")
+        verdict = result.run_info.get("failed_opening")
+        if verdict:
+            stopped = str(result.run_info.get("stop_reason") or "").startswith("stopped early")
+            raise TargetError(f"{'run stopped early' if stopped else 'run failed'}: {verdict}")
         if result.run_info.get("stop_kind") == "interrupted":
             raise typer.Exit(130)
         failed = result.summary.failed_checks()
