@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # CPU wheel (small). On a GPU machine install a CUDA torch first; see README.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup test demo lint typecheck bench clean
+.PHONY: setup test demo lint typecheck bench clean gradio-envs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ test: lint
 lint: $(STAMP)
 	$(PY) -m ruff check qbench reference_server tests bench examples
 	$(PY) -m mypy
+
+# One cached virtualenv per verified Gradio release (.gradio-envs/<version>/); tests build them on demand.
+gradio-envs: $(STAMP)
+	$(PY) tests/gradio_versions/envs.py
 
 demo: $(STAMP)
 	$(PY) -m qbench demo

@@ -73,7 +73,7 @@ def run(
     """Fire the load a scenario describes, record every request, print a summary (exit 3 on SLO failure)."""
     from rich.console import Console
 
-    from qbench.errors import QbenchError, SloViolation
+    from qbench.errors import QbenchError, SloViolation, TargetError
     from qbench.run.console import render_summary
     from qbench.run.runner import load_scenario, parse_set_options, run_scenario
 
@@ -90,6 +90,10 @@ def run(
         render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst",
                        findings=result.diagnosis)
         console.print(f"records: {result.run_dir}")
+        verdict = result.run_info.get("failed_opening")
+        if verdict:
+            stopped = str(result.run_info.get("stop_reason") or "").startswith("stopped early")
+            raise TargetError(f"{'run stopped early' if stopped else 'run failed'}: {verdict}")
         if result.run_info.get("stop_kind") == "interrupted":
             raise typer.Exit(130)
         failed = result.summary.failed_checks()

@@ -93,6 +93,8 @@ def render_summary(
     them all, so it is reported as such instead of as a warning."""
     console = console or Console()
     console.print(overview_table(summary))
+    if summary.error_samples:
+        console.print(error_table(summary))
     console.print(phase_table(summary, open_loop=open_loop))
     if summary.slo:
         console.print(slo_table(summary))
@@ -126,6 +128,17 @@ def overview_table(s: Summary) -> Table:
     table.add_row("send lag p99", _fmt(s.phase("send_lag_s").p99))
     cap = "uncapped" if g.in_flight_cap is None else f"cap {g.in_flight_cap}"
     table.add_row("max in flight", f"{g.max_in_flight} ({cap})")
+    return table
+
+
+def error_table(s: Summary) -> Table:
+    """One sample message per error kind (the first record's), so a failure is never just a count."""
+    table = Table(title="Errors: a sample per kind", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("n", justify="right")
+    table.add_column("sample message", overflow="fold")
+    for kind, message in s.error_samples.items():
+        table.add_row(kind, str(s.errors_by_kind.get(kind, 0)), message[:300])
     return table
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from qbench.run.failfast import OpeningGuard
 from qbench.run.payloads import PayloadGenerator
 from qbench.run.protocols.base import Clock, WireProtocol, fail
 from qbench.run.records import RequestRecord
@@ -94,6 +95,7 @@ class LoadGenerator:
         self.cpu_s = self.wall_s = 0.0
         self._closed = isinstance(plan, UserPlan)
         self._pool = load.sessions if isinstance(load.sessions, int) else 0
+        self.guard = OpeningGuard()
 
     # ------------------------------------------------------------ control
 
@@ -291,7 +293,13 @@ class LoadGenerator:
             stats.errors_by_kind[kind] = stats.errors_by_kind.get(kind, 0) + 1
         if record.sent_at_s is not None:
             stats.max_send_lag_s = max(stats.max_send_lag_s, record.sent_at_s - record.intended_at_s)
+            self._fail_fast(self.guard.observe(record))
         self._finished.append(record)
+
+    def _fail_fast(self, verdict: str | None) -> None:
+        """The opening all failed the same way: stop what is left of the run (see qbench.run.failfast)."""
+        if verdict is not None and self._main is not None and not self._main.done():
+            self.request_stop("interrupted", "stopped early: " + verdict)
 
     async def _close_all(self) -> None:
         """Cancel whatever is still running and close never-sent records, as the stop kind."""
@@ -331,6 +339,10 @@ class LoadGenerator:
             stats.p50_latency_s, stats.p95_latency_s = (float(x) for x in np.percentile(lat, [50, 95]))
             stats.recent_p95_latency_s = float(np.percentile(lat[-RECENT:], 95))
         self._flush()
+        if final:
+            self.guard.finish(stats.sent)  # a verdict now only explains; there is nothing left to stop
+        else:
+            self._fail_fast(self.guard.tick(stats.elapsed_s, stats.sent))
         if self.on_tick is not None:
             self.on_tick(stats)
         if self.stop_when is not None and self.stop_kind is None and not final:
@@ -353,6 +365,7 @@ class LoadGenerator:
             "stop_kind": self.stop_kind,
             "stop_reason": self.stop_reason,
             "max_in_flight": self.max_in_flight,
+            "failed_opening": self.guard.verdict,  # the opening all failed one way (see failfast)
         }
 
 

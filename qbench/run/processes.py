@@ -238,10 +238,12 @@ def _merge(results: list[ChildResult], open_loop: bool, processes: int) -> Multi
     )
     kinds = [res.info.get("stop_kind") for res in results if res.info.get("stop_kind")]
     reasons = [res.info.get("stop_reason") for res in results if res.info.get("stop_reason")]
+    verdicts = [res.info["failed_opening"] for res in results if res.info.get("failed_opening")]
     info = {
         "stop_kind": kinds[0] if kinds else None,
         "stop_reason": reasons[0] if reasons else None,
         "max_in_flight": merged.max_in_flight,
+        "failed_opening": verdicts[0] if verdicts else None,  # each process judges its own opening
     }
     return MultiRun(records, merged, info)
 

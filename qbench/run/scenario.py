@@ -330,6 +330,8 @@ class Scenario(_Model):
     target: str | None = None
     protocol: Literal["gradio", "http", "openai"] = "gradio"
     endpoint: Endpoint = Endpoint()
+    # Gradio wire family; default: what the app's /config announces (absent there: ws, Gradio 3.x)
+    gradio_protocol: Literal["ws", "sse", "sse_v1", "sse_v2", "sse_v2.1", "sse_v3"] | None = None
     payload: Payload = Payload.model_validate({})
     load: Load
     slo: Slo | None = None
@@ -346,6 +348,8 @@ class Scenario(_Model):
         recorded = self.load.shape in ("trace", "replay")
         if self.protocol == "openai" and not self.payload.inputs and not recorded:
             raise ValueError("an openai scenario needs a payload input (the prompt): text: {words: [8, 32]}")
+        if self.protocol != "gradio" and self.gradio_protocol is not None:
+            raise ValueError("gradio_protocol applies to protocol: gradio only")
         return self
 
 

@@ -118,6 +118,7 @@ class Summary:
     completed_ok: int = 0
     errors: int = 0  # sent requests that ended in an error
     errors_by_kind: dict[str, int] = field(default_factory=dict)  # all measured records, by error_kind
+    error_samples: dict[str, str] = field(default_factory=dict)  # error_kind -> its first message
     error_rate: float = 0.0  # errors / sent
     duration_s: float = 0.0  # measured window (s)
     throughput_rps: float = 0.0  # ok completions per second
@@ -167,10 +168,13 @@ def summarize(
     ok = [r for r in measured if r.ok]
     window = duration_s if duration_s is not None else _window(measured)
     errors_by_kind: dict[str, int] = {}
+    samples: dict[str, str] = {}
     for r in measured:
         if not r.ok:
             kind = r.error_kind or "client"
             errors_by_kind[kind] = errors_by_kind.get(kind, 0) + 1
+            if kind not in samples and r.error_message:
+                samples[kind] = r.error_message
     errors = sum(1 for r in sent if not r.ok)
     summary = Summary(
         requests=len(measured),
@@ -179,6 +183,7 @@ def summarize(
         completed_ok=len(ok),
         errors=errors,
         errors_by_kind=dict(sorted(errors_by_kind.items())),
+        error_samples=dict(sorted(samples.items())),
         error_rate=errors / len(sent) if sent else 0.0,
         duration_s=window,
         throughput_rps=_per_s(len(ok), window),

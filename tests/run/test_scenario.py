@@ -138,3 +138,14 @@ def test_a_sweep_section_is_left_to_qbench_sweep(tmp_path: Path) -> None:
     text = "endpoint: {api_name: f}\nload: {users: 2, duration: 1}\nsweep: {grid: {users: [1, 2]}}\n"
     path = write(tmp_path, text)
     assert load_scenario(path).load.users == 2
+
+
+def test_gradio_protocol_forces_a_family_and_names_the_choices() -> None:
+    base = {"endpoint": {"api_name": "f"}, "load": {"burst": 1}}
+    assert parse_scenario({**base, "gradio_protocol": "sse_v2.1"}).gradio_protocol == "sse_v2.1"
+    assert parse_scenario(base).gradio_protocol is None  # default: what /config says
+    with pytest.raises(ScenarioError, match=r"key 'gradio_protocol': value 'sse_v4':.*'ws', 'sse'"):
+        parse_scenario({**base, "gradio_protocol": "sse_v4"}, source="s.yaml")
+    http = {"protocol": "http", "endpoint": {"path": "/p"}, "load": {"burst": 1}, "gradio_protocol": "ws"}
+    with pytest.raises(ScenarioError, match="gradio_protocol applies to protocol: gradio only"):
+        parse_scenario(http)

@@ -83,3 +83,15 @@ def fail(record: RequestRecord, kind: str, message: str, at: float) -> None:
 
 def status_kind(status: int) -> str:
     return "http_4xx" if 400 <= status < 500 else "http_5xx"
+
+
+def http_problem(method: str, url: str, status: int, body: bytes) -> str:
+    """The error message for an HTTP refusal: what was called, the status, the start of the body."""
+    excerpt = body.decode(errors="replace").strip().replace("\n", " ")[:200]
+    return f"{method} {url}: HTTP {status}: {excerpt or '(empty body)'}"
+
+
+def fail_http(record: RequestRecord, method: str, url: str, status: int, body: bytes, at: float) -> None:
+    """Close `record` as refused: http_4xx / http_5xx with `http_problem`'s message."""
+    record.http_status = status
+    fail(record, status_kind(status), http_problem(method, url, status, body), at)

@@ -1,20 +1,21 @@
-"""Gradio's queue protocol (sse_v3), as the official clients speak it.
+"""Gradio apps of every release since 3.x: discovery, inputs and uploads; the wire is the family's.
 
-Per request: upload file inputs (`POST /gradio_api/upload`, sent as FileData), `POST
-/gradio_api/queue/join` -> event_id, then messages on the session's ONE SSE stream
-(`GET /gradio_api/queue/data?session_hash=`), routed by event_id: estimation -> rank/ETA,
-process_starts -> started, process_generating -> outputs, process_completed -> done. Heartbeats are
-ignored, close_stream ends the stream (a later job in the session opens a new one), a 503 on join is
-`queue_full`. On timeout the event is cancelled on the server (`POST /gradio_api/cancel`).
+Discovery reads `GET <target>/config` (always at the root): its `protocol` names the wire family
+(absent: `ws`, Gradio 3.x), `api_prefix` where the other routes are (absent before 5.0: the root),
+`version` the release, `dependencies` the endpoint. A scenario's `gradio_protocol` overrides the
+family (the prefix and version still come from /config). The family's `QueueWire`
+(qbench.run.protocols.make_wire) then joins and follows each request; see qbench.run.protocols.queue
+for the families and their message sequences.
 
-Sessions: `per_request` gives every request its own session_hash, and the request reads its stream
-inline (no extra task). A pool of N sessions (browser tabs) shares one reader task per session.
+Inputs: State inputs are sent as null. File inputs are uploaded (`POST <api>/upload`) and sent as
+FileData from 4.x; 3.x takes them inline as base64 data URLs (an Image as the bare data URL, other
+file components as {name, data, is_file: false}).
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
+import base64
 from typing import Any
 
 import aiohttp
@@ -22,10 +23,12 @@ import orjson
 
 from qbench.errors import TargetError
 from qbench.run.payloads import FileValue
-from qbench.run.protocols.base import JSON_HEADERS, Clock, fail, status_kind
-from qbench.run.protocols.sse import GradioSession, apply_message
+from qbench.run.protocols.base import Clock, fail, fail_http
+from qbench.run.protocols.queue import FAMILIES, GradioApp, QueueWire, parse_version
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
+
+NOT_API = {"state"}  # component types whose inputs are not part of the API (sent as null)
 
 
 class GradioProtocol:
@@ -34,55 +37,81 @@ class GradioProtocol:
         self.base = target.rstrip("/")
         self.http = http
         self.clock = clock
-        self.api = self.base + "/gradio_api"
-        self.fn_index = -1
-        self.input_slots: list[bool] = []  # per dependency input: True = an API input, False = State (null)
         self.endpoint_label = scenario.endpoint.api_name or f"fn_index={scenario.endpoint.fn_index}"
-        pool = scenario.load.sessions
-        self.pool: list[GradioSession] | None = None if pool == "per_request" else []
-        self._pool_size = pool if isinstance(pool, int) else 0
-        self._background: set[asyncio.Task[None]] = set()
+        self.app: GradioApp | None = None
+        self.wire: QueueWire | None = None
+        self.input_types: list[str | None] = []  # per input: component type (None: not an API input)
 
     # ------------------------------------------------------------ discovery
 
     async def discover(self) -> dict[str, Any]:
         config = await self._get_json(self.base + "/config")
-        protocol = str(config.get("protocol", ""))
-        if not protocol.startswith("sse"):
-            raise TargetError(f"{self.base}: Gradio protocol '{protocol}' is not supported (expected sse_v3)")
-        self.api = self.base + str(config.get("api_prefix", "/gradio_api"))
-        dep = self._find_dependency(config)
-        self.fn_index = int(dep["id"])
-        skip = {c["id"] for c in config.get("components", []) if c.get("skip_api")}
-        self.input_slots = [cid not in skip for cid in dep.get("inputs", [])]
-        wanted, given = sum(self.input_slots), len(self.scenario.payload.inputs)
+        if not isinstance(config, dict):
+            raise TargetError(f"{self.base}/config: not a JSON object; is this a Gradio app?")
+        detected = str(config.get("protocol") or "ws")
+        family = self.scenario.gradio_protocol or detected
+        version = str(config.get("version", ""))
+        if family not in FAMILIES:
+            raise TargetError(
+                f"{self.base}: Gradio {version or '(version unknown)'} speaks protocol '{family}', which "
+                f"qbench does not know (it speaks {', '.join(FAMILIES)}); set gradio_protocol to force one"
+            )
+        prefix = str(config.get("api_prefix") or "")
+        index, dep = self._find_dependency(config)
+        self.app = GradioApp(
+            base=self.base,
+            api=self.base + prefix,
+            family=family,
+            version=parse_version(version),
+            fn_index=int(dep.get("id", index)),
+        )
+        self.input_types = self._input_types(config, dep)
+        wanted, given = sum(t is not None for t in self.input_types), len(self.scenario.payload.inputs)
         if wanted != given:
             raise TargetError(
                 f"{self.base}: endpoint '{self.endpoint_label}' takes {wanted} input(s), "
                 f"the scenario's payload.inputs has {given}"
             )
-        info = await self._get_json(self.api + "/info", required=False)
+        info = await self._get_json(self.app.api + "/info", required=False)
         named = info.get("named_endpoints", {}) if isinstance(info, dict) else {}
-        if self.pool is not None:
-            self.pool = [self._new_session(shared=True) for _ in range(self._pool_size)]
+        from qbench.run.protocols import make_wire
+
+        pool = self.scenario.load.sessions
+        self.wire = make_wire(self.app, self.http, self.clock, pool if isinstance(pool, int) else 0)
         return {
             "config": config,
             "endpoint_info": named.get("/" + str(dep.get("api_name"))),
-            "fn_index": self.fn_index,
+            "fn_index": self.app.fn_index,
+            "gradio": {
+                "version": version or None,
+                "protocol": family,
+                "detected_protocol": detected,
+                "api_prefix": prefix,
+            },
         }
 
-    def _find_dependency(self, config: dict[str, Any]) -> dict[str, Any]:
+    def _find_dependency(self, config: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         ep = self.scenario.endpoint
         deps = [d for d in config.get("dependencies", []) if isinstance(d, dict)]
-        for dep in deps:
-            if ep.fn_index is not None and dep.get("id") == ep.fn_index:
-                return dep
+        for index, dep in enumerate(deps):
+            if ep.fn_index is not None and dep.get("id", index) == ep.fn_index:
+                return index, dep
             if ep.api_name is not None and dep.get("api_name") == ep.api_name:
-                return dep
+                return index, dep
         names = sorted(str(d["api_name"]) for d in deps if d.get("api_name"))
         raise TargetError(
             f"{self.base}: no endpoint '{self.endpoint_label}'; the server has: {', '.join(names)}"
         )
+
+    @staticmethod
+    def _input_types(config: dict[str, Any], dep: dict[str, Any]) -> list[str | None]:
+        components = {c.get("id"): c for c in config.get("components", []) if isinstance(c, dict)}
+        types: list[str | None] = []
+        for cid in dep.get("inputs", []):
+            comp = components.get(cid, {})
+            is_api = not comp.get("skip_api") and comp.get("type") not in NOT_API
+            types.append(str(comp.get("type", "")) if is_api else None)
+        return types
 
     async def _get_json(self, url: str, required: bool = True) -> Any:
         try:
@@ -90,108 +119,70 @@ class GradioProtocol:
                 if resp.status != 200:
                     if not required:
                         return {}
-                    raise TargetError(f"{url}: HTTP {resp.status}; is this a Gradio app?")
+                    hint = " (login needed?)" if resp.status in (401, 403) else "; is this a Gradio app?"
+                    raise TargetError(f"{url}: HTTP {resp.status}{hint}")
                 return orjson.loads(await resp.read())
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             if not required:
                 return {}
             raise TargetError(f"{url}: cannot connect ({exc.__class__.__name__}: {exc})") from exc
         except orjson.JSONDecodeError as exc:
+            if not required:
+                return {}
             raise TargetError(f"{url}: not JSON; is this a Gradio app?") from exc
 
     # ------------------------------------------------------------ one request
 
     async def send(self, record: RequestRecord, inputs: list[Any], slot: int) -> None:
-        session = self._session(slot)
-        record.session_id = session.hash
+        assert self.wire is not None, "discover() first"
         record.sent_at_s = self.clock.now()
         try:
             data = await self._data(inputs, record)
-            if data is None:
-                return
-            body = orjson.dumps({"data": data, "fn_index": self.fn_index, "session_hash": session.hash})
-            record.bytes_sent += len(body)
-            async with self.http.post(self.api + "/queue/join", data=body, headers=JSON_HEADERS) as resp:
-                raw = await resp.read()
-                record.http_status = resp.status
-                record.bytes_received += len(raw)
         except (aiohttp.ClientError, OSError) as exc:
-            fail(record, "connect", f"{exc.__class__.__name__}: {exc}", self.clock.now())
+            fail(record, "connect", f"upload: {exc.__class__.__name__}: {exc}", self.clock.now())
             return
-        if record.http_status != 200:
-            kind = "queue_full" if record.http_status == 503 else status_kind(record.http_status or 0)
-            fail(record, kind, raw.decode(errors="replace"), self.clock.now())
-            return
-        record.joined_at_s = self.clock.now()
-        record.event_id = str(orjson.loads(raw)["event_id"])
-        await session.follow(record)
+        if data is not None:
+            await self.wire.send(record, data, slot)
 
     async def _data(self, inputs: list[Any], record: RequestRecord) -> list[Any] | None:
         values = iter(inputs)
         data: list[Any] = []
-        for is_api in self.input_slots:
-            value = next(values) if is_api else None
+        for kind in self.input_types:
+            value = next(values) if kind is not None else None
             if isinstance(value, FileValue):
-                value = await self._upload(value, record)
+                value = await self._file(value, kind, record)
                 if value is None:
                     return None
             data.append(value)
         return data
 
+    async def _file(self, file: FileValue, kind: str | None, record: RequestRecord) -> Any:
+        assert self.app is not None
+        if self.app.family == "ws":
+            url = f"data:{file.mime};base64,{base64.b64encode(file.data).decode()}"
+            record.bytes_sent += len(url)
+            return url if kind == "image" else {"name": file.name, "data": url, "is_file": False}
+        return await self._upload(file, record)
+
     async def _upload(self, file: FileValue, record: RequestRecord) -> dict[str, Any] | None:
+        assert self.app is not None
+        url = self.app.api + "/upload"
         form = aiohttp.FormData()
         form.add_field("files", file.data, filename=file.name, content_type=file.mime)
         record.bytes_sent += len(file.data)
-        async with self.http.post(self.api + "/upload", data=form) as resp:
+        async with self.http.post(url, data=form) as resp:
             raw = await resp.read()
             if resp.status != 200:
-                record.http_status = resp.status
-                fail(
-                    record,
-                    status_kind(resp.status),
-                    "upload: " + raw.decode(errors="replace"),
-                    self.clock.now(),
-                )
+                fail_http(record, "POST", url, resp.status, raw, self.clock.now())
                 return None
         path = orjson.loads(raw)[0]
         return {"path": path, "orig_name": file.name, "meta": {"_type": "gradio.FileData"}}
 
     def abandon(self, record: RequestRecord) -> None:
-        """Timeout: forget the event locally and cancel it on the server (in the background)."""
-        if record.event_id is None:
-            return
-        for session in self.pool or ():
-            if session.hash == record.session_id:
-                session.forget(record.event_id)
-        self._spawn(self._cancel(record.session_id, record.event_id))
-
-    async def _cancel(self, session_hash: str, event_id: str) -> None:
-        body = orjson.dumps({"session_hash": session_hash, "fn_index": self.fn_index, "event_id": event_id})
-        try:
-            async with self.http.post(self.api + "/cancel", data=body, headers=JSON_HEADERS) as resp:
-                await resp.read()
-        except (aiohttp.ClientError, OSError):
-            pass
+        """Timeout: the family's cancel (in the background)."""
+        if self.wire is not None:
+            self.wire.abandon(record)
 
     async def close(self) -> None:
-        for task in list(self._background):
-            task.cancel()
-        if self.pool:
-            for session in self.pool:
-                await session.stop()
-
-    # ------------------------------------------------------------ sessions
-
-    def _new_session(self, shared: bool = False) -> GradioSession:
-        url = self.api + "/queue/data"
-        return GradioSession(uuid.uuid4().hex, self.http, url, self.clock, apply_message, shared=shared)
-
-    def _session(self, slot: int) -> GradioSession:
-        if self.pool is None:
-            return self._new_session()
-        return self.pool[slot % len(self.pool)]
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        if self.wire is not None:
+            await self.wire.close()

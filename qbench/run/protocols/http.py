@@ -21,7 +21,7 @@ import orjson
 
 from qbench.errors import TargetError
 from qbench.run.payloads import FileValue
-from qbench.run.protocols.base import Clock, fail, status_kind
+from qbench.run.protocols.base import Clock, fail, http_problem, status_kind
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 
@@ -81,7 +81,7 @@ class HttpProtocol:
                     record.bytes_received = len(await resp.read())
         except (aiohttp.ClientError, OSError) as exc:
             kind = "connect" if record.joined_at_s is None else "stream_broken"
-            fail(record, kind, f"{exc.__class__.__name__}: {exc}", self.clock.now())
+            fail(record, kind, f"{self.method} {self.url}: {exc.__class__.__name__}: {exc}", self.clock.now())
             return
         record.completed_at_s = self.clock.now()
         record.outcome = "ok"
@@ -112,7 +112,7 @@ async def refuse(record: RequestRecord, resp: aiohttp.ClientResponse, clock: Clo
     kind = status_kind(resp.status)
     if resp.status == 503 and "queue" in text.lower() and "full" in text.lower():
         kind = "queue_full"
-    fail(record, kind, text[:300] or f"HTTP {resp.status}", clock.now())
+    fail(record, kind, http_problem(resp.method, str(resp.url), resp.status, raw), clock.now())
 
 
 async def read_stream(record: RequestRecord, resp: aiohttp.ClientResponse, clock: Clock) -> None:

@@ -1,21 +1,29 @@
-"""One Gradio session's SSE stream (`/queue/data`): read frames, route them by event_id onto records.
+"""The session-stream families (sse_v1, sse_v2, sse_v2.1, sse_v3; Gradio 4.9 onwards).
+
+Per request: `POST <api>/queue/join` -> event_id, then messages on the session's ONE SSE stream
+(`GET <api>/queue/data?session_hash=`), routed by event_id. A 503 on join is `queue_full`. sse_v3
+ends the stream with a `close_stream` message; before it the server simply ends the response after
+the session's last pending event. On timeout the event is cancelled: `POST <api>/cancel` from 4.31,
+`POST <api>/reset {event_id}` before (which stops generators only).
 
 A session has at most ONE open reader (two readers would compete for the session's messages). It
-reads until the server's `close_stream`, and reopens while events are still pending (a job joined
-after the server decided to close). Messages that arrive for an event whose join response has not
-been processed yet are kept and replayed when the event is registered.
+reads until the stream ends, and reopens while events are still pending (a job joined after the
+server decided to close). Messages that arrive for an event whose join response has not been
+processed yet are kept and replayed when the event is registered. `per_request` sessions read their
+stream inline (no extra task); a pool of N sessions (browser tabs) shares one reader task per session.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
 import orjson
 
-from qbench.run.protocols.base import Clock, fail
+from qbench.run.protocols.base import JSON_HEADERS, Clock, fail, http_problem, status_kind
+from qbench.run.protocols.queue import Background, GradioApp, apply_message, new_session_hash
 from qbench.run.records import RequestRecord
 
 MessageHandler = Callable[[RequestRecord, dict[str, Any], int, float], bool]
@@ -24,53 +32,6 @@ MessageHandler = Callable[[RequestRecord, dict[str, Any], int, float], bool]
 MAX_EMPTY_REOPENS = 3
 MAX_ORPHANS = 10_000
 CLOSE_GRACE_S = 1.0  # how long to wait for the end of the response after close_stream
-
-
-def apply_message(record: RequestRecord, msg: dict[str, Any], nbytes: int, at: float) -> bool:
-    """Update `record` from one queue message; True when the message is terminal for the event."""
-    record.bytes_received += nbytes
-    kind = msg.get("msg")
-    if kind == "estimation":
-        if record.estimation_at_s is None:
-            record.estimation_at_s = at
-            record.rank = msg.get("rank")
-            record.queue_size = msg.get("queue_size")
-            record.rank_eta_s = msg.get("rank_eta")
-    elif kind == "process_starts":
-        if record.started_at_s is None:
-            record.started_at_s = at
-            record.start_eta_s = msg.get("eta")
-    elif kind in ("process_generating", "process_streaming"):
-        record.outputs += 1
-        if record.first_output_at_s is None:
-            record.first_output_at_s = at
-    elif kind == "process_completed":
-        _complete(record, msg, at)
-        return True
-    elif kind == "unexpected_error":
-        fail(record, "server_error", str(msg.get("message")), at)
-        return True
-    return False
-
-
-def _complete(record: RequestRecord, msg: dict[str, Any], at: float) -> None:
-    output = msg.get("output") or {}
-    duration = output.get("duration") if isinstance(output, dict) else None
-    if isinstance(duration, (int, float)) and msg.get("success"):
-        record.server_duration_s = float(duration)
-    if not msg.get("success"):
-        detail = output.get("error") if isinstance(output, dict) else None
-        fail(
-            record,
-            "server_error",
-            str(detail or msg.get("title") or "the function raised (no detail shown)"),
-            at,
-        )
-    elif not output:
-        fail(record, "cancelled", "cancelled on the server (process_completed with empty output)", at)
-    else:
-        record.completed_at_s = at
-        record.outcome = "ok"
 
 
 async def _read_to_eof(resp: aiohttp.ClientResponse) -> None:
@@ -101,6 +62,7 @@ class GradioSession:
         handler: MessageHandler,
         *,
         shared: bool = False,
+        close_message: bool = True,
     ) -> None:
         self.hash = session_hash
         self.http = http
@@ -108,6 +70,7 @@ class GradioSession:
         self.clock = clock
         self.handler = handler
         self.shared = shared  # True: a pool session with a reader task; False: read inline by the request
+        self.close_message = close_message  # sse_v3 ends a stream with close_stream; earlier ones just end
         self.pending: dict[str, tuple[RequestRecord, asyncio.Future[None] | None]] = {}
         self.orphans: dict[str, list[tuple[dict[str, Any], int, float]]] = {}
         self.dropped: set[str] = set()
@@ -169,7 +132,7 @@ class GradioSession:
         try:
             async with self.http.get(self.url) as resp:
                 if resp.status != 200:
-                    return f"SSE stream: HTTP {resp.status}"
+                    return http_problem("GET", self.url, resp.status, await resp.read())
                 buf = b""
                 async for chunk in resp.content.iter_any():
                     buf += chunk
@@ -181,7 +144,7 @@ class GradioSession:
                         if self._frame(frame, at):
                             await _read_to_eof(resp)
                             return None
-                return "SSE stream ended before close_stream"
+                return "SSE stream ended before close_stream" if self.close_message else None
         except (aiohttp.ClientError, OSError) as exc:
             return f"SSE stream: {exc.__class__.__name__}: {exc}"
 
@@ -225,3 +188,98 @@ class GradioSession:
             if future is not None and not future.done():
                 future.set_result(None)
         self.pending.clear()
+
+
+async def sse_messages(
+    resp: aiohttp.ClientResponse, clock: Clock
+) -> AsyncIterator[tuple[dict[str, Any], int, float]]:
+    """(message, frame bytes, arrival time) per `data: {...}` frame of an SSE response; heartbeats and
+    unparsable frames are skipped."""
+    buf = b""
+    async for chunk in resp.content.iter_any():
+        buf += chunk
+        if b"\n\n" not in buf:
+            continue
+        *frames, buf = buf.split(b"\n\n")
+        at = clock.now()
+        for frame in frames:
+            start = frame.find(b"data:")
+            if start < 0:
+                continue
+            try:
+                msg = orjson.loads(frame[start + 5 :])
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(msg, dict) and msg.get("msg") != "heartbeat":
+                yield msg, len(frame) + 2, at
+
+
+class SessionStreamWire:
+    """sse_v1 to sse_v3: join by POST, follow the event on its session's stream."""
+
+    def __init__(self, app: GradioApp, http: aiohttp.ClientSession, clock: Clock, pool: int) -> None:
+        self.app, self.http, self.clock = app, http, clock
+        self.pool = [self._session(new_session_hash(), shared=True) for _ in range(pool)]
+        self.background = Background()
+
+    def _session(self, session_hash: str, shared: bool = False) -> GradioSession:
+        return GradioSession(
+            session_hash,
+            self.http,
+            self.app.api + "/queue/data",
+            self.clock,
+            apply_message,
+            shared=shared,
+            close_message=self.app.family == "sse_v3",
+        )
+
+    async def send(self, record: RequestRecord, data: list[Any], slot: int) -> None:
+        session = self.pool[slot % len(self.pool)] if self.pool else self._session(new_session_hash())
+        record.session_id = session.hash
+        url = self.app.api + "/queue/join"
+        body = orjson.dumps(
+            {"data": data, "event_data": None, "fn_index": self.app.fn_index, "session_hash": session.hash}
+        )
+        record.bytes_sent += len(body)
+        try:
+            async with self.http.post(url, data=body, headers=JSON_HEADERS) as resp:
+                raw = await resp.read()
+                record.http_status = resp.status
+                record.bytes_received += len(raw)
+        except (aiohttp.ClientError, OSError) as exc:
+            fail(record, "connect", f"POST {url}: {exc.__class__.__name__}: {exc}", self.clock.now())
+            return
+        if resp.status != 200:
+            kind = "queue_full" if resp.status == 503 else status_kind(resp.status)
+            fail(record, kind, http_problem("POST", url, resp.status, raw), self.clock.now())
+            return
+        record.joined_at_s = self.clock.now()
+        record.event_id = str(orjson.loads(raw)["event_id"])
+        await session.follow(record)
+
+    def abandon(self, record: RequestRecord) -> None:
+        """Timeout: forget the event locally and cancel it on the server (in the background)."""
+        if record.event_id is None:
+            return
+        for session in self.pool:
+            if session.hash == record.session_id:
+                session.forget(record.event_id)
+        route, body = "/reset", dict[str, Any](event_id=record.event_id)
+        if self.app.has_cancel_route:
+            route = "/cancel"
+            body.update(session_hash=record.session_id, fn_index=self.app.fn_index)
+        self.background.spawn(post_quietly(self.http, self.app.api + route, body))
+
+    async def close(self) -> None:
+        self.background.cancel_all()
+        for session in self.pool:
+            await session.stop()
+
+
+async def post_quietly(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> None:
+    """A best-effort POST (cancels): failures are ignored, the request is already closed."""
+    try:
+        async with http.post(url, data=orjson.dumps(body), headers=JSON_HEADERS) as resp:
+            await resp.read()
+    except (aiohttp.ClientError, OSError):
+        pass

@@ -1,0 +1,141 @@
+"""What every Gradio wire family shares: the app as discovery found it, the `QueueWire` interface the
+families implement, and how one queue message updates a record.
+
+Families (the `protocol` key of GET /config; absent before 4.0), checked against the real releases
+by tests/gradio_versions (see README "Gradio versions"):
+
+    ws        3.x        websocket /queue/join: send_hash -> {fn_index, session_hash}, send_data -> data
+    sse       4.0-4.8    GET /queue/join?fn_index&session_hash is the event's stream; send_data (with
+                         event_id) -> POST /queue/data
+    sse_v1    4.9-4.16   POST /queue/join -> event_id; one stream per session, GET /queue/data?session_hash,
+    sse_v2    4.17-4.20    ended by the server after the session's last pending event (v2: generator
+    sse_v2.1  4.21         outputs as diffs; v2.1: file outputs as FileData)
+    sse_v3    4.22-      the same, the stream ends with a `close_stream` message
+
+Routes sit at the root until 4.x; from 5.0 under config["api_prefix"] ("/gradio_api"). /config
+itself stays at the root. The message kinds (estimation, process_starts, process_generating,
+process_completed) are the same in every family, so one `apply_message` serves them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from qbench.run.protocols.base import fail
+from qbench.run.records import RequestRecord
+
+FAMILIES = ("ws", "sse", "sse_v1", "sse_v2", "sse_v2.1", "sse_v3")
+CANCEL_ROUTE_SINCE = (4, 31)  # POST /cancel; before it, POST /reset (which only resets generators)
+
+
+@dataclass(frozen=True)
+class GradioApp:
+    """One Gradio app's endpoint, as discovery found it."""
+
+    base: str  # the target's root, where /config is
+    api: str  # base + api_prefix: where the queue, upload and cancel routes are
+    family: str  # one of FAMILIES
+    version: tuple[int, ...]  # Gradio's version from /config, () when it does not say
+    fn_index: int  # the dependency's id (its index in config["dependencies"] before 4.x)
+
+    @property
+    def has_cancel_route(self) -> bool:
+        if self.version:
+            return self.version >= CANCEL_ROUTE_SINCE
+        return self.family == "sse_v3"
+
+
+class QueueWire(Protocol):
+    """One family's way to queue a prepared request and follow it to its end."""
+
+    async def send(self, record: RequestRecord, data: list[Any], slot: int) -> None:
+        """Join the queue with `data` (inputs already encoded) in the session of `slot` (a pool of
+        sessions, or a new one per request) and fill `record`; never raises."""
+        ...
+
+    def abandon(self, record: RequestRecord) -> None:
+        """The executor gave up on `record` (timeout): cancel it on the server if the family can."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Background:
+    """Fire-and-forget tasks (cancels) that `close()` stops."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def cancel_all(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+
+def new_session_hash() -> str:
+    return uuid.uuid4().hex
+
+
+def parse_version(text: Any) -> tuple[int, ...]:
+    """"4.44.1" -> (4, 44, 1); "5.0.0b3" -> (5, 0, 0); anything else -> ()."""
+    match = re.match(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?", str(text or ""))
+    return tuple(int(g) for g in match.groups() if g is not None) if match else ()
+
+
+def apply_message(record: RequestRecord, msg: dict[str, Any], nbytes: int, at: float) -> bool:
+    """Update `record` from one queue message; True when the message is terminal for the event."""
+    record.bytes_received += nbytes
+    kind = msg.get("msg")
+    if kind == "estimation":
+        if record.estimation_at_s is None:
+            record.estimation_at_s = at
+            record.rank = msg.get("rank")
+            record.queue_size = msg.get("queue_size")
+            record.rank_eta_s = msg.get("rank_eta")
+    elif kind == "process_starts":
+        if record.started_at_s is None:
+            record.started_at_s = at
+            record.start_eta_s = msg.get("eta")
+    elif kind in ("process_generating", "process_streaming"):
+        record.outputs += 1
+        if record.first_output_at_s is None:
+            record.first_output_at_s = at
+    elif kind == "process_completed":
+        _complete(record, msg, at)
+        return True
+    elif kind == "queue_full":  # ws and sse say it on the stream; later families answer the join 503
+        fail(record, "queue_full", "queue_full: the queue is at its max_size", at)
+        return True
+    elif kind == "unexpected_error":
+        fail(record, "server_error", str(msg.get("message")), at)
+        return True
+    return False
+
+
+def _complete(record: RequestRecord, msg: dict[str, Any], at: float) -> None:
+    output = msg.get("output") or {}
+    duration = output.get("duration") if isinstance(output, dict) else None
+    if isinstance(duration, (int, float)) and msg.get("success"):
+        record.server_duration_s = float(duration)
+    if not msg.get("success"):
+        detail = output.get("error") if isinstance(output, dict) else None
+        fail(
+            record,
+            "server_error",
+            str(detail or msg.get("title") or "the function raised (no detail shown)"),
+            at,
+        )
+    elif not output:
+        fail(record, "cancelled", "cancelled on the server (process_completed with empty output)", at)
+    else:
+        record.completed_at_s = at
+        record.outcome = "ok"

@@ -1,0 +1,100 @@
+"""A tiny Gradio app that runs on every release from 3.x to 6.x, started from a per-release env.
+
+    <env>/bin/python app.py '{"max_size": null}'    # prints "READY http://127.0.0.1:<port>"
+
+Endpoints (api_name): echo (plain), sleep (0.3 s), long (a generator of 100 values 0.1 s apart,
+for timeouts and cancels), stream (a generator of 4 values), batch (batch=True, max_batch_size=4),
+fail (raises), image (an Image input, answers "<width>x<height>"). sleep and long run one at a time:
+concurrency_limit=1 from 4.x; 3.x has only the queue-wide concurrency_count, which is then 1.
+The child serves until its stdin closes. Imports only gradio and the standard library: qbench is
+not installed in the per-release envs.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from typing import Any
+
+SLEEP_S, CHUNKS, LONG_CHUNKS = 0.3, 4, 100
+
+
+def echo(text: str) -> str:
+    return text
+
+
+def sleep(text: str) -> str:
+    time.sleep(SLEEP_S)
+    return text
+
+
+def long(text: str) -> Any:
+    for i in range(LONG_CHUNKS):
+        time.sleep(0.1)
+        yield f"{text} {i}"
+
+
+def stream(text: str) -> Any:
+    for i in range(CHUNKS):
+        if i:
+            time.sleep(0.05)
+        yield text + "".join(f" {k}" for k in range(1, i + 1))
+
+
+def batch(texts: list[str]) -> list[list[str]]:
+    time.sleep(0.1)
+    return [[t.upper() for t in texts]]
+
+
+def fail(text: str) -> str:
+    raise ValueError(f"synthetic failure for {text!r}")
+
+
+def image(img: Any) -> str:
+    return f"{img.width}x{img.height}"
+
+
+def build(max_size: int | None) -> Any:
+    import gradio as gr
+
+    major = int(gr.__version__.split(".")[0])
+    with gr.Blocks() as demo:
+        text_in, text_out, img_in = gr.Textbox(), gr.Textbox(), gr.Image(type="pil")
+        for fn in (echo, sleep, long, stream, fail):
+            limit = {"concurrency_limit": 1} if major >= 4 and fn in (sleep, long) else {}
+            gr.Button(fn.__name__).click(fn, text_in, text_out, api_name=fn.__name__, **limit)
+        gr.Button("batch").click(batch, text_in, text_out, api_name="batch", batch=True, max_batch_size=4)
+        gr.Button("image").click(image, img_in, text_out, api_name="image")
+    if major >= 4:
+        demo.queue(max_size=max_size, default_concurrency_limit=4)
+    else:
+        demo.queue(max_size=max_size, concurrency_count=1)
+    return demo
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main(payload: str) -> None:
+    options = json.loads(payload or "{}")
+    demo = build(options.get("max_size"))
+    for attempt in range(5):
+        port = free_port()
+        try:
+            demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+            break
+        except OSError:  # the port was taken between probe and bind
+            if attempt == 4:
+                raise
+    print(f"READY http://127.0.0.1:{port}", flush=True)
+    sys.stdin.read()
+    demo.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "{}")

@@ -1,0 +1,36 @@
+"""One module-scoped pair of servers per Gradio release: the test app with an open queue, and with
+max_size=1. Releases: envs.RELEASES, plus QBENCH_GRADIO_VERSIONS (comma-separated, e.g.
+"4.8.0,4.16.0,4.20.1,4.21.0") for the intermediate protocol families. An env that cannot be built
+(no network, no uv) skips its release with the builder's error; the release is never silently dropped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from .envs import RELEASES, EnvError, ensure_env
+from .servers import serve_releases
+
+EXTRA = [v for v in os.environ.get("QBENCH_GRADIO_VERSIONS", "").split(",") if v.strip()]
+
+
+@dataclass(frozen=True)
+class Release:
+    version: str
+    url: str  # the app, open queue
+    tight_url: str  # the app with queue max_size=1
+
+
+@pytest.fixture(scope="module", params=[*RELEASES, *EXTRA])
+def release(request: pytest.FixtureRequest) -> Iterator[Release]:
+    version = str(request.param).strip()
+    try:
+        ensure_env(version)
+    except EnvError as exc:
+        pytest.skip(f"gradio {version}: its env could not be built: {exc}")
+    with serve_releases([(version, {}), (version, {"max_size": 1})]) as (url, tight):
+        yield Release(version, url, tight)

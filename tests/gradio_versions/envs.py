@@ -1,0 +1,105 @@
+"""One cached virtualenv per Gradio release: `.gradio-envs/<version>/`, built with uv on first use.
+
+    python tests/gradio_versions/envs.py            # build (or reuse) every release in RELEASES
+    python tests/gradio_versions/envs.py 4.44.1     # just one; `make gradio-envs` does all
+
+An env is reused when its stamp file (`.qbench-env`) records the same requirement list; changing
+the pins below rebuilds it. Old releases need pins to install and import today (their own
+requirements are open-ended and later majors of their dependencies broke them); each pin says why.
+`QBENCH_GRADIO_ENVS` moves the cache folder (default: `.gradio-envs` at the repository root).
+
+Imports only the standard library: it runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STAMP = ".qbench-env"
+
+#: The releases verified by tests/gradio_versions (one per wire-protocol family still in use).
+RELEASES = ("3.50.2", "4.44.1", "5.50.0")
+
+#: Extra pins per major version, beyond `gradio==<version>`.
+PINS: dict[str, tuple[str, ...]] = {
+    # Starlette >= 0.40 (from fastapi 0.113) breaks their launch: the localhost self-check fails and
+    # launch() raises "When localhost is not accessible, a shareable link must be created".
+    "3": ("fastapi==0.112.4",),
+    # The same fastapi pin; huggingface_hub 1.0 removed HfFolder, which gradio 4.x imports; pydantic
+    # 2.11 emits `additionalProperties: true` in gr.Image's schema, which 4.x's /info generator
+    # cannot read (TypeError: argument of type 'bool' is not iterable; launch fails as above).
+    "4": ("fastapi==0.112.4", "huggingface_hub<1", "pydantic<2.11"),
+}
+
+
+class EnvError(RuntimeError):
+    """The env could not be built (no uv, no network, a resolver conflict); the message says which."""
+
+
+def envs_root() -> Path:
+    return Path(os.environ.get("QBENCH_GRADIO_ENVS", ROOT / ".gradio-envs"))
+
+
+def requirements(version: str) -> list[str]:
+    return [f"gradio=={version}", *PINS.get(version.split(".")[0], ())]
+
+
+def env_python(version: str) -> Path:
+    return envs_root() / version / "bin" / "python"
+
+
+def ensure_env(version: str, python: str | None = None) -> Path:
+    """The python of a ready env for `version`, building it first if needed. Raises EnvError."""
+    env = envs_root() / version
+    reqs = requirements(version)
+    stamp = env / STAMP
+    if stamp.exists() and stamp.read_text() == "\n".join(reqs) and env_python(version).exists():
+        return env_python(version)
+    uv = _uv()
+    if env.exists():
+        shutil.rmtree(env)
+    env.parent.mkdir(parents=True, exist_ok=True)
+    base = python or sys.executable
+    _call([uv, "venv", "--quiet", "--python", base, str(env)], version)
+    _call([uv, "pip", "install", "--quiet", "--python", str(env_python(version)), *reqs], version)
+    _call([str(env_python(version)), "-c", "import gradio"], version)
+    stamp.write_text("\n".join(reqs))
+    return env_python(version)
+
+
+def _uv() -> str:
+    found = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
+    if found is None:
+        raise EnvError("uv is not installed (pip install uv; it is in qbench's `test` extra)")
+    return found
+
+
+def _call(cmd: list[str], version: str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout)[-2000:]
+        raise EnvError(f"gradio {version}: `{' '.join(cmd[:3])} ...` failed ({proc.returncode}):\n{tail}")
+
+
+def main(argv: list[str]) -> int:
+    failed = 0
+    for version in argv or RELEASES:
+        t0 = time.perf_counter()
+        try:
+            python = ensure_env(version)
+        except EnvError as exc:
+            print(f"FAILED {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"gradio {version}: {python} ({time.perf_counter() - t0:.1f} s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

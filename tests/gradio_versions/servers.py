@@ -1,0 +1,81 @@
+"""Serve tests/gradio_versions/app.py from a release's env in a subprocess (the parent side)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from .envs import ensure_env
+
+APP = Path(__file__).with_name("app.py")
+
+
+@contextmanager
+def serve_release(version: str, startup_s: float = 120.0, **options: Any) -> Iterator[str]:
+    """Yield the base URL of the test app served by Gradio `version` (options: max_size)."""
+    with serve_releases([(version, options)], startup_s) as urls:
+        yield urls[0]
+
+
+@contextmanager
+def serve_releases(apps: list[tuple[str, dict[str, Any]]], startup_s: float = 120.0) -> Iterator[list[str]]:
+    """Start every (version, options) app at once (each start costs seconds); yield their URLs."""
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", GRADIO_SHARE="False")
+    env.pop("PYTHONPATH", None)  # the release's own packages only
+    with ExitStack() as stack:
+        started = []
+        for version, options in apps:
+            python = ensure_env(version)
+            log = stack.enter_context(tempfile.TemporaryFile())
+            proc = subprocess.Popen(
+                [str(python), str(APP), json.dumps(options)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=env,
+                text=True,
+                cwd=tempfile.gettempdir(),
+            )
+            stack.callback(_stop, proc)
+            started.append((proc, log))
+        yield [_wait_ready(proc, log, startup_s) for proc, log in started]
+
+
+def _wait_ready(proc: subprocess.Popen[str], log: IO[bytes], startup_s: float) -> str:
+    """Read stdout until "READY <url>" (3.x prints its own banner first)."""
+    found: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("READY "):
+                found.append(line.split()[1])
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + startup_s
+    while not found and reader.is_alive() and time.monotonic() < deadline:
+        reader.join(0.1)
+    if not found:
+        log.seek(0)
+        raise RuntimeError(f"gradio app did not start in {startup_s:g} s:\n{log.read().decode()[-3000:]}")
+    return found[0]
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    try:
+        if proc.stdin:
+            proc.stdin.close()
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
