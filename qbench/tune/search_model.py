@@ -55,10 +55,11 @@ PREDICTED_METRICS = ("p50_latency_s", "p95_latency_s", "p99_latency_s", "mean_la
 # ---------------------------------------------------------------- observations
 
 
-def observations_from_records(
+def record_batches(
     records: Sequence[RequestRecord], load: PointLoad, tol_s: float = 0.005
-) -> list[Observation]:
-    """Batches = runs of ok requests whose process_starts arrive within `tol_s` (at most B of them)."""
+) -> list[list[float]]:
+    """Batches = runs of ok requests whose process_starts arrive within `tol_s` (at most B of them),
+    as the service times (completed - started) of their members."""
     starts = sorted(
         (r.started_at_s, r.completed_at_s - r.started_at_s)
         for r in records
@@ -72,8 +73,15 @@ def observations_from_records(
         else:
             batches.append([service])
             first = started
+    return batches
+
+
+def observations_from_records(
+    records: Sequence[RequestRecord], load: PointLoad, tol_s: float = 0.005
+) -> list[Observation]:
+    """One observation per batch size seen (`record_batches`): the median of its batches' medians."""
     by_size: dict[int, list[float]] = {}
-    for batch in batches:
+    for batch in record_batches(records, load, tol_s):
         by_size.setdefault(len(batch), []).append(statistics.median(batch))
     return [
         Observation(size, statistics.median(times), load.workers, weight=len(times))

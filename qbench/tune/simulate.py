@@ -84,6 +84,7 @@ class SimResult:
     timed_out: int  # completed later than `timeout_s` after its send (the client gave up)
     latencies_s: np.ndarray  # ok requests, send -> completion
     waits_s: np.ndarray  # ok requests, send -> dispatch
+    services_s: np.ndarray  # ok requests, dispatch -> completion (their batch's service time)
     batch_sizes: list[int] = field(default_factory=list)
     span_s: float = 0.0
 
@@ -234,6 +235,7 @@ def simulate(
     sent, rejected, timed_out = 0, 0, 0
     latencies: list[float] = []
     waits: list[float] = []
+    services: list[float] = []
     batches: list[int] = []
     wake_at = math.inf
     last_send = float(offsets[-1]) if offsets.size and closed is None else 0.0
@@ -261,6 +263,7 @@ def simulate(
                 else:
                     latencies.append(latency)
                     waits.append(event.started_s - event.joined_s)
+                    services.append(now - event.started_s)
                 if closed is not None:
                     _next_send(closed, rng, now, event.index, shares, push, sent, max_requests)
         elif now >= wake_at:
@@ -280,6 +283,7 @@ def simulate(
         timed_out=timed_out + unfinished,
         latencies_s=np.array(latencies),
         waits_s=np.array(waits),
+        services_s=np.array(services),
         batch_sizes=batches,
         span_s=end if closed is not None else max(now, end),
     )
