@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from qbench.report.build import build_report
 from qbench.run.scenario import Load
 from qbench.tune.batch_model import BatchFit, PointLoad
 from qbench.tune.config import SweepOptions, build_config
@@ -82,3 +83,8 @@ def test_real_sim_sweep_against_the_sleep_preset(tmp_path: Path) -> None:
     assert rec["winner"]["point_id"] in {r.point_id for r in result.results}
     # the best measured point is the grid's best: the largest batch that keeps p95 under 0.35 s
     assert rec["winner"]["knobs"]["max_batch_size"] >= 4
+    files = build_report(result.sweep_dir)  # the report shows predicted vs measured for every point
+    markdown = files.markdown.read_text()
+    assert "Predicted vs measured (sim search)" in markdown
+    assert all(f"| {r.point_id} |" in markdown for r in result.results)
+    assert 'id="predicted"' in files.html.read_text()
