@@ -8,8 +8,8 @@ The queue rules mirror reference_server/queue.py (`QueueRules` below; qbench may
 see tests/test_layout.py, so the rules are written out here and checked against the real server by
 tests/tune/test_simulate_differential.py):
 
-* a group runs at most `limit` jobs (the lowest limit of its functions; None = unlimited); at most
-  `max_threads` jobs run in total;
+* a group runs at most `limit` jobs (the lowest limit of its functions called so far; None = unlimited);
+  at most `max_threads` jobs run in total;
 * among the groups that may start a job, one is chosen at random; its head event is taken, plus, for a
   batch function, up to `max_batch_size - 1` later waiting events of the same function (greedy: no
   waiting), unless `batch_wait_s` > 0: then a short batch waits until its head has waited that long;
@@ -145,10 +145,6 @@ class QueueRules:
         self.server = server
         self.rng = rng
         self.groups: dict[str, _Group] = {}
-        for fn in server.functions:
-            group = self.groups.setdefault(fn.group, _Group(fn.limit))
-            if fn.limit is not None and (group.limit is None or fn.limit < group.limit):
-                group.limit = fn.limit
         self.running = 0
 
     @property
@@ -156,9 +152,17 @@ class QueueRules:
         return sum(len(g.waiting) for g in self.groups.values())
 
     def admit(self, event: _Event) -> bool:
+        """Queue the event (False: max_size reached). As in Gradio, a group's limit is the lowest limit
+        of the functions pushed to it so far: a function never called does not lower it."""
         if self.server.max_size is not None and self.waiting >= self.server.max_size:
             return False
-        self.groups[self.server.functions[event.fn].group].waiting.append(event)
+        fn = self.server.functions[event.fn]
+        group = self.groups.get(fn.group)
+        if group is None:
+            group = self.groups[fn.group] = _Group(fn.limit)
+        elif fn.limit is not None and (group.limit is None or fn.limit < group.limit):
+            group.limit = fn.limit
+        group.waiting.append(event)
         return True
 
     def workers(self, fn: SimFunction) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -73,11 +74,13 @@ def test_max_threads_caps_every_group() -> None:
     assert 70 < free.throughput_rps <= 80.5  # 4 per group; a group is sometimes short of users
 
 
-def test_shared_group_takes_the_lowest_limit() -> None:
+def test_shared_group_takes_the_lowest_limit_of_the_functions_called() -> None:
     one = SimFunction(fit(0.1), group="shared", limit=1, share=0.5)
     two = SimFunction(fit(0.1), group="shared", limit=3, share=0.5)
     result = simulate(SimServer((one, two)), ClosedArrivals(users=8, duration_s=30))
     assert result.throughput_rps == pytest.approx(10, rel=0.05)
+    uncalled = simulate(SimServer((replace(one, share=0.0), two)), ClosedArrivals(users=8, duration_s=30))
+    assert uncalled.throughput_rps == pytest.approx(30, rel=0.05)
 
 
 def test_batch_wait_gathers_fuller_batches() -> None:
