@@ -8,14 +8,16 @@ wall time. The chosen point's capacity is read from the exhaustive sweep (the sa
 the same conditions as the optimum; the search's own measurement of it is in brackets), so the ratio
 compares choices, not two noisy measurements.
 
-Workloads (grids of 48 points; --quick: 8 points, shorter probes):
+Workloads (grids of 48 points; --quick: 6-8 points, shorter probes):
     gpu-like   a batched sleep l(b) = 40 ms + 6 ms x b with 10 % lognormal jitter; the p95 SLO caps the
                batch size, concurrency helps until the SLO binds
     cpu        real CPU work (torch matmuls) on this machine's cores: concurrency barely helps on two
                cores, batching not at all (the workload runs a batch item by item)
     tiny-model the `text-classification` model at size `tiny` (random init, real forward passes on CPU)
-    shared     two functions sharing one concurrency_id: the swept `fast` one and a `slow` one (limit 2)
-               that caps the shared group, so concurrency_limit above 2 buys nothing
+    shared     two functions sharing one concurrency_id, a batched `fast` one (swept, under load) and a
+               `slow` one with limit 2 that the load never calls: by Gradio's rule a group's limit is
+               the lowest among the functions called so far, so `slow` must NOT cap `fast` (a search
+               or simulator that took the lowest configured limit would stop at concurrency 2)
 
 Runs the reference server in `live` mode (one server per sweep, reconfigured per point). Long: about
 an hour in full on two cores; `--quick` takes a few minutes.
@@ -149,13 +151,17 @@ def run_workload(workload: Workload, out: Path, quick: bool) -> list[str]:
         in_grid = capacity_of(full, chosen.point_id) if chosen else None
         ratio = in_grid / optimum if in_grid is not None and optimum else None
         lines.append(f"{'':<11} {search:<6} {found.search.trials:>3}/{size:<3} "
-                     f"{chosen.point_id if chosen else '-':<16} {_f(in_grid):>7} {_f(ratio):>6} "
+                     f"{chosen.point_id if chosen else '-':<16} {_f(in_grid):>7} {_ratio(ratio):>6} "
                      f"{'(' + _f(own) + ')':>8} {wall:>7.0f}")
     return lines
 
 
 def _f(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def main(argv: list[str] | None = None) -> None:
