@@ -87,7 +87,7 @@ WORKLOADS = [
     ),
     Workload(
         "cpu",
-        {"functions": [_fn("predict", "cpu", {"n": 192, "repeats": 4}, batch=True, max_batch_size=4,
+        {"functions": [_fn("predict", "cpu", {"n": 512, "repeats": 2}, batch=True, max_batch_size=4,
                            concurrency_limit=1)]},
         ["concurrency_limit=1,2,3,4", "max_batch_size=1,2,4,8", "max_threads=1,2,40"],
         ["concurrency_limit=1,2", "max_batch_size=1,2,4,8"],

@@ -44,6 +44,7 @@ from qbench.tune.search_model import (
     _State,
     _summary_observer,
     design_points,
+    point_runs,
     predicted_constraints,
     record_batches,
 )
@@ -256,10 +257,11 @@ def records_spread(points_dir: Path, describe: Describe) -> Spread:
         ratios: list[float] = []
         for point in points:
             load = describe(point)
-            with contextlib.suppress(OSError, ValueError):
-                for batch in record_batches(read_records(points_dir / point.point_id), load):
-                    expected = fit.service_s(len(batch), load.workers)
-                    ratios.extend(s / expected for s in batch)
+            for run_dir in point_runs(points_dir / point.point_id):
+                with contextlib.suppress(OSError, ValueError):
+                    for batch in record_batches(read_records(run_dir), load):
+                        expected = fit.service_s(len(batch), load.workers)
+                        ratios.extend(s / expected for s in batch)
         return lognormal_sigma(ratios)
 
     return spread
