@@ -41,6 +41,7 @@ from qbench.tune.search_model import (
     Describe,
     ModelSearchResult,
     Observe,
+    _memory_of,
     _State,
     _summary_observer,
     design_points,
@@ -203,7 +204,12 @@ def sim_search(
         if fit.r2 < min_r2:
             return _fallback(state, f"poor fit: R^2 {fit.r2:.2f} < {min_r2}", fit, sigma, predictor, n_design)
         sigma = spread([state.points[p] for p in state.measured], fit) if spread else 0.0
-        predicted = [predictor.predict(point, fit, sigma) for point in grid.points()]
+        memory = _memory_of(state)  # with a memory ceiling: peak RSS fitted on the work slots (model search)
+        predicted = []
+        for point in grid.points():
+            guess = predictor.predict(point, fit, sigma)
+            guess.peak_rss_mb = memory(predictor.describe(point))
+            predicted.append(guess)
         ranked = [r for r in recommend(predicted, constraints).ranked if r.verdict in FEASIBLE]
         if not ranked:
             reason = "the simulator predicts no feasible point"

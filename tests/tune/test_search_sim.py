@@ -88,3 +88,21 @@ def test_real_sim_sweep_against_the_sleep_preset(tmp_path: Path) -> None:
     assert "Predicted vs measured (sim search)" in markdown
     assert all(f"| {r.point_id} |" in markdown for r in result.results)
     assert 'id="predicted"' in files.html.read_text()
+
+
+def test_sim_search_keeps_to_a_memory_ceiling() -> None:
+    constraints = Constraints(slo={"p95_latency_s": 0.3}, max_memory_mb=560, objective="capacity")
+    truth = predictor(constraints)
+
+    def evaluate(point: Point) -> PointResult:  # memory grows with the work slots k x B
+        result = truth.predict(point, TRUTH, 0.1)
+        shape = describe(point)
+        result.peak_rss_mb = 300 + 20 * shape.workers * shape.max_batch + 0.5 * shape.threads
+        return result
+
+    best = recommend(full_search(GRID, evaluate).results, constraints).winner
+    found = sim_search(GRID, evaluate, constraints, predictor(constraints))
+    winner = recommend(found.results, constraints).winner
+    assert best is not None and winner is not None and not found.fallback
+    assert winner.peak_rss_mb is not None and winner.peak_rss_mb <= 560
+    assert constraints.value(winner) >= 0.9 * constraints.value(best) and found.trials < GRID.size
