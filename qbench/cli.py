@@ -130,7 +130,8 @@ def sweep(
         str | None,
         typer.Option(
             help="grid (every point), smart (hill climbing) or model (fit batch latency l(b) = t0 + alpha*b "
-            "from a few points, measure only the best predicted ones; falls back to smart on a poor fit)."
+            "from a few points, measure only the best predicted ones; falls back to smart on a poor fit) or "
+            "sim (the same fit drives a queue simulation of every grid point; measures the best predicted)."
         ),
     ] = None,
     preset: Annotated[

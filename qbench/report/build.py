@@ -67,6 +67,8 @@ class ReportContext:
     recommendation: dict[str, Any] = field(default_factory=dict)
     points: list[list[str]] = field(default_factory=list)  # ranked sweep points
     probes: list[list[str]] = field(default_factory=list)  # capacity probes: #, offered, ok/s, p50..why
+    # model / sim search: point, role, predicted vs measured throughput, p95, capacity
+    predicted: list[list[str]] = field(default_factory=list)
     generated: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     version: str = __version__
 
@@ -250,6 +252,7 @@ def sweep_context(data: LoadedSweep, charts_dir: Path, axes: tuple[str, str] | N
         notes=data.notes,
         recommendation=rec,
         points=point_rows(data),
+        predicted=predicted_rows(rec),
         details=[(t, _json(v)) for t, v in (("Sweep", _without(data.info, "scenario")),
                                             ("Scenario", scenario)) if v],
     )
@@ -269,6 +272,23 @@ def point_rows(data: LoadedSweep) -> list[list[str]]:
                      _s(r.get("p95_latency_s")), f"{r.get('error_rate') or 0:.1%}",
                      str(why.get("reason") or r.get("reason") or "")])
     return rows
+
+
+def predicted_rows(rec: dict[str, Any]) -> list[list[str]]:
+    """Model and sim search: every measured point's predicted vs measured figures (recommendation.json)."""
+    search = rec.get("search")
+    rows = search.get("predicted_vs_measured") if isinstance(search, dict) else None
+    out = []
+    for row in rows if isinstance(rows, list) else []:
+        pred, meas = row.get("predicted") or {}, row.get("measured") or {}
+        out.append([str(row.get("point_id")), str(row.get("role", "")),
+                    *(f(side.get(key)) for key, f in (("throughput_rps", _num), ("p95_latency_s", _s_any),
+                                                      ("capacity_rps", _num)) for side in (pred, meas))])
+    return out
+
+
+def _s_any(value: Any) -> str:
+    return _s(value) if isinstance(value, int | float) else "-"
 
 
 def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:

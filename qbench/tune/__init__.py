@@ -7,6 +7,8 @@
     search.py        which points to measure: the whole grid or smart search; capacity bisection
     batch_model.py   a fitted batch-latency model and its predictions
     search_model.py  model search: fit a few points, measure only the best predicted ones
+    simulate.py      a discrete-event simulation of the queue (the reference server's rules)
+    search_sim.py    simulator search: fit, simulate the whole grid, measure the best predicted few
     recommend.py     point results + constraints -> Recommendation with Gradio code
     sweep.py         run_sweep: orchestration and the sweep directory
     console.py       the sweep's progress bar and result tables

@@ -8,7 +8,7 @@
       server: {preset: image}          # or {config: path/to/server.yaml} (relaunch and live modes)
       launch: "python app.py --concurrency {concurrency_limit}"   # launch mode
       repeat: 1
-      search: grid                     # grid | smart | model
+      search: grid                     # grid | smart | model | sim
       duration: 4                      # seconds of load per point (load.duration)
       max_memory_mb: 8000
       max_error_rate: 0.01
@@ -45,7 +45,7 @@ from qbench.tune.grid import Grid, build_grid, is_server_knob, parse_link
 from qbench.tune.recommend import Constraints, Objective
 
 Mode = Literal["relaunch", "live", "launch", "target"]
-SearchMode = Literal["grid", "smart", "model"]
+SearchMode = Literal["grid", "smart", "model", "sim"]
 SWEEP_KEYS = {
     "grid",
     "link",
@@ -291,8 +291,8 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
             "--preset NAME, --server-config FILE or sweep.server {preset: NAME | config: FILE}"
         )
     search_name = options.search or section.get("search") or "grid"
-    if search_name not in ("grid", "smart", "model"):
-        raise ScenarioError(f"search {search_name!r}: expected grid, smart or model")
+    if search_name not in ("grid", "smart", "model", "sim"):
+        raise ScenarioError(f"search {search_name!r}: expected grid, smart, model or sim")
     search = cast(SearchMode, search_name)
     trials = int(
         options.capacity_trials if options.capacity_trials is not None else section.get("capacity_trials", 5)

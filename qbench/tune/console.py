@@ -16,7 +16,9 @@ from qbench.tune.capacity import Capacity, Probe
 from qbench.tune.capacity_run import CapacityRun
 from qbench.tune.grid import Point
 from qbench.tune.recommend import PointResult
+from qbench.tune.search import SearchResult
 from qbench.tune.search_model import ModelSearchResult
+from qbench.tune.search_sim import SimSearchResult
 from qbench.tune.sweep import SweepResult
 
 _VERDICT_STYLE = {
@@ -125,7 +127,7 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     if isinstance(search, ModelSearchResult):
         render_model_search(search, console)
     if search.grid_size != search.trials:
-        label = "model search" if isinstance(search, ModelSearchResult) else "smart search"
+        label = _search_label(search)
         console.print(
             f"{label}: {search.trials} of {search.grid_size} grid points measured "
             f"({search.saved} trials saved, {search.saved / search.grid_size:.0%})"
@@ -158,23 +160,36 @@ def _capacity_line(capacity: dict[str, Any]) -> str:
     )
 
 
+def _search_label(search: SearchResult) -> str:
+    if isinstance(search, SimSearchResult):
+        return "simulator search"
+    return "model search" if isinstance(search, ModelSearchResult) else "smart search"
+
+
 def render_model_search(search: ModelSearchResult, console: Console) -> None:
-    """The fitted l(b) and predicted vs measured figures of the measured points (model search)."""
+    """The fitted l(b) and predicted vs measured figures of the measured points (model and sim search)."""
+    label = _search_label(search)
     if search.fallback:
-        console.print(f"[yellow]note:[/] model search {search.fallback}")
+        console.print(f"[yellow]note:[/] {label} {search.fallback}")
     model = search.model
     if "t0_s" in model:
         console.print(
             f"batch latency fit: l(b) = {model['t0_s'] * 1e3:.3g} ms + {model['alpha_s'] * 1e3:.3g} ms x b "
             f"(per extra worker: +{model['t0_per_worker_s'] * 1e3:.3g} ms, "
             f"+{model['alpha_per_worker_s'] * 1e3:.3g} ms x b), R^2 {model['r2']:.3f}"
+            + (f", spread sigma {model['sigma']:.2f} (lognormal)" if "sigma" in model else "")
         )
-    table = Table(title="model search: predicted vs measured", title_justify="left")
-    for col in ("point", "role", "pred. X/s", "meas. X/s", "pred. p95", "meas. p95", "meas. goodput/s"):
+    capacity = any(row.get("measured", {}).get("capacity_rps") is not None
+                   or row.get("predicted", {}).get("capacity_rps") is not None
+                   for row in search.predicted_vs_measured)
+    table = Table(title=f"{label}: predicted vs measured", title_justify="left")
+    columns = ["point", "role", "pred. X/s", "meas. X/s", "pred. p95", "meas. p95", "meas. goodput/s"]
+    columns += ["pred. cap/s", "meas. cap/s"] if capacity else []
+    for col in columns:
         table.add_column(col, justify="right" if col not in ("point", "role") else "left")
     for row in search.predicted_vs_measured:
         pred, meas = row.get("predicted", {}), row["measured"]
-        table.add_row(
+        cells = [
             row["point_id"],
             row["role"],
             _num(pred.get("throughput_rps")),
@@ -182,7 +197,9 @@ def render_model_search(search: ModelSearchResult, console: Console) -> None:
             _s(pred.get("p95_latency_s")),
             _s(meas["p95_latency_s"]),
             _num(meas["goodput_rps"]),
-        )
+        ]
+        cells += [_num(pred.get("capacity_rps")), _num(meas.get("capacity_rps"))] if capacity else []
+        table.add_row(*cells)
     console.print(table)
 
 

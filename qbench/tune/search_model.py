@@ -55,10 +55,11 @@ PREDICTED_METRICS = ("p50_latency_s", "p95_latency_s", "p99_latency_s", "mean_la
 # ---------------------------------------------------------------- observations
 
 
-def observations_from_records(
+def record_batches(
     records: Sequence[RequestRecord], load: PointLoad, tol_s: float = 0.005
-) -> list[Observation]:
-    """Batches = runs of ok requests whose process_starts arrive within `tol_s` (at most B of them)."""
+) -> list[list[float]]:
+    """Batches = runs of ok requests whose process_starts arrive within `tol_s` (at most B of them),
+    as the service times (completed - started) of their members."""
     starts = sorted(
         (r.started_at_s, r.completed_at_s - r.started_at_s)
         for r in records
@@ -72,6 +73,17 @@ def observations_from_records(
         else:
             batches.append([service])
             first = started
+    return batches
+
+
+def observations_from_records(
+    records: Sequence[RequestRecord], load: PointLoad, tol_s: float = 0.005
+) -> list[Observation]:
+    """One observation per batch size seen (`record_batches`): the median of its batches' medians."""
+    return observations_from_batches(record_batches(records, load, tol_s), load)
+
+
+def observations_from_batches(batches: Sequence[Sequence[float]], load: PointLoad) -> list[Observation]:
     by_size: dict[int, list[float]] = {}
     for batch in batches:
         by_size.setdefault(len(batch), []).append(statistics.median(batch))
@@ -360,15 +372,24 @@ def _count(value: Any, default: int) -> int:
     return int(value)
 
 
+def point_runs(point_dir: Path) -> list[Path]:
+    """The run folders of one point: its own run, then its capacity probes (`capacity/<nn>-.../`), whose
+    higher rates realise the larger batch sizes a fit needs."""
+    probes = sorted(p for p in (point_dir / "capacity").glob("*") if p.is_dir())
+    return [point_dir, *probes]
+
+
 def records_observer(points_dir: Path, describe: Describe) -> Observe:
-    """Observations from each point's records in `points_dir/<point-id>/`, else from its summary."""
+    """Observations from each point's records in `points_dir/<point-id>/` and its capacity probes (batches
+    found run by run, pooled by batch size), else from its summary."""
 
     def observe(point: Point, result: PointResult) -> list[Observation]:
         load = describe(point)
-        with contextlib.suppress(OSError, ValueError):
-            found = observations_from_records(read_records(points_dir / point.point_id), load)
-            if found:
-                return found
-        return observation_from_result(result, load)
+        batches: list[list[float]] = []
+        for run_dir in point_runs(points_dir / point.point_id):
+            with contextlib.suppress(OSError, ValueError):
+                batches.extend(record_batches(read_records(run_dir), load))
+        found = observations_from_batches(batches, load)
+        return found or observation_from_result(result, load)
 
     return observe

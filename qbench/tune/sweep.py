@@ -1,7 +1,7 @@
 """`qbench sweep`: the run pipeline once per server configuration, then a recommendation.
 
     scenario.yaml (+ sweep: section) + CLI options -> SweepConfig -> Grid
-      -> points (grid, smart or model search)
+      -> points (grid, smart, model or simulator search)
       -> per point: server (relaunch | live | launch | target) -> run_scenario -> PointResult -> point.json
       -> recommend() -> capacity of the winner (bisection on rate) -> sweep.parquet, recommendation.json
 
@@ -26,7 +26,7 @@ Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
                             capacity_rps (objective capacity; else empty)
     recommendation.json     Recommendation.to_dict() (winner, why, ranked with reasons, gradio_code,
                             max_size_advice, capacity, notes) + search {mode, trials, grid_size, saved, path;
-                            model search: model, predicted_vs_measured, fallback}
+                            model and sim search: model, predicted_vs_measured, fallback}
     capacity/rate-<r>/      run directories of the capacity bisection probes
 
 A point is checkpointed (point.json) as soon as it ends; `--resume DIR` reads sweep.json from DIR and
@@ -41,7 +41,7 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -70,6 +70,7 @@ from qbench.tune.point import RunawayDetector, point_overrides, point_result, ru
 from qbench.tune.recommend import PointResult, Recommendation, recommend
 from qbench.tune.search import SearchResult, full_search, smart_search
 from qbench.tune.search_model import describe_point, model_search, records_observer
+from qbench.tune.search_sim import SimPredictor, records_spread, sim_search
 
 SCHEMA_VERSION = 1
 
@@ -249,6 +250,8 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
             describe = describe_point(defaults, config.scenario.load)
             observe = records_observer(config.sweep_dir / "points", describe)
             search = model_search(config.grid, evaluate, config.constraints, describe, observe=observe)
+        elif config.search == "sim":
+            search = _sim_search(config, evaluate, defaults)
         else:
             search = full_search(config.grid, evaluate)
         rec = recommend(search.results, config.constraints, defaults)
@@ -273,6 +276,20 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
         servers.close()
     write_outputs(config.sweep_dir, search, rec, config)
     return SweepResult(config.sweep_dir, search.results, rec, search, capacity)
+
+
+def _sim_search(config: SweepConfig, evaluate: Callable[[Point], PointResult], defaults: dict[str, Any]
+                ) -> SearchResult:
+    """Simulator search, calibrated on the points' records (qbench.tune.search_sim)."""
+    load = config.scenario.load
+    describe = describe_point(defaults, load)
+    predictor = SimPredictor(
+        describe, lambda point: {**defaults, **point.knobs}, load, config.constraints,
+        capacity_duration_s=config.capacity_duration_s or config.point_duration_s or load.duration or 10.0,
+    )
+    points = config.sweep_dir / "points"
+    return sim_search(config.grid, evaluate, config.constraints, predictor,
+                      observe=records_observer(points, describe), spread=records_spread(points, describe))
 
 
 def _capacity(config: SweepConfig, servers: _Servers, winner: PointResult) -> Capacity:

@@ -141,7 +141,7 @@ def test_cli_link_may_use_an_axis_of_the_scenario_grid(tmp_path: Path) -> None:
         ({"grid": {"users": [1]}, "server": {}}, {}, "base server config"),
         ({"grid": {"users": [1]}}, {"slo": {"p95_latency_s": -1}}, "SLO"),
         ({"grid": {"users": [1]}}, {"slo": {"p95": 1}}, "p95: unknown SLO key; expected one of p50_lat"),
-        ({"grid": {"users": [1]}, "search": "random"}, {}, "grid, smart or model"),
+        ({"grid": {"users": [1]}, "search": "random"}, {}, "grid, smart, model or sim"),
         ({"grid": {"users": [1]}, "link": ["users=1"]}, {}, "sweep.link"),
     ],
 )

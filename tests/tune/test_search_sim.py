@@ -1,0 +1,108 @@
+"""Simulator search: on a ground-truth simulated server (its optimum known from the full grid), and one
+small real sweep (`--search sim`) against the sleep preset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from qbench.report.build import build_report
+from qbench.run.scenario import Load
+from qbench.tune.batch_model import BatchFit, PointLoad
+from qbench.tune.config import SweepOptions, build_config
+from qbench.tune.grid import Point, build_grid
+from qbench.tune.recommend import Constraints, PointResult, recommend
+from qbench.tune.search import full_search
+from qbench.tune.search_sim import SimPredictor, sim_search
+from qbench.tune.sweep import run_sweep
+
+from .conftest import write_scenario
+
+TRUTH = BatchFit(0.05, 0.01, 0.0, 0.0, 1.0, 2, 2)  # the sleep preset: 50 ms + 10 ms per item
+GRID = build_grid(["concurrency_limit=1,2,4", "max_batch_size=1,2,4,8,16", "max_threads=2,40"])
+
+
+def describe(point: Point) -> PointLoad:
+    k, b, t = (int(point.knobs[n]) for n in ("concurrency_limit", "max_batch_size", "max_threads"))
+    return PointLoad(workers=min(k, t), max_batch=b, rate_rps=None, users=None, threads=t)
+
+
+def predictor(constraints: Constraints, sigma: float = 0.0) -> SimPredictor:
+    load = Load(rate=60, arrival="poisson", duration=20, timeout=10)
+    return SimPredictor(lambda p: replace_rate(describe(p)), lambda p: p.knobs, load, constraints,
+                        capacity_duration_s=20)
+
+
+def replace_rate(shape: PointLoad) -> PointLoad:
+    return PointLoad(shape.workers, shape.max_batch, rate_rps=60.0, threads=shape.threads)
+
+
+@pytest.mark.parametrize("objective", ["latency", "capacity"])
+def test_sim_search_finds_the_ground_truth_optimum_with_fewer_trials(objective: str) -> None:
+    constraints = Constraints(slo={"p95_latency_s": 0.3}, objective=objective)  # type: ignore[arg-type]
+    truth = predictor(constraints)
+
+    def evaluate(point: Point) -> PointResult:  # the "server": the simulator with the true l(b), noisy
+        return truth.predict(point, TRUTH, 0.1)
+
+    best = recommend(full_search(GRID, evaluate).results, constraints).winner
+    found = sim_search(GRID, evaluate, constraints, predictor(constraints))
+    assert found.trials < GRID.size and not found.fallback
+    winner = recommend(found.results, constraints).winner
+    assert best is not None and winner is not None
+    assert constraints.value(winner) >= 0.95 * constraints.value(best)
+    assert {row["point_id"] for row in found.predicted_vs_measured} == {r.point_id for r in found.results}
+    assert 0.025 < found.model["t0_s"] < 0.075  # from summary figures only (median service, X l / k)
+
+
+def test_real_sim_sweep_against_the_sleep_preset(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, sweep={"server": {"preset": "sleep"}})
+    options = SweepOptions(
+        str(path),
+        grid=["concurrency_limit=1,2", "max_batch_size=1,2,4,8,16"],
+        links=["users=2*concurrency_limit*max_batch_size"],
+        slo={"p95_latency_s": 0.35},
+        search="sim",
+        live=True,
+        duration=1.2,
+        out_root=str(tmp_path / "reports"),
+    )
+    result = run_sweep(build_config(options))
+    rec = json.loads((result.sweep_dir / "recommendation.json").read_text())
+    search = rec["search"]
+    assert search["mode"] == "sim" and search["grid_size"] == 10
+    assert search["trials"] == len(result.results) < 10
+    assert "fallback" not in search, search.get("fallback")
+    model = search["model"]  # the preset costs 50 ms + 10 ms per item (+ jitter and overhead)
+    assert 0.02 < model["t0_s"] < 0.15 and 0.005 < model["alpha_s"] < 0.02 and "sigma" in model
+    rows = search["predicted_vs_measured"]
+    assert {row["point_id"] for row in rows} == {r.point_id for r in result.results}
+    assert all("throughput_rps" in row["predicted"] for row in rows)
+    assert rec["winner"]["point_id"] in {r.point_id for r in result.results}
+    # the best measured point is the grid's best: the largest batch that keeps p95 under 0.35 s
+    assert rec["winner"]["knobs"]["max_batch_size"] >= 4
+    files = build_report(result.sweep_dir)  # the report shows predicted vs measured for every point
+    markdown = files.markdown.read_text()
+    assert "Predicted vs measured (sim search)" in markdown
+    assert all(f"| {r.point_id} |" in markdown for r in result.results)
+    assert 'id="predicted"' in files.html.read_text()
+
+
+def test_sim_search_keeps_to_a_memory_ceiling() -> None:
+    constraints = Constraints(slo={"p95_latency_s": 0.3}, max_memory_mb=560, objective="capacity")
+    truth = predictor(constraints)
+
+    def evaluate(point: Point) -> PointResult:  # memory grows with the work slots k x B
+        result = truth.predict(point, TRUTH, 0.1)
+        shape = describe(point)
+        result.peak_rss_mb = 300 + 20 * shape.workers * shape.max_batch + 0.5 * shape.threads
+        return result
+
+    best = recommend(full_search(GRID, evaluate).results, constraints).winner
+    found = sim_search(GRID, evaluate, constraints, predictor(constraints))
+    winner = recommend(found.results, constraints).winner
+    assert best is not None and winner is not None and not found.fallback
+    assert winner.peak_rss_mb is not None and winner.peak_rss_mb <= 560
+    assert constraints.value(winner) >= 0.9 * constraints.value(best) and found.trials < GRID.size
