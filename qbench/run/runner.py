@@ -40,6 +40,7 @@ from qbench.run.protocols.base import Clock, WireProtocol, make_http_session
 from qbench.run.protocols.http import render
 from qbench.run.records import JsonlWriter, RequestRecord, write_parquet
 from qbench.run.scenario import Scenario, file_slug, load_scenario, with_overrides
+from qbench.run.schedule import Plan
 from qbench.run.schedule import plan as make_plan
 from qbench.run.summary import GeneratorStats, Summary, summarize
 from qbench.run.trace import check_endpoint, recorded_inputs
@@ -97,7 +98,7 @@ def run_scenario(
     if not re.match(r"https?://[^/\s]+", url):
         raise ScenarioError(f"target {url!r}: expected an http(s) URL such as http://127.0.0.1:7860")
     run_dir = out_dir or run_dir_for(scenario.name)
-    check_schedule(scenario)
+    plan = check_schedule(scenario)
     if scenario.load.processes > 1:
         from qbench.run.processes import run_processes
 
@@ -107,16 +108,16 @@ def run_scenario(
         info.update(multi.info)
         info["server"]["status_end"] = _in_loop(_final_status(scenario, url))
         return _finish(scenario, run_dir, multi.records, multi.stats, info)
-    return _in_loop(_run(scenario, url, run_dir, live, stop_when))
+    return _in_loop(_run(scenario, plan, url, run_dir, live, stop_when))
 
 
-def check_schedule(scenario: Scenario) -> None:
-    """Fail before any request on a bad schedule: a trace's lines and endpoints, a replayed run's records,
-    a load that would schedule too many requests."""
+def check_schedule(scenario: Scenario) -> Plan:
+    """The run's plan, built once; fails before any request on a bad schedule: a trace's lines and
+    endpoints, a replayed run's records, a load that would schedule too many requests."""
     if scenario.load.trace is not None:
         check_endpoint(scenario.load.trace, scenario.endpoint)
     try:
-        make_plan(scenario.load, seed=scenario.payload.seed)
+        return make_plan(scenario.load, seed=scenario.payload.seed)
     except ValueError as exc:
         raise ScenarioError(f"scenario '{scenario.name}': key 'load': {exc}") from None
 
@@ -163,6 +164,7 @@ async def _discover(
 
 async def _run(
     scenario: Scenario,
+    plan: Plan,
     target: str,
     run_dir: Path,
     live: bool,
@@ -171,7 +173,6 @@ async def _run(
     clock = Clock()
     payloads = PayloadGenerator(scenario.payload, fixed=recorded_inputs(scenario.load))
     payloads.prepare(scenario.payload.variants)
-    plan = make_plan(scenario.load, seed=scenario.payload.seed)
     if scenario.protocol == "http":
         render(scenario.endpoint.body, payloads.inputs(0))  # template errors fail before any request
     async with make_http_session(scenario.load) as http:

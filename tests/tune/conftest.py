@@ -42,3 +42,22 @@ def write_scenario(tmp_path: Path, sweep: dict[str, Any] | None = None, **load: 
 @pytest.fixture
 def scenario_path(tmp_path: Path) -> Path:
     return write_scenario(tmp_path)
+
+
+def sleep_preset_sweep(tmp_path: Path, search: str) -> Any:
+    """`search` over concurrency_limit 1-2 x max_batch_size 1-16 on the live sleep preset (1.2 s points)."""
+    from qbench.tune.config import SweepOptions, build_config
+    from qbench.tune.sweep import run_sweep
+
+    path = write_scenario(tmp_path, sweep={"server": {"preset": "sleep"}})
+    options = SweepOptions(
+        str(path),
+        grid=["concurrency_limit=1,2", "max_batch_size=1,2,4,8,16"],
+        links=["users=2*concurrency_limit*max_batch_size"],
+        slo={"p95_latency_s": 0.35},
+        search=search,
+        live=True,
+        duration=1.2,
+        out_root=str(tmp_path / "reports"),
+    )
+    return run_sweep(build_config(options))

@@ -11,14 +11,12 @@ import pytest
 
 from qbench.run.records import RequestRecord
 from qbench.tune.batch_model import FitError, Observation, PointLoad, fit_batch_model, predict
-from qbench.tune.config import SweepOptions, build_config
 from qbench.tune.grid import Point, build_grid
 from qbench.tune.recommend import Constraints, PointResult, recommend
 from qbench.tune.search import full_search
 from qbench.tune.search_model import model_search, observation_from_result, observations_from_records
-from qbench.tune.sweep import run_sweep
 
-from .conftest import write_scenario
+from .conftest import sleep_preset_sweep
 from .test_search import GRID, MODELS, SleepModel
 
 
@@ -179,18 +177,7 @@ def test_model_search_falls_back_on_a_poor_fit() -> None:
 
 
 def test_real_model_sweep_against_the_sleep_preset(tmp_path: Path) -> None:
-    path = write_scenario(tmp_path, sweep={"server": {"preset": "sleep"}})
-    options = SweepOptions(
-        str(path),
-        grid=["concurrency_limit=1,2", "max_batch_size=1,2,4,8,16"],
-        links=["users=2*concurrency_limit*max_batch_size"],
-        slo={"p95_latency_s": 0.35},
-        search="model",
-        live=True,
-        duration=1.2,
-        out_root=str(tmp_path / "reports"),
-    )
-    result = run_sweep(build_config(options))
+    result = sleep_preset_sweep(tmp_path, "model")
     rec = json.loads((result.sweep_dir / "recommendation.json").read_text())
     search = rec["search"]
     assert search["mode"] == "model" and search["grid_size"] == 10

@@ -11,14 +11,12 @@ import pytest
 from qbench.report.build import build_report
 from qbench.run.scenario import Load
 from qbench.tune.batch_model import BatchFit, PointLoad
-from qbench.tune.config import SweepOptions, build_config
 from qbench.tune.grid import Point, build_grid
 from qbench.tune.recommend import Constraints, PointResult, recommend
 from qbench.tune.search import full_search
 from qbench.tune.search_sim import SimPredictor, sim_search
-from qbench.tune.sweep import run_sweep
 
-from .conftest import write_scenario
+from .conftest import sleep_preset_sweep
 
 TRUTH = BatchFit(0.05, 0.01, 0.0, 0.0, 1.0, 2, 2)  # the sleep preset: 50 ms + 10 ms per item
 GRID = build_grid(["concurrency_limit=1,2,4", "max_batch_size=1,2,4,8,16", "max_threads=2,40"])
@@ -58,18 +56,7 @@ def test_sim_search_finds_the_ground_truth_optimum_with_fewer_trials(objective: 
 
 
 def test_real_sim_sweep_against_the_sleep_preset(tmp_path: Path) -> None:
-    path = write_scenario(tmp_path, sweep={"server": {"preset": "sleep"}})
-    options = SweepOptions(
-        str(path),
-        grid=["concurrency_limit=1,2", "max_batch_size=1,2,4,8,16"],
-        links=["users=2*concurrency_limit*max_batch_size"],
-        slo={"p95_latency_s": 0.35},
-        search="sim",
-        live=True,
-        duration=1.2,
-        out_root=str(tmp_path / "reports"),
-    )
-    result = run_sweep(build_config(options))
+    result = sleep_preset_sweep(tmp_path, "sim")
     rec = json.loads((result.sweep_dir / "recommendation.json").read_text())
     search = rec["search"]
     assert search["mode"] == "sim" and search["grid_size"] == 10
