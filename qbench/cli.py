@@ -38,6 +38,9 @@ def serve(
     device: Annotated[str | None, typer.Option(help="auto | cpu | cuda")] = None,
     model: Annotated[str | None, typer.Option(help="Override the model of the model workloads.")] = None,
     log_level: Annotated[str | None, typer.Option(help="uvicorn log level (default warning).")] = None,
+    dtype: Annotated[str | None, typer.Option(help="auto | float32 | float16 | bfloat16 (models)")] = None,
+    compile: Annotated[bool | None, typer.Option("--compile/--no-compile",
+                                                 help="torch.compile the model workloads.")] = None,
 ) -> None:
     """Run the reference server (Gradio's queue semantics and wire protocol) in the foreground."""
     from reference_server.launch import ServeOptions, settings_from_options
@@ -45,7 +48,7 @@ def serve(
     from reference_server.settings import SettingsError
 
     options = ServeOptions(config, preset, host, port, max_threads, default_concurrency_limit, max_size,
-                           admin_token, device, model, log_level)
+                           admin_token, device, model, log_level, dtype, compile)
     try:
         run_server(settings_from_options(options))
     except SettingsError as exc:

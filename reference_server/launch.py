@@ -44,6 +44,8 @@ class ServeOptions:
     device: str | None = None
     model: str | None = None
     log_level: str | None = None
+    dtype: str | None = None
+    compile: bool | None = None
 
 
 def settings_from_options(opts: ServeOptions) -> ServerSettings:
@@ -59,10 +61,12 @@ def settings_from_options(opts: ServeOptions) -> ServerSettings:
         "device": opts.device, "launch.log_level": opts.log_level,
     }
     overrides = {k: v for k, v in flags.items() if v is not None}
-    if opts.model is not None:
+    model_params = {"model": opts.model, "dtype": opts.dtype, "compile": opts.compile}
+    model_params = {k: v for k, v in model_params.items() if v is not None}
+    if model_params:
         for i, fn in enumerate(settings.functions):
             if fn.workload not in MODEL_PARAM_KINDS:
-                overrides[f"functions.{i}.params"] = {**fn.params, "model": opts.model}
+                overrides[f"functions.{i}.params"] = {**fn.params, **model_params}
     return _apply(settings, overrides) if overrides else settings
 
 
@@ -129,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"])
     p.add_argument("--model", help="override the `model` param of the model workloads")
     p.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--dtype", choices=["auto", "float32", "float16", "bfloat16"],
+                   help="override the `dtype` param of the model workloads (auto: bfloat16 on a GPU)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="torch.compile the model workloads (dynamic shapes; compiles during warm-up)")
     return p
 
 
