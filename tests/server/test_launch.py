@@ -31,6 +31,8 @@ def start(argv: list[str]) -> tuple[subprocess.Popen[str], str]:
     [
         [sys.executable, "-m", "qbench", "serve", "--preset", "echo", "--port", "0", "--max-size", "3"],
         [sys.executable, "-m", "reference_server", "--preset", "mixed", "--port", "0", "--max-size", "3"],
+        [sys.executable, "-m", "qbench", "serve", "--preset", "echo", "--port", "0", "--max-size", "3",
+         "--dtype", "float32", "--no-compile"],  # model flags parse (echo has no model to apply them to)
     ],
 )
 def test_serve_prints_ready_and_serves(argv: list[str]) -> None:
