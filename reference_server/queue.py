@@ -121,8 +121,15 @@ class EventQueue:
         self.metrics.queue_depth.labels(group.id).set(len(group.waiting))
         eta = group.eta_of_last(time.perf_counter())
         self.emit(event, m.estimation(event.id, len(group.waiting) - 1, len(group.waiting), eta))
+        if not group.has_capacity and group.waiting_per_fn[fn.index] <= self._read_ahead_depth(fn):
+            self.runner.read_ahead(fn, [event])  # it will wait: prepare it while the model works
         self._wake.set()
         return event
+
+    @staticmethod
+    def _read_ahead_depth(fn: FunctionRuntime) -> int:
+        """How many waiting events of a batch function are preprocessed ahead: its next batch."""
+        return fn.settings.max_batch_size if fn.settings.batch else 0
 
     def emit(self, event: Event, msg: m.Message) -> None:
         if event.alive:
@@ -194,6 +201,10 @@ class EventQueue:
         eta = fn.job_time.mean
         for event in events:
             self.emit(event, m.process_starts(event.id, eta))
+        depth = self._read_ahead_depth(fn)
+        if depth:
+            upcoming = itertools.islice((e for e in group.waiting if e.fn is fn), depth)
+            self.runner.read_ahead(fn, list(upcoming))
         job.task = asyncio.create_task(self._run(job))
         # A done callback, not a `finally`: a task cancelled before its first step (a /cancel in the same
         # loop turn as the dispatch) never runs its body, and its slot must still be freed.
@@ -256,6 +267,8 @@ class EventQueue:
         return True
 
     def _remove_waiting(self, event: Event) -> None:
+        if event.prepared is not None:
+            event.prepared.cancel()  # its read-ahead result would never be used
         group = self.groups[event.fn.settings.group_id]
         if event in group.waiting:
             group.remove([event])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from pathlib import Path
@@ -86,3 +87,83 @@ def test_a_bad_input_fails_only_its_own_event(tmp_path: Path, position: int) -> 
             assert not message["success"] and "bad on purpose" in message["output"]["error"]
         else:
             assert message["success"] and message["output"]["data"] == [text.upper()]
+
+
+class GatedModel(SlowPrepare):
+    """The first batch blocks until the requests queued behind it have been prepared (or 20 s pass)."""
+
+    def __init__(self, expected: int) -> None:
+        super().__init__()
+        self.expected, self.prepared = expected, 0
+        self.ready = threading.Event()
+        self.first_saw_ready: bool | None = None
+
+    def prepare_row(self, inputs: list[Any]) -> list[Any]:
+        with self.lock:
+            self.prepared += 1
+            if self.prepared == 1 + self.expected:
+                self.ready.set()
+        return super().prepare_row(inputs)
+
+    def run_batch(self, columns: list[list[Any]]) -> list[list[Any]]:
+        if self.first_saw_ready is None:
+            self.first_saw_ready = self.ready.wait(timeout=20)
+        return super().run_batch(columns)
+
+
+def test_the_next_batch_is_prepared_while_the_model_runs(tmp_path: Path) -> None:
+    from reference_server.queue import EventQueue
+
+    from .queue_harness import read_until_done, settings
+
+    s = settings([{"api_name": "f", "workload": "echo", "batch": True, "max_batch_size": 4,
+                   "concurrency_limit": 1}])
+    workload = GatedModel(expected=4)
+    fn = FunctionRuntime(0, s.functions[0], workload)
+
+    async def main() -> None:
+        queue = EventQueue(s, [fn], FileStore(tmp_path))
+        queue.start()
+        try:
+            first = queue.push("s", fn, ["a"])
+            await asyncio.sleep(0.2)  # dispatched alone; its run_batch now waits for the read-ahead
+            rest = [queue.push("s", fn, [t]) for t in ("b", "c", "bad", "d")]
+            messages = await read_until_done(queue, "s", {first.id, *(e.id for e in rest)}, timeout_s=30)
+        finally:
+            await queue.stop()
+        done = {msg["event_id"]: msg for msg in messages if msg["msg"] == "process_completed"}
+        bad = done[rest[2].id]
+        assert bad["success"] is False and "bad on purpose" in bad["output"]["error"]
+        assert [done[e.id]["output"]["data"] for e in (first, rest[0], rest[1], rest[3])] == [
+            ["A"], ["B"], ["C"], ["D"]]
+
+    asyncio.run(main())
+    assert workload.first_saw_ready is True  # the 4 waiting requests were prepared during batch 1
+    assert workload.prepared == 5  # each request prepared once: the job used the read-ahead rows
+
+
+def test_a_cancelled_waiting_event_drops_its_read_ahead(tmp_path: Path) -> None:
+    from reference_server.queue import EventQueue
+
+    from .queue_harness import settings
+
+    s = settings([{"api_name": "f", "workload": "echo", "batch": True, "max_batch_size": 4,
+                   "concurrency_limit": 1}])
+    fn = FunctionRuntime(0, s.functions[0], GatedModel(expected=99))  # batch 1 blocks: the rest wait
+
+    async def main() -> None:
+        queue = EventQueue(s, [fn], FileStore(tmp_path))
+        queue.start()
+        try:
+            queue.push("s", fn, ["a"])
+            await asyncio.sleep(0.2)
+            waiting = queue.push("s", fn, ["b"])
+            assert waiting.prepared is not None
+            assert queue.cancel("s", waiting.id)
+            await asyncio.sleep(0)
+            assert waiting.prepared.cancelled() or waiting.prepared.done()
+        finally:
+            fn.workload.ready.set()  # type: ignore[attr-defined]
+            await queue.stop()
+
+    asyncio.run(main())
