@@ -12,7 +12,9 @@ For each preset (image: ViT classifier; text: BERT classifier) and dtype, with o
     efficiency        served / +prep (the issue's goal: >= 0.70 on one H100 with GPU busy >= 0.60);
                       served/fwd is also printed
 
-Offline figures are medians of at least --repeats batches (and of 2 s of them) after two warm-ups.
+Offline figures are medians of at least --repeats batches (and --min-timed s of them) after 2 warm-ups,
+taken before and after the served runs and averaged; `drift` = after / before (+prep) shows a host
+whose load changed meanwhile (on a shared machine, distrust rows with drift far from 1).
 Images are qbench's photo-like 224x224 JPEGs (~13 KiB); texts 8-40 words. `--gradio` adds a row per
 preset and dtype for the same workload inside a real Gradio 6 app (gr.Interface, batch=True,
 max_batch_size=B), served the same way.
@@ -58,7 +60,7 @@ from reference_server.settings import load_settings, preset_path  # noqa: E402
 from reference_server.workloads.base import Workload, build_workload  # noqa: E402
 
 PRESETS = {"image": "classify", "text": "classify"}  # preset -> the batched function measured
-MIN_TIMED_S, MAX_REPEATS = 2.0, 500  # fast batches repeat for 2 s at least: a median robust to a busy host
+MAX_REPEATS = 500
 WORDS = ("the queue was short and the answer came back quickly while the model batched eight requests "
          "under load every user waited a little but the server kept the accelerator busy").split()
 
@@ -74,6 +76,7 @@ class Options:
     duration_s: float
     warmup_s: float
     repeats: int
+    min_timed_s: float  # fast batches repeat for this long at least: a median robust to a busy host
     gradio: bool
     json_out: Path | None
 
@@ -89,6 +92,7 @@ class Row:
     served_ips: float | None = None
     gpu_busy: float | None = None
     errors: int = 0
+    drift: float | None = None  # offline +prep after the served runs / before them
 
     @property
     def efficiency(self) -> float | None:
@@ -101,7 +105,7 @@ class Row:
 
 # ---------------------------------------------------------------- inputs
 def image_payloads(count: int) -> list[bytes]:
-    spec = ImageSpec(width=224, height=224, format="jpeg")
+    spec = ImageSpec(width=224, height=224, format="jpeg", content="photo", quality=85)
     return [gen_image(spec, np.random.default_rng([1, i]), str(i)).data for i in range(count)]
 
 
@@ -130,11 +134,11 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def median_rate(call: Callable[[], object], items: int, repeats: int, device: str) -> float:
+def median_rate(call: Callable[[], object], items: int, repeats: int, device: str, min_s: float) -> float:
     for _ in range(2):
         call()
     times: list[float] = []
-    deadline = time.perf_counter() + MIN_TIMED_S
+    deadline = time.perf_counter() + min_s
     while len(times) < repeats or (time.perf_counter() < deadline and len(times) < MAX_REPEATS):
         sync(device)
         start = time.perf_counter()
@@ -185,8 +189,8 @@ def offline(preset: str, dtype: str, opts: Options, store: FileStore) -> tuple[f
 
     forward = captured_forward(workload, [list(pool.map(prepared, values))])
     try:
-        rates = (median_rate(forward, opts.batch_size, opts.repeats, opts.device),
-                 median_rate(with_prep, opts.batch_size, opts.repeats, opts.device))
+        rates = (median_rate(forward, opts.batch_size, opts.repeats, opts.device, opts.min_timed_s),
+                 median_rate(with_prep, opts.batch_size, opts.repeats, opts.device, opts.min_timed_s))
     finally:
         pool.shutdown()
     return rates[0], rates[1], str(workload.describe().get("dtype", dtype))
@@ -274,7 +278,7 @@ def serve_gradio(spec_json: str) -> None:
     import gradio as gr
 
     spec = json.loads(spec_json)
-    opts = Options(spec["device"], [], [], spec["size"], spec["batch"], 0, 0, 0, 0, False, None)
+    opts = Options(spec["device"], [], [], spec["size"], spec["batch"], 0, 0, 0, 0, 0, False, None)
     kind, params = function_params(spec["preset"], opts, spec["dtype"])
     workload = build_workload(kind, params)
     workload.load(spec["device"])
@@ -305,18 +309,36 @@ def measure(opts: Options) -> list[Row]:
         workdir, store = Path(tmp), FileStore(Path(tmp) / "store")
         for preset in opts.presets:
             for dtype in opts.dtypes:
-                fwd, prep, resolved = offline(preset, dtype, opts, store)
-                free_cuda(opts.device)  # the offline model is freed before the server loads its own
-                print(f"{preset} {resolved}: offline forward {fwd:.1f}/s, +prep {prep:.1f}/s", flush=True)
-                servers: list[tuple[str, Callable[..., Any]]] = [("reference", reference)]
-                if opts.gradio:
-                    servers.append(("gradio 6", gradio_app))
-                for name, start in servers:
-                    with start(preset, dtype, opts) as url:
-                        ips, busy, errors = served(url, preset, opts, workdir)
-                    rows.append(Row(name, preset, resolved, opts.batch_size, fwd, prep, ips, busy, errors))
-                    note = f", {errors} errors" if errors else ""
-                    print(f"  {name}: served {ips:.1f}/s{note}", flush=True)
+                rows.extend(measure_one(preset, dtype, opts, workdir, store))
+    return rows
+
+
+def timed_offline(preset: str, dtype: str, opts: Options, store: FileStore) -> tuple[float, float, str]:
+    rates = offline(preset, dtype, opts, store)
+    free_cuda(opts.device)  # the offline model is freed before a server loads its own
+    print(f"{preset} {rates[2]}: offline forward {rates[0]:.1f}/s, +prep {rates[1]:.1f}/s", flush=True)
+    return rates
+
+
+def measure_one(preset: str, dtype: str, opts: Options, workdir: Path, store: FileStore) -> list[Row]:
+    """Offline, then each server, then offline again: the offline figures are the means of the two
+    (`drift` is after / before of +prep: far from 1, the host's load changed during the measurement)."""
+    before = timed_offline(preset, dtype, opts, store)
+    servers: list[tuple[str, Callable[..., Any]]] = [("reference", reference)]
+    if opts.gradio:
+        servers.append(("gradio 6", gradio_app))
+    rows = []
+    for name, start in servers:
+        with start(preset, dtype, opts) as url:
+            ips, busy, errors = served(url, preset, opts, workdir)
+        rows.append(Row(name, preset, before[2], opts.batch_size, served_ips=ips, gpu_busy=busy,
+                        errors=errors))
+        note = f", {errors} errors" if errors else ""
+        print(f"  {name}: served {ips:.1f}/s{note}", flush=True)
+    after = timed_offline(preset, dtype, opts, store)
+    for row in rows:
+        row.forward_ips, row.prep_ips = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+        row.drift = after[1] / before[1]
     return rows
 
 
@@ -336,14 +358,14 @@ def fmt(value: float | None, spec: str) -> str:
 
 def table(rows: list[Row], opts: Options) -> str:
     head = (f"{'server':10s} {'preset':6s} {'dtype':9s} {'B':>3s} {'forward/s':>10s} {'+prep/s':>9s} "
-            f"{'served/s':>9s} {'GPU busy':>8s} {'eff':>5s} {'of fwd':>6s}")
+            f"{'served/s':>9s} {'GPU busy':>8s} {'eff':>5s} {'of fwd':>6s} {'drift':>5s}")
     lines = [f"device {opts.device}, size {opts.size}, {opts.users} users, {opts.duration_s:g} s windows, "
              f"{os.cpu_count()} CPU cores", head, "-" * len(head)]
     for r in rows:
         lines.append(
             f"{r.server:10s} {r.preset:6s} {r.dtype:9s} {r.batch:3d} {fmt(r.forward_ips, '10.1f')} "
             f"{fmt(r.prep_ips, '9.1f')} {fmt(r.served_ips, '9.1f')} {fmt(r.gpu_busy, '8.0%')} "
-            f"{fmt(r.efficiency, '5.2f')} {fmt(r.of_forward, '6.2f')}"
+            f"{fmt(r.efficiency, '5.2f')} {fmt(r.of_forward, '6.2f')} {fmt(r.drift, '5.2f')}"
             + (f"  ({r.errors} errors)" if r.errors else "")
         )
     return "\n".join(lines)
@@ -360,6 +382,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--users", type=int, help="closed-loop qbench users (default 4*B)")
     p.add_argument("--duration", type=float, help="served window in s (default 30; quick 8)")
     p.add_argument("--repeats", type=int, help="offline batches timed (default 10; quick 3)")
+    p.add_argument("--min-timed", type=float, default=2.0, help="time offline batches for at least this long (s)")
     p.add_argument("--gradio", action="store_true", help="add a real Gradio 6 row per preset and dtype")
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
     a = p.parse_args(argv)
@@ -376,7 +399,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
         device=a.device or default_device(), presets=presets, dtypes=dtypes,
         size=a.size or ("small" if a.quick else "base"), batch_size=batch, users=a.users or 4 * batch,
         duration_s=duration, warmup_s=min(2.0 if a.quick else 5.0, duration / 4),
-        repeats=a.repeats or (3 if a.quick else 10), gradio=a.gradio, json_out=a.json,
+        repeats=a.repeats or (3 if a.quick else 10), min_timed_s=a.min_timed, gradio=a.gradio,
+        json_out=a.json,
     )
 
 

@@ -118,11 +118,13 @@ def test_gpu_serving_reduced_run_on_the_cpu(
     bench = load_bench("gpu_serving", monkeypatch)
     out = tmp_path / "rows.json"
     argv = ["--device", "cpu", "--quick", "--size", "tiny", "--presets", "image", "--dtypes", "auto",
-            "--batch-size", "4", "--users", "8", "--duration", "2", "--repeats", "2", "--json", str(out)]
+            "--batch-size", "4", "--users", "8", "--duration", "2", "--repeats", "2", "--min-timed", "0.2",
+            "--json", str(out)]
     assert bench.main(argv) == 0
     (row,) = json.loads(out.read_text())
     assert row["server"] == "reference" and row["dtype"] == "float32" and row["errors"] == 0
     assert row["forward_ips"] > 0 and row["prep_ips"] > 0 and row["served_ips"] > 0
     assert row["gpu_busy"] is None and row["efficiency"] == pytest.approx(row["served_ips"] / row["prep_ips"])
+    assert row["drift"] > 0
     table = capsys.readouterr().out
     assert "device cpu, size tiny" in table and "reference  image  float32     4" in table
