@@ -382,7 +382,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--users", type=int, help="closed-loop qbench users (default 4*B)")
     p.add_argument("--duration", type=float, help="served window in s (default 30; quick 8)")
     p.add_argument("--repeats", type=int, help="offline batches timed (default 10; quick 3)")
-    p.add_argument("--min-timed", type=float, default=2.0, help="time offline batches for at least this long (s)")
+    p.add_argument("--min-timed", type=float, default=2.0, help="offline timing lasts at least this long (s)")
     p.add_argument("--gradio", action="store_true", help="add a real Gradio 6 row per preset and dtype")
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
     a = p.parse_args(argv)
