@@ -63,9 +63,10 @@ class EventQueue:
 
     async def stop(self) -> None:
         jobs = [e.job.task for e in self.events.values() if e.job and e.job.task]
-        for task in [*self._tasks, *jobs]:
+        ahead = [e.prepared for e in self.events.values() if e.job is None and e.prepared is not None]
+        for task in [*self._tasks, *jobs, *ahead]:
             task.cancel()
-        for task in [*self._tasks, *jobs]:
+        for task in [*self._tasks, *jobs, *ahead]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()

@@ -142,7 +142,7 @@ def test_the_next_batch_is_prepared_while_the_model_runs(tmp_path: Path) -> None
     assert workload.prepared == 5  # each request prepared once: the job used the read-ahead rows
 
 
-def test_a_cancelled_waiting_event_drops_its_read_ahead(tmp_path: Path) -> None:
+def test_a_cancelled_or_stopped_waiting_event_drops_its_read_ahead(tmp_path: Path) -> None:
     from reference_server.queue import EventQueue
 
     from .queue_harness import settings
@@ -157,13 +157,14 @@ def test_a_cancelled_waiting_event_drops_its_read_ahead(tmp_path: Path) -> None:
         try:
             queue.push("s", fn, ["a"])
             await asyncio.sleep(0.2)
-            waiting = queue.push("s", fn, ["b"])
-            assert waiting.prepared is not None
+            waiting, left = queue.push("s", fn, ["b"]), queue.push("s", fn, ["c"])
+            assert waiting.prepared is not None and left.prepared is not None
             assert queue.cancel("s", waiting.id)
             await asyncio.sleep(0)
             assert waiting.prepared.cancelled() or waiting.prepared.done()
         finally:
             fn.workload.ready.set()  # type: ignore[attr-defined]
             await queue.stop()
+        assert left.prepared.done()  # stop() ends the read-ahead of events still waiting
 
     asyncio.run(main())
