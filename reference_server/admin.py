@@ -1,4 +1,5 @@
-"""Non-Gradio endpoints: /metrics, /status, /healthz and the live reconfiguration /admin/config.
+"""Non-Gradio endpoints: /metrics, /status, /status/tokens, /healthz and the live reconfiguration
+/admin/config.
 
 `POST /admin/config` exists only if the server was started with an admin token; it needs
 `Authorization: Bearer <token>` and takes a JSON body of knobs, all optional:
@@ -81,6 +82,15 @@ async def status(request: Request) -> Response:
     })
 
 
+async def status_tokens(request: Request) -> Response:
+    """The OpenAI front's per-token send times (reference_server.token_log); `?clear=true` empties it."""
+    log = state_of(request).tokens
+    body = log.snapshot()
+    if request.query_params.get("clear", "").lower() in ("1", "true", "yes"):
+        log.clear()
+    return JSONResponse(body)
+
+
 def _main_thread_cpu_s(proc: psutil.Process) -> float | None:
     """CPU time of the main thread (on Linux its id is the process id); None where threads are hidden."""
     try:
@@ -156,6 +166,7 @@ async def admin_config(request: Request) -> Response:
 ROUTES = [
     Route("/metrics", metrics, methods=["GET"]),
     Route("/status", status, methods=["GET"]),
+    Route("/status/tokens", status_tokens, methods=["GET"]),
     Route("/healthz", healthz, methods=["GET"]),
     Route("/admin/config", admin_config, methods=["POST"]),
 ]

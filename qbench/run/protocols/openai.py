@@ -7,7 +7,9 @@ arrive: the first chunk carrying text is `first_output_at_s` (TTFT), each chunk 
 output, the gaps between them give the record's inter-token statistics, `data: [DONE]` (or the end
 of the body after a finish_reason) completes the request. Token counts come from `usage` when the
 server sends it (`tokens_from = "usage"`), else output tokens are the content chunks counted
-(`tokens_from = "chunks"`: exact for servers that send one token per chunk). A stream that ends
+(`tokens_from = "chunks"`: exact for servers that send one token per chunk). Each request carries
+`X-Request-Id: qbench-<request_id>`, so a server's logs (vLLM's, the reference server's token log)
+name the record it belongs to. A stream that ends
 without a finish_reason or [DONE] is `stream_broken`; an `error` chunk is `server_error`.
 """
 
@@ -25,6 +27,12 @@ from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 
 CHAT_PATH = "/v1/chat/completions"
+REQUEST_ID_HEADER = "X-Request-Id"
+
+
+def request_id_value(request_id: int) -> str:
+    """The X-Request-Id qbench sends for a record (the inverse: int(value.removeprefix("qbench-")))."""
+    return f"qbench-{request_id}"
 
 
 class OpenAIProtocol:
@@ -92,7 +100,8 @@ class OpenAIProtocol:
         record.bytes_sent = len(data)
         record.sent_at_s = self.clock.now()
         try:
-            async with self.http.post(self.url, data=data, headers=self.headers) as resp:
+            headers = {**self.headers, REQUEST_ID_HEADER: request_id_value(record.request_id)}
+            async with self.http.post(self.url, data=data, headers=headers) as resp:
                 record.joined_at_s = self.clock.now()
                 record.http_status = resp.status
                 if resp.status >= 400:
