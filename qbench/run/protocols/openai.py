@@ -1,8 +1,9 @@
 """OpenAI-compatible completions: POST /v1/chat/completions (messages) or /v1/completions (prompt).
 
-The prompt is the payload's first input (text words or lines of a file, as for any scenario); the
-body is `model`, `messages` or `prompt`, `max_tokens`, `stream` and the endpoint's extra fields. A
-streamed request asks for `stream_options: {include_usage: true}` and reads the SSE chunks as they
+The prompt is the payload's first input (text words or tokens or lines of a file, as for any
+scenario; a generated chat, `text: {turns: ...}`, goes as its list of messages); the body is
+`model`, `messages` or `prompt`, `max_tokens`, `stream` and the endpoint's extra fields. A streamed
+request asks for `stream_options: {include_usage: true}` and reads the SSE chunks as they
 arrive: the first chunk carrying text is `first_output_at_s` (TTFT), each chunk with text is one
 output, the gaps between them give the record's inter-token statistics, `data: [DONE]` (or the end
 of the body after a finish_reason) completes the request. Token counts come from `usage` when the
@@ -81,12 +82,17 @@ class OpenAIProtocol:
         return cached
 
     def request(self, inputs: list[Any]) -> dict[str, Any]:
-        prompt = str(inputs[0]) if inputs else ""
+        first = inputs[0] if inputs else ""
         body: dict[str, Any] = {"model": self.model}
-        if self.chat:
-            body["messages"] = [{"role": "user", "content": prompt}]
+        if isinstance(first, list):  # a generated chat (payload text turns): its messages
+            if self.chat:
+                body["messages"] = first
+            else:
+                body["prompt"] = "\n".join(str(m.get("content", "")) for m in first)
+        elif self.chat:
+            body["messages"] = [{"role": "user", "content": str(first)}]
         else:
-            body["prompt"] = prompt
+            body["prompt"] = str(first)
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
         body["stream"] = self.stream
