@@ -53,7 +53,8 @@ def test_the_readme_gradio3_sweep_runs_and_advises_3x_code(mode: str, tmp_path: 
     (sweep_dir,) = (tmp_path / "reports").glob("sweep-gradio3-*")
     rec = json.loads((sweep_dir / "recommendation.json").read_text())
     assert rec["gradio_version"] == "3.x" and rec["winner"]["status"] == "ok"
-    assert f"demo.queue(concurrency_count={rec['winner']['knobs']['concurrency_count']}," in rec["gradio_code"]
+    count = rec["winner"]["knobs"]["concurrency_count"]
+    assert f"demo.queue(concurrency_count={count}," in rec["gradio_code"]
     assert "default_concurrency_limit" not in rec["gradio_code"]
     points = {p.name for p in (sweep_dir / "points").iterdir()}
     by_id = {r["point_id"]: r for r in rec["ranked"]}
@@ -75,12 +76,15 @@ def test_the_readme_gradio3_sweep_runs_and_advises_3x_code(mode: str, tmp_path: 
     [
         (["--grid", "concurrency_limit=1,2"], "Gradio 3.x, which has no 'concurrency_limit' knob; the "
                                               "equivalent there is concurrency_count"),
-        (["--grid", "concurrency_id=a"], "Gradio 3.x, which has no 'concurrency_id' knob; it has no equivalent"),
+        (["--grid", "concurrency_id=a"],
+         "Gradio 3.x, which has no 'concurrency_id' knob; it has no equivalent"),
         (["--preset", "sleep", "--grid", "concurrency_count=1,2"],
-         "Gradio 6.x, which has no 'concurrency_count' knob; the equivalent there is default_concurrency_limit"),
+         "Gradio 6.x, which has no 'concurrency_count' knob; the equivalent there is "
+         "default_concurrency_limit"),
     ],
 )
-def test_a_knob_the_release_lacks_fails_before_any_point(args: list[str], expected: str, tmp_path: Path) -> None:
+def test_a_knob_the_release_lacks_fails_before_any_point(args: list[str], expected: str,
+                                                         tmp_path: Path) -> None:
     output = run(["sweep", str(ROOT / "scenarios/gradio3.yaml"), *args, "--out", str(tmp_path)], code=2)
     assert expected in " ".join(output.split())
     assert not list(tmp_path.glob("sweep-*/points/*"))
