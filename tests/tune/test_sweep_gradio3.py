@@ -5,13 +5,17 @@ a knob the target's release lacks refused before any point runs."""
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from qbench.cli import app
+from qbench.tune.config import SweepOptions, build_config
 from qbench.tune.recommend import gradio_code
+from qbench.tune.sweep import run_sweep
 from qbench.tune.versions import KnobVersionError, check_knobs, gradio_major
 
 from .test_readme_capacity import ROOT, readme_commands
@@ -88,6 +92,21 @@ def test_a_knob_the_release_lacks_fails_before_any_point(args: list[str], expect
     output = run(["sweep", str(ROOT / "scenarios/gradio3.yaml"), *args, "--out", str(tmp_path)], code=2)
     assert expected in " ".join(output.split())
     assert not list(tmp_path.glob("sweep-*/points/*"))
+
+
+def test_launch_mode_reads_the_release_at_the_first_launch_and_refuses_a_knob_it_lacks(
+        tmp_path: Path) -> None:
+    """In launch mode the release is known only once the app answers /config: the first point's server
+    starts, its /config says 3.50.2, and the sweep ends there, before any load is sent."""
+    launch = f"{shlex.quote(sys.executable)} -m reference_server --preset gradio3 --port {{port}}"
+    options = SweepOptions(str(ROOT / "scenarios/gradio3.yaml"), grid=["concurrency_limit=1,2"],
+                           launch=launch, out_root=str(tmp_path), duration=1, capacity_trials=0)
+    config = build_config(options)
+    assert config.mode == "launch" and config.gradio_major is None
+    with pytest.raises(KnobVersionError, match="is Gradio 3.x, which has no 'concurrency_limit' knob"):
+        run_sweep(config)
+    assert config.gradio_major == 3
+    assert not list(config.sweep_dir.glob("points/*/records*"))
 
 
 def test_gradio3_code_and_version_parsing() -> None:
