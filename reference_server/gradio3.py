@@ -143,6 +143,24 @@ def _output(output: dict[str, Any]) -> dict[str, Any]:
     return {key: output.get(key) for key in OUTPUT_KEYS}
 
 
+# Gradio 4.44 (`gradio: 4`) speaks sse_v3 like 6.x; its messages only lack later fields.
+_FIELDS_4 = {"process_completed": ("msg", "event_id", "output", "success"),
+             "process_generating": ("msg", "event_id", "output", "success")}
+
+
+def message4(msg: m.Message) -> m.Message:
+    """A 6.x-shaped message as Gradio 4.44 sends it: no title, used_cache, cache_duration, avg_time or
+    time_limit (checked against 4.44.1 by tests/gradio_versions/test_differential.py)."""
+    keep = _FIELDS_4.get(msg["msg"])
+    if keep is None:
+        return msg
+    out = {key: msg[key] for key in keep if key in msg}
+    output = out.get("output")
+    if isinstance(output, dict) and "used_cache" in output:
+        out["output"] = {k: v for k, v in output.items() if k != "used_cache"}
+    return out
+
+
 def dependency(name: str, inputs: list[int], outputs: list[int], queue: bool, batch: bool,
                max_batch_size: int, generator: bool) -> dict[str, Any]:
     """One entry of 3.x's config["dependencies"] (no `id`: the fn_index is the position)."""

@@ -138,7 +138,7 @@ class EventQueue:
 
     def emit(self, event: Event, msg: m.Message) -> None:
         if event.alive:
-            self.sessions.send(event.session, msg)
+            self.sessions.send(event.session, gradio3.message4(msg) if self.settings.gradio == 4 else msg)
 
     # ------------------------------------------------------------ dispatch
     async def _dispatch_loop(self) -> None:

@@ -6,11 +6,12 @@
 Endpoints (api_name): echo (plain), sleep (0.3 s), long (a generator of 100 values 0.1 s apart,
 for timeouts and cancels), stream (a generator of 4 values), batch (batch=True, max_batch_size=4),
 fail (raises), image (an Image input, answers "<width>x<height>"), work (0.2 s, the queue's default
-concurrency). sleep and long run one at a time: concurrency_limit=1 from 4.x; 3.x has only the
+concurrency). sleep, long and batch run one at a time: concurrency_limit=1 from 4.x; 3.x has only the
 queue-wide concurrency_count, which is then 1.
 
 Options (the JSON argument): max_size; concurrency (3.x concurrency_count, default 1; 4.x and later
-default_concurrency_limit, default 4); max_batch_size (of `batch`, default 4). Started by
+default_concurrency_limit, default 4); max_batch_size (of `batch`, default 4); batch_sleep (seconds
+per `batch` call, default 0.3). Started by
 `qbench sweep --launch` (QBENCH_PORT set), the knobs come from QBENCH_CONCURRENCY_COUNT,
 QBENCH_DEFAULT_CONCURRENCY_LIMIT, QBENCH_MAX_BATCH_SIZE and QBENCH_MAX_SIZE, it listens on
 QBENCH_PORT and serves until it is killed; otherwise it serves until its stdin closes. Imports only
@@ -28,6 +29,7 @@ import time
 from typing import Any
 
 SLEEP_S, CHUNKS, LONG_CHUNKS = 0.3, 4, 100
+BATCH_SLEEP_S = [0.3]  # set from the options before the app is built
 
 
 def echo(text: str) -> str:
@@ -53,7 +55,7 @@ def stream(text: str) -> Any:
 
 
 def batch(texts: list[str]) -> list[list[str]]:
-    time.sleep(0.1)
+    time.sleep(BATCH_SLEEP_S[0])
     return [[t.upper() for t in texts]]
 
 
@@ -79,8 +81,9 @@ def build(max_size: int | None, concurrency: int | None = None, max_batch_size: 
         for fn in (echo, sleep, long, stream, fail):
             limit = {"concurrency_limit": 1} if major >= 4 and fn in (sleep, long) else {}
             gr.Button(fn.__name__).click(fn, text_in, text_out, api_name=fn.__name__, **limit)
+        one = {"concurrency_limit": 1} if major >= 4 else {}
         gr.Button("batch").click(batch, text_in, text_out, api_name="batch", batch=True,
-                                 max_batch_size=max_batch_size)
+                                 max_batch_size=max_batch_size, **one)
         gr.Button("image").click(image, img_in, text_out, api_name="image")
         gr.Button("work").click(work, text_in, text_out, api_name="work")
     if major >= 4:
@@ -115,6 +118,7 @@ def main(payload: str) -> None:
         threading.Event().wait()  # until the sweep kills the process group
         return
     options = json.loads(payload or "{}")
+    BATCH_SLEEP_S[0] = float(options.get("batch_sleep", BATCH_SLEEP_S[0]))
     demo = build(options.get("max_size"), options.get("concurrency"), options.get("max_batch_size", 4))
     for attempt in range(5):
         port = free_port()
