@@ -229,7 +229,7 @@ class EventQueue:
         name = job.fn.name
         duration = time.perf_counter() - job.started_at
         self.metrics.process_time.labels(name).observe(duration)
-        if any(e.outcome == "ok" for e in job.events):
+        if self.settings.gradio == 3 and any(e.outcome == "ok" for e in job.events):
             self.stats3.update(duration, self.settings.concurrency_count, self.waiting_count)
         self.metrics.running_jobs.set(self.running_jobs)
         for event in job.events:
