@@ -61,9 +61,7 @@ def build_config(settings: ServerSettings, functions: list[FunctionRuntime]) -> 
         return gradio3.config(settings.title, settings.show_error, components, deps3)
     config = _config(settings, components, dependencies)
     config["version"] = VERSIONS[settings.gradio]
-    if settings.gradio == 4:  # 4.x: routes at the root, no api_prefix key
-        del config["api_prefix"]
-    return config
+    return gradio3.config4(config) if settings.gradio == 4 else config
 
 
 def _config(settings: ServerSettings, components: list[dict[str, Any]], dependencies: list[dict[str, Any]]

@@ -143,7 +143,25 @@ def _output(output: dict[str, Any]) -> dict[str, Any]:
     return {key: output.get(key) for key in OUTPUT_KEYS}
 
 
-# Gradio 4.44 (`gradio: 4`) speaks sse_v3 like 6.x; its messages only lack later fields.
+# Gradio 4.44 (`gradio: 4`) speaks sse_v3 like 6.x; its config and messages lack later fields.
+_LATER_CONFIG_KEYS = ("api_prefix", "mcp_server", "page", "pages", "pwa")
+_LATER_DEPENDENCY_KEYS = ("api_description", "api_visibility", "component_prop_inputs", "connection",
+                          "event_specific_args", "js_implementation", "render_id", "show_progress_on",
+                          "stream_every", "time_limit", "trigger_only_on_failure")
+
+
+def config4(config: dict[str, Any]) -> dict[str, Any]:
+    """A 6.x-shaped /config as Gradio 4.44 writes it (no api_prefix: its routes sit at the root)."""
+    out = {k: v for k, v in config.items() if k not in _LATER_CONFIG_KEYS}
+    out.update(show_api=True, theme_hash=None, username=None)
+    out["dependencies"] = [
+        {**{k: v for k, v in dep.items() if k not in _LATER_DEPENDENCY_KEYS},
+         "show_api": dep.get("api_visibility") == "public", "zerogpu": False}
+        for dep in config["dependencies"]
+    ]
+    return out
+
+
 _FIELDS_4 = {"process_completed": ("msg", "event_id", "output", "success"),
              "process_generating": ("msg", "event_id", "output", "success")}
 
@@ -165,7 +183,7 @@ def dependency(name: str, inputs: list[int], outputs: list[int], queue: bool, ba
                max_batch_size: int, generator: bool) -> dict[str, Any]:
     """One entry of 3.x's config["dependencies"] (no `id`: the fn_index is the position)."""
     return {
-        "targets": [], "trigger": "click", "inputs": inputs, "outputs": outputs, "backend_fn": True,
+        "targets": [], "inputs": inputs, "outputs": outputs, "backend_fn": True,
         "js": None, "queue": queue, "api_name": name, "scroll_to_output": False, "show_progress": "full",
         "every": None, "batch": batch, "max_batch_size": max_batch_size, "cancels": [],
         "types": {"continuous": False, "generator": generator}, "collects_event_data": False,

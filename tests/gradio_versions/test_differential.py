@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 
 from reference_server.settings import ServerSettings, parse_settings
@@ -90,6 +91,16 @@ def test_message_sequences_and_fields_agree(pair: Pair, fn_index: int) -> None:
     assert fields(reference) == fields(gradio)
     if fn_index == FAIL:
         assert reference.first("process_completed")["output"] == gradio.first("process_completed")["output"]
+
+
+def test_config_keys_agree(pair: Pair) -> None:
+    """/config: the same top-level keys and dependency keys (3.x: no protocol, no api_prefix)."""
+    configs = {name: httpx.get(urls[0] + "/config").json() for name, urls in pair.urls.items()}
+    assert sorted(configs["reference"]) == sorted(configs["gradio"])
+    deps = {name: sorted(c["dependencies"][0]) for name, c in configs.items()}
+    assert deps["reference"] == deps["gradio"]
+    assert configs["reference"]["version"] == configs["gradio"]["version"]
+    assert ("protocol" in configs["gradio"]) is (pair.major >= 4) and "api_prefix" not in configs["gradio"]
 
 
 def intervals(seen: list[Seen]) -> list[tuple[float, float]]:
