@@ -12,11 +12,12 @@ from typing import Any
 import aiohttp
 import httpx
 import pytest
+import yaml
 
 from qbench.run.records import RequestRecord
 from qbench.run.runner import run_scenario
 from qbench.run.scenario import parse_scenario
-from reference_server.settings import SettingsError, parse_settings
+from reference_server.settings import SettingsError, load_preset, parse_settings
 from reference_server.testing import RunningServer, serve_in_thread
 
 FUNCTIONS = [
@@ -71,6 +72,16 @@ def test_a_knob_the_release_lacks_is_an_error_naming_the_equivalent(raw: dict[st
     with pytest.raises(SettingsError, match="invalid server settings") as info:
         parse_settings(raw, "server.yaml")
     assert expected in str(info.value) and "server.yaml" in str(info.value)
+
+
+def test_the_gradio3_preset_and_the_readme_settings_block_load() -> None:
+    """`qbench serve --preset gradio3` (README) and the README's settings example, `gradio:` included."""
+    preset = load_preset("gradio3")
+    assert (preset.gradio, preset.concurrency_count, preset.functions[0].batch) == (3, 1, True)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("Settings file (every key optional except `functions`):", 1)[1]
+    raw = yaml.safe_load(block.split("```yaml\n", 1)[1].split("```", 1)[0])
+    assert raw["gradio"] == 6 and parse_settings(raw, "README").gradio == 6
 
 
 def test_gradio3_raises_max_threads_to_concurrency_count() -> None:
