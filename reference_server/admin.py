@@ -5,6 +5,7 @@
 `Authorization: Bearer <token>` and takes a JSON body of knobs, all optional:
 
     {"queue": {"default_concurrency_limit": 2, "max_size": 16, "status_update_rate": "auto"},
+              # or "concurrency_count": 2 on a `gradio: 3` server
      "launch": {"max_threads": 8},
      "show_error": true,
      "functions": {"<api_name>": {"concurrency_limit": 4, "batch": true, "max_batch_size": 8,
@@ -29,7 +30,7 @@ from reference_server.gradio_routes import ClientError, JSONResponse, json_body,
 from reference_server.settings import ServerSettings, SettingsError, parse_settings
 
 ALLOWED = {
-    "queue": {"default_concurrency_limit", "max_size", "status_update_rate"},
+    "queue": {"default_concurrency_limit", "concurrency_count", "max_size", "status_update_rate"},
     "launch": {"max_threads"},
     "function": {"concurrency_limit", "batch", "max_batch_size", "batch_wait_ms"},
 }

@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reference_server import admin, gradio_routes, http_routes, openai_routes
+from reference_server import admin, gradio3_routes, http_routes, openai_routes
 from reference_server.gpu import GpuSampler
 from reference_server.gradio_routes import ClientError, JSONResponse
 from reference_server.server_state import ServerState, load_workloads, resolve_device
@@ -47,7 +47,8 @@ def build_app(settings: ServerSettings, file_dir: Path | None = None) -> Starlet
             state.close()
 
     app = Starlette(
-        routes=[*gradio_routes.ROUTES, *openai_routes.ROUTES, *http_routes.ROUTES, *admin.ROUTES],
+        routes=[*gradio3_routes.routes_for(settings.gradio), *openai_routes.ROUTES, *http_routes.ROUTES,
+                *admin.ROUTES],
         lifespan=lifespan,
         exception_handlers={ClientError: _client_error},
     )
