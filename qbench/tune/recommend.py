@@ -223,6 +223,10 @@ class Recommendation:
     objective: Objective = "latency"  # what ranked the points (Constraints.objective)
     objective_why: str = ""  # why that objective (the sweep's default rule or --objective)
     gradio_major: int | None = None  # the target's Gradio release the code is for (None: 4.x and later)
+    # a plain HTTP / OpenAI target's advice instead of Gradio code: the reference server's settings
+    # (relaunch, live) or the user's launch command, filled in with the winner's knobs (the sweep sets it)
+    server_code: str = ""
+    server_code_label: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -233,6 +237,8 @@ class Recommendation:
             "why": self.why,
             "ranked": [asdict(r) for r in self.ranked],
             "gradio_code": self.gradio_code,
+            "server_code": self.server_code,
+            "server_code_label": self.server_code_label,
             "max_size_advice": self.max_size_advice,
             "capacity": self.capacity,
             "notes": self.notes,

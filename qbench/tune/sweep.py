@@ -47,6 +47,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
+
 from qbench.errors import QbenchError
 from qbench.run.paired import pair_runs
 from qbench.run.records import read_records
@@ -271,6 +273,9 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
         else:
             search = full_search(config.grid, evaluate)
         rec = recommend(search.results, config.constraints, defaults, config.gradio_major)
+        if config.scenario.protocol != "gradio" and rec.winner is not None:
+            rec.gradio_code = ""  # a plain HTTP / OpenAI front: no Gradio code to paste
+            rec.server_code, rec.server_code_label = server_advice(config, rec)
         rec.objective_why = config.objective_why
         rec.notes = config.grid.edge_notes(rec.winner.knobs) if rec.winner else []
         rec.notes.extend(paired_note(config.sweep_dir, rec))
@@ -292,6 +297,25 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
         servers.close()
     write_outputs(config.sweep_dir, search, rec, config)
     return SweepResult(config.sweep_dir, search.results, rec, search, capacity)
+
+
+def server_advice(config: SweepConfig, rec: Recommendation) -> tuple[str, str]:
+    """(code, label) for a plain HTTP / OpenAI target: the reference server's settings with the winner's
+    knobs and the advised max_size (relaunch, live), or the user's launch command filled in (launch)."""
+    assert rec.winner is not None
+    knobs = dict(rec.winner.knobs)
+    advised = rec.max_size_advice.get("max_size")
+    if config.base_settings is not None:
+        if "max_size" not in knobs and advised is not None:
+            knobs["max_size"] = advised
+        settings = apply_server_knobs(config.base_settings, knobs, config.api_name)
+        settings.pop("admin_token", None)
+        body = yaml.safe_dump(settings, sort_keys=False)
+        return body, "reference server settings: save as server.yaml, then qbench serve --config server.yaml"
+    if config.launch is not None:
+        command = config.launch.format_map({**knobs, "port": "{port}"})
+        return command, "your app's command with the winner's knobs"
+    return "", ""
 
 
 def _sim_search(config: SweepConfig, evaluate: Callable[[Point], PointResult], defaults: dict[str, Any]

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from qbench.report.build import build_report
 from qbench.run.records import read_records
 from qbench.tune.config import SweepOptions, build_config
 from qbench.tune.sweep import SweepResult, run_sweep
@@ -48,8 +49,17 @@ def test_live_sweep_of_batching_and_queue_bound_over_plain_http(tmp_path: Path) 
     assert by_id["b1-q2"].status == "ok" and len(shed) > 10 and by_id["b1-q2"].error_rate > 0.1
     assert by_id["b8-q32"].status == "ok" and by_id["b8-q32"].error_rate == 0
     assert by_id["b8-q32"].goodput_rps > 1.5 * by_id["b1-q2"].goodput_rps
-    assert result.recommendation.winner is not None
-    assert result.recommendation.winner.knobs["max_batch_size"] == 8
+    rec = result.recommendation
+    assert rec.winner is not None and rec.winner.knobs["max_batch_size"] == 8
+    # the advice is the reference server's settings with the winner's knobs, not Gradio code
+    assert rec.gradio_code == "" and rec.server_code_label.startswith("reference server settings")
+    (fn,) = yaml.safe_load(rec.server_code)["functions"]
+    assert (fn["api_name"], fn["max_batch_size"], fn["batch"]) == ("classify", 8, True)
+    assert yaml.safe_load(rec.server_code)["queue"]["max_size"] == rec.winner.knobs["max_size"]
+    build_report(result.sweep_dir)
+    for name in ("summary.md", "report.html"):
+        text = (result.sweep_dir / name).read_text()
+        assert "reference server settings" in text and "demo.queue" not in text, name
 
 
 def test_relaunch_sweep_of_the_batch_deadline(tmp_path: Path) -> None:
@@ -58,3 +68,18 @@ def test_relaunch_sweep_of_the_batch_deadline(tmp_path: Path) -> None:
     short, long = result.results
     assert long.p50_latency_s is not None and short.p50_latency_s is not None
     assert long.p50_latency_s > short.p50_latency_s + 0.015  # a 40 ms deadline holds batches open
+
+
+def test_launch_mode_advice_is_the_apps_command_with_the_winners_knobs() -> None:
+    from types import SimpleNamespace
+
+    from qbench.tune.recommend import PointResult, Recommendation
+    from qbench.tune.sweep import server_advice
+
+    winner = PointResult("b8", {"max_batch_size": 8}, "ok")
+    rec = Recommendation(winner, [], "")
+    config = SimpleNamespace(base_settings=None, api_name=None,
+                             launch="python serve.py --port {port} --batch {max_batch_size}")
+    code, label = server_advice(config, rec)  # type: ignore[arg-type]
+    assert code == "python serve.py --port {port} --batch 8" and "your app's command" in label
+    assert server_advice(SimpleNamespace(base_settings=None, launch=None), rec) == ("", "")  # type: ignore[arg-type]
