@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qbench.run.credentials import REVEAL
 from qbench.run.loadgen import LiveStats, LoadGenerator
 from qbench.run.payloads import PayloadGenerator
 from qbench.run.protocols import make_protocol
 from qbench.run.protocols.base import Clock, make_http_session
+from qbench.run.protocols.login import authenticator, session_slots
 from qbench.run.records import JsonlWriter, RequestRecord
 from qbench.run.scenario import Scenario, with_overrides
 from qbench.run.schedule import OpenPlan, Plan
@@ -90,7 +92,7 @@ def run_processes(
         ctx.Event(),
         ctx.Array("c", 16),
     )
-    data = scenario.model_dump(mode="json", by_alias=True)
+    data = scenario.model_dump(mode="json", by_alias=True, context=REVEAL)  # to the children, in memory
     children = [
         ctx.Process(target=_child, args=(k, processes, data, target, str(run_dir), shared), daemon=True)
         for k in range(processes)
@@ -269,7 +271,11 @@ async def _child_run(
     clock = Clock()
     payloads = PayloadGenerator(scenario.payload, fixed=recorded_inputs(scenario.load))
     payloads.prepare(scenario.payload.variants)
-    async with make_http_session(scenario.load) as http:
+    async with (
+        authenticator(scenario, target) as auth,
+        make_http_session(scenario.load, [auth.middleware]) as http,
+    ):
+        await auth.start(session_slots(scenario.load))
         protocol = make_protocol(scenario, target, http, clock)
         await protocol.discover()
         gen: LoadGenerator
