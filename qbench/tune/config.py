@@ -40,6 +40,7 @@ from qbench.run.scenario import (
     parse_scenario,
     read_scenario_mapping,
     resolve_paths,
+    with_overrides,
 )
 from qbench.tune.grid import Grid, build_grid, is_server_knob, parse_link
 from qbench.tune.recommend import Constraints, Objective
@@ -120,6 +121,13 @@ class SweepConfig:
     objective_why: str = ""  # why constraints.objective ranks the points (choose_objective)
     ready_timeout_s: float = 60.0
 
+    def with_auth(self, overrides: dict[str, Any]) -> SweepConfig:
+        """This config with credential overrides from the command line (kept out of the saved options,
+        so sweep.json never holds them; pass them again with --resume)."""
+        if not overrides:
+            return self
+        return replace(self, scenario=with_overrides(self.scenario, overrides))
+
     def describe(self) -> dict[str, Any]:
         """The sweep.json body (besides id and time)."""
         return {
@@ -132,7 +140,7 @@ class SweepConfig:
             "objective": self.constraints.objective,
             "objective_why": self.objective_why,
             "repeat": self.repeat,
-            "server": {"settings": self.base_settings, "launch": self.launch, "target": self.target},
+            "server": {"settings": _masked(self.base_settings), "launch": self.launch, "target": self.target},
             "options": asdict(self.options),
         }
 
@@ -178,7 +186,17 @@ def _server_settings(
             return None
     except SettingsError as exc:
         raise ScenarioError(str(exc)) from None
-    return settings.model_dump(mode="json", exclude={"admin_token"})
+    # the launched servers need the real auth block; sweep.json shows it masked (_masked)
+    return settings.model_dump(mode="json", exclude={"admin_token"}, context={"reveal_secrets": True})
+
+
+def _masked(settings: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Server settings as sweep.json shows them: auth passwords and tokens as ***."""
+    auth = (settings or {}).get("auth")
+    if settings is None or not isinstance(auth, dict):
+        return settings
+    users = {user: "***" for user in auth.get("users") or {}}
+    return {**settings, "auth": {"users": users, "tokens": ["***" for _ in auth.get("tokens") or []]}}
 
 
 def _constraints(
