@@ -114,8 +114,9 @@ def wait_ready(
     *,
     any_status: bool = False,
 ) -> None:
-    """Poll `GET path` until it answers 200 (any answer below 500 with `any_status`: a plain HTTP server
-    without that route is listening, hence ready); fail fast if the process died."""
+    """Poll `GET path` until it answers 200 or 401/403 (an app behind a login is up), or any answer below
+    500 with `any_status` (a plain HTTP server without that route is listening, hence ready); fail fast
+    if the process died."""
     deadline = time.monotonic() + timeout_s
     with _control_client(timeout_s=2.0) as client:
         while time.monotonic() < deadline:
@@ -135,7 +136,7 @@ def _answers(client: httpx.Client, url: str, any_status: bool) -> bool:
         status = client.get(url).status_code
     except httpx.TransportError:
         return False
-    return status == 200 or (any_status and status < 500)
+    return status in (200, 401, 403) or (any_status and status < 500)
 
 
 def read_status(base_url: str) -> dict[str, Any]:
