@@ -247,6 +247,9 @@ def _merge(results: list[ChildResult], open_loop: bool, processes: int) -> Multi
         "max_in_flight": merged.max_in_flight,
         "failed_opening": verdicts[0] if verdicts else None,  # each process judges its own opening
     }
+    auths = [res.info["auth"] for res in results if res.info.get("auth")]
+    if auths:  # each process logs in on its own: logins and re-logins add up
+        info["auth"] = {**auths[0], **{k: sum(a[k] for a in auths) for k in ("logins", "relogins")}}
     return MultiRun(records, merged, info)
 
 
@@ -273,7 +276,7 @@ async def _child_run(
     payloads.prepare(scenario.payload.variants)
     async with (
         authenticator(scenario, target) as auth,
-        make_http_session(scenario.load, [auth.middleware]) as http,
+        make_http_session(scenario.load, auth.middlewares) as http,
     ):
         await auth.start(session_slots(scenario.load))
         protocol = make_protocol(scenario, target, http, clock)
@@ -294,4 +297,4 @@ async def _child_run(
             await asyncio.get_running_loop().run_in_executor(None, shared.go.wait)
             records = await gen.run(start_at=shared.start_at.value)
         await protocol.close()
-    return ChildResult(index, records, gen.generator_stats(), gen.info())
+    return ChildResult(index, records, gen.generator_stats(), {**gen.info(), "auth": auth.info()})

@@ -148,7 +148,7 @@ async def _prepare(scenario: Scenario, target: str, run_dir: Path) -> dict[str, 
     """Discovery in a session of its own (the multi-process path); see `_discover`."""
     async with (
         authenticator(scenario, target) as auth,
-        make_http_session(scenario.load, [auth.middleware]) as http,
+        make_http_session(scenario.load, auth.middlewares) as http,
     ):
         protocol = make_protocol(scenario, target, http, Clock())
         info = await _discover(scenario, target, run_dir, protocol, http, auth)
@@ -190,7 +190,7 @@ async def _run(
         render(scenario.endpoint.body, payloads.inputs(0))  # template errors fail before any request
     async with (
         authenticator(scenario, target) as auth,
-        make_http_session(scenario.load, [auth.middleware]) as http,
+        make_http_session(scenario.load, auth.middlewares) as http,
     ):
         protocol = make_protocol(scenario, target, http, clock)
         info = await _discover(scenario, target, run_dir, protocol, http, auth)  # one discovery per run
@@ -252,7 +252,7 @@ def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:
 async def _final_status(scenario: Scenario, target: str) -> Any:
     async with (
         authenticator(scenario, target) as auth,
-        make_http_session(scenario.load, [auth.middleware]) as http,
+        make_http_session(scenario.load, auth.middlewares) as http,
     ):
         return await _status(http, target)
 

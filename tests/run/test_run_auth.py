@@ -62,6 +62,13 @@ def test_login_then_every_request_succeeds(server: RunningServer, tmp_path: Path
     assert info["scenario"]["auth"]["login"]["password"] == "***"
 
 
+def test_generator_processes_log_in_each(server: RunningServer, tmp_path: Path) -> None:
+    auth = {"login": {"username": "alice", "password": PASSWORD}}
+    result = run(gradio_scenario(auth, {"burst": 4, "timeout": 10, "processes": 2}), server, tmp_path)
+    assert len(result.records) == 4 and all(r.ok for r in result.records)
+    assert result.run_info["auth"]["logins"] == 2  # one per process
+
+
 def test_users_file_gives_each_user_its_own_account(server: RunningServer, tmp_path: Path) -> None:
     users = tmp_path / "users.csv"
     users.write_text("".join(f"{u},{p}\n" for u, p in USERS.items()))

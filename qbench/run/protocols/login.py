@@ -141,6 +141,12 @@ class Authenticator:
 
     # ------------------------------------------------------------ every request
 
+    @property
+    def middlewares(self) -> list[aiohttp.ClientMiddlewareType]:
+        """For make_http_session: none when the run has no credentials (no cost per request)."""
+        creds = self.credentials
+        return [self.middleware] if creds.login or creds.headers or creds.cookies else []
+
     async def middleware(
         self, req: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
     ) -> aiohttp.ClientResponse:
