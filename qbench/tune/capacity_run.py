@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError
+from qbench.run.credentials import redact
 from qbench.run.scenario import Scenario
 from qbench.tune.capacity import Capacity, Probe, SearchPlan, search_capacity
 from qbench.tune.grid import Point
@@ -297,7 +298,7 @@ def _capacity_json(config: CapacityConfig, capacity: Capacity, users: float | No
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    tmp.write_text(redact(json.dumps(data, indent=2, default=str)), encoding="utf-8")
     tmp.replace(path)
 
 

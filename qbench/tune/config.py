@@ -140,7 +140,11 @@ class SweepConfig:
             "objective": self.constraints.objective,
             "objective_why": self.objective_why,
             "repeat": self.repeat,
-            "server": {"settings": _masked(self.base_settings), "launch": self.launch, "target": self.target},
+            "server": {
+                "settings": masked_settings(self.base_settings),  # auth passwords and tokens as ***
+                "launch": self.launch,
+                "target": self.target,
+            },
             "options": asdict(self.options),
         }
 
@@ -190,7 +194,7 @@ def _server_settings(
     return settings.model_dump(mode="json", exclude={"admin_token"}, context={"reveal_secrets": True})
 
 
-def _masked(settings: dict[str, Any] | None) -> dict[str, Any] | None:
+def masked_settings(settings: dict[str, Any] | None) -> dict[str, Any] | None:
     """Server settings as sweep.json shows them: auth passwords and tokens as ***."""
     auth = (settings or {}).get("auth")
     if settings is None or not isinstance(auth, dict):

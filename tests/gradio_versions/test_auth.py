@@ -85,8 +85,9 @@ def test_wrong_or_missing_credentials_name_the_key(locked: tuple[str, str], tmp_
         run(url, tmp_path, None)
 
 
-def test_cli_with_auth_and_a_mounted_app(locked: tuple[str, str], tmp_path: Path) -> None:
-    version, url = locked
+def test_cli_with_auth_and_a_mounted_app(apps: dict[str, str | Exception], tmp_path: Path) -> None:
+    url = apps[MAIN]
+    assert isinstance(url, str) and url.endswith("/demo")
     path = tmp_path / "echo.yaml"
     scenario = {
         "endpoint": {"api_name": "echo"},
@@ -99,7 +100,8 @@ def test_cli_with_auth_and_a_mounted_app(locked: tuple[str, str], tmp_path: Path
     assert out.exit_code == 0, out.output
     info = json.loads((tmp_path / "r" / "run.json").read_text())
     assert info["auth"]["logins"] == 1
-    if version == MAIN:  # mounted: /demo/config, /demo/login, /demo/gradio_api/...
-        assert url.endswith("/demo") and info["server"]["gradio"]["api_prefix"] == "/gradio_api"
+    assert (
+        info["server"]["gradio"]["api_prefix"] == "/gradio_api"
+    )  # /demo/config, /demo/login, /demo/gradio_api
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["completed_ok"] == summary["requests"] == 10

@@ -229,14 +229,17 @@ def test_no_secret_in_any_file_or_output(tmp_path: Path, monkeypatch: pytest.Mon
         "--out",
         str(out_root),
     ]
-    outputs.append(runner.invoke(app, [*sweep_args, *auth_args]))
-    assert outputs[-1].exit_code == 0, outputs[-1].output
-    (sweep_dir,) = [p for p in out_root.iterdir() if p.name not in ("run", "wrong")]
-    outputs.append(runner.invoke(app, ["report", str(sweep_dir)]))
+    for mode in ([], ["--live"]):  # relaunch: a server per point; live: one, reconfigured
+        outputs.append(runner.invoke(app, [*sweep_args, *mode, *auth_args]))
+        assert outputs[-1].exit_code == 0, outputs[-1].output
+    sweep_dirs = [p for p in out_root.iterdir() if p.name not in ("run", "wrong")]
+    assert len(sweep_dirs) == 2
+    outputs.append(runner.invoke(app, ["report", str(sweep_dirs[0])]))
     assert json.loads((run_dir / "run.json").read_text())["auth"]["logins"] == 1
-    points = list((sweep_dir / "points").rglob("run.json"))
-    assert points and all(json.loads(p.read_text())["auth"]["logins"] >= 1 for p in points)
-    assert (run_dir / "report.html").exists() and (sweep_dir / "report.html").exists()
+    for sweep_dir in sweep_dirs:  # each point's run logged in to its server
+        points = list((sweep_dir / "points").rglob("run.json"))
+        assert points and all(json.loads(p.read_text())["auth"]["logins"] >= 1 for p in points)
+    assert (run_dir / "report.html").exists() and (sweep_dirs[0] / "report.html").exists()
     secrets = [password, token, key]
     assert secret_hits(out_root, secrets) == []
     assert secret_hits(tmp_path / "reports", secrets) == []
