@@ -105,6 +105,9 @@ def run(
         render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst",
                        findings=result.diagnosis)
         console.print(f"records: {result.run_dir}")
+        if (auth_info := result.run_info.get("auth") or {}).get("login"):
+            logins, relogins = auth_info["logins"], auth_info["relogins"]
+            console.print(f"login: {logins} login(s), {relogins} re-login(s) after a 401")
         verdict = result.run_info.get("failed_opening")
         if verdict:
             stopped = str(result.run_info.get("stop_reason") or "").startswith("stopped early")

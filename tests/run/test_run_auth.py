@@ -171,6 +171,28 @@ def test_http_protocol_with_a_key_header_and_a_clear_stop_without_it(keyed_echo:
     assert TOKEN not in (tmp_path / "ok" / "run.json").read_text()
 
 
+def test_capacity_and_sweep_take_the_command_line_credentials(tmp_path: Path) -> None:
+    from qbench.run.credentials import cli_overrides
+    from qbench.tune.capacity_run import capacity_config
+    from qbench.tune.config import SweepOptions, build_config
+
+    path = tmp_path / "s.yaml"
+    spec = {
+        "target": "http://127.0.0.1:9",
+        "endpoint": {"api_name": "work"},
+        "load": {"rate": 2, "duration": 1},
+    }
+    path.write_text(yaml.safe_dump({**spec, "slo": {"p95_latency_s": 1}}))
+    flags = cli_overrides("alice:pw", ["X-Api-Key: k1"], None)
+    capacity = capacity_config(path, auth=flags, out_root=tmp_path)
+    assert capacity.scenario.auth.login is not None and capacity.scenario.auth.login.password == "pw"
+    sweep = build_config(
+        SweepOptions(str(path), grid=["rate=1,2"], target="http://127.0.0.1:9", out_root=str(tmp_path))
+    ).with_auth(flags)
+    assert sweep.scenario.auth.headers == {"X-Api-Key": "k1"}
+    assert "pw" not in json.dumps(sweep.describe()) and "k1" not in json.dumps(sweep.describe())
+
+
 # ---------------------------------------------------------------- no secret leaves memory
 
 
