@@ -25,7 +25,7 @@ from typing import Any
 import aiohttp
 
 from qbench.errors import TargetError
-from qbench.run.credentials import Account, Credentials, redact, resolve
+from qbench.run.credentials import Account, Credentials, is_secret_header, redact, remember, resolve
 from qbench.run.scenario import Load, Scenario
 
 #: The session slot of the request being sent (the load generator sets it in each request's task).
@@ -34,7 +34,11 @@ LOGIN_CONCURRENCY = 8
 
 
 def authenticator(scenario: Scenario, target: str) -> Authenticator:
-    """The run's Authenticator (env references read now: an unset one raises ScenarioError)."""
+    """The run's Authenticator (env references read now: an unset one raises ScenarioError). Secret-looking
+    `endpoint.headers` (an API key given the older way) are scrubbed from error texts too."""
+    for name, value in scenario.endpoint.headers.items():
+        if is_secret_header(name, scenario.auth.secret_headers):
+            remember(value)
     return Authenticator(resolve(scenario.auth), target, scenario.load.connect_timeout)
 
 
