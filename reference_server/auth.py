@@ -102,6 +102,8 @@ class AuthMiddleware:
             await self._login(receive, send)
         elif path in ("/logout", "/logout/"):
             await self._logout(scope, send)
+        elif path in ("/gradio_api/login_check", "/gradio_api/login_check/") and self.user(scope) is not None:
+            await _json(send, 200, None)  # Gradio's frontend asks this before showing its login form
         elif path in OPEN_PATHS or self.user(scope) is not None:
             await self.app(scope, receive, send)
         elif scope["type"] == "websocket":

@@ -61,6 +61,8 @@ def test_login_sets_gradio_cookies_and_opens_the_routes(server: RunningServer) -
     config = httpx.get(server.url + "/config", cookies=cookies)
     assert config.status_code == 200 and config.json()["protocol"] == "sse_v3"
     assert httpx.get(server.url + "/gradio_api/info", cookies=cookies).status_code == 200
+    assert httpx.get(server.url + "/gradio_api/login_check", cookies=cookies).status_code == 200
+    assert httpx.get(server.url + "/gradio_api/login_check").status_code == 401
 
 
 def test_wrong_password_is_400_incorrect_credentials(server: RunningServer) -> None:
