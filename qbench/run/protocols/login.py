@@ -155,16 +155,17 @@ class Authenticator:
         self, req: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
     ) -> aiohttp.ClientResponse:
         index = self.credentials.account(SESSION_SLOT.get())
-        seen = self._apply(req, index)
+        theirs = req.headers.get("Cookie")  # the session's own cookies (e.g. a load balancer's)
+        seen = self._apply(req, index, theirs)
         resp = await handler(req)
         if resp.status == 401 and self.credentials.login and self.login_needed:
             if await self._relogin(index, seen):
                 resp.release()
-                self._apply(req, index)
+                self._apply(req, index, theirs)
                 resp = await handler(req)
         return resp
 
-    def _apply(self, req: aiohttp.ClientRequest, index: int) -> int:
+    def _apply(self, req: aiohttp.ClientRequest, index: int, theirs: str | None) -> int:
         """Put the headers and cookies on `req`; returns the account's login generation they came from."""
         for name, value in self.credentials.headers.items():
             req.headers[name] = value
@@ -173,7 +174,6 @@ class Authenticator:
             cookies.update(self.cookies[index])
         if cookies:
             ours = "; ".join(f"{k}={v}" for k, v in cookies.items())
-            theirs = req.headers.get("Cookie")
             req.headers["Cookie"] = f"{theirs}; {ours}" if theirs else ours
         return self.generation[index] if self.credentials.login else 0
 
