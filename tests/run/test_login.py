@@ -36,6 +36,15 @@ def url() -> Iterator[str]:
     async def bare(request: web.Request) -> web.Response:
         return web.json_response({"success": True})
 
+    async def flaky_login(request: web.Request) -> web.Response:
+        LOGIN_CALLS.append(1)
+        if len(LOGIN_CALLS) > 1:  # the password changed after the first login
+            return web.json_response({"detail": "Incorrect credentials."}, status=400)
+        return await login(request)
+
+    async def locked(request: web.Request) -> web.Response:
+        return web.json_response({"detail": "Not authenticated"}, status=401)
+
     async def echo(request: web.Request) -> web.Response:
         return web.json_response({k: request.headers.get(k) for k in ("Cookie", "Authorization")})
 
@@ -46,10 +55,15 @@ def url() -> Iterator[str]:
             web.post("/noauth/login", redirect),
             web.post("/nocookie/login", bare),
             web.get("/echo", echo),
+            web.post("/flaky/login", flaky_login),
+            web.get("/locked", locked),
         ]
     )
     with serve_aiohttp(app) as base:
         yield base
+
+
+LOGIN_CALLS: list[int] = []
 
 
 def creds(*users: str, **headers: str) -> Credentials:
@@ -105,3 +119,20 @@ def test_an_app_without_auth_redirects_and_that_is_fine(url: str) -> None:
     asyncio.run(auth.start(1))
     assert auth.login_needed is False and auth.info()["logins"] == 1
     asyncio.run(auth.close())
+
+
+def test_a_refused_re_login_is_not_tried_again(url: str) -> None:
+    async def go() -> list[int]:
+        auth = Authenticator(creds("ann"), url + "/flaky")
+        await auth.start(1)
+        async with aiohttp.ClientSession(middlewares=auth.middlewares) as http:
+            statuses = []
+            for _ in range(3):
+                async with http.get(url + "/locked") as resp:
+                    statuses.append(resp.status)
+        await auth.close()
+        assert auth.relogins == 0 and auth.refused == {0}
+        return statuses
+
+    assert asyncio.run(go()) == [401, 401, 401]
+    assert len(LOGIN_CALLS) == 2  # the first login and one refused re-login, then no more

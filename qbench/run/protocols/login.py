@@ -57,6 +57,7 @@ class Authenticator:
         self.cookies: list[dict[str, str]] = [{} for _ in credentials.accounts]  # per account
         self.generation = [0 for _ in credentials.accounts]  # bumped by each login of the account
         self.locks = [asyncio.Lock() for _ in credentials.accounts]
+        self.refused: set[int] = set()  # accounts whose re-login was refused
         self.logins = 0
         self.relogins = 0
         self.login_needed: bool | None = None  # False: the app has no auth (its /login redirects)
@@ -121,13 +122,17 @@ class Authenticator:
         self.login_needed = True
 
     async def _relogin(self, index: int, seen: int) -> bool:
-        """Log account `index` in again unless someone did since generation `seen`; False if refused."""
+        """Log account `index` in again unless someone did since generation `seen`; False if refused
+        (then never again for that account: its requests fail as http_4xx, /login is not hammered)."""
         async with self.locks[index]:
             if self.generation[index] != seen:
                 return True
+            if index in self.refused:
+                return False
             try:
                 await self._login(index)
             except TargetError:
+                self.refused.add(index)
                 return False
             self.relogins += 1
             return True
