@@ -48,6 +48,11 @@ def url() -> Iterator[str]:
     async def echo(request: web.Request) -> web.Response:
         return web.json_response({k: request.headers.get(k) for k in ("Cookie", "Authorization")})
 
+    async def guarded_login(request: web.Request) -> web.Response:  # a gateway in front of /login
+        if request.headers.get("X-Api-Key") != "k1" or "tenant=t1" not in request.headers.get("Cookie", ""):
+            return web.json_response({"detail": "no key"}, status=403)
+        return await login(request)
+
     app = web.Application()
     app.add_routes(
         [
@@ -56,6 +61,7 @@ def url() -> Iterator[str]:
             web.post("/nocookie/login", bare),
             web.get("/echo", echo),
             web.post("/flaky/login", flaky_login),
+            web.post("/guarded/login", guarded_login),
             web.get("/locked", locked),
         ]
     )
@@ -136,3 +142,10 @@ def test_a_refused_re_login_is_not_tried_again(url: str) -> None:
 
     assert asyncio.run(go()) == [401, 401, 401]
     assert len(LOGIN_CALLS) == 2  # the first login and one refused re-login, then no more
+
+
+def test_the_login_carries_the_headers_and_cookies_too(url: str) -> None:
+    auth = Authenticator(creds("ann", **{"X-Api-Key": "k1"}), url + "/guarded")
+    asyncio.run(auth.start(1))
+    assert auth.login_needed is True and auth.info()["login_s"] > 0
+    asyncio.run(auth.close())

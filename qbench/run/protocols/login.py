@@ -19,6 +19,7 @@ that account in again once (a restarted server forgot its tokens) and repeats th
 from __future__ import annotations
 
 import asyncio
+import time
 from contextvars import ContextVar
 from typing import Any
 
@@ -60,6 +61,7 @@ class Authenticator:
         self.refused: set[int] = set()  # accounts whose re-login was refused
         self.logins = 0
         self.relogins = 0
+        self.login_s: float | None = None  # wall time of the opening logins
         self.login_needed: bool | None = None  # False: the app has no auth (its /login redirects)
         self._session: aiohttp.ClientSession | None = None
 
@@ -78,14 +80,21 @@ class Authenticator:
             async with gate:
                 await self._login(index)
 
+        t0 = time.perf_counter()
         await asyncio.gather(*(one(i) for i in used))
+        self.login_s = time.perf_counter() - t0
 
     async def _login(self, index: int) -> None:
         account = self.credentials.accounts[index]
         session = self._login_session()
         form = {"username": account.username, "password": account.password}
         try:
-            async with session.post(self.login_url, data=form, allow_redirects=False) as resp:
+            headers = dict(self.credentials.headers)  # a gateway or a private Space guards /login too
+            if self.credentials.cookies:
+                headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.credentials.cookies.items())
+            async with session.post(
+                self.login_url, data=form, headers=headers, allow_redirects=False
+            ) as resp:
                 body = await resp.read()
                 cookies = {name: morsel.value for name, morsel in resp.cookies.items() if morsel.value}
                 status = resp.status
@@ -196,6 +205,7 @@ class Authenticator:
             "accounts": len(self.credentials.accounts),
             "logins": self.logins,
             "relogins": self.relogins,  # a 401 on a logged-in session: logged in again once
+            "login_s": self.login_s,
             "headers": sorted(self.credentials.headers),
             "cookies": sorted(self.credentials.cookies),
         }
