@@ -262,6 +262,7 @@ def test_no_secret_in_any_file_or_output(tmp_path: Path, monkeypatch: pytest.Mon
         points = list((sweep_dir / "points").rglob("run.json"))
         assert points and all(json.loads(p.read_text())["auth"]["logins"] >= 1 for p in points)
     assert (run_dir / "report.html").exists() and (sweep_dirs[0] / "report.html").exists()
+    assert "1 account(s): 1 login(s), 0 re-login(s)" in (run_dir / "summary.md").read_text()
     secrets = [password, token, key]
     assert secret_hits(out_root, secrets) == []
     assert secret_hits(tmp_path / "reports", secrets) == []
