@@ -153,3 +153,10 @@ def test_refusal_hints_name_the_key_to_set() -> None:
     assert "check auth.login" in refusal_hint(
         401, Auth.model_validate({"login": {"username": "a", "password": "b"}})
     )
+
+
+def test_a_cli_password_may_name_a_variable() -> None:
+    overrides = cli_overrides("alice:${QB_PW}", [], None, environ={})
+    auth = parse_scenario(scenario_with({}), overrides=overrides).auth
+    assert auth.model_dump(mode="json")["login"]["password"] == "${QB_PW}"  # a reference, shown as written
+    assert resolve(auth, environ={"QB_PW": "from-env"}).accounts[0].password == "from-env"
