@@ -106,3 +106,8 @@ def test_interop_gradio_client_logs_in(server: RunningServer) -> None:
         client.close()
     with pytest.raises(Exception, match="(?i)invalid credentials|could not login"):
         Client(server.url, auth=("alice", "wrong"), verbose=False)
+    client = Client(server.url, token=TOKENS[0], verbose=False)  # a Space's token: sent as X-HF-Authorization
+    try:
+        assert client.predict("hi", api_name="/echo") == "hi"
+    finally:
+        client.close()
