@@ -3,6 +3,7 @@
     auth:
       login: {username: alice, password: ${APP_PASSWORD}}   # Gradio's own login route (auth=...)
       # login: {users: users.csv}                # one `user,password` per line: an account per session
+      #                                          # per: session (default; each session logs in) | run
       bearer: ${HF_TOKEN}                        # Authorization: Bearer ... (a private Space, an API key)
       headers: {X-Api-Key: ${GATEWAY_KEY}}       # sent on every request
       cookies: {session: ${SESSION}}
@@ -23,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -67,6 +68,9 @@ class Login(_Model):
     username: str | None = None
     password: str | None = None
     users: Path | None = None  # one `user,password` per line; session / user k logs in as line k % n
+    # session: each closed-loop user or pooled session logs in on its own (one browser each); run: one
+    # login per account, shared by every session. A new session per request shares its account's login.
+    per: Literal["session", "run"] = "session"
 
     @model_validator(mode="after")
     def _one_source(self) -> Login:
@@ -154,6 +158,7 @@ class Credentials:
     accounts: tuple[Account, ...] = ()  # empty: no login
     headers: dict[str, str] = field(default_factory=dict, repr=False)  # bearer included
     cookies: dict[str, str] = field(default_factory=dict, repr=False)
+    per_session: bool = True  # login.per: session (each session slot logs in on its own)
 
     @property
     def login(self) -> bool:
@@ -185,7 +190,8 @@ def resolve(auth: Auth, *, environ: dict[str, str] | None = None) -> Credentials
             remember(value.removeprefix("Bearer "))
     for value in cookies.values():
         remember(value)
-    return Credentials(accounts, headers, cookies)
+    per_session = auth.login is None or auth.login.per == "session"
+    return Credentials(accounts, headers, cookies, per_session)
 
 
 def expand(value: str, key: str, env: dict[str, str]) -> str:

@@ -57,7 +57,7 @@ def test_dump_masks_literal_secrets_and_keeps_env_references() -> None:
     )
     scenario = parse_scenario(raw)
     dumped = scenario.model_dump(mode="json")["auth"]
-    assert dumped["login"] == {"username": "alice", "password": "***", "users": None}
+    assert dumped["login"] == {"username": "alice", "password": "***", "users": None, "per": "session"}
     assert dumped["bearer"] == "${HF_TOKEN}"
     assert dumped["headers"] == {"X-Api-Key": "***", "X-Tenant": "acme", "X-Org": "***"}
     assert dumped["cookies"] == {"sid": "***"}

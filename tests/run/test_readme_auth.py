@@ -52,7 +52,9 @@ def test_the_readme_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             assert result.exit_code in (0, 3), (
                 f"qbench {' '.join(full)}\n{result.output}"
             )  # 3: an SLO on a busy host
-            assert ("login: 1 login(s), 0 re-login(s)" in result.output) is ("--bearer-env" not in args)
+            assert ("login: 4 login(s), 0 re-login(s)" in result.output) is (
+                "--bearer-env" not in args
+            )  # 4 users
             summary = json.loads((out_dir / "summary.json").read_text())
             assert summary["requests"] > 0 and summary["completed_ok"] == summary["requests"]
             for name in env:

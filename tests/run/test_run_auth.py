@@ -69,6 +69,17 @@ def test_generator_processes_log_in_each(server: RunningServer, tmp_path: Path) 
     assert result.run_info["auth"]["logins"] == 2  # one per process
 
 
+@pytest.mark.parametrize(("per", "logins"), [("session", 3), ("run", 1)])
+def test_each_user_logs_in_on_its_own_unless_per_run(
+    server: RunningServer, tmp_path: Path, per: str, logins: int
+) -> None:
+    before = set(server.app.state.logins.sessions)
+    auth = {"login": {"username": "alice", "password": PASSWORD, "per": per}}
+    result = run(gradio_scenario(auth, {"users": 3, "requests": 6, "timeout": 10}), server, tmp_path)
+    assert all(r.ok for r in result.records) and result.run_info["auth"]["logins"] == logins
+    assert len(set(server.app.state.logins.sessions) - before) == logins  # distinct server-side tokens
+
+
 def test_users_file_gives_each_user_its_own_account(server: RunningServer, tmp_path: Path) -> None:
     users = tmp_path / "users.csv"
     users.write_text("".join(f"{u},{p}\n" for u, p in USERS.items()))
@@ -257,12 +268,12 @@ def test_no_secret_in_any_file_or_output(tmp_path: Path, monkeypatch: pytest.Mon
     sweep_dirs = [p for p in out_root.iterdir() if p.name not in ("run", "wrong")]
     assert len(sweep_dirs) == 2
     outputs.append(runner.invoke(app, ["report", str(sweep_dirs[0])]))
-    assert json.loads((run_dir / "run.json").read_text())["auth"]["logins"] == 1
+    assert json.loads((run_dir / "run.json").read_text())["auth"]["logins"] == 2  # one per user
     for sweep_dir in sweep_dirs:  # each point's run logged in to its server
         points = list((sweep_dir / "points").rglob("run.json"))
         assert points and all(json.loads(p.read_text())["auth"]["logins"] >= 1 for p in points)
     assert (run_dir / "report.html").exists() and (sweep_dirs[0] / "report.html").exists()
-    assert "1 account(s): 1 login(s), 0 re-login(s)" in (run_dir / "summary.md").read_text()
+    assert "1 account(s): 2 login(s), 0 re-login(s)" in (run_dir / "summary.md").read_text()
     secrets = [password, token, key]
     assert secret_hits(out_root, secrets) == []
     assert secret_hits(tmp_path / "reports", secrets) == []

@@ -55,10 +55,12 @@ class Authenticator:
         self.credentials = credentials
         self.login_url = target.rstrip("/") + "/login"
         self.connect_timeout_s = connect_timeout_s
-        self.cookies: list[dict[str, str]] = [{} for _ in credentials.accounts]  # per account
-        self.generation = [0 for _ in credentials.accounts]  # bumped by each login of the account
+        # Per login (a session slot's with login.per: session, else an account's), set up by `start`:
+        self.slots = 0  # session slots that log in on their own (0: one login per account)
+        self.cookies: list[dict[str, str]] = [{} for _ in credentials.accounts]  # what each login set
+        self.generation = [0 for _ in credentials.accounts]  # bumped by each login
         self.locks = [asyncio.Lock() for _ in credentials.accounts]
-        self.refused: set[int] = set()  # accounts whose re-login was refused
+        self.refused: set[int] = set()  # logins whose re-login was refused
         self.logins = 0
         self.relogins = 0
         self.login_s: float | None = None  # wall time of the opening logins
@@ -68,12 +70,17 @@ class Authenticator:
     # ------------------------------------------------------------ login
 
     async def start(self, slots: int) -> None:
-        """Log in every account the run's `slots` sessions will use (0: a session per request, so every
-        account); raises TargetError on a refusal."""
+        """Log in for the run's `slots` sessions (0: a new session per request): each slot on its own
+        with login.per: session, else once per account used; raises TargetError on a refusal."""
         if not self.credentials.login:
             return
         accounts = len(self.credentials.accounts)
-        used = range(min(accounts, slots) if slots else accounts)
+        self.slots = slots if self.credentials.per_session else 0
+        count = self.slots or (min(accounts, slots) if slots else accounts)
+        self.cookies = [{} for _ in range(count)]
+        self.generation = [0] * count
+        self.locks = [asyncio.Lock() for _ in range(count)]
+        used = range(count)
         gate = asyncio.Semaphore(LOGIN_CONCURRENCY)
 
         async def one(index: int) -> None:
@@ -84,8 +91,12 @@ class Authenticator:
         await asyncio.gather(*(one(i) for i in used))
         self.login_s = time.perf_counter() - t0
 
+    def _key(self, slot: int) -> int:
+        """The login a session slot uses: its own (login.per: session), else its account's."""
+        return slot % self.slots if self.slots else self.credentials.account(slot)
+
     async def _login(self, index: int) -> None:
-        account = self.credentials.accounts[index]
+        account = self.credentials.accounts[self.credentials.account(index)]
         session = self._login_session()
         form = {"username": account.username, "password": account.password}
         try:
@@ -131,8 +142,8 @@ class Authenticator:
         self.login_needed = True
 
     async def _relogin(self, index: int, seen: int) -> bool:
-        """Log account `index` in again unless someone did since generation `seen`; False if refused
-        (then never again for that account: its requests fail as http_4xx, /login is not hammered)."""
+        """Log in again for login `index` unless someone did since generation `seen`; False if refused
+        (then never again for that login: its requests fail as http_4xx, /login is not hammered)."""
         async with self.locks[index]:
             if self.generation[index] != seen:
                 return True
@@ -168,7 +179,7 @@ class Authenticator:
     async def middleware(
         self, req: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
     ) -> aiohttp.ClientResponse:
-        index = self.credentials.account(SESSION_SLOT.get())
+        index = self._key(SESSION_SLOT.get()) if self.credentials.login else 0
         theirs = req.headers.get("Cookie")  # the session's own cookies (e.g. a load balancer's)
         seen = self._apply(req, index, theirs)
         resp = await handler(req)
@@ -203,6 +214,7 @@ class Authenticator:
             "login": self.credentials.login,
             "login_needed": self.login_needed,
             "accounts": len(self.credentials.accounts),
+            "per": "session" if self.credentials.per_session else "run",
             "logins": self.logins,
             "relogins": self.relogins,  # a 401 on a logged-in session: logged in again once
             "login_s": self.login_s,
