@@ -11,9 +11,11 @@ header itself, beside the scenario's own cookies, bearer and headers. A wrong pa
 
 `Authenticator.middleware` is an aiohttp client middleware: it adds the credentials of the request's
 session slot (`SESSION_SLOT`, set by the load generator per request task) to every request, websocket
-handshakes included. With `login.users` slot k uses account k % n. A 401 on a logged-in account logs
-that account in again once (a restarted server forgot its tokens) and repeats the request; concurrent
-401s share that one login. `info()` counts logins and re-logins for run.json.
+handshakes included. With `login.per: session` (the default) each slot of a closed-loop run or a
+session pool has a login of its own; otherwise (and with a new session per request) there is one
+login per account. With `login.users` slot k uses account k % n. A 401 on a logged-in session logs it
+in again once (a restarted server forgot its tokens) and repeats the request; concurrent 401s share
+that one login. `info()` counts logins and re-logins for run.json.
 """
 
 from __future__ import annotations
