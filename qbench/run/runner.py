@@ -230,7 +230,9 @@ def _finish(
     write_parquet(records, run_dir / "records.parquet")
     _write_json(run_dir / "run.json", info)
     findings = diagnose(records, summary, info.get("server"))
-    _write_json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": [f.to_dict() for f in findings]})
+    diagnosis = [f.to_dict() for f in findings]
+    auth = info.get("auth")  # logins and re-logins (no secret)
+    _write_json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth})
     return RunResult(run_dir=run_dir, records=records, summary=summary, run_info=info, diagnosis=findings)
 
 

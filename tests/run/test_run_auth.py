@@ -148,6 +148,7 @@ def test_a_401_after_a_restart_logs_in_once_more(server: RunningServer, tmp_path
         forget.cancel()
     assert all(r.ok for r in result.records), [r.error_message for r in result.records if not r.ok][:3]
     assert result.run_info["auth"]["relogins"] == 1 and result.run_info["auth"]["logins"] == 2
+    assert json.loads((result.run_dir / "summary.json").read_text())["auth"]["relogins"] == 1
 
 
 @pytest.fixture
