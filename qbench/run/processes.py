@@ -31,7 +31,7 @@ from qbench.run.protocols.base import Clock, make_http_session
 from qbench.run.protocols.login import authenticator, session_slots
 from qbench.run.records import JsonlWriter, RequestRecord
 from qbench.run.scenario import Scenario, with_overrides
-from qbench.run.schedule import OpenPlan, Plan
+from qbench.run.schedule import OpenPlan, Plan, UserPlan
 from qbench.run.schedule import plan as make_plan
 from qbench.run.summary import GeneratorStats
 from qbench.run.trace import recorded_inputs
@@ -264,13 +264,14 @@ def _child(
     scenario = part_scenario(Scenario.model_validate(data), processes)
     full: Plan = make_plan(scenario.load, seed=scenario.payload.seed)
     part = full.part(index, processes)
-    result = asyncio.run(_child_run(index, scenario, target, part, Path(run_dir), shared))
+    result = asyncio.run(_child_run((index, processes), scenario, target, part, Path(run_dir), shared))
     shared.results.put(result)
 
 
 async def _child_run(
-    index: int, scenario: Scenario, target: str, plan: Plan, run_dir: Path, shared: _Shared
+    place: tuple[int, int], scenario: Scenario, target: str, plan: Plan, run_dir: Path, shared: _Shared
 ) -> ChildResult:
+    index, processes = place  # this process, of how many
     clock = Clock()
     payloads = PayloadGenerator(scenario.payload, fixed=recorded_inputs(scenario.load))
     payloads.prepare(scenario.payload.variants)
@@ -278,7 +279,8 @@ async def _child_run(
         authenticator(scenario, target) as auth,
         make_http_session(scenario.load, auth.middlewares) as http,
     ):
-        await auth.start(session_slots(scenario.load))
+        auth.spread(index, processes)  # login.users: other accounts than the other processes'
+        await auth.start(plan.users if isinstance(plan, UserPlan) else session_slots(scenario.load))
         protocol = make_protocol(scenario, target, http, clock)
         await protocol.discover()
         gen: LoadGenerator

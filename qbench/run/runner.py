@@ -151,7 +151,7 @@ async def _prepare(scenario: Scenario, target: str, run_dir: Path) -> dict[str, 
         make_http_session(scenario.load, auth.middlewares) as http,
     ):
         protocol = make_protocol(scenario, target, http, Clock())
-        info = await _discover(scenario, target, run_dir, protocol, http, auth)
+        info = await _discover(scenario, target, run_dir, protocol, http, auth, slots=1)  # children: theirs
         await protocol.close()
     return info
 
@@ -163,10 +163,12 @@ async def _discover(
     protocol: WireProtocol,
     http: aiohttp.ClientSession,
     auth: Authenticator,
+    slots: int | None = None,
 ) -> dict[str, Any]:
-    """Login and discovery (fail before any request), then run.json; returns the run info."""
+    """Login (`slots` sessions, default the run's) and discovery (fail before any request), then
+    run.json; returns the run info."""
     info = _run_info(scenario, target)
-    await auth.start(session_slots(scenario.load))
+    await auth.start(session_slots(scenario.load) if slots is None else slots)
     info["server"] = await protocol.discover()
     info["auth"] = auth.info()
     info["server"]["status"] = await _status(http, target)

@@ -62,11 +62,18 @@ def test_login_then_every_request_succeeds(server: RunningServer, tmp_path: Path
     assert info["scenario"]["auth"]["login"]["password"] == "***"
 
 
-def test_generator_processes_log_in_each(server: RunningServer, tmp_path: Path) -> None:
-    auth = {"login": {"username": "alice", "password": PASSWORD}}
-    result = run(gradio_scenario(auth, {"burst": 4, "timeout": 10, "processes": 2}), server, tmp_path)
+def test_generator_processes_log_in_each_with_accounts_of_their_own(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    users = tmp_path / "users.csv"
+    users.write_text("".join(f"{u},{p}\n" for u, p in list(USERS.items())[:2]))
+    before = set(server.app.state.logins.sessions)
+    load = {"users": 2, "requests": 4, "timeout": 10, "processes": 2}
+    result = run(gradio_scenario({"login": {"users": str(users)}}, load), server, tmp_path)
     assert len(result.records) == 4 and all(r.ok for r in result.records)
-    assert result.run_info["auth"]["logins"] == 2  # one per process
+    assert result.run_info["auth"]["logins"] == 2  # one user per process, each logged in
+    new = [u for t, u in server.app.state.logins.sessions.items() if t not in before]
+    assert sorted(new) == ["alice", "alice", "bob"]  # the parent's discovery, then process k as user k
 
 
 @pytest.mark.parametrize(("per", "logins"), [("session", 3), ("run", 1)])

@@ -59,6 +59,7 @@ class Authenticator:
         self.connect_timeout_s = connect_timeout_s
         # Per login (a session slot's with login.per: session, else an account's), set up by `start`:
         self.slots = 0  # session slots that log in on their own (0: one login per account)
+        self.offset, self.stride = 0, 1  # slot k uses account (k * stride + offset) % n (see spread)
         self.cookies: list[dict[str, str]] = [{} for _ in credentials.accounts]  # what each login set
         self.generation = [0 for _ in credentials.accounts]  # bumped by each login
         self.locks = [asyncio.Lock() for _ in credentials.accounts]
@@ -71,6 +72,11 @@ class Authenticator:
 
     # ------------------------------------------------------------ login
 
+    def spread(self, index: int, processes: int) -> None:
+        """Generator process `index` of `processes`: its session slots take accounts after the other
+        processes' (slot k here is account (k * processes + index) % n), so no two processes share one."""
+        self.offset, self.stride = index, processes
+
     async def start(self, slots: int) -> None:
         """Log in for the run's `slots` sessions (0: a new session per request): each slot on its own
         with login.per: session, else once per account used; raises TargetError on a refusal."""
@@ -78,11 +84,11 @@ class Authenticator:
             return
         accounts = len(self.credentials.accounts)
         self.slots = slots if self.credentials.per_session else 0
-        count = self.slots or (min(accounts, slots) if slots else accounts)
+        count = self.slots or accounts  # logins by session slot, else by account
         self.cookies = [{} for _ in range(count)]
         self.generation = [0] * count
         self.locks = [asyncio.Lock() for _ in range(count)]
-        used = range(count)
+        used = range(count) if self.slots or not slots else sorted({self._account(k) for k in range(slots)})
         gate = asyncio.Semaphore(LOGIN_CONCURRENCY)
 
         async def one(index: int) -> None:
@@ -93,12 +99,15 @@ class Authenticator:
         await asyncio.gather(*(one(i) for i in used))
         self.login_s = time.perf_counter() - t0
 
+    def _account(self, slot: int) -> int:
+        return (slot * self.stride + self.offset) % len(self.credentials.accounts)
+
     def _key(self, slot: int) -> int:
         """The login a session slot uses: its own (login.per: session), else its account's."""
-        return slot % self.slots if self.slots else self.credentials.account(slot)
+        return slot % self.slots if self.slots else self._account(slot)
 
     async def _login(self, index: int) -> None:
-        account = self.credentials.accounts[self.credentials.account(index)]
+        account = self.credentials.accounts[self._account(index) if self.slots else index]
         session = self._login_session()
         form = {"username": account.username, "password": account.password}
         try:
