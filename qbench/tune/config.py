@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from qbench.errors import ScenarioError
+from qbench.run.credentials import remember
 from qbench.run.scenario import (
     Scenario,
     Slo,
@@ -190,7 +191,9 @@ def _server_settings(
             return None
     except SettingsError as exc:
         raise ScenarioError(str(exc)) from None
-    # the launched servers need the real auth block; sweep.json shows it masked (_masked)
+    for secret in [*settings.auth.users.values(), *settings.auth.tokens]:
+        remember(secret)  # scrubbed from any text qbench writes
+    # the launched servers need the real auth block; sweep.json shows it masked (masked_settings)
     return settings.model_dump(mode="json", exclude={"admin_token"}, context={"reveal_secrets": True})
 
 
