@@ -60,17 +60,36 @@ class _Model(BaseModel):
 
 
 class TextSpec(_Model):
-    """Random words (a count drawn uniformly in `words`) or lines drawn from a file of prompts."""
+    """Random words (a count drawn uniformly in `words`) or lines drawn from a file of prompts.
+
+    `tokens: [min, max]` draws a length in tokens instead, exact under `tokenizer` (a local tokenizer
+    folder, or a model name already in the local Hugging Face cache: qbench downloads nothing).
+    `turns: [min, max]` (protocol: openai) makes a chat of that many user turns, an assistant turn
+    between each two; every turn's length follows `words` or `tokens`.
+    """
 
     words: tuple[int, int] = (5, 20)
     file: Path | None = None
+    tokens: tuple[int, int] | None = None
+    tokenizer: str | None = None
+    turns: tuple[int, int] | None = None
 
-    @field_validator("words")
+    @field_validator("words", "tokens", "turns")
     @classmethod
-    def _range(cls, v: tuple[int, int]) -> tuple[int, int]:
-        if v[0] < 1 or v[1] < v[0] or v[1] > MAX_WORDS:
-            raise ValueError(f"expected [min, max] word counts with 1 <= min <= max <= {MAX_WORDS:,}")
+    def _range(cls, v: tuple[int, int] | None) -> tuple[int, int] | None:
+        if v is not None and (v[0] < 1 or v[1] < v[0] or v[1] > MAX_WORDS):
+            raise ValueError(f"expected [min, max] counts with 1 <= min <= max <= {MAX_WORDS:,}")
         return v
+
+    @model_validator(mode="after")
+    def _tokens_need_a_tokenizer(self) -> TextSpec:
+        if self.tokens is not None and self.tokenizer is None:
+            raise ValueError("tokens: [min, max] needs tokenizer: a local tokenizer folder or a cached "
+                             "model name (e.g. the served model's); use words: [min, max] for an "
+                             "untokenized length")
+        if self.file is not None and (self.tokens is not None or self.turns is not None):
+            raise ValueError("file: sends the file's lines as they are; drop tokens/turns, or drop file")
+        return self
 
 
 class ImageSpec(_Model):
@@ -359,6 +378,8 @@ class Scenario(_Model):
             raise ValueError("an openai scenario needs a payload input (the prompt): text: {words: [8, 32]}")
         if self.protocol != "gradio" and self.gradio_protocol is not None:
             raise ValueError("gradio_protocol applies to protocol: gradio only")
+        if self.protocol != "openai" and any(s.text and s.text.turns for s in self.payload.inputs):
+            raise ValueError("payload text turns (a multi-turn chat) apply to protocol: openai only")
         return self
 
 

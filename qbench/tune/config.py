@@ -45,6 +45,7 @@ from qbench.run.scenario import (
 )
 from qbench.tune.grid import Grid, build_grid, is_server_knob, parse_link
 from qbench.tune.recommend import Constraints, Objective
+from qbench.tune.versions import check_knobs
 
 Mode = Literal["relaunch", "live", "launch", "target"]
 SearchMode = Literal["grid", "smart", "model", "sim"]
@@ -121,6 +122,9 @@ class SweepConfig:
     capacity_duration_s: float | None = None  # seconds per capacity probe (default: the point duration)
     objective_why: str = ""  # why constraints.objective ranks the points (choose_objective)
     ready_timeout_s: float = 60.0
+    # the Gradio release of the server (reference server: its `gradio` setting; launch and target modes:
+    # read from the first point's /config); None until known or for a plain HTTP server
+    gradio_major: int | None = None
 
     def with_auth(self, overrides: dict[str, Any]) -> SweepConfig:
         """This config with credential overrides from the command line (kept out of the saved options,
@@ -315,6 +319,8 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
             f"{path}: a sweep over the reference server needs a base server config: "
             "--preset NAME, --server-config FILE or sweep.server {preset: NAME | config: FILE}"
         )
+    major = int(settings.get("gradio", 6)) if settings is not None else None
+    check_knobs(swept_server_knobs(grid), major, f"the reference server (gradio: {major})")
     search_name = options.search or section.get("search") or "grid"
     if search_name not in ("grid", "smart", "model", "sim"):
         raise ScenarioError(f"search {search_name!r}: expected grid, smart, model or sim")
@@ -348,7 +354,13 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
         warmup_s=options.warmup if options.warmup is not None else section.get("warmup"),
         capacity_trials=trials,
         ready_timeout_s=options.ready_timeout_s,
+        gradio_major=major,
     )
+
+
+def swept_server_knobs(grid: Grid) -> list[str]:
+    """The server knobs a grid sets (axes and linked variables)."""
+    return [k for k in [*grid.axes, *grid.links] if is_server_knob(k)]
 
 
 def choose_objective(

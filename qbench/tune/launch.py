@@ -148,6 +148,15 @@ def read_status(base_url: str) -> dict[str, Any]:
     return status if isinstance(status, dict) else {}
 
 
+def read_gradio_version(base_url: str) -> str | None:
+    """The `version` a Gradio app's `GET /config` announces (None when there is no such answer)."""
+    try:
+        config = _http_json(base_url + "/config")
+    except (httpx.HTTPError, ValueError):
+        return None
+    return str(config["version"]) if isinstance(config, dict) and config.get("version") else None
+
+
 def reconfigure(handle: ServerHandle, settings: Mapping[str, Any]) -> Any:
     """Live reconfiguration through `POST /admin/config` (needs the server's admin token)."""
     if not handle.admin_token:
@@ -394,7 +403,7 @@ def status_memory(status: Mapping[str, Any]) -> tuple[float | None, float | None
 
 # ---------------------------------------------------------------- knobs -> reference server settings
 
-_QUEUE_KNOBS = ("default_concurrency_limit", "max_size")
+_QUEUE_KNOBS = ("default_concurrency_limit", "concurrency_count", "max_size")
 _FUNCTION_KNOBS = ("concurrency_limit", "max_batch_size", "batch_wait_ms", "concurrency_id")
 
 
@@ -444,6 +453,11 @@ def effective_knobs(settings: Mapping[str, Any], api_name: str | None) -> dict[s
     fn = next((f for f in functions if f.get("api_name") == api_name), functions[0])
     queue, launch = settings.get("queue") or {}, settings.get("launch") or {}
     limit = fn.get("concurrency_limit", "default")
+    if settings.get("gradio") == 3:  # one pool for every event; launch() raises max_threads to it
+        count = queue.get("concurrency_count") or 1
+        batch = fn.get("max_batch_size", 4) if fn.get("batch") else 1
+        return {"concurrency_count": count, "max_batch_size": batch,
+                "max_threads": max(launch.get("max_threads", 40), count)}
     knobs: dict[str, Any] = {
         "concurrency_limit": queue.get("default_concurrency_limit", 1) if limit == "default" else limit,
         "max_batch_size": fn.get("max_batch_size", 4) if fn.get("batch") else 1,

@@ -53,7 +53,7 @@ from qbench.run.paired import pair_runs
 from qbench.run.records import read_records
 from qbench.tune.capacity import Capacity, SearchPlan, search_capacity
 from qbench.tune.capacity_run import Prober
-from qbench.tune.config import SweepConfig, masked_settings
+from qbench.tune.config import SweepConfig, masked_settings, swept_server_knobs
 from qbench.tune.grid import Grid, Point
 from qbench.tune.launch import (
     ResourceSampler,
@@ -62,6 +62,7 @@ from qbench.tune.launch import (
     apply_server_knobs,
     effective_knobs,
     launch_command,
+    read_gradio_version,
     read_status,
     reconfigure,
     reference_server_process,
@@ -72,6 +73,7 @@ from qbench.tune.recommend import PointResult, Recommendation, recommend
 from qbench.tune.search import SearchResult, full_search, smart_search
 from qbench.tune.search_model import describe_point, model_search, records_observer
 from qbench.tune.search_sim import SimPredictor, records_spread, sim_search
+from qbench.tune.versions import KnobVersionError, check_knobs, gradio_major
 
 SCHEMA_VERSION = 1
 
@@ -147,6 +149,17 @@ class _Servers:
             assert self.config.target is not None
             yield ServerHandle(self.config.target.rstrip("/"), None)
 
+    def check_release(self, handle: ServerHandle) -> None:
+        """Launch and target modes, first point: read the app's Gradio release from its /config (for the
+        advice) and refuse a grid knob that release lacks (KnobVersionError) before any load is sent."""
+        config = self.config
+        if config.mode not in ("launch", "target") or config.gradio_major is not None:
+            return
+        if config.scenario.protocol != "gradio":
+            return
+        config.gradio_major = gradio_major(read_gradio_version(handle.base_url))
+        check_knobs(swept_server_knobs(config.grid), config.gradio_major, f"the app at {handle.base_url}")
+
     def close(self) -> None:
         self._stack.close()
 
@@ -175,6 +188,7 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
     capacity: Capacity | None = None
     try:
         with servers.for_point(point, point_dir) as handle:
+            servers.check_release(handle)
             sampler = ResourceSampler(handle.pid) if handle.pid else None
             with sampler if sampler else contextlib.nullcontext():
                 for n in range(1, config.repeat + 1):
@@ -190,6 +204,8 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
                 if config.constraints.objective == "capacity":
                     capacity = point_capacity(config, handle.base_url, point, point_dir / "capacity")
             resources = _resources(handle, sampler)
+    except KnobVersionError:
+        raise  # the whole grid is wrong for this app: end the sweep before any load
     except QbenchError as exc:  # the first line is the reason; the rest (a server log tail) the detail
         detail = str(exc).strip() or type(exc).__name__
         status, reason = "failed", detail.splitlines()[0]
@@ -256,7 +272,7 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
             search = _sim_search(config, evaluate, defaults)
         else:
             search = full_search(config.grid, evaluate)
-        rec = recommend(search.results, config.constraints, defaults)
+        rec = recommend(search.results, config.constraints, defaults, config.gradio_major)
         rec.objective_why = config.objective_why
         rec.notes = config.grid.edge_notes(rec.winner.knobs) if rec.winner else []
         rec.notes.extend(paired_note(config.sweep_dir, rec))
@@ -326,7 +342,8 @@ def point_capacity(
 def _estimate_users(config: SweepConfig, point: Point) -> int:
     knobs = {**(effective_knobs(config.base_settings, config.api_name) if config.base_settings else {}),
              **point.knobs}
-    limit, batch = knobs.get("concurrency_limit"), knobs.get("max_batch_size", 1)
+    limit = knobs.get("concurrency_limit", knobs.get("concurrency_count"))
+    batch = knobs.get("max_batch_size", 1)
     if isinstance(limit, int) and isinstance(batch, int):
         return max(4, 2 * limit * batch)
     return 32
