@@ -1,4 +1,5 @@
-"""Login and tokens, as a Gradio 6.x app launched with `auth=` behaves (settings `auth:`).
+"""Login and tokens, as a Gradio app launched with `auth=` behaves (settings `auth:`); the same in
+every release emulated (`gradio: 3|4|5|6`), as 3.50 to 6.x log in alike.
 
     auth:
       users: {alice: secret}        # Gradio's auth=[("alice", "secret")]: the login form and cookies
@@ -8,7 +9,7 @@
 `access-token-<cookie id>` (Secure, SameSite=None) and `access-token-unsecure-<cookie id>`, both
 HttpOnly, holding one token per login; a wrong pair answers 400 "Incorrect credentials.". `GET
 /logout` forgets the user's tokens. Every other route answers 401 {"detail": "Not authenticated"}
-without a valid cookie or bearer token (a websocket handshake is refused), except the monitoring
+without a valid cookie or bearer token (3.x's websocket handshake is refused), except the monitoring
 ones (/status, /metrics, /healthz, /admin/config, which has its own token) and
 /gradio_api/login_check (401 until logged in). Tokens live in memory: a restarted server forgets them.
 `Logins.forget()` does that on purpose (tests of a client's re-login).

@@ -87,6 +87,20 @@ def test_each_user_logs_in_on_its_own_unless_per_run(
     assert len(set(server.app.state.logins.sessions) - before) == logins  # distinct server-side tokens
 
 
+@pytest.mark.parametrize("release", [3, 4])
+def test_login_on_the_reference_servers_older_releases(release: int, tmp_path: Path) -> None:
+    """gradio: 3 (ws at the root) and 4 (sse_v3 at the root) take the same login and cookies."""
+    work = {"api_name": "work", "workload": "sleep", "params": {"base_ms": 10}}
+    settings = synthetic_settings(functions=[work], gradio=release, auth={"users": USERS})
+    with serve_in_thread(settings) as locked:
+        auth = {"login": {"username": "bob", "password": USERS["bob"]}}
+        result = run(gradio_scenario(auth, {"users": 2, "requests": 4, "timeout": 10}), locked, tmp_path)
+        assert all(r.ok for r in result.records), [r.error_message for r in result.records][:2]
+        assert result.run_info["server"]["gradio"]["protocol"] == ("ws" if release == 3 else "sse_v3")
+        with pytest.raises(TargetError, match="set auth.login"):
+            run(gradio_scenario(None), locked, tmp_path / "bare")
+
+
 def test_users_file_gives_each_user_its_own_account(server: RunningServer, tmp_path: Path) -> None:
     users = tmp_path / "users.csv"
     users.write_text("".join(f"{u},{p}\n" for u, p in USERS.items()))
