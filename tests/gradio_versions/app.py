@@ -4,6 +4,7 @@
     <env>/bin/python app.py '{"auth": [["u", "p"]]}'  # launched with auth= (Gradio's login)
     <env>/bin/python app.py '{"mount": "/demo"}'      # gr.mount_gradio_app under /demo (uvicorn; 4.x+)
     QBENCH_PORT=7861 QBENCH_CONCURRENCY_COUNT=2 <env>/bin/python app.py   # as `qbench sweep --launch`
+    QBENCH_APP_AUTH=u:p QBENCH_PORT=7861 <env>/bin/python app.py          # the same, with auth=
 
 Endpoints (api_name): echo (plain), sleep (0.3 s), long (a generator of 100 values 0.1 s apart,
 for timeouts and cancels), stream (a generator of 4 values), batch (batch=True, max_batch_size=4),
@@ -116,7 +117,11 @@ def main(payload: str) -> None:
     if "QBENCH_PORT" in os.environ:  # started by `qbench sweep --launch`
         demo = build(**launched_options())
         port = int(os.environ["QBENCH_PORT"])
-        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+        user, _, password = os.environ.get("QBENCH_APP_AUTH", "").partition(":")  # "user:password"
+        auth = [(user, password)] if user else None
+        demo.launch(
+            server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, auth=auth
+        )
         threading.Event().wait()  # until the sweep kills the process group
         return
     options = json.loads(payload or "{}")

@@ -8,6 +8,8 @@ once (module scope): their start-up is most of the time here."""
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ from qbench.run.scenario import parse_scenario
 
 from .conftest import EXTRA
 from .envs import RELEASES, EnvError, ensure_env
-from .servers import MAIN, serve_releases
+from .servers import APP, MAIN, serve_releases
 
 USER, PASSWORD = "alice", "gradio-pw-7f3a9"
 
@@ -111,3 +113,38 @@ def test_cli_with_auth_and_a_mounted_app(apps: dict[str, str | Exception], tmp_p
     )  # /demo/config, /demo/login, /demo/gradio_api
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["completed_ok"] == summary["requests"] == 10
+
+
+def test_launch_mode_sweep_logs_in_to_each_launched_app(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`qbench sweep --launch` of an app with auth=: ready although /config answers 401, then each
+    point's run logs in to the app just launched."""
+    from qbench.tune.config import SweepOptions, build_config
+    from qbench.tune.sweep import run_sweep
+
+    monkeypatch.setenv("QBENCH_APP_AUTH", f"{USER}:{PASSWORD}")  # inherited by the launched app
+    raw = {
+        "name": "locked",
+        "endpoint": {"api_name": "echo"},
+        "payload": {"inputs": [{"value": "hi"}]},
+        "load": {"users": 2, "duration": 1, "timeout": 20},
+        "slo": {"p95_latency_s": 3.0},
+        "auth": {"login": {"username": USER, "password": PASSWORD}},
+        "sweep": {"capacity_trials": 0, "warmup": 0.2},
+    }
+    path = tmp_path / "locked.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    launch = f"{shlex.quote(sys.executable)} {shlex.quote(str(APP))}"
+    options = SweepOptions(
+        str(path),
+        grid=["default_concurrency_limit=2"],
+        launch=launch,
+        out_root=str(tmp_path / "reports"),
+        ready_timeout_s=120,
+    )
+    result = run_sweep(build_config(options))
+    assert [r.status for r in result.results] == ["ok"], [r.reason for r in result.results]
+    assert result.results[0].error_rate == 0
+    (run_json,) = (result.sweep_dir / "points").rglob("run.json")
+    assert json.loads(run_json.read_text())["auth"]["logins"] == 2
