@@ -135,7 +135,7 @@ def _function_overrides(value: dict[str, Any], settings: ServerSettings) -> dict
 
 
 def _apply_dotted(settings: ServerSettings, overrides: dict[str, Any]) -> ServerSettings:
-    raw = settings.model_dump(mode="json")
+    raw = settings.model_dump(mode="json", context={"reveal_secrets": True})  # keep auth as it is
     for dotted, value in overrides.items():
         node: Any = raw
         *parents, leaf = dotted.split(".")

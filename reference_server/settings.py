@@ -36,7 +36,10 @@ import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from reference_server.auth import AuthSettings
+
 PRESET_DIR = Path(__file__).parent / "presets"
+REVEAL = {"reveal_secrets": True}  # model_dump(context=REVEAL) keeps auth passwords and tokens
 
 
 class SettingsError(ValueError):
@@ -107,6 +110,7 @@ class ServerSettings(_Strict):
     show_error: bool = False
     admin_token: str | None = None
     title: str = "qbench reference server"
+    auth: AuthSettings = Field(default_factory=AuthSettings)  # login users and bearer tokens (dumps: ***)
     gradio: Literal[3, 4, 5, 6] = 6  # the Gradio major release emulated (module docstring)
 
     @model_validator(mode="after")
@@ -234,7 +238,7 @@ def load_preset(name: str) -> ServerSettings:
 
 def with_overrides(settings: ServerSettings, overrides: dict[str, Any], source: str) -> ServerSettings:
     """Return new settings with dotted-key overrides applied (e.g. {"queue.max_size": 8})."""
-    raw = settings.model_dump(mode="json")
+    raw = settings.model_dump(mode="json", context=REVEAL)
     for dotted, value in overrides.items():
         node = raw
         *parents, leaf = dotted.split(".")

@@ -14,6 +14,7 @@
       duration: 30
       timeout: 30
     slo: {p95_latency_s: 2.0, error_rate: 0.01}
+    auth: {login: {username: u, password: ${APP_PASSWORD}}}   # optional: see qbench.run.credentials
 
 A malformed file fails in `load_scenario` before any request, with a ScenarioError naming the file,
 the key, the value and what was expected.
@@ -32,14 +33,17 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializationInfo,
     SerializerFunctionWrapHandler,
     ValidationError,
+    field_serializer,
     field_validator,
     model_serializer,
     model_validator,
 )
 
 from qbench.errors import ScenarioError
+from qbench.run.credentials import REVEAL, Auth, redact_headers
 
 SHAPES = ("burst", "rate", "stages", "users", "trace", "replay")
 MAX_WORDS = 100_000  # per generated text
@@ -191,6 +195,10 @@ class Endpoint(_Model):
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     stream: bool = True
+
+    @field_serializer("headers")
+    def _hide_headers(self, value: dict[str, str], info: SerializationInfo) -> dict[str, str]:
+        return redact_headers(value, [], info)  # an API key header shows as ***
 
     @field_validator("api_name")
     @classmethod
@@ -354,6 +362,7 @@ class Scenario(_Model):
     payload: Payload = Payload.model_validate({})
     load: Load
     slo: Slo | None = None
+    auth: Auth = Auth()  # credentials, any protocol (qbench.run.credentials); dumps show *** for secrets
 
     @model_validator(mode="after")
     def _endpoint_fits_protocol(self) -> Scenario:
@@ -421,7 +430,7 @@ def parse_scenario(
 
 def with_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
     """A copy of `scenario` with dotted-key overrides applied and validated again."""
-    raw = scenario.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raw = scenario.model_dump(mode="json", by_alias=True, exclude_none=True, context=REVEAL)
     return parse_scenario(raw, source=f"overrides to {scenario.name}", overrides=overrides)
 
 
@@ -483,8 +492,13 @@ _UNION_TAG = re.compile(r"^(literal\[.*\]|int|float|str|bool|none|(list|dict|tup
 
 
 def resolve_paths(raw: dict[str, Any], base: Path) -> None:
-    """Make relative payload file/folder paths, a trace file and a replayed run folder absolute against
-    `base` (the scenario file's folder)."""
+    """Make relative payload file/folder paths, a trace file, a replayed run folder and a login users file
+    absolute against `base` (the scenario file's folder)."""
+    auth = raw.get("auth")
+    login = auth.get("login") if isinstance(auth, dict) else None
+    users = login.get("users") if isinstance(login, dict) else None
+    if isinstance(login, dict) and isinstance(users, str) and not Path(users).is_absolute():
+        login["users"] = str(base / users)
     load = raw.get("load")
     if isinstance(load, dict):
         if isinstance(load.get("trace"), str):

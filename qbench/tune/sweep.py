@@ -50,11 +50,12 @@ from typing import Any, Protocol
 import yaml
 
 from qbench.errors import QbenchError
+from qbench.run.credentials import redact
 from qbench.run.paired import pair_runs
 from qbench.run.records import read_records
 from qbench.tune.capacity import Capacity, SearchPlan, search_capacity
 from qbench.tune.capacity_run import Prober
-from qbench.tune.config import SweepConfig, swept_server_knobs
+from qbench.tune.config import SweepConfig, masked_settings, swept_server_knobs
 from qbench.tune.grid import Grid, Point
 from qbench.tune.launch import (
     ResourceSampler,
@@ -136,7 +137,8 @@ class _Servers:
                     )
                 )
             reconfigure(self.live, admin_body(self.settings_for(point)))
-            (work_dir / "server.yaml").write_text(json.dumps(self.settings_for(point), indent=1))
+            shown = masked_settings(self.settings_for(point))  # auth as ***
+            (work_dir / "server.yaml").write_text(json.dumps(shown, indent=1))
             yield self.live
         elif mode == "launch":
             assert self.config.launch is not None
@@ -416,7 +418,7 @@ def _coords_of(grid: Grid, result: PointResult) -> tuple[int, ...]:
 
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
+    tmp.write_text(redact(json.dumps(data, indent=2, default=str)))  # a server log tail may echo a secret
     tmp.replace(path)
 
 

@@ -1,7 +1,10 @@
 """A tiny Gradio app that runs on every release from 3.x to 6.x, started from a per-release env.
 
     <env>/bin/python app.py '{"max_size": null}'    # prints "READY http://127.0.0.1:<port>"
+    <env>/bin/python app.py '{"auth": [["u", "p"]]}'  # launched with auth= (Gradio's login)
+    <env>/bin/python app.py '{"mount": "/demo"}'      # gr.mount_gradio_app under /demo (uvicorn; 4.x+)
     QBENCH_PORT=7861 QBENCH_CONCURRENCY_COUNT=2 <env>/bin/python app.py   # as `qbench sweep --launch`
+    QBENCH_APP_AUTH=u:p QBENCH_PORT=7861 <env>/bin/python app.py          # the same, with auth=
 
 Endpoints (api_name): echo (plain), sleep (0.3 s), long (a generator of 100 values 0.1 s apart,
 for timeouts and cancels), stream (a generator of 4 values), batch (batch=True, max_batch_size=4),
@@ -114,16 +117,26 @@ def main(payload: str) -> None:
     if "QBENCH_PORT" in os.environ:  # started by `qbench sweep --launch`
         demo = build(**launched_options())
         port = int(os.environ["QBENCH_PORT"])
-        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+        user, _, password = os.environ.get("QBENCH_APP_AUTH", "").partition(":")  # "user:password"
+        auth = [(user, password)] if user else None
+        demo.launch(
+            server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, auth=auth
+        )
         threading.Event().wait()  # until the sweep kills the process group
         return
     options = json.loads(payload or "{}")
     BATCH_SLEEP_S[0] = float(options.get("batch_sleep", BATCH_SLEEP_S[0]))
     demo = build(options.get("max_size"), options.get("concurrency"), options.get("max_batch_size", 4))
+    auth = [tuple(pair) for pair in options["auth"]] if options.get("auth") else None
+    if options.get("mount"):
+        mount(demo, options["mount"], auth)
+        return
     for attempt in range(5):
         port = free_port()
         try:
-            demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+            demo.launch(
+                server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, auth=auth
+            )
             break
         except OSError:  # the port was taken between probe and bind
             if attempt == 4:
@@ -131,6 +144,27 @@ def main(payload: str) -> None:
     print(f"READY http://127.0.0.1:{port}", flush=True)
     sys.stdin.read()
     demo.close()
+
+
+def mount(demo: Any, path: str, auth: Any) -> None:
+    """Serve `demo` under `path` of a FastAPI app with uvicorn in a thread (gr.mount_gradio_app)."""
+    import threading
+
+    import gradio as gr
+    import uvicorn
+    from fastapi import FastAPI
+
+    app = gr.mount_gradio_app(FastAPI(), demo, path=path, **({"auth": auth} if auth else {}))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    print(f"READY http://127.0.0.1:{port}{path}", flush=True)
+    sys.stdin.read()
+    server.should_exit = True
+    thread.join(10)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import aiohttp
 import orjson
 
 from qbench.errors import TargetError
+from qbench.run.credentials import refusal_hint
 from qbench.run.protocols.base import Clock, fail
 from qbench.run.protocols.http import refuse
 from qbench.run.records import RequestRecord
@@ -48,6 +49,7 @@ class OpenAIProtocol:
         self.stream = ep.stream
         self.extra: dict[str, Any] = dict(ep.body or {})
         self.headers = {"Content-Type": "application/json", **ep.headers}
+        self.auth = scenario.auth
         self.http = http
         self.clock = clock
         self.endpoint_label = f"POST {path}"
@@ -61,6 +63,9 @@ class OpenAIProtocol:
                 status = resp.status
         except (aiohttp.ClientError, OSError) as exc:
             raise TargetError(f"{self.root}: cannot connect ({exc.__class__.__name__}: {exc})") from exc
+        if status in (401, 403):
+            hint = refusal_hint(status, self.auth)
+            raise TargetError(f"{self.root}: GET /v1/models answered HTTP {status}: {hint}")
         models = _model_ids(raw) if status == 200 else []
         if self.model is None:
             if not models:
