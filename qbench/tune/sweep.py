@@ -312,7 +312,10 @@ def server_advice(config: SweepConfig, rec: Recommendation) -> tuple[str, str]:
             knobs["max_size"] = advised
         settings = apply_server_knobs(config.base_settings, knobs, config.api_name)
         settings.pop("admin_token", None)
+        had_auth = settings.pop("auth", None) is not None  # secrets never reach advice or its files
         body = yaml.safe_dump(settings, sort_keys=False)
+        if had_auth:
+            body += "# auth: as in your settings (qbench never writes credentials)\n"
         return body, "reference server settings: save as server.yaml, then qbench serve --config server.yaml"
     if config.launch is not None:
         command = config.launch.format_map({**knobs, "port": "{port}"})

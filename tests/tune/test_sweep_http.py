@@ -83,3 +83,9 @@ def test_launch_mode_advice_is_the_apps_command_with_the_winners_knobs() -> None
     code, label = server_advice(config, rec)  # type: ignore[arg-type]
     assert code == "python serve.py --port {port} --batch 8" and "your app's command" in label
     assert server_advice(SimpleNamespace(base_settings=None, launch=None), rec) == ("", "")  # type: ignore[arg-type]
+    secret = {"functions": [{"api_name": "f", "workload": "echo"}], "admin_token": "adm-1",
+              "auth": {"users": {"u": "pw-123"}, "tokens": ["tok-456"]}}
+    config = SimpleNamespace(base_settings=secret, api_name=None)
+    code, _ = server_advice(config, rec)  # type: ignore[arg-type]
+    assert not any(s in code for s in ("adm-1", "pw-123", "tok-456"))
+    assert "# auth: as in your settings" in code
