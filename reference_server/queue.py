@@ -11,6 +11,10 @@ Semantics follow Gradio 6.x (spec section 4):
   it (`status_update_rate: auto`) or every N seconds (numeric rate).
 Unlike Gradio's 1 ms polling loop, the dispatcher sleeps until something changes (a push, a completed
 job, a cancel, a reconfiguration or a batch wait expiring).
+
+With `gradio: 3` (Gradio 3.50's queue, reference_server.gradio3) every function shares one group whose
+limit is `concurrency_count`; a dispatched job first gathers its events' data (send_data), then sends
+process_starts; estimations carry 3.x's fields and formula.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 import anyio
 
+from reference_server import gradio3
 from reference_server import messages as m
 from reference_server.components import FileStore
 from reference_server.jobs import JobRunner
@@ -49,7 +54,8 @@ class EventQueue:
         self.groups: dict[str, Group] = {}
         self.running_jobs = 0
         self.completed = 0
-        self.limiter = anyio.CapacityLimiter(settings.launch.max_threads)
+        self.limiter = anyio.CapacityLimiter(settings.max_threads)
+        self.stats3 = gradio3.Stats()  # Gradio 3.x's queue-wide averages (gradio: 3 only)
         self.runner = JobRunner(store, self.limiter, settings.show_error, self.emit)
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -76,6 +82,8 @@ class EventQueue:
 
         The functions themselves (names, workloads, params, concurrency ids) cannot change live.
         """
+        if settings.gradio != self.settings.gradio:
+            raise ValueError(f"reconfigure cannot change the Gradio release (gradio: {self.settings.gradio})")
         fixed = ("api_name", "workload", "params", "concurrency_id")
         if len(settings.functions) != len(self.functions) or any(
             getattr(fn.settings, key) != getattr(new, key)
@@ -88,7 +96,7 @@ class EventQueue:
         limits = {fn.index: settings.resolved_limit(fn.settings) for fn in self.functions}
         for group in self.groups.values():
             group.recompute_limit(limits)
-        self.limiter.total_tokens = settings.launch.max_threads
+        self.limiter.total_tokens = settings.max_threads
         self.runner.show_error = settings.show_error
         old_rate = self.settings.queue.status_update_rate
         self.settings = settings
@@ -110,9 +118,10 @@ class EventQueue:
             if size >= max_size:
                 self.metrics.rejected.labels("queue_full").inc()
                 raise QueueFullError(f"Queue is full. Max size is {max_size} and size is {size}.")
-        group = self.groups.get(fn.settings.group_id)
+        group_id = self.settings.group_id(fn.settings)
+        group = self.groups.get(group_id)
         if group is None:
-            group = self.groups[fn.settings.group_id] = Group(fn.settings.group_id)
+            group = self.groups[group_id] = Group(group_id)
         group.admit_function(fn, self.settings.resolved_limit(fn.settings))
         event = Event(event_id or uuid.uuid4().hex, session, fn, data, simple_format)
         self.events[event.id] = event
@@ -120,28 +129,33 @@ class EventQueue:
         group.enqueue(event)
         self.metrics.joined.labels(fn.name).inc()
         self.metrics.queue_depth.labels(group.id).set(len(group.waiting))
-        eta = group.eta_of_last(time.perf_counter())
-        self.emit(event, m.estimation(event.id, len(group.waiting) - 1, len(group.waiting), eta))
+        if self.settings.gradio == 3:
+            self.emit(event, self.stats3.estimation(len(group.waiting) - 1, len(group.waiting), group))
+        else:
+            eta = group.eta_of_last(time.perf_counter())
+            self.emit(event, m.estimation(event.id, len(group.waiting) - 1, len(group.waiting), eta))
         if not group.has_capacity and group.waiting_per_fn[fn.index] <= self._read_ahead_depth(fn):
             self.runner.read_ahead(fn, [event])  # it will wait: prepare it while the model works
         self._wake.set()
         return event
 
-    @staticmethod
-    def _read_ahead_depth(fn: FunctionRuntime) -> int:
-        """How many waiting events of a batch function are preprocessed ahead: its next batch."""
-        return fn.settings.max_batch_size if fn.settings.batch else 0
+    def _read_ahead_depth(self, fn: FunctionRuntime) -> int:
+        """How many waiting events of a batch function are preprocessed ahead: its next batch (none in
+        the 3.x mode, where a client sends an event's data only once its job starts)."""
+        if self.settings.gradio == 3 or not fn.settings.batch:
+            return 0
+        return fn.settings.max_batch_size
 
     def emit(self, event: Event, msg: m.Message) -> None:
         if event.alive:
-            self.sessions.send(event.session, msg)
+            self.sessions.send(event.session, gradio3.message4(msg) if self.settings.gradio == 4 else msg)
 
     # ------------------------------------------------------------ dispatch
     async def _dispatch_loop(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self.running_jobs < self.settings.launch.max_threads:
+            while self.running_jobs < self.settings.max_threads:
                 picked = self._pick()
                 if picked is None:
                     break
@@ -199,9 +213,10 @@ class EventQueue:
         self.metrics.running_jobs.set(self.running_jobs)
         if self.settings.queue.status_update_rate == "auto":
             self.broadcast(group)
-        eta = fn.job_time.mean
-        for event in events:
-            self.emit(event, m.process_starts(event.id, eta))
+        if self.settings.gradio != 3:  # 3.x: after the job gathered its data (_run)
+            eta = fn.job_time.mean
+            for event in events:
+                self.emit(event, m.process_starts(event.id, eta))
         depth = self._read_ahead_depth(fn)
         if depth:
             upcoming = itertools.islice((e for e in group.waiting if e.fn is fn), depth)
@@ -213,6 +228,8 @@ class EventQueue:
 
     async def _run(self, job: Job) -> None:
         try:
+            if self.settings.gradio == 3 and not await gradio3.gather(job, self.emit, self.runner):
+                return
             await (self.runner.stream(job) if job.fn.workload.is_generator else self.runner.run(job))
         except asyncio.CancelledError:
             pass  # /cancel: the client already got its synthetic completion
@@ -224,7 +241,10 @@ class EventQueue:
         self.running_jobs -= 1
         self.completed += len(job.events)
         name = job.fn.name
-        self.metrics.process_time.labels(name).observe(time.perf_counter() - job.started_at)
+        duration = time.perf_counter() - job.started_at
+        self.metrics.process_time.labels(name).observe(duration)
+        if self.settings.gradio == 3 and any(e.outcome == "ok" for e in job.events):
+            self.stats3.update(duration, self.settings.concurrency_count, self.waiting_count)
         self.metrics.running_jobs.set(self.running_jobs)
         for event in job.events:
             self.events.pop(event.id, None)
@@ -237,6 +257,11 @@ class EventQueue:
         """An estimation to every waiting event of the group (O(queue) per call: kept lean)."""
         size = len(group.waiting)
         session_of = self.sessions.get
+        if self.settings.gradio == 3:
+            for rank, event in enumerate(group.waiting):
+                if event.alive:
+                    self.emit(event, self.stats3.estimation(rank, size, group))
+            return
         for event, rank, eta in group.estimations(time.perf_counter()):
             session = session_of(event.session) if event.alive else None
             if session is not None:
@@ -270,7 +295,7 @@ class EventQueue:
     def _remove_waiting(self, event: Event) -> None:
         if event.prepared is not None:
             event.prepared.cancel()  # its read-ahead result would never be used
-        group = self.groups[event.fn.settings.group_id]
+        group = self.groups[self.settings.group_id(event.fn.settings)]
         if event in group.waiting:
             group.remove([event])
         self.events.pop(event.id, None)
