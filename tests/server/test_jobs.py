@@ -168,3 +168,16 @@ def test_a_cancelled_or_stopped_waiting_event_drops_its_read_ahead(tmp_path: Pat
         assert left.prepared.done()  # stop() ends the read-ahead of events still waiting
 
     asyncio.run(main())
+
+
+def test_no_read_ahead_in_the_gradio_3_mode(tmp_path: Path) -> None:
+    """A 3.x client sends an event's data only when its job starts: nothing to read ahead."""
+    from reference_server.queue import EventQueue
+
+    from .queue_harness import settings
+
+    batch = {"api_name": "f", "workload": "echo", "batch": True, "max_batch_size": 4}
+    for gradio, depth in ((3, 0), (6, 4)):
+        s = settings([batch], gradio=gradio)
+        queue = EventQueue(s, [FunctionRuntime(0, s.functions[0], SlowPrepare())], FileStore(tmp_path))
+        assert queue._read_ahead_depth(queue.functions[0]) == depth
