@@ -49,6 +49,9 @@ def serve(
     log_level: Annotated[str | None, typer.Option(help="uvicorn log level (default warning).")] = None,
     auth: Annotated[list[str] | None, typer.Option(help="USER:PASSWORD: require a login (repeat).")] = None,
     auth_token: Annotated[list[str] | None, typer.Option(help="Accept this bearer token (repeat).")] = None,
+    dtype: Annotated[str | None, typer.Option(help="auto | float32 | float16 | bfloat16 (models)")] = None,
+    compile: Annotated[bool | None, typer.Option("--compile/--no-compile",
+                                                 help="torch.compile the model workloads.")] = None,
 ) -> None:
     """Run the reference server (Gradio's queue semantics and wire protocol) in the foreground."""
     from reference_server.launch import ServeOptions, settings_from_options
@@ -56,7 +59,7 @@ def serve(
     from reference_server.settings import SettingsError
 
     options = ServeOptions(config, preset, host, port, max_threads, default_concurrency_limit, max_size,
-                           admin_token, device, model, log_level, auth, auth_token)
+                           admin_token, device, model, log_level, auth, auth_token, dtype, compile)
     try:
         run_server(settings_from_options(options))
     except SettingsError as exc:

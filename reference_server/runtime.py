@@ -65,6 +65,7 @@ class Event:
     outcome: str | None = None  # "ok" | "error" once its job produced its terminal message
     job: Job | None = None
     data_waiter: asyncio.Future[Any] | None = None  # gradio: 3: the data the client sends on send_data
+    prepared: asyncio.Future[Any] | None = None  # read-ahead preprocessing: its input row or the Exception
 
 
 @dataclass(eq=False)
