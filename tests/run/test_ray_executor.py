@@ -1,0 +1,196 @@
+"""The Ray executor on a local 2-node Ray cluster (ray.cluster_utils.Cluster, one CPU per node): one
+record per scheduled request on one clock, each node's share, the offered rate, an actor killed
+mid-run -> generator_lost records, Ctrl-C, the CLI's --ray. One cluster for the module (its start-up
+costs ~10 s on two cores)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from qbench.cli import app
+from qbench.run.records import read_jsonl, read_parquet
+from qbench.run.runner import run_scenario
+from reference_server.testing import RunningServer
+
+from .conftest import scenario
+
+ray = pytest.importorskip("ray")
+
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from qbench.run.ray_executor import NAMESPACE, actor_name  # noqa: E402
+
+Factory = Callable[..., AbstractContextManager[RunningServer]]
+FN = {"api_name": "work", "workload": "sleep", "params": {"base_ms": 20}, "concurrency_limit": None}
+STORE = 80 * 1024 * 1024  # bytes of object store per node (the minimum Ray accepts is ~75 MB)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """Two Ray nodes of one CPU each on this machine; this process is connected as the driver."""
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "include_dashboard": False, "object_store_memory": STORE},
+    )
+    c.add_node(num_cpus=1, object_store_memory=STORE)
+    c.wait_for_nodes()
+    ray.init(address=c.address, namespace=NAMESPACE, include_dashboard=False)
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RunningServer]:
+    from reference_server.settings import synthetic_settings
+    from reference_server.testing import serve_in_thread
+
+    with serve_in_thread(synthetic_settings(functions=[FN])) as running:
+        yield running
+
+
+def spec(load: dict[str, Any]) -> Any:
+    return scenario(
+        endpoint={"api_name": "work"}, payload={"inputs": [{"value": "x"}]},
+        load={"executor": "ray", "timeout": 10, **load},
+    )
+
+
+def test_open_loop_split_over_two_nodes_on_one_clock(
+    cluster: Any, server: RunningServer, tmp_path: Path
+) -> None:
+    result = run_scenario(spec({"rate": 40, "duration": 1.5, "sessions": 4}), target=server.url,
+                          out_dir=tmp_path / "open", live=False)
+    records = result.records
+    assert [r.request_id for r in records] == list(range(60)) and all(r.ok for r in records)
+    assert len(read_jsonl(result.run_dir / "records.jsonl")) == 60  # streamed while running
+    assert len(read_parquet(result.run_dir / "records.parquet")) == 60
+    times = [r.intended_at_s for r in records]
+    assert times == sorted(times) and abs(times[-1] - 59 / 40) < 1e-9  # one schedule
+    assert len({r.session_id for r in records}) == 4  # a pool of 4 shared out as 2 per actor
+    g = result.summary.generator
+    assert g.executor == "ray" and g.processes == 2 and len(g.workers) == 2
+    assert [w.requests for w in g.workers] == [30, 30]  # each node's share: every 2nd request
+    assert len({w.where.split(" (")[0] for w in g.workers}) == 2  # SPREAD: one actor per node
+    assert all(w.cpu_s and w.p99_send_lag_s is not None for w in g.workers)
+    # the offered rate is reached in total: 60 sends over ~1.5 s, none more than 0.5 s late
+    sent = sorted(r.sent_at_s for r in records if r.sent_at_s is not None)
+    assert len(sent) == 60 and sent[-1] - sent[0] < 1.5 + 0.5
+    assert abs(result.summary.offered_rps - 40) < 2
+    # one clock: every node's offset is measured and, on one machine, within its own uncertainty of 0
+    nodes = json.loads((result.run_dir / "run.json").read_text())["clock"]["nodes"]
+    assert len(nodes) == 2
+    for node in nodes:
+        assert node["rounds"] >= 4 and 0 <= node["uncertainty_s"] < 0.25
+        assert abs(node["offset_s"]) <= node["uncertainty_s"] + 1e-3
+    assert g.clock_uncertainty_s == max(n["uncertainty_s"] for n in nodes)
+    # and the first sends of the two actors line up on it (same instant +- scheduling noise)
+    assert all(abs(r.sent_at_s - r.intended_at_s) < 0.5 for r in records if r.sent_at_s is not None)
+
+
+def test_closed_loop_users_split(cluster: Any, server: RunningServer, tmp_path: Path) -> None:
+    result = run_scenario(spec({"users": 4, "requests": 12}), target=server.url, out_dir=tmp_path / "c",
+                          live=False)
+    assert [r.request_id for r in result.records] == list(range(12)) and all(r.ok for r in result.records)
+    assert {r.user_id for r in result.records} == {0, 1, 2, 3}
+    assert [w.requests for w in result.summary.generator.workers] == [6, 6]
+
+
+def test_actor_killed_mid_run_leaves_generator_lost_records(
+    cluster: Any, server: RunningServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "lost"
+    killer = _kill_when_running(actor_name(out.name, 1), out / "records.jsonl")
+    result = run_scenario(spec({"rate": 20, "duration": 2.5}), target=server.url, out_dir=out, live=False)
+    killer.join(timeout=5)
+    records = result.records
+    assert sorted(r.request_id for r in records) == list(range(50))  # count == scheduled still
+    lost = [r for r in records if r.error_kind == "generator_lost"]
+    assert lost and all(r.request_id % 2 == 1 for r in lost)  # only actor 1's part
+    assert all(r.ok for r in records if r.request_id % 2 == 0)  # the run went on with actor 0
+    assert result.run_info["lost_workers"] and "actor 1" in result.run_info["lost_workers"][0]
+    assert result.summary.errors_by_kind["generator_lost"] == len(lost)
+    assert len(read_jsonl(out / "records.jsonl")) == 50
+
+
+def test_cli_ray_address_and_ctrl_c(cluster: Any, server: RunningServer, tmp_path: Path) -> None:
+    """`qbench run --ray ADDRESS` from another process joins the cluster; SIGINT stops every actor and
+    keeps every record (exit 130); a lost actor makes the CLI exit non-zero naming it."""
+    path = tmp_path / "s.yaml"
+    path.write_text("name: rayrun\nendpoint: {api_name: work}\npayload: {inputs: [{value: x}]}\n"
+                    "load: {rate: 20, duration: 20, timeout: 10}\n")
+    out = tmp_path / "cli"
+    cmd = [sys.executable, "-m", "qbench", "run", str(path), "--target", server.url, "--out", str(out),
+           "--no-live", "--ray", cluster.address, "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_for_lines(out / "records.jsonl", 6, proc)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr.decode()[-2000:]
+    records = read_parquet(out / "records.parquet")
+    assert sorted(r.request_id for r in records) == list(range(400))
+    assert {r.error_kind for r in records if not r.ok} == {"interrupted"}
+    info = json.loads((out / "run.json").read_text())
+    assert info["stop_kind"] == "interrupted" and len(info["clock"]["nodes"]) == 2
+
+    lost_out = tmp_path / "cli-lost"
+    killer = _kill_when_running(actor_name(lost_out.name, 0), lost_out / "records.jsonl")
+    result = CliRunner().invoke(app, ["run", str(path), "--target", server.url, "--out", str(lost_out),
+                                      "--no-live", "--ray", "local", "--set", "load.duration=2"])
+    killer.join(timeout=5)
+    assert result.exit_code == 2, result.output
+    assert "generator worker(s) lost mid-run" in result.output and "actor 0" in result.output
+
+
+def test_without_ray_the_error_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("name: noray\nendpoint: {api_name: work}\nload: {burst: 1}\n")
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails as if it were not installed
+    result = CliRunner().invoke(app, ["run", str(path), "--target", "http://127.0.0.1:9", "--ray", "local"])
+    assert result.exit_code == 2 and "pip install -e '.[ray]'" in result.output
+
+
+def _kill_when_running(name: str, records: Path, after: int = 6) -> threading.Thread:
+    """Kill the named actor once `after` records have streamed in (a generator node dying mid-run)."""
+
+    def kill() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if records.exists() and len(records.read_text().splitlines()) >= after:
+                ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
+
+
+def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= n:
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"qbench exited early: {proc.stderr.read().decode() if proc.stderr else ''}")
+        time.sleep(0.1)
+    raise AssertionError(f"{path}: fewer than {n} records after {timeout} s")
