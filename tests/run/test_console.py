@@ -143,3 +143,23 @@ def test_live_view_ends_its_line_in_a_log_file() -> None:
     with LiveView(parse_scenario(raw, source="t"), "http://x", console=Console(file=out)) as view:
         view.update(LiveStats(elapsed_s=1, sent=1, completed=1))
     assert out.getvalue().endswith("\n")
+
+
+def test_worker_table_and_warnings_name_a_saturated_or_lost_generator() -> None:
+    from qbench.run.summary import WorkerStats
+
+    workers = [
+        WorkerStats(0, "node a", requests=5, cpu_percent=97.0, p99_send_lag_s=0.02, clock_uncertainty_s=4e-4),
+        WorkerStats(1, "node b", requests=5, cpu_percent=20.0, lost="actor 1 on node b: ActorDiedError"),
+    ]
+    gen = GeneratorStats(cpu_s=1.0, cpu_percent=117.0, processes=2, executor="ray", workers=workers,
+                         clock_uncertainty_s=4e-4)
+    summary = summarize(records(0.0), generator=gen)
+    out = io.StringIO()
+    render_summary(summary, Console(file=out, width=120))
+    text = out.getvalue()
+    assert "Generators (ray)" in text and "LOST" in text and "97%" in text
+    assert "clocks of the generator nodes agree to +-400µs" in text
+    warnings = bottleneck_warnings(summary)
+    assert any("generator 0 (node a) at 97%" in w for w in warnings)
+    assert any("generator 1 was lost mid-run" in w for w in warnings)
