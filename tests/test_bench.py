@@ -91,3 +91,12 @@ def test_every_benchmark_imports_and_answers_help(script: str) -> None:
                           timeout=120, cwd=BENCH.parent)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage:" in done.stdout
+
+
+def test_ray_scaling_exits_non_zero_naming_the_ray_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = load_bench("ray_scaling", monkeypatch)
+    without(monkeypatch, "ray")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--repeats", "1"])
+    assert "needs Ray, which is not installed" in str(exit_info.value.code)
+    assert "pip install -e '.[ray]'" in str(exit_info.value.code)

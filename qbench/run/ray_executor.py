@@ -54,7 +54,7 @@ from qbench.run.records import JsonlWriter, RequestRecord, records_from_ipc, rec
 from qbench.run.schedule import OpenPlan
 from qbench.run.summary import GeneratorStats, WorkerStats
 
-INSTALL = "pip install -e '.[ray]'  (or: pip install 'ray>=2.9')"
+INSTALL = "pip install -e '.[ray]'  (or: pip install 'ray[client]>=2.9')"
 NAMESPACE = "qbench"
 POLL_S = 0.25  # between polls of every actor
 POLL_TIMEOUT_S = 10.0  # a poll not answered in this long is retried (a dead actor raises at once)
@@ -102,6 +102,8 @@ def connect(ray: Any, address: str | None) -> bool:
     if ray.is_initialized():
         return False
     where = "local" if address in (None, "local") else address
+    if where == "local":  # Ray's default, nice 15, would let every other process delay the generators
+        os.environ.setdefault("RAY_worker_niceness", "0")
     try:
         ray.init(
             address=where, namespace=NAMESPACE, include_dashboard=False,
@@ -190,7 +192,7 @@ class _Driver:
             strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=part.index)
             actor = actor_class.options(
                 num_cpus=1, max_restarts=0, name=actor_name(self.job.run_dir.name, part.index),
-                namespace=NAMESPACE, scheduling_strategy=strategy,
+                namespace=NAMESPACE, scheduling_strategy=strategy, runtime_env={"env_vars": _loop_env()},
             ).remote()
             workers.append(_Worker(part, actor, actor.run.remote(part)))
         return workers
@@ -367,6 +369,13 @@ def _clock_entry(w: _Worker, stats: WorkerStats, later: ClockOffset | None) -> d
     }
 
 
+def _loop_env() -> dict[str, str]:
+    """The actors' event loop is the one qbench uses elsewhere: asyncio unless QBENCH_LOOP=uvloop (Ray's
+    async actors default to uvloop, whose timers wake up early; see qbench.run.executor.in_loop)."""
+    loop = os.environ.get("QBENCH_LOOP", "asyncio")
+    return {"QBENCH_LOOP": loop, "RAY_USE_UVLOOP": "1" if loop == "uvloop" else "0"}
+
+
 def _offset(w: _Worker) -> float:
     return w.offset.offset_s if w.offset is not None else 0.0
 
@@ -451,6 +460,8 @@ def _node() -> str:
         import ray
 
         node = ray.get_runtime_context().get_node_id()[:8]
-        return f"node {node} ({ray.util.get_node_ip_address()}, pid {os.getpid()})"
+        nice = os.nice(0)
+        niced = f", nice {nice}" if nice else ""  # Ray's default for workers is 15 (see the README)
+        return f"node {node} ({ray.util.get_node_ip_address()}, pid {os.getpid()}{niced})"
     except Exception:  # outside Ray (unit tests)
         return f"{socket.gethostname()} pid {os.getpid()}"

@@ -5,7 +5,11 @@ costs ~10 s on two cores)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -17,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.run.records import read_jsonl, read_parquet
 from qbench.run.runner import run_scenario
+from qbench.run.scenario import Load
 from reference_server.testing import RunningServer
 
 from .conftest import scenario
@@ -33,13 +39,13 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from qbench.run.ray_executor import NAMESPACE, actor_name  # noqa: E402
 
 Factory = Callable[..., AbstractContextManager[RunningServer]]
-FN = {"api_name": "work", "workload": "sleep", "params": {"base_ms": 20}, "concurrency_limit": None}
 STORE = 80 * 1024 * 1024  # bytes of object store per node (the minimum Ray accepts is ~75 MB)
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
     """Two Ray nodes of one CPU each on this machine; this process is connected as the driver."""
+    os.environ.setdefault("RAY_worker_niceness", "0")  # as `--ray local` does (Ray's default is 15)
     c = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 1, "include_dashboard": False, "object_store_memory": STORE},
@@ -56,16 +62,17 @@ def cluster() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[RunningServer]:
-    from reference_server.settings import synthetic_settings
+    """The `sleep` preset the README names (api_name predict: 50 ms + 10 ms per batch item)."""
+    from reference_server.settings import load_preset
     from reference_server.testing import serve_in_thread
 
-    with serve_in_thread(synthetic_settings(functions=[FN])) as running:
+    with serve_in_thread(load_preset("sleep")) as running:
         yield running
 
 
 def spec(load: dict[str, Any]) -> Any:
     return scenario(
-        endpoint={"api_name": "work"}, payload={"inputs": [{"value": "x"}]},
+        endpoint={"api_name": "predict"}, payload={"inputs": [{"value": "x"}]},
         load={"executor": "ray", "timeout": 10, **load},
     )
 
@@ -113,52 +120,28 @@ def test_closed_loop_users_split(cluster: Any, server: RunningServer, tmp_path: 
 def test_actor_killed_mid_run_leaves_generator_lost_records(
     cluster: Any, server: RunningServer, tmp_path: Path
 ) -> None:
+    """A generator dying mid-run: its unreported requests become generator_lost records, the other
+    actor finishes its part, and `qbench run` exits 2 naming the lost actor."""
+    path = tmp_path / "s.yaml"
+    path.write_text("name: lost\nendpoint: {api_name: predict}\npayload: {inputs: [{value: x}]}\n"
+                    "load: {rate: 20, duration: 2.5, timeout: 10}\n")
     out = tmp_path / "lost"
     killer = _kill_when_running(actor_name(out.name, 1), out / "records.jsonl")
-    result = run_scenario(spec({"rate": 20, "duration": 2.5}), target=server.url, out_dir=out, live=False)
+    args = ["run", str(path), "--target", server.url, "--out", str(out), "--no-live", "--ray", "local"]
+    result = CliRunner().invoke(app, args)  # this process is connected: `local` reuses the module's cluster
     killer.join(timeout=5)
-    records = result.records
+    assert result.exit_code == 2, result.output
+    assert "1 generator worker(s) lost mid-run" in result.output and "actor 1" in result.output
+    assert "LOST" in result.output  # the generators table
+    records = read_parquet(out / "records.parquet")
     assert sorted(r.request_id for r in records) == list(range(50))  # count == scheduled still
     lost = [r for r in records if r.error_kind == "generator_lost"]
     assert lost and all(r.request_id % 2 == 1 for r in lost)  # only actor 1's part
     assert all(r.ok for r in records if r.request_id % 2 == 0)  # the run went on with actor 0
-    assert result.run_info["lost_workers"] and "actor 1" in result.run_info["lost_workers"][0]
-    assert result.summary.errors_by_kind["generator_lost"] == len(lost)
     assert len(read_jsonl(out / "records.jsonl")) == 50
-
-
-def test_cli_ray_address_and_ctrl_c(cluster: Any, server: RunningServer, tmp_path: Path) -> None:
-    """`qbench run --ray ADDRESS` from another process joins the cluster; SIGINT stops every actor and
-    keeps every record (exit 130); a lost actor makes the CLI exit non-zero naming it."""
-    path = tmp_path / "s.yaml"
-    path.write_text("name: rayrun\nendpoint: {api_name: work}\npayload: {inputs: [{value: x}]}\n"
-                    "load: {rate: 20, duration: 20, timeout: 10}\n")
-    out = tmp_path / "cli"
-    cmd = [sys.executable, "-m", "qbench", "run", str(path), "--target", server.url, "--out", str(out),
-           "--no-live", "--ray", cluster.address, "--workers", "2"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        _wait_for_lines(out / "records.jsonl", 6, proc)
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, stderr.decode()[-2000:]
-    records = read_parquet(out / "records.parquet")
-    assert sorted(r.request_id for r in records) == list(range(400))
-    assert {r.error_kind for r in records if not r.ok} == {"interrupted"}
-    info = json.loads((out / "run.json").read_text())
-    assert info["stop_kind"] == "interrupted" and len(info["clock"]["nodes"]) == 2
-
-    lost_out = tmp_path / "cli-lost"
-    killer = _kill_when_running(actor_name(lost_out.name, 0), lost_out / "records.jsonl")
-    result = CliRunner().invoke(app, ["run", str(path), "--target", server.url, "--out", str(lost_out),
-                                      "--no-live", "--ray", "local", "--set", "load.duration=2"])
-    killer.join(timeout=5)
-    assert result.exit_code == 2, result.output
-    assert "generator worker(s) lost mid-run" in result.output and "actor 0" in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["errors_by_kind"]["generator_lost"] == len(lost)
+    assert "actor 1" in json.loads((out / "run.json").read_text())["lost_workers"][0]
 
 
 def test_without_ray_the_error_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -194,3 +177,96 @@ def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen[bytes], timeout: 
             raise AssertionError(f"qbench exited early: {proc.stderr.read().decode() if proc.stderr else ''}")
         time.sleep(0.1)
     raise AssertionError(f"{path}: fewer than {n} records after {timeout} s")
+
+
+# ---------------------------------------------------------------- the README's section
+
+ROOT = Path(__file__).resolve().parents[2]
+SECTION = "## Load from several machines (`qbench run --ray`)"
+
+
+def section() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
+
+
+def readme_commands() -> list[list[str]]:
+    """The section's `qbench ...` lines, comments and `&` dropped."""
+    lines = [line.split("#", 1)[0].strip().rstrip("&").strip()
+             for block in re.findall(r"```sh\n(.*?)```", section(), re.S) for line in block.splitlines()]
+    return [shlex.split(line)[1:] for line in lines if line.startswith("qbench ")]
+
+
+def test_the_readme_section_runs(
+    cluster: Any, server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its commands at reduced size (a burst of 20) against the preset it names: `--ray local` in this
+    process (already connected, so it reuses the module's cluster) and `--ray ray://HEAD:10001` in a
+    subprocess, through a Ray Client server started for the cluster (`HEAD:6379`: the Ctrl-C test
+    below). Its YAML example is a valid load section."""
+    serve, local, client, gcs = readme_commands()
+    assert serve[:3] == ["serve", "--preset", "sleep"] and local[-2:] == ["--ray", "local"]
+    assert "ray://HEAD:10001" in client and "HEAD:6379" in gcs
+    (example,) = re.findall(r"```yaml\n(.*?)```", section(), re.S)
+    load = Load.model_validate(yaml.safe_load(example)["load"])
+    assert load.executor == "ray" and load.workers == "auto"
+    monkeypatch.chdir(ROOT)
+    reduced = ["--set", "load.burst=20", "--no-live"]
+    runs = [tmp_path / "local", tmp_path / "client"]
+    out = CliRunner().invoke(app, [*local, "--target", server.url, "--out", str(runs[0]), *reduced])
+    assert out.exit_code == 0, out.output
+    with _ray_client_server(cluster.address) as address:
+        args = [a.replace("ray://HEAD:10001", address).replace("http://SERVER:7860", server.url)
+                for a in client]
+        done = subprocess.run([sys.executable, "-m", "qbench", *args, "--out", str(runs[1]), *reduced],
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr[-3000:]
+    for run in runs:
+        records = read_parquet(run / "records.parquet")
+        assert sorted(r.request_id for r in records) == list(range(20)) and all(r.ok for r in records)
+        info = json.loads((run / "run.json").read_text())
+        assert info["generator"]["executor"] == "ray" and len(info["clock"]["nodes"]) == 2
+
+
+def test_ctrl_c_stops_every_actor_and_keeps_every_record(
+    cluster: Any, server: RunningServer, tmp_path: Path
+) -> None:
+    """The README's `--ray HEAD:6379 --workers 2` in a subprocess that joins the cluster at its address,
+    as a 20 s rate load; SIGINT: exit 130, one record per scheduled request, the rest `interrupted`."""
+    gcs = readme_commands()[3]
+    out = tmp_path / "cli"
+    args = [a.replace("HEAD:6379", cluster.address).replace("http://SERVER:7860", server.url) for a in gcs]
+    longer = ["--set", "load.burst=null", "--set", "load.rate=20", "--set", "load.duration=20"]
+    cmd = [sys.executable, "-m", "qbench", *args, "--out", str(out), "--no-live", *longer]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        _wait_for_lines(out / "records.jsonl", 6, proc)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr.decode()[-2000:]
+    records = read_parquet(out / "records.parquet")
+    assert sorted(r.request_id for r in records) == list(range(400))
+    assert {r.error_kind for r in records if not r.ok} == {"interrupted"}
+    info = json.loads((out / "run.json").read_text())
+    assert info["stop_kind"] == "interrupted" and len(info["clock"]["nodes"]) == 2
+    assert b"Generators (ray)" in stdout
+
+
+@contextlib.contextmanager
+def _ray_client_server(gcs_address: str) -> Iterator[str]:
+    """A Ray Client server for the cluster (what `ray start --head` runs on port 10001; legacy mode:
+    one server process, no per-client server to spawn on a busy host)."""
+    from qbench.tune.launch import free_port
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "ray.util.client.server", f"--address={gcs_address}", "--host=127.0.0.1",
+           f"--port={port}", "--mode=legacy"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield f"ray://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
