@@ -74,12 +74,13 @@ def run(
         typer.Option(
             metavar="ADDRESS",
             help="Split the run over Ray actors (load.executor: ray): 'local' starts Ray on this machine, "
-            "'auto' joins the cluster `ray start` runs here, or ray://HOST:10001. Needs pip install "
-            "-e '.[ray]'.",
+            "'auto' joins the cluster `ray start` runs here, HOST:6379 or ray://HOST:10001. Needs pip "
+            "install -e '.\\[ray]'.",
         ),
     ] = None,
     workers: Annotated[
-        str | None, typer.Option(help="Ray actors: a number or auto (one per node; load.workers).")
+        str | None,
+        typer.Option(metavar="N|auto", help="Ray actors: a number, or auto (one per node; load.workers)."),
     ] = None,
 ) -> None:
     """Fire the load a scenario describes, record every request, print a summary (exit 3 on SLO failure)."""

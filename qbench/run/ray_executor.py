@@ -14,8 +14,10 @@ actor runs `run_part`, the ordinary LoadGenerator, on its part. The driver (this
 4. polls every actor ~4 times a second: its LiveStats (the live line combines them) and the records
    finished since the last poll, as an Arrow IPC batch, appended to records.jsonl at once;
 5. an actor that dies (or whose node does): every request of its part whose record never arrived
-   becomes a `generator_lost` record (qbench.run.executor.lost_records); the others carry on. Ctrl-C
-   / SIGTERM stop every actor, which close their unfinished requests as `interrupted` and report them.
+   becomes a `generator_lost` record (qbench.run.executor.lost_records); the others carry on. An actor
+   that answers no poll for UNRESPONSIVE_S is killed and counted the same way. Ctrl-C / SIGTERM stop
+   every actor, which close their unfinished requests as `interrupted` and report them; a second
+   Ctrl-C kills the actors at once (what they had not reported: `generator_lost`).
 
 Ray is an optional dependency: `pip install -e '.[ray]'`.
 """
@@ -57,7 +59,8 @@ from qbench.run.summary import GeneratorStats, WorkerStats
 INSTALL = "pip install -e '.[ray]'  (or: pip install 'ray[client]>=2.9')"
 NAMESPACE = "qbench"
 POLL_S = 0.25  # between polls of every actor
-POLL_TIMEOUT_S = 10.0  # a poll not answered in this long is retried (a dead actor raises at once)
+POLL_TIMEOUT_S = 10.0  # the last poll of a finished actor must answer within this long
+UNRESPONSIVE_S = 60.0  # an actor whose polls go unanswered this long is killed and counted as lost
 PLACE_TIMEOUT_S = 60.0  # the placement group must be placed within this long
 READY_TIMEOUT_S = 300.0  # actors must have discovered the target within this long
 START_MARGIN_S = 1.0  # between "every actor ready" and the shared start
@@ -140,6 +143,8 @@ class _Worker:
     records: list[RequestRecord] = field(default_factory=list)
     live: LiveStats | None = None
     result: PartResult | None = None
+    poll_ref: Any = None  # the poll in flight
+    last_seen: float = 0.0  # time.monotonic() of its last answer
 
 
 class _Driver:
@@ -147,6 +152,7 @@ class _Driver:
         self.ray, self.job, self.parts, self.label = ray, job, parts, label
         self.stop: tuple[str, str] | None = None
         self.stop_sent = False
+        self.force = False  # a second signal: kill the actors (their unreported requests: generator_lost)
         self.reasons: list[str] = []
         self.start_wall = 0.0
 
@@ -172,6 +178,8 @@ class _Driver:
         return self._execution(workers, drift)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.stop is not None and self.stop[0] == "interrupted":
+            self.force = True
         self.stop = self.stop or ("interrupted", f"signal {signal.Signals(signum).name}")
 
     def _placed(self, pg: Any) -> None:
@@ -251,11 +259,16 @@ class _Driver:
 
     def _supervise(self, workers: list[_Worker], sink: JsonlWriter) -> None:
         running = list(workers)
+        for w in running:
+            w.last_seen = time.monotonic()
         while running:
             if self.stop is not None and not self.stop_sent:
                 self.stop_sent = True
                 for w in running:
                     w.actor.stop.remote(*self.stop)
+            if self.force:  # a second Ctrl-C: do not wait for the actors any longer
+                for w in running:
+                    self.ray.kill(w.actor, no_restart=True)
             self._poll(running, sink)
             self._collect(running, sink)
             running = [w for w in running if w.result is None]
@@ -264,18 +277,29 @@ class _Driver:
                 time.sleep(POLL_S)
 
     def _poll(self, running: list[_Worker], sink: JsonlWriter) -> None:
-        refs = {w.part.index: w.actor.poll.remote() for w in running}
-        self.ray.wait(list(refs.values()), num_returns=len(refs), timeout=POLL_TIMEOUT_S)
+        """One poll in flight per actor at a time: each answer carries records no other answer has."""
         for w in running:
-            try:
-                live, batch = self.ray.get(refs[w.part.index], timeout=0.01)
-            except self.ray.exceptions.GetTimeoutError:
-                continue  # busy: asked again next time
-            except self.ray.exceptions.RayError as exc:
-                self._lose(w, sink, _cause(exc))
-                continue
-            w.live = live or w.live
-            self._receive(w, batch, sink)
+            if w.poll_ref is None:
+                w.poll_ref = w.actor.poll.remote()
+        refs = [w.poll_ref for w in running]
+        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=POLL_S)
+        for w in running:
+            if w.poll_ref in ready:
+                self._answer(w, sink)
+            elif time.monotonic() - w.last_seen > UNRESPONSIVE_S:
+                self.ray.kill(w.actor, no_restart=True)
+                self._lose(w, sink, f"no answer for {UNRESPONSIVE_S:g} s (killed)")
+
+    def _answer(self, w: _Worker, sink: JsonlWriter, timeout: float | None = None) -> None:
+        ref, w.poll_ref = w.poll_ref, None
+        try:
+            live, batch = self.ray.get(ref, timeout=timeout)
+        except self.ray.exceptions.RayError as exc:
+            self._lose(w, sink, _cause(exc))
+            return
+        w.last_seen = time.monotonic()
+        w.live = live or w.live
+        self._receive(w, batch, sink)
 
     def _collect(self, running: list[_Worker], sink: JsonlWriter) -> None:
         pending = [w for w in running if w.result is None]
@@ -285,6 +309,10 @@ class _Driver:
         for w in pending:
             if w.run_ref not in done:
                 continue
+            if w.poll_ref is not None:  # its answer may hold records taken before the run's end
+                self._answer(w, sink, timeout=POLL_TIMEOUT_S)
+                if w.result is not None:
+                    continue
             try:
                 result, batch = self.ray.get(w.run_ref)
             except self.ray.exceptions.RayError as exc:

@@ -150,6 +150,8 @@ def test_without_ray_the_error_says_how_to_install(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails as if it were not installed
     result = CliRunner().invoke(app, ["run", str(path), "--target", "http://127.0.0.1:9", "--ray", "local"])
     assert result.exit_code == 2 and "pip install -e '.[ray]'" in result.output
+    help_text = CliRunner().invoke(app, ["run", "--help"]).output
+    assert "--ray" in help_text and "'.[ray]'" in help_text  # rich markup must not eat the extra's name
 
 
 def _kill_when_running(name: str, records: Path, after: int = 6) -> threading.Thread:
