@@ -39,7 +39,7 @@ from qbench.run.payloads import PayloadGenerator
 from qbench.run.protocols import make_protocol
 from qbench.run.protocols.base import Clock, make_http_session
 from qbench.run.protocols.http import render
-from qbench.run.records import RequestRecord
+from qbench.run.records import JsonlWriter, RequestRecord
 from qbench.run.scenario import Scenario, with_overrides
 from qbench.run.schedule import OpenPlan, Plan, UserPlan
 from qbench.run.summary import GeneratorStats, WorkerStats
@@ -259,8 +259,6 @@ class _JsonlSink:
     """records.jsonl, opened only once discovery has succeeded (a failed run leaves no folder)."""
 
     def __init__(self, run_dir: Path) -> None:
-        from qbench.run.records import JsonlWriter
-
         self.writer = JsonlWriter(run_dir / "records.jsonl")
         self.opened = False
 

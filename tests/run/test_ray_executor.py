@@ -28,6 +28,7 @@ from qbench.cli import app
 from qbench.run.records import read_jsonl, read_parquet
 from qbench.run.runner import run_scenario
 from qbench.run.scenario import Load
+from qbench.run.summary import Summary
 from reference_server.testing import RunningServer
 
 from .conftest import scenario
@@ -105,6 +106,8 @@ def test_open_loop_split_over_two_nodes_on_one_clock(
         assert node["rounds"] >= 4 and 0 <= node["uncertainty_s"] < 0.25
         assert abs(node["offset_s"]) <= node["uncertainty_s"] + 1e-3
     assert g.clock_uncertainty_s == max(n["uncertainty_s"] for n in nodes)
+    again = Summary.from_dict(json.loads((result.run_dir / "summary.json").read_text())).generator
+    assert again.workers == g.workers and again.executor == "ray"  # summary.json round-trips them
     # and the first sends of the two actors line up on it (same instant +- scheduling noise)
     assert all(abs(r.sent_at_s - r.intended_at_s) < 0.5 for r in records if r.sent_at_s is not None)
 
