@@ -88,10 +88,10 @@ class RayExecutor:
 
     def execute(self, job: Job) -> Execution:
         ray = import_ray()
+        label = in_loop(discover(job))  # the target first: a wrong URL fails before Ray starts
         started = connect(ray, self.address)
         try:
             n = worker_count(ray, self.workers)
-            label = in_loop(discover(job))
             parts = split_plan(job.scenario, job.plan, job.target, n)
             return _Driver(ray, job, parts, label).run()
         finally:
