@@ -73,8 +73,10 @@ class LiveView:
 def live_line(s: LiveStats) -> str:
     errors = ", ".join(f"{k} {v}" for k, v in sorted(s.errors_by_kind.items())) or "none"
     remaining = "" if s.planned_s is None else f"  remaining {max(s.planned_s - s.elapsed_s, 0):.0f}s"
+    lost = f" ({s.lost_workers} LOST)" if s.lost_workers else ""
+    workers = f"workers {s.workers}{lost}  " if s.workers > 1 else ""
     return (
-        f"sent {s.sent}  completed {s.completed}  in flight {s.in_flight}  errors: {errors}  "
+        f"{workers}sent {s.sent}  completed {s.completed}  in flight {s.in_flight}  errors: {errors}  "
         f"p50 {_fmt(s.p50_latency_s)}  p95 {_fmt(s.p95_latency_s)}  elapsed {s.elapsed_s:.0f}s{remaining}"
     )
 

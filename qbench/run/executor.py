@@ -300,6 +300,8 @@ def combine(parts: list[LiveStats]) -> LiveStats:
         p95_latency_s=_max(p.p95_latency_s for p in parts),
         recent_p95_latency_s=_max(p.recent_p95_latency_s for p in parts),
         max_send_lag_s=max(p.max_send_lag_s for p in parts),
+        workers=sum(p.workers for p in parts),
+        lost_workers=sum(p.lost_workers for p in parts),
     )
 
 

@@ -339,7 +339,7 @@ class _Driver:
         live = w.live or LiveStats()
         live.completed += len(lost)
         live.errors_by_kind["generator_lost"] = live.errors_by_kind.get("generator_lost", 0) + len(lost)
-        live.in_flight = 0
+        live.in_flight, live.lost_workers = 0, 1
         w.live = live
         worker = WorkerStats(index=w.part.index, where=w.where, requests=len(w.records),
                              sent=sum(r.sent_at_s is not None for r in w.records), lost=why)

@@ -121,6 +121,12 @@ def test_live_line() -> None:
     )
     line = live_line(stats)
     assert "in flight 1" in line and "timeout 1" in line and "p50 120.0 ms" in line and "remaining 7s" in line
+    assert not line.startswith("workers")  # one generator: nothing to say
+    from qbench.run.executor import combine
+
+    lost = LiveStats(sent=3, completed=3, errors_by_kind={"generator_lost": 2}, lost_workers=1)
+    total = live_line(combine([stats, lost]))
+    assert total.startswith("workers 2 (1 LOST)  sent 8") and "generator_lost 2" in total
 
 
 def test_a_burst_reports_its_send_time_instead_of_warning() -> None:
