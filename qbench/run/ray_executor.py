@@ -233,11 +233,9 @@ class _Driver:
     def _raise_start_failure(self, w: _Worker) -> None:
         try:
             self.ray.get(w.run_ref)
-        except self.ray.exceptions.RayTaskError as exc:
-            cause = exc.as_instanceof_cause() if hasattr(exc, "as_instanceof_cause") else exc
-            raise ExecutorError(f"generator actor {w.part.index} failed before the start: {cause}") from None
         except self.ray.exceptions.RayError as exc:
-            raise ExecutorError(f"generator actor {w.part.index} died before the start: {exc}") from None
+            why = _cause(exc)
+            raise ExecutorError(f"generator actor {w.part.index} stopped before the start: {why}") from None
         raise ExecutorError(f"generator actor {w.part.index} ended before the start")
 
     def _now(self, actor: Any) -> float:
@@ -409,6 +407,10 @@ def _offset(w: _Worker) -> float:
 
 
 def _cause(exc: BaseException) -> str:
+    """A Ray error in one line: the actor's own exception when it raised one (RayTaskError.cause)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        exc = cause
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 

@@ -275,3 +275,15 @@ def _ray_client_server(gcs_address: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_ray_error_is_told_by_the_actors_own_exception() -> None:
+    from qbench.errors import TargetError
+    from qbench.run.ray_executor import _cause
+
+    class Wrapped(Exception):  # what RayTaskError carries: the actor's exception as `cause`
+        cause = TargetError("http://10.0.0.9:7860/config: cannot connect")
+
+    text = _cause(Wrapped("ray::GeneratorWorker.run() (pid=1, ip=10.0.0.2)\nTraceback ..."))
+    assert text == "TargetError: http://10.0.0.9:7860/config: cannot connect"
+    assert _cause(RuntimeError("first line\nsecond")) == "RuntimeError: first line"
