@@ -13,7 +13,8 @@ Ray runs on a local 2-node cluster (ray.cluster_utils.Cluster, one CPU per node)
 machine's cores with the server: on a small host the server, not the generators, may set the req/s.
 Columns: ok req/s; the generators' own CPU per request (every worker process summed, from
 process_time); their CPU in % of one core; start-up, the run's wall time minus its measured window
-(discovery, spawning workers, agreeing on the start); and for Ray the worst clock-offset bound.
+(discovery, spawning workers, agreeing on the start); send lag p99 (open loop: how late requests
+left; closed loop: ~0, a user sends when it is ready); and for Ray the worst clock-offset bound.
 
 Usage: .venv/bin/python bench/ray_scaling.py [--users 16] [--duration 4] [--repeats 3] [--rate R]
 Needs Ray: pip install -e '.[ray]' (exits non-zero naming it when missing).
@@ -49,6 +50,7 @@ class Sample:
     cpu_ms_per_request: float
     cpu_percent: float
     startup_s: float
+    send_lag_p99_ms: float
     clock_s: float | None
 
 
@@ -127,6 +129,7 @@ def measure(args: argparse.Namespace, target: str, extra: dict[str, Any], out: P
         cpu_ms_per_request=1000 * (g.cpu_s or 0.0) / max(s.sent, 1),
         cpu_percent=g.cpu_percent or 0.0,
         startup_s=wall - s.duration_s,
+        send_lag_p99_ms=1000 * (s.phase("send_lag_s").p99 or 0.0),
         clock_s=g.clock_uncertainty_s,
     )
 
@@ -135,16 +138,16 @@ def report(args: argparse.Namespace, samples: dict[str, list[Sample]]) -> None:
     load = f"open loop {args.rate:g} req/s" if args.rate else f"{args.users} closed-loop users"
     print(f"\n{load}, {args.duration:g} s per run, median of {args.repeats} alternating rounds\n")
     print(f"{'executor':<13} {'ok req/s':>9} {'CPU ms/req':>11} {'gen CPU %':>10} {'start-up s':>11} "
-          f"{'clock +-':>9}")
+          f"{'lag p99 ms':>10} {'clock +-':>9}")
     medians = {}
     for name, runs in samples.items():
         m = {f: statistics.median(getattr(r, f) for r in runs)
-             for f in ("rps", "cpu_ms_per_request", "cpu_percent", "startup_s")}
+             for f in ("rps", "cpu_ms_per_request", "cpu_percent", "startup_s", "send_lag_p99_ms")}
         clocks = [r.clock_s for r in runs if r.clock_s is not None]
         clock = f"{statistics.median(clocks) * 1000:.2f} ms" if clocks else "-"
         medians[name] = m
         print(f"{name:<13} {m['rps']:>9.0f} {m['cpu_ms_per_request']:>11.3f} {m['cpu_percent']:>10.0f} "
-              f"{m['startup_s']:>11.1f} {clock:>9}")
+              f"{m['startup_s']:>11.1f} {m['send_lag_p99_ms']:>10.2f} {clock:>9}")
     ray2, proc2, ray1 = medians["ray x2"], medians["processes x2"], medians["ray x1"]
     print(f"\nratio: ray x2 / ray x1 req/s {ray2['rps'] / ray1['rps']:.2f}; "
           f"ray x2 / processes x2: req/s {ray2['rps'] / proc2['rps']:.2f}, "

@@ -11,8 +11,9 @@ actor runs `run_part`, the ordinary LoadGenerator, on its part. The driver (this
    run clock at S + offset on its own clock. Every `*_at_s` an actor records is then an offset from
    S in the driver's time base, within +- the offset's uncertainty (plus any drift during the run,
    measured by a second offset measurement after it; both go to run.json `clock`);
-4. polls every actor ~4 times a second: its LiveStats (the live line combines them) and the records
-   finished since the last poll, as an Arrow IPC batch, appended to records.jsonl at once;
+4. polls every actor 2-4 times a second (one poll in flight per actor): its LiveStats (the live line
+   combines them) and the records finished since its last poll, as an Arrow IPC batch, appended to
+   records.jsonl at once;
 5. an actor that dies (or whose node does): every request of its part whose record never arrived
    becomes a `generator_lost` record (qbench.run.executor.lost_records); the others carry on. An actor
    that answers no poll for UNRESPONSIVE_S is killed and counted the same way. Ctrl-C / SIGTERM stop
