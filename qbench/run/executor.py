@@ -25,6 +25,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -183,6 +184,20 @@ def worker_stats(index: int, where: str, records: list[RequestRecord], stats: Ge
         p99_send_lag_s=float(np.percentile(lags, 99)) if lags.size else None,
         max_send_lag_s=float(lags.max()) if lags.size else None,
     )
+
+
+def stop_signals(handler: Callable[[int, Any], None]) -> Callable[[], None]:
+    """SIGINT/SIGTERM -> `handler` in a driver that blocks (processes, Ray); returns the undo. Only the
+    main thread may set handlers: elsewhere (a sweep's worker thread) this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
 
 
 def this_process() -> str:

@@ -35,6 +35,7 @@ from qbench.run.executor import (
     merge,
     run_part,
     split_plan,
+    stop_signals,
     this_process,
 )
 from qbench.run.loadgen import LiveStats, StopHook
@@ -74,17 +75,13 @@ class ProcessExecutor:
         ]
         for child in children:
             child.start()
-        previous = {
-            sig: signal.signal(sig, lambda *_: _stop(shared, "interrupted"))
-            for sig in (signal.SIGINT, signal.SIGTERM)
-        }
+        restore = stop_signals(lambda *_: _stop(shared, "interrupted"))
         reasons: list[str] = []
         try:
             _start_together(shared, self.processes, children)
             results = _supervise(shared, children, job.on_tick, _remember(job.stop_when, reasons))
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            restore()
             for child in children:
                 child.join(timeout=30)
                 if child.is_alive():

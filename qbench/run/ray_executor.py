@@ -50,6 +50,7 @@ from qbench.run.executor import (
     merge,
     run_part,
     split_plan,
+    stop_signals,
     wall_to_perf,
 )
 from qbench.run.loadgen import LiveStats, StopHook
@@ -161,7 +162,7 @@ class _Driver:
         from ray.util.placement_group import placement_group, remove_placement_group
 
         pg = placement_group([{"CPU": 1}] * len(self.parts), strategy="SPREAD")
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        restore = stop_signals(self._on_signal)
         workers: list[_Worker] = []
         try:
             self._placed(pg)
@@ -171,8 +172,7 @@ class _Driver:
                 self._supervise(workers, sink)
             drift = self._offsets([w for w in workers if w.result is not None and not w.result.worker.lost])
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            restore()
             for w in workers:
                 self.ray.kill(w.actor, no_restart=True)
             remove_placement_group(pg)

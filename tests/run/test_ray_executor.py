@@ -113,8 +113,13 @@ def test_open_loop_split_over_two_nodes_on_one_clock(
 
 
 def test_closed_loop_users_split(cluster: Any, server: RunningServer, tmp_path: Path) -> None:
-    result = run_scenario(spec({"users": 4, "requests": 12}), target=server.url, out_dir=tmp_path / "c",
-                          live=False)
+    """Also from a thread other than the main one (as a sweep runs its points): no signal handlers."""
+    results: list[Any] = []
+    run = threading.Thread(target=lambda: results.append(run_scenario(
+        spec({"users": 4, "requests": 12}), target=server.url, out_dir=tmp_path / "c", live=False)))
+    run.start()
+    run.join(timeout=120)
+    (result,) = results
     assert [r.request_id for r in result.records] == list(range(12)) and all(r.ok for r in result.records)
     assert {r.user_id for r in result.records} == {0, 1, 2, 3}
     assert [w.requests for w in result.summary.generator.workers] == [6, 6]
