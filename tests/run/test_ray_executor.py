@@ -292,3 +292,44 @@ def test_a_ray_error_is_told_by_the_actors_own_exception() -> None:
     text = _cause(Wrapped("ray::GeneratorWorker.run() (pid=1, ip=10.0.0.2)\nTraceback ..."))
     assert text == "TargetError: http://10.0.0.9:7860/config: cannot connect"
     assert _cause(RuntimeError("first line\nsecond")) == "RuntimeError: first line"
+
+
+class FakeRay:
+    """Just enough of the `ray` module for worker_count and connect."""
+
+    def __init__(self, cpus: list[float], fail: Exception | None = None) -> None:
+        self.cpus, self.fail = cpus, fail
+        self.inits: list[dict[str, Any]] = []
+
+    def nodes(self) -> list[dict[str, Any]]:
+        dead = {"Alive": False, "Resources": {"CPU": 64.0}}
+        return [dead, *({"Alive": True, "Resources": {"CPU": c}} for c in self.cpus)]
+
+    def is_initialized(self) -> bool:
+        return False
+
+    def init(self, **kwargs: Any) -> None:
+        if self.fail is not None:
+            raise self.fail
+        self.inits.append(kwargs)
+
+
+def test_worker_count_is_one_per_alive_node_and_must_fit_the_cpus() -> None:
+    from qbench.errors import ExecutorError
+    from qbench.run.ray_executor import worker_count
+
+    assert worker_count(FakeRay([4.0, 1.0, 0.0]), "auto") == 2  # a node without a CPU runs no generator
+    assert worker_count(FakeRay([4.0, 1.0]), 5) == 5
+    with pytest.raises(ExecutorError, match=r"load.workers: 6 needs 6 CPU\(s\).*it has 5 CPU\(s\) on 2 node"):
+        worker_count(FakeRay([4.0, 1.0]), 6)
+
+
+def test_connect_names_the_address_it_could_not_reach() -> None:
+    from qbench.errors import ExecutorError
+    from qbench.run.ray_executor import connect
+
+    fake = FakeRay([1.0])
+    assert connect(fake, "ray://head:10001") is True and fake.inits[0]["address"] == "ray://head:10001"
+    assert connect(FakeRay([1.0]), None) is True  # None and "local": start Ray on this machine
+    with pytest.raises(ExecutorError, match=r"Ray cluster at 'ray://nowhere:10001': could not connect"):
+        connect(FakeRay([1.0], ConnectionError("refused")), "ray://nowhere:10001")
