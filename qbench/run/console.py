@@ -31,7 +31,11 @@ class LiveView:
     ) -> None:
         self.enabled = enabled
         self.console = console or Console(stderr=True)
-        self.title = f"{scenario.name} -> {target} ({scenario.protocol}, {scenario.load.shape})"
+        load = scenario.load
+        split = ", Ray actors" if load.executor == "ray" else ""
+        if load.processes > 1:
+            split = f", {load.processes} processes"
+        self.title = f"{scenario.name} -> {target} ({scenario.protocol}, {load.shape}{split})"
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),

@@ -169,3 +169,13 @@ def test_worker_table_and_warnings_name_a_saturated_or_lost_generator() -> None:
     warnings = bottleneck_warnings(summary)
     assert any("generator 0 (node a) at 97%" in w for w in warnings)
     assert any("generator 1 was lost mid-run" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("load", "title"),
+    [({}, "(gradio, burst)"), ({"processes": 2}, "(gradio, burst, 2 processes)"),
+     ({"executor": "ray"}, "(gradio, burst, Ray actors)")],
+)
+def test_live_view_title_says_where_the_generators_run(load: dict[str, object], title: str) -> None:
+    raw = {"name": "t", "endpoint": {"api_name": "p"}, "load": {"burst": 1, **load}}
+    assert LiveView(parse_scenario(raw, source="t"), "http://x", enabled=False).title.endswith(title)
