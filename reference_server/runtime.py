@@ -64,6 +64,7 @@ class Event:
     alive: bool = True  # False once cancelled or its session disconnected: messages are dropped
     outcome: str | None = None  # "ok" | "error" once its job produced its terminal message
     job: Job | None = None
+    data_waiter: asyncio.Future[Any] | None = None  # gradio: 3: the data the client sends on send_data
 
 
 @dataclass(eq=False)

@@ -40,6 +40,7 @@ from qbench.run.payloads import PayloadGenerator
 from qbench.run.protocols import make_protocol
 from qbench.run.protocols.base import Clock, make_http_session
 from qbench.run.protocols.http import render
+from qbench.run.protocols.login import authenticator, session_slots
 from qbench.run.records import JsonlWriter, RequestRecord
 from qbench.run.scenario import Scenario, with_overrides
 from qbench.run.schedule import OpenPlan, Plan, UserPlan
@@ -47,7 +48,7 @@ from qbench.run.summary import GeneratorStats, WorkerStats
 from qbench.run.trace import recorded_inputs
 
 T = TypeVar("T")
-Announce = Callable[[dict[str, Any], aiohttp.ClientSession], Awaitable[None]]
+Announce = Callable[[dict[str, Any], aiohttp.ClientSession, dict[str, Any]], Awaitable[None]]
 
 
 @dataclass
@@ -58,7 +59,7 @@ class Job:
     plan: Plan  # the whole run's plan, built once by the runner
     target: str
     run_dir: Path  # records.jsonl is appended here while the run goes
-    announce: Announce  # the target's discovery (once, before any request) -> run.json
+    announce: Announce  # the target's discovery and login info (once, before any request) -> run.json
     on_tick: Callable[[LiveStats], None]  # the live view (~4 Hz), every worker combined
     stop_when: StopHook | None = None  # asked on every tick; a reason ends the run as "deadline"
 
@@ -108,7 +109,9 @@ class PartControl(Protocol):
     @property
     def signals(self) -> bool: ...  # SIGINT/SIGTERM handlers on the loop (the in-process executor only)
 
-    async def discovered(self, server: dict[str, Any], http: aiohttp.ClientSession) -> None: ...
+    async def discovered(
+        self, server: dict[str, Any], http: aiohttp.ClientSession, auth: dict[str, Any]
+    ) -> None: ...
 
     async def start_at(self) -> float | None: ...  # time.perf_counter() instant; None: now
 
@@ -147,9 +150,14 @@ async def run_part(part: Part, control: PartControl) -> PartResult:
     payloads.prepare(scenario.payload.variants)
     if scenario.protocol == "http":
         render(scenario.endpoint.body, payloads.inputs(0))  # template errors fail before any request
-    async with make_http_session(scenario.load) as http:
+    async with (
+        authenticator(scenario, part.target) as auth,
+        make_http_session(scenario.load, auth.middlewares) as http,
+    ):
+        auth.spread(part.index, part.parts)  # login.users: other accounts than the other workers'
+        await auth.start(part.plan.users if isinstance(part.plan, UserPlan) else session_slots(scenario.load))
         protocol = make_protocol(scenario, part.target, http, clock)
-        await control.discovered(await protocol.discover(), http)
+        await control.discovered(await protocol.discover(), http, auth.info())
 
         def tick(stats: LiveStats) -> None:
             stop = control.tick(stats)
@@ -165,7 +173,7 @@ async def run_part(part: Part, control: PartControl) -> PartResult:
             records = await gen.run(start_at=start_at)
         await protocol.close()
     stats = gen.generator_stats()
-    info = {**gen.info(), "payload": payloads.stats()}
+    info = {**gen.info(), "payload": payloads.stats(), "auth": auth.info()}  # re-logins counted
     worker = worker_stats(part.index, control.where, records, stats)
     return PartResult(part.index, records, stats, info, worker)
 
@@ -255,8 +263,10 @@ class _LocalControl:
     def stop_when(self) -> StopHook | None:
         return self.job.stop_when
 
-    async def discovered(self, server: dict[str, Any], http: aiohttp.ClientSession) -> None:
-        await self.job.announce(server, http)
+    async def discovered(
+        self, server: dict[str, Any], http: aiohttp.ClientSession, auth: dict[str, Any]
+    ) -> None:
+        await self.job.announce(server, http, auth)
         self.sink.open()  # run.json exists: the target answered, the run directory may be made
 
     async def start_at(self) -> float | None:
@@ -357,6 +367,9 @@ def merge(results: list[PartResult], open_loop: bool, executor: str) -> Executio
     }
     if len(infos) == 1:
         info["payload"] = infos[0].get("payload")
+    auths = [i["auth"] for i in infos if i.get("auth")]
+    if auths:  # each worker logs in on its own: logins and re-logins add up
+        info["auth"] = {**auths[0], **{k: sum(a.get(k, 0) for a in auths) for k in ("logins", "relogins")}}
     return Execution(records, merged, info)
 
 
@@ -404,9 +417,13 @@ def _lost(request_id: int, user: int, label: str, warmup: bool, at_s: float, mes
 async def discover(job: Job) -> str:
     """The driver's own discovery (for executors whose workers run elsewhere): announces the target
     once, before any worker starts; returns the endpoint label records carry."""
-    async with make_http_session(job.scenario.load) as http:
+    async with (
+        authenticator(job.scenario, job.target) as auth,
+        make_http_session(job.scenario.load, auth.middlewares) as http,
+    ):
+        await auth.start(1)  # the workers log in for their own sessions
         protocol = make_protocol(job.scenario, job.target, http, Clock())
-        await job.announce(await protocol.discover(), http)
+        await job.announce(await protocol.discover(), http, auth.info())
         await protocol.close()
         return protocol.endpoint_label
 

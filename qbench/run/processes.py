@@ -180,7 +180,9 @@ class _ChildControl:
     stop_when: StopHook | None = None
     signals: bool = False
 
-    async def discovered(self, server: dict[str, Any], http: aiohttp.ClientSession) -> None:
+    async def discovered(
+        self, server: dict[str, Any], http: aiohttp.ClientSession, auth: dict[str, Any]
+    ) -> None:
         self.shared.ready.put(self.index)
 
     async def start_at(self) -> float | None:

@@ -470,7 +470,7 @@ class GeneratorWorker:
 
     # ---- PartControl
 
-    async def discovered(self, server: dict[str, Any], http: Any) -> None:
+    async def discovered(self, server: dict[str, Any], http: Any, auth: dict[str, Any]) -> None:
         self._ready = True
 
     async def start_at(self) -> float | None:

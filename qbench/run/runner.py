@@ -30,10 +30,12 @@ import orjson
 from qbench import __version__
 from qbench.errors import ScenarioError
 from qbench.run.console import LiveView
+from qbench.run.credentials import redact
 from qbench.run.diagnose import Finding, diagnose
 from qbench.run.executor import Executor, Job, LocalExecutor, in_loop
 from qbench.run.loadgen import LiveStats
 from qbench.run.protocols.base import make_http_session
+from qbench.run.protocols.login import authenticator
 from qbench.run.records import RequestRecord, write_parquet
 from qbench.run.scenario import Scenario, file_slug, load_scenario, with_overrides
 from qbench.run.schedule import Plan
@@ -94,13 +96,14 @@ def run_scenario(
         raise ScenarioError(f"target {url!r}: expected an http(s) URL such as http://127.0.0.1:7860")
     run_dir = out_dir or run_dir_for(scenario.name)
     plan = check_schedule(scenario)
+    authenticator(scenario, url)  # an unset ${ENV} reference fails here, before any request
     info = _run_info(scenario, url)
     with contextlib.ExitStack() as stack:
         view = LiveView(scenario, url, enabled=live)
 
-        async def announce(server: dict[str, Any], http: aiohttp.ClientSession) -> None:
-            """Discovery succeeded (fails before any request): run.json, then the live view."""
-            info["server"] = server
+        async def announce(server: dict[str, Any], http: aiohttp.ClientSession, auth: dict[str, Any]) -> None:
+            """Login and discovery succeeded (they fail before any request): run.json, then the live view."""
+            info["server"], info["auth"] = server, auth
             server["status"] = await _status(http, url)
             run_dir.mkdir(parents=True, exist_ok=True)  # only once the target has answered
             _write_json(run_dir / "run.json", info)
@@ -151,7 +154,9 @@ def _finish(
     write_parquet(records, run_dir / "records.parquet")
     _write_json(run_dir / "run.json", info)
     findings = diagnose(records, summary, info.get("server"))
-    _write_json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": [f.to_dict() for f in findings]})
+    diagnosis = [f.to_dict() for f in findings]
+    auth = info.get("auth")  # logins and re-logins (no secret)
+    _write_json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth})
     return RunResult(run_dir=run_dir, records=records, summary=summary, run_info=info, diagnosis=findings)
 
 
@@ -171,7 +176,10 @@ def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:
 
 
 async def _final_status(scenario: Scenario, target: str) -> Any:
-    async with make_http_session(scenario.load) as http:
+    async with (
+        authenticator(scenario, target) as auth,
+        make_http_session(scenario.load, auth.middlewares) as http,
+    ):
         return await _status(http, target)
 
 
@@ -188,7 +196,7 @@ async def _status(http: aiohttp.ClientSession, target: str) -> Any:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    tmp.write_text(redact(json.dumps(data, indent=2, default=str)), encoding="utf-8")
     tmp.replace(path)
 
 
