@@ -333,3 +333,22 @@ def test_connect_names_the_address_it_could_not_reach() -> None:
     assert connect(FakeRay([1.0]), None) is True  # None and "local": start Ray on this machine
     with pytest.raises(ExecutorError, match=r"Ray cluster at 'ray://nowhere:10001': could not connect"):
         connect(FakeRay([1.0], ConnectionError("refused")), "ray://nowhere:10001")
+
+
+def test_actors_log_in_for_their_own_sessions(cluster: Any, tmp_path: Path) -> None:
+    """An app behind a login: each actor logs in for its users; no secret reaches a file."""
+    from reference_server.settings import synthetic_settings
+    from reference_server.testing import serve_in_thread
+
+    password = "pw-ray-secret-42"
+    work = {"api_name": "work", "workload": "sleep", "params": {"base_ms": 10}, "concurrency_limit": None}
+    settings = synthetic_settings(functions=[work], auth={"users": {"alice": password}})
+    spec_ = scenario(endpoint={"api_name": "work"}, payload={"inputs": [{"value": "x"}]},
+                     load={"executor": "ray", "users": 2, "requests": 6, "timeout": 10},
+                     auth={"login": {"username": "alice", "password": password}})
+    with serve_in_thread(settings) as locked:
+        result = run_scenario(spec_, target=locked.url, out_dir=tmp_path / "auth", live=False)
+    assert len(result.records) == 6 and all(r.ok for r in result.records)
+    assert result.run_info["auth"]["logins"] == 2  # one session per actor (its one user), each logged in
+    for name in ("run.json", "summary.json", "records.jsonl"):
+        assert password not in (result.run_dir / name).read_text()
