@@ -83,6 +83,19 @@ def run(
         Path | None,
         typer.Option(help="A past run folder: send at its intended times, with its request ids."),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ADDRESS",
+            help="Split the run over Ray actors (load.executor: ray): 'local' starts Ray on this machine, "
+            "'auto' joins the cluster `ray start` runs here, HOST:6379 or ray://HOST:10001. Needs pip "
+            "install -e '.\\[ray]'.",
+        ),
+    ] = None,
+    workers: Annotated[
+        str | None,
+        typer.Option(metavar="N|auto", help="Ray actors: a number, or auto (one per node; load.workers)."),
+    ] = None,
     auth: AuthOpt = None,
     header: HeaderOpt = None,
     bearer_env: BearerEnvOpt = None,
@@ -90,7 +103,7 @@ def run(
     """Fire the load a scenario describes, record every request, print a summary (exit 3 on SLO failure)."""
     from rich.console import Console
 
-    from qbench.errors import QbenchError, SloViolation, TargetError
+    from qbench.errors import ExecutorError, QbenchError, SloViolation, TargetError
     from qbench.run.console import render_summary
     from qbench.run.credentials import cli_overrides
     from qbench.run.runner import load_scenario, parse_set_options, run_scenario
@@ -102,6 +115,11 @@ def run(
             overrides["load.processes"] = processes
         if replay is not None:
             overrides["load.replay"] = str(replay.resolve())
+        if ray is not None:
+            overrides["load.executor"] = "ray"
+            overrides["load.ray_address"] = ray
+        if workers is not None:
+            overrides["load.workers"] = parse_set_options([f"load.workers={workers}"])["load.workers"]
         spec = load_scenario(scenario, overrides)
         result = run_scenario(spec, target=target, out_dir=out, live=live)
         load = spec.load
@@ -111,6 +129,12 @@ def run(
         if (auth_info := result.run_info.get("auth") or {}).get("login"):
             logins, relogins = auth_info["logins"], auth_info["relogins"]
             console.print(f"login: {logins} login(s), {relogins} re-login(s) after a 401")
+        lost = result.run_info.get("lost_workers")
+        if lost:
+            raise ExecutorError(
+                f"{len(lost)} generator worker(s) lost mid-run; their unreported requests are recorded as "
+                f"generator_lost: {'; '.join(lost)}"
+            )
         verdict = result.run_info.get("failed_opening")
         if verdict:
             stopped = str(result.run_info.get("stop_reason") or "").startswith("stopped early")

@@ -49,6 +49,15 @@ def test_generator_vs_locust_exits_non_zero_naming_locust(monkeypatch: pytest.Mo
     assert "Locust, which is not installed" in message and "pip install -e '.[bench]'" in message
 
 
+def test_ray_scaling_exits_non_zero_naming_the_ray_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = load_bench("ray_scaling", monkeypatch)
+    without(monkeypatch, "ray")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--repeats", "1"])
+    assert "needs Ray, which is not installed" in str(exit_info.value.code)
+    assert "pip install -e '.[ray]'" in str(exit_info.value.code)
+
+
 def test_server_vs_gradio_exits_non_zero_naming_gradio(monkeypatch: pytest.MonkeyPatch) -> None:
     bench = load_bench("server_vs_gradio", monkeypatch)
     without(monkeypatch, "gradio")
