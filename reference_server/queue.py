@@ -55,6 +55,8 @@ class EventQueue:
         self._tasks: list[asyncio.Task[None]] = []
         self._batch_timer: asyncio.TimerHandle | None = None
         self._estimations: asyncio.Task[None] | None = None  # the periodic loop of a numeric rate
+        self.metrics.sessions.set_function(lambda: len(self.sessions))  # read when /metrics renders
+        self.metrics.events_live.set_function(lambda: len(self.events))
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
