@@ -167,6 +167,27 @@ def test_a_broken_answer_is_an_error_kind_not_a_crash(answer: bytes, kind: str) 
     asyncio.run(scenario())
 
 
+def test_a_body_that_runs_until_the_server_closes_completes() -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello")
+        await writer.drain()
+        writer.close()
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        pool = Http1Pool(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", 1, connect_timeout_s=5)
+        r = record()
+        try:
+            assert (await pool.send(pool.head("GET", "/", {}), None, r, clock())).status == 200
+        finally:
+            pool.close()
+            server.close()
+        assert r.bytes_received == 5
+
+    asyncio.run(scenario())
+
+
 def test_a_cancelled_request_drops_its_connection_and_frees_the_slot() -> None:
     async def reply(request: bytes) -> bytes:
         if request.startswith(b"GET /slow"):

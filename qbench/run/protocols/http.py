@@ -127,9 +127,11 @@ class HttpProtocol:
 
 
 def lean_pool(url: str, scenario: Scenario) -> Http1Pool | None:
-    """The lean HTTP/1.1 pool for a plain http:// target; None (aiohttp) for https:// or when
-    QBENCH_HTTP_CLIENT=aiohttp asks for the general client."""
+    """The lean HTTP/1.1 pool for a plain http:// target; None (aiohttp) for https://, HEAD requests,
+    or when QBENCH_HTTP_CLIENT=aiohttp asks for the general client."""
     if not url.startswith("http://") or os.environ.get("QBENCH_HTTP_CLIENT", "lean") == "aiohttp":
+        return None
+    if scenario.endpoint.method.upper() == "HEAD":  # a response without the body its headers announce
         return None
     return Http1Pool(url, scenario.load.max_connections, scenario.load.connect_timeout)
 

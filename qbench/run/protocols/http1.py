@@ -111,6 +111,7 @@ class Connection(asyncio.Protocol):
         self._content_type = b""
         self._has_length = False
         self._chunked = False
+        self._until_close = False  # the current response's body runs until the server closes
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -125,13 +126,10 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._broken(f"malformed HTTP response: {exc}")
 
-    def eof_received(self) -> bool | None:
-        with contextlib.suppress(httptools.HttpParserError):
-            self._parser.feed_data(b"")  # a body delimited by the connection's end completes here
-        return None
-
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.exchange is not None and self._until_close and exc is None:
+            self.on_message_complete()  # a body without length or chunks ends with the connection
         if self.exchange is not None:
             answered = self.exchange.record.joined_at_s is not None
             kind = "stream_broken" if answered else "connect"
@@ -141,7 +139,7 @@ class Connection(asyncio.Protocol):
 
     # httptools callbacks
     def on_message_begin(self) -> None:
-        self._content_type, self._has_length, self._chunked = b"", False, False
+        self._content_type, self._has_length, self._chunked, self._until_close = b"", False, False, False
 
     def on_header(self, name: bytes, value: bytes) -> None:
         lower = name.lower()
@@ -154,6 +152,7 @@ class Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self.reusable = bool(self._parser.should_keep_alive())
+        self._until_close = not self._has_length and not self._chunked
         if self.exchange is not None:
             status = self._parser.get_status_code()
             self.exchange.headers(status, self._content_type, self._chunked, self._has_length)
