@@ -114,8 +114,8 @@ def require_peers() -> None:
 
 
 def measure(name: str, cmd: list[str], port: int, warmup: float, window: float,
-            env: dict[str, str] | None = None) -> Result:
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
+            env: dict[str, str] | None = None, cwd: Path = ROOT) -> Result:
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd, env=env)
     try:
         ps = psutil.Process(proc.pid)
         time.sleep(warmup)
@@ -212,18 +212,20 @@ def main(argv: list[str] | None = None) -> None:
             "ERROR",
         ]
 
-    def run(name: str, cmd: list[str], env: dict[str, str] | None = None, ref: str = "") -> Result:
-        result = measure(name, cmd, port, args.warmup, args.window, env)
+    def run(name: str, cmd: list[str], env: dict[str, str] | None = None, ref: str = "",
+            cwd: Path = ROOT) -> Result:
+        result = measure(name, cmd, port, args.warmup, args.window, env, cwd)
         result.ref = ref or name
         return result
 
     fast = f"Locust FastHttpUser ({args.users} users)"
     cap = args.users  # in-flight cap = connections: a hiccup queues in the schedule, not in aiohttp
-    variants: list[tuple[str, dict[str, str]]] = [("qbench", dict(os.environ))]
+    variants: list[tuple[str, dict[str, str], Path]] = [("qbench", dict(os.environ), ROOT)]
     if args.uvloop:
-        variants.append(("qbench uvloop", {**os.environ, "QBENCH_LOOP": "uvloop"}))
-    if args.baseline is not None:
-        variants.insert(0, ("qbench baseline", {**os.environ, "PYTHONPATH": str(args.baseline.resolve())}))
+        variants.append(("qbench uvloop", {**os.environ, "QBENCH_LOOP": "uvloop"}, ROOT))
+    if args.baseline is not None:  # run from its folder: `python -m` puts the working folder first
+        base = args.baseline.resolve()
+        variants.insert(0, ("qbench baseline", {**os.environ, "PYTHONPATH": str(base)}, base))
     server = subprocess.Popen([PY, "-c", SERVER, str(port)], env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         _wait_ready(port)
@@ -239,10 +241,10 @@ def main(argv: list[str] | None = None) -> None:
                 results.append(run(paced, locust("Paced"), pace_env))
                 load = f"{{rate: {rate}, duration: {run_s}, max_connections: {cap}, max_in_flight: {cap}}}"
                 (tmp / f"open{rate:g}.yaml").write_text(SCENARIO.format(load=load))
-                for label, env in variants:
+                for label, env, cwd in variants:
                     tag = label.removeprefix("qbench").strip().replace(" ", "-")
                     cmd = qbench(f"open{rate:g}.yaml", tag)
-                    results.append(run(f"{label} open loop ({rate:g} req/s)", cmd, env, ref=paced))
+                    results.append(run(f"{label} open loop ({rate:g} req/s)", cmd, env, paced, cwd))
             rounds.append(results)
     finally:
         server.terminate()
