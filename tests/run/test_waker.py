@@ -4,13 +4,20 @@ polling at high rates. Loose bounds: the host is shared."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from qbench.run.waker import SPIN_MARGIN_S, SPIN_S, SpinWaker, TimerFdWaker, Waker, make_waker
+from qbench.run.waker import (
+    SPIN_MARGIN_S,
+    SPIN_S,
+    TIMER_SLACK_NS,
+    SpinWaker,
+    TimerFdWaker,
+    Waker,
+    make_waker,
+)
 
 
 def wakers() -> list[Waker]:
@@ -33,7 +40,7 @@ def test_until_never_returns_early_and_is_usually_within_a_millisecond(waker: Wa
     finally:
         waker.close()
     assert (lags >= 0).all()  # never sent before its intended time
-    assert np.median(lags) < 1e-3  # epoll alone rounds up to whole ms; loose: the host is shared
+    assert np.median(lags) < 5e-3  # loose: the host is shared (quiet: ~0.01 ms, bench/dispatcher_wakeup.py)
 
 
 @pytest.mark.parametrize("waker", wakers(), ids=lambda w: w.name)
@@ -62,7 +69,7 @@ def test_spin_waker_sleeps_to_just_before_then_polls(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(asyncio, "sleep", recording_sleep)
     asyncio.run(SpinWaker().until(time.perf_counter() + 0.02))
-    assert slept[0] == pytest.approx(0.02 - SPIN_S, abs=0.005) and set(slept[1:]) <= {0}
+    assert 0.02 - SPIN_S - 0.005 < slept[0] <= 0.02 - SPIN_S and set(slept[1:]) <= {0}
 
 
 linux_only = pytest.mark.skipif(not isinstance(make_waker(), TimerFdWaker), reason="timerfd is Linux-only")
@@ -106,10 +113,9 @@ def test_timerfd_waker_restores_the_timer_slack() -> None:
     import ctypes
 
     libc = ctypes.CDLL(None)
-    before = libc.prctl(30, 0, 0, 0, 0)
+    before = libc.prctl(30, 0, 0, 0, 0)  # PR_GET_TIMERSLACK (ns)
     waker = make_waker()
-    assert libc.prctl(30, 0, 0, 0, 0) < before or before <= 10_000
+    assert libc.prctl(30, 0, 0, 0, 0) == min(before, TIMER_SLACK_NS) or before <= TIMER_SLACK_NS
     waker.close()
     waker.close()  # idempotent
     assert libc.prctl(30, 0, 0, 0, 0) == before
-    assert sys.platform == "linux"
