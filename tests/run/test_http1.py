@@ -222,3 +222,20 @@ def test_nothing_listening_is_a_connect_error() -> None:
 def test_only_plain_http_urls() -> None:
     with pytest.raises(ValueError, match="plain http://"):
         Http1Pool("https://example.com/", limit=1, connect_timeout_s=1)
+
+
+def test_the_pool_runs_on_uvloop_too() -> None:
+    """QBENCH_LOOP=uvloop: uvloop's transports are not asyncio.Transport subclasses."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def reply(request: bytes) -> bytes:
+        return ok(b"hi")
+
+    async def scenario(url: str, stats: dict[str, Any]) -> None:
+        pool = Http1Pool(url, limit=1, connect_timeout_s=5)
+        r = record()
+        assert (await pool.send(pool.head("GET", "/", {}), None, r, clock())).status == 200
+        pool.close()
+        assert r.bytes_received == 2
+
+    uvloop.run(serve(reply, scenario))

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable
+from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -115,8 +116,7 @@ class Connection(asyncio.Protocol):
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not an asyncio.Transport subclass
 
     def data_received(self, data: bytes) -> None:
         try:
