@@ -239,3 +239,23 @@ def test_the_pool_runs_on_uvloop_too() -> None:
         assert r.bytes_received == 2
 
     uvloop.run(serve(reply, scenario))
+
+
+def test_a_waiter_cancelled_after_its_wake_up_passes_the_slot_on() -> None:
+    async def reply(request: bytes) -> bytes:
+        await asyncio.sleep(0.05)
+        return ok(b"x")
+
+    async def scenario(url: str, stats: dict[str, Any]) -> None:
+        pool = Http1Pool(url, limit=1, connect_timeout_s=5)
+        head = pool.head("GET", "/", {})
+        first = asyncio.ensure_future(pool.send(head, None, record(), clock()))
+        await asyncio.sleep(0.01)
+        doomed = asyncio.ensure_future(pool.send(head, None, record(), clock()))
+        last = asyncio.ensure_future(pool.send(head, None, record(), clock()))
+        await first  # frees the connection: `doomed` is woken ...
+        doomed.cancel()  # ... and cancelled before it runs
+        assert (await asyncio.wait_for(last, 5)).status == 200
+        pool.close()
+
+    asyncio.run(serve(reply, scenario))

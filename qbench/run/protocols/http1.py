@@ -242,6 +242,10 @@ class Http1Pool:
             self._waiters.append(waiter)
             try:
                 await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake()  # woken, then cancelled (a timeout): the free slot goes to the next one
+                raise
             finally:
                 with contextlib.suppress(ValueError):
                     self._waiters.remove(waiter)
