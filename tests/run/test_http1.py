@@ -243,18 +243,17 @@ def test_the_pool_runs_on_uvloop_too() -> None:
 
 def test_a_waiter_cancelled_after_its_wake_up_passes_the_slot_on() -> None:
     async def reply(request: bytes) -> bytes:
-        await asyncio.sleep(0.05)
         return ok(b"x")
 
     async def scenario(url: str, stats: dict[str, Any]) -> None:
         pool = Http1Pool(url, limit=1, connect_timeout_s=5)
         head = pool.head("GET", "/", {})
-        first = asyncio.ensure_future(pool.send(head, None, record(), clock()))
-        await asyncio.sleep(0.01)
+        held = await pool._acquire()  # the one connection, busy
         doomed = asyncio.ensure_future(pool.send(head, None, record(), clock()))
         last = asyncio.ensure_future(pool.send(head, None, record(), clock()))
-        await first  # frees the connection: `doomed` is woken ...
-        doomed.cancel()  # ... and cancelled before it runs
+        await asyncio.sleep(0.01)  # both wait for it
+        pool._release(held)  # wakes `doomed` ...
+        doomed.cancel()  # ... which is cancelled before it runs (a timeout in the same loop turn)
         assert (await asyncio.wait_for(last, 5)).status == 200
         pool.close()
 
