@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # CPU wheel (small). On a GPU machine install a CUDA torch first; see README.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup test demo lint typecheck bench clean gradio-envs
+.PHONY: setup test test-gradio demo lint typecheck bench clean gradio-envs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ lint: $(STAMP)
 # One cached virtualenv per verified Gradio release (.gradio-envs/<version>/); tests build them on demand.
 gradio-envs: $(STAMP)
 	$(PY) tests/gradio_versions/envs.py
+
+# The whole release matrix: `make test`'s releases (3.50.2, 4.44.1, 5.50.0; 6.31 is the main venv's)
+# plus one release of each 4.x wire family.
+GRADIO_MATRIX ?= 4.8.0,4.16.0,4.20.1,4.21.0,4.22.0
+test-gradio: $(STAMP)
+	QBENCH_GRADIO_VERSIONS=$(GRADIO_MATRIX) $(PY) -m pytest -q tests/gradio_versions tests/conformance
 
 demo: $(STAMP)
 	$(PY) -m qbench demo

@@ -21,6 +21,15 @@ app = typer.Typer(
 
 # Commands are added below, one small function each: run, capacity, sweep, report, compare, serve, demo.
 
+# Credentials (run, sweep, capacity) override the scenario's auth: section (qbench.run.credentials).
+AuthOpt = Annotated[str | None, typer.Option("--auth", help="USER:PASSWORD to log in with (auth.login).")]
+HeaderOpt = Annotated[
+    list[str] | None, typer.Option("--header", help="'Name: value' sent on every request (repeatable).")
+]
+BearerEnvOpt = Annotated[
+    str | None, typer.Option("--bearer-env", help="Env variable holding a bearer token (auth.bearer).")
+]
+
 
 @app.command()
 def serve(
@@ -38,6 +47,8 @@ def serve(
     device: Annotated[str | None, typer.Option(help="auto | cpu | cuda")] = None,
     model: Annotated[str | None, typer.Option(help="Override the model of the model workloads.")] = None,
     log_level: Annotated[str | None, typer.Option(help="uvicorn log level (default warning).")] = None,
+    auth: Annotated[list[str] | None, typer.Option(help="USER:PASSWORD: require a login (repeat).")] = None,
+    auth_token: Annotated[list[str] | None, typer.Option(help="Accept this bearer token (repeat).")] = None,
 ) -> None:
     """Run the reference server (Gradio's queue semantics and wire protocol) in the foreground."""
     from reference_server.launch import ServeOptions, settings_from_options
@@ -45,7 +56,7 @@ def serve(
     from reference_server.settings import SettingsError
 
     options = ServeOptions(config, preset, host, port, max_threads, default_concurrency_limit, max_size,
-                           admin_token, device, model, log_level)
+                           admin_token, device, model, log_level, auth, auth_token)
     try:
         run_server(settings_from_options(options))
     except SettingsError as exc:
@@ -69,17 +80,21 @@ def run(
         Path | None,
         typer.Option(help="A past run folder: send at its intended times, with its request ids."),
     ] = None,
+    auth: AuthOpt = None,
+    header: HeaderOpt = None,
+    bearer_env: BearerEnvOpt = None,
 ) -> None:
     """Fire the load a scenario describes, record every request, print a summary (exit 3 on SLO failure)."""
     from rich.console import Console
 
     from qbench.errors import QbenchError, SloViolation, TargetError
     from qbench.run.console import render_summary
+    from qbench.run.credentials import cli_overrides
     from qbench.run.runner import load_scenario, parse_set_options, run_scenario
 
     console = Console()
     try:
-        overrides = parse_set_options(set_ or [])
+        overrides = parse_set_options(set_ or []) | cli_overrides(auth, header or [], bearer_env)
         if processes is not None:
             overrides["load.processes"] = processes
         if replay is not None:
@@ -90,6 +105,9 @@ def run(
         render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst",
                        findings=result.diagnosis)
         console.print(f"records: {result.run_dir}")
+        if (auth_info := result.run_info.get("auth") or {}).get("login"):
+            logins, relogins = auth_info["logins"], auth_info["relogins"]
+            console.print(f"login: {logins} login(s), {relogins} re-login(s) after a 401")
         verdict = result.run_info.get("failed_opening")
         if verdict:
             stopped = str(result.run_info.get("stop_reason") or "").startswith("stopped early")
@@ -164,9 +182,13 @@ def sweep(
         float | None, typer.Option(help="Seconds per capacity probe (default: the point duration).")
     ] = None,
     out: Annotated[Path, typer.Option(help="Folder for reports/<sweep-id>/.")] = Path("reports"),
+    auth: AuthOpt = None,
+    header: HeaderOpt = None,
+    bearer_env: BearerEnvOpt = None,
 ) -> None:
     """Sweep server (and client) knobs, rank the points under an SLO, recommend Gradio settings."""
     from qbench.errors import QbenchError
+    from qbench.run.credentials import cli_overrides
     from qbench.tune.capacity_run import parse_tolerance
     from qbench.tune.config import build_config, parse_slo_options, resume_options, sweep_options
     from qbench.tune.console import SweepProgress, render_sweep, sweep_console
@@ -187,6 +209,7 @@ def sweep(
                 capacity_duration=capacity_duration, out_root=out,
             )
             config = build_config(options)
+        config = config.with_auth(cli_overrides(auth, header or [], bearer_env))  # never saved in sweep.json
         where = str(config.sweep_dir)
         console.print(f"sweep {where} ({config.mode}, {config.search}, {config.grid.size} points, "
                       f"objective {config.constraints.objective})")
@@ -220,12 +243,16 @@ def capacity(
     ] = None,
     confirm: Annotated[bool, typer.Option(help="Probe the answer again before calling it stable.")] = True,
     out: Annotated[Path, typer.Option(help="Folder for reports/capacity-<name>-<stamp>/.")] = Path("reports"),
+    auth: AuthOpt = None,
+    header: HeaderOpt = None,
+    bearer_env: BearerEnvOpt = None,
 ) -> None:
     """How many users can my app handle? The highest open-loop arrival rate meeting the SLO (bisection).
 
     Exit 0 when the search ends (with or without a capacity), 2 on a bad option, a missing SLO or an
     unreachable target, 130 when interrupted."""
     from qbench.errors import QbenchError
+    from qbench.run.credentials import cli_overrides
     from qbench.tune.capacity_run import capacity_config, parse_tolerance, run_capacity
     from qbench.tune.config import parse_slo_options
     from qbench.tune.console import probe_line, render_capacity, sweep_console
@@ -236,6 +263,7 @@ def capacity(
             scenario, target=target, slo=parse_slo_options(slo or []), tolerance=parse_tolerance(tolerance),
             max_probes=max_probes, duration_s=duration, warmup_s=warmup, think_time_s=think_time,
             estimate_users=estimate_users, start_rate=start_rate, confirm=confirm, out_root=out,
+            auth=cli_overrides(auth, header or [], bearer_env),
         )
         bounds = ", ".join(f"{k} <= {v:g}" for k, v in config.constraints.slo.items())
         console.print(f"capacity of {config.target} under {bounds} ({config.probe_duration_s:g} s probes, "

@@ -1,9 +1,11 @@
-"""Non-Gradio endpoints: /metrics, /status, /healthz and the live reconfiguration /admin/config.
+"""Non-Gradio endpoints: /metrics, /status, /status/tokens, /healthz and the live reconfiguration
+/admin/config.
 
 `POST /admin/config` exists only if the server was started with an admin token; it needs
 `Authorization: Bearer <token>` and takes a JSON body of knobs, all optional:
 
     {"queue": {"default_concurrency_limit": 2, "max_size": 16, "status_update_rate": "auto"},
+              # or "concurrency_count": 2 on a `gradio: 3` server
      "launch": {"max_threads": 8},
      "show_error": true,
      "functions": {"<api_name>": {"concurrency_limit": 4, "batch": true, "max_batch_size": 8,
@@ -28,7 +30,7 @@ from reference_server.gradio_routes import ClientError, JSONResponse, json_body,
 from reference_server.settings import ServerSettings, SettingsError, parse_settings
 
 ALLOWED = {
-    "queue": {"default_concurrency_limit", "max_size", "status_update_rate"},
+    "queue": {"default_concurrency_limit", "concurrency_count", "max_size", "status_update_rate"},
     "launch": {"max_threads"},
     "function": {"concurrency_limit", "batch", "max_batch_size", "batch_wait_ms"},
 }
@@ -81,6 +83,15 @@ async def status(request: Request) -> Response:
     })
 
 
+async def status_tokens(request: Request) -> Response:
+    """The OpenAI front's per-token send times (reference_server.token_log); `?clear=true` empties it."""
+    log = state_of(request).tokens
+    body = log.snapshot()
+    if request.query_params.get("clear", "").lower() in ("1", "true", "yes"):
+        log.clear()
+    return JSONResponse(body)
+
+
 def _main_thread_cpu_s(proc: psutil.Process) -> float | None:
     """CPU time of the main thread (on Linux its id is the process id); None where threads are hidden."""
     try:
@@ -124,7 +135,7 @@ def _function_overrides(value: dict[str, Any], settings: ServerSettings) -> dict
 
 
 def _apply_dotted(settings: ServerSettings, overrides: dict[str, Any]) -> ServerSettings:
-    raw = settings.model_dump(mode="json")
+    raw = settings.model_dump(mode="json", context={"reveal_secrets": True})  # keep auth as it is
     for dotted, value in overrides.items():
         node: Any = raw
         *parents, leaf = dotted.split(".")
@@ -156,6 +167,7 @@ async def admin_config(request: Request) -> Response:
 ROUTES = [
     Route("/metrics", metrics, methods=["GET"]),
     Route("/status", status, methods=["GET"]),
+    Route("/status/tokens", status_tokens, methods=["GET"]),
     Route("/healthz", healthz, methods=["GET"]),
     Route("/admin/config", admin_config, methods=["POST"]),
 ]

@@ -8,13 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from reference_server import gradio3
 from reference_server.components import component_config, parameter_info, return_info
 from reference_server.runtime import FunctionRuntime
 from reference_server.settings import ServerSettings
 
 #: Reported as config.version: gradio_client gates /info (> 3.36.1) and /cancel (> 4.29.0) on it.
 GRADIO_VERSION = "6.31.0"
+#: The release each `gradio:` setting emulates (its config.version).
+VERSIONS = {3: gradio3.VERSION, 4: "4.44.1", 5: "5.50.0", 6: GRADIO_VERSION}
 API_PREFIX = "/gradio_api"
+
+
+def api_prefix(gradio: int) -> str:
+    """Where the queue, upload and info routes sit: under /gradio_api from 5.0, at the root before."""
+    return API_PREFIX if gradio >= 5 else ""
 
 
 def _dependency(fn: FunctionRuntime, inputs: list[int], outputs: list[int]) -> dict[str, Any]:
@@ -46,6 +54,18 @@ def build_config(settings: ServerSettings, functions: list[FunctionRuntime]) -> 
             ids_out.append(len(components) + 1)
             components.append(component_config(ids_out[-1], comp))
         dependencies.append(_dependency(fn, ids_in, ids_out))
+    if settings.gradio == 3:
+        deps3 = [gradio3.dependency(fn.name, d["inputs"], d["outputs"], fn.settings.queue,
+                                    fn.settings.batch, fn.settings.max_batch_size, fn.workload.is_generator)
+                 for fn, d in zip(functions, dependencies, strict=True)]
+        return gradio3.config(settings.title, settings.show_error, components, deps3)
+    config = _config(settings, components, dependencies)
+    config["version"] = VERSIONS[settings.gradio]
+    return gradio3.config4(config) if settings.gradio == 4 else config
+
+
+def _config(settings: ServerSettings, components: list[dict[str, Any]], dependencies: list[dict[str, Any]]
+            ) -> dict[str, Any]:
     return {
         "version": GRADIO_VERSION, "api_prefix": API_PREFIX, "mode": "blocks", "app_id": 0,
         "dev_mode": False, "analytics_enabled": False, "components": components, "css": None,

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import anyio.to_thread
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reference_server import admin, gradio_routes, http_routes, openai_routes
+from reference_server import admin, gradio3_routes, http_routes, openai_routes
+from reference_server.auth import AuthMiddleware, Logins
 from reference_server.gpu import GpuSampler
 from reference_server.gradio_routes import ClientError, JSONResponse
 from reference_server.server_state import ServerState, load_workloads, resolve_device
@@ -46,10 +48,16 @@ def build_app(settings: ServerSettings, file_dir: Path | None = None) -> Starlet
             await state.queue.stop()
             state.close()
 
+    logins = Logins()  # settings.auth: Gradio's login and cookies, bearer tokens (reference_server.auth)
+    auth = Middleware(AuthMiddleware, settings=settings.auth, logins=logins)
+    guard = [auth] if settings.auth.enabled else []
     app = Starlette(
-        routes=[*gradio_routes.ROUTES, *openai_routes.ROUTES, *http_routes.ROUTES, *admin.ROUTES],
+        routes=[*gradio3_routes.routes_for(settings.gradio), *openai_routes.ROUTES, *http_routes.ROUTES,
+                *admin.ROUTES],
         lifespan=lifespan,
         exception_handlers={ClientError: _client_error},
+        middleware=guard,
     )
     app.state.server = state
+    app.state.logins = logins
     return app

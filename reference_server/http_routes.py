@@ -9,7 +9,7 @@ The body follows the function's inputs: with one text input, the raw body as tex
 type but JSON); with one image or audio input, the raw file bytes; otherwise (or for any function)
 JSON: `{"inputs": value}` for one input, `{"data": [...]}` for several, or a bare JSON value. The
 answer is the output (one output) or the list of outputs, as JSON; a bad input is 422 with the
-reason, a failing function 500.
+reason, a failing function 500, a body over `max_file_size` 413.
 """
 
 from __future__ import annotations
@@ -71,10 +71,30 @@ async def predict(request: Request) -> Response:
     if fn is None:
         names = ", ".join(f.name for f in state.functions)
         return _error(404, f"no function {request.path_params['api_name']!r}; served: {names}")
-    data = inputs_of(fn, await request.body(), request.headers.get("content-type", "").split(";")[0].strip())
+    body = await bounded_body(request, state.settings.max_file_size)
+    if isinstance(body, Response):
+        return body
+    data = inputs_of(fn, body, request.headers.get("content-type", "").split(";")[0].strip())
     if isinstance(data, str):
         return _error(422, data)
     return await run_queued(state, fn, data)
+
+
+async def bounded_body(request: Request, limit: int | None) -> bytes | Response:
+    """The request body, or a 413 naming the limit once it passes `max_file_size` bytes (declared or read:
+    a client that lies about Content-Length, or sends chunks, is cut off as soon as it goes over)."""
+    if limit is None:
+        return await request.body()
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return _error(413, f"the body is {declared} bytes; max_file_size is {limit}")
+    parts, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return _error(413, f"the body passed max_file_size ({limit} bytes)")
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 async def run_queued(state: ServerState, fn: FunctionRuntime, data: list[Any]) -> Response:

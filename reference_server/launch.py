@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 import uvicorn
 
 from reference_server.app import build_app
+from reference_server.auth import parse_auth_flags
 from reference_server.settings import (
     ServerSettings,
     SettingsError,
@@ -44,6 +46,8 @@ class ServeOptions:
     device: str | None = None
     model: str | None = None
     log_level: str | None = None
+    auth: list[str] | None = None  # USER:PASSWORD, repeatable
+    auth_token: list[str] | None = None  # accepted bearer tokens, repeatable
 
 
 def settings_from_options(opts: ServeOptions) -> ServerSettings:
@@ -59,11 +63,35 @@ def settings_from_options(opts: ServeOptions) -> ServerSettings:
         "device": opts.device, "launch.log_level": opts.log_level,
     }
     overrides = {k: v for k, v in flags.items() if v is not None}
+    auth = _auth_override(opts, settings)
+    if auth is not None:
+        overrides["auth"] = auth
     if opts.model is not None:
         for i, fn in enumerate(settings.functions):
             if fn.workload not in MODEL_PARAM_KINDS:
                 overrides[f"functions.{i}.params"] = {**fn.params, "model": opts.model}
     return _apply(settings, overrides) if overrides else settings
+
+
+def _auth_override(opts: ServeOptions, settings: ServerSettings) -> dict[str, Any] | None:
+    """--auth / --auth-token, else QBENCH_SERVER_AUTH (JSON, how qbench hands a launched server its
+    auth block without writing it to a file); added to the file's own accounts and tokens."""
+    try:
+        if opts.auth or opts.auth_token:
+            extra = parse_auth_flags(opts.auth or [], opts.auth_token or [])
+        elif os.environ.get("QBENCH_SERVER_AUTH"):
+            extra = json.loads(os.environ["QBENCH_SERVER_AUTH"])
+        else:
+            return None
+    except (ValueError, json.JSONDecodeError) as exc:
+        raise SettingsError(f"auth: {exc}") from None
+    if not isinstance(extra, dict):
+        raise SettingsError("QBENCH_SERVER_AUTH: expected a JSON object {users: {...}, tokens: [...]}")
+    current = settings.auth
+    return {
+        "users": {**current.users, **dict(extra.get("users") or {})},
+        "tokens": [*current.tokens, *list(extra.get("tokens") or [])],
+    }
 
 
 def _apply(settings: ServerSettings, overrides: dict[str, Any]) -> ServerSettings:
@@ -129,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"])
     p.add_argument("--model", help="override the `model` param of the model workloads")
     p.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--auth", action="append", metavar="USER:PASSWORD",
+                   help="require a login (Gradio's auth=); repeatable")
+    p.add_argument("--auth-token", action="append", metavar="TOKEN",
+                   help="accept `Authorization: Bearer TOKEN`; repeatable")
     return p
 
 

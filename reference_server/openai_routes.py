@@ -8,6 +8,8 @@ answers in one chunk. `max_tokens` stops the generator after that many steps (fi
 "length"). Usage: prompt tokens by the workload's tokenizer when it has one (else words),
 completion tokens = steps. A full queue answers 503 with Retry-After; a bad request a 4xx with an
 OpenAI error body naming the reason. A client that disconnects mid-stream stops the generator.
+Every streamed completion's token times go to the server's token log (reference_server.token_log,
+`GET /status/tokens`), keyed by the client's `X-Request-Id`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from reference_server.gradio_routes import JSONResponse, state_of
 from reference_server.queue import QueueFullError
 from reference_server.runtime import FunctionRuntime
 from reference_server.server_state import ServerState
+from reference_server.token_log import TokenTimeline, now
 
 RETRY_AFTER_S = "1"
 
@@ -176,6 +179,7 @@ class CompletionCall:
         self.id = ("chatcmpl-" if req.chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
         self.object = "chat.completion" if req.chat else "text_completion"
+        self.timeline: TokenTimeline | None = None  # set for streamed answers (the token log)
 
     def usage(self, steps: int) -> dict[str, int]:
         prompt = prompt_tokens(self.req.fn, self.req.prompt)
@@ -221,12 +225,16 @@ class CompletionCall:
             item = await anext(source, None)
             while item is not None:
                 if isinstance(item, str):
+                    if self.timeline is not None and item:
+                        self.timeline.token_at_s.append(now())
                     yield _frame(self.chunk(item, None))
                 elif "error" in item:
                     yield _frame({"error": {"message": item["error"], "type": "server_error", "param": None,
                                             "code": None}})
                     return
                 else:
+                    if self.timeline is not None:
+                        self.timeline.finish_reason = item["finish_reason"]
                     yield _frame(self.chunk(None, item["finish_reason"]))
                     if self.req.include_usage:
                         usage = self.chunk(None, None)
@@ -259,6 +267,7 @@ def _frame(data: dict[str, Any]) -> bytes:
 
 
 async def _complete(request: Request, chat: bool) -> Response:
+    received_at = now()
     state = state_of(request)
     try:
         body = orjson.loads(await request.body())
@@ -272,6 +281,7 @@ async def _complete(request: Request, chat: bool) -> Response:
         admit(state, req, call.session)
     except OpenAIError as exc:
         return exc.response()
+    call.timeline = state.tokens.start(request.headers.get("x-request-id"), call.id, received_at)
     return SessionStreamingResponse(call)
 
 

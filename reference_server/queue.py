@@ -11,6 +11,10 @@ Semantics follow Gradio 6.x (spec section 4):
   it (`status_update_rate: auto`) or every N seconds (numeric rate).
 Unlike Gradio's 1 ms polling loop, the dispatcher sleeps until something changes (a push, a completed
 job, a cancel, a reconfiguration or a batch wait expiring).
+
+With `gradio: 3` (Gradio 3.50's queue, reference_server.gradio3) every function shares one group whose
+limit is `concurrency_count`; a dispatched job first gathers its events' data (send_data), then sends
+process_starts; estimations carry 3.x's fields and formula.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 import anyio
 
+from reference_server import gradio3
 from reference_server import messages as m
 from reference_server.components import FileStore
 from reference_server.jobs import JobRunner
@@ -49,7 +54,8 @@ class EventQueue:
         self.groups: dict[str, Group] = {}
         self.running_jobs = 0
         self.completed = 0
-        self.limiter = anyio.CapacityLimiter(settings.launch.max_threads)
+        self.limiter = anyio.CapacityLimiter(settings.max_threads)
+        self.stats3 = gradio3.Stats()  # Gradio 3.x's queue-wide averages (gradio: 3 only)
         self.runner = JobRunner(store, self.limiter, settings.show_error, self.emit)
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -85,6 +91,8 @@ class EventQueue:
 
         The functions themselves (names, workloads, params, concurrency ids) cannot change live.
         """
+        if settings.gradio != self.settings.gradio:
+            raise ValueError(f"reconfigure cannot change the Gradio release (gradio: {self.settings.gradio})")
         fixed = ("api_name", "workload", "params", "concurrency_id")
         if len(settings.functions) != len(self.functions) or any(
             getattr(fn.settings, key) != getattr(new, key)
@@ -97,7 +105,7 @@ class EventQueue:
         limits = {fn.index: settings.resolved_limit(fn.settings) for fn in self.functions}
         for group in self.groups.values():
             group.recompute_limit(limits)
-        self.limiter.total_tokens = settings.launch.max_threads
+        self.limiter.total_tokens = settings.max_threads
         self.runner.show_error = settings.show_error
         self.settings = settings
         self._start_estimations()
@@ -118,9 +126,10 @@ class EventQueue:
             if size >= max_size:
                 self.metrics.rejected.labels("queue_full").inc()
                 raise QueueFullError(f"Queue is full. Max size is {max_size} and size is {size}.")
-        group = self.groups.get(fn.settings.group_id)
+        group_id = self.settings.group_id(fn.settings)
+        group = self.groups.get(group_id)
         if group is None:
-            group = self.groups[fn.settings.group_id] = Group(fn.settings.group_id)
+            group = self.groups[group_id] = Group(group_id)
         group.admit_function(fn, self.settings.resolved_limit(fn.settings))
         event = Event(event_id or uuid.uuid4().hex, session, fn, data, simple_format, owner=owner)
         self.events[event.id] = event
@@ -128,21 +137,24 @@ class EventQueue:
         group.enqueue(event)
         self.metrics.joined.labels(fn.name).inc()
         self.metrics.queue_depth.labels(group.id).set(len(group.waiting))
-        eta = group.eta_of_last(time.perf_counter())
-        self.emit(event, m.estimation(event.id, len(group.waiting) - 1, len(group.waiting), eta))
+        if self.settings.gradio == 3:
+            self.emit(event, self.stats3.estimation(len(group.waiting) - 1, len(group.waiting), group))
+        else:
+            eta = group.eta_of_last(time.perf_counter())
+            self.emit(event, m.estimation(event.id, len(group.waiting) - 1, len(group.waiting), eta))
         self._wake.set()
         return event
 
     def emit(self, event: Event, msg: m.Message) -> None:
         if event.alive:
-            self.sessions.send(event.session, msg)
+            self.sessions.send(event.session, gradio3.message4(msg) if self.settings.gradio == 4 else msg)
 
     # ------------------------------------------------------------ dispatch
     async def _dispatch_loop(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self.running_jobs < self.settings.launch.max_threads:
+            while self.running_jobs < self.settings.max_threads:
                 picked = self._pick()
                 if picked is None:
                     break
@@ -200,9 +212,10 @@ class EventQueue:
         self.metrics.running_jobs.set(self.running_jobs)
         if self.settings.queue.status_update_rate == "auto":
             self.broadcast(group)
-        eta = fn.job_time.mean
-        for event in events:
-            self.emit(event, m.process_starts(event.id, eta))
+        if self.settings.gradio != 3:  # 3.x: after the job gathered its data (_run)
+            eta = fn.job_time.mean
+            for event in events:
+                self.emit(event, m.process_starts(event.id, eta))
         job.task = asyncio.create_task(self._run(job))
         # A done callback, not a `finally`: a task cancelled before its first step (a /cancel in the same
         # loop turn as the dispatch) never runs its body, and its slot must still be freed.
@@ -210,6 +223,8 @@ class EventQueue:
 
     async def _run(self, job: Job) -> None:
         try:
+            if self.settings.gradio == 3 and not await gradio3.gather(job, self.emit, self.runner):
+                return
             await (self.runner.stream(job) if job.fn.workload.is_generator else self.runner.run(job))
         except asyncio.CancelledError:
             pass  # /cancel: the client already got its synthetic completion
@@ -221,7 +236,10 @@ class EventQueue:
         self.running_jobs -= 1
         self.completed += len(job.events)
         name = job.fn.name
-        self.metrics.process_time.labels(name).observe(time.perf_counter() - job.started_at)
+        duration = time.perf_counter() - job.started_at
+        self.metrics.process_time.labels(name).observe(duration)
+        if self.settings.gradio == 3 and any(e.outcome == "ok" for e in job.events):
+            self.stats3.update(duration, self.settings.concurrency_count, self.waiting_count)
         self.metrics.running_jobs.set(self.running_jobs)
         for event in job.events:
             self.events.pop(event.id, None)
@@ -234,6 +252,11 @@ class EventQueue:
         """An estimation to every waiting event of the group (O(queue) per call: kept lean)."""
         size = len(group.waiting)
         session_of = self.sessions.get
+        if self.settings.gradio == 3:
+            for rank, event in enumerate(group.waiting):
+                if event.alive:
+                    self.emit(event, self.stats3.estimation(rank, size, group))
+            return
         for event, rank, eta in group.estimations(time.perf_counter()):
             session = session_of(event.session) if event.alive else None
             if session is not None:
@@ -265,7 +288,7 @@ class EventQueue:
         return True
 
     def _remove_waiting(self, event: Event) -> None:
-        group = self.groups[event.fn.settings.group_id]
+        group = self.groups[self.settings.group_id(event.fn.settings)]
         if event in group.waiting:
             group.remove([event])
         self.events.pop(event.id, None)

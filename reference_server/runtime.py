@@ -65,6 +65,7 @@ class Event:
     outcome: str | None = None  # "ok" | "error" once its job produced its terminal message
     job: Job | None = None
     owner: str | None = None  # the client's session_hash where it differs from `session` (cancel checks it)
+    data_waiter: asyncio.Future[Any] | None = None  # gradio: 3: the data the client sends on send_data
 
 
 @dataclass(eq=False)

@@ -17,6 +17,7 @@ from reference_server.metrics import ServerMetrics
 from reference_server.queue import EventQueue
 from reference_server.runtime import FunctionRuntime
 from reference_server.settings import ServerSettings, SettingsError
+from reference_server.token_log import TokenLog
 from reference_server.workloads.base import WorkloadConfigError, build_workload
 
 #: Workload kinds that never touch torch (the device is not resolved for them).
@@ -81,6 +82,7 @@ class ServerState:
     ready: bool = False
     started_at: float = field(default_factory=time.time)
     gpu: GpuSampler | None = None  # NVML telemetry, started by the lifespan (absent without a GPU)
+    tokens: TokenLog = field(default_factory=TokenLog)  # the OpenAI front's per-token send times
     _tmp: Any = None
 
     @classmethod

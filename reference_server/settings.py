@@ -13,6 +13,14 @@
         api_visibility: public
     queue: {default_concurrency_limit: 1, max_size: null, status_update_rate: auto}
     launch: {max_threads: 40, host: 127.0.0.1, port: 7860}
+    gradio: 6                       # the release emulated: 3 | 4 | 5 | 6 (see below)
+
+`gradio` picks the release the server speaks as (reference_server.versions): 6 and 5 serve sse_v3 under
+/gradio_api (5 reports 5.50.0), 4 serves sse_v3 at the root (4.44.1), 3 serves Gradio 3.50's websocket
+queue at the root. Gradio 3 has no per-event concurrency: one pool of `queue.concurrency_count` workers
+(default 1) serves every event, and `launch.max_threads` is raised to at least concurrency_count;
+`concurrency_limit`, `concurrency_id` and `default_concurrency_limit` do not exist there (an error),
+and `concurrency_count` exists only there.
 
 Gradio's default concurrency_id is `id(fn)`, so listeners sharing one Python function object share a group.
 Here each function is its own group unless an explicit `concurrency_id` joins them.
@@ -28,7 +36,10 @@ import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from reference_server.auth import AuthSettings
+
 PRESET_DIR = Path(__file__).parent / "presets"
+REVEAL = {"reveal_secrets": True}  # model_dump(context=REVEAL) keeps auth passwords and tokens
 
 
 class SettingsError(ValueError):
@@ -71,6 +82,7 @@ MIN_STATUS_UPDATE_RATE_S = 0.01  # a numeric rate below this would make the esti
 
 class QueueSettings(_Strict):
     default_concurrency_limit: int | None = Field(default=1, ge=1)
+    concurrency_count: int | None = Field(default=None, ge=1)  # Gradio 3.x only (None there: 1)
     max_size: int | None = Field(default=None, ge=0)
     status_update_rate: Literal["auto"] | float = "auto"
 
@@ -102,6 +114,8 @@ class ServerSettings(_Strict):
     show_error: bool = False
     admin_token: str | None = None
     title: str = "qbench reference server"
+    auth: AuthSettings = Field(default_factory=AuthSettings)  # login users and bearer tokens (dumps: ***)
+    gradio: Literal[3, 4, 5, 6] = 6  # the Gradio major release emulated (module docstring)
 
     @model_validator(mode="after")
     def _unique_names_and_batch_rules(self) -> ServerSettings:
@@ -110,13 +124,35 @@ class ServerSettings(_Strict):
             if fn.api_name in seen:
                 raise ValueError(f"functions[{i}].api_name {fn.api_name!r} is used twice; must be unique")
             seen.add(fn.api_name)
+        problem = version_problem(self)
+        if problem:
+            raise ValueError(problem)
         return self
+
+    @property
+    def concurrency_count(self) -> int:
+        """Gradio 3.x's one worker pool (1 unless set)."""
+        return self.queue.concurrency_count or 1
+
+    @property
+    def max_threads(self) -> int:
+        """Effective thread cap: Gradio 3.x's launch() raises max_threads to at least concurrency_count."""
+        if self.gradio == 3:
+            return max(self.launch.max_threads, self.concurrency_count)
+        return self.launch.max_threads
+
+    def group_id(self, fn: FunctionSettings) -> str:
+        """The concurrency group of `fn`: Gradio 3.x has one queue-wide group, later releases one per
+        concurrency_id (FunctionSettings.group_id)."""
+        return GRADIO3_GROUP if self.gradio == 3 else fn.group_id
 
     def function_index(self, api_name: str) -> int | None:
         return next((i for i, f in enumerate(self.functions) if f.api_name == api_name), None)
 
     def resolved_limit(self, fn: FunctionSettings) -> int | None:
-        """A function's own limit with "default" resolved (None = unlimited)."""
+        """A function's limit with "default" resolved (None = unlimited); Gradio 3.x: concurrency_count."""
+        if self.gradio == 3:
+            return self.concurrency_count
         if fn.concurrency_limit == "default":
             return self.queue.default_concurrency_limit
         return fn.concurrency_limit
@@ -128,6 +164,29 @@ class ServerSettings(_Strict):
 
     def summary(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude={"admin_token"})
+
+
+GRADIO3_GROUP = "gradio3:queue"
+
+
+def version_problem(settings: ServerSettings) -> str | None:
+    """Why `settings` uses a knob its Gradio release lacks (naming the equivalent), else None."""
+    if settings.gradio != 3:
+        if settings.queue.concurrency_count is not None:
+            return (f"queue.concurrency_count exists only in Gradio 3.x (gradio: 3), not in gradio: "
+                    f"{settings.gradio}; its equivalent there is queue.default_concurrency_limit (per event)")
+        return None
+    if settings.queue.default_concurrency_limit != 1:  # 1, its default, is also what a round trip dumps
+        return ("queue.default_concurrency_limit does not exist in Gradio 3.x (gradio: 3); the equivalent "
+                "is queue.concurrency_count (one pool of workers shared by every event)")
+    for i, fn in enumerate(settings.functions):
+        if fn.concurrency_limit != "default":
+            return (f"functions[{i}].concurrency_limit does not exist in Gradio 3.x (gradio: 3); the "
+                    "equivalent is queue.concurrency_count (one pool of workers shared by every event)")
+        if fn.concurrency_id is not None:
+            return (f"functions[{i}].concurrency_id does not exist in Gradio 3.x (gradio: 3), which has "
+                    "one queue-wide pool (queue.concurrency_count) and no per-event groups")
+    return None
 
 
 def format_validation_error(exc: ValidationError, source: str) -> str:
@@ -183,7 +242,7 @@ def load_preset(name: str) -> ServerSettings:
 
 def with_overrides(settings: ServerSettings, overrides: dict[str, Any], source: str) -> ServerSettings:
     """Return new settings with dotted-key overrides applied (e.g. {"queue.max_size": 8})."""
-    raw = settings.model_dump(mode="json")
+    raw = settings.model_dump(mode="json", context=REVEAL)
     for dotted, value in overrides.items():
         node = raw
         *parents, leaf = dotted.split(".")

@@ -119,3 +119,13 @@ def test_soak_at_reduced_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert vanish["at_vanish"]["qbench_sessions"] >= 1  # they were there when they vanished
     assert vanish["after"] == {"qbench_running_jobs": 0, "qbench_sessions": 0, "qbench_events_live": 0}
     assert vanish["serves_after"] is True
+def test_token_timing_joins_every_request_and_the_gaps_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/token_timing.py at reduced size: every request joined to the server's token log, the same
+    token counts on both sides, and qbench's gaps within a few ms of the server's (1 ms on a quiet host;
+    loosely here, where other suites share the cores)."""
+    bench = load_bench("token_timing", monkeypatch)
+    result = bench.measure(users=2, requests=6, max_tokens=5)
+    assert (result["records"], result["joined"], result["token_mismatches"]) == (6, 6, 0)
+    ttft, itl = result["agreement"]["ttft"], result["agreement"]["itl_mean"]
+    assert 0.04 <= ttft["server_median_s"] <= ttft["client_median_s"]  # the preset's 50 ms prefill
+    assert abs(itl["median_diff_s"]) < 0.005 and itl["server_median_s"] >= 0.015  # its 20 ms steps

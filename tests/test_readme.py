@@ -130,6 +130,23 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "qbench compare reports/A reports/B --max-regression p95_latency_s=10% "
     "--max-regression throughput_rps=5%": [
         ("tests/report/test_compare.py::test_cli_exit_codes", "throughput_rps=5%")],
+    ".venv/bin/python bench/token_timing.py": [
+        ("tests/test_bench.py::test_token_timing_joins_every_request_and_the_gaps_agree", "token_timing")],
+    "qbench serve --preset echo --auth alice:wonderland --auth-token demo-token": [
+        ("tests/run/test_readme_auth.py::test_the_readme_commands_run", "serve")],
+    "APP_PASSWORD=wonderland qbench run scenarios/login.yaml": [
+        ("tests/run/test_readme_auth.py::test_the_readme_commands_run", "run")],
+    "qbench run scenarios/login.yaml --auth alice:wonderland": [
+        ("tests/run/test_readme_auth.py::test_the_readme_commands_run", "run")],
+    "HF_TOKEN=demo-token qbench run scenarios/login.yaml --bearer-env HF_TOKEN --set auth.login=null": [
+        ("tests/run/test_readme_auth.py::test_the_readme_commands_run", "--bearer-env")],
+    "qbench sweep scenarios/gradio3.yaml --grid concurrency_count=1,2,4,8 --grid max_batch_size=1,4,16": [
+        ("tests/tune/test_sweep_gradio3.py::test_the_readme_gradio3_sweep_runs_and_advises_3x_code",
+         "relaunch")],
+    "qbench sweep scenarios/gradio3.yaml --grid concurrency_count=1,2,4,8 --grid max_batch_size=1,4,16 "
+    "--live": [
+        ("tests/tune/test_sweep_gradio3.py::test_the_readme_gradio3_sweep_runs_and_advises_3x_code",
+         "--live")],
     "qbench compare reports/A reports/B --chart paired.png": [
         ("tests/report/test_compare.py::test_compare_chart_for_paired_runs", "--chart")],
 }

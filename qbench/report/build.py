@@ -172,6 +172,10 @@ def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
         rows.append(("SLO", "passed" if s.slo_passed else f"FAILED: {failed}"))
     if run.info.get("stop_reason"):
         rows.append(("stopped", f"{run.info.get('stop_kind', '')}: {run.info['stop_reason']}"))
+    auth = run.info.get("auth") or {}
+    if auth.get("login"):
+        rows.append(("login", f"{auth.get('accounts')} account(s): {auth.get('logins')} login(s), "
+                              f"{auth.get('relogins')} re-login(s) after a 401"))
     return rows
 
 
@@ -206,7 +210,7 @@ def run_details(info: dict[str, Any]) -> list[tuple[str, str]]:
     blocks = [
         ("Scenario", info.get("scenario")),
         ("Target", {"target": info.get("target"), "endpoint": server.get("endpoint_info"),
-                    "fn_index": server.get("fn_index")}),
+                    "fn_index": server.get("fn_index"), "auth": info.get("auth")}),
         ("Server status (/status)", server.get("status")),
         ("Server config (/config)", server.get("config")),
         ("Environment", {"qbench_version": info.get("qbench_version"), "started_at": info.get("started_at"),

@@ -18,8 +18,14 @@ OPENING_S = 3.0
 GUARDED_KINDS = frozenset({"connect", "http_4xx", "http_5xx", "stream_broken", "client"})
 
 _HINTS_BY_STATUS = {
-    401: "login needed: the app has authentication (qbench does not log in)",
-    403: "login needed or access denied: the app has authentication or blocks this client",
+    401: (
+        "this app asks for a login: set auth.login (--auth USER:PASS); for a token or an API key set "
+        "auth.bearer (--bearer-env NAME) or auth.headers (already set: check them)"
+    ),
+    403: (
+        "the Space is private or access is denied: set auth.bearer (--bearer-env HF_TOKEN) or the header "
+        "the gateway wants in auth.headers (already set: check them)"
+    ),
     404: (
         "the route does not exist: a wrong prefix (Gradio 5+ serves its API under /gradio_api, 3.x and 4.x "
         "at the root), the wrong Gradio protocol (set gradio_protocol) or the wrong target URL"
@@ -80,7 +86,7 @@ class OpeningGuard:
 
 
 def describe(records: list[RequestRecord]) -> str:
-    """"the first N requests all failed with KIND: <sample>; likely cause: <hint>"."""
+    """ "the first N requests all failed with KIND: <sample>; likely cause: <hint>"."""
     first = records[0]
     kind = first.error_kind or "client"
     message = first.error_message or "(no message)"

@@ -33,6 +33,7 @@ import numpy as np
 from qbench.run.failfast import OpeningGuard
 from qbench.run.payloads import PayloadGenerator
 from qbench.run.protocols.base import Clock, WireProtocol, fail
+from qbench.run.protocols.login import SESSION_SLOT
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Load
 from qbench.run.schedule import OpenPlan, Plan, UserPlan
@@ -260,6 +261,7 @@ class LoadGenerator:
         self.stats.sent += 1
         self.stats.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.stats.in_flight)
+        SESSION_SLOT.set(slot)  # whose credentials (qbench.run.protocols.login); this task's context only
         try:
             await self.protocol.send(record, self.payloads.inputs(record.request_id), slot)
         except asyncio.CancelledError:

@@ -52,6 +52,8 @@ class PayloadGenerator:
         self._cache: dict[int, list[Any]] = {}
         self._prompts = [_read_prompts(s.text.file) for s in payload.inputs if s.text and s.text.file]
         self._files = [_list_files(s.files) for s in payload.inputs if s.files]
+        self._tokenizers = {s.text.tokenizer: load_tokenizer(s.text.tokenizer)
+                            for s in payload.inputs if s.text and s.text.tokenizer}
         self.generation_s = 0.0  # CPU-ish wall time spent generating (reported in run.json)
 
     def inputs(self, request_id: int) -> list[Any]:
@@ -76,16 +78,18 @@ class PayloadGenerator:
         prompts, files = iter(self._prompts), iter(self._files)
         values: list[Any] = []
         for i, spec in enumerate(self.payload.inputs):
-            values.append(_one(spec, rng, f"{variant}-{i}", prompts, files))
+            values.append(_one(spec, rng, f"{variant}-{i}", prompts, files, self._tokenizers))
         return values
 
     def stats(self) -> dict[str, Any]:
         return {"variants_generated": len(self._cache), "generation_s": self.generation_s}
 
 
-def _one(spec: InputSpec, rng: np.random.Generator, tag: str, prompts: Any, files: Any) -> Any:
+def _one(spec: InputSpec, rng: np.random.Generator, tag: str, prompts: Any, files: Any,
+         tokenizers: dict[str, Any]) -> Any:
     if spec.text is not None:
-        return gen_text(spec.text, rng, next(prompts) if spec.text.file else None)
+        return gen_text(spec.text, rng, next(prompts) if spec.text.file else None,
+                        tokenizers.get(spec.text.tokenizer or ""))
     if spec.image is not None:
         return gen_image(spec.image, rng, tag)
     if spec.audio is not None:
@@ -99,11 +103,43 @@ def _one(spec: InputSpec, rng: np.random.Generator, tag: str, prompts: Any, file
     return spec.value
 
 
-def gen_text(spec: TextSpec, rng: np.random.Generator, prompts: list[str] | None = None) -> str:
+def gen_text(spec: TextSpec, rng: np.random.Generator, prompts: list[str] | None = None,
+             tokenizer: Any = None) -> str | list[dict[str, str]]:
+    """One prompt; with `turns`, a chat: a list of {role, content} messages ending with the user's."""
     if prompts:
         return prompts[int(rng.integers(len(prompts)))]
-    n = int(rng.integers(spec.words[0], spec.words[1] + 1))
-    return " ".join(WORDS[int(i)] for i in rng.integers(len(WORDS), size=n))
+    if spec.turns is None:
+        return _words_or_tokens(spec, rng, tokenizer)
+    users = int(rng.integers(spec.turns[0], spec.turns[1] + 1))
+    roles = ["user", "assistant"] * (users - 1) + ["user"]
+    return [{"role": role, "content": _words_or_tokens(spec, rng, tokenizer)} for role in roles]
+
+
+def _words_or_tokens(spec: TextSpec, rng: np.random.Generator, tokenizer: Any) -> str:
+    if spec.tokens is None:
+        n = int(rng.integers(spec.words[0], spec.words[1] + 1))
+        return " ".join(WORDS[int(i)] for i in rng.integers(len(WORDS), size=n))
+    n = int(rng.integers(spec.tokens[0], spec.tokens[1] + 1))
+    words: list[str] = []
+    ids: list[int] = []
+    while len(ids) < n:  # grow by the shortfall (words are >= 1 token each), then cut at n tokens
+        words.extend(WORDS[int(i)] for i in rng.integers(len(WORDS), size=n - len(ids)))
+        ids = tokenizer(" ".join(words), add_special_tokens=False)["input_ids"]
+    return str(tokenizer.decode(ids[:n]))
+
+
+def load_tokenizer(name: str) -> Any:
+    """A tokenizer from a local folder or the local Hugging Face cache (never downloaded)."""
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(name, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ScenarioError(
+            f"payload text tokenizer {name!r}: not a local tokenizer folder nor a model in the local Hugging "
+            f"Face cache (qbench downloads nothing; save one with tokenizer.save_pretrained(DIR)): "
+            f"{str(exc).splitlines()[0][:200]}"
+        ) from None
 
 
 def gen_image(spec: ImageSpec, rng: np.random.Generator, tag: str) -> FileValue:

@@ -23,13 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qbench.run.credentials import REVEAL
 from qbench.run.loadgen import LiveStats, LoadGenerator
 from qbench.run.payloads import PayloadGenerator
 from qbench.run.protocols import make_protocol
 from qbench.run.protocols.base import Clock, make_http_session
+from qbench.run.protocols.login import authenticator, session_slots
 from qbench.run.records import JsonlWriter, RequestRecord
 from qbench.run.scenario import Scenario, with_overrides
-from qbench.run.schedule import OpenPlan, Plan
+from qbench.run.schedule import OpenPlan, Plan, UserPlan
 from qbench.run.schedule import plan as make_plan
 from qbench.run.summary import GeneratorStats
 from qbench.run.trace import recorded_inputs
@@ -90,7 +92,7 @@ def run_processes(
         ctx.Event(),
         ctx.Array("c", 16),
     )
-    data = scenario.model_dump(mode="json", by_alias=True)
+    data = scenario.model_dump(mode="json", by_alias=True, context=REVEAL)  # to the children, in memory
     children = [
         ctx.Process(target=_child, args=(k, processes, data, target, str(run_dir), shared), daemon=True)
         for k in range(processes)
@@ -245,6 +247,9 @@ def _merge(results: list[ChildResult], open_loop: bool, processes: int) -> Multi
         "max_in_flight": merged.max_in_flight,
         "failed_opening": verdicts[0] if verdicts else None,  # each process judges its own opening
     }
+    auths = [res.info["auth"] for res in results if res.info.get("auth")]
+    if auths:  # each process logs in on its own: logins and re-logins add up
+        info["auth"] = {**auths[0], **{k: sum(a[k] for a in auths) for k in ("logins", "relogins")}}
     return MultiRun(records, merged, info)
 
 
@@ -259,17 +264,23 @@ def _child(
     scenario = part_scenario(Scenario.model_validate(data), processes)
     full: Plan = make_plan(scenario.load, seed=scenario.payload.seed)
     part = full.part(index, processes)
-    result = asyncio.run(_child_run(index, scenario, target, part, Path(run_dir), shared))
+    result = asyncio.run(_child_run((index, processes), scenario, target, part, Path(run_dir), shared))
     shared.results.put(result)
 
 
 async def _child_run(
-    index: int, scenario: Scenario, target: str, plan: Plan, run_dir: Path, shared: _Shared
+    place: tuple[int, int], scenario: Scenario, target: str, plan: Plan, run_dir: Path, shared: _Shared
 ) -> ChildResult:
+    index, processes = place  # this process, of how many
     clock = Clock()
     payloads = PayloadGenerator(scenario.payload, fixed=recorded_inputs(scenario.load))
     payloads.prepare(scenario.payload.variants)
-    async with make_http_session(scenario.load) as http:
+    async with (
+        authenticator(scenario, target) as auth,
+        make_http_session(scenario.load, auth.middlewares) as http,
+    ):
+        auth.spread(index, processes)  # login.users: other accounts than the other processes'
+        await auth.start(plan.users if isinstance(plan, UserPlan) else session_slots(scenario.load))
         protocol = make_protocol(scenario, target, http, clock)
         await protocol.discover()
         gen: LoadGenerator
@@ -288,4 +299,4 @@ async def _child_run(
             await asyncio.get_running_loop().run_in_executor(None, shared.go.wait)
             records = await gen.run(start_at=shared.start_at.value)
         await protocol.close()
-    return ChildResult(index, records, gen.generator_stats(), gen.info())
+    return ChildResult(index, records, gen.generator_stats(), {**gen.info(), "auth": auth.info()})

@@ -32,12 +32,14 @@ import orjson
 from qbench import __version__
 from qbench.errors import ScenarioError
 from qbench.run.console import LiveView
+from qbench.run.credentials import redact
 from qbench.run.diagnose import Finding, diagnose
 from qbench.run.loadgen import LiveStats, LoadGenerator
 from qbench.run.payloads import PayloadGenerator
 from qbench.run.protocols import make_protocol
 from qbench.run.protocols.base import Clock, WireProtocol, make_http_session
 from qbench.run.protocols.http import render
+from qbench.run.protocols.login import Authenticator, authenticator, session_slots
 from qbench.run.records import JsonlWriter, RequestRecord, write_parquet
 from qbench.run.scenario import Scenario, file_slug, load_scenario, with_overrides
 from qbench.run.schedule import Plan
@@ -99,6 +101,7 @@ def run_scenario(
         raise ScenarioError(f"target {url!r}: expected an http(s) URL such as http://127.0.0.1:7860")
     run_dir = out_dir or run_dir_for(scenario.name)
     plan = check_schedule(scenario)
+    authenticator(scenario, url)  # an unset ${ENV} reference fails here, before any request
     if scenario.load.processes > 1:
         from qbench.run.processes import run_processes
 
@@ -143,19 +146,31 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 async def _prepare(scenario: Scenario, target: str, run_dir: Path) -> dict[str, Any]:
     """Discovery in a session of its own (the multi-process path); see `_discover`."""
-    async with make_http_session(scenario.load) as http:
+    async with (
+        authenticator(scenario, target) as auth,
+        make_http_session(scenario.load, auth.middlewares) as http,
+    ):
         protocol = make_protocol(scenario, target, http, Clock())
-        info = await _discover(scenario, target, run_dir, protocol, http)
+        info = await _discover(scenario, target, run_dir, protocol, http, auth, slots=1)  # children: theirs
         await protocol.close()
     return info
 
 
 async def _discover(
-    scenario: Scenario, target: str, run_dir: Path, protocol: WireProtocol, http: aiohttp.ClientSession
+    scenario: Scenario,
+    target: str,
+    run_dir: Path,
+    protocol: WireProtocol,
+    http: aiohttp.ClientSession,
+    auth: Authenticator,
+    slots: int | None = None,
 ) -> dict[str, Any]:
-    """Discovery (fails before any request), then run.json; returns the run info."""
+    """Login (`slots` sessions, default the run's) and discovery (fail before any request), then
+    run.json; returns the run info."""
     info = _run_info(scenario, target)
+    await auth.start(session_slots(scenario.load) if slots is None else slots)
     info["server"] = await protocol.discover()
+    info["auth"] = auth.info()
     info["server"]["status"] = await _status(http, target)
     run_dir.mkdir(parents=True, exist_ok=True)  # only once the target has answered
     _write_json(run_dir / "run.json", info)
@@ -175,9 +190,12 @@ async def _run(
     payloads.prepare(scenario.payload.variants)
     if scenario.protocol == "http":
         render(scenario.endpoint.body, payloads.inputs(0))  # template errors fail before any request
-    async with make_http_session(scenario.load) as http:
+    async with (
+        authenticator(scenario, target) as auth,
+        make_http_session(scenario.load, auth.middlewares) as http,
+    ):
         protocol = make_protocol(scenario, target, http, clock)
-        info = await _discover(scenario, target, run_dir, protocol, http)  # one discovery per run
+        info = await _discover(scenario, target, run_dir, protocol, http, auth)  # one discovery per run
         with (
             JsonlWriter(run_dir / "records.jsonl") as writer,
             LiveView(scenario, target, enabled=live) as view,
@@ -196,6 +214,7 @@ async def _run(
                 records = await gen.run()
             await protocol.close()
         info["server"]["status_end"] = await _status(http, target)  # CPU/GPU use over the run
+        info["auth"] = auth.info()  # re-logins counted
     info.update(gen.info(), payload=payloads.stats())
     return _finish(scenario, run_dir, records, gen.generator_stats(), info)
 
@@ -213,7 +232,9 @@ def _finish(
     write_parquet(records, run_dir / "records.parquet")
     _write_json(run_dir / "run.json", info)
     findings = diagnose(records, summary, info.get("server"))
-    _write_json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": [f.to_dict() for f in findings]})
+    diagnosis = [f.to_dict() for f in findings]
+    auth = info.get("auth")  # logins and re-logins (no secret)
+    _write_json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth})
     return RunResult(run_dir=run_dir, records=records, summary=summary, run_info=info, diagnosis=findings)
 
 
@@ -233,7 +254,10 @@ def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:
 
 
 async def _final_status(scenario: Scenario, target: str) -> Any:
-    async with make_http_session(scenario.load) as http:
+    async with (
+        authenticator(scenario, target) as auth,
+        make_http_session(scenario.load, auth.middlewares) as http,
+    ):
         return await _status(http, target)
 
 
@@ -272,7 +296,7 @@ class _signals:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    tmp.write_text(redact(json.dumps(data, indent=2, default=str)), encoding="utf-8")
     tmp.replace(path)
 
 

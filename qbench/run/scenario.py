@@ -14,6 +14,7 @@
       duration: 30
       timeout: 30
     slo: {p95_latency_s: 2.0, error_rate: 0.01}
+    auth: {login: {username: u, password: ${APP_PASSWORD}}}   # optional: see qbench.run.credentials
 
 A malformed file fails in `load_scenario` before any request, with a ScenarioError naming the file,
 the key, the value and what was expected.
@@ -32,14 +33,17 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializationInfo,
     SerializerFunctionWrapHandler,
     ValidationError,
+    field_serializer,
     field_validator,
     model_serializer,
     model_validator,
 )
 
 from qbench.errors import ScenarioError
+from qbench.run.credentials import REVEAL, Auth, redact_headers
 
 SHAPES = ("burst", "rate", "stages", "users", "trace", "replay")
 MAX_WORDS = 100_000  # per generated text
@@ -56,17 +60,36 @@ class _Model(BaseModel):
 
 
 class TextSpec(_Model):
-    """Random words (a count drawn uniformly in `words`) or lines drawn from a file of prompts."""
+    """Random words (a count drawn uniformly in `words`) or lines drawn from a file of prompts.
+
+    `tokens: [min, max]` draws a length in tokens instead, exact under `tokenizer` (a local tokenizer
+    folder, or a model name already in the local Hugging Face cache: qbench downloads nothing).
+    `turns: [min, max]` (protocol: openai) makes a chat of that many user turns, an assistant turn
+    between each two; every turn's length follows `words` or `tokens`.
+    """
 
     words: tuple[int, int] = (5, 20)
     file: Path | None = None
+    tokens: tuple[int, int] | None = None
+    tokenizer: str | None = None
+    turns: tuple[int, int] | None = None
 
-    @field_validator("words")
+    @field_validator("words", "tokens", "turns")
     @classmethod
-    def _range(cls, v: tuple[int, int]) -> tuple[int, int]:
-        if v[0] < 1 or v[1] < v[0] or v[1] > MAX_WORDS:
-            raise ValueError(f"expected [min, max] word counts with 1 <= min <= max <= {MAX_WORDS:,}")
+    def _range(cls, v: tuple[int, int] | None) -> tuple[int, int] | None:
+        if v is not None and (v[0] < 1 or v[1] < v[0] or v[1] > MAX_WORDS):
+            raise ValueError(f"expected [min, max] counts with 1 <= min <= max <= {MAX_WORDS:,}")
         return v
+
+    @model_validator(mode="after")
+    def _tokens_need_a_tokenizer(self) -> TextSpec:
+        if self.tokens is not None and self.tokenizer is None:
+            raise ValueError("tokens: [min, max] needs tokenizer: a local tokenizer folder or a cached "
+                             "model name (e.g. the served model's); use words: [min, max] for an "
+                             "untokenized length")
+        if self.file is not None and (self.tokens is not None or self.turns is not None):
+            raise ValueError("file: sends the file's lines as they are; drop tokens/turns, or drop file")
+        return self
 
 
 class ImageSpec(_Model):
@@ -172,6 +195,10 @@ class Endpoint(_Model):
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     stream: bool = True
+
+    @field_serializer("headers")
+    def _hide_headers(self, value: dict[str, str], info: SerializationInfo) -> dict[str, str]:
+        return redact_headers(value, [], info)  # an API key header shows as ***
 
     @field_validator("api_name")
     @classmethod
@@ -335,6 +362,7 @@ class Scenario(_Model):
     payload: Payload = Payload.model_validate({})
     load: Load
     slo: Slo | None = None
+    auth: Auth = Auth()  # credentials, any protocol (qbench.run.credentials); dumps show *** for secrets
 
     @model_validator(mode="after")
     def _endpoint_fits_protocol(self) -> Scenario:
@@ -350,6 +378,8 @@ class Scenario(_Model):
             raise ValueError("an openai scenario needs a payload input (the prompt): text: {words: [8, 32]}")
         if self.protocol != "gradio" and self.gradio_protocol is not None:
             raise ValueError("gradio_protocol applies to protocol: gradio only")
+        if self.protocol != "openai" and any(s.text and s.text.turns for s in self.payload.inputs):
+            raise ValueError("payload text turns (a multi-turn chat) apply to protocol: openai only")
         return self
 
 
@@ -400,7 +430,7 @@ def parse_scenario(
 
 def with_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
     """A copy of `scenario` with dotted-key overrides applied and validated again."""
-    raw = scenario.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raw = scenario.model_dump(mode="json", by_alias=True, exclude_none=True, context=REVEAL)
     return parse_scenario(raw, source=f"overrides to {scenario.name}", overrides=overrides)
 
 
@@ -462,8 +492,13 @@ _UNION_TAG = re.compile(r"^(literal\[.*\]|int|float|str|bool|none|(list|dict|tup
 
 
 def resolve_paths(raw: dict[str, Any], base: Path) -> None:
-    """Make relative payload file/folder paths, a trace file and a replayed run folder absolute against
-    `base` (the scenario file's folder)."""
+    """Make relative payload file/folder paths, a trace file, a replayed run folder and a login users file
+    absolute against `base` (the scenario file's folder)."""
+    auth = raw.get("auth")
+    login = auth.get("login") if isinstance(auth, dict) else None
+    users = login.get("users") if isinstance(login, dict) else None
+    if isinstance(login, dict) and isinstance(users, str) and not Path(users).is_absolute():
+        login["users"] = str(base / users)
     load = raw.get("load")
     if isinstance(load, dict):
         if isinstance(load.get("trace"), str):

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError
+from qbench.run.credentials import redact
 from qbench.run.scenario import Scenario
 from qbench.tune.capacity import Capacity, Probe, SearchPlan, search_capacity
 from qbench.tune.grid import Point
@@ -163,12 +164,14 @@ def capacity_config(
     start_rate: float | None = None,
     confirm: bool = True,
     out_root: Path = Path("reports"),
+    auth: dict[str, Any] | None = None,
 ) -> CapacityConfig:
-    """Validate CLI values into a CapacityConfig; a bad value raises ScenarioError before any request."""
+    """Validate CLI values into a CapacityConfig; a bad value raises ScenarioError before any request.
+    `auth`: credential overrides from the command line (auth.login, auth.headers.NAME, auth.bearer)."""
     from qbench.run.scenario import load_scenario
     from qbench.tune.config import build_constraints, require_slo
 
-    scenario = load_scenario(scenario_path)
+    scenario = load_scenario(scenario_path, auth or None)
     constraints = build_constraints(scenario, slo or {}, str(scenario_path))
     require_slo(constraints, "qbench capacity")
     url = target or scenario.target
@@ -295,7 +298,7 @@ def _capacity_json(config: CapacityConfig, capacity: Capacity, users: float | No
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    tmp.write_text(redact(json.dumps(data, indent=2, default=str)), encoding="utf-8")
     tmp.replace(path)
 
 

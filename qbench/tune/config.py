@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from qbench.errors import ScenarioError
+from qbench.run.credentials import remember
 from qbench.run.scenario import (
     Scenario,
     Slo,
@@ -40,9 +41,11 @@ from qbench.run.scenario import (
     parse_scenario,
     read_scenario_mapping,
     resolve_paths,
+    with_overrides,
 )
 from qbench.tune.grid import Grid, build_grid, is_server_knob, parse_link
 from qbench.tune.recommend import Constraints, Objective
+from qbench.tune.versions import check_knobs
 
 Mode = Literal["relaunch", "live", "launch", "target"]
 SearchMode = Literal["grid", "smart", "model", "sim"]
@@ -119,6 +122,16 @@ class SweepConfig:
     capacity_duration_s: float | None = None  # seconds per capacity probe (default: the point duration)
     objective_why: str = ""  # why constraints.objective ranks the points (choose_objective)
     ready_timeout_s: float = 60.0
+    # the Gradio release of the server (reference server: its `gradio` setting; launch and target modes:
+    # read from the first point's /config); None until known or for a plain HTTP server
+    gradio_major: int | None = None
+
+    def with_auth(self, overrides: dict[str, Any]) -> SweepConfig:
+        """This config with credential overrides from the command line (kept out of the saved options,
+        so sweep.json never holds them; pass them again with --resume)."""
+        if not overrides:
+            return self
+        return replace(self, scenario=with_overrides(self.scenario, overrides))
 
     def describe(self) -> dict[str, Any]:
         """The sweep.json body (besides id and time)."""
@@ -132,7 +145,11 @@ class SweepConfig:
             "objective": self.constraints.objective,
             "objective_why": self.objective_why,
             "repeat": self.repeat,
-            "server": {"settings": self.base_settings, "launch": self.launch, "target": self.target},
+            "server": {
+                "settings": masked_settings(self.base_settings),  # auth passwords and tokens as ***
+                "launch": self.launch,
+                "target": self.target,
+            },
             "options": asdict(self.options),
         }
 
@@ -178,7 +195,19 @@ def _server_settings(
             return None
     except SettingsError as exc:
         raise ScenarioError(str(exc)) from None
-    return settings.model_dump(mode="json", exclude={"admin_token"})
+    for secret in [*settings.auth.users.values(), *settings.auth.tokens]:
+        remember(secret)  # scrubbed from any text qbench writes
+    # the launched servers need the real auth block; sweep.json shows it masked (masked_settings)
+    return settings.model_dump(mode="json", exclude={"admin_token"}, context={"reveal_secrets": True})
+
+
+def masked_settings(settings: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Server settings as sweep.json shows them: auth passwords and tokens as ***."""
+    auth = (settings or {}).get("auth")
+    if settings is None or not isinstance(auth, dict):
+        return settings
+    users = {user: "***" for user in auth.get("users") or {}}
+    return {**settings, "auth": {"users": users, "tokens": ["***" for _ in auth.get("tokens") or []]}}
 
 
 def _constraints(
@@ -290,6 +319,8 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
             f"{path}: a sweep over the reference server needs a base server config: "
             "--preset NAME, --server-config FILE or sweep.server {preset: NAME | config: FILE}"
         )
+    major = int(settings.get("gradio", 6)) if settings is not None else None
+    check_knobs(swept_server_knobs(grid), major, f"the reference server (gradio: {major})")
     search_name = options.search or section.get("search") or "grid"
     if search_name not in ("grid", "smart", "model", "sim"):
         raise ScenarioError(f"search {search_name!r}: expected grid, smart, model or sim")
@@ -323,7 +354,13 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
         warmup_s=options.warmup if options.warmup is not None else section.get("warmup"),
         capacity_trials=trials,
         ready_timeout_s=options.ready_timeout_s,
+        gradio_major=major,
     )
+
+
+def swept_server_knobs(grid: Grid) -> list[str]:
+    """The server knobs a grid sets (axes and linked variables)."""
+    return [k for k in [*grid.axes, *grid.links] if is_server_knob(k)]
 
 
 def choose_objective(

@@ -139,7 +139,14 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     console.print(f"[bold green]winner:[/] {rec.why}")
     for text in rec.notes:
         console.print(f"[yellow]note:[/] {text}")
-    console.print(Panel(Syntax(rec.gradio_code, "python", theme="ansi_dark", word_wrap=True), title="Gradio"))
+    if rec.server_code:
+        language = "yaml" if rec.server_code_label.startswith("reference server") else "bash"
+        code = Syntax(rec.server_code.rstrip(), language, theme="ansi_dark", word_wrap=True)
+        console.print(Panel(code, title=rec.server_code_label))
+    elif rec.gradio_code:
+        release = f"Gradio {rec.gradio_major}.x" if rec.gradio_major else "Gradio 4.x and later"
+        code = Syntax(rec.gradio_code, "python", theme="ansi_dark", word_wrap=True)
+        console.print(Panel(code, title=release))
     console.print(f"max_size: {rec.max_size_advice.get('why', '')}")
     console.print(_capacity_line(rec.capacity))
     console.print(f"files: {result.sweep_dir}")

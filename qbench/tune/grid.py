@@ -8,7 +8,8 @@ Knobs are of two kinds:
 
     server knobs   applied to the server of the point (reference server config, launch template, env)
                    concurrency_limit, default_concurrency_limit, max_batch_size, batch_wait_ms, max_threads,
-                   max_size, concurrency_id
+                   max_size, concurrency_id; concurrency_count (Gradio 3.x; qbench.tune.versions says
+                   which release has which)
     client knobs   applied to the scenario as run overrides: rate -> load.rate, users -> load.users,
                    duration -> load.duration, or any dotted scenario key (`load.burst`)
 
@@ -38,6 +39,7 @@ SERVER_KNOBS: Final = (
     "max_threads",
     "max_size",
     "concurrency_id",
+    "concurrency_count",
 )
 #: Client knob aliases -> dotted scenario override keys.
 CLIENT_ALIASES: Final = {"rate": "load.rate", "users": "load.users", "duration": "load.duration"}
@@ -50,6 +52,7 @@ _SHORT: Final = {
     "max_threads": "t",
     "max_size": "q",
     "concurrency_id": "g",
+    "concurrency_count": "cc",
     "rate": "r",
     "users": "u",
     "duration": "d",

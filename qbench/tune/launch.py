@@ -114,8 +114,9 @@ def wait_ready(
     *,
     any_status: bool = False,
 ) -> None:
-    """Poll `GET path` until it answers 200 (any answer below 500 with `any_status`: a plain HTTP server
-    without that route is listening, hence ready); fail fast if the process died."""
+    """Poll `GET path` until it answers 200 or 401/403 (an app behind a login is up), or any answer below
+    500 with `any_status` (a plain HTTP server without that route is listening, hence ready); fail fast
+    if the process died."""
     deadline = time.monotonic() + timeout_s
     with _control_client(timeout_s=2.0) as client:
         while time.monotonic() < deadline:
@@ -135,7 +136,7 @@ def _answers(client: httpx.Client, url: str, any_status: bool) -> bool:
         status = client.get(url).status_code
     except httpx.TransportError:
         return False
-    return status == 200 or (any_status and status < 500)
+    return status in (200, 401, 403) or (any_status and status < 500)
 
 
 def read_status(base_url: str) -> dict[str, Any]:
@@ -145,6 +146,15 @@ def read_status(base_url: str) -> dict[str, Any]:
     except (httpx.HTTPError, ValueError):
         return {}
     return status if isinstance(status, dict) else {}
+
+
+def read_gradio_version(base_url: str) -> str | None:
+    """The `version` a Gradio app's `GET /config` announces (None when there is no such answer)."""
+    try:
+        config = _http_json(base_url + "/config")
+    except (httpx.HTTPError, ValueError):
+        return None
+    return str(config["version"]) if isinstance(config, dict) and config.get("version") else None
 
 
 def reconfigure(handle: ServerHandle, settings: Mapping[str, Any]) -> Any:
@@ -197,18 +207,24 @@ def stop_process_group(process: subprocess.Popen[bytes], grace_s: float = 5.0) -
         process.wait(timeout=grace_s)
 
 
-def settings_to_yaml(settings: Any, directory: Path) -> Path:
-    """Write settings (a ServerSettings, a mapping, or an existing file path) to `directory/server.yaml`."""
+def settings_to_yaml(settings: Any, directory: Path) -> tuple[Path, dict[str, str]]:
+    """Write settings (a ServerSettings, a mapping, or an existing file path) to `directory/server.yaml`;
+    returns the file and the environment for the server: an `auth` block travels as QBENCH_SERVER_AUTH
+    (JSON), never in the file (which may sit in a sweep folder)."""
     if isinstance(settings, str | Path) and Path(settings).is_file():
-        return Path(settings)
+        return Path(settings), {}
     if hasattr(settings, "model_dump"):
-        settings = settings.model_dump(mode="json", exclude={"admin_token"})
+        settings = settings.model_dump(mode="json", exclude={"admin_token"}, context={"reveal_secrets": True})
     if not isinstance(settings, Mapping):
         raise ScenarioError(f"server settings: expected a mapping, a preset name or a file, got {settings!r}")
+    body = dict(settings)
+    auth = body.pop("auth", None)
+    secret = auth and (auth.get("users") or auth.get("tokens"))
+    env = {"QBENCH_SERVER_AUTH": json.dumps(auth)} if secret else {}
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "server.yaml"
-    path.write_text(yaml.safe_dump(dict(settings), sort_keys=False))
-    return path
+    path.write_text(yaml.safe_dump(body, sort_keys=False))
+    return path, env
 
 
 def resolve_settings_source(source: Any) -> Any:
@@ -255,14 +271,14 @@ def reference_server_process(
     with contextlib.ExitStack() as stack:
         if work_dir is None:
             work_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="qbench-server-")))
-        config = settings_to_yaml(resolve_settings_source(settings), work_dir)
+        config, server_env = settings_to_yaml(resolve_settings_source(settings), work_dir)
         # Port 0: the server binds any free port and prints it, so no other process can take the port
         # between our choosing it and the server binding it (as with a free_port() probe).
         argv = [sys.executable, "-m", "reference_server", "--config", str(config), "--port", "0"]
         if admin_token:
             argv += ["--admin-token", admin_token]
         log_path = work_dir / "server.log"
-        handle = ServerHandle("", _spawn(argv, env=None, log_path=log_path), log_path)
+        handle = ServerHandle("", _spawn(argv, env=server_env or None, log_path=log_path), log_path)
         handle.admin_token = admin_token
         try:
             deadline = time.monotonic() + ready_timeout_s
@@ -387,7 +403,7 @@ def status_memory(status: Mapping[str, Any]) -> tuple[float | None, float | None
 
 # ---------------------------------------------------------------- knobs -> reference server settings
 
-_QUEUE_KNOBS = ("default_concurrency_limit", "max_size")
+_QUEUE_KNOBS = ("default_concurrency_limit", "concurrency_count", "max_size")
 _FUNCTION_KNOBS = ("concurrency_limit", "max_batch_size", "batch_wait_ms", "concurrency_id")
 
 
@@ -437,6 +453,11 @@ def effective_knobs(settings: Mapping[str, Any], api_name: str | None) -> dict[s
     fn = next((f for f in functions if f.get("api_name") == api_name), functions[0])
     queue, launch = settings.get("queue") or {}, settings.get("launch") or {}
     limit = fn.get("concurrency_limit", "default")
+    if settings.get("gradio") == 3:  # one pool for every event; launch() raises max_threads to it
+        count = queue.get("concurrency_count") or 1
+        batch = fn.get("max_batch_size", 4) if fn.get("batch") else 1
+        return {"concurrency_count": count, "max_batch_size": batch,
+                "max_threads": max(launch.get("max_threads", 40), count)}
     knobs: dict[str, Any] = {
         "concurrency_limit": queue.get("default_concurrency_limit", 1) if limit == "default" else limit,
         "max_batch_size": fn.get("max_batch_size", 4) if fn.get("batch") else 1,

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
 from qbench.tune.grid import Value
+from qbench.tune.versions import gradio3_code
 
 Status = Literal["ok", "failed", "stopped"]
 Objective = Literal["latency", "capacity"]
@@ -221,15 +222,23 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)  # e.g. the winner sits on the grid's edge
     objective: Objective = "latency"  # what ranked the points (Constraints.objective)
     objective_why: str = ""  # why that objective (the sweep's default rule or --objective)
+    gradio_major: int | None = None  # the target's Gradio release the code is for (None: 4.x and later)
+    # a plain HTTP / OpenAI target's advice instead of Gradio code: the reference server's settings
+    # (relaunch, live) or the user's launch command, filled in with the winner's knobs (the sweep sets it)
+    server_code: str = ""
+    server_code_label: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "winner": self.winner.to_dict() if self.winner else None,
+            "gradio_version": f"{self.gradio_major}.x" if self.gradio_major else "",
             "objective": self.objective,
             "objective_why": self.objective_why,
             "why": self.why,
             "ranked": [asdict(r) for r in self.ranked],
             "gradio_code": self.gradio_code,
+            "server_code": self.server_code,
+            "server_code_label": self.server_code_label,
             "max_size_advice": self.max_size_advice,
             "capacity": self.capacity,
             "notes": self.notes,
@@ -242,7 +251,7 @@ class Recommendation:
 def resource_score(point: PointResult) -> float:
     """Fewer is better: thread pool + concurrent work slots + peak memory (as a small tie-breaker)."""
     k = point.knobs
-    slots = _num(k.get("concurrency_limit", 1)) * _num(k.get("max_batch_size", 1))
+    slots = _num(k.get("concurrency_limit", k.get("concurrency_count", 1))) * _num(k.get("max_batch_size", 1))
     return _num(k.get("max_threads", 0)) + slots + (point.peak_rss_mb or 0.0) / 1e4
 
 
@@ -256,9 +265,13 @@ def is_tied(a: PointResult, b: PointResult, tolerance: float) -> bool:
 
 
 def recommend(
-    points: Sequence[PointResult], constraints: Constraints, defaults: Mapping[str, Value] | None = None
+    points: Sequence[PointResult],
+    constraints: Constraints,
+    defaults: Mapping[str, Value] | None = None,
+    gradio_major: int | None = None,
 ) -> Recommendation:
-    """Apply the rule in the module docstring; `defaults` are the unswept knobs (for the Gradio code)."""
+    """Apply the rule in the module docstring; `defaults` are the unswept knobs and `gradio_major` the
+    target's release (for the Gradio code)."""
     failed = [p for p in points if not constraints.usable(p)]
     usable = [p for p in points if constraints.usable(p)]
     infeasible = [(p, constraints.violations(p)) for p in usable]
@@ -289,9 +302,11 @@ def recommend(
 
     rec = Recommendation(winner, ranked, _why(winner, constraints, len(feasible), len(points)))
     rec.objective = constraints.objective
+    rec.gradio_major = gradio_major
     if winner is not None:
         knobs = {**(defaults or {}), **winner.knobs}
-        rec.gradio_code = gradio_code(knobs, max_size_advice(winner, constraints).get("max_size"))
+        max_size = max_size_advice(winner, constraints).get("max_size")
+        rec.gradio_code = gradio_code(knobs, max_size, gradio_major)
         rec.max_size_advice = max_size_advice(winner, constraints)
     return rec
 
@@ -397,8 +412,11 @@ def max_size_advice(point: PointResult, constraints: Constraints) -> dict[str, A
     }
 
 
-def gradio_code(knobs: Mapping[str, Value], max_size: int | None) -> str:
-    """Ready-to-paste Gradio settings for the winner's knobs (unswept knobs keep Gradio's defaults)."""
+def gradio_code(knobs: Mapping[str, Value], max_size: int | None, gradio_major: int | None = None) -> str:
+    """Ready-to-paste Gradio settings for the winner's knobs (unswept knobs keep Gradio's defaults), in
+    the target's release: 3.x (qbench.tune.versions.gradio3_code), else 4.x and later."""
+    if gradio_major == 3:
+        return gradio3_code(knobs, max_size)
     limit = knobs.get("concurrency_limit", knobs.get("default_concurrency_limit", 1))
     default_limit = knobs.get("default_concurrency_limit", limit)
     batch = _num(knobs.get("max_batch_size", 1))

@@ -48,7 +48,7 @@ from qbench.tune.search import Evaluate, SearchResult, smart_search
 Describe = Callable[[Point], PointLoad]
 Observe = Callable[[Point, PointResult], list[Observation]]
 
-WORKER_AXES = ("concurrency_limit", "default_concurrency_limit", "max_threads")
+WORKER_AXES = ("concurrency_limit", "default_concurrency_limit", "concurrency_count", "max_threads")
 PREDICTED_METRICS = ("p50_latency_s", "p95_latency_s", "p99_latency_s", "mean_latency_s")
 
 
@@ -347,7 +347,9 @@ def describe_point(defaults: Mapping[str, Any], load: Any) -> Describe:
         knobs = {**defaults, **point.knobs}
         overrides = point.client_overrides()
         threads = _count(knobs.get("max_threads"), 40)
-        limit = _count(knobs.get("concurrency_limit", knobs.get("default_concurrency_limit")), threads)
+        # the function's workers: its limit (4.x+), or Gradio 3's pool shared by every event
+        limit = _count(knobs.get("concurrency_limit", knobs.get("default_concurrency_limit",
+                                                                knobs.get("concurrency_count"))), threads)
         rate, users = getattr(load, "rate", None), getattr(load, "users", None)
         if "load.rate" in overrides:
             rate, users = overrides["load.rate"], None

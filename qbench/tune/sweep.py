@@ -47,12 +47,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
+
 from qbench.errors import QbenchError
+from qbench.run.credentials import redact
 from qbench.run.paired import pair_runs
 from qbench.run.records import read_records
 from qbench.tune.capacity import Capacity, SearchPlan, search_capacity
 from qbench.tune.capacity_run import Prober
-from qbench.tune.config import SweepConfig
+from qbench.tune.config import SweepConfig, masked_settings, swept_server_knobs
 from qbench.tune.grid import Grid, Point
 from qbench.tune.launch import (
     ResourceSampler,
@@ -61,6 +64,7 @@ from qbench.tune.launch import (
     apply_server_knobs,
     effective_knobs,
     launch_command,
+    read_gradio_version,
     read_status,
     reconfigure,
     reference_server_process,
@@ -71,6 +75,7 @@ from qbench.tune.recommend import PointResult, Recommendation, recommend
 from qbench.tune.search import SearchResult, full_search, smart_search
 from qbench.tune.search_model import describe_point, model_search, records_observer
 from qbench.tune.search_sim import SimPredictor, records_spread, sim_search
+from qbench.tune.versions import KnobVersionError, check_knobs, gradio_major
 
 SCHEMA_VERSION = 1
 
@@ -132,7 +137,8 @@ class _Servers:
                     )
                 )
             reconfigure(self.live, admin_body(self.settings_for(point)))
-            (work_dir / "server.yaml").write_text(json.dumps(self.settings_for(point), indent=1))
+            shown = masked_settings(self.settings_for(point))  # auth as ***
+            (work_dir / "server.yaml").write_text(json.dumps(shown, indent=1))
             yield self.live
         elif mode == "launch":
             assert self.config.launch is not None
@@ -144,6 +150,17 @@ class _Servers:
         else:
             assert self.config.target is not None
             yield ServerHandle(self.config.target.rstrip("/"), None)
+
+    def check_release(self, handle: ServerHandle) -> None:
+        """Launch and target modes, first point: read the app's Gradio release from its /config (for the
+        advice) and refuse a grid knob that release lacks (KnobVersionError) before any load is sent."""
+        config = self.config
+        if config.mode not in ("launch", "target") or config.gradio_major is not None:
+            return
+        if config.scenario.protocol != "gradio":
+            return
+        config.gradio_major = gradio_major(read_gradio_version(handle.base_url))
+        check_knobs(swept_server_knobs(config.grid), config.gradio_major, f"the app at {handle.base_url}")
 
     def close(self) -> None:
         self._stack.close()
@@ -173,6 +190,7 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
     capacity: Capacity | None = None
     try:
         with servers.for_point(point, point_dir) as handle:
+            servers.check_release(handle)
             sampler = ResourceSampler(handle.pid) if handle.pid else None
             with sampler if sampler else contextlib.nullcontext():
                 for n in range(1, config.repeat + 1):
@@ -188,6 +206,8 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
                 if config.constraints.objective == "capacity":
                     capacity = point_capacity(config, handle.base_url, point, point_dir / "capacity")
             resources = _resources(handle, sampler)
+    except KnobVersionError:
+        raise  # the whole grid is wrong for this app: end the sweep before any load
     except QbenchError as exc:  # the first line is the reason; the rest (a server log tail) the detail
         detail = str(exc).strip() or type(exc).__name__
         status, reason = "failed", detail.splitlines()[0]
@@ -254,7 +274,10 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
             search = _sim_search(config, evaluate, defaults)
         else:
             search = full_search(config.grid, evaluate)
-        rec = recommend(search.results, config.constraints, defaults)
+        rec = recommend(search.results, config.constraints, defaults, config.gradio_major)
+        if config.scenario.protocol != "gradio" and rec.winner is not None:
+            rec.gradio_code = ""  # a plain HTTP / OpenAI front: no Gradio code to paste
+            rec.server_code, rec.server_code_label = server_advice(config, rec)
         rec.objective_why = config.objective_why
         rec.notes = config.grid.edge_notes(rec.winner.knobs) if rec.winner else []
         rec.notes.extend(paired_note(config.sweep_dir, rec))
@@ -276,6 +299,28 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
         servers.close()
     write_outputs(config.sweep_dir, search, rec, config)
     return SweepResult(config.sweep_dir, search.results, rec, search, capacity)
+
+
+def server_advice(config: SweepConfig, rec: Recommendation) -> tuple[str, str]:
+    """(code, label) for a plain HTTP / OpenAI target: the reference server's settings with the winner's
+    knobs and the advised max_size (relaunch, live), or the user's launch command filled in (launch)."""
+    assert rec.winner is not None
+    knobs = dict(rec.winner.knobs)
+    advised = rec.max_size_advice.get("max_size")
+    if config.base_settings is not None:
+        if "max_size" not in knobs and advised is not None:
+            knobs["max_size"] = advised
+        settings = apply_server_knobs(config.base_settings, knobs, config.api_name)
+        settings.pop("admin_token", None)
+        had_auth = settings.pop("auth", None) is not None  # secrets never reach advice or its files
+        body = yaml.safe_dump(settings, sort_keys=False)
+        if had_auth:
+            body += "# auth: as in your settings (qbench never writes credentials)\n"
+        return body, "reference server settings: save as server.yaml, then qbench serve --config server.yaml"
+    if config.launch is not None:
+        command = config.launch.format_map({**knobs, "port": "{port}"})
+        return command, "your app's command with the winner's knobs"
+    return "", ""
 
 
 def _sim_search(config: SweepConfig, evaluate: Callable[[Point], PointResult], defaults: dict[str, Any]
@@ -324,7 +369,8 @@ def point_capacity(
 def _estimate_users(config: SweepConfig, point: Point) -> int:
     knobs = {**(effective_knobs(config.base_settings, config.api_name) if config.base_settings else {}),
              **point.knobs}
-    limit, batch = knobs.get("concurrency_limit"), knobs.get("max_batch_size", 1)
+    limit = knobs.get("concurrency_limit", knobs.get("concurrency_count"))
+    batch = knobs.get("max_batch_size", 1)
     if isinstance(limit, int) and isinstance(batch, int):
         return max(4, 2 * limit * batch)
     return 32
@@ -375,7 +421,7 @@ def _coords_of(grid: Grid, result: PointResult) -> tuple[int, ...]:
 
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
+    tmp.write_text(redact(json.dumps(data, indent=2, default=str)))  # a server log tail may echo a secret
     tmp.replace(path)
 
 

@@ -1,24 +1,38 @@
 """A tiny Gradio app that runs on every release from 3.x to 6.x, started from a per-release env.
 
     <env>/bin/python app.py '{"max_size": null}'    # prints "READY http://127.0.0.1:<port>"
+    <env>/bin/python app.py '{"auth": [["u", "p"]]}'  # launched with auth= (Gradio's login)
+    <env>/bin/python app.py '{"mount": "/demo"}'      # gr.mount_gradio_app under /demo (uvicorn; 4.x+)
+    QBENCH_PORT=7861 QBENCH_CONCURRENCY_COUNT=2 <env>/bin/python app.py   # as `qbench sweep --launch`
+    QBENCH_APP_AUTH=u:p QBENCH_PORT=7861 <env>/bin/python app.py          # the same, with auth=
 
 Endpoints (api_name): echo (plain), sleep (0.3 s), long (a generator of 100 values 0.1 s apart,
 for timeouts and cancels), stream (a generator of 4 values), batch (batch=True, max_batch_size=4),
-fail (raises), image (an Image input, answers "<width>x<height>"). sleep and long run one at a time:
-concurrency_limit=1 from 4.x; 3.x has only the queue-wide concurrency_count, which is then 1.
-The child serves until its stdin closes. Imports only gradio and the standard library: qbench is
-not installed in the per-release envs.
+fail (raises), image (an Image input, answers "<width>x<height>"), work (0.2 s, the queue's default
+concurrency). sleep, long and batch run one at a time: concurrency_limit=1 from 4.x; 3.x has only the
+queue-wide concurrency_count, which is then 1.
+
+Options (the JSON argument): max_size; concurrency (3.x concurrency_count, default 1; 4.x and later
+default_concurrency_limit, default 4); max_batch_size (of `batch`, default 4); batch_sleep (seconds
+per `batch` call, default 0.3). Started by
+`qbench sweep --launch` (QBENCH_PORT set), the knobs come from QBENCH_CONCURRENCY_COUNT,
+QBENCH_DEFAULT_CONCURRENCY_LIMIT, QBENCH_MAX_BATCH_SIZE and QBENCH_MAX_SIZE, it listens on
+QBENCH_PORT and serves until it is killed; otherwise it serves until its stdin closes. Imports only
+gradio and the standard library: qbench is not installed in the per-release envs.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
+import threading
 import time
 from typing import Any
 
 SLEEP_S, CHUNKS, LONG_CHUNKS = 0.3, 4, 100
+BATCH_SLEEP_S = [0.3]  # set from the options before the app is built
 
 
 def echo(text: str) -> str:
@@ -44,7 +58,7 @@ def stream(text: str) -> Any:
 
 
 def batch(texts: list[str]) -> list[list[str]]:
-    time.sleep(0.1)
+    time.sleep(BATCH_SLEEP_S[0])
     return [[t.upper() for t in texts]]
 
 
@@ -56,7 +70,12 @@ def image(img: Any) -> str:
     return f"{img.width}x{img.height}"
 
 
-def build(max_size: int | None) -> Any:
+def work(text: str) -> str:
+    time.sleep(0.2)
+    return text
+
+
+def build(max_size: int | None, concurrency: int | None = None, max_batch_size: int = 4) -> Any:
     import gradio as gr
 
     major = int(gr.__version__.split(".")[0])
@@ -65,13 +84,27 @@ def build(max_size: int | None) -> Any:
         for fn in (echo, sleep, long, stream, fail):
             limit = {"concurrency_limit": 1} if major >= 4 and fn in (sleep, long) else {}
             gr.Button(fn.__name__).click(fn, text_in, text_out, api_name=fn.__name__, **limit)
-        gr.Button("batch").click(batch, text_in, text_out, api_name="batch", batch=True, max_batch_size=4)
+        one = {"concurrency_limit": 1} if major >= 4 else {}
+        gr.Button("batch").click(batch, text_in, text_out, api_name="batch", batch=True,
+                                 max_batch_size=max_batch_size, **one)
         gr.Button("image").click(image, img_in, text_out, api_name="image")
+        gr.Button("work").click(work, text_in, text_out, api_name="work")
     if major >= 4:
-        demo.queue(max_size=max_size, default_concurrency_limit=4)
+        demo.queue(max_size=max_size, default_concurrency_limit=concurrency or 4)
     else:
-        demo.queue(max_size=max_size, concurrency_count=1)
+        demo.queue(max_size=max_size, concurrency_count=concurrency or 1)
     return demo
+
+
+def launched_options() -> dict[str, Any]:
+    """The knobs `qbench sweep --launch` passes as QBENCH_<KNOB> variables."""
+    def number(name: str) -> int | None:
+        value = os.environ.get(f"QBENCH_{name}")
+        return None if value is None or value.lower() in ("none", "null") else int(value)
+
+    return {"max_size": number("MAX_SIZE"),
+            "concurrency": number("CONCURRENCY_COUNT") or number("DEFAULT_CONCURRENCY_LIMIT"),
+            "max_batch_size": number("MAX_BATCH_SIZE") or 4}
 
 
 def free_port() -> int:
@@ -81,12 +114,29 @@ def free_port() -> int:
 
 
 def main(payload: str) -> None:
+    if "QBENCH_PORT" in os.environ:  # started by `qbench sweep --launch`
+        demo = build(**launched_options())
+        port = int(os.environ["QBENCH_PORT"])
+        user, _, password = os.environ.get("QBENCH_APP_AUTH", "").partition(":")  # "user:password"
+        auth = [(user, password)] if user else None
+        demo.launch(
+            server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, auth=auth
+        )
+        threading.Event().wait()  # until the sweep kills the process group
+        return
     options = json.loads(payload or "{}")
-    demo = build(options.get("max_size"))
+    BATCH_SLEEP_S[0] = float(options.get("batch_sleep", BATCH_SLEEP_S[0]))
+    demo = build(options.get("max_size"), options.get("concurrency"), options.get("max_batch_size", 4))
+    auth = [tuple(pair) for pair in options["auth"]] if options.get("auth") else None
+    if options.get("mount"):
+        mount(demo, options["mount"], auth)
+        return
     for attempt in range(5):
         port = free_port()
         try:
-            demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+            demo.launch(
+                server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, auth=auth
+            )
             break
         except OSError:  # the port was taken between probe and bind
             if attempt == 4:
@@ -94,6 +144,27 @@ def main(payload: str) -> None:
     print(f"READY http://127.0.0.1:{port}", flush=True)
     sys.stdin.read()
     demo.close()
+
+
+def mount(demo: Any, path: str, auth: Any) -> None:
+    """Serve `demo` under `path` of a FastAPI app with uvicorn in a thread (gr.mount_gradio_app)."""
+    import threading
+
+    import gradio as gr
+    import uvicorn
+    from fastapi import FastAPI
+
+    app = gr.mount_gradio_app(FastAPI(), demo, path=path, **({"auth": auth} if auth else {}))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    print(f"READY http://127.0.0.1:{port}{path}", flush=True)
+    sys.stdin.read()
+    server.should_exit = True
+    thread.join(10)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""One module-scoped pair of servers per Gradio release: the test app with an open queue, and with
-max_size=1. Releases: envs.RELEASES, plus QBENCH_GRADIO_VERSIONS (comma-separated, e.g.
-"4.8.0,4.16.0,4.20.1,4.21.0") for the intermediate protocol families. An env that cannot be built
+"""One session-scoped pair of servers per Gradio release, shared by test_versions and test_differential:
+the test app with an open queue, and with max_size=1. Releases: envs.RELEASES, plus
+QBENCH_GRADIO_VERSIONS (comma-separated, e.g. "4.8.0,4.16.0,4.20.1,4.21.0") for the intermediate
+protocol families. An env that cannot be built
 (no network, no uv) skips its release with the builder's error; the release is never silently dropped.
 """
 
@@ -25,7 +26,7 @@ class Release:
     tight_url: str  # the app with queue max_size=1
 
 
-@pytest.fixture(scope="module", params=[*RELEASES, *EXTRA])
+@pytest.fixture(scope="session", params=[*RELEASES, *EXTRA])
 def release(request: pytest.FixtureRequest) -> Iterator[Release]:
     version = str(request.param).strip()
     try:
@@ -34,3 +35,14 @@ def release(request: pytest.FixtureRequest) -> Iterator[Release]:
         pytest.skip(f"gradio {version}: its env could not be built: {exc}")
     with serve_releases([(version, {}), (version, {"max_size": 1})]) as (url, tight):
         yield Release(version, url, tight)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A module's ONLY_RELEASES (e.g. test_differential's) skips its other releases at collection, so
+    no server of theirs starts just to be skipped."""
+    for item in items:
+        only = getattr(getattr(item, "module", None), "ONLY_RELEASES", None)
+        callspec = getattr(item, "callspec", None)
+        version = callspec.params.get("release") if callspec is not None else None
+        if only is not None and version is not None and version not in only:
+            item.add_marker(pytest.mark.skip(reason=f"gradio {version}: not one of {', '.join(only)}"))

@@ -56,21 +56,35 @@ def env_python(version: str) -> Path:
 
 def ensure_env(version: str, python: str | None = None) -> Path:
     """The python of a ready env for `version`, building it first if needed. Raises EnvError."""
-    env = envs_root() / version
-    reqs = requirements(version)
+    return ensure_named_env(version, requirements(version), "gradio", python)
+
+
+#: gradio_client 1.x, the last client line that speaks Gradio 3's `ws` protocol (its own env).
+CLIENT_1X = "1.3.0"
+
+
+def ensure_client_env(version: str = CLIENT_1X) -> Path:
+    """The python of an env with only gradio_client==`version` (tests/gradio_versions/client_1x.py)."""
+    return ensure_named_env(f"client-{version}", [f"gradio_client=={version}"], "gradio_client")
+
+
+def ensure_named_env(name: str, reqs: list[str], module: str, python: str | None = None) -> Path:
+    """`.gradio-envs/<name>/` with `reqs` installed and `module` importable, reused while its stamp
+    records the same requirements."""
+    env = envs_root() / name
     stamp = env / STAMP
-    if stamp.exists() and stamp.read_text() == "\n".join(reqs) and env_python(version).exists():
-        return env_python(version)
+    if stamp.exists() and stamp.read_text() == "\n".join(reqs) and env_python(name).exists():
+        return env_python(name)
     uv = _uv()
     if env.exists():
         shutil.rmtree(env)
     env.parent.mkdir(parents=True, exist_ok=True)
     base = python or sys.executable
-    _call([uv, "venv", "--quiet", "--python", base, str(env)], version)
-    _call([uv, "pip", "install", "--quiet", "--python", str(env_python(version)), *reqs], version)
-    _call([str(env_python(version)), "-c", "import gradio"], version)
+    _call([uv, "venv", "--quiet", "--python", base, str(env)], name)
+    _call([uv, "pip", "install", "--quiet", "--python", str(env_python(name)), *reqs], name)
+    _call([str(env_python(name)), "-c", f"import {module}"], name)
     stamp.write_text("\n".join(reqs))
-    return env_python(version)
+    return env_python(name)
 
 
 def _uv() -> str:

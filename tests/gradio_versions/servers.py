@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -16,6 +17,7 @@ from typing import IO, Any
 from .envs import ensure_env
 
 APP = Path(__file__).with_name("app.py")
+MAIN = "main"  # as a version: the Gradio installed beside qbench (this interpreter), no cached env
 
 
 @contextmanager
@@ -33,7 +35,7 @@ def serve_releases(apps: list[tuple[str, dict[str, Any]]], startup_s: float = 12
     with ExitStack() as stack:
         started = []
         for version, options in apps:
-            python = ensure_env(version)
+            python = Path(sys.executable) if version == MAIN else ensure_env(version)
             log = stack.enter_context(tempfile.TemporaryFile())
             proc = subprocess.Popen(
                 [str(python), str(APP), json.dumps(options)],

@@ -60,7 +60,8 @@ def test_guard_judges_a_short_run_at_its_end() -> None:
     ("status", "message", "hint"),
     [
         (404, "POST http://h/gradio_api/queue/join: HTTP 404: Not Found", "wrong prefix"),
-        (401, "POST http://h/queue/join: HTTP 401: Not authenticated", "login needed"),
+        (401, "POST http://h/queue/join: HTTP 401: Not authenticated", "set auth.login"),
+        (403, "GET http://h/config: HTTP 403: Forbidden", "set auth.bearer"),
         (422, "POST http://h/queue/join: HTTP 422: {...}", "api_name"),
         (403, "GET ws://h/queue/join (websocket): HTTP 403: Invalid response status", "only Gradio 3.x"),
     ],

@@ -20,6 +20,7 @@ from .conftest import scenario, serve_aiohttp
 GAP_S = 0.03
 TOKENS = 5
 SEEN: list[dict[str, Any]] = []
+SEEN_IDS: list[str | None] = []
 
 
 def _sse(data: Any) -> bytes:
@@ -33,6 +34,7 @@ async def models(request: web.Request) -> web.Response:
 async def completions(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     SEEN.append(body)
+    SEEN_IDS.append(request.headers.get("X-Request-Id"))
     chat = request.path.endswith("chat/completions")
     n = min(body.get("max_tokens") or TOKENS, TOKENS)
     if not body.get("stream"):
@@ -188,3 +190,29 @@ def test_an_openai_scenario_needs_a_prompt_input() -> None:
         scenario(
             protocol="openai", endpoint={"body": [1]}, payload={"inputs": [{"value": "x"}]}, load={"burst": 1}
         )
+
+
+def test_chat_turns_go_as_messages_and_requests_name_their_record(openai_server: str, tmp_path: Path) -> None:
+    SEEN.clear()
+    SEEN_IDS.clear()
+    text = {"words": [2, 2], "turns": [2, 2]}
+    chat = scenario(protocol="openai", payload={"inputs": [{"text": text}]}, load={"burst": 3, "timeout": 10})
+    result = run_scenario(chat, target=openai_server, out_dir=tmp_path / "chat", live=False)
+    assert all(r.ok for r in result.records), [r.error_message for r in result.records]
+    assert all([m["role"] for m in body["messages"]] == ["user", "assistant", "user"] for body in SEEN)
+    assert sorted(SEEN_IDS, key=str) == ["qbench-0", "qbench-1", "qbench-2"]
+    SEEN.clear()
+    prompt = scenario(protocol="openai", endpoint={"path": "/v1/completions"},
+                      payload={"inputs": [{"text": text}]}, load={"burst": 1, "timeout": 10})
+    run_scenario(prompt, target=openai_server, out_dir=tmp_path / "prompt", live=False)
+    assert [len(line.split()) for line in SEEN[0]["prompt"].split("\n")] == [2, 2, 2]
+
+
+def test_turns_and_tokens_are_checked_where_they_are_written() -> None:
+    from qbench.errors import ScenarioError
+
+    with pytest.raises((ScenarioError, ValueError), match="turns .* apply to protocol: openai only"):
+        turns = {"inputs": [{"text": {"turns": [1, 2]}}]}
+        scenario(endpoint={"api_name": "x"}, payload=turns, load={"burst": 1})
+    with pytest.raises((ScenarioError, ValueError), match="tokens: \\[min, max\\] needs tokenizer"):
+        scenario(protocol="openai", payload={"inputs": [{"text": {"tokens": [8, 9]}}]}, load={"burst": 1})

@@ -84,3 +84,47 @@ def test_fill_template_leaves_other_values() -> None:
         "a": "x",
         "b": [None, 2.5],
     }
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real byte-level BPE tokenizer saved to a folder, as a user's model folder would hold one."""
+    from reference_server.workloads.models.local_tokenizers import byte_level_tokenizer
+
+    folder = tmp_path_factory.mktemp("tokenizer")
+    byte_level_tokenizer(2048).save_pretrained(folder)
+    return folder
+
+
+def test_text_tokens_are_exact_under_the_named_tokenizer(tokenizer_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+
+    def lengths(tokens: list[int]) -> list[int]:
+        text = {"tokens": tokens, "tokenizer": str(tokenizer_dir)}
+        payload = {"seed": 4, "variants": 12, "inputs": [{"text": text}]}
+        gen = PayloadGenerator(Payload.model_validate(payload))
+        return [len(tok(gen.inputs(i)[0], add_special_tokens=False)["input_ids"]) for i in range(12)]
+
+    assert lengths([40, 40]) == [40] * 12
+    drawn = lengths([30, 60])
+    assert all(30 <= n <= 60 for n in drawn) and len(set(drawn)) > 3, drawn
+
+
+def test_chat_turns_alternate_and_end_with_the_user() -> None:
+    spec = {"seed": 1, "inputs": [{"text": {"words": [2, 3], "turns": [1, 3]}}]}
+    gen = PayloadGenerator(Payload.model_validate(spec))
+    chats = [gen.inputs(i)[0] for i in range(20)]
+    assert {len(c) for c in chats} == {1, 3, 5}  # 1-3 user turns, an assistant turn between each two
+    for chat in chats:
+        assert [m["role"] for m in chat] == ["user", "assistant"] * (len(chat) // 2) + ["user"]
+        assert all(2 <= len(m["content"].split()) <= 3 for m in chat)
+
+
+def test_a_tokenizer_that_is_not_local_is_a_clear_error(tmp_path: Path) -> None:
+    from qbench.errors import ScenarioError
+
+    spec = {"inputs": [{"text": {"tokens": [5, 9], "tokenizer": str(tmp_path / "missing")}}]}
+    with pytest.raises(ScenarioError, match="not a local tokenizer folder .* downloads nothing"):
+        PayloadGenerator(Payload.model_validate(spec))

@@ -81,3 +81,18 @@ def test_queue_bound_answers_503_with_retry_after(url: str, tmp_path: Path) -> N
     })
     result = run_scenario(spec, target=url, out_dir=tmp_path / "r", live=False)
     assert result.summary.errors_by_kind.get("queue_full", 0) >= 1 and result.summary.completed_ok >= 1
+
+
+def test_a_body_over_max_file_size_is_413_and_the_server_keeps_serving() -> None:
+    settings = parse_settings({**SETTINGS, "max_file_size": 1000})
+    with serve_in_thread(settings) as server, httpx.Client(base_url=server.url, timeout=10) as http:
+        declared = http.post("/predict/echo", content=b"x" * 1001)
+        assert declared.status_code == 413 and "max_file_size is 1000" in declared.text
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: cut off while reading
+            yield from (b"y" * 400 for _ in range(3))
+
+        streamed = http.post("/predict/echo", content=chunks())
+        assert streamed.status_code == 413 and "passed max_file_size (1000 bytes)" in streamed.text
+        fits = http.post("/predict/echo", content=b"z" * 1000)
+        assert fits.status_code == 200 and fits.json() == "z" * 1000

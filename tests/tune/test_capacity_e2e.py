@@ -120,3 +120,25 @@ def test_sweep_objective_capacity_ranks_the_batched_configuration_first(tmp_path
     latency = build_config(SweepOptions(str(path), grid=["max_batch_size=1,4"], objective="latency",
                                         out_root=str(tmp_path / "r")))
     assert latency.constraints.objective == "latency"
+
+
+def test_capacity_of_a_real_gradio_app(tmp_path: Path) -> None:
+    """The same 4 x 100 ms queue as a real Gradio app (examples/gradio_app.py on the test env's Gradio):
+    qbench capacity lands near its 40 req/s (lower when Gradio's own overhead shows on a busy host)."""
+    import sys
+
+    from qbench.tune.launch import launch_command
+
+    app_py = Path(__file__).resolve().parents[2] / "examples" / "gradio_app.py"
+    command = f"{sys.executable} {app_py} --port {{port}} --concurrency-limit 4 --base-ms 100 --per-item-ms 0"
+    path = sleep_scenario(tmp_path, {"p95_latency_s": 0.25})
+    with launch_command(command, {}, work_dir=tmp_path / "app", ready_timeout_s=120) as handle:
+        out = CliRunner().invoke(app, [
+            "capacity", str(path), "--target", handle.base_url, "--duration", "2", "--tolerance", "10%",
+            "--out", str(tmp_path / "r"),
+        ])
+    assert out.exit_code == 0, out.output
+    (folder,) = (tmp_path / "r").iterdir()
+    result = json.loads((folder / "capacity.json").read_text())["result"]
+    assert 20 <= result["capacity_rps"] <= 46 and result["converged"], result
+    assert result["failing_rate_rps"] is not None and result["failing_rate_rps"] <= 55, result

@@ -8,11 +8,13 @@ executor (qbench.run.loadgen) owns timing, timeouts and cancellation; a protocol
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import aiohttp
 import orjson
 
+from qbench.run.credentials import redact
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Load
 
@@ -39,12 +41,15 @@ class WireProtocol(Protocol):
     async def close(self) -> None: ...
 
 
-def make_http_session(load: Load) -> aiohttp.ClientSession:
+def make_http_session(
+    load: Load, middlewares: Sequence[aiohttp.ClientMiddlewareType] = ()
+) -> aiohttp.ClientSession:
     """An aiohttp session whose limits come from the scenario, not from library defaults.
 
     No total/read timeout (the executor enforces the per-request timeout itself, and SSE streams wait
     as long as the queue does); the connection pool is `load.max_connections` (0 = unlimited);
     responses are not decompressed (we only count bytes); a large read buffer so long SSE lines fit.
+    `middlewares`: the run's credentials (qbench.run.protocols.login.Authenticator.middleware).
     """
     connector = aiohttp.TCPConnector(limit=load.max_connections, limit_per_host=0, force_close=False)
     timeout = aiohttp.ClientTimeout(total=None, connect=load.connect_timeout, sock_read=None)
@@ -55,6 +60,7 @@ def make_http_session(load: Load) -> aiohttp.ClientSession:
         read_bufsize=2**21,
         auto_decompress=False,
         raise_for_status=False,
+        middlewares=tuple(middlewares),
     )
 
 
@@ -77,7 +83,7 @@ def fail(record: RequestRecord, kind: str, message: str, at: float) -> None:
         return
     record.outcome = "error"
     record.error_kind = kind
-    record.error_message = message[:500]
+    record.error_message = redact(message)[:500]  # a server may echo a credential back
     record.completed_at_s = at
 
 

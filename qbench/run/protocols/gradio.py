@@ -22,6 +22,7 @@ import aiohttp
 import orjson
 
 from qbench.errors import TargetError
+from qbench.run.credentials import refusal_hint
 from qbench.run.payloads import FileValue
 from qbench.run.protocols.base import Clock, fail, fail_http
 from qbench.run.protocols.queue import FAMILIES, GradioApp, QueueWire, parse_version
@@ -119,8 +120,11 @@ class GradioProtocol:
                 if resp.status != 200:
                     if not required:
                         return {}
-                    hint = " (login needed?)" if resp.status in (401, 403) else "; is this a Gradio app?"
-                    raise TargetError(f"{url}: HTTP {resp.status}{hint}")
+                    if resp.status in (401, 403):
+                        raise TargetError(
+                            f"{url}: HTTP {resp.status}: {refusal_hint(resp.status, self.scenario.auth)}"
+                        )
+                    raise TargetError(f"{url}: HTTP {resp.status}; is this a Gradio app?")
                 return orjson.loads(await resp.read())
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             if not required:

@@ -1,13 +1,16 @@
 """OpenAI-compatible completions: POST /v1/chat/completions (messages) or /v1/completions (prompt).
 
-The prompt is the payload's first input (text words or lines of a file, as for any scenario); the
-body is `model`, `messages` or `prompt`, `max_tokens`, `stream` and the endpoint's extra fields. A
-streamed request asks for `stream_options: {include_usage: true}` and reads the SSE chunks as they
+The prompt is the payload's first input (text words or tokens or lines of a file, as for any
+scenario; a generated chat, `text: {turns: ...}`, goes as its list of messages); the body is
+`model`, `messages` or `prompt`, `max_tokens`, `stream` and the endpoint's extra fields. A streamed
+request asks for `stream_options: {include_usage: true}` and reads the SSE chunks as they
 arrive: the first chunk carrying text is `first_output_at_s` (TTFT), each chunk with text is one
 output, the gaps between them give the record's inter-token statistics, `data: [DONE]` (or the end
 of the body after a finish_reason) completes the request. Token counts come from `usage` when the
 server sends it (`tokens_from = "usage"`), else output tokens are the content chunks counted
-(`tokens_from = "chunks"`: exact for servers that send one token per chunk). A stream that ends
+(`tokens_from = "chunks"`: exact for servers that send one token per chunk). Each request carries
+`X-Request-Id: qbench-<request_id>`, so a server's logs (vLLM's, the reference server's token log)
+name the record it belongs to. A stream that ends
 without a finish_reason or [DONE] is `stream_broken`; an `error` chunk is `server_error`.
 """
 
@@ -19,12 +22,19 @@ import aiohttp
 import orjson
 
 from qbench.errors import TargetError
+from qbench.run.credentials import refusal_hint
 from qbench.run.protocols.base import Clock, fail
 from qbench.run.protocols.http import refuse
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 
 CHAT_PATH = "/v1/chat/completions"
+REQUEST_ID_HEADER = "X-Request-Id"
+
+
+def request_id_value(request_id: int) -> str:
+    """The X-Request-Id qbench sends for a record (the inverse: int(value.removeprefix("qbench-")))."""
+    return f"qbench-{request_id}"
 
 
 class OpenAIProtocol:
@@ -39,6 +49,7 @@ class OpenAIProtocol:
         self.stream = ep.stream
         self.extra: dict[str, Any] = dict(ep.body or {})
         self.headers = {"Content-Type": "application/json", **ep.headers}
+        self.auth = scenario.auth
         self.http = http
         self.clock = clock
         self.endpoint_label = f"POST {path}"
@@ -52,6 +63,9 @@ class OpenAIProtocol:
                 status = resp.status
         except (aiohttp.ClientError, OSError) as exc:
             raise TargetError(f"{self.root}: cannot connect ({exc.__class__.__name__}: {exc})") from exc
+        if status in (401, 403):
+            hint = refusal_hint(status, self.auth)
+            raise TargetError(f"{self.root}: GET /v1/models answered HTTP {status}: {hint}")
         models = _model_ids(raw) if status == 200 else []
         if self.model is None:
             if not models:
@@ -73,12 +87,17 @@ class OpenAIProtocol:
         return cached
 
     def request(self, inputs: list[Any]) -> dict[str, Any]:
-        prompt = str(inputs[0]) if inputs else ""
+        first = inputs[0] if inputs else ""
         body: dict[str, Any] = {"model": self.model}
-        if self.chat:
-            body["messages"] = [{"role": "user", "content": prompt}]
+        if isinstance(first, list):  # a generated chat (payload text turns): its messages
+            if self.chat:
+                body["messages"] = first
+            else:
+                body["prompt"] = "\n".join(str(m.get("content", "")) for m in first)
+        elif self.chat:
+            body["messages"] = [{"role": "user", "content": str(first)}]
         else:
-            body["prompt"] = prompt
+            body["prompt"] = str(first)
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
         body["stream"] = self.stream
@@ -92,7 +111,8 @@ class OpenAIProtocol:
         record.bytes_sent = len(data)
         record.sent_at_s = self.clock.now()
         try:
-            async with self.http.post(self.url, data=data, headers=self.headers) as resp:
+            headers = {**self.headers, REQUEST_ID_HEADER: request_id_value(record.request_id)}
+            async with self.http.post(self.url, data=data, headers=headers) as resp:
                 record.joined_at_s = self.clock.now()
                 record.http_status = resp.status
                 if resp.status >= 400:

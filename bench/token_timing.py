@@ -1,0 +1,141 @@
+"""Do qbench's TTFT and inter-token figures agree with the server's own per-token timestamps?
+
+Starts the reference server's `tokens` preset (a synthetic LLM: first token after 50 ms, then one
+every 20 ms, 8 streams at once) as a subprocess, drives its OpenAI front with qbench
+(`protocol: openai`, streamed, closed-loop users), then reads the server's token log
+(`GET /status/tokens`: when each request reached the handler and when each content chunk was handed
+to the socket, on the same monotonic clock) and joins it to qbench's records by `X-Request-Id`.
+Per request, both sides' figures are computed the same way:
+
+    TTFT   client: first content chunk received - request sent     server: first chunk sent - received
+    ITL    the median (and mean) of the gaps between content chunks, per request
+
+and the table prints each side's median over requests, the median client - server difference and
+its 90th percentile of |difference|. The TTFT difference is the loopback round trip plus both sides'
+HTTP handling; the ITL difference is what qbench adds to a gap by reading the stream. Exit 1 when a
+joined request's token counts differ (a correctness failure), 0 otherwise.
+
+    .venv/bin/python bench/token_timing.py                          # 4 users, 200 requests (~1 min)
+    .venv/bin/python bench/token_timing.py --users 8 --requests 400 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx  # noqa: E402
+
+from qbench.run.protocols.openai import percentile, request_id_value  # noqa: E402
+from qbench.run.records import RequestRecord  # noqa: E402
+from qbench.run.runner import run_scenario  # noqa: E402
+from qbench.run.scenario import parse_scenario  # noqa: E402
+from qbench.tune.launch import start_reference_server  # noqa: E402
+
+
+def drive(url: str, out: Path, users: int, requests: int, max_tokens: int) -> list[RequestRecord]:
+    spec = parse_scenario({
+        "name": "token-timing", "protocol": "openai",
+        "endpoint": {"model": "tokens", "max_tokens": max_tokens, "stream": True},
+        "payload": {"seed": 3, "inputs": [{"text": {"words": [4, 12]}}]},
+        "load": {"users": users, "requests": requests, "timeout": 60},
+    })
+    return run_scenario(spec, target=url, out_dir=out, live=False).records
+
+
+def server_timelines(url: str, since: float) -> dict[str, dict[str, Any]]:
+    """The server's timelines of requests received after `since` (perf_counter), by X-Request-Id."""
+    log = httpx.get(url + "/status/tokens", timeout=10, trust_env=False).json()
+    return {t["request_id"]: t for t in log["timelines"] if t["received_at_s"] >= since}
+
+
+def gaps_p50(times: list[float]) -> float | None:
+    gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False))
+    return percentile(gaps, 0.5) if gaps else None
+
+
+def join(records: list[RequestRecord], timelines: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per ok record that the server logged: both sides' TTFT, ITL p50/mean, token counts."""
+    rows = []
+    for r in records:
+        t = timelines.get(request_id_value(r.request_id))
+        if not r.ok or t is None or r.first_output_at_s is None or r.sent_at_s is None:
+            continue
+        times = t["token_at_s"]
+        server_gaps = len(times) - 1
+        rows.append({
+            "request_id": r.request_id,
+            "client_tokens": r.outputs, "server_tokens": len(times),
+            "client_ttft_s": r.first_output_at_s - r.sent_at_s,
+            "server_ttft_s": times[0] - t["received_at_s"] if times else None,
+            "client_itl_p50_s": r.itl_p50_s, "server_itl_p50_s": gaps_p50(times),
+            "client_itl_mean_s": r.itl_mean_s,
+            "server_itl_mean_s": (times[-1] - times[0]) / server_gaps if server_gaps > 0 else None,
+        })
+    return rows
+
+
+def agreement(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per figure: client median, server median, median(client - server), p90 |client - server| (s)."""
+    out = {}
+    for figure in ("ttft", "itl_p50", "itl_mean"):
+        pairs = [(row[f"client_{figure}_s"], row[f"server_{figure}_s"]) for row in rows]
+        pairs = [(c, s) for c, s in pairs if c is not None and s is not None]
+        if not pairs:
+            continue
+        diffs = [c - s for c, s in pairs]
+        out[figure] = {
+            "client_median_s": statistics.median(c for c, _ in pairs),
+            "server_median_s": statistics.median(s for _, s in pairs),
+            "median_diff_s": statistics.median(diffs),
+            "p90_abs_diff_s": percentile(sorted(abs(d) for d in diffs), 0.9),
+            "requests": float(len(pairs)),
+        }
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [f"{'figure':<10} {'qbench p50':>11} {'server p50':>11} {'median diff':>12} {'p90 |diff|':>11}"]
+    for figure, a in result["agreement"].items():
+        ms = {key: value * 1e3 for key, value in a.items()}
+        lines.append(f"{figure:<10} {ms['client_median_s']:>8.3f} ms {ms['server_median_s']:>8.3f} ms "
+                     f"{ms['median_diff_s']:>+9.3f} ms {ms['p90_abs_diff_s']:>8.3f} ms")
+    lines.append(f"requests joined: {result['joined']} of {result['records']} "
+                 f"(token counts differ on {result['token_mismatches']})")
+    return "\n".join(lines)
+
+
+def measure(users: int, requests: int, max_tokens: int) -> dict[str, Any]:
+    with start_reference_server("tokens") as url, tempfile.TemporaryDirectory() as tmp:
+        since = time.perf_counter()
+        records = drive(url, Path(tmp) / "run", users, requests, max_tokens)
+        rows = join(records, server_timelines(url, since))
+    mismatches = sum(1 for row in rows if row["client_tokens"] != row["server_tokens"])
+    return {"users": users, "requests": requests, "max_tokens": max_tokens, "records": len(records),
+            "joined": len(rows), "token_mismatches": mismatches, "agreement": agreement(rows)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--users", type=int, default=4, help="closed-loop users (default 4; the preset streams 8)")
+    p.add_argument("--requests", type=int, default=200, help="requests in all (default 200)")
+    p.add_argument("--max-tokens", type=int, default=32, help="max_tokens per request (default 32)")
+    p.add_argument("--json", type=Path, help="also write the result as JSON here")
+    args = p.parse_args(argv)
+    result = measure(args.users, args.requests, args.max_tokens)
+    print(render(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 1 if result["token_mismatches"] or not result["joined"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

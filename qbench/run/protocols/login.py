@@ -1,0 +1,234 @@
+"""Credentials on the wire: Gradio's login, and headers and cookies on every request of a run.
+
+Login is what the official client does in every release from 3.x to 6.x (`Client(url, auth=...)`):
+a form post of `username` and `password` to `<target>/login` (at the app's root, also in 5.x+ whose
+API sits under /gradio_api; a mounted app's root is its mount path). The answer sets the session
+cookies: `access-token` (3.x, early 4.x), then also `access-token-unsecure`, both suffixed with
+`-<app id>` in later releases; the first one is `Secure`, so over plain HTTP only the second would
+come back from a browser's jar. qbench keeps whatever the login sets and sends it as one `Cookie`
+header itself, beside the scenario's own cookies, bearer and headers. A wrong password answers
+400 ("Incorrect credentials.", every release); an app without auth redirects (302), which is no error.
+
+`Authenticator.middleware` is an aiohttp client middleware: it adds the credentials of the request's
+session slot (`SESSION_SLOT`, set by the load generator per request task) to every request, websocket
+handshakes included. With `login.per: session` (the default) each slot of a closed-loop run or a
+session pool has a login of its own; otherwise (and with a new session per request) there is one
+login per account. With `login.users` slot k uses account k % n. A 401 on a logged-in session logs it
+in again once (a restarted server forgot its tokens) and repeats the request; concurrent 401s share
+that one login. `info()` counts logins and re-logins for run.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextvars import ContextVar
+from typing import Any
+
+import aiohttp
+
+from qbench.errors import TargetError
+from qbench.run.credentials import Account, Credentials, is_secret_header, redact, remember, resolve
+from qbench.run.scenario import Load, Scenario
+
+#: The session slot of the request being sent (the load generator sets it in each request's task).
+SESSION_SLOT: ContextVar[int] = ContextVar("qbench_session_slot", default=0)
+LOGIN_CONCURRENCY = 8
+
+
+def authenticator(scenario: Scenario, target: str) -> Authenticator:
+    """The run's Authenticator (env references read now: an unset one raises ScenarioError). Secret-looking
+    `endpoint.headers` (an API key given the older way) are scrubbed from error texts too."""
+    for name, value in scenario.endpoint.headers.items():
+        if is_secret_header(name, scenario.auth.secret_headers):
+            remember(value)
+    return Authenticator(resolve(scenario.auth), target, scenario.load.connect_timeout)
+
+
+def session_slots(load: Load) -> int:
+    """How many sessions a run keeps apart: its users, its session pool, else one per request (0)."""
+    return load.users or (load.sessions if isinstance(load.sessions, int) else 0)
+
+
+class Authenticator:
+    """Logs in and adds credentials to every request of one aiohttp session (see the module docstring)."""
+
+    def __init__(self, credentials: Credentials, target: str, connect_timeout_s: float = 10.0) -> None:
+        self.credentials = credentials
+        self.login_url = target.rstrip("/") + "/login"
+        self.connect_timeout_s = connect_timeout_s
+        # Per login (a session slot's with login.per: session, else an account's), set up by `start`:
+        self.slots = 0  # session slots that log in on their own (0: one login per account)
+        self.offset, self.stride = 0, 1  # slot k uses account (k * stride + offset) % n (see spread)
+        self.cookies: list[dict[str, str]] = [{} for _ in credentials.accounts]  # what each login set
+        self.generation = [0 for _ in credentials.accounts]  # bumped by each login
+        self.locks = [asyncio.Lock() for _ in credentials.accounts]
+        self.refused: set[int] = set()  # logins whose re-login was refused
+        self.logins = 0
+        self.relogins = 0
+        self.login_s: float | None = None  # wall time of the opening logins
+        self.login_needed: bool | None = None  # False: the app has no auth (its /login redirects)
+        self._session: aiohttp.ClientSession | None = None
+
+    # ------------------------------------------------------------ login
+
+    def spread(self, index: int, processes: int) -> None:
+        """Generator process `index` of `processes`: its session slots take accounts after the other
+        processes' (slot k here is account (k * processes + index) % n), so no two processes share one."""
+        self.offset, self.stride = index, processes
+
+    async def start(self, slots: int) -> None:
+        """Log in for the run's `slots` sessions (0: a new session per request): each slot on its own
+        with login.per: session, else once per account used; raises TargetError on a refusal."""
+        if not self.credentials.login:
+            return
+        accounts = len(self.credentials.accounts)
+        self.slots = slots if self.credentials.per_session else 0
+        count = self.slots or accounts  # logins by session slot, else by account
+        self.cookies = [{} for _ in range(count)]
+        self.generation = [0] * count
+        self.locks = [asyncio.Lock() for _ in range(count)]
+        used = range(count) if self.slots or not slots else sorted({self._account(k) for k in range(slots)})
+        gate = asyncio.Semaphore(LOGIN_CONCURRENCY)
+
+        async def one(index: int) -> None:
+            async with gate:
+                await self._login(index)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in used))
+        self.login_s = time.perf_counter() - t0
+
+    def _account(self, slot: int) -> int:
+        return (slot * self.stride + self.offset) % len(self.credentials.accounts)
+
+    def _key(self, slot: int) -> int:
+        """The login a session slot uses: its own (login.per: session), else its account's."""
+        return slot % self.slots if self.slots else self._account(slot)
+
+    async def _login(self, index: int) -> None:
+        account = self.credentials.accounts[self._account(index) if self.slots else index]
+        session = self._login_session()
+        form = {"username": account.username, "password": account.password}
+        try:
+            headers = dict(self.credentials.headers)  # a gateway or a private Space guards /login too
+            if self.credentials.cookies:
+                headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.credentials.cookies.items())
+            async with session.post(
+                self.login_url, data=form, headers=headers, allow_redirects=False
+            ) as resp:
+                body = await resp.read()
+                cookies = {name: morsel.value for name, morsel in resp.cookies.items() if morsel.value}
+                status = resp.status
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            raise TargetError(
+                redact(f"{self.login_url}: cannot log in ({exc.__class__.__name__}: {exc})")
+            ) from None
+        self._judge(account, status, body, cookies)
+        self.cookies[index] = cookies
+        self.generation[index] += 1
+        self.logins += 1
+
+    def _judge(self, account: Account, status: int, body: bytes, cookies: dict[str, str]) -> None:
+        if status in (301, 302, 303, 307):
+            self.login_needed = False  # Gradio redirects /login when the app has no auth
+            return
+        excerpt = redact(body.decode(errors="replace").strip().replace("\n", " ")[:200]) or "(empty body)"
+        if status in (400, 401, 403):
+            raise TargetError(
+                f"{self.login_url}: the login as '{account.username}' was refused "
+                f"(HTTP {status}: {excerpt}); check auth.login (username and password, or the users file)"
+            )
+        if status == 404:
+            raise TargetError(
+                f"{self.login_url}: no login route (HTTP 404); the target must be the app's root URL "
+                "(with its mount path), and auth.login is for Gradio's auth= (use auth.bearer or "
+                "auth.headers for a token or an API key)"
+            )
+        if status != 200 or not cookies:
+            raise TargetError(
+                f"{self.login_url}: the login as '{account.username}' answered HTTP {status} "
+                f"{'without a session cookie' if status == 200 else excerpt}; check auth.login"
+            )
+        self.login_needed = True
+
+    async def _relogin(self, index: int, seen: int) -> bool:
+        """Log in again for login `index` unless someone did since generation `seen`; False if refused
+        (then never again for that login: its requests fail as http_4xx, /login is not hammered)."""
+        async with self.locks[index]:
+            if self.generation[index] != seen:
+                return True
+            if index in self.refused:
+                return False
+            try:
+                await self._login(index)
+            except TargetError:
+                self.refused.add(index)
+                return False
+            self.relogins += 1
+            return True
+
+    def _login_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            timeout = aiohttp.ClientTimeout(total=None, connect=self.connect_timeout_s, sock_read=30.0)
+            self._session = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar(), timeout=timeout)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # ------------------------------------------------------------ every request
+
+    @property
+    def middlewares(self) -> list[aiohttp.ClientMiddlewareType]:
+        """For make_http_session: none when the run has no credentials (no cost per request)."""
+        creds = self.credentials
+        return [self.middleware] if creds.login or creds.headers or creds.cookies else []
+
+    async def middleware(
+        self, req: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+    ) -> aiohttp.ClientResponse:
+        index = self._key(SESSION_SLOT.get()) if self.credentials.login else 0
+        theirs = req.headers.get("Cookie")  # the session's own cookies (e.g. a load balancer's)
+        seen = self._apply(req, index, theirs)
+        resp = await handler(req)
+        if resp.status == 401 and self.credentials.login and self.login_needed:
+            if await self._relogin(index, seen):
+                resp.release()
+                self._apply(req, index, theirs)
+                resp = await handler(req)
+        return resp
+
+    def _apply(self, req: aiohttp.ClientRequest, index: int, theirs: str | None) -> int:
+        """Put the headers and cookies on `req`; returns the account's login generation they came from."""
+        for name, value in self.credentials.headers.items():
+            req.headers[name] = value
+        cookies = dict(self.credentials.cookies)
+        if self.credentials.login:
+            cookies.update(self.cookies[index])
+        if cookies:
+            ours = "; ".join(f"{k}={v}" for k, v in cookies.items())
+            req.headers["Cookie"] = f"{theirs}; {ours}" if theirs else ours
+        return self.generation[index] if self.credentials.login else 0
+
+    async def __aenter__(self) -> Authenticator:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def info(self) -> dict[str, Any]:
+        """What run.json shows: names and counts, never a value."""
+        return {
+            "login": self.credentials.login,
+            "login_needed": self.login_needed,
+            "accounts": len(self.credentials.accounts),
+            "per": "session" if self.credentials.per_session else "run",
+            "logins": self.logins,
+            "relogins": self.relogins,  # a 401 on a logged-in session: logged in again once
+            "login_s": self.login_s,
+            "headers": sorted(self.credentials.headers),
+            "cookies": sorted(self.credentials.cookies),
+        }

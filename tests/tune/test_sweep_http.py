@@ -1,0 +1,91 @@
+"""A sweep over plain HTTP (the pipeline pattern: POST /predict through the batching queue): batch size,
+batch deadline and queue bound, in live and relaunch modes; overload shows up as queue_full."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from qbench.report.build import build_report
+from qbench.run.records import read_records
+from qbench.tune.config import SweepOptions, build_config
+from qbench.tune.sweep import SweepResult, run_sweep
+
+SERVER = {
+    "functions": [{"api_name": "classify", "workload": "sleep", "params": {"base_ms": 50, "per_item_ms": 5},
+                   "batch": True, "max_batch_size": 8, "batch_wait_ms": 1, "concurrency_limit": 1}],
+    "queue": {"max_size": 32},
+}
+
+
+def sweep(tmp_path: Path, grid: list[str], rate: float = 40, **options: Any) -> SweepResult:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "server.yaml").write_text(yaml.safe_dump(SERVER))
+    scenario = {
+        "name": "pipeline", "protocol": "http",
+        "endpoint": {"method": "POST", "path": "/predict/classify", "body": {"inputs": "$0"}},
+        "payload": {"inputs": [{"text": {"words": [3, 8]}}]},
+        "load": {"rate": rate, "arrival": "poisson", "duration": 2.5, "timeout": 10},
+        "slo": {"p95_latency_s": 1.0, "error_rate": 0.01},
+        "sweep": {"server": {"config": "server.yaml"}, "capacity_trials": 0, "warmup": 0.3},
+    }
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    options = SweepOptions(str(path), grid=grid, out_root=str(tmp_path / "out"), **options)
+    return run_sweep(build_config(options))
+
+
+def test_live_sweep_of_batching_and_queue_bound_over_plain_http(tmp_path: Path) -> None:
+    result = sweep(tmp_path, ["max_batch_size=1,8", "max_size=2,32"], live=True)
+    by_id = {r.point_id: r for r in result.results}
+    # one 55 ms call at a time serves ~18/s: at 40/s batch 1 breaks the SLO with a long queue (stopped
+    # as a runaway, or past 32 waiting) ...
+    assert by_id["b1-q32"].status != "ok" or by_id["b1-q32"].slo_breaches
+    # ... or, bounded at 2, sheds the excess at once as 503 queue_full
+    shed = [r for r in read_records(result.sweep_dir / "points" / "b1-q2" / "records.parquet")
+            if r.error_kind == "queue_full"]
+    assert by_id["b1-q2"].status == "ok" and len(shed) > 10 and by_id["b1-q2"].error_rate > 0.1
+    assert by_id["b8-q32"].status == "ok" and by_id["b8-q32"].error_rate == 0
+    assert by_id["b8-q32"].goodput_rps > 1.5 * by_id["b1-q2"].goodput_rps
+    rec = result.recommendation
+    assert rec.winner is not None and rec.winner.knobs["max_batch_size"] == 8
+    # the advice is the reference server's settings with the winner's knobs, not Gradio code
+    assert rec.gradio_code == "" and rec.server_code_label.startswith("reference server settings")
+    (fn,) = yaml.safe_load(rec.server_code)["functions"]
+    assert (fn["api_name"], fn["max_batch_size"], fn["batch"]) == ("classify", 8, True)
+    assert yaml.safe_load(rec.server_code)["queue"]["max_size"] == rec.winner.knobs["max_size"]
+    build_report(result.sweep_dir)
+    for name in ("summary.md", "report.html"):
+        text = (result.sweep_dir / name).read_text()
+        assert "reference server settings" in text and "demo.queue" not in text, name
+
+
+def test_relaunch_sweep_of_the_batch_deadline(tmp_path: Path) -> None:
+    result = sweep(tmp_path, ["batch_wait_ms=1,40"], rate=5)  # light load: an idle worker waits to fill
+    assert [r.status for r in result.results] == ["ok", "ok"], [r.reason for r in result.results]
+    short, long = result.results
+    assert long.p50_latency_s is not None and short.p50_latency_s is not None
+    assert long.p50_latency_s > short.p50_latency_s + 0.015  # a 40 ms deadline holds batches open
+
+
+def test_launch_mode_advice_is_the_apps_command_with_the_winners_knobs() -> None:
+    from types import SimpleNamespace
+
+    from qbench.tune.recommend import PointResult, Recommendation
+    from qbench.tune.sweep import server_advice
+
+    winner = PointResult("b8", {"max_batch_size": 8}, "ok")
+    rec = Recommendation(winner, [], "")
+    config = SimpleNamespace(base_settings=None, api_name=None,
+                             launch="python serve.py --port {port} --batch {max_batch_size}")
+    code, label = server_advice(config, rec)  # type: ignore[arg-type]
+    assert code == "python serve.py --port {port} --batch 8" and "your app's command" in label
+    assert server_advice(SimpleNamespace(base_settings=None, launch=None), rec) == ("", "")  # type: ignore[arg-type]
+    secret = {"functions": [{"api_name": "f", "workload": "echo"}], "admin_token": "adm-1",
+              "auth": {"users": {"u": "pw-123"}, "tokens": ["tok-456"]}}
+    config = SimpleNamespace(base_settings=secret, api_name=None)
+    code, _ = server_advice(config, rec)  # type: ignore[arg-type]
+    assert not any(s in code for s in ("adm-1", "pw-123", "tok-456"))
+    assert "# auth: as in your settings" in code
