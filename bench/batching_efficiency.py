@@ -28,6 +28,7 @@ Usage:
     .venv/bin/python bench/batching_efficiency.py          # quick: size small, B in 1 4 16 (~5 min)
     .venv/bin/python bench/batching_efficiency.py --full   # size base, B in 1 2 4 8 16 (~30 min)
     .venv/bin/python bench/batching_efficiency.py --models image --size base --batch-sizes 1 16
+    .venv/bin/python bench/batching_efficiency.py --device cpu   # the models run on CUDA when present
 """
 
 from __future__ import annotations
@@ -260,6 +261,7 @@ class Plan:
     batches: int  # a burst is this many full batches (at least 8 requests)
     rounds: int  # served bursts, each followed by its offline timings; the median round is shown
     repeats: int  # offline timings per batch size; the fastest counts
+    device: str = "cpu"  # the models' device: cuda when torch sees one, unless --device says otherwise
 
 
 def measure(model: str, max_batch: int, plan: Plan, client: ProcessPoolExecutor) -> Point:
@@ -271,7 +273,7 @@ def measure(model: str, max_batch: int, plan: Plan, client: ProcessPoolExecutor)
         "max_batch_size": max_batch,
         "concurrency_limit": 1,
     }
-    settings = parse_settings({"functions": [function], "device": "cpu"}, "<batching_efficiency>")
+    settings = parse_settings({"functions": [function], "device": plan.device}, "<batching_efficiency>")
     pool = payloads(model, max(max_batch, 8))
     values, wire = [p.value for p in pool], wire_items(pool)
     count = max(plan.batches * max_batch, 8)
@@ -298,6 +300,12 @@ def print_table(rows: list[list[str]]) -> None:
         print("  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)), flush=True)
 
 
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="size base, batch sizes 1 2 4 8 16")
@@ -307,10 +315,13 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=4, help="a burst is this many full batches")
     parser.add_argument("--rounds", type=int, default=3, help="burst + offline rounds (median shown)")
     parser.add_argument("--repeats", type=int, default=2, help="offline timings per batch size (fastest)")
+    parser.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available, else cpu")
     args = parser.parse_args()
-    plan = Plan(args.size or ("base" if args.full else "small"), args.batches, args.rounds, args.repeats)
+    device = args.device or default_device()
+    size = args.size or ("base" if args.full else "small")
+    plan = Plan(size, args.batches, args.rounds, args.repeats, device)
     batch_sizes = args.batch_sizes or ([1, 2, 4, 8, 16] if args.full else [1, 4, 16])
-    print(f"{plan}; batch sizes {batch_sizes}; CPU, {os.cpu_count()} cores", flush=True)
+    print(f"{plan}; batch sizes {batch_sizes}; {device}, {os.cpu_count()} CPU cores", flush=True)
     rows = []
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as client:
         for model in args.models:

@@ -49,6 +49,9 @@ def serve(
     log_level: Annotated[str | None, typer.Option(help="uvicorn log level (default warning).")] = None,
     auth: Annotated[list[str] | None, typer.Option(help="USER:PASSWORD: require a login (repeat).")] = None,
     auth_token: Annotated[list[str] | None, typer.Option(help="Accept this bearer token (repeat).")] = None,
+    dtype: Annotated[str | None, typer.Option(help="auto | float32 | float16 | bfloat16 (models)")] = None,
+    compile: Annotated[bool | None, typer.Option("--compile/--no-compile",
+                                                 help="torch.compile the model workloads.")] = None,
 ) -> None:
     """Run the reference server (Gradio's queue semantics and wire protocol) in the foreground."""
     from reference_server.launch import ServeOptions, settings_from_options
@@ -56,7 +59,7 @@ def serve(
     from reference_server.settings import SettingsError
 
     options = ServeOptions(config, preset, host, port, max_threads, default_concurrency_limit, max_size,
-                           admin_token, device, model, log_level, auth, auth_token)
+                           admin_token, device, model, log_level, auth, auth_token, dtype, compile)
     try:
         run_server(settings_from_options(options))
     except SettingsError as exc:
@@ -80,6 +83,19 @@ def run(
         Path | None,
         typer.Option(help="A past run folder: send at its intended times, with its request ids."),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ADDRESS",
+            help="Split the run over Ray actors (load.executor: ray): 'local' starts Ray on this machine, "
+            "'auto' joins the cluster `ray start` runs here, HOST:6379 or ray://HOST:10001. Needs pip "
+            "install -e '.\\[ray]'.",
+        ),
+    ] = None,
+    workers: Annotated[
+        str | None,
+        typer.Option(metavar="N|auto", help="Ray actors: a number, or auto (one per node; load.workers)."),
+    ] = None,
     auth: AuthOpt = None,
     header: HeaderOpt = None,
     bearer_env: BearerEnvOpt = None,
@@ -87,7 +103,7 @@ def run(
     """Fire the load a scenario describes, record every request, print a summary (exit 3 on SLO failure)."""
     from rich.console import Console
 
-    from qbench.errors import QbenchError, SloViolation, TargetError
+    from qbench.errors import ExecutorError, QbenchError, SloViolation, TargetError
     from qbench.run.console import render_summary
     from qbench.run.credentials import cli_overrides
     from qbench.run.runner import load_scenario, parse_set_options, run_scenario
@@ -99,6 +115,11 @@ def run(
             overrides["load.processes"] = processes
         if replay is not None:
             overrides["load.replay"] = str(replay.resolve())
+        if ray is not None:
+            overrides["load.executor"] = "ray"
+            overrides["load.ray_address"] = ray
+        if workers is not None:
+            overrides["load.workers"] = parse_set_options([f"load.workers={workers}"])["load.workers"]
         spec = load_scenario(scenario, overrides)
         result = run_scenario(spec, target=target, out_dir=out, live=live)
         load = spec.load
@@ -108,6 +129,12 @@ def run(
         if (auth_info := result.run_info.get("auth") or {}).get("login"):
             logins, relogins = auth_info["logins"], auth_info["relogins"]
             console.print(f"login: {logins} login(s), {relogins} re-login(s) after a 401")
+        lost = result.run_info.get("lost_workers")
+        if lost:
+            raise ExecutorError(
+                f"{len(lost)} generator worker(s) lost mid-run; their unreported requests are recorded as "
+                f"generator_lost: {'; '.join(lost)}"
+            )
         verdict = result.run_info.get("failed_opening")
         if verdict:
             stopped = str(result.run_info.get("stop_reason") or "").startswith("stopped early")

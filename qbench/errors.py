@@ -4,6 +4,8 @@
      +-- ScenarioError          a malformed scenario or option (names file, key, value, expectation)
      +-- TargetError            the target is unreachable or is not what the scenario expects
      +-- ServerLaunchError      a server qbench had to start did not come up
+     +-- ExecutorError          the generator workers could not start (Ray missing or unreachable, too few
+     |                          CPUs), or one was lost mid-run (its requests are `generator_lost` records)
      +-- SloViolation           a run or comparison broke its thresholds (exit code 3, for CI gates)
 """
 
@@ -23,6 +25,10 @@ class TargetError(QbenchError):
 
 
 class ServerLaunchError(QbenchError):
+    pass
+
+
+class ExecutorError(QbenchError):
     pass
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import anyio.to_thread
 import orjson
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
@@ -17,6 +18,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
 from reference_server import messages as m
+from reference_server import uploads
 from reference_server.api_config import build_info
 from reference_server.jobs import INPUT_ERROR_TITLE
 from reference_server.queue import QueueFullError
@@ -205,28 +207,37 @@ def drain(session: Session) -> list[m.Message]:
 
 
 async def upload(request: Request) -> Response:
+    """Uploads are parsed and written in a worker thread (reference_server.uploads says why)."""
     state = state_of(request)
     limit = state.settings.max_file_size
     declared = int(request.headers.get("content-length") or 0)
     if limit is not None and declared > limit + MULTIPART_OVERHEAD:
         raise ClientError(413, f"upload of {declared} bytes exceeds max_file_size ({limit} bytes)")
+    try:
+        if 0 < declared <= uploads.IN_MEMORY_LIMIT:
+            body = await request.body()
+            kind = request.headers.get("content-type", "")
+            paths = await anyio.to_thread.run_sync(uploads.save_uploads, body, kind, state.store, limit)
+        else:
+            paths = await _upload_streamed(request, state, limit)
+    except uploads.UploadError as exc:
+        raise ClientError(exc.status, exc.detail) from None
+    return JSONResponse(paths)
+
+
+async def _upload_streamed(request: Request, state: ServerState, limit: int | None) -> list[str]:
+    """A large (or unsized) body: starlette's streaming parser spools it to disk."""
     form = await request.form()
     paths = []
     for item in form.getlist("files"):
         if not isinstance(item, UploadFile):
-            raise ClientError(422, "field 'files' must be a file upload")
+            raise uploads.UploadError(422, "field 'files' must be a file upload")
         data = await item.read()
-        if limit is not None and len(data) > limit:
-            raise ClientError(413, f"file {item.filename!r} is {len(data)} bytes; max_file_size is {limit}")
-        try:
-            path = state.store.new_upload_path(item.filename or "file")
-        except ValueError as exc:
-            raise ClientError(400, str(exc)) from None
-        path.write_bytes(data)
-        paths.append(str(path))
+        store = uploads.store_file
+        paths.append(await anyio.to_thread.run_sync(store, state.store, item.filename, data, limit))
     if not paths:
-        raise ClientError(422, "no files in the multipart field 'files'")
-    return JSONResponse(paths)
+        raise uploads.UploadError(422, "no files in the multipart field 'files'")
+    return paths
 
 
 async def file(request: Request) -> Response:

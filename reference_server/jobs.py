@@ -2,12 +2,18 @@
 
 Sync workloads run in worker threads capped by the shared CapacityLimiter (max_threads); async ones
 run on the event loop. Text/number/JSON components are converted inline; image and audio conversion
-(file I/O, decoding) goes to a worker thread too. A batch is one workload call: one exception fails
-every event of the batch with the same payload; a bad input fails only its own event.
+(file I/O, decoding) and a workload's own per-request `prepare_row` go to worker threads too, one per
+event of a batch, concurrently (a batch of 32 images decodes on several cores, not one after another).
+The queue also reads ahead: the waiting events of a batch function's next batch are preprocessed while
+the model runs the current one (`read_ahead`).
+A batch is one workload call: one exception fails every event of the batch with the same payload; a
+bad input fails only its own event.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -38,6 +44,7 @@ class JobRunner:
                  emit: Emit) -> None:
         self.store = store
         self.limiter = limiter
+        self.prefetch_limiter = anyio.CapacityLimiter(max(1, os.cpu_count() or 1))
         self.show_error = show_error
         self.emit = emit
 
@@ -48,11 +55,42 @@ class JobRunner:
     def _convert(self, convert: Convert, comps: list[Component], values: list[Any]) -> list[Any]:
         return [convert(c, v, self.store) for c, v in zip(comps, values, strict=True)]
 
+    def _prepare(self, fn: FunctionRuntime, data: list[Any]) -> list[Any]:
+        return fn.workload.prepare_row(self._convert(preprocess, fn.workload.inputs, data))
+
     async def _preprocess(self, fn: FunctionRuntime, data: list[Any]) -> list[Any]:
-        comps = fn.workload.inputs
-        if needs_thread(comps):
-            return list(await self._in_thread(self._convert, preprocess, comps, data))
-        return self._convert(preprocess, comps, data)
+        if needs_thread(fn.workload.inputs) or fn.workload.prepares_rows:
+            return list(await self._in_thread(self._prepare, fn, data))
+        return self._prepare(fn, data)
+
+    async def _row_or_error(self, fn: FunctionRuntime, data: list[Any],
+                            limiter: anyio.CapacityLimiter | None = None) -> Any:
+        """The event's input row, or the Exception that rejected it (never raised: it is data here)."""
+        try:
+            if limiter is not None and (needs_thread(fn.workload.inputs) or fn.workload.prepares_rows):
+                return list(await anyio.to_thread.run_sync(self._prepare, fn, data, limiter=limiter))
+            return await self._preprocess(fn, data)
+        except Exception as exc:
+            return exc
+
+    def read_ahead(self, fn: FunctionRuntime, events: list[Event]) -> None:
+        """Start preprocessing waiting events now, while the model runs the batch ahead of them, so the
+        next batch is ready when it is dispatched (the GPU does not wait for decoding). Threads come
+        from `prefetch_limiter` (one per core), never from max_threads, so read-ahead cannot delay a
+        model call. The result waits on the event; a bad input still fails at its job, as before."""
+        if not (needs_thread(fn.workload.inputs) or fn.workload.prepares_rows):
+            return
+        for event in events:
+            if event.prepared is None:
+                row = self._row_or_error(fn, event.data, self.prefetch_limiter)
+                event.prepared = asyncio.ensure_future(row)
+
+    async def _preprocess_all(self, fn: FunctionRuntime, events: list[Event]) -> list[Any]:
+        """Every event's inputs, converted concurrently (decoding runs on several worker threads at once,
+        within max_threads) or read ahead; an event's value is its input row, or the exception that
+        rejected it."""
+        rows = [e.prepared if e.prepared is not None else self._row_or_error(fn, e.data) for e in events]
+        return list(await asyncio.gather(*rows))
 
     async def _postprocess(self, fn: FunctionRuntime, values: list[Any]) -> list[Any]:
         comps = fn.workload.outputs
@@ -79,12 +117,12 @@ class JobRunner:
     async def run(self, job: Job) -> bool:
         """Run a non-generator job; True if the workload call succeeded."""
         fn, ready, inputs = job.fn, [], []
-        for event in job.events:
-            try:
-                inputs.append(await self._preprocess(fn, event.data))
+        for event, row in zip(job.events, await self._preprocess_all(fn, job.events), strict=True):
+            if isinstance(row, Exception):  # a decoding failure is this event's bad input, not a server fault
+                self.fail([event], as_input_error(row))
+            else:
+                inputs.append(row)
                 ready.append(event)
-            except Exception as exc:  # any decoding failure is this event's bad input, not a server fault
-                self.fail([event], as_input_error(exc))
         if not ready:
             return False
         try:

@@ -48,6 +48,8 @@ class ServeOptions:
     log_level: str | None = None
     auth: list[str] | None = None  # USER:PASSWORD, repeatable
     auth_token: list[str] | None = None  # accepted bearer tokens, repeatable
+    dtype: str | None = None
+    compile: bool | None = None
 
 
 def settings_from_options(opts: ServeOptions) -> ServerSettings:
@@ -66,10 +68,12 @@ def settings_from_options(opts: ServeOptions) -> ServerSettings:
     auth = _auth_override(opts, settings)
     if auth is not None:
         overrides["auth"] = auth
-    if opts.model is not None:
+    model_params = {"model": opts.model, "dtype": opts.dtype, "compile": opts.compile}
+    model_params = {k: v for k, v in model_params.items() if v is not None}
+    if model_params:
         for i, fn in enumerate(settings.functions):
             if fn.workload not in MODEL_PARAM_KINDS:
-                overrides[f"functions.{i}.params"] = {**fn.params, "model": opts.model}
+                overrides[f"functions.{i}.params"] = {**fn.params, **model_params}
     return _apply(settings, overrides) if overrides else settings
 
 
@@ -161,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="require a login (Gradio's auth=); repeatable")
     p.add_argument("--auth-token", action="append", metavar="TOKEN",
                    help="accept `Authorization: Bearer TOKEN`; repeatable")
+    p.add_argument("--dtype", choices=["auto", "float32", "float16", "bfloat16"],
+                   help="override the `dtype` param of the model workloads (auto: bfloat16 on a GPU)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="torch.compile the model workloads (dynamic shapes; compiles during warm-up)")
     return p
 
 

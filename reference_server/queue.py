@@ -79,9 +79,10 @@ class EventQueue:
 
     async def stop(self) -> None:
         jobs = [e.job.task for e in self.events.values() if e.job and e.job.task]
-        for task in [*self._tasks, *jobs]:
+        ahead = [e.prepared for e in self.events.values() if e.job is None and e.prepared is not None]
+        for task in [*self._tasks, *jobs, *ahead]:
             task.cancel()
-        for task in [*self._tasks, *jobs]:
+        for task in [*self._tasks, *jobs, *ahead]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
@@ -142,8 +143,17 @@ class EventQueue:
         else:
             eta = group.eta_of_last(time.perf_counter())
             self.emit(event, m.estimation(event.id, len(group.waiting) - 1, len(group.waiting), eta))
+        if not group.has_capacity and group.waiting_per_fn[fn.index] <= self._read_ahead_depth(fn):
+            self.runner.read_ahead(fn, [event])  # it will wait: prepare it while the model works
         self._wake.set()
         return event
+
+    def _read_ahead_depth(self, fn: FunctionRuntime) -> int:
+        """How many waiting events of a batch function are preprocessed ahead: its next batch (none in
+        the 3.x mode, where a client sends an event's data only once its job starts)."""
+        if self.settings.gradio == 3 or not fn.settings.batch:
+            return 0
+        return fn.settings.max_batch_size
 
     def emit(self, event: Event, msg: m.Message) -> None:
         if event.alive:
@@ -216,6 +226,10 @@ class EventQueue:
             eta = fn.job_time.mean
             for event in events:
                 self.emit(event, m.process_starts(event.id, eta))
+        depth = self._read_ahead_depth(fn)
+        if depth:
+            upcoming = itertools.islice((e for e in group.waiting if e.fn is fn), depth)
+            self.runner.read_ahead(fn, list(upcoming))
         job.task = asyncio.create_task(self._run(job))
         # A done callback, not a `finally`: a task cancelled before its first step (a /cancel in the same
         # loop turn as the dispatch) never runs its body, and its slot must still be freed.
@@ -288,6 +302,8 @@ class EventQueue:
         return True
 
     def _remove_waiting(self, event: Event) -> None:
+        if event.prepared is not None:
+            event.prepared.cancel()  # its read-ahead result would never be used
         group = self.groups[self.settings.group_id(event.fn.settings)]
         if event in group.waiting:
             group.remove([event])

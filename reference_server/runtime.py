@@ -66,6 +66,7 @@ class Event:
     job: Job | None = None
     owner: str | None = None  # the client's session_hash where it differs from `session` (cancel checks it)
     data_waiter: asyncio.Future[Any] | None = None  # gradio: 3: the data the client sends on send_data
+    prepared: asyncio.Future[Any] | None = None  # read-ahead preprocessing: its input row or the Exception
 
 
 @dataclass(eq=False)

@@ -49,6 +49,15 @@ def test_generator_vs_locust_exits_non_zero_naming_locust(monkeypatch: pytest.Mo
     assert "Locust, which is not installed" in message and "pip install -e '.[bench]'" in message
 
 
+def test_ray_scaling_exits_non_zero_naming_the_ray_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = load_bench("ray_scaling", monkeypatch)
+    without(monkeypatch, "ray")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--repeats", "1"])
+    assert "needs Ray, which is not installed" in str(exit_info.value.code)
+    assert "pip install -e '.[ray]'" in str(exit_info.value.code)
+
+
 def test_server_vs_gradio_exits_non_zero_naming_gradio(monkeypatch: pytest.MonkeyPatch) -> None:
     bench = load_bench("server_vs_gradio", monkeypatch)
     without(monkeypatch, "gradio")
@@ -129,3 +138,39 @@ def test_token_timing_joins_every_request_and_the_gaps_agree(monkeypatch: pytest
     ttft, itl = result["agreement"]["ttft"], result["agreement"]["itl_mean"]
     assert 0.04 <= ttft["server_median_s"] <= ttft["client_median_s"]  # the preset's 50 ms prefill
     assert abs(itl["median_diff_s"]) < 0.005 and itl["server_median_s"] >= 0.015  # its 20 ms steps
+
+
+def test_gpu_serving_exits_non_zero_naming_gradio_or_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = load_bench("gpu_serving", monkeypatch)
+    without(monkeypatch, "gradio")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--device", "cpu", "--gradio"])
+    assert exit_info.value.code not in (0, None)
+    message = str(exit_info.value.code)
+    assert "gradio is not installed" in message and "leave out --gradio" in message
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="CUDA is not available.*--device cpu"):
+            bench.main(["--device", "cuda"])
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--presets", "video"])
+
+
+def test_gpu_serving_reduced_run_on_the_cpu(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Tiny ViT, B 4, a 2 s served window: every column is measured (GPU busy is absent on a CPU)."""
+    bench = load_bench("gpu_serving", monkeypatch)
+    out = tmp_path / "rows.json"
+    argv = ["--device", "cpu", "--quick", "--size", "tiny", "--presets", "image", "--dtypes", "auto",
+            "--batch-size", "4", "--users", "8", "--duration", "2", "--repeats", "2", "--min-timed", "0.2",
+            "--json", str(out)]
+    assert bench.main(argv) == 0
+    (row,) = json.loads(out.read_text())
+    assert row["server"] == "reference" and row["dtype"] == "float32" and row["errors"] == 0
+    assert row["forward_ips"] > 0 and row["prep_ips"] > 0 and row["served_ips"] > 0
+    assert row["gpu_busy"] is None and row["efficiency"] == pytest.approx(row["served_ips"] / row["prep_ips"])
+    assert row["drift"] > 0
+    table = capsys.readouterr().out
+    assert "device cpu, size tiny" in table and "reference  image  float32     4" in table

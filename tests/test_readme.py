@@ -147,17 +147,33 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "--live": [
         ("tests/tune/test_sweep_gradio3.py::test_the_readme_gradio3_sweep_runs_and_advises_3x_code",
          "--live")],
+    "qbench run scenarios/burst.yaml --ray local": [
+        ("tests/run/test_ray_executor.py::test_the_readme_section_runs", "load.burst=20")],
+    "qbench run scenarios/burst.yaml --target http://SERVER:7860 --ray ray://HEAD:10001": [
+        ("tests/run/test_ray_executor.py::test_the_readme_section_runs", "ray://HEAD:10001")],
+    "qbench run scenarios/burst.yaml --target http://SERVER:7860 --ray HEAD:6379 --workers 2": [
+        ("tests/run/test_ray_executor.py::test_the_readme_section_runs", "HEAD:6379")],
     "qbench compare reports/A reports/B --chart paired.png": [
         ("tests/report/test_compare.py::test_compare_chart_for_paired_runs", "--chart")],
 }
 
-#: Commands no test runs, and why.
+#: Commands no test runs, and why (a GPU or a cluster; the suite itself).
 NOT_RUN = {
     "make test": "the test suite itself",
     "python3 -m venv .venv": "GPU set-up: the CPU set-up is what `make setup` does before every test run",
     ".venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cu124":
         "GPU set-up (CUDA wheel)",
     "make setup TORCH=torch": "GPU set-up (keeps a CUDA torch already installed)",
+    "RAY_worker_niceness=0 ray start --head --port 6379": "starts a Ray cluster's head node (a cluster)",
+    "RAY_worker_niceness=0 ray start --address HEAD:6379": "joins a Ray cluster (a cluster)",
+    "python3 -m pytest -q tests/models/test_pixels.py tests/server/test_jobs.py tests/server/test_uploads.py":
+        "the GPU machine's test run (here those tests run in `make test`, the CUDA ones skipped)",
+    "python3 bench/gpu_serving.py --device cuda --json $OUT/gpu_serving.json | tee $OUT/gpu_serving.txt":
+        "needs a GPU (`--help` runs in tests/test_bench.py)",
+    "python3 bench/gpu_serving.py --device cuda --presets image --dtypes bfloat16 --batch-size 64":
+        "needs a GPU (`--help` runs in tests/test_bench.py)",
+    "python3 bench/batching_efficiency.py --models image --size base --batch-sizes 8 32":
+        "the GPU machine's run of it (`--help` runs in tests/test_bench.py)",
 }
 
 

@@ -205,8 +205,9 @@ def run_details(info: dict[str, Any]) -> list[tuple[str, str]]:
     """Scenario, target, server config and environment, as readable JSON blocks."""
     server = info.get("server") if isinstance(info.get("server"), dict) else {}
     assert isinstance(server, dict)
-    generator = {k: info.get(k) for k in ("generator", "stop_kind", "stop_reason", "max_in_flight",
-                                          "planned_requests", "payload") if k in info}
+    keys = ("generator", "stop_kind", "stop_reason", "max_in_flight", "planned_requests", "payload", "clock",
+            "lost_workers")  # clock, lost_workers: a Ray run (qbench.run.ray_executor)
+    generator = {k: info.get(k) for k in keys if k in info}
     blocks = [
         ("Scenario", info.get("scenario")),
         ("Target", {"target": info.get("target"), "endpoint": server.get("endpoint_info"),

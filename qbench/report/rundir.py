@@ -11,7 +11,7 @@ A sweep directory holds `sweep.json`, `points/<id>/` run directories and `recomm
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,8 +97,7 @@ def _generator(info: dict[str, Any]) -> GeneratorStats | None:
     raw = info.get("generator")
     if not isinstance(raw, dict):
         return None
-    known = {f.name for f in fields(GeneratorStats)}
-    return GeneratorStats(**{k: v for k, v in raw.items() if k in known})
+    return GeneratorStats.from_dict(raw)
 
 
 def winner_run_dir(sweep_dir: Path) -> Path:

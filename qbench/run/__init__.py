@@ -7,7 +7,11 @@
     payloads.py    payload section -> seeded request inputs (text, image, audio, files...)
     protocols/     one module per wire protocol (gradio queue over SSE, plain http, openai)
     loadgen.py     the one executor: plan x payloads x protocol -> one RequestRecord per request
-    processes.py   the same executor split over several processes (load.processes)
+    executor.py    one interface for where the generator runs: split the plan, run a part, merge parts,
+                   account for a lost worker; LocalExecutor (this process)
+    processes.py   the same parts in several processes of this machine (load.processes)
+    ray_executor.py  the same parts in Ray actors, one per node (load.executor: ray)
+    clocksync.py   NTP-style clock offset of a remote node (min round trip of several)
     runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
     records.py     RequestRecord, the flat contract with every later stage; JSONL and Parquet files
     summary.py     records -> Summary: percentiles per phase, goodput, error kinds, SLO verdict

@@ -31,7 +31,11 @@ class LiveView:
     ) -> None:
         self.enabled = enabled
         self.console = console or Console(stderr=True)
-        self.title = f"{scenario.name} -> {target} ({scenario.protocol}, {scenario.load.shape})"
+        load = scenario.load
+        split = ", Ray actors" if load.executor == "ray" else ""
+        if load.processes > 1:
+            split = f", {load.processes} processes"
+        self.title = f"{scenario.name} -> {target} ({scenario.protocol}, {load.shape}{split})"
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -73,8 +77,10 @@ class LiveView:
 def live_line(s: LiveStats) -> str:
     errors = ", ".join(f"{k} {v}" for k, v in sorted(s.errors_by_kind.items())) or "none"
     remaining = "" if s.planned_s is None else f"  remaining {max(s.planned_s - s.elapsed_s, 0):.0f}s"
+    lost = f" ({s.lost_workers} LOST)" if s.lost_workers else ""
+    workers = f"workers {s.workers}{lost}  " if s.workers > 1 else ""
     return (
-        f"sent {s.sent}  completed {s.completed}  in flight {s.in_flight}  errors: {errors}  "
+        f"{workers}sent {s.sent}  completed {s.completed}  in flight {s.in_flight}  errors: {errors}  "
         f"p50 {_fmt(s.p50_latency_s)}  p95 {_fmt(s.p95_latency_s)}  elapsed {s.elapsed_s:.0f}s{remaining}"
     )
 
@@ -96,6 +102,8 @@ def render_summary(
     if summary.error_samples:
         console.print(error_table(summary))
     console.print(phase_table(summary, open_loop=open_loop))
+    if summary.generator.workers:
+        console.print(worker_table(summary))
     if summary.slo:
         console.print(slo_table(summary))
     lag = summary.phase("send_lag_s")
@@ -177,8 +185,10 @@ def token_line(s: Summary) -> str:
 def phase_table(s: Summary, *, open_loop: bool = True) -> Table:
     """Fits 80 columns with every cell whole: labels of 12 characters, counts up to 99,999,999 (10),
     six figures of at most 7 (`_num`), two spaces between columns (16 characters of padding in all)."""
+    clock = s.generator.clock_uncertainty_s
+    across = "" if clock is None else f"; clocks of the generator nodes agree to +-{_num(clock)}"
     table = Table(
-        title="Latency of ok requests (total: from the intended send time)",
+        title=f"Latency of ok requests (total: from the intended send time{across})",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -194,6 +204,19 @@ def phase_table(s: Summary, *, open_loop: bool = True) -> Table:
         table.add_row(label, *_stat_cells(stats), style=style)
     if s.eta_error.count:
         table.add_row("ETA error", *_stat_cells(s.eta_error))
+    return table
+
+
+def worker_table(s: Summary) -> Table:
+    """One row per generator worker (process or Ray actor): a saturated or lost one stands out."""
+    table = Table(title=f"Generators ({s.generator.executor})", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("#", "where", "requests", "CPU", "send lag p99", "max", "clock +-"):
+        table.add_column(col, justify="left" if col == "where" else "right", overflow="fold")
+    for w in s.generator.workers:
+        cpu = "-" if w.cpu_percent is None else f"{w.cpu_percent:.0f}%"
+        where = w.where if w.lost is None else f"{w.where} [bold red]LOST[/]"
+        table.add_row(str(w.index), where, f"{w.requests:,}", cpu, _num(w.p99_send_lag_s),
+                      _num(w.max_send_lag_s), _num(w.clock_uncertainty_s))
     return table
 
 
@@ -216,7 +239,8 @@ def bottleneck_warnings(s: Summary, *, burst: bool = False) -> list[str]:
     busy = g.cpu_percent is not None and g.cpu_percent > CPU_WARN_PERCENT * g.processes
     idle = g.cpu_percent is not None and g.cpu_percent < 50 * g.processes
     cause = (
-        "the generator was saturated: use --processes"
+        ("the generator was saturated: use more workers (--workers)" if g.executor == "ray"
+         else "the generator was saturated: use --processes")
         if busy
         else "the generator itself was mostly idle, so the host is busy (other processes?)"
         if idle
@@ -229,6 +253,13 @@ def bottleneck_warnings(s: Summary, *, burst: bool = False) -> list[str]:
         out.append(f"event-loop lag up to {g.max_loop_lag_s * 1000:.0f} ms: timings include it; {cause}.")
     if busy:
         out.append(f"generator CPU {g.cpu_percent:.0f}% of a core: it may be the bottleneck, not the server")
+    for w in g.workers:
+        if w.cpu_percent is not None and w.cpu_percent > CPU_WARN_PERCENT and len(g.workers) > 1:
+            out.append(f"generator {w.index} ({w.where}) at {w.cpu_percent:.0f}% of a core: that worker "
+                       "may hold the run back; add workers or nodes")
+        if w.lost:
+            out.append(f"generator {w.index} was lost mid-run ({w.lost}): its unreported requests are "
+                       "generator_lost records")
     return out
 
 

@@ -63,6 +63,8 @@ class LiveStats:
     p95_latency_s: float | None = None
     recent_p95_latency_s: float | None = None  # over the last RECENT ok completions
     max_send_lag_s: float = 0.0
+    workers: int = 1  # generator workers these figures sum (processes, Ray actors)
+    lost_workers: int = 0  # of which lost mid-run (Ray)
 
 
 StopHook = Callable[[LiveStats], "str | None"]

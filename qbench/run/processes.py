@@ -1,14 +1,13 @@
-"""Several generator processes for one run (`load.processes` / `qbench run --processes N`).
+"""Several generator processes on this machine (`load.processes` / `qbench run --processes N`).
 
-When one core is not enough, the plan is split: open loop, every N-th request; closed loop, every N-th
-user (and an even share of a `requests` budget). Each process runs the ordinary LoadGenerator on its
-part with its own connections and (for a session pool) `sessions // N` sessions. All processes share
-one clock: the parent picks a start time on time.perf_counter() (CLOCK_MONOTONIC, the same in every
-process of the machine) once every child is ready, so intended times line up exactly.
+When one core is not enough, the plan is split (qbench.run.executor.split_plan) and each process runs
+`run_part` on its part with its own connections. All processes share one clock: the parent picks a
+start time on time.perf_counter() (CLOCK_MONOTONIC, the same in every process of the machine) once
+every child is ready, so intended times line up exactly.
 
 Children stream their LiveStats to the parent (console, stop_when); a stop (stop_when, Ctrl-C,
-SIGTERM to the parent) is passed down with an Event; every child returns all its records, which the
-parent merges (closed-loop request ids are renumbered by send time).
+SIGTERM to the parent) is passed down with an Event; each child appends its records to records.jsonl
+as they finish and returns them all, which the parent merges (qbench.run.executor.merge).
 """
 
 from __future__ import annotations
@@ -23,106 +22,77 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qbench.run.credentials import REVEAL
-from qbench.run.loadgen import LiveStats, LoadGenerator
-from qbench.run.payloads import PayloadGenerator
-from qbench.run.protocols import make_protocol
-from qbench.run.protocols.base import Clock, make_http_session
-from qbench.run.protocols.login import authenticator, session_slots
+import aiohttp
+
+from qbench.run.executor import (
+    Execution,
+    Job,
+    Part,
+    PartResult,
+    combine,
+    discover,
+    in_loop,
+    merge,
+    run_part,
+    split_plan,
+    stop_signals,
+    this_process,
+)
+from qbench.run.loadgen import LiveStats, StopHook
 from qbench.run.records import JsonlWriter, RequestRecord
-from qbench.run.scenario import Scenario, with_overrides
-from qbench.run.schedule import OpenPlan, Plan, UserPlan
-from qbench.run.schedule import plan as make_plan
-from qbench.run.summary import GeneratorStats
-from qbench.run.trace import recorded_inputs
+from qbench.run.schedule import OpenPlan
 
 START_MARGIN_S = 1.0  # between "all children ready" and the shared start
-
-
-@dataclass
-class ChildResult:
-    index: int
-    records: list[RequestRecord]
-    stats: GeneratorStats
-    info: dict[str, Any]
 
 
 @dataclass
 class _Shared:
     ready: Any  # mp.Queue of child indices
     stats: Any  # mp.Queue of (index, LiveStats)
-    results: Any  # mp.Queue of ChildResult
+    results: Any  # mp.Queue of PartResult
     start_at: Any  # mp.Value("d")
     go: Any  # mp.Event
     stop: Any  # mp.Event
     stop_kind: Any  # mp.Array("c") - "interrupted" / "deadline"
 
 
-@dataclass
-class MultiRun:
-    records: list[RequestRecord]
-    stats: GeneratorStats
-    info: dict[str, Any] = field(default_factory=dict)
+class ProcessExecutor:
+    """`processes` processes of this machine, one part each."""
 
+    def __init__(self, processes: int) -> None:
+        self.processes = processes
 
-def part_scenario(scenario: Scenario, processes: int) -> Scenario:
-    """The per-process scenario: a session pool is shared out between processes."""
-    sessions = scenario.load.sessions
-    if isinstance(sessions, int):
-        return with_overrides(scenario, {"load.sessions": max(1, sessions // processes)})
-    return scenario
-
-
-def run_processes(
-    scenario: Scenario,
-    target: str,
-    run_dir: Path,
-    on_tick: Callable[[LiveStats], None],
-    stop_when: Callable[[LiveStats], str | None] | None,
-) -> MultiRun:
-    """Run `scenario` in `scenario.load.processes` processes; all of them append to records.jsonl."""
-    processes = scenario.load.processes
-    ctx = mp.get_context("spawn")
-    shared = _Shared(
-        ctx.Queue(),
-        ctx.Queue(),
-        ctx.Queue(),
-        ctx.Value("d", 0.0),
-        ctx.Event(),
-        ctx.Event(),
-        ctx.Array("c", 16),
-    )
-    data = scenario.model_dump(mode="json", by_alias=True, context=REVEAL)  # to the children, in memory
-    children = [
-        ctx.Process(target=_child, args=(k, processes, data, target, str(run_dir), shared), daemon=True)
-        for k in range(processes)
-    ]
-    for child in children:
-        child.start()
-    previous = {
-        sig: signal.signal(sig, lambda *_: _stop(shared, "interrupted"))
-        for sig in (signal.SIGINT, signal.SIGTERM)
-    }
-    try:
-        _start_together(shared, processes, children)
-        reasons: list[str] = []
-        results = _supervise(shared, processes, children, on_tick, _remember(stop_when, reasons))
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    def execute(self, job: Job) -> Execution:
+        in_loop(discover(job))
+        ctx = mp.get_context("spawn")
+        shared = _Shared(
+            ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Value("d", 0.0), ctx.Event(), ctx.Event(),
+            ctx.Array("c", 16),
+        )
+        parts = split_plan(job.scenario, job.plan, job.target, self.processes)
+        children = [
+            ctx.Process(target=_child, args=(part, str(job.run_dir), shared), daemon=True) for part in parts
+        ]
         for child in children:
-            child.join(timeout=30)
-            if child.is_alive():
-                child.kill()
-    multi = _merge(results, isinstance(make_plan(scenario.load), OpenPlan), processes)
-    if reasons:
-        multi.info["stop_reason"] = reasons[0]
-    return multi
+            child.start()
+        restore = stop_signals(lambda *_: _stop(shared, "interrupted"))
+        reasons: list[str] = []
+        try:
+            _start_together(shared, self.processes, children)
+            results = _supervise(shared, children, job.on_tick, _remember(job.stop_when, reasons))
+        finally:
+            restore()
+            for child in children:
+                child.join(timeout=30)
+                if child.is_alive():
+                    child.kill()
+        execution = merge(results, isinstance(job.plan, OpenPlan), "processes")
+        if reasons:
+            execution.info["stop_reason"] = reasons[0]
+        return execution
 
 
-def _remember(
-    hook: Callable[[LiveStats], str | None] | None, reasons: list[str]
-) -> Callable[[LiveStats], str | None] | None:
+def _remember(hook: StopHook | None, reasons: list[str]) -> StopHook | None:
     if hook is None:
         return None
 
@@ -156,14 +126,13 @@ def _start_together(shared: _Shared, processes: int, children: list[Any]) -> Non
 
 def _supervise(
     shared: _Shared,
-    processes: int,
     children: list[Any],
     on_tick: Callable[[LiveStats], None],
-    stop_when: Callable[[LiveStats], str | None] | None,
-) -> list[ChildResult]:
+    stop_when: StopHook | None,
+) -> list[PartResult]:
     latest: dict[int, LiveStats] = {}
-    results: list[ChildResult] = []
-    while len(results) < processes:
+    results: list[PartResult] = []
+    while len(results) < len(children):
         _drain_stats(shared, latest)
         if latest:
             total = combine(list(latest.values()))
@@ -174,7 +143,7 @@ def _supervise(
         try:
             results.append(shared.results.get(timeout=0.25))
             _drain_stats(shared, latest)
-            if len(results) == processes and latest:
+            if len(results) == len(children) and latest:
                 on_tick(combine(list(latest.values())))  # the final view
         except queue.Empty:
             if all(not c.is_alive() for c in children) and shared.results.empty():
@@ -191,112 +160,41 @@ def _drain_stats(shared: _Shared, latest: dict[int, LiveStats]) -> None:
         latest[index] = stats
 
 
-def combine(parts: list[LiveStats]) -> LiveStats:
-    """Sum of counters; latencies are the worst part's (an upper bound, for the live view only)."""
-    errors: dict[str, int] = {}
-    for p in parts:
-        for kind, n in p.errors_by_kind.items():
-            errors[kind] = errors.get(kind, 0) + n
-    scheduled = [p.scheduled for p in parts]
-    return LiveStats(
-        elapsed_s=max(p.elapsed_s for p in parts),
-        planned_s=max((p.planned_s for p in parts if p.planned_s is not None), default=None),
-        scheduled=None if None in scheduled else sum(s or 0 for s in scheduled),
-        sent=sum(p.sent for p in parts),
-        completed=sum(p.completed for p in parts),
-        ok=sum(p.ok for p in parts),
-        in_flight=sum(p.in_flight for p in parts),
-        errors_by_kind=errors,
-        p50_latency_s=_max(p.p50_latency_s for p in parts),
-        p95_latency_s=_max(p.p95_latency_s for p in parts),
-        recent_p95_latency_s=_max(p.recent_p95_latency_s for p in parts),
-        max_send_lag_s=max(p.max_send_lag_s for p in parts),
-    )
-
-
-def _max(values: Any) -> float | None:
-    present = [v for v in values if v is not None]
-    return max(present) if present else None
-
-
-def _merge(results: list[ChildResult], open_loop: bool, processes: int) -> MultiRun:
-    records = [r for res in results for r in res.records]
-    if open_loop:
-        records.sort(key=lambda r: r.request_id)
-    else:
-        records.sort(key=lambda r: (r.intended_at_s, r.user_id))
-        for i, record in enumerate(records):
-            record.request_id = i
-    stats = [res.stats for res in results]
-    cpu = sum(s.cpu_s or 0.0 for s in stats)
-    merged = GeneratorStats(
-        cpu_s=cpu,
-        cpu_percent=sum(s.cpu_percent or 0.0 for s in stats),
-        max_loop_lag_s=_max(s.max_loop_lag_s for s in stats),
-        p99_loop_lag_s=_max(s.p99_loop_lag_s for s in stats),
-        max_in_flight=sum(s.max_in_flight or 0 for s in stats),
-        in_flight_cap=stats[0].in_flight_cap,
-        processes=processes,
-    )
-    kinds = [res.info.get("stop_kind") for res in results if res.info.get("stop_kind")]
-    reasons = [res.info.get("stop_reason") for res in results if res.info.get("stop_reason")]
-    verdicts = [res.info["failed_opening"] for res in results if res.info.get("failed_opening")]
-    info = {
-        "stop_kind": kinds[0] if kinds else None,
-        "stop_reason": reasons[0] if reasons else None,
-        "max_in_flight": merged.max_in_flight,
-        "failed_opening": verdicts[0] if verdicts else None,  # each process judges its own opening
-    }
-    auths = [res.info["auth"] for res in results if res.info.get("auth")]
-    if auths:  # each process logs in on its own: logins and re-logins add up
-        info["auth"] = {**auths[0], **{k: sum(a[k] for a in auths) for k in ("logins", "relogins")}}
-    return MultiRun(records, merged, info)
-
-
 # ---------------------------------------------------------------- child process
 
 
-def _child(
-    index: int, processes: int, data: dict[str, Any], target: str, run_dir: str, shared: _Shared
-) -> None:
+def _child(part: Part, run_dir: str, shared: _Shared) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):  # the parent decides (Ctrl-C reaches the whole group)
         signal.signal(sig, signal.SIG_IGN)
-    scenario = part_scenario(Scenario.model_validate(data), processes)
-    full: Plan = make_plan(scenario.load, seed=scenario.payload.seed)
-    part = full.part(index, processes)
-    result = asyncio.run(_child_run((index, processes), scenario, target, part, Path(run_dir), shared))
+    with JsonlWriter(Path(run_dir) / "records.jsonl") as sink:
+        result = asyncio.run(run_part(part, _ChildControl(part.index, shared, sink)))
     shared.results.put(result)
 
 
-async def _child_run(
-    place: tuple[int, int], scenario: Scenario, target: str, plan: Plan, run_dir: Path, shared: _Shared
-) -> ChildResult:
-    index, processes = place  # this process, of how many
-    clock = Clock()
-    payloads = PayloadGenerator(scenario.payload, fixed=recorded_inputs(scenario.load))
-    payloads.prepare(scenario.payload.variants)
-    async with (
-        authenticator(scenario, target) as auth,
-        make_http_session(scenario.load, auth.middlewares) as http,
-    ):
-        auth.spread(index, processes)  # login.users: other accounts than the other processes'
-        await auth.start(plan.users if isinstance(plan, UserPlan) else session_slots(scenario.load))
-        protocol = make_protocol(scenario, target, http, clock)
-        await protocol.discover()
-        gen: LoadGenerator
+@dataclass
+class _ChildControl:
+    index: int
+    shared: _Shared
+    sink: JsonlWriter
+    where: str = field(default_factory=this_process)
+    stop_when: StopHook | None = None
+    signals: bool = False
 
-        def tick(stats: LiveStats) -> None:
-            shared.stats.put((index, stats))
-            if shared.stop.is_set():
-                kind = shared.stop_kind.value.decode() or "interrupted"
-                gen.request_stop(kind, "stopped by the parent process" if kind == "deadline" else "signal")
+    async def discovered(
+        self, server: dict[str, Any], http: aiohttp.ClientSession, auth: dict[str, Any]
+    ) -> None:
+        self.shared.ready.put(self.index)
 
-        with JsonlWriter(run_dir / "records.jsonl") as sink:
-            gen = LoadGenerator(
-                scenario.load, plan, protocol, payloads, clock, on_tick=tick, on_records=sink.write
-            )
-            shared.ready.put(index)
-            await asyncio.get_running_loop().run_in_executor(None, shared.go.wait)
-            records = await gen.run(start_at=shared.start_at.value)
-        await protocol.close()
-    return ChildResult(index, records, gen.generator_stats(), {**gen.info(), "auth": auth.info()})
+    async def start_at(self) -> float | None:
+        await asyncio.get_running_loop().run_in_executor(None, self.shared.go.wait)
+        return float(self.shared.start_at.value)
+
+    def tick(self, stats: LiveStats) -> tuple[str, str] | None:
+        self.shared.stats.put((self.index, stats))
+        if not self.shared.stop.is_set():
+            return None
+        kind = self.shared.stop_kind.value.decode() or "interrupted"
+        return kind, "stopped by the parent process" if kind == "deadline" else "signal"
+
+    def records(self, batch: list[RequestRecord]) -> None:
+        self.sink.write(batch)

@@ -52,6 +52,7 @@ ERROR_KINDS: Final = (
     "interrupted",    # the run was stopped (Ctrl-C, SIGTERM) before the request completed or was sent
     "cancelled",      # the client cancelled the request on purpose (abandonment model)
     "client",         # a bug or unexpected exception inside the generator itself
+    "generator_lost", # the generator worker (a Ray actor or its node) died before reporting the request
 )
 
 
@@ -304,6 +305,24 @@ def write_parquet(records: Sequence[RequestRecord], path: Path) -> None:
     tmp = path.with_suffix(".parquet.tmp")
     pq.write_table(table, tmp)
     tmp.replace(path)
+
+
+def records_to_ipc(records: Sequence[RequestRecord]) -> bytes:
+    """A batch of records as an Arrow IPC stream (how Ray workers stream records to the driver)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    table = records_table(records)
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def records_from_ipc(data: bytes) -> list[RequestRecord]:
+    import pyarrow as pa
+
+    table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+    return [from_row(row) for row in table.to_pylist()]
 
 
 class RecordsFormatError(ValueError):

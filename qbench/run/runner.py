@@ -12,19 +12,17 @@ A run directory (`reports/<YYYYmmdd-HHMMSS>-<scenario-name>/`, see `run_dir_for`
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import datetime as dt
 import json
 import os
 import platform
 import re
-import signal
 import socket
-import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 import orjson
@@ -34,23 +32,20 @@ from qbench.errors import ScenarioError
 from qbench.run.console import LiveView
 from qbench.run.credentials import redact
 from qbench.run.diagnose import Finding, diagnose
-from qbench.run.loadgen import LiveStats, LoadGenerator
-from qbench.run.payloads import PayloadGenerator
-from qbench.run.protocols import make_protocol
-from qbench.run.protocols.base import Clock, WireProtocol, make_http_session
-from qbench.run.protocols.http import render
-from qbench.run.protocols.login import Authenticator, authenticator, session_slots
-from qbench.run.records import JsonlWriter, RequestRecord, write_parquet
+from qbench.run.executor import Executor, Job, LocalExecutor, in_loop
+from qbench.run.loadgen import LiveStats
+from qbench.run.protocols.base import make_http_session
+from qbench.run.protocols.login import authenticator
+from qbench.run.records import RequestRecord, write_parquet
 from qbench.run.scenario import Scenario, file_slug, load_scenario, with_overrides
 from qbench.run.schedule import Plan
 from qbench.run.schedule import plan as make_plan
 from qbench.run.summary import GeneratorStats, Summary, summarize
-from qbench.run.trace import check_endpoint, recorded_inputs
+from qbench.run.trace import check_endpoint
 
 __all__ = ["RunResult", "load_scenario", "run_dir_for", "run_scenario"]
 
 REPORTS = Path("reports")
-T = TypeVar("T")
 
 
 @dataclass
@@ -102,16 +97,37 @@ def run_scenario(
     run_dir = out_dir or run_dir_for(scenario.name)
     plan = check_schedule(scenario)
     authenticator(scenario, url)  # an unset ${ENV} reference fails here, before any request
-    if scenario.load.processes > 1:
-        from qbench.run.processes import run_processes
+    info = _run_info(scenario, url)
+    with contextlib.ExitStack() as stack:
+        view = LiveView(scenario, url, enabled=live)
 
-        info = _in_loop(_prepare(scenario, url, run_dir))
-        with LiveView(scenario, url, enabled=live) as view:
-            multi = run_processes(scenario, url, run_dir, view.update, stop_when)
-        info.update(multi.info)
-        info["server"]["status_end"] = _in_loop(_final_status(scenario, url))
-        return _finish(scenario, run_dir, multi.records, multi.stats, info)
-    return _in_loop(_run(scenario, plan, url, run_dir, live, stop_when))
+        async def announce(server: dict[str, Any], http: aiohttp.ClientSession, auth: dict[str, Any]) -> None:
+            """Login and discovery succeeded (they fail before any request): run.json, then the live view."""
+            info["server"], info["auth"] = server, auth
+            server["status"] = await _status(http, url)
+            run_dir.mkdir(parents=True, exist_ok=True)  # only once the target has answered
+            _write_json(run_dir / "run.json", info)
+            stack.enter_context(view)
+
+        job = Job(scenario, plan, url, run_dir, announce, view.update, stop_when)
+        execution = make_executor(scenario).execute(job)
+    info.update(execution.info)
+    info["server"]["status_end"] = in_loop(_final_status(scenario, url))  # CPU/GPU use over the run
+    return _finish(scenario, run_dir, execution.records, execution.stats, info)
+
+
+def make_executor(scenario: Scenario) -> Executor:
+    """The executor the load section asks for (the registry: implementations imported lazily)."""
+    load = scenario.load
+    if load.executor == "ray":
+        from qbench.run.ray_executor import RayExecutor
+
+        return RayExecutor(load.ray_address, load.workers)
+    if load.processes > 1:
+        from qbench.run.processes import ProcessExecutor
+
+        return ProcessExecutor(load.processes)
+    return LocalExecutor()
 
 
 def check_schedule(scenario: Scenario) -> Plan:
@@ -123,100 +139,6 @@ def check_schedule(scenario: Scenario) -> Plan:
         return make_plan(scenario.load, seed=scenario.payload.seed)
     except ValueError as exc:
         raise ScenarioError(f"scenario '{scenario.name}': key 'load': {exc}") from None
-
-
-def _in_loop(coro: Coroutine[Any, Any, T]) -> T:
-    if sys.version_info < (3, 11):
-        return asyncio.run(coro)
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        return runner.run(coro)
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """The default asyncio loop; QBENCH_LOOP=uvloop opts in to uvloop (~10-20% less CPU per request,
-    but its millisecond timers wake up to 1 ms early, which the dispatcher then has to wait out)."""
-    if os.environ.get("QBENCH_LOOP", "asyncio") != "uvloop":
-        return None
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
-async def _prepare(scenario: Scenario, target: str, run_dir: Path) -> dict[str, Any]:
-    """Discovery in a session of its own (the multi-process path); see `_discover`."""
-    async with (
-        authenticator(scenario, target) as auth,
-        make_http_session(scenario.load, auth.middlewares) as http,
-    ):
-        protocol = make_protocol(scenario, target, http, Clock())
-        info = await _discover(scenario, target, run_dir, protocol, http, auth, slots=1)  # children: theirs
-        await protocol.close()
-    return info
-
-
-async def _discover(
-    scenario: Scenario,
-    target: str,
-    run_dir: Path,
-    protocol: WireProtocol,
-    http: aiohttp.ClientSession,
-    auth: Authenticator,
-    slots: int | None = None,
-) -> dict[str, Any]:
-    """Login (`slots` sessions, default the run's) and discovery (fail before any request), then
-    run.json; returns the run info."""
-    info = _run_info(scenario, target)
-    await auth.start(session_slots(scenario.load) if slots is None else slots)
-    info["server"] = await protocol.discover()
-    info["auth"] = auth.info()
-    info["server"]["status"] = await _status(http, target)
-    run_dir.mkdir(parents=True, exist_ok=True)  # only once the target has answered
-    _write_json(run_dir / "run.json", info)
-    return info
-
-
-async def _run(
-    scenario: Scenario,
-    plan: Plan,
-    target: str,
-    run_dir: Path,
-    live: bool,
-    stop_when: Callable[[LiveStats], str | None] | None,
-) -> RunResult:
-    clock = Clock()
-    payloads = PayloadGenerator(scenario.payload, fixed=recorded_inputs(scenario.load))
-    payloads.prepare(scenario.payload.variants)
-    if scenario.protocol == "http":
-        render(scenario.endpoint.body, payloads.inputs(0))  # template errors fail before any request
-    async with (
-        authenticator(scenario, target) as auth,
-        make_http_session(scenario.load, auth.middlewares) as http,
-    ):
-        protocol = make_protocol(scenario, target, http, clock)
-        info = await _discover(scenario, target, run_dir, protocol, http, auth)  # one discovery per run
-        with (
-            JsonlWriter(run_dir / "records.jsonl") as writer,
-            LiveView(scenario, target, enabled=live) as view,
-        ):
-            gen = LoadGenerator(
-                scenario.load,
-                plan,
-                protocol,
-                payloads,
-                clock,
-                on_tick=view.update,
-                stop_when=stop_when,
-                on_records=writer.write,
-            )
-            with _signals(gen):
-                records = await gen.run()
-            await protocol.close()
-        info["server"]["status_end"] = await _status(http, target)  # CPU/GPU use over the run
-        info["auth"] = auth.info()  # re-logins counted
-    info.update(gen.info(), payload=payloads.stats())
-    return _finish(scenario, run_dir, records, gen.generator_stats(), info)
 
 
 def _finish(
@@ -270,28 +192,6 @@ async def _status(http: aiohttp.ClientSession, target: str) -> Any:
     except (aiohttp.ClientError, OSError, orjson.JSONDecodeError):
         pass
     return None
-
-
-class _signals:
-    """SIGINT/SIGTERM during the run -> stop as "interrupted" (records are still all written)."""
-
-    def __init__(self, gen: LoadGenerator) -> None:
-        self.gen = gen
-        self.installed: list[signal.Signals] = []
-
-    def __enter__(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, self.gen.request_stop, "interrupted", f"signal {sig.name}")
-                self.installed.append(sig)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass  # not the main thread (e.g. a sweep in a worker thread) or not supported
-
-    def __exit__(self, *exc: object) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in self.installed:
-            loop.remove_signal_handler(sig)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

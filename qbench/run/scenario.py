@@ -262,6 +262,9 @@ class Load(_Model):
     max_connections: int = Field(0, ge=0)  # HTTP connection pool limit; 0 = unlimited
     connect_timeout: float = Field(10.0, gt=0)
     processes: int = Field(1, ge=1, le=64)  # generator processes (when one core is not enough)
+    executor: Literal["local", "ray"] = "local"  # where generators run: this machine, or Ray actors
+    workers: Literal["auto"] | int = "auto"  # Ray actors (auto: one per alive node with a CPU)
+    ray_address: str | None = None  # Ray cluster: local (start one here), auto, ray://host:10001...
 
     @model_validator(mode="after")
     def _one_shape(self) -> Load:
@@ -280,7 +283,16 @@ class Load(_Model):
             raise ValueError("a repeated burst (interval) needs a duration")
         if self.trace is not None and self.trace.loop and self.duration is None and self.requests is None:
             raise ValueError("a looped trace needs a stop condition: set duration and/or requests")
+        self._check_executor()
         return self
+
+    def _check_executor(self) -> None:
+        if isinstance(self.workers, int) and not 1 <= self.workers <= 1024:
+            raise ValueError(f"workers: expected 'auto' or 1..1024 Ray actors, got {self.workers}")
+        if self.executor == "ray" and self.processes > 1:
+            raise ValueError("processes: splits a run on this machine; with executor: ray use workers: N")
+        if self.executor != "ray" and (self.workers != "auto" or self.ray_address is not None):
+            raise ValueError("workers and ray_address apply to executor: ray (on one machine use processes)")
 
     @field_validator("trace", mode="before")
     @classmethod

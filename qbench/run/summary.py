@@ -93,7 +93,35 @@ class GeneratorStats:
     p99_loop_lag_s: float | None = None  # 99th percentile of the ticker's oversleep
     max_in_flight: int | None = None  # most requests in flight at once
     in_flight_cap: int | None = None  # scenario's cap on in-flight requests (None = uncapped)
-    processes: int = 1  # generator processes used
+    processes: int = 1  # generator processes used (local processes or Ray actors)
+    executor: str = "local"  # local | processes | ray (qbench.run.executor)
+    workers: list[WorkerStats] = field(default_factory=list)  # per worker, when there are several
+    clock_uncertainty_s: float | None = None  # Ray: worst node's clock offset uncertainty (+-, s)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GeneratorStats:
+        values = dict(data)
+        values["workers"] = [WorkerStats(**w) for w in data.get("workers", [])]
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+
+@dataclass
+class WorkerStats:
+    """One generator worker (process or Ray actor): is it the bottleneck, and how sure is its clock?"""
+
+    index: int  # the part it ran (open loop: request ids index, index + N, ...; closed loop: users)
+    where: str  # host and pid, or the Ray node
+    requests: int = 0  # records it produced (generator_lost ones included)
+    sent: int = 0  # of which it sent
+    cpu_s: float | None = None  # its own process CPU time during the run
+    cpu_percent: float | None = None  # cpu_s / wall time * 100 (100 = one full core)
+    max_loop_lag_s: float | None = None  # worst event-loop oversleep
+    p99_send_lag_s: float | None = None  # actual - intended send time, 99th percentile (s)
+    max_send_lag_s: float | None = None
+    clock_offset_s: float | None = None  # Ray: node clock minus driver clock, measured before the run
+    clock_uncertainty_s: float | None = None  # Ray: +- bound of that offset (half the best round trip)
+    lost: str | None = None  # why the worker was lost mid-run (its unreported requests: generator_lost)
 
 
 @dataclass
@@ -148,7 +176,7 @@ class Summary:
         values = dict(data)
         values["latency"] = {k: Stats(**v) for k, v in data.get("latency", {}).items()}
         values["eta_error"] = Stats(**data.get("eta_error", {}))
-        values["generator"] = GeneratorStats(**data.get("generator", {}))
+        values["generator"] = GeneratorStats.from_dict(data.get("generator", {}))
         values["request_output_tps"] = Stats(**data.get("request_output_tps", {}))
         values["slo"] = [SloCheck(**c) for c in data.get("slo", [])]
         known = set(cls.__dataclass_fields__)

@@ -60,6 +60,7 @@ class Workload:
     outputs: list[Component] = field(default_factory=list)
     is_generator: bool = False
     is_async: bool = False
+    prepares_rows: ClassVar[bool] = False  # prepare_row does real work: run it in a thread
 
     def load(self, device: str) -> None:
         """Load expensive state (model weights) once, in the server's lifespan. device: 'cpu' | 'cuda'."""
@@ -70,6 +71,15 @@ class Workload:
     def describe(self) -> dict[str, Any]:
         """Facts for the status endpoint (model name, parameters, device, dtype...)."""
         return {"kind": self.kind}
+
+    def prepare_row(self, inputs: list[Any]) -> list[Any]:
+        """Per-request work on one input row before it joins a batch (e.g. an image to a uint8 array).
+
+        The server calls it right after preprocessing each request, in a worker thread when
+        `prepares_rows` is set, for all the requests of a batch at once; run/run_batch must still
+        accept unprepared values (direct calls, warm-up). A WorkloadInputError fails only that request.
+        """
+        return inputs
 
     # ---- sync calling conventions
     def run(self, inputs: list[Any]) -> list[Any]:

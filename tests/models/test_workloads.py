@@ -194,3 +194,19 @@ def test_one_model_serves_concurrent_calls() -> None:
     for result in results:
         for got, want in zip(result, expected, strict=True):
             assert got["label"] == want["label"]
+
+
+def test_audio_is_resampled_per_request_and_a_bad_clip_still_fails_the_batch() -> None:
+    from reference_server.workloads.models.audio import Clip
+
+    workload = loaded("audio-classification")
+    rows = [workload.prepare_row([clip]) for clip in CLIPS]
+    assert all(isinstance(row[0], Clip) for row in rows)
+    prepared = workload.run_batch([[rows[0][0], CLIPS[1], rows[2][0]]])[0]
+    direct = workload.run_batch([CLIPS])[0]
+    for got, want in zip(prepared, direct, strict=True):
+        assert confidences(got) == pytest.approx(confidences(want), abs=1e-5)
+    empty = (16000, np.zeros(0, dtype=np.float32))
+    assert workload.prepare_row([empty]) == [empty]
+    with pytest.raises(WorkloadInputError, match="non-empty"):
+        workload.run_batch([[rows[0][0], empty]])

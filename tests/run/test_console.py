@@ -121,6 +121,12 @@ def test_live_line() -> None:
     )
     line = live_line(stats)
     assert "in flight 1" in line and "timeout 1" in line and "p50 120.0 ms" in line and "remaining 7s" in line
+    assert not line.startswith("workers")  # one generator: nothing to say
+    from qbench.run.executor import combine
+
+    lost = LiveStats(sent=3, completed=3, errors_by_kind={"generator_lost": 2}, lost_workers=1)
+    total = live_line(combine([stats, lost]))
+    assert total.startswith("workers 2 (1 LOST)  sent 8") and "generator_lost 2" in total
 
 
 def test_a_burst_reports_its_send_time_instead_of_warning() -> None:
@@ -143,3 +149,33 @@ def test_live_view_ends_its_line_in_a_log_file() -> None:
     with LiveView(parse_scenario(raw, source="t"), "http://x", console=Console(file=out)) as view:
         view.update(LiveStats(elapsed_s=1, sent=1, completed=1))
     assert out.getvalue().endswith("\n")
+
+
+def test_worker_table_and_warnings_name_a_saturated_or_lost_generator() -> None:
+    from qbench.run.summary import WorkerStats
+
+    workers = [
+        WorkerStats(0, "node a", requests=5, cpu_percent=97.0, p99_send_lag_s=0.02, clock_uncertainty_s=4e-4),
+        WorkerStats(1, "node b", requests=5, cpu_percent=20.0, lost="actor 1 on node b: ActorDiedError"),
+    ]
+    gen = GeneratorStats(cpu_s=1.0, cpu_percent=117.0, processes=2, executor="ray", workers=workers,
+                         clock_uncertainty_s=4e-4)
+    summary = summarize(records(0.0), generator=gen)
+    out = io.StringIO()
+    render_summary(summary, Console(file=out, width=120))
+    text = out.getvalue()
+    assert "Generators (ray)" in text and "LOST" in text and "97%" in text
+    assert "clocks of the generator nodes agree to +-400µs" in text
+    warnings = bottleneck_warnings(summary)
+    assert any("generator 0 (node a) at 97%" in w for w in warnings)
+    assert any("generator 1 was lost mid-run" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("load", "title"),
+    [({}, "(gradio, burst)"), ({"processes": 2}, "(gradio, burst, 2 processes)"),
+     ({"executor": "ray"}, "(gradio, burst, Ray actors)")],
+)
+def test_live_view_title_says_where_the_generators_run(load: dict[str, object], title: str) -> None:
+    raw = {"name": "t", "endpoint": {"api_name": "p"}, "load": {"burst": 1, **load}}
+    assert LiveView(parse_scenario(raw, source="t"), "http://x", enabled=False).title.endswith(title)

@@ -47,6 +47,8 @@ def test_open_and_closed_loop_over_two_processes(server_factory: Factory, tmp_pa
     assert times == sorted(times) and abs(times[-1] - 39 / 40) < 1e-9  # one schedule, one clock
     assert len({r.session_id for r in records}) == 4  # a pool of 4 shared out as 2 per process
     assert open_loop.summary.generator.processes == 2 and open_loop.summary.generator.cpu_s
+    workers = open_loop.summary.generator.workers  # each process's own health, for the summary table
+    assert [(w.index, w.requests) for w in workers] == [(0, 20), (1, 20)] and all(w.cpu_s for w in workers)
     assert len(read_jsonl(open_loop.run_dir / "records.jsonl")) == 40
     assert [r.request_id for r in closed.records] == list(range(9)) and all(r.ok for r in closed.records)
     assert {r.user_id for r in closed.records} == {0, 1, 2}

@@ -27,7 +27,7 @@ def section_blocks() -> list[list[list[str]]]:
     for block in re.findall(r"```sh\n(.*?)```", text, re.S):
         lines = [line.split("#", 1)[0].strip().rstrip("&").strip() for line in block.splitlines()]
         commands = [shlex.split(line)[1:] for line in lines if line.startswith("qbench ")]
-        if commands:  # a bench block (bench/token_timing.py) has none; tests/test_readme.py maps it
+        if commands:  # a bench block (bench/token_timing.py) runs in tests/test_bench.py
             blocks.append(commands)
     return blocks
 

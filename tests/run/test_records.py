@@ -14,7 +14,9 @@ from qbench.run.records import (
     read_jsonl,
     read_parquet,
     read_records,
+    records_from_ipc,
     records_table,
+    records_to_ipc,
     write_parquet,
 )
 
@@ -89,3 +91,8 @@ def test_token_fields_round_trip_and_derive(tmp_path: Path) -> None:
     assert r.tpot_s == pytest.approx(0.5) and r.output_tps == pytest.approx(5 / 2.5)
     write_parquet([r], tmp_path / "records.parquet")
     assert read_parquet(tmp_path / "records.parquet") == [r]
+
+
+def test_arrow_ipc_batches_round_trip_exactly() -> None:
+    """How Ray workers stream records to the driver: every field back as it was, None included."""
+    assert records_from_ipc(records_to_ipc(sample())) == sample()

@@ -31,6 +31,8 @@ def start(argv: list[str]) -> tuple[subprocess.Popen[str], str]:
     [
         [sys.executable, "-m", "qbench", "serve", "--preset", "echo", "--port", "0", "--max-size", "3"],
         [sys.executable, "-m", "reference_server", "--preset", "mixed", "--port", "0", "--max-size", "3"],
+        [sys.executable, "-m", "qbench", "serve", "--preset", "echo", "--port", "0", "--max-size", "3",
+         "--dtype", "float32", "--no-compile"],  # model flags parse (echo has no model to apply them to)
     ],
 )
 def test_serve_prints_ready_and_serves(argv: list[str]) -> None:
@@ -51,3 +53,14 @@ def test_bad_options_exit_2_with_a_clear_message() -> None:
         result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert result.returncode == 2
         assert "unknown preset 'nope'" in result.stderr or "launch.max_threads = 0" in result.stderr
+
+
+def test_dtype_and_compile_flags_reach_only_the_model_workloads() -> None:
+    from reference_server.launch import ServeOptions, settings_from_options
+
+    settings = settings_from_options(ServeOptions(preset="text", dtype="float32", compile=True))
+    assert all(fn.params["dtype"] == "float32" and fn.params["compile"] is True for fn in settings.functions)
+    assert settings.functions[0].params["labels"] == ["negative", "positive"]  # the preset's others stay
+    sleep = settings_from_options(ServeOptions(preset="sleep", dtype="float32"))
+    assert "dtype" not in sleep.functions[0].params
+    assert settings_from_options(ServeOptions(preset="image")).functions[0].params["dtype"] == "auto"

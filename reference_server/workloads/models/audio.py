@@ -8,6 +8,7 @@ wav2vec2-large-lv60) so a padded batch is masked and gives the same answer as on
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reference_server.workloads.base import Component, WorkloadInputError, register
@@ -22,9 +23,17 @@ if TYPE_CHECKING:
 MIN_SECONDS = 0.1  # shorter clips are zero-padded (the conv feature encoder needs ~25 ms at least)
 
 
+@dataclass(frozen=True)
+class Clip:
+    """Samples already resampled, clipped and checked by `prepare` (in the request's worker thread)."""
+
+    samples: np.ndarray
+
+
 class AudioClassification(ModelWorkload):
     kind = "audio-classification"
     family = "wav2vec2"
+    prepares_rows = True  # resampling runs per request, on worker threads in parallel
 
     def __init__(self, common: CommonParams, labels: LabelParams, max_seconds: float) -> None:
         super().__init__(common, [Component("audio", "audio")], [Component("label", "label")])
@@ -75,11 +84,19 @@ class AudioClassification(ModelWorkload):
     def run_batch(self, columns: list[list[Any]]) -> list[list[Any]]:
         import torch
 
-        clips = [self.prepare(value) for value in columns[0]]
+        clips = [v.samples if isinstance(v, Clip) else self.prepare(v) for v in columns[0]]
         features = self._extractor(clips, sampling_rate=self.sampling_rate, padding=True, return_tensors="pt")
         with torch.inference_mode():
             logits = self.model(**self.model_inputs(features)).logits
         return [label_values(logits, self.config.id2label, self.labels.top_k)]
+
+    def prepare_row(self, inputs: list[Any]) -> list[Any]:
+        """A usable clip -> Clip; a bad one is left for run_batch, so it fails the whole batch (as in
+        Gradio, and as before this step moved to the request threads)."""
+        try:
+            return [Clip(self.prepare(inputs[0]))]
+        except WorkloadInputError:
+            return inputs
 
     def prepare(self, value: Any) -> np.ndarray:
         """(sample_rate, samples) -> mono float32 at the model's rate, within [MIN, max] seconds."""

@@ -62,16 +62,23 @@ class ModelWorkload(Workload):
     def load(self, device: str) -> None:
         dev.apply_threads(self.common.threads)
         self._device = dev.resolve_device(device)
-        self._dtype = dev.resolve_dtype(self.common.dtype)
+        self._dtype = dev.resolve_dtype(self.common.dtype, self._device)
         if self.common.model is None:
             model = self.random_model()
         else:
             model = pretrained_model(self.auto_class(), self.common.model, self._dtype)
         self._model = model.to(device=self._device, dtype=self._dtype).eval()
+        if self.common.compile:
+            self._model = dev.compiled(self._model)
         self.load_preprocessor()
 
     def warmup(self) -> None:
-        self.run(self.warmup_inputs())
+        """One call; with `compile`, a batch of two as well, so serving starts with the dynamic-shape graph
+        (torch.compile specialises sizes 0 and 1, and recompiles once on the first batch of another size)."""
+        row = self.warmup_inputs()
+        self.run(row)
+        if self.common.compile and not self.is_generator:
+            self.run_batch([[value, value] for value in row])
 
     def run(self, inputs: list[Any]) -> list[Any]:
         return [column[0] for column in self.run_batch([[value] for value in inputs])]
@@ -84,11 +91,13 @@ class ModelWorkload(Workload):
         facts.update(
             model=self.common.model or f"random-init {self.family} ({self.common.size})",
             weights="pretrained" if self.common.model else "random init (no download; real compute cost)",
-            architecture=type(self._model).__name__,
+            architecture=type(getattr(self._model, "_orig_mod", self._model)).__name__,
             model_type=getattr(config, "model_type", None),
             parameters=dev.parameter_count(self._model),
             device=str(self._device),
-            dtype=self.common.dtype,
+            dtype=str(self._dtype).removeprefix("torch."),
+            **({"dtype_setting": "auto"} if self.common.dtype == "auto" else {}),
+            compiled=self.common.compile,
             threads=dev.thread_count(),
             preprocessor=self.preprocessor_source,
             **dev.cuda_memory(self._device),
@@ -107,6 +116,12 @@ class ModelWorkload(Workload):
         if self._device is None:
             raise RuntimeError(f"{self.kind}: load() must run before the model is used")
         return self._device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        if self._dtype is None:
+            raise RuntimeError(f"{self.kind}: load() must run before the model is used")
+        return self._dtype
 
     @property
     def config(self) -> Any:

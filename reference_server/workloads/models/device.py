@@ -22,12 +22,29 @@ def resolve_device(device: str) -> torch.device:
     return dev
 
 
-def resolve_dtype(name: str) -> torch.dtype:
-    """'float32' | 'float16' | 'bfloat16' -> torch dtype (validated earlier by the params reader)."""
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """'auto' | 'float32' | 'float16' | 'bfloat16' -> torch dtype (validated earlier by the params reader).
+
+    auto: bfloat16 on a CUDA device that supports it (Ampere and later: ~5-9x the float32 throughput of
+    ViT-B on an H100), else float32 (CPUs without bfloat16 units run it slower than float32).
+    """
     import torch
 
+    if name == "auto":
+        bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if bf16 else torch.float32
     dtype: torch.dtype = getattr(torch, name)
     return dtype
+
+
+def compiled(model: torch.nn.Module) -> torch.nn.Module:
+    """torch.compile with dynamic shapes (batch size and sequence length vary from call to call).
+
+    The compiled module forwards attribute access (config, parameters) to the model it wraps."""
+    import torch
+
+    module: torch.nn.Module = torch.compile(model, dynamic=True)  # type: ignore[assignment]
+    return module
 
 
 def apply_threads(threads: int | None) -> None:
@@ -62,8 +79,19 @@ def cuda_memory(device: torch.device) -> dict[str, int]:
 
 
 def to_model_inputs(batch: Any, device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """Move a processor/tokenizer output to the device; floating tensors take the model dtype."""
+    """Move a processor/tokenizer output to the device; floating tensors take the model dtype.
+
+    On CUDA the host tensors go through pinned memory with non-blocking copies, so the copy overlaps
+    the host's work until the forward pass needs the data (same stream: ordering is kept)."""
     out: dict[str, torch.Tensor] = {}
     for key, tensor in dict(batch).items():
-        out[key] = tensor.to(device=device, dtype=dtype) if tensor.is_floating_point() else tensor.to(device)
+        moved = to_device(tensor, device)
+        out[key] = moved.to(dtype=dtype) if moved.is_floating_point() else moved
     return out
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on `device`: pinned + non_blocking on CUDA, unchanged on CPU."""
+    if device.type == "cuda" and tensor.device.type == "cpu":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)

@@ -5,7 +5,9 @@ Every model workload accepts the common keys:
     model:   null | hub id | local directory   null = build the architecture from its config, random init
     size:    base | small | tiny                 architecture size of the random-init model (tiny for tests)
     config:  {key: value}                        overrides of the transformers config (e.g. num_hidden_layers)
-    dtype:   float32 | float16 | bfloat16        weights and activations dtype
+    dtype:   auto | float32 | float16 | bfloat16 weights and activations dtype; auto = bfloat16 on a GPU
+                                                 that supports it, else float32 (the GPU presets use auto)
+    compile: false | true                        torch.compile the model (dynamic shapes) before warm-up
     threads: null | int >= 1                     torch.set_num_threads (process-wide), null = torch's default
     seed:    int                                 seed of the random initialisation (same seed, same weights)
 
@@ -22,7 +24,7 @@ from typing import Any
 from reference_server.workloads.base import WorkloadConfigError
 
 SIZES = ("base", "small", "tiny")
-DTYPES = ("float32", "float16", "bfloat16")
+DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class CommonParams:
     dtype: str = "float32"
     threads: int | None = None
     seed: int = 0
+    compile: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,7 @@ class ParamReader:
             dtype=self.choice("dtype", DTYPES, "float32"),
             threads=self.opt_integer("threads", 1),
             seed=self.integer("seed", 0, 0),
+            compile=self.flag("compile", False),
         )
 
     def labels(self, default_count: int) -> LabelParams:

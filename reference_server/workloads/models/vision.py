@@ -8,6 +8,7 @@ from reference_server.workloads.base import Component, WorkloadInputError, regis
 from reference_server.workloads.models.common import ModelWorkload, label_config, label_values
 from reference_server.workloads.models.loading import build_config, pretrained_part, random_model
 from reference_server.workloads.models.params import CommonParams, LabelParams, ParamReader
+from reference_server.workloads.models.pixels import Pixels, PixelSpec, pixel_batch, pixel_spec, to_pixels
 
 if TYPE_CHECKING:
     import torch
@@ -15,15 +16,24 @@ if TYPE_CHECKING:
 
 
 class ImageClassification(ModelWorkload):
-    """Resize + rescale + normalise (the model's image processor), one forward pass per batch."""
+    """Resize + rescale + normalise, one forward pass per batch.
+
+    preprocess: auto (default) - when the model's image processor only resizes, rescales and
+    normalises, each request's image becomes a uint8 array in its own worker thread and the batch is
+    resized and normalised as tensor operations on the model's device (pixels.py); `processor`, or a
+    processor that crops or pads - the processor, on the whole batch, in the model's thread.
+    """
 
     kind = "image-classification"
     family = "vit"
+    prepares_rows = True
 
-    def __init__(self, common: CommonParams, labels: LabelParams) -> None:
+    def __init__(self, common: CommonParams, labels: LabelParams, preprocess: str = "auto") -> None:
         super().__init__(common, [Component("image", "image")], [Component("label", "label")])
         self.labels = labels
+        self.preprocess = preprocess
         self._processor: Any = None
+        self._spec: PixelSpec | None = None
 
     def random_model(self) -> torch.nn.Module:
         from transformers import ViTConfig, ViTForImageClassification
@@ -42,26 +52,55 @@ class ImageClassification(ModelWorkload):
         from transformers import AutoImageProcessor
         from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
 
+        self._processor = None
         if self.common.model is not None:
             self._processor = pretrained_part(AutoImageProcessor, self.common.model)
             if self._processor is not None:
                 self.preprocessor_source = f"{type(self._processor).__name__} from {self.common.model}"
-                return
-        side = int(getattr(self.config, "image_size", 224))
-        self._processor = ViTImageProcessorPil(size={"height": side, "width": side})
-        self.preprocessor_source = f"ViTImageProcessorPil (resize {side}x{side}, normalise mean/std 0.5)"
+        if self._processor is None:
+            side = int(getattr(self.config, "image_size", 224))
+            self._processor = ViTImageProcessorPil(size={"height": side, "width": side})
+            self.preprocessor_source = f"ViTImageProcessorPil (resize {side}x{side}, normalise mean/std 0.5)"
+        self._spec = pixel_spec(self._processor) if self.preprocess == "auto" else None
+        if self._spec is not None:
+            where = "on the GPU" if self.device.type == "cuda" else "with PIL in the request threads"
+            self.preprocessor_source += f"; per batch as tensor ops on {self.device}, resized {where}"
 
     def warmup_inputs(self) -> list[Any]:
         return [_gradient_image(320, 240)]
 
+    def prepare_row(self, inputs: list[Any]) -> list[Any]:
+        """A usable image -> Pixels, in the request's worker thread (anything else is left for run_batch
+        to reject, so one bad input still fails the whole batch, as in Gradio)."""
+        value = inputs[0]
+        if self._spec is None or not _usable(value):
+            return inputs
+        return [self._pixels(value)]
+
     def run_batch(self, columns: list[list[Any]]) -> list[list[Any]]:
         import torch
 
-        images = [_as_rgb(value) for value in columns[0]]
-        pixels = self._processor(images=images, return_tensors="pt")
+        values = columns[0]
         with torch.inference_mode():
-            logits = self.model(**self.model_inputs(pixels)).logits
+            if self._spec is not None:
+                pixels = [v if isinstance(v, Pixels) else self._pixels(v) for v in values]
+                inputs = {"pixel_values": pixel_batch(pixels, self._spec, self.device, self.dtype)}
+            else:
+                images = [_as_rgb(v) for v in values]
+                inputs = self.model_inputs(self._processor(images=images, return_tensors="pt"))
+            logits = self.model(**inputs).logits
         return [label_values(logits, self.config.id2label, self.labels.top_k)]
+
+
+    def _pixels(self, value: Any) -> Pixels:
+        assert self._spec is not None
+        return to_pixels(_as_rgb(value), self._spec, resize=self.device.type != "cuda")
+
+
+def _usable(value: Any) -> bool:
+    from PIL import Image
+
+    return isinstance(value, Image.Image) and value.width >= 1 and value.height >= 1
 
 
 def _as_rgb(value: Any) -> Image.Image:
@@ -86,8 +125,10 @@ def _gradient_image(width: int, height: int) -> Image.Image:
 
 @register("image-classification")
 def image_classification(params: dict[str, Any]) -> ImageClassification:
-    """params: common keys + top_k (5), num_labels (1000, ImageNet-sized head), labels."""
+    """params: common keys + top_k (5), num_labels (1000, ImageNet-sized head), labels,
+    preprocess (auto | processor)."""
     reader = ParamReader("image-classification", params)
-    workload = ImageClassification(reader.common(), reader.labels(default_count=1000))
+    common, labels = reader.common(), reader.labels(default_count=1000)
+    workload = ImageClassification(common, labels, reader.choice("preprocess", ("auto", "processor"), "auto"))
     reader.finish()
     return workload

@@ -1,0 +1,51 @@
+"""A remote clock's offset to ours, the way NTP measures it.
+
+One round trip: we read our clock (t0), ask the remote for its clock (t1), read ours again (t2). If
+the request and the reply took equally long, the remote read its clock at our (t0 + t2) / 2, so
+
+    offset = t1 - (t0 + t2) / 2          (remote clock minus ours)
+
+and whatever the asymmetry, the true offset lies within +- (t2 - t0) / 2 of it. Several round trips
+are made and the one with the smallest round-trip time kept: it has the tightest bound and is the
+least disturbed by scheduling delays on either side.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+ROUNDS = 8
+
+
+@dataclass(frozen=True)
+class ClockOffset:
+    offset_s: float  # remote clock minus local clock (s)
+    rtt_s: float  # the kept (smallest) round-trip time (s)
+    rounds: int  # round trips made
+
+    @property
+    def uncertainty_s(self) -> float:
+        """The true offset lies within +- this of `offset_s`."""
+        return self.rtt_s / 2
+
+
+def estimate(samples: Sequence[tuple[float, float, float]]) -> ClockOffset:
+    """(t0 local send, t1 remote reading, t2 local receive) samples -> the min-RTT estimate."""
+    if not samples:
+        raise ValueError("no clock samples")
+    t0, t1, t2 = min(samples, key=lambda s: s[2] - s[0])
+    return ClockOffset(offset_s=t1 - (t0 + t2) / 2, rtt_s=t2 - t0, rounds=len(samples))
+
+
+def measure(
+    remote_now: Callable[[], float], rounds: int = ROUNDS, now: Callable[[], float] = time.time
+) -> ClockOffset:
+    """Make `rounds` round trips to `remote_now` (which returns the remote's clock reading)."""
+    samples = []
+    for _ in range(rounds):
+        t0 = now()
+        t1 = remote_now()
+        samples.append((t0, t1, now()))
+    return estimate(samples)
