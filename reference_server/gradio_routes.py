@@ -88,9 +88,9 @@ def _check_data(fn: FunctionRuntime, data: Any) -> list[Any]:
 
 
 def _admit(state: ServerState, session: str, fn: FunctionRuntime, data: list[Any], simple: bool,
-           event_id: str | None = None) -> str:
+           event_id: str | None = None, owner: str | None = None) -> str:
     try:
-        return state.queue.push(session, fn, data, simple, event_id).id
+        return state.queue.push(session, fn, data, simple, event_id, owner).id
     except QueueFullError as exc:
         raise ClientError(503, str(exc)) from None
 
@@ -157,17 +157,20 @@ async def call_post(request: Request) -> Response:
     body = await json_body(request)
     data = _check_data(fn, body.get("data"))
     event_id = uuid.uuid4().hex
-    session = body.get("session_hash") or event_id
-    return JSONResponse({"event_id": _admit(state, str(session), fn, data, True, event_id)})
+    # Each /call event streams from a mailbox of its own, keyed by its id: with the client's session_hash
+    # as the key, an event that finished before its GET was looked up under the wrong key (the session
+    # stayed behind for good), and two calls sharing a hash read each other's messages. The hash is kept
+    # as the event's owner, so a /cancel naming it still matches.
+    owner = body.get("session_hash")
+    owner = str(owner) if owner else None
+    return JSONResponse({"event_id": _admit(state, event_id, fn, data, True, event_id, owner)})
 
 
 async def call_get(request: Request) -> Response:
     state = state_of(request)
     _by_api_name(state, request.path_params["api_name"])
     event_id = request.path_params["event_id"]
-    event = state.queue.events.get(event_id)
-    session = event.session if event is not None else event_id
-    return CallStream(state.queue, session, event_id, state.settings.heartbeat_interval_s)
+    return CallStream(state.queue, event_id, event_id, state.settings.heartbeat_interval_s)
 
 
 async def run_direct(request: Request) -> Response:

@@ -18,6 +18,8 @@ class ServerMetrics:
                                  ["group"], registry=r)
         self.running_jobs = Gauge("qbench_running_jobs", "Jobs (single events or batches) running",
                                   registry=r)
+        self.sessions = Gauge("qbench_sessions", "Open sessions (each holds a message queue)", registry=r)
+        self.events_live = Gauge("qbench_events_live", "Events waiting or running", registry=r)
         self.joined = Counter("qbench_events_joined", "Events accepted by /queue/join", ["fn"], registry=r)
         self.rejected = Counter("qbench_joins_rejected", "Joins refused", ["reason"], registry=r)
         self.batch_size = Histogram("qbench_batch_size", "Events per dispatched job", ["fn"],

@@ -60,12 +60,22 @@ class EventQueue:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._batch_timer: asyncio.TimerHandle | None = None
+        self._estimations: asyncio.Task[None] | None = None  # the periodic loop of a numeric rate
+        self.metrics.sessions.set_function(lambda: len(self.sessions))  # read when /metrics renders
+        self.metrics.events_live.set_function(lambda: len(self.events))
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._dispatch_loop(), name="qbench-dispatcher"))
-        if self.settings.queue.status_update_rate != "auto":
-            self._tasks.append(asyncio.create_task(self._periodic_estimations(), name="qbench-estimations"))
+        self._start_estimations()
+
+    def _start_estimations(self) -> None:
+        """One periodic estimation loop while the rate is numeric (switching auto -> numeric -> auto ->
+        numeric within one period must not leave two loops running)."""
+        running = self._estimations is not None and not self._estimations.done()
+        if self.settings.queue.status_update_rate != "auto" and not running:
+            self._estimations = asyncio.create_task(self._periodic_estimations(), name="qbench-estimations")
+            self._tasks = [t for t in self._tasks if not t.done()] + [self._estimations]
 
     async def stop(self) -> None:
         jobs = [e.job.task for e in self.events.values() if e.job and e.job.task]
@@ -98,10 +108,8 @@ class EventQueue:
             group.recompute_limit(limits)
         self.limiter.total_tokens = settings.max_threads
         self.runner.show_error = settings.show_error
-        old_rate = self.settings.queue.status_update_rate
         self.settings = settings
-        if old_rate == "auto" and settings.queue.status_update_rate != "auto":
-            self._tasks.append(asyncio.create_task(self._periodic_estimations()))
+        self._start_estimations()
         self._wake.set()
 
     # ------------------------------------------------------------ admission
@@ -110,8 +118,9 @@ class EventQueue:
         return sum(len(g.waiting) for g in self.groups.values())
 
     def push(self, session: str, fn: FunctionRuntime, data: list[Any], simple_format: bool = False,
-             event_id: str | None = None) -> Event:
-        """Admit one event (or raise QueueFullError) and send it its first estimation."""
+             event_id: str | None = None, owner: str | None = None) -> Event:
+        """Admit one event (or raise QueueFullError) and send it its first estimation. `session` is the
+        mailbox its messages go to; `owner`, where given, the session_hash a cancel must name."""
         max_size = self.settings.queue.max_size
         if max_size is not None:
             size = self.waiting_count
@@ -123,7 +132,7 @@ class EventQueue:
         if group is None:
             group = self.groups[group_id] = Group(group_id)
         group.admit_function(fn, self.settings.resolved_limit(fn.settings))
-        event = Event(event_id or uuid.uuid4().hex, session, fn, data, simple_format)
+        event = Event(event_id or uuid.uuid4().hex, session, fn, data, simple_format, owner=owner)
         self.events[event.id] = event
         self.sessions.add_pending(session, event.id)
         group.enqueue(event)
@@ -279,7 +288,7 @@ class EventQueue:
     def cancel(self, session: str, event_id: str) -> bool:
         """Cancel ONE event (waiting: removed; running: its task cancelled, or dropped from its batch)."""
         event = self.events.get(event_id)
-        if event is None or event.session != session or not event.alive:
+        if event is None or (event.owner or event.session) != session or not event.alive:
             return False
         self.emit(event, m.cancelled(event.id))
         event.alive = False

@@ -56,7 +56,7 @@ class Event:
     """One queued request."""
 
     id: str
-    session: str
+    session: str  # the mailbox its messages go to (a /call event has its own: its id)
     fn: FunctionRuntime
     data: list[Any]
     simple_format: bool = False
@@ -64,6 +64,7 @@ class Event:
     alive: bool = True  # False once cancelled or its session disconnected: messages are dropped
     outcome: str | None = None  # "ok" | "error" once its job produced its terminal message
     job: Job | None = None
+    owner: str | None = None  # the client's session_hash where it differs from `session` (cancel checks it)
     data_waiter: asyncio.Future[Any] | None = None  # gradio: 3: the data the client sends on send_data
     prepared: asyncio.Future[Any] | None = None  # read-ahead preprocessing: its input row or the Exception
 

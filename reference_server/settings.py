@@ -77,6 +77,9 @@ class FunctionSettings(_Strict):
         return self.concurrency_id if self.concurrency_id is not None else f"fn:{self.api_name}"
 
 
+MIN_STATUS_UPDATE_RATE_S = 0.01  # a numeric rate below this would make the estimation loop spin
+
+
 class QueueSettings(_Strict):
     default_concurrency_limit: int | None = Field(default=1, ge=1)
     concurrency_count: int | None = Field(default=None, ge=1)  # Gradio 3.x only (None there: 1)
@@ -86,8 +89,9 @@ class QueueSettings(_Strict):
     @field_validator("status_update_rate")
     @classmethod
     def _positive_rate(cls, v: str | float) -> str | float:
-        if not isinstance(v, str) and v <= 0:
-            raise ValueError("must be 'auto' or a positive number of seconds")
+        if not isinstance(v, str) and not MIN_STATUS_UPDATE_RATE_S <= v < float("inf"):
+            raise ValueError(f"must be 'auto' or a finite number of seconds >= {MIN_STATUS_UPDATE_RATE_S} "
+                             "(estimations are broadcast every that many seconds)")
         return v
 
 

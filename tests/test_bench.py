@@ -103,6 +103,31 @@ def test_every_benchmark_imports_and_answers_help(script: str) -> None:
     assert "usage:" in done.stdout
 
 
+def test_generator_bench_reports_each_rows_median(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = load_bench("generator_vs_locust", monkeypatch)
+    figures = ((900, 0.3), (1000, 0.1), (950, 0.2))
+    rounds = [[bench.Result("a", rps, cpu, 10.0, "ref")] for rps, cpu in figures]
+    (row,) = bench.median_rows(rounds)
+    assert (row.name, row.rps, row.cpu_per_1k, row.ref) == ("a", 950, 0.2, "ref")
+
+
+def test_soak_at_reduced_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/soak.py's four phases in seconds (the README's figures come from the full run): the excess
+    is shed as queue_full, the unbounded queue grows, vanished clients leave nothing behind."""
+    bench = load_bench("soak", monkeypatch)
+    out = tmp_path / "soak.json"
+    code = bench.main(["--minutes", "0.05", "--overload-seconds", "2", "--clients", "60", "--json", str(out)])
+    figures = json.loads(out.read_text())
+    assert code == 0, figures
+    soak, shed, unbounded, vanish = (figures[k] for k in ("soak", "shed", "unbounded", "vanish"))
+    assert soak["requests"] > 0 and soak["ok"] == soak["requests"]
+    assert soak["server_mb_end"] > 0 and soak["generator_mb_end"] > 0
+    assert shed["queue_full"] > 0 and shed["waiting_max"] <= shed["max_size"]
+    assert unbounded["waiting_max"] > shed["max_size"]  # no max_size: the queue grows past it
+    assert unbounded["drain_to_zero_s"] >= 0
+    assert vanish["at_vanish"]["qbench_sessions"] >= 1  # they were there when they vanished
+    assert vanish["after"] == {"qbench_running_jobs": 0, "qbench_sessions": 0, "qbench_events_live": 0}
+    assert vanish["serves_after"] is True
 def test_token_timing_joins_every_request_and_the_gaps_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     """bench/token_timing.py at reduced size: every request joined to the server's token log, the same
     token counts on both sides, and qbench's gaps within a few ms of the server's (1 ms on a quiet host;

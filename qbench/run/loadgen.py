@@ -1,8 +1,9 @@
 """The one executor: plan x payloads x protocol -> one RequestRecord per scheduled request.
 
-Open loop (burst, rate, stages, trace, replay): a dispatcher walks the intended send offsets, sleeps
-until just before each one, polls the loop to the exact instant (`_until`), and starts the request
-as a task WITHOUT waiting for earlier responses (no coordinated omission). An
+Open loop (burst, rate, stages, trace, replay): a dispatcher walks the intended send offsets, waits
+for the exact instant of the next one (`qbench.run.waker`: a timerfd on Linux, no polling at high
+rates), starts every request that is due as a task WITHOUT waiting for earlier responses (no
+coordinated omission), and waits again. An
 optional in-flight cap (`load.max_in_flight`) makes it wait for a free slot instead; the resulting
 delay shows up as send lag and the cap is reported. Closed loop (users): one loop per user sends,
 waits for the response, thinks, repeats. `duration` and `requests` are stop conditions: no request is
@@ -10,7 +11,8 @@ sent after `duration`; in-flight requests then get `drain` seconds before they a
 `deadline`. A stop (Ctrl-C/SIGTERM -> "interrupted", the stop_when hook -> "deadline") closes every
 in-flight and unsent request with that kind, so the records are complete whatever happens.
 
-Per request: one timer (loop.call_at) for the timeout, no extra tasks or logging. Every ~50 ms a ticker
+Per request: one task and an entry in the shared `DeadlineWheel` (one loop timer for every in-flight
+request's timeout), no per-request timer or logging. Every ~50 ms a ticker
 measures event-loop lag; every ~250 ms it publishes LiveStats, flushes finished records to JSONL and
 asks the stop_when hook.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,9 +38,9 @@ from qbench.run.records import RequestRecord
 from qbench.run.scenario import Load
 from qbench.run.schedule import OpenPlan, Plan, UserPlan
 from qbench.run.summary import GeneratorStats
+from qbench.run.waker import SpinWaker, Waker, make_waker
 
 TICK_S = 0.05
-SPIN_S = 0.0015  # the dispatcher wakes this early and polls to the intended send time
 GC_VALVE_OBJECTS = 20_000_000  # young tracked objects that force a collection despite the pause
 PUBLISH_EVERY = 5  # ticks
 RECENT = 200  # completions in the "recent" window of LiveStats
@@ -99,6 +101,8 @@ class LoadGenerator:
         self._closed = isinstance(plan, UserPlan)
         self._pool = load.sessions if isinstance(load.sessions, int) else 0
         self.guard = OpeningGuard()
+        self.waker: Waker = SpinWaker()  # replaced by make_waker() for the run
+        self._deadlines = DeadlineWheel(load.timeout, self._expire)
 
     # ------------------------------------------------------------ control
 
@@ -112,8 +116,13 @@ class LoadGenerator:
     async def run(self, start_at: float | None = None) -> list[RequestRecord]:
         """Execute the plan; the run's clock starts now, or at `start_at` (a time.perf_counter() value
         shared by several generator processes, whose CLOCK_MONOTONIC is the same)."""
-        with paused_gc():
-            return await self._run(start_at)
+        self.waker = make_waker()
+        try:
+            with paused_gc():
+                return await self._run(start_at)
+        finally:
+            self.waker.close()
+            self._deadlines.close()
 
     async def _run(self, start_at: float | None) -> list[RequestRecord]:
         loop = asyncio.get_running_loop()
@@ -177,24 +186,25 @@ class LoadGenerator:
             for j, (i, t) in enumerate(zip(plan.request_ids(), plan.offsets.tolist(), strict=True))
         ]
         loop = asyncio.get_running_loop()
-        for record in self.records:
-            await self._until(record.intended_at_s)
-            if self._slots is not None:
-                await self._slots.acquire()
-            task = loop.create_task(self._one(record, record.user_id))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        create, tasks, discard = loop.create_task, self._tasks, self._tasks.discard
+        records, slots, clock = self.records, self._slots, self.clock
+        i, n = 0, len(records)
+        while i < n:
+            await self._until(records[i].intended_at_s)
+            now = clock.now()
+            while i < n and records[i].intended_at_s <= now:  # everything due goes out in this wake-up
+                record = records[i]
+                i += 1
+                if slots is not None:
+                    await slots.acquire()
+                task = create(self._one(record, record.user_id))
+                tasks.add(task)
+                task.add_done_callback(discard)
 
     async def _until(self, when: float) -> None:
-        """Return at `when` (never before, rarely more than ~0.1 ms after). epoll rounds a sleep up to
-        whole milliseconds, so sleep until `SPIN_S` before, then poll the loop (asyncio.sleep(0) still
-        handles I/O: responses keep their timestamps) until the monotonic clock reaches `when`. Costs a
-        few % of a core at low rates; due requests go out back to back without sleeping."""
-        delay = when - self.clock.now()
-        if delay > SPIN_S:
-            await asyncio.sleep(delay - SPIN_S)
-        while self.clock.now() < when:
-            await asyncio.sleep(0)
+        """Return at `when` on the run's clock: never before, usually within ~0.05 ms (see
+        qbench.run.waker); at once when it has passed."""
+        await self.waker.until(self.clock.t0 + when)
 
     async def _drain(self, timeout: float) -> None:
         if self._tasks:
@@ -247,10 +257,9 @@ class LoadGenerator:
 
     async def _one(self, record: RequestRecord, slot: int) -> None:
         """Send one request under its timeout; turn every way it can end into a closed record."""
-        loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
-        timer = loop.call_later(self.load.timeout, self._expire, task, record)
+        self._deadlines.add(task, record)
         self.stats.sent += 1
         self.stats.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.stats.in_flight)
@@ -269,7 +278,7 @@ class LoadGenerator:
         except Exception as exc:  # a bug must not lose the record
             fail(record, "client", f"{exc.__class__.__name__}: {exc}", self.clock.now())
         finally:
-            timer.cancel()
+            self._deadlines.remove(task)
             self.stats.in_flight -= 1
             if self._slots is not None:
                 self._slots.release()
@@ -371,6 +380,52 @@ class LoadGenerator:
             "max_in_flight": self.max_in_flight,
             "failed_opening": self.guard.verdict,  # the opening all failed one way (see failfast)
         }
+
+
+class DeadlineWheel:
+    """Every in-flight request's timeout on ONE loop timer (armed for the earliest deadline).
+
+    All requests of a run share one timeout, so deadlines arrive in the order requests start: an
+    insertion-ordered map is a queue sorted by deadline whose entries can also leave from the middle
+    (a request that finishes) in O(1). The timer fires as a per-request `call_later` would (the loop
+    rounds both to its clock's resolution) and re-arms itself for the next head.
+    """
+
+    def __init__(self, timeout_s: float, expire: Callable[[asyncio.Task[None], RequestRecord], None]) -> None:
+        self.timeout_s, self.expire = timeout_s, expire
+        self._due: OrderedDict[asyncio.Task[None], tuple[float, RequestRecord]] = OrderedDict()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    def add(self, task: asyncio.Task[None], record: RequestRecord) -> None:
+        loop = task.get_loop()
+        deadline = loop.time() + self.timeout_s
+        self._due[task] = (deadline, record)
+        if self._timer is None:
+            self._timer = loop.call_at(deadline, self._fire, loop)
+
+    def remove(self, task: asyncio.Task[None]) -> None:
+        self._due.pop(task, None)
+
+    def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        now = loop.time()
+        due = self._due
+        while due:
+            task, (deadline, record) = next(iter(due.items()))
+            if deadline > now:
+                self._timer = loop.call_at(deadline, self._fire, loop)
+                return
+            del due[task]
+            self.expire(task, record)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._due.clear()
 
 
 @contextmanager

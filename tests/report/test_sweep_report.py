@@ -47,6 +47,19 @@ def test_heatmap_axes_default_and_choice(sweep_dir: Path, tmp_path: Path) -> Non
         build_report(sweep_dir, tmp_path, heatmap_axes=("workers", "concurrency_limit"))
 
 
+def test_the_readme_heatmap_report_command(sweep_dir: Path, tmp_path: Path) -> None:
+    """README: `qbench report reports/<sweep-id> --x concurrency_limit --y max_batch_size`."""
+    from typer.testing import CliRunner
+
+    from qbench.cli import app
+
+    args = ["report", str(sweep_dir), "--x", "concurrency_limit", "--y", "max_batch_size",
+            "--out", str(tmp_path)]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    assert (tmp_path / "report.html").exists() and list(tmp_path.rglob("goodput_heatmap*.png"))
+
+
 def test_missing_files_become_notes(sweep_dir: Path, tmp_path: Path) -> None:
     partial = tmp_path / "partial"
     shutil.copytree(sweep_dir, partial)

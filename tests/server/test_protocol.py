@@ -145,6 +145,39 @@ def test_simple_call_api(server: RunningServer) -> None:
     assert 'data: ["x 1"]' in body  # full values, no diffs
 
 
+def call(url: str, api: str, body: dict[str, Any]) -> str:
+    r = httpx.post(f"{url}/gradio_api/call/{api}", json=body)
+    assert r.status_code == 200, r.text
+    with httpx.stream("GET", f"{url}/gradio_api/call/{api}/{r.json()['event_id']}", timeout=10) as resp:
+        return resp.read().decode()
+
+
+def test_call_with_a_custom_session_hash_leaves_no_session(server: RunningServer) -> None:
+    sessions = server.state.queue.sessions
+    before = len(sessions)
+    r = httpx.post(f"{server.url}/gradio_api/call/echo", json={"data": ["a"], "session_hash": "mine"})
+    eid = r.json()["event_id"]
+    time.sleep(0.05)  # the event finishes before its GET (the case that used to leave "mine" behind)
+    with httpx.stream("GET", f"{server.url}/gradio_api/call/echo/{eid}", timeout=10) as resp:
+        assert resp.read().decode() == 'event: complete\ndata: ["a"]\n\n'
+    # two calls sharing one hash each get their own result
+    bodies = [call(server.url, "echo", {"data": [w], "session_hash": "shared"}) for w in ("x", "y")]
+    assert bodies == ['event: complete\ndata: ["x"]\n\n', 'event: complete\ndata: ["y"]\n\n']
+    assert len(sessions) == before and "mine" not in sessions and "shared" not in sessions
+
+
+def test_cancel_a_call_by_its_custom_session_hash(server: RunningServer) -> None:
+    slow = httpx.post(f"{server.url}/gradio_api/call/slow", json={"data": ["a"], "session_hash": "c1"})
+    eid = slow.json()["event_id"]
+    wrong = {"session_hash": "other", "fn_index": 2, "event_id": eid}
+    httpx.post(f"{server.url}/gradio_api/cancel", json=wrong)
+    assert eid in server.state.queue.events  # a cancel naming another session does not touch it
+    httpx.post(f"{server.url}/gradio_api/cancel", json={**wrong, "session_hash": "c1"})
+    with httpx.stream("GET", f"{server.url}/gradio_api/call/slow/{eid}", timeout=10) as resp:
+        assert resp.read().decode().startswith("event: complete")  # Gradio's synthetic completion
+    assert eid not in server.state.queue.sessions
+
+
 def test_queue_status_and_reset(server: RunningServer) -> None:
     status = httpx.get(f"{server.url}/gradio_api/queue/status").json()
     assert status["msg"] == "estimation" and isinstance(status["queue_size"], int)
@@ -219,6 +252,15 @@ def test_admin_reconfiguration() -> None:
         assert srv.state.queue.settings.launch.max_threads == 3
         assert srv.state.queue.limiter.total_tokens == 3
         assert httpx.get(f"{srv.url}/status").json()["config_hash"] == ok["config_hash"]
+        for rate in (b"1e-9", b"0.001", b"0", b"-1"):  # a tiny rate would spin the estimation loop
+            bad = httpx.post(url, content=b'{"queue": {"status_update_rate": %s}}' % rate, headers=auth)
+            assert bad.status_code == 422 and "status_update_rate" in bad.json()["detail"], bad.text
+            assert ">= 0.01" in bad.json()["detail"]
+        for rate in (0.05, "auto", 0.05):  # numeric -> auto -> numeric within one period: one loop, not two
+            ok = httpx.post(url, json={"queue": {"status_update_rate": rate}}, headers=auth).json()
+            assert ok["settings"]["queue"]["status_update_rate"] == rate
+        loops = [t for t in srv.state.queue._tasks if t.get_name() == "qbench-estimations" and not t.done()]
+        assert len(loops) == 1
 
 
 def test_client_disconnect_drops_waiting_events() -> None:

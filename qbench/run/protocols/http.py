@@ -9,12 +9,18 @@ Streamed responses are read as they arrive: a `text/event-stream` body counts on
 event (a blank-line-terminated block), a chunked body one per HTTP chunk; `first_output_at_s` is the
 first byte of the body. The status is checked before any of it: a 4xx/5xx body is read (bounded) for
 the message, and a 503 whose body says the queue is full is `queue_full`.
+
+Plain `http://` targets go through the lean HTTP/1.1 pool of `http1` (about a quarter of aiohttp's
+CPU per request); `https://` targets, scenarios with `auth:`, HEAD, or QBENCH_HTTP_CLIENT=aiohttp,
+through the aiohttp session.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -22,6 +28,7 @@ import orjson
 from qbench.errors import TargetError
 from qbench.run.payloads import FileValue
 from qbench.run.protocols.base import Clock, fail, http_problem, status_kind
+from qbench.run.protocols.http1 import ERROR_BODY_LIMIT, Http1Error, Http1Pool
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 
@@ -38,6 +45,11 @@ class HttpProtocol:
         self.clock = clock
         self.endpoint_label = f"{ep.method} {ep.path}"
         self._cache: dict[int, bytes] = {}
+        self.pool = lean_pool(self.url, scenario)
+        if self.pool is not None:
+            parts = urlsplit(self.url)
+            target = parts.path + (f"?{parts.query}" if parts.query else "")
+            self.head = self.pool.head(self.method, target, self.headers)
 
     async def discover(self) -> dict[str, Any]:
         """Check the server answers at all (any HTTP status will do); snapshot /config if it has one."""
@@ -67,6 +79,9 @@ class HttpProtocol:
     async def send(self, record: RequestRecord, inputs: list[Any], slot: int) -> None:
         data = self.body(inputs)
         record.bytes_sent = len(data) if data else 0
+        if self.pool is not None:
+            await self._send_lean(record, data)
+            return
         record.sent_at_s = self.clock.now()
         try:
             async with self.http.request(self.method, self.url, data=data, headers=self.headers) as resp:
@@ -86,14 +101,54 @@ class HttpProtocol:
         record.completed_at_s = self.clock.now()
         record.outcome = "ok"
 
+    async def _send_lean(self, record: RequestRecord, data: bytes | None) -> None:
+        """The same request through the lean HTTP/1.1 pool (qbench.run.protocols.http1)."""
+        assert self.pool is not None
+        now = self.clock.now
+        try:
+            exchange = await self.pool.send(self.head, data, record, now)
+        except Http1Error as exc:
+            fail(record, exc.kind, f"{self.method} {self.url}: {exc}", now())
+            return
+        if exchange.status >= 400:
+            raw = bytes(exchange.error_body)
+            kind = refusal_kind(exchange.status, raw)
+            fail(record, kind, http_problem(self.method, self.url, exchange.status, raw), now())
+            return
+        record.completed_at_s = now()
+        record.outcome = "ok"
+
     def abandon(self, record: RequestRecord) -> None:
         """Nothing to cancel: the executor closes the connection by cancelling the request."""
 
     async def close(self) -> None:
         self._cache.clear()
+        if self.pool is not None:
+            self.pool.close()
 
 
-ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error body read for its message
+def lean_pool(url: str, scenario: Scenario) -> Http1Pool | None:
+    """The lean HTTP/1.1 pool for a plain http:// target; None (aiohttp) for https://, HEAD requests,
+    a scenario with `auth:` (applied by the aiohttp session's middleware), or when
+    QBENCH_HTTP_CLIENT=aiohttp asks for the general client."""
+    if not url.startswith("http://") or os.environ.get("QBENCH_HTTP_CLIENT", "lean") == "aiohttp":
+        return None
+    if scenario.endpoint.method.upper() == "HEAD":  # a response without the body its headers announce
+        return None
+    if scenario.auth.is_set:  # credentials and re-login live in the aiohttp session's middleware
+        return None
+    return Http1Pool(url, scenario.load.max_connections, scenario.load.connect_timeout)
+
+
+def refusal_kind(status: int, body: bytes) -> str:
+    """http_4xx / http_5xx, or queue_full for a 503 whose body says the queue is full (Gradio's wording,
+    and the reference server's)."""
+    text = body.decode(errors="replace").lower()
+    if status == 503 and "queue" in text and "full" in text:
+        return "queue_full"
+    return status_kind(status)
+
+
 
 
 def is_stream(resp: aiohttp.ClientResponse) -> bool:
@@ -108,10 +163,7 @@ async def refuse(record: RequestRecord, resp: aiohttp.ClientResponse, clock: Clo
     `queue_full` for a 503 whose body says so (Gradio's wording, and the reference server's)."""
     raw = await resp.content.read(ERROR_BODY_LIMIT)
     record.bytes_received = len(raw)
-    text = raw.decode(errors="replace")
-    kind = status_kind(resp.status)
-    if resp.status == 503 and "queue" in text.lower() and "full" in text.lower():
-        kind = "queue_full"
+    kind = refusal_kind(resp.status, raw)
     fail(record, kind, http_problem(resp.method, str(resp.url), resp.status, raw), clock.now())
 
 

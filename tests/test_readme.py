@@ -1,0 +1,318 @@
+"""The README is executed: every command in its ```sh blocks runs somewhere in the test suite.
+
+Each command is either run here at reduced size (`RUN_HERE`, against reference servers started by
+the fixtures), or listed in `ELSEWHERE` with the test that runs it (and a fragment of the command
+that test's source must contain), or in `NOT_RUN` with the reason (a GPU install, the suite itself).
+A command added to the README without an entry fails `test_every_readme_command_is_covered`, naming
+the command and where to add it; an entry whose command left the README fails too.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+import subprocess
+import sys
+import webbrowser
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from qbench.cli import app
+from qbench.run.records import read_records
+from reference_server.settings import (
+    ServerSettings,
+    load_preset,
+    parse_settings,
+    preset_path,
+    read_settings_file,
+)
+from reference_server.testing import RunningServer, serve_in_thread
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+REDUCED_RUN = ["--set", "load.duration=2", "--set", "load.warmup=0", "--no-live"]
+
+
+def readme_commands(text: str | None = None) -> list[str]:
+    """Every command line of the README's ```sh blocks: continuation lines joined, comments and a
+    trailing `&` dropped, whitespace collapsed."""
+    text = README.read_text(encoding="utf-8") if text is None else text
+    commands = []
+    for block in re.findall(r"^```sh\n(.*?)^```", text, re.S | re.M):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"(^|\s)#.*$", "", line).strip().removesuffix("&").strip()
+            if line:
+                commands.append(" ".join(line.split()))
+    return commands
+
+
+# ---------------------------------------------------------------- the table
+
+#: Commands run by the tests in this file (at reduced size; see each test).
+IMAGE = "test_quick_start_image_run_and_its_reports"
+RUN_HERE = {
+    "qbench serve --preset image": IMAGE,
+    "qbench run scenarios/image.yaml --target http://127.0.0.1:7860": IMAGE,
+    "qbench report reports/<run-id>": IMAGE,
+    "qbench report reports/<run-id> --out /tmp/r --open": IMAGE,
+    "qbench run scenarios/burst.yaml --set load.burst=200 --set slo.max_latency_s=3":
+        "test_quick_start_burst",
+    "make demo": "test_make_demo",
+    "qbench serve --preset sleep --port 7860": "test_the_serve_commands",
+    "qbench serve --config my_server.yaml --max-threads 8 --default-concurrency-limit 2 --max-size 32":
+        "test_the_serve_commands",
+}
+
+#: Commands another test runs: (test id, a fragment that test's source must contain: the command's own
+#: words, or the reduction it applies).
+ELSEWHERE: dict[str, list[tuple[str, str]]] = {
+    "qbench run scenarios/trace.yaml --target http://127.0.0.1:7860": [
+        ("tests/run/test_trace.py::test_the_readme_trace_commands_run", "trace.yaml")],
+    "qbench run scenarios/trace.yaml --replay reports/<run-id>": [
+        ("tests/run/test_trace.py::test_the_readme_trace_commands_run", "--replay")],
+    "qbench trace import access.log --format nginx -o traffic.jsonl --include '^/predict$'": [
+        ("tests/run/test_trace_formats.py::test_the_readme_trace_commands", "trace")],
+    "qbench trace import session.har --format har -o traffic.jsonl --include '/queue/join$'": [
+        ("tests/run/test_trace_formats.py::test_the_readme_trace_commands", "trace")],
+    "qbench trace show scenarios/traffic.jsonl": [
+        ("tests/run/test_trace_formats.py::test_the_readme_trace_commands", "trace")],
+    "qbench serve --preset pipeline": [
+        ("tests/run/test_readme_plain_http.py::test_the_readme_commands_run", "serve")],
+    "qbench run scenarios/pipeline.yaml": [
+        ("tests/run/test_readme_plain_http.py::test_the_readme_commands_run", "load.duration=2")],
+    "qbench serve --preset tokens": [
+        ("tests/run/test_readme_plain_http.py::test_the_readme_commands_run", "serve")],
+    "qbench run scenarios/openai-chat.yaml --set endpoint.model=tokens --set load.users=8 "
+    "--set load.duration=20": [
+        ("tests/run/test_readme_plain_http.py::test_the_readme_commands_run", "load.duration=2")],
+    "qbench serve --preset chat": [
+        ("tests/run/test_readme_plain_http.py::test_the_readme_commands_run", "serve")],
+    "qbench run scenarios/openai-chat.yaml": [
+        ("tests/run/test_readme_plain_http.py::test_the_readme_commands_run", "load.duration=2")],
+    "qbench serve --preset sleep": [
+        ("tests/tune/test_readme_capacity.py::test_the_readme_capacity_commands_run", '"sleep"')],
+    "qbench capacity examples/capacity_sleep.yaml --target http://127.0.0.1:7860 --think-time 10": [
+        ("tests/tune/test_readme_capacity.py::test_the_readme_capacity_commands_run", "--max-probes")],
+    "qbench report reports/capacity-sleep-rate-<stamp>": [
+        ("tests/tune/test_readme_capacity.py::test_the_readme_capacity_commands_run",
+         "capacity-sleep-rate-")],
+    # A synopsis (brackets: optional parts): each part runs in the sweep end-to-end tests.
+    "qbench sweep scenarios/image.yaml --grid concurrency_limit=1,2,4,8 --grid max_batch_size=1,4,8,16 "
+    "--grid max_threads=8,40 --slo p95_latency_s=2 [--repeat 3] [--search smart|model|sim] "
+    "[--resume reports/sweep-...]": [
+        ("tests/tune/test_sweep_e2e.py::test_relaunch_mode_end_to_end_with_capacity", "--grid"),
+        ("tests/tune/test_sweep_e2e.py::test_resume_after_an_interrupted_sweep", "resume_options"),
+        # --repeat: parsed into the config there; no real sweep repeats its points in the suite
+        ("tests/tune/test_units.py::test_config_merges_scenario_section_and_cli", "config.repeat == 2"),
+        ("tests/tune/test_sweep_e2e.py::test_smart_search_on_a_real_server_skips_points_and_reports_it",
+         "smart"),
+        ("tests/tune/test_readme_sim.py::test_the_readme_sim_sweep_runs", "sweep"),
+    ],
+    "qbench sweep examples/capacity_sleep.yaml": [
+        ("tests/tune/test_readme_capacity.py::test_the_readme_objective_commands_run", "objective")],
+    "qbench sweep examples/sweep_sleep.yaml --objective capacity --grid concurrency_limit=1,4 "
+    "--grid max_batch_size=1,8": [
+        ("tests/tune/test_readme_capacity.py::test_the_readme_objective_commands_run", "objective")],
+    "qbench sweep examples/capacity_sleep.yaml --search sim --grid concurrency_limit=1,2,4 "
+    "--grid max_batch_size=1,4,8,16": [
+        ("tests/tune/test_readme_sim.py::test_the_readme_sim_sweep_runs", "sim")],
+    ".venv/bin/python bench/tuning_quality.py": [
+        ("tests/tune/test_readme_sim.py::test_the_readme_bench_commands_run", "tuning_quality")],
+    ".venv/bin/python bench/tuning_quality.py --quick": [
+        ("tests/tune/test_readme_sim.py::test_the_readme_bench_commands_run", "--quick")],
+    "qbench report reports/<sweep-id> --x concurrency_limit --y max_batch_size": [
+        ("tests/report/test_sweep_report.py::test_the_readme_heatmap_report_command", "--x")],
+    "qbench compare reports/A reports/B --max-regression p95_latency_s=10% "
+    "--max-regression throughput_rps=5%": [
+        ("tests/report/test_compare.py::test_cli_exit_codes", "throughput_rps=5%")],
+    ".venv/bin/python bench/token_timing.py": [
+        ("tests/test_bench.py::test_token_timing_joins_every_request_and_the_gaps_agree", "token_timing")],
+    "qbench serve --preset echo --auth alice:wonderland --auth-token demo-token": [
+        ("tests/run/test_readme_auth.py::test_the_readme_commands_run", "serve")],
+    "APP_PASSWORD=wonderland qbench run scenarios/login.yaml": [
+        ("tests/run/test_readme_auth.py::test_the_readme_commands_run", "run")],
+    "qbench run scenarios/login.yaml --auth alice:wonderland": [
+        ("tests/run/test_readme_auth.py::test_the_readme_commands_run", "run")],
+    "HF_TOKEN=demo-token qbench run scenarios/login.yaml --bearer-env HF_TOKEN --set auth.login=null": [
+        ("tests/run/test_readme_auth.py::test_the_readme_commands_run", "--bearer-env")],
+    "qbench sweep scenarios/gradio3.yaml --grid concurrency_count=1,2,4,8 --grid max_batch_size=1,4,16": [
+        ("tests/tune/test_sweep_gradio3.py::test_the_readme_gradio3_sweep_runs_and_advises_3x_code",
+         "relaunch")],
+    "qbench sweep scenarios/gradio3.yaml --grid concurrency_count=1,2,4,8 --grid max_batch_size=1,4,16 "
+    "--live": [
+        ("tests/tune/test_sweep_gradio3.py::test_the_readme_gradio3_sweep_runs_and_advises_3x_code",
+         "--live")],
+    "qbench run scenarios/burst.yaml --ray local": [
+        ("tests/run/test_ray_executor.py::test_the_readme_section_runs", "load.burst=20")],
+    "qbench run scenarios/burst.yaml --target http://SERVER:7860 --ray ray://HEAD:10001": [
+        ("tests/run/test_ray_executor.py::test_the_readme_section_runs", "ray://HEAD:10001")],
+    "qbench run scenarios/burst.yaml --target http://SERVER:7860 --ray HEAD:6379 --workers 2": [
+        ("tests/run/test_ray_executor.py::test_the_readme_section_runs", "HEAD:6379")],
+    "qbench compare reports/A reports/B --chart paired.png": [
+        ("tests/report/test_compare.py::test_compare_chart_for_paired_runs", "--chart")],
+}
+
+#: Commands no test runs, and why (a GPU or a cluster; the suite itself).
+NOT_RUN = {
+    "make test": "the test suite itself",
+    "python3 -m venv .venv": "GPU set-up: the CPU set-up is what `make setup` does before every test run",
+    ".venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cu124":
+        "GPU set-up (CUDA wheel)",
+    "make setup TORCH=torch": "GPU set-up (keeps a CUDA torch already installed)",
+    "RAY_worker_niceness=0 ray start --head --port 6379": "starts a Ray cluster's head node (a cluster)",
+    "RAY_worker_niceness=0 ray start --address HEAD:6379": "joins a Ray cluster (a cluster)",
+    "python3 -m pytest -q tests/models/test_pixels.py tests/server/test_jobs.py tests/server/test_uploads.py":
+        "the GPU machine's test run (here those tests run in `make test`, the CUDA ones skipped)",
+    "python3 bench/gpu_serving.py --device cuda --json $OUT/gpu_serving.json | tee $OUT/gpu_serving.txt":
+        "needs a GPU (`--help` runs in tests/test_bench.py)",
+    "python3 bench/gpu_serving.py --device cuda --presets image --dtypes bfloat16 --batch-size 64":
+        "needs a GPU (`--help` runs in tests/test_bench.py)",
+    "python3 bench/batching_efficiency.py --models image --size base --batch-sizes 8 32":
+        "the GPU machine's run of it (`--help` runs in tests/test_bench.py)",
+}
+
+
+def test_every_readme_command_is_covered() -> None:
+    table = {**RUN_HERE, **ELSEWHERE, **NOT_RUN}
+    missing = [c for c in readme_commands() if c not in table]
+    assert not missing, (
+        "README.md shows command(s) that no test runs:\n  " + "\n  ".join(missing)
+        + "\nrun each at reduced size in a test and list it in tests/test_readme.py (RUN_HERE or ELSEWHERE "
+        "with the test's id; NOT_RUN only for GPU/cluster set-up)"
+    )
+    stale = [c for c in table if c not in readme_commands()]
+    assert not stale, "tests/test_readme.py lists command(s) no longer in README.md:\n  " + "\n  ".join(stale)
+    overlap = (RUN_HERE.keys() & ELSEWHERE.keys()) | ((RUN_HERE.keys() | ELSEWHERE.keys()) & NOT_RUN.keys())
+    assert not overlap, f"listed twice: {sorted(overlap)}"
+
+
+def defined_tests(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+
+
+def test_every_listed_test_exists_and_runs_that_command() -> None:
+    here = defined_tests(Path(__file__))
+    assert set(RUN_HERE.values()) <= here, sorted(set(RUN_HERE.values()) - here)
+    for command, tests in ELSEWHERE.items():
+        for test_id, fragment in tests:
+            file, _, name = test_id.partition("::")
+            path = ROOT / file
+            assert path.is_file(), f"{command!r}: {file} does not exist"
+            assert name in defined_tests(path), f"{command!r}: no {name} in {file}"
+            source = path.read_text(encoding="utf-8")
+            assert fragment in source, f"{command!r}: {file} never mentions {fragment!r}"
+
+
+def test_the_parser_joins_lines_and_drops_comments() -> None:
+    text = ("```sh\nqbench a --x 1 \\\n    --y 2   # note\nqbench serve --preset p &   # bg\n\n"
+            "# only a comment\n```\n")
+    assert readme_commands(text) == ["qbench a --x 1 --y 2", "qbench serve --preset p"]
+
+
+# ---------------------------------------------------------------- run here, at reduced size
+
+
+def tiny(preset: str) -> ServerSettings:
+    """The preset with its model at the `tiny` size (random init, loads in a second)."""
+    raw = read_settings_file(preset_path(preset))
+    for fn in raw["functions"]:
+        fn["params"] = {**fn.get("params", {}), "size": "tiny"}
+    return parse_settings(raw, f"preset {preset} (tiny)")
+
+
+@pytest.fixture(scope="module")
+def image_server() -> Iterator[RunningServer]:
+    with serve_in_thread(tiny("image"), startup_timeout_s=120) as server:
+        yield server
+
+
+def qbench(*args: str) -> str:
+    out = CliRunner().invoke(app, list(args))
+    assert out.exit_code == 0, f"qbench {shlex.join(args)}\n{out.output}"
+    return out.output
+
+
+def as_args(command: str, replace: dict[str, str]) -> list[str]:
+    """A README command's qbench arguments, with placeholders (URLs, <run-id>, paths) replaced."""
+    args = shlex.split(command)
+    assert args[0] == "qbench", command
+    return [replace.get(a, a) for a in args[1:]]
+
+
+def test_quick_start_image_run_and_its_reports(image_server: RunningServer, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    run_dir, out_dir = tmp_path / "run", tmp_path / "r"
+    command = "qbench run scenarios/image.yaml --target http://127.0.0.1:7860"
+    args = as_args(command, {"http://127.0.0.1:7860": image_server.url})
+    qbench(*args, "--out", str(run_dir), *REDUCED_RUN)
+    records = read_records(run_dir)
+    assert records and all(r.ok for r in records)
+    replace = {"reports/<run-id>": str(run_dir), "/tmp/r": str(out_dir)}
+    opened: list[str] = []
+    monkeypatch.setattr(webbrowser, "open", lambda url, *a, **k: opened.append(url) or True)
+    qbench(*as_args("qbench report reports/<run-id>", replace))
+    assert (run_dir / "report.html").exists()
+    qbench(*as_args("qbench report reports/<run-id> --out /tmp/r --open", replace))
+    assert (out_dir / "report.html").exists() and opened and opened[0].endswith("report.html")
+
+
+def test_quick_start_burst(server_factory: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """burst.yaml against the sleep preset (the comment beside it), 20 requests instead of 200."""
+    monkeypatch.chdir(ROOT)
+    command = "qbench run scenarios/burst.yaml --set load.burst=200 --set slo.max_latency_s=3"
+    with serve_in_thread(load_preset("sleep")) as server:
+        qbench(*as_args(command, {}), "--set", "load.burst=20", "--target", server.url,
+               "--out", str(tmp_path / "run"), "--no-live")
+    records = read_records(tmp_path / "run")
+    assert len(records) == 20 and all(r.ok for r in records)
+
+
+def test_make_demo(image_server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make demo` runs `python -m qbench demo`: the same, 2 s long, on the tiny image model."""
+    import contextlib
+
+    from qbench import demo
+
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "demo: $(STAMP)\n\t$(PY) -m qbench demo\n" in makefile
+    monkeypatch.setattr(demo, "start_reference_server",
+                        lambda preset: contextlib.nullcontext(image_server.url))
+    qbench("demo", "--set", "load.duration=2", "--set", "load.warmup=0", "--reports", str(tmp_path))
+    (run_dir,) = tmp_path.iterdir()
+    assert (run_dir / "report.html").exists() and read_records(run_dir)
+
+
+def served(argv: list[str]) -> dict[str, object]:
+    """Start `qbench serve ...` (port 0), read its /status settings, stop it."""
+    proc = subprocess.Popen([sys.executable, "-m", "qbench", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.search(r"ready on (http://\S+)", line)
+        assert match, line + proc.stdout.read()
+        settings: dict[str, object] = httpx.get(match.group(1) + "/status", timeout=10).json()["settings"]
+        return settings
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_the_serve_commands(tmp_path: Path) -> None:
+    """As written, except `--port 0` (7860 may be taken) and a my_server.yaml written here."""
+    config = tmp_path / "my_server.yaml"
+    config.write_text((ROOT / "reference_server" / "presets" / "sleep.yaml").read_text())
+    sleep = served(as_args("qbench serve --preset sleep --port 7860", {"7860": "0"}))
+    assert sleep["functions"]
+    command = ("qbench serve --config my_server.yaml --max-threads 8 --default-concurrency-limit 2 "
+               "--max-size 32")
+    custom = served(as_args(command, {"my_server.yaml": str(config)}) + ["--port", "0"])
+    assert custom["queue"] == {**custom["queue"], "default_concurrency_limit": 2, "max_size": 32}  # type: ignore[dict-item]
+    assert custom["launch"]["max_threads"] == 8  # type: ignore[index]
