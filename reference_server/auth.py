@@ -118,7 +118,7 @@ class AuthMiddleware:
         for name in ("authorization", "x-hf-authorization"):
             scheme, _, token = headers.get(name, "").partition(" ")
             if scheme.lower() == "bearer" and any(
-                hmac.compare_digest(token, t) for t in self.settings.tokens
+                hmac.compare_digest(token.encode(), t.encode()) for t in self.settings.tokens
             ):
                 return "<token>"
         cookie = SimpleCookie()

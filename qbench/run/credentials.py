@@ -44,6 +44,7 @@ MIN_SECRET_CHARS = 3  # shorter values are not scrubbed from free text (too many
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _known: set[str] = set()
+_longest_first: tuple[str, ...] = ()  # _known sorted for redact (rebuilt by remember, not per call)
 
 
 def is_secret_header(name: str, extra: tuple[str, ...] | list[str] = ()) -> bool:
@@ -236,31 +237,20 @@ def read_users(path: Path) -> tuple[Account, ...]:
 
 def remember(secret: str) -> None:
     """Register a secret with this process: `redact` will mask it wherever it shows up."""
-    if len(secret) >= MIN_SECRET_CHARS:
+    global _longest_first
+    if len(secret) >= MIN_SECRET_CHARS and secret not in _known:
         _known.add(secret)
+        _longest_first = tuple(sorted(_known, key=len, reverse=True))
 
 
 def redact(text: str) -> str:
     """`text` with every remembered secret replaced by `***` (longest first)."""
-    if not _known or not text:
+    if not _longest_first or not text:
         return text
-    for secret in sorted(_known, key=len, reverse=True):
+    for secret in _longest_first:
         if secret in text:
             text = text.replace(secret, MASK)
     return text
-
-
-def redact_data(data: Any) -> Any:
-    """Every string in nested lists and mappings passed through `redact` (keys included)."""
-    if not _known:
-        return data
-    if isinstance(data, str):
-        return redact(data)
-    if isinstance(data, dict):
-        return {redact_data(k): redact_data(v) for k, v in data.items()}
-    if isinstance(data, list | tuple):
-        return [redact_data(v) for v in data]
-    return data
 
 
 def parse_header(item: str) -> tuple[str, str]:

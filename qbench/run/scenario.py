@@ -376,6 +376,16 @@ class Scenario(_Model):
     slo: Slo | None = None
     auth: Auth = Auth()  # credentials, any protocol (qbench.run.credentials); dumps show *** for secrets
 
+    @model_serializer(mode="wrap")
+    def _hide_listed_endpoint_headers(self, handler: SerializerFunctionWrapHandler,
+                                      info: SerializationInfo) -> dict[str, Any]:
+        """Endpoint headers named in auth.secret_headers are secrets too (Endpoint alone cannot know)."""
+        data: dict[str, Any] = handler(self)
+        headers = (data.get("endpoint") or {}).get("headers")
+        if headers and self.auth.secret_headers:
+            data["endpoint"]["headers"] = redact_headers(headers, self.auth.secret_headers, info)
+        return data
+
     @model_validator(mode="after")
     def _endpoint_fits_protocol(self) -> Scenario:
         ep = self.endpoint

@@ -106,9 +106,8 @@ class TimerFdWaker:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self._attach(loop)
-        secs = int(when)
         value = self._spec.it_value
-        value.tv_sec, value.tv_nsec = secs, int((when - secs) * 1e9) + 1  # +1 ns: never early
+        value.tv_sec, value.tv_nsec = timespec(when)
         if self._libc.timerfd_settime(self.fd, _TFD_TIMER_ABSTIME, ctypes.byref(self._spec), None) < 0:
             raise OSError(ctypes.get_errno(), "timerfd_settime failed")
         waiter = self._waiter = loop.create_future()
@@ -140,6 +139,16 @@ class TimerFdWaker:
         self.fd = -1
         if self._old_slack > 0:
             self._libc.prctl(_PR_SET_TIMERSLACK, self._old_slack, 0, 0, 0)
+
+
+def timespec(when: float) -> tuple[int, int]:
+    """(seconds, nanoseconds) of a perf_counter instant, rounded up (never early); nanoseconds stay
+    below a second, as timerfd_settime requires (EINVAL otherwise)."""
+    secs = int(when)
+    nanos = int((when - secs) * 1e9) + 1
+    if nanos >= 1_000_000_000:
+        secs, nanos = secs + 1, nanos - 1_000_000_000
+    return secs, nanos
 
 
 def make_waker() -> Waker:

@@ -305,9 +305,8 @@ def recommend(
     rec.gradio_major = gradio_major
     if winner is not None:
         knobs = {**(defaults or {}), **winner.knobs}
-        max_size = max_size_advice(winner, constraints).get("max_size")
-        rec.gradio_code = gradio_code(knobs, max_size, gradio_major)
         rec.max_size_advice = max_size_advice(winner, constraints)
+        rec.gradio_code = gradio_code(knobs, rec.max_size_advice.get("max_size"), gradio_major)
     return rec
 
 

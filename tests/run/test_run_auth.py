@@ -200,7 +200,7 @@ def test_http_protocol_with_a_key_header_and_a_clear_stop_without_it(keyed_echo:
     bare = spec.model_copy(update={"auth": type(spec.auth)()})
     failed = run_scenario(bare, target=keyed_echo, out_dir=tmp_path / "no", live=False)
     assert "set auth.login" in str(failed.run_info["failed_opening"])
-    assert len(failed.records) < 50 or failed.run_info["stop_reason"].startswith("stopped early")
+    assert failed.run_info["stop_reason"].startswith("stopped early") and len(failed.records) <= 50
     assert TOKEN not in (tmp_path / "ok" / "run.json").read_text()
 
 
@@ -297,7 +297,7 @@ def test_no_secret_in_any_file_or_output(tmp_path: Path, monkeypatch: pytest.Mon
     assert (run_dir / "report.html").exists() and (sweep_dirs[0] / "report.html").exists()
     assert "1 account(s): 2 login(s), 0 re-login(s)" in (run_dir / "summary.md").read_text()
     secrets = [password, token, key]
-    assert secret_hits(out_root, secrets) == []
-    assert secret_hits(tmp_path / "reports", secrets) == []
+    inputs = {tmp_path / "server.yaml", path}  # the files the user wrote hold them, nothing else may
+    assert [hit for hit in secret_hits(tmp_path, secrets) if Path(hit.split(": ")[0]) not in inputs] == []
     for result in outputs:
         assert not [s for s in secrets if s in result.output], result.output

@@ -17,6 +17,7 @@ from qbench.run.waker import (
     TimerFdWaker,
     Waker,
     make_waker,
+    timespec,
 )
 
 
@@ -113,9 +114,21 @@ def test_timerfd_waker_restores_the_timer_slack() -> None:
     import ctypes
 
     libc = ctypes.CDLL(None)
-    before = libc.prctl(30, 0, 0, 0, 0)  # PR_GET_TIMERSLACK (ns)
-    waker = make_waker()
-    assert libc.prctl(30, 0, 0, 0, 0) == min(before, TIMER_SLACK_NS) or before <= TIMER_SLACK_NS
-    waker.close()
-    waker.close()  # idempotent
-    assert libc.prctl(30, 0, 0, 0, 0) == before
+    original = libc.prctl(30, 0, 0, 0, 0)  # PR_GET_TIMERSLACK (ns)
+    libc.prctl(29, 50_000, 0, 0, 0)  # PR_SET_TIMERSLACK: a known value, so the restore is visible
+    try:
+        waker = make_waker()
+        assert isinstance(waker, TimerFdWaker)
+        assert libc.prctl(30, 0, 0, 0, 0) == TIMER_SLACK_NS
+        waker.close()
+        waker.close()  # idempotent
+        assert libc.prctl(30, 0, 0, 0, 0) == 50_000
+    finally:
+        libc.prctl(29, original, 0, 0, 0)
+
+
+def test_timespec_rounds_up_and_keeps_nanoseconds_below_a_second() -> None:
+    assert timespec(12.5) == (12, 500_000_001)
+    assert timespec(7.0) == (7, 1)
+    assert timespec(41.9999999999) == (42, 0)  # 999,999,999 + 1 ns: carried into the seconds
+    assert all(0 <= timespec(3 + k / 7)[1] < 1_000_000_000 for k in range(7))

@@ -111,3 +111,17 @@ def test_interop_gradio_client_logs_in(server: RunningServer) -> None:
         assert client.predict("hi", api_name="/echo") == "hi"
     finally:
         client.close()
+
+
+def test_a_non_ascii_bearer_token_is_401_not_500() -> None:
+    from starlette.testclient import TestClient
+
+    from reference_server.app import build_app
+    from reference_server.settings import synthetic_settings
+
+    settings = synthetic_settings(functions=[{"api_name": "work", "workload": "echo"}],
+                                  auth={"tokens": ["tok-123456"]})
+    with TestClient(build_app(settings)) as client:
+        refused = client.get("/config", headers={"Authorization": "Bearer caf\xe9".encode("latin-1")})
+        assert refused.status_code == 401
+        assert client.get("/config", headers={"Authorization": "Bearer tok-123456"}).status_code == 200

@@ -125,6 +125,8 @@ class Authenticator:
                 redact(f"{self.login_url}: cannot log in ({exc.__class__.__name__}: {exc})")
             ) from None
         self._judge(account, status, body, cookies)
+        for token in cookies.values():  # a session token echoed in an error body is masked too
+            remember(token)
         self.cookies[index] = cookies
         self.generation[index] += 1
         self.logins += 1
