@@ -165,10 +165,6 @@ class Credentials:
     def login(self) -> bool:
         return bool(self.accounts)
 
-    def account(self, slot: int) -> int:
-        """The account index a session slot (or closed-loop user) logs in as."""
-        return slot % len(self.accounts) if self.accounts else 0
-
 
 def resolve(auth: Auth, *, environ: dict[str, str] | None = None) -> Credentials:
     """Read env references and the users file; every secret is `remember`ed. Raises ScenarioError."""

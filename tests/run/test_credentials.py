@@ -122,7 +122,14 @@ def test_users_file_resolves_against_the_scenario_folder(tmp_path: Path) -> None
         "auth: {login: {users: users.csv}}\n"
     )
     creds = resolve(load_scenario(path).auth)
-    assert len(creds.accounts) == 3 and [creds.account(k) for k in range(4)] == [0, 1, 2, 0]
+    assert [a.username for a in creds.accounts] == ["a", "c", "e"]
+    from qbench.run.protocols.login import Authenticator
+
+    one = Authenticator(creds, "http://127.0.0.1:1")
+    assert [one._account(k) for k in range(4)] == [0, 1, 2, 0]
+    second_of_two = Authenticator(creds, "http://127.0.0.1:1")
+    second_of_two.spread(1, 2)  # generator process 1 of 2: slots take accounts 1, 0, 2, 1, ...
+    assert [second_of_two._account(k) for k in range(4)] == [1, 0, 2, 1]
 
 
 def test_redact_masks_remembered_secrets_in_text_and_data() -> None:
