@@ -255,6 +255,9 @@ def resource_score(point: PointResult) -> float:
     return _num(k.get("max_threads", 0)) + slots + (point.peak_rss_mb or 0.0) / 1e4
 
 
+LATENCY_TIE: Final = (0.05, 0.002)  # p95s within 5 % + 2 ms of the lowest are tied (relative, seconds)
+
+
 def is_tied(a: PointResult, b: PointResult, tolerance: float) -> bool:
     """Goodput tie: overlapping 95 % intervals when repeated, else within `tolerance` (relative)."""
     if len(a.goodput_repeats) >= 2 and len(b.goodput_repeats) >= 2:
@@ -283,13 +286,12 @@ def recommend(
     if feasible:
         by_value = sorted(feasible, key=lambda p: -constraints.value(p))
         best = by_value[0]
-        tied = [p for p in by_value if _tied(p, best, constraints)]
-        tied.sort(key=lambda p: (_lat(p), resource_score(p)))
+        tied = order_tied([p for p in by_value if _tied(p, best, constraints)], constraints)
         winner = tied[0]
         rest = [p for p in by_value if p not in tied]
         for p in tied:
             verdict = "winner" if p is winner else "tied"
-            ranked.append(_ranked(len(ranked) + 1, p, verdict, _tie_reason(p, winner, constraints)))
+            ranked.append(_ranked(len(ranked) + 1, p, verdict, _tie_reason(p, winner, constraints, tied)))
         for p in rest:
             ranked.append(_ranked(len(ranked) + 1, p, "feasible", _below_reason(p, winner, constraints)))
     for p, broken in sorted(infeasible, key=lambda pb: -constraints.value(pb[0])):
@@ -300,7 +302,8 @@ def recommend(
             label = "capacity not measured"
         ranked.append(_ranked(len(ranked) + 1, p, "failed", f"{label}: {p.reason or 'no reason recorded'}"))
 
-    rec = Recommendation(winner, ranked, _why(winner, constraints, len(feasible), len(points)))
+    top = max((constraints.value(p) for p in feasible), default=0.0)
+    rec = Recommendation(winner, ranked, _why(winner, constraints, len(feasible), len(points), top))
     rec.objective = constraints.objective
     rec.gradio_major = gradio_major
     if winner is not None:
@@ -327,6 +330,23 @@ def _tied(a: PointResult, b: PointResult, constraints: Constraints) -> bool:
     return top == 0 or abs(constraints.value(a) - constraints.value(b)) <= tolerance * top
 
 
+def order_tied(tied: list[PointResult], constraints: Constraints) -> list[PointResult]:
+    """Lower p95 first, but p95s within `LATENCY_TIE` of the fastest are one band (a 0.2 % gap at the
+    scenario's load is noise, not a reason); inside the band fewer resources, then the higher figure."""
+    band = _band(tied)
+
+    def key(p: PointResult) -> tuple[float, float, float]:
+        lat = _lat(p)
+        return (lat if lat > band else 0.0, resource_score(p), -constraints.value(p))
+
+    return sorted(tied, key=key)
+
+
+def _band(tied: Sequence[PointResult]) -> float:
+    """The p95 below which tied points count as equally fast."""
+    return min((_lat(p) for p in tied), default=math.inf) * (1 + LATENCY_TIE[0]) + LATENCY_TIE[1]
+
+
 def _lat(p: PointResult) -> float:
     return p.p95_latency_s if p.p95_latency_s is not None else math.inf
 
@@ -337,17 +357,22 @@ def _figure(p: PointResult, constraints: Constraints) -> str:
     return f"goodput {p.goodput_rps:.3g} rps"
 
 
-def _tie_reason(p: PointResult, winner: PointResult, constraints: Constraints) -> str:
+def _tie_reason(p: PointResult, winner: PointResult, constraints: Constraints,
+                tied: Sequence[PointResult] = ()) -> str:
     figure = _figure(p, constraints)
     if p is winner:
         p95 = _fmt_s(p.p95_latency_s)
+        top = max((constraints.value(q) for q in tied), default=constraints.value(p))
+        highest = "highest" if constraints.value(p) >= top else f"tied with the highest ({top:.3g})"
         if constraints.objective == "capacity":
-            return f"highest {figure} meeting the SLO (p95 {p95} at the scenario's load)"
-        return f"highest {figure} meeting all constraints (p95 {p95})"
+            return f"{highest} {figure} meeting the SLO (p95 {p95} at the scenario's load)"
+        return f"{highest} {figure} meeting all constraints (p95 {p95})"
     name = figure.split(" ")[0]
-    if _lat(p) > _lat(winner):
+    if _lat(p) > _band(tied or [winner]):
         return f"tied on {name} ({figure}) but higher p95 latency {_fmt_s(p.p95_latency_s)}"
-    return f"tied on {name} and latency but uses more resources (score {resource_score(p):.0f})"
+    if resource_score(p) > resource_score(winner):
+        return f"tied on {name} ({figure}) and latency, but more resources (score {resource_score(p):.0f})"
+    return f"tied on {name} ({figure}), latency and resources; the winner's {name} is higher"
 
 
 def _below_reason(p: PointResult, winner: PointResult, constraints: Constraints) -> str:
@@ -356,14 +381,17 @@ def _below_reason(p: PointResult, winner: PointResult, constraints: Constraints)
     return f"meets constraints; {_figure(p, constraints)}, {gap:.0%} below the winner"
 
 
-def _why(winner: PointResult | None, constraints: Constraints, n_feasible: int, n_points: int) -> str:
+def _why(winner: PointResult | None, constraints: Constraints, n_feasible: int, n_points: int,
+         top: float = 0.0) -> str:
     slo = ", ".join(f"{k} <= {v:g}" for k, v in constraints.slo.items()) or "no latency SLO"
     if winner is None:
         return f"no point met the constraints ({slo}, error_rate <= {constraints.max_error_rate:.1%})"
     knobs = ", ".join(f"{k}={v}" for k, v in winner.knobs.items())
     if constraints.objective == "capacity":
+        value = constraints.value(winner)
+        tie = "" if value >= top else f" within the measurement tolerance (the highest measured: {top:.3g})"
         return (
-            f"{knobs}: highest capacity ({constraints.value(winner):.3g} req/s of open-loop arrivals "
+            f"{knobs}: highest capacity{tie} ({value:.3g} req/s of open-loop arrivals "
             f"meeting {slo} and error_rate <= {constraints.max_error_rate:.1%}) among {n_feasible} of "
             f"{n_points} points"
         )
