@@ -20,6 +20,9 @@ Predictions for a point with k = min(concurrency_limit, max_threads) workers and
     closed loop with think time Z
                         the open-loop model at r = U / (R + Z), iterated to a fixed point in R
     unknown load        saturation: X_max and p95 ~ 2 * l(B)
+    capacity under an SLO
+                        the highest open-loop rate r < X_max whose predicted latencies meet the bounds
+                        (p50 ~ mean, p95 and p99 ~ 2 * l(b*)): they grow with r, so a bisection finds it
 """
 
 from __future__ import annotations
@@ -188,3 +191,35 @@ def _closed_loop_thinking(fit: BatchFit, k: int, cap: int, users: int, think_s: 
         response,
         max(response, 2 * result.service_s),
     )
+
+
+# latency bounds a prediction can be held to: the open-loop model has a mean and a p95 (p99 taken as p95)
+PREDICTED_BOUNDS = {"p50_latency_s": "mean", "mean_latency_s": "mean", "p95_latency_s": "p95",
+                    "p99_latency_s": "p95"}
+
+
+def predicted_capacity(
+    fit: BatchFit, load: PointLoad, slo: dict[str, float], steps: int = 30
+) -> float | None:
+    """The highest open-loop rate meeting the SLO's latency bounds (module docstring); None when even a
+    trickle of requests breaks them. Bounds the model cannot predict are ignored."""
+    bounds = {PREDICTED_BOUNDS[m]: b for m, b in slo.items() if m in PREDICTED_BOUNDS}
+    k, cap = max(load.workers, 1), max(load.max_batch, 1)
+    x_max = k * cap / fit.service_s(cap, k)
+
+    def meets(rate: float) -> bool:
+        p = _open_loop(fit, k, cap, rate)
+        if p.mean_latency_s is None or p.p95_latency_s is None:
+            return False  # at or past X_max: the queue grows without bound
+        figures = {"mean": p.mean_latency_s, "p95": p.p95_latency_s}
+        return all(figures[name] <= bound for name, bound in bounds.items())
+
+    low, high = 1e-3 * x_max, (1 - 1e-6) * x_max
+    if not meets(low):
+        return None
+    if meets(high):
+        return high
+    for _ in range(steps):
+        middle = math.sqrt(low * high)
+        low, high = (middle, high) if meets(middle) else (low, middle)
+    return low

@@ -40,6 +40,7 @@ from qbench.tune.batch_model import (
     Prediction,
     fit_batch_model,
     predict,
+    predicted_capacity,
 )
 from qbench.tune.grid import Grid, Point
 from qbench.tune.recommend import Constraints, PointResult, recommend
@@ -270,7 +271,10 @@ def _memory_of(state: _State) -> Callable[[PointLoad], float | None]:
 
 
 def _ranking(state: _State, fit: BatchFit) -> list[Point]:
-    """Feasible points, best first: measured ones by their measurements, the rest by prediction."""
+    """Feasible points, best first: measured ones by their measurements, the rest by prediction (under
+    the capacity objective every point by its predicted capacity, `_capacity_ranking`)."""
+    if state.constraints.objective == "capacity":
+        return _capacity_ranking(state, fit)
     checkable = predicted_constraints(state.constraints)
     memory = _memory_of(state)
     merged: list[PointResult] = []
@@ -289,23 +293,48 @@ def _ranking(state: _State, fit: BatchFit) -> list[Point]:
     return [by_id[r.point_id] for r in ranked if r.verdict in ("winner", "tied", "feasible")]
 
 
+def _capacity_ranking(state: _State, fit: BatchFit) -> list[Point]:
+    """Every point by its predicted capacity (`predicted_capacity`), measured ones included: a measured
+    capacity is not comparable with a predicted one (the model misses a constant overhead), so measuring
+    the predicted top `top_n` stops once the model's own ranking is confirmed."""
+    memory = _memory_of(state)
+    guesses, by_id = [], {}
+    for point in state.grid.points():
+        by_id[point.point_id] = point
+        guesses.append(predicted_capacity_result(point, fit, state.describe(point), state.constraints,
+                                                 memory(state.describe(point))))
+    ranked = recommend(guesses, state.constraints).ranked
+    return [by_id[r.point_id] for r in ranked if r.verdict in ("winner", "tied", "feasible")]
+
+
+def predicted_capacity_result(point: Point, fit: BatchFit, load: PointLoad, constraints: Constraints,
+                              memory_mb: float | None) -> PointResult:
+    """A PointResult carrying the model's capacity under the SLO (None: the SLO fails at any rate)."""
+    capacity = predicted_capacity(fit, load, constraints.slo)
+    return PointResult(point.point_id, dict(point.knobs), peak_rss_mb=memory_mb, capacity_rps=capacity,
+                       capacity={"capacity_rps": capacity, "predicted": True})
+
+
 def _comparison(state: _State, fit: BatchFit | None, n_design: int) -> list[dict[str, Any]]:
     rows = []
     for i, result in enumerate(state.order):
         row: dict[str, Any] = {"point_id": result.point_id, "role": "fit" if i < n_design else "predicted"}
         if fit is not None:
             p = predict(fit, state.describe(state.points[result.point_id]))
+            load = state.describe(state.points[result.point_id])
             row["predicted"] = {
                 "batch_size": p.batch_size,
                 "service_s": p.service_s,
                 "throughput_rps": p.throughput_rps,
                 "p95_latency_s": p.p95_latency_s,
+                "capacity_rps": predicted_capacity(fit, load, state.constraints.slo),
             }
         row["measured"] = {
             "status": result.status,
             "goodput_rps": result.goodput_rps,
             "throughput_rps": result.throughput_rps,
             "p95_latency_s": result.p95_latency_s,
+            "capacity_rps": result.capacity_rps,
         }
         rows.append(row)
     return rows
