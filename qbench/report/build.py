@@ -311,7 +311,9 @@ def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:
     winner = data.recommendation.get("winner")
     if isinstance(winner, dict):
         knobs = ", ".join(f"{k}={v}" for k, v in (winner.get("knobs") or {}).items())
-        rows.append(("recommended", f"{knobs}: goodput {_num(winner.get('goodput_rps'))} req/s, "
+        capacity = (f"capacity {_num(winner.get('capacity_rps'))} req/s meeting the SLO; at the scenario's "
+                    "load: " if objective == "capacity" else "")
+        rows.append(("recommended", f"{knobs}: {capacity}goodput {_num(winner.get('goodput_rps'))} req/s, "
                                     f"p95 {_s(winner.get('p95_latency_s'))}"))
     else:
         rows.append(("recommended", "no point met the constraints"))

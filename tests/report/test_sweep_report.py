@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from qbench.errors import QbenchError
-from qbench.report.build import build_report
-from qbench.report.sweep_charts import heatmap_axes, pareto_front, read_sweep
+from qbench.report.build import build_report, sweep_headline
+from qbench.report.sweep_charts import LoadedSweep, heatmap_axes, pareto_front, read_sweep
 
 SWEEP_CHARTS = ("goodput_heatmap", "p95_heatmap", "pareto", "point_distributions")
 
@@ -110,3 +110,16 @@ def test_mixed_type_knob_stored_as_text_still_fills_the_heatmap(tmp_path: Path) 
     figure = heatmaps(read_sweep(sweep), "goodput_rps", "Goodput")
     cells = sorted(t.get_text() for t in figure.axes[0].texts)
     assert cells == ["10", "10", "20", "20"]
+
+
+def test_the_headline_of_a_capacity_sweep_leads_with_the_capacity(tmp_path: Path) -> None:
+    winner = {"point_id": "c4-b16", "knobs": {"concurrency_limit": 4, "max_batch_size": 16},
+              "capacity_rps": 456.2, "goodput_rps": 19.8, "p95_latency_s": 0.0565}
+    rec = {"objective": "capacity", "objective_why": "the question is how many users", "winner": winner}
+    data = LoadedSweep(tmp_path, {"mode": "live", "search": "sim"}, [], rec, {})
+    headline = dict(sweep_headline(data))
+    expected = ("concurrency_limit=4, max_batch_size=16: capacity 456.20 req/s meeting the SLO; at the "
+                "scenario's load: goodput 19.80 req/s, p95 56.5 ms")
+    assert headline["recommended"] == expected
+    latency = dict(sweep_headline(LoadedSweep(tmp_path, {}, [], {**rec, "objective": "latency"}, {})))
+    assert latency["recommended"].startswith("concurrency_limit=4, max_batch_size=16: goodput 19.80")
