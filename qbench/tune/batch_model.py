@@ -77,6 +77,7 @@ class BatchFit:
     r2: float
     observations: int
     batch_sizes: int  # distinct batch sizes observed
+    rel_error: float = 0.0  # weighted RMS residual / weighted mean service time
 
     def service_s(self, b: float, k: int) -> float:
         extra = max(k - 1, 0)
@@ -99,6 +100,7 @@ class BatchFit:
             "t0_per_worker_s": self.t0_per_worker_s,
             "alpha_per_worker_s": self.alpha_per_worker_s,
             "r2": self.r2,
+            "rel_error": self.rel_error,
             "observations": self.observations,
             "batch_sizes": self.batch_sizes,
         }
@@ -131,7 +133,20 @@ def fit_batch_model(observations: Sequence[Observation]) -> BatchFit:
     scale = float(np.sum(w**2 * y**2))
     # constant service times (total ~ 0 up to rounding) are fitted exactly by the intercept: R^2 = 1
     r2 = 1.0 - float(np.sum(w**2 * residual**2)) / total if total > 1e-12 * scale else 1.0
-    return BatchFit(float(coef[0]), float(coef[1]), float(coef[2]), float(coef[3]), r2, len(obs), len(sizes))
+    mean = float(np.average(y, weights=w**2))
+    rel_error = math.sqrt(float(np.average(residual**2, weights=w**2))) / mean if mean > 0 else 0.0
+    return BatchFit(float(coef[0]), float(coef[1]), float(coef[2]), float(coef[3]), r2, len(obs), len(sizes),
+                    rel_error)
+
+
+def untrusted(fit: BatchFit, min_r2: float = 0.8, max_rel_error: float = 0.15) -> str:
+    """Why the searches should not trust `fit` ("" = trust it): it must explain the variance (R^2) or
+    miss by little (relative RMS residual). A service time that barely depends on b is modelled well by
+    t0 alone while its R^2 is near 0, since there is no variance to explain; R^2 alone would reject it."""
+    if fit.r2 >= min_r2 or fit.rel_error <= max_rel_error:
+        return ""
+    return (f"poor fit: R^2 {fit.r2:.2f} < {min_r2} and residuals {fit.rel_error:.0%} of the service time "
+            f"> {max_rel_error:.0%}")
 
 
 # ---------------------------------------------------------------- predictions

@@ -12,7 +12,8 @@ together form one batch; its service time is completed - started), else the poin
 with the realised batch size from Little's law on the service stage (b = X * l / k), else its throughput
 under a known closed-loop load (l = k * b / X with b = clamp(users / k, 1, B)).
 
-When the model cannot be trusted - fewer than 2 distinct batch sizes, R^2 below `min_r2`, or no point it
+When the model cannot be trusted - fewer than 2 distinct batch sizes, R^2 below `min_r2` with residuals
+over 15 % of the service time (`batch_model.untrusted`), or no point it
 predicts feasible - the search falls back to smart search (qbench.tune.search), reusing the points already
 measured, and says why in `fallback`. With a memory ceiling, peak RSS is fitted too, linear in the work
 slots k*B and the thread pool, so memory-infeasible points are not chosen.
@@ -41,6 +42,7 @@ from qbench.tune.batch_model import (
     fit_batch_model,
     predict,
     predicted_capacity,
+    untrusted,
 )
 from qbench.tune.grid import Grid, Point
 from qbench.tune.recommend import Constraints, PointResult, recommend
@@ -242,8 +244,8 @@ def model_search(
             fit = state.fit()
         except FitError as exc:
             return _fallback(state, f"{exc}", fit)
-        if fit.r2 < min_r2:
-            return _fallback(state, f"poor fit: R^2 {fit.r2:.2f} < {min_r2}", fit)
+        if reason := untrusted(fit, min_r2):
+            return _fallback(state, reason, fit)
         ranking = _ranking(state, fit)
         if not ranking:
             return _fallback(state, "the model predicts no feasible point", fit)

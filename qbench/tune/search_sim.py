@@ -33,7 +33,7 @@ import numpy as np
 from qbench.run.records import read_records
 from qbench.run.scenario import Load
 from qbench.run.schedule import OpenPlan, plan
-from qbench.tune.batch_model import BatchFit, FitError, PointLoad
+from qbench.tune.batch_model import BatchFit, FitError, PointLoad, untrusted
 from qbench.tune.grid import Grid, Point
 from qbench.tune.recommend import Constraints, PointResult, recommend
 from qbench.tune.search import Evaluate, smart_search
@@ -201,8 +201,8 @@ def sim_search(
             fit = state.fit()
         except FitError as exc:
             return _fallback(state, str(exc), fit, sigma, predictor, n_design)
-        if fit.r2 < min_r2:
-            return _fallback(state, f"poor fit: R^2 {fit.r2:.2f} < {min_r2}", fit, sigma, predictor, n_design)
+        if reason := untrusted(fit, min_r2):
+            return _fallback(state, reason, fit, sigma, predictor, n_design)
         sigma = spread([state.points[p] for p in state.measured], fit) if spread else 0.0
         memory = _memory_of(state)  # with a memory ceiling: peak RSS fitted on the work slots (model search)
         predicted = []

@@ -18,6 +18,7 @@ from qbench.tune.batch_model import (
     fit_batch_model,
     predict,
     predicted_capacity,
+    untrusted,
 )
 from qbench.tune.grid import Point, build_grid
 from qbench.tune.recommend import Constraints, PointResult, recommend
@@ -238,3 +239,15 @@ def test_model_search_under_the_capacity_objective_ranks_by_predicted_capacity()
 
 def sim_describe(point: Point) -> PointLoad:
     return replace_rate(sim_describe_shape(point))
+
+
+def test_a_flat_service_time_is_trusted_though_its_r2_is_near_zero() -> None:
+    """A model served in ~10 ms whatever the batch size (overhead-dominated, as the tiny model on CPU):
+    t0 alone predicts it within 2 %, but R^2 is near 0 because there is no variance to explain."""
+    flat = fit_batch_model([Observation(b, s, 1) for b, s in
+                            ((1, 0.0102), (2, 0.0098), (4, 0.0101), (8, 0.0099), (16, 0.0100))])
+    assert flat.r2 < 0.8 and flat.rel_error < 0.02 and untrusted(flat) == ""
+    erratic = fit_batch_model([Observation(b, 1.0 if b == 4 else 0.05, 1) for b in (1, 2, 4, 8, 16)])
+    reason = untrusted(erratic)
+    assert reason.startswith("poor fit: R^2 ") and "residuals" in reason and erratic.rel_error > 0.15
+    assert untrusted(fit_batch_model(sleep_observations(50, 10, [1, 2, 4, 8]))) == ""
