@@ -286,7 +286,7 @@ def recommend(
     if feasible:
         by_value = sorted(feasible, key=lambda p: -constraints.value(p))
         best = by_value[0]
-        tied = order_tied([p for p in by_value if _tied(p, best, constraints)], constraints)
+        tied = order_tied([p for p in by_value if are_tied(p, best, constraints)], constraints)
         winner = tied[0]
         rest = [p for p in by_value if p not in tied]
         for p in tied:
@@ -319,7 +319,7 @@ def _ranked(rank: int, p: PointResult, verdict: Any, reason: str) -> RankedPoint
     )
 
 
-def _tied(a: PointResult, b: PointResult, constraints: Constraints) -> bool:
+def are_tied(a: PointResult, b: PointResult, constraints: Constraints) -> bool:
     """Goodput tie (`is_tied`), or under `capacity` capacities within the searches' tolerance (their
     brackets are that wide, so a smaller gap is not a measured difference)."""
     if constraints.objective != "capacity":

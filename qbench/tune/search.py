@@ -6,7 +6,8 @@ quick search and its early exit:
     start at the middle of every axis
     repeat until a full pass over the axes moves nowhere:
         for each axis: probe the neighbours one step up and one step down; move to one that improves the
-        score and keep stepping that way while each step still gains more than `min_gain` (5 %)
+        score by more than a tie (the recommendation's tie rule: within the capacity searches' tolerance,
+        or 2 % goodput) and keep stepping that way while each step still gains more than `min_gain` (5 %)
         when no axis moves: probe the diagonal neighbours (several axes at once) and go on from the best
 
 The score orders feasible points by the objective's figure (goodput, or capacity), above every infeasible
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qbench.tune.grid import Grid, Point
-from qbench.tune.recommend import Constraints, PointResult
+from qbench.tune.recommend import Constraints, PointResult, are_tied
 
 Evaluate = Callable[[Point], PointResult]
 
@@ -77,6 +78,11 @@ class _Climber:
         return self.seen[coords]
 
     def better(self, new: PointResult, old: PointResult) -> bool:
+        """A higher score, and not a tie between feasible points (`recommend.are_tied`: within the capacity
+        searches' tolerance, or 2 % goodput): a move on noise would wander a flat landscape."""
+        (tier, _), (old_tier, _) = score(new, self.constraints), score(old, self.constraints)
+        if tier == old_tier == 2 and are_tied(new, old, self.constraints):
+            return False
         return score(new, self.constraints) > score(old, self.constraints)
 
     def gain(self, new: PointResult, old: PointResult) -> float:

@@ -102,3 +102,23 @@ def test_failed_points_do_not_stop_the_search() -> None:
     constraints = Constraints(slo={"p95_latency_s": model.slo_s})
     smart = smart_search(grid, flaky, constraints)
     assert recommend(smart.results, constraints).winner is not None
+
+
+def test_smart_search_does_not_walk_on_noise_under_the_capacity_objective() -> None:
+    """The `cpu` bench workload: every point serves ~300 req/s give or take the measurement noise (+-4 %
+    here, inside the capacity searches' 10 % tolerance). A step on noise is not an improvement: the climb
+    stays at its start, after probing the neighbours once (axes, then diagonals)."""
+    grid = build_grid(["concurrency_limit=1,2,3,4", "max_batch_size=1,2,4,8", "max_threads=1,2,40"])
+    constraints = Constraints(slo={"p95_latency_s": 0.25}, objective="capacity")
+
+    def flat(point: Point) -> PointResult:
+        noise = (hash(point.point_id) % 9 - 4) / 100  # deterministic within a run, +-4 %
+        capacity = 300.0 * (1 + noise)
+        return PointResult(point.point_id, dict(point.knobs), goodput_rps=20.0, throughput_rps=20.0,
+                           p95_latency_s=0.02, capacity_rps=capacity,
+                           capacity={"capacity_rps": capacity, "tolerance": 0.1})
+
+    found = smart_search(grid, flat, constraints)
+    start = "c3-b4-t2"
+    assert found.path == [start] and found.results[0].point_id == start
+    assert found.trials <= 1 + 6 + 20 < grid.size  # the start, its axis neighbours, its diagonals
