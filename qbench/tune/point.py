@@ -18,6 +18,7 @@ from qbench.run.scenario import Scenario, Slo
 from qbench.run.summary import summarize
 from qbench.tune.grid import Point
 from qbench.tune.recommend import Constraints, PointResult
+from qbench.tune.settle import settle
 
 if TYPE_CHECKING:
     from qbench.run.loadgen import LiveStats
@@ -100,6 +101,8 @@ def run_once(
     )
     if result.run_info.get("stop_kind") == "interrupted":
         raise KeyboardInterrupt  # Ctrl-C during a point: end the sweep, this point stays unchecked
+    if scenario.protocol == "gradio":
+        settle(base_url, run_dir)  # the next run must not start behind this one's abandoned backlog
     summary = summarize(result.records, Slo(**slo) if slo else None)
     stopped = result.run_info.get("stop_reason") if result.run_info.get("stop_kind") == "deadline" else None
     return summary.to_dict(), stopped

@@ -33,7 +33,8 @@ def test_the_readme_sim_sweep_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                if "predicted" in row)
 
 
-def test_the_readme_bench_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_readme_bench_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
     text = README.read_text(encoding="utf-8").split("**How good are the searches?**", 1)[1]
     block = re.search(r"```sh\n(.*?)```", text, re.S)
     assert block
@@ -50,3 +51,15 @@ def test_the_readme_bench_commands_run(tmp_path: Path, monkeypatch: pytest.Monke
     bench.main(["--quick", "--out", str(tmp_path / "tq")])
     (workload,) = (tmp_path / "tq").iterdir()
     assert len(list((workload / "reports").glob("sweep-*"))) == 4  # grid, smart, model, sim
+    grid_line = _table_line(capsys.readouterr().out, "grid")
+    # --reuse-grid: the searches again against the kept exhaustive sweep (no new grid sweep)
+    bench.main(["--quick", "--out", str(tmp_path / "tq"), "--reuse-grid", "--searches", "sim"])
+    output = capsys.readouterr().out
+    assert len(list((workload / "reports").glob("sweep-*"))) == 5  # + sim only
+    assert _table_line(output, "grid").split()[:5] == grid_line.split()[:5]  # same optimum, same capacity
+    assert _table_line(output, "sim") and not _table_line(output, "smart")
+    assert "repeatability: " in output  # the same point's capacity across the table's sweeps
+
+
+def _table_line(output: str, search: str) -> str:
+    return next((line for line in output.splitlines() if f" {search} " in f" {line} "), "")
