@@ -52,6 +52,7 @@ Describe = Callable[[Point], PointLoad]
 Observe = Callable[[Point, PointResult], list[Observation]]
 
 WORKER_AXES = ("concurrency_limit", "default_concurrency_limit", "concurrency_count", "max_threads")
+FEASIBLE = ("winner", "tied", "feasible")  # the verdicts of points a ranking may choose
 PREDICTED_METRICS = ("p50_latency_s", "p95_latency_s", "p99_latency_s", "mean_latency_s")
 
 
@@ -292,7 +293,7 @@ def _ranking(state: _State, fit: BatchFit) -> list[Point]:
         load = state.describe(point)
         merged.append(predicted_result(point, predict(fit, load), checkable, memory(load)))
     ranked = recommend(merged, checkable).ranked
-    return [by_id[r.point_id] for r in ranked if r.verdict in ("winner", "tied", "feasible")]
+    return [by_id[r.point_id] for r in ranked if r.verdict in FEASIBLE]
 
 
 def _capacity_ranking(state: _State, fit: BatchFit) -> list[Point]:
@@ -303,10 +304,10 @@ def _capacity_ranking(state: _State, fit: BatchFit) -> list[Point]:
     guesses, by_id = [], {}
     for point in state.grid.points():
         by_id[point.point_id] = point
-        guesses.append(predicted_capacity_result(point, fit, state.describe(point), state.constraints,
-                                                 memory(state.describe(point))))
+        load = state.describe(point)
+        guesses.append(predicted_capacity_result(point, fit, load, state.constraints, memory(load)))
     ranked = recommend(guesses, state.constraints).ranked
-    return [by_id[r.point_id] for r in ranked if r.verdict in ("winner", "tied", "feasible")]
+    return [by_id[r.point_id] for r in ranked if r.verdict in FEASIBLE]
 
 
 def predicted_capacity_result(point: Point, fit: BatchFit, load: PointLoad, constraints: Constraints,

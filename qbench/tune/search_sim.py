@@ -38,6 +38,7 @@ from qbench.tune.grid import Grid, Point
 from qbench.tune.recommend import Constraints, PointResult, recommend
 from qbench.tune.search import Evaluate, smart_search
 from qbench.tune.search_model import (
+    FEASIBLE,
     Describe,
     ModelSearchResult,
     Observe,
@@ -63,7 +64,6 @@ from qbench.tune.simulate import (
 Spread = Callable[[Sequence[Point], BatchFit], float]
 MAX_SIM_REQUESTS = 3000  # per simulated run: enough for a p95, fast enough for a whole grid
 BISECTION_STEPS = 10
-FEASIBLE = ("winner", "tied", "feasible")
 
 
 @dataclass
