@@ -3,6 +3,7 @@ batch deadline and queue bound, in live and relaunch modes; overload shows up as
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,19 @@ def sweep(tmp_path: Path, grid: list[str], rate: float = 40, **options: Any) -> 
     return run_sweep(build_config(options))
 
 
+def failure_detail(result: SweepResult, point_id: str) -> str:
+    """A point's reason, detail and server log tail: what a flaky failure needs to be understood."""
+    point = json.loads((result.sweep_dir / "points" / point_id / "point.json").read_text())
+    log = result.sweep_dir / "live-server" / "server.log"
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:]) if log.exists() else "(no log)"
+    return f"{point_id}: {point['status']}: {point['detail'] or point['reason']}\nserver log:\n{tail}"
+
+
 def test_live_sweep_of_batching_and_queue_bound_over_plain_http(tmp_path: Path) -> None:
     result = sweep(tmp_path, ["max_batch_size=1,8", "max_size=2,32"], live=True)
     by_id = {r.point_id: r for r in result.results}
+    for point_id in ("b1-q2", "b8-q32"):  # these two must have run (a failure shows its detail here)
+        assert by_id[point_id].status == "ok", failure_detail(result, point_id)
     # one 55 ms call at a time serves ~18/s: at 40/s batch 1 breaks the SLO with a long queue (stopped
     # as a runaway, or past 32 waiting) ...
     assert by_id["b1-q32"].status != "ok" or by_id["b1-q32"].slo_breaches
