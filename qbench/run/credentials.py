@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote_plus, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -40,6 +41,9 @@ from qbench.errors import ScenarioError
 MASK = "***"
 REVEAL = {"reveal_secrets": True}  # model_dump(context=REVEAL): keep secrets (in-memory hand-overs only)
 SECRET_WORDS = ("authorization", "cookie", "token", "key", "secret", "password", "credential")
+# query parameter names that carry a credential: SECRET_WORDS anywhere in the name, or one of these as a
+# whole word of it (`?__sign=` on a Space, `?X-Amz-Signature=`, `?sig=`; not `?design=`, `?author=`)
+SECRET_QUERY_NAMES = frozenset({"sign", "sig", "signature", "auth", "jwt", "pass", "pwd", "apikey"})
 MIN_SECRET_CHARS = 3  # shorter values are not scrubbed from free text (too many false hits)
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -229,6 +233,30 @@ def read_users(path: Path) -> tuple[Account, ...]:
 
 
 # ---------------------------------------------------------------- redaction of free text
+
+
+def _secret_query_name(name: str) -> bool:
+    return any(word in name for word in SECRET_WORDS) or bool(
+        SECRET_QUERY_NAMES.intersection(re.split(r"[^a-z0-9]+", name))
+    )
+
+
+def remember_url(url: str | None) -> None:
+    """A URL's credentials: the password of `https://user:pass@host` and the values of secret-looking
+    query parameters (`?token=`, `?api_key=`, `?__sign=`), raw and decoded, so `redact` masks them
+    wherever the URL shows up (run.json's target, error texts that name the URL)."""
+    if not url:
+        return
+    parts = urlsplit(url)
+    if parts.password:
+        remember(parts.password)
+        remember(unquote_plus(parts.password))
+    for pair in parts.query.split("&"):
+        name, _, raw = pair.partition("=")
+        if raw and _secret_query_name(unquote_plus(name).lower()):
+            remember(raw)
+            remember(unquote_plus(raw))
+
 
 
 def remember(secret: str) -> None:

@@ -43,7 +43,7 @@ from pydantic import (
 )
 
 from qbench.errors import ScenarioError
-from qbench.run.credentials import REVEAL, Auth, redact_headers
+from qbench.run.credentials import REVEAL, Auth, redact_headers, remember_url
 
 SHAPES = ("burst", "rate", "stages", "users", "trace", "replay")
 MAX_WORDS = 100_000  # per generated text
@@ -445,9 +445,12 @@ def parse_scenario(
     """Validate a scenario mapping, after applying dotted-key overrides such as {"load.rate": 12}."""
     data = apply_overrides(raw, overrides or {}, source=source)
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(format_errors(exc, source)) from None
+    remember_url(scenario.target)  # ?token=... and user:pass@ are masked in everything qbench writes
+    remember_url(scenario.endpoint.path)
+    return scenario
 
 
 def with_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError
-from qbench.run.credentials import redact
+from qbench.run.credentials import redact, remember_url
 from qbench.run.scenario import Scenario
 from qbench.tune.capacity import Capacity, Probe, SearchPlan, search_capacity
 from qbench.tune.grid import Point
@@ -177,6 +177,7 @@ def capacity_config(
     url = target or scenario.target
     if not url:
         raise ScenarioError(f"{scenario_path}: no target: pass --target URL (or set target: in the scenario)")
+    remember_url(url)  # masked in capacity.json and the probes' files
     for name, value in (("--duration", duration_s), ("--max-probes", max_probes),
                         ("--estimate-users", estimate_users)):
         if value <= 0:

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from qbench.errors import ScenarioError
-from qbench.run.credentials import remember
+from qbench.run.credentials import remember, remember_url
 from qbench.run.scenario import (
     Scenario,
     Slo,
@@ -307,6 +307,7 @@ def new_sweep_dir(root: Path, scenario_name: str) -> Path:
 
 def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepConfig:
     """Validate options + scenario into a SweepConfig (a new sweep dir unless one is given)."""
+    remember_url(options.target)  # ?token=... and user:pass@ are masked in sweep.json and every file
     path = Path(options.scenario)
     scenario, section = read_sweep_scenario(path)
     grid = _grid(options, section)

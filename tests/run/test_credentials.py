@@ -16,6 +16,7 @@ from qbench.run.credentials import (
     redact,
     refusal_hint,
     remember,
+    remember_url,
     resolve,
 )
 from qbench.run.scenario import load_scenario, parse_scenario, with_overrides
@@ -135,6 +136,23 @@ def test_users_file_resolves_against_the_scenario_folder(tmp_path: Path) -> None
 def test_redact_masks_remembered_secrets_in_text_and_data() -> None:
     remember("s3cr3t-value-xyz")
     assert redact("refused: token s3cr3t-value-xyz!") == "refused: token ***!"
+
+
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        ("https://space.hf.space/?__sign=eyJhbGciOi.x-y_z", "https://space.hf.space/?__sign=***"),
+        ("http://h/v1?api_key=k%2F123&design=blue", "http://h/v1?api_key=*** design=blue"),
+        ("https://bob:hunter22@h:8443/", "https://bob:***@h:8443/"),
+        ("https://h/x?X-Amz-Signature=abc123&author=mary", "https://h/x?X-Amz-Signature=*** author=mary"),
+    ],
+)
+def test_credentials_in_a_url_are_masked(url: str, masked: str) -> None:
+    remember_url(url)
+    # the raw form and the decoded one (k%2F123 and k/123) are both masked; names and other values stay
+    assert redact(url).replace("&", " ") == masked
+    if "%2F" in url:
+        assert redact("key k/123 refused") == "key *** refused"
 
 
 def test_cli_overrides() -> None:

@@ -301,3 +301,32 @@ def test_no_secret_in_any_file_or_output(tmp_path: Path, monkeypatch: pytest.Mon
     assert [hit for hit in secret_hits(tmp_path, secrets) if Path(hit.split(": ")[0]) not in inputs] == []
     for result in outputs:
         assert not [s for s in secrets if s in result.output], result.output
+
+
+def test_a_token_in_the_url_query_is_masked_in_every_file(tmp_path: Path) -> None:
+    """`?api_key=...` in the endpoint path (or the target): run.json and the records' error texts show ***."""
+    from qbench.run.records import read_records
+
+    key = f"key-{uuid.uuid4().hex}"
+
+    async def echo(request: web.Request) -> web.Response:
+        if request.query.get("api_key") != key:
+            return web.json_response({"error": f"bad key in {request.path_qs}"}, status=401)
+        return web.json_response(await request.json())
+
+    application = web.Application()
+    application.add_routes([web.post("/echo", echo)])
+    with serve_aiohttp(application) as url:
+        for name, path in (("ok", f"/echo?api_key={key}"), ("missing", f"/nope?api_key={key}")):
+            spec = scenario(
+                protocol="http",
+                endpoint={"path": path, "body": {"q": "$0"}},
+                payload={"inputs": [{"text": {"words": [1, 2]}}]},
+                load={"rate": 20, "duration": 0.5, "timeout": 5},
+            )
+            run_scenario(spec, target=url, out_dir=tmp_path / name, live=False)
+    assert all(r.ok for r in read_records(tmp_path / "ok"))
+    refused = read_records(tmp_path / "missing")
+    assert refused and all(r.http_status == 404 and "api_key=***" in (r.error_message or "") for r in refused)
+    assert secret_hits(tmp_path, [key]) == []
+    assert "api_key=***" in (tmp_path / "ok" / "run.json").read_text()

@@ -28,7 +28,15 @@ from typing import Any
 import aiohttp
 
 from qbench.errors import TargetError
-from qbench.run.credentials import Account, Credentials, is_secret_header, redact, remember, resolve
+from qbench.run.credentials import (
+    Account,
+    Credentials,
+    is_secret_header,
+    redact,
+    remember,
+    remember_url,
+    resolve,
+)
 from qbench.run.scenario import Load, Scenario
 
 #: The session slot of the request being sent (the load generator sets it in each request's task).
@@ -42,6 +50,8 @@ def authenticator(scenario: Scenario, target: str) -> Authenticator:
     for name, value in scenario.endpoint.headers.items():
         if is_secret_header(name, scenario.auth.secret_headers):
             remember(value)
+    remember_url(target)  # https://user:pass@host, ?token=...: masked in run.json and error texts
+    remember_url(scenario.endpoint.path)
     return Authenticator(resolve(scenario.auth), target, scenario.load.connect_timeout)
 
 

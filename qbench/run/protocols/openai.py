@@ -22,7 +22,7 @@ import aiohttp
 import orjson
 
 from qbench.errors import TargetError
-from qbench.run.credentials import refusal_hint
+from qbench.run.credentials import redact, refusal_hint
 from qbench.run.protocols.base import Clock, fail
 from qbench.run.protocols.http import refuse
 from qbench.run.records import RequestRecord
@@ -52,7 +52,7 @@ class OpenAIProtocol:
         self.auth = scenario.auth
         self.http = http
         self.clock = clock
-        self.endpoint_label = f"POST {path}"
+        self.endpoint_label = redact(f"POST {path}")  # every record has it: no ?key= value
         self._cache: dict[int, bytes] = {}
 
     async def discover(self) -> dict[str, Any]:
