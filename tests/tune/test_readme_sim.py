@@ -59,6 +59,9 @@ def test_the_readme_bench_commands_run(tmp_path: Path, monkeypatch: pytest.Monke
     assert _table_line(output, "grid").split()[:5] == grid_line.split()[:5]  # same optimum, same capacity
     assert _table_line(output, "sim") and not _table_line(output, "smart")
     assert "repeatability: " in output  # the same point's capacity across the table's sweeps
+    with pytest.raises(SystemExit) as exit_info:  # a misspelt name is an error, not an empty table
+        bench.main(["--out", str(tmp_path / "tq"), "--table", "--workloads", "tiny-model"])
+    assert exit_info.value.code == 2 and "unknown tiny-model" in capsys.readouterr().err
 
 
 def _table_line(output: str, search: str) -> str:
