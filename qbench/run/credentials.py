@@ -258,7 +258,6 @@ def remember_url(url: str | None) -> None:
             remember(unquote_plus(raw))
 
 
-
 def remember(secret: str) -> None:
     """Register a secret with this process: `redact` will mask it wherever it shows up."""
     global _longest_first

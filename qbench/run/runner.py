@@ -30,7 +30,7 @@ import orjson
 from qbench import __version__
 from qbench.errors import ScenarioError
 from qbench.run.console import LiveView
-from qbench.run.credentials import redact, remember_url
+from qbench.run.credentials import redact
 from qbench.run.diagnose import Finding, diagnose
 from qbench.run.executor import Executor, Job, LocalExecutor, in_loop
 from qbench.run.loadgen import LiveStats
@@ -94,10 +94,9 @@ def run_scenario(
         )
     if not re.match(r"https?://[^/\s]+", url):
         raise ScenarioError(f"target {url!r}: expected an http(s) URL such as http://127.0.0.1:7860")
-    remember_url(url)  # a --target with ?token=... or user:pass@: masked in run.json and error texts
     run_dir = out_dir or run_dir_for(scenario.name)
     plan = check_schedule(scenario)
-    authenticator(scenario, url)  # an unset ${ENV} reference fails here, before any request
+    authenticator(scenario, url)  # an unset ${ENV} reference fails here; URL credentials remembered
     info = _run_info(scenario, url)
     with contextlib.ExitStack() as stack:
         view = LiveView(scenario, url, enabled=live)

@@ -50,8 +50,7 @@ def authenticator(scenario: Scenario, target: str) -> Authenticator:
     for name, value in scenario.endpoint.headers.items():
         if is_secret_header(name, scenario.auth.secret_headers):
             remember(value)
-    remember_url(target)  # https://user:pass@host, ?token=...: masked in run.json and error texts
-    remember_url(scenario.endpoint.path)
+    remember_url(target)  # a --target's user:pass@ or ?token=... (the scenario's own: parse_scenario)
     return Authenticator(resolve(scenario.auth), target, scenario.load.connect_timeout)
 
 
