@@ -1,4 +1,4 @@
-"""The README is executed: every command in its ```sh blocks runs somewhere in the test suite.
+"""The README and docs/ are executed: every command in their ```sh blocks runs somewhere in the test suite.
 
 Each command is either run here at reduced size (`RUN_HERE`, against reference servers started by
 the fixtures), or listed in `ELSEWHERE` with the test that runs it (and a fragment of the command
@@ -35,13 +35,20 @@ from reference_server.testing import RunningServer, serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+
+def documents() -> list[Path]:
+    """The README and every page under docs/: the files whose commands the tests must run."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
 REDUCED_RUN = ["--set", "load.duration=2", "--set", "load.warmup=0", "--no-live"]
 
 
 def readme_commands(text: str | None = None) -> list[str]:
-    """Every command line of the README's ```sh blocks: continuation lines joined, comments and a
-    trailing `&` dropped, whitespace collapsed."""
-    text = README.read_text(encoding="utf-8") if text is None else text
+    """Every command line of the ```sh blocks of the README and docs/ (or of `text`): continuation
+    lines joined, comments and a trailing `&` dropped, whitespace collapsed."""
+    if text is None:
+        text = "\n".join(path.read_text(encoding="utf-8") for path in documents())
     commands = []
     for block in re.findall(r"^```sh\n(.*?)^```", text, re.S | re.M):
         for line in block.replace("\\\n", " ").splitlines():
@@ -181,12 +188,13 @@ def test_every_readme_command_is_covered() -> None:
     table = {**RUN_HERE, **ELSEWHERE, **NOT_RUN}
     missing = [c for c in readme_commands() if c not in table]
     assert not missing, (
-        "README.md shows command(s) that no test runs:\n  " + "\n  ".join(missing)
+        "README.md or docs/ show command(s) that no test runs:\n  " + "\n  ".join(missing)
         + "\nrun each at reduced size in a test and list it in tests/test_readme.py (RUN_HERE or ELSEWHERE "
         "with the test's id; NOT_RUN only for GPU/cluster set-up)"
     )
     stale = [c for c in table if c not in readme_commands()]
-    assert not stale, "tests/test_readme.py lists command(s) no longer in README.md:\n  " + "\n  ".join(stale)
+    assert not stale, ("tests/test_readme.py lists command(s) no longer in README.md or docs/:\n  "
+                       + "\n  ".join(stale))
     overlap = (RUN_HERE.keys() & ELSEWHERE.keys()) | ((RUN_HERE.keys() | ELSEWHERE.keys()) & NOT_RUN.keys())
     assert not overlap, f"listed twice: {sorted(overlap)}"
 
