@@ -1,0 +1,236 @@
+"""Did a point's knobs take effect? The hook's record and the point's own records, against its knobs.
+
+A sweep ranks configurations; a point whose knob never reached the server measured some other
+configuration, and ranking it would recommend a setting nobody tested. Each point is checked:
+
+    the hook's record   (launch mode) the app launched through Blocks.launch() in the hook's process, the
+                        driven events' effective concurrency limit equals the knob, nothing was refused
+                        (max_batch_size on a function that is not batch=True, a knob 3.x lacks)
+    the records         running(t) = requests between process_starts and their end. Its peak, held for
+                        `hold_s` (a quarter of the median service time, at least 20 ms: two streams'
+                        messages can arrive out of order for an instant), may not exceed limit x batch.
+                        Under saturation (requests waited in the queue for `hold_s` or longer), a
+                        work-conserving queue runs `limit` at once: a lower peak there means a lower limit
+
+Verdicts: `applied` (the evidence agrees), `unverified` (nothing contradicts it, but the load never
+saturated the queue and no hook confirmed it), `not_applied` (ranked never; the evidence says why).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from qbench.errors import ScenarioError
+from qbench.run.records import RequestRecord
+from qbench.tune.apphook import HookRecord
+
+Verdict = Literal["applied", "unverified", "not_applied", "not_checked"]
+
+HOLD_MIN_S = 0.02
+
+
+@dataclass
+class Parallelism:
+    """How many requests the server ran at once, from the records' own timestamps."""
+
+    peak_running: int = 0  # the most requests running at once, held for hold_s
+    peak_while_waiting: int = 0  # the most running at once while others waited (held for hold_s)
+    saturated: bool = False  # requests waited in the queue for hold_s or longer
+    hold_s: float = HOLD_MIN_S
+    started: int = 0  # records with a process_starts time
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def observed_parallelism(records: Sequence[RequestRecord]) -> Parallelism:
+    """running(t) and waiting(t) from every sent record (warm-up included: the server's behaviour)."""
+    spans = [r for r in records if r.sent_at_s is not None and r.completed_at_s is not None]
+    started = [r for r in spans if r.started_at_s is not None]
+    if not started:
+        return Parallelism()
+    services = [r.completed_at_s - r.started_at_s for r in started]  # type: ignore[operator]
+    hold = max(HOLD_MIN_S, 0.25 * statistics.median(services))
+    changes: list[tuple[float, int, int]] = []  # (time, d_running, d_waiting); ends sort first
+    for r in spans:
+        queued_at = r.joined_at_s if r.joined_at_s is not None else r.sent_at_s
+        assert queued_at is not None and r.completed_at_s is not None
+        begin = r.started_at_s if r.started_at_s is not None else r.completed_at_s
+        if begin > queued_at:
+            changes += [(queued_at, 0, 1), (begin, 0, -1)]
+        if r.started_at_s is not None:
+            changes += [(r.started_at_s, 1, 0), (r.completed_at_s, -1, 0)]
+    changes.sort(key=lambda c: (c[0], c[1] + c[2]))
+    segments = _segments(changes)
+    peak = _held_peak(segments, hold, waiting=False)
+    while_waiting = _held_peak(segments, hold, waiting=True)
+    saturated = _held(segments, hold, lambda run, wait: wait >= 1)
+    return Parallelism(peak, while_waiting, saturated, hold, len(started))
+
+
+def _segments(changes: list[tuple[float, int, int]]) -> list[tuple[float, int, int]]:
+    """(duration, running, waiting) of each interval between changes."""
+    out: list[tuple[float, int, int]] = []
+    running = waiting = 0
+    for (t, dr, dw), nxt in zip(changes, [*changes[1:], None], strict=True):
+        running, waiting = running + dr, waiting + dw
+        if nxt is not None and nxt[0] > t:
+            out.append((nxt[0] - t, running, waiting))
+    return out
+
+
+def _held(segments: list[tuple[float, int, int]], hold: float, test: Any) -> bool:
+    span = 0.0
+    for duration, running, waiting in segments:
+        span = span + duration if test(running, waiting) else 0.0
+        if span >= hold:
+            return True
+    return False
+
+
+def _held_peak(segments: list[tuple[float, int, int]], hold: float, *, waiting: bool) -> int:
+    top = max((r for _, r, _ in segments), default=0)
+    for k in range(top, 0, -1):
+        if _held(segments, hold, lambda run, wait, k=k: run >= k and (wait >= 1 or not waiting)):
+            return k
+    return 0
+
+
+class BatchKnobError(ScenarioError):
+    """max_batch_size asked for on an event that is not batch=True: no setting can batch it."""
+
+
+def check_batching(knobs: Mapping[str, Any], hook: HookRecord | None) -> None:
+    """Raise BatchKnobError when the point sets max_batch_size > 1 on a driven event that is not
+    batch=True (Gradio would ignore it: the function takes one input, not a list)."""
+    size = _int(knobs.get("max_batch_size"))
+    if hook is None or size is None or size <= 1:
+        return
+    plain = [e.name for e in hook.chosen if not e.effective.get("batch")]
+    if plain:
+        names = ", ".join(f"`{n}`" for n in plain)
+        raise BatchKnobError(
+            f"max_batch_size={size}: {names} is not a batch function, so there is nothing to batch. "
+            "Batching needs a function that takes lists (one list per input) and returns lists, declared "
+            f"in the app as btn.click(fn, inputs, outputs, batch=True, max_batch_size={size}); declare it "
+            "so, or drop the max_batch_size axis"
+        )
+
+
+@dataclass
+class KnobCheck:
+    """The verdict on one point's knobs and the evidence for it (saved in point.json)."""
+
+    verdict: Verdict
+    evidence: list[str] = field(default_factory=list)
+    expected_limit: int | None = None  # the concurrency limit the knobs ask for on the driven event
+    max_batch_size: int = 1
+    parallelism: Parallelism | None = None
+    hook: HookRecord | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["hook"] = self.hook.to_dict() if self.hook else None
+        return out
+
+    @property
+    def summary(self) -> str:
+        return "; ".join(self.evidence)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    return None
+
+
+def expected_limit(knobs: Mapping[str, Any]) -> int | None:
+    """The concurrency limit a point's knobs ask for (None: no such knob, or unlimited)."""
+    for name in ("concurrency_limit", "concurrency_count", "default_concurrency_limit"):
+        if name in knobs:
+            return _int(knobs[name])
+    return None
+
+
+def hook_evidence(knobs: Mapping[str, Any], hook: HookRecord | None, launched_by_hook: bool) -> list[str]:
+    """What the hook's record says against the knobs (empty: it agrees, or there is no hook)."""
+    if not launched_by_hook:
+        return []
+    if hook is None or not hook.launched:
+        return ["the hook saw no Blocks.launch() in the app's process (an app served by uvicorn or "
+                "mount_gradio_app, or started by another interpreter), so it set nothing"]
+    problems = list(hook.problems)
+    chosen = hook.chosen
+    if not chosen:
+        return [*problems, f"no queued event of the app matches the scenario's ({hook.scope})"]
+    limit = expected_limit(knobs)
+    for event in chosen:
+        effective = event.effective.get("concurrency_limit")
+        if limit is not None and _int(effective) != limit:
+            own = ", ".join(f"{k}={v}" for k, v in hook.app_settings(event).items())
+            problems.append(f"`{event.name}` runs with concurrency limit {effective}, not {limit} "
+                            f"(the app's own settings: {own})")
+    return problems
+
+
+def records_evidence(limit: int | None, batch: int, par: Parallelism) -> tuple[list[str], bool]:
+    """(contradictions, confirmed) from running(t): above limit x batch, or below the limit while
+    requests waited; confirmed when, saturated, the peak equals the limit."""
+    if limit is None or par.started == 0:
+        return [], False
+    slots = limit * max(batch, 1)
+    if par.peak_running > slots:
+        return [f"{par.peak_running} requests ran at once (held {par.hold_s * 1000:.0f} ms), above the "
+                f"limit {limit}" + (f" x batch {batch}" if batch > 1 else "")], False
+    if par.saturated and batch <= 1 and par.peak_while_waiting < limit:
+        return [f"requests waited in the queue while only {par.peak_while_waiting} ran at once: the "
+                f"server's limit is below {limit}"], False
+    return [], par.saturated and batch <= 1 and par.peak_while_waiting == limit
+
+
+def check_point(
+    knobs: Mapping[str, Any],
+    records: Sequence[RequestRecord],
+    *,
+    hook: HookRecord | None = None,
+    launched_by_hook: bool = False,
+    effective: Mapping[str, Any] | None = None,
+) -> KnobCheck:
+    """The verdict for one point. `effective`: the server's knobs where qbench set them itself (the
+    reference server's settings); `hook`: the hook's record (launch mode)."""
+    if not knobs:
+        return KnobCheck("not_checked", ["no server knob at this point"])
+    server = {**(effective or {}), **knobs}
+    limit = expected_limit(server)
+    batch = _int(server.get("max_batch_size")) or 1
+    if hook is not None and hook.chosen and "max_batch_size" not in knobs:
+        batch = max((_int(e.effective.get("max_batch_size")) or 1) if e.effective.get("batch") else 1
+                    for e in hook.chosen)
+    par = observed_parallelism(records)
+    evidence = hook_evidence(knobs, hook, launched_by_hook)
+    contradictions, confirmed = records_evidence(limit, batch, par)
+    missed = launched_by_hook and (hook is None or not hook.launched)
+    if missed and confirmed and not contradictions:  # an app that reads QBENCH_* and serves itself
+        return KnobCheck("applied", [f"the hook did not reach the app, but {par.peak_while_waiting} ran "
+                                     f"at once while requests waited: the app set limit {limit} itself"],
+                         limit, batch, par, hook)
+    evidence += contradictions
+    check = KnobCheck("applied", evidence, limit, batch, par, hook)
+    if evidence:
+        check.verdict = "not_applied"
+    elif limit is None:
+        check.verdict = "not_checked"
+    elif not confirmed and not (launched_by_hook and hook is not None) and effective is None:
+        check.verdict = "unverified"
+        check.evidence = [f"the load never kept {limit} requests waiting and running, and no hook "
+                          "confirmed the setting"]
+    if check.verdict == "applied" and par.started:
+        check.evidence = [f"peak {par.peak_running} running at once (limit {limit}"
+                          + (f" x batch {batch})" if batch > 1 else ")")
+                          + (", reached while requests waited" if confirmed else "")]
+    return check
