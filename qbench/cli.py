@@ -107,6 +107,7 @@ def run(
     from qbench.run.console import render_summary
     from qbench.run.credentials import cli_overrides
     from qbench.run.runner import load_scenario, parse_set_options, run_scenario
+    from qbench.tune.knobcheck import expectation_warnings
 
     console = Console()
     try:
@@ -126,6 +127,8 @@ def run(
         render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst",
                        findings=result.diagnosis)
         console.print(f"records: {result.run_dir}")
+        for text in expectation_warnings(spec, result.records):
+            console.print(f"[bold yellow]warning:[/] {text}")
         if (auth_info := result.run_info.get("auth") or {}).get("login"):
             logins, relogins = auth_info["logins"], auth_info["relogins"]
             console.print(f"login: {logins} login(s), {relogins} re-login(s) after a 401")

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from qbench.errors import ScenarioError
 from qbench.run.records import RequestRecord
+from qbench.run.scenario import Scenario
 from qbench.tune.apphook import HookRecord
 
 Verdict = Literal["applied", "unverified", "not_applied", "not_checked"]
@@ -157,6 +158,16 @@ def expected_limit(knobs: Mapping[str, Any]) -> int | None:
     return None
 
 
+def _threads(server: Mapping[str, Any], hook: HookRecord | None) -> int | None:
+    """max_threads of the point's server: the knob, else what the hook saw launch() get, else None."""
+    if "max_threads" in server:
+        return _int(server["max_threads"])
+    if hook is not None and hook.launched:
+        launch = {**(hook.launch.get("app") or {}), **(hook.launch.get("set") or {})}
+        return _int(launch.get("max_threads", 40))
+    return None
+
+
 def hook_evidence(knobs: Mapping[str, Any], hook: HookRecord | None, launched_by_hook: bool) -> list[str]:
     """What the hook's record says against the knobs (empty: it agrees, or there is no hook)."""
     if not launched_by_hook:
@@ -173,8 +184,10 @@ def hook_evidence(knobs: Mapping[str, Any], hook: HookRecord | None, launched_by
         effective = event.effective.get("concurrency_limit")
         if limit is not None and _int(effective) != limit:
             own = ", ".join(f"{k}={v}" for k, v in hook.app_settings(event).items())
+            shared = event.effective.get("shared_with")
+            why = f"; it shares a concurrency_id with {shared}, whose lowest limit holds" if shared else ""
             problems.append(f"`{event.name}` runs with concurrency limit {effective}, not {limit} "
-                            f"(the app's own settings: {own})")
+                            f"(the app's own settings: {own}{why})")
     return problems
 
 
@@ -211,6 +224,9 @@ def check_point(
     if hook is not None and hook.chosen and "max_batch_size" not in knobs:
         batch = max((_int(e.effective.get("max_batch_size")) or 1) if e.effective.get("batch") else 1
                     for e in hook.chosen)
+    threads = _threads(server, hook)
+    if limit is not None and threads is not None and threads < limit:
+        limit = threads  # Gradio's queue runs at most max_threads jobs at once, whatever the limits
     par = observed_parallelism(records)
     evidence = hook_evidence(knobs, hook, launched_by_hook)
     contradictions, confirmed = records_evidence(limit, batch, par)
@@ -234,3 +250,21 @@ def check_point(
                           + (f" x batch {batch})" if batch > 1 else ")")
                           + (", reached while requests waited" if confirmed else "")]
     return check
+
+
+def expected_settings(scenario: Scenario) -> dict[str, Any]:
+    """The scenario's `expect:` settings (empty when it states none)."""
+    return scenario.expect.model_dump(exclude_none=True) if scenario.expect else {}
+
+
+def expectation_warnings(scenario: Scenario, records: Sequence[RequestRecord]) -> list[str]:
+    """`qbench run`: why the server disagrees with the settings the scenario expects (empty: it agrees,
+    or the scenario states none)."""
+    expect = expected_settings(scenario)
+    if not expect or scenario.protocol != "gradio":
+        return []
+    check = check_point(expect, records)
+    if check.verdict != "not_applied":
+        return []
+    stated = ", ".join(f"{k}={v}" for k, v in expect.items())
+    return [f"the scenario expects {stated}, but {e}" for e in check.evidence]

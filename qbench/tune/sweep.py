@@ -58,7 +58,13 @@ from qbench.tune.capacity import Capacity, SearchPlan, search_capacity
 from qbench.tune.capacity_run import Prober
 from qbench.tune.config import SweepConfig, masked_settings, swept_server_knobs
 from qbench.tune.grid import Grid, Point
-from qbench.tune.knobcheck import BatchKnobError, KnobCheck, check_batching, check_point
+from qbench.tune.knobcheck import (
+    BatchKnobError,
+    KnobCheck,
+    check_batching,
+    check_point,
+    expected_settings,
+)
 from qbench.tune.launch import (
     ResourceSampler,
     ServerHandle,
@@ -270,14 +276,16 @@ def _check_knobs(
     config: SweepConfig, servers: _Servers, point: Point, point_dir: Path, hook: HookRecord | None
 ) -> KnobCheck | None:
     """Whether the point's server knobs took effect (qbench.tune.knobcheck), from the hook's record and
-    the first repeat's records; None for a plain HTTP server or a sweep of client knobs only."""
-    if config.scenario.protocol != "gradio" or not point.server_knobs() and config.mode != "launch":
+    the first repeat's records; in target mode, the settings the scenario expects (`expect:`). None for
+    a plain HTTP server, or client knobs only and nothing expected."""
+    knobs = point.server_knobs() or (expected_settings(config.scenario) if config.mode == "target" else {})
+    if config.scenario.protocol != "gradio" or not knobs and config.mode != "launch":
         return None
     try:
         records = read_records(point_dir)
     except (OSError, ValueError):
         records = []
-    return check_point(point.server_knobs(), records, hook=hook, launched_by_hook=config.hook,
+    return check_point(knobs, records, hook=hook, launched_by_hook=config.hook,
                        effective=servers.effective(point))
 
 

@@ -115,3 +115,21 @@ def test_batching_a_plain_function_is_refused_with_how_to_declare_one() -> None:
     check_batching({"max_batch_size": 1}, hook())
     with pytest.raises(BatchKnobError, match=r"takes lists.*batch=True, max_batch_size=4"):
         check_batching({"max_batch_size": 4}, hook())
+
+
+def test_run_warns_when_the_server_disagrees_with_the_scenarios_expect() -> None:
+    from qbench.run.scenario import parse_scenario
+    from qbench.tune.knobcheck import expectation_warnings
+
+    raw = {"name": "x", "endpoint": {"api_name": "respond"}, "payload": {"inputs": [{"value": "hi"}]},
+           "load": {"users": 8, "duration": 1}, "expect": {"concurrency_limit": 4}}
+    scenario = parse_scenario(raw, source="x.yaml")
+    assert expectation_warnings(scenario, served(4, 16)) == []
+    (warning,) = expectation_warnings(scenario, served(1, 8))
+    assert warning.startswith("the scenario expects concurrency_limit=4, but requests waited")
+    assert expectation_warnings(parse_scenario({**raw, "expect": None}, source="x.yaml"), served(1, 8)) == []
+
+
+def test_max_threads_caps_the_limit_the_records_must_show() -> None:
+    check = check_point({"concurrency_limit": 8, "max_threads": 2}, served(2, 16))
+    assert check.verdict == "applied" and check.expected_limit == 2

@@ -118,6 +118,9 @@ class _Hook:
                 self.record["launch"]["app"][name] = _plain(own)
                 bound.arguments[name] = value
                 self.record["launch"]["set"][name] = value
+        if "max_threads" in params:  # it caps the jobs running at once: the check needs the app's own
+            own_threads = bound.arguments.get("max_threads", params["max_threads"].default)
+            self.record["launch"]["app"].setdefault("max_threads", _plain(own_threads))
         self.record["launched"] = True
         self.write()
         return bound.args, bound.kwargs
@@ -165,6 +168,7 @@ class _Hook:
         if items and hasattr(items[0][1], "concurrency_limit"):  # 4.x and later: BlockFunction
             for index, fn in items:
                 self._event4(index, fn, blocks)
+            self._shared_limits()
         elif isinstance(dependencies, list):  # 3.x: config dicts
             for index, dep in enumerate(dependencies):
                 self._event3(index, dep, blocks)
@@ -203,6 +207,21 @@ class _Hook:
                                        "concurrency_id": _plain(fn.concurrency_id),
                                        "batch": bool(fn.batch), "max_batch_size": _plain(fn.max_batch_size)},
         })
+
+    def _shared_limits(self) -> None:
+        """Events sharing a concurrency_id share one queue, whose limit is the lowest of theirs (4.x and
+        later lower it as each event first runs): that is the limit in effect."""
+        groups: dict[Any, list[Any]] = {}
+        for event in self.record["events"]:
+            if event["queued"]:
+                groups.setdefault(event["effective"]["concurrency_id"], []).append(event)
+        for events in groups.values():
+            limits = [e["effective"]["concurrency_limit"] for e in events
+                      if isinstance(e["effective"]["concurrency_limit"], int)]
+            if len(events) > 1 and limits:
+                for event in events:
+                    event["effective"]["concurrency_limit"] = min(limits)
+                    event["effective"]["shared_with"] = [e["api_name"] for e in events if e is not event]
 
     def _event3(self, index: int, dep: dict[str, Any], blocks: Any) -> None:
         queued = dep.get("queue") is not False
@@ -307,6 +326,9 @@ class _Loader(importlib.abc.Loader):
         self.loader.exec_module(module)
         patch_blocks(module, self.hook)
 
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... of the real loader
+        return getattr(self.loader, name)
+
 
 class _Finder(importlib.abc.MetaPathFinder):
     """Finds gradio.blocks with the other finders and hands it to `_Loader`."""
@@ -328,7 +350,8 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 def _chain() -> None:
-    """Run the sitecustomize this one shadows (the environment's own), if there is one."""
+    """Run the sitecustomize this one shadows (the environment's own), if there is one; its failure is
+    reported as Python reports a sitecustomize's, and the hook is installed all the same."""
     here = os.path.dirname(os.path.abspath(__file__))
     me = sys.modules.get("sitecustomize")
     saved = list(sys.path)
@@ -338,7 +361,9 @@ def _chain() -> None:
         importlib.import_module("sitecustomize")
     except ModuleNotFoundError as exc:
         if exc.name != "sitecustomize":
-            raise
+            print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{exc!r}", file=sys.stderr)
+    except Exception as exc:
+        print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{exc!r}", file=sys.stderr)
     finally:
         sys.path[:] = saved
         if me is not None:
