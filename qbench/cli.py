@@ -192,7 +192,8 @@ def sweep(
         bool, typer.Option("--live", help="Reconfigure one reference server via /admin/config.")
     ] = False,
     launch: Annotated[
-        str | None, typer.Option(help="Your app's command with {knob} and {port} placeholders.")
+        str | None, typer.Option(help="Your app's command ({knob} and {port} placeholders optional); a "
+                                 "Gradio app gets the knobs from qbench's startup hook too.")
     ] = None,
     app_file: Annotated[
         Path | None,

@@ -448,7 +448,7 @@ def _saved_capacity(sweep_dir: Path, winner: PointResult) -> Capacity | None:
 def paired_note(sweep_dir: Path, rec: Recommendation) -> list[str]:
     """Whether the winner and the runner-up really differ request by request (when their runs share a
     schedule: open-loop points at one rate and seed do), as one note; nothing otherwise."""
-    ok = [r for r in rec.ranked if r.verdict not in ("failed", "infeasible")][:2]
+    ok = [r for r in rec.ranked if r.verdict not in ("failed", "infeasible", "knobs_not_applied")][:2]
     if len(ok) < 2:
         return []
     try:
