@@ -133,10 +133,14 @@ class BatchKnobError(ScenarioError):
     """max_batch_size asked for on an event that is not batch=True: no setting can batch it."""
 
 
-def check_batching(knobs: Mapping[str, Any], hook: HookRecord | None) -> None:
+def check_batching(knobs: Mapping[str, Any], hook: HookRecord | None, grid_sizes: Sequence[Any] = ()) -> None:
     """Raise BatchKnobError when the point sets max_batch_size > 1 on a driven event that is not
-    batch=True (Gradio would ignore it: the function takes one input, not a list)."""
+    batch=True (Gradio would ignore it: the function takes one input, not a list); at the first point,
+    for any such value of the grid (`grid_sizes`) unless the app reads QBENCH_MAX_BATCH_SIZE itself
+    (it may declare batch=True from it)."""
     size = _int(knobs.get("max_batch_size"))
+    if hook is not None and "QBENCH_MAX_BATCH_SIZE" not in hook.app_reads:
+        size = max([s for s in (size, *map(_int, grid_sizes)) if s is not None], default=None)
     if hook is None or size is None or size <= 1:
         return
     plain = [e.name for e in hook.chosen if not e.effective.get("batch")]

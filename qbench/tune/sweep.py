@@ -173,14 +173,17 @@ class _Servers:
 
     def check_hook(self, point: Point, work_dir: Path) -> HookRecord | None:
         """Launch mode with the hook, every point before its load: the hook's record (its Gradio release
-        for the advice); BatchKnobError when the point asks for batching on a function that is not
-        batch=True, which no setting can fix."""
+        for the advice); BatchKnobError when the grid asks for batching on a function that is not
+        batch=True, which no setting can fix (at the first point, unless the app reads
+        QBENCH_MAX_BATCH_SIZE and may declare batching itself)."""
         if not (self.config.mode == "launch" and self.config.hook):
             return None
         record = read_hook_record(work_dir)
         if record is not None and self.config.gradio_major is None:
             self.config.gradio_major = record.major
-        check_batching(point.knobs, record)
+        placeholder = "{max_batch_size}" in (self.config.launch or "")  # the app gets it, may batch then
+        sizes = [] if placeholder else self.config.grid.axes.get("max_batch_size", [])
+        check_batching(point.knobs, record, sizes)
         return record
 
     def effective(self, point: Point) -> dict[str, Any] | None:

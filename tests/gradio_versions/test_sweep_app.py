@@ -94,6 +94,6 @@ def test_an_app_the_hook_cannot_reach_is_never_ranked(tmp_path: Path) -> None:
 def test_batching_a_function_that_is_not_batch_is_an_error(tmp_path: Path) -> None:
     match = r"`respond` is not a batch function.*batch=True, max_batch_size=4"
     with pytest.raises(BatchKnobError, match=match):
-        sweep(tmp_path, APP, MAIN, "max_batch_size=4")
+        sweep(tmp_path, APP, MAIN, "max_batch_size=1,4")  # refused at the first point, b1
     records = list((tmp_path / "reports").glob("*/points/*/records.*"))
     assert records == []  # no load was sent

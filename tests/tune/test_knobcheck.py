@@ -142,3 +142,10 @@ def test_run_warns_when_the_server_disagrees_with_the_scenarios_expect() -> None
 def test_max_threads_caps_the_limit_the_records_must_show() -> None:
     check = check_point({"concurrency_limit": 8, "max_threads": 2}, served(2, 16))
     assert check.verdict == "applied" and check.expected_limit == 2
+
+
+def test_the_first_point_refuses_a_grid_that_batches_a_plain_function() -> None:
+    with pytest.raises(BatchKnobError, match="max_batch_size=8"):
+        check_batching({"max_batch_size": 1}, hook(), [1, 8])
+    reads_it = hook(app_reads=["QBENCH_MAX_BATCH_SIZE"])  # the app may declare batch=True from it
+    check_batching({"max_batch_size": 1}, reads_it, [1, 8])

@@ -76,6 +76,7 @@ class HookRecord:
     launch: dict[str, Any] = field(default_factory=dict)  # {app, set}
     events: list[EventRecord] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    app_reads: list[str] = field(default_factory=list)  # QBENCH_* variables the app read itself
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HookRecord:
@@ -87,6 +88,7 @@ class HookRecord:
             launch=dict(data.get("launch") or {}),
             events=[EventRecord.from_dict(e) for e in data.get("events") or []],
             problems=[str(p) for p in data.get("problems") or []],
+            app_reads=[str(v) for v in data.get("app_reads") or []],
         )
 
     def to_dict(self) -> dict[str, Any]:

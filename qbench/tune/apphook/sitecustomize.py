@@ -68,6 +68,7 @@ class _Hook:
         self.events: list[str] | None = [str(e).lstrip("/") for e in events] if events is not None else None
         self.port: int | None = plan.get("port")
         self.record_path: str | None = plan.get("record")
+        self.env_reads: set[str] = set()  # QBENCH_* variables the app reads itself
         self.record: dict[str, Any] = {"hook_version": HOOK_VERSION, "knobs": self.knobs,
                                        "scope": "all" if self.events is None else "driven",
                                        "driven": self.events, "queue": {"app": {}, "set": {}},
@@ -122,6 +123,7 @@ class _Hook:
             own_threads = bound.arguments.get("max_threads", params["max_threads"].default)
             self.record["launch"]["app"].setdefault("max_threads", _plain(own_threads))
         self.record["launched"] = True
+        self.record["app_reads"] = sorted(self.env_reads)
         self.write()
         return bound.args, bound.kwargs
 
@@ -370,11 +372,27 @@ def _chain() -> None:
             sys.modules["sitecustomize"] = me
 
 
+def _watch_environ(hook: _Hook) -> None:
+    """Note which QBENCH_* variables the app reads (an app that reads QBENCH_MAX_BATCH_SIZE may turn
+    batching on itself); os.environ behaves exactly as before."""
+    base = type(os.environ)
+
+    class _Watched(base):  # type: ignore[valid-type,misc]
+        def __getitem__(self, key: Any) -> Any:
+            if isinstance(key, str) and key.startswith("QBENCH_") and key != "QBENCH_HOOK":
+                hook.env_reads.add(key)
+            return super().__getitem__(key)
+
+    with contextlib.suppress(TypeError):
+        os.environ.__class__ = _Watched
+
+
 def install() -> None:
     plan = _plan()
     if plan is None:
         return
     hook = _Hook(plan)
+    _watch_environ(hook)
     if hook.record_path and not os.path.exists(hook.record_path):
         hook.write()  # an app that never launches Blocks leaves this record: launched false
     if "gradio.blocks" in sys.modules:
