@@ -372,6 +372,21 @@ def _chain() -> None:
             sys.modules["sitecustomize"] = me
 
 
+_LIBRARY_DIRS = (os.path.dirname(os.__file__), "site-packages", "dist-packages")
+
+
+def _by_app() -> bool:
+    """Whether the code reading os.environ is the app's own: the first caller outside os and
+    collections.abc is no library (a library copying the whole environment reads every key)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith("<") or os.path.basename(name) in ("os.py", "_collections_abc.py")):
+            return not any(part in name for part in _LIBRARY_DIRS) and name != __file__
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
 def _watch_environ(hook: _Hook) -> None:
     """Note which QBENCH_* variables the app reads (an app that reads QBENCH_MAX_BATCH_SIZE may turn
     batching on itself); os.environ behaves exactly as before."""
@@ -379,7 +394,7 @@ def _watch_environ(hook: _Hook) -> None:
 
     class _Watched(base):  # type: ignore[valid-type,misc]
         def __getitem__(self, key: Any) -> Any:
-            if isinstance(key, str) and key.startswith("QBENCH_") and key != "QBENCH_HOOK":
+            if isinstance(key, str) and key.startswith("QBENCH_") and key != "QBENCH_HOOK" and _by_app():
                 hook.env_reads.add(key)
             return super().__getitem__(key)
 
