@@ -6,7 +6,7 @@
       link: {users: "2 * concurrency_limit * max_batch_size"}
       slo: {p95_latency_s: 2}          # merged over the scenario's own slo:
       server: {preset: image}          # or {config: path/to/server.yaml} (relaunch and live modes)
-      launch: "python app.py --concurrency {concurrency_limit}"   # launch mode
+      launch: "python app.py --concurrency {concurrency_limit}"   # launch mode (or --app app.py)
       repeat: 1
       search: grid                     # grid | smart | model | sim
       duration: 4                      # seconds of load per point (load.duration)

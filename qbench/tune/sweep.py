@@ -8,7 +8,9 @@
 Server modes (`mode`):
     relaunch  default: `python -m reference_server --config <generated yaml> --port <free>` per point
     live      one reference server started with `--admin-token`, moved per point by `POST /admin/config`
-    launch    the user's app from a command template / QBENCH_* environment variables, per point
+    launch    the user's app (--app app.py, or a --launch command template), per point: qbench's startup
+              hook sets the knobs in an unmodified Gradio app (qbench.tune.apphook), QBENCH_* variables
+              and {knob} placeholders serve apps that read them
     target    a fixed URL; only client knobs (rate, users, load.*) may be swept
 
 Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
@@ -18,8 +20,12 @@ Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
                              template / target)}
     points/<point-id>/      the run directory of the point's first repeat (records, summary.json, ...)
                             repeat-<n>/ run directories of further repeats; server.yaml, server.log
-      point.json            {point_id, knobs, status ok|failed|stopped, reason, resources {peak_rss_mb,
-                             peak_gpu_mem_mb}, result (PointResult), repeats [{run_dir, summary}], elapsed_s}
+      point.json            {point_id, knobs, status ok|failed|stopped|knobs_not_applied, reason, resources
+                             {peak_rss_mb, peak_gpu_mem_mb}, result (PointResult), repeats [{run_dir,
+                             summary}], knobs_applied (KnobCheck: verdict, evidence, parallelism, hook),
+                             elapsed_s}
+      hook-record.json      launch mode: what the startup hook found in the app and set
+      qbench-hook/          launch mode: the hook (sitecustomize.py) first on the app's PYTHONPATH
     sweep.parquet           one row per measured point: point_id, one column per knob, goodput_rps,
                             throughput_rps, p50/p95/p99_latency_s, error_rate, peak_rss_mb, peak_gpu_mem_mb,
                             status, reason, rank, verdict, goodput_ci_low, goodput_ci_high, repeats,
@@ -28,6 +34,9 @@ Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
                             max_size_advice, capacity, notes) + search {mode, trials, grid_size, saved, path;
                             model and sim search: model, predicted_vs_measured, fallback}
     capacity/rate-<r>/      run directories of the capacity bisection probes
+
+Every point's knobs are checked before it may be ranked (qbench.tune.knobcheck): a point whose knobs
+did not take effect is `knobs_not_applied`, with the evidence, and never ranked.
 
 A point is checkpointed (point.json) as soon as it ends; `--resume DIR` reads sweep.json from DIR and
 skips every point that has a point.json. A point whose server fails to start, or whose run raises, is
