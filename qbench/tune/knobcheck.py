@@ -144,6 +144,8 @@ def check_batching(knobs: Mapping[str, Any], hook: HookRecord | None, grid_sizes
     if hook is None or size is None or size <= 1:
         return
     plain = [e.name for e in hook.chosen if not e.effective.get("batch")]
+    if hook.scope == "all" and len(plain) < len(hook.chosen):
+        return  # --knob-scope all: the batch functions among them take it
     if plain:
         names = ", ".join(f"`{n}`" for n in plain)
         raise BatchKnobError(
