@@ -149,3 +149,11 @@ def test_the_first_point_refuses_a_grid_that_batches_a_plain_function() -> None:
         check_batching({"max_batch_size": 1}, hook(), [1, 8])
     reads_it = hook(app_reads=["QBENCH_MAX_BATCH_SIZE"])  # the app may declare batch=True from it
     check_batching({"max_batch_size": 1}, reads_it, [1, 8])
+
+
+def test_knob_scope_all_batches_the_batch_functions_only() -> None:
+    events = [{"fn_index": 0, "api_name": "respond", "chosen": True, "effective": {"batch": False}},
+              {"fn_index": 1, "api_name": "shout", "chosen": True, "effective": {"batch": True}}]
+    check_batching({"max_batch_size": 4}, hook(scope="all", events=events))
+    with pytest.raises(BatchKnobError):
+        check_batching({"max_batch_size": 4}, hook(scope="all", events=events[:1]))
