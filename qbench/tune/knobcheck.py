@@ -129,8 +129,30 @@ def _weighted_median(samples: list[tuple[float, int]]) -> int:
     return 0
 
 
-class BatchKnobError(ScenarioError):
+class AppKnobError(ScenarioError):
+    """The grid cannot apply to this app at all (found at its first launch): the sweep ends before load."""
+
+
+class BatchKnobError(AppKnobError):
     """max_batch_size asked for on an event that is not batch=True: no setting can batch it."""
+
+
+EVENT_KNOBS = ("concurrency_limit", "concurrency_id", "max_batch_size")
+
+
+def check_events(knobs: Mapping[str, Any], hook: HookRecord | None) -> None:
+    """Raise AppKnobError when the point sets event knobs but the launched app has no queued event the
+    scenario drives (the hook would set them nowhere)."""
+    if hook is None or not hook.launched or hook.chosen or not any(k in knobs for k in EVENT_KNOBS):
+        return
+    names = ", ".join(f"`{e.name}`" for e in hook.events if e.queued) or "none"
+    raise AppKnobError(
+        f"the scenario drives {', '.join(f'`{d}`' for d in hook.driven) or 'no event'}, but the app has no "
+        f"queued event of that api_name or fn_index (its queued events: {names}); set the scenario's "
+        "endpoint.api_name to one of them, or --knob-scope all"
+    )
+
+
 
 
 def check_batching(knobs: Mapping[str, Any], hook: HookRecord | None, grid_sizes: Sequence[Any] = ()) -> None:

@@ -68,9 +68,10 @@ from qbench.tune.capacity_run import Prober
 from qbench.tune.config import SweepConfig, masked_settings, swept_server_knobs
 from qbench.tune.grid import Grid, Point
 from qbench.tune.knobcheck import (
-    BatchKnobError,
+    AppKnobError,
     KnobCheck,
     check_batching,
+    check_events,
     check_point,
     expected_settings,
 )
@@ -192,6 +193,7 @@ class _Servers:
             self.config.gradio_major = record.major
         placeholder = "{max_batch_size}" in (self.config.launch or "")  # the app gets it, may batch then
         sizes = [] if placeholder else self.config.grid.axes.get("max_batch_size", [])
+        check_events(point.knobs, record)
         check_batching(point.knobs, record, sizes)
         return record
 
@@ -250,7 +252,7 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
                 elif config.constraints.objective == "capacity":
                     capacity = point_capacity(config, handle.base_url, point, point_dir / "capacity")
             resources = _resources(handle, sampler)
-    except (KnobVersionError, BatchKnobError):
+    except (KnobVersionError, AppKnobError):
         raise  # the whole grid is wrong for this app: end the sweep before any load
     except QbenchError as exc:  # the first line is the reason; the rest (a server log tail) the detail
         detail = str(exc).strip() or type(exc).__name__

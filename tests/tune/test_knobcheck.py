@@ -157,3 +157,13 @@ def test_knob_scope_all_batches_the_batch_functions_only() -> None:
     check_batching({"max_batch_size": 4}, hook(scope="all", events=events))
     with pytest.raises(BatchKnobError):
         check_batching({"max_batch_size": 4}, hook(scope="all", events=events[:1]))
+
+
+def test_event_knobs_on_an_event_the_app_does_not_have_are_refused() -> None:
+    from qbench.tune.knobcheck import AppKnobError, check_events
+
+    missing = hook(driven=["chat"], events=[{"fn_index": 0, "api_name": "respond", "chosen": False}])
+    with pytest.raises(AppKnobError, match="drives `chat`.*queued events: `respond`"):
+        check_events({"concurrency_limit": 2}, missing)
+    check_events({"max_threads": 8}, missing)  # a launch() knob needs no event
+    check_events({"concurrency_limit": 2}, hook())

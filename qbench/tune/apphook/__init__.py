@@ -72,6 +72,7 @@ class HookRecord:
     launched: bool
     gradio_version: str | None = None
     scope: str = "driven"  # driven: the scenario's events; all: every queued event
+    driven: list[str] = field(default_factory=list)  # the scenario's events (api_name or fn_index)
     queue: dict[str, Any] = field(default_factory=dict)  # {app, set, effective, enabled}
     launch: dict[str, Any] = field(default_factory=dict)  # {app, set}
     events: list[EventRecord] = field(default_factory=list)
@@ -84,6 +85,7 @@ class HookRecord:
             launched=bool(data.get("launched")),
             gradio_version=data.get("gradio_version"),
             scope=str(data.get("scope") or "driven"),
+            driven=[str(d) for d in data.get("driven") or []],
             queue=dict(data.get("queue") or {}),
             launch=dict(data.get("launch") or {}),
             events=[EventRecord.from_dict(e) for e in data.get("events") or []],
