@@ -78,6 +78,16 @@ RUN_HERE = {
 #: Commands another test runs: (test id, a fragment that test's source must contain: the command's own
 #: words, or the reduction it applies).
 ELSEWHERE: dict[str, list[tuple[str, str]]] = {
+    # docs/tuning-your-app.md: an unmodified app swept through the startup hook (two points each)
+    "qbench sweep examples/my_app.yaml --app examples/my_app.py --grid concurrency_limit=1,2,4,8": [
+        ("tests/tune/test_readme_app.py::test_the_tune_your_app_commands_run",
+         "--grid concurrency_limit=1,4")],
+    "qbench sweep examples/my_app.yaml --app examples/my_app.py --python .venv/bin/python "
+    "--grid concurrency_limit=2,4 --set load.users=12 -- --delay 0.1": [
+        ("tests/tune/test_readme_app.py::test_the_tune_your_app_commands_run", "-- --delay 0.1")],
+    'qbench sweep examples/my_app.yaml --launch "python examples/my_app.py --delay 0.1" '
+    "--grid concurrency_limit=2,4": [
+        ("tests/tune/test_readme_app.py::test_the_tune_your_app_commands_run", "--launch")],
     "qbench run scenarios/trace.yaml --target http://127.0.0.1:7860": [
         ("tests/run/test_trace.py::test_the_readme_trace_commands_run", "trace.yaml")],
     "qbench run scenarios/trace.yaml --replay reports/<run-id>": [
