@@ -369,7 +369,8 @@ def probe_rows(data: LoadedCapacity) -> list[list[str]]:
         kind = p.get("kind")
         offered = f"{p.get('users')} users" if kind == "estimate" else _num(p.get("rate_rps"))
         if kind in ("confirm", "overload"):
-            offered = f"{kind} {_num(p.get('duration_s'))} s: {offered}"
+            seconds = p.get("duration_s")
+            offered = f"{kind} {seconds:g} s: {offered}" if isinstance(seconds, int | float) else offered
         why = p.get("stopped") or "; ".join(p.get("violations") or [])
         rows.append([str(n), offered, _num(p.get("throughput_rps")), _s(p.get("p50_latency_s")),
                      _s(p.get("p95_latency_s")), _s(p.get("p99_latency_s")), _pct(p.get("error_rate")),

@@ -8,6 +8,7 @@ reaches at least 85% of it, and a probe above the ceiling fails as not steady ev
     plain HTTP     the hard ceiling's function behind the reference server's plain HTTP front
                    (POST /predict/predict, no Gradio protocol, no start event): 40 req/s
 
+Each server runs in its own process (as in production: the load generator does not share its GIL).
 Bounded: 5 s confirmations, bisection probes of at most 6 s (the full 60 s confirmation is what
 docs/capacity.md measures).
 """
@@ -21,8 +22,7 @@ import pytest
 import yaml
 
 from qbench.tune.capacity_run import CapacityRun, capacity_config, capacity_prober, run_capacity
-from reference_server.settings import parse_settings
-from reference_server.testing import serve_in_thread
+from qbench.tune.launch import start_reference_server
 
 pytestmark = pytest.mark.slow
 
@@ -61,8 +61,8 @@ def assert_within(run: CapacityRun, ceiling: float) -> None:
 
 
 def test_a_hard_ceiling(tmp_path: Path) -> None:
-    with serve_in_thread(parse_settings({"functions": [SLEEP]})) as server:
-        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}), server.url, tmp_path)
+    with start_reference_server({"functions": [SLEEP]}) as url:
+        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}), url, tmp_path)
     assert_within(run, 40.0)
     lines = dict(run.lines)
     assert lines["held"].startswith("for the whole 5 s confirmation") and "probe length" in lines
@@ -72,8 +72,8 @@ def test_a_probe_above_the_ceiling_fails_as_not_steady_though_its_p95_passes(tmp
     """46 req/s against 40: in 6 s the queue grows by ~36 requests, about 0.9 s of wait, so the p95 stays
     under a 3 s bound; the backlog's trend gives it away."""
     path = scenario_file(tmp_path, {"p95_latency_s": 3.0})
-    with serve_in_thread(parse_settings({"functions": [SLEEP]})) as server:
-        config = capacity_config(path, target=server.url, tolerance=0.1, out_root=tmp_path / "r")
+    with start_reference_server({"functions": [SLEEP]}) as url:
+        config = capacity_config(path, target=url, tolerance=0.1, out_root=tmp_path / "r")
         prober = capacity_prober(config)
         prober.stop_runaway = False  # the whole window: its p95 is what a short probe would judge
         probe, _ = prober.open_loop(46.0, 6.0)
@@ -83,9 +83,9 @@ def test_a_probe_above_the_ceiling_fails_as_not_steady_though_its_p95_passes(tmp
 
 
 def test_a_server_that_slows_as_its_queue_grows(tmp_path: Path) -> None:
-    settings = parse_settings({"functions": [SLEEP], "queue": {"stall_ms_per_waiting": 0.5}})
-    with serve_in_thread(settings) as server:
-        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}), server.url, tmp_path, overload=True)
+    settings = {"functions": [SLEEP], "queue": {"stall_ms_per_waiting": 0.5}}
+    with start_reference_server(settings) as url:
+        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}), url, tmp_path, overload=True)
     assert_within(run, 40.0)
     overload = run.capacity.overload
     assert overload is not None and overload["fall"] > 0.1, overload  # throughput falls past the capacity
@@ -94,14 +94,14 @@ def test_a_server_that_slows_as_its_queue_grows(tmp_path: Path) -> None:
 
 
 def test_a_batched_function(tmp_path: Path) -> None:
-    with serve_in_thread(parse_settings({"functions": [BATCHED]})) as server:
-        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 0.5}), server.url, tmp_path)
+    with start_reference_server({"functions": [BATCHED]}) as url:
+        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 0.5}), url, tmp_path)
     assert_within(run, 8 / 0.13)
 
 
 def test_a_plain_http_server_with_a_ceiling(tmp_path: Path) -> None:
-    with serve_in_thread(parse_settings({"functions": [SLEEP]})) as server:
-        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}, HTTP_BODY), server.url, tmp_path,
+    with start_reference_server({"functions": [SLEEP]}) as url:
+        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}, HTTP_BODY), url, tmp_path,
                        start_rate=30.0)
     assert_within(run, 40.0)
     steadiness = run.capacity.confirmation.steadiness if run.capacity.confirmation else None
