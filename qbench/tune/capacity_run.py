@@ -196,9 +196,12 @@ class Prober:
 
     def open_loop(self, rate: float, duration_s: float, kind: str = "rate", stop: bool = True
                   ) -> tuple[Probe, list[RequestRecord]]:
-        """An open-loop probe at `rate` req/s for `duration_s`, judged with its steady-state test."""
+        """An open-loop probe at `rate` req/s for `duration_s`, judged with its steady-state test. The
+        sustained confirmation is stopped early only by an overload beyond the tolerance: a smaller
+        one, or a passing stall of the host, is judged on the whole run."""
         overrides = rate_overrides(self.base_overrides, rate, duration_s)
-        detector = RunawayDetector(margin=self.margin) if self.stop_runaway and stop else None
+        margin = self.tolerance if kind == "confirm" else self.margin
+        detector = RunawayDetector(margin=margin) if self.stop_runaway and stop else None
         measured, run_dir, elapsed = self._run(f"{kind}-{rate:.4g}", overrides, detector)
         steady = steadiness(measured.records, self.margin)
         probe = judge(kind, rate, measured.summary, measured.stopped, self.constraints, steady)
