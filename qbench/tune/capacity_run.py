@@ -223,7 +223,7 @@ class Prober:
     def overload(self, capacity: float) -> tuple[Probe, Overload | None]:
         """One run at OVERLOAD_FACTOR x the capacity, not stopped early, and what it showed."""
         rate = capacity * OVERLOAD_FACTOR
-        seconds = min(max(2 * self.length.seconds(capacity), 10.0), self.max_duration_s)
+        seconds = max(min(2 * self.length.seconds(capacity), self.max_duration_s), 10.0)
         probe, records = self.open_loop(rate, seconds, "overload", stop=False)
         return probe, analyse(records, rate, capacity, latency_bound_s(self.constraints))
 

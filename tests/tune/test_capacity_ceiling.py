@@ -2,8 +2,8 @@
 reaches at least 85% of it, and a probe above the ceiling fails as not steady even when its p95 passes.
 
     hard ceiling   reference server, sleep 100 ms, concurrency_limit 4: 40 req/s
-    degrading      the same, plus a queue whose dispatch stalls 0.5 ms per waiting event: at most 40
-                   req/s, and less once a queue forms (throughput falls as the queue grows)
+    degrading      the same, plus a queue whose dispatch stalls 0.1 ms per waiting event: 40 req/s while
+                   the queue stays short, and throughput falls once a long one forms (past the ceiling)
     batched        batches of up to 8 at 50 ms + 10 ms per item, one worker: 8 / 0.13 s = 61.5 req/s
     plain HTTP     the hard ceiling's function behind the reference server's plain HTTP front
                    (POST /predict/predict, no Gradio protocol, no start event): 40 req/s
@@ -83,7 +83,7 @@ def test_a_probe_above_the_ceiling_fails_as_not_steady_though_its_p95_passes(tmp
 
 
 def test_a_server_that_slows_as_its_queue_grows(tmp_path: Path) -> None:
-    settings = {"functions": [SLEEP], "queue": {"stall_ms_per_waiting": 0.5}}
+    settings = {"functions": [SLEEP], "queue": {"stall_ms_per_waiting": 0.1}}
     with start_reference_server(settings) as url:
         run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}), url, tmp_path, overload=True)
     assert_within(run, 40.0)
