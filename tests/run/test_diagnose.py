@@ -16,6 +16,7 @@ from qbench.run.diagnose import configured_slots, diagnose
 from qbench.run.records import RequestRecord
 from qbench.run.runner import run_scenario
 from qbench.run.summary import summarize
+from qbench.tune.launch import start_reference_server
 from reference_server.testing import RunningServer
 
 from .conftest import scenario
@@ -169,3 +170,16 @@ def test_an_instant_function_behind_its_arrivals_is_request_handling() -> None:
     (finding,) = diagnose(records, summarize(records, None))
     assert finding.kind == "server_cpu" and "not for the function" in finding.message
     assert "not steady" in finding.message
+
+
+def test_real_cpu_work_that_slows_with_concurrency_is_model_bound(tmp_path: Path) -> None:
+    """The `cpu` workload (torch matmuls, one torch thread each) with 4 slots on this machine's 2 cores:
+    4 running take about twice as long each as 1. Light load first (a few running), then overload."""
+    work = {"api_name": "work", "workload": "cpu", "params": {"n": 512, "repeats": 16},
+            "concurrency_limit": 4}
+    spec = scenario(endpoint={"api_name": "work"}, payload={"inputs": [{"text": {"words": [1, 2]}}]},
+                    load={"stages": [{"duration": 3, "rate": 8}, {"duration": 3, "rate": 60}], "timeout": 20})
+    with start_reference_server({"functions": [work], "torch_threads": 1}) as url:
+        result = run_scenario(spec, target=url, out_dir=tmp_path / "run", live=False)
+    found = [f.kind for f in result.diagnosis if f.kind != "usage"]
+    assert "model_bound" in found, result.diagnosis
