@@ -283,19 +283,36 @@ def capacity(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML (its payload, endpoint and slo:).")],
     target: Annotated[str | None, typer.Option(help="Server base URL (overrides the scenario's).")] = None,
     slo: Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2 (repeat).")] = None,
-    tolerance: Annotated[str, typer.Option(help="Stop when failing / passing rate <= 1 + this.")] = "5%",
+    tolerance: Annotated[
+        str, typer.Option(help="Stop when failing / passing rate <= 1 + this; also the overload the "
+                          "bisection's probes are long enough to see.")
+    ] = "10%",
     think_time: Annotated[
         float | None, typer.Option(help="Seconds between a user's clicks, for the equivalent users "
                                    "(default: load.think_time, else 10).")
     ] = None,
-    duration: Annotated[float, typer.Option(help="Seconds of load per probe (after the warm-up).")] = 5.0,
+    duration: Annotated[
+        float, typer.Option(help="Seconds of load per bracketing probe, and the bisection's least.")
+    ] = 5.0,
+    max_duration: Annotated[
+        float, typer.Option(help="Longest bisection probe (s); their length comes from the rate and the "
+                            "tolerance.")
+    ] = 30.0,
+    confirm_duration: Annotated[
+        float, typer.Option(help="Seconds of the sustained run that confirms the answer.")
+    ] = 60.0,
+    overload: Annotated[
+        bool, typer.Option(help="One run at 1.3x the capacity: does throughput hold (max_size advice)?")
+    ] = True,
     warmup: Annotated[float, typer.Option(help="Seconds excluded at the start of each probe.")] = 0.5,
     max_probes: Annotated[int, typer.Option(help="Open-loop probes at most.")] = 10,
     estimate_users: Annotated[int, typer.Option(help="Closed-loop users of the first estimate.")] = 32,
     start_rate: Annotated[
         float | None, typer.Option(help="Skip the estimate: start the bracket at this rate (req/s).")
     ] = None,
-    confirm: Annotated[bool, typer.Option(help="Probe the answer again before calling it stable.")] = True,
+    confirm: Annotated[
+        bool, typer.Option(help="Confirm the answer with a sustained run (stepping down if it fails).")
+    ] = True,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a scenario key: --set load.timeout=30.")
     ] = None,
@@ -323,10 +340,13 @@ def capacity(
             scenario, target=target, slo=parse_slo_options(slo or []), tolerance=parse_tolerance(tolerance),
             max_probes=max_probes, duration_s=duration, warmup_s=warmup, think_time_s=think_time,
             estimate_users=estimate_users, start_rate=start_rate, confirm=confirm, out_root=out,
-            auth=overrides,
+            auth=overrides, max_duration_s=max_duration,
+            confirm_duration_s=confirm_duration, overload=overload,
         )
         bounds = ", ".join(f"{k} <= {v:g}" for k, v in config.constraints.slo.items())
-        console.print(f"capacity of {config.target} under {bounds} ({config.probe_duration_s:g} s probes, "
+        confirming = f", {config.confirm_duration_s:g} s confirmation" if config.plan.confirm else ""
+        console.print(f"capacity of {config.target} under {bounds} ({config.probe_duration_s:g} s bracketing "
+                      f"probes, bisection up to {config.max_probe_duration_s:g} s{confirming}, "
                       f"tolerance {config.plan.tolerance:.0%}): {config.out_dir}")
         result = run_capacity(config, lambda probe: console.print(probe_line(probe)))
         render_capacity(result, console)

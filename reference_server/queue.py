@@ -222,6 +222,8 @@ class EventQueue:
         self.metrics.running_jobs.set(self.running_jobs)
         if self.settings.queue.status_update_rate == "auto":
             self.broadcast(group)
+        if self.settings.queue.stall_ms_per_waiting and group.waiting:
+            time.sleep(self.settings.queue.stall_ms_per_waiting * len(group.waiting) / 1000)  # on purpose
         if self.settings.gradio != 3:  # 3.x: after the job gathered its data (_run)
             eta = fn.job_time.mean
             for event in events:

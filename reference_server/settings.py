@@ -85,6 +85,10 @@ class QueueSettings(_Strict):
     concurrency_count: int | None = Field(default=None, ge=1)  # Gradio 3.x only (None there: 1)
     max_size: int | None = Field(default=None, ge=0)
     status_update_rate: Literal["auto"] | float = "auto"
+    # Synthetic: each dispatch stalls the event loop this many ms per event still waiting in its group,
+    # a server whose per-event work grows with its queue (real Gradio's throughput falls as its queue
+    # grows); 0 = off. It makes the sustainable rate lower than the concurrency limit alone suggests.
+    stall_ms_per_waiting: float = Field(default=0.0, ge=0)
 
     @field_validator("status_update_rate")
     @classmethod

@@ -88,6 +88,26 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     'qbench sweep examples/my_app.yaml --launch "python examples/my_app.py --delay 0.1" '
     "--grid concurrency_limit=2,4": [
         ("tests/tune/test_readme_app.py::test_the_tune_your_app_commands_run", "--launch")],
+    # docs/capacity.md: the measured table's commands
+    "qbench serve --config examples/capacity/limit4_server.yaml": [
+        ("tests/tune/test_docs_capacity.py::test_the_measurement_commands_run", "read_settings_file")],
+    "qbench capacity examples/capacity/limit4.yaml --target http://127.0.0.1:7860": [
+        ("tests/tune/test_docs_capacity.py::test_the_measurement_commands_run", "REDUCED_CAPACITY")],
+    "qbench run examples/capacity/limit4.yaml --target http://127.0.0.1:7860"
+    " --set load.rate=<rate> --set load.duration=60": [
+        ("tests/tune/test_docs_capacity.py::test_the_measurement_commands_run", "REDUCED_RUN")],
+    "qbench capacity examples/capacity_sleep.yaml --target http://127.0.0.1:7860": [
+        ("tests/tune/test_docs_capacity.py::test_the_measurement_commands_run", "REDUCED_CAPACITY")],
+    "qbench run examples/capacity_sleep.yaml --target http://127.0.0.1:7860"
+    " --set load.rate=<rate> --set load.duration=60": [
+        ("tests/tune/test_docs_capacity.py::test_the_measurement_commands_run", "REDUCED_RUN")],
+    "python examples/capacity/gradio_sleep_app.py --port 7860": [
+        ("tests/tune/test_docs_capacity.py::test_the_measurement_commands_run", "launch_command")],
+    "qbench capacity examples/capacity/gradio_sleep.yaml --target http://127.0.0.1:7860": [
+        ("tests/tune/test_docs_capacity.py::test_the_measurement_commands_run", "REDUCED_CAPACITY")],
+    "qbench run examples/capacity/gradio_sleep.yaml --target http://127.0.0.1:7860"
+    " --set load.rate=<rate> --set load.duration=60": [
+        ("tests/tune/test_docs_capacity.py::test_the_measurement_commands_run", "REDUCED_RUN")],
     "qbench run scenarios/trace.yaml --target http://127.0.0.1:7860": [
         ("tests/run/test_trace.py::test_the_readme_trace_commands_run", "trace.yaml")],
     "qbench run scenarios/trace.yaml --replay reports/<run-id>": [

@@ -369,7 +369,11 @@ def probe_rows(data: LoadedCapacity) -> list[list[str]]:
     """Every probe in the order it ran: #, offered, ok/s, p50, p95, p99, errors, verdict, why."""
     rows = []
     for n, p in enumerate(data.probes):
-        offered = f"{p.get('users')} users" if p.get("kind") == "estimate" else _num(p.get("rate_rps"))
+        kind = p.get("kind")
+        offered = f"{p.get('users')} users" if kind == "estimate" else _num(p.get("rate_rps"))
+        if kind in ("confirm", "overload"):
+            seconds = p.get("duration_s")
+            offered = f"{kind} {seconds:g} s: {offered}" if isinstance(seconds, int | float) else offered
         why = p.get("stopped") or "; ".join(p.get("violations") or [])
         rows.append([str(n), offered, _num(p.get("throughput_rps")), _s(p.get("p50_latency_s")),
                      _s(p.get("p95_latency_s")), _s(p.get("p99_latency_s")), _pct(p.get("error_rate")),

@@ -1,4 +1,6 @@
-"""Capacity charts: a `qbench capacity` folder -> the knee (latency percentiles against offered rate).
+"""Capacity charts: a `qbench capacity` folder -> the knee (latency percentiles against offered rate,
+the sustained confirmation marked) and, beside it, what happened past the capacity (ok completions/s and
+the requests waiting over the run at 1.3x the capacity).
 
 Reads only `capacity.json` (written by `qbench.tune.capacity_run`): its probes carry the offered rate,
 p50/p95/p99 latency and the verdict of each; the SLO bounds and the answer (capacity, first failing rate)
@@ -72,6 +74,13 @@ def knee(data: LoadedCapacity) -> Figure:
         shown = [(r, v) for r, v in points if isinstance(v, int | float)]
         if shown:
             ax.plot(*zip(*shown, strict=True), style, color=color, marker="o", ms=4, lw=1.5, label=name)
+    held = [(float(p["rate_rps"]), p.get("p95_latency_s")) for p in data.probes
+            if p.get("kind") == "confirm" and p.get("passed")
+            and isinstance(p.get("p95_latency_s"), int | float)]
+    if held:
+        seconds = next((p.get("duration_s") for p in data.probes if p.get("kind") == "confirm"), None)
+        label = f"p95 of the {seconds:g} s confirmation" if isinstance(seconds, int | float) else "confirmed"
+        ax.plot(*zip(*held, strict=True), "*", color="#1e7b34", ms=14, label=label)
     failed = [(r, p.get("p95_latency_s")) for r, p in zip(rates, probes, strict=True) if not p.get("passed")]
     failed = [(r, v) for r, v in failed if isinstance(v, int | float)]
     if failed:
@@ -107,9 +116,48 @@ def _answer_lines(ax: Axes, result: dict[str, Any]) -> None:
         ax.axvspan(capacity, failing, color="#e8871e", alpha=0.15, lw=0)
 
 
+def overload_chart(overload: dict[str, Any]) -> Figure:
+    """Ok completions/s and requests waiting over the run past the capacity."""
+    fig, (ax,) = new_figure(height=4.0)
+    ax.set_title(f"Past the capacity: {_num(overload.get('rate_rps'))} req/s offered")
+    series = [row for row in overload.get("series") or [] if isinstance(row, list) and len(row) == 3]
+    if not series:
+        note(ax, "No series recorded")
+        return fig
+    t, ok, waiting = zip(*series, strict=True)
+    ax.plot(t, ok, "-o", color="#1f5fa8", ms=4, label="ok completions/s")
+    capacity = overload.get("capacity_rps")
+    if isinstance(capacity, int | float):
+        ax.axhline(capacity, color="#1e7b34", lw=1.2, ls=":", label=f"capacity {capacity:.3g} req/s")
+    ax.set_xlabel("time in the run (s)")
+    ax.set_ylabel("req/s")
+    ax.set_ylim(bottom=0)
+    right = ax.twinx()
+    right.plot(t, waiting, "--", color="#d62728", lw=1.5, label="requests waiting")
+    right.set_ylabel("requests waiting")
+    right.set_ylim(bottom=0)
+    lines = ax.get_legend_handles_labels()
+    more = right.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], loc="lower left", fontsize=8)
+    ax.grid(True, alpha=0.3)
+    return fig
+
+
+def _num(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, int | float) else "?"
+
+
 def render_capacity_charts(data: LoadedCapacity, out_dir: Path) -> list[Chart]:
     path = save(knee(data), out_dir / "capacity_knee.png")
     caption = ("p50, p95 and p99 latency of each open-loop probe against its offered rate; dotted lines are "
-               "the SLO's latency bounds, the green line the capacity (last passing rate), the dashed red "
-               "line the first failing rate; the shaded band between them is the answer's uncertainty.")
-    return [Chart("capacity_knee", "Latency against offered rate (the knee)", caption, path)]
+               "the SLO's latency bounds, the green line the capacity (last passing rate), the star the p95 "
+               "of the sustained confirmation that held, the dashed red line the first failing rate; the "
+               "shaded band between them is the answer's uncertainty.")
+    charts = [Chart("capacity_knee", "Latency against offered rate (the knee)", caption, path)]
+    overload = data.result.get("overload")
+    if isinstance(overload, dict):
+        path = save(overload_chart(overload), out_dir / "capacity_overload.png")
+        caption = ("One run at 1.3x the capacity, not stopped early: ok completions per second (left axis) "
+                   "and requests waiting (right axis) over the run. " + str(overload.get("advice", "")))
+        charts.append(Chart("capacity_overload", "Past the capacity: does throughput hold?", caption, path))
+    return charts

@@ -4,8 +4,10 @@ From the records alone, over the measured window (warm-up excluded):
 
     waiting(t)   requests sent but not started (the queue, as the client saw it)
     running(t)   requests started (process_starts) but not completed
-    saturated    the later half of the requests (by send time: a ramp saturates at its end) waited
-                 longer in the queue than they took to serve (median queue wait > median service)
+    saturated    the run did not keep up (qbench.run.steady: backlog or queue wait trending up), or the
+                 later half of the requests (by send time: a ramp saturates at its end) waited in the
+                 queue, beyond the wait every request pays (the 10th percentile: the join's round
+                 trip), longer than they took to serve and at least `MIN_WAIT_S`
     K            the effective concurrency: the 95th percentile of running(t) while requests waited
     growth       median service time of requests that started with about K running, over that of
                  requests that started with at most K/2 running (the first ones, if K is 1)
@@ -23,6 +25,8 @@ Findings, most specific first (each a sentence a user can act on):
                  server's CPU is the limit; more concurrency adds latency, not throughput
     queue_limit  saturated and service time barely grows (< 1.5): the queue's limit of K caps
                  throughput at about K / service time; raise concurrency_limit or batch
+    server_cpu   also when saturated while on average under half a request ran (an instant function):
+                 the requests waited in request handling, not for the function
     headroom     not saturated: the server kept up with the offered load
 """
 
@@ -34,12 +38,15 @@ from typing import Any
 import numpy as np
 
 from qbench.run.records import RequestRecord
+from qbench.run.steady import steadiness
 from qbench.run.summary import Summary
 
 GROWTH_MODEL_BOUND = 1.5
 MIN_REQUESTS = 20
 MIN_GROUP = 20  # requests in each group compared for growth
 LOOP_BUSY = 0.85  # share of a core that counts as an event loop at its limit
+MIN_WAIT_S = 0.005  # an excess queue wait below this is the protocol's, not a queue
+MIN_RUNNING = 0.5  # fewer running on average while requests waited: they did not wait for the function
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,7 @@ class _Load:
     running_at_start: np.ndarray  # per started request, including itself
     service: np.ndarray  # per started and completed request, aligned with running_at_start
     later_medians: tuple[float, float]  # median queue wait and service, later half of the requests
+    wait_floor: float  # 10th percentile of every request's queue wait: what a request pays with no queue
 
 
 def diagnose(
@@ -77,13 +85,23 @@ def diagnose(
         return findings
     waited = load.waiting > 0
     queue_wait, service = load.later_medians
-    saturated = bool(queue_wait > service)
+    excess = queue_wait - load.wait_floor
+    steady = steadiness(records)
+    k = float(np.percentile(load.running[waited], 95)) if waited.any() else 0.0
+    behind = steady is not None and not steady.steady
+    saturated = behind or bool(excess > max(service, MIN_WAIT_S))
     if not saturated:
         share = f"{waited.mean():.0%}"
         return [*findings, Finding("headroom", (
             f"the server kept up: requests waited in the queue {share} of the time (later half: median "
-            f"queue wait {_ms(queue_wait)}, service {_ms(service)})"))]
-    k = float(np.percentile(load.running[waited], 95)) if waited.any() else 0.0
+            f"queue wait {_ms(queue_wait)}, of which {_ms(load.wait_floor)} every request pays; service "
+            f"{_ms(service)})"))]
+    if (float(load.running[waited].mean()) if waited.any() else 0.0) < MIN_RUNNING:
+        why = f" ({steady.verdict})" if behind and steady is not None else ""
+        return [*findings, Finding("server_cpu", (
+            f"requests waited{why} while hardly one ran at a time (median service {_ms(service)}): they "
+            "waited in request handling (the event loop, HTTP, the load generator), not for the function; "
+            "more concurrency will not help, less work per request or more server processes will"))]
     if usage.loop_cores is not None and usage.loop_cores >= LOOP_BUSY and (usage.gpu_busy is None
                                                                           or max(usage.gpu_busy) < 0.5):
         gpu = "" if usage.gpu_busy is None else f" while the GPU was busy only {max(usage.gpu_busy):.0%}"
@@ -196,7 +214,8 @@ def _load(records: list[RequestRecord]) -> _Load | None:
     later = done & (sent >= float(np.median(sent)))  # the later half of the requests, by send time
     later = later if later.any() else done
     medians = (float(np.median((started - sent)[later])), float(np.median((completed - started)[later])))
-    return _Load(waiting, running, at_start, ends - starts, medians)
+    floor = float(np.percentile((started - sent)[done], 10))
+    return _Load(waiting, running, at_start, ends - starts, medians, floor)
 
 
 def _count_le(times: np.ndarray, grid: np.ndarray) -> np.ndarray:

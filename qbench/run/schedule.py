@@ -6,9 +6,15 @@ and its cumulative Lambda(t) = integral of r from 0 to t. Request k is intended 
 Lambda reaches a target value:
 
     constant arrivals: targets 0, 1, 2, ...          -> evenly spaced (rate R: t_k = k / R)
-    Poisson arrivals:  targets E_1, E_1+E_2, ...     with E_i ~ Exp(1), seeded
-                       (time-rescaling theorem: a unit-rate Poisson process mapped through
-                       Lambda^-1 is a Poisson process of intensity r(t), also for ramps)
+    Poisson arrivals:  targets: round(Lambda(T)) uniform draws on [0, Lambda(T)], sorted, seeded
+                       (a unit-rate Poisson process conditioned on its count, the count it is
+                       expected to have; time-rescaling: mapped through Lambda^-1 it is a Poisson
+                       process of intensity r(t), also for ramps, given its count)
+
+Conditioning on the count makes the offered rate exact over the run while arrivals keep their Poisson
+burstiness inside it. Unconditioned, a run's count is itself random (+-sqrt(Lambda)): with the default
+seed, a 5 s run at 40 req/s offered 13% fewer requests than asked and a 10 s one 9% fewer, so every short
+capacity probe was lighter than its label and capacities read high.
 
 With piecewise-linear r(t) (stages), Lambda is piecewise quadratic and inverted in closed form.
 A burst is N offsets of 0 (repeated every `interval` s for `duration` if set).
@@ -167,12 +173,15 @@ def _targets(total_lam: float, poisson: bool, rng: np.random.Generator, limit: f
     same values as the full sequence's first ones, which is never allocated)."""
     if not poisson:
         return np.arange(0.0, min(total_lam - 1e-9, limit), 1.0)  # tolerance: rate*duration is inexact
-    expected = min(total_lam, limit)
-    n = int(expected + 6 * math.sqrt(expected) + 10)
-    targets = np.cumsum(rng.exponential(1.0, n))
-    while targets[-1] < total_lam and targets.size < limit:  # vanishingly rare: keep the stream going
-        targets = np.concatenate([targets, targets[-1] + np.cumsum(rng.exponential(1.0, n))])
-    return targets[targets < total_lam]
+    count = int(round(total_lam))
+    kept = int(min(count, limit))
+    if kept <= 0:
+        return np.zeros(0)
+    # the first `kept` of `count` sorted uniforms, without drawing the rest: exponential spacings
+    # normalised by their total (S_count+1 = S_kept + a Gamma(count + 1 - kept) draw)
+    spacings = np.cumsum(rng.exponential(1.0, kept))
+    total = spacings[-1] + rng.gamma(count + 1 - kept)
+    return np.asarray(spacings / total * total_lam)
 
 
 def _intensity(stages: list[Stage]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -5,11 +5,14 @@ bisection on the rate (pure search logic; the probes against a server are in `qb
     bracket:  probe r0; while every probe passed, go up by `step`; while every probe failed, go down;
               the step grows (1.25, 1.56, 2.44, 5.96: squared after each move the same way), so a poor
               guess costs a few probes, a good one (the usual case) one or two
-    bisect:   probe sqrt(lo x hi) until hi / lo <= 1 + tolerance
-    confirm:  probe lo once more (optional); a pass makes the answer stable, a fail is noise at the
-              boundary: lo becomes the new failing rate, the bracket moves down, and the search goes on
+    bisect:   probe sqrt(lo x hi) until hi / lo <= 1 + tolerance (with `refine`: longer probes, long
+              enough that an overload the size of the tolerance shows; see capacity_run)
+    confirm:  one sustained run at lo (`confirm`, e.g. 60 s); a pass makes lo the answer, a fail (SLO or
+              steady state) makes lo the failing rate and steps down by the tolerance (or to just under
+              the completions/s the failed run measured, when lower), and confirms again
 
-A probe that was stopped because its queue ran away counts as failing, whatever its partial figures say.
+A probe passes only when the SLO held *and* the server kept up (steady state: qbench.run.steady); one
+stopped because its backlog grew counts as failing, whatever its partial figures say.
 The answer is the bracket [last passing, first failing]: `capacity_rps` is the last passing rate, so the
 true capacity lies in [capacity_rps, failing_rate_rps) up to measurement noise; `converged` says whether
 that bracket is within the tolerance (the probe budget can run out first). A target that fails even at
@@ -29,10 +32,11 @@ class Probe:
     """One measurement at one offered rate (or the closed-loop estimate, `kind` "estimate")."""
 
     rate_rps: float  # offered arrival rate (req/s); for the estimate, the completions/s it measured
-    passed: bool  # the SLO held (and the queue did not run away)
-    kind: str = "rate"  # "rate" (open loop) | "estimate" (closed loop, not part of the bracket)
-    stopped: str = ""  # why the probe was stopped early (queue ran away), "" when it ran to the end
-    violations: list[str] = field(default_factory=list)  # broken bounds, as in a sweep's reasons
+    passed: bool  # the SLO held and the server kept up (steady), and it was not stopped early
+    kind: str = "rate"  # "rate" (open loop) | "confirm" (the sustained run) | "estimate" (closed loop,
+    #                     not part of the bracket) | "overload" (past the capacity, not part of it)
+    stopped: str = ""  # why the probe was stopped early (backlog grew), "" when it ran to the end
+    violations: list[str] = field(default_factory=list)  # broken bounds and "not steady, ..." evidence
     throughput_rps: float = 0.0  # ok completions per second
     goodput_rps: float = 0.0
     p50_latency_s: float | None = None
@@ -44,14 +48,24 @@ class Probe:
     users: int | None = None  # closed-loop users of the estimate probe
     run_dir: str = ""  # the probe's run folder, relative to the capacity folder
     elapsed_s: float = 0.0  # wall time of the probe
+    duration_s: float = 0.0  # seconds of load planned (after the warm-up); 0 in files before it was kept
+    steady: bool | None = None  # the server kept up (None: not judged, too few requests or an old file)
+    steadiness: dict[str, Any] | None = None  # Steadiness.to_dict(): rates, backlog/wait slopes, verdict
 
     @property
     def verdict(self) -> str:
         if self.kind == "estimate":
             return "estimate"
+        if self.kind == "overload":
+            return "overload"
         if self.stopped:
             return "runaway"
         return "pass" if self.passed else "fail"
+
+    @property
+    def why(self) -> str:
+        """What broke ('not steady, backlog +5.1/s ± 0.4'; a bound), or '' for a pass."""
+        return self.stopped or "; ".join(self.violations)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "verdict": self.verdict}
@@ -71,7 +85,8 @@ class SearchPlan:
     step: float = 1.25  # first bracketing step (x or /), squared after each move the same way
     min_rate: float = 0.05
     max_rate: float = 10_000.0
-    confirm: bool = False  # probe the answer once more before calling it stable
+    confirm: bool = False  # confirm the answer with a sustained run (or, without one, a repeat probe)
+    confirm_tries: int = 4  # sustained runs at most (each failure steps down)
 
 
 @dataclass
@@ -82,20 +97,31 @@ class Capacity:
     failing_rate_rps: float | None  # lowest rate above it that broke the SLO (None: none did)
     tolerance: float
     converged: bool  # failing / passing <= 1 + tolerance (or the search hit min_rate / max_rate)
-    confirmed: bool = False  # the capacity passed twice (with SearchPlan.confirm)
+    confirmed: bool = False  # the capacity held a sustained run (SearchPlan.confirm; a repeat without one)
     probes: list[Probe] = field(default_factory=list)  # every probe, in order (the estimate first)
+    overload: dict[str, Any] | None = None  # what happened past the capacity (qbench.tune.overload)
 
     @property
     def at_capacity(self) -> Probe | None:
-        """The last passing probe at the capacity rate (its latency is the latency at capacity)."""
-        hits = [p for p in self.probes if p.kind == "rate" and p.passed and p.rate_rps == self.capacity_rps]
+        """The probe at the capacity rate that passed, the sustained confirmation first (its latency is
+        the latency at capacity)."""
+        hits = [p for p in self.probes if p.kind in ("rate", "confirm") and p.passed
+                and p.rate_rps == self.capacity_rps]
+        hits.sort(key=lambda p: p.kind == "confirm")
         return hits[-1] if hits else None
+
+    @property
+    def confirmation(self) -> Probe | None:
+        """The sustained run that held at the capacity (None: none did, or none was run)."""
+        at = self.at_capacity
+        return at if at is not None and at.kind == "confirm" else None
 
     @property
     def first_failing(self) -> Probe | None:
         """The last failing probe at the failing rate (what broke there is the reason it is the limit)."""
         failing = self.failing_rate_rps
-        hits = [p for p in self.probes if p.kind == "rate" and not p.passed and p.rate_rps == failing]
+        hits = [p for p in self.probes if p.kind in ("rate", "confirm") and not p.passed
+                and p.rate_rps == failing]
         return hits[-1] if hits else None
 
     def users(self, think_time_s: float) -> float | None:
@@ -114,6 +140,7 @@ class Capacity:
             "converged": self.converged,
             "confirmed": self.confirmed,
             "probes": [p.to_dict() for p in self.probes],
+            "overload": self.overload,
         }
 
     @classmethod
@@ -125,6 +152,7 @@ class Capacity:
             converged=bool(data.get("converged", False)),
             confirmed=bool(data.get("confirmed", False)),
             probes=[Probe.from_dict(p) for p in data.get("probes", [])],
+            overload=data.get("overload") if isinstance(data.get("overload"), dict) else None,
         )
 
 
@@ -136,9 +164,11 @@ class _Search:
     measure: Measure
     plan: SearchPlan
     probes: list[Probe] = field(default_factory=list)
+    refine: Measure | None = None  # the bisection's probes (default: measure)
 
-    def probe(self, rate: float) -> bool:
-        result = self.measure(rate)
+    def probe(self, rate: float, measure: Measure | None = None, kind: str = "rate") -> bool:
+        result = (measure or self.measure)(rate)
+        result.kind = kind
         result.passed = result.passed and not result.stopped  # a runaway is over capacity
         self.probes.append(result)
         return result.passed
@@ -146,10 +176,6 @@ class _Search:
     @property
     def budget_left(self) -> bool:
         return sum(p.kind == "rate" for p in self.probes) < self.plan.max_probes
-
-    def highest_pass_below(self, rate: float) -> float | None:
-        passing = [p.rate_rps for p in self.probes if p.kind == "rate" and p.passed and p.rate_rps < rate]
-        return max(passing) if passing else None
 
     def bracket(self, rate: float) -> tuple[float | None, float | None]:
         """(passing, failing) neighbours found by stepping from `rate`; either is None at a limit."""
@@ -178,33 +204,46 @@ class _Search:
     def bisect(self, lo: float, hi: float) -> tuple[float, float]:
         while hi / lo > 1 + self.plan.tolerance and self.budget_left:
             mid = math.sqrt(lo * hi)
-            if self.probe(mid):
+            if self.probe(mid, self.refine):
                 lo = mid
             else:
                 hi = mid
         return lo, hi
 
+    def sustain(self, lo: float, hi: float | None, confirm: Measure
+                ) -> tuple[float | None, float | None, bool]:
+        """Confirm `lo` with a sustained run; on a fail, step down and confirm again (module docstring)."""
+        rate: float | None = lo
+        for _ in range(self.plan.confirm_tries):
+            assert rate is not None
+            if self.probe(rate, confirm, "confirm"):
+                return rate, hi, True
+            failed = self.probes[-1]
+            hi, rate = rate, rate / (1 + self.plan.tolerance)
+            if failed.steady is False and failed.throughput_rps > 0:  # completions/s: what it sustained
+                rate = min(rate, failed.throughput_rps * (1 - self.plan.tolerance / 4))
+            if rate < self.plan.min_rate:
+                return None, hi, False
+        return rate, hi, False
+
 
 def search_capacity(measure: Measure, first_rate: float, plan: SearchPlan | None = None,
-                    estimate: Probe | None = None) -> Capacity:
-    """Bracket, bisect and (optionally) confirm the highest rate whose probe passes; see the module
-    docstring. `measure(rate)` runs one probe; `estimate` (the probe that gave `first_rate`) is kept
-    first in the list of probes."""
+                    estimate: Probe | None = None, *, refine: Measure | None = None,
+                    confirm: Measure | None = None) -> Capacity:
+    """Bracket, bisect and (with `plan.confirm`) confirm the highest rate whose probe passes; see the
+    module docstring. `measure(rate)` runs one probe, `refine(rate)` one of the bisection (default:
+    measure), `confirm(rate)` the sustained run (default: measure again); `estimate` (the probe that gave
+    `first_rate`) is kept first in the list of probes."""
     plan = plan or SearchPlan()
-    search = _Search(measure, plan, [estimate] if estimate else [])
+    search = _Search(measure, plan, [estimate] if estimate else [], refine)
     lo, hi = search.bracket(min(max(first_rate, plan.min_rate), plan.max_rate))
-    confirmed = False
-    while lo is not None and hi is not None:
+    if lo is not None and hi is not None:
         lo, hi = search.bisect(lo, hi)
-        if not plan.confirm or hi / lo > 1 + plan.tolerance or not search.budget_left:
-            break
-        if search.probe(lo):
-            confirmed = True
-            break
-        hi, lo = lo, search.highest_pass_below(lo)  # the pass at lo was luck: move the bracket down
-        if lo is None:
-            lo, hi = search.down(hi)
-    return Capacity(lo, hi, plan.tolerance, _converged(lo, hi, plan), confirmed, search.probes)
+    converged = _converged(lo, hi, plan)
+    confirmed = False
+    if plan.confirm and lo is not None:
+        lo, hi, confirmed = search.sustain(lo, hi, confirm or measure)
+    return Capacity(lo, hi, plan.tolerance, converged, confirmed, search.probes)
 
 
 def _converged(lo: float | None, hi: float | None, plan: SearchPlan) -> bool:

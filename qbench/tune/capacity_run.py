@@ -1,22 +1,36 @@
 """Capacity probes against a live server, and `qbench capacity`: estimate -> bracket -> bisect -> folder.
 
-A probe is the scenario at an open-loop arrival rate (`load.rate`, for `duration` seconds after a short
-warm-up; the scenario's arrival process, payload and timeout are kept), judged like a sweep point: it
-passes when every SLO bound and the error-rate ceiling hold and at least one request completed; a probe
-whose queue runs away (`RunawayDetector`) is stopped early and fails. The first guess is a closed-loop
-probe with `estimate_users` users and no think time: the completions/s a saturated server gives
-(users / mean latency), which the capacity under an SLO cannot exceed by much.
+A probe is the scenario at an open-loop arrival rate (`load.rate`, after a short warm-up; the scenario's
+arrival process, payload and timeout are kept). It passes when every SLO bound and the error-rate ceiling
+hold, at least one request completed, *and* the server kept up over the measured window (steady state,
+`qbench.run.steady`: completions keep pace with arrivals, backlog and queue wait do not trend up; margin
+a quarter of the tolerance). A probe whose backlog certainly grows is stopped early by the same test
+(`RunawayDetector`) and fails. The first guess is a closed-loop probe with `estimate_users` users and no
+think time: the completions/s a saturated server gives (users / mean latency).
+
+Probe length (`probe_length`): the bracket's probes last `duration` seconds (short: a probe that is not
+steady cannot pass, and the confirmation below catches a short probe's lucky pass); the bisection's last
+long enough that an overload the size of the tolerance would show at that rate (`probe_seconds`), that a
+p95 rests on 100 requests and that a wait of 5 x the SLO's latency bound could build up, within
+[`duration`, `max_duration`]. The answer is then confirmed by one sustained run of `confirm_duration`
+seconds (60); a fail steps down. Last, one run at 1.3 x the capacity (`qbench.tune.overload`) says
+whether throughput holds or falls as the queue grows (the max_size advice) and how true the server's ETA is.
 
 Layout of `reports/capacity-<name>-<stamp>/`:
 
     capacity.json        {schema_version, kind "capacity", created_at, scenario {path, content}, target,
                           slo, max_error_rate, plan {tolerance, max_probes, step, min_rate, max_rate,
-                          confirm}, probe_duration_s, warmup_s, think_time_s, estimate_users,
-                          result (Capacity.to_dict(): capacity_rps, failing_rate_rps, tolerance,
-                          converged, confirmed, probes [...]), users (equivalent users), answer
-                          [[label, text], ...] (the answer in words, as printed)}
+                          confirm, confirm_tries}, probe_duration_s, max_probe_duration_s,
+                          confirm_duration_s, probe_length {seconds, why, at_rps}, warmup_s,
+                          think_time_s, estimate_users, result (Capacity.to_dict(): capacity_rps,
+                          failing_rate_rps, tolerance, converged, confirmed, probes [... steady,
+                          steadiness {verdict, evidence, arrival_rps, completion_rps, backlog {slope,
+                          se}, wait {slope, se}, ...}], overload (Overload.to_dict())), users
+                          (equivalent users), answer [[label, text], ...] (the answer in words)}
     probes/00-estimate-u<n>/   the closed-loop estimate's run folder
     probes/<nn>-rate-<r>/      one run folder per open-loop probe, in the order they ran
+    probes/<nn>-confirm-<r>/   the sustained confirmation(s)
+    probes/<nn>-overload-<r>/  the run past the capacity
 """
 
 from __future__ import annotations
@@ -31,14 +45,21 @@ from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError
 from qbench.run.credentials import redact, remember_url
+from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
+from qbench.run.steady import Steadiness, probe_seconds, steadiness
 from qbench.tune.capacity import Capacity, Probe, SearchPlan, search_capacity
 from qbench.tune.grid import Point
-from qbench.tune.point import RunawayDetector, point_result, run_once
+from qbench.tune.overload import OVERLOAD_FACTOR, Overload, analyse
+from qbench.tune.point import Measured, RunawayDetector, point_result, run_measured
 from qbench.tune.recommend import Constraints
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: probes' steadiness and duration, confirm/overload probes, probe_length, overload
 DEFAULT_THINK_TIME_S = 10.0
+DEFAULT_CONFIRM_S = 60.0
+DEFAULT_MAX_PROBE_S = 30.0
+MIN_P95_REQUESTS = 100  # a p95 resting on fewer is mostly noise
+SLO_WAITS = 5  # a probe lasts at least this many SLO latency bounds
 ProbeObserver = Callable[[Probe], None]
 
 
@@ -54,13 +75,16 @@ def rate_overrides(base: dict[str, Any], rate: float, duration_s: float) -> dict
 
 
 def judge(kind: str, rate: float, summary: dict[str, Any], stopped: str | None,
-          constraints: Constraints) -> Probe:
-    """A probe's figures and verdict from its summary (the same bounds a sweep point is held to)."""
+          constraints: Constraints, steady: Steadiness | None = None) -> Probe:
+    """A probe's figures and verdict from its summary (the same bounds a sweep point is held to) and its
+    steady-state test (a probe that did not keep up fails, whatever its latency)."""
     result = point_result(Point({}), [{"summary": summary}], constraints, "ok", "", {})
     violations = constraints.slo_violations(result)
     completed = int(summary.get("completed_ok", 0))
     if completed == 0 and not violations:
         violations.append("no request completed")
+    if steady is not None and not steady.steady:
+        violations.insert(0, steady.verdict)
     return Probe(
         rate_rps=rate,
         passed=not violations and not stopped,
@@ -75,7 +99,55 @@ def judge(kind: str, rate: float, summary: dict[str, Any], stopped: str | None,
         mean_latency_s=result.mean_latency_s,
         error_rate=result.error_rate,
         completed_ok=completed,
+        steady=None if steady is None else steady.steady,
+        steadiness=None if steady is None else steady.to_dict(),
     )
+
+
+def latency_bound_s(constraints: Constraints) -> float | None:
+    """The SLO's tightest latency or queue-wait bound (s), None without one."""
+    bounds = [v for k, v in constraints.slo.items() if k.endswith(("_latency_s", "_queue_wait_s"))]
+    return min(bounds) if bounds else None
+
+
+@dataclass(frozen=True)
+class ProbeLength:
+    """How long the bisection's probes are, and why (see the module docstring)."""
+
+    tolerance: float
+    floor_s: float  # the bracket's probes, and the shortest of the bisection's
+    cap_s: float
+    bound_s: float | None  # the SLO's latency bound
+
+    def seconds(self, rate: float) -> float:
+        return min(max(self.needs(rate).values(), default=self.floor_s), self.cap_s)
+
+    def needs(self, rate: float) -> dict[str, float]:
+        needs = {"floor": self.floor_s, "overload": probe_seconds(rate, self.tolerance),
+                 "p95": MIN_P95_REQUESTS / rate}
+        if self.bound_s is not None:
+            needs["slo"] = SLO_WAITS * self.bound_s
+        return needs
+
+    def why(self, rate: float) -> str:
+        needs, seconds = self.needs(rate), self.seconds(rate)
+        overload = needs["overload"]
+        growth = self.tolerance / (1 + self.tolerance) * rate * seconds
+        text = (f"{seconds:.3g} s at {rate:.3g} req/s: an overload of {self.tolerance:.0%} grows the backlog "
+                f"by {growth:.0f} requests in that time against arrival noise of "
+                f"{(rate * seconds) ** 0.5:.0f} (certain after {overload:.3g} s)")
+        if seconds >= self.cap_s and overload > self.cap_s:
+            text += (f"; capped at --max-duration {self.cap_s:g} s, so a smaller overload may pass a probe: "
+                     "the sustained confirmation catches it")
+        if needs["p95"] >= seconds * 0.99:
+            text += f"; {MIN_P95_REQUESTS} requests for a p95"
+        if self.bound_s is not None and needs["slo"] >= seconds * 0.99:
+            text += f"; {SLO_WAITS} x the SLO's {self.bound_s:g} s bound"
+        return text
+
+    def to_dict(self, rate: float) -> dict[str, Any]:
+        return {"seconds": self.seconds(rate), "at_rps": rate, "why": self.why(rate),
+                "tolerance": self.tolerance, "floor_s": self.floor_s, "cap_s": self.cap_s}
 
 
 @dataclass
@@ -88,19 +160,32 @@ class Prober:
     probes_dir: Path
     root: Path  # run folders are recorded relative to this folder
     base_overrides: dict[str, Any] = field(default_factory=dict)
-    duration_s: float = 5.0
+    duration_s: float = 5.0  # the bracket's probes (and the estimate)
     stop_runaway: bool = True
     observer: ProbeObserver | None = None
     count: int = 0
+    tolerance: float = 0.1  # the search's: sets the bisection's probe length and the steadiness margin
+    max_duration_s: float = DEFAULT_MAX_PROBE_S
+    confirm_duration_s: float = DEFAULT_CONFIRM_S
+
+    @property
+    def margin(self) -> float:
+        """Relative overload a steady-state test counts (a quarter of the tolerance)."""
+        return self.tolerance / 4
+
+    @property
+    def length(self) -> ProbeLength:
+        return ProbeLength(self.tolerance, self.duration_s, max(self.max_duration_s, self.duration_s),
+                           latency_bound_s(self.constraints))
 
     def _run(self, name: str, overrides: dict[str, Any], detector: RunawayDetector | None
-             ) -> tuple[dict[str, Any], str | None, Path, float]:
+             ) -> tuple[Measured, Path, float]:
         run_dir = self.probes_dir / f"{self.count:02d}-{name}"
         self.count += 1
         started = time.monotonic()
-        summary, stopped = run_once(self.scenario, self.constraints.slo, self.base_url, run_dir, overrides,
-                                    detector)
-        return summary, stopped, run_dir, time.monotonic() - started
+        measured = run_measured(self.scenario, self.constraints.slo, self.base_url, run_dir, overrides,
+                                detector)
+        return measured, run_dir, time.monotonic() - started
 
     def _done(self, probe: Probe, run_dir: Path, elapsed_s: float) -> Probe:
         probe.run_dir = run_dir.relative_to(self.root).as_posix()
@@ -109,12 +194,38 @@ class Prober:
             self.observer(probe)
         return probe
 
+    def open_loop(self, rate: float, duration_s: float, kind: str = "rate", stop: bool = True
+                  ) -> tuple[Probe, list[RequestRecord]]:
+        """An open-loop probe at `rate` req/s for `duration_s`, judged with its steady-state test. The
+        sustained confirmation is stopped early only by an overload beyond the tolerance: a smaller
+        one, or a passing stall of the host, is judged on the whole run."""
+        overrides = rate_overrides(self.base_overrides, rate, duration_s)
+        margin = self.tolerance if kind == "confirm" else self.margin
+        detector = RunawayDetector(margin=margin) if self.stop_runaway and stop else None
+        measured, run_dir, elapsed = self._run(f"{kind}-{rate:.4g}", overrides, detector)
+        steady = steadiness(measured.records, self.margin)
+        probe = judge(kind, rate, measured.summary, measured.stopped, self.constraints, steady)
+        probe.duration_s = duration_s
+        return self._done(probe, run_dir, elapsed), measured.records
+
     def rate(self, rate: float) -> Probe:
-        """An open-loop probe at `rate` req/s."""
-        overrides = rate_overrides(self.base_overrides, rate, self.duration_s)
-        detector = RunawayDetector() if self.stop_runaway else None
-        summary, stopped, run_dir, elapsed = self._run(f"rate-{rate:.4g}", overrides, detector)
-        return self._done(judge("rate", rate, summary, stopped, self.constraints), run_dir, elapsed)
+        """A short open-loop probe (the bracket's)."""
+        return self.open_loop(rate, self.duration_s)[0]
+
+    def refine(self, rate: float) -> Probe:
+        """A bisection probe: long enough for an overload of the tolerance to show (`ProbeLength`)."""
+        return self.open_loop(rate, self.length.seconds(rate))[0]
+
+    def confirm(self, rate: float) -> Probe:
+        """The sustained run at the answer."""
+        return self.open_loop(rate, self.confirm_duration_s, "confirm")[0]
+
+    def overload(self, capacity: float) -> tuple[Probe, Overload | None]:
+        """One run at OVERLOAD_FACTOR x the capacity, not stopped early, and what it showed."""
+        rate = capacity * OVERLOAD_FACTOR
+        seconds = max(min(2 * self.length.seconds(capacity), self.max_duration_s), 10.0)
+        probe, records = self.open_loop(rate, seconds, "overload", stop=False)
+        return probe, analyse(records, rate, capacity, latency_bound_s(self.constraints))
 
     def estimate(self, users: int) -> Probe:
         """A closed-loop probe with `users` users and no think time. Its rate is the first guess: by
@@ -123,9 +234,10 @@ class Prober:
         overrides = {k: v for k, v in self.base_overrides.items() if k != "load.rate"}
         overrides.update({"load.users": users, "load.think_time": 0, "load.ramp_up": 0,
                           "load.duration": self.duration_s, "load.requests": None, "load.interval": None})
-        summary, _, run_dir, elapsed = self._run(f"estimate-u{users}", overrides, None)
-        probe = judge("estimate", 0.0, summary, None, self.constraints)
+        measured, run_dir, elapsed = self._run(f"estimate-u{users}", overrides, None)
+        probe = judge("estimate", 0.0, measured.summary, None, self.constraints)
         probe.users = users
+        probe.duration_s = self.duration_s
         probe.rate_rps = users / probe.mean_latency_s if probe.mean_latency_s else probe.throughput_rps
         return self._done(probe, run_dir, elapsed)
 
@@ -148,6 +260,9 @@ class CapacityConfig:
     think_time_s: float = DEFAULT_THINK_TIME_S
     estimate_users: int = 32
     start_rate: float | None = None  # skip the estimate and start the bracket here
+    max_probe_duration_s: float = DEFAULT_MAX_PROBE_S  # the bisection's probes at most
+    confirm_duration_s: float = DEFAULT_CONFIRM_S  # the sustained confirmation
+    overload: bool = True  # one run at 1.3 x the capacity: throughput past it, max_size, ETA
 
 
 def capacity_config(
@@ -155,9 +270,12 @@ def capacity_config(
     *,
     target: str | None = None,
     slo: dict[str, float] | None = None,
-    tolerance: float = 0.05,
+    tolerance: float = 0.1,
     max_probes: int = 10,
     duration_s: float = 5.0,
+    max_duration_s: float = DEFAULT_MAX_PROBE_S,
+    confirm_duration_s: float = DEFAULT_CONFIRM_S,
+    overload: bool = True,
     warmup_s: float = 0.5,
     think_time_s: float | None = None,
     estimate_users: int = 32,
@@ -179,7 +297,8 @@ def capacity_config(
         raise ScenarioError(f"{scenario_path}: no target: pass --target URL (or set target: in the scenario)")
     remember_url(url)  # masked in capacity.json and the probes' files
     for name, value in (("--duration", duration_s), ("--max-probes", max_probes),
-                        ("--estimate-users", estimate_users)):
+                        ("--estimate-users", estimate_users), ("--max-duration", max_duration_s),
+                        ("--confirm-duration", confirm_duration_s)):
         if value <= 0:
             raise ScenarioError(f"{name} {value}: expected a positive number")
     if start_rate is not None and start_rate <= 0:
@@ -197,6 +316,9 @@ def capacity_config(
         think_time_s=think,
         estimate_users=estimate_users,
         start_rate=start_rate,
+        max_probe_duration_s=max_duration_s,
+        confirm_duration_s=confirm_duration_s,
+        overload=overload,
     )
 
 
@@ -220,13 +342,9 @@ class CapacityRun:
 
 
 def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) -> CapacityRun:
-    """Estimate, bracket and bisect the scenario's capacity on `config.target`; write the folder."""
-    prober = Prober(
-        config.scenario, config.target, config.constraints, config.out_dir / "probes", config.out_dir,
-        base_overrides={f"slo.{k}": v for k, v in config.constraints.slo.items()} | {
-            "load.warmup": config.warmup_s},
-        duration_s=config.probe_duration_s, observer=observer,
-    )
+    """Estimate, bracket, bisect, confirm and overload the scenario's capacity on `config.target`; write
+    the folder."""
+    prober = capacity_prober(config, observer)
     estimate = None
     first = config.start_rate
     if first is None:
@@ -238,25 +356,44 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
                 f"see {config.out_dir / estimate.run_dir}): nothing to search"
             )
         first = estimate.rate_rps
-    capacity = search_capacity(prober.rate, first, config.plan, estimate)
+    capacity = search_capacity(prober.rate, first, config.plan, estimate, refine=prober.refine,
+                               confirm=prober.confirm)
+    if config.overload and capacity.capacity_rps is not None:
+        probe, overload = prober.overload(capacity.capacity_rps)
+        capacity.probes.append(probe)
+        capacity.overload = overload.to_dict() if overload else None
     users = capacity.users(config.think_time_s)
-    lines = describe(capacity, config.constraints, config.think_time_s)
+    length = prober.length.to_dict(capacity.capacity_rps or first)
+    lines = describe(capacity, config.constraints, config.think_time_s, length["why"])
     config.out_dir.mkdir(parents=True, exist_ok=True)
-    _write_json(config.out_dir / "capacity.json", _capacity_json(config, capacity, users, lines))
+    _write_json(config.out_dir / "capacity.json", _capacity_json(config, capacity, users, lines, length))
     return CapacityRun(config.out_dir, capacity, config.think_time_s, users, lines)
 
 
-def describe(capacity: Capacity, constraints: Constraints, think_time_s: float) -> list[tuple[str, str]]:
-    """The answer in words, as (label, text): capacity, its bracket, where the SLO first fails, users."""
+def capacity_prober(config: CapacityConfig, observer: ProbeObserver | None = None) -> Prober:
+    return Prober(
+        config.scenario, config.target, config.constraints, config.out_dir / "probes", config.out_dir,
+        base_overrides={f"slo.{k}": v for k, v in config.constraints.slo.items()} | {
+            "load.warmup": config.warmup_s},
+        duration_s=config.probe_duration_s, observer=observer, tolerance=config.plan.tolerance,
+        max_duration_s=config.max_probe_duration_s, confirm_duration_s=config.confirm_duration_s,
+    )
+
+
+def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, length_why: str = ""
+             ) -> list[tuple[str, str]]:
+    """The answer in words, as (label, text): capacity, how it held, its bracket, where the SLO first
+    fails, users, the probe length, what happens past it."""
     slo = ", ".join(f"{k} <= {v:g}" for k, v in constraints.slo.items())
     slo += f"{', ' if slo else ''}error_rate <= {constraints.max_error_rate:.1%}"
     state = "converged" if capacity.converged else "NOT converged: probe budget spent"
-    if capacity.confirmed:
-        state += ", confirmed by a repeat"
     rate, failing = capacity.capacity_rps, capacity.failing_rate_rps
     if rate is None:
-        return [("no capacity", f"the SLO ({slo}) fails even at {failing:.3g} req/s, the lowest rate tried")]
-    lines = [("capacity", f"{rate:.3g} req/s of open-loop arrivals meeting {slo}")]
+        low = f"{failing:.3g} req/s" if failing is not None else "the lowest rate"
+        return [("no capacity", f"the SLO ({slo}) or the steady state fails even at {low}, the lowest "
+                                "rate tried")]
+    lines = [("capacity", f"{rate:.3g} req/s of open-loop arrivals meeting {slo}, the server keeping up")]
+    lines.append(_held(capacity))
     if failing is None:
         lines.append(("bracket", f"the SLO held at every rate tried ({state}): the capacity is at least "
                                  f"{rate:.3g} req/s"))
@@ -264,8 +401,7 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float) 
         lines.append(("bracket", f"[{rate:.3g}, {failing:.3g}) req/s, last passing to first failing "
                                  f"(tolerance {capacity.tolerance:.0%}, {state})"))
         probe = capacity.first_failing
-        why = "; ".join(probe.violations) if probe and probe.violations else "failed"
-        why = probe.stopped if probe and probe.stopped else why
+        why = probe.why if probe and probe.why else "failed"
         lines.append(("SLO first fails", f"at {failing:.3g} req/s: {why}"))
     at = capacity.at_capacity
     users = capacity.users(think_time_s)
@@ -273,11 +409,36 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float) 
         lines.append(("users", f"~{users:.0f} users clicking every {think_time_s:g} s (N = {rate:.3g} req/s "
                                f"x ({think_time_s:g} s think + {at.mean_latency_s or 0:.3g} s mean latency "
                                "at capacity))"))
+    if length_why:
+        lines.append(("probe length", length_why))
+    overload = Overload.from_dict(capacity.overload)
+    if overload is not None:
+        lines.append((f"past it (x{overload.rate_rps / overload.capacity_rps:.2g})", overload.advice))
+        if overload.eta_finding:
+            lines.append(("server ETA", overload.eta_finding))
     return lines
 
 
+def _held(capacity: Capacity) -> tuple[str, str]:
+    confirmation = capacity.confirmation
+    tries = [p for p in capacity.probes if p.kind == "confirm"]
+    failed = [p for p in tries if not p.passed]
+    stepped = "".join(f"; failed at {p.rate_rps:.3g} req/s ({p.why}), stepped down" for p in failed)
+    if confirmation is not None:
+        steady = (confirmation.steadiness or {}).get("evidence", "")
+        return ("held", f"for the whole {confirmation.duration_s:g} s confirmation at "
+                        f"{confirmation.rate_rps:.3g} req/s: p95 {confirmation.p95_latency_s or 0:.3g} s, "
+                        f"steady ({steady}){stepped}")
+    if capacity.confirmed:
+        return ("held", "passed a repeat probe")
+    if tries:
+        return ("NOT confirmed", f"no sustained run held{stepped}: {capacity.capacity_rps:.3g} req/s is the "
+                                 "next step down, unconfirmed")
+    return ("NOT confirmed", "no sustained confirmation was run (--no-confirm)")
+
+
 def _capacity_json(config: CapacityConfig, capacity: Capacity, users: float | None,
-                   lines: list[tuple[str, str]]) -> dict[str, Any]:
+                   lines: list[tuple[str, str]], length: dict[str, Any]) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "capacity",
@@ -288,6 +449,9 @@ def _capacity_json(config: CapacityConfig, capacity: Capacity, users: float | No
         "max_error_rate": config.constraints.max_error_rate,
         "plan": asdict(config.plan),
         "probe_duration_s": config.probe_duration_s,
+        "max_probe_duration_s": config.max_probe_duration_s,
+        "confirm_duration_s": config.confirm_duration_s,
+        "probe_length": length,
         "warmup_s": config.warmup_s,
         "think_time_s": config.think_time_s,
         "estimate_users": config.estimate_users,

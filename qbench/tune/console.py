@@ -228,7 +228,15 @@ def _num(value: float | None) -> str:
 # ---------------------------------------------------------------- qbench capacity
 
 
-_PROBE_STYLE = {"pass": "green", "fail": "yellow", "runaway": "red", "estimate": "cyan"}
+_PROBE_STYLE = {"pass": "green", "fail": "yellow", "runaway": "red", "estimate": "cyan",
+                "overload": "magenta"}
+
+
+def _label(probe: Probe) -> str:
+    """'' for the bracket's probes; 'confirm 60 s' / 'overload' / '12 s' for the others."""
+    if probe.kind in ("confirm", "overload"):
+        return f"{probe.kind} {probe.duration_s:g} s " if probe.duration_s else f"{probe.kind} "
+    return ""
 
 
 def probe_line(probe: Probe) -> str:
@@ -236,9 +244,12 @@ def probe_line(probe: Probe) -> str:
     if probe.kind == "estimate":
         return (f"  estimate: {probe.users} closed-loop users -> {probe.rate_rps:.3g} completions/s "
                 f"(users / mean latency), p95 {_s(probe.p95_latency_s)}")
-    why = probe.stopped or "; ".join(probe.violations)
-    return (f"  {probe.rate_rps:.4g} req/s: {probe.verdict}, p95 {_s(probe.p95_latency_s)}, "
-            f"{probe.throughput_rps:.3g} ok/s" + (f" ({why})" if why else ""))
+    why = probe.why
+    steady = (probe.steadiness or {}).get("evidence") if probe.passed or probe.kind == "overload" else ""
+    seconds = f" {probe.duration_s:g} s" if probe.duration_s and probe.kind == "rate" else ""
+    return (f"  {_label(probe)}{probe.rate_rps:.4g} req/s{seconds}: {probe.verdict}, p95 "
+            f"{_s(probe.p95_latency_s)}, {probe.throughput_rps:.3g} ok/s" + (f" ({why})" if why else "")
+            + (f" [{steady}]" if steady else ""))
 
 
 def probe_table(capacity: Capacity) -> Table:
@@ -248,10 +259,10 @@ def probe_table(capacity: Capacity) -> Table:
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("why", min_width=30, overflow="fold")
     for n, p in enumerate(capacity.probes):
-        offered = f"{p.users} users" if p.kind == "estimate" else f"{p.rate_rps:.4g}"
+        offered = f"{p.users} users" if p.kind == "estimate" else f"{_label(p)}{p.rate_rps:.4g}"
         table.add_row(
             str(n), offered, f"{p.throughput_rps:.3g}", _s(p.p50_latency_s), _s(p.p95_latency_s),
-            _s(p.p99_latency_s), f"{p.error_rate:.1%}", p.verdict, p.stopped or "; ".join(p.violations),
+            _s(p.p99_latency_s), f"{p.error_rate:.1%}", p.verdict, p.why,
             style=_PROBE_STYLE.get(p.verdict, ""),
         )
     return table

@@ -1,20 +1,21 @@
 """One measurement inside a sweep: overrides -> run_scenario -> Summary -> PointResult.
 
-Runaway detection (`RunawayDetector`, the runner's stop_when hook): over the last `window_s` seconds,
-if requests complete at less than `ratio` (half) of the rate they arrive and the backlog (sent - completed)
-has grown past `min_backlog`, for `patience` consecutive checks, the queue is running away: the point
-can only get worse, so it is stopped early (status `stopped`) and the sweep moves on.
+Runaway detection (`RunawayDetector`, the runner's stop_when hook) is the steady-state test of
+`qbench.run.steady` on the live counts: once the backlog (sent - completed) certainly grows faster than
+`margin` x the arrival rate while completions lag arrivals, the point can only get worse, so it is
+stopped early (status `stopped`) and the sweep moves on.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario, Slo
+from qbench.run.steady import LiveTrend
 from qbench.run.summary import summarize
 from qbench.tune.grid import Point
 from qbench.tune.recommend import Constraints, PointResult
@@ -27,41 +28,11 @@ if TYPE_CHECKING:
 DEFAULT_WARMUP_S = 0.5
 
 
-@dataclass
-class RunawayDetector:
-    window_s: float = 1.0
-    ratio: float = 0.5
-    min_backlog: int = 8
-    min_elapsed_s: float = 1.0
-    patience: int = 3
-    _history: deque[tuple[float, int, int]] = field(default_factory=deque)
-    _strikes: int = 0
+class RunawayDetector(LiveTrend):
+    """The runner's stop_when hook: `LiveTrend` (qbench.run.steady) on the run's live counts."""
 
     def __call__(self, stats: LiveStats) -> str | None:
         return self.check(stats.elapsed_s, stats.sent, stats.completed)
-
-    def check(self, elapsed_s: float, sent: int, completed: int) -> str | None:
-        self._history.append((elapsed_s, sent, completed))
-        while len(self._history) > 2 and self._history[1][0] <= elapsed_s - self.window_s:
-            self._history.popleft()
-        t0, sent0, done0 = self._history[0]
-        dt = elapsed_s - t0
-        if elapsed_s < self.min_elapsed_s or dt < self.window_s / 2:
-            return None
-        arrivals, completions = sent - sent0, completed - done0
-        backlog, backlog0 = sent - completed, sent0 - done0
-        running_away = (
-            arrivals > 0
-            and completions < self.ratio * arrivals
-            and backlog > max(backlog0, self.min_backlog - 1)
-        )
-        self._strikes = self._strikes + 1 if running_away else 0
-        if self._strikes < self.patience:
-            return None
-        return (
-            f"queue ran away: {completions / dt:.1f} completions/s vs {arrivals / dt:.1f} arrivals/s, "
-            f"backlog {backlog} and growing after {elapsed_s:.1f} s"
-        )
 
 
 def point_warmup(config: SweepConfig) -> float:
@@ -85,15 +56,24 @@ def point_overrides(config: SweepConfig, point: Point) -> dict[str, Any]:
     return overrides
 
 
-def run_once(
+@dataclass
+class Measured:
+    """One run as the tuning stages read it: its summary under the SLO, why it stopped early, its records."""
+
+    summary: dict[str, Any]
+    stopped: str | None
+    records: list[RequestRecord]
+
+
+def run_measured(
     scenario: Scenario,
     slo: dict[str, float],
     base_url: str,
     run_dir: Path,
     overrides: dict[str, Any],
     detector: RunawayDetector | None,
-) -> tuple[dict[str, Any], str | None]:
-    """One run of `scenario` with `overrides`: (summary dict under `slo`, reason if stopped early)."""
+) -> Measured:
+    """One run of `scenario` with `overrides` (see `run_once`), with its records."""
     from qbench.run.runner import run_scenario
 
     result = run_scenario(
@@ -105,7 +85,20 @@ def run_once(
         settle(base_url, run_dir)  # the next run must not start behind this one's abandoned backlog
     summary = summarize(result.records, Slo(**slo) if slo else None)
     stopped = result.run_info.get("stop_reason") if result.run_info.get("stop_kind") == "deadline" else None
-    return summary.to_dict(), stopped
+    return Measured(summary.to_dict(), stopped, result.records)
+
+
+def run_once(
+    scenario: Scenario,
+    slo: dict[str, float],
+    base_url: str,
+    run_dir: Path,
+    overrides: dict[str, Any],
+    detector: RunawayDetector | None,
+) -> tuple[dict[str, Any], str | None]:
+    """One run of `scenario` with `overrides`: (summary dict under `slo`, reason if stopped early)."""
+    measured = run_measured(scenario, slo, base_url, run_dir, overrides, detector)
+    return measured.summary, measured.stopped
 
 
 def run_point(

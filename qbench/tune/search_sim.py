@@ -7,7 +7,8 @@ measure only what it ranks best.
     repeat:  simulate every grid point (qbench.tune.simulate) with the scenario's arrival process:
                at its own load (goodput, p50/p95/p99 at the scenario's rate or users), and, under the
                capacity objective, bisect the open-loop rate for the highest one whose simulated
-               latencies meet the SLO (the predicted capacity)
+               latencies meet the SLO and whose queue wait does not trend up, below the
+               server's k x B / l(B) (the predicted capacity: never above what it can complete)
              measure the best-predicted unmeasured point among the top `top_n`; refit with it; stop when
              the top `top_n` are all measured or the trial budget is spent
     recommend among MEASURED points only (the sweep ranks search.results); predicted vs measured is kept
@@ -33,6 +34,7 @@ import numpy as np
 from qbench.run.records import read_records
 from qbench.run.scenario import Load
 from qbench.run.schedule import OpenPlan, plan
+from qbench.run.steady import trend
 from qbench.tune.batch_model import BatchFit, FitError, PointLoad, untrusted
 from qbench.tune.grid import Grid, Point
 from qbench.tune.recommend import Constraints, PointResult, recommend
@@ -64,6 +66,7 @@ from qbench.tune.simulate import (
 Spread = Callable[[Sequence[Point], BatchFit], float]
 MAX_SIM_REQUESTS = 3000  # per simulated run: enough for a p95, fast enough for a whole grid
 BISECTION_STEPS = 10
+STEADY_MARGIN = 0.025  # queue wait growth (s per s) that counts as not keeping up
 
 
 @dataclass
@@ -132,15 +135,20 @@ class SimPredictor:
         return result
 
     def passes(self, point: Point, server: SimServer, rate: float) -> bool:
+        """The simulated run met the SLO and kept up: its queue wait does not trend up (the steady-state
+        test `qbench capacity` holds a real probe to, qbench.run.steady)."""
         sim = self.run(server, self.rate_arrivals(rate, self.capacity_duration_s))
         checked = as_point_result(point, sim)
-        return sim.latencies_s.size > 0 and not predicted_constraints(self.constraints).violations(checked)
+        if sim.latencies_s.size == 0 or predicted_constraints(self.constraints).violations(checked):
+            return False
+        waits = trend(np.arange(sim.waits_s.size) / rate, sim.waits_s)
+        return waits is None or not waits.up(STEADY_MARGIN)
 
     def capacity(self, point: Point, server: SimServer, fit: BatchFit) -> float | None:
         """The highest open-loop rate whose simulated run meets the SLO (bisection below k*B/l(B))."""
         shape = self.describe(point)
         x_max = shape.workers * shape.max_batch / fit.service_s(shape.max_batch, shape.workers)
-        low, high = 0.02 * x_max, 1.05 * x_max
+        low, high = 0.02 * x_max, x_max  # past x_max the queue grows without bound: never steady
         if self.passes(point, server, high):
             return high
         if not self.passes(point, server, low):

@@ -420,25 +420,30 @@ def _capacity(config: SweepConfig, servers: _Servers, winner: PointResult) -> Ca
         return point_capacity(config, handle.base_url, point, work, first_rate=winner.throughput_rps or 1.0)
 
 
+SWEEP_REFINE_FACTOR = 3  # a sweep's bisection probes: up to 3x capacity_duration (qbench capacity: 30 s)
+
+
 def point_capacity(
     config: SweepConfig, base_url: str, point: Point, work: Path, first_rate: float | None = None
 ) -> Capacity:
-    """Capacity of one point on its (warm) server: `capacity_trials` open-loop probes of
-    `capacity_duration_s` at most, to `capacity_tolerance`. Without `first_rate`, a closed-loop estimate
-    with twice the point's work slots in users (concurrency_limit x max_batch_size; 32 when unknown)
-    gives the first guess."""
+    """Capacity of one point on its (warm) server: `capacity_trials` open-loop probes, judged like
+    `qbench capacity`'s (SLO and steady state), of `capacity_duration_s` while bracketing and up to
+    SWEEP_REFINE_FACTOR times that while bisecting, to `capacity_tolerance`. Without `first_rate`, a
+    closed-loop estimate with twice the point's work slots in users (concurrency_limit x
+    max_batch_size; 32 when unknown) gives the first guess."""
     duration = config.capacity_duration_s or config.point_duration_s or config.scenario.load.duration
     prober = Prober(
         config.scenario, base_url, config.constraints, work, config.sweep_dir,
         base_overrides=point_overrides(config, point), duration_s=duration or 5.0,
-        stop_runaway=config.stop_runaway,
+        stop_runaway=config.stop_runaway, tolerance=config.capacity_tolerance,
+        max_duration_s=SWEEP_REFINE_FACTOR * (duration or 5.0),
     )
     plan = SearchPlan(tolerance=config.capacity_tolerance, max_probes=config.capacity_trials)
     estimate = None
     if first_rate is None:
         estimate = prober.estimate(_estimate_users(config, point))
         first_rate = estimate.rate_rps or 1.0
-    return search_capacity(prober.rate, first_rate, plan, estimate)
+    return search_capacity(prober.rate, first_rate, plan, estimate, refine=prober.refine)
 
 
 def _estimate_users(config: SweepConfig, point: Point) -> int:

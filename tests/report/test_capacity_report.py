@@ -50,3 +50,26 @@ def test_no_capacity_and_no_probes_still_make_a_report(tmp_path: Path) -> None:
     empty = write_folder(tmp_path / "empty", {}, [])
     files = build_report(empty)
     assert "holds no open-loop probe" in files.markdown.read_text()
+
+
+def test_the_confirmation_and_the_run_past_the_capacity_are_shown(tmp_path: Path) -> None:
+    steady = {"verdict": "steady", "evidence": "arrivals 35.6/s, completions 35.4/s, backlog +0.3/s ± 0.1"}
+    probes = [probe(39.0, 0.3, True), probe(48.7, 0.9, False), probe(43.6, 0.5, True),
+              probe(43.6, 0.9, False, kind="confirm", duration_s=60.0),
+              probe(39.6, 0.4, True, kind="confirm", duration_s=60.0, steady=True, steadiness=steady),
+              probe(51.5, 6.0, False, kind="overload", duration_s=20.0, verdict="overload")]
+    overload = {"rate_rps": 51.5, "capacity_rps": 39.6, "base_rps": 39.3, "end_rps": 30.9, "fall": 0.21,
+                "fell_at_waiting": 130, "max_waiting": 230, "max_size": 104,
+                "series": [[1.0 + 2 * i, 39.0 - i, 10.0 + 20 * i] for i in range(10)],
+                "advice": "past about 130 waiting, throughput fell 21%: set max_size=104"}
+    result = {"capacity_rps": 39.6, "failing_rate_rps": 43.6, "tolerance": 0.1, "converged": True,
+              "confirmed": True, "probes": probes, "overload": overload}
+    folder = write_folder(tmp_path / "c", result, [["capacity", "39.6 req/s"],
+                                                   ["held", "for the whole 60 s confirmation"]])
+    files = build_report(folder)
+    assert [c.name for c in files.charts] == ["capacity_knee", "capacity_overload"]
+    assert all(c.path.stat().st_size > 10_000 for c in files.charts)
+    summary = files.markdown.read_text()
+    assert "| confirm 60 s: 39.60 |" in summary and "| overload 20 s: 51.50 |" in summary
+    assert "**held**: for the whole 60 s confirmation" in summary
+    assert "set max_size=104" in files.html.read_text()  # the overload chart's caption

@@ -16,6 +16,7 @@ from qbench.run.diagnose import configured_slots, diagnose
 from qbench.run.records import RequestRecord
 from qbench.run.runner import run_scenario
 from qbench.run.summary import summarize
+from qbench.tune.launch import start_reference_server
 from reference_server.testing import RunningServer
 
 from .conftest import scenario
@@ -119,3 +120,66 @@ def test_a_busy_event_loop_with_an_idle_gpu_is_named() -> None:
     assert "server_cpu" not in [f.kind for f in busy_gpu]  # the GPU was the busy one
     calm = diagnose(records, summarize(records, None), usage_server(2.0))
     assert [f.kind for f in calm] == ["usage", "queue_limit"]
+
+
+# ---------------------------------------------------------------- real servers whose limit is known
+
+
+def run_diagnosis(server_factory: Factory, tmp_path: Path, functions: list[dict[str, Any]],
+                  load: dict[str, Any], **settings: Any) -> list[str]:
+    api = functions[0]["api_name"]
+    spec = scenario(endpoint={"api_name": api}, payload={"inputs": [{"text": {"words": [1, 2]}}]},
+                    load={"timeout": 20, **load})
+    with server_factory(functions=functions, **settings) as server:
+        result = run_scenario(spec, target=server.url, out_dir=tmp_path / "run", live=False)
+    return [f.kind for f in result.diagnosis if f.kind != "usage"]
+
+
+def test_an_instant_function_well_below_its_limit_has_headroom(server_factory: Factory,
+                                                               tmp_path: Path) -> None:
+    """The echo preset's function at 300 req/s: nothing waits for it (it once read 'queue_limit ... about 0
+    request(s) at a time ... caps throughput near 0.0 req/s')."""
+    echo = {"api_name": "echo", "workload": "echo", "concurrency_limit": None}
+    assert run_diagnosis(server_factory, tmp_path, [echo], {"rate": 300, "duration": 2}) == ["headroom"]
+
+
+def test_a_slow_function_at_a_tenth_of_its_ceiling_has_headroom(server_factory: Factory,
+                                                                tmp_path: Path) -> None:
+    work = {"api_name": "work", "workload": "sleep", "params": {"base_ms": 50}, "concurrency_limit": 4}
+    assert run_diagnosis(server_factory, tmp_path, [work], {"rate": 8, "duration": 3}) == ["headroom"]
+
+
+def test_slots_held_back_by_max_threads_are_idle_slots(server_factory: Factory, tmp_path: Path) -> None:
+    """concurrency_limit 4 but max_threads 2: at most 2 x 50 ms = 40 req/s run, offered 60."""
+    work = {"api_name": "work", "workload": "sleep", "params": {"base_ms": 50}, "concurrency_limit": 4}
+    found = run_diagnosis(server_factory, tmp_path, [work], {"rate": 60, "duration": 2},
+                          launch={"max_threads": 2})
+    assert found[0] == "idle_slots" and found[-1] == "queue_limit", found
+
+
+def test_an_instant_function_behind_its_arrivals_is_request_handling() -> None:
+    """Arrivals at 200/s, handled at 100/s one after another, each taking 0.1 ms to run: the requests
+    wait, but not for the function."""
+    records = []
+    for i in range(400):
+        sent = i / 200
+        start = i / 100 + 0.0037  # off the diagnosis grid
+        records.append(RequestRecord(request_id=i, user_id=0, session_id="s", endpoint="e", warmup=False,
+                                     intended_at_s=sent, sent_at_s=sent, started_at_s=start,
+                                     completed_at_s=start + 1e-4, outcome="ok"))
+    (finding,) = diagnose(records, summarize(records, None))
+    assert finding.kind == "server_cpu" and "not for the function" in finding.message
+    assert "not steady" in finding.message
+
+
+def test_real_cpu_work_that_slows_with_concurrency_is_model_bound(tmp_path: Path) -> None:
+    """The `cpu` workload (torch matmuls, one torch thread each) with 4 slots on this machine's 2 cores:
+    4 running take about twice as long each as 1. Light load first (a few running), then overload."""
+    work = {"api_name": "work", "workload": "cpu", "params": {"n": 512, "repeats": 16},
+            "concurrency_limit": 4}
+    spec = scenario(endpoint={"api_name": "work"}, payload={"inputs": [{"text": {"words": [1, 2]}}]},
+                    load={"stages": [{"duration": 3, "rate": 8}, {"duration": 3, "rate": 60}], "timeout": 20})
+    with start_reference_server({"functions": [work], "torch_threads": 1}) as url:
+        result = run_scenario(spec, target=url, out_dir=tmp_path / "run", live=False)
+    found = [f.kind for f in result.diagnosis if f.kind != "usage"]
+    assert "model_bound" in found, result.diagnosis

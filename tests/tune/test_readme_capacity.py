@@ -1,5 +1,6 @@
-"""The README's `qbench capacity` and `--objective` commands, run as written but at reduced size
-(shorter probes, fewer probes and points), against the reference server's `sleep` preset."""
+"""docs/capacity.md's `qbench capacity` commands and the README's `--objective` commands, run as written
+but at reduced size (shorter probes and confirmation, fewer probes and points), against the reference
+server's `sleep` preset."""
 
 from __future__ import annotations
 
@@ -17,16 +18,18 @@ from reference_server.testing import serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+CAPACITY_DOC = ROOT / "docs" / "capacity.md"
 REDUCED = {
-    "capacity": ["--duration", "1", "--max-probes", "4", "--tolerance", "25%", "--estimate-users", "16"],
+    "capacity": ["--duration", "1", "--max-probes", "4", "--tolerance", "25%", "--estimate-users", "16",
+                 "--max-duration", "1.5", "--confirm-duration", "2"],
     "sweep": ["--duration", "1", "--capacity-duration", "1", "--capacity-trials", "3",
               "--capacity-tolerance", "25%"],
 }
 
 
-def readme_commands(section: str) -> list[list[str]]:
+def readme_commands(section: str, doc: Path = README) -> list[list[str]]:
     """The `qbench ...` lines of the first sh block after `section`, comments and `&` dropped."""
-    text = README.read_text(encoding="utf-8").split(section, 1)[1]
+    text = doc.read_text(encoding="utf-8").split(section, 1)[1]
     match = re.search(r"```sh\n(.*?)```", text, re.S)
     assert match, f"no sh block after {section!r}"
     lines = [line.split("#", 1)[0].strip().rstrip("&").strip() for line in match.group(1).splitlines()]
@@ -40,7 +43,7 @@ def run(args: list[str]) -> str:
 
 
 def test_the_readme_capacity_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    serve, capacity, report = readme_commands("## How many users can my app handle?")
+    serve, capacity, report = readme_commands("# How many users can my app handle?", CAPACITY_DOC)
     assert serve == ["serve", "--preset", "sleep"] and capacity[0] == "capacity" and report[0] == "report"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").symlink_to(ROOT / "examples")

@@ -37,10 +37,15 @@ def feed(
 
 def test_runaway_queue_is_stopped() -> None:
     reason = feed(RunawayDetector(), arrivals_per_s=100, completions_per_s=10, seconds=5)
-    assert reason is not None and "queue ran away" in reason and "arrivals/s" in reason
+    assert reason is not None and "not steady, backlog +" in reason and "vs arrivals 100/s" in reason
 
 
-@pytest.mark.parametrize(("arrivals", "completions"), [(20, 19), (10, 10), (0, 0), (5, 4)])
+def test_a_slow_overload_is_stopped_once_its_trend_is_certain() -> None:
+    reason = feed(RunawayDetector(margin=0.025), arrivals_per_s=44, completions_per_s=40, seconds=20)
+    assert reason is not None and "not steady" in reason
+
+
+@pytest.mark.parametrize(("arrivals", "completions"), [(20, 19.8), (10, 10), (0, 0), (5, 4.9)])
 def test_keeping_up_is_not_a_runaway(arrivals: float, completions: float) -> None:
     assert feed(RunawayDetector(), arrivals, completions, seconds=5) is None
 

@@ -1,0 +1,145 @@
+"""Past the capacity: does throughput hold or fall as the queue grows, and how true is the server's ETA?
+
+One run above the capacity (`OVERLOAD_FACTOR` x, not stopped early) is cut into `BLOCKS` equal slices of
+its send window. For each: ok completions per second and the requests waiting (sent, not started; sent,
+not done where the protocol has no start event) at its middle. The first `BASE_BLOCKS` slices, before a
+long queue forms, give the base throughput; throughput *falls* when a later slice (a 3-slice running
+mean) drops `FALL` or more below it, and the waiting count there is where it fell. That feeds the
+`max_size` advice: a queue allowed past that count serves fewer requests, not more, so cap it just under.
+When throughput holds, a cap only bounds the wait: capacity x the SLO's latency bound is the most that
+can wait and still be served within it.
+
+ETA: the first `estimation` of a queued Gradio request carries the server's `rank_eta` (seconds until it
+starts); its real wait is `process_starts` minus that message. The ratio of their medians (requests that
+really waited) says how far what users are shown is from what they get.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from qbench.run.records import RequestRecord
+
+OVERLOAD_FACTOR = 1.3
+BLOCKS = 10
+BASE_BLOCKS = 3
+FALL = 0.10
+MIN_WAIT_S = 0.05  # a request that waited less is not a test of the ETA
+
+
+@dataclass(frozen=True)
+class Overload:
+    """What one run past the capacity showed (see the module docstring)."""
+
+    rate_rps: float  # offered
+    capacity_rps: float  # the capacity it is a multiple of
+    base_rps: float  # ok completions/s in the first slices
+    end_rps: float  # ok completions/s in the last slices
+    fell_at_waiting: int | None  # requests waiting where throughput first fell FALL below base (None: held)
+    max_waiting: int  # the most requests waiting in the run
+    series: list[list[float]]  # [slice middle (s), ok completions/s, waiting] per slice
+    max_size: int | None  # the advised queue cap (None: nothing to advise)
+    advice: str
+    eta_ratio: float | None = None  # median server ETA / median real wait (None: no ETA to compare)
+    eta_requests: int = 0
+    eta_finding: str = ""
+
+    @property
+    def fall(self) -> float:
+        """Relative drop of throughput from the base to the end (0: held; negative: rose)."""
+        return 1 - self.end_rps / self.base_rps if self.base_rps > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "fall": self.fall}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Overload | None:
+        if not isinstance(data, dict):
+            return None
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def analyse(records: Sequence[RequestRecord], rate_rps: float, capacity_rps: float,
+            latency_bound_s: float | None) -> Overload | None:
+    """The overload run's throughput against its queue, the advice and the ETA finding (None: too few
+    requests to tell)."""
+    sent = [r for r in records if r.sent_at_s is not None]
+    measured = [r for r in sent if not r.warmup]
+    if len(measured) < 4 * BLOCKS:
+        return None
+    measured_sends = [float(r.sent_at_s) for r in measured if r.sent_at_s is not None]
+    t0, t1 = min(measured_sends), max(measured_sends)
+    edges = np.linspace(t0, t1, BLOCKS + 1)
+    done = np.sort([r.completed_at_s for r in sent if r.ok and r.completed_at_s is not None])
+    sends = np.sort([float(r.sent_at_s) for r in sent if r.sent_at_s is not None])
+    has_start = sum(r.started_at_s is not None for r in measured) >= len(measured) // 2
+    left = np.sort([_left_queue(r, has_start) for r in sent])
+    width = (t1 - t0) / BLOCKS
+    ok_rps = np.diff(np.searchsorted(done, edges, side="right")) / width
+    middles = (edges[:-1] + edges[1:]) / 2
+    waiting = np.searchsorted(sends, middles, side="right") - np.searchsorted(left, middles, side="right")
+    base = float(ok_rps[:BASE_BLOCKS].mean())
+    end = float(ok_rps[-BASE_BLOCKS:].mean())
+    fell_at = _fell_at(ok_rps, waiting, base)
+    max_size, advice = _advice(base, end, fell_at, capacity_rps, latency_bound_s)
+    eta = eta_accuracy(measured)
+    return Overload(
+        rate_rps=rate_rps, capacity_rps=capacity_rps, base_rps=base, end_rps=end, fell_at_waiting=fell_at,
+        max_waiting=int(waiting.max()), series=[[float(m - t0), float(x), float(w)]
+                                               for m, x, w in zip(middles, ok_rps, waiting, strict=True)],
+        max_size=max_size, advice=advice, eta_ratio=eta[0], eta_requests=eta[1], eta_finding=eta[2],
+    )
+
+
+def _left_queue(record: RequestRecord, has_start: bool) -> float:
+    at = record.started_at_s if has_start else None
+    if at is None and record.completed_at_s is not None and record.ok:
+        at = record.completed_at_s
+    return float(at) if at is not None else float("inf")
+
+
+def _fell_at(ok_rps: np.ndarray, waiting: np.ndarray, base: float) -> int | None:
+    smooth = np.convolve(ok_rps, np.ones(3) / 3, mode="valid")  # slice i+1's neighbourhood
+    for i, value in enumerate(smooth):
+        if i + 1 >= BASE_BLOCKS and value < (1 - FALL) * base:
+            return int(waiting[i + 1])
+    return None
+
+
+def _advice(base: float, end: float, fell_at: int | None, capacity: float, bound_s: float | None
+            ) -> tuple[int | None, str]:
+    if fell_at is not None and base > 0:
+        cap = max(1, int(fell_at * 0.8))
+        return cap, (f"past about {fell_at} waiting, throughput fell {1 - end / base:.0%} "
+                     f"({base:.3g} -> {end:.3g} ok/s): set max_size={cap} so the queue never grows "
+                     "into the range where the server slows down")
+    if bound_s is None:
+        return None, f"throughput held at {end:.3g} ok/s as the queue grew: a max_size only bounds the wait"
+    cap = max(1, int(capacity * bound_s))
+    return cap, (f"throughput held ({base:.3g} -> {end:.3g} ok/s) as the queue grew: set max_size={cap} "
+                 f"(capacity {capacity:.3g} req/s x the {bound_s:g} s latency bound) so that whoever gets "
+                 "in is served within the bound and the rest are told at once")
+
+
+def eta_accuracy(records: Sequence[RequestRecord]) -> tuple[float | None, int, str]:
+    """(median server ETA / median real wait, requests compared, the finding in words)."""
+    pairs = [(r.rank_eta_s, r.started_at_s - r.estimation_at_s) for r in records
+             if r.rank_eta_s is not None and r.started_at_s is not None and r.estimation_at_s is not None
+             and r.started_at_s - r.estimation_at_s >= MIN_WAIT_S]
+    if len(pairs) < 10:
+        return None, len(pairs), ""
+    eta = float(np.median([p[0] for p in pairs]))
+    real = float(np.median([p[1] for p in pairs]))
+    ratio = eta / real if real > 0 else None
+    if ratio is None:
+        return None, len(pairs), ""
+    way = "longer" if ratio >= 1 else "shorter"
+    times = ratio if ratio >= 1 else 1 / ratio
+    return ratio, len(pairs), (f"the ETA the server shows users (rank_eta, median {eta:.2g} s) was "
+                               f"{times:.1f}x {way} than their real wait (median {real:.2g} s, "
+                               f"{len(pairs)} requests that waited)")

@@ -1,0 +1,96 @@
+"""Steady state: simulated queues whose sustainable rate is known (k workers x a fixed service time)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from qbench.run.records import RequestRecord
+from qbench.run.steady import LiveTrend, Steadiness, probe_seconds, steadiness, trend
+
+
+def queue(rate: float, seconds: float, workers: int = 4, service_s: float = 0.1, seed: int = 0,
+          start_events: bool = True) -> list[RequestRecord]:
+    """Poisson arrivals at `rate` into `workers` FIFO servers of `service_s` (ceiling workers / service)."""
+    rng = np.random.default_rng(seed)
+    arrivals = np.sort(rng.uniform(0, seconds, int(rate * seconds)))
+    free = [0.0] * workers
+    records = []
+    for i, at in enumerate(arrivals):
+        w = int(np.argmin(free))
+        start = max(float(at), free[w])
+        free[w] = start + service_s
+        records.append(RequestRecord(
+            request_id=i, user_id=0, session_id="s", endpoint="e", warmup=at < 0.5, intended_at_s=float(at),
+            sent_at_s=float(at), started_at_s=start if start_events else None, completed_at_s=free[w],
+            outcome="ok"))
+    return records
+
+
+def steady_share(rate: float, seconds: float, runs: int = 12, **kw: float) -> float:
+    results = [steadiness(queue(rate, seconds, seed=seed), **kw) for seed in range(runs)]
+    return sum(bool(r and r.steady) for r in results) / runs
+
+
+def test_a_server_below_its_ceiling_is_steady() -> None:
+    assert steady_share(30, 10) == 1.0  # 75% of 40 req/s
+    assert steady_share(36, 12) >= 0.8  # 90%: noisy, mostly steady
+
+
+@pytest.mark.parametrize("rate", [46, 52, 80])
+def test_a_server_above_its_ceiling_is_not(rate: float) -> None:
+    assert steady_share(rate, 12) == 0.0
+
+
+def test_the_verdict_carries_the_evidence() -> None:
+    found = steadiness(queue(48, 10), margin=0.025)
+    assert found is not None and not found.steady
+    assert found.verdict.startswith("not steady, ") and "backlog +" in found.verdict
+    assert found.arrival_rps == pytest.approx(48, rel=0.05) and found.completion_rps < 41
+    assert found.backlog is not None and found.backlog.slope > 3 * found.backlog.se
+    again = Steadiness.from_dict(found.to_dict())
+    assert again == found and found.to_dict()["evidence"].startswith("arrivals 4")
+
+
+def test_without_start_events_the_latency_trend_is_used() -> None:
+    found = steadiness(queue(48, 10, start_events=False))
+    assert found is not None and found.wait_name == "latency" and not found.steady
+
+
+def test_too_few_requests_are_not_judged_and_requests_left_unfinished_stay_in_the_backlog() -> None:
+    assert steadiness(queue(2, 5)) is None
+    records = queue(30, 10)
+    for r in records[len(records) // 2:]:  # the second half never finished: the run ended first
+        r.outcome, r.error_kind = "error", "deadline"
+    found = steadiness(records)
+    assert found is not None and not found.steady
+
+
+def test_a_trend_is_a_slope_with_its_standard_error() -> None:
+    t = np.linspace(0, 10, 200)
+    line = trend(t, 3 * t + np.random.default_rng(0).normal(0, 1, t.size))
+    assert line is not None and line.slope == pytest.approx(3, abs=0.2) and line.up(1.0)
+    flat = trend(t, np.random.default_rng(1).normal(0, 1, t.size))
+    assert flat is not None and not flat.up(0.1)
+    assert trend([1.0, 2.0], [1.0, 2.0]) is None
+
+
+def test_the_probe_length_makes_an_overload_of_the_tolerance_certain() -> None:
+    seconds = probe_seconds(40, 0.1)
+    growth, noise = 0.1 / 1.1 * 40 * seconds, (40 * seconds) ** 0.5
+    assert growth == pytest.approx(2 * noise) and 10 < seconds < 15
+    assert probe_seconds(40, 0.05) > 3 * seconds  # half the tolerance: four times as long (about)
+
+
+def test_live_trend_stops_a_slow_overload_but_not_a_server_keeping_up() -> None:
+    def feed(arrivals: float, completions: float) -> str | None:
+        live, t = LiveTrend(margin=0.025), 0.0
+        while t <= 20:
+            reason = live.check(t, int(arrivals * t), int(min(completions, arrivals) * t))
+            if reason:
+                return reason
+            t += 0.25
+        return None
+
+    assert feed(44, 40) is not None and "not steady, backlog" in (feed(44, 40) or "")
+    assert feed(40, 40) is None and feed(39.5, 40) is None

@@ -1,0 +1,108 @@
+"""`qbench capacity` on servers whose sustainable rate is known: the answer never exceeds the ceiling and
+reaches at least 85% of it, and a probe above the ceiling fails as not steady even when its p95 passes.
+
+    hard ceiling   reference server, sleep 100 ms, concurrency_limit 4: 40 req/s
+    degrading      the same, plus a queue whose dispatch stalls 0.1 ms per waiting event: 40 req/s while
+                   the queue stays short, and throughput falls once a long one forms (past the ceiling)
+    batched        batches of up to 8 at 50 ms + 10 ms per item, one worker: 8 / 0.13 s = 61.5 req/s
+    plain HTTP     the hard ceiling's function behind the reference server's plain HTTP front
+                   (POST /predict/predict, no Gradio protocol, no start event): 40 req/s
+
+Each server runs in its own process (as in production: the load generator does not share its GIL).
+Bounded: 5 s confirmations, bisection probes of at most 6 s (the full 60 s confirmation is what
+docs/capacity.md measures).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from qbench.tune.capacity_run import CapacityRun, capacity_config, capacity_prober, run_capacity
+from qbench.tune.launch import start_reference_server
+
+pytestmark = pytest.mark.slow
+
+SLEEP = {"api_name": "predict", "workload": "sleep", "params": {"base_ms": 100, "per_item_ms": 0},
+         "concurrency_limit": 4}
+BATCHED = {"api_name": "predict", "workload": "sleep", "params": {"base_ms": 50, "per_item_ms": 10},
+           "batch": True, "max_batch_size": 8, "concurrency_limit": 1}
+GRADIO_BODY = {"endpoint": {"api_name": "predict"}, "protocol": "gradio"}
+HTTP_BODY = {"protocol": "http",
+             "endpoint": {"method": "POST", "path": "/predict/predict", "body": {"inputs": "$0"}}}
+
+
+def scenario_file(tmp_path: Path, slo: dict[str, float], body: dict[str, Any] | None = None) -> Path:
+    spec = {"name": "ceiling", **(body or GRADIO_BODY), "payload": {"inputs": [{"text": {"words": [2, 3]}}]},
+            "load": {"rate": 10, "arrival": "poisson", "duration": 3, "timeout": 20}, "slo": slo}
+    path = tmp_path / "ceiling.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def capacity(path: Path, url: str, tmp_path: Path, **options: Any) -> CapacityRun:
+    config = capacity_config(path, target=url, tolerance=0.1, duration_s=3, max_duration_s=6,
+                             confirm_duration_s=5, estimate_users=16, out_root=tmp_path / "r",
+                             **{"overload": False, **options})
+    return run_capacity(config)
+
+
+def assert_within(run: CapacityRun, ceiling: float) -> None:
+    found = run.capacity
+    rate = found.capacity_rps
+    table = [(p.kind, round(p.rate_rps, 1), p.verdict, p.why) for p in found.probes]
+    assert rate is not None and 0.85 * ceiling <= rate <= ceiling, table
+    assert found.confirmed and found.confirmation is not None and found.confirmation.steady, table
+    above = [p for p in found.probes if p.kind in ("rate", "confirm") and p.rate_rps > ceiling * 1.05]
+    assert all(not p.passed for p in above), table  # a probe above the ceiling never passes
+
+
+def test_a_hard_ceiling(tmp_path: Path) -> None:
+    with start_reference_server({"functions": [SLEEP]}) as url:
+        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}), url, tmp_path)
+    assert_within(run, 40.0)
+    lines = dict(run.lines)
+    assert lines["held"].startswith("for the whole 5 s confirmation") and "probe length" in lines
+
+
+def test_a_probe_above_the_ceiling_fails_as_not_steady_though_its_p95_passes(tmp_path: Path) -> None:
+    """46 req/s against 40: in 6 s the queue grows by ~36 requests, about 0.9 s of wait, so the p95 stays
+    under a 3 s bound; the backlog's trend gives it away."""
+    path = scenario_file(tmp_path, {"p95_latency_s": 3.0})
+    with start_reference_server({"functions": [SLEEP]}) as url:
+        config = capacity_config(path, target=url, tolerance=0.1, out_root=tmp_path / "r")
+        prober = capacity_prober(config)
+        prober.stop_runaway = False  # the whole window: its p95 is what a short probe would judge
+        probe, _ = prober.open_loop(46.0, 6.0)
+    assert probe.p95_latency_s is not None and probe.p95_latency_s < 3.0
+    assert not probe.passed and probe.steady is False
+    assert probe.violations[0].startswith("not steady, ") and "backlog +" in probe.violations[0]
+
+
+def test_a_server_that_slows_as_its_queue_grows(tmp_path: Path) -> None:
+    settings = {"functions": [SLEEP], "queue": {"stall_ms_per_waiting": 0.1}}
+    with start_reference_server(settings) as url:
+        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}), url, tmp_path, overload=True)
+    assert_within(run, 40.0)
+    overload = run.capacity.overload
+    assert overload is not None and overload["fall"] > 0.1, overload  # throughput falls past the capacity
+    assert overload["fell_at_waiting"] is not None and overload["max_size"] < overload["fell_at_waiting"]
+    assert "throughput fell" in dict(run.lines)["past it (x1.3)"]
+
+
+def test_a_batched_function(tmp_path: Path) -> None:
+    with start_reference_server({"functions": [BATCHED]}) as url:
+        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 0.5}), url, tmp_path)
+    assert_within(run, 8 / 0.13)
+
+
+def test_a_plain_http_server_with_a_ceiling(tmp_path: Path) -> None:
+    with start_reference_server({"functions": [SLEEP]}) as url:
+        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}, HTTP_BODY), url, tmp_path,
+                       start_rate=30.0)
+    assert_within(run, 40.0)
+    steadiness = run.capacity.confirmation.steadiness if run.capacity.confirmation else None
+    assert steadiness is not None and steadiness["wait_name"] == "latency"  # no start event over HTTP
