@@ -1,0 +1,272 @@
+"""`qbench init`: a scenario written from the app's own API, so a first run needs no hand-written YAML.
+
+    read_target(url)   GET /config (+ /info): a Gradio app of any release; else GET /v1/models: an
+                       OpenAI-compatible server; else a plain HTTP server (its /openapi.json if any)
+    draft_for(...)     -> Draft: the endpoint, one payload generator per input (qbench.run.protocols.
+                       gradio_api.suggest), a load shape and an SLO
+    render(draft)      -> the commented YAML (qbench.run.init_yaml)
+
+`init_scenario` does the three and checks that the text validates as a scenario (a draft the user must
+fill in, such as a plain HTTP template, is written but not checked). `qbench run --target URL --api
+NAME` without a file uses `app_scenario`: the same text, parsed in memory, saved in the run folder.
+
+A Draft holds one endpoint; a traffic mix renders several with `init_yaml.endpoint_lines`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+import yaml
+
+from qbench.errors import ScenarioError, TargetError
+from qbench.run.credentials import Auth, refusal_hint, resolve
+from qbench.run.protocols.base import make_http_session
+from qbench.run.protocols.gradio_api import AppEndpoint, Suggestion, app_endpoints, describe, suggest
+from qbench.run.protocols.login import Authenticator
+from qbench.run.protocols.queue import parse_version
+from qbench.run.scenario import Load, Scenario, apply_overrides, file_slug, parse_scenario
+
+PROTOCOLS = ("auto", "gradio", "openai", "http")
+
+
+@dataclass(frozen=True)
+class GradioTarget:
+    config: dict[str, Any]
+    info: dict[str, Any]  # /info ({} when the app does not serve it)
+
+    @property
+    def version(self) -> str:
+        return str(self.config.get("version") or "")
+
+
+@dataclass(frozen=True)
+class OpenAITarget:
+    models: list[str]  # the ids GET /v1/models lists
+
+
+@dataclass(frozen=True)
+class HttpTarget:
+    post_paths: list[str]  # POST routes of its /openapi.json ([] without one)
+
+
+Target = GradioTarget | OpenAITarget | HttpTarget
+
+
+@dataclass
+class DraftInput:
+    """One payload input and what it stands for."""
+
+    what: str  # e.g. "Slider 'Size'"
+    suggestion: Suggestion
+
+
+@dataclass
+class Draft:
+    """What `render` writes: one endpoint of one protocol, its inputs, the load and the SLO."""
+
+    name: str
+    protocol: str
+    endpoint: dict[str, Any]
+    inputs: list[DraftInput]
+    about: list[str]  # header comment lines (what was read, from which release)
+    slo: dict[str, float]
+    notes: list[str] = field(default_factory=list)  # said on the console (other endpoints, what to edit)
+    endpoint_notes: list[str] = field(default_factory=list)  # comments above `endpoint:`
+    fill_in: bool = False  # the user must edit the file before it runs
+
+
+@dataclass(frozen=True)
+class InitResult:
+    text: str  # the scenario YAML, comments included
+    draft: Draft
+
+
+# ---------------------------------------------------------------- reading the target
+
+
+def read_target(url: str, auth: Auth | None = None, protocol: str = "auto") -> Target:
+    """What the server at `url` publishes about its API (logs in first when `auth` has a login)."""
+    from qbench.run.executor import in_loop
+
+    if protocol not in PROTOCOLS:
+        raise ScenarioError(f"--protocol: value {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
+    return in_loop(_read(url.rstrip("/"), auth or Auth(), protocol))
+
+
+async def _read(base: str, auth: Auth, protocol: str) -> Target:
+    async with Authenticator(resolve(auth), base) as login:
+        await login.start(0)
+        async with make_http_session(Load.model_validate({"burst": 1}), login.middlewares) as http:
+            if protocol in ("auto", "gradio"):
+                config = await _get(http, base + "/config", auth)
+                if isinstance(config, dict) and "dependencies" in config:
+                    prefix = str(config.get("api_prefix") or "")
+                    info = await _get(http, base + prefix + "/info", auth)
+                    return GradioTarget(config, info if isinstance(info, dict) else {})
+                if protocol == "gradio":
+                    raise TargetError(f"{base}/config: no Gradio app there (no JSON with dependencies)")
+            if protocol in ("auto", "openai"):
+                models = await _get(http, base + "/v1/models", auth)
+                if isinstance(models, dict) and isinstance(models.get("data"), list):
+                    return OpenAITarget([str(m.get("id")) for m in models["data"] if isinstance(m, dict)])
+                if protocol == "openai":
+                    raise TargetError(f"{base}/v1/models: no OpenAI-compatible model list there")
+            spec = await _get(http, base + "/openapi.json", auth)
+            paths = spec.get("paths") if isinstance(spec, dict) else None
+            posts = [p for p, ops in (paths or {}).items() if isinstance(ops, dict) and "post" in ops]
+            return HttpTarget(posts)
+
+
+async def _get(http: aiohttp.ClientSession, url: str, auth: Auth) -> Any:
+    """The JSON at `url`; None when it is not there or not JSON. A refusal raises (log in first)."""
+    try:
+        async with http.get(url, allow_redirects=True) as resp:
+            if resp.status in (401, 403):
+                hint = (refusal_hint(resp.status, auth) if auth.is_set else
+                        "the app asks for a login: pass --auth USER:PASSWORD (Gradio's auth=), "
+                        "--bearer-env NAME or --header 'Name: value'")
+                raise TargetError(f"{url}: HTTP {resp.status}: {hint}")
+            if resp.status != 200:
+                return None
+            return orjson.loads(await resp.read())
+    except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+        raise TargetError(f"{url}: cannot connect ({exc.__class__.__name__}: {exc}); is the server "
+                          "running, and is this its base URL?") from None
+    except orjson.JSONDecodeError:
+        return None
+
+
+# ---------------------------------------------------------------- drafting
+
+
+def draft_for(target: Target, api: str | None, *, strict: bool = False, model: str | None = None) -> Draft:
+    """The scenario draft for `api` (default: the only public endpoint, or with several the first,
+    the others listed; `strict`: several without `api` is an error)."""
+    if isinstance(target, GradioTarget):
+        return _gradio_draft(target, api, strict)
+    if isinstance(target, OpenAITarget):
+        return _openai_draft(target, model or api)
+    return _http_draft(target)
+
+
+def _gradio_draft(target: GradioTarget, api: str | None, strict: bool) -> Draft:
+    version = parse_version(target.version)
+    endpoints = app_endpoints(target.config, target.info)
+    public = [e for e in endpoints if e.public]
+    endpoint = _choose(endpoints, public, api, strict)
+    inputs = [DraftInput(describe(i), suggest(i, version)) for i in endpoint.inputs]
+    about = [f"Gradio {target.version or '(version not given)'}, endpoint /{endpoint.api_name} "
+             f"({len(inputs)} input(s){', streams its output' if endpoint.generator else ''})"]
+    others = [e for e in public if e is not endpoint]
+    draft = Draft(endpoint.api_name, "gradio", {"api_name": endpoint.api_name}, inputs, about,
+                  {"p95_latency_s": 10.0, "error_rate": 0.01})
+    if others:
+        draft.endpoint_notes = ["Other public endpoints (qbench init URL --api NAME):",
+                                *(f"  {_signature(e)}" for e in others)]
+        draft.notes.append(f"{len(public)} public endpoints; wrote /{endpoint.api_name}. The others: "
+                           + "; ".join(_signature(e) for e in others) + " (choose one with --api NAME)")
+    draft.fill_in = any(i.suggestion.fill_in for i in inputs)
+    if draft.fill_in:
+        draft.notes.append("edit the inputs marked FILL IN before running (qbench cannot generate them)")
+    return draft
+
+
+def _choose(endpoints: list[AppEndpoint], public: list[AppEndpoint], api: str | None,
+            strict: bool) -> AppEndpoint:
+    listing = "\n".join(f"  {_signature(e)}" for e in public) or "  (none)"
+    if api is not None:
+        name = api.lstrip("/")
+        found = next((e for e in endpoints if e.api_name == name), None)
+        if found is None:
+            raise TargetError(f"the app has no endpoint '{name}'; its public endpoints:\n{listing}")
+        return found
+    if not public:
+        raise TargetError("the app has no public endpoint (api_name); name one with --api NAME")
+    if len(public) > 1 and strict:
+        raise TargetError(f"the app has {len(public)} public endpoints; choose one with --api NAME:\n"
+                          f"{listing}")
+    return public[0]
+
+
+def _signature(endpoint: AppEndpoint) -> str:
+    return f"/{endpoint.api_name}({', '.join(describe(i) for i in endpoint.inputs)})"
+
+
+def _openai_draft(target: OpenAITarget, model: str | None) -> Draft:
+    if not target.models:
+        raise TargetError("GET /v1/models lists no model; set endpoint.model by hand")
+    chosen = (model or target.models[0]).lstrip("/")
+    if chosen not in target.models:
+        raise TargetError(f"the server serves no model '{chosen}'; it lists: {', '.join(target.models)}")
+    inputs = [DraftInput("the user's message", Suggestion({"text": {"words": [16, 64]}},
+                                                          "a prompt of 16 to 64 words"))]
+    draft = Draft(file_slug(f"openai-{chosen}"), "openai",
+                  {"path": "/v1/chat/completions", "model": chosen, "max_tokens": 128, "stream": True},
+                  inputs, [f"an OpenAI-compatible server, model {chosen}"],
+                  {"p95_ttft_s": 2.0, "p95_latency_s": 30.0, "error_rate": 0.01})
+    if len(target.models) > 1:
+        draft.endpoint_notes = [f"Models it serves: {', '.join(target.models)}"]
+    return draft
+
+
+def _http_draft(target: HttpTarget) -> Draft:
+    path = target.post_paths[0] if len(target.post_paths) == 1 else "/predict"
+    known = (f"its /openapi.json lists POST {', '.join(target.post_paths)}" if target.post_paths
+             else "it publishes no API description")
+    inputs = [DraftInput("$0 in the body", Suggestion({"text": {"words": [5, 20]}}, "a text input"))]
+    draft = Draft("http", "http", {"method": "POST", "path": path, "body": {"inputs": "$0"}}, inputs,
+                  [f"a plain HTTP server ({known})"], {"p95_latency_s": 10.0, "error_rate": 0.01},
+                  fill_in=True)
+    draft.endpoint_notes = ["FILL IN: the path your server answers and its JSON body; \"$0\" is replaced",
+                            "by the first payload input, \"$1\" by the second..."]
+    draft.notes.append(f"no Gradio app and no OpenAI-compatible server there ({known}): fill in "
+                       "endpoint.path, endpoint.body and payload.inputs, then run it")
+    return draft
+
+
+# ---------------------------------------------------------------- the whole step
+
+
+def init_scenario(url: str, api: str | None = None, *, auth: dict[str, Any] | None = None,
+                  protocol: str = "auto", strict: bool = False, command: str | None = None) -> InitResult:
+    """Read the app at `url` and write its scenario (checked to validate unless it needs filling in).
+    `auth`: credential overrides (qbench.run.credentials.cli_overrides); a login's password is not
+    written (the file reads ${APP_PASSWORD})."""
+    from qbench.run.init_yaml import render
+
+    credentials = auth_section(auth or {})
+    target = read_target(url, credentials, protocol)
+    draft = draft_for(target, api, strict=strict)
+    text = render(draft, url.rstrip("/"), credentials, command or f"qbench init {url}")
+    if not draft.fill_in:
+        scenario = parse_scenario(yaml.safe_load(text), source=f"the scenario written for {url}",
+                                  overrides=auth or {})
+        assert isinstance(scenario, Scenario)
+    return InitResult(text, draft)
+
+
+def app_scenario(url: str, api: str | None, overrides: dict[str, Any], *, protocol: str = "auto",
+                 command: str | None = None) -> tuple[InitResult, Scenario]:
+    """The scenario of `url`'s endpoint `api`, parsed with `overrides` (--set, --auth...), for a run
+    without a scenario file. Several public endpoints without `api` is an error listing them."""
+    auth = {k: v for k, v in overrides.items() if k == "auth" or k.startswith("auth.")}
+    result = init_scenario(url, api, auth=auth, protocol=protocol, strict=True, command=command)
+    if result.draft.fill_in:
+        raise ScenarioError("; ".join(result.draft.notes) + ": write the file with `qbench init URL -o "
+                            "scenario.yaml`, edit it, then `qbench run scenario.yaml`")
+    raw = yaml.safe_load(result.text)
+    return result, parse_scenario(raw, source=f"the scenario of {url}", overrides=overrides)
+
+
+def auth_section(overrides: dict[str, Any]) -> Auth:
+    """The `auth:` section the dotted credential overrides describe."""
+    data = apply_overrides({}, overrides, source="--auth/--header/--bearer-env")
+    try:
+        return Auth.model_validate(data.get("auth") or {})
+    except ValueError as exc:
+        raise ScenarioError(f"credentials: {exc}") from None
