@@ -168,6 +168,7 @@ def _gradio_draft(target: GradioTarget, api: str | None, strict: bool) -> Draft:
     if others:
         draft.endpoint_notes = ["Other public endpoints (qbench init URL --api NAME):",
                                 *(f"  {_signature(e)}" for e in others)]
+    if others and api is None:
         draft.notes.append(f"{len(public)} public endpoints; wrote /{endpoint.api_name}. The others: "
                            + "; ".join(_signature(e) for e in others) + " (choose one with --api NAME)")
     draft.fill_in = any(i.suggestion.fill_in for i in inputs)

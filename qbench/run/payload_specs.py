@@ -50,13 +50,14 @@ class BooleanSpec(_Model):
 
 class ChatSpec(_Model):
     """A chat history: a number of earlier (user, assistant) turns drawn in `turns`, each message
-    `words` long. `format: messages` sends [{role, content}, ...] (Gradio 4.x+ `type="messages"`, and
-    every Chatbot from 6.x); `tuples` sends [[user, assistant], ...] (Gradio 3.x, and the default
+    `words` long. `format: messages` sends [{role, content: "..."}, ...] (Gradio 4.x and 5.x
+    `type="messages"`, OpenAI-style); `parts` sends [{role, content: [{type: text, text: "..."}]}, ...]
+    (every Chatbot of Gradio 6.x); `tuples` sends [[user, assistant], ...] (Gradio 3.x, and the default
     Chatbot of 4.x and 5.x)."""
 
     turns: tuple[int, int] = (0, 3)
     words: tuple[int, int] = (5, 20)
-    format: Literal["messages", "tuples"] = "messages"
+    format: Literal["messages", "parts", "tuples"] = "messages"
 
     @field_validator("turns", "words")
     @classmethod

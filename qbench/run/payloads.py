@@ -252,8 +252,10 @@ def gen_chat(spec: ChatSpec, rng: np.random.Generator) -> list[Any]:
     pairs = [(_words_or_tokens(text, rng, None), _words_or_tokens(text, rng, None)) for _ in range(turns)]
     if spec.format == "tuples":
         return [[user, bot] for user, bot in pairs]
-    return [{"role": role, "content": content}
-            for user, bot in pairs for role, content in (("user", user), ("assistant", bot))]
+    messages = [(role, text) for user, bot in pairs for role, text in (("user", user), ("assistant", bot))]
+    if spec.format == "parts":
+        return [{"role": role, "content": [{"type": "text", "text": text}]} for role, text in messages]
+    return [{"role": role, "content": text} for role, text in messages]
 
 
 def gen_files(spec: FileSpec, rng: np.random.Generator, tag: str) -> FileValue | list[FileValue]:

@@ -272,8 +272,10 @@ def _file(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
 
 def _chatbot(inp: AppInput, version: tuple[int, ...]) -> Suggestion:
     kind = inp.props.get("type")
-    if kind not in ("messages", "tuples"):
-        kind = "messages" if version and version[0] >= 6 else "tuples"
+    if version and version[0] >= 6:
+        kind = "parts"  # 6.x: only messages, each content a list of parts
+    elif kind not in ("messages", "tuples"):
+        kind = "tuples"  # the default before 6.x
     return Suggestion({"chat": {"turns": [0, 3], "words": [5, 20], "format": kind}},
                       f"the conversation so far ({kind})")
 
