@@ -243,3 +243,14 @@ def test_init_refuses_to_overwrite(image_server: RunningServer, tmp_path: Path) 
     assert out.exit_code != 0 and "--force" in out.output and target.read_text() == "mine"
     qbench("init", image_server.url, "-o", str(target), "--force")
     assert "api_name: classify" in target.read_text()
+
+
+def test_sweep_without_a_file_writes_the_scenario_into_its_folder(image_server: RunningServer,
+                                                                    tmp_path: Path) -> None:
+    """`qbench sweep --target URL --api NAME`: client knobs of a running app, from its own scenario."""
+    out = qbench("sweep", "--target", image_server.url, "--api", "classify", "--grid", "users=1,2",
+                 "--duration", "1", "--capacity-trials", "0", "--out", str(tmp_path))
+    (written,) = tmp_path.glob("scenario-classify-*.yaml")
+    assert f"scenario written from the app (edit and re-run): {written}" in " ".join(out.split())
+    (sweep_dir,) = tmp_path.glob("sweep-classify-*")
+    assert (sweep_dir / "recommendation.json").exists()
