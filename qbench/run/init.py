@@ -38,6 +38,7 @@ PROTOCOLS = ("auto", "gradio", "openai", "http")
 class GradioTarget:
     config: dict[str, Any]
     info: dict[str, Any]  # /info ({} when the app does not serve it)
+    also_openai: bool = False  # the server answers GET /v1/models too (the reference server does)
 
     @property
     def version(self) -> str:
@@ -107,7 +108,8 @@ async def _read(base: str, auth: Auth, protocol: str) -> Target:
                 if isinstance(config, dict) and "dependencies" in config:
                     prefix = str(config.get("api_prefix") or "")
                     info = await _get(http, base + prefix + "/info", auth)
-                    return GradioTarget(config, info if isinstance(info, dict) else {})
+                    also = protocol == "auto" and await _serves_models(http, base, auth)
+                    return GradioTarget(config, info if isinstance(info, dict) else {}, also)
                 if protocol == "gradio":
                     raise TargetError(f"{base}/config: no Gradio app there (no JSON with dependencies)")
             if protocol in ("auto", "openai"):
@@ -120,6 +122,15 @@ async def _read(base: str, auth: Auth, protocol: str) -> Target:
             paths = spec.get("paths") if isinstance(spec, dict) else None
             posts = [p for p, ops in (paths or {}).items() if isinstance(ops, dict) and "post" in ops]
             return HttpTarget(posts)
+
+
+async def _serves_models(http: aiohttp.ClientSession, base: str, auth: Auth) -> bool:
+    """Whether GET /v1/models lists models (a refusal there is no error: it is only a hint)."""
+    try:
+        models = await _get(http, base + "/v1/models", auth)
+    except TargetError:
+        return False
+    return isinstance(models, dict) and isinstance(models.get("data"), list)
 
 
 async def _get(http: aiohttp.ClientSession, url: str, auth: Auth) -> Any:
@@ -171,6 +182,9 @@ def _gradio_draft(target: GradioTarget, api: str | None, strict: bool) -> Draft:
     if others and api is None:
         draft.notes.append(f"{len(public)} public endpoints; wrote /{endpoint.api_name}. The others: "
                            + "; ".join(_signature(e) for e in others) + " (choose one with --api NAME)")
+    if target.also_openai:
+        draft.notes.append("this server also answers /v1/models (OpenAI-compatible): "
+                           "`qbench init URL --protocol openai` writes that scenario")
     draft.fill_in = any(i.suggestion.fill_in for i in inputs)
     if draft.fill_in:
         draft.notes.append("edit the inputs marked FILL IN before running (qbench cannot generate them)")

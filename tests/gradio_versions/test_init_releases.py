@@ -144,3 +144,7 @@ def test_an_app_behind_a_login(version: str, tmp_path: Path, monkeypatch: pytest
         monkeypatch.setenv("APP_PASSWORD", "wonderland")
         qbench("run", str(written), "--out", str(tmp_path / "run"), *SHORT)
         assert_all_ok(tmp_path / "run")
+        qbench("run", "--target", url, "--api", "echo", "--auth", "alice:wonderland",
+               "--out", str(tmp_path / "direct"), *SHORT)  # without a file: the same login
+        assert_all_ok(tmp_path / "direct")
+        assert "wonderland" not in (tmp_path / "direct" / "scenario.yaml").read_text()

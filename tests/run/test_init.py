@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import TargetError
-from qbench.run.init import OpenAITarget, draft_for
+from qbench.run.init import HttpTarget, OpenAITarget, draft_for
 from qbench.run.protocols.gradio_api import AppInput, app_endpoints, expected_inputs, suggest
 from qbench.run.records import read_records
 from reference_server.settings import ServerSettings, parse_settings, preset_path, read_settings_file
@@ -107,6 +107,12 @@ def test_info_decides_what_is_public() -> None:
     info = {"named_endpoints": {"/hidden": {"parameters": []}}}
     endpoints = app_endpoints(CONFIG_3X, info)
     assert [(e.api_name, e.public) for e in endpoints] == [("hidden", True), ("generate", False)]
+
+
+def test_a_plain_http_template_uses_the_one_post_route_of_its_openapi() -> None:
+    draft = draft_for(HttpTarget(["/v1/classify"]), None)
+    assert draft.fill_in and draft.endpoint["path"] == "/v1/classify" and "POST /v1/classify" in draft.about[0]
+    assert draft_for(HttpTarget(["/a", "/b"]), None).endpoint["path"] == "/predict"
 
 
 def test_openai_model_choice() -> None:
@@ -214,7 +220,9 @@ def run_docs_command(args: list[str], out: Path) -> None:
 
 def test_init_then_run_on_the_openai_front_and_the_gradio_front_of_one_server(tmp_path: Path) -> None:
     with serve_in_thread(tiny("tokens")) as server:
-        as_gradio = CliRunner().invoke(app, ["init", server.url]).stdout
+        first = CliRunner().invoke(app, ["init", server.url])
+        as_gradio = first.stdout
+        assert "also answers /v1/models" in first.stderr
         as_openai = CliRunner().invoke(app, ["init", server.url, "--protocol", "openai"]).stdout
         assert yaml.safe_load(as_gradio)["endpoint"] == {"api_name": "tokens"}
         raw = yaml.safe_load(as_openai)
