@@ -111,7 +111,8 @@ def test_info_decides_what_is_public() -> None:
 
 def test_a_plain_http_template_uses_the_one_post_route_of_its_openapi() -> None:
     draft = draft_for(HttpTarget(["/v1/classify"]), None)
-    assert draft.fill_in and draft.endpoint["path"] == "/v1/classify" and "POST /v1/classify" in draft.about[0]
+    assert draft.fill_in and draft.endpoint["path"] == "/v1/classify"
+    assert "POST /v1/classify" in draft.about[0]
     assert draft_for(HttpTarget(["/a", "/b"]), None).endpoint["path"] == "/predict"
 
 
