@@ -62,9 +62,11 @@ def endpoint_lines(draft: Any, indent: str = "") -> list[str]:
     """`endpoint:` and `payload:` for one draft: a comment above each input saying what it accepts."""
     lines = [f"{indent}# {note}" for note in draft.endpoint_notes]
     lines.append(f"{indent}endpoint: {_flow_mapping(draft.endpoint)}")
+    specs = [i.suggestion.spec for i in draft.inputs]
+    rows = [len(spec["example"]["values"]) for spec in specs if "example" in spec]
+    variants = max([VARIANTS, *rows])  # every example row is sent
     lines += [f"{indent}payload:", f"{indent}  seed: 0",
-              f"{indent}  variants: {VARIANTS}                      # distinct input sets, made before the "
-              "run and cycled"]
+              f"{indent}  variants: {variants:<22}# distinct input sets, made before the run and cycled"]
     if not draft.inputs:
         lines.append(f"{indent}  inputs: []                      # the endpoint takes no input")
         return lines

@@ -38,6 +38,7 @@ SHORT = ["--set", "load.duration=2", "--set", "load.warmup=0", "--set", "load.ra
     ("number", {"minimum": 0, "maximum": 100, "precision": 0},
      {"number": {"min": 0, "max": 100, "integer": True}}),
     ("number", {"precision": 0}, {"number": {"min": 0, "max": 100, "integer": True}}),  # 3.x: no range
+    ("number", {"minimum": 5, "value": 50}, {"number": {"min": 5, "max": 105}}),  # one bound
     ("dropdown", {"choices": [["Fast", "fast"], ["Slow", "slow"]]}, {"choice": {"values": ["fast", "slow"]}}),
     ("radio", {"choices": ["a", "b"]}, {"choice": {"values": ["a", "b"]}}),  # before 3.50: bare values
     ("dropdown", {"choices": [["x", "x"], ["y", "y"], ["z", "z"]], "multiselect": True, "max_choices": 2},

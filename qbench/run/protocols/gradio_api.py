@@ -192,9 +192,13 @@ def _number(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
     if isinstance(low, int | float) and isinstance(high, int | float) and low <= high:
         spec = {"min": low, "max": high}
         note = f"a number from {low:g} to {high:g}"
-    else:
+    else:  # a Number without a range (3.x), or with one bound: 100 wide from the bound or the default
         value = props.get("value")
         start = float(value) if isinstance(value, int | float) else 0.0
+        if isinstance(low, int | float):
+            start = float(low)
+        elif isinstance(high, int | float):
+            start = float(high) - 100
         spec = {"min": _tidy(start), "max": _tidy(start + 100)}
         note = f"a number (the app declares no range; qbench sends {spec['min']:g} to {spec['max']:g})"
     if inp.component == "slider" and isinstance(step, int | float) and step > 0:
