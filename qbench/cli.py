@@ -100,7 +100,7 @@ def init(
         command = " ".join(["qbench init", url, *(["--api", api] if api else []),
                             *(["--protocol", protocol] if protocol != "auto" else [])])
         result = init_scenario(url, api, auth=cli_overrides(auth, header or [], bearer_env),
-                               protocol=protocol, command=command)
+                               protocol=protocol, command=command, scenario_path=out)
     except QbenchError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
@@ -157,7 +157,7 @@ def run(
     from qbench.errors import ExecutorError, QbenchError, SloViolation, TargetError
     from qbench.run.console import render_summary
     from qbench.run.credentials import cli_overrides
-    from qbench.run.runner import load_scenario, parse_set_options, run_scenario
+    from qbench.run.runner import load_scenario, parse_set_options, run_dir_for, run_scenario
 
     console = Console()
     try:
@@ -173,7 +173,8 @@ def run(
             overrides["load.workers"] = parse_set_options([f"load.workers={workers}"])["load.workers"]
         written = None
         if scenario is None:
-            written, spec = scenario_from_app(target, api, overrides)
+            out = out or run_dir_for(api.lstrip("/") if api else "app")
+            written, spec = scenario_from_app(target, api, overrides, out / "scenario.yaml")
         else:
             spec = load_scenario(scenario, overrides)
         result = run_scenario(spec, target=target, out_dir=out, live=live)
@@ -216,15 +217,17 @@ def run(
 NO_SCENARIO = "no scenario file: pass one, or --target URL (and --api NAME) to write it from the app"
 
 
-def scenario_from_app(target: str | None, api: str | None, overrides: dict[str, Any]) -> tuple[str, Any]:
-    """Without a scenario file: the scenario text written from `target`'s API and the parsed scenario."""
+def scenario_from_app(target: str | None, api: str | None, overrides: dict[str, Any],
+                      path: Path) -> tuple[str, Any]:
+    """Without a scenario file: the scenario text written from `target`'s API (to be saved as `path`,
+    the app's example files beside it) and the parsed scenario."""
     from qbench.errors import ScenarioError
     from qbench.run.init import app_scenario
 
     if target is None:
         raise ScenarioError(NO_SCENARIO)
-    result, spec = app_scenario(target, api, overrides, command=f"qbench init {target} --api {api}" if api
-                                else f"qbench init {target}")
+    command = f"qbench init {target} --api {api}" if api else f"qbench init {target}"
+    result, spec = app_scenario(target, api, overrides, command=command, scenario_path=path)
     return result.text, spec
 
 
@@ -238,12 +241,12 @@ def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any],
 
     if target is None:
         raise ScenarioError(NO_SCENARIO)
-    result = init_scenario(target, api, auth=auth, strict=True)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = folder / f"scenario-{file_slug(api.lstrip('/') if api else 'app')}-{stamp}.yaml"
+    folder.mkdir(parents=True, exist_ok=True)
+    result = init_scenario(target, api, auth=auth, strict=True, scenario_path=path)
     if result.draft.fill_in:
         raise ScenarioError("; ".join(result.draft.notes) + ": write it with `qbench init URL -o FILE` first")
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = folder / f"scenario-{file_slug(result.draft.name)}-{stamp}.yaml"
-    folder.mkdir(parents=True, exist_ok=True)
     path.write_text(result.text.replace("THIS_FILE", str(path)), encoding="utf-8")
     typer.echo(f"scenario written from the app (edit and re-run): {path}")
     return path

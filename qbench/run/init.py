@@ -16,7 +16,8 @@ A Draft holds one endpoint; a traffic mix renders several with `init_yaml.endpoi
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -29,7 +30,7 @@ from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.gradio_api import AppEndpoint, Suggestion, app_endpoints, describe, suggest
 from qbench.run.protocols.login import Authenticator
 from qbench.run.protocols.queue import parse_version
-from qbench.run.scenario import Load, Scenario, apply_overrides, file_slug, parse_scenario
+from qbench.run.scenario import Load, Scenario, apply_overrides, file_slug, parse_scenario, resolve_paths
 
 PROTOCOLS = ("auto", "gradio", "openai", "http")
 
@@ -248,34 +249,93 @@ def _http_draft(target: HttpTarget) -> Draft:
 
 
 def init_scenario(url: str, api: str | None = None, *, auth: dict[str, Any] | None = None,
-                  protocol: str = "auto", strict: bool = False, command: str | None = None) -> InitResult:
+                  protocol: str = "auto", strict: bool = False, command: str | None = None,
+                  scenario_path: Path | None = None) -> InitResult:
     """Read the app at `url` and write its scenario (checked to validate unless it needs filling in).
     `auth`: credential overrides (qbench.run.credentials.cli_overrides); a login's password is not
-    written (the file reads ${APP_PASSWORD})."""
+    written (the file reads ${APP_PASSWORD}). `scenario_path`: where the text will be saved: the app's
+    example files are downloaded beside it (`<stem>-examples/`); without it, their inputs are generated."""
     from qbench.run.init_yaml import render
 
     credentials = auth_section(auth or {})
     target = read_target(url, credentials, protocol)
     draft = draft_for(target, api, strict=strict)
+    if isinstance(target, GradioTarget):
+        api_root = url.rstrip("/") + str(target.config.get("api_prefix") or "")
+        _example_files(draft, url.rstrip("/"), api_root, credentials, scenario_path)
     text = render(draft, url.rstrip("/"), credentials, command or f"qbench init {url}")
     if not draft.fill_in:
-        scenario = parse_scenario(yaml.safe_load(text), source=f"the scenario written for {url}",
-                                  overrides=auth or {})
+        raw = yaml.safe_load(text)
+        resolve_paths(raw, scenario_path.parent if scenario_path else Path.cwd())
+        scenario = parse_scenario(raw, source=f"the scenario written for {url}", overrides=auth or {})
         assert isinstance(scenario, Scenario)
     return InitResult(text, draft)
 
 
 def app_scenario(url: str, api: str | None, overrides: dict[str, Any], *, protocol: str = "auto",
-                 command: str | None = None) -> tuple[InitResult, Scenario]:
+                 command: str | None = None,
+                 scenario_path: Path | None = None) -> tuple[InitResult, Scenario]:
     """The scenario of `url`'s endpoint `api`, parsed with `overrides` (--set, --auth...), for a run
-    without a scenario file. Several public endpoints without `api` is an error listing them."""
+    without a scenario file (to be saved as `scenario_path`). Several public endpoints without `api`
+    is an error listing them."""
     auth = {k: v for k, v in overrides.items() if k == "auth" or k.startswith("auth.")}
-    result = init_scenario(url, api, auth=auth, protocol=protocol, strict=True, command=command)
+    result = init_scenario(url, api, auth=auth, protocol=protocol, strict=True, command=command,
+                           scenario_path=scenario_path)
     if result.draft.fill_in:
         raise ScenarioError("; ".join(result.draft.notes) + ": write the file with `qbench init URL -o "
                             "scenario.yaml`, edit it, then `qbench run scenario.yaml`")
     raw = yaml.safe_load(result.text)
+    resolve_paths(raw, scenario_path.parent if scenario_path else Path.cwd())
     return result, parse_scenario(raw, source=f"the scenario of {url}", overrides=overrides)
+
+
+# ---------------------------------------------------------------- the app's example files
+
+
+def _example_files(draft: Draft, base: str, api_root: str, auth: Auth, scenario_path: Path | None) -> None:
+    """Download the example files the draft's inputs use into `<stem>-examples/` beside
+    `scenario_path`, or fall back to their generators when there is no file to put them beside."""
+    wanted = [item for item in draft.inputs if item.suggestion.remote_files]
+    if not wanted:
+        return
+    if scenario_path is None:
+        for item in wanted:
+            made = item.suggestion
+            note = made.note.replace("; the app's own example files", "")
+            item.suggestion = Suggestion(made.alternative or {}, f"{note} (the app's examples are files: "
+                                         "with -o FILE, qbench init saves them beside it and sends them)")
+        return
+    folder = scenario_path.parent / f"{scenario_path.stem}-examples"
+    from qbench.run.executor import in_loop
+
+    for n, item in enumerate(wanted):
+        refs = [v["file"] for v in item.suggestion.spec["example"]["values"]]
+        urls = [ref if ref.startswith("http") else f"{api_root}/{ref}" for ref in refs]
+        blobs = in_loop(_download(urls, auth, base))
+        values = []
+        for k, (url, data) in enumerate(zip(urls, blobs, strict=True)):
+            name = f"{n + 1}-{k + 1}-{Path(url.split('?')[0]).name}"[:120]
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(data)
+            values.append({"file": f"{folder.name}/{name}"})
+        item.suggestion = replace(item.suggestion, spec={"example": {"values": values}}, remote_files=False)
+    draft.notes.append(f"the app's example files are saved in {folder}")
+
+
+async def _download(urls: list[str], auth: Auth, base: str) -> list[bytes]:
+    async with Authenticator(resolve(auth), base) as login:
+        await login.start(0)
+        async with make_http_session(Load.model_validate({"burst": 1}), login.middlewares) as http:
+            blobs = []
+            for url in urls:
+                try:
+                    async with http.get(url) as resp:
+                        if resp.status != 200:
+                            raise TargetError(f"{url}: HTTP {resp.status}: cannot download the app's example")
+                        blobs.append(await resp.read())
+                except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                    raise TargetError(f"{url}: cannot download the app's example ({exc})") from None
+            return blobs
 
 
 def auth_section(overrides: dict[str, Any]) -> Auth:

@@ -8,6 +8,7 @@ qbench.run.scenario). `qbench init` writes them from an app's components (qbench
     - chat: {turns: [0, 3], words: [5, 20]}          # a Chatbot input: earlier turns of a conversation
     - file: {kb: [4, 64], suffix: .txt}              # a File input: a generated text file of that size
     - example: {values: ["a cat", "a dog"]}          # the app's examples: variant k sends values[k % n]
+    - example: {values: [{file: app-examples/cat.jpg}]}   # example files (relative to the scenario file)
 
 `example` columns of one scenario line up: every `example` input of request variant k takes row
 k % n of its own list, so the inputs of one example row are sent together.
@@ -95,6 +96,7 @@ class FileSpec(_Model):
 
 class ExampleSpec(_Model):
     """The app's own example values for this input, sent in order: request variant k sends
-    values[k % len(values)], so the `example` inputs of one row go together."""
+    values[k % len(values)], so the `example` inputs of one row go together. A value `{file: PATH}`
+    sends that file (an upload), its path relative to the scenario file."""
 
     values: list[Any] = Field(min_length=1, max_length=MAX_CHOICES)

@@ -22,7 +22,16 @@ import numpy as np
 
 from qbench.errors import ScenarioError
 from qbench.run.payload_specs import ChatSpec, ChoiceSpec, FileSpec
-from qbench.run.scenario import AudioSpec, FilesSpec, ImageSpec, InputSpec, NumberSpec, Payload, TextSpec
+from qbench.run.scenario import (
+    AudioSpec,
+    FilesSpec,
+    ImageSpec,
+    InputSpec,
+    NumberSpec,
+    Payload,
+    TextSpec,
+    is_file_ref,
+)
 
 WORDS = (
     "the quick brown fox jumps over a lazy dog while seven small birds sing in green trees near "
@@ -58,6 +67,8 @@ class PayloadGenerator:
         self._files = [_list_files(s.files) for s in payload.inputs if s.files]
         self._tokenizers = {s.text.tokenizer: load_tokenizer(s.text.tokenizer)
                             for s in payload.inputs if s.text and s.text.tokenizer}
+        self._examples = {i: [_example_value(v, i) for v in s.example.values]
+                          for i, s in enumerate(payload.inputs) if s.example is not None}
         self.generation_s = 0.0  # CPU-ish wall time spent generating (reported in run.json)
 
     def inputs(self, request_id: int) -> list[Any]:
@@ -83,7 +94,8 @@ class PayloadGenerator:
         values: list[Any] = []
         for i, spec in enumerate(self.payload.inputs):
             if spec.example is not None:  # rows of the app's examples stay together (not random)
-                values.append(spec.example.values[variant % len(spec.example.values)])
+                rows = self._examples[i]
+                values.append(rows[variant % len(rows)])
                 continue
             values.append(_one(spec, rng, f"{variant}-{i}", prompts, files, self._tokenizers))
         return values
@@ -294,6 +306,19 @@ def fill_template(template: Any, rng: np.random.Generator) -> Any:
     if template == "{float}":
         return float(rng.random())
     return template
+
+
+def _example_value(value: Any, index: int) -> Any:
+    """An `example` value as sent: `{file: PATH}` is that file's bytes (an upload), the rest as is."""
+    if not is_file_ref(value):
+        return value
+    path = Path(value["file"])
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ScenarioError(f"payload.inputs.{index}.example.values: value {{file: '{path}'}}: cannot read "
+                            f"({exc.strerror})") from None
+    return FileValue(data, path.name, MIME.get(path.suffix.lstrip(".").lower(), "application/octet-stream"))
 
 
 def _read_prompts(path: Path | None) -> list[str]:

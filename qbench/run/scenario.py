@@ -553,3 +553,13 @@ def resolve_paths(raw: dict[str, Any], base: Path) -> None:
             sub = spec.get(kind) if isinstance(spec, dict) else None
             if isinstance(sub, dict) and isinstance(sub.get(key), str) and not Path(sub[key]).is_absolute():
                 sub[key] = str(base / sub[key])
+        example = spec.get("example") if isinstance(spec, dict) else None
+        values = example.get("values") if isinstance(example, dict) else None
+        for value in values if isinstance(values, list) else []:  # {file: cat.jpg}: an example file
+            if is_file_ref(value) and not Path(value["file"]).is_absolute():
+                value["file"] = str(base / value["file"])
+
+
+def is_file_ref(value: Any) -> bool:
+    """`{file: PATH}`: a file sent as an upload (an `example` value, like a trace line's input)."""
+    return isinstance(value, dict) and set(value) == {"file"} and isinstance(value["file"], str)

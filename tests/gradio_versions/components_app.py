@@ -9,6 +9,8 @@ Endpoints (api_name):
               textbox and the radio
     respond   a Blocks chat: Textbox + Chatbot (the history) in, both out
     chat      gr.ChatInterface
+    caption   gr.Interface with examples=: two example images (320x200 and 100x150) and their texts;
+              it accepts only those images (so a run shows the example files were sent)
 
 Each function checks what it receives (types, ranges, steps, choices, files that exist) and raises on
 anything a user of the UI could not have sent, so a request with an invalid input is an error in
@@ -79,6 +81,30 @@ def respond(message: str, history: list[Any]) -> tuple[str, list[Any]]:
     return "", [*history, {"role": "user", "content": message}, {"role": "assistant", "content": "ok"}]
 
 
+EXAMPLE_SIZES = {(320, 200): "a red square", (100, 150): "a blue square"}
+
+
+def caption(img: Any, hint: str) -> str:
+    check(img is not None and tuple(img.size) in EXAMPLE_SIZES, f"image {getattr(img, 'size', img)!r}")
+    check(hint in EXAMPLE_SIZES.values(), f"hint {hint!r}")
+    return f"{img.size[0]}x{img.size[1]}: {hint}"
+
+
+def example_images() -> list[list[str]]:
+    """The example rows of `caption`: two images written to a temporary folder."""
+    import tempfile
+
+    from PIL import Image
+
+    folder = tempfile.mkdtemp(prefix="qbench-examples-")
+    rows = []
+    for (w, h), hint in EXAMPLE_SIZES.items():
+        path = os.path.join(folder, f"{w}x{h}.png")
+        Image.new("RGB", (w, h), (200, 40, 40)).save(path)
+        rows.append([path, hint])
+    return rows
+
+
 def chat(message: str, history: list[Any]) -> str:
     check(isinstance(message, str) and bool(message), f"message {message!r}")
     return f"you said {len(message.split())} words"
@@ -113,6 +139,9 @@ def build() -> Any:
             message.submit(respond, [message, chatbot], [message, chatbot], api_name="respond")
         with gr.Tab("chat"):
             gr.ChatInterface(chat)
+        with gr.Tab("caption"):
+            gr.Interface(caption, [gr.Image(type="pil"), gr.Textbox(label="Hint")], "text",
+                         examples=example_images(), api_name="caption")
     return demo.queue()
 
 

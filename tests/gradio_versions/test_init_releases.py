@@ -60,7 +60,7 @@ def assert_all_ok(run_dir: Path) -> None:
     assert records and not failed, failed[:3]
 
 
-@pytest.mark.parametrize("api", ["analyze", "form", "respond", "chat"])
+@pytest.mark.parametrize("api", ["analyze", "form", "respond", "chat", "caption"])
 @pytest.mark.parametrize("version", VERSIONS)
 def test_init_then_run_has_no_errors(component_apps: dict[str, str], version: str, api: str,
                                      tmp_path: Path) -> None:
@@ -83,6 +83,7 @@ EXPECTED_KINDS = {
              "file"],
     "respond": ["text", "chat"],
     "chat": ["text"],
+    "caption": ["example", "example"],  # the example images, downloaded beside the scenario, and texts
 }
 
 
@@ -97,13 +98,18 @@ def test_run_without_a_file_writes_the_same_scenario(component_apps: dict[str, s
     assert yaml.safe_load(saved) == yaml.safe_load(printed)
     qbench("run", str(tmp_path / "run" / "scenario.yaml"), "--out", str(tmp_path / "again"), *SHORT)
     assert_all_ok(tmp_path / "again")
+    # the app's example files: saved in the run folder beside its scenario.yaml
+    qbench("run", "--target", url, "--api", "caption", "--out", str(tmp_path / "examples"), *SHORT)
+    assert_all_ok(tmp_path / "examples")
+    assert sorted(p.name for p in (tmp_path / "examples" / "scenario-examples").iterdir()) == [
+        "1-1-320x200.png", "1-2-100x150.png"]
 
 
 def test_several_endpoints_without_api(component_apps: dict[str, str], tmp_path: Path) -> None:
     url = url_of(component_apps, MAIN)
     out = CliRunner().invoke(app, ["init", url, "-o", str(tmp_path / "s.yaml")])
     assert out.exit_code == 0, out.output
-    assert "4 public endpoints; wrote /analyze" in out.output and "/respond(Textbox 'Message'" in out.output
+    assert "5 public endpoints; wrote /analyze" in out.output and "/respond(Textbox 'Message'" in out.output
     assert "#   /form(Textbox 'Prompt', Number 'Steps'" in (tmp_path / "s.yaml").read_text()
     refused = CliRunner().invoke(app, ["run", "--target", url, "--no-live"])
     assert refused.exit_code == 2 and "choose one with --api NAME" in refused.output

@@ -76,6 +76,9 @@ class Suggestion:
     note: str  # what the input accepts, in words
     alternative: dict[str, Any] | None = None  # the generator an `example` input replaces
     fill_in: bool = False  # the user must edit it before it runs (e.g. a folder of videos)
+    # example values are {"file": ref} on the server, to download first: an absolute URL, or a path
+    # relative to the API root ("file=/tmp/gradio/.../cat.png")
+    remote_files: bool = False
 
 
 # ---------------------------------------------------------------- reading /config and /info
@@ -146,11 +149,32 @@ def suggest(inp: AppInput, version: tuple[int, ...] = ()) -> Suggestion:
     """The payload input that fits `inp` (within its range, step, choices, length), in the release
     `version` ((): unknown). The app's own examples win where it gives them for this input."""
     made = _generated(inp, version)
+    files = _example_files(inp)
+    if files:
+        return Suggestion({"example": {"values": files}}, f"{made.note}; the app's own example files",
+                          made.spec, remote_files=True)
     examples = _usable_examples(inp)
     if examples and not made.fill_in:
         return Suggestion({"example": {"values": list(examples)}},
                           f"{made.note}; the app's own examples", made.spec)
     return made
+
+
+def _example_files(inp: AppInput) -> list[dict[str, str]]:
+    """The app's example files for a file input, as {"file": ref} to download ([] when not all are)."""
+    if inp.component not in FILE_COMPONENTS or not inp.examples:
+        return []
+    refs = []
+    for value in inp.examples:
+        if isinstance(value, dict) and isinstance(value.get("url"), str) and value["url"].startswith("http"):
+            refs.append({"file": value["url"]})  # 4.x+: FileData with the URL that serves it
+        elif isinstance(value, dict) and isinstance(value.get("path"), str):
+            refs.append({"file": "file=" + value["path"]})
+        elif isinstance(value, str) and not value.startswith("data:"):
+            refs.append({"file": value if value.startswith("http") else "file=" + value})  # 3.x: a path
+        else:
+            return []
+    return refs
 
 
 def _usable_examples(inp: AppInput) -> tuple[Any, ...]:
