@@ -3,13 +3,14 @@ seeded, within their bounds, in the shapes Gradio components take."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from qbench.errors import ScenarioError
 from qbench.run.payloads import FileValue, PayloadGenerator
-from qbench.run.scenario import Payload, parse_scenario
+from qbench.run.scenario import Payload, load_scenario, parse_scenario
 
 
 def values(spec: dict[str, Any], n: int = 200) -> list[Any]:
@@ -78,3 +79,18 @@ def test_bad_values_name_the_key_and_the_value(spec: dict[str, Any], message: st
     with pytest.raises(ScenarioError) as err:
         parse_scenario(raw, source="s.yaml")
     assert str(err.value).startswith("s.yaml: invalid scenario") and message in str(err.value)
+
+
+def test_example_files_are_sent_as_uploads_relative_to_the_scenario(tmp_path: Path) -> None:
+    (tmp_path / "ex").mkdir()
+    (tmp_path / "ex" / "cat.png").write_bytes(b"\x89PNG fake")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("target: http://x\nendpoint: {api_name: a}\nload: {burst: 1}\n"
+                        "payload: {inputs: [{example: {values: [{file: ex/cat.png}, 7]}}]}\n")
+    gen = PayloadGenerator(load_scenario(scenario).payload)
+    first, second = gen.inputs(0)[0], gen.inputs(1)[0]
+    assert isinstance(first, FileValue) and first.data == b"\x89PNG fake" and first.mime == "image/png"
+    assert second == 7
+    (tmp_path / "ex" / "cat.png").unlink()
+    with pytest.raises(ScenarioError, match=r"payload.inputs.0.example.values: value \{file: '.*cat.png'\}"):
+        PayloadGenerator(load_scenario(scenario).payload)
