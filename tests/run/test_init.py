@@ -66,14 +66,21 @@ def test_release_specific_choices() -> None:
     assert video.fill_in and "FILL IN" in video.note
 
 
-def test_examples_win_unless_they_are_files_or_outside_the_choices() -> None:
+def test_examples_win_unless_they_are_outside_the_choices() -> None:
     text = suggest(AppInput("textbox", "t", {}, examples=("a cat", "a dog")))
     assert text.spec == {"example": {"values": ["a cat", "a dog"]}}
     assert text.alternative == {"text": {"words": [5, 20]}}
     bad = AppInput("dropdown", "d", {"choices": [["a", "a"]]}, examples=("zzz",))
     assert suggest(bad).spec == {"choice": {"values": ["a"]}}
-    image = AppInput("image", "i", {}, examples=({"path": "cat.jpg"},))
-    assert "image" in suggest(image).spec
+    files = [({"path": "/tmp/g/cat.jpg", "url": "http://h/file=/tmp/g/cat.jpg"}, "http://h/file=/tmp/g/cat.jpg"),
+             ({"path": "/tmp/g/cat.jpg", "url": None}, "file=/tmp/g/cat.jpg"),  # to fetch from the API root
+             ("/srv/app/cat.jpg", "file=/srv/app/cat.jpg")]  # 3.x: the example's server path
+    for sample, ref in files:
+        image = suggest(AppInput("image", "i", {}, examples=(sample,)))
+        assert image.spec == {"example": {"values": [{"file": ref}]}} and image.remote_files
+        assert image.alternative == {"image": {"width": 224, "height": 224, "format": "jpeg"}}
+    inline = AppInput("image", "i", {}, examples=("data:image/png;base64,AAAA",))
+    assert "image" in suggest(inline).spec  # not a file qbench can fetch: generated
 
 
 CONFIG_3X: dict[str, Any] = {  # the shape of a 3.50 /config: no dependency ids, no skip_api
