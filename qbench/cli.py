@@ -232,22 +232,13 @@ def scenario_from_app(target: str | None, api: str | None, overrides: dict[str, 
 
 
 def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any], folder: Path) -> Path:
-    """Without a scenario file (capacity, sweep): write the app's scenario into `folder` and return it."""
-    import datetime as dt
-
+    """Without a scenario file (capacity, sweep): the app's scenario, written into `folder`."""
     from qbench.errors import ScenarioError
-    from qbench.run.init import init_scenario
-    from qbench.run.scenario import file_slug
+    from qbench.run.init import write_app_scenario
 
     if target is None:
         raise ScenarioError(NO_SCENARIO)
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = folder / f"scenario-{file_slug(api.lstrip('/') if api else 'app')}-{stamp}.yaml"
-    folder.mkdir(parents=True, exist_ok=True)
-    result = init_scenario(target, api, auth=auth, strict=True, scenario_path=path)
-    if result.draft.fill_in:
-        raise ScenarioError("; ".join(result.draft.notes) + ": write it with `qbench init URL -o FILE` first")
-    path.write_text(result.text.replace("THIS_FILE", str(path)), encoding="utf-8")
+    path = write_app_scenario(target, api, auth, folder)
     typer.echo(f"scenario written from the app (edit and re-run): {path}")
     return path
 

@@ -16,7 +16,7 @@ A Draft holds one endpoint; a traffic mix renders several with `init_yaml.endpoi
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ import yaml
 
 from qbench.errors import ScenarioError, TargetError
 from qbench.run.credentials import Auth, refusal_hint, resolve
+from qbench.run.init_yaml import Draft, DraftInput, render
 from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.gradio_api import AppEndpoint, Suggestion, app_endpoints, describe, suggest
 from qbench.run.protocols.login import Authenticator
@@ -57,29 +58,6 @@ class HttpTarget:
 
 
 Target = GradioTarget | OpenAITarget | HttpTarget
-
-
-@dataclass
-class DraftInput:
-    """One payload input and what it stands for."""
-
-    what: str  # e.g. "Slider 'Size'"
-    suggestion: Suggestion
-
-
-@dataclass
-class Draft:
-    """What `render` writes: one endpoint of one protocol, its inputs, the load and the SLO."""
-
-    name: str
-    protocol: str
-    endpoint: dict[str, Any]
-    inputs: list[DraftInput]
-    about: list[str]  # header comment lines (what was read, from which release)
-    slo: dict[str, float]
-    notes: list[str] = field(default_factory=list)  # said on the console (other endpoints, what to edit)
-    endpoint_notes: list[str] = field(default_factory=list)  # comments above `endpoint:`
-    fill_in: bool = False  # the user must edit the file before it runs
 
 
 @dataclass(frozen=True)
@@ -156,13 +134,14 @@ async def _get(http: aiohttp.ClientSession, url: str, auth: Auth) -> Any:
 # ---------------------------------------------------------------- drafting
 
 
-def draft_for(target: Target, api: str | None, *, strict: bool = False, model: str | None = None) -> Draft:
+def draft_for(target: Target, api: str | None, *, strict: bool = False) -> Draft:
     """The scenario draft for `api` (default: the only public endpoint, or with several the first,
-    the others listed; `strict`: several without `api` is an error)."""
+    the others listed; `strict`: several without `api` is an error). For an OpenAI server `api` is
+    the model (default: the first it lists)."""
     if isinstance(target, GradioTarget):
         return _gradio_draft(target, api, strict)
     if isinstance(target, OpenAITarget):
-        return _openai_draft(target, model or api)
+        return _openai_draft(target, api)
     return _http_draft(target)
 
 
@@ -255,8 +234,6 @@ def init_scenario(url: str, api: str | None = None, *, auth: dict[str, Any] | No
     `auth`: credential overrides (qbench.run.credentials.cli_overrides); a login's password is not
     written (the file reads ${APP_PASSWORD}). `scenario_path`: where the text will be saved: the app's
     example files are downloaded beside it (`<stem>-examples/`); without it, their inputs are generated."""
-    from qbench.run.init_yaml import render
-
     credentials = auth_section(auth or {})
     target = read_target(url, credentials, protocol)
     draft = draft_for(target, api, strict=strict)
@@ -264,11 +241,10 @@ def init_scenario(url: str, api: str | None = None, *, auth: dict[str, Any] | No
         api_root = url.rstrip("/") + str(target.config.get("api_prefix") or "")
         _example_files(draft, url.rstrip("/"), api_root, credentials, scenario_path)
     text = render(draft, url.rstrip("/"), credentials, command or f"qbench init {url}")
-    if not draft.fill_in:
+    if not draft.fill_in:  # a writer's mistake fails here, not in the user's first run
         raw = yaml.safe_load(text)
         resolve_paths(raw, scenario_path.parent if scenario_path else Path.cwd())
-        scenario = parse_scenario(raw, source=f"the scenario written for {url}", overrides=auth or {})
-        assert isinstance(scenario, Scenario)
+        parse_scenario(raw, source=f"the scenario written for {url}", overrides=auth or {})
     return InitResult(text, draft)
 
 
@@ -345,3 +321,18 @@ def auth_section(overrides: dict[str, Any]) -> Auth:
         return Auth.model_validate(data.get("auth") or {})
     except ValueError as exc:
         raise ScenarioError(f"credentials: {exc}") from None
+
+
+def write_app_scenario(url: str, api: str | None, auth: dict[str, Any], folder: Path) -> Path:
+    """For `qbench capacity` and `sweep` without a scenario file: the app's scenario, written into
+    `folder` as `scenario-<api>-<stamp>.yaml` (its example files beside it); returns the path."""
+    import datetime as dt
+
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = folder / f"scenario-{file_slug(api.lstrip('/') if api else 'app')}-{stamp}.yaml"
+    folder.mkdir(parents=True, exist_ok=True)
+    result = init_scenario(url, api, auth=auth, strict=True, scenario_path=path)
+    if result.draft.fill_in:
+        raise ScenarioError("; ".join(result.draft.notes) + ": write it with `qbench init URL -o FILE` first")
+    path.write_text(result.text.replace("THIS_FILE", str(path)), encoding="utf-8")
+    return path

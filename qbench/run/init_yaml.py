@@ -1,4 +1,4 @@
-"""The commented scenario YAML `qbench init` writes from a Draft (qbench.run.init).
+"""The commented scenario YAML `qbench init` writes from a Draft (made by qbench.run.init).
 
 `endpoint_lines` writes one endpoint and its payload (the part a traffic mix repeats per endpoint);
 `render` adds the header, target, load, SLO and auth sections. Secrets are never written: a login's
@@ -8,16 +8,40 @@ password becomes ${APP_PASSWORD} unless it was already an environment reference.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 from qbench.run.credentials import Auth, is_secret_header
-from qbench.run.protocols.gradio_api import flow
+from qbench.run.protocols.gradio_api import Suggestion, flow
 
 PASSWORD_ENV = "APP_PASSWORD"
 VARIANTS = 16
 _ENV_REF = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
+
+@dataclass
+class DraftInput:
+    """One payload input and what it stands for."""
+
+    what: str  # e.g. "Slider 'Size'"
+    suggestion: Suggestion
+
+
+@dataclass
+class Draft:
+    """What `render` writes: one endpoint of one protocol, its inputs, the load and the SLO."""
+
+    name: str
+    protocol: str
+    endpoint: dict[str, Any]
+    inputs: list[DraftInput]
+    about: list[str]  # header comment lines (what was read, from which release)
+    slo: dict[str, float]
+    notes: list[str] = field(default_factory=list)  # said on the console (other endpoints, what to edit)
+    endpoint_notes: list[str] = field(default_factory=list)  # comments above `endpoint:`
+    fill_in: bool = False  # the user must edit the file before it runs
+
 
 LOAD_LINES = [
     "load:",
@@ -42,8 +66,8 @@ SLO_LINES = [
 ]
 
 
-def render(draft: Any, target: str, auth: Auth, command: str) -> str:
-    """The whole scenario file for `draft` (a qbench.run.init.Draft)."""
+def render(draft: Draft, target: str, auth: Auth, command: str) -> str:
+    """The whole scenario file for `draft`."""
     lines = [f"# Written by `{command}` from the app's own API: {draft.about[0]}."]
     lines += [f"# {line}" for line in draft.about[1:]]
     if draft.fill_in:
@@ -58,7 +82,7 @@ def render(draft: Any, target: str, auth: Auth, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def endpoint_lines(draft: Any, indent: str = "") -> list[str]:
+def endpoint_lines(draft: Draft, indent: str = "") -> list[str]:
     """`endpoint:` and `payload:` for one draft: a comment above each input saying what it accepts."""
     lines = [f"{indent}# {note}" for note in draft.endpoint_notes]
     lines.append(f"{indent}endpoint: {_flow_mapping(draft.endpoint)}")
