@@ -227,15 +227,18 @@ def run_docs_command(args: list[str], out: Path) -> None:
         qbench(*args)
 
 
-def test_init_then_run_on_the_openai_front_and_the_gradio_front_of_one_server(tmp_path: Path) -> None:
-    with serve_in_thread(tiny("tokens")) as server:
+@pytest.mark.parametrize(("preset", "api"), [("tokens", "tokens"), ("chat", "generate")])
+def test_init_then_run_on_the_openai_front_and_the_gradio_front_of_one_server(
+        preset: str, api: str, tmp_path: Path) -> None:
+    """The tokens preset (synthetic) and the chat preset (a tiny GPT-2 decoding for real)."""
+    with serve_in_thread(tiny(preset), startup_timeout_s=120) as server:
         first = CliRunner().invoke(app, ["init", server.url])
         as_gradio = first.stdout
         assert "also answers /v1/models" in first.stderr
         as_openai = CliRunner().invoke(app, ["init", server.url, "--protocol", "openai"]).stdout
-        assert yaml.safe_load(as_gradio)["endpoint"] == {"api_name": "tokens"}
+        assert yaml.safe_load(as_gradio)["endpoint"] == {"api_name": api}
         raw = yaml.safe_load(as_openai)
-        assert raw["protocol"] == "openai" and raw["endpoint"]["model"] == "tokens"
+        assert raw["protocol"] == "openai" and raw["endpoint"]["model"] == api
         for name, text in (("gradio", as_gradio), ("openai", as_openai)):
             (tmp_path / f"{name}.yaml").write_text(text)
             qbench("run", str(tmp_path / f"{name}.yaml"), "--out", str(tmp_path / name), *SHORT)
