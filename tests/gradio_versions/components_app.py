@@ -11,6 +11,7 @@ Endpoints (api_name):
     chat      gr.ChatInterface
     caption   gr.Interface with examples=: two example images (320x200 and 100x150) and their texts;
               it accepts only those images (so a run shows the example files were sent)
+    ask       gr.ChatInterface(multimodal=True): a MultimodalTextbox (5.x and later; `api_name=`)
 
 Each function checks what it receives (types, ranges, steps, choices, files that exist) and raises on
 anything a user of the UI could not have sent, so a request with an invalid input is an error in
@@ -105,6 +106,13 @@ def example_images() -> list[list[str]]:
     return rows
 
 
+def ask(message: dict[str, Any], history: list[Any]) -> str:
+    check(isinstance(message, dict) and isinstance(message.get("text"), str), f"message {message!r}")
+    check(bool(message["text"]) and "{" not in message["text"], f"text {message['text']!r}")
+    check(isinstance(message.get("files"), list), f"files {message.get('files')!r}")
+    return f"you said {len(message['text'].split())} words"
+
+
 def chat(message: str, history: list[Any]) -> str:
     check(isinstance(message, str) and bool(message), f"message {message!r}")
     return f"you said {len(message.split())} words"
@@ -142,6 +150,9 @@ def build() -> Any:
         with gr.Tab("caption"):
             gr.Interface(caption, [gr.Image(type="pil"), gr.Textbox(label="Hint")], "text",
                          examples=example_images(), api_name="caption")
+        if major >= 5:
+            with gr.Tab("ask"):
+                gr.ChatInterface(ask, multimodal=True, api_name="ask")
     return demo.queue()
 
 

@@ -50,6 +50,7 @@ SHORT = ["--set", "load.duration=2", "--set", "load.warmup=0", "--set", "load.ra
     ("file", {"file_count": "multiple"}, {"file": {"kb": [4, 64], "suffix": ".txt", "count": [1, 3]}}),
     ("file", {"file_types": ["image"]}, {"image": {"width": 224, "height": 224, "format": "jpeg"}}),
     ("file", {"file_types": [".csv"]}, {"file": {"kb": [4, 64], "suffix": ".csv"}}),
+    ("file", {"file_types": [".png"]}, {"image": {"width": 224, "height": 224, "format": "png"}}),
     ("chatbot", {"type": "messages"}, {"chat": {"turns": [0, 3], "words": [5, 20], "format": "messages"}}),
     ("chatbot", {}, {"chat": {"turns": [0, 3], "words": [5, 20], "format": "tuples"}}),
     ("multimodaltextbox", {}, {"json": {"text": "{words}", "files": []}}),

@@ -287,7 +287,11 @@ def _file(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
         return Suggestion({"file": spec}, f"{accepted}{' (several)' if many else ''}; qbench sends "
                           "generated text files: `files: {dir: samples/}` sends your own")
     if not many and ("image" in types or set(types) & IMAGE_SUFFIXES):
-        return Suggestion({"image": dict(DEFAULT_IMAGE)}, f"{accepted}; qbench sends generated images")
+        image = dict(DEFAULT_IMAGE)
+        formats = [f for f in (".jpg", ".jpeg", ".png", ".webp") if f in types]
+        if formats and "image" not in types:  # only some suffixes: send one of them
+            image["format"] = {".jpg": "jpeg", ".jpeg": "jpeg"}.get(formats[0], formats[0].lstrip("."))
+        return Suggestion({"image": image}, f"{accepted}; qbench sends generated images")
     if not many and ("audio" in types or set(types) & AUDIO_SUFFIXES):
         return Suggestion({"audio": {"seconds": 2, "sample_rate": 16000}}, f"{accepted}; qbench sends WAV")
     suffix = next((t for t in types if t.startswith(".")), ".bin")
