@@ -275,3 +275,32 @@ def test_sweep_without_a_file_writes_the_scenario_into_its_folder(image_server: 
     assert f"scenario written from the app (edit and re-run): {written}" in " ".join(out.split())
     (sweep_dir,) = tmp_path.glob("sweep-classify-*")
     assert (sweep_dir / "recommendation.json").exists()
+
+
+def test_a_server_with_only_v1_models_is_read_as_openai() -> None:
+    """No /config: `auto` asks /v1/models next (vLLM, TGI, llama.cpp publish no Gradio config)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Models(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the handler's name)
+            found = self.path == "/v1/models"
+            body = json.dumps({"object": "list", "data": [{"id": "llama-3-8b"}, {"id": "qwen"}]}).encode()
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body if found else b"{}")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        raw = yaml.safe_load(qbench("init", url))
+        assert raw["protocol"] == "openai" and raw["endpoint"]["model"] == "llama-3-8b"
+        assert yaml.safe_load(qbench("init", url, "--api", "qwen"))["endpoint"]["model"] == "qwen"
+    finally:
+        server.shutdown()
