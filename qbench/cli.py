@@ -172,6 +172,7 @@ def run(
         if workers is not None:
             overrides["load.workers"] = parse_set_options([f"load.workers={workers}"])["load.workers"]
         written = None
+        check_api_option(scenario, api)
         if scenario is None:
             out = out or run_dir_for(api.lstrip("/") if api else "app")
             written, spec = scenario_from_app(target, api, overrides, out / "scenario.yaml")
@@ -229,6 +230,15 @@ def scenario_from_app(target: str | None, api: str | None, overrides: dict[str, 
     command = f"qbench init {target} --api {api}" if api else f"qbench init {target}"
     result, spec = app_scenario(target, api, overrides, command=command, scenario_path=path)
     return result.text, spec
+
+
+def check_api_option(scenario: Path | None, api: str | None) -> None:
+    """--api names the endpoint of a scenario written from the app: not beside a scenario file."""
+    from qbench.errors import ScenarioError
+
+    if scenario is not None and api is not None:
+        raise ScenarioError(f"--api {api}: applies without a scenario file (with --target); {scenario} "
+                            "names its own endpoint (change it with --set endpoint.api_name=NAME)")
 
 
 def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any], folder: Path) -> Path:
@@ -320,6 +330,7 @@ def sweep(
         if resume is not None:
             config = build_config(resume_options(resume), sweep_dir=resume)
         else:
+            check_api_option(scenario, api)
             if scenario is None:
                 scenario = app_scenario_file(target, api, cli_overrides(auth, header or [], bearer_env), out)
             options = sweep_options(
@@ -384,6 +395,7 @@ def capacity(
 
     console = sweep_console()
     try:
+        check_api_option(scenario, api)
         if scenario is None:
             scenario = app_scenario_file(target, api, cli_overrides(auth, header or [], bearer_env), out)
         config = capacity_config(

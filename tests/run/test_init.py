@@ -257,6 +257,14 @@ def test_a_plain_http_server_gets_a_template_to_fill_in(tmp_path: Path) -> None:
         assert refused.exit_code == 2 and "cannot connect" in refused.output
 
 
+def test_api_goes_without_a_scenario_file(tmp_path: Path) -> None:
+    for command in ("run", "capacity", "sweep"):
+        out = CliRunner().invoke(app, [command, "scenarios/image.yaml", "--api", "classify"])
+        assert out.exit_code == 2 and "applies without a scenario file" in out.output, out.output
+    out = CliRunner().invoke(app, ["run", "--api", "classify"])
+    assert out.exit_code == 2 and "or --target URL (and --api NAME)" in out.output
+
+
 def test_init_refuses_to_overwrite(image_server: RunningServer, tmp_path: Path) -> None:
     target = tmp_path / "s.yaml"
     target.write_text("mine")
