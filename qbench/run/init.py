@@ -270,32 +270,41 @@ def app_scenario(url: str, api: str | None, overrides: dict[str, Any], *, protoc
 
 def _example_files(draft: Draft, base: str, api_root: str, auth: Auth, scenario_path: Path | None) -> None:
     """Download the example files the draft's inputs use into `<stem>-examples/` beside
-    `scenario_path`, or fall back to their generators when there is no file to put them beside."""
-    wanted = [item for item in draft.inputs if item.suggestion.remote_files]
-    if not wanted:
-        return
-    if scenario_path is None:
-        for item in wanted:
-            made = item.suggestion
-            note = made.note.replace("; the app's own example files", "")
-            item.suggestion = Suggestion(made.alternative or {}, f"{note} (the app's examples are files: "
-                                         "with -o FILE, qbench init saves them beside it and sends them)")
-        return
-    folder = scenario_path.parent / f"{scenario_path.stem}-examples"
+    `scenario_path`; an input whose files cannot be had (no file to put them beside, a download
+    refused: Gradio 3.x serves only files under the app's folder) falls back to its generator."""
     from qbench.run.executor import in_loop
 
-    for n, item in enumerate(wanted):
-        refs = [v["file"] for v in item.suggestion.spec["example"]["values"]]
+    folder = scenario_path.parent / f"{scenario_path.stem}-examples" if scenario_path else None
+    for n, item in enumerate(draft.inputs):
+        made = item.suggestion
+        if not made.remote_files:
+            continue
+        refs = [v["file"] for v in made.spec["example"]["values"]]
         urls = [ref if ref.startswith("http") else f"{api_root}/{ref}" for ref in refs]
-        blobs = in_loop(_download(urls, auth, base))
+        try:
+            if folder is None:
+                raise TargetError("with -o FILE, qbench init saves them beside it and sends them")
+            blobs = in_loop(_download(urls, auth, base))
+        except TargetError as exc:
+            item.suggestion = _generated_instead(made, str(exc))
+            continue
         values = []
         for k, (url, data) in enumerate(zip(urls, blobs, strict=True)):
             name = f"{n + 1}-{k + 1}-{Path(url.split('?')[0]).name}"[:120]
             folder.mkdir(parents=True, exist_ok=True)
             (folder / name).write_bytes(data)
             values.append({"file": f"{folder.name}/{name}"})
-        item.suggestion = replace(item.suggestion, spec={"example": {"values": values}}, remote_files=False)
-    draft.notes.append(f"the app's example files are saved in {folder}")
+        item.suggestion = replace(made, spec={"example": {"values": values}}, remote_files=False)
+        draft.notes.append(f"{item.what}: the app's example files are saved in {folder}")
+    draft.fill_in = any(i.suggestion.fill_in for i in draft.inputs)
+
+
+def _generated_instead(made: Suggestion, why: str) -> Suggestion:
+    """The generator an example-files input falls back to, saying why."""
+    spec = made.alternative or {}
+    note = made.note.replace("; the app's own example files", "")
+    return Suggestion(spec, f"{note} (the app's examples are files, not sent: {why})",
+                      fill_in="files" in spec)
 
 
 async def _download(urls: list[str], auth: Auth, base: str) -> list[bytes]:

@@ -106,6 +106,8 @@ def test_run_without_a_file_writes_the_same_scenario(component_apps: dict[str, s
     assert_all_ok(tmp_path / "examples")
     assert sorted(p.name for p in (tmp_path / "examples" / "scenario-examples").iterdir()) == [
         "1-1-320x200.png", "1-2-100x150.png"]
+    printed = yaml.safe_load(qbench("init", url, "--api", "caption"))  # no file to put them beside
+    assert next(iter(printed["payload"]["inputs"][0])) == "image"
 
 
 def test_several_endpoints_without_api(component_apps: dict[str, str], tmp_path: Path) -> None:
