@@ -159,3 +159,15 @@ def test_an_app_behind_a_login(version: str, tmp_path: Path, monkeypatch: pytest
                "--out", str(tmp_path / "direct"), *SHORT)  # without a file: the same login
         assert_all_ok(tmp_path / "direct")
         assert "wonderland" not in (tmp_path / "direct" / "scenario.yaml").read_text()
+
+
+def test_a_mounted_app(tmp_path: Path) -> None:
+    """gr.mount_gradio_app(app, demo, path="/demo"): the URL with its mount path is the app's root."""
+    with serve_releases([(MAIN, {"mount": "/demo"})]) as (url,):
+        assert url.endswith("/demo")
+        written = tmp_path / "s.yaml"
+        qbench("init", url, "--api", "image", "-o", str(written))
+        assert yaml.safe_load(written.read_text())["payload"]["inputs"] == [
+            {"image": {"width": 224, "height": 224, "format": "jpeg"}}]
+        qbench("run", str(written), "--out", str(tmp_path / "run"), *SHORT)
+        assert_all_ok(tmp_path / "run")
