@@ -33,7 +33,8 @@ SHORT = ["--set", "load.duration=2", "--set", "load.warmup=0", "--set", "load.ra
 @pytest.mark.parametrize(("component", "props", "expected"), [
     ("textbox", {"lines": 1}, {"text": {"words": [5, 20]}}),
     ("textbox", {"lines": 4}, {"text": {"words": [20, 100]}}),
-    ("textbox", {"lines": 1, "max_length": 50}, {"text": {"words": [5, 7]}}),
+    ("textbox", {"lines": 1, "max_length": 50}, {"text": {"words": [5, 5]}}),  # never over 50 characters
+    ("textbox", {"lines": 1, "max_length": 20}, {"text": {"words": [2, 2]}}),
     ("slider", {"minimum": 0, "maximum": 1, "step": 0.05}, {"number": {"min": 0, "max": 1, "step": 0.05}}),
     ("number", {"minimum": 0, "maximum": 100, "precision": 0},
      {"number": {"min": 0, "max": 100, "integer": True}}),

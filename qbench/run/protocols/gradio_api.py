@@ -202,7 +202,7 @@ def _textbox(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
     limit = inp.props.get("max_length")
     note = "text"
     if isinstance(limit, int) and limit > 0:
-        high = max(1, min(high, limit // 7))  # a word and its space average ~6-7 characters here
+        high = max(1, min(high, limit // 9))  # qbench's words are at most 8 characters, plus a space
         low = min(low, high)
         note = f"text of at most {limit} characters"
     return Suggestion({"text": {"words": [low, high]}}, note)
