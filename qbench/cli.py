@@ -7,7 +7,7 @@ with rich and maps `QbenchError` (qbench.errors) to a non-zero exit code. No log
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -67,10 +67,61 @@ def serve(
         raise typer.Exit(2) from None
 
 
+ApiOpt = Annotated[
+    str | None,
+    typer.Option("--api", help="Without a scenario file: the endpoint to load (api_name; an OpenAI model). "
+                 "The scenario is written from the app's API (as `qbench init`) and saved with the results."),
+]
+
+
+@app.command()
+def init(
+    url: Annotated[str, typer.Argument(help="The running app's base URL, e.g. http://127.0.0.1:7860.")],
+    api: Annotated[
+        str | None, typer.Option("--api", help="Endpoint (api_name; for an OpenAI server, the model).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("-o", "--out", help="Write here (default: print it).")] = None,
+    protocol: Annotated[
+        str, typer.Option(help="auto (Gradio, else OpenAI-compatible, else plain HTTP), gradio, openai, http")
+    ] = "auto",
+    force: Annotated[bool, typer.Option(help="Overwrite an existing --out file.")] = False,
+    auth: AuthOpt = None,
+    header: HeaderOpt = None,
+    bearer_env: BearerEnvOpt = None,
+) -> None:
+    """Write a scenario from the app's own API: endpoint, one generator per input, load, SLO."""
+    from qbench.errors import QbenchError
+    from qbench.run.credentials import cli_overrides
+    from qbench.run.init import init_scenario
+
+    try:
+        if out is not None and out.exists() and not force:
+            raise QbenchError(f"{out}: exists; pass --force to overwrite it")
+        command = " ".join(["qbench init", url, *(["--api", api] if api else []),
+                            *(["--protocol", protocol] if protocol != "auto" else [])])
+        result = init_scenario(url, api, auth=cli_overrides(auth, header or [], bearer_env),
+                               protocol=protocol, command=command, scenario_path=out)
+    except QbenchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    if out is None:
+        typer.echo(result.text.replace("THIS_FILE", "scenario.yaml"), nl=False)
+    else:
+        out.write_text(result.text.replace("THIS_FILE", str(out)), encoding="utf-8")
+        typer.echo(f"wrote {out}: {result.draft.about[0]}", err=True)
+    for note in result.draft.notes:
+        typer.echo(f"note: {note}", err=True)
+    if out is not None and not result.draft.fill_in:
+        typer.echo(f"next: qbench run {out}", err=True)
+
+
 @app.command()
 def run(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file (see scenarios/).")],
+    scenario: Annotated[
+        Path | None, typer.Argument(help="Scenario YAML file (see scenarios/); none: --target and --api.")
+    ] = None,
     target: Annotated[str | None, typer.Option(help="Server base URL (overrides the scenario's).")] = None,
+    api: ApiOpt = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (default reports/<time>-<name>).")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a key: --set load.rate=12 (repeatable).")
@@ -106,7 +157,7 @@ def run(
     from qbench.errors import ExecutorError, QbenchError, SloViolation, TargetError
     from qbench.run.console import render_summary
     from qbench.run.credentials import cli_overrides
-    from qbench.run.runner import load_scenario, parse_set_options, run_scenario
+    from qbench.run.runner import load_scenario, parse_set_options, run_dir_for, run_scenario
     from qbench.tune.knobcheck import expectation_warnings
 
     console = Console()
@@ -121,8 +172,18 @@ def run(
             overrides["load.ray_address"] = ray
         if workers is not None:
             overrides["load.workers"] = parse_set_options([f"load.workers={workers}"])["load.workers"]
-        spec = load_scenario(scenario, overrides)
+        written = None
+        check_api_option(scenario, api)
+        if scenario is None:
+            out = out or run_dir_for(api.lstrip("/") if api else "app")
+            written, spec = scenario_from_app(target, api, overrides, out / "scenario.yaml")
+        else:
+            spec = load_scenario(scenario, overrides)
         result = run_scenario(spec, target=target, out_dir=out, live=live)
+        if written is not None:
+            saved = result.run_dir / "scenario.yaml"
+            saved.write_text(written.replace("THIS_FILE", str(saved)), encoding="utf-8")
+            console.print(f"scenario (written from the app; edit and re-run): {saved}")
         load = spec.load
         render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst",
                        findings=result.diagnosis)
@@ -157,6 +218,44 @@ def run(
         raise typer.Exit(exc.exit_code) from None
 
 
+NO_SCENARIO = "no scenario file: pass one, or --target URL (and --api NAME) to write it from the app"
+
+
+def scenario_from_app(target: str | None, api: str | None, overrides: dict[str, Any],
+                      path: Path) -> tuple[str, Any]:
+    """Without a scenario file: the scenario text written from `target`'s API (to be saved as `path`,
+    the app's example files beside it) and the parsed scenario."""
+    from qbench.errors import ScenarioError
+    from qbench.run.init import app_scenario
+
+    if target is None:
+        raise ScenarioError(NO_SCENARIO)
+    command = f"qbench init {target} --api {api}" if api else f"qbench init {target}"
+    result, spec = app_scenario(target, api, overrides, command=command, scenario_path=path)
+    return result.text, spec
+
+
+def check_api_option(scenario: Path | None, api: str | None) -> None:
+    """--api names the endpoint of a scenario written from the app: not beside a scenario file."""
+    from qbench.errors import ScenarioError
+
+    if scenario is not None and api is not None:
+        raise ScenarioError(f"--api {api}: applies without a scenario file (with --target); {scenario} "
+                            "names its own endpoint (change it with --set endpoint.api_name=NAME)")
+
+
+def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any], folder: Path) -> Path:
+    """Without a scenario file (capacity, sweep): the app's scenario, written into `folder`."""
+    from qbench.errors import ScenarioError
+    from qbench.run.init import write_app_scenario
+
+    if target is None:
+        raise ScenarioError(NO_SCENARIO)
+    path = write_app_scenario(target, api, auth, folder)
+    typer.echo(f"scenario written from the app (edit and re-run): {path}")
+    return path
+
+
 def _g(value: float | None) -> str:
     """A figure in an error message, to 4 significant digits."""
     return "none" if value is None else f"{value:.4g}"
@@ -165,7 +264,10 @@ def _g(value: float | None) -> str:
 @app.command(context_settings={"allow_extra_args": True})
 def sweep(
     ctx: typer.Context,
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML (optional `sweep:` section: defaults).")],
+    scenario: Annotated[
+        Path | None,
+        typer.Argument(help="Scenario YAML (optional `sweep:` section: defaults); none: --target and --api."),
+    ] = None,
     grid: Annotated[
         list[str] | None, typer.Option(help="Axis: --grid concurrency_limit=1,2,4 (repeatable; any knob).")
     ] = None,
@@ -211,6 +313,7 @@ def sweep(
         list[str] | None, typer.Option("--set", help="Override a scenario key: --set load.rate=12 (repeat).")
     ] = None,
     target: Annotated[str | None, typer.Option(help="Fixed server URL: only client knobs are swept.")] = None,
+    api: ApiOpt = None,
     duration: Annotated[float | None, typer.Option(help="Seconds of load per point.")] = None,
     max_memory_mb: Annotated[float | None, typer.Option(help="Memory ceiling (peak RSS / GPU).")] = None,
     tolerated_wait_s: Annotated[float | None, typer.Option(help="Wait users tolerate (max_size).")] = None,
@@ -253,6 +356,9 @@ def sweep(
         if resume is not None:
             config = build_config(resume_options(resume), sweep_dir=resume)
         else:
+            check_api_option(scenario, api)
+            if scenario is None:
+                scenario = app_scenario_file(target, api, cli_overrides(auth, header or [], bearer_env), out)
             options = sweep_options(
                 scenario, grid=grid or [], links=link or [], slo=parse_slo_options(slo or []), repeat=repeat,
                 search=search, live=live_config, preset=preset, server_config=server_config, launch=launch,
@@ -280,8 +386,11 @@ def sweep(
 
 @app.command()
 def capacity(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML (its payload, endpoint and slo:).")],
+    scenario: Annotated[
+        Path | None, typer.Argument(help="Scenario YAML (payload, endpoint and slo:); none: --target, --api.")
+    ] = None,
     target: Annotated[str | None, typer.Option(help="Server base URL (overrides the scenario's).")] = None,
+    api: ApiOpt = None,
     slo: Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2 (repeat).")] = None,
     tolerance: Annotated[
         str, typer.Option(help="Stop when failing / passing rate <= 1 + this; also the overload the "
@@ -334,6 +443,9 @@ def capacity(
 
     console = sweep_console()
     try:
+        check_api_option(scenario, api)
+        if scenario is None:
+            scenario = app_scenario_file(target, api, cli_overrides(auth, header or [], bearer_env), out)
         # --set overrides travel with the credential overrides: both are dotted keys on the scenario
         overrides = parse_set_options(set_ or []) | cli_overrides(auth, header or [], bearer_env)
         config = capacity_config(

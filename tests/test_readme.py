@@ -198,6 +198,17 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         ("tests/test_bench.py::test_gpu_all_dry_run_on_the_cpu", "--dry-run")],
     "qbench compare reports/A reports/B --chart paired.png": [
         ("tests/report/test_compare.py::test_compare_chart_for_paired_runs", "--chart")],
+    # docs/scenarios-from-your-app.md (and the README's first two): every sh command of the page runs
+    **{command: [("tests/run/test_init.py::test_the_docs_commands_run", "doc_commands")] for command in (
+        "qbench init http://127.0.0.1:7860 -o image.yaml",
+        "qbench run image.yaml",
+        "qbench run --target http://127.0.0.1:7860 --api classify",
+        "qbench capacity --target http://127.0.0.1:7860 --api classify --max-probes 4",
+        "qbench init http://127.0.0.1:7860 --auth alice:wonderland -o login.yaml",
+        "APP_PASSWORD=wonderland qbench run login.yaml",
+        "qbench init http://127.0.0.1:7860 --protocol openai -o chat.yaml",
+        "qbench run chat.yaml",
+    )},
 }
 
 #: Commands no test runs, and why (a GPU or a cluster; the suite itself).

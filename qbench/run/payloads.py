@@ -1,7 +1,8 @@
 """Request inputs generated from the scenario's `payload` section, seeded so runs repeat.
 
 Each input spec yields one value per request: a str (text), a float/int (number), a JSON value (json,
-value) or a `FileValue` (image, audio, files: encoded bytes that a protocol uploads or embeds).
+value, choice, boolean, chat, example) or a `FileValue` (image, audio, files, file: encoded bytes that a
+protocol uploads or embeds; `file` with `count` gives a list of them).
 Generating images and audio costs CPU, so only `payload.variants` distinct input sets are made
 (variant = request_id % variants, each from its own seeded generator) and cached: the generator's own
 CPU stays out of the measurement and the same seed gives byte-identical requests.
@@ -20,7 +21,17 @@ from typing import Any
 import numpy as np
 
 from qbench.errors import ScenarioError
-from qbench.run.scenario import AudioSpec, FilesSpec, ImageSpec, InputSpec, NumberSpec, Payload, TextSpec
+from qbench.run.payload_specs import ChatSpec, ChoiceSpec, FileSpec
+from qbench.run.scenario import (
+    AudioSpec,
+    FilesSpec,
+    ImageSpec,
+    InputSpec,
+    NumberSpec,
+    Payload,
+    TextSpec,
+    is_file_ref,
+)
 
 WORDS = (
     "the quick brown fox jumps over a lazy dog while seven small birds sing in green trees near "
@@ -31,7 +42,9 @@ WORDS = (
     "voice music story letter number table chair garden window mountain ocean cloud rain snow wind"
 ).split()
 
-MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp", "wav": "audio/wav"}
+MIME = {"png": "image/png", "jpeg": "image/jpeg", "jpg": "image/jpeg", "webp": "image/webp",
+        "wav": "audio/wav", "txt": "text/plain", "csv": "text/csv", "json": "application/json",
+        "md": "text/markdown"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,8 @@ class PayloadGenerator:
         self._files = [_list_files(s.files) for s in payload.inputs if s.files]
         self._tokenizers = {s.text.tokenizer: load_tokenizer(s.text.tokenizer)
                             for s in payload.inputs if s.text and s.text.tokenizer}
+        self._examples = {i: [_example_value(v, i) for v in s.example.values]
+                          for i, s in enumerate(payload.inputs) if s.example is not None}
         self.generation_s = 0.0  # CPU-ish wall time spent generating (reported in run.json)
 
     def inputs(self, request_id: int) -> list[Any]:
@@ -78,6 +93,10 @@ class PayloadGenerator:
         prompts, files = iter(self._prompts), iter(self._files)
         values: list[Any] = []
         for i, spec in enumerate(self.payload.inputs):
+            if spec.example is not None:  # rows of the app's examples stay together (not random)
+                rows = self._examples[i]
+                values.append(rows[variant % len(rows)])
+                continue
             values.append(_one(spec, rng, f"{variant}-{i}", prompts, files, self._tokenizers))
         return values
 
@@ -98,6 +117,14 @@ def _one(spec: InputSpec, rng: np.random.Generator, tag: str, prompts: Any, file
         return gen_number(spec.number, rng)
     if spec.files is not None:
         return pick_file(next(files), rng)
+    if spec.choice is not None:
+        return gen_choice(spec.choice, rng)
+    if spec.boolean is not None:
+        return bool(rng.random() < spec.boolean.true_share)
+    if spec.chat is not None:
+        return gen_chat(spec.chat, rng)
+    if spec.file is not None:
+        return gen_files(spec.file, rng, tag)
     if spec.kind == "json":
         return fill_template(spec.json_, rng)
     return spec.value
@@ -207,9 +234,54 @@ def gen_audio(spec: AudioSpec, rng: np.random.Generator, tag: str) -> FileValue:
 
 
 def gen_number(spec: NumberSpec, rng: np.random.Generator) -> float | int:
+    if spec.step is not None:
+        steps = int((spec.max - spec.min) / spec.step + 1e-9)
+        value = spec.min + int(rng.integers(steps + 1)) * spec.step
+        value = min(round(value, 12), spec.max)  # 0.1 * 3 is 0.30000000000000004
+        return int(round(value)) if spec.integer or _whole(spec.min, spec.step) else value
     if spec.integer:
         return int(rng.integers(int(spec.min), int(spec.max) + 1))
     return float(rng.uniform(spec.min, spec.max))
+
+
+def _whole(*numbers: float) -> bool:
+    return all(float(n).is_integer() for n in numbers)
+
+
+def gen_choice(spec: ChoiceSpec, rng: np.random.Generator) -> Any:
+    """One value, or with `pick` a list of distinct values in their declared order."""
+    if spec.pick is None:
+        return spec.values[int(rng.integers(len(spec.values)))]
+    count = int(rng.integers(spec.pick[0], spec.pick[1] + 1))
+    chosen = sorted(rng.choice(len(spec.values), size=count, replace=False).tolist())
+    return [spec.values[i] for i in chosen]
+
+
+def gen_chat(spec: ChatSpec, rng: np.random.Generator) -> list[Any]:
+    """Earlier turns of a conversation: [{role, content}, ...] or [[user, assistant], ...]."""
+    turns = int(rng.integers(spec.turns[0], spec.turns[1] + 1))
+    text = TextSpec(words=spec.words)
+    pairs = [(_words_or_tokens(text, rng, None), _words_or_tokens(text, rng, None)) for _ in range(turns)]
+    if spec.format == "tuples":
+        return [[user, bot] for user, bot in pairs]
+    messages = [(role, text) for user, bot in pairs for role, text in (("user", user), ("assistant", bot))]
+    if spec.format == "parts":
+        return [{"role": role, "content": [{"type": "text", "text": text}]} for role, text in messages]
+    return [{"role": role, "content": text} for role, text in messages]
+
+
+def gen_files(spec: FileSpec, rng: np.random.Generator, tag: str) -> FileValue | list[FileValue]:
+    """A text file of random words, `kb` KiB long (or `count` of them)."""
+    def one(n: int) -> FileValue:
+        size = int(rng.uniform(spec.kb[0], spec.kb[1]) * 1024)
+        words = " ".join(WORDS[int(i)] for i in rng.integers(len(WORDS), size=size // 4 + 1))
+        data = "\n".join(words[k : k + 79] for k in range(0, size, 80)).encode()[:size]
+        mime = MIME.get(spec.suffix.lstrip(".").lower(), "application/octet-stream")
+        return FileValue(data, f"file-{tag}-{n}{spec.suffix}", mime)
+
+    if spec.count is None:
+        return one(0)
+    return [one(n) for n in range(int(rng.integers(spec.count[0], spec.count[1] + 1)))]
 
 
 def pick_file(paths: list[Path], rng: np.random.Generator) -> FileValue:
@@ -219,18 +291,34 @@ def pick_file(paths: list[Path], rng: np.random.Generator) -> FileValue:
 
 
 def fill_template(template: Any, rng: np.random.Generator) -> Any:
-    """Copy a JSON template, replacing the strings "{word}", "{int}" and "{float}" with random values."""
+    """Copy a JSON template, replacing the strings "{word}", "{words}" (5 to 20 of them), "{int}" and
+    "{float}" with random values."""
     if isinstance(template, dict):
         return {k: fill_template(v, rng) for k, v in template.items()}
     if isinstance(template, list):
         return [fill_template(v, rng) for v in template]
     if template == "{word}":
         return WORDS[int(rng.integers(len(WORDS)))]
+    if template == "{words}":
+        return " ".join(WORDS[int(i)] for i in rng.integers(len(WORDS), size=int(rng.integers(5, 21))))
     if template == "{int}":
         return int(rng.integers(0, 1000))
     if template == "{float}":
         return float(rng.random())
     return template
+
+
+def _example_value(value: Any, index: int) -> Any:
+    """An `example` value as sent: `{file: PATH}` is that file's bytes (an upload), the rest as is."""
+    if not is_file_ref(value):
+        return value
+    path = Path(value["file"])
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ScenarioError(f"payload.inputs.{index}.example.values: value {{file: '{path}'}}: cannot read "
+                            f"({exc.strerror})") from None
+    return FileValue(data, path.name, MIME.get(path.suffix.lstrip(".").lower(), "application/octet-stream"))
 
 
 def _read_prompts(path: Path | None) -> list[str]:

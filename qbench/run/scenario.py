@@ -44,11 +44,13 @@ from pydantic import (
 
 from qbench.errors import ScenarioError
 from qbench.run.credentials import REVEAL, Auth, redact_headers, remember_url
+from qbench.run.payload_specs import BooleanSpec, ChatSpec, ChoiceSpec, ExampleSpec, FileSpec
 
 SHAPES = ("burst", "rate", "stages", "users", "trace", "replay")
 MAX_WORDS = 100_000  # per generated text
 MAX_VARIANTS = 100_000  # generated payloads
-INPUT_KINDS = ("text", "image", "audio", "number", "json", "files", "value")
+INPUT_KINDS = ("text", "image", "audio", "number", "json", "files", "value",
+               "choice", "boolean", "chat", "file", "example")  # the last five: qbench.run.payload_specs
 
 
 class _Model(BaseModel):
@@ -112,14 +114,20 @@ class AudioSpec(_Model):
 
 
 class NumberSpec(_Model):
+    """Uniform in [min, max]; `integer` draws whole numbers; `step` draws min + k * step <= max (a
+    Slider's or a Number's step)."""
+
     min: float = 0.0
     max: float = 1.0
     integer: bool = False
+    step: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _range(self) -> NumberSpec:
         if not self.min <= self.max or not math.isfinite(self.max - self.min):
             raise ValueError(f"expected min <= max, a finite range; got min {self.min:g}, max {self.max:g}")
+        if self.step is not None and (self.max - self.min) / self.step > 2**53:
+            raise ValueError(f"step: {self.step:g} is too small for the range [{self.min:g}, {self.max:g}]")
         if self.integer and not -(2**62) <= self.min <= self.max <= 2**62:
             raise ValueError("integer: expected min and max within +-2**62")
         return self
@@ -142,6 +150,11 @@ class InputSpec(_Model):
     json_: Any = Field(None, alias="json")  # a JSON template; strings "{word}" / "{int}" are filled in
     files: FilesSpec | None = None
     value: Any = None  # a constant sent as is
+    choice: ChoiceSpec | None = None
+    boolean: BooleanSpec | None = None
+    chat: ChatSpec | None = None
+    file: FileSpec | None = None
+    example: ExampleSpec | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, populate_by_name=True)
 
@@ -552,3 +565,13 @@ def resolve_paths(raw: dict[str, Any], base: Path) -> None:
             sub = spec.get(kind) if isinstance(spec, dict) else None
             if isinstance(sub, dict) and isinstance(sub.get(key), str) and not Path(sub[key]).is_absolute():
                 sub[key] = str(base / sub[key])
+        example = spec.get("example") if isinstance(spec, dict) else None
+        values = example.get("values") if isinstance(example, dict) else None
+        for value in values if isinstance(values, list) else []:  # {file: cat.jpg}: an example file
+            if is_file_ref(value) and not Path(value["file"]).is_absolute():
+                value["file"] = str(base / value["file"])
+
+
+def is_file_ref(value: Any) -> bool:
+    """`{file: PATH}`: a file sent as an upload (an `example` value, like a trace line's input)."""
+    return isinstance(value, dict) and set(value) == {"file"} and isinstance(value["file"], str)

@@ -25,11 +25,10 @@ from qbench.errors import TargetError
 from qbench.run.credentials import refusal_hint
 from qbench.run.payloads import FileValue
 from qbench.run.protocols.base import Clock, fail, fail_http
+from qbench.run.protocols.gradio_api import NOT_API, app_endpoints, expected_inputs
 from qbench.run.protocols.queue import FAMILIES, GradioApp, QueueWire, parse_version
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
-
-NOT_API = {"state"}  # component types whose inputs are not part of the API (sent as null)
 
 
 class GradioProtocol:
@@ -67,13 +66,10 @@ class GradioProtocol:
             fn_index=int(dep.get("id", index)),
         )
         self.input_types = self._input_types(config, dep)
+        info = await self._get_json(self.app.api + "/info", required=False)
         wanted, given = sum(t is not None for t in self.input_types), len(self.scenario.payload.inputs)
         if wanted != given:
-            raise TargetError(
-                f"{self.base}: endpoint '{self.endpoint_label}' takes {wanted} input(s), "
-                f"the scenario's payload.inputs has {given}"
-            )
-        info = await self._get_json(self.app.api + "/info", required=False)
+            raise TargetError(self._count_problem(config, info, dep, wanted, given))
         named = info.get("named_endpoints", {}) if isinstance(info, dict) else {}
         from qbench.run.protocols import make_wire
 
@@ -102,6 +98,21 @@ class GradioProtocol:
         names = sorted(str(d["api_name"]) for d in deps if d.get("api_name"))
         raise TargetError(
             f"{self.base}: no endpoint '{self.endpoint_label}'; the server has: {', '.join(names)}"
+        )
+
+    def _count_problem(self, config: dict[str, Any], info: Any, dep: dict[str, Any], wanted: int,
+                       given: int) -> str:
+        """The input-count error: each expected input, what it accepts and the YAML line that fits."""
+        assert self.app is not None
+        name = dep.get("api_name")
+        endpoint = next((e for e in app_endpoints(config, info if isinstance(info, dict) else None)
+                         if e.api_name == name), None)
+        listing = f":\n{expected_inputs(endpoint, self.app.version)}" if endpoint is not None else ""
+        return (
+            f"{self.base}: endpoint '{self.endpoint_label}' takes {wanted} input(s), the scenario's "
+            f"payload.inputs has {given}{listing}"
+            + ("\n(lines that fit, for payload.inputs; `qbench init URL --api NAME` writes a whole scenario)"
+               if listing else "")
         )
 
     @staticmethod
@@ -156,6 +167,10 @@ class GradioProtocol:
             if isinstance(value, FileValue):
                 value = await self._file(value, kind, record)
                 if value is None:
+                    return None
+            elif isinstance(value, list) and value and all(isinstance(v, FileValue) for v in value):
+                value = [await self._file(v, kind, record) for v in value]  # file_count="multiple"
+                if any(v is None for v in value):
                     return None
             data.append(value)
         return data

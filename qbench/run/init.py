@@ -1,0 +1,347 @@
+"""`qbench init`: a scenario written from the app's own API, so a first run needs no hand-written YAML.
+
+    read_target(url)   GET /config (+ /info): a Gradio app of any release; else GET /v1/models: an
+                       OpenAI-compatible server; else a plain HTTP server (its /openapi.json if any)
+    draft_for(...)     -> Draft: the endpoint, one payload generator per input (qbench.run.protocols.
+                       gradio_api.suggest), a load shape and an SLO
+    render(draft)      -> the commented YAML (qbench.run.init_yaml)
+
+`init_scenario` does the three and checks that the text validates as a scenario (a draft the user must
+fill in, such as a plain HTTP template, is written but not checked). `qbench run --target URL --api
+NAME` without a file uses `app_scenario`: the same text, parsed in memory, saved in the run folder.
+
+A Draft holds one endpoint; a traffic mix renders several with `init_yaml.endpoint_lines`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import yaml
+
+from qbench.errors import ScenarioError, TargetError
+from qbench.run.credentials import Auth, refusal_hint, resolve
+from qbench.run.init_yaml import Draft, DraftInput, render
+from qbench.run.protocols.base import make_http_session
+from qbench.run.protocols.gradio_api import AppEndpoint, Suggestion, app_endpoints, describe, suggest
+from qbench.run.protocols.login import Authenticator
+from qbench.run.protocols.queue import parse_version
+from qbench.run.scenario import Load, Scenario, apply_overrides, file_slug, parse_scenario, resolve_paths
+
+PROTOCOLS = ("auto", "gradio", "openai", "http")
+
+
+@dataclass(frozen=True)
+class GradioTarget:
+    config: dict[str, Any]
+    info: dict[str, Any]  # /info ({} when the app does not serve it)
+    also_openai: bool = False  # the server answers GET /v1/models too (the reference server does)
+
+    @property
+    def version(self) -> str:
+        return str(self.config.get("version") or "")
+
+
+@dataclass(frozen=True)
+class OpenAITarget:
+    models: list[str]  # the ids GET /v1/models lists
+
+
+@dataclass(frozen=True)
+class HttpTarget:
+    post_paths: list[str]  # POST routes of its /openapi.json ([] without one)
+
+
+Target = GradioTarget | OpenAITarget | HttpTarget
+
+
+@dataclass(frozen=True)
+class InitResult:
+    text: str  # the scenario YAML, comments included
+    draft: Draft
+
+
+# ---------------------------------------------------------------- reading the target
+
+
+def read_target(url: str, auth: Auth | None = None, protocol: str = "auto") -> Target:
+    """What the server at `url` publishes about its API (logs in first when `auth` has a login)."""
+    from qbench.run.executor import in_loop
+
+    if protocol not in PROTOCOLS:
+        raise ScenarioError(f"--protocol: value {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
+    return in_loop(_read(url.rstrip("/"), auth or Auth(), protocol))
+
+
+async def _read(base: str, auth: Auth, protocol: str) -> Target:
+    async with Authenticator(resolve(auth), base) as login:
+        await login.start(0)
+        async with make_http_session(Load.model_validate({"burst": 1}), login.middlewares) as http:
+            if protocol in ("auto", "gradio"):
+                config = await _get(http, base + "/config", auth)
+                if isinstance(config, dict) and "dependencies" in config:
+                    prefix = str(config.get("api_prefix") or "")
+                    info = await _get(http, base + prefix + "/info", auth)
+                    also = protocol == "auto" and await _serves_models(http, base, auth)
+                    return GradioTarget(config, info if isinstance(info, dict) else {}, also)
+                if protocol == "gradio":
+                    raise TargetError(f"{base}/config: no Gradio app there (no JSON with dependencies)")
+            if protocol in ("auto", "openai"):
+                models = await _get(http, base + "/v1/models", auth)
+                if isinstance(models, dict) and isinstance(models.get("data"), list):
+                    return OpenAITarget([str(m.get("id")) for m in models["data"] if isinstance(m, dict)])
+                if protocol == "openai":
+                    raise TargetError(f"{base}/v1/models: no OpenAI-compatible model list there")
+            spec = await _get(http, base + "/openapi.json", auth)
+            paths = spec.get("paths") if isinstance(spec, dict) else None
+            posts = [p for p, ops in (paths or {}).items() if isinstance(ops, dict) and "post" in ops]
+            return HttpTarget(posts)
+
+
+async def _serves_models(http: aiohttp.ClientSession, base: str, auth: Auth) -> bool:
+    """Whether GET /v1/models lists models (a refusal there is no error: it is only a hint)."""
+    try:
+        models = await _get(http, base + "/v1/models", auth)
+    except TargetError:
+        return False
+    return isinstance(models, dict) and isinstance(models.get("data"), list)
+
+
+async def _get(http: aiohttp.ClientSession, url: str, auth: Auth) -> Any:
+    """The JSON at `url`; None when it is not there or not JSON. A refusal raises (log in first)."""
+    try:
+        async with http.get(url, allow_redirects=True) as resp:
+            if resp.status in (401, 403):
+                hint = (refusal_hint(resp.status, auth) if auth.is_set else
+                        "the app asks for a login: pass --auth USER:PASSWORD (Gradio's auth=), "
+                        "--bearer-env NAME or --header 'Name: value'")
+                raise TargetError(f"{url}: HTTP {resp.status}: {hint}")
+            if resp.status != 200:
+                return None
+            return orjson.loads(await resp.read())
+    except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+        raise TargetError(f"{url}: cannot connect ({exc.__class__.__name__}: {exc}); is the server "
+                          "running, and is this its base URL?") from None
+    except orjson.JSONDecodeError:
+        return None
+
+
+# ---------------------------------------------------------------- drafting
+
+
+def draft_for(target: Target, api: str | None, *, strict: bool = False) -> Draft:
+    """The scenario draft for `api` (default: the only public endpoint, or with several the first,
+    the others listed; `strict`: several without `api` is an error). For an OpenAI server `api` is
+    the model (default: the first it lists)."""
+    if isinstance(target, GradioTarget):
+        return _gradio_draft(target, api, strict)
+    if isinstance(target, OpenAITarget):
+        return _openai_draft(target, api)
+    return _http_draft(target)
+
+
+def _gradio_draft(target: GradioTarget, api: str | None, strict: bool) -> Draft:
+    version = parse_version(target.version)
+    endpoints = app_endpoints(target.config, target.info)
+    public = [e for e in endpoints if e.public]
+    endpoint = _choose(endpoints, public, api, strict)
+    inputs = [DraftInput(describe(i), suggest(i, version)) for i in endpoint.inputs]
+    about = [f"Gradio {target.version or '(version not given)'}, endpoint /{endpoint.api_name} "
+             f"({len(inputs)} input(s){', streams its output' if endpoint.generator else ''})"]
+    others = [e for e in public if e is not endpoint]
+    draft = Draft(endpoint.api_name, "gradio", {"api_name": endpoint.api_name}, inputs, about,
+                  {"p95_latency_s": 10.0, "error_rate": 0.01})
+    if others:
+        draft.endpoint_notes = ["Other public endpoints (qbench init URL --api NAME):",
+                                *(f"  {_signature(e)}" for e in others)]
+    if others and api is None:
+        draft.notes.append(f"{len(public)} public endpoints; wrote /{endpoint.api_name}. The others: "
+                           + "; ".join(_signature(e) for e in others) + " (choose one with --api NAME)")
+    if target.also_openai:
+        draft.notes.append("this server also answers /v1/models (OpenAI-compatible): "
+                           "`qbench init URL --protocol openai` writes that scenario")
+    draft.fill_in = any(i.suggestion.fill_in for i in inputs)
+    if draft.fill_in:
+        draft.notes.append("edit the inputs marked FILL IN before running (qbench cannot generate them)")
+    return draft
+
+
+def _choose(endpoints: list[AppEndpoint], public: list[AppEndpoint], api: str | None,
+            strict: bool) -> AppEndpoint:
+    listing = "\n".join(f"  {_signature(e)}" for e in public) or "  (none)"
+    if api is not None:
+        name = api.lstrip("/")
+        found = next((e for e in endpoints if e.api_name == name), None)
+        if found is None:
+            raise TargetError(f"the app has no endpoint '{name}'; its public endpoints:\n{listing}")
+        return found
+    if not public:
+        raise TargetError("the app has no public endpoint (api_name); name one with --api NAME")
+    if len(public) > 1 and strict:
+        raise TargetError(f"the app has {len(public)} public endpoints; choose one with --api NAME:\n"
+                          f"{listing}")
+    return public[0]
+
+
+def _signature(endpoint: AppEndpoint) -> str:
+    return f"/{endpoint.api_name}({', '.join(describe(i) for i in endpoint.inputs)})"
+
+
+def _openai_draft(target: OpenAITarget, model: str | None) -> Draft:
+    if not target.models:
+        raise TargetError("GET /v1/models lists no model; set endpoint.model by hand")
+    chosen = (model or target.models[0]).lstrip("/")
+    if chosen not in target.models:
+        raise TargetError(f"the server serves no model '{chosen}'; it lists: {', '.join(target.models)}")
+    inputs = [DraftInput("the user's message", Suggestion({"text": {"words": [16, 64]}},
+                                                          "a prompt of 16 to 64 words"))]
+    draft = Draft(file_slug(f"openai-{chosen}"), "openai",
+                  {"path": "/v1/chat/completions", "model": chosen, "max_tokens": 128, "stream": True},
+                  inputs, [f"an OpenAI-compatible server, model {chosen}"],
+                  {"p95_ttft_s": 2.0, "p95_latency_s": 30.0, "error_rate": 0.01})
+    if len(target.models) > 1:
+        draft.endpoint_notes = [f"Models it serves: {', '.join(target.models)}"]
+    return draft
+
+
+def _http_draft(target: HttpTarget) -> Draft:
+    path = target.post_paths[0] if len(target.post_paths) == 1 else "/predict"
+    known = (f"its /openapi.json lists POST {', '.join(target.post_paths)}" if target.post_paths
+             else "it publishes no API description")
+    inputs = [DraftInput("$0 in the body", Suggestion({"text": {"words": [5, 20]}}, "a text input"))]
+    draft = Draft("http", "http", {"method": "POST", "path": path, "body": {"inputs": "$0"}}, inputs,
+                  [f"a plain HTTP server ({known})"], {"p95_latency_s": 10.0, "error_rate": 0.01},
+                  fill_in=True)
+    draft.endpoint_notes = ["FILL IN: the path your server answers and its JSON body; \"$0\" is replaced",
+                            "by the first payload input, \"$1\" by the second..."]
+    draft.notes.append(f"no Gradio app and no OpenAI-compatible server there ({known}): fill in "
+                       "endpoint.path, endpoint.body and payload.inputs, then run it")
+    return draft
+
+
+# ---------------------------------------------------------------- the whole step
+
+
+def init_scenario(url: str, api: str | None = None, *, auth: dict[str, Any] | None = None,
+                  protocol: str = "auto", strict: bool = False, command: str | None = None,
+                  scenario_path: Path | None = None) -> InitResult:
+    """Read the app at `url` and write its scenario (checked to validate unless it needs filling in).
+    `auth`: credential overrides (qbench.run.credentials.cli_overrides); a login's password is not
+    written (the file reads ${APP_PASSWORD}). `scenario_path`: where the text will be saved: the app's
+    example files are downloaded beside it (`<stem>-examples/`); without it, their inputs are generated."""
+    credentials = auth_section(auth or {})
+    target = read_target(url, credentials, protocol)
+    draft = draft_for(target, api, strict=strict)
+    if isinstance(target, GradioTarget):
+        api_root = url.rstrip("/") + str(target.config.get("api_prefix") or "")
+        _example_files(draft, url.rstrip("/"), api_root, credentials, scenario_path)
+    text = render(draft, url.rstrip("/"), credentials, command or f"qbench init {url}")
+    if not draft.fill_in:  # a writer's mistake fails here, not in the user's first run
+        raw = yaml.safe_load(text)
+        resolve_paths(raw, scenario_path.parent if scenario_path else Path.cwd())
+        parse_scenario(raw, source=f"the scenario written for {url}", overrides=auth or {})
+    return InitResult(text, draft)
+
+
+def app_scenario(url: str, api: str | None, overrides: dict[str, Any], *, protocol: str = "auto",
+                 command: str | None = None,
+                 scenario_path: Path | None = None) -> tuple[InitResult, Scenario]:
+    """The scenario of `url`'s endpoint `api`, parsed with `overrides` (--set, --auth...), for a run
+    without a scenario file (to be saved as `scenario_path`). Several public endpoints without `api`
+    is an error listing them."""
+    auth = {k: v for k, v in overrides.items() if k == "auth" or k.startswith("auth.")}
+    result = init_scenario(url, api, auth=auth, protocol=protocol, strict=True, command=command,
+                           scenario_path=scenario_path)
+    if result.draft.fill_in:
+        raise ScenarioError("; ".join(result.draft.notes) + ": write the file with `qbench init URL -o "
+                            "scenario.yaml`, edit it, then `qbench run scenario.yaml`")
+    raw = yaml.safe_load(result.text)
+    resolve_paths(raw, scenario_path.parent if scenario_path else Path.cwd())
+    return result, parse_scenario(raw, source=f"the scenario of {url}", overrides=overrides)
+
+
+# ---------------------------------------------------------------- the app's example files
+
+
+def _example_files(draft: Draft, base: str, api_root: str, auth: Auth, scenario_path: Path | None) -> None:
+    """Download the example files the draft's inputs use into `<stem>-examples/` beside
+    `scenario_path`; an input whose files cannot be had (no file to put them beside, a download
+    refused: Gradio 3.x serves only files under the app's folder) falls back to its generator."""
+    from qbench.run.executor import in_loop
+
+    folder = scenario_path.parent / f"{scenario_path.stem}-examples" if scenario_path else None
+    for n, item in enumerate(draft.inputs):
+        made = item.suggestion
+        if not made.remote_files:
+            continue
+        refs = [v["file"] for v in made.spec["example"]["values"]]
+        urls = [ref if ref.startswith("http") else f"{api_root}/{ref}" for ref in refs]
+        try:
+            if folder is None:
+                raise TargetError("with -o FILE, qbench init saves them beside it and sends them")
+            blobs = in_loop(_download(urls, auth, base))
+        except TargetError as exc:
+            item.suggestion = _generated_instead(made, str(exc))
+            continue
+        values = []
+        for k, (url, data) in enumerate(zip(urls, blobs, strict=True)):
+            name = f"{n + 1}-{k + 1}-{Path(url.split('?')[0]).name}"[:120]
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(data)
+            values.append({"file": f"{folder.name}/{name}"})
+        item.suggestion = replace(made, spec={"example": {"values": values}}, remote_files=False)
+        draft.notes.append(f"{item.what}: the app's example files are saved in {folder}")
+    draft.fill_in = any(i.suggestion.fill_in for i in draft.inputs)
+
+
+def _generated_instead(made: Suggestion, why: str) -> Suggestion:
+    """The generator an example-files input falls back to, saying why."""
+    spec = made.alternative or {}
+    note = made.note.replace("; the app's own example files", "")
+    return Suggestion(spec, f"{note} (the app's examples are files, not sent: {why})",
+                      fill_in="files" in spec)
+
+
+async def _download(urls: list[str], auth: Auth, base: str) -> list[bytes]:
+    async with Authenticator(resolve(auth), base) as login:
+        await login.start(0)
+        async with make_http_session(Load.model_validate({"burst": 1}), login.middlewares) as http:
+            blobs = []
+            for url in urls:
+                try:
+                    async with http.get(url) as resp:
+                        if resp.status != 200:
+                            raise TargetError(f"{url}: HTTP {resp.status}: cannot download the app's example")
+                        blobs.append(await resp.read())
+                except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                    raise TargetError(f"{url}: cannot download the app's example ({exc})") from None
+            return blobs
+
+
+def auth_section(overrides: dict[str, Any]) -> Auth:
+    """The `auth:` section the dotted credential overrides describe."""
+    data = apply_overrides({}, overrides, source="--auth/--header/--bearer-env")
+    try:
+        return Auth.model_validate(data.get("auth") or {})
+    except ValueError as exc:
+        raise ScenarioError(f"credentials: {exc}") from None
+
+
+def write_app_scenario(url: str, api: str | None, auth: dict[str, Any], folder: Path) -> Path:
+    """For `qbench capacity` and `sweep` without a scenario file: the app's scenario, written into
+    `folder` as `scenario-<api>-<stamp>.yaml` (its example files beside it); returns the path."""
+    import datetime as dt
+
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = folder / f"scenario-{file_slug(api.lstrip('/') if api else 'app')}-{stamp}.yaml"
+    folder.mkdir(parents=True, exist_ok=True)
+    result = init_scenario(url, api, auth=auth, strict=True, scenario_path=path)
+    if result.draft.fill_in:
+        raise ScenarioError("; ".join(result.draft.notes) + ": write it with `qbench init URL -o FILE` first")
+    path.write_text(result.text.replace("THIS_FILE", str(path)), encoding="utf-8")
+    return path

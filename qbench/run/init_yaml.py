@@ -1,0 +1,144 @@
+"""The commented scenario YAML `qbench init` writes from a Draft (made by qbench.run.init).
+
+`endpoint_lines` writes one endpoint and its payload (the part a traffic mix repeats per endpoint);
+`render` adds the header, target, load, SLO and auth sections. Secrets are never written: a login's
+password becomes ${APP_PASSWORD} unless it was already an environment reference.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from qbench.run.credentials import Auth, is_secret_header
+from qbench.run.protocols.gradio_api import Suggestion, flow
+
+PASSWORD_ENV = "APP_PASSWORD"
+VARIANTS = 16
+_ENV_REF = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
+
+@dataclass
+class DraftInput:
+    """One payload input and what it stands for."""
+
+    what: str  # e.g. "Slider 'Size'"
+    suggestion: Suggestion
+
+
+@dataclass
+class Draft:
+    """What `render` writes: one endpoint of one protocol, its inputs, the load and the SLO."""
+
+    name: str
+    protocol: str
+    endpoint: dict[str, Any]
+    inputs: list[DraftInput]
+    about: list[str]  # header comment lines (what was read, from which release)
+    slo: dict[str, float]
+    notes: list[str] = field(default_factory=list)  # said on the console (other endpoints, what to edit)
+    endpoint_notes: list[str] = field(default_factory=list)  # comments above `endpoint:`
+    fill_in: bool = False  # the user must edit the file before it runs
+
+
+LOAD_LINES = [
+    "load:",
+    "  # A first, gentle load: 4 users in a closed loop, each sends, waits for its answer, then waits",
+    "  # 1 s more. How many users can it take? `qbench capacity` on this file finds the highest rate",
+    "  # that meets the SLO below. For an open-loop rate, replace users/think_time/ramp_up with",
+    "  # `rate: 2` (requests per second) and `arrival: poisson`.",
+    "  users: 4",
+    "  think_time: 1",
+    "  ramp_up: 2                        # users start spread over 2 s",
+    "  duration: 30                      # seconds of load",
+    "  warmup: 5                         # requests in the first 5 s are not summarised",
+    "  timeout: 60                       # per request; a timed-out Gradio event is cancelled",
+]
+
+SLO_LINES = [
+    "slo:",
+    "  # What your users tolerate, end to end (queue wait + processing). Start from the p95 latency you",
+    "  # would accept (a classifier ~1 s, a chat reply's first token ~1-2 s, an image generation 10-30 s),",
+    "  # then tighten it. `qbench run` exits 3 when it is missed; `qbench capacity` finds the highest",
+    "  # rate that meets it; `qbench sweep` ranks server settings by it.",
+]
+
+
+def render(draft: Draft, target: str, auth: Auth, command: str) -> str:
+    """The whole scenario file for `draft`."""
+    lines = [f"# Written by `{command}` from the app's own API: {draft.about[0]}."]
+    lines += [f"# {line}" for line in draft.about[1:]]
+    if draft.fill_in:
+        lines.append("# Edit the parts marked FILL IN, then: qbench run THIS_FILE")
+    else:
+        lines.append("# It runs as it is: qbench run THIS_FILE (edit the generators to match real traffic).")
+    lines += [f"name: {_scalar(draft.name)}", f"target: {_scalar(target)}", f"protocol: {draft.protocol}"]
+    lines += endpoint_lines(draft)
+    lines += LOAD_LINES
+    lines += SLO_LINES + [f"  {key}: {_number(value)}" for key, value in draft.slo.items()]
+    lines += auth_lines(auth)
+    return "\n".join(lines) + "\n"
+
+
+def endpoint_lines(draft: Draft, indent: str = "") -> list[str]:
+    """`endpoint:` and `payload:` for one draft: a comment above each input saying what it accepts."""
+    lines = [f"{indent}# {note}" for note in draft.endpoint_notes]
+    lines.append(f"{indent}endpoint: {_flow_mapping(draft.endpoint)}")
+    specs = [i.suggestion.spec for i in draft.inputs]
+    rows = [len(spec["example"]["values"]) for spec in specs if "example" in spec]
+    variants = max([VARIANTS, *rows])  # every example row is sent
+    lines += [f"{indent}payload:", f"{indent}  seed: 0",
+              f"{indent}  variants: {variants:<22}# distinct input sets, made before the run and cycled"]
+    if not draft.inputs:
+        lines.append(f"{indent}  inputs: []                      # the endpoint takes no input")
+        return lines
+    lines.append(f"{indent}  inputs:")
+    for n, item in enumerate(draft.inputs, 1):
+        made = item.suggestion
+        lines.append(f"{indent}    # {n}. {item.what}: {made.note}")
+        if made.alternative is not None:
+            lines.append(f"{indent}    #    or generated: - {flow(made.alternative)}")
+        lines.append(f"{indent}    - {flow(made.spec)}")
+    return lines
+
+
+def auth_lines(auth: Auth) -> list[str]:
+    """The `auth:` section for the credentials `qbench init` used (none: no section)."""
+    if not auth.is_set:
+        return []
+    section: dict[str, Any] = {}
+    lines = ["auth:"]
+    if auth.login is not None and auth.login.username is not None:
+        password = auth.login.password or ""
+        if not _ENV_REF.match(password):
+            password = "${" + PASSWORD_ENV + "}"
+            lines.append(f"  # the app asks for a login: set {PASSWORD_ENV} (or pass --auth USER:PASSWORD)")
+        section["login"] = {"username": auth.login.username, "password": password}
+    if auth.bearer is not None and _ENV_REF.match(auth.bearer):
+        section["bearer"] = auth.bearer
+    secret = sorted(k for k in auth.headers if is_secret_header(k, auth.secret_headers))
+    plain = {k: v for k, v in auth.headers.items() if k not in secret}
+    if plain:
+        section["headers"] = plain
+    if secret:
+        lines.append(f"  # not written (secrets): headers {', '.join(secret)}; pass them with --header")
+    if not section:
+        return []
+    for key, value in section.items():
+        lines.append(f"  {key}: {_flow_mapping(value) if isinstance(value, dict) else _scalar(value)}")
+    return lines
+
+
+def _flow_mapping(value: dict[str, Any]) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=10**6).strip()
+
+
+def _scalar(value: Any) -> str:
+    text = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()
+    return text.removesuffix("\n...").removesuffix("...").strip()
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
