@@ -18,8 +18,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from qbench.errors import QbenchError
+from qbench.run.mix import endpoint_slos
 from qbench.run.records import RecordsFormatError, RequestRecord, read_records
-from qbench.run.scenario import Slo
+from qbench.run.scenario import Scenario, Slo
 from qbench.run.summary import GeneratorStats, Summary, summarize
 
 
@@ -76,7 +77,7 @@ def read_run(path: Path) -> LoadedRun:
         notes.append("records.parquet is missing (the run did not finish): read records.jsonl")
     info = read_json(path / "run.json", notes)
     slo = scenario_slo(info, notes)
-    summary = summarize(records, slo, generator=_generator(info))
+    summary = summarize(records, slo, generator=_generator(info), endpoint_slos=mix_slos(info, notes))
     return LoadedRun(path=path, records=records, info=info, summary=summary, notes=notes)
 
 
@@ -91,6 +92,18 @@ def scenario_slo(info: dict[str, Any], notes: list[str]) -> Slo | None:
     except ValidationError as exc:
         notes.append(f"run.json scenario.slo ignored: {exc.errors()[0].get('msg', exc)}")
         return None
+
+
+def mix_slos(info: dict[str, Any], notes: list[str]) -> dict[str, Slo | None]:
+    """Per endpoint label, the own `slo:` of each entry of the scenario's mix in run.json ({} if none)."""
+    scenario = info.get("scenario")
+    if not isinstance(scenario, dict) or not scenario.get("mix"):
+        return {}
+    try:
+        return endpoint_slos(Scenario.model_validate(scenario))
+    except (ValidationError, QbenchError) as exc:
+        notes.append(f"run.json scenario.mix ignored: {str(exc).splitlines()[0]}")
+        return {}
 
 
 def _generator(info: dict[str, Any]) -> GeneratorStats | None:

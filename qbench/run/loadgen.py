@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from qbench.run.failfast import OpeningGuard
-from qbench.run.payloads import PayloadGenerator
-from qbench.run.protocols.base import Clock, WireProtocol, fail
+from qbench.run.mix import Routes
+from qbench.run.protocols.base import Clock, fail
 from qbench.run.protocols.login import SESSION_SLOT
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Load
@@ -75,15 +75,14 @@ class LoadGenerator:
         self,
         load: Load,
         plan: Plan,
-        protocol: WireProtocol,
-        payloads: PayloadGenerator,
+        routes: Routes,
         clock: Clock,
         *,
         on_tick: Callable[[LiveStats], None] | None = None,
         stop_when: StopHook | None = None,
         on_records: Callable[[list[RequestRecord]], None] | None = None,
     ) -> None:
-        self.load, self.plan, self.protocol, self.payloads, self.clock = load, plan, protocol, payloads, clock
+        self.load, self.plan, self.routes, self.clock = load, plan, routes, clock
         self.on_tick, self.stop_when, self.on_records = on_tick, stop_when, on_records
         self.records: list[RequestRecord] = []
         self.stats = LiveStats(scheduled=len(plan) if isinstance(plan, OpenPlan) else None)
@@ -173,13 +172,13 @@ class LoadGenerator:
             pass
 
     async def _open_loop(self, plan: OpenPlan) -> None:
-        warmup, label, pool = self.load.warmup, self.protocol.endpoint_label, self._pool
+        warmup, label, pool = self.load.warmup, self.routes.routing.label_for, self._pool
         self.records = [
             RequestRecord(
                 request_id=i,
                 user_id=j % pool if pool else i,  # the session slot (local: processes have own pools)
                 session_id="",
-                endpoint=label,
+                endpoint=label(i),
                 warmup=bool(t < warmup),
                 intended_at_s=float(t),
             )
@@ -242,7 +241,7 @@ class LoadGenerator:
                 request_id=len(self.records),
                 user_id=user,
                 session_id="",
-                endpoint=self.protocol.endpoint_label,
+                endpoint=self.routes.routing.draw(rng),
                 warmup=now < self.load.warmup,
                 intended_at_s=now,
             )
@@ -264,11 +263,12 @@ class LoadGenerator:
         self.stats.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.stats.in_flight)
         SESSION_SLOT.set(slot)  # whose credentials (qbench.run.protocols.login); this task's context only
+        route = self.routes[record.endpoint]
         try:
-            await self.protocol.send(record, self.payloads.inputs(record.request_id), slot)
+            await route.protocol.send(record, route.payloads.inputs(record.request_id), slot)
         except asyncio.CancelledError:
             if record.error_kind == "timeout":
-                self.protocol.abandon(record)
+                route.protocol.abandon(record)
                 if hasattr(task, "uncancel"):
                     task.uncancel()  # our own timer's cancel is handled: later awaits must not see it
             else:

@@ -43,7 +43,7 @@ from pydantic import (
 )
 
 from qbench.errors import ScenarioError
-from qbench.run.credentials import REVEAL, Auth, redact_headers, remember_url
+from qbench.run.credentials import REVEAL, Auth, redact, redact_headers, remember_url
 
 SHAPES = ("burst", "rate", "stages", "users", "trace", "replay")
 MAX_WORDS = 100_000  # per generated text
@@ -360,6 +360,36 @@ class Slo(_Model):
         return limits
 
 
+# ---------------------------------------------------------------- mix (several endpoints in one run)
+
+
+class MixEntry(_Model):
+    """One endpoint of a `mix:` (qbench.run.mix): its share of the requests, what it sends, and
+    optionally its own SLO (else the scenario's `slo` applies to it)."""
+
+    weight: float = Field(1.0, gt=0)  # relative share of the requests (any positive number)
+    endpoint: Endpoint
+    payload: Payload = Payload.model_validate({})
+    name: str | None = None  # the label records carry (default: the endpoint's, as without a mix)
+    slo: Slo | None = None  # replaces the scenario's slo for this endpoint
+
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _positive(cls, v: Any) -> Any:
+        if isinstance(v, int | float) and not isinstance(v, bool) and v <= 0:
+            raise ValueError("expected a weight > 0 (leave an endpoint that gets no requests out of the mix)")
+        return v
+
+
+def endpoint_label(protocol: str, endpoint: Endpoint) -> str:
+    """What records carry in `endpoint` for this endpoint (the protocols write the same)."""
+    if protocol == "gradio":
+        return endpoint.api_name or f"fn_index={endpoint.fn_index}"
+    if protocol == "openai":
+        return redact(f"POST {endpoint.path or '/v1/chat/completions'}")
+    return redact(f"{endpoint.method} {endpoint.path}")
+
+
 # ---------------------------------------------------------------- scenario
 
 
@@ -372,6 +402,7 @@ class Scenario(_Model):
     # Gradio wire family; default: what the app's /config announces (absent there: ws, Gradio 3.x)
     gradio_protocol: Literal["ws", "sse", "sse_v1", "sse_v2", "sse_v2.1", "sse_v3"] | None = None
     payload: Payload = Payload.model_validate({})
+    mix: list[MixEntry] | None = None  # several endpoints, each with its weight (replaces endpoint/payload)
     load: Load
     slo: Slo | None = None
     auth: Auth = Auth()  # credentials, any protocol (qbench.run.credentials); dumps show *** for secrets
@@ -381,28 +412,60 @@ class Scenario(_Model):
                                       info: SerializationInfo) -> dict[str, Any]:
         """Endpoint headers named in auth.secret_headers are secrets too (Endpoint alone cannot know)."""
         data: dict[str, Any] = handler(self)
-        headers = (data.get("endpoint") or {}).get("headers")
-        if headers and self.auth.secret_headers:
-            data["endpoint"]["headers"] = redact_headers(headers, self.auth.secret_headers, info)
+        if self.mix is not None:  # a mix replaces endpoint and payload: a dump must validate again
+            data.pop("endpoint", None)
+            data.pop("payload", None)
+        for endpoint in [data.get("endpoint")] + [e.get("endpoint") for e in data.get("mix") or []]:
+            headers = (endpoint or {}).get("headers")
+            if endpoint is not None and headers and self.auth.secret_headers:
+                endpoint["headers"] = redact_headers(headers, self.auth.secret_headers, info)
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mix_or_endpoint(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("mix") is not None:
+            both = [k for k in ("endpoint", "payload") if data.get(k) is not None]
+            if both:
+                raise ValueError(f"mix: a mix replaces endpoint and payload (each entry has its own): drop "
+                                 f"{' and '.join(both)}: {data[both[0]]!r}, or drop mix")
         return data
 
     @model_validator(mode="after")
     def _endpoint_fits_protocol(self) -> Scenario:
-        ep = self.endpoint
-        if self.protocol == "gradio" and ep.api_name is None and ep.fn_index is None:
-            raise ValueError("a gradio endpoint needs api_name (or fn_index)")
-        if self.protocol == "http" and ep.path is None:
-            raise ValueError("an http endpoint needs a path (e.g. /predict)")
-        if self.protocol == "openai" and ep.body is not None and not isinstance(ep.body, dict):
-            raise ValueError("an openai endpoint's body is a mapping of extra request fields")
-        recorded = self.load.shape in ("trace", "replay")
-        if self.protocol == "openai" and not self.payload.inputs and not recorded:
-            raise ValueError("an openai scenario needs a payload input (the prompt): text: {words: [8, 32]}")
+        if self.mix is not None and not self.mix:
+            raise ValueError("mix: expected a list of at least one {weight, endpoint, payload}")
+        for where, ep, payload in self.endpoints():
+            self._check_endpoint(where, ep, payload)
         if self.protocol != "gradio" and self.gradio_protocol is not None:
             raise ValueError("gradio_protocol applies to protocol: gradio only")
-        if self.protocol != "openai" and any(s.text and s.text.turns for s in self.payload.inputs):
-            raise ValueError("payload text turns (a multi-turn chat) apply to protocol: openai only")
         return self
+
+    @property
+    def seed(self) -> int:
+        """The seed of arrivals and endpoint draws: the payload's (a mix: its first entry's)."""
+        return self.payload.seed if self.mix is None else self.mix[0].payload.seed
+
+    def endpoints(self) -> list[tuple[str, Endpoint, Payload]]:
+        """(where in the file, endpoint, payload): the scenario's one endpoint, or each of its mix."""
+        if self.mix is None:
+            return [("endpoint", self.endpoint, self.payload)]
+        return [(f"mix.{i}", e.endpoint, e.payload) for i, e in enumerate(self.mix)]
+
+    def _check_endpoint(self, where: str, ep: Endpoint, payload: Payload) -> None:
+        at = "" if where == "endpoint" else f"{where}: "
+        if self.protocol == "gradio" and ep.api_name is None and ep.fn_index is None:
+            raise ValueError(f"{at}a gradio endpoint needs api_name (or fn_index)")
+        if self.protocol == "http" and ep.path is None:
+            raise ValueError(f"{at}an http endpoint needs a path (e.g. /predict)")
+        if self.protocol == "openai" and ep.body is not None and not isinstance(ep.body, dict):
+            raise ValueError(f"{at}an openai endpoint's body is a mapping of extra request fields")
+        recorded = self.load.shape in ("trace", "replay")
+        if self.protocol == "openai" and not payload.inputs and not recorded:
+            raise ValueError(f"{at}an openai scenario needs a payload input (the prompt): "
+                             "text: {words: [8, 32]}")
+        if self.protocol != "openai" and any(s.text and s.text.turns for s in payload.inputs):
+            raise ValueError(f"{at}payload text turns (a multi-turn chat) apply to protocol: openai only")
 
 
 def file_slug(name: str, default: str = "run") -> str:
@@ -449,7 +512,8 @@ def parse_scenario(
     except ValidationError as exc:
         raise ScenarioError(format_errors(exc, source)) from None
     remember_url(scenario.target)  # ?token=... and user:pass@ are masked in everything qbench writes
-    remember_url(scenario.endpoint.path)
+    for _, endpoint, _ in scenario.endpoints():
+        remember_url(endpoint.path)
     return scenario
 
 
@@ -483,6 +547,8 @@ def format_errors(exc: ValidationError, source: str) -> str:
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"] if not _UNION_TAG.match(str(p))) or "<top>"
         msg = err["msg"].removeprefix("Value error, ")
+        if key == "<top>" and (named := _NAMED_KEY.match(msg)):  # a check across keys names its key
+            key, msg = named.group(1), msg[named.end():]
         if err["type"] == "extra_forbidden":
             msg = f"unknown key; expected one of {', '.join(_known_keys(err['loc'][:-1]))}"
         entry = problems.setdefault(key, (err.get("input"), []))
@@ -513,6 +579,7 @@ def _flatten(annotation: Any) -> list[Any]:
     return [t for arg in args for t in _flatten(arg)] if args else [annotation]
 
 
+_NAMED_KEY = re.compile(r"^((?:mix|journey)(?:\.\d+)?|endpoint|payload): ")
 _UNION_TAG = re.compile(r"^(literal\[.*\]|int|float|str|bool|none|(list|dict|tuple)\[.*\]|[A-Z]\w*Spec)$")
 
 
@@ -533,7 +600,13 @@ def resolve_paths(raw: dict[str, Any], base: Path) -> None:
             value = node.get(key) if isinstance(node, dict) else None
             if isinstance(node, dict) and isinstance(value, str) and not Path(value).is_absolute():
                 node[key] = str(base / value)
-    payload = raw.get("payload")
+    mix = raw.get("mix")
+    entries = mix if isinstance(mix, list) else []
+    for payload in [raw.get("payload")] + [e.get("payload") for e in entries if isinstance(e, dict)]:
+        _resolve_payload_paths(payload, base)
+
+
+def _resolve_payload_paths(payload: Any, base: Path) -> None:
     inputs = payload.get("inputs") if isinstance(payload, dict) else None
     for spec in inputs if isinstance(inputs, list) else []:
         for kind, key in (("text", "file"), ("files", "dir")):

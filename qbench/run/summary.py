@@ -160,7 +160,8 @@ class Summary:
     output_tps: float = 0.0  # output tokens of ok requests per second of the window
     request_output_tps: Stats = field(default_factory=Stats)  # per-request output tokens/s (not seconds)
     slo: list[SloCheck] = field(default_factory=list)
-    slo_passed: bool = True
+    slo_passed: bool = True  # every check passed, each endpoint's too
+    endpoints: dict[str, Summary] = field(default_factory=dict)  # per endpoint label (runs of several)
 
     def phase(self, name: str) -> Stats:
         return self.latency.get(name, Stats())
@@ -179,6 +180,7 @@ class Summary:
         values["generator"] = GeneratorStats.from_dict(data.get("generator", {}))
         values["request_output_tps"] = Stats(**data.get("request_output_tps", {}))
         values["slo"] = [SloCheck(**c) for c in data.get("slo", [])]
+        values["endpoints"] = {k: Summary.from_dict(v) for k, v in (data.get("endpoints") or {}).items()}
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in values.items() if k in known})
 
@@ -189,9 +191,50 @@ def summarize(
     *,
     duration_s: float | None = None,
     generator: GeneratorStats | None = None,
+    endpoint_slos: dict[str, Slo | None] | None = None,
 ) -> Summary:
-    """Summarise the measured (non-warm-up) records; evaluate `slo` if given (see module docstring)."""
+    """Summarise the measured (non-warm-up) records; evaluate `slo` if given (see module docstring).
+
+    Records of several endpoints (a mix) are also summarised per endpoint, over the run's window, in
+    `endpoints`. There `slo`'s latency and error thresholds apply to every endpoint, unless
+    `endpoint_slos` (label -> the mix entry's own slo) replaces them for one; its rate thresholds
+    (min_throughput, min_goodput, min_output_tps) apply to the total.
+    """
     measured = list(iter_measured(records))
+    labels = sorted({r.endpoint for r in measured})
+    if len(labels) > 1 or endpoint_slos:
+        return _by_endpoint(measured, labels, slo, endpoint_slos or {}, duration_s, generator)
+    return _summarize(measured, slo, duration_s=duration_s, generator=generator)
+
+
+RATE_THRESHOLDS = ("min_throughput", "min_goodput", "min_output_tps")
+
+
+def _by_endpoint(measured: list[RequestRecord], labels: list[str], slo: Slo | None,
+                 own: dict[str, Slo | None], duration_s: float | None,
+                 generator: GeneratorStats | None) -> Summary:
+    window = duration_s if duration_s is not None else _window(measured)
+    inherited = slo.model_copy(update=dict.fromkeys(RATE_THRESHOLDS)) if slo is not None else None
+    rates = Slo(**{k: v for k, v in slo.thresholds().items() if k in RATE_THRESHOLDS}) if slo else None
+    judged = {label: own.get(label) or inherited for label in labels}
+    endpoints = {label: _summarize([r for r in measured if r.endpoint == label], judged[label],
+                                   duration_s=window) for label in labels}
+    total = _summarize(measured, duration_s=window, generator=generator)
+    total.goodput_rps = _per_s(sum(1 for r in measured if r.ok and meets_slo(r, judged[r.endpoint])), window)
+    if rates is not None and rates.thresholds():
+        total.slo = evaluate_slo(total, rates)
+    total.endpoints = endpoints
+    total.slo_passed = all(c.passed for c in total.slo) and all(e.slo_passed for e in endpoints.values())
+    return total
+
+
+def _summarize(
+    measured: list[RequestRecord],
+    slo: Slo | None = None,
+    *,
+    duration_s: float | None = None,
+    generator: GeneratorStats | None = None,
+) -> Summary:
     sent = [r for r in measured if r.sent_at_s is not None]
     ok = [r for r in measured if r.ok]
     window = duration_s if duration_s is not None else _window(measured)
