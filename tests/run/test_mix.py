@@ -31,7 +31,8 @@ def sleep_fn(name: str, ms: float, **extra: Any) -> dict[str, Any]:
 
 
 def mix_scenario(load: dict[str, Any], weights: tuple[float, ...] = (3, 2, 1), **extra: Any) -> Any:
-    entries = [{"weight": w, "endpoint": {"api_name": n}, "payload": TEXT} for w, n in zip(weights, "abc", strict=False)]
+    entries = [{"weight": w, "endpoint": {"api_name": n}, "payload": TEXT}
+               for w, n in zip(weights, "abc", strict=False)]
     return scenario(mix=entries, load=load, **extra)
 
 
@@ -42,7 +43,8 @@ def mix_scenario(load: dict[str, Any], weights: tuple[float, ...] = (3, 2, 1), *
     ("body", "message"),
     [
         ("endpoint: {api_name: x}\nmix:\n  - {endpoint: {api_name: a}}\n",
-         r"m.yaml: invalid scenario.*\n  key 'mix': a mix replaces endpoint and payload .* \{'api_name': 'x'\}"),
+         r"m.yaml: invalid scenario.*\n  key 'mix': a mix replaces endpoint and payload .* "
+         r"\{'api_name': 'x'\}"),
         ("mix:\n  - {weight: 0, endpoint: {api_name: a}}\n",
          r"key 'mix.0.weight': value 0: expected a weight > 0"),
         ("mix:\n  - {weight: 1, endpoint: {api_name: a}}\n  - {weight: -2, endpoint: {api_name: b}}\n",
@@ -50,7 +52,8 @@ def mix_scenario(load: dict[str, Any], weights: tuple[float, ...] = (3, 2, 1), *
         ("mix:\n  - {endpoint: {api_name: a}}\n  - {endpoint: {method: GET}}\n",
          r"key 'mix.1': a gradio endpoint needs api_name"),
         ("mix: []\n", r"key 'mix': expected a list of at least one"),
-        ("mix:\n  - {endpoint: {api_name: a}, wieght: 2}\n", r"key 'mix.0.wieght': .*unknown key; expected one of weight"),
+        ("mix:\n  - {endpoint: {api_name: a}, wieght: 2}\n",
+         r"key 'mix.0.wieght': .*unknown key; expected one of weight"),
     ],
 )
 def test_scenario_errors_name_the_file_key_and_value(tmp_path: Path, body: str, message: str) -> None:
@@ -79,9 +82,11 @@ def test_a_dumped_mix_validates_again() -> None:
 
 
 def test_an_endpoint_the_target_lacks_names_its_mix_entry(echo_server: RunningServer, tmp_path: Path) -> None:
-    spec = scenario(mix=[{"endpoint": {"api_name": "echo"}, "payload": TEXT},
-                         {"endpoint": {"api_name": "nope"}, "payload": TEXT}], load={"requests": 2, "rate": 5})
-    with pytest.raises(TargetError, match=r"key 'mix.1.endpoint': value \{'api_name': 'nope'\}: .*no endpoint"):
+    entries = [{"endpoint": {"api_name": "echo"}, "payload": TEXT},
+               {"endpoint": {"api_name": "nope"}, "payload": TEXT}]
+    spec = scenario(mix=entries, load={"requests": 2, "rate": 5})
+    message = r"key 'mix.1.endpoint': value \{'api_name': 'nope'\}: .*no endpoint"
+    with pytest.raises(TargetError, match=message):
         run_scenario(spec, target=echo_server.url, out_dir=tmp_path / "run", live=False)
 
 
