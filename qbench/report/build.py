@@ -58,6 +58,8 @@ class ReportContext:
     headline: list[tuple[str, str]]
     charts: list[Chart]
     phases: list[list[str]] = field(default_factory=list)  # label, n, mean, p50, p90, p95, p99, max
+    # a mix: endpoint, n, ok, errors, ok/s, wait p50/p95, service p50/p95, total p50/p95/p99, SLO
+    endpoints: list[list[str]] = field(default_factory=list)
     errors: list[list[str]] = field(default_factory=list)  # kind, count, share, example message
     slo: list[list[str]] = field(default_factory=list)  # name, limit, actual, verdict
     warnings: list[str] = field(default_factory=list)
@@ -132,8 +134,9 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         headline=run_headline(run),
         charts=render_run_charts(run.records, charts_dir),
         phases=phase_rows(s),
+        endpoints=endpoint_rows(s),
         errors=error_rows(run),
-        slo=[slo_row(c) for c in s.slo],
+        slo=[slo_row(c) for c in s.checks()],
         warnings=bottleneck_warnings(s),
         diagnosis=[f"{f.kind}: {f.message}" for f in diagnose(run.records, s, run.info.get("server"))],
         notes=run.notes,
@@ -167,7 +170,7 @@ def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
     ]
     if s.output_tokens:
         rows.append(("tokens", token_line(s)))
-    if s.slo:
+    if s.checks():
         failed = ", ".join(c.name for c in s.failed_checks())
         rows.append(("SLO", "passed" if s.slo_passed else f"FAILED: {failed}"))
     if run.info.get("stop_reason"):
@@ -183,6 +186,22 @@ def phase_rows(s: Summary) -> list[list[str]]:
     rows = [_stats_row(label, s.phase(name)) for name, label in PHASE_LABELS.items() if s.phase(name).count]
     if s.eta_error.count:
         rows.append(_stats_row("server ETA error (estimate - actual)", s.eta_error))
+    return rows
+
+
+def endpoint_rows(s: Summary) -> list[list[str]]:
+    """One row per endpoint of a mix, then the total ([] for a run of one endpoint)."""
+    if not s.endpoints:
+        return []
+    rows = []
+    for label, e in [*s.endpoints.items(), ("all", s)]:
+        wait, service, total = e.phase("queue_wait_s"), e.phase("service_s"), e.phase("latency_s")
+        verdict = "" if not e.slo else "pass" if all(c.passed for c in e.slo) else "FAIL"
+        if label == "all":
+            verdict = "" if not s.checks() else "pass" if s.slo_passed else "FAIL"
+        rows.append([label, str(e.requests), str(e.completed_ok), str(e.errors), f"{e.throughput_rps:.2f}",
+                     _s(wait.p50), _s(wait.p95), _s(service.p50), _s(service.p95), _s(total.p50),
+                     _s(total.p95), _s(total.p99), verdict])
     return rows
 
 

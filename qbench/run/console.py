@@ -102,9 +102,11 @@ def render_summary(
     if summary.error_samples:
         console.print(error_table(summary))
     console.print(phase_table(summary, open_loop=open_loop))
+    if summary.endpoints:
+        console.print(endpoint_table(summary, open_loop=open_loop))
     if summary.generator.workers:
         console.print(worker_table(summary))
-    if summary.slo:
+    if summary.checks():
         console.print(slo_table(summary))
     lag = summary.phase("send_lag_s")
     if burst and lag.max is not None:
@@ -207,6 +209,26 @@ def phase_table(s: Summary, *, open_loop: bool = True) -> Table:
     return table
 
 
+def endpoint_table(s: Summary, *, open_loop: bool = True) -> Table:
+    """One row per endpoint of a mix, then the total: counts, rate, queue wait, service and total time
+    of ok requests, and the endpoint's SLO verdict."""
+    total = "latency_s" if open_loop else "latency_from_send_s"
+    table = Table(title="Per endpoint (ok requests; total time from the "
+                  f"{'intended' if open_loop else 'actual'} send)", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("endpoint", "n", "errors", "ok/s", "wait p95", "svc p50", "svc p95", "tot p50", "tot p95",
+                "SLO"):
+        table.add_column(col, justify="left" if col == "endpoint" else "right", no_wrap=col != "endpoint")
+    rows = [*s.endpoints.items(), ("all", s)]
+    for label, e in rows:
+        verdict = "" if not e.slo else "[green]pass[/]" if e.slo_passed else "[bold red]FAIL[/]"
+        wait, service, lat = e.phase("queue_wait_s"), e.phase("service_s"), e.phase(total)
+        table.add_row(label, f"{e.requests:,}", f"{e.errors:,}", f"{e.throughput_rps:.2f}", _num(wait.p95),
+                      _num(service.p50), _num(service.p95), _num(lat.p50), _num(lat.p95), verdict,
+                      style="bold" if label == "all" else None)
+    return table
+
+
 def worker_table(s: Summary) -> Table:
     """One row per generator worker (process or Ray actor): a saturated or lost one stands out."""
     table = Table(title=f"Generators ({s.generator.executor})", title_justify="left", box=box.SIMPLE_HEAD)
@@ -224,7 +246,7 @@ def slo_table(s: Summary) -> Table:
     table = Table(title="SLO", title_justify="left")
     for col in ("threshold", "limit", "actual", "verdict"):
         table.add_column(col)
-    for c in s.slo:
+    for c in s.checks():
         limit = f"{'>=' if c.kind == 'min' else '<='} {c.threshold:g}"
         verdict = "[green]pass[/]" if c.passed else "[bold red]FAIL[/]"
         actual = (c.note or "-") if c.actual is None else f"{c.actual:.4g}"

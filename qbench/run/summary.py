@@ -37,7 +37,7 @@ per-request rate (output tokens / (completion - actual send)).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -166,8 +166,14 @@ class Summary:
     def phase(self, name: str) -> Stats:
         return self.latency.get(name, Stats())
 
+    def checks(self) -> list[SloCheck]:
+        """Every SLO check: the run's, then each endpoint's (named `endpoint: check`)."""
+        return self.slo + [replace(c, name=f"{label}: {c.name}") for label, e in self.endpoints.items()
+                           for c in e.slo]
+
     def failed_checks(self) -> list[SloCheck]:
-        return [c for c in self.slo if not c.passed]
+        """Failed checks, each endpoint's too (named `endpoint: check`)."""
+        return [c for c in self.checks() if not c.passed]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

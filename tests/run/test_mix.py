@@ -4,6 +4,7 @@ runs against the reference server (the real Gradio ones are in tests/gradio_vers
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -11,8 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from qbench.errors import ScenarioError, TargetError
+from qbench.report.build import build_report
+from qbench.report.compare import compare, parse_max_regression
+from qbench.run.console import render_summary
 from qbench.run.mix import branches, routing
 from qbench.run.records import RequestRecord
 from qbench.run.runner import run_scenario
@@ -153,6 +158,23 @@ def test_open_loop_mix_on_the_reference_server(server_factory: Factory, tmp_path
     assert set(summary["endpoints"]) == {"a", "b", "c"}
     by_id = {r.request_id: r.endpoint for r in records}
     assert {r.request_id: r.endpoint for r in replay.records} == by_id  # a replay sends the same endpoints
+    check_outputs(result.run_dir, replay.run_dir, result.summary)
+
+
+def check_outputs(run_dir: Path, other: Path, summary: Any) -> None:
+    """The console, the report and compare show each endpoint beside the total."""
+    console = Console(record=True, width=120)
+    render_summary(summary, console)
+    text = console.export_text()
+    assert "Per endpoint" in text
+    assert all(re.search(rf"^ *{label} +\d", text, re.M) for label in ("a", "b", "c", "all"))
+    files = build_report(run_dir)
+    markdown = files.markdown.read_text()
+    assert "| endpoint | n | ok |" in markdown and "\n| c | " in markdown
+    assert "<section id=\"endpoints\">" in files.html.read_text()
+    comparison = compare(run_dir, other, parse_max_regression(["c:p95_service_s=900%"]))
+    names = {d.name: d for d in comparison.deltas}
+    assert {"a:p95_latency_s", "c:throughput_rps"} <= set(names) and names["c:p95_service_s"].threshold == 9
 
 
 def test_closed_loop_users_pick_per_request(server_factory: Factory, tmp_path: Path) -> None:
