@@ -31,7 +31,7 @@ from qbench.report.columns import fmt_s
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
 from qbench.run.console import PHASE_LABELS, bottleneck_warnings, token_line
-from qbench.run.diagnose import diagnose
+from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.summary import SloCheck, Stats, Summary
 
 MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in the HTML
@@ -138,7 +138,7 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         errors=error_rows(run),
         slo=[slo_row(c) for c in s.checks()],
         warnings=bottleneck_warnings(s),
-        diagnosis=[f"{f.kind}: {f.message}" for f in diagnose(run.records, s, run.info.get("server"))],
+        diagnosis=[f"{f.kind}: {f.message}" for f in diagnose_run(run.records, s, run.info.get("server"))],
         notes=run.notes,
         details=run_details(run.info),
     )

@@ -31,7 +31,8 @@ from qbench import __version__
 from qbench.errors import ScenarioError
 from qbench.run.console import LiveView
 from qbench.run.credentials import redact
-from qbench.run.diagnose import Finding, diagnose
+from qbench.run.diagnose import Finding
+from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.executor import Executor, Job, LocalExecutor, in_loop
 from qbench.run.loadgen import LiveStats
 from qbench.run.mix import endpoint_slos, routing, with_trace_mix
@@ -154,7 +155,7 @@ def _finish(
     info.update(generator=summary.generator.__dict__, records=len(records))
     write_parquet(records, run_dir / "records.parquet")
     _write_json(run_dir / "run.json", info)
-    findings = diagnose(records, summary, info.get("server"))
+    findings = diagnose_run(records, summary, info.get("server"))
     diagnosis = [f.to_dict() for f in findings]
     auth = info.get("auth")  # logins and re-logins (no secret)
     _write_json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth})
