@@ -28,8 +28,10 @@ def serve_release(version: str, startup_s: float = 120.0, **options: Any) -> Ite
 
 
 @contextmanager
-def serve_releases(apps: list[tuple[str, dict[str, Any]]], startup_s: float = 120.0) -> Iterator[list[str]]:
-    """Start every (version, options) app at once (each start costs seconds); yield their URLs."""
+def serve_releases(apps: list[tuple[str, dict[str, Any]]], startup_s: float = 120.0,
+                   app: Path = APP) -> Iterator[list[str]]:
+    """Start every (version, options) app at once (each start costs seconds); yield their URLs.
+    `app`: the script to serve (it prints "READY <url>" and serves until its stdin closes)."""
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", GRADIO_SHARE="False")
     env.pop("PYTHONPATH", None)  # the release's own packages only
     with ExitStack() as stack:
@@ -38,7 +40,7 @@ def serve_releases(apps: list[tuple[str, dict[str, Any]]], startup_s: float = 12
             python = Path(sys.executable) if version == MAIN else ensure_env(version)
             log = stack.enter_context(tempfile.TemporaryFile())
             proc = subprocess.Popen(
-                [str(python), str(APP), json.dumps(options)],
+                [str(python), str(app), json.dumps(options)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
