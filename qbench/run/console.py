@@ -221,7 +221,8 @@ def endpoint_table(s: Summary, *, open_loop: bool = True) -> Table:
         table.add_column(col, justify="left" if col == "endpoint" else "right", no_wrap=col != "endpoint")
     rows = [*s.endpoints.items(), ("all", s)]
     for label, e in rows:
-        verdict = "" if not e.slo else "[green]pass[/]" if e.slo_passed else "[bold red]FAIL[/]"
+        checks = e.checks() if label == "all" else e.slo
+        verdict = "" if not checks else "[green]pass[/]" if e.slo_passed else "[bold red]FAIL[/]"
         wait, service, lat = e.phase("queue_wait_s"), e.phase("service_s"), e.phase(total)
         table.add_row(label, f"{e.requests:,}", f"{e.errors:,}", f"{e.throughput_rps:.2f}", _num(wait.p95),
                       _num(service.p50), _num(service.p95), _num(lat.p50), _num(lat.p95), verdict,

@@ -45,18 +45,17 @@ ROUTING_SEED = 0x6D6978  # mixed into the payload seed: endpoint draws do not re
 
 @dataclass(frozen=True)
 class Branch:
-    """One endpoint of a run: its label, weight, the scenario as if it were the only endpoint, SLO."""
+    """One endpoint of a run: its label, weight, and the scenario as if it were the only endpoint."""
 
     label: str
     weight: float
     scenario: Scenario  # endpoint and payload are this branch's; mix is None
-    slo: Slo | None  # the entry's own slo, else the scenario's
 
 
 def branches(scenario: Scenario) -> list[Branch]:
     """The scenario's endpoints: its one endpoint, or each entry of its mix (labels are unique)."""
     if scenario.mix is None:
-        return [Branch(endpoint_label(scenario.protocol, scenario.endpoint), 1.0, scenario, scenario.slo)]
+        return [Branch(endpoint_label(scenario.protocol, scenario.endpoint), 1.0, scenario)]
     out: list[Branch] = []
     for i, entry in enumerate(scenario.mix):
         label = entry.name or endpoint_label(scenario.protocol, entry.endpoint)
@@ -66,7 +65,7 @@ def branches(scenario: Scenario) -> list[Branch]:
                 f"the same endpoint label; give one a name: (e.g. name: {label}-large)"
             )
         one = scenario.model_copy(update={"endpoint": entry.endpoint, "payload": entry.payload, "mix": None})
-        out.append(Branch(label, entry.weight, one, entry.slo or scenario.slo))
+        out.append(Branch(label, entry.weight, one))
     return out
 
 

@@ -371,7 +371,7 @@ class MixEntry(_Model):
     endpoint: Endpoint
     payload: Payload = Payload.model_validate({})
     name: str | None = None  # the label records carry (default: the endpoint's, as without a mix)
-    slo: Slo | None = None  # replaces the scenario's slo for this endpoint
+    slo: Slo | None = None  # thresholds replacing the scenario's for this endpoint (the others apply)
 
     @field_validator("weight", mode="before")
     @classmethod

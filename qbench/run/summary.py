@@ -202,9 +202,9 @@ def summarize(
     """Summarise the measured (non-warm-up) records; evaluate `slo` if given (see module docstring).
 
     Records of several endpoints (a mix) are also summarised per endpoint, over the run's window, in
-    `endpoints`. There `slo`'s latency and error thresholds apply to every endpoint, unless
-    `endpoint_slos` (label -> the mix entry's own slo) replaces them for one; its rate thresholds
-    (min_throughput, min_goodput, min_output_tps) apply to the total.
+    `endpoints`. There `slo`'s latency and error thresholds apply to every endpoint; `endpoint_slos`
+    (label -> the mix entry's own slo) replaces the thresholds it sets for its endpoint. The rate
+    thresholds of `slo` (min_throughput, min_goodput, min_output_tps) apply to the total.
     """
     measured = list(iter_measured(records))
     labels = sorted({r.endpoint for r in measured})
@@ -222,7 +222,7 @@ def _by_endpoint(measured: list[RequestRecord], labels: list[str], slo: Slo | No
     window = duration_s if duration_s is not None else _window(measured)
     inherited = slo.model_copy(update=dict.fromkeys(RATE_THRESHOLDS)) if slo is not None else None
     rates = Slo(**{k: v for k, v in slo.thresholds().items() if k in RATE_THRESHOLDS}) if slo else None
-    judged = {label: own.get(label) or inherited for label in labels}
+    judged = {label: _merged(inherited, own.get(label)) for label in labels}
     endpoints = {label: _summarize([r for r in measured if r.endpoint == label], judged[label],
                                    duration_s=window) for label in labels}
     total = _summarize(measured, duration_s=window, generator=generator)
@@ -232,6 +232,13 @@ def _by_endpoint(measured: list[RequestRecord], labels: list[str], slo: Slo | No
     total.endpoints = endpoints
     total.slo_passed = all(c.passed for c in total.slo) and all(e.slo_passed for e in endpoints.values())
     return total
+
+
+def _merged(inherited: Slo | None, own: Slo | None) -> Slo | None:
+    """An endpoint's SLO: the scenario's thresholds, with those its mix entry sets replaced."""
+    if own is None or inherited is None:
+        return own or inherited
+    return Slo(**{**inherited.thresholds(), **own.thresholds()})
 
 
 def _summarize(

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from typer.testing import CliRunner
 
+from qbench.cli import app
 from qbench.errors import ScenarioError, TargetError
 from qbench.report.build import build_report
 from qbench.report.compare import compare, parse_max_regression
@@ -23,10 +25,12 @@ from qbench.run.records import RequestRecord
 from qbench.run.runner import run_scenario
 from qbench.run.scenario import load_scenario
 from qbench.run.summary import summarize
-from reference_server.testing import RunningServer
+from reference_server.settings import load_preset
+from reference_server.testing import RunningServer, serve_in_thread
 
 from .conftest import scenario
 
+ROOT = Path(__file__).resolve().parents[2]
 Factory = Callable[..., AbstractContextManager[RunningServer]]
 TEXT = {"inputs": [{"text": {"words": [2, 4]}}]}
 
@@ -127,6 +131,10 @@ def test_summary_per_endpoint_and_slo_applies_to_each_unless_overridden() -> Non
     assert not summary.slo_passed and [c.name for c in summary.slo] == ["min_throughput"]
     relaxed = summarize(records, slo, endpoint_slos={"a": None, "b": Slo(p95_latency_s=2.0)})
     assert relaxed.slo_passed
+    stricter = summarize(records, Slo(p95_latency_s=2.0, error_rate=0.01),
+                         endpoint_slos={"a": Slo(p95_latency_s=0.01)})
+    assert [c.name for c in stricter.endpoints["a"].slo] == ["p95_latency_s", "error_rate"]  # merged
+    assert not stricter.slo_passed and stricter.endpoints["b"].slo_passed
     again = type(summary).from_dict(json.loads(json.dumps(summary.to_dict())))
     assert again.endpoints["b"].phase("service_s").p50 == pytest.approx(1.0)
 
@@ -185,3 +193,18 @@ def test_closed_loop_users_pick_per_request(server_factory: Factory, tmp_path: P
     assert len(result.records) == 60 and set(counts) == {"a", "b", "c"} and min(counts.values()) >= 8
     per_user = {u: {r.endpoint for r in result.records if r.user_id == u} for u in range(4)}
     assert all(len(labels) >= 2 for labels in per_user.values())
+
+
+def test_the_docs_mix_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/traffic-mixes-and-journeys.md: serve abc, run scenarios/mix.yaml twice (3 s), compare."""
+    monkeypatch.chdir(ROOT)
+    with serve_in_thread(load_preset("abc")) as server:
+        for name in ("A", "B"):
+            args = ["run", "scenarios/mix.yaml", "--target", server.url, "--out", str(tmp_path / name),
+                    "--set", "load.duration=3", "--no-live"]
+            out = CliRunner().invoke(app, args)
+            assert out.exit_code in (0, 3), out.output  # 3: an SLO missed on a busy host
+            assert "Per endpoint" in out.output
+    args = ["compare", str(tmp_path / "A"), str(tmp_path / "B"), "--max-regression", "c:p95_latency_s=20%"]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code in (0, 3) and "c:p95_latency_s" in out.output, out.output
