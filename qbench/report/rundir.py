@@ -77,7 +77,8 @@ def read_run(path: Path) -> LoadedRun:
         notes.append("records.parquet is missing (the run did not finish): read records.jsonl")
     info = read_json(path / "run.json", notes)
     slo = scenario_slo(info, notes)
-    summary = summarize(records, slo, generator=_generator(info), endpoint_slos=mix_slos(info, notes))
+    summary = summarize(records, slo, generator=_generator(info), endpoint_slos=mix_slos(info, notes),
+                        journey_length=stored_journey_length(info))
     return LoadedRun(path=path, records=records, info=info, summary=summary, notes=notes)
 
 
@@ -92,6 +93,15 @@ def scenario_slo(info: dict[str, Any], notes: list[str]) -> Slo | None:
     except ValidationError as exc:
         notes.append(f"run.json scenario.slo ignored: {exc.errors()[0].get('msg', exc)}")
         return None
+
+
+def stored_journey_length(info: dict[str, Any]) -> int | None:
+    """The requests of one whole journey of the scenario in run.json (None: no journey)."""
+    scenario = info.get("scenario")
+    steps = scenario.get("journey") if isinstance(scenario, dict) else None
+    if not isinstance(steps, list):
+        return None
+    return sum(int(s.get("repeat", 1)) if isinstance(s, dict) else 1 for s in steps)
 
 
 def mix_slos(info: dict[str, Any], notes: list[str]) -> dict[str, Slo | None]:

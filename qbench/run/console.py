@@ -15,7 +15,7 @@ from rich.text import Text
 from qbench.run.diagnose import Finding
 from qbench.run.loadgen import LiveStats
 from qbench.run.scenario import Scenario
-from qbench.run.summary import Stats, Summary
+from qbench.run.summary import JourneyStats, Stats, Summary
 
 #: Generator-bottleneck thresholds (see `bottleneck_warnings`).
 SEND_LAG_P99_WARN_S = 0.005
@@ -104,6 +104,9 @@ def render_summary(
     console.print(phase_table(summary, open_loop=open_loop))
     if summary.endpoints:
         console.print(endpoint_table(summary, open_loop=open_loop))
+    if summary.journeys is not None:
+        console.print(journey_table(summary.journeys))
+        console.print(journey_line(summary.journeys))
     if summary.generator.workers:
         console.print(worker_table(summary))
     if summary.checks():
@@ -228,6 +231,26 @@ def endpoint_table(s: Summary, *, open_loop: bool = True) -> Table:
                       _num(service.p50), _num(service.p95), _num(lat.p50), _num(lat.p95), verdict,
                       style="bold" if label == "all" else None)
     return table
+
+
+def journey_table(j: JourneyStats) -> Table:
+    """One row per journey step: requests, errors, queue wait, service and latency from the send."""
+    table = Table(title="Per journey step (ok requests; latency from the actual send)", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("step", "n", "errors", "wait p50", "wait p95", "svc p50", "svc p95", "lat p50", "lat p95"):
+        table.add_column(col, justify="left" if col == "step" else "right", no_wrap=col != "step")
+    for key, e in j.steps.items():
+        wait, service, lat = e.phase("queue_wait_s"), e.phase("service_s"), e.phase("latency_from_send_s")
+        table.add_row(key, f"{e.requests:,}", f"{e.errors:,}", _num(wait.p50), _num(wait.p95),
+                      _num(service.p50), _num(service.p95), _num(lat.p50), _num(lat.p95))
+    return table
+
+
+def journey_line(j: JourneyStats) -> str:
+    d = j.duration
+    took = f"; time to finish one: p50 {_num(d.p50)}, p95 {_num(d.p95)}, max {_num(d.max)}" if d.count else ""
+    return (f"journeys: {j.started} started, {j.completed} completed, {j.failed} ended by an error, "
+            f"{j.unfinished} cut off by the end of the run{took}")
 
 
 def worker_table(s: Summary) -> Table:

@@ -148,7 +148,7 @@ async def run_part(part: Part, control: PartControl) -> PartResult:
     plan_routing = routing(scenario, ids)
     async with (
         authenticator(scenario, part.target) as auth,
-        make_http_session(scenario.load, auth.middlewares) as http,
+        make_http_session(scenario.load, auth.middlewares, cookies=scenario.journey is None) as http,
     ):
         auth.spread(part.index, part.parts)  # login.users: other accounts than the other workers'
         await auth.start(part.plan.users if isinstance(part.plan, UserPlan) else session_slots(scenario.load))

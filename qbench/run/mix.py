@@ -31,7 +31,7 @@ import numpy as np
 
 from qbench.errors import ScenarioError, TargetError
 from qbench.run.records import read_records
-from qbench.run.scenario import Endpoint, MixEntry, Scenario, Slo, endpoint_label
+from qbench.run.scenario import Endpoint, JourneyStep, MixEntry, Scenario, Slo, endpoint_label
 from qbench.run.trace import read_trace, trace_schedule
 
 if TYPE_CHECKING:
@@ -53,7 +53,13 @@ class Branch:
 
 
 def branches(scenario: Scenario) -> list[Branch]:
-    """The scenario's endpoints: its one endpoint, or each entry of its mix (labels are unique)."""
+    """The scenario's endpoints: its one endpoint, each entry of its mix (labels are unique), or each
+    step of its journey (two steps may call one endpoint)."""
+    if scenario.journey is not None:
+        return [Branch(step.name or endpoint_label(scenario.protocol, step.endpoint), 1.0,
+                       scenario.model_copy(update={"endpoint": step.endpoint, "payload": step.payload,
+                                                   "journey": None}))
+                for step in scenario.journey]
     if scenario.mix is None:
         return [Branch(endpoint_label(scenario.protocol, scenario.endpoint), 1.0, scenario)]
     out: list[Branch] = []
@@ -67,6 +73,11 @@ def branches(scenario: Scenario) -> list[Branch]:
         one = scenario.model_copy(update={"endpoint": entry.endpoint, "payload": entry.payload, "mix": None})
         out.append(Branch(label, entry.weight, one))
     return out
+
+
+def journey_length(scenario: Scenario) -> int | None:
+    """The requests of one whole journey (None: the scenario has no journey)."""
+    return None if scenario.journey is None else sum(step.repeat for step in scenario.journey)
 
 
 def endpoint_slos(scenario: Scenario) -> dict[str, Slo | None]:
@@ -106,7 +117,7 @@ def routing(scenario: Scenario, request_ids: list[int] | None) -> Routing:
     """The routing of a run; `request_ids`: the open-loop plan's ids (None for closed loop)."""
     parts = branches(scenario)
     labels, weights = [b.label for b in parts], [b.weight for b in parts]
-    if len(parts) == 1 or not request_ids:
+    if len(parts) == 1 or not request_ids or scenario.journey is not None:
         return Routing(labels, weights, None)
     size = max(request_ids) + 1
     rng = np.random.default_rng([scenario.seed, ROUTING_SEED])
@@ -202,17 +213,21 @@ class Route:
 
 
 class Routes:
-    """Every branch of a run, by label, and which one each request goes to."""
+    """Every branch of a run, by label (and in order: a journey's steps), and which one each request
+    goes to."""
 
-    def __init__(self, routes: list[Route], routing: Routing) -> None:
-        self.routes = {r.branch.label: r for r in routes}
+    def __init__(self, routes: list[Route], routing: Routing,
+                 journey: list[JourneyStep] | None = None) -> None:
+        self.routes = {r.branch.label: r for r in reversed(routes)}  # a label's first route
+        self.steps = routes
         self.routing = routing
+        self.journey = journey  # the steps' repeat and think time (None: not a journey)
 
     def __getitem__(self, label: str) -> Route:
         return self.routes[label]
 
     def __iter__(self) -> Any:
-        return iter(self.routes.values())
+        return iter(self.steps)
 
     async def discover(self) -> dict[str, Any]:
         """Each branch's discovery; the first one's snapshot, plus every branch's under `mix`.
@@ -222,11 +237,12 @@ class Routes:
             try:
                 snapshots[route.branch.label] = await route.protocol.discover()
             except TargetError as exc:
-                if len(self.routes) == 1:
+                if len(self.steps) == 1 and self.journey is None:
                     raise
                 endpoint = route.branch.scenario.endpoint.model_dump(exclude_defaults=True,
                                                                      exclude={"headers"})
-                raise TargetError(f"scenario '{route.branch.scenario.name}': key 'mix.{i}.endpoint': "
+                key = "journey" if self.journey is not None else "mix"
+                raise TargetError(f"scenario '{route.branch.scenario.name}': key '{key}.{i}.endpoint': "
                                   f"value {endpoint}: {exc}") from exc
         first = dict(next(iter(snapshots.values())))
         if len(snapshots) > 1:
@@ -258,4 +274,4 @@ def make_routes(scenario: Scenario, routing_: Routing, target: str, http: aiohtt
         if one.protocol == "http":
             render(one.endpoint.body, payloads.inputs(0))  # template errors fail before any request
         routes.append(Route(branch, make_protocol(one, target, http, clock), payloads))
-    return Routes(routes, routing_)
+    return Routes(routes, routing_, scenario.journey)

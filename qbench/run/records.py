@@ -33,9 +33,10 @@ from typing import IO, Any, Final, Literal
 
 import orjson
 
-SCHEMA_VERSION: Final = 2
-#: Versions `read_parquet` reads: v1 lacks the token fields (they read as None / 0).
-READABLE_VERSIONS: Final = (1, 2)
+SCHEMA_VERSION: Final = 3
+#: Versions `read_parquet` reads: v1 lacks the token fields (they read as None / 0), v2 the journey
+#: fields (they read as None).
+READABLE_VERSIONS: Final = (1, 2, 3)
 
 Outcome = Literal["ok", "error"]
 
@@ -95,6 +96,10 @@ class RequestRecord:
     itl_p50_s: float | None = None  # median gap (s), type-7 percentile over this request's gaps
     itl_p99_s: float | None = None  # 99th percentile gap (s)
     itl_max_s: float | None = None  # longest gap (s)
+    # ---- journeys (scenario `journey:`, qbench.run.journey); None elsewhere (schema v3) ----
+    journey_id: int | None = None  # which journey (one user's session) sent it, unique within a run
+    step: int | None = None  # the journey step (0-based index in the scenario's journey list)
+    turn: int | None = None  # which call of the step (0-based; a step repeats `repeat` times)
 
     # ---- derived phases (seconds); None when a phase is missing ----
 
@@ -277,6 +282,9 @@ def _arrow_schema() -> Any:
         "tokens_from": pa.string(),
         "finish_reason": pa.string(),
         "itl_count": pa.int64(),
+        "journey_id": pa.int64(),
+        "step": pa.int64(),
+        "turn": pa.int64(),
     }
     cols = [pa.field(name, types.get(name, pa.float64())) for name in FIELD_NAMES]
     cols += [pa.field(name, pa.float64()) for name in DERIVED]

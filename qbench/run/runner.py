@@ -35,7 +35,7 @@ from qbench.run.diagnose import Finding
 from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.executor import Executor, Job, LocalExecutor, in_loop
 from qbench.run.loadgen import LiveStats
-from qbench.run.mix import endpoint_slos, routing, with_trace_mix
+from qbench.run.mix import endpoint_slos, journey_length, routing, with_trace_mix
 from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.login import authenticator
 from qbench.run.records import RequestRecord, write_parquet
@@ -151,7 +151,8 @@ def _finish(
     info: dict[str, Any],
 ) -> RunResult:
     """Summary, records.parquet, final run.json and summary.json."""
-    summary = summarize(records, scenario.slo, generator=generator, endpoint_slos=endpoint_slos(scenario))
+    summary = summarize(records, scenario.slo, generator=generator, endpoint_slos=endpoint_slos(scenario),
+                        journey_length=journey_length(scenario))
     info.update(generator=summary.generator.__dict__, records=len(records))
     write_parquet(records, run_dir / "records.parquet")
     _write_json(run_dir / "run.json", info)

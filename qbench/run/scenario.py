@@ -381,6 +381,20 @@ class MixEntry(_Model):
         return v
 
 
+class JourneyStep(_Model):
+    """One step of a `journey:` (qbench.run.journey): an endpoint called `repeat` times in a row, each
+    call `think_time` seconds after the previous answer (the journey's first call: at once)."""
+
+    endpoint: Endpoint
+    payload: Payload = Payload.model_validate({})
+    repeat: int = Field(1, ge=1, le=10_000)
+    think_time: float = Field(0.0, ge=0)  # seconds before each call of this step (reading the answer)
+    name: str | None = None  # the label records carry (default: the endpoint's)
+
+
+JOURNEY_SHAPES = ("users", "rate", "stages", "burst")
+
+
 def endpoint_label(protocol: str, endpoint: Endpoint) -> str:
     """What records carry in `endpoint` for this endpoint (the protocols write the same)."""
     if protocol == "gradio":
@@ -403,6 +417,7 @@ class Scenario(_Model):
     gradio_protocol: Literal["ws", "sse", "sse_v1", "sse_v2", "sse_v2.1", "sse_v3"] | None = None
     payload: Payload = Payload.model_validate({})
     mix: list[MixEntry] | None = None  # several endpoints, each with its weight (replaces endpoint/payload)
+    journey: list[JourneyStep] | None = None  # what one user does, in order, in one session
     load: Load
     slo: Slo | None = None
     auth: Auth = Auth()  # credentials, any protocol (qbench.run.credentials); dumps show *** for secrets
@@ -412,10 +427,11 @@ class Scenario(_Model):
                                       info: SerializationInfo) -> dict[str, Any]:
         """Endpoint headers named in auth.secret_headers are secrets too (Endpoint alone cannot know)."""
         data: dict[str, Any] = handler(self)
-        if self.mix is not None:  # a mix replaces endpoint and payload: a dump must validate again
+        if self.mix is not None or self.journey is not None:  # they replace endpoint and payload
             data.pop("endpoint", None)
             data.pop("payload", None)
-        for endpoint in [data.get("endpoint")] + [e.get("endpoint") for e in data.get("mix") or []]:
+        entries = (data.get("mix") or []) + (data.get("journey") or [])
+        for endpoint in [data.get("endpoint")] + [e.get("endpoint") for e in entries]:
             headers = (endpoint or {}).get("headers")
             if endpoint is not None and headers and self.auth.secret_headers:
                 endpoint["headers"] = redact_headers(headers, self.auth.secret_headers, info)
@@ -424,17 +440,24 @@ class Scenario(_Model):
     @model_validator(mode="before")
     @classmethod
     def _mix_or_endpoint(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("mix") is not None:
+        if not isinstance(data, dict):
+            return data
+        if data.get("mix") is not None and data.get("journey") is not None:
+            raise ValueError("journey: a journey's steps replace a mix (a user does one thing after "
+                             "another): drop mix, or drop journey")
+        for key in ("mix", "journey"):
             both = [k for k in ("endpoint", "payload") if data.get(k) is not None]
-            if both:
-                raise ValueError(f"mix: a mix replaces endpoint and payload (each entry has its own): drop "
-                                 f"{' and '.join(both)}: {data[both[0]]!r}, or drop mix")
+            if data.get(key) is not None and both:
+                raise ValueError(f"{key}: a {key} replaces endpoint and payload (each entry has its own): "
+                                 f"drop {' and '.join(both)}: {data[both[0]]!r}, or drop {key}")
         return data
 
     @model_validator(mode="after")
     def _endpoint_fits_protocol(self) -> Scenario:
         if self.mix is not None and not self.mix:
             raise ValueError("mix: expected a list of at least one {weight, endpoint, payload}")
+        if self.journey is not None:
+            self._check_journey(self.journey)
         for where, ep, payload in self.endpoints():
             self._check_endpoint(where, ep, payload)
         if self.protocol != "gradio" and self.gradio_protocol is not None:
@@ -444,10 +467,22 @@ class Scenario(_Model):
     @property
     def seed(self) -> int:
         """The seed of arrivals and endpoint draws: the payload's (a mix: its first entry's)."""
-        return self.payload.seed if self.mix is None else self.mix[0].payload.seed
+        first = (self.mix or self.journey or [None])[0]
+        return self.payload.seed if first is None else first.payload.seed
+
+    def _check_journey(self, steps: list[JourneyStep]) -> None:
+        if not steps:
+            raise ValueError("journey: expected a list of at least one {endpoint, payload} step")
+        if self.load.shape not in JOURNEY_SHAPES:
+            raise ValueError(f"journey: runs with load {' or '.join(JOURNEY_SHAPES)} (users: N journeys at "
+                             f"a time; rate: new journeys per second), not {self.load.shape}")
+        if self.load.processes > 1 or self.load.executor != "local":
+            raise ValueError("journey: runs in one generator process (drop processes / executor: ray)")
 
     def endpoints(self) -> list[tuple[str, Endpoint, Payload]]:
-        """(where in the file, endpoint, payload): the scenario's one endpoint, or each of its mix."""
+        """(where in the file, endpoint, payload): the one endpoint, each of a mix, each journey step."""
+        if self.journey is not None:
+            return [(f"journey.{i}", e.endpoint, e.payload) for i, e in enumerate(self.journey)]
         if self.mix is None:
             return [("endpoint", self.endpoint, self.payload)]
         return [(f"mix.{i}", e.endpoint, e.payload) for i, e in enumerate(self.mix)]
@@ -601,7 +636,8 @@ def resolve_paths(raw: dict[str, Any], base: Path) -> None:
             if isinstance(node, dict) and isinstance(value, str) and not Path(value).is_absolute():
                 node[key] = str(base / value)
     mix = raw.get("mix")
-    entries = mix if isinstance(mix, list) else []
+    journey = raw.get("journey")
+    entries = (mix if isinstance(mix, list) else []) + (journey if isinstance(journey, list) else [])
     for payload in [raw.get("payload")] + [e.get("payload") for e in entries if isinstance(e, dict)]:
         _resolve_payload_paths(payload, base)
 

@@ -137,6 +137,25 @@ class SloCheck:
 
 
 @dataclass
+class JourneyStats:
+    """The journeys of a run (scenario `journey:`): how many finished, and how long a user took."""
+
+    started: int = 0
+    completed: int = 0  # every request of every step done, each ok
+    failed: int = 0  # ended by a failed request (a journey stops at its first error)
+    unfinished: int = 0  # cut off by the end of the run (duration, requests, a stop)
+    duration: Stats = field(default_factory=Stats)  # completed: first intended send -> last completion (s)
+    steps: dict[str, Summary] = field(default_factory=dict)  # per step, "<index>:<endpoint>"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JourneyStats:
+        return cls(started=data.get("started", 0), completed=data.get("completed", 0),
+                   failed=data.get("failed", 0), unfinished=data.get("unfinished", 0),
+                   duration=Stats(**data.get("duration", {})),
+                   steps={k: Summary.from_dict(v) for k, v in (data.get("steps") or {}).items()})
+
+
+@dataclass
 class Summary:
     """What a run did, computed from its records. JSON-able via to_dict()/from_dict()."""
 
@@ -162,6 +181,7 @@ class Summary:
     slo: list[SloCheck] = field(default_factory=list)
     slo_passed: bool = True  # every check passed, each endpoint's too
     endpoints: dict[str, Summary] = field(default_factory=dict)  # per endpoint label (runs of several)
+    journeys: JourneyStats | None = None  # runs of a scenario's journey
 
     def phase(self, name: str) -> Stats:
         return self.latency.get(name, Stats())
@@ -187,6 +207,8 @@ class Summary:
         values["request_output_tps"] = Stats(**data.get("request_output_tps", {}))
         values["slo"] = [SloCheck(**c) for c in data.get("slo", [])]
         values["endpoints"] = {k: Summary.from_dict(v) for k, v in (data.get("endpoints") or {}).items()}
+        journeys = data.get("journeys")
+        values["journeys"] = JourneyStats.from_dict(journeys) if isinstance(journeys, dict) else None
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in values.items() if k in known})
 
@@ -198,6 +220,7 @@ def summarize(
     duration_s: float | None = None,
     generator: GeneratorStats | None = None,
     endpoint_slos: dict[str, Slo | None] | None = None,
+    journey_length: int | None = None,
 ) -> Summary:
     """Summarise the measured (non-warm-up) records; evaluate `slo` if given (see module docstring).
 
@@ -205,12 +228,57 @@ def summarize(
     `endpoints`. There `slo`'s latency and error thresholds apply to every endpoint; `endpoint_slos`
     (label -> the mix entry's own slo) replaces the thresholds it sets for its endpoint. The rate
     thresholds of `slo` (min_throughput, min_goodput, min_output_tps) apply to the total.
+
+    Records of journeys (`journey_length`: the requests of a whole journey) are also summarised per
+    step and per journey (`journeys`: `journey_stats`).
     """
     measured = list(iter_measured(records))
     labels = sorted({r.endpoint for r in measured})
     if len(labels) > 1 or endpoint_slos:
-        return _by_endpoint(measured, labels, slo, endpoint_slos or {}, duration_s, generator)
-    return _summarize(measured, slo, duration_s=duration_s, generator=generator)
+        summary = _by_endpoint(measured, labels, slo, endpoint_slos or {}, duration_s, generator)
+    else:
+        summary = _summarize(measured, slo, duration_s=duration_s, generator=generator)
+    if journey_length is not None:
+        summary.journeys = journey_stats(records, journey_length, slo, summary.duration_s)
+    return summary
+
+
+def journey_stats(records: Sequence[RequestRecord], length: int, slo: Slo | None,
+                  window: float) -> JourneyStats:
+    """Journeys started, completed, failed and cut off; time to finish one; each step's summary.
+
+    A journey is counted when its first request is outside the warm-up window; it is complete when all
+    `length` requests of it are ok; `duration` is from its first intended send to its last completion.
+    """
+    by_journey: dict[int, list[RequestRecord]] = {}
+    for r in records:
+        if r.journey_id is not None:
+            by_journey.setdefault(r.journey_id, []).append(r)
+    stats = JourneyStats()
+    durations: list[float] = []
+    for rs in by_journey.values():
+        if rs[0].warmup:
+            continue
+        stats.started += 1
+        if _failed(rs):
+            stats.failed += 1
+        elif len(rs) >= length and all(r.ok for r in rs):
+            stats.completed += 1
+            durations.append(max(r.completed_at_s or 0.0 for r in rs) - rs[0].intended_at_s)
+        else:
+            stats.unfinished += 1
+    stats.duration = Stats.of(durations)
+    measured = list(iter_measured(records))
+    keys = sorted({(r.step, r.endpoint) for r in measured if r.step is not None}, key=lambda k: k[0] or 0)
+    stats.steps = {f"{step}:{label}": _summarize([r for r in measured if r.step == step], slo,
+                                                 duration_s=window) for step, label in keys}
+    return stats
+
+
+def _failed(rs: list[RequestRecord]) -> bool:
+    """A journey ended by a request that failed on its own (not closed by the end of the run)."""
+    return any(r.sent_at_s is not None and not r.ok and r.error_kind not in ("deadline", "interrupted")
+               for r in rs)
 
 
 RATE_THRESHOLDS = ("min_throughput", "min_goodput", "min_output_tps")
