@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,3 +60,27 @@ def test_a_weighted_mix_reports_each_event_on_its_own(mix_app: MixApp, tmp_path:
     service = {k: e.phase("service_s").p50 or 0.0 for k, e in ends.items()}
     assert 0.04 < service["a"] < service["c"] < service["b"], service  # each its own function's time
     assert service["b"] / service["a"] > 2.0, service
+
+
+def test_a_chat_journey_reaches_the_app_as_turns_of_one_session(mix_app: MixApp, tmp_path: Path) -> None:
+    """The issue's journey (a step, then 4 chat turns): the ChatInterface sees histories of 0, 1, 2
+    and 3 exchanges in equal numbers (journeys cut off by the end of the run aside)."""
+    steps = [{"endpoint": {"api_name": "a"}, "payload": TEXT},
+             {"endpoint": {"api_name": "chat"}, "payload": {"inputs": [{"text": {"words": [3, 12]}}]},
+              "repeat": 4, "think_time": 0.05}]
+    users = 3
+    spec = parse_scenario({"name": "chat-journey", "journey": steps,
+                           "load": {"users": users, "duration": 5, "timeout": 60}})
+    result = run_scenario(spec, target=mix_app.url, out_dir=tmp_path / "run", live=False)
+    records = result.records
+    assert all(r.ok for r in records), [r.error_message for r in records if not r.ok][:3]
+    seen = {int(k): v for k, v in json.loads(mix_app.seen.read_text()).items()}
+    assert set(seen) == {0, 1, 2, 3}, seen  # never a 5th turn: a new journey is a new session
+    assert seen[0] - seen[3] <= users and seen[3] >= 2, seen  # equal, but for journeys cut off
+    chats = Counter(r.turn for r in records if r.endpoint == "chat")
+    assert [chats[t] for t in range(4)] == [seen[t] for t in range(4)]  # every turn the app saw is ours
+    per_journey = {r.journey_id: r.session_id for r in records}
+    assert all(r.session_id == per_journey[r.journey_id] for r in records)
+    assert len(set(per_journey.values())) == len(per_journey)
+    journeys = result.summary.journeys
+    assert journeys is not None and journeys.completed >= 2 and journeys.duration.count == journeys.completed
