@@ -162,6 +162,10 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         ("tests/run/test_ray_executor.py::test_the_readme_section_runs", "HEAD:6379")],
     "qbench compare reports/A reports/B --chart paired.png": [
         ("tests/report/test_compare.py::test_compare_chart_for_paired_runs", "--chart")],
+    "qbench serve --preset session-chat": [
+        ("tests/run/test_journey.py::test_the_docs_journey_commands_run", '"session-chat"')],
+    "qbench run scenarios/journey.yaml": [
+        ("tests/run/test_journey.py::test_the_docs_journey_commands_run", "journey.yaml")],
     "qbench serve --preset abc": [("tests/run/test_mix.py::test_the_docs_mix_commands_run", '"abc"')],
     "qbench run scenarios/mix.yaml": [("tests/run/test_mix.py::test_the_docs_mix_commands_run", "mix.yaml")],
     "qbench compare reports/A reports/B --max-regression c:p95_latency_s=20%": [

@@ -563,12 +563,20 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any], *, source: s
     data = copy.deepcopy(raw)
     for key, value in overrides.items():
         parts = key.split(".")
-        node = data
+        node: dict[str, Any] | list[Any] = data
         for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
+            if isinstance(node, list):  # an entry of a list (mix.1.weight, journey.0.repeat)
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ScenarioError(f"{source}: override key '{key}': '{part}' is not an index of "
+                                        f"that list (0..{len(node) - 1})")
+                child = node[int(part)]
+            else:
+                child = node.setdefault(part, {})
+            if not isinstance(child, dict | list):
                 raise ScenarioError(f"{source}: override key '{key}': '{part}' is not a mapping")
             node = child
+        if isinstance(node, list):
+            raise ScenarioError(f"{source}: override key '{key}': set a key of one entry ({key}.0...)")
         if parts[0] == "load" and len(parts) == 2 and parts[1] in SHAPES and value is not None:
             for other in SHAPES:
                 node.pop(other, None)

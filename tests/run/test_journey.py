@@ -10,16 +10,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from aiohttp import web
+from typer.testing import CliRunner
 
+from qbench.cli import app
 from qbench.errors import ScenarioError
 from qbench.run.runner import run_scenario
 from qbench.run.scenario import load_scenario
-from reference_server.testing import RunningServer
+from reference_server.settings import load_preset
+from reference_server.testing import RunningServer, serve_in_thread
 
 from .conftest import scenario, serve_aiohttp
 
+ROOT = Path(__file__).resolve().parents[2]
 TEXT = {"inputs": [{"text": {"words": [2, 4]}}]}
 
 
@@ -155,3 +160,20 @@ def test_an_http_journey_keeps_the_cookies_the_server_set(tmp_path: Path) -> Non
     assert len(set(visits) - {None}) == len(longer)  # every journey its own cookie, never another's
     assert sorted(Counter(v for v in visits if v is not None).values()) == sorted(
         n - 1 for n in longer)
+
+
+def test_the_docs_journey_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/traffic-mixes-and-journeys.md: serve session-chat, run scenarios/journey.yaml (6 s, 3 users,
+    no thinking): the server's chat sees histories of 0, 1, 2 and 3 exchanges in equal numbers."""
+    monkeypatch.chdir(ROOT)
+    users = 3
+    with serve_in_thread(load_preset("session-chat")) as server:
+        args = ["run", "scenarios/journey.yaml", "--target", server.url, "--out", str(tmp_path / "r"),
+                "--set", "load.duration=6", "--set", f"load.users={users}",
+                "--set", "journey.1.think_time=0.05", "--no-live"]
+        out = CliRunner().invoke(app, args)
+        seen = httpx.get(server.url + "/status").json()["workloads"]["chat"]["calls_by_history"]
+    assert out.exit_code in (0, 3), out.output  # 3: an SLO missed on a busy host
+    assert "Per journey step" in out.output and "journeys:" in out.output
+    counts = {int(k): v for k, v in seen.items()}
+    assert set(counts) == {0, 1, 2, 3} and counts[0] - counts[3] <= users and counts[3] >= 2, counts
