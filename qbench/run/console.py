@@ -165,6 +165,7 @@ PHASE_LABELS = {
     "ttft_s": "time to first token (from send)",
     "tpot_s": "time per output token",
     "itl_s": "inter-token gap (pooled per request)",
+    "download_s": "output files download",
 }
 #: The same phases, short enough for an 80-column terminal table.
 SHORT_PHASE_LABELS = {
@@ -177,6 +178,7 @@ SHORT_PHASE_LABELS = {
     "ttft_s": "TTFT (sent)",
     "tpot_s": "TPOT",
     "itl_s": "ITL",
+    "download_s": "download",
 }
 
 

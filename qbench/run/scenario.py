@@ -418,6 +418,7 @@ class Scenario(_Model):
     payload: Payload = Payload.model_validate({})
     mix: list[MixEntry] | None = None  # several endpoints, each with its weight (replaces endpoint/payload)
     journey: list[JourneyStep] | None = None  # what one user does, in order, in one session
+    fetch_outputs: bool = True  # gradio: fetch output files as users' browsers and gradio_client do
     load: Load
     slo: Slo | None = None
     auth: Auth = Auth()  # credentials, any protocol (qbench.run.credentials); dumps show *** for secrets

@@ -48,7 +48,7 @@ from qbench.run.scenario import Slo
 #: Phases summarised with percentiles (names of RequestRecord derived properties).
 PHASES = (
     "latency_s", "latency_from_send_s", "queue_wait_s", "service_s", "ttfo_s", "send_lag_s",
-    "ttft_s", "tpot_s",
+    "ttft_s", "tpot_s", "download_s",
 )
 
 

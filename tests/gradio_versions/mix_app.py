@@ -6,7 +6,8 @@ Events (api_name): a (0.05 s), b (0.2 s), c (0.1 s): Gradio's performance guide'
 a and b sharing concurrency_id "gpu" with concurrency_limit 1 from 4.x (3.x has one queue-wide
 pool: concurrency_count 3). chat: a gr.ChatInterface whose history lives in the session (a State);
 each call adds the number of earlier exchanges it saw to the JSON file `seen` ({"0": n, "1": n...}),
-so a test can tell whether a journey's turns reached the app in one session. Imports only gradio and
+so a test can tell whether a journey's turns reached the app in one session. picture: an image
+output (a file clients fetch from 4.x; inline base64 in 3.x). Imports only gradio and
 the standard library (qbench is not installed in the per-release envs).
 """
 
@@ -40,6 +41,14 @@ def c(text: str) -> str:
     return text
 
 
+def picture(text: str) -> Any:
+    """A 256x256 RGB image (an output file: fetched by clients from 4.x, inline base64 in 3.x)."""
+    import numpy as np
+
+    rng = np.random.default_rng(len(text))
+    return rng.integers(0, 255, (256, 256, 3), dtype=np.uint8)
+
+
 def chat(message: str, history: list[Any]) -> str:
     exchanges = len(history) // 2 if history and isinstance(history[0], dict) else len(history)
     with LOCK:
@@ -61,6 +70,7 @@ def build() -> Any:
         gr.Button("b").click(b, text_in, text_out, api_name="b", **gpu)
         gr.Button("c").click(c, text_in, text_out, api_name="c",
                              **({"concurrency_limit": 1} if major >= 4 else {}))
+        gr.Button("picture").click(picture, text_in, gr.Image(), api_name="picture")
         gr.ChatInterface(chat)
     demo.queue(**({"concurrency_count": 3} if major < 4 else {}))
     return demo

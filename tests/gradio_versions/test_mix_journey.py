@@ -84,3 +84,18 @@ def test_a_chat_journey_reaches_the_app_as_turns_of_one_session(mix_app: MixApp,
     assert len(set(per_journey.values())) == len(per_journey)
     journeys = result.summary.journeys
     assert journeys is not None and journeys.completed >= 2 and journeys.duration.count == journeys.completed
+
+
+def test_output_files_are_fetched_as_the_releases_client_does(mix_app: MixApp, tmp_path: Path) -> None:
+    """From 4.x an image output is a file the client downloads (timed as `download`); 3.x sends it
+    inline as base64 (nothing to fetch)."""
+    spec = parse_scenario({"name": "picture", "endpoint": {"api_name": "picture"}, "payload": TEXT,
+                           "load": {"requests": 4, "rate": 4, "timeout": 60}})
+    result = run_scenario(spec, target=mix_app.url, out_dir=tmp_path / "run", live=False)
+    records = result.records
+    assert all(r.ok for r in records), [r.error_message for r in records if not r.ok][:3]
+    if mix_app.version.startswith("3."):
+        assert all(r.downloads == 0 and r.bytes_received > 10_000 for r in records)
+    else:
+        assert all(r.downloads == 1 and r.download_bytes > 10_000 for r in records)
+        assert all(r.download_s is not None and r.bytes_received > r.download_bytes for r in records)
