@@ -30,7 +30,7 @@ from qbench.report.charts import Chart, render_run_charts
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
-from qbench.run.console import PHASE_LABELS, bottleneck_warnings, token_line
+from qbench.run.console import PHASE_LABELS, bottleneck_warnings, journey_line, token_line
 from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.summary import SloCheck, Stats, Summary
 
@@ -60,6 +60,8 @@ class ReportContext:
     phases: list[list[str]] = field(default_factory=list)  # label, n, mean, p50, p90, p95, p99, max
     # a mix: endpoint, n, ok, errors, ok/s, wait p50/p95, service p50/p95, total p50/p95/p99, SLO
     endpoints: list[list[str]] = field(default_factory=list)
+    # a journey: step, n, errors, wait p50/p95, service p50/p95, latency from the send p50/p95
+    steps: list[list[str]] = field(default_factory=list)
     errors: list[list[str]] = field(default_factory=list)  # kind, count, share, example message
     slo: list[list[str]] = field(default_factory=list)  # name, limit, actual, verdict
     warnings: list[str] = field(default_factory=list)
@@ -135,6 +137,7 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         charts=render_run_charts(run.records, charts_dir),
         phases=phase_rows(s),
         endpoints=endpoint_rows(s),
+        steps=step_rows(s),
         errors=error_rows(run),
         slo=[slo_row(c) for c in s.checks()],
         warnings=bottleneck_warnings(s),
@@ -170,6 +173,8 @@ def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
     ]
     if s.output_tokens:
         rows.append(("tokens", token_line(s)))
+    if s.journeys is not None:
+        rows.append(("journeys", journey_line(s.journeys).removeprefix("journeys: ")))
     if s.checks():
         failed = ", ".join(c.name for c in s.failed_checks())
         rows.append(("SLO", "passed" if s.slo_passed else f"FAILED: {failed}"))
@@ -186,6 +191,18 @@ def phase_rows(s: Summary) -> list[list[str]]:
     rows = [_stats_row(label, s.phase(name)) for name, label in PHASE_LABELS.items() if s.phase(name).count]
     if s.eta_error.count:
         rows.append(_stats_row("server ETA error (estimate - actual)", s.eta_error))
+    return rows
+
+
+def step_rows(s: Summary) -> list[list[str]]:
+    """One row per journey step ([] for a run without journeys)."""
+    if s.journeys is None:
+        return []
+    rows = []
+    for key, e in s.journeys.steps.items():
+        wait, service, lat = e.phase("queue_wait_s"), e.phase("service_s"), e.phase("latency_from_send_s")
+        rows.append([key, str(e.requests), str(e.errors), _s(wait.p50), _s(wait.p95), _s(service.p50),
+                     _s(service.p95), _s(lat.p50), _s(lat.p95)])
     return rows
 
 

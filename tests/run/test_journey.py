@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
+from qbench.report.build import build_report
 from qbench.run.runner import run_scenario
 from qbench.run.scenario import load_scenario
 from reference_server.settings import load_preset
@@ -79,6 +80,9 @@ def test_closed_loop_journeys_share_one_session_each(echo_server: RunningServer,
     assert journeys.duration.count == journeys.completed and set(journeys.steps) == {"0:echo", "1:again"}
     saved = json.loads((result.run_dir / "summary.json").read_text())
     assert saved["journeys"]["completed"] == journeys.completed
+    files = build_report(result.run_dir)
+    assert "| 1:again |" in files.markdown.read_text() and "**journeys**" in files.markdown.read_text()
+    assert '<section id="journey">' in files.html.read_text()
 
 
 def test_open_loop_journeys_start_on_schedule(echo_server: RunningServer, tmp_path: Path) -> None:
