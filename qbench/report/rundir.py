@@ -104,16 +104,16 @@ def stored_journey_length(info: dict[str, Any]) -> int | None:
     return sum(int(s.get("repeat", 1)) if isinstance(s, dict) else 1 for s in steps)
 
 
-def mix_slos(info: dict[str, Any], notes: list[str]) -> dict[str, Slo | None]:
-    """Per endpoint label, the own `slo:` of each entry of the scenario's mix in run.json ({} if none)."""
+def mix_slos(info: dict[str, Any], notes: list[str]) -> dict[str, Slo | None] | None:
+    """Per endpoint label, the own `slo:` of each entry of the scenario's mix in run.json (None if none)."""
     scenario = info.get("scenario")
     if not isinstance(scenario, dict) or not scenario.get("mix"):
-        return {}
+        return None
     try:
         return endpoint_slos(Scenario.model_validate(scenario))
     except (ValidationError, QbenchError) as exc:
         notes.append(f"run.json scenario.mix ignored: {str(exc).splitlines()[0]}")
-        return {}
+        return None
 
 
 def _generator(info: dict[str, Any]) -> GeneratorStats | None:

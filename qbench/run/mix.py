@@ -80,10 +80,11 @@ def journey_length(scenario: Scenario) -> int | None:
     return None if scenario.journey is None else sum(step.repeat for step in scenario.journey)
 
 
-def endpoint_slos(scenario: Scenario) -> dict[str, Slo | None]:
-    """Per endpoint label of a mix, the entry's own SLO (None: the scenario's applies); {} without a mix."""
+def endpoint_slos(scenario: Scenario) -> dict[str, Slo | None] | None:
+    """Per endpoint label of a mix, the entry's own SLO (None: the scenario's applies); None without
+    a mix (qbench.run.summary.summarize judges the SLO on the total then)."""
     if scenario.mix is None:
-        return {}
+        return None
     return {b.label: entry.slo for b, entry in zip(branches(scenario), scenario.mix, strict=True)}
 
 

@@ -224,20 +224,24 @@ def summarize(
 ) -> Summary:
     """Summarise the measured (non-warm-up) records; evaluate `slo` if given (see module docstring).
 
-    Records of several endpoints (a mix) are also summarised per endpoint, over the run's window, in
-    `endpoints`. There `slo`'s latency and error thresholds apply to every endpoint; `endpoint_slos`
-    (label -> the mix entry's own slo) replaces the thresholds it sets for its endpoint. The rate
-    thresholds of `slo` (min_throughput, min_goodput, min_output_tps) apply to the total.
+    Records of several endpoints are also summarised per endpoint, over the run's window, in
+    `endpoints`. For a mix (`endpoint_slos` given: label -> the entry's own slo, or None), `slo`'s
+    latency and error thresholds apply to every endpoint, an entry's own slo replacing the thresholds
+    it sets, and the rate thresholds (min_throughput, min_goodput, min_output_tps) to the total.
+    Without `endpoint_slos`, `slo` is judged on the total only.
 
     Records of journeys (`journey_length`: the requests of a whole journey) are also summarised per
     step and per journey (`journeys`: `journey_stats`).
     """
     measured = list(iter_measured(records))
     labels = sorted({r.endpoint for r in measured})
-    if len(labels) > 1 or endpoint_slos:
-        summary = _by_endpoint(measured, labels, slo, endpoint_slos or {}, duration_s, generator)
+    if endpoint_slos is not None:
+        summary = _by_endpoint(measured, labels, slo, endpoint_slos, duration_s, generator)
     else:
         summary = _summarize(measured, slo, duration_s=duration_s, generator=generator)
+        if len(labels) > 1:  # not a mix (a journey's steps): the SLO is the total's, endpoints are facts
+            summary.endpoints = {label: _summarize([r for r in measured if r.endpoint == label],
+                                                   duration_s=summary.duration_s) for label in labels}
     if journey_length is not None:
         summary.journeys = journey_stats(records, journey_length, slo, summary.duration_s)
     return summary
