@@ -208,3 +208,18 @@ def test_the_docs_mix_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     args = ["compare", str(tmp_path / "A"), str(tmp_path / "B"), "--max-regression", "c:p95_latency_s=20%"]
     out = CliRunner().invoke(app, args)
     assert out.exit_code in (0, 3) and "c:p95_latency_s" in out.output, out.output
+
+
+def test_burst_stages_and_processes_send_the_same_mix(server_factory: Factory, tmp_path: Path) -> None:
+    """Every open-loop shape routes by request id: two generator processes send what one sends."""
+    fast = [sleep_fn(n, 5, concurrency_limit=None) for n in "abc"]
+    with server_factory(functions=fast) as server:
+        runs = {name: run_scenario(mix_scenario(load), target=server.url, out_dir=tmp_path / name, live=False)
+                for name, load in (("one", {"rate": 30, "duration": 1.5}),
+                                   ("two", {"rate": 30, "duration": 1.5, "processes": 2}),
+                                   ("burst", {"burst": 20}),
+                                   ("stages", {"stages": [{"duration": 1.5, "rate": 5, "to": 25}]}))}
+    for result in runs.values():
+        assert all(r.ok for r in result.records) and set(result.summary.endpoints) == {"a", "b", "c"}
+    one, two = ({r.request_id: r.endpoint for r in runs[k].records} for k in ("one", "two"))
+    assert one == two
