@@ -166,6 +166,8 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         ("tests/run/test_journey.py::test_the_docs_journey_commands_run", '"session-chat"')],
     "qbench run scenarios/journey.yaml": [
         ("tests/run/test_journey.py::test_the_docs_journey_commands_run", "journey.yaml")],
+    "qbench capacity scenarios/mix.yaml --target http://127.0.0.1:7860": [
+        ("tests/tune/test_capacity_mix.py::test_the_docs_capacity_command_runs", "--max-probes")],
     "qbench serve --preset abc": [("tests/run/test_mix.py::test_the_docs_mix_commands_run", '"abc"')],
     "qbench run scenarios/mix.yaml": [("tests/run/test_mix.py::test_the_docs_mix_commands_run", "mix.yaml")],
     "qbench compare reports/A reports/B --max-regression c:p95_latency_s=20%": [

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,7 @@ def judge(kind: str, rate: float, summary: dict[str, Any], stopped: str | None,
           constraints: Constraints) -> Probe:
     """A probe's figures and verdict from its summary (the same bounds a sweep point is held to)."""
     result = point_result(Point({}), [{"summary": summary}], constraints, "ok", "", {})
-    violations = constraints.slo_violations(result)
+    violations = constraints.slo_violations(result) + endpoint_violations(summary, constraints)
     completed = int(summary.get("completed_ok", 0))
     if completed == 0 and not violations:
         violations.append("no request completed")
@@ -76,6 +76,18 @@ def judge(kind: str, rate: float, summary: dict[str, Any], stopped: str | None,
         error_rate=result.error_rate,
         completed_ok=completed,
     )
+
+
+def endpoint_violations(summary: dict[str, Any], constraints: Constraints) -> list[str]:
+    """A mix: the bounds each endpoint breaks on its own, named `endpoint: bound` (the rate bounds,
+    min_*, are the total's), so the verdict says which endpoint breaks first."""
+    own = replace(constraints, slo={k: v for k, v in constraints.slo.items() if not k.startswith("min_")})
+    broken = []
+    for label, sub in (summary.get("endpoints") or {}).items():
+        if isinstance(sub, dict) and sub.get("requests"):
+            one = point_result(Point({}), [{"summary": sub}], own, "ok", "", {})
+            broken += [f"{label}: {v}" for v in own.slo_violations(one)]
+    return broken
 
 
 @dataclass
