@@ -223,3 +223,21 @@ def test_burst_stages_and_processes_send_the_same_mix(server_factory: Factory, t
         assert all(r.ok for r in result.records) and set(result.summary.endpoints) == {"a", "b", "c"}
     one, two = ({r.request_id: r.endpoint for r in runs[k].records} for k in ("one", "two"))
     assert one == two
+
+
+def test_a_trace_naming_several_endpoints_runs_as_a_mix(server_factory: Factory, tmp_path: Path) -> None:
+    """As a HAR of a Blocks app: lines name their function (api_name or fn_index) and carry inputs."""
+    names = ["a", "b", "a", "c", "a", "b"] * 3
+    lines = [{"t_s": i * 0.05, **({"fn_index": 2} if n == "c" else {"api_name": n}), "inputs": [f"hi {i}"]}
+             for i, n in enumerate(names)]
+    trace = tmp_path / "har.jsonl"
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    spec = scenario(endpoint={"api_name": "a"}, load={"trace": str(trace), "timeout": 20})
+    with server_factory(functions=FUNCTIONS) as server:
+        result = run_scenario(spec, target=server.url, out_dir=tmp_path / "run", live=False)
+    assert all(r.ok for r in result.records), [r.error_message for r in result.records if not r.ok][:3]
+    sent = [r.endpoint for r in sorted(result.records, key=lambda r: r.request_id)]
+    assert sent == [n if n != "c" else "fn_index=2" for n in names]  # each line to its own function
+    info = json.loads((result.run_dir / "run.json").read_text())
+    assert [e["weight"] for e in info["scenario"]["mix"]] == [9, 6, 3]
+    assert result.summary.endpoints["fn_index=2"].phase("service_s").p50 > 0.1  # c's 150 ms
