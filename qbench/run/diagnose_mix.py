@@ -45,9 +45,13 @@ def diagnose_run(records: list[RequestRecord], summary: Summary, server: dict[st
         behind = None
         if _waits(sub):
             behind = _shared_group(label, summary, groups) or _starved(label, measured)
+        idle = _idle_while_waiting(mine)
         for f in diagnose(mine, sub, _for_function(server, label)):
-            if f.kind not in ONCE and not (behind is not None and f.kind == "headroom"):
-                findings.append(Finding(f.kind, f"{label}: {f.message}"))
+            if f.kind in ONCE or (behind is not None and f.kind == "headroom"):
+                continue
+            if idle and f.kind in ("queue_limit", "model_bound"):  # its own limit was not what held it
+                continue
+            findings.append(Finding(f.kind, f"{label}: {f.message}"))
         if behind is not None:
             findings.append(behind)
     return findings
@@ -147,6 +151,18 @@ def _starved(label: str, records: list[RequestRecord]) -> Finding | None:
         f"waits behind {best} (a shared concurrency_id, Gradio's default for events of one Python "
         "function, a shared worker pool as Gradio 3.x's concurrency_count, or max_threads); give it "
         "its own concurrency_id"))
+
+
+def _idle_while_waiting(records: list[RequestRecord]) -> bool:
+    """Most of the time the endpoint's requests waited, none of its own jobs ran: its own limit (the
+    subject of queue_limit / model_bound) was not what held them."""
+    sent = [r.sent_at_s for r in records if r.sent_at_s is not None]
+    if not sent:
+        return False
+    grid = np.linspace(min(sent), max(r.completed_at_s or r.sent_at_s or 0.0 for r in records), GRID)
+    waiting, running = _counts(records, grid)
+    waited = waiting > 0
+    return bool(waited.any() and (running[waited] == 0).mean() > 0.5)
 
 
 def _counts(records: list[RequestRecord], grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
