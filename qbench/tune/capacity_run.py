@@ -54,10 +54,11 @@ def rate_overrides(base: dict[str, Any], rate: float, duration_s: float) -> dict
 
 
 def judge(kind: str, rate: float, summary: dict[str, Any], stopped: str | None,
-          constraints: Constraints) -> Probe:
-    """A probe's figures and verdict from its summary (the same bounds a sweep point is held to)."""
+          constraints: Constraints, own: dict[str, dict[str, float]] | None = None) -> Probe:
+    """A probe's figures and verdict from its summary (the same bounds a sweep point is held to);
+    `own`: a mix entry's own slo bounds, by endpoint label."""
     result = point_result(Point({}), [{"summary": summary}], constraints, "ok", "", {})
-    violations = constraints.slo_violations(result) + endpoint_violations(summary, constraints)
+    violations = constraints.slo_violations(result) + endpoint_violations(summary, constraints, own)
     completed = int(summary.get("completed_ok", 0))
     if completed == 0 and not violations:
         violations.append("no request completed")
@@ -78,16 +79,26 @@ def judge(kind: str, rate: float, summary: dict[str, Any], stopped: str | None,
     )
 
 
-def endpoint_violations(summary: dict[str, Any], constraints: Constraints) -> list[str]:
-    """A mix: the bounds each endpoint breaks on its own, named `endpoint: bound` (the rate bounds,
-    min_*, are the total's), so the verdict says which endpoint breaks first."""
-    own = replace(constraints, slo={k: v for k, v in constraints.slo.items() if not k.startswith("min_")})
+def endpoint_violations(summary: dict[str, Any], constraints: Constraints,
+                        own: dict[str, dict[str, float]] | None = None) -> list[str]:
+    """A mix: the bounds each endpoint breaks on its own, named `endpoint: bound`, so the verdict says
+    which endpoint breaks first. The rate bounds (min_*) are the total's; an entry's own slo (`own`,
+    by label) replaces the bounds it sets for its endpoint."""
+    shared = {k: v for k, v in constraints.slo.items() if not k.startswith("min_")}
     broken = []
     for label, sub in (summary.get("endpoints") or {}).items():
         if isinstance(sub, dict) and sub.get("requests"):
-            one = point_result(Point({}), [{"summary": sub}], own, "ok", "", {})
-            broken += [f"{label}: {v}" for v in own.slo_violations(one)]
+            bounds = replace(constraints, slo={**shared, **(own or {}).get(label, {})})
+            one = point_result(Point({}), [{"summary": sub}], bounds, "ok", "", {})
+            broken += [f"{label}: {v}" for v in bounds.slo_violations(one)]
     return broken
+
+
+def own_bounds(scenario: Scenario) -> dict[str, dict[str, float]]:
+    """The bounds each mix entry's own slo sets, by endpoint label ({} without a mix)."""
+    from qbench.run.mix import endpoint_slos
+
+    return {label: slo.thresholds() for label, slo in (endpoint_slos(scenario) or {}).items() if slo}
 
 
 @dataclass
@@ -126,7 +137,8 @@ class Prober:
         overrides = rate_overrides(self.base_overrides, rate, self.duration_s)
         detector = RunawayDetector() if self.stop_runaway else None
         summary, stopped, run_dir, elapsed = self._run(f"rate-{rate:.4g}", overrides, detector)
-        return self._done(judge("rate", rate, summary, stopped, self.constraints), run_dir, elapsed)
+        probe = judge("rate", rate, summary, stopped, self.constraints, own_bounds(self.scenario))
+        return self._done(probe, run_dir, elapsed)
 
     def estimate(self, users: int) -> Probe:
         """A closed-loop probe with `users` users and no think time. Its rate is the first guess: by
@@ -136,7 +148,7 @@ class Prober:
         overrides.update({"load.users": users, "load.think_time": 0, "load.ramp_up": 0,
                           "load.duration": self.duration_s, "load.requests": None, "load.interval": None})
         summary, _, run_dir, elapsed = self._run(f"estimate-u{users}", overrides, None)
-        probe = judge("estimate", 0.0, summary, None, self.constraints)
+        probe = judge("estimate", 0.0, summary, None, self.constraints, own_bounds(self.scenario))
         probe.users = users
         probe.rate_rps = users / probe.mean_latency_s if probe.mean_latency_s else probe.throughput_rps
         return self._done(probe, run_dir, elapsed)
