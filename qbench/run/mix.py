@@ -24,6 +24,7 @@ A single-endpoint scenario is a mix of one branch: the executor has one path for
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -227,7 +228,7 @@ class Routes:
     def __getitem__(self, label: str) -> Route:
         return self.routes[label]
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Route]:
         return iter(self.steps)
 
     async def discover(self) -> dict[str, Any]:
@@ -261,7 +262,7 @@ class Routes:
 
 
 def make_routes(scenario: Scenario, routing_: Routing, target: str, http: aiohttp.ClientSession,
-                clock: Clock, fixed: Any) -> Routes:
+                clock: Clock, fixed: Callable[[int], list[Any] | None] | None) -> Routes:
     """Protocol objects and prepared payload generators for every branch (`fixed`: a trace's inputs)."""
     from qbench.run.payloads import PayloadGenerator
     from qbench.run.protocols import make_protocol
