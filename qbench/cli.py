@@ -107,6 +107,7 @@ def run(
     from qbench.run.console import render_summary
     from qbench.run.credentials import cli_overrides
     from qbench.run.runner import load_scenario, parse_set_options, run_scenario
+    from qbench.tune.knobcheck import expectation_warnings
 
     console = Console()
     try:
@@ -126,6 +127,8 @@ def run(
         render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst",
                        findings=result.diagnosis)
         console.print(f"records: {result.run_dir}")
+        for text in expectation_warnings(spec, result.records):
+            console.print(f"[bold yellow]warning:[/] {text}")
         if (auth_info := result.run_info.get("auth") or {}).get("login"):
             logins, relogins = auth_info["logins"], auth_info["relogins"]
             console.print(f"login: {logins} login(s), {relogins} re-login(s) after a 401")
@@ -159,8 +162,9 @@ def _g(value: float | None) -> str:
     return "none" if value is None else f"{value:.4g}"
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True})
 def sweep(
+    ctx: typer.Context,
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML (optional `sweep:` section: defaults).")],
     grid: Annotated[
         list[str] | None, typer.Option(help="Axis: --grid concurrency_limit=1,2,4 (repeatable; any knob).")
@@ -188,7 +192,23 @@ def sweep(
         bool, typer.Option("--live", help="Reconfigure one reference server via /admin/config.")
     ] = False,
     launch: Annotated[
-        str | None, typer.Option(help="Your app's command with {knob} and {port} placeholders.")
+        str | None, typer.Option(help="Your app's command ({knob} and {port} placeholders optional); a "
+                                 "Gradio app gets the knobs from qbench's startup hook too.")
+    ] = None,
+    app_file: Annotated[
+        Path | None,
+        typer.Option("--app", help="Your Gradio app, unmodified: `python APP [-- app args]` per point, with "
+                     "qbench's startup hook setting the knobs (queue(), launch(), the events)."),
+    ] = None,
+    python: Annotated[
+        str | None, typer.Option(help="Interpreter for --app: the app's virtualenv (default: qbench's own).")
+    ] = None,
+    knob_scope: Annotated[
+        str, typer.Option(help="Event knobs (concurrency_limit, ...) on the events the scenario drives "
+                          "(driven) or on every queued event (all).")
+    ] = "driven",
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a scenario key: --set load.rate=12 (repeat).")
     ] = None,
     target: Annotated[str | None, typer.Option(help="Fixed server URL: only client knobs are swept.")] = None,
     duration: Annotated[float | None, typer.Option(help="Seconds of load per point.")] = None,
@@ -213,9 +233,13 @@ def sweep(
     header: HeaderOpt = None,
     bearer_env: BearerEnvOpt = None,
 ) -> None:
-    """Sweep server (and client) knobs, rank the points under an SLO, recommend Gradio settings."""
-    from qbench.errors import QbenchError
+    """Sweep server (and client) knobs, rank the points under an SLO, recommend Gradio settings.
+
+    `qbench sweep scenario.yaml --app app.py --grid concurrency_limit=1,2,4,8 [-- app args]` tunes an
+    unmodified app: every point proves its knobs took effect before it is ranked."""
+    from qbench.errors import QbenchError, ScenarioError
     from qbench.run.credentials import cli_overrides
+    from qbench.run.runner import parse_set_options
     from qbench.tune.capacity_run import parse_tolerance
     from qbench.tune.config import build_config, parse_slo_options, resume_options, sweep_options
     from qbench.tune.console import SweepProgress, render_sweep, sweep_console
@@ -224,6 +248,8 @@ def sweep(
     console = sweep_console()
     where = str(resume or out)
     try:
+        if ctx.args and app_file is None:
+            raise ScenarioError(f"unexpected arguments {ctx.args}: arguments after -- go to --app's app")
         if resume is not None:
             config = build_config(resume_options(resume), sweep_dir=resume)
         else:
@@ -233,7 +259,8 @@ def sweep(
                 target=target, duration=duration, max_memory_mb=max_memory_mb,
                 tolerated_wait_s=tolerated_wait_s, capacity_trials=capacity_trials, objective=objective,
                 capacity_tolerance=parse_tolerance(capacity_tolerance) if capacity_tolerance else None,
-                capacity_duration=capacity_duration, out_root=out,
+                capacity_duration=capacity_duration, out_root=out, app=app_file, app_args=list(ctx.args),
+                python=python, knob_scope=knob_scope, overrides=parse_set_options(set_ or []),
             )
             config = build_config(options)
         config = config.with_auth(cli_overrides(auth, header or [], bearer_env))  # never saved in sweep.json
@@ -269,6 +296,9 @@ def capacity(
         float | None, typer.Option(help="Skip the estimate: start the bracket at this rate (req/s).")
     ] = None,
     confirm: Annotated[bool, typer.Option(help="Probe the answer again before calling it stable.")] = True,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a scenario key: --set load.timeout=30.")
+    ] = None,
     out: Annotated[Path, typer.Option(help="Folder for reports/capacity-<name>-<stamp>/.")] = Path("reports"),
     auth: AuthOpt = None,
     header: HeaderOpt = None,
@@ -280,17 +310,20 @@ def capacity(
     unreachable target, 130 when interrupted."""
     from qbench.errors import QbenchError
     from qbench.run.credentials import cli_overrides
+    from qbench.run.runner import parse_set_options
     from qbench.tune.capacity_run import capacity_config, parse_tolerance, run_capacity
     from qbench.tune.config import parse_slo_options
     from qbench.tune.console import probe_line, render_capacity, sweep_console
 
     console = sweep_console()
     try:
+        # --set overrides travel with the credential overrides: both are dotted keys on the scenario
+        overrides = parse_set_options(set_ or []) | cli_overrides(auth, header or [], bearer_env)
         config = capacity_config(
             scenario, target=target, slo=parse_slo_options(slo or []), tolerance=parse_tolerance(tolerance),
             max_probes=max_probes, duration_s=duration, warmup_s=warmup, think_time_s=think_time,
             estimate_users=estimate_users, start_rate=start_rate, confirm=confirm, out_root=out,
-            auth=cli_overrides(auth, header or [], bearer_env),
+            auth=overrides,
         )
         bounds = ", ".join(f"{k} <= {v:g}" for k, v in config.constraints.slo.items())
         console.print(f"capacity of {config.target} under {bounds} ({config.probe_duration_s:g} s probes, "

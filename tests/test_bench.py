@@ -174,3 +174,52 @@ def test_gpu_serving_reduced_run_on_the_cpu(
     assert row["drift"] > 0
     table = capsys.readouterr().out
     assert "device cpu, size tiny" in table and "reference  image  float32     4" in table
+
+
+@pytest.mark.slow
+def test_gpu_all_dry_run_on_the_cpu(tmp_path: Path) -> None:
+    """bench/gpu_all.sh, as the GPU session runs it, at toy size on the CPU: every step of the list runs
+    (the CUDA tests skip their CUDA cases), the summary names each one, and the archive holds each log,
+    the served rows and the py-spy profile, so the GPU session spends its time measuring."""
+    import os
+    import tarfile
+
+    out = tmp_path / "out"
+    argv = ["bash", str(BENCH / "gpu_all.sh"), "--device", "cpu", "--dry-run", "--out", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=BENCH.parent,
+                          env={**os.environ, "PYTHON": sys.executable})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    summary = (out / "gpu-all-partall-summary.md").read_text()
+    steps = ["facts", "cuda-tests", "serving", "serving-b64", "batching", "profile", "eager", "compile",
+             "sweep", "gradio-diagnosis"]
+    for step in steps:
+        assert f"| {step} | ok |" in summary, summary
+    assert "reference  image  float32" in summary and "gradio 6   image" in summary
+    assert "MainThread" in summary and "served " in summary and "winner:" in summary
+    with tarfile.open(out / "gpu-all-partall.tar.gz") as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    assert {f"{s}.log" for s in steps} | {"spy.txt", "gpu_serving.json", "summary.md"} <= names
+    assert sorted(p.name for p in out.iterdir()) == ["gpu-all-partall-summary.md", "gpu-all-partall.tar.gz"]
+
+
+def test_gpu_all_rejects_an_unknown_step(capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = load_bench("gpu_all", monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse_args(["--steps", "serving,warp"])
+    assert exit_info.value.code == 2 and "unknown step(s) warp" in capsys.readouterr().err
+
+
+def test_gpu_all_thread_load_and_top_frames(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """py-spy's raw format: 100 samples a second of an active thread = one core busy."""
+    bench = load_bench("gpu_all", monkeypatch)
+    raw = tmp_path / "spy.txt"
+    raw.write_text("thread (1): MainThread;main (a.py:1);loop (a.py:2) 150\n"
+                   "thread (2): AnyIO worker thread;run (b.py:1);forward (m.py:9) 300\n"
+                   "thread (3): AnyIO worker thread;run (b.py:1);forward (m.py:9) 100\n"
+                   "not a stack line\n")
+    load = bench.thread_load(raw, seconds=2).splitlines()
+    assert load == ["AnyIO worker thread (2 thread(s)): 2.00 cores busy",
+                    "MainThread (1 thread(s)): 0.75 cores busy"]
+    top = bench.top_frames(raw).splitlines()
+    assert top[0].split() == ["72.7%", "forward", "(m.py:9)"] and top[1].split()[0] == "27.3%"

@@ -78,6 +78,16 @@ RUN_HERE = {
 #: Commands another test runs: (test id, a fragment that test's source must contain: the command's own
 #: words, or the reduction it applies).
 ELSEWHERE: dict[str, list[tuple[str, str]]] = {
+    # docs/tuning-your-app.md: an unmodified app swept through the startup hook (two points each)
+    "qbench sweep examples/my_app.yaml --app examples/my_app.py --grid concurrency_limit=1,2,4,8": [
+        ("tests/tune/test_readme_app.py::test_the_tune_your_app_commands_run",
+         "--grid concurrency_limit=1,4")],
+    "qbench sweep examples/my_app.yaml --app examples/my_app.py --python .venv/bin/python "
+    "--grid concurrency_limit=2,4 --set load.users=12 -- --delay 0.1": [
+        ("tests/tune/test_readme_app.py::test_the_tune_your_app_commands_run", "-- --delay 0.1")],
+    'qbench sweep examples/my_app.yaml --launch "python examples/my_app.py --delay 0.1" '
+    "--grid concurrency_limit=2,4": [
+        ("tests/tune/test_readme_app.py::test_the_tune_your_app_commands_run", "--launch")],
     "qbench run scenarios/trace.yaml --target http://127.0.0.1:7860": [
         ("tests/run/test_trace.py::test_the_readme_trace_commands_run", "trace.yaml")],
     "qbench run scenarios/trace.yaml --replay reports/<run-id>": [
@@ -160,6 +170,12 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         ("tests/run/test_ray_executor.py::test_the_readme_section_runs", "ray://HEAD:10001")],
     "qbench run scenarios/burst.yaml --target http://SERVER:7860 --ray HEAD:6379 --workers 2": [
         ("tests/run/test_ray_executor.py::test_the_readme_section_runs", "HEAD:6379")],
+    "bash bench/gpu_all.sh --part 1 --out $OUT": [
+        ("tests/test_bench.py::test_gpu_all_dry_run_on_the_cpu", "gpu_all.sh")],
+    "bash bench/gpu_all.sh --part 2 --out $OUT": [
+        ("tests/test_bench.py::test_gpu_all_dry_run_on_the_cpu", "gpu_all.sh")],
+    ".venv/bin/python bench/gpu_all.py --device cpu --dry-run --out /tmp/gpu-all": [
+        ("tests/test_bench.py::test_gpu_all_dry_run_on_the_cpu", "--dry-run")],
     "qbench compare reports/A reports/B --chart paired.png": [
         ("tests/report/test_compare.py::test_compare_chart_for_paired_runs", "--chart")],
     "qbench serve --preset session-chat": [
@@ -186,14 +202,7 @@ NOT_RUN = {
     "make setup TORCH=torch": "GPU set-up (keeps a CUDA torch already installed)",
     "RAY_worker_niceness=0 ray start --head --port 6379": "starts a Ray cluster's head node (a cluster)",
     "RAY_worker_niceness=0 ray start --address HEAD:6379": "joins a Ray cluster (a cluster)",
-    "python3 -m pytest -q tests/models/test_pixels.py tests/server/test_jobs.py tests/server/test_uploads.py":
-        "the GPU machine's test run (here those tests run in `make test`, the CUDA ones skipped)",
-    "python3 bench/gpu_serving.py --device cuda --json $OUT/gpu_serving.json | tee $OUT/gpu_serving.txt":
-        "needs a GPU (`--help` runs in tests/test_bench.py)",
-    "python3 bench/gpu_serving.py --device cuda --presets image --dtypes bfloat16 --batch-size 64":
-        "needs a GPU (`--help` runs in tests/test_bench.py)",
-    "python3 bench/batching_efficiency.py --models image --size base --batch-sizes 8 32":
-        "the GPU machine's run of it (`--help` runs in tests/test_bench.py)",
+    "bash bench/gpu_wheels.sh --gradio": "downloads wheels for the GPU machine (run before a GPU session)",
 }
 
 

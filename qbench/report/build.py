@@ -335,10 +335,13 @@ def _s_any(value: Any) -> str:
 def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:
     objective = data.recommendation.get("objective") or data.info.get("objective")
     statuses = [str(r.get("status")) for r in data.rows]
+    unapplied = statuses.count("knobs_not_applied")
+    stopped = f"{statuses.count('stopped')} stopped" + (f", {unapplied} with knobs not applied" if unapplied
+                                                         else "")
     rows = [
         ("mode / search", f"{data.info.get('mode', '?')} / {data.info.get('search', '?')}"),
         ("points", f"{len(data.rows)} measured ({statuses.count('ok')} ok, "
-                   f"{statuses.count('failed')} failed, {statuses.count('stopped')} stopped)"),
+                   f"{statuses.count('failed')} failed, {stopped})"),
         ("swept knobs", ", ".join(f"{k} ({len(v)} values)" for k, v in data.knobs.items()) or "none"),
         ("SLO", ", ".join(f"{k} {v}" for k, v in (data.info.get("slo") or {}).items()) or "none"),
         ("objective", f"{objective or 'latency'}: " + str(

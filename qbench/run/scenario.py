@@ -407,6 +407,17 @@ def endpoint_label(protocol: str, endpoint: Endpoint) -> str:
 # ---------------------------------------------------------------- scenario
 
 
+class Expect(_Model):
+    """Server settings the scenario expects of its target (`expect:`): `qbench run` and `qbench sweep`
+    check them against the run's own records (peak requests running at once; qbench.tune.knobcheck)
+    and warn when the server disagrees. concurrency_limit: the driven event's limit (Gradio 4.x and
+    later); concurrency_count: Gradio 3.x's worker pool; max_batch_size: its batch size."""
+
+    concurrency_limit: int | None = Field(default=None, ge=1)
+    concurrency_count: int | None = Field(default=None, ge=1)
+    max_batch_size: int | None = Field(default=None, ge=1)
+
+
 class Scenario(_Model):
     name: str = "scenario"
     description: str = ""
@@ -421,6 +432,7 @@ class Scenario(_Model):
     fetch_outputs: bool = True  # gradio: fetch output files as users' browsers and gradio_client do
     load: Load
     slo: Slo | None = None
+    expect: Expect | None = None  # server settings the records should show (a warning when they do not)
     auth: Auth = Auth()  # credentials, any protocol (qbench.run.credentials); dumps show *** for secrets
 
     @model_serializer(mode="wrap")

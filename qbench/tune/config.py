@@ -6,7 +6,7 @@
       link: {users: "2 * concurrency_limit * max_batch_size"}
       slo: {p95_latency_s: 2}          # merged over the scenario's own slo:
       server: {preset: image}          # or {config: path/to/server.yaml} (relaunch and live modes)
-      launch: "python app.py --concurrency {concurrency_limit}"   # launch mode
+      launch: "python app.py --concurrency {concurrency_limit}"   # launch mode (or --app app.py)
       repeat: 1
       search: grid                     # grid | smart | model | sim
       duration: 4                      # seconds of load per point (load.duration)
@@ -24,6 +24,8 @@ exactly the same `SweepConfig`.
 
 from __future__ import annotations
 
+import shlex
+import sys
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -96,6 +98,11 @@ class SweepOptions:
     objective: str | None = None
     ready_timeout_s: float = 60.0
     out_root: str = "reports"
+    app: str | None = None  # --app app.py: `python app.py [app_args]` with the startup hook
+    app_args: list[str] = field(default_factory=list)
+    python: str | None = None  # the interpreter for --app (default: qbench's own)
+    knob_scope: str = "driven"  # driven: the scenario's events get the event knobs; all: every queued one
+    overrides: dict[str, Any] = field(default_factory=dict)  # --set key=value on the scenario
 
 
 @dataclass
@@ -125,6 +132,10 @@ class SweepConfig:
     # the Gradio release of the server (reference server: its `gradio` setting; launch and target modes:
     # read from the first point's /config); None until known or for a plain HTTP server
     gradio_major: int | None = None
+    # launch mode, a Gradio app: start it with the startup hook (qbench.tune.apphook), which sets the
+    # point's knobs on `hook_events` (the scenario's api_name / fn_index; None: every queued event)
+    hook: bool = False
+    hook_events: list[str] | None = None
 
     def with_auth(self, overrides: dict[str, Any]) -> SweepConfig:
         """This config with credential overrides from the command line (kept out of the saved options,
@@ -276,9 +287,11 @@ def _grid(options: SweepOptions, section: dict[str, Any]) -> Grid:
 
 
 def _mode(options: SweepOptions, section: dict[str, Any], grid: Grid) -> Mode:
-    launch = options.launch or section.get("launch")
+    launch = options.app or options.launch or section.get("launch")
+    if options.app and options.launch:
+        raise ScenarioError("choose one of --app and --launch (--app app.py is --launch 'python app.py')")
     if sum(bool(x) for x in (launch, options.target, options.live)) > 1:
-        raise ScenarioError("choose one of --launch, --target and --live")
+        raise ScenarioError("choose one of --app/--launch, --target and --live")
     if options.target:
         server = [k for k in grid.axes if is_server_knob(k)]
         if server:
@@ -310,6 +323,8 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
     remember_url(options.target)  # ?token=... and user:pass@ are masked in sweep.json and every file
     path = Path(options.scenario)
     scenario, section = read_sweep_scenario(path)
+    if options.overrides:
+        scenario = with_overrides(scenario, options.overrides)
     grid = _grid(options, section)
     mode = _mode(options, section, grid)
     settings = (
@@ -347,7 +362,9 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
         sweep_dir=sweep_dir or new_sweep_dir(Path(options.out_root), scenario.name),
         base_settings=settings,
         api_name=scenario.endpoint.api_name,
-        launch=options.launch or section.get("launch"),
+        launch=app_command(options) or options.launch or section.get("launch"),
+        hook=mode == "launch" and scenario.protocol == "gradio",
+        hook_events=driven_events(scenario, options.knob_scope),
         target=options.target,
         repeat=int(options.repeat or section.get("repeat") or 1),
         search=search,
@@ -357,6 +374,29 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
         ready_timeout_s=options.ready_timeout_s,
         gradio_major=major,
     )
+
+
+def app_command(options: SweepOptions) -> str | None:
+    """`--app app.py [-- args]` as a launch command: `python app.py args`, with the interpreter from
+    --python, else qbench's own (the virtualenv qbench is installed in, usually the app's)."""
+    if not options.app:
+        return None
+    if not Path(options.app).is_file():
+        raise ScenarioError(f"--app {options.app}: no such file")
+    python = options.python or sys.executable
+    return shlex.join([python, options.app, *options.app_args])
+
+
+def driven_events(scenario: Scenario, scope: str) -> list[str] | None:
+    """The events whose per-event knobs the hook sets: the scenario's (scope `driven`), or every queued
+    event (scope `all`: None)."""
+    if scope not in ("driven", "all"):
+        raise ScenarioError(f"--knob-scope {scope!r}: expected driven or all")
+    if scope == "all":
+        return None
+    endpoint = scenario.endpoint
+    name = endpoint.api_name if endpoint.api_name else endpoint.fn_index
+    return [str(name).lstrip("/")] if name is not None else None
 
 
 def swept_server_knobs(grid: Grid) -> list[str]:

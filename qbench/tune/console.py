@@ -27,6 +27,7 @@ _VERDICT_STYLE = {
     "feasible": "",
     "infeasible": "yellow",
     "failed": "red",
+    "knobs_not_applied": "bold red",
 }
 
 
@@ -132,6 +133,14 @@ def render_sweep(result: SweepResult, console: Console) -> None:
             f"{label}: {search.trials} of {search.grid_size} grid points measured "
             f"({search.saved} trials saved, {search.saved / search.grid_size:.0%})"
         )
+    not_applied = [r for r in rec.ranked if r.verdict == "knobs_not_applied"]
+    if not_applied:
+        ids = ", ".join(r.point_id for r in not_applied)
+        console.print(
+            f"[bold red]knobs not applied[/] at {ids}: these points measured the app's own settings, "
+            "not the point's, and are not ranked. Let qbench start the app (--app app.py, or --launch "
+            "'python app.py': its startup hook sets the knobs when the app calls Blocks.launch()), or "
+            "make the app read QBENCH_<KNOB> (e.g. QBENCH_CONCURRENCY_LIMIT); point.json has the evidence")
     if rec.winner is None:
         console.print(f"[bold red]no recommendation:[/] {rec.why}")
         return
@@ -139,6 +148,8 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     console.print(f"[bold green]winner:[/] {rec.why}")
     for text in rec.notes:
         console.print(f"[yellow]note:[/] {text}")
+    for line in rec.app_change:
+        console.print(f"[bold]{line}[/]")
     if rec.server_code:
         language = "yaml" if rec.server_code_label.startswith("reference server") else "bash"
         code = Syntax(rec.server_code.rstrip(), language, theme="ansi_dark", word_wrap=True)

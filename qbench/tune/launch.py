@@ -10,7 +10,8 @@ Three ways qbench gets a server it controls (a fourth, a fixed `--target`, needs
                                        reference server started with `--admin-token`
     launch_command(template, knobs)    the user's own app: placeholders (`{concurrency_limit}`, `{port}`) in
                                        the command and QBENCH_<KNOB> environment variables (QBENCH_PORT,
-                                       GRADIO_SERVER_PORT too); ready on `GET /config`
+                                       GRADIO_SERVER_PORT too); with `hook`, qbench's startup hook sets
+                                       the knobs in an unmodified Gradio app; ready on `GET /config`
 
 Every launched server runs in its own process group and is torn down with SIGTERM, then SIGKILL, to the
 whole group. `ResourceSampler` follows the launched process tree with psutil (peak RSS);
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,8 @@ import psutil
 import yaml
 
 from qbench.errors import ScenarioError, ServerLaunchError
+from qbench.tune.apphook import hook_env
+from qbench.tune.grid import is_server_knob
 
 READY_TIMEOUT_S = 60.0
 
@@ -334,13 +337,23 @@ def launch_command(
     ready_timeout_s: float = READY_TIMEOUT_S,
     ready_path: str = "/config",
     any_status: bool = False,
+    hook: bool = False,
+    hook_events: Sequence[str] | None = None,
 ) -> Iterator[ServerHandle]:
-    """Launch the user's app for one point; yields once `GET ready_path` answers, kills the group after."""
+    """Launch the user's app for one point; yields once `GET ready_path` answers, kills the group after.
+
+    `hook`: start it with qbench's startup hook (qbench.tune.apphook), which sets the point's server
+    knobs on `hook_events` (None: every queued event), its port and host on Blocks.launch(), and writes
+    what it did to `work_dir/hook-record.json`."""
     port = free_port()
     argv = render_command(template, knobs, port)
     work_dir.mkdir(parents=True, exist_ok=True)
     log_path = work_dir / "server.log"
-    process = _spawn(argv, env=knob_env(knobs, port), log_path=log_path)
+    env = knob_env(knobs, port)
+    if hook:
+        server = {k: v for k, v in knobs.items() if is_server_knob(k)}
+        env.update(hook_env(server, port, hook_events, work_dir))
+    process = _spawn(argv, env=env, log_path=log_path)
     handle = ServerHandle(f"http://127.0.0.1:{port}", process, log_path)
     try:
         wait_ready(handle, ready_timeout_s, ready_path, any_status=any_status)

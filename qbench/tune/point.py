@@ -154,7 +154,7 @@ def point_result(
     return PointResult(
         point_id=point.point_id,
         knobs=dict(point.knobs),
-        status=status if status in ("ok", "failed", "stopped") else "failed",  # type: ignore[arg-type]
+        status=status if status in ("ok", "failed", "stopped", "knobs_not_applied") else "failed",  # type: ignore[arg-type]
         reason=reason,
         goodput_rps=statistics.fmean(goodputs) if goodputs else 0.0,
         throughput_rps=_mean([s.get("throughput_rps") for s in summaries]) or 0.0,

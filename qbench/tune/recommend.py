@@ -2,8 +2,9 @@
 
 The rule (what `recommend` does, in order):
 
-1. A point that failed (server did not start, run crashed) or was stopped early because its queue ran away
-   is *unusable*; its reason is the failure.
+1. A point that failed (server did not start, run crashed), was stopped early because its queue ran away,
+   or whose knobs did not take effect (`knobs_not_applied`: qbench.tune.knobcheck) is *unusable*; its
+   reason is the failure or the evidence. A configuration nobody measured is never ranked.
 2. A usable point is *infeasible* when it breaks a constraint: an SLO bound (`p95_latency_s <= 2`), the
    error-rate ceiling (default 1 %) or the memory ceiling (peak RSS / GPU memory). Its reason names every
    broken constraint with the measured value and the bound.
@@ -37,7 +38,7 @@ from typing import Any, Final, Literal
 from qbench.tune.grid import Value
 from qbench.tune.versions import gradio3_code
 
-Status = Literal["ok", "failed", "stopped"]
+Status = Literal["ok", "failed", "stopped", "knobs_not_applied"]
 Objective = Literal["latency", "capacity"]
 
 # Two-sided 95 % Student-t quantiles by degrees of freedom (df > 30 uses the normal 1.96).
@@ -85,6 +86,8 @@ class PointResult:
     # (capacity_rps, failing_rate_rps, tolerance, converged, probes); empty when not measured
     capacity_rps: float | None = None
     capacity: dict[str, Any] = field(default_factory=dict)
+    # whether the knobs took effect (qbench.tune.knobcheck): {verdict, evidence}; empty when not checked
+    knob_check: dict[str, Any] = field(default_factory=dict)
 
     def goodput_ci(self) -> tuple[float, float]:
         """95 % confidence interval of goodput over repeats ((g, g) with a single repeat)."""
@@ -127,7 +130,10 @@ class Constraints:
 
     def usable(self, point: PointResult) -> bool:
         """Rankable at all: its server ran and it has the objective's figure. Under `capacity`, a point
-        whose own-load run ran away is still usable: its capacity says how much less it takes."""
+        whose own-load run ran away is still usable: its capacity says how much less it takes. A point
+        whose knobs did not take effect never is."""
+        if point.status == "knobs_not_applied":
+            return False
         if self.objective == "capacity":
             return point.status != "failed" and bool(point.capacity)
         return point.status == "ok"
@@ -204,7 +210,7 @@ class RankedPoint:
     rank: int
     point_id: str
     knobs: dict[str, Value]
-    verdict: Literal["winner", "tied", "feasible", "infeasible", "failed"]
+    verdict: Literal["winner", "tied", "feasible", "infeasible", "failed", "knobs_not_applied"]
     reason: str
     goodput_rps: float
     p95_latency_s: float | None
@@ -227,6 +233,9 @@ class Recommendation:
     # (relaunch, live) or the user's launch command, filled in with the winner's knobs (the sweep sets it)
     server_code: str = ""
     server_code_label: str = ""
+    # the change to the app's own settings (from the startup hook's record of the winner's launch):
+    # "your app: default_concurrency_limit=4 -> recommended concurrency_limit=8 on `respond`"
+    app_change: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -239,6 +248,7 @@ class Recommendation:
             "gradio_code": self.gradio_code,
             "server_code": self.server_code,
             "server_code_label": self.server_code_label,
+            "app_change": self.app_change,
             "max_size_advice": self.max_size_advice,
             "capacity": self.capacity,
             "notes": self.notes,
@@ -298,9 +308,12 @@ def recommend(
         ranked.append(_ranked(len(ranked) + 1, p, "infeasible", "broke " + "; ".join(broken)))
     for p in failed:
         label = "stopped early" if p.status == "stopped" else "failed"
-        if p.status != "failed" and constraints.objective == "capacity":
+        if p.status in ("ok", "stopped") and constraints.objective == "capacity":
             label = "capacity not measured"
-        ranked.append(_ranked(len(ranked) + 1, p, "failed", f"{label}: {p.reason or 'no reason recorded'}"))
+        if p.status == "knobs_not_applied":
+            label = "knobs not applied"
+        verdict = "knobs_not_applied" if p.status == "knobs_not_applied" else "failed"
+        ranked.append(_ranked(len(ranked) + 1, p, verdict, f"{label}: {p.reason or 'no reason recorded'}"))
 
     top = max((constraints.value(p) for p in feasible), default=0.0)
     rec = Recommendation(winner, ranked, _why(winner, constraints, len(feasible), len(points), top))

@@ -8,7 +8,9 @@
 Server modes (`mode`):
     relaunch  default: `python -m reference_server --config <generated yaml> --port <free>` per point
     live      one reference server started with `--admin-token`, moved per point by `POST /admin/config`
-    launch    the user's app from a command template / QBENCH_* environment variables, per point
+    launch    the user's app (--app app.py, or a --launch command template), per point: qbench's startup
+              hook sets the knobs in an unmodified Gradio app (qbench.tune.apphook), QBENCH_* variables
+              and {knob} placeholders serve apps that read them
     target    a fixed URL; only client knobs (rate, users, load.*) may be swept
 
 Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
@@ -18,8 +20,12 @@ Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
                              template / target)}
     points/<point-id>/      the run directory of the point's first repeat (records, summary.json, ...)
                             repeat-<n>/ run directories of further repeats; server.yaml, server.log
-      point.json            {point_id, knobs, status ok|failed|stopped, reason, resources {peak_rss_mb,
-                             peak_gpu_mem_mb}, result (PointResult), repeats [{run_dir, summary}], elapsed_s}
+      point.json            {point_id, knobs, status ok|failed|stopped|knobs_not_applied, reason, resources
+                             {peak_rss_mb, peak_gpu_mem_mb}, result (PointResult), repeats [{run_dir,
+                             summary}], knobs_applied (KnobCheck: verdict, evidence, parallelism, hook),
+                             elapsed_s}
+      hook-record.json      launch mode: what the startup hook found in the app and set
+      qbench-hook/          launch mode: the hook (sitecustomize.py) first on the app's PYTHONPATH
     sweep.parquet           one row per measured point: point_id, one column per knob, goodput_rps,
                             throughput_rps, p50/p95/p99_latency_s, error_rate, peak_rss_mb, peak_gpu_mem_mb,
                             status, reason, rank, verdict, goodput_ci_low, goodput_ci_high, repeats,
@@ -28,6 +34,9 @@ Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
                             max_size_advice, capacity, notes) + search {mode, trials, grid_size, saved, path;
                             model and sim search: model, predicted_vs_measured, fallback}
     capacity/rate-<r>/      run directories of the capacity bisection probes
+
+Every point's knobs are checked before it may be ranked (qbench.tune.knobcheck): a point whose knobs
+did not take effect is `knobs_not_applied`, with the evidence, and never ranked.
 
 A point is checkpointed (point.json) as soon as it ends; `--resume DIR` reads sweep.json from DIR and
 skips every point that has a point.json. A point whose server fails to start, or whose run raises, is
@@ -53,10 +62,19 @@ from qbench.errors import QbenchError
 from qbench.run.credentials import redact
 from qbench.run.paired import pair_runs
 from qbench.run.records import read_records
+from qbench.tune.apphook import HookRecord, app_change, read_hook_record
 from qbench.tune.capacity import Capacity, SearchPlan, search_capacity
 from qbench.tune.capacity_run import Prober
 from qbench.tune.config import SweepConfig, masked_settings, swept_server_knobs
 from qbench.tune.grid import Grid, Point
+from qbench.tune.knobcheck import (
+    AppKnobError,
+    KnobCheck,
+    check_batching,
+    check_events,
+    check_point,
+    expected_settings,
+)
 from qbench.tune.launch import (
     ResourceSampler,
     ServerHandle,
@@ -144,7 +162,8 @@ class _Servers:
             assert self.config.launch is not None
             http = self.config.scenario.protocol == "http"  # no /config: any answer means it listens
             with launch_command(
-                self.config.launch, point.knobs, work_dir=work_dir, ready_timeout_s=timeout, any_status=http
+                self.config.launch, point.knobs, work_dir=work_dir, ready_timeout_s=timeout, any_status=http,
+                hook=self.config.hook, hook_events=self.config.hook_events,
             ) as h:
                 yield h
         else:
@@ -161,6 +180,28 @@ class _Servers:
             return
         config.gradio_major = gradio_major(read_gradio_version(handle.base_url))
         check_knobs(swept_server_knobs(config.grid), config.gradio_major, f"the app at {handle.base_url}")
+
+    def check_hook(self, point: Point, work_dir: Path) -> HookRecord | None:
+        """Launch mode with the hook, every point before its load: the hook's record (its Gradio release
+        for the advice); BatchKnobError when the grid asks for batching on a function that is not
+        batch=True, which no setting can fix (at the first point, unless the app reads
+        QBENCH_MAX_BATCH_SIZE and may declare batching itself)."""
+        if not (self.config.mode == "launch" and self.config.hook):
+            return None
+        record = read_hook_record(work_dir)
+        if record is not None and self.config.gradio_major is None:
+            self.config.gradio_major = record.major
+        placeholder = "{max_batch_size}" in (self.config.launch or "")  # the app gets it, may batch then
+        sizes = [] if placeholder else self.config.grid.axes.get("max_batch_size", [])
+        check_events(point.knobs, record)
+        check_batching(point.knobs, record, sizes)
+        return record
+
+    def effective(self, point: Point) -> dict[str, Any] | None:
+        """The reference server's knobs for `point` (None where qbench does not set the server itself)."""
+        if self.config.mode not in ("relaunch", "live") or self.config.base_settings is None:
+            return None
+        return effective_knobs(self.settings_for(point), self.config.api_name)
 
     def close(self) -> None:
         self._stack.close()
@@ -188,9 +229,11 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
     resources: dict[str, float | None] = {"peak_rss_mb": None, "peak_gpu_mem_mb": None}
     status, reason, detail = "ok", "", ""
     capacity: Capacity | None = None
+    check: KnobCheck | None = None
     try:
         with servers.for_point(point, point_dir) as handle:
             servers.check_release(handle)
+            hook = servers.check_hook(point, point_dir)
             sampler = ResourceSampler(handle.pid) if handle.pid else None
             with sampler if sampler else contextlib.nullcontext():
                 for n in range(1, config.repeat + 1):
@@ -203,10 +246,13 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
                     if stopped:
                         status, reason = "stopped", stopped
                         break
-                if config.constraints.objective == "capacity":
+                check = _check_knobs(config, servers, point, point_dir, hook)
+                if check is not None and check.verdict == "not_applied":
+                    status, reason = "knobs_not_applied", check.summary
+                elif config.constraints.objective == "capacity":
                     capacity = point_capacity(config, handle.base_url, point, point_dir / "capacity")
             resources = _resources(handle, sampler)
-    except KnobVersionError:
+    except (KnobVersionError, AppKnobError):
         raise  # the whole grid is wrong for this app: end the sweep before any load
     except QbenchError as exc:  # the first line is the reason; the rest (a server log tail) the detail
         detail = str(exc).strip() or type(exc).__name__
@@ -215,6 +261,8 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
         detail = f"{type(exc).__name__}: {exc}"
         status, reason = "failed", detail.splitlines()[0]
     result = point_result(point, repeats, config.constraints, status, reason, resources)
+    if check is not None:
+        result.knob_check = {"verdict": check.verdict, "evidence": check.evidence}
     if capacity is not None:
         result.capacity_rps = capacity.capacity_rps
         result.capacity = {k: v for k, v in capacity.to_dict().items() if k != "probes"}
@@ -231,10 +279,28 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
             "result": result.to_dict(),
             "repeats": repeats,
             "capacity": capacity.to_dict() if capacity is not None else None,
+            "knobs_applied": check.to_dict() if check is not None else None,
             "elapsed_s": time.monotonic() - started,
         },
     )
     return result
+
+
+def _check_knobs(
+    config: SweepConfig, servers: _Servers, point: Point, point_dir: Path, hook: HookRecord | None
+) -> KnobCheck | None:
+    """Whether the point's server knobs took effect (qbench.tune.knobcheck), from the hook's record and
+    the first repeat's records; in target mode, the settings the scenario expects (`expect:`). None for
+    a plain HTTP server, or client knobs only and nothing expected."""
+    knobs = point.server_knobs() or (expected_settings(config.scenario) if config.mode == "target" else {})
+    if config.scenario.protocol != "gradio" or not knobs and config.mode != "launch":
+        return None
+    try:
+        records = read_records(point_dir)
+    except (OSError, ValueError):
+        records = []
+    return check_point(knobs, records, hook=hook, launched_by_hook=config.hook,
+                       effective=servers.effective(point))
 
 
 # ---------------------------------------------------------------- the sweep
@@ -279,6 +345,7 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
             rec.gradio_code = ""  # a plain HTTP / OpenAI front: no Gradio code to paste
             rec.server_code, rec.server_code_label = server_advice(config, rec)
         rec.objective_why = config.objective_why
+        rec.app_change = _app_change(config, rec)
         rec.notes = config.grid.edge_notes(rec.winner.knobs) if rec.winner else []
         rec.notes.extend(paired_note(config.sweep_dir, rec))
         capacity = None
@@ -299,6 +366,14 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
         servers.close()
     write_outputs(config.sweep_dir, search, rec, config)
     return SweepResult(config.sweep_dir, search.results, rec, search, capacity)
+
+
+def _app_change(config: SweepConfig, rec: Recommendation) -> list[str]:
+    """The winner as a change to the app's own settings, from what the hook read at its launch."""
+    if rec.winner is None or not config.hook:
+        return []
+    hook = read_hook_record(config.sweep_dir / "points" / rec.winner.point_id)
+    return app_change(hook, rec.winner.knobs) if hook is not None and hook.launched else []
 
 
 def server_advice(config: SweepConfig, rec: Recommendation) -> tuple[str, str]:
@@ -387,7 +462,7 @@ def _saved_capacity(sweep_dir: Path, winner: PointResult) -> Capacity | None:
 def paired_note(sweep_dir: Path, rec: Recommendation) -> list[str]:
     """Whether the winner and the runner-up really differ request by request (when their runs share a
     schedule: open-loop points at one rate and seed do), as one note; nothing otherwise."""
-    ok = [r for r in rec.ranked if r.verdict not in ("failed", "infeasible")][:2]
+    ok = [r for r in rec.ranked if r.verdict not in ("failed", "infeasible", "knobs_not_applied")][:2]
     if len(ok) < 2:
         return []
     try:

@@ -1,0 +1,629 @@
+"""The GPU session's whole measurement list in two commands: every table, profile and log in one folder.
+
+On the bare GPU machine (see ../shared/gpu/README.md; carry `.gpu-wheels`, which
+`bench/gpu_wheels.sh` fills), each part fits one 10-minute device command:
+
+    bash bench/gpu_all.sh --part 1 --out $OUT
+    bash bench/gpu_all.sh --part 2 --out $OUT
+
+Part 1: machine facts, the CUDA tests, gpu_serving.py (image and text, float32 and bfloat16, with the
+Gradio rows) and its B 64 bfloat16 image row. Part 2: batching efficiency, a py-spy profile of the
+server at saturation, eager vs `--compile`, a sweep that separates batch sizes, and the limit
+diagnosis of a real Gradio app serving the same model.
+
+Here, on the CPU, the same steps run at toy size (tiny models, 2-3 s windows) so the script cannot rot:
+
+    .venv/bin/python bench/gpu_all.py --device cpu --dry-run --out /tmp/gpu-all
+
+Each step runs as its own process with its log (`<step>.log`); a step that fails or times out is
+recorded and the next one runs. A step whose tool is missing (py-spy, gradio, nvidia-smi) is
+`skipped` with the reason. At the end `summary.md` lists every step (status, seconds, the lines that
+matter) and, because the device tool brings back at most 8 files, everything else is packed into
+`gpu-all-part<N>.tar.gz` beside it. Exit status: 0 when no step failed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+@dataclass
+class Options:
+    part: str  # "1", "2" or "all"
+    out: Path  # where summary.md and the archive go
+    device: str  # cuda | cpu
+    dry_run: bool  # toy sizes (the CPU test of this script)
+    steps: list[str] = field(default_factory=list)  # the steps to run ([]: the part's)
+    work: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gpu-all-")))
+
+    @property
+    def size(self) -> str:
+        return "tiny" if self.dry_run else "base"
+
+    def seconds(self, full: float) -> float:
+        return 2.0 if self.dry_run else full
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: str  # ok | failed | skipped | timeout
+    seconds: float
+    detail: str = ""  # the reason (skipped, failed) or the lines that matter (ok)
+
+
+# ---------------------------------------------------------------- running steps
+
+
+def run_logged(argv: list[str], log: Path, timeout_s: float, env: dict[str, str] | None = None) -> int:
+    """Run `argv` from the project root with stdout and stderr into `log`; 124 on a time-out."""
+    with log.open("a", encoding="utf-8") as sink:
+        sink.write(f"$ {' '.join(argv)}\n")
+        sink.flush()
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            stop_group(proc)
+            sink.write(f"\n[gpu_all] timed out after {timeout_s:.0f} s\n")
+            return 124
+
+
+def stop_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=20)
+
+
+def table_lines(log: Path, pattern: str = r"^(model |image |text ) ") -> str:
+    """The lines of a benchmark's printed table (kept in summary.md)."""
+    if not log.exists():
+        return ""
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    return "\n".join(line for line in lines if re.match(pattern, line))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def image_settings(opts: Options) -> Path:
+    """The image preset's settings on the device (its model at the `tiny` size in a dry run)."""
+    import yaml
+
+    settings = yaml.safe_load(
+        (ROOT / "reference_server" / "presets" / "image.yaml").read_text(encoding="utf-8")
+    )
+    settings["device"] = opts.device
+    if opts.dry_run:
+        for fn in settings["functions"]:
+            fn["params"] = {**fn.get("params", {}), "size": "tiny"}
+    path = opts.work / "image-settings.yaml"
+    path.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    return path
+
+
+@contextlib.contextmanager
+def reference_server(opts: Options, log: Path, *extra: str) -> Iterator[tuple[str, int]]:
+    """`python -m reference_server` with the image preset on the device: (url, pid) once /config answers."""
+    port = free_port()
+    argv = [
+        PY,
+        "-m",
+        "reference_server",
+        "--config",
+        str(image_settings(opts)),
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        *extra,
+    ]
+    with log.open("a", encoding="utf-8") as sink:
+        sink.write(f"$ {' '.join(argv)}\n")
+        sink.flush()
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, proc, timeout_s=900)
+        yield url, proc.pid
+    finally:
+        stop_group(proc)
+
+
+def wait_ready(url: str, proc: subprocess.Popen[str], timeout_s: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited ({proc.returncode}) before it was ready")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/config", timeout=5, trust_env=False).status_code == 200:
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"the server was not ready within {timeout_s:.0f} s")
+
+
+def qbench_run(opts: Options, url: str, name: str, log: Path, users: int, duration_s: float) -> Path:
+    """`qbench run scenarios/image.yaml` against `url`, closed loop; returns the run folder."""
+    out = opts.work / f"run-{name}"
+    argv = [
+        PY,
+        "-m",
+        "qbench",
+        "run",
+        "scenarios/image.yaml",
+        "--target",
+        url,
+        "--out",
+        str(out),
+        "--set",
+        f"load.users={users}",
+        "--set",
+        f"load.duration={duration_s:g}",
+        "--set",
+        "load.warmup=1",
+        "--no-live",
+    ]
+    code = run_logged(argv, log, timeout_s=duration_s + 240)
+    if not (out / "summary.json").exists():
+        raise RuntimeError(f"qbench run wrote no summary (exit {code})")
+    return out
+
+
+def served_line(run_dir: Path) -> str:
+    """Served rate, errors, latency and the limit diagnosis of a run folder, on one line."""
+    from qbench.run.summary import Summary
+
+    data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    summary = Summary.from_dict(data)
+    latency = summary.phase("latency_s")
+    parts = [
+        f"served {summary.throughput_rps:.1f} req/s",
+        f"errors {summary.errors}",
+        f"p50 {latency.p50 or 0:.3f} s",
+        f"p95 {latency.p95 or 0:.3f} s",
+    ]
+    parts += [f"limit ({f['kind']}): {f['message']}" for f in data.get("diagnosis", [])]
+    return ", ".join(parts)
+
+
+def status_usage(url: str) -> str:
+    """The server's own CPU and GPU figures from /status (the reference server's)."""
+    import httpx
+
+    with contextlib.suppress(httpx.HTTPError, ValueError):
+        status = httpx.get(f"{url}/status", timeout=10, trust_env=False).json()
+        gpus = status.get("gpu") or []
+        gpu = ", ".join(
+            f"GPU{i} busy {g['busy_s'] / max(g['sampled_s'], 1e-9):.0%}"
+            for i, g in enumerate(gpus)
+            if g.get("sampled_s")
+        )
+        loop_s = status.get("event_loop_cpu_s", 0)
+        cpu = f"server CPU {status.get('cpu_s', 0):.1f} s (event loop {loop_s:.1f} s)"
+        return "; ".join(filter(None, [cpu, gpu]))
+    return ""
+
+
+# ---------------------------------------------------------------- the steps
+
+
+def step_facts(opts: Options, log: Path) -> str:
+    if shutil.which("nvidia-smi"):
+        run_logged(["nvidia-smi"], log, timeout_s=60)
+    code = (
+        "import torch, platform; print('python', platform.python_version(), 'torch', torch.__version__, "
+        "'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() "
+        "else 'no GPU'); import os; print('cpus', os.cpu_count())"
+    )
+    run_logged([PY, "-c", code], log, timeout_s=120)
+    return table_lines(log, r"^(python |cpus )")
+
+
+def step_cuda_tests(opts: Options, log: Path) -> str:
+    tests = ["tests/models/test_pixels.py", "tests/server/test_jobs.py", "tests/server/test_uploads.py"]
+    code = run_logged([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], log, timeout_s=480)
+    if code not in (0, 124):
+        raise RuntimeError(f"pytest exit {code}")
+    if code == 124:
+        raise TimeoutError
+    return table_lines(log, r".*\b(passed|failed)\b")
+
+
+def gpu_serving(opts: Options, log: Path, *args: str) -> str:
+    base = [PY, "bench/gpu_serving.py", "--device", opts.device, "--size", opts.size]
+    if opts.dry_run:
+        base += [
+            "--batch-size",
+            "4",
+            "--users",
+            "8",
+            "--duration",
+            "2",
+            "--repeats",
+            "2",
+            "--min-timed",
+            "0.2",
+        ]
+    if "--gradio" in args and importlib.util.find_spec("gradio") is None:
+        args = tuple(a for a in args if a != "--gradio")
+        with log.open("a") as sink:
+            sink.write(
+                "[gpu_all] gradio is not installed: no Gradio rows (carry its wheels: bench/gpu_wheels.sh)\n"
+            )
+    code = run_logged([*base, *args], log, timeout_s=540 if not opts.dry_run else 300)
+    if code != 0:
+        raise RuntimeError(f"gpu_serving.py exit {code}")
+    return table_lines(log, r"^(server |reference |gradio )")
+
+
+def step_serving(opts: Options, log: Path) -> str:
+    presets, dtypes = ("image", "float32") if opts.dry_run else ("image,text", "float32,bfloat16")
+    return gpu_serving(
+        opts,
+        log,
+        "--presets",
+        presets,
+        "--dtypes",
+        dtypes,
+        "--gradio",
+        "--json",
+        str(opts.work / "gpu_serving.json"),
+    )
+
+
+def step_serving_b64(opts: Options, log: Path) -> str:
+    if opts.dry_run:
+        return gpu_serving(opts, log, "--presets", "image", "--dtypes", "bfloat16")
+    return gpu_serving(
+        opts,
+        log,
+        "--presets",
+        "image",
+        "--dtypes",
+        "bfloat16",
+        "--batch-size",
+        "64",
+        "--json",
+        str(opts.work / "gpu_serving_b64.json"),
+    )
+
+
+def step_batching(opts: Options, log: Path) -> str:
+    argv = [
+        PY,
+        "bench/batching_efficiency.py",
+        "--models",
+        "image",
+        "--size",
+        opts.size,
+        "--device",
+        opts.device,
+    ]
+    argv += (
+        ["--batch-sizes", "2", "--batches", "1", "--rounds", "1", "--repeats", "1"]
+        if opts.dry_run
+        else ["--batch-sizes", "8", "32"]
+    )
+    code = run_logged(argv, log, timeout_s=300)
+    if code != 0:
+        raise RuntimeError(f"batching_efficiency.py exit {code}")
+    return table_lines(log)
+
+
+def saturated(
+    opts: Options, log: Path, name: str, *server_args: str, during: Callable[[int, float], None] | None = None
+) -> str:
+    """The image preset at saturation (128 users on a GPU): served rate, server CPU and GPU busy."""
+    users, duration = (8, opts.seconds(20)) if opts.dry_run else (128, 20.0)
+    with reference_server(opts, log, *server_args) as (url, pid):
+        if during is None:
+            run_dir = qbench_run(opts, url, name, log, users, duration)
+        else:
+            with background(lambda: during(pid, duration)):
+                run_dir = qbench_run(opts, url, name, log, users, duration)
+        return f"{served_line(run_dir)}; {status_usage(url)}"
+
+
+@contextlib.contextmanager
+def background(action: Callable[[], None]) -> Iterator[None]:
+    import threading
+
+    thread = threading.Thread(target=action, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join(timeout=60)
+
+
+def step_profile(opts: Options, log: Path) -> str:
+    spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(PY).parent))
+    if spy is None:
+        raise LookupError("py-spy is not installed (carry its wheel: bench/gpu_wheels.sh)")
+    raw = opts.work / "spy.txt"
+
+    recorded_s = 0
+
+    def record(pid: int, duration: float) -> None:
+        nonlocal recorded_s
+        time.sleep(min(3.0, duration / 4))  # past the run's warm-up
+        recorded_s = max(1, int(duration - 4))
+        run_logged(
+            [
+                spy,
+                "record",
+                "-p",
+                str(pid),
+                "-d",
+                str(recorded_s),
+                "-f",
+                "raw",
+                "--threads",
+                "-o",
+                str(raw),
+                "--nonblocking",
+            ],
+            log,
+            timeout_s=duration + 60,
+        )
+
+    line = saturated(opts, log, "profile", during=record)
+    if not raw.exists():
+        return f"{line}\n(py-spy wrote no profile: see the log)"
+    return f"{line}\n{thread_load(raw, recorded_s)}\n{top_frames(raw)}"
+
+
+def stacks(raw: Path) -> Iterator[tuple[list[str], int]]:
+    """(frames, samples) per line of a py-spy raw (collapsed stacks) file; frames[0] is the thread."""
+    for line in raw.read_text(encoding="utf-8", errors="replace").splitlines():
+        stack, _, samples = line.rpartition(" ")
+        if stack and samples.isdigit():
+            yield stack.split(";"), int(samples)
+
+
+def thread_load(raw: Path, seconds: float, rate_hz: int = 100) -> str:
+    """How busy each kind of thread was (py-spy samples only active threads, `rate_hz` a second):
+    the event loop's share of the window is the question the profile answers."""
+    samples: dict[str, int] = {}
+    threads: dict[str, set[str]] = {}
+    for frames, count in stacks(raw):
+        ident, _, name = frames[0].partition(": ")
+        kind = name or "unnamed"
+        samples[kind] = samples.get(kind, 0) + count
+        threads.setdefault(kind, set()).add(ident)
+    window = max(seconds * rate_hz, 1.0)
+    return "\n".join(
+        f"{kind} ({len(threads[kind])} thread(s)): {n / window:.2f} cores busy"
+        for kind, n in sorted(samples.items(), key=lambda kv: -kv[1])
+    )
+
+
+def top_frames(raw: Path, count: int = 12) -> str:
+    """The functions with the most samples (self time) in a py-spy raw file."""
+    totals: dict[str, int] = {}
+    for frames, samples in stacks(raw):
+        totals[frames[-1]] = totals.get(frames[-1], 0) + samples
+    every = max(sum(totals.values()), 1)
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])[:count]
+    return "\n".join(f"{n / every:6.1%}  {leaf}" for leaf, n in ranked)
+
+
+def step_eager(opts: Options, log: Path) -> str:
+    return saturated(opts, log, "eager")
+
+
+def step_compile(opts: Options, log: Path) -> str:
+    return saturated(opts, log, "compile", "--compile")
+
+
+def step_sweep(opts: Options, log: Path) -> str:
+    """A sweep that separates batch sizes: the image preset at max_batch_size 8, 32, 64 on the device."""
+    import yaml
+
+    scenario = yaml.safe_load((ROOT / "scenarios" / "image.yaml").read_text(encoding="utf-8"))
+    scenario["load"] = {
+        "users": 8 if opts.dry_run else 128,
+        "duration": opts.seconds(20),
+        "warmup": 1,
+        "timeout": 120,
+    }
+    scenario_path = opts.work / "sweep-scenario.yaml"
+    scenario_path.write_text(yaml.safe_dump(scenario), encoding="utf-8")
+    sizes = "1,4" if opts.dry_run else "8,32,64"
+    argv = [
+        PY,
+        "-m",
+        "qbench",
+        "sweep",
+        str(scenario_path),
+        "--server-config",
+        str(image_settings(opts)),
+        "--grid",
+        f"max_batch_size={sizes}",
+        "--objective",
+        "latency",
+        "--capacity-trials",
+        "0",
+        "--out",
+        str(opts.work / "sweep"),
+    ]
+    code = run_logged(argv, log, timeout_s=540)
+    if code not in (0, 3):
+        raise RuntimeError(f"qbench sweep exit {code}")
+    return table_lines(log, r"^(?!\$).*(max_batch_size|winner|b\d+:).*")[-2000:]
+
+
+def step_gradio_diagnosis(opts: Options, log: Path) -> str:
+    """The limit diagnosis of a real Gradio 6 app serving the image model on the device."""
+    if importlib.util.find_spec("gradio") is None:
+        raise LookupError("gradio is not installed (carry its wheels: bench/gpu_wheels.sh --gradio)")
+    spec = json.dumps(
+        {
+            "preset": "image",
+            "dtype": "auto",
+            "size": opts.size,
+            "batch": 8 if opts.dry_run else 32,
+            "device": opts.device,
+        }
+    )
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(ROOT)}
+    with log.open("a", encoding="utf-8") as sink:
+        proc = subprocess.Popen(
+            [PY, "bench/gpu_serving.py", "--serve-gradio", spec],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=sink,
+            start_new_session=True,
+        )
+    try:
+        assert proc.stdout is not None
+        url = ""
+        for line in proc.stdout:
+            if line.startswith("READY "):
+                url = line.split()[1]
+                break
+        if not url:
+            raise RuntimeError(f"the Gradio app exited ({proc.wait()}) before it was ready")
+        users = 8 if opts.dry_run else 128
+        run_dir = qbench_run(opts, url, "gradio", log, users, opts.seconds(20))
+        return served_line(run_dir)
+    finally:
+        stop_group(proc)
+
+
+STEPS: dict[str, tuple[str, Callable[[Options, Path], str]]] = {
+    # name: (part, function); the order is the order they run in
+    "facts": ("1", step_facts),
+    "cuda-tests": ("1", step_cuda_tests),
+    "serving": ("1", step_serving),
+    "serving-b64": ("1", step_serving_b64),
+    "batching": ("2", step_batching),
+    "profile": ("2", step_profile),
+    "eager": ("2", step_eager),
+    "compile": ("2", step_compile),
+    "sweep": ("2", step_sweep),
+    "gradio-diagnosis": ("2", step_gradio_diagnosis),
+}
+
+
+def run_step(name: str, function: Callable[[Options, Path], str], opts: Options) -> Outcome:
+    log = opts.work / f"{name}.log"
+    log.touch()
+    started = time.monotonic()
+    print(f"[gpu_all] {name} ...", flush=True)
+    try:
+        detail, status = function(opts, log), "ok"
+    except LookupError as missing:
+        detail, status = str(missing).strip("'\""), "skipped"
+    except TimeoutError:
+        detail, status = "timed out", "timeout"
+    except Exception as error:  # noqa: BLE001 - a failed step is recorded, the next one runs
+        detail, status = f"{type(error).__name__}: {error}", "failed"
+    outcome = Outcome(name, status, time.monotonic() - started, detail)
+    print(f"[gpu_all] {name}: {status} in {outcome.seconds:.0f} s", flush=True)
+    return outcome
+
+
+def summary_md(opts: Options, outcomes: list[Outcome]) -> str:
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [
+        f"# bench/gpu_all.py part {opts.part} ({stamp}, device {opts.device}"
+        f"{', dry run' if opts.dry_run else ''})",
+        "",
+        "| step | status | seconds |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {o.name} | {o.status} | {o.seconds:.0f} |" for o in outcomes]
+    for o in outcomes:
+        lines += ["", f"## {o.name}: {o.status}", "", "```", o.detail or "(nothing printed)", "```"]
+    return "\n".join(lines) + "\n"
+
+
+def pack(opts: Options, outcomes: list[Outcome]) -> Path:
+    opts.out.mkdir(parents=True, exist_ok=True)
+    text = summary_md(opts, outcomes)
+    (opts.work / "summary.md").write_text(text, encoding="utf-8")
+    (opts.out / f"gpu-all-part{opts.part}-summary.md").write_text(text, encoding="utf-8")
+    archive = opts.out / f"gpu-all-part{opts.part}.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(opts.work, arcname=f"gpu-all-part{opts.part}")
+    return archive
+
+
+def parse_args(argv: list[str] | None = None) -> Options:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--part", choices=["1", "2", "all"], default="all", help="which half of the list (default all)"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path(os.environ.get("OUT", "reports/gpu-all")),
+        help="folder for summary.md and the archive (default $OUT, else reports/gpu-all)",
+    )
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument(
+        "--dry-run", action="store_true", help="toy sizes, 2 s windows: the CPU check of this script"
+    )
+    p.add_argument("--steps", help="comma list of steps to run (default: the part's); " + ", ".join(STEPS))
+    a = p.parse_args(argv)
+    opts = Options(a.part, a.out, a.device, a.dry_run)
+    if a.steps:
+        unknown = set(a.steps.split(",")) - STEPS.keys()
+        if unknown:
+            p.error(f"unknown step(s) {', '.join(sorted(unknown))}; known: {', '.join(STEPS)}")
+        opts.steps = a.steps.split(",")
+    return opts
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_args(argv)
+    chosen = opts.steps or [n for n, (part, _) in STEPS.items() if opts.part in (part, "all")]
+    outcomes = [run_step(name, STEPS[name][1], opts) for name in chosen]
+    archive = pack(opts, outcomes)
+    print((opts.out / f"gpu-all-part{opts.part}-summary.md").read_text(encoding="utf-8"))
+    print(f"[gpu_all] everything: {archive}")
+    return 1 if any(o.status in ("failed", "timeout") for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

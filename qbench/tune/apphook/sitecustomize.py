@@ -1,0 +1,420 @@
+"""qbench's startup hook: a sweep point's knobs into an unmodified Gradio app (3.x to 6.x).
+
+`qbench sweep --app app.py` (and `--launch CMD`) copies this file into a folder of its own, puts that
+folder first on the app's PYTHONPATH and passes the point in QBENCH_HOOK (JSON):
+
+    {"knobs": {"concurrency_limit": 8, ...}, "events": ["respond"] | null (every queued event),
+     "port": 7861, "record": "/path/to/hook-record.json"}
+
+Python imports `sitecustomize` at start-up. This one chains any sitecustomize the environment already
+has, then waits for the app to import `gradio.blocks` and wraps two methods of `Blocks`:
+
+    queue(...)   queue-wide knobs replace the app's arguments: default_concurrency_limit (4.x and
+                 later), concurrency_count (3.x), max_size
+    launch(...)  per-event knobs on the chosen events (concurrency_limit, concurrency_id; max_batch_size
+                 only where the app declared batch=True), then launch with max_threads, the point's
+                 port on 127.0.0.1, no browser and no share link, whatever the app hard-codes
+
+Before the server starts it writes what it found and what it set to the record file: the Gradio version,
+the queue's and every event's own settings and the values set. No file of the app is changed. It
+imports only the standard library (it runs in the app's virtualenv, where qbench is not installed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.abc
+import importlib.machinery
+import inspect
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+HOOK_VERSION = 1
+QUEUE_KNOBS = ("default_concurrency_limit", "concurrency_count", "max_size")
+EVENT_KNOBS = ("concurrency_limit", "concurrency_id", "max_batch_size")
+_UNSET = object()
+
+
+def _plan() -> dict[str, Any] | None:
+    text = os.environ.get("QBENCH_HOOK")
+    if not text:
+        return None
+    try:
+        plan = json.loads(text)
+    except ValueError:
+        return None
+    return plan if isinstance(plan, dict) else None
+
+
+def _number(name: str, value: Any) -> Any:
+    """A knob value as Gradio takes it: "none" is None for the limits and max_size."""
+    if isinstance(value, str) and value.lower() in ("none", "null", "unlimited"):
+        return None
+    if name == "concurrency_id":
+        return str(value)
+    return value
+
+
+class _Hook:
+    """The point's knobs, and the record of what was found and set."""
+
+    def __init__(self, plan: dict[str, Any]) -> None:
+        self.knobs: dict[str, Any] = dict(plan.get("knobs") or {})
+        events = plan.get("events")
+        self.events: list[str] | None = [str(e).lstrip("/") for e in events] if events is not None else None
+        self.port: int | None = plan.get("port")
+        self.record_path: str | None = plan.get("record")
+        self.env_reads: set[str] = set()  # QBENCH_* variables the app reads itself
+        self.record: dict[str, Any] = {"hook_version": HOOK_VERSION, "knobs": self.knobs,
+                                       "scope": "all" if self.events is None else "driven",
+                                       "driven": self.events, "queue": {"app": {}, "set": {}},
+                                       "launch": {"app": {}, "set": {}}, "events": [], "problems": [],
+                                       "launched": False}
+
+    # ------------------------------------------------------------ queue()
+
+    def queue_args(self, method: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        """The app's queue() arguments with the point's queue-wide knobs in their place; the app's own
+        values are kept on the Blocks (the last call wins, as in Gradio)."""
+        bound = _bind(method, args, kwargs)
+        if bound is None:
+            return args, kwargs
+        params = inspect.signature(method).parameters
+        own: dict[str, Any] = {}
+        for name in QUEUE_KNOBS:
+            if name not in params:
+                continue
+            own[name] = _plain(bound.arguments.get(name, params[name].default))
+            if name in self.knobs:
+                bound.arguments[name] = _number(name, self.knobs[name])
+        with_set = bound.arguments.get("self", args[0] if args else None)
+        if with_set is not None:
+            with contextlib.suppress(AttributeError, TypeError):
+                with_set._qbench_queue_app = own
+        return bound.args, bound.kwargs
+
+    # ------------------------------------------------------------ launch()
+
+    def launch_args(self, blocks: Any, method: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        self.record["gradio_version"] = _gradio_version()
+        self._queue_state(blocks)
+        self._events(blocks)
+        bound = _bind(method, args, kwargs)
+        if bound is None:
+            self.record["problems"].append("launch(): cannot read its arguments; port and knobs not set")
+            return args, kwargs
+        params = inspect.signature(method).parameters
+        wanted: dict[str, Any] = {"server_name": "127.0.0.1", "inbrowser": False, "share": False}
+        if self.port:
+            wanted["server_port"] = int(self.port)
+        if "max_threads" in self.knobs:
+            wanted["max_threads"] = int(self.knobs["max_threads"])
+        for name, value in wanted.items():
+            if name in params:
+                own = bound.arguments.get(name, params[name].default)
+                self.record["launch"]["app"][name] = _plain(own)
+                bound.arguments[name] = value
+                self.record["launch"]["set"][name] = value
+        if "max_threads" in params:  # it caps the jobs running at once: the check needs the app's own
+            own_threads = bound.arguments.get("max_threads", params["max_threads"].default)
+            self.record["launch"]["app"].setdefault("max_threads", _plain(own_threads))
+        self.record["launched"] = True
+        self.record["app_reads"] = sorted(self.env_reads)
+        self.write()
+        return bound.args, bound.kwargs
+
+    def _queue_state(self, blocks: Any) -> None:
+        """The queue-wide knobs, on the queue itself too: 4.x and later build a queue in Blocks() (an app
+        may never call queue()); 3.x has none unless the app calls queue()."""
+        queue = getattr(blocks, "_queue", None)
+        state = self.record["queue"]
+        state["app"] = own = dict(getattr(blocks, "_qbench_queue_app", None) or {})
+        state["enabled"] = queue is not None and getattr(blocks, "enable_queue", True) is not False
+        if queue is None:
+            if any(name in self.knobs for name in QUEUE_KNOBS):
+                self.record["problems"].append("the app does not enable Gradio's queue (3.x: it never "
+                                               "calls demo.queue()); queue knobs not set")
+            return
+        if hasattr(queue, "default_concurrency_limit"):  # 4.x and later
+            if own.get("default_concurrency_limit", "not_set") == "not_set":
+                own["default_concurrency_limit"] = _env_default_limit()
+            own.pop("concurrency_count", None)
+            self._set(queue, "default_concurrency_limit")
+            state["effective"] = {"default_concurrency_limit": _plain(queue.default_concurrency_limit)}
+        else:  # 3.x: one pool of workers, sized by queue(concurrency_count)
+            own.setdefault("concurrency_count", _plain(getattr(queue, "max_thread_count", None)))
+            state["effective"] = {"concurrency_count": _plain(getattr(queue, "max_thread_count", None))}
+            if "concurrency_count" in self.knobs:
+                state["set"]["concurrency_count"] = _plain(getattr(queue, "max_thread_count", None))
+        self._set(queue, "max_size")
+        state["effective"]["max_size"] = _plain(getattr(queue, "max_size", None))
+
+    def _set(self, queue: Any, name: str) -> None:
+        if name in self.knobs:
+            setattr(queue, name, _number(name, self.knobs[name]))
+            self.record["queue"]["set"][name] = _plain(getattr(queue, name))
+
+    def _events(self, blocks: Any) -> None:
+        dependencies = getattr(blocks, "dependencies", None)
+        fns = getattr(blocks, "fns", None)
+        if isinstance(fns, dict):
+            items: list[tuple[int, Any]] = list(fns.items())
+        elif isinstance(fns, list) and fns and not isinstance(dependencies, list):
+            items = list(enumerate(fns))
+        else:
+            items = []
+        if items and hasattr(items[0][1], "concurrency_limit"):  # 4.x and later: BlockFunction
+            for index, fn in items:
+                self._event4(index, fn, blocks)
+            self._shared_limits()
+        elif isinstance(dependencies, list):  # 3.x: config dicts
+            for index, dep in enumerate(dependencies):
+                self._event3(index, dep, blocks)
+        else:
+            self.record["problems"].append("no event listeners found on the launched Blocks")
+
+    def _chosen(self, index: int, api_name: Any, queued: bool, has_fn: bool) -> bool:
+        if not has_fn or not queued:
+            return False
+        if self.events is None:
+            return True
+        return str(api_name or "").lstrip("/") in self.events or str(index) in self.events
+
+    def _event4(self, index: int, fn: Any, blocks: Any) -> None:
+        queued = getattr(fn, "queue", True) is not False
+        chosen = self._chosen(index, fn.api_name, queued, getattr(fn, "fn", None) is not None)
+        app = {"concurrency_limit": _plain(fn.concurrency_limit), "concurrency_id": _plain(fn.concurrency_id),
+               "batch": bool(fn.batch), "max_batch_size": _plain(fn.max_batch_size)}
+        done: dict[str, Any] = {}
+        if chosen:
+            for name in ("concurrency_limit", "concurrency_id"):
+                if name in self.knobs:
+                    setattr(fn, name, _number(name, self.knobs[name]))
+                    done[name] = _plain(getattr(fn, name))
+            self._batch(fn.api_name or index, bool(fn.batch), done,
+                        lambda size: setattr(fn, "max_batch_size", size))
+            if "max_batch_size" in done:
+                fn.max_batch_size = done["max_batch_size"]
+        limit = fn.concurrency_limit
+        queue = getattr(blocks, "_queue", None)
+        if limit == "default":
+            limit = getattr(queue, "default_concurrency_limit", None)
+        self.record["events"].append({
+            "fn_index": index, "api_name": fn.api_name, "queued": queued, "chosen": chosen, "app": app,
+            "set": done, "effective": {"concurrency_limit": _plain(limit),
+                                       "concurrency_id": _plain(fn.concurrency_id),
+                                       "batch": bool(fn.batch), "max_batch_size": _plain(fn.max_batch_size)},
+        })
+
+    def _shared_limits(self) -> None:
+        """Events sharing a concurrency_id share one queue, whose limit is the lowest of theirs (4.x and
+        later lower it as each event first runs): that is the limit in effect."""
+        groups: dict[Any, list[Any]] = {}
+        for event in self.record["events"]:
+            if event["queued"]:
+                groups.setdefault(event["effective"]["concurrency_id"], []).append(event)
+        for events in groups.values():
+            limits = [e["effective"]["concurrency_limit"] for e in events
+                      if isinstance(e["effective"]["concurrency_limit"], int)]
+            if len(events) > 1 and limits:
+                for event in events:
+                    event["effective"]["concurrency_limit"] = min(limits)
+                    event["effective"]["shared_with"] = [e["api_name"] for e in events if e is not event]
+
+    def _event3(self, index: int, dep: dict[str, Any], blocks: Any) -> None:
+        queued = dep.get("queue") is not False
+        fns = getattr(blocks, "fns", [])
+        has_fn = index < len(fns) and getattr(fns[index], "fn", None) is not None
+        chosen = self._chosen(index, dep.get("api_name"), queued, has_fn)
+        app = {"batch": bool(dep.get("batch")), "max_batch_size": _plain(dep.get("max_batch_size"))}
+        done: dict[str, Any] = {}
+        if chosen:
+            for name in ("concurrency_limit", "concurrency_id"):
+                if name in self.knobs:
+                    self.record["problems"].append(f"{name}: Gradio 3.x has no per-event {name}; not set")
+            self._batch(dep.get("api_name") or index, bool(dep.get("batch")), done,
+                        lambda size: dep.__setitem__("max_batch_size", size))
+        queue = getattr(blocks, "_queue", None)
+        count = getattr(queue, "max_thread_count", None) if queue is not None else None
+        self.record["events"].append({
+            "fn_index": index, "api_name": dep.get("api_name"), "queued": queued, "chosen": chosen,
+            "app": app, "set": done,
+            "effective": {"concurrency_limit": count, "batch": bool(dep.get("batch")),
+                          "max_batch_size": _plain(dep.get("max_batch_size"))},
+        })
+
+    def _batch(self, name: Any, batch: bool, done: dict[str, Any], assign: Any) -> None:
+        """max_batch_size only on a function the app declared batch=True (it must take lists)."""
+        if "max_batch_size" not in self.knobs:
+            return
+        size = self.knobs["max_batch_size"]
+        if batch:
+            assign(int(size))
+            done["max_batch_size"] = int(size)
+        elif isinstance(size, int | float) and size > 1:
+            self.record["problems"].append(
+                f"max_batch_size={size} on `{name}`: not set, the function is not batch=True")
+
+    def write(self) -> None:
+        if not self.record_path:
+            return
+        tmp = f"{self.record_path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(self.record, handle, indent=1, default=str)
+        os.replace(tmp, self.record_path)
+
+
+def _plain(value: Any) -> Any:
+    return value if value is None or isinstance(value, bool | int | float | str) else str(value)
+
+
+def _bind(method: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> inspect.BoundArguments | None:
+    try:
+        return inspect.signature(method).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+
+
+def _env_default_limit() -> Any:
+    """The default_concurrency_limit Gradio uses when queue() does not set it (4.x and later)."""
+    value = os.environ.get("GRADIO_DEFAULT_CONCURRENCY_LIMIT")
+    if value is None:
+        return 1
+    return None if value.lower() == "none" else int(value)
+
+
+def _gradio_version() -> str | None:
+    module = sys.modules.get("gradio")
+    version = getattr(module, "__version__", None)
+    return str(version) if version else None
+
+
+def patch_blocks(blocks_module: Any, hook: _Hook) -> None:
+    """Wrap Blocks.queue and Blocks.launch (subclasses such as Interface and ChatInterface inherit them)."""
+    blocks_class = getattr(blocks_module, "Blocks", None)
+    if blocks_class is None or getattr(blocks_class, "_qbench_hooked", False):
+        return
+    original_queue, original_launch = blocks_class.queue, blocks_class.launch
+
+    def queue(self: Any, *args: Any, **kwargs: Any) -> Any:
+        args2, kwargs2 = hook.queue_args(original_queue, (self, *args), kwargs)
+        return original_queue(*args2, **kwargs2)
+
+    def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        args2, kwargs2 = hook.launch_args(self, original_launch, (self, *args), kwargs)
+        return original_launch(*args2, **kwargs2)
+
+    for name, wrapper, original in (("queue", queue, original_queue), ("launch", launch, original_launch)):
+        wrapper.__doc__, wrapper.__name__ = original.__doc__, name
+        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+        setattr(blocks_class, name, wrapper)
+    blocks_class._qbench_hooked = True
+
+
+class _Loader(importlib.abc.Loader):
+    """Runs gradio.blocks as usual, then patches it."""
+
+    def __init__(self, loader: Any, hook: _Hook) -> None:
+        self.loader, self.hook = loader, hook
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.loader.exec_module(module)
+        patch_blocks(module, self.hook)
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... of the real loader
+        return getattr(self.loader, name)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds gradio.blocks with the other finders and hands it to `_Loader`."""
+
+    def __init__(self, hook: _Hook) -> None:
+        self.hook = hook
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name != "gradio.blocks":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _Loader(spec.loader, self.hook)
+                return spec
+        return None
+
+
+def _chain() -> None:
+    """Run the sitecustomize this one shadows (the environment's own), if there is one; its failure is
+    reported as Python reports a sitecustomize's, and the hook is installed all the same."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    me = sys.modules.get("sitecustomize")
+    saved = list(sys.path)
+    try:
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+        sys.modules.pop("sitecustomize", None)
+        importlib.import_module("sitecustomize")
+    except ModuleNotFoundError as exc:
+        if exc.name != "sitecustomize":
+            print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{exc!r}", file=sys.stderr)
+    except Exception as exc:
+        print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{exc!r}", file=sys.stderr)
+    finally:
+        sys.path[:] = saved
+        if me is not None:
+            sys.modules["sitecustomize"] = me
+
+
+_LIBRARY_DIRS = (os.path.dirname(os.__file__), "site-packages", "dist-packages")
+
+
+def _by_app() -> bool:
+    """Whether the code reading os.environ is the app's own: the first caller outside os and
+    collections.abc is no library (a library copying the whole environment reads every key)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith("<") or os.path.basename(name) in ("os.py", "_collections_abc.py")):
+            return not any(part in name for part in _LIBRARY_DIRS) and name != __file__
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _watch_environ(hook: _Hook) -> None:
+    """Note which QBENCH_* variables the app reads (an app that reads QBENCH_MAX_BATCH_SIZE may turn
+    batching on itself); os.environ behaves exactly as before."""
+    base = type(os.environ)
+
+    class _Watched(base):  # type: ignore[valid-type,misc]
+        def __getitem__(self, key: Any) -> Any:
+            if isinstance(key, str) and key.startswith("QBENCH_") and key != "QBENCH_HOOK" and _by_app():
+                hook.env_reads.add(key)
+            return super().__getitem__(key)
+
+    with contextlib.suppress(TypeError):
+        os.environ.__class__ = _Watched
+
+
+def install() -> None:
+    plan = _plan()
+    if plan is None:
+        return
+    hook = _Hook(plan)
+    _watch_environ(hook)
+    if hook.record_path and not os.path.exists(hook.record_path):
+        hook.write()  # an app that never launches Blocks leaves this record: launched false
+    if "gradio.blocks" in sys.modules:
+        patch_blocks(sys.modules["gradio.blocks"], hook)
+    else:
+        sys.meta_path.insert(0, _Finder(hook))
+
+
+_chain()
+install()

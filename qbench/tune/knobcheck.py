@@ -1,0 +1,332 @@
+"""Did a point's knobs take effect? The hook's record and the point's own records, against its knobs.
+
+A sweep ranks configurations; a point whose knob never reached the server measured some other
+configuration, and ranking it would recommend a setting nobody tested. Each point is checked:
+
+    the hook's record   (launch mode) the app launched through Blocks.launch() in the hook's process, the
+                        driven events' effective concurrency limit equals the knob, nothing was refused
+                        (max_batch_size on a function that is not batch=True, a knob 3.x lacks)
+    the records         running(t) = requests between process_starts and their end. While requests
+                        wait in the queue, a work-conserving queue runs exactly its limit: the
+                        time-weighted median of running(t) over those times may not exceed the
+                        limit (limit x batch when batching), and running(t) must reach the limit
+                        for 15 % of that time (a slow dispatcher on a busy machine dips below it
+                        between jobs; a lower limit never reaches it). Without saturation, the peak
+                        held for half a service time may not exceed limit x batch (a shorter overlap
+                        is two streams' messages arriving out of order, not two jobs)
+
+Verdicts: `applied` (the evidence agrees), `unverified` (nothing contradicts it, but the load never
+saturated the queue and no hook confirmed it), `not_applied` (ranked never; the evidence says why).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from qbench.errors import ScenarioError
+from qbench.run.records import RequestRecord
+from qbench.run.scenario import Scenario
+from qbench.tune.apphook import HookRecord
+
+Verdict = Literal["applied", "unverified", "not_applied", "not_checked"]
+
+HOLD_MIN_S = 0.02
+REACHED_SHARE = 0.15
+
+
+@dataclass
+class Parallelism:
+    """How many requests the server ran at once, from the records' own timestamps."""
+
+    peak_running: int = 0  # the most requests running at once, held for hold_s
+    typical_while_waiting: int = 0  # running(t) while requests waited: its time-weighted median
+    reached_while_waiting: int = 0  # the highest level running(t) held for REACHED_SHARE of that time
+    saturated: bool = False  # requests waited in the queue for 2 service times or more, in all
+    waiting_s: float = 0.0  # total time with at least one request waiting in the queue
+    hold_s: float = HOLD_MIN_S  # half the median service time (at least 20 ms)
+    started: int = 0  # records with a process_starts time
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def observed_parallelism(records: Sequence[RequestRecord]) -> Parallelism:
+    """running(t) and waiting(t) from every sent record (warm-up included: the server's behaviour)."""
+    spans = [r for r in records if r.sent_at_s is not None and r.completed_at_s is not None]
+    started = [r for r in spans if r.started_at_s is not None]
+    if not started:
+        return Parallelism()
+    service = statistics.median(r.completed_at_s - r.started_at_s for r in started)  # type: ignore[operator]
+    hold = max(HOLD_MIN_S, 0.5 * service)
+    changes: list[tuple[float, int, int]] = []  # (time, d_running, d_waiting); ends sort first
+    for r in spans:
+        queued_at = r.joined_at_s if r.joined_at_s is not None else r.sent_at_s
+        assert queued_at is not None and r.completed_at_s is not None
+        begin = r.started_at_s if r.started_at_s is not None else r.completed_at_s
+        if begin > queued_at:
+            changes += [(queued_at, 0, 1), (begin, 0, -1)]
+        if r.started_at_s is not None:
+            changes += [(r.started_at_s, 1, 0), (r.completed_at_s, -1, 0)]
+    changes.sort(key=lambda c: (c[0], c[1] + c[2]))
+    segments = _segments(changes)
+    # while requests waited and something ran: nothing running at all is a server still starting
+    # (a first request's imports), not a limit
+    waiting = [(d, run) for d, run, wait in segments if wait >= 1 and run >= 1]
+    waiting_s = sum(d for d, _ in waiting)
+    return Parallelism(_held_peak(segments, hold), _weighted_median(waiting), _reached(waiting),
+                       waiting_s >= 2 * service, waiting_s, hold, len(started))
+
+
+def _segments(changes: list[tuple[float, int, int]]) -> list[tuple[float, int, int]]:
+    """(duration, running, waiting) of each interval between changes."""
+    out: list[tuple[float, int, int]] = []
+    running = waiting = 0
+    for (t, dr, dw), nxt in zip(changes, [*changes[1:], None], strict=True):
+        running, waiting = running + dr, waiting + dw
+        if nxt is not None and nxt[0] > t:
+            out.append((nxt[0] - t, running, waiting))
+    return out
+
+
+def _held_peak(segments: list[tuple[float, int, int]], hold: float) -> int:
+    """The highest running level held without a break for `hold` seconds. A request's process_starts
+    can arrive before the end of the one it replaced (two streams, no order between them): such an
+    overlap is short next to a service time, a real one lasts about one."""
+    top = max((r for _, r, _ in segments), default=0)
+    for k in range(top, 0, -1):
+        span = 0.0
+        for duration, running, _ in segments:
+            span = span + duration if running >= k else 0.0
+            if span >= hold:
+                return k
+    return 0
+
+
+def _reached(samples: list[tuple[float, int]]) -> int:
+    """The highest level running(t) was at or above for REACHED_SHARE of the time: out-of-order
+    messages lift it above the limit only for moments, a slow dispatcher keeps it below for some."""
+    total = sum(d for d, _ in samples)
+    top = max((level for _, level in samples), default=0)
+    for k in range(top, 0, -1):
+        if sum(d for d, level in samples if level >= k) >= REACHED_SHARE * total:
+            return k
+    return 0
+
+
+def _weighted_median(samples: list[tuple[float, int]]) -> int:
+    """The level running(t) sits at for half the time or more (0 without samples). While requests wait,
+    a work-conserving queue runs exactly its limit, but for the instants between one job's end and the
+    next one's start, and out-of-order messages."""
+    total = sum(d for d, _ in samples)
+    seen = 0.0
+    for duration, level in sorted(samples, key=lambda s: s[1]):
+        seen += duration
+        if seen >= total / 2:
+            return level
+    return 0
+
+
+class AppKnobError(ScenarioError):
+    """The grid cannot apply to this app at all (found at its first launch): the sweep ends before load."""
+
+
+class BatchKnobError(AppKnobError):
+    """max_batch_size asked for on an event that is not batch=True: no setting can batch it."""
+
+
+EVENT_KNOBS = ("concurrency_limit", "concurrency_id", "max_batch_size")
+
+
+def check_events(knobs: Mapping[str, Any], hook: HookRecord | None) -> None:
+    """Raise AppKnobError when the point sets event knobs but the launched app has no queued event the
+    scenario drives (the hook would set them nowhere)."""
+    if hook is None or not hook.launched or hook.chosen or not any(k in knobs for k in EVENT_KNOBS):
+        return
+    names = ", ".join(f"`{e.name}`" for e in hook.events if e.queued) or "none"
+    raise AppKnobError(
+        f"the scenario drives {', '.join(f'`{d}`' for d in hook.driven) or 'no event'}, but the app has no "
+        f"queued event of that api_name or fn_index (its queued events: {names}); set the scenario's "
+        "endpoint.api_name to one of them, or --knob-scope all"
+    )
+
+
+
+
+def check_batching(knobs: Mapping[str, Any], hook: HookRecord | None, grid_sizes: Sequence[Any] = ()) -> None:
+    """Raise BatchKnobError when the point sets max_batch_size > 1 on a driven event that is not
+    batch=True (Gradio would ignore it: the function takes one input, not a list); at the first point,
+    for any such value of the grid (`grid_sizes`) unless the app reads QBENCH_MAX_BATCH_SIZE itself
+    (it may declare batch=True from it)."""
+    size = _int(knobs.get("max_batch_size"))
+    if hook is not None and "QBENCH_MAX_BATCH_SIZE" not in hook.app_reads:
+        size = max([s for s in (size, *map(_int, grid_sizes)) if s is not None], default=None)
+    if hook is None or size is None or size <= 1:
+        return
+    plain = [e.name for e in hook.chosen if not e.effective.get("batch")]
+    if hook.scope == "all" and len(plain) < len(hook.chosen):
+        return  # --knob-scope all: the batch functions among them take it
+    if plain:
+        names = ", ".join(f"`{n}`" for n in plain)
+        raise BatchKnobError(
+            f"max_batch_size={size}: {names} is not a batch function, so there is nothing to batch. "
+            "Batching needs a function that takes lists (one list per input) and returns lists, declared "
+            f"in the app as btn.click(fn, inputs, outputs, batch=True, max_batch_size={size}); declare it "
+            "so, or drop the max_batch_size axis"
+        )
+
+
+@dataclass
+class KnobCheck:
+    """The verdict on one point's knobs and the evidence for it (saved in point.json)."""
+
+    verdict: Verdict
+    evidence: list[str] = field(default_factory=list)
+    expected_limit: int | None = None  # the concurrency limit the knobs ask for on the driven event
+    max_batch_size: int = 1
+    parallelism: Parallelism | None = None
+    hook: HookRecord | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["hook"] = self.hook.to_dict() if self.hook else None
+        return out
+
+    @property
+    def summary(self) -> str:
+        return "; ".join(self.evidence)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    return None
+
+
+def expected_limit(knobs: Mapping[str, Any]) -> int | None:
+    """The concurrency limit a point's knobs ask for (None: no such knob, or unlimited)."""
+    for name in ("concurrency_limit", "concurrency_count", "default_concurrency_limit"):
+        if name in knobs:
+            return _int(knobs[name])
+    return None
+
+
+def _threads(server: Mapping[str, Any], hook: HookRecord | None) -> int | None:
+    """max_threads of the point's server: the knob, else what the hook saw launch() get, else None."""
+    if "max_threads" in server:
+        return _int(server["max_threads"])
+    if hook is not None and hook.launched:
+        launch = {**(hook.launch.get("app") or {}), **(hook.launch.get("set") or {})}
+        return _int(launch.get("max_threads", 40))
+    return None
+
+
+def hook_evidence(knobs: Mapping[str, Any], hook: HookRecord | None, launched_by_hook: bool) -> list[str]:
+    """What the hook's record says against the knobs (empty: it agrees, or there is no hook)."""
+    if not launched_by_hook:
+        return []
+    if hook is None or not hook.launched:
+        return ["the hook saw no Blocks.launch() in the app's process (an app served by uvicorn or "
+                "mount_gradio_app, or started by another interpreter), so it set nothing"]
+    problems = list(hook.problems)
+    chosen = hook.chosen
+    if not chosen:
+        return [*problems, f"no queued event of the app matches the scenario's ({hook.scope})"]
+    limit = expected_limit(knobs)
+    for event in chosen:
+        effective = event.effective.get("concurrency_limit")
+        if limit is not None and _int(effective) != limit:
+            own = ", ".join(f"{k}={v}" for k, v in hook.app_settings(event).items())
+            shared = event.effective.get("shared_with")
+            why = f"; it shares a concurrency_id with {shared}, whose lowest limit holds" if shared else ""
+            problems.append(f"`{event.name}` runs with concurrency limit {effective}, not {limit} "
+                            f"(the app's own settings: {own}{why})")
+    return problems
+
+
+def records_evidence(limit: int | None, batch: int, par: Parallelism) -> tuple[list[str], bool]:
+    """(contradictions, confirmed) from running(t). While requests waited, running(t) sits at the limit:
+    above limit x batch, or below the limit (no batching), the server's limit is another. Without that
+    saturation, only a held peak above limit x batch contradicts. Confirmed: saturated, at the limit."""
+    if limit is None or par.started == 0:
+        return [], False
+    slots = limit * max(batch, 1)
+    times = f" x batch {batch}" if batch > 1 else ""
+    if par.saturated and par.typical_while_waiting > slots:
+        return [f"while requests waited, {par.typical_while_waiting} ran at once (the median over "
+                f"{par.waiting_s:.1f} s), above the limit {limit}{times}"], False
+    if not par.saturated and par.peak_running > slots:
+        return [f"{par.peak_running} requests ran at once for {par.hold_s * 1000:.0f} ms or more, above "
+                f"the limit {limit}{times}"], False
+    if par.saturated and batch <= 1 and par.reached_while_waiting < limit:
+        return [f"requests waited in the queue while at most {par.reached_while_waiting} ran at once "
+                f"(over {par.waiting_s:.1f} s): the server's limit is below {limit}"], False
+    return [], par.saturated and batch <= 1 and par.reached_while_waiting >= limit
+
+
+def check_point(
+    knobs: Mapping[str, Any],
+    records: Sequence[RequestRecord],
+    *,
+    hook: HookRecord | None = None,
+    launched_by_hook: bool = False,
+    effective: Mapping[str, Any] | None = None,
+) -> KnobCheck:
+    """The verdict for one point. `effective`: the server's knobs where qbench set them itself (the
+    reference server's settings); `hook`: the hook's record (launch mode)."""
+    if not knobs:
+        return KnobCheck("not_checked", ["no server knob at this point"])
+    server = {**(effective or {}), **knobs}
+    limit = expected_limit(server)
+    batch = _int(server.get("max_batch_size")) or 1
+    if hook is not None and hook.chosen and "max_batch_size" not in knobs:
+        batch = max((_int(e.effective.get("max_batch_size")) or 1) if e.effective.get("batch") else 1
+                    for e in hook.chosen)
+    threads = _threads(server, hook)
+    if limit is not None and threads is not None and threads < limit:
+        limit = threads  # Gradio's queue runs at most max_threads jobs at once, whatever the limits
+    par = observed_parallelism(records)
+    evidence = hook_evidence(knobs, hook, launched_by_hook)
+    contradictions, confirmed = records_evidence(limit, batch, par)
+    missed = launched_by_hook and (hook is None or not hook.launched)
+    if missed and confirmed and not contradictions:  # an app that reads QBENCH_* and serves itself
+        return KnobCheck("applied", [f"the hook did not reach the app, but {par.reached_while_waiting} "
+                                     f"ran at once while requests waited: the app set limit {limit} itself"],
+                         limit, batch, par, hook)
+    evidence += contradictions
+    check = KnobCheck("applied", evidence, limit, batch, par, hook)
+    if evidence:
+        check.verdict = "not_applied"
+    elif limit is None:
+        check.verdict = "not_checked"
+    elif not confirmed and not (launched_by_hook and hook is not None) and effective is None:
+        check.verdict = "unverified"
+        check.evidence = [f"the load never kept {limit} requests waiting and running, and no hook "
+                          "confirmed the setting"]
+    if check.verdict == "applied" and par.started:
+        slots = f"limit {limit}" + (f" x batch {batch}" if batch > 1 else "")
+        check.evidence = [f"{par.typical_while_waiting} ran at once while requests waited ({slots})"
+                          if confirmed else f"peak {par.peak_running} running at once ({slots})"]
+    return check
+
+
+def expected_settings(scenario: Scenario) -> dict[str, Any]:
+    """The scenario's `expect:` settings (empty when it states none)."""
+    return scenario.expect.model_dump(exclude_none=True) if scenario.expect else {}
+
+
+def expectation_warnings(scenario: Scenario, records: Sequence[RequestRecord]) -> list[str]:
+    """`qbench run`: why the server disagrees with the settings the scenario expects (empty: it agrees,
+    or the scenario states none)."""
+    expect = expected_settings(scenario)
+    if not expect or scenario.protocol != "gradio":
+        return []
+    check = check_point(expect, records)
+    if check.verdict != "not_applied":
+        return []
+    stated = ", ".join(f"{k}={v}" for k, v in expect.items())
+    return [f"the scenario expects {stated}, but {e}" for e in check.evidence]

@@ -1,0 +1,169 @@
+"""qbench.tune.knobcheck: running(t) from records, and the verdict on a point's knobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from qbench.run.records import RequestRecord
+from qbench.tune.apphook import HookRecord
+from qbench.tune.knobcheck import (
+    BatchKnobError,
+    check_batching,
+    check_point,
+    expected_limit,
+    observed_parallelism,
+)
+
+
+def rec(i: int, sent: float, started: float | None, done: float) -> RequestRecord:
+    return RequestRecord(request_id=i, user_id=i, session_id="s", endpoint="respond", warmup=False,
+                         intended_at_s=sent, sent_at_s=sent, joined_at_s=sent + 0.001, started_at_s=started,
+                         completed_at_s=done, outcome="ok")
+
+
+def served(limit: int, n: int, service: float = 0.2) -> list[RequestRecord]:
+    """`n` requests all sent at 0 to a queue that runs `limit` at a time, `service` s each."""
+    out = []
+    for i in range(n):
+        start = (i // limit) * service + 0.002
+        out.append(rec(i, 0.0, start, start + service))
+    return out
+
+
+@pytest.mark.parametrize("limit", [1, 2, 4, 8])
+def test_peak_running_equals_the_queues_limit_under_saturation(limit: int) -> None:
+    par = observed_parallelism(served(limit, 4 * limit))
+    assert (par.peak_running, par.typical_while_waiting, par.saturated) == (limit, limit, True)
+
+
+def test_an_overlap_of_two_streams_messages_is_not_a_peak() -> None:
+    records = served(4, 16)
+    for r in records[4:]:  # every process_starts seen 60 ms before the end of the job it replaced
+        r.started_at_s -= 0.06  # type: ignore[operator]
+    par = observed_parallelism(records)
+    assert (par.peak_running, par.typical_while_waiting) == (4, 4)
+    assert check_point({"concurrency_limit": 4}, records).verdict == "applied"
+
+
+def test_a_real_overlap_under_light_load_is_a_peak() -> None:
+    records = [rec(0, 0.0, 0.01, 0.21), rec(1, 0.05, 0.06, 0.26), rec(2, 2.0, 2.01, 2.21)]
+    check = check_point({"concurrency_limit": 1}, records)
+    assert check.verdict == "not_applied" and "2 requests ran at once" in check.summary
+
+
+def test_light_load_is_not_saturation() -> None:
+    records = [rec(i, i * 1.0, i * 1.0 + 0.01, i * 1.0 + 0.21) for i in range(5)]
+    par = observed_parallelism(records)
+    assert (par.peak_running, par.saturated) == (1, False)
+    check = check_point({"concurrency_limit": 4}, records)
+    assert check.verdict == "unverified"
+
+
+def test_more_running_than_the_knob_is_knobs_not_applied() -> None:
+    check = check_point({"concurrency_limit": 1}, served(4, 16))
+    assert check.verdict == "not_applied"
+    assert "while requests waited, 4 ran at once" in check.summary and "above the limit 1" in check.summary
+
+
+def test_fewer_running_than_the_knob_while_requests_wait_is_knobs_not_applied() -> None:
+    check = check_point({"concurrency_limit": 8}, served(2, 16))
+    assert check.verdict == "not_applied"
+    assert "at most 2 ran at once" in check.summary
+
+
+def test_the_knob_confirmed_by_the_records_is_applied() -> None:
+    check = check_point({"concurrency_limit": 4}, served(4, 16))
+    assert check.verdict == "applied" and "4 ran at once while requests waited" in check.summary
+
+
+def test_batches_may_run_limit_times_batch_requests() -> None:
+    check = check_point({"concurrency_limit": 1, "max_batch_size": 4}, served(4, 16))
+    assert check.verdict == "unverified"  # within 1 x 4; partial batches leave the lower bound open
+    assert check_point({"concurrency_limit": 1, "max_batch_size": 2}, served(4, 16)).verdict == "not_applied"
+
+
+def hook(**over: Any) -> HookRecord:
+    data: dict[str, Any] = {
+        "launched": True, "gradio_version": "4.44.1",
+        "queue": {"app": {"default_concurrency_limit": 4}},
+        "events": [{"fn_index": 0, "api_name": "respond", "chosen": True,
+                    "app": {"concurrency_limit": "default", "batch": False},
+                    "set": {"concurrency_limit": 2}, "effective": {"concurrency_limit": 2, "batch": False}}],
+    }
+    data.update(over)
+    return HookRecord.from_dict(data)
+
+
+def test_the_hooks_record_must_show_the_knob_on_the_driven_event() -> None:
+    good = check_point({"concurrency_limit": 2}, served(2, 8), hook=hook(), launched_by_hook=True)
+    assert good.verdict == "applied"
+    bad = check_point({"concurrency_limit": 8}, served(2, 8), hook=hook(), launched_by_hook=True)
+    assert bad.verdict == "not_applied"
+    assert "`respond` runs with concurrency limit 2, not 8" in bad.summary
+    assert "default_concurrency_limit=4" in bad.summary
+
+
+def test_no_launch_seen_by_the_hook_needs_the_records_to_confirm() -> None:
+    missing = HookRecord(launched=False)
+    assert check_point({"concurrency_limit": 2}, served(2, 8), hook=missing,
+                       launched_by_hook=True).verdict == "applied"
+    light = [rec(i, i * 1.0, i + 0.01, i + 0.2) for i in range(3)]
+    check = check_point({"concurrency_limit": 2}, light, hook=missing, launched_by_hook=True)
+    assert check.verdict == "not_applied" and "no Blocks.launch()" in check.summary
+
+
+def test_expected_limit_reads_the_knob_that_sets_it() -> None:
+    assert expected_limit({"concurrency_count": 3}) == 3
+    assert expected_limit({"concurrency_limit": "none"}) is None
+    assert expected_limit({"max_threads": 8}) is None
+
+
+def test_batching_a_plain_function_is_refused_with_how_to_declare_one() -> None:
+    check_batching({"max_batch_size": 1}, hook())
+    with pytest.raises(BatchKnobError, match=r"takes lists.*batch=True, max_batch_size=4"):
+        check_batching({"max_batch_size": 4}, hook())
+
+
+def test_run_warns_when_the_server_disagrees_with_the_scenarios_expect() -> None:
+    from qbench.run.scenario import parse_scenario
+    from qbench.tune.knobcheck import expectation_warnings
+
+    raw = {"name": "x", "endpoint": {"api_name": "respond"}, "payload": {"inputs": [{"value": "hi"}]},
+           "load": {"users": 8, "duration": 1}, "expect": {"concurrency_limit": 4}}
+    scenario = parse_scenario(raw, source="x.yaml")
+    assert expectation_warnings(scenario, served(4, 16)) == []
+    (warning,) = expectation_warnings(scenario, served(1, 8))
+    assert warning.startswith("the scenario expects concurrency_limit=4, but requests waited")
+    assert expectation_warnings(parse_scenario({**raw, "expect": None}, source="x.yaml"), served(1, 8)) == []
+
+
+def test_max_threads_caps_the_limit_the_records_must_show() -> None:
+    check = check_point({"concurrency_limit": 8, "max_threads": 2}, served(2, 16))
+    assert check.verdict == "applied" and check.expected_limit == 2
+
+
+def test_the_first_point_refuses_a_grid_that_batches_a_plain_function() -> None:
+    with pytest.raises(BatchKnobError, match="max_batch_size=8"):
+        check_batching({"max_batch_size": 1}, hook(), [1, 8])
+    reads_it = hook(app_reads=["QBENCH_MAX_BATCH_SIZE"])  # the app may declare batch=True from it
+    check_batching({"max_batch_size": 1}, reads_it, [1, 8])
+
+
+def test_knob_scope_all_batches_the_batch_functions_only() -> None:
+    events = [{"fn_index": 0, "api_name": "respond", "chosen": True, "effective": {"batch": False}},
+              {"fn_index": 1, "api_name": "shout", "chosen": True, "effective": {"batch": True}}]
+    check_batching({"max_batch_size": 4}, hook(scope="all", events=events))
+    with pytest.raises(BatchKnobError):
+        check_batching({"max_batch_size": 4}, hook(scope="all", events=events[:1]))
+
+
+def test_event_knobs_on_an_event_the_app_does_not_have_are_refused() -> None:
+    from qbench.tune.knobcheck import AppKnobError, check_events
+
+    missing = hook(driven=["chat"], events=[{"fn_index": 0, "api_name": "respond", "chosen": False}])
+    with pytest.raises(AppKnobError, match="drives `chat`.*queued events: `respond`"):
+        check_events({"concurrency_limit": 2}, missing)
+    check_events({"max_threads": 8}, missing)  # a launch() knob needs no event
+    check_events({"concurrency_limit": 2}, hook())
