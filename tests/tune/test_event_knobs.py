@@ -74,3 +74,15 @@ def test_the_docs_sweep_command_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
     rec = json.loads((sweep / "recommendation.json").read_text())
     assert "concurrency_id@c" in rec["winner"]["knobs"]
     assert "btn_c.click(fn_c, inputs, outputs, api_name='c'" in rec["gradio_code"]
+
+
+def test_an_app_gets_a_mixs_events_and_event_knobs_only_through_placeholders() -> None:
+    from qbench.run.scenario import load_scenario
+    from qbench.tune.config import driven_events
+
+    mix = load_scenario(ROOT / "scenarios" / "mix.yaml")
+    assert driven_events(mix, "driven") == ["a", "b", "c"] and driven_events(mix, "all") is None
+    app_path = str(ROOT / "tests" / "gradio_versions" / "mix_app.py")
+    out = CliRunner().invoke(app, ["sweep", str(ROOT / "scenarios" / "mix.yaml"), "--app", app_path,
+                                   "--grid", "concurrency_limit@a=1,2", "--slo", "p95_latency_s=2"])
+    assert out.exit_code == 2 and "{concurrency_limit@a} placeholder in --launch" in out.output, out.output
