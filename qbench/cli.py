@@ -472,7 +472,8 @@ def capacity(
 
 @app.command()
 def demo(
-    preset: Annotated[str, typer.Option(help="Reference-server preset: image, text, audio, chat.")] = "image",
+    preset: Annotated[str, typer.Option(
+        help="Reference-server preset: image, text, audio, chat; abc: a mix of three events.")] = "image",
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override the embedded scenario: --set load.rate=4.")
     ] = None,

@@ -49,6 +49,16 @@ DEMO_CALLS: dict[str, tuple[str, dict[str, Any], float]] = {
 }
 
 
+#: `--preset abc`: Gradio's guide's three functions (a and b share a concurrency_id) under a 3:2:1 mix
+#: of their events (docs/traffic-mixes-and-journeys.md).
+DEMO_MIX: dict[str, Any] = {
+    "mix": [{"weight": w, "endpoint": {"api_name": name},
+             "payload": {"seed": 1, "inputs": [{"text": {"words": [2, 4]}}]}}
+            for w, name in ((3, "a"), (2, "b"), (1, "c"))],
+    "rate": 8.0,
+}
+
+
 @dataclass
 class DemoResult:
     run: RunResult
@@ -57,11 +67,17 @@ class DemoResult:
 
 def demo_scenario(preset: str = "image", overrides: dict[str, Any] | None = None) -> Scenario:
     """The embedded scenario, calling `preset`'s endpoint with inputs of its kind."""
-    if preset not in DEMO_CALLS:
-        raise ScenarioError(f"qbench demo --preset {preset!r}: expected one of {', '.join(DEMO_CALLS)}")
-    api_name, generated, rate = DEMO_CALLS[preset]
+    if preset not in (*DEMO_CALLS, "abc"):
+        raise ScenarioError(
+            f"qbench demo --preset {preset!r}: expected one of {', '.join(DEMO_CALLS)}, abc (a mix)")
     raw = copy.deepcopy(DEMO_SCENARIO)
     raw["name"] = f"demo-{preset}"
+    if preset == "abc":
+        raw["description"] = "qbench demo: Gradio's guide's three functions under a 3:2:1 mix of events"
+        del raw["endpoint"], raw["payload"]
+        raw["mix"], raw["load"]["rate"] = copy.deepcopy(DEMO_MIX["mix"]), DEMO_MIX["rate"]
+        return parse_scenario(raw, source="qbench demo (embedded)", overrides=overrides)
+    api_name, generated, rate = DEMO_CALLS[preset]
     raw["description"] = f"qbench demo: the {preset} preset (random init) under Poisson arrivals"
     raw["endpoint"] = {"api_name": api_name}
     raw["payload"]["inputs"] = [generated]

@@ -24,7 +24,7 @@ import anyio.to_thread
 from reference_server import messages as m
 from reference_server.components import FileStore, needs_thread, postprocess, preprocess
 from reference_server.runtime import Event, FunctionRuntime, Job
-from reference_server.workloads.base import Component, WorkloadInputError
+from reference_server.workloads.base import SESSION, Component, WorkloadInputError
 
 Emit = Callable[[Event, m.Message], None]
 Convert = Callable[[Component, Any, FileStore], Any]
@@ -125,6 +125,8 @@ class JobRunner:
                 ready.append(event)
         if not ready:
             return False
+        if not fn.settings.batch:  # a session-aware workload (session_chat) reads whose call it is
+            SESSION.set(ready[0].owner or ready[0].session)
         try:
             call_start = time.perf_counter()
             rows = await self._call(fn, inputs)

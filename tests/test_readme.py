@@ -209,6 +209,19 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         "qbench init http://127.0.0.1:7860 --protocol openai -o chat.yaml",
         "qbench run chat.yaml",
     )},
+    "qbench serve --preset session-chat": [
+        ("tests/run/test_journey.py::test_the_docs_journey_commands_run", '"session-chat"')],
+    "qbench run scenarios/journey.yaml": [
+        ("tests/run/test_journey.py::test_the_docs_journey_commands_run", "journey.yaml")],
+    "qbench capacity scenarios/mix.yaml --target http://127.0.0.1:7860": [
+        ("tests/tune/test_capacity_mix.py::test_the_docs_capacity_command_runs", "--max-probes")],
+    "qbench sweep scenarios/mix.yaml --preset abc --grid concurrency_id@c=gpu_queue,own "
+    "--grid concurrency_limit@a=1,2 --slo p95_latency_s=2": [
+        ("tests/tune/test_event_knobs.py::test_the_docs_sweep_command_runs", "concurrency_id@c")],
+    "qbench serve --preset abc": [("tests/run/test_mix.py::test_the_docs_mix_commands_run", '"abc"')],
+    "qbench run scenarios/mix.yaml": [("tests/run/test_mix.py::test_the_docs_mix_commands_run", "mix.yaml")],
+    "qbench compare reports/A reports/B --max-regression c:p95_latency_s=20%": [
+        ("tests/run/test_mix.py::test_the_docs_mix_commands_run", "c:p95_latency_s=20%")],
 }
 
 #: Commands no test runs, and why (a GPU or a cluster; the suite itself).

@@ -30,8 +30,8 @@ from qbench.report.charts import Chart, render_run_charts
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
-from qbench.run.console import PHASE_LABELS, bottleneck_warnings, token_line
-from qbench.run.diagnose import diagnose
+from qbench.run.console import PHASE_LABELS, bottleneck_warnings, journey_line, token_line
+from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.summary import SloCheck, Stats, Summary
 
 MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in the HTML
@@ -58,6 +58,10 @@ class ReportContext:
     headline: list[tuple[str, str]]
     charts: list[Chart]
     phases: list[list[str]] = field(default_factory=list)  # label, n, mean, p50, p90, p95, p99, max
+    # a mix: endpoint, n, ok, errors, ok/s, wait p50/p95, service p50/p95, total p50/p95/p99, SLO
+    endpoints: list[list[str]] = field(default_factory=list)
+    # a journey: step, n, errors, wait p50/p95, service p50/p95, latency from the send p50/p95
+    steps: list[list[str]] = field(default_factory=list)
     errors: list[list[str]] = field(default_factory=list)  # kind, count, share, example message
     slo: list[list[str]] = field(default_factory=list)  # name, limit, actual, verdict
     warnings: list[str] = field(default_factory=list)
@@ -132,10 +136,12 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         headline=run_headline(run),
         charts=render_run_charts(run.records, charts_dir),
         phases=phase_rows(s),
+        endpoints=endpoint_rows(s),
+        steps=step_rows(s),
         errors=error_rows(run),
-        slo=[slo_row(c) for c in s.slo],
+        slo=[slo_row(c) for c in s.checks()],
         warnings=bottleneck_warnings(s),
-        diagnosis=[f"{f.kind}: {f.message}" for f in diagnose(run.records, s, run.info.get("server"))],
+        diagnosis=[f"{f.kind}: {f.message}" for f in diagnose_run(run.records, s, run.info.get("server"))],
         notes=run.notes,
         details=run_details(run.info),
     )
@@ -167,7 +173,9 @@ def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
     ]
     if s.output_tokens:
         rows.append(("tokens", token_line(s)))
-    if s.slo:
+    if s.journeys is not None:
+        rows.append(("journeys", journey_line(s.journeys).removeprefix("journeys: ")))
+    if s.checks():
         failed = ", ".join(c.name for c in s.failed_checks())
         rows.append(("SLO", "passed" if s.slo_passed else f"FAILED: {failed}"))
     if run.info.get("stop_reason"):
@@ -183,6 +191,34 @@ def phase_rows(s: Summary) -> list[list[str]]:
     rows = [_stats_row(label, s.phase(name)) for name, label in PHASE_LABELS.items() if s.phase(name).count]
     if s.eta_error.count:
         rows.append(_stats_row("server ETA error (estimate - actual)", s.eta_error))
+    return rows
+
+
+def step_rows(s: Summary) -> list[list[str]]:
+    """One row per journey step ([] for a run without journeys)."""
+    if s.journeys is None:
+        return []
+    rows = []
+    for key, e in s.journeys.steps.items():
+        wait, service, lat = e.phase("queue_wait_s"), e.phase("service_s"), e.phase("latency_from_send_s")
+        rows.append([key, str(e.requests), str(e.errors), _s(wait.p50), _s(wait.p95), _s(service.p50),
+                     _s(service.p95), _s(lat.p50), _s(lat.p95)])
+    return rows
+
+
+def endpoint_rows(s: Summary) -> list[list[str]]:
+    """One row per endpoint of a mix, then the total ([] for a run of one endpoint)."""
+    if not s.endpoints:
+        return []
+    rows = []
+    for label, e in [*s.endpoints.items(), ("all", s)]:
+        wait, service, total = e.phase("queue_wait_s"), e.phase("service_s"), e.phase("latency_s")
+        verdict = "" if not e.slo else "pass" if all(c.passed for c in e.slo) else "FAIL"
+        if label == "all":
+            verdict = "" if not s.checks() else "pass" if s.slo_passed else "FAIL"
+        rows.append([label, str(e.requests), str(e.completed_ok), str(e.errors), f"{e.throughput_rps:.2f}",
+                     _s(wait.p50), _s(wait.p95), _s(service.p50), _s(service.p95), _s(total.p50),
+                     _s(total.p95), _s(total.p99), verdict])
     return rows
 
 

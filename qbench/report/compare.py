@@ -7,7 +7,11 @@ change in the bad direction larger than the threshold given for that metric
 (`--max-regression p95_latency_s=10%`). When A is 0 and B is worse, the change is infinite and any
 threshold is exceeded.
 
-B also has to meet the absolute thresholds of its scenario's `slo:` section (as `qbench run` checks them).
+Runs of a mix also compare each endpoint present in both (`ENDPOINT_METRICS`, named `LABEL:metric`,
+e.g. `a:p95_latency_s`, which `--max-regression` accepts too).
+
+B also has to meet the absolute thresholds of its scenario's `slo:` section (as `qbench run` checks them,
+each endpoint's included).
 `check()` raises `SloViolation` (exit code 3) when anything failed, so the command can gate CI.
 """
 
@@ -37,6 +41,9 @@ PHASES = ("latency_s", "queue_wait_s", "service_s", "ttfo_s", "send_lag_s", "ttf
 RATES: dict[str, Better] = {
     "throughput_rps": "higher", "goodput_rps": "higher", "error_rate": "lower", "output_tps": "higher"
 }
+#: Metrics compared per endpoint of a mix (a shorter list than the total's).
+ENDPOINT_METRICS = ("throughput_rps", "error_rate", "p50_latency_s", "p95_latency_s", "p99_latency_s",
+                    "p95_queue_wait_s", "p50_service_s", "p95_service_s")
 
 
 def metric_names() -> list[str]:
@@ -152,9 +159,12 @@ def parse_max_regression(items: list[str]) -> dict[str, float]:
     for item in items:
         name, sep, raw = item.partition("=")
         name, raw = name.strip(), raw.strip()
-        if not sep or name not in names:
+        label, colon, metric = name.rpartition(":")
+        if not sep or (name not in names and not (colon and label and metric in ENDPOINT_METRICS)):
             raise ScenarioError(
-                f"--max-regression {item!r}: expected METRIC=PERCENT with METRIC one of {', '.join(names)}"
+                f"--max-regression {item!r}: expected METRIC=PERCENT with METRIC one of {', '.join(names)}; "
+                f"or ENDPOINT:METRIC=PERCENT for an endpoint of a mix, METRIC one of "
+                f"{', '.join(ENDPOINT_METRICS)}"
             )
         try:
             value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
@@ -186,8 +196,21 @@ def compare(a_dir: Path, b_dir: Path, max_regression: dict[str, float] | None = 
         if name.startswith("p90") and name not in limits:  # keep the table short unless asked for
             continue
         deltas.append(Delta(name, va, vb, direction(name), limits.get(name)))
+    deltas += endpoint_deltas(a.summary, b.summary, limits)
     pairing = pair_runs(a.records, b.records)
-    return Comparison(a, b, deltas, slo=b.summary.slo if use_slo else [], pairing=pairing)
+    return Comparison(a, b, deltas, slo=b.summary.checks() if use_slo else [], pairing=pairing)
+
+
+def endpoint_deltas(a: Summary, b: Summary, limits: dict[str, float]) -> list[Delta]:
+    """`LABEL:metric` deltas for every endpoint both runs have (runs of a mix)."""
+    deltas = []
+    for label in [k for k in a.endpoints if k in b.endpoints]:
+        for name in ENDPOINT_METRICS:
+            va, vb = metric_value(a.endpoints[label], name), metric_value(b.endpoints[label], name)
+            if va is not None or vb is not None:
+                key = f"{label}:{name}"
+                deltas.append(Delta(key, va, vb, direction(name), limits.get(key)))
+    return deltas
 
 
 def format_change(change: float | None) -> str:
@@ -218,6 +241,7 @@ def comparison_table(c: Comparison) -> Table:
 def _cell(name: str, value: float | None) -> str:
     if value is None:
         return "-"
+    name = name.rpartition(":")[2]
     if name == "error_rate":
         return f"{value:.2%}"
     return f"{value:.2f}" if name.endswith("_rps") else fmt_s(value)

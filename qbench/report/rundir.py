@@ -18,8 +18,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from qbench.errors import QbenchError
+from qbench.run.mix import endpoint_slos
 from qbench.run.records import RecordsFormatError, RequestRecord, read_records
-from qbench.run.scenario import Slo
+from qbench.run.scenario import Scenario, Slo
 from qbench.run.summary import GeneratorStats, Summary, summarize
 
 
@@ -76,7 +77,8 @@ def read_run(path: Path) -> LoadedRun:
         notes.append("records.parquet is missing (the run did not finish): read records.jsonl")
     info = read_json(path / "run.json", notes)
     slo = scenario_slo(info, notes)
-    summary = summarize(records, slo, generator=_generator(info))
+    summary = summarize(records, slo, generator=_generator(info), endpoint_slos=mix_slos(info, notes),
+                        journey_length=stored_journey_length(info))
     return LoadedRun(path=path, records=records, info=info, summary=summary, notes=notes)
 
 
@@ -90,6 +92,27 @@ def scenario_slo(info: dict[str, Any], notes: list[str]) -> Slo | None:
         return Slo.model_validate(raw)
     except ValidationError as exc:
         notes.append(f"run.json scenario.slo ignored: {exc.errors()[0].get('msg', exc)}")
+        return None
+
+
+def stored_journey_length(info: dict[str, Any]) -> int | None:
+    """The requests of one whole journey of the scenario in run.json (None: no journey)."""
+    scenario = info.get("scenario")
+    steps = scenario.get("journey") if isinstance(scenario, dict) else None
+    if not isinstance(steps, list):
+        return None
+    return sum(int(s.get("repeat", 1)) if isinstance(s, dict) else 1 for s in steps)
+
+
+def mix_slos(info: dict[str, Any], notes: list[str]) -> dict[str, Slo | None] | None:
+    """Per endpoint label, the own `slo:` of each entry of the scenario's mix in run.json (None if none)."""
+    scenario = info.get("scenario")
+    if not isinstance(scenario, dict) or not scenario.get("mix"):
+        return None
+    try:
+        return endpoint_slos(Scenario.model_validate(scenario))
+    except (ValidationError, QbenchError) as exc:
+        notes.append(f"run.json scenario.mix ignored: {str(exc).splitlines()[0]}")
         return None
 
 

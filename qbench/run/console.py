@@ -15,7 +15,7 @@ from rich.text import Text
 from qbench.run.diagnose import Finding
 from qbench.run.loadgen import LiveStats
 from qbench.run.scenario import Scenario
-from qbench.run.summary import Stats, Summary
+from qbench.run.summary import JourneyStats, Stats, Summary
 
 #: Generator-bottleneck thresholds (see `bottleneck_warnings`).
 SEND_LAG_P99_WARN_S = 0.005
@@ -102,9 +102,14 @@ def render_summary(
     if summary.error_samples:
         console.print(error_table(summary))
     console.print(phase_table(summary, open_loop=open_loop))
+    if summary.endpoints:
+        console.print(endpoint_table(summary, open_loop=open_loop))
+    if summary.journeys is not None:
+        console.print(journey_table(summary.journeys))
+        console.print(journey_line(summary.journeys))
     if summary.generator.workers:
         console.print(worker_table(summary))
-    if summary.slo:
+    if summary.checks():
         console.print(slo_table(summary))
     lag = summary.phase("send_lag_s")
     if burst and lag.max is not None:
@@ -160,6 +165,7 @@ PHASE_LABELS = {
     "ttft_s": "time to first token (from send)",
     "tpot_s": "time per output token",
     "itl_s": "inter-token gap (pooled per request)",
+    "download_s": "output files download",
 }
 #: The same phases, short enough for an 80-column terminal table.
 SHORT_PHASE_LABELS = {
@@ -172,6 +178,7 @@ SHORT_PHASE_LABELS = {
     "ttft_s": "TTFT (sent)",
     "tpot_s": "TPOT",
     "itl_s": "ITL",
+    "download_s": "download",
 }
 
 
@@ -207,6 +214,47 @@ def phase_table(s: Summary, *, open_loop: bool = True) -> Table:
     return table
 
 
+def endpoint_table(s: Summary, *, open_loop: bool = True) -> Table:
+    """One row per endpoint of a mix, then the total: counts, rate, queue wait, service and total time
+    of ok requests, and the endpoint's SLO verdict."""
+    total = "latency_s" if open_loop else "latency_from_send_s"
+    table = Table(title="Per endpoint (ok requests; total time from the "
+                  f"{'intended' if open_loop else 'actual'} send)", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("endpoint", "n", "errors", "ok/s", "wait p95", "svc p50", "svc p95", "tot p50", "tot p95",
+                "SLO"):
+        table.add_column(col, justify="left" if col == "endpoint" else "right", no_wrap=col != "endpoint")
+    rows = [*s.endpoints.items(), ("all", s)]
+    for label, e in rows:
+        checks = e.checks() if label == "all" else e.slo
+        verdict = "" if not checks else "[green]pass[/]" if e.slo_passed else "[bold red]FAIL[/]"
+        wait, service, lat = e.phase("queue_wait_s"), e.phase("service_s"), e.phase(total)
+        table.add_row(label, f"{e.requests:,}", f"{e.errors:,}", f"{e.throughput_rps:.2f}", _num(wait.p95),
+                      _num(service.p50), _num(service.p95), _num(lat.p50), _num(lat.p95), verdict,
+                      style="bold" if label == "all" else None)
+    return table
+
+
+def journey_table(j: JourneyStats) -> Table:
+    """One row per journey step: requests, errors, queue wait, service and latency from the send."""
+    table = Table(title="Per journey step (ok requests; latency from the actual send)", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("step", "n", "errors", "wait p50", "wait p95", "svc p50", "svc p95", "lat p50", "lat p95"):
+        table.add_column(col, justify="left" if col == "step" else "right", no_wrap=col != "step")
+    for key, e in j.steps.items():
+        wait, service, lat = e.phase("queue_wait_s"), e.phase("service_s"), e.phase("latency_from_send_s")
+        table.add_row(key, f"{e.requests:,}", f"{e.errors:,}", _num(wait.p50), _num(wait.p95),
+                      _num(service.p50), _num(service.p95), _num(lat.p50), _num(lat.p95))
+    return table
+
+
+def journey_line(j: JourneyStats) -> str:
+    d = j.duration
+    took = f"; time to finish one: p50 {_num(d.p50)}, p95 {_num(d.p95)}, max {_num(d.max)}" if d.count else ""
+    return (f"journeys: {j.started} started, {j.completed} completed, {j.failed} ended by an error, "
+            f"{j.unfinished} cut off by the end of the run{took}")
+
+
 def worker_table(s: Summary) -> Table:
     """One row per generator worker (process or Ray actor): a saturated or lost one stands out."""
     table = Table(title=f"Generators ({s.generator.executor})", title_justify="left", box=box.SIMPLE_HEAD)
@@ -224,7 +272,7 @@ def slo_table(s: Summary) -> Table:
     table = Table(title="SLO", title_justify="left")
     for col in ("threshold", "limit", "actual", "verdict"):
         table.add_column(col)
-    for c in s.slo:
+    for c in s.checks():
         limit = f"{'>=' if c.kind == 'min' else '<='} {c.threshold:g}"
         verdict = "[green]pass[/]" if c.passed else "[bold red]FAIL[/]"
         actual = (c.note or "-") if c.actual is None else f"{c.actual:.4g}"

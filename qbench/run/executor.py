@@ -36,10 +36,8 @@ import aiohttp
 import numpy as np
 
 from qbench.run.loadgen import LiveStats, LoadGenerator, StopHook
-from qbench.run.payloads import PayloadGenerator
-from qbench.run.protocols import make_protocol
+from qbench.run.mix import make_routes, routing
 from qbench.run.protocols.base import Clock, make_http_session
-from qbench.run.protocols.http import render
 from qbench.run.protocols.login import authenticator, session_slots
 from qbench.run.records import JsonlWriter, RequestRecord
 from qbench.run.scenario import Scenario, with_overrides
@@ -146,18 +144,16 @@ async def run_part(part: Part, control: PartControl) -> PartResult:
     """Run one part with the ordinary LoadGenerator (the same code for every executor)."""
     scenario = part.scenario
     clock = Clock()
-    payloads = PayloadGenerator(scenario.payload, fixed=recorded_inputs(scenario.load))
-    payloads.prepare(scenario.payload.variants)
-    if scenario.protocol == "http":
-        render(scenario.endpoint.body, payloads.inputs(0))  # template errors fail before any request
+    ids = part.plan.request_ids() if isinstance(part.plan, OpenPlan) else None
+    plan_routing = routing(scenario, ids)
     async with (
         authenticator(scenario, part.target) as auth,
-        make_http_session(scenario.load, auth.middlewares) as http,
+        make_http_session(scenario.load, auth.middlewares, cookies=scenario.journey is None) as http,
     ):
         auth.spread(part.index, part.parts)  # login.users: other accounts than the other workers'
         await auth.start(part.plan.users if isinstance(part.plan, UserPlan) else session_slots(scenario.load))
-        protocol = make_protocol(scenario, part.target, http, clock)
-        await control.discovered(await protocol.discover(), http, auth.info())
+        routes = make_routes(scenario, plan_routing, part.target, http, clock, recorded_inputs(scenario.load))
+        await control.discovered(await routes.discover(), http, auth.info())
 
         def tick(stats: LiveStats) -> None:
             stop = control.tick(stats)
@@ -165,15 +161,15 @@ async def run_part(part: Part, control: PartControl) -> PartResult:
                 gen.request_stop(*stop)
 
         gen = LoadGenerator(
-            scenario.load, part.plan, protocol, payloads, clock,
+            scenario.load, part.plan, routes, clock,
             on_tick=tick, stop_when=control.stop_when, on_records=control.records,
         )
         start_at = await control.start_at()
         with _signals(gen, control.signals):
             records = await gen.run(start_at=start_at)
-        await protocol.close()
+        await routes.close()
     stats = gen.generator_stats()
-    info = {**gen.info(), "payload": payloads.stats(), "auth": auth.info()}  # re-logins counted
+    info = {**gen.info(), "payload": routes.payload_stats(), "auth": auth.info()}  # re-logins counted
     worker = worker_stats(part.index, control.where, records, stats)
     return PartResult(part.index, records, stats, info, worker)
 
@@ -381,7 +377,8 @@ def _first(values: Any) -> Any:
 
 
 def lost_records(
-    part: Part, received: set[int], label: str, at_s: float, reason: str, user_records: int = 0
+    part: Part, received: set[int], label: Callable[[int], str], at_s: float, reason: str,
+    user_records: int = 0,
 ) -> list[RequestRecord]:
     """Records for what a dead worker never reported, error kind `generator_lost`.
 
@@ -395,14 +392,14 @@ def lost_records(
     if isinstance(plan, OpenPlan):
         pool = part.scenario.load.sessions if isinstance(part.scenario.load.sessions, int) else 0
         return [
-            _lost(i, j % pool if pool else i, label, float(t) < warmup, float(t), message)
+            _lost(i, j % pool if pool else i, label(i), float(t) < warmup, float(t), message)
             for j, (i, t) in enumerate(zip(plan.request_ids(), plan.offsets.tolist(), strict=True))
             if i not in received
         ]
     assert isinstance(plan, UserPlan)
     missing = plan.users if plan.requests is None else max(plan.requests - user_records, 0)
     return [
-        _lost(-1, plan.user_id(k % max(plan.users, 1)), label, at_s < warmup, at_s, message)
+        _lost(-1, plan.user_id(k % max(plan.users, 1)), label(-1), at_s < warmup, at_s, message)
         for k in range(missing)
     ]
 
@@ -414,18 +411,20 @@ def _lost(request_id: int, user: int, label: str, warmup: bool, at_s: float, mes
     )
 
 
-async def discover(job: Job) -> str:
+async def discover(job: Job) -> Callable[[int], str]:
     """The driver's own discovery (for executors whose workers run elsewhere): announces the target
-    once, before any worker starts; returns the endpoint label records carry."""
+    once, before any worker starts; returns request id -> the endpoint label its record carries."""
     async with (
         authenticator(job.scenario, job.target) as auth,
         make_http_session(job.scenario.load, auth.middlewares) as http,
     ):
         await auth.start(1)  # the workers log in for their own sessions
-        protocol = make_protocol(job.scenario, job.target, http, Clock())
-        await job.announce(await protocol.discover(), http, auth.info())
-        await protocol.close()
-        return protocol.endpoint_label
+        ids = job.plan.request_ids() if isinstance(job.plan, OpenPlan) else None
+        plan_routing = routing(job.scenario, ids)
+        routes = make_routes(job.scenario, plan_routing, job.target, http, Clock(), None)
+        await job.announce(await routes.discover(), http, auth.info())
+        await routes.close()
+        return plan_routing.label_for
 
 
 def in_loop(coro: Coroutine[Any, Any, T]) -> T:

@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 
 from qbench.run.failfast import OpeningGuard
-from qbench.run.payloads import PayloadGenerator
-from qbench.run.protocols.base import Clock, WireProtocol, fail
+from qbench.run.mix import Route, Routes
+from qbench.run.protocols.base import JOURNEY, Clock, SessionState, fail
 from qbench.run.protocols.login import SESSION_SLOT
+from qbench.run.protocols.queue import new_session_hash
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Load
 from qbench.run.schedule import OpenPlan, Plan, UserPlan
@@ -75,18 +76,19 @@ class LoadGenerator:
         self,
         load: Load,
         plan: Plan,
-        protocol: WireProtocol,
-        payloads: PayloadGenerator,
+        routes: Routes,
         clock: Clock,
         *,
         on_tick: Callable[[LiveStats], None] | None = None,
         stop_when: StopHook | None = None,
         on_records: Callable[[list[RequestRecord]], None] | None = None,
     ) -> None:
-        self.load, self.plan, self.protocol, self.payloads, self.clock = load, plan, protocol, payloads, clock
+        self.load, self.plan, self.routes, self.clock = load, plan, routes, clock
         self.on_tick, self.stop_when, self.on_records = on_tick, stop_when, on_records
         self.records: list[RequestRecord] = []
-        self.stats = LiveStats(scheduled=len(plan) if isinstance(plan, OpenPlan) else None)
+        journeys = routes.journey is not None
+        self.stats = LiveStats(scheduled=len(plan) if isinstance(plan, OpenPlan) and not journeys else None)
+        self.journeys = 0  # journeys started (their ids)
         self.stop_kind: str | None = None
         self.stop_reason: str | None = None
         self.max_in_flight = 0
@@ -164,7 +166,10 @@ class LoadGenerator:
 
     async def _execute(self) -> None:
         try:
-            if isinstance(self.plan, OpenPlan):
+            if isinstance(self.plan, OpenPlan) and self.routes.journey is not None:
+                await self._open_journeys(self.plan)
+                await self._drain(self._journey_drain_s())
+            elif isinstance(self.plan, OpenPlan):
                 await self._open_loop(self.plan)
                 await self._drain(self.load.drain_s)
             else:
@@ -173,13 +178,13 @@ class LoadGenerator:
             pass
 
     async def _open_loop(self, plan: OpenPlan) -> None:
-        warmup, label, pool = self.load.warmup, self.protocol.endpoint_label, self._pool
+        warmup, label, pool = self.load.warmup, self.routes.routing.label_for, self._pool
         self.records = [
             RequestRecord(
                 request_id=i,
                 user_id=j % pool if pool else i,  # the session slot (local: processes have own pools)
                 session_id="",
-                endpoint=label,
+                endpoint=label(i),
                 warmup=bool(t < warmup),
                 intended_at_s=float(t),
             )
@@ -232,6 +237,9 @@ class LoadGenerator:
         rng = np.random.default_rng([user, 7])
         while (delay := start - self.clock.now()) > 0:
             await asyncio.sleep(delay)
+        if self.routes.journey is not None:
+            await self._journeys_of(user, slot, rng)
+            return
         while self.stop_kind is None:
             now = self.clock.now()
             if plan.duration is not None and now >= plan.duration:
@@ -242,7 +250,7 @@ class LoadGenerator:
                 request_id=len(self.records),
                 user_id=user,
                 session_id="",
-                endpoint=self.protocol.endpoint_label,
+                endpoint=self.routes.routing.draw(rng),
                 warmup=now < self.load.warmup,
                 intended_at_s=now,
             )
@@ -255,7 +263,66 @@ class LoadGenerator:
                 await asyncio.sleep(think)
         await asyncio.sleep(0)
 
-    async def _one(self, record: RequestRecord, slot: int) -> None:
+    # ------------------------------------------------------------ journeys (qbench.run.journey)
+
+    async def _open_journeys(self, plan: OpenPlan) -> None:
+        """Open loop: a new journey (a new user, a new session) at each planned instant."""
+        loop = asyncio.get_running_loop()
+        for n, t in enumerate(plan.offsets.tolist()):
+            await self._until(t)
+            if self._stopped(self.clock.now()):
+                return
+            task = loop.create_task(self._journey(n, n, float(t), np.random.default_rng([n, 7])))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _journeys_of(self, user: int, slot: int, rng: np.random.Generator) -> None:
+        """Closed loop: one journey after another, `think_time` between them, until the run stops."""
+        while not self._stopped(self.clock.now()):
+            await self._journey(user, slot, self.clock.now(), rng)
+            if self.load.think_time > 0:
+                await asyncio.sleep(self._think(self.load.think_time, rng))
+
+    async def _journey(self, user: int, slot: int, start: float, rng: np.random.Generator) -> None:
+        """One user's steps in order, in one session; it ends at the first failed request."""
+        assert self.routes.journey is not None
+        journey_id, self.journeys = self.journeys, self.journeys + 1
+        state = SessionState(new_session_hash())
+        JOURNEY.set(state)  # this task's context: every request of the journey shares the session
+        first = True
+        for index, (step, route) in enumerate(zip(self.routes.journey, self.routes.steps, strict=True)):
+            for turn in range(step.repeat):
+                if not first and step.think_time > 0:
+                    await asyncio.sleep(self._think(step.think_time, rng))
+                now = self.clock.now()
+                if self._stopped(now):
+                    return
+                record = RequestRecord(
+                    request_id=len(self.records), user_id=user, session_id=state.session_hash,
+                    endpoint=route.branch.label, warmup=now < self.load.warmup,
+                    intended_at_s=start if first else now, journey_id=journey_id, step=index, turn=turn,
+                )
+                self.records.append(record)
+                await self._one(record, slot, route)
+                first = False
+                if not record.ok:
+                    return
+
+    def _stopped(self, now: float) -> bool:
+        load = self.load
+        return (self.stop_kind is not None or (load.duration is not None and now >= load.duration)
+                or (load.requests is not None and len(self.records) >= load.requests))
+
+    def _think(self, mean: float, rng: np.random.Generator) -> float:
+        return float(rng.exponential(mean)) if self.load.think == "exponential" else mean
+
+    def _journey_drain_s(self) -> float:
+        """Open-loop journeys started before the end of `duration` may still be sending: they stop
+        sending at `duration`, then their last requests get the usual drain."""
+        remaining = 0.0 if self.load.duration is None else max(self.load.duration - self.clock.now(), 0.0)
+        return remaining + self.load.drain_s
+
+    async def _one(self, record: RequestRecord, slot: int, route: Route | None = None) -> None:
         """Send one request under its timeout; turn every way it can end into a closed record."""
         task = asyncio.current_task()
         assert task is not None
@@ -264,11 +331,12 @@ class LoadGenerator:
         self.stats.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.stats.in_flight)
         SESSION_SLOT.set(slot)  # whose credentials (qbench.run.protocols.login); this task's context only
+        route = route or self.routes[record.endpoint]
         try:
-            await self.protocol.send(record, self.payloads.inputs(record.request_id), slot)
+            await route.protocol.send(record, route.payloads.inputs(record.request_id), slot)
         except asyncio.CancelledError:
             if record.error_kind == "timeout":
-                self.protocol.abandon(record)
+                route.protocol.abandon(record)
                 if hasattr(task, "uncancel"):
                     task.uncancel()  # our own timer's cancel is handled: later awaits must not see it
             else:

@@ -33,6 +33,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,7 +151,7 @@ class _Worker:
 
 
 class _Driver:
-    def __init__(self, ray: Any, job: Job, parts: list[Part], label: str) -> None:
+    def __init__(self, ray: Any, job: Job, parts: list[Part], label: Callable[[int], str]) -> None:
         self.ray, self.job, self.parts, self.label = ray, job, parts, label
         self.stop: tuple[str, str] | None = None
         self.stop_sent = False

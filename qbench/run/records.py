@@ -15,8 +15,10 @@ Phases of a Gradio queued request (HTTP requests fill the subset that applies):
     estimation_at_s first `estimation` message (rank, queue size, ETA as the server saw them)
     started_at_s    `process_starts`: the job left the queue and began running
     first_output_at_s  first `process_generating` (streaming), first byte of a streamed HTTP body
+    result_at_s     the terminal message (`process_completed`) when output files were then fetched
     completed_at_s  terminal message (`process_completed`) or the end of the HTTP body, or the moment the
-                    request was given up (timeout, error, interruption)
+                    request was given up (timeout, error, interruption); with output files fetched (as
+                    a browser or gradio_client does), the end of the last download
 
 File format: Parquet (`records.parquet`) with `SCHEMA_VERSION` in the file metadata; JSON Lines
 (`records.jsonl`) is written while the run goes so that nothing is lost if the process dies.
@@ -33,9 +35,10 @@ from typing import IO, Any, Final, Literal
 
 import orjson
 
-SCHEMA_VERSION: Final = 2
-#: Versions `read_parquet` reads: v1 lacks the token fields (they read as None / 0).
-READABLE_VERSIONS: Final = (1, 2)
+SCHEMA_VERSION: Final = 3
+#: Versions `read_parquet` reads: v1 lacks the token fields (they read as None / 0), v2 the journey
+#: fields (they read as None).
+READABLE_VERSIONS: Final = (1, 2, 3)
 
 Outcome = Literal["ok", "error"]
 
@@ -95,6 +98,14 @@ class RequestRecord:
     itl_p50_s: float | None = None  # median gap (s), type-7 percentile over this request's gaps
     itl_p99_s: float | None = None  # 99th percentile gap (s)
     itl_max_s: float | None = None  # longest gap (s)
+    # ---- output files fetched (gradio file outputs; scenario fetch_outputs) (schema v3) ----
+    result_at_s: float | None = None  # process_completed received, before the output files were fetched (s)
+    download_bytes: int = 0  # bytes of the output files fetched (also counted in bytes_received)
+    downloads: int = 0  # output files fetched
+    # ---- journeys (scenario `journey:`, qbench.run.journey); None elsewhere (schema v3) ----
+    journey_id: int | None = None  # which journey (one user's session) sent it, unique within a run
+    step: int | None = None  # the journey step (0-based index in the scenario's journey list)
+    turn: int | None = None  # which call of the step (0-based; a step repeats `repeat` times)
 
     # ---- derived phases (seconds); None when a phase is missing ----
 
@@ -122,8 +133,15 @@ class RequestRecord:
 
     @property
     def service_s(self) -> float | None:
-        """Time the job ran on the server as the client saw it: process_starts -> completion."""
-        return _diff(self.completed_at_s, self.started_at_s)
+        """Time the job ran on the server as the client saw it: process_starts -> its result (before any
+        output file was fetched)."""
+        return _diff(self.result_at_s if self.result_at_s is not None else self.completed_at_s,
+                     self.started_at_s)
+
+    @property
+    def download_s(self) -> float | None:
+        """Time to fetch the output files after the result arrived (None when none were fetched)."""
+        return _diff(self.completed_at_s, self.result_at_s)
 
     @property
     def ttfo_s(self) -> float | None:
@@ -175,6 +193,7 @@ DERIVED: Final = (
     "ttft_s",
     "tpot_s",
     "output_tps",
+    "download_s",
 )
 
 FIELD_NAMES: Final = tuple(f.name for f in fields(RequestRecord))
@@ -277,6 +296,11 @@ def _arrow_schema() -> Any:
         "tokens_from": pa.string(),
         "finish_reason": pa.string(),
         "itl_count": pa.int64(),
+        "download_bytes": pa.int64(),
+        "downloads": pa.int64(),
+        "journey_id": pa.int64(),
+        "step": pa.int64(),
+        "turn": pa.int64(),
     }
     cols = [pa.field(name, types.get(name, pa.float64())) for name in FIELD_NAMES]
     cols += [pa.field(name, pa.float64()) for name in DERIVED]

@@ -31,17 +31,18 @@ from qbench import __version__
 from qbench.errors import ScenarioError
 from qbench.run.console import LiveView
 from qbench.run.credentials import redact
-from qbench.run.diagnose import Finding, diagnose
+from qbench.run.diagnose import Finding
+from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.executor import Executor, Job, LocalExecutor, in_loop
 from qbench.run.loadgen import LiveStats
+from qbench.run.mix import endpoint_slos, journey_length, routing, with_trace_mix
 from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.login import authenticator
 from qbench.run.records import RequestRecord, write_parquet
 from qbench.run.scenario import Scenario, file_slug, load_scenario, with_overrides
-from qbench.run.schedule import Plan
+from qbench.run.schedule import OpenPlan, Plan
 from qbench.run.schedule import plan as make_plan
 from qbench.run.summary import GeneratorStats, Summary, summarize
-from qbench.run.trace import check_endpoint
 
 __all__ = ["RunResult", "load_scenario", "run_dir_for", "run_scenario"]
 
@@ -87,6 +88,7 @@ def run_scenario(
     """
     if overrides:
         scenario = with_overrides(scenario, overrides)
+    scenario = with_trace_mix(scenario)  # a trace naming several endpoints runs as a mix of them
     url = target or scenario.target
     if not url:
         raise ScenarioError(
@@ -133,12 +135,12 @@ def make_executor(scenario: Scenario) -> Executor:
 def check_schedule(scenario: Scenario) -> Plan:
     """The run's plan, built once; fails before any request on a bad schedule: a trace's lines and
     endpoints, a replayed run's records, a load that would schedule too many requests."""
-    if scenario.load.trace is not None:
-        check_endpoint(scenario.load.trace, scenario.endpoint)
     try:
-        return make_plan(scenario.load, seed=scenario.payload.seed)
+        plan = make_plan(scenario.load, seed=scenario.seed)
     except ValueError as exc:
         raise ScenarioError(f"scenario '{scenario.name}': key 'load': {exc}") from None
+    routing(scenario, plan.request_ids() if isinstance(plan, OpenPlan) else None)  # trace lines' endpoints
+    return plan
 
 
 def _finish(
@@ -149,11 +151,12 @@ def _finish(
     info: dict[str, Any],
 ) -> RunResult:
     """Summary, records.parquet, final run.json and summary.json."""
-    summary = summarize(records, scenario.slo, generator=generator)
+    summary = summarize(records, scenario.slo, generator=generator, endpoint_slos=endpoint_slos(scenario),
+                        journey_length=journey_length(scenario))
     info.update(generator=summary.generator.__dict__, records=len(records))
     write_parquet(records, run_dir / "records.parquet")
     _write_json(run_dir / "run.json", info)
-    findings = diagnose(records, summary, info.get("server"))
+    findings = diagnose_run(records, summary, info.get("server"))
     diagnosis = [f.to_dict() for f in findings]
     auth = info.get("auth")  # logins and re-logins (no secret)
     _write_json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth})

@@ -43,7 +43,7 @@ from pydantic import (
 )
 
 from qbench.errors import ScenarioError
-from qbench.run.credentials import REVEAL, Auth, redact_headers, remember_url
+from qbench.run.credentials import REVEAL, Auth, redact, redact_headers, remember_url
 from qbench.run.payload_specs import BooleanSpec, ChatSpec, ChoiceSpec, ExampleSpec, FileSpec
 
 SHAPES = ("burst", "rate", "stages", "users", "trace", "replay")
@@ -373,6 +373,50 @@ class Slo(_Model):
         return limits
 
 
+# ---------------------------------------------------------------- mix (several endpoints in one run)
+
+
+class MixEntry(_Model):
+    """One endpoint of a `mix:` (qbench.run.mix): its share of the requests, what it sends, and
+    optionally its own SLO (else the scenario's `slo` applies to it)."""
+
+    weight: float = Field(1.0, gt=0)  # relative share of the requests (any positive number)
+    endpoint: Endpoint
+    payload: Payload = Payload.model_validate({})
+    name: str | None = None  # the label records carry (default: the endpoint's, as without a mix)
+    slo: Slo | None = None  # thresholds replacing the scenario's for this endpoint (the others apply)
+
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _positive(cls, v: Any) -> Any:
+        if isinstance(v, int | float) and not isinstance(v, bool) and v <= 0:
+            raise ValueError("expected a weight > 0 (leave an endpoint that gets no requests out of the mix)")
+        return v
+
+
+class JourneyStep(_Model):
+    """One step of a `journey:` (qbench.run.journey): an endpoint called `repeat` times in a row, each
+    call `think_time` seconds after the previous answer (the journey's first call: at once)."""
+
+    endpoint: Endpoint
+    payload: Payload = Payload.model_validate({})
+    repeat: int = Field(1, ge=1, le=10_000)
+    think_time: float = Field(0.0, ge=0)  # seconds before each call of this step (reading the answer)
+    name: str | None = None  # the label records carry (default: the endpoint's)
+
+
+JOURNEY_SHAPES = ("users", "rate", "stages", "burst")
+
+
+def endpoint_label(protocol: str, endpoint: Endpoint) -> str:
+    """What records carry in `endpoint` for this endpoint (the protocols write the same)."""
+    if protocol == "gradio":
+        return endpoint.api_name or f"fn_index={endpoint.fn_index}"
+    if protocol == "openai":
+        return redact(f"POST {endpoint.path or '/v1/chat/completions'}")
+    return redact(f"{endpoint.method} {endpoint.path}")
+
+
 # ---------------------------------------------------------------- scenario
 
 
@@ -396,6 +440,9 @@ class Scenario(_Model):
     # Gradio wire family; default: what the app's /config announces (absent there: ws, Gradio 3.x)
     gradio_protocol: Literal["ws", "sse", "sse_v1", "sse_v2", "sse_v2.1", "sse_v3"] | None = None
     payload: Payload = Payload.model_validate({})
+    mix: list[MixEntry] | None = None  # several endpoints, each with its weight (replaces endpoint/payload)
+    journey: list[JourneyStep] | None = None  # what one user does, in order, in one session
+    fetch_outputs: bool = True  # gradio: fetch output files as users' browsers and gradio_client do
     load: Load
     slo: Slo | None = None
     expect: Expect | None = None  # server settings the records should show (a warning when they do not)
@@ -406,28 +453,80 @@ class Scenario(_Model):
                                       info: SerializationInfo) -> dict[str, Any]:
         """Endpoint headers named in auth.secret_headers are secrets too (Endpoint alone cannot know)."""
         data: dict[str, Any] = handler(self)
-        headers = (data.get("endpoint") or {}).get("headers")
-        if headers and self.auth.secret_headers:
-            data["endpoint"]["headers"] = redact_headers(headers, self.auth.secret_headers, info)
+        if self.mix is not None or self.journey is not None:  # they replace endpoint and payload
+            data.pop("endpoint", None)
+            data.pop("payload", None)
+        entries = (data.get("mix") or []) + (data.get("journey") or [])
+        for endpoint in [data.get("endpoint")] + [e.get("endpoint") for e in entries]:
+            headers = (endpoint or {}).get("headers")
+            if endpoint is not None and headers and self.auth.secret_headers:
+                endpoint["headers"] = redact_headers(headers, self.auth.secret_headers, info)
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mix_or_endpoint(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if data.get("mix") is not None and data.get("journey") is not None:
+            raise ValueError("journey: a journey's steps replace a mix (a user does one thing after "
+                             "another): drop mix, or drop journey")
+        for key in ("mix", "journey"):
+            both = [k for k in ("endpoint", "payload") if data.get(k) is not None]
+            if data.get(key) is not None and both:
+                raise ValueError(f"{key}: a {key} replaces endpoint and payload (each entry has its own): "
+                                 f"drop {' and '.join(both)}: {data[both[0]]!r}, or drop {key}")
         return data
 
     @model_validator(mode="after")
     def _endpoint_fits_protocol(self) -> Scenario:
-        ep = self.endpoint
-        if self.protocol == "gradio" and ep.api_name is None and ep.fn_index is None:
-            raise ValueError("a gradio endpoint needs api_name (or fn_index)")
-        if self.protocol == "http" and ep.path is None:
-            raise ValueError("an http endpoint needs a path (e.g. /predict)")
-        if self.protocol == "openai" and ep.body is not None and not isinstance(ep.body, dict):
-            raise ValueError("an openai endpoint's body is a mapping of extra request fields")
-        recorded = self.load.shape in ("trace", "replay")
-        if self.protocol == "openai" and not self.payload.inputs and not recorded:
-            raise ValueError("an openai scenario needs a payload input (the prompt): text: {words: [8, 32]}")
+        if self.mix is not None and not self.mix:
+            raise ValueError("mix: expected a list of at least one {weight, endpoint, payload}")
+        if self.journey is not None:
+            self._check_journey(self.journey)
+        for where, ep, payload in self.endpoints():
+            self._check_endpoint(where, ep, payload)
         if self.protocol != "gradio" and self.gradio_protocol is not None:
             raise ValueError("gradio_protocol applies to protocol: gradio only")
-        if self.protocol != "openai" and any(s.text and s.text.turns for s in self.payload.inputs):
-            raise ValueError("payload text turns (a multi-turn chat) apply to protocol: openai only")
         return self
+
+    @property
+    def seed(self) -> int:
+        """The seed of arrivals and endpoint draws: the payload's (a mix: its first entry's)."""
+        first = (self.mix or self.journey or [None])[0]
+        return self.payload.seed if first is None else first.payload.seed
+
+    def _check_journey(self, steps: list[JourneyStep]) -> None:
+        if not steps:
+            raise ValueError("journey: expected a list of at least one {endpoint, payload} step")
+        if self.load.shape not in JOURNEY_SHAPES:
+            raise ValueError(f"journey: runs with load {' or '.join(JOURNEY_SHAPES)} (users: N journeys at "
+                             f"a time; rate: new journeys per second), not {self.load.shape}")
+        if self.load.processes > 1 or self.load.executor != "local":
+            raise ValueError("journey: runs in one generator process (drop processes / executor: ray)")
+
+    def endpoints(self) -> list[tuple[str, Endpoint, Payload]]:
+        """(where in the file, endpoint, payload): the one endpoint, each of a mix, each journey step."""
+        if self.journey is not None:
+            return [(f"journey.{i}", e.endpoint, e.payload) for i, e in enumerate(self.journey)]
+        if self.mix is None:
+            return [("endpoint", self.endpoint, self.payload)]
+        return [(f"mix.{i}", e.endpoint, e.payload) for i, e in enumerate(self.mix)]
+
+    def _check_endpoint(self, where: str, ep: Endpoint, payload: Payload) -> None:
+        at = "" if where == "endpoint" else f"{where}: "
+        if self.protocol == "gradio" and ep.api_name is None and ep.fn_index is None:
+            raise ValueError(f"{at}a gradio endpoint needs api_name (or fn_index)")
+        if self.protocol == "http" and ep.path is None:
+            raise ValueError(f"{at}an http endpoint needs a path (e.g. /predict)")
+        if self.protocol == "openai" and ep.body is not None and not isinstance(ep.body, dict):
+            raise ValueError(f"{at}an openai endpoint's body is a mapping of extra request fields")
+        recorded = self.load.shape in ("trace", "replay")
+        if self.protocol == "openai" and not payload.inputs and not recorded:
+            raise ValueError(f"{at}an openai scenario needs a payload input (the prompt): "
+                             "text: {words: [8, 32]}")
+        if self.protocol != "openai" and any(s.text and s.text.turns for s in payload.inputs):
+            raise ValueError(f"{at}payload text turns (a multi-turn chat) apply to protocol: openai only")
 
 
 def file_slug(name: str, default: str = "run") -> str:
@@ -474,7 +573,8 @@ def parse_scenario(
     except ValidationError as exc:
         raise ScenarioError(format_errors(exc, source)) from None
     remember_url(scenario.target)  # ?token=... and user:pass@ are masked in everything qbench writes
-    remember_url(scenario.endpoint.path)
+    for _, endpoint, _ in scenario.endpoints():
+        remember_url(endpoint.path)
     return scenario
 
 
@@ -489,12 +589,20 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any], *, source: s
     data = copy.deepcopy(raw)
     for key, value in overrides.items():
         parts = key.split(".")
-        node = data
+        node: dict[str, Any] | list[Any] = data
         for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
+            if isinstance(node, list):  # an entry of a list (mix.1.weight, journey.0.repeat)
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ScenarioError(f"{source}: override key '{key}': '{part}' is not an index of "
+                                        f"that list (0..{len(node) - 1})")
+                child = node[int(part)]
+            else:
+                child = node.setdefault(part, {})
+            if not isinstance(child, dict | list):
                 raise ScenarioError(f"{source}: override key '{key}': '{part}' is not a mapping")
             node = child
+        if isinstance(node, list):
+            raise ScenarioError(f"{source}: override key '{key}': set a key of one entry ({key}.0...)")
         if parts[0] == "load" and len(parts) == 2 and parts[1] in SHAPES and value is not None:
             for other in SHAPES:
                 node.pop(other, None)
@@ -508,6 +616,8 @@ def format_errors(exc: ValidationError, source: str) -> str:
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"] if not _UNION_TAG.match(str(p))) or "<top>"
         msg = err["msg"].removeprefix("Value error, ")
+        if key == "<top>" and (named := _NAMED_KEY.match(msg)):  # a check across keys names its key
+            key, msg = named.group(1), msg[named.end():]
         if err["type"] == "extra_forbidden":
             msg = f"unknown key; expected one of {', '.join(_known_keys(err['loc'][:-1]))}"
         entry = problems.setdefault(key, (err.get("input"), []))
@@ -538,6 +648,7 @@ def _flatten(annotation: Any) -> list[Any]:
     return [t for arg in args for t in _flatten(arg)] if args else [annotation]
 
 
+_NAMED_KEY = re.compile(r"^((?:mix|journey)(?:\.\d+)?|endpoint|payload): ")
 _UNION_TAG = re.compile(r"^(literal\[.*\]|int|float|str|bool|none|(list|dict|tuple)\[.*\]|[A-Z]\w*Spec)$")
 
 
@@ -558,7 +669,14 @@ def resolve_paths(raw: dict[str, Any], base: Path) -> None:
             value = node.get(key) if isinstance(node, dict) else None
             if isinstance(node, dict) and isinstance(value, str) and not Path(value).is_absolute():
                 node[key] = str(base / value)
-    payload = raw.get("payload")
+    mix = raw.get("mix")
+    journey = raw.get("journey")
+    entries = (mix if isinstance(mix, list) else []) + (journey if isinstance(journey, list) else [])
+    for payload in [raw.get("payload")] + [e.get("payload") for e in entries if isinstance(e, dict)]:
+        _resolve_payload_paths(payload, base)
+
+
+def _resolve_payload_paths(payload: Any, base: Path) -> None:
     inputs = payload.get("inputs") if isinstance(payload, dict) else None
     for spec in inputs if isinstance(inputs, list) else []:
         for kind, key in (("text", "file"), ("files", "dir")):

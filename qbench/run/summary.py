@@ -37,7 +37,7 @@ per-request rate (output tokens / (completion - actual send)).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,7 @@ from qbench.run.scenario import Slo
 #: Phases summarised with percentiles (names of RequestRecord derived properties).
 PHASES = (
     "latency_s", "latency_from_send_s", "queue_wait_s", "service_s", "ttfo_s", "send_lag_s",
-    "ttft_s", "tpot_s",
+    "ttft_s", "tpot_s", "download_s",
 )
 
 
@@ -137,6 +137,25 @@ class SloCheck:
 
 
 @dataclass
+class JourneyStats:
+    """The journeys of a run (scenario `journey:`): how many finished, and how long a user took."""
+
+    started: int = 0
+    completed: int = 0  # every request of every step done, each ok
+    failed: int = 0  # ended by a failed request (a journey stops at its first error)
+    unfinished: int = 0  # cut off by the end of the run (duration, requests, a stop)
+    duration: Stats = field(default_factory=Stats)  # completed: first intended send -> last completion (s)
+    steps: dict[str, Summary] = field(default_factory=dict)  # per step, "<index>:<endpoint>"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JourneyStats:
+        return cls(started=data.get("started", 0), completed=data.get("completed", 0),
+                   failed=data.get("failed", 0), unfinished=data.get("unfinished", 0),
+                   duration=Stats(**data.get("duration", {})),
+                   steps={k: Summary.from_dict(v) for k, v in (data.get("steps") or {}).items()})
+
+
+@dataclass
 class Summary:
     """What a run did, computed from its records. JSON-able via to_dict()/from_dict()."""
 
@@ -160,13 +179,21 @@ class Summary:
     output_tps: float = 0.0  # output tokens of ok requests per second of the window
     request_output_tps: Stats = field(default_factory=Stats)  # per-request output tokens/s (not seconds)
     slo: list[SloCheck] = field(default_factory=list)
-    slo_passed: bool = True
+    slo_passed: bool = True  # every check passed, each endpoint's too
+    endpoints: dict[str, Summary] = field(default_factory=dict)  # per endpoint label (runs of several)
+    journeys: JourneyStats | None = None  # runs of a scenario's journey
 
     def phase(self, name: str) -> Stats:
         return self.latency.get(name, Stats())
 
+    def checks(self) -> list[SloCheck]:
+        """Every SLO check: the run's, then each endpoint's (named `endpoint: check`)."""
+        return self.slo + [replace(c, name=f"{label}: {c.name}") for label, e in self.endpoints.items()
+                           for c in e.slo]
+
     def failed_checks(self) -> list[SloCheck]:
-        return [c for c in self.slo if not c.passed]
+        """Failed checks, each endpoint's too (named `endpoint: check`)."""
+        return [c for c in self.checks() if not c.passed]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -179,6 +206,9 @@ class Summary:
         values["generator"] = GeneratorStats.from_dict(data.get("generator", {}))
         values["request_output_tps"] = Stats(**data.get("request_output_tps", {}))
         values["slo"] = [SloCheck(**c) for c in data.get("slo", [])]
+        values["endpoints"] = {k: Summary.from_dict(v) for k, v in (data.get("endpoints") or {}).items()}
+        journeys = data.get("journeys")
+        values["journeys"] = JourneyStats.from_dict(journeys) if isinstance(journeys, dict) else None
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in values.items() if k in known})
 
@@ -189,9 +219,107 @@ def summarize(
     *,
     duration_s: float | None = None,
     generator: GeneratorStats | None = None,
+    endpoint_slos: dict[str, Slo | None] | None = None,
+    journey_length: int | None = None,
 ) -> Summary:
-    """Summarise the measured (non-warm-up) records; evaluate `slo` if given (see module docstring)."""
+    """Summarise the measured (non-warm-up) records; evaluate `slo` if given (see module docstring).
+
+    Records of several endpoints are also summarised per endpoint, over the run's window, in
+    `endpoints`. For a mix (`endpoint_slos` given: label -> the entry's own slo, or None), `slo`'s
+    latency and error thresholds apply to every endpoint, an entry's own slo replacing the thresholds
+    it sets, and the rate thresholds (min_throughput, min_goodput, min_output_tps) to the total.
+    Without `endpoint_slos`, `slo` is judged on the total only.
+
+    Records of journeys (`journey_length`: the requests of a whole journey) are also summarised per
+    step and per journey (`journeys`: `journey_stats`).
+    """
     measured = list(iter_measured(records))
+    labels = sorted({r.endpoint for r in measured})
+    if endpoint_slos is not None:
+        summary = _by_endpoint(measured, labels, slo, endpoint_slos, duration_s, generator)
+    else:
+        summary = _summarize(measured, slo, duration_s=duration_s, generator=generator)
+        if len(labels) > 1:  # not a mix (a journey's steps): the SLO is the total's, endpoints are facts
+            summary.endpoints = {label: _summarize([r for r in measured if r.endpoint == label],
+                                                   duration_s=summary.duration_s) for label in labels}
+    if journey_length is not None:
+        summary.journeys = journey_stats(records, journey_length, slo, summary.duration_s)
+    return summary
+
+
+def journey_stats(records: Sequence[RequestRecord], length: int, slo: Slo | None,
+                  window: float) -> JourneyStats:
+    """Journeys started, completed, failed and cut off; time to finish one; each step's summary.
+
+    A journey is counted when its first request is outside the warm-up window; it is complete when all
+    `length` requests of it are ok; `duration` is from its first intended send to its last completion.
+    """
+    by_journey: dict[int, list[RequestRecord]] = {}
+    for r in records:
+        if r.journey_id is not None:
+            by_journey.setdefault(r.journey_id, []).append(r)
+    stats = JourneyStats()
+    durations: list[float] = []
+    for rs in by_journey.values():
+        if rs[0].warmup:
+            continue
+        stats.started += 1
+        if _failed(rs):
+            stats.failed += 1
+        elif len(rs) >= length and all(r.ok for r in rs):
+            stats.completed += 1
+            durations.append(max(r.completed_at_s or 0.0 for r in rs) - rs[0].intended_at_s)
+        else:
+            stats.unfinished += 1
+    stats.duration = Stats.of(durations)
+    measured = list(iter_measured(records))
+    keys = sorted({(r.step, r.endpoint) for r in measured if r.step is not None}, key=lambda k: k[0] or 0)
+    stats.steps = {f"{step}:{label}": _summarize([r for r in measured if r.step == step], slo,
+                                                 duration_s=window) for step, label in keys}
+    return stats
+
+
+def _failed(rs: list[RequestRecord]) -> bool:
+    """A journey ended by a request that failed on its own (not closed by the end of the run)."""
+    return any(r.sent_at_s is not None and not r.ok and r.error_kind not in ("deadline", "interrupted")
+               for r in rs)
+
+
+RATE_THRESHOLDS = ("min_throughput", "min_goodput", "min_output_tps")
+
+
+def _by_endpoint(measured: list[RequestRecord], labels: list[str], slo: Slo | None,
+                 own: dict[str, Slo | None], duration_s: float | None,
+                 generator: GeneratorStats | None) -> Summary:
+    window = duration_s if duration_s is not None else _window(measured)
+    inherited = slo.model_copy(update=dict.fromkeys(RATE_THRESHOLDS)) if slo is not None else None
+    rates = Slo(**{k: v for k, v in slo.thresholds().items() if k in RATE_THRESHOLDS}) if slo else None
+    judged = {label: _merged(inherited, own.get(label)) for label in labels}
+    endpoints = {label: _summarize([r for r in measured if r.endpoint == label], judged[label],
+                                   duration_s=window) for label in labels}
+    total = _summarize(measured, duration_s=window, generator=generator)
+    total.goodput_rps = _per_s(sum(1 for r in measured if r.ok and meets_slo(r, judged[r.endpoint])), window)
+    if rates is not None and rates.thresholds():
+        total.slo = evaluate_slo(total, rates)
+    total.endpoints = endpoints
+    total.slo_passed = all(c.passed for c in total.slo) and all(e.slo_passed for e in endpoints.values())
+    return total
+
+
+def _merged(inherited: Slo | None, own: Slo | None) -> Slo | None:
+    """An endpoint's SLO: the scenario's thresholds, with those its mix entry sets replaced."""
+    if own is None or inherited is None:
+        return own or inherited
+    return Slo(**{**inherited.thresholds(), **own.thresholds()})
+
+
+def _summarize(
+    measured: list[RequestRecord],
+    slo: Slo | None = None,
+    *,
+    duration_s: float | None = None,
+    generator: GeneratorStats | None = None,
+) -> Summary:
     sent = [r for r in measured if r.sent_at_s is not None]
     ok = [r for r in measured if r.ok]
     window = duration_s if duration_s is not None else _window(measured)

@@ -11,10 +11,11 @@ A trace file has one request per line, JSON Lines (`.jsonl`, `.ndjson`, `.json`)
     0.0,classify,"[""a photo of a cat""]"
 
 Each line uses one time field, the same one on every line; absolute times are shifted so the earliest
-is 0. Optional fields: `api_name` / `fn_index` / `path` (must name the scenario's endpoint: one
-endpoint per run), `inputs` (a JSON list, one value per input; `{"file": PATH}` uploads a file,
-relative to the trace's folder), `input_tokens` / `output_tokens` (counts for LLM targets, checked
-here; qbench's current protocols do not use them). Other fields are ignored, so logs with extra
+is 0. Optional fields: `api_name` / `fn_index` / `path` (the line's endpoint: a trace naming several
+endpoints, as a browser's HAR of a Blocks app does, runs as a mix of them: qbench.run.mix), `inputs`
+(a JSON list, one value per input; `{"file": PATH}` uploads a file, relative to the trace's folder),
+`input_tokens` / `output_tokens` (counts for LLM targets, checked here; qbench's current protocols
+do not use them). Other fields are ignored, so logs with extra
 columns load as they are. A malformed line fails before any request, naming the file, line and field.
 
 Options: `window: [a, b]` keeps the lines with a <= t < b and starts them at 0; `speedup: 2` divides
@@ -44,7 +45,7 @@ import numpy as np
 from qbench.errors import ScenarioError
 from qbench.run.payloads import MIME, FileValue
 from qbench.run.records import read_records
-from qbench.run.scenario import Endpoint, Load, TraceSpec
+from qbench.run.scenario import Load, TraceSpec
 
 TIME_FIELDS = ("t_s", "timestamp", "timestamp_ms")
 ENDPOINT_FIELDS = ("api_name", "fn_index", "path")
@@ -279,30 +280,6 @@ def _stop(schedule: Schedule, load: Load) -> Schedule:
         offsets, ids = offsets[: load.requests], ids[: load.requests]
         source = source[: load.requests] if source is not None else None
     return Schedule(offsets, ids, source)
-
-
-def check_endpoint(spec: TraceSpec, endpoint: Endpoint) -> None:
-    """Every endpoint the trace names must be the scenario's (qbench sends one endpoint per run).
-
-    Only the fields of the scenario's protocol count: a Gradio scenario checks `api_name` / `fn_index`
-    (an imported access log's `path` is a Gradio route, not a function), plain HTTP checks `path`."""
-    trace = read_trace(spec.file)
-    relevant = ("path",) if endpoint.path is not None else ("api_name", "fn_index")
-    for number, named in zip(trace.line_numbers, trace.endpoints, strict=True):
-        for field, value in named.items():
-            expected = getattr(endpoint, field)
-            if field in relevant and (expected is None or str(expected) != value):
-                raise ScenarioError(
-                    f"{trace.path}:{number}: field '{field}': value {value!r}: the scenario's endpoint is "
-                    f"{_describe(endpoint)}; a run sends to one endpoint (split the trace per endpoint)"
-                )
-
-
-def _describe(endpoint: Endpoint) -> str:
-    for field in ENDPOINT_FIELDS:
-        if getattr(endpoint, field) is not None:
-            return f"{field} {getattr(endpoint, field)!r}"
-    return "unset"
 
 
 def recorded_inputs(load: Load) -> Callable[[int], list[Any] | None] | None:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -75,11 +75,13 @@ def rate_overrides(base: dict[str, Any], rate: float, duration_s: float) -> dict
 
 
 def judge(kind: str, rate: float, summary: dict[str, Any], stopped: str | None,
-          constraints: Constraints, steady: Steadiness | None = None) -> Probe:
+          constraints: Constraints, steady: Steadiness | None = None,
+          own: dict[str, dict[str, float]] | None = None) -> Probe:
     """A probe's figures and verdict from its summary (the same bounds a sweep point is held to) and its
-    steady-state test (a probe that did not keep up fails, whatever its latency)."""
+    steady-state test (a probe that did not keep up fails, whatever its latency); `own`: a mix entry's
+    own slo bounds, by endpoint label."""
     result = point_result(Point({}), [{"summary": summary}], constraints, "ok", "", {})
-    violations = constraints.slo_violations(result)
+    violations = constraints.slo_violations(result) + endpoint_violations(summary, constraints, own)
     completed = int(summary.get("completed_ok", 0))
     if completed == 0 and not violations:
         violations.append("no request completed")
@@ -150,6 +152,28 @@ class ProbeLength:
                 "tolerance": self.tolerance, "floor_s": self.floor_s, "cap_s": self.cap_s}
 
 
+def endpoint_violations(summary: dict[str, Any], constraints: Constraints,
+                        own: dict[str, dict[str, float]] | None = None) -> list[str]:
+    """A mix: the bounds each endpoint breaks on its own, named `endpoint: bound`, so the verdict says
+    which endpoint breaks first. The rate bounds (min_*) are the total's; an entry's own slo (`own`,
+    by label) replaces the bounds it sets for its endpoint."""
+    shared = {k: v for k, v in constraints.slo.items() if not k.startswith("min_")}
+    broken = []
+    for label, sub in (summary.get("endpoints") or {}).items():
+        if isinstance(sub, dict) and sub.get("requests"):
+            bounds = replace(constraints, slo={**shared, **(own or {}).get(label, {})})
+            one = point_result(Point({}), [{"summary": sub}], bounds, "ok", "", {})
+            broken += [f"{label}: {v}" for v in bounds.slo_violations(one)]
+    return broken
+
+
+def own_bounds(scenario: Scenario) -> dict[str, dict[str, float]]:
+    """The bounds each mix entry's own slo sets, by endpoint label ({} without a mix)."""
+    from qbench.run.mix import endpoint_slos
+
+    return {label: slo.thresholds() for label, slo in (endpoint_slos(scenario) or {}).items() if slo}
+
+
 @dataclass
 class Prober:
     """Runs probes of one scenario against one server, numbering their run folders under `probes_dir`."""
@@ -204,7 +228,8 @@ class Prober:
         detector = RunawayDetector(margin=margin) if self.stop_runaway and stop else None
         measured, run_dir, elapsed = self._run(f"{kind}-{rate:.4g}", overrides, detector)
         steady = steadiness(measured.records, self.margin)
-        probe = judge(kind, rate, measured.summary, measured.stopped, self.constraints, steady)
+        probe = judge(kind, rate, measured.summary, measured.stopped, self.constraints, steady,
+                      own_bounds(self.scenario))
         probe.duration_s = duration_s
         return self._done(probe, run_dir, elapsed), measured.records
 
@@ -235,7 +260,8 @@ class Prober:
         overrides.update({"load.users": users, "load.think_time": 0, "load.ramp_up": 0,
                           "load.duration": self.duration_s, "load.requests": None, "load.interval": None})
         measured, run_dir, elapsed = self._run(f"estimate-u{users}", overrides, None)
-        probe = judge("estimate", 0.0, measured.summary, None, self.constraints)
+        probe = judge("estimate", 0.0, measured.summary, None, self.constraints,
+                      own=own_bounds(self.scenario))
         probe.users = users
         probe.duration_s = self.duration_s
         probe.rate_rps = users / probe.mean_latency_s if probe.mean_latency_s else probe.throughput_rps

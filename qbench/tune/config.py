@@ -292,6 +292,8 @@ def _mode(options: SweepOptions, section: dict[str, Any], grid: Grid) -> Mode:
         raise ScenarioError("choose one of --app and --launch (--app app.py is --launch 'python app.py')")
     if sum(bool(x) for x in (launch, options.target, options.live)) > 1:
         raise ScenarioError("choose one of --app/--launch, --target and --live")
+    if launch:
+        _check_event_knobs(str(launch), grid)
     if options.target:
         server = [k for k in grid.axes if is_server_knob(k)]
         if server:
@@ -387,6 +389,18 @@ def app_command(options: SweepOptions) -> str | None:
     return shlex.join([python, options.app, *options.app_args])
 
 
+def _check_event_knobs(launch: str, grid: Grid) -> None:
+    """An app launched by --app/--launch gets a knob scoped to one event (`concurrency_limit@a`) only
+    through its placeholder in the command: the startup hook sets the driven events' knobs."""
+    for name in [*grid.axes, *grid.links]:
+        if "@" in name and is_server_knob(name) and "{" + name + "}" not in launch:
+            raise ScenarioError(
+                f"knob {name!r}: an app qbench launches gets a knob of one event only through a "
+                f"{{{name}}} placeholder in --launch (the startup hook sets the knobs of the events the "
+                "scenario drives: see --knob-scope); sweep it on the reference server (--preset), or "
+                "sweep the unscoped knob")
+
+
 def driven_events(scenario: Scenario, scope: str) -> list[str] | None:
     """The events whose per-event knobs the hook sets: the scenario's (scope `driven`), or every queued
     event (scope `all`: None)."""
@@ -394,9 +408,9 @@ def driven_events(scenario: Scenario, scope: str) -> list[str] | None:
         raise ScenarioError(f"--knob-scope {scope!r}: expected driven or all")
     if scope == "all":
         return None
-    endpoint = scenario.endpoint
-    name = endpoint.api_name if endpoint.api_name else endpoint.fn_index
-    return [str(name).lstrip("/")] if name is not None else None
+    names = [e.api_name if e.api_name else e.fn_index for _, e, _ in scenario.endpoints()]  # a mix: each
+    events = list(dict.fromkeys(str(n).lstrip("/") for n in names if n is not None))
+    return events or None
 
 
 def swept_server_knobs(grid: Grid) -> list[str]:

@@ -59,8 +59,19 @@ _SHORT: Final = {
 }
 
 
+#: Knobs of one event, which a sweep may scope to one of a mix's events: `concurrency_limit@a`.
+EVENT_KNOBS: Final = ("concurrency_limit", "max_batch_size", "batch_wait_ms", "concurrency_id")
+
+
+def split_knob(name: str) -> tuple[str, str | None]:
+    """`concurrency_limit@a` -> ("concurrency_limit", "a"); an unscoped knob -> (name, None)."""
+    base, at, event = name.partition("@")
+    return (base, event) if at else (name, None)
+
+
 def is_server_knob(name: str) -> bool:
-    return name in SERVER_KNOBS
+    base, event = split_knob(name)
+    return base in EVENT_KNOBS and bool(event) if event is not None else name in SERVER_KNOBS
 
 
 def is_client_knob(name: str) -> bool:
@@ -76,9 +87,10 @@ _KNOB_WORDS: Final = {
 
 def check_value(name: str, value: Value) -> None:
     """Raise ScenarioError unless a server knob's value is a number (or a word it accepts)."""
-    if not is_server_knob(name) or name == "concurrency_id":
+    base = split_knob(name)[0]
+    if not is_server_knob(name) or base == "concurrency_id":
         return
-    words = _KNOB_WORDS.get(name, ())
+    words = _KNOB_WORDS.get(base, ())
     if isinstance(value, bool) or not isinstance(value, int | float) and str(value).lower() not in words:
         also = f" or one of {', '.join(words)}" if words else ""
         raise ScenarioError(f"grid axis {name!r}: value {value!r} is not valid; expected a number{also}")
@@ -89,7 +101,8 @@ def check_knob(name: str, where: str) -> None:
     if not (is_server_knob(name) or is_client_knob(name)):
         known = ", ".join([*SERVER_KNOBS, *CLIENT_ALIASES])
         raise ScenarioError(
-            f"{where}: unknown knob {name!r}; expected one of {known} or a dotted key (load.rate)"
+            f"{where}: unknown knob {name!r}; expected one of {known}, a dotted key (load.rate), or "
+            f"one event's {'/'.join(EVENT_KNOBS)} as KNOB@EVENT (concurrency_limit@a)"
         )
 
 
@@ -237,7 +250,8 @@ def point_id(knobs: Mapping[str, Value]) -> str:
     """Stable, filesystem-safe id: `c4-b8-t40` (short names for the known knobs)."""
     parts = []
     for name, value in knobs.items():
-        short = _SHORT.get(name, name.replace(".", "_"))
+        base, event = split_knob(name)
+        short = _SHORT.get(base, base.replace(".", "_")) + ("" if event is None else f"@{event}")
         text = f"{value:g}" if isinstance(value, float) else str(value)
         parts.append(short + "".join(ch if ch.isalnum() or ch in "._" else "_" for ch in text))
     return "-".join(parts) or "default"
@@ -295,6 +309,8 @@ class Grid:
             if len(values) < 2 or knobs.get(name) not in values:
                 continue
             value, index = knobs[name], values.index(knobs[name])
+            if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+                continue  # words (concurrency_id=gpu,own): no order to extend
             if index == len(values) - 1:
                 notes.append(f"{name}={value} is the largest value tried: extend the grid past it")
             elif index == 0 and isinstance(value, int | float) and not isinstance(value, bool) and value > 1:

@@ -310,7 +310,8 @@ def start_reference_server(
 
 def knob_env(knobs: Mapping[str, Any], port: int) -> dict[str, str]:
     """QBENCH_<KNOB> variables for a launched app, plus the port for qbench's and Gradio's conventions."""
-    env = {f"QBENCH_{name.upper().replace('.', '_')}": str(value) for name, value in knobs.items()}
+    env = {f"QBENCH_{name.upper().replace('.', '_').replace('@', '__')}": str(value)  # knob@event: __EVENT
+           for name, value in knobs.items()}
     env.update(QBENCH_PORT=str(port), GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1")
     env.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     return env
@@ -452,12 +453,27 @@ def apply_server_knobs(
     )
     for fn in targets:
         fn.update(_function_knobs(knobs))
+    _apply_event_knobs(raw, knobs)
     for name in _QUEUE_KNOBS:
         if name in knobs:
             raw.setdefault("queue", {})[name] = _knob_value(name, knobs[name])
     if "max_threads" in knobs:
         raw.setdefault("launch", {})["max_threads"] = knobs["max_threads"]
     return raw
+
+
+def _apply_event_knobs(raw: dict[str, Any], knobs: Mapping[str, Any]) -> None:
+    """Knobs scoped to one event (`concurrency_limit@a`, `concurrency_id@c=own`: its own group)."""
+    functions = {f.get("api_name"): f for f in raw.get("functions", [])}
+    for name, value in knobs.items():
+        base, _, event = name.partition("@")
+        if not event or base not in _FUNCTION_KNOBS:
+            continue
+        if event not in functions:
+            raise ScenarioError(f"knob {name!r}: the server has no event {event!r} "
+                                f"(its events: {', '.join(str(n) for n in functions)})")
+        own = base == "concurrency_id" and str(value).lower() in ("own", "none", "null")
+        functions[event].update({base: None} if own else _function_knobs({base: value}))
 
 
 def effective_knobs(settings: Mapping[str, Any], api_name: str | None) -> dict[str, Any]:

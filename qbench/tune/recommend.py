@@ -472,4 +472,27 @@ def gradio_code(knobs: Mapping[str, Value], max_size: int | None, gradio_major: 
     ]
     if batch > 1:
         lines.insert(0, "# fn must take lists (one per input) and return lists: batch=True")
+    events = event_lines(knobs)
+    if events:  # a mix's events, each with its own settings, in place of one event's line
+        at = next(i for i, line in enumerate(lines) if line.startswith("btn.click("))
+        lines[at:at + 1] = events
     return "\n".join(lines)
+
+
+def event_lines(knobs: Mapping[str, Value]) -> list[str]:
+    """One `.click(...)` line per event a sweep scoped knobs to (`concurrency_limit@a`)."""
+    events: dict[str, list[str]] = {}
+    for name, value in knobs.items():
+        base, _, event = name.partition("@")
+        if not event:
+            continue
+        if base == "concurrency_id":
+            own = str(value).lower() in ("own", "none", "null")
+            text = "concurrency_id=None" if own else f"concurrency_id={str(value)!r}"  # None: its own group
+        elif base == "max_batch_size" and _num(value) > 1:
+            text = f"batch=True, max_batch_size={value}"
+        else:
+            text = f"{base}={value}"
+        events.setdefault(event, []).append(text)
+    return [f"btn_{event}.click(fn_{event}, inputs, outputs, api_name={event!r}, {', '.join(parts)})"
+            for event, parts in events.items()]

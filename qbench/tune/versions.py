@@ -47,7 +47,7 @@ def check_knobs(knobs: Iterable[str], major: int | None, target: str) -> None:
     if major is None:
         return
     for knob in knobs:
-        lacking, equivalent = _MISSING.get(knob, (frozenset(), ""))
+        lacking, equivalent = _MISSING.get(knob.partition("@")[0], (frozenset(), ""))
         if major in lacking:
             instead = f"; the equivalent there is {equivalent}" if equivalent else "; it has no equivalent"
             raise KnobVersionError(

@@ -28,6 +28,7 @@ pass `params`, which the factory validates (raise `WorkloadConfigError` with the
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -49,6 +50,11 @@ class WorkloadConfigError(ValueError):
 
 class WorkloadInputError(ValueError):
     """An input this workload cannot process (corrupt image, empty text): fails that request only."""
+
+
+#: The session_hash of the call being run, for workloads whose state is the session's (session_chat);
+#: set by the server per non-batched job (None: no session, e.g. a /call request).
+SESSION: ContextVar[str | None] = ContextVar("reference_server_session", default=None)
 
 
 @dataclass
@@ -136,7 +142,7 @@ def build_workload(kind: str, params: dict[str, Any] | None = None) -> Workload:
 
 def _import_builtin() -> None:
     # Importing the modules registers their kinds. Model workloads import torch lazily inside load().
-    from reference_server.workloads import synthetic  # noqa: F401
+    from reference_server.workloads import session_chat, synthetic  # noqa: F401
 
     try:
         from reference_server.workloads import models  # noqa: F401

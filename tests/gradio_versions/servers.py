@@ -31,7 +31,7 @@ def serve_release(version: str, startup_s: float = 120.0, **options: Any) -> Ite
 def serve_releases(apps: list[tuple[str, dict[str, Any]]], startup_s: float = 120.0,
                    app: Path = APP) -> Iterator[list[str]]:
     """Start every (version, options) app at once (each start costs seconds); yield their URLs.
-    `app`: the script to serve (default app.py; components_app.py takes no options)."""
+    `app`: the script to serve (it prints "READY <url>" and serves until its stdin closes)."""
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", GRADIO_SHARE="False")
     env.pop("PYTHONPATH", None)  # the release's own packages only
     with ExitStack() as stack:

@@ -30,5 +30,11 @@ def test_demo_scenario_matches_the_preset(preset: str) -> None:
 
 
 def test_demo_refuses_a_preset_it_has_no_scenario_for() -> None:
-    with pytest.raises(ScenarioError, match="'sleep': expected one of image, text, audio, chat"):
+    with pytest.raises(ScenarioError, match="'sleep': expected one of image, text, audio, chat, abc"):
         demo_scenario("sleep")
+
+
+def test_the_abc_demo_is_a_mix_of_the_presets_three_events() -> None:
+    scenario = demo_scenario("abc", {"load.duration": 3})
+    assert scenario.mix is not None and [e.endpoint.api_name for e in scenario.mix] == ["a", "b", "c"]
+    assert {f.api_name for f in load_preset("abc").functions} == {"a", "b", "c"}

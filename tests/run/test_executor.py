@@ -78,7 +78,7 @@ def test_a_single_part_is_returned_as_it_ran() -> None:
 def test_lost_open_loop_part_accounts_for_every_unreported_request() -> None:
     s = spec(rate=10, requests=10, warmup=0.35, sessions=4)
     (_, part) = split_plan(s, plan(s.load), "http://x", 2)
-    lost = lost_records(part, received={3}, label="work", at_s=0.5, reason="node died")
+    lost = lost_records(part, received={3}, label=lambda _: "work", at_s=0.5, reason="node died")
     assert [r.request_id for r in lost] == [1, 5, 7, 9]  # its part is 1, 3, 5, 7, 9; 3 was reported
     assert {r.error_kind for r in lost} == {"generator_lost"} and all(r.sent_at_s is None for r in lost)
     assert [r.intended_at_s for r in lost] == pytest.approx([0.1, 0.5, 0.7, 0.9])
@@ -90,11 +90,11 @@ def test_lost_open_loop_part_accounts_for_every_unreported_request() -> None:
 def test_lost_closed_loop_part_records_its_remaining_budget_or_one_per_user() -> None:
     s = spec(users=4, requests=10)
     (_, part) = split_plan(s, plan(s.load), "http://x", 2)
-    lost = lost_records(part, received=set(), label="work", at_s=2.0, reason="x", user_records=3)
+    lost = lost_records(part, received=set(), label=lambda _: "work", at_s=2.0, reason="x", user_records=3)
     assert len(lost) == 2 and {r.user_id for r in lost} == {1, 3} and lost[0].intended_at_s == 2.0
     s = spec(users=4, duration=5)
     (part, _) = split_plan(s, plan(s.load), "http://x", 2)
-    assert len(lost_records(part, set(), "work", 1.0, "x", user_records=9)) == 2
+    assert len(lost_records(part, set(), lambda _: "work", 1.0, "x", user_records=9)) == 2
 
 
 def test_the_registry_picks_the_executor_the_load_section_asks_for() -> None:

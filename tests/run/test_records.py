@@ -96,3 +96,33 @@ def test_token_fields_round_trip_and_derive(tmp_path: Path) -> None:
 def test_arrow_ipc_batches_round_trip_exactly() -> None:
     """How Ray workers stream records to the driver: every field back as it was, None included."""
     assert records_from_ipc(records_to_ipc(sample())) == sample()
+
+
+def test_parquet_v2_reads_with_journey_and_download_fields_empty(tmp_path: Path) -> None:
+    """A v2 file (before journeys and fetched outputs) still reads: the new fields take their defaults."""
+    import pyarrow.parquet as pq
+
+    records = sample()
+    v2 = records_table(records).drop_columns(
+        ["result_at_s", "download_bytes", "downloads", "journey_id", "step", "turn", "download_s"]
+    ).replace_schema_metadata({b"qbench_schema_version": b"2"})
+    pq.write_table(v2, tmp_path / "records.parquet")
+    assert read_parquet(tmp_path / "records.parquet") == records
+
+
+def test_journey_and_download_fields_round_trip(tmp_path: Path) -> None:
+    r = RequestRecord(0, 0, "s", "chat", False, intended_at_s=1.0, sent_at_s=1.0, started_at_s=1.2,
+                      result_at_s=2.0, completed_at_s=2.5, outcome="ok", download_bytes=4096, downloads=1,
+                      journey_id=3, step=1, turn=2)
+    assert r.service_s == pytest.approx(0.8) and r.download_s == pytest.approx(0.5) and r.latency_s == 1.5
+    write_parquet([r], tmp_path / "records.parquet")
+    assert read_parquet(tmp_path / "records.parquet") == [r]
+    assert read_jsonl_roundtrip(r, tmp_path) == [r]
+
+
+def read_jsonl_roundtrip(record: RequestRecord, tmp_path: Path) -> list[RequestRecord]:
+    from qbench.run.records import JsonlWriter, read_jsonl
+
+    with JsonlWriter(tmp_path / "records.jsonl") as writer:
+        writer.write([record])
+    return read_jsonl(tmp_path / "records.jsonl")

@@ -15,12 +15,13 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
+from qbench.run.mix import routing, with_trace_mix
 from qbench.run.payloads import FileValue, PayloadGenerator
 from qbench.run.records import RequestRecord, read_parquet, write_parquet
 from qbench.run.runner import run_scenario
 from qbench.run.scenario import load_scenario
 from qbench.run.schedule import OpenPlan, plan
-from qbench.run.trace import check_endpoint, recorded_inputs
+from qbench.run.trace import recorded_inputs
 from reference_server.testing import RunningServer
 
 from .conftest import scenario
@@ -91,7 +92,7 @@ def test_csv_with_endpoint_tokens_and_json_inputs(tmp_path: Path) -> None:
     path.write_text('t_s,api_name,input_tokens,inputs\n0.0,echo,12,"[""hello""]"\n0.5,/echo,7,\n')
     spec = trace_scenario(str(path))
     assert offsets(spec) == [0.0, 0.5]
-    check_endpoint(spec.load.trace, spec.endpoint)
+    assert with_trace_mix(spec) is spec  # every line names the scenario's own endpoint
     fixed = recorded_inputs(spec.load)
     assert fixed is not None and fixed(0) == ["hello"] and fixed(1) is None
     payloads = PayloadGenerator(spec.payload, fixed=fixed)
@@ -141,9 +142,10 @@ def test_errors_for_a_missing_file_an_empty_window_and_another_endpoint(tmp_path
     path = write_jsonl(tmp_path / "t.jsonl", [{"t_s": 0}, {"t_s": 1, "api_name": "other"}])
     with pytest.raises(ScenarioError, match=r"load.trace.window: value \[5.0, 6.0\]: no line .* 0 to 1 s"):
         plan(trace_scenario({"file": str(path), "window": [5, 6]}).load)
-    spec = trace_scenario(str(path))
-    with pytest.raises(ScenarioError, match=r"t.jsonl:2: field 'api_name': value 'other': .* 'echo'"):
-        check_endpoint(spec.load.trace, spec.endpoint)
+    spec = with_trace_mix(trace_scenario(str(path)))  # another endpoint: the trace runs as a mix
+    assert spec.mix is not None and [(e.endpoint.api_name, e.weight) for e in spec.mix] == [("echo", 1),
+                                                                                           ("other", 1)]
+    assert [routing(spec, [0, 1]).label_for(i) for i in (0, 1)] == ["echo", "other"]
 
 
 def test_scenario_paths_resolve_against_the_scenario_folder(tmp_path: Path) -> None:

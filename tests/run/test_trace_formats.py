@@ -11,9 +11,10 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
+from qbench.run.mix import with_trace_mix
 from qbench.run.scenario import parse_scenario
 from qbench.run.schedule import OpenPlan, plan
-from qbench.run.trace import check_endpoint, read_trace
+from qbench.run.trace import read_trace
 from qbench.run.trace_formats import import_trace, sparkline, trace_shape
 
 NGINX = """\
@@ -80,7 +81,7 @@ def test_a_gradio_har_keeps_fn_index_and_inputs_of_each_join(tmp_path: Path) -> 
     out = tmp_path / "trace.jsonl"
     out.write_text("".join(json.dumps(line) + "\n" for line in lines))
     scenario = parse_scenario({"endpoint": {"fn_index": 2}, "load": {"trace": str(out)}})
-    check_endpoint(scenario.load.trace, scenario.endpoint)  # the Gradio route path is not the endpoint
+    assert with_trace_mix(scenario) is scenario  # the Gradio route path is not the endpoint: no mix
     built = plan(scenario.load)
     assert isinstance(built, OpenPlan) and built.offsets.tolist() == [0.0, 0.5]
     with pytest.raises(ScenarioError, match="not a HAR file"):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
@@ -19,6 +21,28 @@ from qbench.run.records import RequestRecord
 from qbench.run.scenario import Load
 
 JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+@dataclass
+class SessionState:
+    """What one user's journey keeps between its requests (qbench.run.journey): the Gradio session,
+    the HTTP cookies the server set, the OpenAI conversation so far."""
+
+    session_hash: str
+    cookies: dict[str, str] = field(default_factory=dict)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    def cookie_header(self) -> dict[str, str]:
+        return {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}
+
+    def remember(self, resp: aiohttp.ClientResponse) -> None:
+        for name, morsel in resp.cookies.items():
+            self.cookies[name] = morsel.value
+
+
+#: The journey of the request being sent (set by the load generator in the journey's task); None for
+#: requests outside a journey, which get a session of their own (or one of the pool's).
+JOURNEY: ContextVar[SessionState | None] = ContextVar("qbench_journey", default=None)
 
 
 class WireProtocol(Protocol):
@@ -42,7 +66,7 @@ class WireProtocol(Protocol):
 
 
 def make_http_session(
-    load: Load, middlewares: Sequence[aiohttp.ClientMiddlewareType] = ()
+    load: Load, middlewares: Sequence[aiohttp.ClientMiddlewareType] = (), *, cookies: bool = True
 ) -> aiohttp.ClientSession:
     """An aiohttp session whose limits come from the scenario, not from library defaults.
 
@@ -50,6 +74,7 @@ def make_http_session(
     as long as the queue does); the connection pool is `load.max_connections` (0 = unlimited);
     responses are not decompressed (we only count bytes); a large read buffer so long SSE lines fit.
     `middlewares`: the run's credentials (qbench.run.protocols.login.Authenticator.middleware).
+    `cookies=False`: no shared cookie jar (journeys keep their own cookies: `SessionState`).
     """
     connector = aiohttp.TCPConnector(limit=load.max_connections, limit_per_host=0, force_close=False)
     timeout = aiohttp.ClientTimeout(total=None, connect=load.connect_timeout, sock_read=None)
@@ -61,6 +86,7 @@ def make_http_session(
         auto_decompress=False,
         raise_for_status=False,
         middlewares=tuple(middlewares),
+        cookie_jar=None if cookies else aiohttp.DummyCookieJar(),
     )
 
 

@@ -26,7 +26,7 @@ from qbench.run.credentials import refusal_hint
 from qbench.run.payloads import FileValue
 from qbench.run.protocols.base import Clock, fail, fail_http
 from qbench.run.protocols.gradio_api import NOT_API, app_endpoints, expected_inputs
-from qbench.run.protocols.queue import FAMILIES, GradioApp, QueueWire, parse_version
+from qbench.run.protocols.queue import FAMILIES, OUTPUT_FILES, GradioApp, QueueWire, parse_version
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 
@@ -68,7 +68,7 @@ class GradioProtocol:
         self.input_types = self._input_types(config, dep)
         info = await self._get_json(self.app.api + "/info", required=False)
         wanted, given = sum(t is not None for t in self.input_types), len(self.scenario.payload.inputs)
-        if wanted != given:
+        if wanted != given and not (given == 0 and self.scenario.load.trace is not None):  # inline inputs
             raise TargetError(self._count_problem(config, info, dep, wanted, given))
         named = info.get("named_endpoints", {}) if isinstance(info, dict) else {}
         from qbench.run.protocols import make_wire
@@ -158,6 +158,38 @@ class GradioProtocol:
             return
         if data is not None:
             await self.wire.send(record, data, slot)
+        files = OUTPUT_FILES.pop(id(record), None)
+        if files and record.ok and self.scenario.fetch_outputs:
+            await self._fetch(record, files)
+
+    async def _fetch(self, record: RequestRecord, files: list[str]) -> None:
+        """Fetch the result's output files, as a browser showing them and gradio_client do: in this
+        session (the run's credentials ride on every request), one after the other; the request ends
+        when the last file has arrived (its own phase: result_at_s -> completed_at_s)."""
+        record.result_at_s, record.completed_at_s = record.completed_at_s, None  # the timeout still holds
+        for ref in files:
+            url = self._file_url(ref)
+            try:
+                async with self.http.get(url) as resp:
+                    if resp.status >= 400:
+                        fail_http(record, "GET", url, resp.status, await resp.read(), self.clock.now())
+                        return
+                    async for chunk in resp.content.iter_any():
+                        record.download_bytes += len(chunk)
+                        record.bytes_received += len(chunk)
+            except (aiohttp.ClientError, OSError) as exc:
+                fail(record, "stream_broken", f"download {url}: {exc.__class__.__name__}: {exc}",
+                     self.clock.now())
+                return
+            record.downloads += 1
+        record.completed_at_s = self.clock.now()
+
+    def _file_url(self, ref: str) -> str:
+        """An output file's URL: absolute as given, `/file=` under the API prefix, else under the root."""
+        assert self.app is not None
+        if ref.startswith(("http://", "https://")):
+            return ref
+        return (self.app.api if ref.startswith("/file=") else self.base) + ref
 
     async def _data(self, inputs: list[Any], record: RequestRecord) -> list[Any] | None:
         values = iter(inputs)

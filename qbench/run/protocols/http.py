@@ -28,7 +28,7 @@ import orjson
 from qbench.errors import TargetError
 from qbench.run.credentials import redact
 from qbench.run.payloads import FileValue
-from qbench.run.protocols.base import Clock, fail, http_problem, status_kind
+from qbench.run.protocols.base import JOURNEY, Clock, fail, http_problem, status_kind
 from qbench.run.protocols.http1 import ERROR_BODY_LIMIT, Http1Error, Http1Pool
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
@@ -80,14 +80,18 @@ class HttpProtocol:
     async def send(self, record: RequestRecord, inputs: list[Any], slot: int) -> None:
         data = self.body(inputs)
         record.bytes_sent = len(data) if data else 0
-        if self.pool is not None:
+        journey = JOURNEY.get()  # a journey keeps the cookies the server set (the lean pool has no jar)
+        if self.pool is not None and journey is None:
             await self._send_lean(record, data)
             return
+        headers = self.headers if journey is None else {**self.headers, **journey.cookie_header()}
         record.sent_at_s = self.clock.now()
         try:
-            async with self.http.request(self.method, self.url, data=data, headers=self.headers) as resp:
+            async with self.http.request(self.method, self.url, data=data, headers=headers) as resp:
                 record.joined_at_s = self.clock.now()
                 record.http_status = resp.status
+                if journey is not None:
+                    journey.remember(resp)
                 if resp.status >= 400:
                     await refuse(record, resp, self.clock)
                     return

@@ -47,9 +47,10 @@ LOGIN_CONCURRENCY = 8
 def authenticator(scenario: Scenario, target: str) -> Authenticator:
     """The run's Authenticator (env references read now: an unset one raises ScenarioError). Secret-looking
     `endpoint.headers` (an API key given the older way) are scrubbed from error texts too."""
-    for name, value in scenario.endpoint.headers.items():
-        if is_secret_header(name, scenario.auth.secret_headers):
-            remember(value)
+    for _, endpoint, _ in scenario.endpoints():  # the one endpoint, or each of a mix or journey
+        for name, value in endpoint.headers.items():
+            if is_secret_header(name, scenario.auth.secret_headers):
+                remember(value)
     remember_url(target)  # a --target's user:pass@ or ?token=... (the scenario's own: parse_scenario)
     return Authenticator(resolve(scenario.auth), target, scenario.load.connect_timeout)
 

@@ -23,7 +23,7 @@ import orjson
 
 from qbench.errors import TargetError
 from qbench.run.credentials import redact, refusal_hint
-from qbench.run.protocols.base import Clock, fail
+from qbench.run.protocols.base import JOURNEY, Clock, SessionState, fail
 from qbench.run.protocols.http import refuse
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
@@ -107,7 +107,23 @@ class OpenAIProtocol:
         return body
 
     async def send(self, record: RequestRecord, inputs: list[Any], slot: int) -> None:
-        data = self.body(inputs)
+        journey = JOURNEY.get()
+        if journey is not None and self.chat:
+            await self._turn(record, inputs, journey)
+            return
+        await self._send(record, self.body(inputs))
+
+    async def _turn(self, record: RequestRecord, inputs: list[Any], journey: SessionState) -> None:
+        """One turn of a journey's conversation: the messages and replies so far, then this one."""
+        request = self.request(inputs)
+        asked = request["messages"]
+        request["messages"] = journey.messages + asked
+        reply = await self._send(record, orjson.dumps(request))
+        if record.ok:
+            journey.messages += [*asked, {"role": "assistant", "content": reply}]
+
+    async def _send(self, record: RequestRecord, data: bytes) -> str:
+        """Send one request body; the reply's text (what a conversation keeps)."""
         record.bytes_sent = len(data)
         record.sent_at_s = self.clock.now()
         try:
@@ -117,18 +133,18 @@ class OpenAIProtocol:
                 record.http_status = resp.status
                 if resp.status >= 400:
                     await refuse(record, resp, self.clock)
-                    return
+                    return ""
                 if resp.content_type == "text/event-stream":
-                    await self._read_stream(record, resp)
-                else:
-                    raw = await resp.read()
-                    record.bytes_received = len(raw)
-                    self._read_whole(record, raw)
+                    return await self._read_stream(record, resp)
+                raw = await resp.read()
+                record.bytes_received = len(raw)
+                return self._read_whole(record, raw)
         except (aiohttp.ClientError, OSError) as exc:
             kind = "connect" if record.joined_at_s is None else "stream_broken"
             fail(record, kind, f"{exc.__class__.__name__}: {exc}", self.clock.now())
+            return ""
 
-    async def _read_stream(self, record: RequestRecord, resp: aiohttp.ClientResponse) -> None:
+    async def _read_stream(self, record: RequestRecord, resp: aiohttp.ClientResponse) -> str:
         stream = TokenStream(self.chat)
         done = False
         async for line in resp.content:
@@ -143,24 +159,25 @@ class OpenAIProtocol:
             error = stream.feed(payload, now)
             if error is not None:
                 fail(record, "server_error", error, now)
-                return
+                return ""
         now = self.clock.now()
         if not done and stream.finish_reason is None:
             message = f"the stream ended after {stream.chunks} chunk(s) without [DONE]"
             fail(record, "stream_broken", message, now)
-            return
+            return ""
         stream.fill(record)
         record.completed_at_s = now
         record.outcome = "ok"
+        return "".join(stream.text)
 
-    def _read_whole(self, record: RequestRecord, raw: bytes) -> None:
+    def _read_whole(self, record: RequestRecord, raw: bytes) -> str:
         now = self.clock.now()
         try:
             data = orjson.loads(raw)
             choice = data["choices"][0]
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
             fail(record, "server_error", f"not a completion: {raw[:200].decode(errors='replace')}", now)
-            return
+            return ""
         record.finish_reason = choice.get("finish_reason")
         usage = data.get("usage") or {}
         record.input_tokens = usage.get("prompt_tokens")
@@ -168,6 +185,8 @@ class OpenAIProtocol:
         record.tokens_from = "usage" if record.output_tokens is not None else None
         record.completed_at_s = now
         record.outcome = "ok"
+        message = choice.get("message") if isinstance(choice, dict) else None
+        return str((message or {}).get("content") or choice.get("text") or "")
 
     def abandon(self, record: RequestRecord) -> None:
         """Nothing to cancel: closing the connection stops generation on OpenAI-compatible servers."""
@@ -185,6 +204,7 @@ class TokenStream:
         self.chunks = 0
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] = {}
+        self.text: list[str] = []  # the reply's pieces (a journey's conversation keeps the reply)
 
     def feed(self, payload: bytes, now: float) -> str | None:
         """One `data:` payload; returns an error message for an error chunk or unparsable data."""
@@ -203,6 +223,7 @@ class TokenStream:
             text = (choice.get("delta") or {}).get("content") if self.chat else choice.get("text")
             if text:
                 self.times.append(now)
+                self.text.append(str(text))
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
         return None

@@ -91,6 +91,32 @@ def parse_version(text: Any) -> tuple[int, ...]:
     return tuple(int(g) for g in match.groups() if g is not None) if match else ()
 
 
+#: Output files of completed events, by id(record), until the protocol fetches them (see `output_files`).
+OUTPUT_FILES: dict[int, list[str]] = {}
+
+
+def output_files(data: Any, api: str) -> list[str]:
+    """The URLs of the files in a result, as the official client of each release finds them: FileData
+    dicts (4.x+: `url`, else `path` under `<api>/file=`) and 3.x's {name, is_file: true}."""
+    found: list[str] = []
+    if isinstance(data, list):
+        for item in data:
+            found += output_files(item, api)
+    elif isinstance(data, dict):
+        meta = data.get("meta")
+        if (isinstance(meta, dict) and meta.get("_type") == "gradio.FileData") or (
+                "path" in data and "orig_name" in data):
+            ref = data.get("url") or (f"{api}/file={data['path']}" if data.get("path") else None)
+            if isinstance(ref, str):
+                found.append(ref)
+        elif data.get("is_file") and isinstance(data.get("name"), str):
+            found.append(f"{api}/file={data['name']}")
+        else:
+            for value in data.values():
+                found += output_files(value, api)
+    return found
+
+
 def apply_message(record: RequestRecord, msg: dict[str, Any], nbytes: int, at: float) -> bool:
     """Update `record` from one queue message; True when the message is terminal for the event."""
     record.bytes_received += nbytes
@@ -139,3 +165,6 @@ def _complete(record: RequestRecord, msg: dict[str, Any], at: float) -> None:
     else:
         record.completed_at_s = at
         record.outcome = "ok"
+        files = output_files(output.get("data"), "") if isinstance(output, dict) else []
+        if files:
+            OUTPUT_FILES[id(record)] = files

@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from qbench.run.protocols.base import JSON_HEADERS, Clock, fail, http_problem, status_kind
+from qbench.run.protocols.base import JOURNEY, JSON_HEADERS, Clock, fail, http_problem, status_kind
 from qbench.run.protocols.queue import Background, GradioApp, apply_message, new_session_hash
 from qbench.run.records import RequestRecord
 
@@ -234,7 +234,11 @@ class SessionStreamWire:
         )
 
     async def send(self, record: RequestRecord, data: list[Any], slot: int) -> None:
-        session = self.pool[slot % len(self.pool)] if self.pool else self._session(new_session_hash())
+        journey = JOURNEY.get()  # a journey's requests share its session (one at a time: read inline)
+        if journey is not None:
+            session = self._session(journey.session_hash)
+        else:
+            session = self.pool[slot % len(self.pool)] if self.pool else self._session(new_session_hash())
         record.session_id = session.hash
         url = self.app.api + "/queue/join"
         body = orjson.dumps(

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from qbench.run.protocols.base import JSON_HEADERS, Clock, fail, fail_http
+from qbench.run.protocols.base import JOURNEY, JSON_HEADERS, Clock, fail, fail_http
 from qbench.run.protocols.queue import Background, GradioApp, apply_message, new_session_hash
 from qbench.run.protocols.sse import post_quietly, sse_messages
 from qbench.run.records import RequestRecord
@@ -27,7 +27,9 @@ class JoinStreamWire:
         self.background = Background()
 
     async def send(self, record: RequestRecord, data: list[Any], slot: int) -> None:
-        record.session_id = self.pool[slot % len(self.pool)] if self.pool else new_session_hash()
+        journey = JOURNEY.get()  # a journey's requests share its session
+        record.session_id = (journey.session_hash if journey is not None
+                             else self.pool[slot % len(self.pool)] if self.pool else new_session_hash())
         url = self.app.api + "/queue/join"
         params = {"fn_index": str(self.app.fn_index), "session_hash": record.session_id}
         try:

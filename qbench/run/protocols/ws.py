@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from qbench.run.protocols.base import Clock, fail, status_kind
+from qbench.run.protocols.base import JOURNEY, Clock, fail, status_kind
 from qbench.run.protocols.queue import Background, GradioApp, apply_message, new_session_hash
 from qbench.run.protocols.sse import post_quietly
 from qbench.run.records import RequestRecord
@@ -32,7 +32,9 @@ class WebSocketWire:
         self.background = Background()
 
     async def send(self, record: RequestRecord, data: list[Any], slot: int) -> None:
-        record.session_id = self.pool[slot % len(self.pool)] if self.pool else new_session_hash()
+        journey = JOURNEY.get()  # a journey's requests share its session
+        record.session_id = (journey.session_hash if journey is not None
+                             else self.pool[slot % len(self.pool)] if self.pool else new_session_hash())
         hash_ = {"fn_index": self.app.fn_index, "session_hash": record.session_id}
         try:
             async with self.http.ws_connect(self.url, max_msg_size=0, autoping=True) as ws:
