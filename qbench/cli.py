@@ -85,6 +85,9 @@ def init(
         str, typer.Option(help="auto (Gradio, else OpenAI-compatible, else plain HTTP), gradio, openai, http")
     ] = "auto",
     force: Annotated[bool, typer.Option(help="Overwrite an existing --out file.")] = False,
+    mix: Annotated[
+        bool, typer.Option("--mix", help="A mix: of every public endpoint (equal weights, to edit).")
+    ] = False,
     auth: AuthOpt = None,
     header: HeaderOpt = None,
     bearer_env: BearerEnvOpt = None,
@@ -97,10 +100,10 @@ def init(
     try:
         if out is not None and out.exists() and not force:
             raise QbenchError(f"{out}: exists; pass --force to overwrite it")
-        command = " ".join(["qbench init", url, *(["--api", api] if api else []),
+        command = " ".join(["qbench init", url, *(["--api", api] if api else []), *(["--mix"] if mix else []),
                             *(["--protocol", protocol] if protocol != "auto" else [])])
         result = init_scenario(url, api, auth=cli_overrides(auth, header or [], bearer_env),
-                               protocol=protocol, command=command, scenario_path=out)
+                               protocol=protocol, command=command, scenario_path=out, mix=mix)
     except QbenchError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None

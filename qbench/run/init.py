@@ -26,7 +26,7 @@ import yaml
 
 from qbench.errors import ScenarioError, TargetError
 from qbench.run.credentials import Auth, refusal_hint, resolve
-from qbench.run.init_yaml import Draft, DraftInput, render
+from qbench.run.init_yaml import Draft, DraftInput, render, render_mix
 from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.gradio_api import AppEndpoint, Suggestion, app_endpoints, describe, suggest
 from qbench.run.protocols.login import Authenticator
@@ -171,6 +171,24 @@ def _gradio_draft(target: GradioTarget, api: str | None, strict: bool) -> Draft:
     return draft
 
 
+def mix_drafts(target: Target, api: str | None) -> list[Draft]:
+    """One draft per public endpoint of a Gradio app, for a `mix:` of them all."""
+    if api is not None:
+        raise ScenarioError("--mix writes every public endpoint: leave out --api (or --api without --mix)")
+    if not isinstance(target, GradioTarget):
+        raise TargetError("--mix reads a Gradio app's endpoints; this server is not a Gradio app "
+                          "(write a mix: by hand, see docs/traffic-mixes-and-journeys.md)")
+    public = [e for e in app_endpoints(target.config, target.info) if e.public]
+    if not public:
+        raise TargetError("the app has no public endpoint (api_name) to mix")
+    drafts = [_gradio_draft(target, e.api_name, strict=False) for e in public]
+    for draft in drafts:
+        draft.endpoint_notes, draft.notes = [], [n for n in draft.notes if "OpenAI" not in n]
+    if len(public) == 1:
+        drafts[0].notes.append(f"the app has one public endpoint (/{public[0].api_name}): a mix of one")
+    return drafts
+
+
 def _choose(endpoints: list[AppEndpoint], public: list[AppEndpoint], api: str | None,
             strict: bool) -> AppEndpoint:
     listing = "\n".join(f"  {_signature(e)}" for e in public) or "  (none)"
@@ -229,18 +247,29 @@ def _http_draft(target: HttpTarget) -> Draft:
 
 def init_scenario(url: str, api: str | None = None, *, auth: dict[str, Any] | None = None,
                   protocol: str = "auto", strict: bool = False, command: str | None = None,
-                  scenario_path: Path | None = None) -> InitResult:
+                  scenario_path: Path | None = None, mix: bool = False) -> InitResult:
     """Read the app at `url` and write its scenario (checked to validate unless it needs filling in).
     `auth`: credential overrides (qbench.run.credentials.cli_overrides); a login's password is not
     written (the file reads ${APP_PASSWORD}). `scenario_path`: where the text will be saved: the app's
-    example files are downloaded beside it (`<stem>-examples/`); without it, their inputs are generated."""
+    example files are downloaded beside it (`<stem>-examples/`); without it, their inputs are generated.
+    `mix`: every public endpoint of a Gradio app, equal weights (`mix:`)."""
     credentials = auth_section(auth or {})
     target = read_target(url, credentials, protocol)
-    draft = draft_for(target, api, strict=strict)
+    drafts = mix_drafts(target, api) if mix else [draft_for(target, api, strict=strict)]
     if isinstance(target, GradioTarget):
         api_root = url.rstrip("/") + str(target.config.get("api_prefix") or "")
-        _example_files(draft, url.rstrip("/"), api_root, credentials, scenario_path)
-    text = render(draft, url.rstrip("/"), credentials, command or f"qbench init {url}")
+        for draft in drafts:
+            prefix = f"{file_slug(draft.name)}-" if mix else ""
+            _example_files(draft, url.rstrip("/"), api_root, credentials, scenario_path, prefix)
+    command = command or f"qbench init {url}"
+    if mix:
+        text = render_mix(drafts, url.rstrip("/"), credentials, command)
+        draft = replace(drafts[0], about=[f"a mix of {len(drafts)} endpoints: "
+                                          + ", ".join(f"/{d.name}" for d in drafts)],
+                        notes=[n for d in drafts for n in d.notes], fill_in=any(d.fill_in for d in drafts))
+    else:
+        (draft,) = drafts
+        text = render(draft, url.rstrip("/"), credentials, command)
     if not draft.fill_in:  # a writer's mistake fails here, not in the user's first run
         raw = yaml.safe_load(text)
         resolve_paths(raw, scenario_path.parent if scenario_path else Path.cwd())
@@ -268,10 +297,12 @@ def app_scenario(url: str, api: str | None, overrides: dict[str, Any], *, protoc
 # ---------------------------------------------------------------- the app's example files
 
 
-def _example_files(draft: Draft, base: str, api_root: str, auth: Auth, scenario_path: Path | None) -> None:
+def _example_files(draft: Draft, base: str, api_root: str, auth: Auth, scenario_path: Path | None,
+                   prefix: str = "") -> None:
     """Download the example files the draft's inputs use into `<stem>-examples/` beside
-    `scenario_path`; an input whose files cannot be had (no file to put them beside, a download
-    refused: Gradio 3.x serves only files under the app's folder) falls back to its generator."""
+    `scenario_path` (names start with `prefix`: a mix's endpoint); an input whose files cannot be had
+    (no file to put them beside, a download refused: Gradio 3.x serves only files under the app's
+    folder) falls back to its generator."""
     from qbench.run.executor import in_loop
 
     folder = scenario_path.parent / f"{scenario_path.stem}-examples" if scenario_path else None
@@ -290,7 +321,7 @@ def _example_files(draft: Draft, base: str, api_root: str, auth: Auth, scenario_
             continue
         values = []
         for k, (url, data) in enumerate(zip(urls, blobs, strict=True)):
-            name = f"{n + 1}-{k + 1}-{Path(url.split('?')[0]).name}"[:120]
+            name = f"{prefix}{n + 1}-{k + 1}-{Path(url.split('?')[0]).name}"[:120]
             folder.mkdir(parents=True, exist_ok=True)
             (folder / name).write_bytes(data)
             values.append({"file": f"{folder.name}/{name}"})

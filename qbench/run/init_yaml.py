@@ -82,6 +82,26 @@ def render(draft: Draft, target: str, auth: Auth, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_mix(drafts: list[Draft], target: str, auth: Auth, command: str) -> str:
+    """A scenario whose `mix:` sends every draft's endpoint with an equal weight, to edit."""
+    fill_in = any(d.fill_in for d in drafts)
+    lines = [f"# Written by `{command}` from the app's own API: {drafts[0].about[0].split(', endpoint')[0]}, "
+             f"a mix of its {len(drafts)} public endpoints.",
+             "# Each request picks an endpoint by weight (relative: weights 3 and 1 send 75% and 25%):",
+             "# set them to the share of traffic each event really gets.",
+             "# Edit the parts marked FILL IN, then: qbench run THIS_FILE" if fill_in else
+             "# It runs as it is: qbench run THIS_FILE (edit weights and generators to match real traffic)."]
+    lines += ["name: mix", f"target: {_scalar(target)}", f"protocol: {drafts[0].protocol}", "mix:"]
+    for draft in drafts:
+        lines += [f"  # {draft.about[0]}", "  - weight: 1"]
+        lines += endpoint_lines(draft, "    ")
+    lines += LOAD_LINES
+    slo = {k: v for d in drafts for k, v in d.slo.items()}
+    lines += SLO_LINES + [f"  {key}: {_number(value)}" for key, value in slo.items()]
+    lines += auth_lines(auth)
+    return "\n".join(lines) + "\n"
+
+
 def endpoint_lines(draft: Draft, indent: str = "") -> list[str]:
     """`endpoint:` and `payload:` for one draft: a comment above each input saying what it accepts."""
     lines = [f"{indent}# {note}" for note in draft.endpoint_notes]

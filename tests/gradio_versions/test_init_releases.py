@@ -171,3 +171,19 @@ def test_a_mounted_app(tmp_path: Path) -> None:
             {"image": {"width": 224, "height": 224, "format": "jpeg"}}]
         qbench("run", str(written), "--out", str(tmp_path / "run"), *SHORT)
         assert_all_ok(tmp_path / "run")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_init_mix_then_run_has_no_errors(component_apps: dict[str, str], version: str,
+                                         tmp_path: Path) -> None:
+    """`qbench init URL --mix`: every public endpoint of the app in one mix, run as written, 0 errors,
+    and every endpoint of the mix is sent (records name each)."""
+    url = url_of(component_apps, version)
+    written = tmp_path / "mix.yaml"
+    qbench("init", url, "--mix", "-o", str(written))
+    names = [entry["endpoint"]["api_name"] for entry in yaml.safe_load(written.read_text())["mix"]]
+    assert {"analyze", "form", "respond", "chat"} <= set(names), names
+    qbench("run", str(written), "--out", str(tmp_path / "run"), "--set", "load.users=6",
+           "--set", "load.think_time=0", "--set", "load.duration=3", *SHORT[2:])
+    assert_all_ok(tmp_path / "run")
+    assert {r.endpoint for r in read_records(tmp_path / "run")} == set(names)

@@ -313,3 +313,32 @@ def test_a_server_with_only_v1_models_is_read_as_openai() -> None:
         assert yaml.safe_load(qbench("init", url, "--api", "qwen"))["endpoint"]["model"] == "qwen"
     finally:
         server.shutdown()
+
+
+def test_init_mix_writes_every_endpoint_and_the_run_sends_each(tmp_path: Path) -> None:
+    """`qbench init URL --mix` on the abc preset (Gradio's guide's three functions): a mix of /a, /b, /c
+    with equal weights that runs as written; each endpoint gets requests and its own service time."""
+    from reference_server.settings import load_preset
+
+    with serve_in_thread(load_preset("abc")) as server:
+        written = tmp_path / "mix.yaml"
+        qbench("init", server.url, "--mix", "-o", str(written))
+        raw = yaml.safe_load(written.read_text())
+        assert "endpoint" not in raw and [e["endpoint"] for e in raw["mix"]] == [
+            {"api_name": "a"}, {"api_name": "b"}, {"api_name": "c"}]
+        assert [e["weight"] for e in raw["mix"]] == [1, 1, 1]
+        qbench("run", str(written), "--out", str(tmp_path / "run"), "--set", "load.users=6",
+               "--set", "load.think_time=0", *SHORT)
+        records = read_records(tmp_path / "run")
+        assert records and all(r.ok for r in records)
+        by_endpoint = {r.endpoint for r in records}
+        assert by_endpoint == {"a", "b", "c"}, by_endpoint
+        refused = CliRunner().invoke(app, ["init", server.url, "--mix", "--api", "a"])
+        assert refused.exit_code == 2 and "leave out --api" in refused.output
+
+
+def test_init_mix_needs_a_gradio_app() -> None:
+    from qbench.run.init import mix_drafts
+
+    with pytest.raises(TargetError, match="--mix reads a Gradio app's endpoints"):
+        mix_drafts(OpenAITarget(["m"]), None)
