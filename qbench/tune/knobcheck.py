@@ -7,7 +7,9 @@ configuration, and ranking it would recommend a setting nobody tested. Each poin
                         driven events' effective concurrency limit equals the knob, nothing was refused
                         (max_batch_size on a function that is not batch=True, a knob 3.x lacks)
     the records         running(t) = requests between process_starts and their end. While requests
-                        wait in the queue, a work-conserving queue runs exactly its limit: the
+                        wait in the queue (past DISPATCH_S: a shorter wait is the dispatcher's own
+                        latency, seen with free slots on an instant function), a work-conserving
+                        queue runs exactly its limit: the
                         time-weighted median of running(t) over those times may not exceed the
                         limit (limit x batch when batching), and running(t) must reach the limit
                         for 15 % of that time (a slow dispatcher on a busy machine dips below it
@@ -34,6 +36,8 @@ from qbench.tune.apphook import HookRecord
 Verdict = Literal["applied", "unverified", "not_applied", "not_checked"]
 
 HOLD_MIN_S = 0.02
+DISPATCH_S = 0.02  # a queue wait up to this long is the dispatcher's own latency (free slots or not)
+SATURATED_MIN_S = 0.25  # saturation: requests waited at least this long in all (and 2 service times)
 REACHED_SHARE = 0.15
 
 
@@ -44,7 +48,7 @@ class Parallelism:
     peak_running: int = 0  # the most requests running at once, held for hold_s
     typical_while_waiting: int = 0  # running(t) while requests waited: its time-weighted median
     reached_while_waiting: int = 0  # the highest level running(t) held for REACHED_SHARE of that time
-    saturated: bool = False  # requests waited in the queue for 2 service times or more, in all
+    saturated: bool = False  # requests waited for 2 service times (and SATURATED_MIN_S) or more, in all
     waiting_s: float = 0.0  # total time with at least one request waiting in the queue
     hold_s: float = HOLD_MIN_S  # half the median service time (at least 20 ms)
     started: int = 0  # records with a process_starts time
@@ -66,8 +70,8 @@ def observed_parallelism(records: Sequence[RequestRecord]) -> Parallelism:
         queued_at = r.joined_at_s if r.joined_at_s is not None else r.sent_at_s
         assert queued_at is not None and r.completed_at_s is not None
         begin = r.started_at_s if r.started_at_s is not None else r.completed_at_s
-        if begin > queued_at:
-            changes += [(queued_at, 0, 1), (begin, 0, -1)]
+        if begin > queued_at + DISPATCH_S:  # a shorter wait is the dispatcher's latency, not a full queue
+            changes += [(queued_at + DISPATCH_S, 0, 1), (begin, 0, -1)]
         if r.started_at_s is not None:
             changes += [(r.started_at_s, 1, 0), (r.completed_at_s, -1, 0)]
     changes.sort(key=lambda c: (c[0], c[1] + c[2]))
@@ -77,7 +81,7 @@ def observed_parallelism(records: Sequence[RequestRecord]) -> Parallelism:
     waiting = [(d, run) for d, run, wait in segments if wait >= 1 and run >= 1]
     waiting_s = sum(d for d, _ in waiting)
     return Parallelism(_held_peak(segments, hold), _weighted_median(waiting), _reached(waiting),
-                       waiting_s >= 2 * service, waiting_s, hold, len(started))
+                       waiting_s >= max(2 * service, SATURATED_MIN_S), waiting_s, hold, len(started))
 
 
 def _segments(changes: list[tuple[float, int, int]]) -> list[tuple[float, int, int]]:

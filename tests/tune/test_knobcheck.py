@@ -167,3 +167,13 @@ def test_event_knobs_on_an_event_the_app_does_not_have_are_refused() -> None:
         check_events({"concurrency_limit": 2}, missing)
     check_events({"max_threads": 8}, missing)  # a launch() knob needs no event
     check_events({"concurrency_limit": 2}, hook())
+
+
+def test_an_instant_function_waiting_only_for_the_dispatcher_is_not_a_lower_limit() -> None:
+    """Echo under 2 closed-loop users and limit 2: each request waits ~5 ms for the dispatcher with a
+    slot free and runs 1 ms, so one runs at a time. That is not a limit below 2 (it failed a real
+    launch-mode sweep this way); a wait past DISPATCH_S still counts."""
+    records = [rec(i, i * 0.007, i * 0.007 + 0.006, i * 0.007 + 0.007) for i in range(150)]
+    par = observed_parallelism(records)
+    assert par.saturated is False and par.waiting_s == 0
+    assert check_point({"concurrency_limit": 2}, records).verdict != "not_applied"
