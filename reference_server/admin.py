@@ -100,14 +100,21 @@ def _main_thread_cpu_s(proc: psutil.Process) -> float | None:
         return None
 
 
+_ABSENT = object()
+
+
 def _overrides(body: dict[str, Any], settings: ServerSettings) -> dict[str, Any]:
-    """Admin JSON -> dotted overrides; unknown sections or knobs are a 422."""
+    """Admin JSON -> dotted overrides; unknown sections or knobs are a 422. A queue or launch knob that
+    cannot change at runtime may be sent with its current value (settings read from /status and
+    posted back whole), and is then left alone."""
     out: dict[str, Any] = {}
     for section, value in body.items():
         if section == "show_error":
             out["show_error"] = value
         elif section in ("queue", "launch") and isinstance(value, dict):
             for key, v in value.items():
+                if key not in ALLOWED[section] and v == getattr(getattr(settings, section), key, _ABSENT):
+                    continue
                 if key not in ALLOWED[section]:
                     raise ClientError(422, f"{section}.{key} cannot be changed at runtime; "
                                            f"allowed: {sorted(ALLOWED[section])}")

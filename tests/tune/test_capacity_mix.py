@@ -40,7 +40,7 @@ def test_the_endpoint_that_breaks_the_slo_is_named() -> None:
     assert probe.violations[0].startswith("p95_latency_s")  # the total's p95 (1.5 s) breaks too
     relaxed = Constraints(slo={"p95_latency_s": 2.0})
     assert judge("rate", 10.0, summary, None, relaxed).passed
-    stricter_for_a = judge("rate", 10.0, summary, None, relaxed, {"a": {"p95_latency_s": 0.05}})
+    stricter_for_a = judge("rate", 10.0, summary, None, relaxed, own={"a": {"p95_latency_s": 0.05}})
     assert stricter_for_a.violations == ["a: p95_latency_s 0.1 > 0.05"]  # a mix entry's own slo
 
 
