@@ -158,8 +158,8 @@ def run(
     from rich.console import Console
 
     from qbench.errors import ExecutorError, QbenchError, SloViolation, TargetError
-    from qbench.run.console import render_summary
     from qbench.run.credentials import cli_overrides
+    from qbench.run.run_console import render_summary
     from qbench.run.runner import load_scenario, parse_set_options, run_dir_for, run_scenario
     from qbench.tune.knobcheck import expectation_warnings
 
@@ -348,8 +348,8 @@ def sweep(
     from qbench.run.runner import parse_set_options
     from qbench.tune.capacity_run import parse_tolerance
     from qbench.tune.config import build_config, parse_slo_options, resume_options, sweep_options
-    from qbench.tune.console import SweepProgress, render_sweep, sweep_console
     from qbench.tune.sweep import run_sweep
+    from qbench.tune.tune_console import SweepProgress, render_sweep, sweep_console
 
     console = sweep_console()
     where = str(resume or out)
@@ -442,7 +442,7 @@ def capacity(
     from qbench.run.runner import parse_set_options
     from qbench.tune.capacity_run import capacity_config, parse_tolerance, run_capacity
     from qbench.tune.config import parse_slo_options
-    from qbench.tune.console import probe_line, render_capacity, sweep_console
+    from qbench.tune.tune_console import probe_line, render_capacity, sweep_console
 
     console = sweep_console()
     try:

@@ -94,7 +94,7 @@ def run_demo(
 ) -> DemoResult:
     """Serve `preset`, load it with the embedded scenario, write records + summary + report."""
     from qbench.report.build import build_report
-    from qbench.run.console import render_summary
+    from qbench.run.run_console import render_summary
 
     console = console or Console()
     scenario = demo_scenario(preset, overrides)

@@ -1,6 +1,6 @@
 """Gradio 3.50's queue (`gradio: 3`): its estimations, the data gathering at dispatch, its messages.
 
-Checked against gradio 3.50.2's `queueing.py` and a trace of the real server
+Checked against gradio 3.50.2's `gradio/queueing.py` and a trace of the real server
 (`python -m tests.gradio_versions.trace 3.50.2`):
 
 * one FIFO for every event and `concurrency_count` workers (EventQueue puts every function in one

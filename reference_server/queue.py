@@ -1,6 +1,6 @@
 """The event queue: concurrency groups, an event-driven dispatcher, batching, ETA, cancel, disconnect.
 
-Semantics follow Gradio 6.x (spec section 4):
+Semantics follow Gradio 6.x (`gradio/queueing.py`, checked by tests/conformance):
 * one FIFO per concurrency group; a group runs at most `limit` jobs (the lowest limit set by the
   functions pushed to it so far); at most `max_threads` jobs run in total;
 * among the groups that may start a job, one is chosen at random; its head event is taken, plus, for a

@@ -15,7 +15,7 @@
     launch: {max_threads: 40, host: 127.0.0.1, port: 7860}
     gradio: 6                       # the release emulated: 3 | 4 | 5 | 6 (see below)
 
-`gradio` picks the release the server speaks as (reference_server.versions): 6 and 5 serve sse_v3 under
+`gradio` picks the release the server speaks as (reference_server.gradio3_routes): 6 and 5 serve sse_v3 under
 /gradio_api (5 reports 5.50.0), 4 serves sse_v3 at the root (4.44.1), 3 serves Gradio 3.50's websocket
 queue at the root. Gradio 3 has no per-event concurrency: one pool of `queue.concurrency_count` workers
 (default 1) serves every event, and `launch.max_threads` is raised to at least concurrency_count;

@@ -4,6 +4,7 @@
     columns.py       a run's records as numpy columns for charts
     charts.py        run charts (latency distributions, over time, in flight, errors, ETA, send lag)
     sweep_charts.py  sweep charts (heatmaps, Pareto front, per-point distributions)
+    capacity_charts.py  capacity charts: the knee and what happened past the capacity
     build.py         build_report: charts + summary.md + a self-contained report.html
     compare.py       compare two runs (or sweeps' winners) and flag regressions
     templates/       the jinja2 templates of summary.md and report.html

@@ -30,8 +30,8 @@ from qbench.report.charts import Chart, render_run_charts
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
-from qbench.run.console import PHASE_LABELS, bottleneck_warnings, journey_line, token_line
 from qbench.run.diagnose_mix import diagnose_run
+from qbench.run.run_console import PHASE_LABELS, bottleneck_warnings, journey_line, token_line
 from qbench.run.summary import SloCheck, Stats, Summary
 
 MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in the HTML

@@ -6,15 +6,25 @@
     trace_formats.py  nginx/uvicorn logs, HAR, Mooncake -> trace files; a trace's shape
     payloads.py    payload section -> seeded request inputs (text, image, audio, files...)
     protocols/     one module per wire protocol (gradio queue over SSE, plain http, openai)
-    loadgen.py     the one executor: plan x payloads x protocol -> one RequestRecord per request
+    payload_specs.py  generators for a form's inputs (choices, chat history, generated files)
+    mix.py         several endpoints in one run (`mix:`, multi-endpoint traces); journeys' lengths
+    credentials.py the scenario's `auth:` section: environment references, secrets kept in memory
+    loadgen.py     the load generator: plan x payloads x protocol -> one RequestRecord per request
+    waker.py       the open-loop dispatcher's clock: wake at an exact instant without polling
     executor.py    one interface for where the generator runs: split the plan, run a part, merge parts,
                    account for a lost worker; LocalExecutor (this process)
     processes.py   the same parts in several processes of this machine (load.processes)
     ray_executor.py  the same parts in Ray actors, one per node (load.executor: ray)
     clocksync.py   NTP-style clock offset of a remote node (min round trip of several)
+    failfast.py    stop a run whose opening requests all fail the same way, and say why
     runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
     records.py     RequestRecord, the flat contract with every later stage; JSONL and Parquet files
     summary.py     records -> Summary: percentiles per phase, goodput, error kinds, SLO verdict
+    steady.py      did the server keep up? steady state from records, and the same test live
+    diagnose.py    where was the limit: records (+ the server's settings) -> findings
+    diagnose_mix.py  the same per function, for a mix of endpoints
     paired.py      two runs on one schedule, request by request (block bootstrap, Wilcoxon)
-    console.py     the live progress line and the summary table
+    run_console.py the live progress line and the summary table
+    init.py        `qbench init`: a scenario drafted from the app's own API
+    init_yaml.py   the commented YAML `qbench init` writes
 """

@@ -14,7 +14,7 @@ From the records alone, over the measured window (warm-up excluded):
 
 Findings, most specific first (each a sentence a user can act on):
 
-    generator    the load generator lagged (its own send lag / loop lag / CPU; see console.py)
+    generator    the load generator lagged (its own send lag / loop lag / CPU; see run_console.py)
     usage        the server's CPU (all threads, and its event loop's thread) and GPU busy share over
                  the run, when it reports them (the reference server's /status at start and end)
     server_cpu   saturated while the server's event loop kept a core >= 85% busy (and the GPU, if

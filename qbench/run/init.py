@@ -29,8 +29,8 @@ from qbench.run.credentials import Auth, refusal_hint, resolve
 from qbench.run.init_yaml import Draft, DraftInput, render, render_mix
 from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.gradio_api import AppEndpoint, Suggestion, app_endpoints, describe, suggest
+from qbench.run.protocols.gradio_wire import parse_version
 from qbench.run.protocols.login import Authenticator
-from qbench.run.protocols.queue import parse_version
 from qbench.run.scenario import Load, Scenario, apply_overrides, file_slug, parse_scenario, resolve_paths
 
 PROTOCOLS = ("auto", "gradio", "openai", "http")

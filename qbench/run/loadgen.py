@@ -1,4 +1,6 @@
-"""The one executor: plan x payloads x protocol -> one RequestRecord per scheduled request.
+"""The load generator: plan x payloads x protocol -> one RequestRecord per scheduled request.
+
+It runs inside an executor (qbench.run.executor: this process, several processes or Ray actors).
 
 Open loop (burst, rate, stages, trace, replay): a dispatcher walks the intended send offsets, waits
 for the exact instant of the next one (`qbench.run.waker`: a timerfd on Linux, no polling at high
@@ -33,8 +35,8 @@ import numpy as np
 from qbench.run.failfast import OpeningGuard
 from qbench.run.mix import Route, Routes
 from qbench.run.protocols.base import JOURNEY, Clock, SessionState, fail
+from qbench.run.protocols.gradio_wire import new_session_hash
 from qbench.run.protocols.login import SESSION_SLOT
-from qbench.run.protocols.queue import new_session_hash
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Load
 from qbench.run.schedule import OpenPlan, Plan, UserPlan
@@ -263,7 +265,7 @@ class LoadGenerator:
                 await asyncio.sleep(think)
         await asyncio.sleep(0)
 
-    # ------------------------------------------------------------ journeys (qbench.run.journey)
+    # ------------------------------------------------------------ journeys (qbench.run.loadgen journeys)
 
     async def _open_journeys(self, plan: OpenPlan) -> None:
         """Open loop: a new journey (a new user, a new session) at each planned instant."""

@@ -265,8 +265,8 @@ def make_routes(scenario: Scenario, routing_: Routing, target: str, http: aiohtt
                 clock: Clock, fixed: Callable[[int], list[Any] | None] | None) -> Routes:
     """Protocol objects and prepared payload generators for every branch (`fixed`: a trace's inputs)."""
     from qbench.run.payloads import PayloadGenerator
-    from qbench.run.protocols import make_protocol
     from qbench.run.protocols.http import render
+    from qbench.run.protocols.registry import make_protocol
 
     routes: list[Route] = []
     for branch in branches(scenario):

@@ -29,7 +29,6 @@ import orjson
 
 from qbench import __version__
 from qbench.errors import ScenarioError
-from qbench.run.console import LiveView
 from qbench.run.credentials import redact
 from qbench.run.diagnose import Finding
 from qbench.run.diagnose_mix import diagnose_run
@@ -39,6 +38,7 @@ from qbench.run.mix import endpoint_slos, journey_length, routing, with_trace_mi
 from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.login import authenticator
 from qbench.run.records import RequestRecord, write_parquet
+from qbench.run.run_console import LiveView
 from qbench.run.scenario import Scenario, file_slug, load_scenario, with_overrides
 from qbench.run.schedule import OpenPlan, Plan
 from qbench.run.schedule import plan as make_plan

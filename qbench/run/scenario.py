@@ -395,8 +395,8 @@ class MixEntry(_Model):
 
 
 class JourneyStep(_Model):
-    """One step of a `journey:` (qbench.run.journey): an endpoint called `repeat` times in a row, each
-    call `think_time` seconds after the previous answer (the journey's first call: at once)."""
+    """One step of a `journey:` (run by qbench.run.loadgen): an endpoint called `repeat` times in a row,
+    each call `think_time` seconds after the previous answer (the journey's first call: at once)."""
 
     endpoint: Endpoint
     payload: Payload = Payload.model_validate({})

@@ -3,13 +3,20 @@
     config.py        CLI options + the scenario's sweep: section -> SweepConfig
     grid.py          knob axes and linked variables -> the points to measure
     launch.py        a server per point: relaunch, live reconfigure, the user's own app, or a fixed target
+    apphook/         the startup hook that puts a point's knobs into the user's unmodified Gradio app
+    knobcheck.py     did a point's knobs take effect? the hook's record and the point's records
+    settle.py        between two runs: wait until the queue the first one left has drained
+    versions.py      Gradio's queue knobs per release, their equivalents, the code to paste
     point.py         one point: overrides -> qbench.run -> PointResult (runaway queues stop early)
-    search.py        which points to measure: the whole grid or smart search; capacity bisection
+    search.py        which points to measure: the whole grid or smart search
+    capacity.py      capacity: the highest rate that is steady and meets the SLO (bracket and bisect)
+    capacity_run.py  capacity probes against a live server; `qbench capacity` and its folder
+    overload.py      past the capacity: does throughput hold as the queue grows; the ETA's truth
     batch_model.py   a fitted batch-latency model and its predictions
     search_model.py  model search: fit a few points, measure only the best predicted ones
     simulate.py      a discrete-event simulation of the queue (the reference server's rules)
     search_sim.py    simulator search: fit, simulate the whole grid, measure the best predicted few
     recommend.py     point results + constraints -> Recommendation with Gradio code
     sweep.py         run_sweep: orchestration and the sweep directory
-    console.py       the sweep's progress bar and result tables
+    tune_console.py  what `qbench sweep` and `qbench capacity` show: progress, tables, the answer
 """

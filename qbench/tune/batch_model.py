@@ -1,4 +1,4 @@
-"""A fitted batch-latency model and what it predicts for a server configuration (serving-batching.md §6.2).
+"""A fitted batch-latency model and what it predicts for a server configuration.
 
 Batch service time (one batch of b requests on one of k concurrent workers):
 

@@ -24,7 +24,7 @@ searches' tolerance; ties and reasons then go as above.
 `max_size` advice: in a FIFO queue served at X requests/s, the user at position q waits about q / X s. To
 keep the queue wait of the last admitted user within the wait a user tolerates (W, default: the SLO's
 latency bound minus the median service time), `max_size = floor(X * W)`; later arrivals are refused at
-once (HTTP 503) instead of waiting past W (serving-batching.md §6.2, queue-size sizing).
+once (HTTP 503) instead of waiting past W (queue-size sizing: a bound on the wait).
 """
 
 from __future__ import annotations

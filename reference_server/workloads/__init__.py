@@ -1,4 +1,10 @@
-"""Workloads: synthetic ones with a known cost, and real transformers models, behind one interface."""
+"""Workloads: synthetic ones with a known cost, and real transformers models, behind one interface.
+
+    base.py          the interface every workload implements, and the registry of kinds
+    synthetic.py     echo, sleep, cpu...: cheap deterministic stand-ins with a known cost
+    session_chat.py  a chat whose history lives in the session (a ChatInterface's gr.State)
+    models/          transformers models built from configs (random init, real cost)
+"""
 
 from reference_server.workloads.base import (
     Component,

@@ -19,9 +19,9 @@ from qbench.cli import app
 from qbench.errors import ScenarioError, TargetError
 from qbench.report.build import build_report
 from qbench.report.compare import compare, parse_max_regression
-from qbench.run.console import render_summary
 from qbench.run.mix import branches, routing
 from qbench.run.records import RequestRecord
+from qbench.run.run_console import render_summary
 from qbench.run.runner import run_scenario
 from qbench.run.scenario import load_scenario
 from qbench.run.summary import summarize

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from qbench.run.protocols.queue import output_files
+from qbench.run.protocols.gradio_wire import output_files
 from qbench.run.runner import run_scenario
 from qbench.tune.launch import free_port
 from reference_server.testing import RunningServer

@@ -1,50 +1,19 @@
-"""Wire protocols: `base` (the WireProtocol interface, the HTTP session from the scenario's limits),
-`gradio` (discovery, inputs and uploads for every Gradio release) over one `QueueWire` per Gradio
-family (`queue` states them: `ws`, `sse_join`, `sse`), `http` (plain request/response with a JSON body
-template, streamed bodies read as they arrive) and `openai` (OpenAI-compatible completions: TTFT,
-inter-token gaps, token counts).
+"""Wire protocols, one module per wire family; `registry.make_protocol` is the one list of them.
 
-`make_protocol` and `make_wire` are the one list of what exists: the interfaces in `base` and `queue`
-never import their implementations; this package does, lazily, so importing `base` stays cheap.
+    base.py             the WireProtocol interface; the HTTP session from the scenario's limits; error kinds
+    registry.py         make_protocol: the scenario's `protocol` -> its WireProtocol
+    gradio.py           Gradio apps of every release: discovery, inputs and uploads; the wire is the family's
+    gradio_api.py       a Gradio app's public API (/info, /config) -> endpoints and their inputs (qbench init)
+    gradio_wire.py      what every Gradio wire family shares: GradioApp, the QueueWire interface, messages
+    gradio_families.py  make_wire: the app's family (GET /config `protocol`) -> its QueueWire
+    gradio_3x_ws.py     family `ws` (Gradio 3.x): a websocket per request
+    gradio_4_0_sse.py   family `sse` (Gradio 4.0-4.8): each request's own stream is its queue join
+    gradio_4_9_sse.py   families sse_v1..sse_v3 (Gradio 4.9 onwards): one stream per session
+    login.py            credentials on the wire: Gradio's login; headers and cookies on every request
+    http.py             plain request/response with a JSON body template; streamed bodies read as they arrive
+    http1.py            a minimal HTTP/1.1 client for the plain-HTTP hot path
+    openai.py           OpenAI-compatible completions: TTFT, inter-token gaps, token counts
+
+The registries import their members; no member imports a registry or another family, so importing
+`base` stays cheap and the families cannot drift into one another.
 """
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import aiohttp
-
-    from qbench.run.protocols.base import Clock, WireProtocol
-    from qbench.run.protocols.queue import GradioApp, QueueWire
-    from qbench.run.scenario import Scenario
-
-
-def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock) -> WireProtocol:
-    """The WireProtocol for `scenario.protocol` ("gradio", "http" or "openai") against `target`."""
-    if scenario.protocol == "openai":
-        from qbench.run.protocols.openai import OpenAIProtocol
-
-        return OpenAIProtocol(scenario, target, http, clock)
-    if scenario.protocol == "http":
-        from qbench.run.protocols.http import HttpProtocol
-
-        return HttpProtocol(scenario, target, http, clock)
-    from qbench.run.protocols.gradio import GradioProtocol
-
-    return GradioProtocol(scenario, target, http, clock)
-
-
-def make_wire(app: GradioApp, http: aiohttp.ClientSession, clock: Clock, pool: int) -> QueueWire:
-    """The QueueWire for `app.family` (pool: session-pool size, 0 = a new session per request)."""
-    if app.family == "ws":
-        from qbench.run.protocols.ws import WebSocketWire
-
-        return WebSocketWire(app, http, clock, pool)
-    if app.family == "sse":
-        from qbench.run.protocols.sse_join import JoinStreamWire
-
-        return JoinStreamWire(app, http, clock, pool)
-    from qbench.run.protocols.sse import SessionStreamWire
-
-    return SessionStreamWire(app, http, clock, pool)

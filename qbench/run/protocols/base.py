@@ -25,7 +25,7 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 
 @dataclass
 class SessionState:
-    """What one user's journey keeps between its requests (qbench.run.journey): the Gradio session,
+    """What one user's journey keeps between its requests (qbench.run.loadgen journeys): the Gradio session,
     the HTTP cookies the server set, the OpenAI conversation so far."""
 
     session_hash: str

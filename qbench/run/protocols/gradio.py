@@ -4,8 +4,8 @@ Discovery reads `GET <target>/config` (always at the root): its `protocol` names
 (absent: `ws`, Gradio 3.x), `api_prefix` where the other routes are (absent before 5.0: the root),
 `version` the release, `dependencies` the endpoint. A scenario's `gradio_protocol` overrides the
 family (the prefix and version still come from /config). The family's `QueueWire`
-(qbench.run.protocols.make_wire) then joins and follows each request; see qbench.run.protocols.queue
-for the families and their message sequences.
+(qbench.run.protocols.gradio_families.make_wire) then joins and follows each request; see
+qbench.run.protocols.gradio_wire for the families and their message sequences.
 
 Inputs: State inputs are sent as null. File inputs are uploaded (`POST <api>/upload`) and sent as
 FileData from 4.x; 3.x takes them inline as base64 data URLs (an Image as the bare data URL, other
@@ -26,7 +26,7 @@ from qbench.run.credentials import refusal_hint
 from qbench.run.payloads import FileValue
 from qbench.run.protocols.base import Clock, fail, fail_http
 from qbench.run.protocols.gradio_api import NOT_API, app_endpoints, expected_inputs
-from qbench.run.protocols.queue import FAMILIES, OUTPUT_FILES, GradioApp, QueueWire, parse_version
+from qbench.run.protocols.gradio_wire import FAMILIES, OUTPUT_FILES, GradioApp, QueueWire, parse_version
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 
@@ -71,7 +71,7 @@ class GradioProtocol:
         if wanted != given and not (given == 0 and self.scenario.load.trace is not None):  # inline inputs
             raise TargetError(self._count_problem(config, info, dep, wanted, given))
         named = info.get("named_endpoints", {}) if isinstance(info, dict) else {}
-        from qbench.run.protocols import make_wire
+        from qbench.run.protocols.gradio_families import make_wire
 
         pool = self.scenario.load.sessions
         self.wire = make_wire(self.app, self.http, self.clock, pool if isinstance(pool, int) else 0)

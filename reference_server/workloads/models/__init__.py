@@ -3,6 +3,17 @@
 Importing this package registers the kinds image-classification, text-classification, embeddings,
 audio-classification and text-generation. It is cheap: torch and transformers are imported only
 when a model workload is built or loaded, so a synthetic-only server starts fast.
+
+    vision.py            image-classification (ViT)
+    text.py              text-classification (BERT-sized) and embeddings (MiniLM-sized)
+    audio.py             audio-classification (wav2vec2-sized)
+    generation.py        text-generation (GPT-2-sized), streamed token by token
+    common.py            what every model workload shares: load once, device/dtype, describe, run_batch
+    loading.py           build a model from its transformers config (random init) or local weights
+    params.py            the validated `params:` of a model function
+    device.py            device, dtype, threads and memory helpers (torch imported lazily)
+    pixels.py            image preprocessing as batched tensor operations
+    local_tokenizers.py  tokenizers trained in-process, so nothing is downloaded
 """
 
 from reference_server.workloads.models import audio, generation, text, vision

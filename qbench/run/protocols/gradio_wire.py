@@ -22,11 +22,14 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from qbench.run.protocols.base import fail
+import aiohttp
+import orjson
+
+from qbench.run.protocols.base import JSON_HEADERS, Clock, fail
 from qbench.run.records import RequestRecord
 
 FAMILIES = ("ws", "sse", "sse_v1", "sse_v2", "sse_v2.1", "sse_v3")
@@ -168,3 +171,36 @@ def _complete(record: RequestRecord, msg: dict[str, Any], at: float) -> None:
         files = output_files(output.get("data"), "") if isinstance(output, dict) else []
         if files:
             OUTPUT_FILES[id(record)] = files
+
+
+async def sse_messages(
+    resp: aiohttp.ClientResponse, clock: Clock
+) -> AsyncIterator[tuple[dict[str, Any], int, float]]:
+    """(message, frame bytes, arrival time) per `data: {...}` frame of an SSE response; heartbeats and
+    unparsable frames are skipped."""
+    buf = b""
+    async for chunk in resp.content.iter_any():
+        buf += chunk
+        if b"\n\n" not in buf:
+            continue
+        *frames, buf = buf.split(b"\n\n")
+        at = clock.now()
+        for frame in frames:
+            start = frame.find(b"data:")
+            if start < 0:
+                continue
+            try:
+                msg = orjson.loads(frame[start + 5 :])
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(msg, dict) and msg.get("msg") != "heartbeat":
+                yield msg, len(frame) + 2, at
+
+
+async def post_quietly(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> None:
+    """A best-effort POST (cancels): failures are ignored, the request is already closed."""
+    try:
+        async with http.post(url, data=orjson.dumps(body), headers=JSON_HEADERS) as resp:
+            await resp.read()
+    except (aiohttp.ClientError, OSError):
+        pass

@@ -16,14 +16,20 @@ stream inline (no extra task); a pool of N sessions (browser tabs) shares one re
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 import orjson
 
 from qbench.run.protocols.base import JOURNEY, JSON_HEADERS, Clock, fail, http_problem, status_kind
-from qbench.run.protocols.queue import Background, GradioApp, apply_message, new_session_hash
+from qbench.run.protocols.gradio_wire import (
+    Background,
+    GradioApp,
+    apply_message,
+    new_session_hash,
+    post_quietly,
+)
 from qbench.run.records import RequestRecord
 
 MessageHandler = Callable[[RequestRecord, dict[str, Any], int, float], bool]
@@ -190,30 +196,6 @@ class GradioSession:
         self.pending.clear()
 
 
-async def sse_messages(
-    resp: aiohttp.ClientResponse, clock: Clock
-) -> AsyncIterator[tuple[dict[str, Any], int, float]]:
-    """(message, frame bytes, arrival time) per `data: {...}` frame of an SSE response; heartbeats and
-    unparsable frames are skipped."""
-    buf = b""
-    async for chunk in resp.content.iter_any():
-        buf += chunk
-        if b"\n\n" not in buf:
-            continue
-        *frames, buf = buf.split(b"\n\n")
-        at = clock.now()
-        for frame in frames:
-            start = frame.find(b"data:")
-            if start < 0:
-                continue
-            try:
-                msg = orjson.loads(frame[start + 5 :])
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(msg, dict) and msg.get("msg") != "heartbeat":
-                yield msg, len(frame) + 2, at
-
-
 class SessionStreamWire:
     """sse_v1 to sse_v3: join by POST, follow the event on its session's stream."""
 
@@ -278,12 +260,3 @@ class SessionStreamWire:
         self.background.cancel_all()
         for session in self.pool:
             await session.stop()
-
-
-async def post_quietly(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> None:
-    """A best-effort POST (cancels): failures are ignored, the request is already closed."""
-    try:
-        async with http.post(url, data=orjson.dumps(body), headers=JSON_HEADERS) as resp:
-            await resp.read()
-    except (aiohttp.ClientError, OSError):
-        pass

@@ -7,7 +7,9 @@ import io
 import pytest
 from rich.console import Console
 
-from qbench.run.console import (
+from qbench.run.loadgen import LiveStats
+from qbench.run.records import RequestRecord
+from qbench.run.run_console import (
     SHORT_PHASE_LABELS,
     LiveView,
     _num,
@@ -16,8 +18,6 @@ from qbench.run.console import (
     phase_table,
     render_summary,
 )
-from qbench.run.loadgen import LiveStats
-from qbench.run.records import RequestRecord
 from qbench.run.scenario import Slo, parse_scenario
 from qbench.run.summary import GeneratorStats, Stats, summarize
 

@@ -15,8 +15,14 @@ import aiohttp
 import orjson
 
 from qbench.run.protocols.base import JOURNEY, JSON_HEADERS, Clock, fail, fail_http
-from qbench.run.protocols.queue import Background, GradioApp, apply_message, new_session_hash
-from qbench.run.protocols.sse import post_quietly, sse_messages
+from qbench.run.protocols.gradio_wire import (
+    Background,
+    GradioApp,
+    apply_message,
+    new_session_hash,
+    post_quietly,
+    sse_messages,
+)
 from qbench.run.records import RequestRecord
 
 

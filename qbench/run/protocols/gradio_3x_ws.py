@@ -19,8 +19,13 @@ import aiohttp
 import orjson
 
 from qbench.run.protocols.base import JOURNEY, Clock, fail, status_kind
-from qbench.run.protocols.queue import Background, GradioApp, apply_message, new_session_hash
-from qbench.run.protocols.sse import post_quietly
+from qbench.run.protocols.gradio_wire import (
+    Background,
+    GradioApp,
+    apply_message,
+    new_session_hash,
+    post_quietly,
+)
 from qbench.run.records import RequestRecord
 
 

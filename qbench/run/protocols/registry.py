@@ -1,0 +1,26 @@
+"""The one list of wire protocols: the scenario's `protocol` -> its WireProtocol (members load lazily)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from qbench.run.protocols.base import Clock, WireProtocol
+    from qbench.run.scenario import Scenario
+
+
+def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock) -> WireProtocol:
+    """The WireProtocol for `scenario.protocol` ("gradio", "http" or "openai") against `target`."""
+    if scenario.protocol == "openai":
+        from qbench.run.protocols.openai import OpenAIProtocol
+
+        return OpenAIProtocol(scenario, target, http, clock)
+    if scenario.protocol == "http":
+        from qbench.run.protocols.http import HttpProtocol
+
+        return HttpProtocol(scenario, target, http, clock)
+    from qbench.run.protocols.gradio import GradioProtocol
+
+    return GradioProtocol(scenario, target, http, clock)
