@@ -1,5 +1,5 @@
 """qbench.analysis: runs and sweeps as DataFrames, on a real run, fabricated runs and a fabricated sweep,
-and the README's notebook example executed as written."""
+and docs/reports.md's notebook example executed as written."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from reference_server.testing import RunningServer
 sys.path.insert(0, str(Path(__file__).parent / "report"))
 from report_synth import simulate, write_run, write_sweep  # noqa: E402
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REPORTS_DOC = Path(__file__).resolve().parents[1] / "docs" / "reports.md"
 Factory = Callable[..., AbstractContextManager[RunningServer]]
 
 
@@ -126,10 +126,10 @@ def test_a_sweep_loads_its_points_and_point_records_on_demand(sweep_dir: Path) -
 
 
 def _readme_example() -> str:
-    text = README.read_text(encoding="utf-8")
+    text = REPORTS_DOC.read_text(encoding="utf-8")
     section = text.split("## Analyse in a notebook", 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "the README's analysis section has no python example"
+    assert match, "docs/reports.md's analysis section has no python example"
     return match.group(1)
 
 
@@ -145,7 +145,7 @@ def test_the_readme_notebook_example_runs(
     for placeholder, path in paths.items():
         assert f'"{placeholder}"' in code, placeholder
         code = code.replace(f'"{placeholder}"', repr(str(path)))
-    exec(compile(code, str(README), "exec"), {})
+    exec(compile(code, str(REPORTS_DOC), "exec"), {})
     printed = capsys.readouterr().out
     assert "p95" in printed and "latency_s_diff" in printed and "point_id" in printed
     assert isinstance(load_run(paths["reports/20261123-101500-image"]).records, pd.DataFrame)

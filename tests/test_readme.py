@@ -5,6 +5,11 @@ the fixtures), or listed in `ELSEWHERE` with the test that runs it (and a fragme
 that test's source must contain), or in `NOT_RUN` with the reason (a GPU install, the suite itself).
 A command added to the README without an entry fails `test_every_readme_command_is_covered`, naming
 the command and where to add it; an entry whose command left the README fails too.
+
+The pages themselves: the README stays short (at most README_MAX_LINES lines: the detail lives in
+docs/, measured tables in bench/RESULTS.md), every relative link of README.md, docs/ and bench/ resolves
+to a file and heading, every docs/ page is reachable from README.md or docs/README.md, and user pages
+hold no worklog (to-do lists go to docs/development.md).
 """
 
 from __future__ import annotations
@@ -41,6 +46,13 @@ DOCS = ROOT / "docs"
 def documents() -> list[Path]:
     """The README and every page under docs/: the files whose commands the tests must run."""
     return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def linked_documents() -> list[Path]:
+    """Every page whose relative links must resolve: the README, docs/ and bench/'s markdown."""
+    return [*documents(), *sorted((ROOT / "bench").glob("*.md"))]
+
+
 REDUCED_RUN = ["--set", "load.duration=2", "--set", "load.warmup=0", "--no-live"]
 
 
@@ -276,6 +288,88 @@ def test_the_parser_joins_lines_and_drops_comments() -> None:
     text = ("```sh\nqbench a --x 1 \\\n    --y 2   # note\nqbench serve --preset p &   # bg\n\n"
             "# only a comment\n```\n")
     assert readme_commands(text) == ["qbench a --x 1 --y 2", "qbench serve --preset p"]
+
+
+# ---------------------------------------------------------------- the pages: short README, links that resolve
+
+README_MAX_LINES = 200
+#: Words that belong on the developer page (docs/development.md), not on a user's page: a worklog.
+WORKLOG = re.compile(r"\bissue \d+|\bTODO\b|\bto-do\b|next GPU session|was lent", re.I)
+
+
+def prose(text: str) -> str:
+    """A page without its fenced code blocks (a `# comment` in a YAML block is no heading)."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"\[([^]]*)\]\([^)]*\)", r"\1", heading.strip().lower())  # a link: its text
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", prose(path.read_text(encoding="utf-8")), re.M):
+        base = slug(heading)
+        n = 0
+        while (name := base if n == 0 else f"{base}-{n}") in found:
+            n += 1
+        found.add(name)
+    return found
+
+
+def relative_links(path: Path) -> list[str]:
+    """The targets of a page's markdown links that are not URLs (`page.md`, `page.md#anchor`, `#anchor`)."""
+    targets = re.findall(r"\]\(([^)\s]+)\)", prose(path.read_text(encoding="utf-8")))
+    return [t for t in targets if not re.match(r"^[a-z]+:", t)]
+
+
+def test_the_readme_is_short() -> None:
+    lines = README.read_text(encoding="utf-8").count("\n")
+    assert lines <= README_MAX_LINES, (
+        f"README.md has {lines} lines (at most {README_MAX_LINES}): move the detail to a page under docs/ "
+        "(and measured tables to bench/RESULTS.md), and link it from the README's table")
+
+
+def test_every_relative_link_resolves() -> None:
+    broken = []
+    for page in linked_documents():
+        for target in relative_links(page):
+            file, _, anchor = target.partition("#")
+            dest = (page.parent / file).resolve() if file else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no heading #{anchor} in "
+                              f"{dest.relative_to(ROOT)})")
+    assert not broken, "broken links:\n  " + "\n  ".join(broken)
+
+
+def test_every_docs_page_is_linked_from_the_readme_or_the_index() -> None:
+    index = DOCS / "README.md"
+    linked = {(page.parent / t.partition("#")[0]).resolve()
+              for page in (README, index) for t in relative_links(page) if t.partition("#")[0]}
+    orphans = [str(p.relative_to(ROOT)) for p in sorted(DOCS.rglob("*.md")) if p != index and p not in linked]
+    assert not orphans, f"docs page(s) linked from neither README.md nor docs/README.md: {orphans}"
+    assert index in linked, "README.md does not link docs/README.md"
+
+
+def test_user_pages_hold_no_worklog() -> None:
+    """To-do lists and session notes go to docs/development.md, not to the pages users read."""
+    pages = [p for p in documents() if p.name != "development.md"] + [ROOT / "bench" / "RESULTS.md"]
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)!r}" for p in pages
+             for m in WORKLOG.finditer(p.read_text(encoding="utf-8"))]
+    assert not found, "worklog text on a user page (move it to docs/development.md):\n  " + "\n  ".join(found)
+
+
+def test_the_link_helpers() -> None:
+    assert slug("Tuning quality (bench/tuning_quality.py)") == "tuning-quality-benchtuning_qualitypy"
+    assert slug("Older Gradio releases (`gradio:`)") == "older-gradio-releases-gradio"
+    assert slug("Checked against the server's own clock") == "checked-against-the-servers-own-clock"
+    text = "# A\n[x](b.md#c) [y](https://e.org) [z](#a)\n```yaml\n# not: a heading [w](nope.md)\n```\n"
+    assert re.findall(r"^#{1,6} (.+)$", prose(text), re.M) == ["A"]
+    assert re.findall(r"\]\(([^)\s]+)\)", prose(text)) == ["b.md#c", "https://e.org", "#a"]
 
 
 # ---------------------------------------------------------------- run here, at reduced size

@@ -63,7 +63,7 @@ def cluster() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[RunningServer]:
-    """The `sleep` preset the README names (api_name predict: 50 ms + 10 ms per batch item)."""
+    """The `sleep` preset docs/ray.md names (api_name predict: 50 ms + 10 ms per batch item)."""
     from reference_server.settings import load_preset
     from reference_server.testing import serve_in_thread
 
@@ -189,14 +189,14 @@ def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen[bytes], timeout: 
     raise AssertionError(f"{path}: fewer than {n} records after {timeout} s")
 
 
-# ---------------------------------------------------------------- the README's section
+# ---------------------------------------------------------------- docs/ray.md
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = "## Load from several machines (`qbench run --ray`)"
+DOC = ROOT / "docs" / "ray.md"
 
 
 def section() -> str:
-    return (ROOT / "README.md").read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
+    return DOC.read_text(encoding="utf-8")
 
 
 def readme_commands() -> list[list[str]]:
@@ -240,7 +240,7 @@ def test_the_readme_section_runs(
 def test_ctrl_c_stops_every_actor_and_keeps_every_record(
     cluster: Any, server: RunningServer, tmp_path: Path
 ) -> None:
-    """The README's `--ray HEAD:6379 --workers 2` in a subprocess that joins the cluster at its address,
+    """docs/ray.md's `--ray HEAD:6379 --workers 2` in a subprocess that joins the cluster at its address,
     as a 20 s rate load; SIGINT: exit 130, one record per scheduled request, the rest `interrupted`."""
     gcs = readme_commands()[3]
     out = tmp_path / "cli"

@@ -1,4 +1,4 @@
-"""The README's *Apps behind a login* commands, run as written at reduced size (1 s runs): the
+"""docs/auth.md's commands (apps behind a login), run as written at reduced size (1 s runs): the
 `qbench serve` line's flags give the reference server in a thread, each `qbench run` line runs
 against it with its environment assignments set."""
 
@@ -17,13 +17,13 @@ from reference_server.launch import ServeOptions, build_parser, settings_from_op
 from reference_server.testing import serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = "## Apps behind a login"
+DOC = ROOT / "docs" / "auth.md"
 REDUCED = ["--set", "load.duration=1", "--no-live"]
 
 
 def commands() -> list[tuple[dict[str, str], list[str]]]:
     """(environment assignments, qbench arguments) per command line of the section's sh block."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
+    text = DOC.read_text(encoding="utf-8")
     (block,) = re.findall(r"```sh\n(.*?)```", text, re.S)
     found = []
     for line in block.splitlines():

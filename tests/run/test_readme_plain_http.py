@@ -1,4 +1,4 @@
-"""The README's *Plain HTTP and OpenAI-compatible servers* commands, run as written but at reduced
+"""docs/http-and-openai.md's commands, run as written but at reduced
 size (2 s runs, tiny models), against the presets they name, served in a thread."""
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from reference_server.settings import parse_settings, preset_path, read_settings
 from reference_server.testing import serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = "## Plain HTTP and OpenAI-compatible servers"
+DOC = ROOT / "docs" / "http-and-openai.md"
 REDUCED = ["--set", "load.duration=2", "--no-live"]
 
 
 def section_blocks() -> list[list[list[str]]]:
-    """Each sh block of the section: its `qbench ...` commands, `&` dropped."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
+    """Each sh block of the page: its `qbench ...` commands, `&` dropped."""
+    text = DOC.read_text(encoding="utf-8")
     blocks = []
     for block in re.findall(r"```sh\n(.*?)```", text, re.S):
         lines = [line.split("#", 1)[0].strip().rstrip("&").strip() for line in block.splitlines()]

@@ -75,10 +75,11 @@ def test_a_knob_the_release_lacks_is_an_error_naming_the_equivalent(raw: dict[st
 
 
 def test_the_gradio3_preset_and_the_readme_settings_block_load() -> None:
-    """`qbench serve --preset gradio3` (README) and the README's settings example, `gradio:` included."""
+    """`qbench serve --preset gradio3` and docs/reference-server.md's settings example, `gradio:` included."""
     preset = load_preset("gradio3")
     assert (preset.gradio, preset.concurrency_count, preset.functions[0].batch) == (3, 1, True)
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    page = Path(__file__).resolve().parents[2] / "docs" / "reference-server.md"
+    readme = page.read_text(encoding="utf-8")
     block = readme.split("Settings file (every key optional except `functions`):", 1)[1]
     raw = yaml.safe_load(block.split("```yaml\n", 1)[1].split("```", 1)[0])
     assert raw["gradio"] == 6 and parse_settings(raw, "README").gradio == 6

@@ -1,4 +1,4 @@
-"""docs/capacity.md's `qbench capacity` commands and the README's `--objective` commands, run as written
+"""docs/capacity.md's `qbench capacity` commands and docs/tuning.md's `--objective` commands, run as written
 but at reduced size (shorter probes and confirmation, fewer probes and points), against the reference
 server's `sleep` preset."""
 
@@ -17,7 +17,7 @@ from reference_server.settings import load_preset
 from reference_server.testing import serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+TUNING_DOC = ROOT / "docs" / "tuning.md"
 CAPACITY_DOC = ROOT / "docs" / "capacity.md"
 REDUCED = {
     "capacity": ["--duration", "1", "--max-probes", "4", "--tolerance", "25%", "--estimate-users", "16",
@@ -27,7 +27,7 @@ REDUCED = {
 }
 
 
-def readme_commands(section: str, doc: Path = README) -> list[list[str]]:
+def readme_commands(section: str, doc: Path = TUNING_DOC) -> list[list[str]]:
     """The `qbench ...` lines of the first sh block after `section`, comments and `&` dropped."""
     text = doc.read_text(encoding="utf-8").split(section, 1)[1]
     match = re.search(r"```sh\n(.*?)```", text, re.S)
@@ -60,7 +60,7 @@ def test_the_readme_capacity_commands_run(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_the_readme_objective_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    default, asked = readme_commands("**The objective**")
+    default, asked = readme_commands("## The objective")
     assert "--objective" not in default and asked[asked.index("--objective") + 1] == "capacity"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").symlink_to(ROOT / "examples")

@@ -1,4 +1,4 @@
-"""The README's `--search sim` sweep and `bench/tuning_quality.py` commands, run as written but at reduced
+"""docs/tuning.md's `--search sim` sweep and `bench/tuning_quality.py` commands, run as written but at reduced
 size (shorter probes; the benchmark on one workload with a 2-point grid)."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import pytest
 
 from tests.test_bench import load_bench
 
-from .test_readme_capacity import README, REDUCED, ROOT, readme_commands, run
+from .test_readme_capacity import REDUCED, ROOT, TUNING_DOC, readme_commands, run
 
 
 def test_the_readme_sim_sweep_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (sweep,) = readme_commands("**Simulator search**")
+    (sweep,) = readme_commands("## Simulator search")
     assert sweep[sweep.index("--search") + 1] == "sim"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
@@ -35,7 +35,7 @@ def test_the_readme_sim_sweep_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_the_readme_bench_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                       capsys: pytest.CaptureFixture[str]) -> None:
-    text = README.read_text(encoding="utf-8").split("**How good are the searches?**", 1)[1]
+    text = TUNING_DOC.read_text(encoding="utf-8").split("## How good are the searches?", 1)[1]
     block = re.search(r"```sh\n(.*?)```", text, re.S)
     assert block
     lines = [line.split("#", 1)[0].split() for line in block.group(1).splitlines()]

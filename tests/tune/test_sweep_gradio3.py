@@ -47,7 +47,7 @@ def reduced(args: list[str], mode: str) -> list[str]:
 @pytest.mark.parametrize("mode", ["relaunch", "live"])
 def test_the_readme_gradio3_sweep_runs_and_advises_3x_code(mode: str, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    relaunch, live = readme_commands("**Gradio 3 knobs.**")
+    relaunch, live = readme_commands("## Gradio 3 knobs")
     assert relaunch[:2] == ["sweep", "scenarios/gradio3.yaml"] and live == [*relaunch, "--live"]
     assert "concurrency_count=1,2,4,8" in relaunch and "max_batch_size=1,4,16" in relaunch
     monkeypatch.chdir(tmp_path)
