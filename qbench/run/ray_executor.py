@@ -493,7 +493,7 @@ def _node() -> str:
 
         node = ray.get_runtime_context().get_node_id()[:8]
         nice = os.nice(0)
-        niced = f", nice {nice}" if nice else ""  # Ray's default for workers is 15 (see the README)
+        niced = f", nice {nice}" if nice else ""  # Ray's default for workers is 15 (see docs/ray.md)
         return f"node {node} ({ray.util.get_node_ip_address()}, pid {os.getpid()}{niced})"
     except Exception:  # outside Ray (unit tests)
         return f"{socket.gethostname()} pid {os.getpid()}"

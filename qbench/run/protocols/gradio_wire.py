@@ -2,7 +2,7 @@
 families implement, and how one queue message updates a record.
 
 Families (the `protocol` key of GET /config; absent before 4.0), checked against the real releases
-by tests/gradio_versions (see README "Gradio versions"):
+by tests/gradio_versions (see docs/gradio-versions.md):
 
     ws        3.x        websocket /queue/join: send_hash -> {fn_index, session_hash}, send_data -> data
     sse       4.0-4.8    GET /queue/join?fn_index&session_hash is the event's stream; send_data (with
