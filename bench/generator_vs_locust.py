@@ -36,7 +36,7 @@ from pathlib import Path
 
 import psutil
 
-from qbench.tune.launch import free_port
+from qbench.tune.server_process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable

@@ -245,7 +245,7 @@ def served(url: str, preset: str, opts: Options, workdir: Path) -> tuple[float, 
 
 @contextmanager
 def reference(preset: str, dtype: str, opts: Options) -> Iterator[str]:
-    from qbench.tune.launch import start_reference_server
+    from qbench.tune.server_process import start_reference_server
 
     with start_reference_server(server_settings(preset, dtype, opts), ready_timeout_s=900) as url:
         yield url

@@ -35,7 +35,7 @@ from qbench.run.paired import pair_runs, unpaired_phase  # noqa: E402
 from qbench.run.records import RequestRecord  # noqa: E402
 from qbench.run.runner import run_scenario  # noqa: E402
 from qbench.run.scenario import parse_scenario  # noqa: E402
-from qbench.tune.launch import start_reference_server  # noqa: E402
+from qbench.tune.server_process import start_reference_server  # noqa: E402
 
 
 def server(base_ms: float, jitter_seed: int) -> dict[str, Any]:

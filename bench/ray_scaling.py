@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> None:
     import ray
     from ray.cluster_utils import Cluster
 
-    from qbench.tune.launch import free_port, wait_http
+    from qbench.run.control import wait_answering
+    from qbench.tune.server_process import free_port
 
     os.environ.setdefault("RAY_worker_niceness", "0")  # as qbench's --ray local: generators at nice 0
     port = free_port()
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         cluster.add_node(num_cpus=1, object_store_memory=STORE)
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
-        wait_http(f"http://127.0.0.1:{port}/config")
+        wait_answering(f"http://127.0.0.1:{port}/config")
         samples = run_rounds(args, f"http://127.0.0.1:{port}")
     finally:
         ray.shutdown()

@@ -51,7 +51,7 @@ import aiohttp
 import psutil
 import yaml
 
-from qbench.tune.launch import free_port
+from qbench.tune.server_process import free_port
 
 API = "/gradio_api"
 T = TypeVar("T")

@@ -48,7 +48,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qbench.tune.launch import ServerHandle, reconfigure, reference_server_process  # noqa: E402
+from qbench.tune.server_process import ServerHandle, reconfigure, reference_server_process  # noqa: E402
 
 TOKEN = "soak"
 SAMPLE_S = 0.5

@@ -29,9 +29,10 @@ from typing import Any
 
 import psutil
 
+from qbench.run.control import wait_answering
 from qbench.run.runner import RunResult, run_scenario
 from qbench.run.scenario import parse_scenario
-from qbench.tune.launch import free_port, wait_http
+from qbench.tune.server_process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -146,7 +147,7 @@ def main() -> None:
         }
     )
     try:
-        wait_http(f"http://127.0.0.1:{port}/config")
+        wait_answering(f"http://127.0.0.1:{port}/config")
         threading.Thread(target=sample, daemon=True).start()
         result: RunResult = run_scenario(
             spec, target=f"http://127.0.0.1:{port}", out_dir=tmp / "run", live=False

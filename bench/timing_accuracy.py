@@ -23,10 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
+from qbench.run.control import wait_answering
 from qbench.run.runner import run_scenario
 from qbench.run.scenario import parse_scenario
 from qbench.run.summary import Summary
-from qbench.tune.launch import free_port, wait_http
+from qbench.tune.server_process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,7 +99,7 @@ def main() -> None:
     port = free_port()
     server = subprocess.Popen([sys.executable, "-c", HTTP_SERVER, str(port)])
     try:
-        wait_http(f"http://127.0.0.1:{port}/sleep?ms=0")
+        wait_answering(f"http://127.0.0.1:{port}/sleep?ms=0")
         spec = parse_scenario(
             {
                 "name": "timing-http",
@@ -144,7 +145,7 @@ def main() -> None:
     cmd = [sys.executable, "-m", "qbench", "serve", "--config", str(config), "--port", str(port)]
     server = subprocess.Popen(cmd, cwd=ROOT)
     try:
-        wait_http(f"http://127.0.0.1:{port}/config")
+        wait_answering(f"http://127.0.0.1:{port}/config")
         spec = parse_scenario(
             {
                 "name": "timing-gradio",

@@ -38,7 +38,7 @@ from qbench.run.protocols.openai import percentile, request_id_value  # noqa: E4
 from qbench.run.records import RequestRecord  # noqa: E402
 from qbench.run.runner import run_scenario  # noqa: E402
 from qbench.run.scenario import parse_scenario  # noqa: E402
-from qbench.tune.launch import start_reference_server  # noqa: E402
+from qbench.tune.server_process import start_reference_server  # noqa: E402
 
 
 def drive(url: str, out: Path, users: int, requests: int, max_tokens: int) -> list[RequestRecord]:

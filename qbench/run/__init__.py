@@ -17,6 +17,7 @@
     ray_executor.py  the same parts in Ray actors, one per node (load.executor: ray)
     clocksync.py   NTP-style clock offset of a remote node (min round trip of several)
     failfast.py    stop a run whose opening requests all fail the same way, and say why
+    control.py     the control plane over httpx: /config, /status, /admin/config, readiness probes
     runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
     records.py     RequestRecord, the flat contract with every later stage; JSONL and Parquet files
     summary.py     records -> Summary: percentiles per phase, goodput, error kinds, SLO verdict

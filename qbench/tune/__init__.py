@@ -2,7 +2,11 @@
 
     config.py        CLI options + the scenario's sweep: section -> SweepConfig
     grid.py          knob axes and linked variables -> the points to measure
-    launch.py        a server per point: relaunch, live reconfigure, the user's own app, or a fixed target
+    server_process.py  a server in a child process: spawn, readiness, log, stop; the reference server's
+                     one subprocess starter (start_reference_server), live reconfiguration
+    app_process.py   the user's own app per point (`--launch CMD`): knobs as placeholders, env, the hook
+    server_knobs.py  a point's knobs -> reference server settings (relaunch) or an /admin/config body (live)
+    resources.py     peak RSS of a point's server process tree; memory from its /status
     apphook/         the startup hook that puts a point's knobs into the user's unmodified Gradio app
     knobcheck.py     did a point's knobs take effect? the hook's record and the point's records
     settle.py        between two runs: wait until the queue the first one left has drained

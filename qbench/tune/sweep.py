@@ -59,9 +59,11 @@ from typing import Any, Protocol
 import yaml
 
 from qbench.errors import QbenchError
+from qbench.run.control import read_gradio_version, read_status
 from qbench.run.credentials import redact
 from qbench.run.paired import pair_runs
 from qbench.run.records import read_records
+from qbench.tune.app_process import launch_command
 from qbench.tune.apphook import HookRecord, app_change, read_hook_record
 from qbench.tune.capacity import Capacity, SearchPlan, search_capacity
 from qbench.tune.capacity_run import Prober
@@ -75,24 +77,14 @@ from qbench.tune.knobcheck import (
     check_point,
     expected_settings,
 )
-from qbench.tune.launch import (
-    ResourceSampler,
-    ServerHandle,
-    admin_body,
-    apply_server_knobs,
-    effective_knobs,
-    launch_command,
-    read_gradio_version,
-    read_status,
-    reconfigure,
-    reference_server_process,
-    status_memory,
-)
 from qbench.tune.point import RunawayDetector, point_overrides, point_result, run_point
 from qbench.tune.recommend import PointResult, Recommendation, recommend
+from qbench.tune.resources import ResourceSampler, status_memory
 from qbench.tune.search import SearchResult, full_search, smart_search
 from qbench.tune.search_model import describe_point, model_search, records_observer
 from qbench.tune.search_sim import SimPredictor, records_spread, sim_search
+from qbench.tune.server_knobs import admin_body, apply_server_knobs, effective_knobs
+from qbench.tune.server_process import ServerHandle, reconfigure, reference_server_process
 from qbench.tune.versions import KnobVersionError, check_knobs, gradio_major
 
 SCHEMA_VERSION = 1
@@ -214,8 +206,8 @@ def _resources(handle: ServerHandle, sampler: ResourceSampler | None) -> dict[st
     """Peak RSS: psutil samples (every 0.25 s) of the server's process tree during the point; `/status`
     only as a fallback, because its `peak_rss_bytes` (getrusage ru_maxrss) survives fork+exec and so can
     report the peak of the process that launched the server. Peak CUDA memory from `/status`."""
-    status = read_status(handle.base_url) if handle.process is not None else {}
-    rss, gpu = status_memory(status)
+    status = read_status(handle.base_url) if handle.process is not None else None
+    rss, gpu = status_memory(status or {})
     sampled = sampler.peak_rss_mb if sampler and sampler.peak_rss_mb > 0 else None
     return {"peak_rss_mb": sampled if sampled is not None else rss, "peak_gpu_mem_mb": gpu}
 

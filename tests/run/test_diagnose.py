@@ -16,7 +16,7 @@ from qbench.run.diagnose import configured_slots, diagnose
 from qbench.run.records import RequestRecord
 from qbench.run.runner import run_scenario
 from qbench.run.summary import summarize
-from qbench.tune.launch import start_reference_server
+from qbench.tune.server_process import start_reference_server
 from reference_server.testing import RunningServer
 
 from .conftest import scenario

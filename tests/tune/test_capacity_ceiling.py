@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from qbench.tune.capacity_run import CapacityRun, capacity_config, capacity_prober, run_capacity
-from qbench.tune.launch import start_reference_server
+from qbench.tune.server_process import start_reference_server
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.tune.config import SweepOptions, build_config
-from qbench.tune.launch import free_port
+from qbench.tune.server_process import free_port
 from qbench.tune.sweep import run_sweep
 from reference_server.settings import parse_settings
 from reference_server.testing import serve_in_thread
@@ -132,7 +132,7 @@ def test_capacity_of_a_real_gradio_app(tmp_path: Path) -> None:
     host)."""
     import sys
 
-    from qbench.tune.launch import launch_command
+    from qbench.tune.app_process import launch_command
 
     app_py = Path(__file__).resolve().parents[2] / "examples" / "gradio_app.py"
     command = f"{sys.executable} {app_py} --port {{port}} --concurrency-limit 4 --base-ms 100 --per-item-ms 0"

@@ -11,9 +11,10 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
+from qbench.tune.app_process import knob_env, render_command
 from qbench.tune.grid import build_grid, is_server_knob, parse_axis, point_id
-from qbench.tune.launch import apply_server_knobs, knob_env, render_command
 from qbench.tune.recommend import gradio_code
+from qbench.tune.server_knobs import apply_server_knobs
 from qbench.tune.versions import KnobVersionError, check_knobs
 from reference_server.settings import preset_path, read_settings_file
 

@@ -129,7 +129,7 @@ def test_round_trip_to_dict() -> None:
 
 
 def test_gradio_code_uses_the_server_defaults_for_unswept_knobs() -> None:
-    from qbench.tune.launch import effective_knobs
+    from qbench.tune.server_knobs import effective_knobs
 
     base = {
         "functions": [

@@ -10,16 +10,12 @@ import pytest
 import yaml
 
 from qbench.errors import ScenarioError
+from qbench.tune.app_process import knob_env, render_command
 from qbench.tune.config import SweepOptions, build_config, parse_slo_options
-from qbench.tune.launch import (
-    admin_body,
-    apply_server_knobs,
-    free_port,
-    knob_env,
-    render_command,
-    status_memory,
-)
 from qbench.tune.point import DEFAULT_WARMUP_S, RunawayDetector, point_warmup
+from qbench.tune.resources import status_memory
+from qbench.tune.server_knobs import admin_body, apply_server_knobs
+from qbench.tune.server_process import free_port
 
 from .conftest import SERVER, write_scenario
 
@@ -161,7 +157,8 @@ def test_config_errors_are_clear(
 def test_start_reference_server_yields_a_ready_url_and_stops_it() -> None:
     import httpx
 
-    from qbench.tune.launch import read_status, start_reference_server
+    from qbench.run.control import read_status
+    from qbench.tune.server_process import start_reference_server
 
     with start_reference_server("echo", ready_timeout_s=60) as url:
         assert url.startswith("http://127.0.0.1:")
@@ -169,12 +166,12 @@ def test_start_reference_server_yields_a_ready_url_and_stops_it() -> None:
         assert read_status(url)["settings"]["functions"][0]["api_name"] == "echo"
     with pytest.raises(httpx.ConnectError):
         httpx.get(url + "/config", timeout=2)
-    assert read_status(url) == {}  # a server that is gone reads as no status, not an exception
+    assert read_status(url) is None  # a server that is gone reads as no status, not an exception
 
 
 def test_start_reference_server_reports_a_server_that_cannot_start(tmp_path: Path) -> None:
     from qbench.errors import ServerLaunchError
-    from qbench.tune.launch import start_reference_server
+    from qbench.tune.server_process import start_reference_server
 
     bad = {"functions": [{"api_name": "x", "workload": "no-such-workload"}]}
     with pytest.raises(ServerLaunchError, match="before ready"), start_reference_server(bad):
@@ -184,7 +181,7 @@ def test_start_reference_server_reports_a_server_that_cannot_start(tmp_path: Pat
 def test_launch_mode_readiness_for_a_plain_http_server(tmp_path: Path) -> None:
     import httpx
 
-    from qbench.tune.launch import launch_command
+    from qbench.tune.app_process import launch_command
 
     command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {tmp_path}"
     with launch_command(command, {}, work_dir=tmp_path / "w", any_status=True, ready_path="/nope") as handle:
@@ -216,7 +213,7 @@ def test_control_plane_errors_name_the_route_and_status(echo_server: Any) -> Non
     """reconfigure/wait_ready against a server in a thread: a refused token, a dead URL, a server that is
     listening without the probed route."""
     from qbench.errors import ServerLaunchError
-    from qbench.tune.launch import ServerHandle, reconfigure, wait_ready
+    from qbench.tune.server_process import ServerHandle, reconfigure, wait_ready
 
     wrong_token = ServerHandle(base_url=echo_server.url, process=None, admin_token="wrong")
     with pytest.raises(ServerLaunchError, match=r"POST /admin/config refused \(40\d\)"):

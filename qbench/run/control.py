@@ -1,0 +1,127 @@
+"""The control plane: a server's own routes, read and set with httpx, apart from the load.
+
+    GET  /config         a Gradio app's (or the reference server's) config: its `version`; readiness
+    GET  /status         the reference server's own figures: settings, RSS, CPU, GPU (absent elsewhere)
+    POST /admin/config   live reconfiguration of a reference server started with --admin-token
+
+Every call here is one short request to a server qbench runs or tests: explicit timeouts, no proxy from
+the environment (trust_env=False), nothing retried behind the caller's back. The request hot path stays
+on aiohttp (qbench.run.protocols); these calls never share its connection pool, so reading /status at
+the start and end of a run does not take a connection from the load.
+
+Reads that may find nothing (`read_status`, `read_gradio_version`) answer None; `set_admin_config`
+raises ServerLaunchError naming the refusal; `wait_answering` and `answers` are the readiness probes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from qbench.errors import ServerLaunchError
+
+TIMEOUT_S = 10.0  # /status on a busy GPU server reads NVML; an idle one answers in milliseconds
+
+
+def client(timeout_s: float = TIMEOUT_S, **kwargs: Any) -> httpx.Client:
+    """A synchronous httpx client for control calls: explicit timeout, no proxy from the environment."""
+    return httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=False, **kwargs)
+
+
+def _json_or_none(response: httpx.Response) -> dict[str, Any] | None:
+    """The body of a 200 JSON answer as a dict, else None (a Gradio app has no /status: 404)."""
+    if response.status_code != 200 or "json" not in response.headers.get("content-type", ""):
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def read_status(
+    base_url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    cookies: Mapping[str, str] | None = None,
+    timeout_s: float = TIMEOUT_S,
+) -> dict[str, Any] | None:
+    """The reference server's `GET /status` JSON; None where the server has none or does not answer.
+    `headers`/`cookies`: a run's static credentials (a gateway in front of the server may want them)."""
+    try:
+        with client(timeout_s, headers=dict(headers or {}), cookies=dict(cookies or {})) as http:
+            return _json_or_none(http.get(base_url.rstrip("/") + "/status"))
+    except httpx.HTTPError:
+        return None
+
+
+async def read_status_async(
+    base_url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    cookies: Mapping[str, str] | None = None,
+    timeout_s: float = TIMEOUT_S,
+) -> dict[str, Any] | None:
+    """`read_status` for a caller inside an event loop (the runner, around its run)."""
+    try:
+        async with httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_s), trust_env=False,
+            headers=dict(headers or {}), cookies=dict(cookies or {}),
+        ) as http:
+            return _json_or_none(await http.get(base_url.rstrip("/") + "/status"))
+    except httpx.HTTPError:
+        return None
+
+
+def read_gradio_version(base_url: str, timeout_s: float = TIMEOUT_S) -> str | None:
+    """The `version` a Gradio app's `GET /config` announces (None when there is no such answer)."""
+    try:
+        with client(timeout_s) as http:
+            response = http.get(base_url.rstrip("/") + "/config")
+        response.raise_for_status()
+        config = response.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    return str(config["version"]) if isinstance(config, dict) and config.get("version") else None
+
+
+def set_admin_config(base_url: str, settings: Mapping[str, Any], token: str) -> Any:
+    """`POST /admin/config` with `Authorization: Bearer <token>`: the server's answer (its new settings).
+    ServerLaunchError when it refuses (the status and the start of its reason) or cannot be reached."""
+    url = base_url.rstrip("/") + "/admin/config"
+    try:
+        with client(5.0) as http:
+            response = http.post(url, json=dict(settings), headers={"Authorization": f"Bearer {token}"})
+        response.raise_for_status()
+        return response.json() if response.content else None
+    except httpx.HTTPStatusError as exc:
+        code, detail = exc.response.status_code, exc.response.text[:500]
+        raise ServerLaunchError(f"POST /admin/config refused ({code}): {detail}") from None
+    except (httpx.HTTPError, ValueError) as exc:
+        raise ServerLaunchError(f"POST /admin/config failed: {exc}") from None
+
+
+def answers(http: httpx.Client, url: str, any_status: bool = False) -> bool:
+    """Is the server up? `GET url` answers 200, or 401/403 (an app behind a login is up), or with
+    `any_status` anything below 500 (a plain HTTP server without that route listens, hence is ready)."""
+    try:
+        status = http.get(url).status_code
+    except httpx.TransportError:
+        return False
+    return status in (200, 401, 403) or (any_status and status < 500)
+
+
+def wait_answering(url: str, timeout_s: float = 60.0) -> None:
+    """Poll `GET url` until it answers at all (any status); RuntimeError after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    with client(2.0) as http:
+        while time.monotonic() < deadline:
+            try:
+                http.get(url)
+                return
+            except httpx.TransportError:
+                time.sleep(0.2)
+    raise RuntimeError(f"{url} did not come up within {timeout_s:g} s")

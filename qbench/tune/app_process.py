@@ -1,0 +1,86 @@
+"""The user's own app, one process per sweep point (`qbench sweep --launch CMD`).
+
+    launch_command(template, knobs)   start CMD with the point's knobs, wait until it answers, stop it after
+
+The knobs reach the app three ways, whichever it reads: placeholders in the command (`{concurrency_limit}`,
+`{port}`), QBENCH_<KNOB> environment variables (`concurrency_limit@a` -> QBENCH_CONCURRENCY_LIMIT__A;
+QBENCH_PORT and GRADIO_SERVER_PORT for the port), and, with `hook`, qbench's startup hook
+(qbench/tune/apphook/), which sets them on an unmodified Gradio app's events and launch(). Ready when
+`GET /config` answers (any answer below 500 for a plain HTTP app); the process group is stopped after
+(qbench/tune/server_process.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from qbench.errors import ScenarioError
+from qbench.tune.apphook import hook_env
+from qbench.tune.grid import is_server_knob
+from qbench.tune.server_process import (
+    READY_TIMEOUT_S,
+    ServerHandle,
+    free_port,
+    spawn,
+    stop_process_group,
+    wait_ready,
+)
+
+
+def knob_env(knobs: Mapping[str, Any], port: int) -> dict[str, str]:
+    """QBENCH_<KNOB> variables for a launched app, plus the port for qbench's and Gradio's conventions."""
+    env = {f"QBENCH_{name.upper().replace('.', '_').replace('@', '__')}": str(value)  # knob@event: __EVENT
+           for name, value in knobs.items()}
+    env.update(QBENCH_PORT=str(port), GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1")
+    env.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    return env
+
+
+def render_command(template: str, knobs: Mapping[str, Any], port: int) -> list[str]:
+    """Fill `{knob}` and `{port}` placeholders; an unknown placeholder is a clear error."""
+    try:
+        return shlex.split(template.format_map({**knobs, "port": port}))
+    except KeyError as exc:
+        raise ScenarioError(
+            f"--launch {template!r}: placeholder {{{exc.args[0]}}} is not a knob of this point "
+            f"(knobs: {', '.join(knobs)}, port)"
+        ) from None
+
+
+@contextlib.contextmanager
+def launch_command(
+    template: str,
+    knobs: Mapping[str, Any],
+    *,
+    work_dir: Path,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+    ready_path: str = "/config",
+    any_status: bool = False,
+    hook: bool = False,
+    hook_events: Sequence[str] | None = None,
+) -> Iterator[ServerHandle]:
+    """Launch the user's app for one point; yields once `GET ready_path` answers, kills the group after.
+
+    `hook`: start it with qbench's startup hook (qbench.tune.apphook), which sets the point's server
+    knobs on `hook_events` (None: every queued event), its port and host on Blocks.launch(), and writes
+    what it did to `work_dir/hook-record.json`."""
+    port = free_port()
+    argv = render_command(template, knobs, port)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    log_path = work_dir / "server.log"
+    env = knob_env(knobs, port)
+    if hook:
+        server = {k: v for k, v in knobs.items() if is_server_knob(k)}
+        env.update(hook_env(server, port, hook_events, work_dir))
+    process = spawn(argv, env=env, log_path=log_path)
+    handle = ServerHandle(f"http://127.0.0.1:{port}", process, log_path)
+    try:
+        wait_ready(handle, ready_timeout_s, ready_path, any_status=any_status)
+        yield handle
+    finally:
+        assert handle.process is not None
+        stop_process_group(handle.process)
