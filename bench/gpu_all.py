@@ -32,7 +32,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -114,13 +113,6 @@ def table_lines(log: Path, pattern: str = r"^(model |image |text ) ") -> str:
     return "\n".join(line for line in lines if re.match(pattern, line))
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def image_settings(opts: Options) -> Path:
     """The image preset's settings on the device (its model at the `tiny` size in a dry run)."""
     import yaml
@@ -139,44 +131,17 @@ def image_settings(opts: Options) -> Path:
 
 @contextlib.contextmanager
 def reference_server(opts: Options, log: Path, *extra: str) -> Iterator[tuple[str, int]]:
-    """`python -m reference_server` with the image preset on the device: (url, pid) once /config answers."""
-    port = free_port()
-    argv = [
-        PY,
-        "-m",
-        "reference_server",
-        "--config",
-        str(image_settings(opts)),
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-        *extra,
-    ]
+    """`python -m reference_server` with the image preset on the device: (url, pid) once /config answers;
+    its output appended to `log` (qbench's one subprocess starter, qbench.tune.server_process)."""
+    from qbench.tune.server_process import reference_server_process
+
+    settings, args = image_settings(opts), ["--log-level", "warning", *extra]
     with log.open("a", encoding="utf-8") as sink:
-        sink.write(f"$ {' '.join(argv)}\n")
-        sink.flush()
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url, proc, timeout_s=900)
-        yield url, proc.pid
-    finally:
-        stop_group(proc)
-
-
-def wait_ready(url: str, proc: subprocess.Popen[str], timeout_s: float) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited ({proc.returncode}) before it was ready")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/config", timeout=5, trust_env=False).status_code == 200:
-                return
-        time.sleep(0.5)
-    raise RuntimeError(f"the server was not ready within {timeout_s:.0f} s")
+        sink.write(f"$ python -m reference_server --config {settings} --port 0 {' '.join(args)}\n")
+    with reference_server_process(settings, args=args, cwd=ROOT, log_path=log,
+                                  work_dir=opts.work, ready_timeout_s=900) as handle:
+        assert handle.pid is not None
+        yield handle.base_url, handle.pid
 
 
 def qbench_run(opts: Options, url: str, name: str, log: Path, users: int, duration_s: float) -> Path:

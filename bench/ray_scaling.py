@@ -26,7 +26,6 @@ import argparse
 import importlib.util
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -76,26 +75,20 @@ def main(argv: list[str] | None = None) -> None:
     import ray
     from ray.cluster_utils import Cluster
 
-    from qbench.run.control import wait_answering
-    from qbench.tune.server_process import free_port
+    from qbench.tune.server_process import reference_server_process
 
     os.environ.setdefault("RAY_worker_niceness", "0")  # as qbench's --ray local: generators at nice 0
-    port = free_port()
-    serve = [sys.executable, "-m", "qbench", "serve", "--preset", "echo", "--port", str(port)]
-    server = subprocess.Popen(serve, cwd=ROOT)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
                                                             "object_store_memory": STORE})
     try:
-        cluster.add_node(num_cpus=1, object_store_memory=STORE)
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
-        wait_answering(f"http://127.0.0.1:{port}/config")
-        samples = run_rounds(args, f"http://127.0.0.1:{port}")
+        with reference_server_process("echo", cwd=ROOT) as server:
+            cluster.add_node(num_cpus=1, object_store_memory=STORE)
+            cluster.wait_for_nodes()
+            ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
+            samples = run_rounds(args, server.base_url)
     finally:
         ray.shutdown()
         cluster.shutdown()
-        server.terminate()
-        server.wait(timeout=30)
     report(args, samples)
 
 

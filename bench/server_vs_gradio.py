@@ -37,21 +37,18 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Coroutine, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
 import psutil
-import yaml
 
-from qbench.tune.server_process import free_port
+from qbench.tune.server_process import free_port, reference_server_process
 
 API = "/gradio_api"
 T = TypeVar("T")
@@ -324,12 +321,10 @@ def _wait_for_url(proc: subprocess.Popen[str], marker: str, startup_s: float) ->
 @contextmanager
 def start_server(name: str, opts: Options) -> Iterator[Server]:
     if name == "reference":
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "bench.yaml"
-            path.write_text(yaml.safe_dump(reference_config(opts)))
-            cmd = [sys.executable, "-m", "reference_server", "--config", str(path), "--port", "0"]
-            with subprocess_server(cmd, "ready on") as (url, process):
-                yield Server(name, url, process)
+        env = {"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+        with reference_server_process(reference_config(opts), env=env, ready_timeout_s=120) as handle:
+            assert handle.pid is not None
+            yield Server(name, handle.base_url, psutil.Process(handle.pid))
         return
     spec = json.dumps(
         {"echo_limit": opts.echo_limit, "sleep_ms": opts.sleep_ms, "sleep_limit": opts.sleep_limit}

@@ -19,11 +19,13 @@ Usage: .venv/bin/python bench/streams_capacity.py [--streams 10000] [--ramp 10] 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import resource
 import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ import psutil
 from qbench.run.control import wait_answering
 from qbench.run.runner import RunResult, run_scenario
 from qbench.run.scenario import parse_scenario
-from qbench.tune.server_process import free_port
+from qbench.tune.server_process import free_port, reference_server_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,13 +91,23 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print
 
 
 
-def start_server(kind: str, port: int, hold_s: float, streams: int, tmp: Path) -> subprocess.Popen[bytes]:
-    if kind == "stub":
-        return subprocess.Popen([sys.executable, "-c", STUB_SERVER, str(port), str(hold_s)])
-    config = tmp / "wait.yaml"
-    config.write_text(REFERENCE_CONFIG.format(ms=hold_s * 1000, threads=streams * 2))
-    cmd = [sys.executable, "-m", "qbench", "serve", "--config", str(config), "--port", str(port)]
-    return subprocess.Popen(cmd, cwd=ROOT)
+@contextlib.contextmanager
+def start_server(kind: str, hold_s: float, streams: int, tmp: Path) -> Iterator[str]:
+    """The server under test, ready: the stub on a free port, or the reference server (qbench's one
+    subprocess starter); yields its base URL and stops it after."""
+    if kind == "reference":
+        config = tmp / "wait.yaml"
+        config.write_text(REFERENCE_CONFIG.format(ms=hold_s * 1000, threads=streams * 2))
+        with reference_server_process(config, cwd=ROOT) as server:
+            yield server.base_url
+        return
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", STUB_SERVER, str(port), str(hold_s)])
+    try:
+        wait_answering(f"http://127.0.0.1:{port}/config")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(proc)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -120,8 +132,6 @@ def main() -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     tmp = Path(tempfile.mkdtemp(prefix="qbench-streams-"))
-    port = free_port()
-    server = start_server(args.server, port, args.hold_s, args.streams, tmp)
     me = psutil.Process()
     rss0 = me.memory_info().rss
     peak = [rss0]
@@ -146,15 +156,12 @@ def main() -> None:
             "load": load,
         }
     )
-    try:
-        wait_answering(f"http://127.0.0.1:{port}/config")
+    with start_server(args.server, args.hold_s, args.streams, tmp) as url:
         threading.Thread(target=sample, daemon=True).start()
-        result: RunResult = run_scenario(
-            spec, target=f"http://127.0.0.1:{port}", out_dir=tmp / "run", live=False
-        )
-    finally:
-        done.set()
-        stop(server)
+        try:
+            result: RunResult = run_scenario(spec, target=url, out_dir=tmp / "run", live=False)
+        finally:
+            done.set()
     report(args, result, rss0, peak[0])
 
 

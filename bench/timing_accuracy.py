@@ -27,7 +27,7 @@ from qbench.run.control import wait_answering
 from qbench.run.runner import run_scenario
 from qbench.run.scenario import parse_scenario
 from qbench.run.summary import Summary
-from qbench.tune.server_process import free_port
+from qbench.tune.server_process import free_port, reference_server_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,11 +141,7 @@ def main() -> None:
 
     config = tmp / "sleep.yaml"
     config.write_text(REFERENCE_CONFIG.format(ms=args.latency_ms))
-    port = free_port()
-    cmd = [sys.executable, "-m", "qbench", "serve", "--config", str(config), "--port", str(port)]
-    server = subprocess.Popen(cmd, cwd=ROOT)
-    try:
-        wait_answering(f"http://127.0.0.1:{port}/config")
+    with reference_server_process(config, cwd=ROOT) as server:
         spec = parse_scenario(
             {
                 "name": "timing-gradio",
@@ -154,10 +150,7 @@ def main() -> None:
                 "load": load,
             }
         )
-        result = run_scenario(spec, target=f"http://127.0.0.1:{port}", out_dir=tmp / "gradio", live=False)
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
+        result = run_scenario(spec, target=server.base_url, out_dir=tmp / "gradio", live=False)
     ok = [r for r in result.records if r.ok and not r.warmup]
     label = "reference server, sleep workload"
     lines.append(row(label, result.summary, "service time", lat, [r.service_s for r in ok if r.service_s]))

@@ -25,17 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import orjson
 
 from qbench import __version__
 from qbench.errors import ScenarioError
+from qbench.run.control import read_status_async
 from qbench.run.credentials import redact
 from qbench.run.diagnose import Finding
 from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.executor import Executor, Job, LocalExecutor, in_loop
 from qbench.run.loadgen import LiveStats
 from qbench.run.mix import endpoint_slos, journey_length, routing, with_trace_mix
-from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.login import authenticator
 from qbench.run.records import RequestRecord, write_parquet
 from qbench.run.run_console import LiveView
@@ -106,7 +105,7 @@ def run_scenario(
         async def announce(server: dict[str, Any], http: aiohttp.ClientSession, auth: dict[str, Any]) -> None:
             """Login and discovery succeeded (they fail before any request): run.json, then the live view."""
             info["server"], info["auth"] = server, auth
-            server["status"] = await _status(http, url)
+            server["status"] = await _status(scenario, url)
             run_dir.mkdir(parents=True, exist_ok=True)  # only once the target has answered
             _write_json(run_dir / "run.json", info)
             stack.enter_context(view)
@@ -114,7 +113,7 @@ def run_scenario(
         job = Job(scenario, plan, url, run_dir, announce, view.update, stop_when)
         execution = make_executor(scenario).execute(job)
     info.update(execution.info)
-    info["server"]["status_end"] = in_loop(_final_status(scenario, url))  # CPU/GPU use over the run
+    info["server"]["status_end"] = in_loop(_status(scenario, url))  # CPU/GPU use over the run
     return _finish(scenario, run_dir, execution.records, execution.stats, info)
 
 
@@ -178,23 +177,11 @@ def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:
     }
 
 
-async def _final_status(scenario: Scenario, target: str) -> Any:
-    async with (
-        authenticator(scenario, target) as auth,
-        make_http_session(scenario.load, auth.middlewares) as http,
-    ):
-        return await _status(http, target)
-
-
-async def _status(http: aiohttp.ClientSession, target: str) -> Any:
-    """The target's /status JSON if it has one (the reference server does), else None."""
-    try:
-        async with http.get(target.rstrip("/") + "/status") as resp:
-            if resp.status == 200 and "json" in resp.headers.get("Content-Type", ""):
-                return orjson.loads(await resp.read())
-    except (aiohttp.ClientError, OSError, orjson.JSONDecodeError):
-        pass
-    return None
+async def _status(scenario: Scenario, target: str) -> Any:
+    """The target's /status JSON if it has one (the reference server does), else None; read on the
+    control plane (qbench.run.control) with the run's static headers and cookies."""
+    credentials = authenticator(scenario, target).credentials
+    return await read_status_async(target, headers=credentials.headers, cookies=credentials.cookies)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

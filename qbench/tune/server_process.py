@@ -173,11 +173,14 @@ def resolve_settings_source(source: Any) -> Any:
 _READY_LINE = re.compile(r"reference server ready on (http://\S+)")
 
 
-def _announced_url(handle: ServerHandle, deadline: float) -> str:
-    """The base URL from the server's "reference server ready on URL" log line (it binds port 0)."""
+def _announced_url(handle: ServerHandle, deadline: float, offset: int = 0) -> str:
+    """The base URL from the server's "reference server ready on URL" log line (it binds port 0), read
+    past `offset` (what an appended-to log held before this server started)."""
     assert handle.process is not None and handle.log_path is not None
     while time.monotonic() < deadline:
-        text = handle.log_path.read_text(errors="replace") if handle.log_path.exists() else ""
+        with handle.log_path.open("rb") as log:
+            log.seek(offset)
+            text = log.read().decode(errors="replace")
         if match := _READY_LINE.search(text):
             return match.group(1)
         if handle.process.poll() is not None:
@@ -197,12 +200,14 @@ def reference_server_process(
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    log_path: Path | None = None,
 ) -> Iterator[ServerHandle]:
     """Run the reference server in a subprocess; yields a handle whose `base_url` is ready to load.
 
     `settings`: a preset name ("image"), a YAML path, a mapping or a `ServerSettings`. `work_dir` keeps
-    server.yaml and server.log (default: a temporary folder, removed after). `args`: more command-line
-    flags (`--device cuda`, `--log-level info`); `env`: more environment. Raises ServerLaunchError, with
+    server.yaml and server.log (default: a temporary folder, removed after); `log_path`: append the
+    server's output there instead. `args`: more command-line flags (`--device cuda`, `--log-level info`);
+    `env`: more environment; `cwd`: its working directory. Raises ServerLaunchError, with
     the tail of the server's log, when it exits or is not ready within `ready_timeout_s`.
     """
     with contextlib.ExitStack() as stack:
@@ -212,12 +217,13 @@ def reference_server_process(
         argv = [sys.executable, "-m", "reference_server", "--config", str(config), "--port", "0", *args]
         if admin_token:
             argv += ["--admin-token", admin_token]
-        log_path = work_dir / "server.log"
+        log_path = log_path or work_dir / "server.log"
+        offset = log_path.stat().st_size if log_path.exists() else 0
         process = spawn(argv, env={**server_env, **(env or {})} or None, log_path=log_path, cwd=cwd)
         handle = ServerHandle("", process, log_path, admin_token)
         try:
             deadline = time.monotonic() + ready_timeout_s
-            handle.base_url = _announced_url(handle, deadline)
+            handle.base_url = _announced_url(handle, deadline, offset)
             wait_ready(handle, max(deadline - time.monotonic(), 1.0))
             yield handle
         finally:
