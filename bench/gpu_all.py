@@ -190,20 +190,20 @@ def served_line(run_dir: Path) -> str:
 
 def status_usage(url: str) -> str:
     """The server's own CPU and GPU figures from /status (the reference server's)."""
-    import httpx
+    from qbench.run.control import read_status
 
-    with contextlib.suppress(httpx.HTTPError, ValueError):
-        status = httpx.get(f"{url}/status", timeout=10, trust_env=False).json()
-        gpus = status.get("gpu") or []
-        gpu = ", ".join(
-            f"GPU{i} busy {g['busy_s'] / max(g['sampled_s'], 1e-9):.0%}"
-            for i, g in enumerate(gpus)
-            if g.get("sampled_s")
-        )
-        loop_s = status.get("event_loop_cpu_s", 0)
-        cpu = f"server CPU {status.get('cpu_s', 0):.1f} s (event loop {loop_s:.1f} s)"
-        return "; ".join(filter(None, [cpu, gpu]))
-    return ""
+    status = read_status(url)
+    if status is None:
+        return ""
+    gpus = status.get("gpu") or []
+    gpu = ", ".join(
+        f"GPU{i} busy {g['busy_s'] / max(g['sampled_s'], 1e-9):.0%}"
+        for i, g in enumerate(gpus)
+        if g.get("sampled_s")
+    )
+    loop_s = status.get("event_loop_cpu_s", 0)
+    cpu = f"server CPU {status.get('cpu_s', 0):.1f} s (event loop {loop_s:.1f} s)"
+    return "; ".join(filter(None, [cpu, gpu]))
 
 
 # ---------------------------------------------------------------- the steps

@@ -46,13 +46,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from qbench.run.control import read_status  # noqa: E402
 from qbench.run.payloads import gen_image  # noqa: E402
 from qbench.run.scenario import ImageSpec  # noqa: E402
 from reference_server.components import FileStore, preprocess  # noqa: E402
@@ -217,8 +217,8 @@ def scenario(preset: str, url: str, opts: Options) -> dict[str, Any]:
 
 def gpu_integrals(url: str) -> tuple[float, float] | None:
     """(busy_s, sampled_s) summed over the server's GPUs, or None when it reports no GPU."""
-    reply = httpx.get(f"{url}/status", timeout=30, trust_env=False)
-    gpus = reply.json().get("gpu") if reply.status_code == 200 else None  # Gradio has no /status
+    status = read_status(url, timeout_s=30)
+    gpus = status.get("gpu") if status else None  # Gradio has no /status
     if not gpus:
         return None
     return sum(g["busy_s"] for g in gpus), sum(g["sampled_s"] for g in gpus)

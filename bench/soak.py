@@ -48,6 +48,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from qbench.run.control import read_status  # noqa: E402
 from qbench.tune.server_process import ServerHandle, reconfigure, reference_server_process  # noqa: E402
 
 TOKEN = "soak"
@@ -59,7 +60,7 @@ class Sampler:
     """RSS (MiB) of some processes and the server's waiting events, every SAMPLE_S, in a thread."""
 
     pids: dict[str, int]
-    status_url: str
+    base_url: str  # the server's /status: its waiting events
     rows: list[dict[str, float]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -70,10 +71,8 @@ class Sampler:
                 row[name] = psutil.Process(pid).memory_info().rss / 2**20
             except psutil.Error:
                 row[name] = float("nan")
-        try:
-            row["waiting"] = float(httpx.get(self.status_url, timeout=2).json()["events_waiting"])
-        except (httpx.HTTPError, ValueError, KeyError):
-            row["waiting"] = float("nan")
+        status = read_status(self.base_url, timeout_s=2) or {}
+        row["waiting"] = float(status.get("events_waiting", "nan"))
         return row
 
     def run(self) -> None:
@@ -117,7 +116,7 @@ def generate(
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert server.pid is not None
-    sampler = Sampler({"server_mb": server.pid, "generator_mb": proc.pid}, server.base_url + "/status")
+    sampler = Sampler({"server_mb": server.pid, "generator_mb": proc.pid}, server.base_url)
     thread = threading.Thread(target=sampler.run, daemon=True)
     thread.start()
     try:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import httpx
 
+from qbench.run import control
+
 SETTLE_FILE = "settle.json"
 
 
@@ -53,7 +55,7 @@ def wait_for_empty_queue(base_url: str, timeout_s: float = 60.0, poll_s: float =
     size: int | None = None
     first: int | None = None
     try:
-        with httpx.Client(timeout=5.0) as client:
+        with control.client(5.0) as client:
             url = queue_status_url(client, base_url)
             first = size = waiting(client, url)
             while size > 0 and time.monotonic() - started < timeout_s:
