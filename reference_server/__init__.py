@@ -2,7 +2,8 @@
 
     settings.py      ServerSettings: the Gradio queue/launch knobs plus the functions to serve
     launch.py        options -> ServerSettings -> uvicorn (`python -m reference_server`, `qbench serve`)
-    testing.py       serve_in_thread: a real server on a free loopback port, for tests and benches
+    testing.py       serve_in_thread: a real server on a free loopback port, for tests and benches (in this
+                     process; in a child process: qbench.tune.server_process)
     app.py           build_app(settings) -> Starlette, one front a module:
     gradio_routes.py   Gradio's HTTP API under /gradio_api (plus /config)
     gradio3_routes.py  the routes of each emulated release, and Gradio 3.x's websocket

@@ -3,7 +3,9 @@
     with serve_in_thread(synthetic_settings()) as server:
         httpx.get(server.url + "/config")
 
-The server stops (and its thread joins) when the block exits, even on errors.
+The server stops (and its thread joins) when the block exits, even on errors. This is the one
+in-process way to start the server; the one subprocess way, which runs `python -m reference_server`
+(launch.py) exactly as a user does, is `qbench.tune.server_process.reference_server_process`.
 """
 
 from __future__ import annotations

@@ -3,20 +3,59 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import httpx
+import pytest
+
+from qbench.errors import ServerLaunchError
 from qbench.run.control import read_status
-from qbench.tune.server_process import reference_server_process
+from qbench.tune.server_process import (
+    ServerHandle,
+    free_port,
+    reconfigure,
+    reference_server_process,
+    start_reference_server,
+    wait_ready,
+)
 
 
-def test_appended_log_extra_flags_and_a_clean_stop(tmp_path: Path) -> None:
-    """A log that already holds an older server's ready line is read past it; `args` reach the command
-    line; the process group is gone after the block."""
+def test_a_ready_server_appended_log_extra_flags_and_a_clean_stop(tmp_path: Path) -> None:
+    """One server for all of it (a start costs seconds): ready on the announced URL, `args` reach its
+    command line, a log that already holds an older server's ready line is read past it, and after the
+    block the process group is gone and a status read answers None rather than raising."""
     log = tmp_path / "step.log"
     log.write_text("reference server ready on http://127.0.0.1:1\n")
     with reference_server_process("echo", args=["--max-size", "3"], log_path=log, work_dir=tmp_path) as h:
-        assert h.base_url != "http://127.0.0.1:1"
+        assert h.base_url.startswith("http://127.0.0.1:") and h.base_url != "http://127.0.0.1:1"
+        assert httpx.get(h.base_url + "/config", timeout=5).status_code == 200
         status = read_status(h.base_url)
-        assert status is not None and status["settings"]["queue"]["max_size"] == 3
+        assert status is not None and status["settings"]["functions"][0]["api_name"] == "echo"
+        assert status["settings"]["queue"]["max_size"] == 3
         process = h.process
     assert process is not None and process.poll() is not None
     assert log.read_text().count("reference server ready on") == 2
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(h.base_url + "/config", timeout=2)
+    assert read_status(h.base_url) is None
+
+
+def test_a_server_that_cannot_start_is_reported_with_its_log() -> None:
+    bad = {"functions": [{"api_name": "x", "workload": "no-such-workload"}]}
+    with pytest.raises(ServerLaunchError, match="before ready"), start_reference_server(bad):
+        pass
+
+
+def test_control_plane_errors_name_the_route_and_status(echo_server: Any) -> None:
+    """reconfigure/wait_ready against a server in a thread: a refused token, a dead URL, a server that is
+    listening without the probed route."""
+    wrong_token = ServerHandle(base_url=echo_server.url, process=None, admin_token="wrong")
+    with pytest.raises(ServerLaunchError, match=r"POST /admin/config refused \(40\d\)"):
+        reconfigure(wrong_token, {"queue": {"max_size": 3}})
+    gone = ServerHandle(base_url=f"http://127.0.0.1:{free_port()}", process=None, admin_token="t")
+    with pytest.raises(ServerLaunchError, match="POST /admin/config failed"):
+        reconfigure(gone, {})
+    with pytest.raises(ServerLaunchError, match="not ready after"):
+        wait_ready(gone, timeout_s=0.5)
+    wait_ready(ServerHandle(base_url=echo_server.url, process=None), timeout_s=5)
+    wait_ready(ServerHandle(base_url=echo_server.url, process=None), 5, "/nope", any_status=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ from qbench.tune.config import SweepOptions, build_config, parse_slo_options
 from qbench.tune.point import DEFAULT_WARMUP_S, RunawayDetector, point_warmup
 from qbench.tune.resources import status_memory
 from qbench.tune.server_knobs import admin_body, apply_server_knobs
-from qbench.tune.server_process import free_port
 
 from .conftest import SERVER, write_scenario
 
@@ -154,42 +152,6 @@ def test_config_errors_are_clear(
         build_config(SweepOptions(str(path), out_root=str(tmp_path), **options))
 
 
-def test_start_reference_server_yields_a_ready_url_and_stops_it() -> None:
-    import httpx
-
-    from qbench.run.control import read_status
-    from qbench.tune.server_process import start_reference_server
-
-    with start_reference_server("echo", ready_timeout_s=60) as url:
-        assert url.startswith("http://127.0.0.1:")
-        assert httpx.get(url + "/config", timeout=5).status_code == 200
-        assert read_status(url)["settings"]["functions"][0]["api_name"] == "echo"
-    with pytest.raises(httpx.ConnectError):
-        httpx.get(url + "/config", timeout=2)
-    assert read_status(url) is None  # a server that is gone reads as no status, not an exception
-
-
-def test_start_reference_server_reports_a_server_that_cannot_start(tmp_path: Path) -> None:
-    from qbench.errors import ServerLaunchError
-    from qbench.tune.server_process import start_reference_server
-
-    bad = {"functions": [{"api_name": "x", "workload": "no-such-workload"}]}
-    with pytest.raises(ServerLaunchError, match="before ready"), start_reference_server(bad):
-        pass
-
-
-def test_launch_mode_readiness_for_a_plain_http_server(tmp_path: Path) -> None:
-    import httpx
-
-    from qbench.tune.app_process import launch_command
-
-    command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {tmp_path}"
-    with launch_command(command, {}, work_dir=tmp_path / "w", any_status=True, ready_path="/nope") as handle:
-        assert httpx.get(handle.base_url + "/", timeout=5).status_code == 200
-        process = handle.process
-    assert process is not None and process.poll() is not None  # the process group was torn down
-
-
 @pytest.mark.parametrize(
     ("load", "expected"),
     [
@@ -207,24 +169,6 @@ def test_point_warmup_respects_the_scenario(tmp_path: Path, load: dict[str, Any]
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     config = build_config(SweepOptions(str(path), grid=["concurrency_limit=1,2"], out_root=str(tmp_path)))
     assert point_warmup(config) == expected
-
-
-def test_control_plane_errors_name_the_route_and_status(echo_server: Any) -> None:
-    """reconfigure/wait_ready against a server in a thread: a refused token, a dead URL, a server that is
-    listening without the probed route."""
-    from qbench.errors import ServerLaunchError
-    from qbench.tune.server_process import ServerHandle, reconfigure, wait_ready
-
-    wrong_token = ServerHandle(base_url=echo_server.url, process=None, admin_token="wrong")
-    with pytest.raises(ServerLaunchError, match=r"POST /admin/config refused \(40\d\)"):
-        reconfigure(wrong_token, {"queue": {"max_size": 3}})
-    gone = ServerHandle(base_url=f"http://127.0.0.1:{free_port()}", process=None, admin_token="t")
-    with pytest.raises(ServerLaunchError, match="POST /admin/config failed"):
-        reconfigure(gone, {})
-    with pytest.raises(ServerLaunchError, match="not ready after"):
-        wait_ready(gone, timeout_s=0.5)
-    wait_ready(ServerHandle(base_url=echo_server.url, process=None), timeout_s=5)
-    wait_ready(ServerHandle(base_url=echo_server.url, process=None), 5, "/nope", any_status=True)
 
 
 def test_a_crash_in_the_capacity_phase_keeps_the_measured_points(
