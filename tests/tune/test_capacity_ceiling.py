@@ -15,6 +15,7 @@ docs/capacity.md measures).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import yaml
 
 from qbench.tune.capacity_run import CapacityRun, capacity_config, capacity_prober, run_capacity
 from qbench.tune.server_process import start_reference_server
+from qbench.tune.settle import wait_for_empty_queue
 
 pytestmark = pytest.mark.slow
 
@@ -33,6 +35,20 @@ BATCHED = {"api_name": "predict", "workload": "sleep", "params": {"base_ms": 50,
 GRADIO_BODY = {"endpoint": {"api_name": "predict"}, "protocol": "gradio"}
 HTTP_BODY = {"protocol": "http",
              "endpoint": {"method": "POST", "path": "/predict/predict", "body": {"inputs": "$0"}}}
+
+
+@pytest.fixture(scope="module")
+def hard_ceiling_server() -> Iterator[str]:
+    """One server for the three tests of the hard ceiling (a start costs seconds on a busy machine)."""
+    with start_reference_server({"functions": [SLEEP]}) as url:
+        yield url
+
+
+@pytest.fixture
+def hard_ceiling(hard_ceiling_server: str) -> str:
+    """The shared server with no backlog left by the test before (one probe runs past the ceiling)."""
+    assert wait_for_empty_queue(hard_ceiling_server, timeout_s=60).drained
+    return hard_ceiling_server
 
 
 def scenario_file(tmp_path: Path, slo: dict[str, float], body: dict[str, Any] | None = None) -> Path:
@@ -60,23 +76,23 @@ def assert_within(run: CapacityRun, ceiling: float) -> None:
     assert all(not p.passed for p in above), table  # a probe above the ceiling never passes
 
 
-def test_a_hard_ceiling(tmp_path: Path) -> None:
-    with start_reference_server({"functions": [SLEEP]}) as url:
-        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}), url, tmp_path)
+def test_a_hard_ceiling(tmp_path: Path, hard_ceiling: str) -> None:
+    run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}), hard_ceiling, tmp_path)
     assert_within(run, 40.0)
     lines = dict(run.lines)
     assert lines["held"].startswith("for the whole 5 s confirmation") and "probe length" in lines
 
 
-def test_a_probe_above_the_ceiling_fails_as_not_steady_though_its_p95_passes(tmp_path: Path) -> None:
+def test_a_probe_above_the_ceiling_fails_as_not_steady_though_its_p95_passes(
+    tmp_path: Path, hard_ceiling: str
+) -> None:
     """46 req/s against 40: in 6 s the queue grows by ~36 requests, about 0.9 s of wait, so the p95 stays
     under a 3 s bound; the backlog's trend gives it away."""
     path = scenario_file(tmp_path, {"p95_latency_s": 3.0})
-    with start_reference_server({"functions": [SLEEP]}) as url:
-        config = capacity_config(path, target=url, tolerance=0.1, out_root=tmp_path / "r")
-        prober = capacity_prober(config)
-        prober.stop_runaway = False  # the whole window: its p95 is what a short probe would judge
-        probe, _ = prober.open_loop(46.0, 6.0)
+    config = capacity_config(path, target=hard_ceiling, tolerance=0.1, out_root=tmp_path / "r")
+    prober = capacity_prober(config)
+    prober.stop_runaway = False  # the whole window: its p95 is what a short probe would judge
+    probe, _ = prober.open_loop(46.0, 6.0)
     assert probe.p95_latency_s is not None and probe.p95_latency_s < 3.0
     assert not probe.passed and probe.steady is False
     assert probe.violations[0].startswith("not steady, ") and "backlog +" in probe.violations[0]
@@ -99,10 +115,9 @@ def test_a_batched_function(tmp_path: Path) -> None:
     assert_within(run, 8 / 0.13)
 
 
-def test_a_plain_http_server_with_a_ceiling(tmp_path: Path) -> None:
-    with start_reference_server({"functions": [SLEEP]}) as url:
-        run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}, HTTP_BODY), url, tmp_path,
-                       start_rate=30.0)
+def test_a_plain_http_server_with_a_ceiling(tmp_path: Path, hard_ceiling: str) -> None:
+    run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}, HTTP_BODY), hard_ceiling, tmp_path,
+                   start_rate=30.0)
     assert_within(run, 40.0)
     steadiness = run.capacity.confirmation.steadiness if run.capacity.confirmation else None
     assert steadiness is not None and steadiness["wait_name"] == "latency"  # no start event over HTTP
