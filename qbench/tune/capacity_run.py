@@ -48,6 +48,7 @@ from qbench.run.credentials import redact, remember_url
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 from qbench.run.steady import Steadiness, probe_seconds, steadiness
+from qbench.run.summary import Summary
 from qbench.tune.capacity import Capacity, Probe, SearchPlan, search_capacity
 from qbench.tune.grid import Point
 from qbench.tune.overload import OVERLOAD_FACTOR, Overload, analyse
@@ -74,15 +75,15 @@ def rate_overrides(base: dict[str, Any], rate: float, duration_s: float) -> dict
     return overrides
 
 
-def judge(kind: str, rate: float, summary: dict[str, Any], stopped: str | None,
+def judge(kind: str, rate: float, summary: Summary, stopped: str | None,
           constraints: Constraints, steady: Steadiness | None = None,
           own: dict[str, dict[str, float]] | None = None) -> Probe:
     """A probe's figures and verdict from its summary (the same bounds a sweep point is held to) and its
     steady-state test (a probe that did not keep up fails, whatever its latency); `own`: a mix entry's
     own slo bounds, by endpoint label."""
-    result = point_result(Point({}), [{"summary": summary}], constraints, "ok", "", {})
+    result = point_result(Point({}), [summary], constraints, "ok", "", {})
     violations = constraints.slo_violations(result) + endpoint_violations(summary, constraints, own)
-    completed = int(summary.get("completed_ok", 0))
+    completed = summary.completed_ok
     if completed == 0 and not violations:
         violations.append("no request completed")
     if steady is not None and not steady.steady:
@@ -152,17 +153,17 @@ class ProbeLength:
                 "tolerance": self.tolerance, "floor_s": self.floor_s, "cap_s": self.cap_s}
 
 
-def endpoint_violations(summary: dict[str, Any], constraints: Constraints,
+def endpoint_violations(summary: Summary, constraints: Constraints,
                         own: dict[str, dict[str, float]] | None = None) -> list[str]:
     """A mix: the bounds each endpoint breaks on its own, named `endpoint: bound`, so the verdict says
     which endpoint breaks first. The rate bounds (min_*) are the total's; an entry's own slo (`own`,
     by label) replaces the bounds it sets for its endpoint."""
     shared = {k: v for k, v in constraints.slo.items() if not k.startswith("min_")}
     broken = []
-    for label, sub in (summary.get("endpoints") or {}).items():
-        if isinstance(sub, dict) and sub.get("requests"):
+    for label, sub in summary.endpoints.items():
+        if sub.requests:
             bounds = replace(constraints, slo={**shared, **(own or {}).get(label, {})})
-            one = point_result(Point({}), [{"summary": sub}], bounds, "ok", "", {})
+            one = point_result(Point({}), [sub], bounds, "ok", "", {})
             broken += [f"{label}: {v}" for v in bounds.slo_violations(one)]
     return broken
 

@@ -456,6 +456,17 @@ def choose_objective(
                         "the highest arrival rate meeting the SLO")
 
 
+def resumed_config(sweep_dir: Path) -> SweepConfig:
+    """`--resume DIR`: the config the sweep in DIR was started with, writing into DIR."""
+    return build_config(resume_options(sweep_dir), sweep_dir=sweep_dir)
+
+
+def check_app_args(args: list[str], app: Path | None) -> None:
+    """Arguments after `--` are the app's (--app): refused without an app to give them to."""
+    if args and app is None:
+        raise ScenarioError(f"unexpected arguments {args}: arguments after -- go to --app's app")
+
+
 def resume_options(sweep_dir: Path) -> SweepOptions:
     """The options a sweep was started with (from its sweep.json)."""
     import json

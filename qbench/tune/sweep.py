@@ -62,6 +62,7 @@ from qbench.errors import QbenchError
 from qbench.run.credentials import redact
 from qbench.run.paired import pair_runs
 from qbench.run.records import read_records
+from qbench.run.summary import Summary
 from qbench.tune.apphook import HookRecord, app_change, read_hook_record
 from qbench.tune.capacity import Capacity, SearchPlan, search_capacity
 from qbench.tune.capacity_run import Prober
@@ -225,7 +226,8 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
     point_dir = config.sweep_dir / "points" / point.point_id
     point_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    repeats: list[dict[str, Any]] = []
+    repeats: list[dict[str, Any]] = []  # point.json's: {run_dir, summary (Summary.to_dict())}
+    summaries: list[Summary] = []
     resources: dict[str, float | None] = {"peak_rss_mb": None, "peak_gpu_mem_mb": None}
     status, reason, detail = "ok", "", ""
     capacity: Capacity | None = None
@@ -240,8 +242,9 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
                     run_dir = point_dir if n == 1 else point_dir / f"repeat-{n}"
                     detector = RunawayDetector() if config.stop_runaway else None
                     summary, stopped = run_point(config, handle.base_url, point, run_dir, detector)
+                    summaries.append(summary)
                     repeats.append(
-                        {"run_dir": str(run_dir.relative_to(config.sweep_dir)), "summary": summary}
+                        {"run_dir": str(run_dir.relative_to(config.sweep_dir)), "summary": summary.to_dict()}
                     )
                     if stopped:
                         status, reason = "stopped", stopped
@@ -260,7 +263,7 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
     except Exception as exc:  # a crashed point must not end the sweep: record it and go on
         detail = f"{type(exc).__name__}: {exc}"
         status, reason = "failed", detail.splitlines()[0]
-    result = point_result(point, repeats, config.constraints, status, reason, resources)
+    result = point_result(point, summaries, config.constraints, status, reason, resources)
     if check is not None:
         result.knob_check = {"verdict": check.verdict, "evidence": check.evidence}
     if capacity is not None:
