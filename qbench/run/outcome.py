@@ -45,10 +45,10 @@ class RunOutcome:
         auth = info.get("auth") or {}
         logged_in = bool(auth.get("login"))
         return cls(
-            stop_kind=info.get("stop_kind"),
-            stop_reason=info.get("stop_reason"),
-            failed_opening=info.get("failed_opening"),
-            lost_workers=tuple(info.get("lost_workers") or ()),
+            stop_kind=_text(info, "stop_kind"),
+            stop_reason=_text(info, "stop_reason"),
+            failed_opening=_text(info, "failed_opening"),
+            lost_workers=tuple(str(w) for w in info.get("lost_workers") or ()),
             failed_checks=tuple(summary.failed_checks()),
             logins=int(auth.get("logins", 0)) if logged_in else 0,
             relogins=int(auth.get("relogins", 0)) if logged_in else 0,
@@ -67,6 +67,12 @@ class RunOutcome:
     @property
     def slo_passed(self) -> bool:
         return not self.failed_checks
+
+
+def _text(info: Mapping[str, Any], key: str) -> str | None:
+    """A text entry of the run info; None when absent or empty."""
+    value = info.get(key)
+    return str(value) if value else None
 
 
 def verdict(outcome: RunOutcome) -> QbenchError | None:

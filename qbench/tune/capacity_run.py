@@ -50,12 +50,12 @@ from qbench.run.scenario import Scenario
 from qbench.run.steady import Steadiness, probe_seconds, steadiness
 from qbench.run.summary import Summary
 from qbench.tune.capacity import Capacity, Probe, SearchPlan, search_capacity
+from qbench.tune.capacity_file import CapacityFile
 from qbench.tune.grid import Point
 from qbench.tune.overload import OVERLOAD_FACTOR, Overload, analyse
 from qbench.tune.point import Measured, RunawayDetector, point_result, run_measured
 from qbench.tune.recommend import Constraints
 
-SCHEMA_VERSION = 2  # 2: probes' steadiness and duration, confirm/overload probes, probe_length, overload
 DEFAULT_THINK_TIME_S = 10.0
 DEFAULT_CONFIRM_S = 60.0
 DEFAULT_MAX_PROBE_S = 30.0
@@ -272,7 +272,7 @@ class Prober:
 # ---------------------------------------------------------------- `qbench capacity`
 
 
-@dataclass
+@dataclass(frozen=True)
 class CapacityConfig:
     """Everything `run_capacity` needs, validated (`capacity_config` builds it from CLI values)."""
 
@@ -466,26 +466,15 @@ def _held(capacity: Capacity) -> tuple[str, str]:
 
 def _capacity_json(config: CapacityConfig, capacity: Capacity, users: float | None,
                    lines: list[tuple[str, str]], length: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "capacity",
-        "created_at": datetime.now(timezone.utc).isoformat(),
-        "scenario": {"path": config.scenario_path, "content": config.scenario.model_dump(mode="json")},
-        "target": config.target,
-        "slo": config.constraints.slo,
-        "max_error_rate": config.constraints.max_error_rate,
-        "plan": asdict(config.plan),
-        "probe_duration_s": config.probe_duration_s,
-        "max_probe_duration_s": config.max_probe_duration_s,
-        "confirm_duration_s": config.confirm_duration_s,
-        "probe_length": length,
-        "warmup_s": config.warmup_s,
-        "think_time_s": config.think_time_s,
-        "estimate_users": config.estimate_users,
-        "result": capacity.to_dict(),
-        "users": users,
-        "answer": [list(line) for line in lines],
-    }
+    return CapacityFile(
+        result=capacity, target=config.target, created_at=datetime.now(timezone.utc).isoformat(),
+        scenario={"path": config.scenario_path, "content": config.scenario.model_dump(mode="json")},
+        slo=config.constraints.slo, max_error_rate=config.constraints.max_error_rate,
+        plan=asdict(config.plan),
+        probe_duration_s=config.probe_duration_s, max_probe_duration_s=config.max_probe_duration_s,
+        confirm_duration_s=config.confirm_duration_s, probe_length=length, warmup_s=config.warmup_s,
+        think_time_s=config.think_time_s, estimate_users=config.estimate_users, users=users, answer=lines,
+    ).to_dict()
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

@@ -105,9 +105,9 @@ class SweepOptions:
     overrides: dict[str, Any] = field(default_factory=dict)  # --set key=value on the scenario
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepConfig:
-    """Everything `run_sweep` needs, validated."""
+    """Everything `run_sweep` needs, validated; never changed once built (`with_auth` derives a copy)."""
 
     options: SweepOptions
     scenario: Scenario
