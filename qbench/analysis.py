@@ -35,6 +35,7 @@ from qbench.report.rundir import is_sweep_dir, read_run
 from qbench.report.sweep_charts import read_sweep
 from qbench.run.records import RequestRecord, records_table
 from qbench.run.summary import Summary
+from qbench.tune.recommend import Recommendation
 
 __all__ = ["RunData", "SweepData", "join_runs", "load_run", "load_sweep", "records_frame"]
 
@@ -127,7 +128,7 @@ class SweepData:
     path: Path
     points: pd.DataFrame  # one row per measured point: point_id, knobs, figures, status, rank, verdict
     knobs: list[str]  # the swept knobs (columns of `points`), in grid order
-    recommendation: dict[str, Any]  # recommendation.json ({} if missing)
+    recommendation: Recommendation | None  # recommendation.json (None if missing)
     info: dict[str, Any]  # sweep.json ({} if missing)
     notes: list[str] = field(default_factory=list)
     _runs: dict[str, RunData] = field(default_factory=dict, repr=False)
@@ -135,8 +136,8 @@ class SweepData:
     @property
     def winner(self) -> str | None:
         """The recommended point's id, or None when no point met the constraints."""
-        winner = self.recommendation.get("winner")
-        return str(winner["point_id"]) if isinstance(winner, dict) and "point_id" in winner else None
+        winner = self.recommendation.winner if self.recommendation is not None else None
+        return winner.point_id if winner is not None else None
 
     def run(self, point_id: str) -> RunData:
         """One point's run, read from `points/<point_id>/` the first time it is asked for."""

@@ -1,15 +1,27 @@
 """The qbench command line: a thin shell over the library.
 
 Each command parses its options, builds a config object, calls ONE library function, renders the result
-with rich and maps `QbenchError` (qbench.errors) to a non-zero exit code. No logic lives here.
+with rich and maps `QbenchError` (qbench.errors) to a non-zero exit code. No logic lives here;
+`exits_on_error` is the one QbenchError handler.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec
 
 import typer
+
+from qbench.errors import QbenchError, ScenarioError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from qbench.run.options import OptionsRun
+
+P = ParamSpec("P")
 
 app = typer.Typer(
     name="qbench",
@@ -20,6 +32,20 @@ app = typer.Typer(
 )
 
 # Commands are added below, one small function each: run, capacity, sweep, report, compare, serve, demo.
+
+
+def exits_on_error(command: Callable[P, None]) -> Callable[P, None]:
+    """The one QbenchError -> exit handler: print `error: <message>` on stderr, exit with its exit_code."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            command(*args, **kwargs)
+        except QbenchError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+
+    return wrapper
 
 # Credentials (run, sweep, capacity) override the scenario's auth: section (qbench.run.credentials).
 AuthOpt = Annotated[str | None, typer.Option("--auth", help="USER:PASSWORD to log in with (auth.login).")]
@@ -75,6 +101,7 @@ ApiOpt = Annotated[
 
 
 @app.command()
+@exits_on_error
 def init(
     url: Annotated[str, typer.Argument(help="The running app's base URL, e.g. http://127.0.0.1:7860.")],
     api: Annotated[
@@ -93,20 +120,15 @@ def init(
     bearer_env: BearerEnvOpt = None,
 ) -> None:
     """Write a scenario from the app's own API: endpoint, one generator per input, load, SLO."""
-    from qbench.errors import QbenchError
     from qbench.run.credentials import cli_overrides
     from qbench.run.init import init_scenario
 
-    try:
-        if out is not None and out.exists() and not force:
-            raise QbenchError(f"{out}: exists; pass --force to overwrite it")
-        command = " ".join(["qbench init", url, *(["--api", api] if api else []), *(["--mix"] if mix else []),
-                            *(["--protocol", protocol] if protocol != "auto" else [])])
-        result = init_scenario(url, api, auth=cli_overrides(auth, header or [], bearer_env),
-                               protocol=protocol, command=command, scenario_path=out, mix=mix)
-    except QbenchError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+    if out is not None and out.exists() and not force:
+        raise QbenchError(f"{out}: exists; pass --force to overwrite it")
+    command = " ".join(["qbench init", url, *(["--api", api] if api else []), *(["--mix"] if mix else []),
+                        *(["--protocol", protocol] if protocol != "auto" else [])])
+    result = init_scenario(url, api, auth=cli_overrides(auth, header or [], bearer_env),
+                           protocol=protocol, command=command, scenario_path=out, mix=mix)
     if out is None:
         typer.echo(result.text.replace("THIS_FILE", "scenario.yaml"), nl=False)
     else:
@@ -119,6 +141,7 @@ def init(
 
 
 @app.command()
+@exits_on_error
 def run(
     scenario: Annotated[
         Path | None, typer.Argument(help="Scenario YAML file (see scenarios/); none: --target and --api.")
@@ -157,100 +180,42 @@ def run(
     """Fire the load a scenario describes, record every request, print a summary (exit 3 on SLO failure)."""
     from rich.console import Console
 
-    from qbench.errors import ExecutorError, QbenchError, SloViolation, TargetError
     from qbench.run.credentials import cli_overrides
+    from qbench.run.options import RunOptions, run_with_options
+    from qbench.run.outcome import verdict
+    from qbench.run.runner import parse_set_options
+
+    options = RunOptions(scenario, target, api, out, parse_set_options(set_ or []),
+                         cli_overrides(auth, header or [], bearer_env), processes, replay, ray, workers, live)
+    done = run_with_options(options)
+    render_run(done, Console())
+    error = verdict(done.result.outcome)
+    if error is not None:
+        raise error
+
+
+def render_run(done: OptionsRun, console: Console) -> None:
+    """A finished run: the scenario written from the app, the summary, where the records are, warnings."""
     from qbench.run.run_console import render_summary
-    from qbench.run.runner import load_scenario, parse_set_options, run_dir_for, run_scenario
     from qbench.tune.knobcheck import expectation_warnings
 
-    console = Console()
-    try:
-        overrides = parse_set_options(set_ or []) | cli_overrides(auth, header or [], bearer_env)
-        if processes is not None:
-            overrides["load.processes"] = processes
-        if replay is not None:
-            overrides["load.replay"] = str(replay.resolve())
-        if ray is not None:
-            overrides["load.executor"] = "ray"
-            overrides["load.ray_address"] = ray
-        if workers is not None:
-            overrides["load.workers"] = parse_set_options([f"load.workers={workers}"])["load.workers"]
-        written = None
-        check_api_option(scenario, api)
-        if scenario is None:
-            out = out or run_dir_for(api.lstrip("/") if api else "app")
-            written, spec = scenario_from_app(target, api, overrides, out / "scenario.yaml")
-        else:
-            spec = load_scenario(scenario, overrides)
-        result = run_scenario(spec, target=target, out_dir=out, live=live)
-        if written is not None:
-            saved = result.run_dir / "scenario.yaml"
-            saved.write_text(written.replace("THIS_FILE", str(saved)), encoding="utf-8")
-            console.print(f"scenario (written from the app; edit and re-run): {saved}")
-        load = spec.load
-        render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst",
-                       findings=result.diagnosis)
-        console.print(f"records: {result.run_dir}")
-        for text in expectation_warnings(spec, result.records):
-            console.print(f"[bold yellow]warning:[/] {text}")
-        if (auth_info := result.run_info.get("auth") or {}).get("login"):
-            logins, relogins = auth_info["logins"], auth_info["relogins"]
-            console.print(f"login: {logins} login(s), {relogins} re-login(s) after a 401")
-        lost = result.run_info.get("lost_workers")
-        if lost:
-            raise ExecutorError(
-                f"{len(lost)} generator worker(s) lost mid-run; their unreported requests are recorded as "
-                f"generator_lost: {'; '.join(lost)}"
-            )
-        verdict = result.run_info.get("failed_opening")
-        if verdict:
-            stopped = str(result.run_info.get("stop_reason") or "").startswith("stopped early")
-            raise TargetError(f"{'run stopped early' if stopped else 'run failed'}: {verdict}")
-        if result.run_info.get("stop_kind") == "interrupted":
-            raise typer.Exit(130)
-        failed = result.summary.failed_checks()
-        if failed:
-            names = ", ".join(
-                f"{c.name} ({c.note if c.actual is None and c.note else f'actual {_g(c.actual)}'}, "
-                f"limit {_g(c.threshold)})"
-                for c in failed
-            )
-            raise SloViolation(f"SLO violated: {names}")
-    except QbenchError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
-
-
-NO_SCENARIO = "no scenario file: pass one, or --target URL (and --api NAME) to write it from the app"
-
-
-def scenario_from_app(target: str | None, api: str | None, overrides: dict[str, Any],
-                      path: Path) -> tuple[str, Any]:
-    """Without a scenario file: the scenario text written from `target`'s API (to be saved as `path`,
-    the app's example files beside it) and the parsed scenario."""
-    from qbench.errors import ScenarioError
-    from qbench.run.init import app_scenario
-
-    if target is None:
-        raise ScenarioError(NO_SCENARIO)
-    command = f"qbench init {target} --api {api}" if api else f"qbench init {target}"
-    result, spec = app_scenario(target, api, overrides, command=command, scenario_path=path)
-    return result.text, spec
-
-
-def check_api_option(scenario: Path | None, api: str | None) -> None:
-    """--api names the endpoint of a scenario written from the app: not beside a scenario file."""
-    from qbench.errors import ScenarioError
-
-    if scenario is not None and api is not None:
-        raise ScenarioError(f"--api {api}: applies without a scenario file (with --target); {scenario} "
-                            "names its own endpoint (change it with --set endpoint.api_name=NAME)")
+    result, load = done.result, done.scenario.load
+    if done.written is not None:
+        console.print(f"scenario (written from the app; edit and re-run): {done.written}")
+    render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst",
+                   findings=result.diagnosis)
+    console.print(f"records: {result.run_dir}")
+    for text in expectation_warnings(done.scenario, result.records):
+        console.print(f"[bold yellow]warning:[/] {text}")
+    if result.outcome.logins:
+        console.print(f"login: {result.outcome.logins} login(s), {result.outcome.relogins} re-login(s) "
+                      "after a 401")
 
 
 def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any], folder: Path) -> Path:
     """Without a scenario file (capacity, sweep): the app's scenario, written into `folder`."""
-    from qbench.errors import ScenarioError
     from qbench.run.init import write_app_scenario
+    from qbench.run.options import NO_SCENARIO
 
     if target is None:
         raise ScenarioError(NO_SCENARIO)
@@ -259,12 +224,8 @@ def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any],
     return path
 
 
-def _g(value: float | None) -> str:
-    """A figure in an error message, to 4 significant digits."""
-    return "none" if value is None else f"{value:.4g}"
-
-
 @app.command(context_settings={"allow_extra_args": True})
+@exits_on_error
 def sweep(
     ctx: typer.Context,
     scenario: Annotated[
@@ -343,26 +304,31 @@ def sweep(
 
     `qbench sweep scenario.yaml --app app.py --grid concurrency_limit=1,2,4,8 [-- app args]` tunes an
     unmodified app: every point proves its knobs took effect before it is ranked."""
-    from qbench.errors import QbenchError, ScenarioError
     from qbench.run.credentials import cli_overrides
+    from qbench.run.options import check_api_option
     from qbench.run.runner import parse_set_options
     from qbench.tune.capacity_run import parse_tolerance
-    from qbench.tune.config import build_config, parse_slo_options, resume_options, sweep_options
+    from qbench.tune.config import (
+        build_config,
+        check_app_args,
+        parse_slo_options,
+        resumed_config,
+        sweep_options,
+    )
     from qbench.tune.sweep import run_sweep
-    from qbench.tune.tune_console import SweepProgress, render_sweep, sweep_console
+    from qbench.tune.tune_console import SweepProgress, render_sweep, sweep_console, sweep_header
 
     console = sweep_console()
+    credentials = cli_overrides(auth, header or [], bearer_env)
     where = str(resume or out)
     try:
-        if ctx.args and app_file is None:
-            raise ScenarioError(f"unexpected arguments {ctx.args}: arguments after -- go to --app's app")
+        check_app_args(ctx.args, app_file)
         if resume is not None:
-            config = build_config(resume_options(resume), sweep_dir=resume)
+            config = resumed_config(resume)
         else:
             check_api_option(scenario, api)
-            if scenario is None:
-                scenario = app_scenario_file(target, api, cli_overrides(auth, header or [], bearer_env), out)
-            options = sweep_options(
+            scenario = scenario or app_scenario_file(target, api, credentials, out)
+            config = build_config(sweep_options(
                 scenario, grid=grid or [], links=link or [], slo=parse_slo_options(slo or []), repeat=repeat,
                 search=search, live=live_config, preset=preset, server_config=server_config, launch=launch,
                 target=target, duration=duration, max_memory_mb=max_memory_mb,
@@ -370,24 +336,19 @@ def sweep(
                 capacity_tolerance=parse_tolerance(capacity_tolerance) if capacity_tolerance else None,
                 capacity_duration=capacity_duration, out_root=out, app=app_file, app_args=list(ctx.args),
                 python=python, knob_scope=knob_scope, overrides=parse_set_options(set_ or []),
-            )
-            config = build_config(options)
-        config = config.with_auth(cli_overrides(auth, header or [], bearer_env))  # never saved in sweep.json
+            ))
+        config = config.with_auth(credentials)  # never saved in sweep.json
         where = str(config.sweep_dir)
-        console.print(f"sweep {where} ({config.mode}, {config.search}, {config.grid.size} points, "
-                      f"objective {config.constraints.objective})")
+        console.print(sweep_header(config))
         with SweepProgress(config.grid.size, smart=config.search != "grid") as progress:
-            result = run_sweep(config, progress)
-        render_sweep(result, console)
+            render_sweep(run_sweep(config, progress), console)
     except KeyboardInterrupt:
         typer.echo(f"interrupted; finished points are saved: qbench sweep {scenario} --resume {where}")
         raise typer.Exit(130) from None
-    except QbenchError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
 
 
 @app.command()
+@exits_on_error
 def capacity(
     scenario: Annotated[
         Path | None, typer.Argument(help="Scenario YAML (payload, endpoint and slo:); none: --target, --api.")
@@ -437,43 +398,34 @@ def capacity(
 
     Exit 0 when the search ends (with or without a capacity), 2 on a bad option, a missing SLO or an
     unreachable target, 130 when interrupted."""
-    from qbench.errors import QbenchError
     from qbench.run.credentials import cli_overrides
+    from qbench.run.options import check_api_option
     from qbench.run.runner import parse_set_options
     from qbench.tune.capacity_run import capacity_config, parse_tolerance, run_capacity
     from qbench.tune.config import parse_slo_options
-    from qbench.tune.tune_console import probe_line, render_capacity, sweep_console
+    from qbench.tune.tune_console import capacity_header, probe_line, render_capacity, sweep_console
 
     console = sweep_console()
+    credentials = cli_overrides(auth, header or [], bearer_env)
     try:
         check_api_option(scenario, api)
-        if scenario is None:
-            scenario = app_scenario_file(target, api, cli_overrides(auth, header or [], bearer_env), out)
-        # --set overrides travel with the credential overrides: both are dotted keys on the scenario
-        overrides = parse_set_options(set_ or []) | cli_overrides(auth, header or [], bearer_env)
+        scenario = scenario or app_scenario_file(target, api, credentials, out)
         config = capacity_config(
             scenario, target=target, slo=parse_slo_options(slo or []), tolerance=parse_tolerance(tolerance),
             max_probes=max_probes, duration_s=duration, warmup_s=warmup, think_time_s=think_time,
             estimate_users=estimate_users, start_rate=start_rate, confirm=confirm, out_root=out,
-            auth=overrides, max_duration_s=max_duration,
-            confirm_duration_s=confirm_duration, overload=overload,
+            auth=parse_set_options(set_ or []) | credentials,  # both are dotted keys on the scenario
+            max_duration_s=max_duration, confirm_duration_s=confirm_duration, overload=overload,
         )
-        bounds = ", ".join(f"{k} <= {v:g}" for k, v in config.constraints.slo.items())
-        confirming = f", {config.confirm_duration_s:g} s confirmation" if config.plan.confirm else ""
-        console.print(f"capacity of {config.target} under {bounds} ({config.probe_duration_s:g} s bracketing "
-                      f"probes, bisection up to {config.max_probe_duration_s:g} s{confirming}, "
-                      f"tolerance {config.plan.tolerance:.0%}): {config.out_dir}")
-        result = run_capacity(config, lambda probe: console.print(probe_line(probe)))
-        render_capacity(result, console)
+        console.print(capacity_header(config))
+        render_capacity(run_capacity(config, lambda probe: console.print(probe_line(probe))), console)
     except KeyboardInterrupt:
         typer.echo("interrupted: no capacity; the probes that finished are under probes/ of the folder above")
         raise typer.Exit(130) from None
-    except QbenchError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
 
 
 @app.command()
+@exits_on_error
 def demo(
     preset: Annotated[str, typer.Option(
         help="Reference-server preset: image, text, audio, chat; abc: a mix of three events.")] = "image",
@@ -484,17 +436,13 @@ def demo(
 ) -> None:
     """The main job end to end: serve a real model, load it, print the summary, write the report."""
     from qbench.demo import run_demo
-    from qbench.errors import QbenchError
     from qbench.run.runner import parse_set_options
 
-    try:
-        run_demo(preset=preset, overrides=parse_set_options(set_ or []), reports=reports)
-    except QbenchError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+    run_demo(preset=preset, overrides=parse_set_options(set_ or []), reports=reports)
 
 
 @app.command()
+@exits_on_error
 def report(
     source: Annotated[Path, typer.Argument(help="A run or sweep folder (reports/<id>/).")],
     out: Annotated[Path | None, typer.Option(help="Output folder (default: the source folder).")] = None,
@@ -505,16 +453,11 @@ def report(
     """Charts, summary.md and a self-contained report.html from a run or sweep folder."""
     import webbrowser
 
-    from qbench.errors import QbenchError
     from qbench.report.build import build_report
 
-    try:
-        if (x is None) != (y is None):
-            raise QbenchError("--x and --y go together: name both heatmap knobs, or neither")
-        files = build_report(source, out, heatmap_axes=(x, y) if x and y else None)
-    except QbenchError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+    if (x is None) != (y is None):
+        raise QbenchError("--x and --y go together: name both heatmap knobs, or neither")
+    files = build_report(source, out, heatmap_axes=(x, y) if x and y else None)
     typer.echo(files.markdown.read_text(encoding="utf-8"))
     typer.echo(f"report: {files.html}\nsummary: {files.markdown}\ncharts: {files.html.parent / 'charts'}")
     if open_:
@@ -522,6 +465,7 @@ def report(
 
 
 @app.command()
+@exits_on_error
 def compare(
     baseline: Annotated[Path, typer.Argument(help="Run A, the baseline (a run or sweep folder).")],
     candidate: Annotated[Path, typer.Argument(help="Run B, compared with A.")],
@@ -537,29 +481,24 @@ def compare(
     """What changed from run A to run B; exit 3 when B regresses past the thresholds (a CI gate)."""
     from rich.console import Console
 
-    from qbench.errors import QbenchError
     from qbench.report.compare import compare as compare_runs
     from qbench.report.compare import comparison_table, paired_lines, parse_max_regression, write_paired_chart
 
     console = Console()
-    try:
-        result = compare_runs(baseline, candidate, parse_max_regression(max_regression or []), use_slo=slo)
-        console.print(comparison_table(result))
-        for line in paired_lines(result.pairing) if result.pairing else []:
-            console.print(line)
-        if chart is not None:
-            console.print(f"chart: {write_paired_chart(result, chart)}")
-        for text in result.notes():
-            console.print(f"[yellow]note:[/] {text}")
-        for check in result.slo:
-            verdict = "[green]pass[/]" if check.passed else "[bold red]FAIL[/]"
-            actual = "-" if check.actual is None else f"{check.actual:.4g}"
-            console.print(f"B's SLO {check.name}: {actual} (limit {check.threshold:g}) {verdict}")
-        result.check()
-        console.print("[green]no regression past the thresholds[/]")
-    except QbenchError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+    result = compare_runs(baseline, candidate, parse_max_regression(max_regression or []), use_slo=slo)
+    console.print(comparison_table(result))
+    for line in paired_lines(result.pairing) if result.pairing else []:
+        console.print(line)
+    if chart is not None:
+        console.print(f"chart: {write_paired_chart(result, chart)}")
+    for text in result.notes():
+        console.print(f"[yellow]note:[/] {text}")
+    for check in result.slo:
+        verdict = "[green]pass[/]" if check.passed else "[bold red]FAIL[/]"
+        actual = "-" if check.actual is None else f"{check.actual:.4g}"
+        console.print(f"B's SLO {check.name}: {actual} (limit {check.threshold:g}) {verdict}")
+    result.check()
+    console.print("[green]no regression past the thresholds[/]")
 
 
 trace_app = typer.Typer(help="Trace files for load.trace: import other formats, show a trace's shape.",
@@ -568,6 +507,7 @@ app.add_typer(trace_app, name="trace")
 
 
 @trace_app.command("import")
+@exits_on_error
 def trace_import(
     source: Annotated[Path, typer.Argument(help="The file to convert.")],
     format_: Annotated[str, typer.Option("--format", help="nginx | uvicorn | har | mooncake")],
@@ -580,34 +520,25 @@ def trace_import(
     ] = True,
 ) -> None:
     """Convert an access log, a HAR recording or a Mooncake trace into a qbench trace file."""
-    from qbench.errors import QbenchError
     from qbench.run.trace_formats import import_trace, write_jsonl
 
-    try:
-        lines = import_trace(source, format_, spread=spread, include=include)
-    except QbenchError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+    lines = import_trace(source, format_, spread=spread, include=include)
     write_jsonl(lines, out)
     typer.echo(f"wrote {len(lines)} requests to {out} (use it as load: {{trace: {out}}})")
 
 
 @trace_app.command("show")
+@exits_on_error
 def trace_show(
     trace: Annotated[Path, typer.Argument(help="A trace file (JSON Lines or CSV).")],
 ) -> None:
     """A trace's shape before replaying it: requests, span, rate over time, endpoints."""
     from rich.console import Console
 
-    from qbench.errors import QbenchError
     from qbench.run.trace import read_trace
     from qbench.run.trace_formats import sparkline, trace_shape
 
-    try:
-        shape = trace_shape(read_trace(trace))
-    except QbenchError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+    shape = trace_shape(read_trace(trace))
     console = Console()
     console.print(f"{trace}: {shape.requests:,} requests over {shape.span_s:,.1f} s, "
                   f"mean {shape.mean_rps:.2f} req/s, peak {shape.peak_rps_1s:.0f} in one second; "

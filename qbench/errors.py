@@ -7,6 +7,7 @@
      +-- ExecutorError          the generator workers could not start (Ray missing or unreachable, too few
      |                          CPUs), or one was lost mid-run (its requests are `generator_lost` records)
      +-- SloViolation           a run or comparison broke its thresholds (exit code 3, for CI gates)
+     +-- RunInterrupted         Ctrl-C or SIGTERM ended a run; its records are kept (exit code 130)
 """
 
 from __future__ import annotations
@@ -34,3 +35,7 @@ class ExecutorError(QbenchError):
 
 class SloViolation(QbenchError):
     exit_code = 3
+
+
+class RunInterrupted(QbenchError):
+    exit_code = 130

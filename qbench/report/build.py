@@ -33,6 +33,7 @@ from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_cha
 from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.run_console import PHASE_LABELS, bottleneck_warnings, journey_line, token_line
 from qbench.run.summary import SloCheck, Stats, Summary
+from qbench.tune.recommend import Recommendation
 
 MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in the HTML
 
@@ -68,7 +69,8 @@ class ReportContext:
     diagnosis: list[str] = field(default_factory=list)  # where the limit was (qbench.run.diagnose)
     notes: list[str] = field(default_factory=list)
     details: list[tuple[str, str]] = field(default_factory=list)  # heading, preformatted text
-    recommendation: dict[str, Any] = field(default_factory=dict)
+    recommendation: Recommendation | None = None  # a sweep's
+    search_mode: str = ""  # a sweep's search (grid, smart, model, sim)
     points: list[list[str]] = field(default_factory=list)  # ranked sweep points
     probes: list[list[str]] = field(default_factory=list)  # capacity probes: #, offered, ok/s, p50..why
     # model / sim search: point, role, predicted vs measured throughput, p95, capacity
@@ -292,8 +294,9 @@ def sweep_context(data: LoadedSweep, charts_dir: Path, axes: tuple[str, str] | N
         charts=render_sweep_charts(data, charts_dir, axes),
         notes=data.notes,
         recommendation=rec,
+        search_mode=str(data.search.get("mode", "")),
         points=point_rows(data),
-        predicted=predicted_rows(rec),
+        predicted=predicted_rows(data.search),
         details=[(t, _json(v)) for t, v in (("Sweep", _without(data.info, "scenario")),
                                             ("Scenario", scenario)) if v],
     )
@@ -301,24 +304,23 @@ def sweep_context(data: LoadedSweep, charts_dir: Path, axes: tuple[str, str] | N
 
 def point_rows(data: LoadedSweep) -> list[list[str]]:
     """The sweep's points, best rank first: rank, verdict, knobs, goodput, p95, error rate, reason."""
-    ranked = data.recommendation.get("ranked")
-    ranked = ranked if isinstance(ranked, list) else []
-    reasons = {str(p.get("point_id")): p for p in ranked if isinstance(p, dict)}
+    ranked = data.recommendation.ranked if data.recommendation is not None else []
+    reasons = {p.point_id: p for p in ranked}
     ordered = sorted(data.rows, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
     rows = []
     for r in ordered:
-        why = reasons.get(str(r.get("point_id")), {})
-        verdict = r.get("verdict") or why.get("verdict") or r.get("status") or ""
+        why = reasons.get(str(r.get("point_id")))
+        verdict = r.get("verdict") or (why.verdict if why else "") or r.get("status") or ""
         rows.append([str(r.get("rank") or ""), str(verdict), data.label(r), _num(r.get("goodput_rps")),
                      _s(r.get("p95_latency_s")), f"{r.get('error_rate') or 0:.1%}",
-                     str(why.get("reason") or r.get("reason") or "")])
+                     str((why.reason if why else "") or r.get("reason") or "")])
     return rows
 
 
-def predicted_rows(rec: dict[str, Any]) -> list[list[str]]:
-    """Model and sim search: every measured point's predicted vs measured figures (recommendation.json)."""
-    search = rec.get("search")
-    rows = search.get("predicted_vs_measured") if isinstance(search, dict) else None
+def predicted_rows(search: dict[str, Any]) -> list[list[str]]:
+    """Model and sim search: every measured point's predicted vs measured figures (recommendation.json's
+    search: SearchResult.to_dict(), whose keys depend on the search mode)."""
+    rows = search.get("predicted_vs_measured")
     out = []
     for row in rows if isinstance(rows, list) else []:
         pred, meas = row.get("predicted") or {}, row.get("measured") or {}
@@ -333,7 +335,8 @@ def _s_any(value: Any) -> str:
 
 
 def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:
-    objective = data.recommendation.get("objective") or data.info.get("objective")
+    rec = data.recommendation
+    objective = data.info.get("objective") or (rec.objective if rec is not None else None)
     statuses = [str(r.get("status")) for r in data.rows]
     unapplied = statuses.count("knobs_not_applied")
     stopped = f"{statuses.count('stopped')} stopped" + (f", {unapplied} with knobs not applied" if unapplied
@@ -345,15 +348,15 @@ def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:
         ("swept knobs", ", ".join(f"{k} ({len(v)} values)" for k, v in data.knobs.items()) or "none"),
         ("SLO", ", ".join(f"{k} {v}" for k, v in (data.info.get("slo") or {}).items()) or "none"),
         ("objective", f"{objective or 'latency'}: " + str(
-            data.recommendation.get("objective_why") or "points ranked by goodput at the load")),
+            (rec.objective_why if rec is not None else "") or "points ranked by goodput at the load")),
     ]
-    winner = data.recommendation.get("winner")
-    if isinstance(winner, dict):
-        knobs = ", ".join(f"{k}={v}" for k, v in (winner.get("knobs") or {}).items())
-        capacity = (f"capacity {_num(winner.get('capacity_rps'))} req/s meeting the SLO; at the scenario's "
+    winner = rec.winner if rec is not None else None
+    if winner is not None:
+        knobs = ", ".join(f"{k}={v}" for k, v in winner.knobs.items())
+        capacity = (f"capacity {_num(winner.capacity_rps)} req/s meeting the SLO; at the scenario's "
                     "load: " if objective == "capacity" else "")
-        rows.append(("recommended", f"{knobs}: {capacity}goodput {_num(winner.get('goodput_rps'))} req/s, "
-                                    f"p95 {_s(winner.get('p95_latency_s'))}"))
+        rows.append(("recommended", f"{knobs}: {capacity}goodput {_num(winner.goodput_rps)} req/s, "
+                                    f"p95 {_s(winner.p95_latency_s)}"))
     else:
         rows.append(("recommended", "no point met the constraints"))
     return rows
@@ -371,49 +374,42 @@ def _num(value: Any) -> str:
 
 
 def capacity_context(data: LoadedCapacity, charts_dir: Path) -> ReportContext:
-    info = data.info
-    scenario = info.get("scenario", {})
-    name = scenario.get("content", {}).get("name") if isinstance(scenario, dict) else None
+    file = data.file
     return ReportContext(
         kind="capacity",
-        title=f"qbench capacity: {name or data.path.name}",
+        title=f"qbench capacity: {file.scenario_name or data.path.name}",
         source=str(data.path),
         headline=capacity_headline(data),
         charts=render_capacity_charts(data, charts_dir),
         notes=data.notes,
         probes=probe_rows(data),
-        details=[(t, _json(v)) for t, v in (("Search", _without(info, "scenario", "result", "answer")),
-                                            ("Scenario", scenario)) if v],
+        details=[(t, _json(v)) for t, v in (
+            ("Search", _without(file.to_dict(), "scenario", "result", "answer")), ("Scenario", file.scenario))
+            if v],
     )
 
 
 def capacity_headline(data: LoadedCapacity) -> list[tuple[str, str]]:
-    info, result = data.info, data.result
-    slo = ", ".join(f"{k} <= {v}" for k, v in (info.get("slo") or {}).items()) or "none"
-    answer = info.get("answer")
-    rows = [("target", str(info.get("target", "unknown"))),
-            ("SLO", f"{slo}; error_rate <= {_pct(info.get('max_error_rate'))}")]
-    rows += [(str(pair[0]), str(pair[1])) for pair in answer if isinstance(pair, list) and len(pair) == 2] \
-        if isinstance(answer, list) else []
-    rows.append(("probes", f"{len(data.rate_probes)} open-loop of {_num(info.get('probe_duration_s'))} s, "
-                           f"tolerance {_pct(result.get('tolerance'))}, "
-                           f"{'converged' if result.get('converged') else 'not converged'}"))
+    file, result = data.file, data.file.result
+    slo = ", ".join(f"{k} <= {v}" for k, v in file.slo.items()) or "none"
+    rows = [("target", file.target or "unknown"),
+            ("SLO", f"{slo}; error_rate <= {_pct(file.max_error_rate)}")]
+    rows += file.answer
+    rows.append(("probes", f"{len(file.rate_probes)} open-loop of {_num(file.probe_duration_s)} s, "
+                           f"tolerance {_pct(result.tolerance)}, "
+                           f"{'converged' if result.converged else 'not converged'}"))
     return rows
 
 
 def probe_rows(data: LoadedCapacity) -> list[list[str]]:
     """Every probe in the order it ran: #, offered, ok/s, p50, p95, p99, errors, verdict, why."""
     rows = []
-    for n, p in enumerate(data.probes):
-        kind = p.get("kind")
-        offered = f"{p.get('users')} users" if kind == "estimate" else _num(p.get("rate_rps"))
-        if kind in ("confirm", "overload"):
-            seconds = p.get("duration_s")
-            offered = f"{kind} {seconds:g} s: {offered}" if isinstance(seconds, int | float) else offered
-        why = p.get("stopped") or "; ".join(p.get("violations") or [])
-        rows.append([str(n), offered, _num(p.get("throughput_rps")), _s(p.get("p50_latency_s")),
-                     _s(p.get("p95_latency_s")), _s(p.get("p99_latency_s")), _pct(p.get("error_rate")),
-                     str(p.get("verdict", "")), str(why)])
+    for n, p in enumerate(data.file.probes):
+        offered = f"{p.users} users" if p.kind == "estimate" else _num(p.rate_rps)
+        if p.kind in ("confirm", "overload") and p.duration_s:
+            offered = f"{p.kind} {p.duration_s:g} s: {offered}"
+        rows.append([str(n), offered, _num(p.throughput_rps), _s(p.p50_latency_s), _s(p.p95_latency_s),
+                     _s(p.p99_latency_s), _pct(p.error_rate), p.verdict, p.why])
     return rows
 
 

@@ -2,7 +2,8 @@
 the sustained confirmation marked) and, beside it, what happened past the capacity (ok completions/s and
 the requests waiting over the run at 1.3x the capacity).
 
-Reads only `capacity.json` (written by `qbench.tune.capacity_run`): its probes carry the offered rate,
+Reads only `capacity.json` (written by `qbench.tune.capacity_run`, read back as
+`qbench.tune.capacity_file.CapacityFile`): its probes carry the offered rate,
 p50/p95/p99 latency and the verdict of each; the SLO bounds and the answer (capacity, first failing rate)
 are in the same file. Anything missing becomes a note on the report, never a crash.
 """
@@ -18,6 +19,9 @@ from matplotlib.figure import Figure
 
 from qbench.report.charts import Chart, new_figure, note, save
 from qbench.report.rundir import read_json
+from qbench.tune.capacity import Capacity
+from qbench.tune.capacity_file import CapacityFile
+from qbench.tune.overload import Overload
 
 PERCENTILE_STYLE = {"p50": ("#2e9a4a", "-"), "p95": ("#1f5fa8", "-"), "p99": ("#8e44ad", "--")}
 SLO_COLORS = {"p50": "#2e9a4a", "p90": "#e8871e", "p95": "#1f5fa8", "p99": "#8e44ad", "max": "#555555"}
@@ -28,23 +32,8 @@ class LoadedCapacity:
     """A capacity folder read back from disk."""
 
     path: Path
-    info: dict[str, Any]  # capacity.json
+    file: CapacityFile  # capacity.json (every field at its default when missing)
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def result(self) -> dict[str, Any]:
-        result = self.info.get("result")
-        return result if isinstance(result, dict) else {}
-
-    @property
-    def probes(self) -> list[dict[str, Any]]:
-        probes = self.result.get("probes")
-        return [p for p in probes if isinstance(p, dict)] if isinstance(probes, list) else []
-
-    @property
-    def rate_probes(self) -> list[dict[str, Any]]:
-        """The open-loop probes, by offered rate (a repeated rate appears twice)."""
-        return sorted((p for p in self.probes if p.get("kind") == "rate"), key=lambda p: float(p["rate_rps"]))
 
 
 def is_capacity_dir(path: Path) -> bool:
@@ -53,9 +42,9 @@ def is_capacity_dir(path: Path) -> bool:
 
 def read_capacity(path: Path) -> LoadedCapacity:
     notes: list[str] = []
-    info = read_json(path / "capacity.json", notes)
-    data = LoadedCapacity(path, info, notes)
-    if info and not data.rate_probes:
+    raw = read_json(path / "capacity.json", notes)
+    data = LoadedCapacity(path, CapacityFile.from_dict(raw), notes)
+    if raw and not data.file.rate_probes:
         notes.append("capacity.json holds no open-loop probe")
     return data
 
@@ -64,33 +53,28 @@ def knee(data: LoadedCapacity) -> Figure:
     """p50/p95/p99 against the offered rate, the SLO's latency bounds, the capacity and the first failure."""
     fig, (ax,) = new_figure(height=4.8)
     ax.set_title("Latency against offered rate: where the knee is")
-    probes = data.rate_probes
+    probes = data.file.rate_probes
     if not probes:
         note(ax, "No open-loop probe: nothing to plot")
         return fig
-    rates = [float(p["rate_rps"]) for p in probes]
     for name, (color, style) in PERCENTILE_STYLE.items():
-        points = [(r, p.get(f"{name}_latency_s")) for r, p in zip(rates, probes, strict=True)]
-        shown = [(r, v) for r, v in points if isinstance(v, int | float)]
+        shown = [(p.rate_rps, v) for p in probes if (v := getattr(p, f"{name}_latency_s")) is not None]
         if shown:
             ax.plot(*zip(*shown, strict=True), style, color=color, marker="o", ms=4, lw=1.5, label=name)
-    held = [(float(p["rate_rps"]), p.get("p95_latency_s")) for p in data.probes
-            if p.get("kind") == "confirm" and p.get("passed")
-            and isinstance(p.get("p95_latency_s"), int | float)]
+    confirms = [p for p in data.file.probes if p.kind == "confirm"]
+    held = [(p.rate_rps, p.p95_latency_s) for p in confirms if p.passed and p.p95_latency_s is not None]
     if held:
-        seconds = next((p.get("duration_s") for p in data.probes if p.get("kind") == "confirm"), None)
-        label = f"p95 of the {seconds:g} s confirmation" if isinstance(seconds, int | float) else "confirmed"
+        seconds = confirms[0].duration_s
+        label = f"p95 of the {seconds:g} s confirmation" if seconds else "confirmed"
         ax.plot(*zip(*held, strict=True), "*", color="#1e7b34", ms=14, label=label)
-    failed = [(r, p.get("p95_latency_s")) for r, p in zip(rates, probes, strict=True) if not p.get("passed")]
-    failed = [(r, v) for r, v in failed if isinstance(v, int | float)]
+    failed = [(p.rate_rps, p.p95_latency_s) for p in probes if not p.passed and p.p95_latency_s is not None]
     if failed:
         ax.plot(*zip(*failed, strict=True), "x", color="#d62728", ms=9, mew=2, label="probe failed the SLO")
-    _slo_lines(ax, data.info.get("slo") or {})
-    _answer_lines(ax, data.result)
+    _slo_lines(ax, data.file.slo)
+    _answer_lines(ax, data.file.result)
     ax.set_xlabel("offered load (open-loop arrivals, req/s)")
     ax.set_ylabel("latency (s), from the intended send time")
-    values = [v for p in probes for k in ("p50", "p95", "p99")
-              if isinstance(v := p.get(f"{k}_latency_s"), int | float) and v > 0]
+    values = [v for p in probes for v in (p.p50_latency_s, p.p95_latency_s, p.p99_latency_s) if v and v > 0]
     if values and max(values) / min(values) > 20:
         ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
@@ -98,35 +82,35 @@ def knee(data: LoadedCapacity) -> Figure:
     return fig
 
 
-def _slo_lines(ax: Axes, slo: dict[str, Any]) -> None:
+def _slo_lines(ax: Axes, slo: dict[str, float]) -> None:
     for metric, bound in slo.items():
-        stat, _, phase = str(metric).partition("_")
-        if phase == "latency_s" and isinstance(bound, int | float):
+        stat, _, phase = metric.partition("_")
+        if phase == "latency_s":
             ax.axhline(bound, color=SLO_COLORS.get(stat, "#555555"), lw=1.2, ls=":",
                        label=f"SLO {metric} <= {bound:g}")
 
 
-def _answer_lines(ax: Axes, result: dict[str, Any]) -> None:
-    capacity, failing = result.get("capacity_rps"), result.get("failing_rate_rps")
-    if isinstance(capacity, int | float):
+def _answer_lines(ax: Axes, result: Capacity) -> None:
+    capacity, failing = result.capacity_rps, result.failing_rate_rps
+    if capacity is not None:
         ax.axvline(capacity, color="#1e7b34", lw=2, label=f"capacity {capacity:.3g} req/s")
-    if isinstance(failing, int | float):
+    if failing is not None:
         ax.axvline(failing, color="#d62728", lw=1.2, ls="--", label=f"SLO first fails {failing:.3g} req/s")
-    if isinstance(capacity, int | float) and isinstance(failing, int | float):
+    if capacity is not None and failing is not None:
         ax.axvspan(capacity, failing, color="#e8871e", alpha=0.15, lw=0)
 
 
-def overload_chart(overload: dict[str, Any]) -> Figure:
+def overload_chart(overload: Overload) -> Figure:
     """Ok completions/s and requests waiting over the run past the capacity."""
     fig, (ax,) = new_figure(height=4.0)
-    ax.set_title(f"Past the capacity: {_num(overload.get('rate_rps'))} req/s offered")
-    series = [row for row in overload.get("series") or [] if isinstance(row, list) and len(row) == 3]
+    ax.set_title(f"Past the capacity: {_num(overload.rate_rps)} req/s offered")
+    series = [row for row in overload.series if isinstance(row, list) and len(row) == 3]
     if not series:
         note(ax, "No series recorded")
         return fig
     t, ok, waiting = zip(*series, strict=True)
     ax.plot(t, ok, "-o", color="#1f5fa8", ms=4, label="ok completions/s")
-    capacity = overload.get("capacity_rps")
+    capacity = overload.capacity_rps
     if isinstance(capacity, int | float):
         ax.axhline(capacity, color="#1e7b34", lw=1.2, ls=":", label=f"capacity {capacity:.3g} req/s")
     ax.set_xlabel("time in the run (s)")
@@ -154,10 +138,10 @@ def render_capacity_charts(data: LoadedCapacity, out_dir: Path) -> list[Chart]:
                "of the sustained confirmation that held, the dashed red line the first failing rate; the "
                "shaded band between them is the answer's uncertainty.")
     charts = [Chart("capacity_knee", "Latency against offered rate (the knee)", caption, path)]
-    overload = data.result.get("overload")
-    if isinstance(overload, dict):
+    overload = data.file.overload
+    if overload is not None:
         path = save(overload_chart(overload), out_dir / "capacity_overload.png")
         caption = ("One run at 1.3x the capacity, not stopped early: ok completions per second (left axis) "
-                   "and requests waiting (right axis) over the run. " + str(overload.get("advice", "")))
+                   "and requests waiting (right axis) over the run. " + overload.advice)
         charts.append(Chart("capacity_overload", "Past the capacity: does throughput hold?", caption, path))
     return charts

@@ -125,9 +125,9 @@ def _generator(info: dict[str, Any]) -> GeneratorStats | None:
 
 def winner_run_dir(sweep_dir: Path) -> Path:
     """The run directory of a sweep's recommended point (what `qbench compare` compares for a sweep)."""
-    notes: list[str] = []
-    rec = read_json(sweep_dir / "recommendation.json", notes)
-    winner = rec.get("winner")
-    if not isinstance(winner, dict) or "point_id" not in winner:
+    from qbench.tune.recommend import Recommendation
+
+    winner = Recommendation.from_dict(read_json(sweep_dir / "recommendation.json", [])).winner
+    if winner is None:
         raise QbenchError(f"{sweep_dir}: recommendation.json names no recommended point to compare")
-    return sweep_dir / "points" / str(winner["point_id"])
+    return sweep_dir / "points" / winner.point_id

@@ -22,6 +22,7 @@ from qbench.report.charts import Chart, new_figure, nines_axis, note, percentile
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import read_json
 from qbench.run.records import read_records
+from qbench.tune.recommend import Recommendation
 
 #: Columns of sweep.parquet that are measurements, not knobs.
 METRIC_COLUMNS = frozenset({
@@ -39,14 +40,15 @@ class LoadedSweep:
     path: Path
     info: dict[str, Any]  # sweep.json
     rows: list[dict[str, Any]]  # sweep.parquet, one per measured point
-    recommendation: dict[str, Any]  # recommendation.json
+    recommendation: Recommendation | None  # recommendation.json (None when missing)
     knobs: dict[str, list[Any]]  # swept knob -> its values in grid order (only knobs with >1 value)
     notes: list[str] = field(default_factory=list)
+    search: dict[str, Any] = field(default_factory=dict)  # recommendation.json's search (SearchResult)
 
     @property
     def winner_id(self) -> str | None:
-        winner = self.recommendation.get("winner")
-        return str(winner["point_id"]) if isinstance(winner, dict) and "point_id" in winner else None
+        winner = self.recommendation.winner if self.recommendation is not None else None
+        return winner.point_id if winner is not None else None
 
     def label(self, row: dict[str, Any]) -> str:
         return ", ".join(f"{k}={row.get(k)}" for k in self.knobs) or str(row.get("point_id"))
@@ -59,9 +61,11 @@ class LoadedSweep:
 def read_sweep(path: Path) -> LoadedSweep:
     notes: list[str] = []
     info = read_json(path / "sweep.json", notes)
-    recommendation = read_json(path / "recommendation.json", notes)
+    raw = read_json(path / "recommendation.json", notes)
+    recommendation = Recommendation.from_dict(raw) if raw else None
+    search = raw.get("search") if isinstance(raw.get("search"), dict) else {}
     rows = _read_rows(path, notes)
-    return LoadedSweep(path, info, rows, recommendation, _knobs(info, rows), notes)
+    return LoadedSweep(path, info, rows, recommendation, _knobs(info, rows), notes, search or {})
 
 
 def _read_rows(path: Path, notes: list[str]) -> list[dict[str, Any]]:

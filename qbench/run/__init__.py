@@ -19,6 +19,8 @@
     failfast.py    stop a run whose opening requests all fail the same way, and say why
     control.py     the control plane over httpx: /config, /status, /admin/config, readiness probes
     runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
+    outcome.py     RunOutcome: how a run ended (stop, failed opening, lost workers, SLO); its exit code
+    options.py     `qbench run` as a library call: RunOptions -> overrides -> the scenario, run
     records.py     RequestRecord, the flat contract with every later stage; JSONL and Parquet files
     summary.py     records -> Summary: percentiles per phase, goodput, error kinds, SLO verdict
     steady.py      did the server keep up? steady state from records, and the same test live

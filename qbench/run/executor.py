@@ -355,11 +355,13 @@ def merge(results: list[PartResult], open_loop: bool, executor: str) -> Executio
         workers=[res.worker for res in results] if len(results) > 1 or executor == "ray" else [],
     )
     infos = [res.info for res in results]
+    # the first stop, and the first failed opening (each worker judges its own): qbench.run.outcome
+    first = {key: _first(i.get(key) for i in infos) for key in ("stop_kind", "stop_reason", "failed_opening")}
     info: dict[str, Any] = {
-        "stop_kind": _first(i.get("stop_kind") for i in infos),
-        "stop_reason": _first(i.get("stop_reason") for i in infos),
+        "stop_kind": first["stop_kind"],
+        "stop_reason": first["stop_reason"],
         "max_in_flight": merged.max_in_flight,
-        "failed_opening": _first(i.get("failed_opening") for i in infos),  # each worker judges its own
+        "failed_opening": first["failed_opening"],
     }
     if len(infos) == 1:
         info["payload"] = infos[0].get("payload")

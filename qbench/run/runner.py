@@ -35,6 +35,7 @@ from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.executor import Executor, Job, LocalExecutor, in_loop
 from qbench.run.loadgen import LiveStats
 from qbench.run.mix import endpoint_slos, journey_length, routing, with_trace_mix
+from qbench.run.outcome import RunOutcome
 from qbench.run.protocols.login import authenticator
 from qbench.run.records import RequestRecord, write_parquet
 from qbench.run.run_console import LiveView
@@ -55,6 +56,7 @@ class RunResult:
     summary: Summary
     run_info: dict[str, Any]
     diagnosis: list[Finding] = field(default_factory=list)  # where the limit was (qbench.run.diagnose)
+    outcome: RunOutcome = field(default_factory=RunOutcome)  # how it ended: stop, failed opening, SLO
 
 
 def run_dir_for(scenario_name: str, root: Path = REPORTS, when: dt.datetime | None = None) -> Path:
@@ -83,7 +85,7 @@ def run_scenario(
     `out_dir` is the run directory itself (default `run_dir_for(scenario.name)`); `overrides` are
     dotted keys ({"load.rate": 12}); `stop_when` is asked about every 250 ms and ends the run early
     when it returns a reason (unfinished requests are then closed as `deadline`). SLO violations do
-    not raise here: see `result.summary.slo_passed` (the CLI turns it into exit code 3).
+    not raise here: see `result.outcome` (qbench.run.outcome.verdict turns it into the exit code).
     """
     if overrides:
         scenario = with_overrides(scenario, overrides)
@@ -159,7 +161,8 @@ def _finish(
     diagnosis = [f.to_dict() for f in findings]
     auth = info.get("auth")  # logins and re-logins (no secret)
     _write_json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth})
-    return RunResult(run_dir=run_dir, records=records, summary=summary, run_info=info, diagnosis=findings)
+    return RunResult(run_dir=run_dir, records=records, summary=summary, run_info=info, diagnosis=findings,
+                     outcome=RunOutcome.of(info, summary))
 
 
 def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:

@@ -48,13 +48,14 @@ from qbench.run.credentials import redact, remember_url
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 from qbench.run.steady import Steadiness, probe_seconds, steadiness
+from qbench.run.summary import Summary
 from qbench.tune.capacity import Capacity, Probe, SearchPlan, search_capacity
+from qbench.tune.capacity_file import CapacityFile
 from qbench.tune.grid import Point
 from qbench.tune.overload import OVERLOAD_FACTOR, Overload, analyse
 from qbench.tune.point import Measured, RunawayDetector, point_result, run_measured
 from qbench.tune.recommend import Constraints
 
-SCHEMA_VERSION = 2  # 2: probes' steadiness and duration, confirm/overload probes, probe_length, overload
 DEFAULT_THINK_TIME_S = 10.0
 DEFAULT_CONFIRM_S = 60.0
 DEFAULT_MAX_PROBE_S = 30.0
@@ -74,15 +75,15 @@ def rate_overrides(base: dict[str, Any], rate: float, duration_s: float) -> dict
     return overrides
 
 
-def judge(kind: str, rate: float, summary: dict[str, Any], stopped: str | None,
+def judge(kind: str, rate: float, summary: Summary, stopped: str | None,
           constraints: Constraints, steady: Steadiness | None = None,
           own: dict[str, dict[str, float]] | None = None) -> Probe:
     """A probe's figures and verdict from its summary (the same bounds a sweep point is held to) and its
     steady-state test (a probe that did not keep up fails, whatever its latency); `own`: a mix entry's
     own slo bounds, by endpoint label."""
-    result = point_result(Point({}), [{"summary": summary}], constraints, "ok", "", {})
+    result = point_result(Point({}), [summary], constraints, "ok", "", {})
     violations = constraints.slo_violations(result) + endpoint_violations(summary, constraints, own)
-    completed = int(summary.get("completed_ok", 0))
+    completed = summary.completed_ok
     if completed == 0 and not violations:
         violations.append("no request completed")
     if steady is not None and not steady.steady:
@@ -152,17 +153,17 @@ class ProbeLength:
                 "tolerance": self.tolerance, "floor_s": self.floor_s, "cap_s": self.cap_s}
 
 
-def endpoint_violations(summary: dict[str, Any], constraints: Constraints,
+def endpoint_violations(summary: Summary, constraints: Constraints,
                         own: dict[str, dict[str, float]] | None = None) -> list[str]:
     """A mix: the bounds each endpoint breaks on its own, named `endpoint: bound`, so the verdict says
     which endpoint breaks first. The rate bounds (min_*) are the total's; an entry's own slo (`own`,
     by label) replaces the bounds it sets for its endpoint."""
     shared = {k: v for k, v in constraints.slo.items() if not k.startswith("min_")}
     broken = []
-    for label, sub in (summary.get("endpoints") or {}).items():
-        if isinstance(sub, dict) and sub.get("requests"):
+    for label, sub in summary.endpoints.items():
+        if sub.requests:
             bounds = replace(constraints, slo={**shared, **(own or {}).get(label, {})})
-            one = point_result(Point({}), [{"summary": sub}], bounds, "ok", "", {})
+            one = point_result(Point({}), [sub], bounds, "ok", "", {})
             broken += [f"{label}: {v}" for v in bounds.slo_violations(one)]
     return broken
 
@@ -271,7 +272,7 @@ class Prober:
 # ---------------------------------------------------------------- `qbench capacity`
 
 
-@dataclass
+@dataclass(frozen=True)
 class CapacityConfig:
     """Everything `run_capacity` needs, validated (`capacity_config` builds it from CLI values)."""
 
@@ -465,26 +466,15 @@ def _held(capacity: Capacity) -> tuple[str, str]:
 
 def _capacity_json(config: CapacityConfig, capacity: Capacity, users: float | None,
                    lines: list[tuple[str, str]], length: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "capacity",
-        "created_at": datetime.now(timezone.utc).isoformat(),
-        "scenario": {"path": config.scenario_path, "content": config.scenario.model_dump(mode="json")},
-        "target": config.target,
-        "slo": config.constraints.slo,
-        "max_error_rate": config.constraints.max_error_rate,
-        "plan": asdict(config.plan),
-        "probe_duration_s": config.probe_duration_s,
-        "max_probe_duration_s": config.max_probe_duration_s,
-        "confirm_duration_s": config.confirm_duration_s,
-        "probe_length": length,
-        "warmup_s": config.warmup_s,
-        "think_time_s": config.think_time_s,
-        "estimate_users": config.estimate_users,
-        "result": capacity.to_dict(),
-        "users": users,
-        "answer": [list(line) for line in lines],
-    }
+    return CapacityFile(
+        result=capacity, target=config.target, created_at=datetime.now(timezone.utc).isoformat(),
+        scenario={"path": config.scenario_path, "content": config.scenario.model_dump(mode="json")},
+        slo=config.constraints.slo, max_error_rate=config.constraints.max_error_rate,
+        plan=asdict(config.plan),
+        probe_duration_s=config.probe_duration_s, max_probe_duration_s=config.max_probe_duration_s,
+        confirm_duration_s=config.confirm_duration_s, probe_length=length, warmup_s=config.warmup_s,
+        think_time_s=config.think_time_s, estimate_users=config.estimate_users, users=users, answer=lines,
+    ).to_dict()
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

@@ -105,9 +105,9 @@ class SweepOptions:
     overrides: dict[str, Any] = field(default_factory=dict)  # --set key=value on the scenario
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepConfig:
-    """Everything `run_sweep` needs, validated."""
+    """Everything `run_sweep` needs, validated; never changed once built (`with_auth` derives a copy)."""
 
     options: SweepOptions
     scenario: Scenario
@@ -454,6 +454,17 @@ def choose_objective(
         return "latency", "capacity_trials is 0: points ranked by goodput at the scenario's load"
     return "capacity", (f"the scenario's load is an open-loop {load.shape} (no fixed size): points ranked by "
                         "the highest arrival rate meeting the SLO")
+
+
+def resumed_config(sweep_dir: Path) -> SweepConfig:
+    """`--resume DIR`: the config the sweep in DIR was started with, writing into DIR."""
+    return build_config(resume_options(sweep_dir), sweep_dir=sweep_dir)
+
+
+def check_app_args(args: list[str], app: Path | None) -> None:
+    """Arguments after `--` are the app's (--app): refused without an app to give them to."""
+    if args and app is None:
+        raise ScenarioError(f"unexpected arguments {args}: arguments after -- go to --app's app")
 
 
 def resume_options(sweep_dir: Path) -> SweepOptions:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario, Slo
 from qbench.run.steady import LiveTrend
-from qbench.run.summary import summarize
+from qbench.run.summary import SloCheck, Summary, summarize
 from qbench.tune.grid import Point
 from qbench.tune.recommend import Constraints, PointResult
 from qbench.tune.settle import settle
@@ -60,7 +60,7 @@ def point_overrides(config: SweepConfig, point: Point) -> dict[str, Any]:
 class Measured:
     """One run as the tuning stages read it: its summary under the SLO, why it stopped early, its records."""
 
-    summary: dict[str, Any]
+    summary: Summary
     stopped: str | None
     records: list[RequestRecord]
 
@@ -79,13 +79,12 @@ def run_measured(
     result = run_scenario(
         scenario, target=base_url, out_dir=run_dir, overrides=overrides, live=False, stop_when=detector
     )
-    if result.run_info.get("stop_kind") == "interrupted":
+    if result.outcome.interrupted:
         raise KeyboardInterrupt  # Ctrl-C during a point: end the sweep, this point stays unchecked
     if scenario.protocol == "gradio":
         settle(base_url, run_dir)  # the next run must not start behind this one's abandoned backlog
     summary = summarize(result.records, Slo(**slo) if slo else None)
-    stopped = result.run_info.get("stop_reason") if result.run_info.get("stop_kind") == "deadline" else None
-    return Measured(summary.to_dict(), stopped, result.records)
+    return Measured(summary, result.outcome.stopped_early, result.records)
 
 
 def run_once(
@@ -95,16 +94,16 @@ def run_once(
     run_dir: Path,
     overrides: dict[str, Any],
     detector: RunawayDetector | None,
-) -> tuple[dict[str, Any], str | None]:
-    """One run of `scenario` with `overrides`: (summary dict under `slo`, reason if stopped early)."""
+) -> tuple[Summary, str | None]:
+    """One run of `scenario` with `overrides`: (summary under `slo`, reason if stopped early)."""
     measured = run_measured(scenario, slo, base_url, run_dir, overrides, detector)
     return measured.summary, measured.stopped
 
 
 def run_point(
     config: SweepConfig, base_url: str, point: Point, run_dir: Path, detector: RunawayDetector | None
-) -> tuple[dict[str, Any], str | None]:
-    """One repeat of one point: (summary dict, reason if stopped early)."""
+) -> tuple[Summary, str | None]:
+    """One repeat of one point: (summary, reason if stopped early)."""
     overrides = point_overrides(config, point)
     return run_once(config.scenario, config.constraints.slo, base_url, run_dir, overrides, detector)
 
@@ -112,14 +111,14 @@ def run_point(
 # ---------------------------------------------------------------- summaries -> PointResult
 
 
-def _stat(summary: dict[str, Any], stat: str, phase: str = "latency_s") -> float | None:
-    value = (summary.get("latency") or {}).get(phase, {}).get(stat)
+def _slo_actual(summary: Summary, metric: str) -> float | None:
+    """The summary's figure for an SLO metric named `<stat>_<phase>` (p95_queue_wait_s), else None."""
+    stat, _, phase = metric.partition("_")
+    value = getattr(summary.phase(phase), stat, None) if stat in STATS else None
     return float(value) if isinstance(value, int | float) else None
 
 
-def _slo_actual(summary: dict[str, Any], metric: str) -> float | None:
-    stat, _, phase = metric.partition("_")
-    return _stat(summary, stat, phase)
+STATS = frozenset({"mean", "min", "p50", "p90", "p95", "p99", "max"})
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -129,49 +128,52 @@ def _mean(values: list[float | None]) -> float | None:
 
 def point_result(
     point: Point,
-    repeats: list[dict[str, Any]],
+    summaries: list[Summary],
     constraints: Constraints,
     status: str,
     reason: str,
     resources: dict[str, float | None],
 ) -> PointResult:
-    """Mean over repeats of each figure (goodput per repeat kept for confidence intervals)."""
-    summaries = [r["summary"] for r in repeats]
-    goodputs = [float(s.get("goodput_rps", 0.0)) for s in summaries]
+    """Mean over repeats (one Summary each) of each figure; goodput per repeat kept for confidence
+    intervals."""
+    goodputs = [s.goodput_rps for s in summaries]
     extra = {}
     for metric in constraints.slo:
         if metric not in PointResult.__dataclass_fields__ and not metric.startswith("min_"):
             value = _mean([_slo_actual(s, metric) for s in summaries])
             if value is not None:
                 extra[metric] = value
+
+    def latency(stat: str, phase: str = "latency_s") -> float | None:
+        return _mean([getattr(s.phase(phase), stat) for s in summaries])
+
     return PointResult(
         point_id=point.point_id,
         knobs=dict(point.knobs),
         status=status if status in ("ok", "failed", "stopped", "knobs_not_applied") else "failed",  # type: ignore[arg-type]
         reason=reason,
         goodput_rps=statistics.fmean(goodputs) if goodputs else 0.0,
-        throughput_rps=_mean([s.get("throughput_rps") for s in summaries]) or 0.0,
-        p50_latency_s=_mean([_stat(s, "p50") for s in summaries]),
-        p95_latency_s=_mean([_stat(s, "p95") for s in summaries]),
-        p99_latency_s=_mean([_stat(s, "p99") for s in summaries]),
-        mean_latency_s=_mean([_stat(s, "mean") for s in summaries]),
-        p50_service_s=_mean([_stat(s, "p50", "service_s") for s in summaries]),
-        error_rate=_mean([s.get("error_rate") for s in summaries]) or 0.0,
+        throughput_rps=_mean([s.throughput_rps for s in summaries]) or 0.0,
+        p50_latency_s=latency("p50"),
+        p95_latency_s=latency("p95"),
+        p99_latency_s=latency("p99"),
+        mean_latency_s=latency("mean"),
+        p50_service_s=latency("p50", "service_s"),
+        error_rate=_mean([s.error_rate for s in summaries]) or 0.0,
         peak_rss_mb=resources.get("peak_rss_mb"),
         peak_gpu_mem_mb=resources.get("peak_gpu_mem_mb"),
         goodput_repeats=goodputs if len(goodputs) > 1 else [],
         extra=extra,
-        slo_breaches=sorted({_breach(c) for s in summaries for c in s.get("slo", []) if _e2e_failed(c)}),
+        slo_breaches=sorted({_breach(c) for s in summaries for c in s.slo if _e2e_failed(c)}),
     )
 
 
-def _e2e_failed(check: dict[str, Any]) -> bool:
-    return str(check.get("name", "")).endswith("_latency_s") and not check.get("passed", True)
+def _e2e_failed(check: SloCheck) -> bool:
+    return check.name.endswith("_latency_s") and not check.passed
 
 
-def _breach(check: dict[str, Any]) -> str:
+def _breach(check: SloCheck) -> str:
     """A failed end-to-end latency check as a reason ('p95_latency_s: 20.0% of sent requests failed...')."""
-    name, actual = check["name"], check.get("actual")
-    if actual is None:
-        return f"{name}: {check.get('note') or 'not measured'}"
-    return f"{name} {actual:.3g} > {check['threshold']:g} (failed requests ranked slowest)"
+    if check.actual is None:
+        return f"{check.name}: {check.note or 'not measured'}"
+    return f"{check.name} {check.actual:.3g} > {check.threshold:g} (failed requests ranked slowest)"

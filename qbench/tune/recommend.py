@@ -216,6 +216,11 @@ class RankedPoint:
     p95_latency_s: float | None
     capacity_rps: float | None = None
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RankedPoint:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})
+
 
 @dataclass
 class Recommendation:
@@ -224,7 +229,7 @@ class Recommendation:
     why: str
     gradio_code: str = ""
     max_size_advice: dict[str, Any] = field(default_factory=dict)
-    capacity: dict[str, Any] = field(default_factory=dict)  # filled by the sweep (search.find_capacity)
+    capacity: dict[str, Any] = field(default_factory=dict)  # the winner's (Capacity.to_dict()), if measured
     notes: list[str] = field(default_factory=list)  # e.g. the winner sits on the grid's edge
     objective: Objective = "latency"  # what ranked the points (Constraints.objective)
     objective_why: str = ""  # why that objective (the sweep's default rule or --objective)
@@ -237,10 +242,15 @@ class Recommendation:
     # "your app: default_concurrency_limit=4 -> recommended concurrency_limit=8 on `respond`"
     app_change: list[str] = field(default_factory=list)
 
+    @property
+    def gradio_version(self) -> str:
+        """The release the Gradio code is for, as recommendation.json writes it ('3.x'; '' for 4.x+)."""
+        return f"{self.gradio_major}.x" if self.gradio_major else ""
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "winner": self.winner.to_dict() if self.winner else None,
-            "gradio_version": f"{self.gradio_major}.x" if self.gradio_major else "",
+            "gradio_version": self.gradio_version,
             "objective": self.objective,
             "objective_why": self.objective_why,
             "why": self.why,
@@ -253,6 +263,26 @@ class Recommendation:
             "capacity": self.capacity,
             "notes": self.notes,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Recommendation:
+        """recommendation.json read back (`to_dict`; files of older releases lack later keys)."""
+        winner, version = data.get("winner"), str(data.get("gradio_version") or "")
+        return cls(
+            winner=PointResult.from_dict(winner) if isinstance(winner, Mapping) else None,
+            ranked=[RankedPoint.from_dict(r) for r in data.get("ranked") or [] if isinstance(r, Mapping)],
+            why=str(data.get("why") or ""),
+            gradio_code=str(data.get("gradio_code") or ""),
+            max_size_advice=dict(data.get("max_size_advice") or {}),
+            capacity=dict(data.get("capacity") or {}),
+            notes=list(data.get("notes") or []),
+            objective="capacity" if data.get("objective") == "capacity" else "latency",
+            objective_why=str(data.get("objective_why") or ""),
+            gradio_major=int(version.split(".")[0]) if version.split(".")[0].isdigit() else None,
+            server_code=str(data.get("server_code") or ""),
+            server_code_label=str(data.get("server_code_label") or ""),
+            app_change=list(data.get("app_change") or []),
+        )
 
 
 # ---------------------------------------------------------------- the rule
@@ -268,7 +298,7 @@ def resource_score(point: PointResult) -> float:
 LATENCY_TIE: Final = (0.05, 0.002)  # p95s within 5 % + 2 ms of the lowest are tied (relative, seconds)
 
 
-def is_tied(a: PointResult, b: PointResult, tolerance: float) -> bool:
+def goodput_tied(a: PointResult, b: PointResult, tolerance: float) -> bool:
     """Goodput tie: overlapping 95 % intervals when repeated, else within `tolerance` (relative)."""
     if len(a.goodput_repeats) >= 2 and len(b.goodput_repeats) >= 2:
         (alo, ahi), (blo, bhi) = a.goodput_ci(), b.goodput_ci()
@@ -277,14 +307,34 @@ def is_tied(a: PointResult, b: PointResult, tolerance: float) -> bool:
     return top == 0 or abs(a.goodput_rps - b.goodput_rps) <= tolerance * top
 
 
-def recommend(
-    points: Sequence[PointResult],
-    constraints: Constraints,
-    defaults: Mapping[str, Value] | None = None,
-    gradio_major: int | None = None,
-) -> Recommendation:
-    """Apply the rule in the module docstring; `defaults` are the unswept knobs and `gradio_major` the
-    target's release (for the Gradio code)."""
+@dataclass(frozen=True)
+class Ranking:
+    """The rule's result (steps 1-4 of the module docstring): the winner and every point with its reason."""
+
+    winner: PointResult | None
+    ranked: list[RankedPoint]
+    why: str
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What a recommendation says beside the ranking, known to the caller (a sweep) and not from the
+    points: the unswept knobs and Gradio release for the code, why the objective, the winner's capacity,
+    and advice for a front that is not Gradio."""
+
+    defaults: Mapping[str, Value] = field(default_factory=dict)  # unswept knobs (for the Gradio code)
+    gradio_major: int | None = None  # the target's release (None: 4.x and later)
+    objective_why: str = ""
+    gradio: bool = True  # a Gradio front: Gradio code; else `server_code` (settings or launch command)
+    server_code: str = ""
+    server_code_label: str = ""
+    app_change: list[str] = field(default_factory=list)  # the winner as a change to the app's settings
+    capacity: dict[str, Any] = field(default_factory=dict)  # the winner's capacity search, if measured
+    notes: list[str] = field(default_factory=list)
+
+
+def rank(points: Sequence[PointResult], constraints: Constraints) -> Ranking:
+    """Apply the rule in the module docstring: the winner, the ranked list with reasons, and why."""
     failed = [p for p in points if not constraints.usable(p)]
     usable = [p for p in points if constraints.usable(p)]
     infeasible = [(p, constraints.violations(p)) for p in usable]
@@ -296,12 +346,12 @@ def recommend(
     if feasible:
         by_value = sorted(feasible, key=lambda p: -constraints.value(p))
         best = by_value[0]
-        tied = order_tied([p for p in by_value if are_tied(p, best, constraints)], constraints)
-        winner = tied[0]
-        rest = [p for p in by_value if p not in tied]
-        for p in tied:
+        ties = order_tied([p for p in by_value if tied(p, best, constraints)], constraints)
+        winner = ties[0]
+        rest = [p for p in by_value if p not in ties]
+        for p in ties:
             verdict = "winner" if p is winner else "tied"
-            ranked.append(_ranked(len(ranked) + 1, p, verdict, _tie_reason(p, winner, constraints, tied)))
+            ranked.append(_ranked(len(ranked) + 1, p, verdict, _tie_reason(p, winner, constraints, ties)))
         for p in rest:
             ranked.append(_ranked(len(ranked) + 1, p, "feasible", _below_reason(p, winner, constraints)))
     for p, broken in sorted(infeasible, key=lambda pb: -constraints.value(pb[0])):
@@ -316,14 +366,29 @@ def recommend(
         ranked.append(_ranked(len(ranked) + 1, p, verdict, f"{label}: {p.reason or 'no reason recorded'}"))
 
     top = max((constraints.value(p) for p in feasible), default=0.0)
-    rec = Recommendation(winner, ranked, _why(winner, constraints, len(feasible), len(points), top))
-    rec.objective = constraints.objective
-    rec.gradio_major = gradio_major
-    if winner is not None:
-        knobs = {**(defaults or {}), **winner.knobs}
-        rec.max_size_advice = max_size_advice(winner, constraints)
-        rec.gradio_code = gradio_code(knobs, rec.max_size_advice.get("max_size"), gradio_major)
-    return rec
+    return Ranking(winner, ranked, _why(winner, constraints, len(feasible), len(points), top))
+
+
+def recommend(points: Sequence[PointResult], constraints: Constraints, advice: Advice | None = None
+              ) -> Recommendation:
+    """The finished recommendation: the ranking (`rank`), the winner's max_size advice and its code
+    (Gradio code in the target's release, or `advice.server_code` for another front), and `advice`."""
+    advice = advice or Advice()
+    ranking = rank(points, constraints)
+    winner = ranking.winner
+    size_advice = max_size_advice(winner, constraints) if winner is not None else {}
+    code = ""
+    if winner is not None and advice.gradio:
+        code = gradio_code({**advice.defaults, **winner.knobs}, size_advice.get("max_size"),
+                           advice.gradio_major)
+    return Recommendation(
+        winner, ranking.ranked, ranking.why, gradio_code=code, max_size_advice=size_advice,
+        capacity=dict(advice.capacity), notes=list(advice.notes), objective=constraints.objective,
+        objective_why=advice.objective_why, gradio_major=advice.gradio_major,
+        server_code=advice.server_code if winner is not None else "",
+        server_code_label=advice.server_code_label if winner is not None else "",
+        app_change=list(advice.app_change),
+    )
 
 
 def _ranked(rank: int, p: PointResult, verdict: Any, reason: str) -> RankedPoint:
@@ -332,11 +397,12 @@ def _ranked(rank: int, p: PointResult, verdict: Any, reason: str) -> RankedPoint
     )
 
 
-def are_tied(a: PointResult, b: PointResult, constraints: Constraints) -> bool:
-    """Goodput tie (`is_tied`), or under `capacity` capacities within the searches' tolerance (their
-    brackets are that wide, so a smaller gap is not a measured difference)."""
+def tied(a: PointResult, b: PointResult, constraints: Constraints) -> bool:
+    """Equal on the objective's figure: a goodput tie (`goodput_tied`), or under `capacity` capacities
+    within the searches' tolerance (their brackets are that wide, so a smaller gap is not a measured
+    difference)."""
     if constraints.objective != "capacity":
-        return is_tied(a, b, constraints.tie_tolerance)
+        return goodput_tied(a, b, constraints.tie_tolerance)
     searched = [p.capacity.get("tolerance", 0.0) for p in (a, b)]
     tolerance = max(constraints.tie_tolerance, *searched)
     top = max(constraints.value(a), constraints.value(b))

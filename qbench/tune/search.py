@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qbench.tune.grid import Grid, Point
-from qbench.tune.recommend import Constraints, PointResult, are_tied
+from qbench.tune.recommend import Constraints, PointResult, tied
 
 Evaluate = Callable[[Point], PointResult]
 
@@ -78,10 +78,10 @@ class _Climber:
         return self.seen[coords]
 
     def better(self, new: PointResult, old: PointResult) -> bool:
-        """A higher score, and not a tie between feasible points (`recommend.are_tied`: within the capacity
+        """A higher score, and not a tie between feasible points (`recommend.tied`: within the capacity
         searches' tolerance, or 2 % goodput): a move on noise would wander a flat landscape."""
         (tier, _), (old_tier, _) = score(new, self.constraints), score(old, self.constraints)
-        if tier == old_tier == 2 and are_tied(new, old, self.constraints):
+        if tier == old_tier == 2 and tied(new, old, self.constraints):
             return False
         return score(new, self.constraints) > score(old, self.constraints)
 

@@ -63,6 +63,7 @@ from qbench.run.control import read_gradio_version, read_status
 from qbench.run.credentials import redact
 from qbench.run.paired import pair_runs
 from qbench.run.records import read_records
+from qbench.run.summary import Summary
 from qbench.tune.app_process import launch_command
 from qbench.tune.apphook import HookRecord, app_change, read_hook_record
 from qbench.tune.capacity import Capacity, SearchPlan, search_capacity
@@ -78,7 +79,16 @@ from qbench.tune.knobcheck import (
     expected_settings,
 )
 from qbench.tune.point import RunawayDetector, point_overrides, point_result, run_point
-from qbench.tune.recommend import PointResult, Recommendation, recommend
+from qbench.tune.recommend import (
+    Advice,
+    PointResult,
+    RankedPoint,
+    Ranking,
+    Recommendation,
+    max_size_advice,
+    rank,
+    recommend,
+)
 from qbench.tune.resources import ResourceSampler, status_memory
 from qbench.tune.search import SearchResult, full_search, smart_search
 from qbench.tune.search_model import describe_point, model_search, records_observer
@@ -119,6 +129,12 @@ class _Servers:
     config: SweepConfig
     live: ServerHandle | None = None
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    # the servers' Gradio release (for the advice): the config's (reference server), else read from the
+    # first point's /config or the startup hook's record (launch and target modes); None until known
+    gradio_major: int | None = None
+
+    def __post_init__(self) -> None:
+        self.gradio_major = self.config.gradio_major
 
     def settings_for(self, point: Point) -> dict[str, Any]:
         assert self.config.base_settings is not None
@@ -166,12 +182,12 @@ class _Servers:
         """Launch and target modes, first point: read the app's Gradio release from its /config (for the
         advice) and refuse a grid knob that release lacks (KnobVersionError) before any load is sent."""
         config = self.config
-        if config.mode not in ("launch", "target") or config.gradio_major is not None:
+        if config.mode not in ("launch", "target") or self.gradio_major is not None:
             return
         if config.scenario.protocol != "gradio":
             return
-        config.gradio_major = gradio_major(read_gradio_version(handle.base_url))
-        check_knobs(swept_server_knobs(config.grid), config.gradio_major, f"the app at {handle.base_url}")
+        self.gradio_major = gradio_major(read_gradio_version(handle.base_url))
+        check_knobs(swept_server_knobs(config.grid), self.gradio_major, f"the app at {handle.base_url}")
 
     def check_hook(self, point: Point, work_dir: Path) -> HookRecord | None:
         """Launch mode with the hook, every point before its load: the hook's record (its Gradio release
@@ -181,8 +197,8 @@ class _Servers:
         if not (self.config.mode == "launch" and self.config.hook):
             return None
         record = read_hook_record(work_dir)
-        if record is not None and self.config.gradio_major is None:
-            self.config.gradio_major = record.major
+        if record is not None and self.gradio_major is None:
+            self.gradio_major = record.major
         placeholder = "{max_batch_size}" in (self.config.launch or "")  # the app gets it, may batch then
         sizes = [] if placeholder else self.config.grid.axes.get("max_batch_size", [])
         check_events(point.knobs, record)
@@ -217,7 +233,8 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
     point_dir = config.sweep_dir / "points" / point.point_id
     point_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    repeats: list[dict[str, Any]] = []
+    repeats: list[dict[str, Any]] = []  # point.json's: {run_dir, summary (Summary.to_dict())}
+    summaries: list[Summary] = []
     resources: dict[str, float | None] = {"peak_rss_mb": None, "peak_gpu_mem_mb": None}
     status, reason, detail = "ok", "", ""
     capacity: Capacity | None = None
@@ -232,8 +249,9 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
                     run_dir = point_dir if n == 1 else point_dir / f"repeat-{n}"
                     detector = RunawayDetector() if config.stop_runaway else None
                     summary, stopped = run_point(config, handle.base_url, point, run_dir, detector)
+                    summaries.append(summary)
                     repeats.append(
-                        {"run_dir": str(run_dir.relative_to(config.sweep_dir)), "summary": summary}
+                        {"run_dir": str(run_dir.relative_to(config.sweep_dir)), "summary": summary.to_dict()}
                     )
                     if stopped:
                         status, reason = "stopped", stopped
@@ -252,7 +270,7 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
     except Exception as exc:  # a crashed point must not end the sweep: record it and go on
         detail = f"{type(exc).__name__}: {exc}"
         status, reason = "failed", detail.splitlines()[0]
-    result = point_result(point, repeats, config.constraints, status, reason, resources)
+    result = point_result(point, summaries, config.constraints, status, reason, resources)
     if check is not None:
         result.knob_check = {"verdict": check.verdict, "evidence": check.evidence}
     if capacity is not None:
@@ -317,63 +335,85 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
             result = evaluate_point(config, servers, point)
         results.append(result)
         if observer:
-            observer.point_done(result, recommend(results, config.constraints).winner)
+            observer.point_done(result, rank(results, config.constraints).winner)
         return result
 
     try:
         defaults = effective_knobs(config.base_settings, config.api_name) if config.base_settings else {}
-        if config.search == "smart":
-            search = smart_search(config.grid, evaluate, config.constraints)
-        elif config.search == "model":
-            describe = describe_point(defaults, config.scenario.load)
-            observe = records_observer(config.sweep_dir / "points", describe)
-            search = model_search(config.grid, evaluate, config.constraints, describe, observe=observe)
-        elif config.search == "sim":
-            search = _sim_search(config, evaluate, defaults)
-        else:
-            search = full_search(config.grid, evaluate)
-        rec = recommend(search.results, config.constraints, defaults, config.gradio_major)
-        if config.scenario.protocol != "gradio" and rec.winner is not None:
-            rec.gradio_code = ""  # a plain HTTP / OpenAI front: no Gradio code to paste
-            rec.server_code, rec.server_code_label = server_advice(config, rec)
-        rec.objective_why = config.objective_why
-        rec.app_change = _app_change(config, rec)
-        rec.notes = config.grid.edge_notes(rec.winner.knobs) if rec.winner else []
-        rec.notes.extend(paired_note(config.sweep_dir, rec))
-        capacity = None
-        if rec.winner is not None and config.constraints.objective == "capacity":
-            capacity = _saved_capacity(config.sweep_dir, rec.winner)
-            rec.capacity = capacity.to_dict() if capacity else {}
-        elif rec.winner is not None and config.capacity_trials > 0:
-            if observer:
-                observer.phase(f"capacity of {rec.winner.point_id}: bisection on the arrival rate")
-            try:
-                capacity = _capacity(config, servers, rec.winner)
-                rec.capacity = capacity.to_dict()
-            except QbenchError as exc:  # the measured points and their ranking still get written
-                rec.notes.append(f"capacity not measured: {str(exc).splitlines()[0]}")
-            except Exception as exc:  # as for a crashed point: keep the measured points' files
-                rec.notes.append(f"capacity not measured: {type(exc).__name__}: {exc}".splitlines()[0])
+        search = _search(config, evaluate, defaults)
+        ranking = rank(search.results, config.constraints)
+        capacity, capacity_notes = _winner_capacity(config, servers, ranking.winner, observer)
     finally:
         servers.close()
+    advice = _advice(config, defaults, servers.gradio_major, ranking, capacity, capacity_notes)
+    rec = recommend(search.results, config.constraints, advice)
     write_outputs(config.sweep_dir, search, rec, config)
     return SweepResult(config.sweep_dir, search.results, rec, search, capacity)
 
 
-def _app_change(config: SweepConfig, rec: Recommendation) -> list[str]:
+def _search(config: SweepConfig, evaluate: Callable[[Point], PointResult], defaults: dict[str, Any]
+            ) -> SearchResult:
+    """The points the sweep's search mode measures (grid: every one)."""
+    if config.search == "smart":
+        return smart_search(config.grid, evaluate, config.constraints)
+    if config.search == "model":
+        describe = describe_point(defaults, config.scenario.load)
+        observe = records_observer(config.sweep_dir / "points", describe)
+        return model_search(config.grid, evaluate, config.constraints, describe, observe=observe)
+    if config.search == "sim":
+        return _sim_search(config, evaluate, defaults)
+    return full_search(config.grid, evaluate)
+
+
+def _winner_capacity(config: SweepConfig, servers: _Servers, winner: PointResult | None,
+                     observer: SweepObserver | None) -> tuple[Capacity | None, list[str]]:
+    """The winner's capacity: saved in its point.json (objective capacity), else measured now when
+    capacity_trials > 0 (a failure becomes a note: the measured points and their ranking still count)."""
+    if winner is None:
+        return None, []
+    if config.constraints.objective == "capacity":
+        return _saved_capacity(config.sweep_dir, winner), []
+    if config.capacity_trials <= 0:
+        return None, []
+    if observer:
+        observer.phase(f"capacity of {winner.point_id}: bisection on the arrival rate")
+    try:
+        return _capacity(config, servers, winner), []
+    except QbenchError as exc:
+        return None, [f"capacity not measured: {str(exc).splitlines()[0]}"]
+    except Exception as exc:  # as for a crashed point: keep the measured points' files
+        return None, [f"capacity not measured: {type(exc).__name__}: {exc}".splitlines()[0]]
+
+
+def _advice(config: SweepConfig, defaults: dict[str, Any], major: int | None, ranking: Ranking,
+            capacity: Capacity | None, capacity_notes: list[str]) -> Advice:
+    """What the recommendation says beside the ranking: code inputs, the winner's capacity and notes."""
+    winner, gradio = ranking.winner, config.scenario.protocol == "gradio"
+    code, label = "", ""
+    if winner is not None and not gradio:
+        advised = max_size_advice(winner, config.constraints).get("max_size")
+        code, label = server_advice(config, winner, advised)
+    notes = config.grid.edge_notes(winner.knobs) if winner is not None else []
+    notes += paired_note(config.sweep_dir, ranking.ranked)
+    return Advice(
+        defaults=defaults, gradio_major=major, objective_why=config.objective_why, gradio=gradio,
+        server_code=code, server_code_label=label, app_change=_app_change(config, winner),
+        capacity=capacity.to_dict() if capacity is not None else {}, notes=notes + capacity_notes,
+    )
+
+
+def _app_change(config: SweepConfig, winner: PointResult | None) -> list[str]:
     """The winner as a change to the app's own settings, from what the hook read at its launch."""
-    if rec.winner is None or not config.hook:
+    if winner is None or not config.hook:
         return []
-    hook = read_hook_record(config.sweep_dir / "points" / rec.winner.point_id)
-    return app_change(hook, rec.winner.knobs) if hook is not None and hook.launched else []
+    hook = read_hook_record(config.sweep_dir / "points" / winner.point_id)
+    return app_change(hook, winner.knobs) if hook is not None and hook.launched else []
 
 
-def server_advice(config: SweepConfig, rec: Recommendation) -> tuple[str, str]:
+def server_advice(config: SweepConfig, winner: PointResult, advised: int | None) -> tuple[str, str]:
     """(code, label) for a plain HTTP / OpenAI target: the reference server's settings with the winner's
-    knobs and the advised max_size (relaunch, live), or the user's launch command filled in (launch)."""
-    assert rec.winner is not None
-    knobs = dict(rec.winner.knobs)
-    advised = rec.max_size_advice.get("max_size")
+    knobs and the `advised` max_size (relaunch, live), or the user's launch command filled in (launch)."""
+    knobs = dict(winner.knobs)
     if config.base_settings is not None:
         if "max_size" not in knobs and advised is not None:
             knobs["max_size"] = advised
@@ -456,10 +496,10 @@ def _saved_capacity(sweep_dir: Path, winner: PointResult) -> Capacity | None:
     return None
 
 
-def paired_note(sweep_dir: Path, rec: Recommendation) -> list[str]:
+def paired_note(sweep_dir: Path, ranked: list[RankedPoint]) -> list[str]:
     """Whether the winner and the runner-up really differ request by request (when their runs share a
     schedule: open-loop points at one rate and seed do), as one note; nothing otherwise."""
-    ok = [r for r in rec.ranked if r.verdict not in ("failed", "infeasible", "knobs_not_applied")][:2]
+    ok = [r for r in ranked if r.verdict not in ("failed", "infeasible", "knobs_not_applied")][:2]
     if len(ok) < 2:
         return []
     try:

@@ -13,7 +13,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from qbench.tune.capacity import Capacity, Probe
-from qbench.tune.capacity_run import CapacityRun
+from qbench.tune.capacity_run import CapacityConfig, CapacityRun
+from qbench.tune.config import SweepConfig
 from qbench.tune.grid import Point
 from qbench.tune.recommend import PointResult
 from qbench.tune.search import SearchResult
@@ -119,6 +120,21 @@ def sweep_console() -> Console:
     """Stdout console; wide enough for the ranked table when output is not a terminal (files, CI logs)."""
     console = Console()
     return console if console.is_terminal else Console(width=160)
+
+
+def sweep_header(config: SweepConfig) -> str:
+    """The line a sweep starts with: its folder, mode, search, size and objective."""
+    return (f"sweep {config.sweep_dir} ({config.mode}, {config.search}, {config.grid.size} points, "
+            f"objective {config.constraints.objective})")
+
+
+def capacity_header(config: CapacityConfig) -> str:
+    """The line `qbench capacity` starts with: target, SLO, probe lengths, tolerance, folder."""
+    bounds = ", ".join(f"{k} <= {v:g}" for k, v in config.constraints.slo.items())
+    confirming = f", {config.confirm_duration_s:g} s confirmation" if config.plan.confirm else ""
+    return (f"capacity of {config.target} under {bounds} ({config.probe_duration_s:g} s bracketing "
+            f"probes, bisection up to {config.max_probe_duration_s:g} s{confirming}, "
+            f"tolerance {config.plan.tolerance:.0%}): {config.out_dir}")
 
 
 def render_sweep(result: SweepResult, console: Console) -> None:

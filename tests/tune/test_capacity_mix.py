@@ -32,7 +32,7 @@ def records() -> list[RequestRecord]:
 
 
 def test_the_endpoint_that_breaks_the_slo_is_named() -> None:
-    summary = summarize(records(), None).to_dict()
+    summary = summarize(records(), None)
     constraints = Constraints(slo={"p95_latency_s": 1.0, "min_throughput": 1.0})
     assert endpoint_violations(summary, constraints) == ["c: p95_latency_s 1.5 > 1"]
     probe = judge("rate", 10.0, summary, None, constraints)

@@ -5,17 +5,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from qbench.tune.recommend import RankedPoint, Recommendation
+from qbench.tune.recommend import RankedPoint
 from qbench.tune.sweep import paired_note
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
 from report_synth import simulate, write_run  # noqa: E402
 
 
-def ranked(*ids: str) -> Recommendation:
-    points = [RankedPoint(i + 1, pid, {}, "winner" if i == 0 else "feasible", "", 10.0, 0.1)
-              for i, pid in enumerate(ids)]
-    return Recommendation(winner=None, ranked=points, why="")
+def ranked(*ids: str) -> list[RankedPoint]:
+    return [RankedPoint(i + 1, pid, {}, "winner" if i == 0 else "feasible", "", 10.0, 0.1)
+            for i, pid in enumerate(ids)]
 
 
 def test_a_faster_winner_on_the_same_schedule_is_confirmed(tmp_path: Path) -> None:

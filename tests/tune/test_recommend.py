@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from qbench.tune.recommend import Constraints, PointResult, gradio_code, max_size_advice, recommend
+from qbench.tune.recommend import (
+    Advice,
+    Constraints,
+    PointResult,
+    RankedPoint,
+    Recommendation,
+    goodput_tied,
+    gradio_code,
+    max_size_advice,
+    rank,
+    recommend,
+    tied,
+)
 
 
 def pt(pid: str, goodput: float, p95: float | None = 1.0, **kw: Any) -> PointResult:
@@ -145,7 +158,7 @@ def test_gradio_code_uses_the_server_defaults_for_unswept_knobs() -> None:
         "max_threads": 40,
         "default_concurrency_limit": 1,
     }
-    rec = recommend([pt("c4", 5, knobs={"concurrency_limit": 4})], SLO, defaults)
+    rec = recommend([pt("c4", 5, knobs={"concurrency_limit": 4})], SLO, Advice(defaults=defaults))
     assert (
         "btn.click(fn, inputs, outputs, concurrency_limit=4, batch=True, max_batch_size=8)" in rec.gradio_code
     )
@@ -212,3 +225,51 @@ def test_capacity_objective_reasons_and_max_size_from_the_capacity() -> None:
     assert "capacity 10 req/s, 67% below the winner" in reasons["c2"]
     assert "fails even at 0.55 req/s" in reasons["c1"]
     assert rec.max_size_advice["throughput_rps"] == 30.0  # a full queue drains at the capacity
+
+
+def test_recommend_returns_a_finished_recommendation_from_the_advice() -> None:
+    """Everything the recommendation says comes in through its arguments: nothing is patched after."""
+    points = [pt("c2", 9), pt("c4", 7)]
+    advice = Advice(defaults={"max_threads": 8}, gradio_major=3, objective_why="asked for",
+                    capacity={"capacity_rps": 12.0}, notes=["on the grid's edge"], app_change=["your app: x"])
+    rec = recommend(points, SLO, advice)
+    assert rec.winner is not None and rec.winner.point_id == "c2"
+    assert rec.gradio_major == 3
+    assert rec.gradio_code == gradio_code({"max_threads": 8, "concurrency_limit": 2},
+                                          rec.max_size_advice["max_size"], 3)  # the 3.x code
+    assert rec.max_size_advice == max_size_advice(rec.winner, SLO)
+    assert (rec.objective_why, rec.capacity, rec.notes, rec.app_change) == (
+        "asked for", {"capacity_rps": 12.0}, ["on the grid's edge"], ["your app: x"])
+    assert rec.ranked == rank(points, SLO).ranked and rec.why == rank(points, SLO).why
+    other_front = Advice(gradio=False, server_code="python serve.py", server_code_label="cmd")
+    plain = recommend(points, SLO, other_front)
+    assert (plain.gradio_code, plain.server_code, plain.server_code_label) == ("", "python serve.py", "cmd")
+    none = recommend([pt("c1", 5, p95=3.0)], SLO, other_front)
+    assert none.winner is None and (none.gradio_code, none.server_code, none.max_size_advice) == ("", "", {})
+
+
+def test_goodput_ties_and_objective_ties() -> None:
+    assert goodput_tied(pt("a", 10.0), pt("b", 10.15), 0.02)
+    assert not goodput_tied(pt("a", 10.0), pt("b", 11), 0.02)
+    repeated = pt("a", 10.0, goodput_repeats=[9.0, 11.0]), pt("b", 12.0, goodput_repeats=[11.5, 12.5])
+    assert goodput_tied(*repeated, 0.0)  # overlapping 95 % intervals, whatever the tolerance
+    capacity = Constraints(objective="capacity")
+    a = pt("a", 1.0, capacity_rps=10.0, capacity={"tolerance": 0.1})
+    b = pt("b", 5.0, capacity_rps=10.9, capacity={"tolerance": 0.1})
+    assert tied(a, b, capacity) and not tied(a, b, Constraints())  # capacity within the searches' 10 %
+
+
+def test_a_recommendation_round_trips_and_old_files_load() -> None:
+    knobs = {"concurrency_limit": 4}
+    winner = PointResult("c4", knobs, goodput_rps=9.0, p95_latency_s=0.5, capacity_rps=12.0)
+    rec = Recommendation(winner, [RankedPoint(1, "c4", knobs, "winner", "best", 9.0, 0.5, 12.0)], "why",
+                         gradio_code="demo.queue()", max_size_advice={"max_size": 3}, capacity={"x": 1},
+                         notes=["n"], objective="capacity", objective_why="ow", gradio_major=3,
+                         server_code="s", server_code_label="l", app_change=["a"])
+    data = json.loads(json.dumps({**rec.to_dict(), "search": {"mode": "grid"}}))
+    assert Recommendation.from_dict(data) == rec
+    old = Recommendation.from_dict({"winner": None, "ranked": [{"rank": 1, "point_id": "c1", "knobs": {},
+                                    "verdict": "failed", "reason": "boom", "goodput_rps": 0.0,
+                                    "p95_latency_s": None}], "why": "none"})
+    assert old.winner is None and old.ranked[0].capacity_rps is None and old.gradio_major is None
+    assert old.objective == "latency" and old.gradio_version == ""

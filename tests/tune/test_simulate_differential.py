@@ -76,7 +76,7 @@ def test_simulator_matches_the_reference_server(
     })
     with serve_in_thread(parse_settings(server_config)) as server:
         summary, _ = run_once(scenario, {}, server.url, tmp_path / "run", {}, None)
-    measured = point_result(Point({}), [{"summary": summary}], Constraints(), "ok", "", {})
+    measured = point_result(Point({}), [summary], Constraints(), "ok", "", {})
     scheduled = plan(scenario.load, seed=0)
     arrivals = (OpenArrivals(scheduled.offsets) if isinstance(scheduled, OpenPlan)
                 else ClosedArrivals(load["users"], duration_s=load["duration"]))

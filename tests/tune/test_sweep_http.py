@@ -84,19 +84,18 @@ def test_relaunch_sweep_of_the_batch_deadline(tmp_path: Path) -> None:
 def test_launch_mode_advice_is_the_apps_command_with_the_winners_knobs() -> None:
     from types import SimpleNamespace
 
-    from qbench.tune.recommend import PointResult, Recommendation
+    from qbench.tune.recommend import PointResult
     from qbench.tune.sweep import server_advice
 
     winner = PointResult("b8", {"max_batch_size": 8}, "ok")
-    rec = Recommendation(winner, [], "")
     config = SimpleNamespace(base_settings=None, api_name=None,
                              launch="python serve.py --port {port} --batch {max_batch_size}")
-    code, label = server_advice(config, rec)  # type: ignore[arg-type]
+    code, label = server_advice(config, winner, None)  # type: ignore[arg-type]
     assert code == "python serve.py --port {port} --batch 8" and "your app's command" in label
-    assert server_advice(SimpleNamespace(base_settings=None, launch=None), rec) == ("", "")  # type: ignore[arg-type]
+    assert server_advice(SimpleNamespace(base_settings=None, launch=None), winner, None) == ("", "")  # type: ignore[arg-type]
     secret = {"functions": [{"api_name": "f", "workload": "echo"}], "admin_token": "adm-1",
               "auth": {"users": {"u": "pw-123"}, "tokens": ["tok-456"]}}
     config = SimpleNamespace(base_settings=secret, api_name=None)
-    code, _ = server_advice(config, rec)  # type: ignore[arg-type]
+    code, _ = server_advice(config, winner, None)  # type: ignore[arg-type]
     assert not any(s in code for s in ("adm-1", "pw-123", "tok-456"))
     assert "# auth: as in your settings" in code
