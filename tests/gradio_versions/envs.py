@@ -13,11 +13,14 @@ Imports only the standard library: it runs before anything is installed.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +74,24 @@ def ensure_client_env(version: str = CLIENT_1X) -> Path:
 def ensure_named_env(name: str, reqs: list[str], module: str, python: str | None = None) -> Path:
     """`.gradio-envs/<name>/` with `reqs` installed and `module` importable, reused while its stamp
     records the same requirements."""
+    env = envs_root() / name
+    env.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(env.parent / f".{name}.lock"):  # several pytest workers (xdist) or sessions at once
+        return _build_env(name, reqs, module, python)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` while the block runs (the second builder waits, then reuses)."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build_env(name: str, reqs: list[str], module: str, python: str | None) -> Path:
     env = envs_root() / name
     stamp = env / STAMP
     if stamp.exists() and stamp.read_text() == "\n".join(reqs) and env_python(name).exists():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -35,7 +36,8 @@ def serve_releases(apps: list[tuple[str, dict[str, Any]]], startup_s: float = 12
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", GRADIO_SHARE="False")
     env.pop("PYTHONPATH", None)  # the release's own packages only
     with ExitStack() as stack:
-        started = []
+        started: list[tuple[subprocess.Popen[str], IO[bytes]]] = []
+        stack.callback(_stop_all, started)  # after the loop too: an env that fails stops the others
         for version, options in apps:
             python = Path(sys.executable) if version == MAIN else ensure_env(version)
             log = stack.enter_context(tempfile.TemporaryFile())
@@ -48,7 +50,6 @@ def serve_releases(apps: list[tuple[str, dict[str, Any]]], startup_s: float = 12
                 text=True,
                 cwd=tempfile.gettempdir(),
             )
-            stack.callback(_stop, proc)
             started.append((proc, log))
         yield [_wait_ready(proc, log, startup_s) for proc, log in started]
 
@@ -75,11 +76,15 @@ def _wait_ready(proc: subprocess.Popen[str], log: IO[bytes], startup_s: float) -
     return found[0]
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    try:
+def _stop_all(started: list[tuple[subprocess.Popen[str], IO[bytes]]]) -> None:
+    """Close every app's stdin first, then wait for each: they shut down side by side (~1 s each)."""
+    for proc, _ in started:
         if proc.stdin:
-            proc.stdin.close()
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+    for proc, _ in started:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

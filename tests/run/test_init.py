@@ -196,7 +196,7 @@ def as_args(command: str, url: str, folder: Path) -> tuple[dict[str, str], list[
 def test_the_docs_commands_run(image_server: RunningServer, tmp_path: Path,
                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Every command of docs/scenarios-from-your-app.md: the image preset's, the login's (echo preset
-    with alice:wonderland), the OpenAI front's (tokens preset); runs of 2 s, capacity probes of 1 s."""
+    with alice:wonderland), the OpenAI front's (tokens preset); runs of 2 s, capacity probes of 1-1.5 s."""
     commands = doc_commands()
     assert commands[0] == "qbench serve --preset image" and "qbench serve --preset tokens" in commands
     login = serve_in_thread(tiny("echo", auth={"users": {"alice": "wonderland"}}))
@@ -222,8 +222,10 @@ def run_docs_command(args: list[str], out: Path) -> None:
         if "--api" in args:  # the scenario it used, saved beside the records, runs again
             assert "name: classify" in (out / "scenario.yaml").read_text()
     elif args[0] == "capacity":
+        # reduced: 1-s probes, bisection probes of 1.5 s at most (the tiny image model serves ~200/s,
+        # which the default 30-s bisection bound would hold for each probe), no overload run
         output = qbench(*args, "--duration", "1", "--warmup", "0", "--estimate-users", "4",
-                        "--no-confirm", "--out", str(out))
+                        "--max-duration", "1.5", "--no-confirm", "--no-overload", "--out", str(out))
         assert "scenario written from the app" in output and list(out.glob("scenario-classify-*.yaml"))
     else:
         qbench(*args)
