@@ -125,7 +125,7 @@ def run(
     ] = None,
     target: Annotated[str | None, typer.Option(help="Server base URL (overrides the scenario's).")] = None,
     api: ApiOpt = None,
-    out: Annotated[Path | None, typer.Option(help="Run directory (default reports/<time>-<name>).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Run folder (default reports/run-<name>-<stamp>).")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a key: --set load.rate=12 (repeatable).")
     ] = None,
@@ -159,8 +159,9 @@ def run(
 
     from qbench.errors import ExecutorError, QbenchError, SloViolation, TargetError
     from qbench.run.credentials import cli_overrides
+    from qbench.run.files import new_folder
     from qbench.run.run_console import render_summary
-    from qbench.run.runner import load_scenario, parse_set_options, run_dir_for, run_scenario
+    from qbench.run.runner import load_scenario, parse_set_options, run_scenario
     from qbench.tune.knobcheck import expectation_warnings
 
     console = Console()
@@ -178,7 +179,7 @@ def run(
         written = None
         check_api_option(scenario, api)
         if scenario is None:
-            out = out or run_dir_for(api.lstrip("/") if api else "app")
+            out = out or new_folder("run", api.lstrip("/") if api else "app")
             written, spec = scenario_from_app(target, api, overrides, out / "scenario.yaml")
         else:
             spec = load_scenario(scenario, overrides)

@@ -530,8 +530,9 @@ class Scenario(_Model):
 
 
 def file_slug(name: str, default: str = "run") -> str:
-    """A scenario name as one safe path segment (no separators, no `..`): run and sweep folder names."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or default
+    """A scenario name as one safe path segment (no separators, no `..`): output folders' names
+    (`qbench.run.files.new_folder`); `a/../../x` -> `a-x`."""
+    return re.sub(r"(?:[^A-Za-z0-9_.-]|\.\.+)+", "-", name).strip("-.") or default
 
 
 def read_scenario_mapping(path: Path) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from qbench.errors import TargetError
 from qbench.run.credentials import (
     Account,
     Credentials,
+    Secrets,
     is_secret_header,
     redact,
     remember,
@@ -42,6 +43,19 @@ from qbench.run.scenario import Load, Scenario
 #: The session slot of the request being sent (the load generator sets it in each request's task).
 SESSION_SLOT: ContextVar[int] = ContextVar("qbench_session_slot", default=0)
 LOGIN_CONCURRENCY = 8
+
+
+def run_secrets(scenario: Scenario, target: str) -> Secrets:
+    """The secrets of a run of `scenario` against `target`, as data for whatever writes or prints: its
+    credentials (env references read now: an unset one raises ScenarioError), secret-looking
+    `endpoint.headers` and the credentials in the target's and the endpoints' URLs."""
+    secrets = resolve(scenario.auth).secrets.with_url(target).with_url(scenario.target)
+    for _, endpoint, _ in scenario.endpoints():
+        secrets = secrets.with_url(endpoint.path).with_values(*(
+            value for name, value in endpoint.headers.items()
+            if is_secret_header(name, scenario.auth.secret_headers)
+        ))
+    return secrets
 
 
 def authenticator(scenario: Scenario, target: str) -> Authenticator:
