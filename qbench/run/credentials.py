@@ -19,8 +19,10 @@ Dumps made to hand the scenario to another process of the same run (`REVEAL`) ke
 knows to be secret (a launched server's passwords). Whatever writes a file or prints gets it
 (`qbench.run.files.Writer`) and masks with it; no module has to register anything for that.
 
-On the wire (records' error texts, a login's session tokens) a process-wide registry still masks:
-`remember` adds to it (`resolve` and `remember_url` do), `redact` replaces its values in any text.
+One place still masks with a process-wide registry: the error texts of records, closed deep in the
+wire code (`qbench.run.protocols.base.fail`, a login's errors), in whichever process or Ray actor
+runs the load. `remember` adds to it (`resolve`, `remember_url` and the login's session tokens do),
+`redact` replaces its values.
 """
 
 from __future__ import annotations

@@ -72,6 +72,11 @@ class Writer:
         """`text` as it may be shown or written: every secret as `***`."""
         return self.secrets.redact(text)
 
+    def mask_error(self, exc: BaseException) -> None:
+        """Mask the secrets in an exception's message in place (a `cannot connect` naming the URL's
+        user:pass@, a server's answer echoing a header) before the CLI prints it."""
+        exc.args = tuple(self.mask(a) if isinstance(a, str) else a for a in exc.args)
+
     def json(self, path: Path, data: Any) -> None:
         """`data` as indented JSON (non-JSON values via `str`), masked, atomically replacing `path`."""
         self.text(path, json.dumps(data, indent=2, default=str))

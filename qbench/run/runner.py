@@ -87,7 +87,7 @@ def run_scenario(
     run_dir = out_dir or new_folder("run", scenario.name, REPORTS)
     info = _run_info(scenario, url)
     with contextlib.ExitStack() as stack:
-        view = LiveView(scenario, url, enabled=live)
+        view = LiveView(scenario, writer.mask(url), enabled=live)
 
         async def announce(server: dict[str, Any], http: aiohttp.ClientSession, auth: dict[str, Any]) -> None:
             """Login and discovery succeeded (they fail before any request): run.json, then the live view."""
@@ -100,9 +100,10 @@ def run_scenario(
         job = Job(scenario, plan, url, run_dir, announce, view.update, stop_when)
         try:
             execution = make_executor(scenario).execute(job)
-        except BaseException:
+        except BaseException as exc:
             if out_dir is None:
                 remove_if_empty(run_dir)  # the target never answered: nothing written
+            writer.mask_error(exc)  # printed by the CLI: no user:pass@ or ?token= value
             raise
     info.update(execution.info)
     info["server"]["status_end"] = in_loop(_final_status(scenario, url))  # CPU/GPU use over the run

@@ -43,7 +43,7 @@ from pydantic import (
 )
 
 from qbench.errors import ScenarioError
-from qbench.run.credentials import REVEAL, Auth, redact, redact_headers, remember_url
+from qbench.run.credentials import REVEAL, Auth, Secrets, redact_headers, remember_url
 from qbench.run.payload_specs import BooleanSpec, ChatSpec, ChoiceSpec, ExampleSpec, FileSpec
 
 SHAPES = ("burst", "rate", "stages", "users", "trace", "replay")
@@ -413,8 +413,9 @@ def endpoint_label(protocol: str, endpoint: Endpoint) -> str:
     if protocol == "gradio":
         return endpoint.api_name or f"fn_index={endpoint.fn_index}"
     if protocol == "openai":
-        return redact(f"POST {endpoint.path or '/v1/chat/completions'}")
-    return redact(f"{endpoint.method} {endpoint.path}")
+        path = endpoint.path or "/v1/chat/completions"
+        return Secrets().with_url(path).redact(f"POST {path}")  # no ?key= value
+    return Secrets().with_url(endpoint.path).redact(f"{endpoint.method} {endpoint.path}")
 
 
 # ---------------------------------------------------------------- scenario

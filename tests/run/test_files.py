@@ -84,9 +84,10 @@ def test_a_run_named_outside_reports_stays_under_it(http_echo: str, tmp_path: Pa
     result = run_scenario(spec, target=http_echo, live=False)
     assert result.run_dir.parent == Path("reports") and result.run_dir.name.startswith("run-a-x-")
     assert (tmp_path / result.run_dir / "summary.json").is_file()
-    with pytest.raises(QbenchError):  # nothing listens: the reserved folder goes again
-        run_scenario(spec, target="http://127.0.0.1:9", live=False)
+    with pytest.raises(QbenchError) as failed:  # nothing listens: the reserved folder goes again
+        run_scenario(spec, target="http://u:pw-secret-9@127.0.0.1:9/?token=tok-secret-9", live=False)
     assert [p.name for p in (tmp_path / "reports").iterdir()] == [result.run_dir.name]
+    assert "cannot connect" in str(failed.value) and "secret-9" not in str(failed.value)  # the CLI prints it
 
 
 def test_sweep_and_capacity_named_outside_reports_stay_under_it(tmp_path: Path) -> None:
