@@ -19,10 +19,9 @@ Dumps made to hand the scenario to another process of the same run (`REVEAL`) ke
 knows to be secret (a launched server's passwords). Whatever writes a file or prints gets it
 (`qbench.run.files.Writer`) and masks with it; no module has to register anything for that.
 
-One place still masks with a process-wide registry: the error texts of records, closed deep in the
-wire code (`qbench.run.protocols.base.fail`, a login's errors), in whichever process or Ray actor
-runs the load. `remember` adds to it (`resolve`, `remember_url` and the login's session tokens do),
-`redact` replaces its values.
+On the wire the run's `Authenticator` (`qbench.run.protocols.login`) holds them, adds the session
+tokens its logins receive, and the load generator masks every record's error text with it, in
+whichever process or Ray actor runs the load. There is no process-wide registry of secrets.
 """
 
 from __future__ import annotations
@@ -54,8 +53,6 @@ SECRET_QUERY_NAMES = frozenset({"sign", "sig", "signature", "auth", "jwt", "pass
 MIN_SECRET_CHARS = 3  # shorter values are not scrubbed from free text (too many false hits)
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_known: set[str] = set()
-_longest_first: tuple[str, ...] = ()  # _known sorted for redact (rebuilt by remember, not per call)
 
 
 def is_secret_header(name: str, extra: tuple[str, ...] | list[str] = ()) -> bool:
@@ -157,6 +154,12 @@ def redact_headers(headers: dict[str, str], extra: list[str], info: Serializatio
 # ---------------------------------------------------------------- the secrets of one run, as data
 
 
+def _secret_query_name(name: str) -> bool:
+    return any(word in name for word in SECRET_WORDS) or bool(
+        SECRET_QUERY_NAMES.intersection(re.split(r"[^a-z0-9]+", name))
+    )
+
+
 def _url_secrets(url: str | None) -> list[str]:
     """A URL's credentials: the password of `https://user:pass@host` and the values of secret-looking
     query parameters (`?token=`, `?api_key=`, `?__sign=`), raw and decoded."""
@@ -243,7 +246,7 @@ class Credentials:
 
 
 def resolve(auth: Auth, *, environ: dict[str, str] | None = None) -> Credentials:
-    """Read env references and the users file; every secret is `remember`ed. Raises ScenarioError."""
+    """Read env references and the users file (`.secrets`: every secret value). Raises ScenarioError."""
     env = dict(os.environ) if environ is None else environ
     accounts: tuple[Account, ...] = ()
     if auth.login is not None and auth.login.users is not None:
@@ -256,10 +259,7 @@ def resolve(auth: Auth, *, environ: dict[str, str] | None = None) -> Credentials
         headers["Authorization"] = "Bearer " + expand(auth.bearer, "auth.bearer", env)
     cookies = {k: expand(v, f"auth.cookies.{k}", env) for k, v in auth.cookies.items()}
     per_session = auth.login is None or auth.login.per == "session"
-    credentials = Credentials(accounts, headers, cookies, per_session, tuple(auth.secret_headers))
-    for secret in credentials.secrets.values:
-        remember(secret)  # the wire's error texts (see the module docstring)
-    return credentials
+    return Credentials(accounts, headers, cookies, per_session, tuple(auth.secret_headers))
 
 
 def expand(value: str, key: str, env: dict[str, str]) -> str:
@@ -297,41 +297,6 @@ def read_users(path: Path) -> tuple[Account, ...]:
     if not accounts:
         raise ScenarioError(f"key 'auth.login.users': {path} has no `user,password` lines")
     return tuple(accounts)
-
-
-# ---------------------------------------------------------------- redaction of free text
-
-
-def _secret_query_name(name: str) -> bool:
-    return any(word in name for word in SECRET_WORDS) or bool(
-        SECRET_QUERY_NAMES.intersection(re.split(r"[^a-z0-9]+", name))
-    )
-
-
-def remember_url(url: str | None) -> None:
-    """A URL's credentials: the password of `https://user:pass@host` and the values of secret-looking
-    query parameters (`?token=`, `?api_key=`, `?__sign=`), raw and decoded, so `redact` masks them
-    wherever the URL shows up (run.json's target, error texts that name the URL)."""
-    for secret in _url_secrets(url):
-        remember(secret)
-
-
-def remember(secret: str) -> None:
-    """Register a secret with this process: `redact` will mask it wherever it shows up."""
-    global _longest_first
-    if len(secret) >= MIN_SECRET_CHARS and secret not in _known:
-        _known.add(secret)
-        _longest_first = tuple(sorted(_known, key=len, reverse=True))
-
-
-def redact(text: str) -> str:
-    """`text` with every remembered secret replaced by `***` (longest first)."""
-    if not _longest_first or not text:
-        return text
-    for secret in _longest_first:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return text
 
 
 def parse_header(item: str) -> tuple[str, str]:

@@ -147,6 +147,9 @@ def _finish(
     summary = summarize(records, scenario.slo, generator=generator, endpoint_slos=endpoint_slos(scenario),
                         journey_length=journey_length(scenario))
     info.update(generator=summary.generator.__dict__, records=len(records))
+    for record in records:  # a lost worker's records (a Ray error's text) passed no load generator
+        if record.error_message:
+            record.error_message = writer.mask(record.error_message)
     write_parquet(records, run_dir / "records.parquet")
     writer.json(run_dir / "run.json", info)
     findings = diagnose_run(records, summary, info.get("server"))

@@ -43,7 +43,7 @@ from pydantic import (
 )
 
 from qbench.errors import ScenarioError
-from qbench.run.credentials import REVEAL, Auth, Secrets, redact_headers, remember_url
+from qbench.run.credentials import REVEAL, Auth, Secrets, redact_headers
 from qbench.run.payload_specs import BooleanSpec, ChatSpec, ChoiceSpec, ExampleSpec, FileSpec
 
 SHAPES = ("burst", "rate", "stages", "users", "trace", "replay")
@@ -574,9 +574,6 @@ def parse_scenario(
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(format_errors(exc, source)) from None
-    remember_url(scenario.target)  # ?token=... and user:pass@ are masked in everything qbench writes
-    for _, endpoint, _ in scenario.endpoints():
-        remember_url(endpoint.path)
     return scenario
 
 
