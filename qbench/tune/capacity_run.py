@@ -290,6 +290,11 @@ class CapacityConfig:
     confirm_duration_s: float = DEFAULT_CONFIRM_S  # the sustained confirmation
     overload: bool = True  # one run at 1.3 x the capacity: throughput past it, max_size, ETA
 
+    @property
+    def writer(self) -> Writer:
+        """Writes capacity.json and masks what is printed: the scenario's and the target's credentials."""
+        return Writer(run_secrets(self.scenario, self.target))
+
 
 def capacity_config(
     scenario_path: Path,
@@ -365,11 +370,11 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
     if first is None:
         estimate = prober.estimate(config.estimate_users)
         if estimate.completed_ok == 0:
-            raise QbenchError(
+            raise QbenchError(config.writer.mask(
                 f"{config.target}: the closed-loop estimate ({config.estimate_users} users, "
                 f"{config.probe_duration_s:g} s) completed no request ({', '.join(estimate.violations)}; "
                 f"see {config.out_dir / estimate.run_dir}): nothing to search"
-            )
+            ))
         first = estimate.rate_rps
     capacity = search_capacity(prober.rate, first, config.plan, estimate, refine=prober.refine,
                                confirm=prober.confirm)
@@ -381,8 +386,8 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
     length = prober.length.to_dict(capacity.capacity_rps or first)
     lines = describe(capacity, config.constraints, config.think_time_s, length["why"])
     config.out_dir.mkdir(parents=True, exist_ok=True)
-    writer = Writer(run_secrets(config.scenario, config.target))  # capacity.json names the target
-    writer.json(config.out_dir / "capacity.json", _capacity_json(config, capacity, users, lines, length))
+    answer = _capacity_json(config, capacity, users, lines, length)
+    config.writer.json(config.out_dir / "capacity.json", answer)  # names the target: masked
     return CapacityRun(config.out_dir, capacity, config.think_time_s, users, lines)
 
 

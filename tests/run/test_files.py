@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -106,3 +107,21 @@ def test_sweep_and_capacity_named_outside_reports_stay_under_it(tmp_path: Path) 
     assert sweep.sweep_dir.parent == root and sweep.sweep_dir.name.startswith("sweep-a-x-")
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_dir()) == sorted(
         ["deep", "reports", capacity.out_dir.name, sweep.sweep_dir.name])
+
+
+def test_sweep_and_capacity_writers_know_their_secrets(tmp_path: Path) -> None:
+    """What they write and print: the target's credentials; a sweep's also its launched servers' own."""
+    from qbench.tune.capacity_run import capacity_config
+    from qbench.tune.config import SweepOptions, build_config
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "endpoint": {"api_name": "work"},
+                                    "load": {"rate": 2, "duration": 1}, "slo": {"p95_latency_s": 1}}))
+    target = "http://u:pw-target-1@127.0.0.1:9/?token=tok-target-1"
+    capacity = capacity_config(path, target=target, out_root=tmp_path)
+    assert capacity.writer.mask(target) == "http://u:***@127.0.0.1:9/?token=***"
+    sweep = build_config(SweepOptions(str(path), grid=["rate=1,2"], target=target, out_root=str(tmp_path)))
+    assert sweep.writer.mask(target) == "http://u:***@127.0.0.1:9/?token=***"
+    server = {"auth": {"users": {"dora": "pw-server-1"}, "tokens": ["tok-server-1"]}}
+    launched = replace(sweep, base_settings=server)
+    assert launched.writer.mask("pw-server-1 tok-server-1") == "*** ***"
