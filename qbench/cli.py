@@ -159,7 +159,7 @@ def run(
 
     from qbench.errors import ExecutorError, QbenchError, SloViolation, TargetError
     from qbench.run.credentials import cli_overrides
-    from qbench.run.files import new_folder
+    from qbench.run.files import new_folder, remove_if_empty
     from qbench.run.run_console import render_summary
     from qbench.run.runner import load_scenario, parse_set_options, run_scenario
     from qbench.tune.knobcheck import expectation_warnings
@@ -180,7 +180,11 @@ def run(
         check_api_option(scenario, api)
         if scenario is None:
             out = out or new_folder("run", api.lstrip("/") if api else "app")
-            written, spec = scenario_from_app(target, api, overrides, out / "scenario.yaml")
+            try:
+                written, spec = scenario_from_app(target, api, overrides, out / "scenario.yaml")
+            except QbenchError:
+                remove_if_empty(out)  # no scenario, no run: no empty folder left behind
+                raise
         else:
             spec = load_scenario(scenario, overrides)
         result = run_scenario(spec, target=target, out_dir=out, live=live)

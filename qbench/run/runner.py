@@ -66,8 +66,8 @@ def run_scenario(
 ) -> RunResult:
     """Run one scenario against `target` (default: the scenario's) and write the run directory.
 
-    `out_dir` is the run directory itself (default `new_folder("run", scenario.name)` under reports/,
-    removed again if the run fails before writing into it); `overrides` are
+    `out_dir` is the run directory itself (default `new_folder("run", scenario.name)` under reports/;
+    an empty one is removed again if the run fails before writing into it); `overrides` are
     dotted keys ({"load.rate": 12}); `stop_when` is asked about every 250 ms and ends the run early
     when it returns a reason (unfinished requests are then closed as `deadline`). SLO violations do
     not raise here: see `result.summary.slo_passed` (the CLI turns it into exit code 3).
@@ -85,6 +85,7 @@ def run_scenario(
     plan = check_schedule(scenario)
     writer = Writer(run_secrets(scenario, url))  # an unset ${ENV} reference fails here
     run_dir = out_dir or new_folder("run", scenario.name, REPORTS)
+    fresh = not run_dir.exists() or not any(run_dir.iterdir())  # removed again if the run fails
     info = _run_info(scenario, url)
     with contextlib.ExitStack() as stack:
         view = LiveView(scenario, writer.mask(url), enabled=live)
@@ -101,7 +102,7 @@ def run_scenario(
         try:
             execution = make_executor(scenario).execute(job)
         except BaseException as exc:
-            if out_dir is None:
+            if fresh:
                 remove_if_empty(run_dir)  # the target never answered: nothing written
             writer.mask_error(exc)  # printed by the CLI: no user:pass@ or ?token= value
             raise

@@ -125,3 +125,16 @@ def test_sweep_and_capacity_writers_know_their_secrets(tmp_path: Path) -> None:
     server = {"auth": {"users": {"dora": "pw-server-1"}, "tokens": ["tok-server-1"]}}
     launched = replace(sweep, base_settings=server)
     assert launched.writer.mask("pw-server-1 tok-server-1") == "*** ***"
+
+
+def test_a_command_that_fails_leaves_no_empty_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from qbench.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(app, ["run", "--api", "classify"])  # no scenario, no target
+    assert out.exit_code == 2
+    out = CliRunner().invoke(app, ["run", "--target", "http://127.0.0.1:9", "--no-live"])  # nothing listens
+    assert out.exit_code == 2
+    assert not any((tmp_path / "reports").iterdir()) if (tmp_path / "reports").exists() else True
