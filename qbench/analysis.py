@@ -2,7 +2,7 @@
 
     from qbench.analysis import load_run, load_sweep, join_runs
 
-    run = load_run("reports/20261123-101500-image")
+    run = load_run("reports/run-image-20261123-101500")
     run.records                       # one row per scheduled request (see below)
     run.percentiles("latency_s", window_s=10)    # p50/p95/p99 per 10 s window of intended send time
     run.errors_over_time(window_s=10)            # requests per outcome / error kind per window

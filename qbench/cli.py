@@ -148,7 +148,7 @@ def run(
     ] = None,
     target: Annotated[str | None, typer.Option(help="Server base URL (overrides the scenario's).")] = None,
     api: ApiOpt = None,
-    out: Annotated[Path | None, typer.Option(help="Run directory (default reports/<time>-<name>).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Run folder (default reports/run-<name>-<stamp>).")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a key: --set load.rate=12 (repeatable).")
     ] = None,

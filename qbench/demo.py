@@ -112,6 +112,6 @@ def run_demo(
 
 
 def _run_dir(reports: Path, name: str) -> Path:
-    from qbench.run.runner import run_dir_for
+    from qbench.run.files import new_folder
 
-    return run_dir_for(name, root=reports)
+    return new_folder("run", name, reports)

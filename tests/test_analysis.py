@@ -138,8 +138,8 @@ def test_the_readme_notebook_example_runs(
 ) -> None:
     code = _readme_example()
     paths = {
-        "reports/20261123-101500-image": write_run(tmp_path / "a", simulate(n=200, seed=5)),
-        "reports/20261123-103000-image": write_run(tmp_path / "b", simulate(n=200, seed=5, workers=1)),
+        "reports/run-image-20261123-101500": write_run(tmp_path / "a", simulate(n=200, seed=5)),
+        "reports/run-image-20261123-103000": write_run(tmp_path / "b", simulate(n=200, seed=5, workers=1)),
         "reports/sweep-image-20261123-101500": shutil.copytree(sweep_dir, tmp_path / "sweep"),
     }
     for placeholder, path in paths.items():
@@ -148,4 +148,4 @@ def test_the_readme_notebook_example_runs(
     exec(compile(code, str(REPORTS_DOC), "exec"), {})
     printed = capsys.readouterr().out
     assert "p95" in printed and "latency_s_diff" in printed and "point_id" in printed
-    assert isinstance(load_run(paths["reports/20261123-101500-image"]).records, pd.DataFrame)
+    assert isinstance(load_run(paths["reports/run-image-20261123-101500"]).records, pd.DataFrame)

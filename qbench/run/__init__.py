@@ -8,7 +8,7 @@
     protocols/     one module per wire protocol (gradio queue over SSE, plain http, openai)
     payload_specs.py  generators for a form's inputs (choices, chat history, generated files)
     mix.py         several endpoints in one run (`mix:`, multi-endpoint traces); journeys' lengths
-    credentials.py the scenario's `auth:` section: environment references, secrets kept in memory
+    credentials.py the scenario's `auth:` section: environment references, a run's Secrets
     loadgen.py     the load generator: plan x payloads x protocol -> one RequestRecord per request
     waker.py       the open-loop dispatcher's clock: wake at an exact instant without polling
     executor.py    one interface for where the generator runs: split the plan, run a part, merge parts,
@@ -21,6 +21,7 @@
     runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
     outcome.py     RunOutcome: how a run ended (stop, failed opening, lost workers, SLO); its exit code
     options.py     `qbench run` as a library call: RunOptions -> overrides -> the scenario, run
+    files.py       output folders' names (runs, sweeps, capacity) and the one masked, atomic JSON writer
     records.py     RequestRecord, the flat contract with every later stage; JSONL and Parquet files
     summary.py     records -> Summary: percentiles per phase, goodput, error kinds, SLO verdict
     steady.py      did the server keep up? steady state from records, and the same test live

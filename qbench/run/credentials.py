@@ -14,8 +14,14 @@ A dumped scenario (run.json, a sweep's copy) keeps a reference as written and sh
 secret as `***`: passwords, the bearer, cookie values and secret-looking headers (`is_secret_header`).
 Dumps made to hand the scenario to another process of the same run (`REVEAL`) keep the values.
 
-`remember` registers each resolved secret with this process; `redact` replaces them in any text
-(error messages from servers that echo a request, exception texts) before it reaches a file.
+`Secrets` holds the secrets of one run, sweep or capacity search as data: the resolved credentials
+(`Credentials.secrets`), the credentials in its URLs (`Secrets.with_url`) and whatever else the caller
+knows to be secret (a launched server's passwords). Whatever writes a file or prints gets it
+(`qbench.run.files.Writer`) and masks with it; no module has to register anything for that.
+
+On the wire the run's `Authenticator` (`qbench.run.protocols.login`) holds them, adds the session
+tokens its logins receive, and the load generator masks every record's error text with it, in
+whichever process or Ray actor runs the load. There is no process-wide registry of secrets.
 """
 
 from __future__ import annotations
@@ -47,8 +53,6 @@ SECRET_QUERY_NAMES = frozenset({"sign", "sig", "signature", "auth", "jwt", "pass
 MIN_SECRET_CHARS = 3  # shorter values are not scrubbed from free text (too many false hits)
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_known: set[str] = set()
-_longest_first: tuple[str, ...] = ()  # _known sorted for redact (rebuilt by remember, not per call)
 
 
 def is_secret_header(name: str, extra: tuple[str, ...] | list[str] = ()) -> bool:
@@ -147,6 +151,65 @@ def redact_headers(headers: dict[str, str], extra: list[str], info: Serializatio
     return {k: (_mask(v, info) or "") if is_secret_header(k, extra) else v for k, v in headers.items()}
 
 
+# ---------------------------------------------------------------- the secrets of one run, as data
+
+
+def _secret_query_name(name: str) -> bool:
+    return any(word in name for word in SECRET_WORDS) or bool(
+        SECRET_QUERY_NAMES.intersection(re.split(r"[^a-z0-9]+", name))
+    )
+
+
+def _url_secrets(url: str | None) -> list[str]:
+    """A URL's credentials: the password of `https://user:pass@host` and the values of secret-looking
+    query parameters (`?token=`, `?api_key=`, `?__sign=`), raw and decoded."""
+    if not url:
+        return []
+    parts = urlsplit(url)
+    found = [parts.password, unquote_plus(parts.password)] if parts.password else []
+    for pair in parts.query.split("&"):
+        name, _, raw = pair.partition("=")
+        if raw and _secret_query_name(unquote_plus(name).lower()):
+            found += [raw, unquote_plus(raw)]
+    return found
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """Values that must never reach a file or the terminal; `redact` shows each as `***` (longest first).
+
+    Immutable: `with_values`, `with_url` and `|` return a new one. Values shorter than
+    MIN_SECRET_CHARS are dropped (too many false hits in free text)."""
+
+    values: frozenset[str] = frozenset()
+    _longest_first: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kept = frozenset(v for v in self.values if len(v) >= MIN_SECRET_CHARS)
+        object.__setattr__(self, "values", kept)
+        object.__setattr__(self, "_longest_first", tuple(sorted(kept, key=len, reverse=True)))
+
+    def __repr__(self) -> str:
+        return f"Secrets({len(self.values)} values)"  # never the values themselves
+
+    def __or__(self, other: Secrets) -> Secrets:
+        return Secrets(self.values | other.values)
+
+    def with_values(self, *values: str) -> Secrets:
+        return Secrets(self.values.union(values))
+
+    def with_url(self, url: str | None) -> Secrets:
+        """Also the credentials in `url` (user:pass@, ?token=...; see `_url_secrets`)."""
+        return self.with_values(*_url_secrets(url))
+
+    def redact(self, text: str) -> str:
+        """`text` with every value replaced by `***`."""
+        for secret in self._longest_first:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return text
+
+
 # ---------------------------------------------------------------- resolved (in memory only)
 
 
@@ -165,13 +228,25 @@ class Credentials:
     cookies: dict[str, str] = field(default_factory=dict, repr=False)
     per_session: bool = True  # login.per: session (each session slot logs in on its own)
 
+    secret_headers: tuple[str, ...] = ()  # auth.secret_headers: more header names whose values are secret
+
     @property
     def login(self) -> bool:
         return bool(self.accounts)
 
+    @property
+    def secrets(self) -> Secrets:
+        """Every secret value: passwords, cookie values, secret-looking headers (a bearer with and
+        without its `Bearer ` prefix)."""
+        values = [account.password for account in self.accounts] + list(self.cookies.values())
+        for name, value in self.headers.items():
+            if is_secret_header(name, self.secret_headers):
+                values += [value, value.removeprefix("Bearer ")]
+        return Secrets(frozenset(values))
+
 
 def resolve(auth: Auth, *, environ: dict[str, str] | None = None) -> Credentials:
-    """Read env references and the users file; every secret is `remember`ed. Raises ScenarioError."""
+    """Read env references and the users file (`.secrets`: every secret value). Raises ScenarioError."""
     env = dict(os.environ) if environ is None else environ
     accounts: tuple[Account, ...] = ()
     if auth.login is not None and auth.login.users is not None:
@@ -183,16 +258,8 @@ def resolve(auth: Auth, *, environ: dict[str, str] | None = None) -> Credentials
     if auth.bearer is not None:
         headers["Authorization"] = "Bearer " + expand(auth.bearer, "auth.bearer", env)
     cookies = {k: expand(v, f"auth.cookies.{k}", env) for k, v in auth.cookies.items()}
-    for account in accounts:
-        remember(account.password)
-    for name, value in headers.items():
-        if is_secret_header(name, auth.secret_headers):
-            remember(value)
-            remember(value.removeprefix("Bearer "))
-    for value in cookies.values():
-        remember(value)
     per_session = auth.login is None or auth.login.per == "session"
-    return Credentials(accounts, headers, cookies, per_session)
+    return Credentials(accounts, headers, cookies, per_session, tuple(auth.secret_headers))
 
 
 def expand(value: str, key: str, env: dict[str, str]) -> str:
@@ -230,50 +297,6 @@ def read_users(path: Path) -> tuple[Account, ...]:
     if not accounts:
         raise ScenarioError(f"key 'auth.login.users': {path} has no `user,password` lines")
     return tuple(accounts)
-
-
-# ---------------------------------------------------------------- redaction of free text
-
-
-def _secret_query_name(name: str) -> bool:
-    return any(word in name for word in SECRET_WORDS) or bool(
-        SECRET_QUERY_NAMES.intersection(re.split(r"[^a-z0-9]+", name))
-    )
-
-
-def remember_url(url: str | None) -> None:
-    """A URL's credentials: the password of `https://user:pass@host` and the values of secret-looking
-    query parameters (`?token=`, `?api_key=`, `?__sign=`), raw and decoded, so `redact` masks them
-    wherever the URL shows up (run.json's target, error texts that name the URL)."""
-    if not url:
-        return
-    parts = urlsplit(url)
-    if parts.password:
-        remember(parts.password)
-        remember(unquote_plus(parts.password))
-    for pair in parts.query.split("&"):
-        name, _, raw = pair.partition("=")
-        if raw and _secret_query_name(unquote_plus(name).lower()):
-            remember(raw)
-            remember(unquote_plus(raw))
-
-
-def remember(secret: str) -> None:
-    """Register a secret with this process: `redact` will mask it wherever it shows up."""
-    global _longest_first
-    if len(secret) >= MIN_SECRET_CHARS and secret not in _known:
-        _known.add(secret)
-        _longest_first = tuple(sorted(_known, key=len, reverse=True))
-
-
-def redact(text: str) -> str:
-    """`text` with every remembered secret replaced by `***` (longest first)."""
-    if not _longest_first or not text:
-        return text
-    for secret in _longest_first:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return text
 
 
 def parse_header(item: str) -> tuple[str, str]:

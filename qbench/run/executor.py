@@ -162,7 +162,7 @@ async def run_part(part: Part, control: PartControl) -> PartResult:
 
         gen = LoadGenerator(
             scenario.load, part.plan, routes, clock,
-            on_tick=tick, stop_when=control.stop_when, on_records=control.records,
+            on_tick=tick, stop_when=control.stop_when, on_records=control.records, mask=auth.mask,
         )
         start_at = await control.start_at()
         with _signals(gen, control.signals):

@@ -365,11 +365,11 @@ def auth_section(overrides: dict[str, Any]) -> Auth:
 
 def write_app_scenario(url: str, api: str | None, auth: dict[str, Any], folder: Path) -> Path:
     """For `qbench capacity` and `sweep` without a scenario file: the app's scenario, written into
-    `folder` as `scenario-<api>-<stamp>.yaml` (its example files beside it); returns the path."""
-    import datetime as dt
+    `folder` as `scenario-<api>-<stamp>.yaml` (its example files beside it; the stamp in UTC, as the
+    output folders', `qbench.run.files.stamp`); returns the path."""
+    from qbench.run.files import stamp
 
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = folder / f"scenario-{file_slug(api.lstrip('/') if api else 'app')}-{stamp}.yaml"
+    path = folder / f"scenario-{file_slug(api.lstrip('/') if api else 'app')}-{stamp()}.yaml"
     folder.mkdir(parents=True, exist_ok=True)
     result = init_scenario(url, api, auth=auth, strict=True, scenario_path=path)
     if result.draft.fill_in:

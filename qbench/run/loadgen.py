@@ -46,6 +46,7 @@ from qbench.run.waker import SpinWaker, Waker, make_waker
 TICK_S = 0.05
 GC_VALVE_OBJECTS = 20_000_000  # young tracked objects that force a collection despite the pause
 PUBLISH_EVERY = 5  # ticks
+ERROR_CHARS = 500  # of a record's error message
 RECENT = 200  # completions in the "recent" window of LiveStats
 LIVE_WINDOW = 5000  # live p50/p95 use the last this-many ok completions (the summary uses all, exactly)
 
@@ -84,9 +85,11 @@ class LoadGenerator:
         on_tick: Callable[[LiveStats], None] | None = None,
         stop_when: StopHook | None = None,
         on_records: Callable[[list[RequestRecord]], None] | None = None,
+        mask: Callable[[str], str] = str,
     ) -> None:
         self.load, self.plan, self.routes, self.clock = load, plan, routes, clock
         self.on_tick, self.stop_when, self.on_records = on_tick, stop_when, on_records
+        self.mask = mask  # the run's secrets out of error texts (Authenticator.mask)
         self.records: list[RequestRecord] = []
         journeys = routes.journey is not None
         self.stats = LiveStats(scheduled=len(plan) if isinstance(plan, OpenPlan) and not journeys else None)
@@ -361,6 +364,8 @@ class LoadGenerator:
         task.cancel()
 
     def _finish(self, record: RequestRecord) -> None:
+        if record.error_message:  # a server may echo a credential back
+            record.error_message = self.mask(record.error_message)[:ERROR_CHARS]
         if self._closed and record.sent_at_s is not None:
             record.intended_at_s = record.sent_at_s  # closed loop: the plan is "send now"
         if record.completed_at_s is None and record.sent_at_s is not None:

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qbench.errors import ScenarioError
-from qbench.run.runner import RunResult, load_scenario, run_dir_for, run_scenario
+from qbench.errors import QbenchError, ScenarioError
+from qbench.run.files import new_folder, remove_if_empty
+from qbench.run.runner import RunResult, load_scenario, run_scenario
 from qbench.run.scenario import Scenario
 
 NO_SCENARIO = "no scenario file: pass one, or --target URL (and --api NAME) to write it from the app"
@@ -77,8 +78,12 @@ def run_with_options(options: RunOptions) -> OptionsRun:
         scenario = load_scenario(options.scenario, overrides)
         result = run_scenario(scenario, target=options.target, out_dir=options.out, live=options.live)
         return OptionsRun(scenario, result)
-    out = options.out or run_dir_for(options.api.lstrip("/") if options.api else "app")
-    text, scenario = scenario_from_app(options.target, options.api, overrides, out / "scenario.yaml")
+    out = options.out or new_folder("run", options.api.lstrip("/") if options.api else "app")
+    try:
+        text, scenario = scenario_from_app(options.target, options.api, overrides, out / "scenario.yaml")
+    except QbenchError:
+        remove_if_empty(out)  # no scenario, no run: no empty folder left behind
+        raise
     result = run_scenario(scenario, target=options.target, out_dir=out, live=options.live)
     saved = result.run_dir / "scenario.yaml"
     saved.write_text(text.replace("THIS_FILE", str(saved)), encoding="utf-8")

@@ -1,6 +1,6 @@
 """run_scenario: scenario -> discovery -> schedule -> load generator -> records, run.json, summary.json.
 
-A run directory (`reports/<YYYYmmdd-HHMMSS>-<scenario-name>/`, see `run_dir_for`) holds:
+A run directory (`reports/run-<scenario-name>-<stamp>/`, see `qbench.run.files.new_folder`) holds:
 
     run.json         scenario, target, server snapshot (/config; /status at the start and, as
                      status_end, at the end), qbench version, host, wall-clock start, generator
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import os
 import platform
 import re
@@ -29,24 +28,22 @@ import aiohttp
 from qbench import __version__
 from qbench.errors import ScenarioError
 from qbench.run.control import read_status_async
-from qbench.run.credentials import redact
 from qbench.run.diagnose import Finding
 from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.executor import Executor, Job, LocalExecutor, in_loop
+from qbench.run.files import REPORTS, Writer, new_folder, remove_if_empty
 from qbench.run.loadgen import LiveStats
 from qbench.run.mix import endpoint_slos, journey_length, routing, with_trace_mix
 from qbench.run.outcome import RunOutcome
-from qbench.run.protocols.login import authenticator
+from qbench.run.protocols.login import authenticator, run_secrets
 from qbench.run.records import RequestRecord, write_parquet
 from qbench.run.run_console import LiveView
-from qbench.run.scenario import Scenario, file_slug, load_scenario, with_overrides
+from qbench.run.scenario import Scenario, load_scenario, with_overrides
 from qbench.run.schedule import OpenPlan, Plan
 from qbench.run.schedule import plan as make_plan
 from qbench.run.summary import GeneratorStats, Summary, summarize
 
-__all__ = ["RunResult", "load_scenario", "run_dir_for", "run_scenario"]
-
-REPORTS = Path("reports")
+__all__ = ["RunResult", "load_scenario", "run_scenario"]
 
 
 @dataclass
@@ -57,18 +54,6 @@ class RunResult:
     run_info: dict[str, Any]
     diagnosis: list[Finding] = field(default_factory=list)  # where the limit was (qbench.run.diagnose)
     outcome: RunOutcome = field(default_factory=RunOutcome)  # how it ended: stop, failed opening, SLO
-
-
-def run_dir_for(scenario_name: str, root: Path = REPORTS, when: dt.datetime | None = None) -> Path:
-    """`<root>/<YYYYmmdd-HHMMSS>-<name>` (local time), with -2, -3... if that already exists."""
-    stamp = (when or dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
-    slug = file_slug(scenario_name)
-    path = root / f"{stamp}-{slug}"
-    n = 2
-    while path.exists():
-        path = root / f"{stamp}-{slug}-{n}"
-        n += 1
-    return path
 
 
 def run_scenario(
@@ -82,7 +67,8 @@ def run_scenario(
 ) -> RunResult:
     """Run one scenario against `target` (default: the scenario's) and write the run directory.
 
-    `out_dir` is the run directory itself (default `run_dir_for(scenario.name)`); `overrides` are
+    `out_dir` is the run directory itself (default `new_folder("run", scenario.name)` under reports/;
+    an empty one is removed again if the run fails before writing into it); `overrides` are
     dotted keys ({"load.rate": 12}); `stop_when` is asked about every 250 ms and ends the run early
     when it returns a reason (unfinished requests are then closed as `deadline`). SLO violations do
     not raise here: see `result.outcome` (qbench.run.outcome.verdict turns it into the exit code).
@@ -97,26 +83,33 @@ def run_scenario(
         )
     if not re.match(r"https?://[^/\s]+", url):
         raise ScenarioError(f"target {url!r}: expected an http(s) URL such as http://127.0.0.1:7860")
-    run_dir = out_dir or run_dir_for(scenario.name)
     plan = check_schedule(scenario)
-    authenticator(scenario, url)  # an unset ${ENV} reference fails here; URL credentials remembered
+    writer = Writer(run_secrets(scenario, url))  # an unset ${ENV} reference fails here
+    run_dir = out_dir or new_folder("run", scenario.name, REPORTS)
+    fresh = not run_dir.exists() or not any(run_dir.iterdir())  # removed again if the run fails
     info = _run_info(scenario, url)
     with contextlib.ExitStack() as stack:
-        view = LiveView(scenario, url, enabled=live)
+        view = LiveView(scenario, writer.mask(url), enabled=live)
 
         async def announce(server: dict[str, Any], http: aiohttp.ClientSession, auth: dict[str, Any]) -> None:
             """Login and discovery succeeded (they fail before any request): run.json, then the live view."""
             info["server"], info["auth"] = server, auth
             server["status"] = await _status(scenario, url)
             run_dir.mkdir(parents=True, exist_ok=True)  # only once the target has answered
-            _write_json(run_dir / "run.json", info)
+            writer.json(run_dir / "run.json", info)
             stack.enter_context(view)
 
         job = Job(scenario, plan, url, run_dir, announce, view.update, stop_when)
-        execution = make_executor(scenario).execute(job)
+        try:
+            execution = make_executor(scenario).execute(job)
+        except BaseException as exc:
+            if fresh:
+                remove_if_empty(run_dir)  # the target never answered: nothing written
+            writer.mask_error(exc)  # printed by the CLI: no user:pass@ or ?token= value
+            raise
     info.update(execution.info)
     info["server"]["status_end"] = in_loop(_status(scenario, url))  # CPU/GPU use over the run
-    return _finish(scenario, run_dir, execution.records, execution.stats, info)
+    return _finish(scenario, run_dir, execution.records, execution.stats, info, writer)
 
 
 def make_executor(scenario: Scenario) -> Executor:
@@ -150,17 +143,21 @@ def _finish(
     records: list[RequestRecord],
     generator: GeneratorStats,
     info: dict[str, Any],
+    writer: Writer,
 ) -> RunResult:
     """Summary, records.parquet, final run.json and summary.json."""
     summary = summarize(records, scenario.slo, generator=generator, endpoint_slos=endpoint_slos(scenario),
                         journey_length=journey_length(scenario))
     info.update(generator=summary.generator.__dict__, records=len(records))
+    for record in records:  # a lost worker's records (a Ray error's text) passed no load generator
+        if record.error_message:
+            record.error_message = writer.mask(record.error_message)
     write_parquet(records, run_dir / "records.parquet")
-    _write_json(run_dir / "run.json", info)
+    writer.json(run_dir / "run.json", info)
     findings = diagnose_run(records, summary, info.get("server"))
     diagnosis = [f.to_dict() for f in findings]
     auth = info.get("auth")  # logins and re-logins (no secret)
-    _write_json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth})
+    writer.json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth})
     return RunResult(run_dir=run_dir, records=records, summary=summary, run_info=info, diagnosis=findings,
                      outcome=RunOutcome.of(info, summary))
 
@@ -185,12 +182,6 @@ async def _status(scenario: Scenario, target: str) -> Any:
     control plane (qbench.run.control) with the run's static headers and cookies."""
     credentials = authenticator(scenario, target).credentials
     return await read_status_async(target, headers=credentials.headers, cookies=credentials.cookies)
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(redact(json.dumps(data, indent=2, default=str)), encoding="utf-8")
-    tmp.replace(path)
 
 
 def _cpus() -> int | None:

@@ -43,7 +43,7 @@ from pydantic import (
 )
 
 from qbench.errors import ScenarioError
-from qbench.run.credentials import REVEAL, Auth, redact, redact_headers, remember_url
+from qbench.run.credentials import REVEAL, Auth, Secrets, redact_headers
 from qbench.run.payload_specs import BooleanSpec, ChatSpec, ChoiceSpec, ExampleSpec, FileSpec
 
 SHAPES = ("burst", "rate", "stages", "users", "trace", "replay")
@@ -413,8 +413,9 @@ def endpoint_label(protocol: str, endpoint: Endpoint) -> str:
     if protocol == "gradio":
         return endpoint.api_name or f"fn_index={endpoint.fn_index}"
     if protocol == "openai":
-        return redact(f"POST {endpoint.path or '/v1/chat/completions'}")
-    return redact(f"{endpoint.method} {endpoint.path}")
+        path = endpoint.path or "/v1/chat/completions"
+        return Secrets().with_url(path).redact(f"POST {path}")  # no ?key= value
+    return Secrets().with_url(endpoint.path).redact(f"{endpoint.method} {endpoint.path}")
 
 
 # ---------------------------------------------------------------- scenario
@@ -530,8 +531,9 @@ class Scenario(_Model):
 
 
 def file_slug(name: str, default: str = "run") -> str:
-    """A scenario name as one safe path segment (no separators, no `..`): run and sweep folder names."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or default
+    """A scenario name as one safe path segment (no separators, no `..`): output folders' names
+    (`qbench.run.files.new_folder`); `a/../../x` -> `a-x`."""
+    return re.sub(r"(?:[^A-Za-z0-9_.-]|\.\.+)+", "-", name).strip("-.") or default
 
 
 def read_scenario_mapping(path: Path) -> dict[str, Any]:
@@ -572,9 +574,6 @@ def parse_scenario(
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(format_errors(exc, source)) from None
-    remember_url(scenario.target)  # ?token=... and user:pass@ are masked in everything qbench writes
-    for _, endpoint, _ in scenario.endpoints():
-        remember_url(endpoint.path)
     return scenario
 
 

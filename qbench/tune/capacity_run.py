@@ -16,7 +16,7 @@ p95 rests on 100 requests and that a wait of 5 x the SLO's latency bound could b
 seconds (60); a fail steps down. Last, one run at 1.3 x the capacity (`qbench.tune.overload`) says
 whether throughput holds or falls as the queue grows (the max_size advice) and how true the server's ETA is.
 
-Layout of `reports/capacity-<name>-<stamp>/`:
+Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.files.new_folder`):
 
     capacity.json        {schema_version, kind "capacity", created_at, scenario {path, content}, target,
                           slo, max_error_rate, plan {tolerance, max_probes, step, min_rate, max_rate,
@@ -35,7 +35,6 @@ Layout of `reports/capacity-<name>-<stamp>/`:
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -44,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError
-from qbench.run.credentials import redact, remember_url
+from qbench.run.files import Writer, new_folder
+from qbench.run.protocols.login import run_secrets
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 from qbench.run.steady import Steadiness, probe_seconds, steadiness
@@ -291,6 +291,11 @@ class CapacityConfig:
     confirm_duration_s: float = DEFAULT_CONFIRM_S  # the sustained confirmation
     overload: bool = True  # one run at 1.3 x the capacity: throughput past it, max_size, ETA
 
+    @property
+    def writer(self) -> Writer:
+        """Writes capacity.json and masks what is printed: the scenario's and the target's credentials."""
+        return Writer(run_secrets(self.scenario, self.target))
+
 
 def capacity_config(
     scenario_path: Path,
@@ -322,7 +327,6 @@ def capacity_config(
     url = target or scenario.target
     if not url:
         raise ScenarioError(f"{scenario_path}: no target: pass --target URL (or set target: in the scenario)")
-    remember_url(url)  # masked in capacity.json and the probes' files
     for name, value in (("--duration", duration_s), ("--max-probes", max_probes),
                         ("--estimate-users", estimate_users), ("--max-duration", max_duration_s),
                         ("--confirm-duration", confirm_duration_s)):
@@ -336,7 +340,7 @@ def capacity_config(
         scenario_path=str(scenario_path),
         target=url,
         constraints=constraints,
-        out_dir=new_capacity_dir(out_root, scenario.name),
+        out_dir=new_folder("capacity", scenario.name, out_root),
         plan=SearchPlan(tolerance=tolerance, max_probes=max_probes, confirm=confirm),
         probe_duration_s=duration_s,
         warmup_s=warmup_s,
@@ -347,16 +351,6 @@ def capacity_config(
         confirm_duration_s=confirm_duration_s,
         overload=overload,
     )
-
-
-def new_capacity_dir(root: Path, scenario_name: str) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    path = root / f"capacity-{scenario_name}-{stamp}"
-    n = 1
-    while path.exists():
-        n += 1
-        path = root / f"capacity-{scenario_name}-{stamp}-{n}"
-    return path
 
 
 @dataclass
@@ -377,11 +371,11 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
     if first is None:
         estimate = prober.estimate(config.estimate_users)
         if estimate.completed_ok == 0:
-            raise QbenchError(
+            raise QbenchError(config.writer.mask(
                 f"{config.target}: the closed-loop estimate ({config.estimate_users} users, "
                 f"{config.probe_duration_s:g} s) completed no request ({', '.join(estimate.violations)}; "
                 f"see {config.out_dir / estimate.run_dir}): nothing to search"
-            )
+            ))
         first = estimate.rate_rps
     capacity = search_capacity(prober.rate, first, config.plan, estimate, refine=prober.refine,
                                confirm=prober.confirm)
@@ -393,7 +387,8 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
     length = prober.length.to_dict(capacity.capacity_rps or first)
     lines = describe(capacity, config.constraints, config.think_time_s, length["why"])
     config.out_dir.mkdir(parents=True, exist_ok=True)
-    _write_json(config.out_dir / "capacity.json", _capacity_json(config, capacity, users, lines, length))
+    answer = _capacity_json(config, capacity, users, lines, length)
+    config.writer.json(config.out_dir / "capacity.json", answer)  # names the target: masked
     return CapacityRun(config.out_dir, capacity, config.think_time_s, users, lines)
 
 
@@ -477,10 +472,6 @@ def _capacity_json(config: CapacityConfig, capacity: Capacity, users: float | No
     ).to_dict()
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(redact(json.dumps(data, indent=2, default=str)), encoding="utf-8")
-    tmp.replace(path)
 
 
 def parse_tolerance(text: str) -> float:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import shlex
 import sys
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -35,11 +34,11 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from qbench.errors import ScenarioError
-from qbench.run.credentials import remember, remember_url
+from qbench.run.files import Writer, new_folder
+from qbench.run.protocols.login import run_secrets
 from qbench.run.scenario import (
     Scenario,
     Slo,
-    file_slug,
     parse_scenario,
     read_scenario_mapping,
     resolve_paths,
@@ -144,6 +143,13 @@ class SweepConfig:
             return self
         return replace(self, scenario=with_overrides(self.scenario, overrides))
 
+    @property
+    def writer(self) -> Writer:
+        """Writes the sweep's files, masking the scenario's credentials, the target's and the launched
+        servers' own (their auth users' passwords and tokens)."""
+        secrets = run_secrets(self.scenario, self.target or "")
+        return Writer(secrets.with_values(*server_secrets(self.base_settings)))
+
     def describe(self) -> dict[str, Any]:
         """The sweep.json body (besides id and time)."""
         return {
@@ -206,10 +212,16 @@ def _server_settings(
             return None
     except SettingsError as exc:
         raise ScenarioError(str(exc)) from None
-    for secret in [*settings.auth.users.values(), *settings.auth.tokens]:
-        remember(secret)  # scrubbed from any text qbench writes
     # the launched servers need the real auth block; sweep.json shows it masked (masked_settings)
     return settings.model_dump(mode="json", exclude={"admin_token"}, context={"reveal_secrets": True})
+
+
+def server_secrets(settings: dict[str, Any] | None) -> list[str]:
+    """The passwords and tokens of a launched server's `auth` block."""
+    auth = (settings or {}).get("auth")
+    if not isinstance(auth, dict):
+        return []
+    return [str(v) for v in (auth.get("users") or {}).values()] + [str(t) for t in auth.get("tokens") or []]
 
 
 def masked_settings(settings: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -309,20 +321,8 @@ def _mode(options: SweepOptions, section: dict[str, Any], grid: Grid) -> Mode:
     return "live" if options.live else "relaunch"
 
 
-def new_sweep_dir(root: Path, scenario_name: str) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    slug = file_slug(scenario_name, default="scenario")
-    path = root / f"sweep-{slug}-{stamp}"
-    n = 1
-    while path.exists():
-        n += 1
-        path = root / f"sweep-{slug}-{stamp}-{n}"
-    return path
-
-
 def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepConfig:
     """Validate options + scenario into a SweepConfig (a new sweep dir unless one is given)."""
-    remember_url(options.target)  # ?token=... and user:pass@ are masked in sweep.json and every file
     path = Path(options.scenario)
     scenario, section = read_sweep_scenario(path)
     if options.overrides:
@@ -352,6 +352,8 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
     tolerance = options.capacity_tolerance or section.get("capacity_tolerance") or 0.1
     if not 0.001 <= float(tolerance) <= 1:
         raise ScenarioError(f"capacity tolerance {tolerance!r}: expected a relative width in [0.001, 1]")
+    launch = app_command(options) or options.launch or section.get("launch")
+    hook_events = driven_events(scenario, options.knob_scope)
     return SweepConfig(
         options=options,
         scenario=scenario,
@@ -361,12 +363,12 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
         capacity_tolerance=float(tolerance),
         capacity_duration_s=options.capacity_duration or section.get("capacity_duration"),
         mode=mode,
-        sweep_dir=sweep_dir or new_sweep_dir(Path(options.out_root), scenario.name),
+        sweep_dir=sweep_dir or new_folder("sweep", scenario.name, Path(options.out_root)),
         base_settings=settings,
         api_name=scenario.endpoint.api_name,
-        launch=app_command(options) or options.launch or section.get("launch"),
+        launch=launch,
         hook=mode == "launch" and scenario.protocol == "gradio",
-        hook_events=driven_events(scenario, options.knob_scope),
+        hook_events=hook_events,
         target=options.target,
         repeat=int(options.repeat or section.get("repeat") or 1),
         search=search,

@@ -12,7 +12,6 @@ OpenAI, a login-protected app) has nothing to poll: the wait is skipped and says
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import httpx
 
 from qbench.run import control
+from qbench.run.files import Writer
 
 SETTLE_FILE = "settle.json"
 
@@ -72,5 +72,5 @@ def settle(base_url: str, run_dir: Path, timeout_s: float = 60.0) -> Settled:
     """`wait_for_empty_queue`, noted in `run_dir/settle.json` when it had to wait or could not tell."""
     settled = wait_for_empty_queue(base_url, timeout_s)
     if settled.found_waiting or not settled.drained:
-        (run_dir / SETTLE_FILE).write_text(json.dumps(asdict(settled), indent=2) + "\n")
+        Writer().json(run_dir / SETTLE_FILE, asdict(settled))  # numbers and a note: nothing to mask
     return settled

@@ -60,7 +60,6 @@ import yaml
 
 from qbench.errors import QbenchError
 from qbench.run.control import read_gradio_version, read_status
-from qbench.run.credentials import redact
 from qbench.run.paired import pair_runs
 from qbench.run.records import read_records
 from qbench.run.summary import Summary
@@ -164,7 +163,7 @@ class _Servers:
                 )
             reconfigure(self.live, admin_body(self.settings_for(point)))
             shown = masked_settings(self.settings_for(point))  # auth as ***
-            (work_dir / "server.yaml").write_text(json.dumps(shown, indent=1))
+            self.config.writer.text(work_dir / "server.yaml", json.dumps(shown, indent=1))
             yield self.live
         elif mode == "launch":
             assert self.config.launch is not None
@@ -277,7 +276,7 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
         result.capacity_rps = capacity.capacity_rps
         result.capacity = {k: v for k, v in capacity.to_dict().items() if k != "probes"}
         result.capacity["probes"] = len(capacity.probes)
-    _write_json(
+    config.writer.json(
         point_dir / "point.json",
         {
             "point_id": point.point_id,
@@ -320,7 +319,7 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
     """Run (or resume) a sweep and write every file in the module docstring's layout."""
     config.sweep_dir.mkdir(parents=True, exist_ok=True)
     if not (config.sweep_dir / "sweep.json").exists():
-        _write_json(config.sweep_dir / "sweep.json", _sweep_json(config))
+        config.writer.json(config.sweep_dir / "sweep.json", _sweep_json(config))
     done = load_done_points(config.sweep_dir)
     servers = _Servers(config)
     results: list[PointResult] = []
@@ -531,12 +530,6 @@ def _coords_of(grid: Grid, result: PointResult) -> tuple[int, ...]:
 # ---------------------------------------------------------------- files
 
 
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(redact(json.dumps(data, indent=2, default=str)))  # a server log tail may echo a secret
-    tmp.replace(path)
-
-
 def _sweep_json(config: SweepConfig) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
@@ -576,7 +569,7 @@ def write_outputs(sweep_dir: Path, search: SearchResult, rec: Recommendation, co
     )
     out = rec.to_dict()
     out["search"] = {"mode": config.search, **search.to_dict()}
-    _write_json(sweep_dir / "recommendation.json", out)
+    config.writer.json(sweep_dir / "recommendation.json", out)  # a server log tail may echo a secret
 
 
 def _row(r: PointResult, knob_names: list[str], ranks: dict[str, Any]) -> dict[str, Any]:

@@ -88,6 +88,7 @@ def write_sweep(path: Path, n: int = 120, fail_point: bool = True) -> Path:
     import itertools
     from types import SimpleNamespace
 
+    from qbench.run.files import Writer
     from qbench.run.scenario import Slo
     from qbench.run.summary import summarize
     from qbench.tune.recommend import Constraints, PointResult, recommend
@@ -120,7 +121,8 @@ def write_sweep(path: Path, n: int = 120, fail_point: bool = True) -> Path:
             {"point_id": r.point_id, "knobs": r.knobs, "status": r.status, "reason": r.reason,
              "result": r.to_dict()}))
     rec = recommend(results, Constraints(slo=slo))
-    write_outputs(path, SearchResult(results, grid_size=len(results)), rec, SimpleNamespace(search="grid"))
+    config = SimpleNamespace(search="grid", writer=Writer())
+    write_outputs(path, SearchResult(results, grid_size=len(results)), rec, config)  # type: ignore[arg-type]
     (path / "sweep.json").write_text(json.dumps({
         "schema_version": 1, "sweep_id": path.name, "mode": "relaunch", "search": "grid",
         "grid": {"axes": GRID, "links": {}}, "slo": slo,

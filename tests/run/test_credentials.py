@@ -10,13 +10,11 @@ from qbench.errors import ScenarioError
 from qbench.run.credentials import (
     REVEAL,
     Auth,
+    Secrets,
     cli_overrides,
     is_secret_header,
     read_users,
-    redact,
     refusal_hint,
-    remember,
-    remember_url,
     resolve,
 )
 from qbench.run.scenario import load_scenario, parse_scenario, with_overrides
@@ -133,9 +131,12 @@ def test_users_file_resolves_against_the_scenario_folder(tmp_path: Path) -> None
     assert [second_of_two._account(k) for k in range(4)] == [1, 0, 2, 1]
 
 
-def test_redact_masks_remembered_secrets_in_text_and_data() -> None:
-    remember("s3cr3t-value-xyz")
-    assert redact("refused: token s3cr3t-value-xyz!") == "refused: token ***!"
+def test_secrets_mask_their_values_in_text() -> None:
+    secrets = Secrets().with_values("s3cr3t-value-xyz", "s3cr3t", "ab")
+    assert secrets.redact("refused: token s3cr3t-value-xyz!") == "refused: token ***!"  # longest first
+    assert secrets.redact("ab s3cr3t") == "ab ***"  # too short to scrub: kept
+    assert "s3cr3t" not in repr(secrets)
+    assert (secrets | Secrets().with_values("other")).redact("other s3cr3t") == "*** ***"
 
 
 @pytest.mark.parametrize(
@@ -148,11 +149,11 @@ def test_redact_masks_remembered_secrets_in_text_and_data() -> None:
     ],
 )
 def test_credentials_in_a_url_are_masked(url: str, masked: str) -> None:
-    remember_url(url)
+    secrets = Secrets().with_url(url)
     # the raw form and the decoded one (k%2F123 and k/123) are both masked; names and other values stay
-    assert redact(url).replace("&", " ") == masked
+    assert secrets.redact(url).replace("&", " ") == masked
     if "%2F" in url:
-        assert redact("key k/123 refused") == "key *** refused"
+        assert secrets.redact("key k/123 refused") == "key *** refused"
 
 
 def test_cli_overrides() -> None:

@@ -330,3 +330,30 @@ def test_a_token_in_the_url_query_is_masked_in_every_file(tmp_path: Path) -> Non
     assert refused and all(r.http_status == 404 and "api_key=***" in (r.error_message or "") for r in refused)
     assert secret_hits(tmp_path, [key]) == []
     assert "api_key=***" in (tmp_path / "ok" / "run.json").read_text()
+
+
+def test_a_session_token_echoed_by_the_server_is_masked_in_the_records(tmp_path: Path) -> None:
+    """The login's session cookie is no scenario value: the run's Authenticator learns it, and the load
+    generator masks it in every record's error text (no process-wide registry)."""
+    from qbench.run.records import read_records
+
+    session = f"sess-{uuid.uuid4().hex}"
+
+    async def login(request: web.Request) -> web.Response:
+        response = web.Response(text="ok")
+        response.set_cookie("access-token-unsecure", session)
+        return response
+
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(text=f"bad request, cookie was {request.headers.get('Cookie')}", status=500)
+
+    application = web.Application()
+    application.add_routes([web.post("/login", login), web.post("/echo", echo)])
+    with serve_aiohttp(application) as url:
+        spec = scenario(protocol="http", endpoint={"path": "/echo", "body": {"q": "$0"}},
+                        payload={"inputs": [{"text": {"words": [1, 2]}}]}, load={"burst": 3, "timeout": 5},
+                        auth={"login": {"username": "u", "password": "pw-echoed"}})
+        run_scenario(spec, target=url, out_dir=tmp_path / "run", live=False)
+    records = read_records(tmp_path / "run")
+    assert records and all("cookie was" in (r.error_message or "") for r in records)
+    assert secret_hits(tmp_path, [session]) == []

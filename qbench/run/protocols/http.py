@@ -26,12 +26,11 @@ import aiohttp
 import orjson
 
 from qbench.errors import TargetError
-from qbench.run.credentials import redact
 from qbench.run.payloads import FileValue
 from qbench.run.protocols.base import JOURNEY, Clock, fail, http_problem, status_kind
 from qbench.run.protocols.http1 import ERROR_BODY_LIMIT, Http1Error, Http1Pool
 from qbench.run.records import RequestRecord
-from qbench.run.scenario import Scenario
+from qbench.run.scenario import Scenario, endpoint_label
 
 
 class HttpProtocol:
@@ -44,7 +43,7 @@ class HttpProtocol:
         self.headers = {"Content-Type": "application/json", **ep.headers}
         self.http = http
         self.clock = clock
-        self.endpoint_label = redact(f"{ep.method} {ep.path}")  # every record has it: no ?token= value
+        self.endpoint_label = endpoint_label("http", ep)  # every record has it: no ?token= value
         self._cache: dict[int, bytes] = {}
         self.pool = lean_pool(self.url, scenario)
         if self.pool is not None:

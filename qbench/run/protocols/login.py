@@ -31,10 +31,8 @@ from qbench.errors import TargetError
 from qbench.run.credentials import (
     Account,
     Credentials,
+    Secrets,
     is_secret_header,
-    redact,
-    remember,
-    remember_url,
     resolve,
 )
 from qbench.run.scenario import Load, Scenario
@@ -44,15 +42,24 @@ SESSION_SLOT: ContextVar[int] = ContextVar("qbench_session_slot", default=0)
 LOGIN_CONCURRENCY = 8
 
 
+def run_secrets(scenario: Scenario, target: str) -> Secrets:
+    """The secrets of a run of `scenario` against `target`, as data for whatever writes or prints: its
+    credentials (env references read now: an unset one raises ScenarioError), secret-looking
+    `endpoint.headers` and the credentials in the target's and the endpoints' URLs."""
+    secrets = resolve(scenario.auth).secrets.with_url(target).with_url(scenario.target)
+    for _, endpoint, _ in scenario.endpoints():
+        secrets = secrets.with_url(endpoint.path).with_values(*(
+            value for name, value in endpoint.headers.items()
+            if is_secret_header(name, scenario.auth.secret_headers)
+        ))
+    return secrets
+
+
 def authenticator(scenario: Scenario, target: str) -> Authenticator:
-    """The run's Authenticator (env references read now: an unset one raises ScenarioError). Secret-looking
-    `endpoint.headers` (an API key given the older way) are scrubbed from error texts too."""
-    for _, endpoint, _ in scenario.endpoints():  # the one endpoint, or each of a mix or journey
-        for name, value in endpoint.headers.items():
-            if is_secret_header(name, scenario.auth.secret_headers):
-                remember(value)
-    remember_url(target)  # a --target's user:pass@ or ?token=... (the scenario's own: parse_scenario)
-    return Authenticator(resolve(scenario.auth), target, scenario.load.connect_timeout)
+    """The run's Authenticator (env references read now: an unset one raises ScenarioError), holding the
+    run's secrets (`run_secrets`) to mask the records' error texts with (`mask`)."""
+    credentials = resolve(scenario.auth)
+    return Authenticator(credentials, target, scenario.load.connect_timeout, run_secrets(scenario, target))
 
 
 def session_slots(load: Load) -> int:
@@ -63,8 +70,12 @@ def session_slots(load: Load) -> int:
 class Authenticator:
     """Logs in and adds credentials to every request of one aiohttp session (see the module docstring)."""
 
-    def __init__(self, credentials: Credentials, target: str, connect_timeout_s: float = 10.0) -> None:
+    def __init__(self, credentials: Credentials, target: str, connect_timeout_s: float = 10.0,
+                 secrets: Secrets | None = None) -> None:
         self.credentials = credentials
+        # what `mask` hides: the run's secrets (default: the credentials' and the target's), and the
+        # session tokens each login receives
+        self.secrets = secrets if secrets is not None else credentials.secrets.with_url(target)
         self.login_url = target.rstrip("/") + "/login"
         self.connect_timeout_s = connect_timeout_s
         # Per login (a session slot's with login.per: session, else an account's), set up by `start`:
@@ -132,11 +143,10 @@ class Authenticator:
                 status = resp.status
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             raise TargetError(
-                redact(f"{self.login_url}: cannot log in ({exc.__class__.__name__}: {exc})")
+                self.mask(f"{self.login_url}: cannot log in ({exc.__class__.__name__}: {exc})")
             ) from None
         self._judge(account, status, body, cookies)
-        for token in cookies.values():  # a session token echoed in an error body is masked too
-            remember(token)
+        self.secrets = self.secrets.with_values(*cookies.values())  # a session token echoed back: ***
         self.cookies[index] = cookies
         self.generation[index] += 1
         self.logins += 1
@@ -145,7 +155,7 @@ class Authenticator:
         if status in (301, 302, 303, 307):
             self.login_needed = False  # Gradio redirects /login when the app has no auth
             return
-        excerpt = redact(body.decode(errors="replace").strip().replace("\n", " ")[:200]) or "(empty body)"
+        excerpt = self.mask(body.decode(errors="replace").strip().replace("\n", " ")[:200]) or "(empty body)"
         if status in (400, 401, 403):
             raise TargetError(
                 f"{self.login_url}: the login as '{account.username}' was refused "
@@ -230,6 +240,10 @@ class Authenticator:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    def mask(self, text: str) -> str:
+        """`text` as a record or an error may show it: the run's secrets and its session tokens as ***."""
+        return self.secrets.redact(text)
 
     def info(self) -> dict[str, Any]:
         """What run.json shows: names and counts, never a value."""

@@ -22,11 +22,11 @@ import aiohttp
 import orjson
 
 from qbench.errors import TargetError
-from qbench.run.credentials import redact, refusal_hint
+from qbench.run.credentials import refusal_hint
 from qbench.run.protocols.base import JOURNEY, Clock, SessionState, fail
 from qbench.run.protocols.http import refuse
 from qbench.run.records import RequestRecord
-from qbench.run.scenario import Scenario
+from qbench.run.scenario import Scenario, endpoint_label
 
 CHAT_PATH = "/v1/chat/completions"
 REQUEST_ID_HEADER = "X-Request-Id"
@@ -52,7 +52,7 @@ class OpenAIProtocol:
         self.auth = scenario.auth
         self.http = http
         self.clock = clock
-        self.endpoint_label = redact(f"POST {path}")  # every record has it: no ?key= value
+        self.endpoint_label = endpoint_label("openai", ep)  # every record has it: no ?key= value
         self._cache: dict[int, bytes] = {}
 
     async def discover(self) -> dict[str, Any]:
