@@ -33,7 +33,6 @@ from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_cha
 from qbench.run.console import PHASE_LABELS, bottleneck_warnings, journey_line, token_line
 from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.summary import SloCheck, Stats, Summary
-from qbench.tune.confirm import confirmation_line
 
 MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in the HTML
 
@@ -358,8 +357,8 @@ def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:
     else:
         rows.append(("recommended", "no point met the constraints"))
     searched = data.recommendation.get("capacity")
-    held = confirmation_line(searched) if isinstance(searched, dict) else ""
-    if held:  # how the recommended capacity held a sustained run (files before it: nothing)
+    held = searched.get("held") if isinstance(searched, dict) else None
+    if isinstance(held, str) and held:  # how the capacity held a sustained run (files before it: none)
         rows.append(("capacity", held))
     return rows
 

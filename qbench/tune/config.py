@@ -160,6 +160,7 @@ class SweepConfig:
             "search": self.search,
             "objective": self.constraints.objective,
             "objective_why": self.objective_why,
+            "confirm_duration_s": self.confirm_duration_s,
             "repeat": self.repeat,
             "server": {
                 "settings": masked_settings(self.base_settings),  # auth passwords and tokens as ***

@@ -14,7 +14,9 @@ steps down and confirms again), run by `Prober.confirm` on the point's own serve
                         is a confirmed one (or the output says it is not)
 
 `confirm_duration_s` 0 turns it off; the answer then says it is unconfirmed. What was confirmed goes
-into recommendation.json's `capacity` (`confirm_duration_s`, `searched_rps`, `confirmation`).
+into recommendation.json's `capacity` (`confirm_duration_s`, `searched_rps`, `confirmation`, `held`); the
+ranking and sweep.parquet's `capacity_rps` carry a confirmed point's confirmed figure, its point.json
+keeps what its probes found. The runs are ordinary run folders under `confirm/<point-id>/`.
 """
 
 from __future__ import annotations
@@ -147,7 +149,8 @@ def capacity_record(capacity: Capacity | None, duration_s: float, searched_rps: 
                     confirmation: Confirmation | None = None) -> dict[str, Any]:
     """recommendation.json's `capacity`: Capacity.to_dict() with what confirmed it (additive keys:
     `confirm_duration_s` (0: not confirmed), `searched_rps` (the probes' answer before the
-    confirmation), `confirmation` (objective capacity: the points confirmed, in order))."""
+    confirmation), `confirmation` (objective capacity: the points confirmed, in order), `held` (how it
+    held, in words: `confirmation_line`))."""
     if capacity is None:
         return {}
     record = capacity.to_dict()
@@ -155,6 +158,7 @@ def capacity_record(capacity: Capacity | None, duration_s: float, searched_rps: 
     record["searched_rps"] = searched_rps if searched_rps is not None else _searched(capacity)
     if confirmation is not None:
         record["confirmation"] = confirmation.to_dict()
+    record["held"] = confirmation_line(record)
     return record
 
 
@@ -167,7 +171,7 @@ def _searched(capacity: Capacity) -> float | None:
 def confirmation_line(capacity: dict[str, Any]) -> str:
     """How the sweep's capacity held, in words (console and report): '' when there is none."""
     rate = capacity.get("capacity_rps")
-    if not capacity or rate is None:
+    if rate is None or "confirm_duration_s" not in capacity:  # none, or a file from before the confirmation
         return ""
     seconds = capacity.get("confirm_duration_s")
     probes = [Probe.from_dict(p) for p in capacity.get("probes", []) if isinstance(p, dict)]

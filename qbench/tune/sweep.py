@@ -366,7 +366,9 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
             rec.capacity = capacity_record(capacity, config.confirm_duration_s, confirmation=confirmation)
         elif rec.winner is not None and config.capacity_trials > 0:
             if observer:
-                observer.phase(f"capacity of {rec.winner.point_id}: bisection on the arrival rate")
+                seconds = config.confirm_duration_s
+                then = f", then {seconds:g} s to confirm" if seconds else ""
+                observer.phase(f"capacity of {rec.winner.point_id}: bisection on the arrival rate{then}")
             try:
                 capacity = _capacity(config, servers, rec.winner)
                 rec.capacity = capacity_record(capacity, config.confirm_duration_s)
