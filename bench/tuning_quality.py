@@ -135,6 +135,7 @@ def sweep(path: Path, out: Path, grid: list[str], search: str, quick: bool) -> K
         str(path), grid=grid, search=search, live=True, objective="capacity",
         duration=0.8 if quick else 3.0, capacity_trials=3 if quick else 5,
         capacity_duration=1.0 if quick else 3.0, capacity_tolerance=0.2 if quick else 0.1,
+        confirm_duration=0,  # every point's capacity from the same probes: the winner's is not confirmed
         out_root=str(out),
     )
     started = time.monotonic()

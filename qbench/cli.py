@@ -295,6 +295,10 @@ def sweep(
     capacity_duration: Annotated[
         float | None, typer.Option(help="Seconds per capacity probe (default: the point duration).")
     ] = None,
+    confirm_duration: Annotated[
+        float | None, typer.Option(help="Seconds of the sustained run that confirms the winner's capacity "
+                                   "(default 60; 0 = off: the capacity is then unconfirmed).")
+    ] = None,
     out: Annotated[Path, typer.Option(help="Folder for reports/<sweep-id>/.")] = Path("reports"),
     auth: AuthOpt = None,
     header: HeaderOpt = None,
@@ -334,7 +338,8 @@ def sweep(
                 target=target, duration=duration, max_memory_mb=max_memory_mb,
                 tolerated_wait_s=tolerated_wait_s, capacity_trials=capacity_trials, objective=objective,
                 capacity_tolerance=parse_tolerance(capacity_tolerance) if capacity_tolerance else None,
-                capacity_duration=capacity_duration, out_root=out, app=app_file, app_args=list(ctx.args),
+                capacity_duration=capacity_duration, confirm_duration=confirm_duration, out_root=out,
+                app=app_file, app_args=list(ctx.args),
                 python=python, knob_scope=knob_scope, overrides=parse_set_options(set_ or []),
             ))
         config = config.with_auth(credentials)  # never saved in sweep.json

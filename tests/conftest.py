@@ -27,3 +27,11 @@ def server_factory() -> Callable[..., AbstractContextManager[RunningServer]]:
         return serve_in_thread(settings if settings is not None else synthetic_settings(**fields))
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _sweeps_unconfirmed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep confirms its winner's capacity with a 60 s run by default: the suite's sweeps skip it
+    unless they ask for one (--confirm-duration, sweep.confirm_duration); tests/tune/test_confirm.py
+    tests it, and the default itself."""
+    monkeypatch.setattr("qbench.tune.config.DEFAULT_SWEEP_CONFIRM_S", 0.0)

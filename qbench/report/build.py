@@ -359,6 +359,9 @@ def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:
                                     f"p95 {_s(winner.p95_latency_s)}"))
     else:
         rows.append(("recommended", "no point met the constraints"))
+    held = rec.capacity.get("held") if rec is not None else None
+    if isinstance(held, str) and held:  # how the capacity held a sustained run (files before it: none)
+        rows.append(("capacity", held))
     return rows
 
 

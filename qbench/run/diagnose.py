@@ -14,11 +14,15 @@ From the records alone, over the measured window (warm-up excluded):
 
 Findings, most specific first (each a sentence a user can act on):
 
-    generator    the load generator lagged (its own send lag / loop lag / CPU; see run_console.py)
+    generator    the load generator lagged (its own send lag / loop lag / CPU; see run_console.py); and, in
+                 place of any finding about the server, when the run looked saturated while the
+                 generator's event loop or sends lagged by at least half the excess queue wait: the
+                 client saw its own lag as a queue (`GEN_LAG_SHARE`)
     usage        the server's CPU (all threads, and its event loop's thread) and GPU busy share over
                  the run, when it reports them (the reference server's /status at start and end)
-    server_cpu   saturated while the server's event loop kept a core >= 85% busy (and the GPU, if
-                 any, was mostly idle): request handling in one Python thread is the limit
+    server_cpu   saturated while the server's event loop kept a core busy, >= 50% of a core and >= 80%
+                 of the server's CPU (a shared host gives it no more than its share of a core; and the
+                 GPU, if any, was mostly idle): request handling in one Python thread is the limit
     idle_slots   requests waited while fewer slots ran than the server is configured for (its /status
                  reports them): another limit holds them (max_threads, a shared concurrency_id...)
     model_bound  saturated and service time grows with concurrency (growth >= 1.5): the model or the
@@ -44,7 +48,10 @@ from qbench.run.summary import Summary
 GROWTH_MODEL_BOUND = 1.5
 MIN_REQUESTS = 20
 MIN_GROUP = 20  # requests in each group compared for growth
-LOOP_BUSY = 0.85  # share of a core that counts as an event loop at its limit
+LOOP_BUSY = 0.5  # share of a core that counts as an event loop at its limit (on a shared host)...
+LOOP_SHARE = 0.8  # ... when it also did this share of the server's CPU (not a thread pool's work)
+GEN_LAG_SHARE = 0.5  # the generator's lag, as a share of the excess queue wait, that explains the wait
+GEN_LAG_MIN_S = 0.02  # below this the generator's lag explains no queue
 MIN_WAIT_S = 0.005  # an excess queue wait below this is the protocol's, not a queue
 MIN_RUNNING = 0.5  # fewer running on average while requests waited: they did not wait for the function
 
@@ -90,6 +97,13 @@ def diagnose(
     k = float(np.percentile(load.running[waited], 95)) if waited.any() else 0.0
     behind = steady is not None and not steady.steady
     saturated = behind or bool(excess > max(service, MIN_WAIT_S))
+    lag = generator_lag(summary)
+    if saturated and lag is not None and lag >= max(GEN_LAG_MIN_S, GEN_LAG_SHARE * excess):
+        return [*findings, Finding("generator", (
+            f"the load generator lagged (event loop or sends up to {_ms(lag)}, p99) about as long as the "
+            f"requests waited (later half: median queue wait {_ms(queue_wait)}): its timings show its own "
+            "lag, not the server's limit; split the load (--processes), lower the rate, or use a quieter "
+            "machine"))]
     if not saturated:
         share = f"{waited.mean():.0%}"
         return [*findings, Finding("headroom", (
@@ -102,8 +116,7 @@ def diagnose(
             f"requests waited{why} while hardly one ran at a time (median service {_ms(service)}): they "
             "waited in request handling (the event loop, HTTP, the load generator), not for the function; "
             "more concurrency will not help, less work per request or more server processes will"))]
-    if usage.loop_cores is not None and usage.loop_cores >= LOOP_BUSY and (usage.gpu_busy is None
-                                                                          or max(usage.gpu_busy) < 0.5):
+    if usage.loop_bound and (usage.gpu_busy is None or max(usage.gpu_busy) < 0.5):
         gpu = "" if usage.gpu_busy is None else f" while the GPU was busy only {max(usage.gpu_busy):.0%}"
         findings.append(Finding("server_cpu", (
             f"the server's event loop kept one core {usage.loop_cores:.0%} busy{gpu} as the queue grew: "
@@ -158,6 +171,20 @@ class Usage:
         if self.gpu_busy is not None:
             parts.append("GPU busy " + ", ".join(f"{b:.0%}" for b in self.gpu_busy))
         return ", ".join(parts) + " (means over the run)" if parts else ""
+
+    @property
+    def loop_bound(self) -> bool:
+        """The event loop's thread kept a core busy and did most of the server's CPU work."""
+        if self.loop_cores is None or self.loop_cores < LOOP_BUSY:
+            return False
+        return self.cores is None or self.loop_cores >= LOOP_SHARE * self.cores
+
+
+def generator_lag(summary: Summary) -> float | None:
+    """The generator's worst p99 lag: its event loop's oversleep or its sends' (None: not measured)."""
+    lags = [summary.generator.p99_loop_lag_s, summary.phase("send_lag_s").p99]
+    present = [float(v) for v in lags if v is not None]
+    return max(present) if present else None
 
 
 def server_usage(server: dict[str, Any] | None) -> Usage:

@@ -16,6 +16,7 @@
     capacity.py      capacity: the highest rate that is steady and meets the SLO (bracket and bisect)
     capacity_run.py  capacity probes against a live server; `qbench capacity` and its folder
     capacity_file.py capacity.json as data: what `qbench capacity` writes and `qbench report` reads
+    confirm.py       the sustained confirmation of a sweep's capacity (winner, re-ranked when it fails)
     overload.py      past the capacity: does throughput hold as the queue grows; the ETA's truth
     batch_model.py   a fitted batch-latency model and its predictions
     search_model.py  model search: fit a few points, measure only the best predicted ones

@@ -210,21 +210,32 @@ class _Search:
                 hi = mid
         return lo, hi
 
-    def sustain(self, lo: float, hi: float | None, confirm: Measure
-                ) -> tuple[float | None, float | None, bool]:
-        """Confirm `lo` with a sustained run; on a fail, step down and confirm again (module docstring)."""
-        rate: float | None = lo
-        for _ in range(self.plan.confirm_tries):
-            assert rate is not None
-            if self.probe(rate, confirm, "confirm"):
-                return rate, hi, True
-            failed = self.probes[-1]
-            hi, rate = rate, rate / (1 + self.plan.tolerance)
-            if failed.steady is False and failed.throughput_rps > 0:  # completions/s: what it sustained
-                rate = min(rate, failed.throughput_rps * (1 - self.plan.tolerance / 4))
-            if rate < self.plan.min_rate:
-                return None, hi, False
-        return rate, hi, False
+
+def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan) -> Capacity:
+    """Confirm `capacity.capacity_rps` with a sustained run (`confirm(rate)`); on a fail (SLO or steady
+    state) that rate becomes the failing rate and the answer steps down by the tolerance (or to just
+    under the completions/s the failed run measured, when lower), then is confirmed again, up to
+    `plan.confirm_tries` runs. The runs are appended to `capacity.probes` (kind "confirm"); the
+    answer, its failing rate and `confirmed` are updated in place. The one confirmation rule of
+    `qbench capacity` (`search_capacity`) and of sweeps (qbench.tune.confirm)."""
+    rate, hi = capacity.capacity_rps, capacity.failing_rate_rps
+    for _ in range(plan.confirm_tries):
+        if rate is None:
+            break
+        probe = confirm(rate)
+        probe.kind = "confirm"
+        probe.passed = probe.passed and not probe.stopped  # a runaway is over capacity
+        capacity.probes.append(probe)
+        if probe.passed:
+            capacity.capacity_rps, capacity.failing_rate_rps, capacity.confirmed = rate, hi, True
+            return capacity
+        hi, rate = rate, rate / (1 + plan.tolerance)
+        if probe.steady is False and probe.throughput_rps > 0:  # completions/s: what it sustained
+            rate = min(rate, probe.throughput_rps * (1 - plan.tolerance / 4))
+        if rate < plan.min_rate:
+            rate = None
+    capacity.capacity_rps, capacity.failing_rate_rps, capacity.confirmed = rate, hi, False
+    return capacity
 
 
 def search_capacity(measure: Measure, first_rate: float, plan: SearchPlan | None = None,
@@ -239,11 +250,10 @@ def search_capacity(measure: Measure, first_rate: float, plan: SearchPlan | None
     lo, hi = search.bracket(min(max(first_rate, plan.min_rate), plan.max_rate))
     if lo is not None and hi is not None:
         lo, hi = search.bisect(lo, hi)
-    converged = _converged(lo, hi, plan)
-    confirmed = False
+    capacity = Capacity(lo, hi, plan.tolerance, _converged(lo, hi, plan), False, search.probes)
     if plan.confirm and lo is not None:
-        lo, hi, confirmed = search.sustain(lo, hi, confirm or measure)
-    return Capacity(lo, hi, plan.tolerance, converged, confirmed, search.probes)
+        sustain(capacity, confirm or measure, plan)
+    return capacity
 
 
 def _converged(lo: float | None, hi: float | None, plan: SearchPlan) -> bool:

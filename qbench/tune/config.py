@@ -17,6 +17,7 @@
       capacity_trials: 5               # open-loop probes per capacity search
       capacity_tolerance: 0.1          # stop a capacity search when failing / passing <= 1.1
       capacity_duration: 2             # seconds per capacity probe (default: the point duration)
+      confirm_duration: 60             # the sustained run confirming the winner's capacity (0 = off)
 
 `SweepOptions` are the raw, JSON-able inputs; they are saved in sweep.json so that `--resume DIR` rebuilds
 exactly the same `SweepConfig`.
@@ -66,8 +67,10 @@ SWEEP_KEYS = {
     "capacity_trials",
     "capacity_tolerance",
     "capacity_duration",
+    "confirm_duration",
     "objective",
 }
+DEFAULT_SWEEP_CONFIRM_S = 60.0  # the winner's capacity is confirmed by a run this long (qbench capacity's)
 LOAD_SHAPE_KNOBS = frozenset({"rate", "users", "load.rate", "load.users", "load.burst", "load.stages"})
 
 
@@ -94,6 +97,7 @@ class SweepOptions:
     capacity_trials: int | None = None
     capacity_tolerance: float | None = None
     capacity_duration: float | None = None
+    confirm_duration: float | None = None  # None: sweep.confirm_duration, else DEFAULT_SWEEP_CONFIRM_S
     objective: str | None = None
     ready_timeout_s: float = 60.0
     out_root: str = "reports"
@@ -126,6 +130,7 @@ class SweepConfig:
     capacity_trials: int = 5
     capacity_tolerance: float = 0.1
     capacity_duration_s: float | None = None  # seconds per capacity probe (default: the point duration)
+    confirm_duration_s: float = DEFAULT_SWEEP_CONFIRM_S  # sustained run confirming the winner (0: off)
     objective_why: str = ""  # why constraints.objective ranks the points (choose_objective)
     ready_timeout_s: float = 60.0
     # the Gradio release of the server (reference server: its `gradio` setting; launch and target modes:
@@ -161,6 +166,7 @@ class SweepConfig:
             "search": self.search,
             "objective": self.constraints.objective,
             "objective_why": self.objective_why,
+            "confirm_duration_s": self.confirm_duration_s,
             "repeat": self.repeat,
             "server": {
                 "settings": masked_settings(self.base_settings),  # auth passwords and tokens as ***
@@ -362,6 +368,7 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
         objective_why=why,
         capacity_tolerance=float(tolerance),
         capacity_duration_s=options.capacity_duration or section.get("capacity_duration"),
+        confirm_duration_s=confirm_duration(options, section),
         mode=mode,
         sweep_dir=sweep_dir or new_folder("sweep", scenario.name, Path(options.out_root)),
         base_settings=settings,
@@ -378,6 +385,21 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
         ready_timeout_s=options.ready_timeout_s,
         gradio_major=major,
     )
+
+
+def confirm_duration(options: SweepOptions, section: dict[str, Any]) -> float:
+    """Seconds of the sustained run confirming the winner's capacity: --confirm-duration, else
+    sweep.confirm_duration, else DEFAULT_SWEEP_CONFIRM_S; 0 turns it off."""
+    value = options.confirm_duration
+    if value is None:
+        value = section.get("confirm_duration", DEFAULT_SWEEP_CONFIRM_S)
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not seconds >= 0:
+        raise ScenarioError(f"confirm duration {value!r}: expected seconds >= 0 (0 = no confirmation)")
+    return seconds
 
 
 def app_command(options: SweepOptions) -> str | None:

@@ -3,7 +3,9 @@
     scenario.yaml (+ sweep: section) + CLI options -> SweepConfig -> Grid
       -> points (grid, smart, model or simulator search)
       -> per point: server (relaunch | live | launch | target) -> run_scenario -> PointResult -> point.json
-      -> recommend() -> capacity of the winner (bisection on rate) -> sweep.parquet, recommendation.json
+      -> recommend() -> capacity of the winner (bisection on rate), confirmed by a sustained run
+         (objective capacity: rank, confirm the winner, rank again; qbench.tune.confirm)
+      -> sweep.parquet, recommendation.json
 
 Server modes (`mode`):
     relaunch  default: `python -m reference_server --config <generated yaml> --port <free>` per point
@@ -33,7 +35,10 @@ Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
     recommendation.json     Recommendation.to_dict() (winner, why, ranked with reasons, gradio_code,
                             max_size_advice, capacity, notes) + search {mode, trials, grid_size, saved, path;
                             model and sim search: model, predicted_vs_measured, fallback}
-    capacity/rate-<r>/      run directories of the capacity bisection probes
+    capacity/rate-<r>/      run directories of the capacity bisection probes (objective latency: the
+                            winner's), and its sustained confirmation (<nn>-confirm-<r>/)
+    confirm/<point-id>/     objective capacity: the sustained confirmation(s) of the winner's capacity
+                            (qbench.tune.confirm); recommendation.json's capacity says how it held
 
 Every point's knobs are checked before it may be ranked (qbench.tune.knobcheck): a point whose knobs
 did not take effect is `knobs_not_applied`, with the evidence, and never ranked.
@@ -65,9 +70,16 @@ from qbench.run.records import read_records
 from qbench.run.summary import Summary
 from qbench.tune.app_process import launch_command
 from qbench.tune.apphook import HookRecord, app_change, read_hook_record
-from qbench.tune.capacity import Capacity, SearchPlan, search_capacity
-from qbench.tune.capacity_run import Prober
+from qbench.tune.capacity import Capacity, search_capacity
 from qbench.tune.config import SweepConfig, masked_settings, swept_server_knobs
+from qbench.tune.confirm import (
+    Confirmation,
+    capacity_record,
+    confirm_capacity,
+    rank_confirmed,
+    sweep_plan,
+    sweep_prober,
+)
 from qbench.tune.grid import Grid, Point
 from qbench.tune.knobcheck import (
     AppKnobError,
@@ -77,7 +89,7 @@ from qbench.tune.knobcheck import (
     check_point,
     expected_settings,
 )
-from qbench.tune.point import RunawayDetector, point_overrides, point_result, run_point
+from qbench.tune.point import RunawayDetector, point_result, run_point
 from qbench.tune.recommend import (
     Advice,
     PointResult,
@@ -340,11 +352,18 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
     try:
         defaults = effective_knobs(config.base_settings, config.api_name) if config.base_settings else {}
         search = _search(config, evaluate, defaults)
-        ranking = rank(search.results, config.constraints)
-        capacity, capacity_notes = _winner_capacity(config, servers, ranking.winner, observer)
+        ranking, confirmation = rank(search.results, config.constraints), None
+        if config.constraints.objective == "capacity" and config.confirm_duration_s > 0:
+            ranking, confirmation = rank_confirmed(
+                search.results, lambda points: rank(points, config.constraints),
+                lambda point: _confirm_point(config, servers, point, observer), config.confirm_duration_s)
+        capacity, capacity_notes = _winner_capacity(config, servers, ranking.winner, observer, confirmation)
     finally:
         servers.close()
-    advice = _advice(config, defaults, servers.gradio_major, ranking, capacity, capacity_notes)
+    record: dict[str, Any] = {}
+    if ranking.winner is not None and (capacity is not None or config.constraints.objective == "capacity"):
+        record = capacity_record(capacity, config.confirm_duration_s, confirmation=confirmation)
+    advice = _advice(config, defaults, servers.gradio_major, ranking, record, capacity_notes)
     rec = recommend(search.results, config.constraints, advice)
     write_outputs(config.sweep_dir, search, rec, config)
     return SweepResult(config.sweep_dir, search.results, rec, search, capacity)
@@ -365,17 +384,22 @@ def _search(config: SweepConfig, evaluate: Callable[[Point], PointResult], defau
 
 
 def _winner_capacity(config: SweepConfig, servers: _Servers, winner: PointResult | None,
-                     observer: SweepObserver | None) -> tuple[Capacity | None, list[str]]:
-    """The winner's capacity: saved in its point.json (objective capacity), else measured now when
-    capacity_trials > 0 (a failure becomes a note: the measured points and their ranking still count)."""
+                     observer: SweepObserver | None, confirmation: Confirmation | None
+                     ) -> tuple[Capacity | None, list[str]]:
+    """The winner's capacity: confirmed or saved in its point.json (objective capacity), else measured
+    now, with its sustained confirmation, when capacity_trials > 0 (a failure becomes a note: the
+    measured points and their ranking still count)."""
     if winner is None:
         return None, []
     if config.constraints.objective == "capacity":
-        return _saved_capacity(config.sweep_dir, winner), []
+        confirmed = confirmation.capacities.get(winner.point_id) if confirmation else None
+        return confirmed or _saved_capacity(config.sweep_dir, winner), []
     if config.capacity_trials <= 0:
         return None, []
     if observer:
-        observer.phase(f"capacity of {winner.point_id}: bisection on the arrival rate")
+        seconds = config.confirm_duration_s
+        then = f", then {seconds:g} s to confirm" if seconds else ""
+        observer.phase(f"capacity of {winner.point_id}: bisection on the arrival rate{then}")
     try:
         return _capacity(config, servers, winner), []
     except QbenchError as exc:
@@ -385,7 +409,7 @@ def _winner_capacity(config: SweepConfig, servers: _Servers, winner: PointResult
 
 
 def _advice(config: SweepConfig, defaults: dict[str, Any], major: int | None, ranking: Ranking,
-            capacity: Capacity | None, capacity_notes: list[str]) -> Advice:
+            capacity: dict[str, Any], capacity_notes: list[str]) -> Advice:
     """What the recommendation says beside the ranking: code inputs, the winner's capacity and notes."""
     winner, gradio = ranking.winner, config.scenario.protocol == "gradio"
     code, label = "", ""
@@ -397,7 +421,7 @@ def _advice(config: SweepConfig, defaults: dict[str, Any], major: int | None, ra
     return Advice(
         defaults=defaults, gradio_major=major, objective_why=config.objective_why, gradio=gradio,
         server_code=code, server_code_label=label, app_change=_app_change(config, winner),
-        capacity=capacity.to_dict() if capacity is not None else {}, notes=notes + capacity_notes,
+        capacity=capacity, notes=notes + capacity_notes,
     )
 
 
@@ -444,37 +468,47 @@ def _sim_search(config: SweepConfig, evaluate: Callable[[Point], PointResult], d
 
 
 def _capacity(config: SweepConfig, servers: _Servers, winner: PointResult) -> Capacity:
-    """The winner's capacity (latency objective), on a server of its own, from its throughput."""
+    """The winner's capacity (latency objective), on a server of its own, from its throughput, confirmed
+    by a sustained run (qbench.tune.confirm)."""
     point = config.grid.point_at(_coords_of(config.grid, winner))
     work = config.sweep_dir / "capacity"
     with servers.for_point(point, work) as handle:
-        return point_capacity(config, handle.base_url, point, work, first_rate=winner.throughput_rps or 1.0)
+        return point_capacity(config, handle.base_url, point, work, first_rate=winner.throughput_rps or 1.0,
+                              confirm=True)
 
 
-SWEEP_REFINE_FACTOR = 3  # a sweep's bisection probes: up to 3x capacity_duration (qbench capacity: 30 s)
+def _confirm_point(config: SweepConfig, servers: _Servers, result: PointResult,
+                   observer: SweepObserver | None) -> Capacity | None:
+    """Objective capacity: a point's saved capacity confirmed by a sustained run on its own server."""
+    saved = _saved_capacity(config.sweep_dir, result)
+    if saved is None or saved.capacity_rps is None:
+        return saved
+    if observer:
+        observer.phase(f"confirming {result.point_id}: {config.confirm_duration_s:g} s at "
+                       f"{saved.capacity_rps:.3g} req/s")
+    point = config.grid.point_at(_coords_of(config.grid, result))
+    work = config.sweep_dir / "confirm" / result.point_id
+    with servers.for_point(point, work) as handle:
+        return confirm_capacity(config, handle.base_url, point, work, saved)
 
 
 def point_capacity(
-    config: SweepConfig, base_url: str, point: Point, work: Path, first_rate: float | None = None
+    config: SweepConfig, base_url: str, point: Point, work: Path, first_rate: float | None = None,
+    confirm: bool = False,
 ) -> Capacity:
     """Capacity of one point on its (warm) server: `capacity_trials` open-loop probes, judged like
     `qbench capacity`'s (SLO and steady state), of `capacity_duration_s` while bracketing and up to
-    SWEEP_REFINE_FACTOR times that while bisecting, to `capacity_tolerance`. Without `first_rate`, a
+    SWEEP_REFINE_FACTOR times that while bisecting, to `capacity_tolerance` (qbench.tune.confirm:
+    `sweep_prober`); with `confirm`, then the sustained confirmation. Without `first_rate`, a
     closed-loop estimate with twice the point's work slots in users (concurrency_limit x
     max_batch_size; 32 when unknown) gives the first guess."""
-    duration = config.capacity_duration_s or config.point_duration_s or config.scenario.load.duration
-    prober = Prober(
-        config.scenario, base_url, config.constraints, work, config.sweep_dir,
-        base_overrides=point_overrides(config, point), duration_s=duration or 5.0,
-        stop_runaway=config.stop_runaway, tolerance=config.capacity_tolerance,
-        max_duration_s=SWEEP_REFINE_FACTOR * (duration or 5.0),
-    )
-    plan = SearchPlan(tolerance=config.capacity_tolerance, max_probes=config.capacity_trials)
+    prober = sweep_prober(config, base_url, point, work)
     estimate = None
     if first_rate is None:
         estimate = prober.estimate(_estimate_users(config, point))
         first_rate = estimate.rate_rps or 1.0
-    return search_capacity(prober.rate, first_rate, plan, estimate, refine=prober.refine)
+    return search_capacity(prober.rate, first_rate, sweep_plan(config, confirm), estimate,
+                           refine=prober.refine, confirm=prober.confirm)
 
 
 def _estimate_users(config: SweepConfig, point: Point) -> int:

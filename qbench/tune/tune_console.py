@@ -15,6 +15,7 @@ from rich.table import Table
 from qbench.tune.capacity import Capacity, Probe
 from qbench.tune.capacity_run import CapacityConfig, CapacityRun
 from qbench.tune.config import SweepConfig
+from qbench.tune.confirm import confirmation_line
 from qbench.tune.grid import Point
 from qbench.tune.recommend import PointResult
 from qbench.tune.search import SearchResult
@@ -176,6 +177,9 @@ def render_sweep(result: SweepResult, console: Console) -> None:
         console.print(Panel(code, title=release))
     console.print(f"max_size: {rec.max_size_advice.get('why', '')}")
     console.print(_capacity_line(rec.capacity))
+    held = confirmation_line(rec.capacity)
+    if held:
+        console.print(f"[{'green' if rec.capacity.get('confirmed') else 'yellow'}]{held}[/]")
     console.print(f"files: {result.sweep_dir}")
 
 

@@ -1,7 +1,9 @@
 """Synthetic workloads: cheap, deterministic stand-ins for a model with a known cost.
 
     kind    inputs -> outputs   runs                     cost model
-    echo    text|number -> same  event loop                none (queue overhead only)
+    echo    text|number -> same  event loop                none (queue overhead only); `busy_ms`: that much
+                                                           CPU work per call ON the event loop (an `async def`
+                                                           doing CPU work: request handling stalls meanwhile)
     sleep   text -> text         event loop (sync: thread) base_ms + per_item_ms * batch_size, with jitter
     cpu     text -> text         thread pool               `repeats` torch matmuls of n x n (real CPU)
     stream  text -> text         event loop (sync: thread) `chunks` outputs, one every interval_ms (generator)
@@ -53,6 +55,7 @@ def _parse(model: type[_Params], kind: str, params: dict[str, Any]) -> Any:
 # ---------------------------------------------------------------- echo
 class EchoParams(_Params):
     type: Literal["text", "number"] = "text"
+    busy_ms: float = Field(default=0.0, ge=0)  # CPU spun on the event loop per call (per batch)
 
 
 @dataclass
@@ -61,19 +64,32 @@ class Echo(Workload):
 
     kind = "echo"
     is_async: bool = True
+    busy_s: float = 0.0
+
+    def _spin(self) -> None:
+        """Burn `busy_s` of CPU in this thread (the event loop's): nothing else runs there meanwhile."""
+        if self.busy_s:
+            end = time.thread_time() + self.busy_s
+            while time.thread_time() < end:
+                pass
 
     async def arun(self, inputs: list[Any]) -> list[Any]:
+        self._spin()
         return [inputs[0]]
 
     async def arun_batch(self, columns: list[list[Any]]) -> list[list[Any]]:
+        self._spin()
         return [list(columns[0])]
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "busy_ms": self.busy_s * 1000}
 
 
 @register("echo")
 def _echo(params: dict[str, Any]) -> Workload:
     p = _parse(EchoParams, "echo", params)
     comp = Component(p.type, p.type, "hello" if p.type == "text" else 3)
-    return Echo(inputs=[comp], outputs=[Component(p.type, "output")])
+    return Echo(inputs=[comp], outputs=[Component(p.type, "output")], busy_s=p.busy_ms / 1000)
 
 
 # ---------------------------------------------------------------- sleep
