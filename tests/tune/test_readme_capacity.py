@@ -66,7 +66,7 @@ def test_the_readme_objective_commands_run(tmp_path: Path, monkeypatch: pytest.M
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     one_point = ["--grid", "concurrency_limit=1", "--grid", "max_batch_size=8"]
     for args in (default, asked):
-        output = run(args + one_point + REDUCED["sweep"])
+        output = " ".join(run(args + one_point + REDUCED["sweep"]).split())  # rich wraps long paths
         assert "objective capacity" in output and "highest capacity" in output
     for sweep_dir in (tmp_path / "reports").glob("sweep-*"):
         rec = json.loads((sweep_dir / "recommendation.json").read_text())
