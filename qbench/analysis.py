@@ -34,6 +34,7 @@ from qbench.errors import QbenchError
 from qbench.report.rundir import is_sweep_dir, read_run
 from qbench.report.sweep_charts import read_sweep
 from qbench.run.records import RequestRecord, records_table
+from qbench.run.run_info import RunInfo
 from qbench.run.summary import Summary
 from qbench.tune.recommend import Recommendation
 
@@ -58,7 +59,7 @@ class RunData:
     records: pd.DataFrame  # one row per scheduled request
     summary: Summary  # recomputed from the records (warm-up excluded), as `qbench report` does
     scenario: dict[str, Any]  # the scenario as run (run.json)
-    info: dict[str, Any]  # run.json: target, server snapshot, host, generator stats ({} if missing)
+    info: RunInfo  # run.json: target, server snapshot, host, generator stats (defaults if missing)
     notes: list[str] = field(default_factory=list)  # what was missing or odd on disk
 
     def measured(self, warmup: bool = False) -> pd.DataFrame:

@@ -52,7 +52,7 @@ def test_a_real_run_loads_with_every_column_and_the_summary_it_printed(
     assert df["warmup"].any() and not df["warmup"].all()
     assert np.allclose(df["latency_s"], df["completed_at_s"] - df["intended_at_s"])
     assert run.summary.phase("latency_s").p95 == pytest.approx(result.summary.phase("latency_s").p95)
-    assert run.scenario["name"] == "analysis" and run.info["target"] == server.url
+    assert run.scenario["name"] == "analysis" and run.info.target == server.url
     windows = run.percentiles("latency_s", window_s=0.5)
     assert windows["count"].sum() == (~df["warmup"]).sum()
     assert (windows["p50"] <= windows["p99"]).all()

@@ -32,6 +32,7 @@ from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
 from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.run_console import PHASE_LABELS, bottleneck_warnings, journey_line, token_line
+from qbench.run.run_info import RunInfo
 from qbench.run.summary import SloCheck, Stats, Summary
 from qbench.tune.recommend import Recommendation
 
@@ -143,7 +144,7 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         errors=error_rows(run),
         slo=[slo_row(c) for c in s.checks()],
         warnings=bottleneck_warnings(s),
-        diagnosis=[f"{f.kind}: {f.message}" for f in diagnose_run(run.records, s, run.info.get("server"))],
+        diagnosis=[f"{f.kind}: {f.message}" for f in diagnose_run(run.records, s, run.info.server or None)],
         notes=run.notes,
         details=run_details(run.info),
     )
@@ -161,8 +162,8 @@ def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
     total = s.phase("latency_s")
     warmup = sum(1 for r in run.records if r.warmup)
     rows = [
-        ("target", str(run.info.get("target", "unknown"))),
-        ("started", str(run.info.get("started_at", "unknown"))),
+        ("target", run.info.target or "unknown"),
+        ("started", run.info.started_at or "unknown"),
         ("requests", f"{s.requests} measured ({s.sent} sent, {s.not_sent} not sent); "
                      f"{warmup} warm-up excluded"),
         ("ok / errors", f"{s.completed_ok} / {s.errors} (error rate {s.error_rate:.2%})"),
@@ -180,10 +181,10 @@ def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
     if s.checks():
         failed = ", ".join(c.name for c in s.failed_checks())
         rows.append(("SLO", "passed" if s.slo_passed else f"FAILED: {failed}"))
-    if run.info.get("stop_reason"):
-        rows.append(("stopped", f"{run.info.get('stop_kind', '')}: {run.info['stop_reason']}"))
-    auth = run.info.get("auth") or {}
-    if auth.get("login"):
+    if run.info.stop_reason:
+        rows.append(("stopped", f"{run.info.stop_kind or ''}: {run.info.stop_reason}"))
+    auth = run.info.auth
+    if run.info.logged_in:
         rows.append(("login", f"{auth.get('accounts')} account(s): {auth.get('logins')} login(s), "
                               f"{auth.get('relogins')} re-login(s) after a 401"))
     return rows
@@ -239,22 +240,18 @@ def error_rows(run: LoadedRun) -> list[list[str]]:
             for kind, n in sorted(s.errors_by_kind.items(), key=lambda kv: -kv[1])]
 
 
-def run_details(info: dict[str, Any]) -> list[tuple[str, str]]:
+def run_details(info: RunInfo) -> list[tuple[str, str]]:
     """Scenario, target, server config and environment, as readable JSON blocks."""
-    server = info.get("server") if isinstance(info.get("server"), dict) else {}
-    assert isinstance(server, dict)
-    keys = ("generator", "stop_kind", "stop_reason", "max_in_flight", "planned_requests", "payload", "clock",
-            "lost_workers")  # clock, lost_workers: a Ray run (qbench.run.ray_executor)
-    generator = {k: info.get(k) for k in keys if k in info}
+    server = info.server
     blocks = [
-        ("Scenario", info.get("scenario")),
-        ("Target", {"target": info.get("target"), "endpoint": server.get("endpoint_info"),
-                    "fn_index": server.get("fn_index"), "auth": info.get("auth")}),
+        ("Scenario", info.scenario),
+        ("Target", {"target": info.target, "endpoint": server.get("endpoint_info"),
+                    "fn_index": server.get("fn_index"), "auth": info.auth}),
         ("Server status (/status)", server.get("status")),
         ("Server config (/config)", server.get("config")),
-        ("Environment", {"qbench_version": info.get("qbench_version"), "started_at": info.get("started_at"),
-                         "host": info.get("host")}),
-        ("Load generator", generator),
+        ("Environment", {"qbench_version": info.qbench_version, "started_at": info.started_at,
+                         "host": info.host}),
+        ("Load generator", info.load_generator()),
     ]
     return [(title, _json(value)) for title, value in blocks if _present(value)]
 

@@ -2,8 +2,9 @@
 
 A run directory holds `records.parquet` (or `records.jsonl` when the run died), `run.json` and
 `summary.json` (see `qbench.run.runner`). Figures are always recomputed from the records with
-`qbench.run.summary.summarize`; `run.json` supplies only what records cannot: the scenario (and its SLO),
-the target, the server snapshot, the host and the generator's own statistics.
+`qbench.run.summary.summarize`; `run.json`, read as `qbench.run.run_info.RunInfo`, supplies only what
+records cannot: the scenario (and its SLO), the target, the server snapshot, the host and the
+generator's own statistics.
 A sweep directory holds `sweep.json`, `points/<id>/` run directories and `recommendation.json`
 (see `qbench.tune.sweep`).
 """
@@ -20,8 +21,9 @@ from pydantic import ValidationError
 from qbench.errors import QbenchError
 from qbench.run.mix import endpoint_slos
 from qbench.run.records import RecordsFormatError, RequestRecord, read_records
+from qbench.run.run_info import RunInfo
 from qbench.run.scenario import Scenario, Slo
-from qbench.run.summary import GeneratorStats, Summary, summarize
+from qbench.run.summary import Summary, summarize
 
 
 @dataclass
@@ -30,14 +32,13 @@ class LoadedRun:
 
     path: Path
     records: list[RequestRecord]
-    info: dict[str, Any]  # run.json ({} when missing)
+    info: RunInfo  # run.json (every field at its default when missing)
     summary: Summary
     notes: list[str] = field(default_factory=list)  # what was missing or odd, for the report
 
     @property
     def scenario(self) -> dict[str, Any]:
-        scenario = self.info.get("scenario")
-        return scenario if isinstance(scenario, dict) else {}
+        return self.info.scenario
 
 
 def read_json(path: Path, notes: list[str]) -> dict[str, Any]:
@@ -75,17 +76,16 @@ def read_run(path: Path) -> LoadedRun:
     notes: list[str] = []
     if not (path / "records.parquet").exists():
         notes.append("records.parquet is missing (the run did not finish): read records.jsonl")
-    info = read_json(path / "run.json", notes)
+    info = RunInfo.from_dict(read_json(path / "run.json", notes))
     slo = scenario_slo(info, notes)
-    summary = summarize(records, slo, generator=_generator(info), endpoint_slos=mix_slos(info, notes),
+    summary = summarize(records, slo, generator=info.generator, endpoint_slos=mix_slos(info, notes),
                         journey_length=stored_journey_length(info))
     return LoadedRun(path=path, records=records, info=info, summary=summary, notes=notes)
 
 
-def scenario_slo(info: dict[str, Any], notes: list[str]) -> Slo | None:
+def scenario_slo(info: RunInfo, notes: list[str]) -> Slo | None:
     """The `slo:` section of the scenario stored in run.json, if any."""
-    scenario = info.get("scenario")
-    raw = scenario.get("slo") if isinstance(scenario, dict) else None
+    raw = info.scenario.get("slo")
     if not raw:
         return None
     try:
@@ -95,32 +95,24 @@ def scenario_slo(info: dict[str, Any], notes: list[str]) -> Slo | None:
         return None
 
 
-def stored_journey_length(info: dict[str, Any]) -> int | None:
+def stored_journey_length(info: RunInfo) -> int | None:
     """The requests of one whole journey of the scenario in run.json (None: no journey)."""
-    scenario = info.get("scenario")
-    steps = scenario.get("journey") if isinstance(scenario, dict) else None
+    steps = info.scenario.get("journey")
     if not isinstance(steps, list):
         return None
     return sum(int(s.get("repeat", 1)) if isinstance(s, dict) else 1 for s in steps)
 
 
-def mix_slos(info: dict[str, Any], notes: list[str]) -> dict[str, Slo | None] | None:
+def mix_slos(info: RunInfo, notes: list[str]) -> dict[str, Slo | None] | None:
     """Per endpoint label, the own `slo:` of each entry of the scenario's mix in run.json (None if none)."""
-    scenario = info.get("scenario")
-    if not isinstance(scenario, dict) or not scenario.get("mix"):
+    scenario = info.scenario
+    if not scenario.get("mix"):
         return None
     try:
         return endpoint_slos(Scenario.model_validate(scenario))
     except (ValidationError, QbenchError) as exc:
         notes.append(f"run.json scenario.mix ignored: {str(exc).splitlines()[0]}")
         return None
-
-
-def _generator(info: dict[str, Any]) -> GeneratorStats | None:
-    raw = info.get("generator")
-    if not isinstance(raw, dict):
-        return None
-    return GeneratorStats.from_dict(raw)
 
 
 def winner_run_dir(sweep_dir: Path) -> Path:

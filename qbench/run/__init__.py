@@ -19,6 +19,7 @@
     failfast.py    stop a run whose opening requests all fail the same way, and say why
     control.py     the control plane over httpx: /config, /status, /admin/config, readiness probes
     runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
+    run_info.py    RunInfo: run.json as data (writer's field names, tolerant reader for old folders)
     outcome.py     RunOutcome: how a run ended (stop, failed opening, lost workers, SLO); its exit code
     options.py     `qbench run` as a library call: RunOptions -> overrides -> the scenario, run
     files.py       output folders' names (runs, sweeps, capacity) and the one masked, atomic JSON writer

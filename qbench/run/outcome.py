@@ -1,8 +1,9 @@
 """How a run ended, as data: `RunOutcome`, and the one rule that turns it into an exit code.
 
 The executors report how a run stopped in run.json (`stop_kind`, `stop_reason`, `failed_opening`,
-`lost_workers`); `RunOutcome.of` reads that and the summary's SLO checks once, so later stages (the
-CLI, a sweep point, a capacity probe) ask typed questions instead of string keys.
+`lost_workers`; typed as qbench.run.run_info.RunInfo); `RunOutcome.of` reads that and the summary's SLO
+checks once, so later stages (the CLI, a sweep point, a capacity probe) ask typed questions instead of
+string keys.
 
 `verdict(outcome)` is the rule, first match wins:
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qbench.errors import ExecutorError, QbenchError, RunInterrupted, SloViolation, TargetError
+from qbench.run.run_info import RunInfo
 from qbench.run.summary import SloCheck, Summary
 
 FAILFAST_PREFIX = "stopped early"  # the stop reason a failed opening leaves (qbench.run.loadgen)
@@ -40,18 +42,17 @@ class RunOutcome:
     relogins: int = 0  # of which after a 401
 
     @classmethod
-    def of(cls, info: Mapping[str, Any], summary: Summary) -> RunOutcome:
-        """From the run info the executors filled in (run.json) and the run's summary."""
-        auth = info.get("auth") or {}
-        logged_in = bool(auth.get("login"))
+    def of(cls, info: RunInfo | Mapping[str, Any], summary: Summary) -> RunOutcome:
+        """From the run info the executors filled in (run.json, typed or not) and the run's summary."""
+        run = info if isinstance(info, RunInfo) else RunInfo.from_dict(info)
         return cls(
-            stop_kind=_text(info, "stop_kind"),
-            stop_reason=_text(info, "stop_reason"),
-            failed_opening=_text(info, "failed_opening"),
-            lost_workers=tuple(str(w) for w in info.get("lost_workers") or ()),
+            stop_kind=run.stop_kind,
+            stop_reason=run.stop_reason,
+            failed_opening=run.failed_opening,
+            lost_workers=run.lost_workers,
             failed_checks=tuple(summary.failed_checks()),
-            logins=int(auth.get("logins", 0)) if logged_in else 0,
-            relogins=int(auth.get("relogins", 0)) if logged_in else 0,
+            logins=int(run.auth.get("logins", 0)) if run.logged_in else 0,
+            relogins=int(run.auth.get("relogins", 0)) if run.logged_in else 0,
         )
 
     @property
@@ -67,12 +68,6 @@ class RunOutcome:
     @property
     def slo_passed(self) -> bool:
         return not self.failed_checks
-
-
-def _text(info: Mapping[str, Any], key: str) -> str | None:
-    """A text entry of the run info; None when absent or empty."""
-    value = info.get(key)
-    return str(value) if value else None
 
 
 def verdict(outcome: RunOutcome) -> QbenchError | None:

@@ -38,6 +38,7 @@ from qbench.run.outcome import RunOutcome
 from qbench.run.protocols.login import authenticator, run_secrets
 from qbench.run.records import RequestRecord, write_parquet
 from qbench.run.run_console import LiveView
+from qbench.run.run_info import RunInfo
 from qbench.run.scenario import Scenario, load_scenario, with_overrides
 from qbench.run.schedule import OpenPlan, Plan
 from qbench.run.schedule import plan as make_plan
@@ -163,18 +164,19 @@ def _finish(
 
 
 def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:
-    return {
-        "scenario": scenario.model_dump(mode="json", by_alias=True),
-        "target": target,
-        "qbench_version": __version__,
-        "host": {
+    """run.json's opening entries (qbench.run.run_info.RunInfo: the readers' type, same field names)."""
+    return RunInfo.start(
+        scenario=scenario.model_dump(mode="json", by_alias=True),
+        target=target,
+        qbench_version=__version__,
+        host={
             "hostname": socket.gethostname(),
             "platform": platform.platform(),
             "python": platform.python_version(),
             "cpus": _cpus(),
         },
-        "started_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-    }
+        started_at=dt.datetime.now(dt.timezone.utc).isoformat(),
+    ).to_dict()
 
 
 async def _status(scenario: Scenario, target: str) -> Any:
