@@ -37,6 +37,7 @@ from qbench.run.records import RequestRecord, records_table
 from qbench.run.run_info import RunInfo
 from qbench.run.summary import Summary
 from qbench.tune.recommend import Recommendation
+from qbench.tune.sweep_info import SweepInfo
 
 __all__ = ["RunData", "SweepData", "join_runs", "load_run", "load_sweep", "records_frame"]
 
@@ -130,7 +131,7 @@ class SweepData:
     points: pd.DataFrame  # one row per measured point: point_id, knobs, figures, status, rank, verdict
     knobs: list[str]  # the swept knobs (columns of `points`), in grid order
     recommendation: Recommendation | None  # recommendation.json (None if missing)
-    info: dict[str, Any]  # sweep.json ({} if missing)
+    info: SweepInfo  # sweep.json (defaults if missing)
     notes: list[str] = field(default_factory=list)
     _runs: dict[str, RunData] = field(default_factory=dict, repr=False)
 

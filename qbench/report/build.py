@@ -281,8 +281,7 @@ def sweep_context(data: LoadedSweep, charts_dir: Path, axes: tuple[str, str] | N
             choices = ", ".join(data.knobs) or "none"
             raise QbenchError(f"{data.path}: '{knob}' is not a swept knob; choose from {choices}")
     rec = data.recommendation
-    scenario = data.info.get("scenario", {})
-    name = scenario.get("content", {}).get("name") if isinstance(scenario, dict) else None
+    name = data.info.scenario_name
     return ReportContext(
         kind="sweep",
         title=f"qbench sweep: {name or data.path.name}",
@@ -294,8 +293,8 @@ def sweep_context(data: LoadedSweep, charts_dir: Path, axes: tuple[str, str] | N
         search_mode=str(data.search.get("mode", "")),
         points=point_rows(data),
         predicted=predicted_rows(data.search),
-        details=[(t, _json(v)) for t, v in (("Sweep", _without(data.info, "scenario")),
-                                            ("Scenario", scenario)) if v],
+        details=[(t, _json(v)) for t, v in (("Sweep", _without(data.info.to_dict(), "scenario")),
+                                            ("Scenario", data.info.scenario)) if _present(v)],
     )
 
 
@@ -333,17 +332,17 @@ def _s_any(value: Any) -> str:
 
 def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:
     rec = data.recommendation
-    objective = data.info.get("objective") or (rec.objective if rec is not None else None)
+    objective = data.info.objective or (rec.objective if rec is not None else None)
     statuses = [str(r.get("status")) for r in data.rows]
     unapplied = statuses.count("knobs_not_applied")
     stopped = f"{statuses.count('stopped')} stopped" + (f", {unapplied} with knobs not applied" if unapplied
                                                          else "")
     rows = [
-        ("mode / search", f"{data.info.get('mode', '?')} / {data.info.get('search', '?')}"),
+        ("mode / search", f"{data.info.mode or '?'} / {data.info.search or '?'}"),
         ("points", f"{len(data.rows)} measured ({statuses.count('ok')} ok, "
                    f"{statuses.count('failed')} failed, {stopped})"),
         ("swept knobs", ", ".join(f"{k} ({len(v)} values)" for k, v in data.knobs.items()) or "none"),
-        ("SLO", ", ".join(f"{k} {v}" for k, v in (data.info.get("slo") or {}).items()) or "none"),
+        ("SLO", ", ".join(f"{k} {v}" for k, v in data.info.slo.items()) or "none"),
         ("objective", f"{objective or 'latency'}: " + str(
             (rec.objective_why if rec is not None else "") or "points ranked by goodput at the load")),
     ]

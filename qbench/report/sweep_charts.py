@@ -23,6 +23,7 @@ from qbench.report.columns import fmt_s
 from qbench.report.rundir import read_json
 from qbench.run.records import read_records
 from qbench.tune.recommend import Recommendation
+from qbench.tune.sweep_info import SweepInfo
 
 #: Columns of sweep.parquet that are measurements, not knobs.
 METRIC_COLUMNS = frozenset({
@@ -38,7 +39,7 @@ class LoadedSweep:
     """A sweep read back from disk."""
 
     path: Path
-    info: dict[str, Any]  # sweep.json
+    info: SweepInfo  # sweep.json (every field at its default when missing)
     rows: list[dict[str, Any]]  # sweep.parquet, one per measured point
     recommendation: Recommendation | None  # recommendation.json (None when missing)
     knobs: dict[str, list[Any]]  # swept knob -> its values in grid order (only knobs with >1 value)
@@ -60,7 +61,7 @@ class LoadedSweep:
 
 def read_sweep(path: Path) -> LoadedSweep:
     notes: list[str] = []
-    info = read_json(path / "sweep.json", notes)
+    info = SweepInfo.from_dict(read_json(path / "sweep.json", notes))
     raw = read_json(path / "recommendation.json", notes)
     recommendation = Recommendation.from_dict(raw) if raw else None
     search = raw.get("search") if isinstance(raw.get("search"), dict) else {}
@@ -94,10 +95,9 @@ def _row_from_point(path: Path, notes: list[str]) -> dict[str, Any]:
     return row
 
 
-def _knobs(info: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    grid = info.get("grid")
-    axes = grid.get("axes") if isinstance(grid, dict) else None
-    if not isinstance(axes, dict):
+def _knobs(info: SweepInfo, rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    axes = info.axes
+    if axes is None:
         names = list(dict.fromkeys(k for row in rows for k in row if k not in METRIC_COLUMNS))
         axes = {n: list(dict.fromkeys(row.get(n) for row in rows)) for n in names}
     present = {k for row in rows for k in row}
@@ -238,8 +238,8 @@ def pareto(data: LoadedSweep) -> Figure:
         if row.get("point_id") == data.winner_id:
             ax.scatter([t], [p], marker="*", s=320, color="#ffcc00", edgecolor="#000000", zorder=3,
                        label=f"recommended: {data.label(row)}")
-    slo = data.info.get("slo") if isinstance(data.info.get("slo"), dict) else {}
-    if isinstance(slo, dict) and slo.get("p95_latency_s"):
+    slo = data.info.slo
+    if slo.get("p95_latency_s"):
         ax.axhline(float(slo["p95_latency_s"]), color="#d62728", lw=1, ls=":", label="SLO p95 bound")
     ax.set_xlabel("throughput (ok requests / s)")
     ax.set_ylabel("p95 latency (s)")

@@ -24,5 +24,6 @@
     search_sim.py    simulator search: fit, simulate the whole grid, measure the best predicted few
     recommend.py     point results + constraints -> Recommendation with Gradio code
     sweep.py         run_sweep: orchestration and the sweep directory
+    sweep_info.py    sweep.json as data: what `qbench sweep` writes and `qbench report` reads
     tune_console.py  what `qbench sweep` and `qbench capacity` show: progress, tables, the answer
 """

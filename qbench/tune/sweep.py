@@ -106,6 +106,7 @@ from qbench.tune.search_model import describe_point, model_search, records_obser
 from qbench.tune.search_sim import SimPredictor, records_spread, sim_search
 from qbench.tune.server_knobs import admin_body, apply_server_knobs, effective_knobs
 from qbench.tune.server_process import ServerHandle, reconfigure, reference_server_process
+from qbench.tune.sweep_info import SweepInfo
 from qbench.tune.versions import KnobVersionError, check_knobs, gradio_major
 
 SCHEMA_VERSION = 1
@@ -565,12 +566,9 @@ def _coords_of(grid: Grid, result: PointResult) -> tuple[int, ...]:
 
 
 def _sweep_json(config: SweepConfig) -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "sweep_id": config.sweep_dir.name,
-        "created_at": datetime.now(timezone.utc).isoformat(),
-        **config.describe(),
-    }
+    """sweep.json through its readers' type (qbench.tune.sweep_info: a key must be a SweepInfo field)."""
+    return SweepInfo(schema_version=SCHEMA_VERSION, sweep_id=config.sweep_dir.name,
+                     created_at=datetime.now(timezone.utc).isoformat(), **config.describe()).to_dict()
 
 
 def load_done_points(sweep_dir: Path) -> dict[str, PointResult]:

@@ -14,6 +14,7 @@ from qbench.errors import QbenchError
 from qbench.report.build import build_report, sweep_headline
 from qbench.report.sweep_charts import LoadedSweep, heatmap_axes, pareto_front, read_sweep
 from qbench.tune.recommend import Recommendation
+from qbench.tune.sweep_info import SweepInfo
 
 SWEEP_CHARTS = ("goodput_heatmap", "p95_heatmap", "pareto", "point_distributions")
 
@@ -117,11 +118,11 @@ def test_the_headline_of_a_capacity_sweep_leads_with_the_capacity(tmp_path: Path
     winner = {"point_id": "c4-b16", "knobs": {"concurrency_limit": 4, "max_batch_size": 16},
               "capacity_rps": 456.2, "goodput_rps": 19.8, "p95_latency_s": 0.0565}
     rec = {"objective": "capacity", "objective_why": "the question is how many users", "winner": winner}
-    data = LoadedSweep(tmp_path, {"mode": "live", "search": "sim"}, [], Recommendation.from_dict(rec), {})
+    data = LoadedSweep(tmp_path, SweepInfo(mode="live", search="sim"), [], Recommendation.from_dict(rec), {})
     headline = dict(sweep_headline(data))
     expected = ("concurrency_limit=4, max_batch_size=16: capacity 456.20 req/s meeting the SLO; at the "
                 "scenario's load: goodput 19.80 req/s, p95 56.5 ms")
     assert headline["recommended"] == expected
     as_latency = Recommendation.from_dict({**rec, "objective": "latency"})
-    latency = dict(sweep_headline(LoadedSweep(tmp_path, {}, [], as_latency, {})))
+    latency = dict(sweep_headline(LoadedSweep(tmp_path, SweepInfo(), [], as_latency, {})))
     assert latency["recommended"].startswith("concurrency_limit=4, max_batch_size=16: goodput 19.80")
