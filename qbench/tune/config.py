@@ -47,6 +47,7 @@ from qbench.run.scenario import (
 )
 from qbench.tune.grid import Grid, build_grid, is_server_knob, parse_link
 from qbench.tune.recommend import Constraints, Objective
+from qbench.tune.sweep_info import SweepInfo
 from qbench.tune.versions import check_knobs
 
 Mode = Literal["relaunch", "live", "launch", "target"]
@@ -497,9 +498,12 @@ def resume_options(sweep_dir: Path) -> SweepOptions:
 
     path = sweep_dir / "sweep.json"
     try:
-        saved = json.loads(path.read_text())["options"]
-    except (OSError, ValueError, KeyError) as exc:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
         raise ScenarioError(f"--resume {sweep_dir}: cannot read {path}: {exc}") from None
+    saved = SweepInfo.from_dict(data if isinstance(data, dict) else {}).options
+    if not saved:
+        raise ScenarioError(f"--resume {sweep_dir}: cannot read {path}: it holds no 'options' (not a sweep?)")
     known = set(SweepOptions.__dataclass_fields__)
     return SweepOptions(**{k: v for k, v in saved.items() if k in known})
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from qbench.tune.config import SweepOptions, build_config
+from qbench.errors import ScenarioError
+from qbench.tune.config import SweepOptions, build_config, resume_options
 from qbench.tune.sweep import _sweep_json
 from qbench.tune.sweep_info import FIELDS, SweepInfo
 
@@ -69,3 +70,9 @@ def test_the_sweep_writes_sweep_json_that_reads_back_unchanged(tmp_path: Path) -
     assert info.to_dict() == written and info.extra == {}
     assert info.scenario_name == "s" and info.mode == "target" and info.axes == {"rate": [1, 2]}
     assert info.slo == {"p95_latency_s": 2.0} and info.sweep_id == "sweep-s"
+    (tmp_path / "sweep-s").mkdir()
+    (tmp_path / "sweep-s" / "sweep.json").write_text(json.dumps(written))
+    assert resume_options(tmp_path / "sweep-s") == config.options  # --resume reads the same type
+    (tmp_path / "sweep-s" / "sweep.json").write_text(json.dumps({"sweep_id": "old"}))
+    with pytest.raises(ScenarioError, match="holds no 'options'"):
+        resume_options(tmp_path / "sweep-s")
