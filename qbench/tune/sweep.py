@@ -17,9 +17,10 @@ Server modes (`mode`):
 
 Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
 
-    sweep.json              {schema_version, sweep_id, created_at, scenario (path + content), mode, grid
-                             {axes, links}, slo, constraints, search, repeat, server (base settings / launch
-                             template / target)}
+    sweep.json              qbench.tune.sweep_info.SweepInfo: {schema_version, sweep_id, created_at, scenario
+                             (path + content), mode, grid {axes, links}, slo, constraints, search, objective,
+                             objective_why, confirm_duration_s, repeat, server (base settings / launch
+                             template / target), options}
     points/<point-id>/      the run directory of the point's first repeat (records, summary.json, ...)
                             repeat-<n>/ run directories of further repeats; server.yaml, server.log
       point.json            {point_id, knobs, status ok|failed|stopped|knobs_not_applied, reason, resources

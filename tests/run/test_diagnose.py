@@ -14,6 +14,7 @@ import numpy as np
 from qbench.report.build import build_report
 from qbench.run.diagnose import configured_slots, diagnose
 from qbench.run.records import RequestRecord
+from qbench.run.run_info import RunInfo
 from qbench.run.runner import run_scenario
 from qbench.run.summary import summarize
 from qbench.tune.server_process import start_reference_server
@@ -94,8 +95,12 @@ def test_a_real_saturated_run_says_so_everywhere(server_factory: Factory, tmp_pa
     assert saved["diagnosis"][1]["kind"] == "queue_limit"
     files = build_report(tmp_path / "run")
     assert "where the limit was** (queue_limit: the queue ran about 1" in files.markdown.read_text()
-    status_end = json.loads((tmp_path / "run" / "run.json").read_text())["server"]["status_end"]
+    stored = json.loads((tmp_path / "run" / "run.json").read_text())
+    status_end = stored["server"]["status_end"]
     assert status_end["cpu_s"] > 0 and "gpu" not in status_end  # no GPU here: the field is absent
+    info = RunInfo.from_dict(stored)  # every key the runner and executors write is a RunInfo field
+    assert info.extra == {} and info.generator is not None and info.records == len(result.records)
+    assert info.started_at and info.host and RunInfo.from_dict(info.to_dict()) == info
 
 
 def usage_server(loop_cpu_s: float, gpu_busy_s: float | None = None) -> dict[str, Any]:
