@@ -67,7 +67,10 @@ def test_capacity_of_a_known_server_then_its_report(tmp_path: Path) -> None:
     data = json.loads((folder / "capacity.json").read_text())
     result = data["result"]
     capacity, failing = result["capacity_rps"], result["failing_rate_rps"]
-    assert 30 <= capacity <= 40 and failing is not None and 32 <= failing <= 55, result
+    # The ceiling is 40 req/s; probes this short (2-4 s, a 4 s confirmation: ~160 requests) cannot see an
+    # overload under ~5 %, so the answer may sit that close above it (tests/tune/test_capacity_ceiling.py
+    # holds the strict bound with longer probes).
+    assert 30 <= capacity <= 40 * 1.05 and failing is not None and 32 <= failing <= 55, result
     assert result["converged"] and result["confirmed"]
     probes = result["probes"]
     assert probes[0]["kind"] == "estimate" and probes[0]["users"] == 32
