@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from qbench.run.records import RequestRecord
 
+STOP_PREFIX = "stopped early"  # how the stop reason of a run this guard stopped begins
+
 OPENING_REQUESTS = 20
 OPENING_S = 3.0
 GUARDED_KINDS = frozenset({"connect", "http_4xx", "http_5xx", "stream_broken", "client"})

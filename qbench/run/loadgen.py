@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run.failfast import OpeningGuard
+from qbench.run.failfast import STOP_PREFIX, OpeningGuard
 from qbench.run.mix import Route, Routes
 from qbench.run.protocols.base import JOURNEY, Clock, SessionState, fail
 from qbench.run.protocols.gradio_wire import new_session_hash
@@ -387,7 +387,7 @@ class LoadGenerator:
     def _fail_fast(self, verdict: str | None) -> None:
         """The opening all failed the same way: stop what is left of the run (see qbench.run.failfast)."""
         if verdict is not None and self._main is not None and not self._main.done():
-            self.request_stop("interrupted", "stopped early: " + verdict)
+            self.request_stop("interrupted", f"{STOP_PREFIX}: {verdict}")
 
     async def _close_all(self) -> None:
         """Cancel whatever is still running and close never-sent records, as the stop kind."""

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from qbench.errors import ExecutorError, QbenchError, RunInterrupted, SloViolation, TargetError
+from qbench.run.failfast import STOP_PREFIX
 from qbench.run.run_info import RunInfo
 from qbench.run.summary import SloCheck, Summary
-
-FAILFAST_PREFIX = "stopped early"  # the stop reason a failed opening leaves (qbench.run.loadgen)
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ def verdict(outcome: RunOutcome) -> QbenchError | None:
             f"recorded as generator_lost: {'; '.join(outcome.lost_workers)}"
         )
     if outcome.failed_opening:
-        stopped = (outcome.stop_reason or "").startswith(FAILFAST_PREFIX)
+        stopped = (outcome.stop_reason or "").startswith(STOP_PREFIX)
         return TargetError(f"{'run stopped early' if stopped else 'run failed'}: {outcome.failed_opening}")
     if outcome.interrupted:
         return RunInterrupted("run interrupted: the records so far are kept")
