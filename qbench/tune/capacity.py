@@ -12,7 +12,9 @@ bisection on the rate (pure search logic; the probes against a server are in `qb
               the completions/s the failed run measured, when lower), and confirms again
 
 A probe passes only when the SLO held *and* the server kept up (steady state: qbench.run.steady); one
-stopped because its backlog grew counts as failing, whatever its partial figures say.
+stopped because its backlog grew counts as failing, whatever its partial figures say. A failed probe
+during which the load generator itself stalled (`Probe.host_stall`: the machine, not only the server,
+was slow) is kept as kind "stalled" and measured once more (`measure_past_stall`).
 The answer is the bracket [last passing, first failing]: `capacity_rps` is the last passing rate, so the
 true capacity lies in [capacity_rps, failing_rate_rps) up to measurement noise; `converged` says whether
 that bracket is within the tolerance (the probe budget can run out first). A target that fails even at
@@ -34,7 +36,8 @@ class Probe:
     rate_rps: float  # offered arrival rate (req/s); for the estimate, the completions/s it measured
     passed: bool  # the SLO held and the server kept up (steady), and it was not stopped early
     kind: str = "rate"  # "rate" (open loop) | "confirm" (the sustained run) | "estimate" (closed loop,
-    #                     not part of the bracket) | "overload" (past the capacity, not part of it)
+    #                     not part of the bracket) | "overload" (past the capacity, not part of it) |
+    #                     "stalled" (failed while the host stalled, measured again: not part of it)
     stopped: str = ""  # why the probe was stopped early (backlog grew), "" when it ran to the end
     violations: list[str] = field(default_factory=list)  # broken bounds and "not steady, ..." evidence
     throughput_rps: float = 0.0  # ok completions per second
@@ -51,21 +54,23 @@ class Probe:
     duration_s: float = 0.0  # seconds of load planned (after the warm-up); 0 in files before it was kept
     steady: bool | None = None  # the server kept up (None: not judged, too few requests or an old file)
     steadiness: dict[str, Any] | None = None  # Steadiness.to_dict(): rates, backlog/wait slopes, verdict
+    host_stall: str = ""  # the load generator itself lagged (the host stalled): why, in words; "" when not
 
     @property
     def verdict(self) -> str:
         if self.kind == "estimate":
             return "estimate"
-        if self.kind == "overload":
-            return "overload"
+        if self.kind in ("overload", "stalled"):
+            return self.kind
         if self.stopped:
             return "runaway"
         return "pass" if self.passed else "fail"
 
     @property
     def why(self) -> str:
-        """What broke ('not steady, backlog +5.1/s ± 0.4'; a bound), or '' for a pass."""
-        return self.stopped or "; ".join(self.violations)
+        """What broke ('not steady, backlog +5.1/s ± 0.4'; a bound; a stalled host), or '' for a pass."""
+        broke = self.stopped or "; ".join(self.violations)
+        return f"{broke}; {self.host_stall}" if broke and self.host_stall else broke
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "verdict": self.verdict}
@@ -159,6 +164,18 @@ class Capacity:
 Measure = Callable[[float], Probe]
 
 
+def measure_past_stall(measure: Measure, rate: float, probes: list[Probe]) -> Probe:
+    """`measure(rate)`; a failed probe whose load generator stalled (`host_stall`: the host, not only the
+    server, was slow) is kept in `probes` as kind "stalled" and the rate measured once more, so one
+    stall of a shared machine does not move the bracket. A second stall counts: it is the answer."""
+    result = measure(rate)
+    if (result.passed and not result.stopped) or not result.host_stall:
+        return result
+    result.kind = "stalled"
+    probes.append(result)
+    return measure(rate)
+
+
 @dataclass
 class _Search:
     measure: Measure
@@ -167,7 +184,7 @@ class _Search:
     refine: Measure | None = None  # the bisection's probes (default: measure)
 
     def probe(self, rate: float, measure: Measure | None = None, kind: str = "rate") -> bool:
-        result = (measure or self.measure)(rate)
+        result = measure_past_stall(measure or self.measure, rate, self.probes)
         result.kind = kind
         result.passed = result.passed and not result.stopped  # a runaway is over capacity
         self.probes.append(result)
@@ -222,7 +239,7 @@ def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan) -> Capacity:
     for _ in range(plan.confirm_tries):
         if rate is None:
             break
-        probe = confirm(rate)
+        probe = measure_past_stall(confirm, rate, capacity.probes)
         probe.kind = "confirm"
         probe.passed = probe.passed and not probe.stopped  # a runaway is over capacity
         capacity.probes.append(probe)

@@ -5,8 +5,10 @@ arrival process, payload and timeout are kept). It passes when every SLO bound a
 hold, at least one request completed, *and* the server kept up over the measured window (steady state,
 `qbench.run.steady`: completions keep pace with arrivals, backlog and queue wait do not trend up; margin
 a quarter of the tolerance). A probe whose backlog certainly grows is stopped early by the same test
-(`RunawayDetector`) and fails. The first guess is a closed-loop probe with `estimate_users` users and no
-think time: the completions/s a saturated server gives (users / mean latency).
+(`RunawayDetector`) and fails. A failed probe whose load generator lagged (`host_stall`: STALL_SHARE of
+the SLO's latency bound) is measured once more (qbench.tune.capacity.measure_past_stall). The first
+guess is a closed-loop probe with `estimate_users` users and no think time: the completions/s a
+saturated server gives (users / mean latency).
 
 Probe length (`probe_length`): the bracket's probes last `duration` seconds (short: a probe that is not
 steady cannot pass, and the confirmation below catches a short probe's lucky pass); the bisection's last
@@ -25,7 +27,7 @@ Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.files.new_folder`):
                           think_time_s, estimate_users, result (Capacity.to_dict(): capacity_rps,
                           failing_rate_rps, tolerance, converged, confirmed, probes [... steady,
                           steadiness {verdict, evidence, arrival_rps, completion_rps, backlog {slope,
-                          se}, wait {slope, se}, ...}], overload (Overload.to_dict())), users
+                          se}, wait {slope, se}, ...}, host_stall], overload (Overload.to_dict())), users
                           (equivalent users), answer [[label, text], ...] (the answer in words)}
     probes/00-estimate-u<n>/   the closed-loop estimate's run folder
     probes/<nn>-rate-<r>/      one run folder per open-loop probe, in the order they ran
@@ -43,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError
+from qbench.run.diagnose import generator_lag
 from qbench.run.files import Writer, new_folder
 from qbench.run.protocols.login import run_secrets
 from qbench.run.records import RequestRecord
@@ -61,6 +64,9 @@ DEFAULT_CONFIRM_S = 60.0
 DEFAULT_MAX_PROBE_S = 30.0
 MIN_P95_REQUESTS = 100  # a p95 resting on fewer is mostly noise
 SLO_WAITS = 5  # a probe lasts at least this many SLO latency bounds
+STALL_SHARE = 0.5  # a generator lag this share of the SLO's latency bound marks a stalled host ...
+STALL_FLOOR_S = 0.05  # ... and at least this long
+STALL_NO_BOUND_S = 0.25  # the stall without a latency bound in the SLO
 ProbeObserver = Callable[[Probe], None]
 
 
@@ -89,6 +95,7 @@ def judge(kind: str, rate: float, summary: Summary, stopped: str | None,
     if steady is not None and not steady.steady:
         violations.insert(0, steady.verdict)
     return Probe(
+        host_stall=host_stall(summary, constraints),
         rate_rps=rate,
         passed=not violations and not stopped,
         kind=kind,
@@ -105,6 +112,19 @@ def judge(kind: str, rate: float, summary: Summary, stopped: str | None,
         steady=None if steady is None else steady.steady,
         steadiness=None if steady is None else steady.to_dict(),
     )
+
+
+def host_stall(summary: Summary, constraints: Constraints) -> str:
+    """'' unless the load generator itself lagged (its event loop's or its sends' p99) by at least
+    STALL_SHARE of the SLO's latency bound (STALL_FLOOR_S at least, STALL_NO_BOUND_S without a bound):
+    then the machine, not only the server, was slow during the probe, and a failure may be the host's."""
+    lag = generator_lag(summary)
+    bound = latency_bound_s(constraints)
+    limit = max(STALL_FLOOR_S, STALL_SHARE * bound) if bound else STALL_NO_BOUND_S
+    if lag is None or lag < limit:
+        return ""
+    return (f"the load generator stalled (p99 lag {lag:.3g} s >= {limit:.3g} s): the host, not only the "
+            "server, was slow")
 
 
 def latency_bound_s(constraints: Constraints) -> float | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qbench.run.outcome import verdict
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario, Slo
 from qbench.run.steady import LiveTrend
@@ -79,11 +80,14 @@ def run_measured(
     result = run_scenario(
         scenario, target=base_url, out_dir=run_dir, overrides=overrides, live=False, stop_when=detector
     )
+    failed = verdict(result.outcome) if result.outcome.failed_opening else None
+    if failed is not None:  # every opening request failed one way: a broken point or target, not a
+        raise failed  # measurement (a TargetError naming the error and its likely cause)
     if result.outcome.interrupted:
         raise KeyboardInterrupt  # Ctrl-C during a point: end the sweep, this point stays unchecked
     if scenario.protocol == "gradio":
         settle(base_url, run_dir)  # the next run must not start behind this one's abandoned backlog
-    summary = summarize(result.records, Slo(**slo) if slo else None)
+    summary = summarize(result.records, Slo(**slo) if slo else None, generator=result.summary.generator)
     return Measured(summary, result.outcome.stopped_early, result.records)
 
 

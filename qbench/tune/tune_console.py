@@ -249,7 +249,7 @@ def _num(value: float | None) -> str:
 
 
 _PROBE_STYLE = {"pass": "green", "fail": "yellow", "runaway": "red", "estimate": "cyan",
-                "overload": "magenta"}
+                "overload": "magenta", "stalled": "dim"}
 
 
 def _label(probe: Probe) -> str:

@@ -148,3 +148,41 @@ def test_equivalent_users_by_littles_law_and_the_dict_round_trip() -> None:
     assert found.users(10.0) == pytest.approx(found.capacity_rps * 10.2)
     again = Capacity.from_dict(found.to_dict())
     assert again == found and found.to_dict()["probes"][0]["verdict"] in ("pass", "fail")
+
+
+def stalling(capacity: float, stalls: set[float]) -> tuple[Callable[[float], Probe], list[float]]:
+    """A fake server of `capacity` on a host that stalls the first time each rate in `stalls` is probed:
+    that probe fails with its load generator lagging (`host_stall`), as on a shared machine."""
+    seen: list[float] = []
+
+    def measure(rate: float) -> Probe:
+        first = rate not in seen
+        seen.append(rate)
+        if first and any(abs(rate - s) < 1e-9 for s in stalls):
+            return Probe(rate, passed=False, violations=["p95_latency_s 2.1 > 0.3"],
+                         host_stall="the load generator stalled (p99 lag 0.8 s >= 0.15 s)")
+        return server(capacity)(rate)
+
+    return measure, seen
+
+
+def test_a_failure_while_the_host_stalled_is_measured_again_and_does_not_move_the_bracket() -> None:
+    measure, seen = stalling(40.0, {30.0})
+    found = search_capacity(measure, 30.0, SearchPlan(tolerance=0.05, max_probes=30))
+    assert seen[:2] == [30.0, 30.0]  # measured again at once
+    assert found.probes[0].kind == "stalled" and found.probes[0].verdict == "stalled"
+    assert "stalled" in found.probes[0].why and "p95_latency_s" in found.probes[0].why
+    assert found.capacity_rps is not None and 40 / 1.05 <= found.capacity_rps <= 40  # as with no stall
+    assert sum(p.kind == "rate" for p in found.probes) == len(seen) - 1  # the stall is not in the budget
+
+
+def test_a_second_stall_at_one_rate_counts_and_a_stalled_confirmation_is_run_again() -> None:
+    found = search_capacity(lambda rate: Probe(rate, passed=False, host_stall="stalled"), 50.0,
+                            SearchPlan(tolerance=0.1, max_probes=2))
+    assert [p.kind for p in found.probes] == ["stalled", "rate", "stalled", "rate"]
+    assert found.capacity_rps is None and found.probes[-1].verdict == "fail"
+    measure, seen = stalling(40.0, {36.0})  # the confirmation at 36 stalls once, then holds
+    found = search_capacity(server(40.0), 36.0, SearchPlan(tolerance=0.05, max_probes=1, confirm=True),
+                            confirm=measure)
+    assert seen == [36.0, 36.0] and found.confirmed and found.capacity_rps == 36.0
+    assert [p.kind for p in found.probes][-2:] == ["stalled", "confirm"]

@@ -21,7 +21,7 @@ from qbench.tune.config import SweepOptions, build_config
 from qbench.tune.server_process import free_port
 from qbench.tune.sweep import run_sweep
 from reference_server.settings import parse_settings
-from reference_server.testing import serve_in_thread
+from reference_server.testing import RunningServer, serve_in_thread
 
 from .conftest import write_scenario
 
@@ -103,6 +103,24 @@ def test_an_unreachable_target_or_no_slo_is_a_clear_exit_2(tmp_path: Path) -> No
     bad = ["capacity", str(path), "--target", "http://127.0.0.1:9", "--tolerance", "0%"]
     out = CliRunner().invoke(app, bad)
     assert out.exit_code == 2 and "--tolerance" in out.output
+
+
+def test_a_target_refusing_every_request_is_a_clear_exit_2_not_an_interruption(
+    tmp_path: Path, echo_server: RunningServer
+) -> None:
+    # The server answers, but 404 to every request: the opening guard stops the estimate, and capacity
+    # says why (exit 2, the error kind and its likely cause) instead of "interrupted" (exit 130).
+    scenario = {"name": "nope", "protocol": "http",
+                "endpoint": {"method": "POST", "path": "/predict/nope", "body": {"inputs": "$0"}},
+                "payload": {"inputs": [{"text": {"words": [3, 8]}}]},
+                "load": {"rate": 10, "duration": 2, "timeout": 5},
+                "slo": {"p95_latency_s": 1}}
+    path = tmp_path / "nope.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    out = CliRunner().invoke(app, ["capacity", str(path), "--target", echo_server.url, "--duration", "2",
+                                   "--out", str(tmp_path / "r")])
+    assert out.exit_code == 2, out.output
+    assert "http_4xx" in out.output and "likely cause" in out.output and "interrupted" not in out.output
 
 
 def test_sweep_objective_capacity_ranks_the_batched_configuration_first(tmp_path: Path) -> None:

@@ -55,3 +55,16 @@ def test_the_docs_capacity_command_runs(tmp_path: Path, monkeypatch: pytest.Monk
         out = CliRunner().invoke(app, args)
     assert out.exit_code == 0, out.output
     assert re.search(r"\b[ab]: p95_latency_s [\d.]+ > 2", out.output), out.output  # the shared group's
+
+
+def test_a_probe_whose_load_generator_lagged_says_the_host_stalled() -> None:
+    # Sends 0.4 s behind their intended times at the 99th percentile: half the 0.5 s bound is 0.25 s.
+    late = [RequestRecord(request_id=r.request_id, user_id=r.user_id, session_id="", endpoint="a",
+                          warmup=False, intended_at_s=r.intended_at_s, sent_at_s=r.intended_at_s + 0.4,
+                          started_at_s=r.intended_at_s + 0.4, completed_at_s=r.intended_at_s + 1.0,
+                          outcome="ok") for r in records()]
+    constraints = Constraints(slo={"p95_latency_s": 0.5})
+    probe = judge("rate", 10.0, summarize(late, None), None, constraints)
+    assert not probe.passed and probe.host_stall.startswith("the load generator stalled (p99 lag 0.4 s")
+    assert probe.why.endswith("the host, not only the server, was slow")
+    assert judge("rate", 10.0, summarize(records(), None), None, constraints).host_stall == ""

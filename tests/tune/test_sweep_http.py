@@ -21,12 +21,13 @@ SERVER = {
 }
 
 
-def sweep(tmp_path: Path, grid: list[str], rate: float = 40, **options: Any) -> SweepResult:
+def sweep(tmp_path: Path, grid: list[str], rate: float = 40, route: str = "/predict/classify",
+          **options: Any) -> SweepResult:
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "server.yaml").write_text(yaml.safe_dump(SERVER))
     scenario = {
         "name": "pipeline", "protocol": "http",
-        "endpoint": {"method": "POST", "path": "/predict/classify", "body": {"inputs": "$0"}},
+        "endpoint": {"method": "POST", "path": route, "body": {"inputs": "$0"}},
         "payload": {"inputs": [{"text": {"words": [3, 8]}}]},
         "load": {"rate": rate, "arrival": "poisson", "duration": 2.5, "timeout": 10},
         "slo": {"p95_latency_s": 1.0, "error_rate": 0.01},
@@ -71,6 +72,16 @@ def test_live_sweep_of_batching_and_queue_bound_over_plain_http(tmp_path: Path) 
     for name in ("summary.md", "report.html"):
         text = (result.sweep_dir / name).read_text()
         assert "reference server settings" in text and "demo.queue" not in text, name
+
+
+def test_a_point_refusing_every_request_fails_with_the_reason_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    # Every request 404s (no such function): each point's opening fails one way, so each point ends
+    # "failed" with the error kind and its likely cause, and the sweep finishes (it is not an interrupt).
+    result = sweep(tmp_path, ["max_batch_size=1,8"], route="/predict/nope", live=True)
+    assert [r.status for r in result.results] == ["failed", "failed"]
+    for r in result.results:
+        assert "http_4xx" in r.reason and "likely cause" in r.reason, r.reason
+    assert result.recommendation.winner is None
 
 
 def test_relaunch_sweep_of_the_batch_deadline(tmp_path: Path) -> None:
