@@ -165,15 +165,18 @@ Measure = Callable[[float], Probe]
 
 
 def measure_past_stall(measure: Measure, rate: float, probes: list[Probe]) -> Probe:
-    """`measure(rate)`; a failed probe whose load generator stalled (`host_stall`: the host, not only the
-    server, was slow) is kept in `probes` as kind "stalled" and the rate measured once more, so one
-    stall of a shared machine does not move the bracket. A second stall counts: it is the answer."""
-    result = measure(rate)
-    if (result.passed and not result.stopped) or not result.host_stall:
-        return result
-    result.kind = "stalled"
-    probes.append(result)
-    return measure(rate)
+    """`measure(rate)`, a runaway counted as failing whatever its partial figures say; a failed probe
+    whose load generator stalled (`host_stall`: the host, not only the server, was slow) is kept in
+    `probes` as kind "stalled" and the rate measured once more, so one stall of a shared machine does
+    not move the bracket. A second stall counts: it is the answer."""
+    for attempt in range(2):
+        result = measure(rate)
+        result.passed = result.passed and not result.stopped
+        if result.passed or not result.host_stall or attempt == 1:
+            break
+        result.kind = "stalled"
+        probes.append(result)
+    return result
 
 
 @dataclass
@@ -186,7 +189,6 @@ class _Search:
     def probe(self, rate: float, measure: Measure | None = None, kind: str = "rate") -> bool:
         result = measure_past_stall(measure or self.measure, rate, self.probes)
         result.kind = kind
-        result.passed = result.passed and not result.stopped  # a runaway is over capacity
         self.probes.append(result)
         return result.passed
 
@@ -241,7 +243,6 @@ def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan) -> Capacity:
             break
         probe = measure_past_stall(confirm, rate, capacity.probes)
         probe.kind = "confirm"
-        probe.passed = probe.passed and not probe.stopped  # a runaway is over capacity
         capacity.probes.append(probe)
         if probe.passed:
             capacity.capacity_rps, capacity.failing_rate_rps, capacity.confirmed = rate, hi, True

@@ -139,7 +139,7 @@ def rank_confirmed(results: list[PointResult], rank: Rank, confirm: ConfirmPoint
 
 
 def carry_capacity(result: PointResult, capacity: Capacity) -> None:
-    """`result` with `capacity` (as evaluate_point records it: the search without its probes, counted)."""
+    """`result` with `capacity`: the search without its probes, counted (point results and the ranking)."""
     result.capacity_rps = capacity.capacity_rps
     result.capacity = {k: v for k, v in capacity.to_dict().items() if k != "probes"}
     result.capacity["probes"] = len(capacity.probes)

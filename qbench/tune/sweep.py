@@ -76,6 +76,7 @@ from qbench.tune.config import SweepConfig, masked_settings, swept_server_knobs
 from qbench.tune.confirm import (
     Confirmation,
     capacity_record,
+    carry_capacity,
     confirm_capacity,
     rank_confirmed,
     sweep_plan,
@@ -287,9 +288,7 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
     if check is not None:
         result.knob_check = {"verdict": check.verdict, "evidence": check.evidence}
     if capacity is not None:
-        result.capacity_rps = capacity.capacity_rps
-        result.capacity = {k: v for k, v in capacity.to_dict().items() if k != "probes"}
-        result.capacity["probes"] = len(capacity.probes)
+        carry_capacity(result, capacity)
     config.writer.json(
         point_dir / "point.json",
         {
