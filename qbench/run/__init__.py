@@ -24,6 +24,8 @@
     options.py     `qbench run` as a library call: RunOptions -> overrides -> the scenario, run
     files.py       output folders' names (runs, sweeps, capacity) and the one masked, atomic JSON writer
     records.py     RequestRecord, the flat contract with every later stage; JSONL and Parquet files
+    server_phases.py  the server's own phase timings (Gradio's profiling traces, /monitoring/summary)
+                   read during and after the run and joined onto the records by event_id
     summary.py     records -> Summary: percentiles per phase, goodput, error kinds, SLO verdict
     steady.py      did the server keep up? steady state from records, and the same test live
     diagnose.py    where was the limit: records (+ the server's settings) -> findings

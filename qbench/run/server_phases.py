@@ -1,0 +1,336 @@
+"""The server's own phase timings: fetched from the server, joined onto the records, one reader for all.
+
+Sources, the first that answers:
+
+    GET <api>/profiling/traces?last_n=N   per event: Gradio >= 6.10 started with GRADIO_PROFILING=1, and
+                                          the reference server (always on, with its batch's phases too)
+    GET /monitoring/summary               per function only (Gradio >= 5.44, monitoring on by default):
+                                          process-time percentiles over the server's recent events
+
+A trace is one JSON object per event, durations in milliseconds: `queue_wait_ms` (enqueued -> taken
+by a worker), `preprocess_ms`, `fn_call_ms`, `postprocess_ms`, `streaming_diff_ms` (each summed over
+a generator's iterations), `total_ms` (the processing after the queue), `event_id`, `session_hash`,
+`fn_name`, `timestamp` (wall clock, at process start); the reference server adds `prepare_ms`,
+`batch_prepare_ms`, `h2d_ms`, `forward_ms` and `batch_size`. A file upload is an entry of its own
+(`fn_name` "gradio_file_upload", `upload_ms`) keyed only by the `session_hash` header of the upload,
+so qbench sends `session_hash: qbench-<request_id>` with each upload (`upload_tag`) and sums the
+uploads with that tag made between the request's send and its process start.
+
+Traces join records by `event_id`. Durations need no clock alignment. The server keeps the last
+100,000 entries (Gradio's deque): the runner reads them after the run, and during it whenever another
+`FETCH_EVERY` requests were sent (`TraceCollector.watch`), so a long run loses none; those it still
+could not match are counted in the `TraceReport`. Nothing here raises to the run: a server that does
+not answer leaves the records as they were and the report says so.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from qbench.run.protocols.base import upload_tag
+from qbench.run.records import RequestRecord
+
+
+class Progress(Protocol):
+    """What the collector reads of the run's live figures (qbench.run.loadgen.LiveStats)."""
+
+    sent: int
+
+
+Hook = Callable[[Any], "str | None"]  # qbench.run.loadgen.StopHook, without importing the generator
+
+#: trace key (ms) -> record field (s)
+TRACE_FIELDS = {
+    "queue_wait_ms": "server_queue_wait_s",
+    "preprocess_ms": "server_preprocess_s",
+    "fn_call_ms": "server_fn_s",
+    "postprocess_ms": "server_postprocess_s",
+    "streaming_diff_ms": "server_streaming_diff_s",
+    "total_ms": "server_total_s",
+    "prepare_ms": "server_prepare_s",
+    "batch_prepare_ms": "server_batch_prepare_s",
+    "h2d_ms": "server_h2d_s",
+    "forward_ms": "server_forward_s",
+}
+UPLOAD_FN = "gradio_file_upload"
+BUFFER = 100_000  # entries the server keeps (gradio.profiling.TraceCollector's deque)
+FETCH_EVERY = 25_000  # requests sent between fetches during a run: never near the buffer's size
+TIMEOUT = httpx.Timeout(15.0, connect=3.0)  # 100,000 traces are ~90 MB of JSON
+SETTLE_S = 0.3  # a trace is stored just after the client got its result: wait, then read again
+TRIES = 3
+UPLOAD_SLACK_S = 1.0  # an upload entry's wall-clock stamp vs. the request's send, either side
+HINT = ("per-request server phases: start the app with GRADIO_PROFILING=1 (Gradio >= 6.10); "
+        "`qbench sweep --app` does so")
+
+
+@dataclass
+class FunctionTimes:
+    """One function's process time as Gradio's /monitoring/summary reports it (the server's recent
+    events, not only this run's)."""
+
+    requests: int | None = None
+    success_rate: float | None = None
+    p50_s: float | None = None
+    p90_s: float | None = None
+    p99_s: float | None = None
+
+
+@dataclass
+class TraceReport:
+    """Where a run's server phases came from and how many requests got them."""
+
+    source: str = "none"  # "traces" (per event), "monitoring" (per function), "none"
+    traces: int = 0  # prediction traces read (this run's and older ones)
+    expected: int = 0  # requests that reached a worker (process start seen) with an event_id
+    matched: int = 0  # of those, the ones given the server's phases
+    fetches_during_run: int = 0
+    buffer_full: bool = False  # the server held as many entries as it keeps: older ones were dropped
+    functions: dict[str, FunctionTimes] = field(default_factory=dict)  # source "monitoring"
+    note: str | None = None  # one line for the summary: what is missing, how to get it
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TraceReport:
+        known = set(cls.__dataclass_fields__)
+        values = {k: v for k, v in data.items() if k in known}
+        values["functions"] = {k: FunctionTimes(**v) for k, v in (data.get("functions") or {}).items()}
+        return cls(**values)
+
+    def line(self) -> str:
+        """One line for the console and the report."""
+        if self.source == "traces":
+            text = f"server phases: {self.matched} of {self.expected} requests that reached the server"
+            text += " matched its traces"
+            if self.fetches_during_run:
+                text += f" (read {self.fetches_during_run + 1} times)"
+            return text + (f"; {self.note}" if self.note else "")
+        return self.note or "server phases: none reported"
+
+
+# ---------------------------------------------------------------- the join (pure)
+
+
+def attach(records: Sequence[RequestRecord], traces: Iterable[Mapping[str, Any]]) -> int:
+    """Write the phases of `traces` onto the records they belong to; the number of records given phases.
+
+    A prediction trace belongs to the record of its `event_id`; an upload entry to the record whose
+    `upload_tag` it carries, made between that record's send and its process start (`UPLOAD_SLACK_S`
+    either side, on the server's clock: the prediction trace's stamp is its process start)."""
+    by_event: dict[str, Mapping[str, Any]] = {}
+    uploads: dict[str, list[Mapping[str, Any]]] = {}
+    for t in traces:
+        if t.get("fn_name") == UPLOAD_FN:
+            uploads.setdefault(str(t.get("session_hash") or ""), []).append(t)
+        elif t.get("event_id") is not None:
+            by_event[str(t["event_id"])] = t
+    matched = 0
+    for r in records:
+        trace = by_event.get(r.event_id) if r.event_id is not None else None
+        if trace is None:
+            continue
+        _apply(r, trace)
+        r.server_upload_s = _uploads(r, trace, uploads.get(upload_tag(r.request_id), []))
+        matched += 1
+    return matched
+
+
+def _apply(record: RequestRecord, trace: Mapping[str, Any]) -> None:
+    for key, name in TRACE_FIELDS.items():
+        value = _num(trace.get(key))
+        setattr(record, name, None if value is None else value / 1000.0)
+    size = _num(trace.get("batch_size"))
+    record.server_batch_size = None if size is None else int(size)
+
+
+def _uploads(record: RequestRecord, trace: Mapping[str, Any],
+             entries: list[Mapping[str, Any]]) -> float | None:
+    """Seconds of the uploads tagged for this record; None when none reported a duration (Gradio
+    6.31's trace list leaves `upload_ms` out of its entries: only /profiling/summary has it)."""
+    own = _num(trace.get("upload_ms"))  # a server that times the request's uploads itself
+    start = _num(trace.get("timestamp"))
+    if not entries or start is None or record.sent_at_s is None or record.started_at_s is None:
+        return None if own is None else own / 1000.0
+    earliest = start - (record.started_at_s - record.sent_at_s) - UPLOAD_SLACK_S
+    durations = [_num(u.get("upload_ms")) for u in entries
+                 if earliest <= (_num(u.get("timestamp")) or 0.0) <= start + UPLOAD_SLACK_S]
+    reported = [d for d in durations if d is not None]
+    if not reported:
+        return None if own is None else own / 1000.0
+    return (sum(reported) + (own or 0.0)) / 1000.0
+
+
+def _num(value: Any) -> float | None:
+    """A JSON number as a float; None for anything else (null, a string, a bool)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def expected(records: Iterable[RequestRecord]) -> int:
+    """Requests a trace should exist for: given an event_id and seen to start on the server."""
+    return sum(1 for r in records if r.event_id is not None and r.started_at_s is not None)
+
+
+# ---------------------------------------------------------------- reading the server
+
+
+def read_traces(http: httpx.Client, api_url: str, last_n: int) -> list[dict[str, Any]] | None:
+    """The server's last `last_n` entries; None when it has no trace endpoint (or did not answer)."""
+    try:
+        response = http.get(f"{api_url}/profiling/traces", params={"last_n": last_n})
+        if response.status_code != 200:
+            return None
+        body = response.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    return [t for t in body if isinstance(t, dict)] if isinstance(body, list) else None
+
+
+def read_monitoring(http: httpx.Client, base_url: str) -> dict[str, FunctionTimes] | None:
+    """Gradio's /monitoring/summary per function; None where it does not answer."""
+    try:
+        response = http.get(f"{base_url}/monitoring/summary")
+        body = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    functions = body.get("functions") if isinstance(body, dict) else None
+    if not isinstance(functions, dict):
+        return None
+    out = {}
+    for name, f in functions.items():
+        if not isinstance(f, dict):
+            continue
+        p = f.get("process_time_percentiles") or {}
+        requests = _num(f.get("total_requests"))
+        out[str(name)] = FunctionTimes(
+            requests=None if requests is None else int(requests), success_rate=_num(f.get("success_rate")),
+            p50_s=_num(p.get("50th")), p90_s=_num(p.get("90th")), p99_s=_num(p.get("99th")))
+    return out
+
+
+class TraceCollector:
+    """A run's traces: read during the run every `every` requests sent (in a thread, off the event
+    loop), and after it (`finish`), joined onto the records."""
+
+    def __init__(self, base_url: str, api_prefix: str = "/gradio_api", *,
+                 headers: Mapping[str, str] | None = None, cookies: Mapping[str, str] | None = None,
+                 every: int = FETCH_EVERY, gradio_version: str | None = None) -> None:
+        self.base = base_url.rstrip("/")
+        self.api = self.base + api_prefix
+        self.every = every
+        self.gradio_version = gradio_version
+        self._client_args: dict[str, Any] = dict(
+            timeout=TIMEOUT, trust_env=False, headers=dict(headers or {}), cookies=dict(cookies or {}))
+        self.traces: dict[str, dict[str, Any]] = {}  # event_id -> entry (uploads have their own ids)
+        self.available: bool | None = None  # None: not asked yet
+        self.fetches_during_run = 0
+        self.buffer_full = False
+        self._sent_at_fetch = 0
+        self._thread: threading.Thread | None = None
+
+    def point_at(self, server: Mapping[str, Any]) -> None:
+        """The target's discovery (run.json's `server`): a Gradio front's API prefix and release; a
+        target without one (plain HTTP, OpenAI) has no traces to read."""
+        gradio = server.get("gradio")
+        if not isinstance(gradio, dict):
+            self.available = False
+            return
+        self.api = self.base + str(gradio.get("api_prefix") or "")
+        self.gradio_version = str(gradio.get("version") or "") or None
+
+    def watching(self, hook: Hook | None) -> Hook:
+        """The run's stop hook, reading the traces on the way (`watch`)."""
+        def stop_when(stats: Any) -> str | None:
+            self.watch(stats)
+            return hook(stats) if hook is not None else None
+        return stop_when
+
+    def watch(self, stats: Progress) -> None:
+        """Called on the run's ticks: read the traces once another `every` requests were sent."""
+        if self.available is False or stats.sent - self._sent_at_fetch < self.every:
+            return
+        if self._thread is not None and self._thread.is_alive():
+            return
+        last_n = min(BUFFER, 3 * (stats.sent - self._sent_at_fetch) + 1000)
+        self._sent_at_fetch = stats.sent
+        self.fetches_during_run += 1
+        self._thread = threading.Thread(target=self._fetch, args=(last_n,), daemon=True,
+                                        name="qbench-traces")
+        self._thread.start()
+
+    def _fetch(self, last_n: int) -> int | None:
+        """Read and keep the last `last_n` entries; how many came (None: no trace endpoint)."""
+        with httpx.Client(**self._client_args) as http:
+            traces = read_traces(http, self.api, last_n)
+        if self.available is None:
+            self.available = traces is not None
+        if traces is None:
+            return None
+        self.buffer_full = self.buffer_full or len(traces) >= BUFFER
+        for t in traces:
+            self.traces[str(t.get("event_id"))] = t
+        return len(traces)
+
+    def finish(self, records: Sequence[RequestRecord]) -> TraceReport:
+        """Read what is left, join it onto `records` and say how it went; never raises."""
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+        want = expected(records)
+        if want == 0 or self.available is False:
+            return TraceReport()
+        sent = sum(1 for r in records if r.sent_at_s is not None)
+        last_n = min(BUFFER, 3 * max(sent - self._sent_at_fetch, 0) + 1000)
+        matched = 0
+        for attempt in range(TRIES):
+            got = self._fetch(last_n)
+            if got is None and not self.traces:
+                return self._monitoring()
+            matched = attach(records, self.traces.values())
+            if matched >= want or got is None:
+                break
+            if got >= last_n:  # more may be stored than asked for
+                last_n = BUFFER
+            if attempt < TRIES - 1:
+                time.sleep(SETTLE_S * (attempt + 1))
+        return self._report(want, matched)
+
+    def _report(self, want: int, matched: int) -> TraceReport:
+        note = None
+        if matched < want:
+            note = f"{want - matched} had no trace"
+            if self.buffer_full:
+                note += f" (the server keeps its last {BUFFER:,} entries: older ones were dropped)"
+        predictions = sum(1 for t in self.traces.values() if t.get("fn_name") != UPLOAD_FN)
+        return TraceReport("traces", traces=predictions, expected=want, matched=matched,
+                           fetches_during_run=self.fetches_during_run, buffer_full=self.buffer_full,
+                           note=note)
+
+    def _monitoring(self) -> TraceReport:
+        """No trace endpoint: the per-function figures of /monitoring/summary, and how to get more."""
+        try:
+            with httpx.Client(**self._client_args) as http:
+                functions = read_monitoring(http, self.base)
+        except httpx.HTTPError:
+            functions = None
+        hint = HINT
+        if self.gradio_version and _older_than(self.gradio_version, (6, 10)):
+            hint = f"{HINT.split(':')[0]}: Gradio {self.gradio_version} has none; 6.10 and later with " \
+                   "GRADIO_PROFILING=1 time each request"
+        if functions:
+            return TraceReport("monitoring", functions=functions,
+                               note=f"the server's process time per function (/monitoring/summary); {hint}")
+        return TraceReport("none", note=hint)
+
+
+def _older_than(version: str, release: tuple[int, int]) -> bool:
+    parts = []
+    for piece in version.split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts) < release
