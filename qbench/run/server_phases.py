@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import httpx
 
 from qbench.run.protocols.base import upload_tag
+from qbench.run.protocols.gradio_wire import parse_version
 from qbench.run.records import RequestRecord
 
 
@@ -319,7 +320,7 @@ class TraceCollector:
         except httpx.HTTPError:
             functions = None
         hint = HINT
-        if self.gradio_version and _older_than(self.gradio_version, (6, 10)):
+        if self.gradio_version and parse_version(self.gradio_version) < (6, 10):
             hint = f"{HINT.split(':')[0]}: Gradio {self.gradio_version} has none; 6.10 and later with " \
                    "GRADIO_PROFILING=1 time each request"
         if functions:
@@ -327,10 +328,3 @@ class TraceCollector:
                                note=f"the server's process time per function (/monitoring/summary); {hint}")
         return TraceReport("none", note=hint)
 
-
-def _older_than(version: str, release: tuple[int, int]) -> bool:
-    parts = []
-    for piece in version.split(".")[:2]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts) < release
