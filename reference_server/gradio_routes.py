@@ -7,6 +7,7 @@ Uploaded files are stored as `uploads/<hex>/<name>` with Gradio's name sanitisin
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -209,6 +210,7 @@ def drain(session: Session) -> list[m.Message]:
 async def upload(request: Request) -> Response:
     """Uploads are parsed and written in a worker thread (reference_server.uploads says why)."""
     state = state_of(request)
+    start = time.perf_counter()
     limit = state.settings.max_file_size
     declared = int(request.headers.get("content-length") or 0)
     if limit is not None and declared > limit + MULTIPART_OVERHEAD:
@@ -222,6 +224,7 @@ async def upload(request: Request) -> Response:
             paths = await _upload_streamed(request, state, limit)
     except uploads.UploadError as exc:
         raise ClientError(exc.status, exc.detail) from None
+    state.queue.traces.upload(request.headers.get("session_hash"), time.perf_counter() - start)
     return JSONResponse(paths)
 
 
@@ -247,6 +250,30 @@ async def file(request: Request) -> Response:
     return FileResponse(path)
 
 
+def _last_n(request: Request) -> int | None:
+    raw = request.query_params.get("last_n")
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ClientError(422, f"last_n must be an integer, got {raw!r:.40}") from None
+
+
+async def profiling_traces(request: Request) -> Response:
+    """Gradio's `/profiling/traces` (reference_server.profiling): the last traces, oldest first."""
+    return JSONResponse(state_of(request).queue.traces.get_all(_last_n(request)))
+
+
+async def profiling_summary(request: Request) -> Response:
+    return JSONResponse(state_of(request).queue.traces.summary())
+
+
+async def profiling_clear(request: Request) -> Response:
+    state_of(request).queue.traces.clear()
+    return JSONResponse({"status": "cleared"})
+
+
 ROUTES = [
     Route("/config", config, methods=["GET"]),
     Route("/config/", config, methods=["GET"]),
@@ -262,4 +289,7 @@ ROUTES = [
     Route("/gradio_api/run/{api_name}", run_direct, methods=["POST"]),
     Route("/gradio_api/upload", upload, methods=["POST"]),
     Route("/gradio_api/file={path:path}", file, methods=["GET", "HEAD"]),
+    Route("/gradio_api/profiling/traces", profiling_traces, methods=["GET"]),
+    Route("/gradio_api/profiling/summary", profiling_summary, methods=["GET"]),
+    Route("/gradio_api/profiling/clear", profiling_clear, methods=["POST"]),
 ]

@@ -14,6 +14,7 @@ from reference_server.api_config import build_config
 from reference_server.components import FileStore
 from reference_server.gpu import GpuSampler
 from reference_server.metrics import ServerMetrics
+from reference_server.profiling import TraceCollector
 from reference_server.queue import EventQueue
 from reference_server.runtime import FunctionRuntime
 from reference_server.settings import ServerSettings, SettingsError
@@ -21,7 +22,7 @@ from reference_server.token_log import TokenLog
 from reference_server.workloads.base import WorkloadConfigError, build_workload
 
 #: Workload kinds that never touch torch (the device is not resolved for them).
-TORCH_FREE_KINDS = frozenset({"echo", "sleep", "stream", "tokens", "fail", "imageop"})
+TORCH_FREE_KINDS = frozenset({"echo", "sleep", "stream", "tokens", "fail", "imageop", "image-ideal"})
 
 
 def build_functions(settings: ServerSettings) -> list[FunctionRuntime]:
@@ -94,7 +95,7 @@ class ServerState:
             file_dir = Path(tmp.name)
         store = FileStore(file_dir)
         metrics = ServerMetrics()
-        queue = EventQueue(settings, functions, store, metrics)
+        queue = EventQueue(settings, functions, store, metrics, TraceCollector())
         state = cls(settings, functions, queue, store, metrics, build_config(settings, functions), _tmp=tmp)
         return state
 

@@ -142,7 +142,7 @@ def build_workload(kind: str, params: dict[str, Any] | None = None) -> Workload:
 
 def _import_builtin() -> None:
     # Importing the modules registers their kinds. Model workloads import torch lazily inside load().
-    from reference_server.workloads import session_chat, synthetic  # noqa: F401
+    from reference_server.workloads import ideal, session_chat, synthetic  # noqa: F401
 
     try:
         from reference_server.workloads import models  # noqa: F401

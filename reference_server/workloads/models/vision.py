@@ -8,6 +8,7 @@ from reference_server.workloads.base import Component, WorkloadInputError, regis
 from reference_server.workloads.models.common import ModelWorkload, label_config, label_values
 from reference_server.workloads.models.loading import build_config, pretrained_part, random_model
 from reference_server.workloads.models.params import CommonParams, LabelParams, ParamReader
+from reference_server.workloads.models.phase_clock import PhaseClock
 from reference_server.workloads.models.pixels import Pixels, PixelSpec, pixel_batch, pixel_spec, to_pixels
 
 if TYPE_CHECKING:
@@ -81,15 +82,20 @@ class ImageClassification(ModelWorkload):
         import torch
 
         values = columns[0]
+        clock = PhaseClock(self.device)
         with torch.inference_mode():
             if self._spec is not None:
                 pixels = [v if isinstance(v, Pixels) else self._pixels(v) for v in values]
-                inputs = {"pixel_values": pixel_batch(pixels, self._spec, self.device, self.dtype)}
+                inputs = {"pixel_values": pixel_batch(pixels, self._spec, self.device, self.dtype, clock)}
             else:
                 images = [_as_rgb(v) for v in values]
                 inputs = self.model_inputs(self._processor(images=images, return_tensors="pt"))
+                clock.lap("batch_prepare")
             logits = self.model(**inputs).logits
-        return [label_values(logits, self.config.id2label, self.labels.top_k)]
+            clock.lap("forward")
+        labels = label_values(logits, self.config.id2label, self.labels.top_k)
+        clock.report()
+        return [labels]
 
 
     def _pixels(self, value: Any) -> Pixels:
