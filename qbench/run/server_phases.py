@@ -275,7 +275,7 @@ class TraceCollector:
             return None
         self.buffer_full = self.buffer_full or len(traces) >= BUFFER
         for t in traces:
-            self.traces[str(t.get("event_id"))] = t
+            self.traces[_key(t)] = t
         return len(traces)
 
     def finish(self, records: Sequence[RequestRecord]) -> TraceReport:
@@ -328,3 +328,11 @@ class TraceCollector:
                                note=f"the server's process time per function (/monitoring/summary); {hint}")
         return TraceReport("none", note=hint)
 
+
+def _key(trace: Mapping[str, Any]) -> str:
+    """An entry's identity across reads: its event_id; for an upload without one (the reference
+    server's), its tag, stamp and duration."""
+    event = trace.get("event_id")
+    if event:
+        return str(event)
+    return "|".join(str(trace.get(k)) for k in ("fn_name", "session_hash", "timestamp", "upload_ms"))

@@ -199,6 +199,16 @@ def test_collector_reads_during_a_long_run(stand_in: Server) -> None:
     assert report.matched == 2 and report.fetches_during_run == 1 and stop(LiveStats(sent=500)) == "stop"
 
 
+def test_uploads_without_an_event_id_are_kept_apart(stand_in: Server) -> None:
+    """The reference server's upload entries all have event_id "": each still counts."""
+    url, state = stand_in
+    state["traces"] = [{**upload("qbench-0", 1000.05), "event_id": ""},
+                       {**upload("qbench-0", 1000.06, 2.0), "event_id": ""}, trace("e0")]
+    records = [rec(0)]
+    assert TraceCollector(url).finish(records).matched == 1
+    assert records[0].server_upload_s == pytest.approx(0.007)
+
+
 def test_without_traces_monitoring_per_function_and_a_hint(stand_in: Server) -> None:
     url, state = stand_in
     state["traces"] = None
@@ -223,3 +233,29 @@ def test_an_http_target_is_not_asked() -> None:
     collector = TraceCollector("http://127.0.0.1:9")
     collector.point_at({"endpoint": "POST /predict"})
     assert collector.finish([rec(0)]) == TraceReport()
+
+
+# ---------------------------------------------------------------- the reference server, end to end
+
+
+def test_reference_server_records_carry_its_batch_phases_and_uploads(tmp_path: Path) -> None:
+    from qbench.run.runner import run_scenario
+    from reference_server.settings import synthetic_settings
+    from reference_server.testing import serve_in_thread
+    from tests.run.conftest import scenario
+
+    functions = [{"api_name": "classify", "workload": "image-ideal", "params": {"batch_ms": 5.0},
+                  "batch": True, "max_batch_size": 8, "concurrency_limit": 1}]
+    with serve_in_thread(synthetic_settings(functions=functions)) as server:
+        run = scenario(target=server.url, endpoint={"api_name": "classify"},
+                       payload={"inputs": [{"image": {"width": 64, "height": 48}}]},
+                       load={"users": 4, "duration": 1.5, "warmup": 0})
+        result = run_scenario(run, out_dir=tmp_path / "run", live=False)
+    ok = [r for r in result.records if r.ok]
+    assert ok and result.summary.server_traces is not None
+    assert result.summary.server_traces.matched == result.summary.server_traces.expected
+    for r in ok:
+        assert r.server_forward_s is not None and r.server_forward_s >= 0.004
+        assert r.server_batch_size is not None and 1 <= r.server_batch_size <= 8
+        assert r.server_prepare_s is not None and r.server_upload_s is not None and r.server_upload_s > 0
+    assert "server_forward_s" in result.summary.server_phases
