@@ -17,7 +17,7 @@ from qbench.cli import app
 from qbench.report.build import build_report
 from qbench.run.protocols.gradio_wire import parse_version
 from qbench.run.runner import RunResult, load_scenario, run_scenario
-from qbench.tune.app_process import launch_command
+from qbench.tune.app_process import knob_env, launch_command
 
 gradio = pytest.importorskip("gradio")
 if parse_version(gradio.__version__) < (6, 10):
@@ -69,6 +69,7 @@ def check_phases(result: RunResult, *, streaming: bool) -> dict[str, dict[str, f
 
 
 def test_image_interface_records_carry_gradio_phases(image_app: str, tmp_path: Path) -> None:
+    assert knob_env({}, 7860)["GRADIO_PROFILING"] == "1"  # `GRADIO_PROFILING=1 python app.py`, as docs say
     result = init_and_run(image_app, tmp_path)
     phases = check_phases(result, streaming=False)
     assert phases["server_postprocess_s"]["p50"] > 0  # the output image saved to the cache
