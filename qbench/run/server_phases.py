@@ -232,6 +232,7 @@ class TraceCollector:
         self.available: bool | None = None  # None: not asked yet
         self.fetches_during_run = 0
         self.buffer_full = False
+        self.batched = False  # the app has a batched function: Gradio traces a batch once
         self._sent_at_fetch = 0
         self._thread: threading.Thread | None = None
 
@@ -244,6 +245,9 @@ class TraceCollector:
             return
         self.api = self.base + str(gradio.get("api_prefix") or "")
         self.gradio_version = str(gradio.get("version") or "") or None
+        config = server.get("config")
+        deps = config.get("dependencies") if isinstance(config, dict) else None
+        self.batched = any(isinstance(d, dict) and d.get("batch") for d in deps or ())
 
     def watching(self, hook: Hook | None) -> Hook:
         """The run's stop hook, reading the traces on the way (`watch`)."""
@@ -307,6 +311,8 @@ class TraceCollector:
             note = f"{want - matched} had no trace"
             if self.buffer_full:
                 note += f" (the server keeps its last {BUFFER:,} entries: older ones were dropped)"
+            elif self.batched and self.gradio_version:
+                note += " (Gradio traces a batch of a batched function once, as its first event)"
         predictions = sum(1 for t in self.traces.values() if t.get("fn_name") != UPLOAD_FN)
         return TraceReport("traces", traces=predictions, expected=want, matched=matched,
                            fetches_during_run=self.fetches_during_run, buffer_full=self.buffer_full,

@@ -183,6 +183,9 @@ def test_collector_reads_after_the_run_and_says_what_was_missing(stand_in: Serve
     report = TraceCollector(url).finish(records)
     assert (report.source, report.matched, report.expected) == ("traces", 2, 3)
     assert "1 had no trace" in report.line() and records[0].server_fn_s == pytest.approx(0.1)
+    batched = TraceCollector(url)
+    batched.point_at({**GRADIO, "config": {"dependencies": [{"api_name": "predict", "batch": True}]}})
+    assert "a batch of a batched function once" in batched.finish([rec(0), rec(1), rec(2)]).line()
 
 
 def test_collector_reads_during_a_long_run(stand_in: Server) -> None:
