@@ -181,16 +181,16 @@ def expected(records: Iterable[RequestRecord]) -> int:
 # ---------------------------------------------------------------- reading the server
 
 
-def read_traces(http: httpx.Client, api_url: str, last_n: int) -> list[dict[str, Any]] | None:
-    """The server's last `last_n` entries; None when it has no trace endpoint (or did not answer)."""
+def read_traces(http: httpx.Client, api_url: str, last_n: int) -> list[dict[str, Any]] | int:
+    """The server's last `last_n` entries; else the HTTP status that refused them (0: no answer)."""
     try:
         response = http.get(f"{api_url}/profiling/traces", params={"last_n": last_n})
-        if response.status_code != 200:
-            return None
-        body = response.json()
+        body = response.json() if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
-        return None
-    return [t for t in body if isinstance(t, dict)] if isinstance(body, list) else None
+        return 0
+    if not isinstance(body, list):
+        return response.status_code if response.status_code != 200 else 0
+    return [t for t in body if isinstance(t, dict)]
 
 
 def read_monitoring(http: httpx.Client, base_url: str) -> dict[str, FunctionTimes] | None:
@@ -229,10 +229,12 @@ class TraceCollector:
         self._client_args: dict[str, Any] = dict(
             timeout=TIMEOUT, trust_env=False, headers=dict(headers or {}), cookies=dict(cookies or {}))
         self.traces: dict[str, dict[str, Any]] = {}  # event_id -> entry (uploads have their own ids)
-        self.available: bool | None = None  # None: not asked yet
+        self.enabled = True  # False: not a Gradio front (plain HTTP, OpenAI): nothing to read
+        self.available: bool | None = None  # has the trace endpoint (None: not known yet)
         self.fetches_during_run = 0
         self.buffer_full = False
         self.batched = False  # the app has a batched function: Gradio traces a batch once
+        self.refused = 0  # the status of the last read that brought no traces (0: no answer)
         self._sent_at_fetch = 0
         self._thread: threading.Thread | None = None
 
@@ -241,7 +243,7 @@ class TraceCollector:
         target without one (plain HTTP, OpenAI) has no traces to read."""
         gradio = server.get("gradio")
         if not isinstance(gradio, dict):
-            self.available = False
+            self.enabled = False
             return
         self.api = self.base + str(gradio.get("api_prefix") or "")
         self.gradio_version = str(gradio.get("version") or "") or None
@@ -258,7 +260,7 @@ class TraceCollector:
 
     def watch(self, stats: Progress) -> None:
         """Called on the run's ticks: read the traces once another `every` requests were sent."""
-        if self.available is False or stats.sent - self._sent_at_fetch < self.every:
+        if not self.enabled or self.available is False or stats.sent - self._sent_at_fetch < self.every:
             return
         if self._thread is not None and self._thread.is_alive():
             return
@@ -270,13 +272,15 @@ class TraceCollector:
         self._thread.start()
 
     def _fetch(self, last_n: int) -> int | None:
-        """Read and keep the last `last_n` entries; how many came (None: no trace endpoint)."""
+        """Read and keep the last `last_n` entries; how many came (None: none, see `refused`)."""
         with httpx.Client(**self._client_args) as http:
             traces = read_traces(http, self.api, last_n)
-        if self.available is None:
-            self.available = traces is not None
-        if traces is None:
+        if isinstance(traces, int):
+            self.refused = traces
+            if traces == 404:
+                self.available = False
             return None
+        self.available = True
         self.buffer_full = self.buffer_full or len(traces) >= BUFFER
         for t in traces:
             self.traces[_key(t)] = t
@@ -287,15 +291,17 @@ class TraceCollector:
         if self._thread is not None:
             self._thread.join(timeout=60)
         want = expected(records)
-        if want == 0 or self.available is False:
+        if want == 0 or not self.enabled:
             return TraceReport()
+        if self.available is False:  # a read during the run found no trace endpoint
+            return self._monitoring()
         sent = sum(1 for r in records if r.sent_at_s is not None)
         last_n = min(BUFFER, 3 * max(sent - self._sent_at_fetch, 0) + 1000)
         matched = 0
         for attempt in range(TRIES):
             got = self._fetch(last_n)
             if got is None and not self.traces:
-                return self._monitoring()
+                return self._refused() if self.refused in (401, 403) else self._monitoring()
             matched = attach(records, self.traces.values())
             if matched >= want or got is None:
                 break
@@ -317,6 +323,10 @@ class TraceCollector:
         return TraceReport("traces", traces=predictions, expected=want, matched=matched,
                            fetches_during_run=self.fetches_during_run, buffer_full=self.buffer_full,
                            note=note)
+
+    def _refused(self) -> TraceReport:
+        return TraceReport("none", note=f"server phases: the server refused its traces (HTTP {self.refused}: "
+                                        "a login qbench could not pass on)")
 
     def _monitoring(self) -> TraceReport:
         """No trace endpoint: the per-function figures of /monitoring/summary, and how to get more."""

@@ -150,6 +150,8 @@ def stand_in() -> Iterator[tuple[str, dict[str, Any]]]:
     async def traces(request: web.Request) -> web.Response:
         if state["traces"] is None:
             raise web.HTTPNotFound()
+        if isinstance(state["traces"], int):  # a status: refused
+            return web.json_response({"detail": "Not authenticated"}, status=state["traces"])
         last_n = int(request.query.get("last_n", BUFFER))
         state["asked"].append(last_n)
         return web.json_response(state["traces"][-last_n:])
@@ -225,6 +227,10 @@ def test_without_traces_monitoring_per_function_and_a_hint(stand_in: Server) -> 
     assert "GRADIO_PROFILING=1" in report.line() and "5.49.1" in report.line()
     state["monitoring"] = None
     assert TraceCollector(url).finish([rec(0)]).source == "none"
+    state["traces"] = 401  # behind a login the collector could not pass on: no misleading hint
+    refused = TraceCollector(url).finish([rec(0)])
+    assert refused.source == "none" and "HTTP 401" in refused.line()
+    assert "GRADIO_PROFILING" not in refused.line()
 
 
 def test_a_target_that_does_not_answer_never_fails_the_run() -> None:
