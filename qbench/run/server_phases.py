@@ -14,13 +14,16 @@ a generator's iterations), `total_ms` (the processing after the queue), `event_i
 `batch_prepare_ms`, `h2d_ms`, `forward_ms` and `batch_size`. A file upload is an entry of its own
 (`fn_name` "gradio_file_upload", `upload_ms`) keyed only by the `session_hash` header of the upload,
 so qbench sends `session_hash: qbench-<request_id>` with each upload (`upload_tag`) and sums the
-uploads with that tag made between the request's send and its process start.
+uploads with that tag made between the request's send and its process start. Gradio 6.31 lists upload
+entries without `upload_ms` (only its /profiling/summary has it): there `server_upload_s` stays None.
+Gradio traces a batched function's batch once (as its first event); the reference server every event.
 
 Traces join records by `event_id`. Durations need no clock alignment. The server keeps the last
 100,000 entries (Gradio's deque): the runner reads them after the run, and during it whenever another
 `FETCH_EVERY` requests were sent (`TraceCollector.watch`), so a long run loses none; those it still
 could not match are counted in the `TraceReport`. Nothing here raises to the run: a server that does
-not answer leaves the records as they were and the report says so.
+not answer (or refuses: an app behind a Gradio login) leaves the records as they were, and the report
+says so.
 """
 
 from __future__ import annotations
