@@ -68,8 +68,12 @@ def check_phases(result: RunResult, *, streaming: bool) -> dict[str, dict[str, f
     return phases
 
 
-def test_image_interface_records_carry_gradio_phases(image_app: str, tmp_path: Path) -> None:
+def test_image_interface_records_carry_gradio_phases(image_app: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GRADIO_PROFILING", raising=False)
     assert knob_env({}, 7860)["GRADIO_PROFILING"] == "1"  # `GRADIO_PROFILING=1 python app.py`, as docs say
+    monkeypatch.setenv("GRADIO_PROFILING", "0")  # a user's own choice is kept (the child inherits it)
+    assert "GRADIO_PROFILING" not in knob_env({}, 7860)
     result = init_and_run(image_app, tmp_path)
     phases = check_phases(result, streaming=False)
     assert phases["server_postprocess_s"]["p50"] > 0  # the output image saved to the cache
