@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from qbench.run import control
 from qbench.run.protocols.base import upload_tag
 from qbench.run.protocols.gradio_wire import parse_version
 from qbench.run.records import RequestRecord
@@ -65,7 +66,7 @@ TRACE_FIELDS = {
 UPLOAD_FN = "gradio_file_upload"
 BUFFER = 100_000  # entries the server keeps (gradio.profiling.TraceCollector's deque)
 FETCH_EVERY = 25_000  # requests sent between fetches during a run: never near the buffer's size
-TIMEOUT = httpx.Timeout(15.0, connect=3.0)  # 100,000 traces are ~90 MB of JSON
+TIMEOUT_S = 15.0  # 100,000 traces are ~90 MB of JSON
 SETTLE_S = 0.3  # a trace is stored just after the client got its result: wait, then read again
 TRIES = 3
 UPLOAD_SLACK_S = 1.0  # an upload entry's wall-clock stamp vs. the request's send, either side
@@ -178,7 +179,16 @@ def _num(value: Any) -> float | None:
 
 def expected(records: Iterable[RequestRecord]) -> int:
     """Requests a trace should exist for: given an event_id and seen to start on the server."""
-    return sum(1 for r in records if r.event_id is not None and r.started_at_s is not None)
+    return sum(1 for r in records if _reached(r))
+
+
+def matched(records: Iterable[RequestRecord]) -> int:
+    """Of the `expected` requests, those that carry the server's phases."""
+    return sum(1 for r in records if _reached(r) and r.server_total_s is not None)
+
+
+def _reached(r: RequestRecord) -> bool:
+    return r.event_id is not None and r.started_at_s is not None
 
 
 # ---------------------------------------------------------------- reading the server
@@ -229,8 +239,7 @@ class TraceCollector:
         self.api = self.base + api_prefix
         self.every = every
         self.gradio_version = gradio_version
-        self._client_args: dict[str, Any] = dict(
-            timeout=TIMEOUT, trust_env=False, headers=dict(headers or {}), cookies=dict(cookies or {}))
+        self._credentials: dict[str, Any] = dict(headers=dict(headers or {}), cookies=dict(cookies or {}))
         self.traces: dict[str, dict[str, Any]] = {}  # event_id -> entry (uploads have their own ids)
         self.enabled = True  # False: not a Gradio front (plain HTTP, OpenAI): nothing to read
         self.available: bool | None = None  # has the trace endpoint (None: not known yet)
@@ -276,7 +285,7 @@ class TraceCollector:
 
     def _fetch(self, last_n: int) -> int | None:
         """Read and keep the last `last_n` entries; how many came (None: none, see `refused`)."""
-        with httpx.Client(**self._client_args) as http:
+        with control.client(TIMEOUT_S, **self._credentials) as http:
             traces = read_traces(http, self.api, last_n)
         if isinstance(traces, int):
             self.refused = traces
@@ -300,30 +309,31 @@ class TraceCollector:
             return self._monitoring()
         sent = sum(1 for r in records if r.sent_at_s is not None)
         last_n = min(BUFFER, 3 * max(sent - self._sent_at_fetch, 0) + 1000)
-        matched = 0
+        got_phases = 0
         for attempt in range(TRIES):
             got = self._fetch(last_n)
             if got is None and not self.traces:
                 return self._refused() if self.refused in (401, 403) else self._monitoring()
-            matched = attach(records, self.traces.values())
-            if matched >= want or got is None:
+            attach(records, self.traces.values())
+            got_phases = matched(records)
+            if got_phases >= want or got is None:
                 break
             if got >= last_n:  # more may be stored than asked for
                 last_n = BUFFER
             if attempt < TRIES - 1:
                 time.sleep(SETTLE_S * (attempt + 1))
-        return self._report(want, matched)
+        return self._report(want, got_phases)
 
-    def _report(self, want: int, matched: int) -> TraceReport:
+    def _report(self, want: int, got: int) -> TraceReport:
         note = None
-        if matched < want:
-            note = f"{want - matched} had no trace"
+        if got < want:
+            note = f"{want - got} had no trace"
             if self.buffer_full:
                 note += f" (the server keeps its last {BUFFER:,} entries: older ones were dropped)"
             elif self.batched and self.gradio_version:
                 note += " (Gradio traces a batch of a batched function once, as its first event)"
         predictions = sum(1 for t in self.traces.values() if t.get("fn_name") != UPLOAD_FN)
-        return TraceReport("traces", traces=predictions, expected=want, matched=matched,
+        return TraceReport("traces", traces=predictions, expected=want, matched=got,
                            fetches_during_run=self.fetches_during_run, buffer_full=self.buffer_full,
                            note=note)
 
@@ -334,7 +344,7 @@ class TraceCollector:
     def _monitoring(self) -> TraceReport:
         """No trace endpoint: the per-function figures of /monitoring/summary, and how to get more."""
         try:
-            with httpx.Client(**self._client_args) as http:
+            with control.client(TIMEOUT_S, **self._credentials) as http:
                 functions = read_monitoring(http, self.base)
         except httpx.HTTPError:
             functions = None
