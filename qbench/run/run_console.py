@@ -216,9 +216,9 @@ def time_split(s: Summary) -> list[tuple[str, Summary]]:
 
 def time_split_table(label: str, s: Summary) -> Table:
     """Where the time went: client-only time and each server phase, p50 and p90 of ok requests."""
-    title = f"Where the time went{' in ' + label if label else ''} (ok requests, from the send)"
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True)
+    table = Table(title=f"Where the time went{' in ' + label if label else ''}", title_justify="left",
+                  caption="ok requests, from the send", caption_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, collapse_padding=True)
     for col in ("phase", "n", "p50", "p90"):
         table.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
     for name, stats in s.server_phases.items():
