@@ -37,6 +37,7 @@ def build_app(settings: ServerSettings, file_dir: Path | None = None) -> Starlet
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state.device = resolve_device(settings)
         await anyio.to_thread.run_sync(load_workloads, settings, state.functions, state.device)
+        await anyio.to_thread.run_sync(state.start_pool)
         state.queue.start()
         state.gpu = GpuSampler(state.metrics.registry)
         state.gpu.start()

@@ -101,6 +101,10 @@ class QueueSettings(_Strict):
 
 class LaunchSettings(_Strict):
     max_threads: int = Field(default=40, ge=1)
+    # Processes that parse uploads and decode image inputs (reference_server.decode_pool): auto = up to 8
+    # on CUDA, 0 on a CPU; 0 = in the server's worker threads.
+    decode_workers: int | Literal["auto"] = "auto"
+    uploads_in_memory_mb: float = Field(default=256.0, ge=0)  # upload bytes kept in memory, then on disk
     host: str = "127.0.0.1"
     port: int = Field(default=7860, ge=0, le=65535)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "warning"
@@ -120,6 +124,13 @@ class ServerSettings(_Strict):
     title: str = "qbench reference server"
     auth: AuthSettings = Field(default_factory=AuthSettings)  # login users and bearer tokens (dumps: ***)
     gradio: Literal[3, 4, 5, 6] = 6  # the Gradio major release emulated (module docstring)
+
+    @field_validator("launch")
+    @classmethod
+    def _workers(cls, v: LaunchSettings) -> LaunchSettings:
+        if isinstance(v.decode_workers, int) and v.decode_workers < 0:
+            raise ValueError(f"launch.decode_workers = {v.decode_workers}: expected auto or an integer >= 0")
+        return v
 
     @model_validator(mode="after")
     def _unique_names_and_batch_rules(self) -> ServerSettings:
