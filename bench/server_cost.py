@@ -45,7 +45,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,7 @@ class Options:
     batch_ms: float
     decode_workers: int
     json_out: Path | None
+    baseline_dir: Path | None = None  # a checkout of the baseline already on disk (no git worktree)
 
 
 @dataclass
@@ -174,7 +175,8 @@ def server(name: str, opts: Options, workdir: Path) -> Iterator[tuple[str, int]]
         with process(argv, ROOT, child_env(ROOT), url, "/healthz", log) as running:
             yield running
         return
-    with baseline_tree(opts.baseline) as tree, process(argv, tree, child_env(tree), url, "/healthz",
+    tree_context = nullcontext(opts.baseline_dir) if opts.baseline_dir else baseline_tree(opts.baseline)
+    with tree_context as tree, process(argv, tree, child_env(tree), url, "/healthz",
                                                        log) as running:
         yield running
 
@@ -321,6 +323,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--repeats", type=int, help="runs per server (default 3; quick 1)")
     p.add_argument("--batch-size", type=int, default=32, help="max_batch_size (default 32)")
     p.add_argument("--batch-ms", type=float, default=5.0, help="the ideal device's wait per batch (ms)")
+    p.add_argument("--baseline-dir", type=Path, help="the baseline's checkout on disk (instead of --baseline)")
     p.add_argument("--decode-workers", type=int, default=os.cpu_count() or 2,
                    help="the current server's launch.decode_workers (default: one per core)")
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
@@ -336,7 +339,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
                    duration_s=duration, warmup_s=min(2.0, duration / 4),
                    repeats=a.repeats or (1 if a.quick else 3),
                    batch=a.batch_size, batch_ms=a.batch_ms, decode_workers=a.decode_workers,
-                   json_out=a.json)
+                   json_out=a.json, baseline_dir=a.baseline_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
