@@ -323,7 +323,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--repeats", type=int, help="runs per server (default 3; quick 1)")
     p.add_argument("--batch-size", type=int, default=32, help="max_batch_size (default 32)")
     p.add_argument("--batch-ms", type=float, default=5.0, help="the ideal device's wait per batch (ms)")
-    p.add_argument("--baseline-dir", type=Path, help="the baseline's checkout on disk (instead of --baseline)")
+    p.add_argument("--baseline-dir", type=Path, help="the baseline checkout on disk (not --baseline)")
     p.add_argument("--decode-workers", type=int, default=os.cpu_count() or 2,
                    help="the current server's launch.decode_workers (default: one per core)")
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
