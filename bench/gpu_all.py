@@ -338,6 +338,9 @@ def background(action: Callable[[], None]) -> Iterator[None]:
         thread.join(timeout=60)
 
 
+PROFILE_HZ = 40  # py-spy's default 100 Hz fell a minute behind on the 17-thread server (2026-11-26)
+
+
 def step_profile(opts: Options, log: Path) -> str:
     spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(PY).parent))
     if spy is None:
@@ -361,6 +364,8 @@ def step_profile(opts: Options, log: Path) -> str:
                 "-f",
                 "raw",
                 "--threads",
+                "-r",
+                str(PROFILE_HZ),
                 "-o",
                 str(raw),
                 "--nonblocking",
@@ -372,7 +377,7 @@ def step_profile(opts: Options, log: Path) -> str:
     line = saturated(opts, log, "profile", during=record)
     if not raw.exists():
         return f"{line}\n(py-spy wrote no profile: see the log)"
-    return f"{line}\n{thread_load(raw, recorded_s)}\n{top_frames(raw)}"
+    return f"{line}\n{thread_load(raw, recorded_s, PROFILE_HZ)}\n{top_frames(raw)}"
 
 
 def stacks(raw: Path) -> Iterator[tuple[list[str], int]]:
