@@ -29,13 +29,15 @@ from qbench.run.summary import Summary
 STARVED_SHARE = 0.3  # of an endpoint's waiting time with none of its own jobs running
 OTHERS_BUSY = 0.8  # of that time with another endpoint's jobs running
 GRID = 800
-ONCE = ("usage", "generator")  # findings about the whole server or the generator: said for the total only
+ONCE = ("usage", "generator", "phase_share", "client_only")  # said for the total only: the whole server,
+# the generator, and the phases (qbench.run.diagnose_phases names each endpoint already)
 
 
 def diagnose_run(records: list[RequestRecord], summary: Summary, server: dict[str, Any] | None = None,
-                 generator_warnings: list[str] | None = None) -> list[Finding]:
-    """Findings for the run, then per endpoint of a mix (module docstring)."""
-    findings = diagnose(records, summary, server, generator_warnings)
+                 generator_warnings: list[str] | None = None, *, cpus: int | None = None) -> list[Finding]:
+    """Findings for the run, then per endpoint of a mix (module docstring); `cpus`: the server host's
+    cores when known (qbench.run.diagnose.host_cpus)."""
+    findings = diagnose(records, summary, server, generator_warnings, cpus=cpus)
     if not summary.endpoints:
         return findings
     measured = [r for r in records if not r.warmup and r.sent_at_s is not None]
@@ -46,7 +48,7 @@ def diagnose_run(records: list[RequestRecord], summary: Summary, server: dict[st
         if _waits(sub):
             behind = _shared_group(label, summary, groups) or _starved(label, measured)
         idle = _idle_while_waiting(mine)
-        for f in diagnose(mine, sub, _for_function(server, label)):
+        for f in diagnose(mine, sub, _for_function(server, label), cpus=cpus):
             if f.kind in ONCE or (behind is not None and f.kind == "headroom"):
                 continue
             if idle and f.kind in ("queue_limit", "model_bound"):  # its own limit was not what held it
