@@ -13,7 +13,7 @@ Gradio's trace names (`gradio.profiling.RequestTrace`):
     streaming_diff  diffing a generator's successive outputs
     total           the event's whole processing once dequeued (preprocess .. postprocess)
     client_only     what the client saw beyond the server's phases: network, HTTP, message delivery
-                    (send -> result, less queue_wait, upload and total)
+                    (send -> result, less queue_wait, upload and total; needs queue_wait and total)
 
 and the reference server's, inside its function: `prepare` (decoding a request's input),
 `batch_prepare` (stacking a batch), `h2d` (the host-to-device copy), `forward` (the model's forward
@@ -125,11 +125,11 @@ def phase_medians(records: Iterable[RequestRecord]) -> dict[str, dict[str, float
 
 
 def _client_only(r: RequestRecord, phases: Mapping[str, float]) -> float | None:
-    """Send -> result, less what the server accounts for (s); None without the server's total."""
+    """Send -> result, less what the server accounts for (s); None without its total and queue wait."""
     end = r.result_at_s if r.result_at_s is not None else r.completed_at_s
-    if "total" not in phases or end is None or r.sent_at_s is None:
+    if "total" not in phases or "queue_wait" not in phases or end is None or r.sent_at_s is None:
         return None
-    server = phases["total"] + phases.get("queue_wait", 0.0) + phases.get("upload", 0.0)
+    server = phases["total"] + phases["queue_wait"] + phases.get("upload", 0.0)
     return max(end - r.sent_at_s - server, 0.0)
 
 
