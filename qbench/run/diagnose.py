@@ -58,6 +58,7 @@ Findings, most specific first (each a sentence a user can act on):
                  the requests waited in request handling, not for the function
     headroom     not saturated: open loop, the server kept up with the offered load; closed loop, it was
                  not at its limit for this many users
+    warmup       every request fell in the warm-up window: nothing was measured (and nothing else said)
     phase_share, per_request_work, client_only
                  where the time went inside the server, per endpoint, whatever the load
                  (qbench.run.diagnose_phases.phase_findings), when records carry the server's phases
@@ -145,6 +146,10 @@ def diagnose(
     phases = phase_medians(records)
     described = phase_findings(phases)
     ok = [r for r in records if not r.warmup and r.sent_at_s is not None]
+    if records and all(r.warmup for r in records):
+        return [*findings, Finding("warmup", (
+            f"nothing was measured: load.warmup covered all {len(records)} requests of the run, so no "
+            "figure or limit can be judged; shorten load.warmup or lengthen the run"))]
     load = _load(ok, [r for r in records if r.sent_at_s is not None])
     if load is None:
         return findings + described

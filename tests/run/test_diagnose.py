@@ -52,6 +52,13 @@ def shared_cpu(n: int = 600, slots: int = 4, base_s: float = 0.02, seed: int = 0
     return records
 
 
+def test_a_warmup_over_the_whole_run_is_named() -> None:
+    records = [RequestRecord(**{**{f: getattr(r, f) for f in r.__dataclass_fields__}, "warmup": True})
+               for r in simulate(n=100)]
+    (finding,) = diagnose(records, summarize(records, None))
+    assert finding.kind == "warmup" and "load.warmup covered all 100 requests" in finding.message
+
+
 def test_a_server_with_room_to_spare() -> None:
     assert kinds(simulate(n=400, rate_rps=10, service_s=0.05, workers=2)) == ["headroom"]
 
