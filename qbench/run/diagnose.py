@@ -134,17 +134,17 @@ class _Context:
 
 def diagnose(
     records: list[RequestRecord], summary: Summary, server: dict[str, Any] | None = None,
-    generator_warnings: list[str] | None = None, *, cpus: int | None = None,
+    generator_warnings: list[str] | None = None, *, cpus: int | None = None, describe: bool = True,
 ) -> list[Finding]:
     """Findings for a run (see the module docstring); only the generator's, usage and phase findings
     when there are too few requests to judge. `cpus`: the server host's cores, when known
-    (`host_cpus`)."""
+    (`host_cpus`); `describe`: add where the time went per endpoint (the phase findings)."""
     findings = [Finding("generator", w) for w in generator_warnings or []]
     usage = server_usage(server)
     if usage.text:
         findings.append(Finding("usage", usage.text))
     phases = phase_medians(records)
-    described = phase_findings(phases)
+    described = phase_findings(phases) if describe else []
     ok = [r for r in records if not r.warmup and r.sent_at_s is not None]
     if records and all(r.warmup for r in records):
         return [*findings, Finding("warmup", (

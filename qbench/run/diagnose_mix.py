@@ -2,7 +2,8 @@
 
 `diagnose_run` is `qbench.run.diagnose.diagnose` for the whole run, then for each endpoint on its own
 records (its findings named `endpoint: ...`; the server's own use and the generator's health are said
-once), then one finding per endpoint whose requests waited longer than they ran (means), behind ANOTHER
+once, as are where each endpoint's time went: qbench.run.diagnose_phases names the endpoint), then one
+finding per endpoint whose requests waited longer than they ran (means), behind ANOTHER
 function's jobs:
 
     shared_group   the server reports its settings (the reference server's /status) and the endpoint
@@ -29,8 +30,7 @@ from qbench.run.summary import Summary
 STARVED_SHARE = 0.3  # of an endpoint's waiting time with none of its own jobs running
 OTHERS_BUSY = 0.8  # of that time with another endpoint's jobs running
 GRID = 800
-ONCE = ("usage", "generator", "phase_share", "client_only")  # said for the total only: the whole server,
-# the generator, and the phases (qbench.run.diagnose_phases names each endpoint already)
+ONCE = ("usage", "generator")  # findings about the whole server or the generator: said for the total only
 
 
 def diagnose_run(records: list[RequestRecord], summary: Summary, server: dict[str, Any] | None = None,
@@ -48,7 +48,7 @@ def diagnose_run(records: list[RequestRecord], summary: Summary, server: dict[st
         if _waits(sub):
             behind = _shared_group(label, summary, groups) or _starved(label, measured)
         idle = _idle_while_waiting(mine)
-        for f in diagnose(mine, sub, _for_function(server, label), cpus=cpus):
+        for f in diagnose(mine, sub, _for_function(server, label), cpus=cpus, describe=False):
             if f.kind in ONCE or (behind is not None and f.kind == "headroom"):
                 continue
             if idle and f.kind in ("queue_limit", "model_bound"):  # its own limit was not what held it

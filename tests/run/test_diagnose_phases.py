@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from qbench.run.diagnose import diagnose
+from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.diagnose_phases import FIELDS, breakdown, phase_findings, phase_medians
 from qbench.run.records import RequestRecord
 from qbench.run.summary import summarize
@@ -111,3 +112,13 @@ def test_a_saturated_server_whose_model_is_small_names_the_work_around_it() -> N
             "fn_call 5.4 ms: 63 ms of 68 ms; the forward pass 4.6 ms (batches of 32))") in message
     quick = [traced(r, total=0.068, fn_call=0.066) for r in closed_loop(users=8, slots=1, service_s=0.068)]
     assert [f.kind for f in diagnose(quick, summarize(quick, None))] == ["queue_limit"]
+
+
+def test_a_mix_names_each_endpoints_phases_once() -> None:
+    ms = {k: v / 1000 for k, v in GRADIO_IMAGE.items()}
+    records: list[RequestRecord] = []
+    for r in closed_loop(users=4, slots=4, service_s=0.068):
+        r.endpoint = "a" if r.request_id % 2 else "b"
+        records.append(traced(r, **ms))
+    found = [f for f in diagnose_run(records, summarize(records, None)) if f.kind == "phase_share"]
+    assert sorted(f.message.split(": ")[0] for f in found) == ["a", "b"], found
