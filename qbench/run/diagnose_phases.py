@@ -15,9 +15,10 @@ Gradio's trace names (`gradio.profiling.RequestTrace`):
     client_only     what the client saw beyond the server's phases: network, HTTP, message delivery
                     (send -> result, less queue_wait, upload and total; needs queue_wait and total)
 
-and the reference server's, inside its function: `prepare` (decoding a request's input),
-`batch_prepare` (stacking a batch), `h2d` (the host-to-device copy), `forward` (the model's forward
-pass, CUDA-timed on a GPU), plus `batch_size` (requests in the batch: a count, not ms).
+and the reference server's (its per-event traces): `prepare` (a request's input made ready for
+the model, in a worker; a batch function's is read ahead while the request waits), and inside its
+function call `batch_prepare` (stacking a batch), `h2d` (the host-to-device copy), `forward` (the
+model's forward pass, CUDA-timed on a GPU), plus `batch_size` (requests in the batch: a count).
 
 `phase_findings(phases)` is pure: per endpoint, with
 
@@ -64,13 +65,13 @@ WORDS = {
     "preprocess": "turning the inputs into the function's arguments: decoding, moving files to the cache",
     "postprocess": "turning the outputs into the response: encoding, saving output files to the cache",
     "streaming_diff": "diffing the streamed outputs",
-    "prepare": "decoding each request's input",
+    "prepare": "making each request's input ready for the model",
     "batch_prepare": "stacking the batch",
     "h2d": "copying the batch to the device",
     "fn_call": "the function around the forward pass",
 }
 GRADIO_PARTS = ("preprocess", "fn_call", "postprocess", "streaming_diff")
-AROUND_FORWARD = ("prepare", "batch_prepare", "h2d")
+AROUND_FORWARD = ("batch_prepare", "h2d")  # inside the function call, beside the forward pass
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def breakdown(phases: Mapping[str, float]) -> Breakdown | None:
     if model_ms is None or service is None or service <= 0:
         return None
     service += phases.get("upload") or 0.0
-    names = ("upload", "preprocess", "postprocess", "streaming_diff") + (
+    names = ("upload", "preprocess", "postprocess", "streaming_diff", "prepare") + (
         (*AROUND_FORWARD, "fn_call") if model == "forward" else ())
     around = {n: phases[n] for n in names if phases.get(n) is not None}
     if model == "forward" and "fn_call" in around:  # the function, less what it is made of inside

@@ -16,16 +16,17 @@ from qbench.run.summary import summarize
 
 from .test_diagnose_closed import closed_loop
 
-GPU_BATCH = {"queue_wait": 200.0, "total": 68.0, "fn_call": 62.0, "prepare": 40.0, "batch_prepare": 9.0,
-             "h2d": 3.0, "forward": 4.6, "batch_size": 32.0}
+GPU_BATCH = {"queue_wait": 200.0, "preprocess": 30.0, "prepare": 12.0, "fn_call": 20.0, "batch_prepare": 9.0,
+             "h2d": 3.0, "forward": 4.6, "postprocess": 6.0, "total": 68.0, "batch_size": 32.0}
 GRADIO_IMAGE = {"queue_wait": 1.5, "preprocess": 10.0, "fn_call": 30.0, "postprocess": 27.0, "total": 68.0}
 
 CASES: list[tuple[str, dict[str, float], list[tuple[str, str]]]] = [
     ("a GPU batch whose forward pass is small", GPU_BATCH, [
-        ("per_request_work", "classify: the forward pass 4.6 ms (batches of 32) of 68 ms of service: per-"
-                             "request work (prepare 40 ms, batch_prepare 9.0 ms, fn_call 5.4 ms) dominates"),
-        ("phase_share", "classify: prepare (decoding each request's input) is 59% of service time (40 ms of "
-                        "68 ms, medians)"),
+        ("per_request_work", "classify: the forward pass 4.6 ms (batches of 32) of 68 ms of service: "
+                             "per-request work (preprocess 30 ms, prepare 12 ms, batch_prepare 9.0 ms) "
+                             "dominates"),
+        ("phase_share", "classify: preprocess (turning the inputs into the function's arguments: decoding, "
+                        "moving files to the cache) is 44% of service time (30 ms of 68 ms, medians)"),
     ]),
     ("Gradio saving an output image", GRADIO_IMAGE, [
         ("phase_share", "classify: postprocess (turning the outputs into the response: encoding, saving "
@@ -66,7 +67,7 @@ def test_each_endpoint_is_named() -> None:
 def test_the_function_around_the_forward_pass_is_what_it_does_besides() -> None:
     split = breakdown(GPU_BATCH)
     assert split is not None and split.model == "forward" and split.work_ms == pytest.approx(63.4)
-    assert split.around["fn_call"] == pytest.approx(62.0 - 4.6 - 40.0 - 9.0 - 3.0)
+    assert split.around["fn_call"] == pytest.approx(20.0 - 4.6 - 9.0 - 3.0)  # prepare runs outside it
 
 
 class Traced(RequestRecord):
@@ -108,8 +109,8 @@ def test_a_saturated_server_whose_model_is_small_names_the_work_around_it() -> N
     assert [f.kind for f in findings] == ["per_request_work", "phase_share"], findings
     message = findings[0].message
     assert message.startswith("at its limit for 8 users (they waited 477 ms beyond the round trip")
-    assert ("per-request work in the server process is the limit (prepare 40 ms, batch_prepare 9.0 ms, "
-            "fn_call 5.4 ms: 63 ms of 68 ms; the forward pass 4.6 ms (batches of 32))") in message
+    assert ("per-request work in the server process is the limit (preprocess 30 ms, prepare 12 ms, "
+            "batch_prepare 9.0 ms: 63 ms of 68 ms; the forward pass 4.6 ms (batches of 32))") in message
     quick = [traced(r, total=0.068, fn_call=0.066) for r in closed_loop(users=8, slots=1, service_s=0.068)]
     assert [f.kind for f in diagnose(quick, summarize(quick, None))] == ["queue_limit"]
 
