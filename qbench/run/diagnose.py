@@ -59,9 +59,10 @@ Findings, most specific first (each a sentence a user can act on):
     headroom     not saturated: open loop, the server kept up with the offered load; closed loop, it was
                  not at its limit for this many users
     warmup       every request fell in the warm-up window: nothing was measured (and nothing else said)
-    phase_share, per_request_work, client_only
+    work_share, phase_share, client_only
                  where the time went inside the server, per endpoint, whatever the load
-                 (qbench.run.diagnose_phases.phase_findings), when records carry the server's phases
+                 (qbench.run.diagnose_phases.phase_findings), when records carry the server's phases;
+                 work_share is left out where per_request_work says the same as the limit
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ def diagnose(
     limit = _limit(load, ctx)
     if any(f.kind == "generator" for f in limit):
         return findings + limit
-    said = {f.kind for f in limit} & {"per_request_work"}
+    said = {"work_share"} if any(f.kind == "per_request_work" for f in limit) else set()
     return findings + limit + [f for f in described if f.kind not in said]
 
 

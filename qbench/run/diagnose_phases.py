@@ -28,12 +28,16 @@ model's forward pass, CUDA-timed on a GPU), plus `batch_size` (requests in the b
 
 it finds, each message naming the endpoint:
 
-    per_request_work  the model is under MODEL_SHARE of the service: the rest (decoding, pre- and
-                      postprocessing, uploads, copies) is per-request work around it, which more
-                      concurrency or batching does not shorten
-    phase_share       a phase around the model is at least PHASE_SHARE of the service
-    client_only       the time outside the server is at least CLIENT_SHARE of a request's time and
-                      at least CLIENT_MIN_MS: the network, HTTP and message delivery dominate
+    work_share   the model is under MODEL_SHARE of the service: the rest (decoding, pre- and
+                 postprocessing, uploads, copies) is per-request work around it, which more concurrency
+                 or batching does not shorten (under load, qbench.run.diagnose's per_request_work says
+                 it is the limit, in its place)
+    phase_share  a phase around the model is at least PHASE_SHARE of the service
+    client_only  the time outside the server is at least CLIENT_SHARE of a request's time and at least
+                 CLIENT_MIN_MS: the network, HTTP and message delivery dominate
+
+work_share and phase_share need a service of at least MIN_SERVICE_MS: an instant function's shares of
+a fraction of a millisecond say nothing a user can act on.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ MODEL_SHARE = 1 / 3  # the model under this share of the service: per-request wo
 PHASE_SHARE = 0.25  # a phase around the model at least this share of the service is named
 CLIENT_SHARE = 0.5  # time outside the server, as a share of a request's time, that dominates...
 CLIENT_MIN_MS = 5.0  # ... when it is also at least this long
+MIN_SERVICE_MS = 2.0  # shares of a shorter service are not named
+KINDS = ("work_share", "phase_share", "client_only")  # what phase_findings finds
 
 #: Phase name -> the record field that carries it (seconds; batch_size is a count).
 FIELDS = {
@@ -160,7 +166,7 @@ def phase_findings(phases: Mapping[str, Mapping[str, float]]) -> list[Finding]:
     findings: list[Finding] = []
     for endpoint, mine in phases.items():
         split = breakdown(mine)
-        if split is not None:
+        if split is not None and split.service_ms >= MIN_SERVICE_MS:
             findings += _service_findings(endpoint, split)
         client = _client_finding(endpoint, mine)
         if client is not None:
@@ -171,7 +177,7 @@ def phase_findings(phases: Mapping[str, Mapping[str, float]]) -> list[Finding]:
 def _service_findings(endpoint: str, split: Breakdown) -> list[Finding]:
     found = []
     if split.model_share < MODEL_SHARE:
-        found.append(Finding("per_request_work", (
+        found.append(Finding("work_share", (
             f"{endpoint}: {split.model_text()} of {_ms(split.service_ms)} of service: per-request work "
             f"({split.work_text()}) dominates; a faster model or more concurrency will not shorten it")))
     for name, ms in split.around.items():

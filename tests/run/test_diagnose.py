@@ -13,6 +13,7 @@ import numpy as np
 
 from qbench.report.build import build_report
 from qbench.run.diagnose import configured_slots, diagnose
+from qbench.run.diagnose_phases import KINDS as PHASE_KINDS
 from qbench.run.records import RequestRecord
 from qbench.run.run_info import RunInfo
 from qbench.run.runner import run_scenario
@@ -144,7 +145,7 @@ def run_diagnosis(server_factory: Factory, tmp_path: Path, functions: list[dict[
                     load={"timeout": 20, **load})
     with server_factory(functions=functions, **settings) as server:
         result = run_scenario(spec, target=server.url, out_dir=tmp_path / "run", live=False)
-    return [f.kind for f in result.diagnosis if f.kind != "usage"]
+    return [f.kind for f in result.diagnosis if f.kind not in ("usage", *PHASE_KINDS)]
 
 
 def test_an_instant_function_well_below_its_limit_has_headroom(server_factory: Factory,

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from qbench.run.diagnose import closed_loop_users, diagnose, host_cpus
+from qbench.run.diagnose_phases import KINDS as PHASE_KINDS
 from qbench.run.records import RequestRecord
 from qbench.run.runner import run_scenario
 from qbench.run.summary import summarize
@@ -102,7 +103,7 @@ def test_a_real_closed_loop_on_a_limit_of_two_names_it(server_factory: Factory, 
                     load={"users": 8, "duration": 3, "warmup": 0.5, "timeout": 20})
     with server_factory(functions=[work]) as server:
         result = run_scenario(spec, target=server.url, out_dir=tmp_path / "run", live=False)
-    found = [f for f in result.diagnosis if f.kind != "usage"]
+    found = [f for f in result.diagnosis if f.kind not in ("usage", *PHASE_KINDS)]
     assert [f.kind for f in found] == ["queue_limit"], result.diagnosis
     assert "at its limit for 8 users" in found[0].message
     assert "about 2 request(s) at a time (its configured limit: 2)" in found[0].message

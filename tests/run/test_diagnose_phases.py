@@ -22,7 +22,7 @@ GRADIO_IMAGE = {"queue_wait": 1.5, "preprocess": 10.0, "fn_call": 30.0, "postpro
 
 CASES: list[tuple[str, dict[str, float], list[tuple[str, str]]]] = [
     ("a GPU batch whose forward pass is small", GPU_BATCH, [
-        ("per_request_work", "classify: the forward pass 4.6 ms (batches of 32) of 68 ms of service: "
+        ("work_share", "classify: the forward pass 4.6 ms (batches of 32) of 68 ms of service: "
                              "per-request work (preprocess 30 ms, prepare 12 ms, batch_prepare 9.0 ms) "
                              "dominates"),
         ("phase_share", "classify: preprocess (turning the inputs into the function's arguments: decoding, "
@@ -35,7 +35,7 @@ CASES: list[tuple[str, dict[str, float], list[tuple[str, str]]]] = [
     ("a function that is the service", {"total": 100.0, "fn_call": 95.0, "preprocess": 2.0,
                                          "postprocess": 2.0}, []),
     ("no total: the parts add up", {"preprocess": 5.0, "fn_call": 5.0, "postprocess": 20.0}, [
-        ("per_request_work", "classify: the function 5.0 ms of 30 ms of service"),
+        ("work_share", "classify: the function 5.0 ms of 30 ms of service"),
         ("phase_share", "classify: postprocess"),
     ]),
     ("an upload beside the service", {"total": 20.0, "fn_call": 15.0, "upload": 12.0}, [
@@ -48,6 +48,7 @@ CASES: list[tuple[str, dict[str, float], list[tuple[str, str]]]] = [
     ("a little time outside the server", {"total": 1.0, "fn_call": 0.9, "client_only": 3.0}, []),
     ("no phases", {}, []),
     ("no model", {"queue_wait": 3.0, "upload": 2.0}, []),
+    ("an instant function", {"total": 0.3, "fn_call": 0.01, "postprocess": 0.2}, []),
 ]
 
 
