@@ -258,10 +258,11 @@ def _per_request_work(load: _Load, ctx: _Context, at: str) -> Finding | None:
         many = ctx.cpus is not None and usage.cores > FEW_CORES * ctx.cpus  # the host's CPU, not one process
         if gpu >= GPU_IDLE or usage.cores < PROCESS_BUSY_CORES or many:
             return None
-        busy = float((load.running > 0).mean())
-        gpu_ms = f", about {_ms(gpu / busy * service)} of each {_ms(service)} of service," if busy > 0 else ""
-        evidence = (f"the GPU was busy {gpu:.0%} of the run{gpu_ms} while {used}, about one Python "
-                    "thread's worth")
+        busy = float((load.running > 0).mean())  # the GPU's share of the time a job ran, of each job
+        on_gpu = min(gpu / busy, 1.0) * service if busy > 0 else 0.0
+        evidence = (f"decode/preprocess/upload: about {_ms(service - on_gpu)} of each {_ms(service)} of "
+                    f"service, the GPU busy {gpu:.0%} of the run (about {_ms(on_gpu)}), while {used}, about "
+                    "one Python thread's worth")
     return Finding("per_request_work", (
         f"{at}per-request work in the server process is the limit ({evidence}): decoding, preprocessing, "
         "uploads and messaging run one at a time in one Python process; more concurrency or batching will "

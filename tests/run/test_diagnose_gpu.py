@@ -32,7 +32,8 @@ def test_a_real_gpu_run_names_per_request_work(name: str, gpu: str, service: str
     message = findings[1].message
     assert message.startswith("at its limit for 128 users (they waited ")
     assert "per-request work in the server process is the limit" in message
-    assert f"the GPU was busy {gpu} of the run" in message and f"of each {service} of service" in message
+    assert f"of each {service} of service, the GPU busy {gpu} of the run (about " in message
+    assert "per-request work in the server process is the limit (decode/preprocess/upload: about " in message
     assert "the server process used 1.3 of the host's 16 cores" in message
     assert "more concurrency or batching will not help" in message and "worker processes" in message
     said = json.loads((run / "summary.json").read_text())["diagnosis"]
