@@ -99,7 +99,7 @@ HELP_PER_REQUEST = (
     "decode and preprocess in worker processes or on the GPU, run several server processes behind one "
     "address, keep uploads in memory, or send smaller inputs")
 ROUND_TRIP_HOW = {
-    "server": "the server's own queue wait is the rest",
+    "server": "the rest is the server's own queue wait",
     "join": "upload, join and the start message",
     "first": "the shortest wait of the run",
 }
@@ -298,10 +298,11 @@ def _headroom(load: _Load, ctx: _Context, waited: np.ndarray) -> Finding:
     queue_wait, service = load.later_medians
     trip = f"the protocol's round trip {_ms(load.round_trip)} ({ROUND_TRIP_HOW[load.source]})"
     if ctx.users is not None:
+        where = "the server's own queue" if load.source == "server" else f"the queue beyond {trip}"
         return Finding("headroom", (
-            f"not at its limit for {ctx.users} users: requests waited {_ms(load.excess)} in the queue "
-            f"beyond {trip}, for {_ms(service)} of service; a closed loop offers only what the server "
-            "serves, so add users to find its limit"))
+            f"not at its limit for {ctx.users} users: requests waited {_ms(load.excess)} in {where}, for "
+            f"{_ms(service)} of service; a closed loop offers only what the server serves, so add users "
+            "to find its limit"))
     return Finding("headroom", (
         f"the server kept up: requests waited in the queue {waited.mean():.0%} of the time (later half: "
         f"median queue wait {_ms(queue_wait)}, of which {trip}; service {_ms(service)})"))

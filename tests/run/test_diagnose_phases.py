@@ -124,3 +124,11 @@ def test_a_mix_names_each_endpoints_phases_once() -> None:
         records.append(traced(r, **ms))
     found = [f for f in diagnose_run(records, summarize(records, None)) if f.kind == "phase_share"]
     assert sorted(f.message.split(": ")[0] for f in found) == ["a", "b"], found
+
+
+def test_the_servers_own_queue_wait_is_the_queue() -> None:
+    """With the server's queue wait on every record, no round trip is estimated: it is the queue."""
+    records: list[RequestRecord] = [traced(r, queue_wait=0.0002, total=0.1, fn_call=0.099)
+                                    for r in closed_loop(users=8, slots=8)]
+    (finding,) = diagnose(records, summarize(records, None))
+    assert finding.kind == "headroom" and "waited 0.2 ms in the server's own queue" in finding.message
