@@ -50,6 +50,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class CudaOverrides(_Strict):
+    """A function's queue knobs when the server runs on CUDA (a preset that fits the device it runs
+    on: a GPU gains from batches a CPU cannot use); applied by the lifespan once the device is known."""
+
+    max_batch_size: int | None = Field(default=None, ge=1)
+    concurrency_limit: int | Literal["default"] | None = "default"
+    batch_wait_ms: float | None = Field(default=None, ge=0)
+
+
 class FunctionSettings(_Strict):
     """One event listener: what it runs and how the queue schedules it."""
 
@@ -63,6 +72,7 @@ class FunctionSettings(_Strict):
     batch_wait_ms: float = Field(default=0.0, ge=0)
     queue: bool = True
     api_visibility: Literal["public", "undocumented", "private"] = "public"
+    on_cuda: CudaOverrides | None = None  # EXTENSION: queue knobs that replace these when serving on CUDA
 
     @field_validator("concurrency_limit")
     @classmethod
@@ -265,6 +275,22 @@ def with_overrides(settings: ServerSettings, overrides: dict[str, Any], source: 
             node = node.setdefault(key, {})
         node[leaf] = value
     return parse_settings(raw, source)
+
+
+def for_device(settings: ServerSettings, device: str) -> ServerSettings:
+    """The settings as served on `device`: each function's `on_cuda` knobs applied on CUDA."""
+    if device != "cuda" or not any(fn.on_cuda for fn in settings.functions):
+        return settings
+    functions = []
+    for fn in settings.functions:
+        cuda = fn.on_cuda
+        if cuda is None:
+            functions.append(fn)
+            continue
+        knobs = cuda.model_dump(exclude_unset=True)
+        functions.append(fn.model_copy(update={k: v for k, v in knobs.items() if v is not None
+                                               or k == "concurrency_limit"}))
+    return settings.model_copy(update={"functions": functions})
 
 
 def synthetic_settings(**fields: Any) -> ServerSettings:

@@ -209,11 +209,12 @@ def test_gpu_all_dry_run_on_the_cpu(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     summary = (out / "gpu-all-partall-summary.md").read_text()
     steps = ["facts", "cuda-tests", "serving", "serving-b64", "batching", "profile", "eager", "compile",
-             "sweep", "gradio-diagnosis"]
+             "sweep", "gradio-diagnosis", "ceiling-cost", "ceiling-serving", "ceiling-batch"]
     for step in steps:
         assert f"| {step} | ok |" in summary, summary
     assert "reference  image  float32" in summary and "gradio 6   image" in summary
     assert "MainThread" in summary and "served " in summary and "winner:" in summary
+    assert "current / baseline: main CPU per request x" in summary
     with tarfile.open(out / "gpu-all-partall.tar.gz") as tar:
         names = {Path(n).name for n in tar.getnames()}
     assert {f"{s}.log" for s in steps} | {"spy.txt", "gpu_serving.json", "summary.md"} <= names
