@@ -7,6 +7,7 @@ Uploaded files are stored as `uploads/<hex>/<name>` with Gradio's name sanitisin
 
 from __future__ import annotations
 
+import mimetypes
 import time
 import uuid
 from typing import Any
@@ -21,6 +22,7 @@ from starlette.routing import Route
 from reference_server import messages as m
 from reference_server import uploads
 from reference_server.api_config import build_info
+from reference_server.decode_pool import Failed, parse_upload
 from reference_server.jobs import INPUT_ERROR_TITLE
 from reference_server.queue import QueueFullError
 from reference_server.runtime import Event, FunctionRuntime, Job
@@ -219,7 +221,16 @@ async def upload(request: Request) -> Response:
         if 0 < declared <= uploads.IN_MEMORY_LIMIT:
             body = await request.body()
             kind = request.headers.get("content-type", "")
-            paths = await anyio.to_thread.run_sync(uploads.save_uploads, body, kind, state.store, limit)
+            if state.pool is not None:  # parsed (and decoded) in a worker process; kept in memory
+                parts = await state.pool.run(parse_upload, body, kind, state.pool.upload_prep)
+                if isinstance(parts, Failed):
+                    raise uploads.UploadError(parts.status, parts.detail)
+                paths = uploads.store_parts([(p.name, p.filename, p.data) for p in parts], state.store, limit)
+                for path, part in zip(paths, (p for p in parts if p.name == "files"), strict=True):
+                    if part.decoded is not None:
+                        state.store.keep_decoded(path, part.decoded, part.decoded.array.nbytes)
+            else:
+                paths = await anyio.to_thread.run_sync(uploads.save_uploads, body, kind, state.store, limit)
         else:
             paths = await _upload_streamed(request, state, limit)
     except uploads.UploadError as exc:
@@ -244,7 +255,12 @@ async def _upload_streamed(request: Request, state: ServerState, limit: int | No
 
 
 async def file(request: Request) -> Response:
-    path = state_of(request).store.resolve(request.path_params["path"])
+    store = state_of(request).store
+    data = store.in_memory(request.path_params["path"])
+    if data is not None:
+        kind = mimetypes.guess_type(request.path_params["path"])[0] or "application/octet-stream"
+        return Response(data, media_type=kind)
+    path = store.resolve(request.path_params["path"])
     if path is None:
         raise ClientError(404, "file not found (only uploads and outputs of this server are served)")
     return FileResponse(path)

@@ -23,10 +23,12 @@ import anyio
 import anyio.to_thread
 
 from reference_server import messages as m
-from reference_server.components import FileStore, needs_thread, postprocess, preprocess
+from reference_server.components import FileStore, file_bytes, file_ref, needs_thread, postprocess, preprocess
+from reference_server.decode_pool import DecodePool, Failed, decode_image
 from reference_server.profiling import BATCH_PHASES, Trace
 from reference_server.runtime import Event, FunctionRuntime, Job
 from reference_server.workloads.base import SESSION, Component, WorkloadInputError
+from reference_server.workloads.models.pixels import Pixels
 
 Emit = Callable[[Event, m.Message], None]
 Convert = Callable[[Component, Any, FileStore], Any]
@@ -40,6 +42,18 @@ class _CallPhases:
 
     rows: list[list[Any]]
     seconds: dict[str, float]
+
+
+def _decodes_in_pool(fn: FunctionRuntime) -> bool:
+    """Image inputs decode in the pool; a function with audio inputs keeps the thread path."""
+    types = {c.type for c in fn.workload.inputs}
+    return "image" in types and "audio" not in types
+
+
+def _pil(array: Any) -> Any:
+    from PIL import Image
+
+    return Image.fromarray(array)
 
 
 def _trace(event: Event, phase: str, seconds: float) -> None:
@@ -62,6 +76,7 @@ class JobRunner:
         self.prefetch_limiter = anyio.CapacityLimiter(max(1, os.cpu_count() or 1))
         self.show_error = show_error
         self.emit = emit
+        self.pool: DecodePool | None = None  # decode processes, set by the lifespan when it starts them
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
@@ -89,12 +104,48 @@ class JobRunner:
                             limiter: anyio.CapacityLimiter | None = None) -> Any:
         """The event's input row, or the Exception that rejected it (never raised: it is data here)."""
         try:
+            if self.pool is not None and _decodes_in_pool(fn):
+                return await self._pooled_row(fn, event, self.pool)
             if limiter is not None and (needs_thread(fn.workload.inputs) or fn.workload.prepares_rows):
                 args = (fn, event.data, event.trace)
                 return list(await anyio.to_thread.run_sync(self._prepare, *args, limiter=limiter))
             return await self._preprocess(fn, event)
         except Exception as exc:
             return exc
+
+    async def _pooled_row(self, fn: FunctionRuntime, event: Event, pool: DecodePool) -> list[Any]:
+        """The input row with its images decoded in a worker process (decode_pool.py); with the
+        workload's PixelPrep the decoded array is the prepared row and `prepare_row` is skipped."""
+        w = fn.workload
+        prep = w.pixel_prep() if len(w.inputs) == 1 else None
+        values = []
+        for comp, value in zip(w.inputs, event.data, strict=True):
+            if comp.type != "image":
+                values.append(preprocess(comp, value, self.store))
+                continue
+            start = time.perf_counter()
+            ref = file_ref(value, comp.label)
+            decoded = self.store.take_decoded(ref) if prep is not None and prep == pool.upload_prep else None
+            if decoded is None:
+                raw = self.store.in_memory(ref)
+                if raw is None:  # on disk, or a data: URL
+                    raw = await anyio.to_thread.run_sync(file_bytes, value, self.store, comp.label)
+                decoded = await pool.run(decode_image, raw, comp.label, prep)
+            if isinstance(decoded, Failed):
+                raise WorkloadInputError(decoded.detail)
+            # decoded at upload: the worker's decode time; else the wall time of the trip to a worker
+            waited_s = time.perf_counter() - start - decoded.prepare_s
+            _trace(event, "preprocess", max(waited_s, decoded.decode_s))
+            _trace(event, "prepare", decoded.prepare_s)
+            values.append(Pixels(decoded.array) if prep is not None else _pil(decoded.array))
+        if prep is not None:
+            return values
+        if w.prepares_rows:
+            start = time.perf_counter()
+            row = list(await self._in_thread(w.prepare_row, values))
+            _trace(event, "prepare", time.perf_counter() - start)
+            return row
+        return w.prepare_row(values)
 
     def read_ahead(self, fn: FunctionRuntime, events: list[Event]) -> None:
         """Start preprocessing waiting events now, while the model runs the batch ahead of them, so the

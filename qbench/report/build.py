@@ -31,6 +31,7 @@ from qbench.report.columns import fmt_s
 from qbench.report.phase_chart import render_phase_chart
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
+from qbench.run.diagnose import host_cpus
 from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.run_console import (
     PHASE_LABELS,
@@ -157,7 +158,8 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         errors=error_rows(run),
         slo=[slo_row(c) for c in s.checks()],
         warnings=bottleneck_warnings(s),
-        diagnosis=[f"{f.kind}: {f.message}" for f in diagnose_run(run.records, s, run.info.server or None)],
+        diagnosis=[f"{f.kind}: {f.message}" for f in diagnose_run(
+            run.records, s, run.info.server or None, cpus=host_cpus(run.info.host, run.info.target))],
         notes=run.notes,
         details=run_details(run.info),
     )

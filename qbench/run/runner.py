@@ -32,7 +32,7 @@ import aiohttp
 from qbench import __version__
 from qbench.errors import ScenarioError
 from qbench.run.control import read_status_async
-from qbench.run.diagnose import Finding
+from qbench.run.diagnose import Finding, host_cpus
 from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.executor import Executor, Job, LocalExecutor, in_loop
 from qbench.run.files import REPORTS, Writer, new_folder, remove_if_empty
@@ -166,7 +166,8 @@ def _finish(
             record.error_message = writer.mask(record.error_message)
     write_parquet(records, run_dir / "records.parquet")
     writer.json(run_dir / "run.json", info)
-    findings = diagnose_run(records, summary, info.get("server"))
+    cpus = host_cpus(info.get("host"), info.get("target"))  # the server's, when it ran on this host
+    findings = diagnose_run(records, summary, info.get("server"), cpus=cpus)
     diagnosis = [f.to_dict() for f in findings]
     auth = info.get("auth")  # logins and re-logins (no secret)
     writer.json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth})

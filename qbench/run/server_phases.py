@@ -11,7 +11,8 @@ A trace is one JSON object per event, durations in milliseconds: `queue_wait_ms`
 by a worker), `preprocess_ms`, `fn_call_ms`, `postprocess_ms`, `streaming_diff_ms` (each summed over
 a generator's iterations), `total_ms` (the processing after the queue), `event_id`, `session_hash`,
 `fn_name`, `timestamp` (wall clock, at process start); the reference server adds `prepare_ms`,
-`batch_prepare_ms`, `h2d_ms`, `forward_ms` and `batch_size`. A file upload is an entry of its own
+`batch_prepare_ms`, `h2d_ms`, `forward_ms` (0 where its workload has no such phase: read as None)
+and `batch_size`. A file upload is an entry of its own
 (`fn_name` "gradio_file_upload", `upload_ms`) keyed only by the `session_hash` header of the upload,
 so qbench sends `session_hash: qbench-<request_id>` with each upload (`upload_tag`) and sums the
 uploads with that tag made between the request's send and its process start. Gradio 6.31 lists upload
@@ -63,6 +64,9 @@ TRACE_FIELDS = {
     "h2d_ms": "server_h2d_s",
     "forward_ms": "server_forward_s",
 }
+#: The reference server's own phases: exactly 0 means its workload has no such phase (a synthetic
+#: workload has no forward pass), which the records keep as None, not as a 0 ms model.
+UNTIMED_AT_ZERO = ("prepare_ms", "batch_prepare_ms", "h2d_ms", "forward_ms")
 UPLOAD_FN = "gradio_file_upload"
 BUFFER = 100_000  # entries the server keeps (gradio.profiling.TraceCollector's deque)
 FETCH_EVERY = 25_000  # requests sent between fetches during a run: never near the buffer's size
@@ -150,6 +154,8 @@ def attach(records: Sequence[RequestRecord], traces: Iterable[Mapping[str, Any]]
 def _apply(record: RequestRecord, trace: Mapping[str, Any]) -> None:
     for key, name in TRACE_FIELDS.items():
         value = _num(trace.get(key))
+        if value == 0.0 and key in UNTIMED_AT_ZERO:
+            value = None  # the reference server writes 0 for a phase its workload does not have
         setattr(record, name, None if value is None else value / 1000.0)
     size = _num(trace.get("batch_size"))
     record.server_batch_size = None if size is None else int(size)

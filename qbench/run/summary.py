@@ -6,7 +6,8 @@ two closest ranks, `rank = q/100 * (n - 1)`). For [1, 2, 3, 4]: p50 = 2.5, p90 =
 values (e.g. ttfo for a non-streaming function) has `count == 0` and every statistic `None`.
 
 Which records count:
-* warm-up records (`warmup=True`) are excluded from everything;
+* warm-up records (`warmup=True`) are excluded from everything; when they are all of them, each SLO
+  check without a figure says so in its `note`;
 * phase percentiles use OK requests only (a timeout's "latency" is the timeout, not a measurement);
   failures are counted by kind instead; `send_lag_s` uses every sent request;
 * SLO checks on end-to-end latency percentiles (`pXX_latency_s`, `max_latency_s`, and the same for
@@ -264,8 +265,19 @@ def summarize(
                                                    duration_s=summary.duration_s) for label in labels}
     if journey_length is not None:
         summary.journeys = journey_stats(records, journey_length, slo, summary.duration_s)
+    if records and not measured:
+        _all_warmup(summary, len(records))
     summary.server_traces = server_traces
     return summary
+
+
+def _all_warmup(summary: Summary, count: int) -> None:
+    """Say why no check has a figure when the warm-up covered every request (else: 'actual none')."""
+    note = f"no request measured: load.warmup covered all {count} requests of the run"
+    for checks in [summary.slo, *(e.slo for e in summary.endpoints.values())]:
+        for i, check in enumerate(checks):
+            if check.actual is None and check.note is None:
+                checks[i] = replace(check, note=note)
 
 
 def journey_stats(records: Sequence[RequestRecord], length: int, slo: Slo | None,

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from reference_server.decode_pool import PixelPrep
 from reference_server.profiling import batch_phase
 from reference_server.workloads.base import Component, Workload, WorkloadInputError, register
 from reference_server.workloads.models.params import ParamReader
@@ -43,6 +44,9 @@ class IdealAccelerator(Workload):
         from reference_server.workloads.models.vision import _gradient_image
 
         self.run([_gradient_image(320, 240)])
+
+    def pixel_prep(self) -> PixelPrep:
+        return PixelPrep(None)  # no resize on the host: the device resizes
 
     def prepare_row(self, inputs: list[Any]) -> list[Any]:
         """Decoded image -> uint8 array (what the image preset does per request on CUDA)."""

@@ -82,6 +82,10 @@ def test_reference_server_extras_are_read_by_the_same_reader() -> None:
     assert (r.server_prepare_s, r.server_batch_prepare_s, r.server_h2d_s, r.server_forward_s) == \
         pytest.approx((0.003, 0.0075, 0.001, 0.0046))
     assert r.server_batch_size == 32
+    synthetic = rec(1)  # a workload without a model: the reference server writes 0 for its phases
+    attach([synthetic], [trace("e1", prepare_ms=0.0, batch_prepare_ms=0.0, h2d_ms=0.0, forward_ms=0.0)])
+    assert synthetic.server_forward_s is None and synthetic.server_h2d_s is None
+    assert synthetic.server_fn_s == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize(("entries", "upload_s"), [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from reference_server.decode_pool import PixelPrep
 from reference_server.workloads.base import Component, WorkloadInputError, register
 from reference_server.workloads.models.common import ModelWorkload, label_config, label_values
 from reference_server.workloads.models.loading import build_config, pretrained_part, random_model
@@ -69,6 +70,13 @@ class ImageClassification(ModelWorkload):
 
     def warmup_inputs(self) -> list[Any]:
         return [_gradient_image(320, 240)]
+
+    def pixel_prep(self) -> PixelPrep | None:
+        """Resized to the spec on a CPU (PIL's SIMD resize), kept whole on CUDA (resized there)."""
+        if self._spec is None:
+            return None
+        size = None if self.device.type == "cuda" else (self._spec.width, self._spec.height)
+        return PixelPrep(size, self._spec.resample)
 
     def prepare_row(self, inputs: list[Any]) -> list[Any]:
         """A usable image -> Pixels, in the request's worker thread (anything else is left for run_batch
