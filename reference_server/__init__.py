@@ -19,6 +19,8 @@
     queue.py         the event queue: concurrency groups, dispatcher, batching, ETA, cancel
     runtime.py       the queue's data: functions, events, jobs, concurrency groups
     jobs.py          running one dispatched job: preprocess, call the workload, postprocess
+    decode_pool.py   upload parsing and image decoding in worker processes
+    profiling.py     per-event phase traces in Gradio's shape (/gradio_api/profiling/...)
     sessions.py      per-session message queues and pending events (the SSE stream)
     streams.py       the SSE responses: /queue/data, /call/..., /heartbeat
     messages.py      sse_v3 messages and the streaming diff

@@ -18,6 +18,8 @@ Gradio keeps one trace per processed event (`gradio/profiling.py`) and serves th
     total_ms           dispatched -> terminal message
     batch_size         the events that ran in the same call
 
+The extra phases are null (and absent from the summary) where a workload has no such step.
+
 Preprocess and prepare of a batch function's waiting events are read ahead (jobs.read_ahead): they
 run while the event still waits, so they overlap its queue_wait instead of adding to its total.
 Unlike Gradio, which keeps one trace per batch (its first event's), every event of a batch has its
@@ -83,8 +85,10 @@ class Trace:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event_id": self.event_id, "fn_name": self.fn_name,
                                "session_hash": self.session_hash, "timestamp": self.timestamp}
-        for phase in (*GRADIO_PHASES, *EXTRA_PHASES):
+        for phase in GRADIO_PHASES:
             out[f"{phase}_ms"] = self.seconds.get(phase, 0.0) * 1000
+        for phase in EXTRA_PHASES:  # null where the workload has no such phase (not a measured 0)
+            out[f"{phase}_ms"] = self.seconds[phase] * 1000 if phase in self.seconds else None
         out["n_iterations"] = self.n_iterations
         out["batch_size"] = self.batch_size
         return out
@@ -119,7 +123,12 @@ class TraceCollector:
         uploads = [t.seconds.get("upload", 0.0) * 1000 for t in self._traces if t.fn_name == UPLOAD_FN]
         out: dict[str, Any] = {"count": len(events), "phases": {}}
         for phase in SUMMARY_PHASES:
-            values = [t.seconds.get(phase, 0.0) * 1000 for t in events]
+            if phase in EXTRA_PHASES:
+                values = [t.seconds[phase] * 1000 for t in events if phase in t.seconds]
+                if not values:
+                    continue
+            else:
+                values = [t.seconds.get(phase, 0.0) * 1000 for t in events]
             out["phases"][phase] = _percentiles(values)
         sizes = [t.batch_size for t in events if t.batch_size]
         if sizes:

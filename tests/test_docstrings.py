@@ -53,7 +53,7 @@ _DOTTED = re.compile(r"\b((?:qbench|reference_server)(?:\.\w+)+)")
 _FILE = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.(?:py|md|yaml|toml))\b")
 # Files a run reads or writes, and placeholders: named in docstrings, never in the repository.
 NAMED_ONLY = {"scenario.yaml", "server.yaml", "summary.md", "path/to/server.yaml", "directory/server.yaml",
-              "gradio/queueing.py"}
+              "gradio/queueing.py", "gradio/profiling.py"}
 _ALL_FILES = {
     p.relative_to(REPO).as_posix() for p in REPO.rglob("*") if not {".venv", ".git"} & set(p.parts)
 }

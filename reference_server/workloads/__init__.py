@@ -3,6 +3,7 @@
     base.py          the interface every workload implements, and the registry of kinds
     synthetic.py     echo, sleep, cpu...: cheap deterministic stand-ins with a known cost
     session_chat.py  a chat whose history lives in the session (a ChatInterface's gr.State)
+    ideal.py         image-ideal: the image request path before an ideal accelerator (the CPU stand-in)
     models/          transformers models built from configs (random init, real cost)
 """
 

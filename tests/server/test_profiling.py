@@ -48,7 +48,7 @@ def test_a_trace_has_gradios_keys_and_the_servers_own() -> None:
     out = trace.to_dict()
     assert {f"{p}_ms" for p in GRADIO_PHASES} <= set(out)
     assert out["fn_call_ms"] == pytest.approx(5.0)
-    assert out["forward_ms"] == 0.0 and out["batch_size"] is None
+    assert out["forward_ms"] is None and out["batch_size"] is None  # not a phase of this workload
     assert (out["event_id"], out["fn_name"], out["session_hash"]) == ("e1", "classify", "s1")
 
 
@@ -103,7 +103,7 @@ def test_a_generator_counts_its_steps_and_diffs(server: RunningServer) -> None:
 
 def test_summary_and_a_bad_last_n(server: RunningServer) -> None:
     summary = httpx.get(f"{server.url}/gradio_api/profiling/summary").json()
-    assert {"queue_wait", "fn_call", "forward", "total"} <= set(summary["phases"])
+    assert {"queue_wait", "fn_call", "total"} <= set(summary["phases"])  # forward: only with such traces
     bad = httpx.get(f"{server.url}/gradio_api/profiling/traces", params={"last_n": "x"})
     assert bad.status_code == 422 and "last_n" in bad.json()["detail"]
 

@@ -13,6 +13,7 @@ when a model workload is built or loaded, so a synthetic-only server starts fast
     params.py            the validated `params:` of a model function
     device.py            device, dtype, threads and memory helpers (torch imported lazily)
     pixels.py            image preprocessing as batched tensor operations
+    phase_clock.py       timing the phases inside a batch call (CUDA events on a GPU)
     local_tokenizers.py  tokenizers trained in-process, so nothing is downloaded
 """
 
