@@ -123,6 +123,7 @@ async def patched(url, rounds, kw, gc_off):
     if gc_off:
         gc.collect()
         gc.disable()
+    await runner.clear_profiling_data(url)
     cpu = time.process_time()
     try:
         results = await shipped_tier(url, 1, rounds, **kw)
@@ -132,8 +133,10 @@ async def patched(url, rounds, kw, gc_off):
         gc.enable()
         await shared.aclose()
     ms = [r["latency_ms"] for r in results if r.get("success")]
+    _, summary = await shipped_fetch(url)
+    server = {name: phase["p50"] for name, phase in summary.get("phases", {}).items()}
     return {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
-            "cpu_ms": cpu / len(results) * 1000, **splits(marks)}
+            "cpu_ms": cpu / len(results) * 1000, "server": server, **splits(marks)}
 
 
 def splits(marks):
@@ -466,12 +469,14 @@ def table(rows: list[Row]) -> str:
 
 
 EXPLAINED = ("hf-perftest as shipped", "one httpx client", "+ GC paused", "qbench")
+SERVER_SEEN = ("queue_wait", "preprocess", "postprocess", "total")
 
 
 def explain_table(found: dict[str, dict[str, float | None]]) -> str:
-    """Client p50 / p99 (ms), 1 user, one app process, per app (medians over the repeats); then the
-    join's round trip and the stream's opening as hf-perftest's client (one httpx client, event hooks)
-    and qbench (send -> join answered) see them."""
+    """Client p50 / p99 (ms), 1 user, one app process, per app (medians over the repeats), the client's
+    CPU per request, the server's phases under each client (its traces); then the join's round trip and
+    the stream's opening as hf-perftest's client (one httpx client, event hooks) and qbench (send ->
+    join answered) see them."""
     lines = [f"{'client p50 / p99 (ms), 1 user':<30}" + "".join(f"{v:>24}" for v in EXPLAINED)]
     for app, figures in found.items():
         cells = [f"{ms(figures[v + ' p50'])} / {ms(figures[v + ' p99'])}" for v in EXPLAINED]
@@ -479,6 +484,10 @@ def explain_table(found: dict[str, dict[str, float | None]]) -> str:
     lines.append(f"{'client CPU per request (ms)':<30}")
     for app, figures in found.items():
         lines.append(f"{app:<30}" + "".join(f"{ms(figures[v + ' cpu']):>24}" for v in EXPLAINED))
+    for phase in SERVER_SEEN:
+        lines.append(f"{'server ' + phase + ' p50 (traces)':<30}")
+        for app, figures in found.items():
+            lines.append(f"{app:<30}" + "".join(f"{ms(figures[f'{v} {phase}']):>24}" for v in EXPLAINED))
     lines += ["", f"{'p50 (ms), 1 user':<30}{'hf join (httpx)':>24}{'hf join->stream GET':>24}"
               f"{'hf stream headers':>24}{'qbench send->joined':>24}"]
     for app, figures in found.items():
@@ -498,6 +507,11 @@ def explain_figures(pair: Pair) -> dict[str, float | None]:
             found[f"{label} {figure}"] = pair.explain[variant]["cpu_ms" if figure == "cpu" else figure]
     for key in ("join_ms", "join_to_stream_ms", "stream_headers_ms"):
         found[key] = pair.explain["one-client"][key]
+    for phase in SERVER_SEEN:  # what the app's traces saw of each client's requests
+        found[f"hf-perftest as shipped {phase}"] = hf.phases.get(phase)
+        found[f"qbench {phase}"] = mine.traces.get(phase)
+        for variant, label in (("one-client", "one httpx client"), ("one-client-gc-off", "+ GC paused")):
+            found[f"{label} {phase}"] = pair.explain[variant]["server"].get(phase)
     return found
 
 
