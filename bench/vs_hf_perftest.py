@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/vs_hf_perftest.py [--apps echo_text,streaming_chat,image_to_image,file_heavy]
         [--tiers 1,4] [--rounds 40] [--repeats 3] [--interval 0.3] [--explain] [--json FILE]
+        [--qbench-dir DIR]
 
 hf-perftest (PyPI) is Gradio's team's tester built on Gradio's per-event profiling traces
 (GRADIO_PROFILING=1 -> /gradio_api/profiling/traces and /summary). It needs its own venv with
@@ -12,32 +13,37 @@ Gradio 6.31 (`--setup` builds it with uv):
 
 The bench exits non-zero, naming that command, when that venv is missing.
 
-For each of hf-perftest's own sample apps (its `apps/` folder) and each repeat:
+For each of hf-perftest's own sample apps (its `apps/` folder) and each repeat, one app process serves
+both tools:
 
-  hf-perftest  `hf-perftest run --app APP --tiers 1,4 --requests-per-user ROUNDS` exactly as shipped
-               (it launches the app with GRADIO_PROFILING=1 and its concurrency limit 1, warms up with
-               2 users x 3 rounds, then per tier fires ROUNDS bursts of `tier` users, each round on a
-               fresh httpx client), except that its start syncs sample inputs from the Hugging Face
-               Hub (`runner.sync_bucket`), which is patched out at run time: the bench writes the one
-               sample image into `sample-inputs/image/` itself.
-  qbench       the same app file, launched the same way (same interpreter, same environment) on
-               loopback; a warm-up run (2 users, 6 requests), then per tier a `qbench run`: 1 user in a
-               closed loop (ROUNDS requests), or bursts of `tier` users every --interval s (ROUNDS
-               bursts); the same inputs (hf-perftest's text, its sample image uploaded), output files
-               not fetched (hf-perftest does not fetch them). Before each tier the app's traces are
-               cleared and after it their summary is read, as hf-perftest does.
+  hf-perftest  `hf-perftest run --app APP --tiers 1,4 --requests-per-user ROUNDS` as shipped: it
+               launches the app (GRADIO_PROFILING=1, concurrency limit 1), warms up with 2 users x 3
+               rounds, then per tier fires ROUNDS bursts of `tier` users, each round on a fresh httpx
+               client, and reports client p50/p99 and the traces' summary. Patched at run time (its
+               installed files untouched): its start syncs sample inputs from the Hugging Face Hub
+               (`runner.sync_bucket`), skipped here (the bench writes the one sample image into
+               `sample-inputs/image/`); and beside each of its tiers, qbench runs (below).
+  qbench       `qbench run` on that app, beside each hf-perftest tier (before it, or after it on odd
+               repeats: a Gradio app slows as it serves events): a warm-up (2 users, 6 requests) on
+               the first tier, then 1 user in a closed loop (ROUNDS requests), or bursts of `tier`
+               users every --interval s (ROUNDS bursts); hf-perftest's inputs (its text; its sample
+               image, uploaded); output files not fetched (hf-perftest does not fetch them). The
+               traces are cleared before and their summary read after, as hf-perftest does.
+               `--qbench-dir DIR` runs the qbench package found in DIR (another checkout).
 
-Printed, per app and tier, medians over the repeats: client p50 and p99 (ms) of both tools and their
-ratio qbench / hf-perftest, then the server's phases at p50 (queue_wait, preprocess, fn_call,
-postprocess, streaming_diff, upload, total): hf-perftest's figure (from the traces of its run), qbench's
-per-record figure (records.parquet `server_*_s` columns, read with pandas when the records carry them,
-else "qbench records carry no server phases yet"), the ratio, `agree` when they are within 5% or
-1 ms, and the traces' own summary of qbench's run (what Gradio saw of qbench's load).
+Printed, per app and tier, medians over the repeats: client p50 and p99 (ms, from the send) and the
+client's CPU per request of both tools, with the ratio qbench / hf-perftest; then the server's phases
+at p50 (queue_wait, preprocess, fn_call, postprocess, streaming_diff, upload, total): hf-perftest's
+figure (the traces' summary of its tier), qbench's per-record figure (records.parquet `server_*_s`
+columns, read with pandas when the records carry them, else "qbench records carry no server phases
+yet"), the ratio, `agree` when within 5% or 1 ms, and the traces' summary of qbench's tier (what Gradio
+saw of qbench's load; qbench's records must match it).
 
-`--explain` adds, per app, hf-perftest's own client (`runner.run_httpx_tier`, 1 user) against the app
-qbench ran on, as shipped and patched at run time (one httpx client kept for every round; and that with
-Python's cyclic GC paused, as qbench pauses it during a run), beside qbench on the same app process:
-where the client-side difference goes (bench/RESULTS.md, docs/measurement.md).
+`--explain` adds, per app, after the 1-user tier: hf-perftest's own client (`runner.run_httpx_tier`,
+1 user) patched at run time to keep one httpx client for every round, and that with Python's cyclic
+GC paused (qbench pauses it during a run): client p50/p99, CPU per request, the server's phases under
+each client, and (httpx event hooks) the join's round trip and the stream's opening: where the
+client-side difference goes (bench/RESULTS.md, docs/measurement.md).
 
 Numbers on a shared 2-core machine are noisy: compare ratios within one run, repeat, quote medians.
 """
@@ -309,7 +315,7 @@ def run_hf_perftest(python: Path, app: Path, args: argparse.Namespace, work: Pat
     (after it when `hf_first`, else before it)."""
     out = Path(tempfile.mkdtemp(prefix=f"{app.stem}-", dir=work))
     qbench = [PY, str(Path(__file__).resolve()), "--apps", app.stem, "--rounds", str(args.rounds),
-              "--interval", str(args.interval), "--tier-out", str(out)]
+              "--interval", str(args.interval), "--tier-out", str(out), "--qbench-dir", str(args.qbench_dir)]
     peer = {"qbench": qbench, "explain": args.explain, "out": str(out), "hf_first": hf_first}
     argv = [str(python), "-c", HF_DRIVER, "--app", str(app), "--tiers", args.tiers,
             "--requests-per-user", str(args.rounds), "--port", str(free_port()), "--output-dir", str(out)]
@@ -358,12 +364,14 @@ def scenario(app: str, api: str, users: int, rounds: int, interval: float, image
     return SCENARIO.format(app=app, api=api, input=value, load=load, requests=users * rounds)
 
 
-def run_qbench(url: str, text: str, out: Path) -> Path:
+def run_qbench(url: str, text: str, out: Path, qbench_dir: Path = ROOT) -> Path:
+    """`qbench run` of the package in `qbench_dir` (run from there: `python -m` puts it first)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     path = out.with_suffix(".yaml")
     path.write_text(text)
     argv = [PY, "-m", "qbench", "run", str(path), "--target", url, "--no-live", "--out", str(out)]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    env = {**os.environ, "PYTHONPATH": str(qbench_dir)}
+    done = subprocess.run(argv, cwd=qbench_dir, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode not in (0, 3) or not (out / "records.parquet").exists():  # 3: an SLO missed
         raise SystemExit(f"error: qbench run {path} failed (exit {done.returncode}):\n"
                          f"{(done.stdout + done.stderr)[-3000:]}")
@@ -403,10 +411,10 @@ def qbench_tier(url: str, users: int, args: argparse.Namespace) -> None:
     app, images = args.apps, out.parent / "sample-inputs" / "image"
     api = endpoint(url)
     if not (out / "q-warmup").exists():
-        run_qbench(url, scenario(app, api, 2, 3, 0.05, images), out / "q-warmup" / "run")
+        run_qbench(url, scenario(app, api, 2, 3, 0.05, images), out / "q-warmup" / "run", args.qbench_dir)
     profiling(url, "clear")
     text = scenario(app, api, users, args.rounds, args.interval, images)
-    records = run_qbench(url, text, out / f"q-{users}" / "run")
+    records = run_qbench(url, text, out / f"q-{users}" / "run", args.qbench_dir)
     figures = record_figures(records)
     figures.traces = trace_phases(profiling(url, "summary"))
     summary = json.loads((records.parent / "summary.json").read_text())
@@ -459,7 +467,9 @@ def table(rows: list[Row]) -> str:
                 continue
             label = f"{name} p50"
             if mine is None:
-                lines.append(f"{head}{label:<16} {ms(theirs):>11} {NO_PHASES}  (traces: {ms(seen)})")
+                carried = any(v is not None for v in row.qbench.phases.values())
+                why = "not in qbench's records" if carried else NO_PHASES
+                lines.append(f"{head}{label:<16} {ms(theirs):>11} {why}  (traces: {ms(seen)})")
                 continue
             ratio = f"{mine / theirs:>6.2f}" if theirs else f"{'-':>6}"
             verdict = "agree" if theirs is not None and agree(mine, theirs) else "DIFFER"
@@ -531,6 +541,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--hf-env", type=Path, default=HF_ENV, help="hf-perftest's venv")
     parser.add_argument("--setup", action="store_true", help="build hf-perftest's venv first (uv, PyPI)")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
+    parser.add_argument("--qbench-dir", type=Path, default=ROOT,
+                        help="a folder holding the qbench package to run (another checkout)")
     parser.add_argument("--qbench-tier", nargs=2, metavar=("URL", "USERS"), help=argparse.SUPPRESS)
     parser.add_argument("--tier-out", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
