@@ -231,6 +231,7 @@ class Figures:
     requests: int = 0
     join_p50: float | None = None  # qbench: send -> join answered (uploads included)
     cpu_ms: float | None = None  # the client's CPU per request (hf-perftest: its whole process)
+    interval_s: float | None = None  # qbench: seconds between bursts (users > 1)
 
 
 @dataclass
@@ -412,13 +413,18 @@ def qbench_tier(url: str, users: int, args: argparse.Namespace) -> None:
     api = endpoint(url)
     if not (out / "q-warmup").exists():
         run_qbench(url, scenario(app, api, 2, 3, 0.05, images), out / "q-warmup" / "run", args.qbench_dir)
+    interval = args.interval
+    if users > 1 and (out / "qbench-1.json").exists():  # room for a whole burst at 1 user's pace, 3 times
+        one_user = json.loads((out / "qbench-1.json").read_text())["client_p50"] / 1000
+        interval = round(max(interval, 3 * users * one_user), 2)
     profiling(url, "clear")
-    text = scenario(app, api, users, args.rounds, args.interval, images)
+    text = scenario(app, api, users, args.rounds, interval, images)
     records = run_qbench(url, text, out / f"q-{users}" / "run", args.qbench_dir)
     figures = record_figures(records)
     figures.traces = trace_phases(profiling(url, "summary"))
     summary = json.loads((records.parent / "summary.json").read_text())
     figures.cpu_ms = summary["generator"]["cpu_s"] / summary["sent"] * 1000
+    figures.interval_s = interval if users > 1 else None
     (out / f"qbench-{users}.json").write_text(json.dumps(asdict(figures)))
 
 
@@ -436,7 +442,7 @@ def median_figures(runs: list[Figures]) -> Figures:
     return Figures(statistics.median(r.client_p50 for r in runs),
                    statistics.median(r.client_p99 for r in runs),
                    phases, traces, sum(r.requests for r in runs), median([r.join_p50 for r in runs]),
-                   median([r.cpu_ms for r in runs]))
+                   median([r.cpu_ms for r in runs]), median([r.interval_s for r in runs]))
 
 
 def agree(mine: float, theirs: float) -> bool:
@@ -449,16 +455,18 @@ def ms(value: float | None) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    lines = [f"{'app':<15} {'users':>5}  {'figure (ms)':<16} {'hf-perftest':>11} {'qbench':>9} "
-             f"{'q/hf':>6}  {'':<6} {'traces of qbench run':>20}"]
+    """Client figures of both tools, then per phase: hf-perftest's figure (its events), qbench's (its
+    records), their ratio, hf-perftest's way of reading the traces applied to qbench's own events, and
+    whether qbench's records agree with that (5% or 1 ms)."""
+    lines = [f"{'app':<15} {'users':>5}  {'figure (ms)':<16} {'hf-perftest':>11} {'qbench':>9} {'q/hf':>6}"
+             f"   {'traces of qbench events':>23}  records vs those"]
     for row in rows:
         lines.append("")
         head = f"{row.app:<15} {row.users:>5}  "
         for label, mine, theirs in (("client p50", row.qbench.client_p50, row.hf.client_p50),
                                     ("client p99", row.qbench.client_p99, row.hf.client_p99),
                                     ("client CPU/req", row.qbench.cpu_ms, row.hf.cpu_ms)):
-            ratio = f"{mine / theirs:>6.2f}" if mine is not None and theirs else f"{'-':>6}"
-            lines.append(f"{head}{label:<16} {ms(theirs):>11} {ms(mine):>9} {ratio}")
+            lines.append(f"{head}{label:<16} {ms(theirs):>11} {ms(mine):>9} {ratio(mine, theirs)}")
             head = " " * len(head)
         for name, _ in PHASES:
             theirs, mine = row.hf.phases.get(name), row.qbench.phases.get(name)
@@ -471,11 +479,16 @@ def table(rows: list[Row]) -> str:
                 why = "not in qbench's records" if carried else NO_PHASES
                 lines.append(f"{head}{label:<16} {ms(theirs):>11} {why}  (traces: {ms(seen)})")
                 continue
-            ratio = f"{mine / theirs:>6.2f}" if theirs else f"{'-':>6}"
-            verdict = "agree" if theirs is not None and agree(mine, theirs) else "DIFFER"
-            cells = f"{ms(theirs):>11} {ms(mine):>9} {ratio}  {verdict:<6} {ms(seen):>20}"
-            lines.append(f"{head}{label:<16} {cells}")
+            verdict = "-" if seen is None else "agree" if agree(mine, seen) else "DIFFER"
+            lines.append(f"{head}{label:<16} {ms(theirs):>11} {ms(mine):>9} {ratio(mine, theirs)}"
+                         f"   {ms(seen):>23}  {verdict}")
+        if row.qbench.interval_s is not None:
+            lines.append(f"{head}(qbench's bursts every {row.qbench.interval_s:g} s)")
     return "\n".join(lines)
+
+
+def ratio(mine: float | None, theirs: float | None) -> str:
+    return f"{mine / theirs:>6.2f}" if mine is not None and theirs else f"{'-':>6}"
 
 
 EXPLAINED = ("hf-perftest as shipped", "one httpx client", "+ GC paused", "qbench")
