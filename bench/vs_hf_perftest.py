@@ -468,6 +468,9 @@ def table(rows: list[Row]) -> str:
                                     ("client CPU/req", row.qbench.cpu_ms, row.hf.cpu_ms)):
             lines.append(f"{head}{label:<16} {ms(theirs):>11} {ms(mine):>9} {ratio(mine, theirs)}")
             head = " " * len(head)
+        theirs, mine = client_only(row.hf.client_p50, row.hf.phases), client_only(row.qbench.client_p50,
+                                                                                  row.qbench.traces)
+        lines.append(f"{head}{'client-only p50':<16} {ms(theirs):>11} {ms(mine):>9} {ratio(mine, theirs)}")
         for name, _ in PHASES:
             theirs, mine = row.hf.phases.get(name), row.qbench.phases.get(name)
             seen = row.qbench.traces.get(name)
@@ -485,6 +488,13 @@ def table(rows: list[Row]) -> str:
         if row.qbench.interval_s is not None:
             lines.append(f"{head}(qbench's bursts every {row.qbench.interval_s:g} s)")
     return "\n".join(lines)
+
+
+def client_only(client_p50: float, phases: dict[str, float | None]) -> float | None:
+    """Client p50 less the server's queue wait and processing p50 (its traces): the client's side (its
+    HTTP work, connections, uploads as the client sees them, message delivery), approximately."""
+    wait, total = phases.get("queue_wait"), phases.get("total")
+    return None if wait is None or total is None else client_p50 - wait - total
 
 
 def ratio(mine: float | None, theirs: float | None) -> str:
