@@ -255,7 +255,7 @@ def gpu_serving(opts: Options, log: Path, *args: str) -> str:
     code = run_logged([*base, *args], log, timeout_s=540 if not opts.dry_run else 300)
     if code != 0:
         raise RuntimeError(f"gpu_serving.py exit {code}")
-    return table_lines(log, r"^(server |reference |gradio )")
+    return table_lines(log, r"^(server |reference |baseline |gradio |    generator)")
 
 
 def step_serving(opts: Options, log: Path) -> str:
@@ -338,6 +338,9 @@ def background(action: Callable[[], None]) -> Iterator[None]:
         thread.join(timeout=60)
 
 
+PROFILE_HZ = 40  # py-spy's default 100 Hz fell a minute behind on the 17-thread server (2026-11-26)
+
+
 def step_profile(opts: Options, log: Path) -> str:
     spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(PY).parent))
     if spy is None:
@@ -361,6 +364,8 @@ def step_profile(opts: Options, log: Path) -> str:
                 "-f",
                 "raw",
                 "--threads",
+                "-r",
+                str(PROFILE_HZ),
                 "-o",
                 str(raw),
                 "--nonblocking",
@@ -372,7 +377,7 @@ def step_profile(opts: Options, log: Path) -> str:
     line = saturated(opts, log, "profile", during=record)
     if not raw.exists():
         return f"{line}\n(py-spy wrote no profile: see the log)"
-    return f"{line}\n{thread_load(raw, recorded_s)}\n{top_frames(raw)}"
+    return f"{line}\n{thread_load(raw, recorded_s, PROFILE_HZ)}\n{top_frames(raw)}"
 
 
 def stacks(raw: Path) -> Iterator[tuple[list[str], int]]:
@@ -495,6 +500,48 @@ def step_gradio_diagnosis(opts: Options, log: Path) -> str:
         stop_group(proc)
 
 
+# ---------------------------------------------------------------- part 3: the ceiling (issue 35)
+BASELINES = ROOT / ".gpu-baseline"  # carried checkouts: today/ (8a17640), standin/ (the stand-in's commit)
+
+
+def step_ceiling_cost(opts: Options, log: Path) -> str:
+    """The CPU stand-in on this machine's cores: main-process CPU per image request, baseline vs now."""
+    argv = [PY, "bench/server_cost.py", "--servers", "baseline,current", "--json",
+            str(opts.work / "server_cost.json")]
+    if (BASELINES / "standin").is_dir():
+        argv += ["--baseline-dir", str(BASELINES / "standin")]
+    argv += ["--quick", "--duration", "2", "--users", "8"] if opts.dry_run else [
+        "--users", "128", "--duration", "10", "--repeats", "1"]
+    code = run_logged(argv, log, timeout_s=240)
+    if code != 0:
+        raise RuntimeError(f"server_cost.py exit {code}")
+    return table_lines(log, r"^(image-ideal|server |baseline |current |gradio |\S+ / baseline)")
+
+
+def step_ceiling_serving(opts: Options, log: Path) -> str:
+    """The issue's table: image preset, B 32, float32 and bfloat16: forward, +prep, served now and by
+    today's server (a row from .gpu-baseline/today when carried), GPU busy."""
+    args = ["--presets", "image", "--dtypes", "float32" if opts.dry_run else "float32,bfloat16",
+            "--json", str(opts.work / "ceiling_serving.json")]
+    if not opts.dry_run:
+        args += ["--batch-size", "32", "--users", "128", "--duration", "15", "--repeats", "5",
+                 "--min-timed", "1"]
+    if (BASELINES / "today").is_dir():
+        args += ["--baseline-dir", str(BASELINES / "today")]
+    return gpu_serving(opts, log, *args)
+
+
+def step_ceiling_batch(opts: Options, log: Path) -> str:
+    """Served rate against max_batch_size (bfloat16): it should rise with B once the server keeps up."""
+    lines = []
+    for batch in ("8",) if opts.dry_run else ("8", "64"):
+        args = ["--presets", "image", "--dtypes", "bfloat16", "--no-offline", "--batch-size", batch]
+        if not opts.dry_run:
+            args += ["--users", str(4 * int(batch)), "--duration", "12"]
+        lines.append(gpu_serving(opts, log, *args))
+    return "\n".join(lines)
+
+
 STEPS: dict[str, tuple[str, Callable[[Options, Path], str]]] = {
     # name: (part, function); the order is the order they run in
     "facts": ("1", step_facts),
@@ -507,6 +554,9 @@ STEPS: dict[str, tuple[str, Callable[[Options, Path], str]]] = {
     "compile": ("2", step_compile),
     "sweep": ("2", step_sweep),
     "gradio-diagnosis": ("2", step_gradio_diagnosis),
+    "ceiling-cost": ("3", step_ceiling_cost),
+    "ceiling-serving": ("3", step_ceiling_serving),
+    "ceiling-batch": ("3", step_ceiling_batch),
 }
 
 
@@ -557,7 +607,8 @@ def pack(opts: Options, outcomes: list[Outcome]) -> Path:
 def parse_args(argv: list[str] | None = None) -> Options:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
-        "--part", choices=["1", "2", "all"], default="all", help="which half of the list (default all)"
+        "--part", choices=["1", "2", "3", "all"], default="all",
+        help="which part of the list (default all; 3: the ceiling table of issue 35)"
     )
     p.add_argument(
         "--out",

@@ -79,6 +79,8 @@ class Options:
     min_timed_s: float  # fast batches repeat for this long at least: a median robust to a busy host
     gradio: bool
     json_out: Path | None
+    baseline_dir: Path | None = None  # another checkout of the project: its server gets a row too
+    offline: bool = True  # measure forward/+prep offline (off: served rows only)
 
 
 @dataclass
@@ -211,7 +213,9 @@ def scenario(preset: str, url: str, opts: Options) -> dict[str, Any]:
         "name": f"gpu-serving-{preset}", "target": url, "protocol": "gradio",
         "endpoint": {"api_name": PRESETS[preset]},
         "payload": {"seed": 1, "variants": 64, "inputs": inputs},
-        "load": {"users": opts.users, "duration": opts.duration_s, "warmup": opts.warmup_s, "timeout": 120},
+        "load": {"users": opts.users, "duration": opts.duration_s, "warmup": opts.warmup_s, "timeout": 120,
+                 # one generator process caps near ~900 req/s (34% of a core at 300/s on the H100 box)
+                 "processes": min(4, max(1, (os.cpu_count() or 1) // 4))},
     }
 
 
@@ -237,6 +241,11 @@ def served(url: str, preset: str, opts: Options, workdir: Path) -> tuple[float, 
     if not summary_path.exists():
         raise SystemExit(f"error: qbench run failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
     summary = json.loads(summary_path.read_text())
+    gen = summary.get("generator") or {}
+    lag = (summary.get("latency") or {}).get("send_lag_s") or {}
+    print(f"    generator: {gen.get('processes', 1)} process(es), CPU {gen.get('cpu_percent') or 0:.0f}% "
+          f"(100 = a core), loop lag p99 {1000 * (gen.get('p99_loop_lag_s') or 0):.1f} ms, send lag p99 "
+          f"{1000 * (lag.get('p99') or 0):.1f} ms", flush=True)
     busy = None
     if before and after and after[1] > before[1]:
         busy = (after[0] - before[0]) / (after[1] - before[1])
@@ -256,7 +265,7 @@ def gradio_app(preset: str, dtype: str, opts: Options) -> Iterator[str]:
     """The same workload inside a real Gradio app, in a child process (this file, --serve-gradio)."""
     spec = json.dumps({"preset": preset, "dtype": dtype, "size": opts.size, "batch": opts.batch_size,
                        "device": opts.device})
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": python_path(ROOT)}
     proc = subprocess.Popen([sys.executable, __file__, "--serve-gradio", spec], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env)
     try:
@@ -272,6 +281,40 @@ def gradio_app(preset: str, dtype: str, opts: Options) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def python_path(tree: Path) -> str:
+    """`tree` first on PYTHONPATH, the rest kept (on the GPU machine the carried wheels live there)."""
+    return os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
+
+
+@contextmanager
+def baseline(preset: str, dtype: str, opts: Options) -> Iterator[str]:
+    """The same settings served by the reference server of another checkout (--baseline-dir)."""
+    assert opts.baseline_dir is not None
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(server_settings(preset, dtype, opts), f)
+    env = {**os.environ, "PYTHONPATH": python_path(opts.baseline_dir)}
+    argv = [sys.executable, "-m", "reference_server", "--config", f.name, "--port", str(port)]
+    log = open(f"{f.name}.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(argv, cwd=opts.baseline_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 900
+        while read_status(url, timeout_s=2) is None or not read_status(url, timeout_s=2).get("ready"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                tail = Path(f"{f.name}.log").read_text()[-3000:]
+                raise SystemExit(f"error: the baseline server ({opts.baseline_dir}) did not start:\n{tail}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
 
 
 def serve_gradio(spec_json: str) -> None:
@@ -323,18 +366,24 @@ def timed_offline(preset: str, dtype: str, opts: Options, store: FileStore) -> t
 def measure_one(preset: str, dtype: str, opts: Options, workdir: Path, store: FileStore) -> list[Row]:
     """Offline, then each server, then offline again: the offline figures are the means of the two
     (`drift` is after / before of +prep: far from 1, the host's load changed during the measurement)."""
-    before = timed_offline(preset, dtype, opts, store)
+    before = timed_offline(preset, dtype, opts, store) if opts.offline else None
     servers: list[tuple[str, Callable[..., Any]]] = [("reference", reference)]
+    if opts.baseline_dir is not None:
+        servers.append(("baseline", baseline))
     if opts.gradio:
         servers.append(("gradio 6", gradio_app))
     rows = []
     for name, start in servers:
         with start(preset, dtype, opts) as url:
             ips, busy, errors = served(url, preset, opts, workdir)
-        rows.append(Row(name, preset, before[2], opts.batch_size, served_ips=ips, gpu_busy=busy,
+        resolved = before[2] if before else dtype
+        rows.append(Row(name, preset, resolved, opts.batch_size, served_ips=ips, gpu_busy=busy,
                         errors=errors))
         note = f", {errors} errors" if errors else ""
-        print(f"  {name}: served {ips:.1f}/s{note}", flush=True)
+        busy_note = f", GPU busy {busy:.0%}" if busy is not None else ""
+        print(f"  {name}: served {ips:.1f}/s{busy_note}{note}", flush=True)
+    if before is None:
+        return rows
     after = timed_offline(preset, dtype, opts, store)
     for row in rows:
         row.forward_ips, row.prep_ips = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
@@ -385,6 +434,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--min-timed", type=float, default=2.0, help="offline timing lasts at least this long (s)")
     p.add_argument("--gradio", action="store_true", help="add a real Gradio 6 row per preset and dtype")
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    p.add_argument("--baseline-dir", type=Path,
+                   help="another checkout of the project (e.g. an older commit): its server gets a row too")
+    p.add_argument("--no-offline", action="store_true", help="served rows only (no forward/+prep figures)")
     a = p.parse_args(argv)
     presets, dtypes = a.presets.split(","), a.dtypes.split(",")
     if set(presets) - set(PRESETS):
@@ -400,7 +452,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         size=a.size or ("small" if a.quick else "base"), batch_size=batch, users=a.users or 4 * batch,
         duration_s=duration, warmup_s=min(2.0 if a.quick else 5.0, duration / 4),
         repeats=a.repeats or (3 if a.quick else 10), min_timed_s=a.min_timed, gradio=a.gradio,
-        json_out=a.json,
+        json_out=a.json, baseline_dir=a.baseline_dir, offline=not a.no_offline,
     )
 
 

@@ -7,6 +7,7 @@
     run.percentiles("latency_s", window_s=10)    # p50/p95/p99 per 10 s window of intended send time
     run.errors_over_time(window_s=10)            # requests per outcome / error kind per window
     run.summary.phase("latency_s").p95           # the figures `qbench run` printed, recomputed
+    run.time_split()                  # where the time went: per endpoint and phase, n, p50, p90 (s)
 
     sweep = load_sweep("reports/sweep-image-20261123-101500")
     sweep.points                      # one row per measured configuration (knobs + figures, sweep.parquet)
@@ -16,7 +17,9 @@
 seconds from the run's start on one monotonic clock, `outcome`, `error_kind`, `error_message`,
 `http_status`, `rank`...), the derived phases in seconds (`latency_s` from the intended send time,
 `latency_from_send_s`, `send_lag_s`, `queue_wait_s`, `service_s`, `ttfo_s`, `eta_error_s`; NaN where a
-phase did not happen) and `ok` (bool). Figures are recomputed from the records exactly as
+phase did not happen), the server's own phases when it reported them (`server_queue_wait_s`,
+`server_fn_s`... and `client_only_s`, the rest from the send to the result; see
+qbench.run.server_phases) and `ok` (bool). Figures are recomputed from the records exactly as
 `qbench report` does, so a notebook and the report agree.
 """
 
@@ -35,7 +38,7 @@ from qbench.report.rundir import is_sweep_dir, read_run
 from qbench.report.sweep_charts import read_sweep
 from qbench.run.records import RequestRecord, records_table
 from qbench.run.run_info import RunInfo
-from qbench.run.summary import Summary
+from qbench.run.summary import SERVER_PHASES, Summary
 from qbench.tune.recommend import Recommendation
 from qbench.tune.sweep_info import SweepInfo
 
@@ -121,6 +124,28 @@ class RunData:
                 stats[f"p{value:g}"] = float(np.percentile(values, value)) if values.size else np.nan
             table[phase] = stats
         return pd.DataFrame.from_dict(table, orient="index")
+
+    def time_split(self, q: Sequence[float] = (50, 90), warmup: bool = False) -> pd.DataFrame:
+        """Where the time went: rows (endpoint, phase) for client-only time and each phase the server
+        reported (seconds; `server_batch_size` in requests), columns `count` and the percentiles of ok
+        requests. Empty when the server reported no phases."""
+        rows = self.measured(warmup)
+        rows = rows[rows["ok"]]
+        table: dict[tuple[str, str], dict[str, float]] = {}
+        for endpoint, group in rows.groupby("endpoint", sort=True):
+            for phase in SERVER_PHASES:
+                if phase not in group:
+                    continue
+                values = group[phase].dropna().to_numpy(dtype=float)
+                if values.size:
+                    stats = {"count": float(values.size)}
+                    stats.update({f"p{v:g}": float(np.percentile(values, v)) for v in q})
+                    table[(str(endpoint), phase)] = stats
+        frame = pd.DataFrame.from_dict(table, orient="index")
+        if not table:
+            return pd.DataFrame(columns=["count", *(f"p{v:g}" for v in q)])
+        frame.index = pd.MultiIndex.from_tuples(list(table), names=["endpoint", "phase"])
+        return frame
 
 
 @dataclass

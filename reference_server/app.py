@@ -21,7 +21,7 @@ from reference_server.auth import AuthMiddleware, Logins
 from reference_server.gpu import GpuSampler
 from reference_server.gradio_routes import ClientError, JSONResponse
 from reference_server.server_state import ServerState, load_workloads, resolve_device
-from reference_server.settings import ServerSettings
+from reference_server.settings import ServerSettings, for_device
 
 
 async def _client_error(request: Request, exc: Exception) -> Response:
@@ -37,6 +37,9 @@ def build_app(settings: ServerSettings, file_dir: Path | None = None) -> Starlet
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state.device = resolve_device(settings)
         await anyio.to_thread.run_sync(load_workloads, settings, state.functions, state.device)
+        if (served := for_device(settings, state.device)) is not settings:
+            state.apply(served)  # the presets' on_cuda batch sizes
+        await anyio.to_thread.run_sync(state.start_pool)
         state.queue.start()
         state.gpu = GpuSampler(state.metrics.registry)
         state.gpu.start()

@@ -13,8 +13,10 @@ import binascii
 import io
 import os
 import re
+import threading
 import uuid
 import wave
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,14 +127,83 @@ def needs_thread(comps: list[Component]) -> bool:
 
 
 class FileStore:
-    """Where uploads and outputs live; the only directories /file= serves from."""
+    """Where uploads and outputs live; the only places /file= serves from.
 
-    def __init__(self, root: Path) -> None:
+    Uploads are kept in memory, up to `memory_budget` bytes in all: a request's image is uploaded,
+    then read once by its event, and a write and read-back of a file per request cost the server's
+    process more than the rest of the upload. Each keeps the path Gradio would give it (`uploads/<hex>/
+    <name>`, what the client sends back); beyond the budget the oldest are written to that path, so
+    nothing is lost and /file= serves both. A budget of 0 writes every upload (Gradio's behaviour).
+    """
+
+    def __init__(self, root: Path, memory_budget: int = 0) -> None:
         self.root = root.resolve()
         self.uploads = self.root / "uploads"
         self.outputs = self.root / "outputs"
         self.uploads.mkdir(parents=True, exist_ok=True)
         self.outputs.mkdir(parents=True, exist_ok=True)
+        self.memory_budget = memory_budget
+        self.memory: OrderedDict[str, bytes] = OrderedDict()  # upload path -> bytes, oldest first
+        self.memory_bytes = 0
+        self.decoded: OrderedDict[str, Any] = OrderedDict()  # upload path -> its image, decoded ahead
+        self.decoded_bytes = 0
+        self._lock = threading.Lock()
+
+    def keep_decoded(self, path: str, decoded: Any, size: int) -> None:
+        """An upload's image decoded ahead (decode_pool.parse_upload), until its event takes it; the
+        oldest are dropped beyond the memory budget (their bytes stay: they decode again when used)."""
+        with self._lock:
+            self.decoded[path] = (decoded, size)
+            self.decoded_bytes += size
+            while self.decoded_bytes > self.memory_budget and self.decoded:
+                _, (_, dropped) = self.decoded.popitem(last=False)
+                self.decoded_bytes -= dropped
+
+    def take_decoded(self, path_or_url: str) -> Any:
+        """The upload's image decoded ahead, once (None if it was not, or was taken already)."""
+        text = path_or_url.split("/file=", 1)[1] if "/file=" in path_or_url else path_or_url
+        with self._lock:
+            entry = self.decoded.pop(os.path.normpath(text), None) if text else None
+            if entry is None:
+                return None
+            self.decoded_bytes -= entry[1]
+            return entry[0]
+
+    def put_upload(self, filename: str, data: bytes) -> str:
+        """Keep one uploaded file (in memory when it fits the budget); its path. ValueError for a name
+        that is only `..` (Gradio: 400)."""
+        name = upload_name(filename)
+        if name == "..":
+            raise ValueError(f"invalid file name: {filename!r:.120}")
+        path = self.uploads / uuid.uuid4().hex / name
+        if not self.memory_budget or len(data) > self.memory_budget:
+            _write(path, data)
+            return str(path)
+        with self._lock:
+            self.memory[str(path)] = data
+            self.memory_bytes += len(data)
+            spill = []
+            while self.memory_bytes > self.memory_budget:
+                old_path, old = self.memory.popitem(last=False)
+                self.memory_bytes -= len(old)
+                spill.append((old_path, old))
+        for old_path, old in spill:
+            _write(Path(old_path), old)
+        return str(path)
+
+    def in_memory(self, path_or_url: str) -> bytes | None:
+        """An upload's bytes while they are kept in memory, else None."""
+        text = path_or_url.split("/file=", 1)[1] if "/file=" in path_or_url else path_or_url
+        with self._lock:
+            return self.memory.get(os.path.normpath(text)) if text else None
+
+    def read(self, path_or_url: str) -> bytes | None:
+        """The bytes of an upload or output of this store (memory first), else None."""
+        data = self.in_memory(path_or_url)
+        if data is not None:
+            return data
+        path = self.resolve(path_or_url)
+        return None if path is None else path.read_bytes()
 
     def new_upload_path(self, filename: str) -> Path:
         """A fresh `uploads/<hex>/<name>`; ValueError for a name that is only `..` (Gradio: 400)."""
@@ -169,6 +240,11 @@ class FileStore:
         }
 
 
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
 def upload_name(filename: str) -> str:
     """The stored name of an uploaded file, as Gradio builds it: the last path segment without forbidden
     characters (separators, NUL, controls), trailing dots and spaces stripped, cut to 200 UTF-8 bytes
@@ -189,23 +265,26 @@ def upload_name(filename: str) -> str:
     return name or "file"
 
 
-def _file_bytes(value: Any, store: FileStore, label: str) -> bytes:
+def file_bytes(value: Any, store: FileStore, label: str) -> bytes:
     """The bytes behind a FileData dict, a server path, or a base64 data: URL."""
-    if isinstance(value, dict):
-        ref = value.get("path") or value.get("url")
-    else:
-        ref = value
-    if not isinstance(ref, str) or not ref:
-        raise WorkloadInputError(f"input {label!r}: expected FileData with a 'path', got {value!r:.80}")
+    ref = file_ref(value, label)
     if ref.startswith("data:"):
         try:
             return base64.b64decode(ref.split(",", 1)[1], validate=False)
         except (IndexError, binascii.Error) as exc:
             raise WorkloadInputError(f"input {label!r}: malformed data: URL ({exc})") from None
-    path = store.resolve(ref)
-    if path is None:
+    data = store.read(ref)
+    if data is None:
         raise WorkloadInputError(f"input {label!r}: file {ref!r:.120} was not uploaded to this server")
-    return path.read_bytes()
+    return data
+
+
+def file_ref(value: Any, label: str) -> str:
+    """The path or URL a FileData dict (or a bare string) names; WorkloadInputError if none."""
+    ref = value.get("path") or value.get("url") if isinstance(value, dict) else value
+    if not isinstance(ref, str) or not ref:
+        raise WorkloadInputError(f"input {label!r}: expected FileData with a 'path', got {value!r:.80}")
+    return ref
 
 
 def _decode_image(raw: bytes, label: str) -> Any:
@@ -250,9 +329,9 @@ def preprocess(comp: Component, value: Any, store: FileStore) -> Any:
             raise WorkloadInputError(f"input {comp.label!r}: expected a number, got {value!r:.80}")
         return float(value)
     if comp.type == "image":
-        return _decode_image(_file_bytes(value, store, comp.label), comp.label)
+        return _decode_image(file_bytes(value, store, comp.label), comp.label)
     if comp.type == "audio":
-        return _decode_wav(_file_bytes(value, store, comp.label), comp.label)
+        return _decode_wav(file_bytes(value, store, comp.label), comp.label)
     return value
 
 

@@ -7,6 +7,8 @@ Uploaded files are stored as `uploads/<hex>/<name>` with Gradio's name sanitisin
 
 from __future__ import annotations
 
+import mimetypes
+import time
 import uuid
 from typing import Any
 
@@ -20,6 +22,7 @@ from starlette.routing import Route
 from reference_server import messages as m
 from reference_server import uploads
 from reference_server.api_config import build_info
+from reference_server.decode_pool import Failed, parse_upload
 from reference_server.jobs import INPUT_ERROR_TITLE
 from reference_server.queue import QueueFullError
 from reference_server.runtime import Event, FunctionRuntime, Job
@@ -209,6 +212,7 @@ def drain(session: Session) -> list[m.Message]:
 async def upload(request: Request) -> Response:
     """Uploads are parsed and written in a worker thread (reference_server.uploads says why)."""
     state = state_of(request)
+    start = time.perf_counter()
     limit = state.settings.max_file_size
     declared = int(request.headers.get("content-length") or 0)
     if limit is not None and declared > limit + MULTIPART_OVERHEAD:
@@ -217,11 +221,21 @@ async def upload(request: Request) -> Response:
         if 0 < declared <= uploads.IN_MEMORY_LIMIT:
             body = await request.body()
             kind = request.headers.get("content-type", "")
-            paths = await anyio.to_thread.run_sync(uploads.save_uploads, body, kind, state.store, limit)
+            if state.pool is not None:  # parsed (and decoded) in a worker process; kept in memory
+                parts = await state.pool.run(parse_upload, body, kind, state.pool.upload_prep)
+                if isinstance(parts, Failed):
+                    raise uploads.UploadError(parts.status, parts.detail)
+                paths = uploads.store_parts([(p.name, p.filename, p.data) for p in parts], state.store, limit)
+                for path, part in zip(paths, (p for p in parts if p.name == "files"), strict=True):
+                    if part.decoded is not None:
+                        state.store.keep_decoded(path, part.decoded, part.decoded.array.nbytes)
+            else:
+                paths = await anyio.to_thread.run_sync(uploads.save_uploads, body, kind, state.store, limit)
         else:
             paths = await _upload_streamed(request, state, limit)
     except uploads.UploadError as exc:
         raise ClientError(exc.status, exc.detail) from None
+    state.queue.traces.upload(request.headers.get("session_hash"), time.perf_counter() - start)
     return JSONResponse(paths)
 
 
@@ -241,10 +255,39 @@ async def _upload_streamed(request: Request, state: ServerState, limit: int | No
 
 
 async def file(request: Request) -> Response:
-    path = state_of(request).store.resolve(request.path_params["path"])
+    store = state_of(request).store
+    data = store.in_memory(request.path_params["path"])
+    if data is not None:
+        kind = mimetypes.guess_type(request.path_params["path"])[0] or "application/octet-stream"
+        return Response(data, media_type=kind)
+    path = store.resolve(request.path_params["path"])
     if path is None:
         raise ClientError(404, "file not found (only uploads and outputs of this server are served)")
     return FileResponse(path)
+
+
+def _last_n(request: Request) -> int | None:
+    raw = request.query_params.get("last_n")
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ClientError(422, f"last_n must be an integer, got {raw!r:.40}") from None
+
+
+async def profiling_traces(request: Request) -> Response:
+    """Gradio's `/profiling/traces` (reference_server.profiling): the last traces, oldest first."""
+    return JSONResponse(state_of(request).queue.traces.get_all(_last_n(request)))
+
+
+async def profiling_summary(request: Request) -> Response:
+    return JSONResponse(state_of(request).queue.traces.summary())
+
+
+async def profiling_clear(request: Request) -> Response:
+    state_of(request).queue.traces.clear()
+    return JSONResponse({"status": "cleared"})
 
 
 ROUTES = [
@@ -262,4 +305,7 @@ ROUTES = [
     Route("/gradio_api/run/{api_name}", run_direct, methods=["POST"]),
     Route("/gradio_api/upload", upload, methods=["POST"]),
     Route("/gradio_api/file={path:path}", file, methods=["GET", "HEAD"]),
+    Route("/gradio_api/profiling/traces", profiling_traces, methods=["GET"]),
+    Route("/gradio_api/profiling/summary", profiling_summary, methods=["GET"]),
+    Route("/gradio_api/profiling/clear", profiling_clear, methods=["POST"]),
 ]

@@ -16,20 +16,49 @@ import asyncio
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
 from reference_server import messages as m
-from reference_server.components import FileStore, needs_thread, postprocess, preprocess
+from reference_server.components import FileStore, file_bytes, file_ref, needs_thread, postprocess, preprocess
+from reference_server.decode_pool import DecodePool, Failed, decode_image
+from reference_server.profiling import BATCH_PHASES, Trace
 from reference_server.runtime import Event, FunctionRuntime, Job
 from reference_server.workloads.base import SESSION, Component, WorkloadInputError
+from reference_server.workloads.models.pixels import Pixels
 
 Emit = Callable[[Event, m.Message], None]
 Convert = Callable[[Component, Any, FileStore], Any]
 INPUT_ERROR_TITLE = "Invalid input"
 _DONE = object()
+
+
+@dataclass(frozen=True)
+class _CallPhases:
+    """A workload call's output rows and the phases it reported inside (name -> seconds)."""
+
+    rows: list[list[Any]]
+    seconds: dict[str, float]
+
+
+def _decodes_in_pool(fn: FunctionRuntime) -> bool:
+    """Image inputs decode in the pool; a function with audio inputs keeps the thread path."""
+    types = {c.type for c in fn.workload.inputs}
+    return "image" in types and "audio" not in types
+
+
+def _pil(array: Any) -> Any:
+    from PIL import Image
+
+    return Image.fromarray(array)
+
+
+def _trace(event: Event, phase: str, seconds: float) -> None:
+    if event.trace is not None:
+        event.trace.add(phase, seconds)
 
 
 def as_input_error(exc: Exception) -> WorkloadInputError:
@@ -47,6 +76,7 @@ class JobRunner:
         self.prefetch_limiter = anyio.CapacityLimiter(max(1, os.cpu_count() or 1))
         self.show_error = show_error
         self.emit = emit
+        self.pool: DecodePool | None = None  # decode processes, set by the lifespan when it starts them
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
@@ -55,23 +85,67 @@ class JobRunner:
     def _convert(self, convert: Convert, comps: list[Component], values: list[Any]) -> list[Any]:
         return [convert(c, v, self.store) for c, v in zip(comps, values, strict=True)]
 
-    def _prepare(self, fn: FunctionRuntime, data: list[Any]) -> list[Any]:
-        return fn.workload.prepare_row(self._convert(preprocess, fn.workload.inputs, data))
+    def _prepare(self, fn: FunctionRuntime, data: list[Any], trace: Trace | None) -> list[Any]:
+        start = time.perf_counter()
+        values = self._convert(preprocess, fn.workload.inputs, data)
+        converted = time.perf_counter()
+        row = fn.workload.prepare_row(values)
+        if trace is not None:
+            trace.add("preprocess", converted - start)
+            trace.add("prepare", time.perf_counter() - converted)
+        return row
 
-    async def _preprocess(self, fn: FunctionRuntime, data: list[Any]) -> list[Any]:
+    async def _preprocess(self, fn: FunctionRuntime, event: Event) -> list[Any]:
         if needs_thread(fn.workload.inputs) or fn.workload.prepares_rows:
-            return list(await self._in_thread(self._prepare, fn, data))
-        return self._prepare(fn, data)
+            return list(await self._in_thread(self._prepare, fn, event.data, event.trace))
+        return self._prepare(fn, event.data, event.trace)
 
-    async def _row_or_error(self, fn: FunctionRuntime, data: list[Any],
+    async def _row_or_error(self, fn: FunctionRuntime, event: Event,
                             limiter: anyio.CapacityLimiter | None = None) -> Any:
         """The event's input row, or the Exception that rejected it (never raised: it is data here)."""
         try:
+            if self.pool is not None and _decodes_in_pool(fn):
+                return await self._pooled_row(fn, event, self.pool)
             if limiter is not None and (needs_thread(fn.workload.inputs) or fn.workload.prepares_rows):
-                return list(await anyio.to_thread.run_sync(self._prepare, fn, data, limiter=limiter))
-            return await self._preprocess(fn, data)
+                args = (fn, event.data, event.trace)
+                return list(await anyio.to_thread.run_sync(self._prepare, *args, limiter=limiter))
+            return await self._preprocess(fn, event)
         except Exception as exc:
             return exc
+
+    async def _pooled_row(self, fn: FunctionRuntime, event: Event, pool: DecodePool) -> list[Any]:
+        """The input row with its images decoded in a worker process (decode_pool.py); with the
+        workload's PixelPrep the decoded array is the prepared row and `prepare_row` is skipped."""
+        w = fn.workload
+        prep = w.pixel_prep() if len(w.inputs) == 1 else None
+        values = []
+        for comp, value in zip(w.inputs, event.data, strict=True):
+            if comp.type != "image":
+                values.append(preprocess(comp, value, self.store))
+                continue
+            start = time.perf_counter()
+            ref = file_ref(value, comp.label)
+            decoded = self.store.take_decoded(ref) if prep is not None and prep == pool.upload_prep else None
+            if decoded is None:
+                raw = self.store.in_memory(ref)
+                if raw is None:  # on disk, or a data: URL
+                    raw = await anyio.to_thread.run_sync(file_bytes, value, self.store, comp.label)
+                decoded = await pool.run(decode_image, raw, comp.label, prep)
+            if isinstance(decoded, Failed):
+                raise WorkloadInputError(decoded.detail)
+            # decoded at upload: the worker's decode time; else the wall time of the trip to a worker
+            waited_s = time.perf_counter() - start - decoded.prepare_s
+            _trace(event, "preprocess", max(waited_s, decoded.decode_s))
+            _trace(event, "prepare", decoded.prepare_s)
+            values.append(Pixels(decoded.array) if prep is not None else _pil(decoded.array))
+        if prep is not None:
+            return values
+        if w.prepares_rows:
+            start = time.perf_counter()
+            row = list(await self._in_thread(w.prepare_row, values))
+            _trace(event, "prepare", time.perf_counter() - start)
+            return row
+        return w.prepare_row(values)
 
     def read_ahead(self, fn: FunctionRuntime, events: list[Event]) -> None:
         """Start preprocessing waiting events now, while the model runs the batch ahead of them, so the
@@ -82,14 +156,14 @@ class JobRunner:
             return
         for event in events:
             if event.prepared is None:
-                row = self._row_or_error(fn, event.data, self.prefetch_limiter)
+                row = self._row_or_error(fn, event, self.prefetch_limiter)
                 event.prepared = asyncio.ensure_future(row)
 
     async def _preprocess_all(self, fn: FunctionRuntime, events: list[Event]) -> list[Any]:
         """Every event's inputs, converted concurrently (decoding runs on several worker threads at once,
         within max_threads) or read ahead; an event's value is its input row, or the exception that
         rejected it."""
-        rows = [e.prepared if e.prepared is not None else self._row_or_error(fn, e.data) for e in events]
+        rows = [e.prepared if e.prepared is not None else self._row_or_error(fn, e) for e in events]
         return list(await asyncio.gather(*rows))
 
     async def _postprocess(self, fn: FunctionRuntime, values: list[Any]) -> list[Any]:
@@ -129,12 +203,20 @@ class JobRunner:
             SESSION.set(ready[0].owner or ready[0].session)
         try:
             call_start = time.perf_counter()
-            rows = await self._call(fn, inputs)
+            phases = await self._traced_call(fn, inputs)
             call_s = time.perf_counter() - call_start
-            wire = [await self._postprocess(fn, row) for row in rows]
+            wire = []
+            for event, row in zip(ready, phases.rows, strict=True):
+                post_start = time.perf_counter()
+                wire.append(await self._postprocess(fn, row))
+                _trace(event, "postprocess", time.perf_counter() - post_start)
         except Exception as exc:  # the workload's failure is the request's result, not the server's
             self.fail(ready, exc)
             return False
+        for event in ready:
+            _trace(event, "fn_call", call_s)
+            for name, seconds in phases.seconds.items():
+                _trace(event, name, seconds)
         fn.call_time.add(call_s)
         fn.job_time.add(time.perf_counter() - job.started_at)
         is_generating = None if fn.settings.batch else False
@@ -143,6 +225,16 @@ class JobRunner:
             body = m.output_body(data, is_generating, call_s, fn.call_time.mean)
             self.emit(event, m.process_completed(event.id, body, True))
         return True
+
+    async def _traced_call(self, fn: FunctionRuntime, inputs: list[list[Any]]) -> _CallPhases:
+        """One workload call with a fresh BATCH_PHASES dict for the phases it reports (the call's
+        thread runs in a copy of this context, so it fills the same dict)."""
+        seconds: dict[str, float] = {}
+        token = BATCH_PHASES.set(seconds)
+        try:
+            return _CallPhases(await self._call(fn, inputs), seconds)
+        finally:
+            BATCH_PHASES.reset(token)
 
     async def _call(self, fn: FunctionRuntime, inputs: list[list[Any]]) -> list[list[Any]]:
         """One workload call; returns one output row per event."""
@@ -161,7 +253,7 @@ class JobRunner:
         """Run a generator job: full first output, then diffs, then the full final value."""
         event, fn = job.events[0], job.fn
         try:
-            inputs = await self._preprocess(fn, event.data)
+            inputs = await self._preprocess(fn, event)
         except Exception as exc:
             self.fail([event], as_input_error(exc))
             return False
@@ -180,8 +272,13 @@ class JobRunner:
                     break
                 step_s = time.perf_counter() - step_start
                 fn.call_time.add(step_s)
+                _trace(event, "fn_call", step_s)
+                post_start = time.perf_counter()
                 wire = await self._postprocess(fn, list(item))
+                _trace(event, "postprocess", time.perf_counter() - post_start)
                 self._send_step(event, last, wire, step_s, fn)
+                if event.trace is not None:
+                    event.trace.n_iterations += 1
                 last = wire
         except Exception as exc:
             self.fail([event], exc, first_step=last is None)
@@ -205,6 +302,8 @@ class JobRunner:
         if last is None or event.simple_format:
             data = wire
         else:
+            diff_start = time.perf_counter()
             data = [m.diff(old, new) for old, new in zip(last, wire, strict=True)]
+            _trace(event, "streaming_diff", time.perf_counter() - diff_start)
         body = m.output_body(data, True, step_s, fn.call_time.mean)
         self.emit(event, m.process_generating(event.id, body))

@@ -34,6 +34,7 @@ from reference_server import messages as m
 from reference_server.components import FileStore
 from reference_server.jobs import JobRunner
 from reference_server.metrics import ServerMetrics
+from reference_server.profiling import Trace, TraceCollector
 from reference_server.runtime import Event, FunctionRuntime, Group, Job
 from reference_server.sessions import Sessions
 from reference_server.settings import ServerSettings
@@ -45,8 +46,9 @@ class QueueFullError(Exception):
 
 class EventQueue:
     def __init__(self, settings: ServerSettings, functions: list[FunctionRuntime], store: FileStore,
-                 metrics: ServerMetrics | None = None) -> None:
+                 metrics: ServerMetrics | None = None, traces: TraceCollector | None = None) -> None:
         self.settings = settings
+        self.traces = traces or TraceCollector()
         self.functions = functions
         self.metrics = metrics or ServerMetrics()
         self.events: dict[str, Event] = {}  # waiting or running, by id
@@ -133,6 +135,7 @@ class EventQueue:
             group = self.groups[group_id] = Group(group_id)
         group.admit_function(fn, self.settings.resolved_limit(fn.settings))
         event = Event(event_id or uuid.uuid4().hex, session, fn, data, simple_format, owner=owner)
+        event.trace = Trace(event.id, fn.name, owner or session)
         self.events[event.id] = event
         self.sessions.add_pending(session, event.id)
         group.enqueue(event)
@@ -217,6 +220,9 @@ class EventQueue:
         for event in events:
             event.job = job
             self.metrics.queue_wait.labels(fn.name).observe(now - event.joined_at)
+            if event.trace is not None:
+                event.trace.add("queue_wait", now - event.joined_at)
+                event.trace.batch_size = len(events)
         self.metrics.batch_size.labels(fn.name).observe(len(events))
         self.metrics.queue_depth.labels(group.id).set(len(group.waiting))
         self.metrics.running_jobs.set(self.running_jobs)
@@ -261,6 +267,9 @@ class EventQueue:
             self.events.pop(event.id, None)
             outcome = event.outcome if event.alive else "cancelled"
             self.metrics.completed.labels(name, outcome or "error").inc()
+            if event.trace is not None:
+                event.trace.add("total", duration)
+                self.traces.add(event.trace)
         self._wake.set()
 
     # ------------------------------------------------------------ estimations

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from reference_server.profiling import Trace
 from reference_server.settings import FunctionSettings
 from reference_server.workloads.base import Workload
 
@@ -67,6 +68,7 @@ class Event:
     owner: str | None = None  # the client's session_hash where it differs from `session` (cancel checks it)
     data_waiter: asyncio.Future[Any] | None = None  # gradio: 3: the data the client sends on send_data
     prepared: asyncio.Future[Any] | None = None  # read-ahead preprocessing: its input row or the Exception
+    trace: Trace | None = None  # its phases (reference_server.profiling), kept once it completes
 
 
 @dataclass(eq=False)

@@ -12,8 +12,10 @@ from typing import Any
 
 from reference_server.api_config import build_config
 from reference_server.components import FileStore
+from reference_server.decode_pool import DecodePool, worker_count
 from reference_server.gpu import GpuSampler
 from reference_server.metrics import ServerMetrics
+from reference_server.profiling import TraceCollector
 from reference_server.queue import EventQueue
 from reference_server.runtime import FunctionRuntime
 from reference_server.settings import ServerSettings, SettingsError
@@ -21,7 +23,7 @@ from reference_server.token_log import TokenLog
 from reference_server.workloads.base import WorkloadConfigError, build_workload
 
 #: Workload kinds that never touch torch (the device is not resolved for them).
-TORCH_FREE_KINDS = frozenset({"echo", "sleep", "stream", "tokens", "fail", "imageop"})
+TORCH_FREE_KINDS = frozenset({"echo", "sleep", "stream", "tokens", "fail", "imageop", "image-ideal"})
 
 
 def build_functions(settings: ServerSettings) -> list[FunctionRuntime]:
@@ -70,6 +72,10 @@ def load_workloads(settings: ServerSettings, functions: list[FunctionRuntime], d
         fn.workload.warmup()
 
 
+def _one_image(fn: FunctionRuntime) -> bool:
+    return [c.type for c in fn.workload.inputs] == ["image"]
+
+
 @dataclass
 class ServerState:
     settings: ServerSettings
@@ -82,6 +88,7 @@ class ServerState:
     ready: bool = False
     started_at: float = field(default_factory=time.time)
     gpu: GpuSampler | None = None  # NVML telemetry, started by the lifespan (absent without a GPU)
+    pool: DecodePool | None = None  # upload parsing and image decoding processes (decode_pool.py)
     tokens: TokenLog = field(default_factory=TokenLog)  # the OpenAI front's per-token send times
     _tmp: Any = None
 
@@ -92,9 +99,9 @@ class ServerState:
         if file_dir is None:
             tmp = tempfile.TemporaryDirectory(prefix="qbench-server-")
             file_dir = Path(tmp.name)
-        store = FileStore(file_dir)
+        store = FileStore(file_dir, int(settings.launch.uploads_in_memory_mb * 1024 * 1024))
         metrics = ServerMetrics()
-        queue = EventQueue(settings, functions, store, metrics)
+        queue = EventQueue(settings, functions, store, metrics, TraceCollector())
         state = cls(settings, functions, queue, store, metrics, build_config(settings, functions), _tmp=tmp)
         return state
 
@@ -105,7 +112,20 @@ class ServerState:
         self.settings = settings
         self.config = build_config(settings, self.functions)
 
+    def start_pool(self) -> None:
+        """Start the decode processes when a function takes images and the settings ask for them
+        (blocking: the lifespan runs it in a thread)."""
+        takes_images = any(c.type == "image" for fn in self.functions for c in fn.workload.inputs)
+        workers = worker_count(self.settings.launch.decode_workers, self.device)
+        if takes_images and workers > 0:
+            preps = {fn.workload.pixel_prep() for fn in self.functions if _one_image(fn)}
+            self.pool = DecodePool(workers, preps.pop() if len(preps) == 1 else None)
+            self.pool.start()
+            self.queue.runner.pool = self.pool
+
     def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
         if self.gpu is not None:
             self.gpu.stop()
         if self._tmp is not None:

@@ -50,6 +50,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class CudaOverrides(_Strict):
+    """A function's queue knobs when the server runs on CUDA (a preset that fits the device it runs
+    on: a GPU gains from batches a CPU cannot use); applied by the lifespan once the device is known."""
+
+    max_batch_size: int | None = Field(default=None, ge=1)
+    concurrency_limit: int | Literal["default"] | None = "default"
+    batch_wait_ms: float | None = Field(default=None, ge=0)
+
+
 class FunctionSettings(_Strict):
     """One event listener: what it runs and how the queue schedules it."""
 
@@ -63,6 +72,7 @@ class FunctionSettings(_Strict):
     batch_wait_ms: float = Field(default=0.0, ge=0)
     queue: bool = True
     api_visibility: Literal["public", "undocumented", "private"] = "public"
+    on_cuda: CudaOverrides | None = None  # EXTENSION: queue knobs that replace these when serving on CUDA
 
     @field_validator("concurrency_limit")
     @classmethod
@@ -101,6 +111,10 @@ class QueueSettings(_Strict):
 
 class LaunchSettings(_Strict):
     max_threads: int = Field(default=40, ge=1)
+    # Processes that parse uploads and decode image inputs (reference_server.decode_pool): auto = up to 8
+    # on CUDA, 0 on a CPU; 0 = in the server's worker threads.
+    decode_workers: int | Literal["auto"] = "auto"
+    uploads_in_memory_mb: float = Field(default=256.0, ge=0)  # upload bytes kept in memory, then on disk
     host: str = "127.0.0.1"
     port: int = Field(default=7860, ge=0, le=65535)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "warning"
@@ -120,6 +134,13 @@ class ServerSettings(_Strict):
     title: str = "qbench reference server"
     auth: AuthSettings = Field(default_factory=AuthSettings)  # login users and bearer tokens (dumps: ***)
     gradio: Literal[3, 4, 5, 6] = 6  # the Gradio major release emulated (module docstring)
+
+    @field_validator("launch")
+    @classmethod
+    def _workers(cls, v: LaunchSettings) -> LaunchSettings:
+        if isinstance(v.decode_workers, int) and v.decode_workers < 0:
+            raise ValueError(f"launch.decode_workers = {v.decode_workers}: expected auto or an integer >= 0")
+        return v
 
     @model_validator(mode="after")
     def _unique_names_and_batch_rules(self) -> ServerSettings:
@@ -254,6 +275,22 @@ def with_overrides(settings: ServerSettings, overrides: dict[str, Any], source: 
             node = node.setdefault(key, {})
         node[leaf] = value
     return parse_settings(raw, source)
+
+
+def for_device(settings: ServerSettings, device: str) -> ServerSettings:
+    """The settings as served on `device`: each function's `on_cuda` knobs applied on CUDA."""
+    if device != "cuda" or not any(fn.on_cuda for fn in settings.functions):
+        return settings
+    functions = []
+    for fn in settings.functions:
+        cuda = fn.on_cuda
+        if cuda is None:
+            functions.append(fn)
+            continue
+        knobs = cuda.model_dump(exclude_unset=True)
+        functions.append(fn.model_copy(update={k: v for k, v in knobs.items() if v is not None
+                                               or k == "concurrency_limit"}))
+    return settings.model_copy(update={"functions": functions})
 
 
 def synthetic_settings(**fields: Any) -> ServerSettings:

@@ -14,7 +14,6 @@ file over max_file_size; 400 for a malformed body or a name that is only `..`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -115,22 +114,26 @@ def store_file(store: FileStore, filename: str | None, data: bytes, limit: int |
     if limit is not None and len(data) > limit:
         raise UploadError(413, f"file {filename!r} is {len(data)} bytes; max_file_size is {limit}")
     try:
-        path: Path = store.new_upload_path(filename or "file")
+        return store.put_upload(filename or "file", data)
     except ValueError as exc:
         raise UploadError(400, str(exc)) from None
-    path.write_bytes(data)
-    return str(path)
 
 
 def save_uploads(body: bytes, content_type: str, store: FileStore, limit: int | None) -> list[str]:
     """Parse a multipart body and store every file of the field `files` (runs in a worker thread)."""
+    parts = [(p.name, p.filename, b"".join(p.chunks)) for p in parse_parts(body, content_type)]
+    return store_parts(parts, store, limit)
+
+
+def store_parts(parts: list[tuple[str, str | None, bytes]], store: FileStore, limit: int | None) -> list[str]:
+    """Store every file of the field `files` among (field name, file name, bytes) parts; their paths."""
     paths = []
-    for part in parse_parts(body, content_type):
-        if part.name != "files":
+    for name, filename, data in parts:
+        if name != "files":
             continue
-        if part.filename is None:
+        if filename is None:
             raise UploadError(422, "field 'files' must be a file upload")
-        paths.append(store_file(store, part.filename, b"".join(part.chunks), limit))
+        paths.append(store_file(store, filename, data, limit))
     if not paths:
         raise UploadError(422, "no files in the multipart field 'files'")
     return paths

@@ -58,6 +58,10 @@ def test_a_real_run_loads_with_every_column_and_the_summary_it_printed(
     assert (windows["p50"] <= windows["p99"]).all()
     assert run.errors_over_time(window_s=0.5)["ok"].sum() == 40
     assert run.phase_table().loc["service_s", "count"] == (~df["warmup"]).sum()
+    split = run.time_split()  # the reference server reports its phases: where the time went
+    assert split.loc[("work", "server_fn_s"), "p50"] >= 0.009  # the 10 ms sleep
+    assert split.loc[("work", "client_only_s"), "p50"] == pytest.approx(
+        result.summary.server_phases["client_only_s"].p50)
 
 
 def test_percentiles_are_over_ok_requests_and_errors_are_counted_by_kind(tmp_path: Path) -> None:

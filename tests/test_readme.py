@@ -120,6 +120,10 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "qbench run examples/capacity/gradio_sleep.yaml --target http://127.0.0.1:7860"
     " --set load.rate=<rate> --set load.duration=60": [
         ("tests/tune/test_docs_capacity.py::test_the_measurement_commands_run", "REDUCED_RUN")],
+    # docs/measurement.md: an app started with Gradio's profiling on, as qbench's app launcher does
+    "GRADIO_PROFILING=1 python app.py": [
+        ("tests/run/test_phases_gradio.py::test_image_interface_records_carry_gradio_phases",
+         "GRADIO_PROFILING")],
     "qbench run scenarios/trace.yaml --target http://127.0.0.1:7860": [
         ("tests/run/test_trace.py::test_the_readme_trace_commands_run", "trace.yaml")],
     "qbench run scenarios/trace.yaml --replay reports/<run-id>": [
@@ -206,6 +210,10 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         ("tests/test_bench.py::test_gpu_all_dry_run_on_the_cpu", "gpu_all.sh")],
     "bash bench/gpu_all.sh --part 2 --out $OUT": [
         ("tests/test_bench.py::test_gpu_all_dry_run_on_the_cpu", "gpu_all.sh")],
+    "bash bench/gpu_all.sh --part 3 --out $OUT": [
+        ("tests/test_bench.py::test_gpu_all_dry_run_on_the_cpu", "gpu_all.sh")],
+    ".venv/bin/python bench/server_cost.py --quick": [
+        ("tests/test_bench.py::test_server_cost_reduced_run_on_the_cpu", "--quick")],
     ".venv/bin/python bench/gpu_all.py --device cpu --dry-run --out /tmp/gpu-all": [
         ("tests/test_bench.py::test_gpu_all_dry_run_on_the_cpu", "--dry-run")],
     "qbench compare reports/A reports/B --chart paired.png": [

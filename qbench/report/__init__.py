@@ -3,6 +3,7 @@
     rundir.py        run and sweep folders -> LoadedRun (records re-summarised, run.json, notes)
     columns.py       a run's records as numpy columns for charts
     charts.py        run charts (latency distributions, over time, in flight, errors, ETA, send lag)
+    phase_chart.py   where the time went: a stacked bar of the server's phases per endpoint
     sweep_charts.py  sweep charts (heatmaps, Pareto front, per-point distributions)
     capacity_charts.py  capacity charts: the knee and what happened past the capacity
     build.py         build_report: charts + summary.md + a self-contained report.html

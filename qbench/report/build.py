@@ -28,10 +28,19 @@ from qbench.report.capacity_charts import (
 )
 from qbench.report.charts import Chart, render_run_charts
 from qbench.report.columns import fmt_s
+from qbench.report.phase_chart import render_phase_chart
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
+from qbench.run.diagnose import host_cpus
 from qbench.run.diagnose_mix import diagnose_run
-from qbench.run.run_console import PHASE_LABELS, bottleneck_warnings, journey_line, token_line
+from qbench.run.run_console import (
+    PHASE_LABELS,
+    SERVER_PHASE_LABELS,
+    bottleneck_warnings,
+    journey_line,
+    time_split,
+    token_line,
+)
 from qbench.run.run_info import RunInfo
 from qbench.run.summary import SloCheck, Stats, Summary
 from qbench.tune.recommend import Recommendation
@@ -64,6 +73,9 @@ class ReportContext:
     endpoints: list[list[str]] = field(default_factory=list)
     # a journey: step, n, errors, wait p50/p95, service p50/p95, latency from the send p50/p95
     steps: list[list[str]] = field(default_factory=list)
+    # where the time went: (endpoint, rows of phase, n, p50, p90); "" for a run of one endpoint
+    time_split: list[tuple[str, list[list[str]]]] = field(default_factory=list)
+    functions: list[list[str]] = field(default_factory=list)  # /monitoring/summary: name, n, p50, p90, p99
     errors: list[list[str]] = field(default_factory=list)  # kind, count, share, example message
     slo: list[list[str]] = field(default_factory=list)  # name, limit, actual, verdict
     warnings: list[str] = field(default_factory=list)
@@ -137,14 +149,17 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         title=f"qbench run: {scenario_name}",
         source=str(run.path),
         headline=run_headline(run),
-        charts=render_run_charts(run.records, charts_dir),
+        charts=render_run_charts(run.records, charts_dir) + render_phase_chart(run.records, charts_dir),
         phases=phase_rows(s),
         endpoints=endpoint_rows(s),
         steps=step_rows(s),
+        time_split=[(label, time_split_rows(part)) for label, part in time_split(s)],
+        functions=function_rows(s),
         errors=error_rows(run),
         slo=[slo_row(c) for c in s.checks()],
         warnings=bottleneck_warnings(s),
-        diagnosis=[f"{f.kind}: {f.message}" for f in diagnose_run(run.records, s, run.info.server or None)],
+        diagnosis=[f"{f.kind}: {f.message}" for f in diagnose_run(
+            run.records, s, run.info.server or None, cpus=host_cpus(run.info.host, run.info.target))],
         notes=run.notes,
         details=run_details(run.info),
     )
@@ -178,6 +193,8 @@ def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
         rows.append(("tokens", token_line(s)))
     if s.journeys is not None:
         rows.append(("journeys", journey_line(s.journeys).removeprefix("journeys: ")))
+    if s.server_traces is not None and (s.server_traces.source != "none" or s.server_traces.note):
+        rows.append(("server phases", s.server_traces.line().removeprefix("server phases: ")))
     if s.checks():
         failed = ", ".join(c.name for c in s.failed_checks())
         rows.append(("SLO", "passed" if s.slo_passed else f"FAILED: {failed}"))
@@ -195,6 +212,25 @@ def phase_rows(s: Summary) -> list[list[str]]:
     if s.eta_error.count:
         rows.append(_stats_row("server ETA error (estimate - actual)", s.eta_error))
     return rows
+
+
+def time_split_rows(s: Summary) -> list[list[str]]:
+    """Where the time went: phase, n, p50, p90 (a phase no request had is absent; zero ones left out)."""
+    rows = []
+    for name, stats in s.server_phases.items():
+        if not stats.max:
+            continue
+        size = name == "server_batch_size"
+        cells = [f"{v:.3g}" if size and v is not None else _s(v) for v in (stats.p50, stats.p90)]
+        rows.append([SERVER_PHASE_LABELS.get(name, name), str(stats.count), *cells])
+    return rows
+
+
+def function_rows(s: Summary) -> list[list[str]]:
+    """Gradio's /monitoring/summary per function ([] when the run had per-request phases or none)."""
+    functions = s.server_traces.functions if s.server_traces is not None else {}
+    return [[name, "-" if f.requests is None else str(f.requests), _s(f.p50_s), _s(f.p90_s), _s(f.p99_s)]
+            for name, f in functions.items()]
 
 
 def step_rows(s: Summary) -> list[list[str]]:

@@ -79,7 +79,7 @@ def read_run(path: Path) -> LoadedRun:
     info = RunInfo.from_dict(read_json(path / "run.json", notes))
     slo = scenario_slo(info, notes)
     summary = summarize(records, slo, generator=info.generator, endpoint_slos=mix_slos(info, notes),
-                        journey_length=stored_journey_length(info))
+                        journey_length=stored_journey_length(info), server_traces=info.server_traces)
     return LoadedRun(path=path, records=records, info=info, summary=summary, notes=notes)
 
 

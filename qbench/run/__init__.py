@@ -24,9 +24,13 @@
     options.py     `qbench run` as a library call: RunOptions -> overrides -> the scenario, run
     files.py       output folders' names (runs, sweeps, capacity) and the one masked, atomic JSON writer
     records.py     RequestRecord, the flat contract with every later stage; JSONL and Parquet files
+    server_phases.py  the server's own phase timings (Gradio's profiling traces, /monitoring/summary)
+                   read during and after the run and joined onto the records by event_id
     summary.py     records -> Summary: percentiles per phase, goodput, error kinds, SLO verdict
     steady.py      did the server keep up? steady state from records, and the same test live
-    diagnose.py    where was the limit: records (+ the server's settings) -> findings
+    finding.py     Finding: one sentence about where the limit was
+    diagnose.py    where was the limit: records (+ the server's settings, usage, phases) -> findings
+    diagnose_phases.py  where the time went inside the server: its phase medians -> findings
     diagnose_mix.py  the same per function, for a mix of endpoints
     paired.py      two runs on one schedule, request by request (block bootstrap, Wilcoxon)
     run_console.py the live progress line and the summary table

@@ -2,7 +2,8 @@
 
 `diagnose_run` is `qbench.run.diagnose.diagnose` for the whole run, then for each endpoint on its own
 records (its findings named `endpoint: ...`; the server's own use and the generator's health are said
-once), then one finding per endpoint whose requests waited longer than they ran (means), behind ANOTHER
+once, as are where each endpoint's time went: qbench.run.diagnose_phases names the endpoint), then one
+finding per endpoint whose requests waited longer than they ran (means), behind ANOTHER
 function's jobs:
 
     shared_group   the server reports its settings (the reference server's /status) and the endpoint
@@ -33,9 +34,10 @@ ONCE = ("usage", "generator")  # findings about the whole server or the generato
 
 
 def diagnose_run(records: list[RequestRecord], summary: Summary, server: dict[str, Any] | None = None,
-                 generator_warnings: list[str] | None = None) -> list[Finding]:
-    """Findings for the run, then per endpoint of a mix (module docstring)."""
-    findings = diagnose(records, summary, server, generator_warnings)
+                 generator_warnings: list[str] | None = None, *, cpus: int | None = None) -> list[Finding]:
+    """Findings for the run, then per endpoint of a mix (module docstring); `cpus`: the server host's
+    cores when known (qbench.run.diagnose.host_cpus)."""
+    findings = diagnose(records, summary, server, generator_warnings, cpus=cpus)
     if not summary.endpoints:
         return findings
     measured = [r for r in records if not r.warmup and r.sent_at_s is not None]
@@ -46,7 +48,7 @@ def diagnose_run(records: list[RequestRecord], summary: Summary, server: dict[st
         if _waits(sub):
             behind = _shared_group(label, summary, groups) or _starved(label, measured)
         idle = _idle_while_waiting(mine)
-        for f in diagnose(mine, sub, _for_function(server, label)):
+        for f in diagnose(mine, sub, _for_function(server, label), cpus=cpus, describe=False):
             if f.kind in ONCE or (behind is not None and f.kind == "headroom"):
                 continue
             if idle and f.kind in ("queue_limit", "model_bound"):  # its own limit was not what held it

@@ -35,10 +35,10 @@ from typing import IO, Any, Final, Literal
 
 import orjson
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 #: Versions `read_parquet` reads: v1 lacks the token fields (they read as None / 0), v2 the journey
-#: fields (they read as None).
-READABLE_VERSIONS: Final = (1, 2, 3)
+#: fields, v3 the server's phases (they read as None).
+READABLE_VERSIONS: Final = (1, 2, 3, 4)
 
 Outcome = Literal["ok", "error"]
 
@@ -106,6 +106,20 @@ class RequestRecord:
     journey_id: int | None = None  # which journey (one user's session) sent it, unique within a run
     step: int | None = None  # the journey step (0-based index in the scenario's journey list)
     turn: int | None = None  # which call of the step (0-based; a step repeats `repeat` times)
+    # ---- the server's own phase durations (qbench.run.server_phases: Gradio >= 6.10 with
+    # GRADIO_PROFILING=1, the reference server); None where the server did not report (schema v4) ----
+    server_queue_wait_s: float | None = None  # enqueued -> taken by a worker, on the server's clock (s)
+    server_upload_s: float | None = None  # the request's file uploads, received and stored (s, summed)
+    server_preprocess_s: float | None = None  # inputs decoded for the function (s; summed over a stream)
+    server_fn_s: float | None = None  # the user's function (s; summed over a generator's iterations)
+    server_postprocess_s: float | None = None  # outputs encoded and cached (s; summed)
+    server_streaming_diff_s: float | None = None  # diffs between a stream's successive outputs (s)
+    server_total_s: float | None = None  # processing after the queue: pre + fn + post + diff + the rest (s)
+    server_prepare_s: float | None = None  # reference server: this request's own decode/prepare (s)
+    server_batch_prepare_s: float | None = None  # reference server: its batch's collation (s)
+    server_h2d_s: float | None = None  # reference server: its batch's host-to-device copy (s)
+    server_forward_s: float | None = None  # reference server: its batch's forward pass (s, CUDA-timed on GPU)
+    server_batch_size: int | None = None  # reference server: requests in the batch it ran in
 
     # ---- derived phases (seconds); None when a phase is missing ----
 
@@ -178,6 +192,17 @@ class RequestRecord:
         return self.estimation_at_s + self.rank_eta_s - self.completed_at_s
 
     @property
+    def client_only_s(self) -> float | None:
+        """Time the server did not account for: actual send -> result, minus the server's queue wait,
+        uploads and processing (network, HTTP and the SSE protocol, message delivery). None without
+        the server's phases."""
+        span = _diff(self.result_at_s if self.result_at_s is not None else self.completed_at_s,
+                     self.sent_at_s)
+        if span is None or self.server_total_s is None:
+            return None
+        return span - self.server_total_s - (self.server_queue_wait_s or 0.0) - (self.server_upload_s or 0.0)
+
+    @property
     def ok(self) -> bool:
         return self.outcome == "ok"
 
@@ -194,6 +219,7 @@ DERIVED: Final = (
     "tpot_s",
     "output_tps",
     "download_s",
+    "client_only_s",
 )
 
 FIELD_NAMES: Final = tuple(f.name for f in fields(RequestRecord))
@@ -301,6 +327,7 @@ def _arrow_schema() -> Any:
         "journey_id": pa.int64(),
         "step": pa.int64(),
         "turn": pa.int64(),
+        "server_batch_size": pa.int64(),
     }
     cols = [pa.field(name, types.get(name, pa.float64())) for name in FIELD_NAMES]
     cols += [pa.field(name, pa.float64()) for name in DERIVED]

@@ -15,6 +15,7 @@ from rich.text import Text
 from qbench.run.diagnose import Finding
 from qbench.run.loadgen import LiveStats
 from qbench.run.scenario import Scenario
+from qbench.run.server_phases import TraceReport
 from qbench.run.summary import JourneyStats, Stats, Summary
 
 #: Generator-bottleneck thresholds (see `bottleneck_warnings`).
@@ -104,6 +105,13 @@ def render_summary(
     console.print(phase_table(summary, open_loop=open_loop))
     if summary.endpoints:
         console.print(endpoint_table(summary, open_loop=open_loop))
+    for label, part in time_split(summary):
+        console.print(time_split_table(label, part))
+    traces = summary.server_traces
+    if traces is not None and traces.functions:
+        console.print(functions_table(traces))
+    if traces is not None and (traces.source != "none" or traces.note):
+        console.print(traces.line())
     if summary.journeys is not None:
         console.print(journey_table(summary.journeys))
         console.print(journey_line(summary.journeys))
@@ -180,6 +188,59 @@ SHORT_PHASE_LABELS = {
     "itl_s": "ITL",
     "download_s": "download",
 }
+
+
+#: Where the time went (Summary.server_phases), in the order shown.
+SERVER_PHASE_LABELS = {
+    "client_only_s": "client-only (network, protocol)",
+    "server_queue_wait_s": "server: queue wait",
+    "server_upload_s": "server: upload",
+    "server_preprocess_s": "server: preprocess",
+    "server_fn_s": "server: function",
+    "server_postprocess_s": "server: postprocess",
+    "server_streaming_diff_s": "server: streaming diff",
+    "server_total_s": "server: processing in all",
+    "server_prepare_s": "server: request's prepare",
+    "server_batch_prepare_s": "server: batch's prepare",
+    "server_h2d_s": "server: batch's host->device",
+    "server_forward_s": "server: batch's forward pass",
+    "server_batch_size": "batch size (requests)",
+}
+
+
+def time_split(s: Summary) -> list[tuple[str, Summary]]:
+    """(endpoint, its summary) for each endpoint with the server's phases; a run of one endpoint: ("", s)."""
+    parts = list(s.endpoints.items()) if s.endpoints else [("", s)]
+    return [(label, part) for label, part in parts if part.server_phases]
+
+
+def time_split_table(label: str, s: Summary) -> Table:
+    """Where the time went: client-only time and each server phase, p50 and p90 of ok requests."""
+    table = Table(title=f"Where the time went{' in ' + label if label else ''}", title_justify="left",
+                  caption="ok requests, from the send", caption_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, collapse_padding=True)
+    for col in ("phase", "n", "p50", "p90"):
+        table.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
+    for name, stats in s.server_phases.items():
+        if not stats.max:  # a phase this endpoint does not have (streaming diff of a plain function)
+            continue
+        cells = [f"{getattr(stats, k):.3g}" if name == "server_batch_size" else _num(getattr(stats, k))
+                 for k in ("p50", "p90")]
+        table.add_row(SERVER_PHASE_LABELS.get(name, name), f"{stats.count:,}", *cells,
+                      style="bold" if name == "client_only_s" else None)
+    return table
+
+
+def functions_table(traces: TraceReport) -> Table:
+    """Gradio's /monitoring/summary: process time per function (the server's recent events)."""
+    table = Table(title="Server process time per function (/monitoring/summary)", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("function", "requests", "p50", "p90", "p99"):
+        table.add_column(col, justify="left" if col == "function" else "right", no_wrap=True)
+    for name, f in traces.functions.items():
+        table.add_row(name, "-" if f.requests is None else f"{f.requests:,}", _num(f.p50_s), _num(f.p90_s),
+                      _num(f.p99_s))
+    return table
 
 
 def token_line(s: Summary) -> str:

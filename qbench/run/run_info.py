@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from qbench.run.server_phases import TraceReport
 from qbench.run.summary import GeneratorStats
 
 # What the load generator and executors report (run.json's "Load generator" block in the report)
@@ -47,6 +48,7 @@ class RunInfo:
     clock: dict[str, Any] | None = None
     generator: GeneratorStats | None = None  # written when the run finished
     records: int | None = None
+    server_traces: TraceReport | None = None  # how the server's own phases were read (server_phases)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know
 
     @classmethod
@@ -78,6 +80,7 @@ class RunInfo:
             clock=_dict(data, "clock"),
             generator=_generator(data.get("generator")),
             records=_int(data, "records"),
+            server_traces=_traces(data.get("server_traces")),
             extra={k: v for k, v in data.items() if k not in FIELDS},
         )
 
@@ -86,7 +89,7 @@ class RunInfo:
         out: dict[str, Any] = {}
         for name in FIELDS:
             value = getattr(self, name)
-            if name == "generator" and value is not None:
+            if name in ("generator", "server_traces") and value is not None:
                 value = dataclasses.asdict(value)
             elif name == "lost_workers":
                 value = list(value)
@@ -133,4 +136,14 @@ def _generator(value: Any) -> GeneratorStats | None:
     try:
         return GeneratorStats.from_dict(value)
     except (TypeError, ValueError):  # a worker entry with unknown or missing keys
+        return None
+
+
+def _traces(value: Any) -> TraceReport | None:
+    """How the server's phases were read; None when absent or not of the shape this version writes."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return TraceReport.from_dict(value)
+    except (TypeError, ValueError):
         return None

@@ -8,6 +8,10 @@ A run directory (`reports/run-<scenario-name>-<stamp>/`, see `qbench.run.files.n
     records.jsonl    every finished request, appended while the run goes (survives a killed process)
     records.parquet  every scheduled request, written at the end (the file to re-analyse)
     summary.json     `Summary.to_dict()` plus `diagnosis`: where the limit was (qbench.run.diagnose)
+
+The server's own phases (qbench.run.server_phases) are read from a Gradio target after the run, and
+during it on a long one, and written onto the records before they are stored; run.json's
+`server_traces` says how that went.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import aiohttp
 from qbench import __version__
 from qbench.errors import ScenarioError
 from qbench.run.control import read_status_async
-from qbench.run.diagnose import Finding
+from qbench.run.diagnose import Finding, host_cpus
 from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.executor import Executor, Job, LocalExecutor, in_loop
 from qbench.run.files import REPORTS, Writer, new_folder, remove_if_empty
@@ -42,6 +46,7 @@ from qbench.run.run_info import RunInfo
 from qbench.run.scenario import Scenario, load_scenario, with_overrides
 from qbench.run.schedule import OpenPlan, Plan
 from qbench.run.schedule import plan as make_plan
+from qbench.run.server_phases import TraceCollector, TraceReport
 from qbench.run.summary import GeneratorStats, Summary, summarize
 
 __all__ = ["RunResult", "load_scenario", "run_scenario"]
@@ -89,18 +94,21 @@ def run_scenario(
     run_dir = out_dir or new_folder("run", scenario.name, REPORTS)
     fresh = not run_dir.exists() or not any(run_dir.iterdir())  # removed again if the run fails
     info = _run_info(scenario, url)
+    credentials = authenticator(scenario, url).credentials
+    traces = TraceCollector(url, headers=credentials.headers, cookies=credentials.cookies)
     with contextlib.ExitStack() as stack:
         view = LiveView(scenario, writer.mask(url), enabled=live)
 
         async def announce(server: dict[str, Any], http: aiohttp.ClientSession, auth: dict[str, Any]) -> None:
             """Login and discovery succeeded (they fail before any request): run.json, then the live view."""
             info["server"], info["auth"] = server, auth
+            traces.point_at(server)
             server["status"] = await _status(scenario, url)
             run_dir.mkdir(parents=True, exist_ok=True)  # only once the target has answered
             writer.json(run_dir / "run.json", info)
             stack.enter_context(view)
 
-        job = Job(scenario, plan, url, run_dir, announce, view.update, stop_when)
+        job = Job(scenario, plan, url, run_dir, announce, view.update, traces.watching(stop_when))
         try:
             execution = make_executor(scenario).execute(job)
         except BaseException as exc:
@@ -110,7 +118,9 @@ def run_scenario(
             raise
     info.update(execution.info)
     info["server"]["status_end"] = in_loop(_status(scenario, url))  # CPU/GPU use over the run
-    return _finish(scenario, run_dir, execution.records, execution.stats, info, writer)
+    report = traces.finish(execution.records)  # the server's phases onto the records
+    info["server_traces"] = report.to_dict()
+    return _finish(scenario, run_dir, execution.records, execution.stats, info, writer, report)
 
 
 def make_executor(scenario: Scenario) -> Executor:
@@ -145,17 +155,19 @@ def _finish(
     generator: GeneratorStats,
     info: dict[str, Any],
     writer: Writer,
+    traces: TraceReport | None = None,
 ) -> RunResult:
     """Summary, records.parquet, final run.json and summary.json."""
     summary = summarize(records, scenario.slo, generator=generator, endpoint_slos=endpoint_slos(scenario),
-                        journey_length=journey_length(scenario))
+                        journey_length=journey_length(scenario), server_traces=traces)
     info.update(generator=summary.generator.__dict__, records=len(records))
     for record in records:  # a lost worker's records (a Ray error's text) passed no load generator
         if record.error_message:
             record.error_message = writer.mask(record.error_message)
     write_parquet(records, run_dir / "records.parquet")
     writer.json(run_dir / "run.json", info)
-    findings = diagnose_run(records, summary, info.get("server"))
+    cpus = host_cpus(info.get("host"), info.get("target"))  # the server's, when it ran on this host
+    findings = diagnose_run(records, summary, info.get("server"), cpus=cpus)
     diagnosis = [f.to_dict() for f in findings]
     auth = info.get("auth")  # logins and re-logins (no secret)
     writer.json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth})

@@ -6,7 +6,8 @@ two closest ranks, `rank = q/100 * (n - 1)`). For [1, 2, 3, 4]: p50 = 2.5, p90 =
 values (e.g. ttfo for a non-streaming function) has `count == 0` and every statistic `None`.
 
 Which records count:
-* warm-up records (`warmup=True`) are excluded from everything;
+* warm-up records (`warmup=True`) are excluded from everything; when they are all of them, each SLO
+  check without a figure says so in its `note`;
 * phase percentiles use OK requests only (a timeout's "latency" is the timeout, not a measurement);
   failures are counted by kind instead; `send_lag_s` uses every sent request;
 * SLO checks on end-to-end latency percentiles (`pXX_latency_s`, `max_latency_s`, and the same for
@@ -32,6 +33,11 @@ median, p50 = the median of per-request medians, p90/p95/p99 = those percentiles
 p99 gaps (an upper bound on the pooled percentile's typical value: conservative for SLOs), max = the
 longest gap. `output_tps` = output tokens of ok requests / duration_s; `request_output_tps` is the
 per-request rate (output tokens / (completion - actual send)).
+
+Where the time went (`server_phases`, per endpoint too): the server's own phases of ok requests
+(`SERVER_PHASES`, filled by qbench.run.server_phases) and `client_only_s`, the rest of the time from
+the actual send to the result; a phase no request has is left out, so a server that reports nothing
+gives an empty dict. `server_traces` says where the phases came from and how many requests got them.
 """
 
 from __future__ import annotations
@@ -44,11 +50,18 @@ import numpy as np
 
 from qbench.run.records import RequestRecord, iter_measured
 from qbench.run.scenario import Slo
+from qbench.run.server_phases import TraceReport
 
 #: Phases summarised with percentiles (names of RequestRecord derived properties).
 PHASES = (
     "latency_s", "latency_from_send_s", "queue_wait_s", "service_s", "ttfo_s", "send_lag_s",
     "ttft_s", "tpot_s", "download_s",
+)
+#: Where the time went: client-only time, then the server's phases (RequestRecord fields), in this order.
+SERVER_PHASES = (
+    "client_only_s", "server_queue_wait_s", "server_upload_s", "server_preprocess_s", "server_fn_s",
+    "server_postprocess_s", "server_streaming_diff_s", "server_total_s", "server_prepare_s",
+    "server_batch_prepare_s", "server_h2d_s", "server_forward_s", "server_batch_size",
 )
 
 
@@ -182,6 +195,9 @@ class Summary:
     slo_passed: bool = True  # every check passed, each endpoint's too
     endpoints: dict[str, Summary] = field(default_factory=dict)  # per endpoint label (runs of several)
     journeys: JourneyStats | None = None  # runs of a scenario's journey
+    # where the time went: SERVER_PHASES -> Stats of ok requests (server_batch_size in requests, not s)
+    server_phases: dict[str, Stats] = field(default_factory=dict)
+    server_traces: TraceReport | None = None  # where the server's phases came from (the run's only)
 
     def phase(self, name: str) -> Stats:
         return self.latency.get(name, Stats())
@@ -209,6 +225,9 @@ class Summary:
         values["endpoints"] = {k: Summary.from_dict(v) for k, v in (data.get("endpoints") or {}).items()}
         journeys = data.get("journeys")
         values["journeys"] = JourneyStats.from_dict(journeys) if isinstance(journeys, dict) else None
+        values["server_phases"] = {k: Stats(**v) for k, v in (data.get("server_phases") or {}).items()}
+        traces = data.get("server_traces")
+        values["server_traces"] = TraceReport.from_dict(traces) if isinstance(traces, dict) else None
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in values.items() if k in known})
 
@@ -221,6 +240,7 @@ def summarize(
     generator: GeneratorStats | None = None,
     endpoint_slos: dict[str, Slo | None] | None = None,
     journey_length: int | None = None,
+    server_traces: TraceReport | None = None,
 ) -> Summary:
     """Summarise the measured (non-warm-up) records; evaluate `slo` if given (see module docstring).
 
@@ -231,7 +251,8 @@ def summarize(
     Without `endpoint_slos`, `slo` is judged on the total only.
 
     Records of journeys (`journey_length`: the requests of a whole journey) are also summarised per
-    step and per journey (`journeys`: `journey_stats`).
+    step and per journey (`journeys`: `journey_stats`). `server_traces` (how the server's phases were
+    read: qbench.run.server_phases) is kept on the summary as given.
     """
     measured = list(iter_measured(records))
     labels = sorted({r.endpoint for r in measured})
@@ -244,7 +265,19 @@ def summarize(
                                                    duration_s=summary.duration_s) for label in labels}
     if journey_length is not None:
         summary.journeys = journey_stats(records, journey_length, slo, summary.duration_s)
+    if records and not measured:
+        _all_warmup(summary, len(records))
+    summary.server_traces = server_traces
     return summary
+
+
+def _all_warmup(summary: Summary, count: int) -> None:
+    """Say why no check has a figure when the warm-up covered every request (else: 'actual none')."""
+    note = f"no request measured: load.warmup covered all {count} requests of the run"
+    for checks in [summary.slo, *(e.slo for e in summary.endpoints.values())]:
+        for i, check in enumerate(checks):
+            if check.actual is None and check.note is None:
+                checks[i] = replace(check, note=note)
 
 
 def journey_stats(records: Sequence[RequestRecord], length: int, slo: Slo | None,
@@ -355,10 +388,21 @@ def _summarize(
     summary.output_tps = _per_s(summary.output_tokens, window)
     if any(r.itl_count for r in ok):
         summary.latency["itl_s"] = itl_stats(ok)
+    summary.server_phases = server_phase_stats(ok)
     if slo is not None:
         summary.slo = evaluate_slo(summary, slo, _end_to_end_with_failures(sent))
         summary.slo_passed = all(c.passed for c in summary.slo)
     return summary
+
+
+def server_phase_stats(ok: Sequence[RequestRecord]) -> dict[str, Stats]:
+    """Where the time went: each of SERVER_PHASES that some request has, over those that have it."""
+    out = {}
+    for name in SERVER_PHASES:
+        values = _values(ok, name, ok_only=True)
+        if values:
+            out[name] = Stats.of(values)
+    return out
 
 
 def meets_slo(record: RequestRecord, slo: Slo | None) -> bool:

@@ -4,7 +4,8 @@
 
 The knobs reach the app three ways, whichever it reads: placeholders in the command (`{concurrency_limit}`,
 `{port}`), QBENCH_<KNOB> environment variables (`concurrency_limit@a` -> QBENCH_CONCURRENCY_LIMIT__A;
-QBENCH_PORT and GRADIO_SERVER_PORT for the port), and, with `hook`, qbench's startup hook
+QBENCH_PORT and GRADIO_SERVER_PORT for the port; GRADIO_PROFILING=1, so that Gradio >= 6.10 times each
+request's phases), and, with `hook`, qbench's startup hook
 (qbench/tune/apphook/), which sets them on an unmodified Gradio app's events and launch(). Ready when
 `GET /config` answers (any answer below 500 for a plain HTTP app); the process group is stopped after
 (qbench/tune/server_process.py).
@@ -13,6 +14,7 @@ QBENCH_PORT and GRADIO_SERVER_PORT for the port), and, with `hook`, qbench's sta
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -37,6 +39,8 @@ def knob_env(knobs: Mapping[str, Any], port: int) -> dict[str, str]:
            for name, value in knobs.items()}
     env.update(QBENCH_PORT=str(port), GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1")
     env.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    if "GRADIO_PROFILING" not in os.environ:  # Gradio >= 6.10 times each event (qbench.run.server_phases)
+        env["GRADIO_PROFILING"] = "1"
     return env
 
 

@@ -87,7 +87,8 @@ def run_measured(
         raise KeyboardInterrupt  # Ctrl-C during a point: end the sweep, this point stays unchecked
     if scenario.protocol == "gradio":
         settle(base_url, run_dir)  # the next run must not start behind this one's abandoned backlog
-    summary = summarize(result.records, Slo(**slo) if slo else None, generator=result.summary.generator)
+    summary = summarize(result.records, Slo(**slo) if slo else None, generator=result.summary.generator,
+                        server_traces=result.summary.server_traces)
     return Measured(summary, result.outcome.stopped_early, result.records)
 
 

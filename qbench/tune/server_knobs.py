@@ -52,6 +52,8 @@ def apply_server_knobs(
     )
     for fn in targets:
         fn.update(_function_knobs(knobs))
+        if _function_knobs(knobs):
+            fn.pop("on_cuda", None)  # the point's knobs hold on any device (not the preset's CUDA batch)
     _apply_event_knobs(raw, knobs)
     for name in _QUEUE_KNOBS:
         if name in knobs:
@@ -73,6 +75,7 @@ def _apply_event_knobs(raw: dict[str, Any], knobs: Mapping[str, Any]) -> None:
                                 f"(its events: {', '.join(str(n) for n in functions)})")
         own = base == "concurrency_id" and str(value).lower() in ("own", "none", "null")
         functions[event].update({base: None} if own else _function_knobs({base: value}))
+        functions[event].pop("on_cuda", None)
 
 
 def effective_knobs(settings: Mapping[str, Any], api_name: str | None) -> dict[str, Any]:

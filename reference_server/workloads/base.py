@@ -30,7 +30,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from reference_server.decode_pool import PixelPrep
 
 ComponentType = Literal["text", "number", "image", "audio", "json", "label"]
 
@@ -77,6 +80,12 @@ class Workload:
     def describe(self) -> dict[str, Any]:
         """Facts for the status endpoint (model name, parameters, device, dtype...)."""
         return {"kind": self.kind}
+
+    def pixel_prep(self) -> PixelPrep | None:
+        """For a workload whose one input is an image: what its `prepare_row` does to the decoded
+        image (resize or not), so a decode process does it and `prepare_row` is skipped; None: the
+        decoded image goes through `prepare_row` as usual."""
+        return None
 
     def prepare_row(self, inputs: list[Any]) -> list[Any]:
         """Per-request work on one input row before it joins a batch (e.g. an image to a uint8 array).
@@ -142,7 +151,7 @@ def build_workload(kind: str, params: dict[str, Any] | None = None) -> Workload:
 
 def _import_builtin() -> None:
     # Importing the modules registers their kinds. Model workloads import torch lazily inside load().
-    from reference_server.workloads import session_chat, synthetic  # noqa: F401
+    from reference_server.workloads import ideal, session_chat, synthetic  # noqa: F401
 
     try:
         from reference_server.workloads import models  # noqa: F401

@@ -30,7 +30,8 @@ def test_report_of_a_real_run(tmp_path: Path) -> None:
     assert run.summary.completed_ok > 50
     assert run.summary.latency["latency_s"].p95 == pytest.approx(result.summary.latency["latency_s"].p95)
     html = files.html.read_text()
-    assert html.count('<img src="data:image/png;base64,') == 6
+    assert html.count('<img src="data:image/png;base64,') == 7  # the six run charts and where the time went
+    assert "Where the time went" in html and "server phases" in files.markdown.read_text()
     assert url in html and "Server config (/config)" in html
     assert "- **SLO**: passed" in files.markdown.read_text()
     ranks = [r.rank for r in run.records if r.rank is not None]

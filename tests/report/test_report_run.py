@@ -205,3 +205,30 @@ def test_ten_thousand_records_render_in_seconds(tmp_path: Path) -> None:
     start = time.perf_counter()
     render_run_charts(records, tmp_path)
     assert time.perf_counter() - start < 30
+
+
+def _phased(i: int, endpoint: str, fn_s: float) -> RequestRecord:
+    """An ok request of 100 ms from the send: 10 ms queued, 5 + fn + 15 ms processed, 5 ms unnamed."""
+    r = RequestRecord(request_id=i, user_id=0, session_id="s", endpoint=endpoint, warmup=False,
+                      intended_at_s=i * 0.1, sent_at_s=i * 0.1, started_at_s=i * 0.1 + 0.03,
+                      completed_at_s=i * 0.1 + 0.1, outcome="ok")
+    r.server_queue_wait_s, r.server_preprocess_s, r.server_fn_s = 0.01, 0.005, fn_s
+    r.server_postprocess_s, r.server_streaming_diff_s = 0.015, 0.0
+    r.server_total_s = 0.005 + fn_s + 0.015 + 0.005
+    return r
+
+
+def test_where_the_time_went_per_endpoint(tmp_path: Path) -> None:
+    from qbench.report.phase_chart import medians
+
+    records = [_phased(i, "/a", 0.02 + 0.01 * i) for i in range(3)] + [_phased(3, "/b", 0.05)]
+    split = medians(records)
+    assert split["/a"]["server_fn_s"] == pytest.approx(0.03)  # median of 20, 30, 40 ms
+    assert split["/a"]["server_other"] == pytest.approx(0.005)
+    assert split["/a"]["client_only_s"] == pytest.approx(0.1 - 0.01 - 0.055)  # less queue wait and total
+    assert medians([_ok(0, 0.0)]) == {}  # no server phases: no chart
+    files = build_report(write_run(tmp_path / "run", records))
+    assert "phases" in [c.name for c in files.charts]
+    markdown = files.markdown.read_text()
+    assert "Where the time went in /a" in markdown and "Where the time went in /b" in markdown
+    assert "| server: function | 3 | 30 ms |" in markdown

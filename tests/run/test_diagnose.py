@@ -13,6 +13,7 @@ import numpy as np
 
 from qbench.report.build import build_report
 from qbench.run.diagnose import configured_slots, diagnose
+from qbench.run.diagnose_phases import KINDS as PHASE_KINDS
 from qbench.run.records import RequestRecord
 from qbench.run.run_info import RunInfo
 from qbench.run.runner import run_scenario
@@ -50,6 +51,13 @@ def shared_cpu(n: int = 600, slots: int = 4, base_s: float = 0.02, seed: int = 0
                                      intended_at_s=t, sent_at_s=t, started_at_s=start, completed_at_s=done,
                                      outcome="ok"))
     return records
+
+
+def test_a_warmup_over_the_whole_run_is_named() -> None:
+    records = [RequestRecord(**{**{f: getattr(r, f) for f in r.__dataclass_fields__}, "warmup": True})
+               for r in simulate(n=100)]
+    (finding,) = diagnose(records, summarize(records, None))
+    assert finding.kind == "warmup" and "load.warmup covered all 100 requests" in finding.message
 
 
 def test_a_server_with_room_to_spare() -> None:
@@ -137,7 +145,7 @@ def run_diagnosis(server_factory: Factory, tmp_path: Path, functions: list[dict[
                     load={"timeout": 20, **load})
     with server_factory(functions=functions, **settings) as server:
         result = run_scenario(spec, target=server.url, out_dir=tmp_path / "run", live=False)
-    return [f.kind for f in result.diagnosis if f.kind != "usage"]
+    return [f.kind for f in result.diagnosis if f.kind not in ("usage", *PHASE_KINDS)]
 
 
 def test_an_instant_function_well_below_its_limit_has_headroom(server_factory: Factory,

@@ -60,6 +60,7 @@ def test_login_then_every_request_succeeds(server: RunningServer, tmp_path: Path
     info = json.loads((result.run_dir / "run.json").read_text())
     assert info["auth"]["logins"] == 1 and info["auth"]["relogins"] == 0 and info["auth"]["login_needed"]
     assert info["scenario"]["auth"]["login"]["password"] == "***"
+    assert "HTTP 401" in info["server_traces"]["note"]  # traces behind the login: said, not a failure
 
 
 def test_generator_processes_log_in_each_with_accounts_of_their_own(

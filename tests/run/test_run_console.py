@@ -57,6 +57,30 @@ def test_summary_table_shows_headline_phases_and_slo() -> None:
     ):
         assert expected in text
     assert bottleneck_warnings(summary) == []
+    assert "Where the time went" not in text  # the server reported no phases: no section
+
+
+def test_where_the_time_went_and_how_the_traces_were_read() -> None:
+    from qbench.run.server_phases import FunctionTimes, TraceReport
+
+    rs = records(0.0)  # 300 ms from the send: 10 ms queued, 150 ms processed, of which 120 the function
+    for r in rs:
+        r.server_queue_wait_s, r.server_fn_s, r.server_total_s = 0.01, 0.12, 0.15
+        r.server_streaming_diff_s = 0.0
+    report = TraceReport("traces", traces=10, expected=10, matched=10)
+    console = Console(record=True, width=80)
+    render_summary(summarize(rs, server_traces=report), console)
+    text = console.export_text()
+    assert "Where the time went" in text and "server: function" in text and "120ms" in text
+    assert "client-only (network, protocol)  10  140ms" in text  # 300 - 10 - 150 ms
+    assert "streaming diff" not in text  # a phase this endpoint does not have
+    assert "10 of 10 requests that reached the server matched its traces" in text
+    monitoring = TraceReport("monitoring", functions={"predict": FunctionTimes(40, 1.0, 0.1, 0.2, 0.3)},
+                             note="the server's process time per function (/monitoring/summary); hint")
+    console = Console(record=True, width=80)
+    render_summary(summarize(records(0.0), server_traces=monitoring), console)
+    text = console.export_text()
+    assert "Server process time per function" in text and "predict" in text and "hint" in text
 
 
 def test_phase_table_fits_an_80_column_terminal_without_wrapping() -> None:

@@ -128,6 +128,17 @@ def test_missing_value_fails_its_check() -> None:
     assert s.slo[0].actual is None and not s.slo_passed
 
 
+def test_a_warmup_over_the_whole_run_says_so_instead_of_a_missing_figure() -> None:
+    """It once read "SLO violated: p95_latency_s (actual none, limit 1)"."""
+    from qbench.run.outcome import RunOutcome, verdict
+
+    s = summarize([rec(i, float(i), 0.5, warmup=True) for i in range(3)], Slo(p95_latency_s=1.0))
+    assert s.requests == 0 and not s.slo_passed
+    error = verdict(RunOutcome(failed_checks=tuple(s.failed_checks())))
+    assert str(error) == ("SLO violated: p95_latency_s (no request measured: load.warmup covered all 3 "
+                          "requests of the run, limit 1)")
+
+
 def test_json_round_trip() -> None:
     s = summarize([rec(i, float(i), 0.5, start=0.1) for i in range(3)], Slo(p95_latency_s=1.0))
     again = Summary.from_dict(json.loads(json.dumps(s.to_dict())))

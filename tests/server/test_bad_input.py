@@ -80,7 +80,7 @@ def test_upload_names_are_sanitised_like_gradio(server: RunningServer, name: str
     assert r.status_code == 200, r.text
     (path,) = map(Path, r.json())
     assert path.name == stored and path.parent.parent == server.state.store.uploads
-    assert path.read_bytes() == b"data"
+    assert server.state.store.read(str(path)) == b"data"  # kept in memory (FileStore)
 
 
 def upload_raw(server: RunningServer, filename: bytes, data: bytes = b"data") -> httpx.Response:

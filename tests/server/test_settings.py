@@ -120,3 +120,23 @@ def test_config_hash_tracks_settings_not_token() -> None:
     a = synthetic_settings()
     assert a.config_hash() == synthetic_settings(admin_token="t").config_hash()
     assert a.config_hash() != synthetic_settings(queue={"max_size": 1}).config_hash()
+
+
+def test_on_cuda_knobs_apply_only_on_cuda() -> None:
+    from reference_server.settings import for_device, load_preset
+
+    image = load_preset("image")
+    assert image.functions[0].max_batch_size == 8
+    assert for_device(image, "cpu") is image
+    cuda = for_device(image, "cuda")
+    assert cuda.functions[0].max_batch_size == 32 and cuda.functions[0].concurrency_limit == 1
+    text = for_device(load_preset("text"), "cuda")
+    assert [f.max_batch_size for f in text.functions] == [32, 16]  # embed has no on_cuda
+
+
+def test_on_cuda_rejects_what_it_cannot_change() -> None:
+    from reference_server.settings import SettingsError, parse_settings
+
+    raw = {"functions": [{"api_name": "a", "workload": "echo", "on_cuda": {"params": {"size": "tiny"}}}]}
+    with pytest.raises(SettingsError, match="on_cuda"):
+        parse_settings(raw, "t.yaml")

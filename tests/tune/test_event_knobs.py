@@ -87,3 +87,14 @@ def test_an_app_gets_a_mixs_events_and_event_knobs_only_through_placeholders() -
     out = CliRunner().invoke(app, ["sweep", str(ROOT / "scenarios" / "mix.yaml"), "--app", app_path,
                                    "--grid", "concurrency_limit@a=1,2", "--slo", "p95_latency_s=2"])
     assert out.exit_code == 2 and "{concurrency_limit@a} placeholder in --launch" in out.output, out.output
+
+
+def test_a_points_batch_size_is_not_overridden_by_the_presets_cuda_batch() -> None:
+    base = {"functions": [{"api_name": "classify", "workload": "echo", "batch": True, "max_batch_size": 8,
+                           "on_cuda": {"max_batch_size": 32}}]}
+    raw = apply_server_knobs(base, {"max_batch_size": 4}, "classify")
+    assert raw["functions"][0]["max_batch_size"] == 4 and "on_cuda" not in raw["functions"][0]
+    scoped = apply_server_knobs(base, {"max_batch_size@classify": 16}, None)
+    assert "on_cuda" not in scoped["functions"][0]
+    untouched = apply_server_knobs(base, {"max_threads": 8}, "classify")
+    assert untouched["functions"][0]["on_cuda"] == {"max_batch_size": 32}

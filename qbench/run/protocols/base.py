@@ -22,6 +22,12 @@ from qbench.run.scenario import Load
 JSON_HEADERS = {"Content-Type": "application/json"}
 
 
+def upload_tag(request_id: int) -> str:
+    """The `session_hash` header sent with a request's file uploads: the server's upload entry (Gradio's
+    profiling traces) carries it, so qbench.run.server_phases can join the upload to the request."""
+    return f"qbench-{request_id}"
+
+
 @dataclass
 class SessionState:
     """What one user's journey keeps between its requests (qbench.run.loadgen journeys): the Gradio session,

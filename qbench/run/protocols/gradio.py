@@ -24,7 +24,7 @@ import orjson
 from qbench.errors import TargetError
 from qbench.run.credentials import refusal_hint
 from qbench.run.payloads import FileValue
-from qbench.run.protocols.base import Clock, fail, fail_http
+from qbench.run.protocols.base import Clock, fail, fail_http, upload_tag
 from qbench.run.protocols.gradio_api import NOT_API, app_endpoints, expected_inputs
 from qbench.run.protocols.gradio_wire import FAMILIES, OUTPUT_FILES, GradioApp, QueueWire, parse_version
 from qbench.run.records import RequestRecord
@@ -221,7 +221,8 @@ class GradioProtocol:
         form = aiohttp.FormData()
         form.add_field("files", file.data, filename=file.name, content_type=file.mime)
         record.bytes_sent += len(file.data)
-        async with self.http.post(url, data=form) as resp:
+        tag = {"session_hash": upload_tag(record.request_id)}  # joins the server's upload trace to it
+        async with self.http.post(url, data=form, headers=tag) as resp:
             raw = await resp.read()
             if resp.status != 200:
                 fail_http(record, "POST", url, resp.status, raw, self.clock.now())

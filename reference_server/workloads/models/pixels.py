@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from reference_server.workloads.models.device import to_device
+from reference_server.workloads.models.phase_clock import PhaseClock
 
 if TYPE_CHECKING:
     import torch
@@ -97,26 +98,37 @@ def to_pixels(image: Image.Image, spec: PixelSpec, resize: bool) -> Pixels:
 
 
 def pixel_batch(images: list[Pixels], spec: PixelSpec, device: torch.device,
-                dtype: torch.dtype) -> torch.Tensor:
-    """N images -> the model's N x 3 x H x W `pixel_values` on `device` in `dtype`."""
+                dtype: torch.dtype, clock: PhaseClock | None = None) -> torch.Tensor:
+    """N images -> the model's N x 3 x H x W `pixel_values` on `device` in `dtype`.
+
+    With a clock, laps: `batch_prepare` (host stacking), `h2d` (the copy), `batch_prepare` (resize
+    and normalise on the device); a mixed-size batch laps once per size group."""
     import torch
 
+    clock = clock or PhaseClock(torch.device("cpu"))
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, image in enumerate(images):
         groups.setdefault(image.array.shape, []).append(i)
     if len(groups) == 1:
-        return _normalise(_stacked(images, device), spec).to(dtype)
+        batch = _normalise(_stacked(images, device, clock), spec).to(dtype)
+        clock.lap("batch_prepare")
+        return batch
     out = torch.empty((len(images), 3, spec.height, spec.width), device=device, dtype=dtype)
     for indices in groups.values():
-        group = _stacked([images[i] for i in indices], device)
+        group = _stacked([images[i] for i in indices], device, clock)
         out[torch.tensor(indices, device=device)] = _normalise(group, spec).to(dtype)
+        clock.lap("batch_prepare")
     return out
 
 
-def _stacked(images: list[Pixels], device: torch.device) -> torch.Tensor:
+def _stacked(images: list[Pixels], device: torch.device, clock: PhaseClock) -> torch.Tensor:
     import torch
 
-    return to_device(torch.from_numpy(np.stack([image.array for image in images])), device)
+    host = torch.from_numpy(np.stack([image.array for image in images]))
+    clock.host_lap("batch_prepare")
+    on_device = to_device(host, device)
+    clock.lap("h2d")
+    return on_device
 
 
 def _normalise(batch: torch.Tensor, spec: PixelSpec) -> torch.Tensor:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from reference_server.decode_pool import PixelPrep
 from reference_server.workloads.base import Component, WorkloadInputError, register
 from reference_server.workloads.models.common import ModelWorkload, label_config, label_values
 from reference_server.workloads.models.loading import build_config, pretrained_part, random_model
 from reference_server.workloads.models.params import CommonParams, LabelParams, ParamReader
+from reference_server.workloads.models.phase_clock import PhaseClock
 from reference_server.workloads.models.pixels import Pixels, PixelSpec, pixel_batch, pixel_spec, to_pixels
 
 if TYPE_CHECKING:
@@ -69,6 +71,13 @@ class ImageClassification(ModelWorkload):
     def warmup_inputs(self) -> list[Any]:
         return [_gradient_image(320, 240)]
 
+    def pixel_prep(self) -> PixelPrep | None:
+        """Resized to the spec on a CPU (PIL's SIMD resize), kept whole on CUDA (resized there)."""
+        if self._spec is None:
+            return None
+        size = None if self.device.type == "cuda" else (self._spec.width, self._spec.height)
+        return PixelPrep(size, self._spec.resample)
+
     def prepare_row(self, inputs: list[Any]) -> list[Any]:
         """A usable image -> Pixels, in the request's worker thread (anything else is left for run_batch
         to reject, so one bad input still fails the whole batch, as in Gradio)."""
@@ -81,15 +90,20 @@ class ImageClassification(ModelWorkload):
         import torch
 
         values = columns[0]
+        clock = PhaseClock(self.device)
         with torch.inference_mode():
             if self._spec is not None:
                 pixels = [v if isinstance(v, Pixels) else self._pixels(v) for v in values]
-                inputs = {"pixel_values": pixel_batch(pixels, self._spec, self.device, self.dtype)}
+                inputs = {"pixel_values": pixel_batch(pixels, self._spec, self.device, self.dtype, clock)}
             else:
                 images = [_as_rgb(v) for v in values]
                 inputs = self.model_inputs(self._processor(images=images, return_tensors="pt"))
+                clock.lap("batch_prepare")
             logits = self.model(**inputs).logits
-        return [label_values(logits, self.config.id2label, self.labels.top_k)]
+            clock.lap("forward")
+        labels = label_values(logits, self.config.id2label, self.labels.top_k)
+        clock.report()
+        return [labels]
 
 
     def _pixels(self, value: Any) -> Pixels:

@@ -1,0 +1,87 @@
+"""Where the time went: one stacked bar per endpoint of the median of each phase, from the records.
+
+The segments, left to right: client-only time (network, HTTP and the protocol, message delivery: what
+the server did not account for), the server's queue wait, uploads, preprocess, the function,
+postprocess, streaming diffs and the rest of the server's processing (its total less the named
+phases). Each segment is that phase's median over the endpoint's ok, measured requests that carry the
+server's phases, so the bar is close to, not exactly, the median latency from the send. Drawn only
+when some record has the server's phases (qbench.run.server_phases).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from qbench.report.charts import Chart, new_figure, save
+from qbench.run.records import RequestRecord
+
+#: segment -> (label, colour); "server_other" is computed (total less the named phases)
+SEGMENTS = {
+    "client_only_s": ("client-only (network, protocol)", "#9e9e9e"),
+    "server_queue_wait_s": ("queue wait", "#e8871e"),
+    "server_upload_s": ("upload", "#17becf"),
+    "server_preprocess_s": ("preprocess", "#8e44ad"),
+    "server_fn_s": ("function", "#2e9a4a"),
+    "server_postprocess_s": ("postprocess", "#1f5fa8"),
+    "server_streaming_diff_s": ("streaming diff", "#bcbd22"),
+    "server_other": ("other server processing", "#d62728"),
+}
+NAMED = ("server_preprocess_s", "server_fn_s", "server_postprocess_s", "server_streaming_diff_s")
+TITLE = "Where the time went"
+CAPTION = ("Per endpoint, the median of each phase of ok requests: client-only time (network and "
+           "protocol), then the server's own phases as it timed them.")
+
+
+def medians(records: Sequence[RequestRecord]) -> dict[str, dict[str, float]]:
+    """endpoint -> segment -> median seconds, over ok measured records with the server's phases."""
+    by_endpoint: dict[str, list[RequestRecord]] = {}
+    for r in records:
+        if r.ok and not r.warmup and r.server_total_s is not None:
+            by_endpoint.setdefault(r.endpoint, []).append(r)
+    out: dict[str, dict[str, float]] = {}
+    for endpoint, rs in sorted(by_endpoint.items()):
+        row = {}
+        for name in SEGMENTS:
+            values = [_other(r) if name == "server_other" else getattr(r, name) for r in rs]
+            present = [v for v in values if v is not None]
+            if present:
+                row[name] = max(float(np.median(present)), 0.0)
+        out[endpoint] = row
+    return out
+
+
+def _other(r: RequestRecord) -> float | None:
+    if r.server_total_s is None:
+        return None
+    return r.server_total_s - sum(getattr(r, name) or 0.0 for name in NAMED)
+
+
+def phase_bars(split: dict[str, dict[str, float]]) -> Figure:
+    fig, (ax,) = new_figure(height=2.2 + 0.6 * len(split))
+    labels = list(split)
+    left = np.zeros(len(labels))
+    for name, (label, color) in SEGMENTS.items():
+        widths = np.array([split[e].get(name, 0.0) * 1000 for e in labels])
+        if not widths.any():
+            continue
+        ax.barh(labels, widths, left=left, color=color, label=label, height=0.6)
+        left += widths
+    ax.invert_yaxis()
+    ax.set_xlabel("milliseconds (medians, stacked)")
+    ax.set_title("Where the time went (ok requests, warm-up excluded)")
+    fig.legend(loc="outside lower center", ncol=4, fontsize=8, frameon=False)
+    ax.grid(True, axis="x", alpha=0.3)
+    return fig
+
+
+def render_phase_chart(records: Sequence[RequestRecord], out_dir: Path) -> list[Chart]:
+    """The chart as a PNG in `out_dir` ([] when no record has the server's phases)."""
+    split = medians(records)
+    if not split:
+        return []
+    path = save(phase_bars(split), out_dir / "phases.png")
+    return [Chart("phases", TITLE, CAPTION, path)]
