@@ -242,3 +242,64 @@ def test_gpu_all_thread_load_and_top_frames(tmp_path: Path, monkeypatch: pytest.
                     "MainThread (1 thread(s)): 0.75 cores busy"]
     top = bench.top_frames(raw).splitlines()
     assert top[0].split() == ["72.7%", "forward", "(m.py:9)"] and top[1].split()[0] == "27.3%"
+
+
+def test_vs_hf_perftest_exits_non_zero_naming_its_venv(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    bench = load_bench("vs_hf_perftest", monkeypatch)
+    without(monkeypatch, "hf_perftest")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--hf-env", str(tmp_path / "absent")])
+    message = str(exit_info.value.code)
+    assert exit_info.value.code not in (0, None)
+    assert "hf-perftest, which is not installed" in message and "--setup" in message
+    assert "uv pip install" in message and "hf-perftest==" in message and "gradio==6.31.0" in message
+
+
+def test_vs_hf_perftest_reads_server_phases_when_the_records_carry_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without `server_*_s` columns the table says so; with them it gives qbench's p50, the ratio to
+    hf-perftest's and whether they agree (5% or 1 ms)."""
+    import pandas as pd
+
+    bench = load_bench("vs_hf_perftest", monkeypatch)
+    base = {"outcome": ["ok", "ok", "ok", "error"], "warmup": [False, False, False, False],
+            "sent_at_s": [0.0, 1.0, 2.0, 3.0], "joined_at_s": [0.001, 1.002, 2.003, None],
+            "completed_at_s": [0.010, 1.020, 2.030, 3.5]}
+    pd.DataFrame(base).to_parquet(tmp_path / "plain.parquet")
+    plain = bench.record_figures(tmp_path / "plain.parquet")
+    assert plain.client_p50 == pytest.approx(20.0) and plain.join_p50 == pytest.approx(2.0)
+    assert set(plain.phases.values()) == {None}
+    phases = {"server_queue_wait_s": [0.001, 0.0012, 0.0014, None], "server_fn_s": [0.1, 0.2, 0.3, None]}
+    pd.DataFrame({**base, **phases}).to_parquet(tmp_path / "phases.parquet")
+    carried = bench.record_figures(tmp_path / "phases.parquet")
+    assert carried.phases["queue_wait"] == pytest.approx(1.2)
+    assert carried.phases["fn_call"] == pytest.approx(200)
+    assert carried.phases["preprocess"] is None
+    carried.traces = {"queue_wait": 1.5, "fn_call": 230.0}  # the same events, read the way hf-perftest does
+    theirs = bench.Figures(25.0, 40.0, {"queue_wait": 1.5, "fn_call": 230.0, "preprocess": 0.4})
+    text = bench.table([bench.Row("echo_text", 1, theirs, plain), bench.Row("echo_text", 1, theirs, carried)])
+    assert text.count(bench.NO_PHASES) == 3  # queue_wait, fn_call, preprocess of the plain records
+    assert text.count("not in qbench's records") == 1  # preprocess, where the others are carried
+    assert "queue_wait p50" in text and text.count("agree") == 1  # 1.2 ms vs 1.5: within 1 ms
+    assert text.count("DIFFER") == 1 and " 0.87 " in text  # 200 ms vs 230: neither within 5% nor 1 ms
+
+
+@pytest.mark.slow
+def test_vs_hf_perftest_dry_run(tmp_path: Path) -> None:
+    """bench/vs_hf_perftest.py at toy size when hf-perftest's venv is there (`--setup` builds it; CI has
+    none; ~40-80 s on 2 shared cores, most of it Gradio starting): both tools measured on the same echo
+    app, qbench's records read, the table printed."""
+    bench_env = BENCH.parent / ".bench-envs" / "hf-perftest" / "bin" / "python"
+    if not bench_env.exists():
+        pytest.skip("hf-perftest's venv is absent (.venv/bin/python bench/vs_hf_perftest.py --setup)")
+    out = tmp_path / "figures.json"
+    argv = [sys.executable, str(BENCH / "vs_hf_perftest.py"), "--apps", "echo_text", "--tiers", "1",
+            "--rounds", "3", "--repeats", "1", "--json", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=BENCH.parent)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["hf"]["requests"] == 3 and row["qbench"]["requests"] == 3
+    assert row["hf"]["phases"]["fn_call"] is not None and row["qbench"]["traces"]["fn_call"] is not None
+    assert "client p50" in done.stdout and "client-only p50" in done.stdout
