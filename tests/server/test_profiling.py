@@ -131,5 +131,5 @@ def test_the_image_model_times_its_batch_phases() -> None:
         workload.run_batch([[rows[0], rows[0]]])
     finally:
         BATCH_PHASES.reset(token)
-    assert set(seconds) == {"batch_prepare", "h2d", "forward"}
+    assert set(seconds) == {"batch_prepare", "forward"}  # no copy to a device on the CPU (h2d: CUDA)
     assert all(value >= 0 for value in seconds.values()) and seconds["forward"] > 0

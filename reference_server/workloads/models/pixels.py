@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reference_server.workloads.models.device import to_device
 from reference_server.workloads.models.phase_clock import PhaseClock
 
 if TYPE_CHECKING:
@@ -122,11 +121,20 @@ def pixel_batch(images: list[Pixels], spec: PixelSpec, device: torch.device,
 
 
 def _stacked(images: list[Pixels], device: torch.device, clock: PhaseClock) -> torch.Tensor:
+    """The batch as one uint8 NHWC tensor on `device`. On CUDA the arrays are stacked straight into
+    pinned memory (the caching host allocator reuses it), so the batch is copied once on the host
+    instead of twice (stack, then pin_memory), and the copy to the device does not block."""
     import torch
 
-    host = torch.from_numpy(np.stack([image.array for image in images]))
+    arrays = [image.array for image in images]
+    if device.type != "cuda":
+        host = torch.from_numpy(np.stack(arrays))
+        clock.host_lap("batch_prepare")
+        return host
+    host = torch.empty((len(arrays), *arrays[0].shape), dtype=torch.uint8, pin_memory=True)
+    np.stack(arrays, out=host.numpy())
     clock.host_lap("batch_prepare")
-    on_device = to_device(host, device)
+    on_device = host.to(device, non_blocking=True)
     clock.lap("h2d")
     return on_device
 
