@@ -247,7 +247,7 @@ def _per_request_work(load: _Load, ctx: _Context, at: str) -> Finding | None:
     used = _used_text(usage, ctx.cpus)
     if ctx.split is not None:
         split = ctx.split
-        if split.model_share >= MODEL_SHARE:
+        if split.model_share >= MODEL_SHARE or not split.work_explained:
             return None
         evidence = (f"{split.work_text()}: {_ms(split.work_ms / 1000)} of {_ms(split.service_ms / 1000)}; "
                     f"{split.model_text()}{'; ' + used if used else ''}")
