@@ -9,7 +9,9 @@ qbench.run.protocols.gradio_wire for the families and their message sequences.
 
 Inputs: State inputs are sent as null. File inputs are uploaded (`POST <api>/upload`) and sent as
 FileData from 4.x; 3.x takes them inline as base64 data URLs (an Image as the bare data URL, other
-file components as {name, data, is_file: false}).
+file components as {name, data, is_file: false}). From 4.x a component that holds files in a structure
+gets the FileData inside it (qbench.run.protocols.gradio_values.wrap_file: a Gallery's
+[{image, caption}], an ImageEditor's {background, layers, composite}...).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from qbench.run.credentials import refusal_hint
 from qbench.run.payloads import FileValue
 from qbench.run.protocols.base import Clock, fail, fail_http
 from qbench.run.protocols.gradio_api import NOT_API, app_endpoints, expected_inputs
+from qbench.run.protocols.gradio_values import wrap_file
 from qbench.run.protocols.gradio_wire import FAMILIES, OUTPUT_FILES, GradioApp, QueueWire, parse_version
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
@@ -196,6 +199,8 @@ class GradioProtocol:
         data: list[Any] = []
         for kind in self.input_types:
             value = next(values) if kind is not None else None
+            if kind == "gallery" and isinstance(value, FileValue):
+                value = [value]  # a gallery is a list of images
             if isinstance(value, FileValue):
                 value = await self._file(value, kind, record)
                 if value is None:
@@ -213,7 +218,8 @@ class GradioProtocol:
             url = f"data:{file.mime};base64,{base64.b64encode(file.data).decode()}"
             record.bytes_sent += len(url)
             return url if kind == "image" else {"name": file.name, "data": url, "is_file": False}
-        return await self._upload(file, record)
+        uploaded = await self._upload(file, record)
+        return None if uploaded is None else wrap_file(kind, uploaded, file.mime)
 
     async def _upload(self, file: FileValue, record: RequestRecord) -> dict[str, Any] | None:
         assert self.app is not None

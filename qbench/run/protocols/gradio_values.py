@@ -1,0 +1,183 @@
+"""Component values in the wire format each Gradio release takes, as `gradio_client` sends them.
+
+Two directions meet here:
+
+    wire_example(inp, value)   an example value as the app's `dataset` stores it -> the value its API
+                               takes (None: it cannot be sent as it is). A Dataframe's example rows
+                               (a bare list of lists) become {headers, data, metadata}; a ColorPicker,
+                               DateTime or Number example passes; a Dataframe example that is a file
+                               (a CSV path) does not
+    suggest_value(inp)         a generator for components whose value is structured: a Dataframe's
+                               {headers, data, metadata} with cells of the declared datatypes, a
+                               ColorPicker's "#rrggbb", a DateTime's "YYYY-MM-DD HH:MM:SS", a
+                               HighlightedText's [{token, class_or_confidence}], a Model3D's .obj file;
+                               None for the others
+    wrap_file(kind, file)      an uploaded FileData inside the structure its component takes (4.x and
+                               later): a Gallery's [{image | video, caption}], an ImageEditor's
+                               {background, layers, composite}, a MultimodalTextbox's {text, files},
+                               an ImageSlider's [FileData, FileData]; other components take it as it is
+
+Everything here follows what Gradio 6.31's components accept (`preprocess` of each) and what
+gradio_client 2.x sends for the same value (its `handle_file` uploads and sends FileData); the older
+families differ only where they are named.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class AppInput(Protocol):
+    """What this module reads of an input (qbench.run.protocols.gradio_api.AppInput)."""
+
+    @property
+    def component(self) -> str: ...
+
+    @property
+    def props(self) -> dict[str, Any]: ...
+
+
+Suggestion = tuple[dict[str, Any], str]  # one payload input and what it sends, in words
+
+MAX_ROWS = 10  # rows of a generated Dataframe
+MAX_COLUMNS = 20
+DATAFRAME_CELL = {"number": "{int}", "str": "{word}", "markdown": "{word}", "html": "{word}", "bool": True,
+                  "date": "2024-01-01", "image": "{word}"}
+
+
+# ---------------------------------------------------------------- the app's examples
+
+
+def wire_example(inp: AppInput, value: Any) -> Any | None:
+    """`value` (one example of the app's dataset for `inp`) as the API takes it; None: not sendable."""
+    if inp.component == "dataframe":
+        return _dataframe_example(inp, value)
+    return value
+
+
+def _dataframe_example(inp: AppInput, value: Any) -> dict[str, Any] | None:
+    if isinstance(value, dict) and isinstance(value.get("data"), list):
+        rows = value["data"]
+        headers = value.get("headers")
+        return {"headers": headers if _fits(headers, rows) else _headers(inp, rows),
+                "data": rows, "metadata": value.get("metadata")}
+    if isinstance(value, list) and all(isinstance(row, list) for row in value):
+        return {"headers": _headers(inp, value), "data": value, "metadata": None}
+    return None  # a file path (a CSV), a string: the dataset's preview, not the value
+
+
+def _fits(headers: Any, rows: list[Any]) -> bool:
+    width = len(rows[0]) if rows and isinstance(rows[0], list) else None
+    return isinstance(headers, list) and (width is None or len(headers) == width)
+
+
+def _headers(inp: AppInput, rows: list[Any]) -> list[Any]:
+    """The component's own headers when they fit the rows, else 1, 2, 3... (as Gradio numbers them)."""
+    width = len(rows[0]) if rows and isinstance(rows[0], list) else 0
+    own = _own_headers(inp)
+    if own and len(own) == width:
+        return own
+    return [str(n + 1) for n in range(width)]
+
+
+def _own_headers(inp: AppInput) -> list[Any]:
+    default = inp.props.get("value")
+    headers = default.get("headers") if isinstance(default, dict) else None
+    if not isinstance(headers, list):
+        headers = inp.props.get("headers")
+    return list(headers) if isinstance(headers, list) else []
+
+
+# ---------------------------------------------------------------- generated structured values
+
+
+def suggest_value(inp: AppInput) -> Suggestion | None:
+    """A generator for a structured component (None: not one of them)."""
+    maker = _MAKERS.get(inp.component)
+    return maker(inp) if maker is not None else None
+
+
+def _dataframe(inp: AppInput) -> Suggestion:
+    value = inp.props.get("value")
+    default: dict[str, Any] = value if isinstance(value, dict) else {}
+    data = default.get("data")
+    rows: list[Any] = data if isinstance(data, list) else []
+    headers = _own_headers(inp)
+    width = len(headers) or _count(inp.props.get("col_count") or inp.props.get("column_count"), 3)
+    width = min(max(width, 1), MAX_COLUMNS)
+    height = min(max(len(rows), _count(inp.props.get("row_count"), 3), 1), MAX_ROWS)
+    types = _column_types(inp, rows, width)
+    template = {"headers": headers or [str(n + 1) for n in range(width)],
+                "data": [[DATAFRAME_CELL.get(t, "{word}") for t in types] for _ in range(height)],
+                "metadata": None}
+    return ({"json": template}, f"a table of {height} row(s) x {width} column(s) "
+                      f"({', '.join(dict.fromkeys(types))}): {{headers, data, metadata}}")
+
+
+def _count(value: Any, default: int) -> int:
+    """A row_count / column_count: 3, (3, "dynamic") or [3, "fixed"]."""
+    if isinstance(value, list | tuple) and value:
+        value = value[0]
+    return value if isinstance(value, int) and value > 0 else default
+
+
+def _column_types(inp: AppInput, rows: list[Any], width: int) -> list[str]:
+    declared = inp.props.get("datatype")
+    if isinstance(declared, list) and len(declared) == width:
+        return [str(t) for t in declared]
+    if isinstance(declared, str) and declared:
+        return [declared] * width
+    first = rows[0] if rows and isinstance(rows[0], list) and len(rows[0]) == width else None
+    if first is not None:  # the default value's cells say what the app expects
+        return ["number" if isinstance(c, int | float) and not isinstance(c, bool) else
+                "bool" if isinstance(c, bool) else "str" for c in first]
+    return ["str"] * width
+
+
+def _colorpicker(inp: AppInput) -> Suggestion:
+    return ({"choice": {"values": ["#ff0000", "#00ff00", "#0000ff", "#f5a623", "#000000",
+                                             "#ffffff"]}}, "a colour, #rrggbb")
+
+
+def _datetime(inp: AppInput) -> Suggestion:
+    values = ["2024-01-01 00:00:00", "2024-06-15 12:30:00", "2025-03-10 08:05:00"]
+    if inp.props.get("include_time") is False:
+        values = [v.split()[0] for v in values]
+    return ({"choice": {"values": values}}, "a date and time, YYYY-MM-DD HH:MM:SS")
+
+
+def _highlightedtext(inp: AppInput) -> Suggestion:
+    token = {"token": "{word}", "class_or_confidence": None}
+    return ({"json": [token, {"token": "{word}", "class_or_confidence": "{word}"}, token]},
+                      "text as [{token, class_or_confidence}]")
+
+
+def _model3d(inp: AppInput) -> Suggestion:
+    return ({"file": {"kb": [1, 4], "suffix": ".obj"}}, "a 3D model: qbench sends a generated .obj")
+
+
+def _json(inp: AppInput) -> Suggestion:
+    default = inp.props.get("value")
+    if default is not None:
+        return ({"value": default}, "JSON: qbench sends the component's default value")
+    return ({"json": {"text": "{words}", "number": "{int}"}}, "JSON: qbench sends a small object")
+
+
+_MAKERS = {"dataframe": _dataframe, "colorpicker": _colorpicker, "datetime": _datetime,
+           "highlightedtext": _highlightedtext, "model3d": _model3d, "json": _json}
+
+
+# ---------------------------------------------------------------- uploaded files in their structure
+
+
+def wrap_file(kind: str | None, file: dict[str, Any], mime: str) -> Any:
+    """An uploaded FileData as component `kind` takes it (4.x and later)."""
+    if kind == "gallery":
+        return {"video" if mime.startswith("video/") else "image": file, "caption": None}
+    if kind in ("imageeditor", "sketchpad", "paint"):
+        return {"background": file, "layers": [], "composite": file}
+    if kind == "multimodaltextbox":
+        return {"text": "", "files": [file]}
+    if kind == "imageslider":
+        return [file, file]
+    return file
