@@ -134,9 +134,13 @@ def _column_types(inp: AppInput, rows: list[Any], width: int) -> list[str]:
     return ["str"] * width
 
 
+COLOURS = ["#ff0000", "#00ff00", "#0000ff", "#f5a623", "#000000", "#ffffff"]
+
+
 def _colorpicker(inp: AppInput) -> Suggestion:
-    return ({"choice": {"values": ["#ff0000", "#00ff00", "#0000ff", "#f5a623", "#000000",
-                                             "#ffffff"]}}, "a colour, #rrggbb")
+    default = inp.props.get("value")
+    own = [default] if isinstance(default, str) and default.startswith("#") else []
+    return {"choice": {"values": list(dict.fromkeys([*own, *COLOURS]))}}, "a colour, #rrggbb"
 
 
 def _datetime(inp: AppInput) -> Suggestion:
