@@ -55,6 +55,7 @@ NEEDS = (
     (r"\.mount_gradio_app|uvicorn\.run|FastAPI\(", "is mounted in its own web server (no run.py launch)"),
     (r"gr\.Server\(|mcp_server|gr\.api\(", "is an MCP or API-only server"),
 )
+OFFLINE_SIGNS = r"Name or service not known|Temporary failure in name resolution|Failed to resolve"
 RUN_SETS = {"load.users": 2, "load.think_time": 0, "load.ramp_up": 0, "load.warmup": 0,
             "load.timeout": 20, "load.drain": 2}
 
@@ -239,6 +240,11 @@ def one(args: argparse.Namespace, name: str) -> list[Row]:
     if problem is not None:
         return [Row(name, status="skipped", cause=problem)]
     rows = _child(args, folder)
+    log = Path(args.out) / "work" / name / "server.log"
+    offline = log.exists() and re.search(OFFLINE_SIGNS, log.read_text(errors="replace"))
+    for row in rows:
+        if row.status != "ok" and offline and "internet" not in row.cause:
+            row.cause += " (the app reached for the internet: a host name did not resolve, see its log)"
     if missing:
         absent = f" (files absent from the mirror: {', '.join(missing[:3])})"
         for row in rows:

@@ -16,7 +16,7 @@ from qbench.run.app_errors import explain, short
 from qbench.run.payload_specs import FileSpec
 from qbench.run.payloads import FileValue, gen_files
 from qbench.run.protocols.gradio_api import AppInput, suggest
-from qbench.run.protocols.gradio_values import wire_example, wrap_file
+from qbench.run.protocols.gradio_values import event_data, prop_inputs, wire_example, wrap_file
 from qbench.run.records import RequestRecord
 from tests.run.conftest import scenario
 
@@ -162,3 +162,21 @@ def test_inputs_are_shown_short() -> None:
     assert shown == '["<file a.zip, 2.0 KiB>","hi"]'
     long = short(["w" * 500])
     assert len(long) == 160 and long.endswith("...")
+
+
+@pytest.mark.parametrize(("targets", "expected"), [
+    ([[3, "like"]], {"index": 0, "value": "hello", "liked": True}),
+    ([[3, "example_select"]], {"index": 0, "value": {"text": "hello", "files": []}}),
+    ([[3, "edit"]], {"index": 0, "value": "hello", "previous_value": "hi"}),
+    ([[3, "key_up"]], {"key": "a", "input_value": "hello"}),
+])
+def test_an_event_whose_function_reads_event_data_gets_what_a_browser_sends(targets: Any,
+                                                                           expected: Any) -> None:
+    assert event_data({"collects_event_data": True, "targets": targets}) == expected
+    assert event_data({"collects_event_data": False, "targets": targets}) is None
+
+
+def test_a_function_that_takes_the_component_gets_its_props_and_the_value() -> None:
+    config = {"components": [{"id": 1, "props": {"value": 5, "maximum": 10, "label": "A"}}, {"id": 2}]}
+    assert prop_inputs(config, {"inputs": [2, 1], "component_prop_inputs": [1]}) == {1: {"maximum": 10,
+                                                                                        "label": "A"}}

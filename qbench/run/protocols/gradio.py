@@ -28,7 +28,7 @@ from qbench.run.credentials import refusal_hint
 from qbench.run.payloads import FileValue
 from qbench.run.protocols.base import Clock, fail, fail_http
 from qbench.run.protocols.gradio_api import NOT_API, app_endpoints, expected_inputs
-from qbench.run.protocols.gradio_values import wrap_file
+from qbench.run.protocols.gradio_values import event_data, prop_inputs, wrap_file
 from qbench.run.protocols.gradio_wire import FAMILIES, OUTPUT_FILES, GradioApp, QueueWire, parse_version
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
@@ -44,6 +44,7 @@ class GradioProtocol:
         self.app: GradioApp | None = None
         self.wire: QueueWire | None = None
         self.input_types: list[str | None] = []  # per input: component type (None: not an API input)
+        self.prop_inputs: dict[int, dict[str, Any]] = {}  # inputs sent with their component's props (6.x)
 
     # ------------------------------------------------------------ discovery
 
@@ -67,8 +68,10 @@ class GradioProtocol:
             family=family,
             version=parse_version(version),
             fn_index=int(dep.get("id", index)),
+            event_data=event_data(dep),
         )
         self.input_types = self._input_types(config, dep)
+        self.prop_inputs = prop_inputs(config, dep)
         info = await self._get_json(self.app.api + "/info", required=False)
         wanted, given = sum(t is not None for t in self.input_types), len(self.scenario.payload.inputs)
         if wanted != given and not (given == 0 and self.scenario.load.trace is not None):  # inline inputs
@@ -197,7 +200,7 @@ class GradioProtocol:
     async def _data(self, inputs: list[Any], record: RequestRecord) -> list[Any] | None:
         values = iter(inputs)
         data: list[Any] = []
-        for kind in self.input_types:
+        for index, kind in enumerate(self.input_types):
             value = next(values) if kind is not None else None
             if kind == "gallery" and isinstance(value, FileValue):
                 value = [value]  # a gallery is a list of images
@@ -209,6 +212,8 @@ class GradioProtocol:
                 value = [await self._file(v, kind, record) for v in value]  # file_count="multiple"
                 if any(v is None for v in value):
                     return None
+            if index in self.prop_inputs:  # the function takes the component (gr.Number) itself
+                value = {**self.prop_inputs[index], "value": value}
             data.append(value)
         return data
 

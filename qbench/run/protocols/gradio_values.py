@@ -16,6 +16,13 @@ Two directions meet here:
                                later): a Gallery's [{image | video, caption}], an ImageEditor's
                                {background, layers, composite}, a MultimodalTextbox's {text, files},
                                an ImageSlider's [FileData, FileData]; other components take it as it is
+    event_data(dep)            what a browser sends beside the inputs of an event whose function reads
+                               gr.EventData (`collects_event_data`: a chatbot's like, a table's select,
+                               an edit, a key_up...): the first message or cell, liked, selected; None
+                               for the other events (gradio_client sends None: their functions fail)
+    prop_inputs(config, dep)   the inputs whose function takes the component itself (6.x
+                               `component_prop_inputs`: `def f(x: gr.Number)` reads x.value, x.maximum):
+                               sent as the component's props with the value in `value`, as the browser does
 
 Everything here follows what Gradio 6.31's components accept (`preprocess` of each) and what
 gradio_client 2.x sends for the same value (its `handle_file` uploads and sends FileData); the older
@@ -185,3 +192,46 @@ def wrap_file(kind: str | None, file: dict[str, Any], mime: str) -> Any:
     if kind == "imageslider":
         return [file, file]
     return file
+
+
+# ---------------------------------------------------------------- event data
+
+
+#: What a browser sends with each kind of event, for a function that reads gr.LikeData, gr.SelectData...
+#: (the first message, row or option; the fields each class of gradio/events.py reads).
+EVENT_DATA: dict[str, dict[str, Any]] = {
+    "like": {"index": 0, "value": "hello", "liked": True},
+    "select": {"index": 0, "value": "hello", "selected": True, "row_value": ["hello"],
+               "col_value": ["hello"]},
+    "example_select": {"index": 0, "value": {"text": "hello", "files": []}},
+    "option_select": {"index": 0, "value": "hello"},
+    "edit": {"index": 0, "value": "hello", "previous_value": "hi"},
+    "retry": {"index": 0, "value": "hello"},
+    "undo": {"index": 0, "value": "hello"},
+    "key_up": {"key": "a", "input_value": "hello"},
+    "copy": {"value": "hello"},
+}
+GENERIC_EVENT_DATA = {"index": 0, "value": "hello", "selected": True, "liked": True, "previous_value": "hi",
+                      "key": "a", "input_value": "hello"}
+
+
+def event_data(dep: dict[str, Any]) -> dict[str, Any] | None:
+    """The event data for dependency `dep` of /config (None: its function reads none)."""
+    if not dep.get("collects_event_data"):
+        return None
+    events = [t[1] for t in dep.get("targets") or [] if isinstance(t, list | tuple) and len(t) == 2]
+    known = [e for e in events if e in EVENT_DATA]
+    return dict(EVENT_DATA[known[0]]) if known else dict(GENERIC_EVENT_DATA)
+
+
+def prop_inputs(config: dict[str, Any], dep: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Input position -> the props of its component, for the dependency's `component_prop_inputs`."""
+    positions = dep.get("component_prop_inputs") or []
+    components = {c.get("id"): c for c in config.get("components", []) if isinstance(c, dict)}
+    inputs = dep.get("inputs") or []
+    found: dict[int, dict[str, Any]] = {}
+    for position in positions:
+        if isinstance(position, int) and 0 <= position < len(inputs):
+            props = components.get(inputs[position], {}).get("props")
+            found[position] = {k: v for k, v in (props or {}).items() if k != "value"}
+    return found
