@@ -6,7 +6,8 @@ demo folders (`--demos DIR`, each with its run.py). For every demo:
 
     skip       when it cannot run offline here: a package it imports is not installed, or it loads a
                model, calls a web API or reads an API key (the reason is written in the table)
-    launch     `python run.py` in its own folder through qbench's startup hook (as `qbench sweep
+    launch     `python demo/NAME/run.py` (from the folder above demo/, as Gradio's CI does) through
+               qbench's startup hook (as `qbench sweep
                --app` launches an app: port, host, show_error=True); a demo that does not answer
                GET /config within `--ready-s` is listed with the tail of its log
     per public endpoint (what Gradio's "Use via API" page lists):
@@ -162,8 +163,9 @@ def run_demo(folder: Path, out: Path, duration: float, ready_s: float) -> list[R
     name = folder.name
     out.mkdir(parents=True, exist_ok=True)
     try:
-        with launch_command(f"{sys.executable} run.py", {}, work_dir=out, hook=True, cwd=folder,
-                            ready_timeout_s=ready_s) as server:
+        # from the folder above demo/, as Gradio's own CI runs them (some read demo/<name>/... paths)
+        with launch_command(f"{sys.executable} demo/{name}/run.py", {}, work_dir=out, hook=True,
+                            cwd=folder.parents[1], ready_timeout_s=ready_s) as server:
             return endpoint_rows(name, server.base_url, out, duration)
     except ServerLaunchError as exc:
         return [Row(name, status="not started", cause=_last_error(str(exc)))]
@@ -233,7 +235,7 @@ def _last_error(text: str) -> str:
 def one(args: argparse.Namespace, name: str) -> list[Row]:
     """One demo: classified, then run in a child process (its own imports, its own crash)."""
     try:
-        folder, missing = extract(args, name, Path(args.out) / "work" / "demos")
+        folder, missing = extract(args, name, Path(args.out) / "work" / "root" / "demo")
     except (OSError, subprocess.CalledProcessError) as exc:
         return [Row(name, status="skipped", cause=f"cannot read it from the mirror ({exc})")]
     problem = offline_problem(folder)

@@ -332,9 +332,22 @@ def _obj_bytes(size: int, rng: np.random.Generator) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-#: File content by suffix (others: lines of random words).
+def _png_bytes(size: int, rng: np.random.Generator) -> bytes:
+    return gen_image(ImageSpec.model_validate({"width": 64, "height": 64, "format": "png"}), rng, "f").data
+
+
+def _jpeg_bytes(size: int, rng: np.random.Generator) -> bytes:
+    return gen_image(ImageSpec.model_validate({"width": 64, "height": 64, "format": "jpeg"}), rng, "f").data
+
+
+def _wav_bytes(size: int, rng: np.random.Generator) -> bytes:
+    return gen_audio(AudioSpec.model_validate({"seconds": 0.5, "sample_rate": 16000}), rng, "f").data
+
+
+#: File content by suffix (others: lines of random words); an image or a sound ignores the size.
 FILE_CONTENT: dict[str, Callable[[int, np.random.Generator], bytes]] = {
-    ".zip": _zip_bytes, ".csv": _csv_bytes, ".json": _json_bytes, ".obj": _obj_bytes}
+    ".zip": _zip_bytes, ".csv": _csv_bytes, ".json": _json_bytes, ".obj": _obj_bytes, ".png": _png_bytes,
+    ".jpg": _jpeg_bytes, ".jpeg": _jpeg_bytes, ".wav": _wav_bytes}
 
 
 def pick_file(paths: list[Path], rng: np.random.Generator) -> FileValue:

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from qbench.run.payloads import FILE_CONTENT
 from qbench.run.protocols.gradio_values import suggest_value, wire_example
 
 NOT_API = {"state"}  # component types whose inputs are not part of the API (sent as null)
@@ -190,6 +191,9 @@ def _usable_examples(inp: AppInput) -> tuple[Any, ...]:
     if choices is not None and inp.component in ("dropdown", "radio") and not inp.props.get("multiselect"):
         if not all(v in choices for v in inp.examples):
             return ()
+    elif choices is not None and inp.component in ("dropdown", "checkboxgroup"):  # lists of choices
+        if not all(isinstance(v, list) and all(c in choices for c in v) for v in inp.examples):
+            return ()
     values = tuple(wire_example(inp, v) for v in inp.examples)
     return values if all(v is not None for v in values) else ()
 
@@ -319,12 +323,24 @@ def _file(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
         return Suggestion({"image": image}, f"{accepted}; qbench sends generated images")
     if not many and ("audio" in types or set(types) & AUDIO_SUFFIXES):
         return Suggestion({"audio": {"seconds": 2, "sample_rate": 16000}}, f"{accepted}; qbench sends WAV")
-    suffix = next((t for t in types if t.startswith(".")), ".bin")
+    suffix = _suffix(types, many)
     spec = {"kb": [4, 64], "suffix": suffix}
     if many:
         spec["count"] = [1, 3]
+    if suffix in FILE_CONTENT:
+        return Suggestion({"file": spec}, f"{accepted}: qbench sends generated {suffix} files")
     return Suggestion({"file": spec}, f"{accepted}: qbench sends text files named *{suffix}; your app may "
                       "reject them: send real ones with `files: {dir: samples/}`")
+
+
+def _suffix(types: list[str], many: bool) -> str:
+    """The suffix of generated files: the first declared one (.csv, .nii.gz), a kind's own (image:
+    .png, audio: .wav), else .bin."""
+    for kind in types:
+        if re.fullmatch(r"(\.[A-Za-z0-9]{1,10}){1,3}", kind):
+            return kind
+    kinds = {"image": ".png", "audio": ".wav", "video": ".mp4", "text": ".txt"}
+    return next((kinds[t] for t in types if t in kinds), ".bin")
 
 
 def _chatbot(inp: AppInput, version: tuple[int, ...]) -> Suggestion:

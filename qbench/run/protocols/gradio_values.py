@@ -129,15 +129,17 @@ def _count(value: Any, default: int) -> int:
 
 
 def _column_types(inp: AppInput, rows: list[Any], width: int) -> list[str]:
+    """Each column's type: the default value's cells first (what the UI sends unedited; Gradio
+    declares "str" for every column unless told), else the declared datatype."""
+    first = rows[0] if rows and isinstance(rows[0], list) and len(rows[0]) == width else None
+    if first is not None:
+        return ["bool" if isinstance(c, bool) else "number" if isinstance(c, int | float) else "str"
+                for c in first]
     declared = inp.props.get("datatype")
     if isinstance(declared, list) and len(declared) == width:
         return [str(t) for t in declared]
     if isinstance(declared, str) and declared:
         return [declared] * width
-    first = rows[0] if rows and isinstance(rows[0], list) and len(rows[0]) == width else None
-    if first is not None:  # the default value's cells say what the app expects
-        return ["number" if isinstance(c, int | float) and not isinstance(c, bool) else
-                "bool" if isinstance(c, bool) else "str" for c in first]
     return ["str"] * width
 
 
