@@ -18,8 +18,8 @@ and writes one row per endpoint: requests sent, ok, errors by kind, events still
 ended (not errors: the event takes longer than the short run), and, for a failure, its first message
 and the explanation qbench printed. A demo runs in its own process (`--jobs` at once).
 
-    .venv/bin/python bench/gradio_demos.py --gradio-git /work/.mirror/gradio-app+gradio/repo --out /tmp/demos
-    .venv/bin/python bench/gradio_demos.py --demos gradio/demo --only hello_world,calculator --out /tmp/d
+    .venv/bin/python bench/gradio_demos.py --gradio-git ../gradio.git --out /tmp/demos
+    .venv/bin/python bench/gradio_demos.py --demos ../gradio/demo --only hello_world,calculator --out /tmp/d
 
 The table goes to OUT/table.md and OUT/results.json; the exit status is 0 when at least `--goal`
 (default 0.95) of the endpoints that ran had no error.
@@ -200,7 +200,9 @@ def endpoint_row(name: str, url: str, api: str, out: Path, duration: float) -> R
         row.status, row.cause = "init failed", str(exc)[:300]
         return row
     if result.draft.fill_in:
-        row.status, row.cause = "init failed", "; ".join(result.draft.notes)[:300]
+        row.status = "init failed"
+        row.cause = "; ".join(f"{i.what}: {i.suggestion.note}" for i in result.draft.inputs
+                              if i.suggestion.fill_in)[:300]
         return row
     path.write_text(result.text.replace("THIS_FILE", str(path)), encoding="utf-8")
     sets = {**RUN_SETS, "load.duration": duration}
@@ -277,20 +279,31 @@ def _child(args: argparse.Namespace, folder: Path) -> list[Row]:
 
 
 def table(rows: list[Row]) -> str:
+    """The markdown result: the share of endpoints with 0 errors, each failure with its cause, every demo
+    that ran, and the demos not run with the reason."""
     ran = [r for r in rows if r.endpoint and r.status in ("ok", "failed", "init failed")]
     clean = [r for r in ran if r.status == "ok"]
     demos = sorted({r.demo for r in ran})
-    lines = [f"{len(clean)} of {len(ran)} endpoints ({len(clean) / max(len(ran), 1):.0%}) of {len(demos)} "
-             "demos ran with 0 errors.", "",
-             "| demo | endpoint | sent | ok | still running at the end | result |",
-             "|---|---|---|---|---|---|"]
+    still = sum(r.still_running for r in ran)
+    lines = [f"{len(clean)} of {len(ran)} endpoints ({len(clean) / max(len(ran), 1):.1%}) of {len(demos)} "
+             f"demos ran with 0 errors; {still} event(s) were still running at the end of their short run "
+             "(not errors).", "", "Endpoints with errors, and their cause:", "",
+             "| demo | endpoint | sent | ok | cause |", "|---|---|---|---|---|"]
     for r in ran:
-        result = "0 errors" if r.status == "ok" else f"{r.status}: {r.cause}".replace("|", "\\|")
-        lines.append(f"| {r.demo} | /{r.endpoint} | {r.sent} | {r.ok} | {r.still_running or ''} | {result} |")
+        if r.status != "ok":
+            cause = f"{r.status}: {r.cause}".replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {r.demo} | /{r.endpoint} | {r.sent} | {r.ok} | {cause} |")
+    lines += ["", "Every demo that ran:", "",
+              "| demo | endpoints | with 0 errors | still running at the end |", "|---|---|---|---|"]
+    for demo in demos:
+        mine = [r for r in ran if r.demo == demo]
+        ok = sum(r.status == "ok" for r in mine)
+        lines.append(f"| {demo} | {len(mine)} | {ok} | {sum(r.still_running for r in mine) or ''} |")
     lines += ["", "Not run:", "", "| demo | why |", "|---|---|"]
     for r in rows:
         if r not in ran:
-            lines.append(f"| {r.demo} | {r.status}: {r.cause}".replace("\n", " ") + " |")
+            why = f"{r.status}: {r.cause}".replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {r.demo} | {why} |")
     return "\n".join(lines) + "\n"
 
 
@@ -305,12 +318,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-s", type=float, default=90.0, help="how long a demo may take to start")
     parser.add_argument("--jobs", type=int, default=2, help="demos at once")
     parser.add_argument("--goal", type=float, default=0.95, help="share of endpoints with 0 errors (exit 0)")
+    parser.add_argument("--from-results", help="print the table of a finished run's results.json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the launched demo on the way out
         mine = run_demo(Path(args.child), Path(args.out), args.duration, args.ready_s)
         (Path(args.out) / "rows.json").write_text(json.dumps([asdict(r) for r in mine], indent=1))
+        return 0
+    if args.from_results:  # the table again, from a finished run's results.json
+        print(table([Row(**row) for row in json.loads(Path(args.from_results).read_text())]), end="")
         return 0
     if not args.demos and not args.gradio_git:
         parser.error("pass --gradio-git DIR or --demos DIR")
