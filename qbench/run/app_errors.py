@@ -9,6 +9,8 @@
     still running    requests the end of the run closed (`deadline`): the event was still running,
                      its age when the run ended says how much longer it takes than the run; not a
                      timeout, which fires only after `load.timeout`
+    cut download     an output file's download ended short of its length: Gradio rewrote the cached
+                     file under the reader (two requests made the same output at once)
 
 `explain(records, scenario)` returns the sentences; `input_lines(scenario, count)` the first input sets
 as `--show-inputs` prints them.
@@ -42,7 +44,20 @@ def explain(records: Sequence[RequestRecord], scenario: Scenario | None = None,
         mine = [r for r in sent if r.endpoint == endpoint]
         notes += _raised(endpoint, mine, scenario, _state_inputs(config, endpoint))
         notes += _still_running(endpoint, mine, scenario)
+        notes += _cut_downloads(endpoint, mine)
     return notes
+
+
+def _cut_downloads(endpoint: str, records: list[RequestRecord]) -> list[str]:
+    """Output files whose download ended short of its Content-Length: Gradio writes a cached output
+    file again when another request makes the same one (the same inputs at once), under the reader."""
+    cut = [r for r in records if r.error_kind == "stream_broken" and "download" in (r.error_message or "")
+           and "content length" in (r.error_message or "").lower()]
+    if not cut:
+        return []
+    return [f"/{endpoint}: {len(cut)} output file download(s) ended short of their length: Gradio writes a "
+            "cached output file again when another request makes the same one (the same inputs at the same "
+            "time) while it is being read; more distinct inputs (payload.variants) make it rarer"]
 
 
 def _state_inputs(config: Any, endpoint: str) -> int:

@@ -180,3 +180,16 @@ def test_a_function_that_takes_the_component_gets_its_props_and_the_value() -> N
     config = {"components": [{"id": 1, "props": {"value": 5, "maximum": 10, "label": "A"}}, {"id": 2}]}
     assert prop_inputs(config, {"inputs": [2, 1], "component_prop_inputs": [1]}) == {1: {"maximum": 10,
                                                                                         "label": "A"}}
+
+
+def test_a_plots_select_carries_a_range() -> None:
+    config = {"components": [{"id": 3, "type": "lineplot"}, {"id": 4, "type": "dataframe"}]}
+    assert event_data({"collects_event_data": True, "targets": [[3, "select"]]}, config)["index"] == [0, 10]
+    assert event_data({"collects_event_data": True, "targets": [[4, "select"]]}, config)["index"] == 0
+
+
+def test_a_cut_download_is_explained() -> None:
+    message = ("download http://h/gradio_api/file=/tmp/a.wav: ClientPayloadError: Not enough data to satisfy "
+               "content length header")
+    (note,) = explain([_record(0, "stream_broken", message)] + [_record(n, None) for n in range(1, 9)])
+    assert note.startswith("/predict: 1 output file download(s) ended short of their length: Gradio writes")

@@ -68,7 +68,7 @@ class GradioProtocol:
             family=family,
             version=parse_version(version),
             fn_index=int(dep.get("id", index)),
-            event_data=event_data(dep),
+            event_data=event_data(dep, config),
         )
         self.input_types = self._input_types(config, dep)
         self.prop_inputs = prop_inputs(config, dep)

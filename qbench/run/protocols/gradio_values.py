@@ -217,13 +217,22 @@ GENERIC_EVENT_DATA = {"index": 0, "value": "hello", "selected": True, "liked": T
                       "key": "a", "input_value": "hello"}
 
 
-def event_data(dep: dict[str, Any]) -> dict[str, Any] | None:
-    """The event data for dependency `dep` of /config (None: its function reads none)."""
+PLOTS = {"lineplot", "barplot", "scatterplot", "plot"}
+PLOT_SELECT = {"index": [0, 10], "value": [0, 10], "selected": True}  # a plot's select is a range
+
+
+def event_data(dep: dict[str, Any], config: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The event data for dependency `dep` of /config (None: its function reads none); `config` says
+    which component each trigger is (a plot's select carries a range)."""
     if not dep.get("collects_event_data"):
         return None
-    events = [t[1] for t in dep.get("targets") or [] if isinstance(t, list | tuple) and len(t) == 2]
-    known = [e for e in events if e in EVENT_DATA]
-    return dict(EVENT_DATA[known[0]]) if known else dict(GENERIC_EVENT_DATA)
+    kinds = {c.get("id"): c.get("type") for c in (config or {}).get("components", []) if isinstance(c, dict)}
+    targets = [t for t in dep.get("targets") or [] if isinstance(t, list | tuple) and len(t) == 2]
+    known = [(kinds.get(t[0]), t[1]) for t in targets if t[1] in EVENT_DATA]
+    if not known:
+        return dict(GENERIC_EVENT_DATA)
+    kind, event = known[0]
+    return dict(PLOT_SELECT if event == "select" and kind in PLOTS else EVENT_DATA[event])
 
 
 def prop_inputs(config: dict[str, Any], dep: dict[str, Any]) -> dict[int, dict[str, Any]]:
