@@ -193,3 +193,12 @@ def test_a_cut_download_is_explained() -> None:
                "content length header")
     (note,) = explain([_record(0, "stream_broken", message)] + [_record(n, None) for n in range(1, 9)])
     assert note.startswith("/predict: 1 output file download(s) ended short of their length: Gradio writes")
+
+
+def test_a_video_without_examples_sends_its_default_file() -> None:
+    default = {"path": "/x/a.mp4", "url": "http://h/gradio_api/file=/x/a.mp4",
+               "meta": {"_type": "gradio.FileData"}}
+    made = suggest(AppInput("video", "v", {"value": default}))
+    assert made.spec == {"example": {"values": [{"file": "http://h/gradio_api/file=/x/a.mp4"}]}}
+    assert made.remote_files and not made.fill_in
+    assert suggest(AppInput("video", "v", {"value": None})).fill_in

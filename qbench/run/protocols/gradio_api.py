@@ -158,6 +158,11 @@ def suggest(inp: AppInput, version: tuple[int, ...] = ()) -> Suggestion:
     if files:
         return Suggestion({"example": {"values": files}}, f"{made.note}; the app's own example files",
                           made.spec, remote_files=True)
+    default = _file_refs(inp, (inp.props.get("value"),)) if made.fill_in else []
+    if default:  # a video qbench cannot make: the component's own default file, as the UI sends it
+        return Suggestion({"example": {"values": default}}, f"a {inp.class_name}: the component's default "
+                          f"file, as the UI sends it unedited (qbench generates no {inp.class_name})",
+                          made.spec, remote_files=True)
     examples = _usable_examples(inp)
     if examples and not made.fill_in:
         return Suggestion({"example": {"values": list(examples)}},
@@ -167,10 +172,15 @@ def suggest(inp: AppInput, version: tuple[int, ...] = ()) -> Suggestion:
 
 def _example_files(inp: AppInput) -> list[dict[str, str]]:
     """The app's example files for a file input, as {"file": ref} to download ([] when not all are)."""
-    if inp.component not in FILE_COMPONENTS or not inp.examples:
+    return _file_refs(inp, inp.examples)
+
+
+def _file_refs(inp: AppInput, values: tuple[Any, ...]) -> list[dict[str, str]]:
+    """`values` of a file input as {"file": ref} to download ([] when not all are files)."""
+    if inp.component not in FILE_COMPONENTS or not values:
         return []
     refs = []
-    for value in inp.examples:
+    for value in values:
         if isinstance(value, dict) and isinstance(value.get("url"), str) and value["url"].startswith("http"):
             refs.append({"file": value["url"]})  # 4.x+: FileData with the URL that serves it
         elif isinstance(value, dict) and isinstance(value.get("path"), str):
