@@ -56,7 +56,7 @@ NEEDS = (
     (r"\.mount_gradio_app|uvicorn\.run|FastAPI\(", "is mounted in its own web server (no run.py launch)"),
     (r"gr\.Server\(|mcp_server|gr\.api\(", "is an MCP or API-only server"),
 )
-OFFLINE_SIGNS = r"Name or service not known|Temporary failure in name resolution|Failed to resolve"
+OFFLINE_SIGNS = r"Name or service not known|Temporary failure in name resolution|resolve hostname"
 RUN_SETS = {"load.users": 2, "load.think_time": 0, "load.ramp_up": 0, "load.warmup": 0,
             "load.timeout": 20, "load.drain": 2}
 
