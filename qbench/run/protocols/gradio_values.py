@@ -212,13 +212,23 @@ EVENT_DATA: dict[str, dict[str, Any]] = {
     "undo": {"index": 0, "value": "hello"},
     "key_up": {"key": "a", "input_value": "hello"},
     "copy": {"value": "hello"},
+    "delete": {"file": {"path": "file.txt", "orig_name": "file.txt", "meta": {"_type": "gradio.FileData"}}},
+    "download": {"file": {"path": "file.txt", "orig_name": "file.txt", "meta": {"_type": "gradio.FileData"}}},
 }
 GENERIC_EVENT_DATA = {"index": 0, "value": "hello", "selected": True, "liked": True, "previous_value": "hi",
                       "key": "a", "input_value": "hello"}
 
 
 PLOTS = {"lineplot", "barplot", "scatterplot", "plot"}
-PLOT_SELECT = {"index": [0, 10], "value": [0, 10], "selected": True}  # a plot's select is a range
+#: A select's data where the component decides its shape: a plot's range, a gallery's image, a table's cell.
+SELECT_BY_KIND = {
+    **dict.fromkeys(PLOTS, {"index": [0, 10], "value": [0, 10], "selected": True}),
+    "gallery": {"index": 0, "selected": True,
+                "value": {"image": {"path": "image.png", "url": "image.png", "orig_name": "image.png"},
+                          "caption": None}},
+    "dataframe": {"index": [0, 0], "value": "hello", "selected": True, "row_value": ["hello"],
+                  "col_value": ["hello"]},
+}
 
 
 def event_data(dep: dict[str, Any], config: dict[str, Any] | None = None) -> dict[str, Any] | None:
@@ -232,7 +242,9 @@ def event_data(dep: dict[str, Any], config: dict[str, Any] | None = None) -> dic
     if not known:
         return dict(GENERIC_EVENT_DATA)
     kind, event = known[0]
-    return dict(PLOT_SELECT if event == "select" and kind in PLOTS else EVENT_DATA[event])
+    if event == "select" and kind in SELECT_BY_KIND:
+        return dict(SELECT_BY_KIND[kind])
+    return dict(EVENT_DATA[event])
 
 
 def prop_inputs(config: dict[str, Any], dep: dict[str, Any]) -> dict[int, dict[str, Any]]:
