@@ -182,10 +182,13 @@ def test_a_function_that_takes_the_component_gets_its_props_and_the_value() -> N
                                                                                         "label": "A"}}
 
 
-def test_a_plots_select_carries_a_range() -> None:
-    config = {"components": [{"id": 3, "type": "lineplot"}, {"id": 4, "type": "dataframe"}]}
-    assert event_data({"collects_event_data": True, "targets": [[3, "select"]]}, config)["index"] == [0, 10]
-    assert event_data({"collects_event_data": True, "targets": [[4, "select"]]}, config)["index"] == 0
+def test_a_select_carries_what_its_component_selects() -> None:
+    config = {"components": [{"id": 3, "type": "lineplot"}, {"id": 4, "type": "dataframe"},
+                             {"id": 5, "type": "gallery"}, {"id": 6, "type": "radio"}]}
+    def select(target: int) -> Any:
+        return event_data({"collects_event_data": True, "targets": [[target, "select"]]}, config)
+    assert select(3)["index"] == [0, 10] and select(4)["index"] == [0, 0] and select(6)["index"] == 0
+    assert select(5)["value"]["image"]["url"] == "image.png"
 
 
 def test_a_cut_download_is_explained() -> None:
