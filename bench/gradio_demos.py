@@ -6,10 +6,11 @@ demo folders (`--demos DIR`, each with its run.py). For every demo:
 
     skip       when it cannot run offline here: a package it imports is not installed, or it loads a
                model, calls a web API or reads an API key (the reason is written in the table)
-    launch     `python demo/NAME/run.py` (from the folder above demo/, as Gradio's CI does) through
-               qbench's startup hook (as `qbench sweep
-               --app` launches an app: port, host, show_error=True); a demo that does not answer
-               GET /config within `--ready-s` is listed with the tail of its log
+    launch     `python demo/NAME/run.py` from the folder above demo/ (as Gradio's CI does), through
+               qbench's startup hook (as `qbench sweep --app` launches an app: port, host,
+               show_error=True), with Gradio's media_assets in GRADIO_ALLOWED_PATHS (as in Gradio's
+               repository); a demo that does not answer GET /config within `--ready-s` is listed
+               with the tail of its log
     per public endpoint (what Gradio's "Use via API" page lists):
                qbench init URL --api NAME -o NAME.yaml, then qbench run NAME.yaml with 2 users,
                no think time, `--duration` seconds, drain 2 s, timeout 20 s
@@ -31,6 +32,7 @@ import argparse
 import ast
 import importlib.util
 import json
+import os
 import re
 import shutil
 import signal
@@ -162,6 +164,7 @@ def run_demo(folder: Path, out: Path, duration: float, ready_s: float) -> list[R
 
     name = folder.name
     out.mkdir(parents=True, exist_ok=True)
+    os.environ["GRADIO_ALLOWED_PATHS"] = gradio_media()
     try:
         # from the folder above demo/, as Gradio's own CI runs them (some read demo/<name>/... paths)
         with launch_command(f"{sys.executable} demo/{name}/run.py", {}, work_dir=out, hook=True,
@@ -169,6 +172,15 @@ def run_demo(folder: Path, out: Path, duration: float, ready_s: float) -> list[R
             return endpoint_rows(name, server.base_url, out, duration)
     except ServerLaunchError as exc:
         return [Row(name, status="not started", cause=_last_error(str(exc)))]
+
+
+def gradio_media() -> str:
+    """The installed Gradio's media_assets folder: demos return its files, which Gradio serves only
+    from the working directory or allowed_paths (Gradio's CI runs them where media_assets is under
+    the working directory: its repository)."""
+    spec = importlib.util.find_spec("gradio")
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    return ",".join(str(Path(root) / "media_assets") for root in roots)
 
 
 def endpoint_rows(name: str, url: str, out: Path, duration: float) -> list[Row]:

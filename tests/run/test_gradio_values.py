@@ -51,7 +51,7 @@ def test_a_dataframe_with_examples_sends_them_wrapped_and_without_generates_a_ta
 @pytest.mark.parametrize(("kind", "mime", "expected"), [
     ("gallery", "image/png", {"image": FD, "caption": None}),
     ("gallery", "video/mp4", {"video": FD, "caption": None}),
-    ("imageeditor", "image/png", {"background": FD, "layers": [], "composite": FD}),
+    ("imageeditor", "image/png", {"background": FD, "layers": [FD], "composite": FD}),
     ("multimodaltextbox", "image/png", {"text": "", "files": [FD]}),
     ("image", "image/png", FD),
     ("file", "application/zip", FD),

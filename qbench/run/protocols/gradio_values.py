@@ -14,7 +14,7 @@ Two directions meet here:
                                None for the others
     wrap_file(kind, file)      an uploaded FileData inside the structure its component takes (4.x and
                                later): a Gallery's [{image | video, caption}], an ImageEditor's
-                               {background, layers, composite}, a MultimodalTextbox's {text, files},
+                               {background, layers: [one], composite}, a MultimodalTextbox's {text, files},
                                an ImageSlider's [FileData, FileData]; other components take it as it is
     event_data(dep)            what a browser sends beside the inputs of an event whose function reads
                                gr.EventData (`collects_event_data`: a chatbot's like, a table's select,
@@ -188,7 +188,7 @@ def wrap_file(kind: str | None, file: dict[str, Any], mime: str) -> Any:
     if kind == "gallery":
         return {"video" if mime.startswith("video/") else "image": file, "caption": None}
     if kind in ("imageeditor", "sketchpad", "paint"):
-        return {"background": file, "layers": [], "composite": file}
+        return {"background": file, "layers": [file], "composite": file}  # the editor's one drawn layer
     if kind == "multimodaltextbox":
         return {"text": "", "files": [file]}
     if kind == "imageslider":
@@ -221,13 +221,14 @@ GENERIC_EVENT_DATA = {"index": 0, "value": "hello", "selected": True, "liked": T
 
 PLOTS = {"lineplot", "barplot", "scatterplot", "plot"}
 #: A select's data where the component decides its shape: a plot's range, a gallery's image, a table's cell.
-SELECT_BY_KIND = {
+SELECT_BY_KIND: dict[str, dict[str, Any]] = {
     **dict.fromkeys(PLOTS, {"index": [0, 10], "value": [0, 10], "selected": True}),
     "gallery": {"index": 0, "selected": True,
                 "value": {"image": {"path": "image.png", "url": "image.png", "orig_name": "image.png"},
                           "caption": None}},
     "dataframe": {"index": [0, 0], "value": "hello", "selected": True, "row_value": ["hello"],
                   "col_value": ["hello"]},
+    "image": {"index": [10, 10], "value": None, "selected": True},  # the pixel clicked
 }
 
 
