@@ -351,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         for done in pool.map(lambda n: one(args, n), names):
             rows += done
+            (out / "results.json").write_text(json.dumps([asdict(r) for r in rows], indent=1))  # so far
             for r in done:
                 print(f"{r.demo:32} {('/' + r.endpoint) if r.endpoint else '':28} {r.status:12} "
                       f"{r.sent:4} sent {r.ok:4} ok  {r.cause[:110]}", flush=True)
