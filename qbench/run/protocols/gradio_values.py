@@ -219,7 +219,7 @@ GENERIC_EVENT_DATA = {"index": 0, "value": "hello", "selected": True, "liked": T
                       "key": "a", "input_value": "hello"}
 
 
-PLOTS = {"lineplot", "barplot", "scatterplot", "plot"}
+PLOTS = {"nativeplot", "lineplot", "barplot", "scatterplot", "plot"}  # 6.x: all three are nativeplot
 #: A select's data where the component decides its shape: a plot's range, a gallery's image, a table's cell.
 SELECT_BY_KIND: dict[str, dict[str, Any]] = {
     **dict.fromkeys(PLOTS, {"index": [0, 10], "value": [0, 10], "selected": True}),
