@@ -224,8 +224,7 @@ PLOTS = {"nativeplot", "lineplot", "barplot", "scatterplot", "plot"}  # 6.x: all
 SELECT_BY_KIND: dict[str, dict[str, Any]] = {
     **dict.fromkeys(PLOTS, {"index": [0, 10], "value": [0, 10], "selected": True}),
     "gallery": {"index": 0, "selected": True,
-                "value": {"image": {"path": "image.png", "url": "image.png", "orig_name": "image.png"},
-                          "caption": None}},
+                "value": {"image": {"url": "image.png", "orig_name": "image.png"}, "caption": None}},
     "dataframe": {"index": [0, 0], "value": "hello", "selected": True, "row_value": ["hello"],
                   "col_value": ["hello"]},
     "image": {"index": [10, 10], "value": None, "selected": True},  # the pixel clicked
