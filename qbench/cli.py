@@ -176,6 +176,9 @@ def run(
     auth: AuthOpt = None,
     header: HeaderOpt = None,
     bearer_env: BearerEnvOpt = None,
+    show_inputs: Annotated[
+        bool, typer.Option("--show-inputs", help="Print the first input sets each endpoint was sent.")
+    ] = False,
 ) -> None:
     """Fire the load a scenario describes, record every request, print a summary (exit 3 on SLO failure)."""
     from rich.console import Console
@@ -188,14 +191,18 @@ def run(
     options = RunOptions(scenario, target, api, out, parse_set_options(set_ or []),
                          cli_overrides(auth, header or [], bearer_env), processes, replay, ray, workers, live)
     done = run_with_options(options)
-    render_run(done, Console())
+    render_run(done, Console(), show_inputs=show_inputs)
     error = verdict(done.result.outcome)
     if error is not None:
         raise error
 
 
-def render_run(done: OptionsRun, console: Console) -> None:
-    """A finished run: the scenario written from the app, the summary, where the records are, warnings."""
+def render_run(done: OptionsRun, console: Console, show_inputs: bool = False) -> None:
+    """A finished run: the scenario written from the app, the summary, where the records are, warnings,
+    what the app's errors mean (qbench.run.app_errors) and, with `show_inputs`, the first inputs sent."""
+    from rich.markup import escape
+
+    from qbench.run.app_errors import input_lines
     from qbench.run.run_console import render_summary
     from qbench.tune.knobcheck import expectation_warnings
 
@@ -205,6 +212,12 @@ def render_run(done: OptionsRun, console: Console) -> None:
     render_summary(result.summary, console, open_loop=load.users is None, burst=load.shape == "burst",
                    findings=result.diagnosis)
     console.print(f"records: {result.run_dir}")
+    for note in result.app_notes:
+        console.print(f"[bold yellow]the app:[/] {escape(note)}", highlight=False)
+    if show_inputs:
+        console.print("inputs sent (the first input sets of each endpoint; the same seed sends the same):")
+        for line in input_lines(done.scenario):
+            console.print(f"  {line}", highlight=False, markup=False)
     for text in expectation_warnings(done.scenario, result.records):
         console.print(f"[bold yellow]warning:[/] {text}")
     if result.outcome.logins:

@@ -228,6 +228,7 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         "APP_PASSWORD=wonderland qbench run login.yaml",
         "qbench init http://127.0.0.1:7860 --protocol openai -o chat.yaml",
         "qbench run chat.yaml",
+        "qbench run image.yaml --show-inputs",
     )},
     "qbench serve --preset session-chat": [
         ("tests/run/test_journey.py::test_the_docs_journey_commands_run", '"session-chat"')],
@@ -244,6 +245,12 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "qbench run scenarios/mix.yaml": [("tests/run/test_mix.py::test_the_docs_mix_commands_run", "mix.yaml")],
     "qbench compare reports/A reports/B --max-regression c:p95_latency_s=20%": [
         ("tests/run/test_mix.py::test_the_docs_mix_commands_run", "c:p95_latency_s=20%")],
+    # docs/gradio-demos.md: the demo bench on demos of our own, from a git repository and from a folder
+    ".venv/bin/python bench/gradio_demos.py --gradio-git ../gradio.git --out /tmp/demos": [
+        ("tests/run/test_demo_apps.py::test_the_demo_bench_runs_from_a_git_repository", "--gradio-git")],
+    ".venv/bin/python bench/gradio_demos.py --demos ../gradio/demo --only hello_world,calculator "
+    "--out /tmp/d": [
+        ("tests/run/test_demo_apps.py::test_the_demo_bench_runs_from_a_folder", "--demos")],
 }
 
 #: Commands no test runs, and why (a GPU or a cluster; the suite itself).
@@ -256,6 +263,8 @@ NOT_RUN = {
     "RAY_worker_niceness=0 ray start --head --port 6379": "starts a Ray cluster's head node (a cluster)",
     "RAY_worker_niceness=0 ray start --address HEAD:6379": "joins a Ray cluster (a cluster)",
     "bash bench/gpu_wheels.sh --gradio": "downloads wheels for the GPU machine (run before a GPU session)",
+    "git clone --bare https://github.com/gradio-app/gradio ../gradio.git":
+        "downloads Gradio's repository (the network); the test makes a small git repository instead",
 }
 
 

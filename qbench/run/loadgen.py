@@ -222,7 +222,8 @@ class LoadGenerator:
         if self._tasks:
             self.stop_kind = self.stop_kind or "deadline"
             self.stop_reason = (
-                self.stop_reason or f"requests still in flight {timeout:g} s after the last send"
+                self.stop_reason or f"still running at the end of the run ({timeout:g} s after the last "
+                f"send, before the {self.load.timeout:g} s timeout)"
             )
 
     async def _closed_loop(self, plan: UserPlan) -> None:
@@ -236,7 +237,9 @@ class LoadGenerator:
         await asyncio.wait(users, timeout=limit)
         if any(not t.done() for t in users):
             self.stop_kind = self.stop_kind or "deadline"
-            self.stop_reason = self.stop_reason or "users still waiting after duration + drain"
+            self.stop_reason = self.stop_reason or (
+                f"still running at the end of the run (duration + {self.load.drain_s:g} s drain, before "
+                f"the {self.load.timeout:g} s timeout)")
 
     async def _user(self, user: int, slot: int, start: float, plan: UserPlan) -> None:
         rng = np.random.default_rng([user, 7])

@@ -76,7 +76,7 @@ class FileSpec(_Model):
     `count: [min, max]` sends a list of that many (a File input with file_count="multiple")."""
 
     kb: tuple[float, float] = (4.0, 64.0)
-    suffix: str = Field(".txt", pattern=r"^\.[A-Za-z0-9]{1,10}$")
+    suffix: str = Field(".txt", pattern=r"^(\.[A-Za-z0-9]{1,10}){1,3}$")  # .csv, .nii.gz
     count: tuple[int, int] | None = None
 
     @field_validator("kb")

@@ -13,12 +13,14 @@ from __future__ import annotations
 import io
 import time
 import wave
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from qbench.errors import ScenarioError
 from qbench.run.payload_specs import ChatSpec, ChoiceSpec, FileSpec
@@ -44,7 +46,8 @@ WORDS = (
 
 MIME = {"png": "image/png", "jpeg": "image/jpeg", "jpg": "image/jpeg", "webp": "image/webp",
         "wav": "audio/wav", "txt": "text/plain", "csv": "text/csv", "json": "application/json",
-        "md": "text/markdown"}
+        "md": "text/markdown", "zip": "application/zip", "obj": "model/obj", "mp4": "video/mp4",
+        "gif": "image/gif", "mp3": "audio/mpeg", "pdf": "application/pdf"}
 
 
 @dataclass(frozen=True)
@@ -271,17 +274,80 @@ def gen_chat(spec: ChatSpec, rng: np.random.Generator) -> list[Any]:
 
 
 def gen_files(spec: FileSpec, rng: np.random.Generator, tag: str) -> FileValue | list[FileValue]:
-    """A text file of random words, `kb` KiB long (or `count` of them)."""
+    """A file of about `kb` KiB (or `count` of them) whose content fits its suffix (`FILE_CONTENT`: a
+    .zip is a zip archive of text files, a .csv a table, a .json a JSON document, a .obj a 3D mesh);
+    any other suffix gets lines of random words."""
     def one(n: int) -> FileValue:
         size = int(rng.uniform(spec.kb[0], spec.kb[1]) * 1024)
-        words = " ".join(WORDS[int(i)] for i in rng.integers(len(WORDS), size=size // 4 + 1))
-        data = "\n".join(words[k : k + 79] for k in range(0, size, 80)).encode()[:size]
-        mime = MIME.get(spec.suffix.lstrip(".").lower(), "application/octet-stream")
+        suffix = spec.suffix.lower()
+        data = FILE_CONTENT.get(suffix, _text_bytes)(size, rng)
+        mime = MIME.get(suffix.lstrip("."), "application/octet-stream")
         return FileValue(data, f"file-{tag}-{n}{spec.suffix}", mime)
 
     if spec.count is None:
         return one(0)
     return [one(n) for n in range(int(rng.integers(spec.count[0], spec.count[1] + 1)))]
+
+
+def _text_bytes(size: int, rng: np.random.Generator) -> bytes:
+    words = " ".join(WORDS[int(i)] for i in rng.integers(len(WORDS), size=size // 4 + 1))
+    return "\n".join(words[k : k + 79] for k in range(0, size, 80)).encode()[:size]
+
+
+def _zip_bytes(size: int, rng: np.random.Generator) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        for n in range(3):
+            archive.writestr(f"file-{n}.txt", _text_bytes(max(size // 3, 1), rng))
+    return buf.getvalue()
+
+
+def _csv_bytes(size: int, rng: np.random.Generator) -> bytes:
+    rows, total = ["name,value,count"], 0
+    while total < size:
+        word = WORDS[int(rng.integers(len(WORDS)))]
+        rows.append(f"{word},{rng.uniform(0, 100):.3f},{int(rng.integers(0, 1000))}")
+        total += len(rows[-1]) + 1
+    return ("\n".join(rows) + "\n").encode()
+
+
+def _json_bytes(size: int, rng: np.random.Generator) -> bytes:
+    items, total = [], 0
+    while total < size:
+        word = WORDS[int(rng.integers(len(WORDS)))]
+        items.append(orjson.dumps({"word": word, "value": int(rng.integers(1000))}))
+        total += len(items[-1]) + 1
+    return b"[" + b",".join(items) + b"]"
+
+
+def _obj_bytes(size: int, rng: np.random.Generator) -> bytes:
+    """A mesh of triangles (Wavefront OBJ): what a Model3D input takes."""
+    lines = []
+    count = max(size // 120, 1)
+    for n in range(count):
+        for _ in range(3):
+            x, y, z = rng.uniform(-1, 1, size=3)
+            lines.append(f"v {x:.4f} {y:.4f} {z:.4f}")
+        lines.append(f"f {3 * n + 1} {3 * n + 2} {3 * n + 3}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _png_bytes(size: int, rng: np.random.Generator) -> bytes:
+    return gen_image(ImageSpec.model_validate({"width": 64, "height": 64, "format": "png"}), rng, "f").data
+
+
+def _jpeg_bytes(size: int, rng: np.random.Generator) -> bytes:
+    return gen_image(ImageSpec.model_validate({"width": 64, "height": 64, "format": "jpeg"}), rng, "f").data
+
+
+def _wav_bytes(size: int, rng: np.random.Generator) -> bytes:
+    return gen_audio(AudioSpec.model_validate({"seconds": 0.5, "sample_rate": 16000}), rng, "f").data
+
+
+#: File content by suffix (others: lines of random words); an image or a sound ignores the size.
+FILE_CONTENT: dict[str, Callable[[int, np.random.Generator], bytes]] = {
+    ".zip": _zip_bytes, ".csv": _csv_bytes, ".json": _json_bytes, ".obj": _obj_bytes, ".png": _png_bytes,
+    ".jpg": _jpeg_bytes, ".jpeg": _jpeg_bytes, ".wav": _wav_bytes}
 
 
 def pick_file(paths: list[Path], rng: np.random.Generator) -> FileValue:

@@ -31,6 +31,7 @@ import aiohttp
 
 from qbench import __version__
 from qbench.errors import ScenarioError
+from qbench.run.app_errors import explain
 from qbench.run.control import read_status_async
 from qbench.run.diagnose import Finding, host_cpus
 from qbench.run.diagnose_mix import diagnose_run
@@ -60,6 +61,7 @@ class RunResult:
     run_info: dict[str, Any]
     diagnosis: list[Finding] = field(default_factory=list)  # where the limit was (qbench.run.diagnose)
     outcome: RunOutcome = field(default_factory=RunOutcome)  # how it ended: stop, failed opening, SLO
+    app_notes: list[str] = field(default_factory=list)  # the app raised, events still running (app_errors)
 
 
 def run_scenario(
@@ -171,8 +173,9 @@ def _finish(
     diagnosis = [f.to_dict() for f in findings]
     auth = info.get("auth")  # logins and re-logins (no secret)
     writer.json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth})
+    notes = explain(records, scenario, info.get("server"))
     return RunResult(run_dir=run_dir, records=records, summary=summary, run_info=info, diagnosis=findings,
-                     outcome=RunOutcome.of(info, summary))
+                     outcome=RunOutcome.of(info, summary), app_notes=notes)
 
 
 def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:

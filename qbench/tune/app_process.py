@@ -66,12 +66,13 @@ def launch_command(
     any_status: bool = False,
     hook: bool = False,
     hook_events: Sequence[str] | None = None,
+    cwd: Path | None = None,
 ) -> Iterator[ServerHandle]:
     """Launch the user's app for one point; yields once `GET ready_path` answers, kills the group after.
 
     `hook`: start it with qbench's startup hook (qbench.tune.apphook), which sets the point's server
     knobs on `hook_events` (None: every queued event), its port and host on Blocks.launch(), and writes
-    what it did to `work_dir/hook-record.json`."""
+    what it did to `work_dir/hook-record.json`. `cwd`: the folder it runs in (default: this one)."""
     port = free_port()
     argv = render_command(template, knobs, port)
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -80,7 +81,7 @@ def launch_command(
     if hook:
         server = {k: v for k, v in knobs.items() if is_server_knob(k)}
         env.update(hook_env(server, port, hook_events, work_dir))
-    process = spawn(argv, env=env, log_path=log_path)
+    process = spawn(argv, env=env, log_path=log_path, cwd=cwd)
     handle = ServerHandle(f"http://127.0.0.1:{port}", process, log_path)
     try:
         wait_ready(handle, ready_timeout_s, ready_path, any_status=any_status)

@@ -55,7 +55,8 @@ SHORT = ["--set", "load.duration=2", "--set", "load.warmup=0", "--set", "load.ra
     ("chatbot", {"type": "messages"}, {"chat": {"turns": [0, 3], "words": [5, 20], "format": "messages"}}),
     ("chatbot", {}, {"chat": {"turns": [0, 3], "words": [5, 20], "format": "tuples"}}),
     ("multimodaltextbox", {}, {"json": {"text": "{words}", "files": []}}),
-    ("colorpicker", {"value": "#ff0000"}, {"value": "#ff0000"}),
+    ("colorpicker", {"value": "#123456"},
+     {"choice": {"values": ["#123456", "#ff0000", "#00ff00", "#0000ff", "#f5a623", "#000000", "#ffffff"]}}),
 ])
 def test_each_component_gets_a_generator_within_its_constraints(
         component: str, props: dict[str, Any], expected: dict[str, Any]) -> None:

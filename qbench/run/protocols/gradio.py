@@ -9,7 +9,9 @@ qbench.run.protocols.gradio_wire for the families and their message sequences.
 
 Inputs: State inputs are sent as null. File inputs are uploaded (`POST <api>/upload`) and sent as
 FileData from 4.x; 3.x takes them inline as base64 data URLs (an Image as the bare data URL, other
-file components as {name, data, is_file: false}).
+file components as {name, data, is_file: false}). From 4.x a component that holds files in a structure
+gets the FileData inside it (qbench.run.protocols.gradio_values.wrap_file: a Gallery's
+[{image, caption}], an ImageEditor's {background, layers, composite}...).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from qbench.run.credentials import refusal_hint
 from qbench.run.payloads import FileValue
 from qbench.run.protocols.base import Clock, fail, fail_http, upload_tag
 from qbench.run.protocols.gradio_api import NOT_API, app_endpoints, expected_inputs
+from qbench.run.protocols.gradio_values import event_data, prop_inputs, wrap_file
 from qbench.run.protocols.gradio_wire import FAMILIES, OUTPUT_FILES, GradioApp, QueueWire, parse_version
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
@@ -41,6 +44,7 @@ class GradioProtocol:
         self.app: GradioApp | None = None
         self.wire: QueueWire | None = None
         self.input_types: list[str | None] = []  # per input: component type (None: not an API input)
+        self.prop_inputs: dict[int, dict[str, Any]] = {}  # inputs sent with their component's props (6.x)
 
     # ------------------------------------------------------------ discovery
 
@@ -64,8 +68,10 @@ class GradioProtocol:
             family=family,
             version=parse_version(version),
             fn_index=int(dep.get("id", index)),
+            event_data=event_data(dep, config),
         )
         self.input_types = self._input_types(config, dep)
+        self.prop_inputs = prop_inputs(config, dep)
         info = await self._get_json(self.app.api + "/info", required=False)
         wanted, given = sum(t is not None for t in self.input_types), len(self.scenario.payload.inputs)
         if wanted != given and not (given == 0 and self.scenario.load.trace is not None):  # inline inputs
@@ -194,8 +200,10 @@ class GradioProtocol:
     async def _data(self, inputs: list[Any], record: RequestRecord) -> list[Any] | None:
         values = iter(inputs)
         data: list[Any] = []
-        for kind in self.input_types:
+        for index, kind in enumerate(self.input_types):
             value = next(values) if kind is not None else None
+            if kind == "gallery" and isinstance(value, FileValue):
+                value = [value]  # a gallery is a list of images
             if isinstance(value, FileValue):
                 value = await self._file(value, kind, record)
                 if value is None:
@@ -204,6 +212,8 @@ class GradioProtocol:
                 value = [await self._file(v, kind, record) for v in value]  # file_count="multiple"
                 if any(v is None for v in value):
                     return None
+            if index in self.prop_inputs:  # the function takes the component (gr.Number) itself
+                value = {**self.prop_inputs[index], "value": value}
             data.append(value)
         return data
 
@@ -213,7 +223,8 @@ class GradioProtocol:
             url = f"data:{file.mime};base64,{base64.b64encode(file.data).decode()}"
             record.bytes_sent += len(url)
             return url if kind == "image" else {"name": file.name, "data": url, "is_file": False}
-        return await self._upload(file, record)
+        uploaded = await self._upload(file, record)
+        return None if uploaded is None else wrap_file(kind, uploaded, file.mime)
 
     async def _upload(self, file: FileValue, record: RequestRecord) -> dict[str, Any] | None:
         assert self.app is not None

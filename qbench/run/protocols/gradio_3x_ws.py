@@ -82,7 +82,7 @@ class WebSocketWire:
             record.joined_at_s = at
         if kind == "send_data":
             record.bytes_received += len(text)
-            await self._send(record, ws, {"data": data, "event_data": None, **hash_})
+            await self._send(record, ws, {"data": data, "event_data": self.app.event_data, **hash_})
             return False
         return apply_message(record, msg, len(text), at)
 

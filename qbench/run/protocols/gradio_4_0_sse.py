@@ -65,7 +65,7 @@ class JoinStreamWire:
         body = orjson.dumps(
             {
                 "data": data,
-                "event_data": None,
+                "event_data": self.app.event_data,
                 "fn_index": self.app.fn_index,
                 "session_hash": record.session_id,
                 "event_id": record.event_id,

@@ -224,7 +224,8 @@ class SessionStreamWire:
         record.session_id = session.hash
         url = self.app.api + "/queue/join"
         body = orjson.dumps(
-            {"data": data, "event_data": None, "fn_index": self.app.fn_index, "session_hash": session.hash}
+            {"data": data, "event_data": self.app.event_data, "fn_index": self.app.fn_index,
+             "session_hash": session.hash}
         )
         record.bytes_sent += len(body)
         try:

@@ -16,16 +16,21 @@ error of a scenario that does not fit the endpoint).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+
+from qbench.run.payloads import FILE_CONTENT
+from qbench.run.protocols.gradio_values import suggest_value, wire_example
 
 NOT_API = {"state"}  # component types whose inputs are not part of the API (sent as null)
 FILE_COMPONENTS = {"image", "audio", "video", "file", "model3d", "gallery", "uploadbutton", "imageeditor",
                    "annotatedimage", "simpleimage", "dicom"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tiff"}
 AUDIO_SUFFIXES = {".wav", ".mp3", ".flac", ".ogg", ".m4a"}
+EDITORS = {"imageeditor", "sketchpad", "paint"}
 DEFAULT_IMAGE = {"width": 224, "height": 224, "format": "jpeg"}
 CLASS_NAMES = {"checkboxgroup": "CheckboxGroup", "multimodaltextbox": "MultimodalTextbox",
                "colorpicker": "ColorPicker", "datetime": "DateTime", "uploadbutton": "UploadButton",
@@ -153,6 +158,11 @@ def suggest(inp: AppInput, version: tuple[int, ...] = ()) -> Suggestion:
     if files:
         return Suggestion({"example": {"values": files}}, f"{made.note}; the app's own example files",
                           made.spec, remote_files=True)
+    default = _file_refs(inp, (inp.props.get("value"),)) if made.fill_in else []
+    if default:  # a video qbench cannot make: the component's own default file, as the UI sends it
+        return Suggestion({"example": {"values": default}}, f"a {inp.class_name}: the component's default "
+                          f"file, as the UI sends it unedited (qbench generates no {inp.class_name})",
+                          made.spec, remote_files=True)
     examples = _usable_examples(inp)
     if examples and not made.fill_in:
         return Suggestion({"example": {"values": list(examples)}},
@@ -162,10 +172,15 @@ def suggest(inp: AppInput, version: tuple[int, ...] = ()) -> Suggestion:
 
 def _example_files(inp: AppInput) -> list[dict[str, str]]:
     """The app's example files for a file input, as {"file": ref} to download ([] when not all are)."""
-    if inp.component not in FILE_COMPONENTS or not inp.examples:
+    return _file_refs(inp, inp.examples)
+
+
+def _file_refs(inp: AppInput, values: tuple[Any, ...]) -> list[dict[str, str]]:
+    """`values` of a file input as {"file": ref} to download ([] when not all are files)."""
+    if inp.component not in FILE_COMPONENTS or not values:
         return []
     refs = []
-    for value in inp.examples:
+    for value in values:
         if isinstance(value, dict) and isinstance(value.get("url"), str) and value["url"].startswith("http"):
             refs.append({"file": value["url"]})  # 4.x+: FileData with the URL that serves it
         elif isinstance(value, dict) and isinstance(value.get("path"), str):
@@ -178,17 +193,25 @@ def _example_files(inp: AppInput) -> list[dict[str, str]]:
 
 
 def _usable_examples(inp: AppInput) -> tuple[Any, ...]:
-    """Examples that can be sent as they are: not files, and within the choices."""
+    """Examples that can be sent, in the API's format (qbench.run.protocols.gradio_values): not
+    files, and within the choices."""
     if not inp.examples or inp.component in FILE_COMPONENTS | {"multimodaltextbox", "chatbot"}:
         return ()
     choices = inp.choices
     if choices is not None and inp.component in ("dropdown", "radio") and not inp.props.get("multiselect"):
         if not all(v in choices for v in inp.examples):
             return ()
-    return inp.examples
+    elif choices is not None and inp.component in ("dropdown", "checkboxgroup"):  # lists of choices
+        if not all(isinstance(v, list) and all(c in choices for c in v) for v in inp.examples):
+            return ()
+    values = tuple(wire_example(inp, v) for v in inp.examples)
+    return values if all(v is not None for v in values) else ()
 
 
 def _generated(inp: AppInput, version: tuple[int, ...]) -> Suggestion:
+    structured = suggest_value(inp)
+    if structured is not None:
+        return Suggestion(*structured)
     kind = inp.component
     maker = _MAKERS.get(kind)
     if maker is not None:
@@ -196,7 +219,19 @@ def _generated(inp: AppInput, version: tuple[int, ...]) -> Suggestion:
     return _fallback(inp)
 
 
+#: Words in a Textbox's label, placeholder or info that ask for a number (the app likely calls int()).
+NUMBER_HINT = re.compile(r"\b(numbers?|seconds?|minutes?|hours?|duration|integer|how many|count|age|year|"
+                         r"amount|quantity|steps|digits?)\b", re.I)
+NUMBERS_AS_TEXT = ["1", "2", "3", "4", "5"]
+
+
 def _textbox(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
+    asks = " ".join(str(inp.props.get(k) or "") for k in ("label", "placeholder", "info"))
+    default = str(inp.props.get("value") or "").strip()
+    if inp.component == "textbox" and (NUMBER_HINT.search(asks) or re.fullmatch(r"-?\d+(\.\d+)?", default)):
+        values = list(dict.fromkeys([*([default] if default else []), *NUMBERS_AS_TEXT]))
+        why = "its label asks for one" if NUMBER_HINT.search(asks) else f"its default is {default!r}"
+        return Suggestion({"choice": {"values": values}}, f"a number as text ({why})")
     lines = inp.props.get("lines") or 1
     low, high = (20, 100) if isinstance(lines, int) and lines > 1 else (5, 20)
     limit = inp.props.get("max_length")
@@ -257,9 +292,13 @@ def _checkbox(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
 
 def _image(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
     kind = inp.props.get("type")
-    return Suggestion({"image": dict(DEFAULT_IMAGE)},
-                      f"an image (the app receives it as {kind}; set the size your users upload)"
-                      if kind else "an image (set the size your users upload)")
+    image = dict(DEFAULT_IMAGE)
+    if inp.component in EDITORS:
+        image["format"] = "png"  # the editor's layers are RGBA: Gradio saves them under the upload's suffix
+    what = {"gallery": "images for a gallery", "imageslider": "an image pair"}.get(inp.component, "an image")
+    return Suggestion({"image": image},
+                      f"{what} (the app receives it as {kind}; set the size your users upload)"
+                      if kind else f"{what} (set the size your users upload)")
 
 
 def _audio(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
@@ -294,12 +333,24 @@ def _file(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
         return Suggestion({"image": image}, f"{accepted}; qbench sends generated images")
     if not many and ("audio" in types or set(types) & AUDIO_SUFFIXES):
         return Suggestion({"audio": {"seconds": 2, "sample_rate": 16000}}, f"{accepted}; qbench sends WAV")
-    suffix = next((t for t in types if t.startswith(".")), ".bin")
+    suffix = _suffix(types, many)
     spec = {"kb": [4, 64], "suffix": suffix}
     if many:
         spec["count"] = [1, 3]
+    if suffix in FILE_CONTENT:
+        return Suggestion({"file": spec}, f"{accepted}: qbench sends generated {suffix} files")
     return Suggestion({"file": spec}, f"{accepted}: qbench sends text files named *{suffix}; your app may "
                       "reject them: send real ones with `files: {dir: samples/}`")
+
+
+def _suffix(types: list[str], many: bool) -> str:
+    """The suffix of generated files: the first declared one (.csv, .nii.gz), a kind's own (image:
+    .png, audio: .wav), else .bin."""
+    for kind in types:
+        if re.fullmatch(r"(\.[A-Za-z0-9]{1,10}){1,3}", kind):
+            return kind
+    kinds = {"image": ".png", "audio": ".wav", "video": ".mp4", "text": ".txt"}
+    return next((kinds[t] for t in types if t in kinds), ".bin")
 
 
 def _chatbot(inp: AppInput, version: tuple[int, ...]) -> Suggestion:
@@ -336,6 +387,7 @@ _MAKERS = {
     "textbox": _textbox, "code": _textbox, "number": _number, "slider": _number,
     "dropdown": _choice, "radio": _choice, "checkboxgroup": _choice, "checkbox": _checkbox,
     "image": _image, "imageeditor": _image, "sketchpad": _image, "paint": _image, "audio": _audio,
+    "gallery": _image, "simpleimage": _image, "imageslider": _image,
     "file": _file, "uploadbutton": _file, "chatbot": _chatbot, "multimodaltextbox": _multimodal,
     "video": _video,
 }

@@ -45,6 +45,9 @@ class GradioApp:
     family: str  # one of FAMILIES
     version: tuple[int, ...]  # Gradio's version from /config, () when it does not say
     fn_index: int  # the dependency's id (its index in config["dependencies"] before 4.x)
+    # what the browser sends with an event whose function reads gr.EventData (a like, a select...);
+    # None for the others (qbench.run.protocols.gradio_values.event_data)
+    event_data: dict[str, Any] | None = None
 
     @property
     def has_cancel_route(self) -> bool:

@@ -13,7 +13,8 @@ has, then waits for the app to import `gradio.blocks` and wraps two methods of `
                  later), concurrency_count (3.x), max_size
     launch(...)  per-event knobs on the chosen events (concurrency_limit, concurrency_id; max_batch_size
                  only where the app declared batch=True), then launch with max_threads, the point's
-                 port on 127.0.0.1, no browser and no share link, whatever the app hard-codes
+                 port on 127.0.0.1, no browser and no share link, whatever the app hard-codes, and
+                 show_error=True (an exception's message reaches the client, not only "Error")
 
 Before the server starts it writes what it found and what it set to the record file: the Gradio version,
 the queue's and every event's own settings and the values set. No file of the app is changed. It
@@ -108,7 +109,9 @@ class _Hook:
             self.record["problems"].append("launch(): cannot read its arguments; port and knobs not set")
             return args, kwargs
         params = inspect.signature(method).parameters
-        wanted: dict[str, Any] = {"server_name": "127.0.0.1", "inbrowser": False, "share": False}
+        # show_error: an app's exception reaches qbench's records, not only "Error"
+        wanted: dict[str, Any] = {"server_name": "127.0.0.1", "inbrowser": False, "share": False,
+                                  "show_error": True}
         if self.port:
             wanted["server_port"] = int(self.port)
         if "max_threads" in self.knobs:
