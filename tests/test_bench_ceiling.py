@@ -1,0 +1,50 @@
+"""The serving-ceiling benchmarks at reduced size on the CPU: bench/server_cost.py and gpu_all's part 3.
+
+In a file of their own so that pytest-xdist (--dist loadfile) runs them beside tests/test_bench.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_bench import BENCH, load_bench
+
+
+def test_server_cost_reduced_run_on_the_cpu(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The stand-in served by the baseline commit's server, this checkout's and a real Gradio app, in one
+    run: every request completes, the CPU per request is measured and the server phases come back."""
+    bench = load_bench("server_cost", monkeypatch)
+    out = tmp_path / "rows.json"
+    assert bench.main(["--quick", "--duration", "3", "--users", "8", "--json", str(out)]) == 0
+    rows = {row["server"]: row for row in json.loads(out.read_text())}
+    assert set(rows) == {"baseline", "current", "gradio"}
+    for row in rows.values():
+        assert row["served_rps"] > 0 and row["main_ms"] > 0 and row["total_ms"] >= row["main_ms"]
+    assert rows["current"]["others_ms"] > 0  # the decode processes did their share
+    assert rows["gradio"]["loop_ms"] is None and rows["baseline"]["loop_ms"] > 0
+    assert rows["current"]["phases_ms"]["forward"] >= 4.0  # the 5 ms ideal device, as the server timed it
+    assert "current / baseline: main CPU per request x" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_gpu_all_part3_dry_run_on_the_cpu(tmp_path: Path) -> None:
+    """Part 3 of the GPU list (the serving ceiling) at toy size: the stand-in's cost against its baseline
+    commit, gpu_serving's image rows, and the served rate at another batch size."""
+    out = tmp_path / "out"
+    argv = ["bash", str(BENCH / "gpu_all.sh"), "--part", "3", "--device", "cpu", "--dry-run",
+            "--out", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=840, cwd=BENCH.parent,
+                          env={**os.environ, "PYTHON": sys.executable})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    summary = (out / "gpu-all-part3-summary.md").read_text()
+    for step in ("ceiling-cost", "ceiling-serving", "ceiling-batch"):
+        assert f"| {step} | ok |" in summary, summary
+    assert "current / baseline: main CPU per request x" in summary
+    assert "reference  image  float32" in summary and "reference  image  bfloat16" in summary
