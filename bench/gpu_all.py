@@ -506,8 +506,8 @@ BASELINES = ROOT / ".gpu-baseline"  # carried checkouts: today/ (8a17640), stand
 
 def step_ceiling_cost(opts: Options, log: Path) -> str:
     """The CPU stand-in on this machine's cores: main-process CPU per image request, baseline vs now."""
-    argv = [PY, "bench/server_cost.py", "--servers", "baseline,current", "--json",
-            str(opts.work / "server_cost.json")]
+    argv = [PY, "bench/server_cost.py", "--servers", "baseline,current,fronts", "--json",
+            str(opts.work / "server_cost.json"), "--front-ends", "2" if opts.dry_run else "4"]
     if (BASELINES / "standin").is_dir():
         argv += ["--baseline-dir", str(BASELINES / "standin")]
     argv += ["--quick", "--duration", "2", "--users", "8"] if opts.dry_run else [
@@ -515,14 +515,15 @@ def step_ceiling_cost(opts: Options, log: Path) -> str:
     code = run_logged(argv, log, timeout_s=240)
     if code != 0:
         raise RuntimeError(f"server_cost.py exit {code}")
-    return table_lines(log, r"^(image-ideal|server |baseline |current |gradio |\S+ / baseline)")
+    return table_lines(log, r"^(image-ideal|server |baseline |current |fronts |gradio |\S+ / baseline)")
 
 
 def step_ceiling_serving(opts: Options, log: Path) -> str:
     """The issue's table: image preset, B 32, float32 and bfloat16: forward, +prep, served now and by
     today's server (a row from .gpu-baseline/today when carried), GPU busy."""
     args = ["--presets", "image", "--dtypes", "float32" if opts.dry_run else "float32,bfloat16",
-            "--json", str(opts.work / "ceiling_serving.json")]
+            "--json", str(opts.work / "ceiling_serving.json"),
+            "--front-ends", "0,2" if opts.dry_run else "0,4"]
     if not opts.dry_run:
         args += ["--batch-size", "32", "--users", "128", "--duration", "15", "--repeats", "5",
                  "--min-timed", "1"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import importlib.util
 import json
 import os
@@ -81,6 +82,7 @@ class Options:
     json_out: Path | None
     baseline_dir: Path | None = None  # another checkout of the project: its server gets a row too
     offline: bool = True  # measure forward/+prep offline (off: served rows only)
+    front_ends: list[int] | None = None  # one reference row per launch.front_ends value (None: auto)
 
 
 @dataclass
@@ -199,11 +201,14 @@ def offline(preset: str, dtype: str, opts: Options, store: FileStore) -> tuple[f
 
 
 # ---------------------------------------------------------------- served
-def server_settings(preset: str, dtype: str, opts: Options) -> dict[str, Any]:
+def server_settings(preset: str, dtype: str, opts: Options, front_ends: int | None = None) -> dict[str, Any]:
     kind, params = function_params(preset, opts, dtype)
     function = {"api_name": PRESETS[preset], "workload": kind, "params": params, "batch": True,
                 "max_batch_size": opts.batch_size, "concurrency_limit": 1}
-    return {"functions": [function], "device": opts.device, "launch": {"max_threads": 40}}
+    launch: dict[str, Any] = {"max_threads": 40}
+    if front_ends is not None:
+        launch["front_ends"] = front_ends
+    return {"functions": [function], "device": opts.device, "launch": launch}
 
 
 def scenario(preset: str, url: str, opts: Options) -> dict[str, Any]:
@@ -253,11 +258,19 @@ def served(url: str, preset: str, opts: Options, workdir: Path) -> tuple[float, 
 
 
 @contextmanager
-def reference(preset: str, dtype: str, opts: Options) -> Iterator[str]:
+def reference(preset: str, dtype: str, opts: Options, front_ends: int | None = None) -> Iterator[str]:
     from qbench.tune.server_process import start_reference_server
 
-    with start_reference_server(server_settings(preset, dtype, opts), ready_timeout_s=900) as url:
+    settings = server_settings(preset, dtype, opts, front_ends)
+    with start_reference_server(settings, ready_timeout_s=900) as url:
         yield url
+
+
+def reference_servers(opts: Options) -> list[tuple[str, Callable[..., Any]]]:
+    """("reference", its starter), or one row per --front-ends value ("ref fe4": launch.front_ends 4)."""
+    if opts.front_ends is None:
+        return [("reference", reference)]
+    return [(f"ref fe{n}", functools.partial(reference, front_ends=n)) for n in opts.front_ends]
 
 
 @contextmanager
@@ -367,7 +380,7 @@ def measure_one(preset: str, dtype: str, opts: Options, workdir: Path, store: Fi
     """Offline, then each server, then offline again: the offline figures are the means of the two
     (`drift` is after / before of +prep: far from 1, the host's load changed during the measurement)."""
     before = timed_offline(preset, dtype, opts, store) if opts.offline else None
-    servers: list[tuple[str, Callable[..., Any]]] = [("reference", reference)]
+    servers = reference_servers(opts)
     if opts.baseline_dir is not None:
         servers.append(("baseline", baseline))
     if opts.gradio:
@@ -437,6 +450,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--baseline-dir", type=Path,
                    help="another checkout of the project (e.g. an older commit): its server gets a row too")
     p.add_argument("--no-offline", action="store_true", help="served rows only (no forward/+prep figures)")
+    p.add_argument("--front-ends", help="comma list of launch.front_ends values: one reference row each "
+                                        "(default: one row, the settings' auto)")
     a = p.parse_args(argv)
     presets, dtypes = a.presets.split(","), a.dtypes.split(",")
     if set(presets) - set(PRESETS):
@@ -453,7 +468,20 @@ def parse_args(argv: list[str] | None = None) -> Options:
         duration_s=duration, warmup_s=min(2.0 if a.quick else 5.0, duration / 4),
         repeats=a.repeats or (3 if a.quick else 10), min_timed_s=a.min_timed, gradio=a.gradio,
         json_out=a.json, baseline_dir=a.baseline_dir, offline=not a.no_offline,
+        front_ends=front_ends_list(p, a.front_ends),
     )
+
+
+def front_ends_list(p: argparse.ArgumentParser, raw: str | None) -> list[int] | None:
+    if raw is None:
+        return None
+    try:
+        values = [int(v) for v in raw.split(",")]
+    except ValueError:
+        values = [-1]
+    if any(v < 0 for v in values):
+        p.error(f"--front-ends: expected a comma list of integers >= 0, got {raw!r}")
+    return values
 
 
 def default_device() -> str:

@@ -7,7 +7,8 @@ its own cost. Served side by side, in one run, under the same closed-loop qbench
 
     baseline   the reference server at --baseline (a git ref; default: the commit that added the
                stand-in, before the per-request work left the main process), from a git worktree
-    current    the reference server of this checkout
+    current    the reference server of this checkout, its HTTP in its own event loop (front_ends 0)
+    fronts     the same with `launch.front_ends` HTTP front-end processes before its queue (--front-ends)
     gradio     a real Gradio 6 app (gr.Interface, batch=True, same max_batch_size) around the same
                stand-in, started with GRADIO_PROFILING=1
 
@@ -55,7 +56,7 @@ import psutil
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVERS = ("baseline", "current", "gradio")
+SERVERS = ("baseline", "current", "fronts", "gradio")
 DEFAULT_BASELINE = "a96e28a"  # the stand-in's own commit: every later change to the request path shows
 PHASES = ("queue_wait", "preprocess", "prepare", "fn_call", "forward", "postprocess")
 
@@ -72,6 +73,7 @@ class Options:
     batch_ms: float
     decode_workers: int
     json_out: Path | None
+    front_ends: int = 2
     baseline_dir: Path | None = None  # a checkout of the baseline already on disk (no git worktree)
 
 
@@ -96,13 +98,14 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def settings_yaml(opts: Options, folder: Path, baseline: bool) -> Path:
+def settings_yaml(opts: Options, folder: Path, name: str) -> Path:
     function = {"api_name": "classify", "workload": "image-ideal", "params": {"batch_ms": opts.batch_ms},
                 "batch": True, "max_batch_size": opts.batch, "concurrency_limit": 1}
     launch: dict[str, Any] = {"max_threads": 40}
-    if not baseline:  # the baseline's settings have no such key
+    if name != "baseline":  # the baseline's settings have no such keys
         launch["decode_workers"] = opts.decode_workers
-    path = folder / f"server-{'baseline' if baseline else 'current'}.yaml"
+        launch["front_ends"] = opts.front_ends if name == "fronts" else 0
+    path = folder / f"server-{name}.yaml"
     path.write_text(yaml.safe_dump({"functions": [function], "device": "cpu", "launch": launch}))
     return path
 
@@ -169,9 +172,9 @@ def server(name: str, opts: Options, workdir: Path) -> Iterator[tuple[str, int]]
         with process(argv, ROOT, env, url, "/gradio_api/info", log) as running:
             yield running
         return
-    config = settings_yaml(opts, workdir, baseline=name == "baseline")
+    config = settings_yaml(opts, workdir, name)
     argv = [sys.executable, "-m", "reference_server", "--config", str(config), "--port", str(port)]
-    if name == "current":
+    if name in ("current", "fronts"):
         with process(argv, ROOT, child_env(ROOT), url, "/healthz", log) as running:
             yield running
         return
@@ -326,6 +329,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--baseline-dir", type=Path, help="the baseline checkout on disk (not --baseline)")
     p.add_argument("--decode-workers", type=int, default=os.cpu_count() or 2,
                    help="the current server's launch.decode_workers (default: one per core)")
+    p.add_argument("--front-ends", type=int, default=2, help="launch.front_ends of `fronts` (default 2)")
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
     p.add_argument("--serve-gradio", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -339,7 +343,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
                    duration_s=duration, warmup_s=min(2.0, duration / 4),
                    repeats=a.repeats or (1 if a.quick else 3),
                    batch=a.batch_size, batch_ms=a.batch_ms, decode_workers=a.decode_workers,
-                   json_out=a.json, baseline_dir=a.baseline_dir)
+                   json_out=a.json, baseline_dir=a.baseline_dir, front_ends=a.front_ends)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@
     runtime.py       the queue's data: functions, events, jobs, concurrency groups
     jobs.py          running one dispatched job: preprocess, call the workload, postprocess
     decode_pool.py   upload parsing and image decoding in worker processes
+    front_ends.py    HTTP front-end processes before the one queue (launch.front_ends)
     profiling.py     per-event phase traces in Gradio's shape (/gradio_api/profiling/...)
     sessions.py      per-session message queues and pending events (the SSE stream)
     streams.py       the SSE responses: /queue/data, /call/..., /heartbeat

@@ -22,7 +22,8 @@ from starlette.routing import Route
 from reference_server import messages as m
 from reference_server import uploads
 from reference_server.api_config import build_info
-from reference_server.decode_pool import Failed, parse_upload
+from reference_server.decode_pool import Failed, UploadPart, parse_upload
+from reference_server.front_ends import PARSED_UPLOAD
 from reference_server.jobs import INPUT_ERROR_TITLE
 from reference_server.queue import QueueFullError
 from reference_server.runtime import Event, FunctionRuntime, Job
@@ -218,25 +219,35 @@ async def upload(request: Request) -> Response:
     if limit is not None and declared > limit + MULTIPART_OVERHEAD:
         raise ClientError(413, f"upload of {declared} bytes exceeds max_file_size ({limit} bytes)")
     try:
-        if 0 < declared <= uploads.IN_MEMORY_LIMIT:
-            body = await request.body()
-            kind = request.headers.get("content-type", "")
-            if state.pool is not None:  # parsed (and decoded) in a worker process; kept in memory
-                parts = await state.pool.run(parse_upload, body, kind, state.pool.upload_prep)
-                if isinstance(parts, Failed):
-                    raise uploads.UploadError(parts.status, parts.detail)
-                paths = uploads.store_parts([(p.name, p.filename, p.data) for p in parts], state.store, limit)
-                for path, part in zip(paths, (p for p in parts if p.name == "files"), strict=True):
-                    if part.decoded is not None:
-                        state.store.keep_decoded(path, part.decoded, part.decoded.array.nbytes)
-            else:
-                paths = await anyio.to_thread.run_sync(uploads.save_uploads, body, kind, state.store, limit)
+        parsed = request.scope.get(PARSED_UPLOAD)  # by a front-end process (front_ends.py)
+        if parsed is not None or 0 < declared <= uploads.IN_MEMORY_LIMIT:
+            paths = await _upload_in_memory(request, state, limit, parsed)
         else:
             paths = await _upload_streamed(request, state, limit)
     except uploads.UploadError as exc:
         raise ClientError(exc.status, exc.detail) from None
     state.queue.traces.upload(request.headers.get("session_hash"), time.perf_counter() - start)
     return JSONResponse(paths)
+
+
+async def _upload_in_memory(request: Request, state: ServerState, limit: int | None,
+                            parsed: list[UploadPart] | Failed | None) -> list[str]:
+    """A body of known size: parsed (and its images decoded) by a front end or a decode worker and kept
+    in memory, else parsed and stored in a worker thread."""
+    body = await request.body()
+    kind = request.headers.get("content-type", "")
+    if parsed is None and state.pool is None:
+        return await anyio.to_thread.run_sync(uploads.save_uploads, body, kind, state.store, limit)
+    if parsed is None:
+        assert state.pool is not None
+        parsed = await state.pool.run(parse_upload, body, kind, state.pool.upload_prep)
+    if isinstance(parsed, Failed):
+        raise uploads.UploadError(parsed.status, parsed.detail)
+    paths = uploads.store_parts([(p.name, p.filename, p.data) for p in parsed], state.store, limit)
+    for path, part in zip(paths, (p for p in parsed if p.name == "files"), strict=True):
+        if part.decoded is not None:
+            state.store.keep_decoded(path, part.decoded, part.decoded.array.nbytes)
+    return paths
 
 
 async def _upload_streamed(request: Request, state: ServerState, limit: int | None) -> list[str]:

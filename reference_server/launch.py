@@ -11,15 +11,19 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import uvicorn
+from starlette.applications import Starlette
 
 from reference_server.app import build_app
 from reference_server.auth import parse_auth_flags
+from reference_server.front_ends import FrontEnds, resolve_front_ends
+from reference_server.server_state import resolve_device
 from reference_server.settings import (
     ServerSettings,
     SettingsError,
@@ -118,6 +122,10 @@ async def _announce(server: uvicorn.Server, host: str) -> None:
 async def _serve(settings: ServerSettings) -> None:
     app = build_app(settings)
     launch = settings.launch
+    front_ends = resolve_front_ends(launch.front_ends, resolve_device(settings), settings.gradio)
+    if front_ends:
+        await _serve_behind_front_ends(app, settings, front_ends)
+        return
     config = uvicorn.Config(app, host=launch.host, port=launch.port, log_level=launch.log_level,
                             access_log=launch.access_log, lifespan="on", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
@@ -128,6 +136,45 @@ async def _serve(settings: ServerSettings) -> None:
         announcer.cancel()
     if not server.started:
         raise SystemExit(3)  # startup failed (uvicorn logged why, e.g. a model that did not load)
+
+
+async def _serve_behind_front_ends(app: Starlette, settings: ServerSettings, count: int) -> None:
+    """The core (this process: the app, on a private Unix socket) and `count` front-end processes that
+    accept on the public port (reference_server.front_ends)."""
+    launch = settings.launch
+    try:
+        listener = socket.create_server((launch.host, launch.port), backlog=4096)
+    except OSError as exc:
+        print(f"error: cannot listen on {launch.host}:{launch.port}: {exc}", file=sys.stderr)
+        raise SystemExit(3) from None
+    fronts = FrontEnds(app, count, listener, launch.log_level)
+    config = uvicorn.Config(app, uds=str(Path(fronts.path).with_name("core-http.sock")),
+                            log_level=launch.log_level, access_log=launch.access_log, lifespan="on",
+                            timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+
+    async def start_front_ends() -> None:
+        while not server.started:
+            await asyncio.sleep(0.02)
+        try:
+            await fronts.start()
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            server.should_exit = True
+            return
+        port = listener.getsockname()[1]
+        print(f"reference server ready on http://{launch.host}:{port} ({count} front-end processes)",
+              flush=True)
+
+    starter = asyncio.create_task(start_front_ends())
+    try:
+        await server.serve()
+    finally:
+        starter.cancel()
+        await fronts.stop()
+        listener.close()
+    if not server.started or len(fronts.children) < count:
+        raise SystemExit(3)
 
 
 def serve(settings: ServerSettings) -> None:

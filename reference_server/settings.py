@@ -114,6 +114,10 @@ class LaunchSettings(_Strict):
     # Processes that parse uploads and decode image inputs (reference_server.decode_pool): auto = up to 8
     # on CUDA, 0 on a CPU; 0 = in the server's worker threads.
     decode_workers: int | Literal["auto"] = "auto"
+    # HTTP front-end processes before the one queue (reference_server.front_ends; `python -m
+    # reference_server` and `qbench serve` only): auto = one per 4 cores (at most 4) on CUDA with 8+
+    # cores, 0 on a CPU; 0 = HTTP in the server's own event loop.
+    front_ends: int | Literal["auto"] = "auto"
     uploads_in_memory_mb: float = Field(default=256.0, ge=0)  # upload bytes kept in memory, then on disk
     host: str = "127.0.0.1"
     port: int = Field(default=7860, ge=0, le=65535)
@@ -140,6 +144,8 @@ class ServerSettings(_Strict):
     def _workers(cls, v: LaunchSettings) -> LaunchSettings:
         if isinstance(v.decode_workers, int) and v.decode_workers < 0:
             raise ValueError(f"launch.decode_workers = {v.decode_workers}: expected auto or an integer >= 0")
+        if isinstance(v.front_ends, int) and not 0 <= v.front_ends <= 64:
+            raise ValueError(f"launch.front_ends = {v.front_ends}: expected auto or an integer 0-64")
         return v
 
     @model_validator(mode="after")
@@ -201,6 +207,9 @@ def version_problem(settings: ServerSettings) -> str | None:
             return (f"queue.concurrency_count exists only in Gradio 3.x (gradio: 3), not in gradio: "
                     f"{settings.gradio}; its equivalent there is queue.default_concurrency_limit (per event)")
         return None
+    if isinstance(settings.launch.front_ends, int) and settings.launch.front_ends > 0:
+        return ("launch.front_ends needs the SSE queue of Gradio 4.x and later; Gradio 3.x's queue is a "
+                "websocket, which the front ends do not forward (gradio: 3): set launch.front_ends: 0")
     if settings.queue.default_concurrency_limit != 1:  # 1, its default, is also what a round trip dumps
         return ("queue.default_concurrency_limit does not exist in Gradio 3.x (gradio: 3); the equivalent "
                 "is queue.concurrency_count (one pool of workers shared by every event)")

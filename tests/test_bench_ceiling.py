@@ -17,16 +17,18 @@ from test_bench import BENCH, load_bench
 def test_server_cost_reduced_run_on_the_cpu(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """The stand-in served by the baseline commit's server, this checkout's and a real Gradio app, in one
-    run: every request completes, the CPU per request is measured and the server phases come back."""
+    """The stand-in served by the baseline commit's server, this checkout's (without and with front-end
+    processes) and a real Gradio app, in one run: every request completes, the CPU per request is
+    measured and the server phases come back."""
     bench = load_bench("server_cost", monkeypatch)
     out = tmp_path / "rows.json"
     assert bench.main(["--quick", "--duration", "3", "--users", "8", "--json", str(out)]) == 0
     rows = {row["server"]: row for row in json.loads(out.read_text())}
-    assert set(rows) == {"baseline", "current", "gradio"}
+    assert set(rows) == {"baseline", "current", "fronts", "gradio"}
     for row in rows.values():
         assert row["served_rps"] > 0 and row["main_ms"] > 0 and row["total_ms"] >= row["main_ms"]
     assert rows["current"]["others_ms"] > 0  # the decode processes did their share
+    assert rows["fronts"]["others_ms"] > 0 and rows["fronts"]["phases_ms"]["forward"] >= 4.0
     assert rows["gradio"]["loop_ms"] is None and rows["baseline"]["loop_ms"] > 0
     assert rows["current"]["phases_ms"]["forward"] >= 4.0  # the 5 ms ideal device, as the server timed it
     assert "current / baseline: main CPU per request x" in capsys.readouterr().out
@@ -47,4 +49,6 @@ def test_gpu_all_part3_dry_run_on_the_cpu(tmp_path: Path) -> None:
     for step in ("ceiling-cost", "ceiling-serving", "ceiling-batch"):
         assert f"| {step} | ok |" in summary, summary
     assert "current / baseline: main CPU per request x" in summary
-    assert "reference  image  float32" in summary and "reference  image  bfloat16" in summary
+    assert "ref fe0    image  float32" in summary and "ref fe2    image  float32" in summary
+    assert "reference  image  bfloat16" in summary  # ceiling-batch: the settings' own front_ends
+    assert "fronts " in summary  # ceiling-cost's row with front-end processes
