@@ -27,6 +27,7 @@ import pickle
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,23 +145,14 @@ class DecodePool:
         self._links: list[_Link] = []
         self._sockets: list[socket.socket] = []
         self._connecting: asyncio.Lock | None = None
+        self._respawning: asyncio.Task[None] | None = None
+        self.respawns = 0  # workers replaced after they died (at most MAX_RESPAWNS per worker slot)
 
     def start(self) -> None:
         """Spawn the workers and wait until each answers (blocking: the lifespan runs it in a thread),
         so no request pays a spawn."""
-        context = multiprocessing.get_context("spawn")  # no fork of a process with CUDA and threads
         for _ in range(self.workers):
-            ours, theirs = socket.socketpair()
-            for sock in (ours, theirs):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
-            proc = context.Process(target=_worker_main, args=(theirs,), daemon=True, name="qbench-decode")
-            proc.start()
-            theirs.close()
-            _send(ours, (0, _ready, ()))
-            _, result = _receive(ours)
-            if not isinstance(result, int):
-                raise RuntimeError(f"a decode worker failed to start: {result!r}")
+            proc, ours = _spawn()
             self._procs.append(proc)
             self._sockets.append(ours)
 
@@ -170,6 +162,9 @@ class DecodePool:
             async with self._connecting:
                 await self._connect()
         live = [link for link in self._links if link.lost is None]
+        if not live and self._respawning is not None:  # every worker died: wait for the replacement
+            await asyncio.shield(self._respawning)
+            live = [link for link in self._links if link.lost is None]
         if not live:
             raise WorkerLost(f"every decode worker has exited ({self._links[0].lost})")
         return min(live, key=lambda link: len(link.pending))
@@ -177,17 +172,43 @@ class DecodePool:
     async def _connect(self) -> None:
         if not self._links:
             for sock in self._sockets:
-                sock.setblocking(False)
-                reader, writer = await asyncio.open_connection(sock=sock, limit=SOCKET_BUFFER)
-                link = _Link(reader, writer)
-                link.task = asyncio.create_task(link.read_results(), name="qbench-decode-results")
-                self._links.append(link)
+                self._links.append(await self._open(sock))
+
+    async def _open(self, sock: socket.socket) -> _Link:
+        sock.setblocking(False)
+        reader, writer = await asyncio.open_connection(sock=sock, limit=SOCKET_BUFFER)
+        link = _Link(reader, writer, on_lost=self._replace_lost)
+        link.task = asyncio.create_task(link.read_results(), name="qbench-decode-results")
+        return link
+
+    def _replace_lost(self) -> None:
+        """A worker died (its in-flight calls failed with WorkerLost): spawn its replacement, one at a
+        time, up to MAX_RESPAWNS per worker slot (a worker that keeps dying is a bug to see, not hide)."""
+        if self._respawning is not None or self.respawns >= MAX_RESPAWNS * self.workers:
+            return
+        index = next((i for i, link in enumerate(self._links) if link.lost is not None), None)
+        if index is not None:
+            self._respawning = asyncio.create_task(self._respawn(index), name="qbench-decode-respawn")
+
+    async def _respawn(self, index: int) -> None:
+        try:
+            proc, sock = await asyncio.to_thread(_spawn)
+            dead = self._procs[index]
+            self._procs[index], self._sockets[index] = proc, sock
+            self._links[index] = await self._open(sock)
+            self.respawns += 1
+            await asyncio.to_thread(dead.join, 2)
+        finally:
+            self._respawning = None
+        self._replace_lost()  # another one died meanwhile
 
     async def run(self, function: Any, *args: Any) -> Any:
         link = await self._link()
         return await link.call(function, args)
 
     def close(self) -> None:
+        if self._respawning is not None:
+            self._respawning.cancel()
         for link in self._links:
             if link.task is not None:
                 link.task.cancel()
@@ -200,7 +221,25 @@ class DecodePool:
 
 
 SOCKET_BUFFER = 4 * 1024 * 1024
+MAX_RESPAWNS = 3
 _HEADER = struct.Struct("!I")
+
+
+def _spawn() -> tuple[Any, socket.socket]:
+    """One worker process and the server's end of its socket, once it answers (blocking)."""
+    context = multiprocessing.get_context("spawn")  # no fork of a process with CUDA and threads
+    ours, theirs = socket.socketpair()
+    for sock in (ours, theirs):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
+    proc = context.Process(target=_worker_main, args=(theirs,), daemon=True, name="qbench-decode")
+    proc.start()
+    theirs.close()
+    _send(ours, (0, _ready, ()))
+    _, result = _receive(ours)
+    if not isinstance(result, int):
+        raise RuntimeError(f"a decode worker failed to start: {result!r}")
+    return proc, ours
 
 
 class WorkerLost(RuntimeError):
@@ -210,8 +249,9 @@ class WorkerLost(RuntimeError):
 class _Link:
     """One worker's socket from the event loop's side: calls out, results in, matched by number."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 on_lost: Callable[[], None] = lambda: None) -> None:
+        self.reader, self.writer, self.on_lost = reader, writer, on_lost
         self.pending: dict[int, asyncio.Future[Any]] = {}
         self.numbers = itertools.count(1)
         self.task: asyncio.Task[None] | None = None
@@ -241,6 +281,7 @@ class _Link:
                 if not future.done():
                     future.set_exception(WorkerLost(f"a decode worker exited ({exc})"))
             self.pending.clear()
+            self.on_lost()
 
 
 # ---------------------------------------------------------------- the worker's loop

@@ -15,6 +15,7 @@ from PIL import Image
 
 from reference_server.components import FileStore
 from reference_server.decode_pool import (
+    MAX_RESPAWNS,
     Decoded,
     DecodePool,
     Failed,
@@ -83,20 +84,34 @@ def test_auto_uses_processes_on_cuda() -> None:
 
 
 # ---------------------------------------------------------------- the pool
-def test_the_pool_answers_from_the_event_loop_and_reports_a_lost_worker() -> None:
+def test_the_pool_answers_from_the_event_loop_and_replaces_a_worker_that_died() -> None:
     pool = DecodePool(2)
     pool.start()
     try:
-        async def calls_then_a_kill() -> None:
+        async def calls_kills_and_replacements() -> None:
             results = await asyncio.gather(*(pool.run(decode_image, png(), "x", None) for _ in range(6)))
             assert all(isinstance(r, Decoded) and r.array.shape == (30, 40, 3) for r in results)
+            dead = {proc.pid for proc in pool._procs}
             for proc in pool._procs:
                 proc.kill()
-            for _ in range(3):  # in flight when the worker died, or sent after: an error, never a hang
-                with pytest.raises(WorkerLost):
+            deadline = asyncio.get_running_loop().time() + 60
+            while pool.respawns < 2 and asyncio.get_running_loop().time() < deadline:
+                try:  # in flight when a worker died: an error, never a hang; then a new worker answers
                     await asyncio.wait_for(pool.run(decode_image, png(), "x", None), timeout=30)
+                except WorkerLost:
+                    pass
+                await asyncio.sleep(0.05)
+            assert pool.respawns == 2 and not dead & {proc.pid for proc in pool._procs}
+            assert isinstance(await pool.run(decode_image, png(), "x", None), Decoded)
+            pool.respawns = MAX_RESPAWNS * pool.workers  # a worker that keeps dying stays dead: its error
+            for proc in pool._procs:
+                proc.kill()
+            with pytest.raises(WorkerLost):
+                for _ in range(20):
+                    await asyncio.wait_for(pool.run(decode_image, png(), "x", None), timeout=30)
+                    await asyncio.sleep(0.1)
 
-        asyncio.run(calls_then_a_kill())
+        asyncio.run(calls_kills_and_replacements())
     finally:
         pool.close()
 
