@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from qbench.run.diagnose import Finding
+from qbench.run.diagnose_phases import KINDS as PHASE_KINDS
 from qbench.run.loadgen import LiveStats
 from qbench.run.scenario import Scenario
 from qbench.run.server_phases import TraceReport
@@ -125,8 +126,17 @@ def render_summary(
     for warning in bottleneck_warnings(summary, burst=burst):
         console.print(f"[bold yellow]warning:[/] {warning}")
     for finding in findings:
-        label = "server use" if finding.kind == "usage" else f"limit ({finding.kind})"
-        console.print(f"[bold]{label}:[/] {finding.message}")
+        console.print(f"[bold]{finding_label(finding)}:[/] {finding.message}")
+
+
+def finding_label(finding: Finding) -> str:
+    """What a finding is, in the console: a limit, or a description of where the time went (the
+    phase findings say what dominates a request, not what caps the server)."""
+    if finding.kind == "usage":
+        return "server use"
+    if finding.kind in PHASE_KINDS:
+        return f"time split ({finding.kind})"
+    return f"limit ({finding.kind})"
 
 
 def overview_table(s: Summary) -> Table:

@@ -203,3 +203,13 @@ def test_worker_table_and_warnings_name_a_saturated_or_lost_generator() -> None:
 def test_live_view_title_says_where_the_generators_run(load: dict[str, object], title: str) -> None:
     raw = {"name": "t", "endpoint": {"api_name": "p"}, "load": {"burst": 1, **load}}
     assert LiveView(parse_scenario(raw, source="t"), "http://x", enabled=False).title.endswith(title)
+
+
+def test_a_phase_finding_is_labelled_a_time_split_not_a_limit() -> None:
+    from qbench.run.finding import Finding
+    from qbench.run.run_console import finding_label
+
+    upload = Finding("phase_share", "upload is 78% of service time")
+    assert finding_label(upload) == "time split (phase_share)"
+    assert finding_label(Finding("per_request_work", "...")) == "limit (per_request_work)"
+    assert finding_label(Finding("usage", "...")) == "server use"
