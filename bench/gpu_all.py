@@ -255,7 +255,7 @@ def gpu_serving(opts: Options, log: Path, *args: str) -> str:
     code = run_logged([*base, *args], log, timeout_s=540 if not opts.dry_run else 300)
     if code != 0:
         raise RuntimeError(f"gpu_serving.py exit {code}")
-    return table_lines(log, r"^(server |reference |baseline |gradio |    generator)")
+    return table_lines(log, r"^(server |reference |ref fe|baseline |gradio |    generator)")
 
 
 def step_serving(opts: Options, log: Path) -> str:

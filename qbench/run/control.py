@@ -88,6 +88,19 @@ def read_gradio_version(base_url: str, timeout_s: float = TIMEOUT_S) -> str | No
     return str(config["version"]) if isinstance(config, dict) and config.get("version") else None
 
 
+def read_gradio_mode(base_url: str, timeout_s: float = TIMEOUT_S) -> str | None:
+    """The `mode` a Gradio app's `GET /config` announces: "server" for a `gradio.Server` app (6.10+),
+    "blocks" or "interface" otherwise; None when there is no such answer."""
+    try:
+        with client(timeout_s) as http:
+            response = http.get(base_url.rstrip("/") + "/config")
+        response.raise_for_status()
+        config = response.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    return str(config["mode"]) if isinstance(config, dict) and config.get("mode") else None
+
+
 def set_admin_config(base_url: str, settings: Mapping[str, Any], token: str) -> Any:
     """`POST /admin/config` with `Authorization: Bearer <token>`: the server's answer (its new settings).
     ServerLaunchError when it refuses (the status and the start of its reason) or cannot be reached."""

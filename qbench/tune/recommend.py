@@ -330,6 +330,7 @@ class Advice:
     server_code_label: str = ""
     app_change: list[str] = field(default_factory=list)  # the winner as a change to the app's settings
     capacity: dict[str, Any] = field(default_factory=dict)  # the winner's capacity search, if measured
+    server_api: str | None = None  # a gradio.Server app's endpoint: the code is its @server.api(...)
     notes: list[str] = field(default_factory=list)
 
 
@@ -378,7 +379,10 @@ def recommend(points: Sequence[PointResult], constraints: Constraints, advice: A
     winner = ranking.winner
     size_advice = max_size_advice(winner, constraints) if winner is not None else {}
     code = ""
-    if winner is not None and advice.gradio:
+    if winner is not None and advice.gradio and advice.server_api is not None:
+        code = server_api_code({**advice.defaults, **winner.knobs}, size_advice.get("max_size"),
+                               advice.server_api)
+    elif winner is not None and advice.gradio:
         code = gradio_code({**advice.defaults, **winner.knobs}, size_advice.get("max_size"),
                            advice.gradio_major)
     return Recommendation(
@@ -542,6 +546,26 @@ def gradio_code(knobs: Mapping[str, Value], max_size: int | None, gradio_major: 
     if events:  # a mix's events, each with its own settings, in place of one event's line
         at = next(i for i, line in enumerate(lines) if line.startswith("btn.click("))
         lines[at:at + 1] = events
+    return "\n".join(lines)
+
+
+def server_api_code(knobs: Mapping[str, Value], max_size: int | None, api_name: str) -> str:
+    """The winner's settings for a gradio.Server app (6.10+): its `@server.api(...)` arguments and
+    `server.launch(max_threads=...)`. A Server app has no `queue()`: its queue is unbounded and its
+    default concurrency limit 1, so an advised max_size is said, not written."""
+    limit = knobs.get("concurrency_limit", knobs.get("default_concurrency_limit", 1))
+    args = [f"name={api_name!r}"] if api_name else []
+    args.append(f"concurrency_limit={limit}")
+    if _num(knobs.get("max_batch_size", 1)) > 1:
+        args.append(f"batch=True, max_batch_size={knobs['max_batch_size']}")
+    if "concurrency_id" in knobs:
+        args.append(f"concurrency_id={str(knobs['concurrency_id'])!r}")
+    lines = [f"@server.api({', '.join(args)})", f"server.launch(max_threads={knobs.get('max_threads', 40)})"]
+    if _num(knobs.get("max_batch_size", 1)) > 1:
+        lines.insert(0, "# the function must take lists (one per input) and return lists: batch=True")
+    if max_size is not None:
+        lines.append(f"# max_size={max_size} was advised: gradio.Server has no queue(max_size=...), "
+                     "its queue is unbounded; shed load in front of it")
     return "\n".join(lines)
 
 

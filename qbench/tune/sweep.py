@@ -65,7 +65,7 @@ from typing import Any, Protocol
 import yaml
 
 from qbench.errors import QbenchError
-from qbench.run.control import read_gradio_version, read_status
+from qbench.run.control import read_gradio_mode, read_gradio_version, read_status
 from qbench.run.paired import pair_runs
 from qbench.run.records import read_records
 from qbench.run.summary import Summary
@@ -146,6 +146,7 @@ class _Servers:
     # the servers' Gradio release (for the advice): the config's (reference server), else read from the
     # first point's /config or the startup hook's record (launch and target modes); None until known
     gradio_major: int | None = None
+    app_mode: str | None = None  # the app's /config `mode` (launch and target modes): "server", "blocks"
 
     def __post_init__(self) -> None:
         self.gradio_major = self.config.gradio_major
@@ -196,9 +197,11 @@ class _Servers:
         """Launch and target modes, first point: read the app's Gradio release from its /config (for the
         advice) and refuse a grid knob that release lacks (KnobVersionError) before any load is sent."""
         config = self.config
-        if config.mode not in ("launch", "target") or self.gradio_major is not None:
+        if config.mode not in ("launch", "target") or config.scenario.protocol != "gradio":
             return
-        if config.scenario.protocol != "gradio":
+        if self.app_mode is None:
+            self.app_mode = read_gradio_mode(handle.base_url) or ""
+        if self.gradio_major is not None:
             return
         self.gradio_major = gradio_major(read_gradio_version(handle.base_url))
         check_knobs(swept_server_knobs(config.grid), self.gradio_major, f"the app at {handle.base_url}")
@@ -364,7 +367,7 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
     record: dict[str, Any] = {}
     if ranking.winner is not None and (capacity is not None or config.constraints.objective == "capacity"):
         record = capacity_record(capacity, config.confirm_duration_s, confirmation=confirmation)
-    advice = _advice(config, defaults, servers.gradio_major, ranking, record, capacity_notes)
+    advice = _advice(config, defaults, servers, ranking, record, capacity_notes)
     rec = recommend(search.results, config.constraints, advice)
     write_outputs(config.sweep_dir, search, rec, config)
     return SweepResult(config.sweep_dir, search.results, rec, search, capacity)
@@ -409,7 +412,7 @@ def _winner_capacity(config: SweepConfig, servers: _Servers, winner: PointResult
         return None, [f"capacity not measured: {type(exc).__name__}: {exc}".splitlines()[0]]
 
 
-def _advice(config: SweepConfig, defaults: dict[str, Any], major: int | None, ranking: Ranking,
+def _advice(config: SweepConfig, defaults: dict[str, Any], servers: _Servers, ranking: Ranking,
             capacity: dict[str, Any], capacity_notes: list[str]) -> Advice:
     """What the recommendation says beside the ranking: code inputs, the winner's capacity and notes."""
     winner, gradio = ranking.winner, config.scenario.protocol == "gradio"
@@ -420,10 +423,19 @@ def _advice(config: SweepConfig, defaults: dict[str, Any], major: int | None, ra
     notes = config.grid.edge_notes(winner.knobs) if winner is not None else []
     notes += paired_note(config.sweep_dir, ranking.ranked)
     return Advice(
-        defaults=defaults, gradio_major=major, objective_why=config.objective_why, gradio=gradio,
+        defaults=defaults, gradio_major=servers.gradio_major, objective_why=config.objective_why,
+        gradio=gradio, server_api=_server_api(config, servers),
         server_code=code, server_code_label=label, app_change=_app_change(config, winner),
         capacity=capacity, notes=notes + capacity_notes,
     )
+
+
+def _server_api(config: SweepConfig, servers: _Servers) -> str | None:
+    """The endpoint's name when the app is a gradio.Server app (its settings are `@server.api(...)`
+    arguments, not demo.queue / .click ones), else None."""
+    if servers.app_mode != "server":
+        return None
+    return config.scenario.endpoint.api_name or ""
 
 
 def _app_change(config: SweepConfig, winner: PointResult | None) -> list[str]:

@@ -5,6 +5,7 @@
     gradio.py           Gradio apps of every release: discovery, inputs and uploads; the wire is the family's
     gradio_api.py       a Gradio app's public API (/info, /config) -> endpoints and their inputs (qbench init)
     gradio_values.py    each component's value in the wire format of the app's release (Dataframe, Gallery...)
+    gradio_schema.py    a gradio.Server app's @server.api parameters -> values of their JSON-schema types
     gradio_wire.py      what every Gradio wire family shares: GradioApp, the QueueWire interface, messages
     gradio_families.py  make_wire: the app's family (GET /config `protocol`) -> its QueueWire
     gradio_3x_ws.py     family `ws` (Gradio 3.x): a websocket per request

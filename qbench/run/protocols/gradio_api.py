@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from qbench.run.payloads import FILE_CONTENT
+from qbench.run.protocols.gradio_schema import api_suggestion
 from qbench.run.protocols.gradio_values import suggest_value, wire_example
 
 NOT_API = {"state"}  # component types whose inputs are not part of the API (sent as null)
@@ -126,9 +127,17 @@ def api_inputs(components: dict[Any, dict[str, Any]], dep: dict[str, Any],
         label = str(props.get("label") or "")
         inputs.append(AppInput(str(comp.get("type", "")), label, props, {}, (examples or {}).get(cid, ())))
     if params and len(params) == len(inputs):
-        inputs = [AppInput(i.component, i.label or str(p.get("label") or p.get("parameter_name") or ""),
-                           i.props, p, i.examples) for i, p in zip(inputs, params, strict=True)]
+        inputs = [AppInput(i.component, _label(i, p), i.props, p, i.examples)
+                  for i, p in zip(inputs, params, strict=True)]
     return inputs
+
+
+def _label(inp: AppInput, param: dict[str, Any]) -> str:
+    """The input's name in comments: a gradio.Server parameter's own name (its label is "1st"), else
+    the component's label, else /info's."""
+    if inp.component == "api" and param.get("parameter_name"):
+        return str(param["parameter_name"])
+    return inp.label or str(param.get("label") or param.get("parameter_name") or "")
 
 
 def _examples_by_component(components: Any) -> dict[Any, tuple[Any, ...]]:
@@ -372,6 +381,12 @@ def _video(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
                       "a video: qbench cannot generate one; FILL IN a folder of sample videos", fill_in=True)
 
 
+def _api(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
+    """A gradio.Server parameter: a value of its JSON-schema type (qbench.run.protocols.gradio_schema)."""
+    made = api_suggestion(inp.info)
+    return Suggestion(*made) if made is not None else _fallback(inp)
+
+
 def _fallback(inp: AppInput) -> Suggestion:
     """A constant: the component's default value, else Gradio's example for its type."""
     value = inp.props.get("value")
@@ -389,7 +404,7 @@ _MAKERS = {
     "image": _image, "imageeditor": _image, "sketchpad": _image, "paint": _image, "audio": _audio,
     "gallery": _image, "simpleimage": _image, "imageslider": _image,
     "file": _file, "uploadbutton": _file, "chatbot": _chatbot, "multimodaltextbox": _multimodal,
-    "video": _video,
+    "video": _video, "api": _api,
 }
 
 
