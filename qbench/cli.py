@@ -109,8 +109,12 @@ def init(
     ] = None,
     out: Annotated[Path | None, typer.Option("-o", "--out", help="Write here (default: print it).")] = None,
     protocol: Annotated[
-        str, typer.Option(help="auto (Gradio, else OpenAI-compatible, else plain HTTP), gradio, openai, http")
+        str, typer.Option(help="auto (Gradio, else OpenAI-compatible, else plain HTTP), gradio, openai, "
+                          "http, mcp")
     ] = "auto",
+    mcp: Annotated[
+        bool, typer.Option("--mcp", help="The app's MCP tools (Gradio's mcp_server=True): --protocol mcp.")
+    ] = False,
     force: Annotated[bool, typer.Option(help="Overwrite an existing --out file.")] = False,
     mix: Annotated[
         bool, typer.Option("--mix", help="A mix: of every public endpoint (equal weights, to edit).")
@@ -125,6 +129,7 @@ def init(
 
     if out is not None and out.exists() and not force:
         raise QbenchError(f"{out}: exists; pass --force to overwrite it")
+    protocol = "mcp" if mcp else protocol
     command = " ".join(["qbench init", url, *(["--api", api] if api else []), *(["--mix"] if mix else []),
                         *(["--protocol", protocol] if protocol != "auto" else [])])
     result = init_scenario(url, api, auth=cli_overrides(auth, header or [], bearer_env),

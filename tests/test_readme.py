@@ -239,6 +239,12 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "qbench sweep scenarios/mix.yaml --preset abc --grid concurrency_id@c=gpu_queue,own "
     "--grid concurrency_limit@a=1,2 --slo p95_latency_s=2": [
         ("tests/tune/test_event_knobs.py::test_the_docs_sweep_command_runs", "concurrency_id@c")],
+    "qbench init http://127.0.0.1:7860 --mcp --api letter_counter -o tools.yaml": [
+        ("tests/run/test_mcp.py::test_init_mcp_lists_the_tools_and_the_run_calls_one_with_no_error",
+         '"--mcp"')],
+    "qbench run tools.yaml": [
+        ("tests/run/test_mcp.py::test_init_mcp_lists_the_tools_and_the_run_calls_one_with_no_error",
+         "tools.yaml")],
     "qbench init http://127.0.0.1:7860 --mix -o mix.yaml": [
         ("tests/run/test_init.py::test_init_mix_writes_every_endpoint_and_the_run_sends_each", '"--mix"')],
     "qbench serve --preset abc": [("tests/run/test_mix.py::test_the_docs_mix_commands_run", '"abc"')],

@@ -33,7 +33,7 @@ from qbench.run.protocols.gradio_wire import parse_version
 from qbench.run.protocols.login import Authenticator
 from qbench.run.scenario import Load, Scenario, apply_overrides, file_slug, parse_scenario, resolve_paths
 
-PROTOCOLS = ("auto", "gradio", "openai", "http")
+PROTOCOLS = ("auto", "gradio", "openai", "http", "mcp")
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,14 @@ class HttpTarget:
     post_paths: list[str]  # POST routes of its /openapi.json ([] without one)
 
 
-Target = GradioTarget | OpenAITarget | HttpTarget
+@dataclass(frozen=True)
+class McpTarget:
+    path: str  # the MCP URL's path (Gradio: /gradio_api/mcp/)
+    server: dict[str, Any]  # its serverInfo
+    tools: list[dict[str, Any]]  # tools/list: name, description, inputSchema
+
+
+Target = GradioTarget | OpenAITarget | HttpTarget | McpTarget
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,12 @@ async def _read(base: str, auth: Auth, protocol: str) -> Target:
     async with Authenticator(resolve(auth), base) as login:
         await login.start(0)
         async with make_http_session(Load.model_validate({"burst": 1}), login.middlewares) as http:
+            if protocol == "mcp":
+                from qbench.run.protocols.mcp import ACCEPT, DEFAULT_PATH, list_tools
+
+                headers = {"Content-Type": "application/json", "Accept": ACCEPT}
+                server, tools = await list_tools(http, base + DEFAULT_PATH, headers)
+                return McpTarget(DEFAULT_PATH, server, tools)
             if protocol in ("auto", "gradio"):
                 config = await _get(http, base + "/config", auth)
                 if isinstance(config, dict) and "dependencies" in config:
@@ -142,6 +155,8 @@ def draft_for(target: Target, api: str | None, *, strict: bool = False) -> Draft
         return _gradio_draft(target, api, strict)
     if isinstance(target, OpenAITarget):
         return _openai_draft(target, api)
+    if isinstance(target, McpTarget):
+        return _mcp_draft(target, api)
     return _http_draft(target)
 
 
@@ -224,6 +239,39 @@ def _openai_draft(target: OpenAITarget, model: str | None) -> Draft:
                   {"p95_ttft_s": 2.0, "p95_latency_s": 30.0, "error_rate": 0.01})
     if len(target.models) > 1:
         draft.endpoint_notes = [f"Models it serves: {', '.join(target.models)}"]
+    return draft
+
+
+def _mcp_draft(target: McpTarget, tool: str | None) -> Draft:
+    """One tool of an MCP server: its arguments (required ones, then the rest) from its inputSchema."""
+    from qbench.run.protocols.gradio_schema import api_suggestion
+
+    names = [str(t.get("name")) for t in target.tools]
+    if not names:
+        raise TargetError(f"{target.path}: the MCP server lists no tool")
+    chosen = (tool or names[0]).lstrip("/")
+    if chosen not in names:
+        raise TargetError(f"the MCP server has no tool '{chosen}'; it lists: {', '.join(names)}")
+    schema = next(t for t in target.tools if t.get("name") == chosen).get("inputSchema") or {}
+    properties: dict[str, Any] = schema.get("properties") or {}
+    required = [str(r) for r in schema.get("required") or [] if r in properties]
+    order = required + [name for name in properties if name not in required]
+    inputs = []
+    for name in order:
+        info = {"parameter_name": name, "type": properties[name]}
+        made = api_suggestion(info) or ({"value": properties[name].get("default", "")}, "a value: check it")
+        about = str(properties[name].get("description") or "")[:60]
+        what = f"argument '{name}'" + (f" ({about})" if about else "")
+        what += "" if name in required else ", optional"
+        inputs.append(DraftInput(what, Suggestion(*made)))
+    server = target.server.get("name") or "an MCP server"
+    endpoint = {"path": target.path, "tool": chosen, "arguments": order}
+    about_tool = f"{server} over MCP (Streamable HTTP), tool {chosen} ({len(order)} argument(s))"
+    draft = Draft(file_slug(f"mcp-{chosen}"), "mcp", endpoint, inputs, [about_tool],
+                  {"p95_latency_s": 10.0, "error_rate": 0.01})
+    if len(names) > 1:
+        draft.endpoint_notes = [f"Tools it serves: {', '.join(names)} (`--api NAME` picks one)"]
+        draft.notes.append(f"the server has {len(names)} tools; wrote {chosen} (--api NAME for another)")
     return draft
 
 

@@ -2,7 +2,7 @@
 
     name: image                     # defaults to the file name
     target: http://127.0.0.1:7860   # overridable with --target
-    protocol: gradio                # gradio (queue + SSE) | http (plain, streamed or not) | openai
+    protocol: gradio                # gradio (queue + SSE) | http (plain, streamed or not) | openai | mcp
     endpoint: {api_name: classify}  # gradio: api_name or fn_index; http: method, path, body, headers;
                                     # openai: path, model, max_tokens, stream, body (extra fields)
     payload:                        # one generator per input, seeded so runs repeat
@@ -197,6 +197,9 @@ class Endpoint(_Model):
     `prompt` instead of `messages`), `model` (default: the first of GET /v1/models), `max_tokens`,
     `stream` (default true; usage is asked for with stream_options.include_usage) and `body`, a
     mapping of extra request fields passed through as they are (temperature, seed, ignore_eos, ...).
+
+    MCP (qbench.run.protocols.mcp): `tool`, the tool to call, `arguments`, the name of each payload
+    input's argument in order, and `path`, the server's MCP URL (default /gradio_api/mcp/, Gradio's).
     """
 
     api_name: str | None = None
@@ -208,6 +211,8 @@ class Endpoint(_Model):
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     stream: bool = True
+    tool: str | None = None  # protocol: mcp
+    arguments: list[str] = Field(default_factory=list)  # protocol: mcp, one name per payload input
 
     @field_serializer("headers")
     def _hide_headers(self, value: dict[str, str], info: SerializationInfo) -> dict[str, str]:
@@ -415,6 +420,8 @@ def endpoint_label(protocol: str, endpoint: Endpoint) -> str:
     if protocol == "openai":
         path = endpoint.path or "/v1/chat/completions"
         return Secrets().with_url(path).redact(f"POST {path}")  # no ?key= value
+    if protocol == "mcp":
+        return f"mcp:{endpoint.tool}"
     return Secrets().with_url(endpoint.path).redact(f"{endpoint.method} {endpoint.path}")
 
 
@@ -436,7 +443,7 @@ class Scenario(_Model):
     name: str = "scenario"
     description: str = ""
     target: str | None = None
-    protocol: Literal["gradio", "http", "openai"] = "gradio"
+    protocol: Literal["gradio", "http", "openai", "mcp"] = "gradio"
     endpoint: Endpoint = Endpoint()
     # Gradio wire family; default: what the app's /config announces (absent there: ws, Gradio 3.x)
     gradio_protocol: Literal["ws", "sse", "sse_v1", "sse_v2", "sse_v2.1", "sse_v3"] | None = None
@@ -520,6 +527,8 @@ class Scenario(_Model):
             raise ValueError(f"{at}a gradio endpoint needs api_name (or fn_index)")
         if self.protocol == "http" and ep.path is None:
             raise ValueError(f"{at}an http endpoint needs a path (e.g. /predict)")
+        if self.protocol == "mcp":
+            self._check_mcp(at, ep, payload)
         if self.protocol == "openai" and ep.body is not None and not isinstance(ep.body, dict):
             raise ValueError(f"{at}an openai endpoint's body is a mapping of extra request fields")
         recorded = self.load.shape in ("trace", "replay")
@@ -528,6 +537,19 @@ class Scenario(_Model):
                              "text: {words: [8, 32]}")
         if self.protocol != "openai" and any(s.text and s.text.turns for s in payload.inputs):
             raise ValueError(f"{at}payload text turns (a multi-turn chat) apply to protocol: openai only")
+
+
+    @staticmethod
+    def _check_mcp(at: str, ep: Endpoint, payload: Payload) -> None:
+        if not ep.tool:
+            raise ValueError(f"{at}an mcp endpoint needs the tool to call: endpoint: {{tool: NAME, "
+                             "arguments: [...]}} (`qbench init URL --protocol mcp` lists them)")
+        if len(ep.arguments) != len(payload.inputs):
+            raise ValueError(f"{at}endpoint.arguments names {len(ep.arguments)} argument(s) "
+                             f"({', '.join(ep.arguments) or 'none'}) for {len(payload.inputs)} payload "
+                             "input(s): one name per input, in order")
+        if len(set(ep.arguments)) != len(ep.arguments):
+            raise ValueError(f"{at}endpoint.arguments: a name given twice: {ep.arguments}")
 
 
 def file_slug(name: str, default: str = "run") -> str:

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 
 def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock) -> WireProtocol:
-    """The WireProtocol for `scenario.protocol` ("gradio", "http" or "openai") against `target`."""
+    """The WireProtocol for `scenario.protocol` ("gradio", "http", "openai" or "mcp") against `target`."""
     if scenario.protocol == "openai":
         from qbench.run.protocols.openai import OpenAIProtocol
 
@@ -21,6 +21,10 @@ def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, 
         from qbench.run.protocols.http import HttpProtocol
 
         return HttpProtocol(scenario, target, http, clock)
+    if scenario.protocol == "mcp":
+        from qbench.run.protocols.mcp import McpProtocol
+
+        return McpProtocol(scenario, target, http, clock)
     from qbench.run.protocols.gradio import GradioProtocol
 
     return GradioProtocol(scenario, target, http, clock)
