@@ -78,6 +78,7 @@ async def status(request: Request) -> Response:
         "torch_cuda_memory": state.torch_memory(),
         "cpu_s": cpu.user + cpu.system,  # this process's CPU time (all threads) since it started
         "event_loop_cpu_s": _main_thread_cpu_s(proc),  # the main thread's, where the event loop runs
+        "children_cpu_s": _children_cpu_s(proc),  # its live child processes' (front ends, decode workers)
         **gpu,  # per GPU: utilisation, memory, power, busy_s / sampled_s integrals (reference_server.gpu)
         "workloads": {fn.name: fn.workload.describe() for fn in state.functions},
     })
@@ -90,6 +91,18 @@ async def status_tokens(request: Request) -> Response:
     if request.query_params.get("clear", "").lower() in ("1", "true", "yes"):
         log.clear()
     return JSONResponse(body)
+
+
+def _children_cpu_s(proc: psutil.Process) -> float:
+    """CPU time of the live child processes (HTTP front ends, decode workers), user + system."""
+    total = 0.0
+    for child in proc.children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def _main_thread_cpu_s(proc: psutil.Process) -> float | None:

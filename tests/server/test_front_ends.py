@@ -109,6 +109,8 @@ def test_the_server_runs_as_a_core_and_its_front_ends(server: ServerHandle) -> N
     config = httpx.get(f"{server.base_url}/config", timeout=10).json()  # any route reaches the core
     assert config["root"].startswith("http://")
     assert httpx.get(f"{server.base_url}/healthz", timeout=10).json() == {"ready": True}
+    status = httpx.get(f"{server.base_url}/status", timeout=10).json()
+    assert status["children_cpu_s"] > 0  # the front ends' (and the decode worker's) CPU, beside the core's
 
 
 def test_gradio_client_uploads_and_streams_through_the_front_ends(server: ServerHandle, tmp_path: Path
