@@ -200,6 +200,9 @@ class Endpoint(_Model):
 
     MCP (qbench.run.protocols.mcp): `tool`, the tool to call, `arguments`, the name of each payload
     input's argument in order, and `path`, the server's MCP URL (default /gradio_api/mcp/, Gradio's).
+
+    Any protocol: `page` (e.g. "/") makes the endpoint a page load, as a browser opens the app
+    (qbench.run.protocols.page): in a journey step before the calls, or in a mix beside them.
     """
 
     api_name: str | None = None
@@ -212,6 +215,7 @@ class Endpoint(_Model):
     max_tokens: int | None = Field(default=None, ge=1)
     stream: bool = True
     tool: str | None = None  # protocol: mcp
+    page: str | None = None  # a page load (any protocol): the page's path, e.g. "/"
     arguments: list[str] = Field(default_factory=list)  # protocol: mcp, one name per payload input
 
     @field_serializer("headers")
@@ -415,6 +419,8 @@ JOURNEY_SHAPES = ("users", "rate", "stages", "burst")
 
 def endpoint_label(protocol: str, endpoint: Endpoint) -> str:
     """What records carry in `endpoint` for this endpoint (the protocols write the same)."""
+    if endpoint.page is not None:
+        return f"page {endpoint.page}"
     if protocol == "gradio":
         return endpoint.api_name or f"fn_index={endpoint.fn_index}"
     if protocol == "openai":
@@ -523,6 +529,10 @@ class Scenario(_Model):
 
     def _check_endpoint(self, where: str, ep: Endpoint, payload: Payload) -> None:
         at = "" if where == "endpoint" else f"{where}: "
+        if ep.page is not None:
+            if not ep.page.startswith("/"):
+                raise ValueError(f"{at}endpoint.page {ep.page!r}: expected a path on the target, e.g. /")
+            return  # a page load: nothing of the protocol's endpoint applies
         if self.protocol == "gradio" and ep.api_name is None and ep.fn_index is None:
             raise ValueError(f"{at}a gradio endpoint needs api_name (or fn_index)")
         if self.protocol == "http" and ep.path is None:

@@ -16,6 +16,7 @@
     http1.py            a minimal HTTP/1.1 client for the plain-HTTP hot path
     openai.py           OpenAI-compatible completions: TTFT, inter-token gaps, token counts
     mcp.py              MCP tool calls over Streamable HTTP (an app's mcp_server=True tools)
+    page.py             a page load as a browser makes it: the HTML, its assets, the app's /config and info
 
 The registries import their members; no member imports a registry or another family, so importing
 `base` stays cheap and the families cannot drift into one another.

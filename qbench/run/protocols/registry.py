@@ -12,7 +12,12 @@ if TYPE_CHECKING:
 
 
 def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock) -> WireProtocol:
-    """The WireProtocol for `scenario.protocol` ("gradio", "http", "openai" or "mcp") against `target`."""
+    """The WireProtocol for `scenario.protocol` ("gradio", "http", "openai" or "mcp") against `target`;
+    a page load (`endpoint.page`) whatever the protocol."""
+    if scenario.endpoint.page is not None:
+        from qbench.run.protocols.page import PageProtocol
+
+        return PageProtocol(scenario, target, http, clock)
     if scenario.protocol == "openai":
         from qbench.run.protocols.openai import OpenAIProtocol
 
