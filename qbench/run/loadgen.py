@@ -297,6 +297,15 @@ class LoadGenerator:
         journey_id, self.journeys = self.journeys, self.journeys + 1
         state = SessionState(new_session_hash())
         JOURNEY.set(state)  # this task's context: every request of the journey shares the session
+        try:
+            await self._steps(state, user, slot, start, journey_id, rng)
+        finally:
+            state.end()
+
+    async def _steps(self, state: SessionState, user: int, slot: int, start: float, journey_id: int,
+                     rng: np.random.Generator) -> None:
+        """A journey's steps in order; it ends at the first failed request or when the run stops."""
+        assert self.routes.journey is not None
         first = True
         for index, (step, route) in enumerate(zip(self.routes.journey, self.routes.steps, strict=True)):
             for turn in range(step.repeat):

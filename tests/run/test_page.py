@@ -123,3 +123,21 @@ def test_a_journey_opens_the_page_then_calls_the_app(gradio_page: str, tmp_path:
     assert (pages["outputs"] == info["resources"]).all()  # every resource of the page, each visit
     assert (pages["bytes_received"] > info["html_bytes"]).all()
     assert "page /" in out.output and "shout" in out.output
+    assert info["heartbeat"]  # Gradio 6: each journey held its tab's heartbeat stream while it ran
+
+
+def test_a_journeys_heartbeat_stays_open_until_the_journey_ends() -> None:
+    import asyncio
+
+    from qbench.run.protocols.base import SessionState
+
+    async def scenario() -> bool:
+        state = SessionState("s")
+        beat = asyncio.create_task(asyncio.sleep(60))
+        state.background.append(beat)
+        await asyncio.sleep(0)
+        state.end()
+        await asyncio.sleep(0)
+        return beat.cancelled() and not state.background
+
+    assert asyncio.run(scenario())

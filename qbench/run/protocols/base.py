@@ -7,6 +7,7 @@ executor (qbench.run.loadgen) owns timing, timeouts and cancellation; a protocol
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from contextvars import ContextVar
@@ -36,6 +37,13 @@ class SessionState:
     session_hash: str
     cookies: dict[str, str] = field(default_factory=dict)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    background: list[asyncio.Task[None]] = field(default_factory=list)  # ended with the journey
+
+    def end(self) -> None:
+        """The journey is over: what ran beside it (a page's heartbeat stream) stops."""
+        for task in self.background:
+            task.cancel()
+        self.background.clear()
 
     def cookie_header(self) -> dict[str, str]:
         return {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}

@@ -12,7 +12,9 @@ journey step, a mix entry, or alone) sends, per request:
                      front end fetches them at start-up
 
 then the rest at most PARALLEL at a time (a browser's connections per host); the request completes
-when the last one is read. `outputs` counts the resources, `bytes_received` their bytes. A resource
+when the last one is read. In a journey, the page then keeps a tab's heartbeat open until the journey
+ends, as Gradio's front end does (4.x and later: an SSE stream at `{api_prefix}/heartbeat/{session}`,
+the journey's session). `outputs` counts the resources, `bytes_received` their bytes. A resource
 that answers 4xx/5xx fails the page load with its URL. This approximates a first visit with an
 empty cache: a real browser also loads the chunks of the components the page renders, which only
 running its JavaScript would tell; the count is in run.json (`discover`).
@@ -29,7 +31,7 @@ import aiohttp
 import orjson
 
 from qbench.errors import TargetError
-from qbench.run.protocols.base import Clock, fail, status_kind
+from qbench.run.protocols.base import JOURNEY, Clock, fail, status_kind
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario, endpoint_label
 
@@ -48,6 +50,7 @@ class PageProtocol:
         self.http, self.clock, self.headers = http, clock, dict(ep.headers)
         self.endpoint_label = endpoint_label(scenario.protocol, ep)
         self.resources: list[str] = []  # everything after the HTML, learned by discover()
+        self.heartbeat: str | None = None  # the app's heartbeat route (Gradio 4.x+), learned by discover()
 
     async def discover(self) -> dict[str, Any]:
         """Read the page once: the resources a visit loads (its assets, their chunks, the app's API)."""
@@ -58,10 +61,12 @@ class PageProtocol:
             chunks += entry_chunks(await self._get_checked(script), script)
         config = await self._json(self.base + "/config")
         prefix = str((config or {}).get("api_prefix") or "")
+        if config and str(config.get("version") or "3").split(".")[0] not in ("2", "3"):
+            self.heartbeat = self.base + prefix + "/heartbeat/"
         api = [self.base + path for path in ("/config", "/theme.css", prefix + "/info")] if config else []
         self.resources = list(dict.fromkeys(assets + chunks + api))
         return {"page": self.url, "resources": len(self.resources) + 1, "assets": len(assets),
-                "chunks": len(chunks), "html_bytes": len(html)}
+                "chunks": len(chunks), "html_bytes": len(html), "heartbeat": self.heartbeat is not None}
 
     async def _get_checked(self, url: str) -> bytes:
         """`url`'s body, uncompressed (the session does not decompress: a page load counts wire bytes)."""
@@ -108,6 +113,18 @@ class PageProtocol:
         record.bytes_received = len(html) + sum(sizes)
         record.completed_at_s = self.clock.now()
         record.outcome = "ok"
+        journey = JOURNEY.get()
+        if journey is not None and self.heartbeat is not None:
+            journey.background.append(asyncio.create_task(self._beat(self.heartbeat + journey.session_hash)))
+
+    async def _beat(self, url: str) -> None:
+        """Hold the tab's heartbeat stream open, reading it, until the journey cancels it."""
+        try:
+            async with self.http.get(url, headers=self.headers) as resp:
+                async for _ in resp.content.iter_any():
+                    pass
+        except (aiohttp.ClientError, OSError):
+            return  # the journey's own requests say whether the app still answers
 
     async def _fetch(self, url: str, gate: asyncio.Semaphore) -> int:
         async with gate, self.http.get(url, headers=self.headers) as resp:
