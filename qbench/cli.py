@@ -216,7 +216,8 @@ def soak(
         int | None, typer.Option(help="The server's process id: sample its process tree (RSS, files...).")
     ] = None,
     app_file: Annotated[
-        Path | None, typer.Option("--app", help="Start this Gradio app (`python APP`) and soak it.")
+        Path | None, typer.Option("--app", help="Start this Gradio app, unmodified (`python APP`, on a free "
+                                  "port by qbench's startup hook), and soak it.")
     ] = None,
     interval: Annotated[float, typer.Option(help="Seconds between health samples.")] = 5.0,
     warmup: Annotated[
@@ -260,7 +261,7 @@ def soak(
 
             out = out or new_folder("soak", app_file.stem)
             command = f"{sys.executable} {app_file}"
-            handle = stack.enter_context(launch_command(command, {}, work_dir=out / "app"))
+            handle = stack.enter_context(launch_command(command, {}, work_dir=out / "app", hook=True))
             target, options = handle.base_url, dataclasses.replace(options, pid=handle.pid)
             console.print(f"started {app_file} at {target} (pid {handle.pid}; log {handle.log_path})")
         result = run_soak(RunOptions(scenario, target, api, out, sets, live=live), options)

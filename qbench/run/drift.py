@@ -211,7 +211,7 @@ def _slope(slope: Slope, unit: str, per: str) -> str:
 def _count(n: float) -> str:
     for name, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if n >= size:
-            return f"{n / size:.2g} {name}"
+            return f"{n / size:.3g} {name}"
     return f"{n:.0f}"
 
 

@@ -92,7 +92,9 @@ class SoakReport:
         head = [f"STUCK: {self.stuck}"] if self.stuck else []
         cut = (f"steady part from {self.steady_from_s:.0f} s of {self.duration_s:.0f} s (warm-up cut), "
                f"{self.requests:,} requests, {self.samples} health samples")
-        return [*head, cut, *(v.text() for v in self.verdicts)]
+        short = [v.signal for v in self.verdicts if v.kind == "short"]
+        tail = [f"too few samples after the warm-up to judge: {', '.join(short)}"] if short else []
+        return [*head, cut, *(v.text() for v in self.verdicts if v.kind != "short"), *tail]
 
     def verdict(self, key: str) -> Verdict | None:
         return next((v for v in self.verdicts if v.key == key), None)

@@ -91,3 +91,26 @@ def test_a_stuck_queue_ends_the_run_with_that_finding(tmp_path: Path) -> None:
 ])
 def test_limits_parse(text: str, key: str, value: float) -> None:
     assert parse_limits([text]) == {key: value}
+
+
+def test_the_docs_soak_commands_run(tmp_path: Path) -> None:
+    """docs/soak.md at reduced size: the leaking server from examples/soak/leak_server.yaml soaked with
+    --pid and --limit, its report; examples/my_app.py started by `qbench soak --app`."""
+    runner, out = CliRunner(), tmp_path / "soak"
+    leaking = Path("examples/soak/leak_server.yaml")  # qbench serve --config examples/soak/leak_server.yaml
+    (tmp_path / "server").mkdir()
+    with reference_server_process(leaking, work_dir=tmp_path / "server") as handle:
+        result = runner.invoke(app, [
+            "soak", "examples/soak/echo.yaml", "--target", handle.base_url, "--pid", str(handle.pid),
+            "--duration", "8", "--limit", "rss=16GiB", "--interval", "0.25", "--warmup", "2",
+            "--out", str(out), "--no-live"])
+    assert result.exit_code == 0, result.output
+    assert "server RSS: growing" in result.output and "reaches 16 GiB after" in result.output
+    report = runner.invoke(app, ["report", str(out)])  # qbench report reports/<soak-id>
+    assert report.exit_code == 0 and "### Over time" in report.output
+    mine = runner.invoke(app, [
+        "soak", "examples/my_app.yaml", "--app", "examples/my_app.py", "--duration", "5",
+        "--set", "load.users=8", "--interval", "0.25", "--warmup", "1", "--out", str(tmp_path / "app"),
+        "--no-live"])
+    assert mine.exit_code == 0, mine.output
+    assert "started examples/my_app.py" in mine.output and "server RSS" in mine.output
