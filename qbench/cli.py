@@ -481,6 +481,10 @@ def capacity(
     overload: Annotated[
         bool, typer.Option(help="One run at 1.3x the capacity: does throughput hold (max_size advice)?")
     ] = True,
+    recheck: Annotated[
+        bool, typer.Option(help="Measure the first passing rate again after the search: did the server get "
+                           "slower while it was measured?")
+    ] = True,
     warmup: Annotated[float, typer.Option(help="Seconds excluded at the start of each probe.")] = 0.5,
     max_probes: Annotated[int, typer.Option(help="Open-loop probes at most.")] = 10,
     estimate_users: Annotated[int, typer.Option(help="Closed-loop users of the first estimate.")] = 32,
@@ -520,6 +524,7 @@ def capacity(
             estimate_users=estimate_users, start_rate=start_rate, confirm=confirm, out_root=out,
             auth=parse_set_options(set_ or []) | credentials,  # both are dotted keys on the scenario
             max_duration_s=max_duration, confirm_duration_s=confirm_duration, overload=overload,
+            recheck=recheck,
         )
         console.print(capacity_header(config))
         render_capacity(run_capacity(config, lambda probe: console.print(probe_line(probe))), console)

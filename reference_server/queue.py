@@ -251,7 +251,10 @@ class EventQueue:
         job.task.add_done_callback(lambda _task: self._finish(job, group))
 
     async def _run(self, job: Job) -> None:
+        worn = self.settings.queue.degrade_ms_per_1k_events * self.started / 1e6
         try:
+            if worn:  # a server that degrades with use, on purpose (settings.QueueSettings)
+                await asyncio.sleep(worn)
             if self.settings.gradio == 3 and not await gradio3.gather(job, self.emit, self.runner):
                 return
             await (self.runner.stream(job) if job.fn.workload.is_generator else self.runner.run(job))
