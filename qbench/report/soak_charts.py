@@ -30,7 +30,7 @@ GROUPS = (
     ("soak_resources", "Over time: the server's open files, threads, processes and queue",
      ("open_files", "threads", "children", "status_waiting")),
     ("soak_latency", "Over time: latency, throughput and errors per slice",
-     ("p95_latency_s", "throughput_rps", "error_pct")),
+     ("p95_latency_s", "throughput_rps", "error_pct", "queue_size")),
     ("soak_qbench", "Over time: qbench's own memory and open files",
      ("qbench_rss_bytes", "qbench_open_files")),
 )

@@ -30,6 +30,7 @@ import psutil
 from qbench.run import control
 from qbench.run.loadgen import LiveStats
 
+STATUS_TIMEOUT_S = 2.0  # a /status read at most (and at most one interval)
 QUIET_S = 10.0  # the sampler ends on its own this long after the run stopped calling
 STUCK_PREFIX = "stuck queue"  # how a stuck-queue stop's reason begins (read back by qbench.run.soak)
 
@@ -129,16 +130,17 @@ class HealthSampler:
 
     def __init__(self, path: Path, *, interval_s: float = 5.0, pid: int | None = None,
                  status_url: str | None = None, cache_folder: Path | None = None,
-                 status_reader: Callable[[str], dict[str, Any] | None] = control.read_status) -> None:
+                 status_reader: Callable[[str], dict[str, Any] | None] | None = None) -> None:
         self.path, self.interval_s, self.pid = path, interval_s, pid
-        self.status_url, self.cache_folder, self.read_status = status_url, cache_folder, status_reader
+        self.status_url, self.cache_folder = status_url, cache_folder
+        self.read_status = status_reader or self._read_status_briefly
         self.samples: list[HealthSample] = []
         self._stats = LiveStats()
         self._updated = time.perf_counter()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = time.perf_counter()
-        self._status_known: bool | None = None  # False after a /status that did not answer
+        self._status_answered, self._status_misses = False, 0  # a Gradio app has none: asked 3 times
         self._self = psutil.Process()
 
     def update(self, stats: LiveStats) -> None:
@@ -196,14 +198,19 @@ class HealthSampler:
             pass
         return sample
 
+    def _read_status_briefly(self, url: str) -> dict[str, Any] | None:
+        """/status, given at most the sampling interval (a loaded server answers late: skip that sample's
+        figures rather than stretch the interval)."""
+        return control.read_status(url, timeout_s=min(max(self.interval_s, 0.5), STATUS_TIMEOUT_S))
+
     def _read_status(self, sample: HealthSample) -> None:
-        if self.status_url is None or self._status_known is False:
+        if self.status_url is None or (not self._status_answered and self._status_misses >= 3):
             return
         status = self.read_status(self.status_url)
-        if self._status_known is None:
-            self._status_known = status is not None  # a Gradio app has none: asked once
         if status is None:
+            self._status_misses += 1
             return
+        self._status_answered = True
         sample.status_rss_bytes = _int(status.get("rss_bytes"))
         sample.status_waiting = _int(status.get("events_waiting"))
         sample.status_leaked_bytes = _int(status.get("leaked_bytes"))

@@ -17,7 +17,7 @@ plus:
 The signals: from the samples, the server's RSS, open files, threads and child processes (its process
 tree, when its pid is known), the reference server's RSS and waiting events (/status), the file cache's
 bytes, qbench's own RSS and open files; from the records, per time slice (completion time), p95 latency,
-throughput and the share of errors.
+throughput, the share of errors and the queue the server announced at each join (Gradio's estimation).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ SLICE_SIGNALS = (
     Signal("p95 latency", "p95_latency_s", "s", 0.005, 0.10),
     Signal("throughput", "throughput_rps", "req/s", 0.0, 0.05),
     Signal("errors", "error_pct", "%", 1.0),
+    Signal("server queue at join (its estimation)", "queue_size", "", 2),
 )
 LIMIT_KEYS = {"rss": "rss_bytes", "cache": "cache_bytes", "files": "open_files", "p95": "p95_latency_s"}
 
@@ -207,7 +208,8 @@ def judge_soak(samples: Sequence[HealthSample], records: Sequence[RequestRecord]
 
 def slice_series(records: Sequence[RequestRecord], slice_s: float) -> list[dict[str, float | None]]:
     """Per slice of `slice_s` seconds (by completion time): its middle, requests finished by then,
-    p95 latency of its ok requests, completions per second, and the share of errors (%)."""
+    p95 latency of its ok requests, completions per second, the share of errors (%), and the median
+    queue size the server announced when its requests joined (Gradio's first estimation message)."""
     done = sorted((r for r in records if r.completed_at_s is not None), key=lambda r: r.completed_at_s or 0.0)
     if not done or slice_s <= 0:
         return []
@@ -218,12 +220,14 @@ def slice_series(records: Sequence[RequestRecord], slice_s: float) -> list[dict[
         lo, hi = np.searchsorted(ends, [k * slice_s, (k + 1) * slice_s], side="left")
         part = done[lo:hi]
         ok = [r.latency_s for r in part if r.outcome == "ok" and r.latency_s is not None]
+        queued = [r.queue_size for r in part if r.queue_size is not None]
         series.append({
             "t_s": (k + 0.5) * slice_s,
             "requests": float(hi),
             "p95_latency_s": float(np.percentile(ok, 95)) if ok else None,
             "throughput_rps": len(part) / slice_s,
             "error_pct": 100.0 * (len(part) - len(ok)) / len(part) if part else None,
+            "queue_size": float(np.median(queued)) if queued else None,
         })
     return series
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from qbench.run.health import HealthSample, StuckWatch, folder_bytes, read_health, tree_usage
+from qbench.run.health import HealthSample, HealthSampler, StuckWatch, folder_bytes, read_health, tree_usage
 from qbench.run.loadgen import LiveStats
 
 
@@ -49,3 +49,18 @@ def test_folder_bytes_and_health_lines_read_back(tmp_path: Path) -> None:
     path = tmp_path / "health.jsonl"
     path.write_bytes(orjson.dumps(sample.to_dict()) + b"\n" + b'{"t_s": 2.0, "cu')  # a killed run's last line
     assert read_health(path) == [sample] and read_health(tmp_path / "absent.jsonl") == []
+
+
+def test_a_server_without_status_is_asked_three_times_then_left_alone(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def no_status(url: str) -> None:
+        asked.append(url)
+
+    sampler = HealthSampler(tmp_path / "health.jsonl", status_url="http://x", status_reader=no_status)
+    samples = [sampler.sample() for _ in range(6)]
+    assert len(asked) == 3 and all(s.status_rss_bytes is None for s in samples)
+    answers = iter([None, {"rss_bytes": 5, "events_waiting": 2}, None, None, None, {"rss_bytes": 6}])
+    flaky = HealthSampler(tmp_path / "h2.jsonl", status_url="u", status_reader=lambda url: next(answers))
+    seen = [flaky.sample().status_rss_bytes for _ in range(6)]
+    assert seen == [None, 5, None, None, None, 6]  # once it answered, a slow answer is only a gap

@@ -61,7 +61,8 @@ def test_without_a_leak_memory_is_flat(tmp_path: Path) -> None:
     rss = result.report.verdict("rss_bytes")
     assert rss is not None and rss.kind == "flat", result.report.lines()
     assert result.report.stuck is None and result.error() is None
-    assert {"p95_latency_s", "throughput_rps", "qbench_rss_bytes"} <= {v.key for v in result.report.verdicts}
+    judged = {v.key for v in result.report.verdicts}
+    assert {"p95_latency_s", "throughput_rps", "queue_size", "qbench_rss_bytes", "status_waiting"} <= judged
 
 
 def test_a_leak_that_stops_at_a_bound_is_a_bound(tmp_path: Path) -> None:
