@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -260,7 +261,7 @@ def soak(
             from qbench.tune.app_process import launch_command
 
             out = out or new_folder("soak", app_file.stem)
-            command = f"{sys.executable} {app_file}"
+            command = shlex.join([sys.executable, str(app_file)])
             handle = stack.enter_context(launch_command(command, {}, work_dir=out / "app", hook=True))
             target, options = handle.base_url, dataclasses.replace(options, pid=handle.pid)
             console.print(f"started {app_file} at {target} (pid {handle.pid}; log {handle.log_path})")
@@ -278,7 +279,7 @@ def render_soak(report: SoakReport, console: Console) -> None:
 
     console.print("[bold]over time[/] (qbench.run.drift: slope per 1,000 requests and per hour, 95% CI):")
     for line in report.lines():
-        style = "bold red" if line.startswith("STUCK") else "yellow" if ": growing" in line else ""
+        style = "bold red" if line.startswith("STOPPED") else "yellow" if ": growing" in line else ""
         console.print(f"  [{style}]{escape(line)}[/]" if style else f"  {escape(line)}", highlight=False,
                       soft_wrap=True)
 

@@ -8,7 +8,8 @@
                       qbench's own RSS and open files (does the generator hold for hours?);
                       the run's progress so far (sent, completed, ok, in flight), the x of per-request
                       trends
-    StuckWatch      the stop hook's stuck-queue test: requests go out and none completes for `after_s`
+    StuckWatch      the stop hook's test: requests go out and none completes ok for `after_s` (a stuck
+                    queue, or a server so far behind that every request fails)
 
 The sampler never touches the request path: it runs in its own thread, reads /status on the control
 plane (qbench.run.control) and gets the run's progress from the live stats the stop hook is handed.
@@ -33,6 +34,7 @@ from qbench.run.loadgen import LiveStats
 STATUS_TIMEOUT_S = 2.0  # a /status read at most (and at most one interval)
 QUIET_S = 10.0  # the sampler ends on its own this long after the run stopped calling
 STUCK_PREFIX = "stuck queue"  # how a stuck-queue stop's reason begins (read back by qbench.run.soak)
+FAILING_PREFIX = "every request failing"  # ...and that of a server so far behind that all requests fail
 
 
 @dataclass
@@ -221,23 +223,30 @@ def _int(value: Any) -> int | None:
 
 
 class StuckWatch:
-    """A stuck queue: requests keep going out, none completes ok for `after_s` seconds."""
+    """Requests keep going out and none completes ok for `after_s` seconds: either a stuck queue (none
+    finished at all: accepted, never answered) or a server so far behind that every request fails
+    (timeouts: its queue is longer than the clients wait). Both end a soak run, each named as it is."""
 
     def __init__(self, after_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.after_s, self.clock = after_s, clock
         self._ok = -1
         self._since = clock()
-        self._sent_then = 0
+        self._sent_then = self._completed_then = 0
 
     def check(self, stats: LiveStats) -> str | None:
         """The stop reason once stuck, else None."""
         now = self.clock()
         if stats.ok != self._ok:
-            self._ok, self._since, self._sent_then = stats.ok, now, stats.sent
+            self._ok, self._since = stats.ok, now
+            self._sent_then, self._completed_then = stats.sent, stats.completed
             return None
         waited = now - self._since
-        sent = stats.sent - self._sent_then
-        if waited < self.after_s or sent <= 0 or stats.in_flight + stats.completed - stats.ok <= 0:
+        sent, failed = stats.sent - self._sent_then, stats.completed - self._completed_then
+        if waited < self.after_s or sent <= 0 or stats.in_flight + failed <= 0:
             return None
+        if failed:
+            errors = ", ".join(f"{n:,} {kind}" for kind, n in sorted(stats.errors_by_kind.items()))
+            return (f"{FAILING_PREFIX}: {sent:,} requests sent in the last {waited:.0f} s, none completed "
+                    f"ok, {failed:,} failed (errors so far: {errors}): the server is far behind its load")
         return (f"{STUCK_PREFIX}: {sent:,} requests sent in the last {waited:.0f} s and none completed "
                 f"({stats.in_flight:,} in flight, {stats.ok:,} completed before)")

@@ -33,7 +33,14 @@ import numpy as np
 from qbench.errors import ScenarioError, SloViolation
 from qbench.run.drift import Signal, Verdict, judge
 from qbench.run.files import Writer, new_folder
-from qbench.run.health import STUCK_PREFIX, HealthSample, HealthSampler, StuckWatch, read_health
+from qbench.run.health import (
+    FAILING_PREFIX,
+    STUCK_PREFIX,
+    HealthSample,
+    HealthSampler,
+    StuckWatch,
+    read_health,
+)
 from qbench.run.loadgen import LiveStats
 from qbench.run.options import OptionsRun, RunOptions, run_with_options
 from qbench.run.records import RequestRecord
@@ -80,7 +87,7 @@ class SoakReport:
     """What a soak run found: a verdict per signal, a stuck queue, and the series they were read from."""
 
     verdicts: list[Verdict]
-    stuck: str | None  # the stuck-queue finding (the run ended on it), else None
+    stuck: str | None  # the stuck-queue (or every-request-failing) finding the run ended on, else None
     steady_from_s: float  # the warm-up cut
     duration_s: float  # the samples' span
     requests: int  # finished requests
@@ -90,7 +97,7 @@ class SoakReport:
 
     def lines(self) -> list[str]:
         """The findings in words: the stuck queue first, then every signal."""
-        head = [f"STUCK: {self.stuck}"] if self.stuck else []
+        head = [f"STOPPED: {self.stuck}"] if self.stuck else []
         cut = (f"steady part from {self.steady_from_s:.0f} s of {self.duration_s:.0f} s (warm-up cut), "
                f"{self.requests:,} requests, {self.samples} health samples")
         short = [v.signal for v in self.verdicts if v.kind == "short"]
@@ -122,8 +129,8 @@ class SoakRun:
     report: SoakReport
 
     def error(self) -> SloViolation | None:
-        """A stuck queue fails the run (exit 3), whatever the SLO said."""
-        return SloViolation(f"the server's queue stopped: {self.report.stuck}") if self.report.stuck else None
+        """A stuck queue (or every request failing) fails the run (exit 3), whatever the SLO said."""
+        return SloViolation(f"the soak run stopped: {self.report.stuck}") if self.report.stuck else None
 
 
 def run_soak(options: RunOptions, soak: SoakOptions) -> SoakRun:
@@ -151,8 +158,8 @@ def run_soak(options: RunOptions, soak: SoakOptions) -> SoakRun:
     finally:
         sampler.stop()
     reason = done.result.outcome.stop_reason
-    report = judge_soak(read_health(done.result.run_dir / "health.jsonl"), done.result.records, soak,
-                        stuck=reason if reason and reason.startswith(STUCK_PREFIX) else None)
+    finding = reason if reason and reason.startswith((STUCK_PREFIX, FAILING_PREFIX)) else None
+    report = judge_soak(read_health(done.result.run_dir / "health.jsonl"), done.result.records, soak, finding)
     write_report(done.result.run_dir, report)
     return SoakRun(done, report)
 

@@ -64,3 +64,14 @@ def test_a_server_without_status_is_asked_three_times_then_left_alone(tmp_path: 
     flaky = HealthSampler(tmp_path / "h2.jsonl", status_url="u", status_reader=lambda url: next(answers))
     seen = [flaky.sample().status_rss_bytes for _ in range(6)]
     assert seen == [None, 5, None, None, None, 6]  # once it answered, a slow answer is only a gap
+
+
+def test_every_request_failing_is_told_from_a_stuck_queue() -> None:
+    now = [0.0]
+    watch = StuckWatch(10.0, clock=lambda: now[0])
+    watch.check(LiveStats(sent=100, completed=90, ok=90, in_flight=10))
+    now[0] = 12.0
+    reason = watch.check(LiveStats(sent=220, completed=150, ok=90, in_flight=70,
+                                   errors_by_kind={"timeout": 60}))
+    assert reason is not None and reason.startswith("every request failing: 120 requests sent")
+    assert "60 timeout" in reason and "far behind its load" in reason

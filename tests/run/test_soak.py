@@ -80,7 +80,7 @@ def test_a_stuck_queue_ends_the_run_with_that_finding(tmp_path: Path) -> None:
             "soak", str(path), "--target", handle.base_url, "--pid", str(handle.pid), "--interval", "0.25",
             "--stuck-after", "1.5", "--out", str(tmp_path / "run"), "--no-live"])
     assert result.exit_code == 3, result.output
-    assert "STUCK: stuck queue" in result.output and "none completed" in result.output
+    assert "STOPPED: stuck queue" in result.output and "none completed" in result.output
     report = read_report(tmp_path / "run")
     assert report is not None and report.stuck is not None
     assert report.requests < 40 * 30  # ended well before its 60 s
