@@ -112,8 +112,10 @@ class Verdict:
             where = f" after ~{self.bound_at_requests:,.0f} requests" if self.bound_at_requests else ""
             bound = self.bound or 0.0
             grew = _amount(bound - (self.start or 0.0), self.unit)
-            return (f"{head}: grew {grew} ({rate} on the way up), then stopped{where} at "
-                    f"~{_amount(bound, self.unit)}: a bound, not a leak")
+            each = _amount(self.per_1k.value / 1000, self.unit)
+            return (f"{head}: grew {grew} ({rate} on the way up: ~{each} a request, a session where each "
+                    f"request is a new one), then stopped{where} at ~{_amount(bound, self.unit)}: a bound, "
+                    "not a leak")
         text = f"{head} {rate}; {_amount(self.start or 0, self.unit)} -> {_amount(self.end or 0, self.unit)}"
         if self.limit_after_requests is not None and self.limit is not None:
             text += (f"; reaches {_amount(self.limit, self.unit)} after ~{_count(self.limit_after_requests)} "

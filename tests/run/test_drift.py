@@ -54,7 +54,7 @@ def test_growth_that_stops_is_a_bound_with_its_level() -> None:
     assert verdict.bound == pytest.approx(200 * MIB + 6000 * 40_000, rel=0.02)
     assert verdict.bound_at_requests is not None and 5000 < verdict.bound_at_requests <= 6100
     assert verdict.per_1k is not None and verdict.per_1k.low <= 40e6 <= verdict.per_1k.high
-    assert "a bound, not a leak" in verdict.text()
+    assert "a bound, not a leak" in verdict.text() and "~39.1 KiB a request" in verdict.text()
 
 
 def test_a_growing_signal_says_when_it_crosses_the_limit() -> None:
