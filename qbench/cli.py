@@ -7,7 +7,10 @@ with rich and maps `QbenchError` (qbench.errors) to a non-zero exit code. No log
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec
@@ -20,6 +23,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from qbench.run.options import OptionsRun
+    from qbench.run.soak import SoakReport
 
 P = ParamSpec("P")
 
@@ -31,7 +35,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Commands are added below, one small function each: run, capacity, sweep, report, compare, serve, demo.
+# Commands are added below, one small function each: run, soak, capacity, sweep, report, compare, serve, demo.
 
 
 def exits_on_error(command: Callable[P, None]) -> Callable[P, None]:
@@ -200,6 +204,89 @@ def run(
     error = verdict(done.result.outcome)
     if error is not None:
         raise error
+
+
+@app.command()
+@exits_on_error
+def soak(
+    scenario: Annotated[
+        Path | None, typer.Argument(help="Scenario YAML file (a steady load); none: --target and --api.")
+    ] = None,
+    target: Annotated[str | None, typer.Option(help="Server base URL (overrides the scenario's).")] = None,
+    api: ApiOpt = None,
+    duration: Annotated[
+        float | None, typer.Option(help="Seconds of load (load.duration): minutes to hours.")
+    ] = None,
+    rate: Annotated[float | None, typer.Option(help="Requests per second (load.rate).")] = None,
+    pid: Annotated[
+        int | None, typer.Option(help="The server's process id: sample its process tree (RSS, files...).")
+    ] = None,
+    app_file: Annotated[
+        Path | None, typer.Option("--app", help="Start this Gradio app, unmodified (`python APP`, on a free "
+                                  "port by qbench's startup hook), and soak it.")
+    ] = None,
+    interval: Annotated[float, typer.Option(help="Seconds between health samples.")] = 5.0,
+    warmup: Annotated[
+        float | None, typer.Option(help="Seconds cut before the steady part (default: 20% of the run).")
+    ] = None,
+    stuck_after: Annotated[
+        float, typer.Option(help="End the run when requests go out and none completes for this long (s).")
+    ] = 60.0,
+    limit: Annotated[
+        list[str] | None, typer.Option(help="When would it cross: --limit rss=16GiB (rss, cache, files, p95)")
+    ] = None,
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="The app's file cache (default GRADIO_TEMP_DIR, else <tmp>/gradio).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Run folder (default reports/soak-<name>-<stamp>)")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a key: --set load.rate=12 (repeatable).")
+    ] = None,
+    live: Annotated[bool, typer.Option(help="Show live progress.")] = True,
+) -> None:
+    """Hold a steady load for long and watch the server: memory, files, latency, queue; a verdict each."""
+    import contextlib
+
+    from rich.console import Console
+
+    from qbench.run.files import new_folder
+    from qbench.run.health import default_cache_folder
+    from qbench.run.options import RunOptions
+    from qbench.run.outcome import verdict
+    from qbench.run.runner import parse_set_options
+    from qbench.run.soak import SoakOptions, parse_limits, run_soak
+
+    sets = parse_set_options(set_ or []) | ({"load.duration": duration} if duration is not None else {}) | (
+        {"load.rate": rate} if rate is not None else {})
+    options = SoakOptions(interval, warmup, stuck_after, pid, cache_dir or default_cache_folder(),
+                          parse_limits(limit or []))
+    console = Console()
+    with contextlib.ExitStack() as stack:
+        if app_file is not None:
+            from qbench.tune.app_process import launch_command
+
+            out = out or new_folder("soak", app_file.stem)
+            command = shlex.join([sys.executable, str(app_file)])
+            handle = stack.enter_context(launch_command(command, {}, work_dir=out / "app", hook=True))
+            target, options = handle.base_url, dataclasses.replace(options, pid=handle.pid)
+            console.print(f"started {app_file} at {target} (pid {handle.pid}; log {handle.log_path})")
+        result = run_soak(RunOptions(scenario, target, api, out, sets, live=live), options)
+    render_run(result.done, console)
+    render_soak(result.report, console)
+    error = result.error() or verdict(result.done.result.outcome)
+    if error is not None:
+        raise error
+
+
+def render_soak(report: SoakReport, console: Console) -> None:
+    """A soak run's findings, one line each (qbench.run.soak.SoakReport.lines)."""
+    from rich.markup import escape
+
+    console.print("[bold]over time[/] (qbench.run.drift: slope per 1,000 requests and per hour, 95% CI):")
+    for line in report.lines():
+        style = "bold red" if line.startswith("STOPPED") else "yellow" if ": growing" in line else ""
+        console.print(f"  [{style}]{escape(line)}[/]" if style else f"  {escape(line)}", highlight=False,
+                      soft_wrap=True)
 
 
 def render_run(done: OptionsRun, console: Console, show_inputs: bool = False) -> None:
@@ -400,6 +487,10 @@ def capacity(
     overload: Annotated[
         bool, typer.Option(help="One run at 1.3x the capacity: does throughput hold (max_size advice)?")
     ] = True,
+    recheck: Annotated[
+        bool, typer.Option(help="Measure the first passing rate again after the search: did the server get "
+                           "slower while it was measured?")
+    ] = True,
     warmup: Annotated[float, typer.Option(help="Seconds excluded at the start of each probe.")] = 0.5,
     max_probes: Annotated[int, typer.Option(help="Open-loop probes at most.")] = 10,
     estimate_users: Annotated[int, typer.Option(help="Closed-loop users of the first estimate.")] = 32,
@@ -439,6 +530,7 @@ def capacity(
             estimate_users=estimate_users, start_rate=start_rate, confirm=confirm, out_root=out,
             auth=parse_set_options(set_ or []) | credentials,  # both are dotted keys on the scenario
             max_duration_s=max_duration, confirm_duration_s=confirm_duration, overload=overload,
+            recheck=recheck,
         )
         console.print(capacity_header(config))
         render_capacity(run_capacity(config, lambda probe: console.print(probe_line(probe))), console)

@@ -73,6 +73,7 @@ async def status(request: Request) -> Response:
         "jobs_completed": state.queue.completed,
         "events_waiting": state.queue.waiting_count,
         "jobs_running": state.queue.running_jobs,
+        "leaked_bytes": sum(map(len, state.queue.leaked)),  # queue.leak_bytes_per_event, kept so far
         "rss_bytes": proc.memory_info().rss,
         "peak_rss_bytes": peak_rss_bytes(),
         "torch_cuda_memory": state.torch_memory(),

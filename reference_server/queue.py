@@ -25,6 +25,7 @@ import itertools
 import random
 import time
 import uuid
+from collections import deque
 from typing import Any
 
 import anyio
@@ -56,6 +57,8 @@ class EventQueue:
         self.groups: dict[str, Group] = {}
         self.running_jobs = 0
         self.completed = 0
+        self.started = 0  # events dispatched so far (queue.stop_after_events)
+        self.leaked: deque[bytes] = deque(maxlen=settings.queue.leak_bound_events)  # leak_bytes_per_event
         self.limiter = anyio.CapacityLimiter(settings.max_threads)
         self.stats3 = gradio3.Stats()  # Gradio 3.x's queue-wide averages (gradio: 3 only)
         self.runner = JobRunner(store, self.limiter, settings.show_error, self.emit)
@@ -174,6 +177,9 @@ class EventQueue:
                 self._start(*picked)
 
     def _pick(self) -> tuple[Group, list[Event]] | None:
+        stop = self.settings.queue.stop_after_events
+        if stop is not None and self.started >= stop:
+            return None  # a stuck queue, on purpose (settings.QueueSettings)
         eligible = [g for g in self.groups.values() if g.waiting and g.has_capacity]
         random.shuffle(eligible)
         for group in eligible:
@@ -216,6 +222,7 @@ class EventQueue:
         job = Job(events, fn)
         group.running.append(job)
         self.running_jobs += 1
+        self.started += len(events)
         now = job.started_at
         for event in events:
             event.job = job
@@ -244,7 +251,10 @@ class EventQueue:
         job.task.add_done_callback(lambda _task: self._finish(job, group))
 
     async def _run(self, job: Job) -> None:
+        worn = self.settings.queue.degrade_ms_per_1k_events * self.started / 1e6
         try:
+            if worn:  # a server that degrades with use, on purpose (settings.QueueSettings)
+                await asyncio.sleep(worn)
             if self.settings.gradio == 3 and not await gradio3.gather(job, self.emit, self.runner):
                 return
             await (self.runner.stream(job) if job.fn.workload.is_generator else self.runner.run(job))
@@ -257,6 +267,8 @@ class EventQueue:
         group.running.remove(job)
         self.running_jobs -= 1
         self.completed += len(job.events)
+        if self.settings.queue.leak_bytes_per_event:  # a leak, on purpose: written, so resident
+            self.leaked.extend(b"L" * self.settings.queue.leak_bytes_per_event for _ in job.events)
         name = job.fn.name
         duration = time.perf_counter() - job.started_at
         self.metrics.process_time.labels(name).observe(duration)

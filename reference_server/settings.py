@@ -99,6 +99,16 @@ class QueueSettings(_Strict):
     # a server whose per-event work grows with its queue (real Gradio's throughput falls as its queue
     # grows); 0 = off. It makes the sustainable rate lower than the concurrency limit alone suggests.
     stall_ms_per_waiting: float = Field(default=0.0, ge=0)
+    # Synthetic faults for soak runs (qbench soak), 0/None = off. A leak: keep this many bytes per
+    # finished event, as a queue whose per-event dictionaries are never emptied; with
+    # `leak_bound_events`, only the last that many events' bytes (a cache with a bound, as Gradio's
+    # state_session_capacity). A stuck queue: start no event after `stop_after_events` were started
+    # (joins are still accepted and never answered). A server that degrades with use: each job runs
+    # `degrade_ms_per_1k_events` ms longer per 1,000 events started before it.
+    leak_bytes_per_event: int = Field(default=0, ge=0)
+    leak_bound_events: int | None = Field(default=None, ge=1)
+    stop_after_events: int | None = Field(default=None, ge=0)
+    degrade_ms_per_1k_events: float = Field(default=0.0, ge=0)
 
     @field_validator("status_update_rate")
     @classmethod

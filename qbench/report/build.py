@@ -30,6 +30,7 @@ from qbench.report.charts import Chart, render_run_charts
 from qbench.report.columns import fmt_s
 from qbench.report.phase_chart import render_phase_chart
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
+from qbench.report.soak_charts import render_soak_charts
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
 from qbench.run.diagnose import host_cpus
 from qbench.run.diagnose_mix import diagnose_run
@@ -42,6 +43,7 @@ from qbench.run.run_console import (
     token_line,
 )
 from qbench.run.run_info import RunInfo
+from qbench.run.soak import read_report as read_soak
 from qbench.run.summary import SloCheck, Stats, Summary
 from qbench.tune.recommend import Recommendation
 
@@ -88,6 +90,7 @@ class ReportContext:
     probes: list[list[str]] = field(default_factory=list)  # capacity probes: #, offered, ok/s, p50..why
     # model / sim search: point, role, predicted vs measured throughput, p95, capacity
     predicted: list[list[str]] = field(default_factory=list)
+    over_time: list[str] = field(default_factory=list)  # a soak run's verdicts (qbench.run.soak)
     generated: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     version: str = __version__
 
@@ -149,7 +152,8 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         title=f"qbench run: {scenario_name}",
         source=str(run.path),
         headline=run_headline(run),
-        charts=render_run_charts(run.records, charts_dir) + render_phase_chart(run.records, charts_dir),
+        charts=render_run_charts(run.records, charts_dir) + render_phase_chart(run.records, charts_dir)
+        + render_soak_charts(run.path, charts_dir),
         phases=phase_rows(s),
         endpoints=endpoint_rows(s),
         steps=step_rows(s),
@@ -162,6 +166,7 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
             run.records, s, run.info.server or None, cpus=host_cpus(run.info.host, run.info.target))],
         notes=run.notes,
         details=run_details(run.info),
+        over_time=soak.lines() if (soak := read_soak(run.path)) is not None else [],
     )
 
 

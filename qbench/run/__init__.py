@@ -22,6 +22,9 @@
     run_info.py    RunInfo: run.json as data (writer's field names, tolerant reader for old folders)
     outcome.py     RunOutcome: how a run ended (stop, failed opening, lost workers, SLO); its exit code
     options.py     `qbench run` as a library call: RunOptions -> overrides -> the scenario, run
+    soak.py        `qbench soak`: a long run with the server's health sampled, a verdict per signal
+    health.py      the soak's sampler (process tree, /status, file cache, qbench itself) and stuck test
+    drift.py       does a series drift? slope per 1,000 requests and per hour with its interval, bounds
     files.py       output folders' names (runs, sweeps, capacity) and the one masked, atomic JSON writer
     records.py     RequestRecord, the flat contract with every later stage; JSONL and Parquet files
     server_phases.py  the server's own phase timings (Gradio's profiling traces, /monitoring/summary)

@@ -6,7 +6,7 @@ Output folders (`new_folder`), the one convention for runs, sweeps and capacity 
                                              reports/sweep-image-20261123-101500/
                                              reports/capacity-image-20261123-101500-2/
 
-`kind` is run, sweep or capacity; `slug` is the scenario's name made one safe path segment
+`kind` is run, sweep, capacity or soak; `slug` is the scenario's name made one safe path segment
 (`file_slug`: no separator, no `..`, so a scenario named `a/../../x` stays under `root`); `stamp`
 is the start, `YYYYmmdd-HHMMSS` in UTC. The folder is created here (an atomic `mkdir`), so two
 commands started in the same second get `-2`, `-3`... instead of one folder.
@@ -32,7 +32,7 @@ __all__ = ["REPORTS", "Kind", "Writer", "new_folder", "remove_if_empty", "stamp"
 
 REPORTS = Path("reports")
 STAMP_FORMAT = "%Y%m%d-%H%M%S"
-Kind = Literal["run", "sweep", "capacity"]
+Kind = Literal["run", "sweep", "capacity", "soak"]
 
 
 def stamp(when: datetime | None = None) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError
 from qbench.run.files import new_folder, remove_if_empty
+from qbench.run.loadgen import StopHook
 from qbench.run.runner import RunResult, load_scenario, run_scenario
 from qbench.run.scenario import Scenario
 
@@ -70,13 +71,15 @@ class OptionsRun:
     written: Path | None = None
 
 
-def run_with_options(options: RunOptions) -> OptionsRun:
-    """Load (or write from the app) the scenario, run it, save a written scenario beside the records."""
+def run_with_options(options: RunOptions, stop_when: StopHook | None = None) -> OptionsRun:
+    """Load (or write from the app) the scenario, run it, save a written scenario beside the records.
+    `stop_when`: the run's stop hook (qbench.run.runner.run_scenario; a soak run's sampler and stuck test)."""
     check_api_option(options.scenario, options.api)
     overrides = options.overrides()
     if options.scenario is not None:
         scenario = load_scenario(options.scenario, overrides)
-        result = run_scenario(scenario, target=options.target, out_dir=options.out, live=options.live)
+        result = run_scenario(scenario, target=options.target, out_dir=options.out, live=options.live,
+                              stop_when=stop_when)
         return OptionsRun(scenario, result)
     out = options.out or new_folder("run", options.api.lstrip("/") if options.api else "app")
     try:
@@ -84,7 +87,8 @@ def run_with_options(options: RunOptions) -> OptionsRun:
     except QbenchError:
         remove_if_empty(out)  # no scenario, no run: no empty folder left behind
         raise
-    result = run_scenario(scenario, target=options.target, out_dir=out, live=options.live)
+    result = run_scenario(scenario, target=options.target, out_dir=out, live=options.live,
+                          stop_when=stop_when)
     saved = result.run_dir / "scenario.yaml"
     saved.write_text(text.replace("THIS_FILE", str(saved)), encoding="utf-8")
     return OptionsRun(scenario, result, saved)

@@ -18,6 +18,7 @@
     capacity_file.py capacity.json as data: what `qbench capacity` writes and `qbench report` reads
     confirm.py       the sustained confirmation of a sweep's capacity (winner, re-ranked when it fails)
     overload.py      past the capacity: does throughput hold as the queue grows; the ETA's truth
+    degradation.py   did the server get slower during a capacity search? the first rate measured again
     batch_model.py   a fitted batch-latency model and its predictions
     search_model.py  model search: fit a few points, measure only the best predicted ones
     simulate.py      a discrete-event simulation of the queue (the reference server's rules)

@@ -37,7 +37,8 @@ class Probe:
     passed: bool  # the SLO held and the server kept up (steady), and it was not stopped early
     kind: str = "rate"  # "rate" (open loop) | "confirm" (the sustained run) | "estimate" (closed loop,
     #                     not part of the bracket) | "overload" (past the capacity, not part of it) |
-    #                     "stalled" (failed while the host stalled, measured again: not part of it)
+    #                     "stalled" (failed while the host stalled, measured again: not part of it) |
+    #                     "recheck" (the first passing rate again after the search: qbench.tune.degradation)
     stopped: str = ""  # why the probe was stopped early (backlog grew), "" when it ran to the end
     violations: list[str] = field(default_factory=list)  # broken bounds and "not steady, ..." evidence
     throughput_rps: float = 0.0  # ok completions per second
@@ -60,7 +61,7 @@ class Probe:
     def verdict(self) -> str:
         if self.kind == "estimate":
             return "estimate"
-        if self.kind in ("overload", "stalled"):
+        if self.kind in ("overload", "stalled", "recheck"):
             return self.kind
         if self.stopped:
             return "runaway"
@@ -105,6 +106,7 @@ class Capacity:
     confirmed: bool = False  # the capacity held a sustained run (SearchPlan.confirm; a repeat without one)
     probes: list[Probe] = field(default_factory=list)  # every probe, in order (the estimate first)
     overload: dict[str, Any] | None = None  # what happened past the capacity (qbench.tune.overload)
+    degradation: dict[str, Any] | None = None  # the server got slower during the search? (tune.degradation)
 
     @property
     def at_capacity(self) -> Probe | None:
@@ -146,6 +148,7 @@ class Capacity:
             "confirmed": self.confirmed,
             "probes": [p.to_dict() for p in self.probes],
             "overload": self.overload,
+            "degradation": self.degradation,
         }
 
     @classmethod
@@ -158,6 +161,7 @@ class Capacity:
             confirmed=bool(data.get("confirmed", False)),
             probes=[Probe.from_dict(p) for p in data.get("probes", [])],
             overload=data.get("overload") if isinstance(data.get("overload"), dict) else None,
+            degradation=data.get("degradation") if isinstance(data.get("degradation"), dict) else None,
         )
 
 

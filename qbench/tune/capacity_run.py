@@ -14,9 +14,12 @@ Probe length (`probe_length`): the bracket's probes last `duration` seconds (sho
 steady cannot pass, and the confirmation below catches a short probe's lucky pass); the bisection's last
 long enough that an overload the size of the tolerance would show at that rate (`probe_seconds`), that a
 p95 rests on 100 requests and that a wait of 5 x the SLO's latency bound could build up, within
-[`duration`, `max_duration`]. The answer is then confirmed by one sustained run of `confirm_duration`
-seconds (60); a fail steps down. Last, one run at 1.3 x the capacity (`qbench.tune.overload`) says
-whether throughput holds or falls as the queue grows (the max_size advice) and how true the server's ETA is.
+[`duration`, `max_duration`]. The first passing probe's rate is then measured again (`recheck`,
+qbench.tune.degradation): a server that got slower during the search is said so beside the answer.
+The answer is confirmed last, on the server as the search left it, by one sustained run of
+`confirm_duration` seconds (60); a fail steps down. Then one run at 1.3 x the capacity
+(`qbench.tune.overload`) says whether throughput holds or falls as the queue grows (the max_size
+advice) and how true the server's ETA is.
 
 Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.files.new_folder`):
 
@@ -27,10 +30,12 @@ Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.files.new_folder`):
                           think_time_s, estimate_users, result (Capacity.to_dict(): capacity_rps,
                           failing_rate_rps, tolerance, converged, confirmed, probes [... steady,
                           steadiness {verdict, evidence, arrival_rps, completion_rps, backlog {slope,
-                          se}, wait {slope, se}, ...}, host_stall], overload (Overload.to_dict())), users
+                          se}, wait {slope, se}, ...}, host_stall], overload (Overload.to_dict()),
+                          degradation (Degradation.to_dict())), users
                           (equivalent users), answer [[label, text], ...] (the answer in words)}
     probes/00-estimate-u<n>/   the closed-loop estimate's run folder
     probes/<nn>-rate-<r>/      one run folder per open-loop probe, in the order they ran
+    probes/<nn>-recheck-<r>/   the first passing rate, measured again after the search
     probes/<nn>-confirm-<r>/   the sustained confirmation(s)
     probes/<nn>-overload-<r>/  the run past the capacity
 """
@@ -48,12 +53,13 @@ from qbench.errors import QbenchError, ScenarioError
 from qbench.run.diagnose import generator_lag
 from qbench.run.files import Writer, new_folder
 from qbench.run.protocols.login import run_secrets
-from qbench.run.records import RequestRecord
+from qbench.run.records import RequestRecord, read_records
 from qbench.run.scenario import Scenario
 from qbench.run.steady import Steadiness, probe_seconds, steadiness
 from qbench.run.summary import Summary
-from qbench.tune.capacity import Capacity, Probe, SearchPlan, search_capacity
+from qbench.tune.capacity import Capacity, Probe, SearchPlan, search_capacity, sustain
 from qbench.tune.capacity_file import CapacityFile
+from qbench.tune.degradation import Degradation, compare
 from qbench.tune.grid import Point
 from qbench.tune.overload import OVERLOAD_FACTOR, Overload, analyse
 from qbench.tune.point import Measured, RunawayDetector, point_result, run_measured
@@ -310,6 +316,7 @@ class CapacityConfig:
     max_probe_duration_s: float = DEFAULT_MAX_PROBE_S  # the bisection's probes at most
     confirm_duration_s: float = DEFAULT_CONFIRM_S  # the sustained confirmation
     overload: bool = True  # one run at 1.3 x the capacity: throughput past it, max_size, ETA
+    recheck: bool = True  # the first passing rate again after the search: did the server degrade?
 
     @property
     def writer(self) -> Writer:
@@ -328,6 +335,7 @@ def capacity_config(
     max_duration_s: float = DEFAULT_MAX_PROBE_S,
     confirm_duration_s: float = DEFAULT_CONFIRM_S,
     overload: bool = True,
+    recheck: bool = True,
     warmup_s: float = 0.5,
     think_time_s: float | None = None,
     estimate_users: int = 32,
@@ -370,6 +378,7 @@ def capacity_config(
         max_probe_duration_s=max_duration_s,
         confirm_duration_s=confirm_duration_s,
         overload=overload,
+        recheck=recheck,
     )
 
 
@@ -397,8 +406,13 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
                 f"see {config.out_dir / estimate.run_dir}): nothing to search"
             ))
         first = estimate.rate_rps
-    capacity = search_capacity(prober.rate, first, config.plan, estimate, refine=prober.refine,
-                               confirm=prober.confirm)
+    capacity = search_capacity(prober.rate, first, replace(config.plan, confirm=False), estimate,
+                               refine=prober.refine)
+    if config.recheck:
+        degradation = recheck(prober, capacity)
+        capacity.degradation = degradation.to_dict() if degradation else None
+    if config.plan.confirm and capacity.capacity_rps is not None:  # last: on the server as the search left it
+        sustain(capacity, prober.confirm, config.plan)
     if config.overload and capacity.capacity_rps is not None:
         probe, overload = prober.overload(capacity.capacity_rps)
         capacity.probes.append(probe)
@@ -410,6 +424,19 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
     answer = _capacity_json(config, capacity, users, lines, length)
     config.writer.json(config.out_dir / "capacity.json", answer)  # names the target: masked
     return CapacityRun(config.out_dir, capacity, config.think_time_s, users, lines)
+
+
+def recheck(prober: Prober, capacity: Capacity) -> Degradation | None:
+    """The first passing probe's rate once more (same length), its records compared with the first's
+    (qbench.tune.degradation); the run is appended to the probes as kind "recheck"."""
+    first = next((p for p in capacity.probes if p.kind == "rate" and p.passed and p.run_dir), None)
+    if first is None:
+        return None
+    probe, records = prober.open_loop(first.rate_rps, first.duration_s or prober.duration_s, "recheck",
+                                      stop=False)
+    capacity.probes.append(probe)
+    found = compare(first.rate_rps, read_records(prober.root / first.run_dir), records)
+    return replace(found, start_probe=first.run_dir, end_probe=probe.run_dir) if found else None
 
 
 def capacity_prober(config: CapacityConfig, observer: ProbeObserver | None = None) -> Prober:
@@ -436,6 +463,9 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
                                 "rate tried")]
     lines = [("capacity", f"{rate:.3g} req/s of open-loop arrivals meeting {slo}, the server keeping up")]
     lines.append(_held(capacity))
+    degradation = Degradation.from_dict(capacity.degradation)
+    if degradation is not None:
+        lines.append(("over the search", degradation.text()))
     if failing is None:
         lines.append(("bracket", f"the SLO held at every rate tried ({state}): the capacity is at least "
                                  f"{rate:.3g} req/s"))

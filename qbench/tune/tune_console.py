@@ -251,12 +251,12 @@ def _num(value: float | None) -> str:
 
 
 _PROBE_STYLE = {"pass": "green", "fail": "yellow", "runaway": "red", "estimate": "cyan",
-                "overload": "magenta", "stalled": "dim"}
+                "overload": "magenta", "stalled": "dim", "recheck": "blue"}
 
 
 def _label(probe: Probe) -> str:
     """'' for the bracket's probes; 'confirm 60 s' / 'overload' / '12 s' for the others."""
-    if probe.kind in ("confirm", "overload"):
+    if probe.kind in ("confirm", "overload", "recheck"):
         return f"{probe.kind} {probe.duration_s:g} s " if probe.duration_s else f"{probe.kind} "
     return ""
 

@@ -1,0 +1,117 @@
+"""`qbench soak` against reference servers with deliberate faults (queue.leak_bytes_per_event,
+leak_bound_events, stop_after_events): the leak's slope is found within its interval, no leak is flat,
+a bounded leak is a bound, a stuck queue ends the run with that finding (exit 3). Seconds, not hours:
+sampled every 0.25 s, judged on bytes a request, never on timings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from qbench.cli import app
+from qbench.run.health import read_health
+from qbench.run.options import RunOptions
+from qbench.run.soak import SoakOptions, SoakRun, parse_limits, read_report, run_soak
+from qbench.tune.server_process import reference_server_process
+
+KIB, MIB = 2**10, 2**20
+SCENARIO = """\
+name: soak-echo
+protocol: gradio
+endpoint: {api_name: echo}
+payload: {seed: 1, inputs: [{text: {words: [3, 10]}}]}
+load: {rate: 40, duration: DURATION, timeout: 10}
+"""
+
+
+def server(**queue: Any) -> dict[str, Any]:
+    echo = {"api_name": "echo", "workload": "echo", "concurrency_limit": None}
+    return {"functions": [echo], "queue": queue}
+
+
+def soak(tmp_path: Path, settings: dict[str, Any], duration: float = 10, **options: Any) -> SoakRun:
+    path = tmp_path / "soak.yaml"
+    path.write_text(SCENARIO.replace("DURATION", str(duration)), encoding="utf-8")
+    with reference_server_process(settings, work_dir=tmp_path / "server") as handle:
+        run = RunOptions(path, handle.base_url, out=tmp_path / "run", live=False)
+        return run_soak(run, SoakOptions(interval_s=0.25, warmup_s=2.0, pid=handle.pid, **options))
+
+
+def test_a_leak_of_64_kib_a_request_is_found_with_its_slope(tmp_path: Path) -> None:
+    result = soak(tmp_path, server(leak_bytes_per_event=64 * KIB), limits=parse_limits(["rss=16GiB"]))
+    rss = result.report.verdict("rss_bytes")
+    assert rss is not None and rss.kind == "growing", result.report.lines()
+    assert rss.per_1k is not None
+    true = 64 * KIB * 1000
+    assert 0.8 * true <= rss.per_1k.value <= 1.25 * true, rss.text()
+    assert 0.9 * rss.per_1k.low <= true <= 1.1 * rss.per_1k.high, rss.text()
+    assert rss.limit_after_requests is not None and rss.limit_after_s is not None
+    samples = read_health(tmp_path / "run" / "health.jsonl")
+    assert samples and max(s.status_leaked_bytes or 0 for s in samples) > 100 * 64 * KIB
+    assert read_report(tmp_path / "run") == result.report  # soak.json reads itself back
+    summary = (tmp_path / "run" / "summary.json").read_text(encoding="utf-8")
+    assert '"soak"' in summary and "server RSS: growing" in summary
+
+
+def test_without_a_leak_memory_is_flat(tmp_path: Path) -> None:
+    result = soak(tmp_path, server())
+    rss = result.report.verdict("rss_bytes")
+    assert rss is not None and rss.kind == "flat", result.report.lines()
+    assert result.report.stuck is None and result.error() is None
+    judged = {v.key for v in result.report.verdicts}
+    assert {"p95_latency_s", "throughput_rps", "queue_size", "qbench_rss_bytes", "status_waiting"} <= judged
+
+
+def test_a_leak_that_stops_at_a_bound_is_a_bound(tmp_path: Path) -> None:
+    result = soak(tmp_path, server(leak_bytes_per_event=256 * KIB, leak_bound_events=200), duration=12)
+    rss = result.report.verdict("rss_bytes")
+    assert rss is not None and rss.kind == "bounded", result.report.lines()
+    assert rss.bound is not None and rss.start is not None and rss.bound - rss.start > 20 * MIB
+
+
+def test_a_stuck_queue_ends_the_run_with_that_finding(tmp_path: Path) -> None:
+    path = tmp_path / "soak.yaml"
+    path.write_text(SCENARIO.replace("DURATION", "60"), encoding="utf-8")
+    with reference_server_process(server(stop_after_events=60), work_dir=tmp_path / "server") as handle:
+        result = CliRunner().invoke(app, [
+            "soak", str(path), "--target", handle.base_url, "--pid", str(handle.pid), "--interval", "0.25",
+            "--stuck-after", "1.5", "--out", str(tmp_path / "run"), "--no-live"])
+    assert result.exit_code == 3, result.output
+    assert "STOPPED: stuck queue" in result.output and "none completed" in result.output
+    report = read_report(tmp_path / "run")
+    assert report is not None and report.stuck is not None
+    assert report.requests < 40 * 30  # ended well before its 60 s
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("rss=16GiB", "rss_bytes", 16 * 2**30), ("cache=500MB", "cache_bytes", 500e6),
+    ("p95=2", "p95_latency_s", 2.0),
+])
+def test_limits_parse(text: str, key: str, value: float) -> None:
+    assert parse_limits([text]) == {key: value}
+
+
+def test_the_docs_soak_commands_run(tmp_path: Path) -> None:
+    """docs/soak.md at reduced size: the leaking server from examples/soak/leak_server.yaml soaked with
+    --pid and --limit, its report; examples/my_app.py started by `qbench soak --app`."""
+    runner, out = CliRunner(), tmp_path / "soak"
+    leaking = Path("examples/soak/leak_server.yaml")  # qbench serve --config examples/soak/leak_server.yaml
+    (tmp_path / "server").mkdir()
+    with reference_server_process(leaking, work_dir=tmp_path / "server") as handle:
+        result = runner.invoke(app, [
+            "soak", "examples/soak/echo.yaml", "--target", handle.base_url, "--pid", str(handle.pid),
+            "--duration", "8", "--limit", "rss=16GiB", "--interval", "0.25", "--warmup", "2",
+            "--out", str(out), "--no-live"])
+    assert result.exit_code == 0, result.output
+    assert "server RSS: growing" in result.output and "reaches 16 GiB after" in result.output
+    report = runner.invoke(app, ["report", str(out)])  # qbench report reports/<soak-id>
+    assert report.exit_code == 0 and "### Over time" in report.output
+    mine = runner.invoke(app, [
+        "soak", "examples/my_app.yaml", "--app", "examples/my_app.py", "--duration", "5",
+        "--set", "load.users=8", "--interval", "0.25", "--warmup", "1", "--out", str(tmp_path / "app"),
+        "--no-live"])
+    assert mine.exit_code == 0, mine.output
+    assert "started examples/my_app.py" in mine.output and "server RSS" in mine.output

@@ -1,0 +1,78 @@
+"""Did the server slow down during a capacity search (qbench.tune.degradation)? Hand-made records with a
+known change, then `qbench capacity` on a reference server that degrades with use
+(queue.degrade_ms_per_1k_events): the answer says so, and the confirmation runs after the recheck."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qbench.run.records import RequestRecord
+from qbench.tune.capacity import Capacity
+from qbench.tune.capacity_run import capacity_config, describe, run_capacity
+from qbench.tune.degradation import Degradation, compare
+from qbench.tune.recommend import Constraints
+from reference_server.settings import parse_settings
+from reference_server.testing import serve_in_thread
+
+from .test_capacity_e2e import sleep_scenario
+
+
+def records(service_s: np.ndarray) -> list[RequestRecord]:
+    return [RequestRecord(request_id=i, user_id=0, session_id="s", endpoint="e", warmup=False,
+                          intended_at_s=i * 0.1, sent_at_s=i * 0.1, started_at_s=i * 0.1 + 0.01,
+                          result_at_s=i * 0.1 + 0.01 + s, completed_at_s=i * 0.1 + 0.01 + s, outcome="ok")
+            for i, s in enumerate(service_s)]
+
+
+def test_a_slower_end_is_degradation_with_its_interval() -> None:
+    rng = np.random.default_rng(4)
+    before = records(0.100 * rng.lognormal(0, 0.1, 200))
+    after = records(0.116 * rng.lognormal(0, 0.1, 200))
+    found = compare(20.0, before, after)
+    assert found is not None and found.metric == "service time"
+    assert found.low <= 0.16 <= found.high and found.degraded
+    assert "+16% over this search" in found.text() or "+15% over this search" in found.text()
+    assert "run `qbench soak` before provisioning" in found.text()
+    assert Degradation.from_dict(found.to_dict()) == found
+
+
+@pytest.mark.parametrize("factor", [1.0, 1.02])
+def test_the_same_or_a_negligible_change_is_not_degradation(factor: float) -> None:
+    rng = np.random.default_rng(5)
+    before, after = (records(0.1 * f * rng.lognormal(0, 0.1, 300)) for f in (1.0, factor))
+    found = compare(20.0, before, after)
+    assert found is not None and not found.degraded and found.text().endswith("no degradation")
+
+
+def test_too_few_requests_say_nothing() -> None:
+    assert compare(5.0, records(np.full(5, 0.1)), records(np.full(50, 0.1))) is None
+
+
+def test_the_answer_names_the_degradation() -> None:
+    found = compare(20.0, records(np.full(50, 0.1)), records(np.full(50, 0.13)))
+    assert found is not None
+    capacity = Capacity(20.0, 24.0, 0.2, True, degradation=found.to_dict())
+    lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
+    assert "the server degrades with use" in lines["over the search"]
+    assert Capacity.from_dict(capacity.to_dict()).degradation == capacity.degradation
+
+
+SLEEP_20MS = {"api_name": "predict", "workload": "sleep", "params": {"base_ms": 20, "per_item_ms": 0},
+              "concurrency_limit": 4}
+DEGRADING = {"functions": [SLEEP_20MS], "queue": {"degrade_ms_per_1k_events": 80}}
+
+
+def test_capacity_of_a_server_that_degrades_says_so(tmp_path: Path) -> None:
+    path = sleep_scenario(tmp_path, {"p95_latency_s": 1.0})
+    with serve_in_thread(parse_settings(DEGRADING)) as server:
+        config = capacity_config(path, target=server.url, tolerance=0.3, max_probes=3, duration_s=1.5,
+                                 confirm_duration_s=2.0, overload=False, start_rate=20, out_root=tmp_path)
+        result = run_capacity(config)
+    kinds = [p.kind for p in result.capacity.probes]
+    assert "recheck" in kinds and kinds.index("recheck") < kinds.index("confirm")  # confirmed last
+    found = Degradation.from_dict(result.capacity.degradation)
+    assert found is not None and found.degraded, found
+    assert any(label == "over the search" and "degrades with use" in text for label, text in result.lines)
