@@ -31,7 +31,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Commands are added below, one small function each: run, capacity, sweep, report, compare, serve, demo.
+# Commands are added below, one small function each: run, capacity, plan, sweep, report, compare, serve,
+# demo.
 
 
 def exits_on_error(command: Callable[P, None]) -> Callable[P, None]:
@@ -440,6 +441,37 @@ def capacity(
     except KeyboardInterrupt:
         typer.echo("interrupted: no capacity; the probes that finished are under probes/ of the folder above")
         raise typer.Exit(130) from None
+
+
+@app.command()
+@exits_on_error
+def plan(
+    capacity: Annotated[Path, typer.Argument(help="A `qbench capacity` folder (or its capacity.json): one "
+                                             "replica's capacity.")],
+    users: Annotated[int | None, typer.Option(help="Peak concurrent users.")] = None,
+    think_time: Annotated[float | None, typer.Option(help="Seconds between an answer and a user's next "
+                                                     "message (closed-loop users).")] = None,
+    messages_per_minute: Annotated[float | None, typer.Option(help="Messages per user per minute (instead "
+                                                              "of --think-time).")] = None,
+    rate: Annotated[float | None, typer.Option(help="A peak request rate (req/s), instead of users.")] = None,
+    requests_per_message: Annotated[float, typer.Option(help="Requests one message makes (a journey's "
+                                                        "requests).")] = 1.0,
+    headroom: Annotated[str, typer.Option(help="Capacity kept free at the peak: plan for peak x (1 + this).")
+                        ] = "30%",
+    price: Annotated[float | None, typer.Option(help="Price per replica-hour (GPU, Space, pod), for the "
+                                                "cost.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Where plan.json goes (default: beside capacity.json).")
+                   ] = None,
+) -> None:
+    """How many replicas for N users? Replicas, users per replica and cost from one replica's capacity.
+
+    Exit 0 with a plan, 2 on a bad option or a capacity folder without a capacity."""
+    from qbench.tune.plan import traffic
+    from qbench.tune.plan_run import parse_fraction, run_plan
+    from qbench.tune.tune_console import render_plan, sweep_console
+
+    peak = traffic(users, think_time, messages_per_minute, rate, requests_per_message)
+    render_plan(run_plan(capacity, peak, parse_fraction(headroom, "--headroom"), price, out), sweep_console())
 
 
 @app.command()

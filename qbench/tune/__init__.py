@@ -17,6 +17,8 @@
     capacity_run.py  capacity probes against a live server; `qbench capacity` and its folder
     capacity_file.py capacity.json as data: what `qbench capacity` writes and `qbench report` reads
     confirm.py       the sustained confirmation of a sweep's capacity (winner, re-ranked when it fails)
+    plan.py          a capacity plan: replicas, users per replica, cost for a peak of users (arithmetic)
+    plan_run.py      `qbench plan`: one replica's capacity folder -> the plan -> plan.json
     overload.py      past the capacity: does throughput hold as the queue grows; the ETA's truth
     batch_model.py   a fitted batch-latency model and its predictions
     search_model.py  model search: fit a few points, measure only the best predicted ones
@@ -25,5 +27,5 @@
     recommend.py     point results + constraints -> Recommendation with Gradio code
     sweep.py         run_sweep: orchestration and the sweep directory
     sweep_info.py    sweep.json as data: what `qbench sweep` writes and `qbench report` reads
-    tune_console.py  what `qbench sweep` and `qbench capacity` show: progress, tables, the answer
+    tune_console.py  what `qbench sweep`, `capacity` and `plan` show: progress, tables, the answer
 """
