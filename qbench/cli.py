@@ -79,8 +79,13 @@ def serve(
     dtype: Annotated[str | None, typer.Option(help="auto | float32 | float16 | bfloat16 (models)")] = None,
     compile: Annotated[bool | None, typer.Option("--compile/--no-compile",
                                                  help="torch.compile the model workloads.")] = None,
+    replicas: Annotated[int | None, typer.Option(help="Run N replicas behind nginx (listening on --port).")
+                        ] = None,
+    affinity: Annotated[str, typer.Option(help="With --replicas: session (hash on session_hash), ip "
+                                          "(ip_hash) or none (round robin).")] = "session",
 ) -> None:
-    """Run the reference server (Gradio's queue semantics and wire protocol) in the foreground."""
+    """Run the reference server (Gradio's queue semantics and wire protocol) in the foreground; with
+    --replicas N, N of them behind a local nginx."""
     from reference_server.launch import ServeOptions, settings_from_options
     from reference_server.launch import serve as run_server
     from reference_server.settings import SettingsError
@@ -88,10 +93,19 @@ def serve(
     options = ServeOptions(config, preset, host, port, max_threads, default_concurrency_limit, max_size,
                            admin_token, device, model, log_level, auth, auth_token, dtype, compile)
     try:
-        run_server(settings_from_options(options))
+        settings = settings_from_options(options)
+        if replicas is None:
+            run_server(settings)
+        else:
+            from qbench.tune.balancer import serve_replicas
+
+            serve_replicas(settings, replicas, affinity, 7860 if port is None else port)
     except SettingsError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    except QbenchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
 
 
 ApiOpt = Annotated[

@@ -4,6 +4,7 @@
     grid.py          knob axes and linked variables -> the points to measure
     server_process.py  a server in a child process: spawn, readiness, log, stop; the reference server's
                      one subprocess starter (start_reference_server), live reconfiguration
+    balancer.py      replicas behind a local nginx (session affinity, ip_hash or none): `serve --replicas`
     app_process.py   the user's own app per point (`--launch CMD`): knobs as placeholders, env, the hook
     server_knobs.py  a point's knobs -> reference server settings (relaunch) or an /admin/config body (live)
     resources.py     peak RSS of a point's server process tree; memory from its /status
