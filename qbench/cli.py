@@ -32,7 +32,7 @@ app = typer.Typer(
 )
 
 # Commands are added below, one small function each: run, capacity, plan, sweep, report, compare, serve,
-# demo.
+# balance, demo.
 
 
 def exits_on_error(command: Callable[P, None]) -> Callable[P, None]:
@@ -455,6 +455,20 @@ def capacity(
     except KeyboardInterrupt:
         typer.echo("interrupted: no capacity; the probes that finished are under probes/ of the folder above")
         raise typer.Exit(130) from None
+
+
+@app.command()
+@exits_on_error
+def balance(
+    upstreams: Annotated[list[str], typer.Argument(help="The replicas' base URLs (http://HOST:PORT).")],
+    port: Annotated[int, typer.Option(help="Port nginx listens on (127.0.0.1).")] = 7860,
+    affinity: Annotated[str, typer.Option(help="session (hash on session_hash), ip (ip_hash) or none "
+                                          "(round robin).")] = "session",
+) -> None:
+    """A local nginx in front of replicas you started (your app on several ports), until Ctrl-C."""
+    from qbench.tune.balancer import serve_balancer
+
+    serve_balancer(upstreams, affinity, port)
 
 
 @app.command()

@@ -1,5 +1,7 @@
 """Replicas behind a real load balancer: nginx, started unprivileged from a generated config, in front of
-servers qbench started (`reference_replicas`: N reference servers) or of any URLs (`nginx_balancer`).
+servers qbench started (`reference_replicas`: N reference servers) or of any URLs (`nginx_balancer`);
+`serve_replicas` and `serve_balancer` run them in the foreground (`qbench serve --replicas`, `qbench
+balance`).
 
     with reference_replicas("sleep", 2, affinity="session") as front: ...   front.url: nginx, 2 replicas
     with nginx_balancer(["http://127.0.0.1:7861", "http://127.0.0.1:7862"]) as front: ...
@@ -23,7 +25,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,15 +196,27 @@ def reference_replicas(settings: Any, replicas: int, affinity: str = "session", 
 
 def serve_replicas(settings: Any, replicas: int, affinity: str = "session", port: int = 7860,
                    echo: Any = print) -> None:
-    """`qbench serve --replicas N`: the replicas behind nginx in the foreground until Ctrl-C or SIGTERM
-    (both stop nginx and every replica)."""
+    """`qbench serve --replicas N`: N reference servers behind nginx in the foreground until Ctrl-C or
+    SIGTERM (both stop nginx and every replica)."""
+    _foreground(lambda: reference_replicas(settings, replicas, affinity, port), "reference server", echo)
+
+
+def serve_balancer(upstreams: Sequence[str], affinity: str = "session", port: int = 7860,
+                   echo: Any = print) -> None:
+    """`qbench balance URL...`: nginx in front of servers started elsewhere (your app's replicas), in the
+    foreground until Ctrl-C or SIGTERM."""
+    _foreground(lambda: nginx_balancer(upstreams, affinity, port), "balancer", echo)
+
+
+def _foreground(start: Callable[[], contextlib.AbstractContextManager[Balancer]], what: str,
+                echo: Any) -> None:
     def stop(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        with reference_replicas(settings, replicas, affinity, port) as front:
-            echo(f"reference server ready on {front.url} ({front.describe()})", flush=True)
+        with start() as front:
+            echo(f"{what} ready on {front.url} ({front.describe()})", flush=True)
             while all(h.process is None or h.process.poll() is None for h in [front.handle, *front.replicas]):
                 time.sleep(0.5)
             raise ServerLaunchError(f"a replica or nginx exited; nginx's log:\n{front.handle.log_tail()}")

@@ -8,6 +8,7 @@ is not installed (`make setup` installs it when it can: apt-get as root).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -22,8 +23,11 @@ from qbench.cli import app
 from qbench.errors import ScenarioError
 from qbench.run.app_errors import SESSIONS_KEPT, SPLIT_SESSIONS, explain, most_open, split_sessions
 from qbench.run.records import RequestRecord, read_records
-from qbench.tune.balancer import nginx_binary, nginx_config, reference_replicas
+from qbench.tune.app_process import launch_command
+from qbench.tune.balancer import nginx_balancer, nginx_binary, nginx_config, reference_replicas
 from qbench.tune.server_process import free_port
+from reference_server.settings import load_preset
+from reference_server.testing import serve_in_thread
 
 from .test_capacity_e2e import SLEEP_4X100MS, sleep_scenario
 
@@ -122,23 +126,29 @@ def test_two_replicas_sustain_about_twice_one(tmp_path: Path) -> None:
     assert found[2] >= found[1] * 1.8 / 1.1, found
 
 
-@needs_nginx
-def test_qbench_serve_replicas_starts_them_behind_nginx_and_stops_them(tmp_path: Path) -> None:
-    port = free_port()
-    argv = [sys.executable, "-m", "qbench", "serve", "--preset", "sleep", "--replicas", "2",
-            "--port", str(port)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+def foreground(argv: list[str], port: int, expect: str) -> None:
+    """Start a qbench command that serves in the foreground, check its ready line and that nginx answers,
+    SIGTERM it, and check that it stopped (nginx gone with it)."""
+    proc = subprocess.Popen([sys.executable, "-m", "qbench", *argv, "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert f"ready on http://127.0.0.1:{port} (nginx in front of 2 replicas" in line, line
-        assert "affinity session" in line
+        assert expect in line, line
         assert httpx.get(f"http://127.0.0.1:{port}/config", timeout=10).status_code == 200
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) == 0
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{port}/config", timeout=2)
+
+
+@needs_nginx
+def test_qbench_serve_replicas_and_qbench_balance_serve_until_stopped() -> None:
+    foreground(["serve", "--preset", "sleep", "--replicas", "2"], free_port(), "affinity session")
+    with serve_in_thread(load_preset("echo")) as a, serve_in_thread(load_preset("echo")) as b:
+        foreground(["balance", a.url, b.url, "--affinity", "none"], free_port(), f"{a.url}, {b.url}")
 
 
 def lost(request_id: int, sent: float, done: float) -> RequestRecord:
@@ -155,3 +165,28 @@ def test_split_sessions_only_when_too_few_sessions_were_open_to_evict_one() -> N
     many = [lost(i, 0.0, 10.0) for i in range(SESSIONS_KEPT)]  # 2000 open at once: eviction is possible
     assert split_sessions(many) == "" and most_open(many) == SESSIONS_KEPT
     assert split_sessions([RequestRecord(0, 0, "s", "predict", False, 0.0, sent_at_s=0.0)]) == ""
+
+
+@needs_nginx
+def test_real_gradio_replicas_with_and_without_affinity(tmp_path: Path) -> None:
+    """Two Gradio 6.31 apps (examples/capacity/gradio_sleep_app.py) behind nginx: with session affinity
+    every request succeeds; round robin splits joins from their streams, and the run says so."""
+    app_file = ROOT / "examples" / "capacity" / "gradio_sleep_app.py"
+    scenario = ROOT / "examples" / "capacity" / "gradio_sleep.yaml"
+    with contextlib.ExitStack() as stack:
+        apps = [stack.enter_context(launch_command(f"{sys.executable} {app_file} --port {{port}}", {},
+                                                   work_dir=tmp_path / f"app{n}", ready_timeout_s=120))
+                for n in range(2)]
+        urls = [a.base_url for a in apps]
+        outputs = {}
+        for affinity in ("session", "none"):
+            with nginx_balancer(urls, affinity) as front:
+                outputs[affinity] = run_cli("run", str(scenario), "--target", front.url, "--set",
+                                            "load.rate=20", "--set", "load.duration=3", "--no-live",
+                                            "--out", str(tmp_path / affinity))
+    records = read_records(tmp_path / "session")
+    assert len(records) >= 40 and all(r.ok for r in records), outputs["session"]
+    split = read_records(tmp_path / "none")
+    assert sum(not r.ok for r in split) >= len(split) // 2, outputs["none"]
+    text = " ".join(outputs["none"].split())
+    assert SPLIT_SESSIONS in text and "session affinity" in text, outputs["none"]
