@@ -4,7 +4,8 @@
     offered rate   closed-loop users (users, think time Z, K requests per message, R the mean latency at
                    capacity): X = users x K / (Z + K x R), each user sending a message Z s after the last
                    answer; or messages per minute per user: X = users x K x m / 60; or a peak rate given
-    replicas       n = ceil(X x (1 + headroom) / C), C one replica's confirmed capacity (req/s)
+    replicas       n = ceil(X x (1 + headroom) / C), C one replica's confirmed capacity (req/s); the
+                   fleet's capacity is predicted as n x C (replicas share nothing but the balancer)
     users/replica  Little's law at the planned load: C / (1 + headroom) x (Z + K x R) / K
     cost           n x price per replica-hour; per month (HOURS_PER_MONTH) at that peak, and per 1,000
                    requests served at the peak rate: n x price / (X x 3600) x 1000
@@ -114,6 +115,7 @@ class Measured:
     settings: dict[str, Any] = field(default_factory=dict)  # {knobs, code, gradio, from}
     generator_cpu_per_request_s: float | None = None  # the confirmation's generator CPU / requests sent
     generator_processes: int = 1
+    arrival: str | None = None  # the scenario's arrival process (constant | poisson) during the search
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ class Plan:
     rate_rps: float  # offered request rate at the peak
     replicas: int
     utilization: float  # rate / (replicas x capacity) at the peak
+    fleet_capacity_rps: float  # predicted: replicas x one replica's capacity
     users_per_replica: float | None  # Little's law at the planned load (None for a rate given)
     users_per_replica_at_capacity: float | None
     price_per_hour: float | None = None  # per replica-hour
@@ -169,7 +172,7 @@ def make_plan(measured: Measured, traffic: Traffic, headroom: float = 0.3,
         processes = max(1, math.ceil(fleet / gen))
     plan = Plan(
         measured=measured, traffic=traffic, headroom=headroom, rate_rps=rate, replicas=replicas,
-        utilization=rate / (replicas * cap), users_per_replica=per_replica,
+        utilization=rate / (replicas * cap), fleet_capacity_rps=replicas * cap, users_per_replica=per_replica,
         users_per_replica_at_capacity=at_capacity, price_per_hour=price_per_hour, cost_per_hour=cost_hour,
         cost_per_month=None if cost_hour is None else cost_hour * HOURS_PER_MONTH,
         cost_per_1k_requests=None if cost_hour is None else cost_hour / (rate * 3600) * 1000,
@@ -190,6 +193,13 @@ def describe(plan: Plan) -> list[tuple[str, str]]:
     lines.append(("replicas", f"{plan.replicas} = ceil({plan.rate_rps:.3g} req/s x (1 + {plan.headroom:.0%} "
                               f"headroom) / {m.capacity_rps:.3g} req/s per replica) = ceil({need:.3g}); each "
                               f"runs at {plan.utilization:.0%} of its capacity at the peak"))
+    fleet = (f"{plan.replicas} x {m.capacity_rps:.3g} = {plan.fleet_capacity_rps:.3g} req/s under the same "
+             "SLO, predicted (measure it behind your balancer: qbench capacity --target BALANCER)")
+    if m.arrival == "constant":
+        fleet += ("; one replica was measured with constant arrivals, but a balancer splits them at random, "
+                  "so each replica sees Poisson-like arrivals and the fleet may hold less: measure one "
+                  "replica with load.arrival: poisson")
+    lines.append(("fleet", fleet))
     if plan.users_per_replica is not None and plan.users_per_replica_at_capacity is not None:
         cycle = t.cycle_s(m.mean_latency_s) or 0.0
         per = f" / {t.requests_per_message:g} requests per message" if t.requests_per_message != 1 else ""

@@ -67,7 +67,15 @@ def read_measured(source: Path) -> Measured:
         confirmed=file.result.confirmed, slo=slo, source=str(path), target=file.target,
         settings=settings_of(info, at.run_dir) if info else {},
         generator_cpu_per_request_s=_cpu_per_request(info), generator_processes=_processes(info),
+        arrival=_arrival(file.scenario),
     )
+
+
+def _arrival(scenario: Mapping[str, Any]) -> str | None:
+    content = scenario.get("content")
+    load = content.get("load") if isinstance(content, Mapping) else None
+    arrival = load.get("arrival") if isinstance(load, Mapping) else None
+    return str(arrival) if arrival else None
 
 
 def _run_info(folder: Path, probe: Probe) -> RunInfo | None:

@@ -35,6 +35,7 @@ def test_the_arithmetic_on_known_numbers(peak: object, rate: float, replicas: in
     assert plan.rate_rps == pytest.approx(rate)
     assert plan.replicas == replicas
     assert plan.utilization == pytest.approx(rate / (replicas * 50.0))
+    assert plan.fleet_capacity_rps == replicas * 50.0
 
 
 def test_users_per_replica_cost_and_generator() -> None:
@@ -76,7 +77,8 @@ def capacity_folder(root: Path, capacity: float | None = 40.0) -> Path:
               Probe(40.0, True, kind="confirm", mean_latency_s=0.25, p95_latency_s=0.45,
                     run_dir="probes/02-confirm-40", duration_s=60.0)]
     file = CapacityFile(result=Capacity(capacity, 44.0, 0.1, True, capacity is not None, probes),
-                        target="http://127.0.0.1:1", slo={"p95_latency_s": 0.5}, max_error_rate=0.01)
+                        target="http://127.0.0.1:1", slo={"p95_latency_s": 0.5}, max_error_rate=0.01,
+                        scenario={"path": "s.yaml", "content": {"load": {"arrival": "constant"}}})
     (folder / "capacity.json").write_text(json.dumps(file.to_dict()))
     settings = {"functions": [{"api_name": "predict", "concurrency_limit": 4, "batch": False}],
                 "queue": {"default_concurrency_limit": 1, "max_size": None}, "launch": {"max_threads": 40}}
@@ -105,6 +107,7 @@ def test_the_command_prints_the_plan_and_writes_plan_json(tmp_path: Path) -> Non
     # 1000 / 30.25 = 33.1 req/s x 1.3 / 40 = 1.07 -> 2 replicas
     assert "replicas: 2 = ceil(33.1 req/s x (1 + 30% headroom) / 40 req/s per replica)" in text
     assert "concurrency_limit=4" in text and "one process is enough" in text
+    assert "fleet: 2 x 40 = 80 req/s" in text and "constant arrivals" in text  # the scenario says constant
     plan = json.loads((folder / "plan.json").read_text())
     assert plan["kind"] == "plan" and plan["replicas"] == 2 and plan["cost_per_hour"] == 5.0
     assert plan["measured"]["capacity_rps"] == 40.0 and plan["lines"][0][0] == "one replica"
