@@ -146,6 +146,14 @@ class Plan:
         return {"schema_version": PLAN_SCHEMA_VERSION, "kind": "plan", **data}
 
 
+def plan_lines(data: Any) -> list[tuple[str, str]]:
+    """The printed lines of a plan.json (`Plan.to_dict`), [] for anything else: what a report shows."""
+    lines = data.get("lines") if isinstance(data, dict) and data.get("kind") == "plan" else None
+    if not isinstance(lines, list):
+        return []
+    return [(str(p[0]), str(p[1])) for p in lines if isinstance(p, list) and len(p) == 2]
+
+
 def make_plan(measured: Measured, traffic: Traffic, headroom: float = 0.3,
               price_per_hour: float | None = None) -> Plan:
     """The plan for `traffic` on replicas like the one `measured` (the module docstring's arithmetic)."""

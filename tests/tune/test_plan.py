@@ -111,6 +111,11 @@ def test_the_command_prints_the_plan_and_writes_plan_json(tmp_path: Path) -> Non
     plan = json.loads((folder / "plan.json").read_text())
     assert plan["kind"] == "plan" and plan["replicas"] == 2 and plan["cost_per_hour"] == 5.0
     assert plan["measured"]["capacity_rps"] == 40.0 and plan["lines"][0][0] == "one replica"
+    report = CliRunner().invoke(app, ["report", str(folder)])  # the capacity report shows the plan
+    assert report.exit_code == 0, report.output
+    summary = (folder / "summary.md").read_text()
+    assert "**plan: replicas**: 2 = ceil(" in summary and "with (the reference server's /status" in summary
+    assert "plan: cost" in (folder / "report.html").read_text()
 
 
 @pytest.mark.parametrize(("make", "fragment"), [
