@@ -6,7 +6,8 @@
                    answer; or messages per minute per user: X = users x K x m / 60; or a peak rate given
     replicas       n = ceil(X x (1 + headroom) / C), C one replica's confirmed capacity (req/s); the
                    fleet's capacity is predicted as n x C (replicas share nothing but the balancer)
-    users/replica  Little's law at the planned load: C / (1 + headroom) x (Z + K x R) / K
+    users/replica  Little's law: C x (Z + K x R) / K at capacity, C / (1 + headroom) x ... keeping the
+                   headroom free; users / n at the peak
     cost           n x price per replica-hour; per month (HOURS_PER_MONTH) at that peak, and per 1,000
                    requests served at the peak rate: n x price / (X x 3600) x 1000
     generator      the capacity run's generator CPU per request gives the rate one generator process
@@ -19,7 +20,7 @@ Every figure carries what it rests on (`Plan.lines`: (label, text)); `Plan.to_di
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from qbench.errors import ScenarioError
@@ -129,8 +130,9 @@ class Plan:
     replicas: int
     utilization: float  # rate / (replicas x capacity) at the peak
     fleet_capacity_rps: float  # predicted: replicas x one replica's capacity
-    users_per_replica: float | None  # Little's law at the planned load (None for a rate given)
-    users_per_replica_at_capacity: float | None
+    users_per_replica: float | None  # Little's law, keeping the headroom free (None for a rate given)
+    users_per_replica_at_capacity: float | None  # Little's law at capacity
+    users_per_replica_at_peak: float | None  # the peak's users / replicas (None for a rate given)
     price_per_hour: float | None = None  # per replica-hour
     cost_per_hour: float | None = None
     cost_per_month: float | None = None
@@ -166,7 +168,7 @@ def make_plan(measured: Measured, traffic: Traffic, headroom: float = 0.3,
         raise ScenarioError(f"--price {price_per_hour}: expected a price per replica-hour >= 0")
     cap, latency = measured.capacity_rps, measured.mean_latency_s
     rate = traffic.rate(latency)
-    replicas = max(1, math.ceil(rate * (1 + headroom) / cap - 1e-9))
+    replicas = max(1, math.ceil(rate * (1 + headroom) / cap - 1e-9))  # 2.0000000001 replicas are 2
     cycle = traffic.cycle_s(latency)
     k = traffic.requests_per_message
     per_replica = None if cycle is None else cap / (1 + headroom) * cycle / k
@@ -181,12 +183,14 @@ def make_plan(measured: Measured, traffic: Traffic, headroom: float = 0.3,
     plan = Plan(
         measured=measured, traffic=traffic, headroom=headroom, rate_rps=rate, replicas=replicas,
         utilization=rate / (replicas * cap), fleet_capacity_rps=replicas * cap, users_per_replica=per_replica,
-        users_per_replica_at_capacity=at_capacity, price_per_hour=price_per_hour, cost_per_hour=cost_hour,
+        users_per_replica_at_capacity=at_capacity,
+        users_per_replica_at_peak=None if traffic.users is None else traffic.users / replicas,
+        price_per_hour=price_per_hour, cost_per_hour=cost_hour,
         cost_per_month=None if cost_hour is None else cost_hour * HOURS_PER_MONTH,
         cost_per_1k_requests=None if cost_hour is None else cost_hour / (rate * 3600) * 1000,
         generator_rps=gen, fleet_probe_rps=fleet, generator_processes=processes,
     )
-    return Plan(**{**plan.__dict__, "lines": describe(plan)})
+    return replace(plan, lines=describe(plan))
 
 
 def describe(plan: Plan) -> list[tuple[str, str]]:
@@ -211,10 +215,12 @@ def describe(plan: Plan) -> list[tuple[str, str]]:
     if plan.users_per_replica is not None and plan.users_per_replica_at_capacity is not None:
         cycle = t.cycle_s(m.mean_latency_s) or 0.0
         per = f" / {t.requests_per_message:g} requests per message" if t.requests_per_message != 1 else ""
-        lines.append(("users per replica", f"~{plan.users_per_replica:.0f} at the planned load, "
-                      f"~{plan.users_per_replica_at_capacity:.0f} at capacity (Little's law: N = X x "
-                      f"{cycle:.3g} s per message{per}, X = {m.capacity_rps / (1 + plan.headroom):.3g} and "
-                      f"{m.capacity_rps:.3g} req/s)"))
+        lines.append(("users per replica", f"~{plan.users_per_replica_at_capacity:.0f} at capacity, "
+                      f"~{plan.users_per_replica:.0f} keeping the headroom free (Little's law: N = X x "
+                      f"{cycle:.3g} s per message{per}, X = {m.capacity_rps:.3g} and "
+                      f"{m.capacity_rps / (1 + plan.headroom):.3g} req/s); "
+                      f"~{plan.users_per_replica_at_peak:.0f} at this peak ({t.users} users / "
+                      f"{plan.replicas} replicas)"))
     if m.settings.get("code"):
         lines.append(("settings", f"measured with ({m.settings.get('from', 'the server')}):\n"
                                   f"{m.settings['code']}"))

@@ -40,9 +40,10 @@ def test_the_arithmetic_on_known_numbers(peak: object, rate: float, replicas: in
 
 def test_users_per_replica_cost_and_generator() -> None:
     plan = make_plan(ONE, traffic(2000, 20.0, None, None), 0.3, price_per_hour=2.5)
-    # Little's law at the planned load: 50 / 1.3 req/s x 20.2 s per message; at capacity 50 x 20.2
+    # Little's law keeping the headroom: 50 / 1.3 req/s x 20.2 s per message; at capacity 50 x 20.2
     assert plan.users_per_replica == pytest.approx(50 / 1.3 * 20.2)
     assert plan.users_per_replica_at_capacity == pytest.approx(1010.0)
+    assert plan.users_per_replica_at_peak == pytest.approx(2000 / 3)
     assert plan.cost_per_hour == 7.5 and plan.cost_per_month == pytest.approx(7.5 * HOURS_PER_MONTH)
     assert plan.cost_per_1k_requests == pytest.approx(7.5 / (2000 / 20.2 * 3600) * 1000)
     # one process: 0.7 / 2 ms = 350 req/s against a fleet run of 3 x 50 x 1.3 = 195 req/s
