@@ -474,8 +474,14 @@ def balance(
 @app.command()
 @exits_on_error
 def plan(
-    capacity: Annotated[Path, typer.Argument(help="A `qbench capacity` folder (or its capacity.json): one "
-                                             "replica's capacity.")],
+    capacity: Annotated[Path | None, typer.Argument(
+        help="A `qbench capacity` folder (or its capacity.json): one replica's capacity. A scenario YAML, or "
+             "none with --target and --api: `qbench capacity` runs first, at its defaults.")] = None,
+    target: Annotated[str | None, typer.Option(help="Without a capacity folder: the server to measure.")
+                      ] = None,
+    api: ApiOpt = None,
+    slo: Annotated[list[str] | None, typer.Option(help="Without a capacity folder: an SLO bound for the "
+                                                  "capacity run: --slo p95_latency_s=2 (repeat).")] = None,
     users: Annotated[int | None, typer.Option(help="Peak concurrent users.")] = None,
     think_time: Annotated[float | None, typer.Option(help="Seconds between an answer and a user's next "
                                                      "message (closed-loop users).")] = None,
@@ -494,12 +500,31 @@ def plan(
     """How many replicas for N users? Replicas, users per replica and cost from one replica's capacity.
 
     Exit 0 with a plan, 2 on a bad option or a capacity folder without a capacity."""
+    from qbench.run.options import check_api_option
+    from qbench.tune.capacity_run import capacity_config, run_capacity
+    from qbench.tune.config import parse_slo_options
     from qbench.tune.plan import traffic
-    from qbench.tune.plan_run import parse_fraction, run_plan
-    from qbench.tune.tune_console import render_plan, sweep_console
+    from qbench.tune.plan_run import is_scenario, parse_fraction, run_plan
+    from qbench.tune.tune_console import (
+        capacity_header,
+        probe_line,
+        render_capacity,
+        render_plan,
+        sweep_console,
+    )
 
+    console = sweep_console()
     peak = traffic(users, think_time, messages_per_minute, rate, requests_per_message)
-    render_plan(run_plan(capacity, peak, parse_fraction(headroom, "--headroom"), price, out), sweep_console())
+    fraction = parse_fraction(headroom, "--headroom")
+    if capacity is None or is_scenario(capacity):  # measure one replica first, as `qbench capacity` does
+        check_api_option(capacity, api)
+        scenario = capacity or app_scenario_file(target, api, {}, Path("reports"))
+        config = capacity_config(scenario, target=target, slo=parse_slo_options(slo or []))
+        console.print(capacity_header(config))
+        measured = run_capacity(config, lambda probe: console.print(probe_line(probe)))
+        render_capacity(measured, console)
+        capacity = measured.out_dir
+    render_plan(run_plan(capacity, peak, fraction, price, out), console)
 
 
 @app.command()

@@ -33,6 +33,11 @@ class PlanRun:
     path: Path  # plan.json
 
 
+def is_scenario(source: Path) -> bool:
+    """A scenario file (YAML) rather than a capacity folder: `qbench plan` measures it first."""
+    return source.suffix in (".yaml", ".yml")
+
+
 def capacity_path(source: Path) -> Path:
     """capacity.json of a `qbench capacity` folder (or the file itself); ScenarioError when absent."""
     path = source / "capacity.json" if source.is_dir() else source

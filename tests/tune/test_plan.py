@@ -127,3 +127,26 @@ def test_a_folder_without_a_capacity_exits_2_naming_it(tmp_path: Path, make: obj
     folder = make(tmp_path)  # type: ignore[operator]
     out = CliRunner().invoke(app, ["plan", str(folder), "--rate", "10"])
     assert out.exit_code == 2 and fragment in " ".join(out.output.split()), out.output
+
+
+def test_a_scenario_is_measured_first_then_planned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`qbench plan scenario.yaml --target URL`: `qbench capacity` runs first (its search is stubbed here:
+    tests/tune/test_capacity_e2e.py runs it), then the plan reads the folder it wrote."""
+    from qbench.tune import capacity_run
+
+    folder = capacity_folder(tmp_path)
+    seen = []
+
+    def measured(config: capacity_run.CapacityConfig, observer: object = None) -> capacity_run.CapacityRun:
+        seen.append(config)
+        return capacity_run.CapacityRun(folder, Capacity(40.0, 44.0, 0.1, True), 10.0, None,
+                                        [("capacity", "40")])
+
+    monkeypatch.setattr(capacity_run, "run_capacity", measured)
+    monkeypatch.chdir(tmp_path)
+    scenario = Path(__file__).resolve().parents[2] / "examples" / "capacity" / "replica.yaml"
+    out = CliRunner().invoke(app, ["plan", str(scenario), "--target", "http://127.0.0.1:1", "--slo",
+                                   "p95_latency_s=2", "--users", "100", "--think-time", "10"])
+    assert out.exit_code == 0, out.output
+    assert seen[0].target == "http://127.0.0.1:1" and seen[0].constraints.slo["p95_latency_s"] == 2
+    assert json.loads((folder / "plan.json").read_text())["replicas"] == 1
