@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # CPU wheel (small). On a GPU machine install a CUDA torch first; see README.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup test test-gradio demo lint typecheck bench clean gradio-envs
+.PHONY: setup test test-gradio demo lint typecheck bench clean gradio-envs nginx
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,12 +15,20 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) nginx
+
+# nginx for the replicas tests (qbench serve --replicas): installed with apt-get when it is missing and
+# this runs as root; otherwise (or when apt-get fails) those tests skip, saying why.
+nginx:
+	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || ! command -v apt-get >/dev/null 2>&1 \
+	  || [ "$$(id -u)" != 0 ] || apt-get install -y -q nginx-light >/dev/null 2>&1 \
+	  || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q nginx-light >/dev/null 2>&1) \
+	  || echo "nginx: not installed (apt-get failed): the replicas tests will skip"
 
 # Three pytest workers on CI's 2 cores: most tests wait on sleeping servers, so the suite takes ~11 min
 # instead of ~28 (one file per worker: module fixtures stay shared). PYTEST_WORKERS=0 runs it serially.
 PYTEST_WORKERS ?= 3
-test: lint
+test: lint nginx
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)

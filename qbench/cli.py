@@ -35,7 +35,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Commands are added below, one small function each: run, soak, capacity, sweep, report, compare, serve, demo.
+# Commands are added below, one small function each: run, soak, capacity, plan, sweep, report, compare,
+# serve, balance, demo.
 
 
 def exits_on_error(command: Callable[P, None]) -> Callable[P, None]:
@@ -82,8 +83,13 @@ def serve(
     dtype: Annotated[str | None, typer.Option(help="auto | float32 | float16 | bfloat16 (models)")] = None,
     compile: Annotated[bool | None, typer.Option("--compile/--no-compile",
                                                  help="torch.compile the model workloads.")] = None,
+    replicas: Annotated[int | None, typer.Option(help="Run N replicas behind nginx (listening on --port).")
+                        ] = None,
+    affinity: Annotated[str, typer.Option(help="With --replicas: session (hash on session_hash), ip "
+                                          "(ip_hash) or none (round robin).")] = "session",
 ) -> None:
-    """Run the reference server (Gradio's queue semantics and wire protocol) in the foreground."""
+    """Run the reference server (Gradio's queue semantics and wire protocol) in the foreground; with
+    --replicas N, N of them behind a local nginx."""
     from reference_server.launch import ServeOptions, settings_from_options
     from reference_server.launch import serve as run_server
     from reference_server.settings import SettingsError
@@ -91,10 +97,19 @@ def serve(
     options = ServeOptions(config, preset, host, port, max_threads, default_concurrency_limit, max_size,
                            admin_token, device, model, log_level, auth, auth_token, dtype, compile)
     try:
-        run_server(settings_from_options(options))
+        settings = settings_from_options(options)
+        if replicas is None:
+            run_server(settings)
+        else:
+            from qbench.tune.balancer import serve_replicas
+
+            serve_replicas(settings, replicas, affinity, 7860 if port is None else port)
     except SettingsError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    except QbenchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
 
 
 ApiOpt = Annotated[
@@ -537,6 +552,76 @@ def capacity(
     except KeyboardInterrupt:
         typer.echo("interrupted: no capacity; the probes that finished are under probes/ of the folder above")
         raise typer.Exit(130) from None
+
+
+@app.command()
+@exits_on_error
+def balance(
+    upstreams: Annotated[list[str], typer.Argument(help="The replicas' base URLs (http://HOST:PORT).")],
+    port: Annotated[int, typer.Option(help="Port nginx listens on (127.0.0.1).")] = 7860,
+    affinity: Annotated[str, typer.Option(help="session (hash on session_hash), ip (ip_hash) or none "
+                                          "(round robin).")] = "session",
+) -> None:
+    """A local nginx in front of replicas you started (your app on several ports), until Ctrl-C."""
+    from qbench.tune.balancer import serve_balancer
+
+    serve_balancer(upstreams, affinity, port)
+
+
+@app.command()
+@exits_on_error
+def plan(
+    capacity: Annotated[Path | None, typer.Argument(
+        help="A `qbench capacity` folder (or its capacity.json): one replica's capacity. A scenario YAML, or "
+             "none with --target and --api: `qbench capacity` runs first, at its defaults.")] = None,
+    target: Annotated[str | None, typer.Option(help="Without a capacity folder: the server to measure.")
+                      ] = None,
+    api: ApiOpt = None,
+    slo: Annotated[list[str] | None, typer.Option(help="Without a capacity folder: an SLO bound for the "
+                                                  "capacity run: --slo p95_latency_s=2 (repeat).")] = None,
+    users: Annotated[int | None, typer.Option(help="Peak concurrent users.")] = None,
+    think_time: Annotated[float | None, typer.Option(help="Seconds between an answer and a user's next "
+                                                     "message (closed-loop users).")] = None,
+    messages_per_minute: Annotated[float | None, typer.Option(help="Messages per user per minute (instead "
+                                                              "of --think-time).")] = None,
+    rate: Annotated[float | None, typer.Option(help="A peak request rate (req/s), instead of users.")] = None,
+    requests_per_message: Annotated[float, typer.Option(help="Requests one message makes (a journey's "
+                                                        "requests).")] = 1.0,
+    headroom: Annotated[str, typer.Option(help="Capacity kept free at the peak: plan for peak x (1 + this).")
+                        ] = "30%",
+    price: Annotated[float | None, typer.Option(help="Price per replica-hour (GPU, Space, pod), for the "
+                                                "cost.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Where plan.json goes (default: beside capacity.json).")
+                   ] = None,
+) -> None:
+    """How many replicas for N users? Replicas, users per replica and cost from one replica's capacity.
+
+    Exit 0 with a plan, 2 on a bad option or a capacity folder without a capacity."""
+    from qbench.run.options import check_api_option
+    from qbench.tune.capacity_run import capacity_config, run_capacity
+    from qbench.tune.config import parse_slo_options
+    from qbench.tune.plan import traffic
+    from qbench.tune.plan_run import is_scenario, parse_fraction, run_plan
+    from qbench.tune.tune_console import (
+        capacity_header,
+        probe_line,
+        render_capacity,
+        render_plan,
+        sweep_console,
+    )
+
+    console = sweep_console()
+    peak = traffic(users, think_time, messages_per_minute, rate, requests_per_message)
+    fraction = parse_fraction(headroom, "--headroom")
+    if capacity is None or is_scenario(capacity):  # measure one replica first, as `qbench capacity` does
+        check_api_option(capacity, api)
+        scenario = capacity or app_scenario_file(target, api, {}, Path("reports"))
+        config = capacity_config(scenario, target=target, slo=parse_slo_options(slo or []))
+        console.print(capacity_header(config))
+        measured = run_capacity(config, lambda probe: console.print(probe_line(probe)))
+        render_capacity(measured, console)
+        capacity = measured.out_dir
+    render_plan(run_plan(capacity, peak, fraction, price, out), console)
 
 
 @app.command()

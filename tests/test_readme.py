@@ -87,6 +87,8 @@ RUN_HERE = {
         "test_the_serve_commands",
 }
 
+GRADIO_REPLICAS = "tests/tune/test_balancer.py::test_real_gradio_replicas_with_and_without_affinity"
+
 #: Commands another test runs: (test id, a fragment that test's source must contain: the command's own
 #: words, or the reduction it applies).
 ELSEWHERE: dict[str, list[tuple[str, str]]] = {
@@ -239,6 +241,24 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         "qbench run chat.yaml",
         "qbench run image.yaml --show-inputs",
     )},
+    # docs/capacity-plan.md (and the README's plan): one replica, the plan, replicas behind nginx
+    "qbench serve --config examples/capacity/replica_server.yaml": [
+        ("tests/tune/test_docs_plan.py::test_the_plan_commands_run", "read_settings_file")],
+    "qbench capacity examples/capacity/replica.yaml --target http://127.0.0.1:7860": [
+        ("tests/tune/test_docs_plan.py::test_the_plan_commands_run", "REDUCED_CAPACITY"),
+        ("tests/tune/test_docs_plan.py::test_the_replicas_commands_run", "REDUCED_CAPACITY")],
+    "qbench plan reports/capacity-replica-<stamp> --users 1000 --think-time 30 --price 1.80": [
+        ("tests/tune/test_docs_plan.py::test_the_plan_commands_run", "capacity-replica-<stamp>")],
+    "qbench serve --config examples/capacity/replica_server.yaml --replicas 3": [
+        ("tests/tune/test_docs_plan.py::test_the_replicas_commands_run", "reference_replicas(settings, 3")],
+    "python examples/capacity/gradio_sleep_app.py --port 7861": [(GRADIO_REPLICAS, "gradio_sleep_app")],
+    "python examples/capacity/gradio_sleep_app.py --port 7862": [(GRADIO_REPLICAS, "gradio_sleep_app")],
+    "qbench balance http://127.0.0.1:7861 http://127.0.0.1:7862 --affinity session": [
+        ("tests/tune/test_balancer.py::test_qbench_serve_replicas_and_qbench_balance_serve_until_stopped",
+         '"balance"'),
+        (GRADIO_REPLICAS, "nginx_balancer")],
+    "qbench run examples/capacity/gradio_sleep.yaml --target http://127.0.0.1:7860": [
+        (GRADIO_REPLICAS, "gradio_sleep.yaml")],
     "qbench serve --preset session-chat": [
         ("tests/run/test_journey.py::test_the_docs_journey_commands_run", '"session-chat"')],
     "qbench run scenarios/journey.yaml": [

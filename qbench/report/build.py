@@ -438,6 +438,8 @@ def capacity_headline(data: LoadedCapacity) -> list[tuple[str, str]]:
     rows.append(("probes", f"{len(file.rate_probes)} open-loop of {_num(file.probe_duration_s)} s, "
                            f"tolerance {_pct(result.tolerance)}, "
                            f"{'converged' if result.converged else 'not converged'}"))
+    for label, text in data.plan:  # `qbench plan` on this folder (its settings' code on one line)
+        rows.append((f"plan: {label}", text.replace(":\n", ": ").replace("\n", "; ")))
     return rows
 
 

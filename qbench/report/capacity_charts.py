@@ -22,6 +22,7 @@ from qbench.report.rundir import read_json
 from qbench.tune.capacity import Capacity
 from qbench.tune.capacity_file import CapacityFile
 from qbench.tune.overload import Overload
+from qbench.tune.plan import plan_lines
 
 PERCENTILE_STYLE = {"p50": ("#2e9a4a", "-"), "p95": ("#1f5fa8", "-"), "p99": ("#8e44ad", "--")}
 SLO_COLORS = {"p50": "#2e9a4a", "p90": "#e8871e", "p95": "#1f5fa8", "p99": "#8e44ad", "max": "#555555"}
@@ -34,6 +35,7 @@ class LoadedCapacity:
     path: Path
     file: CapacityFile  # capacity.json (every field at its default when missing)
     notes: list[str] = field(default_factory=list)
+    plan: list[tuple[str, str]] = field(default_factory=list)  # plan.json's lines (`qbench plan`), if any
 
 
 def is_capacity_dir(path: Path) -> bool:
@@ -46,6 +48,8 @@ def read_capacity(path: Path) -> LoadedCapacity:
     data = LoadedCapacity(path, CapacityFile.from_dict(raw), notes)
     if raw and not data.file.rate_probes:
         notes.append("capacity.json holds no open-loop probe")
+    if (path / "plan.json").exists():
+        data.plan = plan_lines(read_json(path / "plan.json", notes))
     return data
 
 

@@ -11,6 +11,10 @@
                      timeout, which fires only after `load.timeout`
     cut download     an output file's download ended short of its length: Gradio rewrote the cached
                      file under the reader (two requests made the same output at once)
+    split sessions   streams that found no session ("session not found") while far fewer sessions were
+                     open than Gradio keeps (SESSIONS_KEPT): the join and its stream reached different
+                     servers, a load balancer without session affinity (`split_sessions`); these
+                     requests are not counted as the app raising
 
 `explain(records, scenario)` returns the sentences; `input_lines(scenario, count)` the first input sets
 as `--show-inputs` prints them.
@@ -27,6 +31,8 @@ import orjson
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 
+SESSIONS_KEPT = 2000  # sessions whose message queues Gradio keeps (an LRU): more may evict one
+SPLIT_SESSIONS = "the join and its stream reached different servers"
 MOST = 0.5  # the share of an endpoint's requests that must have raised for "the app raised"
 SHOWN_CHARS = 160  # of one input set, in a sentence
 HIDDEN = ("Error", "None", "", "the function raised (no detail shown)")  # Gradio without show_error
@@ -39,6 +45,10 @@ def explain(records: Sequence[RequestRecord], scenario: Scenario | None = None,
     the session's State)."""
     notes: list[str] = []
     sent = [r for r in records if r.sent_at_s is not None and not r.warmup]
+    split = split_sessions(sent)
+    if split:
+        notes.append(split)
+        sent = [r for r in sent if not _lost_session(r)]
     config = (server or {}).get("config")
     for endpoint in sorted({r.endpoint for r in sent}):
         mine = [r for r in sent if r.endpoint == endpoint]
@@ -46,6 +56,45 @@ def explain(records: Sequence[RequestRecord], scenario: Scenario | None = None,
         notes += _still_running(endpoint, mine, scenario)
         notes += _cut_downloads(endpoint, mine)
     return notes
+
+
+def _lost_session(record: RequestRecord) -> bool:
+    return record.error_kind == "server_error" and "session not found" in (record.error_message or "")
+
+
+def split_sessions(records: Sequence[RequestRecord], short: bool = False) -> str:
+    """'' unless streams found no session while fewer than SESSIONS_KEPT requests were open at once (so
+    no session can have been evicted): then the sentence naming the cause, a join and its stream on
+    different servers behind a balancer without session affinity (SPLIT_SESSIONS), and what to
+    configure (`short`: the cause alone, for a capacity probe's verdict)."""
+    sent = [r for r in records if r.sent_at_s is not None and not r.warmup]
+    lost = [r for r in sent if _lost_session(r)]
+    if not lost:
+        return ""
+    most = most_open(sent)
+    if most >= SESSIONS_KEPT:
+        return ""
+    if short:
+        return f"{len(lost)}/{len(sent)} streams found no session: {SPLIT_SESSIONS} (no session affinity)"
+    return (f"{len(lost)}/{len(sent)} requests' streams (/queue/data) found no session ('session not found') "
+            f"while at most {most} requests were open, far below the {SESSIONS_KEPT} sessions Gradio keeps: "
+            f"{SPLIT_SESSIONS}. The target is several replicas behind a "
+            "load balancer without session affinity: route a session's requests to one replica, by its "
+            "session_hash (the /queue/data query parameter and the /queue/join JSON body; nginx: "
+            "`hash $session_hash consistent` on both, see docs/capacity-plan.md#session-affinity) or a "
+            "sticky cookie, or give each session its own replica")
+
+
+def most_open(records: Sequence[RequestRecord]) -> int:
+    """The most requests open (sent, not yet done) at once."""
+    edges = sorted([(r.sent_at_s or 0.0, 1) for r in records]
+                   + [(r.completed_at_s if r.completed_at_s is not None else float("inf"), -1)
+                      for r in records], key=lambda e: (e[0], e[1]))
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
 
 
 def _cut_downloads(endpoint: str, records: list[RequestRecord]) -> list[str]:

@@ -23,7 +23,7 @@ import platform
 import re
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +162,7 @@ def _finish(
     """Summary, records.parquet, final run.json and summary.json."""
     summary = summarize(records, scenario.slo, generator=generator, endpoint_slos=endpoint_slos(scenario),
                         journey_length=journey_length(scenario), server_traces=traces)
-    info.update(generator=summary.generator.__dict__, records=len(records))
+    info.update(generator=asdict(summary.generator), records=len(records))  # its workers as objects too
     for record in records:  # a lost worker's records (a Ray error's text) passed no load generator
         if record.error_message:
             record.error_message = writer.mask(record.error_message)

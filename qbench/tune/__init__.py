@@ -4,6 +4,7 @@
     grid.py          knob axes and linked variables -> the points to measure
     server_process.py  a server in a child process: spawn, readiness, log, stop; the reference server's
                      one subprocess starter (start_reference_server), live reconfiguration
+    balancer.py      replicas behind a local nginx (session affinity, ip_hash or none): `serve --replicas`
     app_process.py   the user's own app per point (`--launch CMD`): knobs as placeholders, env, the hook
     server_knobs.py  a point's knobs -> reference server settings (relaunch) or an /admin/config body (live)
     resources.py     peak RSS of a point's server process tree; memory from its /status
@@ -17,6 +18,8 @@
     capacity_run.py  capacity probes against a live server; `qbench capacity` and its folder
     capacity_file.py capacity.json as data: what `qbench capacity` writes and `qbench report` reads
     confirm.py       the sustained confirmation of a sweep's capacity (winner, re-ranked when it fails)
+    plan.py          a capacity plan: replicas, users per replica, cost for a peak of users (arithmetic)
+    plan_run.py      `qbench plan`: one replica's capacity folder -> the plan -> plan.json
     overload.py      past the capacity: does throughput hold as the queue grows; the ETA's truth
     degradation.py   did the server get slower during a capacity search? the first rate measured again
     batch_model.py   a fitted batch-latency model and its predictions
@@ -26,5 +29,5 @@
     recommend.py     point results + constraints -> Recommendation with Gradio code
     sweep.py         run_sweep: orchestration and the sweep directory
     sweep_info.py    sweep.json as data: what `qbench sweep` writes and `qbench report` reads
-    tune_console.py  what `qbench sweep` and `qbench capacity` show: progress, tables, the answer
+    tune_console.py  what `qbench sweep`, `capacity` and `plan` show: progress, tables, the answer
 """

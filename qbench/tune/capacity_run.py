@@ -49,7 +49,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from qbench.errors import QbenchError, ScenarioError
+from qbench.errors import QbenchError, ScenarioError, TargetError
+from qbench.run.app_errors import split_sessions
 from qbench.run.diagnose import generator_lag
 from qbench.run.files import Writer, new_folder
 from qbench.run.protocols.login import run_secrets
@@ -258,6 +259,7 @@ class Prober:
         probe = judge(kind, rate, measured.summary, measured.stopped, self.constraints, steady,
                       own_bounds(self.scenario))
         probe.duration_s = duration_s
+        _split_sessions(probe, measured.records)
         return self._done(probe, run_dir, elapsed), measured.records
 
     def rate(self, rate: float) -> Probe:
@@ -279,7 +281,7 @@ class Prober:
         probe, records = self.open_loop(rate, seconds, "overload", stop=False)
         return probe, analyse(records, rate, capacity, latency_bound_s(self.constraints))
 
-    def estimate(self, users: int) -> Probe:
+    def estimate(self, users: int) -> tuple[Probe, list[RequestRecord]]:
         """A closed-loop probe with `users` users and no think time. Its rate is the first guess: by
         Little's law users / mean latency (the completions/s of a saturated server; steadier than the
         completions counted in a short window, which its edges deflate)."""
@@ -292,7 +294,16 @@ class Prober:
         probe.users = users
         probe.duration_s = self.duration_s
         probe.rate_rps = users / probe.mean_latency_s if probe.mean_latency_s else probe.throughput_rps
-        return self._done(probe, run_dir, elapsed)
+        _split_sessions(probe, measured.records)
+        return self._done(probe, run_dir, elapsed), measured.records
+
+
+def _split_sessions(probe: Probe, records: list[RequestRecord]) -> None:
+    """A probe whose streams found no session behind a balancer without affinity fails, saying so."""
+    split = split_sessions(records, short=True)
+    if split:
+        probe.violations.append(split)
+        probe.passed = False
 
 
 # ---------------------------------------------------------------- `qbench capacity`
@@ -398,7 +409,11 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
     estimate = None
     first = config.start_rate
     if first is None:
-        estimate = prober.estimate(config.estimate_users)
+        estimate, records = prober.estimate(config.estimate_users)
+        split = split_sessions(records)
+        if split:
+            raise TargetError(config.writer.mask(f"{config.target}: {split} (the closed-loop estimate, see "
+                                                 f"{config.out_dir / estimate.run_dir}): nothing to search"))
         if estimate.completed_ok == 0:
             raise QbenchError(config.writer.mask(
                 f"{config.target}: the closed-loop estimate ({config.estimate_users} users, "

@@ -518,7 +518,7 @@ def point_capacity(
     prober = sweep_prober(config, base_url, point, work)
     estimate = None
     if first_rate is None:
-        estimate = prober.estimate(_estimate_users(config, point))
+        estimate, _ = prober.estimate(_estimate_users(config, point))
         first_rate = estimate.rate_rps or 1.0
     return search_capacity(prober.rate, first_rate, sweep_plan(config, confirm), estimate,
                            refine=prober.refine, confirm=prober.confirm)

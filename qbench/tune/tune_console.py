@@ -11,12 +11,14 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
 from qbench.tune.capacity import Capacity, Probe
 from qbench.tune.capacity_run import CapacityConfig, CapacityRun
 from qbench.tune.config import SweepConfig
 from qbench.tune.confirm import confirmation_line
 from qbench.tune.grid import Point
+from qbench.tune.plan_run import PlanRun
 from qbench.tune.recommend import PointResult
 from qbench.tune.search import SearchResult
 from qbench.tune.search_model import ModelSearchResult
@@ -296,3 +298,15 @@ def render_capacity(run: CapacityRun, console: Console) -> None:
         style = "bold green" if n == 0 and run.capacity.capacity_rps else "bold"
         console.print(f"[{style}]{label}:[/] {text}")
     console.print(f"files: {run.out_dir}")
+
+
+def render_plan(run: PlanRun, console: Console) -> None:
+    """The plan's lines, each figure with what it rests on (a multi-line value, the settings' code,
+    indented under its label)."""
+    for label, text in run.plan.lines:
+        style = "bold green" if label == "replicas" else "bold"
+        first, *rest = text.split("\n")
+        console.print(Text.assemble((f"{label}:", style), f" {first}"), highlight=False)
+        for line in rest:
+            console.print(f"    {line}", markup=False, highlight=False)
+    console.print(f"files: {run.path}")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 from qbench.run.records import read_jsonl
+from qbench.run.run_info import RunInfo
 from qbench.run.runner import run_scenario
 from reference_server.testing import RunningServer
 
@@ -50,6 +52,8 @@ def test_open_and_closed_loop_over_two_processes(server_factory: Factory, tmp_pa
     workers = open_loop.summary.generator.workers  # each process's own health, for the summary table
     assert [(w.index, w.requests) for w in workers] == [(0, 20), (1, 20)] and all(w.cpu_s for w in workers)
     assert len(read_jsonl(open_loop.run_dir / "records.jsonl")) == 40
+    info = RunInfo.from_dict(json.loads((open_loop.run_dir / "run.json").read_text()))
+    assert info.generator is not None and [w.requests for w in info.generator.workers] == [20, 20]
     assert [r.request_id for r in closed.records] == list(range(9)) and all(r.ok for r in closed.records)
     assert {r.user_id for r in closed.records} == {0, 1, 2}
     assert len(stopped.records) == 600 and stopped.run_info["stop_reason"] == "seen enough"

@@ -51,8 +51,9 @@ async def _read_to_eof(resp: aiohttp.ClientResponse) -> None:
 
 def _unexpected(msg: dict[str, Any]) -> str:
     if msg.get("session_not_found"):
-        return (f"{msg.get('message')}: session not found; the server dropped this session's message queue "
-                "(Gradio keeps at most 2000 sessions): use a session pool (load.sessions: N)")
+        return (f"{msg.get('message')}: session not found: the server that answered the stream has no "
+                "message queue for this session (its join reached another replica, or the server dropped "
+                "the session: Gradio keeps at most 2000)")
     return str(msg.get("message"))
 
 
