@@ -277,3 +277,5 @@ def test_examples_whose_rows_do_not_line_up_with_the_inputs_are_not_used() -> No
         "dependencies": [{"id": 0, "api_name": "predict", "inputs": [1, 2], "outputs": []}]}
     (endpoint,) = app_endpoints(config)
     assert [i.examples for i in endpoint.inputs] == [(), ()]
+    shifted = AppInput("slider", "s", {"minimum": 1, "maximum": 3}, examples=(["a", "b"],))  # Gradio cut it
+    assert "number" in suggest(shifted).spec

@@ -196,8 +196,12 @@ def _file_refs(inp: AppInput, values: tuple[Any, ...]) -> list[dict[str, str]]:
 
 def _usable_examples(inp: AppInput) -> tuple[Any, ...]:
     """Examples that can be sent, in the API's format (qbench.run.protocols.gradio_values): not
-    files, and within the choices."""
+    files, within the choices, numbers for a Number or Slider (an example row longer than the inputs
+    is cut by Gradio, shifting its values under the wrong components)."""
     if not inp.examples or inp.component in FILE_COMPONENTS | {"multimodaltextbox", "chatbot"}:
+        return ()
+    if inp.component in ("number", "slider") and not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in inp.examples):
         return ()
     choices = inp.choices
     if choices is not None and inp.component in ("dropdown", "radio") and not inp.props.get("multiselect"):
