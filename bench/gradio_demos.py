@@ -79,6 +79,7 @@ class Row:
     still_running: int = 0  # events the run's end closed (not errors)
     cause: str = ""  # why it was skipped or failed, in words
     apart: str = ""  # a failure that cannot reach 0 errors here, and why (counted apart from the goal)
+    samples: dict[str, str] = field(default_factory=dict)  # error kind -> its first message, in one line
     explanation: list[str] = field(default_factory=list)  # what qbench's summary said about the failures
 
 
@@ -251,8 +252,9 @@ def endpoint_row(name: str, url: str, api: str, out: Path, duration: float) -> R
     row.errors = {k: v for k, v in summary.errors_by_kind.items() if k != "deadline"}
     if row.errors:
         row.status = "failed"
+        row.samples = {k: _message(summary.error_samples.get(k, ""))[:300] for k in row.errors}
         kind = next(iter(row.errors))
-        row.cause = f"{kind}: {_message(summary.error_samples.get(kind, ''))}"[:300]
+        row.cause = f"{kind}: {row.samples[kind]}"
         row.explanation = done.result.app_notes
     elif row.ok == 0 and row.still_running == 0:
         row.status, row.cause = "failed", "no request completed"
@@ -306,7 +308,7 @@ def apart_reason(row: Row, source: str) -> str:
     """Why a failing endpoint cannot have 0 errors on this machine whatever qbench sends ("": it
     could): it needs the internet or ffmpeg, it raises on purpose, its function does not take its
     inputs, or it shows a file that is not there."""
-    if re.search(OFFLINE_SIGNS, row.cause):
+    if any(re.search(OFFLINE_SIGNS, text) for text in (row.cause, *row.samples.values())):
         return "needs the internet"
     if "ffmpeg" in row.cause.lower():
         return "needs ffmpeg (not installed here)"

@@ -73,6 +73,13 @@ def test_a_failure_is_listed_apart_only_when_no_input_could_clear_it(demos: Modu
     assert found.startswith(apart) if apart else found == ""
 
 
+def test_an_endpoint_that_reaches_for_the_internet_in_any_of_its_errors_needs_it(demos: ModuleType) -> None:
+    row = demos.Row("d", "bot", status="failed", sent=9, cause="server_error: Could not postprocess output",
+                    samples={"server_error": "Could not postprocess output",
+                             "stream_broken": "download https://h/x.png: [Name or service not known]"})
+    assert demos.apart_reason(row, "") == "needs the internet"
+
+
 def test_a_demo_starts_where_its_relative_file_names_are_found(demos: ModuleType, tmp_path: Path) -> None:
     space = tmp_path / "demo" / "space"
     space.mkdir(parents=True)
