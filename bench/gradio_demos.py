@@ -320,12 +320,36 @@ def apart_reason(row: Row, source: str) -> str:
                          row.cause)
     if declared and not re.search(r"'(\.|image|video|audio|text|file)", declared.group(1)):
         return f"declares file_types that no file has ({declared.group(1)})"
-    if re.search(r"missing \d+ required positional argument|takes \d+ positional arguments? but", row.cause):
+    arity = r"missing \d+ required positional argument|takes \d+ positional arguments? but"
+    if re.search(arity, row.cause) or row.endpoint in mismatched_interfaces(source):
         return "its function takes more or fewer arguments than the event's inputs"
     denied = re.search(r"File not allowed: ([^\s\"]+?)\.?\"", row.cause)
     if denied and not Path(denied.group(1)).exists():
         return f"returns or shows a file that does not exist ({Path(denied.group(1)).name})"
     return ""
+
+
+def mismatched_interfaces(source: str) -> set[str]:
+    """The api_names of the `gr.Interface(fn, [inputs...])` in `source` whose function (a def of the
+    file) has a different number of parameters from the list of inputs."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    functions = {f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
+    found = set()
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "Interface" and len(call.args) >= 2):
+            continue
+        fn, inputs = call.args[0], call.args[1]
+        if not (isinstance(fn, ast.Name) and fn.id in functions and isinstance(inputs, ast.List)):
+            continue
+        args = functions[fn.id].args
+        if args.vararg is None and len(args.args) != len(inputs.elts):
+            named = [k.value for k in call.keywords if k.arg == "api_name"]
+            found.add(named[0].value if named and isinstance(named[0], ast.Constant) else "predict")
+    return found
 
 
 def deliberate_raises(source: str) -> list[str]:

@@ -73,6 +73,15 @@ def test_a_failure_is_listed_apart_only_when_no_input_could_clear_it(demos: Modu
     assert found.startswith(apart) if apart else found == ""
 
 
+def test_an_interface_whose_function_does_not_take_its_inputs_is_found(demos: ModuleType) -> None:
+    source = ("import gradio as gr\ndef f(table, categories, level):\n    return table\n"
+              "demo = gr.Interface(f, [gr.CheckboxGroup(['a']), gr.Slider(1, 3)], 'json', api_name='fraud')\n"
+              "ok = gr.Interface(f, [gr.Textbox(), gr.Textbox(), gr.Number()], 'text')\n")
+    assert demos.mismatched_interfaces(source) == {"fraud"}
+    row = demos.Row("d", "fraud", status="failed", sent=2, cause="server_error: argument of type 'float'")
+    assert demos.apart_reason(row, source).startswith("its function takes more or fewer arguments")
+
+
 def test_an_endpoint_that_reaches_for_the_internet_in_any_of_its_errors_needs_it(demos: ModuleType) -> None:
     row = demos.Row("d", "bot", status="failed", sent=9, cause="server_error: Could not postprocess output",
                     samples={"server_error": "Could not postprocess output",
