@@ -11,7 +11,9 @@ Inputs: State inputs are sent as null. File inputs are uploaded (`POST <api>/upl
 FileData from 4.x; 3.x takes them inline as base64 data URLs (an Image as the bare data URL, other
 file components as {name, data, is_file: false}). From 4.x a component that holds files in a structure
 gets the FileData inside it (qbench.run.protocols.gradio_values.wrap_file: a Gallery's
-[{image, caption}], an ImageEditor's {background, layers, composite}...).
+[{image, caption}], an ImageEditor's {background, layers, composite}...). Event data that names a
+file (a deleted file, a gallery's selected image) names one uploaded at discovery, once a run: Gradio
+reads only files in its cache.
 """
 
 from __future__ import annotations
