@@ -11,6 +11,7 @@ CPU stays out of the measurement and the same seed gives byte-identical requests
 from __future__ import annotations
 
 import io
+import struct
 import time
 import wave
 import zipfile
@@ -47,7 +48,7 @@ WORDS = (
 MIME = {"png": "image/png", "jpeg": "image/jpeg", "jpg": "image/jpeg", "webp": "image/webp",
         "wav": "audio/wav", "txt": "text/plain", "csv": "text/csv", "json": "application/json",
         "md": "text/markdown", "zip": "application/zip", "obj": "model/obj", "mp4": "video/mp4",
-        "gif": "image/gif", "mp3": "audio/mpeg", "pdf": "application/pdf"}
+        "gif": "image/gif", "mp3": "audio/mpeg", "pdf": "application/pdf", "avi": "video/x-msvideo"}
 
 
 @dataclass(frozen=True)
@@ -280,7 +281,7 @@ def gen_files(spec: FileSpec, rng: np.random.Generator, tag: str) -> FileValue |
     def one(n: int) -> FileValue:
         size = int(rng.uniform(spec.kb[0], spec.kb[1]) * 1024)
         suffix = spec.suffix.lower()
-        data = FILE_CONTENT.get(suffix, _text_bytes)(size, rng)
+        data = file_bytes(suffix, size, rng)
         mime = MIME.get(suffix.lstrip("."), "application/octet-stream")
         return FileValue(data, f"file-{tag}-{n}{spec.suffix}", mime)
 
@@ -344,10 +345,48 @@ def _wav_bytes(size: int, rng: np.random.Generator) -> bytes:
     return gen_audio(AudioSpec.model_validate({"seconds": 0.5, "sample_rate": 16000}), rng, "f").data
 
 
+def _avi_bytes(size: int, rng: np.random.Generator) -> bytes:
+    """One second of 64x64 motion-JPEG video at 10 frames/s in an AVI (RIFF) container: a video any
+    decoder reads (ffmpeg, OpenCV, browsers through Gradio's conversion), written without either."""
+    frame = ImageSpec.model_validate({"width": 64, "height": 64, "format": "jpeg"})
+    frames = [gen_image(frame, rng, "f").data for _ in range(10)]
+    return avi_mjpeg(frames, width=64, height=64, fps=10)
+
+
+def avi_mjpeg(frames: list[bytes], width: int, height: int, fps: int) -> bytes:
+    """JPEG frames in an AVI 1.0 file: RIFF 'AVI ' {hdrl {avih, strl {strh, strf}}, movi {00dc...}, idx1}."""
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return tag + struct.pack("<I", len(data)) + data + b"\0" * (len(data) % 2)
+
+    def lst(kind: bytes, data: bytes) -> bytes:
+        return chunk(b"LIST", kind + data)
+
+    biggest = max(len(f) for f in frames)
+    avih = struct.pack("<10I4I", 1_000_000 // fps, biggest * fps, 0, 0x10, len(frames), 0, 1, biggest,
+                       width, height, 0, 0, 0, 0)
+    strh = struct.pack("<4s4sIHHIIIIIIII4h", b"vids", b"MJPG", 0, 0, 0, 0, 1, fps, 0, len(frames), biggest,
+                       0xFFFFFFFF, 0, 0, 0, width, height)
+    strf = struct.pack("<IiiHH4sIiiII", 40, width, height, 1, 24, b"MJPG", width * height * 3, 0, 0, 0, 0)
+    hdrl = lst(b"hdrl", chunk(b"avih", avih) + lst(b"strl", chunk(b"strh", strh) + chunk(b"strf", strf)))
+    movi, index, offset = b"", b"", 4  # offsets count from the 'movi' fourcc
+    for frame in frames:
+        index += struct.pack("<4sIII", b"00dc", 0x10, offset, len(frame))  # 0x10: a key frame
+        data = chunk(b"00dc", frame)
+        movi += data
+        offset += len(data)
+    body = b"AVI " + hdrl + lst(b"movi", movi) + chunk(b"idx1", index)
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
 #: File content by suffix (others: lines of random words); an image or a sound ignores the size.
 FILE_CONTENT: dict[str, Callable[[int, np.random.Generator], bytes]] = {
     ".zip": _zip_bytes, ".csv": _csv_bytes, ".json": _json_bytes, ".obj": _obj_bytes, ".png": _png_bytes,
-    ".jpg": _jpeg_bytes, ".jpeg": _jpeg_bytes, ".wav": _wav_bytes}
+    ".jpg": _jpeg_bytes, ".jpeg": _jpeg_bytes, ".wav": _wav_bytes, ".avi": _avi_bytes}
+
+
+def file_bytes(suffix: str, size: int, rng: np.random.Generator) -> bytes:
+    """About `size` bytes whose content fits `suffix` (lowercase, with its dot)."""
+    return FILE_CONTENT.get(suffix, _text_bytes)(size, rng)
 
 
 def pick_file(paths: list[Path], rng: np.random.Generator) -> FileValue:

@@ -172,8 +172,9 @@ def _finish(
     findings = diagnose_run(records, summary, info.get("server"), cpus=cpus)
     diagnosis = [f.to_dict() for f in findings]
     auth = info.get("auth")  # logins and re-logins (no secret)
-    writer.json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth})
-    notes = explain(records, scenario, info.get("server"))
+    notes = explain(records, scenario, info.get("server"))  # the app raised, events still running
+    writer.json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth,
+                                           "app_notes": notes})
     return RunResult(run_dir=run_dir, records=records, summary=summary, run_info=info, diagnosis=findings,
                      outcome=RunOutcome.of(info, summary), app_notes=notes)
 

@@ -11,6 +11,7 @@ Endpoints (api_name):
     chat      gr.ChatInterface
     caption   gr.Interface with examples=: two example images (320x200 and 100x150) and their texts;
               it accepts only those images (so a run shows the example files were sent)
+    clip      gr.Interface with a Video input: qbench's generated video, sent as the release takes it
     ask       gr.ChatInterface(multimodal=True): a MultimodalTextbox (5.x and later; `api_name=`)
 
 Each function checks what it receives (types, ranges, steps, choices, files that exist) and raises on
@@ -113,6 +114,15 @@ def ask(message: dict[str, Any], history: list[Any]) -> str:
     return f"you said {len(message['text'].split())} words"
 
 
+def clip(video: Any) -> str:
+    """A Video input: the file qbench generated (a motion-JPEG .avi), as each release hands it over."""
+    path = _path(video)
+    check(os.path.isfile(path) and path.endswith(".avi"), f"video {video!r}")
+    with open(path, "rb") as f:
+        check(f.read(12)[8:12] == b"AVI ", f"video {path!r} is no AVI")
+    return f"{os.path.getsize(path)} bytes"
+
+
 def chat(message: str, history: list[Any]) -> str:
     check(isinstance(message, str) and bool(message), f"message {message!r}")
     return f"you said {len(message.split())} words"
@@ -150,6 +160,8 @@ def build() -> Any:
         with gr.Tab("caption"):
             gr.Interface(caption, [gr.Image(type="pil"), gr.Textbox(label="Hint")], "text",
                          examples=example_images(), api_name="caption")
+        with gr.Tab("clip"):
+            gr.Interface(clip, gr.Video(), "text", api_name="clip")
         if major >= 5:
             with gr.Tab("ask"):
                 gr.ChatInterface(ask, multimodal=True, api_name="ask")

@@ -1,8 +1,8 @@
 """`qbench init` on real apps of every release: the scenario it writes runs with 0 errors.
 
 One session-scoped app per release (tests/gradio_versions/components_app.py: Image, Textbox, Number,
-Slider, Dropdown, Radio, Checkbox, CheckboxGroup, Audio, File, a Blocks chat with a Chatbot input, a
-ChatInterface; its functions reject any input a user of the UI could not send). Runs last 2 s.
+Slider, Dropdown, Radio, Checkbox, CheckboxGroup, Audio, File, Video, a Blocks chat with a Chatbot input,
+a ChatInterface; its functions reject any input a user of the UI could not send). Runs last 2 s.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def assert_all_ok(run_dir: Path) -> None:
     assert records and not failed, failed[:3]
 
 
-@pytest.mark.parametrize("api", ["analyze", "form", "respond", "chat", "caption", "ask"])
+@pytest.mark.parametrize("api", ["analyze", "form", "respond", "chat", "caption", "clip", "ask"])
 @pytest.mark.parametrize("version", VERSIONS)
 def test_init_then_run_has_no_errors(component_apps: dict[str, str], version: str, api: str,
                                      tmp_path: Path) -> None:
@@ -86,6 +86,7 @@ EXPECTED_KINDS = {
     "respond": ["text", "chat"],
     "chat": ["text"],
     "caption": ["example", "example"],  # the example images, downloaded beside the scenario, and texts
+    "clip": ["file"],  # a generated .avi: the FileData on 6.x, {video, subtitles} on 4.x-5.x
     "ask": ["json"],  # {text: "{words}", files: []}
 }
 
@@ -114,7 +115,7 @@ def test_several_endpoints_without_api(component_apps: dict[str, str], tmp_path:
     url = url_of(component_apps, MAIN)
     out = CliRunner().invoke(app, ["init", url, "-o", str(tmp_path / "s.yaml")])
     assert out.exit_code == 0, out.output
-    assert "6 public endpoints; wrote /analyze" in out.output and "/respond(Textbox 'Message'" in out.output
+    assert "7 public endpoints; wrote /analyze" in out.output and "/respond(Textbox 'Message'" in out.output
     assert "#   /form(Textbox 'Prompt', Number 'Steps'" in (tmp_path / "s.yaml").read_text()
     refused = CliRunner().invoke(app, ["run", "--target", url, "--no-live"])
     assert refused.exit_code == 2 and "choose one with --api NAME" in refused.output

@@ -110,6 +110,8 @@ def test_an_app_that_raises_is_explained(apps: dict[str, str], tmp_path: Path) -
     assert note.startswith(f"/predict: the app raised on {summary.sent}/{summary.sent} requests; "
                            "Gradio hides the reason unless the app sets show_error=True")
     assert "the first input sent was [" in note and "--show-inputs" in note
+    written = json.loads((done.result.run_dir / "summary.json").read_text())
+    assert written["app_notes"] == [note]  # for whoever reads the run folder, not only the console
 
 
 def test_show_inputs_prints_what_was_sent(apps: dict[str, str], tmp_path: Path) -> None:

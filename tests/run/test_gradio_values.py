@@ -15,8 +15,8 @@ import pytest
 from qbench.run.app_errors import explain, short
 from qbench.run.payload_specs import FileSpec
 from qbench.run.payloads import FileValue, gen_files
-from qbench.run.protocols.gradio_api import AppInput, suggest
-from qbench.run.protocols.gradio_values import event_data, prop_inputs, wire_example, wrap_file
+from qbench.run.protocols.gradio_api import AppInput, app_endpoints, suggest
+from qbench.run.protocols.gradio_values import event_data, event_files, prop_inputs, wire_example, wrap_file
 from qbench.run.records import RequestRecord
 from tests.run.conftest import scenario
 
@@ -55,9 +55,15 @@ def test_a_dataframe_with_examples_sends_them_wrapped_and_without_generates_a_ta
     ("multimodaltextbox", "image/png", {"text": "", "files": [FD]}),
     ("image", "image/png", FD),
     ("file", "application/zip", FD),
+    ("video", "video/x-msvideo", FD),  # 6.x: the FileData
 ])
 def test_an_uploaded_file_goes_inside_its_components_structure(kind: str, mime: str, expected: Any) -> None:
-    assert wrap_file(kind, FD, mime) == expected
+    assert wrap_file(kind, FD, mime, (6, 31, 0)) == expected
+
+
+def test_a_video_before_6_goes_as_video_data() -> None:
+    assert wrap_file("video", FD, "video/mp4", (5, 50, 0)) == {"video": FD, "subtitles": None}
+    assert wrap_file("video", FD, "video/mp4", (4, 44, 1)) == {"video": FD, "subtitles": None}
 
 
 @pytest.mark.parametrize(("props", "numbers"), [
@@ -188,7 +194,28 @@ def test_a_select_carries_what_its_component_selects() -> None:
     def select(target: int) -> Any:
         return event_data({"collects_event_data": True, "targets": [[target, "select"]]}, config)
     assert select(3)["index"] == [0, 10] and select(4)["index"] == [0, 0] and select(6)["index"] == 0
-    assert select(5)["value"]["image"]["url"] == "image.png"
+    assert select(5)["value"]["image"]["path"] == "image.png"
+
+
+@pytest.mark.parametrize(("event", "kind", "where"), [("delete", "file", ()), ("download", "file", ()),
+                                                       ("select", "gallery", ("value", "image"))])
+def test_the_files_of_event_data_are_found_and_each_run_gets_its_own(event: str, kind: str,
+                                                                    where: tuple[str, ...]) -> None:
+    """Gradio 5+ reads an event's file only from its cache: the protocol uploads one and names it in
+    the event data of its own run (the constant table stays as it is)."""
+    config = {"components": [{"id": 3, "type": kind}]}
+    dep = {"collects_event_data": True, "targets": [[3, event]]}
+    first = event_data(dep, config)
+    assert first is not None
+    (file,) = event_files(first)
+    inner: Any = first
+    for key in where:
+        inner = inner[key]
+    assert inner is file and file["meta"] == {"_type": "gradio.FileData"}  # FileData(**data) reads it
+    file["path"] = "/tmp/gradio/abc/file.txt"
+    again = event_data(dep, config)
+    assert again is not None and event_files(again)[0]["path"] != "/tmp/gradio/abc/file.txt"
+    assert event_files({"index": 0, "value": "hello"}) == []
 
 
 def test_a_cut_download_is_explained() -> None:
@@ -204,4 +231,51 @@ def test_a_video_without_examples_sends_its_default_file() -> None:
     made = suggest(AppInput("video", "v", {"value": default}))
     assert made.spec == {"example": {"values": [{"file": "http://h/gradio_api/file=/x/a.mp4"}]}}
     assert made.remote_files and not made.fill_in
-    assert suggest(AppInput("video", "v", {"value": None})).fill_in
+    generated = suggest(AppInput("video", "v", {"value": None}))
+    assert generated.spec == {"file": {"kb": [16, 32], "suffix": ".avi"}} and not generated.fill_in
+    assert suggest(AppInput("file", "f", {"file_types": ["video"]})).spec["file"]["suffix"] == ".avi"
+
+
+def test_a_generated_video_is_a_motion_jpeg_avi_a_decoder_can_walk() -> None:
+    """RIFF 'AVI ' with its header list, one key-framed JPEG chunk a frame, and an index whose offsets
+    point at them (what ffmpeg and OpenCV read); written without either."""
+    file = gen_files(FileSpec(kb=(16, 32), suffix=".avi"), np.random.default_rng(0), "t")
+    assert isinstance(file, FileValue) and file.mime == "video/x-msvideo"
+    data = file.data
+    assert data[:4] == b"RIFF" and data[8:12] == b"AVI "
+    assert int.from_bytes(data[4:8], "little") == len(data) - 8
+    movi = data.index(b"movi")
+    frames = [m for m in range(movi, len(data) - 4) if data[m:m + 4] == b"00dc"]
+    idx1 = data.index(b"idx1")
+    entries = [data[idx1 + 8 + 16 * n: idx1 + 24 + 16 * n] for n in range(10)]
+    assert len([f for f in frames if f < idx1]) == 10
+    for entry in entries:
+        offset, size = int.from_bytes(entry[8:12], "little"), int.from_bytes(entry[12:16], "little")
+        start = movi + offset
+        assert data[start:start + 4] == b"00dc" and data[start + 8:start + 10] == b"\xff\xd8"  # a JPEG
+        assert int.from_bytes(data[start + 4:start + 8], "little") == size
+    assert b"MJPG" in data[:movi] and b"strh" in data[:movi] and b"avih" in data[:movi]
+
+
+@pytest.mark.parametrize(("props", "expected"), [
+    ({"value": 1, "step": 1}, {"min": 1, "max": 2, "integer": True}),  # whole default and step: whole
+    ({"value": 10, "step": 1}, {"min": 10, "max": 20, "integer": True}),
+    ({"value": 0.5, "step": 0.1}, {"min": 0.5, "max": 1}),
+    ({"value": None}, {"min": 0, "max": 100}),
+])
+def test_a_number_without_a_range_stays_near_its_default_and_whole_when_it_is(props: dict[str, Any],
+                                                                               expected: Any) -> None:
+    assert suggest(AppInput("number", "n", props)).spec == {"number": expected}
+
+
+def test_examples_whose_rows_do_not_line_up_with_the_inputs_are_not_used() -> None:
+    """fraud_detector's rows have three values for two inputs: no column can be trusted."""
+    config = {"components": [
+        {"id": 1, "type": "checkboxgroup", "props": {"choices": [["a", "a"], ["b", "b"]]}},
+        {"id": 2, "type": "slider", "props": {"minimum": 1, "maximum": 3}},
+        {"id": 9, "type": "dataset", "props": {"component_ids": [1, 2], "samples": [["x.csv", ["a"], 1.0]]}}],
+        "dependencies": [{"id": 0, "api_name": "predict", "inputs": [1, 2], "outputs": []}]}
+    (endpoint,) = app_endpoints(config)
+    assert [i.examples for i in endpoint.inputs] == [(), ()]
+    shifted = AppInput("slider", "s", {"minimum": 1, "maximum": 3}, examples=(["a", "b"],))  # Gradio cut it
+    assert "number" in suggest(shifted).spec

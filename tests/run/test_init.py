@@ -66,7 +66,7 @@ def test_each_component_gets_a_generator_within_its_constraints(
 def test_release_specific_choices() -> None:
     assert suggest(AppInput("chatbot", "c", {"type": "messages"}), (6, 31)).spec["chat"]["format"] == "parts"
     video = suggest(AppInput("video", "v", {}))
-    assert video.fill_in and "FILL IN" in video.note
+    assert not video.fill_in and video.spec == {"file": {"kb": [16, 32], "suffix": ".avi"}}
 
 
 def test_examples_win_unless_they_are_outside_the_choices() -> None:

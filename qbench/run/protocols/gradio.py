@@ -11,7 +11,9 @@ Inputs: State inputs are sent as null. File inputs are uploaded (`POST <api>/upl
 FileData from 4.x; 3.x takes them inline as base64 data URLs (an Image as the bare data URL, other
 file components as {name, data, is_file: false}). From 4.x a component that holds files in a structure
 gets the FileData inside it (qbench.run.protocols.gradio_values.wrap_file: a Gallery's
-[{image, caption}], an ImageEditor's {background, layers, composite}...).
+[{image, caption}], an ImageEditor's {background, layers, composite}...). Event data that names a
+file (a deleted file, a gallery's selected image) names one uploaded at discovery, once a run: Gradio
+reads only files in its cache.
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ import base64
 from typing import Any
 
 import aiohttp
+import numpy as np
 import orjson
 
 from qbench.errors import TargetError
 from qbench.run.credentials import refusal_hint
-from qbench.run.payloads import FileValue
+from qbench.run.payloads import MIME, FileValue, file_bytes
 from qbench.run.protocols.base import Clock, fail, fail_http, upload_tag
 from qbench.run.protocols.gradio_api import NOT_API, app_endpoints, expected_inputs
-from qbench.run.protocols.gradio_values import event_data, prop_inputs, wrap_file
+from qbench.run.protocols.gradio_values import event_data, event_files, prop_inputs, wrap_file
 from qbench.run.protocols.gradio_wire import FAMILIES, OUTPUT_FILES, GradioApp, QueueWire, parse_version
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
@@ -77,6 +80,8 @@ class GradioProtocol:
         if wanted != given and not (given == 0 and self.scenario.load.trace is not None):  # inline inputs
             raise TargetError(self._count_problem(config, info, dep, wanted, given))
         named = info.get("named_endpoints", {}) if isinstance(info, dict) else {}
+        if family != "ws":
+            await self._hold_event_files()
         from qbench.run.protocols.gradio_families import make_wire
 
         pool = self.scenario.load.sessions
@@ -130,6 +135,26 @@ class GradioProtocol:
             is_api = not comp.get("skip_api") and comp.get("type") not in NOT_API
             types.append(str(comp.get("type", "")) if is_api else None)
         return types
+
+    async def _hold_event_files(self) -> None:
+        """Upload a file for each FileData of the event data (a deleted file, a selected gallery image)
+        and name it there, once a run: Gradio reads only files in its cache. A failed upload leaves the
+        name as it is (the requests then fail with the app's own message)."""
+        assert self.app is not None
+        for file in event_files(self.app.event_data):
+            name = str(file.get("orig_name") or "file.txt")
+            suffix = "." + name.rsplit(".", 1)[-1].lower()
+            form = aiohttp.FormData()
+            form.add_field("files", file_bytes(suffix, 1024, np.random.default_rng(0)), filename=name,
+                           content_type=MIME.get(suffix.lstrip("."), "text/plain"))
+            try:
+                async with self.http.post(self.app.api + "/upload", data=form) as resp:
+                    if resp.status == 200:
+                        file["path"] = orjson.loads(await resp.read())[0]
+                        if "url" in file:
+                            file["url"] = f"{self.app.api}/file={file['path']}"
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError, orjson.JSONDecodeError, IndexError):
+                continue
 
     async def _get_json(self, url: str, required: bool = True) -> Any:
         try:
@@ -224,7 +249,7 @@ class GradioProtocol:
             record.bytes_sent += len(url)
             return url if kind == "image" else {"name": file.name, "data": url, "is_file": False}
         uploaded = await self._upload(file, record)
-        return None if uploaded is None else wrap_file(kind, uploaded, file.mime)
+        return None if uploaded is None else wrap_file(kind, uploaded, file.mime, self.app.version)
 
     async def _upload(self, file: FileValue, record: RequestRecord) -> dict[str, Any] | None:
         assert self.app is not None

@@ -149,6 +149,8 @@ def _examples_by_component(components: Any) -> dict[Any, tuple[Any, ...]]:
         if comp.get("type") != "dataset" or not isinstance(props.get("samples"), list):
             continue
         ids = props.get("component_ids") or []
+        if any(isinstance(row, list) and len(row) != len(ids) for row in props["samples"]):
+            continue  # rows that do not line up with the inputs: no column is sure
         for k, cid in enumerate(ids):
             rows = [row[k] if isinstance(row, list) and k < len(row) else None for row in props["samples"]]
             if cid not in columns and rows and all(v is not None for v in rows):
@@ -167,11 +169,11 @@ def suggest(inp: AppInput, version: tuple[int, ...] = ()) -> Suggestion:
     if files:
         return Suggestion({"example": {"values": files}}, f"{made.note}; the app's own example files",
                           made.spec, remote_files=True)
-    default = _file_refs(inp, (inp.props.get("value"),)) if made.fill_in else []
-    if default:  # a video qbench cannot make: the component's own default file, as the UI sends it
+    own = made.fill_in or inp.component == "video"
+    default = _file_refs(inp, (inp.props.get("value"),)) if own else []
+    if default:  # a real video, or what qbench cannot make: the component's default file, as the UI sends it
         return Suggestion({"example": {"values": default}}, f"a {inp.class_name}: the component's default "
-                          f"file, as the UI sends it unedited (qbench generates no {inp.class_name})",
-                          made.spec, remote_files=True)
+                          "file, as the UI sends it unedited", made.spec, remote_files=True)
     examples = _usable_examples(inp)
     if examples and not made.fill_in:
         return Suggestion({"example": {"values": list(examples)}},
@@ -203,8 +205,12 @@ def _file_refs(inp: AppInput, values: tuple[Any, ...]) -> list[dict[str, str]]:
 
 def _usable_examples(inp: AppInput) -> tuple[Any, ...]:
     """Examples that can be sent, in the API's format (qbench.run.protocols.gradio_values): not
-    files, and within the choices."""
+    files, within the choices, numbers for a Number or Slider (an example row longer than the inputs
+    is cut by Gradio, shifting its values under the wrong components)."""
     if not inp.examples or inp.component in FILE_COMPONENTS | {"multimodaltextbox", "chatbot"}:
+        return ()
+    if inp.component in ("number", "slider") and not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in inp.examples):
         return ()
     choices = inp.choices
     if choices is not None and inp.component in ("dropdown", "radio") and not inp.props.get("multiselect"):
@@ -260,15 +266,19 @@ def _number(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
     if isinstance(low, int | float) and isinstance(high, int | float) and low <= high:
         spec = {"min": low, "max": high}
         note = f"a number from {low:g} to {high:g}"
-    else:  # a Number without a range (3.x), or with one bound: 100 wide from the bound or the default
+    else:  # a Number without a range: 100 wide from its one bound, else from its default to twice it
         value = props.get("value")
-        start = float(value) if isinstance(value, int | float) else 0.0
+        start = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+        end = max(start * 2, start / 2) if start and low is None and high is None else start + 100
         if isinstance(low, int | float):
-            start = float(low)
+            start, end = float(low), float(low) + 100
         elif isinstance(high, int | float):
-            start = float(high) - 100
-        spec = {"min": _tidy(start), "max": _tidy(start + 100)}
+            start, end = float(high) - 100, float(high)
+        spec = {"min": _tidy(min(start, end)), "max": _tidy(max(start, end))}
         note = f"a number (the app declares no range; qbench sends {spec['min']:g} to {spec['max']:g})"
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        step_whole = isinstance(step, int) or (isinstance(step, float) and step.is_integer())
+        integer = integer or (inp.component == "number" and whole and step_whole and value is not None)
     if inp.component == "slider" and isinstance(step, int | float) and step > 0:
         spec["step"] = _tidy(step)
         note += f", step {step:g}"
@@ -358,7 +368,7 @@ def _suffix(types: list[str], many: bool) -> str:
     for kind in types:
         if re.fullmatch(r"(\.[A-Za-z0-9]{1,10}){1,3}", kind):
             return kind
-    kinds = {"image": ".png", "audio": ".wav", "video": ".mp4", "text": ".txt"}
+    kinds = {"image": ".png", "audio": ".wav", "video": ".avi", "text": ".txt"}
     return next((kinds[t] for t in types if t in kinds), ".bin")
 
 
@@ -377,8 +387,9 @@ def _multimodal(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
 
 
 def _video(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
-    return Suggestion({"files": {"dir": "videos/", "pattern": "*.mp4"}},
-                      "a video: qbench cannot generate one; FILL IN a folder of sample videos", fill_in=True)
+    return Suggestion({"file": {"kb": [16, 32], "suffix": ".avi"}},
+                      "a video: qbench sends a generated 1 s motion-JPEG .avi (64x64); "
+                      "`files: {dir: videos/}` sends your own")
 
 
 def _api(inp: AppInput, _: tuple[int, ...]) -> Suggestion:

@@ -15,11 +15,13 @@ Two directions meet here:
     wrap_file(kind, file)      an uploaded FileData inside the structure its component takes (4.x and
                                later): a Gallery's [{image | video, caption}], an ImageEditor's
                                {background, layers: [one], composite}, a MultimodalTextbox's {text, files},
-                               an ImageSlider's [FileData, FileData]; other components take it as it is
+                               an ImageSlider's [FileData, FileData], a 4.x-5.x Video's {video, subtitles};
+                               other components take it as it is
     event_data(dep)            what a browser sends beside the inputs of an event whose function reads
                                gr.EventData (`collects_event_data`: a chatbot's like, a table's select,
                                an edit, a key_up...): the first message or cell, liked, selected; None
-                               for the other events (gradio_client sends None: their functions fail)
+                               for the other events (gradio_client sends None: their functions fail);
+                               event_files(data) the files in it, which the caller uploads first
     prop_inputs(config, dep)   the inputs whose function takes the component itself (6.x
                                `component_prop_inputs`: `def f(x: gr.Number)` reads x.value, x.maximum):
                                sent as the component's props with the value in `value`, as the browser does
@@ -31,6 +33,7 @@ families differ only where they are named.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Protocol
 
 
@@ -183,8 +186,8 @@ _MAKERS = {"dataframe": _dataframe, "colorpicker": _colorpicker, "datetime": _da
 # ---------------------------------------------------------------- uploaded files in their structure
 
 
-def wrap_file(kind: str | None, file: dict[str, Any], mime: str) -> Any:
-    """An uploaded FileData as component `kind` takes it (4.x and later)."""
+def wrap_file(kind: str | None, file: dict[str, Any], mime: str, version: tuple[int, ...] = ()) -> Any:
+    """An uploaded FileData as component `kind` of release `version` takes it (4.x and later)."""
     if kind == "gallery":
         return {"video" if mime.startswith("video/") else "image": file, "caption": None}
     if kind in ("imageeditor", "sketchpad", "paint"):
@@ -193,10 +196,19 @@ def wrap_file(kind: str | None, file: dict[str, Any], mime: str) -> Any:
         return {"text": "", "files": [file]}
     if kind == "imageslider":
         return [file, file]
+    if kind == "video" and version and version[0] < 6:
+        return {"video": file, "subtitles": None}  # 4.x-5.x VideoData; 6.x takes the FileData
     return file
 
 
 # ---------------------------------------------------------------- event data
+
+
+def _file_data(name: str, url: bool = False) -> dict[str, Any]:
+    """A FileData naming `name`: its path (and `url`, where the browser sends one) becomes an uploaded
+    file's (event_files)."""
+    file: dict[str, Any] = {"path": name, "orig_name": name, "meta": {"_type": "gradio.FileData"}}
+    return {**file, "url": name} if url else file
 
 
 #: What a browser sends with each kind of event, for a function that reads gr.LikeData, gr.SelectData...
@@ -212,8 +224,8 @@ EVENT_DATA: dict[str, dict[str, Any]] = {
     "undo": {"index": 0, "value": "hello"},
     "key_up": {"key": "a", "input_value": "hello"},
     "copy": {"value": "hello"},
-    "delete": {"file": {"path": "file.txt", "orig_name": "file.txt", "meta": {"_type": "gradio.FileData"}}},
-    "download": {"file": {"path": "file.txt", "orig_name": "file.txt", "meta": {"_type": "gradio.FileData"}}},
+    "delete": _file_data("file.txt"),  # gr.DeletedFileData and gr.DownloadData read the FileData itself
+    "download": _file_data("file.txt"),
 }
 GENERIC_EVENT_DATA = {"index": 0, "value": "hello", "selected": True, "liked": True, "previous_value": "hi",
                       "key": "a", "input_value": "hello"}
@@ -224,7 +236,7 @@ PLOTS = {"nativeplot", "lineplot", "barplot", "scatterplot", "plot"}  # 6.x: all
 SELECT_BY_KIND: dict[str, dict[str, Any]] = {
     **dict.fromkeys(PLOTS, {"index": [0, 10], "value": [0, 10], "selected": True}),
     "gallery": {"index": 0, "selected": True,
-                "value": {"image": {"url": "image.png", "orig_name": "image.png"}, "caption": None}},
+                "value": {"image": _file_data("image.png", url=True), "caption": None}},
     "dataframe": {"index": [0, 0], "value": "hello", "selected": True, "row_value": ["hello"],
                   "col_value": ["hello"]},
     "image": {"index": [10, 10], "value": None, "selected": True},  # the pixel clicked
@@ -240,11 +252,24 @@ def event_data(dep: dict[str, Any], config: dict[str, Any] | None = None) -> dic
     targets = [t for t in dep.get("targets") or [] if isinstance(t, list | tuple) and len(t) == 2]
     known = [(kinds.get(t[0]), t[1]) for t in targets if t[1] in EVENT_DATA]
     if not known:
-        return dict(GENERIC_EVENT_DATA)
+        return copy.deepcopy(GENERIC_EVENT_DATA)
     kind, event = known[0]
     if event == "select" and kind in SELECT_BY_KIND:
-        return dict(SELECT_BY_KIND[kind])
-    return dict(EVENT_DATA[event])
+        return copy.deepcopy(SELECT_BY_KIND[kind])
+    return copy.deepcopy(EVENT_DATA[event])
+
+
+def event_files(data: Any) -> list[dict[str, Any]]:
+    """The FileData inside event data (a deleted or downloaded file, a gallery's selected image): each
+    must name a file the app holds (Gradio 5+ refuses a path outside its cache, "File ... is not in the
+    cache folder"), so the caller uploads one and writes its path in. A browser sends the file it shows."""
+    if isinstance(data, dict):
+        if isinstance(data.get("meta"), dict) and data["meta"].get("_type") == "gradio.FileData":
+            return [data]
+        return [found for value in data.values() for found in event_files(value)]
+    if isinstance(data, list):
+        return [found for value in data for found in event_files(value)]
+    return []
 
 
 def prop_inputs(config: dict[str, Any], dep: dict[str, Any]) -> dict[int, dict[str, Any]]:
