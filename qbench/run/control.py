@@ -78,19 +78,16 @@ async def read_status_async(
 
 def read_gradio_version(base_url: str, timeout_s: float = TIMEOUT_S) -> str | None:
     """The `version` a Gradio app's `GET /config` announces (None when there is no such answer)."""
-    try:
-        with client(timeout_s) as http:
-            response = http.get(base_url.rstrip("/") + "/config")
-        response.raise_for_status()
-        config = response.json()
-    except (httpx.HTTPError, ValueError):
-        return None
-    return str(config["version"]) if isinstance(config, dict) and config.get("version") else None
+    return _config_key(base_url, "version", timeout_s)
 
 
 def read_gradio_mode(base_url: str, timeout_s: float = TIMEOUT_S) -> str | None:
     """The `mode` a Gradio app's `GET /config` announces: "server" for a `gradio.Server` app (6.10+),
     "blocks" or "interface" otherwise; None when there is no such answer."""
+    return _config_key(base_url, "mode", timeout_s)
+
+
+def _config_key(base_url: str, key: str, timeout_s: float) -> str | None:
     try:
         with client(timeout_s) as http:
             response = http.get(base_url.rstrip("/") + "/config")
@@ -98,7 +95,7 @@ def read_gradio_mode(base_url: str, timeout_s: float = TIMEOUT_S) -> str | None:
         config = response.json()
     except (httpx.HTTPError, ValueError):
         return None
-    return str(config["mode"]) if isinstance(config, dict) and config.get("mode") else None
+    return str(config[key]) if isinstance(config, dict) and config.get(key) else None
 
 
 def set_admin_config(base_url: str, settings: Mapping[str, Any], token: str) -> Any:

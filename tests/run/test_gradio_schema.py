@@ -4,10 +4,7 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ from qbench.cli import app
 from qbench.run.control import read_gradio_mode
 from qbench.run.protocols.gradio_schema import api_suggestion, concrete
 from qbench.tune.recommend import Advice, Constraints, PointResult, recommend, server_api_code
+from tests.run.gradio_app_process import gradio_app
 
 
 def spec(name: str, schema: dict[str, Any], default: Any = None, has_default: bool = False
@@ -89,26 +87,9 @@ APP = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def server_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    import socket
-
     folder = tmp_path_factory.mktemp("server-app")
-    (folder / "server_app.py").write_text(APP)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {"GRADIO_ANALYTICS_ENABLED": "False", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen([sys.executable, str(folder / "server_app.py"), str(port)], cwd=folder, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while read_gradio_mode(url, timeout_s=2) is None:
-            assert proc.poll() is None and time.monotonic() < deadline, "the gradio.Server app did not start"
-            time.sleep(0.3)
+    with gradio_app(folder, APP) as url:
         yield url, folder
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def test_init_then_run_on_a_server_app_sends_values_its_function_takes(server_app: tuple[str, Path]) -> None:

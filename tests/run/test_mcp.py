@@ -4,15 +4,10 @@ launched with mcp_server=True, and the JSON-RPC answers read without one."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -21,6 +16,7 @@ from qbench.cli import app
 from qbench.errors import ScenarioError
 from qbench.run.protocols.mcp import McpError, answer, parse_messages, tool_text
 from qbench.run.scenario import parse_scenario
+from tests.run.gradio_app_process import gradio_app
 
 pytest.importorskip("mcp", reason="gradio[mcp] is not installed (pip install 'gradio[mcp]')")
 
@@ -107,28 +103,8 @@ APP = textwrap.dedent('''
 @pytest.fixture(scope="module")
 def mcp_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("mcp-app")
-    (folder / "app.py").write_text(APP)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {"GRADIO_ANALYTICS_ENABLED": "False", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen([sys.executable, str(folder / "app.py"), str(port)], cwd=folder, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(url + "/config", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "the MCP app did not start"
-            time.sleep(0.3)
+    with gradio_app(folder, APP) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def qbench(*args: str) -> str:

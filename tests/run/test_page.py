@@ -4,15 +4,10 @@ journey that opens a real Gradio app's page before calling it."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pandas as pd
 import pytest
 import yaml
@@ -24,6 +19,7 @@ from qbench.run.protocols.page import entry_chunks, page_assets
 from qbench.run.scenario import parse_scenario
 from reference_server.settings import synthetic_settings
 from reference_server.testing import serve_in_thread
+from tests.run.gradio_app_process import gradio_app
 
 HTML = b"""<!doctype html><html><head>
 <link rel="manifest" href="/manifest.json" />
@@ -80,28 +76,8 @@ APP = textwrap.dedent('''
 @pytest.fixture(scope="module")
 def gradio_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("page-app")
-    (folder / "app.py").write_text(APP)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {"GRADIO_ANALYTICS_ENABLED": "False", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen([sys.executable, str(folder / "app.py"), str(port)], cwd=folder, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(url + "/config", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "the Gradio app did not start"
-            time.sleep(0.3)
+    with gradio_app(folder, APP) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def test_a_journey_opens_the_page_then_calls_the_app(gradio_page: str, tmp_path: Path) -> None:

@@ -1,0 +1,44 @@
+"""A real Gradio app written by a test, run in a subprocess on a free loopback port (tests/run)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+
+@contextmanager
+def gradio_app(folder: Path, source: str, timeout_s: float = 90) -> Iterator[str]:
+    """Write `source` as folder/app.py, run it with the port as its first argument, and yield its base
+    URL once `/config` answers; the app is stopped on exit."""
+    (folder / "app.py").write_text(source)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"GRADIO_ANALYTICS_ENABLED": "False", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen([sys.executable, str(folder / "app.py"), str(port)], cwd=folder, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not _answers(url):
+            assert proc.poll() is None, f"the Gradio app in {folder} exited with code {proc.returncode}"
+            assert time.monotonic() < deadline, f"the Gradio app in {folder} did not start in {timeout_s:g} s"
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url + "/config", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
