@@ -30,9 +30,9 @@ REDUCED_CAPACITY = ["--duration", "1.5", "--max-duration", "2", "--confirm-durat
 REDUCED_RUN = ["--set", "load.duration=2", "--no-live"]
 
 
-def doc_commands(section: str) -> list[str]:
-    """The command lines of the first sh block after `section` (comments and `&` dropped)."""
-    text = DOC.read_text(encoding="utf-8").split(section, 1)[1]
+def doc_commands(section: str, doc: Path = DOC) -> list[str]:
+    """The command lines of the first sh block after `section` in `doc` (comments and `&` dropped)."""
+    text = doc.read_text(encoding="utf-8").split(section, 1)[1]
     match = re.search(r"```sh\n(.*?)```", text, re.S)
     assert match, f"no sh block after {section!r}"
     lines = [line.split("#", 1)[0].strip().rstrip("&").strip() for line in match.group(1).splitlines()]

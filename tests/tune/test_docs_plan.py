@@ -6,7 +6,6 @@ for 1,000 users from it, and the capacity of 3 replicas behind nginx (`qbench se
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from pathlib import Path
 
@@ -17,21 +16,15 @@ from qbench.cli import app
 from qbench.tune.balancer import nginx_binary, reference_replicas
 from reference_server.settings import parse_settings, read_settings_file
 from reference_server.testing import serve_in_thread
+from tests.tune.test_docs_capacity import REDUCED_CAPACITY
+from tests.tune.test_docs_capacity import doc_commands as capacity_doc_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "capacity-plan.md"
 URL = "http://127.0.0.1:7860"
-REDUCED_CAPACITY = ["--duration", "1.5", "--max-duration", "2", "--confirm-duration", "2",
-                    "--max-probes", "4", "--tolerance", "25%", "--estimate-users", "16", "--no-overload"]
-
-
 def doc_commands(section: str) -> list[str]:
     """The command lines of the first sh block after `section` (comments and `&` dropped)."""
-    text = DOC.read_text(encoding="utf-8").split(section, 1)[1]
-    match = re.search(r"```sh\n(.*?)```", text, re.S)
-    assert match, f"no sh block after {section!r}"
-    lines = [line.split("#", 1)[0].strip().rstrip("&").strip() for line in match.group(1).splitlines()]
-    return [line for line in lines if line]
+    return capacity_doc_commands(section, DOC)
 
 
 def qbench(args: list[str], replace: dict[str, str]) -> str:
