@@ -70,7 +70,8 @@ def assert_within(run: CapacityRun, ceiling: float) -> None:
     found = run.capacity
     rate = found.capacity_rps
     table = [(p.kind, round(p.rate_rps, 1), p.verdict, p.why) for p in found.probes]
-    assert rate is not None and 0.85 * ceiling <= rate <= ceiling, table
+    # at most 2% over: a few seconds of confirmation cannot tell 40.1 req/s from a ceiling of 40
+    assert rate is not None and 0.85 * ceiling <= rate <= 1.02 * ceiling, table
     assert found.confirmed and found.confirmation is not None and found.confirmation.steady, table
     above = [p for p in found.probes if p.kind in ("rate", "confirm") and p.rate_rps > ceiling * 1.05]
     assert all(not p.passed for p in above), table  # a probe above the ceiling never passes
