@@ -30,6 +30,7 @@ import asyncio
 import itertools
 import os
 import pickle
+import shutil
 import socket
 import struct
 import subprocess
@@ -44,16 +45,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 HEADER = struct.Struct("!I")
 PARSED_UPLOAD = "qbench.parsed_upload"  # scope key: an upload's parts, parsed by the front end
 UPLOAD_PATH = "/gradio_api/upload"
+PLAIN_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 Frame = tuple[Any, ...]
 
 
-def resolve_front_ends(value: int | str, device: str, gradio: int) -> int:
+def resolve_front_ends(value: int | str, device: Callable[[], str], gradio: int) -> int:
     """`launch.front_ends` -> a count: auto = one per 4 cores (at most 4) on CUDA from 8 cores, else 0
-    (and 0 for Gradio 3.x's websocket queue, which is not forwarded)."""
+    (and 0 for Gradio 3.x's websocket queue, which is not forwarded). `device` is asked only for auto
+    (it may import torch)."""
     if isinstance(value, int):
         return value
     cores = os.cpu_count() or 1
-    return min(4, cores // 4) if device == "cuda" and cores >= 8 and gradio != 3 else 0
+    return min(4, cores // 4) if cores >= 8 and gradio != 3 and device() == "cuda" else 0
 
 
 # ---------------------------------------------------------------- the link (both sides)
@@ -165,7 +168,7 @@ class CoreLink:
             await self.app(scope, receive, send)
         except Exception:  # noqa: BLE001 - the app logged it; the client gets a 500, the server goes on
             if not started:
-                self.link.send(("s", rid, 500, [(b"content-type", b"text/plain; charset=utf-8")]))
+                self.link.send(("s", rid, 500, PLAIN_TEXT))
             self.link.send(("b", rid, b"Internal Server Error" if not started else b"", False))
         finally:
             self._gone.pop(rid, None)
@@ -236,9 +239,7 @@ class FrontEnds:
                 await asyncio.to_thread(child.wait, 5)
             except subprocess.TimeoutExpired:
                 child.kill()
-        for path in (self.path,):
-            Path(path).unlink(missing_ok=True)
-        self._dir.rmdir()
+        shutil.rmtree(self._dir, ignore_errors=True)  # the link socket and the core's own
 
 
 def _private_dir() -> str:
@@ -270,7 +271,6 @@ class _Pending:
         return frames
 
 
-BAD_GATEWAY: Frame = ("s", 0, 502, [(b"content-type", b"text/plain; charset=utf-8")])
 
 
 class Forwarder:
@@ -311,13 +311,17 @@ class Forwarder:
         parsed = self._parsed_upload(scope, body)
         self.link.send(("r", rid, request, b"" if parsed is not None else body, parsed))
         watcher: asyncio.Task[None] | None = None
+        started = False
         try:
             while True:
                 for frame in await pending.take():
-                    if frame is None:  # the core is gone
-                        frame = ("b", rid, b"the server's core process is gone", False)
-                        await send({"type": "http.response.start", "status": 502, "headers": BAD_GATEWAY[3]})
+                    if frame is None:  # the core is gone: a 502, or the end of a response under way
+                        frame = ("b", rid, b"" if started else b"the server's core process is gone", False)
+                        if not started:
+                            await send({"type": "http.response.start", "status": 502,
+                                        "headers": PLAIN_TEXT})
                     if frame[0] == "s":
+                        started = True
                         await send({"type": "http.response.start", "status": frame[2], "headers": frame[3]})
                         continue
                     await send({"type": "http.response.body", "body": frame[2], "more_body": frame[3]})

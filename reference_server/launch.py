@@ -122,7 +122,7 @@ async def _announce(server: uvicorn.Server, host: str) -> None:
 async def _serve(settings: ServerSettings) -> None:
     app = build_app(settings)
     launch = settings.launch
-    front_ends = resolve_front_ends(launch.front_ends, resolve_device(settings), settings.gradio)
+    front_ends = resolve_front_ends(launch.front_ends, lambda: resolve_device(settings), settings.gradio)
     if front_ends:
         await _serve_behind_front_ends(app, settings, front_ends)
         return
@@ -153,6 +153,8 @@ async def _serve_behind_front_ends(app: Starlette, settings: ServerSettings, cou
                             timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
 
+    failed: list[str] = []
+
     async def start_front_ends() -> None:
         while not server.started:
             await asyncio.sleep(0.02)
@@ -160,6 +162,7 @@ async def _serve_behind_front_ends(app: Starlette, settings: ServerSettings, cou
             await fronts.start()
         except RuntimeError as exc:
             print(f"error: {exc}", file=sys.stderr)
+            failed.append(str(exc))
             server.should_exit = True
             return
         port = listener.getsockname()[1]
@@ -173,8 +176,8 @@ async def _serve_behind_front_ends(app: Starlette, settings: ServerSettings, cou
         starter.cancel()
         await fronts.stop()
         listener.close()
-    if not server.started or len(fronts.children) < count:
-        raise SystemExit(3)
+    if not server.started or failed:
+        raise SystemExit(3)  # a model that did not load, or a front end that did not start
 
 
 def serve(settings: ServerSettings) -> None:

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
 from qbench.tune.grid import Value
-from qbench.tune.versions import gradio3_code
+from qbench.tune.versions import BATCH_NOTE, gradio3_code
 
 Status = Literal["ok", "failed", "stopped", "knobs_not_applied"]
 Objective = Literal["latency", "capacity"]
@@ -529,19 +529,13 @@ def gradio_code(knobs: Mapping[str, Value], max_size: int | None, gradio_major: 
         return gradio3_code(knobs, max_size)
     limit = knobs.get("concurrency_limit", knobs.get("default_concurrency_limit", 1))
     default_limit = knobs.get("default_concurrency_limit", limit)
-    batch = _num(knobs.get("max_batch_size", 1))
-    click = f"concurrency_limit={limit}"
-    if batch > 1:
-        click += f", batch=True, max_batch_size={knobs['max_batch_size']}"
-    if "concurrency_id" in knobs:
-        click += f", concurrency_id={str(knobs['concurrency_id'])!r}"
     lines = [
         f"demo.queue(default_concurrency_limit={default_limit}, max_size={max_size})",
-        f"btn.click(fn, inputs, outputs, {click})",
+        f"btn.click(fn, inputs, outputs, {event_args(knobs)})",
         f"demo.launch(max_threads={knobs.get('max_threads', 40)})",
     ]
-    if batch > 1:
-        lines.insert(0, "# fn must take lists (one per input) and return lists: batch=True")
+    if _num(knobs.get("max_batch_size", 1)) > 1:
+        lines.insert(0, BATCH_NOTE)
     events = event_lines(knobs)
     if events:  # a mix's events, each with its own settings, in place of one event's line
         at = next(i for i, line in enumerate(lines) if line.startswith("btn.click("))
@@ -553,20 +547,27 @@ def server_api_code(knobs: Mapping[str, Value], max_size: int | None, api_name: 
     """The winner's settings for a gradio.Server app (6.10+): its `@server.api(...)` arguments and
     `server.launch(max_threads=...)`. A Server app has no `queue()`: its queue is unbounded and its
     default concurrency limit 1, so an advised max_size is said, not written."""
-    limit = knobs.get("concurrency_limit", knobs.get("default_concurrency_limit", 1))
-    args = [f"name={api_name!r}"] if api_name else []
-    args.append(f"concurrency_limit={limit}")
+    name = f"name={api_name!r}, " if api_name else ""
+    threads = knobs.get("max_threads", 40)
+    lines = [f"@server.api({name}{event_args(knobs)})", f"server.launch(max_threads={threads})"]
     if _num(knobs.get("max_batch_size", 1)) > 1:
-        args.append(f"batch=True, max_batch_size={knobs['max_batch_size']}")
-    if "concurrency_id" in knobs:
-        args.append(f"concurrency_id={str(knobs['concurrency_id'])!r}")
-    lines = [f"@server.api({', '.join(args)})", f"server.launch(max_threads={knobs.get('max_threads', 40)})"]
-    if _num(knobs.get("max_batch_size", 1)) > 1:
-        lines.insert(0, "# the function must take lists (one per input) and return lists: batch=True")
+        lines.insert(0, BATCH_NOTE)
     if max_size is not None:
         lines.append(f"# max_size={max_size} was advised: gradio.Server has no queue(max_size=...), "
                      "its queue is unbounded; shed load in front of it")
     return "\n".join(lines)
+
+
+def event_args(knobs: Mapping[str, Value]) -> str:
+    """The event's own settings as keyword arguments (a `.click(...)` or an `@server.api(...)`):
+    concurrency_limit, batching when max_batch_size > 1, concurrency_id when swept."""
+    limit = knobs.get("concurrency_limit", knobs.get("default_concurrency_limit", 1))
+    args = [f"concurrency_limit={limit}"]
+    if _num(knobs.get("max_batch_size", 1)) > 1:
+        args.append(f"batch=True, max_batch_size={knobs['max_batch_size']}")
+    if "concurrency_id" in knobs:
+        args.append(f"concurrency_id={str(knobs['concurrency_id'])!r}")
+    return ", ".join(args)
 
 
 def event_lines(knobs: Mapping[str, Value]) -> list[str]:

@@ -175,7 +175,7 @@ def render_sweep(result: SweepResult, console: Console) -> None:
         console.print(Panel(code, title=rec.server_code_label))
     elif rec.gradio_code:
         release = f"Gradio {rec.gradio_major}.x" if rec.gradio_major else "Gradio 4.x and later"
-        if rec.gradio_code.startswith(("@server.api", "# the function must take lists")):
+        if "@server.api(" in rec.gradio_code:
             release += ": your gradio.Server app's settings"
         code = Syntax(rec.gradio_code, "python", theme="ansi_dark", word_wrap=True)
         console.print(Panel(code, title=release))

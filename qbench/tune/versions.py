@@ -60,6 +60,9 @@ def _num(value: Any) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
+BATCH_NOTE = "# fn must take lists (one per input) and return lists: batch=True"  # a batched event's code
+
+
 def gradio3_code(knobs: Mapping[str, Any], max_size: int | None) -> str:
     """Gradio 3.x settings: one worker pool, batching per event, max_threads at least the pool."""
     count = knobs.get("concurrency_count", 1)
@@ -69,7 +72,7 @@ def gradio3_code(knobs: Mapping[str, Any], max_size: int | None) -> str:
         threads = max(threads, count)  # what 3.x's launch() does anyway: said explicitly
     lines = [f"demo.queue(concurrency_count={count}, max_size={max_size})"]
     if batch > 1:
-        lines.insert(0, "# fn must take lists (one per input) and return lists: batch=True")
+        lines.insert(0, BATCH_NOTE)
         lines.append(f"btn.click(fn, inputs, outputs, batch=True, max_batch_size={knobs['max_batch_size']})")
     lines.append(f"demo.launch(max_threads={threads})")
     return "\n".join(lines)

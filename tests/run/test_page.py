@@ -99,10 +99,11 @@ def test_a_journey_opens_the_page_then_calls_the_app(gradio_page: str, tmp_path:
     assert (pages["outputs"] == info["resources"]).all()  # every resource of the page, each visit
     assert (pages["bytes_received"] > info["html_bytes"]).all()
     assert "page /" in out.output and "shout" in out.output
-    assert info["heartbeat"]  # Gradio 6: each journey held its tab's heartbeat stream while it ran
+    assert info["heartbeat"]  # Gradio 6 has the heartbeat route: each visit opened it for its journey
 
 
-def test_a_journeys_heartbeat_stays_open_until_the_journey_ends() -> None:
+def test_the_end_of_a_journey_cancels_what_ran_beside_it() -> None:
+    """SessionState.end: a page's heartbeat task (here a long sleep in its place) is cancelled."""
     import asyncio
 
     from qbench.run.protocols.base import SessionState

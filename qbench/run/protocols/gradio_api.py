@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from qbench.run.payloads import FILE_CONTENT
-from qbench.run.protocols.gradio_schema import api_suggestion
+from qbench.run.protocols.gradio_schema import NUMBERS_AS_TEXT, api_suggestion
 from qbench.run.protocols.gradio_values import suggest_value, wire_example
 
 NOT_API = {"state"}  # component types whose inputs are not part of the API (sent as null)
@@ -237,7 +237,6 @@ def _generated(inp: AppInput, version: tuple[int, ...]) -> Suggestion:
 #: Words in a Textbox's label, placeholder or info that ask for a number (the app likely calls int()).
 NUMBER_HINT = re.compile(r"\b(numbers?|seconds?|minutes?|hours?|duration|integer|how many|count|age|year|"
                          r"amount|quantity|steps|digits?)\b", re.I)
-NUMBERS_AS_TEXT = ["1", "2", "3", "4", "5"]
 
 
 def _textbox(inp: AppInput, _: tuple[int, ...]) -> Suggestion:

@@ -24,6 +24,7 @@ Suggestion = tuple[dict[str, Any], str]
 
 NUMBER_NAME = re.compile(r"(^|_)(n|num|number|count|seconds?|secs?|minutes?|steps|age|year|size|times)($|_)",
                          re.I)
+NUMBERS_AS_TEXT = ["1", "2", "3", "4", "5"]  # a text input that asks for a number (gradio_api's Textbox too)
 PLACEHOLDERS = {"integer": "{int}", "number": "{float}", "string": "{word}", "boolean": True}
 
 
@@ -72,8 +73,8 @@ def _string(schema: dict[str, Any], name: str) -> Suggestion:
     if isinstance(choices, list) and choices:
         return {"choice": {"values": choices}}, f"one of {', '.join(map(str, choices[:8]))}"
     if NUMBER_NAME.search(name):
-        values = ["1", "2", "3", "4", "5"]
-        return {"choice": {"values": values}}, f"a number as text (its name, {name!r}, asks for one)"
+        why = f"a number as text (its name, {name!r}, asks for one)"
+        return {"choice": {"values": list(NUMBERS_AS_TEXT)}}, why
     return {"text": {"words": [2, 8]}}, "text"
 
 
