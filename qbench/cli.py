@@ -321,6 +321,8 @@ def render_run(done: OptionsRun, console: Console, show_inputs: bool = False) ->
     console.print(f"records: {result.run_dir}")
     for note in result.app_notes:
         console.print(f"[bold yellow]the app:[/] {escape(note)}", highlight=False)
+    for item in result.alongside:
+        console.print(f"[bold]alongside:[/] {escape(item.line())}", highlight=False, soft_wrap=True)
     if show_inputs:
         console.print("inputs sent (the first input sets of each endpoint; the same seed sends the same):")
         for line in input_lines(done.scenario):

@@ -102,6 +102,13 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     'qbench sweep examples/my_app.yaml --launch "python examples/my_app.py --delay 0.1" '
     "--grid concurrency_limit=2,4": [
         ("tests/tune/test_readme_app.py::test_the_tune_your_app_commands_run", "--launch")],
+    # docs/tuning.md: launch() knobs on an SSR app; docs/traffic-mixes-and-journeys.md: page visits join
+    "qbench sweep examples/page/page_visits.yaml --app examples/page/ssr_app.py --grid num_workers=0,2": [
+        ("tests/tune/test_sweep_ssr.py::test_a_num_workers_sweep_on_an_ssr_app_ranks_points_with_the_knob_proven",
+         "examples/page/page_visits.yaml")],
+    "qbench run examples/page/chat_and_page.yaml --target http://127.0.0.1:7860": [
+        ("tests/run/test_page.py::test_the_docs_chat_and_page_run_compares_the_chat_before_and_after",
+         "examples/page/chat_and_page.yaml")],
     # docs/capacity.md: the measured table's commands
     "qbench serve --config examples/capacity/limit4_server.yaml": [
         ("tests/tune/test_docs_capacity.py::test_the_measurement_commands_run", "read_settings_file")],

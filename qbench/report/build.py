@@ -19,7 +19,7 @@ from typing import Any
 import jinja2
 
 from qbench import __version__
-from qbench.errors import QbenchError
+from qbench.errors import QbenchError, ScenarioError
 from qbench.report.capacity_charts import (
     LoadedCapacity,
     is_capacity_dir,
@@ -32,8 +32,10 @@ from qbench.report.phase_chart import render_phase_chart
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.soak_charts import render_soak_charts
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
+from qbench.run.alongside import alongside
 from qbench.run.diagnose import host_cpus
 from qbench.run.diagnose_mix import diagnose_run
+from qbench.run.mix import mix_starts
 from qbench.run.run_console import (
     PHASE_LABELS,
     SERVER_PHASE_LABELS,
@@ -43,6 +45,7 @@ from qbench.run.run_console import (
     token_line,
 )
 from qbench.run.run_info import RunInfo
+from qbench.run.scenario import parse_scenario
 from qbench.run.soak import read_report as read_soak
 from qbench.run.summary import SloCheck, Stats, Summary
 from qbench.tune.recommend import Recommendation
@@ -91,6 +94,7 @@ class ReportContext:
     # model / sim search: point, role, predicted vs measured throughput, p95, capacity
     predicted: list[list[str]] = field(default_factory=list)
     over_time: list[str] = field(default_factory=list)  # a soak run's verdicts (qbench.run.soak)
+    alongside: list[str] = field(default_factory=list)  # before/after a mix entry joined (run.alongside)
     generated: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     version: str = __version__
 
@@ -167,7 +171,20 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         notes=run.notes,
         details=run_details(run.info),
         over_time=soak.lines() if (soak := read_soak(run.path)) is not None else [],
+        alongside=alongside_lines(run),
     )
+
+
+def alongside_lines(run: LoadedRun) -> list[str]:
+    """The endpoints before and after a mix entry joined, from the records (qbench.run.alongside)."""
+    try:
+        scenario = parse_scenario(dict(run.scenario))
+    except (ScenarioError, ValueError, TypeError):
+        return []
+    starts = mix_starts(scenario)
+    if not starts:
+        return []
+    return [a.line() for a in alongside(run.records, starts, scenario.load.duration)]
 
 
 def slo_row(c: SloCheck) -> list[str]:

@@ -36,6 +36,7 @@
     diagnose_phases.py  where the time went inside the server: its phase medians -> findings
     diagnose_mix.py  the same per function, for a mix of endpoints
     app_errors.py  an app that raised on most requests, or events still running at the end, explained
+    alongside.py   a mix entry that starts later: the others' latency before and after it joined
     paired.py      two runs on one schedule, request by request (block bootstrap, Wilcoxon)
     run_console.py the live progress line and the summary table
     init.py        `qbench init`: a scenario drafted from the app's own API

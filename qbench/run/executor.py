@@ -145,7 +145,7 @@ async def run_part(part: Part, control: PartControl) -> PartResult:
     scenario = part.scenario
     clock = Clock()
     ids = part.plan.request_ids() if isinstance(part.plan, OpenPlan) else None
-    plan_routing = routing(scenario, ids)
+    plan_routing = routing(scenario, ids, part.plan.offsets if isinstance(part.plan, OpenPlan) else None)
     async with (
         authenticator(scenario, part.target) as auth,
         make_http_session(scenario.load, auth.middlewares, cookies=scenario.journey is None) as http,
@@ -421,8 +421,9 @@ async def discover(job: Job) -> Callable[[int], str]:
         make_http_session(job.scenario.load, auth.middlewares) as http,
     ):
         await auth.start(1)  # the workers log in for their own sessions
-        ids = job.plan.request_ids() if isinstance(job.plan, OpenPlan) else None
-        plan_routing = routing(job.scenario, ids)
+        open_plan = job.plan if isinstance(job.plan, OpenPlan) else None
+        ids = open_plan.request_ids() if open_plan is not None else None
+        plan_routing = routing(job.scenario, ids, open_plan.offsets if open_plan is not None else None)
         routes = make_routes(job.scenario, plan_routing, job.target, http, Clock(), None)
         await job.announce(await routes.discover(), http, auth.info())
         await routes.close()

@@ -258,7 +258,7 @@ class LoadGenerator:
                 request_id=len(self.records),
                 user_id=user,
                 session_id="",
-                endpoint=self.routes.routing.draw(rng),
+                endpoint=self.routes.routing.for_user(user, rng, now),
                 warmup=now < self.load.warmup,
                 intended_at_s=now,
             )

@@ -16,7 +16,11 @@ Which branch a request goes to (`Routing`):
                 by weight); a single-endpoint scenario whose trace names other endpoints becomes a
                 mix of them (`with_trace_mix`), weighted by their line counts
     replay      the past run's record says which endpoint (a label the scenario no longer has draws)
-    closed loop each user draws per request from its own seeded generator
+    closed loop each user draws per request from its own seeded generator; entries with their own
+                `users` (k6's scenarios): each user sends to its entry only
+    start       an entry with `start: S` gets requests from S s into the run (earlier ones draw among
+                the entries started by then; its users start then): the others' latency before and
+                after it joined, in one run (qbench.run.summary's `alongside`)
 
 A single-endpoint scenario is a mix of one branch: the executor has one path for both.
 """
@@ -89,17 +93,27 @@ def endpoint_slos(scenario: Scenario) -> dict[str, Slo | None] | None:
     return {b.label: entry.slo for b, entry in zip(branches(scenario), scenario.mix, strict=True)}
 
 
+def mix_starts(scenario: Scenario) -> dict[str, float] | None:
+    """Label -> `start` of each mix entry, when one starts later than the run (None otherwise)."""
+    if not scenario.mix or all(e.start <= 0 for e in scenario.mix):
+        return None
+    return {b.label: e.start for b, e in zip(branches(scenario), scenario.mix, strict=True)}
+
+
 # ---------------------------------------------------------------- which branch per request
 
 
 class Routing:
     """Which branch each request goes to (module docstring)."""
 
-    def __init__(self, labels: list[str], weights: list[float], by_id: np.ndarray | None) -> None:
+    def __init__(self, labels: list[str], weights: list[float], by_id: np.ndarray | None,
+                 starts: list[float] | None = None, by_user: np.ndarray | None = None) -> None:
         self.labels = labels
-        total = float(sum(weights))
-        self.cumulative = np.cumsum(np.asarray(weights, dtype=np.float64) / total)
+        self.weights = np.asarray(weights, dtype=np.float64)
+        self.cumulative = np.cumsum(self.weights / float(self.weights.sum()))
         self.by_id = by_id  # open loop: request id -> branch index (None: one branch, or closed loop)
+        self.starts = np.asarray(starts if starts is not None else [0.0] * len(labels), dtype=np.float64)
+        self.by_user = by_user  # closed loop, entries with their own users: user id -> branch index
 
     def label_for(self, request_id: int) -> str:
         """The label of an open-loop request's branch."""
@@ -107,28 +121,75 @@ class Routing:
             return self.labels[0]
         return self.labels[int(self.by_id[request_id])]
 
-    def draw(self, rng: np.random.Generator) -> str:
-        """A closed-loop user's next endpoint, by weight."""
+    def draw(self, rng: np.random.Generator, at_s: float = float("inf")) -> str:
+        """A closed-loop user's next endpoint, by weight among the entries started by `at_s`."""
         if len(self.labels) == 1:
             return self.labels[0]
-        index = int(np.searchsorted(self.cumulative, rng.random(), side="right"))
-        return self.labels[min(index, len(self.labels) - 1)]
+        return self.labels[self.index(rng.random(), at_s)]
+
+    def index(self, u: float, at_s: float) -> int:
+        """The branch a uniform draw `u` picks among the entries started by `at_s` (`start:`)."""
+        if at_s >= self.starts.max():
+            cumulative = self.cumulative
+        else:
+            weights = np.where(self.starts <= at_s, self.weights, 0.0)
+            cumulative = np.cumsum(weights / weights.sum())
+        return min(int(np.searchsorted(cumulative, u, side="right")), len(self.labels) - 1)
+
+    def for_user(self, user: int, rng: np.random.Generator, at_s: float) -> str:
+        """A closed-loop user's next endpoint: its own entry's (entries with users), else a draw."""
+        if self.by_user is not None and 0 <= user < self.by_user.size:
+            return self.labels[int(self.by_user[user])]
+        return self.draw(rng, at_s)
 
 
-def routing(scenario: Scenario, request_ids: list[int] | None) -> Routing:
-    """The routing of a run; `request_ids`: the open-loop plan's ids (None for closed loop)."""
+def routing(scenario: Scenario, request_ids: list[int] | None, offsets: np.ndarray | None = None) -> Routing:
+    """The routing of a run; `request_ids`: the open-loop plan's ids (None for closed loop), `offsets`
+    their planned send times (a mix whose entries start later: a request before an entry's start
+    draws among the entries started by then, with the same uniform draw)."""
     parts = branches(scenario)
     labels, weights = [b.label for b in parts], [b.weight for b in parts]
-    if len(parts) == 1 or not request_ids or scenario.journey is not None:
+    starts = [e.start for e in scenario.mix] if scenario.mix else None
+    if scenario.journey is not None or len(parts) == 1:
         return Routing(labels, weights, None)
+    if not request_ids:
+        return Routing(labels, weights, None, starts, user_branches(scenario))
     size = max(request_ids) + 1
     rng = np.random.default_rng([scenario.seed, ROUTING_SEED])
-    cumulative = np.cumsum(np.asarray(weights) / sum(weights))
-    by_id = np.minimum(np.searchsorted(cumulative, rng.random(size), side="right"), len(parts) - 1)
+    draws = rng.random(size)
+    plain = Routing(labels, weights, None, starts)
+    by_id = np.minimum(np.searchsorted(plain.cumulative, draws, side="right"), len(parts) - 1)
+    if offsets is not None and starts is not None and max(starts) > 0:
+        for request_id, at in zip(request_ids, offsets.tolist(), strict=True):
+            if at < max(starts):
+                by_id[request_id] = plain.index(float(draws[request_id]), float(at))
     for request_id, index in _recorded(scenario, parts).items():
         if 0 <= request_id < size:
             by_id[request_id] = index
-    return Routing(labels, weights, by_id)
+    return Routing(labels, weights, by_id, starts)
+
+
+def user_branches(scenario: Scenario) -> np.ndarray | None:
+    """User id -> branch index for a mix whose entries have their own users (in entry order: the
+    first entry's users are ids 0..u0-1); None otherwise."""
+    if not scenario.mix or scenario.mix[0].users is None:
+        return None
+    return np.repeat(np.arange(len(scenario.mix)), [e.users or 0 for e in scenario.mix])
+
+
+def user_starts(scenario: Scenario, offsets: np.ndarray) -> np.ndarray:
+    """Each user's start (closed loop): with users per entry, its entry's `start` plus the ramp-up
+    spread over that entry's own users; otherwise the plan's offsets, unchanged."""
+    by_user = user_branches(scenario)
+    if by_user is None or scenario.mix is None:
+        return offsets
+    out = np.empty(by_user.size, dtype=np.float64)
+    first = 0
+    for entry in scenario.mix:
+        n = entry.users or 0
+        out[first:first + n] = entry.start + np.arange(n) * (scenario.load.ramp_up / n)
+        first += n
+    return out
 
 
 def _recorded(scenario: Scenario, parts: list[Branch]) -> dict[int, int]:

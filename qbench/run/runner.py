@@ -23,7 +23,7 @@ import platform
 import re
 import socket
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ import aiohttp
 
 from qbench import __version__
 from qbench.errors import ScenarioError
+from qbench.run.alongside import Alongside, alongside
 from qbench.run.app_errors import explain
 from qbench.run.control import read_status_async
 from qbench.run.diagnose import Finding, host_cpus
@@ -38,14 +39,14 @@ from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.executor import Executor, Job, LocalExecutor, in_loop
 from qbench.run.files import REPORTS, Writer, new_folder, remove_if_empty
 from qbench.run.loadgen import LiveStats
-from qbench.run.mix import endpoint_slos, journey_length, routing, with_trace_mix
+from qbench.run.mix import endpoint_slos, journey_length, mix_starts, routing, user_starts, with_trace_mix
 from qbench.run.outcome import RunOutcome
 from qbench.run.protocols.login import authenticator, run_secrets
 from qbench.run.records import RequestRecord, write_parquet
 from qbench.run.run_console import LiveView
 from qbench.run.run_info import RunInfo
 from qbench.run.scenario import Scenario, load_scenario, with_overrides
-from qbench.run.schedule import OpenPlan, Plan
+from qbench.run.schedule import OpenPlan, Plan, UserPlan
 from qbench.run.schedule import plan as make_plan
 from qbench.run.server_phases import TraceCollector, TraceReport
 from qbench.run.summary import GeneratorStats, Summary, summarize
@@ -62,6 +63,7 @@ class RunResult:
     diagnosis: list[Finding] = field(default_factory=list)  # where the limit was (qbench.run.diagnose)
     outcome: RunOutcome = field(default_factory=RunOutcome)  # how it ended: stop, failed opening, SLO
     app_notes: list[str] = field(default_factory=list)  # the app raised, events still running (app_errors)
+    alongside: list[Alongside] = field(default_factory=list)  # a mix entry's `start`: before/after it
 
 
 def run_scenario(
@@ -147,6 +149,8 @@ def check_schedule(scenario: Scenario) -> Plan:
     except ValueError as exc:
         raise ScenarioError(f"scenario '{scenario.name}': key 'load': {exc}") from None
     routing(scenario, plan.request_ids() if isinstance(plan, OpenPlan) else None)  # trace lines' endpoints
+    if isinstance(plan, UserPlan):  # a mix's entries with their own users start at their `start`
+        plan = replace(plan, start_offsets=user_starts(scenario, plan.start_offsets))
     return plan
 
 
@@ -173,10 +177,12 @@ def _finish(
     diagnosis = [f.to_dict() for f in findings]
     auth = info.get("auth")  # logins and re-logins (no secret)
     notes = explain(records, scenario, info.get("server"))  # the app raised, events still running
+    starts = mix_starts(scenario)
+    compared = alongside(records, starts, scenario.load.duration) if starts else []
     writer.json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth,
-                                           "app_notes": notes})
+                                           "app_notes": notes, "alongside": [a.to_dict() for a in compared]})
     return RunResult(run_dir=run_dir, records=records, summary=summary, run_info=info, diagnosis=findings,
-                     outcome=RunOutcome.of(info, summary), app_notes=notes)
+                     outcome=RunOutcome.of(info, summary), app_notes=notes, alongside=compared)
 
 
 def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:

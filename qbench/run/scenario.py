@@ -394,6 +394,8 @@ class MixEntry(_Model):
     payload: Payload = Payload.model_validate({})
     name: str | None = None  # the label records carry (default: the endpoint's, as without a mix)
     slo: Slo | None = None  # thresholds replacing the scenario's for this endpoint (the others apply)
+    users: int | None = Field(default=None, ge=1)  # closed loop: its own users (load.users: the sum)
+    start: float = Field(default=0.0, ge=0)  # seconds into the run before this entry gets requests
 
     @field_validator("weight", mode="before")
     @classmethod
@@ -498,6 +500,8 @@ class Scenario(_Model):
             raise ValueError("mix: expected a list of at least one {weight, endpoint, payload}")
         if self.journey is not None:
             self._check_journey(self.journey)
+        if self.mix:
+            self._check_mix(self.mix)
         for where, ep, payload in self.endpoints():
             self._check_endpoint(where, ep, payload)
         if self.protocol != "gradio" and self.gradio_protocol is not None:
@@ -509,6 +513,32 @@ class Scenario(_Model):
         """The seed of arrivals and endpoint draws: the payload's (a mix: its first entry's)."""
         first = (self.mix or self.journey or [None])[0]
         return self.payload.seed if first is None else first.payload.seed
+
+    def _check_mix(self, entries: list[MixEntry]) -> None:
+        """Entries with their own users (closed loop, all of them, adding up to load.users) and starts
+        (at least one entry from the first second, every one before the run ends)."""
+        users = [e.users for e in entries]
+        if any(u is not None for u in users):
+            if any(u is None for u in users):
+                i = users.index(None)
+                raise ValueError(f"mix.{i}.users: value None: some entries have their own users, this one "
+                                 "has none: give every entry its users (or none, to draw each request's "
+                                 "entry by weight)")
+            total = sum(u for u in users if u is not None)
+            if self.load.users != total:
+                have = f"load.users is {self.load.users}" if self.load.users else f"load is {self.load.shape}"
+                raise ValueError(f"mix: the entries' users add up to {total}, but {have}: a mix with users "
+                                 f"per entry runs closed loop with load.users: {total}")
+        starts = [e.start for e in entries]
+        if min(starts) > 0:
+            raise ValueError(f"mix: every entry starts after 0 s (the first at {min(starts):g} s): at least "
+                             "one entry needs start: 0, or nothing is sent until then")
+        end = self.load.duration
+        late = [i for i, e in enumerate(entries) if end is not None and e.start >= end]
+        if late:
+            at = entries[late[0]].start
+            raise ValueError(f"mix.{late[0]}.start: value {at:g}: not before the run's end (load.duration: "
+                             f"{end:g} s)")
 
     def _check_journey(self, steps: list[JourneyStep]) -> None:
         if not steps:
@@ -637,8 +667,21 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any], *, source: s
         if parts[0] == "load" and len(parts) == 2 and parts[1] in SHAPES and value is not None:
             for other in SHAPES:
                 node.pop(other, None)
+            if parts[1] != "users":
+                _users_to_weights(data)
         node[parts[-1]] = value
     return data
+
+
+def _users_to_weights(data: dict[str, Any]) -> None:
+    """An open-loop shape set on a mix whose entries have their own users (a capacity probe's rate):
+    each entry's users become its weight, the share of the requests it gets."""
+    mix = data.get("mix")
+    if not isinstance(mix, list):
+        return
+    for entry in mix:
+        if isinstance(entry, dict) and isinstance(entry.get("users"), int):
+            entry["weight"] = entry.pop("users")
 
 
 def format_errors(exc: ValidationError, source: str) -> str:
@@ -679,7 +722,7 @@ def _flatten(annotation: Any) -> list[Any]:
     return [t for arg in args for t in _flatten(arg)] if args else [annotation]
 
 
-_NAMED_KEY = re.compile(r"^((?:mix|journey)(?:\.\d+)?|endpoint|payload): ")
+_NAMED_KEY = re.compile(r"^((?:mix|journey)(?:\.\d+(?:\.[a-z_]+)?)?|endpoint|payload): ")
 _UNION_TAG = re.compile(r"^(literal\[.*\]|int|float|str|bool|none|(list|dict|tuple)\[.*\]|[A-Z]\w*Spec)$")
 
 

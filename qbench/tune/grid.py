@@ -9,7 +9,8 @@ Knobs are of two kinds:
     server knobs   applied to the server of the point (reference server config, launch template, env)
                    concurrency_limit, default_concurrency_limit, max_batch_size, batch_wait_ms, max_threads,
                    max_size, concurrency_id; concurrency_count (Gradio 3.x; qbench.tune.versions says
-                   which release has which)
+                   which release has which); num_workers and ssr_mode (launch() settings of an app
+                   qbench launches: static-file worker processes behind SSR's Node proxy, 6.15+)
     client knobs   applied to the scenario as run overrides: rate -> load.rate, users -> load.users,
                    duration -> load.duration, or any dotted scenario key (`load.burst`)
 
@@ -40,7 +41,11 @@ SERVER_KNOBS: Final = (
     "max_size",
     "concurrency_id",
     "concurrency_count",
+    "num_workers",
+    "ssr_mode",
 )
+#: Knobs only an app qbench launches has (Blocks.launch() arguments of Gradio 6.15+ / 5.0+).
+LAUNCH_ONLY_KNOBS: Final = ("num_workers", "ssr_mode")
 #: Client knob aliases -> dotted scenario override keys.
 CLIENT_ALIASES: Final = {"rate": "load.rate", "users": "load.users", "duration": "load.duration"}
 
@@ -53,6 +58,8 @@ _SHORT: Final = {
     "max_size": "q",
     "concurrency_id": "g",
     "concurrency_count": "cc",
+    "num_workers": "nw",
+    "ssr_mode": "ssr",
     "rate": "r",
     "users": "u",
     "duration": "d",
@@ -78,6 +85,8 @@ def is_client_knob(name: str) -> bool:
     return name in CLIENT_ALIASES or "." in name
 
 
+_FLAGS: Final = ("true", "false", "on", "off", "1", "0", "yes", "no")
+
 #: Words a numeric server knob also accepts (besides numbers).
 _KNOB_WORDS: Final = {
     "concurrency_limit": ("none", "null", "default"),
@@ -89,6 +98,10 @@ def check_value(name: str, value: Value) -> None:
     """Raise ScenarioError unless a server knob's value is a number (or a word it accepts)."""
     base = split_knob(name)[0]
     if not is_server_knob(name) or base == "concurrency_id":
+        return
+    if base == "ssr_mode":
+        if not isinstance(value, bool) and str(value).lower() not in _FLAGS:
+            raise ScenarioError(f"grid axis {name!r}: value {value!r} is not valid; expected true or false")
         return
     words = _KNOB_WORDS.get(base, ())
     if isinstance(value, bool) or not isinstance(value, int | float) and str(value).lower() not in words:

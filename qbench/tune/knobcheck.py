@@ -16,6 +16,8 @@ configuration, and ranking it would recommend a setting nobody tested. Each poin
                         between jobs; a lower limit never reaches it). Without saturation, the peak
                         held for half a service time may not exceed limit x batch (a shorter overlap
                         is two streams' messages arriving out of order, not two jobs)
+    launch() knobs      num_workers: the static-file workers Gradio started answered /health; ssr_mode:
+                        Gradio's Node proxy serves the app's port (the hook saw both start)
 
 Verdicts: `applied` (the evidence agrees), `unverified` (nothing contradicts it, but the load never
 saturated the queue and no hook confirmed it), `not_applied` (ranked never; the evidence says why).
@@ -252,6 +254,42 @@ def hook_evidence(knobs: Mapping[str, Any], hook: HookRecord | None, launched_by
     return problems
 
 
+def launch_evidence(knobs: Mapping[str, Any], hook: HookRecord | None) -> tuple[list[str], list[str]]:
+    """(contradictions, confirmations) for the launch() knobs num_workers and ssr_mode, from what the hook
+    saw Gradio start: static-file workers that answered /health, the Node proxy of SSR."""
+    if hook is None or not hook.launched:
+        return [], []
+    effective = hook.launch.get("effective") or {}
+    wrong: list[str] = []
+    right: list[str] = []
+    if "ssr_mode" in knobs:
+        wanted = str(knobs["ssr_mode"]).lower() in ("true", "on", "1", "yes")
+        started = bool(effective.get("ssr"))
+        if wanted and not started:
+            wrong.append("ssr_mode true, but Gradio served without its Node proxy (is Node on PATH or in "
+                         "GRADIO_NODE_PATH? the app's log says why)")
+        elif started and not wanted:
+            wrong.append("ssr_mode false, but Gradio's Node proxy started")
+        else:
+            right.append(f"SSR on: Gradio's Node proxy serves port {effective.get('ssr_proxy_port')}"
+                         if started else "SSR off")
+    if "num_workers" in knobs:
+        wanted_n = _int(knobs["num_workers"]) or 0
+        started_n = int(effective.get("static_workers") or 0)
+        healthy = int(effective.get("static_workers_healthy") or 0)
+        if started_n != wanted_n or healthy != started_n:
+            why = " (Gradio starts none for an app behind a login)" if wanted_n and not started_n else ""
+            wrong.append(f"num_workers {wanted_n}, but Gradio started {started_n} static-file workers "
+                         f"({healthy} answered /health){why}")
+        elif not wanted_n:
+            right.append("num_workers 0: no static-file workers")
+        else:
+            behind = (" behind SSR's Node proxy" if effective.get("ssr")
+                      else ": without SSR's Node proxy nothing is routed to them")
+            right.append(f"{started_n} static-file workers answered /health{behind}")
+    return wrong, right
+
+
 def records_evidence(limit: int | None, batch: int, par: Parallelism) -> tuple[list[str], bool]:
     """(contradictions, confirmed) from running(t). While requests waited, running(t) sits at the limit:
     above limit x batch, or below the limit (no batching), the server's limit is another. Without that
@@ -295,6 +333,8 @@ def check_point(
         limit = threads  # Gradio's queue runs at most max_threads jobs at once, whatever the limits
     par = observed_parallelism(records)
     evidence = hook_evidence(knobs, hook, launched_by_hook)
+    launch_wrong, launch_right = launch_evidence(knobs, hook) if launched_by_hook else ([], [])
+    evidence += launch_wrong
     contradictions, confirmed = records_evidence(limit, batch, par)
     missed = launched_by_hook and (hook is None or not hook.launched)
     if missed and confirmed and not contradictions:  # an app that reads QBENCH_* and serves itself
@@ -306,15 +346,17 @@ def check_point(
     if evidence:
         check.verdict = "not_applied"
     elif limit is None:
-        check.verdict = "not_checked"
+        check.verdict, check.evidence = ("applied", launch_right) if launch_right else ("not_checked", [])
     elif not confirmed and not (launched_by_hook and hook is not None) and effective is None:
         check.verdict = "unverified"
         check.evidence = [f"the load never kept {limit} requests waiting and running, and no hook "
                           "confirmed the setting"]
-    if check.verdict == "applied" and par.started:
+    if check.verdict == "applied" and par.started and limit is not None:
         slots = f"limit {limit}" + (f" x batch {batch}" if batch > 1 else "")
         check.evidence = [f"{par.typical_while_waiting} ran at once while requests waited ({slots})"
                           if confirmed else f"peak {par.peak_running} running at once ({slots})"]
+    if check.verdict in ("applied", "unverified") and limit is not None:
+        check.evidence += launch_right
     return check
 
 

@@ -532,7 +532,7 @@ def gradio_code(knobs: Mapping[str, Value], max_size: int | None, gradio_major: 
     lines = [
         f"demo.queue(default_concurrency_limit={default_limit}, max_size={max_size})",
         f"btn.click(fn, inputs, outputs, {event_args(knobs)})",
-        f"demo.launch(max_threads={knobs.get('max_threads', 40)})",
+        f"demo.launch({launch_args(knobs)})",
     ]
     if _num(knobs.get("max_batch_size", 1)) > 1:
         lines.insert(0, BATCH_NOTE)
@@ -548,14 +548,23 @@ def server_api_code(knobs: Mapping[str, Value], max_size: int | None, api_name: 
     `server.launch(max_threads=...)`. A Server app has no `queue()`: its queue is unbounded and its
     default concurrency limit 1, so an advised max_size is said, not written."""
     name = f"name={api_name!r}, " if api_name else ""
-    threads = knobs.get("max_threads", 40)
-    lines = [f"@server.api({name}{event_args(knobs)})", f"server.launch(max_threads={threads})"]
+    lines = [f"@server.api({name}{event_args(knobs)})", f"server.launch({launch_args(knobs)})"]
     if _num(knobs.get("max_batch_size", 1)) > 1:
         lines.insert(0, BATCH_NOTE)
     if max_size is not None:
         lines.append(f"# max_size={max_size} was advised: gradio.Server has no queue(max_size=...), "
                      "its queue is unbounded; shed load in front of it")
     return "\n".join(lines)
+
+
+def launch_args(knobs: Mapping[str, Value]) -> str:
+    """launch()'s settings as keyword arguments: max_threads, and num_workers / ssr_mode where swept."""
+    args = [f"max_threads={knobs.get('max_threads', 40)}"]
+    if "num_workers" in knobs:
+        args.append(f"num_workers={knobs['num_workers']}")
+    if "ssr_mode" in knobs:
+        args.append(f"ssr_mode={str(knobs['ssr_mode']).lower() in ('true', 'on', '1', 'yes')}")
+    return ", ".join(args)
 
 
 def event_args(knobs: Mapping[str, Value]) -> str:

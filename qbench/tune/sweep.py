@@ -64,7 +64,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from qbench.errors import QbenchError
+from qbench.errors import QbenchError, ScenarioError
 from qbench.run.control import read_gradio_mode, read_gradio_version, read_status
 from qbench.run.paired import pair_runs
 from qbench.run.records import read_records
@@ -82,7 +82,7 @@ from qbench.tune.confirm import (
     sweep_plan,
     sweep_prober,
 )
-from qbench.tune.grid import Grid, Point
+from qbench.tune.grid import LAUNCH_ONLY_KNOBS, Grid, Point, split_knob
 from qbench.tune.knobcheck import (
     AppKnobError,
     KnobCheck,
@@ -273,6 +273,8 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
                     if stopped:
                         status, reason = "stopped", stopped
                         break
+                if hook is not None:  # what launch() started after the port answered (SSR's Node proxy)
+                    hook = read_hook_record(point_dir) or hook
                 check = _check_knobs(config, servers, point, point_dir, hook)
                 if check is not None and check.verdict == "not_applied":
                     status, reason = "knobs_not_applied", check.summary
@@ -311,6 +313,20 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
     return result
 
 
+def check_launch_only(config: SweepConfig) -> None:
+    """num_workers and ssr_mode are launch() arguments of an app qbench launches: no other mode can set
+    them (the reference server's own front ends are `launch.front_ends`)."""
+    if config.mode == "launch":
+        return
+    names = [k for k in [*config.grid.axes, *config.grid.links] if split_knob(k)[0] in LAUNCH_ONLY_KNOBS]
+    if names:
+        raise ScenarioError(
+            f"knob {names[0]!r}: a launch() setting of a Gradio app that qbench launches (--app app.py or "
+            f"--launch CMD); this sweep's server is {config.mode!r}"
+            + (" (the reference server's HTTP front ends: --set launch.front_ends=N)"
+               if names[0].startswith("num_workers") else ""))
+
+
 def _check_knobs(
     config: SweepConfig, servers: _Servers, point: Point, point_dir: Path, hook: HookRecord | None
 ) -> KnobCheck | None:
@@ -333,6 +349,7 @@ def _check_knobs(
 
 def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> SweepResult:
     """Run (or resume) a sweep and write every file in the module docstring's layout."""
+    check_launch_only(config)
     config.sweep_dir.mkdir(parents=True, exist_ok=True)
     if not (config.sweep_dir / "sweep.json").exists():
         config.writer.json(config.sweep_dir / "sweep.json", _sweep_json(config))
@@ -422,6 +439,10 @@ def _advice(config: SweepConfig, defaults: dict[str, Any], servers: _Servers, ra
         code, label = server_advice(config, winner, advised)
     notes = config.grid.edge_notes(winner.knobs) if winner is not None else []
     notes += paired_note(config.sweep_dir, ranking.ranked)
+    if winner is not None and config.hook and not defaults:  # an app: its own settings where unswept
+        hook = read_hook_record(config.sweep_dir / "points" / winner.point_id)
+        if hook is not None and hook.chosen:
+            defaults = hook.app_settings(hook.chosen[0])
     return Advice(
         defaults=defaults, gradio_major=servers.gradio_major, objective_why=config.objective_why,
         gradio=gradio, server_api=_server_api(config, servers),

@@ -29,6 +29,8 @@ _MISSING: Final[dict[str, tuple[frozenset[int], str]]] = {
     "default_concurrency_limit": (frozenset({3}), "concurrency_count (one pool of workers shared by every "
                                                   "event)"),
     "concurrency_id": (frozenset({3}), ""),
+    "ssr_mode": (frozenset({3, 4}), ""),
+    "num_workers": (frozenset({3, 4, 5}), ""),  # 6.15 and later (an older 6.x: the hook says so)
 }
 
 

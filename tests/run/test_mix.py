@@ -113,6 +113,62 @@ def test_open_loop_draws_follow_the_weights_and_repeat_with_the_seed() -> None:
     assert parted == labels[1::2]  # a part of a split plan agrees with the whole
 
 
+def test_an_entry_that_starts_later_gets_no_request_before_its_start() -> None:
+    """Open loop: a request planned before an entry's `start` draws among the others, with the same
+    uniform draw (so the entries already running keep their share of the split); parts agree."""
+    import numpy as np
+
+    entries = [{"weight": 1, "endpoint": {"api_name": "a"}, "payload": TEXT},
+               {"weight": 1, "endpoint": {"api_name": "b"}, "payload": TEXT, "start": 5}]
+    spec = scenario(mix=entries, load={"rate": 100, "duration": 10})
+    ids = list(range(1000))
+    offsets = np.arange(1000) / 100.0
+    labels = [routing(spec, ids, offsets).label_for(i) for i in ids]
+    assert set(labels[:500]) == {"a"}
+    assert 0.4 < labels[500:].count("b") / 500 < 0.6
+    parted = routing(spec, ids[1::3], offsets[1::3])
+    assert [parted.label_for(i) for i in ids[1::3]] == labels[1::3]
+
+
+def test_entries_with_their_own_users_start_at_their_start() -> None:
+    from qbench.run.mix import user_branches, user_starts
+    from qbench.run.runner import check_schedule
+    from qbench.run.schedule import UserPlan
+
+    entries = [{"endpoint": {"api_name": "a"}, "payload": TEXT, "users": 2},
+               {"endpoint": {"page": "/"}, "users": 3, "start": 4}]
+    spec = scenario(mix=entries, load={"users": 5, "duration": 10, "ramp_up": 1})
+    assert list(user_branches(spec)) == [0, 0, 1, 1, 1]  # type: ignore[arg-type]
+    plan = check_schedule(spec)
+    assert isinstance(plan, UserPlan)
+    assert plan.start_offsets.tolist() == pytest.approx([0, 0.5, 4, 4 + 1 / 3, 4 + 2 / 3])
+    assert user_starts(spec, plan.start_offsets) is not None
+    route = routing(spec, None)
+    rng = __import__("numpy").random.default_rng(0)
+    assert [route.for_user(u, rng, 9.0) for u in range(5)] == ["a", "a", "page /", "page /", "page /"]
+    drawn = scenario(mix=[{**e, "users": None} for e in entries], load={"users": 5, "duration": 10})
+    route = routing(drawn, None)
+    assert {route.for_user(0, rng, 1.0) for _ in range(50)} == {"a"}  # the page joins at 4 s
+    assert {route.for_user(0, rng, 5.0) for _ in range(200)} == {"a", "page /"}
+
+
+@pytest.mark.parametrize(
+    ("entries", "load", "message"),
+    [
+        ([{"users": 2}, {}], {"users": 2}, r"key 'mix.1.users': value None: some entries have their own"),
+        ([{"users": 2}, {"users": 3}], {"users": 4}, r"the entries' users add up to 5, but load.users is 4"),
+        ([{"users": 2}, {"users": 3}], {"rate": 4}, r"add up to 5, but load is rate: .* load.users: 5"),
+        ([{"start": 1}, {"start": 2}], {"rate": 4}, r"every entry starts after 0 s \(the first at 1 s\)"),
+        ([{}, {"start": 12}], {"rate": 4}, r"key 'mix.1.start': value 12: not before the run's end \(load"),
+    ],
+)
+def test_users_and_starts_of_a_mix_must_agree(entries: list[dict[str, Any]], load: dict[str, Any],
+                                              message: str) -> None:
+    raw = [{"endpoint": {"api_name": n}, "payload": TEXT, **e} for n, e in zip("ab", entries, strict=True)]
+    with pytest.raises(ScenarioError, match=message):
+        scenario(mix=raw, load={**load, "duration": 10})
+
+
 def test_summary_per_endpoint_and_slo_applies_to_each_unless_overridden() -> None:
     records = []
     for i in range(40):

@@ -15,11 +15,14 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
+from qbench.report.build import build_report
 from qbench.run.protocols.page import entry_chunks, page_assets
 from qbench.run.scenario import parse_scenario
 from reference_server.settings import synthetic_settings
 from reference_server.testing import serve_in_thread
 from tests.run.gradio_app_process import gradio_app
+
+ROOT = Path(__file__).resolve().parents[2]
 
 HTML = b"""<!doctype html><html><head>
 <link rel="manifest" href="/manifest.json" />
@@ -118,3 +121,30 @@ def test_the_end_of_a_journey_cancels_what_ran_beside_it() -> None:
         return beat.cancelled() and not state.background
 
     assert asyncio.run(scenario())
+
+
+CHAT = (ROOT / "examples" / "soak" / "chat_app.py").read_text().replace(
+    "demo.launch()", "import sys\ndemo.launch(server_name='127.0.0.1', server_port=int(sys.argv[1]))")
+
+
+def test_the_docs_chat_and_page_run_compares_the_chat_before_and_after(tmp_path: Path) -> None:
+    """docs/traffic-mixes-and-journeys.md: 8 users chat, 50 open the page from 20 s (here 4 and 6 users,
+    from 4 s of 9): the page loads are reported apart, the chat before and after they joined."""
+    with gradio_app(tmp_path, CHAT) as url:
+        argv = ["run", "examples/page/chat_and_page.yaml", "--target", url, "--out", str(tmp_path / "run"),
+                "--no-live", "--set", "load.duration=9", "--set", "load.warmup=1", "--set", "mix.1.start=4",
+                "--set", "mix.0.users=4", "--set", "mix.1.users=6", "--set", "load.users=10",
+                "--set", "load.think_time=0.2"]
+        out = CliRunner().invoke(app, argv, catch_exceptions=False)
+    said = " ".join(out.output.split())
+    assert out.exit_code == 0, out.output
+    assert "page /" in said and "alongside: chat: latency p50" in said
+    assert "before page / joined at 4 s" in said
+    (item,) = json.loads((tmp_path / "run" / "summary.json").read_text())["alongside"]
+    assert item["endpoint"] == "chat" and item["before"]["requests"] >= 5 and item["after"]["requests"] >= 5
+    assert item["p95_ratio"] is not None and item["p95_ratio"] > 0
+    records = pd.read_parquet(tmp_path / "run" / "records.parquet")
+    pages = records[records["endpoint"] == "page /"]
+    assert len(pages) > 0 and pages["intended_at_s"].min() >= 4 and set(pages["user_id"]) <= set(range(4, 10))
+    markdown = build_report(tmp_path / "run").markdown.read_text()
+    assert "### Before and after an entry joined" in markdown and "chat: latency p50" in markdown

@@ -64,3 +64,11 @@ def test_the_advice_is_a_change_to_the_apps_own_settings() -> None:
     three = record("3.50.2", {"batch": False}, {"concurrency_count": 1, "max_size": None})
     assert app_change(three, {"concurrency_count": 4}) == [
         "your app (Gradio 3.50.2): concurrency_count=1 -> recommended concurrency_count=4"]
+
+
+def test_launch_knobs_are_advised_as_a_change_to_the_apps_launch() -> None:
+    hook = record("6.31.0", {"concurrency_limit": "default"}, {"default_concurrency_limit": 4})
+    hook.launch["app"].update(ssr_mode=True, num_workers=None)
+    assert app_change(hook, {"num_workers": 2, "ssr_mode": True}) == [
+        "your app (Gradio 6.31.0): launch(num_workers=default, ssr_mode=True) -> recommended "
+        "launch(num_workers=2, ssr_mode=True)"]

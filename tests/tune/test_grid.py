@@ -134,3 +134,14 @@ def test_server_knob_words_and_client_strings_are_accepted() -> None:
     assert grid.size == 12
     with pytest.raises(ScenarioError, match="'a'"):
         build_grid(["concurrency_limit=a,b"])
+
+
+def test_launch_knobs_num_workers_and_ssr_mode() -> None:
+    grid = build_grid(["num_workers=0,2", "ssr_mode=true,false"], [])
+    ids = [p.point_id for p in grid.points()]
+    assert ids == ["nw0-ssrTrue", "nw0-ssrFalse", "nw2-ssrTrue", "nw2-ssrFalse"]
+    assert all(set(p.server_knobs()) == {"num_workers", "ssr_mode"} for p in grid.points())
+    with pytest.raises(ScenarioError, match="axis 'ssr_mode': value 'maybe' is not valid; expected true"):
+        build_grid(["ssr_mode=maybe"], [])
+    with pytest.raises(ScenarioError, match="grid axis 'num_workers': value 'two' is not valid"):
+        build_grid(["num_workers=two"], [])

@@ -177,3 +177,46 @@ def test_an_instant_function_waiting_only_for_the_dispatcher_is_not_a_lower_limi
     par = observed_parallelism(records)
     assert par.saturated is False and par.waiting_s == 0
     assert check_point({"concurrency_limit": 2}, records).verdict != "not_applied"
+
+
+def launched(effective: dict[str, Any], problems: tuple[str, ...] = ()) -> HookRecord:
+    """A hook record of an app launched with the launch() knobs, and what Gradio started for them."""
+    return hook(launch={"app": {"max_threads": 40}, "set": {}, "effective": effective},
+                problems=list(problems))
+
+
+def test_num_workers_is_applied_when_its_static_workers_answered() -> None:
+    ssr = {"static_workers": 2, "static_workers_healthy": 2, "ssr": True, "ssr_proxy_port": 7860}
+    check = check_point({"num_workers": 2}, served(4, 8), hook=launched(ssr), launched_by_hook=True)
+    assert check.verdict == "applied"
+    assert check.evidence == ["2 static-file workers answered /health behind SSR's Node proxy"]
+    idle = check_point({"num_workers": 2}, served(4, 8), hook=launched({**ssr, "ssr": False}),
+                       launched_by_hook=True)
+    assert idle.verdict == "applied" and "without SSR's Node proxy nothing is routed to them" in idle.summary
+    none = check_point({"num_workers": 0}, [], hook=launched({}), launched_by_hook=True)
+    assert none.verdict == "applied" and none.evidence == ["num_workers 0: no static-file workers"]
+
+
+def test_num_workers_gradio_did_not_start_is_not_applied() -> None:
+    check = check_point({"num_workers": 2}, served(4, 8), hook=launched({"static_workers": 0}),
+                        launched_by_hook=True)
+    assert check.verdict == "not_applied"
+    assert "num_workers 2, but Gradio started 0 static-file workers (0 answered /health) (Gradio starts " \
+           "none for an app behind a login)" in check.summary
+    old = launched({}, ("launch() of Gradio 6.9.0 has no num_workers (6.15 and later have it)",))
+    assert "has no num_workers" in check_point({"num_workers": 2}, [], hook=old,
+                                               launched_by_hook=True).summary
+
+
+def test_ssr_mode_is_checked_against_the_node_proxy_that_started() -> None:
+    on = launched({"ssr": True, "ssr_proxy_port": 7860})
+    assert check_point({"ssr_mode": True}, [], hook=on, launched_by_hook=True).evidence == [
+        "SSR on: Gradio's Node proxy serves port 7860"]
+    failed = check_point({"ssr_mode": True}, [], hook=launched({"ssr": False}), launched_by_hook=True)
+    assert failed.verdict == "not_applied" and "served without its Node proxy" in failed.summary
+    off = check_point({"ssr_mode": False}, [], hook=launched({}), launched_by_hook=True)
+    assert off.evidence == ["SSR off"]
+    assert check_point({"ssr_mode": False}, [], hook=on, launched_by_hook=True).verdict == "not_applied"
+    limited = check_point({"concurrency_limit": 2, "ssr_mode": True}, served(2, 8), hook=on,
+                          launched_by_hook=True)
+    assert limited.verdict == "applied" and limited.evidence[-1].startswith("SSR on")

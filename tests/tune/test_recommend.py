@@ -273,3 +273,8 @@ def test_a_recommendation_round_trips_and_old_files_load() -> None:
                                     "p95_latency_s": None}], "why": "none"})
     assert old.winner is None and old.ranked[0].capacity_rps is None and old.gradio_major is None
     assert old.objective == "latency" and old.gradio_version == ""
+
+
+def test_gradio_code_puts_the_launch_knobs_in_launch() -> None:
+    code = gradio_code({"default_concurrency_limit": 4, "num_workers": 2, "ssr_mode": "true"}, None)
+    assert code.splitlines()[-1] == "demo.launch(max_threads=40, num_workers=2, ssr_mode=True)"

@@ -138,6 +138,7 @@ def read_hook_record(work_dir: Path) -> HookRecord | None:
 
 _EVENT_KNOBS = ("concurrency_limit", "concurrency_id", "max_batch_size")
 _APP_KNOBS = ("concurrency_count", "default_concurrency_limit", "max_size", "max_threads")
+_LAUNCH_KNOBS = ("num_workers", "ssr_mode")
 
 
 def app_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
@@ -165,6 +166,11 @@ def app_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
         own = hook.app_settings(hook.chosen[0]) if hook.chosen else dict(hook.queue.get("app") or {})
         before = {k: own.get(k, "default") for k in queue}
         lines.append(f"your app{release}: {_pairs(before)} -> recommended {_pairs(queue)}")
+    launch = {k: v for k, v in knobs.items() if k in _LAUNCH_KNOBS}
+    if launch:
+        own_launch = hook.launch.get("app") or {}
+        before = {k: "default" if own_launch.get(k) is None else own_launch[k] for k in launch}
+        lines.append(f"your app{release}: launch({_pairs(before)}) -> recommended launch({_pairs(launch)})")
     return lines
 
 

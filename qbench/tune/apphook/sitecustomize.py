@@ -12,7 +12,8 @@ has, then waits for the app to import `gradio.blocks` and wraps two methods of `
     queue(...)   queue-wide knobs replace the app's arguments: default_concurrency_limit (4.x and
                  later), concurrency_count (3.x), max_size
     launch(...)  per-event knobs on the chosen events (concurrency_limit, concurrency_id; max_batch_size
-                 only where the app declared batch=True), then launch with max_threads, the point's
+                 only where the app declared batch=True), then launch with max_threads, num_workers and
+                 ssr_mode (what they started is recorded: static-file workers, the Node proxy), the point's
                  port on 127.0.0.1, no browser and no share link, whatever the app hard-codes, and
                  show_error=True (an exception's message reaches the client, not only "Error")
 
@@ -37,6 +38,7 @@ from typing import Any
 HOOK_VERSION = 1
 QUEUE_KNOBS = ("default_concurrency_limit", "concurrency_count", "max_size")
 EVENT_KNOBS = ("concurrency_limit", "concurrency_id", "max_batch_size")
+LAUNCH_KNOBS = ("num_workers", "ssr_mode")  # launch() settings besides max_threads and the port
 _UNSET = object()
 
 
@@ -116,6 +118,7 @@ class _Hook:
             wanted["server_port"] = int(self.port)
         if "max_threads" in self.knobs:
             wanted["max_threads"] = int(self.knobs["max_threads"])
+        wanted.update(self._launch_knobs(params))
         for name, value in wanted.items():
             if name in params:
                 own = bound.arguments.get(name, params[name].default)
@@ -129,6 +132,24 @@ class _Hook:
         self.record["app_reads"] = sorted(self.env_reads)
         self.write()
         return bound.args, bound.kwargs
+
+    def _launch_knobs(self, params: Any) -> dict[str, Any]:
+        """num_workers (static-file worker processes, 6.15+) and ssr_mode, where launch() has them; what
+        they start is recorded by the wrappers of patch_launch_effects."""
+        wanted: dict[str, Any] = {}
+        for name in LAUNCH_KNOBS:
+            if name not in self.knobs:
+                continue
+            if name not in params:
+                self.record["problems"].append(
+                    f"launch() of Gradio {self.record.get('gradio_version')} has no {name} "
+                    f"({'6.15' if name == 'num_workers' else '5.0'} and later have it)")
+                continue
+            value = self.knobs[name]
+            wanted[name] = _flag(value) if name == "ssr_mode" else int(value)
+        if wanted:
+            patch_launch_effects(self)
+        return wanted
 
     def _queue_state(self, blocks: Any) -> None:
         """The queue-wide knobs, on the queue itself too: 4.x and later build a queue in Blocks() (an app
@@ -288,6 +309,61 @@ def _env_default_limit() -> Any:
     if value is None:
         return 1
     return None if value.lower() == "none" else int(value)
+
+
+def _flag(value: Any) -> bool:
+    """ssr_mode as a sweep writes it: true/false, on/off, 1/0."""
+    return str(value).strip().lower() in ("true", "on", "1", "yes")
+
+
+def patch_launch_effects(hook: _Hook) -> None:
+    """Record what launch() really started for num_workers and ssr_mode: the static-file workers that
+    answered /health (gradio.static_server.StaticWorkerPool.start) and the Node proxy's port
+    (gradio.blocks.start_node_server; None: SSR fell back to Python). The record is written again."""
+    effects = hook.record["launch"].setdefault("effective", {})
+    static = sys.modules.get("gradio.static_server") or _import("gradio.static_server")
+    pool = getattr(static, "StaticWorkerPool", None)
+    if pool is not None and not getattr(pool.start, "_qbench", False):
+        original_start = pool.start
+
+        def start(self: Any) -> Any:
+            out = original_start(self)
+            effects["static_workers"] = len(getattr(self, "workers", []))
+            effects["static_workers_healthy"] = sum(_healthy(port) for port in getattr(self, "ports", []))
+            hook.write()
+            return out
+
+        start._qbench = True  # type: ignore[attr-defined]
+        pool.start = start
+    blocks = sys.modules.get("gradio.blocks")
+    node = getattr(blocks, "start_node_server", None)
+    if node is not None and not getattr(node, "_qbench", False):
+        def start_node_server(*args: Any, **kwargs: Any) -> Any:
+            out = node(*args, **kwargs)
+            port = out[2] if isinstance(out, tuple) and len(out) == 3 else None
+            effects["ssr_proxy_port"] = port
+            effects["ssr"] = port is not None
+            hook.write()
+            return out
+
+        start_node_server._qbench = True  # type: ignore[attr-defined]
+        blocks.start_node_server = start_node_server  # type: ignore[union-attr]
+
+
+def _import(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except Exception:  # an older release without the module
+        return None
+
+
+def _healthy(port: Any) -> bool:
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{int(port)}/health", timeout=2) as answer:
+            return bool(answer.status == 200)
+    except Exception:
+        return False
 
 
 def _gradio_version() -> str | None:
