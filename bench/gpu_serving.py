@@ -58,7 +58,8 @@ from qbench.run.payloads import gen_image  # noqa: E402
 from qbench.run.scenario import ImageSpec  # noqa: E402
 from reference_server.components import FileStore, preprocess  # noqa: E402
 from reference_server.settings import load_settings, preset_path  # noqa: E402
-from reference_server.workloads.base import Workload, build_workload  # noqa: E402
+from reference_server.workloads.base import Workload  # noqa: E402
+from reference_server.workloads.registry import build_workload  # noqa: E402
 
 PRESETS = {"image": "classify", "text": "classify"}  # preset -> the batched function measured
 MAX_REPEATS = 500

@@ -188,7 +188,7 @@ def serve_gradio(spec_json: str) -> None:
     """The stand-in inside a real Gradio app, as a user would write it (this file, --serve-gradio)."""
     import gradio as gr
 
-    from reference_server.workloads.base import build_workload
+    from reference_server.workloads.registry import build_workload
 
     spec = json.loads(spec_json)
     workload = build_workload("image-ideal", {"batch_ms": spec["batch_ms"]})

@@ -33,14 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from reference_server.workloads.base import PixelPrep
 
-@dataclass(frozen=True)
-class PixelPrep:
-    """What a workload wants from an image input, done in the worker: resize to (width, height) with
-    PIL's `resample` filter, or keep its size (None: the device resizes)."""
-
-    size: tuple[int, int] | None = None
-    resample: int = 3
+__all__ = ["PixelPrep"]  # also here: what the workers are handed
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from reference_server.queue import EventQueue
 from reference_server.runtime import FunctionRuntime
 from reference_server.settings import ServerSettings, SettingsError
 from reference_server.token_log import TokenLog
-from reference_server.workloads.base import WorkloadConfigError, build_workload
+from reference_server.workloads.base import WorkloadConfigError
+from reference_server.workloads.registry import build_workload
 
 #: Workload kinds that never touch torch (the device is not resolved for them).
 TORCH_FREE_KINDS = frozenset({"echo", "sleep", "stream", "tokens", "fail", "imageop", "image-ideal"})

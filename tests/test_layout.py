@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "qbench"
+SERVER = ROOT.parent / "reference_server"
 
 # Which top-level parts of qbench each part may import (besides itself). The shells at the top
 # (cli, demo, the package's lazy exports) may import anything.
@@ -31,24 +32,24 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path) -> set[str]:
-    """The qbench modules `path` imports, anywhere in the file."""
+def _imports(path: Path, package: str = "qbench") -> set[str]:
+    """The modules of `package` that `path` imports, anywhere in the file."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.startswith("qbench"):
+            if node.module.startswith(package):
                 found.add(node.module)
                 found.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name.startswith("qbench"))
+            found.update(alias.name for alias in node.names if alias.name.startswith(package))
     return found
 
 
-def _graph() -> dict[str, set[str]]:
-    modules = {_module_name(p): p for p in ROOT.rglob("*.py")}
+def _graph(root: Path = ROOT) -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in root.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        graph[name] = {m for m in _imports(path) if m in modules and m != name}
+        graph[name] = {m for m in _imports(path, root.name) if m in modules and m != name}
     return graph
 
 
@@ -98,6 +99,15 @@ def test_no_module_import_cycles() -> None:
     graph["qbench"] = set()
     cycle = _find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_reference_server_has_no_import_cycles_and_never_imports_qbench() -> None:
+    """The server stands alone (qbench drives it over HTTP, as it drives any Gradio app); inside it,
+    imports point one way (e.g. workloads/registry.py -> the workload modules -> workloads/base.py)."""
+    cycle = _find_cycle(_graph(SERVER))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+    users = sorted(str(p.relative_to(SERVER.parent)) for p in SERVER.rglob("*.py") if _imports(p, "qbench"))
+    assert not users, f"the reference server imports qbench in {users}"
 
 
 @pytest.mark.parametrize("part", ["run", "tune", "report", "run/protocols"])

@@ -1,6 +1,7 @@
 """Workloads: synthetic ones with a known cost, and real transformers models, behind one interface.
 
-    base.py          the interface every workload implements, and the registry of kinds
+    base.py          the interface every workload implements
+    registry.py      every kind and its factory: build_workload, known_kinds
     synthetic.py     echo, sleep, cpu...: cheap deterministic stand-ins with a known cost
     session_chat.py  a chat whose history lives in the session (a ChatInterface's gr.State)
     ideal.py         image-ideal: the image request path before an ideal accelerator (the CPU stand-in)
@@ -12,10 +13,8 @@ from reference_server.workloads.base import (
     Workload,
     WorkloadConfigError,
     WorkloadInputError,
-    build_workload,
-    known_kinds,
-    register,
 )
+from reference_server.workloads.registry import build_workload, known_kinds
 
 __all__ = [
     "Component",
@@ -24,5 +23,4 @@ __all__ = [
     "WorkloadInputError",
     "build_workload",
     "known_kinds",
-    "register",
 ]

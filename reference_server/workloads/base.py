@@ -21,8 +21,9 @@ Calling conventions (Gradio's):
 A workload whose `is_async` is True implements the `a`-prefixed coroutine versions instead and runs on
 the event loop; otherwise the server calls the sync methods in its thread pool (capped by max_threads).
 
-Workloads register a factory under a kind name (`register("sleep")`); server configs name the kind and
-pass `params`, which the factory validates (raise `WorkloadConfigError` with the key and value).
+A workload module defines a factory, `factory(params) -> Workload`; registry.py lists each under its
+kind name. Server configs name the kind and pass `params`, which the factory validates (raise
+`WorkloadConfigError` with the key and value).
 """
 
 from __future__ import annotations
@@ -30,12 +31,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
-
-if TYPE_CHECKING:
-    from reference_server.decode_pool import PixelPrep
+from typing import Any, ClassVar, Literal
 
 ComponentType = Literal["text", "number", "image", "audio", "json", "label"]
+
+
+@dataclass(frozen=True)
+class PixelPrep:
+    """What a workload wants from an image input, done in a decode worker (reference_server.decode_pool):
+    resize to (width, height) with PIL's `resample` filter, or keep its size (None: the device resizes)."""
+
+    size: tuple[int, int] | None = None
+    resample: int = 3
 
 
 @dataclass(frozen=True)
@@ -121,40 +128,3 @@ class Workload:
 
 
 WorkloadFactory = Callable[[dict[str, Any]], Workload]
-
-_REGISTRY: dict[str, WorkloadFactory] = {}
-
-
-def register(kind: str) -> Callable[[WorkloadFactory], WorkloadFactory]:
-    """Decorator: make `factory(params) -> Workload` available under `kind`."""
-
-    def deco(factory: WorkloadFactory) -> WorkloadFactory:
-        _REGISTRY[kind] = factory
-        return factory
-
-    return deco
-
-
-def known_kinds() -> list[str]:
-    _import_builtin()
-    return sorted(_REGISTRY)
-
-
-def build_workload(kind: str, params: dict[str, Any] | None = None) -> Workload:
-    """Build a workload by kind name; unknown kinds and bad params raise WorkloadConfigError."""
-    _import_builtin()
-    if kind not in _REGISTRY:
-        known = ", ".join(sorted(_REGISTRY))
-        raise WorkloadConfigError(f"unknown workload {kind!r}; expected one of: {known}")
-    return _REGISTRY[kind](dict(params or {}))
-
-
-def _import_builtin() -> None:
-    # Importing the modules registers their kinds. Model workloads import torch lazily inside load().
-    from reference_server.workloads import ideal, session_chat, synthetic  # noqa: F401
-
-    try:
-        from reference_server.workloads import models  # noqa: F401
-    except ImportError as exc:  # only a missing optional module, never a broken one
-        if exc.name != "reference_server.workloads.models":
-            raise

@@ -20,9 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from reference_server.decode_pool import PixelPrep
 from reference_server.profiling import batch_phase
-from reference_server.workloads.base import Component, Workload, WorkloadInputError, register
+from reference_server.workloads.base import Component, PixelPrep, Workload, WorkloadInputError
 from reference_server.workloads.models.params import ParamReader
 from reference_server.workloads.models.pixels import Pixels
 
@@ -84,7 +83,6 @@ def _pixels(value: Any) -> Pixels:
     return Pixels(np.asarray(rgb, dtype=np.uint8))
 
 
-@register("image-ideal")
 def image_ideal(params: dict[str, Any]) -> IdealAccelerator:
     """params: batch_ms (5.0), per_image_ms (0.0), top_k (5), num_labels (1000)."""
     reader = ParamReader("image-ideal", params)

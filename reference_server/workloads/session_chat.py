@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from reference_server.workloads.base import SESSION, Component, Workload, WorkloadConfigError, register
+from reference_server.workloads.base import SESSION, Component, Workload, WorkloadConfigError
 
 
 class SessionChatParams(BaseModel):
@@ -57,8 +57,7 @@ class SessionChat(Workload):
                 "calls_by_history": {str(k): v for k, v in sorted(self.seen.items())}}
 
 
-@register("session_chat")
-def _session_chat(params: dict[str, Any]) -> Workload:
+def make_session_chat(params: dict[str, Any]) -> Workload:
     try:
         p = SessionChatParams.model_validate(params)
     except ValidationError as exc:

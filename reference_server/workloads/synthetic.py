@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reference_server.errors import UserFacingError
-from reference_server.workloads.base import Component, Workload, WorkloadConfigError, register
+from reference_server.workloads.base import Component, Workload, WorkloadConfigError
 
 TEXT_IN = [Component("text", "text", "hello")]
 TEXT_OUT = [Component("text", "output")]
@@ -85,8 +85,7 @@ class Echo(Workload):
         return {**super().describe(), "busy_ms": self.busy_s * 1000}
 
 
-@register("echo")
-def _echo(params: dict[str, Any]) -> Workload:
+def make_echo(params: dict[str, Any]) -> Workload:
     p = _parse(EchoParams, "echo", params)
     comp = Component(p.type, p.type, "hello" if p.type == "text" else 3)
     return Echo(inputs=[comp], outputs=[Component(p.type, "output")], busy_s=p.busy_ms / 1000)
@@ -147,8 +146,7 @@ class Sleep(Workload):
         return [list(columns[0])]
 
 
-@register("sleep")
-def _sleep(params: dict[str, Any]) -> Workload:
+def make_sleep(params: dict[str, Any]) -> Workload:
     p = _parse(SleepParams, "sleep", params)
     seed = p.jitter.seed if p.jitter else None
     return Sleep(inputs=TEXT_IN, outputs=TEXT_OUT, is_async=not p.sync, params=p, rng=random.Random(seed))
@@ -188,8 +186,7 @@ class Cpu(Workload):
         return [f"{inputs[0]} {float(acc[0, 0]):.4f}"]
 
 
-@register("cpu")
-def _cpu(params: dict[str, Any]) -> Workload:
+def make_cpu(params: dict[str, Any]) -> Workload:
     return Cpu(inputs=TEXT_IN, outputs=TEXT_OUT, params=_parse(CpuParams, "cpu", params))
 
 
@@ -231,8 +228,7 @@ class Stream(Workload):
             yield [text]
 
 
-@register("stream")
-def _stream(params: dict[str, Any]) -> Workload:
+def make_stream(params: dict[str, Any]) -> Workload:
     p = _parse(StreamParams, "stream", params)
     return Stream(inputs=TEXT_IN, outputs=TEXT_OUT, is_async=not p.sync, params=p)
 
@@ -268,8 +264,7 @@ class Tokens(Workload):
             yield [text]
 
 
-@register("tokens")
-def _tokens(params: dict[str, Any]) -> Workload:
+def make_tokens(params: dict[str, Any]) -> Workload:
     p = _parse(TokensParams, "tokens", params)
     return Tokens(inputs=TEXT_IN, outputs=TEXT_OUT, is_async=True, params=p)
 
@@ -315,8 +310,7 @@ class Fail(Workload):
         return [list(columns[0])]
 
 
-@register("fail")
-def _fail(params: dict[str, Any]) -> Workload:
+def make_fail(params: dict[str, Any]) -> Workload:
     p = _parse(FailParams, "fail", params)
     return Fail(inputs=TEXT_IN, outputs=TEXT_OUT, params=p, rng=random.Random(p.seed))
 
@@ -342,8 +336,7 @@ class ImageOp(Workload):
         return [out, {"width": img.width, "height": img.height}]
 
 
-@register("imageop")
-def _imageop(params: dict[str, Any]) -> Workload:
+def make_imageop(params: dict[str, Any]) -> Workload:
     p = _parse(ImageOpParams, "imageop", params)
     return ImageOp(inputs=[Component("image", "image")],
                    outputs=[Component("image", "output"), Component("json", "size")], params=p)

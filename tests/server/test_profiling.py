@@ -120,7 +120,7 @@ def test_an_upload_is_a_trace_of_its_own(server: RunningServer) -> None:
 
 def test_the_image_model_times_its_batch_phases() -> None:
     pytest.importorskip("transformers")
-    from reference_server.workloads.base import build_workload
+    from reference_server.workloads.registry import build_workload
 
     workload = build_workload("image-classification", {"size": "tiny", "num_labels": 4})
     workload.load("cpu")

@@ -1,8 +1,9 @@
 """Real transformers model workloads (random-init architectures by default; local weights with `model:`).
 
-Importing this package registers the kinds image-classification, text-classification, embeddings,
-audio-classification and text-generation. It is cheap: torch and transformers are imported only
-when a model workload is built or loaded, so a synthetic-only server starts fast.
+It defines the kinds image-classification, text-classification, embeddings, audio-classification
+and text-generation (listed in reference_server/workloads/registry.py). Importing it is cheap: torch
+and transformers are imported only when a model workload is built or loaded, so a synthetic-only
+server starts fast.
 
     vision.py            image-classification (ViT)
     text.py              text-classification (BERT-sized) and embeddings (MiniLM-sized)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reference_server.workloads.base import Component, WorkloadInputError, register
+from reference_server.workloads.base import Component, WorkloadInputError
 from reference_server.workloads.models.common import ModelWorkload, label_config, label_values
 from reference_server.workloads.models.loading import build_config, pretrained_part, random_model
 from reference_server.workloads.models.params import CommonParams, LabelParams, ParamReader
@@ -144,7 +144,6 @@ def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
     return np.asarray(row.resize((length, 1), Image.Resampling.LANCZOS), dtype=np.float32).reshape(-1)
 
 
-@register("audio-classification")
 def audio_classification(params: dict[str, Any]) -> AudioClassification:
     """params: common keys + top_k (5), num_labels (12, keyword-spotting-sized), labels, max_seconds (10)."""
     reader = ParamReader("audio-classification", params)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+import reference_server.workloads.models.device as dev
 from reference_server.workloads.base import Component, Workload
-from reference_server.workloads.models import device as dev
 from reference_server.workloads.models.loading import pretrained_model
 from reference_server.workloads.models.params import CommonParams, LabelParams
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from reference_server.workloads.base import Component, WorkloadInputError, register
+from reference_server.workloads.base import Component, WorkloadInputError
 from reference_server.workloads.models.common import ModelWorkload
 from reference_server.workloads.models.loading import build_config, random_model, select_tokenizer
 from reference_server.workloads.models.local_tokenizers import byte_level_tokenizer
@@ -134,7 +134,6 @@ class TextGeneration(ModelWorkload):
         return int(indices[torch.multinomial(probs, 1, generator=generator)])
 
 
-@register("text-generation")
 def text_generation(params: dict[str, Any]) -> TextGeneration:
     """params: common keys + max_new_tokens (32), temperature (1.0; 0 = greedy), top_k (50)."""
     reader = ParamReader("text-generation", params)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reference_server.workloads.base import Component, WorkloadInputError, register
+from reference_server.workloads.base import Component, WorkloadInputError
 from reference_server.workloads.models.common import ModelWorkload, label_config, label_values
 from reference_server.workloads.models.loading import build_config, random_model, select_tokenizer
 from reference_server.workloads.models.local_tokenizers import wordpiece_tokenizer
@@ -110,7 +110,6 @@ class Embeddings(TextEncoderWorkload):
         return [pooled.cpu().tolist()]
 
 
-@register("text-classification")
 def text_classification(params: dict[str, Any]) -> TextClassification:
     """params: common keys + top_k (5), num_labels (2), labels, max_length (128 tokens)."""
     reader = ParamReader("text-classification", params)
@@ -121,7 +120,6 @@ def text_classification(params: dict[str, Any]) -> TextClassification:
     return workload
 
 
-@register("embeddings")
 def embeddings(params: dict[str, Any]) -> Embeddings:
     """params: common keys + max_length (128 tokens), normalize (true: unit-length vectors)."""
     reader = ParamReader("embeddings", params)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reference_server.decode_pool import PixelPrep
-from reference_server.workloads.base import Component, WorkloadInputError, register
+from reference_server.workloads.base import Component, PixelPrep, WorkloadInputError
 from reference_server.workloads.models.common import ModelWorkload, label_config, label_values
 from reference_server.workloads.models.loading import build_config, pretrained_part, random_model
 from reference_server.workloads.models.params import CommonParams, LabelParams, ParamReader
@@ -137,7 +136,6 @@ def _gradient_image(width: int, height: int) -> Image.Image:
     return Image.fromarray(rgb)
 
 
-@register("image-classification")
 def image_classification(params: dict[str, Any]) -> ImageClassification:
     """params: common keys + top_k (5), num_labels (1000, ImageNet-sized head), labels,
     preprocess (auto | processor)."""
