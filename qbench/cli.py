@@ -346,6 +346,66 @@ def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any],
     return path
 
 
+GridOpt = Annotated[
+    list[str] | None, typer.Option(help="Axis: --grid concurrency_limit=1,2,4 (repeatable; any knob).")
+]
+LinkOpt = Annotated[
+    list[str] | None,
+    typer.Option("--link", help="Linked knob: --link 'users=2*concurrency_limit*max_batch_size'."),
+]
+SloOpt = Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2.")]
+SearchOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="grid (every point), smart (hill climbing) or model (fit batch latency l(b) = t0 + alpha*b "
+        "from a few points, measure only the best predicted ones; falls back to smart on a poor fit) or "
+        "sim (the same fit drives a queue simulation of every grid point; measures the best predicted)."
+    ),
+]
+PresetOpt = Annotated[
+    str | None,
+    typer.Option(help="Base reference-server preset (default: sweep.server, else the scenario's name)."),
+]
+LiveConfigOpt = Annotated[
+    bool, typer.Option("--live", help="Reconfigure one reference server via /admin/config.")
+]
+LaunchOpt = Annotated[
+    str | None, typer.Option(help="Your app's command ({knob} and {port} placeholders optional); a "
+                             "Gradio app gets the knobs from qbench's startup hook too.")
+]
+AppFileOpt = Annotated[
+    Path | None,
+    typer.Option("--app", help="Your Gradio app, unmodified: `python APP [-- app args]` per point, with "
+                 "qbench's startup hook setting the knobs (queue(), launch(), the events)."),
+]
+PythonOpt = Annotated[
+    str | None, typer.Option(help="Interpreter for --app: the app's virtualenv (default: qbench's own).")
+]
+KnobScopeOpt = Annotated[
+    str, typer.Option(help="Event knobs (concurrency_limit, ...) on the events the scenario drives "
+                      "(driven) or on every queued event (all).")
+]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="Override a scenario key: --set load.rate=12 (repeat).")
+]
+ObjectiveOpt = Annotated[
+    str | None,
+    typer.Option(help="capacity (rank by the highest rate meeting the SLO) or latency (goodput at the "
+                 "scenario's load). Default: capacity for a rate load with an SLO, else latency."),
+]
+CapacityTrialsOpt = Annotated[int | None, typer.Option(help="Rate probes per capacity search (0 = skip).")]
+CapacityToleranceOpt = Annotated[
+    str | None, typer.Option(help="Capacity search stops at this bracket width (default 10%).")
+]
+CapacityDurationOpt = Annotated[
+    float | None, typer.Option(help="Seconds per capacity probe (default: the point duration).")
+]
+ConfirmDurationOpt = Annotated[
+    float | None, typer.Option(help="Seconds of the sustained run that confirms the winner's capacity "
+                               "(default 60; 0 = off: the capacity is then unconfirmed).")
+]
+
+
 @app.command(context_settings={"allow_extra_args": True})
 @exits_on_error
 def sweep(
@@ -354,73 +414,30 @@ def sweep(
         Path | None,
         typer.Argument(help="Scenario YAML (optional `sweep:` section: defaults); none: --target and --api."),
     ] = None,
-    grid: Annotated[
-        list[str] | None, typer.Option(help="Axis: --grid concurrency_limit=1,2,4 (repeatable; any knob).")
-    ] = None,
-    link: Annotated[
-        list[str] | None, typer.Option(help="Linked knob: --link 'users=2*concurrency_limit*max_batch_size'.")
-    ] = None,
-    slo: Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2.")] = None,
+    grid: GridOpt = None,
+    links: LinkOpt = None,
+    slo: SloOpt = None,
     repeat: Annotated[int | None, typer.Option(help="Runs per point (confidence intervals, ties).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Resume the interrupted sweep in this folder.")] = None,
-    search: Annotated[
-        str | None,
-        typer.Option(
-            help="grid (every point), smart (hill climbing) or model (fit batch latency l(b) = t0 + alpha*b "
-            "from a few points, measure only the best predicted ones; falls back to smart on a poor fit) or "
-            "sim (the same fit drives a queue simulation of every grid point; measures the best predicted)."
-        ),
-    ] = None,
-    preset: Annotated[
-        str | None,
-        typer.Option(help="Base reference-server preset (default: sweep.server, else the scenario's name)."),
-    ] = None,
+    search: SearchOpt = None,
+    preset: PresetOpt = None,
     server_config: Annotated[Path | None, typer.Option(help="Base reference-server settings YAML.")] = None,
-    live_config: Annotated[
-        bool, typer.Option("--live", help="Reconfigure one reference server via /admin/config.")
-    ] = False,
-    launch: Annotated[
-        str | None, typer.Option(help="Your app's command ({knob} and {port} placeholders optional); a "
-                                 "Gradio app gets the knobs from qbench's startup hook too.")
-    ] = None,
-    app_file: Annotated[
-        Path | None,
-        typer.Option("--app", help="Your Gradio app, unmodified: `python APP [-- app args]` per point, with "
-                     "qbench's startup hook setting the knobs (queue(), launch(), the events)."),
-    ] = None,
-    python: Annotated[
-        str | None, typer.Option(help="Interpreter for --app: the app's virtualenv (default: qbench's own).")
-    ] = None,
-    knob_scope: Annotated[
-        str, typer.Option(help="Event knobs (concurrency_limit, ...) on the events the scenario drives "
-                          "(driven) or on every queued event (all).")
-    ] = "driven",
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a scenario key: --set load.rate=12 (repeat).")
-    ] = None,
+    live: LiveConfigOpt = False,
+    launch: LaunchOpt = None,
+    app_file: AppFileOpt = None,
+    python: PythonOpt = None,
+    knob_scope: KnobScopeOpt = "driven",
+    set_: SetOpt = None,
     target: Annotated[str | None, typer.Option(help="Fixed server URL: only client knobs are swept.")] = None,
     api: ApiOpt = None,
     duration: Annotated[float | None, typer.Option(help="Seconds of load per point.")] = None,
     max_memory_mb: Annotated[float | None, typer.Option(help="Memory ceiling (peak RSS / GPU).")] = None,
     tolerated_wait_s: Annotated[float | None, typer.Option(help="Wait users tolerate (max_size).")] = None,
-    objective: Annotated[
-        str | None,
-        typer.Option(help="capacity (rank by the highest rate meeting the SLO) or latency (goodput at the "
-                     "scenario's load). Default: capacity for a rate load with an SLO, else latency."),
-    ] = None,
-    capacity_trials: Annotated[
-        int | None, typer.Option(help="Rate probes per capacity search (0 = skip).")
-    ] = None,
-    capacity_tolerance: Annotated[
-        str | None, typer.Option(help="Capacity search stops at this bracket width (default 10%).")
-    ] = None,
-    capacity_duration: Annotated[
-        float | None, typer.Option(help="Seconds per capacity probe (default: the point duration).")
-    ] = None,
-    confirm_duration: Annotated[
-        float | None, typer.Option(help="Seconds of the sustained run that confirms the winner's capacity "
-                                   "(default 60; 0 = off: the capacity is then unconfirmed).")
-    ] = None,
+    objective: ObjectiveOpt = None,
+    capacity_trials: CapacityTrialsOpt = None,
+    capacity_tolerance: CapacityToleranceOpt = None,
+    capacity_duration: CapacityDurationOpt = None,
+    confirm_duration: ConfirmDurationOpt = None,
     out: Annotated[Path, typer.Option(help="Folder for reports/<sweep-id>/.")] = Path("reports"),
     auth: AuthOpt = None,
     header: HeaderOpt = None,
@@ -430,48 +447,88 @@ def sweep(
 
     `qbench sweep scenario.yaml --app app.py --grid concurrency_limit=1,2,4,8 [-- app args]` tunes an
     unmodified app: every point proves its knobs took effect before it is ranked."""
+    run_sweep_command(ctx, {k: v for k, v in locals().items() if k != "ctx"})
+
+
+def run_sweep_command(ctx: typer.Context, cli: dict[str, Any]) -> None:
+    """`qbench sweep` with its CLI values: a new sweep (or `--resume`), its progress and its result."""
     from qbench.run.credentials import cli_overrides
-    from qbench.run.options import check_api_option
-    from qbench.run.runner import parse_set_options
-    from qbench.tune.capacity_run import parse_tolerance
-    from qbench.tune.config import (
-        build_config,
-        check_app_args,
-        parse_slo_options,
-        resumed_config,
-        sweep_options,
-    )
+    from qbench.tune.config import resumed_config
     from qbench.tune.sweep import run_sweep
     from qbench.tune.tune_console import SweepProgress, render_sweep, sweep_console, sweep_header
 
     console = sweep_console()
-    credentials = cli_overrides(auth, header or [], bearer_env)
-    where = str(resume or out)
+    credentials = cli_overrides(cli["auth"], cli["header"] or [], cli["bearer_env"])
+    where = str(cli["resume"] or cli["out"])
     try:
-        check_app_args(ctx.args, app_file)
-        if resume is not None:
-            config = resumed_config(resume)
-        else:
-            check_api_option(scenario, api)
-            scenario = scenario or app_scenario_file(target, api, credentials, out)
-            config = build_config(sweep_options(
-                scenario, grid=grid or [], links=link or [], slo=parse_slo_options(slo or []), repeat=repeat,
-                search=search, live=live_config, preset=preset, server_config=server_config, launch=launch,
-                target=target, duration=duration, max_memory_mb=max_memory_mb,
-                tolerated_wait_s=tolerated_wait_s, capacity_trials=capacity_trials, objective=objective,
-                capacity_tolerance=parse_tolerance(capacity_tolerance) if capacity_tolerance else None,
-                capacity_duration=capacity_duration, confirm_duration=confirm_duration, out_root=out,
-                app=app_file, app_args=list(ctx.args),
-                python=python, knob_scope=knob_scope, overrides=parse_set_options(set_ or []),
-            ))
+        config = resumed_config(cli["resume"]) if cli["resume"] else _new_sweep(ctx, cli, credentials)
         config = config.with_auth(credentials)  # never saved in sweep.json
         where = str(config.sweep_dir)
         console.print(sweep_header(config))
         with SweepProgress(config.grid.size, smart=config.search != "grid") as progress:
             render_sweep(run_sweep(config, progress), console)
     except KeyboardInterrupt:
-        typer.echo(f"interrupted; finished points are saved: qbench sweep {scenario} --resume {where}")
+        typer.echo(f"interrupted; finished points are saved: qbench sweep {cli['scenario']} --resume {where}")
         raise typer.Exit(130) from None
+
+
+def _new_sweep(ctx: typer.Context, cli: dict[str, Any], credentials: dict[str, Any]) -> Any:
+    """A new sweep's SweepConfig from the CLI values: the same names as SweepOptions' fields, except the
+    ones parsed or renamed here."""
+    from dataclasses import fields
+
+    from qbench.run.options import check_api_option
+    from qbench.run.runner import parse_set_options
+    from qbench.tune.capacity_run import parse_tolerance
+    from qbench.tune.config import (
+        SweepOptions,
+        build_config,
+        check_app_args,
+        parse_slo_options,
+        sweep_options,
+    )
+
+    check_app_args(ctx.args, cli["app_file"])
+    check_api_option(cli["scenario"], cli["api"])
+    scenario = cli["scenario"] or app_scenario_file(cli["target"], cli["api"], credentials, cli["out"])
+    same = {f.name for f in fields(SweepOptions)} - {"scenario"}
+    values = {k: v for k, v in cli.items() if k in same}
+    tolerance = cli["capacity_tolerance"]
+    values.update(grid=cli["grid"] or [], links=cli["links"] or [], slo=parse_slo_options(cli["slo"] or []),
+                  capacity_tolerance=parse_tolerance(tolerance) if tolerance else None, out_root=cli["out"],
+                  app=cli["app_file"], app_args=list(ctx.args),
+                  overrides=parse_set_options(cli["set_"] or []))
+    return build_config(sweep_options(scenario, **values))
+
+
+ToleranceOpt = Annotated[
+    str, typer.Option(help="Stop when failing / passing rate <= 1 + this; also the overload the "
+                      "bisection's probes are long enough to see.")
+]
+ThinkTimeOpt = Annotated[
+    float | None, typer.Option(help="Seconds between a user's clicks, for the equivalent users "
+                               "(default: load.think_time, else 10).")
+]
+ProbeDurationOpt = Annotated[
+    float, typer.Option(help="Seconds of load per bracketing probe, and the bisection's least.")
+]
+MaxProbeDurationOpt = Annotated[
+    float, typer.Option(help="Longest bisection probe (s); their length comes from the rate and the "
+                        "tolerance.")
+]
+OverloadOpt = Annotated[
+    bool, typer.Option(help="One run at 1.3x the capacity: does throughput hold (max_size advice)?")
+]
+RecheckOpt = Annotated[
+    bool, typer.Option(help="Measure the first passing rate again after the search: did the server get "
+                       "slower while it was measured?")
+]
+StartRateOpt = Annotated[
+    float | None, typer.Option(help="Skip the estimate: start the bracket at this rate (req/s).")
+]
+ConfirmOpt = Annotated[
+    bool, typer.Option(help="Confirm the answer with a sustained run (stepping down if it fails).")
+]
 
 
 @app.command()
@@ -483,43 +540,21 @@ def capacity(
     target: Annotated[str | None, typer.Option(help="Server base URL (overrides the scenario's).")] = None,
     api: ApiOpt = None,
     slo: Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2 (repeat).")] = None,
-    tolerance: Annotated[
-        str, typer.Option(help="Stop when failing / passing rate <= 1 + this; also the overload the "
-                          "bisection's probes are long enough to see.")
-    ] = "10%",
-    think_time: Annotated[
-        float | None, typer.Option(help="Seconds between a user's clicks, for the equivalent users "
-                                   "(default: load.think_time, else 10).")
-    ] = None,
-    duration: Annotated[
-        float, typer.Option(help="Seconds of load per bracketing probe, and the bisection's least.")
-    ] = 5.0,
-    max_duration: Annotated[
-        float, typer.Option(help="Longest bisection probe (s); their length comes from the rate and the "
-                            "tolerance.")
-    ] = 30.0,
+    tolerance: ToleranceOpt = "10%",
+    think_time: ThinkTimeOpt = None,
+    duration: ProbeDurationOpt = 5.0,
+    max_duration: MaxProbeDurationOpt = 30.0,
     confirm_duration: Annotated[
         float, typer.Option(help="Seconds of the sustained run that confirms the answer.")
     ] = 60.0,
-    overload: Annotated[
-        bool, typer.Option(help="One run at 1.3x the capacity: does throughput hold (max_size advice)?")
-    ] = True,
-    recheck: Annotated[
-        bool, typer.Option(help="Measure the first passing rate again after the search: did the server get "
-                           "slower while it was measured?")
-    ] = True,
+    overload: OverloadOpt = True,
+    recheck: RecheckOpt = True,
     warmup: Annotated[float, typer.Option(help="Seconds excluded at the start of each probe.")] = 0.5,
     max_probes: Annotated[int, typer.Option(help="Open-loop probes at most.")] = 10,
     estimate_users: Annotated[int, typer.Option(help="Closed-loop users of the first estimate.")] = 32,
-    start_rate: Annotated[
-        float | None, typer.Option(help="Skip the estimate: start the bracket at this rate (req/s).")
-    ] = None,
-    confirm: Annotated[
-        bool, typer.Option(help="Confirm the answer with a sustained run (stepping down if it fails).")
-    ] = True,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a scenario key: --set load.timeout=30.")
-    ] = None,
+    start_rate: StartRateOpt = None,
+    confirm: ConfirmOpt = True,
+    set_: SetOpt = None,
     out: Annotated[Path, typer.Option(help="Folder for reports/capacity-<name>-<stamp>/.")] = Path("reports"),
     auth: AuthOpt = None,
     header: HeaderOpt = None,
@@ -529,6 +564,11 @@ def capacity(
 
     Exit 0 when the search ends (with or without a capacity), 2 on a bad option, a missing SLO or an
     unreachable target, 130 when interrupted."""
+    run_capacity_command(dict(locals()))
+
+
+def run_capacity_command(cli: dict[str, Any]) -> None:
+    """`qbench capacity` with its CLI values: the search, its probes as they end, and the answer."""
     from qbench.run.credentials import cli_overrides
     from qbench.run.options import check_api_option
     from qbench.run.runner import parse_set_options
@@ -537,17 +577,18 @@ def capacity(
     from qbench.tune.tune_console import capacity_header, probe_line, render_capacity, sweep_console
 
     console = sweep_console()
-    credentials = cli_overrides(auth, header or [], bearer_env)
+    credentials = cli_overrides(cli["auth"], cli["header"] or [], cli["bearer_env"])
     try:
-        check_api_option(scenario, api)
-        scenario = scenario or app_scenario_file(target, api, credentials, out)
+        check_api_option(cli["scenario"], cli["api"])
+        scenario = cli["scenario"] or app_scenario_file(cli["target"], cli["api"], credentials, cli["out"])
         config = capacity_config(
-            scenario, target=target, slo=parse_slo_options(slo or []), tolerance=parse_tolerance(tolerance),
-            max_probes=max_probes, duration_s=duration, warmup_s=warmup, think_time_s=think_time,
-            estimate_users=estimate_users, start_rate=start_rate, confirm=confirm, out_root=out,
-            auth=parse_set_options(set_ or []) | credentials,  # both are dotted keys on the scenario
-            max_duration_s=max_duration, confirm_duration_s=confirm_duration, overload=overload,
-            recheck=recheck,
+            scenario, target=cli["target"], slo=parse_slo_options(cli["slo"] or []),
+            tolerance=parse_tolerance(cli["tolerance"]), max_probes=cli["max_probes"],
+            duration_s=cli["duration"], warmup_s=cli["warmup"], think_time_s=cli["think_time"],
+            estimate_users=cli["estimate_users"], start_rate=cli["start_rate"], confirm=cli["confirm"],
+            out_root=cli["out"], overrides=parse_set_options(cli["set_"] or []) | credentials,
+            max_duration_s=cli["max_duration"], confirm_duration_s=cli["confirm_duration"],
+            overload=cli["overload"], recheck=cli["recheck"],
         )
         console.print(capacity_header(config))
         render_capacity(run_capacity(config, lambda probe: console.print(probe_line(probe))), console)

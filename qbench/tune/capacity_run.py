@@ -353,14 +353,15 @@ def capacity_config(
     start_rate: float | None = None,
     confirm: bool = True,
     out_root: Path = Path("reports"),
-    auth: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> CapacityConfig:
     """Validate CLI values into a CapacityConfig; a bad value raises ScenarioError before any request.
-    `auth`: credential overrides from the command line (auth.login, auth.headers.NAME, auth.bearer)."""
+    `overrides`: dotted scenario keys from the command line (--set, and the credentials: auth.login,
+    auth.headers.NAME, auth.bearer)."""
     from qbench.run.scenario import load_scenario
     from qbench.tune.config import build_constraints, require_slo
 
-    scenario = load_scenario(scenario_path, auth or None)
+    scenario = load_scenario(scenario_path, overrides or None)
     constraints = build_constraints(scenario, slo or {}, str(scenario_path))
     require_slo(constraints, "qbench capacity")
     url = target or scenario.target

@@ -218,14 +218,93 @@ def simulate(
     rng = np.random.default_rng(seed)
     queue = QueueRules(server, rng)
     shares = np.array([f.share for f in server.functions], dtype=np.float64)
-    heap: list[tuple[float, int, int, object]] = []
-    seq = 0
+    heap, tally = _Heap(), _Tally()
+    closed, offsets = _first_sends(arrivals, rng, shares, heap.push, max_requests)
+    last_send = float(offsets[-1]) if offsets.size and closed is None else 0.0
+    horizon, wake_at, now = math.inf, math.inf, 0.0
+    while heap.items:
+        now, _, kind, payload = heapq.heappop(heap.items)
+        if now > horizon:
+            break
+        if kind == _ARRIVE:
+            index, fn = cast(tuple[int, int], payload)
+            tally.sent += 1
+            if not queue.admit(_Event(index, fn, now)):
+                tally.rejected += 1
+                if closed is not None:
+                    _next_send(closed, rng, now, index, shares, heap.push, tally.sent, max_requests)
+        elif kind == _DONE:
+            group, events = cast(tuple[str, list[_Event]], payload)
+            queue.groups[group].running -= 1
+            queue.running -= 1
+            tally.done(events, now, timeout_s)
+            for index in [e.index for e in events] if closed is not None else []:
+                _next_send(cast(ClosedArrivals, closed), rng, now, index, shares, heap.push, tally.sent,
+                           max_requests)
+        elif now >= wake_at:
+            wake_at = math.inf
+        due = _dispatch(queue, server, rng, now, heap.push, tally.batches)
+        if due is not None and due < wake_at:
+            wake_at = due
+            heap.push(due, _WAKE, None)
+        if closed is None and math.isinf(horizon) and now >= last_send:
+            horizon = last_send + (timeout_s if math.isfinite(timeout_s) else math.inf)
+    return tally.result(closed, last_send, now)
 
-    def push(at: float, kind: int, payload: object) -> None:
-        nonlocal seq
-        heapq.heappush(heap, (at, seq, kind, payload))
-        seq += 1
 
+class _Heap:
+    """The simulation's events by time (a sequence number keeps equal times in push order)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[float, int, int, object]] = []
+        self.seq = 0
+
+    def push(self, at: float, kind: int, payload: object) -> None:
+        heapq.heappush(self.items, (at, self.seq, kind, payload))
+        self.seq += 1
+
+
+@dataclass
+class _Tally:
+    """What the simulated clients saw, counted as requests end."""
+
+    sent: int = 0
+    rejected: int = 0
+    timed_out: int = 0
+    latencies: list[float] = field(default_factory=list)
+    waits: list[float] = field(default_factory=list)
+    services: list[float] = field(default_factory=list)
+    batches: list[int] = field(default_factory=list)
+
+    def done(self, events: list[_Event], now: float, timeout_s: float) -> None:
+        for event in events:
+            latency = now - event.joined_s
+            if latency > timeout_s:
+                self.timed_out += 1
+            else:
+                self.latencies.append(latency)
+                self.waits.append(event.started_s - event.joined_s)
+                self.services.append(now - event.started_s)
+
+    def result(self, closed: ClosedArrivals | None, last_send: float, now: float) -> SimResult:
+        unfinished = self.sent - self.rejected - self.timed_out - len(self.latencies)
+        end = closed.duration_s if closed is not None else max(last_send, 1e-9)
+        return SimResult(
+            sent=self.sent,
+            completed=len(self.latencies) + self.timed_out,
+            rejected=self.rejected,
+            timed_out=self.timed_out + unfinished,
+            latencies_s=np.array(self.latencies),
+            waits_s=np.array(self.waits),
+            services_s=np.array(self.services),
+            batch_sizes=self.batches,
+            span_s=end if closed is not None else max(now, end),
+        )
+
+
+def _first_sends(arrivals: Arrivals, rng: np.random.Generator, shares: np.ndarray, push: Push,
+                 max_requests: int) -> tuple[ClosedArrivals | None, np.ndarray]:
+    """Push the open loop's arrivals, or each closed-loop user's first send; (closed, their offsets)."""
     closed = arrivals if isinstance(arrivals, ClosedArrivals) else None
     if isinstance(arrivals, OpenArrivals):
         offsets = np.asarray(arrivals.offsets, dtype=np.float64)[:max_requests]
@@ -236,61 +315,7 @@ def simulate(
     fns = rng.choice(len(shares), size=max(offsets.size, 1), p=shares / shares.sum())
     for i, at in enumerate(offsets):
         push(float(at), _ARRIVE, (i, int(fns[i]) if closed is None else _fn_of(rng, shares)))
-    sent, rejected, timed_out = 0, 0, 0
-    latencies: list[float] = []
-    waits: list[float] = []
-    services: list[float] = []
-    batches: list[int] = []
-    wake_at = math.inf
-    last_send = float(offsets[-1]) if offsets.size and closed is None else 0.0
-    horizon = math.inf
-    now = 0.0
-    while heap:
-        now, _, kind, payload = heapq.heappop(heap)
-        if now > horizon:
-            break
-        if kind == _ARRIVE:
-            index, fn = cast(tuple[int, int], payload)
-            sent += 1
-            if not queue.admit(_Event(index, fn, now)):
-                rejected += 1
-                if closed is not None:
-                    _next_send(closed, rng, now, index, shares, push, sent, max_requests)
-        elif kind == _DONE:
-            group, events = cast(tuple[str, list[_Event]], payload)
-            queue.groups[group].running -= 1
-            queue.running -= 1
-            for event in events:
-                latency = now - event.joined_s
-                if latency > timeout_s:
-                    timed_out += 1
-                else:
-                    latencies.append(latency)
-                    waits.append(event.started_s - event.joined_s)
-                    services.append(now - event.started_s)
-                if closed is not None:
-                    _next_send(closed, rng, now, event.index, shares, push, sent, max_requests)
-        elif now >= wake_at:
-            wake_at = math.inf
-        due = _dispatch(queue, server, rng, now, push, batches)
-        if due is not None and due < wake_at:
-            wake_at = due
-            push(due, _WAKE, None)
-        if closed is None and math.isinf(horizon) and now >= last_send:
-            horizon = last_send + (timeout_s if math.isfinite(timeout_s) else math.inf)
-    unfinished = sent - rejected - timed_out - len(latencies)
-    end = closed.duration_s if closed is not None else max(last_send, 1e-9)
-    return SimResult(
-        sent=sent,
-        completed=len(latencies) + timed_out,
-        rejected=rejected,
-        timed_out=timed_out + unfinished,
-        latencies_s=np.array(latencies),
-        waits_s=np.array(waits),
-        services_s=np.array(services),
-        batch_sizes=batches,
-        span_s=end if closed is not None else max(now, end),
-    )
+    return closed, offsets
 
 
 def _fn_of(rng: np.random.Generator, shares: np.ndarray) -> int:

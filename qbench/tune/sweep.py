@@ -245,6 +245,22 @@ def _resources(handle: ServerHandle, sampler: ResourceSampler | None) -> dict[st
     return {"peak_rss_mb": sampled if sampled is not None else rss, "peak_gpu_mem_mb": gpu}
 
 
+def _repeats(config: SweepConfig, point: Point, url: str, summaries: list[Summary],
+             repeats: list[dict[str, Any]]) -> str:
+    """Run the point's repeats (the first in its folder, the others in repeat-N/), appending each
+    summary and point.json entry; the reason a runaway detector stopped one ("" when none did)."""
+    point_dir = config.sweep_dir / "points" / point.point_id
+    for n in range(1, config.repeat + 1):
+        run_dir = point_dir if n == 1 else point_dir / f"repeat-{n}"
+        detector = RunawayDetector() if config.stop_runaway else None
+        summary, stopped = run_point(config, url, point, run_dir, detector)
+        summaries.append(summary)
+        repeats.append({"run_dir": str(run_dir.relative_to(config.sweep_dir)), "summary": summary.to_dict()})
+        if stopped:
+            return stopped
+    return ""
+
+
 def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> PointResult:
     """Start (or move) the server, run every repeat, read resources; never raises a QbenchError."""
     point_dir = config.sweep_dir / "points" / point.point_id
@@ -262,17 +278,9 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
             hook = servers.check_hook(point, point_dir)
             sampler = ResourceSampler(handle.pid) if handle.pid else None
             with sampler if sampler else contextlib.nullcontext():
-                for n in range(1, config.repeat + 1):
-                    run_dir = point_dir if n == 1 else point_dir / f"repeat-{n}"
-                    detector = RunawayDetector() if config.stop_runaway else None
-                    summary, stopped = run_point(config, handle.base_url, point, run_dir, detector)
-                    summaries.append(summary)
-                    repeats.append(
-                        {"run_dir": str(run_dir.relative_to(config.sweep_dir)), "summary": summary.to_dict()}
-                    )
-                    if stopped:
-                        status, reason = "stopped", stopped
-                        break
+                stopped = _repeats(config, point, handle.base_url, summaries, repeats)
+                if stopped:
+                    status, reason = "stopped", stopped
                 if hook is not None:  # what launch() started after the port answered (SSR's Node proxy)
                     hook = read_hook_record(point_dir) or hook
                 check = _check_knobs(config, servers, point, point_dir, hook)

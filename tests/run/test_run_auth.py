@@ -218,7 +218,7 @@ def test_capacity_and_sweep_take_the_command_line_credentials(tmp_path: Path) ->
     }
     path.write_text(yaml.safe_dump({**spec, "slo": {"p95_latency_s": 1}}))
     flags = cli_overrides("alice:pw", ["X-Api-Key: k1"], None)
-    capacity = capacity_config(path, auth=flags, out_root=tmp_path)
+    capacity = capacity_config(path, overrides=flags, out_root=tmp_path)
     assert capacity.scenario.auth.login is not None and capacity.scenario.auth.login.password == "pw"
     sweep = build_config(
         SweepOptions(str(path), grid=["rate=1,2"], target="http://127.0.0.1:9", out_root=str(tmp_path))
