@@ -33,6 +33,7 @@ from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.soak_charts import render_soak_charts
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
 from qbench.run.alongside import alongside
+from qbench.run.app_errors import explain
 from qbench.run.diagnose import host_cpus
 from qbench.run.diagnose_mix import diagnose_run
 from qbench.run.mix import mix_starts
@@ -45,7 +46,7 @@ from qbench.run.run_console import (
     token_line,
 )
 from qbench.run.run_info import RunInfo
-from qbench.run.scenario import parse_scenario
+from qbench.run.scenario import Scenario, parse_scenario
 from qbench.run.soak import read_report as read_soak
 from qbench.run.summary import SloCheck, Stats, Summary
 from qbench.tune.recommend import Recommendation
@@ -95,6 +96,7 @@ class ReportContext:
     predicted: list[list[str]] = field(default_factory=list)
     over_time: list[str] = field(default_factory=list)  # a soak run's verdicts (qbench.run.soak)
     alongside: list[str] = field(default_factory=list)  # before/after a mix entry joined (run.alongside)
+    app_notes: list[str] = field(default_factory=list)  # the app raised, events still running (app_errors)
     generated: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     version: str = __version__
 
@@ -172,17 +174,23 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         details=run_details(run.info),
         over_time=soak.lines() if (soak := read_soak(run.path)) is not None else [],
         alongside=alongside_lines(run),
+        app_notes=explain(run.records, _scenario(run), run.info.server or None),
     )
+
+
+def _scenario(run: LoadedRun) -> Scenario | None:
+    """The run's scenario as run.json saved it (None: missing, or no longer valid)."""
+    try:
+        return parse_scenario(dict(run.scenario)) if run.scenario else None
+    except (ScenarioError, ValueError, TypeError):
+        return None
 
 
 def alongside_lines(run: LoadedRun) -> list[str]:
     """The endpoints before and after a mix entry joined, from the records (qbench.run.alongside)."""
-    try:
-        scenario = parse_scenario(dict(run.scenario))
-    except (ScenarioError, ValueError, TypeError):
-        return []
-    starts = mix_starts(scenario)
-    if not starts:
+    scenario = _scenario(run)
+    starts = mix_starts(scenario) if scenario is not None else None
+    if scenario is None or not starts:
         return []
     return [a.line() for a in alongside(run.records, starts, scenario.load.duration)]
 

@@ -112,6 +112,10 @@ def test_an_app_that_raises_is_explained(apps: dict[str, str], tmp_path: Path) -
     assert "the first input sent was [" in note and "--show-inputs" in note
     written = json.loads((done.result.run_dir / "summary.json").read_text())
     assert written["app_notes"] == [note]  # for whoever reads the run folder, not only the console
+    from qbench.report.build import build_report
+
+    markdown = build_report(done.result.run_dir).markdown.read_text()
+    assert f"- **the app**: {note}" in markdown  # and the report, recomputed from the records
 
 
 def test_show_inputs_prints_what_was_sent(apps: dict[str, str], tmp_path: Path) -> None:
