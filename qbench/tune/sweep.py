@@ -72,6 +72,7 @@ from qbench.run.summary import Summary
 from qbench.tune.app_process import launch_command
 from qbench.tune.apphook import HookRecord, app_change, read_hook_record
 from qbench.tune.capacity import Capacity, search_capacity
+from qbench.tune.capacity_run import recheck
 from qbench.tune.config import SweepConfig, masked_settings, swept_server_knobs
 from qbench.tune.confirm import (
     Confirmation,
@@ -541,7 +542,8 @@ def point_capacity(
     """Capacity of one point on its (warm) server: `capacity_trials` open-loop probes, judged like
     `qbench capacity`'s (SLO and steady state), of `capacity_duration_s` while bracketing and up to
     SWEEP_REFINE_FACTOR times that while bisecting, to `capacity_tolerance` (qbench.tune.confirm:
-    `sweep_prober`); with `confirm`, then the sustained confirmation. Without `first_rate`, a
+    `sweep_prober`); with `confirm`, then the sustained confirmation; then the first passing rate once
+    more (capacity_run.recheck: the server's degradation over its search). Without `first_rate`, a
     closed-loop estimate with twice the point's work slots in users (concurrency_limit x
     max_batch_size; 32 when unknown) gives the first guess."""
     prober = sweep_prober(config, base_url, point, work)
@@ -549,8 +551,11 @@ def point_capacity(
     if first_rate is None:
         estimate, _ = prober.estimate(_estimate_users(config, point))
         first_rate = estimate.rate_rps or 1.0
-    return search_capacity(prober.rate, first_rate, sweep_plan(config, confirm), estimate,
-                           refine=prober.refine, confirm=prober.confirm)
+    capacity = search_capacity(prober.rate, first_rate, sweep_plan(config, confirm), estimate,
+                               refine=prober.refine, confirm=prober.confirm)
+    degradation = recheck(prober, capacity)  # did this server get slower while it was measured?
+    capacity.degradation = degradation.to_dict() if degradation is not None else None
+    return capacity
 
 
 def _estimate_users(config: SweepConfig, point: Point) -> int:

@@ -17,6 +17,7 @@ from qbench.tune.capacity import Capacity, Probe
 from qbench.tune.capacity_run import CapacityConfig, CapacityRun
 from qbench.tune.config import SweepConfig
 from qbench.tune.confirm import confirmation_line
+from qbench.tune.degradation import Degradation
 from qbench.tune.grid import Point
 from qbench.tune.plan_run import PlanRun
 from qbench.tune.recommend import PointResult
@@ -184,6 +185,10 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     held = confirmation_line(rec.capacity)
     if held:
         console.print(f"[{'green' if rec.capacity.get('confirmed') else 'yellow'}]{held}[/]")
+    degradation = Degradation.from_dict(rec.capacity.get("degradation"))
+    if degradation is not None:
+        line = f"over the search: {degradation.text()}"
+        console.print(f"[yellow]{line}[/]" if degradation.degraded else line)
     console.print(f"files: {result.sweep_dir}")
 
 

@@ -149,6 +149,10 @@ def test_a_capacity_sweep_confirms_its_winner_on_the_server(tmp_path: Path, monk
     from qbench.report.build import sweep_headline
 
     assert ("capacity", line) in sweep_headline(load_sweep(folder))
+    rechecks = [p for p in capacity["probes"] if p["kind"] == "recheck"]  # the server aged over its search?
+    assert len(rechecks) == 1 and isinstance(capacity["degradation"], dict), capacity["degradation"]
+    assert "over the search: service time" in " ".join(out.output.split())
+    assert any(label == "over the search" for label, _ in sweep_headline(load_sweep(folder)))
 
 
 def test_a_latency_sweep_confirms_the_winners_capacity_search(tmp_path: Path) -> None:
@@ -162,3 +166,5 @@ def test_a_latency_sweep_confirms_the_winners_capacity_search(tmp_path: Path) ->
     runs = [p for p in capacity["probes"] if p["kind"] == "confirm"]
     assert runs and runs[0]["duration_s"] == 2 and "confirmation" not in capacity
     assert capacity["confirmed"] == any(p["passed"] for p in runs)
+    assert [p["kind"] for p in capacity["probes"]].count("recheck") == 1
+    assert capacity["degradation"] is None or "degraded" in capacity["degradation"]
