@@ -49,7 +49,6 @@ from qbench.run.run_info import RunInfo
 from qbench.run.scenario import Scenario, parse_scenario
 from qbench.run.soak import read_report as read_soak
 from qbench.run.summary import SloCheck, Stats, Summary
-from qbench.tune.degradation import Degradation
 from qbench.tune.recommend import Recommendation
 
 MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in the HTML
@@ -422,10 +421,10 @@ def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:
                                     f"p95 {_s(winner.p95_latency_s)}"))
     else:
         rows.append(("recommended", "no point met the constraints"))
-    held = rec.capacity.get("held") if rec is not None else None
-    if isinstance(held, str) and held:  # how the capacity held a sustained run (files before it: none)
-        rows.append(("capacity", held))
-    degradation = Degradation.from_dict(rec.capacity.get("degradation")) if rec is not None else None
+    record = rec.capacity if rec is not None else None
+    if record is not None and record.held:  # how the capacity held a sustained run (files before it: none)
+        rows.append(("capacity", record.held))
+    degradation = record.capacity.degradation if record is not None else None
     if degradation is not None:  # the first passing rate measured again after the search
         rows.append(("over the search", degradation.text()))
     return rows

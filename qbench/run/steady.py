@@ -115,6 +115,9 @@ class Steadiness:
             return None
         names = set(cls.__dataclass_fields__)
         kept = {k: v for k, v in data.items() if k in names}
+        if not {"steady", "window_s", "arrivals", "completions", "arrival_rps", "completion_rps",
+                "margin"} <= set(kept):
+            return None  # not a Steadiness.to_dict(): nothing to read
         for key in ("backlog", "wait"):
             kept[key] = Trend(**kept[key]) if isinstance(kept.get(key), dict) else None
         return cls(**kept)

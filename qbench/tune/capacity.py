@@ -28,6 +28,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from qbench.run.steady import Steadiness
+from qbench.tune.degradation import Degradation
+from qbench.tune.overload import Overload
+
 
 @dataclass
 class Probe:
@@ -54,7 +58,7 @@ class Probe:
     elapsed_s: float = 0.0  # wall time of the probe
     duration_s: float = 0.0  # seconds of load planned (after the warm-up); 0 in files before it was kept
     steady: bool | None = None  # the server kept up (None: not judged, too few requests or an old file)
-    steadiness: dict[str, Any] | None = None  # Steadiness.to_dict(): rates, backlog/wait slopes, verdict
+    steadiness: Steadiness | None = None  # rates, backlog/wait slopes, verdict (qbench.run.steady)
     host_stall: str = ""  # the load generator itself lagged (the host stalled): why, in words; "" when not
 
     @property
@@ -74,12 +78,15 @@ class Probe:
         return f"{broke}; {self.host_stall}" if broke and self.host_stall else broke
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "verdict": self.verdict}
+        steadiness = self.steadiness.to_dict() if self.steadiness is not None else None
+        return {**asdict(self), "steadiness": steadiness, "verdict": self.verdict}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Probe:
         names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in names})
+        values = {k: v for k, v in data.items() if k in names}
+        values["steadiness"] = Steadiness.from_dict(data.get("steadiness"))
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -105,8 +112,8 @@ class Capacity:
     converged: bool  # failing / passing <= 1 + tolerance (or the search hit min_rate / max_rate)
     confirmed: bool = False  # the capacity held a sustained run (SearchPlan.confirm; a repeat without one)
     probes: list[Probe] = field(default_factory=list)  # every probe, in order (the estimate first)
-    overload: dict[str, Any] | None = None  # what happened past the capacity (qbench.tune.overload)
-    degradation: dict[str, Any] | None = None  # the server got slower during the search? (tune.degradation)
+    overload: Overload | None = None  # what happened past the capacity (qbench.tune.overload)
+    degradation: Degradation | None = None  # the server got slower during the search? (tune.degradation)
 
     @property
     def at_capacity(self) -> Probe | None:
@@ -147,8 +154,8 @@ class Capacity:
             "converged": self.converged,
             "confirmed": self.confirmed,
             "probes": [p.to_dict() for p in self.probes],
-            "overload": self.overload,
-            "degradation": self.degradation,
+            "overload": self.overload.to_dict() if self.overload is not None else None,
+            "degradation": self.degradation.to_dict() if self.degradation is not None else None,
         }
 
     @classmethod
@@ -160,9 +167,115 @@ class Capacity:
             converged=bool(data.get("converged", False)),
             confirmed=bool(data.get("confirmed", False)),
             probes=[Probe.from_dict(p) for p in data.get("probes", [])],
-            overload=data.get("overload") if isinstance(data.get("overload"), dict) else None,
-            degradation=data.get("degradation") if isinstance(data.get("degradation"), dict) else None,
+            overload=Overload.from_dict(data.get("overload")),
+            degradation=Degradation.from_dict(data.get("degradation")),
         )
+
+
+
+@dataclass
+class CapacitySummary:
+    """A capacity search as a point result carries it (the ranking, point rows): its figures, the probes
+    counted, not kept. `predicted`: a simulator's figure (qbench.tune.search_sim), not measured."""
+
+    capacity_rps: float | None = None
+    failing_rate_rps: float | None = None
+    tolerance: float = 0.0
+    converged: bool = False
+    confirmed: bool = False
+    probes: int = 0
+    predicted: bool = False
+    overload: Overload | None = None
+    degradation: Degradation | None = None
+
+    @classmethod
+    def of(cls, capacity: Capacity) -> CapacitySummary:
+        return cls(capacity.capacity_rps, capacity.failing_rate_rps, capacity.tolerance, capacity.converged,
+                   capacity.confirmed, len(capacity.probes), overload=capacity.overload,
+                   degradation=capacity.degradation)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CapacitySummary | None:
+        """A saved summary (None for {} or anything else: no capacity); an older file's probe list counts."""
+        if not isinstance(data, dict) or not data:
+            return None
+        probes = data.get("probes", 0)
+        names = set(cls.__dataclass_fields__) - {"probes", "overload", "degradation"}
+        return cls(**{k: v for k, v in data.items() if k in names},
+                   probes=len(probes) if isinstance(probes, list) else int(probes or 0),
+                   overload=Overload.from_dict(data.get("overload")),
+                   degradation=Degradation.from_dict(data.get("degradation")))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "overload": self.overload.to_dict() if self.overload is not None else None,
+                "degradation": self.degradation.to_dict() if self.degradation is not None else None}
+
+
+@dataclass
+class ConfirmedPoint:
+    """One point's capacity before and after its sustained confirmation (objective capacity)."""
+
+    point_id: str
+    searched_rps: float | None  # what its probes found (unconfirmed)
+    capacity_rps: float | None  # after the confirmation (stepped down when a run failed)
+    confirmed: bool  # a run held for the whole confirmation at capacity_rps
+    runs: int  # sustained runs (each failure steps down)
+
+
+@dataclass
+class ConfirmationSummary:
+    """What a capacity sweep confirmed, as recommendation.json keeps it (capacity.confirmation)."""
+
+    duration_s: float
+    winner: str | None = None  # the point ranked first after the confirmations
+    note: str = ""  # why the winner's capacity is not a confirmed one, when it is not
+    points: list[ConfirmedPoint] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ConfirmationSummary | None:
+        if not isinstance(data, dict):
+            return None
+        names = set(ConfirmedPoint.__dataclass_fields__)
+        points = [ConfirmedPoint(**{k: v for k, v in p.items() if k in names})
+                  for p in data.get("points") or [] if isinstance(p, dict)]
+        winner = data.get("winner")
+        return cls(float(data.get("duration_s") or 0.0), str(winner) if winner else None,
+                   str(data.get("note") or ""), points)
+
+
+@dataclass
+class CapacityRecord:
+    """A sweep's answer (recommendation.json's `capacity`): the winner's search, how long the sustained
+    run that confirmed it lasted (0: none; None: a file from before confirmations), what the probes
+    found before it (`searched_rps`), the points confirmed in turn (objective capacity) and how it held,
+    in words (qbench.tune.confirm.confirmation_line). Written flat: Capacity.to_dict() plus those keys."""
+
+    capacity: Capacity
+    confirm_duration_s: float | None = None
+    searched_rps: float | None = None
+    confirmation: ConfirmationSummary | None = None
+    held: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.capacity.to_dict()
+        if self.confirm_duration_s is not None:
+            out.update(confirm_duration_s=self.confirm_duration_s, searched_rps=self.searched_rps)
+        if self.confirmation is not None:
+            out["confirmation"] = self.confirmation.to_dict()
+        out["held"] = self.held
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CapacityRecord | None:
+        if not isinstance(data, dict) or not data:
+            return None
+        seconds = data.get("confirm_duration_s")
+        return cls(Capacity.from_dict(data), float(seconds) if seconds is not None else None,
+                   data.get("searched_rps"), ConfirmationSummary.from_dict(data.get("confirmation")),
+                   str(data.get("held") or ""))
 
 
 Measure = Callable[[float], Probe]

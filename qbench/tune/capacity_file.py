@@ -50,7 +50,7 @@ class CapacityFile:
 
     @property
     def overload(self) -> Overload | None:
-        return Overload.from_dict(self.result.overload)
+        return self.result.overload
 
     @property
     def scenario_name(self) -> str | None:

@@ -117,7 +117,7 @@ def judge(kind: str, rate: float, summary: Summary, stopped: str | None,
         error_rate=result.error_rate,
         completed_ok=completed,
         steady=None if steady is None else steady.steady,
-        steadiness=None if steady is None else steady.to_dict(),
+        steadiness=steady,
     )
 
 
@@ -426,13 +426,13 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
                                refine=prober.refine)
     if config.recheck:
         degradation = recheck(prober, capacity)
-        capacity.degradation = degradation.to_dict() if degradation else None
+        capacity.degradation = degradation
     if config.plan.confirm and capacity.capacity_rps is not None:  # last: on the server as the search left it
         sustain(capacity, prober.confirm, config.plan)
     if config.overload and capacity.capacity_rps is not None:
         probe, overload = prober.overload(capacity.capacity_rps)
         capacity.probes.append(probe)
-        capacity.overload = overload.to_dict() if overload else None
+        capacity.overload = overload
     users = capacity.users(config.think_time_s)
     length = prober.length.to_dict(capacity.capacity_rps or first)
     lines = describe(capacity, config.constraints, config.think_time_s, length["why"])
@@ -479,7 +479,7 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
                                 "rate tried")]
     lines = [("capacity", f"{rate:.3g} req/s of open-loop arrivals meeting {slo}, the server keeping up")]
     lines.append(_held(capacity))
-    degradation = Degradation.from_dict(capacity.degradation)
+    degradation = capacity.degradation
     if degradation is not None:
         lines.append(("over the search", degradation.text()))
     if failing is None:
@@ -499,7 +499,7 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
                                "at capacity))"))
     if length_why:
         lines.append(("probe length", length_why))
-    overload = Overload.from_dict(capacity.overload)
+    overload = capacity.overload
     if overload is not None:
         lines.append((f"past it (x{overload.rate_rps / overload.capacity_rps:.2g})", overload.advice))
         if overload.eta_finding:
@@ -513,7 +513,7 @@ def _held(capacity: Capacity) -> tuple[str, str]:
     failed = [p for p in tries if not p.passed]
     stepped = "".join(f"; failed at {p.rate_rps:.3g} req/s ({p.why}), stepped down" for p in failed)
     if confirmation is not None:
-        steady = (confirmation.steadiness or {}).get("evidence", "")
+        steady = confirmation.steadiness.evidence if confirmation.steadiness is not None else ""
         return ("held", f"for the whole {confirmation.duration_s:g} s confirmation at "
                         f"{confirmation.rate_rps:.3g} req/s: p95 {confirmation.p95_latency_s or 0:.3g} s, "
                         f"steady ({steady}){stepped}")

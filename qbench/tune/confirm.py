@@ -22,11 +22,19 @@ keeps what its probes found. The runs are ordinary run folders under `confirm/<p
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qbench.tune.capacity import Capacity, Probe, SearchPlan, sustain
+from qbench.tune.capacity import (
+    Capacity,
+    CapacityRecord,
+    CapacitySummary,
+    ConfirmationSummary,
+    ConfirmedPoint,
+    SearchPlan,
+    sustain,
+)
 from qbench.tune.capacity_run import ProbeObserver, Prober
 from qbench.tune.grid import Point
 from qbench.tune.point import point_overrides
@@ -72,17 +80,6 @@ def confirm_capacity(config: SweepConfig, base_url: str, point: Point, work: Pat
 
 
 @dataclass
-class ConfirmedPoint:
-    """One point's capacity before and after its sustained confirmation."""
-
-    point_id: str
-    searched_rps: float | None  # what its probes found (unconfirmed)
-    capacity_rps: float | None  # after the confirmation (stepped down when a run failed)
-    confirmed: bool  # a run held for the whole confirmation at capacity_rps
-    runs: int  # sustained runs (each failure steps down)
-
-
-@dataclass
 class Confirmation:
     """What the sweep confirmed (recommendation.json: capacity.confirmation)."""
 
@@ -92,9 +89,12 @@ class Confirmation:
     note: str = ""  # why the winner's capacity is not a confirmed one, when it is not
     winner: str | None = None  # the point ranked first after the confirmations
 
+    def summary(self) -> ConfirmationSummary:
+        """What recommendation.json keeps of it (the capacities are in the points' own files)."""
+        return ConfirmationSummary(self.duration_s, self.winner, self.note, list(self.points))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"duration_s": self.duration_s, "winner": self.winner, "note": self.note,
-                "points": [asdict(p) for p in self.points]}
+        return self.summary().to_dict()
 
 
 ConfirmPoint = Callable[[PointResult], Capacity | None]  # confirms one point's capacity on its server
@@ -141,24 +141,19 @@ def rank_confirmed(results: list[PointResult], rank: Rank, confirm: ConfirmPoint
 def carry_capacity(result: PointResult, capacity: Capacity) -> None:
     """`result` with `capacity`: the search without its probes, counted (point results and the ranking)."""
     result.capacity_rps = capacity.capacity_rps
-    result.capacity = {k: v for k, v in capacity.to_dict().items() if k != "probes"}
-    result.capacity["probes"] = len(capacity.probes)
+    result.capacity = CapacitySummary.of(capacity)
 
 
 def capacity_record(capacity: Capacity | None, duration_s: float, searched_rps: float | None = None,
-                    confirmation: Confirmation | None = None) -> dict[str, Any]:
-    """recommendation.json's `capacity`: Capacity.to_dict() with what confirmed it (additive keys:
-    `confirm_duration_s` (0: not confirmed), `searched_rps` (the probes' answer before the
-    confirmation), `confirmation` (objective capacity: the points confirmed, in order), `held` (how it
-    held, in words: `confirmation_line`))."""
+                    confirmation: Confirmation | None = None) -> CapacityRecord | None:
+    """recommendation.json's `capacity` (CapacityRecord): the search with what confirmed it; None when
+    there is no capacity."""
     if capacity is None:
-        return {}
-    record = capacity.to_dict()
-    record["confirm_duration_s"] = duration_s
-    record["searched_rps"] = searched_rps if searched_rps is not None else _searched(capacity)
-    if confirmation is not None:
-        record["confirmation"] = confirmation.to_dict()
-    record["held"] = confirmation_line(record)
+        return None
+    searched = searched_rps if searched_rps is not None else _searched(capacity)
+    record = CapacityRecord(capacity, duration_s, searched,
+                            confirmation.summary() if confirmation is not None else None)
+    record.held = confirmation_line(record)
     return record
 
 
@@ -168,30 +163,28 @@ def _searched(capacity: Capacity) -> float | None:
     return first.rate_rps if first is not None else capacity.capacity_rps
 
 
-def confirmation_line(capacity: dict[str, Any]) -> str:
+def confirmation_line(record: CapacityRecord | None) -> str:
     """How the sweep's capacity held, in words (console and report): '' when there is none."""
-    rate = capacity.get("capacity_rps")
-    if rate is None or "confirm_duration_s" not in capacity:  # none, or a file from before the confirmation
-        return ""
-    seconds = capacity.get("confirm_duration_s")
-    probes = [Probe.from_dict(p) for p in capacity.get("probes", []) if isinstance(p, dict)]
-    runs = [p for p in probes if p.kind == "confirm"]
+    if record is None or record.capacity.capacity_rps is None or record.confirm_duration_s is None:
+        return ""  # none, or a file from before the confirmation
+    capacity, rate = record.capacity, record.capacity.capacity_rps
+    runs = [p for p in capacity.probes if p.kind == "confirm"]
     failed = [p for p in runs if not p.passed]
     stepped = "".join(f"; failed at {p.rate_rps:.3g} req/s ({p.why}), stepped down" for p in failed)
-    confirmed = capacity.get("confirmation") or {}
-    others = [p for p in confirmed.get("points", []) if p.get("point_id") != confirmed.get("winner")]
-    fell = "".join(f"; {p['point_id']} fell to {_rate(p['capacity_rps'])} from {_rate(p['searched_rps'])}, "
+    confirmed = record.confirmation
+    others = [p for p in confirmed.points if p.point_id != confirmed.winner] if confirmed else []
+    fell = "".join(f"; {p.point_id} fell to {_rate(p.capacity_rps)} from {_rate(p.searched_rps)}, "
                    "below the next point" for p in others)
     held = next((p for p in runs if p.passed and p.rate_rps == rate), None)
-    if capacity.get("confirmed") and held is not None:
+    if capacity.confirmed and held is not None:
         return (f"held: for the whole {held.duration_s:g} s confirmation at {rate:.3g} req/s: p95 "
                 f"{held.p95_latency_s or 0:.3g} s, {held.throughput_rps:.3g} ok/s{stepped}{fell}")
-    if not seconds:
+    if not record.confirm_duration_s:
         return (f"NOT confirmed: {rate:.3g} req/s is the probes' answer, no sustained run "
                 "(--confirm-duration 0)")
     if runs:
         return f"NOT confirmed: no sustained run held{stepped}: {rate:.3g} req/s is the next step down"
-    note = (capacity.get("confirmation") or {}).get("note", "")
+    note = confirmed.note if confirmed else ""
     return f"NOT confirmed: {note or 'no sustained run'}"
 
 

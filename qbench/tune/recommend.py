@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
+from qbench.tune.capacity import CapacityRecord, CapacitySummary
 from qbench.tune.grid import Value
 from qbench.tune.versions import BATCH_NOTE, gradio3_code
 
@@ -83,9 +84,9 @@ class PointResult:
     # (qbench.run.summary): the same verdict `qbench run` gives, even where the ok-only figures pass
     slo_breaches: list[str] = field(default_factory=list)
     # objective capacity: the highest arrival rate meeting the SLO (qbench.tune.capacity) and its search
-    # (capacity_rps, failing_rate_rps, tolerance, converged, probes); empty when not measured
+    # (capacity_rps, failing_rate_rps, tolerance, converged, probes counted); None when not measured
     capacity_rps: float | None = None
-    capacity: dict[str, Any] = field(default_factory=dict)
+    capacity: CapacitySummary | None = None
     # whether the knobs took effect (qbench.tune.knobcheck): {verdict, evidence}; empty when not checked
     knob_check: dict[str, Any] = field(default_factory=dict)
 
@@ -106,7 +107,9 @@ class PointResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PointResult:
         names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in names})
+        values = {k: v for k, v in data.items() if k in names}
+        values["capacity"] = CapacitySummary.from_dict(data.get("capacity"))
+        return cls(**values)
 
 
 def metric_value(point: PointResult, metric: str) -> float | None:
@@ -135,7 +138,7 @@ class Constraints:
         if point.status == "knobs_not_applied":
             return False
         if self.objective == "capacity":
-            return point.status != "failed" and bool(point.capacity)
+            return point.status != "failed" and point.capacity is not None
         return point.status == "ok"
 
     def value(self, point: PointResult) -> float:
@@ -171,7 +174,7 @@ class Constraints:
         if self.objective == "capacity":
             broken = []
             if point.capacity_rps is None:
-                failing = point.capacity.get("failing_rate_rps")
+                failing = point.capacity.failing_rate_rps if point.capacity is not None else None
                 at = f" {failing:.3g} req/s" if isinstance(failing, int | float) else " the lowest rate tried"
                 broken.append(f"the SLO fails even at{at} (no capacity)")
             return broken + self.memory_violations(point)
@@ -229,7 +232,7 @@ class Recommendation:
     why: str
     gradio_code: str = ""
     max_size_advice: dict[str, Any] = field(default_factory=dict)
-    capacity: dict[str, Any] = field(default_factory=dict)  # the winner's (Capacity.to_dict()), if measured
+    capacity: CapacityRecord | None = None  # the winner's search and how it held, if measured
     notes: list[str] = field(default_factory=list)  # e.g. the winner sits on the grid's edge
     objective: Objective = "latency"  # what ranked the points (Constraints.objective)
     objective_why: str = ""  # why that objective (the sweep's default rule or --objective)
@@ -260,7 +263,7 @@ class Recommendation:
             "server_code_label": self.server_code_label,
             "app_change": self.app_change,
             "max_size_advice": self.max_size_advice,
-            "capacity": self.capacity,
+            "capacity": self.capacity.to_dict() if self.capacity is not None else {},
             "notes": self.notes,
         }
 
@@ -274,7 +277,7 @@ class Recommendation:
             why=str(data.get("why") or ""),
             gradio_code=str(data.get("gradio_code") or ""),
             max_size_advice=dict(data.get("max_size_advice") or {}),
-            capacity=dict(data.get("capacity") or {}),
+            capacity=CapacityRecord.from_dict(data.get("capacity")),
             notes=list(data.get("notes") or []),
             objective="capacity" if data.get("objective") == "capacity" else "latency",
             objective_why=str(data.get("objective_why") or ""),
@@ -329,7 +332,7 @@ class Advice:
     server_code: str = ""
     server_code_label: str = ""
     app_change: list[str] = field(default_factory=list)  # the winner as a change to the app's settings
-    capacity: dict[str, Any] = field(default_factory=dict)  # the winner's capacity search, if measured
+    capacity: CapacityRecord | None = None  # the winner's capacity search, if measured
     server_api: str | None = None  # a gradio.Server app's endpoint: the code is its @server.api(...)
     notes: list[str] = field(default_factory=list)
 
@@ -387,7 +390,7 @@ def recommend(points: Sequence[PointResult], constraints: Constraints, advice: A
                            advice.gradio_major)
     return Recommendation(
         winner, ranking.ranked, ranking.why, gradio_code=code, max_size_advice=size_advice,
-        capacity=dict(advice.capacity), notes=list(advice.notes), objective=constraints.objective,
+        capacity=advice.capacity, notes=list(advice.notes), objective=constraints.objective,
         objective_why=advice.objective_why, gradio_major=advice.gradio_major,
         server_code=advice.server_code if winner is not None else "",
         server_code_label=advice.server_code_label if winner is not None else "",
@@ -407,7 +410,7 @@ def tied(a: PointResult, b: PointResult, constraints: Constraints) -> bool:
     difference)."""
     if constraints.objective != "capacity":
         return goodput_tied(a, b, constraints.tie_tolerance)
-    searched = [p.capacity.get("tolerance", 0.0) for p in (a, b)]
+    searched = [p.capacity.tolerance if p.capacity is not None else 0.0 for p in (a, b)]
     tolerance = max(constraints.tie_tolerance, *searched)
     top = max(constraints.value(a), constraints.value(b))
     return top == 0 or abs(constraints.value(a) - constraints.value(b)) <= tolerance * top

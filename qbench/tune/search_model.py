@@ -44,6 +44,7 @@ from qbench.tune.batch_model import (
     predicted_capacity,
     untrusted,
 )
+from qbench.tune.capacity import CapacitySummary
 from qbench.tune.grid import Grid, Point
 from qbench.tune.recommend import Constraints, PointResult, recommend
 from qbench.tune.search import Evaluate, SearchResult, smart_search
@@ -315,7 +316,7 @@ def predicted_capacity_result(point: Point, fit: BatchFit, load: PointLoad, cons
     """A PointResult carrying the model's capacity under the SLO (None: the SLO fails at any rate)."""
     capacity = predicted_capacity(fit, load, constraints.slo)
     return PointResult(point.point_id, dict(point.knobs), peak_rss_mb=memory_mb, capacity_rps=capacity,
-                       capacity={"capacity_rps": capacity, "predicted": True})
+                       capacity=CapacitySummary(capacity_rps=capacity, predicted=True))
 
 
 def _comparison(state: _State, fit: BatchFit | None, n_design: int) -> list[dict[str, Any]]:

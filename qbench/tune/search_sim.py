@@ -36,6 +36,7 @@ from qbench.run.scenario import Load
 from qbench.run.schedule import OpenPlan, plan
 from qbench.run.steady import trend
 from qbench.tune.batch_model import BatchFit, FitError, PointLoad, untrusted
+from qbench.tune.capacity import CapacitySummary
 from qbench.tune.grid import Grid, Point
 from qbench.tune.recommend import Constraints, PointResult, recommend
 from qbench.tune.search import Evaluate, smart_search
@@ -131,7 +132,7 @@ class SimPredictor:
                 result.goodput_rps = 0.0
             return result
         result.capacity_rps = self.capacity(point, server, fit)
-        result.capacity = {"capacity_rps": result.capacity_rps, "predicted": True}
+        result.capacity = CapacitySummary(capacity_rps=result.capacity_rps, predicted=True)
         return result
 
     def passes(self, point: Point, server: SimServer, rate: float) -> bool:

@@ -71,7 +71,7 @@ from qbench.run.records import read_records
 from qbench.run.summary import Summary
 from qbench.tune.app_process import launch_command
 from qbench.tune.apphook import HookRecord, app_change, read_hook_record
-from qbench.tune.capacity import Capacity, search_capacity
+from qbench.tune.capacity import Capacity, CapacityRecord, search_capacity
 from qbench.tune.capacity_run import recheck
 from qbench.tune.config import SweepConfig, masked_settings, swept_server_knobs
 from qbench.tune.confirm import (
@@ -390,7 +390,7 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
         capacity, capacity_notes = _winner_capacity(config, servers, ranking.winner, observer, confirmation)
     finally:
         servers.close()
-    record: dict[str, Any] = {}
+    record = None
     if ranking.winner is not None and (capacity is not None or config.constraints.objective == "capacity"):
         record = capacity_record(capacity, config.confirm_duration_s, confirmation=confirmation)
     advice = _advice(config, defaults, servers, ranking, record, capacity_notes)
@@ -439,7 +439,7 @@ def _winner_capacity(config: SweepConfig, servers: _Servers, winner: PointResult
 
 
 def _advice(config: SweepConfig, defaults: dict[str, Any], servers: _Servers, ranking: Ranking,
-            capacity: dict[str, Any], capacity_notes: list[str]) -> Advice:
+            capacity: CapacityRecord | None, capacity_notes: list[str]) -> Advice:
     """What the recommendation says beside the ranking: code inputs, the winner's capacity and notes."""
     winner, gradio = ranking.winner, config.scenario.protocol == "gradio"
     code, label = "", ""
@@ -554,7 +554,7 @@ def point_capacity(
     capacity = search_capacity(prober.rate, first_rate, sweep_plan(config, confirm), estimate,
                                refine=prober.refine, confirm=prober.confirm)
     degradation = recheck(prober, capacity)  # did this server get slower while it was measured?
-    capacity.degradation = degradation.to_dict() if degradation is not None else None
+    capacity.degradation = degradation
     return capacity
 
 

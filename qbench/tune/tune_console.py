@@ -4,8 +4,6 @@ per probe while it runs, then the table of probes and the answer in words."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -13,11 +11,10 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from qbench.tune.capacity import Capacity, Probe
+from qbench.tune.capacity import Capacity, CapacityRecord, Probe
 from qbench.tune.capacity_run import CapacityConfig, CapacityRun
 from qbench.tune.config import SweepConfig
 from qbench.tune.confirm import confirmation_line
-from qbench.tune.degradation import Degradation
 from qbench.tune.grid import Point
 from qbench.tune.plan_run import PlanRun
 from qbench.tune.recommend import PointResult
@@ -64,10 +61,10 @@ class SweepProgress:
     def point_done(self, result: PointResult, best: PointResult | None) -> None:
         if best is not None:
             self.best = f"{best.point_id} {best.goodput_rps:.3g} rps"
-            if best.capacity:
+            if best.capacity is not None:
                 self.best = f"{best.point_id} capacity {_capacity_cell(best)} req/s"
         note = "" if result.status == "ok" else f" [{result.status}]"
-        capacity = f", capacity {_capacity_cell(result)} req/s" if result.capacity else ""
+        capacity = f", capacity {_capacity_cell(result)} req/s" if result.capacity is not None else ""
         self.progress.console.print(
             f"  {result.point_id}: goodput {result.goodput_rps:.3g} rps, p95 {_s(result.p95_latency_s)}"
             f"{capacity}{note}" + (f" {result.reason}" if result.reason else "")
@@ -114,7 +111,7 @@ def ranked_table(result: SweepResult) -> Table:
 
 
 def _capacity_cell(p: PointResult) -> str:
-    failing = p.capacity.get("failing_rate_rps")
+    failing = p.capacity.failing_rate_rps if p.capacity is not None else None
     if p.capacity_rps is None:
         return "-" if failing is None else f"< {failing:.3g}"
     return f"{p.capacity_rps:.3g}" + (f" [<{failing:.3g}]" if failing else "")
@@ -183,25 +180,26 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     console.print(f"max_size: {rec.max_size_advice.get('why', '')}")
     console.print(_capacity_line(rec.capacity))
     held = confirmation_line(rec.capacity)
-    if held:
-        console.print(f"[{'green' if rec.capacity.get('confirmed') else 'yellow'}]{held}[/]")
-    degradation = Degradation.from_dict(rec.capacity.get("degradation"))
+    if held and rec.capacity is not None:
+        console.print(f"[{'green' if rec.capacity.capacity.confirmed else 'yellow'}]{held}[/]")
+    degradation = rec.capacity.capacity.degradation if rec.capacity else None
     if degradation is not None:
         line = f"over the search: {degradation.text()}"
         console.print(f"[yellow]{line}[/]" if degradation.degraded else line)
     console.print(f"files: {result.sweep_dir}")
 
 
-def _capacity_line(capacity: dict[str, Any]) -> str:
-    if not capacity:
+def _capacity_line(record: CapacityRecord | None) -> str:
+    if record is None:
         return "capacity: not measured"
-    rate, failing = capacity.get("capacity_rps"), capacity.get("failing_rate_rps")
-    trials = sum(p.get("kind") == "rate" for p in capacity.get("probes", []))
+    capacity = record.capacity
+    rate, failing = capacity.capacity_rps, capacity.failing_rate_rps
+    trials = sum(p.kind == "rate" for p in capacity.probes)
     if rate is None:
         return f"capacity: the SLO failed even at {failing:.3g} req/s ({trials} probes)"
     above = f", fails at {failing:.3g} req/s" if failing else " (never failed within the probes)"
-    tol = f"tolerance {capacity.get('tolerance', 0):.0%}"
-    tol += "" if capacity.get("converged") else ", not converged"
+    tol = f"tolerance {capacity.tolerance:.0%}"
+    tol += "" if capacity.converged else ", not converged"
     return (
         f"capacity: meets the SLO up to {rate:.3g} req/s (open-loop arrivals){above}; {trials} probes, {tol}"
     )
@@ -274,7 +272,8 @@ def probe_line(probe: Probe) -> str:
         return (f"  estimate: {probe.users} closed-loop users -> {probe.rate_rps:.3g} completions/s "
                 f"(users / mean latency), p95 {_s(probe.p95_latency_s)}")
     why = probe.why
-    steady = (probe.steadiness or {}).get("evidence") if probe.passed or probe.kind == "overload" else ""
+    evidence = probe.steadiness.evidence if probe.steadiness is not None else ""
+    steady = evidence if probe.passed or probe.kind == "overload" else ""
     seconds = f" {probe.duration_s:g} s" if probe.duration_s and probe.kind == "rate" else ""
     return (f"  {_label(probe)}{probe.rate_rps:.4g} req/s{seconds}: {probe.verdict}, p95 "
             f"{_s(probe.p95_latency_s)}, {probe.throughput_rps:.3g} ok/s" + (f" ({why})" if why else "")

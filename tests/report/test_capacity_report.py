@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from qbench.report.build import build_report
+from qbench.run.steady import Steadiness, Trend
 
 
 def probe(rate: float, p95: float, passed: bool, **kw: Any) -> dict[str, Any]:
@@ -53,7 +54,7 @@ def test_no_capacity_and_no_probes_still_make_a_report(tmp_path: Path) -> None:
 
 
 def test_the_confirmation_and_the_run_past_the_capacity_are_shown(tmp_path: Path) -> None:
-    steady = {"verdict": "steady", "evidence": "arrivals 35.6/s, completions 35.4/s, backlog +0.3/s ± 0.1"}
+    steady = Steadiness(True, 20.0, 712, 708, 35.6, 35.4, 0.05, backlog=Trend(0.3, 0.1)).to_dict()
     probes = [probe(39.0, 0.3, True), probe(48.7, 0.9, False), probe(43.6, 0.5, True),
               probe(43.6, 0.9, False, kind="confirm", duration_s=60.0),
               probe(39.6, 0.4, True, kind="confirm", duration_s=60.0, steady=True, steadiness=steady),

@@ -105,8 +105,8 @@ def test_a_server_that_slows_as_its_queue_grows(tmp_path: Path) -> None:
         run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}), url, tmp_path, overload=True)
     assert_within(run, 40.0)
     overload = run.capacity.overload
-    assert overload is not None and overload["fall"] > 0.1, overload  # throughput falls past the capacity
-    assert overload["fell_at_waiting"] is not None and overload["max_size"] < overload["fell_at_waiting"]
+    assert overload is not None and overload.fall > 0.1, overload  # throughput falls past the capacity
+    assert overload.fell_at_waiting is not None and overload.max_size < overload.fell_at_waiting
     assert "throughput fell" in dict(run.lines)["past it (x1.3)"]
 
 
@@ -121,4 +121,4 @@ def test_a_plain_http_server_with_a_ceiling(tmp_path: Path, hard_ceiling: str) -
                    start_rate=30.0)
     assert_within(run, 40.0)
     steadiness = run.capacity.confirmation.steadiness if run.capacity.confirmation else None
-    assert steadiness is not None and steadiness["wait_name"] == "latency"  # no start event over HTTP
+    assert steadiness is not None and steadiness.wait_name == "latency"  # no start event over HTTP

@@ -6,6 +6,7 @@ import json
 
 from qbench.tune.capacity import Capacity, Probe
 from qbench.tune.capacity_file import SCHEMA_VERSION, CapacityFile
+from qbench.tune.overload import Overload
 
 OVERLOAD = {"rate_rps": 13.0, "capacity_rps": 10.0, "base_rps": 9.8, "end_rps": 9.7, "fell_at_waiting": None,
             "max_waiting": 40, "series": [[1.0, 9.8, 3.0]], "max_size": 25, "advice": "holds", "fall": 0.01}
@@ -15,7 +16,7 @@ def test_a_capacity_file_round_trips() -> None:
     probes = [Probe(4.0, True, kind="estimate", users=32), Probe(10.0, True),
               Probe(12.0, False, violations=["p95"]), Probe(10.0, True, kind="confirm", duration_s=60.0)]
     file = CapacityFile(
-        result=Capacity(10.0, 12.0, 0.2, True, True, probes, OVERLOAD), target="http://127.0.0.1:1",
+        result=Capacity(10.0, 12.0, 0.2, True, True, probes, Overload.from_dict(OVERLOAD)), target="http://127.0.0.1:1",
         scenario={"path": "s.yaml", "content": {"name": "sleep"}}, slo={"p95_latency_s": 2},
         max_error_rate=0.01,
         plan={"tolerance": 0.2}, probe_duration_s=5.0, max_probe_duration_s=30.0, confirm_duration_s=60.0,

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.report.sweep_charts import read_sweep as load_sweep
-from qbench.tune.capacity import Capacity, Probe
+from qbench.tune.capacity import Capacity, CapacityRecord, CapacitySummary, Probe
 from qbench.tune.config import SweepOptions, build_config
 from qbench.tune.confirm import capacity_record, confirmation_line, rank_confirmed
 from qbench.tune.recommend import Constraints, PointResult, recommend
@@ -25,7 +25,7 @@ CAPACITY = Constraints(slo={"p95_latency_s": 1.0}, objective="capacity")
 def point(point_id: str, capacity: float, limit: int) -> PointResult:
     searched = Capacity(capacity, capacity * 1.1, 0.1, True)
     return PointResult(point_id, {"concurrency_limit": limit}, p95_latency_s=0.3, capacity_rps=capacity,
-                       capacity={k: v for k, v in searched.to_dict().items() if k != "probes"})
+                       capacity=CapacitySummary.of(searched))
 
 
 def holds_up_to(truth: dict[str, float]) -> tuple[list[str], object]:
@@ -56,7 +56,8 @@ def test_a_winner_that_holds_is_the_only_point_confirmed() -> None:
     asked, confirm = holds_up_to({"c1": 30.0, "c4": 50.0})
     rec, confirmation = rank_confirmed(points, rank, confirm, 60.0)  # type: ignore[arg-type]
     assert asked == ["c4"] and rec.winner is not None and rec.winner.point_id == "c4"
-    assert rec.winner.capacity["confirmed"] is True and confirmation.winner == "c4" and not confirmation.note
+    assert rec.winner.capacity is not None and rec.winner.capacity.confirmed is True
+    assert confirmation.winner == "c4" and not confirmation.note
 
 
 def test_a_winner_that_falls_below_the_next_point_hands_the_win_over_after_confirming_it() -> None:
@@ -66,7 +67,8 @@ def test_a_winner_that_falls_below_the_next_point_hands_the_win_over_after_confi
     asked, confirm = holds_up_to({"c1": 25.0, "c2": 40.0, "c4": 33.0})
     rec, confirmation = rank_confirmed(points, rank, confirm, 60.0)  # type: ignore[arg-type]
     assert asked == ["c4", "c2"]
-    assert rec.winner is not None and rec.winner.point_id == "c2" and rec.winner.capacity["confirmed"]
+    assert rec.winner is not None and rec.winner.point_id == "c2"
+    assert rec.winner.capacity is not None and rec.winner.capacity.confirmed
     by_id = {r.point_id: r for r in rec.ranked}
     assert by_id["c4"].capacity_rps is not None and by_id["c4"].capacity_rps <= 33.0  # its confirmed one
     assert [p.point_id for p in confirmation.points] == ["c4", "c2"]
@@ -96,11 +98,15 @@ def test_the_confirmations_are_bounded_and_the_output_says_the_winner_is_unconfi
 
 def test_no_confirmation_says_so() -> None:
     record = capacity_record(Capacity(40.0, 44.0, 0.1, True), 0.0)
-    assert record["confirm_duration_s"] == 0.0 and record["searched_rps"] == 40.0
+    assert record is not None and record.confirm_duration_s == 0.0 and record.searched_rps == 40.0
+    saved = record.to_dict()
+    assert (saved["confirm_duration_s"], saved["searched_rps"], saved["held"]) == (0.0, 40.0, record.held)
+    assert CapacityRecord.from_dict(json.loads(json.dumps(saved))) == record
     line = confirmation_line(record)
     assert "NOT confirmed" in line and "--confirm-duration 0" in line
-    assert confirmation_line({}) == ""
-    assert confirmation_line({"capacity_rps": 40.0, "probes": []}) == ""  # a file from before it
+    assert confirmation_line(None) == "" and CapacityRecord.from_dict({}) is None
+    old = CapacityRecord.from_dict({"capacity_rps": 40.0, "probes": []})  # a file from before it
+    assert old is not None and confirmation_line(old) == ""
 
 
 def test_the_default_is_qbench_capacitys_and_zero_turns_it_off(tmp_path: Path,
@@ -141,7 +147,7 @@ def test_a_capacity_sweep_confirms_its_winner_on_the_server(tmp_path: Path, monk
     assert runs and runs[0]["rate_rps"] == capacity["searched_rps"] and runs[0]["duration_s"] == 2
     assert capacity["confirmation"]["winner"] == rec["winner"]["point_id"]
     assert rec["winner"]["capacity_rps"] == capacity["capacity_rps"]  # ranked by the confirmed figure
-    line = confirmation_line(capacity)
+    line = confirmation_line(CapacityRecord.from_dict(capacity))
     assert (capacity["confirmed"] and line.startswith("held: for the whole 2 s confirmation")
             or line.startswith("NOT confirmed"))
     assert line.split(":")[0] in out.output
@@ -161,10 +167,11 @@ def test_a_latency_sweep_confirms_the_winners_capacity_search(tmp_path: Path) ->
                            objective="latency", capacity_duration=1, confirm_duration=2,
                            out_root=str(tmp_path / "reports"))
     result = run_sweep(build_config(options))
-    capacity = result.recommendation.capacity
-    assert result.capacity is not None and capacity["confirm_duration_s"] == 2
-    runs = [p for p in capacity["probes"] if p["kind"] == "confirm"]
-    assert runs and runs[0]["duration_s"] == 2 and "confirmation" not in capacity
-    assert capacity["confirmed"] == any(p["passed"] for p in runs)
-    assert [p["kind"] for p in capacity["probes"]].count("recheck") == 1
-    assert capacity["degradation"] is None or "degraded" in capacity["degradation"]
+    record = result.recommendation.capacity
+    assert result.capacity is not None and record is not None and record.confirm_duration_s == 2
+    runs = [p for p in record.capacity.probes if p.kind == "confirm"]
+    assert runs and runs[0].duration_s == 2 and record.confirmation is None
+    assert record.capacity.confirmed == any(p.passed for p in runs)
+    assert [p.kind for p in record.capacity.probes].count("recheck") == 1
+    degradation = record.capacity.degradation
+    assert degradation is None or "degraded" in degradation

@@ -54,7 +54,7 @@ def test_too_few_requests_say_nothing() -> None:
 def test_the_answer_names_the_degradation() -> None:
     found = compare(20.0, records(np.full(50, 0.1)), records(np.full(50, 0.13)))
     assert found is not None
-    capacity = Capacity(20.0, 24.0, 0.2, True, degradation=found.to_dict())
+    capacity = Capacity(20.0, 24.0, 0.2, True, degradation=found)
     lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
     assert "the server degrades with use" in lines["over the search"]
     assert Capacity.from_dict(capacity.to_dict()).degradation == capacity.degradation
@@ -73,6 +73,6 @@ def test_capacity_of_a_server_that_degrades_says_so(tmp_path: Path) -> None:
         result = run_capacity(config)
     kinds = [p.kind for p in result.capacity.probes]
     assert "recheck" in kinds and kinds.index("recheck") < kinds.index("confirm")  # confirmed last
-    found = Degradation.from_dict(result.capacity.degradation)
+    found = result.capacity.degradation
     assert found is not None and found.degraded, found
     assert any(label == "over the search" and "degrades with use" in text for label, text in result.lines)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from qbench.tune.capacity import Capacity, CapacityRecord, CapacitySummary
 from qbench.tune.recommend import (
     Advice,
     Constraints,
@@ -29,6 +30,7 @@ def pt(pid: str, goodput: float, p95: float | None = 1.0, **kw: Any) -> PointRes
 
 
 SLO = Constraints(slo={"p95_latency_s": 2.0}, max_error_rate=0.01, max_memory_mb=1000)
+CAPACITY_12 = CapacityRecord(Capacity(12.0, 14.0, 0.1, True), 60.0, 12.0, held="held: for the whole 60 s")
 
 
 @pytest.mark.parametrize(
@@ -167,7 +169,7 @@ def test_gradio_code_uses_the_server_defaults_for_unswept_knobs() -> None:
 
 def cap(pid: str, capacity: float | None, goodput: float = 5.0, **kw: Any) -> PointResult:
     """A point measured under the capacity objective (goodput at the scenario's low load is the same)."""
-    searched = {"capacity_rps": capacity, "failing_rate_rps": (capacity or 0.5) * 1.1, "tolerance": 0.1}
+    searched = CapacitySummary(capacity, (capacity or 0.5) * 1.1, 0.1)
     return pt(pid, goodput, capacity_rps=capacity, capacity=searched, **kw)
 
 
@@ -231,7 +233,7 @@ def test_recommend_returns_a_finished_recommendation_from_the_advice() -> None:
     """Everything the recommendation says comes in through its arguments: nothing is patched after."""
     points = [pt("c2", 9), pt("c4", 7)]
     advice = Advice(defaults={"max_threads": 8}, gradio_major=3, objective_why="asked for",
-                    capacity={"capacity_rps": 12.0}, notes=["on the grid's edge"], app_change=["your app: x"])
+                    capacity=CAPACITY_12, notes=["on the grid's edge"], app_change=["your app: x"])
     rec = recommend(points, SLO, advice)
     assert rec.winner is not None and rec.winner.point_id == "c2"
     assert rec.gradio_major == 3
@@ -239,7 +241,7 @@ def test_recommend_returns_a_finished_recommendation_from_the_advice() -> None:
                                           rec.max_size_advice["max_size"], 3)  # the 3.x code
     assert rec.max_size_advice == max_size_advice(rec.winner, SLO)
     assert (rec.objective_why, rec.capacity, rec.notes, rec.app_change) == (
-        "asked for", {"capacity_rps": 12.0}, ["on the grid's edge"], ["your app: x"])
+        "asked for", CAPACITY_12, ["on the grid's edge"], ["your app: x"])
     assert rec.ranked == rank(points, SLO).ranked and rec.why == rank(points, SLO).why
     other_front = Advice(gradio=False, server_code="python serve.py", server_code_label="cmd")
     plain = recommend(points, SLO, other_front)
@@ -254,8 +256,8 @@ def test_goodput_ties_and_objective_ties() -> None:
     repeated = pt("a", 10.0, goodput_repeats=[9.0, 11.0]), pt("b", 12.0, goodput_repeats=[11.5, 12.5])
     assert goodput_tied(*repeated, 0.0)  # overlapping 95 % intervals, whatever the tolerance
     capacity = Constraints(objective="capacity")
-    a = pt("a", 1.0, capacity_rps=10.0, capacity={"tolerance": 0.1})
-    b = pt("b", 5.0, capacity_rps=10.9, capacity={"tolerance": 0.1})
+    a = pt("a", 1.0, capacity_rps=10.0, capacity=CapacitySummary(10.0, tolerance=0.1))
+    b = pt("b", 5.0, capacity_rps=10.9, capacity=CapacitySummary(10.9, tolerance=0.1))
     assert tied(a, b, capacity) and not tied(a, b, Constraints())  # capacity within the searches' 10 %
 
 
@@ -263,7 +265,7 @@ def test_a_recommendation_round_trips_and_old_files_load() -> None:
     knobs = {"concurrency_limit": 4}
     winner = PointResult("c4", knobs, goodput_rps=9.0, p95_latency_s=0.5, capacity_rps=12.0)
     rec = Recommendation(winner, [RankedPoint(1, "c4", knobs, "winner", "best", 9.0, 0.5, 12.0)], "why",
-                         gradio_code="demo.queue()", max_size_advice={"max_size": 3}, capacity={"x": 1},
+                         gradio_code="demo.queue()", max_size_advice={"max_size": 3}, capacity=CAPACITY_12,
                          notes=["n"], objective="capacity", objective_why="ow", gradio_major=3,
                          server_code="s", server_code_label="l", app_change=["a"])
     data = json.loads(json.dumps({**rec.to_dict(), "search": {"mode": "grid"}}))

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from qbench.tune.capacity import CapacitySummary
 from qbench.tune.grid import Grid, Point, build_grid
 from qbench.tune.recommend import Constraints, PointResult, recommend
 from qbench.tune.search import full_search, smart_search
@@ -116,7 +117,7 @@ def test_smart_search_does_not_walk_on_noise_under_the_capacity_objective() -> N
         capacity = 300.0 * (1 + noise)
         return PointResult(point.point_id, dict(point.knobs), goodput_rps=20.0, throughput_rps=20.0,
                            p95_latency_s=0.02, capacity_rps=capacity,
-                           capacity={"capacity_rps": capacity, "tolerance": 0.1})
+                           capacity=CapacitySummary(capacity_rps=capacity, tolerance=0.1))
 
     found = smart_search(grid, flat, constraints)
     start = "c3-b4-t2"
