@@ -124,7 +124,8 @@ class RequestRecord:
     # gradio_stream); 0 / None elsewhere (schema v5) ----
     chunks_sent: int = 0  # input chunks sent into the event, the one that joined the queue included
     chunks_answered: int = 0  # chunks an output answered (one sent while the function ran may be replaced)
-    chunk_latency_mean_s: float | None = None  # chunk sent -> the output that answered it (s), first excluded
+    chunk_latency_count: int = 0  # chunk latencies measured: answered chunks but the join's
+    chunk_latency_mean_s: float | None = None  # chunk sent -> the output that answered it (s), mean
     chunk_latency_p50_s: float | None = None  # median of those (s), type-7 percentile over this event's
     chunk_latency_p95_s: float | None = None  # 95th percentile (s)
     chunk_latency_max_s: float | None = None  # slowest answered chunk (s)
@@ -339,6 +340,7 @@ def _arrow_schema() -> Any:
         "server_batch_size": pa.int64(),
         "chunks_sent": pa.int64(),
         "chunks_answered": pa.int64(),
+        "chunk_latency_count": pa.int64(),
     }
     cols = [pa.field(name, types.get(name, pa.float64())) for name in FIELD_NAMES]
     cols += [pa.field(name, pa.float64()) for name in DERIVED]

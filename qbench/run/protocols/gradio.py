@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import numpy as np
@@ -28,7 +28,7 @@ import orjson
 
 from qbench.errors import TargetError
 from qbench.run.credentials import refusal_hint
-from qbench.run.payloads import MIME, FileValue, file_bytes
+from qbench.run.payloads import MIME, FileValue, PayloadGenerator, file_bytes
 from qbench.run.protocols.base import Clock, fail, fail_http, upload_tag
 from qbench.run.protocols.gradio_api import NOT_API, app_endpoints, expected_inputs
 from qbench.run.protocols.gradio_values import event_data, event_files, prop_inputs, wrap_file
@@ -36,16 +36,22 @@ from qbench.run.protocols.gradio_wire import FAMILIES, OUTPUT_FILES, GradioApp, 
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 
+if TYPE_CHECKING:
+    from qbench.run.protocols.gradio_stream import ChunkStreamWire
+
 
 class GradioProtocol:
-    def __init__(self, scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock) -> None:
+    def __init__(self, scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock,
+                 payloads: PayloadGenerator | None = None) -> None:
         self.scenario = scenario
+        self.payloads = payloads  # a streamed input's later chunks (None: each repeats the first)
         self.base = target.rstrip("/")
         self.http = http
         self.clock = clock
         self.endpoint_label = scenario.endpoint.api_name or f"fn_index={scenario.endpoint.fn_index}"
         self.app: GradioApp | None = None
         self.wire: QueueWire | None = None
+        self.chunk_wire: ChunkStreamWire | None = None  # a .stream() event's wire (gradio_stream)
         self.input_types: list[str | None] = []  # per input: component type (None: not an API input)
         self.prop_inputs: dict[int, dict[str, Any]] = {}  # inputs sent with their component's props (6.x)
 
@@ -85,7 +91,9 @@ class GradioProtocol:
         from qbench.run.protocols.gradio_families import make_wire
 
         pool = self.scenario.load.sessions
-        self.wire = make_wire(self.app, self.http, self.clock, pool if isinstance(pool, int) else 0)
+        pool = pool if isinstance(pool, int) else 0
+        self.wire = make_wire(self.app, self.http, self.clock, pool)
+        stream = self._stream(dep, pool)
         return {
             "config": config,
             "endpoint_info": named.get("/" + str(dep.get("api_name"))),
@@ -96,7 +104,29 @@ class GradioProtocol:
                 "detected_protocol": detected,
                 "api_prefix": prefix,
             },
+            **({"stream": stream} if stream else {}),
         }
+
+    def _stream(self, dep: dict[str, Any], pool: int) -> dict[str, Any] | None:
+        """A .stream() event (connection "stream") gets its chunks: the scenario's `chunks` (default
+        1) every `stream_every` seconds (default the app's); its snapshot for run.json, None otherwise."""
+        assert self.app is not None
+        ep = self.scenario.endpoint
+        if dep.get("connection") != "stream":
+            if ep.chunks is not None:
+                raise TargetError(f"{self.base}: endpoint '{self.endpoint_label}' is not a .stream() event "
+                                  "(it takes no chunks): drop endpoint.chunks and endpoint.stream_every")
+            return None
+        if self.app.family != "sse_v3":
+            raise TargetError(f"{self.base}: streamed inputs need Gradio 5.0 or later (protocol sse_v3), "
+                              f"not {self.app.family}")
+        from qbench.run.protocols.gradio_families import make_chunk_wire
+
+        every = ep.stream_every or dep.get("stream_every")
+        self.chunk_wire = make_chunk_wire(self.app, self.http, self.clock, pool, chunks=ep.chunks or 1,
+                                          every_s=float(every) if every else None)
+        return {"chunks": self.chunk_wire.chunks, "stream_every_s": self.chunk_wire.every_s,
+                "time_limit_s": dep.get("time_limit")}
 
     def _find_dependency(self, config: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         ep = self.scenario.endpoint
@@ -187,7 +217,9 @@ class GradioProtocol:
         except (aiohttp.ClientError, OSError) as exc:
             fail(record, "connect", f"upload: {exc.__class__.__name__}: {exc}", self.clock.now())
             return
-        if data is not None:
+        if data is not None and self.chunk_wire is not None:
+            await self.chunk_wire.stream(record, data, slot, lambda k: self._chunk(record, k, inputs))
+        elif data is not None:
             await self.wire.send(record, data, slot)
         files = OUTPUT_FILES.pop(id(record), None)
         if files and record.ok and self.scenario.fetch_outputs:
@@ -221,6 +253,15 @@ class GradioProtocol:
         if ref.startswith(("http://", "https://")):
             return ref
         return (self.app.api if ref.startswith("/file=") else self.base) + ref
+
+    async def _chunk(self, record: RequestRecord, k: int, first: list[Any]) -> list[Any] | None:
+        """Chunk k (1, 2, ...) of a streamed input: payload variant request_id + k, uploaded."""
+        inputs = first if self.payloads is None else self.payloads.inputs(record.request_id + k)
+        try:
+            return await self._data(inputs, record)
+        except (aiohttp.ClientError, OSError) as exc:
+            fail(record, "connect", f"upload: {exc.__class__.__name__}: {exc}", self.clock.now())
+            return None
 
     async def _data(self, inputs: list[Any], record: RequestRecord) -> list[Any] | None:
         values = iter(inputs)
@@ -268,9 +309,11 @@ class GradioProtocol:
 
     def abandon(self, record: RequestRecord) -> None:
         """Timeout: the family's cancel (in the background)."""
-        if self.wire is not None:
-            self.wire.abandon(record)
+        wire = self.chunk_wire or self.wire
+        if wire is not None:
+            wire.abandon(record)
 
     async def close(self) -> None:
-        if self.wire is not None:
-            await self.wire.close()
+        for wire in (self.wire, self.chunk_wire):
+            if wire is not None:
+                await wire.close()
