@@ -372,6 +372,7 @@ class Slo(_Model):
     p99_itl_s: float | None = Field(None, gt=0)
     p50_chunk_latency_s: float | None = Field(None, gt=0)  # streamed inputs: chunk sent -> its answer
     p95_chunk_latency_s: float | None = Field(None, gt=0)
+    min_chunks_answered: float | None = Field(None, ge=0, le=1)  # share of streamed chunks an output answered
     min_output_tps: float | None = Field(None, ge=0)  # ok requests' output tokens per second, in total
     error_rate: float | None = Field(None, ge=0, le=1)  # max share of sent requests that failed
     min_throughput: float | None = Field(None, ge=0)  # ok requests per second

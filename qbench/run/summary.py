@@ -40,7 +40,9 @@ statistics, so `chunk_latency_s` is pooled as `itl_s` is: count = the chunks ans
 first left out (its latency is the time to first output); mean = the chunk-weighted mean; min = the
 smallest per-request median; p50 = the median of per-request medians; p90/p95/p99 = those
 percentiles of the per-request p95s; max = the slowest chunk.
-`output_gap_s` is the distribution of the per-request p95 gaps between consecutive outputs.
+`output_gap_s` is the distribution of the per-request p95 gaps between consecutive outputs. The SLO's
+`min_chunks_answered` is chunks_answered / chunks_sent (it fails where no chunk was sent: in a mix,
+set it on the streamed endpoint's entry).
 
 Where the time went (`server_phases`, per endpoint too): the server's own phases of ok requests
 (`SERVER_PHASES`, filled by qbench.run.server_phases) and `client_only_s`, the rest of the time from
@@ -437,7 +439,7 @@ def evaluate_slo(
     their percentile checks then count failures as slower than any bound (module docstring)."""
     checks: list[SloCheck] = []
     for name, threshold in slo.thresholds().items():
-        actual, kind = _actual(summary, name)
+        actual, kind = slo_actual(summary, name)
         note = None
         stat, _, phase = name.partition("_")
         if end_to_end is not None and phase in end_to_end:
@@ -477,7 +479,8 @@ def _percentile_with_failures(
     return value, (f"over all {n} sent requests, the {failed} failed ones ranked slowest" if failed else None)
 
 
-def _actual(summary: Summary, name: str) -> tuple[float | None, str]:
+def slo_actual(summary: Summary, name: str) -> tuple[float | None, str]:
+    """The summary's figure an SLO threshold `name` is judged on, and whether it is a "min" or "max"."""
     if name == "error_rate":
         return summary.error_rate, "max"
     if name == "min_throughput":
@@ -486,6 +489,8 @@ def _actual(summary: Summary, name: str) -> tuple[float | None, str]:
         return summary.goodput_rps, "min"
     if name == "min_output_tps":
         return summary.output_tps, "min"
+    if name == "min_chunks_answered":
+        return (summary.chunks_answered / summary.chunks_sent if summary.chunks_sent else None), "min"
     stat, _, phase = name.partition("_")
     stats = summary.phase(phase)
     return getattr(stats, stat), "max"

@@ -434,7 +434,8 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
         capacity.overload = overload.to_dict() if overload else None
     users = capacity.users(config.think_time_s)
     length = prober.length.to_dict(capacity.capacity_rps or first)
-    lines = describe(capacity, config.constraints, config.think_time_s, length["why"])
+    streams = any(ep.chunks is not None for _, ep, _ in config.scenario.endpoints())
+    lines = describe(capacity, config.constraints, config.think_time_s, length["why"], streams=streams)
     config.out_dir.mkdir(parents=True, exist_ok=True)
     answer = _capacity_json(config, capacity, users, lines, length)
     config.writer.json(config.out_dir / "capacity.json", answer)  # names the target: masked
@@ -464,10 +465,10 @@ def capacity_prober(config: CapacityConfig, observer: ProbeObserver | None = Non
     )
 
 
-def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, length_why: str = ""
-             ) -> list[tuple[str, str]]:
+def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, length_why: str = "",
+             *, streams: bool = False) -> list[tuple[str, str]]:
     """The answer in words, as (label, text): capacity, how it held, its bracket, where the SLO first
-    fails, users, the probe length, what happens past it."""
+    fails, users (and, for streamed inputs, concurrent streams), the probe length, what happens past it."""
     slo = ", ".join(f"{k} <= {v:g}" for k, v in constraints.slo.items())
     slo += f"{', ' if slo else ''}error_rate <= {constraints.max_error_rate:.1%}"
     state = "converged" if capacity.converged else "NOT converged: probe budget spent"
@@ -496,6 +497,10 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
         lines.append(("users", f"~{users:.0f} users clicking every {think_time_s:g} s (N = {rate:.3g} req/s "
                                f"x ({think_time_s:g} s think + {at.mean_latency_s or 0:.3g} s mean latency "
                                "at capacity))"))
+    held = capacity.users(0.0)
+    if streams and held is not None and at is not None:
+        lines.append(("streams", f"~{held:.1f} concurrent streams (N = {rate:.3g} streams/s x "
+                                 f"{at.mean_latency_s or 0:.3g} s mean stream length at capacity)"))
     if length_why:
         lines.append(("probe length", length_why))
     overload = Overload.from_dict(capacity.overload)

@@ -121,6 +121,8 @@ APP = textwrap.dedent('''
         short = gr.Audio(sources=["microphone"], streaming=True)
         said = gr.Textbox()
         short.stream(heard, short, said, stream_every=0.2, time_limit=1, api_name="short")
+        pair = gr.Audio(sources=["microphone"], streaming=True)
+        pair.stream(heard, pair, said, stream_every=0.2, time_limit=30, concurrency_limit=2, api_name="pair")
         gr.Button().click(lambda: "hi", None, said, api_name="plain")
 
     demo.launch(server_name="127.0.0.1", server_port=int(sys.argv[1]))
@@ -186,3 +188,22 @@ def test_chunks_for_an_event_that_is_not_a_stream_are_refused(mic_app: str, tmp_
                                     "payload": {"inputs": []}}))
     out = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "run"), "--no-live"])
     assert out.exit_code != 0 and "is not a .stream() event" in " ".join(out.output.split())
+
+
+def test_the_capacity_of_a_stream_is_said_in_concurrent_streams(mic_app: str, tmp_path: Path) -> None:
+    """`qbench capacity` on a stream whose event runs 2 at a time: its SLO on the time to first output
+    (a stream left waiting in the queue) and the share of chunks answered is measured at each rate,
+    and the answer says how many concurrent streams that rate is."""
+    path = tmp_path / "pair.yaml"
+    qbench("init", mic_app, "--api", "pair", "-o", str(path))
+    edit(path, {"chunks": 8})
+    qbench("capacity", str(path), "--slo", "p95_ttfo_s=1", "--slo", "min_chunks_answered=0.8",
+           "--duration", "4", "--max-probes", "2", "--start-rate", "0.4", "--no-confirm", "--no-overload",
+           "--no-recheck", "--out", str(tmp_path / "cap"))
+    (folder,) = (tmp_path / "cap").glob("capacity-*")
+    found = json.loads((folder / "capacity.json").read_text())
+    assert found["result"]["capacity_rps"] is not None  # 0.4 streams/s of 1.6 s: under 1 at a time
+    assert not any("not measured" in v for p in found["result"]["probes"] for v in p["violations"])
+    streams = dict(found["answer"])["streams"]
+    assert streams.startswith("~") and "concurrent streams" in streams
+    assert float(streams[1:].split()[0]) < 2.5
