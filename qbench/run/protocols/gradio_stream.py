@@ -6,8 +6,8 @@ function has answered the last one: `POST <api>/stream/{event_id}` with the join
 runs the function on a chunk, sends `process_streaming` with its output and waits for the next
 chunk; chunks that arrive while the function runs replace one another (it runs on the latest, the
 others are never answered). `POST <api>/stream/{event_id}/close` ends the event (`process_completed`);
-the app's `time_limit` ends it too, and then a chunk's POST finds no event (404), which ends the
-sending but is no error: the app chose to end its streams.
+the app's `time_limit` ends it too, and then a chunk's POST finds no event (404; Gradio 5.x answers
+500), which ends the sending but is no error: the app chose to end its streams.
 
 qbench sends `endpoint.chunks` chunks (default 1) into each event this way, `endpoint.stream_every`
 seconds apart (default: the app's own), from the join's send; after the last it waits for its
@@ -36,6 +36,8 @@ from qbench.run.protocols.gradio_4_9_sse import SessionStreamWire
 from qbench.run.protocols.gradio_api import DEFAULT_STREAM_EVERY_S
 from qbench.run.protocols.gradio_wire import GradioApp, apply_message, post_quietly
 from qbench.run.records import RequestRecord
+
+ENDED_GRACE_S = 1.0  # how long a refused chunk waits for news that the event ended, before it is an error
 
 #: chunk index (1, 2, ...) -> the chunk's encoded inputs (uploads done), or None when they failed
 ChunkData = Callable[[int], Awaitable[list[Any] | None]]
@@ -177,8 +179,10 @@ class ChunkStreamWire(SessionStreamWire):
             if status == 200:
                 return True
         log.chunk_refused()
-        if status not in (0, 404):
+        if status == 404:
+            return False
+        if status:  # Gradio 5.x answers 500 for an event its time limit just ended: wait for the end
+            await asyncio.sleep(ENDED_GRACE_S)  # (this task is cancelled when the event's stream ends)
             fail_http(record, "POST", url, status, raw, self.clock.now())
-        if status != 404:  # the event still waits for chunks: end it, so that its stream ends
-            await post_quietly(self.http, url + "/close", {})
+        await post_quietly(self.http, url + "/close", {})  # the event still waits for chunks: end it
         return False
