@@ -206,3 +206,15 @@ def test_the_capacity_of_a_stream_is_said_in_concurrent_streams(mic_app: str, tm
     streams = dict(found["answer"])["streams"]
     assert streams.startswith("~") and "concurrent streams" in streams
     assert float(streams[1:].split()[0]) < 2.5
+
+
+def test_init_mix_gives_streams_and_clicks_bounds_of_their_own(mic_app: str, tmp_path: Path) -> None:
+    """A stream's end-to-end latency is its length: in a mix beside a click, each entry gets its own
+    SLO and the scenario keeps only the error rate."""
+    path = tmp_path / "mix.yaml"
+    qbench("init", mic_app, "--mix", "-o", str(path))
+    raw = yaml.safe_load(path.read_text())
+    slos = {e["endpoint"]["api_name"]: e["slo"] for e in raw["mix"]}
+    assert slos["level"] == {"p95_ttfo_s": 2.0, "p95_chunk_latency_s": 0.4}
+    assert slos["plain"] == {"p95_latency_s": 10.0} and raw["slo"] == {"error_rate": 0.01}
+    assert parse_scenario(raw).mix is not None
