@@ -3,21 +3,28 @@ keys, and a real Gradio 6 microphone app with `.stream(stream_every=..., time_li
 
 from __future__ import annotations
 
+import asyncio
 import json
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
 import pandas as pd
 import pytest
 import yaml
+from aiohttp import web
 from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
-from qbench.run.protocols.gradio_stream import ChunkLog
+from qbench.run.protocols import gradio_stream
+from qbench.run.protocols.base import Clock
+from qbench.run.protocols.gradio_stream import ChunkLog, ChunkStreamWire
+from qbench.run.protocols.gradio_wire import GradioApp
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import parse_scenario
+from tests.run.conftest import serve_aiohttp
 from tests.run.gradio_app_process import gradio_app
 
 
@@ -72,6 +79,43 @@ def test_the_time_limit_ends_the_event_with_the_last_chunk_answered_in_process_c
     log.fill(r)
     assert (r.chunks_sent, r.chunks_answered, r.chunk_latency_count) == (2, 2, 1)
     assert r.chunk_latency_p95_s == pytest.approx(0.1)
+
+
+# ---------------------------------------------------------------- a chunk the server refuses
+@pytest.mark.parametrize(("status", "kind", "closed"), [
+    (200, None, False),  # taken
+    (404, None, False),  # 6.x: the event is over (its time limit): the stream ends, no error
+    (500, "http_5xx", True),  # and no end of the event followed: an error, and the event is closed
+])
+def test_a_refused_chunk_ends_the_stream_and_only_an_unexplained_one_is_an_error(
+        status: int, kind: str | None, closed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gradio_stream, "ENDED_GRACE_S", 0.01)
+    closes: list[str] = []
+
+    async def chunk(request: web.Request) -> web.Response:
+        return web.json_response({"msg": "success"}, status=status)
+
+    async def close(request: web.Request) -> web.Response:
+        closes.append(request.match_info["event"])
+        return web.json_response({"msg": "success"})
+
+    server = web.Application()
+    server.add_routes([web.post("/gradio_api/stream/{event}", chunk),
+                       web.post("/gradio_api/stream/{event}/close", close)])
+
+    async def post(url: str) -> tuple[bool, RequestRecord, ChunkLog]:
+        async with aiohttp.ClientSession() as http:
+            app = GradioApp(url, url + "/gradio_api", "sse_v3", (6, 31), 0)
+            wire = ChunkStreamWire(app, http, Clock(), 0, chunks=2, every_s=None)
+            r, log = record(), ChunkLog(0.0)
+            r.session_id, r.event_id = "s", "e1"
+            taken = await wire._post_chunk(r, log, f"{app.api}/stream/e1", [None])
+            return taken, r, log
+
+    with serve_aiohttp(server) as url:
+        taken, r, log = asyncio.run(post(url))
+    assert taken == (status == 200) and r.error_kind == kind and bool(closes) == closed
+    assert log.sent == (2 if status == 200 else 1)
 
 
 # ---------------------------------------------------------------- the scenario's keys
