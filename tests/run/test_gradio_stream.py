@@ -156,6 +156,13 @@ APP = textwrap.dedent('''
         return "heard"
 
 
+    def fragile(chunk, count):
+        count = (count or 0) + 1
+        if count == 3:
+            raise gr.Error("the microphone was unplugged")
+        return "heard", count
+
+
     with gr.Blocks() as demo:
         mic = gr.Audio(sources=["microphone"], streaming=True, type="numpy")
         loudness = gr.Textbox()
@@ -165,6 +172,8 @@ APP = textwrap.dedent('''
         short = gr.Audio(sources=["microphone"], streaming=True)
         said = gr.Textbox()
         short.stream(heard, short, said, stream_every=0.2, time_limit=1, api_name="short")
+        loose = gr.Audio(sources=["microphone"], streaming=True)
+        loose.stream(fragile, [loose, count], [said, count], stream_every=0.2, api_name="fragile")
         gr.Button().click(lambda: "hi", None, said, api_name="plain")
 
     demo.launch(server_name="127.0.0.1", server_port=int(sys.argv[1]))
@@ -223,6 +232,18 @@ def test_the_apps_time_limit_ends_a_stream_without_an_error(mic_app: str, tmp_pa
     records = pd.read_parquet(tmp_path / "run" / "records.parquet")
     assert (records["outcome"] == "ok").all()
     assert (records["chunks_sent"] < 20).all()  # 1 s of a 4 s stream
+
+
+def test_a_function_that_raises_mid_stream_is_a_server_error_with_its_answers_counted(
+        mic_app: str, tmp_path: Path) -> None:
+    path = tmp_path / "fragile.yaml"
+    qbench("init", mic_app, "--api", "fragile", "-o", str(path))
+    out = CliRunner().invoke(app, ["run", str(edit(path, {"chunks": 6}, users=1, duration=1)),
+                                   "--out", str(tmp_path / "run"), "--no-live"])
+    records = pd.read_parquet(tmp_path / "run" / "records.parquet")
+    assert set(records["error_kind"]) == {"server_error"}, out.output
+    assert records["error_message"].str.contains("the microphone was unplugged").all()
+    assert (records["chunks_answered"] == 2).all() and (records["chunks_sent"] >= 3).all()
 
 
 def test_chunks_for_an_event_that_is_not_a_stream_are_refused(mic_app: str, tmp_path: Path) -> None:

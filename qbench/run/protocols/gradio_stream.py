@@ -126,8 +126,8 @@ class ChunkStreamWire(SessionStreamWire):
             log.started()
         elif log is not None and kind == "process_streaming":
             log.output(at)
-        elif log is not None and kind == "process_completed":
-            log.completed(at)
+        elif log is not None and kind == "process_completed" and msg.get("success"):
+            log.completed(at)  # (a function that raised answered nothing)
         return apply_message(record, msg, nbytes, at)
 
     async def stream(self, record: RequestRecord, data: list[Any], slot: int, chunk_data: ChunkData) -> None:
