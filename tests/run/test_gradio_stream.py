@@ -74,7 +74,8 @@ def test_the_time_limit_ends_the_event_with_the_last_chunk_answered_in_process_c
     log.chunk_sent(0.5)
     log.completed(0.6)  # the time limit passed during the call: its output comes with process_completed
     log.chunk_sent(1.0)
-    log.chunk_refused()  # 404: the event is over
+    log.chunk_refused(1.0)  # 404: the event is over
+    log.completed(1.1)  # (its news came after the refusal: nothing more answered)
     r = record()
     log.fill(r)
     assert (r.chunks_sent, r.chunks_answered, r.chunk_latency_count) == (2, 2, 1)

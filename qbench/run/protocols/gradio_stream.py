@@ -46,11 +46,11 @@ ChunkData = Callable[[int], Awaitable[list[Any] | None]]
 class ChunkLog:
     """One event's chunks and outputs on the run's clock: which output answered which chunk."""
 
-    def __init__(self, joined_at: float) -> None:
+    def __init__(self, sent_at: float) -> None:
         self.sent = 1  # the join's chunk
         self.answered = 0
         self.first = True  # the chunk the function runs on (or will) is the join's
-        self.running: float | None = joined_at  # send time of the chunk the function runs on
+        self.running: float | None = sent_at  # send time of the chunk the function runs on (the join)
         self.waiting: list[float] = []  # chunks sent while the function ran (the newest wins)
         self.latencies: list[float] = []
         self.outputs: list[float] = []
@@ -64,9 +64,14 @@ class ChunkLog:
         else:
             self.waiting.append(at)
 
-    def chunk_refused(self) -> None:
-        """The chunk counted by `chunk_sent` was refused: the event is over (or failed)."""
+    def chunk_refused(self, at: float) -> None:
+        """The chunk `chunk_sent(at)` counted was refused (the event is over, or failed): undo it."""
         self.sent -= 1
+        if at in self.waiting:
+            self.waiting.remove(at)
+        elif self.running == at:
+            self.running = None
+            self.idle.set()
 
     def started(self) -> None:
         """`process_starts`: chunks sent while the event queued replaced the join's."""
@@ -166,7 +171,8 @@ class ChunkStreamWire(SessionStreamWire):
         assert record.session_id is not None
         body = self.body(data, record.session_id)
         record.bytes_sent += len(body)
-        log.chunk_sent(self.clock.now())  # before the POST: its answer may arrive before the POST's
+        at = self.clock.now()
+        log.chunk_sent(at)  # before the POST: its answer may arrive before the POST's
         try:
             async with self.http.post(url, data=body, headers=JSON_HEADERS) as resp:
                 raw = await resp.read()
@@ -178,7 +184,7 @@ class ChunkStreamWire(SessionStreamWire):
             status = resp.status
             if status == 200:
                 return True
-        log.chunk_refused()
+        log.chunk_refused(at)
         if status == 404:
             return False
         if status:  # Gradio 5.x answers 500 for an event its time limit just ended: wait for the end
