@@ -192,7 +192,7 @@ def _gradio_draft(target: GradioTarget, api: str | None, strict: bool) -> Draft:
 def _stream_draft(draft: Draft, every: float, time_limit: float | None) -> None:
     """A .stream() event: `chunks` for STREAM_S seconds (or its time limit), `stream_every` apart; an
     audio chunk as long as the interval (a microphone's last `stream_every` seconds); an SLO on the
-    time to the first output (the queue) and on each chunk's answer."""
+    time to the first output (the queue), on each chunk's answer and on the share answered."""
     chunks = max(2, round(min(STREAM_S, time_limit or STREAM_S) / every))
     draft.endpoint.update(chunks=chunks, stream_every=every)
     for item in draft.inputs:
@@ -203,7 +203,8 @@ def _stream_draft(draft: Draft, every: float, time_limit: float | None) -> None:
     draft.about.append(f"A .stream() event: each request is one stream of {chunks} input chunks, one every "
                        f"{every:g} s (the app's stream_every{limit}).")
     draft.about.append("Users are concurrent streams; `qbench capacity` finds how many it holds.")
-    draft.slo = {"p95_ttfo_s": 2.0, "p95_chunk_latency_s": round(2 * every, 3), "error_rate": 0.01}
+    draft.slo = {"p95_ttfo_s": 2.0, "p95_chunk_latency_s": round(2 * every, 3), "min_chunks_answered": 0.9,
+                 "error_rate": 0.01}
 
 
 def mix_drafts(target: Target, api: str | None) -> list[Draft]:

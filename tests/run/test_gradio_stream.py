@@ -281,6 +281,6 @@ def test_init_mix_gives_streams_and_clicks_bounds_of_their_own(mic_app: str, tmp
     qbench("init", mic_app, "--mix", "-o", str(path))
     raw = yaml.safe_load(path.read_text())
     slos = {e["endpoint"]["api_name"]: e["slo"] for e in raw["mix"]}
-    assert slos["level"] == {"p95_ttfo_s": 2.0, "p95_chunk_latency_s": 0.4}
+    assert slos["level"] == {"p95_ttfo_s": 2.0, "p95_chunk_latency_s": 0.4, "min_chunks_answered": 0.9}
     assert slos["plain"] == {"p95_latency_s": 10.0} and raw["slo"] == {"error_rate": 0.01}
     assert parse_scenario(raw).mix is not None
