@@ -255,8 +255,11 @@ class GradioProtocol:
         return (self.app.api if ref.startswith("/file=") else self.base) + ref
 
     async def _chunk(self, record: RequestRecord, k: int, first: list[Any]) -> list[Any] | None:
-        """Chunk k (1, 2, ...) of a streamed input: payload variant request_id + k, uploaded."""
-        inputs = first if self.payloads is None else self.payloads.inputs(record.request_id + k)
+        """Chunk k (1, 2, ...) of a streamed input: payload variant request_id + k, uploaded (a trace's
+        request repeats its own inputs)."""
+        payloads = self.payloads
+        inputs = first if payloads is None or payloads.fixed is not None else payloads.inputs(
+            record.request_id + k)
         try:
             return await self._data(inputs, record)
         except (aiohttp.ClientError, OSError) as exc:
