@@ -12,8 +12,8 @@ the app's `time_limit` ends it too, and then a chunk's POST finds no event (404;
 qbench sends `endpoint.chunks` chunks (default 1) into each event this way, `endpoint.stream_every`
 seconds apart (default: the app's own), from the join's send; after the last it waits for its
 answer, then closes the event. Chunk k of request r is payload variant r + k, so consecutive chunks
-differ as a camera's frames do. Gradio 5.x's browser sends chunks over a websocket at the same route;
-the POST it also serves is what qbench sends to both.
+differ as a camera's frames do (a trace's request repeats its own). Gradio 5.x's browser sends
+chunks over a websocket at the same route; the POST it also serves is what qbench sends to both.
 
 Which output answers which chunk (`ChunkLog`): the function runs on the chunk that is newest when it
 starts: at `process_starts` (a chunk sent while the event queued replaced the join's), at the
