@@ -66,7 +66,7 @@ from qbench.tune.degradation import Degradation, compare
 from qbench.tune.grid import Point
 from qbench.tune.overload import OVERLOAD_FACTOR, Overload, analyse
 from qbench.tune.point import Measured, RunawayDetector, point_result, run_measured
-from qbench.tune.recommend import Constraints
+from qbench.tune.recommend import Constraints, bounds_text
 
 DEFAULT_THINK_TIME_S = 10.0
 DEFAULT_CONFIRM_S = 60.0
@@ -483,7 +483,7 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
              *, streams: bool = False) -> list[tuple[str, str]]:
     """The answer in words, as (label, text): capacity, how it held, its bracket, where the SLO first
     fails, users (and, for streamed inputs, concurrent streams), the probe length, what happens past it."""
-    slo = ", ".join(f"{k} <= {v:g}" for k, v in constraints.slo.items())
+    slo = bounds_text(constraints.slo)
     slo += f"{', ' if slo else ''}error_rate <= {constraints.max_error_rate:.1%}"
     state = "converged" if capacity.converged else "NOT converged: probe budget spent"
     rate, failing = capacity.capacity_rps, capacity.failing_rate_rps

@@ -13,6 +13,7 @@ from qbench.tune.recommend import (
     PointResult,
     RankedPoint,
     Recommendation,
+    bounds_text,
     goodput_tied,
     gradio_code,
     max_size_advice,
@@ -273,3 +274,8 @@ def test_a_recommendation_round_trips_and_old_files_load() -> None:
                                     "p95_latency_s": None}], "why": "none"})
     assert old.winner is None and old.ranked[0].capacity_rps is None and old.gradio_major is None
     assert old.objective == "latency" and old.gradio_version == ""
+
+
+def test_bounds_in_words_say_a_min_bound_is_a_floor() -> None:
+    assert bounds_text({"p95_latency_s": 2.0, "min_chunks_answered": 0.9}) == (
+        "p95_latency_s <= 2, min_chunks_answered >= 0.9")
