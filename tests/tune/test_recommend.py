@@ -260,6 +260,11 @@ def test_goodput_ties_and_objective_ties() -> None:
     assert tied(a, b, capacity) and not tied(a, b, Constraints())  # capacity within the searches' 10 %
 
 
+def test_bounds_in_words_say_a_min_bound_is_a_floor() -> None:
+    assert bounds_text({"p95_latency_s": 2.0, "min_chunks_answered": 0.9}) == (
+        "p95_latency_s <= 2, min_chunks_answered >= 0.9")
+
+
 def test_a_recommendation_round_trips_and_old_files_load() -> None:
     knobs = {"concurrency_limit": 4}
     winner = PointResult("c4", knobs, goodput_rps=9.0, p95_latency_s=0.5, capacity_rps=12.0)
@@ -274,8 +279,3 @@ def test_a_recommendation_round_trips_and_old_files_load() -> None:
                                     "p95_latency_s": None}], "why": "none"})
     assert old.winner is None and old.ranked[0].capacity_rps is None and old.gradio_major is None
     assert old.objective == "latency" and old.gradio_version == ""
-
-
-def test_bounds_in_words_say_a_min_bound_is_a_floor() -> None:
-    assert bounds_text({"p95_latency_s": 2.0, "min_chunks_answered": 0.9}) == (
-        "p95_latency_s <= 2, min_chunks_answered >= 0.9")
