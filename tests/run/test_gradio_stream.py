@@ -223,6 +223,8 @@ def test_init_writes_the_stream_and_two_concurrent_streams_run_with_no_error(mic
     assert records["chunk_latency_p95_s"].notna().all() and (records["outputs"] >= 2).all()
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["server"]["stream"] == {"chunks": 8, "stream_every_s": 0.2, "time_limit_s": 30}
+    qbench("report", str(tmp_path / "run"))  # the report says it too
+    assert "**input chunks**: " in (tmp_path / "run" / "summary.md").read_text()
 
 
 def test_the_apps_time_limit_ends_a_stream_without_an_error(mic_app: str, tmp_path: Path) -> None:
