@@ -249,6 +249,14 @@ def test_a_function_that_raises_mid_stream_is_a_server_error_with_its_answers_co
     assert (records["chunks_answered"] == 2).all() and (records["chunks_sent"] >= 3).all()
 
 
+def test_a_stream_longer_than_the_timeout_is_refused_before_any_load(mic_app: str, tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({**scenario(api_name="level", chunks=100), "target": mic_app}))
+    out = CliRunner().invoke(app, ["run", str(path), "--set", "load.timeout=10", "--no-live",
+                                   "--out", str(tmp_path / "run")])
+    assert out.exit_code != 0 and "lasts 19.8 s, past load.timeout (10 s)" in " ".join(out.output.split())
+
+
 def test_chunks_for_an_event_that_is_not_a_stream_are_refused(mic_app: str, tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({**scenario(api_name="plain", chunks=3), "target": mic_app,

@@ -125,6 +125,11 @@ class GradioProtocol:
         every = ep.stream_every or dep.get("stream_every")
         self.chunk_wire = make_chunk_wire(self.app, self.http, self.clock, pool, chunks=ep.chunks or 1,
                                           every_s=float(every) if every else None)
+        length = (self.chunk_wire.chunks - 1) * self.chunk_wire.every_s
+        if length >= self.scenario.load.timeout:
+            raise TargetError(f"{self.base}: a stream of {self.chunk_wire.chunks} chunks "
+                              f"{self.chunk_wire.every_s:g} s apart lasts {length:g} s, past load.timeout "
+                              f"({self.scenario.load.timeout:g} s): raise the timeout or send fewer chunks")
         return {"chunks": self.chunk_wire.chunks, "stream_every_s": self.chunk_wire.every_s,
                 "time_limit_s": dep.get("time_limit")}
 
