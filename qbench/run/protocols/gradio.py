@@ -29,7 +29,7 @@ import orjson
 from qbench.errors import TargetError
 from qbench.run.credentials import refusal_hint
 from qbench.run.payloads import MIME, FileValue, PayloadGenerator, file_bytes
-from qbench.run.protocols.base import Clock, fail, fail_http, upload_tag
+from qbench.run.protocols.base import Clock, fail, fail_http, http_problem, status_kind, upload_tag
 from qbench.run.protocols.gradio_api import NOT_API, app_endpoints, expected_inputs
 from qbench.run.protocols.gradio_values import event_data, event_files, prop_inputs, wrap_file
 from qbench.run.protocols.gradio_wire import FAMILIES, OUTPUT_FILES, GradioApp, QueueWire, parse_version
@@ -125,6 +125,7 @@ class GradioProtocol:
         every = ep.stream_every or dep.get("stream_every")
         self.chunk_wire = make_chunk_wire(self.app, self.http, self.clock, pool, chunks=ep.chunks or 1,
                                           every_s=float(every) if every else None)
+        self.chunk_wire.download = self.download if self.scenario.fetch_outputs else None
         length = (self.chunk_wire.chunks - 1) * self.chunk_wire.every_s
         if length >= self.scenario.load.timeout:
             raise TargetError(f"{self.base}: a stream of {self.chunk_wire.chunks} chunks "
@@ -236,21 +237,27 @@ class GradioProtocol:
         when the last file has arrived (its own phase: result_at_s -> completed_at_s)."""
         record.result_at_s, record.completed_at_s = record.completed_at_s, None  # the timeout still holds
         for ref in files:
-            url = self._file_url(ref)
-            try:
-                async with self.http.get(url) as resp:
-                    if resp.status >= 400:
-                        fail_http(record, "GET", url, resp.status, await resp.read(), self.clock.now())
-                        return
-                    async for chunk in resp.content.iter_any():
-                        record.download_bytes += len(chunk)
-                        record.bytes_received += len(chunk)
-            except (aiohttp.ClientError, OSError) as exc:
-                fail(record, "stream_broken", f"download {url}: {exc.__class__.__name__}: {exc}",
-                     self.clock.now())
+            problem = await self.download(record, ref)
+            if problem is not None:
+                fail(record, *problem, self.clock.now())
                 return
-            record.downloads += 1
         record.completed_at_s = self.clock.now()
+
+    async def download(self, record: RequestRecord, ref: str) -> tuple[str, str] | None:
+        """GET one output file, its bytes counted on `record`; None, or (error kind, message)."""
+        url = self._file_url(ref)
+        try:
+            async with self.http.get(url) as resp:
+                if resp.status >= 400:
+                    record.http_status = resp.status
+                    return status_kind(resp.status), http_problem("GET", url, resp.status, await resp.read())
+                async for chunk in resp.content.iter_any():
+                    record.download_bytes += len(chunk)
+                    record.bytes_received += len(chunk)
+        except (aiohttp.ClientError, OSError) as exc:
+            return "stream_broken", f"download {url}: {exc.__class__.__name__}: {exc}"
+        record.downloads += 1
+        return None
 
     def _file_url(self, ref: str) -> str:
         """An output file's URL: absolute as given, `/file=` under the API prefix, else under the root."""

@@ -25,7 +25,7 @@ wait in it) and is left out of the chunk latencies. Output gaps are between cons
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import aiohttp
@@ -34,13 +34,21 @@ import numpy as np
 from qbench.run.protocols.base import JSON_HEADERS, Clock, fail, fail_http
 from qbench.run.protocols.gradio_4_9_sse import SessionStreamWire
 from qbench.run.protocols.gradio_api import DEFAULT_STREAM_EVERY_S
-from qbench.run.protocols.gradio_wire import GradioApp, apply_message, post_quietly
+from qbench.run.protocols.gradio_wire import (
+    OUTPUT_FILES,
+    GradioApp,
+    apply_message,
+    output_files,
+    post_quietly,
+)
 from qbench.run.records import RequestRecord
 
 ENDED_GRACE_S = 1.0  # how long a refused chunk waits for news that the event ended, before it is an error
 
 #: chunk index (1, 2, ...) -> the chunk's encoded inputs (uploads done), or None when they failed
 ChunkData = Callable[[int], Awaitable[list[Any] | None]]
+#: GET one output file onto a record -> None, or (error kind, message)
+Download = Callable[[RequestRecord, str], Coroutine[Any, Any, tuple[str, str] | None]]
 
 
 class ChunkLog:
@@ -121,6 +129,8 @@ class ChunkStreamWire(SessionStreamWire):
         super().__init__(app, http, clock, pool, handler=self._message)
         self.chunks, self.every_s = chunks, every_s or DEFAULT_STREAM_EVERY_S
         self.logs: dict[int, ChunkLog] = {}  # by id(record), while its event runs
+        self.download: Download | None = None  # fetch each output's files as it comes (fetch_outputs)
+        self.downloads: dict[int, dict[str, asyncio.Task[tuple[str, str] | None]]] = {}  # id(record) -> ref
 
     def _message(self, record: RequestRecord, msg: dict[str, Any], nbytes: int, at: float) -> bool:
         if record.completed_at_s is not None:
@@ -131,6 +141,8 @@ class ChunkStreamWire(SessionStreamWire):
             log.started()
         elif log is not None and kind == "process_streaming":
             log.output(at)
+            output = msg.get("output")
+            self._fetch(record, output_files(output.get("data"), "") if isinstance(output, dict) else [])
         elif log is not None and kind == "process_completed" and msg.get("success"):
             log.completed(at)  # (a function that raised answered nothing)
         return apply_message(record, msg, nbytes, at)
@@ -148,9 +160,37 @@ class ChunkStreamWire(SessionStreamWire):
                 await session.follow(record)
             finally:
                 sender.cancel()
+            await self._downloaded(record)
         finally:
             del self.logs[id(record)]
+            for task in self.downloads.pop(id(record), {}).values():
+                task.cancel()
             log.fill(record)
+
+    def _fetch(self, record: RequestRecord, refs: list[str]) -> None:
+        """Fetch an output's files as it arrives, as the browser showing it does (each file once)."""
+        if self.download is None:
+            return
+        tasks = self.downloads.setdefault(id(record), {})
+        for ref in refs:
+            if ref not in tasks:
+                tasks[ref] = asyncio.get_running_loop().create_task(self.download(record, ref))
+
+    async def _downloaded(self, record: RequestRecord) -> None:
+        """The result's files not fetched yet too; the request ends when the last has arrived (as
+        GradioProtocol._fetch: result_at_s -> completed_at_s), failed by the first that failed."""
+        if self.download is None:
+            return
+        self._fetch(record, OUTPUT_FILES.pop(id(record), []))
+        tasks = list(self.downloads.get(id(record), {}).values())
+        if not tasks or not record.ok:
+            return
+        record.result_at_s, record.completed_at_s = record.completed_at_s, None  # the timeout still holds
+        for problem in await asyncio.gather(*tasks):
+            if problem is not None:
+                fail(record, *problem, self.clock.now())
+                return
+        record.completed_at_s = self.clock.now()
 
     async def _send_chunks(self, record: RequestRecord, log: ChunkLog, chunk_data: ChunkData) -> None:
         assert record.sent_at_s is not None and record.event_id is not None
