@@ -14,6 +14,9 @@ seconds apart (default: the app's own), from the join's send; after the last it 
 answer, then closes the event. Chunk k of request r is payload variant r + k, so consecutive chunks
 differ as a camera's frames do (a trace's request repeats its own). Gradio 5.x's browser sends
 chunks over a websocket at the same route; the POST it also serves is what qbench sends to both.
+Each output's files (a processed webcam frame) are fetched as the output arrives, as the browser
+showing it does, each file once; the request then ends when the last has arrived (`fetch_outputs:
+false` fetches none).
 
 Which output answers which chunk (`ChunkLog`): the function runs on the chunk that is newest when it
 starts: at `process_starts` (a chunk sent while the event queued replaced the join's), at the
