@@ -281,6 +281,16 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "qbench run tools.yaml": [
         ("tests/run/test_mcp.py::test_init_mcp_lists_the_tools_and_the_run_calls_one_with_no_error",
          "tools.yaml")],
+    # docs/streamed-inputs.md: a microphone app's .stream() event
+    "qbench init http://127.0.0.1:7860 --api level -o mic.yaml": [
+        ("tests/run/test_gradio_stream.py::test_init_writes_the_stream_and_two_concurrent_streams_run_with_no_error",
+         '"--api", "level"')],
+    "qbench run mic.yaml": [
+        ("tests/run/test_gradio_stream.py::test_init_writes_the_stream_and_two_concurrent_streams_run_with_no_error",
+         '"mic.yaml"')],
+    "qbench capacity mic.yaml --slo p95_ttfo_s=1 --slo min_chunks_answered=0.9": [
+        ("tests/run/test_gradio_stream.py::test_the_capacity_of_a_stream_is_said_in_concurrent_streams",
+         '"min_chunks_answered=0.9"')],
     "qbench init http://127.0.0.1:7860 --mix -o mix.yaml": [
         ("tests/run/test_init.py::test_init_mix_writes_every_endpoint_and_the_run_sends_each", '"--mix"')],
     "qbench serve --preset abc": [("tests/run/test_mix.py::test_the_docs_mix_commands_run", '"abc"')],

@@ -41,6 +41,7 @@ from qbench.run.run_console import (
     PHASE_LABELS,
     SERVER_PHASE_LABELS,
     bottleneck_warnings,
+    chunk_line,
     journey_line,
     time_split,
     token_line,
@@ -221,6 +222,8 @@ def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
     ]
     if s.output_tokens:
         rows.append(("tokens", token_line(s)))
+    if s.chunks_sent:
+        rows.append(("input chunks", chunk_line(s)))
     if s.journeys is not None:
         rows.append(("journeys", journey_line(s.journeys).removeprefix("journeys: ")))
     if s.server_traces is not None and (s.server_traces.source != "none" or s.server_traces.note):

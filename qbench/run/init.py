@@ -34,6 +34,7 @@ from qbench.run.protocols.login import Authenticator
 from qbench.run.scenario import Load, Scenario, apply_overrides, file_slug, parse_scenario, resolve_paths
 
 PROTOCOLS = ("auto", "gradio", "openai", "http", "mcp")
+STREAM_S = 10.0  # how long a drafted .stream() event streams (within the app's time limit)
 
 
 @dataclass(frozen=True)
@@ -180,10 +181,30 @@ def _gradio_draft(target: GradioTarget, api: str | None, strict: bool) -> Draft:
     if target.also_openai:
         draft.notes.append("this server also answers /v1/models (OpenAI-compatible): "
                            "`qbench init URL --protocol openai` writes that scenario")
+    if endpoint.stream_every is not None:
+        _stream_draft(draft, endpoint.stream_every, endpoint.time_limit)
     draft.fill_in = any(i.suggestion.fill_in for i in inputs)
     if draft.fill_in:
         draft.notes.append("edit the inputs marked FILL IN before running (qbench cannot generate them)")
     return draft
+
+
+def _stream_draft(draft: Draft, every: float, time_limit: float | None) -> None:
+    """A .stream() event: `chunks` for STREAM_S seconds (or its time limit), `stream_every` apart; an
+    audio chunk as long as the interval (a microphone's last `stream_every` seconds); an SLO on the
+    time to the first output (the queue), on each chunk's answer and on the share answered."""
+    chunks = max(2, round(min(STREAM_S, time_limit or STREAM_S) / every))
+    draft.endpoint.update(chunks=chunks, stream_every=every)
+    for item in draft.inputs:
+        if "audio" in item.suggestion.spec:
+            spec = {"audio": {**item.suggestion.spec["audio"], "seconds": every}}
+            item.suggestion = replace(item.suggestion, spec=spec)
+    limit = f", time_limit {time_limit:g} s" if time_limit else ""
+    draft.about.append(f"A .stream() event: each request is one stream of {chunks} input chunks, one every "
+                       f"{every:g} s (the app's stream_every{limit}).")
+    draft.about.append("Users are concurrent streams; `qbench capacity` finds how many it holds.")
+    draft.slo = {"p95_ttfo_s": 2.0, "p95_chunk_latency_s": round(2 * every, 3), "min_chunks_answered": 0.9,
+                 "error_rate": 0.01}
 
 
 def mix_drafts(target: Target, api: str | None) -> list[Draft]:

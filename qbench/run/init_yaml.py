@@ -92,11 +92,15 @@ def render_mix(drafts: list[Draft], target: str, auth: Auth, command: str) -> st
              "# Edit the parts marked FILL IN, then: qbench run THIS_FILE" if fill_in else
              "# It runs as it is: qbench run THIS_FILE (edit weights and generators to match real traffic)."]
     lines += ["name: mix", f"target: {_scalar(target)}", f"protocol: {drafts[0].protocol}", "mix:"]
+    own = len({tuple(d.slo.items()) for d in drafts}) > 1  # a stream beside clicks: bounds of its own
     for draft in drafts:
         lines += [f"  # {draft.about[0]}", "  - weight: 1"]
         lines += endpoint_lines(draft, "    ")
+        if own:
+            bounds = {k: v for k, v in draft.slo.items() if k != "error_rate"}
+            lines.append(f"    slo: {_flow_mapping(bounds)}")
     lines += LOAD_LINES
-    slo = {k: v for d in drafts for k, v in d.slo.items()}
+    slo = {"error_rate": 0.01} if own else {k: v for d in drafts for k, v in d.slo.items()}
     lines += SLO_LINES + [f"  {key}: {_number(value)}" for key, value in slo.items()]
     lines += auth_lines(auth)
     return "\n".join(lines) + "\n"

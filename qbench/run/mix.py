@@ -336,5 +336,5 @@ def make_routes(scenario: Scenario, routing_: Routing, target: str, http: aiohtt
         payloads.prepare(one.payload.variants)
         if one.protocol == "http":
             render(one.endpoint.body, payloads.inputs(0))  # template errors fail before any request
-        routes.append(Route(branch, make_protocol(one, target, http, clock), payloads))
+        routes.append(Route(branch, make_protocol(one, target, http, clock, payloads), payloads))
     return Routes(routes, routing_, scenario.journey)

@@ -35,10 +35,10 @@ from typing import IO, Any, Final, Literal
 
 import orjson
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 #: Versions `read_parquet` reads: v1 lacks the token fields (they read as None / 0), v2 the journey
-#: fields, v3 the server's phases (they read as None).
-READABLE_VERSIONS: Final = (1, 2, 3, 4)
+#: fields, v3 the server's phases, v4 the streamed-input figures (they read as None / 0).
+READABLE_VERSIONS: Final = (1, 2, 3, 4, 5)
 
 Outcome = Literal["ok", "error"]
 
@@ -120,6 +120,16 @@ class RequestRecord:
     server_h2d_s: float | None = None  # reference server: its batch's host-to-device copy (s)
     server_forward_s: float | None = None  # reference server: its batch's forward pass (s, CUDA-timed on GPU)
     server_batch_size: int | None = None  # reference server: requests in the batch it ran in
+    # ---- streamed inputs (endpoint `chunks`: a Gradio .stream() event, qbench.run.protocols.
+    # gradio_stream); 0 / None elsewhere (schema v5) ----
+    chunks_sent: int = 0  # input chunks sent into the event, the one that joined the queue included
+    chunks_answered: int = 0  # chunks an output answered (one sent while the function ran may be replaced)
+    chunk_latency_count: int = 0  # chunk latencies measured: answered chunks but the join's
+    chunk_latency_mean_s: float | None = None  # chunk sent -> the output that answered it (s), mean
+    chunk_latency_p50_s: float | None = None  # median of those (s), type-7 percentile over this event's
+    chunk_latency_p95_s: float | None = None  # 95th percentile (s)
+    chunk_latency_max_s: float | None = None  # slowest answered chunk (s)
+    output_gap_p95_s: float | None = None  # 95th percentile gap between consecutive outputs (s)
 
     # ---- derived phases (seconds); None when a phase is missing ----
 
@@ -328,6 +338,9 @@ def _arrow_schema() -> Any:
         "step": pa.int64(),
         "turn": pa.int64(),
         "server_batch_size": pa.int64(),
+        "chunks_sent": pa.int64(),
+        "chunks_answered": pa.int64(),
+        "chunk_latency_count": pa.int64(),
     }
     cols = [pa.field(name, types.get(name, pa.float64())) for name in FIELD_NAMES]
     cols += [pa.field(name, pa.float64()) for name in DERIVED]

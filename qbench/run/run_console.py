@@ -106,6 +106,8 @@ def render_summary(
     console.print(phase_table(summary, open_loop=open_loop))
     if summary.endpoints:
         console.print(endpoint_table(summary, open_loop=open_loop))
+    if summary.chunks_sent:
+        console.print(stream_table(summary))
     for label, part in time_split(summary):
         console.print(time_split_table(label, part))
     traces = summary.server_traces
@@ -153,6 +155,8 @@ def overview_table(s: Summary) -> Table:
     table.add_row("goodput", f"{s.goodput_rps:.2f} req/s (ok and within the SLO's latency thresholds)")
     if s.output_tokens:
         table.add_row("tokens", token_line(s))
+    if s.chunks_sent:
+        table.add_row("input chunks", chunk_line(s))
     g = s.generator
     cpu = "-" if g.cpu_s is None else f"{g.cpu_s:.2f} s ({g.cpu_percent or 0:.0f}% of a core)"
     table.add_row("generator CPU", cpu)
@@ -184,6 +188,8 @@ PHASE_LABELS = {
     "tpot_s": "time per output token",
     "itl_s": "inter-token gap (pooled per request)",
     "download_s": "output files download",
+    "chunk_latency_s": "input chunk -> its output (pooled per request)",
+    "output_gap_s": "gap between outputs (each request's p95)",
 }
 #: The same phases, short enough for an 80-column terminal table.
 SHORT_PHASE_LABELS = {
@@ -197,6 +203,8 @@ SHORT_PHASE_LABELS = {
     "tpot_s": "TPOT",
     "itl_s": "ITL",
     "download_s": "download",
+    "chunk_latency_s": "chunk",
+    "output_gap_s": "output gap",
 }
 
 
@@ -258,6 +266,26 @@ def token_line(s: Summary) -> str:
     per_request = s.request_output_tps.p50
     each = "" if per_request is None else f", {per_request:.1f} tok/s per request (p50)"
     return f"{s.output_tokens:,} out, {s.input_tokens:,} in; {s.output_tps:.1f} tok/s in total{each}"
+
+
+def chunk_line(s: Summary) -> str:
+    """Streamed inputs: chunks sent and the share an output answered."""
+    share = s.chunks_answered / s.chunks_sent if s.chunks_sent else 0.0
+    return f"{s.chunks_sent:,} sent, {s.chunks_answered:,} answered ({share:.0%}; others were replaced)"
+
+
+def stream_table(s: Summary) -> Table:
+    """Streamed inputs per endpoint (one row without a mix): chunks, chunk latency and output gaps."""
+    table = Table(title="Streamed inputs (ok requests; chunk: its send -> its answer)",
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("endpoint", "streams", "chunks", "answered", "chunk p50", "chunk p95", "gap p95"):
+        table.add_column(col, justify="left" if col == "endpoint" else "right", no_wrap=col != "endpoint")
+    rows = [(label, e) for label, e in s.endpoints.items() if e.chunks_sent] or [("all", s)]
+    for label, e in rows:
+        chunk, gap = e.phase("chunk_latency_s"), e.phase("output_gap_s")
+        table.add_row(label, f"{e.completed_ok:,}", f"{e.chunks_sent:,}", f"{e.chunks_answered:,}",
+                      _num(chunk.p50), _num(chunk.p95), _num(gap.p95))
+    return table
 
 
 def phase_table(s: Summary, *, open_loop: bool = True) -> Table:

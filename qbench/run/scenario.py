@@ -49,6 +49,7 @@ from qbench.run.payload_specs import BooleanSpec, ChatSpec, ChoiceSpec, ExampleS
 SHAPES = ("burst", "rate", "stages", "users", "trace", "replay")
 MAX_WORDS = 100_000  # per generated text
 MAX_VARIANTS = 100_000  # generated payloads
+MAX_CHUNKS = 1_000_000  # input chunks streamed into one event
 INPUT_KINDS = ("text", "image", "audio", "number", "json", "files", "value",
                "choice", "boolean", "chat", "file", "example")  # the last five: qbench.run.payload_specs
 
@@ -201,6 +202,10 @@ class Endpoint(_Model):
     MCP (qbench.run.protocols.mcp): `tool`, the tool to call, `arguments`, the name of each payload
     input's argument in order, and `path`, the server's MCP URL (default /gradio_api/mcp/, Gradio's).
 
+    Gradio streamed inputs (a `.stream()` event: a webcam, a microphone; qbench.run.protocols.
+    gradio_stream): `chunks`, how many input chunks one event gets (the first joins the queue, the
+    others follow it), `stream_every`, the seconds between them (default: the app's own `stream_every`).
+
     Any protocol: `page` (e.g. "/") makes the endpoint a page load, as a browser opens the app
     (qbench.run.protocols.page): in a journey step before the calls, or in a mix beside them.
     """
@@ -217,6 +222,8 @@ class Endpoint(_Model):
     tool: str | None = None  # protocol: mcp
     page: str | None = None  # a page load (any protocol): the page's path, e.g. "/"
     arguments: list[str] = Field(default_factory=list)  # protocol: mcp, one name per payload input
+    chunks: int | None = Field(default=None, ge=1, le=MAX_CHUNKS)  # gradio .stream(): chunks per event
+    stream_every: float | None = Field(default=None, gt=0)  # seconds between chunks (default: the app's)
 
     @field_serializer("headers")
     def _hide_headers(self, value: dict[str, str], info: SerializationInfo) -> dict[str, str]:
@@ -336,8 +343,9 @@ class Load(_Model):
 
 
 #: SLO phases that are not a record property -> the record field a single request is judged by
-#: (a request meets an inter-token-gap bound when its own p99 gap does).
-ITL_PER_REQUEST = {"itl_s": "itl_p99_s"}
+#: (a request meets an inter-token-gap bound when its own p99 gap does, a chunk-latency bound when
+#: its own p95 chunk latency does).
+ITL_PER_REQUEST = {"itl_s": "itl_p99_s", "chunk_latency_s": "chunk_latency_p95_s"}
 
 
 class Slo(_Model):
@@ -362,6 +370,9 @@ class Slo(_Model):
     p99_tpot_s: float | None = Field(None, gt=0)
     p50_itl_s: float | None = Field(None, gt=0)  # inter-token gap (see qbench.run.summary)
     p99_itl_s: float | None = Field(None, gt=0)
+    p50_chunk_latency_s: float | None = Field(None, gt=0)  # streamed inputs: chunk sent -> its answer
+    p95_chunk_latency_s: float | None = Field(None, gt=0)
+    min_chunks_answered: float | None = Field(None, ge=0, le=1)  # share of streamed chunks an output answered
     min_output_tps: float | None = Field(None, ge=0)  # ok requests' output tokens per second, in total
     error_rate: float | None = Field(None, ge=0, le=1)  # max share of sent requests that failed
     min_throughput: float | None = Field(None, ge=0)  # ok requests per second
@@ -569,6 +580,12 @@ class Scenario(_Model):
             raise ValueError(f"{at}an http endpoint needs a path (e.g. /predict)")
         if self.protocol == "mcp":
             self._check_mcp(at, ep, payload)
+        if ep.chunks is not None and self.protocol != "gradio":
+            raise ValueError(f"{at}endpoint.chunks (streamed inputs into a .stream() event) applies to "
+                             "protocol: gradio only")
+        if ep.stream_every is not None and ep.chunks is None:
+            raise ValueError(f"{at}endpoint.stream_every {ep.stream_every:g}: set endpoint.chunks too (how "
+                             "many chunks one event gets)")
         if self.protocol == "openai" and ep.body is not None and not isinstance(ep.body, dict):
             raise ValueError(f"{at}an openai endpoint's body is a mapping of extra request fields")
         recorded = self.load.shape in ("trace", "replay")

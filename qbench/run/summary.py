@@ -34,6 +34,16 @@ p99 gaps (an upper bound on the pooled percentile's typical value: conservative 
 longest gap. `output_tps` = output tokens of ok requests / duration_s; `request_output_tps` is the
 per-request rate (output tokens / (completion - actual send)).
 
+Streamed inputs (a Gradio .stream() event, qbench.run.protocols.gradio_stream): `chunks_sent` and
+`chunks_answered` count the chunks of ok requests. Records keep each event's chunk latencies as
+statistics, so `chunk_latency_s` is pooled as `itl_s` is: count = the chunks answered, each event's
+first left out (its latency is the time to first output); mean = the chunk-weighted mean; min = the
+smallest per-request median; p50 = the median of per-request medians; p90/p95/p99 = those
+percentiles of the per-request p95s; max = the slowest chunk.
+`output_gap_s` is the distribution of the per-request p95 gaps between consecutive outputs. The SLO's
+`min_chunks_answered` is chunks_answered / chunks_sent (it fails where no chunk was sent: in a mix,
+set it on the streamed endpoint's entry).
+
 Where the time went (`server_phases`, per endpoint too): the server's own phases of ok requests
 (`SERVER_PHASES`, filled by qbench.run.server_phases) and `client_only_s`, the rest of the time from
 the actual send to the result; a phase no request has is left out, so a server that reports nothing
@@ -190,6 +200,8 @@ class Summary:
     input_tokens: int = 0  # prompt tokens of ok requests (as reported by the server)
     output_tokens: int = 0  # output tokens of ok requests
     output_tps: float = 0.0  # output tokens of ok requests per second of the window
+    chunks_sent: int = 0  # streamed inputs: chunks ok requests sent into their events
+    chunks_answered: int = 0  # of which an output answered (the others were replaced by a later one)
     request_output_tps: Stats = field(default_factory=Stats)  # per-request output tokens/s (not seconds)
     slo: list[SloCheck] = field(default_factory=list)
     slo_passed: bool = True  # every check passed, each endpoint's too
@@ -388,6 +400,8 @@ def _summarize(
     summary.output_tps = _per_s(summary.output_tokens, window)
     if any(r.itl_count for r in ok):
         summary.latency["itl_s"] = itl_stats(ok)
+    if any(r.chunks_sent for r in ok):
+        stream_stats(summary, ok)
     summary.server_phases = server_phase_stats(ok)
     if slo is not None:
         summary.slo = evaluate_slo(summary, slo, _end_to_end_with_failures(sent))
@@ -425,7 +439,7 @@ def evaluate_slo(
     their percentile checks then count failures as slower than any bound (module docstring)."""
     checks: list[SloCheck] = []
     for name, threshold in slo.thresholds().items():
-        actual, kind = _actual(summary, name)
+        actual, kind = slo_actual(summary, name)
         note = None
         stat, _, phase = name.partition("_")
         if end_to_end is not None and phase in end_to_end:
@@ -465,7 +479,8 @@ def _percentile_with_failures(
     return value, (f"over all {n} sent requests, the {failed} failed ones ranked slowest" if failed else None)
 
 
-def _actual(summary: Summary, name: str) -> tuple[float | None, str]:
+def slo_actual(summary: Summary, name: str) -> tuple[float | None, str]:
+    """The summary's figure an SLO threshold `name` is judged on, and whether it is a "min" or "max"."""
     if name == "error_rate":
         return summary.error_rate, "max"
     if name == "min_throughput":
@@ -474,6 +489,8 @@ def _actual(summary: Summary, name: str) -> tuple[float | None, str]:
         return summary.goodput_rps, "min"
     if name == "min_output_tps":
         return summary.output_tps, "min"
+    if name == "min_chunks_answered":
+        return (summary.chunks_answered / summary.chunks_sent if summary.chunks_sent else None), "min"
     stat, _, phase = name.partition("_")
     stats = summary.phase(phase)
     return getattr(stats, stat), "max"
@@ -498,6 +515,25 @@ def itl_stats(records: Sequence[RequestRecord]) -> Stats:
         p99=p99,
         max=max(r.itl_max_s or 0.0 for r in with_gaps),
     )
+
+
+def stream_stats(summary: Summary, ok: Sequence[RequestRecord]) -> None:
+    """Chunks, pooled chunk latency and output gaps of streamed inputs onto `summary` (module docstring)."""
+    summary.chunks_sent = sum(r.chunks_sent for r in ok)
+    summary.chunks_answered = sum(r.chunks_answered for r in ok)
+    timed = [r for r in ok if r.chunk_latency_count and r.chunk_latency_mean_s is not None]
+    if timed:
+        weights = [r.chunk_latency_count for r in timed]
+        medians = np.asarray([r.chunk_latency_p50_s for r in timed], dtype=np.float64)
+        p95s = np.asarray([r.chunk_latency_p95_s for r in timed], dtype=np.float64)
+        p90, p95, p99 = (float(x) for x in np.percentile(p95s, [90, 95, 99]))
+        summary.latency["chunk_latency_s"] = Stats(
+            count=sum(weights),
+            mean=sum(w * (r.chunk_latency_mean_s or 0.0) for w, r in zip(weights, timed, strict=True))
+            / sum(weights),
+            min=float(medians.min()), p50=float(np.percentile(medians, 50)), p90=p90, p95=p95, p99=p99,
+            max=max(r.chunk_latency_max_s or 0.0 for r in timed))
+    summary.latency["output_gap_s"] = Stats.of(_values(ok, "output_gap_p95_s", ok_only=True))
 
 
 def _values(records: Sequence[RequestRecord], name: str, *, ok_only: bool) -> list[float]:

@@ -14,8 +14,10 @@ Probe length (`probe_length`): the bracket's probes last `duration` seconds (sho
 steady cannot pass, and the confirmation below catches a short probe's lucky pass); the bisection's last
 long enough that an overload the size of the tolerance would show at that rate (`probe_seconds`), that a
 p95 rests on 100 requests and that a wait of 5 x the SLO's latency bound could build up, within
-[`duration`, `max_duration`]. The first passing probe's rate is then measured again (`recheck`,
-qbench.tune.degradation): a server that got slower during the search is said so beside the answer.
+[`duration`, `max_duration`]; a scenario of webcam or microphone streams raises both to at least
+STREAM_LENGTHS stream lengths, so streams end within a probe. The first passing probe's rate is then
+measured again (`recheck`, qbench.tune.degradation): a server that got slower during the search is
+said so beside the answer.
 The answer is confirmed last, on the server as the search left it, by one sustained run of
 `confirm_duration` seconds (60); a fail steps down. Then one run at 1.3 x the capacity
 (`qbench.tune.overload`) says whether throughput holds or falls as the queue grows (the max_size
@@ -64,7 +66,7 @@ from qbench.tune.degradation import Degradation, compare
 from qbench.tune.grid import Point
 from qbench.tune.overload import OVERLOAD_FACTOR, Overload, analyse
 from qbench.tune.point import Measured, RunawayDetector, point_result, run_measured
-from qbench.tune.recommend import Constraints
+from qbench.tune.recommend import Constraints, bounds_text
 
 DEFAULT_THINK_TIME_S = 10.0
 DEFAULT_CONFIRM_S = 60.0
@@ -74,6 +76,7 @@ SLO_WAITS = 5  # a probe lasts at least this many SLO latency bounds
 STALL_SHARE = 0.5  # a generator lag this share of the SLO's latency bound marks a stalled host ...
 STALL_FLOOR_S = 0.05  # ... and at least this long
 STALL_NO_BOUND_S = 0.25  # the stall without a latency bound in the SLO
+STREAM_LENGTHS = 3  # a probe of webcam or microphone streams lasts at least this many stream lengths
 ProbeObserver = Callable[[Probe], None]
 
 
@@ -375,6 +378,8 @@ def capacity_config(
     if start_rate is not None and start_rate <= 0:
         raise ScenarioError(f"--start-rate {start_rate}: expected a positive rate (req/s)")
     think = think_time_s if think_time_s is not None else (scenario.load.think_time or DEFAULT_THINK_TIME_S)
+    duration_s = max(duration_s, STREAM_LENGTHS * stream_seconds(scenario))  # streams end within probes
+    max_duration_s = max(max_duration_s, duration_s)
     return CapacityConfig(
         scenario=scenario,
         scenario_path=str(scenario_path),
@@ -392,6 +397,15 @@ def capacity_config(
         overload=overload,
         recheck=recheck,
     )
+
+
+def stream_seconds(scenario: Scenario) -> float:
+    """The longest stream of the scenario's webcam or microphone streams (`endpoint.chunks` x
+    `stream_every`, Gradio's default interval where the scenario leaves it to the app); 0 without."""
+    from qbench.run.protocols.gradio_api import DEFAULT_STREAM_EVERY_S
+
+    return max((ep.chunks * (ep.stream_every or DEFAULT_STREAM_EVERY_S) for _, ep, _ in scenario.endpoints()
+                if ep.chunks is not None), default=0.0)
 
 
 @dataclass
@@ -435,7 +449,8 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
         capacity.overload = overload
     users = capacity.users(config.think_time_s)
     length = prober.length.to_dict(capacity.capacity_rps or first)
-    lines = describe(capacity, config.constraints, config.think_time_s, length["why"])
+    streams = any(ep.chunks is not None for _, ep, _ in config.scenario.endpoints())
+    lines = describe(capacity, config.constraints, config.think_time_s, length["why"], streams=streams)
     config.out_dir.mkdir(parents=True, exist_ok=True)
     answer = _capacity_json(config, capacity, users, lines, length)
     config.writer.json(config.out_dir / "capacity.json", answer)  # names the target: masked
@@ -465,11 +480,11 @@ def capacity_prober(config: CapacityConfig, observer: ProbeObserver | None = Non
     )
 
 
-def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, length_why: str = ""
-             ) -> list[tuple[str, str]]:
+def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, length_why: str = "",
+             *, streams: bool = False) -> list[tuple[str, str]]:
     """The answer in words, as (label, text): capacity, how it held, its bracket, where the SLO first
-    fails, users, the probe length, what happens past it."""
-    slo = ", ".join(f"{k} <= {v:g}" for k, v in constraints.slo.items())
+    fails, users (and, for streamed inputs, concurrent streams), the probe length, what happens past it."""
+    slo = bounds_text(constraints.slo)
     slo += f"{', ' if slo else ''}error_rate <= {constraints.max_error_rate:.1%}"
     state = "converged" if capacity.converged else "NOT converged: probe budget spent"
     rate, failing = capacity.capacity_rps, capacity.failing_rate_rps
@@ -497,6 +512,10 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
         lines.append(("users", f"~{users:.0f} users clicking every {think_time_s:g} s (N = {rate:.3g} req/s "
                                f"x ({think_time_s:g} s think + {at.mean_latency_s or 0:.3g} s mean latency "
                                "at capacity))"))
+    held = capacity.users(0.0)
+    if streams and held is not None and at is not None:
+        lines.append(("streams", f"~{held:.1f} concurrent streams (N = {rate:.3g} streams/s x "
+                                 f"{at.mean_latency_s or 0:.3g} s mean stream length at capacity)"))
     if length_why:
         lines.append(("probe length", length_why))
     overload = capacity.overload

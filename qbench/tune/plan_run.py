@@ -22,7 +22,7 @@ from qbench.run.run_info import RunInfo
 from qbench.tune.capacity import Probe
 from qbench.tune.capacity_file import CapacityFile
 from qbench.tune.plan import Measured, Plan, Traffic, make_plan
-from qbench.tune.recommend import gradio_code
+from qbench.tune.recommend import bounds_text, gradio_code
 from qbench.tune.server_knobs import effective_knobs
 from qbench.tune.versions import gradio_major
 
@@ -64,7 +64,7 @@ def read_measured(source: Path) -> Measured:
         raise ScenarioError(f"{path}: result.capacity_rps is {rate}: the search found no rate meeting the "
                             "SLO, so there is nothing to plan with")
     info = _run_info(path.parent, at)
-    slo = ", ".join(f"{k} <= {v:g}" for k, v in file.slo.items())
+    slo = bounds_text(file.slo)
     if file.max_error_rate is not None:
         slo += f"{', ' if slo else ''}error_rate <= {file.max_error_rate:.1%}"
     return Measured(

@@ -17,7 +17,7 @@ from qbench.run.outcome import verdict
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario, Slo
 from qbench.run.steady import LiveTrend
-from qbench.run.summary import SloCheck, Summary, summarize
+from qbench.run.summary import SloCheck, Summary, slo_actual, summarize
 from qbench.tune.grid import Point
 from qbench.tune.recommend import Constraints, PointResult
 from qbench.tune.settle import settle
@@ -116,16 +116,6 @@ def run_point(
 # ---------------------------------------------------------------- summaries -> PointResult
 
 
-def _slo_actual(summary: Summary, metric: str) -> float | None:
-    """The summary's figure for an SLO metric named `<stat>_<phase>` (p95_queue_wait_s), else None."""
-    stat, _, phase = metric.partition("_")
-    value = getattr(summary.phase(phase), stat, None) if stat in STATS else None
-    return float(value) if isinstance(value, int | float) else None
-
-
-STATS = frozenset({"mean", "min", "p50", "p90", "p95", "p99", "max"})
-
-
 def _mean(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return statistics.fmean(present) if present else None
@@ -144,8 +134,8 @@ def point_result(
     goodputs = [s.goodput_rps for s in summaries]
     extra = {}
     for metric in constraints.slo:
-        if metric not in PointResult.__dataclass_fields__ and not metric.startswith("min_"):
-            value = _mean([_slo_actual(s, metric) for s in summaries])
+        if metric not in PointResult.__dataclass_fields__ and metric not in ("min_goodput", "min_throughput"):
+            value = _mean([slo_actual(s, metric)[0] for s in summaries])
             if value is not None:
                 extra[metric] = value
 

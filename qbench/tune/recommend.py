@@ -119,6 +119,11 @@ def metric_value(point: PointResult, metric: str) -> float | None:
     return value if isinstance(value, int | float) else point.extra.get(metric)
 
 
+def bounds_text(slo: dict[str, float]) -> str:
+    """SLO bounds in words: `p95_latency_s <= 2, min_goodput >= 5` (a min_* bound is a floor)."""
+    return ", ".join(f"{k} {'>=' if k.startswith('min_') else '<='} {v:g}" for k, v in slo.items())
+
+
 @dataclass(frozen=True)
 class Constraints:
     """What a recommendation must satisfy, and what it maximises (`objective`)."""
@@ -469,7 +474,7 @@ def _below_reason(p: PointResult, winner: PointResult, constraints: Constraints)
 
 def _why(winner: PointResult | None, constraints: Constraints, n_feasible: int, n_points: int,
          top: float = 0.0) -> str:
-    slo = ", ".join(f"{k} <= {v:g}" for k, v in constraints.slo.items()) or "no latency SLO"
+    slo = bounds_text(constraints.slo) or "no latency SLO"
     if winner is None:
         return f"no point met the constraints ({slo}, error_rate <= {constraints.max_error_rate:.1%})"
     knobs = ", ".join(f"{k}={v}" for k, v in winner.knobs.items())

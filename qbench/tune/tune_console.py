@@ -17,7 +17,7 @@ from qbench.tune.config import SweepConfig
 from qbench.tune.confirm import confirmation_line
 from qbench.tune.grid import Point
 from qbench.tune.plan_run import PlanRun
-from qbench.tune.recommend import PointResult
+from qbench.tune.recommend import PointResult, bounds_text
 from qbench.tune.search import SearchResult
 from qbench.tune.search_model import ModelSearchResult
 from qbench.tune.search_sim import SimSearchResult
@@ -131,7 +131,7 @@ def sweep_header(config: SweepConfig) -> str:
 
 def capacity_header(config: CapacityConfig) -> str:
     """The line `qbench capacity` starts with: target, SLO, probe lengths, tolerance, folder."""
-    bounds = ", ".join(f"{k} <= {v:g}" for k, v in config.constraints.slo.items())
+    bounds = bounds_text(config.constraints.slo)
     confirming = f", {config.confirm_duration_s:g} s confirmation" if config.plan.confirm else ""
     return (f"capacity of {config.target} under {bounds} ({config.probe_duration_s:g} s bracketing "
             f"probes, bisection up to {config.max_probe_duration_s:g} s{confirming}, "

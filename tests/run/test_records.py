@@ -126,3 +126,28 @@ def read_jsonl_roundtrip(record: RequestRecord, tmp_path: Path) -> list[RequestR
     with JsonlWriter(tmp_path / "records.jsonl") as writer:
         writer.write([record])
     return read_jsonl(tmp_path / "records.jsonl")
+
+
+STREAM_FIELDS = ["chunks_sent", "chunks_answered", "chunk_latency_count", "chunk_latency_mean_s",
+                 "chunk_latency_p50_s", "chunk_latency_p95_s", "chunk_latency_max_s", "output_gap_p95_s"]
+
+
+def test_parquet_v4_reads_with_the_streamed_input_fields_empty(tmp_path: Path) -> None:
+    """A v4 file (before streamed inputs) still reads: the new fields take their defaults."""
+    import pyarrow.parquet as pq
+
+    records = sample()
+    v4 = records_table(records).drop_columns(STREAM_FIELDS).replace_schema_metadata(
+        {b"qbench_schema_version": b"4"})
+    pq.write_table(v4, tmp_path / "records.parquet")
+    assert read_parquet(tmp_path / "records.parquet") == records
+
+
+def test_streamed_input_fields_round_trip(tmp_path: Path) -> None:
+    r = RequestRecord(0, 0, "s", "level", False, intended_at_s=1.0, sent_at_s=1.0, completed_at_s=6.0,
+                      outcome="ok", chunks_sent=10, chunks_answered=9, chunk_latency_count=8,
+                      chunk_latency_mean_s=0.05, chunk_latency_p50_s=0.04, chunk_latency_p95_s=0.09,
+                      chunk_latency_max_s=0.1, output_gap_p95_s=0.6)
+    write_parquet([r], tmp_path / "records.parquet")
+    assert read_parquet(tmp_path / "records.parquet") == [r]
+    assert read_jsonl_roundtrip(r, tmp_path) == [r]

@@ -213,3 +213,19 @@ def test_a_phase_finding_is_labelled_a_time_split_not_a_limit() -> None:
     assert finding_label(upload) == "time split (phase_share)"
     assert finding_label(Finding("per_request_work", "...")) == "limit (per_request_work)"
     assert finding_label(Finding("usage", "...")) == "server use"
+
+
+def test_streamed_inputs_show_their_chunks_and_chunk_latency_within_80_columns() -> None:
+    streams = records(0.0)
+    for r in streams:
+        r.chunks_sent, r.chunks_answered, r.chunk_latency_count = 20, 18, 17
+        r.chunk_latency_mean_s = r.chunk_latency_p50_s = 0.04
+        r.chunk_latency_p95_s = r.chunk_latency_max_s = 0.09
+        r.output_gap_p95_s = 0.5
+    console = Console(record=True, width=80)
+    render_summary(summarize(streams), console)
+    text = console.export_text()
+    assert "200 sent, 180 answered (90%; others were replaced)" in text
+    row = next(line for line in text.splitlines() if line.startswith(" all "))
+    assert row.split() == ["all", "10", "200", "180", "40ms", "90ms", "500ms"]
+    assert all(len(line) <= 80 for line in text.splitlines())

@@ -183,3 +183,29 @@ def test_token_phases_pool_itl_and_count_tokens() -> None:
     # goodput judges each request by its own p99 gap: only the first stream meets 50 ms
     assert s.goodput_rps == pytest.approx(1 / 1.4)
     assert Summary.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+
+
+def stream_rec(i: int, answered: int, lat: tuple[float, float, float, float], gap: float) -> RequestRecord:
+    """An ok stream of 10 chunks sent at i s, lasting 5 s: `answered` of them answered, chunk latency
+    stats (mean, p50, p95, max) over answered - 1 chunks, outputs `gap` apart at p95."""
+    r = rec(i, float(i), 5.0)
+    r.chunks_sent, r.chunks_answered, r.chunk_latency_count = 10, answered, answered - 1
+    r.chunk_latency_mean_s, r.chunk_latency_p50_s, r.chunk_latency_p95_s, r.chunk_latency_max_s = lat
+    r.output_gap_p95_s = gap
+    return r
+
+
+def test_streamed_inputs_pool_chunk_latency_and_count_chunks() -> None:
+    records = [stream_rec(0, 10, (0.05, 0.04, 0.09, 0.1), 0.5), stream_rec(1, 4, (0.2, 0.2, 0.3, 0.35), 0.9)]
+    s = summarize(records, Slo(p95_chunk_latency_s=0.2, min_chunks_answered=0.7))
+    assert (s.chunks_sent, s.chunks_answered) == (20, 14)
+    chunk = s.phase("chunk_latency_s")
+    assert chunk.count == 12 and chunk.mean == pytest.approx((9 * 0.05 + 3 * 0.2) / 12)
+    assert chunk.p50 == pytest.approx(0.12) and chunk.min == 0.04 and chunk.max == 0.35  # medians 0.04, 0.2
+    assert chunk.p95 == pytest.approx(0.09 + 0.95 * 0.21)  # p95 of the per-request p95s (0.09, 0.3)
+    assert s.phase("output_gap_s").max == 0.9 and s.phase("output_gap_s").count == 2
+    assert [(c.name, c.actual, c.passed) for c in s.slo] == [
+        ("p95_chunk_latency_s", pytest.approx(0.2895), False), ("min_chunks_answered", 0.7, True)]
+    assert not summarize([rec(0, 0.0, 1.0)], Slo(min_chunks_answered=0.5)).slo_passed  # no chunk sent
+    assert s.goodput_rps == pytest.approx(1 / 6)  # only the first stream's own p95 is within 0.2 s
+    assert Summary.from_dict(json.loads(json.dumps(s.to_dict()))) == s

@@ -14,6 +14,7 @@ from qbench.tune.recommend import (
     PointResult,
     RankedPoint,
     Recommendation,
+    bounds_text,
     goodput_tied,
     gradio_code,
     max_size_advice,
@@ -259,6 +260,11 @@ def test_goodput_ties_and_objective_ties() -> None:
     a = pt("a", 1.0, capacity_rps=10.0, capacity=CapacitySummary(10.0, tolerance=0.1))
     b = pt("b", 5.0, capacity_rps=10.9, capacity=CapacitySummary(10.9, tolerance=0.1))
     assert tied(a, b, capacity) and not tied(a, b, Constraints())  # capacity within the searches' 10 %
+
+
+def test_bounds_in_words_say_a_min_bound_is_a_floor() -> None:
+    assert bounds_text({"p95_latency_s": 2.0, "min_chunks_answered": 0.9}) == (
+        "p95_latency_s <= 2, min_chunks_answered >= 0.9")
 
 
 def test_a_recommendation_round_trips_and_old_files_load() -> None:

@@ -7,10 +7,11 @@
     gradio_values.py    each component's value in the wire format of the app's release (Dataframe, Gallery...)
     gradio_schema.py    a gradio.Server app's @server.api parameters -> values of their JSON-schema types
     gradio_wire.py      what every Gradio wire family shares: GradioApp, the QueueWire interface, messages
-    gradio_families.py  make_wire: the app's family (GET /config `protocol`) -> its QueueWire
+    gradio_families.py  make_wire: the app's family (GET /config `protocol`) -> its QueueWire; make_chunk_wire
     gradio_3x_ws.py     family `ws` (Gradio 3.x): a websocket per request
     gradio_4_0_sse.py   family `sse` (Gradio 4.0-4.8): each request's own stream is its queue join
     gradio_4_9_sse.py   families sse_v1..sse_v3 (Gradio 4.9 onwards): one stream per session
+    gradio_stream.py    streamed inputs into a .stream() event (5.0 onwards): sse_v3's wire plus chunks
     login.py            credentials on the wire: Gradio's login; headers and cookies on every request
     http.py             plain request/response with a JSON body template; streamed bodies read as they arrive
     http1.py            a minimal HTTP/1.1 client for the plain-HTTP hot path
@@ -18,6 +19,7 @@
     mcp.py              MCP tool calls over Streamable HTTP (an app's mcp_server=True tools)
     page.py             a page load as a browser makes it: the HTML, its assets, the app's /config and info
 
-The registries import their members; no member imports a registry or another family, so importing
-`base` stays cheap and the families cannot drift into one another.
+The registries import their members; no member imports a registry or another family (gradio_stream
+extends the sse_v3 wire it runs on), so importing `base` stays cheap and the families cannot drift
+into one another.
 """

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import numpy as np
@@ -28,24 +28,30 @@ import orjson
 
 from qbench.errors import TargetError
 from qbench.run.credentials import refusal_hint
-from qbench.run.payloads import MIME, FileValue, file_bytes
-from qbench.run.protocols.base import Clock, fail, fail_http, upload_tag
+from qbench.run.payloads import MIME, FileValue, PayloadGenerator, file_bytes
+from qbench.run.protocols.base import Clock, fail, fail_http, http_problem, status_kind, upload_tag
 from qbench.run.protocols.gradio_api import NOT_API, app_endpoints, expected_inputs
 from qbench.run.protocols.gradio_values import event_data, event_files, prop_inputs, wrap_file
 from qbench.run.protocols.gradio_wire import FAMILIES, OUTPUT_FILES, GradioApp, QueueWire, parse_version
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 
+if TYPE_CHECKING:
+    from qbench.run.protocols.gradio_stream import ChunkStreamWire
+
 
 class GradioProtocol:
-    def __init__(self, scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock) -> None:
+    def __init__(self, scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock,
+                 payloads: PayloadGenerator | None = None) -> None:
         self.scenario = scenario
+        self.payloads = payloads  # a streamed input's later chunks (None: each repeats the first)
         self.base = target.rstrip("/")
         self.http = http
         self.clock = clock
         self.endpoint_label = scenario.endpoint.api_name or f"fn_index={scenario.endpoint.fn_index}"
         self.app: GradioApp | None = None
         self.wire: QueueWire | None = None
+        self.chunk_wire: ChunkStreamWire | None = None  # a .stream() event's wire (gradio_stream)
         self.input_types: list[str | None] = []  # per input: component type (None: not an API input)
         self.prop_inputs: dict[int, dict[str, Any]] = {}  # inputs sent with their component's props (6.x)
 
@@ -85,7 +91,9 @@ class GradioProtocol:
         from qbench.run.protocols.gradio_families import make_wire
 
         pool = self.scenario.load.sessions
-        self.wire = make_wire(self.app, self.http, self.clock, pool if isinstance(pool, int) else 0)
+        pool = pool if isinstance(pool, int) else 0
+        self.wire = make_wire(self.app, self.http, self.clock, pool)
+        stream = self._stream(dep, pool)
         return {
             "config": config,
             "endpoint_info": named.get("/" + str(dep.get("api_name"))),
@@ -96,7 +104,35 @@ class GradioProtocol:
                 "detected_protocol": detected,
                 "api_prefix": prefix,
             },
+            **({"stream": stream} if stream else {}),
         }
+
+    def _stream(self, dep: dict[str, Any], pool: int) -> dict[str, Any] | None:
+        """A .stream() event (connection "stream") gets its chunks: the scenario's `chunks` (default
+        1) every `stream_every` seconds (default the app's); its snapshot for run.json, None otherwise."""
+        assert self.app is not None
+        ep = self.scenario.endpoint
+        if dep.get("connection") != "stream":
+            if ep.chunks is not None:
+                raise TargetError(f"{self.base}: endpoint '{self.endpoint_label}' is not a .stream() event "
+                                  "(it takes no chunks): drop endpoint.chunks and endpoint.stream_every")
+            return None
+        if self.app.family != "sse_v3":
+            raise TargetError(f"{self.base}: streamed inputs need Gradio 5.0 or later (protocol sse_v3), "
+                              f"not {self.app.family}")
+        from qbench.run.protocols.gradio_families import make_chunk_wire
+
+        every = ep.stream_every or dep.get("stream_every")
+        self.chunk_wire = make_chunk_wire(self.app, self.http, self.clock, pool, chunks=ep.chunks or 1,
+                                          every_s=float(every) if every else None)
+        self.chunk_wire.download = self.download if self.scenario.fetch_outputs else None
+        length = (self.chunk_wire.chunks - 1) * self.chunk_wire.every_s
+        if length >= self.scenario.load.timeout:
+            raise TargetError(f"{self.base}: a stream of {self.chunk_wire.chunks} chunks "
+                              f"{self.chunk_wire.every_s:g} s apart lasts {length:g} s, past load.timeout "
+                              f"({self.scenario.load.timeout:g} s): raise the timeout or send fewer chunks")
+        return {"chunks": self.chunk_wire.chunks, "stream_every_s": self.chunk_wire.every_s,
+                "time_limit_s": dep.get("time_limit")}
 
     def _find_dependency(self, config: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         ep = self.scenario.endpoint
@@ -187,7 +223,9 @@ class GradioProtocol:
         except (aiohttp.ClientError, OSError) as exc:
             fail(record, "connect", f"upload: {exc.__class__.__name__}: {exc}", self.clock.now())
             return
-        if data is not None:
+        if data is not None and self.chunk_wire is not None:
+            await self.chunk_wire.stream(record, data, slot, lambda k: self._chunk(record, k, inputs))
+        elif data is not None:
             await self.wire.send(record, data, slot)
         files = OUTPUT_FILES.pop(id(record), None)
         if files and record.ok and self.scenario.fetch_outputs:
@@ -199,21 +237,27 @@ class GradioProtocol:
         when the last file has arrived (its own phase: result_at_s -> completed_at_s)."""
         record.result_at_s, record.completed_at_s = record.completed_at_s, None  # the timeout still holds
         for ref in files:
-            url = self._file_url(ref)
-            try:
-                async with self.http.get(url) as resp:
-                    if resp.status >= 400:
-                        fail_http(record, "GET", url, resp.status, await resp.read(), self.clock.now())
-                        return
-                    async for chunk in resp.content.iter_any():
-                        record.download_bytes += len(chunk)
-                        record.bytes_received += len(chunk)
-            except (aiohttp.ClientError, OSError) as exc:
-                fail(record, "stream_broken", f"download {url}: {exc.__class__.__name__}: {exc}",
-                     self.clock.now())
+            problem = await self.download(record, ref)
+            if problem is not None:
+                fail(record, *problem, self.clock.now())
                 return
-            record.downloads += 1
         record.completed_at_s = self.clock.now()
+
+    async def download(self, record: RequestRecord, ref: str) -> tuple[str, str] | None:
+        """GET one output file, its bytes counted on `record`; None, or (error kind, message)."""
+        url = self._file_url(ref)
+        try:
+            async with self.http.get(url) as resp:
+                if resp.status >= 400:
+                    record.http_status = resp.status
+                    return status_kind(resp.status), http_problem("GET", url, resp.status, await resp.read())
+                async for chunk in resp.content.iter_any():
+                    record.download_bytes += len(chunk)
+                    record.bytes_received += len(chunk)
+        except (aiohttp.ClientError, OSError) as exc:
+            return "stream_broken", f"download {url}: {exc.__class__.__name__}: {exc}"
+        record.downloads += 1
+        return None
 
     def _file_url(self, ref: str) -> str:
         """An output file's URL: absolute as given, `/file=` under the API prefix, else under the root."""
@@ -221,6 +265,18 @@ class GradioProtocol:
         if ref.startswith(("http://", "https://")):
             return ref
         return (self.app.api if ref.startswith("/file=") else self.base) + ref
+
+    async def _chunk(self, record: RequestRecord, k: int, first: list[Any]) -> list[Any] | None:
+        """Chunk k (1, 2, ...) of a streamed input: payload variant request_id + k, uploaded (a trace's
+        request repeats its own inputs)."""
+        payloads = self.payloads
+        inputs = first if payloads is None or payloads.fixed is not None else payloads.inputs(
+            record.request_id + k)
+        try:
+            return await self._data(inputs, record)
+        except (aiohttp.ClientError, OSError) as exc:
+            fail(record, "connect", f"upload: {exc.__class__.__name__}: {exc}", self.clock.now())
+            return None
 
     async def _data(self, inputs: list[Any], record: RequestRecord) -> list[Any] | None:
         values = iter(inputs)
@@ -268,9 +324,11 @@ class GradioProtocol:
 
     def abandon(self, record: RequestRecord) -> None:
         """Timeout: the family's cancel (in the background)."""
-        if self.wire is not None:
-            self.wire.abandon(record)
+        wire = self.chunk_wire or self.wire
+        if wire is not None:
+            wire.abandon(record)
 
     async def close(self) -> None:
-        if self.wire is not None:
-            await self.wire.close()
+        for wire in (self.wire, self.chunk_wire):
+            if wire is not None:
+                await wire.close()

@@ -200,8 +200,10 @@ class GradioSession:
 class SessionStreamWire:
     """sse_v1 to sse_v3: join by POST, follow the event on its session's stream."""
 
-    def __init__(self, app: GradioApp, http: aiohttp.ClientSession, clock: Clock, pool: int) -> None:
+    def __init__(self, app: GradioApp, http: aiohttp.ClientSession, clock: Clock, pool: int,
+                 handler: MessageHandler = apply_message) -> None:
         self.app, self.http, self.clock = app, http, clock
+        self.handler = handler  # how a message updates its record (streamed inputs add their own)
         self.pool = [self._session(new_session_hash(), shared=True) for _ in range(pool)]
         self.background = Background()
 
@@ -211,12 +213,24 @@ class SessionStreamWire:
             self.http,
             self.app.api + "/queue/data",
             self.clock,
-            apply_message,
+            self.handler,
             shared=shared,
             close_message=self.app.family == "sse_v3",
         )
 
     async def send(self, record: RequestRecord, data: list[Any], slot: int) -> None:
+        session = await self.join(record, data, slot)
+        if session is not None:
+            await session.follow(record)
+
+    def body(self, data: list[Any], session_hash: str) -> bytes:
+        """The join's body (a streamed input's next chunk is the same body)."""
+        return orjson.dumps({"data": data, "event_data": self.app.event_data, "fn_index": self.app.fn_index,
+                             "session_hash": session_hash})
+
+    async def join(self, record: RequestRecord, data: list[Any], slot: int) -> GradioSession | None:
+        """Join the queue in the session of `slot` (a journey's, a pool's or a new one); the session
+        to follow the event on, or None when the join failed (the record says why)."""
         journey = JOURNEY.get()  # a journey's requests share its session (one at a time: read inline)
         if journey is not None:
             session = self._session(journey.session_hash)
@@ -224,10 +238,7 @@ class SessionStreamWire:
             session = self.pool[slot % len(self.pool)] if self.pool else self._session(new_session_hash())
         record.session_id = session.hash
         url = self.app.api + "/queue/join"
-        body = orjson.dumps(
-            {"data": data, "event_data": self.app.event_data, "fn_index": self.app.fn_index,
-             "session_hash": session.hash}
-        )
+        body = self.body(data, session.hash)
         record.bytes_sent += len(body)
         try:
             async with self.http.post(url, data=body, headers=JSON_HEADERS) as resp:
@@ -236,14 +247,14 @@ class SessionStreamWire:
                 record.bytes_received += len(raw)
         except (aiohttp.ClientError, OSError) as exc:
             fail(record, "connect", f"POST {url}: {exc.__class__.__name__}: {exc}", self.clock.now())
-            return
+            return None
         if resp.status != 200:
             kind = "queue_full" if resp.status == 503 else status_kind(resp.status)
             fail(record, kind, http_problem("POST", url, resp.status, raw), self.clock.now())
-            return
+            return None
         record.joined_at_s = self.clock.now()
         record.event_id = str(orjson.loads(raw)["event_id"])
-        await session.follow(record)
+        return session
 
     def abandon(self, record: RequestRecord) -> None:
         """Timeout: forget the event locally and cancel it on the server (in the background)."""

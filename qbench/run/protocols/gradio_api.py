@@ -26,6 +26,7 @@ from qbench.run.payloads import FILE_CONTENT
 from qbench.run.protocols.gradio_schema import NUMBERS_AS_TEXT, api_suggestion
 from qbench.run.protocols.gradio_values import suggest_value, wire_example
 
+DEFAULT_STREAM_EVERY_S = 0.5  # Gradio's own default for .stream(stream_every=...)
 NOT_API = {"state"}  # component types whose inputs are not part of the API (sent as null)
 FILE_COMPONENTS = {"image", "audio", "video", "file", "model3d", "gallery", "uploadbutton", "imageeditor",
                    "annotatedimage", "simpleimage", "dicom"}
@@ -72,6 +73,8 @@ class AppEndpoint:
     inputs: tuple[AppInput, ...]
     public: bool  # listed by /info (Gradio's "Use via API" page)
     generator: bool = False  # streams its output (types.generator)
+    stream_every: float | None = None  # a .stream() event (streamed inputs): seconds between chunks
+    time_limit: float | None = None  # a .stream() event's time limit (s), None when it has none
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,11 @@ def app_endpoints(config: dict[str, Any], info: dict[str, Any] | None = None) ->
         inputs = api_inputs(components, dep, examples, params)
         public = ("/" + name) in named if named else _declared_public(dep)
         generator = bool((dep.get("types") or {}).get("generator"))
-        found.append(AppEndpoint(name, int(dep.get("id", index)), tuple(inputs), public, generator))
+        stream = dep.get("connection") == "stream"
+        every = float(dep.get("stream_every") or DEFAULT_STREAM_EVERY_S) if stream else None
+        limit = dep.get("time_limit") if stream else None
+        found.append(AppEndpoint(name, int(dep.get("id", index)), tuple(inputs), public, generator,
+                                 every, limit))
     return sorted(found, key=lambda e: not e.public)
 
 

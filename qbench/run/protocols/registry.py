@@ -7,13 +7,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import aiohttp
 
+    from qbench.run.payloads import PayloadGenerator
     from qbench.run.protocols.base import Clock, WireProtocol
     from qbench.run.scenario import Scenario
 
 
-def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock) -> WireProtocol:
+def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock,
+                  payloads: PayloadGenerator | None = None) -> WireProtocol:
     """The WireProtocol for `scenario.protocol` ("gradio", "http", "openai" or "mcp") against `target`;
-    a page load (`endpoint.page`) whatever the protocol."""
+    a page load (`endpoint.page`) whatever the protocol. `payloads`: the branch's inputs, which a
+    Gradio streamed input draws its later chunks from."""
     if scenario.endpoint.page is not None:
         from qbench.run.protocols.page import PageProtocol
 
@@ -32,4 +35,4 @@ def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, 
         return McpProtocol(scenario, target, http, clock)
     from qbench.run.protocols.gradio import GradioProtocol
 
-    return GradioProtocol(scenario, target, http, clock)
+    return GradioProtocol(scenario, target, http, clock, payloads)
