@@ -115,3 +115,18 @@ def test_the_docs_soak_commands_run(tmp_path: Path) -> None:
         "--no-live"])
     assert mine.exit_code == 0, mine.output
     assert "started examples/my_app.py" in mine.output and "server RSS" in mine.output
+
+
+def test_a_gradio_app_keeping_state_per_session_grows_by_about_that_state(tmp_path: Path) -> None:
+    """examples/soak/state_app.py on the main env's Gradio, started by `qbench soak --app`: every request a
+    new session with 256 KiB of gr.State, fewer sessions than its state_session_capacity (150), so the
+    app's memory grows by about that per request (its measured slope on real releases: bench/RESULTS.md)."""
+    out = tmp_path / "state"
+    result = CliRunner().invoke(app, [
+        "soak", "examples/soak/state.yaml", "--app", "examples/soak/state_app.py", "--duration", "10",
+        "--set", "load.rate=10", "--interval", "0.25", "--warmup", "1", "--out", str(out), "--no-live"])
+    assert result.exit_code == 0, result.output
+    report = read_report(out)
+    rss = report.verdict("rss_bytes") if report is not None else None
+    assert rss is not None and rss.kind == "growing" and rss.per_1k is not None, result.output
+    assert 150 * MIB < rss.per_1k.value < 1024 * MIB, rss.per_1k  # 256 KiB a request, give or take Gradio's
