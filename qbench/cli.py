@@ -260,37 +260,51 @@ def soak(
     live: Annotated[bool, typer.Option(help="Show live progress.")] = True,
 ) -> None:
     """Hold a steady load for long and watch the server: memory, files, latency, queue; a verdict each."""
+    run_soak_command(dict(locals()))
+
+
+def run_soak_command(cli: dict[str, Any]) -> None:
+    """`qbench soak` with its CLI values: the app started when asked, the soak, its verdicts, the exit."""
     import contextlib
 
     from rich.console import Console
 
-    from qbench.run.files import new_folder
     from qbench.run.health import default_cache_folder
     from qbench.run.options import RunOptions
     from qbench.run.outcome import verdict
     from qbench.run.runner import parse_set_options
     from qbench.run.soak import SoakOptions, parse_limits, run_soak
 
-    sets = parse_set_options(set_ or []) | ({"load.duration": duration} if duration is not None else {}) | (
-        {"load.rate": rate} if rate is not None else {})
-    options = SoakOptions(interval, warmup, stuck_after, pid, cache_dir or default_cache_folder(),
-                          parse_limits(limit or []))
-    console = Console()
+    sets = parse_set_options(cli["set_"] or []) | {
+        k: v for k, v in (("load.duration", cli["duration"]), ("load.rate", cli["rate"])) if v is not None}
+    options = SoakOptions(cli["interval"], cli["warmup"], cli["stuck_after"], cli["pid"],
+                          cli["cache_dir"] or default_cache_folder(), parse_limits(cli["limit"] or []))
+    console, target, out = Console(), cli["target"], cli["out"]
     with contextlib.ExitStack() as stack:
-        if app_file is not None:
-            from qbench.tune.app_process import launch_command
-
-            out = out or new_folder("soak", app_file.stem)
-            command = shlex.join([sys.executable, str(app_file)])
-            handle = stack.enter_context(launch_command(command, {}, work_dir=out / "app", hook=True))
-            target, options = handle.base_url, dataclasses.replace(options, pid=handle.pid)
-            console.print(f"started {app_file} at {target} (pid {handle.pid}; log {handle.log_path})")
-        result = run_soak(RunOptions(scenario, target, api, out, sets, live=live), options)
+        if cli["app_file"] is not None:
+            target, out, pid = _start_app(stack, cli["app_file"], out, console)
+            options = dataclasses.replace(options, pid=pid)
+        run = RunOptions(cli["scenario"], target, cli["api"], out, sets, live=cli["live"])
+        result = run_soak(run, options)
     render_run(result.done, console)
     render_soak(result.report, console)
     error = result.error() or verdict(result.done.result.outcome)
     if error is not None:
         raise error
+
+
+def _start_app(stack: Any, app_file: Path, out: Path | None,
+               console: Console) -> tuple[str, Path, int | None]:
+    """`python APP` on a free port by qbench's startup hook, stopped with `stack`: (its URL, the run
+    folder, its pid)."""
+    from qbench.run.files import new_folder
+    from qbench.tune.app_process import launch_command
+
+    out = out or new_folder("soak", app_file.stem)
+    command = shlex.join([sys.executable, str(app_file)])
+    handle = stack.enter_context(launch_command(command, {}, work_dir=out / "app", hook=True))
+    console.print(f"started {app_file} at {handle.base_url} (pid {handle.pid}; log {handle.log_path})")
+    return handle.base_url, out, handle.pid
 
 
 def render_soak(report: SoakReport, console: Console) -> None:

@@ -113,3 +113,21 @@ def test_the_reference_server_has_no_import_cycles_and_never_imports_qbench() ->
 @pytest.mark.parametrize("part", ["run", "tune", "report", "run/protocols"])
 def test_pipeline_folders_exist(part: str) -> None:
     assert (ROOT / part / "__init__.py").is_file()
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_function_is_longer_than_a_screen() -> None:
+    """Small functions: none over MAX_FUNCTION_LINES lines (signature and docstring included) in qbench/ or
+    reference_server/ (bench/ scripts are exempt)."""
+    long = []
+    for root in (ROOT, SERVER):
+        for path in sorted(root.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > MAX_FUNCTION_LINES:
+                        where = f"{path.relative_to(ROOT.parent)}:{node.lineno}"
+                        long.append(f"{where} {node.name} ({lines} lines)")
+    assert not long, "functions over 60 lines (split them):\n" + "\n".join(long)
