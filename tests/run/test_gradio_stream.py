@@ -119,6 +119,49 @@ def test_a_refused_chunk_ends_the_stream_and_only_an_unexplained_one_is_an_error
     assert log.sent == (2 if status == 200 else 1)
 
 
+def test_gradio_5_chunks_go_over_the_websocket_each_acknowledged_until_the_server_closes_it() -> None:
+    """5.x: the chunks on the websocket at the chunk route (as its browser sends them), one `success`
+    each; a socket the server closes (an event its time limit ended) ends the stream, no error; 6.x
+    POSTs (the route has no websocket there)."""
+    received: list[dict[str, object]] = []
+
+    async def socket(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for message in ws:
+            received.append(json.loads(message.data))
+            if len(received) == 2:
+                break  # the event ended: 5.x's handler raises, the socket closes
+            await ws.send_json({"msg": "success"})
+        await ws.close()
+        return ws
+
+    async def close(request: web.Request) -> web.Response:
+        return web.json_response({"msg": "success"})
+
+    server = web.Application()
+    server.add_routes([web.get("/gradio_api/stream/{event}", socket),
+                       web.post("/gradio_api/stream/{event}/close", close)])
+
+    async def send(url: str, version: tuple[int, ...]) -> tuple[RequestRecord, ChunkLog]:
+        async with aiohttp.ClientSession() as http:
+            app = GradioApp(url, url + "/gradio_api", "sse_v3", version, 0)
+            wire = ChunkStreamWire(app, http, Clock(), 0, chunks=4, every_s=0.01)
+            r, log = record(), ChunkLog(0.0)
+            r.session_id, r.event_id = "s", "e1"
+
+            async def chunk(k: int) -> list[object]:
+                return [f"chunk {k}"]
+
+            await asyncio.wait_for(wire._send_chunks(r, log, chunk), 10)
+            return r, log
+
+    with serve_aiohttp(server) as url:
+        r, log = asyncio.run(send(url, (5, 50, 0)))
+    assert [m["data"] for m in received] == [["chunk 1"], ["chunk 2"]] and received[0]["session_hash"] == "s"
+    assert r.error_kind is None and log.sent == 2 and r.bytes_received > 0  # the join's, 1 (2 was refused)
+
+
 # ---------------------------------------------------------------- the scenario's keys
 def scenario(protocol: str = "gradio", **endpoint: object) -> dict[str, object]:
     return {"protocol": protocol, "target": "http://127.0.0.1:1", "endpoint": endpoint,

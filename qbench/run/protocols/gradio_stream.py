@@ -12,8 +12,9 @@ the app's `time_limit` ends it too, and then a chunk's POST finds no event (404;
 qbench sends `endpoint.chunks` chunks (default 1) into each event this way, `endpoint.stream_every`
 seconds apart (default: the app's own), from the join's send; after the last it waits for its
 answer, then closes the event. Chunk k of request r is payload variant r + k, so consecutive chunks
-differ as a camera's frames do (a trace's request repeats its own). Gradio 5.x's browser sends
-chunks over a websocket at the same route; the POST it also serves is what qbench sends to both.
+differ as a camera's frames do (a trace's request repeats its own). Gradio 5.x's browser sends the
+chunks over a websocket at the same route, each acknowledged with `{"msg": "success"}`, and so does
+qbench on 5.x (a socket the server closes is an event that ended); 6.x has only the POST.
 Each output's files (a processed webcam frame) are fetched as the output arrives, as the browser
 showing it does, each file once; the request then ends when the last has arrived (`fetch_outputs:
 false` fetches none).
@@ -47,6 +48,7 @@ from qbench.run.protocols.gradio_wire import (
 from qbench.run.records import RequestRecord
 
 ENDED_GRACE_S = 1.0  # how long a refused chunk waits for news that the event ended, before it is an error
+WEBSOCKET_RELEASES = ((5,), (6,))  # whose browser sends the chunks over the websocket route
 
 #: chunk index (1, 2, ...) -> the chunk's encoded inputs (uploads done), or None when they failed
 ChunkData = Callable[[int], Awaitable[list[Any] | None]]
@@ -198,16 +200,54 @@ class ChunkStreamWire(SessionStreamWire):
     async def _send_chunks(self, record: RequestRecord, log: ChunkLog, chunk_data: ChunkData) -> None:
         assert record.sent_at_s is not None and record.event_id is not None
         url = f"{self.app.api}/stream/{record.event_id}"
-        for k in range(1, self.chunks):
-            await asyncio.sleep(max(0.0, record.sent_at_s + k * self.every_s - self.clock.now()))
-            data = await chunk_data(k)
-            if data is None:  # its upload failed (the record says why): end the event
-                await post_quietly(self.http, url + "/close", {})
-                return
-            if not await self._post_chunk(record, log, url, data):
-                return
-        await log.idle.wait()
-        await post_quietly(self.http, url + "/close", {})
+        five = WEBSOCKET_RELEASES[0] <= self.app.version < WEBSOCKET_RELEASES[1]
+        socket = await self._socket(url) if five else None
+        try:
+            for k in range(1, self.chunks):
+                await asyncio.sleep(max(0.0, record.sent_at_s + k * self.every_s - self.clock.now()))
+                data = await chunk_data(k)
+                if data is None:  # its upload failed (the record says why): end the event
+                    await post_quietly(self.http, url + "/close", {})
+                    return
+                if socket is None:
+                    if not await self._post_chunk(record, log, url, data):
+                        return
+                elif not await self._socket_chunk(record, log, socket, data):
+                    await post_quietly(self.http, url + "/close", {})  # if it still waits: end it
+                    return
+            await log.idle.wait()
+            await post_quietly(self.http, url + "/close", {})
+        finally:
+            if socket is not None:
+                await socket.close()
+
+    async def _socket(self, url: str) -> aiohttp.ClientWebSocketResponse | None:
+        """Gradio 5.x's browser sends the chunks over a websocket at the chunk route (6.x: POSTs);
+        None when it cannot be opened (the POSTs are used then)."""
+        try:
+            return await self.http.ws_connect(url.replace("http", "ws", 1))
+        except (aiohttp.ClientError, OSError):
+            return None
+
+    async def _socket_chunk(self, record: RequestRecord, log: ChunkLog,
+                            socket: aiohttp.ClientWebSocketResponse, data: list[Any]) -> bool:
+        """One chunk over the websocket and its acknowledgement; False when the event is over (the
+        server closed the socket: its time limit ended the event) or the socket failed."""
+        assert record.session_id is not None
+        body = self.body(data, record.session_id)
+        record.bytes_sent += len(body)
+        at = self.clock.now()
+        log.chunk_sent(at)
+        try:
+            await socket.send_str(body.decode())  # a text frame: the server reads it with receive_json()
+            answer = await socket.receive()
+        except (aiohttp.ClientError, OSError, ConnectionResetError):
+            answer = None
+        if answer is not None and answer.type in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
+            record.bytes_received += len(answer.data)
+            return True
+        log.chunk_refused(at)  # closed by the server: the event is gone (5.x raises on an unknown one)
+        return False
 
     async def _post_chunk(self, record: RequestRecord, log: ChunkLog, url: str, data: list[Any]) -> bool:
         """POST one chunk; False when the event is over (404: the time limit ended it) or it failed."""
