@@ -173,6 +173,27 @@ class Capacity:
 
 
 
+
+def held_sentence(capacity: Capacity, off: str, fell: str = "") -> tuple[str, str]:
+    """How the answer held its sustained confirmation, in words, as `qbench capacity` and `qbench
+    sweep` say it: ("held", ...) or ("NOT confirmed", ...). `off`: why none ran, when none did (the
+    option that turned it off); `fell`: the other points whose confirmation fell (a capacity sweep)."""
+    runs = [p for p in capacity.probes if p.kind == "confirm"]
+    stepped = "".join(f"; failed at {p.rate_rps:.3g} req/s ({p.why}), stepped down"
+                      for p in runs if not p.passed)
+    rate, held = capacity.capacity_rps, capacity.confirmation
+    if held is not None and rate is not None:
+        steady = held.steadiness.evidence if held.steadiness is not None else ""
+        return ("held", f"for the whole {held.duration_s:g} s confirmation at {rate:.3g} req/s: p95 "
+                        f"{held.p95_latency_s or 0:.3g} s, {held.throughput_rps:.3g} ok/s"
+                        + (f", steady ({steady})" if steady else "") + stepped + fell)
+    if capacity.confirmed:
+        return ("held", "passed a repeat probe")
+    if runs and rate is not None:
+        return ("NOT confirmed", f"no sustained run held{stepped}: {rate:.3g} req/s is the next step down")
+    return ("NOT confirmed", off)
+
+
 @dataclass
 class CapacitySummary:
     """A capacity search as a point result carries it (the ranking, point rows): its figures, the probes

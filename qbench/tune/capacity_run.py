@@ -60,7 +60,7 @@ from qbench.run.records import RequestRecord, read_records
 from qbench.run.scenario import Scenario
 from qbench.run.steady import Steadiness, probe_seconds, steadiness
 from qbench.run.summary import Summary
-from qbench.tune.capacity import Capacity, Probe, SearchPlan, search_capacity, sustain
+from qbench.tune.capacity import Capacity, Probe, SearchPlan, held_sentence, search_capacity, sustain
 from qbench.tune.capacity_file import CapacityFile
 from qbench.tune.degradation import Degradation, compare
 from qbench.tune.grid import Point
@@ -493,7 +493,7 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
         return [("no capacity", f"the SLO ({slo}) or the steady state fails even at {low}, the lowest "
                                 "rate tried")]
     lines = [("capacity", f"{rate:.3g} req/s of open-loop arrivals meeting {slo}, the server keeping up")]
-    lines.append(_held(capacity))
+    lines.append(held_sentence(capacity, "no sustained confirmation was run (--no-confirm)"))
     degradation = capacity.degradation
     if degradation is not None:
         lines.append(("over the search", degradation.text()))
@@ -524,24 +524,6 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
         if overload.eta_finding:
             lines.append(("server ETA", overload.eta_finding))
     return lines
-
-
-def _held(capacity: Capacity) -> tuple[str, str]:
-    confirmation = capacity.confirmation
-    tries = [p for p in capacity.probes if p.kind == "confirm"]
-    failed = [p for p in tries if not p.passed]
-    stepped = "".join(f"; failed at {p.rate_rps:.3g} req/s ({p.why}), stepped down" for p in failed)
-    if confirmation is not None:
-        steady = confirmation.steadiness.evidence if confirmation.steadiness is not None else ""
-        return ("held", f"for the whole {confirmation.duration_s:g} s confirmation at "
-                        f"{confirmation.rate_rps:.3g} req/s: p95 {confirmation.p95_latency_s or 0:.3g} s, "
-                        f"steady ({steady}){stepped}")
-    if capacity.confirmed:
-        return ("held", "passed a repeat probe")
-    if tries:
-        return ("NOT confirmed", f"no sustained run held{stepped}: {capacity.capacity_rps:.3g} req/s is the "
-                                 "next step down, unconfirmed")
-    return ("NOT confirmed", "no sustained confirmation was run (--no-confirm)")
 
 
 def _capacity_json(config: CapacityConfig, capacity: Capacity, users: float | None,

@@ -33,6 +33,7 @@ from qbench.tune.capacity import (
     ConfirmationSummary,
     ConfirmedPoint,
     SearchPlan,
+    held_sentence,
     sustain,
 )
 from qbench.tune.capacity_run import ProbeObserver, Prober
@@ -167,25 +168,14 @@ def confirmation_line(record: CapacityRecord | None) -> str:
     """How the sweep's capacity held, in words (console and report): '' when there is none."""
     if record is None or record.capacity.capacity_rps is None or record.confirm_duration_s is None:
         return ""  # none, or a file from before the confirmation
-    capacity, rate = record.capacity, record.capacity.capacity_rps
-    runs = [p for p in capacity.probes if p.kind == "confirm"]
-    failed = [p for p in runs if not p.passed]
-    stepped = "".join(f"; failed at {p.rate_rps:.3g} req/s ({p.why}), stepped down" for p in failed)
-    confirmed = record.confirmation
+    rate, confirmed = record.capacity.capacity_rps, record.confirmation
     others = [p for p in confirmed.points if p.point_id != confirmed.winner] if confirmed else []
     fell = "".join(f"; {p.point_id} fell to {_rate(p.capacity_rps)} from {_rate(p.searched_rps)}, "
                    "below the next point" for p in others)
-    held = next((p for p in runs if p.passed and p.rate_rps == rate), None)
-    if capacity.confirmed and held is not None:
-        return (f"held: for the whole {held.duration_s:g} s confirmation at {rate:.3g} req/s: p95 "
-                f"{held.p95_latency_s or 0:.3g} s, {held.throughput_rps:.3g} ok/s{stepped}{fell}")
-    if not record.confirm_duration_s:
-        return (f"NOT confirmed: {rate:.3g} req/s is the probes' answer, no sustained run "
-                "(--confirm-duration 0)")
-    if runs:
-        return f"NOT confirmed: no sustained run held{stepped}: {rate:.3g} req/s is the next step down"
-    note = confirmed.note if confirmed else ""
-    return f"NOT confirmed: {note or 'no sustained run'}"
+    off = (f"{rate:.3g} req/s is the probes' answer, no sustained run (--confirm-duration 0)"
+           if not record.confirm_duration_s else (confirmed.note if confirmed else "") or "no sustained run")
+    label, text = held_sentence(record.capacity, off, fell)
+    return f"{label}: {text}"
 
 
 def _rate(value: float | None) -> str:
