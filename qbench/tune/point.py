@@ -74,7 +74,8 @@ def run_measured(
     overrides: dict[str, Any],
     detector: RunawayDetector | None,
 ) -> Measured:
-    """One run of `scenario` with `overrides` (see `run_once`), with its records."""
+    """One run of `scenario` with `overrides`: its summary under `slo`, why it stopped early (a runaway
+    `detector`), its records. Every tuning stage's run goes through here."""
     from qbench.run.runner import run_scenario
 
     result = run_scenario(
@@ -92,25 +93,12 @@ def run_measured(
     return Measured(summary, result.outcome.stopped_early, result.records)
 
 
-def run_once(
-    scenario: Scenario,
-    slo: dict[str, float],
-    base_url: str,
-    run_dir: Path,
-    overrides: dict[str, Any],
-    detector: RunawayDetector | None,
-) -> tuple[Summary, str | None]:
-    """One run of `scenario` with `overrides`: (summary under `slo`, reason if stopped early)."""
-    measured = run_measured(scenario, slo, base_url, run_dir, overrides, detector)
-    return measured.summary, measured.stopped
-
-
 def run_point(
     config: SweepConfig, base_url: str, point: Point, run_dir: Path, detector: RunawayDetector | None
-) -> tuple[Summary, str | None]:
-    """One repeat of one point: (summary, reason if stopped early)."""
+) -> Measured:
+    """One repeat of one point (run_measured with the point's overrides)."""
     overrides = point_overrides(config, point)
-    return run_once(config.scenario, config.constraints.slo, base_url, run_dir, overrides, detector)
+    return run_measured(config.scenario, config.constraints.slo, base_url, run_dir, overrides, detector)
 
 
 # ---------------------------------------------------------------- summaries -> PointResult

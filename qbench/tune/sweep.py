@@ -254,7 +254,8 @@ def _repeats(config: SweepConfig, point: Point, url: str, summaries: list[Summar
     for n in range(1, config.repeat + 1):
         run_dir = point_dir if n == 1 else point_dir / f"repeat-{n}"
         detector = RunawayDetector() if config.stop_runaway else None
-        summary, stopped = run_point(config, url, point, run_dir, detector)
+        measured = run_point(config, url, point, run_dir, detector)
+        summary, stopped = measured.summary, measured.stopped
         summaries.append(summary)
         repeats.append({"run_dir": str(run_dir.relative_to(config.sweep_dir)), "summary": summary.to_dict()})
         if stopped:

@@ -18,7 +18,7 @@ from qbench.run.scenario import parse_scenario
 from qbench.run.schedule import OpenPlan, plan
 from qbench.tune.batch_model import BatchFit
 from qbench.tune.grid import Point
-from qbench.tune.point import point_result, run_once
+from qbench.tune.point import point_result, run_measured
 from qbench.tune.recommend import Constraints
 from qbench.tune.simulate import ClosedArrivals, OpenArrivals, SimFunction, SimServer, simulate
 from reference_server.settings import parse_settings
@@ -75,7 +75,7 @@ def test_simulator_matches_the_reference_server(
         "payload": {"inputs": [{"text": {"words": [2, 3]}}]}, "load": {**load, "timeout": 10},
     })
     with serve_in_thread(parse_settings(server_config)) as server:
-        summary, _ = run_once(scenario, {}, server.url, tmp_path / "run", {}, None)
+        summary = run_measured(scenario, {}, server.url, tmp_path / "run", {}, None).summary
     measured = point_result(Point({}), [summary], Constraints(), "ok", "", {})
     scheduled = plan(scenario.load, seed=0)
     arrivals = (OpenArrivals(scheduled.offsets) if isinstance(scheduled, OpenPlan)
