@@ -280,19 +280,37 @@ class JsonlWriter:
             self._fh = None
 
 
-def read_jsonl(path: Path) -> list[RequestRecord]:
-    """Read a JSONL records file; a truncated last line (process killed mid-write) is skipped."""
+def read_jsonl(path: Path, start: int = 0) -> list[RequestRecord]:
+    """Read a JSONL records file from byte `start`; a truncated last line (process killed mid-write) is
+    skipped. How a run reads back what it wrote (qbench.run.executor.read_back)."""
     records: list[RequestRecord] = []
-    with path.open(encoding="utf-8") as fh:
+    with path.open("rb") as fh:
+        fh.seek(start)
         for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                records.append(from_row(json.loads(line)))
-            except json.JSONDecodeError:
-                continue
+            record = _jsonl_record(line)
+            if record is not None:
+                records.append(record)
     return records
+
+
+def _jsonl_record(line: bytes) -> RequestRecord | None:
+    """One line: a row as JsonlWriter wrote it (every field, by name) goes straight into a record (~5x
+    faster than `from_row`); Python's json reads what orjson refuses (NaN); None: blank or cut."""
+    if not line.strip():
+        return None
+    try:
+        row = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        try:
+            return from_row(json.loads(line))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None
+    if isinstance(row, dict):
+        try:
+            return RequestRecord(**row)
+        except TypeError:  # another schema version's fields
+            pass
+    return from_row(row)
 
 
 # ---------------------------------------------------------------- Parquet (the file to re-analyse)
