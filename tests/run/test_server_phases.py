@@ -17,6 +17,7 @@ from qbench.run.server_phases import (
     BUFFER,
     TraceCollector,
     TraceReport,
+    TraceStore,
     attach,
     expected,
 )
@@ -115,6 +116,19 @@ def test_records_with_phases_round_trip_and_an_old_file_reads_them_as_none(tmp_p
     old = read_parquet(tmp_path / "v3.parquet")[0]
     assert old.server_fn_s is None and old.server_batch_size is None and old.client_only_s is None
     assert old.event_id == "e0"
+
+
+def test_the_store_keeps_reads_on_disk_writes_an_overlap_once_and_joins_from_there() -> None:
+    store = TraceStore()
+    store.add([trace("e0"), trace("e1")])
+    store.add([trace("e1", fn_call_ms=200.0), trace("e2")])  # reads overlap: e1 is not written again
+    assert store.written == 3 and [t["event_id"] for t in store] == ["e0", "e1", "e2"]
+    store.add([trace("e0", fn_call_ms=300.0)])  # read again after a read without it: the last one wins
+    assert store.predictions() == 3
+    records = [rec(0), rec(1), rec(2), rec(3)]
+    assert attach(records, store) == 3 and records[0].server_fn_s == pytest.approx(0.3)
+    store.close()
+    assert not store and list(store) == []
 
 
 # ---------------------------------------------------------------- the summary
