@@ -294,7 +294,7 @@ def read_jsonl(path: Path, start: int = 0) -> list[RequestRecord]:
 
 
 def _jsonl_record(line: bytes) -> RequestRecord | None:
-    """One line: a row as JsonlWriter wrote it (every field, by name) goes straight into a record (~5x
+    """One line: a row as JsonlWriter wrote it (every field, in order) goes straight into a record (~3x
     faster than `from_row`); Python's json reads what orjson refuses (NaN); None: blank or cut."""
     if not line.strip():
         return None
@@ -305,12 +305,12 @@ def _jsonl_record(line: bytes) -> RequestRecord | None:
             return from_row(json.loads(line))
         except (json.JSONDecodeError, UnicodeDecodeError):
             return None
-    if isinstance(row, dict):
-        try:
-            return RequestRecord(**row)
-        except TypeError:  # another schema version's fields
-            pass
-    return from_row(row)
+    if isinstance(row, dict) and list(row) == _FIELD_LIST:
+        return RequestRecord(*row.values())
+    return from_row(row)  # another schema version's fields, or another writer's order
+
+
+_FIELD_LIST: Final = list(FIELD_NAMES)
 
 
 # ---------------------------------------------------------------- Parquet (the file to re-analyse)

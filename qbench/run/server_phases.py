@@ -35,6 +35,7 @@ import os
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any, Protocol
@@ -251,18 +252,26 @@ def read_monitoring(http: httpx.Client, base_url: str) -> dict[str, FunctionTime
 
 class TraceStore:
     """The traces a run read, in an anonymous temporary file (one JSON line each): iterating reads them
-    back one at a time. An entry that the previous read already brought is not written again (reads
-    overlap); one read again later than that is (the join's last-wins and keys make that harmless)."""
+    back one at a time. Reads overlap: an entry already written is not written again (its key is
+    remembered while the server may still hold it, its last `BUFFER` entries: ~7 MB at most)."""
 
     def __init__(self) -> None:
         self._file: IO[bytes] | None = None
-        self._previous: set[int] = set()  # hash(_key) of the previous read's entries
+        self._seen: set[int] = set()  # hash(_key) of the last BUFFER entries written
+        self._order: deque[int] = deque()  # the same, oldest first
         self.written = 0
+        self.predictions = 0  # of which prediction traces (not uploads)
 
-    def add(self, traces: Sequence[Mapping[str, Any]]) -> None:
-        keys = {hash(_key(t)) for t in traces}
-        new = [t for t in traces if hash(_key(t)) not in self._previous]
-        self._previous = keys
+    def add(self, traces: Iterable[Mapping[str, Any]]) -> None:
+        new = []
+        for t in traces:
+            key = hash(_key(t))
+            if key not in self._seen:
+                self._seen.add(key)
+                self._order.append(key)
+                new.append(t)
+        while len(self._order) > BUFFER:
+            self._seen.discard(self._order.popleft())
         if not new:
             return
         if self._file is None:
@@ -270,6 +279,7 @@ class TraceStore:
         self._file.seek(0, os.SEEK_END)
         self._file.write(b"".join(_line(t) for t in new))
         self.written += len(new)
+        self.predictions += sum(1 for t in new if t.get("fn_name") != UPLOAD_FN)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._file is None:
@@ -282,15 +292,12 @@ class TraceStore:
     def __bool__(self) -> bool:
         return self.written > 0
 
-    def predictions(self) -> int:
-        """Distinct prediction traces (not uploads) read."""
-        return len({_key(t) for t in self if t.get("fn_name") != UPLOAD_FN})
-
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
-            self.written = 0
+        self._seen, self._order = set(), deque()
+        self.written = self.predictions = 0
 
 
 def _line(trace: Mapping[str, Any]) -> bytes:
@@ -414,7 +421,7 @@ class TraceCollector:
                 note += f" (the server keeps its last {BUFFER:,} entries: older ones were dropped)"
             elif self.batched and self.gradio_version:
                 note += " (Gradio traces a batch of a batched function once, as its first event)"
-        predictions = self.traces.predictions()
+        predictions = self.traces.predictions
         return TraceReport("traces", traces=predictions, expected=want, matched=got,
                            fetches_during_run=self.fetches_during_run, buffer_full=self.buffer_full,
                            note=note)
