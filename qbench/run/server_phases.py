@@ -75,9 +75,9 @@ TRACE_FIELDS = {
 UNTIMED_AT_ZERO = ("prepare_ms", "batch_prepare_ms", "h2d_ms", "forward_ms")
 UPLOAD_FN = "gradio_file_upload"
 BUFFER = 100_000  # entries the server keeps (gradio.profiling.TraceCollector's deque)
-#: Requests sent between reads during a run. A read (~3x as many entries) is parsed at once, ~1 KB an
-#: entry: reads of 76,000 entries stepped qbench's RSS up by ~80 MB each; small reads keep it flat.
-FETCH_EVERY = 5_000
+#: Requests sent between reads during a run. A read (~3x as many entries) is parsed at once, ~2 KB an
+#: entry while it is: reads of 76,000 entries stepped qbench's RSS up by ~80 MB; small reads keep it flat.
+FETCH_EVERY = 2_000
 TIMEOUT_S = 15.0  # 100,000 traces are ~90 MB of JSON
 SETTLE_S = 0.3  # a trace is stored just after the client got its result: wait, then read again
 TRIES = 3
