@@ -36,6 +36,7 @@ from typing import IO, Any, Final, Literal
 import orjson
 
 SCHEMA_VERSION: Final = 4
+BATCH_ROWS = 65_536  # records per row group of records.parquet (one group up to this many)
 #: Versions `read_parquet` reads: v1 lacks the token fields (they read as None / 0), v2 the journey
 #: fields, v3 the server's phases (they read as None).
 READABLE_VERSIONS: Final = (1, 2, 3, 4)
@@ -366,13 +367,16 @@ def records_table(records: Sequence[RequestRecord]) -> Any:
 
 
 def write_parquet(records: Sequence[RequestRecord], path: Path) -> None:
-    """Write records (stored fields plus derived phases, for convenience in pandas/duckdb) to Parquet."""
+    """Write records (stored fields plus derived phases, for convenience in pandas/duckdb) to Parquet,
+    `BATCH_ROWS` at a time (a row group each): the columns of a whole long run are never built at once
+    (~1.7 KB a record while they are)."""
     import pyarrow.parquet as pq
 
-    table = records_table(records)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".parquet.tmp")
-    pq.write_table(table, tmp)
+    with pq.ParquetWriter(tmp, _arrow_schema()) as writer:
+        for start in range(0, max(len(records), 1), BATCH_ROWS):
+            writer.write_table(records_table(records[start:start + BATCH_ROWS]))
     tmp.replace(path)
 
 

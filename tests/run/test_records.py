@@ -74,6 +74,20 @@ def test_parquet_round_trip_keeps_none_and_adds_derived_columns(tmp_path: Path) 
     assert table.column("queue_wait_s").to_pylist()[2] is None
 
 
+def test_parquet_is_written_a_batch_at_a_time_and_reads_back_whole(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.parquet as pq
+
+    from qbench.run import records as module
+
+    monkeypatch.setattr(module, "BATCH_ROWS", 2)
+    path = tmp_path / "records.parquet"
+    write_parquet(sample(), path)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 2 and read_parquet(path) == sample()
+    write_parquet([], path)
+    assert read_parquet(path) == []
+
+
 def test_parquet_of_another_schema_version_is_refused(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
