@@ -48,12 +48,18 @@ def read_status(
     headers: Mapping[str, str] | None = None,
     cookies: Mapping[str, str] | None = None,
     timeout_s: float = TIMEOUT_S,
+    http: httpx.Client | None = None,
 ) -> dict[str, Any] | None:
     """The reference server's `GET /status` JSON; None where the server has none or does not answer.
-    `headers`/`cookies`: a run's static credentials (a gateway in front of the server may want them)."""
+    `headers`/`cookies`: a run's static credentials (a gateway in front of the server may want them);
+    `http`: a client to reuse (a sampler reading it every few seconds during a run, whose paused
+    collector frees a client only after it), else one for this call."""
+    url = base_url.rstrip("/") + "/status"
     try:
-        with client(timeout_s, headers=dict(headers or {}), cookies=dict(cookies or {})) as http:
-            return _json_or_none(http.get(base_url.rstrip("/") + "/status"))
+        if http is not None:
+            return _json_or_none(http.get(url, timeout=timeout_s))
+        with client(timeout_s, headers=dict(headers or {}), cookies=dict(cookies or {})) as own:
+            return _json_or_none(own.get(url))
     except httpx.HTTPError:
         return None
 

@@ -11,6 +11,8 @@ They cannot drift apart because they share everything but the transport:
     run_part     one part: payloads, discovery, the ordinary LoadGenerator; a `PartControl` says where
                  the live stats and finished records go, when to start and when to stop
     merge        the parts' records and generator stats -> one Execution (per-worker health included)
+    read_back    the run's records, read from records.jsonl once the run is over: no executor keeps
+                 them in memory while it runs (Ray's driver does: its workers may be lost, see there)
     lost_records the part of a worker that died: every request it did not report becomes a
                  `generator_lost` record, so records == scheduled still holds
 
@@ -27,7 +29,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -39,7 +41,7 @@ from qbench.run.loadgen import LiveStats, LoadGenerator, StopHook
 from qbench.run.mix import make_routes, routing
 from qbench.run.protocols.base import Clock, make_http_session
 from qbench.run.protocols.login import authenticator, session_slots
-from qbench.run.records import JsonlWriter, RequestRecord
+from qbench.run.records import JsonlWriter, RequestRecord, read_jsonl
 from qbench.run.scenario import Scenario, with_overrides
 from qbench.run.schedule import OpenPlan, Plan, UserPlan
 from qbench.run.summary import GeneratorStats, WorkerStats
@@ -64,7 +66,8 @@ class Job:
 
 @dataclass
 class Execution:
-    """What an executor hands back: every record, the generator's own health, run info."""
+    """What an executor hands back: every record (read back from records.jsonl at the end), the
+    generator's own health, run info."""
 
     records: list[RequestRecord]
     stats: GeneratorStats
@@ -89,7 +92,7 @@ class Part:
 @dataclass
 class PartResult:
     index: int
-    records: list[RequestRecord]
+    records: list[RequestRecord]  # empty: they went to `PartControl.records` as they finished
     stats: GeneratorStats
     info: dict[str, Any]
     worker: WorkerStats
@@ -140,8 +143,9 @@ def split_plan(scenario: Scenario, plan: Plan, target: str, parts: int) -> list[
 # ---------------------------------------------------------------- one part
 
 
-async def run_part(part: Part, control: PartControl) -> PartResult:
-    """Run one part with the ordinary LoadGenerator (the same code for every executor)."""
+async def run_part(part: Part, control: PartControl, *, worker: bool = True) -> PartResult:
+    """Run one part with the ordinary LoadGenerator (the same code for every executor); `worker`: one
+    worker of several (its send lags are kept for its WorkerStats; the in-process executor has none)."""
     scenario = part.scenario
     clock = Clock()
     ids = part.plan.request_ids() if isinstance(part.plan, OpenPlan) else None
@@ -163,24 +167,27 @@ async def run_part(part: Part, control: PartControl) -> PartResult:
         gen = LoadGenerator(
             scenario.load, part.plan, routes, clock,
             on_tick=tick, stop_when=control.stop_when, on_records=control.records, mask=auth.mask,
+            keep_send_lags=worker,
         )
         start_at = await control.start_at()
         with _signals(gen, control.signals):
-            records = await gen.run(start_at=start_at)
+            await gen.run(start_at=start_at)
         await routes.close()
     stats = gen.generator_stats()
     info = {**gen.info(), "payload": routes.payload_stats(), "auth": auth.info()}  # re-logins counted
-    worker = worker_stats(part.index, control.where, records, stats)
-    return PartResult(part.index, records, stats, info, worker)
+    health = worker_stats(part.index, control.where, gen.stats.completed, gen.send_lags or (), stats)
+    return PartResult(part.index, [], stats, info, health)
 
 
-def worker_stats(index: int, where: str, records: list[RequestRecord], stats: GeneratorStats) -> WorkerStats:
-    """One worker's health: its CPU, loop lag and send lag (a saturated generator node shows here)."""
-    lags = np.asarray([r.sent_at_s - r.intended_at_s for r in records if r.sent_at_s is not None])
+def worker_stats(index: int, where: str, requests: int, send_lags: Sequence[float],
+                 stats: GeneratorStats) -> WorkerStats:
+    """One worker's health: its CPU, loop lag and send lag (a saturated generator node shows here);
+    `requests` it made records for, `send_lags` of those it sent."""
+    lags = np.asarray(send_lags, dtype=np.float64)
     return WorkerStats(
         index=index,
         where=where,
-        requests=len(records),
+        requests=requests,
         sent=int(lags.size),
         cpu_s=stats.cpu_s,
         cpu_percent=stats.cpu_percent,
@@ -244,8 +251,10 @@ class LocalExecutor:
     async def _execute(self, job: Job) -> Execution:
         (part,) = split_plan(job.scenario, job.plan, job.target, 1)
         with _JsonlSink(job.run_dir) as sink:
-            result = await run_part(part, _LocalControl(job, sink))
-        return merge([result], isinstance(job.plan, OpenPlan), "local")
+            result = await run_part(part, _LocalControl(job, sink), worker=False)
+        records = read_back(job.run_dir, sink.start) if sink.opened else []
+        records.sort(key=plan_order(job.plan))  # as the plan ran: records.jsonl is in finishing order
+        return merge([result], isinstance(job.plan, OpenPlan), "local", records)
 
 
 @dataclass
@@ -282,11 +291,13 @@ class _JsonlSink:
     def __init__(self, run_dir: Path) -> None:
         self.writer = JsonlWriter(run_dir / "records.jsonl")
         self.opened = False
+        self.start = 0  # where this run's records begin in the file (a reused folder has others)
 
     def __enter__(self) -> _JsonlSink:
         return self
 
     def open(self) -> None:
+        self.start = jsonl_end(self.writer.path.parent)
         self.writer.__enter__()
         self.opened = True
 
@@ -331,10 +342,34 @@ def _max(values: Any) -> float | None:
     return max(present) if present else None
 
 
-def merge(results: list[PartResult], open_loop: bool, executor: str) -> Execution:
-    """The parts as one run: records in request order, generator stats summed, the first stop reason."""
+def jsonl_end(run_dir: Path) -> int:
+    """records.jsonl's size before a run appends to it: where `read_back` starts."""
+    path = run_dir / "records.jsonl"
+    return path.stat().st_size if path.exists() else 0
+
+
+def read_back(run_dir: Path, start: int) -> list[RequestRecord]:
+    """The records a run appended to records.jsonl from byte `start` (in the order they finished)."""
+    path = run_dir / "records.jsonl"
+    return read_jsonl(path, start) if path.exists() else []
+
+
+def plan_order(plan: Plan) -> Callable[[RequestRecord], int]:
+    """Sort key: a record's place in the plan (open loop: a replayed plan's ids are in time order, not
+    sorted), else its request id (closed loop: ids are given in the order records are made)."""
+    if isinstance(plan, OpenPlan) and plan.ids is not None:
+        position = {int(i): k for k, i in enumerate(plan.ids.tolist())}
+        return lambda r: position.get(r.request_id, r.request_id)
+    return lambda r: r.request_id
+
+
+def merge(results: list[PartResult], open_loop: bool, executor: str,
+          records: list[RequestRecord] | None = None) -> Execution:
+    """The parts as one run: records in request order, generator stats summed, the first stop reason.
+    `records`: the run's records read back from records.jsonl (None: those the parts carry, Ray's)."""
     results = sorted(results, key=lambda r: r.index)
-    records = [r for res in results for r in res.records]
+    if records is None:
+        records = [r for res in results for r in res.records]
     if len(results) > 1:
         if open_loop:
             records.sort(key=lambda r: r.request_id)

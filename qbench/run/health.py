@@ -17,6 +17,7 @@ plane (qbench.run.control) and gets the run's progress from the live stats the s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import httpx
 import orjson
 import psutil
 
@@ -144,6 +146,7 @@ class HealthSampler:
         self._started = time.perf_counter()
         self._status_answered, self._status_misses = False, 0  # a Gradio app has none: asked 3 times
         self._self = psutil.Process()
+        self._http: httpx.Client | None = None  # /status: one client for the sampler's life
 
     def update(self, stats: LiveStats) -> None:
         """The run's latest progress (the stop hook calls this on every tick)."""
@@ -165,7 +168,8 @@ class HealthSampler:
 
     def _loop(self) -> None:
         """Each sample is written one interval late, once it is known whether the run went on after it."""
-        with self.path.open("ab") as out:
+        with self.path.open("ab") as out, contextlib.ExitStack() as stack:
+            stack.callback(self._close)
             pending: tuple[HealthSample, float] | None = None
             while True:
                 sample = (self.sample(), time.perf_counter())
@@ -203,7 +207,15 @@ class HealthSampler:
     def _read_status_briefly(self, url: str) -> dict[str, Any] | None:
         """/status, given at most the sampling interval (a loaded server answers late: skip that sample's
         figures rather than stretch the interval)."""
-        return control.read_status(url, timeout_s=min(max(self.interval_s, 0.5), STATUS_TIMEOUT_S))
+        timeout_s = min(max(self.interval_s, 0.5), STATUS_TIMEOUT_S)
+        if self._http is None:
+            self._http = control.client(timeout_s)
+        return control.read_status(url, timeout_s=timeout_s, http=self._http)
+
+    def _close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
 
     def _read_status(self, sample: HealthSample) -> None:
         if self.status_url is None or (not self._status_answered and self._status_misses >= 3):

@@ -15,8 +15,12 @@ in-flight and unsent request with that kind, so the records are complete whateve
 
 Per request: one task and an entry in the shared `DeadlineWheel` (one loop timer for every in-flight
 request's timeout), no per-request timer or logging. Every ~50 ms a ticker
-measures event-loop lag; every ~250 ms it publishes LiveStats, flushes finished records to JSONL and
-asks the stop_when hook.
+measures event-loop lag; every ~250 ms it publishes LiveStats, hands the finished records to
+`on_records` (records.jsonl) and asks the stop_when hook.
+
+Memory stays flat however long the run: a record exists from its send (open loop: its intended time)
+until it is handed on; the generator keeps counters, the live window of latencies and, for a worker
+of several (`keep_send_lags`), each request's send lag (8 bytes) for its WorkerStats.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
+from array import array
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,6 +54,7 @@ PUBLISH_EVERY = 5  # ticks
 ERROR_CHARS = 500  # of a record's error message
 RECENT = 200  # completions in the "recent" window of LiveStats
 LIVE_WINDOW = 5000  # live p50/p95 use the last this-many ok completions (the summary uses all, exactly)
+FLUSH_RECORDS = 10_000  # never-sent records closed at a stop go out in batches of this many
 
 
 @dataclass
@@ -86,11 +92,16 @@ class LoadGenerator:
         stop_when: StopHook | None = None,
         on_records: Callable[[list[RequestRecord]], None] | None = None,
         mask: Callable[[str], str] = str,
+        keep_send_lags: bool = False,
     ) -> None:
         self.load, self.plan, self.routes, self.clock = load, plan, routes, clock
         self.on_tick, self.stop_when, self.on_records = on_tick, stop_when, on_records
         self.mask = mask  # the run's secrets out of error texts (Authenticator.mask)
-        self.records: list[RequestRecord] = []
+        self.created = 0  # records made so far (closed loop and journeys: the next request id)
+        self.dispatched = 0  # open loop: requests of the plan handed to a task so far
+        self.unsent = False  # a finished record was never sent (the run then ends as a deadline)
+        # each sent request's send lag, for a worker's WorkerStats (8 bytes a request; None: not kept)
+        self.send_lags: array[float] | None = array("d") if keep_send_lags else None
         journeys = routes.journey is not None
         self.stats = LiveStats(scheduled=len(plan) if isinstance(plan, OpenPlan) and not journeys else None)
         self.journeys = 0  # journeys started (their ids)
@@ -100,7 +111,7 @@ class LoadGenerator:
         self._tasks: set[asyncio.Task[None]] = set()
         self._finished: list[RequestRecord] = []
         self._latencies: deque[float] = deque(maxlen=LIVE_WINDOW)
-        self._lags: list[float] = []
+        self._lags: array[float] = array("d")  # the ticker's event-loop oversleep, every TICK_S
         self._main: asyncio.Task[None] | None = None
         capped = load.max_in_flight is not None and isinstance(plan, OpenPlan)
         self._slots = asyncio.Semaphore(load.max_in_flight or 1) if capped else None
@@ -120,18 +131,18 @@ class LoadGenerator:
             if self._main is not None:
                 self._main.cancel()
 
-    async def run(self, start_at: float | None = None) -> list[RequestRecord]:
+    async def run(self, start_at: float | None = None) -> None:
         """Execute the plan; the run's clock starts now, or at `start_at` (a time.perf_counter() value
         shared by several generator processes, whose CLOCK_MONOTONIC is the same)."""
         self.waker = make_waker()
         try:
             with paused_gc():
-                return await self._run(start_at)
+                await self._run(start_at)
         finally:
             self.waker.close()
             self._deadlines.close()
 
-    async def _run(self, start_at: float | None) -> list[RequestRecord]:
+    async def _run(self, start_at: float | None) -> None:
         loop = asyncio.get_running_loop()
         if start_at is None:
             self.clock.restart()
@@ -154,10 +165,9 @@ class LoadGenerator:
             await asyncio.gather(ticker, return_exceptions=True)
             self._publish(final=True)  # the last view shows every request done; flushes records
         self.cpu_s, self.wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
-        return self.records
 
     def generator_stats(self) -> GeneratorStats:
-        lags = np.asarray(self._lags) if self._lags else np.zeros(1)
+        lags = np.array(self._lags, dtype=np.float64) if self._lags else np.zeros(1)
         return GeneratorStats(
             cpu_s=self.cpu_s,
             cpu_percent=100.0 * self.cpu_s / self.wall_s if self.wall_s > 0 else None,
@@ -183,33 +193,36 @@ class LoadGenerator:
             pass
 
     async def _open_loop(self, plan: OpenPlan) -> None:
-        warmup, label, pool = self.load.warmup, self.routes.routing.label_for, self._pool
-        self.records = [
-            RequestRecord(
-                request_id=i,
-                user_id=j % pool if pool else i,  # the session slot (local: processes have own pools)
-                session_id="",
-                endpoint=label(i),
-                warmup=bool(t < warmup),
-                intended_at_s=float(t),
-            )
-            for j, (i, t) in enumerate(zip(plan.request_ids(), plan.offsets.tolist(), strict=True))
-        ]
         loop = asyncio.get_running_loop()
         create, tasks, discard = loop.create_task, self._tasks, self._tasks.discard
-        records, slots, clock = self.records, self._slots, self.clock
-        i, n = 0, len(records)
-        while i < n:
-            await self._until(records[i].intended_at_s)
+        offsets, slots, clock = plan.offsets, self._slots, self.clock
+        n = len(plan)
+        while self.dispatched < n:
+            await self._until(float(offsets[self.dispatched]))
             now = clock.now()
-            while i < n and records[i].intended_at_s <= now:  # everything due goes out in this wake-up
-                record = records[i]
-                i += 1
+            while self.dispatched < n and offsets[self.dispatched] <= now:  # all that is due goes now
+                record = self._planned(self.dispatched)
                 if slots is not None:
                     await slots.acquire()
+                self.dispatched += 1
                 task = create(self._one(record, record.user_id))
                 tasks.add(task)
                 task.add_done_callback(discard)
+
+    def _planned(self, k: int) -> RequestRecord:
+        """The open-loop plan's k-th request as a fresh record (made when it is due, not before)."""
+        plan = self.plan
+        assert isinstance(plan, OpenPlan)
+        i = k if plan.ids is None else int(plan.ids[k])
+        t = float(plan.offsets[k])
+        return RequestRecord(
+            request_id=i,
+            user_id=k % self._pool if self._pool else i,  # the session slot (processes have own pools)
+            session_id="",
+            endpoint=self.routes.routing.label_for(i),
+            warmup=t < self.load.warmup,
+            intended_at_s=t,
+        )
 
     async def _until(self, when: float) -> None:
         """Return at `when` on the run's clock: never before, usually within ~0.05 ms (see
@@ -252,17 +265,16 @@ class LoadGenerator:
             now = self.clock.now()
             if plan.duration is not None and now >= plan.duration:
                 return
-            if plan.requests is not None and len(self.records) >= plan.requests:
+            if plan.requests is not None and self.created >= plan.requests:
                 return
             record = RequestRecord(
-                request_id=len(self.records),
+                request_id=self._next_id(),
                 user_id=user,
                 session_id="",
                 endpoint=self.routes.routing.for_user(user, rng, now),
                 warmup=now < self.load.warmup,
                 intended_at_s=now,
             )
-            self.records.append(record)
             await self._one(record, slot)
             think = plan.think_time
             if plan.exponential_think and think > 0:
@@ -315,11 +327,10 @@ class LoadGenerator:
                 if self._stopped(now):
                     return
                 record = RequestRecord(
-                    request_id=len(self.records), user_id=user, session_id=state.session_hash,
+                    request_id=self._next_id(), user_id=user, session_id=state.session_hash,
                     endpoint=route.branch.label, warmup=now < self.load.warmup,
                     intended_at_s=start if first else now, journey_id=journey_id, step=index, turn=turn,
                 )
-                self.records.append(record)
                 await self._one(record, slot, route)
                 first = False
                 if not record.ok:
@@ -328,7 +339,12 @@ class LoadGenerator:
     def _stopped(self, now: float) -> bool:
         load = self.load
         return (self.stop_kind is not None or (load.duration is not None and now >= load.duration)
-                or (load.requests is not None and len(self.records) >= load.requests))
+                or (load.requests is not None and self.created >= load.requests))
+
+    def _next_id(self) -> int:
+        """Closed loop and journeys: request ids in the order records are made."""
+        self.created += 1
+        return self.created - 1
 
     def _think(self, mean: float, rng: np.random.Generator) -> float:
         return float(rng.exponential(mean)) if self.load.think == "exponential" else mean
@@ -392,8 +408,13 @@ class LoadGenerator:
             kind = record.error_kind or "client"
             stats.errors_by_kind[kind] = stats.errors_by_kind.get(kind, 0) + 1
         if record.sent_at_s is not None:
-            stats.max_send_lag_s = max(stats.max_send_lag_s, record.sent_at_s - record.intended_at_s)
+            lag = record.sent_at_s - record.intended_at_s
+            stats.max_send_lag_s = max(stats.max_send_lag_s, lag)
+            if self.send_lags is not None:
+                self.send_lags.append(lag)
             self._fail_fast(self.guard.observe(record))
+        else:
+            self.unsent = True
         self._finished.append(record)
 
     def _fail_fast(self, verdict: str | None) -> None:
@@ -404,17 +425,21 @@ class LoadGenerator:
     async def _close_all(self) -> None:
         """Cancel whatever is still running and close never-sent records, as the stop kind."""
         pending = [t for t in self._tasks if not t.done()]
-        if pending or any(r.sent_at_s is None for r in self.records):
+        planned = len(self.plan) if isinstance(self.plan, OpenPlan) and self.routes.journey is None else 0
+        if pending or self.unsent or self.dispatched < planned:
             self.stop_kind = self.stop_kind or "deadline"
         for task in pending:
             task.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-        for record in self.records:
-            if record.sent_at_s is None and record.error_kind is None:
-                record.error_kind = self.stop_kind or "interrupted"
-                record.error_message = f"not sent: {self.stop_reason or 'run stopped'}"
-                self._finish(record)
+        for k in range(self.dispatched, planned):  # the open loop's requests never handed to a task
+            record = self._planned(k)
+            record.error_kind = self.stop_kind or "interrupted"
+            record.error_message = f"not sent: {self.stop_reason or 'run stopped'}"
+            self._finish(record)
+            if len(self._finished) >= FLUSH_RECORDS:
+                self._flush()
+        self.dispatched = max(self.dispatched, planned)
 
     # ------------------------------------------------------------ ticker
 

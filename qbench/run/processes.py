@@ -7,7 +7,8 @@ every child is ready, so intended times line up exactly.
 
 Children stream their LiveStats to the parent (console, stop_when); a stop (stop_when, Ctrl-C,
 SIGTERM to the parent) is passed down with an Event; each child appends its records to records.jsonl
-as they finish and returns them all, which the parent merges (qbench.run.executor.merge).
+as they finish and keeps none; the parent reads them back once every child is done and merges them
+(qbench.run.executor.merge).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from qbench.run.executor import (
     combine,
     discover,
     in_loop,
+    jsonl_end,
     merge,
+    read_back,
     run_part,
     split_plan,
     stop_signals,
@@ -64,6 +67,7 @@ class ProcessExecutor:
 
     def execute(self, job: Job) -> Execution:
         in_loop(discover(job))
+        start = jsonl_end(job.run_dir)
         ctx = mp.get_context("spawn")
         shared = _Shared(
             ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Value("d", 0.0), ctx.Event(), ctx.Event(),
@@ -86,7 +90,8 @@ class ProcessExecutor:
                 child.join(timeout=30)
                 if child.is_alive():
                     child.kill()
-        execution = merge(results, isinstance(job.plan, OpenPlan), "processes")
+        records = read_back(job.run_dir, start)
+        execution = merge(results, isinstance(job.plan, OpenPlan), "processes", records)
         if reasons:
             execution.info["stop_reason"] = reasons[0]
         return execution

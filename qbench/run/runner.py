@@ -5,7 +5,8 @@ A run directory (`reports/run-<scenario-name>-<stamp>/`, see `qbench.run.files.n
     run.json         scenario, target, server snapshot (/config; /status at the start and, as
                      status_end, at the end), qbench version, host, wall-clock start, generator
                      stats, stop reason (written at the start, completed at the end)
-    records.jsonl    every finished request, appended while the run goes (survives a killed process)
+    records.jsonl    every finished request, appended while the run goes (survives a killed process);
+                     no record is kept in memory meanwhile: the end reads them back from here
     records.parquet  every scheduled request, written at the end (the file to re-analyse)
     summary.json     `Summary.to_dict()` plus `diagnosis`: where the limit was (qbench.run.diagnose)
 

@@ -22,20 +22,26 @@ Gradio traces a batched function's batch once (as its first event); the referenc
 Traces join records by `event_id`. Durations need no clock alignment. The server keeps the last
 100,000 entries (Gradio's deque): the runner reads them after the run, and during it whenever another
 `FETCH_EVERY` requests were sent (`TraceCollector.watch`), so a long run loses none; those it still
-could not match are counted in the `TraceReport`. Nothing here raises to the run: a server that does
-not answer (or refuses: an app behind a Gradio login) leaves the records as they were, and the report
-says so.
+could not match are counted in the `TraceReport`. What is read waits in a temporary file
+(`TraceStore`), not in memory, until the join streams it onto the records once the run is over.
+Nothing here raises to the run: a server that does not answer (or refuses: an app behind a Gradio
+login) leaves the records as they were, and the report says so.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import httpx
+import orjson
 
 from qbench.run import control
 from qbench.run.protocols.base import upload_tag
@@ -69,7 +75,9 @@ TRACE_FIELDS = {
 UNTIMED_AT_ZERO = ("prepare_ms", "batch_prepare_ms", "h2d_ms", "forward_ms")
 UPLOAD_FN = "gradio_file_upload"
 BUFFER = 100_000  # entries the server keeps (gradio.profiling.TraceCollector's deque)
-FETCH_EVERY = 25_000  # requests sent between fetches during a run: never near the buffer's size
+#: Requests sent between reads during a run. A read (~3x as many entries) is parsed at once, ~2 KB an
+#: entry while it is: reads of 76,000 entries stepped qbench's RSS up by ~80 MB; small reads keep it flat.
+FETCH_EVERY = 2_000
 TIMEOUT_S = 15.0  # 100,000 traces are ~90 MB of JSON
 SETTLE_S = 0.3  # a trace is stored just after the client got its result: wait, then read again
 TRIES = 3
@@ -130,25 +138,28 @@ class TraceReport:
 def attach(records: Sequence[RequestRecord], traces: Iterable[Mapping[str, Any]]) -> int:
     """Write the phases of `traces` onto the records they belong to; the number of records given phases.
 
-    A prediction trace belongs to the record of its `event_id`; an upload entry to the record whose
-    `upload_tag` it carries, made between that record's send and its process start (`UPLOAD_SLACK_S`
-    either side, on the server's clock: the prediction trace's stamp is its process start)."""
-    by_event: dict[str, Mapping[str, Any]] = {}
-    uploads: dict[str, list[Mapping[str, Any]]] = {}
+    A prediction trace belongs to the record of its `event_id` (the last one read wins); an upload entry
+    to the record whose `upload_tag` it carries, made between that record's send and its process start
+    (`UPLOAD_SLACK_S` either side, on the server's clock: the prediction trace's stamp is its process
+    start). `traces` is read twice (the uploads, then the predictions) and never held: it may be a
+    `TraceStore` of a whole long run."""
+    uploads: dict[str, dict[str, Mapping[str, Any]]] = {}  # upload tag -> its entries by _key
     for t in traces:
         if t.get("fn_name") == UPLOAD_FN:
-            uploads.setdefault(str(t.get("session_hash") or ""), []).append(t)
-        elif t.get("event_id") is not None:
-            by_event[str(t["event_id"])] = t
-    matched = 0
+            uploads.setdefault(str(t.get("session_hash") or ""), {})[_key(t)] = t
+    index: dict[str, list[RequestRecord]] = {}
     for r in records:
-        trace = by_event.get(r.event_id) if r.event_id is not None else None
-        if trace is None:
+        if r.event_id is not None:
+            index.setdefault(r.event_id, []).append(r)
+    hit: set[int] = set()  # id() of the records given phases
+    for t in traces:
+        if t.get("fn_name") == UPLOAD_FN or t.get("event_id") is None:
             continue
-        _apply(r, trace)
-        r.server_upload_s = _uploads(r, trace, uploads.get(upload_tag(r.request_id), []))
-        matched += 1
-    return matched
+        for r in index.get(str(t["event_id"]), ()):
+            _apply(r, t)
+            r.server_upload_s = _uploads(r, t, list(uploads.get(upload_tag(r.request_id), {}).values()))
+            hit.add(id(r))
+    return len(hit)
 
 
 def _apply(record: RequestRecord, trace: Mapping[str, Any]) -> None:
@@ -201,14 +212,19 @@ def _reached(r: RequestRecord) -> bool:
 
 
 def read_traces(http: httpx.Client, api_url: str, last_n: int) -> list[dict[str, Any]] | int:
-    """The server's last `last_n` entries; else the HTTP status that refused them (0: no answer)."""
+    """The server's last `last_n` entries; else the HTTP status that refused them (0: no answer).
+
+    The body is read as a stream, not kept on the response: a response sits in a reference cycle,
+    which the run's paused collector (qbench.run.loadgen.paused_gc) frees only after the run, and a
+    read of 16,000 entries is ~15 MB."""
     try:
-        response = http.get(f"{api_url}/profiling/traces", params={"last_n": last_n})
-        body = response.json() if response.status_code == 200 else None
+        with http.stream("GET", f"{api_url}/profiling/traces", params={"last_n": last_n}) as response:
+            status = response.status_code
+            body = orjson.loads(b"".join(response.iter_bytes())) if status == 200 else None
     except (httpx.HTTPError, ValueError):
         return 0
     if not isinstance(body, list):
-        return response.status_code if response.status_code != 200 else 0
+        return status if status != 200 else 0
     return [t for t in body if isinstance(t, dict)]
 
 
@@ -234,9 +250,66 @@ def read_monitoring(http: httpx.Client, base_url: str) -> dict[str, FunctionTime
     return out
 
 
+class TraceStore:
+    """The traces a run read, in an anonymous temporary file (one JSON line each): iterating reads them
+    back one at a time. Reads overlap: an entry already written is not written again (its key is
+    remembered while the server may still hold it, its last `BUFFER` entries: ~7 MB at most)."""
+
+    def __init__(self) -> None:
+        self._file: IO[bytes] | None = None
+        self._seen: set[int] = set()  # hash(_key) of the last BUFFER entries written
+        self._order: deque[int] = deque()  # the same, oldest first
+        self.written = 0
+        self.predictions = 0  # of which prediction traces (not uploads)
+
+    def add(self, traces: Iterable[Mapping[str, Any]]) -> None:
+        new = []
+        for t in traces:
+            key = hash(_key(t))
+            if key not in self._seen:
+                self._seen.add(key)
+                self._order.append(key)
+                new.append(t)
+        while len(self._order) > BUFFER:
+            self._seen.discard(self._order.popleft())
+        if not new:
+            return
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(prefix="qbench-traces-")
+        self._file.seek(0, os.SEEK_END)
+        self._file.write(b"".join(_line(t) for t in new))
+        self.written += len(new)
+        self.predictions += sum(1 for t in new if t.get("fn_name") != UPLOAD_FN)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self._file is None:
+            return
+        self._file.flush()
+        self._file.seek(0)
+        for line in self._file:
+            yield orjson.loads(line)
+
+    def __bool__(self) -> bool:
+        return self.written > 0
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._seen, self._order = set(), deque()
+        self.written = self.predictions = 0
+
+
+def _line(trace: Mapping[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(trace) + b"\n"
+    except TypeError:  # what orjson refuses (an integer past 64 bits): Python's json writes it
+        return json.dumps(trace).encode() + b"\n"
+
+
 class TraceCollector:
     """A run's traces: read during the run every `every` requests sent (in a thread, off the event
-    loop), and after it (`finish`), joined onto the records."""
+    loop), and after it (`finish`), joined onto the records; in between they wait in a `TraceStore`."""
 
     def __init__(self, base_url: str, api_prefix: str = "/gradio_api", *,
                  headers: Mapping[str, str] | None = None, cookies: Mapping[str, str] | None = None,
@@ -246,7 +319,7 @@ class TraceCollector:
         self.every = every
         self.gradio_version = gradio_version
         self._credentials: dict[str, Any] = dict(headers=dict(headers or {}), cookies=dict(cookies or {}))
-        self.traces: dict[str, dict[str, Any]] = {}  # event_id -> entry (uploads have their own ids)
+        self.traces = TraceStore()  # what was read (a trace read twice is joined once)
         self.enabled = True  # False: not a Gradio front (plain HTTP, OpenAI): nothing to read
         self.available: bool | None = None  # has the trace endpoint (None: not known yet)
         self.fetches_during_run = 0
@@ -255,6 +328,7 @@ class TraceCollector:
         self.refused = 0  # the status of the last read that brought no traces (0: no answer)
         self._sent_at_fetch = 0
         self._thread: threading.Thread | None = None
+        self._http: httpx.Client | None = None  # one client for every read (see `read_traces`)
 
     def point_at(self, server: Mapping[str, Any]) -> None:
         """The target's discovery (run.json's `server`): a Gradio front's API prefix and release; a
@@ -291,8 +365,9 @@ class TraceCollector:
 
     def _fetch(self, last_n: int) -> int | None:
         """Read and keep the last `last_n` entries; how many came (None: none, see `refused`)."""
-        with control.client(TIMEOUT_S, **self._credentials) as http:
-            traces = read_traces(http, self.api, last_n)
+        if self._http is None:
+            self._http = control.client(TIMEOUT_S, **self._credentials)
+        traces = read_traces(self._http, self.api, last_n)
         if isinstance(traces, int):
             self.refused = traces
             if traces == 404:
@@ -300,14 +375,22 @@ class TraceCollector:
             return None
         self.available = True
         self.buffer_full = self.buffer_full or len(traces) >= BUFFER
-        for t in traces:
-            self.traces[_key(t)] = t
+        self.traces.add(traces)
         return len(traces)
 
     def finish(self, records: Sequence[RequestRecord]) -> TraceReport:
         """Read what is left, join it onto `records` and say how it went; never raises."""
         if self._thread is not None:
             self._thread.join(timeout=60)
+        try:
+            return self._join(records)
+        finally:
+            self.traces.close()
+            if self._http is not None:
+                self._http.close()
+                self._http = None
+
+    def _join(self, records: Sequence[RequestRecord]) -> TraceReport:
         want = expected(records)
         if want == 0 or not self.enabled:
             return TraceReport()
@@ -320,7 +403,7 @@ class TraceCollector:
             got = self._fetch(last_n)
             if got is None and not self.traces:
                 return self._refused() if self.refused in (401, 403) else self._monitoring()
-            attach(records, self.traces.values())
+            attach(records, self.traces)
             got_phases = matched(records)
             if got_phases >= want or got is None:
                 break
@@ -338,7 +421,7 @@ class TraceCollector:
                 note += f" (the server keeps its last {BUFFER:,} entries: older ones were dropped)"
             elif self.batched and self.gradio_version:
                 note += " (Gradio traces a batch of a batched function once, as its first event)"
-        predictions = sum(1 for t in self.traces.values() if t.get("fn_name") != UPLOAD_FN)
+        predictions = self.traces.predictions
         return TraceReport("traces", traces=predictions, expected=want, matched=got,
                            fetches_during_run=self.fetches_during_run, buffer_full=self.buffer_full,
                            note=note)

@@ -47,7 +47,8 @@ def rec(i: int, t: float, user: int = 0, lag: float = 0.01) -> RequestRecord:
 
 def part_result(index: int, records: list[RequestRecord], cpu: float) -> PartResult:
     stats = GeneratorStats(cpu_s=cpu, cpu_percent=cpu * 10, max_loop_lag_s=0.001, max_in_flight=2)
-    worker = worker_stats(index, f"w{index}", records, stats)
+    lags = [r.send_lag_s for r in records if r.send_lag_s is not None]
+    worker = worker_stats(index, f"w{index}", len(records), lags, stats)
     return PartResult(index, records, stats, {"stop_kind": None}, worker)
 
 

@@ -92,3 +92,29 @@ def test_a_timeout_from_the_wheel_closes_the_record_after_the_timeout(http_echo:
     for r in result.records:
         # the timeout runs from the executor's start of the request, a hair before sent_at_s
         assert 0.195 <= r.completed_at_s - r.sent_at_s < 0.45  # type: ignore[operator]  # /slow: 0.5 s
+
+
+def test_a_run_keeps_no_record_it_has_handed_on(http_echo: str, tmp_path: Path) -> None:
+    """Records exist from their send to the next flush to records.jsonl, not for the whole run: at
+    every tick (just after a flush) the live records are the ones in flight (and the opening's few that
+    the fail-fast guard judges); the run's records are read back whole at the end."""
+    import gc
+
+    from qbench.run.failfast import OPENING_REQUESTS
+    from qbench.run.loadgen import LiveStats
+    from qbench.run.runner import run_scenario
+
+    seen: list[tuple[int, int]] = []  # (live records, in flight) at ticks with most of the run done
+
+    def count(stats: LiveStats) -> str | None:
+        if 200 <= stats.completed < 1150 and len(seen) < 2:
+            seen.append((sum(isinstance(o, RequestRecord) for o in gc.get_objects()), stats.in_flight))
+        return None
+
+    spec = scenario(protocol="http", endpoint={"path": "/echo", "method": "POST"},
+                    load={"rate": 800, "requests": 1200, "timeout": 10})
+    result = run_scenario(spec, target=http_echo, out_dir=tmp_path / "run", live=False, stop_when=count)
+    assert seen and all(live <= in_flight + OPENING_REQUESTS for live, in_flight in seen), seen
+    assert [r.request_id for r in result.records] == list(range(1200)) and all(r.ok for r in result.records)
+    again = run_scenario(spec, target=http_echo, out_dir=tmp_path / "run", live=False)  # the same folder
+    assert len(again.records) == 1200  # its own records, not the first run's too

@@ -44,6 +44,24 @@ def test_jsonl_round_trip_and_a_truncated_last_line_is_skipped(tmp_path: Path) -
     assert read_jsonl(path) == records
 
 
+def test_jsonl_read_from_an_offset_and_rows_of_other_writers(tmp_path: Path) -> None:
+    """A run reads back only what it appended; a row with an unknown column, or NaN (Python's json),
+    still reads as `from_row` would (NaN as None)."""
+    path = tmp_path / "records.jsonl"
+    records = sample()
+    with JsonlWriter(path) as writer:
+        writer.write(records[:1])
+    start = path.stat().st_size
+    with JsonlWriter(path) as writer:
+        writer.write(records[1:])
+    assert read_jsonl(path, start) == records[1:]
+    with path.open("ab") as fh:
+        fh.write(b'{"request_id": 3, "user_id": 0, "session_id": "", "endpoint": "e", "warmup": false, '
+                 b'"intended_at_s": 1.0, "rank_eta_s": NaN, "from_a_later_version": 1}\n')
+    extra = read_jsonl(path, start)[-1]
+    assert extra.request_id == 3 and extra.rank_eta_s is None
+
+
 def test_parquet_round_trip_keeps_none_and_adds_derived_columns(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
@@ -54,6 +72,20 @@ def test_parquet_round_trip_keeps_none_and_adds_derived_columns(tmp_path: Path) 
     table = pq.read_table(tmp_path / "records.parquet")
     assert table.column("latency_s").to_pylist()[0] == pytest.approx(1.2)
     assert table.column("queue_wait_s").to_pylist()[2] is None
+
+
+def test_parquet_is_written_a_batch_at_a_time_and_reads_back_whole(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.parquet as pq
+
+    from qbench.run import records as module
+
+    monkeypatch.setattr(module, "BATCH_ROWS", 2)
+    path = tmp_path / "records.parquet"
+    write_parquet(sample(), path)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 2 and read_parquet(path) == sample()
+    write_parquet([], path)
+    assert read_parquet(path) == []
 
 
 def test_parquet_of_another_schema_version_is_refused(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from qbench.run.server_phases import (
     BUFFER,
     TraceCollector,
     TraceReport,
+    TraceStore,
     attach,
     expected,
 )
@@ -115,6 +116,20 @@ def test_records_with_phases_round_trip_and_an_old_file_reads_them_as_none(tmp_p
     old = read_parquet(tmp_path / "v3.parquet")[0]
     assert old.server_fn_s is None and old.server_batch_size is None and old.client_only_s is None
     assert old.event_id == "e0"
+
+
+def test_the_store_keeps_reads_on_disk_writes_each_entry_once_and_joins_from_there() -> None:
+    store = TraceStore()
+    store.add([trace("e0"), trace("e1")])
+    store.add([trace("e1", fn_call_ms=200.0), trace("e2"), upload("qbench-0", 1000.05)])  # reads overlap
+    store.add([trace("e0", fn_call_ms=300.0)])  # also in an older read than the last one
+    assert store.written == 4 and store.predictions == 3
+    assert [t["event_id"] for t in store] == ["e0", "e1", "e2", "u-qbench-0-1000.05"]
+    records = [rec(0), rec(1), rec(2), rec(3)]
+    assert attach(records, store) == 3 and records[0].server_fn_s == pytest.approx(0.1)
+    assert records[0].server_upload_s == pytest.approx(0.005)
+    store.close()
+    assert not store and list(store) == []
 
 
 # ---------------------------------------------------------------- the summary
