@@ -23,6 +23,7 @@
     overload.py      past the capacity: does throughput hold as the queue grows; the ETA's truth
     degradation.py   did the server get slower during a capacity search? the first rate measured again
     batch_model.py   a fitted batch-latency model and its predictions
+    search_fit.py    what the model and simulator searches share: observations, design points, state
     search_model.py  model search: fit a few points, measure only the best predicted ones
     simulate.py      a discrete-event simulation of the queue (the reference server's rules)
     search_sim.py    simulator search: fit, simulate the whole grid, measure the best predicted few

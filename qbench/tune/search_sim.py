@@ -40,19 +40,19 @@ from qbench.tune.capacity import CapacitySummary
 from qbench.tune.grid import Grid, Point
 from qbench.tune.recommend import Constraints, PointResult, recommend
 from qbench.tune.search import Evaluate, smart_search
-from qbench.tune.search_model import (
+from qbench.tune.search_fit import (
     FEASIBLE,
     Describe,
-    ModelSearchResult,
     Observe,
-    _memory_of,
-    _State,
-    _summary_observer,
+    SearchState,
     design_points,
+    memory_of,
     point_runs,
     predicted_constraints,
     record_batches,
+    summary_observer,
 )
+from qbench.tune.search_model import ModelSearchResult
 from qbench.tune.simulate import (
     Arrivals,
     ClosedArrivals,
@@ -196,8 +196,8 @@ def sim_search(
     max_fraction: float = 0.4,
 ) -> SimSearchResult:
     """Simulator search over `grid` (see the module docstring)."""
-    state = _State(grid, evaluate, constraints, predictor.describe,
-                   observe or _summary_observer(predictor.describe))
+    state = SearchState(grid, evaluate, constraints, predictor.describe,
+                   observe or summary_observer(predictor.describe))
     for coords in design_points(grid):
         state.measure(grid.point_at(coords))
     n_design = len(state.order)
@@ -213,7 +213,7 @@ def sim_search(
         if reason := untrusted(fit, min_r2):
             return _fallback(state, reason, fit, sigma, predictor, n_design)
         sigma = spread([state.points[p] for p in state.measured], fit) if spread else 0.0
-        memory = _memory_of(state)  # with a memory ceiling: peak RSS fitted on the work slots (model search)
+        memory = memory_of(state)  # with a memory ceiling: peak RSS fitted on the work slots (model search)
         predicted = []
         for point in grid.points():
             guess = predictor.predict(point, fit, sigma)
@@ -232,7 +232,7 @@ def sim_search(
     return _result(state, fit, sigma, predictor, path, n_design)
 
 
-def _result(state: _State, fit: BatchFit | None, sigma: float, predictor: SimPredictor, path: list[str],
+def _result(state: SearchState, fit: BatchFit | None, sigma: float, predictor: SimPredictor, path: list[str],
             n_design: int) -> SimSearchResult:
     model: dict[str, Any] = fit.to_dict() if fit is not None else {}
     model.update(sigma=sigma, simulator="qbench.tune.simulate", simulated_points=state.grid.size)
@@ -240,7 +240,7 @@ def _result(state: _State, fit: BatchFit | None, sigma: float, predictor: SimPre
                            predicted_vs_measured=comparison(state, fit, sigma, predictor, n_design))
 
 
-def comparison(state: _State, fit: BatchFit | None, sigma: float, predictor: SimPredictor,
+def comparison(state: SearchState, fit: BatchFit | None, sigma: float, predictor: SimPredictor,
                n_design: int) -> list[dict[str, Any]]:
     """Predicted (with the final fit) vs measured figures of every measured point."""
     rows = []
@@ -257,7 +257,7 @@ def comparison(state: _State, fit: BatchFit | None, sigma: float, predictor: Sim
     return rows
 
 
-def _fallback(state: _State, reason: str, fit: BatchFit | None, sigma: float, predictor: SimPredictor,
+def _fallback(state: SearchState, reason: str, fit: BatchFit | None, sigma: float, predictor: SimPredictor,
               n_design: int) -> SimSearchResult:
     smart = smart_search(state.grid, state.measure, state.constraints)
     result = _result(state, fit, sigma, predictor, smart.path, n_design)

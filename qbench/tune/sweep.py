@@ -105,7 +105,8 @@ from qbench.tune.recommend import (
 )
 from qbench.tune.resources import ResourceSampler, status_memory
 from qbench.tune.search import SearchResult, full_search, smart_search
-from qbench.tune.search_model import describe_point, model_search, records_observer
+from qbench.tune.search_fit import describe_point, records_observer
+from qbench.tune.search_model import model_search
 from qbench.tune.search_sim import SimPredictor, records_spread, sim_search
 from qbench.tune.server_knobs import admin_body, apply_server_knobs, effective_knobs
 from qbench.tune.server_process import ServerHandle, reconfigure, reference_server_process

@@ -23,7 +23,8 @@ from qbench.tune.batch_model import (
 from qbench.tune.grid import Point, build_grid
 from qbench.tune.recommend import Constraints, PointResult, recommend
 from qbench.tune.search import full_search
-from qbench.tune.search_model import model_search, observation_from_result, observations_from_records
+from qbench.tune.search_fit import observation_from_result, observations_from_records
+from qbench.tune.search_model import model_search
 
 from .conftest import sleep_preset_sweep
 from .test_search import GRID, MODELS, SleepModel

@@ -1,0 +1,239 @@
+"""What the model and simulator searches share: where a point's batch-latency observations come from,
+which points to measure first, the measured points so far, and the bounds a prediction can be held to.
+
+    Describe / describe_point   a grid point -> the load its function sees (workers, batch cap, users...)
+    Observe / records_observer  a measured point -> observations (realised batch size, batch service
+                                time), from its records and capacity probes, else from its summary
+    design_points               the first points to measure (batch axis at its ends x workers)
+    SearchState                 the points measured so far, in order, and the batch model fitted on them
+    predicted_constraints       the SLO bounds a prediction can be checked against
+    fit_memory / memory_of      peak RSS fitted linear in the work slots and the thread pool
+
+qbench.tune.search_model (fit, predict, measure the best predicted) and qbench.tune.search_sim (the same
+fit driving a queue simulation) build on these.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qbench.run.records import RequestRecord, read_records
+from qbench.tune.batch_model import BatchFit, Observation, PointLoad, fit_batch_model
+from qbench.tune.grid import Grid, Point
+from qbench.tune.recommend import Constraints, PointResult
+from qbench.tune.search import Evaluate
+
+Describe = Callable[[Point], PointLoad]
+
+
+Observe = Callable[[Point, PointResult], list[Observation]]
+
+
+WORKER_AXES = ("concurrency_limit", "default_concurrency_limit", "concurrency_count", "max_threads")
+
+
+FEASIBLE = ("winner", "tied", "feasible")  # the verdicts of points a ranking may choose
+
+
+PREDICTED_METRICS = ("p50_latency_s", "p95_latency_s", "p99_latency_s", "mean_latency_s")
+
+
+def record_batches(
+    records: Sequence[RequestRecord], load: PointLoad, tol_s: float = 0.005
+) -> list[list[float]]:
+    """Batches = runs of ok requests whose process_starts arrive within `tol_s` (at most B of them),
+    as the service times (completed - started) of their members."""
+    starts = sorted(
+        (r.started_at_s, r.completed_at_s - r.started_at_s)
+        for r in records
+        if r.ok and not r.warmup and r.started_at_s is not None and r.completed_at_s is not None
+    )
+    batches: list[list[float]] = []
+    first = -math.inf
+    for started, service in starts:
+        if batches and started - first <= tol_s and len(batches[-1]) < load.max_batch:
+            batches[-1].append(service)
+        else:
+            batches.append([service])
+            first = started
+    return batches
+
+
+def observations_from_records(
+    records: Sequence[RequestRecord], load: PointLoad, tol_s: float = 0.005
+) -> list[Observation]:
+    """One observation per batch size seen (`record_batches`): the median of its batches' medians."""
+    return observations_from_batches(record_batches(records, load, tol_s), load)
+
+
+def observations_from_batches(batches: Sequence[Sequence[float]], load: PointLoad) -> list[Observation]:
+    by_size: dict[int, list[float]] = {}
+    for batch in batches:
+        by_size.setdefault(len(batch), []).append(statistics.median(batch))
+    return [
+        Observation(size, statistics.median(times), load.workers, weight=len(times))
+        for size, times in sorted(by_size.items())
+    ]
+
+
+def observation_from_result(result: PointResult, load: PointLoad) -> list[Observation]:
+    """One observation from a point's summary figures (see the module docstring); [] if it has none."""
+    if result.status != "ok" or result.throughput_rps <= 0:
+        return []
+    k, cap = max(load.workers, 1), max(load.max_batch, 1)
+    if result.p50_service_s:
+        batch = min(max(result.throughput_rps * result.p50_service_s / k, 1.0), float(cap))
+        return [Observation(batch, result.p50_service_s, k)]
+    if load.rate_rps is not None:
+        return []
+    batch = min(max(load.users / k, 1.0), float(cap)) if load.users else float(cap)
+    busy = min(k, load.users) if load.users else k
+    return [Observation(batch, busy * batch / result.throughput_rps, k)]
+
+
+def design_points(grid: Grid) -> list[tuple[int, ...]]:
+    """Batch axis at both ends x worker axes at their middle and at their top; other axes at the middle."""
+    names = list(grid.axes)
+    mid = [n // 2 for n in grid.shape]
+    batch_ends = [0, grid.shape[names.index("max_batch_size")] - 1] if "max_batch_size" in names else [None]
+    workers = [i for i, name in enumerate(names) if name in WORKER_AXES]
+    designs: list[tuple[int, ...]] = []
+    for b_index, top in itertools.product(batch_ends, (False, True) if workers else (False,)):
+        coords = list(mid)
+        if b_index is not None:
+            coords[names.index("max_batch_size")] = b_index
+        for i in workers if top else ():
+            coords[i] = grid.shape[i] - 1
+        if tuple(coords) not in designs:
+            designs.append(tuple(coords))
+    return designs
+
+
+@dataclass
+class SearchState:
+    grid: Grid
+    evaluate: Evaluate
+    constraints: Constraints
+    describe: Describe
+    observe: Observe
+    measured: dict[str, PointResult] = field(default_factory=dict)
+    order: list[PointResult] = field(default_factory=list)
+    points: dict[str, Point] = field(default_factory=dict)
+
+    def measure(self, point: Point) -> PointResult:
+        if point.point_id not in self.measured:
+            result = self.evaluate(point)
+            self.measured[point.point_id] = result
+            self.order.append(result)
+            self.points[point.point_id] = point
+        return self.measured[point.point_id]
+
+    def fit(self) -> BatchFit:
+        observations = [
+            o
+            for pid, r in self.measured.items()
+            if r.status == "ok"
+            for o in self.observe(self.points[pid], r)
+        ]
+        return fit_batch_model(observations)
+
+
+def predicted_constraints(constraints: Constraints) -> Constraints:
+    """The bounds a prediction can be checked against (latency, goodput/throughput floors, memory). The
+    model predicts figures at the scenario's load, so it ranks by goodput whatever the sweep's objective;
+    the sweep ranks the measured points by its own objective afterwards."""
+    slo = {m: b for m, b in constraints.slo.items() if m in PREDICTED_METRICS or m.startswith("min_")}
+    return replace(constraints, slo=slo, objective="latency")
+
+
+def fit_memory(
+    results: Sequence[PointResult], loads: Sequence[PointLoad]
+) -> tuple[float, float, float] | None:
+    """peak_rss_mb ~ m0 + m1 * k*B + m2 * threads (None with fewer than 3 measured points)."""
+    rows = [(ld, r.peak_rss_mb) for r, ld in zip(results, loads, strict=True) if r.peak_rss_mb is not None]
+    if len(rows) < 3:
+        return None
+    design = np.array([[1.0, ld.workers * ld.max_batch, ld.threads] for ld, _ in rows])
+    coef, *_ = np.linalg.lstsq(design, np.array([rss for _, rss in rows]), rcond=None)
+    return float(coef[0]), float(coef[1]), float(coef[2])
+
+
+def summary_observer(describe: Describe) -> Observe:
+    return lambda point, result: observation_from_result(result, describe(point))
+
+
+def memory_of(state: SearchState) -> Callable[[PointLoad], float | None]:
+    if state.constraints.max_memory_mb is None:
+        return lambda load: None
+    measured = [r for r in state.order if r.status == "ok"]
+    coef = fit_memory(measured, [state.describe(state.points[r.point_id]) for r in measured])
+    if coef is None:
+        return lambda load: None
+    m0, m1, m2 = coef
+    return lambda load: m0 + m1 * load.workers * load.max_batch + m2 * load.threads
+
+
+def describe_point(defaults: Mapping[str, Any], load: Any) -> Describe:
+    """A Describe for sweep points: knobs over the server defaults, client knobs over the scenario's load."""
+
+    def describe(point: Point) -> PointLoad:
+        knobs = {**defaults, **point.knobs}
+        overrides = point.client_overrides()
+        threads = _count(knobs.get("max_threads"), 40)
+        # the function's workers: its limit (4.x+), or Gradio 3's pool shared by every event
+        limit = _count(knobs.get("concurrency_limit", knobs.get("default_concurrency_limit",
+                                                                knobs.get("concurrency_count"))), threads)
+        rate, users = getattr(load, "rate", None), getattr(load, "users", None)
+        if "load.rate" in overrides:
+            rate, users = overrides["load.rate"], None
+        elif "load.users" in overrides:
+            rate, users = None, overrides["load.users"]
+        return PointLoad(
+            workers=max(1, min(limit, threads)),
+            max_batch=max(1, _count(knobs.get("max_batch_size"), 1)),
+            rate_rps=float(rate) if rate is not None and users is None else None,
+            users=int(users) if users is not None else None,
+            think_s=float(overrides.get("load.think_time", getattr(load, "think_time", 0.0)) or 0.0),
+            threads=threads,
+        )
+
+    return describe
+
+
+def _count(value: Any, default: int) -> int:
+    """An integer knob; None / "none" / "default" (unlimited or unset) -> `default`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return int(value)
+
+
+def point_runs(point_dir: Path) -> list[Path]:
+    """The run folders of one point: its own run, then its capacity probes (`capacity/<nn>-.../`), whose
+    higher rates realise the larger batch sizes a fit needs."""
+    probes = sorted(p for p in (point_dir / "capacity").glob("*") if p.is_dir())
+    return [point_dir, *probes]
+
+
+def records_observer(points_dir: Path, describe: Describe) -> Observe:
+    """Observations from each point's records in `points_dir/<point-id>/` and its capacity probes (batches
+    found run by run, pooled by batch size), else from its summary."""
+
+    def observe(point: Point, result: PointResult) -> list[Observation]:
+        load = describe(point)
+        batches: list[list[float]] = []
+        for run_dir in point_runs(points_dir / point.point_id):
+            with contextlib.suppress(OSError, ValueError):
+                batches.extend(record_batches(read_records(run_dir), load))
+        found = observations_from_batches(batches, load)
+        return found or observation_from_result(result, load)
+
+    return observe
