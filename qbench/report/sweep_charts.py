@@ -22,6 +22,7 @@ from qbench.report.charts import Chart, new_figure, nines_axis, note, percentile
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import read_json
 from qbench.run.records import read_records
+from qbench.tune.point_file import read_point_file
 from qbench.tune.recommend import Recommendation
 from qbench.tune.sweep_info import SweepInfo
 
@@ -85,13 +86,12 @@ def _read_rows(path: Path, notes: list[str]) -> list[dict[str, Any]]:
 
 
 def _row_from_point(path: Path, notes: list[str]) -> dict[str, Any]:
-    point = read_json(path, notes)
-    result = point.get("result")
-    knobs = point.get("knobs")
-    row: dict[str, Any] = {**(result if isinstance(result, dict) else {}),
-                           **(knobs if isinstance(knobs, dict) else {})}
-    row.update(point_id=point.get("point_id", path.parent.name), status=point.get("status"),
-               reason=point.get("reason"))
+    point = read_point_file(path.parent)
+    if point is None:
+        notes.append(f"{path} could not be read")
+        return {"point_id": path.parent.name}
+    row: dict[str, Any] = {**(point.result.to_dict() if point.result is not None else {}), **point.knobs}
+    row.update(point_id=point.point_id, status=point.status, reason=point.reason)
     return row
 
 

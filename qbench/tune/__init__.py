@@ -29,6 +29,7 @@
     search_sim.py    simulator search: fit, simulate the whole grid, measure the best predicted few
     recommend.py     point results + constraints -> Recommendation with Gradio code
     sweep.py         run_sweep: orchestration and the sweep directory
+    point_file.py    points/<id>/point.json as data: PointFile, read_point_file (tolerant)
     sweep_info.py    sweep.json as data: what `qbench sweep` writes and `qbench report` reads
     tune_console.py  what `qbench sweep`, `capacity` and `plan` show: progress, tables, the answer
 """

@@ -93,6 +93,8 @@ from qbench.tune.knobcheck import (
     expected_settings,
 )
 from qbench.tune.point import RunawayDetector, point_result, run_point
+from qbench.tune.point_file import NAME as POINT_FILE
+from qbench.tune.point_file import PointFile, read_point_file
 from qbench.tune.recommend import (
     Advice,
     PointResult,
@@ -305,22 +307,10 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
         result.knob_check = {"verdict": check.verdict, "evidence": check.evidence}
     if capacity is not None:
         carry_capacity(result, capacity)
-    config.writer.json(
-        point_dir / "point.json",
-        {
-            "point_id": point.point_id,
-            "knobs": point.knobs,
-            "status": result.status,
-            "reason": result.reason,
-            "detail": detail,
-            "resources": resources,
-            "result": result.to_dict(),
-            "repeats": repeats,
-            "capacity": capacity.to_dict() if capacity is not None else None,
-            "knobs_applied": check.to_dict() if check is not None else None,
-            "elapsed_s": time.monotonic() - started,
-        },
-    )
+    point_file = PointFile(point.point_id, dict(point.knobs), result.status, result.reason, detail, resources,
+                           result, repeats, capacity, check.to_dict() if check is not None else None,
+                           time.monotonic() - started)
+    config.writer.json(point_dir / POINT_FILE, point_file.to_dict())
     return result
 
 
@@ -572,10 +562,8 @@ def _estimate_users(config: SweepConfig, point: Point) -> int:
 
 def _saved_capacity(sweep_dir: Path, winner: PointResult) -> Capacity | None:
     """The capacity search saved in the winner's point.json (objective capacity)."""
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        saved = json.loads((sweep_dir / "points" / winner.point_id / "point.json").read_text())["capacity"]
-        return Capacity.from_dict(saved) if saved else None
-    return None
+    saved = read_point_file(sweep_dir / "points" / winner.point_id)
+    return saved.capacity if saved is not None else None
 
 
 def paired_note(sweep_dir: Path, ranked: list[RankedPoint]) -> list[str]:
@@ -622,10 +610,10 @@ def _sweep_json(config: SweepConfig) -> dict[str, Any]:
 def load_done_points(sweep_dir: Path) -> dict[str, PointResult]:
     """Checkpointed points of a (possibly interrupted) sweep, by point id."""
     done: dict[str, PointResult] = {}
-    for path in sorted((sweep_dir / "points").glob("*/point.json")):
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            data = json.loads(path.read_text())
-            done[data["point_id"]] = PointResult.from_dict(data["result"])
+    for path in sorted((sweep_dir / "points").glob(f"*/{POINT_FILE}")):
+        saved = read_point_file(path.parent)
+        if saved is not None and saved.result is not None:
+            done[saved.point_id] = saved.result
     return done
 
 
