@@ -122,14 +122,15 @@ def short(path: Path, **load: object) -> Path:
 
 def test_init_mcp_lists_the_tools_and_the_run_calls_one_with_no_error(mcp_app: str, tmp_path: Path) -> None:
     """docs/http-and-openai.md's commands: `qbench init URL --mcp --api letter_counter -o tools.yaml`, then
-    `qbench run tools.yaml` (at 2 users for 2 s)."""
+    `qbench run tools.yaml` (at 1 user for 2 s: at 2, Gradio's MCP server now and then answers a call
+    isError with no text, which qbench rightly counts as an error; docs/http-and-openai.md says so)."""
     path = tmp_path / "tools.yaml"
     out = qbench("init", mcp_app, "--mcp", "--api", "letter_counter", "-o", str(path))
     assert "tool letter_counter (2 argument(s))" in out and "2 tools" in out
     text = path.read_text()
     assert "protocol: mcp" in text and "arguments: [word, letter]" in text
     assert "argument 'word' (the word to look in): text" in text
-    qbench("run", str(short(path)), "--out", str(tmp_path / "run"), "--no-live")
+    qbench("run", str(short(path, users=1)), "--out", str(tmp_path / "run"), "--no-live")
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["requests"] > 0 and summary["errors"] == 0
     import pandas as pd
