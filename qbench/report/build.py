@@ -174,8 +174,8 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         notes=run.notes,
         details=run_details(run.info),
         over_time=soak.lines() if (soak := read_soak(run.path)) is not None else [],
-        alongside=alongside_lines(run),
-        app_notes=explain(run.records, _scenario(run), run.info.server or None),
+        alongside=alongside_lines(run, scenario := _scenario(run)),
+        app_notes=explain(run.records, scenario, run.info.server or None),
     )
 
 
@@ -187,9 +187,8 @@ def _scenario(run: LoadedRun) -> Scenario | None:
         return None
 
 
-def alongside_lines(run: LoadedRun) -> list[str]:
+def alongside_lines(run: LoadedRun, scenario: Scenario | None) -> list[str]:
     """The endpoints before and after a mix entry joined, from the records (qbench.run.alongside)."""
-    scenario = _scenario(run)
     starts = mix_starts(scenario) if scenario is not None else None
     if scenario is None or not starts:
         return []

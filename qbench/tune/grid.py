@@ -87,6 +87,11 @@ def is_client_knob(name: str) -> bool:
 
 _FLAGS: Final = ("true", "false", "on", "off", "1", "0", "yes", "no")
 
+
+def flag(value: Value) -> bool:
+    """A true/false knob (ssr_mode) as a sweep writes it: true/false, on/off, 1/0, yes/no."""
+    return str(value).strip().lower() in ("true", "on", "1", "yes")
+
 #: Words a numeric server knob also accepts (besides numbers).
 _KNOB_WORDS: Final = {
     "concurrency_limit": ("none", "null", "default"),

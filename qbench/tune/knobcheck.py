@@ -34,6 +34,7 @@ from qbench.errors import ScenarioError
 from qbench.run.records import RequestRecord
 from qbench.run.scenario import Scenario
 from qbench.tune.apphook import HookRecord
+from qbench.tune.grid import flag
 
 Verdict = Literal["applied", "unverified", "not_applied", "not_checked"]
 
@@ -263,7 +264,7 @@ def launch_evidence(knobs: Mapping[str, Any], hook: HookRecord | None) -> tuple[
     wrong: list[str] = []
     right: list[str] = []
     if "ssr_mode" in knobs:
-        wanted = str(knobs["ssr_mode"]).lower() in ("true", "on", "1", "yes")
+        wanted = flag(knobs["ssr_mode"])
         started = bool(effective.get("ssr"))
         if wanted and not started:
             wrong.append("ssr_mode true, but Gradio served without its Node proxy (is Node on PATH or in "

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
 from qbench.tune.capacity import CapacityRecord, CapacitySummary
-from qbench.tune.grid import Value
+from qbench.tune.grid import Value, flag
 from qbench.tune.versions import BATCH_NOTE, gradio3_code
 
 Status = Literal["ok", "failed", "stopped", "knobs_not_applied"]
@@ -571,7 +571,7 @@ def launch_args(knobs: Mapping[str, Value]) -> str:
     if "num_workers" in knobs:
         args.append(f"num_workers={knobs['num_workers']}")
     if "ssr_mode" in knobs:
-        args.append(f"ssr_mode={str(knobs['ssr_mode']).lower() in ('true', 'on', '1', 'yes')}")
+        args.append(f"ssr_mode={flag(knobs['ssr_mode'])}")
     return ", ".join(args)
 
 

@@ -142,7 +142,9 @@ def test_entries_with_their_own_users_start_at_their_start() -> None:
     plan = check_schedule(spec)
     assert isinstance(plan, UserPlan)
     assert plan.start_offsets.tolist() == pytest.approx([0, 0.5, 4, 4 + 1 / 3, 4 + 2 / 3])
-    assert user_starts(spec, plan.start_offsets) is not None
+    plain = scenario(mix=[{**e, "users": None} for e in entries], load={"users": 5, "duration": 10})
+    offsets = check_schedule(plain).start_offsets  # type: ignore[union-attr]
+    assert user_starts(plain, offsets) is offsets  # no users per entry: the plan's own offsets
     route = routing(spec, None)
     rng = __import__("numpy").random.default_rng(0)
     assert [route.for_user(u, rng, 9.0) for u in range(5)] == ["a", "a", "page /", "page /", "page /"]
