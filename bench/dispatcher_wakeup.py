@@ -1,7 +1,7 @@
 """How close to its intended time does the open-loop dispatcher wake, and at what CPU cost?
 
 No network. Three waits over one Poisson schedule per rate (run one after the other, each over the
-same schedule): the dispatcher's (`qbench.run.waker.make_waker()`: a timerfd on Linux), the spin
+same schedule): the dispatcher's (`qbench.run.load.waker.make_waker()`: a timerfd on Linux), the spin
 waker it falls back to elsewhere (sleep until 1.5 ms before, then poll the loop), and a plain
 `asyncio.sleep(intended - now)` loop (epoll rounds its timeout up to whole milliseconds). Prints
 wake-up lag p50/p99/max and the process CPU (% of a core) per method.
@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qbench.run.waker import SpinWaker, Waker, make_waker  # noqa: E402
+from qbench.run.load.waker import SpinWaker, Waker, make_waker  # noqa: E402
 
 
 class PlainSleep:

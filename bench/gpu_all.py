@@ -173,7 +173,7 @@ def qbench_run(opts: Options, url: str, name: str, log: Path, users: int, durati
 
 def served_line(run_dir: Path) -> str:
     """Served rate, errors, latency and the limit diagnosis of a run folder, on one line."""
-    from qbench.run.summary import Summary
+    from qbench.run.results.summary import Summary
 
     data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     summary = Summary.from_dict(data)

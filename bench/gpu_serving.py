@@ -54,9 +54,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from qbench.run.control import read_status  # noqa: E402
-from qbench.run.payloads import gen_image  # noqa: E402
-from qbench.run.scenario import ImageSpec  # noqa: E402
-from reference_server.components import FileStore, preprocess  # noqa: E402
+from qbench.run.scenario.payloads import gen_image  # noqa: E402
+from qbench.run.scenario.scenario import ImageSpec  # noqa: E402
+from reference_server.io.components import FileStore, preprocess  # noqa: E402
 from reference_server.settings import load_settings, preset_path  # noqa: E402
 from reference_server.workloads.base import Workload  # noqa: E402
 from reference_server.workloads.registry import build_workload  # noqa: E402

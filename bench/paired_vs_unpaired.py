@@ -11,7 +11,7 @@ noise is NOT shared between runs: what pairing cancels is the arrival pattern al
     A3   a fresh seed on server A                         unpaired, no change: a false alarm if "found"
 
 For each request count n the first n requests are compared on end-to-end latency: paired with
-qbench.run.paired.pair_runs (Wilcoxon signed-rank + bootstrap CI of the median of B - A),
+qbench.run.results.paired.pair_runs (Wilcoxon signed-rank + bootstrap CI of the median of B - A),
 unpaired with unpaired_phase (Mann-Whitney + bootstrap CI of the difference of medians). "Found" is
 the verdict "slower" against B/C; a false alarm is any verdict but "no clear difference" against
 A2/A3. Latencies in one run are autocorrelated (a queue remembers), which both tests' p-values ignore:
@@ -31,10 +31,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qbench.run.paired import pair_runs, unpaired_phase  # noqa: E402
 from qbench.run.records import RequestRecord  # noqa: E402
+from qbench.run.results.paired import pair_runs, unpaired_phase  # noqa: E402
 from qbench.run.runner import run_scenario  # noqa: E402
-from qbench.run.scenario import parse_scenario  # noqa: E402
+from qbench.run.scenario.scenario import parse_scenario  # noqa: E402
 from qbench.tune.server_process import start_reference_server  # noqa: E402
 
 

@@ -27,7 +27,7 @@ from qbench.report.build import build_report  # noqa: E402
 from qbench.report.charts import RUN_CHARTS  # noqa: E402
 from qbench.report.columns import RunColumns  # noqa: E402
 from qbench.run.records import read_records  # noqa: E402
-from qbench.run.summary import summarize  # noqa: E402
+from qbench.run.results.summary import summarize  # noqa: E402
 
 
 def measure(n: int, root: Path) -> dict[str, float]:

@@ -37,7 +37,7 @@ import httpx  # noqa: E402
 from qbench.run.protocols.openai import percentile, request_id_value  # noqa: E402
 from qbench.run.records import RequestRecord  # noqa: E402
 from qbench.run.runner import run_scenario  # noqa: E402
-from qbench.run.scenario import parse_scenario  # noqa: E402
+from qbench.run.scenario.scenario import parse_scenario  # noqa: E402
 from qbench.tune.server_process import start_reference_server  # noqa: E402
 
 

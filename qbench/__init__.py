@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "load_scenario": "qbench.run.scenario",
+    "load_scenario": "qbench.run.scenario.scenario",
     "run_scenario": "qbench.run.runner",
     "run_sweep": "qbench.tune.sweep",
     "build_report": "qbench.report.build",
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from qbench.report.build import build_report
     from qbench.report.compare import compare
     from qbench.run.runner import run_scenario
-    from qbench.run.scenario import load_scenario
+    from qbench.run.scenario.scenario import load_scenario
     from qbench.tune.sweep import run_sweep
 
 

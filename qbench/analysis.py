@@ -19,7 +19,7 @@ seconds from the run's start on one monotonic clock, `outcome`, `error_kind`, `e
 `latency_from_send_s`, `send_lag_s`, `queue_wait_s`, `service_s`, `ttfo_s`, `eta_error_s`; NaN where a
 phase did not happen), the server's own phases when it reported them (`server_queue_wait_s`,
 `server_fn_s`... and `client_only_s`, the rest from the send to the result; see
-qbench.run.server_phases) and `ok` (bool). Figures are recomputed from the records exactly as
+qbench.run.results.server_phases) and `ok` (bool). Figures are recomputed from the records exactly as
 `qbench report` does, so a notebook and the report agree.
 """
 
@@ -37,8 +37,8 @@ from qbench.errors import QbenchError
 from qbench.report.rundir import is_sweep_dir, read_run
 from qbench.report.sweep_charts import read_sweep
 from qbench.run.records import RequestRecord, records_table
-from qbench.run.run_info import RunInfo
-from qbench.run.summary import SERVER_PHASES, Summary
+from qbench.run.results.run_info import RunInfo
+from qbench.run.results.summary import SERVER_PHASES, Summary
 from qbench.tune.recommend import Recommendation
 from qbench.tune.sweep_info import SweepInfo
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from qbench.run.options import OptionsRun
-    from qbench.run.soak import SoakReport
+    from qbench.run.soak.soak import SoakReport
 
 P = ParamSpec("P")
 
@@ -52,7 +52,7 @@ def exits_on_error(command: Callable[P, None]) -> Callable[P, None]:
 
     return wrapper
 
-# Credentials (run, sweep, capacity) override the scenario's auth: section (qbench.run.credentials).
+# Credentials (run, sweep, capacity) override the scenario's auth: section (qbench.run.scenario.credentials).
 AuthOpt = Annotated[str | None, typer.Option("--auth", help="USER:PASSWORD to log in with (auth.login).")]
 HeaderOpt = Annotated[
     list[str] | None, typer.Option("--header", help="'Name: value' sent on every request (repeatable).")
@@ -143,8 +143,8 @@ def init(
     bearer_env: BearerEnvOpt = None,
 ) -> None:
     """Write a scenario from the app's own API: endpoint, one generator per input, load, SLO."""
-    from qbench.run.credentials import cli_overrides
     from qbench.run.init import init_scenario
+    from qbench.run.scenario.credentials import cli_overrides
 
     if out is not None and out.exists() and not force:
         raise QbenchError(f"{out}: exists; pass --force to overwrite it")
@@ -207,10 +207,10 @@ def run(
     """Fire the load a scenario describes, record every request, print a summary (exit 3 on SLO failure)."""
     from rich.console import Console
 
-    from qbench.run.credentials import cli_overrides
     from qbench.run.options import RunOptions, run_with_options
-    from qbench.run.outcome import verdict
+    from qbench.run.results.outcome import verdict
     from qbench.run.runner import parse_set_options
+    from qbench.run.scenario.credentials import cli_overrides
 
     options = RunOptions(scenario, target, api, out, parse_set_options(set_ or []),
                          cli_overrides(auth, header or [], bearer_env), processes, replay, ray, workers, live)
@@ -269,11 +269,11 @@ def run_soak_command(cli: dict[str, Any]) -> None:
 
     from rich.console import Console
 
-    from qbench.run.health import default_cache_folder
     from qbench.run.options import RunOptions
-    from qbench.run.outcome import verdict
+    from qbench.run.results.outcome import verdict
     from qbench.run.runner import parse_set_options
-    from qbench.run.soak import SoakOptions, parse_limits, run_soak
+    from qbench.run.soak.health import default_cache_folder
+    from qbench.run.soak.soak import SoakOptions, parse_limits, run_soak
 
     sets = parse_set_options(cli["set_"] or []) | {
         k: v for k, v in (("load.duration", cli["duration"]), ("load.rate", cli["rate"])) if v is not None}
@@ -297,7 +297,7 @@ def _start_app(stack: Any, app_file: Path, out: Path | None,
                console: Console) -> tuple[str, Path, int | None]:
     """`python APP` on a free port by qbench's startup hook, stopped with `stack`: (its URL, the run
     folder, its pid)."""
-    from qbench.run.files import new_folder
+    from qbench.run.results.files import new_folder
     from qbench.tune.app_process import launch_command
 
     out = out or new_folder("soak", app_file.stem)
@@ -308,10 +308,10 @@ def _start_app(stack: Any, app_file: Path, out: Path | None,
 
 
 def render_soak(report: SoakReport, console: Console) -> None:
-    """A soak run's findings, one line each (qbench.run.soak.SoakReport.lines)."""
+    """A soak run's findings, one line each (qbench.run.soak.soak.SoakReport.lines)."""
     from rich.markup import escape
 
-    console.print("[bold]over time[/] (qbench.run.drift: slope per 1,000 requests and per hour, 95% CI):")
+    console.print("[bold]over time[/] (run.soak.drift: slope per 1,000 requests and per hour, 95% CI):")
     for line in report.lines():
         style = "bold red" if line.startswith("STOPPED") else "yellow" if ": growing" in line else ""
         console.print(f"  [{style}]{escape(line)}[/]" if style else f"  {escape(line)}", highlight=False,
@@ -320,10 +320,10 @@ def render_soak(report: SoakReport, console: Console) -> None:
 
 def render_run(done: OptionsRun, console: Console, show_inputs: bool = False) -> None:
     """A finished run: the scenario written from the app, the summary, where the records are, warnings,
-    what the app's errors mean (qbench.run.app_errors) and, with `show_inputs`, the first inputs sent."""
+    what the app's errors mean (run.diagnose.app_errors) and, with `show_inputs`, the first inputs sent."""
     from rich.markup import escape
 
-    from qbench.run.app_errors import input_lines
+    from qbench.run.diagnose.app_errors import input_lines
     from qbench.run.run_console import render_summary
     from qbench.tune.knobcheck import expectation_warnings
 
@@ -466,7 +466,7 @@ def sweep(
 
 def run_sweep_command(ctx: typer.Context, cli: dict[str, Any]) -> None:
     """`qbench sweep` with its CLI values: a new sweep (or `--resume`), its progress and its result."""
-    from qbench.run.credentials import cli_overrides
+    from qbench.run.scenario.credentials import cli_overrides
     from qbench.tune.config import resumed_config
     from qbench.tune.sweep import run_sweep
     from qbench.tune.tune_console import SweepProgress, render_sweep, sweep_console, sweep_header
@@ -583,9 +583,9 @@ def capacity(
 
 def run_capacity_command(cli: dict[str, Any]) -> None:
     """`qbench capacity` with its CLI values: the search, its probes as they end, and the answer."""
-    from qbench.run.credentials import cli_overrides
     from qbench.run.options import check_api_option
     from qbench.run.runner import parse_set_options
+    from qbench.run.scenario.credentials import cli_overrides
     from qbench.tune.capacity_run import capacity_config, parse_tolerance, run_capacity
     from qbench.tune.config import parse_slo_options
     from qbench.tune.tune_console import capacity_header, probe_line, render_capacity, sweep_console
@@ -777,7 +777,7 @@ def trace_import(
     ] = True,
 ) -> None:
     """Convert an access log, a HAR recording or a Mooncake trace into a qbench trace file."""
-    from qbench.run.trace_formats import import_trace, write_jsonl
+    from qbench.run.scenario.trace_formats import import_trace, write_jsonl
 
     lines = import_trace(source, format_, spread=spread, include=include)
     write_jsonl(lines, out)
@@ -792,8 +792,8 @@ def trace_show(
     """A trace's shape before replaying it: requests, span, rate over time, endpoints."""
     from rich.console import Console
 
-    from qbench.run.trace import read_trace
-    from qbench.run.trace_formats import sparkline, trace_shape
+    from qbench.run.scenario.trace import read_trace
+    from qbench.run.scenario.trace_formats import sparkline, trace_shape
 
     shape = trace_shape(read_trace(trace))
     console = Console()

@@ -21,7 +21,7 @@ from rich.console import Console
 
 from qbench.errors import ScenarioError
 from qbench.run.runner import RunResult, run_scenario
-from qbench.run.scenario import Scenario, parse_scenario
+from qbench.run.scenario.scenario import Scenario, parse_scenario
 from qbench.tune.server_process import start_reference_server
 
 #: The embedded demo scenario: moderate Poisson load on the image preset (~70% of what this 2-core CPU
@@ -112,6 +112,6 @@ def run_demo(
 
 
 def _run_dir(reports: Path, name: str) -> Path:
-    from qbench.run.files import new_folder
+    from qbench.run.results.files import new_folder
 
     return new_folder("run", name, reports)

@@ -20,10 +20,10 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
-from reference_server.app import build_app
 from reference_server.auth import parse_auth_flags
-from reference_server.front_ends import FrontEnds, resolve_front_ends
-from reference_server.server_state import resolve_device
+from reference_server.http.app import build_app
+from reference_server.http.front_ends import FrontEnds, resolve_front_ends
+from reference_server.http.server_state import resolve_device
 from reference_server.settings import (
     ServerSettings,
     SettingsError,
@@ -140,7 +140,7 @@ async def _serve(settings: ServerSettings) -> None:
 
 async def _serve_behind_front_ends(app: Starlette, settings: ServerSettings, count: int) -> None:
     """The core (this process: the app, on a private Unix socket) and `count` front-end processes that
-    accept on the public port (reference_server.front_ends)."""
+    accept on the public port (reference_server.http.front_ends)."""
     launch = settings.launch
     try:
         listener = socket.create_server((launch.host, launch.port), backlog=4096)

@@ -15,7 +15,7 @@
     launch: {max_threads: 40, host: 127.0.0.1, port: 7860}
     gradio: 6                       # the release emulated: 3 | 4 | 5 | 6 (see below)
 
-`gradio` picks the release the server speaks as (reference_server.gradio3_routes): 6 and 5 serve sse_v3 under
+`gradio` picks the release the server speaks as (http.gradio3_routes): 6 and 5 serve sse_v3 under
 /gradio_api (5 reports 5.50.0), 4 serves sse_v3 at the root (4.44.1), 3 serves Gradio 3.50's websocket
 queue at the root. Gradio 3 has no per-event concurrency: one pool of `queue.concurrency_count` workers
 (default 1) serves every event, and `launch.max_threads` is raised to at least concurrency_count;
@@ -121,10 +121,10 @@ class QueueSettings(_Strict):
 
 class LaunchSettings(_Strict):
     max_threads: int = Field(default=40, ge=1)
-    # Processes that parse uploads and decode image inputs (reference_server.decode_pool): auto = up to 8
+    # Processes that parse uploads and decode image inputs (reference_server.io.decode_pool): auto = up to 8
     # on CUDA, 0 on a CPU; 0 = in the server's worker threads.
     decode_workers: int | Literal["auto"] = "auto"
-    # HTTP front-end processes before the one queue (reference_server.front_ends; `python -m
+    # HTTP front-end processes before the one queue (reference_server.http.front_ends; `python -m
     # reference_server` and `qbench serve` only): auto = one per 4 cores (at most 4) on CUDA with 8+
     # cores, 0 on a CPU; 0 = HTTP in the server's own event loop.
     front_ends: int | Literal["auto"] = "auto"

@@ -20,8 +20,8 @@ from pathlib import Path
 import uvicorn
 from starlette.applications import Starlette
 
-from reference_server.app import build_app
-from reference_server.server_state import ServerState
+from reference_server.http.app import build_app
+from reference_server.http.server_state import ServerState
 from reference_server.settings import ServerSettings
 
 

@@ -110,7 +110,52 @@ def test_the_reference_server_has_no_import_cycles_and_never_imports_qbench() ->
     assert not users, f"the reference server imports qbench in {users}"
 
 
-@pytest.mark.parametrize("part", ["run", "tune", "report", "run/protocols"])
+# Inside run/ and reference_server/: each unit (a room, i.e. a subpackage, or a module at the top) imports
+# only units before it in this list. That is the plan of docs/development.md ("The rooms").
+UNITS = {
+    "qbench.run": [
+        "records", "control",  # the contract and the control plane, below every room
+        "scenario", "protocols", "results", "load", "diagnose",  # the rooms, in data-flow order
+        "run_console", "runner", "init_yaml", "init", "options", "soak",  # the shells, then the soak above them
+    ],
+    "reference_server": [
+        "errors", "auth", "settings",
+        "observe", "workloads", "io", "queue", "http",
+        "testing", "launch", "selfmeasure", "__main__",
+    ],
+}
+
+
+def _unit(package: str, module: str) -> str | None:
+    if not module.startswith(package + "."):
+        return None
+    return module[len(package) + 1 :].split(".")[0]
+
+
+@pytest.mark.parametrize("package", sorted(UNITS))
+def test_rooms_import_only_the_units_before_them(package: str) -> None:
+    order = UNITS[package]
+    top = Path(__file__).resolve().parents[1] / package.split(".")[0]
+    folder = top.parent / package.replace(".", "/")
+    units = {p.stem for p in folder.glob("*.py")} | {p.parent.name for p in folder.glob("*/__init__.py")}
+    units.discard("__init__")
+    assert units == set(order), f"{package}: units not placed in UNITS: {sorted(units ^ set(order))}"
+    wrong = []
+    for module, targets in _graph(top).items():
+        source = _unit(package, module)
+        for target in targets:
+            goal = _unit(package, target)
+            if source is None or goal is None or goal == source:
+                continue
+            if order.index(goal) > order.index(source):
+                wrong.append(f"{module} -> {target} ({source} may not import {goal})")
+    assert not wrong, "imports against the rooms' order:\n" + "\n".join(sorted(wrong))
+
+
+@pytest.mark.parametrize(
+    "part", ["run", "tune", "report", "run/protocols", "run/scenario", "run/load", "run/results", "run/diagnose",
+             "run/soak"],
+)
 def test_pipeline_folders_exist(part: str) -> None:
     assert (ROOT / part / "__init__.py").is_file()
 

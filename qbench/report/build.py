@@ -32,11 +32,13 @@ from qbench.report.phase_chart import render_phase_chart
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.soak_charts import render_soak_charts
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
-from qbench.run.alongside import alongside
-from qbench.run.app_errors import explain
-from qbench.run.diagnose import host_cpus
-from qbench.run.diagnose_mix import diagnose_run
-from qbench.run.mix import mix_starts
+from qbench.run.diagnose.app_errors import explain
+from qbench.run.diagnose.diagnose import host_cpus
+from qbench.run.diagnose.diagnose_mix import diagnose_run
+from qbench.run.load.mix import mix_starts
+from qbench.run.results.alongside import alongside
+from qbench.run.results.run_info import RunInfo
+from qbench.run.results.summary import SloCheck, Stats, Summary
 from qbench.run.run_console import (
     PHASE_LABELS,
     SERVER_PHASE_LABELS,
@@ -46,10 +48,8 @@ from qbench.run.run_console import (
     time_split,
     token_line,
 )
-from qbench.run.run_info import RunInfo
-from qbench.run.scenario import Scenario, parse_scenario
-from qbench.run.soak import read_report as read_soak
-from qbench.run.summary import SloCheck, Stats, Summary
+from qbench.run.scenario.scenario import Scenario, parse_scenario
+from qbench.run.soak.soak import read_report as read_soak
 from qbench.tune.recommend import Recommendation
 
 MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in the HTML
@@ -86,7 +86,7 @@ class ReportContext:
     errors: list[list[str]] = field(default_factory=list)  # kind, count, share, example message
     slo: list[list[str]] = field(default_factory=list)  # name, limit, actual, verdict
     warnings: list[str] = field(default_factory=list)
-    diagnosis: list[str] = field(default_factory=list)  # where the limit was (qbench.run.diagnose)
+    diagnosis: list[str] = field(default_factory=list)  # where the limit was (qbench.run.diagnose.diagnose)
     notes: list[str] = field(default_factory=list)
     details: list[tuple[str, str]] = field(default_factory=list)  # heading, preformatted text
     recommendation: Recommendation | None = None  # a sweep's
@@ -95,7 +95,7 @@ class ReportContext:
     probes: list[list[str]] = field(default_factory=list)  # capacity probes: #, offered, ok/s, p50..why
     # model / sim search: point, role, predicted vs measured throughput, p95, capacity
     predicted: list[list[str]] = field(default_factory=list)
-    over_time: list[str] = field(default_factory=list)  # a soak run's verdicts (qbench.run.soak)
+    over_time: list[str] = field(default_factory=list)  # a soak run's verdicts (qbench.run.soak.soak)
     alongside: list[str] = field(default_factory=list)  # before/after a mix entry joined (run.alongside)
     app_notes: list[str] = field(default_factory=list)  # the app raised, events still running (app_errors)
     generated: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
@@ -188,7 +188,7 @@ def _scenario(run: LoadedRun) -> Scenario | None:
 
 
 def alongside_lines(run: LoadedRun, scenario: Scenario | None) -> list[str]:
-    """The endpoints before and after a mix entry joined, from the records (qbench.run.alongside)."""
+    """The endpoints before and after a mix entry joined, from the records (qbench.run.results.alongside)."""
     starts = mix_starts(scenario) if scenario is not None else None
     if scenario is None or not starts:
         return []

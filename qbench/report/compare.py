@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 from qbench.errors import QbenchError, ScenarioError, SloViolation
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run, winner_run_dir
-from qbench.run.paired import PairedPhase, Pairing, pair_runs
-from qbench.run.summary import SloCheck, Summary
+from qbench.run.results.paired import PairedPhase, Pairing, pair_runs
+from qbench.run.results.summary import SloCheck, Summary
 
 Better = Literal["higher", "lower"]
 

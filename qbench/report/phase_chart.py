@@ -5,7 +5,7 @@ the server did not account for), the server's queue wait, uploads, preprocess, t
 postprocess, streaming diffs and the rest of the server's processing (its total less the named
 phases). Each segment is that phase's median over the endpoint's ok, measured requests that carry the
 server's phases, so the bar is close to, not exactly, the median latency from the send. Drawn only
-when some record has the server's phases (qbench.run.server_phases).
+when some record has the server's phases (qbench.run.results.server_phases).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A run directory holds `records.parquet` (or `records.jsonl` when the run died), `run.json` and
 `summary.json` (see `qbench.run.runner`). Figures are always recomputed from the records with
-`qbench.run.summary.summarize`; `run.json`, read as `qbench.run.run_info.RunInfo`, supplies only what
+`run.results.summary.summarize`; `run.json`, read as `run.results.run_info.RunInfo`, supplies only what
 records cannot: the scenario (and its SLO), the target, the server snapshot, the host and the
 generator's own statistics.
 A sweep directory holds `sweep.json`, `points/<id>/` run directories and `recommendation.json`
@@ -19,11 +19,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from qbench.errors import QbenchError
-from qbench.run.mix import endpoint_slos
+from qbench.run.load.mix import endpoint_slos
 from qbench.run.records import RecordsFormatError, RequestRecord, read_records
-from qbench.run.run_info import RunInfo
-from qbench.run.scenario import Scenario, Slo
-from qbench.run.summary import Summary, summarize
+from qbench.run.results.run_info import RunInfo
+from qbench.run.results.summary import Summary, summarize
+from qbench.run.scenario.scenario import Scenario, Slo
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """A soak run's "over time" charts: each judged signal's series, its trend line and its verdict.
 
-    render_soak_charts(run_dir, charts_dir)   health.jsonl + soak.json (qbench.run.soak) -> PNGs
+    render_soak_charts(run_dir, charts_dir)   health.jsonl + soak.json (qbench.run.soak.soak) -> PNGs
 
 One figure per group of signals (the server's memory, its other resources, latency and throughput,
 qbench's own), one panel per signal: the samples against seconds from the start, the warm-up cut shaded
@@ -18,9 +18,9 @@ import numpy as np
 from matplotlib.axes import Axes
 
 from qbench.report.charts import Chart, new_figure, note, save
-from qbench.run.drift import Verdict
-from qbench.run.health import HealthSample, read_health
-from qbench.run.soak import SoakReport, read_report
+from qbench.run.soak.drift import Verdict
+from qbench.run.soak.health import HealthSample, read_health
+from qbench.run.soak.soak import SoakReport, read_report
 
 COLORS = {"growing": "#d62728", "falling": "#d62728", "bounded": "#e8871e", "flat": "#2e9a4a",
           "short": "#7f7f7f"}

@@ -25,13 +25,20 @@ import orjson
 import yaml
 
 from qbench.errors import ScenarioError, TargetError
-from qbench.run.credentials import Auth, refusal_hint, resolve
 from qbench.run.init_yaml import Draft, DraftInput, render, render_mix
 from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.gradio_api import AppEndpoint, Suggestion, app_endpoints, describe, suggest
 from qbench.run.protocols.gradio_wire import parse_version
 from qbench.run.protocols.login import Authenticator
-from qbench.run.scenario import Load, Scenario, apply_overrides, file_slug, parse_scenario, resolve_paths
+from qbench.run.scenario.credentials import Auth, refusal_hint, resolve
+from qbench.run.scenario.scenario import (
+    Load,
+    Scenario,
+    apply_overrides,
+    file_slug,
+    parse_scenario,
+    resolve_paths,
+)
 
 PROTOCOLS = ("auto", "gradio", "openai", "http", "mcp")
 STREAM_S = 10.0  # how long a drafted .stream() event streams (within the app's time limit)
@@ -79,7 +86,7 @@ class InitResult:
 
 def read_target(url: str, auth: Auth | None = None, protocol: str = "auto") -> Target:
     """What the server at `url` publishes about its API (logs in first when `auth` has a login)."""
-    from qbench.run.executor import in_loop
+    from qbench.run.load.executor import in_loop
 
     if protocol not in PROTOCOLS:
         raise ScenarioError(f"--protocol: value {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
@@ -318,7 +325,7 @@ def init_scenario(url: str, api: str | None = None, *, auth: dict[str, Any] | No
                   protocol: str = "auto", strict: bool = False, command: str | None = None,
                   scenario_path: Path | None = None, mix: bool = False) -> InitResult:
     """Read the app at `url` and write its scenario (checked to validate unless it needs filling in).
-    `auth`: credential overrides (qbench.run.credentials.cli_overrides); a login's password is not
+    `auth`: credential overrides (qbench.run.scenario.credentials.cli_overrides); a login's password is not
     written (the file reads ${APP_PASSWORD}). `scenario_path`: where the text will be saved: the app's
     example files are downloaded beside it (`<stem>-examples/`); without it, their inputs are generated.
     `mix`: every public endpoint of a Gradio app, equal weights (`mix:`)."""
@@ -372,7 +379,7 @@ def _example_files(draft: Draft, base: str, api_root: str, auth: Auth, scenario_
     `scenario_path` (names start with `prefix`: a mix's endpoint); an input whose files cannot be had
     (no file to put them beside, a download refused: Gradio 3.x serves only files under the app's
     folder) falls back to its generator."""
-    from qbench.run.executor import in_loop
+    from qbench.run.load.executor import in_loop
 
     folder = scenario_path.parent / f"{scenario_path.stem}-examples" if scenario_path else None
     for n, item in enumerate(draft.inputs):
@@ -435,8 +442,8 @@ def auth_section(overrides: dict[str, Any]) -> Auth:
 def write_app_scenario(url: str, api: str | None, auth: dict[str, Any], folder: Path) -> Path:
     """For `qbench capacity` and `sweep` without a scenario file: the app's scenario, written into
     `folder` as `scenario-<api>-<stamp>.yaml` (its example files beside it; the stamp in UTC, as the
-    output folders', `qbench.run.files.stamp`); returns the path."""
-    from qbench.run.files import stamp
+    output folders', `qbench.run.results.files.stamp`); returns the path."""
+    from qbench.run.results.files import stamp
 
     path = folder / f"scenario-{file_slug(api.lstrip('/') if api else 'app')}-{stamp()}.yaml"
     folder.mkdir(parents=True, exist_ok=True)

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from qbench.run.credentials import Auth, is_secret_header
 from qbench.run.protocols.gradio_api import Suggestion, flow
+from qbench.run.scenario.credentials import Auth, is_secret_header
 
 PASSWORD_ENV = "APP_PASSWORD"
 VARIANTS = 16

@@ -3,7 +3,7 @@
 The options become scenario overrides here, as values (never `key=value` strings parsed back); the
 scenario is the file's, or, without one, written from the target app's own API (as `qbench init`)
 and saved into the run folder. The caller renders the result and maps `result.outcome` to the exit
-code (`qbench.run.outcome.verdict`).
+code (`qbench.run.results.outcome.verdict`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError
-from qbench.run.files import new_folder, remove_if_empty
-from qbench.run.loadgen import StopHook
+from qbench.run.load.loadgen import StopHook
+from qbench.run.results.files import new_folder, remove_if_empty
 from qbench.run.runner import RunResult, load_scenario, run_scenario
-from qbench.run.scenario import Scenario
+from qbench.run.scenario.scenario import Scenario
 
 NO_SCENARIO = "no scenario file: pass one, or --target URL (and --api NAME) to write it from the app"
 

@@ -103,11 +103,11 @@ class RequestRecord:
     result_at_s: float | None = None  # process_completed received, before the output files were fetched (s)
     download_bytes: int = 0  # bytes of the output files fetched (also counted in bytes_received)
     downloads: int = 0  # output files fetched
-    # ---- journeys (scenario `journey:`, qbench.run.loadgen journeys); None elsewhere (schema v3) ----
+    # ---- journeys (scenario `journey:`, qbench.run.load.loadgen journeys); None elsewhere (schema v3) ----
     journey_id: int | None = None  # which journey (one user's session) sent it, unique within a run
     step: int | None = None  # the journey step (0-based index in the scenario's journey list)
     turn: int | None = None  # which call of the step (0-based; a step repeats `repeat` times)
-    # ---- the server's own phase durations (qbench.run.server_phases: Gradio >= 6.10 with
+    # ---- the server's own phase durations (qbench.run.results.server_phases: Gradio >= 6.10 with
     # GRADIO_PROFILING=1, the reference server); None where the server did not report (schema v4) ----
     server_queue_wait_s: float | None = None  # enqueued -> taken by a worker, on the server's clock (s)
     server_upload_s: float | None = None  # the request's file uploads, received and stored (s, summed)
@@ -293,7 +293,7 @@ class JsonlWriter:
 
 def read_jsonl(path: Path, start: int = 0) -> list[RequestRecord]:
     """Read a JSONL records file from byte `start`; a truncated last line (process killed mid-write) is
-    skipped. How a run reads back what it wrote (qbench.run.executor.read_back)."""
+    skipped. How a run reads back what it wrote (qbench.run.load.executor.read_back)."""
     records: list[RequestRecord] = []
     with path.open("rb") as fh:
         fh.seek(start)

@@ -12,12 +12,12 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from qbench.run.diagnose import Finding
-from qbench.run.diagnose_phases import KINDS as PHASE_KINDS
-from qbench.run.loadgen import LiveStats
-from qbench.run.scenario import Scenario
-from qbench.run.server_phases import TraceReport
-from qbench.run.summary import JourneyStats, Stats, Summary
+from qbench.run.diagnose.diagnose import Finding
+from qbench.run.diagnose.diagnose_phases import KINDS as PHASE_KINDS
+from qbench.run.load.loadgen import LiveStats
+from qbench.run.results.server_phases import TraceReport
+from qbench.run.results.summary import JourneyStats, Stats, Summary
+from qbench.run.scenario.scenario import Scenario
 
 #: Generator-bottleneck thresholds (see `bottleneck_warnings`).
 SEND_LAG_P99_WARN_S = 0.005

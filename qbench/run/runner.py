@@ -1,6 +1,6 @@
 """run_scenario: scenario -> discovery -> schedule -> load generator -> records, run.json, summary.json.
 
-A run directory (`reports/run-<scenario-name>-<stamp>/`, see `qbench.run.files.new_folder`) holds:
+A run directory (`reports/run-<scenario-name>-<stamp>/`, see `qbench.run.results.files.new_folder`) holds:
 
     run.json         scenario, target, server snapshot (/config; /status at the start and, as
                      status_end, at the end), qbench version, host, wall-clock start, generator
@@ -8,9 +8,9 @@ A run directory (`reports/run-<scenario-name>-<stamp>/`, see `qbench.run.files.n
     records.jsonl    every finished request, appended while the run goes (survives a killed process);
                      no record is kept in memory meanwhile: the end reads them back from here
     records.parquet  every scheduled request, written at the end (the file to re-analyse)
-    summary.json     `Summary.to_dict()` plus `diagnosis`: where the limit was (qbench.run.diagnose)
+    summary.json     `Summary.to_dict()` plus `diagnosis`: where the limit was (qbench.run.diagnose.diagnose)
 
-The server's own phases (qbench.run.server_phases) are read from a Gradio target after the run, and
+The server's own phases (qbench.run.results.server_phases) are read from a Gradio target after the run, and
 during it on a long one, and written onto the records before they are stored; run.json's
 `server_traces` says how that went.
 """
@@ -32,25 +32,32 @@ import aiohttp
 
 from qbench import __version__
 from qbench.errors import ScenarioError
-from qbench.run.alongside import Alongside, alongside
-from qbench.run.app_errors import explain
 from qbench.run.control import read_status_async
-from qbench.run.diagnose import Finding, host_cpus
-from qbench.run.diagnose_mix import diagnose_run
-from qbench.run.executor import Executor, Job, LocalExecutor, in_loop
-from qbench.run.files import REPORTS, Writer, new_folder, remove_if_empty
-from qbench.run.loadgen import LiveStats
-from qbench.run.mix import endpoint_slos, journey_length, mix_starts, routing, user_starts, with_trace_mix
-from qbench.run.outcome import RunOutcome
+from qbench.run.diagnose.app_errors import explain
+from qbench.run.diagnose.diagnose import Finding, host_cpus
+from qbench.run.diagnose.diagnose_mix import diagnose_run
+from qbench.run.load.executor import Executor, Job, LocalExecutor, in_loop
+from qbench.run.load.loadgen import LiveStats
+from qbench.run.load.mix import (
+    endpoint_slos,
+    journey_length,
+    mix_starts,
+    routing,
+    user_starts,
+    with_trace_mix,
+)
 from qbench.run.protocols.login import authenticator, run_secrets
 from qbench.run.records import RequestRecord, write_parquet
+from qbench.run.results.alongside import Alongside, alongside
+from qbench.run.results.files import REPORTS, Writer, new_folder, remove_if_empty
+from qbench.run.results.outcome import RunOutcome
+from qbench.run.results.run_info import RunInfo
+from qbench.run.results.server_phases import TraceCollector, TraceReport
+from qbench.run.results.summary import GeneratorStats, Summary, summarize
 from qbench.run.run_console import LiveView
-from qbench.run.run_info import RunInfo
-from qbench.run.scenario import Scenario, load_scenario, with_overrides
-from qbench.run.schedule import OpenPlan, Plan, UserPlan
-from qbench.run.schedule import plan as make_plan
-from qbench.run.server_phases import TraceCollector, TraceReport
-from qbench.run.summary import GeneratorStats, Summary, summarize
+from qbench.run.scenario.scenario import Scenario, load_scenario, with_overrides
+from qbench.run.scenario.schedule import OpenPlan, Plan, UserPlan
+from qbench.run.scenario.schedule import plan as make_plan
 
 __all__ = ["RunResult", "load_scenario", "run_scenario"]
 
@@ -61,7 +68,7 @@ class RunResult:
     records: list[RequestRecord]
     summary: Summary
     run_info: dict[str, Any]
-    diagnosis: list[Finding] = field(default_factory=list)  # where the limit was (qbench.run.diagnose)
+    diagnosis: list[Finding] = field(default_factory=list)  # where the limit was (run.diagnose.diagnose)
     outcome: RunOutcome = field(default_factory=RunOutcome)  # how it ended: stop, failed opening, SLO
     app_notes: list[str] = field(default_factory=list)  # the app raised, events still running (app_errors)
     alongside: list[Alongside] = field(default_factory=list)  # a mix entry's `start`: before/after it
@@ -82,7 +89,7 @@ def run_scenario(
     an empty one is removed again if the run fails before writing into it); `overrides` are
     dotted keys ({"load.rate": 12}); `stop_when` is asked about every 250 ms and ends the run early
     when it returns a reason (unfinished requests are then closed as `deadline`). SLO violations do
-    not raise here: see `result.outcome` (qbench.run.outcome.verdict turns it into the exit code).
+    not raise here: see `result.outcome` (qbench.run.results.outcome.verdict turns it into the exit code).
     """
     if overrides:
         scenario = with_overrides(scenario, overrides)
@@ -132,11 +139,11 @@ def make_executor(scenario: Scenario) -> Executor:
     """The executor the load section asks for (the registry: implementations imported lazily)."""
     load = scenario.load
     if load.executor == "ray":
-        from qbench.run.ray_executor import RayExecutor
+        from qbench.run.load.ray_executor import RayExecutor
 
         return RayExecutor(load.ray_address, load.workers)
     if load.processes > 1:
-        from qbench.run.processes import ProcessExecutor
+        from qbench.run.load.processes import ProcessExecutor
 
         return ProcessExecutor(load.processes)
     return LocalExecutor()
@@ -187,7 +194,7 @@ def _finish(
 
 
 def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:
-    """run.json's opening entries (qbench.run.run_info.RunInfo: the readers' type, same field names)."""
+    """run.json's opening entries (run.results.run_info.RunInfo: the readers' type, same field names)."""
     return RunInfo.start(
         scenario=scenario.model_dump(mode="json", by_alias=True),
         target=target,

@@ -39,7 +39,7 @@ def knob_env(knobs: Mapping[str, Any], port: int) -> dict[str, str]:
            for name, value in knobs.items()}
     env.update(QBENCH_PORT=str(port), GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1")
     env.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    if "GRADIO_PROFILING" not in os.environ:  # Gradio >= 6.10 times each event (qbench.run.server_phases)
+    if "GRADIO_PROFILING" not in os.environ:  # Gradio >= 6.10 times each event (run.results.server_phases)
         env["GRADIO_PROFILING"] = "1"
     return env
 

@@ -11,7 +11,7 @@ bisection on the rate (pure search logic; the probes against a server are in `qb
               steady state) makes lo the failing rate and steps down by the tolerance (or to just under
               the completions/s the failed run measured, when lower), and confirms again
 
-A probe passes only when the SLO held *and* the server kept up (steady state: qbench.run.steady); one
+A probe passes only when the SLO held *and* the server kept up (steady state: qbench.run.results.steady); one
 stopped because its backlog grew counts as failing, whatever its partial figures say. A failed probe
 during which the load generator itself stalled (`Probe.host_stall`: the machine, not only the server,
 was slow) is kept as kind "stalled" and measured once more (`measure_past_stall`).
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from qbench.run.steady import Steadiness
+from qbench.run.results.steady import Steadiness
 from qbench.tune.degradation import Degradation
 from qbench.tune.overload import Overload
 
@@ -58,7 +58,7 @@ class Probe:
     elapsed_s: float = 0.0  # wall time of the probe
     duration_s: float = 0.0  # seconds of load planned (after the warm-up); 0 in files before it was kept
     steady: bool | None = None  # the server kept up (None: not judged, too few requests or an old file)
-    steadiness: Steadiness | None = None  # rates, backlog/wait slopes, verdict (qbench.run.steady)
+    steadiness: Steadiness | None = None  # rates, backlog/wait slopes, verdict (qbench.run.results.steady)
     host_stall: str = ""  # the load generator itself lagged (the host stalled): why, in words; "" when not
 
     @property

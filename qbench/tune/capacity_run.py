@@ -3,7 +3,7 @@
 A probe is the scenario at an open-loop arrival rate (`load.rate`, after a short warm-up; the scenario's
 arrival process, payload and timeout are kept). It passes when every SLO bound and the error-rate ceiling
 hold, at least one request completed, *and* the server kept up over the measured window (steady state,
-`qbench.run.steady`: completions keep pace with arrivals, backlog and queue wait do not trend up; margin
+`run.results.steady`: completions keep pace with arrivals, backlog and queue wait do not trend up; margin
 a quarter of the tolerance). A probe whose backlog certainly grows is stopped early by the same test
 (`RunawayDetector`) and fails. A failed probe whose load generator lagged (`host_stall`: STALL_SHARE of
 the SLO's latency bound) is measured once more (qbench.tune.capacity.measure_past_stall). The first
@@ -23,7 +23,7 @@ The answer is confirmed last, on the server as the search left it, by one sustai
 (`qbench.tune.overload`) says whether throughput holds or falls as the queue grows (the max_size
 advice) and how true the server's ETA is.
 
-Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.files.new_folder`):
+Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.results.files.new_folder`):
 
     capacity.json        {schema_version, kind "capacity", created_at, scenario {path, content}, target,
                           slo, max_error_rate, plan {tolerance, max_probes, step, min_rate, max_rate,
@@ -52,14 +52,14 @@ from pathlib import Path
 from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError, TargetError
-from qbench.run.app_errors import split_sessions
-from qbench.run.diagnose import generator_lag
-from qbench.run.files import Writer, new_folder
+from qbench.run.diagnose.app_errors import split_sessions
+from qbench.run.diagnose.diagnose import generator_lag
 from qbench.run.protocols.login import run_secrets
 from qbench.run.records import RequestRecord, read_records
-from qbench.run.scenario import Scenario
-from qbench.run.steady import Steadiness, probe_seconds, steadiness
-from qbench.run.summary import Summary
+from qbench.run.results.files import Writer, new_folder
+from qbench.run.results.steady import Steadiness, probe_seconds, steadiness
+from qbench.run.results.summary import Summary
+from qbench.run.scenario.scenario import Scenario
 from qbench.tune.capacity import Capacity, Probe, SearchPlan, held_sentence, search_capacity, sustain
 from qbench.tune.capacity_file import CapacityFile
 from qbench.tune.degradation import Degradation, compare
@@ -200,7 +200,7 @@ def endpoint_violations(summary: Summary, constraints: Constraints,
 
 def own_bounds(scenario: Scenario) -> dict[str, dict[str, float]]:
     """The bounds each mix entry's own slo sets, by endpoint label ({} without a mix)."""
-    from qbench.run.mix import endpoint_slos
+    from qbench.run.load.mix import endpoint_slos
 
     return {label: slo.thresholds() for label, slo in (endpoint_slos(scenario) or {}).items() if slo}
 
@@ -361,7 +361,7 @@ def capacity_config(
     """Validate CLI values into a CapacityConfig; a bad value raises ScenarioError before any request.
     `overrides`: dotted scenario keys from the command line (--set, and the credentials: auth.login,
     auth.headers.NAME, auth.bearer)."""
-    from qbench.run.scenario import load_scenario
+    from qbench.run.scenario.scenario import load_scenario
     from qbench.tune.config import build_constraints, require_slo
 
     scenario = load_scenario(scenario_path, overrides or None)

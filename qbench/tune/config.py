@@ -35,9 +35,9 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from qbench.errors import ScenarioError
-from qbench.run.files import Writer, new_folder
 from qbench.run.protocols.login import run_secrets
-from qbench.run.scenario import (
+from qbench.run.results.files import Writer, new_folder
+from qbench.run.scenario.scenario import (
     Scenario,
     Slo,
     parse_scenario,

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from qbench.errors import ScenarioError
 from qbench.run.records import RequestRecord
-from qbench.run.scenario import Scenario
+from qbench.run.scenario.scenario import Scenario
 from qbench.tune.apphook import HookRecord
 from qbench.tune.grid import flag
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from qbench.errors import ScenarioError
-from qbench.run.files import Writer
-from qbench.run.run_info import RunInfo
+from qbench.run.results.files import Writer
+from qbench.run.results.run_info import RunInfo
 from qbench.tune.capacity import Probe
 from qbench.tune.capacity_file import CapacityFile
 from qbench.tune.plan import Measured, Plan, Traffic, make_plan

@@ -1,7 +1,7 @@
 """One measurement inside a sweep: overrides -> run_scenario -> Summary -> PointResult.
 
 Runaway detection (`RunawayDetector`, the runner's stop_when hook) is the steady-state test of
-`qbench.run.steady` on the live counts: once the backlog (sent - completed) certainly grows faster than
+`run.results.steady` on the live counts: once the backlog (sent - completed) certainly grows faster than
 `margin` x the arrival rate while completions lag arrivals, the point can only get worse, so it is
 stopped early (status `stopped`) and the sweep moves on.
 """
@@ -13,24 +13,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qbench.run.outcome import verdict
 from qbench.run.records import RequestRecord
-from qbench.run.scenario import Scenario, Slo
-from qbench.run.steady import LiveTrend
-from qbench.run.summary import SloCheck, Summary, slo_actual, summarize
+from qbench.run.results.outcome import verdict
+from qbench.run.results.steady import LiveTrend
+from qbench.run.results.summary import SloCheck, Summary, slo_actual, summarize
+from qbench.run.scenario.scenario import Scenario, Slo
 from qbench.tune.grid import Point
 from qbench.tune.recommend import Constraints, PointResult
 from qbench.tune.settle import settle
 
 if TYPE_CHECKING:
-    from qbench.run.loadgen import LiveStats
+    from qbench.run.load.loadgen import LiveStats
     from qbench.tune.config import SweepConfig
 
 DEFAULT_WARMUP_S = 0.5
 
 
 class RunawayDetector(LiveTrend):
-    """The runner's stop_when hook: `LiveTrend` (qbench.run.steady) on the run's live counts."""
+    """The runner's stop_when hook: `LiveTrend` (qbench.run.results.steady) on the run's live counts."""
 
     def __call__(self, stats: LiveStats) -> str | None:
         return self.check(stats.elapsed_s, stats.sent, stats.completed)

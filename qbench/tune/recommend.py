@@ -81,7 +81,7 @@ class PointResult:
     goodput_repeats: list[float] = field(default_factory=list)  # goodput of each repeat (rps)
     extra: dict[str, float] = field(default_factory=dict)  # other SLO actuals (p95_queue_wait_s, ...)
     # end-to-end latency SLO checks the run itself failed when its failed requests count as slowest
-    # (qbench.run.summary): the same verdict `qbench run` gives, even where the ok-only figures pass
+    # (qbench.run.results.summary): the same verdict `qbench run` gives, even where the ok-only figures pass
     slo_breaches: list[str] = field(default_factory=list)
     # objective capacity: the highest arrival rate meeting the SLO (qbench.tune.capacity) and its search
     # (capacity_rps, failing_rate_rps, tolerance, converged, probes counted); None when not measured

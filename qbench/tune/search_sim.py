@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from qbench.run.records import read_records
-from qbench.run.scenario import Load
-from qbench.run.schedule import OpenPlan, plan
-from qbench.run.steady import trend
+from qbench.run.results.steady import trend
+from qbench.run.scenario.scenario import Load
+from qbench.run.scenario.schedule import OpenPlan, plan
 from qbench.tune.batch_model import BatchFit, FitError, PointLoad, untrusted
 from qbench.tune.capacity import CapacitySummary
 from qbench.tune.grid import Grid, Point
@@ -110,7 +110,7 @@ class SimPredictor:
         return OpenArrivals(scheduled.offsets)
 
     def rate_arrivals(self, rate: float, duration_s: float) -> OpenArrivals:
-        """The scenario's arrival process (constant or Poisson) at `rate`, from qbench.run.schedule.plan."""
+        """The scenario's arrival process (constant or Poisson) at `rate`, from run.scenario.schedule.plan."""
         duration = min(duration_s, MAX_SIM_REQUESTS / rate)
         load = self.load.model_copy(update={
             "rate": rate, "duration": duration, "requests": None, "users": None, "burst": None,
@@ -137,7 +137,7 @@ class SimPredictor:
 
     def passes(self, point: Point, server: SimServer, rate: float) -> bool:
         """The simulated run met the SLO and kept up: its queue wait does not trend up (the steady-state
-        test `qbench capacity` holds a real probe to, qbench.run.steady)."""
+        test `qbench capacity` holds a real probe to, qbench.run.results.steady)."""
         sim = self.run(server, self.rate_arrivals(rate, self.capacity_duration_s))
         checked = as_point_result(point, sim)
         if sim.latencies_s.size == 0 or predicted_constraints(self.constraints).violations(checked):

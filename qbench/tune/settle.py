@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from qbench.run import control
-from qbench.run.files import Writer
+from qbench.run.results.files import Writer
 
 SETTLE_FILE = "settle.json"
 

@@ -4,7 +4,7 @@
       -> admission (max_size counts waiting events across groups; beyond it: rejected)
       -> one FIFO per concurrency group -> dispatch -> service time l(b, k) x lognormal noise -> done
 
-The queue rules mirror reference_server/queue.py (`QueueRules` below; qbench may not import the server,
+The queue rules mirror reference_server/queue/queue.py (`QueueRules` below; qbench may not import the server,
 see tests/test_layout.py, so the rules are written out here and checked against the real server by
 tests/tune/test_simulate_differential.py):
 

@@ -66,9 +66,9 @@ import yaml
 
 from qbench.errors import QbenchError, ScenarioError
 from qbench.run.control import read_gradio_mode, read_gradio_version, read_status
-from qbench.run.paired import pair_runs
 from qbench.run.records import read_records
-from qbench.run.summary import Summary
+from qbench.run.results.paired import pair_runs
+from qbench.run.results.summary import Summary
 from qbench.tune.app_process import launch_command
 from qbench.tune.apphook import HookRecord, app_change, read_hook_record
 from qbench.tune.capacity import Capacity, CapacityRecord, search_capacity

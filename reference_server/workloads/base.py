@@ -38,7 +38,7 @@ ComponentType = Literal["text", "number", "image", "audio", "json", "label"]
 
 @dataclass(frozen=True)
 class PixelPrep:
-    """What a workload wants from an image input, done in a decode worker (reference_server.decode_pool):
+    """What a workload wants from an image input, done in a decode worker (reference_server.io.decode_pool):
     resize to (width, height) with PIL's `resample` filter, or keep its size (None: the device resizes)."""
 
     size: tuple[int, int] | None = None

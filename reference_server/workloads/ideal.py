@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from reference_server.profiling import batch_phase
+from reference_server.observe.profiling import batch_phase
 from reference_server.workloads.base import Component, PixelPrep, Workload, WorkloadInputError
 from reference_server.workloads.models.params import ParamReader
 from reference_server.workloads.models.pixels import Pixels

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.errors import TargetError
 from qbench.run.runner import RunResult, run_scenario
-from qbench.run.scenario import parse_scenario
+from qbench.run.scenario.scenario import parse_scenario
 
 from .conftest import EXTRA
 from .envs import RELEASES, EnvError, ensure_env

@@ -9,7 +9,7 @@ from typing import Any
 
 from qbench.run.records import RequestRecord
 from qbench.run.runner import RunResult, run_scenario
-from qbench.run.scenario import parse_scenario
+from qbench.run.scenario.scenario import parse_scenario
 
 from .conftest import Release
 

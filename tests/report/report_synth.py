@@ -88,9 +88,9 @@ def write_sweep(path: Path, n: int = 120, fail_point: bool = True) -> Path:
     import itertools
     from types import SimpleNamespace
 
-    from qbench.run.files import Writer
-    from qbench.run.scenario import Slo
-    from qbench.run.summary import summarize
+    from qbench.run.results.files import Writer
+    from qbench.run.results.summary import summarize
+    from qbench.run.scenario.scenario import Slo
     from qbench.tune.recommend import Constraints, PointResult, recommend
     from qbench.tune.search import SearchResult
     from qbench.tune.sweep import write_outputs

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from qbench.report.build import build_report
-from qbench.run.steady import Steadiness, Trend
+from qbench.run.results.steady import Steadiness, Trend
 
 
 def probe(rate: float, p95: float, passed: bool, **kw: Any) -> dict[str, Any]:

@@ -1,9 +1,9 @@
-"""An endpoint before and after a mix entry joined (qbench.run.alongside), from records made here."""
+"""An endpoint before and after a mix entry joined (qbench.run.results.alongside), from records made here."""
 
 from __future__ import annotations
 
-from qbench.run.alongside import Alongside, alongside
 from qbench.run.records import RequestRecord
+from qbench.run.results.alongside import Alongside, alongside
 
 
 def record(i: int, label: str, at: float, latency: float, warmup: bool = False) -> RequestRecord:

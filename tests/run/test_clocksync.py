@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from qbench.run.clocksync import estimate, measure
+from qbench.run.load.clocksync import estimate, measure
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from qbench.errors import ScenarioError
-from qbench.run.credentials import (
+from qbench.run.scenario.credentials import (
     REVEAL,
     Auth,
     Secrets,
@@ -17,7 +17,7 @@ from qbench.run.credentials import (
     refusal_hint,
     resolve,
 )
-from qbench.run.scenario import load_scenario, parse_scenario, with_overrides
+from qbench.run.scenario.scenario import load_scenario, parse_scenario, with_overrides
 
 BASE = {"target": "http://127.0.0.1:1", "endpoint": {"api_name": "echo"}, "load": {"burst": 1}}
 

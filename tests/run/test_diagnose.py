@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 
 from qbench.report.build import build_report
-from qbench.run.diagnose import configured_slots, diagnose
-from qbench.run.diagnose_phases import KINDS as PHASE_KINDS
+from qbench.run.diagnose.diagnose import configured_slots, diagnose
+from qbench.run.diagnose.diagnose_phases import KINDS as PHASE_KINDS
 from qbench.run.records import RequestRecord
-from qbench.run.run_info import RunInfo
+from qbench.run.results.run_info import RunInfo
+from qbench.run.results.summary import summarize
 from qbench.run.runner import run_scenario
-from qbench.run.summary import summarize
 from qbench.tune.server_process import start_reference_server
 from reference_server.testing import RunningServer
 
@@ -221,7 +221,7 @@ def test_a_lagging_generator_is_named_instead_of_the_server() -> None:
     """The generator's loop lagged (p99) about as long as the requests 'waited': the waits are its
     own, so no finding blames the server (it once read 'queue_limit ... about 40 request(s) at a time ...
     caps throughput near 4493 req/s (against 1500 offered)' for an instant function)."""
-    from qbench.run.summary import GeneratorStats
+    from qbench.run.results.summary import GeneratorStats
 
     records = simulate(n=600, rate_rps=40, service_s=0.08, workers=2)
     later = [r for r in records if r.request_id >= 300]

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
-from qbench.run.diagnose import closed_loop_users, diagnose, host_cpus
-from qbench.run.diagnose_phases import KINDS as PHASE_KINDS
+from qbench.run.diagnose.diagnose import closed_loop_users, diagnose, host_cpus
+from qbench.run.diagnose.diagnose_phases import KINDS as PHASE_KINDS
 from qbench.run.records import RequestRecord
+from qbench.run.results.summary import summarize
 from qbench.run.runner import run_scenario
-from qbench.run.summary import summarize
 from reference_server.testing import RunningServer
 
 from .conftest import scenario

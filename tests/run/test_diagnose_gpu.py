@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from qbench.report.build import build_report
-from qbench.run.diagnose import diagnose, host_cpus
+from qbench.run.diagnose.diagnose import diagnose, host_cpus
 from qbench.run.records import read_records
-from qbench.run.summary import summarize
+from qbench.run.results.summary import summarize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu-2026-11-26"
 

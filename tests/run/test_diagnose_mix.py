@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from qbench.run.diagnose_mix import diagnose_run
+from qbench.run.diagnose.diagnose_mix import diagnose_run
 from qbench.run.runner import run_scenario
 from reference_server.testing import RunningServer
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from qbench.run.diagnose import diagnose
-from qbench.run.diagnose_mix import diagnose_run
-from qbench.run.diagnose_phases import FIELDS, breakdown, phase_findings, phase_medians
+from qbench.run.diagnose.diagnose import diagnose
+from qbench.run.diagnose.diagnose_mix import diagnose_run
+from qbench.run.diagnose.diagnose_phases import FIELDS, breakdown, phase_findings, phase_medians
 from qbench.run.records import RequestRecord
-from qbench.run.summary import summarize
+from qbench.run.results.summary import summarize
 
 from .test_diagnose_closed import closed_loop
 

@@ -1,4 +1,4 @@
-"""Verdicts of drifting series (qbench.run.drift): known slopes found within their interval, flat noise
+"""Verdicts of drifting series (qbench.run.soak.drift): known slopes found within their interval, flat noise
 judged flat, growth that stops reported as a bound, a limit's crossing; seeded, no timing."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qbench.run.drift import Signal, Verdict, judge
+from qbench.run.soak.drift import Signal, Verdict, judge
 
 MIB = 2**20
 RSS = Signal("server RSS", "rss_bytes", "B", 4 * MIB, 0.02)

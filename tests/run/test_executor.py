@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qbench.run.executor import LocalExecutor, PartResult, lost_records, merge, split_plan, worker_stats
+from qbench.run.load.executor import LocalExecutor, PartResult, lost_records, merge, split_plan, worker_stats
 from qbench.run.records import RequestRecord
+from qbench.run.results.summary import GeneratorStats
 from qbench.run.runner import make_executor
-from qbench.run.scenario import Scenario
-from qbench.run.schedule import OpenPlan, UserPlan, plan
-from qbench.run.summary import GeneratorStats
+from qbench.run.scenario.scenario import Scenario
+from qbench.run.scenario.schedule import OpenPlan, UserPlan, plan
 
 from .conftest import scenario
 
@@ -99,7 +99,7 @@ def test_lost_closed_loop_part_records_its_remaining_budget_or_one_per_user() ->
 
 
 def test_the_registry_picks_the_executor_the_load_section_asks_for() -> None:
-    from qbench.run.processes import ProcessExecutor
+    from qbench.run.load.processes import ProcessExecutor
 
     assert isinstance(make_executor(spec(burst=2)), LocalExecutor)
     assert isinstance(make_executor(spec(burst=2, processes=2)), ProcessExecutor)

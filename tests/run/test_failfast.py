@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from qbench.run.failfast import OpeningGuard, describe
 from qbench.run.records import RequestRecord
+from qbench.run.results.failfast import OpeningGuard, describe
 from qbench.run.runner import run_scenario
 
 from .conftest import scenario

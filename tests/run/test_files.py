@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from qbench.errors import QbenchError
-from qbench.run.credentials import MASK, Auth, Secrets, resolve
-from qbench.run.files import Writer, new_folder, remove_if_empty, stamp
+from qbench.run.results.files import Writer, new_folder, remove_if_empty, stamp
 from qbench.run.runner import run_scenario
+from qbench.run.scenario.credentials import MASK, Auth, Secrets, resolve
 
 from .conftest import scenario
 

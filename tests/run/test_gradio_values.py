@@ -1,6 +1,6 @@
 """Component values in the wire format of the app's release (qbench.run.protocols.gradio_values), the
 generators `qbench init` picks from hints (gradio_api.suggest), generated files whose content fits
-their suffix (payloads.gen_files), and the sentences about an app's errors (qbench.run.app_errors)."""
+their suffix (payloads.gen_files), and the sentences about an app's errors (run.diagnose.app_errors)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from qbench.run.app_errors import explain, short
-from qbench.run.payload_specs import FileSpec
-from qbench.run.payloads import FileValue, gen_files
+from qbench.run.diagnose.app_errors import explain, short
 from qbench.run.protocols.gradio_api import AppInput, app_endpoints, suggest
 from qbench.run.protocols.gradio_values import event_data, event_files, prop_inputs, wire_example, wrap_file
 from qbench.run.records import RequestRecord
+from qbench.run.scenario.payload_specs import FileSpec
+from qbench.run.scenario.payloads import FileValue, gen_files
 from tests.run.conftest import scenario
 
 FD = {"path": "/tmp/gradio/x/a.png", "orig_name": "a.png", "meta": {"_type": "gradio.FileData"}}

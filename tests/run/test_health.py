@@ -1,4 +1,4 @@
-"""The soak sampler's parts (qbench.run.health): the stuck-queue test on a fake clock, the process tree's
+"""The soak sampler's parts (qbench.run.soak.health): the stuck-queue test on a fake clock, the process tree's
 usage, the cache folder's bytes, health.jsonl read back."""
 
 from __future__ import annotations
@@ -8,8 +8,15 @@ from pathlib import Path
 
 import orjson
 
-from qbench.run.health import HealthSample, HealthSampler, StuckWatch, folder_bytes, read_health, tree_usage
-from qbench.run.loadgen import LiveStats
+from qbench.run.load.loadgen import LiveStats
+from qbench.run.soak.health import (
+    HealthSample,
+    HealthSampler,
+    StuckWatch,
+    folder_bytes,
+    read_health,
+    tree_usage,
+)
 
 
 def test_stuck_after_no_completion_while_requests_go_out() -> None:

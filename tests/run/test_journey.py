@@ -19,7 +19,7 @@ from qbench.cli import app
 from qbench.errors import ScenarioError
 from qbench.report.build import build_report
 from qbench.run.runner import run_scenario
-from qbench.run.scenario import load_scenario
+from qbench.run.scenario.scenario import load_scenario
 from reference_server.settings import load_preset
 from reference_server.testing import RunningServer, serve_in_thread
 

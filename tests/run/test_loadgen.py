@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qbench.run.loadgen import DeadlineWheel
+from qbench.run.load.loadgen import DeadlineWheel
 from qbench.run.records import RequestRecord
 
 from .conftest import scenario
@@ -100,8 +100,8 @@ def test_a_run_keeps_no_record_it_has_handed_on(http_echo: str, tmp_path: Path) 
     the fail-fast guard judges); the run's records are read back whole at the end."""
     import gc
 
-    from qbench.run.failfast import OPENING_REQUESTS
-    from qbench.run.loadgen import LiveStats
+    from qbench.run.load.loadgen import LiveStats
+    from qbench.run.results.failfast import OPENING_REQUESTS
     from qbench.run.runner import run_scenario
 
     seen: list[tuple[int, int]] = []  # (live records, in flight) at ticks with most of the run done

@@ -11,8 +11,8 @@ import pytest
 from aiohttp import web
 
 from qbench.errors import TargetError
-from qbench.run.credentials import Account, Credentials
 from qbench.run.protocols.login import SESSION_SLOT, Authenticator
+from qbench.run.scenario.credentials import Account, Credentials
 
 from .conftest import serve_aiohttp
 

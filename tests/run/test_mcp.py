@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.errors import ScenarioError
 from qbench.run.protocols.mcp import McpError, answer, parse_messages, tool_text
-from qbench.run.scenario import parse_scenario
+from qbench.run.scenario.scenario import parse_scenario
 from tests.run.gradio_app_process import gradio_app
 
 pytest.importorskip("mcp", reason="gradio[mcp] is not installed (pip install 'gradio[mcp]')")

@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from qbench.run.records import read_jsonl
-from qbench.run.run_info import RunInfo
+from qbench.run.results.run_info import RunInfo
 from qbench.run.runner import run_scenario
 from reference_server.testing import RunningServer
 

@@ -8,8 +8,8 @@ import pytest
 
 from qbench.errors import ExecutorError, RunInterrupted, SloViolation, TargetError
 from qbench.run.options import RunOptions, workers_value
-from qbench.run.outcome import RunOutcome, exit_code, verdict
-from qbench.run.summary import SloCheck, Summary
+from qbench.run.results.outcome import RunOutcome, exit_code, verdict
+from qbench.run.results.summary import SloCheck, Summary
 
 SLOW = SloCheck("p95_latency_s", 1.0, 1.23456, False, "max")
 AMONG_FAILURES = SloCheck("p99_latency_s", 2.0, None, False, "max", note="30.0% of sent requests failed")

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.report.compare import compare
-from qbench.run.paired import pair_runs, unpaired_phase
 from qbench.run.records import RequestRecord
+from qbench.run.results.paired import pair_runs, unpaired_phase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
 from report_synth import simulate, write_run  # noqa: E402

@@ -1,4 +1,4 @@
-"""The generators of qbench.run.payload_specs (choice, boolean, chat, file, example) and number steps:
+"""The generators of run.scenario.payload_specs (choice, boolean, chat, file, example) and number steps:
 seeded, within their bounds, in the shapes Gradio components take."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from qbench.errors import ScenarioError
-from qbench.run.payloads import FileValue, PayloadGenerator
-from qbench.run.scenario import Payload, load_scenario, parse_scenario
+from qbench.run.scenario.payloads import FileValue, PayloadGenerator
+from qbench.run.scenario.scenario import Payload, load_scenario, parse_scenario
 
 
 def values(spec: dict[str, Any], n: int = 200) -> list[Any]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from qbench.run.payloads import FileValue, PayloadGenerator, fill_template
-from qbench.run.scenario import Payload
+from qbench.run.scenario.payloads import FileValue, PayloadGenerator, fill_template
+from qbench.run.scenario.scenario import Payload
 
 
 def generator(*inputs: dict[str, object], seed: int = 0, variants: int = 4) -> PayloadGenerator:

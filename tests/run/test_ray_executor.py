@@ -26,9 +26,9 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.run.records import read_jsonl, read_parquet
+from qbench.run.results.summary import Summary
 from qbench.run.runner import run_scenario
-from qbench.run.scenario import Load
-from qbench.run.summary import Summary
+from qbench.run.scenario.scenario import Load
 from reference_server.testing import RunningServer
 
 from .conftest import scenario
@@ -37,7 +37,7 @@ ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from qbench.run.ray_executor import NAMESPACE, actor_name  # noqa: E402
+from qbench.run.load.ray_executor import NAMESPACE, actor_name  # noqa: E402
 
 Factory = Callable[..., AbstractContextManager[RunningServer]]
 STORE = 80 * 1024 * 1024  # bytes of object store per node (the minimum Ray accepts is ~75 MB)
@@ -284,7 +284,7 @@ def _ray_client_server(gcs_address: str) -> Iterator[str]:
 
 def test_a_ray_error_is_told_by_the_actors_own_exception() -> None:
     from qbench.errors import TargetError
-    from qbench.run.ray_executor import _cause
+    from qbench.run.load.ray_executor import _cause
 
     class Wrapped(Exception):  # what RayTaskError carries: the actor's exception as `cause`
         cause = TargetError("http://10.0.0.9:7860/config: cannot connect")
@@ -316,7 +316,7 @@ class FakeRay:
 
 def test_worker_count_is_one_per_alive_node_and_must_fit_the_cpus() -> None:
     from qbench.errors import ExecutorError
-    from qbench.run.ray_executor import worker_count
+    from qbench.run.load.ray_executor import worker_count
 
     assert worker_count(FakeRay([4.0, 1.0, 0.0]), "auto") == 2  # a node without a CPU runs no generator
     assert worker_count(FakeRay([4.0, 1.0]), 5) == 5
@@ -326,7 +326,7 @@ def test_worker_count_is_one_per_alive_node_and_must_fit_the_cpus() -> None:
 
 def test_connect_names_the_address_it_could_not_reach() -> None:
     from qbench.errors import ExecutorError
-    from qbench.run.ray_executor import connect
+    from qbench.run.load.ray_executor import connect
 
     fake = FakeRay([1.0])
     assert connect(fake, "ray://head:10001") is True and fake.inits[0]["address"] == "ray://head:10001"

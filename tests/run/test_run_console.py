@@ -7,8 +7,9 @@ import io
 import pytest
 from rich.console import Console
 
-from qbench.run.loadgen import LiveStats
+from qbench.run.load.loadgen import LiveStats
 from qbench.run.records import RequestRecord
+from qbench.run.results.summary import GeneratorStats, Stats, summarize
 from qbench.run.run_console import (
     SHORT_PHASE_LABELS,
     LiveView,
@@ -18,8 +19,7 @@ from qbench.run.run_console import (
     phase_table,
     render_summary,
 )
-from qbench.run.scenario import Slo, parse_scenario
-from qbench.run.summary import GeneratorStats, Stats, summarize
+from qbench.run.scenario.scenario import Slo, parse_scenario
 
 
 def records(lag: float) -> list[RequestRecord]:
@@ -61,7 +61,7 @@ def test_summary_table_shows_headline_phases_and_slo() -> None:
 
 
 def test_where_the_time_went_and_how_the_traces_were_read() -> None:
-    from qbench.run.server_phases import FunctionTimes, TraceReport
+    from qbench.run.results.server_phases import FunctionTimes, TraceReport
 
     rs = records(0.0)  # 300 ms from the send: 10 ms queued, 150 ms processed, of which 120 the function
     for r in rs:
@@ -146,7 +146,7 @@ def test_live_line() -> None:
     line = live_line(stats)
     assert "in flight 1" in line and "timeout 1" in line and "p50 120.0 ms" in line and "remaining 7s" in line
     assert not line.startswith("workers")  # one generator: nothing to say
-    from qbench.run.executor import combine
+    from qbench.run.load.executor import combine
 
     lost = LiveStats(sent=3, completed=3, errors_by_kind={"generator_lost": 2}, lost_workers=1)
     total = live_line(combine([stats, lost]))
@@ -176,7 +176,7 @@ def test_live_view_ends_its_line_in_a_log_file() -> None:
 
 
 def test_worker_table_and_warnings_name_a_saturated_or_lost_generator() -> None:
-    from qbench.run.summary import WorkerStats
+    from qbench.run.results.summary import WorkerStats
 
     workers = [
         WorkerStats(0, "node a", requests=5, cpu_percent=97.0, p99_send_lag_s=0.02, clock_uncertainty_s=4e-4),
@@ -206,7 +206,7 @@ def test_live_view_title_says_where_the_generators_run(load: dict[str, object], 
 
 
 def test_a_phase_finding_is_labelled_a_time_split_not_a_limit() -> None:
-    from qbench.run.finding import Finding
+    from qbench.run.diagnose.finding import Finding
     from qbench.run.run_console import finding_label
 
     upload = Finding("phase_share", "upload is 78% of service time")

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from qbench.run.run_info import GENERATOR_KEYS, RunInfo
-from qbench.run.summary import GeneratorStats, WorkerStats
+from qbench.run.results.run_info import GENERATOR_KEYS, RunInfo
+from qbench.run.results.summary import GeneratorStats, WorkerStats
 
 FULL: dict[str, Any] = {
     "scenario": {"name": "demo", "slo": {"p95_latency_s": 2}},

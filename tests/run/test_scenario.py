@@ -8,7 +8,7 @@ import pytest
 
 from qbench.errors import ScenarioError
 from qbench.run.runner import parse_set_options
-from qbench.run.scenario import Scenario, load_scenario, parse_scenario, with_overrides
+from qbench.run.scenario.scenario import Scenario, load_scenario, parse_scenario, with_overrides
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 BASE = {"endpoint": {"api_name": "f"}, "load": {"rate": 5, "duration": 10}}

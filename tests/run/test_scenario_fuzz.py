@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
-from qbench.run.payloads import PayloadGenerator
 from qbench.run.runner import parse_set_options
-from qbench.run.scenario import load_scenario, parse_scenario
-from qbench.run.schedule import OpenPlan, plan
+from qbench.run.scenario.payloads import PayloadGenerator
+from qbench.run.scenario.scenario import load_scenario, parse_scenario
+from qbench.run.scenario.schedule import OpenPlan, plan
 
 EXAMPLES = int(os.environ.get("QBENCH_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(

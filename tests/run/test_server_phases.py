@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from qbench.run.loadgen import LiveStats
+from qbench.run.load.loadgen import LiveStats
 from qbench.run.records import RequestRecord, read_parquet, records_table, write_parquet
-from qbench.run.run_info import RunInfo
-from qbench.run.server_phases import (
+from qbench.run.results.run_info import RunInfo
+from qbench.run.results.server_phases import (
     BUFFER,
     TraceCollector,
     TraceReport,
@@ -21,7 +21,7 @@ from qbench.run.server_phases import (
     attach,
     expected,
 )
-from qbench.run.summary import Summary, summarize
+from qbench.run.results.summary import Summary, summarize
 from tests.run.conftest import serve_aiohttp
 
 

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.run.health import read_health
 from qbench.run.options import RunOptions
-from qbench.run.soak import SoakOptions, SoakRun, parse_limits, read_report, run_soak
+from qbench.run.soak.health import read_health
+from qbench.run.soak.soak import SoakOptions, SoakRun, parse_limits, read_report, run_soak
 from qbench.tune.server_process import reference_server_process
 
 KIB, MIB = 2**10, 2**20

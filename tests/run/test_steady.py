@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from qbench.run.records import RequestRecord
-from qbench.run.steady import LiveTrend, Steadiness, probe_seconds, steadiness, trend
+from qbench.run.results.steady import LiveTrend, Steadiness, probe_seconds, steadiness, trend
 
 
 def queue(rate: float, seconds: float, workers: int = 4, service_s: float = 0.1, seed: int = 0,

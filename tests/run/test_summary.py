@@ -7,8 +7,8 @@ import json
 import pytest
 
 from qbench.run.records import RequestRecord
-from qbench.run.scenario import Slo
-from qbench.run.summary import Stats, Summary, summarize
+from qbench.run.results.summary import Stats, Summary, summarize
+from qbench.run.scenario.scenario import Slo
 
 
 def rec(
@@ -130,7 +130,7 @@ def test_missing_value_fails_its_check() -> None:
 
 def test_a_warmup_over_the_whole_run_says_so_instead_of_a_missing_figure() -> None:
     """It once read "SLO violated: p95_latency_s (actual none, limit 1)"."""
-    from qbench.run.outcome import RunOutcome, verdict
+    from qbench.run.results.outcome import RunOutcome, verdict
 
     s = summarize([rec(i, float(i), 0.5, warmup=True) for i in range(3)], Slo(p95_latency_s=1.0))
     assert s.requests == 0 and not s.slo_passed

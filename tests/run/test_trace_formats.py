@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
-from qbench.run.mix import with_trace_mix
-from qbench.run.scenario import parse_scenario
-from qbench.run.schedule import OpenPlan, plan
-from qbench.run.trace import read_trace
-from qbench.run.trace_formats import import_trace, sparkline, trace_shape
+from qbench.run.load.mix import with_trace_mix
+from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.scenario.schedule import OpenPlan, plan
+from qbench.run.scenario.trace import read_trace
+from qbench.run.scenario.trace_formats import import_trace, sparkline, trace_shape
 
 NGINX = """\
 127.0.0.1 - - [23/Nov/2026:10:15:00 +0000] "POST /predict HTTP/1.1" 200 612 "-" "python-httpx/0.28" 0.250

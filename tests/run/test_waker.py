@@ -1,4 +1,4 @@
-"""The open-loop dispatcher's wake-up (qbench.run.waker): never early, close to the instant, and no
+"""The open-loop dispatcher's wake-up (qbench.run.load.waker): never early, close to the instant, and no
 polling at high rates. Loose bounds: the host is shared."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from qbench.run.waker import (
+from qbench.run.load.waker import (
     SPIN_MARGIN_S,
     SPIN_S,
     TIMER_SLACK_NS,

@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from reference_server.components import FileStore
-from reference_server.messages import Message
-from reference_server.queue import EventQueue
-from reference_server.server_state import build_functions
+from reference_server.http.server_state import build_functions
+from reference_server.io.components import FileStore
+from reference_server.queue.messages import Message
+from reference_server.queue.queue import EventQueue
 from reference_server.settings import ServerSettings, parse_settings
 
 

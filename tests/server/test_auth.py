@@ -116,7 +116,7 @@ def test_interop_gradio_client_logs_in(server: RunningServer) -> None:
 def test_a_non_ascii_bearer_token_is_401_not_500() -> None:
     from starlette.testclient import TestClient
 
-    from reference_server.app import build_app
+    from reference_server.http.app import build_app
     from reference_server.settings import synthetic_settings
 
     settings = synthetic_settings(functions=[{"api_name": "work", "workload": "echo"}],

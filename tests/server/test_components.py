@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from reference_server.components import FileStore, component_config, postprocess, preprocess
+from reference_server.io.components import FileStore, component_config, postprocess, preprocess
 from reference_server.workloads.base import Component, WorkloadInputError
 
 

@@ -1,4 +1,4 @@
-"""Upload parsing and image decoding in worker processes (reference_server.decode_pool), uploads in memory."""
+"""Upload parsing and image decoding in worker processes (io.decode_pool), uploads in memory."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from gradio_client import Client, handle_file
 from PIL import Image
 
-from reference_server.components import FileStore
-from reference_server.decode_pool import (
+from reference_server.io.components import FileStore
+from reference_server.io.decode_pool import (
     MAX_RESPAWNS,
     Decoded,
     DecodePool,

@@ -1,4 +1,4 @@
-"""HTTP front-end processes before the one queue (reference_server.front_ends, `launch.front_ends`)."""
+"""HTTP front-end processes before the one queue (reference_server.http.front_ends, `launch.front_ends`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from gradio_client import Client, handle_file
 
 from qbench.tune.server_process import ServerHandle, reference_server_process
-from reference_server.front_ends import HEADER, Link, resolve_front_ends
+from reference_server.http.front_ends import HEADER, Link, resolve_front_ends
 from reference_server.settings import ServerSettings, SettingsError, load_settings
 from tests.server.test_decode_pool import multipart, png
 
@@ -41,7 +41,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
 def front_end_pids(handle: ServerHandle) -> list[int]:
     core = psutil.Process(handle.process.pid)
     children = core.children(recursive=True)
-    return [p.pid for p in children if "reference_server.front_ends" in " ".join(p.cmdline())]
+    return [p.pid for p in children if "reference_server.http.front_ends" in " ".join(p.cmdline())]
 
 
 # ---------------------------------------------------------------- the link's frames

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reference_server.gpu import GpuSampler
+from reference_server.observe.gpu import GpuSampler
 from reference_server.settings import synthetic_settings
 from reference_server.testing import serve_in_thread
 

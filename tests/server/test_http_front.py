@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from qbench.run.runner import run_scenario
-from qbench.run.scenario import parse_scenario
+from qbench.run.scenario.scenario import parse_scenario
 from reference_server.settings import parse_settings
 from reference_server.testing import serve_in_thread
 

@@ -11,10 +11,10 @@ from typing import Any
 import anyio
 import pytest
 
-from reference_server import messages as m
-from reference_server.components import FileStore
-from reference_server.jobs import JobRunner
-from reference_server.runtime import Event, FunctionRuntime, Job
+from reference_server.io.components import FileStore
+from reference_server.queue import messages as m
+from reference_server.queue.jobs import JobRunner
+from reference_server.queue.runtime import Event, FunctionRuntime, Job
 from reference_server.settings import FunctionSettings
 from reference_server.workloads.base import Component, Workload, WorkloadInputError
 
@@ -112,7 +112,7 @@ class GatedModel(SlowPrepare):
 
 
 def test_the_next_batch_is_prepared_while_the_model_runs(tmp_path: Path) -> None:
-    from reference_server.queue import EventQueue
+    from reference_server.queue.queue import EventQueue
 
     from .queue_harness import read_until_done, settings
 
@@ -143,7 +143,7 @@ def test_the_next_batch_is_prepared_while_the_model_runs(tmp_path: Path) -> None
 
 
 def test_a_cancelled_or_stopped_waiting_event_drops_its_read_ahead(tmp_path: Path) -> None:
-    from reference_server.queue import EventQueue
+    from reference_server.queue.queue import EventQueue
 
     from .queue_harness import settings
 
@@ -172,7 +172,7 @@ def test_a_cancelled_or_stopped_waiting_event_drops_its_read_ahead(tmp_path: Pat
 
 def test_no_read_ahead_in_the_gradio_3_mode(tmp_path: Path) -> None:
     """A 3.x client sends an event's data only when its job starts: nothing to read ahead."""
-    from reference_server.queue import EventQueue
+    from reference_server.queue.queue import EventQueue
 
     from .queue_harness import settings
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from reference_server.errors import UserFacingError
-from reference_server.messages import apply_diff, diff, error_payload, frame, process_completed
+from reference_server.queue.messages import apply_diff, diff, error_payload, frame, process_completed
 
 CASES: list[tuple[Any, Any, list[list[Any]]]] = [
     ("abc", "abc", []),

@@ -1,4 +1,4 @@
-"""Per-event phase traces in Gradio's shape (reference_server.profiling), on a real server in a thread."""
+"""Per-event phase traces in Gradio's shape (observe.profiling), on a real server in a thread."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from gradio_client import Client, handle_file
 from PIL import Image
 
-from reference_server.profiling import BATCH_PHASES, GRADIO_PHASES, Trace, TraceCollector, batch_phase
+from reference_server.observe.profiling import BATCH_PHASES, GRADIO_PHASES, Trace, TraceCollector, batch_phase
 from reference_server.settings import synthetic_settings
 from reference_server.testing import RunningServer, serve_in_thread
 

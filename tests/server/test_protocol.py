@@ -296,7 +296,7 @@ def test_status_peak_rss_is_the_servers_own_not_its_launchers() -> None:
 
     ballast = bytearray(400 * 1024 * 1024)  # the "launcher" peaks at 400+ MB before starting a child
     ballast[::4096] = b"x" * len(ballast[::4096])
-    code = "from reference_server.admin import peak_rss_bytes; print(peak_rss_bytes())"
+    code = "from reference_server.http.admin import peak_rss_bytes; print(peak_rss_bytes())"
     child_peak = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                     check=True, timeout=60).stdout)
     del ballast

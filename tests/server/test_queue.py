@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from reference_server.queue import EventQueue, QueueFullError
-from reference_server.server_state import build_functions
+from reference_server.http.server_state import build_functions
+from reference_server.queue.queue import EventQueue, QueueFullError
 
 from .queue_harness import drain, of, read_until_done, run_queue, settings
 
@@ -299,7 +299,7 @@ def test_reconfigure_applies_new_limits() -> None:
 
 
 def test_sessions_lru_keeps_readers_and_evicts_idle_first() -> None:
-    from reference_server.sessions import Sessions
+    from reference_server.queue.sessions import Sessions
 
     sessions = Sessions(capacity=3)
     sessions.open("read").readers = 1
@@ -389,7 +389,7 @@ def test_completed_metric_counts_outcomes() -> None:
 
 
 def test_push_eta_shortcut_matches_the_full_formula() -> None:
-    from reference_server.runtime import Event, Group, Job
+    from reference_server.queue.runtime import Event, Group, Job
 
     s = settings([sleep_fn("x", 1, concurrency_id="g"), sleep_fn("y", 1, concurrency_id="g")])
     fx, fy = build_functions(s)

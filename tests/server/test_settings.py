@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from reference_server.http.server_state import build_functions
 from reference_server.launch import ServeOptions, settings_from_options
-from reference_server.server_state import build_functions
 from reference_server.settings import (
     SettingsError,
     load_preset,

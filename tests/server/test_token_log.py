@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from starlette.testclient import TestClient
 
-from reference_server.app import build_app
+from reference_server.http.app import build_app
+from reference_server.observe.token_log import TokenLog
 from reference_server.settings import load_preset
-from reference_server.token_log import TokenLog
 
 
 def test_the_ring_keeps_the_newest_and_counts_what_it_dropped() -> None:

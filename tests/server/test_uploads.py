@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reference_server.components import FileStore
+from reference_server.io.components import FileStore
+from reference_server.io.uploads import UploadError, parse_parts, save_uploads
 from reference_server.settings import synthetic_settings
 from reference_server.testing import RunningServer, serve_in_thread
-from reference_server.uploads import UploadError, parse_parts, save_uploads
 
 FORM = "multipart/form-data; boundary=B"
 

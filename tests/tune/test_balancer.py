@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
-from qbench.run.app_errors import SESSIONS_KEPT, SPLIT_SESSIONS, explain, most_open, split_sessions
+from qbench.run.diagnose.app_errors import SESSIONS_KEPT, SPLIT_SESSIONS, explain, most_open, split_sessions
 from qbench.run.records import RequestRecord, read_records
 from qbench.tune.app_process import launch_command
 from qbench.tune.balancer import nginx_balancer, nginx_binary, nginx_config, reference_replicas

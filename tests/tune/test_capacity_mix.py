@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.run.records import RequestRecord
-from qbench.run.summary import summarize
+from qbench.run.results.summary import summarize
 from qbench.tune.capacity_run import endpoint_violations, judge
 from qbench.tune.recommend import Constraints
 from reference_server.settings import load_preset

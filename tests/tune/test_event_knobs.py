@@ -78,7 +78,7 @@ def test_the_docs_sweep_command_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_an_app_gets_a_mixs_events_and_event_knobs_only_through_placeholders() -> None:
-    from qbench.run.scenario import load_scenario
+    from qbench.run.scenario.scenario import load_scenario
     from qbench.tune.config import driven_events
 
     mix = load_scenario(ROOT / "scenarios" / "mix.yaml")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qbench.run.summary import Summary
+from qbench.run.results.summary import Summary
 from qbench.tune.grid import Point
 from qbench.tune.point import point_result
 from qbench.tune.recommend import Constraints

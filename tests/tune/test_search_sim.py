@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from qbench.report.build import build_report
-from qbench.run.scenario import Load
+from qbench.run.scenario.scenario import Load
 from qbench.tune.batch_model import BatchFit, PointLoad
 from qbench.tune.grid import Point, build_grid
 from qbench.tune.recommend import Constraints, PointResult, recommend

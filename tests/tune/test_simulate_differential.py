@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from qbench.run.scenario import parse_scenario
-from qbench.run.schedule import OpenPlan, plan
+from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.scenario.schedule import OpenPlan, plan
 from qbench.tune.batch_model import BatchFit
 from qbench.tune.grid import Point
 from qbench.tune.point import point_result, run_measured

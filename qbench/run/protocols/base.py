@@ -2,7 +2,7 @@
 
 A protocol turns one scheduled request (its record and generated inputs) into wire traffic and fills
 the record's phases. It never raises for a per-request problem: it writes an error kind instead. The
-executor (qbench.run.loadgen) owns timing, timeouts and cancellation; a protocol only reacts to them.
+executor (qbench.run.load.loadgen) owns timing, timeouts and cancellation; a protocol only reacts to them.
 """
 
 from __future__ import annotations
@@ -21,20 +21,20 @@ import aiohttp
 import orjson
 
 from qbench.run.records import RequestRecord
-from qbench.run.scenario import Load
+from qbench.run.scenario.scenario import Load
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 def upload_tag(request_id: int) -> str:
     """The `session_hash` header sent with a request's file uploads: the server's upload entry (Gradio's
-    profiling traces) carries it, so qbench.run.server_phases can join the upload to the request."""
+    profiling traces) carries it, so qbench.run.results.server_phases can join the upload to the request."""
     return f"qbench-{request_id}"
 
 
 @dataclass
 class SessionState:
-    """What one user's journey keeps between its requests (qbench.run.loadgen journeys): the Gradio session,
+    """What one user's journey keeps between its requests (run.load.loadgen journeys): the Gradio session,
     the HTTP cookies the server set, the OpenAI conversation so far."""
 
     session_hash: str

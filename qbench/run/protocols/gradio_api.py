@@ -9,7 +9,7 @@ root before 5.0, under /gradio_api from 5.0) lists the public endpoints (`named_
 Gradio shows on its "Use via API" page) with each parameter's label and JSON type.
 
 `app_endpoints` turns the pair into `AppEndpoint`s; `suggest` picks the payload generator for one
-input (qbench.run.scenario, qbench.run.payload_specs) within the component's constraints, and
+input (run.scenario.scenario, run.scenario.payload_specs) within the component's constraints, and
 `describe` says in words what the input accepts (for `qbench init`'s comments and the input-count
 error of a scenario that does not fit the endpoint).
 """
@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from qbench.run.payloads import FILE_CONTENT
 from qbench.run.protocols.gradio_schema import NUMBERS_AS_TEXT, api_suggestion
 from qbench.run.protocols.gradio_values import suggest_value, wire_example
+from qbench.run.scenario.payloads import FILE_CONTENT
 
 DEFAULT_STREAM_EVERY_S = 0.5  # Gradio's own default for .stream(stream_every=...)
 NOT_API = {"state"}  # component types whose inputs are not part of the API (sent as null)

@@ -26,11 +26,11 @@ import aiohttp
 import orjson
 
 from qbench.errors import TargetError
-from qbench.run.payloads import FileValue
 from qbench.run.protocols.base import JOURNEY, Clock, fail, http_problem, status_kind
 from qbench.run.protocols.http1 import ERROR_BODY_LIMIT, Http1Error, Http1Pool
 from qbench.run.records import RequestRecord
-from qbench.run.scenario import Scenario, endpoint_label
+from qbench.run.scenario.payloads import FileValue
+from qbench.run.scenario.scenario import Scenario, endpoint_label
 
 
 class HttpProtocol:

@@ -28,14 +28,14 @@ from typing import Any
 import aiohttp
 
 from qbench.errors import TargetError
-from qbench.run.credentials import (
+from qbench.run.scenario.credentials import (
     Account,
     Credentials,
     Secrets,
     is_secret_header,
     resolve,
 )
-from qbench.run.scenario import Load, Scenario
+from qbench.run.scenario.scenario import Load, Scenario
 
 #: The session slot of the request being sent (the load generator sets it in each request's task).
 SESSION_SLOT: ContextVar[int] = ContextVar("qbench_session_slot", default=0)

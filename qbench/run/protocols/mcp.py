@@ -30,7 +30,7 @@ from qbench.errors import TargetError
 from qbench.run.protocols.base import Clock, fail
 from qbench.run.protocols.http import refuse
 from qbench.run.records import RequestRecord
-from qbench.run.scenario import Scenario, endpoint_label
+from qbench.run.scenario.scenario import Scenario, endpoint_label
 
 DEFAULT_PATH = "/gradio_api/mcp/"
 PROTOCOL_VERSION = "2025-06-18"

@@ -22,11 +22,11 @@ import aiohttp
 import orjson
 
 from qbench.errors import TargetError
-from qbench.run.credentials import refusal_hint
 from qbench.run.protocols.base import JOURNEY, Clock, SessionState, fail
 from qbench.run.protocols.http import refuse
 from qbench.run.records import RequestRecord
-from qbench.run.scenario import Scenario, endpoint_label
+from qbench.run.scenario.credentials import refusal_hint
+from qbench.run.scenario.scenario import Scenario, endpoint_label
 
 CHAT_PATH = "/v1/chat/completions"
 REQUEST_ID_HEADER = "X-Request-Id"
@@ -248,7 +248,7 @@ class TokenStream:
 
 
 def percentile(ordered: list[float], q: float) -> float:
-    """Type-7 (linear) percentile of sorted values, as numpy's default (qbench.run.summary)."""
+    """Type-7 (linear) percentile of sorted values, as numpy's default (qbench.run.results.summary)."""
     rank = q * (len(ordered) - 1)
     lo = int(rank)
     hi = min(lo + 1, len(ordered) - 1)

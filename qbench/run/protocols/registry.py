@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import aiohttp
 
-    from qbench.run.payloads import PayloadGenerator
     from qbench.run.protocols.base import Clock, WireProtocol
-    from qbench.run.scenario import Scenario
+    from qbench.run.scenario.payloads import PayloadGenerator
+    from qbench.run.scenario.scenario import Scenario
 
 
 def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock,

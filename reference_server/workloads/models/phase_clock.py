@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from reference_server.profiling import BATCH_PHASES, batch_phase
+from reference_server.observe.profiling import BATCH_PHASES, batch_phase
 
 if TYPE_CHECKING:
     import torch

@@ -1,0 +1,13 @@
+"""What came back: records -> summaries, the server's own view, and how the run ended.
+
+    summary.py        records -> Summary: percentiles per phase, goodput, error kinds, SLO verdict
+    server_phases.py  the server's own phase timings (Gradio's profiling traces, /monitoring/summary)
+                      read during and after the run and joined onto the records by event_id
+    steady.py         did the server keep up? steady state from records, and the same test live
+    failfast.py       stop a run whose opening requests all fail the same way, and say why
+    run_info.py       RunInfo: run.json as data (writer's field names, tolerant reader for old folders)
+    outcome.py        RunOutcome: how a run ended (stop, failed opening, lost workers, SLO); its exit code
+    alongside.py      a mix entry that starts later: the others' latency before and after it joined
+    paired.py         two runs on one schedule, request by request (block bootstrap, Wilcoxon)
+    files.py          output folders' names (runs, sweeps, capacity) and the one masked, atomic JSON writer
+"""

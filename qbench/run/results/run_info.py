@@ -1,0 +1,149 @@
+"""run.json as data: `RunInfo`, the facts of a run that its records cannot hold.
+
+The runner (qbench.run.runner) writes run.json in two steps: `RunInfo.start` once the target
+answered (scenario, target, host, server snapshot, auth), then the executors' report (stop, failed
+opening, lost workers, payload, clock) and the generator's statistics at the end. Readers (the
+report, qbench.analysis, RunOutcome) load it back with `RunInfo.from_dict`, which never raises: a
+missing key (an older or unfinished run) reads as its default, a key of the wrong type as absent.
+
+Free-form parts stay dicts: `scenario` (the Scenario as run, by alias), `server` (discovery, /config,
+/status at the start and `status_end`), `auth` (login counts, no secret), `host`, `clock` (Ray).
+Keys this type does not know are kept in `extra`, so `to_dict(from_dict(d)) == d` for a run.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from qbench.run.results.server_phases import TraceReport
+from qbench.run.results.summary import GeneratorStats
+
+# What the load generator and executors report (run.json's "Load generator" block in the report)
+GENERATOR_KEYS = ("generator", "stop_kind", "stop_reason", "max_in_flight", "planned_requests", "payload",
+                  "clock", "lost_workers")  # clock, lost_workers: a Ray run (qbench.run.load.ray_executor)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run.json, typed; every field has a default so that an old or partial file loads."""
+
+    scenario: dict[str, Any] = field(default_factory=dict)  # the Scenario as run (model_dump by alias)
+    target: str | None = None
+    qbench_version: str | None = None
+    host: dict[str, Any] = field(default_factory=dict)  # hostname, platform, python, cpus
+    started_at: str | None = None  # ISO 8601, UTC
+    server: dict[str, Any] = field(default_factory=dict)  # discovery + /config + /status (+ status_end)
+    auth: dict[str, Any] = field(default_factory=dict)  # login, accounts, logins, relogins (no secret)
+    # the executors' report (qbench.run.load.executor); None / () when the run ran to its end
+    stop_kind: str | None = None  # "interrupted" or "deadline" (see qbench.run.results.outcome)
+    stop_reason: str | None = None
+    failed_opening: str | None = None
+    lost_workers: tuple[str, ...] = ()
+    max_in_flight: int | None = None
+    planned_requests: int | None = None
+    payload: dict[str, Any] | None = None
+    clock: dict[str, Any] | None = None
+    generator: GeneratorStats | None = None  # written when the run finished
+    records: int | None = None
+    server_traces: TraceReport | None = None  # how the server's own phases were read (server_phases)
+    extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know
+
+    @classmethod
+    def start(cls, scenario: dict[str, Any], target: str, qbench_version: str, host: dict[str, Any],
+              started_at: str) -> RunInfo:
+        """What the runner knows before the target answered."""
+        return cls(scenario=scenario, target=target, qbench_version=qbench_version, host=host,
+                   started_at=started_at)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunInfo:
+        """From a run.json object; never raises (missing or mistyped keys read as their defaults)."""
+        lost = data.get("lost_workers")
+        return cls(
+            scenario=_dict(data, "scenario") or {},
+            target=_text(data, "target"),
+            qbench_version=_text(data, "qbench_version"),
+            host=_dict(data, "host") or {},
+            started_at=_text(data, "started_at"),
+            server=_dict(data, "server") or {},
+            auth=_dict(data, "auth") or {},
+            stop_kind=_text(data, "stop_kind"),
+            stop_reason=_text(data, "stop_reason"),
+            failed_opening=_text(data, "failed_opening"),
+            lost_workers=tuple(str(w) for w in lost) if isinstance(lost, list | tuple) else (),
+            max_in_flight=_int(data, "max_in_flight"),
+            planned_requests=_int(data, "planned_requests"),
+            payload=_dict(data, "payload"),
+            clock=_dict(data, "clock"),
+            generator=_generator(data.get("generator")),
+            records=_int(data, "records"),
+            server_traces=_traces(data.get("server_traces")),
+            extra={k: v for k, v in data.items() if k not in FIELDS},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run.json object: every field that is set (None, {} and () are left out), then `extra`."""
+        out: dict[str, Any] = {}
+        for name in FIELDS:
+            value = getattr(self, name)
+            if name in ("generator", "server_traces") and value is not None:
+                value = dataclasses.asdict(value)
+            elif name == "lost_workers":
+                value = list(value)
+            if value is not None and value != {} and value != []:
+                out[name] = value
+        return {**out, **self.extra}
+
+    def updated(self, changes: Mapping[str, Any]) -> RunInfo:
+        """This info with the entries of a run.json-shaped mapping (an executor's report) laid over it."""
+        return RunInfo.from_dict({**self.to_dict(), **changes})
+
+    @property
+    def logged_in(self) -> bool:
+        return bool(self.auth.get("login"))
+
+    def load_generator(self) -> dict[str, Any]:
+        """The load generator's own report (GENERATOR_KEYS), as stored; for the report's details."""
+        stored = self.to_dict()
+        return {k: stored[k] for k in GENERATOR_KEYS if k in stored}
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(RunInfo) if f.name != "extra")
+
+
+def _text(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    return str(value) if value not in (None, "") else None
+
+
+def _int(data: Mapping[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _dict(data: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    value = data.get(key)
+    return dict(value) if isinstance(value, dict) else None
+
+
+def _generator(value: Any) -> GeneratorStats | None:
+    """The generator's statistics; None when absent or not of the shape this version writes."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return GeneratorStats.from_dict(value)
+    except (TypeError, ValueError):  # a worker entry with unknown or missing keys
+        return None
+
+
+def _traces(value: Any) -> TraceReport | None:
+    """How the server's phases were read; None when absent or not of the shape this version writes."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return TraceReport.from_dict(value)
+    except (TypeError, ValueError):
+        return None

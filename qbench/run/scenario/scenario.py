@@ -1,0 +1,786 @@
+"""Scenario: what to send, where, how fast, and what counts as good. Loaded from YAML and validated.
+
+    name: image                     # defaults to the file name
+    target: http://127.0.0.1:7860   # overridable with --target
+    protocol: gradio                # gradio (queue + SSE) | http (plain, streamed or not) | openai | mcp
+    endpoint: {api_name: classify}  # gradio: api_name or fn_index; http: method, path, body, headers;
+                                    # openai: path, model, max_tokens, stream, body (extra fields)
+    payload:                        # one generator per input, seeded so runs repeat
+      seed: 0
+      inputs: [{image: {width: 224, height: 224, format: png}}]
+    load:                           # one shape: burst | rate | stages | users | trace | replay
+      rate: 5
+      arrival: poisson
+      duration: 30
+      timeout: 30
+    slo: {p95_latency_s: 2.0, error_rate: 0.01}
+    auth: {login: {username: u, password: ${APP_PASSWORD}}}   # optional: see qbench.run.scenario.credentials
+
+A malformed file fails in `load_scenario` before any request, with a ScenarioError naming the file,
+the key, the value and what was expected.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from qbench.errors import ScenarioError
+from qbench.run.scenario.credentials import REVEAL, Auth, Secrets, redact_headers
+from qbench.run.scenario.payload_specs import BooleanSpec, ChatSpec, ChoiceSpec, ExampleSpec, FileSpec
+
+SHAPES = ("burst", "rate", "stages", "users", "trace", "replay")
+MAX_WORDS = 100_000  # per generated text
+MAX_VARIANTS = 100_000  # generated payloads
+MAX_CHUNKS = 1_000_000  # input chunks streamed into one event
+INPUT_KINDS = ("text", "image", "audio", "number", "json", "files", "value",
+               "choice", "boolean", "chat", "file", "example")  # the last five: run.scenario.payload_specs
+
+
+class _Model(BaseModel):
+    # No inf/nan anywhere: every float is a duration, rate, size or bound that must be a real number.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+# ---------------------------------------------------------------- payload
+
+
+class TextSpec(_Model):
+    """Random words (a count drawn uniformly in `words`) or lines drawn from a file of prompts.
+
+    `tokens: [min, max]` draws a length in tokens instead, exact under `tokenizer` (a local tokenizer
+    folder, or a model name already in the local Hugging Face cache: qbench downloads nothing).
+    `turns: [min, max]` (protocol: openai) makes a chat of that many user turns, an assistant turn
+    between each two; every turn's length follows `words` or `tokens`.
+    """
+
+    words: tuple[int, int] = (5, 20)
+    file: Path | None = None
+    tokens: tuple[int, int] | None = None
+    tokenizer: str | None = None
+    turns: tuple[int, int] | None = None
+
+    @field_validator("words", "tokens", "turns")
+    @classmethod
+    def _range(cls, v: tuple[int, int] | None) -> tuple[int, int] | None:
+        if v is not None and (v[0] < 1 or v[1] < v[0] or v[1] > MAX_WORDS):
+            raise ValueError(f"expected [min, max] counts with 1 <= min <= max <= {MAX_WORDS:,}")
+        return v
+
+    @model_validator(mode="after")
+    def _tokens_need_a_tokenizer(self) -> TextSpec:
+        if self.tokens is not None and self.tokenizer is None:
+            raise ValueError("tokens: [min, max] needs tokenizer: a local tokenizer folder or a cached "
+                             "model name (e.g. the served model's); use words: [min, max] for an "
+                             "untokenized length")
+        if self.file is not None and (self.tokens is not None or self.turns is not None):
+            raise ValueError("file: sends the file's lines as they are; drop tokens/turns, or drop file")
+        return self
+
+
+class ImageSpec(_Model):
+    """A generated image encoded in `format`: `photo` (a natural-image spectrum, sharp edges, fine
+    sensor noise: it compresses like a photograph, ~13 KiB at 224x224 as JPEG q85) or `noise` (a
+    gradient under heavy noise, qbench's earlier images: ~96 KiB as PNG). `quality`: jpeg and webp."""
+
+    width: int = Field(224, ge=1, le=8192)
+    height: int = Field(224, ge=1, le=8192)
+    format: Literal["png", "jpeg", "webp"] = "png"
+    content: Literal["photo", "noise"] = "photo"
+    quality: int = Field(85, ge=1, le=100)
+
+
+class AudioSpec(_Model):
+    """A generated waveform (a few sine tones plus noise), WAV 16-bit mono."""
+
+    seconds: float = Field(1.0, gt=0, le=600)
+    sample_rate: int = Field(16000, ge=1000, le=192000)
+
+
+class NumberSpec(_Model):
+    """Uniform in [min, max]; `integer` draws whole numbers; `step` draws min + k * step <= max (a
+    Slider's or a Number's step)."""
+
+    min: float = 0.0
+    max: float = 1.0
+    integer: bool = False
+    step: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _range(self) -> NumberSpec:
+        if not self.min <= self.max or not math.isfinite(self.max - self.min):
+            raise ValueError(f"expected min <= max, a finite range; got min {self.min:g}, max {self.max:g}")
+        if self.step is not None and (self.max - self.min) / self.step > 2**53:
+            raise ValueError(f"step: {self.step:g} is too small for the range [{self.min:g}, {self.max:g}]")
+        if self.integer and not -(2**62) <= self.min <= self.max <= 2**62:
+            raise ValueError("integer: expected min and max within +-2**62")
+        return self
+
+
+class FilesSpec(_Model):
+    """Files from a folder, picked at random; sent as uploads (gradio) or base64 (http)."""
+
+    dir: Path
+    pattern: str = "*"
+
+
+class InputSpec(_Model):
+    """Exactly one generator per input, e.g. `{text: {words: [5, 20]}}` or `{value: 3}`."""
+
+    text: TextSpec | None = None
+    image: ImageSpec | None = None
+    audio: AudioSpec | None = None
+    number: NumberSpec | None = None
+    json_: Any = Field(None, alias="json")  # a JSON template; strings "{word}" / "{int}" are filled in
+    files: FilesSpec | None = None
+    value: Any = None  # a constant sent as is
+    choice: ChoiceSpec | None = None
+    boolean: BooleanSpec | None = None
+    chat: ChatSpec | None = None
+    file: FileSpec | None = None
+    example: ExampleSpec | None = None
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_kind(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or len(data) != 1 or next(iter(data)) not in INPUT_KINDS:
+            raise ValueError(f"expected a mapping with exactly one of {', '.join(INPUT_KINDS)}")
+        return data
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in INPUT_KINDS if k in self.model_fields_set or f"{k}_" in self.model_fields_set)
+
+    @model_serializer(mode="wrap")
+    def _only_the_kind(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dump as written ({kind: spec}), so a dumped scenario validates again."""
+        data = handler(self)
+        kind = self.kind
+        value = data.get(kind, data.get("json_")) if kind == "json" else data.get(kind)
+        return {kind: value}
+
+
+class Payload(_Model):
+    seed: int = Field(0, ge=0)
+    # distinct generated bodies, all made before the run and cycled (bounds generator CPU)
+    variants: int = Field(64, ge=1, le=MAX_VARIANTS)
+    inputs: list[InputSpec] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- endpoint
+
+
+class Endpoint(_Model):
+    """Gradio: `api_name` (without the slash) or `fn_index`. HTTP: method, path, body template, headers.
+
+    In an HTTP body template, a string "$0", "$1", ... is replaced by the generated value of that input.
+
+    OpenAI-compatible: `path` (default /v1/chat/completions; a path ending in /v1/completions sends a
+    `prompt` instead of `messages`), `model` (default: the first of GET /v1/models), `max_tokens`,
+    `stream` (default true; usage is asked for with stream_options.include_usage) and `body`, a
+    mapping of extra request fields passed through as they are (temperature, seed, ignore_eos, ...).
+
+    MCP (qbench.run.protocols.mcp): `tool`, the tool to call, `arguments`, the name of each payload
+    input's argument in order, and `path`, the server's MCP URL (default /gradio_api/mcp/, Gradio's).
+
+    Gradio streamed inputs (a `.stream()` event: a webcam, a microphone; qbench.run.protocols.
+    gradio_stream): `chunks`, how many input chunks one event gets (the first joins the queue, the
+    others follow it), `stream_every`, the seconds between them (default: the app's own `stream_every`).
+
+    Any protocol: `page` (e.g. "/") makes the endpoint a page load, as a browser opens the app
+    (qbench.run.protocols.page): in a journey step before the calls, or in a mix beside them.
+    """
+
+    api_name: str | None = None
+    fn_index: int | None = Field(default=None, ge=0)
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    path: str | None = None
+    body: Any = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    model: str | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    stream: bool = True
+    tool: str | None = None  # protocol: mcp
+    page: str | None = None  # a page load (any protocol): the page's path, e.g. "/"
+    arguments: list[str] = Field(default_factory=list)  # protocol: mcp, one name per payload input
+    chunks: int | None = Field(default=None, ge=1, le=MAX_CHUNKS)  # gradio .stream(): chunks per event
+    stream_every: float | None = Field(default=None, gt=0)  # seconds between chunks (default: the app's)
+
+    @field_serializer("headers")
+    def _hide_headers(self, value: dict[str, str], info: SerializationInfo) -> dict[str, str]:
+        return redact_headers(value, [], info)  # an API key header shows as ***
+
+    @field_validator("api_name")
+    @classmethod
+    def _strip_slash(cls, v: str | None) -> str | None:
+        return v.lstrip("/") if v else v
+
+
+# ---------------------------------------------------------------- load
+
+
+class Stage(_Model):
+    """`duration` seconds at `rate` req/s, or ramping linearly from `rate` to `to`."""
+
+    duration: float = Field(gt=0)
+    rate: float = Field(ge=0)
+    to: float | None = Field(None, ge=0)
+
+
+DRAIN_GRACE_S = 1.0  # default drain = timeout + this
+
+
+class TraceSpec(_Model):
+    """A trace file as the schedule: one request per line (JSONL or CSV; see qbench.run.scenario.trace)."""
+
+    file: Path
+    speedup: float = Field(1.0, gt=0)  # 2 = the trace's arrivals twice as fast
+    window: tuple[float, float] | None = None  # [start, end) in trace seconds; the slice starts at 0
+    loop: bool = False  # start the trace again when it ends (needs duration or requests)
+
+    @field_validator("window")
+    @classmethod
+    def _ordered(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not 0 <= v[0] < v[1]:
+            raise ValueError("expected [start_s, end_s] with 0 <= start_s < end_s")
+        return v
+
+
+class Load(_Model):
+    """The load shape (exactly one of SHAPES), stop conditions and client limits."""
+
+    burst: int | None = Field(None, ge=1)  # N requests at once (every `interval` s if set)
+    interval: float | None = Field(None, gt=0)
+    rate: float | None = Field(None, gt=0)  # requests per second (open loop)
+    arrival: Literal["constant", "poisson"] = "constant"
+    stages: list[Stage] | None = None
+    users: int | None = Field(None, ge=1)  # closed loop: each user waits for its response
+    trace: TraceSpec | None = None  # a trace file's send times (open loop); a path or a mapping
+    replay: Path | None = None  # a past run folder: its intended send times and request ids (open loop)
+    think_time: float = Field(0.0, ge=0)  # seconds between a user's response and its next request
+    think: Literal["constant", "exponential"] = "constant"
+    ramp_up: float = Field(0.0, ge=0)  # users start evenly spread over this many seconds
+    duration: float | None = Field(None, gt=0)  # stop sending after this many seconds
+    requests: int | None = Field(None, ge=1)  # stop after this many requests
+    warmup: float = Field(0.0, ge=0)  # requests intended in the first N seconds are not summarised
+    timeout: float = Field(60.0, gt=0)  # per request; fires a cancel on the server
+    drain: float | None = Field(
+        None, ge=0
+    )  # wait for in-flight requests after the last send (default: timeout + DRAIN_GRACE_S)
+    sessions: Literal["per_request"] | int = "per_request"  # or a pool size (like browser tabs)
+    max_in_flight: int | None = Field(None, ge=1)  # cap on concurrent requests (reported; adds send lag)
+    max_connections: int = Field(0, ge=0)  # HTTP connection pool limit; 0 = unlimited
+    connect_timeout: float = Field(10.0, gt=0)
+    processes: int = Field(1, ge=1, le=64)  # generator processes (when one core is not enough)
+    executor: Literal["local", "ray"] = "local"  # where generators run: this machine, or Ray actors
+    workers: Literal["auto"] | int = "auto"  # Ray actors (auto: one per alive node with a CPU)
+    ray_address: str | None = None  # Ray cluster: local (start one here), auto, ray://host:10001...
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> Load:
+        shapes = [s for s in SHAPES if getattr(self, s) is not None]
+        if len(shapes) != 1:
+            raise ValueError(
+                f"expected exactly one load shape of {', '.join(SHAPES)}, got {shapes or 'none'}"
+            )
+        if self.rate is not None and self.duration is None and self.requests is None:
+            raise ValueError("a rate needs a stop condition: set duration and/or requests")
+        if self.users is not None and self.duration is None and self.requests is None:
+            raise ValueError("users need a stop condition: set duration and/or requests")
+        if isinstance(self.sessions, int) and self.sessions < 1:
+            raise ValueError("sessions: expected 'per_request' or a pool size >= 1")
+        if self.interval is not None and self.duration is None:
+            raise ValueError("a repeated burst (interval) needs a duration")
+        if self.trace is not None and self.trace.loop and self.duration is None and self.requests is None:
+            raise ValueError("a looped trace needs a stop condition: set duration and/or requests")
+        self._check_executor()
+        return self
+
+    def _check_executor(self) -> None:
+        if isinstance(self.workers, int) and not 1 <= self.workers <= 1024:
+            raise ValueError(f"workers: expected 'auto' or 1..1024 Ray actors, got {self.workers}")
+        if self.executor == "ray" and self.processes > 1:
+            raise ValueError("processes: splits a run on this machine; with executor: ray use workers: N")
+        if self.executor != "ray" and (self.workers != "auto" or self.ray_address is not None):
+            raise ValueError("workers and ray_address apply to executor: ray (on one machine use processes)")
+
+    @field_validator("trace", mode="before")
+    @classmethod
+    def _trace_path(cls, v: Any) -> Any:
+        return {"file": v} if isinstance(v, str | Path) else v
+
+    @property
+    def shape(self) -> str:
+        return next(s for s in SHAPES if getattr(self, s) is not None)
+
+    @property
+    def drain_s(self) -> float:
+        """By default a little longer than `timeout`, so each in-flight request ends by its own timeout
+        (error kind `timeout`, cancelled on the server) rather than by the run's drain deadline."""
+        return self.timeout + DRAIN_GRACE_S if self.drain is None else self.drain
+
+
+# ---------------------------------------------------------------- SLO
+
+
+#: SLO phases that are not a record property -> the record field a single request is judged by
+#: (a request meets an inter-token-gap bound when its own p99 gap does, a chunk-latency bound when
+#: its own p95 chunk latency does).
+ITL_PER_REQUEST = {"itl_s": "itl_p99_s", "chunk_latency_s": "chunk_latency_p95_s"}
+
+
+class Slo(_Model):
+    """Thresholds; any violated one makes `qbench run` exit 3. `pXX_<phase>` caps a percentile."""
+
+    p50_latency_s: float | None = Field(None, gt=0)
+    p90_latency_s: float | None = Field(None, gt=0)
+    p95_latency_s: float | None = Field(None, gt=0)
+    p99_latency_s: float | None = Field(None, gt=0)
+    max_latency_s: float | None = Field(None, gt=0)
+    p50_queue_wait_s: float | None = Field(None, ge=0)
+    p95_queue_wait_s: float | None = Field(None, ge=0)
+    p99_queue_wait_s: float | None = Field(None, ge=0)
+    p95_service_s: float | None = Field(None, gt=0)
+    p99_service_s: float | None = Field(None, gt=0)
+    p95_ttfo_s: float | None = Field(None, gt=0)
+    p99_ttfo_s: float | None = Field(None, gt=0)
+    p50_ttft_s: float | None = Field(None, gt=0)  # time to first token from the actual send
+    p95_ttft_s: float | None = Field(None, gt=0)
+    p99_ttft_s: float | None = Field(None, gt=0)
+    p95_tpot_s: float | None = Field(None, gt=0)  # time per output token after the first
+    p99_tpot_s: float | None = Field(None, gt=0)
+    p50_itl_s: float | None = Field(None, gt=0)  # inter-token gap (see qbench.run.results.summary)
+    p99_itl_s: float | None = Field(None, gt=0)
+    p50_chunk_latency_s: float | None = Field(None, gt=0)  # streamed inputs: chunk sent -> its answer
+    p95_chunk_latency_s: float | None = Field(None, gt=0)
+    min_chunks_answered: float | None = Field(None, ge=0, le=1)  # share of streamed chunks an output answered
+    min_output_tps: float | None = Field(None, ge=0)  # ok requests' output tokens per second, in total
+    error_rate: float | None = Field(None, ge=0, le=1)  # max share of sent requests that failed
+    min_throughput: float | None = Field(None, ge=0)  # ok requests per second
+    min_goodput: float | None = Field(None, ge=0)  # ok requests meeting the latency thresholds per second
+
+    def thresholds(self) -> dict[str, float]:
+        """The thresholds that are set, by field name."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+    def per_request_limits(self) -> dict[str, float]:
+        """Phase -> tightest latency threshold, applied per request to compute goodput."""
+        limits: dict[str, float] = {}
+        for name, value in self.thresholds().items():
+            stat, _, phase = name.partition("_")
+            if phase.endswith("_s") and (stat.startswith("p") or stat == "max"):
+                phase = ITL_PER_REQUEST.get(phase, phase)
+                limits[phase] = min(value, limits.get(phase, value))
+        return limits
+
+
+# ---------------------------------------------------------------- mix (several endpoints in one run)
+
+
+class MixEntry(_Model):
+    """One endpoint of a `mix:` (qbench.run.load.mix): its share of the requests, what it sends, and
+    optionally its own SLO (else the scenario's `slo` applies to it)."""
+
+    weight: float = Field(1.0, gt=0)  # relative share of the requests (any positive number)
+    endpoint: Endpoint
+    payload: Payload = Payload.model_validate({})
+    name: str | None = None  # the label records carry (default: the endpoint's, as without a mix)
+    slo: Slo | None = None  # thresholds replacing the scenario's for this endpoint (the others apply)
+    users: int | None = Field(default=None, ge=1)  # closed loop: its own users (load.users: the sum)
+    start: float = Field(default=0.0, ge=0)  # seconds into the run before this entry gets requests
+
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _positive(cls, v: Any) -> Any:
+        if isinstance(v, int | float) and not isinstance(v, bool) and v <= 0:
+            raise ValueError("expected a weight > 0 (leave an endpoint that gets no requests out of the mix)")
+        return v
+
+
+class JourneyStep(_Model):
+    """One step of a `journey:` (run by qbench.run.load.loadgen): an endpoint called `repeat` times in a row,
+    each call `think_time` seconds after the previous answer (the journey's first call: at once)."""
+
+    endpoint: Endpoint
+    payload: Payload = Payload.model_validate({})
+    repeat: int = Field(1, ge=1, le=10_000)
+    think_time: float = Field(0.0, ge=0)  # seconds before each call of this step (reading the answer)
+    name: str | None = None  # the label records carry (default: the endpoint's)
+
+
+JOURNEY_SHAPES = ("users", "rate", "stages", "burst")
+
+
+def endpoint_label(protocol: str, endpoint: Endpoint) -> str:
+    """What records carry in `endpoint` for this endpoint (the protocols write the same)."""
+    if endpoint.page is not None:
+        return f"page {endpoint.page}"
+    if protocol == "gradio":
+        return endpoint.api_name or f"fn_index={endpoint.fn_index}"
+    if protocol == "openai":
+        path = endpoint.path or "/v1/chat/completions"
+        return Secrets().with_url(path).redact(f"POST {path}")  # no ?key= value
+    if protocol == "mcp":
+        return f"mcp:{endpoint.tool}"
+    return Secrets().with_url(endpoint.path).redact(f"{endpoint.method} {endpoint.path}")
+
+
+# ---------------------------------------------------------------- scenario
+
+
+class Expect(_Model):
+    """Server settings the scenario expects of its target (`expect:`): `qbench run` and `qbench sweep`
+    check them against the run's own records (peak requests running at once; qbench.tune.knobcheck)
+    and warn when the server disagrees. concurrency_limit: the driven event's limit (Gradio 4.x and
+    later); concurrency_count: Gradio 3.x's worker pool; max_batch_size: its batch size."""
+
+    concurrency_limit: int | None = Field(default=None, ge=1)
+    concurrency_count: int | None = Field(default=None, ge=1)
+    max_batch_size: int | None = Field(default=None, ge=1)
+
+
+class Scenario(_Model):
+    name: str = "scenario"
+    description: str = ""
+    target: str | None = None
+    protocol: Literal["gradio", "http", "openai", "mcp"] = "gradio"
+    endpoint: Endpoint = Endpoint()
+    # Gradio wire family; default: what the app's /config announces (absent there: ws, Gradio 3.x)
+    gradio_protocol: Literal["ws", "sse", "sse_v1", "sse_v2", "sse_v2.1", "sse_v3"] | None = None
+    payload: Payload = Payload.model_validate({})
+    mix: list[MixEntry] | None = None  # several endpoints, each with its weight (replaces endpoint/payload)
+    journey: list[JourneyStep] | None = None  # what one user does, in order, in one session
+    fetch_outputs: bool = True  # gradio: fetch output files as users' browsers and gradio_client do
+    load: Load
+    slo: Slo | None = None
+    expect: Expect | None = None  # server settings the records should show (a warning when they do not)
+    auth: Auth = Auth()  # credentials, any protocol (run.scenario.credentials); dumps show *** for secrets
+
+    @model_serializer(mode="wrap")
+    def _hide_listed_endpoint_headers(self, handler: SerializerFunctionWrapHandler,
+                                      info: SerializationInfo) -> dict[str, Any]:
+        """Endpoint headers named in auth.secret_headers are secrets too (Endpoint alone cannot know)."""
+        data: dict[str, Any] = handler(self)
+        if self.mix is not None or self.journey is not None:  # they replace endpoint and payload
+            data.pop("endpoint", None)
+            data.pop("payload", None)
+        entries = (data.get("mix") or []) + (data.get("journey") or [])
+        for endpoint in [data.get("endpoint")] + [e.get("endpoint") for e in entries]:
+            headers = (endpoint or {}).get("headers")
+            if endpoint is not None and headers and self.auth.secret_headers:
+                endpoint["headers"] = redact_headers(headers, self.auth.secret_headers, info)
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mix_or_endpoint(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if data.get("mix") is not None and data.get("journey") is not None:
+            raise ValueError("journey: a journey's steps replace a mix (a user does one thing after "
+                             "another): drop mix, or drop journey")
+        for key in ("mix", "journey"):
+            both = [k for k in ("endpoint", "payload") if data.get(k) is not None]
+            if data.get(key) is not None and both:
+                raise ValueError(f"{key}: a {key} replaces endpoint and payload (each entry has its own): "
+                                 f"drop {' and '.join(both)}: {data[both[0]]!r}, or drop {key}")
+        return data
+
+    @model_validator(mode="after")
+    def _endpoint_fits_protocol(self) -> Scenario:
+        if self.mix is not None and not self.mix:
+            raise ValueError("mix: expected a list of at least one {weight, endpoint, payload}")
+        if self.journey is not None:
+            self._check_journey(self.journey)
+        if self.mix:
+            self._check_mix(self.mix)
+        for where, ep, payload in self.endpoints():
+            self._check_endpoint(where, ep, payload)
+        if self.protocol != "gradio" and self.gradio_protocol is not None:
+            raise ValueError("gradio_protocol applies to protocol: gradio only")
+        return self
+
+    @property
+    def seed(self) -> int:
+        """The seed of arrivals and endpoint draws: the payload's (a mix: its first entry's)."""
+        first = (self.mix or self.journey or [None])[0]
+        return self.payload.seed if first is None else first.payload.seed
+
+    def _check_mix(self, entries: list[MixEntry]) -> None:
+        """Entries with their own users (closed loop, all of them, adding up to load.users) and starts
+        (at least one entry from the first second, every one before the run ends)."""
+        users = [e.users for e in entries]
+        if any(u is not None for u in users):
+            if any(u is None for u in users):
+                i = users.index(None)
+                raise ValueError(f"mix.{i}.users: value None: some entries have their own users, this one "
+                                 "has none: give every entry its users (or none, to draw each request's "
+                                 "entry by weight)")
+            total = sum(u for u in users if u is not None)
+            if self.load.users != total:
+                have = f"load.users is {self.load.users}" if self.load.users else f"load is {self.load.shape}"
+                raise ValueError(f"mix: the entries' users add up to {total}, but {have}: a mix with users "
+                                 f"per entry runs closed loop with load.users: {total}")
+        starts = [e.start for e in entries]
+        if min(starts) > 0:
+            raise ValueError(f"mix: every entry starts after 0 s (the first at {min(starts):g} s): at least "
+                             "one entry needs start: 0, or nothing is sent until then")
+        end = self.load.duration
+        late = [i for i, e in enumerate(entries) if end is not None and e.start >= end]
+        if late:
+            at = entries[late[0]].start
+            raise ValueError(f"mix.{late[0]}.start: value {at:g}: not before the run's end (load.duration: "
+                             f"{end:g} s)")
+
+    def _check_journey(self, steps: list[JourneyStep]) -> None:
+        if not steps:
+            raise ValueError("journey: expected a list of at least one {endpoint, payload} step")
+        if self.load.shape not in JOURNEY_SHAPES:
+            raise ValueError(f"journey: runs with load {' or '.join(JOURNEY_SHAPES)} (users: N journeys at "
+                             f"a time; rate: new journeys per second), not {self.load.shape}")
+        if self.load.processes > 1 or self.load.executor != "local":
+            raise ValueError("journey: runs in one generator process (drop processes / executor: ray)")
+
+    def endpoints(self) -> list[tuple[str, Endpoint, Payload]]:
+        """(where in the file, endpoint, payload): the one endpoint, each of a mix, each journey step."""
+        if self.journey is not None:
+            return [(f"journey.{i}", e.endpoint, e.payload) for i, e in enumerate(self.journey)]
+        if self.mix is None:
+            return [("endpoint", self.endpoint, self.payload)]
+        return [(f"mix.{i}", e.endpoint, e.payload) for i, e in enumerate(self.mix)]
+
+    def _check_endpoint(self, where: str, ep: Endpoint, payload: Payload) -> None:
+        at = "" if where == "endpoint" else f"{where}: "
+        if ep.page is not None:
+            if not ep.page.startswith("/"):
+                raise ValueError(f"{at}endpoint.page {ep.page!r}: expected a path on the target, e.g. /")
+            return  # a page load: nothing of the protocol's endpoint applies
+        if self.protocol == "gradio" and ep.api_name is None and ep.fn_index is None:
+            raise ValueError(f"{at}a gradio endpoint needs api_name (or fn_index)")
+        if self.protocol == "http" and ep.path is None:
+            raise ValueError(f"{at}an http endpoint needs a path (e.g. /predict)")
+        if self.protocol == "mcp":
+            self._check_mcp(at, ep, payload)
+        if ep.chunks is not None and self.protocol != "gradio":
+            raise ValueError(f"{at}endpoint.chunks (streamed inputs into a .stream() event) applies to "
+                             "protocol: gradio only")
+        if ep.stream_every is not None and ep.chunks is None:
+            raise ValueError(f"{at}endpoint.stream_every {ep.stream_every:g}: set endpoint.chunks too (how "
+                             "many chunks one event gets)")
+        if self.protocol == "openai" and ep.body is not None and not isinstance(ep.body, dict):
+            raise ValueError(f"{at}an openai endpoint's body is a mapping of extra request fields")
+        recorded = self.load.shape in ("trace", "replay")
+        if self.protocol == "openai" and not payload.inputs and not recorded:
+            raise ValueError(f"{at}an openai scenario needs a payload input (the prompt): "
+                             "text: {words: [8, 32]}")
+        if self.protocol != "openai" and any(s.text and s.text.turns for s in payload.inputs):
+            raise ValueError(f"{at}payload text turns (a multi-turn chat) apply to protocol: openai only")
+
+
+    @staticmethod
+    def _check_mcp(at: str, ep: Endpoint, payload: Payload) -> None:
+        if not ep.tool:
+            raise ValueError(f"{at}an mcp endpoint needs the tool to call: endpoint: {{tool: NAME, "
+                             "arguments: [...]}} (`qbench init URL --protocol mcp` lists them)")
+        if len(ep.arguments) != len(payload.inputs):
+            raise ValueError(f"{at}endpoint.arguments names {len(ep.arguments)} argument(s) "
+                             f"({', '.join(ep.arguments) or 'none'}) for {len(payload.inputs)} payload "
+                             "input(s): one name per input, in order")
+        if len(set(ep.arguments)) != len(ep.arguments):
+            raise ValueError(f"{at}endpoint.arguments: a name given twice: {ep.arguments}")
+
+
+def file_slug(name: str, default: str = "run") -> str:
+    """A scenario name as one safe path segment (no separators, no `..`): output folders' names
+    (`qbench.run.results.files.new_folder`); `a/../../x` -> `a-x`."""
+    return re.sub(r"(?:[^A-Za-z0-9_.-]|\.\.+)+", "-", name).strip("-.") or default
+
+
+def read_scenario_mapping(path: Path) -> dict[str, Any]:
+    """The YAML mapping in a scenario file; unreadable files and non-mappings raise ScenarioError."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: a date such as 2024-02-30
+        raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ScenarioError(f"{path}: not valid YAML: nested too deeply") from None
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    return raw
+
+
+def load_scenario(path: Path, overrides: dict[str, Any] | None = None) -> Scenario:
+    """Read and validate a scenario file; relative payload paths resolve against the file's folder.
+
+    A `sweep:` section is `qbench sweep`'s (qbench.tune.config) and is ignored here, so one file serves both.
+    """
+    raw = read_scenario_mapping(path)
+    raw.pop("sweep", None)
+    raw.setdefault("name", path.stem)
+    resolve_paths(raw, path.parent)
+    return parse_scenario(raw, source=str(path), overrides=overrides)
+
+
+def parse_scenario(
+    raw: dict[str, Any], *, source: str = "<scenario>", overrides: dict[str, Any] | None = None
+) -> Scenario:
+    """Validate a scenario mapping, after applying dotted-key overrides such as {"load.rate": 12}."""
+    data = apply_overrides(raw, overrides or {}, source=source)
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(format_errors(exc, source)) from None
+    return scenario
+
+
+def with_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
+    """A copy of `scenario` with dotted-key overrides applied and validated again."""
+    raw = scenario.model_dump(mode="json", by_alias=True, exclude_none=True, context=REVEAL)
+    return parse_scenario(raw, source=f"overrides to {scenario.name}", overrides=overrides)
+
+
+def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any], *, source: str) -> dict[str, Any]:
+    """Set dotted keys; setting one load shape (load.rate, load.users, ...) removes the others."""
+    data = copy.deepcopy(raw)
+    for key, value in overrides.items():
+        parts = key.split(".")
+        node: dict[str, Any] | list[Any] = data
+        for part in parts[:-1]:
+            if isinstance(node, list):  # an entry of a list (mix.1.weight, journey.0.repeat)
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ScenarioError(f"{source}: override key '{key}': '{part}' is not an index of "
+                                        f"that list (0..{len(node) - 1})")
+                child = node[int(part)]
+            else:
+                child = node.setdefault(part, {})
+            if not isinstance(child, dict | list):
+                raise ScenarioError(f"{source}: override key '{key}': '{part}' is not a mapping")
+            node = child
+        if isinstance(node, list):
+            raise ScenarioError(f"{source}: override key '{key}': set a key of one entry ({key}.0...)")
+        if parts[0] == "load" and len(parts) == 2 and parts[1] in SHAPES and value is not None:
+            for other in SHAPES:
+                node.pop(other, None)
+            if parts[1] != "users":
+                _users_to_weights(data)
+        node[parts[-1]] = value
+    return data
+
+
+def _users_to_weights(data: dict[str, Any]) -> None:
+    """An open-loop shape set on a mix whose entries have their own users (a capacity probe's rate):
+    each entry's users become its weight, the share of the requests it gets."""
+    mix = data.get("mix")
+    if not isinstance(mix, list):
+        return
+    for entry in mix:
+        if isinstance(entry, dict) and isinstance(entry.get("users"), int):
+            entry["weight"] = entry.pop("users")
+
+
+def format_errors(exc: ValidationError, source: str) -> str:
+    """One line per offending key; alternatives of a union (e.g. 'per_request' or an int) are merged."""
+    problems: dict[str, tuple[Any, list[str]]] = {}
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"] if not _UNION_TAG.match(str(p))) or "<top>"
+        msg = err["msg"].removeprefix("Value error, ")
+        if key == "<top>" and (named := _NAMED_KEY.match(msg)):  # a check across keys names its key
+            key, msg = named.group(1), msg[named.end():]
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key; expected one of {', '.join(_known_keys(err['loc'][:-1]))}"
+        entry = problems.setdefault(key, (err.get("input"), []))
+        if msg not in entry[1]:
+            entry[1].append(msg)
+    lines = [f"{source}: invalid scenario ({len(problems)} problem(s))"]
+    for key, (value, msgs) in problems.items():
+        shown = "" if isinstance(value, dict) else f" value {value!r}:"
+        lines.append(f"  key '{key}':{shown} {'; or '.join(msgs)}")
+    return "\n".join(lines)
+
+
+def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the scenario section at `loc` accepts (list indexes and union tags are skipped)."""
+    model: type[BaseModel] = Scenario
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        if field is None:
+            continue
+        nested = [t for t in _flatten(field.annotation) if isinstance(t, type) and issubclass(t, BaseModel)]
+        if nested:
+            model = nested[0]
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _flatten(annotation: Any) -> list[Any]:
+    args = get_args(annotation)
+    return [t for arg in args for t in _flatten(arg)] if args else [annotation]
+
+
+_NAMED_KEY = re.compile(r"^((?:mix|journey)(?:\.\d+(?:\.[a-z_]+)?)?|endpoint|payload): ")
+_UNION_TAG = re.compile(r"^(literal\[.*\]|int|float|str|bool|none|(list|dict|tuple)\[.*\]|[A-Z]\w*Spec)$")
+
+
+def resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    """Make relative payload file/folder paths, a trace file, a replayed run folder and a login users file
+    absolute against `base` (the scenario file's folder)."""
+    auth = raw.get("auth")
+    login = auth.get("login") if isinstance(auth, dict) else None
+    users = login.get("users") if isinstance(login, dict) else None
+    if isinstance(login, dict) and isinstance(users, str) and not Path(users).is_absolute():
+        login["users"] = str(base / users)
+    load = raw.get("load")
+    if isinstance(load, dict):
+        if isinstance(load.get("trace"), str):
+            load["trace"] = {"file": load["trace"]}
+        trace = load.get("trace")
+        for node, key in ((trace, "file"), (load, "replay")):
+            value = node.get(key) if isinstance(node, dict) else None
+            if isinstance(node, dict) and isinstance(value, str) and not Path(value).is_absolute():
+                node[key] = str(base / value)
+    mix = raw.get("mix")
+    journey = raw.get("journey")
+    entries = (mix if isinstance(mix, list) else []) + (journey if isinstance(journey, list) else [])
+    for payload in [raw.get("payload")] + [e.get("payload") for e in entries if isinstance(e, dict)]:
+        _resolve_payload_paths(payload, base)
+
+
+def _resolve_payload_paths(payload: Any, base: Path) -> None:
+    inputs = payload.get("inputs") if isinstance(payload, dict) else None
+    for spec in inputs if isinstance(inputs, list) else []:
+        for kind, key in (("text", "file"), ("files", "dir")):
+            sub = spec.get(kind) if isinstance(spec, dict) else None
+            if isinstance(sub, dict) and isinstance(sub.get(key), str) and not Path(sub[key]).is_absolute():
+                sub[key] = str(base / sub[key])
+        example = spec.get("example") if isinstance(spec, dict) else None
+        values = example.get("values") if isinstance(example, dict) else None
+        for value in values if isinstance(values, list) else []:  # {file: cat.jpg}: an example file
+            if is_file_ref(value) and not Path(value["file"]).is_absolute():
+                value["file"] = str(base / value["file"])
+
+
+def is_file_ref(value: Any) -> bool:
+    """`{file: PATH}`: a file sent as an upload (an `example` value, like a trace line's input)."""
+    return isinstance(value, dict) and set(value) == {"file"} and isinstance(value["file"], str)

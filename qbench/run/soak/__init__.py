@@ -1,0 +1,6 @@
+"""Over hours: `qbench soak`, a long run with the server's health sampled and a verdict per signal.
+
+    soak.py    the soak run: the scenario held for a duration, samples, verdicts, soak.json
+    health.py  the sampler (process tree, /status, file cache, qbench itself) and the stuck-queue test
+    drift.py   does a series drift? slope per 1,000 requests and per hour with its interval, bounds
+"""

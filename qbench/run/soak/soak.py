@@ -1,0 +1,269 @@
+"""`qbench soak`: a long steady load, the server's health sampled while it runs, a verdict per signal.
+
+    run_soak(options, soak)  the run as `qbench run` makes it (qbench.run.options), with a stop hook that
+                             feeds the health sampler (qbench.run.soak.health) and ends the run on a stuck
+                             queue; then `judge_soak` on what it left in the folder
+    judge_soak(...)          health.jsonl + the records -> SoakReport: per signal a Verdict
+                             (qbench.run.soak.drift) over the steady part
+
+A soak run's folder is a run folder (`reports/soak-<name>-<stamp>/`: run.json, records, summary.json)
+plus:
+
+    health.jsonl    one HealthSample every `interval_s` (the server's process tree, /status, the file
+                    cache, qbench's own memory), appended while the run goes
+    soak.json       SoakReport: the verdicts, the stuck-queue finding, the per-slice series
+                    (also under `soak` in summary.json)
+
+The signals: from the samples, the server's RSS, open files, threads and child processes (its process
+tree, when its pid is known), the reference server's RSS and waiting events (/status), the file cache's
+bytes, qbench's own RSS and open files; from the records, per time slice (completion time), p95 latency,
+throughput, the share of errors and the queue the server announced at each join (Gradio's estimation).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qbench.errors import ScenarioError, SloViolation
+from qbench.run.load.loadgen import LiveStats
+from qbench.run.options import OptionsRun, RunOptions, run_with_options
+from qbench.run.records import RequestRecord
+from qbench.run.results.files import Writer, new_folder
+from qbench.run.runner import load_scenario
+from qbench.run.soak.drift import Signal, Verdict, judge
+from qbench.run.soak.health import (
+    FAILING_PREFIX,
+    STUCK_PREFIX,
+    HealthSample,
+    HealthSampler,
+    StuckWatch,
+    read_health,
+)
+
+MIB = 2**20
+WARMUP_SHARE, WARMUP_MAX_S = 0.2, 300.0  # default warm-up cut: 20% of the run, at most 5 minutes
+SLICES = 20  # default per-slice series: the run in 20 slices (at least one sample interval each)
+
+HEALTH_SIGNALS = (
+    Signal("server RSS", "rss_bytes", "B", 4 * MIB, 0.02),
+    Signal("server RSS (/status)", "status_rss_bytes", "B", 4 * MIB, 0.02),
+    Signal("server open files", "open_files", "", 2),
+    Signal("server threads", "threads", "", 2),
+    Signal("server child processes", "children", "", 1),
+    Signal("server queue (events waiting)", "status_waiting", "", 2),
+    Signal("file cache", "cache_bytes", "B", MIB),
+    Signal("qbench's own RSS", "qbench_rss_bytes", "B", 8 * MIB, 0.05),
+    Signal("qbench's open files", "qbench_open_files", "", 2),
+)
+SLICE_SIGNALS = (
+    Signal("p95 latency", "p95_latency_s", "s", 0.005, 0.10),
+    Signal("throughput", "throughput_rps", "req/s", 0.0, 0.05),
+    Signal("errors", "error_pct", "%", 1.0),
+    Signal("server queue at join (its estimation)", "queue_size", "", 2),
+)
+LIMIT_KEYS = {"rss": "rss_bytes", "cache": "cache_bytes", "files": "open_files", "p95": "p95_latency_s"}
+
+
+@dataclass(frozen=True)
+class SoakOptions:
+    """How to watch the server during a soak run (the run itself is RunOptions)."""
+
+    interval_s: float = 5.0  # between health samples
+    warmup_s: float | None = None  # the cut before the steady part (None: 20% of the run, <= 300 s)
+    stuck_after_s: float = 60.0  # no request completing for this long while requests go out: stuck
+    pid: int | None = None  # the server's process (its tree is sampled); None: /status only
+    cache_folder: Path | None = None  # the app's file cache (GRADIO_TEMP_DIR)
+    limits: dict[str, float] = field(default_factory=dict)  # signal key -> limit (rss_bytes: 16 GiB)
+
+
+@dataclass(frozen=True)
+class SoakReport:
+    """What a soak run found: a verdict per signal, a stuck queue, and the series they were read from."""
+
+    verdicts: list[Verdict]
+    stuck: str | None  # the stuck-queue (or every-request-failing) finding the run ended on, else None
+    steady_from_s: float  # the warm-up cut
+    duration_s: float  # the samples' span
+    requests: int  # finished requests
+    rate_rps: float | None  # completions per second over the steady part
+    samples: int  # health samples
+    slices: list[dict[str, float | None]] = field(default_factory=list)  # per slice: t_s, requests, ...
+
+    def lines(self) -> list[str]:
+        """The findings in words: the stuck queue first, then every signal."""
+        head = [f"STOPPED: {self.stuck}"] if self.stuck else []
+        cut = (f"steady part from {self.steady_from_s:.0f} s of {self.duration_s:.0f} s (warm-up cut), "
+               f"{self.requests:,} requests, {self.samples} health samples")
+        short = [v.signal for v in self.verdicts if v.kind == "short"]
+        tail = [f"too few samples after the warm-up to judge: {', '.join(short)}"] if short else []
+        return [*head, cut, *(v.text() for v in self.verdicts if v.kind != "short"), *tail]
+
+    def verdict(self, key: str) -> Verdict | None:
+        return next((v for v in self.verdicts if v.key == key), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdicts": [v.to_dict() for v in self.verdicts], "stuck": self.stuck,
+                "steady_from_s": self.steady_from_s, "duration_s": self.duration_s, "requests": self.requests,
+                "rate_rps": self.rate_rps, "samples": self.samples, "slices": self.slices,
+                "lines": self.lines()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SoakReport:
+        return cls([Verdict.from_dict(v) for v in data.get("verdicts", [])], data.get("stuck"),
+                   float(data.get("steady_from_s", 0.0)), float(data.get("duration_s", 0.0)),
+                   int(data.get("requests", 0)), data.get("rate_rps"), int(data.get("samples", 0)),
+                   list(data.get("slices", [])))
+
+
+@dataclass
+class SoakRun:
+    """A finished soak run: the run (as `qbench run` leaves it) and its report."""
+
+    done: OptionsRun
+    report: SoakReport
+
+    def error(self) -> SloViolation | None:
+        """A stuck queue (or every request failing) fails the run (exit 3), whatever the SLO said."""
+        return SloViolation(f"the soak run stopped: {self.report.stuck}") if self.report.stuck else None
+
+
+def run_soak(options: RunOptions, soak: SoakOptions) -> SoakRun:
+    """Run `options` with the health sampler and the stuck-queue test; judge it; write soak.json."""
+    if options.out is None:
+        name = options.scenario.stem if options.scenario else (options.api or "app").lstrip("/")
+        options = replace(options, out=new_folder("soak", name))
+    assert options.out is not None
+    url = options.target or (load_scenario(options.scenario, options.overrides()).target
+                             if options.scenario else None)
+    sampler = HealthSampler(options.out / "health.jsonl", interval_s=soak.interval_s, pid=soak.pid,
+                            status_url=url, cache_folder=soak.cache_folder)
+    stuck = StuckWatch(soak.stuck_after_s)
+    started: list[bool] = []
+
+    def hook(stats: LiveStats) -> str | None:
+        if not started:  # the target answered and the load began: sample from here
+            started.append(True)
+            sampler.start()
+        sampler.update(stats)
+        return stuck.check(stats)
+
+    try:
+        done = run_with_options(options, stop_when=hook)
+    finally:
+        sampler.stop()
+    reason = done.result.outcome.stop_reason
+    finding = reason if reason and reason.startswith((STUCK_PREFIX, FAILING_PREFIX)) else None
+    report = judge_soak(read_health(done.result.run_dir / "health.jsonl"), done.result.records, soak, finding)
+    write_report(done.result.run_dir, report)
+    return SoakRun(done, report)
+
+
+def write_report(run_dir: Path, report: SoakReport) -> None:
+    """soak.json, and the report under `soak` in summary.json."""
+    writer = Writer()
+    writer.json(run_dir / "soak.json", report.to_dict())
+    summary_path = run_dir / "summary.json"
+    if summary_path.exists():
+        import json
+
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        writer.json(summary_path, {**summary, "soak": report.to_dict()})
+
+
+def read_report(run_dir: Path) -> SoakReport | None:
+    """A soak run folder's soak.json (None: not a soak run)."""
+    import json
+
+    path = run_dir / "soak.json"
+    return SoakReport.from_dict(json.loads(path.read_text(encoding="utf-8"))) if path.exists() else None
+
+
+def judge_soak(samples: Sequence[HealthSample], records: Sequence[RequestRecord], soak: SoakOptions,
+               stuck: str | None = None) -> SoakReport:
+    """The verdicts of a soak run from its health samples (those taken while it ran) and records."""
+    samples = [s for s in samples if s.live]
+    span = samples[-1].t_s if samples else _records_span(records)
+    cut = soak.warmup_s if soak.warmup_s is not None else min(WARMUP_SHARE * span, WARMUP_MAX_S)
+    rate = _steady_rate(samples, cut)
+    t = [s.t_s for s in samples]
+    x = [float(s.completed) for s in samples]
+    verdicts = []
+    for signal in HEALTH_SIGNALS:
+        values = [getattr(s, signal.key) for s in samples]
+        if signal.key == "status_rss_bytes" and any(s.rss_bytes is not None for s in samples):
+            continue  # the process tree's RSS already counts it
+        if any(v is not None for v in values):
+            verdicts.append(judge(signal, t, x, values, steady_from_s=cut, limit=soak.limits.get(signal.key),
+                                  rate_rps=rate))
+    slices = slice_series(records, max(soak.interval_s, span / SLICES))
+    st = [float(s["t_s"] or 0.0) for s in slices]
+    sx = [float(s["requests"] or 0.0) for s in slices]
+    for signal in SLICE_SIGNALS:
+        values = [s[signal.key] for s in slices]
+        if any(v is not None for v in values):
+            verdicts.append(judge(signal, st, sx, values, steady_from_s=cut,
+                                  limit=soak.limits.get(signal.key), rate_rps=rate))
+    finished = sum(1 for r in records if r.completed_at_s is not None)
+    return SoakReport(verdicts, stuck, cut, span, finished, rate, len(samples), slices)
+
+
+def slice_series(records: Sequence[RequestRecord], slice_s: float) -> list[dict[str, float | None]]:
+    """Per slice of `slice_s` seconds (by completion time): its middle, requests finished by then,
+    p95 latency of its ok requests, completions per second, the share of errors (%), and the median
+    queue size the server announced when its requests joined (Gradio's first estimation message)."""
+    done = sorted((r for r in records if r.completed_at_s is not None), key=lambda r: r.completed_at_s or 0.0)
+    if not done or slice_s <= 0:
+        return []
+    ends = np.array([r.completed_at_s for r in done], dtype=np.float64)
+    window = max(r.intended_at_s for r in records)  # whole slices of the send window (no drain)
+    series: list[dict[str, float | None]] = []
+    for k in range(max(int(window // slice_s), 1)):
+        lo, hi = np.searchsorted(ends, [k * slice_s, (k + 1) * slice_s], side="left")
+        part = done[lo:hi]
+        ok = [r.latency_s for r in part if r.outcome == "ok" and r.latency_s is not None]
+        queued = [r.queue_size for r in part if r.queue_size is not None]
+        series.append({
+            "t_s": (k + 0.5) * slice_s,
+            "requests": float(hi),
+            "p95_latency_s": float(np.percentile(ok, 95)) if ok else None,
+            "throughput_rps": len(part) / slice_s,
+            "error_pct": 100.0 * (len(part) - len(ok)) / len(part) if part else None,
+            "queue_size": float(np.median(queued)) if queued else None,
+        })
+    return series
+
+
+def parse_limits(items: Sequence[str]) -> dict[str, float]:
+    """`--limit rss=16GiB` (also cache=, files=, p95=) -> {signal key: value}; sizes take KiB..TiB,
+    KB..TB or plain bytes, p95 takes seconds."""
+    limits: dict[str, float] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        key = LIMIT_KEYS.get(name.strip())
+        if not sep or key is None:
+            raise ScenarioError(f"--limit {item!r}: expected NAME=VALUE with NAME one of "
+                                f"{', '.join(LIMIT_KEYS)}, e.g. rss=16GiB")
+        match = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]i?B|B)?\s*", text, flags=re.IGNORECASE)
+        if match is None:
+            raise ScenarioError(f"--limit {item!r}: {text!r} is not a number (with B, KiB..TiB or KB..TB)")
+        unit = (match.group(2) or "B").upper()
+        scale = 1024 ** "BKMGT".index(unit[0]) if "I" in unit else 1000 ** "BKMGT".index(unit[0])
+        limits[key] = float(match.group(1)) * scale
+    return limits
+
+
+def _records_span(records: Sequence[RequestRecord]) -> float:
+    return max((r.completed_at_s or 0.0 for r in records), default=0.0)
+
+
+def _steady_rate(samples: Sequence[HealthSample], cut: float) -> float | None:
+    steady = [s for s in samples if s.t_s >= cut]
+    if len(steady) < 2 or steady[-1].t_s <= steady[0].t_s:
+        return None
+    return (steady[-1].completed - steady[0].completed) / (steady[-1].t_s - steady[0].t_s)

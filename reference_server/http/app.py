@@ -1,0 +1,66 @@
+"""`build_app(settings) -> Starlette`: the reference server.
+
+The lifespan owns the expensive things: it builds, loads and warms the workloads, then starts the
+queue's dispatcher; handlers (gradio_routes, admin) only admit, enqueue and stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+
+from reference_server.auth import AuthMiddleware, Logins
+from reference_server.http import admin, gradio3_routes, http_routes, openai_routes
+from reference_server.http.gradio_routes import ClientError, JSONResponse
+from reference_server.http.server_state import ServerState, load_workloads, resolve_device
+from reference_server.observe.gpu import GpuSampler
+from reference_server.settings import ServerSettings, for_device
+
+
+async def _client_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ClientError)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+
+
+def build_app(settings: ServerSettings, file_dir: Path | None = None) -> Starlette:
+    """The ASGI app. Settings errors (unknown workload, batch generator) raise SettingsError here."""
+    state = ServerState.create(settings, file_dir)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.device = resolve_device(settings)
+        await anyio.to_thread.run_sync(load_workloads, settings, state.functions, state.device)
+        if (served := for_device(settings, state.device)) is not settings:
+            state.apply(served)  # the presets' on_cuda batch sizes
+        await anyio.to_thread.run_sync(state.start_pool)
+        state.queue.start()
+        state.gpu = GpuSampler(state.metrics.registry)
+        state.gpu.start()
+        state.ready = True
+        try:
+            yield
+        finally:
+            state.ready = False
+            await state.queue.stop()
+            state.close()
+
+    logins = Logins()  # settings.auth: Gradio's login and cookies, bearer tokens (reference_server.auth)
+    auth = Middleware(AuthMiddleware, settings=settings.auth, logins=logins)
+    guard = [auth] if settings.auth.enabled else []
+    app = Starlette(
+        routes=[*gradio3_routes.routes_for(settings.gradio), *openai_routes.ROUTES, *http_routes.ROUTES,
+                *admin.ROUTES],
+        lifespan=lifespan,
+        exception_handlers={ClientError: _client_error},
+        middleware=guard,
+    )
+    app.state.server = state
+    app.state.logins = logins
+    return app

@@ -1,0 +1,412 @@
+"""HTTP front ends in processes of their own, before the one queue (`launch.front_ends`).
+
+Measured on the CPU stand-in of a GPU server (bench/server_cost.py) and on one H100 (bench/RESULTS.md),
+once uploads and decoding had left the server's main process, its event loop was the ceiling: ~0.9 ms
+of CPU per image request, about half of it HTTP itself (uvicorn's parser and transport, starlette's
+request and response objects), all of it under the GIL that the model's thread needs too. With
+`launch.front_ends: N` the server runs as N + 1 processes:
+
+    front ends (N)   accept the clients' connections on the public port (one listening socket, made
+                     by the core and inherited: the kernel hands each connection to one of them),
+                     parse HTTP, read the request's body, and forward the request over a Unix socket
+                     to the core; they write the core's response back, SSE streams included, and
+                     tell the core when a client leaves
+    core (1)         the same Starlette app as ever (queue, sessions, workloads, decode workers,
+                     auth, admin): a forwarded request runs through it as an ASGI call, without
+                     HTTP parsing or socket writes of its own
+
+So every route, state and semantic stays in one process (one queue per app, what `concurrency_limit`
+and `max_batch_size` mean, a session's join and stream may reach different front ends), and what
+leaves the core is the per-connection work. The link's frames are a 4-byte length and a pickle;
+frames queued within one turn of the event loop go out in one write. The core's uvicorn serves a
+private Unix socket only (its lifespan, and a way in for tools); websockets (Gradio 3.x's queue) are
+not forwarded, so `front_ends` needs a release with the SSE queue (4.x and later).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import pickle
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+HEADER = struct.Struct("!I")
+PARSED_UPLOAD = "qbench.parsed_upload"  # scope key: an upload's parts, parsed by the front end
+UPLOAD_PATH = "/gradio_api/upload"
+PLAIN_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
+Frame = tuple[Any, ...]
+
+
+def resolve_front_ends(value: int | str, device: Callable[[], str], gradio: int) -> int:
+    """`launch.front_ends` -> a count: auto = one per 4 cores (at most 4) on CUDA from 8 cores, else 0
+    (and 0 for Gradio 3.x's websocket queue, which is not forwarded). `device` is asked only for auto
+    (it may import torch)."""
+    if isinstance(value, int):
+        return value
+    cores = os.cpu_count() or 1
+    return min(4, cores // 4) if cores >= 8 and gradio != 3 and device() == "cuda" else 0
+
+
+# ---------------------------------------------------------------- the link (both sides)
+class Link(asyncio.Protocol):
+    """Length-prefixed pickled frames over a stream socket; `on_frame` gets each one, `on_lost` once."""
+
+    def __init__(self, on_frame: Callable[[Frame], None], on_lost: Callable[[], None]) -> None:
+        self.on_frame, self.on_lost = on_frame, on_lost
+        self.transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self._out: list[bytes] = []
+        self._lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport instances
+        if self._out:  # frames sent before the connection was made
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start, end = 0, len(buffer)
+        while end - start >= HEADER.size:
+            (size,) = HEADER.unpack_from(buffer, start)
+            if end - start - HEADER.size < size:
+                break
+            body = bytes(buffer[start + HEADER.size:start + HEADER.size + size])
+            start += HEADER.size + size
+            self.on_frame(pickle.loads(body))
+        del buffer[:start]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport, self._lost, self._out = None, True, []
+        self.on_lost()
+
+    def send(self, frame: Frame) -> None:
+        """Queue a frame; the frames of one loop turn leave in one write (dropped once the link is lost)."""
+        if self._lost:
+            return
+        body = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
+        if not self._out and self.transport is not None:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._out += (HEADER.pack(len(body)), body)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if self.transport is not None and out:
+            self.transport.write(b"".join(out))
+
+
+# ---------------------------------------------------------------- the core's side
+class CoreLink:
+    """The core's end of one front end's link: runs each forwarded request through `app`."""
+
+    def __init__(self, app: ASGIApp, server_addr: tuple[str, int], on_lost: Callable[[CoreLink], None]
+                 ) -> None:
+        self.app, self.server_addr, self._on_lost = app, server_addr, on_lost
+        self.link = Link(self._frame, lambda: self._on_lost(self))
+        self._gone: dict[int, asyncio.Future[None]] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def _frame(self, frame: Frame) -> None:
+        if frame[0] == "r":
+            _, rid, request, body, parsed = frame
+            gone = self._gone[rid] = asyncio.get_running_loop().create_future()
+            task = asyncio.get_running_loop().create_task(self._run(rid, request, body, parsed, gone))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        elif frame[0] == "g":  # the client left
+            left = self._gone.get(frame[1])
+            if left is not None and not left.done():
+                left.set_result(None)
+
+    def lost(self) -> None:
+        """The front end is gone: every request it forwarded has lost its client."""
+        for gone in self._gone.values():
+            if not gone.done():
+                gone.set_result(None)
+
+    async def _run(self, rid: int, request: dict[str, Any], body: bytes, parsed: Any,
+                   gone: asyncio.Future[None]) -> None:
+        scope: Scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
+                        "scheme": "http", "root_path": "", "server": self.server_addr, "state": {},
+                        "extensions": {}, **request}
+        if parsed is not None:  # an upload the front end parsed (and decoded): gradio_routes.upload
+            scope[PARSED_UPLOAD] = parsed
+        sent_body = False
+        started = False
+
+        async def receive() -> Message:
+            nonlocal sent_body
+            if not sent_body:
+                sent_body = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await gone
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            nonlocal started
+            if gone.done():
+                raise OSError("the client left")  # as a socket write would fail: streams stop
+            if message["type"] == "http.response.start":
+                started = True
+                self.link.send(("s", rid, message["status"], list(message.get("headers", []))))
+            elif message["type"] == "http.response.body":
+                self.link.send(("b", rid, message.get("body", b""), message.get("more_body", False)))
+
+        try:
+            await self.app(scope, receive, send)
+        except Exception:  # noqa: BLE001 - the app logged it; the client gets a 500, the server goes on
+            if not started:
+                self.link.send(("s", rid, 500, PLAIN_TEXT))
+            self.link.send(("b", rid, b"Internal Server Error" if not started else b"", False))
+        finally:
+            self._gone.pop(rid, None)
+
+
+class FrontEnds:
+    """The core's front ends: the link server, the child processes, and their readiness."""
+
+    def __init__(self, app: ASGIApp, count: int, listener: socket.socket, log_level: str) -> None:
+        self.app, self.count, self.listener, self.log_level = app, count, listener, log_level
+        self.links: list[CoreLink] = []
+        self.children: list[subprocess.Popen[bytes]] = []
+        self._dir = Path(_private_dir())
+        self.path = str(self._dir / "core.sock")
+        self._server: asyncio.AbstractServer | None = None
+        self._connected = asyncio.Event()
+
+    async def start(self, timeout_s: float = 60.0) -> None:
+        """Open the link socket, spawn the front ends, wait until each has connected."""
+        loop = asyncio.get_running_loop()
+        addr = self.listener.getsockname()
+        self._server = await loop.create_unix_server(lambda: self._accept(addr).link, self.path)
+        fd = self.listener.fileno()
+        for i in range(self.count):
+            argv = [sys.executable, "-m", "reference_server.http.front_ends", "--fd", str(fd),
+                    "--link", self.path, "--log-level", self.log_level, "--name", f"front-end-{i}"]
+            self.children.append(subprocess.Popen(argv, pass_fds=(fd,)))
+        deadline = time.monotonic() + timeout_s
+        while len(self.links) < self.count:
+            dead = [c.returncode for c in self.children if c.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                why = f"exited with code {dead[0]}" if dead else f"did not connect within {timeout_s:g} s"
+                raise RuntimeError(f"a front-end process {why} (launch.front_ends = {self.count})")
+            self._connected.clear()
+            try:
+                await asyncio.wait_for(self._connected.wait(), 0.2)
+            except asyncio.TimeoutError:
+                pass
+
+    def _accept(self, addr: tuple[str, int]) -> CoreLink:
+        core = CoreLink(self.app, (str(addr[0]), int(addr[1])), self._lost)
+        self.links.append(core)
+        self._connected.set()
+        core.link.send(("hello", self.upload_parsing()))  # leaves once the connection is made
+        return core
+
+    def upload_parsing(self) -> tuple[bool, Any]:
+        """(parse uploads in the front ends, the image prep to decode them with): when the server has
+        decode workers, the front ends do their work for uploads, so an upload costs the core no trip
+        to a worker (the decode workers still serve inputs that are not uploads)."""
+        pool = getattr(getattr(self.app, "state", None), "server", None)
+        pool = getattr(pool, "pool", None)
+        return (pool is not None, getattr(pool, "upload_prep", None))
+
+    def _lost(self, core: CoreLink) -> None:
+        core.lost()
+        if core in self.links:
+            self.links.remove(core)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for child in self.children:
+            if child.poll() is None:
+                child.terminate()
+        for child in self.children:
+            try:
+                await asyncio.to_thread(child.wait, 5)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        shutil.rmtree(self._dir, ignore_errors=True)  # the link socket and the core's own
+
+
+def _private_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="qbench-core-")
+
+
+# ---------------------------------------------------------------- the front end's side
+class _Pending:
+    """One forwarded request's response frames, as they arrive."""
+
+    __slots__ = ("frames", "waiter")
+
+    def __init__(self) -> None:
+        self.frames: list[Frame | None] = []
+        self.waiter: asyncio.Future[None] | None = None
+
+    def put(self, frame: Frame | None) -> None:
+        self.frames.append(frame)
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def take(self) -> list[Frame | None]:
+        while not self.frames:
+            self.waiter = asyncio.get_running_loop().create_future()
+            await self.waiter
+        frames, self.frames = self.frames, []
+        return frames
+
+
+
+
+class Forwarder:
+    """The front end's ASGI app: every HTTP request goes to the core over the link, its response back."""
+
+    def __init__(self, on_core_lost: Callable[[], None]) -> None:
+        self.link = Link(self._frame, self._lost)
+        self.pending: dict[int, _Pending] = {}
+        self._ids = itertools.count(1)
+        self._on_core_lost = on_core_lost
+        self.parse_uploads, self.prep = False, None
+
+    def _frame(self, frame: Frame) -> None:
+        if frame[0] == "hello":
+            self.parse_uploads, self.prep = frame[1]
+            return
+        pending = self.pending.get(frame[1])
+        if pending is not None:
+            pending.put(frame)
+
+    def _lost(self) -> None:
+        for pending in self.pending.values():
+            pending.put(None)
+        self._on_core_lost()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1011,
+                        "reason": "websockets are not forwarded by the front ends (launch.front_ends)"})
+            return
+        if scope["type"] != "http":
+            return
+        body = await _body(receive)
+        rid = next(self._ids)
+        pending = self.pending[rid] = _Pending()
+        request = {k: scope[k] for k in ("http_version", "method", "path", "raw_path", "query_string",
+                                          "headers", "client") if k in scope}
+        parsed = self._parsed_upload(scope, body)
+        self.link.send(("r", rid, request, b"" if parsed is not None else body, parsed))
+        watcher: asyncio.Task[None] | None = None
+        started = False
+        try:
+            while True:
+                for frame in await pending.take():
+                    if frame is None:  # the core is gone: a 502, or the end of a response under way
+                        frame = ("b", rid, b"" if started else b"the server's core process is gone", False)
+                        if not started:
+                            await send({"type": "http.response.start", "status": 502,
+                                        "headers": PLAIN_TEXT})
+                    if frame[0] == "s":
+                        started = True
+                        await send({"type": "http.response.start", "status": frame[2], "headers": frame[3]})
+                        continue
+                    await send({"type": "http.response.body", "body": frame[2], "more_body": frame[3]})
+                    if not frame[3]:
+                        return
+                    if watcher is None:  # a streamed response: the core must hear when the client leaves
+                        watcher = asyncio.create_task(self._watch(rid, receive))
+        except OSError:
+            self.link.send(("g", rid))
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            self.pending.pop(rid, None)
+
+    def _parsed_upload(self, scope: Scope, body: bytes) -> Any:
+        """An upload's parts (images decoded), or why it is malformed (decode_pool.Failed); None when
+        the core parses it (no decode workers, a large body, another route)."""
+        if not (self.parse_uploads and scope["method"] == "POST" and scope["path"] == UPLOAD_PATH):
+            return None
+        from reference_server.io.decode_pool import parse_upload
+        from reference_server.io.uploads import IN_MEMORY_LIMIT
+
+        if not 0 < len(body) <= IN_MEMORY_LIMIT:
+            return None
+        kind = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-type"), "")
+        return parse_upload(body, kind, self.prep)
+
+    async def _watch(self, rid: int, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.link.send(("g", rid))
+        pending = self.pending.get(rid)
+        if pending is not None:
+            pending.put(("b", rid, b"", False))  # stop writing to a client that left
+
+
+async def _body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def _front_end(fd: int, link_path: str, log_level: str) -> None:
+    import uvicorn
+
+    server: uvicorn.Server | None = None
+
+    def core_lost() -> None:
+        if server is not None:
+            server.should_exit = True
+
+    forwarder = Forwarder(core_lost)
+    loop = asyncio.get_running_loop()
+    await loop.create_unix_connection(lambda: forwarder.link, link_path)
+    listener = socket.socket(fileno=fd)
+    config = uvicorn.Config(forwarder, log_level=log_level, access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    await server.serve(sockets=[listener])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m reference_server.http.front_ends --fd N --link PATH`: one front end."""
+    p = argparse.ArgumentParser(prog="python -m reference_server.http.front_ends")
+    p.add_argument("--fd", type=int, required=True, help="the inherited listening socket")
+    p.add_argument("--link", required=True, help="the core's Unix socket")
+    p.add_argument("--log-level", default="warning")
+    p.add_argument("--name", default="front-end")
+    args = p.parse_args(argv)
+    try:
+        import uvloop
+
+        uvloop.run(_front_end(args.fd, args.link, args.log_level))
+    except ImportError:
+        asyncio.run(_front_end(args.fd, args.link, args.log_level))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

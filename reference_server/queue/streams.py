@@ -1,0 +1,171 @@
+"""The SSE responses: `/queue/data` (all events of a session), `/call/...` (one event), `/heartbeat`.
+
+They are raw ASGI responses so that a client disconnect is noticed at once (a watcher awaits
+`http.disconnect` and wakes the reader) and so that messages already queued go out in one write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from reference_server.queue import messages as m
+from reference_server.queue.queue import EventQueue
+from reference_server.queue.sessions import DISCONNECTED, Session
+
+SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
+               (b"x-accel-buffering", b"no")]
+
+
+class _Heartbeat:
+    """Puts HEARTBEAT into the session queue every interval while a reader is attached."""
+
+    def __init__(self, session: Session, interval_s: float) -> None:
+        self.session, self.interval_s = session, interval_s
+        self.loop = asyncio.get_running_loop()
+        self.handle = self.loop.call_later(interval_s, self._beat)
+
+    def _beat(self) -> None:
+        self.session.queue.put_nowait(m.HEARTBEAT)
+        self.handle = self.loop.call_later(self.interval_s, self._beat)
+
+    def cancel(self) -> None:
+        self.handle.cancel()
+
+
+async def _watch_disconnect(receive: Receive, session: Session) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    session.queue.put_nowait(DISCONNECTED)
+
+
+class SessionStream(Response):
+    """Base: attach to a session, translate messages with `translate`, stop when it says so."""
+
+    def __init__(self, queue: EventQueue, session_hash: str, heartbeat_s: float) -> None:
+        self.queue, self.session_hash, self.heartbeat_s = queue, session_hash, heartbeat_s
+
+    def translate(self, session: Session, msg: m.Message) -> tuple[bytes, bool]:
+        """(bytes to send, stream finished)."""
+        raise NotImplementedError
+
+    def on_missing(self) -> bytes:
+        return m.frame(m.unexpected_error("404: Not Found", session_not_found=True))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        session = self.queue.sessions.get(self.session_hash)
+        if session is None:
+            await send({"type": "http.response.body", "body": self.on_missing(), "more_body": False})
+            return
+        session.readers += 1
+        watcher = asyncio.create_task(_watch_disconnect(receive, session))
+        beat = _Heartbeat(session, self.heartbeat_s)
+        try:
+            last = await self._pump(session, send)
+            if last is not None:  # the final write carries the chunked-encoding terminator too
+                await send({"type": "http.response.body", "body": last, "more_body": False})
+        except OSError:
+            self.queue.disconnect(self.session_hash)
+        finally:
+            watcher.cancel()
+            beat.cancel()
+            session.readers -= 1
+
+    async def _pump(self, session: Session, send: Send) -> bytes | None:
+        """Forward messages until the stream is finished (returns its last bytes) or the client left."""
+        while True:
+            msg = await session.queue.get()
+            chunks: list[bytes] = []
+            while True:
+                if msg is DISCONNECTED:
+                    self.queue.disconnect(self.session_hash)
+                    return None
+                data, finished = self.translate(session, msg)
+                chunks.append(data)
+                if finished:
+                    return b"".join(chunks)
+                try:
+                    msg = session.queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    break
+            body = b"".join(chunks)
+            if body:
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+
+
+class QueueDataStream(SessionStream):
+    """`GET /gradio_api/queue/data`: every message of the session; close_stream when nothing is pending."""
+
+    def translate(self, session: Session, msg: m.Message) -> tuple[bytes, bool]:
+        data = m.frame(msg)
+        if msg["msg"] == "process_completed":
+            session.pending.discard(msg["event_id"])
+            if not session.pending:
+                if self.queue.sessions.get(self.session_hash) is session:
+                    self.queue.sessions.drop(self.session_hash)
+                return data + m.frame(m.CLOSE_STREAM), True
+        return data, False
+
+
+def _named(event: str, data: Any) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+class CallStream(SessionStream):
+    """`GET /gradio_api/call/{api_name}/{event_id}`: named SSE events for one event, full values."""
+
+    def __init__(self, queue: EventQueue, session_hash: str, event_id: str, heartbeat_s: float) -> None:
+        super().__init__(queue, session_hash, heartbeat_s)
+        self.event_id = event_id
+
+    def on_missing(self) -> bytes:
+        return _named("error", "Event not found (it may have been read already).")
+
+    def translate(self, session: Session, msg: m.Message) -> tuple[bytes, bool]:
+        kind = msg["msg"]
+        if kind == "heartbeat":
+            return b"event: heartbeat\ndata: null\n\n", False
+        if msg["event_id"] != self.event_id:
+            if msg["event_id"] is not None and kind == "process_completed":
+                session.pending.discard(msg["event_id"])
+            return b"", False
+        if kind == "process_generating":
+            return _named("generating", msg["output"]["data"]), False
+        if kind != "process_completed":
+            return b"", False
+        session.pending.discard(self.event_id)
+        if not session.pending:
+            self.queue.sessions.drop(self.session_hash)
+        if msg["success"]:
+            return _named("complete", msg["output"].get("data", [])), True
+        return _named("error", msg["output"]), True
+
+
+class HeartbeatStream(Response):
+    """`GET /gradio_api/heartbeat/{session}`: `data: ALIVE` every interval until the client leaves."""
+
+    def __init__(self, interval_s: float, on_close: Callable[[], None] | None = None) -> None:
+        self.interval_s, self.on_close = interval_s, on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+
+        async def beat() -> None:
+            while True:
+                await send({"type": "http.response.body", "body": b"data: ALIVE\n\n", "more_body": True})
+                await asyncio.sleep(self.interval_s)
+
+        task = asyncio.create_task(beat())
+        try:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        finally:
+            task.cancel()
+            if self.on_close:
+                self.on_close()
