@@ -222,7 +222,8 @@ def step_facts(opts: Options, log: Path) -> str:
 
 
 def step_cuda_tests(opts: Options, log: Path) -> str:
-    tests = ["tests/models/test_pixels.py", "tests/server/test_jobs.py", "tests/server/test_uploads.py"]
+    tests = ["tests/models/test_pixels.py", "tests/server/queue/test_jobs.py",
+             "tests/server/io/test_uploads.py"]
     code = run_logged([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], log, timeout_s=480)
     if code not in (0, 124):
         raise RuntimeError(f"pytest exit {code}")

@@ -1,6 +1,6 @@
 """bench/gradio_demos.py's own rules, without launching a demo: which failures cannot have 0 errors here
 whatever qbench sends (listed apart from the goal, with the reason), where a demo starts, and the table
-with both figures. The bench itself runs in tests/run/test_demo_apps.py."""
+with both figures. The bench itself runs in tests/run/e2e/test_demo_apps.py."""
 
 from __future__ import annotations
 

@@ -116,7 +116,8 @@ UNITS = {
     "qbench.run": [
         "records", "control",  # the contract and the control plane, below every room
         "scenario", "protocols", "results", "load", "diagnose",  # the rooms, in data-flow order
-        "run_console", "runner", "init_yaml", "init", "options", "soak",  # the shells, then the soak above them
+        "run_console", "runner", "init_yaml", "init", "options",  # the shells
+        "soak",  # a run of hours, made through the shells
     ],
     "reference_server": [
         "errors", "auth", "settings",
@@ -153,8 +154,9 @@ def test_rooms_import_only_the_units_before_them(package: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "part", ["run", "tune", "report", "run/protocols", "run/scenario", "run/load", "run/results", "run/diagnose",
-             "run/soak"],
+    "part",
+    ["run", "tune", "report", "run/protocols", "run/scenario", "run/load", "run/results", "run/diagnose",
+     "run/soak"],
 )
 def test_pipeline_folders_exist(part: str) -> None:
     assert (ROOT / part / "__init__.py").is_file()

@@ -1,6 +1,6 @@
 """`qbench sweep --launch` against a real Gradio 3.50.2 app (tests/gradio_versions/app.py from its own
 env, its knobs from QBENCH_* variables): a concurrency_count sweep advised in 3.x code. (A knob 3.x
-lacks, refused at the first launch: tests/tune/test_sweep_gradio3.py, on the reference server.)"""
+lacks, refused at the first launch: tests/tune/e2e/test_sweep_gradio3.py, on the reference server.)"""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 and the capacity of 2 replicas against one.
 
 The replicas: one `sleep` function of 100 ms with concurrency_limit 4 each, so 40 req/s per replica at
-most (tests/tune/test_capacity_e2e.py measures one). Tests that need nginx skip, saying so, where it
+most (tests/tune/e2e/test_capacity_e2e.py measures one). Tests that need nginx skip, saying so, where it
 is not installed (`make setup` installs it when it can: apt-get as root).
 """
 
@@ -28,8 +28,7 @@ from qbench.tune.balancer import nginx_balancer, nginx_binary, nginx_config, ref
 from qbench.tune.server_process import free_port
 from reference_server.settings import load_preset
 from reference_server.testing import serve_in_thread
-
-from .test_capacity_e2e import SLEEP_4X100MS, sleep_scenario
+from tests.tune.e2e.test_capacity_e2e import SLEEP_4X100MS, sleep_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_nginx = pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed (apt-get install "
@@ -101,7 +100,7 @@ SLEEP_4X200MS = {"functions": [{"api_name": "predict", "workload": "sleep",
 @needs_nginx
 def test_two_replicas_sustain_about_twice_one(tmp_path: Path) -> None:
     """20 req/s per replica: behind nginx, 2 replicas' capacity is 1.8-2.0x one's, within the tolerance
-    of the two searches (10% each, short probes: tests/tune/test_capacity_e2e.py). Poisson arrivals for
+    of the two searches (10% each, short probes: tests/tune/e2e/test_capacity_e2e.py). Poisson arrivals for
     both: a hash splits any arrivals at random, so each replica sees Poisson-like arrivals (constant
     ones measured a single replica that the pair could not match, 1.7x). Probes of 5 s at least: at
     under 10 req/s a 3 s probe's window holds too few requests for its steady-state test."""

@@ -16,8 +16,7 @@ from qbench.tune.degradation import Degradation, compare
 from qbench.tune.recommend import Constraints
 from reference_server.settings import parse_settings
 from reference_server.testing import serve_in_thread
-
-from .test_capacity_e2e import sleep_scenario
+from tests.tune.e2e.test_capacity_e2e import sleep_scenario
 
 
 def records(service_s: np.ndarray) -> list[RequestRecord]:

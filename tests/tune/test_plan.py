@@ -131,7 +131,7 @@ def test_a_folder_without_a_capacity_exits_2_naming_it(tmp_path: Path, make: obj
 
 def test_a_scenario_is_measured_first_then_planned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`qbench plan scenario.yaml --target URL`: `qbench capacity` runs first (its search is stubbed here:
-    tests/tune/test_capacity_e2e.py runs it), then the plan reads the folder it wrote."""
+    tests/tune/e2e/test_capacity_e2e.py runs it), then the plan reads the folder it wrote."""
     from qbench.tune import capacity_run
 
     folder = capacity_folder(tmp_path)

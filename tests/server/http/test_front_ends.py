@@ -1,0 +1,177 @@
+"""HTTP front-end processes before the one queue (reference_server.http.front_ends, `launch.front_ends`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+from gradio_client import Client, handle_file
+
+from qbench.tune.server_process import ServerHandle, reference_server_process
+from reference_server.http.front_ends import HEADER, Link, resolve_front_ends
+from reference_server.settings import ServerSettings, SettingsError, load_settings
+from tests.server.io.test_decode_pool import multipart, png
+
+IMAGE_FN = {"api_name": "classify", "workload": "image-ideal", "params": {"batch_ms": 2}, "batch": True,
+            "max_batch_size": 8, "concurrency_limit": 1}
+
+
+def settings(front_ends: int = 2, decode_workers: int = 1, **extra: Any) -> dict[str, Any]:
+    short, long = {"chunks": 5, "interval_ms": 20}, {"chunks": 400, "interval_ms": 50}
+    return {"functions": [IMAGE_FN, {"api_name": "count", "workload": "stream", "params": short},
+                          {"api_name": "long", "workload": "stream", "params": long}],
+            "device": "cpu", "launch": {"front_ends": front_ends, "decode_workers": decode_workers}, **extra}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
+    with reference_server_process(settings(), work_dir=tmp_path_factory.mktemp("fronts")) as handle:
+        yield handle
+
+
+def front_end_pids(handle: ServerHandle) -> list[int]:
+    core = psutil.Process(handle.process.pid)
+    children = core.children(recursive=True)
+    return [p.pid for p in children if "reference_server.http.front_ends" in " ".join(p.cmdline())]
+
+
+# ---------------------------------------------------------------- the link's frames
+def test_frames_survive_any_split_of_the_byte_stream() -> None:
+    got: list[tuple[Any, ...]] = []
+    link = Link(got.append, lambda: None)
+    frames = [("r", 1, {"path": "/x"}, b"body", None), ("g", 1), ("b", 2, b"\x00" * 70_000, False)]
+    stream = b"".join(HEADER.pack(len(p)) + p for p in (pickle.dumps(f) for f in frames))
+    for size in (1, 3, 4096):
+        got.clear()
+        for i in range(0, len(stream), size):
+            link.data_received(stream[i:i + size])
+        assert got == frames
+
+
+def test_frames_sent_before_the_connection_leave_once_it_is_made() -> None:
+    class Transport:
+        def __init__(self) -> None:
+            self.written = b""
+
+        def write(self, data: bytes) -> None:
+            self.written += data
+
+    async def scenario() -> bytes:
+        link = Link(lambda frame: None, lambda: None)
+        link.send(("hello", (True, None)))
+        transport = Transport()
+        link.connection_made(transport)  # type: ignore[arg-type]
+        link.send(("g", 7))
+        await asyncio.sleep(0)
+        return transport.written
+
+    written = asyncio.run(scenario())
+    got: list[tuple[Any, ...]] = []
+    Link(got.append, lambda: None).data_received(written)
+    assert got == [("hello", (True, None)), ("g", 7)]
+
+
+# ---------------------------------------------------------------- settings
+def test_auto_is_front_ends_on_a_gpu_box_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    cuda, cpu = (lambda: "cuda"), (lambda: "cpu")
+    assert resolve_front_ends("auto", cuda, 6) == 4
+    assert resolve_front_ends("auto", cpu, 6) == 0
+    assert resolve_front_ends("auto", cuda, 3) == 0  # Gradio 3.x's websocket queue is not forwarded
+
+    def never() -> str:
+        raise AssertionError("an explicit count needs no device (resolving it may import torch)")
+
+    assert resolve_front_ends(2, never, 6) == 2
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    assert resolve_front_ends("auto", cuda, 6) == 0
+
+
+def test_bad_front_end_settings_name_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    for launch, gradio, fragment in (({"front_ends": -1}, 6, "launch.front_ends = -1"),
+                                     ({"front_ends": 2}, 3, "launch.front_ends needs the SSE queue")):
+        path.write_text(
+            f"gradio: {gradio}\nfunctions: [{{api_name: e, workload: echo}}]\nlaunch: {launch}\n")
+        with pytest.raises(SettingsError, match=fragment):
+            load_settings(path)
+    assert isinstance(ServerSettings.model_validate(settings()), ServerSettings)
+
+
+# ---------------------------------------------------------------- a server behind front ends
+def test_the_server_runs_as_a_core_and_its_front_ends(server: ServerHandle) -> None:
+    assert len(front_end_pids(server)) == 2
+    assert "(2 front-end processes)" in server.log_path.read_text()
+    config = httpx.get(f"{server.base_url}/config", timeout=10).json()  # any route reaches the core
+    assert config["root"].startswith("http://")
+    assert httpx.get(f"{server.base_url}/healthz", timeout=10).json() == {"ready": True}
+    status = httpx.get(f"{server.base_url}/status", timeout=10).json()
+    assert status["children_cpu_s"] > 0  # the front ends' (and the decode worker's) CPU, beside the core's
+
+
+def test_gradio_client_uploads_and_streams_through_the_front_ends(server: ServerHandle, tmp_path: Path
+                                                                   ) -> None:
+    image = tmp_path / "cat.png"
+    image.write_bytes(png(64, 48))
+    client = Client(server.base_url, verbose=False)
+    label = client.predict(handle_file(str(image)), api_name="/classify")
+    assert label["label"] == "LABEL_0"
+    chunks = list(client.submit("a", api_name="/count"))  # a generator: every chunk through one stream
+    assert len(chunks) >= 2
+    client.close()
+
+
+def test_an_upload_parsed_by_a_front_end_is_decoded_ahead_and_a_bad_one_is_a_4xx(server: ServerHandle
+                                                                                 ) -> None:
+    url = f"{server.base_url}/gradio_api/upload"
+    form = {"content-type": "multipart/form-data; boundary=B"}
+    paths = httpx.post(url, content=multipart((b"a.png", png())), headers=form, timeout=10).json()
+    assert len(paths) == 1
+    served = httpx.get(f"{server.base_url}/gradio_api/file={paths[0]}", timeout=10)
+    assert served.status_code == 200 and served.content == png()  # kept by the core, served back
+    bad = httpx.post(url, content=b"--B\r\nnot a part", headers=form, timeout=10)
+    assert 400 <= bad.status_code < 500 and "detail" in bad.json()
+    assert httpx.get(f"{server.base_url}/healthz", timeout=10).status_code == 200
+
+
+def test_a_client_that_leaves_a_stream_is_noticed_and_the_server_goes_on(server: ServerHandle) -> None:
+    session = "leaver"
+    join = httpx.post(f"{server.base_url}/gradio_api/queue/join", timeout=10,
+                      json={"data": ["x"], "fn_index": 2, "session_hash": session})  # 20 s of chunks
+    assert join.status_code == 200
+    with httpx.stream("GET", f"{server.base_url}/gradio_api/queue/data",
+                      params={"session_hash": session}, timeout=10) as stream:
+        for line in stream.iter_lines():
+            if "process_generating" in line:
+                break  # leave mid-stream
+    deadline = time.monotonic() + 15
+    running = 1
+    while running and time.monotonic() < deadline:  # the core stops the generator whose reader left
+        running = httpx.get(f"{server.base_url}/status", timeout=10).json()["jobs_running"]
+        time.sleep(0.2)
+    assert running == 0
+    client = Client(server.base_url, verbose=False)
+    assert list(client.submit("b", api_name="/count"))
+    client.close()
+
+
+def test_front_ends_exit_with_the_core(tmp_path: Path) -> None:
+    with reference_server_process(settings(front_ends=1, decode_workers=0), work_dir=tmp_path) as handle:
+        pids = front_end_pids(handle)
+        assert len(pids) == 1
+        os.kill(handle.process.pid, signal.SIGTERM)
+        handle.process.wait(timeout=20)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(psutil.pid_exists(p) and psutil.Process(p).status() !=
+                                              psutil.STATUS_ZOMBIE for p in pids):
+        time.sleep(0.1)
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
