@@ -51,7 +51,9 @@ def one_run(
     failed = [r.error_message for r in result.records if not r.ok]
     if failed or not result.records:
         raise SystemExit(f"{len(failed)} request(s) failed, e.g. {failed[:1]}")
-    cpu_us = result.run_info["generator"]["cpu_s"] / len(result.records) * 1e6
+    generator = result.run_info.generator
+    assert generator is not None and generator.cpu_s is not None  # written at the end of every run
+    cpu_us = generator.cpu_s / len(result.records) * 1e6
     p50 = result.summary.phase("latency_s").p50
     return cpu_us, (p50 or 0.0) * 1e3
 

@@ -51,6 +51,7 @@ from qbench.run.run_console import (
 from qbench.run.scenario.scenario import Scenario, parse_scenario
 from qbench.run.soak.soak import read_report as read_soak
 from qbench.tune.recommend import Recommendation
+from qbench.tune.search_fit import Predicted, stored_rows
 
 MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in the HTML
 
@@ -384,18 +385,14 @@ def point_rows(data: LoadedSweep) -> list[list[str]]:
 def predicted_rows(search: dict[str, Any]) -> list[list[str]]:
     """Model and sim search: every measured point's predicted vs measured figures (recommendation.json's
     search: SearchResult.to_dict(), whose keys depend on the search mode)."""
-    rows = search.get("predicted_vs_measured")
     out = []
-    for row in rows if isinstance(rows, list) else []:
-        pred, meas = row.get("predicted") or {}, row.get("measured") or {}
-        out.append([str(row.get("point_id")), str(row.get("role", "")),
-                    *(f(side.get(key)) for key, f in (("throughput_rps", _num), ("p95_latency_s", _s_any),
-                                                      ("capacity_rps", _num)) for side in (pred, meas))])
+    for row in stored_rows(search.get("predicted_vs_measured")):
+        pred, meas = row.predicted or Predicted(), row.measured
+        out.append([row.point_id, row.role,
+                    _num(pred.throughput_rps), _num(meas.throughput_rps),
+                    _s(pred.p95_latency_s), _s(meas.p95_latency_s),
+                    _num(pred.capacity_rps), _num(meas.capacity_rps)])
     return out
-
-
-def _s_any(value: Any) -> str:
-    return _s(value) if isinstance(value, int | float) else "-"
 
 
 def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:

@@ -12,7 +12,9 @@ A run directory (`reports/run-<scenario-name>-<stamp>/`, see `qbench.run.results
 
 The server's own phases (qbench.run.results.server_phases) are read from a Gradio target after the run, and
 during it on a long one, and written onto the records before they are stored; run.json's
-`server_traces` says how that went.
+`server_traces` says how that went. run.json is a `RunInfo` (qbench.run.results.run_info) all along: built
+from typed values (the executors' `ExecutionInfo`, the summary's GeneratorStats, the TraceReport) and
+turned into JSON only when written.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import platform
 import re
 import socket
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ from qbench.run.control import read_status_async
 from qbench.run.diagnose.app_errors import explain
 from qbench.run.diagnose.diagnose import Finding, host_cpus
 from qbench.run.diagnose.diagnose_mix import diagnose_run
-from qbench.run.load.executor import Executor, Job, LocalExecutor, in_loop
+from qbench.run.load.executor import ExecutionInfo, Executor, Job, LocalExecutor, in_loop
 from qbench.run.load.loadgen import LiveStats
 from qbench.run.load.mix import (
     endpoint_slos,
@@ -67,8 +69,8 @@ class RunResult:
     run_dir: Path
     records: list[RequestRecord]
     summary: Summary
-    run_info: dict[str, Any]
-    diagnosis: list[Finding] = field(default_factory=list)  # where the limit was (run.diagnose.diagnose)
+    run_info: RunInfo  # run.json, as written at the end
+    diagnosis: list[Finding] = field(default_factory=list)  # where the limit was (diagnose/diagnose.py)
     outcome: RunOutcome = field(default_factory=RunOutcome)  # how it ended: stop, failed opening, SLO
     app_notes: list[str] = field(default_factory=list)  # the app raised, events still running (app_errors)
     alongside: list[Alongside] = field(default_factory=list)  # a mix entry's `start`: before/after it
@@ -113,11 +115,12 @@ def run_scenario(
 
         async def announce(server: dict[str, Any], http: aiohttp.ClientSession, auth: dict[str, Any]) -> None:
             """Login and discovery succeeded (they fail before any request): run.json, then the live view."""
-            info["server"], info["auth"] = server, auth
+            nonlocal info
             traces.point_at(server)
             server["status"] = await _status(scenario, url)
+            info = replace(info, server=server, auth=auth)
             run_dir.mkdir(parents=True, exist_ok=True)  # only once the target has answered
-            writer.json(run_dir / "run.json", info)
+            writer.json(run_dir / "run.json", info.to_dict())
             stack.enter_context(view)
 
         job = Job(scenario, plan, url, run_dir, announce, view.update, traces.watching(stop_when))
@@ -128,11 +131,27 @@ def run_scenario(
                 remove_if_empty(run_dir)  # the target never answered: nothing written
             writer.mask_error(exc)  # printed by the CLI: no user:pass@ or ?token= value
             raise
-    info.update(execution.info)
-    info["server"]["status_end"] = in_loop(_status(scenario, url))  # CPU/GPU use over the run
+    status_end = in_loop(_status(scenario, url))  # CPU/GPU use over the run
+    info = replace(with_execution(info, execution.info), server={**info.server, "status_end": status_end})
     report = traces.finish(execution.records)  # the server's phases onto the records
-    info["server_traces"] = report.to_dict()
+    info = replace(info, server_traces=report)
     return _finish(scenario, run_dir, execution.records, execution.stats, info, writer, report)
+
+
+def with_execution(info: RunInfo, execution: ExecutionInfo) -> RunInfo:
+    """run.json's info with the executors' report laid over it (their login counts, re-logins
+    included, replace the ones announced before the first request)."""
+    return replace(
+        info,
+        stop_kind=execution.stop_kind,
+        stop_reason=execution.stop_reason,
+        failed_opening=execution.failed_opening,
+        max_in_flight=execution.max_in_flight,
+        payload=execution.payload,
+        auth=execution.auth or info.auth,
+        clock=execution.clock,
+        lost_workers=execution.lost_workers or (),
+    )
 
 
 def make_executor(scenario: Scenario) -> Executor:
@@ -167,24 +186,25 @@ def _finish(
     run_dir: Path,
     records: list[RequestRecord],
     generator: GeneratorStats,
-    info: dict[str, Any],
+    info: RunInfo,
     writer: Writer,
     traces: TraceReport | None = None,
 ) -> RunResult:
     """Summary, records.parquet, final run.json and summary.json."""
     summary = summarize(records, scenario.slo, generator=generator, endpoint_slos=endpoint_slos(scenario),
                         journey_length=journey_length(scenario), server_traces=traces)
-    info.update(generator=asdict(summary.generator), records=len(records))  # its workers as objects too
+    info = replace(info, generator=summary.generator, records=len(records))  # its workers as objects too
     for record in records:  # a lost worker's records (a Ray error's text) passed no load generator
         if record.error_message:
             record.error_message = writer.mask(record.error_message)
     write_parquet(records, run_dir / "records.parquet")
-    writer.json(run_dir / "run.json", info)
-    cpus = host_cpus(info.get("host"), info.get("target"))  # the server's, when it ran on this host
-    findings = diagnose_run(records, summary, info.get("server"), cpus=cpus)
+    writer.json(run_dir / "run.json", info.to_dict())
+    cpus = host_cpus(info.host, info.target)  # the server's, when it ran on this host
+    server = info.server or None  # discovery's, with /status at the start and end
+    findings = diagnose_run(records, summary, server, cpus=cpus)
     diagnosis = [f.to_dict() for f in findings]
-    auth = info.get("auth")  # logins and re-logins (no secret)
-    notes = explain(records, scenario, info.get("server"))  # the app raised, events still running
+    auth = info.auth or None  # logins and re-logins (no secret)
+    notes = explain(records, scenario, server)  # the app raised, events still running
     starts = mix_starts(scenario)
     compared = alongside(records, starts, scenario.load.duration) if starts else []
     writer.json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth,
@@ -193,8 +213,8 @@ def _finish(
                      outcome=RunOutcome.of(info, summary), app_notes=notes, alongside=compared)
 
 
-def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:
-    """run.json's opening entries (run.results.run_info.RunInfo: the readers' type, same field names)."""
+def _run_info(scenario: Scenario, target: str) -> RunInfo:
+    """run.json's opening entries (qbench.run.results.run_info.RunInfo: the readers' type too)."""
     return RunInfo.start(
         scenario=scenario.model_dump(mode="json", by_alias=True),
         target=target,
@@ -206,7 +226,7 @@ def _run_info(scenario: Scenario, target: str) -> dict[str, Any]:
             "cpus": _cpus(),
         },
         started_at=dt.datetime.now(dt.timezone.utc).isoformat(),
-    ).to_dict()
+    )
 
 
 async def _status(scenario: Scenario, target: str) -> Any:

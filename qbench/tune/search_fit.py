@@ -8,6 +8,9 @@ which points to measure first, the measured points so far, and the bounds a pred
     SearchState                 the points measured so far, in order, and the batch model fitted on them
     predicted_constraints       the SLO bounds a prediction can be checked against
     fit_memory / memory_of      peak RSS fitted linear in the work slots and the thread pool
+    FittedModel                 what a model or simulator search fitted (its `model`, written as before)
+    ComparisonRow               one measured point's predicted vs measured figures (both searches'
+                                `predicted_vs_measured`; to_dict/from_dict at the file boundary)
 
 qbench.tune.search_model (fit, predict, measure the best predicted) and qbench.tune.search_sim (the same
 fit driving a queue simulation) build on these.
@@ -16,6 +19,7 @@ fit driving a queue simulation) build on these.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import math
 import statistics
@@ -145,6 +149,143 @@ class SearchState:
             for o in self.observe(self.points[pid], r)
         ]
         return fit_batch_model(observations)
+
+
+# ---------------------------------------------------------------- the fitted model
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """peak_rss_mb ~ base + per_work_slot * k*B + per_thread * threads (fit_memory)."""
+
+    base: float
+    per_work_slot: float
+    per_thread: float
+
+
+@dataclass(frozen=True)
+class FittedModel:
+    """A model or simulator search's fitted parameters (recommendation.json's `search.model`)."""
+
+    fit: BatchFit | None = None  # None: no fit (fewer than 2 distinct batch sizes)
+    peak_rss_mb: MemoryFit | None = None  # model search under a memory ceiling, with 3+ measured points
+    sigma: float | None = None  # simulator search: the lognormal spread of the service times
+    simulator: str | None = None  # simulator search: the module that simulated the grid
+    simulated_points: int | None = None  # simulator search: points simulated (the grid's size)
+
+    def to_dict(self) -> dict[str, Any]:
+        """BatchFit.to_dict's keys, then the fields that are set (the keys the searches always wrote)."""
+        out = self.fit.to_dict() if self.fit is not None else {}
+        if self.peak_rss_mb is not None:
+            out["peak_rss_mb"] = dataclasses.asdict(self.peak_rss_mb)
+        extra = {"sigma": self.sigma, "simulator": self.simulator, "simulated_points": self.simulated_points}
+        return {**out, **{k: v for k, v in extra.items() if v is not None}}
+
+
+# ---------------------------------------------------------------- predicted vs measured
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """A point's figures as the final fit predicts them."""
+
+    throughput_rps: float | None = None
+    p95_latency_s: float | None = None
+    capacity_rps: float | None = None  # under the SLO; None: the SLO fails at any rate (or not asked)
+    batch_size: float | None = None  # model search: the realised batch size
+    service_s: float | None = None  # model search: one batch's service time
+    goodput_rps: float | None = None  # simulator search
+
+    def to_dict(self) -> dict[str, Any]:
+        """The shared figures always (None included), a search's own ones when it set them."""
+        out = {k: getattr(self, k) for k in ("batch_size", "service_s") if getattr(self, k) is not None}
+        out.update(throughput_rps=self.throughput_rps)
+        if self.goodput_rps is not None:
+            out["goodput_rps"] = self.goodput_rps
+        return {**out, "p95_latency_s": self.p95_latency_s, "capacity_rps": self.capacity_rps}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Predicted:
+        return cls(**{f: _number(data.get(f)) for f in _PREDICTED})
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A measured point's figures, as its PointResult had them."""
+
+    status: str | None = None
+    goodput_rps: float | None = None
+    throughput_rps: float | None = None
+    p95_latency_s: float | None = None
+    capacity_rps: float | None = None
+
+    @classmethod
+    def of(cls, result: PointResult) -> Measured:
+        return cls(result.status, result.goodput_rps, result.throughput_rps, result.p95_latency_s,
+                   result.capacity_rps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Measured:
+        status = data.get("status")
+        return cls(str(status) if status is not None else None,
+                   *(_number(data.get(f)) for f in ("goodput_rps", "throughput_rps", "p95_latency_s",
+                                                     "capacity_rps")))
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One measured point of a model or simulator search: what the final fit predicts for it, what
+    was measured (recommendation.json's `search.predicted_vs_measured`, one object a row)."""
+
+    point_id: str
+    role: str  # "fit": a design point the model was first fitted on; "predicted": measured as ranked best
+    measured: Measured = field(default_factory=Measured)
+    predicted: Predicted | None = None  # None: no model was fitted
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"point_id": self.point_id, "role": self.role}
+        if self.predicted is not None:
+            out["predicted"] = self.predicted.to_dict()
+        return {**out, "measured": self.measured.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ComparisonRow:
+        """Never raises: a missing or mistyped entry (an older file) reads as None / empty."""
+        pred, meas = data.get("predicted"), data.get("measured")
+        return cls(
+            point_id=str(data.get("point_id", "")),
+            role=str(data.get("role", "")),
+            measured=Measured.from_dict(meas) if isinstance(meas, Mapping) else Measured(),
+            predicted=Predicted.from_dict(pred) if isinstance(pred, Mapping) else None,
+        )
+
+
+_PREDICTED = tuple(f.name for f in dataclasses.fields(Predicted))
+
+
+def comparison_rows(state: SearchState, n_design: int,
+                    predicted: Callable[[Point], Predicted] | None) -> list[ComparisonRow]:
+    """Every measured point, in measuring order: the first `n_design` fitted the model; `predicted`
+    (None: no fit) gives the final fit's figures for a point."""
+    return [
+        ComparisonRow(result.point_id, "fit" if i < n_design else "predicted", Measured.of(result),
+                      predicted(state.points[result.point_id]) if predicted is not None else None)
+        for i, result in enumerate(state.order)
+    ]
+
+
+def stored_rows(value: Any) -> list[ComparisonRow]:
+    """A stored `predicted_vs_measured` (a JSON list of row objects) as rows; anything else: none."""
+    if not isinstance(value, list):
+        return []
+    return [ComparisonRow.from_dict(row) for row in value if isinstance(row, Mapping)]
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def predicted_constraints(constraints: Constraints) -> Constraints:

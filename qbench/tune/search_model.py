@@ -40,9 +40,14 @@ from qbench.tune.recommend import Constraints, PointResult, recommend
 from qbench.tune.search import Evaluate, SearchResult, smart_search
 from qbench.tune.search_fit import (
     FEASIBLE,
+    ComparisonRow,
     Describe,
+    FittedModel,
+    MemoryFit,
     Observe,
+    Predicted,
     SearchState,
+    comparison_rows,
     design_points,
     fit_memory,
     memory_of,
@@ -55,13 +60,14 @@ from qbench.tune.search_fit import (
 
 @dataclass
 class ModelSearchResult(SearchResult):
-    model: dict[str, Any] = field(default_factory=dict)  # fitted parameters (BatchFit.to_dict + memory)
-    predicted_vs_measured: list[dict[str, Any]] = field(default_factory=list)
+    model: FittedModel = field(default_factory=FittedModel)  # fitted parameters (l(b, k), memory)
+    predicted_vs_measured: list[ComparisonRow] = field(default_factory=list)
     fallback: str = ""  # why the search fell back to smart search ("" = it did not)
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
-        out.update(model=self.model, predicted_vs_measured=self.predicted_vs_measured)
+        rows = [row.to_dict() for row in self.predicted_vs_measured]
+        out.update(model=self.model.to_dict(), predicted_vs_measured=rows)
         if self.fallback:
             out["fallback"] = self.fallback
         return out
@@ -174,39 +180,27 @@ def predicted_capacity_result(point: Point, fit: BatchFit, load: PointLoad, cons
                        capacity=CapacitySummary(capacity_rps=capacity, predicted=True))
 
 
-def _comparison(state: SearchState, fit: BatchFit | None, n_design: int) -> list[dict[str, Any]]:
-    rows = []
-    for i, result in enumerate(state.order):
-        row: dict[str, Any] = {"point_id": result.point_id, "role": "fit" if i < n_design else "predicted"}
-        if fit is not None:
-            p = predict(fit, state.describe(state.points[result.point_id]))
-            load = state.describe(state.points[result.point_id])
-            row["predicted"] = {
-                "batch_size": p.batch_size,
-                "service_s": p.service_s,
-                "throughput_rps": p.throughput_rps,
-                "p95_latency_s": p.p95_latency_s,
-                "capacity_rps": predicted_capacity(fit, load, state.constraints.slo),
-            }
-        row["measured"] = {
-            "status": result.status,
-            "goodput_rps": result.goodput_rps,
-            "throughput_rps": result.throughput_rps,
-            "p95_latency_s": result.p95_latency_s,
-            "capacity_rps": result.capacity_rps,
-        }
-        rows.append(row)
-    return rows
+def _comparison(state: SearchState, fit: BatchFit | None, n_design: int) -> list[ComparisonRow]:
+    if fit is None:
+        return comparison_rows(state, n_design, None)
+
+    def predicted(point: Point) -> Predicted:
+        load = state.describe(point)
+        p = predict(fit, load)
+        return Predicted(throughput_rps=p.throughput_rps, p95_latency_s=p.p95_latency_s,
+                         capacity_rps=predicted_capacity(fit, load, state.constraints.slo),
+                         batch_size=p.batch_size, service_s=p.service_s)
+
+    return comparison_rows(state, n_design, predicted)
 
 
-def _model_dict(state: SearchState, fit: BatchFit | None) -> dict[str, Any]:
-    out = fit.to_dict() if fit is not None else {}
+def _model(state: SearchState, fit: BatchFit | None) -> FittedModel:
     measured = [r for r in state.order if r.status == "ok"]
+    memory = None
     if state.constraints.max_memory_mb is not None:
         coef = fit_memory(measured, [state.describe(state.points[r.point_id]) for r in measured])
-        if coef is not None:
-            out["peak_rss_mb"] = {"base": coef[0], "per_work_slot": coef[1], "per_thread": coef[2]}
-    return out
+        memory = MemoryFit(*coef) if coef is not None else None
+    return FittedModel(fit, memory)
 
 
 def _result(state: SearchState, fit: BatchFit | None, path: list[str], n_design: int) -> ModelSearchResult:
@@ -214,7 +208,7 @@ def _result(state: SearchState, fit: BatchFit | None, path: list[str], n_design:
         list(state.order),
         state.grid.size,
         path,
-        model=_model_dict(state, fit),
+        model=_model(state, fit),
         predicted_vs_measured=_comparison(state, fit, n_design),
     )
 

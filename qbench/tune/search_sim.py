@@ -42,9 +42,13 @@ from qbench.tune.recommend import Constraints, PointResult, recommend
 from qbench.tune.search import Evaluate, smart_search
 from qbench.tune.search_fit import (
     FEASIBLE,
+    ComparisonRow,
     Describe,
+    FittedModel,
     Observe,
+    Predicted,
     SearchState,
+    comparison_rows,
     design_points,
     memory_of,
     point_runs,
@@ -234,27 +238,23 @@ def sim_search(
 
 def _result(state: SearchState, fit: BatchFit | None, sigma: float, predictor: SimPredictor, path: list[str],
             n_design: int) -> SimSearchResult:
-    model: dict[str, Any] = fit.to_dict() if fit is not None else {}
-    model.update(sigma=sigma, simulator="qbench.tune.simulate", simulated_points=state.grid.size)
+    model = FittedModel(fit, sigma=sigma, simulator="qbench.tune.simulate", simulated_points=state.grid.size)
     return SimSearchResult(list(state.order), state.grid.size, path, model=model,
                            predicted_vs_measured=comparison(state, fit, sigma, predictor, n_design))
 
 
 def comparison(state: SearchState, fit: BatchFit | None, sigma: float, predictor: SimPredictor,
-               n_design: int) -> list[dict[str, Any]]:
+               n_design: int) -> list[ComparisonRow]:
     """Predicted (with the final fit) vs measured figures of every measured point."""
-    rows = []
-    for i, result in enumerate(state.order):
-        row: dict[str, Any] = {"point_id": result.point_id, "role": "fit" if i < n_design else "predicted"}
-        if fit is not None:
-            p = predictor.predict(state.points[result.point_id], fit, sigma)
-            row["predicted"] = {"throughput_rps": p.throughput_rps, "goodput_rps": p.goodput_rps,
-                                "p95_latency_s": p.p95_latency_s, "capacity_rps": p.capacity_rps}
-        row["measured"] = {"status": result.status, "goodput_rps": result.goodput_rps,
-                           "throughput_rps": result.throughput_rps, "p95_latency_s": result.p95_latency_s,
-                           "capacity_rps": result.capacity_rps}
-        rows.append(row)
-    return rows
+    if fit is None:
+        return comparison_rows(state, n_design, None)
+
+    def predicted(point: Point) -> Predicted:
+        p = predictor.predict(point, fit, sigma)
+        return Predicted(throughput_rps=p.throughput_rps, goodput_rps=p.goodput_rps,
+                         p95_latency_s=p.p95_latency_s, capacity_rps=p.capacity_rps)
+
+    return comparison_rows(state, n_design, predicted)
 
 
 def _fallback(state: SearchState, reason: str, fit: BatchFit | None, sigma: float, predictor: SimPredictor,

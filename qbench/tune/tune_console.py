@@ -19,6 +19,7 @@ from qbench.tune.grid import Point
 from qbench.tune.plan_run import PlanRun
 from qbench.tune.recommend import PointResult, bounds_text
 from qbench.tune.search import SearchResult
+from qbench.tune.search_fit import Predicted
 from qbench.tune.search_model import ModelSearchResult
 from qbench.tune.search_sim import SimSearchResult
 from qbench.tune.sweep import SweepResult
@@ -216,16 +217,16 @@ def render_model_search(search: ModelSearchResult, console: Console) -> None:
     label = _search_label(search)
     if search.fallback:
         console.print(f"[yellow]note:[/] {label} {search.fallback}")
-    model = search.model
-    if "t0_s" in model:
+    fit, sigma = search.model.fit, search.model.sigma
+    if fit is not None:
         console.print(
-            f"batch latency fit: l(b) = {model['t0_s'] * 1e3:.3g} ms + {model['alpha_s'] * 1e3:.3g} ms x b "
-            f"(per extra worker: +{model['t0_per_worker_s'] * 1e3:.3g} ms, "
-            f"+{model['alpha_per_worker_s'] * 1e3:.3g} ms x b), R^2 {model['r2']:.3f}"
-            + (f", spread sigma {model['sigma']:.2f} (lognormal)" if "sigma" in model else "")
+            f"batch latency fit: l(b) = {fit.t0_s * 1e3:.3g} ms + {fit.alpha_s * 1e3:.3g} ms x b "
+            f"(per extra worker: +{fit.t0_per_worker_s * 1e3:.3g} ms, "
+            f"+{fit.alpha_per_worker_s * 1e3:.3g} ms x b), R^2 {fit.r2:.3f}"
+            + (f", spread sigma {sigma:.2f} (lognormal)" if sigma is not None else "")
         )
-    capacity = any(row.get("measured", {}).get("capacity_rps") is not None
-                   or row.get("predicted", {}).get("capacity_rps") is not None
+    capacity = any(row.measured.capacity_rps is not None
+                   or (row.predicted is not None and row.predicted.capacity_rps is not None)
                    for row in search.predicted_vs_measured)
     table = Table(title=f"{label}: predicted vs measured", title_justify="left")
     columns = ["point", "role", "pred. X/s", "meas. X/s", "pred. p95", "meas. p95", "meas. goodput/s"]
@@ -233,17 +234,17 @@ def render_model_search(search: ModelSearchResult, console: Console) -> None:
     for col in columns:
         table.add_column(col, justify="right" if col not in ("point", "role") else "left")
     for row in search.predicted_vs_measured:
-        pred, meas = row.get("predicted", {}), row["measured"]
+        pred, meas = row.predicted or Predicted(), row.measured
         cells = [
-            row["point_id"],
-            row["role"],
-            _num(pred.get("throughput_rps")),
-            _num(meas["throughput_rps"]),
-            _s(pred.get("p95_latency_s")),
-            _s(meas["p95_latency_s"]),
-            _num(meas["goodput_rps"]),
+            row.point_id,
+            row.role,
+            _num(pred.throughput_rps),
+            _num(meas.throughput_rps),
+            _s(pred.p95_latency_s),
+            _s(meas.p95_latency_s),
+            _num(meas.goodput_rps),
         ]
-        cells += [_num(pred.get("capacity_rps")), _num(meas.get("capacity_rps"))] if capacity else []
+        cells += [_num(pred.capacity_rps), _num(meas.capacity_rps)] if capacity else []
         table.add_row(*cells)
     console.print(table)
 

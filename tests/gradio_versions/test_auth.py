@@ -79,8 +79,8 @@ def test_login_then_zero_errors(locked: tuple[str, str], tmp_path: Path) -> None
     result = run(url, tmp_path, {"login": {"username": USER, "password": PASSWORD}})
     assert len(result.records) == 6
     assert all(r.ok for r in result.records), (version, [r.error_message for r in result.records][:2])
-    assert result.run_info["auth"]["logins"] == 2  # one per session (login.per: session)
-    assert result.run_info["auth"]["login_needed"] is True
+    assert result.run_info.auth["logins"] == 2  # one per session (login.per: session)
+    assert result.run_info.auth["login_needed"] is True
 
 
 def test_wrong_or_missing_credentials_name_the_key(locked: tuple[str, str], tmp_path: Path) -> None:

@@ -48,10 +48,10 @@ def test_healthy_endpoint_records_every_phase(release: Release, tmp_path: Path) 
     for r in result.records:
         assert all(getattr(r, p) is not None for p in PHASES), r
         assert r.rank is not None and r.server_duration_s is not None
-    gradio = result.run_info["server"]["gradio"]
+    gradio = result.run_info.server["gradio"]
     assert gradio["version"] == release.version and gradio["protocol"] == family(release.version)
     assert gradio["api_prefix"] == ("/gradio_api" if release.version >= "5" else "")
-    assert result.run_info["failed_opening"] is None
+    assert result.run_info.failed_opening is None
 
 
 def test_generator_outputs_and_batches(release: Release, tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_failing_function_is_server_error(release: Release, tmp_path: Path) -> N
     assert kinds(result.records) == {"server_error": 3}
     assert all(r.started_at_s is not None for r in result.records)
     assert result.summary.error_samples["server_error"]
-    assert result.run_info["failed_opening"] is None  # the function ran: a result, not a misconfiguration
+    assert result.run_info.failed_opening is None  # the function ran: a result, not a misconfiguration
 
 
 def test_full_queue_is_queue_full(release: Release, tmp_path: Path) -> None:
@@ -97,6 +97,6 @@ def test_image_upload_and_session_pool(release: Release, tmp_path: Path) -> None
 def test_wrong_protocol_stops_early_and_says_why(release: Release, tmp_path: Path) -> None:
     wrong = "sse_v3" if family(release.version) == "ws" else "ws"
     result = run(release.url, tmp_path, "echo", {"rate": 20, "duration": 10}, gradio_protocol=wrong)
-    verdict = result.run_info["failed_opening"]
+    verdict = result.run_info.failed_opening
     assert verdict and "likely cause" in verdict and "/queue/join" in verdict
     assert result.summary.sent < 100 and len(result.records) == 200

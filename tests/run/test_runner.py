@@ -91,7 +91,7 @@ def test_stop_when_ends_the_run_and_keeps_every_record(server_factory: Factory, 
             stop_when=lambda s: "enough" if s.completed >= 5 else None,
         )
     assert len(result.records) == 600  # every scheduled request has a record
-    assert result.run_info["stop_reason"] == "enough"
+    assert result.run_info.stop_reason == "enough"
     unsent = [r for r in result.records if r.sent_at_s is None]
     assert len(unsent) > 400 and {r.error_kind for r in unsent} == {"deadline"}
     assert len(read_parquet(result.run_dir / "records.parquet")) == 600
@@ -110,4 +110,4 @@ def test_closed_loop_user_keeps_going_after_a_timeout(server_factory: Factory, t
         result = run_scenario(spec, target=server.url, out_dir=tmp_path / "run", live=False)
     assert len(result.records) >= 3  # one user, several 0.2 s timeouts in a row
     assert {r.error_kind for r in result.records} == {"timeout"}
-    assert result.run_info["stop_kind"] is None
+    assert result.run_info.stop_kind is None

@@ -8,7 +8,9 @@ import math
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from qbench.report.build import predicted_rows
 from qbench.run.records import RequestRecord
 from qbench.tune.batch_model import (
     BatchFit,
@@ -23,8 +25,18 @@ from qbench.tune.batch_model import (
 from qbench.tune.grid import Point, build_grid
 from qbench.tune.recommend import Constraints, PointResult, recommend
 from qbench.tune.search import full_search
-from qbench.tune.search_fit import observation_from_result, observations_from_records
-from qbench.tune.search_model import model_search
+from qbench.tune.search_fit import (
+    ComparisonRow,
+    FittedModel,
+    Measured,
+    MemoryFit,
+    Predicted,
+    observation_from_result,
+    observations_from_records,
+    stored_rows,
+)
+from qbench.tune.search_model import ModelSearchResult, model_search
+from qbench.tune.tune_console import render_model_search
 
 from .conftest import sleep_preset_sweep
 from .test_search import GRID, MODELS, SleepModel
@@ -161,6 +173,34 @@ def test_model_search_finds_the_full_grid_winner_with_at_most_40_percent_of_tria
     out = found.to_dict()
     assert out["saved"] == GRID.size - found.trials and out["model"]["r2"] > 0.99
     assert [row["point_id"] for row in out["predicted_vs_measured"]] == [r.point_id for r in found.results]
+    rows = found.predicted_vs_measured  # typed; the same keys as before in the file
+    assert stored_rows(out["predicted_vs_measured"]) == rows and all(row.predicted for row in rows)
+    assert set(out["predicted_vs_measured"][0]) == {"point_id", "role", "predicted", "measured"}
+    assert list(out["predicted_vs_measured"][0]["predicted"]) == [
+        "batch_size", "service_s", "throughput_rps", "p95_latency_s", "capacity_rps"]
+    assert list(out["predicted_vs_measured"][0]["measured"]) == [
+        "status", "goodput_rps", "throughput_rps", "p95_latency_s", "capacity_rps"]
+
+
+def test_a_comparison_row_round_trips_and_an_old_row_loads() -> None:
+    sim = ComparisonRow("cc2", "predicted", Measured("ok", 4.0, 4.5, 0.2, None),
+                        Predicted(throughput_rps=5.0, p95_latency_s=None, capacity_rps=6.0, goodput_rps=4.8))
+    stored = sim.to_dict()
+    assert stored == {"point_id": "cc2", "role": "predicted",
+                      "predicted": {"throughput_rps": 5.0, "goodput_rps": 4.8, "p95_latency_s": None,
+                                    "capacity_rps": 6.0},
+                      "measured": {"status": "ok", "goodput_rps": 4.0, "throughput_rps": 4.5,
+                                   "p95_latency_s": 0.2, "capacity_rps": None}}
+    assert ComparisonRow.from_dict(json.loads(json.dumps(stored))) == sim
+    unfitted = ComparisonRow("cc1", "fit", Measured("failed"))
+    assert "predicted" not in unfitted.to_dict() and ComparisonRow.from_dict(unfitted.to_dict()) == unfitted
+    # an older file: no capacity figures, a mistyped value, no measured block at all
+    old = {"point_id": "cc3", "role": "fit", "predicted": {"throughput_rps": 3, "p95_latency_s": "n/a"}}
+    row = ComparisonRow.from_dict(old)
+    assert row.predicted == Predicted(throughput_rps=3.0) and row.measured == Measured()
+    assert stored_rows([old, "junk", stored]) == [row, sim] and stored_rows(None) == []
+    shown = predicted_rows({"predicted_vs_measured": [old]})  # the sweep report's table
+    assert shown == [["cc3", "fit", "3.00", "-", "-", "-", "-", "-"]]
 
 
 def test_model_search_falls_back_to_smart_search_without_distinct_batch_sizes() -> None:
@@ -252,3 +292,18 @@ def test_a_flat_service_time_is_trusted_though_its_r2_is_near_zero() -> None:
     reason = untrusted(erratic)
     assert reason.startswith("poor fit: R^2 ") and "residuals" in reason and erratic.rel_error > 0.15
     assert untrusted(fit_batch_model(sleep_observations(50, 10, [1, 2, 4, 8]))) == ""
+
+
+def test_the_fitted_model_is_written_with_the_keys_of_before() -> None:
+    fit = fit_batch_model(sleep_observations(50, 10, [1, 2, 4, 8]))
+    model = FittedModel(fit, MemoryFit(base=300.0, per_work_slot=20.0, per_thread=1.5))
+    assert model.to_dict() == {**fit.to_dict(),
+                               "peak_rss_mb": {"base": 300.0, "per_work_slot": 20.0, "per_thread": 1.5}}
+    sim = FittedModel(fit, sigma=0.1, simulator="qbench.tune.simulate", simulated_points=10)
+    assert list(sim.to_dict())[-3:] == ["sigma", "simulator", "simulated_points"]
+    assert FittedModel().to_dict() == {} and "peak_rss_mb" not in FittedModel(fit).to_dict()
+    console = Console(record=True, width=140)
+    render_model_search(ModelSearchResult([], 4, model=sim, predicted_vs_measured=[
+        ComparisonRow("cc1", "fit", Measured("ok", 4.0, 4.0, 0.2, 5.0), Predicted(4.1, 0.19, 5.2))]), console)
+    text = console.export_text()
+    assert "l(b) = 50 ms + 10 ms x b" in text and "sigma 0.10" in text and "cc1" in text and "5.2" in text

@@ -51,8 +51,9 @@ def test_sim_search_finds_the_ground_truth_optimum_with_fewer_trials(objective: 
     winner = recommend(found.results, constraints).winner
     assert best is not None and winner is not None
     assert constraints.value(winner) >= 0.95 * constraints.value(best)
-    assert {row["point_id"] for row in found.predicted_vs_measured} == {r.point_id for r in found.results}
-    assert 0.025 < found.model["t0_s"] < 0.075  # from summary figures only (median service, X l / k)
+    assert {row.point_id for row in found.predicted_vs_measured} == {r.point_id for r in found.results}
+    fit = found.model.fit  # from summary figures only (median service, X l / k)
+    assert fit is not None and 0.025 < fit.t0_s < 0.075 and found.model.sigma is not None
 
 
 def test_real_sim_sweep_against_the_sleep_preset(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
     LocalExecutor     this process, one event loop (the default)
     ProcessExecutor   `load.processes: N`: N processes of this machine        (qbench.run.load.processes)
-    RayExecutor       `load.executor: ray`: N Ray actors, one per node by default (run.load.ray_executor)
+    RayExecutor       `load.executor: ray`: N Ray actors, one per node by default (ray_executor.py)
 
 They cannot drift apart because they share everything but the transport:
 
@@ -10,7 +10,8 @@ They cannot drift apart because they share everything but the transport:
                  even share of a `requests` budget); a session pool is shared out (`part_scenario`)
     run_part     one part: payloads, discovery, the ordinary LoadGenerator; a `PartControl` says where
                  the live stats and finished records go, when to start and when to stop
-    merge        the parts' records and generator stats -> one Execution (per-worker health included)
+    merge        the parts' records and generator stats -> one Execution (per-worker health included);
+                 their PartInfo -> one ExecutionInfo (merge_info), laid onto run.json's RunInfo by the runner
     read_back    the run's records, read from records.jsonl once the run is over: no executor keeps
                  them in memory while it runs (Ray's driver does: its workers may be lost, see there)
     lost_records the part of a worker that died: every request it did not report becomes a
@@ -29,7 +30,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -64,6 +65,33 @@ class Job:
     stop_when: StopHook | None = None  # asked on every tick; a reason ends the run as "deadline"
 
 
+@dataclass(frozen=True)
+class PartInfo:
+    """One part's report: how its load generator stopped, its payloads, its logins."""
+
+    stop_kind: str | None = None  # "interrupted" or "deadline"; None: ran to its end (results/outcome.py)
+    stop_reason: str | None = None
+    max_in_flight: int = 0
+    failed_opening: str | None = None  # the opening all failed one way (qbench.run.results.failfast)
+    payload: dict[str, Any] | None = None  # payload counts (Routes.payload_stats)
+    auth: dict[str, Any] | None = None  # login, accounts, logins, relogins (no secret; login.py)
+
+
+@dataclass
+class ExecutionInfo:
+    """The executors' report for run.json (the RunInfo fields of the same names): the first stop,
+    the first failed opening, payloads and logins over every part; a Ray run's clocks and lost workers."""
+
+    stop_kind: str | None = None
+    stop_reason: str | None = None
+    max_in_flight: int = 0  # the sum over the parts
+    failed_opening: str | None = None
+    payload: dict[str, Any] | None = None  # one part only (several: None)
+    auth: dict[str, Any] | None = None  # logins and re-logins added up over the parts
+    clock: dict[str, Any] | None = None  # Ray: the driver's and each node's clock (ray_executor.py)
+    lost_workers: tuple[str, ...] | None = None  # Ray: why each lost worker was lost (None: not Ray)
+
+
 @dataclass
 class Execution:
     """What an executor hands back: every record (read back from records.jsonl at the end), the
@@ -71,7 +99,7 @@ class Execution:
 
     records: list[RequestRecord]
     stats: GeneratorStats
-    info: dict[str, Any] = field(default_factory=dict)
+    info: ExecutionInfo = field(default_factory=ExecutionInfo)
 
 
 class Executor(Protocol):
@@ -94,7 +122,7 @@ class PartResult:
     index: int
     records: list[RequestRecord]  # empty: they went to `PartControl.records` as they finished
     stats: GeneratorStats
-    info: dict[str, Any]
+    info: PartInfo
     worker: WorkerStats
 
 
@@ -174,7 +202,9 @@ async def run_part(part: Part, control: PartControl, *, worker: bool = True) -> 
             await gen.run(start_at=start_at)
         await routes.close()
     stats = gen.generator_stats()
-    info = {**gen.info(), "payload": routes.payload_stats(), "auth": auth.info()}  # re-logins counted
+    info = PartInfo(stop_kind=gen.stop_kind, stop_reason=gen.stop_reason, max_in_flight=gen.max_in_flight,
+                    failed_opening=gen.guard.verdict, payload=routes.payload_stats(),
+                    auth=auth.info())  # re-logins counted
     health = worker_stats(part.index, control.where, gen.stats.completed, gen.send_lags or (), stats)
     return PartResult(part.index, [], stats, info, health)
 
@@ -389,24 +419,28 @@ def merge(results: list[PartResult], open_loop: bool, executor: str,
         executor=executor,
         workers=[res.worker for res in results] if len(results) > 1 or executor == "ray" else [],
     )
-    infos = [res.info for res in results]
-    # the first stop, and the first failed opening (each worker judges its own): qbench.run.results.outcome
-    first = {key: _first(i.get(key) for i in infos) for key in ("stop_kind", "stop_reason", "failed_opening")}
-    info: dict[str, Any] = {
-        "stop_kind": first["stop_kind"],
-        "stop_reason": first["stop_reason"],
-        "max_in_flight": merged.max_in_flight,
-        "failed_opening": first["failed_opening"],
-    }
-    if len(infos) == 1:
-        info["payload"] = infos[0].get("payload")
-    auths = [i["auth"] for i in infos if i.get("auth")]
+    return Execution(records, merged, merge_info([res.info for res in results]))
+
+
+def merge_info(infos: Sequence[PartInfo]) -> ExecutionInfo:
+    """The parts' reports as one: the first stop and the first failed opening (each worker judges its
+    own: qbench.run.results.outcome), in-flight maxima and logins added up, the payload counts of a
+    lone part."""
+    auths = [i.auth for i in infos if i.auth]
+    auth = None
     if auths:  # each worker logs in on its own: logins and re-logins add up
-        info["auth"] = {**auths[0], **{k: sum(a.get(k, 0) for a in auths) for k in ("logins", "relogins")}}
-    return Execution(records, merged, info)
+        auth = {**auths[0], **{k: sum(a.get(k, 0) for a in auths) for k in ("logins", "relogins")}}
+    return ExecutionInfo(
+        stop_kind=_first(i.stop_kind for i in infos),
+        stop_reason=_first(i.stop_reason for i in infos),
+        max_in_flight=sum(i.max_in_flight for i in infos),
+        failed_opening=_first(i.failed_opening for i in infos),
+        payload=infos[0].payload if len(infos) == 1 else None,
+        auth=auth,
+    )
 
 
-def _first(values: Any) -> Any:
+def _first(values: Iterable[str | None]) -> str | None:
     return next((v for v in values if v), None)
 
 

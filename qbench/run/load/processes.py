@@ -93,7 +93,7 @@ class ProcessExecutor:
         records = read_back(job.run_dir, start)
         execution = merge(results, isinstance(job.plan, OpenPlan), "processes", records)
         if reasons:
-            execution.info["stop_reason"] = reasons[0]
+            execution.info.stop_reason = reasons[0]
         return execution
 
 

@@ -43,6 +43,7 @@ from qbench.run.load.executor import (
     Execution,
     Job,
     Part,
+    PartInfo,
     PartResult,
     combine,
     discover,
@@ -343,7 +344,7 @@ class _Driver:
         w.live = live
         worker = WorkerStats(index=w.part.index, where=w.where, requests=len(w.records),
                              sent=sum(r.sent_at_s is not None for r in w.records), lost=why)
-        w.result = PartResult(w.part.index, w.records, GeneratorStats(), {}, worker)
+        w.result = PartResult(w.part.index, w.records, GeneratorStats(), PartInfo(), worker)
 
     def _tick(self, workers: list[_Worker]) -> None:
         live = [w.live for w in workers if w.live is not None]
@@ -368,16 +369,16 @@ class _Driver:
         ]
         uncertainties = [s.clock_uncertainty_s for s in execution.stats.workers if s.clock_uncertainty_s]
         execution.stats.clock_uncertainty_s = max(uncertainties) if uncertainties else None
-        execution.info["clock"] = {
+        info = execution.info
+        info.clock = {
             "driver": socket.gethostname(), "start_wall_s": self.start_wall, "nodes": nodes,
             "method": "NTP-style: min-RTT of several round trips; offset = node clock - driver clock",
         }
-        lost = [s.lost for s in execution.stats.workers if s.lost]
-        execution.info["lost_workers"] = lost
+        info.lost_workers = tuple(s.lost for s in execution.stats.workers if s.lost)
         if self.reasons:
-            execution.info["stop_reason"] = self.reasons[0]
+            info.stop_reason = self.reasons[0]
         if self.stop is not None and self.stop[0] == "interrupted":
-            execution.info["stop_kind"] = "interrupted"
+            info.stop_kind = "interrupted"
         return execution
 
 

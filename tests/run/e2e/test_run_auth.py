@@ -71,7 +71,7 @@ def test_generator_processes_log_in_each_with_accounts_of_their_own(
     load = {"users": 2, "requests": 4, "timeout": 10, "processes": 2}
     result = run(gradio_scenario({"login": {"users": str(users)}}, load), server, tmp_path)
     assert len(result.records) == 4 and all(r.ok for r in result.records)
-    assert result.run_info["auth"]["logins"] == 2  # one user per process, each logged in
+    assert result.run_info.auth["logins"] == 2  # one user per process, each logged in
     new = [u for t, u in server.app.state.logins.sessions.items() if t not in before]
     assert sorted(new) == ["alice", "alice", "bob"]  # the parent's discovery, then process k as user k
 
@@ -83,7 +83,7 @@ def test_each_user_logs_in_on_its_own_unless_per_run(
     before = set(server.app.state.logins.sessions)
     auth = {"login": {"username": "alice", "password": PASSWORD, "per": per}}
     result = run(gradio_scenario(auth, {"users": 3, "requests": 6, "timeout": 10}), server, tmp_path)
-    assert all(r.ok for r in result.records) and result.run_info["auth"]["logins"] == logins
+    assert all(r.ok for r in result.records) and result.run_info.auth["logins"] == logins
     assert len(set(server.app.state.logins.sessions) - before) == logins  # distinct server-side tokens
 
 
@@ -96,7 +96,7 @@ def test_login_on_the_reference_servers_older_releases(release: int, tmp_path: P
         auth = {"login": {"username": "bob", "password": USERS["bob"]}}
         result = run(gradio_scenario(auth, {"users": 2, "requests": 4, "timeout": 10}), locked, tmp_path)
         assert all(r.ok for r in result.records), [r.error_message for r in result.records][:2]
-        assert result.run_info["server"]["gradio"]["protocol"] == ("ws" if release == 3 else "sse_v3")
+        assert result.run_info.server["gradio"]["protocol"] == ("ws" if release == 3 else "sse_v3")
         with pytest.raises(TargetError, match="set auth.login"):
             run(gradio_scenario(None), locked, tmp_path / "bare")
 
@@ -108,7 +108,7 @@ def test_users_file_gives_each_user_its_own_account(server: RunningServer, tmp_p
     spec = gradio_scenario({"login": {"users": str(users)}}, {"users": 3, "requests": 9, "timeout": 10})
     result = run(spec, server, tmp_path)
     assert len(result.records) == 9 and all(r.ok for r in result.records)
-    assert result.run_info["auth"]["logins"] == 3
+    assert result.run_info.auth["logins"] == 3
     new = {t: u for t, u in server.app.state.logins.sessions.items() if t not in before}
     assert sorted(new.values()) == sorted(USERS)
 
@@ -119,7 +119,7 @@ def test_bearer_from_the_environment(
     monkeypatch.setenv("QB_TEST_TOKEN", TOKEN)
     result = run(gradio_scenario({"bearer": "${QB_TEST_TOKEN}"}), server, tmp_path)
     assert all(r.ok for r in result.records)
-    assert result.run_info["scenario"]["auth"]["bearer"] == "${QB_TEST_TOKEN}"
+    assert result.run_info.scenario["auth"]["bearer"] == "${QB_TEST_TOKEN}"
 
 
 def test_openai_protocol_with_a_bearer_key(server: RunningServer, tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ def test_a_401_after_a_restart_logs_in_once_more(server: RunningServer, tmp_path
     finally:
         forget.cancel()
     assert all(r.ok for r in result.records), [r.error_message for r in result.records if not r.ok][:3]
-    assert result.run_info["auth"]["relogins"] == 1 and result.run_info["auth"]["logins"] == 2
+    assert result.run_info.auth["relogins"] == 1 and result.run_info.auth["logins"] == 2
     assert json.loads((result.run_dir / "summary.json").read_text())["auth"]["relogins"] == 1
 
 
@@ -199,8 +199,8 @@ def test_http_protocol_with_a_key_header_and_a_clear_stop_without_it(keyed_echo:
     assert ok.records and all(r.ok for r in ok.records)
     bare = spec.model_copy(update={"auth": type(spec.auth)()})
     failed = run_scenario(bare, target=keyed_echo, out_dir=tmp_path / "no", live=False)
-    assert "set auth.login" in str(failed.run_info["failed_opening"])
-    assert failed.run_info["stop_reason"].startswith("stopped early") and len(failed.records) <= 50
+    assert "set auth.login" in str(failed.run_info.failed_opening)
+    assert failed.run_info.stop_reason.startswith("stopped early") and len(failed.records) <= 50
     assert TOKEN not in (tmp_path / "ok" / "run.json").read_text()
 
 

@@ -6,7 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qbench.run.load.executor import LocalExecutor, PartResult, lost_records, merge, split_plan, worker_stats
+from qbench.run.load.executor import (
+    ExecutionInfo,
+    LocalExecutor,
+    PartInfo,
+    PartResult,
+    lost_records,
+    merge,
+    merge_info,
+    split_plan,
+    worker_stats,
+)
 from qbench.run.records import RequestRecord
 from qbench.run.results.summary import GeneratorStats
 from qbench.run.runner import make_executor
@@ -48,7 +58,7 @@ def part_result(index: int, records: list[RequestRecord], cpu: float) -> PartRes
     stats = GeneratorStats(cpu_s=cpu, cpu_percent=cpu * 10, max_loop_lag_s=0.001, max_in_flight=2)
     lags = [r.send_lag_s for r in records if r.send_lag_s is not None]
     worker = worker_stats(index, f"w{index}", len(records), lags, stats)
-    return PartResult(index, records, stats, {"stop_kind": None}, worker)
+    return PartResult(index, records, stats, PartInfo(max_in_flight=2), worker)
 
 
 def test_merge_orders_records_and_keeps_each_workers_health() -> None:
@@ -73,6 +83,32 @@ def test_merge_renumbers_closed_loop_requests_in_send_order() -> None:
 def test_a_single_part_is_returned_as_it_ran() -> None:
     run = merge([part_result(0, [rec(1, 0.1), rec(0, 0.0)], 1.0)], open_loop=True, executor="local")
     assert [r.request_id for r in run.records] == [1, 0] and run.stats.workers == []
+
+
+def test_merge_info_keeps_the_first_stop_and_adds_up_logins() -> None:
+    auth = {"login": True, "accounts": 2, "per": "run"}
+    parts = [
+        PartInfo(max_in_flight=3, payload={"files": 1}, auth={**auth, "logins": 1, "relogins": 0}),
+        PartInfo(stop_kind="deadline", stop_reason="queue runs away", max_in_flight=2,
+                 failed_opening="all http_5xx", payload={"files": 2},
+                 auth={**auth, "logins": 1, "relogins": 1}),
+        PartInfo(stop_kind="interrupted", stop_reason="later", auth=None),  # a lost Ray worker: nothing known
+    ]
+    info = merge_info(parts)
+    assert (info.stop_kind, info.stop_reason) == ("deadline", "queue runs away")
+    assert info.failed_opening == "all http_5xx"
+    assert info.max_in_flight == 5 and info.payload is None  # several parts: no one payload count
+    assert info.auth == {**auth, "logins": 2, "relogins": 1}
+    assert info.clock is None and info.lost_workers is None  # the Ray executor's to fill in
+    alone = merge_info(parts[:1])
+    assert alone == ExecutionInfo(max_in_flight=3, payload={"files": 1},
+                                  auth={**auth, "logins": 1, "relogins": 0})
+    assert merge_info([PartInfo()]) == ExecutionInfo()
+
+
+def test_merge_hands_back_the_merged_info() -> None:
+    run = merge([part_result(0, [rec(0, 0.0)], 1.0), part_result(1, [rec(1, 0.1)], 1.0)], True, "processes")
+    assert run.info == ExecutionInfo(max_in_flight=4) and run.info.max_in_flight == run.stats.max_in_flight
 
 
 def test_lost_open_loop_part_accounts_for_every_unreported_request() -> None:

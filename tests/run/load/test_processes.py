@@ -55,5 +55,5 @@ def test_open_and_closed_loop_over_two_processes(server_factory: Factory, tmp_pa
     assert info.generator is not None and [w.requests for w in info.generator.workers] == [20, 20]
     assert [r.request_id for r in closed.records] == list(range(9)) and all(r.ok for r in closed.records)
     assert {r.user_id for r in closed.records} == {0, 1, 2}
-    assert len(stopped.records) == 600 and stopped.run_info["stop_reason"] == "seen enough"
+    assert len(stopped.records) == 600 and stopped.run_info.stop_reason == "seen enough"
     assert {r.error_kind for r in stopped.records if r.sent_at_s is None} == {"deadline"}

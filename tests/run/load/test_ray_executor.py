@@ -348,6 +348,6 @@ def test_actors_log_in_for_their_own_sessions(cluster: Any, tmp_path: Path) -> N
     with serve_in_thread(settings) as locked:
         result = run_scenario(spec_, target=locked.url, out_dir=tmp_path / "auth", live=False)
     assert len(result.records) == 6 and all(r.ok for r in result.records)
-    assert result.run_info["auth"]["logins"] == 2  # one session per actor (its one user), each logged in
+    assert result.run_info.auth["logins"] == 2  # one session per actor (its one user), each logged in
     for name in ("run.json", "summary.json", "records.jsonl"):
         assert password not in (result.run_dir / name).read_text()

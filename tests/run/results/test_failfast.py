@@ -74,7 +74,7 @@ def test_describe_names_url_status_and_likely_cause(status: int, message: str, h
 def test_run_stops_early_and_still_writes_every_record(http_echo: str, tmp_path: Path) -> None:
     spec = scenario(protocol="http", endpoint={"path": "/fail"}, load={"rate": 40, "duration": 10})
     result = run_scenario(spec, target=http_echo, out_dir=tmp_path / "r", live=False)
-    verdict = result.run_info["failed_opening"]
+    verdict = result.run_info.failed_opening
     assert verdict and "http_5xx" in verdict and f"POST {http_echo}/fail: HTTP 500" in verdict
     assert "check its log" in verdict
     assert len(result.records) == 400  # every scheduled request has a record

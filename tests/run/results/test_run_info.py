@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from qbench.run.load.executor import ExecutionInfo
 from qbench.run.results.run_info import GENERATOR_KEYS, RunInfo
 from qbench.run.results.summary import GeneratorStats, WorkerStats
+from qbench.run.runner import with_execution
 
 FULL: dict[str, Any] = {
     "scenario": {"name": "demo", "slo": {"p95_latency_s": 2}},
@@ -66,3 +68,23 @@ def test_the_runner_starts_run_json_with_the_readers_field_names() -> None:
                                "host": {"cpus": 2}, "started_at": "now"}
     later = start.updated({"stop_kind": "interrupted", "lost_workers": ["w"]})
     assert later.stop_kind == "interrupted" and later.lost_workers == ("w",) and later.target == "http://t"
+
+
+def test_the_executors_report_is_laid_over_run_json_typed() -> None:
+    """runner.with_execution: the keys the dict-based runner wrote (None ones left out), same meaning."""
+    start = RunInfo.start(scenario={"name": "s"}, target="http://t", qbench_version="1", host={"cpus": 2},
+                          started_at="now")
+    announced = dataclasses.replace(start, server={"fn_index": 0}, auth={"login": True, "logins": 1})
+    clock = {"driver": "h", "nodes": [{"index": 0, "offset_s": 0.001}]}
+    ray = ExecutionInfo(stop_kind="interrupted", stop_reason="Ctrl-C", max_in_flight=4, payload=None,
+                        auth={"login": True, "logins": 2, "relogins": 1}, clock=clock,
+                        lost_workers=("w1: died",))
+    stored = with_execution(announced, ray).to_dict()
+    assert stored == {**announced.to_dict(), "auth": {"login": True, "logins": 2, "relogins": 1},
+                      "stop_kind": "interrupted", "stop_reason": "Ctrl-C", "max_in_flight": 4, "clock": clock,
+                      "lost_workers": ["w1: died"]}
+    assert RunInfo.from_dict(stored) == with_execution(announced, ray)
+    local = with_execution(announced, ExecutionInfo(payload={"files": 0}))  # ran to its end, no login count
+    assert local.auth == announced.auth and local.lost_workers == () and local.clock is None
+    assert {k: v for k, v in local.to_dict().items() if k not in announced.to_dict()} == {
+        "max_in_flight": 0, "payload": {"files": 0}}

@@ -250,7 +250,7 @@ def test_qbench_records_every_phase_on_each_release(gradio: int, protocol: str, 
         result = run_scenario(parse_scenario(raw), target=server.url, out_dir=tmp_path / "gen", live=False)
         assert [r.outcome for r in result.records] == ["ok"] * 3
         assert all(all(getattr(r, p) is not None for p in PHASES) and r.outputs == 3 for r in result.records)
-        info = result.run_info["server"]["gradio"]
+        info = result.run_info.server["gradio"]
         assert (info["protocol"], info["api_prefix"], info["version"][0]) == (protocol, prefix, str(gradio))
         failed = qbench_run(server.url, tmp_path, "fail", {"burst": 2})
         assert [r.error_kind for r in failed] == ["server_error"] * 2
