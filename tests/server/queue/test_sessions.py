@@ -1,0 +1,84 @@
+"""Session mailboxes and the session table (LRU eviction is in test_queue.py's LRU test)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from reference_server.queue.sessions import Mailbox, Sessions
+
+
+def msg(i: int) -> dict[str, object]:
+    return {"msg": "estimation", "event_id": f"e{i}"}
+
+
+def test_mailbox_is_fifo_and_reports_its_size() -> None:
+    box = Mailbox()
+    assert box.empty() and box.qsize() == 0
+    for i in range(3):
+        box.put_nowait(msg(i))
+    assert box.qsize() == 3 and not box.empty()
+    assert [box.get_nowait()["event_id"] for _ in range(3)] == ["e0", "e1", "e2"]
+    with pytest.raises(asyncio.QueueEmpty):
+        box.get_nowait()
+
+
+def test_mailbox_get_waits_for_a_put_and_wakes_every_reader() -> None:
+    async def main() -> list[str]:
+        box = Mailbox()
+        readers = [asyncio.create_task(box.get()) for _ in range(2)]
+        await asyncio.sleep(0)
+        assert not any(r.done() for r in readers)
+        box.put_nowait(msg(0))
+        box.put_nowait(msg(1))
+        got = await asyncio.wait_for(asyncio.gather(*readers), 1.0)
+        return sorted(m["event_id"] for m in got)
+
+    assert asyncio.run(main()) == ["e0", "e1"]
+
+
+def test_a_cancelled_get_leaves_no_waiter_behind() -> None:
+    async def main() -> int:
+        box = Mailbox()
+        reader = asyncio.create_task(box.get())
+        await asyncio.sleep(0)
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+        box.put_nowait(msg(0))
+        return box.qsize()  # the message is still there for the next reader
+
+    assert asyncio.run(main()) == 1
+
+
+def test_open_creates_once_and_send_reaches_only_open_sessions() -> None:
+    sessions = Sessions()
+    first = sessions.open("a")
+    assert sessions.open("a") is first and "a" in sessions and len(sessions) == 1
+    sessions.send("a", msg(0))
+    sessions.send("nobody", msg(1))  # no such session: dropped, not created
+    assert "nobody" not in sessions and first.queue.get_nowait()["event_id"] == "e0"
+    sessions.add_pending("b", "e7")  # add_pending opens the session
+    assert sessions.get("b") is not None and sessions.get("b").pending == {"e7"}  # type: ignore[union-attr]
+    assert sessions.drop("a") is first and sessions.drop("a") is None and sessions.get("a") is None
+
+
+def test_reopening_a_session_makes_it_the_most_recently_used() -> None:
+    sessions = Sessions(capacity=2)
+    sessions.open("old")
+    sessions.open("mid")
+    sessions.open("old")  # touched: "mid" is now the least recently used
+    sessions.open("new")
+    assert "old" in sessions and "mid" not in sessions and len(sessions) == 2
+
+
+def test_sessions_kept_while_busy_are_trimmed_to_capacity_once_idle() -> None:
+    sessions = Sessions(capacity=10)
+    for i in range(11):
+        sessions.open(f"s{i}").readers = 1
+    assert len(sessions) == 11  # nothing could go: every session had a reader
+    for i in range(11):
+        sessions.open(f"s{i}").readers = 0
+    sessions.open("late")
+    assert len(sessions) == 10 and "late" in sessions
+    assert "s0" not in sessions and "s1" not in sessions and "s2" in sessions
