@@ -33,9 +33,9 @@ from qbench.report.capacity_charts import LoadedCapacity
 from qbench.report.rundir import LoadedRun
 from qbench.report.sweep_charts import LoadedSweep, _knobs
 from qbench.run.records import RequestRecord
-from qbench.run.run_info import RunInfo
-from qbench.run.scenario import Slo
-from qbench.run.summary import SloCheck, summarize
+from qbench.run.results.run_info import RunInfo
+from qbench.run.results.summary import SloCheck, summarize
+from qbench.run.scenario.scenario import Slo
 from qbench.tune.capacity_file import CapacityFile
 from qbench.tune.recommend import RankedPoint, Recommendation
 from qbench.tune.sweep_info import SweepInfo

@@ -22,8 +22,8 @@ from qbench.report.rundir import (
     winner_run_dir,
 )
 from qbench.run.records import RequestRecord
-from qbench.run.run_info import RunInfo
-from qbench.run.scenario import Slo
+from qbench.run.results.run_info import RunInfo
+from qbench.run.scenario.scenario import Slo
 from tests.report.report_synth import simulate, write_run
 
 

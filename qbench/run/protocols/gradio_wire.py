@@ -154,6 +154,8 @@ def apply_message(record: RequestRecord, msg: dict[str, Any], nbytes: int, at: f
 
 
 def _complete(record: RequestRecord, msg: dict[str, Any], at: float) -> None:
+    if record.completed_at_s is not None:  # already closed (e.g. queue_full): the first verdict wins
+        return
     output = msg.get("output") or {}
     duration = output.get("duration") if isinstance(output, dict) else None
     if isinstance(duration, (int, float)) and msg.get("success"):

@@ -97,8 +97,8 @@ class ParamReader:
 
     def number(self, key: str, default: float, minimum: float) -> float:
         value = self._take(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
-            raise self._error(key, f"a number >= {minimum}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= minimum:
+            raise self._error(key, f"a number >= {minimum}")  # `not >=` also refuses NaN
         return float(value)
 
     def flag(self, key: str, default: bool) -> bool:

@@ -11,14 +11,14 @@ import orjson
 import pytest
 
 from qbench.errors import TargetError
-from qbench.run.payloads import FileValue
 from qbench.run.protocols.base import Clock
 from qbench.run.protocols.gradio import GradioProtocol
 from qbench.run.protocols.gradio_3x_ws import WebSocketWire
 from qbench.run.protocols.gradio_4_9_sse import SessionStreamWire
 from qbench.run.protocols.gradio_wire import GradioApp
 from qbench.run.records import RequestRecord
-from qbench.run.scenario import parse_scenario
+from qbench.run.scenario.payloads import FileValue
+from qbench.run.scenario.scenario import parse_scenario
 
 
 class FakeResponse:

@@ -130,8 +130,6 @@ def test_a_failure_after_the_result_does_not_change_the_verdict() -> None:
     assert (r.outcome, r.error_kind, r.completed_at_s) == ("ok", None, 1.0)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: _complete's success path ignores an earlier verdict (fail() "
-                   "keeps the first one): the record ends outcome 'ok' with error_kind 'queue_full'")
 def test_a_result_after_a_failure_does_not_change_the_verdict() -> None:
     r = record()
     apply_message(r, {"msg": "queue_full"}, 10, 1.0)

@@ -11,7 +11,6 @@ import orjson
 import pytest
 
 from qbench.errors import TargetError
-from qbench.run.payloads import FileValue
 from qbench.run.protocols.base import Clock
 from qbench.run.protocols.http import (
     HttpProtocol,
@@ -23,7 +22,8 @@ from qbench.run.protocols.http import (
     render,
 )
 from qbench.run.records import RequestRecord
-from qbench.run.scenario import Scenario, parse_scenario
+from qbench.run.scenario.payloads import FileValue
+from qbench.run.scenario.scenario import Scenario, parse_scenario
 
 PNG = FileValue(data=b"\x89PNG", name="a.png", mime="image/png")
 
