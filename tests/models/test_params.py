@@ -39,7 +39,7 @@ READS: list[tuple[str, Any, Callable[[ParamReader], Any], str]] = [
     ("threads", 0, lambda r: r.opt_integer("threads", 1), "an integer >= 1"),
     ("temperature", -0.1, lambda r: r.number("temperature", 1.0, 0.0), "a number >= 0.0"),
     ("temperature", False, lambda r: r.number("temperature", 1.0, 0.0), "a number >= 0.0"),
-    ("temperature", float("nan"), lambda r: r.number("temperature", 1.0, 0.0), "a number >= 0.0"),  # YAML .nan
+    ("temperature", float("nan"), lambda r: r.number("temperature", 1.0, 0.0), "a number >= 0.0"),
     ("compile", "yes", lambda r: r.flag("compile", False), "true or false"),
     ("config", [1], lambda r: r.mapping("config"), "a mapping of transformers config keys to values"),
     ("labels", [], lambda r: r.str_list("labels"), "a non-empty list of label names"),
