@@ -180,7 +180,7 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         ("tests/tune/e2e/test_sweep_e2e.py::test_relaunch_mode_end_to_end_with_capacity", "--grid"),
         ("tests/tune/e2e/test_sweep_e2e.py::test_resume_after_an_interrupted_sweep", "resume_options"),
         # --repeat: parsed into the config there; no real sweep repeats its points in the suite
-        ("tests/tune/test_units.py::test_config_merges_scenario_section_and_cli", "config.repeat == 2"),
+        ("tests/tune/test_config.py::test_config_merges_scenario_section_and_cli", "config.repeat == 2"),
         ("tests/tune/e2e/test_sweep_e2e.py::test_smart_search_on_a_real_server_skips_points_and_reports_it",
          "smart"),
         ("tests/docs/test_readme_sim.py::test_the_readme_sim_sweep_runs", "sweep"),

@@ -1,14 +1,18 @@
 """qbench.tune.apphook: the startup hook's environment, its chaining of an existing sitecustomize, its
-record read back, and the advice as a change to the app's own settings."""
+record read back, and the advice as a change to the app's own settings; the hook itself
+(apphook/sitecustomize.py): what it sets in a 4.x and a 3.x app, and what it records."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -72,3 +76,207 @@ def test_launch_knobs_are_advised_as_a_change_to_the_apps_launch() -> None:
     assert app_change(hook, {"num_workers": 2, "ssr_mode": True}) == [
         "your app (Gradio 6.31.0): launch(num_workers=default, ssr_mode=True) -> recommended "
         "launch(num_workers=2, ssr_mode=True)"]
+
+
+# ---------------------------------------------------------------- the hook's side (sitecustomize.py)
+# In-process, on stand-ins with the shapes of Gradio's Blocks (4.x and later: BlockFunction objects in
+# `fns`; 3.x: config dicts in `dependencies`); tests/gradio_versions runs the hook in real Gradio apps.
+
+
+@pytest.fixture
+def hook_module(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """sitecustomize.py loaded under a name of its own: without QBENCH_HOOK it installs nothing."""
+    monkeypatch.delenv("QBENCH_HOOK", raising=False)
+    monkeypatch.setitem(sys.modules, "gradio", SimpleNamespace(__version__="4.44.1"))
+    spec = importlib.util.spec_from_file_location("qbench_hook_under_test", HOOK_FILE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Fn4:
+    """A 4.x BlockFunction's settings."""
+
+    def __init__(self, api_name: str, *, batch: bool = False, limit: object = "default",
+                 concurrency_id: str | None = None, queue: bool = True) -> None:
+        self.api_name, self.batch, self.concurrency_limit = api_name, batch, limit
+        self.concurrency_id = concurrency_id or api_name
+        self.max_batch_size, self.queue, self.fn = 4, queue, print
+
+
+def blocks4() -> type:
+    """A fresh 4.x-shaped Blocks class (patch_blocks marks the class it wraps)."""
+
+    class Blocks:
+        def __init__(self, fns: list[Fn4]) -> None:
+            self.fns = dict(enumerate(fns))
+            self._queue = SimpleNamespace(default_concurrency_limit=1, max_size=None)
+            self.calls: list[dict[str, Any]] = []
+
+        def queue(self, status_update_rate: str = "auto", max_size: int | None = None,
+                  default_concurrency_limit: object = "not_set") -> Any:
+            self.calls.append({"max_size": max_size, "default_concurrency_limit": default_concurrency_limit})
+            self._queue.max_size = max_size
+            return self
+
+        def launch(self, inline: bool | None = None, inbrowser: bool = False, share: bool | None = None,
+                   max_threads: int = 40, server_name: str | None = None, server_port: int | None = None,
+                   show_error: bool = False) -> dict[str, Any]:
+            return {"inbrowser": inbrowser, "share": share, "max_threads": max_threads,
+                    "server_name": server_name, "server_port": server_port, "show_error": show_error}
+
+    return Blocks
+
+
+def hook_for(module: ModuleType, tmp_path: Path, knobs: dict[str, Any], events: list[str] | None) -> Any:
+    return module._Hook({"knobs": knobs, "events": events, "port": 7861,
+                         "record": str(tmp_path / "hook-record.json")})
+
+
+def test_the_hook_sets_a_4x_apps_queue_events_and_launch(hook_module: ModuleType, tmp_path: Path) -> None:
+    knobs = {"concurrency_limit": 8, "max_batch_size": 16, "max_threads": 12, "max_size": "none",
+             "default_concurrency_limit": 3}
+    hook = hook_for(hook_module, tmp_path, knobs, ["/respond"])
+    blocks_class = blocks4()
+    hook_module.patch_blocks(SimpleNamespace(Blocks=blocks_class), hook)
+    hook_module.patch_blocks(SimpleNamespace(Blocks=blocks_class), hook)  # a second patch is a no-op
+    demo = blocks_class([Fn4("respond", batch=True), Fn4("other", limit=2)])
+    demo.queue(max_size=20, default_concurrency_limit=2)
+    assert demo.calls == [{"max_size": None, "default_concurrency_limit": 3}]  # the point's, not the app's
+    started = demo.launch(server_port=9999, max_threads=100, share=True)
+    assert started == {"inbrowser": False, "share": False, "max_threads": 12, "server_name": "127.0.0.1",
+                       "server_port": 7861, "show_error": True}
+    respond, other = demo.fns[0], demo.fns[1]
+    assert (respond.concurrency_limit, respond.max_batch_size) == (8, 16)
+    assert (other.concurrency_limit, other.max_batch_size) == (2, 4)  # not a driven event: untouched
+    record = read_hook_record(tmp_path)
+    assert record is not None and record.launched and record.gradio_version == "4.44.1"
+    assert record.queue["app"] == {"default_concurrency_limit": 2, "max_size": 20}
+    assert record.queue["set"] == {"default_concurrency_limit": 3, "max_size": None}
+    assert record.launch["app"]["server_port"] == 9999 and record.launch["app"]["max_threads"] == 100
+    chosen = {e.api_name: e for e in record.events}
+    assert chosen["respond"].chosen
+    assert chosen["respond"].set == {"concurrency_limit": 8, "max_batch_size": 16}
+    assert chosen["respond"].app["concurrency_limit"] == "default" and not chosen["other"].chosen
+    assert record.problems == []
+
+
+def test_every_queued_event_with_a_function_is_chosen_without_driven_events(
+    hook_module: ModuleType, tmp_path: Path
+) -> None:
+    hook = hook_for(hook_module, tmp_path, {"concurrency_limit": 5, "max_batch_size": 8}, None)
+    blocks_class = blocks4()
+    hook_module.patch_blocks(SimpleNamespace(Blocks=blocks_class), hook)
+    unqueued, no_fn = Fn4("direct", queue=False), Fn4("js_only")
+    no_fn.fn = None  # type: ignore[assignment]
+    demo = blocks_class([Fn4("a"), unqueued, no_fn])
+    demo.launch()
+    assert [e["chosen"] for e in hook.record["events"]] == [True, False, False]
+    assert demo.fns[0].concurrency_limit == 5 and demo.fns[0].max_batch_size == 4  # not batch=True
+    assert hook.record["problems"] == ["max_batch_size=8 on `a`: not set, the function is not batch=True"]
+    # an app that never called queue(): its default limit is Gradio's, from the environment
+    assert hook.record["queue"]["app"] == {"default_concurrency_limit": 1}
+
+
+def test_events_sharing_a_concurrency_id_share_the_lowest_limit(
+    hook_module: ModuleType, tmp_path: Path
+) -> None:
+    hook = hook_for(hook_module, tmp_path, {}, None)
+    blocks_class = blocks4()
+    hook_module.patch_blocks(SimpleNamespace(Blocks=blocks_class), hook)
+    blocks_class([Fn4("a", limit=2, concurrency_id="g"), Fn4("b", limit=5, concurrency_id="g"),
+                  Fn4("c", limit=3)]).launch()
+    effective = {e["api_name"]: e["effective"] for e in hook.record["events"]}
+    assert (effective["a"]["concurrency_limit"], effective["a"]["shared_with"]) == (2, ["b"])
+    assert (effective["b"]["concurrency_limit"], effective["b"]["shared_with"]) == (2, ["a"])
+    assert effective["c"]["concurrency_limit"] == 3 and "shared_with" not in effective["c"]
+
+
+def test_the_hook_sets_a_3x_apps_pool_and_batches(hook_module: ModuleType, tmp_path: Path) -> None:
+    class Blocks:  # 3.x: no queue until queue() is called, events as config dicts
+        def __init__(self) -> None:
+            self.dependencies = [{"api_name": "predict", "batch": False, "max_batch_size": 4},
+                                 {"api_name": "batched", "batch": True, "max_batch_size": 4}]
+            self.fns = [SimpleNamespace(fn=print), SimpleNamespace(fn=print)]
+            self._queue: Any = None
+
+        def queue(self, concurrency_count: int = 1, max_size: int | None = None) -> Any:
+            self._queue = SimpleNamespace(max_thread_count=concurrency_count, max_size=max_size)
+            return self
+
+        def launch(self, max_threads: int = 40, server_port: int | None = None) -> int | None:
+            return server_port
+
+    hook = hook_for(hook_module, tmp_path, {"concurrency_count": 4, "concurrency_limit": 2,
+                                            "max_batch_size": 8}, None)
+    hook_module.patch_blocks(SimpleNamespace(Blocks=Blocks), hook)
+    demo = Blocks()
+    assert demo.queue(concurrency_count=1)._queue.max_thread_count == 4
+    assert demo.launch() == 7861
+    assert demo.dependencies[1]["max_batch_size"] == 8 and demo.dependencies[0]["max_batch_size"] == 4
+    assert hook.record["queue"]["app"] == {"concurrency_count": 1, "max_size": None}
+    assert hook.record["queue"]["effective"] == {"concurrency_count": 4, "max_size": None}
+    assert [e["effective"]["concurrency_limit"] for e in hook.record["events"]] == [4, 4]
+    assert hook.record["problems"] == [
+        "concurrency_limit: Gradio 3.x has no per-event concurrency_limit; not set",
+        "max_batch_size=8 on `predict`: not set, the function is not batch=True",
+        "concurrency_limit: Gradio 3.x has no per-event concurrency_limit; not set",
+    ]
+
+
+def test_what_the_hook_cannot_set_is_recorded_as_a_problem(hook_module: ModuleType, tmp_path: Path) -> None:
+    class Blocks:  # a 3.x app that never calls queue(), and a launch() without num_workers
+        dependencies = [{"api_name": "predict"}]
+        fns = [SimpleNamespace(fn=print)]
+
+        def queue(self) -> None: ...
+
+        def launch(self, server_port: int | None = None) -> None: ...
+
+    hook = hook_for(hook_module, tmp_path, {"max_size": 4, "num_workers": 2}, None)
+    hook_module.patch_blocks(SimpleNamespace(Blocks=Blocks), hook)
+    Blocks().launch()
+    assert hook.record["queue"]["enabled"] is False
+    assert hook.record["problems"] == [
+        "the app does not enable Gradio's queue (3.x: it never calls demo.queue()); queue knobs not set",
+        "launch() of Gradio 4.44.1 has no num_workers (6.15 and later have it)",
+    ]
+    with pytest.raises(TypeError):  # arguments launch() cannot take: the app gets Gradio's own error
+        Blocks().launch(1, 2)  # type: ignore[call-arg]
+    assert hook.record["problems"][-1] == "launch(): cannot read its arguments; port and knobs not set"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [("max_size", "none", None), ("concurrency_limit", "Unlimited", None), ("max_size", "null", None),
+     ("concurrency_id", 3, "3"), ("concurrency_limit", 4, 4), ("max_size", "16", "16")],
+)
+def test_knob_values_as_gradio_takes_them(hook_module: ModuleType, name: str, value: object,
+                                          expected: object) -> None:
+    assert hook_module._number(name, value) == expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [("true", True), (" On ", True), (1, True), ("yes", True),
+                                                 ("false", False), ("off", False), (0, False), ("", False)])
+def test_ssr_mode_flag(hook_module: ModuleType, value: object, expected: bool) -> None:
+    assert hook_module._flag(value) is expected
+
+
+@pytest.mark.parametrize(("env", "expected"), [(None, 1), ("none", None), ("None", None), ("7", 7)])
+def test_the_default_limit_gradio_reads_from_the_environment(
+    hook_module: ModuleType, monkeypatch: pytest.MonkeyPatch, env: str | None, expected: int | None
+) -> None:
+    if env is None:
+        monkeypatch.delenv("GRADIO_DEFAULT_CONCURRENCY_LIMIT", raising=False)
+    else:
+        monkeypatch.setenv("GRADIO_DEFAULT_CONCURRENCY_LIMIT", env)
+    assert hook_module._env_default_limit() == expected
+
+
+@pytest.mark.parametrize(("text", "plan"), [("", None), ("{not json", None), ("[1, 2]", None),
+                                            ('{"knobs": {"max_threads": 4}}', {"knobs": {"max_threads": 4}})])
+def test_the_plan_is_read_from_qbench_hook(hook_module: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                           text: str, plan: dict[str, Any] | None) -> None:
+    monkeypatch.setenv("QBENCH_HOOK", text)
+    assert hook_module._plan() == plan

@@ -1,4 +1,5 @@
-"""`qbench plan`: the arithmetic on known numbers, the capacity folder it reads, plan.json, the errors."""
+"""`qbench plan` (qbench.tune.plan): the arithmetic on known numbers, the command's output and plan.json, the
+errors. Reading the capacity folder (qbench.tune.plan_run) is tested in test_plan_run.py."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
-from qbench.tune.capacity import Capacity, Probe
-from qbench.tune.capacity_file import CapacityFile
+from qbench.tune.capacity import Capacity
 from qbench.tune.plan import HOURS_PER_MONTH, Measured, make_plan, traffic
-from qbench.tune.plan_run import read_measured
+
+from .test_plan_run import capacity_folder
 
 ONE = Measured(capacity_rps=50.0, mean_latency_s=0.2, p95_latency_s=0.4, slo="p95_latency_s <= 0.5",
                source="capacity.json", generator_cpu_per_request_s=0.002)
@@ -67,36 +68,6 @@ def test_bad_traffic_names_the_option(args: tuple[int | None, float | None, floa
                                       fragment: str) -> None:
     with pytest.raises(ScenarioError, match=fragment):
         traffic(*args)
-
-
-def capacity_folder(root: Path, capacity: float | None = 40.0) -> Path:
-    """A capacity folder as `qbench capacity` writes it: capacity.json and the confirmation's run.json."""
-    folder = root / "capacity-sleep-rate-1"
-    run_dir = folder / "probes" / "02-confirm-40"
-    run_dir.mkdir(parents=True)
-    probes = [Probe(40.0, True), Probe(44.0, False, violations=["p95"]),
-              Probe(40.0, True, kind="confirm", mean_latency_s=0.25, p95_latency_s=0.45,
-                    run_dir="probes/02-confirm-40", duration_s=60.0)]
-    file = CapacityFile(result=Capacity(capacity, 44.0, 0.1, True, capacity is not None, probes),
-                        target="http://127.0.0.1:1", slo={"p95_latency_s": 0.5}, max_error_rate=0.01,
-                        scenario={"path": "s.yaml", "content": {"load": {"arrival": "constant"}}})
-    (folder / "capacity.json").write_text(json.dumps(file.to_dict()))
-    settings = {"functions": [{"api_name": "predict", "concurrency_limit": 4, "batch": False}],
-                "queue": {"default_concurrency_limit": 1, "max_size": None}, "launch": {"max_threads": 40}}
-    run = {"scenario": {"endpoint": {"api_name": "predict"}}, "records": 2400,
-           "generator": {"cpu_s": 3.6, "processes": 1},
-           "server": {"gradio": {"version": "6.31.0"}, "status": {"settings": settings}}}
-    (run_dir / "run.json").write_text(json.dumps(run))
-    return folder
-
-
-def test_the_capacity_folder_is_read_with_its_settings_and_generator(tmp_path: Path) -> None:
-    measured = read_measured(capacity_folder(tmp_path))
-    assert (measured.capacity_rps, measured.mean_latency_s, measured.p95_latency_s) == (40.0, 0.25, 0.45)
-    assert measured.confirmed and measured.slo == "p95_latency_s <= 0.5, error_rate <= 1.0%"
-    assert measured.generator_cpu_per_request_s == pytest.approx(3.6 / 2400)
-    assert measured.settings["knobs"]["concurrency_limit"] == 4
-    assert "concurrency_limit=4" in measured.settings["code"] and measured.settings["gradio"] == "6.31.0"
 
 
 def test_the_command_prints_the_plan_and_writes_plan_json(tmp_path: Path) -> None:
