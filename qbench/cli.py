@@ -588,7 +588,7 @@ def run_capacity_command(cli: dict[str, Any]) -> None:
     from qbench.run.scenario.credentials import cli_overrides
     from qbench.tune.capacity_run import capacity_config, parse_tolerance, run_capacity
     from qbench.tune.config import parse_slo_options
-    from qbench.tune.tune_console import capacity_header, probe_line, render_capacity, sweep_console
+    from qbench.tune.tune_console import capacity_header, render_capacity, show_probe, sweep_console
 
     console = sweep_console()
     credentials = cli_overrides(cli["auth"], cli["header"] or [], cli["bearer_env"])
@@ -605,7 +605,7 @@ def run_capacity_command(cli: dict[str, Any]) -> None:
             overload=cli["overload"], recheck=cli["recheck"],
         )
         console.print(capacity_header(config))
-        render_capacity(run_capacity(config, lambda probe: console.print(probe_line(probe))), console)
+        render_capacity(run_capacity(config, lambda probe: show_probe(console, probe)), console)
     except KeyboardInterrupt:
         typer.echo("interrupted: no capacity; the probes that finished are under probes/ of the folder above")
         raise typer.Exit(130) from None
@@ -661,9 +661,9 @@ def plan(
     from qbench.tune.plan_run import is_scenario, parse_fraction, run_plan
     from qbench.tune.tune_console import (
         capacity_header,
-        probe_line,
         render_capacity,
         render_plan,
+        show_probe,
         sweep_console,
     )
 
@@ -675,7 +675,7 @@ def plan(
         scenario = capacity or app_scenario_file(target, api, {}, Path("reports"))
         config = capacity_config(scenario, target=target, slo=parse_slo_options(slo or []))
         console.print(capacity_header(config))
-        measured = run_capacity(config, lambda probe: console.print(probe_line(probe)))
+        measured = run_capacity(config, lambda probe: show_probe(console, probe))
         render_capacity(measured, console)
         capacity = measured.out_dir
     render_plan(run_plan(capacity, peak, fraction, price, out), console)

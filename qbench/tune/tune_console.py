@@ -66,9 +66,10 @@ class SweepProgress:
                 self.best = f"{best.point_id} capacity {_capacity_cell(best)} req/s"
         note = "" if result.status == "ok" else f" [{result.status}]"
         capacity = f", capacity {_capacity_cell(result)} req/s" if result.capacity is not None else ""
-        self.progress.console.print(
+        self.progress.console.print(  # plain text: "[stopped]" is not rich markup
             f"  {result.point_id}: goodput {result.goodput_rps:.3g} rps, p95 {_s(result.p95_latency_s)}"
-            f"{capacity}{note}" + (f" {result.reason}" if result.reason else "")
+            f"{capacity}{note}" + (f" {result.reason}" if result.reason else ""),
+            markup=False,
         )
         self.progress.update(self.task, advance=1, description=f"best {self.best}")
 
@@ -265,6 +266,11 @@ def _label(probe: Probe) -> str:
     if probe.kind in ("confirm", "overload", "recheck"):
         return f"{probe.kind} {probe.duration_s:g} s " if probe.duration_s else f"{probe.kind} "
     return ""
+
+
+def show_probe(console: Console, probe: Probe) -> None:
+    """Print `probe_line` as plain text ("[arrivals .../s, completions .../s]" is not rich markup)."""
+    console.print(probe_line(probe), markup=False)
 
 
 def probe_line(probe: Probe) -> str:

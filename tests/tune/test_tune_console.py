@@ -28,6 +28,7 @@ from qbench.tune.tune_console import (
     render_capacity,
     render_plan,
     render_sweep,
+    show_probe,
     sweep_header,
 )
 
@@ -195,7 +196,6 @@ def test_sweep_progress_prints_each_point_and_the_best_so_far() -> None:
     assert "c2" not in progress.best  # a stopped point with less goodput is not the best
 
 
-@pytest.mark.xfail(strict=True, reason="point_done prints ' [stopped]' as rich markup: rich drops the tag")
 def test_sweep_progress_shows_a_points_status() -> None:
     c = console()
     with SweepProgress(1, c) as progress:
@@ -203,11 +203,9 @@ def test_sweep_progress_shows_a_points_status() -> None:
     assert "  c2: goodput 5 rps, p95 0.2 s [stopped] backlog grew" in text(c)
 
 
-@pytest.mark.xfail(strict=True, reason="qbench capacity prints probe_line as rich markup (cli.py): rich "
-                   "drops the bracketed steadiness evidence")
 def test_a_printed_probe_line_keeps_its_steadiness_evidence() -> None:
     c = console()
-    c.print(probe_line(Probe(10.0, True, steadiness=STEADY)))  # as `qbench capacity` prints it
+    show_probe(c, Probe(10.0, True, steadiness=STEADY))  # as `qbench capacity` and `qbench plan` print it
     assert "[arrivals 10/s, completions 10/s]" in text(c)
 
 
