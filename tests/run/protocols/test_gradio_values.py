@@ -1,6 +1,6 @@
 """Component values in the wire format of the app's release (qbench.run.protocols.gradio_values), the
 generators `qbench init` picks from hints (gradio_api.suggest), generated files whose content fits
-their suffix (payloads.gen_files), and the sentences about an app's errors (run.diagnose.app_errors)."""
+their suffix (payloads.gen_files)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from qbench.run.diagnose.app_errors import explain, short
 from qbench.run.protocols.gradio_api import AppInput, app_endpoints, suggest
 from qbench.run.protocols.gradio_values import event_data, event_files, prop_inputs, wire_example, wrap_file
-from qbench.run.records import RequestRecord
 from qbench.run.scenario.payload_specs import FileSpec
 from qbench.run.scenario.payloads import FileValue, gen_files
-from tests.run.conftest import scenario
 
 FD = {"path": "/tmp/gradio/x/a.png", "orig_name": "a.png", "meta": {"_type": "gradio.FileData"}}
 
@@ -115,61 +112,6 @@ def test_generated_files_have_the_content_their_suffix_says(suffix: str) -> None
     assert 1024 <= len(file.data) <= 6 * 1024
 
 
-# ---------------------------------------------------------------- the app's errors, explained
-
-
-def _record(n: int, kind: str | None, message: str = "", age: float = 0.0, outputs: int = 0) -> RequestRecord:
-    record = RequestRecord(request_id=n, user_id=0, session_id="s", endpoint="predict", warmup=False,
-                           intended_at_s=float(n))
-    record.sent_at_s = float(n)
-    record.completed_at_s = float(n) + age
-    record.outcome = "ok" if kind is None else "error"
-    record.error_kind, record.error_message, record.outputs = kind, message or None, outputs
-    return record
-
-
-def _scenario() -> Any:
-    return scenario(endpoint={"api_name": "predict"}, payload={"inputs": [{"text": {"words": [2, 2]}}]},
-                    load={"burst": 1})
-
-
-def test_an_app_that_raises_without_show_error_is_explained() -> None:
-    records = [_record(n, "server_error", "Error") for n in range(14)]
-    (note,) = explain(records, _scenario())
-    assert note.startswith("/predict: the app raised on 14/14 requests; Gradio hides the reason unless the "
-                           "app sets show_error=True")
-    assert 'the first input sent was ["' in note and "--show-inputs" in note
-
-
-def test_an_app_that_raises_with_show_error_names_its_message_and_state_inputs() -> None:
-    records = [_record(n, "server_error", "invalid literal for int()") for n in range(3)] + [_record(3, None)]
-    config = {"components": [{"id": 1, "type": "state"}, {"id": 2, "type": "textbox"}],
-              "dependencies": [{"api_name": "predict", "inputs": [1, 2]}]}
-    (note,) = explain(records, _scenario(), {"config": config})
-    assert note.startswith("/predict: the app raised on 3/4 requests: invalid literal for int()")
-    assert "1 gr.State input(s), which a new session sends empty" in note
-
-
-def test_a_few_errors_are_not_the_app_raising() -> None:
-    assert explain([_record(0, "server_error", "Error")] + [_record(n, None) for n in range(1, 5)]) == []
-
-
-def test_events_still_running_at_the_end_say_their_age_not_timeout() -> None:
-    records = [_record(0, "deadline", "still running", age=4.0, outputs=3),
-               _record(1, "deadline", "still running", age=2.5)]
-    (note,) = explain(records, _scenario())
-    assert note == ("/predict: 2 event(s) still running at the end of the run, 2.5 to 4.0 s old, within the "
-                    "60 s timeout; 1 had streamed outputs: they take longer than the run, they did not time "
-                    "out (a longer load.duration or load.drain lets them finish)")
-
-
-def test_inputs_are_shown_short() -> None:
-    shown = short([FileValue(b"x" * 2048, "a.zip", "application/zip"), "hi"])
-    assert shown == '["<file a.zip, 2.0 KiB>","hi"]'
-    long = short(["w" * 500])
-    assert len(long) == 160 and long.endswith("...")
-
-
 @pytest.mark.parametrize(("targets", "expected"), [
     ([[3, "like"]], {"index": 0, "value": "hello", "liked": True}),
     ([[3, "example_select"]], {"index": 0, "value": {"text": "hello", "files": []}}),
@@ -216,13 +158,6 @@ def test_the_files_of_event_data_are_found_and_each_run_gets_its_own(event: str,
     again = event_data(dep, config)
     assert again is not None and event_files(again)[0]["path"] != "/tmp/gradio/abc/file.txt"
     assert event_files({"index": 0, "value": "hello"}) == []
-
-
-def test_a_cut_download_is_explained() -> None:
-    message = ("download http://h/gradio_api/file=/tmp/a.wav: ClientPayloadError: Not enough data to satisfy "
-               "content length header")
-    (note,) = explain([_record(0, "stream_broken", message)] + [_record(n, None) for n in range(1, 9)])
-    assert note.startswith("/predict: 1 output file download(s) ended short of their length: Gradio writes")
 
 
 def test_a_video_without_examples_sends_its_default_file() -> None:
