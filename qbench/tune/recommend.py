@@ -60,6 +60,56 @@ _T95: Final = {
 }
 
 
+@dataclass(frozen=True)
+class KnobVerdict:
+    """Whether a point's knobs took effect (qbench.tune.knobcheck.KnobCheck's verdict and evidence)."""
+
+    verdict: str
+    evidence: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> KnobVerdict | None:
+        """Tolerant: None for a missing or empty value (files of releases that wrote `{}`)."""
+        if not isinstance(data, Mapping) or not data.get("verdict"):
+            return None
+        evidence = data.get("evidence")
+        return cls(str(data["verdict"]), [str(e) for e in evidence] if isinstance(evidence, list) else [])
+
+
+@dataclass(frozen=True)
+class MaxSizeAdvice:
+    """max_size = floor(throughput x queue-wait budget) and why (`max_size_advice`); max_size None: leave
+    the queue unbounded (no latency bound to size it from)."""
+
+    why: str
+    max_size: int | None = None
+    throughput_rps: float | None = None
+    tolerated_wait_s: float | None = None
+    service_s: float | None = None
+    queue_wait_budget_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """recommendation.json's `max_size_advice`: the figures that were computed, then `why`."""
+        figures = {k: v for k, v in asdict(self).items() if k != "why" and (v is not None or k == "max_size")}
+        return {**figures, "why": self.why}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> MaxSizeAdvice | None:
+        if not isinstance(data, Mapping) or not data:
+            return None
+        size = data.get("max_size")
+        return cls(
+            why=str(data.get("why") or ""),
+            max_size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+            **{k: _number(data.get(k)) for k in ("throughput_rps", "tolerated_wait_s", "service_s",
+                                                  "queue_wait_budget_s")},
+        )
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 @dataclass
 class PointResult:
     """What one grid point measured (the mean over repeats) and how it ended."""
@@ -87,8 +137,8 @@ class PointResult:
     # (capacity_rps, failing_rate_rps, tolerance, converged, probes counted); None when not measured
     capacity_rps: float | None = None
     capacity: CapacitySummary | None = None
-    # whether the knobs took effect (qbench.tune.knobcheck): {verdict, evidence}; empty when not checked
-    knob_check: dict[str, Any] = field(default_factory=dict)
+    # whether the knobs took effect (qbench.tune.knobcheck); None when not checked
+    knob_check: KnobVerdict | None = None
 
     def goodput_ci(self) -> tuple[float, float]:
         """95 % confidence interval of goodput over repeats ((g, g) with a single repeat)."""
@@ -109,6 +159,7 @@ class PointResult:
         names = set(cls.__dataclass_fields__)
         values = {k: v for k, v in data.items() if k in names}
         values["capacity"] = CapacitySummary.from_dict(data.get("capacity"))
+        values["knob_check"] = KnobVerdict.from_dict(data.get("knob_check"))
         return cls(**values)
 
 
@@ -236,7 +287,7 @@ class Recommendation:
     ranked: list[RankedPoint]
     why: str
     gradio_code: str = ""
-    max_size_advice: dict[str, Any] = field(default_factory=dict)
+    max_size_advice: MaxSizeAdvice | None = None
     capacity: CapacityRecord | None = None  # the winner's search and how it held, if measured
     notes: list[str] = field(default_factory=list)  # e.g. the winner sits on the grid's edge
     objective: Objective = "latency"  # what ranked the points (Constraints.objective)
@@ -267,7 +318,7 @@ class Recommendation:
             "server_code": self.server_code,
             "server_code_label": self.server_code_label,
             "app_change": self.app_change,
-            "max_size_advice": self.max_size_advice,
+            "max_size_advice": self.max_size_advice.to_dict() if self.max_size_advice else {},
             "capacity": self.capacity.to_dict() if self.capacity is not None else {},
             "notes": self.notes,
         }
@@ -281,7 +332,7 @@ class Recommendation:
             ranked=[RankedPoint.from_dict(r) for r in data.get("ranked") or [] if isinstance(r, Mapping)],
             why=str(data.get("why") or ""),
             gradio_code=str(data.get("gradio_code") or ""),
-            max_size_advice=dict(data.get("max_size_advice") or {}),
+            max_size_advice=MaxSizeAdvice.from_dict(data.get("max_size_advice")),
             capacity=CapacityRecord.from_dict(data.get("capacity")),
             notes=list(data.get("notes") or []),
             objective="capacity" if data.get("objective") == "capacity" else "latency",
@@ -385,13 +436,14 @@ def recommend(points: Sequence[PointResult], constraints: Constraints, advice: A
     advice = advice or Advice()
     ranking = rank(points, constraints)
     winner = ranking.winner
-    size_advice = max_size_advice(winner, constraints) if winner is not None else {}
+    size_advice = max_size_advice(winner, constraints) if winner is not None else None
     code = ""
+    size = size_advice.max_size if size_advice is not None else None
     if winner is not None and advice.gradio and advice.server_api is not None:
-        code = server_api_code({**advice.defaults, **winner.knobs}, size_advice.get("max_size"),
+        code = server_api_code({**advice.defaults, **winner.knobs}, size,
                                advice.server_api)
     elif winner is not None and advice.gradio:
-        code = gradio_code({**advice.defaults, **winner.knobs}, size_advice.get("max_size"),
+        code = gradio_code({**advice.defaults, **winner.knobs}, size,
                            advice.gradio_major)
     return Recommendation(
         winner, ranking.ranked, ranking.why, gradio_code=code, max_size_advice=size_advice,
@@ -503,31 +555,23 @@ def _num(value: Any) -> float:
 # ---------------------------------------------------------------- advice
 
 
-def max_size_advice(point: PointResult, constraints: Constraints) -> dict[str, Any]:
+def max_size_advice(point: PointResult, constraints: Constraints) -> MaxSizeAdvice:
     """max_size = floor(throughput x queue-wait budget); see the module docstring. A queue fills only
     when the server is saturated, so its measured capacity, when known, is the throughput X."""
     latency_bounds = [v for k, v in constraints.slo.items() if "latency" in k]
     tolerated = constraints.tolerated_wait_s or (max(latency_bounds) if latency_bounds else None)
     served = point.capacity_rps or point.throughput_rps
     if tolerated is None or served <= 0:
-        return {"max_size": None, "why": "no latency SLO or tolerated wait given: leave max_size=None"}
+        return MaxSizeAdvice("no latency SLO or tolerated wait given: leave max_size=None")
     service = point.p50_service_s or 0.0
     budget = max(tolerated - service, 0.0)
     size = max(1, math.floor(served * budget))
-    return {
-        "max_size": size,
-        "throughput_rps": served,
-        "tolerated_wait_s": tolerated,
-        "service_s": service,
-        "queue_wait_budget_s": budget,
-        "why": (
-            f"served at {served:.3g} req/s, the user at queue position q waits ~q/"
-            f"{served:.3g} s; with {tolerated:g} s tolerated and {service:.3g} s of service, "
-            f"the queue-wait budget is {budget:.3g} s, so max_size = floor({served:.3g} x "
-            f"{budget:.3g}) = {size}: later arrivals get an immediate 'queue full' instead of a wait past "
-            f"{tolerated:g} s"
-        ),
-    }
+    why = (f"served at {served:.3g} req/s, the user at queue position q waits ~q/"
+           f"{served:.3g} s; with {tolerated:g} s tolerated and {service:.3g} s of service, "
+           f"the queue-wait budget is {budget:.3g} s, so max_size = floor({served:.3g} x "
+           f"{budget:.3g}) = {size}: later arrivals get an immediate 'queue full' instead of a wait past "
+           f"{tolerated:g} s")
+    return MaxSizeAdvice(why, size, served, tolerated, service, budget)
 
 
 def gradio_code(knobs: Mapping[str, Value], max_size: int | None, gradio_major: int | None = None) -> str:

@@ -97,6 +97,7 @@ from qbench.tune.point_file import NAME as POINT_FILE
 from qbench.tune.point_file import PointFile, read_point_file
 from qbench.tune.recommend import (
     Advice,
+    KnobVerdict,
     PointResult,
     RankedPoint,
     Ranking,
@@ -304,7 +305,7 @@ def evaluate_point(config: SweepConfig, servers: _Servers, point: Point) -> Poin
         status, reason = "failed", detail.splitlines()[0]
     result = point_result(point, summaries, config.constraints, status, reason, resources)
     if check is not None:
-        result.knob_check = {"verdict": check.verdict, "evidence": check.evidence}
+        result.knob_check = KnobVerdict(check.verdict, list(check.evidence))
     if capacity is not None:
         carry_capacity(result, capacity)
     point_file = PointFile(point.point_id, dict(point.knobs), result.status, result.reason, detail, resources,
@@ -436,7 +437,7 @@ def _advice(config: SweepConfig, defaults: dict[str, Any], servers: _Servers, ra
     winner, gradio = ranking.winner, config.scenario.protocol == "gradio"
     code, label = "", ""
     if winner is not None and not gradio:
-        advised = max_size_advice(winner, config.constraints).get("max_size")
+        advised = max_size_advice(winner, config.constraints).max_size
         code, label = server_advice(config, winner, advised)
     notes = config.grid.edge_notes(winner.knobs) if winner is not None else []
     notes += paired_note(config.sweep_dir, ranking.ranked)

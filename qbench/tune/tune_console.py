@@ -179,7 +179,7 @@ def render_sweep(result: SweepResult, console: Console) -> None:
             release += ": your gradio.Server app's settings"
         code = Syntax(rec.gradio_code, "python", theme="ansi_dark", word_wrap=True)
         console.print(Panel(code, title=release))
-    console.print(f"max_size: {rec.max_size_advice.get('why', '')}")
+    console.print(f"max_size: {rec.max_size_advice.why if rec.max_size_advice else ''}")
     console.print(_capacity_line(rec.capacity))
     held = confirmation_line(rec.capacity)
     if held and rec.capacity is not None:

@@ -11,6 +11,8 @@ from qbench.tune.capacity import Capacity, CapacityRecord, CapacitySummary
 from qbench.tune.recommend import (
     Advice,
     Constraints,
+    KnobVerdict,
+    MaxSizeAdvice,
     PointResult,
     RankedPoint,
     Recommendation,
@@ -115,10 +117,10 @@ def test_a_run_level_latency_breach_makes_the_point_infeasible_once() -> None:
 def test_max_size_advice_is_throughput_times_wait_budget() -> None:
     winner = pt("c2", 10, throughput_rps=12.0, p50_service_s=0.5)
     advice = max_size_advice(winner, Constraints(slo={"p95_latency_s": 3.0}))
-    assert advice["max_size"] == 30  # floor(12 x (3 - 0.5))
-    assert advice["queue_wait_budget_s"] == 2.5
-    assert max_size_advice(winner, Constraints(tolerated_wait_s=1.0))["max_size"] == 6
-    assert max_size_advice(winner, Constraints())["max_size"] is None
+    assert advice.max_size == 30  # floor(12 x (3 - 0.5))
+    assert advice.queue_wait_budget_s == 2.5
+    assert max_size_advice(winner, Constraints(tolerated_wait_s=1.0)).max_size == 6
+    assert max_size_advice(winner, Constraints()).max_size is None
 
 
 def test_gradio_code_for_a_batched_winner() -> None:
@@ -227,7 +229,8 @@ def test_capacity_objective_reasons_and_max_size_from_the_capacity() -> None:
     reasons = {r.point_id: r.reason for r in rec.ranked}
     assert "capacity 10 req/s, 67% below the winner" in reasons["c2"]
     assert "fails even at 0.55 req/s" in reasons["c1"]
-    assert rec.max_size_advice["throughput_rps"] == 30.0  # a full queue drains at the capacity
+    assert rec.max_size_advice is not None
+    assert rec.max_size_advice.throughput_rps == 30.0  # a full queue drains at the capacity
 
 
 def test_recommend_returns_a_finished_recommendation_from_the_advice() -> None:
@@ -239,7 +242,7 @@ def test_recommend_returns_a_finished_recommendation_from_the_advice() -> None:
     assert rec.winner is not None and rec.winner.point_id == "c2"
     assert rec.gradio_major == 3
     assert rec.gradio_code == gradio_code({"max_threads": 8, "concurrency_limit": 2},
-                                          rec.max_size_advice["max_size"], 3)  # the 3.x code
+                                          max_size_advice(rec.winner, SLO).max_size, 3)  # the 3.x code
     assert rec.max_size_advice == max_size_advice(rec.winner, SLO)
     assert (rec.objective_why, rec.capacity, rec.notes, rec.app_change) == (
         "asked for", CAPACITY_12, ["on the grid's edge"], ["your app: x"])
@@ -248,7 +251,8 @@ def test_recommend_returns_a_finished_recommendation_from_the_advice() -> None:
     plain = recommend(points, SLO, other_front)
     assert (plain.gradio_code, plain.server_code, plain.server_code_label) == ("", "python serve.py", "cmd")
     none = recommend([pt("c1", 5, p95=3.0)], SLO, other_front)
-    assert none.winner is None and (none.gradio_code, none.server_code, none.max_size_advice) == ("", "", {})
+    assert none.winner is None
+    assert (none.gradio_code, none.server_code, none.max_size_advice) == ("", "", None)
 
 
 def test_goodput_ties_and_objective_ties() -> None:
@@ -271,7 +275,8 @@ def test_a_recommendation_round_trips_and_old_files_load() -> None:
     knobs = {"concurrency_limit": 4}
     winner = PointResult("c4", knobs, goodput_rps=9.0, p95_latency_s=0.5, capacity_rps=12.0)
     rec = Recommendation(winner, [RankedPoint(1, "c4", knobs, "winner", "best", 9.0, 0.5, 12.0)], "why",
-                         gradio_code="demo.queue()", max_size_advice={"max_size": 3}, capacity=CAPACITY_12,
+                         gradio_code="demo.queue()", max_size_advice=MaxSizeAdvice("w", 3, 6.0, 1.0),
+                         capacity=CAPACITY_12,
                          notes=["n"], objective="capacity", objective_why="ow", gradio_major=3,
                          server_code="s", server_code_label="l", app_change=["a"])
     data = json.loads(json.dumps({**rec.to_dict(), "search": {"mode": "grid"}}))
@@ -281,6 +286,21 @@ def test_a_recommendation_round_trips_and_old_files_load() -> None:
                                     "p95_latency_s": None}], "why": "none"})
     assert old.winner is None and old.ranked[0].capacity_rps is None and old.gradio_major is None
     assert old.objective == "latency" and old.gradio_version == ""
+    assert old.max_size_advice is None and old.winner is None
+
+
+def test_typed_advice_and_knob_verdicts_keep_their_file_keys() -> None:
+    advice = MaxSizeAdvice("why", 30, 12.0, 3.0, 0.5, 2.5)
+    assert advice.to_dict() == {"max_size": 30, "throughput_rps": 12.0, "tolerated_wait_s": 3.0,
+                                "service_s": 0.5, "queue_wait_budget_s": 2.5, "why": "why"}
+    assert MaxSizeAdvice("leave it").to_dict() == {"max_size": None, "why": "leave it"}
+    assert MaxSizeAdvice.from_dict(advice.to_dict()) == advice
+    assert MaxSizeAdvice.from_dict({}) is None and MaxSizeAdvice.from_dict(None) is None
+    assert MaxSizeAdvice.from_dict({"why": "w", "max_size": "3", "service_s": True}) == MaxSizeAdvice("w")
+    point = PointResult("c1", {}, knob_check=KnobVerdict("applied", ["2 ran at once"]))
+    back = PointResult.from_dict(json.loads(json.dumps(point.to_dict())))
+    assert back.knob_check == KnobVerdict("applied", ["2 ran at once"])
+    assert PointResult.from_dict({"point_id": "c1", "knobs": {}, "knob_check": {}}).knob_check is None
 
 
 def test_gradio_code_puts_the_launch_knobs_in_launch() -> None:

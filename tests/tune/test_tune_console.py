@@ -15,7 +15,7 @@ from qbench.tune.capacity_run import CapacityRun, capacity_config
 from qbench.tune.config import SweepOptions, build_config
 from qbench.tune.plan import Measured, make_plan, traffic
 from qbench.tune.plan_run import PlanRun
-from qbench.tune.recommend import PointResult, RankedPoint, Recommendation
+from qbench.tune.recommend import MaxSizeAdvice, PointResult, RankedPoint, Recommendation
 from qbench.tune.search import SearchResult
 from qbench.tune.sweep import SweepResult
 from qbench.tune.tune_console import (
@@ -129,7 +129,7 @@ def sweep_result(tmp_path: Path, *, winner: bool = True, objective: str = "laten
         ranked=[ranked(1, b, "winner", "highest goodput"), ranked(2, a, "infeasible", "p95 too high")],
         why="c2: highest goodput 18 rps" if winner else "no point met the SLO",
         gradio_code="demo.queue(default_concurrency_limit=2)",
-        max_size_advice={"why": "keep the queue unbounded"},
+        max_size_advice=MaxSizeAdvice("keep the queue unbounded"),
         notes=["c2 sits on the grid's edge"],
         objective=objective,  # type: ignore[arg-type]
         objective_why="the default",
