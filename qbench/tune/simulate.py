@@ -6,7 +6,7 @@
 
 The queue rules mirror reference_server/queue/queue.py (`QueueRules` below; qbench may not import the server,
 see tests/test_layout.py, so the rules are written out here and checked against the real server by
-tests/tune/test_simulate_differential.py):
+tests/tune/e2e/test_simulate_differential.py):
 
 * a group runs at most `limit` jobs (the lowest limit of its functions called so far; None = unlimited);
   at most `max_threads` jobs run in total;

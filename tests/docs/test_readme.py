@@ -275,7 +275,7 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         ("tests/tune/e2e/test_capacity_mix.py::test_the_docs_capacity_command_runs", "--max-probes")],
     "qbench sweep scenarios/mix.yaml --preset abc --grid concurrency_id@c=gpu_queue,own "
     "--grid concurrency_limit@a=1,2 --slo p95_latency_s=2": [
-        ("tests/tune/test_event_knobs.py::test_the_docs_sweep_command_runs", "concurrency_id@c")],
+        ("tests/tune/e2e/test_event_knobs.py::test_the_docs_sweep_command_runs", "concurrency_id@c")],
     "qbench init http://127.0.0.1:7860 --mcp --api letter_counter -o tools.yaml": [
         ("tests/run/protocols/test_mcp.py::test_init_mcp_lists_the_tools_and_the_run_calls_one_with_no_error",
          '"--mcp"')],

@@ -20,9 +20,11 @@ from qbench.tune.sweep import (
     _coords_of,
     _estimate_users,
     load_done_points,
+    paired_note,
     server_advice,
     write_outputs,
 )
+from tests.report.report_synth import simulate, write_run
 
 from .conftest import write_scenario
 
@@ -124,3 +126,34 @@ def test_write_outputs_writes_one_row_per_point_and_the_recommendation(tmp_path:
     out = json.loads((config.sweep_dir / "recommendation.json").read_text())
     assert out["search"] == {"mode": "grid", "trials": 2, "grid_size": 2, "saved": 0, "path": []}
     assert out["winner"]["point_id"] == "q4"
+
+
+# ---------------------------------------------------------------- the paired note
+
+
+def ranked(*ids: str) -> list[RankedPoint]:
+    return [RankedPoint(i + 1, pid, {}, "winner" if i == 0 else "feasible", "", 10.0, 0.1)
+            for i, pid in enumerate(ids)]
+
+
+def test_a_faster_winner_on_the_same_schedule_is_confirmed(tmp_path: Path) -> None:
+    write_run(tmp_path / "points" / "fast", simulate(n=300, service_s=0.04, seed=5))
+    write_run(tmp_path / "points" / "slow", simulate(n=300, service_s=0.05, seed=5))
+    (note,) = paired_note(tmp_path, ranked("fast", "slow"))
+    assert note.startswith("per request, fast against the runner-up slow (")
+    assert "fast faster for" in note and note.endswith("(faster)")
+
+
+def test_identical_points_are_called_within_the_noise(tmp_path: Path) -> None:
+    write_run(tmp_path / "points" / "a", simulate(n=200, seed=6))
+    write_run(tmp_path / "points" / "b", simulate(n=200, seed=6))
+    (note,) = paired_note(tmp_path, ranked("a", "b"))
+    assert "no clear latency difference" in note and "within the noise" in note
+
+
+def test_no_note_without_a_shared_schedule_or_a_runner_up(tmp_path: Path) -> None:
+    write_run(tmp_path / "points" / "a", simulate(n=200, seed=1))
+    write_run(tmp_path / "points" / "b", simulate(n=200, seed=2))  # other arrivals: closed loop, say
+    assert paired_note(tmp_path, ranked("a", "b")) == []
+    assert paired_note(tmp_path, ranked("a")) == []
+    assert paired_note(tmp_path, ranked("a", "missing")) == []

@@ -18,7 +18,7 @@ from qbench.tune.server_knobs import apply_server_knobs
 from qbench.tune.versions import KnobVersionError, check_knobs
 from reference_server.settings import preset_path, read_settings_file
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_scoped_knobs_parse_and_name_points() -> None:
