@@ -32,6 +32,7 @@ from qbench.run.records import RequestRecord
 from qbench.run.scenario.payloads import FileValue
 from qbench.run.scenario.scenario import Scenario, endpoint_label
 
+BODY_CACHE = 4096  # bodies kept per protocol (payload variants are far fewer)
 
 class HttpProtocol:
     def __init__(self, scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock) -> None:
@@ -44,7 +45,7 @@ class HttpProtocol:
         self.http = http
         self.clock = clock
         self.endpoint_label = endpoint_label("http", ep)  # every record has it: no ?token= value
-        self._cache: dict[int, bytes] = {}
+        self._cache: dict[int, tuple[list[Any], bytes]] = {}  # id -> (the list itself, its body)
         self.pool = lean_pool(self.url, scenario)
         if self.pool is not None:
             parts = urlsplit(self.url)
@@ -66,15 +67,19 @@ class HttpProtocol:
         return {"config": config, "url": self.url}
 
     def body(self, inputs: list[Any]) -> bytes | None:
-        """Serialised body for these inputs (cached per input list identity: payload variants repeat)."""
+        """Serialised body for these inputs, cached per input list (payload variants repeat). The entry
+        keeps its list, so an id is never reused while cached and a hit is that very list; lists made
+        per request (journeys, traces) fill the cache, which then starts again (BODY_CACHE entries)."""
         if self.template is None and self.method == "GET":
             return None
-        key = id(inputs)
-        cached = self._cache.get(key)
-        if cached is None:
-            cached = orjson.dumps(render(self.template, inputs))
-            self._cache[key] = cached
-        return cached
+        cached = self._cache.get(id(inputs))
+        if cached is not None and cached[0] is inputs:
+            return cached[1]
+        body = orjson.dumps(render(self.template, inputs))
+        if len(self._cache) >= BODY_CACHE:
+            self._cache.clear()
+        self._cache[id(inputs)] = (inputs, body)
+        return body
 
     async def send(self, record: RequestRecord, inputs: list[Any], slot: int) -> None:
         data = self.body(inputs)

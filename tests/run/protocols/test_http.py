@@ -115,6 +115,14 @@ def test_the_body_is_serialised_once_per_input_list_and_a_get_without_template_h
     assert proto._cache == {}
 
 
+def test_a_list_made_per_request_never_gets_another_lists_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("qbench.run.protocols.http.BODY_CACHE", 8)
+    proto = protocol({"path": "/x", "method": "POST", "body": {"q": "$0"}})
+    for n in range(100):  # fresh lists, freed after each call: CPython reuses their ids
+        assert orjson.loads(proto.body([f"v{n}"]) or b"") == {"q": f"v{n}"}
+    assert len(proto._cache) <= 8  # bounded, whatever the number of lists
+
+
 class FakeContent:
     def __init__(self, chunks: list[tuple[bytes, bool]]) -> None:
         self.chunks = chunks
