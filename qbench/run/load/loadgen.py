@@ -33,7 +33,6 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -484,14 +483,6 @@ class LoadGenerator:
         if isinstance(self.plan, OpenPlan):
             return float(self.plan.offsets[-1]) if len(self.plan) else 0.0
         return self.plan.duration
-
-    def info(self) -> dict[str, Any]:
-        return {
-            "stop_kind": self.stop_kind,
-            "stop_reason": self.stop_reason,
-            "max_in_flight": self.max_in_flight,
-            "failed_opening": self.guard.verdict,  # the opening all failed one way (see failfast)
-        }
 
 
 class DeadlineWheel:
