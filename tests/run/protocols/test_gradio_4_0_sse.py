@@ -5,7 +5,6 @@ request, a stream that ends early, and the /reset on timeout."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -17,35 +16,9 @@ from qbench.run.protocols.base import Clock
 from qbench.run.protocols.gradio_4_0_sse import JoinStreamWire
 from qbench.run.protocols.gradio_wire import GradioApp
 from qbench.run.records import RequestRecord
+from tests.run.protocols.fakes import FakeResponse, sse
 
 APP = GradioApp(base="http://h", api="http://h", family="sse", version=(4, 8, 0), fn_index=5)
-
-
-def sse(*messages: dict[str, Any]) -> list[bytes]:
-    return [b"data: " + orjson.dumps(m) + b"\n\n" for m in messages]
-
-
-class FakeContent:
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.chunks = chunks
-
-    async def iter_any(self) -> AsyncIterator[bytes]:
-        for chunk in self.chunks:
-            yield chunk
-
-
-class FakeResponse:
-    def __init__(self, status: int, chunks: list[bytes]) -> None:
-        self.status, self.content = status, FakeContent(chunks)
-
-    async def read(self) -> bytes:
-        return b"".join(self.content.chunks)
-
-    async def __aenter__(self) -> FakeResponse:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
 
 
 class FakeSession:

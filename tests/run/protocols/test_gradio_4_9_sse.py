@@ -6,7 +6,6 @@ event is known, and the cancel route by release."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -18,6 +17,7 @@ from qbench.run.protocols.base import Clock
 from qbench.run.protocols.gradio_4_9_sse import MAX_EMPTY_REOPENS, GradioSession, SessionStreamWire
 from qbench.run.protocols.gradio_wire import GradioApp, apply_message
 from qbench.run.records import RequestRecord
+from tests.run.protocols.fakes import FakeResponse
 
 CLOSE = {"msg": "close_stream"}
 
@@ -28,34 +28,6 @@ def app(family: str = "sse_v3", version: tuple[int, ...] = (5, 50, 0)) -> Gradio
 
 def done(event_id: str) -> dict[str, Any]:
     return {"msg": "process_completed", "event_id": event_id, "success": True, "output": {"data": [1]}}
-
-
-class FakeContent:
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.chunks = chunks
-
-    async def iter_any(self) -> AsyncIterator[bytes]:
-        for chunk in self.chunks:
-            yield chunk
-
-    async def read(self) -> bytes:
-        return b""
-
-
-class FakeResponse:
-    def __init__(self, status: int, body: bytes | list[dict[str, Any]]) -> None:
-        self.status = status
-        chunks = [body] if isinstance(body, bytes) else [b"data: " + orjson.dumps(m) + b"\n\n" for m in body]
-        self.content = FakeContent(chunks)
-
-    async def read(self) -> bytes:
-        return b"".join(self.content.chunks)
-
-    async def __aenter__(self) -> FakeResponse:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
 
 
 class FakeSession:

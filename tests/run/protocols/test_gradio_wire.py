@@ -5,7 +5,6 @@ SSE frames of a response."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from qbench.run.protocols.gradio_wire import (
     sse_messages,
 )
 from qbench.run.records import RequestRecord
+from tests.run.protocols.fakes import FakeResponse
 
 
 def record() -> RequestRecord:
@@ -137,27 +137,13 @@ def test_a_result_after_a_failure_does_not_change_the_verdict() -> None:
     assert (r.outcome, r.error_kind, r.completed_at_s) == ("error", "queue_full", 1.0)
 
 
-class FakeContent:
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.chunks = chunks
-
-    async def iter_any(self) -> AsyncIterator[bytes]:
-        for chunk in self.chunks:
-            yield chunk
-
-
-class FakeResponse:
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.content = FakeContent(chunks)
-
-
 def test_sse_frames_split_across_chunks_skip_heartbeats_and_garbage() -> None:
     chunks = [b'data: {"msg": "estimation", "rank": 0}\n\nda', b'ta: {"msg": "heartbeat"}\n\n',
               b"data: not json\n\n: comment\n\n", b'data: [1, 2]\n\ndata: {"msg": "process_completed"}',
               b"\n\n", b'data: {"msg": "never ended"}']
 
     async def collect() -> list[tuple[dict[str, Any], int, float]]:
-        resp: Any = FakeResponse(chunks)
+        resp: Any = FakeResponse(200, chunks)
         return [m async for m in sse_messages(resp, Clock())]
 
     found = asyncio.run(collect())
