@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from qbench.run.results.files import json_number
 from qbench.tune.capacity import Capacity, Probe
 from qbench.tune.overload import Overload
 
@@ -89,17 +90,17 @@ class CapacityFile:
             result=_capacity(result if isinstance(result, Mapping) else {}),
             target=str(data.get("target") or ""),
             scenario=_mapping(data.get("scenario")),
-            slo={str(k): v for k, v in _mapping(data.get("slo")).items() if _number(v) is not None},
-            max_error_rate=_number(data.get("max_error_rate")),
+            slo={str(k): v for k, v in _mapping(data.get("slo")).items() if json_number(v) is not None},
+            max_error_rate=json_number(data.get("max_error_rate")),
             plan=_mapping(data.get("plan")),
-            probe_duration_s=_number(data.get("probe_duration_s")),
-            max_probe_duration_s=_number(data.get("max_probe_duration_s")),
-            confirm_duration_s=_number(data.get("confirm_duration_s")),
+            probe_duration_s=json_number(data.get("probe_duration_s")),
+            max_probe_duration_s=json_number(data.get("max_probe_duration_s")),
+            confirm_duration_s=json_number(data.get("confirm_duration_s")),
             probe_length=_mapping(data.get("probe_length")),
-            warmup_s=_number(data.get("warmup_s")),
-            think_time_s=_number(data.get("think_time_s")),
+            warmup_s=json_number(data.get("warmup_s")),
+            think_time_s=json_number(data.get("think_time_s")),
             estimate_users=users if isinstance(users := data.get("estimate_users"), int) else None,
-            users=_number(data.get("users")),
+            users=json_number(data.get("users")),
             answer=[(str(p[0]), str(p[1])) for p in answer if isinstance(p, list) and len(p) == 2]
             if isinstance(answer, list) else [],
             created_at=str(data.get("created_at") or ""),
@@ -117,7 +118,3 @@ def _capacity(data: Mapping[str, Any]) -> Capacity:
 
 def _mapping(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

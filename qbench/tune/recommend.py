@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
+from qbench.run.results.files import json_number
 from qbench.tune.capacity import CapacityRecord, CapacitySummary
 from qbench.tune.grid import Value, flag
 from qbench.tune.versions import BATCH_NOTE, gradio3_code
@@ -101,13 +102,10 @@ class MaxSizeAdvice:
         return cls(
             why=str(data.get("why") or ""),
             max_size=size if isinstance(size, int) and not isinstance(size, bool) else None,
-            **{k: _number(data.get(k)) for k in ("throughput_rps", "tolerated_wait_s", "service_s",
+            **{k: json_number(data.get(k)) for k in ("throughput_rps", "tolerated_wait_s", "service_s",
                                                   "queue_wait_budget_s")},
         )
 
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 @dataclass

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from qbench.run.records import RequestRecord, read_records
+from qbench.run.results.files import json_number
 from qbench.tune.batch_model import BatchFit, Observation, PointLoad, fit_batch_model
 from qbench.tune.grid import Grid, Point
 from qbench.tune.recommend import Constraints, PointResult
@@ -206,7 +207,7 @@ class Predicted:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Predicted:
-        return cls(**{f: _number(data.get(f)) for f in _PREDICTED})
+        return cls(**{f: json_number(data.get(f)) for f in _PREDICTED})
 
 
 @dataclass(frozen=True)
@@ -231,7 +232,7 @@ class Measured:
     def from_dict(cls, data: Mapping[str, Any]) -> Measured:
         status = data.get("status")
         return cls(str(status) if status is not None else None,
-                   *(_number(data.get(f)) for f in ("goodput_rps", "throughput_rps", "p95_latency_s",
+                   *(json_number(data.get(f)) for f in ("goodput_rps", "throughput_rps", "p95_latency_s",
                                                      "capacity_rps")))
 
 
@@ -283,9 +284,6 @@ def stored_rows(value: Any) -> list[ComparisonRow]:
         return []
     return [ComparisonRow.from_dict(row) for row in value if isinstance(row, Mapping)]
 
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def predicted_constraints(constraints: Constraints) -> Constraints:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from qbench.run.results.files import json_number
+
 
 @dataclass(frozen=True)
 class SweepInfo:
@@ -93,8 +95,7 @@ def _int(data: Mapping[str, Any], key: str) -> int | None:
 
 
 def _float(data: Mapping[str, Any], key: str) -> float | None:
-    value = data.get(key)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return json_number(data.get(key))
 
 
 def _dict(data: Mapping[str, Any], key: str) -> dict[str, Any]:

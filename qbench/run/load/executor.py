@@ -65,29 +65,23 @@ class Job:
     stop_when: StopHook | None = None  # asked on every tick; a reason ends the run as "deadline"
 
 
-@dataclass(frozen=True)
+@dataclass
 class PartInfo:
     """One part's report: how its load generator stopped, its payloads, its logins."""
 
     stop_kind: str | None = None  # "interrupted" or "deadline"; None: ran to its end (results/outcome.py)
     stop_reason: str | None = None
-    max_in_flight: int = 0
+    max_in_flight: int = 0  # merged: the sum over the parts
     failed_opening: str | None = None  # the opening all failed one way (qbench.run.results.failfast)
-    payload: dict[str, Any] | None = None  # payload counts (Routes.payload_stats)
+    payload: dict[str, Any] | None = None  # payload counts (Routes.payload_stats); merged: a lone part's
     auth: dict[str, Any] | None = None  # login, accounts, logins, relogins (no secret; login.py)
 
 
 @dataclass
-class ExecutionInfo:
-    """The executors' report for run.json (the RunInfo fields of the same names): the first stop,
-    the first failed opening, payloads and logins over every part; a Ray run's clocks and lost workers."""
+class ExecutionInfo(PartInfo):
+    """The executors' report for run.json (the RunInfo fields of the same names): the parts' reports
+    merged (merge_info), and a Ray run's clocks and lost workers."""
 
-    stop_kind: str | None = None
-    stop_reason: str | None = None
-    max_in_flight: int = 0  # the sum over the parts
-    failed_opening: str | None = None
-    payload: dict[str, Any] | None = None  # one part only (several: None)
-    auth: dict[str, Any] | None = None  # logins and re-logins added up over the parts
     clock: dict[str, Any] | None = None  # Ray: the driver's and each node's clock (ray_executor.py)
     lost_workers: tuple[str, ...] | None = None  # Ray: why each lost worker was lost (None: not Ray)
 
