@@ -124,8 +124,10 @@ def test_cancel_waiting_job(url: str) -> None:
         assert waiting.cancel() is True
         assert waiting.status().code == Status.CANCELLED
         # The server's answer is process_completed {output: {}}; gradio_client 2.7.2 turns it into
-        # KeyError("Could not find 'data' key ... {}"), against real Gradio 6.31 as well.
-        with pytest.raises((KeyError, CancelledError)):
+        # KeyError("Could not find 'data' key ... {}"), against real Gradio 6.31 as well. When the
+        # cancel and that message land together, its own wait raises ValueError("Did not expect 2 tasks
+        # to be done") instead (gradio_client/utils.py, seen once on a busy box).
+        with pytest.raises((KeyError, CancelledError, ValueError)):
             waiting.result(timeout=10)
         assert [job.result(timeout=10) for job in ahead] == ["h0", "h1"]  # the other session is untouched
 
