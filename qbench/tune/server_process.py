@@ -216,7 +216,7 @@ def reference_server_process(
         config, server_env = settings_to_yaml(resolve_settings_source(settings), work_dir)
         argv = [sys.executable, "-m", "reference_server", "--config", str(config), "--port", "0", *args]
         if admin_token:
-            argv += ["--admin-token", admin_token]
+            argv.append(f"--admin-token={admin_token}")  # a token may begin with "-"
         log_path = log_path or work_dir / "server.log"
         offset = log_path.stat().st_size if log_path.exists() else 0
         process = spawn(argv, env={**server_env, **(env or {})} or None, log_path=log_path, cwd=cwd)

@@ -26,8 +26,13 @@ def test_a_ready_server_appended_log_extra_flags_and_a_clean_stop(tmp_path: Path
     block the process group is gone and a status read answers None rather than raising."""
     log = tmp_path / "step.log"
     log.write_text("reference server ready on http://127.0.0.1:1\n")
-    with reference_server_process("echo", args=["--max-size", "3"], log_path=log, work_dir=tmp_path) as h:
+    token = "-starts-with-a-dash"  # secrets.token_urlsafe begins with "-" once in 64: still one argument
+    with reference_server_process("echo", args=["--max-size", "3"], log_path=log, work_dir=tmp_path,
+                                  admin_token=token) as h:
         assert h.base_url.startswith("http://127.0.0.1:") and h.base_url != "http://127.0.0.1:1"
+        admin = httpx.post(h.base_url + "/admin/config", json={}, timeout=5,
+                           headers={"Authorization": f"Bearer {token}"})
+        assert admin.status_code == 200, admin.text
         assert httpx.get(h.base_url + "/config", timeout=5).status_code == 200
         status = read_status(h.base_url)
         assert status is not None and status["settings"]["functions"][0]["api_name"] == "echo"
