@@ -23,7 +23,7 @@ from qbench.run.soak.health import HealthSample, read_health
 from qbench.run.soak.soak import SoakReport, read_report
 
 COLORS = {"growing": "#d62728", "falling": "#d62728", "bounded": "#e8871e", "flat": "#2e9a4a",
-          "short": "#7f7f7f"}
+          "unsure": "#7f7f7f", "short": "#7f7f7f"}
 GROUPS = (
     ("soak_memory", "Over time: the server's memory and file cache",
      ("rss_bytes", "status_rss_bytes", "cache_bytes")),

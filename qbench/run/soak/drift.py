@@ -1,50 +1,69 @@
-"""Does a signal drift over a long run? A verdict per signal, with its interval, from a series of samples.
+"""Does a signal drift over a long run? A verdict per signal, judged by what its trend would do to the user.
 
 Each signal (the server's RSS, open files, p95 latency per time slice...) is a series of values at
-known points: seconds since the start and requests finished by then. The verdict uses the steady part
-only: samples before `steady_from_s` (the warm-up: caches filling, lazy imports) are cut. Over it:
+known points: seconds since the start and requests finished by then. Samples before `steady_from_s`
+(the warm-up: caches filling, lazy imports) are cut. Over the rest, the trend is a straight line with a
+95% interval that holds under autocorrelated samples (qbench.run.results.serial_trend: AR(1) noise,
+its effect on the slope computed exactly), fitted twice: per 1,000 requests (x = requests finished)
+and per hour (x = seconds), the latter projected to a day at the run's rate.
 
-    slope       least squares over 10 block means (qbench.run.results.steady.trend: batch means, since samples
-                of one process are autocorrelated), per 1,000 requests (x = requests finished) and per
-                hour (x = seconds); its 95% interval is slope +- t(blocks - 2) x standard error
-    flat        the interval includes 0, or the change the slope makes over the steady part is below
-                the signal's `negligible` change (a few MiB of RSS, one file, 10% of a latency)
-    growing     certainly up and not negligible (falling: the same, down)
-    bounded     growing over the steady part, but its last half is flat (slope under a quarter of the
-                first half's, or negligible): growth that stopped at a bound, reported with the level
-                it stopped at and its cost per request on the way up, not as an endless leak
+What counts is not the trend's share of the level (a 16 GiB server growing 49 GiB a day is 2% of its
+level over ten minutes) but whether it would matter within the signal's horizon:
+
+    horizon     "day" for what accumulates (memory, open files, threads, the file cache): the change a
+                day at this rate would make; "run" for what is felt per request (p95 latency,
+                throughput, errors): the change over the steady part
+    matters     the change over the horizon that matters: the larger of the signal's floor and a
+                share of its ceiling (memory: 2% of the `--limit`, else of the host's memory, at least
+                64 MiB and at most 1 GiB a day; latency: 10% of its level over the run)
+
+    flat        the interval rules out a change that matters: high x horizon < matters (and
+                low x horizon > -matters)
+    growing     certainly up (low > 0) and not ruled out to matter (falling: the same, down); with a
+                ceiling it says when the signal crosses it, in requests and at the run's rate
+    bounded     growing (or unsure), but the growth stopped: split where a bent line fits best, the
+                part before certainly grows at a rate that matters, the part after has an interval that
+                includes 0 (or rules out a change that matters) and lies wholly below the part before's;
+                reported with the level it stopped at and what each request cost on the way up, not as
+                an endless leak
+    unsure      "can't tell yet": the interval includes 0 and a change that matters; the verdict says
+                how many more minutes would tell (the interval narrows as the run's length^1.5 for a
+                day-horizon signal, ^0.5 relative to its own change for a run-horizon one)
     short       too few samples in the steady part to say (at least 8)
-
-With a `limit` (a Space's memory), a growing signal says when it would cross it: requests left at its
-slope, and the time that is at the run's rate.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from qbench.run.results.steady import Trend, trend
+from qbench.run.results.serial_trend import SerialTrend, fit
 
-BLOCKS = 10
 MIN_SAMPLES = 8
-# Two-sided 95% quantiles of Student's t by degrees of freedom (blocks - 2).
-T95 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306}
-STOPPED = 0.25  # a last half growing under this fraction of the first half's slope has stopped
+HOUR_S, DAY_S = 3600.0, 86400.0
+Horizon = Literal["day", "run"]
 
 
 @dataclass(frozen=True)
 class Signal:
-    """What one series measures: its name, its unit, and a change too small to matter over a run."""
+    """What one series measures, and the change that matters over its horizon (the module docstring)."""
 
     name: str  # "server RSS", "p95 latency"
     key: str  # its field (health.jsonl, or the slice table)
     unit: str  # "B" (bytes, shown in KiB/MiB/GiB), "s", "" (a count), "req/s", "%"
-    negligible_abs: float  # a change below this over the steady part is flat...
-    negligible_rel: float = 0.0  # ...or below this fraction of the level
+    matters_abs: float  # a change over the horizon at least this large matters...
+    matters_share: float = 0.0  # ...or this share of the ceiling ("day") or of the level ("run")
+    horizon: Horizon = "day"
+    matters_cap: float = math.inf  # the share, at most this (2% of a 2 TiB host is not what matters)
+
+    def matters(self, level: float, ceiling: float | None) -> float:
+        """The change over the horizon that matters, for a signal at `level` below `ceiling`."""
+        base = ceiling if self.horizon == "day" else abs(level)
+        return max(self.matters_abs, min(self.matters_share * (base or 0.0), self.matters_cap))
 
 
 @dataclass(frozen=True)
@@ -56,14 +75,16 @@ class Slope:
     high: float
 
     @classmethod
-    def of(cls, fit: Trend, n: int, scale: float) -> Slope:
-        half = T95.get(n - 2, 2.0) * fit.se
-        return cls(fit.slope * scale, (fit.slope - half) * scale, (fit.slope + half) * scale)
+    def of(cls, trend: SerialTrend, scale: float) -> Slope:
+        return cls(trend.slope * scale, trend.low * scale, trend.high * scale)
 
     @property
     def certain(self) -> bool:
         """The interval excludes 0."""
         return self.low > 0 or self.high < 0
+
+    def times(self, factor: float) -> Slope:
+        return Slope(self.value * factor, self.low * factor, self.high * factor)
 
 
 @dataclass(frozen=True)
@@ -73,18 +94,24 @@ class Verdict:
     signal: str
     key: str
     unit: str
-    kind: str  # "flat", "growing", "falling", "bounded", "short"
+    kind: str  # "flat", "growing", "falling", "bounded", "unsure" (can't tell yet), "short"
     samples: int  # in the steady part
     steady_from_s: float  # the warm-up cut
-    start: float | None = None  # level at the start of the steady part (mean of its first block)
-    end: float | None = None  # level at the end (mean of the last block)
+    start: float | None = None  # level at the start of the steady part (mean of its first tenth)
+    end: float | None = None  # level at the end (mean of the last tenth)
     per_1k: Slope | None = None  # per 1,000 requests finished
     per_hour: Slope | None = None
     bound: float | None = None  # bounded: the level the growth stopped at
     bound_at_requests: float | None = None  # bounded: about where it stopped (requests finished)
-    limit: float | None = None  # the stated limit, if any
-    limit_after_requests: float | None = None  # growing: requests until the limit at this slope
+    limit: float | None = None  # the ceiling: the stated --limit, else the host's (memory)
+    limit_after_requests: float | None = None  # growing: requests until the ceiling at this slope
     limit_after_s: float | None = None  # the same at the run's rate
+    horizon: str = "day"  # "day" or "run" (Signal.horizon)
+    change: Slope | None = None  # the change over the horizon: a day at the run's rate, or the steady part
+    matters: float | None = None  # the change over the horizon that matters
+    limit_source: str | None = None  # "--limit", "the host's memory"
+    last_half: Slope | None = None  # bounded: the slope after the growth stopped, per 1,000 requests
+    more_s: float | None = None  # unsure: about this much more run would tell
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,89 +120,176 @@ class Verdict:
     def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
         names = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in names}
-        for key in ("per_1k", "per_hour"):
+        for key in ("per_1k", "per_hour", "change", "last_half"):
             if isinstance(values.get(key), Mapping):
                 values[key] = Slope(**values[key])
         return cls(**values)
 
     def text(self) -> str:
         """The verdict in one line (console, summary.md)."""
-        head = f"{self.signal}: {self.kind}"
         if self.kind == "short" or self.per_1k is None:
             return f"{self.signal}: too few samples after the warm-up to judge ({self.samples})"
         rate = _slope(self.per_1k, self.unit, "per 1,000 requests")
+        level = _amount(self.end or 0.0, self.unit)
         if self.kind == "flat":
-            return f"{head} at {_amount(self.end or 0, self.unit)} ({rate})"
-        if self.per_hour is not None:
-            rate += f", {_amount(self.per_hour.value, self.unit, sign=True)} per hour"
+            return f"{self.signal}: flat at {level} ({rate}{self._bound_text()})"
+        if self.kind == "unsure":
+            more = f"; ~{_duration(self.more_s)} more would tell" if self.more_s else ""
+            return (f"{self.signal}: can't tell yet at {level} ({rate}{self._projection()}): a change that "
+                    f"matters ({self._matters_text()}) is not ruled out{more}")
         if self.kind == "bounded":
-            where = f" after ~{self.bound_at_requests:,.0f} requests" if self.bound_at_requests else ""
-            bound = self.bound or 0.0
-            grew = _amount(bound - (self.start or 0.0), self.unit)
-            each = _amount(self.per_1k.value / 1000, self.unit)
-            return (f"{head}: grew {grew} ({rate} on the way up: ~{each} a request, a session where each "
-                    f"request is a new one), then stopped{where} at ~{_amount(bound, self.unit)}: a bound, "
-                    "not a leak")
-        text = f"{head} {rate}; {_amount(self.start or 0, self.unit)} -> {_amount(self.end or 0, self.unit)}"
+            return self._bounded_text(rate)
+        text = (f"{self.signal}: {self.kind} {rate}{self._projection()}; "
+                f"{_amount(self.start or 0, self.unit)} -> {level}")
         if self.limit_after_requests is not None and self.limit is not None:
-            text += (f"; reaches {_amount(self.limit, self.unit)} after ~{_count(self.limit_after_requests)} "
-                     f"more requests")
+            text += (f"; reaches {_amount(self.limit, self.unit)} ({self.limit_source or 'the limit'}) after "
+                     f"~{_count(self.limit_after_requests)} more requests")
             if self.limit_after_s is not None:
                 text += f", ~{_duration(self.limit_after_s)} at this rate"
         return text
 
+    def _projection(self) -> str:
+        """`, +1.1 GiB an hour, +27 GiB a day at this rate` (day horizon) or over the steady part."""
+        if self.change is None:
+            return ""
+        if self.horizon == "day":
+            hour = f", {_amount(self.per_hour.value, self.unit, sign=True)} an hour" if self.per_hour else ""
+            return f"{hour}, {_slope(self.change, self.unit, 'a day at this rate')}"
+        return f", {_slope(self.change, self.unit, 'over the steady part')}"
+
+    def _matters_text(self) -> str:
+        when = "a day" if self.horizon == "day" else "over the run"
+        of = f" of {self.limit_source}" if self.horizon == "day" and self.limit_source else ""
+        return f"{_amount(self.matters or 0.0, self.unit)} {when}{of}"
+
+    def _bound_text(self) -> str:
+        """A flat verdict's evidence: the most it could change over its horizon, against what matters."""
+        if self.change is None or self.matters is None:
+            return ""
+        most = max(abs(self.change.low), abs(self.change.high))
+        when = "a day at this rate" if self.horizon == "day" else "over the run"
+        return f"; at most {_amount(most, self.unit)} {when}, under the {self._matters_text()} that matters"
+
+    def _bounded_text(self, rate: str) -> str:
+        where = f" after ~{self.bound_at_requests:,.0f} requests" if self.bound_at_requests else ""
+        bound = self.bound or 0.0
+        grew = _amount(bound - (self.start or 0.0), self.unit)
+        each = _amount((self.per_1k.value if self.per_1k else 0.0) / 1000, self.unit)
+        last = f"; since then {_slope(self.last_half, self.unit, 'per 1,000')}" if self.last_half else ""
+        return (f"{self.signal}: bounded: grew {grew} ({rate} on the way up: ~{each} a request, a session "
+                f"where each request is a new one), then stopped{where} at ~{_amount(bound, self.unit)}"
+                f"{last}: a bound, not a leak")
+
 
 def judge(signal: Signal, t_s: Sequence[float], requests: Sequence[float], values: Sequence[float | None],
-          *, steady_from_s: float, limit: float | None = None, rate_rps: float | None = None) -> Verdict:
-    """The verdict of one series (None values: not measured, skipped)."""
+          *, steady_from_s: float, limit: float | None = None, rate_rps: float | None = None,
+          limit_source: str | None = None) -> Verdict:
+    """The verdict of one series (None values: not measured, skipped). `limit` is the signal's ceiling
+    (named by `limit_source`: "--limit", "the host's memory"); `rate_rps` the run's steady rate."""
     keep = [i for i, v in enumerate(values) if v is not None and t_s[i] >= steady_from_s]
     t = np.array([t_s[i] for i in keep], dtype=np.float64)
     x = np.array([requests[i] for i in keep], dtype=np.float64)
     v = np.array([values[i] for i in keep], dtype=np.float64)
-    base = Verdict(signal.name, signal.key, signal.unit, "short", len(keep), steady_from_s, limit=limit)
-    per_req = _fit(x, v, 1000.0)
-    if len(keep) < MIN_SAMPLES or per_req is None:
+    base = Verdict(signal.name, signal.key, signal.unit, "short", len(keep), steady_from_s, limit=limit,
+                   horizon=signal.horizon, limit_source=limit_source if limit is not None else None)
+    by_x, by_t = (fit(x, v), fit(t, v)) if len(keep) >= MIN_SAMPLES else (None, None)
+    if by_x is None or by_t is None:
         return base
-    start, end = float(np.mean(v[: max(1, len(v) // BLOCKS)])), float(np.mean(v[-max(1, len(v) // BLOCKS):]))
-    per_hour = _fit(t, v, 3600.0)
-    change = per_req.value / 1000 * float(x[-1] - x[0])
-    floor = max(signal.negligible_abs, signal.negligible_rel * abs(float(np.mean(v))))
-    kind = "flat"
-    if per_req.certain and abs(change) >= floor:
-        kind = "growing" if per_req.value > 0 else "falling"
-    verdict = Verdict(signal.name, signal.key, signal.unit, kind, len(keep), steady_from_s, start, end,
-                      per_req, per_hour, limit=limit)
+    tenth = max(1, v.size // 10)
+    start, end = float(np.mean(v[:tenth])), float(np.mean(v[-tenth:]))
+    span_s = float(t[-1] - t[0])
+    horizon_s = DAY_S if signal.horizon == "day" else span_s
+    rate = rate_rps if rate_rps and signal.horizon == "day" else None
+    per_1k, per_hour = Slope.of(by_x, 1000.0), Slope.of(by_t, HOUR_S)
+    # a day's change at the run's rate: the per-request slope x requests a day where the rate is known
+    change = per_1k.times(rate * horizon_s / 1000) if rate else per_hour.times(horizon_s / HOUR_S)
+    matters = signal.matters(float(np.mean(v)), limit)
+    kind = _kind(change, matters)
+    verdict = replace(base, kind=kind, start=start, end=end, per_1k=per_1k, per_hour=per_hour, change=change,
+                      matters=matters)
+    if kind in ("growing", "unsure"):
+        bounded = _bounded(verdict, x, v, matters)
+        if bounded is not None:
+            return bounded
+    if kind == "unsure":
+        return replace(verdict, more_s=_more_s(change, matters, span_s, signal.horizon))
     if kind == "growing":
-        verdict = _bounded(verdict, x, v, floor) or _crossing(verdict, x, v, rate_rps)
+        return _crossing(verdict, v, rate_rps)
     return verdict
 
 
-def _fit(x: np.ndarray, v: np.ndarray, scale: float) -> Slope | None:
-    fit = trend(x, v, blocks=BLOCKS)
-    return None if fit is None else Slope.of(fit, min(BLOCKS, x.size // 2), scale)
+def _kind(change: Slope, matters: float) -> str:
+    """flat, growing, falling or unsure from the change over the horizon and what matters."""
+    if change.high < matters and change.low > -matters:
+        return "flat"
+    if change.low > 0:
+        return "growing"
+    if change.high < 0:
+        return "falling"
+    return "unsure"
 
 
-def _bounded(verdict: Verdict, x: np.ndarray, v: np.ndarray, floor: float) -> Verdict | None:
-    """Growth that stopped: the first half grows, the last half does not (module docstring)."""
-    half = v.size // 2
-    if half < MIN_SAMPLES:
+def _more_s(change: Slope, matters: float, span_s: float, horizon: str) -> float | None:
+    """How much longer a run would narrow the interval to rule a change that matters in or out.
+
+    The half-width of a trend's interval shrinks as length^-1.5 (more points, each further apart);
+    a run-horizon change is that slope times the length, so its half-width shrinks as length^-0.5."""
+    half = (change.high - change.low) / 2
+    if half <= 0 or span_s <= 0 or matters <= 0:
         return None
-    first, last = _fit(x[:half], v[:half], 1000.0), _fit(x[half:], v[half:], 1000.0)
-    if first is None or last is None or not first.certain or first.value <= 0:
+    power = 1.5 if horizon == "day" else 0.5
+    needed = span_s * (half / (matters / 2)) ** (1 / power)
+    return max(needed - span_s, 0.0) if math.isfinite(needed) else None
+
+
+def _bounded(verdict: Verdict, x: np.ndarray, v: np.ndarray, matters: float) -> Verdict | None:
+    """Growth that stopped (module docstring): split where a bent line (rising, then flat or slower)
+    fits best; the part before certainly grows at a rate that matters, the part after has an interval
+    that includes 0 (or rules out a change that matters) and lies wholly below the part before's."""
+    if verdict.change is None or verdict.per_1k is None or verdict.per_1k.value <= 0:
         return None
-    last_change = last.value / 1000 * float(x[-1] - x[half])
-    if last.value > STOPPED * first.value and last_change >= floor:
+    split = _break(x, v)
+    if split is None:
         return None
-    level = float(np.mean(v[half:]))
+    first, last = fit(x[:split], v[:split]), fit(x[split:], v[split:])
+    if first is None or last is None:
+        return None
+    per_horizon = verdict.change.value / (verdict.per_1k.value / 1000)  # requests over the horizon
+    if first.low * per_horizon < matters:  # not certainly growing at a rate that matters before
+        return None
+    stopped = last.low <= 0 <= last.high or max(abs(last.low), abs(last.high)) * per_horizon < matters
+    if not stopped or last.high >= first.low:
+        return None
+    level = float(np.mean(v[split:]))
     reached = np.nonzero(v >= level - 0.1 * (level - float(v[0])))[0]
-    at = float(x[reached[0]]) if reached.size else None
-    rising = x <= at if at is not None else np.zeros(x.size, dtype=bool)
-    up = _fit(x[rising], v[rising], 1000.0) if rising.sum() >= MIN_SAMPLES else None  # the cost on the way up
-    return replace(verdict, kind="bounded", per_1k=up or first, bound=level, bound_at_requests=at)
+    at = float(x[reached[0]]) if reached.size else float(x[split])
+    rising = x <= at
+    up = fit(x[rising], v[rising]) if rising.sum() >= MIN_SAMPLES else None  # the cost on the way up
+    return replace(verdict, kind="bounded", per_1k=Slope.of(up or first, 1000.0), bound=level,
+                   bound_at_requests=at, last_half=Slope.of(last, 1000.0))
 
 
-def _crossing(verdict: Verdict, x: np.ndarray, v: np.ndarray, rate_rps: float | None) -> Verdict:
-    """A growing signal with a limit: requests (and time, at `rate_rps`) until it crosses it."""
+def _break(x: np.ndarray, v: np.ndarray, candidates: int = 60) -> int | None:
+    """The index where a continuous bent line (v = a + b x + c max(x - x_k, 0)) fits `v` best, with at
+    least MIN_SAMPLES points on either side; None for a series too short to split."""
+    n = v.size
+    if n < 2 * MIN_SAMPLES:
+        return None
+    count = min(candidates, n - 2 * MIN_SAMPLES + 1)
+    ks = np.unique(np.linspace(MIN_SAMPLES, n - MIN_SAMPLES, count).astype(int))
+    xc = x - x.mean()
+    best, best_sse = None, math.inf
+    for k in ks:
+        design = np.column_stack([np.ones(n), xc, np.maximum(xc - xc[k], 0.0)])
+        coef, *_ = np.linalg.lstsq(design, v, rcond=None)
+        sse = float(((v - design @ coef) ** 2).sum())
+        if sse < best_sse:
+            best, best_sse = int(k), sse
+    return best
+
+
+def _crossing(verdict: Verdict, v: np.ndarray, rate_rps: float | None) -> Verdict:
+    """A growing signal with a ceiling: requests (and time, at `rate_rps`) until it crosses it."""
     if verdict.limit is None or verdict.per_1k is None or verdict.per_1k.value <= 0:
         return verdict
     left = max(verdict.limit - float(v[-1]), 0.0) / (verdict.per_1k.value / 1000)
@@ -187,10 +301,10 @@ def _crossing(verdict: Verdict, x: np.ndarray, v: np.ndarray, rate_rps: float | 
 
 
 def _scaled(value: float, unit: str) -> tuple[float, str]:
-    """`value` in the unit words fit its size: bytes in KiB/MiB/GiB, seconds under 1 in ms."""
+    """`value` in the unit words fit its size: bytes in KiB/MiB/GiB/TiB, seconds under 1 in ms."""
     if unit == "B":
-        return next(((value / size, name) for name, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
-                     if abs(value) >= size), (value, "B"))
+        sizes = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+        return next(((value / size, name) for name, size in sizes if abs(value) >= size), (value, "B"))
     if unit == "s" and abs(value) < 1:
         return value * 1000, "ms"
     return value, unit
@@ -222,4 +336,4 @@ def _duration(seconds: float) -> str:
         return f"{seconds / 86400:.1f} days"
     if seconds >= 2 * 3600:
         return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.0f} min"
+    return f"{max(seconds / 60, 1):.0f} min"

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
 from qbench.errors import ScenarioError, SloViolation
 from qbench.run.load.loadgen import LiveStats
@@ -50,23 +51,34 @@ MIB = 2**20
 WARMUP_SHARE, WARMUP_MAX_S = 0.2, 300.0  # default warm-up cut: 20% of the run, at most 5 minutes
 SLICES = 20  # default per-slice series: the run in 20 slices (at least one sample interval each)
 
+GIB = 2**30
+# What matters (qbench.run.soak.drift.Signal): memory 2% of its ceiling a day (the --limit, else the
+# host's memory), at least 64 MiB and at most 1 GiB; counts a few dozen a day; per-request figures over
+# the run, as before: 10% of p95 latency, 5% of throughput, 1 point of errors.
+
+
+def _memory(name: str, key: str) -> Signal:
+    return Signal(name, key, "B", 64 * MIB, 0.02, matters_cap=GIB)
+
+
 HEALTH_SIGNALS = (
-    Signal("server RSS", "rss_bytes", "B", 4 * MIB, 0.02),
-    Signal("server RSS (/status)", "status_rss_bytes", "B", 4 * MIB, 0.02),
-    Signal("server open files", "open_files", "", 2),
-    Signal("server threads", "threads", "", 2),
-    Signal("server child processes", "children", "", 1),
-    Signal("server queue (events waiting)", "status_waiting", "", 2),
-    Signal("file cache", "cache_bytes", "B", MIB),
-    Signal("qbench's own RSS", "qbench_rss_bytes", "B", 8 * MIB, 0.05),
-    Signal("qbench's open files", "qbench_open_files", "", 2),
+    _memory("server RSS", "rss_bytes"),
+    _memory("server RSS (/status)", "status_rss_bytes"),
+    Signal("server open files", "open_files", "", 50),
+    Signal("server threads", "threads", "", 50),
+    Signal("server child processes", "children", "", 5),
+    Signal("server queue (events waiting)", "status_waiting", "", 2, horizon="run"),
+    Signal("file cache", "cache_bytes", "B", 256 * MIB, 0.02, matters_cap=GIB),
+    _memory("qbench's own RSS", "qbench_rss_bytes"),
+    Signal("qbench's open files", "qbench_open_files", "", 50),
 )
 SLICE_SIGNALS = (
-    Signal("p95 latency", "p95_latency_s", "s", 0.005, 0.10),
-    Signal("throughput", "throughput_rps", "req/s", 0.0, 0.05),
-    Signal("errors", "error_pct", "%", 1.0),
-    Signal("server queue at join (its estimation)", "queue_size", "", 2),
+    Signal("p95 latency", "p95_latency_s", "s", 0.005, 0.10, horizon="run"),
+    Signal("throughput", "throughput_rps", "req/s", 0.0, 0.05, horizon="run"),
+    Signal("errors", "error_pct", "%", 1.0, horizon="run"),
+    Signal("server queue at join (its estimation)", "queue_size", "", 2, horizon="run"),
 )
+MEMORY_KEYS = frozenset({"rss_bytes", "status_rss_bytes", "qbench_rss_bytes"})
 LIMIT_KEYS = {"rss": "rss_bytes", "cache": "cache_bytes", "files": "open_files", "p95": "p95_latency_s"}
 
 
@@ -80,6 +92,7 @@ class SoakOptions:
     pid: int | None = None  # the server's process (its tree is sampled); None: /status only
     cache_folder: Path | None = None  # the app's file cache (GRADIO_TEMP_DIR)
     limits: dict[str, float] = field(default_factory=dict)  # signal key -> limit (rss_bytes: 16 GiB)
+    memory_bytes: float | None = None  # the host's memory, memory's ceiling without a --limit (None: read it)
 
 
 @dataclass(frozen=True)
@@ -199,16 +212,18 @@ def judge_soak(samples: Sequence[HealthSample], records: Sequence[RequestRecord]
         if signal.key == "status_rss_bytes" and any(s.rss_bytes is not None for s in samples):
             continue  # the process tree's RSS already counts it
         if any(v is not None for v in values):
-            verdicts.append(judge(signal, t, x, values, steady_from_s=cut, limit=soak.limits.get(signal.key),
-                                  rate_rps=rate))
+            limit, source = _ceiling(signal.key, soak)
+            verdicts.append(judge(signal, t, x, values, steady_from_s=cut, limit=limit, rate_rps=rate,
+                                  limit_source=source))
     slices = slice_series(records, max(soak.interval_s, span / SLICES))
     st = [float(s["t_s"] or 0.0) for s in slices]
     sx = [float(s["requests"] or 0.0) for s in slices]
     for signal in SLICE_SIGNALS:
         values = [s[signal.key] for s in slices]
         if any(v is not None for v in values):
-            verdicts.append(judge(signal, st, sx, values, steady_from_s=cut,
-                                  limit=soak.limits.get(signal.key), rate_rps=rate))
+            limit, source = _ceiling(signal.key, soak)
+            verdicts.append(judge(signal, st, sx, values, steady_from_s=cut, limit=limit, rate_rps=rate,
+                                  limit_source=source))
     finished = sum(1 for r in records if r.completed_at_s is not None)
     return SoakReport(verdicts, stuck, cut, span, finished, rate, len(samples), slices)
 
@@ -256,6 +271,16 @@ def parse_limits(items: Sequence[str]) -> dict[str, float]:
         scale = 1024 ** "BKMGT".index(unit[0]) if "I" in unit else 1000 ** "BKMGT".index(unit[0])
         limits[key] = float(match.group(1)) * scale
     return limits
+
+
+def _ceiling(key: str, soak: SoakOptions) -> tuple[float | None, str | None]:
+    """A signal's ceiling and what it is: the --limit given, else for memory the host's memory."""
+    if key in soak.limits:
+        return soak.limits[key], "--limit"
+    if key in MEMORY_KEYS:
+        total = soak.memory_bytes if soak.memory_bytes is not None else float(psutil.virtual_memory().total)
+        return total, "the host's memory"
+    return None, None
 
 
 def _records_span(records: Sequence[RequestRecord]) -> float:

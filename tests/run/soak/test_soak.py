@@ -1,7 +1,7 @@
 """`qbench soak` against reference servers with deliberate faults (queue.leak_bytes_per_event,
-leak_bound_events, stop_after_events): the leak's slope is found within its interval, no leak is flat,
-a bounded leak is a bound, a stuck queue ends the run with that finding (exit 3). Seconds, not hours:
-sampled every 0.25 s, judged on bytes a request, never on timings."""
+leak_bound_events, stop_after_events): the leak's slope is found within its interval, no leak keeps only
+the server's traces, a bounded leak is a bound, a stuck queue ends the run with that finding (exit 3).
+Seconds, not hours: sampled every 0.25 s, judged on bytes a request, never on timings."""
 
 from __future__ import annotations
 
@@ -56,10 +56,15 @@ def test_a_leak_of_64_kib_a_request_is_found_with_its_slope(tmp_path: Path) -> N
     assert '"soak"' in summary and "server RSS: growing" in summary
 
 
-def test_without_a_leak_memory_is_flat(tmp_path: Path) -> None:
+def test_without_a_leak_memory_keeps_only_the_traces_gradio_keeps(tmp_path: Path) -> None:
+    """No deliberate leak: what the server keeps is its phase traces (as Gradio, the last 100,000 of
+    ~1 KiB each), so 400 requests may read as growing by about a KiB a request: never the 64 KiB of
+    a leak, and said with its rate a day rather than hidden under a share of the level."""
     result = soak(tmp_path, server())
     rss = result.report.verdict("rss_bytes")
-    assert rss is not None and rss.kind == "flat", result.report.lines()
+    assert rss is not None and rss.per_1k is not None, result.report.lines()
+    assert rss.kind in ("flat", "growing", "bounded", "unsure"), rss.text()
+    assert rss.per_1k.value < 4 * KIB * 1000, rss.text()
     assert result.report.stuck is None and result.error() is None
     judged = {v.key for v in result.report.verdicts}
     assert {"p95_latency_s", "throughput_rps", "queue_size", "qbench_rss_bytes", "status_waiting"} <= judged
@@ -106,7 +111,7 @@ def test_the_docs_soak_commands_run(tmp_path: Path) -> None:
             "--duration", "8", "--limit", "rss=16GiB", "--interval", "0.25", "--warmup", "2",
             "--out", str(out), "--no-live"])
     assert result.exit_code == 0, result.output
-    assert "server RSS: growing" in result.output and "reaches 16 GiB after" in result.output
+    assert "server RSS: growing" in result.output and "reaches 16 GiB (--limit) after" in result.output
     report = runner.invoke(app, ["report", str(out)])  # qbench report reports/<soak-id>
     assert report.exit_code == 0 and "### Over time" in report.output
     mine = runner.invoke(app, [
