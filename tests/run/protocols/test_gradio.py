@@ -22,8 +22,9 @@ from qbench.run.scenario.scenario import parse_scenario
 
 
 class FakeResponse:
-    def __init__(self, status: int, body: bytes) -> None:
+    def __init__(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         self.status, self.body = status, body
+        self.headers = headers or {"server": "uvicorn"}
 
     async def read(self) -> bytes:
         return self.body
