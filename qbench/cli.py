@@ -85,8 +85,9 @@ def serve(
                                                  help="torch.compile the model workloads.")] = None,
     replicas: Annotated[int | None, typer.Option(help="Run N replicas behind nginx (listening on --port).")
                         ] = None,
-    affinity: Annotated[str, typer.Option(help="With --replicas: session (hash on session_hash), ip "
-                                          "(ip_hash) or none (round robin).")] = "session",
+    affinity: Annotated[str, typer.Option(help="With --replicas: session (hash on the session_hash of "
+                                          "every request: join body, stream and upload query, heartbeat "
+                                          "path), ip (ip_hash) or none (round robin).")] = "session",
 ) -> None:
     """Run the reference server (Gradio's queue semantics and wire protocol) in the foreground; with
     --replicas N, N of them behind a local nginx."""
@@ -616,8 +617,9 @@ def run_capacity_command(cli: dict[str, Any]) -> None:
 def balance(
     upstreams: Annotated[list[str], typer.Argument(help="The replicas' base URLs (http://HOST:PORT).")],
     port: Annotated[int, typer.Option(help="Port nginx listens on (127.0.0.1).")] = 7860,
-    affinity: Annotated[str, typer.Option(help="session (hash on session_hash), ip (ip_hash) or none "
-                                          "(round robin).")] = "session",
+    affinity: Annotated[str, typer.Option(help="session (hash on the session_hash of every request: join "
+                                          "body, stream and upload query, heartbeat path), ip (ip_hash) "
+                                          "or none (round robin).")] = "session",
 ) -> None:
     """A local nginx in front of replicas you started (your app on several ports), until Ctrl-C."""
     from qbench.tune.balancer import serve_balancer

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -48,13 +49,15 @@ def bound_port(server: uvicorn.Server) -> int:
 
 @contextmanager
 def serve_in_thread(
-    settings: ServerSettings, startup_timeout_s: float = 60.0, file_dir: Path | None = None
+    settings: ServerSettings, startup_timeout_s: float = 60.0, file_dir: Path | None = None,
+    wrap: Callable[[Starlette], Any] | None = None,
 ) -> Iterator[RunningServer]:
     """Run the reference server for `settings` in a background thread; yield its URL. Uploads and
-    outputs go under `file_dir` (default: a temporary folder removed at shutdown)."""
+    outputs go under `file_dir` (default: a temporary folder removed at shutdown). `wrap`: an ASGI
+    middleware served around the app (a test's: it sees or alters the requests)."""
     app = build_app(settings, file_dir)
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False,
-                            lifespan="on", timeout_graceful_shutdown=2)
+    config = uvicorn.Config(app if wrap is None else wrap(app), host="127.0.0.1", port=0,
+                            log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="reference-server", daemon=True)
     thread.start()

@@ -9,10 +9,13 @@ balance`).
 nginx runs as `nginx -p DIR -e DIR/error.log -c DIR/nginx.conf -g 'daemon off;'` in its own process
 group (qbench.tune.server_process.spawn), its pid, logs and temp folders in DIR, listening on a loopback
 port; it is stopped with the group. A Gradio session's requests must reach ONE replica: its
-`/queue/join` (session_hash in the JSON body) and its `/queue/data?session_hash=` stream. `affinity`:
+`/queue/join` (session_hash in the JSON body), its `/queue/data?session_hash=` stream, its heartbeat
+(`/heartbeat/{session_hash}`), and the uploads its inputs name (qbench sends `/upload?session_hash=`;
+a replica that did not receive the upload answers "file ... was not uploaded to this server"). `affinity`:
 
-    session  hash on the session_hash, read from the query or from the request's JSON body (a `map` on
-             $request_body: nginx reads a small body before it picks the upstream), consistent hashing
+    session  hash on the session_hash, read from the query, the path or the request's JSON body (a
+             `map` on $request_body: nginx reads a small body before it picks the upstream), consistent
+             hashing (SESSION_MAPS)
     ip       ip_hash: one replica per client address (all of one load generator's requests on ONE
              replica, so it measures one replica, not the fleet)
     none     round robin: a Gradio session's join and stream land on different replicas, and fail
@@ -45,15 +48,22 @@ from qbench.tune.server_process import (
 AFFINITIES = ("session", "ip", "none")
 NGINX_CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
 
-# The session_hash of a request: its query parameter (/queue/data, /heartbeat, /call), else the
-# "session_hash" field of its JSON body (/queue/join, /cancel).
+# The session_hash of a request, wherever its kind of request carries it: the query (/queue/data's stream,
+# 4.0's GET /queue/join, and qbench's uploads and output downloads: `?session_hash=`), the path
+# (/heartbeat/{session_hash}, /stream/{session_hash}/...), the JSON body (/queue/join, /cancel, /reset),
+# else a `session_hash` header (Gradio's upload-trace convention). A request with none (/config, a
+# browser's or gradio_client's upload) hashes on "": one replica for all of them.
 SESSION_MAPS = r"""
   map $request_body $qbench_body_session {
-    "~\"session_hash\"\s*:\s*\"(?<sh>[^\"]+)\"" $sh;
-    default "";
+    "~\"session_hash\"\s*:\s*\"(?<qbench_bsh>[^\"]+)\"" $qbench_bsh;
+    default $http_session_hash;
+  }
+  map $uri $qbench_path_session {
+    "~^(?!.*/file=).*/(heartbeat|stream)/(?<qbench_psh>[^/]+)" $qbench_psh;
+    default $qbench_body_session;
   }
   map $arg_session_hash $qbench_session {
-    "" $qbench_body_session;
+    "" $qbench_path_session;
     default $arg_session_hash;
   }"""
 BALANCING = {"session": "hash $qbench_session consistent;", "ip": "ip_hash;", "none": ""}

@@ -222,6 +222,7 @@ class Prober:
     tolerance: float = 0.1  # the search's: sets the bisection's probe length and the steadiness margin
     max_duration_s: float = DEFAULT_MAX_PROBE_S
     confirm_duration_s: float = DEFAULT_CONFIRM_S
+    server: dict[str, Any] | None = None  # the last probe's run.json `server` (a balancer in front?)
 
     @property
     def margin(self) -> float:
@@ -240,6 +241,7 @@ class Prober:
         started = time.monotonic()
         measured = run_measured(self.scenario, self.constraints.slo, self.base_url, run_dir, overrides,
                                 detector)
+        self.server = measured.server
         return measured, run_dir, time.monotonic() - started
 
     def _done(self, probe: Probe, run_dir: Path, elapsed_s: float) -> Probe:
@@ -262,7 +264,7 @@ class Prober:
         probe = judge(kind, rate, measured.summary, measured.stopped, self.constraints, steady,
                       own_bounds(self.scenario))
         probe.duration_s = duration_s
-        _split_sessions(probe, measured.records)
+        _split_sessions(probe, measured)
         return self._done(probe, run_dir, elapsed), measured.records
 
     def rate(self, rate: float) -> Probe:
@@ -297,13 +299,14 @@ class Prober:
         probe.users = users
         probe.duration_s = self.duration_s
         probe.rate_rps = users / probe.mean_latency_s if probe.mean_latency_s else probe.throughput_rps
-        _split_sessions(probe, measured.records)
+        _split_sessions(probe, measured)
         return self._done(probe, run_dir, elapsed), measured.records
 
 
-def _split_sessions(probe: Probe, records: list[RequestRecord]) -> None:
-    """A probe whose streams found no session behind a balancer without affinity fails, saying so."""
-    split = split_sessions(records, short=True)
+def _split_sessions(probe: Probe, measured: Measured) -> None:
+    """A probe whose sessions reached two replicas of a balancer without affinity fails, saying so (with
+    no balancer in front, a lost session is an app error: the error-rate SLO judges it)."""
+    split = split_sessions(measured.records, measured.server, short=True)
     if split:
         probe.violations.append(split)
         probe.passed = False
@@ -425,7 +428,7 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
     first = config.start_rate
     if first is None:
         estimate, records = prober.estimate(config.estimate_users)
-        split = split_sessions(records)
+        split = split_sessions(records, prober.server)
         if split:
             raise TargetError(config.writer.mask(f"{config.target}: {split} (the closed-loop estimate, see "
                                                  f"{config.out_dir / estimate.run_dir}): nothing to search"))

@@ -64,6 +64,7 @@ class Measured:
     summary: Summary
     stopped: str | None
     records: list[RequestRecord]
+    server: dict[str, Any] | None = None  # run.json's `server` (discovery: a balancer in front, `front`)
 
 
 def run_measured(
@@ -90,7 +91,7 @@ def run_measured(
         settle(base_url, run_dir)  # the next run must not start behind this one's abandoned backlog
     summary = summarize(result.records, Slo(**slo) if slo else None, generator=result.summary.generator,
                         server_traces=result.summary.server_traces)
-    return Measured(summary, result.outcome.stopped_early, result.records)
+    return Measured(summary, result.outcome.stopped_early, result.records, result.run_info.server or None)
 
 
 def run_point(

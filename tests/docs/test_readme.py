@@ -88,6 +88,7 @@ RUN_HERE = {
 }
 
 GRADIO_REPLICAS = "tests/tune/test_balancer.py::test_real_gradio_replicas_with_and_without_affinity"
+IMAGE_REPLICAS = "tests/tune/test_balancer.py::test_the_image_scenario_behind_two_replicas_has_no_errors"
 
 #: Commands another test runs: (test id, a fragment that test's source must contain: the command's own
 #: words, or the reduction it applies).
@@ -267,6 +268,9 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         (GRADIO_REPLICAS, "nginx_balancer")],
     "qbench run examples/capacity/gradio_sleep.yaml --target http://127.0.0.1:7860": [
         (GRADIO_REPLICAS, "gradio_sleep.yaml")],
+    "qbench serve --preset image-ideal --replicas 2": [(IMAGE_REPLICAS, '"image-ideal", 2')],
+    "qbench run scenarios/image.yaml --set load.rate=15 --set load.duration=10": [
+        (IMAGE_REPLICAS, '"image.yaml"')],
     "qbench serve --preset session-chat": [
         ("tests/run/e2e/test_journey.py::test_the_docs_journey_commands_run", '"session-chat"')],
     "qbench run scenarios/journey.yaml": [

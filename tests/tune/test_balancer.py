@@ -13,6 +13,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
 
 import httpx
 import pytest
@@ -21,12 +23,24 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
-from qbench.run.diagnose.app_errors import SESSIONS_KEPT, SPLIT_SESSIONS, explain, most_open, split_sessions
+from qbench.run.diagnose.app_errors import (
+    SESSIONS_KEPT,
+    SPLIT_SESSIONS,
+    SPLIT_UPLOADS,
+    explain,
+    most_open,
+    split_sessions,
+)
 from qbench.run.records import RequestRecord, read_records
+from qbench.run.results.summary import Summary
+from qbench.tune import balancer
 from qbench.tune.app_process import launch_command
 from qbench.tune.balancer import nginx_balancer, nginx_binary, nginx_config, reference_replicas
+from qbench.tune.capacity import Probe
+from qbench.tune.capacity_run import _split_sessions
+from qbench.tune.point import Measured
 from qbench.tune.server_process import free_port
-from reference_server.settings import load_preset
+from reference_server.settings import load_preset, parse_settings
 from reference_server.testing import serve_in_thread
 from tests.tune.e2e.test_capacity_e2e import SLEEP_4X100MS, sleep_scenario
 
@@ -88,7 +102,56 @@ def test_without_affinity_the_cause_is_named(tmp_path: Path) -> None:
     text = " ".join(output.split())
     assert SPLIT_SESSIONS in text and "session affinity" in text
     assert "the app raised" not in text
+    (note,) = json.loads((tmp_path / "run" / "summary.json").read_text())["app_notes"]
+    assert f"The balancer at {front.url} (Server: nginx/" in note, note
     assert capacity.exit_code == 2 and "session affinity" in " ".join(capacity.output.split())
+
+
+def image_run(url: str, out: Path, rate: float = 15, duration: float = 3) -> tuple[str, list[RequestRecord]]:
+    """The README's image scenario (scenarios/image.yaml: an uploaded 224x224 JPEG per request) at
+    `rate` req/s against `url`: the CLI's output and the records."""
+    output = run_cli("run", str(ROOT / "scenarios" / "image.yaml"), "--target", url, "--set",
+                     f"load.rate={rate}", "--set", f"load.duration={duration}", "--set", "load.warmup=0",
+                     "--no-live", "--out", str(out))
+    return output, read_records(out)
+
+
+@needs_nginx
+def test_the_image_scenario_behind_two_replicas_has_no_errors(tmp_path: Path) -> None:
+    """`qbench serve --preset image-ideal --replicas 2`: every request's upload reaches the replica that
+    runs its event (it names the session in its query, which the nginx hash reads first)."""
+    with reference_replicas("image-ideal", 2, "session") as front:
+        output, records = image_run(front.url, tmp_path / "run")
+        served = [httpx.get(h.base_url + "/status", timeout=10).json()["jobs_completed"]
+                  for h in front.replicas]
+    assert len(records) >= 30 and all(r.ok for r in records), output
+    assert min(served) >= 3, served  # both replicas served a share
+
+
+#: A balancer that keeps a join and its stream together but not the uploads: the session_hash from the
+#: join's JSON body, else the stream's query; an upload (multipart, no query read) hashes on ""
+JOIN_ONLY = r"""
+  map $request_body $qbench_body_session {
+    "~\"session_hash\"\s*:\s*\"(?<qbench_bsh>[^\"]+)\"" $qbench_bsh;
+    default "";
+  }
+  map $uri $qbench_session {
+    "~/queue/data$" $arg_session_hash;
+    default $qbench_body_session;
+  }"""
+
+
+@needs_nginx
+def test_uploads_that_miss_their_replica_name_the_balancer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    monkeypatch.setattr(balancer, "SESSION_MAPS", JOIN_ONLY)
+    with reference_replicas("image-ideal", 2, "session") as front:
+        output, records = image_run(front.url, tmp_path / "run", rate=10, duration=2)
+    assert records and sum(not r.ok for r in records) >= 3, output
+    (note,) = json.loads((tmp_path / "run" / "summary.json").read_text())["app_notes"]
+    assert SPLIT_UPLOADS in note and SPLIT_SESSIONS not in note, note
+    assert f"The balancer at {front.url} (Server: nginx/" in note and "qbench's nginx" in note, note
+    assert "the app raised" not in " ".join(output.split())
 
 
 #: A replica for the capacity test: 4 x 200 ms, so 20 req/s at most (few requests per second keep the
@@ -160,20 +223,115 @@ def test_qbench_serve_replicas_and_qbench_balance_serve_until_stopped() -> None:
         foreground(["balance", a.url, b.url, "--affinity", "none"], free_port(), f"{a.url}, {b.url}")
 
 
+class SessionsSeen:
+    """ASGI middleware around a reference server: the session_hash each request names, by route (the
+    query's, the heartbeat's path, the join's JSON body); `lose`: the first n streams ask for another
+    session (the server lost theirs)."""
+
+    def __init__(self, app: Any, lose: int = 0) -> None:
+        self.app, self.lose = app, lose
+        self.seen: list[tuple[str, str]] = []  # (route, session_hash)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        route = scope["path"].rsplit("/", 1)[-1] if "/heartbeat/" not in scope["path"] else "heartbeat"
+        query = parse_qs(scope["query_string"].decode())
+        messages = []
+        if route == "join":
+            more = True
+            while more:
+                messages.append(await receive())
+                more = messages[-1].get("more_body", False)
+            body = b"".join(m.get("body", b"") for m in messages)
+            self.seen.append((route, json.loads(body)["session_hash"]))
+        elif route in ("upload", "data"):
+            self.seen.append((route, query.get("session_hash", [""])[0]))
+        if route == "data" and self.lose > 0:
+            self.lose -= 1
+            scope = {**scope, "query_string": b"session_hash=lost"}
+
+        async def replay() -> Any:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+
+#: The image preset's function, small: an image input uploaded by every request
+IMAGE = {"functions": [{"api_name": "classify", "workload": "image-ideal", "params": {"batch_ms": 2},
+                        "batch": True, "max_batch_size": 8, "concurrency_limit": 1}]}
+
+
+def test_every_request_of_a_session_names_it(tmp_path: Path) -> None:
+    """The upload names the session of its join (`?session_hash=`), as the stream does: a balancer that
+    hashes on the session keeps all of them on one replica (no nginx needed to see it)."""
+    scenario = yaml.safe_load((ROOT / "scenarios" / "image.yaml").read_text())
+    scenario["payload"]["inputs"] = [{"image": {"width": 32, "height": 32, "format": "png"}}]
+    scenario["load"] = {"burst": 6, "timeout": 30}
+    path = tmp_path / "image.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    seen: list[SessionsSeen] = []
+    with serve_in_thread(parse_settings(IMAGE), wrap=lambda a: seen.append(SessionsSeen(a)) or seen[-1]) as s:
+        run_cli("run", str(path), "--target", s.url, "--no-live", "--out", str(tmp_path / "run"))
+    assert all(r.ok for r in read_records(tmp_path / "run"))
+    by_route = {route: sorted(h for r, h in seen[0].seen if r == route)
+                for route in ("upload", "join", "data")}
+    assert len(by_route["join"]) == 6 and len(set(by_route["join"])) == 6, by_route  # a session a request
+    assert by_route["upload"] == by_route["join"] == by_route["data"], by_route
+
+
+def test_a_session_lost_by_one_server_is_an_app_error_not_a_balancer(tmp_path: Path) -> None:
+    """One server (no balancer in front) loses one session: the run counts an error of the app (the
+    error-rate SLO judges it) and names no balancer."""
+    path = sleep_scenario(tmp_path, {"p95_latency_s": 5, "error_rate": 0.5})
+    seen: list[SessionsSeen] = []
+    with serve_in_thread(parse_settings(SLEEP_4X100MS),
+                         wrap=lambda a: seen.append(SessionsSeen(a, lose=1)) or seen[-1]) as server:
+        output = run_cli("run", str(path), "--target", server.url, "--set", "load.duration=1", "--no-live",
+                         "--out", str(tmp_path / "run"))
+    records = read_records(tmp_path / "run")
+    assert sum(not r.ok for r in records) == 1 and len(records) >= 8, output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["error_rate"] == 1 / len(records), summary
+    (note,) = summary["app_notes"]
+    assert "on a server with no balancer in front of it: the app lost sessions" in note
+    assert "balancer at" not in " ".join(output.split()) and SPLIT_SESSIONS not in output
+
+
+def test_a_capacity_probe_blames_a_balancer_only_when_one_stands_in_front() -> None:
+    records = [lost(0, 0.0, 0.1)] + [RequestRecord(i, 0, f"s{i}", "predict", False, i, sent_at_s=i,
+                                                   completed_at_s=i + 0.1, outcome="ok")
+                                     for i in range(1, 50)]
+    alone, behind = Probe(10.0, passed=True), Probe(10.0, passed=True)
+    _split_sessions(alone, Measured(Summary(), None, records, {"config": {}}))
+    nginx = {"front": {"url": "http://lb", "server": "nginx"}}
+    _split_sessions(behind, Measured(Summary(), None, records, nginx))
+    assert alone.passed and not alone.violations  # the error-rate SLO judges the app's error
+    assert not behind.passed and behind.violations == [
+        "1/50 streams found no session: the join and its stream reached different servers: the balancer at "
+        "http://lb (Server: nginx) keeps no session affinity"]
+
+
 def lost(request_id: int, sent: float, done: float) -> RequestRecord:
     return RequestRecord(request_id, 0, f"s{request_id}", "predict", False, sent, sent_at_s=sent,
                          completed_at_s=done, error_kind="server_error",
                          error_message="404: Not Found: session not found: ...")
 
 
+NGINX = {"front": {"url": "http://127.0.0.1:7860", "server": "nginx/1.22.1"}}
+
+
 def test_split_sessions_only_when_too_few_sessions_were_open_to_evict_one() -> None:
     few = [lost(i, i * 0.1, i * 0.1 + 0.05) for i in range(10)]
-    assert SPLIT_SESSIONS in split_sessions(few) and "at most 1 requests were open" in split_sessions(few)
-    assert "10/10 streams found no session" in split_sessions(few, short=True)
-    assert explain(few)[0] == split_sessions(few)  # and not "the app raised" on them
+    text = split_sessions(few, NGINX)
+    assert SPLIT_SESSIONS in text and "at most 1 requests were open" in text
+    assert "The balancer at http://127.0.0.1:7860 (Server: nginx/1.22.1) does not keep a session" in text
+    assert "10/10 streams found no session" in split_sessions(few, NGINX, short=True)
+    assert explain(few, None, NGINX)[0] == text  # and not "the app raised" on them
     many = [lost(i, 0.0, 10.0) for i in range(SESSIONS_KEPT)]  # 2000 open at once: eviction is possible
-    assert split_sessions(many) == "" and most_open(many) == SESSIONS_KEPT
-    assert split_sessions([RequestRecord(0, 0, "s", "predict", False, 0.0, sent_at_s=0.0)]) == ""
+    assert split_sessions(many, NGINX) == "" and most_open(many) == SESSIONS_KEPT
+    assert split_sessions([RequestRecord(0, 0, "s", "predict", False, 0.0, sent_at_s=0.0)], NGINX) == ""
+    assert split_sessions(few) == ""  # no balancer in front: the app's own errors
 
 
 @needs_nginx

@@ -11,10 +11,15 @@
                      timeout, which fires only after `load.timeout`
     cut download     an output file's download ended short of its length: Gradio rewrote the cached
                      file under the reader (two requests made the same output at once)
-    split sessions   streams that found no session ("session not found") while far fewer sessions were
-                     open than Gradio keeps (SESSIONS_KEPT): the join and its stream reached different
-                     servers, a load balancer without session affinity (`split_sessions`); these
-                     requests are not counted as the app raising
+    split sessions   behind a proxy or balancer (discovery's `front`: its Server header, qbench's nginx's
+                     X-Qbench-Upstream), streams that found no session ("session not found") while far
+                     fewer sessions were open than Gradio keeps (SESSIONS_KEPT): the join and its stream
+                     reached different replicas; and uploads that the replica running the event did not
+                     receive ("file ... was not uploaded to this server"): the balancer does not keep a
+                     session on one replica (`split_sessions`, naming it); these requests are not
+                     counted as the app raising
+    lost sessions    the same "session not found" with no balancer in front (one server): the app lost
+                     sessions it had accepted; they stay app errors (the error-rate SLO counts them)
 
 `explain(records, scenario)` returns the sentences; `input_lines(scenario, count)` the first input sets
 as `--show-inputs` prints them.
@@ -33,6 +38,9 @@ from qbench.run.scenario.scenario import Scenario
 
 SESSIONS_KEPT = 2000  # sessions whose message queues Gradio keeps (an LRU): more may evict one
 SPLIT_SESSIONS = "the join and its stream reached different servers"
+SPLIT_UPLOADS = "uploads reached another replica than their join"
+#: what a replica answers for a file it did not receive: the reference server's, Gradio's (show_error)
+MISSED_UPLOAD = ("was not uploaded to this server", "it was not uploaded by a user")
 MOST = 0.5  # the share of an endpoint's requests that must have raised for "the app raised"
 SHOWN_CHARS = 160  # of one input set, in a sentence
 HIDDEN = ("Error", "None", "", "the function raised (no detail shown)")  # Gradio without show_error
@@ -45,9 +53,12 @@ def explain(records: Sequence[RequestRecord], scenario: Scenario | None = None,
     the session's State)."""
     notes: list[str] = []
     sent = [r for r in records if r.sent_at_s is not None and not r.warmup]
-    split = split_sessions(sent)
+    split = split_sessions(sent, server)
     if split:
         notes.append(split)
+        sent = [r for r in sent if not (_lost_session(r) or _missed_upload(r))]
+    elif any(_lost_session(r) for r in sent):
+        notes += _lost_sessions(sent)  # one server's: the app's errors, said once (not "the app raised")
         sent = [r for r in sent if not _lost_session(r)]
     config = (server or {}).get("config")
     for endpoint in sorted({r.endpoint for r in sent}):
@@ -62,27 +73,73 @@ def _lost_session(record: RequestRecord) -> bool:
     return record.error_kind == "server_error" and "session not found" in (record.error_message or "")
 
 
-def split_sessions(records: Sequence[RequestRecord], short: bool = False) -> str:
-    """'' unless streams found no session while fewer than SESSIONS_KEPT requests were open at once (so
-    no session can have been evicted): then the sentence naming the cause, a join and its stream on
-    different servers behind a balancer without session affinity (SPLIT_SESSIONS), and what to
-    configure (`short`: the cause alone, for a capacity probe's verdict)."""
+def _missed_upload(record: RequestRecord) -> bool:
+    message = record.error_message or ""
+    return record.error_kind == "server_error" and any(m in message for m in MISSED_UPLOAD)
+
+
+def front(server: dict[str, Any] | None) -> dict[str, str] | None:
+    """The proxy or balancer discovery saw in front of the app (qbench.run.protocols.gradio.front_of),
+    None when none showed."""
+    found = (server or {}).get("front")
+    return found if isinstance(found, dict) and found.get("url") else None
+
+
+def describe_front(found: dict[str, str]) -> str:
+    """'the balancer at URL (Server: nginx/1.22.1, replicas behind qbench's nginx)'."""
+    said = [f"Server: {found['server']}" if found.get("server") else "",
+            f"Via: {found['via']}" if found.get("via") else "",
+            "qbench's nginx" if found.get("upstream") else ""]
+    shown = ", ".join(s for s in said if s)
+    return f"the balancer at {found['url']}" + (f" ({shown})" if shown else "")
+
+
+def split_sessions(records: Sequence[RequestRecord], server: dict[str, Any] | None = None,
+                   short: bool = False) -> str:
+    """'' unless a balancer stands in front of the app (`server`: run.json's, its `front`) and a
+    session's requests reached different replicas: streams that found no session while fewer than
+    SESSIONS_KEPT requests were open at once (so no session can have been evicted: SPLIT_SESSIONS), or
+    uploads the replica running the event did not receive (SPLIT_UPLOADS). Then the sentence naming
+    the balancer and what to configure (`short`: the cause alone, for a capacity probe's verdict).
+    With no balancer in front, a lost session is the app's own error (`_lost_sessions`)."""
+    found = front(server)
+    if found is None:
+        return ""
     sent = [r for r in records if r.sent_at_s is not None and not r.warmup]
     lost = [r for r in sent if _lost_session(r)]
-    if not lost:
+    most = most_open(sent) if lost else 0
+    lost = lost if most < SESSIONS_KEPT else []
+    missed = [r for r in sent if _missed_upload(r)]
+    if not lost and not missed:
         return ""
-    most = most_open(sent)
-    if most >= SESSIONS_KEPT:
-        return ""
+    where = describe_front(found)
     if short:
-        return f"{len(lost)}/{len(sent)} streams found no session: {SPLIT_SESSIONS} (no session affinity)"
-    return (f"{len(lost)}/{len(sent)} requests' streams (/queue/data) found no session ('session not found') "
-            f"while at most {most} requests were open, far below the {SESSIONS_KEPT} sessions Gradio keeps: "
-            f"{SPLIT_SESSIONS}. The target is several replicas behind a "
-            "load balancer without session affinity: route a session's requests to one replica, by its "
-            "session_hash (the /queue/data query parameter and the /queue/join JSON body; nginx: "
-            "`hash $session_hash consistent` on both, see docs/capacity-plan.md#session-affinity) or a "
-            "sticky cookie, or give each session its own replica")
+        causes = ([f"{len(lost)}/{len(sent)} streams found no session: {SPLIT_SESSIONS}"] if lost else []) + (
+            [f"{len(missed)}/{len(sent)} requests' {SPLIT_UPLOADS}"] if missed else [])
+        return f"{'; '.join(causes)}: {where} keeps no session affinity"
+    causes = ([f"{len(lost)}/{len(sent)} requests' streams (/queue/data) found no session ('session not "
+               f"found') while at most {most} requests were open, far below the {SESSIONS_KEPT} sessions "
+               f"Gradio keeps: {SPLIT_SESSIONS}"] if lost else []) + (
+        [f"{len(missed)}/{len(sent)} requests' {SPLIT_UPLOADS} ('file ... was not uploaded to this "
+         "server': the replica that ran the event never received the file)"] if missed else [])
+    return (f"{'; '.join(causes)}. {where[0].upper()}{where[1:]} does not keep a session on one replica "
+            "(no session affinity): route every request of a session to one replica by its session_hash, "
+            "which qbench sends in the join's JSON body (/queue/join), the query of the stream "
+            "(/queue/data?session_hash=) and of the uploads (/upload?session_hash=), and the heartbeat's "
+            "path (/heartbeat/{session_hash}); nginx: `hash $session consistent` over a map of all of "
+            "them, as `qbench serve --replicas` and `qbench balance --affinity session` configure it (see "
+            "docs/capacity-plan.md#session-affinity), or a sticky cookie, or give each session its own "
+            "replica")
+
+
+def _lost_sessions(records: Sequence[RequestRecord]) -> list[str]:
+    """Streams that found no session on a server with no balancer in front: the app's own errors."""
+    lost = [r for r in records if _lost_session(r)]
+    if not lost:
+        return []
+    return [f"{len(lost)}/{len(records)} requests' streams (/queue/data) found no session ('session not "
+            "found') on a server with no balancer in front of it: the app lost sessions it had accepted "
+            "(it restarted, or dropped them); they count as the app's errors"]
 
 
 def most_open(records: Sequence[RequestRecord]) -> int:

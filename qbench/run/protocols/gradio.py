@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import aiohttp
 import numpy as np
@@ -54,11 +56,12 @@ class GradioProtocol:
         self.chunk_wire: ChunkStreamWire | None = None  # a .stream() event's wire (gradio_stream)
         self.input_types: list[str | None] = []  # per input: component type (None: not an API input)
         self.prop_inputs: dict[int, dict[str, Any]] = {}  # inputs sent with their component's props (6.x)
+        self.front: dict[str, str] | None = None  # the proxy or balancer that answered /config (front_of)
 
     # ------------------------------------------------------------ discovery
 
     async def discover(self) -> dict[str, Any]:
-        config = await self._get_json(self.base + "/config")
+        config = await self._get_json(self.base + "/config", front=True)
         if not isinstance(config, dict):
             raise TargetError(f"{self.base}/config: not a JSON object; is this a Gradio app?")
         detected = str(config.get("protocol") or "ws")
@@ -105,6 +108,7 @@ class GradioProtocol:
                 "api_prefix": prefix,
             },
             **({"stream": stream} if stream else {}),
+            **({"front": self.front} if self.front else {}),
         }
 
     def _stream(self, dep: dict[str, Any], pool: int) -> dict[str, Any] | None:
@@ -192,9 +196,11 @@ class GradioProtocol:
             except (aiohttp.ClientError, OSError, asyncio.TimeoutError, orjson.JSONDecodeError, IndexError):
                 continue
 
-    async def _get_json(self, url: str, required: bool = True) -> Any:
+    async def _get_json(self, url: str, required: bool = True, front: bool = False) -> Any:
         try:
             async with self.http.get(url) as resp:
+                if front:
+                    self.front = front_of(resp.headers, self.base)
                 if resp.status != 200:
                     if not required:
                         return {}
@@ -218,6 +224,7 @@ class GradioProtocol:
     async def send(self, record: RequestRecord, inputs: list[Any], slot: int) -> None:
         assert self.wire is not None, "discover() first"
         record.sent_at_s = self.clock.now()
+        record.session_id = (self.chunk_wire or self.wire).session_hash(record, slot)  # its uploads carry it
         try:
             data = await self._data(inputs, record)
         except (aiohttp.ClientError, OSError) as exc:
@@ -246,6 +253,7 @@ class GradioProtocol:
     async def download(self, record: RequestRecord, ref: str) -> tuple[str, str] | None:
         """GET one output file, its bytes counted on `record`; None, or (error kind, message)."""
         url = self._file_url(ref)
+        url = in_session(url, record.session_id) if url.startswith(self.base + "/") else url  # not a CDN's
         try:
             async with self.http.get(url) as resp:
                 if resp.status >= 400:
@@ -314,7 +322,7 @@ class GradioProtocol:
         form.add_field("files", file.data, filename=file.name, content_type=file.mime)
         record.bytes_sent += len(file.data)
         tag = {"session_hash": upload_tag(record.request_id)}  # joins the server's upload trace to it
-        async with self.http.post(url, data=form, headers=tag) as resp:
+        async with self.http.post(in_session(url, record.session_id), data=form, headers=tag) as resp:
             raw = await resp.read()
             if resp.status != 200:
                 fail_http(record, "POST", url, resp.status, raw, self.clock.now())
@@ -332,3 +340,34 @@ class GradioProtocol:
         for wire in (self.wire, self.chunk_wire):
             if wire is not None:
                 await wire.close()
+
+
+def in_session(url: str, session_hash: str | None) -> str:
+    """`url` with `session_hash=` in its query: an upload or an output download names the session it
+    belongs to, as its join (JSON body), stream (query) and heartbeat (path) do, so a balancer hashing on
+    the session keeps them all on one replica (qbench.tune.balancer.SESSION_MAPS). Gradio's routes
+    ignore the parameter."""
+    if not session_hash or url.startswith("data:"):
+        return url
+    return f"{url}{'&' if '?' in url else '?'}session_hash={quote(session_hash, safe='')}"
+
+
+#: Server headers of proxies and load balancers (lower case, the product before any "/version").
+PROXIES = ("nginx", "openresty", "tengine", "envoy", "istio-envoy", "haproxy", "traefik", "caddy", "apache",
+           "cloudflare", "awselb", "google frontend", "kong", "varnish", "squid", "litespeed", "h2o")
+
+
+def front_of(headers: Mapping[str, str], url: str) -> dict[str, str] | None:
+    """The proxy or balancer in front of the app, as its response headers show it: None when none shows
+    (an app server's own `server: uvicorn`), else {url, server (its Server header), via, upstream (the
+    replica qbench's nginx sent the request to: its X-Qbench-Upstream)}. A run whose sessions or
+    uploads went astray names it (qbench.run.diagnose.app_errors.split_sessions); without one, a lost
+    session is the app's own error."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    server = lower.get("server", "")
+    upstream, via = lower.get("x-qbench-upstream", ""), lower.get("via", "")
+    product = server.split("/", 1)[0].strip().lower()
+    if not (upstream or via or product in PROXIES):
+        return None
+    found = {"url": url, "server": server, "via": via, "upstream": upstream}
+    return {k: v for k, v in found.items() if v}

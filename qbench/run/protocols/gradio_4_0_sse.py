@@ -14,12 +14,13 @@ from typing import Any
 import aiohttp
 import orjson
 
-from qbench.run.protocols.base import JOURNEY, JSON_HEADERS, Clock, fail, fail_http
+from qbench.run.protocols.base import JSON_HEADERS, Clock, fail, fail_http
 from qbench.run.protocols.gradio_wire import (
     Background,
     GradioApp,
     apply_message,
     new_session_hash,
+    pick_session,
     post_quietly,
     sse_messages,
 )
@@ -32,10 +33,11 @@ class JoinStreamWire:
         self.pool = [new_session_hash() for _ in range(pool)]
         self.background = Background()
 
+    def session_hash(self, record: RequestRecord, slot: int) -> str:
+        return pick_session(record, slot, self.pool)
+
     async def send(self, record: RequestRecord, data: list[Any], slot: int) -> None:
-        journey = JOURNEY.get()  # a journey's requests share its session
-        record.session_id = (journey.session_hash if journey is not None
-                             else self.pool[slot % len(self.pool)] if self.pool else new_session_hash())
+        record.session_id = self.session_hash(record, slot)
         url = self.app.api + "/queue/join"
         params = {"fn_index": str(self.app.fn_index), "session_hash": record.session_id}
         try:

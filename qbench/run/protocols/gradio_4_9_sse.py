@@ -22,12 +22,13 @@ from typing import Any
 import aiohttp
 import orjson
 
-from qbench.run.protocols.base import JOURNEY, JSON_HEADERS, Clock, fail, http_problem, status_kind
+from qbench.run.protocols.base import JSON_HEADERS, Clock, fail, http_problem, status_kind
 from qbench.run.protocols.gradio_wire import (
     Background,
     GradioApp,
     apply_message,
     new_session_hash,
+    pick_session,
     post_quietly,
 )
 from qbench.run.records import RequestRecord
@@ -218,6 +219,9 @@ class SessionStreamWire:
             close_message=self.app.family == "sse_v3",
         )
 
+    def session_hash(self, record: RequestRecord, slot: int) -> str:
+        return pick_session(record, slot, [s.hash for s in self.pool])
+
     async def send(self, record: RequestRecord, data: list[Any], slot: int) -> None:
         session = await self.join(record, data, slot)
         if session is not None:
@@ -231,12 +235,9 @@ class SessionStreamWire:
     async def join(self, record: RequestRecord, data: list[Any], slot: int) -> GradioSession | None:
         """Join the queue in the session of `slot` (a journey's, a pool's or a new one); the session
         to follow the event on, or None when the join failed (the record says why)."""
-        journey = JOURNEY.get()  # a journey's requests share its session (one at a time: read inline)
-        if journey is not None:
-            session = self._session(journey.session_hash)
-        else:
-            session = self.pool[slot % len(self.pool)] if self.pool else self._session(new_session_hash())
-        record.session_id = session.hash
+        record.session_id = self.session_hash(record, slot)
+        session = next((s for s in self.pool if s.hash == record.session_id), None)
+        session = session or self._session(record.session_id)  # a journey's (one at a time) or a new one
         url = self.app.api + "/queue/join"
         body = self.body(data, session.hash)
         record.bytes_sent += len(body)

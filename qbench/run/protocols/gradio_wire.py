@@ -22,14 +22,14 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
 import orjson
 
-from qbench.run.protocols.base import JSON_HEADERS, Clock, fail
+from qbench.run.protocols.base import JOURNEY, JSON_HEADERS, Clock, fail
 from qbench.run.records import RequestRecord
 
 FAMILIES = ("ws", "sse", "sse_v1", "sse_v2", "sse_v2.1", "sse_v3")
@@ -64,6 +64,10 @@ class QueueWire(Protocol):
         sessions, or a new one per request) and fill `record`; never raises."""
         ...
 
+    def session_hash(self, record: RequestRecord, slot: int) -> str:
+        """The session `record` is sent in (`pick_session`): chosen before its uploads, which carry it."""
+        ...
+
     def abandon(self, record: RequestRecord) -> None:
         """The executor gave up on `record` (timeout): cancel it on the server if the family can."""
         ...
@@ -89,6 +93,18 @@ class Background:
 
 def new_session_hash() -> str:
     return uuid.uuid4().hex
+
+
+def pick_session(record: RequestRecord, slot: int, pool: Sequence[str]) -> str:
+    """The session_hash of a request: its journey's, the pool's for its slot, else the one already on the
+    record (chosen before its uploads, which carry it: every request of a session names the same one, so
+    a balancer can keep them on one replica), else a new one."""
+    journey = JOURNEY.get()  # a journey's requests share its session
+    if journey is not None:
+        return journey.session_hash
+    if pool:
+        return pool[slot % len(pool)]
+    return record.session_id or new_session_hash()
 
 
 def parse_version(text: Any) -> tuple[int, ...]:

@@ -1,11 +1,12 @@
 """The sentences about an app's errors (qbench.run.diagnose.app_errors): an app that raised on most
-requests, events still running at the end, a cut download, and inputs shown short."""
+requests, events still running at the end, a cut download, inputs shown short, and sessions split
+across replicas (named as the balancer's only when one stands in front)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from qbench.run.diagnose.app_errors import explain, short
+from qbench.run.diagnose.app_errors import explain, short, split_sessions
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.payloads import FileValue
 from tests.run.conftest import scenario
@@ -68,3 +69,38 @@ def test_a_cut_download_is_explained() -> None:
                "content length header")
     (note,) = explain([_record(0, "stream_broken", message)] + [_record(n, None) for n in range(1, 9)])
     assert note.startswith("/predict: 1 output file download(s) ended short of their length: Gradio writes")
+
+
+NGINX = {"front": {"url": "http://127.0.0.1:7860", "server": "nginx/1.22.1", "upstream": "127.0.0.1:7861"}}
+LOST = "404: Not Found: session not found: the server that answered the stream has no message queue"
+MISSED = "input 'image': file '/tmp/u/ab/image-2-0.jpeg' was not uploaded to this server"
+
+
+def test_uploads_that_missed_their_replica_name_the_balancer() -> None:
+    records = [_record(n, "server_error", MISSED) for n in range(4)]
+    records += [_record(n, None) for n in range(4, 10)]
+    (note,) = explain(records, _scenario(), NGINX)
+    assert note.startswith("4/10 requests' uploads reached another replica than their join")
+    assert ("The balancer at http://127.0.0.1:7860 (Server: nginx/1.22.1, qbench's nginx) does not keep a "
+            "session on one replica") in note
+    assert "/upload?session_hash=" in note and "/heartbeat/{session_hash}" in note
+    assert "the app raised" not in note
+    both = records + [_record(10, "server_error", LOST)]
+    verdict = split_sessions(both, NGINX, short=True)
+    assert verdict == ("1/11 streams found no session: the join and its stream reached different servers; "
+                     "4/11 requests' uploads reached another replica than their join: the balancer at "
+                     "http://127.0.0.1:7860 (Server: nginx/1.22.1, qbench's nginx) keeps no session affinity")
+
+
+def test_a_session_lost_by_one_server_is_the_apps_error() -> None:
+    """No balancer in front (discovery saw the app server's own headers): not a balancer finding."""
+    records = [_record(0, "server_error", LOST)] + [_record(n, None) for n in range(1, 20)]
+    for server in (None, {"config": {}}):
+        assert split_sessions(records, server) == "" and split_sessions(records, server, short=True) == ""
+        (note,) = explain(records, _scenario(), server)
+        assert note.startswith("1/20 requests' streams (/queue/data) found no session ('session not found') "
+                               "on a server with no balancer in front of it: the app lost sessions")
+        assert "balancer at" not in note
+    raised = [_record(n, "server_error", MISSED) for n in range(3)]  # one server: the app raised
+    (note,) = explain(raised, _scenario())
+    assert note.startswith("/predict: the app raised on 3/3 requests: input 'image'")

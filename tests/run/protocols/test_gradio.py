@@ -12,7 +12,7 @@ import pytest
 
 from qbench.errors import TargetError
 from qbench.run.protocols.base import Clock
-from qbench.run.protocols.gradio import GradioProtocol
+from qbench.run.protocols.gradio import GradioProtocol, front_of, in_session
 from qbench.run.protocols.gradio_3x_ws import WebSocketWire
 from qbench.run.protocols.gradio_4_9_sse import SessionStreamWire
 from qbench.run.protocols.gradio_wire import GradioApp
@@ -22,8 +22,9 @@ from qbench.run.scenario.scenario import parse_scenario
 
 
 class FakeResponse:
-    def __init__(self, status: int, body: bytes) -> None:
+    def __init__(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         self.status, self.body = status, body
+        self.headers = headers or {"server": "uvicorn"}
 
     async def read(self) -> bytes:
         return self.body
@@ -40,11 +41,12 @@ class FakeSession:
 
     def __init__(self, routes: dict[str, tuple[int, Any]]) -> None:
         self.routes, self.asked = routes, list[str]()
+        self.headers: dict[str, str] | None = None  # every response's (None: an app server's own)
 
     def get(self, url: str) -> FakeResponse:
         self.asked.append(url)
         status, body = self.routes.get(url, (404, b"not found"))
-        return FakeResponse(status, body if isinstance(body, bytes) else orjson.dumps(body))
+        return FakeResponse(status, body if isinstance(body, bytes) else orjson.dumps(body), self.headers)
 
 
 CONFIG: dict[str, Any] = {
@@ -211,3 +213,36 @@ def test_output_file_urls(ref: str, url: str) -> None:
 def test_sending_before_discovery_is_a_programming_error() -> None:
     with pytest.raises(AssertionError, match="discover"):
         asyncio.run(protocol({}).send(record(), [], 0))
+
+
+@pytest.mark.parametrize(("headers", "found"), [
+    ({"server": "uvicorn"}, None),
+    ({}, None),
+    ({"Server": "nginx/1.22.1", "X-Qbench-Upstream": "127.0.0.1:7861"},
+     {"url": "http://h", "server": "nginx/1.22.1", "upstream": "127.0.0.1:7861"}),
+    ({"server": "uvicorn", "via": "1.1 google"},
+     {"url": "http://h", "server": "uvicorn", "via": "1.1 google"}),
+    ({"server": "envoy"}, {"url": "http://h", "server": "envoy"}),
+])
+def test_the_proxy_in_front_shows_in_its_headers(headers: dict[str, str],
+                                                  found: dict[str, str] | None) -> None:
+    assert front_of(headers, "http://h") == found
+
+
+def test_discovery_records_the_balancer_in_front() -> None:
+    alone = protocol({"http://h/config": (200, CONFIG)})
+    assert "front" not in discover(alone)
+    behind = protocol({"http://h/config": (200, CONFIG)})
+    http: Any = behind.http
+    http.headers = {"server": "nginx/1.22.1"}
+    assert discover(behind)["front"] == {"url": "http://h", "server": "nginx/1.22.1"}
+
+
+@pytest.mark.parametrize(("url", "session", "named"), [
+    ("http://h/gradio_api/upload", "ab c", "http://h/gradio_api/upload?session_hash=ab%20c"),
+    ("http://h/gradio_api/file=/tmp/a.png?x=1", "s1", "http://h/gradio_api/file=/tmp/a.png?x=1&session_hash=s1"),
+    ("http://h/gradio_api/upload", None, "http://h/gradio_api/upload"),
+    ("data:image/png;base64,YWJj", "s1", "data:image/png;base64,YWJj"),
+])
+def test_uploads_and_downloads_name_their_session(url: str, session: str | None, named: str) -> None:
+    assert in_session(url, session) == named
