@@ -258,7 +258,7 @@ class Prober:
         margin = self.tolerance if kind == "confirm" else self.margin
         detector = RunawayDetector(margin=margin) if self.stop_runaway and stop else None
         measured, run_dir, elapsed = self._run(f"{kind}-{rate:.4g}", overrides, detector)
-        steady = steadiness(measured.records, self.margin)
+        steady = steadiness(measured.records, self.margin, bound_s=latency_bound_s(self.constraints))
         probe = judge(kind, rate, measured.summary, measured.stopped, self.constraints, steady,
                       own_bounds(self.scenario))
         probe.duration_s = duration_s
