@@ -27,18 +27,16 @@ def server(rate: float, seconds: float, per_waiting_s: float, seed: int = 0) -> 
     arrivals = np.sort(rng.uniform(0, seconds, rng.poisson(rate * seconds)))
     free = [0.0] * WORKERS
     heapq.heapify(free)
-    starts: list[float] = []
     records = []
     for i, at in enumerate(arrivals):
         start = max(float(at), heapq.heappop(free))
         waiting = int(np.searchsorted(arrivals, start, side="right")) - i - 1  # sent after it, not started
         service = BASE_S * rng.uniform(0.95, 1.05) + per_waiting_s * max(waiting, 0)
         heapq.heappush(free, start + service)
-        starts.append(start)
         records.append(RequestRecord(
             request_id=i, user_id=0, session_id="s", endpoint="e", warmup=at < 0.5, intended_at_s=float(at),
-            sent_at_s=float(at), started_at_s=start, result_at_s=start + service, completed_at_s=start + service,
-            outcome="ok"))
+            sent_at_s=float(at), started_at_s=start, result_at_s=start + service,
+            completed_at_s=start + service, outcome="ok"))
     return records
 
 
