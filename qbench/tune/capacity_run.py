@@ -17,9 +17,12 @@ p95 rests on 100 requests and that a wait of 5 x the SLO's latency bound could b
 [`duration`, `max_duration`]; a scenario of webcam or microphone streams raises both to at least
 STREAM_LENGTHS stream lengths, so streams end within a probe. The first passing probe's rate is then
 measured again (`recheck`, qbench.tune.degradation): a server that got slower during the search is
-said so beside the answer.
+said so beside the answer (degraded, no degradation, or inconclusive). The search's probes also say
+whether the service time rises with the queue (`lower_if_metastable`, qbench.tune.metastable): when it
+does, an answer above the rate a burst cannot tip is lowered to that rate.
 The answer is confirmed last, on the server as the search left it, by one sustained run of
-`confirm_duration` seconds (60); a fail steps down. Then one run at 1.3 x the capacity
+`confirm_duration` seconds (60; METASTABLE_REPEATS in a row, with different Poisson seeds, for a
+metastable server); a fail steps down. Then one run at 1.3 x the capacity
 (`qbench.tune.overload`) says whether throughput holds or falls as the queue grows (the max_size
 advice) and how true the server's ETA is.
 
@@ -33,7 +36,8 @@ Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.results.files.new_fold
                           failing_rate_rps, tolerance, converged, confirmed, probes [... steady,
                           steadiness {verdict, evidence, arrival_rps, completion_rps, backlog {slope,
                           se}, wait {slope, se}, ...}, host_stall], overload (Overload.to_dict()),
-                          degradation (Degradation.to_dict())), users
+                          degradation (Degradation.to_dict()), metastability
+                          (Metastability.to_dict()), lowered_from_rps), users
                           (equivalent users), answer [[label, text], ...] (the answer in words)}
     probes/00-estimate-u<n>/   the closed-loop estimate's run folder
     probes/<nn>-rate-<r>/      one run folder per open-loop probe, in the order they ran
