@@ -537,7 +537,7 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
     if meta is not None and meta.rising:
         cap = meta.max_size(rate)
         head += (f", lowered from the search's {lowered:.3g} req/s, where a burst tips it over"
-                 if lowered is not None else "") + f"; keep max_size={cap} (metastable, below)"
+                 if lowered is not None else "") + f"; keep max_size at {cap} or less (metastable, below)"
     lines = [("capacity", head)]
     lines.append(held_sentence(capacity, "no sustained confirmation was run (--no-confirm)"))
     if meta is not None:

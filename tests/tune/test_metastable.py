@@ -101,7 +101,7 @@ def test_the_answer_says_it_was_lowered_and_names_the_cap() -> None:
                         lowered_from_rps=24.2)
     lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
     assert "lowered from the search's 24.2 req/s, where a burst tips it over" in lines["capacity"]
-    assert f"keep max_size={found.max_size(rate)}" in lines["capacity"]
+    assert f"keep max_size at {found.max_size(rate)} or less" in lines["capacity"]
     assert "each of 2 60 s confirmations (different Poisson seeds)" in lines["held"]
     assert "p95 0.5 / 0.6 s" in lines["held"]
     assert lines["metastable"].startswith("service time rises with the queue: +0.")
