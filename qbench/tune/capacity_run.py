@@ -534,10 +534,14 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
                                 "rate tried")]
     meta, lowered = capacity.metastability, capacity.lowered_from_rps
     head = f"{rate:.3g} req/s of open-loop arrivals meeting {slo}, the server keeping up"
+    overload = capacity.overload
     if meta is not None and meta.rising:
         cap = meta.max_size(rate)
         head += (f", lowered from the search's {lowered:.3g} req/s, where a burst tips it over"
                  if lowered is not None else "") + f"; keep max_size at {cap} or less (metastable, below)"
+    elif overload is not None and overload.fell_at_waiting is not None and overload.max_size is not None:
+        head += (f"; with max_size at {overload.max_size} or less: past about {overload.fell_at_waiting} "
+                 "waiting its throughput falls (past it, below), so without a cap a burst tips it over")
     lines = [("capacity", head)]
     lines.append(held_sentence(capacity, "no sustained confirmation was run (--no-confirm)"))
     if meta is not None:
@@ -566,7 +570,6 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
                                  f"{at.mean_latency_s or 0:.3g} s mean stream length at capacity)"))
     if length_why:
         lines.append(("probe length", length_why))
-    overload = capacity.overload
     if overload is not None:
         lines.append((f"past it (x{overload.rate_rps / overload.capacity_rps:.2g})", overload.advice))
         if overload.eta_finding:

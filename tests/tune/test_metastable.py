@@ -106,3 +106,20 @@ def test_the_answer_says_it_was_lowered_and_names_the_cap() -> None:
     assert "p95 0.5 / 0.6 s" in lines["held"]
     assert lines["metastable"].startswith("service time rises with the queue: +0.")
     assert Capacity.from_dict(capacity.to_dict()).metastability == found
+
+
+def test_throughput_falling_past_the_capacity_puts_its_condition_on_the_answer() -> None:
+    """No service-time finding, but the run past the capacity saw throughput fall past 134 waiting (the
+    issue's figures): the capacity line states the cap it holds with."""
+    from qbench.tune.overload import Overload
+
+    fell = Overload(31.5, 24.2, 28.0, 17.1, 134, 160, [], 107, "past about 134 waiting, throughput fell 39%")
+    held = Probe(24.2, True, kind="confirm", p95_latency_s=0.5, throughput_rps=24.2, duration_s=60)
+    capacity = Capacity(24.2, 26.0, 0.1, True, True, [held], overload=fell)
+    head = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))["capacity"]
+    assert head.endswith("; with max_size at 107 or less: past about 134 waiting its throughput falls (past "
+                         "it, below), so without a cap a burst tips it over")
+    steady = Overload(31.5, 24.2, 28.0, 28.0, None, 160, [], 24, "throughput held")
+    capacity.overload = steady
+    head = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))["capacity"]
+    assert head.endswith("the server keeping up")
