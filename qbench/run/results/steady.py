@@ -27,8 +27,11 @@ residuals. It counts as up in either of two ways:
                 so a growth that stays certain over a whole window is the server falling behind, however
                 slowly: a Gradio chat app at 24 req/s grew its backlog by 0.19/s (+- 0.03) through a 60 s
                 run, under the overload threshold (0.6/s), and the next 60 s run at that rate collapsed.
-                Z_DRIFT is stricter than z: on simulated queues at 75-92% of their ceiling, a flat
-                backlog was called growing in 1-3% of 60 s runs at 3 standard errors (5-9% at 2).
+                It must also show within the window: the backlog grew by DRIFT_MIN_GROWTH (8)
+                requests, or the wait by DRIFT_MIN_WAIT (25%) of the bound, so a short probe's queue
+                filling after its warm-up is not taken for a drift. Z_DRIFT is stricter than z: on
+                simulated queues at 75-92% of their ceiling, a flat backlog was called growing in 1-3%
+                of 60 s runs at 3 standard errors (5-9% at 2).
 
 Requests that never finished inside the run (deadline, interrupted, timeout) never leave the backlog;
 the wait of a request that never started counts from its send to the end of the run (a lower bound).
@@ -50,6 +53,8 @@ BLOCKS = 10
 Z = 2.0  # one-sided, ~98% for a normal slope estimate
 Z_DRIFT = 3.0  # a slow growth counts only when this certain (see the module docstring)
 HORIZON_S = 3600.0  # a slow growth counts when, kept up this long, it adds the SLO's wait bound
+DRIFT_MIN_GROWTH = 8  # ... and it grew the backlog by this many requests within the window ...
+DRIFT_MIN_WAIT = 0.25  # ... or the wait by this share of the bound (a short run's filling queue is not)
 MIN_REQUESTS = 20
 UNFINISHED = frozenset({"deadline", "interrupted", "timeout", "cancelled", "generator_lost"})
 
@@ -183,13 +188,15 @@ def judge_steady(s: Steadiness, z: float = Z) -> list[str]:
         served = max(s.completion_rps, 1e-9)  # a backlog of n waits about n / served seconds
         if s.backlog.up(s.margin * s.arrival_rps, z):
             reasons.append(f"backlog {s.backlog.text('/s')}")
-        elif s.bound_s and s.backlog.up(s.bound_s * served / HORIZON_S, Z_DRIFT):
+        elif (s.bound_s and s.backlog.up(s.bound_s * served / HORIZON_S, Z_DRIFT)
+              and s.backlog.slope * s.window_s >= DRIFT_MIN_GROWTH):
             drift = drift_text(s.backlog.slope / served, s.bound_s)
             reasons.append(f"backlog {s.backlog.text('/s')}, {drift}")
     if s.wait is not None:
         if s.wait.up(s.margin, z):
             reasons.append(f"{s.wait_name} {s.wait.text(' s/s')}")
-        elif s.bound_s and s.wait.up(s.bound_s / HORIZON_S, Z_DRIFT):
+        elif (s.bound_s and s.wait.up(s.bound_s / HORIZON_S, Z_DRIFT)
+              and s.wait.slope * s.window_s >= DRIFT_MIN_WAIT * s.bound_s):
             reasons.append(f"{s.wait_name} {s.wait.text(' s/s')}, {drift_text(s.wait.slope, s.bound_s)}")
     return reasons
 

@@ -145,6 +145,8 @@ def test_the_issues_confirmation_evidence_is_not_steady() -> None:
     assert judge_steady(noisy) == []
     tiny = replace(issue, backlog=Trend(0.005, 0.001))  # certain, but 1 s of wait takes over an hour
     assert judge_steady(tiny) == []
+    short = replace(issue, window_s=5.0, backlog=Trend(0.5, 0.1))  # a 5 s probe's queue filling up:
+    assert judge_steady(short) == []  # certain, but 2.5 requests in the window, not a drift
 
 
 def test_a_queue_wait_certainly_drifting_up_is_not_steady() -> None:
