@@ -536,7 +536,8 @@ OverloadOpt = Annotated[
 ]
 RecheckOpt = Annotated[
     bool, typer.Option(help="Measure the first passing rate again after the search: did the server get "
-                       "slower while it was measured?")
+                       "slower while it was measured? (degraded; no degradation, only when a 5% slowdown "
+                       "is excluded; or inconclusive)")
 ]
 StartRateOpt = Annotated[
     float | None, typer.Option(help="Skip the estimate: start the bracket at this rate (req/s).")
@@ -560,7 +561,8 @@ def capacity(
     duration: ProbeDurationOpt = 5.0,
     max_duration: MaxProbeDurationOpt = 30.0,
     confirm_duration: Annotated[
-        float, typer.Option(help="Seconds of the sustained run that confirms the answer.")
+        float, typer.Option(help="Seconds of the sustained run that confirms the answer (two in a row, "
+                                 "with different Poisson seeds, when the service time rises with the queue).")
     ] = 60.0,
     overload: OverloadOpt = True,
     recheck: RecheckOpt = True,

@@ -30,6 +30,7 @@ from typing import Any
 
 from qbench.run.results.steady import Steadiness
 from qbench.tune.degradation import Degradation
+from qbench.tune.metastable import Metastability
 from qbench.tune.overload import Overload
 
 
@@ -114,6 +115,8 @@ class Capacity:
     probes: list[Probe] = field(default_factory=list)  # every probe, in order (the estimate first)
     overload: Overload | None = None  # what happened past the capacity (qbench.tune.overload)
     degradation: Degradation | None = None  # the server got slower during the search? (tune.degradation)
+    metastability: Metastability | None = None  # service time against the queue (tune.metastable)
+    lowered_from_rps: float | None = None  # the search's answer, when metastability lowered it
 
     @property
     def at_capacity(self) -> Probe | None:
@@ -156,6 +159,8 @@ class Capacity:
             "probes": [p.to_dict() for p in self.probes],
             "overload": self.overload.to_dict() if self.overload is not None else None,
             "degradation": self.degradation.to_dict() if self.degradation is not None else None,
+            "metastability": self.metastability.to_dict() if self.metastability is not None else None,
+            "lowered_from_rps": self.lowered_from_rps,
         }
 
     @classmethod
@@ -169,6 +174,8 @@ class Capacity:
             probes=[Probe.from_dict(p) for p in data.get("probes", [])],
             overload=Overload.from_dict(data.get("overload")),
             degradation=Degradation.from_dict(data.get("degradation")),
+            metastability=Metastability.from_dict(data.get("metastability")),
+            lowered_from_rps=data.get("lowered_from_rps"),
         )
 
 
@@ -184,8 +191,11 @@ def held_sentence(capacity: Capacity, off: str, fell: str = "") -> tuple[str, st
     rate, held = capacity.capacity_rps, capacity.confirmation
     if held is not None and rate is not None:
         steady = held.steadiness.evidence if held.steadiness is not None else ""
-        return ("held", f"for the whole {held.duration_s:g} s confirmation at {rate:.3g} req/s: p95 "
-                        f"{held.p95_latency_s or 0:.3g} s, {held.throughput_rps:.3g} ok/s"
+        passed = [p for p in runs if p.passed and p.rate_rps == rate]
+        whole = (f"each of {len(passed)} {held.duration_s:g} s confirmations (different Poisson seeds)"
+                 if len(passed) > 1 else f"the whole {held.duration_s:g} s confirmation")
+        p95s = " / ".join(f"{p.p95_latency_s or 0:.3g}" for p in passed) if passed else "0"
+        return ("held", f"for {whole} at {rate:.3g} req/s: p95 {p95s} s, {held.throughput_rps:.3g} ok/s"
                         + (f", steady ({steady})" if steady else "") + stepped + fell)
     if capacity.confirmed:
         return ("held", "passed a repeat probe")
@@ -368,20 +378,25 @@ class _Search:
         return lo, hi
 
 
-def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan) -> Capacity:
-    """Confirm `capacity.capacity_rps` with a sustained run (`confirm(rate)`); on a fail (SLO or steady
-    state) that rate becomes the failing rate and the answer steps down by the tolerance (or to just
-    under the completions/s the failed run measured, when lower), then is confirmed again, up to
-    `plan.confirm_tries` runs. The runs are appended to `capacity.probes` (kind "confirm"); the
-    answer, its failing rate and `confirmed` are updated in place. The one confirmation rule of
-    `qbench capacity` (`search_capacity`) and of sweeps (qbench.tune.confirm)."""
+def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int = 1) -> Capacity:
+    """Confirm `capacity.capacity_rps` with `repeats` sustained runs in a row (`confirm(rate)`, each its
+    own Poisson seed where the caller varies it: a metastable server must hold more than one draw of
+    bursts); on a fail (SLO or steady state) that rate becomes the failing rate and the answer steps
+    down by the tolerance (or to just under the completions/s the failed run measured, when lower),
+    then is confirmed again, up to `plan.confirm_tries` rates. The runs are appended to
+    `capacity.probes` (kind "confirm"); the answer, its failing rate and `confirmed` are updated in
+    place. The one confirmation rule of `qbench capacity` (`search_capacity`) and of sweeps
+    (qbench.tune.confirm)."""
     rate, hi = capacity.capacity_rps, capacity.failing_rate_rps
     for _ in range(plan.confirm_tries):
         if rate is None:
             break
-        probe = measure_past_stall(confirm, rate, capacity.probes)
-        probe.kind = "confirm"
-        capacity.probes.append(probe)
+        for _ in range(max(repeats, 1)):
+            probe = measure_past_stall(confirm, rate, capacity.probes)
+            probe.kind = "confirm"
+            capacity.probes.append(probe)
+            if not probe.passed:
+                break
         if probe.passed:
             capacity.capacity_rps, capacity.failing_rate_rps, capacity.confirmed = rate, hi, True
             return capacity

@@ -17,9 +17,12 @@ p95 rests on 100 requests and that a wait of 5 x the SLO's latency bound could b
 [`duration`, `max_duration`]; a scenario of webcam or microphone streams raises both to at least
 STREAM_LENGTHS stream lengths, so streams end within a probe. The first passing probe's rate is then
 measured again (`recheck`, qbench.tune.degradation): a server that got slower during the search is
-said so beside the answer.
+said so beside the answer (degraded, no degradation, or inconclusive). The search's probes also say
+whether the service time rises with the queue (`lower_if_metastable`, qbench.tune.metastable): when it
+does, an answer above the rate a burst cannot tip is lowered to that rate.
 The answer is confirmed last, on the server as the search left it, by one sustained run of
-`confirm_duration` seconds (60); a fail steps down. Then one run at 1.3 x the capacity
+`confirm_duration` seconds (60; METASTABLE_REPEATS in a row, with different Poisson seeds, for a
+metastable server); a fail steps down. Then one run at 1.3 x the capacity
 (`qbench.tune.overload`) says whether throughput holds or falls as the queue grows (the max_size
 advice) and how true the server's ETA is.
 
@@ -33,7 +36,8 @@ Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.results.files.new_fold
                           failing_rate_rps, tolerance, converged, confirmed, probes [... steady,
                           steadiness {verdict, evidence, arrival_rps, completion_rps, backlog {slope,
                           se}, wait {slope, se}, ...}, host_stall], overload (Overload.to_dict()),
-                          degradation (Degradation.to_dict())), users
+                          degradation (Degradation.to_dict()), metastability
+                          (Metastability.to_dict()), lowered_from_rps), users
                           (equivalent users), answer [[label, text], ...] (the answer in words)}
     probes/00-estimate-u<n>/   the closed-loop estimate's run folder
     probes/<nn>-rate-<r>/      one run folder per open-loop probe, in the order they ran
@@ -64,6 +68,7 @@ from qbench.tune.capacity import Capacity, Probe, SearchPlan, held_sentence, sea
 from qbench.tune.capacity_file import CapacityFile
 from qbench.tune.degradation import Degradation, compare
 from qbench.tune.grid import Point
+from qbench.tune.metastable import Metastability, queue_slowdown
 from qbench.tune.overload import OVERLOAD_FACTOR, Overload, analyse
 from qbench.tune.point import Measured, RunawayDetector, point_result, run_measured
 from qbench.tune.recommend import Constraints, bounds_text
@@ -77,6 +82,7 @@ STALL_SHARE = 0.5  # a generator lag this share of the SLO's latency bound marks
 STALL_FLOOR_S = 0.05  # ... and at least this long
 STALL_NO_BOUND_S = 0.25  # the stall without a latency bound in the SLO
 STREAM_LENGTHS = 3  # a probe of webcam or microphone streams lasts at least this many stream lengths
+METASTABLE_REPEATS = 2  # sustained runs in a row (different Poisson seeds) a metastable answer must hold
 ProbeObserver = Callable[[Probe], None]
 
 
@@ -223,6 +229,7 @@ class Prober:
     max_duration_s: float = DEFAULT_MAX_PROBE_S
     confirm_duration_s: float = DEFAULT_CONFIRM_S
     server: dict[str, Any] | None = None  # the last probe's run.json `server` (a balancer in front?)
+    confirmed_at: dict[float, int] = field(default_factory=dict)  # sustained runs so far, by rate
 
     @property
     def margin(self) -> float:
@@ -251,16 +258,19 @@ class Prober:
             self.observer(probe)
         return probe
 
-    def open_loop(self, rate: float, duration_s: float, kind: str = "rate", stop: bool = True
-                  ) -> tuple[Probe, list[RequestRecord]]:
+    def open_loop(self, rate: float, duration_s: float, kind: str = "rate", stop: bool = True,
+                  seed_offset: int = 0) -> tuple[Probe, list[RequestRecord]]:
         """An open-loop probe at `rate` req/s for `duration_s`, judged with its steady-state test. The
         sustained confirmation is stopped early only by an overload beyond the tolerance: a smaller
-        one, or a passing stall of the host, is judged on the whole run."""
+        one, or a passing stall of the host, is judged on the whole run. `seed_offset`: another draw
+        of Poisson arrivals (and payloads) than the scenario's seed gives."""
         overrides = rate_overrides(self.base_overrides, rate, duration_s)
+        if seed_offset:
+            overrides.update(seed_overrides(self.scenario, seed_offset))
         margin = self.tolerance if kind == "confirm" else self.margin
         detector = RunawayDetector(margin=margin) if self.stop_runaway and stop else None
         measured, run_dir, elapsed = self._run(f"{kind}-{rate:.4g}", overrides, detector)
-        steady = steadiness(measured.records, self.margin)
+        steady = steadiness(measured.records, self.margin, bound_s=latency_bound_s(self.constraints))
         probe = judge(kind, rate, measured.summary, measured.stopped, self.constraints, steady,
                       own_bounds(self.scenario))
         probe.duration_s = duration_s
@@ -276,8 +286,10 @@ class Prober:
         return self.open_loop(rate, self.length.seconds(rate))[0]
 
     def confirm(self, rate: float) -> Probe:
-        """The sustained run at the answer."""
-        return self.open_loop(rate, self.confirm_duration_s, "confirm")[0]
+        """The sustained run at the answer; a repeat at the same rate draws other Poisson arrivals."""
+        runs = self.confirmed_at.get(rate, 0)
+        self.confirmed_at[rate] = runs + 1
+        return self.open_loop(rate, self.confirm_duration_s, "confirm", seed_offset=runs)[0]
 
     def overload(self, capacity: float) -> tuple[Probe, Overload | None]:
         """One run at OVERLOAD_FACTOR x the capacity, not stopped early, and what it showed."""
@@ -301,6 +313,13 @@ class Prober:
         probe.rate_rps = users / probe.mean_latency_s if probe.mean_latency_s else probe.throughput_rps
         _split_sessions(probe, measured)
         return self._done(probe, run_dir, elapsed), measured.records
+
+
+def seed_overrides(scenario: Scenario, offset: int) -> dict[str, Any]:
+    """The overrides that move the seed of arrivals and payloads (`Scenario.seed`) by `offset`."""
+    key = "mix.0.payload.seed" if scenario.mix else "journey.0.payload.seed" if scenario.journey else (
+        "payload.seed")
+    return {key: scenario.seed + offset}
 
 
 def _split_sessions(probe: Probe, measured: Measured) -> None:
@@ -444,8 +463,9 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
     if config.recheck:
         degradation = recheck(prober, capacity)
         capacity.degradation = degradation
+    repeats = METASTABLE_REPEATS if lower_if_metastable(capacity, prober) else 1
     if config.plan.confirm and capacity.capacity_rps is not None:  # last: on the server as the search left it
-        sustain(capacity, prober.confirm, config.plan)
+        sustain(capacity, prober.confirm, config.plan, repeats)
     if config.overload and capacity.capacity_rps is not None:
         probe, overload = prober.overload(capacity.capacity_rps)
         capacity.probes.append(probe)
@@ -473,6 +493,26 @@ def recheck(prober: Prober, capacity: Capacity) -> Degradation | None:
     return replace(found, start_probe=first.run_dir, end_probe=probe.run_dir) if found else None
 
 
+def lower_if_metastable(capacity: Capacity, prober: Prober) -> Metastability | None:
+    """Service time against the queue over the search's open-loop probes (qbench.tune.metastable),
+    kept in `capacity.metastability`; when it rises, an answer above the safe rate is lowered to it
+    (`capacity.lowered_from_rps` keeps the search's). Returns the finding when it rises (the answer
+    then needs METASTABLE_REPEATS sustained runs), else None."""
+    bound, rate = latency_bound_s(prober.constraints), capacity.capacity_rps
+    if rate is None or not bound:
+        return None
+    runs = [read_records(prober.root / p.run_dir) for p in capacity.probes
+            if p.kind in ("rate", "recheck") and p.run_dir]
+    found = queue_slowdown(runs, rate, bound)
+    capacity.metastability = found
+    safe = found.safe_rps if found is not None else None
+    if found is None or safe is None:
+        return None
+    if safe < rate:
+        capacity.lowered_from_rps, capacity.capacity_rps = rate, safe
+    return found
+
+
 def capacity_prober(config: CapacityConfig, observer: ProbeObserver | None = None) -> Prober:
     return Prober(
         config.scenario, config.target, config.constraints, config.out_dir / "probes", config.out_dir,
@@ -495,8 +535,20 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
         low = f"{failing:.3g} req/s" if failing is not None else "the lowest rate"
         return [("no capacity", f"the SLO ({slo}) or the steady state fails even at {low}, the lowest "
                                 "rate tried")]
-    lines = [("capacity", f"{rate:.3g} req/s of open-loop arrivals meeting {slo}, the server keeping up")]
+    meta, lowered = capacity.metastability, capacity.lowered_from_rps
+    head = f"{rate:.3g} req/s of open-loop arrivals meeting {slo}, the server keeping up"
+    overload = capacity.overload
+    if meta is not None and meta.rising:
+        cap = meta.max_size(rate)
+        head += (f", lowered from the search's {lowered:.3g} req/s, where a burst tips it over"
+                 if lowered is not None else "") + f"; keep max_size at {cap} or less (metastable, below)"
+    elif overload is not None and overload.fell_at_waiting is not None and overload.max_size is not None:
+        head += (f"; with max_size at {overload.max_size} or less: past about {overload.fell_at_waiting} "
+                 "waiting its throughput falls (past it, below), so without a cap a burst tips it over")
+    lines = [("capacity", head)]
     lines.append(held_sentence(capacity, "no sustained confirmation was run (--no-confirm)"))
+    if meta is not None:
+        lines.append(("metastable" if meta.rising else "with the queue", meta.text(rate)))
     degradation = capacity.degradation
     if degradation is not None:
         lines.append(("over the search", degradation.text()))
@@ -521,7 +573,6 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
                                  f"{at.mean_latency_s or 0:.3g} s mean stream length at capacity)"))
     if length_why:
         lines.append(("probe length", length_why))
-    overload = capacity.overload
     if overload is not None:
         lines.append((f"past it (x{overload.rate_rps / overload.capacity_rps:.2g})", overload.advice))
         if overload.eta_finding:

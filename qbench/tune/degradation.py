@@ -5,13 +5,22 @@ every event, caches, sessions) serves the last probes slower than the first, and
 way does not hold over the server's life. `qbench capacity` therefore measures the rate of its first
 passing probe once more after the search (`Degradation` compares the two):
 
-    metric      the median service time of the ok requests (process start -> result, the server's own
-                work, little moved by queueing at a passing rate); the median latency from the actual send
-                where the protocol has no start event (plain HTTP)
-    change      end / start - 1, with a 95% bootstrap interval (medians of 1,000 resamples of each run)
-    degraded    the interval is above 0 and the change is at least `MATERIAL` (5%)
+    service     the median service time of the ok requests (process start -> result, the server's own
+                work); the median latency from the actual send where the protocol has no start event
+                (plain HTTP)
+    latency     the median latency (from the intended send: what users wait) at the same rate: queueing
+                magnifies a slower service, and a server can slow down outside its function (a busier
+                event loop, more open connections) where the service time does not show it
+    change      end / start - 1 of each, with a 95% bootstrap interval (medians of 1,000 resamples)
 
-The answer then says so beside the capacity ("service time +16% over this search: the server degrades
+The verdict is one of three, each from the intervals, never from the point estimate alone:
+
+    degraded        an interval lies above 0 and its change is at least `MATERIAL` (5%)
+    no degradation  both intervals end under +`MATERIAL`: a slowdown that matters is excluded
+    inconclusive    neither: the runs were too short or too noisy to exclude a +5% slowdown (the
+                    answer says how large a slowdown the data still allow)
+
+The answer says so beside the capacity ("service time +16% over this search ...: the server degrades
 with use; run `qbench soak` before provisioning"), and the confirmation runs after this measurement, on
 the server as the search left it.
 """
@@ -26,9 +35,33 @@ import numpy as np
 
 from qbench.run.records import RequestRecord
 
-MATERIAL = 0.05  # a change under 5% is not worth a warning
+MATERIAL = 0.05  # a slowdown under 5% is not worth a warning, one the data cannot exclude is not "none"
 RESAMPLES = 1000
 MIN_REQUESTS = 10
+
+
+@dataclass(frozen=True)
+class Change:
+    """One metric's medians at the start and the end, the relative change and its 95% interval."""
+
+    start_s: float
+    end_s: float
+    change: float  # end / start - 1
+    low: float
+    high: float
+
+    @property
+    def degraded(self) -> bool:
+        return self.low > 0 and self.change >= MATERIAL
+
+    @property
+    def excluded(self) -> bool:
+        """A slowdown of MATERIAL or more is outside the interval."""
+        return self.high < MATERIAL
+
+    def text(self, name: str) -> str:
+        return (f"{name} {self.change:+.0%} (95% CI {self.low:+.0%} to {self.high:+.0%}; p50 "
+                f"{self.start_s * 1000:.3g} -> {self.end_s * 1000:.3g} ms)")
 
 
 @dataclass(frozen=True)
@@ -44,54 +77,89 @@ class Degradation:
     high: float
     start_probe: str = ""  # run folders of the two probes
     end_probe: str = ""
+    latency: Change | None = None  # the median latency at the same rate (None: the metric is latency)
+
+    @property
+    def service(self) -> Change:
+        return Change(self.start_s, self.end_s, self.change, self.low, self.high)
+
+    @property
+    def changes(self) -> list[tuple[str, Change]]:
+        named = [(self.metric, self.service)]
+        return named + ([("latency", self.latency)] if self.latency is not None else [])
 
     @property
     def degraded(self) -> bool:
-        return self.low > 0 and self.change >= MATERIAL
+        return any(c.degraded for _, c in self.changes)
+
+    @property
+    def verdict(self) -> str:
+        """'degraded', 'no degradation' (a +MATERIAL slowdown excluded) or 'inconclusive'."""
+        if self.degraded:
+            return "degraded"
+        return "no degradation" if all(c.excluded for _, c in self.changes) else "inconclusive"
 
     def text(self) -> str:
         """The finding in words, beside the answer."""
-        head = (f"{self.metric} {self.change:+.0%} over this search (95% CI {self.low:+.0%} to "
-                f"{self.high:+.0%}; p50 {self.start_s * 1000:.3g} -> {self.end_s * 1000:.3g} ms at "
-                f"{self.rate_rps:.3g} req/s)")
-        if self.degraded:
+        head = (f"{' and '.join(c.text(name) for name, c in self.changes)} over this search at "
+                f"{self.rate_rps:.3g} req/s")
+        verdict = self.verdict
+        if verdict == "degraded":
             return (f"{head}: the server degrades with use; the answer was confirmed on the server as the "
                     "search left it, but run `qbench soak` before provisioning")
-        return f"{head}: no degradation"
+        if verdict == "inconclusive":
+            worst = max(c.high for _, c in self.changes)
+            return (f"{head}: inconclusive: the runs do not exclude a slowdown of {MATERIAL:.0%} or more "
+                    f"(up to {worst:+.0%}); run `qbench soak` to know")
+        return f"{head}: no degradation (a slowdown of {MATERIAL:.0%} or more is excluded)"
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "degraded": self.degraded}
+        return {**asdict(self), "degraded": self.degraded, "verdict": self.verdict}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Degradation | None:
         if not data:
             return None
-        names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in names})
+        names = set(cls.__dataclass_fields__) - {"latency"}
+        latency = data.get("latency")
+        return cls(**{k: v for k, v in data.items() if k in names},
+                   latency=Change(**latency) if isinstance(latency, dict) else None)
 
 
 def compare(rate: float, before: Sequence[RequestRecord], after: Sequence[RequestRecord],
             seed: int = 0) -> Degradation | None:
     """`before` and `after` at `rate` (None: too few ok requests in either to say)."""
+    rng = np.random.default_rng(seed)
     metric, a, b = _values(before, after)
+    found = _change(a, b, rng)
+    if found is None:
+        return None
+    latency = None
+    if metric == "service time":
+        latency = _change(_ok(before, "latency_s"), _ok(after, "latency_s"), rng)
+    return Degradation(rate, metric, found.start_s, found.end_s, found.change, found.low, found.high,
+                       latency=latency)
+
+
+def _change(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> Change | None:
     if a.size < MIN_REQUESTS or b.size < MIN_REQUESTS or float(np.median(a)) <= 0:
         return None
-    rng = np.random.default_rng(seed)
     ma = np.median(rng.choice(a, (RESAMPLES, a.size)), axis=1)
     mb = np.median(rng.choice(b, (RESAMPLES, b.size)), axis=1)
     ratios = mb / np.maximum(ma, 1e-12) - 1
     start, end = float(np.median(a)), float(np.median(b))
-    return Degradation(rate, metric, start, end, end / start - 1, float(np.percentile(ratios, 2.5)),
-                       float(np.percentile(ratios, 97.5)))
+    return Change(start, end, end / start - 1, float(np.percentile(ratios, 2.5)),
+                  float(np.percentile(ratios, 97.5)))
+
+
+def _ok(records: Sequence[RequestRecord], name: str) -> np.ndarray:
+    values = [getattr(r, name) for r in records if r.outcome == "ok" and not r.warmup]
+    return np.array([v for v in values if v is not None], dtype=np.float64)
 
 
 def _values(before: Sequence[RequestRecord], after: Sequence[RequestRecord]
             ) -> tuple[str, np.ndarray, np.ndarray]:
-    def ok(records: Sequence[RequestRecord], name: str) -> np.ndarray:
-        values = [getattr(r, name) for r in records if r.outcome == "ok" and not r.warmup]
-        return np.array([v for v in values if v is not None], dtype=np.float64)
-
-    service_a, service_b = ok(before, "service_s"), ok(after, "service_s")
+    service_a, service_b = _ok(before, "service_s"), _ok(after, "service_s")
     if service_a.size >= MIN_REQUESTS and service_b.size >= MIN_REQUESTS:
         return "service time", service_a, service_b
-    return "latency from the send", ok(before, "latency_from_send_s"), ok(after, "latency_from_send_s")
+    return "latency from the send", _ok(before, "latency_from_send_s"), _ok(after, "latency_from_send_s")

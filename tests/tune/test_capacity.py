@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from qbench.tune.capacity import Capacity, Probe, SearchPlan, search_capacity
+from qbench.tune.capacity import Capacity, Probe, SearchPlan, held_sentence, search_capacity, sustain
 
 
 def server(capacity: float, *, runaway_above: float | None = None, mean_latency_s: float = 0.1
@@ -112,6 +112,25 @@ def test_a_lucky_short_pass_is_caught_by_the_sustained_confirmation_which_steps_
     assert found.failing_rate_rps == sustained[0] and len(sustained) == 2  # one step, from what it completed
     assert [p.kind for p in found.probes].count("confirm") == 2
     assert found.first_failing is not None and found.first_failing.kind == "confirm"
+
+
+def test_a_metastable_answer_must_hold_every_repeat_and_one_failed_repeat_steps_down() -> None:
+    """Two sustained runs in a row per rate: at 24 the first draw holds and the second tips over (a
+    metastable server); the answer steps down to 24 / 1.1 and holds both there."""
+    draws: dict[float, int] = {}
+
+    def confirm(rate: float) -> Probe:
+        draws[rate] = draws.get(rate, 0) + 1
+        held = rate < 23 or draws[rate] == 1
+        return Probe(rate, passed=held, steady=held, throughput_rps=rate if held else 23.0)
+
+    capacity = Capacity(24.0, 26.0, 0.1, True, False, [])
+    sustain(capacity, confirm, SearchPlan(tolerance=0.1), repeats=2)
+    assert capacity.confirmed and capacity.capacity_rps == pytest.approx(24 / 1.1)
+    assert list(draws.values()) == [2, 2] and capacity.failing_rate_rps == 24.0
+    assert [p.passed for p in capacity.probes] == [True, False, True, True]
+    lines = held_sentence(capacity, "")
+    assert lines[0] == "held" and "each of 2" in lines[1] and "failed at 24 req/s" in lines[1]
 
 
 def test_a_confirmation_that_never_holds_is_not_confirmed() -> None:

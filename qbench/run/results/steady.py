@@ -11,12 +11,27 @@ last measured send):
 
 A trend is the least-squares slope over `BLOCKS` block means of the window (batch means: a queue's
 backlog is autocorrelated, so raw samples would understate the noise), with its standard error from the
-residuals. It counts as up when it is both certain (slope > z x standard error) and large enough to
-matter: `margin` x the arrival rate for the backlog (req/s), `margin` for the wait (s per s). A server
-offered (1 + e) times what it completes grows its backlog at about e x its completion rate and each
-request's wait by about e s per s, so `margin` is half the overload the caller wants to see (the
-capacity search's tolerance / 2). Whether a window is long enough for such an overload to be certain is
-`probe_seconds`: the backlog grows by e mu T while arrival noise is sqrt(lambda T).
+residuals. It counts as up in either of two ways:
+
+    overload    certain (slope > z x standard error) and at least `margin` x the arrival rate for the
+                backlog (req/s), `margin` for the wait (s per s). A server offered (1 + e) times what it
+                completes grows its backlog at about e x its completion rate and each request's wait by
+                about e s per s, so `margin` is a share of the overload the caller wants to see (the
+                capacity search's tolerance / 4). Whether a window is long enough for such an overload to
+                be certain is `probe_seconds`: the backlog grows by e mu T while arrival noise is
+                sqrt(lambda T).
+    drift       with the SLO's wait bound known (`bound_s`): very certain (slope > Z_DRIFT standard
+                errors) and large enough that, kept up for `HORIZON_S` (an hour of service), it adds the
+                whole bound to the queue wait: backlog slope x HORIZON_S / completion rate >= bound_s, or
+                wait slope x HORIZON_S >= bound_s. A queue that meets a wait bound relaxes within seconds,
+                so a growth that stays certain over a whole window is the server falling behind, however
+                slowly: a Gradio chat app at 24 req/s grew its backlog by 0.19/s (+- 0.03) through a 60 s
+                run, under the overload threshold (0.6/s), and the next 60 s run at that rate collapsed.
+                It must also show within the window: the backlog grew by DRIFT_MIN_GROWTH (8)
+                requests, or the wait by DRIFT_MIN_WAIT (25%) of the bound, so a short probe's queue
+                filling after its warm-up is not taken for a drift. Z_DRIFT is stricter than z: on
+                simulated queues at 75-92% of their ceiling, a flat backlog was called growing in 1-3%
+                of 60 s runs at 3 standard errors (5-9% at 2).
 
 Requests that never finished inside the run (deadline, interrupted, timeout) never leave the backlog;
 the wait of a request that never started counts from its send to the end of the run (a lower bound).
@@ -36,6 +51,10 @@ from qbench.run.records import RequestRecord
 
 BLOCKS = 10
 Z = 2.0  # one-sided, ~98% for a normal slope estimate
+Z_DRIFT = 3.0  # a slow growth counts only when this certain (see the module docstring)
+HORIZON_S = 3600.0  # a slow growth counts when, kept up this long, it adds the SLO's wait bound
+DRIFT_MIN_GROWTH = 8  # ... and it grew the backlog by this many requests within the window ...
+DRIFT_MIN_WAIT = 0.25  # ... or the wait by this share of the bound (a short run's filling queue is not)
 MIN_REQUESTS = 20
 UNFINISHED = frozenset({"deadline", "interrupted", "timeout", "cancelled", "generator_lost"})
 
@@ -85,11 +104,12 @@ class Steadiness:
     completions: int  # requests that finished (any outcome but given up) in the window
     arrival_rps: float
     completion_rps: float
-    margin: float  # relative overload that counts (half the tolerance)
+    margin: float  # relative overload that counts (a share of the tolerance)
     backlog: Trend | None = None  # req/s
     wait: Trend | None = None  # s per s
     wait_name: str = "queue wait"  # "latency" where the protocol has no start event
     reasons: list[str] = field(default_factory=list)  # what was not steady, with its evidence
+    bound_s: float | None = None  # the SLO's wait bound a slow drift is weighed against (None: not known)
 
     @property
     def evidence(self) -> str:
@@ -130,9 +150,11 @@ def _left_at(record: RequestRecord) -> float:
     return record.completed_at_s
 
 
-def steadiness(records: Sequence[RequestRecord], margin: float = 0.025, z: float = Z) -> Steadiness | None:
+def steadiness(records: Sequence[RequestRecord], margin: float = 0.025, z: float = Z,
+               bound_s: float | None = None) -> Steadiness | None:
     """Steady-state test over the measured window (see the module docstring); None with too few
-    measured requests to judge."""
+    measured requests to judge. `bound_s`: the SLO's latency or queue-wait bound, against which a slow
+    but certain drift is weighed (None: only an overload of `margin` counts)."""
     sent = [r for r in records if r.sent_at_s is not None]
     measured = [r for r in sent if not r.warmup]
     if len(measured) < MIN_REQUESTS:
@@ -151,7 +173,7 @@ def steadiness(records: Sequence[RequestRecord], margin: float = 0.025, z: float
     backlog = trend(grid, backlog_now)
     wait, wait_name = _wait_trend(measured)
     result = Steadiness(True, window, arrivals, completions, arrivals / window, completions / window,
-                        margin, backlog, wait, wait_name)
+                        margin, backlog, wait, wait_name, bound_s=bound_s)
     reasons = judge_steady(result, z)
     return replace(result, steady=not reasons, reasons=reasons)
 
@@ -162,11 +184,28 @@ def judge_steady(s: Steadiness, z: float = Z) -> list[str]:
     deficit = s.arrivals - s.completions
     if deficit > z * math.sqrt(max(s.arrivals, 1)) and deficit > s.margin * s.arrivals:
         reasons.append(f"completions {s.completion_rps:.3g}/s behind arrivals {s.arrival_rps:.3g}/s")
-    if s.backlog is not None and s.backlog.up(s.margin * s.arrival_rps, z):
-        reasons.append(f"backlog {s.backlog.text('/s')}")
-    if s.wait is not None and s.wait.up(s.margin, z):
-        reasons.append(f"{s.wait_name} {s.wait.text(' s/s')}")
+    if s.backlog is not None:
+        served = max(s.completion_rps, 1e-9)  # a backlog of n waits about n / served seconds
+        if s.backlog.up(s.margin * s.arrival_rps, z):
+            reasons.append(f"backlog {s.backlog.text('/s')}")
+        elif (s.bound_s and s.backlog.up(s.bound_s * served / HORIZON_S, Z_DRIFT)
+              and s.backlog.slope * s.window_s >= DRIFT_MIN_GROWTH):
+            drift = drift_text(s.backlog.slope / served, s.bound_s)
+            reasons.append(f"backlog {s.backlog.text('/s')}, {drift}")
+    if s.wait is not None:
+        if s.wait.up(s.margin, z):
+            reasons.append(f"{s.wait_name} {s.wait.text(' s/s')}")
+        elif (s.bound_s and s.wait.up(s.bound_s / HORIZON_S, Z_DRIFT)
+              and s.wait.slope * s.window_s >= DRIFT_MIN_WAIT * s.bound_s):
+            reasons.append(f"{s.wait_name} {s.wait.text(' s/s')}, {drift_text(s.wait.slope, s.bound_s)}")
     return reasons
+
+
+def drift_text(wait_s_per_s: float, bound_s: float) -> str:
+    """'certainly growing: +1 s of queue wait (the SLO's bound) every 2.1 min'."""
+    every = bound_s / wait_s_per_s
+    when = f"{every / 60:.2g} min" if every >= 60 else f"{every:.2g} s"
+    return f"certainly growing: +{bound_s:g} s of queue wait (the SLO's bound) every {when}"
 
 
 def _wait_trend(measured: Sequence[RequestRecord]) -> tuple[Trend | None, str]:

@@ -1,0 +1,150 @@
+"""Metastable near its capacity? Service time that rises with the queue, and the rate a burst cannot tip.
+
+A server whose own work slows down as requests pile up (a Python event loop busier with every waiting
+connection, a GIL shared with the queue's bookkeeping) holds a rate only until a burst grows its queue:
+each request waiting makes the service slower, the slower service grows the queue, and the server
+collapses at a rate it held for a minute. A Gradio 6.31 `gr.ChatInterface` (four at a time, ~130 ms)
+held 24 req/s for 60 s and collapsed in the next 60 s at that rate, its service time rising 0.14 ->
+0.25 s with the queue. The search's probes already show it: the ones above the capacity ran with a queue.
+
+    slowdown    per ok request (the runs given: the search's open-loop probes), its service time
+                against the requests waiting when it started (sent, not started); the least-squares
+                slope over block means of the requests ordered by that count (`steady.trend`), with its
+                standard error, and the median service with fewer than `FEW` waiting (the base)
+    rising      the slope is certain (> Z standard errors) and material: at the queue the SLO allows
+                (capacity x the latency bound: the most that can wait and still start within it) the
+                service is at least `MATERIAL` (5%) slower than the base
+    concurrency how many ran at once: the median count of requests running when one started
+    tipping     at rate r, the waiting count past which the server completes fewer than r per second:
+                concurrency / (base + slope x q) = r, q = (concurrency / r - base) / slope. A burst that
+                pushes the queue there does not drain: the server collapses
+    safe rate   the highest rate whose tipping point is `BURST_WAITS` (3) times the queue the SLO allows
+                (r x bound): a burst must pile up three SLO bounds' worth of arrivals, far past what a
+                Poisson queue meeting the bound reaches, to tip it. Solving
+                concurrency / r - base = BURST_WAITS x bound x slope x r gives
+                r = (-base + sqrt(base^2 + 4 a concurrency)) / (2 a), a = BURST_WAITS x bound x slope
+
+`qbench capacity` lowers its answer to the safe rate when a rising server's answer is above it, confirms
+it with repeated sustained runs (different Poisson seeds), and names the `max_size` under the tipping
+point that keeps a burst from reaching it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from qbench.run.records import RequestRecord
+from qbench.run.results.steady import Trend, Z, trend
+
+FEW = 2  # a request that started behind fewer than this many waiting gives the base service time
+MATERIAL = 0.05  # service at the SLO's queue this much slower than the base: rising
+BURST_WAITS = 3.0  # the safe rate's tipping point is this many times the queue the SLO allows
+MIN_REQUESTS = 50
+MIN_QUEUED = 20  # requests that started behind at least FEW waiting: without them there is no slope
+CAP_SHARE = 0.8  # the advised max_size: this share of the tipping point
+
+
+@dataclass(frozen=True)
+class Metastability:
+    """How the service time rose with the queue over the runs given, and what follows for a rate."""
+
+    base_s: float  # median service time with fewer than FEW waiting
+    slope: Trend  # service seconds added per request waiting
+    concurrency: int  # requests running at once (median when one started)
+    requests: int  # ok requests with a service time the finding rests on
+    max_waiting: int  # the longest queue a request started behind
+    capacity_rps: float  # the rate the finding was weighed at (the search's answer)
+    bound_s: float  # the SLO's latency bound
+
+    @property
+    def rising(self) -> bool:
+        """The service time certainly rises with the queue, by MATERIAL or more at the SLO's queue."""
+        at_slo = self.capacity_rps * self.bound_s
+        return self.slope.up(MATERIAL * self.base_s / max(at_slo, 1.0), Z)
+
+    def tipping(self, rate_rps: float) -> float | None:
+        """Waiting count past which the server completes fewer than `rate_rps` (None: never)."""
+        if self.slope.slope <= 0:
+            return None
+        return max((self.concurrency / rate_rps - self.base_s) / self.slope.slope, 0.0)
+
+    @property
+    def safe_rps(self) -> float | None:
+        """The highest rate whose tipping point is BURST_WAITS x rate x bound (None: not rising)."""
+        if not self.rising:
+            return None
+        a = BURST_WAITS * self.bound_s * self.slope.slope
+        return (-self.base_s + math.sqrt(self.base_s**2 + 4 * a * self.concurrency)) / (2 * a)
+
+    def max_size(self, rate_rps: float) -> int | None:
+        """A queue cap under the tipping point at `rate_rps` (None: no tipping point)."""
+        q = self.tipping(rate_rps)
+        return None if q is None else max(1, int(CAP_SHARE * q))
+
+    def text(self, rate_rps: float) -> str:
+        """The finding in words, at the rate answered."""
+        head = (f"service time rises with the queue: {self.slope.slope * 1000:+.2g} ms per request "
+                f"waiting (± {self.slope.se * 1000:.2g}; {self.base_s * 1000:.3g} ms with none waiting, "
+                f"{self.concurrency} at a time, {self.requests} requests, up to {self.max_waiting} waiting)")
+        if not self.rising:
+            return f"{head}: not enough to matter at the SLO's queue"
+        tipping = self.tipping(rate_rps)
+        cap = self.max_size(rate_rps)
+        return (f"{head}: metastable; at {rate_rps:.3g} req/s a burst past about {tipping or 0:.0f} waiting "
+                f"does not drain and the server collapses; set max_size={cap} so no burst reaches it")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "rising": self.rising, "safe_rps": self.safe_rps}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Metastability | None:
+        if not isinstance(data, dict) or not isinstance(data.get("slope"), dict):
+            return None
+        names = set(cls.__dataclass_fields__) - {"slope"}
+        return cls(**{k: v for k, v in data.items() if k in names}, slope=Trend(**data["slope"]))
+
+
+def queue_slowdown(runs: Sequence[Sequence[RequestRecord]], capacity_rps: float, bound_s: float
+                   ) -> Metastability | None:
+    """Service time against the queue over `runs` (each one run's records), weighed at `capacity_rps`
+    under a latency bound of `bound_s` (None: too few requests, or too few that started behind a queue,
+    or a protocol without start events)."""
+    waiting: list[int] = []
+    service: list[float] = []
+    running: list[int] = []
+    for records in runs:
+        w, s, r = _per_request(records)
+        waiting += w
+        service += s
+        running += r
+    q, s_ = np.array(waiting), np.array(service)
+    if q.size < MIN_REQUESTS or np.count_nonzero(q >= FEW) < MIN_QUEUED or np.count_nonzero(q < FEW) < 10:
+        return None
+    slope = trend(q, s_)
+    if slope is None:
+        return None
+    return Metastability(float(np.median(s_[q < FEW])), slope, max(1, round(float(np.median(running)))),
+                         int(q.size), int(q.max()), capacity_rps, bound_s)
+
+
+def _per_request(records: Sequence[RequestRecord]) -> tuple[list[int], list[float], list[int]]:
+    """(waiting when it started, service time, running when it started) of each measured ok request."""
+    sent = [r for r in records if r.sent_at_s is not None]
+    ok = [r for r in sent if r.ok and not r.warmup and r.started_at_s is not None and r.service_s is not None]
+    if not ok:
+        return [], [], []
+    sends = np.sort([float(r.sent_at_s) for r in sent if r.sent_at_s is not None])
+    starts = np.sort([r.started_at_s if r.started_at_s is not None else math.inf for r in sent])
+    began = np.sort([float(r.started_at_s) for r in ok if r.started_at_s is not None])
+    ended = np.sort([float(r.started_at_s) + float(r.service_s) for r in ok
+                     if r.started_at_s is not None and r.service_s is not None])
+    at = np.array([float(r.started_at_s) for r in ok if r.started_at_s is not None])
+    waiting = np.searchsorted(sends, at, side="right") - np.searchsorted(starts, at, side="right")
+    running = np.searchsorted(began, at, side="right") - np.searchsorted(ended, at, side="right")
+    service = [float(r.service_s) for r in ok if r.service_s is not None]
+    return [int(x) for x in waiting], service, [int(x) for x in running]

@@ -1,0 +1,125 @@
+"""Metastability (qbench.tune.metastable): simulated servers whose truth is built in. Four workers of
+135 ms whose service time grows by a known amount per request waiting (the Gradio chat app of the issue:
+0.8 ms), or not at all; Poisson arrivals."""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+import pytest
+
+from qbench.run.records import RequestRecord
+from qbench.run.results.steady import steadiness
+from qbench.tune.capacity import Capacity, Probe
+from qbench.tune.capacity_run import describe
+from qbench.tune.metastable import BURST_WAITS, Metastability, queue_slowdown
+from qbench.tune.recommend import Constraints
+
+BASE_S, WORKERS = 0.135, 4
+
+
+def server(rate: float, seconds: float, per_waiting_s: float, seed: int = 0) -> list[RequestRecord]:
+    """Poisson arrivals at `rate` into WORKERS FIFO workers; a request's service is BASE_S (+-5%) plus
+    `per_waiting_s` per request waiting when it starts."""
+    rng = np.random.default_rng(seed)
+    arrivals = np.sort(rng.uniform(0, seconds, rng.poisson(rate * seconds)))
+    free = [0.0] * WORKERS
+    heapq.heapify(free)
+    records = []
+    for i, at in enumerate(arrivals):
+        start = max(float(at), heapq.heappop(free))
+        waiting = int(np.searchsorted(arrivals, start, side="right")) - i - 1  # sent after it, not started
+        service = BASE_S * rng.uniform(0.95, 1.05) + per_waiting_s * max(waiting, 0)
+        heapq.heappush(free, start + service)
+        records.append(RequestRecord(
+            request_id=i, user_id=0, session_id="s", endpoint="e", warmup=at < 0.5, intended_at_s=float(at),
+            sent_at_s=float(at), started_at_s=start, result_at_s=start + service,
+            completed_at_s=start + service, outcome="ok"))
+    return records
+
+
+def search_runs(per_waiting_s: float) -> list[list[RequestRecord]]:
+    """What a capacity search's probes give: short runs below, at and above the ceiling (29.6 req/s)."""
+    return [server(rate, 10, per_waiting_s, seed) for seed, rate in enumerate((20, 26, 29, 33, 24, 27))]
+
+
+def test_service_rising_with_the_queue_is_metastable_and_the_safe_rate_is_below_the_search() -> None:
+    found = queue_slowdown(search_runs(0.0008), 24.2, 1.0)
+    assert found is not None and found.concurrency == WORKERS
+    assert found.base_s == pytest.approx(BASE_S, rel=0.05)
+    assert found.slope.slope == pytest.approx(0.0008, rel=0.35) and found.rising
+    truth = Metastability(BASE_S, found.slope.__class__(0.0008, 0.0), WORKERS, 1, 1, 24.2, 1.0)
+    tipping = truth.tipping(24.2)
+    assert tipping is not None and 35 < tipping < 41  # (4 / 24.2 - 0.135) / 0.0008 = 38
+    safe = found.safe_rps
+    assert safe is not None and safe == pytest.approx(truth.safe_rps or 0, rel=0.08) and safe < 23
+    # the safe rate's own tipping point is BURST_WAITS x the queue the SLO allows there
+    assert found.tipping(safe) == pytest.approx(BURST_WAITS * safe * 1.0, rel=1e-6)
+    assert "metastable; at 24.2 req/s a burst past about" in found.text(24.2)
+    assert Metastability.from_dict(found.to_dict()) == found
+
+
+def test_flat_service_is_not_metastable() -> None:
+    found = queue_slowdown(search_runs(0.0), 24.2, 1.0)
+    assert found is not None and not found.rising and found.safe_rps is None
+    assert abs(found.slope.slope) < 0.0003
+    assert found.text(24.2).endswith("not enough to matter at the SLO's queue")
+
+
+def test_no_queue_no_finding() -> None:
+    assert queue_slowdown([server(5, 10, 0.0008)], 24.2, 1.0) is None  # nothing ever waited
+
+
+def test_the_truth_a_rate_that_passes_short_runs_collapses_and_the_safe_rate_holds() -> None:
+    """Ten minutes of Poisson arrivals on the metastable server. At 26 req/s (88% of its 29.6 req/s
+    ceiling) short runs pass, as the issue's probes and 60 s confirmation did, but a burst tips the
+    queue over within the ten minutes in most draws; at the safe rate every draw stays steady under
+    p95 <= 1 s."""
+    found = queue_slowdown(search_runs(0.0008), 26.0, 1.0)
+    assert found is not None and found.safe_rps is not None and found.safe_rps < 23
+    short = [steadiness(server(26, 10, 0.0008, seed), 0.025, bound_s=1.0) for seed in range(11, 15)]
+    assert sum(bool(s and s.steady) for s in short) >= 2  # a search could pass it
+    collapsed = [steadiness(server(26, 600, 0.0008, seed), 0.025, bound_s=1.0) for seed in range(4)]
+    assert sum(bool(s and not s.steady) for s in collapsed) >= 3
+    for seed in range(4):
+        at_safe = server(found.safe_rps, 600, 0.0008, seed)
+        held = steadiness(at_safe, 0.025, bound_s=1.0)
+        assert held is not None and held.steady
+        latencies = [r.latency_s for r in at_safe if r.latency_s is not None]
+        assert float(np.percentile(latencies, 95)) < 1.0
+
+
+def test_the_answer_says_it_was_lowered_and_names_the_cap() -> None:
+    found = queue_slowdown(search_runs(0.0008), 24.2, 1.0)
+    assert found is not None and found.safe_rps is not None
+    rate = math.floor(found.safe_rps * 10) / 10
+    held = Probe(rate, True, kind="confirm", p95_latency_s=0.5, throughput_rps=rate, duration_s=60)
+    again = Probe(rate, True, kind="confirm", p95_latency_s=0.6, throughput_rps=rate, duration_s=60)
+    capacity = Capacity(rate, 26.0, 0.1, True, True, [held, again], metastability=found,
+                        lowered_from_rps=24.2)
+    lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
+    assert "lowered from the search's 24.2 req/s, where a burst tips it over" in lines["capacity"]
+    assert f"keep max_size at {found.max_size(rate)} or less" in lines["capacity"]
+    assert "each of 2 60 s confirmations (different Poisson seeds)" in lines["held"]
+    assert "p95 0.5 / 0.6 s" in lines["held"]
+    assert lines["metastable"].startswith("service time rises with the queue: +0.")
+    assert Capacity.from_dict(capacity.to_dict()).metastability == found
+
+
+def test_throughput_falling_past_the_capacity_puts_its_condition_on_the_answer() -> None:
+    """No service-time finding, but the run past the capacity saw throughput fall past 134 waiting (the
+    issue's figures): the capacity line states the cap it holds with."""
+    from qbench.tune.overload import Overload
+
+    fell = Overload(31.5, 24.2, 28.0, 17.1, 134, 160, [], 107, "past about 134 waiting, throughput fell 39%")
+    held = Probe(24.2, True, kind="confirm", p95_latency_s=0.5, throughput_rps=24.2, duration_s=60)
+    capacity = Capacity(24.2, 26.0, 0.1, True, True, [held], overload=fell)
+    head = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))["capacity"]
+    assert head.endswith("; with max_size at 107 or less: past about 134 waiting its throughput falls (past "
+                         "it, below), so without a cap a burst tips it over")
+    steady = Overload(31.5, 24.2, 28.0, 28.0, None, 160, [], 24, "throughput held")
+    capacity.overload = steady
+    head = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))["capacity"]
+    assert head.endswith("the server keeping up")
