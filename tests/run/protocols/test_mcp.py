@@ -264,13 +264,21 @@ def test_init_mcp_lists_the_tools_and_the_run_calls_one_with_no_error(mcp_app: s
 
     records = pd.read_parquet(tmp_path / "run" / "records.parquet")
     assert set(records["endpoint"]) == {"mcp:letter_counter"} and (records["bytes_received"] > 0).all()
+    ok = records[records["outcome"] == "ok"]  # asked for progress, Gradio sends its status updates
+    assert (ok["outputs"] >= 1).all() and ok["first_output_at_s"].notna().all()
 
 
-def test_a_tool_that_raises_is_a_server_error_with_its_text(mcp_app: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("progress", "says"), [
+    (True, "Error!"),  # followed by its status updates, Gradio's failed job says only "Error!"
+    (False, "show_error=True"),  # its plain path says why it hides the exception
+])
+def test_a_tool_that_raises_is_a_server_error_with_its_text(mcp_app: str, tmp_path: Path, progress: bool,
+                                                            says: str) -> None:
     path = tmp_path / "divide.yaml"
     qbench("init", mcp_app, "--mcp", "--api", "divide", "-o", str(path))
     raw = yaml.safe_load(path.read_text())
     raw["payload"]["inputs"] = [{"value": 1}, {"value": 0}]  # every call divides by zero
+    raw["endpoint"]["progress"] = progress
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     out = CliRunner().invoke(app, ["run", str(short(path, users=1)), "--out", str(tmp_path / "run"),
                                    "--no-live"])
@@ -279,7 +287,7 @@ def test_a_tool_that_raises_is_a_server_error_with_its_text(mcp_app: str, tmp_pa
     records = pd.read_parquet(tmp_path / "run" / "records.parquet")
     assert set(records["error_kind"].dropna()) == {"server_error"}, out.output
     message = str(records["error_message"].dropna().iloc[0])  # Gradio hides the exception without show_error
-    assert message.startswith("tool divide raised: ") and "show_error=True" in message
+    assert message.startswith("tool divide raised: ") and says in message
 
 
 def test_a_tool_it_does_not_have_is_refused_before_any_load(mcp_app: str, tmp_path: Path) -> None:
