@@ -169,15 +169,25 @@ def test_an_open_loop_run_keeps_a_session_per_call_in_flight(tmp_path: Path) -> 
     used = {h.session for h in hits if h.rpc == "tools/call"}
     calls = sum(1 for h in hits if h.rpc == "tools/call")
     assert summary["errors"] == 0 and calls >= 10
-    assert 1 <= len(used) <= summary["generator"]["max_in_flight"] < calls
+    assert 1 <= len(used) <= summary["generator"]["max_in_flight"]  # reused, not one per call
+    assert sorted(h.session for h in hits if h.http_method == "DELETE") == sorted(used)
+
+
+def test_a_session_pool_keeps_one_session_per_slot(tmp_path: Path) -> None:
+    """`load.sessions: 2`: the open-loop run's calls go to two sessions, whatever is in flight."""
+    with mcp_server() as server:
+        summary, _ = run_records(sdk_scenario(server, tmp_path, rate=10, duration=1, sessions=2), tmp_path)
+        hits = list(server.hits)
+    used = {h.session for h in hits if h.rpc == "tools/call"}
+    assert summary["errors"] == 0 and len(used) == 2
     assert sorted(h.session for h in hits if h.http_method == "DELETE") == sorted(used)
 
 
 def test_an_expired_session_is_opened_again_and_the_call_sent_once_more(tmp_path: Path) -> None:
-    """The server forgets a session idle for 0.3 s (the SDK's session_idle_timeout) and answers 404;
-    with 1 s between calls every call after the first finds its session gone."""
-    with mcp_server(idle_timeout_s=0.3) as server:
-        summary, records = run_records(sdk_scenario(server, tmp_path, users=1, requests=3, think_time=1),
+    """The server forgets a session idle for 1 s (the SDK's session_idle_timeout) and answers 404;
+    with 2.5 s between calls every call after the first finds its session gone."""
+    with mcp_server(idle_timeout_s=1.0) as server:
+        summary, records = run_records(sdk_scenario(server, tmp_path, users=1, requests=3, think_time=2.5),
                                        tmp_path)
         hits = list(server.hits)
     assert summary["errors"] == 0, summary["error_samples"]
