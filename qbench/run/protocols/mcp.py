@@ -125,9 +125,9 @@ class McpSessions:
         async with session.lock:
             if session.opened and (expired is None or session.id != expired):
                 return
-            session.headers = dict(self.headers)
-            await open_session(self.http, self.url, session.headers, next(session.ids))
-            session.opened, session.opens = True, session.opens + 1
+            headers = dict(self.headers)  # swapped in once open: calls meanwhile keep the old id
+            await open_session(self.http, self.url, headers, next(session.ids))
+            session.headers, session.opened, session.opens = headers, True, session.opens + 1
 
     async def close(self) -> int:
         """DELETE every open session that has an id (errors and refusals ignored): how many were sent."""
