@@ -133,7 +133,8 @@ def init(
                           "http, mcp")
     ] = "auto",
     mcp: Annotated[
-        bool, typer.Option("--mcp", help="The app's MCP tools (Gradio's mcp_server=True): --protocol mcp.")
+        bool, typer.Option("--mcp", help="MCP tools (--protocol mcp): URL is a Gradio app's (with "
+                           "mcp_server=True) or any MCP URL, e.g. http://127.0.0.1:8000/mcp.")
     ] = False,
     force: Annotated[bool, typer.Option(help="Overwrite an existing --out file.")] = False,
     mix: Annotated[

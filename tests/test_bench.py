@@ -68,6 +68,23 @@ def test_server_vs_gradio_exits_non_zero_naming_gradio(monkeypatch: pytest.Monke
     bench.require_peers(bench.parse_args(["--servers", "reference"]))  # the reference alone needs no Gradio
 
 
+def test_mcp_vs_sdk_exits_non_zero_naming_the_mcp_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = load_bench("mcp_vs_sdk", monkeypatch)
+    without(monkeypatch, "mcp")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--servers", "fastmcp"])
+    message = str(exit_info.value.code)
+    assert "the official MCP SDK client, which is not installed" in message and "pip install" in message
+
+
+def test_mcp_vs_sdk_needs_gradio_only_for_its_gradio_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = load_bench("mcp_vs_sdk", monkeypatch)
+    without(monkeypatch, "gradio")
+    with pytest.raises(SystemExit, match="--servers fastmcp"):
+        bench.require_peers(bench.parse_args([]))
+    bench.require_peers(bench.parse_args(["--servers", "fastmcp"]))
+
+
 def test_a_peer_that_sends_nothing_fails_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
     bench = load_bench("generator_vs_locust", monkeypatch)
 

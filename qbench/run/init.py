@@ -16,9 +16,11 @@ A Draft holds one endpoint; a traffic mix renders several with `init_yaml.endpoi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -70,6 +72,7 @@ class McpTarget:
     path: str  # the MCP URL's path (Gradio: /gradio_api/mcp/)
     server: dict[str, Any]  # its serverInfo
     tools: list[dict[str, Any]]  # tools/list: name, description, inputSchema
+    base: str = ""  # the scenario's target: the MCP URL less `path`
 
 
 Target = GradioTarget | OpenAITarget | HttpTarget | McpTarget
@@ -98,11 +101,7 @@ async def _read(base: str, auth: Auth, protocol: str) -> Target:
         await login.start(0)
         async with make_http_session(Load.model_validate({"burst": 1}), login.middlewares) as http:
             if protocol == "mcp":
-                from qbench.run.protocols.mcp import ACCEPT, DEFAULT_PATH, list_tools
-
-                headers = {"Content-Type": "application/json", "Accept": ACCEPT}
-                server, tools = await list_tools(http, base + DEFAULT_PATH, headers)
-                return McpTarget(DEFAULT_PATH, server, tools)
+                return await _read_mcp(http, base)
             if protocol in ("auto", "gradio"):
                 config = await _get(http, base + "/config", auth)
                 if isinstance(config, dict) and "dependencies" in config:
@@ -122,6 +121,44 @@ async def _read(base: str, auth: Auth, protocol: str) -> Target:
             paths = spec.get("paths") if isinstance(spec, dict) else None
             posts = [p for p, ops in (paths or {}).items() if isinstance(ops, dict) and "post" in ops]
             return HttpTarget(posts)
+
+
+def mcp_candidates(url: str) -> list[tuple[str, str]]:
+    """Where an MCP server may answer for `url`, in order, as (target, path): the URL itself when it
+    has a path (any server's MCP URL: FastMCP's /mcp, Gradio's /gradio_api/mcp/), then Gradio's
+    /gradio_api/mcp/ under it (`url` is a Gradio app's base URL), then /mcp under a bare origin."""
+    parts = urlsplit(url.rstrip("/"))
+    origin, path = f"{parts.scheme}://{parts.netloc}", parts.path.rstrip("/")
+    from qbench.run.protocols.mcp import DEFAULT_PATH
+
+    found = [(origin, path)] if path else []
+    found.append((origin + path, DEFAULT_PATH))
+    if not path:
+        found.append((origin, "/mcp"))
+    return found
+
+
+async def _read_mcp(http: aiohttp.ClientSession, url: str) -> McpTarget:
+    """The first of `mcp_candidates(url)` that answers as an MCP server; TargetError naming every one
+    tried when none does. The discovery's session is deleted (a run opens its own)."""
+    from qbench.run.protocols.mcp import ACCEPT, McpSession, McpSessions, list_tools
+
+    problems = []
+    for base, path in mcp_candidates(url):
+        headers = {"Content-Type": "application/json", "Accept": ACCEPT}
+        try:
+            server, tools = await list_tools(http, base + path, headers)
+        except TargetError as exc:
+            problems.append(str(exc))
+            continue
+        sessions = McpSessions(http, base + path, headers, per_slot=False)
+        sessions.every.append(McpSession(headers, opened=True))
+        with contextlib.suppress(aiohttp.ClientError, OSError, asyncio.TimeoutError):
+            await sessions.close()
+        return McpTarget(path, server, tools, base)
+    if len(problems) == 1:
+        raise TargetError(problems[0])
+    raise TargetError("no MCP server answers there; tried:\n  " + "\n  ".join(problems))
 
 
 async def _serves_models(http: aiohttp.ClientSession, base: str, auth: Auth) -> bool:
@@ -345,7 +382,8 @@ def init_scenario(url: str, api: str | None = None, *, auth: dict[str, Any] | No
                         notes=[n for d in drafts for n in d.notes], fill_in=any(d.fill_in for d in drafts))
     else:
         (draft,) = drafts
-        text = render(draft, url.rstrip("/"), credentials, command)
+        base = target.base if isinstance(target, McpTarget) and target.base else url.rstrip("/")
+        text = render(draft, base, credentials, command)
     if not draft.fill_in:  # a writer's mistake fails here, not in the user's first run
         raw = yaml.safe_load(text)
         resolve_paths(raw, scenario_path.parent if scenario_path else Path.cwd())

@@ -1,16 +1,32 @@
 """MCP tool calls over Streamable HTTP (`protocol: mcp`): what an agent sends to an MCP server.
 
 A Gradio app launched with `mcp_server=True` serves its functions as MCP tools at `/gradio_api/mcp/`
-(the default `endpoint.path`); any Streamable HTTP MCP server works the same way. Per the MCP spec
-(2025-06-18), every message is a JSON-RPC POST to that one URL, answered with JSON or with an SSE
-stream of JSON-RPC messages:
+(the default `endpoint.path`); any Streamable HTTP MCP server works the same way (FastMCP's: `/mcp`).
+Per the MCP spec (2025-06-18), every message is a JSON-RPC POST to that one URL, answered with JSON or
+with an SSE stream of JSON-RPC messages:
 
     discover   `initialize` (the server's name, protocol version, and an `Mcp-Session-Id` when it
                keeps sessions), `notifications/initialized`, then `tools/list`: the tool must exist
-    a request  one `tools/call` {name: endpoint.tool, arguments: {endpoint.arguments[i]: input i}}
-               -> sent; the response's headers -> joined; each `notifications/progress` message on
-               the stream -> an output (the first one: first_output_at_s); the JSON-RPC response with
-               the request's id -> completed
+    a request  one `tools/call` {name: endpoint.tool, arguments: {endpoint.arguments[i]: input i},
+               _meta: {progressToken: the request's id}} -> sent; the response's headers -> joined;
+               each `notifications/progress` message on the stream -> an output (the first one:
+               first_output_at_s); the JSON-RPC response with the request's id -> completed
+
+As an agent with a progress callback does (the official SDK's `call_tool(progress_callback=...)`), every
+call asks for progress; `endpoint.progress: false` sends none, as a client without a callback does. A
+server may answer the two differently: Gradio 6 serves a call with a progress token by following the
+job's status updates, one notification each, which takes it far longer than the plain call.
+
+Sessions (`McpSessions`): each closed-loop user (`load.users`) keeps its own MCP session, opened
+(`initialize`, `notifications/initialized`) before its first call, as each agent keeps its own
+connection; with a session pool (`load.sessions: N`) pooled slot k uses session k. An open-loop run
+without a pool keeps a session per concurrent call: a call takes an idle session, or opens one when
+all are busy, and gives it back when done, so the run opens as many sessions as it ever had calls in
+flight. Opening a session is not part of the call's latency (it ends before `sent_at_s`); in an
+open-loop run it shows as send lag. A call answered 404 on a session the server has forgotten
+(expired) opens the session again and is sent once more (the record keeps its first send time); at
+the end of the run every session is closed with `DELETE` (a server that keeps none answers 405,
+which is fine).
 
 An answer with `isError: true` (the tool raised) is a `server_error` carrying the tool's text; a
 JSON-RPC `error` is `server_error` too (`http_4xx` for invalid params, -32602, and an unknown
@@ -20,7 +36,10 @@ to observe, so the queue wait and service time stay unknown (None), as for `prot
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -29,6 +48,7 @@ import orjson
 from qbench.errors import TargetError
 from qbench.run.protocols.base import Clock, fail
 from qbench.run.protocols.http import refuse
+from qbench.run.protocols.login import session_slots
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.scenario import Scenario, endpoint_label
 
@@ -36,6 +56,8 @@ DEFAULT_PATH = "/gradio_api/mcp/"
 PROTOCOL_VERSION = "2025-06-18"
 ACCEPT = "application/json, text/event-stream"
 CLIENT_ERRORS = {-32600, -32601, -32602}  # invalid request, unknown method, invalid params
+SESSION_ID = "Mcp-Session-Id"
+CLOSE_TIMEOUT_S = 5.0  # the DELETEs at the end of a run, all together
 
 
 class McpError(Exception):
@@ -46,20 +68,102 @@ class McpError(Exception):
         self.kind = kind
 
 
+@dataclass(eq=False)
+class McpSession:
+    """One MCP session: the headers its requests carry (its `Mcp-Session-Id` and protocol version, once
+    open) and its JSON-RPC request ids."""
+
+    headers: dict[str, str]
+    ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one `initialize` at a time
+    opened: bool = False
+    opens: int = 0  # how many times it was opened (1 + re-openings after a 404)
+
+    @property
+    def id(self) -> str | None:
+        return self.headers.get(SESSION_ID)
+
+
+class McpSessions:
+    """The run's MCP sessions: one per session slot (closed-loop users, a `load.sessions` pool) or, with
+    `per_slot=False`, one per concurrent call (an idle one reused, else a new one)."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str, headers: dict[str, str],
+                 per_slot: bool) -> None:
+        self.http, self.url, self.headers, self.per_slot = http, url, headers, per_slot
+        self.every: list[McpSession] = []  # all opened or being opened, to DELETE at the end
+        self._slots: dict[int, McpSession] = {}
+        self._idle: list[McpSession] = []
+
+    def new(self) -> McpSession:
+        session = McpSession(dict(self.headers))
+        self.every.append(session)
+        return session
+
+    def adopt(self, session: McpSession) -> None:
+        """The discovery's session, open already: the first slot's, or the pool's first idle one."""
+        if self.per_slot:
+            self._slots.setdefault(0, session)
+        else:
+            self._idle.append(session)
+
+    def take(self, slot: int) -> McpSession:
+        if self.per_slot:
+            session = self._slots.get(slot)
+            if session is None:
+                session = self._slots[slot] = self.new()
+            return session
+        return self._idle.pop() if self._idle else self.new()
+
+    def give_back(self, session: McpSession) -> None:
+        if not self.per_slot:
+            self._idle.append(session)
+
+    async def ready(self, session: McpSession, expired: str | None = None) -> None:
+        """Open `session` unless it is open; `expired`: the session id the server no longer knows
+        (opened again unless another call has done it meanwhile)."""
+        async with session.lock:
+            if session.opened and (expired is None or session.id != expired):
+                return
+            headers = dict(self.headers)  # swapped in once open: calls meanwhile keep the old id
+            await open_session(self.http, self.url, headers, next(session.ids))
+            session.headers, session.opened, session.opens = headers, True, session.opens + 1
+
+    async def close(self) -> int:
+        """DELETE every open session that has an id (errors and refusals ignored): how many were sent."""
+        open_ = [s for s in self.every if s.opened and s.id is not None]
+
+        async def delete(session: McpSession) -> None:
+            async with self.http.delete(self.url, headers=session.headers) as resp:
+                await resp.read()
+
+        if open_:
+            await asyncio.wait_for(asyncio.gather(*(delete(s) for s in open_), return_exceptions=True),
+                                   CLOSE_TIMEOUT_S)
+        for session in open_:
+            session.opened = False
+        return len(open_)
+
+
 class McpProtocol:
     def __init__(self, scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock) -> None:
         ep = scenario.endpoint
         assert ep.tool is not None
         self.url = target.rstrip("/") + "/" + (ep.path or DEFAULT_PATH).lstrip("/")
         self.tool, self.arguments = ep.tool, list(ep.arguments)
+        self.progress = ep.progress is not False
         self.http, self.clock = http, clock
-        self.headers = {"Content-Type": "application/json", "Accept": ACCEPT, **ep.headers}
+        headers = {"Content-Type": "application/json", "Accept": ACCEPT, **ep.headers}
+        self.sessions = McpSessions(http, self.url, headers, per_slot=session_slots(scenario.load) > 0)
         self.endpoint_label = endpoint_label("mcp", ep)
-        self._ids = itertools.count(3)  # 1 and 2: initialize and tools/list
 
     async def discover(self) -> dict[str, Any]:
         """Initialise (keeping the session id the server gives), then check the tool is listed."""
-        server, tools = await list_tools(self.http, self.url, self.headers)
+        session = self.sessions.new()
+        server, tools = await list_tools(self.http, self.url, session.headers)
+        session.opened, session.opens = True, 1
+        session.ids = itertools.count(3)  # 1 and 2: initialize and tools/list
+        self.sessions.adopt(session)
         names = [str(t.get("name")) for t in tools]
         if self.tool not in names:
             raise TargetError(f"{self.url}: no tool {self.tool!r}; it lists: {', '.join(names) or 'none'}")
@@ -69,39 +173,77 @@ class McpProtocol:
         if unknown and properties:
             raise TargetError(f"tool {self.tool!r} takes no argument(s) {', '.join(unknown)}; its arguments: "
                               f"{', '.join(properties)}")
-        return {"url": self.url, "server": server, "protocol_version": self.headers["Mcp-Protocol-Version"],
-                "session": "Mcp-Session-Id" in self.headers, "tool": self.tool, "input_schema": schema}
+        version = session.headers["Mcp-Protocol-Version"]
+        return {"url": self.url, "server": server, "protocol_version": version,
+                "session": session.id is not None, "progress": self.progress, "tool": self.tool,
+                "input_schema": schema}
 
     def body(self, inputs: list[Any], number: int) -> bytes:
         arguments = dict(zip(self.arguments, inputs, strict=False))
-        return orjson.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call",
-                             "params": {"name": self.tool, "arguments": arguments}})
+        params: dict[str, Any] = {"name": self.tool, "arguments": arguments}
+        if self.progress:
+            params["_meta"] = {"progressToken": number}
+        return orjson.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params})
 
     async def send(self, record: RequestRecord, inputs: list[Any], slot: int) -> None:
-        number = next(self._ids)
-        data = self.body(inputs, number)
-        record.bytes_sent = len(data)
-        record.sent_at_s = self.clock.now()
+        session = self.sessions.take(slot)
         try:
-            async with self.http.post(self.url, data=data, headers=self.headers) as resp:
-                record.joined_at_s = self.clock.now()
-                record.http_status = resp.status
-                if resp.status >= 400:
-                    await refuse(record, resp, self.clock)
+            await self._send(record, inputs, session)
+        finally:
+            self.sessions.give_back(session)
+
+    async def _send(self, record: RequestRecord, inputs: list[Any], session: McpSession) -> None:
+        try:
+            await self.sessions.ready(session)
+        except (aiohttp.ClientError, OSError, McpError) as exc:
+            record.sent_at_s = self.clock.now()
+            kind = exc.kind if isinstance(exc, McpError) else "connect"
+            fail(record, kind, f"initialize {self.url}: {exc.__class__.__name__}: {exc}", self.clock.now())
+            return
+        record.sent_at_s = self.clock.now()
+        record.bytes_sent = 0
+        for attempt in range(2):
+            number, sent_on = next(session.ids), session.id
+            data = self.body(inputs, number)
+            record.bytes_sent += len(data)
+            try:
+                retry = attempt == 0 and sent_on is not None
+                result = await self._post(record, session, data, number, retry=retry)
+                if result is None:  # the session expired: open it again, then send the call once more
+                    await self.sessions.ready(session, expired=sent_on)
+                    continue
+                if record.completed_at_s is not None:  # refused (an HTTP error status)
                     return
-                result = await self._read(record, resp, number)
-        except (aiohttp.ClientError, OSError) as exc:
-            kind = "connect" if record.joined_at_s is None else "stream_broken"
-            fail(record, kind, f"POST {self.url}: {exc.__class__.__name__}: {exc}", self.clock.now())
+            except (aiohttp.ClientError, OSError) as exc:
+                kind = "connect" if record.joined_at_s is None else "stream_broken"
+                fail(record, kind, f"POST {self.url}: {exc.__class__.__name__}: {exc}", self.clock.now())
+                return
+            except McpError as exc:
+                fail(record, exc.kind, f"tools/call {self.tool}: {exc}", self.clock.now())
+                return
+            if result.get("isError"):
+                message = f"tool {self.tool} raised: {tool_text(result)}"
+                fail(record, "server_error", message, self.clock.now())
+                return
+            record.completed_at_s = self.clock.now()
+            record.outcome = "ok"
             return
-        except McpError as exc:
-            fail(record, exc.kind, f"tools/call {self.tool}: {exc}", self.clock.now())
-            return
-        if result.get("isError"):
-            fail(record, "server_error", f"tool {self.tool} raised: {tool_text(result)}", self.clock.now())
-            return
-        record.completed_at_s = self.clock.now()
-        record.outcome = "ok"
+
+    async def _post(self, record: RequestRecord, session: McpSession, data: bytes, number: int, *,
+                    retry: bool) -> dict[str, Any] | None:
+        """The call's result; None for a 404 the call may be retried after (`retry`: its first try, on
+        a session with an id); a refusal closes `record` as failed and returns {}."""
+        async with self.http.post(self.url, data=data, headers=session.headers) as resp:
+            record.joined_at_s = self.clock.now()
+            record.http_status = resp.status
+            if resp.status == 404 and retry:
+                await resp.read()
+                record.joined_at_s = record.http_status = None
+                return None
+            if resp.status >= 400:
+                await refuse(record, resp, self.clock)
+                return {}
+            return await self._read(record, resp, number)
 
     async def _read(self, record: RequestRecord, resp: aiohttp.ClientResponse, number: int) -> dict[str, Any]:
         """The call's result: a JSON body, or an SSE stream read message by message (progress counted)."""
@@ -121,7 +263,7 @@ class McpProtocol:
                 if message.get("id") == number and "method" not in message:
                     record.bytes_received = received
                     return answer([message], number)
-                if message.get("method") == "notifications/progress":
+                if message.get("method") == "notifications/progress" and ours(message, number):
                     now = self.clock.now()
                     if record.first_output_at_s is None:
                         record.first_output_at_s = now
@@ -133,7 +275,36 @@ class McpProtocol:
         """Nothing to cancel: closing the stream is the client's cancellation (the executor does it)."""
 
     async def close(self) -> None:
-        return None
+        """End the run's sessions (DELETE); a server that is gone by now is no error of the run's."""
+        try:
+            await self.sessions.close()
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
+            pass
+
+
+def ours(message: dict[str, Any], number: int) -> bool:
+    """Whether a progress notification is for request `number` (its progressToken; none given: yes)."""
+    params = message.get("params")
+    token = params.get("progressToken") if isinstance(params, dict) else None
+    return token is None or token == number or str(token) == str(number)
+
+
+async def open_session(http: aiohttp.ClientSession, url: str, headers: dict[str, str], number: int
+                       ) -> dict[str, Any]:
+    """`initialize` (request `number`), then `notifications/initialized`: the initialize result.
+    `headers` gains the session id and protocol version to send from then on. McpError for a refusal
+    or an answer that is not MCP's; aiohttp/OS errors for no connection."""
+    init = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+            "clientInfo": {"name": "qbench", "version": "1"}}
+    headers.pop(SESSION_ID, None)
+    result, answered = await _rpc(http, url, headers, number, "initialize", init)
+    if answered.get(SESSION_ID):
+        headers[SESSION_ID] = answered[SESSION_ID]
+    headers["Mcp-Protocol-Version"] = str(result.get("protocolVersion") or PROTOCOL_VERSION)
+    body = orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    async with http.post(url, data=body, headers=headers) as resp:
+        await resp.read()
+    return result
 
 
 async def list_tools(http: aiohttp.ClientSession, url: str, headers: dict[str, str]
@@ -141,16 +312,8 @@ async def list_tools(http: aiohttp.ClientSession, url: str, headers: dict[str, s
     """`initialize`, `notifications/initialized`, `tools/list` at `url`: (the server's info, its tools).
     `headers` gains the session id and protocol version to send from then on. TargetError when the
     server cannot be reached or does not answer as an MCP server."""
-    init = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-            "clientInfo": {"name": "qbench", "version": "1"}}
     try:
-        result, answered = await _rpc(http, url, headers, 1, "initialize", init)
-        if answered.get("Mcp-Session-Id"):
-            headers["Mcp-Session-Id"] = answered["Mcp-Session-Id"]
-        headers["Mcp-Protocol-Version"] = str(result.get("protocolVersion") or PROTOCOL_VERSION)
-        body = orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        async with http.post(url, data=body, headers=headers) as resp:
-            await resp.read()
+        result = await open_session(http, url, headers, 1)
         listed, _ = await _rpc(http, url, headers, 2, "tools/list", {})
     except (aiohttp.ClientError, OSError) as exc:
         raise TargetError(f"{url}: cannot connect ({exc.__class__.__name__}: {exc}); is the server "

@@ -200,7 +200,9 @@ class Endpoint(_Model):
     mapping of extra request fields passed through as they are (temperature, seed, ignore_eos, ...).
 
     MCP (qbench.run.protocols.mcp): `tool`, the tool to call, `arguments`, the name of each payload
-    input's argument in order, and `path`, the server's MCP URL (default /gradio_api/mcp/, Gradio's).
+    input's argument in order, `path`, the server's MCP URL (default /gradio_api/mcp/, Gradio's), and
+    `progress` (default true: each call asks for progress notifications, as an agent with a progress
+    callback does; false: none asked for).
 
     Gradio streamed inputs (a `.stream()` event: a webcam, a microphone; qbench.run.protocols.
     gradio_stream): `chunks`, how many input chunks one event gets (the first joins the queue, the
@@ -222,6 +224,7 @@ class Endpoint(_Model):
     tool: str | None = None  # protocol: mcp
     page: str | None = None  # a page load (any protocol): the page's path, e.g. "/"
     arguments: list[str] = Field(default_factory=list)  # protocol: mcp, one name per payload input
+    progress: bool | None = None  # protocol: mcp, a progressToken on each call (None: yes)
     chunks: int | None = Field(default=None, ge=1, le=MAX_CHUNKS)  # gradio .stream(): chunks per event
     stream_every: float | None = Field(default=None, gt=0)  # seconds between chunks (default: the app's)
 
@@ -580,6 +583,9 @@ class Scenario(_Model):
             raise ValueError(f"{at}an http endpoint needs a path (e.g. /predict)")
         if self.protocol == "mcp":
             self._check_mcp(at, ep, payload)
+        if ep.progress is not None and self.protocol != "mcp":
+            raise ValueError(f"{at}endpoint.progress {str(ep.progress).lower()}: progress notifications "
+                             "(an MCP call's progressToken) apply to protocol: mcp only")
         if ep.chunks is not None and self.protocol != "gradio":
             raise ValueError(f"{at}endpoint.chunks (streamed inputs into a .stream() event) applies to "
                              "protocol: gradio only")
