@@ -25,6 +25,7 @@ import os
 import platform
 import re
 import socket
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -104,6 +105,8 @@ def run_scenario(
     if not re.match(r"https?://[^/\s]+", url):
         raise ScenarioError(f"target {url!r}: expected an http(s) URL such as http://127.0.0.1:7860")
     plan = check_schedule(scenario)
+    for warning in scenario.token_warnings():  # before the load: the run will lack what it cannot see
+        print(f"warning: {warning}", file=sys.stderr)
     writer = Writer(run_secrets(scenario, url))  # an unset ${ENV} reference fails here
     run_dir = out_dir or new_folder("run", scenario.name, REPORTS)
     fresh = not run_dir.exists() or not any(run_dir.iterdir())  # removed again if the run fails
