@@ -12,11 +12,14 @@ Per request, both sides' figures are computed the same way:
 
 and the table prints each side's median over requests, the median client - server difference and
 its 90th percentile of |difference|. The TTFT difference is the loopback round trip plus both sides'
-HTTP handling; the ITL difference is what qbench adds to a gap by reading the stream. Exit 1 when a
-joined request's token counts differ (a correctness failure), 0 otherwise.
+HTTP handling; the ITL difference is what qbench adds to a gap by reading the stream. A second table
+compares the run's ITL over EVERY gap of the joined requests: qbench's summary figure (its records'
+gap histograms merged: qbench.run.results.summary.itl_stats) against the exact p50/p90/p99 of the
+server's own gaps, and their difference. Exit 1 when a joined request's token counts differ (a
+correctness failure), 0 otherwise.
 
     .venv/bin/python bench/token_timing.py                          # 4 users, 200 requests (~1 min)
-    .venv/bin/python bench/token_timing.py --users 8 --requests 400 --json out.json
+    .venv/bin/python bench/token_timing.py --users 8 --requests 200  # the RESULTS.md table (~1 min)
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import httpx  # noqa: E402
 
 from qbench.run.protocols.openai import percentile, request_id_value  # noqa: E402
 from qbench.run.records import RequestRecord  # noqa: E402
+from qbench.run.results.summary import itl_stats  # noqa: E402
 from qbench.run.runner import run_scenario  # noqa: E402
 from qbench.run.scenario.scenario import parse_scenario  # noqa: E402
 from qbench.tune.server_process import start_reference_server  # noqa: E402
@@ -102,6 +106,25 @@ def agreement(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
+def all_gaps(records: list[RequestRecord],
+             timelines: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """The run's ITL over every gap of the joined ok requests: qbench's summary figure (merged
+    histograms) and the exact type-7 percentiles of the server's gaps, p50/p90/p99 (s)."""
+    joined = [r for r in records if r.ok and request_id_value(r.request_id) in timelines]
+    logs = [timelines[request_id_value(r.request_id)]["token_at_s"] for r in joined]
+    server = sorted(b - a for times in logs for a, b in zip(times, times[1:], strict=False))
+    if not server:
+        return {}
+    client = itl_stats(joined)
+    out = {}
+    for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        ours = getattr(client, name)
+        theirs = percentile(server, q)
+        out[name] = {"qbench_s": ours, "server_s": theirs, "diff_s": ours - theirs}
+    out["gaps"] = {"qbench": float(client.count), "server": float(len(server))}
+    return out
+
+
 def render(result: dict[str, Any]) -> str:
     lines = [f"{'figure':<10} {'qbench p50':>11} {'server p50':>11} {'median diff':>12} {'p90 |diff|':>11}"]
     for figure, a in result["agreement"].items():
@@ -110,6 +133,16 @@ def render(result: dict[str, Any]) -> str:
                      f"{ms['median_diff_s']:>+9.3f} ms {ms['p90_abs_diff_s']:>8.3f} ms")
     lines.append(f"requests joined: {result['joined']} of {result['records']} "
                  f"(token counts differ on {result['token_mismatches']})")
+    every = result.get("all_gaps") or {}
+    if every:
+        gaps = every["gaps"]
+        lines.append(f"ITL over every gap ({gaps['qbench']:.0f} gaps by qbench, {gaps['server']:.0f} by the "
+                     "server)")
+        lines.append(f"{'':<10} {'qbench':>11} {'server':>11} {'difference':>12}")
+        for name in ("p50", "p90", "p99"):
+            row = {key: value * 1e3 for key, value in every[name].items()}
+            lines.append(f"{'ITL ' + name:<10} {row['qbench_s']:>8.3f} ms {row['server_s']:>8.3f} ms "
+                         f"{row['diff_s']:>+9.3f} ms")
     return "\n".join(lines)
 
 
@@ -117,10 +150,12 @@ def measure(users: int, requests: int, max_tokens: int) -> dict[str, Any]:
     with start_reference_server("tokens") as url, tempfile.TemporaryDirectory() as tmp:
         since = time.perf_counter()
         records = drive(url, Path(tmp) / "run", users, requests, max_tokens)
-        rows = join(records, server_timelines(url, since))
+        timelines = server_timelines(url, since)
+        rows = join(records, timelines)
     mismatches = sum(1 for row in rows if row["client_tokens"] != row["server_tokens"])
     return {"users": users, "requests": requests, "max_tokens": max_tokens, "records": len(records),
-            "joined": len(rows), "token_mismatches": mismatches, "agreement": agreement(rows)}
+            "joined": len(rows), "token_mismatches": mismatches, "agreement": agreement(rows),
+            "all_gaps": all_gaps(records, timelines)}
 
 
 def main(argv: list[str] | None = None) -> int:
