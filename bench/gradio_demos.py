@@ -23,10 +23,12 @@ and the explanation qbench printed. A demo runs in its own process (`--jobs` at 
     .venv/bin/python bench/gradio_demos.py --demos ../gradio/demo --only hello_world,calculator --out /tmp/d
 
 The table goes to OUT/table.md and OUT/results.json; the exit status is 0 when at least `--goal`
-(default 0.95) of the endpoints that ran had no error, leaving out those that cannot have 0 errors on
-this machine whatever qbench sends (`apart_reason`: they need the internet or ffmpeg, raise on purpose,
-or show a file that does not exist), which the table lists apart with the reason. `--merge FILE` takes
-the rows of the demos not run this time from a finished run's results.json.
+(default 0.95) of the endpoints that ran are clean: no error AND at least one request completed
+(an endpoint whose events were all still running at the end showed nothing working), leaving out
+those that cannot have 0 errors on this machine whatever qbench sends (`apart_reason`: they need the
+internet or ffmpeg, raise on purpose, or show a file that does not exist), which the table lists
+apart with the reason. `--merge FILE` takes the rows of the demos not run this time from a finished
+run's results.json.
 """
 
 from __future__ import annotations
@@ -250,14 +252,20 @@ def endpoint_row(name: str, url: str, api: str, out: Path, duration: float) -> R
     row.sent, row.ok = summary.sent, summary.completed_ok
     row.still_running = summary.errors_by_kind.get("deadline", 0)
     row.errors = {k: v for k, v in summary.errors_by_kind.items() if k != "deadline"}
+    row.samples = {k: _message(summary.error_samples.get(k, ""))[:300] for k in row.errors}
+    row.explanation = done.result.app_notes if row.errors else []
+    return settle(row, duration)
+
+
+def settle(row: Row, duration: float) -> Row:
+    """The row's status from its counts: clean ("ok") needs 0 errors AND at least one completed request
+    (events still running at the end are not errors, but they show nothing worked)."""
     if row.errors:
-        row.status = "failed"
-        row.samples = {k: _message(summary.error_samples.get(k, ""))[:300] for k in row.errors}
         kind = next(iter(row.errors))
-        row.cause = f"{kind}: {row.samples[kind]}"
-        row.explanation = done.result.app_notes
-    elif row.ok == 0 and row.still_running == 0:
-        row.status, row.cause = "failed", "no request completed"
+        row.status, row.cause = "failed", f"{kind}: {row.samples.get(kind, '')}"
+    elif row.ok == 0:
+        still = f" ({row.still_running} still running at its end)" if row.still_running else ""
+        row.status, row.cause = "failed", f"no request completed in the {duration:g} s run{still}"
     return row
 
 
@@ -410,16 +418,16 @@ def table(rows: list[Row]) -> str:
     still = sum(r.still_running for r in ran)
     counted = len(ran) - len(apart)
     lines = [f"{len(clean)} of {len(ran)} endpoints ({len(clean) / max(len(ran), 1):.1%}) of {len(demos)} "
-             f"demos ran with 0 errors; {still} event(s) were still running at the end of their short run "
-             "(not errors).", "",
+             f"demos ran clean (0 errors, at least one request completed); {still} event(s) were still "
+             "running at the end of their short run (not errors).", "",
              f"Leaving out the {len(apart)} endpoint(s) that cannot have 0 errors on this machine whatever "
              f"qbench sends (listed apart below, each with its reason): {len(clean)} of {counted} "
              f"({len(clean) / max(counted, 1):.1%}).", "",
-             "Endpoints with errors, and their cause:", "",
+             "Endpoints with errors or none completed, and their cause:", "",
              "| demo | endpoint | sent | ok | cause |", "|---|---|---|---|---|"]
     for r in ran:
-        if r.status != "ok" and not r.apart:
-            cause = _cell(f"{r.status}: {r.cause}")
+        if not is_clean(r) and not r.apart:
+            cause = _cell(f"{r.status}: {r.cause}" if r.status != "ok" else "no request completed")
             lines.append(f"| {r.demo} | /{r.endpoint} | {r.sent} | {r.ok} | {cause} |")
     lines += ["", "Endpoints listed apart (no input can make them run clean here):", "",
               "| demo | endpoint | sent | ok | why apart | cause |", "|---|---|---|---|---|---|"]
@@ -427,10 +435,10 @@ def table(rows: list[Row]) -> str:
         lines.append(f"| {r.demo} | /{r.endpoint} | {r.sent} | {r.ok} | {_cell(r.apart)} | "
                      f"{_cell(r.status + ': ' + r.cause)} |")
     lines += ["", "Every demo that ran:", "",
-              "| demo | endpoints | with 0 errors | still running at the end |", "|---|---|---|---|"]
+              "| demo | endpoints | clean | still running at the end |", "|---|---|---|---|"]
     for demo in demos:
         mine = [r for r in ran if r.demo == demo]
-        ok = sum(r.status == "ok" for r in mine)
+        ok = sum(is_clean(r) for r in mine)
         lines.append(f"| {demo} | {len(mine)} | {ok} | {sum(r.still_running for r in mine) or ''} |")
     lines += ["", "Not run:", "", "| demo | why |", "|---|---|"]
     for r in rows:
@@ -440,9 +448,15 @@ def table(rows: list[Row]) -> str:
 
 
 def tally(rows: list[Row]) -> tuple[list[Row], list[Row], list[Row]]:
-    """The endpoints that ran, those with 0 errors, and the failures listed apart."""
+    """The endpoints that ran, the clean ones (0 errors and at least one request completed: a row of
+    an older results.json with none completed is not clean), and the failures listed apart."""
     ran = [r for r in rows if r.endpoint and r.status in ("ok", "failed", "init failed")]
-    return ran, [r for r in ran if r.status == "ok"], [r for r in ran if r.status != "ok" and r.apart]
+    return ran, [r for r in ran if is_clean(r)], [r for r in ran if not is_clean(r) and r.apart]
+
+
+def is_clean(row: Row) -> bool:
+    """0 errors and at least one request completed (module docstring's "clean")."""
+    return row.status == "ok" and row.ok > 0
 
 
 def _cell(text: str) -> str:

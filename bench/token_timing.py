@@ -12,17 +12,21 @@ Per request, both sides' figures are computed the same way:
 
 and the table prints each side's median over requests, the median client - server difference and
 its 90th percentile of |difference|. The TTFT difference is the loopback round trip plus both sides'
-HTTP handling; the ITL difference is what qbench adds to a gap by reading the stream. Exit 1 when a
-joined request's token counts differ (a correctness failure), 0 otherwise.
+HTTP handling; the ITL difference is what qbench adds to a gap by reading the stream. A second table
+compares the run's ITL over EVERY gap of the joined requests: qbench's summary figure (its records'
+gap histograms merged: qbench.run.results.summary.itl_stats) against the exact p50/p90/p99 of the
+server's own gaps, and their difference. Exit 1 when a joined request's token counts differ (a
+correctness failure), 0 otherwise.
 
     .venv/bin/python bench/token_timing.py                          # 4 users, 200 requests (~1 min)
-    .venv/bin/python bench/token_timing.py --users 8 --requests 400 --json out.json
+    .venv/bin/python bench/token_timing.py --users 8 --requests 200  # the RESULTS.md table (~1 min)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -34,21 +38,37 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
 
-from qbench.run.protocols.openai import percentile, request_id_value  # noqa: E402
+from qbench.run.protocols.openai import TokenStream, percentile, request_id_value  # noqa: E402
 from qbench.run.records import RequestRecord  # noqa: E402
+from qbench.run.results.summary import itl_stats  # noqa: E402
 from qbench.run.runner import run_scenario  # noqa: E402
 from qbench.run.scenario.scenario import parse_scenario  # noqa: E402
 from qbench.tune.server_process import start_reference_server  # noqa: E402
 
 
-def drive(url: str, out: Path, users: int, requests: int, max_tokens: int) -> list[RequestRecord]:
+def drive(url: str, out: Path, users: int, requests: int, max_tokens: int,
+          client_gaps: dict[int, list[float]] | None = None) -> list[RequestRecord]:
+    """qbench's run (one generator process, in this one); `client_gaps`, when given, gets each request's
+    exact gaps as qbench's stream reader saw them (before the record's histogram), by request id."""
     spec = parse_scenario({
         "name": "token-timing", "protocol": "openai",
         "endpoint": {"model": "tokens", "max_tokens": max_tokens, "stream": True},
         "payload": {"seed": 3, "inputs": [{"text": {"words": [4, 12]}}]},
         "load": {"users": users, "requests": requests, "timeout": 60},
     })
-    return run_scenario(spec, target=url, out_dir=out, live=False).records
+    if client_gaps is None:
+        return run_scenario(spec, target=url, out_dir=out, live=False).records
+    fill = TokenStream.fill
+
+    def keep(stream: TokenStream, record: RequestRecord) -> None:
+        client_gaps[record.request_id] = [b - a for a, b in zip(stream.times, stream.times[1:], strict=False)]
+        fill(stream, record)
+
+    TokenStream.fill = keep  # type: ignore[method-assign, assignment]
+    try:
+        return run_scenario(spec, target=url, out_dir=out, live=False).records
+    finally:
+        TokenStream.fill = fill  # type: ignore[method-assign]
 
 
 def server_timelines(url: str, since: float) -> dict[str, dict[str, Any]]:
@@ -102,6 +122,32 @@ def agreement(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
+def all_gaps(records: list[RequestRecord], timelines: dict[str, dict[str, Any]],
+             client_gaps: dict[int, list[float]] | None = None) -> dict[str, dict[str, float]]:
+    """The run's ITL over every gap of the joined ok requests: qbench's summary figure (merged
+    histograms), the exact type-7 percentiles of the server's gaps, p50/p90/p99 (s), and with
+    `client_gaps` the exact percentiles of qbench's own gaps (what the histograms stand for)."""
+    joined = [r for r in records if r.ok and request_id_value(r.request_id) in timelines]
+    logs = [timelines[request_id_value(r.request_id)]["token_at_s"] for r in joined]
+    server = sorted(b - a for times in logs for a, b in zip(times, times[1:], strict=False))
+    if not server:
+        return {}
+    client = itl_stats(joined)
+    exact = sorted(g for r in joined for g in (client_gaps or {}).get(r.request_id, []))
+    p99s = sorted(r.itl_p99_s for r in joined if r.itl_p99_s is not None)
+    out = {}
+    for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        ours = getattr(client, name)
+        theirs = percentile(server, q)
+        before = percentile(p99s, q) if name != "p50" and p99s else None  # qbench <= schema v5's figure
+        out[name] = {"qbench_s": ours, "server_s": theirs, "diff_s": ours - theirs,
+                     **({"per_request_p99s_s": before} if before is not None else {})}
+        if exact:
+            out[name]["qbench_exact_s"] = percentile(exact, q)
+    out["gaps"] = {"qbench": float(client.count), "server": float(len(server))}
+    return out
+
+
 def render(result: dict[str, Any]) -> str:
     lines = [f"{'figure':<10} {'qbench p50':>11} {'server p50':>11} {'median diff':>12} {'p90 |diff|':>11}"]
     for figure, a in result["agreement"].items():
@@ -110,17 +156,38 @@ def render(result: dict[str, Any]) -> str:
                      f"{ms['median_diff_s']:>+9.3f} ms {ms['p90_abs_diff_s']:>8.3f} ms")
     lines.append(f"requests joined: {result['joined']} of {result['records']} "
                  f"(token counts differ on {result['token_mismatches']})")
+    every = result.get("all_gaps") or {}
+    if every:
+        gaps = every["gaps"]
+        lines.append(f"ITL over every gap ({gaps['qbench']:.0f} gaps by qbench, {gaps['server']:.0f} by the "
+                     "server)")
+        lines.append(f"{'':<10} {'qbench':>11} {'server':>11} {'difference':>12} {'before (v5)':>12} "
+                     f"{'qbench exact':>13}")
+        for name in ("p50", "p90", "p99"):
+            row = {key: value * 1e3 for key, value in every[name].items()}
+            before = f"{row['per_request_p99s_s']:>9.3f} ms" if "per_request_p99s_s" in row else f"{'-':>12}"
+            exact = f"{row['qbench_exact_s']:>10.3f} ms" if "qbench_exact_s" in row else f"{'-':>13}"
+            lines.append(f"{'ITL ' + name:<10} {row['qbench_s']:>8.3f} ms {row['server_s']:>8.3f} ms "
+                         f"{row['diff_s']:>+9.3f} ms {before} {exact}")
+        lines.append("before (v5): that percentile of the requests' own p99 gaps, qbench's figure before the "
+                     "gap histograms; qbench exact: its gaps' exact percentile (the histograms' error is the "
+                     "difference from the first column, the host's scheduling of qbench the rest)")
+    if result.get("load_average"):
+        lines.append(f"host load average (1 min) at the end: {result['load_average']:.2f}")
     return "\n".join(lines)
 
 
 def measure(users: int, requests: int, max_tokens: int) -> dict[str, Any]:
     with start_reference_server("tokens") as url, tempfile.TemporaryDirectory() as tmp:
         since = time.perf_counter()
-        records = drive(url, Path(tmp) / "run", users, requests, max_tokens)
-        rows = join(records, server_timelines(url, since))
+        client_gaps: dict[int, list[float]] = {}
+        records = drive(url, Path(tmp) / "run", users, requests, max_tokens, client_gaps)
+        timelines = server_timelines(url, since)
+        rows = join(records, timelines)
     mismatches = sum(1 for row in rows if row["client_tokens"] != row["server_tokens"])
     return {"users": users, "requests": requests, "max_tokens": max_tokens, "records": len(records),
-            "joined": len(rows), "token_mismatches": mismatches, "agreement": agreement(rows)}
+            "joined": len(rows), "token_mismatches": mismatches, "agreement": agreement(rows),
+            "all_gaps": all_gaps(records, timelines, client_gaps), "load_average": os.getloadavg()[0]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -649,8 +649,10 @@ def plan(
     rate: Annotated[float | None, typer.Option(help="A peak request rate (req/s), instead of users.")] = None,
     requests_per_message: Annotated[float, typer.Option(help="Requests one message makes (a journey's "
                                                         "requests).")] = 1.0,
-    headroom: Annotated[str, typer.Option(help="Capacity kept free at the peak: plan for peak x (1 + this).")
-                        ] = "30%",
+    headroom: Annotated[str, typer.Option(help="A margin over the measured capacity: plan for peak x (1 + "
+                                          "this). Not replica-loss protection: that is --spare.")] = "30%",
+    spare: Annotated[int, typer.Option(min=0, help="Spare replicas on top of what the peak needs: losing "
+                                       "this many still serves the peak with its headroom.")] = 0,
     price: Annotated[float | None, typer.Option(help="Price per replica-hour (GPU, Space, pod), for the "
                                                 "cost.")] = None,
     out: Annotated[Path | None, typer.Option(help="Where plan.json goes (default: beside capacity.json).")
@@ -683,7 +685,7 @@ def plan(
         measured = run_capacity(config, lambda probe: show_probe(console, probe))
         render_capacity(measured, console)
         capacity = measured.out_dir
-    render_plan(run_plan(capacity, peak, fraction, price, out), console)
+    render_plan(run_plan(capacity, peak, fraction, price, out, spare), console)
 
 
 @app.command()

@@ -125,8 +125,8 @@ class LaunchSettings(_Strict):
     # on CUDA, 0 on a CPU; 0 = in the server's worker threads.
     decode_workers: int | Literal["auto"] = "auto"
     # HTTP front-end processes before the one queue (reference_server.http.front_ends; `python -m
-    # reference_server` and `qbench serve` only): auto = one per 4 cores (at most 4) on CUDA with 8+
-    # cores, 0 on a CPU; 0 = HTTP in the server's own event loop.
+    # reference_server` and `qbench serve` only): auto = 0 (off) everywhere until a GPU measurement
+    # shows they help (measured on a 2-core CPU box only); 0 = HTTP in the server's own event loop.
     front_ends: int | Literal["auto"] = "auto"
     uploads_in_memory_mb: float = Field(default=256.0, ge=0)  # upload bytes kept in memory, then on disk
     host: str = "127.0.0.1"

@@ -155,6 +155,11 @@ def test_token_timing_joins_every_request_and_the_gaps_agree(monkeypatch: pytest
     ttft, itl = result["agreement"]["ttft"], result["agreement"]["itl_mean"]
     assert 0.04 <= ttft["server_median_s"] <= ttft["client_median_s"]  # the preset's 50 ms prefill
     assert abs(itl["median_diff_s"]) < 0.005 and itl["server_median_s"] >= 0.015  # its 20 ms steps
+    every = result["all_gaps"]  # the run's ITL over every gap, qbench's histograms against the server's
+    assert every["gaps"] == {"qbench": 24.0, "server": 24.0}
+    assert abs(every["p50"]["diff_s"]) < 0.005 and "ITL p99" in bench.render(result)
+    for name in ("p50", "p90", "p99"):  # the histograms' figure against qbench's exact gaps: within 0.5%
+        assert every[name]["qbench_s"] == pytest.approx(every[name]["qbench_exact_s"], rel=0.005)
 
 
 def test_gpu_serving_exits_non_zero_naming_gradio_or_cuda(monkeypatch: pytest.MonkeyPatch) -> None:

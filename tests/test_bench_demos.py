@@ -105,11 +105,13 @@ def test_a_demo_starts_where_its_relative_file_names_are_found(demos: ModuleType
 def test_the_table_gives_both_figures_and_the_merge_keeps_demos_not_rerun(demos: ModuleType,
                                                                          tmp_path: Path) -> None:
     row = demos.Row
-    rows = [row("a", "ok1"), row("a", "bad", status="failed", sent=2, cause="server_error: boom"),
+    rows = [row("a", "ok1", sent=2, ok=2),
+            row("a", "bad", status="failed", sent=2, cause="server_error: boom"),
             row("b", "raises", status="failed", sent=2, cause="server_error: This should fail!",
                 apart="raises on purpose"), row("c", status="skipped", cause="needs the package 'cv2'")]
     text = demos.table(rows)
-    assert text.startswith("1 of 3 endpoints (33.3%) of 2 demos ran with 0 errors")
+    assert text.startswith("1 of 3 endpoints (33.3%) of 2 demos ran clean (0 errors, at least one request "
+                           "completed)")
     assert "Leaving out the 1 endpoint(s) that cannot have 0 errors" in text and "1 of 2 (50.0%)" in text
     assert "| b | /raises | 2 | 0 | raises on purpose | failed: server_error: This should fail! |" in text
     old = tmp_path / "old.json"
@@ -119,3 +121,20 @@ def test_the_table_gives_both_figures_and_the_merge_keeps_demos_not_rerun(demos:
     assert demos.main(["--demos", str(empty), "--merge", str(old), "--out", str(out)]) == 1  # 1 of 2 counted
     merged = json.loads((out / "results.json").read_text())
     assert [r["demo"] for r in merged] == ["a", "a", "b", "c"]
+
+
+def test_clean_needs_a_completed_request(demos: ModuleType) -> None:
+    """0 errors with nothing completed (every event still running at the run's end) is not clean: it
+    fails with its cause, and a row of an older results.json saying "ok" with 0 completed is not counted."""
+    row = demos.Row
+    slow = demos.settle(row("a", "slow", sent=2, ok=0, still_running=2), 2.0)
+    assert (slow.status, slow.cause) == ("failed", "no request completed in the 2 s run (2 still running at "
+                                         "its end)")
+    done = demos.settle(row("a", "fine", sent=2, ok=1, still_running=1), 2.0)
+    assert done.status == "ok"
+    old = row("b", "old", status="ok", sent=3, ok=0, still_running=3)
+    ran, clean, apart = demos.tally([done, old])
+    assert (len(ran), clean, apart) == (2, [done], [])
+    text = demos.table([done, old])
+    assert text.startswith("1 of 2 endpoints (50.0%)")
+    assert "| b | /old | 3 | 0 | no request completed |" in text

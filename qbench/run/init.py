@@ -302,8 +302,10 @@ def _openai_draft(target: OpenAITarget, model: str | None) -> Draft:
                   {"path": "/v1/chat/completions", "model": chosen, "max_tokens": 128, "stream": True},
                   inputs, [f"an OpenAI-compatible server, model {chosen}"],
                   {"p95_ttft_s": 2.0, "p95_latency_s": 30.0, "error_rate": 0.01})
+    draft.endpoint_notes = ["stream: true times every token (TTFT, ITL); stream: false times only the "
+                            "whole reply (drop the slo's token keys then)"]
     if len(target.models) > 1:
-        draft.endpoint_notes = [f"Models it serves: {', '.join(target.models)}"]
+        draft.endpoint_notes.append(f"Models it serves: {', '.join(target.models)}")
     return draft
 
 

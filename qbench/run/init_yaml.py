@@ -43,6 +43,26 @@ class Draft:
     fill_in: bool = False  # the user must edit the file before it runs
 
 
+#: Where each protocol's scenario was read from (the header's first line).
+READ_FROM = {"gradio": "the app's own API", "openai": "the server's GET /v1/models",
+             "mcp": "the server's tools/list", "http": "what the server publishes"}
+#: What a per-request timeout does, per protocol (the `timeout:` line's comment).
+TIMEOUT_DOES = {
+    "gradio": "a timed-out Gradio event is cancelled",
+    "openai": "a timed-out request's connection is closed (the server stops generating)",
+    "mcp": "a timed-out tool call's stream is closed",
+    "http": "a timed-out request's connection is closed",
+}
+#: The SLO comment's examples, per protocol.
+SLO_EXAMPLES = {
+    "openai": [
+        "slo:",
+        "  # What your users tolerate: p95_ttft_s, the wait for a reply's first token (~1-2 s for a chat),",
+        "  # and p95_latency_s, the whole reply; p99_itl_s bounds the gaps between tokens (over every gap).",
+        "  # Token keys need endpoint.stream: true. `qbench run` exits 3 when one is missed; `qbench",
+        "  # capacity` finds the highest rate that meets them; `qbench sweep` ranks server settings by them.",
+    ],
+}
 LOAD_LINES = [
     "load:",
     "  # A first, gentle load: 4 users in a closed loop, each sends, waits for its answer, then waits",
@@ -54,7 +74,7 @@ LOAD_LINES = [
     "  ramp_up: 2                        # users start spread over 2 s",
     "  duration: 30                      # seconds of load",
     "  warmup: 5                         # requests in the first 5 s are not summarised",
-    "  timeout: 60                       # per request; a timed-out Gradio event is cancelled",
+    "  timeout: 60                       # per request; {timeout_does}",
 ]
 
 SLO_LINES = [
@@ -66,9 +86,21 @@ SLO_LINES = [
 ]
 
 
+def load_lines(protocol: str) -> list[str]:
+    """The `load:` section, its comments fitting `protocol`."""
+    does = TIMEOUT_DOES.get(protocol, TIMEOUT_DOES["http"])
+    return [line.replace("{timeout_does}", does) for line in LOAD_LINES]
+
+
+def slo_lines(protocol: str) -> list[str]:
+    """The `slo:` section's comment, fitting `protocol`."""
+    return SLO_EXAMPLES.get(protocol, SLO_LINES)
+
+
 def render(draft: Draft, target: str, auth: Auth, command: str) -> str:
     """The whole scenario file for `draft`."""
-    lines = [f"# Written by `{command}` from the app's own API: {draft.about[0]}."]
+    read_from = READ_FROM.get(draft.protocol, READ_FROM["http"])
+    lines = [f"# Written by `{command}` from {read_from}: {draft.about[0]}."]
     lines += [f"# {line}" for line in draft.about[1:]]
     if draft.fill_in:
         lines.append("# Edit the parts marked FILL IN, then: qbench run THIS_FILE")
@@ -76,8 +108,8 @@ def render(draft: Draft, target: str, auth: Auth, command: str) -> str:
         lines.append("# It runs as it is: qbench run THIS_FILE (edit the generators to match real traffic).")
     lines += [f"name: {_scalar(draft.name)}", f"target: {_scalar(target)}", f"protocol: {draft.protocol}"]
     lines += endpoint_lines(draft)
-    lines += LOAD_LINES
-    lines += SLO_LINES + [f"  {key}: {_number(value)}" for key, value in draft.slo.items()]
+    lines += load_lines(draft.protocol)
+    lines += slo_lines(draft.protocol) + [f"  {key}: {_number(value)}" for key, value in draft.slo.items()]
     lines += auth_lines(auth)
     return "\n".join(lines) + "\n"
 
@@ -99,9 +131,9 @@ def render_mix(drafts: list[Draft], target: str, auth: Auth, command: str) -> st
         if own:
             bounds = {k: v for k, v in draft.slo.items() if k != "error_rate"}
             lines.append(f"    slo: {_flow_mapping(bounds)}")
-    lines += LOAD_LINES
+    lines += load_lines(drafts[0].protocol)
     slo = {"error_rate": 0.01} if own else {k: v for d in drafts for k, v in d.slo.items()}
-    lines += SLO_LINES + [f"  {key}: {_number(value)}" for key, value in slo.items()]
+    lines += slo_lines(drafts[0].protocol) + [f"  {key}: {_number(value)}" for key, value in slo.items()]
     lines += auth_lines(auth)
     return "\n".join(lines) + "\n"
 

@@ -35,11 +35,12 @@ from typing import IO, Any, Final, Literal
 
 import orjson
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 BATCH_ROWS = 65_536  # records per row group of records.parquet (one group up to this many)
 #: Versions `read_parquet` reads: v1 lacks the token fields (they read as None / 0), v2 the journey
-#: fields, v3 the server's phases, v4 the streamed-input figures (they read as None / 0).
-READABLE_VERSIONS: Final = (1, 2, 3, 4, 5)
+#: fields, v3 the server's phases, v4 the streamed-input figures, v5 the gap histogram `itl_hist`
+#: (they read as None / 0).
+READABLE_VERSIONS: Final = (1, 2, 3, 4, 5, 6)
 
 Outcome = Literal["ok", "error"]
 
@@ -99,6 +100,7 @@ class RequestRecord:
     itl_p50_s: float | None = None  # median gap (s), type-7 percentile over this request's gaps
     itl_p99_s: float | None = None  # 99th percentile gap (s)
     itl_max_s: float | None = None  # longest gap (s)
+    itl_hist: str | None = None  # every gap as "bucket:count ..." (qbench.run.gap_histogram, 0.5%; schema v6)
     # ---- output files fetched (gradio file outputs; scenario fetch_outputs) (schema v3) ----
     result_at_s: float | None = None  # process_completed received, before the output files were fetched (s)
     download_bytes: int = 0  # bytes of the output files fetched (also counted in bytes_received)
@@ -351,6 +353,7 @@ def _arrow_schema() -> Any:
         "tokens_from": pa.string(),
         "finish_reason": pa.string(),
         "itl_count": pa.int64(),
+        "itl_hist": pa.string(),
         "download_bytes": pa.int64(),
         "downloads": pa.int64(),
         "journey_id": pa.int64(),

@@ -25,6 +25,7 @@ import os
 import platform
 import re
 import socket
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -76,6 +77,14 @@ class RunResult:
     alongside: list[Alongside] = field(default_factory=list)  # a mix entry's `start`: before/after it
 
 
+def _before_load(scenario: Scenario) -> Plan:
+    """The schedule checked (check_schedule, below), and what the run will not see
+    said on stderr before any request (an openai endpoint not streamed: no token timings)."""
+    for warning in scenario.token_warnings():
+        print(f"warning: {warning}", file=sys.stderr)
+    return check_schedule(scenario)
+
+
 def run_scenario(
     scenario: Scenario,
     *,
@@ -103,7 +112,7 @@ def run_scenario(
         )
     if not re.match(r"https?://[^/\s]+", url):
         raise ScenarioError(f"target {url!r}: expected an http(s) URL such as http://127.0.0.1:7860")
-    plan = check_schedule(scenario)
+    plan = _before_load(scenario)
     writer = Writer(run_secrets(scenario, url))  # an unset ${ENV} reference fails here
     run_dir = out_dir or new_folder("run", scenario.name, REPORTS)
     fresh = not run_dir.exists() or not any(run_dir.iterdir())  # removed again if the run fails

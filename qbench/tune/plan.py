@@ -4,8 +4,13 @@
     offered rate   closed-loop users (users, think time Z, K requests per message, R the mean latency at
                    capacity): X = users x K / (Z + K x R), each user sending a message Z s after the last
                    answer; or messages per minute per user: X = users x K x m / 60; or a peak rate given
-    replicas       n = ceil(X x (1 + headroom) / C), C one replica's confirmed capacity (req/s); the
-                   fleet's capacity is predicted as n x C (replicas share nothing but the balancer)
+    replicas       n = ceil(X x (1 + headroom) / C) + spare, C one replica's confirmed capacity (req/s); the
+                   fleet's capacity is predicted as n x C (replicas share nothing but the balancer).
+                   The headroom is a margin over the MEASURED capacity (bursts, a capacity measured a
+                   little high, slower requests than in the measurement), not replica-loss protection:
+                   losing one of n replicas removes 1/n of the fleet, which a 30% headroom covers only
+                   from about 5 replicas. `spare` replicas are that protection: with spare = N, losing
+                   any N still leaves ceil(X x (1 + headroom) / C), which hold the peak with its headroom
     users/replica  Little's law: C x (Z + K x R) / K at capacity, C / (1 + headroom) x ... keeping the
                    headroom free; users / n at the peak
     cost           n x price per replica-hour; per month (HOURS_PER_MONTH) at that peak, and per 1,000
@@ -28,7 +33,7 @@ from qbench.tune.overload import OVERLOAD_FACTOR
 
 HOURS_PER_MONTH = 730.0  # 8,760 hours a year / 12
 GENERATOR_BUSY = 0.7  # share of one core a generator process may use before its timing suffers
-PLAN_SCHEMA_VERSION = 1
+PLAN_SCHEMA_VERSION = 2  # 2: spare, survives_loss
 
 
 @dataclass(frozen=True)
@@ -125,14 +130,16 @@ class Plan:
 
     measured: Measured
     traffic: Traffic
-    headroom: float  # fraction of capacity kept free at the peak (0.3: plan for 1.3 x the peak)
+    headroom: float  # margin over the measured capacity at the peak (0.3: plan for 1.3 x the peak)
     rate_rps: float  # offered request rate at the peak
-    replicas: int
+    replicas: int  # the replicas the peak needs with its headroom, plus `spare`
     utilization: float  # rate / (replicas x capacity) at the peak
     fleet_capacity_rps: float  # predicted: replicas x one replica's capacity
     users_per_replica: float | None  # Little's law, keeping the headroom free (None for a rate given)
     users_per_replica_at_capacity: float | None  # Little's law at capacity
     users_per_replica_at_peak: float | None  # the peak's users / replicas (None for a rate given)
+    spare: int = 0  # replicas on top, so that losing this many still holds the peak with its headroom
+    survives_loss: int = 0  # replicas that may be lost with the fleet still holding the PEAK (no headroom)
     price_per_hour: float | None = None  # per replica-hour
     cost_per_hour: float | None = None
     cost_per_month: float | None = None
@@ -157,8 +164,9 @@ def plan_lines(data: Any) -> list[tuple[str, str]]:
 
 
 def make_plan(measured: Measured, traffic: Traffic, headroom: float = 0.3,
-              price_per_hour: float | None = None) -> Plan:
-    """The plan for `traffic` on replicas like the one `measured` (the module docstring's arithmetic)."""
+              price_per_hour: float | None = None, spare: int = 0) -> Plan:
+    """The plan for `traffic` on replicas like the one `measured` (the module docstring's arithmetic);
+    `spare` replicas on top of what the peak needs, so losing that many still holds it."""
     if measured.capacity_rps <= 0:
         raise ScenarioError(f"{measured.source}: capacity {measured.capacity_rps} req/s: nothing to plan "
                             "with")
@@ -166,9 +174,18 @@ def make_plan(measured: Measured, traffic: Traffic, headroom: float = 0.3,
         raise ScenarioError(f"--headroom {headroom}: expected a fraction >= 0 (30% or 0.3)")
     if price_per_hour is not None and price_per_hour < 0:
         raise ScenarioError(f"--price {price_per_hour}: expected a price per replica-hour >= 0")
+    if spare < 0:
+        raise ScenarioError(f"--spare {spare}: expected a number of replicas >= 0")
     cap, latency = measured.capacity_rps, measured.mean_latency_s
+    if traffic.think_time_s == 0 and traffic.messages_per_minute is None and traffic.rate_rps is None \
+            and not latency > 0:
+        raise ScenarioError(f"--think-time 0: {measured.source or 'the capacity'} records no mean latency at "
+                            "capacity, so the rate of users who send again at once (users / latency) is "
+                            "unknown: pass --think-time S > 0, --messages-per-minute M or --rate R")
     rate = traffic.rate(latency)
-    replicas = max(1, math.ceil(rate * (1 + headroom) / cap - 1e-9))  # 2.0000000001 replicas are 2
+    needed = max(1, math.ceil(rate * (1 + headroom) / cap - 1e-9))  # 2.0000000001 replicas are 2
+    replicas = needed + spare
+    holds_peak = max(1, math.ceil(rate / cap - 1e-9))  # replicas that carry the peak with no margin
     cycle = traffic.cycle_s(latency)
     k = traffic.requests_per_message
     per_replica = None if cycle is None else cap / (1 + headroom) * cycle / k
@@ -185,6 +202,7 @@ def make_plan(measured: Measured, traffic: Traffic, headroom: float = 0.3,
         utilization=rate / (replicas * cap), fleet_capacity_rps=replicas * cap, users_per_replica=per_replica,
         users_per_replica_at_capacity=at_capacity,
         users_per_replica_at_peak=None if traffic.users is None else traffic.users / replicas,
+        spare=spare, survives_loss=replicas - holds_peak,
         price_per_hour=price_per_hour, cost_per_hour=cost_hour,
         cost_per_month=None if cost_hour is None else cost_hour * HOURS_PER_MONTH,
         cost_per_1k_requests=None if cost_hour is None else cost_hour / (rate * 3600) * 1000,
@@ -202,9 +220,11 @@ def describe(plan: Plan) -> list[tuple[str, str]]:
                              f"{m.mean_latency_s:.3g} s at capacity (from {m.source})")]
     lines.append(("peak", f"{plan.rate_rps:.3g} req/s = {t.rests_on(m.mean_latency_s)}"))
     need = plan.rate_rps * (1 + plan.headroom) / m.capacity_rps
+    spare = f" + {plan.spare} spare" if plan.spare else ""
     lines.append(("replicas", f"{plan.replicas} = ceil({plan.rate_rps:.3g} req/s x (1 + {plan.headroom:.0%} "
-                              f"headroom) / {m.capacity_rps:.3g} req/s per replica) = ceil({need:.3g}); each "
-                              f"runs at {plan.utilization:.0%} of its capacity at the peak"))
+                              f"headroom) / {m.capacity_rps:.3g} req/s per replica) = ceil({need:.3g})"
+                              f"{spare}; each runs at {plan.utilization:.0%} of its capacity at the peak"))
+    lines.append(("replica loss", _loss_line(plan)))
     fleet = (f"{plan.replicas} x {m.capacity_rps:.3g} = {plan.fleet_capacity_rps:.3g} req/s under the same "
              "SLO, predicted (measure it behind your balancer: qbench capacity --target BALANCER)")
     if m.arrival == "constant":
@@ -231,6 +251,27 @@ def describe(plan: Plan) -> list[tuple[str, str]]:
                               f"1,000 requests at {plan.rate_rps:.3g} req/s"))
     lines.append(_generator_line(plan))
     return lines
+
+
+def _loss_line(plan: Plan) -> str:
+    """What losing replicas does: the headroom is a margin over the measured capacity, spares are the
+    protection against losing replicas (module docstring)."""
+    cap, n = plan.measured.capacity_rps, plan.replicas
+    if plan.spare:
+        left = n - plan.spare
+        plural = "s" if plan.spare > 1 else ""
+        said = (f"{plan.spare} spare: losing {plan.spare} replica{plural} leaves {left} x {cap:.3g} = "
+                f"{left * cap:.3g} req/s, which hold the {plan.rate_rps:.3g} req/s peak with its "
+                f"{plan.headroom:.0%} headroom")
+    else:
+        said = ("no spare (--spare N adds N replicas so that losing N still holds the peak); the headroom "
+                "is a margin over the measured capacity, not replica-loss protection")
+    if plan.survives_loss <= 0:
+        return f"{said}; losing any replica leaves less than the peak's {plan.rate_rps:.3g} req/s"
+    lost = plan.survives_loss
+    left = n - lost
+    return (f"{said}; the peak itself ({plan.rate_rps:.3g} req/s, no headroom) holds with up to {lost} "
+            f"replica{'s' if lost > 1 else ''} lost ({left} x {cap:.3g} = {left * cap:.3g} req/s)")
 
 
 def _generator_line(plan: Plan) -> tuple[str, str]:

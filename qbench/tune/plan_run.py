@@ -127,10 +127,10 @@ def _processes(info: RunInfo | None) -> int:
 
 
 def run_plan(source: Path, traffic: Traffic, headroom: float, price_per_hour: float | None,
-             out: Path | None = None) -> PlanRun:
+             out: Path | None = None, spare: int = 0) -> PlanRun:
     """Read the capacity, make the plan, write plan.json (beside capacity.json unless `out`)."""
     measured = read_measured(source)
-    plan = make_plan(measured, traffic, headroom, price_per_hour)
+    plan = make_plan(measured, traffic, headroom, price_per_hour, spare)
     path = out or capacity_path(source).parent / "plan.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     Writer().json(path, plan.to_dict())

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import os
 import pickle
 import shutil
 import socket
@@ -50,13 +49,13 @@ Frame = tuple[Any, ...]
 
 
 def resolve_front_ends(value: int | str, device: Callable[[], str], gradio: int) -> int:
-    """`launch.front_ends` -> a count: auto = one per 4 cores (at most 4) on CUDA from 8 cores, else 0
-    (and 0 for Gradio 3.x's websocket queue, which is not forwarded). `device` is asked only for auto
-    (it may import torch)."""
+    """`launch.front_ends` -> a count: auto = 0 (off) on every device, until a measurement on a GPU shows
+    that front ends help there (they are measured on the 2-core CPU box only: docs/reference-server.md);
+    an explicit count is taken as it is. `device` and `gradio` are the inputs a measured auto will
+    need (the device may import torch: it is not asked now)."""
     if isinstance(value, int):
         return value
-    cores = os.cpu_count() or 1
-    return min(4, cores // 4) if cores >= 8 and gradio != 3 and device() == "cuda" else 0
+    return 0
 
 
 # ---------------------------------------------------------------- the link (both sides)

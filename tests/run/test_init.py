@@ -135,6 +135,23 @@ def test_openai_model_choice() -> None:
         draft_for(target, "c")
 
 
+def test_an_openai_scenario_says_what_fits_its_protocol() -> None:
+    """`qbench init --protocol openai` writes no Gradio words: where it was read from, what a timeout does
+    to an OpenAI request, the token SLO keys (and that they need stream: true); it parses as written."""
+    from qbench.run.init_yaml import render
+    from qbench.run.scenario.credentials import Auth
+    from qbench.run.scenario.scenario import parse_scenario
+
+    text = render(draft_for(OpenAITarget(["tiny"]), None), "http://127.0.0.1:1", Auth(),
+                  "qbench init http://127.0.0.1:1 --protocol openai")
+    assert "Gradio" not in text and "from the server's GET /v1/models" in text
+    assert "a timed-out request's connection is closed (the server stops generating)" in text
+    assert "p95_ttft_s, the wait for a reply's first token" in text and "endpoint.stream: true" in text
+    assert "# stream: true times every token" in text
+    parsed = parse_scenario(yaml.safe_load(text))
+    assert parsed.protocol == "openai" and parsed.endpoint.stream and parsed.slo is not None
+
+
 def test_new_generators_are_validated_with_file_key_and_value(tmp_path: Path) -> None:
     scenario = tmp_path / "bad.yaml"
     scenario.write_text("target: http://127.0.0.1:1\nendpoint: {api_name: x}\nload: {burst: 1}\n"

@@ -118,11 +118,24 @@ def test_token_fields_round_trip_and_derive(tmp_path: Path) -> None:
     r = RequestRecord(0, 0, "s", "chat", False, intended_at_s=1.0, sent_at_s=1.5, first_output_at_s=2.0,
                       completed_at_s=4.0, outcome="ok", input_tokens=7, output_tokens=5, tokens_from="usage",
                       finish_reason="length", itl_count=4, itl_mean_s=0.5, itl_p50_s=0.5, itl_p99_s=0.6,
-                      itl_max_s=0.6)
+                      itl_max_s=0.6, itl_hist="-70:3 -51:1")
     assert r.ttft_s == 0.5 and r.ttfo_s == 1.0
     assert r.tpot_s == pytest.approx(0.5) and r.output_tps == pytest.approx(5 / 2.5)
     write_parquet([r], tmp_path / "records.parquet")
     assert read_parquet(tmp_path / "records.parquet") == [r]
+    assert read_jsonl_roundtrip(r, tmp_path) == [r] and records_from_ipc(records_to_ipc([r])) == [r]
+
+
+def test_parquet_v5_reads_without_the_gap_histogram(tmp_path: Path) -> None:
+    """A v5 file (before `itl_hist`) still reads: the histogram reads as None (the summary then pools
+    the per-request statistics)."""
+    import pyarrow.parquet as pq
+
+    records = sample()
+    v5 = records_table(records).drop_columns(["itl_hist"]).replace_schema_metadata(
+        {b"qbench_schema_version": b"5"})
+    pq.write_table(v5, tmp_path / "records.parquet")
+    assert read_parquet(tmp_path / "records.parquet") == records
 
 
 def test_arrow_ipc_batches_round_trip_exactly() -> None:

@@ -121,3 +121,47 @@ def test_a_scenario_is_measured_first_then_planned(tmp_path: Path, monkeypatch: 
     assert out.exit_code == 0, out.output
     assert seen[0].target == "http://127.0.0.1:1" and seen[0].constraints.slo["p95_latency_s"] == 2
     assert json.loads((folder / "plan.json").read_text())["replicas"] == 1
+
+
+def test_spare_replicas_hold_the_peak_when_that_many_are_lost() -> None:
+    """--spare N: N replicas on top of what the peak needs with its headroom, so losing N still holds it;
+    without spares the plan says the headroom is not replica-loss protection, and how many replicas the
+    peak itself survives losing (2 of 3 here: 99 req/s needs 2 x 50)."""
+    peak = traffic(2000, 20.0, None, None)  # 99.0 req/s: ceil(99 x 1.3 / 50) = 3
+    plain, spared = make_plan(ONE, peak, 0.3), make_plan(ONE, peak, 0.3, spare=2)
+    assert (plain.replicas, plain.spare, plain.survives_loss) == (3, 0, 1)
+    assert (spared.replicas, spared.spare, spared.survives_loss) == (5, 2, 3)
+    assert spared.utilization == pytest.approx(99.0099 / 250, rel=1e-4)
+    plain_words, spared_words = dict(plain.lines), dict(spared.lines)
+    assert "not replica-loss protection" in plain_words["replica loss"]
+    assert "--spare N" in plain_words["replica loss"]
+    assert "= ceil(2.57) + 2 spare" in spared_words["replicas"]
+    assert "losing 2 replicas leaves 3 x 50 = 150 req/s, which hold the 99 req/s peak with its 30% headroom" \
+        in spared_words["replica loss"]
+    assert make_plan(ONE, peak, 0.3, spare=2).to_dict()["spare"] == 2
+    tight = make_plan(ONE, traffic(None, None, None, 95.0), 0.0)  # 95 / 50 -> 2, losing one leaves 50
+    assert tight.survives_loss == 0
+    assert "losing any replica leaves less than" in dict(tight.lines)["replica loss"]
+    with pytest.raises(ScenarioError, match="--spare -1"):
+        make_plan(ONE, peak, 0.3, spare=-1)
+
+
+def test_think_time_zero_without_a_mean_latency_is_an_error_not_a_division_by_zero() -> None:
+    unknown = Measured(capacity_rps=50.0, mean_latency_s=0.0, source="cap/capacity.json")
+    with pytest.raises(ScenarioError, match=r"--think-time 0: cap/capacity.json records no mean latency"):
+        make_plan(unknown, traffic(100, 0.0, None, None), 0.3)
+    at_once = make_plan(ONE, traffic(100, 0.0, None, None), 0.3)  # with a latency: users / latency
+    assert at_once.rate_rps == pytest.approx(100 / 0.2) and at_once.replicas == 13
+    assert make_plan(unknown, traffic(100, 10.0, None, None), 0.3).rate_rps == pytest.approx(10.0)
+
+
+def test_the_command_takes_spare_and_refuses_a_negative_one(tmp_path: Path) -> None:
+    folder = capacity_folder(tmp_path)
+    out = CliRunner().invoke(app, ["plan", str(folder), "--users", "1000", "--think-time", "30",
+                                   "--spare", "1"])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "ceil(1.07) + 1 spare" in text and "losing 1 replica leaves 2 x 40 = 80 req/s" in text
+    assert json.loads((folder / "plan.json").read_text())["replicas"] == 3
+    bad = CliRunner().invoke(app, ["plan", str(folder), "--rate", "10", "--spare", "-1"])
+    assert bad.exit_code == 2 and "--spare" in bad.output

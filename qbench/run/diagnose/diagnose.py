@@ -40,14 +40,26 @@ Findings, most specific first (each a sentence a user can act on):
     server_cpu   saturated while the server's event loop kept a core busy, >= 50% of a core and >= 80%
                  of the server's CPU (a shared host gives it no more than its share of a core; and the
                  GPU, if any, was mostly idle): request handling in one Python thread is the limit
-    per_request_work  saturated, and the model is a small share of the service: from the server's
-                 phases when records carry them (qbench.run.diagnose.diagnose_phases: the forward pass or the
-                 function under a third of the service), else from its usage: the GPU busy under
-                 `GPU_IDLE` of the run while the server process kept about a core busy
-                 (>= `PROCESS_BUSY_CORES`) but used at most `FEW_CORES` of the host's cores (when known:
-                 the target ran on qbench's host, run.json `host.cpus`). The per-request work
-                 (decoding, preprocessing, uploads, messaging) runs in one Python process: more
-                 concurrency or batching will not help (replaces idle_slots, model_bound, queue_limit)
+    device / per_request_work
+                 saturated, and one of the server's two resources was busy: the device (the GPU, or the
+                 reference server's accelerator) or the server's own host work for each request. Each
+                 one's busy share is the utilisation law U = X x D (X the run's throughput, D what one
+                 request asked of it: qbench.run.diagnose.diagnose_phases.demand, from the server's
+                 phases: the forward pass and copy per request for the device, the upload, decode,
+                 pre/postprocess and the function around the forward pass for the host), or measured:
+                 the GPU's busy share from NVML, the server process's CPU in cores (its /status; the
+                 larger of the two host figures is taken). A resource is the limit when it was busy at
+                 least `BUSY` of the run AND busier than the other: `device` says the device is the
+                 limit (faster device, smaller model or larger batches help, not more concurrency or
+                 faster request handling); `per_request_work` that the server's per-request work is
+                 (decoding, preprocessing, uploads, messaging in one Python process: more concurrency
+                 or batching will not help). Below `BUSY` neither is saturated: a resource that runs
+                 alone, one request at a time, shares the time with the other (at concurrency 1, a
+                 device and a host each half busy), so the queue's limit is what holds (queue_limit /
+                 model_bound below). Without a device figure (a Gradio app's trace, no GPU), the
+                 per-request work is the limit when the function is under a third of the service
+                 (diagnose_phases.MODEL_SHARE) and the host's work kept it busy at least `BUSY`.
+                 Either replaces idle_slots, model_bound and queue_limit
     idle_slots   requests waited while fewer slots ran than the server is configured for (its /status
                  reports them): another limit holds them (max_threads, a shared concurrency_id...)
     model_bound  saturated and service time grows with concurrency (growth >= 1.5): the model or the
@@ -77,7 +89,9 @@ import numpy as np
 from qbench.run.diagnose.diagnose_phases import (
     MODEL_SHARE,
     Breakdown,
+    Demand,
     breakdown,
+    demand,
     phase_findings,
     phase_medians,
 )
@@ -98,9 +112,7 @@ GEN_LAG_MIN_S = 0.02  # below this the generator's lag explains no queue
 MIN_WAIT_S = 0.005  # an excess queue wait below this is the protocol's, not a queue
 MIN_RUNNING = 0.5  # fewer running on average while requests waited: they did not wait for the function
 CLOSED_WAIT_SHARE = 0.1  # closed loop: an excess wait beyond this share of the service is a queue
-GPU_IDLE = 0.25  # a GPU busy under this share of the run was not what limited it...
-PROCESS_BUSY_CORES = 0.75  # ... while the server process kept about one core busy (Python's GIL)...
-FEW_CORES = 0.25  # ... using at most this share of the host's cores
+BUSY = 0.75  # a resource busy this share of the run is saturated (two that alternate: 0.5 each at most)
 HELP_PER_REQUEST = (
     "decode and preprocess in worker processes or on the GPU, run several server processes behind one "
     "address, keep uploads in memory, or send smaller inputs")
@@ -137,6 +149,7 @@ class _Context:
     users: int | None  # closed loop: its users; None for an open loop
     split: Breakdown | None  # the endpoint's service split by the server's phases, when carried
     steady: Steadiness | None
+    demand: Demand | None = None  # what a request asked of the device and the host (one endpoint's phases)
 
 
 def diagnose(
@@ -160,12 +173,14 @@ def diagnose(
     load = _load(ok, [r for r in records if r.sent_at_s is not None])
     if load is None:
         return findings + described
-    split = breakdown(next(iter(phases.values()))) if len(phases) == 1 else None
-    ctx = _Context(summary, server, usage, cpus, closed_loop_users(records), split, steadiness(records))
+    one = len(phases) == 1
+    split = breakdown(next(iter(phases.values()))) if one else None
+    ctx = _Context(summary, server, usage, cpus, closed_loop_users(records), split, steadiness(records),
+                   demand(records) if one else None)
     limit = _limit(load, ctx)
     if any(f.kind == "generator" for f in limit):
         return findings + limit
-    said = {"work_share"} if any(f.kind == "per_request_work" for f in limit) else set()
+    said = {"work_share"} if any(f.kind in ("per_request_work", "device") for f in limit) else set()
     return findings + limit + [f for f in described if f.kind not in said]
 
 
@@ -208,9 +223,9 @@ def _limit(load: _Load, ctx: _Context) -> list[Finding]:
             "the likely limit; more concurrency will not help, less work per request or more server "
             "processes will"))
         return [loop, *_queue_or_model(load, ctx, "")]
-    work = _per_request_work(load, ctx, at)
-    if work is not None:
-        return [work]
+    busy = _resource_limit(ctx, at)
+    if busy is not None:
+        return [busy]
     return _queue_or_model(load, ctx, at)
 
 
@@ -247,32 +262,79 @@ def _queue_or_model(load: _Load, ctx: _Context, at: str) -> list[Finding]:
     return findings
 
 
-def _per_request_work(load: _Load, ctx: _Context, at: str) -> Finding | None:
-    """per_request_work (module docstring), from the server's phases or else from its usage."""
-    usage, service = ctx.usage, load.later_medians[1]
-    used = _used_text(usage, ctx.cpus)
-    if ctx.split is not None:
-        split = ctx.split
-        if split.model_share >= MODEL_SHARE or not split.work_explained:
-            return None
-        evidence = (f"{split.work_text()}: {_ms(split.work_ms / 1000)} of {_ms(split.service_ms / 1000)}; "
-                    f"{split.model_text()}{'; ' + used if used else ''}")
-    else:
-        if usage.gpu_busy is None or usage.cores is None:
-            return None
-        gpu = max(usage.gpu_busy)
-        many = ctx.cpus is not None and usage.cores > FEW_CORES * ctx.cpus  # the host's CPU, not one process
-        if gpu >= GPU_IDLE or usage.cores < PROCESS_BUSY_CORES or many:
-            return None
-        busy = float((load.running > 0).mean())  # the GPU's share of the time a job ran, of each job
-        on_gpu = min(gpu / busy, 1.0) * service if busy > 0 else 0.0
-        evidence = (f"decode/preprocess/upload: about {_ms(service - on_gpu)} of each {_ms(service)} of "
-                    f"service, the GPU busy {gpu:.0%} of the run (about {_ms(on_gpu)}), while {used}, about "
-                    "one Python thread's worth")
+@dataclass(frozen=True)
+class _Busy:
+    """The busy shares of the device and of the server's host work over the run (module docstring)."""
+
+    device: float | None  # 0-1 (more where forward passes overlapped); None: not known
+    host: float | None  # X x the host's demand, or the process's CPU in cores, whichever is larger
+    device_from: str  # "NVML" | "phases" | ""
+    host_from: str = ""  # "phases" (X x the host's demand) | "cpu" (the process's CPU, in cores) | ""
+
+
+def _busy(ctx: _Context) -> _Busy:
+    x, usage, need = ctx.summary.throughput_rps, ctx.usage, ctx.demand
+    device, device_from = None, ""
+    if usage.gpu_busy is not None:
+        device, device_from = max(usage.gpu_busy), "NVML"
+    elif need is not None and need.device_s is not None:
+        device, device_from = x * need.device_s, "phases"
+    hosts = [(v, src) for v, src in ((None if need is None else x * need.host_s, "phases"),
+                                     (usage.cores, "cpu")) if v is not None]
+    host, host_from = max(hosts) if hosts else (None, "")
+    return _Busy(device, host, device_from, host_from)
+
+
+def _resource_limit(ctx: _Context, at: str) -> Finding | None:
+    """device or per_request_work (module docstring), or None: neither resource is saturated."""
+    busy = _busy(ctx)
+    host = busy.host or 0.0
+    if busy.device is not None:
+        if busy.device >= BUSY and busy.device >= host:
+            return _device_finding(ctx, busy, at)
+        if host >= BUSY and host > busy.device:
+            return _work_finding(ctx, busy, at)
+        return None
+    split = ctx.split
+    if split is None or split.model_share >= MODEL_SHARE or not split.work_explained or host < BUSY:
+        return None
+    return _work_finding(ctx, busy, at)
+
+
+def _rates(ctx: _Context, busy: _Busy) -> str:
+    """'at 14.3 req/s, the device busy 87% of the run (61 ms per request), the server's own work 5%
+    (3.5 ms per request); the server process used 4% of a core' (its CPU: when it, not the phases,
+    gave the host's figure)."""
+    need, x = ctx.demand, ctx.summary.throughput_rps
+    parts = []
+    if busy.device is not None:
+        per = (f" ({_ms(need.device_s)} per request)" if need is not None and need.device_s is not None
+               else "")
+        what = "the GPU" if busy.device_from == "NVML" else "the device"
+        parts.append(f"{what} busy {busy.device:.0%} of the run{per}")
+    if busy.host_from == "phases" and need is not None:
+        parts.append(f"the server's own work {busy.host:.0%} ({_ms(need.host_s)} per request)")
+    used = _used_text(ctx.usage, ctx.cpus)
+    return f"at {x:.1f} req/s, " + ", ".join(parts) + (f"; {used}" if used else "")
+
+
+def _device_finding(ctx: _Context, busy: _Busy, at: str) -> Finding:
+    split = ctx.split
+    model = f"; {split.model_text()} of {_ms(split.service_ms / 1000)} of service" if split else ""
+    return Finding("device", (
+        f"{at}the device is the limit ({_rates(ctx, busy)}{model}): it was busy nearly all the time, so more "
+        "concurrency or faster request handling will not help; a faster device, a smaller or quantised "
+        "model, or larger batches (if the model batches well) will"))
+
+
+def _work_finding(ctx: _Context, busy: _Busy, at: str) -> Finding:
+    split = ctx.split
+    work = (f"{split.work_text()}: {_ms(split.work_ms / 1000)} of {_ms(split.service_ms / 1000)}; "
+            f"{split.model_text()}; " if split is not None and split.work_explained else "")
     return Finding("per_request_work", (
-        f"{at}per-request work in the server process is the limit ({evidence}): decoding, preprocessing, "
-        "uploads and messaging run one at a time in one Python process; more concurrency or batching will "
-        f"not help; {HELP_PER_REQUEST}"))
+        f"{at}per-request work in the server process is the limit ({work}{_rates(ctx, busy)}): decoding, "
+        "preprocessing, uploads and messaging run one at a time in one Python process; more concurrency or "
+        f"batching will not help; {HELP_PER_REQUEST}"))
 
 
 def _used_text(usage: Usage, cpus: int | None) -> str:

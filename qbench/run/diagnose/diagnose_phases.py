@@ -118,6 +118,47 @@ class Breakdown:
         return f"{what} {_ms(self.model_ms)}{batch}"
 
 
+@dataclass(frozen=True)
+class Demand:
+    """What one request asked of each resource, in seconds of its time (means over the measured ok
+    requests), from the server's phases: the utilisation law's D, so that X x D is each resource's busy
+    share at throughput X."""
+
+    device_s: float | None  # (forward + h2d) / batch size: the device's time; None without a forward pass
+    host_s: float  # the server's own work for the request: upload, prepare, pre/postprocess, streaming
+    # diff, and its batch's share of the function around the forward pass (all of the function without one)
+    requests: int  # requests the means are over
+
+    @property
+    def device_ms(self) -> float | None:
+        return None if self.device_s is None else self.device_s * 1000
+
+
+def demand(records: Iterable[RequestRecord]) -> Demand | None:
+    """The mean demand per request on the device and on the server's host (Demand); None when no
+    measured ok record carries the server's phases. Without a forward phase (a Gradio app's trace) the
+    function is the model: its time is neither the host's per-request work nor a known device's."""
+    device: list[float] = []
+    host: list[float] = []
+    for r in records:
+        if r.warmup or not r.ok or r.server_total_s is None and r.server_fn_s is None:
+            continue
+        size = r.server_batch_size or 1
+        own = sum(v or 0.0 for v in (r.server_upload_s, r.server_prepare_s, r.server_preprocess_s,
+                                     r.server_postprocess_s, r.server_streaming_diff_s))
+        if r.server_forward_s is not None:
+            on_device = r.server_forward_s + (r.server_h2d_s or 0.0)
+            around = (r.server_fn_s - on_device if r.server_fn_s is not None
+                      else r.server_batch_prepare_s or 0.0)
+            device.append(on_device / size)
+            own += max(around, 0.0) / size
+        host.append(own)
+    if not host:
+        return None
+    return Demand(float(np.mean(device)) if len(device) == len(host) else None, float(np.mean(host)),
+                  len(host))
+
+
 def phase_medians(records: Iterable[RequestRecord]) -> dict[str, dict[str, float]]:
     """Per endpoint, the median of each server phase the measured ok records carry (ms; batch_size as
     a count); endpoints whose records carry none are left out (module docstring)."""

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # generator | usage | server_cpu | per_request_work | idle_slots | model_bound | ...
+    kind: str  # generator | usage | server_cpu | device | per_request_work | idle_slots | model_bound | ...
     message: str
 
     def to_dict(self) -> dict[str, str]:

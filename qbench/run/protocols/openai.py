@@ -5,7 +5,8 @@ scenario; a generated chat, `text: {turns: ...}`, goes as its list of messages);
 `model`, `messages` or `prompt`, `max_tokens`, `stream` and the endpoint's extra fields. A streamed
 request asks for `stream_options: {include_usage: true}` and reads the SSE chunks as they
 arrive: the first chunk carrying text is `first_output_at_s` (TTFT), each chunk with text is one
-output, the gaps between them give the record's inter-token statistics, `data: [DONE]` (or the end
+output, the gaps between them give the record's inter-token statistics and its gap histogram
+(`itl_hist`, qbench.run.gap_histogram: the run's ITL percentiles over every gap), `data: [DONE]` (or the end
 of the body after a finish_reason) completes the request. Token counts come from `usage` when the
 server sends it (`tokens_from = "usage"`), else output tokens are the content chunks counted
 (`tokens_from = "chunks"`: exact for servers that send one token per chunk). Each request carries
@@ -22,6 +23,7 @@ import aiohttp
 import orjson
 
 from qbench.errors import TargetError
+from qbench.run import gap_histogram
 from qbench.run.protocols.base import JOURNEY, Clock, SessionState, fail
 from qbench.run.protocols.http import refuse
 from qbench.run.records import RequestRecord
@@ -245,6 +247,7 @@ class TokenStream:
             record.itl_p50_s = percentile(gaps, 0.50)
             record.itl_p99_s = percentile(gaps, 0.99)
             record.itl_max_s = gaps[-1]
+            record.itl_hist = gap_histogram.encode(gap_histogram.histogram(gaps))
 
 
 def percentile(ordered: list[float], q: float) -> float:

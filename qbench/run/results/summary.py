@@ -27,11 +27,15 @@ Which records count:
   (n / duration_s for a burst, whose intended times coincide).
 
 Token streams (protocol: openai): `ttft_s` and `tpot_s` are per-request phases like the others.
-Records keep each request's inter-token gaps as statistics, not the gaps, so the run's `itl_s` is
-pooled from them: count = all gaps, mean = the gap-weighted mean, min = the smallest per-request
-median, p50 = the median of per-request medians, p90/p95/p99 = those percentiles of the per-request
-p99 gaps (an upper bound on the pooled percentile's typical value: conservative for SLOs), max = the
-longest gap. `output_tps` = output tokens of ok requests / duration_s; `request_output_tps` is the
+The run's `itl_s` is over EVERY inter-token gap, as a server's own clock sees them: each record keeps
+its gaps as a fixed log-bucket histogram (`itl_hist`, qbench.run.gap_histogram), the histograms of ok
+requests are added (across requests and generator processes alike) and p50/p90/p95/p99 and min are
+read from the sum, within 0.5% of the exact percentiles of the gaps; count = all gaps, mean = the
+gap-weighted mean, max = the longest gap (both exact). The SLO's `pXX_itl_s` keys judge those
+figures; goodput judges one request by its own p99 gap. Records without the histogram (schema < 6)
+pool their statistics instead: p50 = the median of per-request medians, p90/p95/p99 = those
+percentiles of the per-request p99 gaps (an upper bound, larger than the gaps' own percentiles).
+`output_tps` = output tokens of ok requests / duration_s; `request_output_tps` is the
 per-request rate (output tokens / (completion - actual send)).
 
 Streamed inputs (a Gradio .stream() event, qbench.run.protocols.gradio_stream): `chunks_sent` and
@@ -58,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from qbench.run import gap_histogram
 from qbench.run.records import RequestRecord, iter_measured
 from qbench.run.results.server_phases import TraceReport
 from qbench.run.scenario.scenario import Slo
@@ -497,24 +502,23 @@ def slo_actual(summary: Summary, name: str) -> tuple[float | None, str]:
 
 
 def itl_stats(records: Sequence[RequestRecord]) -> Stats:
-    """The run's inter-token gaps pooled from per-request statistics (module docstring)."""
+    """The run's inter-token gaps: every gap, from the records' histograms (module docstring)."""
     with_gaps = [r for r in records if r.itl_count and r.itl_mean_s is not None]
     if not with_gaps:
         return Stats()
     count = sum(r.itl_count for r in with_gaps)
-    medians = np.asarray([r.itl_p50_s for r in with_gaps], dtype=np.float64)
+    mean = sum(r.itl_count * (r.itl_mean_s or 0.0) for r in with_gaps) / count
+    top = max(r.itl_max_s or 0.0 for r in with_gaps)
+    if all(r.itl_hist for r in with_gaps):
+        merged = gap_histogram.merge(r.itl_hist for r in with_gaps)
+        qs = gap_histogram.percentiles(merged, [0.0, 0.5, 0.9, 0.95, 0.99])
+        low, p50, p90, p95, p99 = (min(q, top) for q in qs)  # a bucket's value may pass the longest gap
+        return Stats(count=count, mean=mean, min=low, p50=p50, p90=p90, p95=p95, p99=p99, max=top)
+    medians = np.asarray([r.itl_p50_s for r in with_gaps], dtype=np.float64)  # records before schema v6
     p99s = np.asarray([r.itl_p99_s for r in with_gaps], dtype=np.float64)
     p90, p95, p99 = (float(x) for x in np.percentile(p99s, [90, 95, 99]))
-    return Stats(
-        count=count,
-        mean=sum(r.itl_count * (r.itl_mean_s or 0.0) for r in with_gaps) / count,
-        min=float(medians.min()),
-        p50=float(np.percentile(medians, 50)),
-        p90=p90,
-        p95=p95,
-        p99=p99,
-        max=max(r.itl_max_s or 0.0 for r in with_gaps),
-    )
+    return Stats(count=count, mean=mean, min=float(medians.min()), p50=float(np.percentile(medians, 50)),
+                 p90=p90, p95=p95, p99=p99, max=top)
 
 
 def stream_stats(summary: Summary, ok: Sequence[RequestRecord]) -> None:

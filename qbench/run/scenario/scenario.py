@@ -351,6 +351,15 @@ class Load(_Model):
 ITL_PER_REQUEST = {"itl_s": "itl_p99_s", "chunk_latency_s": "chunk_latency_p95_s"}
 
 
+#: SLO phases that only a streamed token response has (qbench.run.protocols.openai).
+TOKEN_PHASES = ("ttft_s", "tpot_s", "itl_s")
+
+
+def token_slo_keys(slo: Slo) -> list[str]:
+    """The SLO's keys that need a streamed token response (pXX_ttft_s, pXX_tpot_s, pXX_itl_s)."""
+    return [k for k in slo.thresholds() if k.partition("_")[2] in TOKEN_PHASES]
+
+
 class Slo(_Model):
     """Thresholds; any violated one makes `qbench run` exit 3. `pXX_<phase>` caps a percentile."""
 
@@ -371,7 +380,9 @@ class Slo(_Model):
     p99_ttft_s: float | None = Field(None, gt=0)
     p95_tpot_s: float | None = Field(None, gt=0)  # time per output token after the first
     p99_tpot_s: float | None = Field(None, gt=0)
-    p50_itl_s: float | None = Field(None, gt=0)  # inter-token gap (see qbench.run.results.summary)
+    p50_itl_s: float | None = Field(None, gt=0)  # inter-token gap, over every gap (run.results.summary)
+    p90_itl_s: float | None = Field(None, gt=0)
+    p95_itl_s: float | None = Field(None, gt=0)
     p99_itl_s: float | None = Field(None, gt=0)
     p50_chunk_latency_s: float | None = Field(None, gt=0)  # streamed inputs: chunk sent -> its answer
     p95_chunk_latency_s: float | None = Field(None, gt=0)
@@ -520,7 +531,38 @@ class Scenario(_Model):
             self._check_endpoint(where, ep, payload)
         if self.protocol != "gradio" and self.gradio_protocol is not None:
             raise ValueError("gradio_protocol applies to protocol: gradio only")
+        self._check_token_slo()
         return self
+
+    def _check_token_slo(self) -> None:
+        """A response that is not streamed (openai, endpoint.stream: false) has no first token and no
+        gaps: an SLO key on TTFT, TPOT or ITL could never be met, so it is refused before any request."""
+        if self.protocol != "openai":
+            return
+        entries: list[tuple[str, Endpoint, str, Slo | None]]
+        if self.mix is not None:
+            entries = [(f"mix.{i}.", e.endpoint, f"mix.{i}.slo" if e.slo else "slo", e.slo or self.slo)
+                       for i, e in enumerate(self.mix)]
+        elif self.journey is not None:
+            entries = [(f"journey.{i}.", e.endpoint, "slo", self.slo) for i, e in enumerate(self.journey)]
+        else:
+            entries = [("", self.endpoint, "slo", self.slo)]
+        for where, ep, slo_at, slo in entries:
+            keys = [] if ep.stream or slo is None else token_slo_keys(slo)
+            if slo is not None and keys:
+                raise ValueError(f"{slo_at}.{keys[0]}: value {slo.thresholds()[keys[0]]!r}: {where}endpoint."
+                                 "stream is false, and a response that is not streamed has no first token "
+                                 f"or inter-token gaps to time: set {where}endpoint.stream: true, or drop "
+                                 f"{', '.join(f'{slo_at}.{k}' for k in keys)}")
+
+    def token_warnings(self) -> list[str]:
+        """Why this run will show no token timings (an openai endpoint that is not streamed): printed
+        before the load (qbench.run.runner); [] when every endpoint streams."""
+        if self.protocol != "openai":
+            return []
+        return [f"{'' if where == 'endpoint' else where + '.'}endpoint.stream is false: the responses are "
+                "not streamed, so this run measures no TTFT, TPOT or ITL (only latency and tokens from "
+                "usage)" for where, ep, _ in self.endpoints() if ep.page is None and not ep.stream]
 
     @property
     def seed(self) -> int:
@@ -745,7 +787,8 @@ def _flatten(annotation: Any) -> list[Any]:
     return [t for arg in args for t in _flatten(arg)] if args else [annotation]
 
 
-_NAMED_KEY = re.compile(r"^((?:mix|journey)(?:\.\d+(?:\.[a-z_]+)?)?|endpoint|payload): ")
+_NAMED_KEY = re.compile(
+    r"^((?:mix|journey)(?:\.\d+(?:\.[a-z0-9_]+)*)?|endpoint|payload|slo(?:\.[a-z0-9_]+)?): ")
 _UNION_TAG = re.compile(r"^(literal\[.*\]|int|float|str|bool|none|(list|dict|tuple)\[.*\]|[A-Z]\w*Spec)$")
 
 

@@ -98,19 +98,21 @@ def test_medians_per_endpoint_in_ms_from_measured_ok_records() -> None:
 
 
 def test_a_saturated_server_whose_model_is_small_names_the_work_around_it() -> None:
-    """Closed-loop users on one slot, the server's trace carried by every record: the forward pass is 4.6
-    ms of a 68 ms batch. The limit is named with the phases (no GPU or CPU figures needed), and the
-    server's own queue wait is the queue."""
+    """Closed-loop users on one slot, one request at a time, the server's trace carried by every record:
+    the forward pass (and copy) is 7.6 ms of a 68 ms service. The limit is named with the phases (no GPU
+    or CPU figures needed): at 13.4 req/s the server's own work, 60.4 ms a request, kept it 81% busy,
+    the device 10%; the server's own queue wait is the queue."""
     ms = {k: v / 1000 for k, v in GPU_BATCH.items() if k not in ("batch_size", "queue_wait")}
     records: list[RequestRecord] = [
-        traced(r, **ms, queue_wait=(r.started_at_s or 0.0) - (r.joined_at_s or 0.0), batch_size=32.0)
+        traced(r, **ms, queue_wait=(r.started_at_s or 0.0) - (r.joined_at_s or 0.0), batch_size=1.0)
         for r in closed_loop(users=8, slots=1, service_s=0.068)]
     findings = diagnose(records, summarize(records, None))
     assert [f.kind for f in findings] == ["per_request_work", "phase_share"], findings
     message = findings[0].message
     assert message.startswith("at its limit for 8 users (they waited 477 ms beyond the round trip")
     assert ("per-request work in the server process is the limit (preprocess 30 ms, prepare 12 ms, "
-            "batch_prepare 9.0 ms: 63 ms of 68 ms; the forward pass 4.6 ms (batches of 32))") in message
+            "batch_prepare 9.0 ms: 63 ms of 68 ms; the forward pass 4.6 ms; at 13.4 req/s, the device busy "
+            "10% of the run (7.6 ms per request), the server's own work 81% (60 ms per request))") in message
     quick = [traced(r, total=0.068, fn_call=0.066) for r in closed_loop(users=8, slots=1, service_s=0.068)]
     assert [f.kind for f in diagnose(quick, summarize(quick, None))] == ["queue_limit"]
 
@@ -131,3 +133,19 @@ def test_the_servers_own_queue_wait_is_the_queue() -> None:
                                     for r in closed_loop(users=8, slots=8)]
     (finding,) = diagnose(records, summarize(records, None))
     assert finding.kind == "headroom" and "waited 0.2 ms in the server's own queue" in finding.message
+
+
+def test_the_busier_resource_is_the_limit_only_when_saturated() -> None:
+    """Records built to the truth, 8 closed-loop users on one slot, 68 ms a request: the device's 60 ms
+    of it (busy ~80%) is the limit; 34 ms of device and 34 ms of the server's own work alternate, each
+    busy ~40%: neither is saturated and the queue's one slot is what holds (queue_limit)."""
+    def run(device_ms: float, host_ms: float) -> list[str]:
+        records: list[RequestRecord] = [
+            traced(r, total=0.068, preprocess=host_ms / 1000, fn_call=device_ms / 1000,
+                   forward=device_ms / 1000, queue_wait=(r.started_at_s or 0.0) - (r.joined_at_s or 0.0))
+            for r in closed_loop(users=8, slots=1, service_s=0.068)]
+        return [f.kind for f in diagnose(records, summarize(records, None), describe=False)]
+
+    assert run(60.0, 8.0) == ["device"]
+    assert run(34.0, 34.0) == ["queue_limit"]
+    assert run(4.0, 64.0) == ["per_request_work"]

@@ -107,7 +107,8 @@ def test_chat_stream_ttft_itl_and_usage(openai_server: str, tmp_path: Path) -> N
     assert s.slo_passed and s.goodput_rps > 0
 
 
-def test_completions_counted_by_chunks_and_not_streamed(openai_server: str, tmp_path: Path) -> None:
+def test_completions_counted_by_chunks_and_not_streamed(openai_server: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     SEEN.clear()
     spec = scenario(
         protocol="openai",
@@ -128,6 +129,7 @@ def test_completions_counted_by_chunks_and_not_streamed(openai_server: str, tmp_
     result = run_scenario(whole, target=openai_server, out_dir=tmp_path / "w", live=False)
     r = result.records[0]
     assert r.ok and (r.output_tokens, r.tokens_from, r.itl_count) == (2, "usage", 0)
+    assert "endpoint.stream is false" in capsys.readouterr().err  # warned before the load: no TTFT/ITL
     assert r.first_output_at_s is None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from qbench.run.records import RequestRecord
@@ -209,3 +210,34 @@ def test_streamed_inputs_pool_chunk_latency_and_count_chunks() -> None:
     assert not summarize([rec(0, 0.0, 1.0)], Slo(min_chunks_answered=0.5)).slo_passed  # no chunk sent
     assert s.goodput_rps == pytest.approx(1 / 6)  # only the first stream's own p95 is within 0.2 s
     assert Summary.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+
+
+def test_itl_percentiles_are_over_every_gap_not_per_request_p99s() -> None:
+    """Streams of ~20 ms gaps with a few slow ones: the run's ITL p90/p95/p99 are the percentiles of ALL
+    gaps (what a server's clock sees), within the histogram's 0.5%; the p99 of per-request p99s is far
+    above. The p99_itl_s SLO judges the same figure."""
+    from qbench.run import gap_histogram
+    from qbench.run.protocols.openai import TokenStream
+
+    rng = np.random.default_rng(3)
+    records, every_gap = [], []
+    for i in range(200):
+        gaps = rng.normal(0.020, 0.001, 31).clip(0.015)
+        if i % 4 == 0:  # one slow gap in every 4th request (0.8% of gaps): that request's p99 sees it
+            gaps[rng.integers(31)] = rng.uniform(0.025, 0.035)
+        every_gap.extend(gaps)
+        stream = TokenStream(chat=True)
+        stream.times = (i + 0.05 + np.concatenate([[0.0], np.cumsum(gaps)])).tolist()
+        r = rec(i, float(i), None)
+        stream.fill(r)
+        r.outcome, r.completed_at_s = "ok", stream.times[-1]
+        records.append(r)
+    exact = np.percentile(every_gap, [50, 90, 95, 99])
+    s = summarize(records, Slo(p99_itl_s=float(exact[3]) * 1.01))
+    itl = s.phase("itl_s")
+    assert itl.count == 200 * 31 and itl.max == pytest.approx(max(every_gap))
+    for got, want in zip((itl.p50, itl.p90, itl.p95, itl.p99), exact, strict=True):
+        assert got == pytest.approx(want, rel=gap_histogram.RELATIVE_ERROR)
+    per_request_p99 = np.percentile([r.itl_p99_s for r in records], 99)
+    assert per_request_p99 > exact[3] * 1.05  # what the old pooling reported
+    assert [c.passed for c in s.slo] == [True]

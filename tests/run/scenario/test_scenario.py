@@ -149,3 +149,31 @@ def test_gradio_protocol_forces_a_family_and_names_the_choices() -> None:
     http = {"protocol": "http", "endpoint": {"path": "/p"}, "load": {"burst": 1}, "gradio_protocol": "ws"}
     with pytest.raises(ScenarioError, match="gradio_protocol applies to protocol: gradio only"):
         parse_scenario(http)
+
+
+def test_a_token_slo_on_a_response_not_streamed_is_refused_naming_file_key_and_value(tmp_path: Path) -> None:
+    """endpoint.stream: false has no first token or gaps: a TTFT/TPOT/ITL SLO key is refused before any
+    request (it could only end 'violated, actual none'); without one the scenario loads and warns."""
+    from qbench.run.scenario.scenario import load_scenario
+
+    path = tmp_path / "whole.yaml"
+    base = ("protocol: openai\nendpoint: {stream: false}\nload: {rate: 1, duration: 1}\n"
+            "payload: {inputs: [{text: {words: [3, 5]}}]}\n")
+    path.write_text(base + "slo: {p95_ttft_s: 1.5, p99_itl_s: 0.05, p95_latency_s: 2}\n", encoding="utf-8")
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    text = str(err.value)
+    assert str(path) in text and "key 'slo.p95_ttft_s'" in text and "value 1.5" in text
+    assert "endpoint.stream is false" in text and "slo.p99_itl_s" in text
+    prompt = {"inputs": [{"text": {"words": [3, 5]}}]}
+    mix = {"protocol": "openai", "load": {"rate": 1, "duration": 1},
+           "mix": [{"endpoint": {"stream": True}, "payload": prompt},
+                   {"endpoint": {"stream": False}, "payload": prompt, "slo": {"p99_tpot_s": 1}}]}
+    with pytest.raises(ScenarioError, match=r"key 'mix\.1\.slo\.p99_tpot_s'.*mix\.1\.endpoint\.stream"):
+        parse_scenario(mix)
+    path.write_text(base + "slo: {p95_latency_s: 2}\n", encoding="utf-8")
+    ok = load_scenario(path)
+    assert ok.token_warnings() == ["endpoint.stream is false: the responses are not streamed, so this run "
+                                   "measures no TTFT, TPOT or ITL (only latency and tokens from usage)"]
+    streamed = {"protocol": "openai", "load": {"rate": 1, "duration": 1}, "payload": prompt}
+    assert parse_scenario(streamed).token_warnings() == []

@@ -1,0 +1,45 @@
+"""The limit diagnosis on real runs of the reference server's CPU stand-in of a GPU server (workload
+image-ideal: the image preset's request path before an "ideal accelerator", a GIL-free wait of a set
+length): a slow device is named as the limit, and a fast device behind CPU-heavy decoding is the
+per-request work. The server runs in its own process (its /status CPU is its own), 6 closed-loop users
+for a few seconds each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qbench.run.runner import run_scenario
+from qbench.run.scenario.scenario import parse_scenario
+from qbench.tune.server_process import start_reference_server
+
+
+def standin_run(tmp_path: Path, device_ms: float, image: dict[str, object], duration: float) -> list[str]:
+    settings = {"device": "cpu", "functions": [{
+        "api_name": "classify", "workload": "image-ideal", "params": {"batch_ms": device_ms},
+        "batch": False, "concurrency_limit": 1}],
+        "launch": {"max_threads": 40, "decode_workers": 0, "front_ends": 0}}
+    with start_reference_server(settings) as url:
+        spec = parse_scenario({
+            "name": "standin", "protocol": "gradio", "endpoint": {"api_name": "classify"},
+            "payload": {"seed": 1, "variants": 4, "inputs": [{"image": image}]},
+            "load": {"users": 6, "duration": duration, "warmup": 1, "timeout": 60}})
+        result = run_scenario(spec, target=url, out_dir=tmp_path / f"run-{device_ms:g}", live=False)
+    assert result.summary.errors == 0
+    return [f"{f.kind}: {f.message}" for f in result.diagnosis if f.kind != "usage"]
+
+
+def test_a_slow_device_is_the_limit(tmp_path: Path) -> None:
+    """100 ms of device per request, small JPEGs: the device is busy ~90% of the run (it would once have
+    been told to raise concurrency_limit or batch: queue_limit)."""
+    said = standin_run(tmp_path, 100.0, {"width": 64, "height": 64, "format": "jpeg"}, 6)
+    assert said and said[0].startswith("device: at its limit for 6 users"), said
+    assert "the device is the limit (at " in said[0]
+    assert "more concurrency or faster request handling will not help" in said[0]
+
+
+def test_a_fast_device_behind_heavy_decoding_is_per_request_work(tmp_path: Path) -> None:
+    """0.5 ms of device per request behind 800x600 PNGs to upload and decode: the server's own work."""
+    said = standin_run(tmp_path, 0.5, {"width": 800, "height": 600, "format": "png"}, 6)
+    assert said and said[0].startswith("per_request_work: at its limit for 6 users"), said
+    assert "the forward pass 0." in said[0] and "the server's own work" in said[0]
+    assert not any(s.startswith("device") for s in said)

@@ -1,0 +1,36 @@
+"""The gap histogram: percentiles within its stated error of the exact ones, merging is adding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from qbench.run import gap_histogram as gh
+
+
+def test_percentiles_are_within_the_stated_error_of_the_exact_ones() -> None:
+    rng = np.random.default_rng(7)
+    gaps = np.concatenate([rng.lognormal(np.log(0.02), 0.08, 6000), rng.uniform(0.03, 0.2, 60)])
+    qs = [0.0, 0.5, 0.9, 0.95, 0.99, 1.0]
+    got = gh.percentiles(gh.histogram(gaps.tolist()), qs)
+    exact = np.percentile(gaps, [q * 100 for q in qs])
+    for g, e in zip(got, exact, strict=True):
+        assert abs(g - e) <= gh.RELATIVE_ERROR * e * (1 + 1e-9)
+    assert gh.RELATIVE_ERROR < 0.005
+
+
+def test_encode_decode_round_trip_and_merge_adds_counts() -> None:
+    a, b = [0.02, 0.021, 0.02], [0.02, 1.5, 1e-9]  # a zero-ish gap counts in MIN_GAP_S's bucket
+    text_a, text_b = gh.encode(gh.histogram(a)), gh.encode(gh.histogram(b))
+    assert text_a is not None and gh.decode(text_a) == gh.histogram(a)
+    merged = gh.merge([text_a, text_b, None])
+    assert merged == gh.histogram(a + b) and sum(merged.values()) == 6
+    assert gh.encode({}) is None and gh.percentiles({}, [0.5]) == []
+    assert gh.bucket(1e-9) == gh.bucket(gh.MIN_GAP_S)
+    assert gh.bucket_value(gh.bucket(0.02)) == pytest.approx(0.02, rel=gh.RELATIVE_ERROR)
+
+
+def test_bucket_edges() -> None:
+    """Bucket i holds (GAMMA^(i-1), GAMMA^i]: an edge belongs to the bucket below it."""
+    assert gh.bucket(gh.GAMMA ** -300) == -300
+    assert gh.bucket(gh.GAMMA ** -300 * 1.0001) == -299
