@@ -313,7 +313,7 @@ def render_soak(report: SoakReport, console: Console) -> None:
     """A soak run's findings, one line each (qbench.run.soak.soak.SoakReport.lines)."""
     from rich.markup import escape
 
-    console.print("[bold]over time[/] (run.soak.drift: slope per 1,000 requests and per hour, 95% CI):")
+    console.print("[bold]over time[/] (run.soak.drift: slope per 1,000 requests, an hour and a day, 95% CI):")
     for line in report.lines():
         style = "bold red" if line.startswith("STOPPED") else "yellow" if ": growing" in line else ""
         console.print(f"  [{style}]{escape(line)}[/]" if style else f"  {escape(line)}", highlight=False,

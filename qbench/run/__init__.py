@@ -8,6 +8,7 @@
     soak/          over hours: the server's health sampled, drift judged
 
     records.py     RequestRecord, the flat contract with every later stage; JSONL and Parquet files
+    gap_histogram.py  a record's inter-token gaps as a compact, mergeable log-bucket histogram
     control.py     the control plane over httpx: /config, /status, /admin/config, readiness probes
     runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
     options.py     `qbench run` as a library call: RunOptions -> overrides -> the scenario, run

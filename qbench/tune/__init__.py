@@ -22,6 +22,7 @@
     plan_run.py      `qbench plan`: one replica's capacity folder -> the plan -> plan.json
     overload.py      past the capacity: does throughput hold as the queue grows; the ETA's truth
     degradation.py   did the server get slower during a capacity search? the first rate measured again
+    metastable.py    service time rising with the queue: the rate a burst cannot tip, and its max_size
     batch_model.py   a fitted batch-latency model and its predictions
     search_fit.py    what the model and simulator searches share: observations, design points, state
     search_model.py  model search: fit a few points, measure only the best predicted ones

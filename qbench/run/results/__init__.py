@@ -4,6 +4,7 @@
     server_phases.py  the server's own phase timings (Gradio's profiling traces, /monitoring/summary)
                       read during and after the run and joined onto the records by event_id
     steady.py         did the server keep up? steady state from records, and the same test live
+    serial_trend.py   a straight-line trend with a 95% interval that holds for autocorrelated samples
     failfast.py       stop a run whose opening requests all fail the same way, and say why
     run_info.py       RunInfo: run.json as data (writer's field names, tolerant reader for old folders)
     outcome.py        RunOutcome: how a run ended (stop, failed opening, lost workers, SLO); its exit code

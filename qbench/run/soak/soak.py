@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import psutil
@@ -48,6 +49,7 @@ from qbench.run.soak.health import (
 )
 
 MIB = 2**20
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0", ""})
 WARMUP_SHARE, WARMUP_MAX_S = 0.2, 300.0  # default warm-up cut: 20% of the run, at most 5 minutes
 SLICES = 20  # default per-slice series: the run in 20 slices (at least one sample interval each)
 
@@ -107,6 +109,7 @@ class SoakReport:
     rate_rps: float | None  # completions per second over the steady part
     samples: int  # health samples
     slices: list[dict[str, float | None]] = field(default_factory=list)  # per slice: t_s, requests, ...
+    watched: str | None = None  # whose memory was watched, or why the server's could not be (and how)
 
     def lines(self) -> list[str]:
         """The findings in words: the stuck queue first, then every signal."""
@@ -115,7 +118,8 @@ class SoakReport:
                f"{self.requests:,} requests, {self.samples} health samples")
         short = [v.signal for v in self.verdicts if v.kind == "short"]
         tail = [f"too few samples after the warm-up to judge: {', '.join(short)}"] if short else []
-        return [*head, cut, *(v.text() for v in self.verdicts if v.kind != "short"), *tail]
+        watched = [self.watched] if self.watched else []
+        return [*head, cut, *watched, *(v.text() for v in self.verdicts if v.kind != "short"), *tail]
 
     def verdict(self, key: str) -> Verdict | None:
         return next((v for v in self.verdicts if v.key == key), None)
@@ -124,14 +128,14 @@ class SoakReport:
         return {"verdicts": [v.to_dict() for v in self.verdicts], "stuck": self.stuck,
                 "steady_from_s": self.steady_from_s, "duration_s": self.duration_s, "requests": self.requests,
                 "rate_rps": self.rate_rps, "samples": self.samples, "slices": self.slices,
-                "lines": self.lines()}
+                "watched": self.watched, "lines": self.lines()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SoakReport:
         return cls([Verdict.from_dict(v) for v in data.get("verdicts", [])], data.get("stuck"),
                    float(data.get("steady_from_s", 0.0)), float(data.get("duration_s", 0.0)),
                    int(data.get("requests", 0)), data.get("rate_rps"), int(data.get("samples", 0)),
-                   list(data.get("slices", [])))
+                   list(data.get("slices", [])), data.get("watched"))
 
 
 @dataclass
@@ -154,6 +158,7 @@ def run_soak(options: RunOptions, soak: SoakOptions) -> SoakRun:
     assert options.out is not None
     url = options.target or (load_scenario(options.scenario, options.overrides()).target
                              if options.scenario else None)
+    soak, watched = find_server(soak, url)
     sampler = HealthSampler(options.out / "health.jsonl", interval_s=soak.interval_s, pid=soak.pid,
                             status_url=url, cache_folder=soak.cache_folder)
     stuck = StuckWatch(soak.stuck_after_s)
@@ -173,8 +178,40 @@ def run_soak(options: RunOptions, soak: SoakOptions) -> SoakRun:
     reason = done.result.outcome.stop_reason
     finding = reason if reason and reason.startswith((STUCK_PREFIX, FAILING_PREFIX)) else None
     report = judge_soak(read_health(done.result.run_dir / "health.jsonl"), done.result.records, soak, finding)
+    report = replace(report, watched=watched)
     write_report(done.result.run_dir, report)
     return SoakRun(done, report)
+
+
+def find_server(soak: SoakOptions, url: str | None) -> tuple[SoakOptions, str]:
+    """The server's process to watch: `--pid` (or the app qbench started), else the process of this
+    machine listening on the target's port; and a line saying whose memory is watched, or why the
+    server's is not and how it could be."""
+    if soak.pid is not None:
+        return soak, f"watching the server's process tree: pid {soak.pid}"
+    parts = urlsplit(url or "")
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    how = "give its --pid, or let qbench start it with --app APP"
+    if host not in LOCAL_HOSTS:
+        return soak, (f"the server's memory is not watched: {url} is not on this machine (only its /status, "
+                      f"if it has one); run the soak on its machine with --pid or --app")
+    pid = listening_pid(port)
+    if pid is None:
+        return soak, (f"the server's memory is not watched: no process qbench may read listens on port "
+                      f"{port} (another user's, or a container's); {how}")
+    found = f"watching the server's process tree: pid {pid}, found listening on port {port}"
+    return replace(soak, pid=pid), found
+
+
+def listening_pid(port: int) -> int | None:
+    """The pid of this machine's process listening on TCP `port` (None: none, or not readable)."""
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, OSError):
+        return None
+    pids = {c.pid for c in connections if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+            and c.pid is not None}
+    return min(pids) if pids else None
 
 
 def write_report(run_dir: Path, report: SoakReport) -> None:

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.run.options import RunOptions
 from qbench.run.soak.health import read_health
-from qbench.run.soak.soak import SoakOptions, SoakRun, parse_limits, read_report, run_soak
+from qbench.run.soak.soak import SoakOptions, SoakRun, find_server, parse_limits, read_report, run_soak
 from qbench.tune.server_process import reference_server_process
 
 KIB, MIB = 2**10, 2**20
@@ -135,3 +135,25 @@ def test_a_gradio_app_keeping_state_per_session_grows_by_about_that_state(tmp_pa
     rss = report.verdict("rss_bytes") if report is not None else None
     assert rss is not None and rss.kind == "growing" and rss.per_1k is not None, result.output
     assert 150 * MIB < rss.per_1k.value < 1024 * MIB, rss.per_1k  # 256 KiB a request, give or take Gradio's
+
+
+def test_a_soak_of_a_local_url_watches_the_process_listening_on_its_port(tmp_path: Path) -> None:
+    """No --pid: the server's memory is still watched, found by the port its URL names."""
+    path = tmp_path / "soak.yaml"
+    path.write_text(SCENARIO.replace("DURATION", "4"), encoding="utf-8")
+    with reference_server_process(server(), work_dir=tmp_path / "server") as handle:
+        run = RunOptions(path, handle.base_url, out=tmp_path / "run", live=False)
+        result = run_soak(run, SoakOptions(interval_s=0.25, warmup_s=1.0))
+    assert result.report.watched is not None and f"pid {handle.pid}" in result.report.watched
+    assert any(s.rss_bytes for s in read_health(tmp_path / "run" / "health.jsonl"))
+    assert result.report.verdict("rss_bytes") is not None
+    assert result.report.watched in result.report.lines()
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    ("http://10.1.2.3:7860", "is not on this machine"),
+    ("http://127.0.0.1:1", "no process qbench may read listens on port 1"),
+])
+def test_a_server_it_cannot_see_is_named_with_what_to_do(url: str, said: str) -> None:
+    options, watched = find_server(SoakOptions(), url)
+    assert options.pid is None and said in watched and "--pid" in watched and "--app" in watched
