@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import logging
 import os
 import pickle
 import shutil
@@ -40,13 +41,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from reference_server.queue.streams import GONE
 
 HEADER = struct.Struct("!I")
 PARSED_UPLOAD = "qbench.parsed_upload"  # scope key: an upload's parts, parsed by the front end
 UPLOAD_PATH = "/gradio_api/upload"
 PLAIN_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 Frame = tuple[Any, ...]
+Endpoint = Callable[[Request], Any]
+log = logging.getLogger("reference_server.front_ends")
 
 
 def resolve_front_ends(value: int | str, device: Callable[[], str], gradio: int) -> int:
@@ -77,16 +86,27 @@ class Link(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         buffer = self._buffer
-        buffer += data
-        start, end = 0, len(buffer)
-        while end - start >= HEADER.size:
-            (size,) = HEADER.unpack_from(buffer, start)
-            if end - start - HEADER.size < size:
-                break
-            body = bytes(buffer[start + HEADER.size:start + HEADER.size + size])
-            start += HEADER.size + size
-            self.on_frame(pickle.loads(body))
-        del buffer[:start]
+        if buffer:
+            buffer += data
+            view = memoryview(buffer)
+        else:  # the usual case: the chunk starts at a frame (no copy of it)
+            view = memoryview(data)
+        start, end = 0, len(view)
+        try:
+            while end - start >= HEADER.size:
+                (size,) = HEADER.unpack_from(view, start)
+                if end - start - HEADER.size < size:
+                    break
+                with view[start + HEADER.size:start + HEADER.size + size] as body:
+                    frame = pickle.loads(body)
+                start += HEADER.size + size
+                self.on_frame(frame)
+        finally:
+            view.release()
+        if buffer:
+            del buffer[:start]
+        elif start < end:
+            buffer += data[start:]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport, self._lost, self._out = None, True, []
@@ -115,6 +135,7 @@ class CoreLink:
                  ) -> None:
         self.app, self.server_addr, self._on_lost = app, server_addr, on_lost
         self.link = Link(self._frame, lambda: self._on_lost(self))
+        self.direct = direct_routes(app)
         self._gone: dict[int, asyncio.Future[None]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -140,7 +161,7 @@ class CoreLink:
                    gone: asyncio.Future[None]) -> None:
         scope: Scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
                         "scheme": "http", "root_path": "", "server": self.server_addr, "state": {},
-                        "extensions": {}, **request}
+                        "extensions": {GONE: gone}, **request}
         if parsed is not None:  # an upload the front end parsed (and decoded): gradio_routes.upload
             scope[PARSED_UPLOAD] = parsed
         sent_body = False
@@ -165,13 +186,59 @@ class CoreLink:
                 self.link.send(("b", rid, message.get("body", b""), message.get("more_body", False)))
 
         try:
-            await self.app(scope, receive, send)
-        except Exception:  # noqa: BLE001 - the app logged it; the client gets a 500, the server goes on
+            endpoint = self.direct.get((scope["method"], scope["path"]))
+            if endpoint is not None:
+                await call_direct(self.app, endpoint, scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
+        except Exception:  # noqa: BLE001 - the client gets a 500, the server goes on
+            log.exception("error in %s %s", scope["method"], scope["path"])
             if not started:
                 self.link.send(("s", rid, 500, PLAIN_TEXT))
             self.link.send(("b", rid, b"Internal Server Error" if not started else b"", False))
         finally:
             self._gone.pop(rid, None)
+
+
+def direct_routes(app: ASGIApp) -> dict[tuple[str, str], Endpoint]:
+    """(method, path) -> endpoint for the app's routes without path parameters, when the app is a
+    Starlette app without middleware of its own (no auth): `call_direct` runs them without Starlette's
+    middleware stack and router, which cost the core more than the handlers of the hot routes (upload,
+    join, the SSE stream) themselves. Every other request goes through the whole app."""
+    if getattr(app, "user_middleware", None) != [] or not hasattr(app, "routes"):
+        return {}
+    table: dict[tuple[str, str], Endpoint] = {}
+    for route in app.routes:
+        if not (isinstance(route, Route) and not route.param_convertors and route.methods
+                and asyncio.iscoroutinefunction(route.endpoint)):
+            continue
+        for method in route.methods:
+            probe = {"type": "http", "path": route.path, "root_path": "", "method": method}
+            first = next(r for r in app.routes if r.matches(probe)[0] is Match.FULL)
+            if first is route:  # the route the router would pick for it
+                table[(method, route.path)] = route.endpoint
+    return table
+
+
+async def call_direct(app: Any, endpoint: Endpoint, scope: Scope, receive: Receive, send: Send) -> None:
+    """What Starlette's stack does for a plain route, without the stack: the endpoint's response, or the
+    app's exception handler's for what the endpoint raised (HTTPException: Starlette's plain text)."""
+    scope["app"], scope["path_params"], scope["endpoint"] = app, {}, endpoint
+    request = Request(scope, receive, send)
+    try:
+        response: Response = await endpoint(request)
+    except Exception as exc:
+        handler = next((app.exception_handlers[kind] for kind in type(exc).__mro__
+                        if kind in app.exception_handlers), None)
+        if handler is not None:
+            response = await handler(request, exc)
+        elif isinstance(exc, HTTPException) and exc.status_code in {204, 304}:
+            response = Response(status_code=exc.status_code, headers=exc.headers)
+        elif isinstance(exc, HTTPException):
+            response = PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
+        else:
+            raise
+    await response(scope, receive, send)
 
 
 class FrontEnds:
