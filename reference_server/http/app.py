@@ -6,6 +6,7 @@ queue's dispatcher; handlers (gradio_routes, admin) only admit, enqueue and stre
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -43,6 +44,8 @@ def build_app(settings: ServerSettings, file_dir: Path | None = None) -> Starlet
         state.queue.start()
         state.gpu = GpuSampler(state.metrics.registry)
         state.gpu.start()
+        gc.freeze()  # the loaded workloads, modules and settings: never garbage, no longer scanned by each
+        # full collection (the request path allocates enough to run them now and then)
         state.ready = True
         try:
             yield

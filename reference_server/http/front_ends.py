@@ -17,10 +17,13 @@ request and response objects), all of it under the GIL that the model's thread n
 
 So every route, state and semantic stays in one process (one queue per app, what `concurrency_limit`
 and `max_batch_size` mean, a session's join and stream may reach different front ends), and what
-leaves the core is the per-connection work. The link's frames are a 4-byte length and a pickle;
-frames queued within one turn of the event loop go out in one write. The core's uvicorn serves a
-private Unix socket only (its lifespan, and a way in for tools); websockets (Gradio 3.x's queue) are
-not forwarded, so `front_ends` needs a release with the SSE queue (4.x and later).
+leaves the core is the per-connection work. On the link, the frames queued within one turn of the
+event loop go out as one pickled list behind a 4-byte length, in one write. A forwarded request to a
+route without path parameters skips Starlette's middleware stack and router in the core (when the app
+has no middleware of its own: no auth); a stream hears its client leave from a future, not a task.
+The core's uvicorn serves a private Unix socket only (its lifespan, and a way in for tools);
+websockets (Gradio 3.x's queue) are not forwarded, so `front_ends` needs a release with the SSE
+queue (4.x and later).
 """
 
 from __future__ import annotations
@@ -70,26 +73,30 @@ def resolve_front_ends(value: int | str, device: Callable[[], str], gradio: int)
 
 # ---------------------------------------------------------------- the link (both sides)
 class Link(asyncio.Protocol):
-    """Length-prefixed pickled frames over a stream socket; `on_frame` gets each one, `on_lost` once."""
+    """Frames over a stream socket: the frames sent in one turn of the event loop leave as one pickled
+    list behind a 4-byte length (one pickle, one write, one wake-up of the other side for all of them);
+    `on_frame` gets each frame, `on_lost` is called once."""
 
     def __init__(self, on_frame: Callable[[Frame], None], on_lost: Callable[[], None]) -> None:
         self.on_frame, self.on_lost = on_frame, on_lost
         self.transport: asyncio.Transport | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the connection's (asked once: it costs a getpid)
         self._buffer = bytearray()
-        self._out: list[bytes] = []
+        self._out: list[Frame] = []
         self._lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport instances
+        self.loop = asyncio.get_running_loop()
         if self._out:  # frames sent before the connection was made
-            asyncio.get_running_loop().call_soon(self._flush)
+            self.loop.call_soon(self._flush)
 
     def data_received(self, data: bytes) -> None:
         buffer = self._buffer
         if buffer:
             buffer += data
             view = memoryview(buffer)
-        else:  # the usual case: the chunk starts at a frame (no copy of it)
+        else:  # the usual case: the chunk starts at a message (no copy of it)
             view = memoryview(data)
         start, end = 0, len(view)
         try:
@@ -98,9 +105,10 @@ class Link(asyncio.Protocol):
                 if end - start - HEADER.size < size:
                     break
                 with view[start + HEADER.size:start + HEADER.size + size] as body:
-                    frame = pickle.loads(body)
+                    frames = pickle.loads(body)
                 start += HEADER.size + size
-                self.on_frame(frame)
+                for frame in frames:
+                    self.on_frame(frame)
         finally:
             view.release()
         if buffer:
@@ -113,18 +121,19 @@ class Link(asyncio.Protocol):
         self.on_lost()
 
     def send(self, frame: Frame) -> None:
-        """Queue a frame; the frames of one loop turn leave in one write (dropped once the link is lost)."""
+        """Queue a frame (its objects must not change until the end of the loop turn); dropped once the
+        link is lost."""
         if self._lost:
             return
-        body = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
-        if not self._out and self.transport is not None:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._out += (HEADER.pack(len(body)), body)
+        if not self._out and self.loop is not None:
+            self.loop.call_soon(self._flush)
+        self._out.append(frame)
 
     def _flush(self) -> None:
         out, self._out = self._out, []
         if self.transport is not None and out:
-            self.transport.write(b"".join(out))
+            body = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+            self.transport.write(HEADER.pack(len(body)) + body)
 
 
 # ---------------------------------------------------------------- the core's side
@@ -142,8 +151,10 @@ class CoreLink:
     def _frame(self, frame: Frame) -> None:
         if frame[0] == "r":
             _, rid, request, body, parsed = frame
-            gone = self._gone[rid] = asyncio.get_running_loop().create_future()
-            task = asyncio.get_running_loop().create_task(self._run(rid, request, body, parsed, gone))
+            loop = self.link.loop
+            assert loop is not None  # frames arrive on a made connection
+            gone = self._gone[rid] = loop.create_future()
+            task = loop.create_task(self._run(rid, request, body, parsed, gone))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
         elif frame[0] == "g":  # the client left
