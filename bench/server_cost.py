@@ -108,8 +108,8 @@ def settings_yaml(opts: Options, folder: Path, name: str) -> Path:
     launch: dict[str, Any] = {"max_threads": 40}
     if name != "baseline" or opts.baseline_front_ends is not None:  # the stand-in's commit has no such keys
         launch["decode_workers"] = opts.decode_workers
-        fronts = opts.baseline_front_ends if name == "baseline" else opts.front_ends if name == "fronts" else 0
-        launch["front_ends"] = fronts
+        fronts = opts.front_ends if name == "fronts" else 0
+        launch["front_ends"] = opts.baseline_front_ends if name == "baseline" else fronts
     path = folder / f"server-{name}.yaml"
     path.write_text(yaml.safe_dump({"functions": [function], "device": "cpu", "launch": launch}))
     return path

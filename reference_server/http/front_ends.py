@@ -58,6 +58,8 @@ UPLOAD_PATH = "/gradio_api/upload"
 PLAIN_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 Frame = tuple[Any, ...]
 Endpoint = Callable[[Request], Any]
+FastRoute = Callable[[dict[str, Any], bytes], "tuple[int, bytes] | None"]  # gradio_routes.FAST's forms
+JSON_HEADERS = [(b"content-type", b"application/json")]
 log = logging.getLogger("reference_server.front_ends")
 
 
@@ -145,12 +147,18 @@ class CoreLink:
         self.app, self.server_addr, self._on_lost = app, server_addr, on_lost
         self.link = Link(self._frame, lambda: self._on_lost(self))
         self.direct = direct_routes(app)
+        fast = getattr(getattr(app, "state", None), "fast_routes", None) or {}
+        self.fast: dict[tuple[str, str], FastRoute] = {
+            key: fast[endpoint] for key, endpoint in self.direct.items() if endpoint in fast}
         self._gone: dict[int, asyncio.Future[None]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
 
     def _frame(self, frame: Frame) -> None:
         if frame[0] == "r":
             _, rid, request, body, parsed = frame
+            fast = self.fast.get((request["method"], request["path"]))
+            if fast is not None and self._answer(fast, rid, request, body, parsed):
+                return
             loop = self.link.loop
             assert loop is not None  # frames arrive on a made connection
             gone = self._gone[rid] = loop.create_future()
@@ -161,6 +169,25 @@ class CoreLink:
             left = self._gone.get(frame[1])
             if left is not None and not left.done():
                 left.set_result(None)
+
+    def _answer(self, fast: FastRoute, rid: int, request: dict[str, Any], body: bytes, parsed: Any) -> bool:
+        """Answer a request to a hot route at once, in this callback (no task, no Starlette request or
+        response); False when the route's fast form declines it (then the app takes it)."""
+        scope = request if parsed is None else {**request, PARSED_UPLOAD: parsed}
+        try:
+            answer = fast(scope, body)
+        except Exception:  # noqa: BLE001 - as in _run: the client gets a 500, the server goes on
+            log.exception("error in %s %s", request["method"], request["path"])
+            answer = (500, b"Internal Server Error")
+            headers = PLAIN_TEXT
+        else:
+            if answer is None:
+                return False
+            headers = JSON_HEADERS
+        status, content = answer
+        self.link.send(("s", rid, status, [(b"content-length", str(len(content)).encode()), *headers]))
+        self.link.send(("b", rid, content, False))
+        return True
 
     def lost(self) -> None:
         """The front end is gone: every request it forwarded has lost its client."""

@@ -196,7 +196,8 @@ class JobRunner:
             if event.prepared is None:
                 ready = self._ready_row(fn, event)
                 if ready is NOT_READY:
-                    event.prepared = asyncio.ensure_future(self._row_or_error(fn, event, self.prefetch_limiter))
+                    row = self._row_or_error(fn, event, self.prefetch_limiter)
+                    event.prepared = asyncio.ensure_future(row)
                 else:
                     event.prepared = asyncio.get_running_loop().create_future()
                     event.prepared.set_result(ready)

@@ -53,7 +53,10 @@ def _on_leave(scope: Scope, receive: Receive, session: Session) -> Callable[[], 
     gone: asyncio.Future[None] | None = scope.get("extensions", {}).get(GONE)
     if gone is None:
         watcher = asyncio.create_task(_watch_disconnect(receive, session))
-        return watcher.cancel
+
+        def cancel() -> None:
+            watcher.cancel()
+        return cancel
 
     def left(_: asyncio.Future[None]) -> None:
         session.queue.put_nowait(DISCONNECTED)

@@ -17,7 +17,9 @@ import pytest
 from gradio_client import Client, handle_file
 
 from qbench.tune.server_process import ServerHandle, reference_server_process
-from reference_server.http.front_ends import HEADER, Link, resolve_front_ends
+from reference_server.http import gradio_routes
+from reference_server.http.app import build_app
+from reference_server.http.front_ends import HEADER, CoreLink, Link, direct_routes, resolve_front_ends
 from reference_server.settings import ServerSettings, SettingsError, load_settings
 from tests.server.io.test_decode_pool import multipart, png
 
@@ -176,3 +178,71 @@ def test_front_ends_exit_with_the_core(tmp_path: Path) -> None:
                                               psutil.STATUS_ZOMBIE for p in pids):
         time.sleep(0.1)
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+
+
+# ---------------------------------------------------------------- the core's shortcuts
+def echo_app(**extra: Any) -> Any:
+    fn = {"api_name": "echo", "workload": "echo"}
+    return build_app(ServerSettings.model_validate({"functions": [fn], "device": "cpu", **extra}))
+
+
+def test_direct_routes_are_the_routers_own_choice_and_none_behind_auth() -> None:
+    app = echo_app()
+    table = direct_routes(app)
+    assert table[("POST", "/gradio_api/queue/join")] is gradio_routes.queue_join
+    assert table[("GET", "/gradio_api/queue/data")] is gradio_routes.queue_data
+    assert not any("{" in path for _, path in table)  # routes with path parameters go through the router
+    guarded = echo_app(auth={"users": {"u": "p"}})
+    assert direct_routes(guarded) == {}  # the auth middleware must see every request
+
+
+FORWARDED = [  # (method, path, body): hot routes (fast forms), plain ones (direct) and the router's 404/405
+    ("POST", "/gradio_api/queue/join", b"not json"),
+    ("POST", "/gradio_api/queue/join", b'{"data": ["hi"], "fn_index": 0}'),
+    ("POST", "/gradio_api/queue/join", b'{"data": ["hi"], "fn_index": 7, "session_hash": "s"}'),
+    ("POST", "/gradio_api/queue/join", b'{"data": ["hi"], "fn_index": 0, "session_hash": "s"}'),
+    ("GET", "/gradio_api/queue/status", b""),
+    ("POST", "/gradio_api/cancel", b"{}"),
+    ("POST", "/gradio_api/upload", b""),
+    ("GET", "/gradio_api/nowhere", b""),
+    ("DELETE", "/gradio_api/queue/join", b""),
+]
+
+
+def test_a_forwarded_request_gets_the_answer_the_whole_app_gives() -> None:
+    """Through the core's link (fast forms, direct routes, the whole app) and through the app itself:
+    the same status, content type and body (an event id aside)."""
+
+    async def through_link() -> list[tuple[int, bytes | None, bytes]]:
+        core = CoreLink(echo_app(), ("127.0.0.1", 80), lambda _core: None)
+        sent: list[tuple[Any, ...]] = []
+        core.link.send = sent.append  # type: ignore[method-assign]
+        core.link.loop = asyncio.get_running_loop()
+        for rid, (method, path, body) in enumerate(FORWARDED):
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+            request = {"method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
+                       "headers": headers, "http_version": "1.1", "client": ("127.0.0.1", 1)}
+            core._frame(("r", rid, request, body, None))
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+        starts = {f[1]: f for f in sent if f[0] == "s"}
+        bodies = {f[1]: f[2] for f in sent if f[0] == "b"}
+        return [(starts[i][2], dict(starts[i][3]).get(b"content-type"), bodies[i])
+                for i in range(len(FORWARDED))]
+
+    async def through_app() -> list[tuple[int, bytes | None, bytes]]:
+        transport = httpx.ASGITransport(app=echo_app())
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            got = []
+            for method, path, body in FORWARDED:
+                kind = {"content-type": "application/json"}
+                r = await client.request(method, path, content=body, headers=kind)
+                got.append((r.status_code, r.headers.get("content-type", "").encode() or None, r.content))
+            return got
+
+    forwarded, direct = asyncio.run(through_link()), asyncio.run(through_app())
+    for (method, path, _), one, other in zip(FORWARDED, forwarded, direct, strict=True):
+        assert one[:2] == other[:2], (method, path, one, other)
+        if b"event_id" not in one[2]:
+            assert one[2] == other[2], (method, path)
+    assert [s for s, _, _ in forwarded] == [422, 400, 422, 200, 200, 422, 422, 404, 405]
