@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
+import orjson
 import psutil
 import pytest
 from gradio_client import Client, handle_file
@@ -20,6 +22,7 @@ from qbench.tune.server_process import ServerHandle, reference_server_process
 from reference_server.http import gradio_routes
 from reference_server.http.app import build_app
 from reference_server.http.front_ends import HEADER, CoreLink, Link, direct_routes, resolve_front_ends
+from reference_server.io.decode_pool import Decoded, Failed, UploadPart
 from reference_server.settings import ServerSettings, SettingsError, load_settings
 from tests.server.io.test_decode_pool import multipart, png
 
@@ -246,3 +249,33 @@ def test_a_forwarded_request_gets_the_answer_the_whole_app_gives() -> None:
         if b"event_id" not in one[2]:
             assert one[2] == other[2], (method, path)
     assert [s for s, _, _ in forwarded] == [422, 400, 422, 200, 200, 422, 422, 404, 405]
+
+
+def test_an_upload_a_front_end_parsed_is_stored_or_refused_in_the_core_frame_callback() -> None:
+    """The upload's fast form: the parts kept (their decoded images too), a malformed body's reason
+    and an oversized upload answered as `upload` answers them, with no task."""
+    app = echo_app(max_file_size=1000)
+    core = CoreLink(app, ("127.0.0.1", 80), lambda _core: None)
+    sent: list[tuple[Any, ...]] = []
+    core.link.send = sent.append  # type: ignore[method-assign]
+    decoded = Decoded(np.zeros((2, 2, 3), np.uint8), 0.001, 0.0)
+
+    def forward(length: int, parsed: Any) -> tuple[int, Any]:
+        sent.clear()
+        headers = [(b"content-length", str(length).encode()), (b"session_hash", b"s1")]
+        request = {"method": "POST", "path": "/gradio_api/upload", "headers": headers, "query_string": b""}
+        core._frame(("r", 1, request, b"", parsed))  # no loop running: a task would fail here
+        assert sent[0][3][1] == (b"content-type", b"application/json")
+        return sent[0][2], orjson.loads(sent[1][2])
+
+    status, paths = forward(300, [UploadPart("files", "a b/c.png", b"\x89PNG", decoded)])
+    store = app.state.server.store
+    assert status == 200 and paths[0].endswith("/c.png") and store.in_memory(paths[0]) == b"\x89PNG"
+    assert store.take_decoded(paths[0]) is decoded
+    assert forward(300, Failed(400, "malformed multipart body: x")) == (
+        400, {"detail": "malformed multipart body: x"})
+    too_big = 1000 + gradio_routes.MULTIPART_OVERHEAD + 1
+    assert forward(too_big, [])[0] == 413
+    assert forward(300, [UploadPart("files", "big.png", b"x" * 1001)])[0] == 413
+    no_files = (422, {"detail": "no files in the multipart field 'files'"})
+    assert forward(300, [UploadPart("other", None, b"x")]) == no_files
