@@ -133,9 +133,22 @@ class Link(asyncio.Protocol):
 
     def _flush(self) -> None:
         out, self._out = self._out, []
-        if self.transport is not None and out:
+        if self.transport is None or not out:
+            return
+        try:
             body = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
-            self.transport.write(HEADER.pack(len(body)) + body)
+        except Exception:  # noqa: BLE001 - a frame that cannot travel must not take the others with it
+            body = pickle.dumps([f for f in out if _picklable(f)], protocol=pickle.HIGHEST_PROTOCOL)
+        self.transport.write(HEADER.pack(len(body)) + body)
+
+
+def _picklable(frame: Frame) -> bool:
+    try:
+        pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - logged and dropped: a bug of the app's, not the link's
+        log.exception("a link frame could not be pickled and was dropped: %.200r", frame)
+        return False
+    return True
 
 
 # ---------------------------------------------------------------- the core's side

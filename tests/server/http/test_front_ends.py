@@ -183,6 +183,27 @@ def test_front_ends_exit_with_the_core(tmp_path: Path) -> None:
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
 
 
+def test_a_frame_that_cannot_be_pickled_does_not_take_its_loop_turn_with_it() -> None:
+    class Transport:
+        written = b""
+
+        def write(self, data: bytes) -> None:
+            self.written += data
+
+    async def scenario() -> bytes:
+        link, transport = Link(lambda frame: None, lambda: None), Transport()
+        link.connection_made(transport)  # type: ignore[arg-type]
+        link.send(("b", 1, b"one", False))
+        link.send(("b", 2, lambda: None, False))
+        link.send(("g", 3))
+        await asyncio.sleep(0)
+        return transport.written
+
+    got: list[tuple[Any, ...]] = []
+    Link(got.append, lambda: None).data_received(asyncio.run(scenario()))
+    assert got == [("b", 1, b"one", False), ("g", 3)]
+
+
 # ---------------------------------------------------------------- the core's shortcuts
 def echo_app(**extra: Any) -> Any:
     fn = {"api_name": "echo", "workload": "echo"}
