@@ -53,6 +53,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from reference_server.queue.streams import GONE
 
 HEADER = struct.Struct("!I")
+COUNT = struct.Struct("!H")  # raw buffers in a link message
+READ_BUFFER = 256 * 1024  # the link's read buffer for small messages
+BIG = 64 * 1024  # larger messages are read into a buffer of their own (their arrays are views of it)
 PARSED_UPLOAD = "qbench.parsed_upload"  # scope key: an upload's parts, parsed by the front end
 UPLOAD_PATH = "/gradio_api/upload"
 PLAIN_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
@@ -74,16 +77,24 @@ def resolve_front_ends(value: int | str, device: Callable[[], str], gradio: int)
 
 
 # ---------------------------------------------------------------- the link (both sides)
-class Link(asyncio.Protocol):
-    """Frames over a stream socket: the frames sent in one turn of the event loop leave as one pickled
-    list behind a 4-byte length (one pickle, one write, one wake-up of the other side for all of them);
-    `on_frame` gets each frame, `on_lost` is called once."""
+class Link(asyncio.BufferedProtocol):
+    """Frames over a stream socket: the frames sent in one turn of the event loop leave as one message
+    (one pickle, one write, one wake-up of the other side for all of them); `on_frame` gets each frame,
+    `on_lost` is called once.
+
+    A message is a 4-byte size, a 2-byte count of raw buffers and their 4-byte sizes, the pickled list
+    of frames (protocol 5), then the raw buffers: the contiguous arrays in the frames (an upload's
+    decoded image) travel out of band. A message larger than BIG is read straight into a buffer of its
+    own, and its arrays are views of it: no copy of an image in user space on the receiving side."""
 
     def __init__(self, on_frame: Callable[[Frame], None], on_lost: Callable[[], None]) -> None:
         self.on_frame, self.on_lost = on_frame, on_lost
         self.transport: asyncio.Transport | None = None
         self.loop: asyncio.AbstractEventLoop | None = None  # the connection's (asked once: it costs a getpid)
-        self._buffer = bytearray()
+        self._buf = bytearray(READ_BUFFER)  # small messages, unread bytes in [_start, _end)
+        self._start = self._end = 0
+        self._big: bytearray | None = None  # a large message being read in place
+        self._big_filled = 0
         self._out: list[Frame] = []
         self._lost = False
 
@@ -93,35 +104,83 @@ class Link(asyncio.Protocol):
         if self._out:  # frames sent before the connection was made
             self.loop.call_soon(self._flush)
 
+    # ------------------------------------------------------------ reading
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled:]
+        if self._end == len(self._buf):  # full: move the unread bytes (less than a message) to the front
+            left = self._end - self._start
+            self._buf[:left] = self._buf[self._start:self._end]
+            self._start, self._end = 0, left
+        return memoryview(self._buf)[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                message, self._big = self._big, None
+                self._deliver(memoryview(message), in_place=True)
+            return
+        self._end += nbytes
+        self._parse()
+
     def data_received(self, data: bytes) -> None:
-        buffer = self._buffer
-        if buffer:
-            buffer += data
-            view = memoryview(buffer)
-        else:  # the usual case: the chunk starts at a message (no copy of it)
-            view = memoryview(data)
-        start, end = 0, len(view)
-        try:
-            while end - start >= HEADER.size:
-                (size,) = HEADER.unpack_from(view, start)
-                if end - start - HEADER.size < size:
-                    break
-                with view[start + HEADER.size:start + HEADER.size + size] as body:
-                    frames = pickle.loads(body)
-                start += HEADER.size + size
-                for frame in frames:
-                    self.on_frame(frame)
-        finally:
-            view.release()
-        if buffer:
-            del buffer[:start]
-        elif start < end:
-            buffer += data[start:]
+        """Feed bytes as the transport would (for tests and callers holding bytes)."""
+        view = memoryview(data)
+        while view:
+            target = self.get_buffer(len(view))
+            n = min(len(target), len(view))
+            target[:n] = view[:n]
+            self.buffer_updated(n)
+            view = view[n:]
+
+    def _parse(self) -> None:
+        buf = self._buf
+        while self._end - self._start >= HEADER.size:
+            (size,) = HEADER.unpack_from(buf, self._start)
+            body_at = self._start + HEADER.size
+            if size > BIG:  # a buffer of its own, the rest read straight into it
+                have = min(self._end - body_at, size)
+                big = bytearray(size)
+                big[:have] = buf[body_at:body_at + have]
+                if have == size:  # all here already
+                    self._start = body_at + size
+                    self._deliver(memoryview(big), in_place=True)
+                    continue
+                self._big, self._big_filled = big, have
+                self._start = self._end = 0
+                return
+            if self._end - body_at < size:
+                break
+            self._start = body_at + size
+            with memoryview(buf)[body_at:body_at + size] as message:
+                self._deliver(message, in_place=False)
+        if self._start == self._end:
+            self._start = self._end = 0
+
+    def _deliver(self, message: memoryview, in_place: bool) -> None:
+        """Unpickle one message; its raw buffers are views of it when it has a buffer of its own, else
+        copies (the read buffer is reused)."""
+        (count,) = COUNT.unpack_from(message, 0)
+        sizes = struct.unpack_from(f"!{count}I", message, COUNT.size)
+        at = COUNT.size + 4 * count
+        (pickled,) = HEADER.unpack_from(message, at)
+        at += HEADER.size
+        body, at = message[at:at + pickled], at + pickled
+        buffers = []
+        for size in sizes:
+            raw = message[at:at + size]
+            buffers.append(raw if in_place else bytearray(raw))
+            at += size
+        frames = pickle.loads(body, buffers=buffers)
+        for frame in frames:
+            self.on_frame(frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport, self._lost, self._out = None, True, []
         self.on_lost()
 
+    # ------------------------------------------------------------ writing
     def send(self, frame: Frame) -> None:
         """Queue a frame (its objects must not change until the end of the loop turn); dropped once the
         link is lost."""
@@ -135,16 +194,29 @@ class Link(asyncio.Protocol):
         out, self._out = self._out, []
         if self.transport is None or not out:
             return
-        try:
-            body = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:  # noqa: BLE001 - a frame that cannot travel must not take the others with it
-            body = pickle.dumps([f for f in out if _picklable(f)], protocol=pickle.HIGHEST_PROTOCOL)
-        self.transport.write(HEADER.pack(len(body)) + body)
+        self.transport.write(encode(out))
+
+
+def encode(frames: list[Frame]) -> bytes:
+    """One message of the link (Link's docstring); a frame that cannot be pickled is logged and left out,
+    so it does not take the loop turn's other frames with it."""
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        body = pickle.dumps(frames, protocol=5, buffer_callback=buffers.append)
+    except Exception:  # noqa: BLE001
+        buffers.clear()
+        good = [f for f in frames if _picklable(f)]
+        body = pickle.dumps(good, protocol=5, buffer_callback=buffers.append)
+    raws = [b.raw() for b in buffers]
+    sizes = [r.nbytes for r in raws]
+    head = COUNT.pack(len(raws)) + struct.pack(f"!{len(raws)}I", *sizes) + HEADER.pack(len(body))
+    size = len(head) + len(body) + sum(sizes)
+    return b"".join([HEADER.pack(size), head, body, *raws])
 
 
 def _picklable(frame: Frame) -> bool:
     try:
-        pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dumps(frame, protocol=5, buffer_callback=lambda _buffer: None)
     except Exception:  # noqa: BLE001 - logged and dropped: a bug of the app's, not the link's
         log.exception("a link frame could not be pickled and was dropped: %.200r", frame)
         return False

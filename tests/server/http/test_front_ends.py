@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pickle
 import signal
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from gradio_client import Client, handle_file
 from qbench.tune.server_process import ServerHandle, reference_server_process
 from reference_server.http import gradio_routes
 from reference_server.http.app import build_app
-from reference_server.http.front_ends import HEADER, CoreLink, Link, direct_routes, resolve_front_ends
+from reference_server.http.front_ends import CoreLink, Link, direct_routes, encode, resolve_front_ends
 from reference_server.io.decode_pool import Decoded, Failed, UploadPart
 from reference_server.settings import ServerSettings, SettingsError, load_settings
 from tests.server.io.test_decode_pool import multipart, png
@@ -51,16 +50,22 @@ def front_end_pids(handle: ServerHandle) -> list[int]:
 
 # ---------------------------------------------------------------- the link's frames
 def test_frames_survive_any_split_of_the_byte_stream() -> None:
+    """Messages small and large (read in place), arrays out of band (writable on arrival) and in band."""
     got: list[tuple[Any, ...]] = []
     link = Link(got.append, lambda: None)
-    frames = [("r", 1, {"path": "/x"}, b"body", None), ("g", 1), ("b", 2, b"\x00" * 70_000, False)]
-    lists = [frames[:2], frames[2:]]  # the frames of one loop turn travel as one pickled list
-    stream = b"".join(HEADER.pack(len(p)) + p for p in (pickle.dumps(f) for f in lists))
-    for size in (1, 3, 4096):
+    image = np.arange(224 * 224 * 3, dtype=np.uint32).reshape(224, 224, 3).astype(np.uint8)
+    frames = [("r", 1, {"path": "/x"}, b"body", None), ("g", 1), ("b", 2, b"\x00" * 70_000, False),
+              ("r", 3, {"path": "/u"}, b"", [image, np.arange(10)[::2]]), ("g", 4)]
+    lists = [frames[:2], frames[2:3], frames[3:4], frames[4:]]  # a loop turn's frames travel as one list
+    stream = b"".join(encode(f) for f in lists)
+    for size in (1, 3, 4096, 100_000, len(stream)):
         got.clear()
         for i in range(0, len(stream), size):
             link.data_received(stream[i:i + size])
-        assert got == frames
+        assert [f[:3] for f in got] == [f[:3] for f in frames] and got[2] == frames[2]
+        arrays = got[3][4]
+        assert np.array_equal(arrays[0], image) and arrays[0].flags.writeable
+        assert list(arrays[1]) == [0, 2, 4, 6, 8]
 
 
 def test_frames_sent_before_the_connection_leave_once_it_is_made() -> None:
