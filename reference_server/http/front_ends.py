@@ -18,7 +18,8 @@ request and response objects), all of it under the GIL that the model's thread n
 So every route, state and semantic stays in one process (one queue per app, what `concurrency_limit`
 and `max_batch_size` mean, a session's join and stream may reach different front ends), and what
 leaves the core is the per-connection work. On the link, the frames queued within one turn of the
-event loop go out as one pickled list behind a 4-byte length, in one write. A forwarded request to a
+event loop go out as one message, in one write (a pickled list; arrays out of band, and a large
+message read in place: see Link). A forwarded request to a
 route without path parameters skips Starlette's middleware stack and router in the core (when the app
 has no middleware of its own: no auth); a stream hears its client leave from a future, not a task.
 The core's uvicorn serves a private Unix socket only (its lifespan, and a way in for tools);
