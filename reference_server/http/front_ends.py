@@ -18,10 +18,11 @@ request and response objects), all of it under the GIL that the model's thread n
 So every route, state and semantic stays in one process (one queue per app, what `concurrency_limit`
 and `max_batch_size` mean, a session's join and stream may reach different front ends), and what
 leaves the core is the per-connection work. On the link, the frames queued within one turn of the
-event loop go out as one message, in one write (a pickled list; arrays out of band, and a large
-message read in place: see Link). A forwarded request to a
-route without path parameters skips Starlette's middleware stack and router in the core (when the app
-has no middleware of its own: no auth); a stream hears its client leave from a future, not a task.
+event loop go out as one message, in one write (a pickled list, arrays out of band: see Link). A
+forwarded request to a route without path parameters skips Starlette's middleware stack and router in
+the core (when the app has no middleware of its own: no auth); a join and an upload the front end
+parsed are answered in the callback that reads their frame (gradio_routes.FAST); a stream hears its
+client leave from a future, not a task.
 The core's uvicorn serves a private Unix socket only (its lifespan, and a way in for tools);
 websockets (Gradio 3.x's queue) are not forwarded, so `front_ends` needs a release with the SSE
 queue (4.x and later).
@@ -85,8 +86,10 @@ class Link(asyncio.BufferedProtocol):
 
     A message is a 4-byte size, a 2-byte count of raw buffers and their 4-byte sizes, the pickled list
     of frames (protocol 5), then the raw buffers: the contiguous arrays in the frames (an upload's
-    decoded image) travel out of band. A message larger than BIG is read straight into a buffer of its
-    own, and its arrays are views of it: no copy of an image in user space on the receiving side."""
+    decoded image) travel out of band. A message larger than BIG gets a buffer of its own (what its
+    first read brought is copied there, the rest is read straight into it) and its arrays are views
+    of that buffer: at most one copy of an image in user space on the receiving side (there were
+    two or three: the transport's bytes, a reassembly buffer, pickle's own)."""
 
     def __init__(self, on_frame: Callable[[Frame], None], on_lost: Callable[[], None]) -> None:
         self.on_frame, self.on_lost = on_frame, on_lost
