@@ -30,6 +30,8 @@ medians. On a 2-core box the generator and the server share the cores: compare t
     .venv/bin/python bench/server_cost.py                       # 3 repeats, 64 users, 12 s
     .venv/bin/python bench/server_cost.py --quick               # 1 repeat, 16 users, 4 s (the test)
     .venv/bin/python bench/server_cost.py --servers current,gradio --baseline HEAD~3
+    .venv/bin/python bench/server_cost.py --servers baseline,fronts --baseline 59caf60 \
+        --baseline-front-ends 1 --front-ends 1 --decode-workers 1 --interleave --quick --repeats 5
 
 Exits non-zero when a server it needs cannot start (gradio not installed, a bad --baseline ref).
 """
@@ -46,7 +48,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,8 @@ class Options:
     json_out: Path | None
     front_ends: int = 2
     baseline_dir: Path | None = None  # a checkout of the baseline already on disk (no git worktree)
+    baseline_front_ends: int | None = None  # the baseline with decode workers and these front ends
+    interleave: bool = False  # all servers up at once, measured in turn (repeat 1 of each, then 2, ...)
 
 
 @dataclass
@@ -102,9 +106,10 @@ def settings_yaml(opts: Options, folder: Path, name: str) -> Path:
     function = {"api_name": "classify", "workload": "image-ideal", "params": {"batch_ms": opts.batch_ms},
                 "batch": True, "max_batch_size": opts.batch, "concurrency_limit": 1}
     launch: dict[str, Any] = {"max_threads": 40}
-    if name != "baseline":  # the baseline's settings have no such keys
+    if name != "baseline" or opts.baseline_front_ends is not None:  # the stand-in's commit has no such keys
         launch["decode_workers"] = opts.decode_workers
-        launch["front_ends"] = opts.front_ends if name == "fronts" else 0
+        fronts = opts.front_ends if name == "fronts" else 0
+        launch["front_ends"] = opts.baseline_front_ends if name == "baseline" else fronts
     path = folder / f"server-{name}.yaml"
     path.write_text(yaml.safe_dump({"functions": [function], "device": "cpu", "launch": launch}))
     return path
@@ -330,6 +335,12 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--decode-workers", type=int, default=os.cpu_count() or 2,
                    help="the current server's launch.decode_workers (default: one per core)")
     p.add_argument("--front-ends", type=int, default=2, help="launch.front_ends of `fronts` (default 2)")
+    p.add_argument("--baseline-front-ends", type=int,
+                   help="serve the baseline like `fronts` (its decode workers, this many front ends): for a "
+                        "baseline that has launch.front_ends (default: the stand-in's commit's settings)")
+    p.add_argument("--interleave", action="store_true",
+                   help="start every server first, then measure them in turn, repeat by repeat (a busy "
+                        "host's load falls on all of them alike)")
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
     p.add_argument("--serve-gradio", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -343,7 +354,28 @@ def parse_args(argv: list[str] | None = None) -> Options:
                    duration_s=duration, warmup_s=min(2.0, duration / 4),
                    repeats=a.repeats or (1 if a.quick else 3),
                    batch=a.batch_size, batch_ms=a.batch_ms, decode_workers=a.decode_workers,
-                   json_out=a.json, baseline_dir=a.baseline_dir, front_ends=a.front_ends)
+                   json_out=a.json, baseline_dir=a.baseline_dir, front_ends=a.front_ends,
+                   baseline_front_ends=a.baseline_front_ends, interleave=a.interleave)
+
+
+def one_by_one(opts: Options, workdir: Path) -> dict[str, list[Sample]]:
+    samples = {}
+    for name in opts.servers:
+        with server(name, opts, workdir) as (url, pid):
+            samples[name] = [measure(url, pid, opts, workdir, name == "gradio") for _ in range(opts.repeats)]
+        print(f"{name}: done", flush=True)
+    return samples
+
+
+def interleaved(opts: Options, workdir: Path) -> dict[str, list[Sample]]:
+    samples: dict[str, list[Sample]] = {name: [] for name in opts.servers}
+    with ExitStack() as stack:
+        running = {name: stack.enter_context(server(name, opts, workdir)) for name in opts.servers}
+        for i in range(opts.repeats):
+            for name, (url, pid) in running.items():
+                samples[name].append(measure(url, pid, opts, workdir, name == "gradio"))
+            print(f"repeat {i + 1}: done", flush=True)
+    return samples
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,14 +385,10 @@ def main(argv: list[str] | None = None) -> int:
 
         if importlib.util.find_spec("gradio") is None:
             raise SystemExit("error: --servers gradio needs gradio installed (pip install gradio)")
-    rows = []
     with tempfile.TemporaryDirectory(prefix="server-cost-") as tmp:
         workdir = Path(tmp)
-        for name in opts.servers:
-            with server(name, opts, workdir) as (url, pid):
-                samples = [measure(url, pid, opts, workdir, name == "gradio") for _ in range(opts.repeats)]
-            rows.append(row(name, samples))
-            print(f"{name}: done", flush=True)
+        samples = interleaved(opts, workdir) if opts.interleave else one_by_one(opts, workdir)
+    rows = [row(name, samples[name]) for name in opts.servers]
     print(table(rows, opts))
     if opts.json_out:
         opts.json_out.write_text(json.dumps(rows, indent=2))

@@ -6,8 +6,10 @@ queue's dispatcher; handlers (gradio_routes, admin) only admit, enqueue and stre
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import anyio.to_thread
@@ -17,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reference_server.auth import AuthMiddleware, Logins
-from reference_server.http import admin, gradio3_routes, http_routes, openai_routes
+from reference_server.http import admin, gradio3_routes, gradio_routes, http_routes, openai_routes
 from reference_server.http.gradio_routes import ClientError, JSONResponse
 from reference_server.http.server_state import ServerState, load_workloads, resolve_device
 from reference_server.observe.gpu import GpuSampler
@@ -43,6 +45,8 @@ def build_app(settings: ServerSettings, file_dir: Path | None = None) -> Starlet
         state.queue.start()
         state.gpu = GpuSampler(state.metrics.registry)
         state.gpu.start()
+        gc.freeze()  # the loaded workloads, modules and settings: never garbage, no longer scanned by each
+        # full collection (the request path allocates enough to run them now and then)
         state.ready = True
         try:
             yield
@@ -62,5 +66,7 @@ def build_app(settings: ServerSettings, file_dir: Path | None = None) -> Starlet
         middleware=guard,
     )
     app.state.server = state
+    # the hot routes' forms for requests forwarded by front ends (front_ends.CoreLink), by endpoint
+    app.state.fast_routes = {endpoint: partial(fast, state) for endpoint, fast in gradio_routes.FAST.items()}
     app.state.logins = logins
     return app

@@ -17,10 +17,15 @@ request and response objects), all of it under the GIL that the model's thread n
 
 So every route, state and semantic stays in one process (one queue per app, what `concurrency_limit`
 and `max_batch_size` mean, a session's join and stream may reach different front ends), and what
-leaves the core is the per-connection work. The link's frames are a 4-byte length and a pickle;
-frames queued within one turn of the event loop go out in one write. The core's uvicorn serves a
-private Unix socket only (its lifespan, and a way in for tools); websockets (Gradio 3.x's queue) are
-not forwarded, so `front_ends` needs a release with the SSE queue (4.x and later).
+leaves the core is the per-connection work. On the link, the frames queued within one turn of the
+event loop go out as one message, in one write (a pickled list, arrays out of band: see Link). A
+forwarded request to a route without path parameters skips Starlette's middleware stack and router in
+the core (when the app has no middleware of its own: no auth); a join and an upload the front end
+parsed are answered in the callback that reads their frame (gradio_routes.FAST); a stream hears its
+client leave from a future, not a task.
+The core's uvicorn serves a private Unix socket only (its lifespan, and a way in for tools);
+websockets (Gradio 3.x's queue) are not forwarded, so `front_ends` needs a release with the SSE
+queue (4.x and later).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import logging
 import pickle
 import shutil
 import socket
@@ -39,13 +45,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reference_server.queue.streams import GONE
+
 HEADER = struct.Struct("!I")
+COUNT = struct.Struct("!H")  # raw buffers in a link message
+READ_BUFFER = 256 * 1024  # the link's read buffer for small messages
+BIG = 64 * 1024  # larger messages are read into a buffer of their own (their arrays are views of it)
 PARSED_UPLOAD = "qbench.parsed_upload"  # scope key: an upload's parts, parsed by the front end
 UPLOAD_PATH = "/gradio_api/upload"
 PLAIN_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 Frame = tuple[Any, ...]
+Endpoint = Callable[[Request], Any]
+FastRoute = Callable[[dict[str, Any], bytes], "tuple[int, bytes] | None"]  # gradio_routes.FAST's forms
+JSON_HEADERS = [(b"content-type", b"application/json")]
+log = logging.getLogger("reference_server.front_ends")
 
 
 def resolve_front_ends(value: int | str, device: Callable[[], str], gradio: int) -> int:
@@ -59,51 +78,160 @@ def resolve_front_ends(value: int | str, device: Callable[[], str], gradio: int)
 
 
 # ---------------------------------------------------------------- the link (both sides)
-class Link(asyncio.Protocol):
-    """Length-prefixed pickled frames over a stream socket; `on_frame` gets each one, `on_lost` once."""
+class Link(asyncio.BufferedProtocol):
+    """Frames over a stream socket: the frames sent in one turn of the event loop leave as one message
+    (one pickle, one write, one wake-up of the other side for all of them); `on_frame` gets each frame,
+    `on_lost` is called once.
+
+    A message is a 4-byte size, a 2-byte count of raw buffers and their 4-byte sizes, the pickled list
+    of frames (protocol 5), then the raw buffers: the contiguous arrays in the frames (an upload's
+    decoded image) travel out of band. A message larger than BIG gets a buffer of its own (what its
+    first read brought is copied there, the rest is read straight into it) and its arrays are views
+    of that buffer: at most one copy of an image in user space on the receiving side (there were
+    two or three: the transport's bytes, a reassembly buffer, pickle's own)."""
 
     def __init__(self, on_frame: Callable[[Frame], None], on_lost: Callable[[], None]) -> None:
         self.on_frame, self.on_lost = on_frame, on_lost
         self.transport: asyncio.Transport | None = None
-        self._buffer = bytearray()
-        self._out: list[bytes] = []
+        self.loop: asyncio.AbstractEventLoop | None = None  # the connection's (asked once: it costs a getpid)
+        self._buf = bytearray(READ_BUFFER)  # small messages, unread bytes in [_start, _end)
+        self._start = self._end = 0
+        self._big: memoryview | None = None  # a large message being read in place
+        self._big_filled = 0
+        self._out: list[Frame] = []
         self._lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport instances
+        self.loop = asyncio.get_running_loop()
         if self._out:  # frames sent before the connection was made
-            asyncio.get_running_loop().call_soon(self._flush)
+            self.loop.call_soon(self._flush)
+
+    # ------------------------------------------------------------ reading
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return self._big[self._big_filled:]
+        if self._end == len(self._buf):  # full: move the unread bytes (less than a message) to the front
+            left = self._end - self._start
+            self._buf[:left] = self._buf[self._start:self._end]
+            self._start, self._end = 0, left
+        return memoryview(self._buf)[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                message, self._big = self._big, None
+                self._deliver(message, in_place=True)
+            return
+        self._end += nbytes
+        self._parse()
 
     def data_received(self, data: bytes) -> None:
-        buffer = self._buffer
-        buffer += data
-        start, end = 0, len(buffer)
-        while end - start >= HEADER.size:
-            (size,) = HEADER.unpack_from(buffer, start)
-            if end - start - HEADER.size < size:
+        """Feed bytes as the transport would (for tests and callers holding bytes)."""
+        view = memoryview(data)
+        while view:
+            target = self.get_buffer(len(view))
+            n = min(len(target), len(view))
+            target[:n] = view[:n]
+            self.buffer_updated(n)
+            view = view[n:]
+
+    def _parse(self) -> None:
+        buf = self._buf
+        while self._end - self._start >= HEADER.size:
+            (size,) = HEADER.unpack_from(buf, self._start)
+            body_at = self._start + HEADER.size
+            if size > BIG:  # a buffer of its own, the rest read straight into it
+                have = min(self._end - body_at, size)
+                big = _uninitialised(size)
+                big[:have] = buf[body_at:body_at + have]
+                if have == size:  # all here already
+                    self._start = body_at + size
+                    self._deliver(big, in_place=True)
+                    continue
+                self._big, self._big_filled = big, have
+                self._start = self._end = 0
+                return
+            if self._end - body_at < size:
                 break
-            body = bytes(buffer[start + HEADER.size:start + HEADER.size + size])
-            start += HEADER.size + size
-            self.on_frame(pickle.loads(body))
-        del buffer[:start]
+            self._start = body_at + size
+            with memoryview(buf)[body_at:body_at + size] as message:
+                self._deliver(message, in_place=False)
+        if self._start == self._end:
+            self._start = self._end = 0
+
+    def _deliver(self, message: memoryview, in_place: bool) -> None:
+        """Unpickle one message; its raw buffers are views of it when it has a buffer of its own, else
+        copies (the read buffer is reused)."""
+        (count,) = COUNT.unpack_from(message, 0)
+        sizes = struct.unpack_from(f"!{count}I", message, COUNT.size)
+        at = COUNT.size + 4 * count
+        (pickled,) = HEADER.unpack_from(message, at)
+        at += HEADER.size
+        body, at = message[at:at + pickled], at + pickled
+        buffers = []
+        for size in sizes:
+            raw = message[at:at + size]
+            buffers.append(raw if in_place else bytearray(raw))
+            at += size
+        frames = pickle.loads(body, buffers=buffers)
+        for frame in frames:
+            self.on_frame(frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport, self._lost, self._out = None, True, []
         self.on_lost()
 
+    # ------------------------------------------------------------ writing
     def send(self, frame: Frame) -> None:
-        """Queue a frame; the frames of one loop turn leave in one write (dropped once the link is lost)."""
+        """Queue a frame (its objects must not change until the end of the loop turn); dropped once the
+        link is lost."""
         if self._lost:
             return
-        body = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
-        if not self._out and self.transport is not None:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._out += (HEADER.pack(len(body)), body)
+        if not self._out and self.loop is not None:
+            self.loop.call_soon(self._flush)
+        self._out.append(frame)
 
     def _flush(self) -> None:
         out, self._out = self._out, []
-        if self.transport is not None and out:
-            self.transport.write(b"".join(out))
+        if self.transport is None or not out:
+            return
+        self.transport.write(encode(out))
+
+
+def _uninitialised(size: int) -> memoryview:
+    """A writable buffer of `size` bytes, not zeroed first (bytearray(size) would: 3% of the core's
+    event loop, for bytes about to be overwritten)."""
+    import numpy as np
+
+    return np.empty(size, np.uint8).data
+
+
+def encode(frames: list[Frame]) -> bytes:
+    """One message of the link (Link's docstring); a frame that cannot be pickled is logged and left out,
+    so it does not take the loop turn's other frames with it."""
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        body = pickle.dumps(frames, protocol=5, buffer_callback=buffers.append)
+    except Exception:  # noqa: BLE001
+        buffers.clear()
+        good = [f for f in frames if _picklable(f)]
+        body = pickle.dumps(good, protocol=5, buffer_callback=buffers.append)
+    raws = [b.raw() for b in buffers]
+    sizes = [r.nbytes for r in raws]
+    head = COUNT.pack(len(raws)) + struct.pack(f"!{len(raws)}I", *sizes) + HEADER.pack(len(body))
+    size = len(head) + len(body) + sum(sizes)
+    return b"".join([HEADER.pack(size), head, body, *raws])
+
+
+def _picklable(frame: Frame) -> bool:
+    try:
+        pickle.dumps(frame, protocol=5, buffer_callback=lambda _buffer: None)
+    except Exception:  # noqa: BLE001 - logged and dropped: a bug of the app's, not the link's
+        log.exception("a link frame could not be pickled and was dropped: %.200r", frame)
+        return False
+    return True
 
 
 # ---------------------------------------------------------------- the core's side
@@ -114,20 +242,48 @@ class CoreLink:
                  ) -> None:
         self.app, self.server_addr, self._on_lost = app, server_addr, on_lost
         self.link = Link(self._frame, lambda: self._on_lost(self))
+        self.direct = direct_routes(app)
+        fast = getattr(getattr(app, "state", None), "fast_routes", None) or {}
+        self.fast: dict[tuple[str, str], FastRoute] = {
+            key: fast[endpoint] for key, endpoint in self.direct.items() if endpoint in fast}
         self._gone: dict[int, asyncio.Future[None]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
 
     def _frame(self, frame: Frame) -> None:
         if frame[0] == "r":
             _, rid, request, body, parsed = frame
-            gone = self._gone[rid] = asyncio.get_running_loop().create_future()
-            task = asyncio.get_running_loop().create_task(self._run(rid, request, body, parsed, gone))
+            fast = self.fast.get((request["method"], request["path"]))
+            if fast is not None and self._answer(fast, rid, request, body, parsed):
+                return
+            loop = self.link.loop
+            assert loop is not None  # frames arrive on a made connection
+            gone = self._gone[rid] = loop.create_future()
+            task = loop.create_task(self._run(rid, request, body, parsed, gone))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
         elif frame[0] == "g":  # the client left
             left = self._gone.get(frame[1])
             if left is not None and not left.done():
                 left.set_result(None)
+
+    def _answer(self, fast: FastRoute, rid: int, request: dict[str, Any], body: bytes, parsed: Any) -> bool:
+        """Answer a request to a hot route at once, in this callback (no task, no Starlette request or
+        response); False when the route's fast form declines it (then the app takes it)."""
+        scope = request if parsed is None else {**request, PARSED_UPLOAD: parsed}
+        try:
+            answer = fast(scope, body)
+        except Exception:  # noqa: BLE001 - as in _run: the client gets a 500, the server goes on
+            log.exception("error in %s %s", request["method"], request["path"])
+            answer = (500, b"Internal Server Error")
+            headers = PLAIN_TEXT
+        else:
+            if answer is None:
+                return False
+            headers = JSON_HEADERS
+        status, content = answer
+        self.link.send(("s", rid, status, [(b"content-length", str(len(content)).encode()), *headers]))
+        self.link.send(("b", rid, content, False))
+        return True
 
     def lost(self) -> None:
         """The front end is gone: every request it forwarded has lost its client."""
@@ -139,7 +295,7 @@ class CoreLink:
                    gone: asyncio.Future[None]) -> None:
         scope: Scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
                         "scheme": "http", "root_path": "", "server": self.server_addr, "state": {},
-                        "extensions": {}, **request}
+                        "extensions": {GONE: gone}, **request}
         if parsed is not None:  # an upload the front end parsed (and decoded): gradio_routes.upload
             scope[PARSED_UPLOAD] = parsed
         sent_body = False
@@ -164,13 +320,59 @@ class CoreLink:
                 self.link.send(("b", rid, message.get("body", b""), message.get("more_body", False)))
 
         try:
-            await self.app(scope, receive, send)
-        except Exception:  # noqa: BLE001 - the app logged it; the client gets a 500, the server goes on
+            endpoint = self.direct.get((scope["method"], scope["path"]))
+            if endpoint is not None:
+                await call_direct(self.app, endpoint, scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
+        except Exception:  # noqa: BLE001 - the client gets a 500, the server goes on
+            log.exception("error in %s %s", scope["method"], scope["path"])
             if not started:
                 self.link.send(("s", rid, 500, PLAIN_TEXT))
             self.link.send(("b", rid, b"Internal Server Error" if not started else b"", False))
         finally:
             self._gone.pop(rid, None)
+
+
+def direct_routes(app: ASGIApp) -> dict[tuple[str, str], Endpoint]:
+    """(method, path) -> endpoint for the app's routes without path parameters, when the app is a
+    Starlette app without middleware of its own (no auth): `call_direct` runs them without Starlette's
+    middleware stack and router, which cost the core more than the handlers of the hot routes (upload,
+    join, the SSE stream) themselves. Every other request goes through the whole app."""
+    if getattr(app, "user_middleware", None) != [] or not hasattr(app, "routes"):
+        return {}
+    table: dict[tuple[str, str], Endpoint] = {}
+    for route in app.routes:
+        if not (isinstance(route, Route) and not route.param_convertors and route.methods
+                and asyncio.iscoroutinefunction(route.endpoint)):
+            continue
+        for method in route.methods:
+            probe = {"type": "http", "path": route.path, "root_path": "", "method": method}
+            first = next(r for r in app.routes if r.matches(probe)[0] is Match.FULL)
+            if first is route:  # the route the router would pick for it
+                table[(method, route.path)] = route.endpoint
+    return table
+
+
+async def call_direct(app: Any, endpoint: Endpoint, scope: Scope, receive: Receive, send: Send) -> None:
+    """What Starlette's stack does for a plain route, without the stack: the endpoint's response, or the
+    app's exception handler's for what the endpoint raised (HTTPException: Starlette's plain text)."""
+    scope["app"], scope["path_params"], scope["endpoint"] = app, {}, endpoint
+    request = Request(scope, receive, send)
+    try:
+        response: Response = await endpoint(request)
+    except Exception as exc:
+        handler = next((app.exception_handlers[kind] for kind in type(exc).__mro__
+                        if kind in app.exception_handlers), None)
+        if handler is not None:
+            response = await handler(request, exc)
+        elif isinstance(exc, HTTPException) and exc.status_code in {204, 304}:
+            response = Response(status_code=exc.status_code, headers=exc.headers)
+        elif isinstance(exc, HTTPException):
+            response = PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
+        else:
+            raise
+    await response(scope, receive, send)
 
 
 class FrontEnds:

@@ -55,7 +55,10 @@ def state_of(request: Request) -> ServerState:
 
 
 async def json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+    return json_object(await request.body())
+
+
+def json_object(raw: bytes) -> dict[str, Any]:
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -100,8 +103,12 @@ def _admit(state: ServerState, session: str, fn: FunctionRuntime, data: list[Any
 
 
 async def queue_join(request: Request) -> Response:
-    state = state_of(request)
-    body = await json_body(request)
+    return JSONResponse(join(state_of(request), await request.body()))
+
+
+def join(state: ServerState, raw: bytes) -> dict[str, str]:
+    """`/queue/join`'s answer to a raw body (or a ClientError)."""
+    body = json_object(raw)
     if "data" not in body:
         raise ClientError(422, [{"type": "missing", "loc": ["body", "data"], "msg": "Field required"}])
     session = body.get("session_hash")
@@ -111,7 +118,7 @@ async def queue_join(request: Request) -> Response:
         raise ClientError(422, "'session_hash' must be a non-empty string")
     fn = _function(state, body.get("fn_index"))
     data = _check_data(fn, body["data"])
-    return JSONResponse({"event_id": _admit(state, session, fn, data, bool(body.get("simple_format")))})
+    return {"event_id": _admit(state, session, fn, data, bool(body.get("simple_format")))}
 
 
 async def queue_data(request: Request) -> Response:
@@ -241,6 +248,11 @@ async def _upload_in_memory(request: Request, state: ServerState, limit: int | N
     if parsed is None:
         assert state.pool is not None
         parsed = await state.pool.run(parse_upload, body, kind, state.pool.upload_prep)
+    return store_parsed(state, parsed, limit)
+
+
+def store_parsed(state: ServerState, parsed: list[UploadPart] | Failed, limit: int | None) -> list[str]:
+    """Keep a parsed upload's files (and their images decoded ahead) in the store; their paths."""
     if isinstance(parsed, Failed):
         raise uploads.UploadError(parsed.status, parsed.detail)
     paths = uploads.store_parts([(p.name, p.filename, p.data) for p in parsed], state.store, limit)
@@ -263,6 +275,50 @@ async def _upload_streamed(request: Request, state: ServerState, limit: int | No
     if not paths:
         raise uploads.UploadError(422, "no files in the multipart field 'files'")
     return paths
+
+
+# ---------------------------------------------------------------- the hot routes, behind front ends
+Answer = tuple[int, bytes]  # status, JSON body
+
+
+def answer(status: int, content: Any) -> Answer:
+    return status, orjson.dumps(content)
+
+
+def fast_join(state: ServerState, scope: dict[str, Any], body: bytes) -> Answer | None:
+    """`queue_join` for a request a front end forwarded, without Starlette's request and response."""
+    try:
+        return answer(200, join(state, body))
+    except ClientError as exc:
+        return answer(exc.status, {"detail": exc.detail})
+
+
+def fast_upload(state: ServerState, scope: dict[str, Any], body: bytes) -> Answer | None:
+    """`upload` for an upload a front end parsed (None for any other: `upload` takes it)."""
+    parsed = scope.get(PARSED_UPLOAD)
+    if parsed is None:
+        return None
+    start = time.perf_counter()
+    limit = state.settings.max_file_size
+    declared = int(_header(scope, b"content-length") or 0)
+    if limit is not None and declared > limit + MULTIPART_OVERHEAD:
+        return answer(413, {"detail": f"upload of {declared} bytes exceeds max_file_size ({limit} bytes)"})
+    try:
+        paths = store_parsed(state, parsed, limit)
+    except uploads.UploadError as exc:
+        return answer(exc.status, {"detail": exc.detail})
+    session = _header(scope, b"session_hash")
+    state.queue.traces.upload(None if session is None else session.decode("latin-1"),
+                              time.perf_counter() - start)
+    return answer(200, paths)
+
+
+def _header(scope: dict[str, Any], name: bytes) -> bytes | None:
+    """The first value of a header (its name in lower case, as ASGI servers give them)."""
+    return next((value for key, value in scope["headers"] if key == name), None)
+
+
+FAST = {queue_join: fast_join, upload: fast_upload}  # endpoint -> its form for forwarded requests
 
 
 async def file(request: Request) -> Response:

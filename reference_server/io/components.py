@@ -175,12 +175,12 @@ class FileStore:
         name = upload_name(filename)
         if name == "..":
             raise ValueError(f"invalid file name: {filename!r:.120}")
-        path = self.uploads / uuid.uuid4().hex / name
+        path = os.path.join(self.uploads, uuid.uuid4().hex, name)  # str(Path / ...): os.path is cheaper
         if not self.memory_budget or len(data) > self.memory_budget:
-            _write(path, data)
-            return str(path)
+            _write(Path(path), data)
+            return path
         with self._lock:
-            self.memory[str(path)] = data
+            self.memory[path] = data
             self.memory_bytes += len(data)
             spill = []
             while self.memory_bytes > self.memory_budget:
@@ -189,7 +189,7 @@ class FileStore:
                 spill.append((old_path, old))
         for old_path, old in spill:
             _write(Path(old_path), old)
-        return str(path)
+        return path
 
     def in_memory(self, path_or_url: str) -> bytes | None:
         """An upload's bytes while they are kept in memory, else None."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 _TIME_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -13,6 +15,7 @@ class ServerMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         self.queue_depth = Gauge("qbench_queue_depth", "Waiting events per concurrency group",
                                  ["group"], registry=r)
@@ -31,6 +34,15 @@ class ServerMetrics:
         self.cancellations = Counter("qbench_cancellations", "Events cancelled", ["state"], registry=r)
         self.completed = Counter("qbench_events_completed", "Events finished", ["fn", "outcome"],
                                  registry=r)
+
+    def child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, kept: the queue reports a few times per event, and prometheus_client
+        validates and locks on every `labels` call (children are never removed here)."""
+        key = (id(metric), labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -83,15 +83,23 @@ class Trace:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
 
     def to_dict(self) -> dict[str, Any]:
+        """Gradio's trace shape (its phases in ms, 0 where not measured; the extra phases null there).
+        Kept lean: `/profiling/traces` turns up to MAX_TRACES of them into JSON in the event loop."""
+        seconds = self.seconds
         out: dict[str, Any] = {"event_id": self.event_id, "fn_name": self.fn_name,
                                "session_hash": self.session_hash, "timestamp": self.timestamp}
-        for phase in GRADIO_PHASES:
-            out[f"{phase}_ms"] = self.seconds.get(phase, 0.0) * 1000
-        for phase in EXTRA_PHASES:  # null where the workload has no such phase (not a measured 0)
-            out[f"{phase}_ms"] = self.seconds[phase] * 1000 if phase in self.seconds else None
+        for phase, key in _GRADIO_KEYS:
+            out[key] = seconds.get(phase, 0.0) * 1000
+        for phase, key in _EXTRA_KEYS:  # null where the workload has no such phase (not a measured 0)
+            value = seconds.get(phase)
+            out[key] = None if value is None else value * 1000
         out["n_iterations"] = self.n_iterations
         out["batch_size"] = self.batch_size
         return out
+
+
+_GRADIO_KEYS = [(phase, f"{phase}_ms") for phase in GRADIO_PHASES]
+_EXTRA_KEYS = [(phase, f"{phase}_ms") for phase in EXTRA_PHASES]
 
 
 class TraceCollector:

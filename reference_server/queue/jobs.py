@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,9 @@ class _CallPhases:
 
     rows: list[list[Any]]
     seconds: dict[str, float]
+
+
+NOT_READY: Any = object()  # _ready_row: the row needs waiting for
 
 
 def _decodes_in_pool(fn: FunctionRuntime) -> bool:
@@ -154,6 +157,34 @@ class JobRunner:
             return row
         return w.prepare_row(values)
 
+    def _decoded_ahead(self, fn: FunctionRuntime, event: Event) -> list[Any] | None:
+        """The input row at once when the event's one input is an image decoded at upload for the
+        workload's PixelPrep (the image request of a GPU server): no task, no trip to a worker; None
+        when it needs either (then `_pooled_row` does the work). Raises what `_pooled_row` raises."""
+        pool, w = self.pool, fn.workload
+        if pool is None or len(w.inputs) != 1 or w.inputs[0].type != "image" or not _decodes_in_pool(fn):
+            return None
+        prep = w.pixel_prep()
+        if prep is None or prep != pool.upload_prep:
+            return None
+        start = time.perf_counter()
+        decoded = self.store.take_decoded(file_ref(event.data[0], w.inputs[0].label))
+        if decoded is None:
+            return None
+        if isinstance(decoded, Failed):
+            raise WorkloadInputError(decoded.detail)
+        _trace(event, "preprocess", max(time.perf_counter() - start - decoded.prepare_s, decoded.decode_s))
+        _trace(event, "prepare", decoded.prepare_s)
+        return [Pixels(decoded.array)]
+
+    def _ready_row(self, fn: FunctionRuntime, event: Event) -> Any:
+        """`_row_or_error`'s answer when it needs no waiting, else NOT_READY."""
+        try:
+            row = self._decoded_ahead(fn, event)
+        except Exception as exc:
+            return exc
+        return NOT_READY if row is None else row
+
     def read_ahead(self, fn: FunctionRuntime, events: list[Event]) -> None:
         """Start preprocessing waiting events now, while the model runs the batch ahead of them, so the
         next batch is ready when it is dispatched (the GPU does not wait for decoding). Threads come
@@ -163,15 +194,33 @@ class JobRunner:
             return
         for event in events:
             if event.prepared is None:
-                row = self._row_or_error(fn, event, self.prefetch_limiter)
-                event.prepared = asyncio.ensure_future(row)
+                ready = self._ready_row(fn, event)
+                if ready is NOT_READY:
+                    row = self._row_or_error(fn, event, self.prefetch_limiter)
+                    event.prepared = asyncio.ensure_future(row)
+                else:
+                    event.prepared = asyncio.get_running_loop().create_future()
+                    event.prepared.set_result(ready)
 
     async def _preprocess_all(self, fn: FunctionRuntime, events: list[Event]) -> list[Any]:
         """Every event's inputs, converted concurrently (decoding runs on several worker threads at once,
         within max_threads) or read ahead; an event's value is its input row, or the exception that
-        rejected it."""
-        rows = [e.prepared if e.prepared is not None else self._row_or_error(fn, e) for e in events]
-        return list(await asyncio.gather(*rows))
+        rejected it. Rows ready at once (read ahead, or decoded at upload) cost no task."""
+        rows: list[Any] = []
+        waits: dict[int, Awaitable[Any]] = {}
+        for i, event in enumerate(events):
+            prepared = event.prepared
+            if prepared is not None and prepared.done() and not prepared.cancelled():
+                rows.append(prepared.result())
+                continue
+            ready = self._ready_row(fn, event) if prepared is None else NOT_READY
+            rows.append(ready)
+            if ready is NOT_READY:
+                waits[i] = prepared if prepared is not None else self._row_or_error(fn, event)
+        if waits:
+            for i, row in zip(waits, await asyncio.gather(*waits.values()), strict=True):
+                rows[i] = row
+        return rows
 
     async def _postprocess(self, fn: FunctionRuntime, values: list[Any]) -> list[Any]:
         comps = fn.workload.outputs

@@ -130,7 +130,7 @@ class EventQueue:
         if max_size is not None:
             size = self.waiting_count
             if size >= max_size:
-                self.metrics.rejected.labels("queue_full").inc()
+                self.metrics.child(self.metrics.rejected, "queue_full").inc()
                 raise QueueFullError(f"Queue is full. Max size is {max_size} and size is {size}.")
         group_id = self.settings.group_id(fn.settings)
         group = self.groups.get(group_id)
@@ -142,8 +142,8 @@ class EventQueue:
         self.events[event.id] = event
         self.sessions.add_pending(session, event.id)
         group.enqueue(event)
-        self.metrics.joined.labels(fn.name).inc()
-        self.metrics.queue_depth.labels(group.id).set(len(group.waiting))
+        self.metrics.child(self.metrics.joined, fn.name).inc()
+        self.metrics.child(self.metrics.queue_depth, group.id).set(len(group.waiting))
         if self.settings.gradio == 3:
             self.emit(event, self.stats3.estimation(len(group.waiting) - 1, len(group.waiting), group))
         else:
@@ -226,12 +226,12 @@ class EventQueue:
         now = job.started_at
         for event in events:
             event.job = job
-            self.metrics.queue_wait.labels(fn.name).observe(now - event.joined_at)
+            self.metrics.child(self.metrics.queue_wait, fn.name).observe(now - event.joined_at)
             if event.trace is not None:
                 event.trace.add("queue_wait", now - event.joined_at)
                 event.trace.batch_size = len(events)
-        self.metrics.batch_size.labels(fn.name).observe(len(events))
-        self.metrics.queue_depth.labels(group.id).set(len(group.waiting))
+        self.metrics.child(self.metrics.batch_size, fn.name).observe(len(events))
+        self.metrics.child(self.metrics.queue_depth, group.id).set(len(group.waiting))
         self.metrics.running_jobs.set(self.running_jobs)
         if self.settings.queue.status_update_rate == "auto":
             self.broadcast(group)
@@ -271,14 +271,14 @@ class EventQueue:
             self.leaked.extend(b"L" * self.settings.queue.leak_bytes_per_event for _ in job.events)
         name = job.fn.name
         duration = time.perf_counter() - job.started_at
-        self.metrics.process_time.labels(name).observe(duration)
+        self.metrics.child(self.metrics.process_time, name).observe(duration)
         if self.settings.gradio == 3 and any(e.outcome == "ok" for e in job.events):
             self.stats3.update(duration, self.settings.concurrency_count, self.waiting_count)
         self.metrics.running_jobs.set(self.running_jobs)
         for event in job.events:
             self.events.pop(event.id, None)
             outcome = event.outcome if event.alive else "cancelled"
-            self.metrics.completed.labels(name, outcome or "error").inc()
+            self.metrics.child(self.metrics.completed, name, outcome or "error").inc()
             if event.trace is not None:
                 event.trace.add("total", duration)
                 self.traces.add(event.trace)
@@ -317,9 +317,9 @@ class EventQueue:
         event.alive = False
         if event.job is None:
             self._remove_waiting(event)
-            self.metrics.cancellations.labels("waiting").inc()
+            self.metrics.child(self.metrics.cancellations, "waiting").inc()
         else:
-            self.metrics.cancellations.labels("running").inc()
+            self.metrics.child(self.metrics.cancellations, "running").inc()
             if not event.job.live_events and event.job.task is not None:
                 event.job.task.cancel()
         return True
@@ -331,7 +331,7 @@ class EventQueue:
         if event in group.waiting:
             group.remove([event])
         self.events.pop(event.id, None)
-        self.metrics.queue_depth.labels(group.id).set(len(group.waiting))
+        self.metrics.child(self.metrics.queue_depth, group.id).set(len(group.waiting))
         self._wake.set()
 
     def disconnect(self, session: str) -> None:

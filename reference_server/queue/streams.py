@@ -18,6 +18,7 @@ from reference_server.queue import messages as m
 from reference_server.queue.queue import EventQueue
 from reference_server.queue.sessions import DISCONNECTED, Session
 
+GONE = "qbench.gone"  # scope["extensions"] key: a future done when the client has left (front_ends.py)
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
 
@@ -44,6 +45,29 @@ async def _watch_disconnect(receive: Receive, session: Session) -> None:
     session.queue.put_nowait(DISCONNECTED)
 
 
+def _on_leave(scope: Scope, receive: Receive, session: Session) -> Callable[[], None]:
+    """Put DISCONNECTED into the session's queue when the client leaves; returns the undo.
+
+    A request forwarded by a front end carries its `gone` future (the GONE extension): a callback on it
+    costs the core no task per stream. Otherwise a watcher task awaits `http.disconnect`."""
+    gone: asyncio.Future[None] | None = scope.get("extensions", {}).get(GONE)
+    if gone is None:
+        watcher = asyncio.create_task(_watch_disconnect(receive, session))
+
+        def cancel() -> None:
+            watcher.cancel()
+        return cancel
+
+    def left(_: asyncio.Future[None]) -> None:
+        session.queue.put_nowait(DISCONNECTED)
+
+    def stop() -> None:
+        gone.remove_done_callback(left)
+
+    gone.add_done_callback(left)
+    return stop
+
+
 class SessionStream(Response):
     """Base: attach to a session, translate messages with `translate`, stop when it says so."""
 
@@ -64,7 +88,7 @@ class SessionStream(Response):
             await send({"type": "http.response.body", "body": self.on_missing(), "more_body": False})
             return
         session.readers += 1
-        watcher = asyncio.create_task(_watch_disconnect(receive, session))
+        stop_watching = _on_leave(scope, receive, session)
         beat = _Heartbeat(session, self.heartbeat_s)
         try:
             last = await self._pump(session, send)
@@ -73,7 +97,7 @@ class SessionStream(Response):
         except OSError:
             self.queue.disconnect(self.session_hash)
         finally:
-            watcher.cancel()
+            stop_watching()
             beat.cancel()
             session.readers -= 1
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pickle
 import signal
 import time
 from collections.abc import Iterator
@@ -12,12 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
+import orjson
 import psutil
 import pytest
 from gradio_client import Client, handle_file
 
 from qbench.tune.server_process import ServerHandle, reference_server_process
-from reference_server.http.front_ends import HEADER, Link, resolve_front_ends
+from reference_server.http import gradio_routes
+from reference_server.http.app import build_app
+from reference_server.http.front_ends import CoreLink, Link, direct_routes, encode, resolve_front_ends
+from reference_server.io.decode_pool import Decoded, Failed, UploadPart
 from reference_server.settings import ServerSettings, SettingsError, load_settings
 from tests.server.io.test_decode_pool import multipart, png
 
@@ -46,15 +50,22 @@ def front_end_pids(handle: ServerHandle) -> list[int]:
 
 # ---------------------------------------------------------------- the link's frames
 def test_frames_survive_any_split_of_the_byte_stream() -> None:
+    """Messages small and large (read in place), arrays out of band (writable on arrival) and in band."""
     got: list[tuple[Any, ...]] = []
     link = Link(got.append, lambda: None)
-    frames = [("r", 1, {"path": "/x"}, b"body", None), ("g", 1), ("b", 2, b"\x00" * 70_000, False)]
-    stream = b"".join(HEADER.pack(len(p)) + p for p in (pickle.dumps(f) for f in frames))
-    for size in (1, 3, 4096):
+    image = np.arange(224 * 224 * 3, dtype=np.uint32).reshape(224, 224, 3).astype(np.uint8)
+    frames = [("r", 1, {"path": "/x"}, b"body", None), ("g", 1), ("b", 2, b"\x00" * 70_000, False),
+              ("r", 3, {"path": "/u"}, b"", [image, np.arange(10)[::2]]), ("g", 4)]
+    lists = [frames[:2], frames[2:3], frames[3:4], frames[4:]]  # a loop turn's frames travel as one list
+    stream = b"".join(encode(f) for f in lists)
+    for size in (1, 3, 4096, 100_000, len(stream)):
         got.clear()
         for i in range(0, len(stream), size):
             link.data_received(stream[i:i + size])
-        assert got == frames
+        assert [f[:3] for f in got] == [f[:3] for f in frames] and got[2] == frames[2]
+        arrays = got[3][4]
+        assert np.array_equal(arrays[0], image) and arrays[0].flags.writeable
+        assert list(arrays[1]) == [0, 2, 4, 6, 8]
 
 
 def test_frames_sent_before_the_connection_leave_once_it_is_made() -> None:
@@ -172,3 +183,122 @@ def test_front_ends_exit_with_the_core(tmp_path: Path) -> None:
                                               psutil.STATUS_ZOMBIE for p in pids):
         time.sleep(0.1)
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+
+
+def test_a_frame_that_cannot_be_pickled_does_not_take_its_loop_turn_with_it() -> None:
+    class Transport:
+        written = b""
+
+        def write(self, data: bytes) -> None:
+            self.written += data
+
+    async def scenario() -> bytes:
+        link, transport = Link(lambda frame: None, lambda: None), Transport()
+        link.connection_made(transport)  # type: ignore[arg-type]
+        link.send(("b", 1, b"one", False))
+        link.send(("b", 2, lambda: None, False))
+        link.send(("g", 3))
+        await asyncio.sleep(0)
+        return transport.written
+
+    got: list[tuple[Any, ...]] = []
+    Link(got.append, lambda: None).data_received(asyncio.run(scenario()))
+    assert got == [("b", 1, b"one", False), ("g", 3)]
+
+
+# ---------------------------------------------------------------- the core's shortcuts
+def echo_app(**extra: Any) -> Any:
+    fn = {"api_name": "echo", "workload": "echo"}
+    return build_app(ServerSettings.model_validate({"functions": [fn], "device": "cpu", **extra}))
+
+
+def test_direct_routes_are_the_routers_own_choice_and_none_behind_auth() -> None:
+    app = echo_app()
+    table = direct_routes(app)
+    assert table[("POST", "/gradio_api/queue/join")] is gradio_routes.queue_join
+    assert table[("GET", "/gradio_api/queue/data")] is gradio_routes.queue_data
+    assert not any("{" in path for _, path in table)  # routes with path parameters go through the router
+    guarded = echo_app(auth={"users": {"u": "p"}})
+    assert direct_routes(guarded) == {}  # the auth middleware must see every request
+
+
+FORWARDED = [  # (method, path, body): hot routes (fast forms), plain ones (direct) and the router's 404/405
+    ("POST", "/gradio_api/queue/join", b"not json"),
+    ("POST", "/gradio_api/queue/join", b'{"data": ["hi"], "fn_index": 0}'),
+    ("POST", "/gradio_api/queue/join", b'{"data": ["hi"], "fn_index": 7, "session_hash": "s"}'),
+    ("POST", "/gradio_api/queue/join", b'{"data": ["hi"], "fn_index": 0, "session_hash": "s"}'),
+    ("GET", "/gradio_api/queue/status", b""),
+    ("POST", "/gradio_api/cancel", b"{}"),
+    ("POST", "/gradio_api/upload", b""),
+    ("GET", "/gradio_api/nowhere", b""),
+    ("DELETE", "/gradio_api/queue/join", b""),
+]
+
+
+def test_a_forwarded_request_gets_the_answer_the_whole_app_gives() -> None:
+    """Through the core's link (fast forms, direct routes, the whole app) and through the app itself:
+    the same status, content type and body (an event id aside)."""
+
+    async def through_link() -> list[tuple[int, bytes | None, bytes]]:
+        core = CoreLink(echo_app(), ("127.0.0.1", 80), lambda _core: None)
+        sent: list[tuple[Any, ...]] = []
+        core.link.send = sent.append  # type: ignore[method-assign]
+        core.link.loop = asyncio.get_running_loop()
+        for rid, (method, path, body) in enumerate(FORWARDED):
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+            request = {"method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
+                       "headers": headers, "http_version": "1.1", "client": ("127.0.0.1", 1)}
+            core._frame(("r", rid, request, body, None))
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+        starts = {f[1]: f for f in sent if f[0] == "s"}
+        bodies = {f[1]: f[2] for f in sent if f[0] == "b"}
+        return [(starts[i][2], dict(starts[i][3]).get(b"content-type"), bodies[i])
+                for i in range(len(FORWARDED))]
+
+    async def through_app() -> list[tuple[int, bytes | None, bytes]]:
+        transport = httpx.ASGITransport(app=echo_app())
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            got = []
+            for method, path, body in FORWARDED:
+                kind = {"content-type": "application/json"}
+                r = await client.request(method, path, content=body, headers=kind)
+                got.append((r.status_code, r.headers.get("content-type", "").encode() or None, r.content))
+            return got
+
+    forwarded, direct = asyncio.run(through_link()), asyncio.run(through_app())
+    for (method, path, _), one, other in zip(FORWARDED, forwarded, direct, strict=True):
+        assert one[:2] == other[:2], (method, path, one, other)
+        if b"event_id" not in one[2]:
+            assert one[2] == other[2], (method, path)
+    assert [s for s, _, _ in forwarded] == [422, 400, 422, 200, 200, 422, 422, 404, 405]
+
+
+def test_an_upload_a_front_end_parsed_is_stored_or_refused_in_the_core_frame_callback() -> None:
+    """The upload's fast form: the parts kept (their decoded images too), a malformed body's reason
+    and an oversized upload answered as `upload` answers them, with no task."""
+    app = echo_app(max_file_size=1000)
+    core = CoreLink(app, ("127.0.0.1", 80), lambda _core: None)
+    sent: list[tuple[Any, ...]] = []
+    core.link.send = sent.append  # type: ignore[method-assign]
+    decoded = Decoded(np.zeros((2, 2, 3), np.uint8), 0.001, 0.0)
+
+    def forward(length: int, parsed: Any) -> tuple[int, Any]:
+        sent.clear()
+        headers = [(b"content-length", str(length).encode()), (b"session_hash", b"s1")]
+        request = {"method": "POST", "path": "/gradio_api/upload", "headers": headers, "query_string": b""}
+        core._frame(("r", 1, request, b"", parsed))  # no loop running: a task would fail here
+        assert sent[0][3][1] == (b"content-type", b"application/json")
+        return sent[0][2], orjson.loads(sent[1][2])
+
+    status, paths = forward(300, [UploadPart("files", "a b/c.png", b"\x89PNG", decoded)])
+    store = app.state.server.store
+    assert status == 200 and paths[0].endswith("/c.png") and store.in_memory(paths[0]) == b"\x89PNG"
+    assert store.take_decoded(paths[0]) is decoded
+    assert forward(300, Failed(400, "malformed multipart body: x")) == (
+        400, {"detail": "malformed multipart body: x"})
+    too_big = 1000 + gradio_routes.MULTIPART_OVERHEAD + 1
+    assert forward(too_big, [])[0] == 413
+    assert forward(300, [UploadPart("files", "big.png", b"x" * 1001)])[0] == 413
+    no_files = (422, {"detail": "no files in the multipart field 'files'"})
+    assert forward(300, [UploadPart("other", None, b"x")]) == no_files

@@ -9,7 +9,7 @@ from typing import Any, cast
 from reference_server.queue import messages as m
 from reference_server.queue.queue import EventQueue
 from reference_server.queue.sessions import Sessions
-from reference_server.queue.streams import CallStream, HeartbeatStream, QueueDataStream
+from reference_server.queue.streams import GONE, CallStream, HeartbeatStream, QueueDataStream
 
 
 class FakeQueue:
@@ -136,3 +136,32 @@ def test_heartbeat_stream_beats_until_the_client_leaves_then_calls_back() -> Non
     closed: list[bool] = []
     sent = asyncio.run(serve(HeartbeatStream(0.01, lambda: closed.append(True)), leave_after_s=0.06))
     assert body(sent).count(b"data: ALIVE\n\n") >= 3 and closed == [True]
+
+
+def test_a_stream_with_a_gone_future_hears_the_client_leave_without_a_watcher_task() -> None:
+    """A request forwarded by a front end carries a future done when its client leaves (GONE): the
+    stream stops on it, without a task awaiting `http.disconnect` (receive is never called)."""
+    queue = FakeQueue()
+    queue.sessions.add_pending("s", "e1")
+
+    async def scenario() -> tuple[list[dict[str, Any]], int]:
+        gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            raise AssertionError("a stream with a GONE future must not read from receive")
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        stream = QueueDataStream(cast(EventQueue, queue), "s", 15.0)
+        running = asyncio.ensure_future(stream({"type": "http", "extensions": {GONE: gone}}, receive, send))
+        await asyncio.sleep(0.01)
+        tasks = len(asyncio.all_tasks())
+        gone.set_result(None)
+        await asyncio.wait_for(running, 2.0)
+        return sent, tasks
+
+    sent, tasks = asyncio.run(scenario())
+    assert tasks == 2  # the scenario and the stream: no watcher
+    assert sent[0]["status"] == 200 and queue.disconnected == ["s"]
