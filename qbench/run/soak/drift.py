@@ -25,7 +25,9 @@ level over ten minutes) but whether it would matter within the signal's horizon:
                 part before certainly grows at a rate that matters, the part after has an interval that
                 includes 0 (or rules out a change that matters) and lies wholly below the part before's;
                 reported with the level it stopped at and what each request cost on the way up, not as
-                an endless leak
+                an endless leak. Where the part after is slower but still certainly grows by what
+                matters (a bound, then a slower creep), the verdict is that creep: growing, at its own
+                rate, since the rise stopped
     unsure      "can't tell yet": the interval includes 0 and a change that matters; the verdict says
                 how many more minutes would tell (the interval narrows as the run's length^1.5 for a
                 day-horizon signal, ^0.5 relative to its own change for a run-horizon one)
@@ -139,7 +141,11 @@ class Verdict:
                     f"matters ({self._matters_text()}) is not ruled out{more}")
         if self.kind == "bounded":
             return self._bounded_text(rate)
-        text = (f"{self.signal}: {self.kind} {rate}{self._projection()}; "
+        after = ""
+        if self.bound is not None and self.bound_at_requests is not None:
+            after = (f" since ~{self.bound_at_requests:,.0f} requests (after a rise of "
+                     f"{_amount(self.bound - (self.start or 0.0), self.unit)} that stopped there)")
+        text = (f"{self.signal}: {self.kind}{after} {rate}{self._projection()}; "
                 f"{_amount(self.start or 0, self.unit)} -> {level}")
         if self.limit_after_requests is not None and self.limit is not None:
             text += (f"; reaches {_amount(self.limit, self.unit)} ({self.limit_source or 'the limit'}) after "
@@ -208,9 +214,9 @@ def judge(signal: Signal, t_s: Sequence[float], requests: Sequence[float], value
     verdict = replace(base, kind=kind, start=start, end=end, per_1k=per_1k, per_hour=per_hour, change=change,
                       matters=matters)
     if kind in ("growing", "unsure"):
-        bounded = _bounded(verdict, x, v, matters)
-        if bounded is not None:
-            return bounded
+        bent = _bounded(verdict, t, x, v, matters)
+        if bent is not None:
+            return bent if bent.kind == "bounded" else _crossing(bent, v, rate_rps)
     if kind == "unsure":
         return replace(verdict, more_s=_more_s(change, matters, span_s, signal.horizon))
     if kind == "growing":
@@ -242,10 +248,12 @@ def _more_s(change: Slope, matters: float, span_s: float, horizon: str) -> float
     return max(needed - span_s, 0.0) if math.isfinite(needed) else None
 
 
-def _bounded(verdict: Verdict, x: np.ndarray, v: np.ndarray, matters: float) -> Verdict | None:
+def _bounded(verdict: Verdict, t: np.ndarray, x: np.ndarray, v: np.ndarray, matters: float) -> Verdict | None:
     """Growth that stopped (module docstring): split where a bent line (rising, then flat or slower)
     fits best; the part before certainly grows at a rate that matters, the part after has an interval
-    that includes 0 (or rules out a change that matters) and lies wholly below the part before's."""
+    that includes 0 (or rules out a change that matters) and lies wholly below the part before's. A
+    part after that is slower but still certainly grows by what matters is that growth: "growing"
+    at its own rate, after the rise that stopped."""
     if verdict.change is None or verdict.per_1k is None or verdict.per_1k.value <= 0:
         return None
     split = _break(x, v)
@@ -258,15 +266,22 @@ def _bounded(verdict: Verdict, x: np.ndarray, v: np.ndarray, matters: float) -> 
     if first.low * per_horizon < matters:  # not certainly growing at a rate that matters before
         return None
     stopped = last.low <= 0 <= last.high or max(abs(last.low), abs(last.high)) * per_horizon < matters
-    if not stopped or last.high >= first.low:
+    if last.high >= first.low:  # not distinctly slower after the bend: one growth, not two
         return None
     level = float(np.mean(v[split:]))
     reached = np.nonzero(v >= level - 0.1 * (level - float(v[0])))[0]
     at = float(x[reached[0]]) if reached.size else float(x[split])
+    since = Slope.of(last, 1000.0)
+    if not stopped:  # a rise that stopped, then a slower growth that still matters: judged on the latter
+        later = fit(t[split:], v[split:])
+        bend = float(np.mean(v[max(split - 2, 0):split + 2]))  # the level where the rise stopped
+        return replace(verdict, kind="growing", per_1k=since, change=since.times(per_horizon / 1000),
+                       per_hour=Slope.of(later, HOUR_S) if later else verdict.per_hour, bound=bend,
+                       bound_at_requests=float(x[split]), last_half=since)
     rising = x <= at
     up = fit(x[rising], v[rising]) if rising.sum() >= MIN_SAMPLES else None  # the cost on the way up
     return replace(verdict, kind="bounded", per_1k=Slope.of(up or first, 1000.0), bound=level,
-                   bound_at_requests=at, last_half=Slope.of(last, 1000.0))
+                   bound_at_requests=at, last_half=since)
 
 
 def _break(x: np.ndarray, v: np.ndarray, candidates: int = 60) -> int | None:

@@ -237,7 +237,7 @@ def read_report(run_dir: Path) -> SoakReport | None:
 def judge_soak(samples: Sequence[HealthSample], records: Sequence[RequestRecord], soak: SoakOptions,
                stuck: str | None = None) -> SoakReport:
     """The verdicts of a soak run from its health samples (those taken while it ran) and records."""
-    samples = [s for s in samples if s.live]
+    samples = _while_sending([s for s in samples if s.live])
     span = samples[-1].t_s if samples else _records_span(records)
     cut = soak.warmup_s if soak.warmup_s is not None else min(WARMUP_SHARE * span, WARMUP_MAX_S)
     rate = _steady_rate(samples, cut)
@@ -308,6 +308,16 @@ def parse_limits(items: Sequence[str]) -> dict[str, float]:
         scale = 1024 ** "BKMGT".index(unit[0]) if "I" in unit else 1000 ** "BKMGT".index(unit[0])
         limits[key] = float(match.group(1)) * scale
     return limits
+
+
+def _while_sending(samples: Sequence[HealthSample]) -> list[HealthSample]:
+    """The samples taken while requests still went out, and the first after the last send: the drain
+    that follows (the last requests finishing, qbench reading the server's traces) is not the load."""
+    if not samples:
+        return []
+    last = samples[-1].sent
+    first_done = next((i for i, s in enumerate(samples) if s.sent >= last), len(samples) - 1)
+    return list(samples[: first_done + 1])
 
 
 def _ceiling(key: str, soak: SoakOptions) -> tuple[float | None, str | None]:

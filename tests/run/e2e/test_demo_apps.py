@@ -141,7 +141,7 @@ def test_a_generator_that_outlives_the_run_is_still_running_not_timed_out(apps: 
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "bench" / "gradio_demos.py"), "--duration", "1",
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "gradio_demos.py"), "--duration", "2.5",
                            "--ready-s", "40", *args], capture_output=True, text=True, timeout=55, cwd=ROOT,
                           check=False)
 

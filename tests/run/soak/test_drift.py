@@ -103,6 +103,19 @@ def test_growth_that_stops_is_a_bound_with_its_level(level: int) -> None:
     assert "a bound, not a leak" in verdict.text() and "~39.1 KiB a request" in verdict.text()
 
 
+def test_a_bound_then_a_creep_that_matters_is_growing_at_the_creeps_rate() -> None:
+    """40 kB a request up to 2,000 requests, then 2 KiB a request (3.3 GiB a day at 20 req/s): the
+    verdict is the creep, said after the rise that stopped, not "a bound, not a leak"."""
+    rng = np.random.default_rng(6)
+    t, x = series(160)
+    values = 4 * GIB + np.minimum(x, 2000) * 40_000 + np.maximum(x - 2000, 0) * 2 * KIB
+    verdict = rss(values + rng.normal(0, 256 * KIB, x.size), t, x, cut=0)
+    assert verdict.kind == "growing", verdict.text()
+    assert verdict.per_1k is not None and verdict.per_1k.low <= 2 * KIB * 1000 <= verdict.per_1k.high
+    assert verdict.bound_at_requests is not None and 1800 < verdict.bound_at_requests <= 2100
+    assert "after a rise of" in verdict.text() and "a bound, not a leak" not in verdict.text()
+
+
 def test_growth_still_going_in_the_last_half_is_not_a_bound() -> None:
     """Slower in the last half, but certainly still growing: a leak that slowed, not a bound."""
     rng = np.random.default_rng(4)

@@ -71,10 +71,16 @@ def test_without_a_leak_memory_keeps_only_the_traces_gradio_keeps(tmp_path: Path
 
 
 def test_a_leak_that_stops_at_a_bound_is_a_bound(tmp_path: Path) -> None:
-    result = soak(tmp_path, server(leak_bytes_per_event=256 * KIB, leak_bound_events=200), duration=12)
+    """256 KiB kept by each of the last 200 events: a rise of 50 MiB that stops. After it the server
+    still keeps its phase traces (~1 KiB a request, as Gradio's last 100,000): where the run makes
+    that creep certain the verdict is the creep, growing since the rise stopped, never the 256 KiB."""
+    result = soak(tmp_path, server(leak_bytes_per_event=256 * KIB, leak_bound_events=200), duration=14)
     rss = result.report.verdict("rss_bytes")
-    assert rss is not None and rss.kind == "bounded", result.report.lines()
-    assert rss.bound is not None and rss.start is not None and rss.bound - rss.start > 20 * MIB
+    assert rss is not None and rss.kind in ("bounded", "growing"), result.report.lines()
+    assert rss.bound is not None and rss.start is not None and rss.bound - rss.start > 20 * MIB, rss.text()
+    assert rss.bound_at_requests is not None and 120 < rss.bound_at_requests < 320, rss.text()
+    if rss.kind == "growing":
+        assert rss.per_1k is not None and rss.per_1k.value < 8 * KIB * 1000, rss.text()
 
 
 def test_a_stuck_queue_ends_the_run_with_that_finding(tmp_path: Path) -> None:
