@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 from qbench.run.records import JsonlWriter, RequestRecord  # noqa: E402
 
+MIB = 1024 * 1024
 FULL = 3_600_000  # a 1-hour run at 1,000 req/s
 #: The issue's targets for FULL records: (seconds, peak RSS MiB) per step.
 TARGETS: dict[str, tuple[float, float]] = {"finish": (120.0, 500.0), "report": (60.0, 500.0),
@@ -223,9 +224,15 @@ def generate(folder: Path, n: int, *, rate: float, seed: int, slower: float = 1.
 # ---------------------------------------------------------------- the steps (each in its own process)
 
 
-def finish(folder: Path) -> None:
+def finish(folder: Path, profile: bool = False) -> None:
     """What the runner does once the load is over, from the folder (the child process of step `finish`):
-    prints each phase's seconds and the process's peak RSS after it as one JSON line."""
+    prints each phase's seconds and the process's peak RSS after it as one JSON line. `profile`: under
+    tracemalloc, also each phase's peak and retained Python heap, the Arrow pool's, and the biggest
+    allocation sites after reading back (slower: compare its memory, not its seconds)."""
+    import tracemalloc
+
+    import pyarrow as pa
+
     from qbench.run import runner
     from qbench.run.load.executor import read_back
     from qbench.run.results.files import Writer
@@ -234,12 +241,23 @@ def finish(folder: Path) -> None:
     from qbench.run.scenario.scenario import parse_scenario
 
     phases: list[dict[str, Any]] = []
+    if profile:
+        tracemalloc.start()
 
     def timed(name: str, fn: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
+            if profile:
+                tracemalloc.reset_peak()
             value = fn(*args, **kwargs)
-            phases.append({"phase": name, "seconds": time.perf_counter() - start, "peak_mib": peak_mib()})
+            phase = {"phase": name, "seconds": time.perf_counter() - start, "peak_mib": peak_mib()}
+            if profile:
+                held, peak = tracemalloc.get_traced_memory()
+                pool = pa.default_memory_pool()
+                phase.update(py_peak_mib=peak / MIB, py_held_mib=held / MIB,
+                             arrow_peak_mib=pool.max_memory() / MIB,
+                             arrow_held_mib=pool.bytes_allocated() / MIB)
+            phases.append(phase)
             return value
         return wrapper
 
@@ -251,6 +269,9 @@ def finish(folder: Path) -> None:
     plan = parse_scenario(data["scenario"])
     start = time.perf_counter()
     records = timed("read back", read_back)(folder, 0)
+    if profile:
+        top = tracemalloc.take_snapshot().statistics("lineno")[:6]
+        print(json.dumps([{"site": str(s.traceback), "mib": s.size / MIB, "blocks": s.count} for s in top]))
     stats = GeneratorStats(cpu_s=900.0, cpu_percent=25.0, max_loop_lag_s=0.004, p99_loop_lag_s=0.001,
                            max_in_flight=120)
     runner._finish(plan, folder, records, stats, info, Writer())
@@ -275,6 +296,7 @@ class Row:
     seconds: float
     peak_mib: float
     phases: list[dict[str, Any]] | None = None  # finish: each phase's seconds and peak RSS after it
+    sites: list[dict[str, Any]] | None = None  # finish --profile: the biggest allocation sites after reading
 
     @property
     def mib_per_100k(self) -> float:
@@ -302,8 +324,12 @@ def run_size(n: int, root: Path, args: argparse.Namespace) -> list[Row]:
     rows: list[Row] = []
     a = generate(root / f"a-{n}", n, rate=args.rate, seed=1, chunk=args.chunk, name="end-of-run")
     if "finish" in args.steps or "report" in args.steps or "compare" in args.steps:
-        seconds, peak, text = measured([python, __file__, "--child-finish", str(a)], root / f"finish-{n}.log")
-        rows.append(Row(n, "finish", seconds, peak, json.loads(text.strip().splitlines()[-1])))
+        profile = ["--profile"] if args.profile else []
+        seconds, peak, text = measured([python, __file__, "--child-finish", str(a), *profile],
+                                       root / f"finish-{n}.log")
+        lines = text.strip().splitlines()
+        rows.append(Row(n, "finish", seconds, peak, json.loads(lines[-1]),
+                        json.loads(lines[-2]) if args.profile else None))
     if "report" in args.steps:
         seconds, peak, _ = measured([python, "-m", "qbench", "report", str(a)], root / f"report-{n}.log")
         rows.append(Row(n, "report", seconds, peak))
@@ -343,8 +369,15 @@ def table(rows: list[Row]) -> str:
                      f"{r.mib_per_100k:13.1f}")
     for r in rows:
         for p in r.phases or []:
-            lines.append(f"{r.records:>9,}    finish: {p['phase']:<16} {p['seconds']:7.1f} s, "
-                         f"peak RSS after it {p['peak_mib']:6.0f} MiB")
+            line = (f"{r.records:>9,}    finish: {p['phase']:<16} {p['seconds']:7.1f} s, "
+                    f"peak RSS after it {p['peak_mib']:6.0f} MiB")
+            if "py_peak_mib" in p:
+                line += (f"; Python heap peak {p['py_peak_mib']:5.0f}, held {p['py_held_mib']:5.0f}; "
+                         f"Arrow pool peak {p['arrow_peak_mib']:5.0f}, held {p['arrow_held_mib']:5.0f} MiB")
+            lines.append(line)
+        for site in r.sites or []:
+            lines.append(f"{r.records:>9,}    held after read back: {site['mib']:6.0f} MiB in "
+                         f"{site['blocks']:>9,} blocks at {site['site']}")
     for step, (seconds, peak) in extrapolated(rows).items():
         limit_s, limit_mib = TARGETS[step]
         lines.append(f"{FULL:>9,}  {step:<8} {seconds:8.0f} {peak:13.0f}   extrapolated (target <= "
@@ -372,6 +405,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--keep", type=Path, default=None, help="keep the run folders here")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
     parser.add_argument("--check", action="store_true", help="exit 1 above the issue's targets")
+    parser.add_argument("--profile", action="store_true",
+                        help="run the end of run under tracemalloc: each phase's Python and Arrow memory")
     parser.add_argument("--child-finish", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.steps = [s for s in args.steps.split(",") if s]
@@ -384,7 +419,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.child_finish is not None:
-        finish(args.child_finish)
+        finish(args.child_finish, args.profile)
         return 0
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -364,3 +364,16 @@ def test_end_of_run_at_reduced_size(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert bench.over_targets(too_big) == ["finish at 3,600,000 records: 300 s, 9000 MiB "
                                            "(target <= 120 s, <= 500 MiB)"]
     assert bench.over_targets([bench.Row(3_600_000, "report", 30.0, 400.0)]) == []
+
+
+def test_end_of_run_profile_maps_the_memory_of_each_phase(monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """`--profile`: each phase of the end of run with its Python heap and Arrow pool, and the biggest
+    allocation sites after reading back (the records themselves, in qbench/run/records.py)."""
+    bench = load_bench("end_of_run", monkeypatch)
+    out = tmp_path / "rows.json"
+    assert bench.main(["--records", "1500", "--steps", "finish", "--profile", "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())
+    assert row["step"] == "finish" and row["sites"] and "records.py" in row["sites"][0]["site"]
+    parquet = next(p for p in row["phases"] if p["phase"] == "records.parquet")
+    assert parquet["arrow_peak_mib"] > 0 and parquet["py_peak_mib"] >= parquet["py_held_mib"] > 0
