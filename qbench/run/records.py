@@ -375,12 +375,10 @@ def records_table(records: Sequence[RequestRecord]) -> Any:
     import pyarrow as pa
 
     schema = _arrow_schema()
-    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
-    for record in records:
-        row = to_row(record, derived=True)
-        for name in schema.names:
-            columns[name].append(row[name])
-    return pa.Table.from_pydict(columns, schema=schema)
+    # One column at a time: besides the Arrow arrays, one column's Python values at once (not every
+    # column's: ~0.9 KB a record of lists and derived floats at 65,536 records a batch).
+    arrays = [pa.array([getattr(r, column.name) for r in records], type=column.type) for column in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def write_parquet(records: Sequence[RequestRecord], path: Path) -> None:
