@@ -31,7 +31,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import IO, Any, Final, Literal
+from typing import IO, Any, Final, Literal, cast
 
 import orjson
 
@@ -298,13 +298,25 @@ def read_jsonl(path: Path, start: int = 0) -> list[RequestRecord]:
     """Read a JSONL records file from byte `start`; a truncated last line (process killed mid-write) is
     skipped. How a run reads back what it wrote (qbench.run.load.executor.read_back)."""
     records: list[RequestRecord] = []
+    shared: dict[str, str] = {}
     with path.open("rb") as fh:
         fh.seek(start)
         for line in fh:
             record = _jsonl_record(line)
             if record is not None:
+                _share_labels(record, shared)
                 records.append(record)
     return records
+
+
+def _share_labels(record: RequestRecord, shared: dict[str, str]) -> None:
+    """One string object per distinct endpoint, session, outcome and error kind across the records read
+    (each line parses into its own copies: ~190 B a record; a run's labels repeat)."""
+    record.endpoint = shared.setdefault(record.endpoint, record.endpoint)
+    record.session_id = shared.setdefault(record.session_id, record.session_id)
+    record.outcome = cast(Outcome, shared.setdefault(record.outcome, record.outcome))
+    if record.error_kind is not None:
+        record.error_kind = shared.setdefault(record.error_kind, record.error_kind)
 
 
 def _jsonl_record(line: bytes) -> RequestRecord | None:
