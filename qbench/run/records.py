@@ -422,15 +422,19 @@ def records_from_ipc(data: bytes) -> list[RequestRecord]:
     import pyarrow as pa
 
     table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-    return [record for batch in table.to_batches(READ_ROWS) for record in _batch_records(batch)]
+    shared: dict[str, str] = {}
+    return [record for batch in table.to_batches(READ_ROWS) for record in _batch_records(batch, shared)]
 
 
-def _batch_records(batch: Any) -> list[RequestRecord]:
+def _batch_records(batch: Any, shared: dict[str, str]) -> list[RequestRecord]:
     """A pyarrow RecordBatch's rows as records: its stored fields column by column (derived and unknown
-    columns are not read; fields an older version lacks take their defaults)."""
+    columns are not read; fields an older version lacks take their defaults), labels shared."""
     names = [name for name in FIELD_NAMES if name in batch.schema.names]
     columns = [batch.column(name).to_pylist() for name in names]
-    return [from_row(dict(zip(names, values, strict=True))) for values in zip(*columns, strict=True)]
+    records = [from_row(dict(zip(names, values, strict=True))) for values in zip(*columns, strict=True)]
+    for record in records:
+        _share_labels(record, shared)
+    return records
 
 
 class RecordsFormatError(ValueError):
@@ -451,8 +455,9 @@ def read_parquet(path: Path) -> list[RequestRecord]:
             f"{path}: records schema version {version}, this qbench reads versions {readable}"
         )
     columns = [name for name in FIELD_NAMES if name in file.schema_arrow.names]
+    shared: dict[str, str] = {}
     batches = file.iter_batches(READ_ROWS, columns=columns)
-    return [record for batch in batches for record in _batch_records(batch)]
+    return [record for batch in batches for record in _batch_records(batch, shared)]
 
 
 def read_records(path: Path) -> list[RequestRecord]:

@@ -290,8 +290,8 @@ def test_parquet_is_written_without_every_column_in_python_at_once(tmp_path: Pat
 
 
 def test_jsonl_read_back_shares_one_string_per_label(tmp_path: Path) -> None:
-    """A run's records read back hold one string object per endpoint, session, outcome and error kind
-    (not each line's own copy: ~190 B a record, 17% of the records' memory at the end of a run)."""
+    """A run's records read back (JSONL, Parquet, Arrow) hold one string object per endpoint, session,
+    outcome and error kind (not each row's own copy: ~190 B a record, 17% of the records' memory)."""
     records = [*many(130), *sample(), *sample()]
     with JsonlWriter(tmp_path / "records.jsonl") as writer:
         writer.write(records)
@@ -302,3 +302,7 @@ def test_jsonl_read_back_shares_one_string_per_label(tmp_path: Path) -> None:
     assert back[0].session_id is back[64].session_id is back[128].session_id  # "session0"
     assert back[131].error_kind is back[134].error_kind == "queue_full"
     assert back[131].outcome is back[132].outcome == "error"
+    write_parquet(records, tmp_path / "records.parquet")
+    for back in (read_parquet(tmp_path / "records.parquet"), records_from_ipc(records_to_ipc(records))):
+        assert back == records and back[0].endpoint is back[130].endpoint
+        assert back[0].session_id is back[64].session_id
