@@ -307,3 +307,73 @@ def test_vs_hf_perftest_dry_run(tmp_path: Path) -> None:
     assert row["hf"]["requests"] == 3 and row["qbench"]["requests"] == 3
     assert row["hf"]["phases"]["fn_call"] is not None and row["qbench"]["traces"]["fn_call"] is not None
     assert "client p50" in done.stdout and "client-only p50" in done.stdout
+
+
+def test_end_of_run_generates_a_run_folder_as_the_runner_leaves_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """bench/end_of_run.py's records: every request once, read back as the runner reads them, Gradio-like
+    phases in order, a few % errors of several kinds, two endpoints, the warm-up window."""
+    from qbench.run.records import read_jsonl
+    from qbench.run.results.run_info import RunInfo
+    from qbench.run.scenario.scenario import parse_scenario
+
+    bench = load_bench("end_of_run", monkeypatch)
+    folder = bench.generate(tmp_path / "run", 4000, rate=1000.0, seed=1, chunk=1500)
+    records = read_jsonl(folder / "records.jsonl")
+    assert sorted(r.request_id for r in records) == list(range(4000))
+    info = RunInfo.from_dict(json.loads((folder / "run.json").read_text()))
+    assert parse_scenario(info.scenario).load.rate == 1000.0 and info.server["version"] == "6.31.0"
+    assert {r.endpoint for r in records} == {"chat", "embed"} and 0 < sum(r.warmup for r in records) < 4000
+    errors = [r for r in records if not r.ok]
+    assert 0.01 < len(errors) / len(records) < 0.06
+    assert {r.error_kind for r in errors} >= {"queue_full", "server_error", "timeout"}
+    for r in records:
+        assert r.sent_at_s is not None and r.completed_at_s is not None and r.intended_at_s <= r.sent_at_s
+        if r.ok:
+            assert r.sent_at_s < r.joined_at_s < r.started_at_s < r.completed_at_s  # type: ignore[operator]
+            assert (r.first_output_at_s is not None) == (r.endpoint == "chat") and r.event_id
+    assert [r.completed_at_s for r in records[:1500]] == sorted(r.completed_at_s for r in records[:1500])
+
+
+def test_end_of_run_at_reduced_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The three steps at 2,000 records (the README's figures come from 100k records and more): a row
+    each, the end of run wrote what the runner writes, each phase is timed, --check fails over the
+    targets only."""
+    bench = load_bench("end_of_run", monkeypatch)
+    out = tmp_path / "rows.json"
+    keep = tmp_path / "runs"
+    assert bench.main(["--records", "2000", "--keep", str(keep), "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [(r["records"], r["step"]) for r in rows] == [(2000, s) for s in ("finish", "report", "compare")]
+    for row in rows:
+        assert 0 < row["seconds"] < 600 and 50 < row["peak_mib"] < 6000
+        assert row["mib_per_100k"] == pytest.approx(row["peak_mib"] * 50)
+    phases = [p["phase"] for p in rows[0]["phases"]]
+    assert phases == ["read back", "summary", "records.parquet", "diagnosis", "app notes", "total"]
+    from qbench.run.records import read_jsonl
+
+    summary = json.loads((keep / "a-2000" / "summary.json").read_text())
+    measured = [r for r in read_jsonl(keep / "a-2000" / "records.jsonl") if not r.warmup]
+    assert summary["requests"] == len(measured) and summary["errors"] == sum(not r.ok for r in measured)
+    assert (keep / "a-2000" / "report.html").exists() and (keep / "b-2000" / "records.parquet").exists()
+    table = capsys.readouterr().out
+    assert "finish" in table and "report" in table and "compare" in table and "extrapolated" not in table
+    too_big = [bench.Row(3_600_000, "finish", 300.0, 9000.0)]
+    assert bench.over_targets(too_big) == ["finish at 3,600,000 records: 300 s, 9000 MiB "
+                                           "(target <= 120 s, <= 500 MiB)"]
+    assert bench.over_targets([bench.Row(3_600_000, "report", 30.0, 400.0)]) == []
+
+
+def test_end_of_run_profile_maps_the_memory_of_each_phase(monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """`--profile`: each phase of the end of run with its Python heap and Arrow pool, and the biggest
+    allocation sites after reading back (the records themselves, in qbench/run/records.py)."""
+    bench = load_bench("end_of_run", monkeypatch)
+    out = tmp_path / "rows.json"
+    assert bench.main(["--records", "1500", "--steps", "finish", "--profile", "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())
+    assert row["step"] == "finish" and row["sites"] and "records.py" in row["sites"][0]["site"]
+    parquet = next(p for p in row["phases"] if p["phase"] == "records.parquet")
+    assert parquet["arrow_peak_mib"] > 0 and parquet["py_peak_mib"] >= parquet["py_held_mib"] > 0

@@ -196,3 +196,113 @@ def test_streamed_input_fields_round_trip(tmp_path: Path) -> None:
     write_parquet([r], tmp_path / "records.parquet")
     assert read_parquet(tmp_path / "records.parquet") == [r]
     assert read_jsonl_roundtrip(r, tmp_path) == [r]
+
+
+def many(n: int) -> list[RequestRecord]:
+    """`n` records of a busy run: every phase, distinct session and event ids."""
+    return [RequestRecord(i, i % 64, f"session{i % 64}", "/predict", False, i * 0.001,
+                          sent_at_s=i * 0.001 + 1e-4, joined_at_s=i * 0.001 + 2e-3,
+                          estimation_at_s=i * 0.001 + 3e-3, rank=i % 7,
+                          queue_size=i % 9, rank_eta_s=0.5, started_at_s=i * 0.001 + 0.01,
+                          first_output_at_s=i * 0.001 + 0.02, completed_at_s=i * 0.001 + 0.1, outputs=12,
+                          outcome="ok", http_status=200, bytes_sent=300, bytes_received=4000,
+                          server_duration_s=0.08, event_id=f"{i:032x}") for i in range(n)]
+
+
+def test_parquet_reads_back_a_batch_of_rows_at_a_time(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a big run's records.parquet holds the records, not every row as a dict besides them
+    (~2.4 KB more a record: 9 GB at 3.6 M): the Python heap's peak while reading stays near what the
+    records hold in the end (bench/end_of_run.py measures the whole: bench/RESULTS.md)."""
+    import tracemalloc
+
+    from qbench.run import records as module
+
+    monkeypatch.setattr(module, "READ_ROWS", 500, raising=False)  # (raising: the old code had none)
+    records = many(6000)
+    write_parquet(records, tmp_path / "records.parquet")
+    tracemalloc.start()
+    try:
+        back = read_parquet(tmp_path / "records.parquet")
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert back == records
+    assert peak < 1.5 * held, (peak, held)
+    assert records_from_ipc(records_to_ipc(records)) == records
+
+
+def old_records_table(records: list[RequestRecord]) -> object:
+    """records_table as it was until 2026-11-27 (a dict of every column's values, row by row): the
+    reference the Parquet file must still equal."""
+    import pyarrow as pa
+
+    from qbench.run.records import _arrow_schema, to_row
+
+    schema = _arrow_schema()
+    columns: dict[str, list[object]] = {name: [] for name in schema.names}
+    for record in records:
+        row = to_row(record, derived=True)
+        for name in schema.names:
+            columns[name].append(row[name])
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def test_parquet_file_is_the_one_written_before_column_by_column(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same rows, columns, types, schema metadata and row groups as the row-by-row conversion wrote."""
+    import pyarrow.parquet as pq
+
+    from qbench.run import records as module
+
+    monkeypatch.setattr(module, "BATCH_ROWS", 1000)
+    token = RequestRecord(7, 0, "s", "chat", False, intended_at_s=1.0, sent_at_s=1.5, first_output_at_s=2.0,
+                          completed_at_s=4.0, outcome="ok", input_tokens=7, output_tokens=5,
+                          tokens_from="usage", itl_count=4, itl_mean_s=0.5, itl_hist="-70:3 -51:1",
+                          journey_id=2, step=1, turn=0)
+    records = [*sample(), token, *many(2500)]
+    path = tmp_path / "records.parquet"
+    write_parquet(records, path)
+    written = pq.read_table(path)
+    assert written.equals(old_records_table(records), check_metadata=True)
+    assert written.schema.metadata == {b"qbench_schema_version": str(SCHEMA_VERSION).encode()}
+    assert pq.ParquetFile(path).metadata.num_row_groups == 3 and read_parquet(path) == records
+
+
+def test_parquet_is_written_without_every_column_in_python_at_once(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Converting a batch of records holds one column's Python values at a time, not all 72 (~0.9 KB a
+    record: 55 MiB for a row group of 65,536)."""
+    import tracemalloc
+
+    from qbench.run import records as module
+
+    records = many(6000)
+    monkeypatch.setattr(module, "BATCH_ROWS", len(records))
+    write_parquet(records[:10], tmp_path / "warm.parquet")  # pyarrow imported before measuring
+    tracemalloc.start()
+    try:
+        write_parquet(records, tmp_path / "records.parquet")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak / len(records) < 300, peak / len(records)  # was ~850 B
+
+
+def test_jsonl_read_back_shares_one_string_per_label(tmp_path: Path) -> None:
+    """A run's records read back (JSONL, Parquet, Arrow) hold one string object per endpoint, session,
+    outcome and error kind (not each row's own copy: ~190 B a record, 17% of the records' memory)."""
+    records = [*many(130), *sample(), *sample()]
+    with JsonlWriter(tmp_path / "records.jsonl") as writer:
+        writer.write(records)
+    back = read_jsonl(tmp_path / "records.jsonl")
+    assert back == records
+    assert back[0].endpoint is back[129].endpoint is back[130].endpoint
+    assert back[0].outcome is back[129].outcome
+    assert back[0].session_id is back[64].session_id is back[128].session_id  # "session0"
+    assert back[131].error_kind is back[134].error_kind == "queue_full"
+    assert back[131].outcome is back[132].outcome == "error"
+    write_parquet(records, tmp_path / "records.parquet")
+    for back in (read_parquet(tmp_path / "records.parquet"), records_from_ipc(records_to_ipc(records))):
+        assert back == records and back[0].endpoint is back[130].endpoint
+        assert back[0].session_id is back[64].session_id
