@@ -20,7 +20,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from qbench.errors import ScenarioError
+import psutil
+
+from qbench.errors import ScenarioError, ServerLaunchError
+from qbench.run.soak.soak import listening_pid
 from qbench.tune.apphook import hook_env
 from qbench.tune.grid import is_server_knob
 from qbench.tune.server_process import (
@@ -42,6 +45,21 @@ def knob_env(knobs: Mapping[str, Any], port: int) -> dict[str, str]:
     if "GRADIO_PROFILING" not in os.environ:  # Gradio >= 6.10 times each event (run.results.server_phases)
         env["GRADIO_PROFILING"] = "1"
     return env
+
+
+class PortTaken(ServerLaunchError):
+    """Another program answers on the port the app was given."""
+
+
+PORT_TRIES = 3  # the port is free when qbench picks it; another program can take it before the app binds
+_IN_USE = ("address already in use", "errno 98", "cannot find empty port", "port is in use",
+           "only one usage of each socket address")
+
+
+def _port_in_use(log: str) -> bool:
+    """The app's log says it could not bind its port."""
+    text = log.lower()
+    return any(words in text for words in _IN_USE)
 
 
 def render_command(template: str, knobs: Mapping[str, Any], port: int) -> list[str]:
@@ -73,19 +91,50 @@ def launch_command(
     `hook`: start it with qbench's startup hook (qbench.tune.apphook), which sets the point's server
     knobs on `hook_events` (None: every queued event), its port and host on Blocks.launch(), and writes
     what it did to `work_dir/hook-record.json`. `cwd`: the folder it runs in (default: this one)."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, PORT_TRIES + 1):
+        handle = _start(template, knobs, work_dir, cwd, hook, hook_events)
+        assert handle.process is not None
+        try:
+            wait_ready(handle, ready_timeout_s, ready_path, any_status=any_status)
+            _check_owner(handle)
+            break
+        except ServerLaunchError as exc:
+            stop_process_group(handle.process)
+            if attempt == PORT_TRIES or not (isinstance(exc, PortTaken) or _port_in_use(str(exc))):
+                raise
+    try:
+        yield handle
+    finally:
+        if handle.process is not None:
+            stop_process_group(handle.process)
+
+
+def _start(template: str, knobs: Mapping[str, Any], work_dir: Path, cwd: Path | None, hook: bool,
+           hook_events: Sequence[str] | None) -> ServerHandle:
+    """Spawn the app on a port free right now, its output appended to work_dir/server.log."""
     port = free_port()
     argv = render_command(template, knobs, port)
-    work_dir.mkdir(parents=True, exist_ok=True)
-    log_path = work_dir / "server.log"
     env = knob_env(knobs, port)
     if hook:
         server = {k: v for k, v in knobs.items() if is_server_knob(k)}
         env.update(hook_env(server, port, hook_events, work_dir))
-    process = spawn(argv, env=env, log_path=log_path, cwd=cwd)
-    handle = ServerHandle(f"http://127.0.0.1:{port}", process, log_path)
+    log_path = work_dir / "server.log"
+    return ServerHandle(f"http://127.0.0.1:{port}", spawn(argv, env=env, log_path=log_path, cwd=cwd), log_path)
+
+
+def _check_owner(handle: ServerHandle) -> None:
+    """ServerLaunchError when the program answering on the app's port is not the app (another one took
+    the port between qbench picking it and the app binding it)."""
+    assert handle.process is not None
+    port = int(handle.base_url.rsplit(":", 1)[1])
+    owner = listening_pid(port)
+    if owner is None:
+        return
     try:
-        wait_ready(handle, ready_timeout_s, ready_path, any_status=any_status)
-        yield handle
-    finally:
-        assert handle.process is not None
-        stop_process_group(handle.process)
+        ours = {handle.process.pid, *(c.pid for c in psutil.Process(handle.process.pid).children(recursive=True))}
+    except psutil.Error:
+        return
+    if owner not in ours:
+        raise PortTaken(f"port {port} is in use: another program (pid {owner}) answered on the port "
+                                "qbench gave the app")

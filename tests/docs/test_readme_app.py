@@ -32,20 +32,27 @@ def sweep(command: str, out: Path) -> dict[str, object]:
     return rec
 
 
+def _why(rec: dict[str, object]) -> str:
+    """Each point's verdict and reason, for a failure's message."""
+    ranked = rec.get("ranked") or []
+    assert isinstance(ranked, list)
+    return "; ".join(f"{r.get('knobs')}: {r.get('verdict')} ({r.get('reason')})" for r in ranked)
+
+
 def test_the_tune_your_app_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     rec = sweep("qbench sweep examples/my_app.yaml --app examples/my_app.py --grid concurrency_limit=1,4",
                 tmp_path / "a")  # the page's grid is 1,2,4,8
     assert rec["app_change"] == [
         f"your app (Gradio {gradio.__version__}): default_concurrency_limit=4 -> recommended "
-        "concurrency_limit=4 on `respond`"]
+        "concurrency_limit=4 on `respond`"], _why(rec)
     ranked = rec["ranked"]
     assert isinstance(ranked, list) and {r["verdict"] for r in ranked} <= {"winner", "feasible", "infeasible"}
     command = ("qbench sweep examples/my_app.yaml --app examples/my_app.py --python .venv/bin/python "
                "--grid concurrency_limit=2,4 --set load.users=12 -- --delay 0.1")
     rec = sweep(command.replace(".venv/bin/python", sys.executable), tmp_path / "b")
-    assert rec["winner"] is not None
+    assert rec["winner"] is not None, _why(rec)
     rec = sweep('qbench sweep examples/my_app.yaml --launch "python examples/my_app.py --delay 0.1" '
                 "--grid concurrency_limit=2,4".replace("python examples", f"{sys.executable} examples"),
                 tmp_path / "c")
-    assert rec["winner"] is not None and "on `respond`" in str(rec["app_change"])
+    assert rec["winner"] is not None and "on `respond`" in str(rec["app_change"]), _why(rec)

@@ -33,3 +33,59 @@ def test_launch_template_and_environment() -> None:
     env = knob_env({"concurrency_limit": 4, "load.users": 8}, 8123)
     assert env["QBENCH_CONCURRENCY_LIMIT"] == "4" and env["QBENCH_LOAD_USERS"] == "8"
     assert env["QBENCH_PORT"] == env["GRADIO_SERVER_PORT"] == "8123"
+
+
+class _Taken:
+    """A port someone else listens on (an HTTP server in this process), then free ones from the OS."""
+
+    def __init__(self, times: int) -> None:
+        import http.server
+        import threading
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.times = times
+        self.given: list[int] = []
+
+    def __call__(self) -> int:
+        from qbench.tune.server_process import free_port
+
+        port = int(self.server.server_address[1]) if len(self.given) < self.times else free_port()
+        self.given.append(port)
+        return port
+
+
+def test_a_port_taken_before_the_app_binds_it_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The port is free when qbench picks it; if another program takes it first, the app either fails to
+    bind (its log says so) or a stranger answers on it: either way the app starts again on another."""
+    import httpx
+
+    from qbench.tune import app_process
+
+    taken = _Taken(times=1)
+    monkeypatch.setattr(app_process, "free_port", taken)
+    command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {tmp_path}"
+    try:
+        with app_process.launch_command(command, {}, work_dir=tmp_path / "w", any_status=True) as handle:
+            assert handle.base_url.endswith(f":{taken.given[-1]}") and len(taken.given) == 2
+            assert httpx.get(handle.base_url + "/", timeout=5).status_code == 200
+    finally:
+        taken.server.shutdown()
+
+
+def test_a_stranger_on_the_port_is_never_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An app slow to bind while a stranger answers on its port: never yielded; after three ports, a
+    clear error."""
+    from qbench.errors import ServerLaunchError
+    from qbench.tune import app_process
+
+    taken = _Taken(times=3)
+    monkeypatch.setattr(app_process, "free_port", taken)
+    command = f"{sys.executable} -c 'import time; time.sleep(60)' {{port}}"
+    try:
+        with pytest.raises(ServerLaunchError, match=r"another program \(pid \d+\) answered"):
+            with app_process.launch_command(command, {}, work_dir=tmp_path / "w", any_status=True):
+                pytest.fail("yielded a server that is not the app")
+    finally:
+        taken.server.shutdown()
+    assert len(taken.given) == app_process.PORT_TRIES
