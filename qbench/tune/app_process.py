@@ -120,7 +120,8 @@ def _start(template: str, knobs: Mapping[str, Any], work_dir: Path, cwd: Path | 
         server = {k: v for k, v in knobs.items() if is_server_knob(k)}
         env.update(hook_env(server, port, hook_events, work_dir))
     log_path = work_dir / "server.log"
-    return ServerHandle(f"http://127.0.0.1:{port}", spawn(argv, env=env, log_path=log_path, cwd=cwd), log_path)
+    process = spawn(argv, env=env, log_path=log_path, cwd=cwd)
+    return ServerHandle(f"http://127.0.0.1:{port}", process, log_path)
 
 
 def _check_owner(handle: ServerHandle) -> None:
@@ -132,7 +133,8 @@ def _check_owner(handle: ServerHandle) -> None:
     if owner is None:
         return
     try:
-        ours = {handle.process.pid, *(c.pid for c in psutil.Process(handle.process.pid).children(recursive=True))}
+        children = psutil.Process(handle.process.pid).children(recursive=True)
+        ours = {handle.process.pid, *(child.pid for child in children)}
     except psutil.Error:
         return
     if owner not in ours:

@@ -55,7 +55,9 @@ class _Taken:
         return port
 
 
-def test_a_port_taken_before_the_app_binds_it_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_port_taken_before_the_app_binds_it_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The port is free when qbench picks it; if another program takes it first, the app either fails to
     bind (its log says so) or a stranger answers on it: either way the app starts again on another."""
     import httpx
