@@ -1,0 +1,260 @@
+"""A run's records as columns: what every figure of a big run is computed from, in bounded memory.
+
+    Columns.of(records)           the records of a small run (tests, a sweep point) as columns
+    Columns.read(path)            a run folder or records file: each column read from disk when asked
+    cols.floats("latency_s")      float64 array, NaN where the record has None (stored fields and the
+                                  derived phases of RequestRecord, computed with the same arithmetic)
+    cols.ints("outputs")          int64 array (a column that holds None somewhere: ValueError; use floats)
+    cols.bools("warmup")          bool array
+    cols.labels("endpoint")       (codes int32, -1 for None; the distinct strings, in order of first sight)
+    cols.where(mask)              the same interface over the rows where `mask` is true (a view: row
+                                  indices, each column read from its parent when asked)
+    cols.ok(), cols.measured()    masks: outcome "ok"; outside the warm-up
+
+One record is one row, in the order the run wrote them: a figure computed from these arrays in that
+order is the figure computed from the records (numpy's sums and percentiles see the same values in the
+same order), to the last digit.
+
+Memory: a column is 8 bytes a row (3.6 M rows: 29 MiB); a view from disk keeps at most `keep` columns
+(the most recently used), so a figure that walks its columns one or two at a time holds a few at once
+whatever the run's length. A view over records builds a column from the records when asked.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from operator import attrgetter
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from qbench.run.records import DERIVED, FIELD_NAMES, READABLE_VERSIONS, RecordsFormatError, RequestRecord
+
+KEEP: Final = 6  # columns a view from disk keeps read (each 8 bytes a row)
+
+#: The derived phases from their stored fields, as RequestRecord computes them (end - start, None -> NaN).
+_DIFFS: Final = {
+    "latency_s": ("completed_at_s", "intended_at_s"),
+    "latency_from_send_s": ("completed_at_s", "sent_at_s"),
+    "send_lag_s": ("sent_at_s", "intended_at_s"),
+    "queue_wait_s": ("started_at_s", "sent_at_s"),
+    "download_s": ("completed_at_s", "result_at_s"),
+    "ttfo_s": ("first_output_at_s", "intended_at_s"),
+    "ttft_s": ("first_output_at_s", "sent_at_s"),
+}
+_STRINGS: Final = frozenset({"session_id", "endpoint", "outcome", "error_kind", "error_message", "event_id",
+                             "tokens_from", "finish_reason", "itl_hist"})
+
+
+class Columns:
+    """The interface: a fixed number of rows, each column as a numpy array when asked."""
+
+    n: int
+
+    def _column(self, name: str) -> np.ndarray:  # the column as stored (floats, ints, bools or objects)
+        raise NotImplementedError
+
+    def floats(self, name: str) -> np.ndarray:
+        """float64, NaN for None: a stored numeric field or a derived phase (RequestRecord's properties)."""
+        if name in DERIVED and name not in FIELD_NAMES:
+            return self._derived(name)
+        column = self._column(name)
+        if column.dtype == object:
+            return np.array([np.nan if v is None else v for v in column], dtype=np.float64)
+        return column.astype(np.float64, copy=False)
+
+    def ints(self, name: str) -> np.ndarray:
+        column = self._column(name)
+        if column.dtype.kind in "iub":
+            return column.astype(np.int64, copy=False)
+        if column.dtype == object or np.isnan(column).any():
+            raise ValueError(f"column {name} holds None: read it with floats()")
+        return column.astype(np.int64)
+
+    def bools(self, name: str) -> np.ndarray:
+        return self._column(name).astype(bool, copy=False)
+
+    def labels(self, name: str) -> tuple[np.ndarray, list[str]]:
+        """(codes, strings): codes[i] indexes strings, -1 where the record has None."""
+        column = self._column(name)
+        seen: dict[str, int] = {}
+        codes = np.fromiter((-1 if v is None else seen.setdefault(v, len(seen)) for v in column),
+                            dtype=np.int32, count=len(column))
+        return codes, list(seen)
+
+    def strings(self, name: str) -> np.ndarray:
+        """The column's values as an object array (str or None)."""
+        return self._column(name)
+
+    def ok(self) -> np.ndarray:
+        codes, names = self.labels("outcome")
+        return codes == names.index("ok") if "ok" in names else np.zeros(self.n, dtype=bool)
+
+    def measured(self) -> np.ndarray:
+        return ~self.bools("warmup")
+
+    def where(self, mask: np.ndarray) -> Columns:
+        return _Rows(self, np.flatnonzero(mask))
+
+    def __len__(self) -> int:
+        return self.n
+
+    # ------------------------------------------------------------ derived phases, as records.py's
+
+    def _derived(self, name: str) -> np.ndarray:
+        if name in _DIFFS:
+            stop, start = _DIFFS[name]
+            return _f(self.floats(stop) - self.floats(start))
+        if name in ("service_s", "client_only_s"):  # to the result when output files were then fetched
+            result = self.floats("result_at_s")
+            end = np.where(np.isnan(result), self.floats("completed_at_s"), result)
+            if name == "service_s":
+                return _f(end - self.floats("started_at_s"))
+            with np.errstate(invalid="ignore"):
+                return _f(end - self.floats("sent_at_s") - self.floats("server_total_s")
+                          - np.nan_to_num(self.floats("server_queue_wait_s"))
+                          - np.nan_to_num(self.floats("server_upload_s")))
+        if name == "tpot_s":  # (completion - first token) / (output_tokens - 1), from 2 tokens
+            tokens = self.floats("output_tokens")
+            span = self.floats("completed_at_s") - self.floats("first_output_at_s")
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return _f(np.where(tokens >= 2, span / (tokens - 1), np.nan))
+        if name == "output_tps":  # tokens over the span from the actual send, when both are positive
+            tokens = self.floats("output_tokens")
+            span = self.floats("latency_from_send_s")
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return _f(np.where((span > 0) & (tokens > 0), tokens / span, np.nan))
+        if name == "eta_error_s":
+            eta = self.floats("estimation_at_s") + self.floats("rank_eta_s")
+            return _f(eta - self.floats("completed_at_s"))
+        raise KeyError(f"{name}: no column computes it (ask for a stored field or {sorted(_DIFFS)})")
+
+    @classmethod
+    def of(cls, records: Sequence[RequestRecord]) -> Columns:
+        return _FromRecords(records)
+
+    @classmethod
+    def read(cls, path: Path, keep: int = KEEP) -> Columns:
+        return _FromParquet(_parquet_files(path), keep)
+
+
+class _FromRecords(Columns):
+    def __init__(self, records: Sequence[RequestRecord]) -> None:
+        self.records, self.n = records, len(records)
+        self._cache: dict[str, np.ndarray] = {}
+
+    def _column(self, name: str) -> np.ndarray:
+        if name not in FIELD_NAMES:
+            raise KeyError(f"{name}: not a stored field of RequestRecord")
+        if name not in self._cache:
+            values = list(map(attrgetter(name), self.records))
+            self._cache[name] = _array(values, name)
+        return self._cache[name]
+
+
+class _FromParquet(Columns):
+    def __init__(self, files: list[Path], keep: int) -> None:
+        import pyarrow.parquet as pq
+
+        self.files = [pq.ParquetFile(f) for f in files]
+        for path, file in zip(files, self.files, strict=True):
+            _check_version(path, file)
+        self.n = sum(f.metadata.num_rows for f in self.files)
+        self.keep = max(keep, 2)
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def _column(self, name: str) -> np.ndarray:
+        if name in self._cache:
+            self._cache.move_to_end(name)
+            return self._cache[name]
+        if name not in FIELD_NAMES:
+            raise KeyError(f"{name}: not a stored field of RequestRecord")
+        parts = [_read_column(f, name) for f in self.files]
+        column = np.concatenate(parts) if len(parts) != 1 else parts[0]
+        self._cache[name] = column
+        while len(self._cache) > self.keep:
+            self._cache.popitem(last=False)
+        return column
+
+
+class _Rows(Columns):
+    def __init__(self, parent: Columns, rows: np.ndarray) -> None:
+        self.parent, self.rows, self.n = parent, rows, int(rows.size)
+
+    def _column(self, name: str) -> np.ndarray:
+        return np.asarray(self.parent._column(name)[self.rows])
+
+    def floats(self, name: str) -> np.ndarray:
+        return _f(self.parent.floats(name)[self.rows])
+
+    def where(self, mask: np.ndarray) -> Columns:
+        return _Rows(self.parent, self.rows[mask])
+
+
+def _f(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64)
+
+
+def _array(values: list[Any], name: str) -> np.ndarray:
+    """A column from Python values: numbers as float64 (None -> NaN) or int64, strings as objects."""
+    if name in _STRINGS:
+        column = np.empty(len(values), dtype=object)
+        column[:] = values
+        return column
+    if name == "warmup":
+        return np.array(values, dtype=bool)
+    if any(v is None for v in values):
+        return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    kind = np.int64 if values and all(isinstance(v, int) for v in values) else np.float64
+    return np.array(values, dtype=kind)
+
+
+def _read_column(file: Any, name: str) -> np.ndarray:
+    """One column of a Parquet file (a field an older version lacks: its default, as read_parquet)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = file.metadata.num_rows
+    if name not in file.schema_arrow.names:
+        default = RequestRecord.__dataclass_fields__[name].default
+        if name in _STRINGS or default is None:
+            return np.full(n, np.nan) if name not in _STRINGS else np.full(n, None, dtype=object)
+        return np.full(n, default)
+    column = file.read(columns=[name]).column(0)
+    if name in _STRINGS:
+        return np.asarray(column.to_numpy(zero_copy_only=False), dtype=object)
+    if column.null_count and not pa.types.is_floating(column.type):
+        return np.asarray(pc.cast(column, "double").to_numpy(zero_copy_only=False), dtype=np.float64)
+    return np.asarray(column.to_numpy(zero_copy_only=False))
+
+
+def _parquet_files(path: Path) -> list[Path]:
+    """A run folder's records files (records.parquet, or its parts records-*.parquet in order)."""
+    if path.is_dir():
+        parts = sorted(path.glob("records-*.parquet"))
+        single = path / "records.parquet"
+        files = [single] if single.exists() else parts
+        if not files:
+            raise FileNotFoundError(f"{path}: no records.parquet")
+        return files
+    return [path]
+
+
+def _check_version(path: Path, file: Any) -> None:
+    meta = file.schema_arrow.metadata or {}
+    version = int(meta.get(b"qbench_schema_version", b"0"))
+    if version not in READABLE_VERSIONS:
+        readable = ", ".join(str(v) for v in READABLE_VERSIONS)
+        raise RecordsFormatError(
+            f"{path}: records schema version {version}, this qbench reads versions {readable}")
+
+
+def column_stat(cols: Columns, name: str, mask: np.ndarray | None = None) -> np.ndarray:
+    """The non-NaN values of a float column (in row order), where `mask` is true if given."""
+    values = cols.floats(name)
+    if mask is not None:
+        values = values[mask]
+    return _f(values[~np.isnan(values)])
+

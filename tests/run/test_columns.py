@@ -1,0 +1,97 @@
+"""qbench.run.columns: a run's records as columns, from the records or from disk, value for value."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qbench.run.columns import Columns
+from qbench.run.records import DERIVED, FIELD_NAMES, RequestRecord, write_parquet
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from end_of_run import chunk_records  # noqa: E402  (the benchmark's realistic Gradio records)
+
+
+@pytest.fixture(scope="module")
+def records() -> list[RequestRecord]:
+    rows, _ = chunk_records(np.random.default_rng(7), 0, 3_000, 0.0, 1000.0, 1.0, 0.5)
+    rows[5].result_at_s = rows[5].completed_at_s  # output files fetched: service ends at the result
+    rows[6].itl_hist = "12:3 14:1"
+    for k, r in enumerate(rows[10:200]):  # token streams: 0, 1 and more tokens
+        r.output_tokens, r.input_tokens = k % 40, 12
+    return rows
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or a == b
+    return a == b
+
+
+def _expected(records: list[RequestRecord], name: str) -> list[object]:
+    return [math.nan if getattr(r, name) is None and name not in _TEXT else getattr(r, name) for r in records]
+
+
+_TEXT = {"session_id", "endpoint", "outcome", "error_kind", "error_message", "event_id", "tokens_from",
+         "finish_reason", "itl_hist"}
+
+
+@pytest.mark.parametrize("source", ["records", "parquet"])
+def test_every_stored_field_and_derived_phase_reads_as_the_records_hold_it(
+    records: list[RequestRecord], source: str, tmp_path: Path
+) -> None:
+    if source == "parquet":
+        write_parquet(records, tmp_path / "records.parquet")
+        cols = Columns.read(tmp_path, keep=3)
+    else:
+        cols = Columns.of(records)
+    assert len(cols) == len(records)
+    for name in [*FIELD_NAMES, *DERIVED]:
+        if name in _TEXT:
+            got = list(cols.strings(name))
+        elif name in ("warmup",):
+            got = cols.bools(name).tolist()
+        else:
+            got = cols.floats(name).tolist()
+        want = _expected(records, name)
+        assert all(_same(g, w) for g, w in zip(got, want, strict=True)), name
+    codes, names = cols.labels("endpoint")
+    assert [names[c] for c in codes] == [r.endpoint for r in records]
+    assert cols.ok().tolist() == [r.ok for r in records]
+    assert cols.measured().tolist() == [not r.warmup for r in records]
+    assert cols.ints("outputs").tolist() == [r.outputs for r in records]
+    with pytest.raises(ValueError, match="holds None"):
+        cols.ints("rank")
+
+
+def test_a_view_selects_rows_of_every_column(records: list[RequestRecord], tmp_path: Path) -> None:
+    write_parquet(records, tmp_path / "records.parquet")
+    cols = Columns.read(tmp_path / "records.parquet")
+    chat = cols.labels("endpoint")
+    view = cols.where(chat[0] == chat[1].index("chat"))
+    picked = [r for r in records if r.endpoint == "chat"]
+    assert len(view) == len(picked)
+    assert np.array_equal(view.floats("latency_s"), np.array([r.latency_s for r in picked], dtype=float),
+                          equal_nan=True)
+    ok = view.where(view.ok())
+    assert ok.floats("service_s").tolist() == [r.service_s for r in picked if r.ok]
+
+
+def test_a_run_in_parts_reads_as_one(records: list[RequestRecord], tmp_path: Path) -> None:
+    write_parquet(records[:1000], tmp_path / "records-00001.parquet")
+    write_parquet(records[1000:], tmp_path / "records-00002.parquet")
+    cols = Columns.read(tmp_path)
+    assert len(cols) == len(records)
+    assert cols.floats("completed_at_s").tolist() == [r.completed_at_s for r in records]
+
+
+def test_a_view_from_disk_keeps_only_a_few_columns(records: list[RequestRecord], tmp_path: Path) -> None:
+    write_parquet(records, tmp_path / "records.parquet")
+    cols = Columns.read(tmp_path, keep=2)
+    for name in ("sent_at_s", "started_at_s", "completed_at_s", "intended_at_s"):
+        cols.floats(name)
+    assert len(cols._cache) == 2  # type: ignore[attr-defined]
