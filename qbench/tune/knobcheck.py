@@ -15,7 +15,10 @@ configuration, and ranking it would recommend a setting nobody tested. Each poin
                         for 15 % of that time (a slow dispatcher on a busy machine dips below it
                         between jobs; a lower limit never reaches it). Without saturation, the peak
                         held for half a service time may not exceed limit x batch (a shorter overlap
-                        is two streams' messages arriving out of order, not two jobs)
+                        is two streams' messages arriving out of order, not two jobs). A busy load
+                        generator reads messages up to its loop lag late: the hold is at least twice
+                        its p99 lag and a wait no longer than that lag is not a queue (summary.json's
+                        generator.p99_loop_lag_s)
     launch() knobs      num_workers: the static-file workers Gradio started answered /health; ssr_mode:
                         Gradio's Node proxy serves the app's port (the hook saw both start)
 
@@ -53,28 +56,32 @@ class Parallelism:
     reached_while_waiting: int = 0  # the highest level running(t) held for REACHED_SHARE of that time
     saturated: bool = False  # requests waited for 2 service times (and SATURATED_MIN_S) or more, in all
     waiting_s: float = 0.0  # total time with at least one request waiting in the queue
-    hold_s: float = HOLD_MIN_S  # half the median service time (at least 20 ms)
+    hold_s: float = HOLD_MIN_S  # half the median service time (at least 20 ms, and twice the client lag)
     started: int = 0  # records with a process_starts time
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def observed_parallelism(records: Sequence[RequestRecord]) -> Parallelism:
-    """running(t) and waiting(t) from every sent record (warm-up included: the server's behaviour)."""
+def observed_parallelism(records: Sequence[RequestRecord], lag_s: float = 0.0) -> Parallelism:
+    """running(t) and waiting(t) from every sent record (warm-up included: the server's behaviour).
+    `lag_s`: the load generator's own event-loop lag (its p99): a message is timed when the loop reads
+    it, up to that much late, so an overlap or a wait no longer than it may be the client's, not the
+    server's."""
     spans = [r for r in records if r.sent_at_s is not None and r.completed_at_s is not None]
     started = [r for r in spans if r.started_at_s is not None]
     if not started:
         return Parallelism()
     service = statistics.median(r.completed_at_s - r.started_at_s for r in started)  # type: ignore[operator]
-    hold = max(HOLD_MIN_S, 0.5 * service)
+    hold = max(HOLD_MIN_S, 0.5 * service, 2 * lag_s)
+    dispatch = max(DISPATCH_S, lag_s)
     changes: list[tuple[float, int, int]] = []  # (time, d_running, d_waiting); ends sort first
     for r in spans:
         queued_at = r.joined_at_s if r.joined_at_s is not None else r.sent_at_s
         assert queued_at is not None and r.completed_at_s is not None
         begin = r.started_at_s if r.started_at_s is not None else r.completed_at_s
-        if begin > queued_at + DISPATCH_S:  # a shorter wait is the dispatcher's latency, not a full queue
-            changes += [(queued_at + DISPATCH_S, 0, 1), (begin, 0, -1)]
+        if begin > queued_at + dispatch:  # a shorter wait is the dispatcher's latency, not a full queue
+            changes += [(queued_at + dispatch, 0, 1), (begin, 0, -1)]
         if r.started_at_s is not None:
             changes += [(r.started_at_s, 1, 0), (r.completed_at_s, -1, 0)]
     changes.sort(key=lambda c: (c[0], c[1] + c[2]))
@@ -318,9 +325,11 @@ def check_point(
     hook: HookRecord | None = None,
     launched_by_hook: bool = False,
     effective: Mapping[str, Any] | None = None,
+    lag_s: float = 0.0,
 ) -> KnobCheck:
     """The verdict for one point. `effective`: the server's knobs where qbench set them itself (the
-    reference server's settings); `hook`: the hook's record (launch mode)."""
+    reference server's settings); `hook`: the hook's record (launch mode); `lag_s`: the generator's p99
+    event-loop lag in that run (observed_parallelism)."""
     if not knobs:
         return KnobCheck("not_checked", ["no server knob at this point"])
     server = {**(effective or {}), **knobs}
@@ -332,7 +341,7 @@ def check_point(
     threads = _threads(server, hook)
     if limit is not None and threads is not None and threads < limit:
         limit = threads  # Gradio's queue runs at most max_threads jobs at once, whatever the limits
-    par = observed_parallelism(records)
+    par = observed_parallelism(records, lag_s)
     evidence = hook_evidence(knobs, hook, launched_by_hook)
     launch_wrong, launch_right = launch_evidence(knobs, hook) if launched_by_hook else ([], [])
     evidence += launch_wrong

@@ -343,7 +343,16 @@ def _check_knobs(
     except (OSError, ValueError):
         records = []
     return check_point(knobs, records, hook=hook, launched_by_hook=config.hook,
-                       effective=servers.effective(point))
+                       effective=servers.effective(point), lag_s=_loop_lag(point_dir))
+
+
+def _loop_lag(run_dir: Path) -> float:
+    """The load generator's p99 event-loop lag in that run (0 when its summary does not say)."""
+    try:
+        generator = json.loads((run_dir / "summary.json").read_text()).get("generator") or {}
+        return float(generator.get("p99_loop_lag_s") or 0.0)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0.0
 
 
 # ---------------------------------------------------------------- the sweep

@@ -47,6 +47,21 @@ def test_an_overlap_of_two_streams_messages_is_not_a_peak() -> None:
     assert check_point({"concurrency_limit": 4}, records).verdict == "applied"
 
 
+def test_a_client_that_reads_its_messages_late_does_not_make_a_peak() -> None:
+    """A busy load generator reads each process_completed up to its loop lag late: under light load, two
+    jobs seem to overlap for that long. Its p99 lag (the summary's) widens the hold, so the overlap is
+    not taken for a job run beside another; a real overlap longer than that still is."""
+    records = [rec(i, t, t + 0.01, t + 0.21) for i, t in enumerate([0.0, 0.25, 3.0, 3.25, 6.0, 6.25])]
+    for r in records:
+        r.completed_at_s += 0.4  # type: ignore[operator]  # read 400 ms late: seen overlapping the next
+    assert observed_parallelism(records).peak_running == 2
+    assert check_point({"concurrency_limit": 1}, records).verdict == "not_applied"
+    assert observed_parallelism(records, lag_s=0.4).peak_running == 1
+    assert check_point({"concurrency_limit": 1}, records, lag_s=0.4).verdict != "not_applied"
+    real = [rec(0, 0.0, 0.01, 2.01), rec(1, 0.05, 0.06, 2.06)]
+    assert observed_parallelism(real, lag_s=0.4).peak_running == 2
+
+
 def test_a_real_overlap_under_light_load_is_a_peak() -> None:
     records = [rec(0, 0.0, 0.01, 0.21), rec(1, 0.05, 0.06, 0.26), rec(2, 2.0, 2.01, 2.21)]
     check = check_point({"concurrency_limit": 1}, records)
