@@ -9,7 +9,8 @@
 Endpoints (api_name): echo (plain), sleep (0.3 s), long (a generator of 100 values 0.1 s apart,
 for timeouts and cancels), stream (a generator of 4 values), batch (batch=True, max_batch_size=4),
 fail (raises), image (an Image input, answers "<width>x<height>"), work (0.2 s, the queue's default
-concurrency). sleep, long and batch run one at a time: concurrency_limit=1 from 4.x; 3.x has only the
+concurrency), slow_work (0.6 s, the same: long enough that jobs started together overlap for most of
+it, however late a busy machine's dispatcher starts them). sleep, long and batch run one at a time: concurrency_limit=1 from 4.x; 3.x has only the
 queue-wide concurrency_count, which is then 1.
 
 Options (the JSON argument): max_size; concurrency (3.x concurrency_count, default 1; 4.x and later
@@ -75,6 +76,11 @@ def work(text: str) -> str:
     return text
 
 
+def slow_work(text: str) -> str:
+    time.sleep(0.6)
+    return text
+
+
 def build(max_size: int | None, concurrency: int | None = None, max_batch_size: int = 4) -> Any:
     import gradio as gr
 
@@ -89,6 +95,7 @@ def build(max_size: int | None, concurrency: int | None = None, max_batch_size: 
                                  max_batch_size=max_batch_size, **one)
         gr.Button("image").click(image, img_in, text_out, api_name="image")
         gr.Button("work").click(work, text_in, text_out, api_name="work")
+        gr.Button("slow_work").click(slow_work, text_in, text_out, api_name="slow_work")
     if major >= 4:
         demo.queue(max_size=max_size, default_concurrency_limit=concurrency or 4)
     else:
