@@ -10,8 +10,8 @@ Endpoints (api_name): echo (plain), sleep (0.3 s), long (a generator of 100 valu
 for timeouts and cancels), stream (a generator of 4 values), batch (batch=True, max_batch_size=4),
 fail (raises), image (an Image input, answers "<width>x<height>"), work (0.2 s, the queue's default
 concurrency), slow_work (0.6 s, the same: long enough that jobs started together overlap for most of
-it, however late a busy machine's dispatcher starts them). sleep, long and batch run one at a time: concurrency_limit=1 from 4.x; 3.x has only the
-queue-wide concurrency_count, which is then 1.
+it, however late a busy machine's dispatcher starts them). sleep, long and batch run one at a time:
+concurrency_limit=1 from 4.x; 3.x has only the queue-wide concurrency_count, which is then 1.
 
 Options (the JSON argument): max_size; concurrency (3.x concurrency_count, default 1; 4.x and later
 default_concurrency_limit, default 4); max_batch_size (of `batch`, default 4); batch_sleep (seconds
