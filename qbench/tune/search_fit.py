@@ -55,13 +55,16 @@ PREDICTED_METRICS = ("p50_latency_s", "p95_latency_s", "p99_latency_s", "mean_la
 def record_batches(
     records: Sequence[RequestRecord], load: PointLoad, tol_s: float = 0.005
 ) -> list[list[float]]:
-    """Batches = runs of ok requests whose process_starts arrive within `tol_s` (at most B of them),
-    as the service times (completed - started) of their members."""
-    starts = sorted(
-        (r.started_at_s, r.completed_at_s - r.started_at_s)
-        for r in records
-        if r.ok and not r.warmup and r.started_at_s is not None and r.completed_at_s is not None
-    )
+    """Batches as the service times (completed - started) of their members. Where the server said which
+    batch each request ran in (the reference server's `server_batch_size`, on every ok request), its
+    sizes; else runs of ok requests whose process_starts arrive within `tol_s` (at most B of them): a
+    busy client reads one batch's messages further apart than that and splits it."""
+    ok = [r for r in records
+          if r.ok and not r.warmup and r.started_at_s is not None and r.completed_at_s is not None]
+    if ok and all(r.server_batch_size for r in ok):
+        return _server_batches(ok)
+    starts = sorted((float(r.started_at_s), float(r.completed_at_s) - float(r.started_at_s))  # type: ignore[arg-type]
+                    for r in ok)
     batches: list[list[float]] = []
     first = -math.inf
     for started, service in starts:
@@ -71,6 +74,17 @@ def record_batches(
             batches.append([service])
             first = started
     return batches
+
+
+def _server_batches(records: Sequence[RequestRecord]) -> list[list[float]]:
+    """The requests the server ran in batches of b, in order of their start, b at a time (a remainder
+    short of b, whose other members failed or fell in the warm-up, is left out)."""
+    by_size: dict[int, list[float]] = {}
+    for r in sorted(records, key=lambda r: r.started_at_s or 0.0):
+        assert r.server_batch_size and r.started_at_s is not None and r.completed_at_s is not None
+        by_size.setdefault(r.server_batch_size, []).append(r.completed_at_s - r.started_at_s)
+    return [times[i:i + size] for size, times in sorted(by_size.items())
+            for i in range(0, len(times) - size + 1, size)]
 
 
 def observations_from_records(

@@ -51,6 +51,21 @@ def test_a_batch_holds_at_most_the_cap_and_starts_within_the_tolerance() -> None
     assert [len(b) for b in record_batches(spread, PointLoad(1, 8), tol_s=0.01)] == [3]
 
 
+def test_the_servers_batch_sizes_win_over_start_times_a_busy_client_read_apart() -> None:
+    """The reference server says each request's batch size: a batch of 4 whose process_starts the client
+    read 8 ms apart is still one batch of 4 (by the starts alone: four batches of 1, each as slow as
+    the batch, and a fit whose slope is wrong); a remainder short of its size is left out."""
+    records = [rec(i, 1.0 + 0.008 * i, 0.09) for i in range(4)]
+    records += [rec(4 + i, 2.0 + 0.008 * i, 0.05) for i in range(3)]
+    assert [len(b) for b in record_batches(records, PointLoad(1, 4))] == [1] * 7
+    for r in records[:4]:
+        r.server_batch_size = 4
+    for r in records[4:]:
+        r.server_batch_size = 2
+    batches = record_batches(records, PointLoad(1, 4))
+    assert batches == [[pytest.approx(0.05)] * 2, [pytest.approx(0.09)] * 4]
+
+
 def test_observations_pool_batches_by_size_median_of_medians() -> None:
     batches = [[0.1, 0.3, 0.2], [0.5], [0.2, 0.2, 0.4], [0.7], [0.6], [1.0, 2.0]]
     obs = observations_from_batches(batches, PointLoad(workers=3, max_batch=4))
