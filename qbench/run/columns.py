@@ -7,6 +7,7 @@
     cols.ints("outputs")          int64 array (a column that holds None somewhere: ValueError; use floats)
     cols.bools("warmup")          bool array
     cols.labels("endpoint")       (codes int32, -1 for None; the distinct strings, in order of first sight)
+    cols.texts("itl_hist", mask)  a string column's values at `mask`, as pyarrow arrays a batch at a time
     cols.where(mask)              the same interface over the rows where `mask` is true (a view: row
                                   indices, each column read from its parent when asked)
     cols.ok(), cols.measured()    masks: outcome "ok"; outside the warm-up
@@ -17,13 +18,15 @@ same order), to the last digit.
 
 Memory: a column is 8 bytes a row (3.6 M rows: 29 MiB); a view from disk keeps at most `keep` columns
 (the most recently used), so a figure that walks its columns one or two at a time holds a few at once
-whatever the run's length. A view over records builds a column from the records when asked.
+whatever the run's length. A view over records builds a column from the records when asked. From disk,
+`labels` never makes a Python string a row (4 bytes a row: dictionary-encoded by Arrow) and `texts`
+never a whole column's (a long text a row, e.g. the gap histograms of a token run, ~250 bytes each).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Final
@@ -33,6 +36,7 @@ import numpy as np
 from qbench.run.records import DERIVED, FIELD_NAMES, READABLE_VERSIONS, RecordsFormatError, RequestRecord
 
 KEEP: Final = 6  # columns a view from disk keeps read (each 8 bytes a row)
+TEXT_ROWS: Final = 65_536  # rows of a string column `texts` hands over at a time
 
 #: The derived phases from their stored fields, as RequestRecord computes them (end - start, None -> NaN).
 _DIFFS: Final = {
@@ -87,6 +91,15 @@ class Columns:
     def strings(self, name: str) -> np.ndarray:
         """The column's values as an object array (str or None)."""
         return self._column(name)
+
+    def texts(self, name: str, mask: np.ndarray) -> Iterator[Any]:
+        """A string column's values where `mask` is true, in row order, as pyarrow string arrays of at
+        most TEXT_ROWS values (None: null): the column is never all Python strings at once."""
+        import pyarrow as pa
+
+        values, rows = self.strings(name), np.flatnonzero(mask)
+        for start in range(0, rows.size, TEXT_ROWS):
+            yield pa.array(values[rows[start:start + TEXT_ROWS]], type=pa.string())
 
     def ok(self) -> np.ndarray:
         codes, names = self.labels("outcome")
@@ -164,6 +177,7 @@ class _FromParquet(Columns):
         self.n = sum(f.metadata.num_rows for f in self.files)
         self.keep = max(keep, 2)
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._names: dict[str, list[str]] = {}  # a labels column's strings (its codes are in the cache)
 
     def _column(self, name: str) -> np.ndarray:
         if name in self._cache:
@@ -173,10 +187,43 @@ class _FromParquet(Columns):
             raise KeyError(f"{name}: not a stored field of RequestRecord")
         parts = [_read_column(f, name) for f in self.files]
         column = np.concatenate(parts) if len(parts) != 1 else parts[0]
-        self._cache[name] = column
+        return self._kept(name, column)
+
+    def _kept(self, key: str, column: np.ndarray) -> np.ndarray:
+        self._cache[key] = column
         while len(self._cache) > self.keep:
             self._cache.popitem(last=False)
         return column
+
+    def labels(self, name: str) -> tuple[np.ndarray, list[str]]:
+        """Arrow's dictionary encoding (its order: first sight, as the base's): 4 bytes a row."""
+        if name not in _STRINGS or name not in self.files[0].schema_arrow.names:
+            return super().labels(name)
+        key = f"labels:{name}"
+        if key in self._cache:
+            self._cache.move_to_end(key)
+        else:
+            import pyarrow as pa
+
+            column = pa.chunked_array([f.read(columns=[name]).column(0) for f in self.files]).combine_chunks()
+            encoded = column.dictionary_encode()
+            self._names[name] = encoded.dictionary.to_pylist()
+            self._kept(key, encoded.indices.fill_null(-1).to_numpy().astype(np.int32))
+        return self._cache[key], self._names[name]
+
+    def texts(self, name: str, mask: np.ndarray) -> Iterator[Any]:
+        import pyarrow as pa
+
+        if name not in self.files[0].schema_arrow.names:
+            yield from super().texts(name, mask)
+            return
+        offset = 0
+        for file in self.files:
+            for batch in file.iter_batches(TEXT_ROWS, columns=[name]):
+                picked = mask[offset:offset + batch.num_rows]
+                offset += batch.num_rows
+                if picked.any():
+                    yield batch.column(0).filter(pa.array(picked))
 
 
 class _Rows(Columns):
@@ -188,6 +235,22 @@ class _Rows(Columns):
 
     def floats(self, name: str) -> np.ndarray:
         return _f(self.parent.floats(name)[self.rows])
+
+    def labels(self, name: str) -> tuple[np.ndarray, list[str]]:
+        """The parent's codes at these rows, renumbered: the strings these rows have, in order of first
+        sight."""
+        codes, names = self.parent.labels(name)
+        codes = codes[self.rows]
+        present, first = np.unique(codes[codes >= 0], return_index=True)
+        order = present[np.argsort(first, kind="stable")]
+        renumber = np.full(len(names) + 1, -1, dtype=np.int32)  # the last entry: -1 (None) stays -1
+        renumber[order] = np.arange(order.size, dtype=np.int32)
+        return renumber[codes], [names[i] for i in order.tolist()]
+
+    def texts(self, name: str, mask: np.ndarray) -> Iterator[Any]:
+        rows = np.zeros(self.parent.n, dtype=bool)
+        rows[self.rows[mask]] = True
+        return self.parent.texts(name, rows)
 
     def where(self, mask: np.ndarray) -> Columns:
         return _Rows(self.parent, self.rows[mask])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 GAMMA = 1.01
 MIN_GAP_S = 1e-6  # smaller gaps (chunks read in one go) count in this bucket
@@ -60,6 +61,32 @@ def merge(texts: Iterable[str | None]) -> Counter[int]:
     total: Counter[int] = Counter()
     for text in texts:
         total.update(decode(text))
+    return total
+
+
+def merge_arrays(batches: Iterable[Any]) -> Counter[int] | None:
+    """`merge` of many records' texts, given as pyarrow string arrays (a batch of rows each), parsed
+    by Arrow and added by numpy: the same counts, without a Python loop over the records (a few
+    seconds for millions). None when a text is missing (null or empty): those records have no
+    histogram."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    total: Counter[int] = Counter()
+    for texts in batches:
+        if texts.null_count or pc.any(pc.equal(pc.binary_length(texts), 0)).as_py():
+            return None
+        pairs = pc.list_flatten(pc.utf8_split_whitespace(texts))
+        parts = pc.split_pattern(pairs, ":", max_splits=1)
+        try:
+            index = pc.list_element(parts, 0).cast(pa.int64()).to_numpy()
+            count = pc.list_element(parts, 1).cast(pa.int64()).to_numpy()
+        except (pa.ArrowInvalid, IndexError) as exc:
+            raise ValueError(f"a malformed gap histogram: {exc}") from None
+        buckets, where = np.unique(index, return_inverse=True)
+        sums = np.bincount(where, weights=count, minlength=buckets.size)  # exact below 2**53 gaps
+        total.update(dict(zip(buckets.tolist(), sums.astype(np.int64).tolist(), strict=True)))
     return total
 
 
