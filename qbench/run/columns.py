@@ -205,8 +205,9 @@ class _FromParquet(Columns):
         else:
             import pyarrow as pa
 
-            column = pa.chunked_array([f.read(columns=[name]).column(0) for f in self.files]).combine_chunks()
-            encoded = column.dictionary_encode()
+            parts = [f.read(columns=[name]).column(0) for f in self.files]
+            column = pa.chunked_array([c for part in parts for c in part.chunks], type=parts[0].type)
+            encoded = column.combine_chunks().dictionary_encode()
             self._names[name] = encoded.dictionary.to_pylist()
             self._kept(key, encoded.indices.fill_null(-1).to_numpy().astype(np.int32))
         return self._cache[key], self._names[name]

@@ -77,7 +77,8 @@ def merge_arrays(batches: Iterable[Any]) -> Counter[int] | None:
     for texts in batches:
         if texts.null_count or pc.any(pc.equal(pc.binary_length(texts), 0)).as_py():
             return None
-        pairs = pc.list_flatten(pc.utf8_split_whitespace(texts))
+        pairs = pc.list_flatten(pc.utf8_split_whitespace(texts))  # "" between runs of spaces: dropped
+        pairs = pairs.filter(pc.greater(pc.binary_length(pairs), 0))
         parts = pc.split_pattern(pairs, ":", max_splits=1)
         try:
             index = pc.list_element(parts, 0).cast(pa.int64()).to_numpy()

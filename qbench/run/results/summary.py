@@ -56,7 +56,7 @@ gives an empty dict. `server_traces` says where the phases came from and how man
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -429,19 +429,28 @@ def _errors(failed: Columns) -> tuple[dict[str, int], dict[str, str]]:
     """The failed requests by error kind (none: "client"), and each kind's first message, kind order."""
     if not len(failed):
         return {}, {}
+    import pyarrow.compute as pc
+
     codes, names = failed.labels("error_kind")
     table = [name or "client" for name in names] + ["client"]  # the last entry: code -1 (None)
     kinds = sorted(set(table))
     kind = np.array([kinds.index(name) for name in table], dtype=np.int64)[codes]
     counts = np.bincount(kind, minlength=len(kinds))
-    messages = failed.strings("error_message")
-    said = (messages != None) & (messages != "")  # noqa: E711 (elementwise)
+    messages = _concat(failed.texts("error_message", np.ones(len(failed), dtype=bool)))
+    said = pc.fill_null(pc.greater(pc.binary_length(messages), 0), False).to_numpy(zero_copy_only=False)
     samples = {}
     for i, name in enumerate(kinds):
         first = np.flatnonzero(said & (kind == i))
         if first.size:
-            samples[name] = str(messages[first[0]])
+            samples[name] = str(messages[int(first[0])].as_py())
     return {name: int(counts[i]) for i, name in enumerate(kinds) if counts[i]}, samples
+
+
+def _concat(batches: Iterator[Any]) -> Any:
+    """Arrow string arrays as one (a few rows' worth: the failed requests' messages)."""
+    import pyarrow as pa
+
+    return pa.concat_arrays(list(batches) or [pa.array([], type=pa.string())])
 
 
 def server_phase_stats(ok: Columns) -> dict[str, Stats]:
