@@ -278,13 +278,13 @@ def summarize(
     cols = records if isinstance(records, Columns) else Columns.of(records)
     measured = cols.where(cols.measured())
     codes, names = measured.labels("endpoint")
-    by_label = {label: measured.where(codes == names.index(label)) for label in sorted(names)}
+    by_label = {label: codes == names.index(label) for label in sorted(names)}  # masks: a view at a time
     if endpoint_slos is not None:
         summary = _by_endpoint(measured, by_label, slo, endpoint_slos, duration_s, generator)
     else:
         summary = _summarize(measured, slo, duration_s=duration_s, generator=generator)
         if len(by_label) > 1:  # not a mix (a journey's steps): the SLO is the total's, endpoints are facts
-            summary.endpoints = {label: _summarize(rows, duration_s=summary.duration_s)
+            summary.endpoints = {label: _summarize(measured.where(rows), duration_s=summary.duration_s)
                                  for label, rows in by_label.items()}
     if journey_length is not None:
         summary.journeys = journey_stats(cols, journey_length, slo, summary.duration_s)
@@ -352,17 +352,19 @@ def _failed(cols: Columns) -> np.ndarray:
 RATE_THRESHOLDS = ("min_throughput", "min_goodput", "min_output_tps")
 
 
-def _by_endpoint(measured: Columns, by_label: dict[str, Columns], slo: Slo | None,
+def _by_endpoint(measured: Columns, by_label: dict[str, np.ndarray], slo: Slo | None,
                  own: dict[str, Slo | None], duration_s: float | None,
                  generator: GeneratorStats | None) -> Summary:
     window = duration_s if duration_s is not None else _window(measured, measured.ok())
     inherited = slo.model_copy(update=dict.fromkeys(RATE_THRESHOLDS)) if slo is not None else None
     rates = Slo(**{k: v for k, v in slo.thresholds().items() if k in RATE_THRESHOLDS}) if slo else None
     judged = {label: _merged(inherited, own.get(label)) for label in by_label}
-    endpoints = {label: _summarize(rows, judged[label], duration_s=window)
+    endpoints = {label: _summarize(measured.where(rows), judged[label], duration_s=window)
                  for label, rows in by_label.items()}
     total = _summarize(measured, duration_s=window, generator=generator)
-    good = sum(_count(rows.ok() & meets_slo(rows, judged[label])) for label, rows in by_label.items())
+    ok = measured.ok()
+    good = sum(_count(meets_slo(measured.where(rows & ok), judged[label]))
+               for label, rows in by_label.items())
     total.goodput_rps = _per_s(good, window)
     if rates is not None and rates.thresholds():
         total.slo = evaluate_slo(total, rates)
