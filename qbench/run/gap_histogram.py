@@ -128,10 +128,10 @@ def _numbers(texts: Any) -> Any:
     if not starts.size:
         return np.zeros(0, dtype=np.int64)
     at = np.flatnonzero(digit)  # each number's digits lie together, after its sign
-    number = np.cumsum(first, dtype=np.int32)[at] - 1
+    lengths = ends + 1 - starts - negative
     powers = 10 ** np.arange(19, dtype=np.int64)  # an int64 has 19 digits at most
-    weights = (data[at] - np.uint8(48)).astype(np.int64) * powers[ends[number] - at]
-    values = np.add.reduceat(weights, np.searchsorted(at, starts + negative))
+    weights = (data[at] - np.uint8(48)).astype(np.int64) * powers[np.repeat(ends, lengths) - at]
+    values = np.add.reduceat(weights, np.cumsum(lengths) - lengths)
     values[negative == 1] *= -1
     return values
 
