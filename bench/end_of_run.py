@@ -22,6 +22,9 @@ ru_maxrss of that child alone):
                  read back (qbench.run.load.executor.read_back), summary, records.parquet, run.json,
                  diagnosis, app notes, summary.json; the child also prints each phase's seconds and
                  the peak RSS after it (VmHWM), the map of where the memory goes
+    summary      the summary from the finished run's records.parquet read as columns
+                 (summarize(Columns.read(run)): a few columns in memory at a time), the figures the
+                 end of run wrote to summary.json checked key for key (`same` in the table)
     report       `qbench report RUN` (charts, summary.md, report.html)
     compare      `qbench compare A B` (B: the same load 5% slower, another seed; finished first)
 
@@ -29,6 +32,7 @@ Usage:
     .venv/bin/python bench/end_of_run.py                            # 3.6 M records (2 runs, ~5 GB each)
     .venv/bin/python bench/end_of_run.py --records 100000 400000    # two sizes, extrapolated to 3.6 M
     .venv/bin/python bench/end_of_run.py --records 20000 --steps finish --keep /tmp/eor
+    .venv/bin/python bench/end_of_run.py --steps summary --run /tmp/eor/a-20000   # a finished run, read only
 
 Prints a table (records, step, seconds, peak RSS MiB, MiB per 100k records); with two sizes or more,
 a least-squares line through each step's figures extrapolated to 3.6 M records (sizes of
@@ -64,7 +68,7 @@ FULL = 3_600_000  # a 1-hour run at 1,000 req/s
 TARGETS: dict[str, tuple[float, float]] = {"finish": (120.0, 500.0), "report": (60.0, 500.0),
                                            "compare": (60.0, 500.0)}
 EXTRAPOLATE_FROM = 50_000  # smaller runs: the imports' fixed memory hides the per-record slope
-STEPS = ("finish", "report", "compare")
+STEPS = ("finish", "summary", "report", "compare")
 SESSIONS = 256  # the session-hash pool (open loop: one hash per slot)
 ERRORS: tuple[tuple[str, float], ...] = (  # kind, share of the requests
     ("queue_full", 0.015), ("server_error", 0.007), ("timeout", 0.004), ("stream_broken", 0.003),
@@ -279,6 +283,31 @@ def finish(folder: Path, profile: bool = False) -> None:
     print(json.dumps(phases))
 
 
+def summary_from_columns(folder: Path) -> None:
+    """The summary of a finished run from its records.parquet as columns (the child process of step
+    `summary`): prints its seconds, the process's peak RSS and whether summary.json (written by the end
+    of run) holds the same figures, key for key, as one JSON line."""
+    from qbench.run.columns import Columns
+    from qbench.run.load.mix import endpoint_slos
+    from qbench.run.results.summary import GeneratorStats, summarize
+    from qbench.run.runner import journey_length
+    from qbench.run.scenario.scenario import parse_scenario
+
+    plan = parse_scenario(json.loads((folder / "run.json").read_text(encoding="utf-8"))["scenario"])
+    written = folder / "summary.json"
+    stored = json.loads(written.read_text(encoding="utf-8")) if written.exists() else None
+    generator = GeneratorStats.from_dict(stored["generator"]) if stored else None
+    start = time.perf_counter()
+    cols = Columns.read(folder)
+    summary = summarize(cols, plan.slo, generator=generator, endpoint_slos=endpoint_slos(plan),
+                        journey_length=journey_length(plan))
+    seconds = time.perf_counter() - start
+    figures = summary.to_dict()
+    same = None if stored is None else all(json.dumps(v) == json.dumps(stored.get(k))
+                                           for k, v in figures.items())
+    print(json.dumps({"records": len(cols), "seconds": seconds, "peak_mib": peak_mib(), "same": same}))
+
+
 def peak_mib() -> float:
     """This process's peak RSS so far (VmHWM), MiB."""
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -297,6 +326,7 @@ class Row:
     peak_mib: float
     phases: list[dict[str, Any]] | None = None  # finish: each phase's seconds and peak RSS after it
     sites: list[dict[str, Any]] | None = None  # finish --profile: the biggest allocation sites after reading
+    same: bool | None = None  # summary: the figures summary.json holds (None: no summary.json)
 
     @property
     def mib_per_100k(self) -> float:
@@ -323,13 +353,15 @@ def run_size(n: int, root: Path, args: argparse.Namespace) -> list[Row]:
     python = sys.executable
     rows: list[Row] = []
     a = generate(root / f"a-{n}", n, rate=args.rate, seed=1, chunk=args.chunk, name="end-of-run")
-    if "finish" in args.steps or "report" in args.steps or "compare" in args.steps:
+    if args.steps:
         profile = ["--profile"] if args.profile else []
         seconds, peak, text = measured([python, __file__, "--child-finish", str(a), *profile],
                                        root / f"finish-{n}.log")
         lines = text.strip().splitlines()
         rows.append(Row(n, "finish", seconds, peak, json.loads(lines[-1]),
                         json.loads(lines[-2]) if args.profile else None))
+    if "summary" in args.steps:
+        rows.append(summary_row(a, root / f"summary-{n}.log"))
     if "report" in args.steps:
         seconds, peak, _ = measured([python, "-m", "qbench", "report", str(a)], root / f"report-{n}.log")
         rows.append(Row(n, "report", seconds, peak))
@@ -346,12 +378,19 @@ def run_size(n: int, root: Path, args: argparse.Namespace) -> list[Row]:
     return [r for r in rows if r.step in args.steps]
 
 
+def summary_row(folder: Path, log: Path) -> Row:
+    """Step `summary` on a finished run folder (read only)."""
+    seconds, peak, text = measured([sys.executable, __file__, "--child-summary", str(folder)], log)
+    child = json.loads(text.strip().splitlines()[-1])
+    return Row(child["records"], "summary", seconds, peak, same=child["same"])
+
+
 def extrapolated(rows: list[Row], n: int = FULL) -> dict[str, tuple[float, float]]:
     """Per step, a least-squares line through (records, seconds) and (records, peak MiB), at `n`."""
     out: dict[str, tuple[float, float]] = {}
     if not rows or min(r.records for r in rows) < EXTRAPOLATE_FROM:
         return out
-    for step in STEPS:
+    for step in TARGETS:
         mine = [r for r in rows if r.step == step]
         if len({r.records for r in mine}) < 2:
             continue
@@ -365,8 +404,9 @@ def extrapolated(rows: list[Row], n: int = FULL) -> dict[str, tuple[float, float
 def table(rows: list[Row]) -> str:
     lines = [f"{'records':>9}  {'step':<8} {'seconds':>8} {'peak RSS MiB':>13} {'MiB/100k rec':>13}"]
     for r in rows:
+        same = "" if r.same is None else f"  same as summary.json: {'yes' if r.same else 'NO'}"
         lines.append(f"{r.records:>9,}  {r.step:<8} {r.seconds:8.1f} {r.peak_mib:13.0f} "
-                     f"{r.mib_per_100k:13.1f}")
+                     f"{r.mib_per_100k:13.1f}{same}")
     for r in rows:
         for p in r.phases or []:
             line = (f"{r.records:>9,}    finish: {p['phase']:<16} {p['seconds']:7.1f} s, "
@@ -391,7 +431,7 @@ def over_targets(rows: list[Row]) -> list[str]:
     largest = max(r.records for r in rows)
     return [f"{r.step} at {r.records:,} records: {r.seconds:.0f} s, {r.peak_mib:.0f} MiB "
             f"(target <= {TARGETS[r.step][0]:.0f} s, <= {TARGETS[r.step][1]:.0f} MiB)"
-            for r in rows if r.records == largest
+            for r in rows if r.records == largest and r.step in TARGETS
             and (r.seconds > TARGETS[r.step][0] or r.peak_mib > TARGETS[r.step][1])]
 
 
@@ -400,7 +440,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, nargs="+", default=[FULL], help="run sizes (default 3.6 M)")
     parser.add_argument("--rate", type=float, default=1000.0, help="the generated run's req/s (default 1000)")
-    parser.add_argument("--steps", default=",".join(STEPS), help="finish,report,compare (default: all)")
+    parser.add_argument("--steps", default=",".join(STEPS), help=f"{','.join(STEPS)} (default: all)")
+    parser.add_argument("--run", type=Path, nargs="+", default=None,
+                        help="finished run folders to measure instead of generated ones (step summary only)")
     parser.add_argument("--chunk", type=int, default=50_000, help="records generated at a time")
     parser.add_argument("--keep", type=Path, default=None, help="keep the run folders here")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
@@ -408,11 +450,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true",
                         help="run the end of run under tracemalloc: each phase's Python and Arrow memory")
     parser.add_argument("--child-finish", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-summary", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.steps = [s for s in args.steps.split(",") if s]
     unknown = set(args.steps) - set(STEPS)
     if unknown:
         parser.error(f"unknown step(s) {', '.join(sorted(unknown))}: choose from {', '.join(STEPS)}")
+    if args.run and args.steps != ["summary"]:
+        parser.error("--run measures step summary only (the others write into the run folder): "
+                     "--steps summary")
     return args
 
 
@@ -421,8 +467,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.child_finish is not None:
         finish(args.child_finish, args.profile)
         return 0
+    if args.child_summary is not None:
+        summary_from_columns(args.child_summary)
+        return 0
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
+        for i, folder in enumerate(args.run or []):
+            rows.append(summary_row(folder, Path(tmp) / f"summary-{i}.log"))
+            print(table(rows[-1:]), flush=True)
+        if args.run:
+            args.records = []
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         for n in sorted(args.records):

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
 
+from qbench.run.columns import Columns  # noqa: E402
 from qbench.run.protocols.openai import TokenStream, percentile, request_id_value  # noqa: E402
 from qbench.run.records import RequestRecord  # noqa: E402
 from qbench.run.results.summary import itl_stats  # noqa: E402
@@ -132,7 +133,7 @@ def all_gaps(records: list[RequestRecord], timelines: dict[str, dict[str, Any]],
     server = sorted(b - a for times in logs for a, b in zip(times, times[1:], strict=False))
     if not server:
         return {}
-    client = itl_stats(joined)
+    client = itl_stats(Columns.of(joined))
     exact = sorted(g for r in joined for g in (client_gaps or {}).get(r.request_id, []))
     p99s = sorted(r.itl_p99_s for r in joined if r.itl_p99_s is not None)
     out = {}

@@ -338,7 +338,7 @@ def test_end_of_run_generates_a_run_folder_as_the_runner_leaves_it(
 
 def test_end_of_run_at_reduced_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
-    """The three steps at 2,000 records (the README's figures come from 100k records and more): a row
+    """The four steps at 2,000 records (the README's figures come from 100k records and more): a row
     each, the end of run wrote what the runner writes, each phase is timed, --check fails over the
     targets only."""
     bench = load_bench("end_of_run", monkeypatch)
@@ -346,7 +346,9 @@ def test_end_of_run_at_reduced_size(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     keep = tmp_path / "runs"
     assert bench.main(["--records", "2000", "--keep", str(keep), "--json", str(out)]) == 0
     rows = json.loads(out.read_text())
-    assert [(r["records"], r["step"]) for r in rows] == [(2000, s) for s in ("finish", "report", "compare")]
+    assert [(r["records"], r["step"]) for r in rows] == [(2000, s) for s in ("finish", "summary", "report",
+                                                                            "compare")]
+    assert rows[1]["same"] is True  # the summary from records.parquet's columns: summary.json's figures
     for row in rows:
         assert 0 < row["seconds"] < 600 and 50 < row["peak_mib"] < 6000
         assert row["mib_per_100k"] == pytest.approx(row["peak_mib"] * 50)

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from qbench.errors import QbenchError
+from qbench.run.columns import Columns
 from qbench.run.load.mix import endpoint_slos
 from qbench.run.records import RecordsFormatError, RequestRecord, read_records
 from qbench.run.results.run_info import RunInfo
@@ -78,8 +79,9 @@ def read_run(path: Path) -> LoadedRun:
         notes.append("records.parquet is missing (the run did not finish): read records.jsonl")
     info = RunInfo.from_dict(read_json(path / "run.json", notes))
     slo = scenario_slo(info, notes)
-    summary = summarize(records, slo, generator=info.generator, endpoint_slos=mix_slos(info, notes),
-                        journey_length=stored_journey_length(info), server_traces=info.server_traces)
+    summary = summarize(Columns.of(records), slo, generator=info.generator,
+                        endpoint_slos=mix_slos(info, notes), journey_length=stored_journey_length(info),
+                        server_traces=info.server_traces)
     return LoadedRun(path=path, records=records, info=info, summary=summary, notes=notes)
 
 

@@ -7,6 +7,7 @@
     cols.ints("outputs")          int64 array (a column that holds None somewhere: ValueError; use floats)
     cols.bools("warmup")          bool array
     cols.labels("endpoint")       (codes int32, -1 for None; the distinct strings, in order of first sight)
+    cols.texts("itl_hist", mask)  a string column's values at `mask`, as pyarrow arrays a batch at a time
     cols.where(mask)              the same interface over the rows where `mask` is true (a view: row
                                   indices, each column read from its parent when asked)
     cols.ok(), cols.measured()    masks: outcome "ok"; outside the warm-up
@@ -17,13 +18,15 @@ same order), to the last digit.
 
 Memory: a column is 8 bytes a row (3.6 M rows: 29 MiB); a view from disk keeps at most `keep` columns
 (the most recently used), so a figure that walks its columns one or two at a time holds a few at once
-whatever the run's length. A view over records builds a column from the records when asked.
+whatever the run's length. A view over records builds a column from the records when asked. From disk,
+`labels` never makes a Python string a row (4 bytes a row: dictionary-encoded by Arrow) and `texts`
+never a whole column's (a long text a row, e.g. the gap histograms of a token run, ~250 bytes each).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Final
@@ -33,6 +36,7 @@ import numpy as np
 from qbench.run.records import DERIVED, FIELD_NAMES, READABLE_VERSIONS, RecordsFormatError, RequestRecord
 
 KEEP: Final = 6  # columns a view from disk keeps read (each 8 bytes a row)
+TEXT_ROWS: Final = 65_536  # rows of a string column `texts` hands over at a time
 
 #: The derived phases from their stored fields, as RequestRecord computes them (end - start, None -> NaN).
 _DIFFS: Final = {
@@ -88,6 +92,15 @@ class Columns:
         """The column's values as an object array (str or None)."""
         return self._column(name)
 
+    def texts(self, name: str, mask: np.ndarray) -> Iterator[Any]:
+        """A string column's values where `mask` is true, in row order, as pyarrow string arrays of at
+        most TEXT_ROWS values (None: null): the column is never all Python strings at once."""
+        import pyarrow as pa
+
+        values, rows = self.strings(name), np.flatnonzero(mask)
+        for start in range(0, rows.size, TEXT_ROWS):
+            yield pa.array(values[rows[start:start + TEXT_ROWS]], type=pa.string())
+
     def ok(self) -> np.ndarray:
         codes, names = self.labels("outcome")
         return codes == names.index("ok") if "ok" in names else np.zeros(self.n, dtype=bool)
@@ -96,7 +109,8 @@ class Columns:
         return ~self.bools("warmup")
 
     def where(self, mask: np.ndarray) -> Columns:
-        return _Rows(self, np.flatnonzero(mask))
+        rows = np.flatnonzero(mask)  # 4 bytes a row where that is enough (a view of 3.6 M rows: 14 MiB)
+        return _Rows(self, rows.astype(np.int32) if self.n < 2**31 else rows)
 
     def __len__(self) -> int:
         return self.n
@@ -109,13 +123,16 @@ class Columns:
             return _f(self.floats(stop) - self.floats(start))
         if name in ("service_s", "client_only_s"):  # to the result when output files were then fetched
             result = self.floats("result_at_s")
-            end = np.where(np.isnan(result), self.floats("completed_at_s"), result)
+            end = _f(np.where(np.isnan(result), self.floats("completed_at_s"), result))  # new: in place
             if name == "service_s":
-                return _f(end - self.floats("started_at_s"))
-            with np.errstate(invalid="ignore"):
-                return _f(end - self.floats("sent_at_s") - self.floats("server_total_s")
-                          - np.nan_to_num(self.floats("server_queue_wait_s"))
-                          - np.nan_to_num(self.floats("server_upload_s")))
+                end -= self.floats("started_at_s")
+                return end
+            with np.errstate(invalid="ignore"):  # left to right, as the record's expression (same digits)
+                end -= self.floats("sent_at_s")
+                end -= self.floats("server_total_s")
+                end -= np.nan_to_num(self.floats("server_queue_wait_s"))
+                end -= np.nan_to_num(self.floats("server_upload_s"))
+            return end
         if name == "tpot_s":  # (completion - first token) / (output_tokens - 1), from 2 tokens
             tokens = self.floats("output_tokens")
             span = self.floats("completed_at_s") - self.floats("first_output_at_s")
@@ -164,6 +181,7 @@ class _FromParquet(Columns):
         self.n = sum(f.metadata.num_rows for f in self.files)
         self.keep = max(keep, 2)
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._names: dict[str, list[str]] = {}  # a labels column's strings (its codes are in the cache)
 
     def _column(self, name: str) -> np.ndarray:
         if name in self._cache:
@@ -173,10 +191,47 @@ class _FromParquet(Columns):
             raise KeyError(f"{name}: not a stored field of RequestRecord")
         parts = [_read_column(f, name) for f in self.files]
         column = np.concatenate(parts) if len(parts) != 1 else parts[0]
-        self._cache[name] = column
+        return self._kept(name, column)
+
+    def _kept(self, key: str, column: np.ndarray) -> np.ndarray:
+        self._cache[key] = column
         while len(self._cache) > self.keep:
             self._cache.popitem(last=False)
         return column
+
+    def labels(self, name: str) -> tuple[np.ndarray, list[str]]:
+        """Arrow's dictionary encoding (its order: first sight, as the base's): 4 bytes a row."""
+        if name not in _STRINGS or name not in self.files[0].schema_arrow.names:
+            return super().labels(name)
+        key = f"labels:{name}"
+        if key in self._cache:
+            self._cache.move_to_end(key)
+        else:
+            codes, seen, at = np.empty(self.n, dtype=np.int32), dict[str, int](), 0
+            for file in self.files:
+                for batch in _batches(file, name):
+                    encoded = batch.column(0).dictionary_encode()  # first sight in the batch
+                    renumber = [seen.setdefault(s, len(seen)) for s in encoded.dictionary.to_pylist()]
+                    local = encoded.indices.fill_null(-1).to_numpy()
+                    codes[at:at + local.size] = np.array([*renumber, -1], dtype=np.int32)[local]
+                    at += local.size
+            self._names[name] = list(seen)
+            self._kept(key, codes)
+        return self._cache[key], self._names[name]
+
+    def texts(self, name: str, mask: np.ndarray) -> Iterator[Any]:
+        import pyarrow as pa
+
+        if name not in self.files[0].schema_arrow.names:
+            yield from super().texts(name, mask)
+            return
+        offset = 0
+        for file in self.files:
+            for batch in _batches(file, name):
+                picked = mask[offset:offset + batch.num_rows]
+                offset += batch.num_rows
+                if picked.any():
+                    yield batch.column(0).filter(pa.array(picked))
 
 
 class _Rows(Columns):
@@ -188,6 +243,22 @@ class _Rows(Columns):
 
     def floats(self, name: str) -> np.ndarray:
         return _f(self.parent.floats(name)[self.rows])
+
+    def labels(self, name: str) -> tuple[np.ndarray, list[str]]:
+        """The parent's codes at these rows, renumbered: the strings these rows have, in order of first
+        sight."""
+        codes, names = self.parent.labels(name)
+        codes = codes[self.rows]
+        present, first = np.unique(codes[codes >= 0], return_index=True)
+        order = present[np.argsort(first, kind="stable")]
+        renumber = np.full(len(names) + 1, -1, dtype=np.int32)  # the last entry: -1 (None) stays -1
+        renumber[order] = np.arange(order.size, dtype=np.int32)
+        return renumber[codes], [names[i] for i in order.tolist()]
+
+    def texts(self, name: str, mask: np.ndarray) -> Iterator[Any]:
+        rows = np.zeros(self.parent.n, dtype=bool)
+        rows[self.rows[mask]] = True
+        return self.parent.texts(name, rows)
 
     def where(self, mask: np.ndarray) -> Columns:
         return _Rows(self.parent, self.rows[mask])
@@ -212,17 +283,42 @@ def _array(values: list[Any], name: str) -> np.ndarray:
 
 
 def _read_column(file: Any, name: str) -> np.ndarray:
-    """One column of a Parquet file (a field an older version lacks: its default, as read_parquet)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
+    """One column of a Parquet file (a field an older version lacks: its default, as read_parquet), read
+    TEXT_ROWS rows at a time into one array: a whole column's Arrow buffers at once left ~6 columns'
+    worth of memory with the allocator (3.6 M rows: ~150 MiB more peak RSS)."""
     n = file.metadata.num_rows
     if name not in file.schema_arrow.names:
         default = RequestRecord.__dataclass_fields__[name].default
         if name in _STRINGS or default is None:
             return np.full(n, np.nan) if name not in _STRINGS else np.full(n, None, dtype=object)
         return np.full(n, default)
-    column = file.read(columns=[name]).column(0)
+    out: np.ndarray | None = None
+    at = 0
+    for batch in _batches(file, name):  # Arrow's buffers a batch at a time
+        piece = _numpy(batch.column(0), name)
+        if out is None:
+            out = np.empty(n, dtype=piece.dtype)
+        elif piece.dtype == np.float64 and out.dtype != np.float64:  # an int column with None from here
+            out = out.astype(np.float64)
+        out[at:at + piece.size] = piece
+        at += piece.size
+    if out is None:  # no rows
+        return _numpy(file.read(columns=[name]).column(0), name)
+    return out
+
+
+def _batches(file: Any, name: str) -> Iterator[Any]:
+    """One column's record batches of at most TEXT_ROWS rows, a row group at a time (over the whole file,
+    Arrow reads every row group's pages of the column ahead: a token run's histograms, ~1 GiB)."""
+    for group in range(file.metadata.num_row_groups):
+        yield from file.iter_batches(TEXT_ROWS, row_groups=[group], columns=[name])
+
+
+def _numpy(column: Any, name: str) -> np.ndarray:
+    """Arrow values as numpy: strings as objects, integers with nulls as float64 (NaN)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if name in _STRINGS:
         return np.asarray(column.to_numpy(zero_copy_only=False), dtype=object)
     if column.null_count and not pa.types.is_floating(column.type):

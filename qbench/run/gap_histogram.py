@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 GAMMA = 1.01
 MIN_GAP_S = 1e-6  # smaller gaps (chunks read in one go) count in this bucket
@@ -61,6 +62,80 @@ def merge(texts: Iterable[str | None]) -> Counter[int]:
     for text in texts:
         total.update(decode(text))
     return total
+
+
+def merge_arrays(batches: Iterable[Any]) -> Counter[int] | None:
+    """`merge` of many records' texts, given as pyarrow string arrays (a batch of rows each): the same
+    counts, the digits parsed by numpy from Arrow's bytes (no Python string a record: 3.6 M records of
+    ~600 characters each in under a minute). None when a text is missing (null or empty): those
+    records have no histogram. ValueError on a malformed text, as `decode`."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    sums: np.ndarray | None = None
+    low = 0
+    for texts in batches:
+        if texts.null_count or pc.any(pc.equal(pc.binary_length(texts), 0)).as_py():
+            return None
+        for start in range(0, len(texts), _PARSE_ROWS):
+            numbers = _numbers(texts.slice(start, _PARSE_ROWS))
+            index, count = numbers[0::2], numbers[1::2]
+            if not index.size:
+                continue
+            if sums is None:
+                sums, low = np.zeros(0, dtype=np.int64), int(index.min())
+            low_now = min(low, int(index.min()))
+            size = max(int(index.max()) - low_now + 1, sums.size + low - low_now)
+            grown = np.zeros(size, dtype=np.int64)
+            grown[low - low_now:low - low_now + sums.size] = sums
+            sums, low = grown, low_now
+            np.add.at(sums, index - low, count)
+    if sums is None:
+        return Counter()
+    present = np.flatnonzero(sums)
+    return Counter(dict(zip((present + low).tolist(), sums[present].tolist(), strict=True)))
+
+
+_PARSE_ROWS = 2_048  # texts parsed at a time (~1 MB of characters: ~10 arrays of a number or a byte each)
+
+
+def _numbers(texts: Any) -> Any:
+    """Every integer of the texts "i:n i:n ..." in order (i, n, i, n, ...), as int64; ValueError unless
+    each text is pairs of integers joined by ":" and separated by whitespace."""
+    import numpy as np
+
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset:texts.offset + len(texts) + 1]
+    data = np.frombuffer(texts.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    rows = (offsets[:-1] - offsets[0])[offsets[:-1] < offsets[-1]]  # where each text starts
+    digit = (data - np.uint8(48)) < 10  # uint8 wraps below "0"
+    minus = data == 45
+    token = digit | minus
+    first = token.copy()
+    first[1:] &= ~token[:-1]
+    first[rows] = token[rows]  # the texts are back to back: a text's first number starts there
+    last = token.copy()
+    last[:-1] &= ~token[1:]
+    last[rows[rows > 0] - 1] = token[rows[rows > 0] - 1]
+    starts, ends = np.flatnonzero(first), np.flatnonzero(last)
+    colons = np.flatnonzero(data == 58)
+    negative = minus[starts].astype(np.int64)
+    spaces = data[~token & (data != 58)]
+    if starts.size % 2 or colons.size * 2 != starts.size or np.count_nonzero(minus) != negative.sum() \
+            or not np.array_equal(colons, ends[0::2] + 1) or not np.array_equal(starts[1::2], colons + 1) \
+            or np.any(ends < starts + negative) or np.any(ends - starts > 18) \
+            or not (spaces == 32).all() and not np.isin(spaces, _SPACES).all():
+        raise ValueError("a malformed gap histogram: not 'index:count' pairs apart by whitespace")
+    if not starts.size:
+        return np.zeros(0, dtype=np.int64)
+    at = np.flatnonzero(digit)  # each number's digits lie together, after its sign
+    lengths = ends + 1 - starts - negative
+    powers = 10 ** np.arange(19, dtype=np.int64)  # an int64 has 19 digits at most
+    weights = (data[at] - np.uint8(48)).astype(np.int64) * powers[np.repeat(ends, lengths) - at]
+    values = np.add.reduceat(weights, np.cumsum(lengths) - lengths)
+    values[negative == 1] *= -1
+    return values
+
+_SPACES = (9, 10, 11, 12, 13, 32)
 
 
 def percentiles(counts: Mapping[int, int], qs: Iterable[float]) -> list[float]:

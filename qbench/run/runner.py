@@ -35,6 +35,7 @@ import aiohttp
 
 from qbench import __version__
 from qbench.errors import ScenarioError
+from qbench.run.columns import Columns
 from qbench.run.control import read_status_async
 from qbench.run.diagnose.app_errors import explain
 from qbench.run.diagnose.diagnose import Finding, host_cpus
@@ -200,8 +201,9 @@ def _finish(
     traces: TraceReport | None = None,
 ) -> RunResult:
     """Summary, records.parquet, final run.json and summary.json."""
-    summary = summarize(records, scenario.slo, generator=generator, endpoint_slos=endpoint_slos(scenario),
-                        journey_length=journey_length(scenario), server_traces=traces)
+    summary = summarize(Columns.of(records), scenario.slo, generator=generator,
+                        endpoint_slos=endpoint_slos(scenario), journey_length=journey_length(scenario),
+                        server_traces=traces)
     info = replace(info, generator=summary.generator, records=len(records))  # its workers as objects too
     for record in records:  # a lost worker's records (a Ray error's text) passed no load generator
         if record.error_message:

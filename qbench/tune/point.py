@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord
 from qbench.run.results.outcome import verdict
 from qbench.run.results.steady import LiveTrend
@@ -89,8 +90,8 @@ def run_measured(
         raise KeyboardInterrupt  # Ctrl-C during a point: end the sweep, this point stays unchecked
     if scenario.protocol == "gradio":
         settle(base_url, run_dir)  # the next run must not start behind this one's abandoned backlog
-    summary = summarize(result.records, Slo(**slo) if slo else None, generator=result.summary.generator,
-                        server_traces=result.summary.server_traces)
+    summary = summarize(Columns.of(result.records), Slo(**slo) if slo else None,
+                        generator=result.summary.generator, server_traces=result.summary.server_traces)
     return Measured(summary, result.outcome.stopped_early, result.records, result.run_info.server or None)
 
 

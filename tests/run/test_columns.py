@@ -95,3 +95,31 @@ def test_a_view_from_disk_keeps_only_a_few_columns(records: list[RequestRecord],
     for name in ("sent_at_s", "started_at_s", "completed_at_s", "intended_at_s"):
         cols.floats(name)
     assert len(cols._cache) == 2  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("source", ["records", "parquet", "parts"])
+def test_labels_and_texts_of_a_view_read_as_the_records_hold_them(
+    records: list[RequestRecord], source: str, tmp_path: Path
+) -> None:
+    """From disk, labels are Arrow's dictionary codes and texts Arrow batches (no Python string a row):
+    the same strings in the same order as from the records, over the whole run and over a view."""
+    if source == "records":
+        cols = Columns.of(records)
+    else:
+        parts = [records] if source == "parquet" else [records[:1000], records[1000:]]
+        for i, part in enumerate(parts):
+            write_parquet(part, tmp_path / f"records-{i:05}.parquet")
+        cols = Columns.read(tmp_path, keep=2)
+    failed = [r for r in records if not r.ok]
+    view = cols.where(~cols.ok())
+    for name in ("error_kind", "endpoint", "outcome"):
+        for picked, rows in ((records, cols), (failed, view)):
+            codes, names = rows.labels(name)
+            firsts = list(dict.fromkeys(getattr(r, name) for r in picked if getattr(r, name) is not None))
+            assert names == firsts
+            assert [None if c < 0 else names[c] for c in codes] == [getattr(r, name) for r in picked]
+    every_third = np.arange(len(view)) % 3 == 0
+    texts = [v for batch in view.texts("error_message", every_third) for v in batch.to_pylist()]
+    assert texts == [r.error_message for r in failed[::3]]
+    assert [v for b in cols.texts("itl_hist", cols.ok()) for v in b.to_pylist()] == [
+        r.itl_hist for r in records if r.ok]

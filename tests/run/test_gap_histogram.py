@@ -34,3 +34,24 @@ def test_bucket_edges() -> None:
     """Bucket i holds (GAMMA^(i-1), GAMMA^i]: an edge belongs to the bucket below it."""
     assert gh.bucket(gh.GAMMA ** -300) == -300
     assert gh.bucket(gh.GAMMA ** -300 * 1.0001) == -299
+
+
+def test_merging_arrow_batches_adds_the_same_counts_as_merge() -> None:
+    """The summary parses a long run's histograms as Arrow arrays: the same counts as `merge`, None when
+    a record has no histogram (the pooled statistics apply), ValueError on a malformed one."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(3)
+    texts = [gh.encode(gh.histogram(rng.lognormal(np.log(0.02), 0.5, int(rng.integers(1, 60)))))
+             for _ in range(500)]
+    batches = [pa.array(texts[:123]), pa.array(texts[123:])]
+    assert gh.merge_arrays(batches) == gh.merge(texts)
+    assert gh.merge_arrays([pa.array(["-3:2  5:1 "]), pa.array(["5:4"])]) == {-3: 2, 5: 5}
+    assert gh.merge_arrays([]) == {}
+    assert gh.merge_arrays([pa.array(texts[:3]), pa.array(["1:2", None])]) is None
+    assert gh.merge_arrays([pa.array(["1:2", ""])]) is None
+    for bad in ("1:x", "12", "1:2:3"):
+        with pytest.raises(ValueError, match="malformed"):
+            gh.merge_arrays([pa.array([bad])])
+        with pytest.raises(ValueError):
+            gh.decode(bad)

@@ -56,14 +56,15 @@ gives an empty dict. `server_traces` says where the phases came from and how man
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from qbench.run import gap_histogram
-from qbench.run.records import RequestRecord, iter_measured
+from qbench.run.columns import Columns, column_stat
+from qbench.run.records import RequestRecord
 from qbench.run.results.server_phases import TraceReport
 from qbench.run.scenario.scenario import Slo
 
@@ -94,10 +95,10 @@ class Stats:
     max: float | None = None
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> Stats:
-        if not values:
-            return cls()
+    def of(cls, values: Sequence[float] | np.ndarray) -> Stats:
         arr = np.asarray(values, dtype=np.float64)
+        if not arr.size:
+            return cls()
         p50, p90, p95, p99 = (float(x) for x in np.percentile(arr, [50, 90, 95, 99]))
         return cls(
             count=int(arr.size),
@@ -250,7 +251,7 @@ class Summary:
 
 
 def summarize(
-    records: Sequence[RequestRecord],
+    records: Columns | Sequence[RequestRecord],
     slo: Slo | None = None,
     *,
     duration_s: float | None = None,
@@ -260,6 +261,9 @@ def summarize(
     server_traces: TraceReport | None = None,
 ) -> Summary:
     """Summarise the measured (non-warm-up) records; evaluate `slo` if given (see module docstring).
+
+    `records`: the run's columns (`Columns.read(run_dir)` for a big run: a few columns in memory at a
+    time), or a small run's records (read as `Columns.of(records)`).
 
     Records of several endpoints are also summarised per endpoint, over the run's window, in
     `endpoints`. For a mix (`endpoint_slos` given: label -> the entry's own slo, or None), `slo`'s
@@ -271,19 +275,21 @@ def summarize(
     step and per journey (`journeys`: `journey_stats`). `server_traces` (how the server's phases were
     read: qbench.run.results.server_phases) is kept on the summary as given.
     """
-    measured = list(iter_measured(records))
-    labels = sorted({r.endpoint for r in measured})
+    cols = records if isinstance(records, Columns) else Columns.of(records)
+    measured = cols.where(cols.measured())
+    codes, names = measured.labels("endpoint")
+    by_label = {label: codes == names.index(label) for label in sorted(names)}  # masks: a view at a time
     if endpoint_slos is not None:
-        summary = _by_endpoint(measured, labels, slo, endpoint_slos, duration_s, generator)
+        summary = _by_endpoint(measured, by_label, slo, endpoint_slos, duration_s, generator)
     else:
         summary = _summarize(measured, slo, duration_s=duration_s, generator=generator)
-        if len(labels) > 1:  # not a mix (a journey's steps): the SLO is the total's, endpoints are facts
-            summary.endpoints = {label: _summarize([r for r in measured if r.endpoint == label],
-                                                   duration_s=summary.duration_s) for label in labels}
+        if len(by_label) > 1:  # not a mix (a journey's steps): the SLO is the total's, endpoints are facts
+            summary.endpoints = {label: _summarize(measured.where(rows), duration_s=summary.duration_s)
+                                 for label, rows in by_label.items()}
     if journey_length is not None:
-        summary.journeys = journey_stats(records, journey_length, slo, summary.duration_s)
-    if records and not measured:
-        _all_warmup(summary, len(records))
+        summary.journeys = journey_stats(cols, journey_length, slo, summary.duration_s)
+    if len(cols) and not len(measured):
+        _all_warmup(summary, len(cols))
     summary.server_traces = server_traces
     return summary
 
@@ -297,58 +303,69 @@ def _all_warmup(summary: Summary, count: int) -> None:
                 checks[i] = replace(check, note=note)
 
 
-def journey_stats(records: Sequence[RequestRecord], length: int, slo: Slo | None,
-                  window: float) -> JourneyStats:
+def journey_stats(cols: Columns, length: int, slo: Slo | None, window: float) -> JourneyStats:
     """Journeys started, completed, failed and cut off; time to finish one; each step's summary.
 
-    A journey is counted when its first request is outside the warm-up window; it is complete when all
-    `length` requests of it are ok; `duration` is from its first intended send to its last completion.
+    A journey is counted when its first request (in the records' order) is outside the warm-up window;
+    it is complete when all `length` requests of it are ok; `duration` is from its first request's
+    intended send to its last completion. `cols`: every record of the run, the warm-up's included.
     """
-    by_journey: dict[int, list[RequestRecord]] = {}
-    for r in records:
-        if r.journey_id is not None:
-            by_journey.setdefault(r.journey_id, []).append(r)
     stats = JourneyStats()
-    durations: list[float] = []
-    for rs in by_journey.values():
-        if rs[0].warmup:
-            continue
-        stats.started += 1
-        if _failed(rs):
-            stats.failed += 1
-        elif len(rs) >= length and all(r.ok for r in rs):
-            stats.completed += 1
-            durations.append(max(r.completed_at_s or 0.0 for r in rs) - rs[0].intended_at_s)
-        else:
-            stats.unfinished += 1
-    stats.duration = Stats.of(durations)
-    measured = list(iter_measured(records))
-    keys = sorted({(r.step, r.endpoint) for r in measured if r.step is not None}, key=lambda k: k[0] or 0)
-    stats.steps = {f"{step}:{label}": _summarize([r for r in measured if r.step == step], slo,
-                                                 duration_s=window) for step, label in keys}
+    journey = cols.floats("journey_id")
+    rows = np.flatnonzero(~np.isnan(journey))
+    if rows.size:
+        order = rows[np.argsort(journey[rows], kind="stable")]  # journey by journey, each in row order
+        ids = journey[order]
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        firsts = order[starts]  # each journey's first record
+        failed = np.logical_or.reduceat(_failed(cols)[order], starts)
+        all_ok = np.logical_and.reduceat(cols.ok()[order], starts)
+        sizes = np.diff(np.r_[starts, order.size])
+        last = np.maximum.reduceat(np.nan_to_num(cols.floats("completed_at_s")[order], nan=0.0), starts)
+        counted = ~cols.bools("warmup")[firsts]
+        completed = counted & ~failed & (sizes >= length) & all_ok
+        stats.started = int(np.count_nonzero(counted))
+        stats.failed = int(np.count_nonzero(counted & failed))
+        stats.completed = int(np.count_nonzero(completed))
+        stats.unfinished = stats.started - stats.failed - stats.completed
+        seen = np.argsort(firsts, kind="stable")  # the journeys in order of their first record
+        durations = (last - cols.floats("intended_at_s")[firsts])[seen]
+        stats.duration = Stats.of(durations[completed[seen]])
+    measured = cols.where(cols.measured())
+    steps = measured.floats("step")
+    codes, names = measured.labels("endpoint")
+    for step in np.unique(steps[~np.isnan(steps)]).tolist():
+        in_step = steps == step
+        for label in sorted(names[c] for c in np.unique(codes[in_step]).tolist()):
+            stats.steps[f"{int(step)}:{label}"] = _summarize(measured.where(in_step), slo, duration_s=window)
     return stats
 
 
-def _failed(rs: list[RequestRecord]) -> bool:
-    """A journey ended by a request that failed on its own (not closed by the end of the run)."""
-    return any(r.sent_at_s is not None and not r.ok and r.error_kind not in ("deadline", "interrupted")
-               for r in rs)
+def _failed(cols: Columns) -> np.ndarray:
+    """Requests that failed on their own (not closed by the end of the run: they end a journey)."""
+    codes, kinds = cols.labels("error_kind")
+    closed = np.isin(codes, [i for i, kind in enumerate(kinds) if kind in ("deadline", "interrupted")])
+    failed: np.ndarray = ~np.isnan(cols.floats("sent_at_s")) & ~cols.ok() & ~closed
+    return failed
 
 
 RATE_THRESHOLDS = ("min_throughput", "min_goodput", "min_output_tps")
 
 
-def _by_endpoint(measured: list[RequestRecord], labels: list[str], slo: Slo | None,
+def _by_endpoint(measured: Columns, by_label: dict[str, np.ndarray], slo: Slo | None,
                  own: dict[str, Slo | None], duration_s: float | None,
                  generator: GeneratorStats | None) -> Summary:
-    window = duration_s if duration_s is not None else _window(measured)
+    window = duration_s if duration_s is not None else _window(measured, measured.ok())
     inherited = slo.model_copy(update=dict.fromkeys(RATE_THRESHOLDS)) if slo is not None else None
     rates = Slo(**{k: v for k, v in slo.thresholds().items() if k in RATE_THRESHOLDS}) if slo else None
-    judged = {label: _merged(inherited, own.get(label)) for label in labels}
-    endpoints = {label: _summarize([r for r in measured if r.endpoint == label], judged[label],
-                                   duration_s=window) for label in labels}
+    judged = {label: _merged(inherited, own.get(label)) for label in by_label}
+    endpoints = {label: _summarize(measured.where(rows), judged[label], duration_s=window)
+                 for label, rows in by_label.items()}
     total = _summarize(measured, duration_s=window, generator=generator)
-    total.goodput_rps = _per_s(sum(1 for r in measured if r.ok and meets_slo(r, judged[r.endpoint])), window)
+    ok = measured.ok()
+    good = sum(_count(meets_slo(measured.where(rows & ok), judged[label]))
+               for label, rows in by_label.items())
+    total.goodput_rps = _per_s(good, window)
     if rates is not None and rates.thresholds():
         total.slo = evaluate_slo(total, rates)
     total.endpoints = endpoints
@@ -364,79 +381,104 @@ def _merged(inherited: Slo | None, own: Slo | None) -> Slo | None:
 
 
 def _summarize(
-    measured: list[RequestRecord],
+    measured: Columns,
     slo: Slo | None = None,
     *,
     duration_s: float | None = None,
     generator: GeneratorStats | None = None,
 ) -> Summary:
-    sent = [r for r in measured if r.sent_at_s is not None]
-    ok = [r for r in measured if r.ok]
-    window = duration_s if duration_s is not None else _window(measured)
-    errors_by_kind: dict[str, int] = {}
-    samples: dict[str, str] = {}
-    for r in measured:
-        if not r.ok:
-            kind = r.error_kind or "client"
-            errors_by_kind[kind] = errors_by_kind.get(kind, 0) + 1
-            if kind not in samples and r.error_message:
-                samples[kind] = r.error_message
-    errors = sum(1 for r in sent if not r.ok)
+    ok_mask = measured.ok()
+    sent = ~np.isnan(measured.floats("sent_at_s"))
+    ok = measured.where(ok_mask)
+    window = duration_s if duration_s is not None else _window(measured, ok_mask)
+    errors_by_kind, samples = _errors(measured.where(~ok_mask))
+    errors = _count(sent & ~ok_mask)
+    sent_count, ok_count = _count(sent), len(ok)
     summary = Summary(
         requests=len(measured),
-        sent=len(sent),
-        not_sent=len(measured) - len(sent),
-        completed_ok=len(ok),
+        sent=sent_count,
+        not_sent=len(measured) - sent_count,
+        completed_ok=ok_count,
         errors=errors,
-        errors_by_kind=dict(sorted(errors_by_kind.items())),
-        error_samples=dict(sorted(samples.items())),
-        error_rate=errors / len(sent) if sent else 0.0,
+        errors_by_kind=errors_by_kind,
+        error_samples=samples,
+        error_rate=errors / sent_count if sent_count else 0.0,
         duration_s=window,
-        throughput_rps=_per_s(len(ok), window),
-        goodput_rps=_per_s(sum(1 for r in ok if meets_slo(r, slo)), window),
+        throughput_rps=_per_s(ok_count, window),
+        goodput_rps=_per_s(_count(meets_slo(ok, slo)), window),
         offered_rps=_offered(measured, window),
-        latency={name: Stats.of(_values(measured, name, ok_only=name != "send_lag_s")) for name in PHASES},
-        eta_error=Stats.of(_values(ok, "eta_error_s", ok_only=True)),
+        latency={name: Stats.of(column_stat(measured if name == "send_lag_s" else ok, name))
+                 for name in PHASES},
+        eta_error=Stats.of(column_stat(ok, "eta_error_s")),
         generator=generator or GeneratorStats(),
-        input_tokens=sum(r.input_tokens or 0 for r in ok),
-        output_tokens=sum(r.output_tokens or 0 for r in ok),
-        request_output_tps=Stats.of(_values(ok, "output_tps", ok_only=True)),
+        input_tokens=_total(ok, "input_tokens"),
+        output_tokens=_total(ok, "output_tokens"),
+        request_output_tps=Stats.of(column_stat(ok, "output_tps")),
     )
     summary.output_tps = _per_s(summary.output_tokens, window)
-    if any(r.itl_count for r in ok):
+    if ok.ints("itl_count").any():
         summary.latency["itl_s"] = itl_stats(ok)
-    if any(r.chunks_sent for r in ok):
+    if ok.ints("chunks_sent").any():
         stream_stats(summary, ok)
     summary.server_phases = server_phase_stats(ok)
     if slo is not None:
-        summary.slo = evaluate_slo(summary, slo, _end_to_end_with_failures(sent))
+        summary.slo = evaluate_slo(summary, slo, _end_to_end_with_failures(measured, sent, ok_mask, slo))
         summary.slo_passed = all(c.passed for c in summary.slo)
     return summary
 
 
-def server_phase_stats(ok: Sequence[RequestRecord]) -> dict[str, Stats]:
+def _errors(failed: Columns) -> tuple[dict[str, int], dict[str, str]]:
+    """The failed requests by error kind (none: "client"), and each kind's first message, kind order."""
+    if not len(failed):
+        return {}, {}
+    import pyarrow.compute as pc
+
+    codes, names = failed.labels("error_kind")
+    table = [name or "client" for name in names] + ["client"]  # the last entry: code -1 (None)
+    kinds = sorted(set(table))
+    kind = np.array([kinds.index(name) for name in table], dtype=np.int64)[codes]
+    counts = np.bincount(kind, minlength=len(kinds))
+    messages = _concat(failed.texts("error_message", np.ones(len(failed), dtype=bool)))
+    said = pc.fill_null(pc.greater(pc.binary_length(messages), 0), False).to_numpy(zero_copy_only=False)
+    samples = {}
+    for i, name in enumerate(kinds):
+        first = np.flatnonzero(said & (kind == i))
+        if first.size:
+            samples[name] = str(messages[int(first[0])].as_py())
+    return {name: int(counts[i]) for i, name in enumerate(kinds) if counts[i]}, samples
+
+
+def _concat(batches: Iterator[Any]) -> Any:
+    """Arrow string arrays as one (a few rows' worth: the failed requests' messages)."""
+    import pyarrow as pa
+
+    return pa.concat_arrays(list(batches) or [pa.array([], type=pa.string())])
+
+
+def server_phase_stats(ok: Columns) -> dict[str, Stats]:
     """Where the time went: each of SERVER_PHASES that some request has, over those that have it."""
     out = {}
     for name in SERVER_PHASES:
-        values = _values(ok, name, ok_only=True)
-        if values:
+        values = column_stat(ok, name)
+        if values.size:
             out[name] = Stats.of(values)
     return out
 
 
-def meets_slo(record: RequestRecord, slo: Slo | None) -> bool:
-    """Whether one ok request meets the SLO's per-request thresholds (the tightest of each phase)."""
+def meets_slo(cols: Columns, slo: Slo | None) -> np.ndarray:
+    """Which requests meet the SLO's per-request thresholds (the tightest of each phase): a mask (a
+    request without the phase does not)."""
+    good = np.ones(len(cols), dtype=bool)
     if slo is None:
-        return True
+        return good
     for phase, limit in slo.per_request_limits().items():
-        value = getattr(record, phase)
-        if value is None or value > limit:
-            return False
-    return True
+        with np.errstate(invalid="ignore"):
+            good &= cols.floats(phase) <= limit
+    return good
 
 
 def evaluate_slo(
-    summary: Summary, slo: Slo, end_to_end: dict[str, tuple[list[float], int]] | None = None
+    summary: Summary, slo: Slo, end_to_end: dict[str, tuple[np.ndarray, int]] | None = None
 ) -> list[SloCheck]:
     """One check per threshold set in `slo`; a missing actual value fails the check.
 
@@ -459,16 +501,21 @@ def evaluate_slo(
     return checks
 
 
-def _end_to_end_with_failures(sent: Sequence[RequestRecord]) -> dict[str, tuple[list[float], int]]:
-    failed = sum(1 for r in sent if not r.ok)
-    return {
-        name: (sorted(_values(sent, name, ok_only=True)), failed)
-        for name in ("latency_s", "latency_from_send_s")
-    }
+END_TO_END = ("latency_s", "latency_from_send_s")
+
+
+def _end_to_end_with_failures(measured: Columns, sent: np.ndarray, ok: np.ndarray,
+                              slo: Slo) -> dict[str, tuple[np.ndarray, int]]:
+    """For each end-to-end phase `slo` judges: the sorted values of the sent ok requests, and how many
+    sent requests failed."""
+    phases = {name.partition("_")[2] for name in slo.thresholds()} & set(END_TO_END)
+    failed = _count(sent & ~ok)
+    return {name: (np.sort(column_stat(measured, name, sent & ok)), failed) for name in END_TO_END
+            if name in phases}
 
 
 def _percentile_with_failures(
-    ok_sorted: list[float], failed: int, stat: str
+    ok_sorted: np.ndarray, failed: int, stat: str
 ) -> tuple[float | None, str | None]:
     """Type-7 (linear) percentile over the ok values plus `failed` values slower than all of them."""
     n = len(ok_sorted) + failed
@@ -480,7 +527,8 @@ def _percentile_with_failures(
         return None, f"{failed / n:.1%} of sent requests failed: the {stat} falls among them"
     lo = int(rank)
     hi = min(lo + 1, len(ok_sorted) - 1)
-    value = ok_sorted[lo] + (ok_sorted[hi] - ok_sorted[lo]) * (rank - lo)
+    low, high = float(ok_sorted[lo]), float(ok_sorted[hi])
+    value = low + (high - low) * (rank - lo)
     return value, (f"over all {n} sent requests, the {failed} failed ones ranked slowest" if failed else None)
 
 
@@ -501,76 +549,86 @@ def slo_actual(summary: Summary, name: str) -> tuple[float | None, str]:
     return getattr(stats, stat), "max"
 
 
-def itl_stats(records: Sequence[RequestRecord]) -> Stats:
-    """The run's inter-token gaps: every gap, from the records' histograms (module docstring)."""
-    with_gaps = [r for r in records if r.itl_count and r.itl_mean_s is not None]
-    if not with_gaps:
+def itl_stats(ok: Columns) -> Stats:
+    """The run's inter-token gaps: every gap, from the records' histograms (module docstring).
+
+    Only the histograms of the requests with gaps are parsed, a batch of rows at a time (by Arrow, not
+    a Python loop: qbench.run.gap_histogram.merge_arrays)."""
+    counts, means = ok.ints("itl_count"), ok.floats("itl_mean_s")
+    gaps = (counts != 0) & ~np.isnan(means)
+    if not gaps.any():
         return Stats()
-    count = sum(r.itl_count for r in with_gaps)
-    mean = sum(r.itl_count * (r.itl_mean_s or 0.0) for r in with_gaps) / count
-    top = max(r.itl_max_s or 0.0 for r in with_gaps)
-    if all(r.itl_hist for r in with_gaps):
-        merged = gap_histogram.merge(r.itl_hist for r in with_gaps)
+    weights = counts[gaps]
+    count = int(weights.sum())
+    mean = _sum_in_order(weights * means[gaps]) / count
+    top = float(np.nan_to_num(ok.floats("itl_max_s")[gaps], nan=0.0).max())
+    merged = gap_histogram.merge_arrays(ok.texts("itl_hist", gaps))
+    if merged is not None:
         qs = gap_histogram.percentiles(merged, [0.0, 0.5, 0.9, 0.95, 0.99])
         low, p50, p90, p95, p99 = (min(q, top) for q in qs)  # a bucket's value may pass the longest gap
         return Stats(count=count, mean=mean, min=low, p50=p50, p90=p90, p95=p95, p99=p99, max=top)
-    medians = np.asarray([r.itl_p50_s for r in with_gaps], dtype=np.float64)  # records before schema v6
-    p99s = np.asarray([r.itl_p99_s for r in with_gaps], dtype=np.float64)
+    medians = ok.floats("itl_p50_s")[gaps]  # records before schema v6
+    p99s = ok.floats("itl_p99_s")[gaps]
     p90, p95, p99 = (float(x) for x in np.percentile(p99s, [90, 95, 99]))
     return Stats(count=count, mean=mean, min=float(medians.min()), p50=float(np.percentile(medians, 50)),
                  p90=p90, p95=p95, p99=p99, max=top)
 
 
-def stream_stats(summary: Summary, ok: Sequence[RequestRecord]) -> None:
+def stream_stats(summary: Summary, ok: Columns) -> None:
     """Chunks, pooled chunk latency and output gaps of streamed inputs onto `summary` (module docstring)."""
-    summary.chunks_sent = sum(r.chunks_sent for r in ok)
-    summary.chunks_answered = sum(r.chunks_answered for r in ok)
-    timed = [r for r in ok if r.chunk_latency_count and r.chunk_latency_mean_s is not None]
-    if timed:
-        weights = [r.chunk_latency_count for r in timed]
-        medians = np.asarray([r.chunk_latency_p50_s for r in timed], dtype=np.float64)
-        p95s = np.asarray([r.chunk_latency_p95_s for r in timed], dtype=np.float64)
+    summary.chunks_sent = _total(ok, "chunks_sent")
+    summary.chunks_answered = _total(ok, "chunks_answered")
+    counts, means = ok.ints("chunk_latency_count"), ok.floats("chunk_latency_mean_s")
+    timed = (counts != 0) & ~np.isnan(means)
+    if timed.any():
+        weights = counts[timed]
+        medians = ok.floats("chunk_latency_p50_s")[timed]
+        p95s = ok.floats("chunk_latency_p95_s")[timed]
         p90, p95, p99 = (float(x) for x in np.percentile(p95s, [90, 95, 99]))
+        total = int(weights.sum())
         summary.latency["chunk_latency_s"] = Stats(
-            count=sum(weights),
-            mean=sum(w * (r.chunk_latency_mean_s or 0.0) for w, r in zip(weights, timed, strict=True))
-            / sum(weights),
+            count=total, mean=_sum_in_order(weights * means[timed]) / total,
             min=float(medians.min()), p50=float(np.percentile(medians, 50)), p90=p90, p95=p95, p99=p99,
-            max=max(r.chunk_latency_max_s or 0.0 for r in timed))
-    summary.latency["output_gap_s"] = Stats.of(_values(ok, "output_gap_p95_s", ok_only=True))
+            max=float(np.nan_to_num(ok.floats("chunk_latency_max_s")[timed], nan=0.0).max()))
+    summary.latency["output_gap_s"] = Stats.of(column_stat(ok, "output_gap_p95_s"))
 
 
-def _values(records: Sequence[RequestRecord], name: str, *, ok_only: bool) -> list[float]:
-    out: list[float] = []
-    for r in records:
-        if ok_only and not r.ok:
-            continue
-        value = getattr(r, name)
-        if value is not None:
-            out.append(value)
-    return out
+def _sum_in_order(values: np.ndarray) -> float:
+    """The sum added left to right, as Python's sum() over the records did (numpy's sum() adds
+    pairwise: another last digit)."""
+    return float(np.cumsum(values)[-1]) if values.size else 0.0
 
 
-def _window(records: Sequence[RequestRecord]) -> float:
+def _total(cols: Columns, name: str) -> int:
+    """The sum of an integer column, None as 0."""
+    return int(np.nan_to_num(cols.floats(name), nan=0.0).astype(np.int64).sum())
+
+
+def _count(mask: np.ndarray) -> int:
+    return int(np.count_nonzero(mask))
+
+
+def _window(measured: Columns, ok: np.ndarray) -> float:
     """First intended send -> the later of the last OK completion and the last send. A failure's
     completion time is when it was given up (a 60 s timeout, the drain deadline): counting it would
     stretch the window and make one straggler look like a slow server."""
-    if not records:
+    if not len(measured):
         return 0.0
-    start = min(r.intended_at_s for r in records)
-    ends = [r.completed_at_s for r in records if r.ok and r.completed_at_s is not None]
-    ends += [r.sent_at_s for r in records if r.sent_at_s is not None]
-    return max(max(ends, default=start) - start, 0.0)
+    start = float(measured.floats("intended_at_s").min())
+    ends = [column_stat(measured, "completed_at_s", ok), column_stat(measured, "sent_at_s")]
+    end = max((float(e.max()) for e in ends if e.size), default=start)
+    return max(end - start, 0.0)
 
 
-def _offered(records: Sequence[RequestRecord], window: float) -> float:
-    if not records:
+def _offered(measured: Columns, window: float) -> float:
+    n = len(measured)
+    if not n:
         return 0.0
-    times = [r.intended_at_s for r in records]
-    span = max(times) - min(times)
-    if len(times) > 1 and span > 0:
-        return (len(times) - 1) / span
-    return _per_s(len(times), window)
+    times = measured.floats("intended_at_s")
+    span = float(times.max()) - float(times.min())
+    if n > 1 and span > 0:
+        return (n - 1) / span
+    return _per_s(n, window)
 
 
 def _per_s(count: int, window: float) -> float:
