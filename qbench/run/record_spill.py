@@ -1,0 +1,232 @@
+"""A run's records as Parquet while it goes, and records.parquet made from those at its end.
+
+    RecordSpill     the records a load generator (or a driver) hands over, as they finish, appended to a
+                    hidden Parquet file of the run folder (`.records-spill-<name>.parquet`), SPILL_ROWS
+                    rows a row group: columns, never kept as RequestRecord objects; one per generator
+                    process, one for a Ray driver (its workers' Arrow batches go in as they come)
+    seal            at the end: the spills -> records.parquet in the run's order (`RowOrder`: what the
+                    executors did to the list of records before: the plan's order, or request ids, or a
+                    closed loop's several parts renumbered in send order), BATCH_ROWS rows a row group,
+                    error messages masked; the spills removed. The same file, schema and row groups as
+                    `write_parquet` of the sorted records, read from disk a row group at a time
+
+records.jsonl stays the crash log: every record is appended there too, flushed at once (a killed run
+keeps everything written so far, read by `read_records` and `qbench report` as before). A spill is
+only readable once closed, and nothing reads one but `seal`.
+
+Memory: the spill holds the records not yet written (up to SPILL_ROWS, as Arrow); `seal` holds the
+sort keys (a few columns, 8 bytes a row each), the permutation, one output row group and the few spill
+row groups it is taken from (`CACHE_GROUPS`): requests finish roughly in the order they were sent, so
+an output row group draws on the spill's row groups near its own.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from qbench.run.records import BATCH_ROWS, RequestRecord, records_table
+from qbench.run.records import _arrow_schema as arrow_schema
+
+SPILL_ROWS: Final = 8_192  # rows a spill row group (written once this many wait)
+CACHE_GROUPS: Final = 24  # spill row groups `seal` keeps decoded (the most recently used)
+SPILL_GLOB: Final = ".records-spill-*.parquet"
+
+
+def spill_path(run_dir: Path, name: str) -> Path:
+    return run_dir / f".records-spill-{name}.parquet"
+
+
+class RecordSpill:
+    """Appends records (or Arrow tables of records) to a spill file of the run folder, in arrival order.
+
+    Opened lazily by the first `write` (the run folder exists only once the target has answered);
+    `close` writes what waits and the file's footer."""
+
+    def __init__(self, run_dir: Path, name: str = "0") -> None:
+        self.path = spill_path(run_dir, name)
+        self.rows = 0  # rows handed over so far
+        self._writer: Any = None
+        self._pending: list[Any] = []  # Arrow tables not yet written
+        self._pending_rows = 0
+
+    def __enter__(self) -> RecordSpill:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def write(self, records: Sequence[RequestRecord]) -> None:
+        """Records as they finish: converted to columns at once (the objects are not kept)."""
+        if records:
+            self.write_table(records_table(records))
+
+    def write_table(self, table: Any) -> None:
+        """An Arrow table with records.parquet's schema (a Ray worker's batch)."""
+        if table.num_rows == 0:
+            return
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        self.rows += table.num_rows
+        if self._pending_rows >= SPILL_ROWS:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not self._pending:
+            return
+        if self._writer is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._writer = pq.ParquetWriter(self.path, arrow_schema())
+        table = pa.concat_tables(self._pending)
+        self._pending, self._pending_rows = [], 0
+        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
+
+    def close(self) -> None:
+        self._write_pending()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def discard_spills(run_dir: Path) -> None:
+    """Spills an earlier run left in a reused folder (a killed one never sealed them)."""
+    for path in run_dir.glob(SPILL_GLOB):
+        path.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- the end: records.parquet
+
+
+@dataclass(frozen=True)
+class RowOrder:
+    """The order of records.parquet's rows, as the executors ordered the records before it was written.
+
+    `sort` False: as they arrived (one Ray worker). Else by request id, or by its position in `plan_ids`
+    when given (a replayed open-loop plan run in one part: its ids are in time order, not sorted);
+    `renumber`: a closed loop over several parts, by (intended_at_s, user_id), request ids renumbered
+    0..n-1 in that order (each part numbered its own). Every sort is stable: ties keep arrival order."""
+
+    sort: bool = True
+    plan_ids: np.ndarray | None = None
+    renumber: bool = False
+
+    def permutation(self, spill: _Spill) -> np.ndarray:
+        if not self.sort:
+            return np.arange(spill.n, dtype=np.int64)
+        if self.renumber:
+            return np.lexsort((spill.column("user_id"), spill.column("intended_at_s"))).astype(np.int64)
+        ids = spill.column("request_id")
+        key = ids if self.plan_ids is None else _positions(ids, np.asarray(self.plan_ids, dtype=np.int64))
+        return np.argsort(key, kind="stable").astype(np.int64)
+
+
+def _positions(ids: np.ndarray, plan_ids: np.ndarray) -> np.ndarray:
+    """Each id's place in `plan_ids` (its first), the id itself where the plan has no such id."""
+    if plan_ids.size == 0:
+        return ids
+    order = np.argsort(plan_ids, kind="stable")
+    sorted_ids = plan_ids[order]
+    at = np.clip(np.searchsorted(sorted_ids, ids), 0, sorted_ids.size - 1)
+    found = sorted_ids[at] == ids
+    return np.where(found, order[at], ids)
+
+
+def seal(run_dir: Path, order: RowOrder, mask: Callable[[str], str] | None = None) -> int:
+    """The run folder's spills as records.parquet (through `records.parquet.tmp`), in `order`, error
+    messages through `mask`; the spills removed. Returns the number of records."""
+    import pyarrow.parquet as pq
+
+    spill = _Spill(sorted(run_dir.glob(SPILL_GLOB)))
+    rows = order.permutation(spill)
+    path = run_dir / "records.parquet"
+    tmp = path.with_suffix(".parquet.tmp")
+    schema = arrow_schema()
+    with pq.ParquetWriter(tmp, schema) as writer:
+        for start in range(0, max(spill.n, 1), BATCH_ROWS):
+            table = spill.take(rows[start:start + BATCH_ROWS], schema)
+            if order.renumber:
+                table = _renumbered(table, start)
+            if mask is not None:
+                table = _masked(table, mask)
+            writer.write_table(table, row_group_size=max(table.num_rows, 1))
+    tmp.replace(path)
+    for file in spill.paths:
+        file.unlink(missing_ok=True)
+    return spill.n
+
+
+class _Spill:
+    """The spill files as one sequence of rows (file after file): key columns whole, rows by index."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        import pyarrow.parquet as pq
+
+        self.paths = paths
+        self.files = [pq.ParquetFile(p) for p in paths]
+        self.groups = [(f, g) for f in self.files for g in range(f.metadata.num_row_groups)]
+        sizes = [f.metadata.row_group(g).num_rows for f, g in self.groups]
+        self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self.n = int(self.starts[-1])
+        self._cache: OrderedDict[int, Any] = OrderedDict()
+
+    def column(self, name: str) -> np.ndarray:
+        if not self.files:
+            return np.zeros(0)
+        parts = [f.read(columns=[name]).column(0).to_numpy() for f in self.files]
+        return np.concatenate(parts)
+
+    def take(self, rows: np.ndarray, schema: Any) -> Any:
+        """The rows at these global indices, in this order, as one table."""
+        import pyarrow as pa
+
+        if rows.size == 0:
+            return schema.empty_table()
+        group = np.searchsorted(self.starts, rows, side="right") - 1
+        pieces, places = [], []
+        for g in np.unique(group):
+            at = np.flatnonzero(group == g)
+            pieces.append(self._group(int(g)).take(pa.array(rows[at] - self.starts[g])))
+            places.append(at)
+        table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+        if len(pieces) > 1:
+            table = table.take(pa.array(np.argsort(np.concatenate(places), kind="stable")))
+        return table.combine_chunks()
+
+    def _group(self, g: int) -> Any:
+        if g in self._cache:
+            self._cache.move_to_end(g)
+            return self._cache[g]
+        file, index = self.groups[g]
+        table = file.read_row_group(index)
+        self._cache[g] = table
+        while len(self._cache) > CACHE_GROUPS:
+            self._cache.popitem(last=False)
+        return table
+
+
+def _renumbered(table: Any, start: int) -> Any:
+    import pyarrow as pa
+
+    ids = pa.array(np.arange(start, start + table.num_rows, dtype=np.int64))
+    return table.set_column(table.schema.get_field_index("request_id"), "request_id", ids)
+
+
+def _masked(table: Any, mask: Callable[[str], str]) -> Any:
+    """error_message through `mask`, each distinct message once."""
+    import pyarrow as pa
+
+    at = table.schema.get_field_index("error_message")
+    encoded = table.column(at).combine_chunks().dictionary_encode()
+    words = [None if v is None else mask(v) for v in encoded.dictionary.to_pylist()]
+    if words == encoded.dictionary.to_pylist():
+        return table
+    messages = pa.DictionaryArray.from_arrays(encoded.indices, pa.array(words, pa.string()))
+    return table.set_column(at, table.schema.field(at), messages.cast(pa.string()))
