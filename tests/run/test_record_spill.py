@@ -30,7 +30,8 @@ def varied(n: int, seed: int) -> list[RequestRecord]:
     for r in rows:
         k = pick.randrange(8)
         if k == 0:
-            r.output_tokens, r.input_tokens, r.tokens_from, r.finish_reason = pick.randrange(40), 12, "usage", "stop"
+            r.output_tokens, r.input_tokens, r.tokens_from = pick.randrange(40), 12, "usage"
+            r.finish_reason = "stop"
             r.itl_count, r.itl_mean_s, r.itl_hist = 5, 0.01, "12:3 14:1"
         elif k == 1:
             r.server_total_s, r.server_queue_wait_s, r.server_fn_s, r.server_batch_size = 0.05, 0.01, 0.04, 4
