@@ -289,6 +289,12 @@ class JsonlWriter:
         self._fh.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
         self._fh.flush()
 
+    def write_rows(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Rows of every stored field in FIELD_NAMES' order (an Arrow batch's), as `write` writes records."""
+        assert self._fh is not None, "JsonlWriter used outside 'with'"
+        self._fh.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+        self._fh.flush()
+
     def __exit__(self, *exc: object) -> None:
         if self._fh is not None:
             self._fh.close()
