@@ -2,7 +2,8 @@
 
     RecordSpill     the records a load generator (or a driver) hands over, as they finish, appended to a
                     hidden Parquet file of the run folder (`.records-spill-<name>.parquet`), SPILL_ROWS
-                    rows a row group: columns, never kept as RequestRecord objects; one per generator
+                    rows a row group, written by a thread: columns parsed from the records.jsonl lines
+                    they were written as, never kept as RequestRecord objects; one per generator
                     process, one for a Ray driver (its workers' Arrow batches go in as they come)
     seal            at the end: the spills -> records.parquet in the run's order (`RowOrder`: what the
                     executors did to the list of records before: the plan's order, or request ids, or a
@@ -22,19 +23,23 @@ an output row group draws on the spill's row groups near its own.
 
 from __future__ import annotations
 
+import io
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
+import orjson
 
-from qbench.run.records import BATCH_ROWS, RequestRecord, records_table
+from qbench.run.columns import Columns
+from qbench.run.records import BATCH_ROWS, DERIVED, FIELD_NAMES, RequestRecord
 from qbench.run.records import _arrow_schema as arrow_schema
 
 SPILL_ROWS: Final = 8_192  # rows a spill row group (written once this many wait)
-CACHE_GROUPS: Final = 24  # spill row groups `seal` keeps decoded (the most recently used)
+CACHE_GROUPS: Final = 8  # spill row groups `seal` keeps decoded (the most recently used)
 SPILL_GLOB: Final = ".records-spill-*.parquet"
 
 
@@ -43,17 +48,23 @@ def spill_path(run_dir: Path, name: str) -> Path:
 
 
 class RecordSpill:
-    """Appends records (or Arrow tables of records) to a spill file of the run folder, in arrival order.
+    """Appends records to a spill file of the run folder, in arrival order, as columns.
 
-    Opened lazily by the first `write` (the run folder exists only once the target has answered);
-    `close` writes what waits and the file's footer."""
+    Records come as the lines records.jsonl got (`write_lines`: parsed in C++, by pyarrow.json, no
+    record converted in Python) or as Arrow tables (a Ray worker's batch); once SPILL_ROWS wait, a
+    thread turns them into one row group (stored fields parsed, derived phases computed as
+    qbench.run.columns computes them) and writes it: the load generator's event loop only hands bytes
+    over. The file is made by the first row group (the run folder exists only once the target has
+    answered); `close` writes what waits and the footer, and raises what the thread raised."""
 
     def __init__(self, run_dir: Path, name: str = "0") -> None:
         self.path = spill_path(run_dir, name)
         self.rows = 0  # rows handed over so far
         self._writer: Any = None
-        self._pending: list[Any] = []  # Arrow tables not yet written
+        self._pending: list[bytes | Any] = []  # JSONL lines (bytes) and Arrow tables, in arrival order
         self._pending_rows = 0
+        self._thread: ThreadPoolExecutor | None = None
+        self._done: list[Future[None]] = []
 
     def __enter__(self) -> RecordSpill:
         return self
@@ -62,38 +73,110 @@ class RecordSpill:
         self.close()
 
     def write(self, records: Sequence[RequestRecord]) -> None:
-        """Records as they finish: converted to columns at once (the objects are not kept)."""
+        """Records, as the lines JsonlWriter writes (what the sinks hand over instead: `write_lines`)."""
         if records:
-            self.write_table(records_table(records))
+            self.write_lines(b"".join(orjson.dumps(r) + b"\n" for r in records), len(records))
+
+    def write_lines(self, data: bytes, rows: int) -> None:
+        """`rows` records as JSONL lines of every stored field (JsonlWriter's)."""
+        if rows:
+            self._add(data, rows)
 
     def write_table(self, table: Any) -> None:
         """An Arrow table with records.parquet's schema (a Ray worker's batch)."""
-        if table.num_rows == 0:
-            return
-        self._pending.append(table)
-        self._pending_rows += table.num_rows
-        self.rows += table.num_rows
+        if table.num_rows:
+            self._add(table, table.num_rows)
+
+    def _add(self, item: bytes | Any, rows: int) -> None:
+        self._pending.append(item)
+        self._pending_rows += rows
+        self.rows += rows
         if self._pending_rows >= SPILL_ROWS:
             self._write_pending()
 
     def _write_pending(self) -> None:
+        if not self._pending:
+            return
+        items, self._pending, self._pending_rows = self._pending, [], 0
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="qbench-spill")
+        self._done = [f for f in self._done if not f.done() or f.exception() is not None]
+        self._done.append(self._thread.submit(self._write_group, items))
+
+    def _write_group(self, items: list[bytes | Any]) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        if not self._pending:
-            return
+        table = pa.concat_tables(_tables(items))
         if self._writer is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._writer = pq.ParquetWriter(self.path, arrow_schema())
-        table = pa.concat_tables(self._pending)
-        self._pending, self._pending_rows = [], 0
         self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
 
     def close(self) -> None:
         self._write_pending()
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
+            self._thread = None
+        done, self._done = self._done, []
+        try:
+            for future in done:
+                future.result()  # what the thread raised
+        finally:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+
+def _tables(items: list[bytes | Any]) -> list[Any]:
+    """The pending items as tables of records.parquet's schema, in order (runs of lines parsed at once)."""
+    tables: list[Any] = []
+    lines: list[bytes] = []
+    for item in [*items, None]:
+        if isinstance(item, bytes):
+            lines.append(item)
+            continue
+        if lines:
+            tables.append(lines_table(b"".join(lines)))
+            lines = []
+        if item is not None:
+            tables.append(item)
+    return tables
+
+
+def lines_table(data: bytes) -> Any:
+    """JSONL lines of records (every stored field) as a table of records.parquet's schema: the stored
+    fields parsed by pyarrow.json, the derived phases computed from them as qbench.run.columns does
+    (RequestRecord's arithmetic, value for value), None where a phase is missing."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    schema = arrow_schema()
+    stored = pa.schema([schema.field(name) for name in FIELD_NAMES])
+    table = pj.read_json(
+        io.BytesIO(data),
+        read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
+        parse_options=pj.ParseOptions(explicit_schema=stored, unexpected_field_behavior="ignore"),
+    )
+    cols = _TableColumns(table)
+    arrays = [table.column(name) for name in FIELD_NAMES]
+    arrays += [pa.array(cols.floats(name), pa.float64(), from_pandas=True) for name in DERIVED]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+class _TableColumns(Columns):
+    """An Arrow table of stored fields as Columns (for the derived phases)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table, self.n = table, table.num_rows
+
+    def _column(self, name: str) -> np.ndarray:
+        import pyarrow as pa
+
+        column = self.table.column(name)
+        if column.null_count and pa.types.is_integer(column.type):
+            column = column.cast(pa.float64())
+        return np.asarray(column.to_numpy(zero_copy_only=False))
 
 
 def discard_spills(run_dir: Path) -> None:
@@ -205,7 +288,7 @@ class _Spill:
             self._cache.move_to_end(g)
             return self._cache[g]
         file, index = self.groups[g]
-        table = file.read_row_group(index)
+        table = file.read_row_group(index, use_threads=False)
         self._cache[g] = table
         while len(self._cache) > CACHE_GROUPS:
             self._cache.popitem(last=False)

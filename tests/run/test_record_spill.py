@@ -140,12 +140,19 @@ def test_no_records_is_an_empty_file_like_write_parquets(tmp_path: Path) -> None
     _same_file(tmp_path / "new" / "records.parquet", tmp_path / "old" / "records.parquet")
 
 
-def test_a_spill_holds_columns_not_records_while_the_run_goes(tmp_path: Path) -> None:
+def test_a_spill_writes_a_row_group_once_spill_rows_wait_and_raises_what_its_thread_raised(
+    tmp_path: Path,
+) -> None:
     records = varied(1_200, 8)
     spill = RecordSpill(tmp_path)
     spill.write(records[:400])
-    assert not spill.path.exists()  # fewer than SPILL_ROWS wait, as Arrow
-    spill.write(records[400:])
-    assert spill.path.exists() and spill.rows == 1_200
+    assert not spill.path.exists()  # fewer than SPILL_ROWS wait, as the lines records.jsonl got
+    spill.write(records[400:800])  # a row group, written by the spill's thread
+    spill.write(records[800:])
     spill.close()
-    assert pq.ParquetFile(spill.path).metadata.num_rows == 1_200
+    file = pq.ParquetFile(spill.path)
+    assert [file.metadata.row_group(g).num_rows for g in range(file.metadata.num_row_groups)] == [800, 400]
+    bad = RecordSpill(tmp_path, "bad")
+    bad.write_lines(b"not json\n", 1)
+    with pytest.raises(Exception, match="JSON"):
+        bad.close()

@@ -337,8 +337,7 @@ class RecordSinks:
         self.opened = True
 
     def write(self, batch: Sequence[RequestRecord]) -> None:
-        self.jsonl.write(batch)
-        self.spill.write(batch)
+        self.spill.write_lines(self.jsonl.write(batch), len(batch))
 
     def write_table(self, table: Any) -> None:
         """An Arrow table of records (a Ray worker's batch), never made into records."""
