@@ -205,10 +205,11 @@ class RowOrder:
         if not self.sort:
             return np.arange(spill.n, dtype=np.int64)
         if self.renumber:
-            return np.lexsort((spill.column("user_id"), spill.column("intended_at_s"))).astype(np.int64)
+            keys = (spill.column("user_id"), spill.column("intended_at_s"))
+            return np.lexsort(keys).astype(np.int64, copy=False)
         ids = spill.column("request_id")
         key = ids if self.plan_ids is None else _positions(ids, np.asarray(self.plan_ids, dtype=np.int64))
-        return np.argsort(key, kind="stable").astype(np.int64)
+        return np.argsort(key, kind="stable").astype(np.int64, copy=False)
 
 
 def _positions(ids: np.ndarray, plan_ids: np.ndarray) -> np.ndarray:
