@@ -200,14 +200,16 @@ def live_run(code: Path, url: str, rate: float, duration: float, out: Path) -> d
     ended = time.time()
     stop.set()
     thread.join()
-    if os.waitstatus_to_exitcode(status) not in (0, 1):  # 1: the scenario's SLO missed
+    if not (out / "summary.json").exists():  # an SLO missed still writes the run (exit code 2)
         raise SystemExit(f"qbench run failed: {child.stderr.read().decode()[-2000:] if child.stderr else ''}")
     last_record = (out / "records.jsonl").stat().st_mtime
     summary = json.loads((out / "summary.json").read_text())
     load = [mib for t, mib in samples if t <= last_record]
     return {
-        "code": str(code), "records": summary["requests"], "ok": summary["completed_ok"],
-        "throughput": summary.get("throughput"), "load_peak_rss_mib": max(load, default=float("nan")),
+        "code": str(code), "exit": os.waitstatus_to_exitcode(status), "records": summary["requests"],
+        "ok": summary["completed_ok"], "throughput_rps": summary.get("throughput_rps"),
+        "p99_send_lag_s": summary.get("latency", {}).get("send_lag_s", {}).get("p99"),
+        "load_peak_rss_mib": max(load, default=float("nan")),
         "peak_rss_mib": usage.ru_maxrss / 1024, "end_of_run_s": ended - last_record,
     }
 

@@ -160,8 +160,20 @@ def lines_table(data: bytes) -> Any:
     )
     cols = _TableColumns(table)
     arrays = [table.column(name) for name in FIELD_NAMES]
-    arrays += [pa.array(cols.floats(name), pa.float64(), from_pandas=True) for name in DERIVED]
+    arrays += [_nullable(cols.floats(name)) for name in DERIVED]
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _nullable(values: np.ndarray) -> Any:
+    """float64 with NaN as null, from the array's own buffer (pa.array would import pandas, ~40 MiB,
+    into the load generator's process)."""
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    valid = ~np.isnan(values)
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    nulls = int(values.size - np.count_nonzero(valid))
+    return pa.Array.from_buffers(pa.float64(), values.size, [bitmap, pa.py_buffer(values)], null_count=nulls)
 
 
 class _TableColumns(Columns):
@@ -171,12 +183,23 @@ class _TableColumns(Columns):
         self.table, self.n = table, table.num_rows
 
     def _column(self, name: str) -> np.ndarray:
+        """A number column, nulls as NaN, read from its buffers: pyarrow's own conversions (to_numpy,
+        fill_null with a Python float) import pandas (~40 MiB) into the load generator's process."""
         import pyarrow as pa
 
-        column = self.table.column(name)
-        if column.null_count and pa.types.is_integer(column.type):
-            column = column.cast(pa.float64())
-        return np.asarray(column.to_numpy(zero_copy_only=False))
+        column = self.table.column(name).combine_chunks()
+        if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
+            raise TypeError(f"{name}: not a number column")
+        rows = slice(column.offset, column.offset + len(column))
+        validity, data = column.buffers()[:2]
+        if data is None:  # every value null
+            return np.full(len(column), np.nan)
+        kind = np.float64 if pa.types.is_floating(column.type) else np.int64
+        values = np.frombuffer(data, dtype=kind)[rows]
+        if not column.null_count:
+            return values
+        valid = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")[rows].astype(bool)
+        return np.where(valid, values, np.nan)
 
 
 def discard_spills(run_dir: Path) -> None:
