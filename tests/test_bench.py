@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
@@ -379,3 +380,27 @@ def test_end_of_run_profile_maps_the_memory_of_each_phase(monkeypatch: pytest.Mo
     assert row["step"] == "finish" and row["sites"] and "records.py" in row["sites"][0]["site"]
     parquet = next(p for p in row["phases"] if p["phase"] == "records.parquet")
     assert parquet["arrow_peak_mib"] > 0 and parquet["py_peak_mib"] >= parquet["py_held_mib"] > 0
+
+
+def test_spill_seal_seals_a_spill_of_a_run_in_finishing_order(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bench/spill_seal.py's seal step at 3,000 records x 2: the spill made as the generator makes it,
+    sealed in a fresh process into every record once, in request order; the costs are printed."""
+    bench = load_bench("spill_seal", monkeypatch)
+    eor = load_bench("end_of_run", monkeypatch)
+    from qbench.run.records import read_parquet, write_parquet
+
+    records, _ = eor.chunk_records(np.random.default_rng(3), 0, 3_000, 0.0, 1000.0, 1.0, 0.5)
+    records.sort(key=lambda r: r.request_id)
+    (tmp_path / "run").mkdir()
+    write_parquet(records, tmp_path / "run" / "records.parquet")
+    monkeypatch.setattr(bench, "CHUNK", 1_000)
+    assert bench.main(["seal", "--run", str(tmp_path / "run"), "--copies", "2", "--tmp", str(tmp_path),
+                       "--keep", str(tmp_path / "kept")]) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert row["records"] == 6_000 and row["seal_s"] > 0 and row["seal_peak_mib"] > 50
+    assert row["loop_us_per_record"] > 0 and row["thread_us_per_record"] > 0
+    back = read_parquet(tmp_path / "kept" / "records-2.parquet")
+    assert [r.request_id for r in back] == list(range(6_000))
+    assert [r.latency_s for r in back[:3_000]] == [r.latency_s for r in records]

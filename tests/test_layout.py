@@ -114,7 +114,8 @@ def test_the_reference_server_has_no_import_cycles_and_never_imports_qbench() ->
 # only units before it in this list. That is the plan of docs/development.md ("The rooms").
 UNITS = {
     "qbench.run": [
-        "gap_histogram", "records", "columns", "control",  # the contract, as columns; the control plane
+        "gap_histogram", "records", "columns", "record_spill",  # the contract, as columns, spilled
+        "control",  # the control plane
         "scenario", "protocols", "results", "load", "diagnose",  # the rooms, in data-flow order
         "run_console", "runner", "init_yaml", "init", "options",  # the shells
         "soak",  # a run of hours, made through the shells

@@ -284,10 +284,19 @@ class JsonlWriter:
         self._fh = self.path.open("ab")
         return self
 
-    def write(self, records: Iterable[RequestRecord]) -> None:
+    def write(self, records: Iterable[RequestRecord]) -> bytes:
+        """Append the records; returns the lines written."""
+        return self.write_lines(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+    def write_rows(self, rows: Iterable[dict[str, Any]]) -> bytes:
+        """Rows of every stored field in FIELD_NAMES' order (an Arrow batch's), as `write` writes records."""
+        return self.write_lines(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+
+    def write_lines(self, data: bytes) -> bytes:
         assert self._fh is not None, "JsonlWriter used outside 'with'"
-        self._fh.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
+        self._fh.write(data)
         self._fh.flush()
+        return data
 
     def __exit__(self, *exc: object) -> None:
         if self._fh is not None:

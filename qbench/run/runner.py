@@ -5,9 +5,10 @@ A run directory (`reports/run-<scenario-name>-<stamp>/`, see `qbench.run.results
     run.json         scenario, target, server snapshot (/config; /status at the start and, as
                      status_end, at the end), qbench version, host, wall-clock start, generator
                      stats, stop reason (written at the start, completed at the end)
-    records.jsonl    every finished request, appended while the run goes (survives a killed process);
-                     no record is kept in memory meanwhile: the end reads them back from here
-    records.parquet  every scheduled request, written at the end (the file to re-analyse)
+    records.jsonl    every finished request, appended while the run goes (survives a killed process)
+    records.parquet  every scheduled request (the file to re-analyse): the records go to Parquet spills
+                     of the folder as they finish, as columns (no record is kept in memory), sealed
+                     into this file in the run's order at the end (qbench.run.record_spill)
     summary.json     `Summary.to_dict()` plus `diagnosis`: where the limit was (qbench.run.diagnose.diagnose)
 
 The server's own phases (qbench.run.results.server_phases) are read from a Gradio target after the run, and
@@ -40,7 +41,7 @@ from qbench.run.control import read_status_async
 from qbench.run.diagnose.app_errors import explain
 from qbench.run.diagnose.diagnose import Finding, host_cpus
 from qbench.run.diagnose.diagnose_mix import diagnose_run
-from qbench.run.load.executor import ExecutionInfo, Executor, Job, LocalExecutor, in_loop
+from qbench.run.load.executor import Execution, ExecutionInfo, Executor, Job, LocalExecutor, in_loop
 from qbench.run.load.loadgen import LiveStats
 from qbench.run.load.mix import (
     endpoint_slos,
@@ -51,7 +52,8 @@ from qbench.run.load.mix import (
     with_trace_mix,
 )
 from qbench.run.protocols.login import authenticator, run_secrets
-from qbench.run.records import RequestRecord, write_parquet
+from qbench.run.record_spill import seal
+from qbench.run.records import RequestRecord, read_records, write_parquet
 from qbench.run.results.alongside import Alongside, alongside
 from qbench.run.results.files import REPORTS, Writer, new_folder, remove_if_empty
 from qbench.run.results.outcome import RunOutcome
@@ -69,13 +71,25 @@ __all__ = ["RunResult", "load_scenario", "run_scenario"]
 @dataclass
 class RunResult:
     run_dir: Path
-    records: list[RequestRecord]
     summary: Summary
     run_info: RunInfo  # run.json, as written at the end
     diagnosis: list[Finding] = field(default_factory=list)  # where the limit was (diagnose/diagnose.py)
     outcome: RunOutcome = field(default_factory=RunOutcome)  # how it ended: stop, failed opening, SLO
     app_notes: list[str] = field(default_factory=list)  # the app raised, events still running (app_errors)
     alongside: list[Alongside] = field(default_factory=list)  # a mix entry's `start`: before/after it
+    loaded: list[RequestRecord] | None = field(default=None, repr=False)  # `records`, once read
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        """Every record of the run, records.parquet's rows, read the first time asked (a big run's are
+        many: about 1 KB each in memory; `columns` reads them a column at a time)."""
+        if self.loaded is None:
+            self.loaded = read_records(self.run_dir / "records.parquet")
+        return self.loaded
+
+    def columns(self) -> Columns:
+        """The run's records as columns (qbench.run.columns), from records.parquet."""
+        return Columns.of(self.loaded) if self.loaded is not None else Columns.read(self.run_dir)
 
 
 def _before_load(scenario: Scenario) -> Plan:
@@ -143,9 +157,30 @@ def run_scenario(
             raise
     status_end = in_loop(_status(scenario, url))  # CPU/GPU use over the run
     info = replace(with_execution(info, execution.info), server={**info.server, "status_end": status_end})
-    report = traces.finish(execution.records)  # the server's phases onto the records
+    records, report = _store(run_dir, execution, traces, writer)
     info = replace(info, server_traces=report)
-    return _finish(scenario, run_dir, execution.records, execution.stats, info, writer, report)
+    return _finish(scenario, run_dir, records, execution.stats, info, writer, report)
+
+
+def _store(run_dir: Path, execution: Execution, traces: TraceCollector,
+           writer: Writer) -> tuple[list[RequestRecord] | None, TraceReport]:
+    """records.parquet, error messages masked (a lost worker's records, a Ray error's text, passed no
+    load generator), with the server's phases joined on: sealed from the executor's spills, else
+    written from its records. The join goes record by record: a Gradio front's records are read back
+    for it (returned; None: not read)."""
+    path = run_dir / "records.parquet"
+    if execution.order is None:
+        records: list[RequestRecord] | None = execution.records
+        for record in execution.records:
+            if record.error_message:
+                record.error_message = writer.mask(record.error_message)
+    else:
+        seal(run_dir, execution.order, writer.mask)
+        records = read_records(path) if traces.enabled else None
+    report = traces.finish(records or [])  # the server's phases onto the records
+    if records is not None and (execution.order is None or report.matched):
+        write_parquet(records, path)
+    return records, report
 
 
 def with_execution(info: RunInfo, execution: ExecutionInfo) -> RunInfo:
@@ -194,21 +229,19 @@ def check_schedule(scenario: Scenario) -> Plan:
 def _finish(
     scenario: Scenario,
     run_dir: Path,
-    records: list[RequestRecord],
+    records: list[RequestRecord] | None,
     generator: GeneratorStats,
     info: RunInfo,
     writer: Writer,
     traces: TraceReport | None = None,
 ) -> RunResult:
-    """Summary, records.parquet, final run.json and summary.json."""
+    """Summary, final run.json and summary.json, from records.parquet (or the records, when read)."""
+    if records is None:
+        records = read_records(run_dir / "records.parquet")
     summary = summarize(Columns.of(records), scenario.slo, generator=generator,
                         endpoint_slos=endpoint_slos(scenario), journey_length=journey_length(scenario),
                         server_traces=traces)
     info = replace(info, generator=summary.generator, records=len(records))  # its workers as objects too
-    for record in records:  # a lost worker's records (a Ray error's text) passed no load generator
-        if record.error_message:
-            record.error_message = writer.mask(record.error_message)
-    write_parquet(records, run_dir / "records.parquet")
     writer.json(run_dir / "run.json", info.to_dict())
     cpus = host_cpus(info.host, info.target)  # the server's, when it ran on this host
     server = info.server or None  # discovery's, with /status at the start and end
@@ -220,7 +253,7 @@ def _finish(
     compared = alongside(records, starts, scenario.load.duration) if starts else []
     writer.json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth,
                                            "app_notes": notes, "alongside": [a.to_dict() for a in compared]})
-    return RunResult(run_dir=run_dir, records=records, summary=summary, run_info=info, diagnosis=findings,
+    return RunResult(run_dir=run_dir, loaded=records, summary=summary, run_info=info, diagnosis=findings,
                      outcome=RunOutcome.of(info, summary), app_notes=notes, alongside=compared)
 
 

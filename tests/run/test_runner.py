@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from qbench.run.records import read_jsonl, read_parquet
-from qbench.run.runner import run_scenario
+import pyarrow.parquet as pq
+import pytest
+
+from qbench.report.build import build_report
+from qbench.run import record_spill
+from qbench.run.load.executor import plan_order
+from qbench.run.records import read_jsonl, read_parquet, read_records, write_parquet
+from qbench.run.runner import check_schedule, run_scenario
 from reference_server.testing import RunningServer
 from tests.run.conftest import scenario
 
+ROOT = Path(__file__).resolve().parents[2]
 Factory = Callable[..., AbstractContextManager[RunningServer]]
 
 
@@ -111,3 +121,79 @@ def test_closed_loop_user_keeps_going_after_a_timeout(server_factory: Factory, t
     assert len(result.records) >= 3  # one user, several 0.2 s timeouts in a row
     assert {r.error_kind for r in result.records} == {"timeout"}
     assert result.run_info.stop_kind is None
+
+
+def _echo_scenario(path: Path, rate: float, duration: float) -> Any:
+    spec = {"name": "spill", "protocol": "http", "endpoint": {"path": "/echo", "method": "POST"},
+            "load": {"rate": rate, "arrival": "poisson", "duration": duration, "timeout": 10}}
+    path.write_text(json.dumps(spec))
+    return scenario(**{k: v for k, v in spec.items() if k != "name"})
+
+
+def test_records_parquet_is_columns_spilled_while_running_sealed_as_the_end_wrote_it_before(
+    http_echo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """records.parquet is on disk while the run goes (a spill of row groups, never a list of records),
+    and the end seals it into the file the old end wrote: records.jsonl read back, sorted into the
+    plan's order, `write_parquet` (schema, metadata, row groups, every value)."""
+    monkeypatch.setattr(record_spill, "SPILL_ROWS", 7)
+    monkeypatch.setattr(record_spill, "BATCH_ROWS", 16)
+    monkeypatch.setattr("qbench.run.records.BATCH_ROWS", 16)
+    spec = _echo_scenario(tmp_path / "s.json", 150, 1.5)
+    out = tmp_path / "run"
+    spilled: list[int] = []
+
+    def watch(stats: Any) -> None:
+        spill = out / ".records-spill-0.parquet"
+        spilled.append(spill.stat().st_size if spill.exists() else 0)
+
+    result = run_scenario(spec, target=http_echo, out_dir=out, live=False,
+                          stop_when=lambda stats: watch(stats))
+    assert any(spilled[:-1]), spilled  # written during the run, not at its end
+    assert not list(out.glob(".records-spill-*"))
+    old = sorted(read_jsonl(out / "records.jsonl"), key=plan_order(check_schedule(spec)))
+    write_parquet(old, tmp_path / "old.parquet")
+    new, want = pq.ParquetFile(out / "records.parquet"), pq.ParquetFile(tmp_path / "old.parquet")
+    assert new.schema_arrow.equals(want.schema_arrow, check_metadata=True)
+    assert new.metadata.num_row_groups == want.metadata.num_row_groups > 2
+    assert new.read().equals(want.read())
+    assert result.records == old  # what the summary and diagnosis are computed from, as before
+    assert result.records == read_parquet(out / "records.parquet")
+    assert json.loads((out / "summary.json").read_text())["requests"] == len(old)
+
+
+def test_a_run_killed_at_any_moment_keeps_every_record_it_wrote(http_echo: str, tmp_path: Path) -> None:
+    """SIGKILL mid-run (a spill without its footer in the folder): records.jsonl still holds every
+    record written, read by read_records and `qbench report`; a run reusing the folder ignores the
+    dead run's spill."""
+    _echo_scenario(tmp_path / "s.json", 100, 30)
+    out = tmp_path / "run"
+    code = ("import sys, qbench.run.record_spill as s; s.SPILL_ROWS = 10; from qbench.cli import app; "
+            "sys.argv[0] = 'qbench'; app()")
+    cmd = [sys.executable, "-c", code, "run", str(tmp_path / "s.json"), "--target", http_echo,
+           "--out", str(out), "--no-live"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / ".records-spill-0.parquet").exists() or _lines(out / "records.jsonl") < 60:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-2000:]
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    written = _lines(out / "records.jsonl")
+    records = read_records(out)
+    assert len(records) >= min(written - 1, 60) and not (out / "records.parquet").exists()
+    assert all(r.ok and r.endpoint == "POST /echo" for r in records)
+    report = build_report(out, tmp_path / "report")
+    assert report.html.exists() and f"{len(records)}" in report.markdown.read_text()
+    spec = _echo_scenario(tmp_path / "short.json", 40, 0.5)
+    again = run_scenario(spec, target=http_echo, out_dir=out, live=False)
+    assert len(read_parquet(out / "records.parquet")) == len(check_schedule(spec).offsets)
+    assert not list(out.glob(".records-spill-*")) and again.summary.requests == len(again.records)
+
+
+def _lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0

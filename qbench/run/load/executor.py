@@ -10,10 +10,12 @@ They cannot drift apart because they share everything but the transport:
                  even share of a `requests` budget); a session pool is shared out (`part_scenario`)
     run_part     one part: payloads, discovery, the ordinary LoadGenerator; a `PartControl` says where
                  the live stats and finished records go, when to start and when to stop
-    merge        the parts' records and generator stats -> one Execution (per-worker health included);
-                 their PartInfo -> one ExecutionInfo (merge_info), laid onto run.json's RunInfo by the runner
-    read_back    the run's records, read from records.jsonl once the run is over: no executor keeps
-                 them in memory while it runs (Ray's driver does: its workers may be lost, see there)
+    merge        the parts' generator stats -> one Execution (per-worker health included); their
+                 PartInfo -> one ExecutionInfo (merge_info), laid onto run.json's RunInfo by the runner
+    RecordSinks  where finished records go: records.jsonl (the crash log, flushed at once) and a
+                 Parquet spill of the run folder (qbench.run.record_spill), never a list in memory;
+                 the runner seals the spills into records.parquet in the `row_order` the records had
+                 (read_back: the records of records.jsonl, for an interrupted run's readers)
     lost_records the part of a worker that died: every request it did not report becomes a
                  `generator_lost` record, so records == scheduled still holds
 
@@ -42,7 +44,8 @@ from qbench.run.load.loadgen import LiveStats, LoadGenerator, StopHook
 from qbench.run.load.mix import make_routes, routing
 from qbench.run.protocols.base import Clock, make_http_session
 from qbench.run.protocols.login import authenticator, session_slots
-from qbench.run.records import JsonlWriter, RequestRecord, read_jsonl
+from qbench.run.record_spill import RecordSpill, RowOrder, discard_spills
+from qbench.run.records import FIELD_NAMES, JsonlWriter, RequestRecord, read_jsonl
 from qbench.run.results.summary import GeneratorStats, WorkerStats
 from qbench.run.scenario.scenario import Scenario, with_overrides
 from qbench.run.scenario.schedule import OpenPlan, Plan, UserPlan
@@ -59,7 +62,7 @@ class Job:
     scenario: Scenario
     plan: Plan  # the whole run's plan, built once by the runner
     target: str
-    run_dir: Path  # records.jsonl is appended here while the run goes
+    run_dir: Path  # records.jsonl and the Parquet spills are appended here while the run goes
     announce: Announce  # the target's discovery and login info (once, before any request) -> run.json
     on_tick: Callable[[LiveStats], None]  # the live view (~4 Hz), every worker combined
     stop_when: StopHook | None = None  # asked on every tick; a reason ends the run as "deadline"
@@ -88,12 +91,14 @@ class ExecutionInfo(PartInfo):
 
 @dataclass
 class Execution:
-    """What an executor hands back: every record (read back from records.jsonl at the end), the
-    generator's own health, run info."""
+    """What an executor hands back: the generator's own health, run info, and where the records are:
+    spilled in the run folder, to be sealed in `order` (qbench.run.record_spill.seal), or, `order` None,
+    in `records` (merge's list, in the run's order)."""
 
     records: list[RequestRecord]
     stats: GeneratorStats
     info: ExecutionInfo = field(default_factory=ExecutionInfo)
+    order: RowOrder | None = None
 
 
 class Executor(Protocol):
@@ -274,17 +279,17 @@ class LocalExecutor:
 
     async def _execute(self, job: Job) -> Execution:
         (part,) = split_plan(job.scenario, job.plan, job.target, 1)
-        with _JsonlSink(job.run_dir) as sink:
+        with RecordSinks(job.run_dir, opened=False) as sink:
             result = await run_part(part, _LocalControl(job, sink), worker=False)
-        records = read_back(job.run_dir, sink.start) if sink.opened else []
-        records.sort(key=plan_order(job.plan))  # as the plan ran: records.jsonl is in finishing order
-        return merge([result], isinstance(job.plan, OpenPlan), "local", records)
+        execution = merge([result], isinstance(job.plan, OpenPlan), "local", [])
+        execution.order = row_order(job.plan, 1, "local")  # as the plan ran: they arrived as they finished
+        return execution
 
 
 @dataclass
 class _LocalControl:
     job: Job
-    sink: _JsonlSink
+    sink: RecordSinks
     where: str = field(default_factory=this_process)
     signals: bool = True
 
@@ -309,28 +314,40 @@ class _LocalControl:
         self.sink.write(batch)
 
 
-class _JsonlSink:
-    """records.jsonl, opened only once discovery has succeeded (a failed run leaves no folder)."""
+class RecordSinks:
+    """Where one writer's finished records go: appended to records.jsonl (the crash log, flushed at
+    once: what a killed run keeps) and to the Parquet spill `name` of the run folder (the columns
+    records.parquet is sealed from). `opened` False: opened by `open`, once discovery has succeeded
+    (a failed run leaves no folder); a spill an earlier run left in the folder is removed then."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.writer = JsonlWriter(run_dir / "records.jsonl")
+    def __init__(self, run_dir: Path, name: str = "0", *, opened: bool = True) -> None:
+        self.jsonl = JsonlWriter(run_dir / "records.jsonl")
+        self.spill = RecordSpill(run_dir, name)
         self.opened = False
-        self.start = 0  # where this run's records begin in the file (a reused folder has others)
+        if opened:
+            self.jsonl.__enter__()
+            self.opened = True
 
-    def __enter__(self) -> _JsonlSink:
+    def __enter__(self) -> RecordSinks:
         return self
 
     def open(self) -> None:
-        self.start = jsonl_end(self.writer.path.parent)
-        self.writer.__enter__()
+        discard_spills(self.jsonl.path.parent)
+        self.jsonl.__enter__()
         self.opened = True
 
-    def write(self, batch: list[RequestRecord]) -> None:
-        self.writer.write(batch)
+    def write(self, batch: Sequence[RequestRecord]) -> None:
+        self.spill.write_lines(self.jsonl.write(batch), len(batch))
+
+    def write_table(self, table: Any) -> None:
+        """An Arrow table of records (a Ray worker's batch), never made into records."""
+        self.jsonl.write_rows(table.select(list(FIELD_NAMES)).to_pylist())
+        self.spill.write_table(table)
 
     def __exit__(self, *exc: object) -> None:
         if self.opened:
-            self.writer.__exit__(*exc)
+            self.spill.close()
+            self.jsonl.__exit__(*exc)
 
 
 # ---------------------------------------------------------------- merging
@@ -376,6 +393,17 @@ def read_back(run_dir: Path, start: int) -> list[RequestRecord]:
     """The records a run appended to records.jsonl from byte `start` (in the order they finished)."""
     path = run_dir / "records.jsonl"
     return read_jsonl(path, start) if path.exists() else []
+
+
+def row_order(plan: Plan, parts: int, executor: str) -> RowOrder:
+    """The order of records.parquet's rows, as `plan_order` and `merge` order a list of records: one
+    part in the plan's order; several by request id (open loop) or renumbered in send order (closed
+    loop); a lone Ray worker's as they arrived."""
+    if parts > 1:
+        return RowOrder(renumber=not isinstance(plan, OpenPlan))
+    if executor == "ray":
+        return RowOrder(sort=False)
+    return RowOrder(plan_ids=plan.ids if isinstance(plan, OpenPlan) else None)
 
 
 def plan_order(plan: Plan) -> Callable[[RequestRecord], int]:

@@ -7,8 +7,9 @@ every child is ready, so intended times line up exactly.
 
 Children stream their LiveStats to the parent (console, stop_when); a stop (stop_when, Ctrl-C,
 SIGTERM to the parent) is passed down with an Event; each child appends its records to records.jsonl
-as they finish and keeps none; the parent reads them back once every child is done and merges them
-(qbench.run.load.executor.merge).
+and to its own Parquet spill as they finish and keeps none (qbench.run.load.executor.RecordSinks); the
+parent never holds them: the runner seals the spills into records.parquet in the order
+qbench.run.load.executor.merge gives a list of records.
 """
 
 from __future__ import annotations
@@ -30,19 +31,20 @@ from qbench.run.load.executor import (
     Job,
     Part,
     PartResult,
+    RecordSinks,
     combine,
     discover,
     in_loop,
-    jsonl_end,
     merge,
-    read_back,
+    row_order,
     run_part,
     split_plan,
     stop_signals,
     this_process,
 )
 from qbench.run.load.loadgen import LiveStats, StopHook
-from qbench.run.records import JsonlWriter, RequestRecord
+from qbench.run.record_spill import discard_spills
+from qbench.run.records import RequestRecord
 from qbench.run.scenario.schedule import OpenPlan
 
 START_MARGIN_S = 1.0  # between "all children ready" and the shared start
@@ -67,7 +69,7 @@ class ProcessExecutor:
 
     def execute(self, job: Job) -> Execution:
         in_loop(discover(job))
-        start = jsonl_end(job.run_dir)
+        discard_spills(job.run_dir)  # a reused folder's, of a run killed before the end
         ctx = mp.get_context("spawn")
         shared = _Shared(
             ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Value("d", 0.0), ctx.Event(), ctx.Event(),
@@ -90,8 +92,8 @@ class ProcessExecutor:
                 child.join(timeout=30)
                 if child.is_alive():
                     child.kill()
-        records = read_back(job.run_dir, start)
-        execution = merge(results, isinstance(job.plan, OpenPlan), "processes", records)
+        execution = merge(results, isinstance(job.plan, OpenPlan), "processes", [])
+        execution.order = row_order(job.plan, self.processes, "processes")
         if reasons:
             execution.info.stop_reason = reasons[0]
         return execution
@@ -171,7 +173,7 @@ def _drain_stats(shared: _Shared, latest: dict[int, LiveStats]) -> None:
 def _child(part: Part, run_dir: str, shared: _Shared) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):  # the parent decides (Ctrl-C reaches the whole group)
         signal.signal(sig, signal.SIG_IGN)
-    with JsonlWriter(Path(run_dir) / "records.jsonl") as sink:
+    with RecordSinks(Path(run_dir), str(part.index)) as sink:
         result = asyncio.run(run_part(part, _ChildControl(part.index, shared, sink)))
     shared.results.put(result)
 
@@ -180,7 +182,7 @@ def _child(part: Part, run_dir: str, shared: _Shared) -> None:
 class _ChildControl:
     index: int
     shared: _Shared
-    sink: JsonlWriter
+    sink: RecordSinks
     where: str = field(default_factory=this_process)
     stop_when: StopHook | None = None
     signals: bool = False

@@ -13,7 +13,8 @@ actor runs `run_part`, the ordinary LoadGenerator, on its part. The driver (this
    measured by a second offset measurement after it; both go to run.json `clock`);
 4. polls every actor 2-4 times a second (one poll in flight per actor): its LiveStats (the live line
    combines them) and the records finished since its last poll, as an Arrow IPC batch, appended to
-   records.jsonl at once;
+   records.jsonl and the run's Parquet spill at once as Arrow (qbench.run.load.executor.RecordSinks):
+   the driver keeps no record, only each worker's count and (open loop) request ids, 8 bytes each;
 5. an actor that dies (or whose node does): every request of its part whose record never arrived
    becomes a `generator_lost` record (qbench.run.load.executor.lost_records); the others carry on. An actor
    that answers no poll for UNRESPONSIVE_S is killed and counted the same way. Ctrl-C / SIGTERM stop
@@ -37,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from qbench.errors import ExecutorError
 from qbench.run.load.clocksync import ClockOffset, measure
 from qbench.run.load.executor import (
@@ -45,18 +48,21 @@ from qbench.run.load.executor import (
     Part,
     PartInfo,
     PartResult,
+    RecordSinks,
     combine,
     discover,
     in_loop,
     lost_records,
     merge,
+    row_order,
     run_part,
     split_plan,
     stop_signals,
     wall_to_perf,
 )
 from qbench.run.load.loadgen import LiveStats, StopHook
-from qbench.run.records import JsonlWriter, RequestRecord, records_from_ipc, records_to_ipc
+from qbench.run.record_spill import discard_spills
+from qbench.run.records import RequestRecord, records_to_ipc
 from qbench.run.results.summary import GeneratorStats, WorkerStats
 from qbench.run.scenario.schedule import OpenPlan
 
@@ -144,7 +150,9 @@ class _Worker:
     run_ref: Any = None
     where: str = "?"
     offset: ClockOffset | None = None
-    records: list[RequestRecord] = field(default_factory=list)
+    count: int = 0  # records received (or made for what it lost)
+    sent: int = 0  # of those, the ones sent
+    ids: list[Any] = field(default_factory=list)  # numpy arrays of the request ids received
     live: LiveStats | None = None
     result: PartResult | None = None
     poll_ref: Any = None  # the poll in flight
@@ -170,7 +178,8 @@ class _Driver:
             self._placed(pg)
             workers = self._spawn(pg)
             self._start(workers)
-            with JsonlWriter(self.job.run_dir / "records.jsonl") as sink:
+            discard_spills(self.job.run_dir)  # a reused folder's, of a run killed before the end
+            with RecordSinks(self.job.run_dir) as sink:
                 self._supervise(workers, sink)
             drift = self._offsets([w for w in workers if w.result is not None and not w.result.worker.lost])
         finally:
@@ -258,7 +267,7 @@ class _Driver:
 
     # ------------------------------------------------------------ while running
 
-    def _supervise(self, workers: list[_Worker], sink: JsonlWriter) -> None:
+    def _supervise(self, workers: list[_Worker], sink: RecordSinks) -> None:
         running = list(workers)
         for w in running:
             w.last_seen = time.monotonic()
@@ -277,7 +286,7 @@ class _Driver:
             if running:
                 time.sleep(POLL_S)
 
-    def _poll(self, running: list[_Worker], sink: JsonlWriter) -> None:
+    def _poll(self, running: list[_Worker], sink: RecordSinks) -> None:
         """One poll in flight per actor at a time: each answer carries records no other answer has."""
         for w in running:
             if w.poll_ref is None:
@@ -291,7 +300,7 @@ class _Driver:
                 self.ray.kill(w.actor, no_restart=True)
                 self._lose(w, sink, f"no answer for {UNRESPONSIVE_S:g} s (killed)")
 
-    def _answer(self, w: _Worker, sink: JsonlWriter, timeout: float | None = None) -> None:
+    def _answer(self, w: _Worker, sink: RecordSinks, timeout: float | None = None) -> None:
         ref, w.poll_ref = w.poll_ref, None
         try:
             live, batch = self.ray.get(ref, timeout=timeout)
@@ -302,7 +311,7 @@ class _Driver:
         w.live = live or w.live
         self._receive(w, batch, sink)
 
-    def _collect(self, running: list[_Worker], sink: JsonlWriter) -> None:
+    def _collect(self, running: list[_Worker], sink: RecordSinks) -> None:
         pending = [w for w in running if w.result is None]
         if not pending:
             return
@@ -320,31 +329,35 @@ class _Driver:
                 self._lose(w, sink, _cause(exc))
                 continue
             self._receive(w, batch, sink)
-            result.records = w.records
             w.result = result
 
-    def _receive(self, w: _Worker, batch: bytes | None, sink: JsonlWriter) -> None:
-        if batch:
-            records = records_from_ipc(batch)
-            sink.write(records)
-            w.records.extend(records)
+    def _receive(self, w: _Worker, batch: bytes | None, sink: RecordSinks) -> None:
+        """A worker's Arrow batch onto records.jsonl and the spill as it is; counted, never kept."""
+        if not batch:
+            return
+        import pyarrow as pa
 
-    def _lose(self, w: _Worker, sink: JsonlWriter, reason: str) -> None:
+        table = pa.ipc.open_stream(pa.py_buffer(batch)).read_all()
+        sink.write_table(table)
+        w.count += table.num_rows
+        w.sent += table.num_rows - table.column("sent_at_s").null_count
+        w.ids.append(table.column("request_id").to_numpy())
+
+    def _lose(self, w: _Worker, sink: RecordSinks, reason: str) -> None:
         """The actor is gone: what it never reported becomes `generator_lost` records."""
         why = f"actor {w.part.index} on {w.where}: {reason}"
         at_s = time.time() - self.start_wall
-        received = {r.request_id for r in w.records}
-        lost = lost_records(w.part, received, self.label, at_s, why, user_records=len(w.records))
+        received = set(np.concatenate(w.ids).tolist()) if w.ids else set()
+        lost = lost_records(w.part, received, self.label, at_s, why, user_records=w.count)
         sink.write(lost)
-        w.records.extend(lost)
+        w.count += len(lost)
         live = w.live or LiveStats()
         live.completed += len(lost)
         live.errors_by_kind["generator_lost"] = live.errors_by_kind.get("generator_lost", 0) + len(lost)
         live.in_flight, live.lost_workers = 0, 1
         w.live = live
-        worker = WorkerStats(index=w.part.index, where=w.where, requests=len(w.records),
-                             sent=sum(r.sent_at_s is not None for r in w.records), lost=why)
-        w.result = PartResult(w.part.index, w.records, GeneratorStats(), PartInfo(), worker)
+        worker = WorkerStats(index=w.part.index, where=w.where, requests=w.count, sent=w.sent, lost=why)
+        w.result = PartResult(w.part.index, [], GeneratorStats(), PartInfo(), worker)
 
     def _tick(self, workers: list[_Worker]) -> None:
         live = [w.live for w in workers if w.live is not None]
@@ -362,7 +375,8 @@ class _Driver:
 
     def _execution(self, workers: list[_Worker], after: dict[int, ClockOffset]) -> Execution:
         results = [w.result for w in workers if w.result is not None]
-        execution = merge(results, isinstance(self.job.plan, OpenPlan), "ray")
+        execution = merge(results, isinstance(self.job.plan, OpenPlan), "ray", [])
+        execution.order = row_order(self.job.plan, len(self.parts), "ray")
         nodes = [
             _clock_entry(w, stats, after.get(w.part.index))
             for w, stats in zip(workers, execution.stats.workers, strict=True)
