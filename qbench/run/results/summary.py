@@ -1,5 +1,9 @@
 """Records -> Summary: throughput, goodput, percentiles per phase, error kinds and the SLO verdict.
 
+Computed from the run's columns (qbench.run.columns: a big run's records.parquet a few columns at a
+time, or a small run's records), vectorised; every figure is the one the records give, to the last
+digit (values in the records' order; sums of per-request figures added left to right).
+
 Percentile method: exact, from the raw (never bucketed) per-request values, with numpy's default
 `np.percentile(values, q, method="linear")` (Hyndman & Fan type 7: linear interpolation between the
 two closest ranks, `rank = q/100 * (n - 1)`). For [1, 2, 3, 4]: p50 = 2.5, p90 = 3.7. A phase with no
