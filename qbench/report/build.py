@@ -1,7 +1,9 @@
 """`qbench report DIR`: a run, sweep or capacity directory -> PNG charts, summary.md and a self-contained
 report.html.
 
-Everything is rebuilt from the files on disk (records first; see `qbench.report.rundir`). Output goes to
+Everything is rebuilt from the files on disk (see `qbench.report.rundir`): a run's figures, diagnosis
+and app notes are those its summary.json holds (recomputed from the records only where it lacks them),
+its charts are drawn from its records as columns (`qbench.report.charts`). Output goes to
 `<out>/charts/*.png`, `<out>/summary.md` (short, for pull requests and CI logs) and `<out>/report.html`
 (one file: the charts are embedded as base64 PNGs, the CSS is inline, nothing is fetched from the
 network, and it reads on a phone). Both documents come from jinja2 templates in `qbench/report/templates/`.
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import numpy as np
 
 from qbench import __version__
 from qbench.errors import QbenchError, ScenarioError
@@ -32,9 +35,11 @@ from qbench.report.phase_chart import render_phase_chart
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.soak_charts import render_soak_charts
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
+from qbench.run.columns import Columns
 from qbench.run.diagnose.app_errors import explain
 from qbench.run.diagnose.diagnose import host_cpus
 from qbench.run.diagnose.diagnose_mix import diagnose_run
+from qbench.run.diagnose.finding import Finding
 from qbench.run.load.mix import mix_starts
 from qbench.run.results.alongside import alongside
 from qbench.run.results.run_info import RunInfo
@@ -160,7 +165,7 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         title=f"qbench run: {scenario_name}",
         source=str(run.path),
         headline=run_headline(run),
-        charts=render_run_charts(run.records, charts_dir) + render_phase_chart(run.records, charts_dir)
+        charts=render_run_charts(run.columns, charts_dir) + render_phase_chart(run.columns, charts_dir)
         + render_soak_charts(run.path, charts_dir),
         phases=phase_rows(s),
         endpoints=endpoint_rows(s),
@@ -170,14 +175,22 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         errors=error_rows(run),
         slo=[slo_row(c) for c in s.checks()],
         warnings=bottleneck_warnings(s),
-        diagnosis=[f"{f.kind}: {f.message}" for f in diagnose_run(
-            run.records, s, run.info.server or None, cpus=host_cpus(run.info.host, run.info.target))],
+        diagnosis=[f"{f.kind}: {f.message}" for f in diagnosis(run)],
         notes=run.notes,
         details=run_details(run.info),
         over_time=soak.lines() if (soak := read_soak(run.path)) is not None else [],
         alongside=alongside_lines(run, scenario := _scenario(run)),
-        app_notes=explain(run.records, scenario, run.info.server or None),
+        app_notes=run.stored.app_notes if run.stored.app_notes is not None
+        else explain(run.records, scenario, run.info.server or None),
     )
+
+
+def diagnosis(run: LoadedRun) -> list[Finding]:
+    """Where the limit was: summary.json's, else diagnosed from the records (qbench.run.diagnose)."""
+    if run.stored.diagnosis is not None:
+        return run.stored.diagnosis
+    return diagnose_run(run.records, run.summary, run.info.server or None,
+                        cpus=host_cpus(run.info.host, run.info.target))
 
 
 def _scenario(run: LoadedRun) -> Scenario | None:
@@ -190,6 +203,8 @@ def _scenario(run: LoadedRun) -> Scenario | None:
 
 def alongside_lines(run: LoadedRun, scenario: Scenario | None) -> list[str]:
     """The endpoints before and after a mix entry joined, from the records (qbench.run.results.alongside)."""
+    if run.stored.alongside is not None:
+        return [a.line() for a in run.stored.alongside]
     starts = mix_starts(scenario) if scenario is not None else None
     if scenario is None or not starts:
         return []
@@ -206,7 +221,7 @@ def slo_row(c: SloCheck) -> list[str]:
 def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
     s = run.summary
     total = s.phase("latency_s")
-    warmup = sum(1 for r in run.records if r.warmup)
+    warmup = int(run.columns.bools("warmup").sum())
     rows = [
         ("target", run.info.target or "unknown"),
         ("started", run.info.started_at or "unknown"),
@@ -301,12 +316,27 @@ def _stats_row(label: str, stats: Stats) -> list[str]:
 
 def error_rows(run: LoadedRun) -> list[list[str]]:
     s = run.summary
-    examples: dict[str, str] = {}
-    for r in run.records:
-        if not r.ok and not r.warmup:
-            examples.setdefault(r.error_kind or "client", (r.error_message or "")[:160])
+    examples = error_examples(run.columns)
     return [[kind, str(n), f"{n / s.requests:.1%}" if s.requests else "-", examples.get(kind, "")]
             for kind, n in sorted(s.errors_by_kind.items(), key=lambda kv: -kv[1])]
+
+
+def error_examples(cols: Columns) -> dict[str, str]:
+    """Per error kind ("client" for none), the message of its first measured failed request (cut to 160
+    characters; "" when it has none)."""
+    failed = ~cols.ok() & cols.measured()
+    if not failed.any():
+        return {}
+    codes, kinds = cols.labels("error_kind")
+    names = [k or "client" for k in kinds] + ["client"]
+    codes = np.where(codes < 0, len(kinds), codes)[failed]
+    rows = np.flatnonzero(failed)
+    examples: dict[str, str] = {}
+    seen, first = np.unique(codes, return_index=True)
+    messages = cols.strings("error_message")
+    for code, at in sorted(zip(seen.tolist(), first.tolist(), strict=True), key=lambda pair: pair[1]):
+        examples.setdefault(names[code], (messages[rows[at]] or "")[:160])
+    return examples
 
 
 def run_details(info: RunInfo) -> list[tuple[str, str]]:

@@ -1,5 +1,10 @@
 """Run charts: one run's records -> PNG figures, drawn from the records alone.
 
+The records are columns (`qbench.report.columns.RunColumns`: records.parquet read a column at a time),
+so a run of millions of requests is drawn in bounded memory: distributions, percentiles per bin, rates
+and counts in flight from every request; scatters from every request up to `columns.MAX_POINTS`, else
+from a uniform sample of that many, which their legend states.
+
 Every chart is a function `RunColumns -> Figure` built with matplotlib's object-oriented API
 (`matplotlib.figure.Figure` on an Agg canvas; no pyplot global state, so charts are safe to draw from
 threads and tests). A chart with nothing to show still renders, with a note saying why, so a report of a
@@ -21,7 +26,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from qbench.report.columns import RunColumns, fmt_s, time_bins
+from qbench.report.columns import RunColumns, fmt_s, points_label, time_bins
+from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord
 
 #: One colour per latency phase, the same in every chart.
@@ -33,6 +39,7 @@ PHASE_LABELS = {
     "ttfo_s": "time to first output",
 }
 MARKED_PERCENTILES = (50.0, 95.0, 99.0)
+CURVE_POINTS = 4_000  # a percentile curve of more values is drawn at this many quantiles
 _KIND_COLORS = {
     "queue_full": "#d62728", "server_error": "#9467bd", "timeout": "#8c564b", "http_5xx": "#e377c2",
     "http_4xx": "#f7b6d2", "connect": "#7f7f7f", "stream_broken": "#17becf", "deadline": "#bcbd22",
@@ -97,9 +104,9 @@ def percentile_curve(
     values = np.sort(values[np.isfinite(values)])
     if values.size == 0:
         return False
-    x = nines(np.arange(values.size) / values.size)
+    x, y = _curve(values)
     # The last value holds up to q = 1 - 1/n; a lone value is drawn as a short step rather than a dot.
-    ax.plot(np.append(x, max(x[-1], np.log10(2))), np.append(values, values[-1]), color=color, lw=lw,
+    ax.plot(np.append(x, max(x[-1], np.log10(2))), np.append(y, values[-1]), color=color, lw=lw,
             label=label, drawstyle="steps-post", zorder=zorder)
     for p in MARKED_PERCENTILES if marks else ():
         v = float(np.percentile(values, p))
@@ -108,6 +115,20 @@ def percentile_curve(
         ax.annotate(f"p{p:g} {fmt_s(v)}", (at, v), textcoords="offset points", xytext=(4, 4),
                     fontsize=8, color=color)
     return True
+
+
+def _curve(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(nines positions, values) of the steps of sorted `values`: every value up to CURVE_POINTS, else
+    the value at CURVE_POINTS positions evenly spaced on the nines axis (the step each falls in), and
+    the last value, so the curve keeps its shape and its tail without a vertex per request."""
+    n = values.size
+    if n <= CURVE_POINTS:
+        return nines(np.arange(n) / n), values
+    top = float(nines(np.array((n - 1) / n)))
+    at = np.unique(np.minimum(np.floor((1.0 - 10.0 ** -np.linspace(0.0, top, CURVE_POINTS)) * n), n - 1))
+    index = np.append(at.astype(np.int64), n - 1)
+    index = np.unique(index)
+    return nines(index / n), values[index]
 
 
 def nines_axis(ax: Axes, n: int) -> None:
@@ -145,16 +166,23 @@ def latency_over_time(data: RunColumns) -> Figure:
     if not np.isfinite(latency).any():
         note(top, "No request completed: no latency to show")
     else:
+        intended = data.intended
         ok = data.ok & np.isfinite(latency)
         bad = ~data.ok & np.isfinite(latency)
+        drawn = data.sample(ok | bad)
+        sampled = points_label(int(drawn.sum()), int((ok | bad).sum()))
         if ok.any():
             size = 5 if ok.sum() > 1000 else 14  # small runs: dots big enough to see
-            top.scatter(data.intended[ok], latency[ok], s=size, color=PHASE_COLORS["latency_s"], alpha=0.6,
+            shown = ok & drawn
+            top.scatter(intended[shown], latency[shown], s=size, color=PHASE_COLORS["latency_s"], alpha=0.6,
                         lw=0, label="ok request")
         if bad.any():
-            top.scatter(data.intended[bad], latency[bad], s=10, marker="x", color="#d62728", lw=0.8,
+            shown = bad & drawn
+            top.scatter(intended[shown], latency[shown], s=10, marker="x", color="#d62728", lw=0.8,
                         label="failed request")
-        _rolling_percentiles(top, data.intended[ok], latency[ok], data)
+        _rolling_percentiles(top, intended[ok], latency[ok], data)
+        if sampled:
+            top.set_title(f"Latency over time (by intended send time) and request rates; dots: {sampled}")
         top.set_ylabel("latency (s)")
         top.set_ylim(0, float(np.nanmax(latency)) * 1.08 or None)
         top.ticklabel_format(axis="y", useOffset=False)
@@ -169,13 +197,14 @@ def _rolling_percentiles(ax: Axes, t: np.ndarray, v: np.ndarray, data: RunColumn
         return
     edges = time_bins(data.span(), target=60)
     index = np.digitize(t, edges) - 1
+    order = np.argsort(index, kind="stable")  # each bin's values together, a bin at a time
+    bins, starts = np.unique(index[order], return_index=True)
     centres, p50, p95 = [], [], []
-    for i in range(len(edges) - 1):
-        sel = v[index == i]
-        if sel.size:
+    for i, part in zip(bins, np.split(v[order], starts[1:]), strict=True):
+        if 0 <= i < len(edges) - 1:
             centres.append((edges[i] + edges[i + 1]) / 2)
-            p50.append(np.percentile(sel, 50))
-            p95.append(np.percentile(sel, 95))
+            p50.append(np.percentile(part, 50))
+            p95.append(np.percentile(part, 95))
     ax.plot(centres, p50, color="#0b2e59", lw=1.5, label="p50 per bin")
     ax.plot(centres, p95, color="#0b2e59", lw=1.5, ls="--", label="p95 per bin")
 
@@ -185,12 +214,13 @@ def _rates(ax: Axes, data: RunColumns) -> None:
     width = float(edges[1] - edges[0])
     shade_warmup(ax, data)
     series = (
-        ("arrivals (intended)", data.intended, "#555555", "-"),
-        ("sent", data.sent, "#999999", ":"),
-        ("completions (ok)", data.completed[data.ok], "#2e9a4a", "-"),
-        ("errors", data.completed[~data.ok], "#d62728", "-"),
+        ("arrivals (intended)", lambda: data.intended, "#555555", "-"),
+        ("sent", lambda: data.sent, "#999999", ":"),
+        ("completions (ok)", lambda: data.completed[data.ok], "#2e9a4a", "-"),
+        ("errors", lambda: data.completed[~data.ok], "#d62728", "-"),
     )
-    for label, times, color, style in series:
+    for label, column, color, style in series:
+        times = column()
         counts, _ = np.histogram(times[np.isfinite(times)], bins=edges)
         if counts.any() or label.startswith("arrivals"):
             ax.stairs(counts / width, edges, color=color, ls=style, lw=1.5, label=label)
@@ -221,10 +251,15 @@ def inflight_and_rank(data: RunColumns) -> Figure:
     if not has_rank.any():
         note(bottom, "No queue estimation messages (rank) were received")
     else:
-        bottom.scatter(data.estimation[has_rank], data.queue_size[has_rank], s=6, color="#aaaaaa",
+        drawn = data.sample(has_rank)
+        estimation = data.estimation[drawn]
+        bottom.scatter(estimation, data.queue_size[drawn], s=6, color="#aaaaaa",
                        label="queue size (first estimation)")
-        bottom.scatter(data.estimation[has_rank], data.rank[has_rank], s=6,
+        bottom.scatter(estimation, data.rank[drawn], s=6,
                        color=PHASE_COLORS["queue_wait_s"], label="rank on join (0 = next)")
+        sampled = points_label(int(drawn.sum()), int(has_rank.sum()))
+        if sampled:
+            bottom.set_title(f"dots: {sampled}", fontsize=9, loc="right")
         bottom.set_ylabel("position")
         bottom.legend(loc="upper left", fontsize=8)
         bottom.grid(True, alpha=0.3)
@@ -245,7 +280,7 @@ def errors_over_time(data: RunColumns) -> Figure:
     bottom = np.zeros(len(edges) - 1)
     when = data.error_time()
     for kind, total in sorted(kinds.items(), key=lambda kv: -kv[1]):
-        counts, _ = np.histogram(when[data.error_kind == kind], bins=edges)
+        counts, _ = np.histogram(when[data.failed_with(kind)], bins=edges)
         ax.bar(edges[:-1], counts / width, width=width, bottom=bottom, align="edge", color=error_color(kind),
                label=f"{kind} ({total})")
         bottom += counts / width
@@ -267,8 +302,13 @@ def eta_accuracy(data: RunColumns) -> Figure:
         note(hist_ax, "(HTTP targets and unqueued events send no ETA)")
         return fig
     top = float(max(estimated.max(), actual.max(), 1e-3))
-    scatter_ax.scatter(actual, estimated, s=6, alpha=0.5, color=PHASE_COLORS["queue_wait_s"])
+    drawn = data.sample(data.eta_mask())
+    shown_estimated, shown_actual = data.eta_pairs(drawn)
+    scatter_ax.scatter(shown_actual, shown_estimated, s=6, alpha=0.5, color=PHASE_COLORS["queue_wait_s"])
     scatter_ax.plot([0, top], [0, top], color="#333333", lw=1, ls="--", label="perfect estimate")
+    sampled = points_label(shown_estimated.size, estimated.size)
+    if sampled:
+        scatter_ax.set_title(f"dots: {sampled}", fontsize=9)
     scatter_ax.set_xlabel("actual time from estimate to result (s)")
     scatter_ax.set_ylabel("server's estimated time to result, rank_eta (s)")
     scatter_ax.legend(loc="upper left", fontsize=8)
@@ -296,8 +336,10 @@ def send_lag(data: RunColumns) -> Figure:
     ax.set_title(f"Send lag (actual - intended send time): p50 {fmt_s(float(np.median(lag[finite])))}, "
                  f"p99 {fmt_s(p99)}, max {fmt_s(float(lag[finite].max()))}")
     shade_warmup(ax, data)
-    ax.scatter(data.intended[finite], lag[finite] * 1000, s=4, color="#555555", alpha=0.5, lw=0,
-               label="request")
+    drawn = data.sample(finite)
+    sampled = points_label(int(drawn.sum()), int(finite.sum()))
+    ax.scatter(data.intended[drawn], lag[drawn] * 1000, s=4, color="#555555", alpha=0.5, lw=0,
+               label=f"request ({sampled})" if sampled else "request")
     ax.axhline(p99 * 1000, color="#d62728", lw=1, ls="--", label=f"p99 = {fmt_s(p99)}")
     ax.set_ylabel("send lag (ms); high = load generator saturated")
     ax.set_xlabel("intended send time since run start (s)")
@@ -392,6 +434,7 @@ def render_charts(specs: Sequence[ChartSpec], data: RunColumns, out_dir: Path) -
     return charts
 
 
-def render_run_charts(records: Sequence[RequestRecord], out_dir: Path) -> list[Chart]:
-    """All run charts for `records`, written as PNGs into `out_dir`."""
-    return render_charts(RUN_CHARTS, RunColumns.from_records(records), out_dir)
+def render_run_charts(records: Sequence[RequestRecord] | Columns, out_dir: Path) -> list[Chart]:
+    """All run charts for a run's records (or their columns), written as PNGs into `out_dir`."""
+    columns = records if isinstance(records, Columns) else Columns.of(records)
+    return render_charts(RUN_CHARTS, RunColumns(columns), out_dir)

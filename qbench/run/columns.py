@@ -164,6 +164,17 @@ class _FromParquet(Columns):
         self.n = sum(f.metadata.num_rows for f in self.files)
         self.keep = max(keep, 2)
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._labels: dict[str, tuple[np.ndarray, list[str]]] = {}
+
+    def labels(self, name: str) -> tuple[np.ndarray, list[str]]:
+        """As Columns.labels, dictionary-encoded by Arrow: no Python string per row (3.6 M rows: 14 MiB
+        of codes, not ~200 MiB of str objects), kept for the next call."""
+        if name not in _STRINGS or name in self._cache:
+            return super().labels(name)
+        if name not in self._labels:
+            self._labels[name] = _encoded([_read_encoded(f, name) for f in self.files])
+        codes, strings = self._labels[name]
+        return codes, list(strings)
 
     def _column(self, name: str) -> np.ndarray:
         if name in self._cache:
@@ -228,6 +239,30 @@ def _read_column(file: Any, name: str) -> np.ndarray:
     if column.null_count and not pa.types.is_floating(column.type):
         return np.asarray(pc.cast(column, "double").to_numpy(zero_copy_only=False), dtype=np.float64)
     return np.asarray(column.to_numpy(zero_copy_only=False))
+
+
+def _read_encoded(file: Any, name: str) -> tuple[np.ndarray, list[str]]:
+    """One file's string column as (codes, strings in order of first sight), -1 for null."""
+    import pyarrow.compute as pc
+
+    n = file.metadata.num_rows
+    if name not in file.schema_arrow.names:
+        return np.full(n, -1, dtype=np.int32), []
+    encoded = pc.dictionary_encode(file.read(columns=[name]).column(0).combine_chunks())
+    codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int32)
+    return codes, [str(v) for v in encoded.dictionary.to_pylist()]
+
+
+def _encoded(parts: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
+    """Parts' codes as one column over one list of strings (in order of first sight across the parts)."""
+    if len(parts) == 1:
+        return parts[0]
+    seen: dict[str, int] = {}
+    columns = []
+    for codes, strings in parts:
+        remap = np.array([seen.setdefault(v, len(seen)) for v in strings] + [-1], dtype=np.int32)
+        columns.append(remap[codes])  # -1 (null) picks the last entry: -1
+    return np.concatenate(columns), list(seen)
 
 
 def _parquet_files(path: Path) -> list[Path]:
