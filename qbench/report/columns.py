@@ -22,7 +22,7 @@ from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord
 
 _NICE_STEPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600)
-MAX_POINTS: Final = 20_000  # the most requests a scatter draws (beyond: a uniform sample)
+MAX_POINTS = 20_000  # the most requests a scatter draws (beyond: a uniform sample)
 
 #: The charts' phases, each stop - start of two stored times (service ends at completion here: the
 #: charts show the server's work up to the last byte, as they always have).
@@ -195,9 +195,10 @@ class RunColumns:
         keep = self.eta_mask() if mask is None else self.eta_mask() & mask
         return self.rank_eta[keep], (self.completed - self.estimation)[keep]
 
-    def sample(self, mask: np.ndarray, limit: int = MAX_POINTS) -> np.ndarray:
-        """Mask of the rows a scatter draws among `mask`: all of them up to `limit`, else a uniform
-        sample of `limit` (the same for the same run)."""
+    def sample(self, mask: np.ndarray, limit: int | None = None) -> np.ndarray:
+        """Mask of the rows a scatter draws among `mask`: all of them up to `limit` (MAX_POINTS), else a
+        uniform sample of `limit` (the same for the same run)."""
+        limit = MAX_POINTS if limit is None else limit
         rows = np.flatnonzero(mask)
         if rows.size <= limit:
             return np.asarray(mask, dtype=bool)
