@@ -189,8 +189,9 @@ def _old_views(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
         for phase in SERVER_PHASES:
             values = group[phase].dropna().to_numpy(dtype=float)
             if values.size:
-                split[(str(endpoint), phase)] = {"count": float(values.size),
-                                                 **{f"p{v:g}": float(np.percentile(values, v)) for v in (50, 90)}}
+                stats = {"count": float(values.size)}
+                stats.update({f"p{v:g}": float(np.percentile(values, v)) for v in (50, 90)})
+                split[(str(endpoint), phase)] = stats
     table = pd.DataFrame.from_dict(split, orient="index")
     table.index = pd.MultiIndex.from_tuples(list(split), names=["endpoint", "phase"])
     return {"percentiles": percentiles, "errors": errors,
@@ -240,7 +241,8 @@ def test_a_run_of_a_million_requests_loads_lazily_in_bounded_memory(tmp_path: Pa
     failed = rng.random(n) < 0.02
     table = pa.table({
         "request_id": np.arange(n), "user_id": np.zeros(n, dtype=np.int64),
-        "session_id": pa.array(["s"] * n), "endpoint": pa.array(np.where(rng.random(n) < 0.7, "chat", "embed")),
+        "session_id": pa.array(["s"] * n),
+        "endpoint": pa.array(np.where(rng.random(n) < 0.7, "chat", "embed")),
         "warmup": intended < 5.0, "intended_at_s": intended, "sent_at_s": intended + 0.0005,
         "started_at_s": intended + 0.002, "completed_at_s": intended + 0.002 + service,
         "outcome": pa.array(np.where(failed, "error", "ok")),

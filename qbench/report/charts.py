@@ -101,7 +101,8 @@ def percentile_curve(
 ) -> bool:
     """Draw sorted `values` against their quantile on a nines axis (p50/p95/p99 marked unless `marks` is
     False). False when there is nothing to draw."""
-    values = np.sort(values[np.isfinite(values)])
+    values = values[np.isfinite(values)]  # a copy, sorted in place: one array of the values, not two
+    values.sort()
     if values.size == 0:
         return False
     x, y = _curve(values)
@@ -146,12 +147,12 @@ def nines_axis(ax: Axes, n: int) -> None:
 def latency_distribution(data: RunColumns) -> Figure:
     fig, (ax,) = new_figure(height=4.8)
     ok = data.measured & data.ok
-    drawn = [percentile_curve(ax, data.phase(name)[ok], PHASE_COLORS[name], PHASE_LABELS[name])
+    drawn = [percentile_curve(ax, data.phase(name, ok), PHASE_COLORS[name], PHASE_LABELS[name])
              for name in PHASE_COLORS]
     if not any(drawn):
         note(ax, "No completed requests: no latency to show")
     else:
-        nines_axis(ax, int(np.isfinite(data.phase("latency_s")[ok]).sum()))
+        nines_axis(ax, int(np.isfinite(data.phase("latency_s", ok)).sum()))
         ax.set_ylabel("seconds")
         ax.legend(loc="upper left")
     ax.set_title("Latency distribution by phase (ok requests, warm-up excluded)")
@@ -180,7 +181,7 @@ def latency_over_time(data: RunColumns) -> Figure:
             shown = bad & drawn
             top.scatter(intended[shown], latency[shown], s=10, marker="x", color="#d62728", lw=0.8,
                         label="failed request")
-        _rolling_percentiles(top, intended[ok], latency[ok], data)
+        _rolling_percentiles(top, intended, latency, ok, data)
         if sampled:
             top.set_title(f"Latency over time (by intended send time) and request rates; dots: {sampled}")
         top.set_ylabel("latency (s)")
@@ -192,17 +193,17 @@ def latency_over_time(data: RunColumns) -> Figure:
     return fig
 
 
-def _rolling_percentiles(ax: Axes, t: np.ndarray, v: np.ndarray, data: RunColumns) -> None:
-    if v.size < 2:
+def _rolling_percentiles(ax: Axes, t: np.ndarray, v: np.ndarray, rows: np.ndarray, data: RunColumns) -> None:
+    """p50 and p95 of `v` per time bin of `t`, over `rows` (a bin at a time: a mask per bin, never an
+    index per row)."""
+    if rows.sum() < 2:
         return
     edges = time_bins(data.span(), target=60)
-    index = np.digitize(t, edges) - 1
-    order = np.argsort(index, kind="stable")  # each bin's values together, a bin at a time
-    bins, starts = np.unique(index[order], return_index=True)
     centres, p50, p95 = [], [], []
-    for i, part in zip(bins, np.split(v[order], starts[1:]), strict=True):
-        if 0 <= i < len(edges) - 1:
-            centres.append((edges[i] + edges[i + 1]) / 2)
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        part = v[rows & (t >= lo) & (t < hi)]
+        if part.size:
+            centres.append((lo + hi) / 2)
             p50.append(np.percentile(part, 50))
             p95.append(np.percentile(part, 95))
     ax.plot(centres, p50, color="#0b2e59", lw=1.5, label="p50 per bin")
@@ -296,14 +297,15 @@ def eta_accuracy(data: RunColumns) -> Figure:
     FigureCanvasAgg(fig)
     scatter_ax, hist_ax = fig.subplots(1, 2, width_ratios=[1.2, 1])
     fig.suptitle("ETA accuracy: server's first estimate vs. the real time to the result")
-    estimated, actual = data.eta_pairs()
+    mask = data.eta_mask()
+    estimated, actual = data.eta_pairs(mask)
     if estimated.size == 0:
         note(scatter_ax, "No ETA estimates with a completed result")
         note(hist_ax, "(HTTP targets and unqueued events send no ETA)")
         return fig
     top = float(max(estimated.max(), actual.max(), 1e-3))
-    drawn = data.sample(data.eta_mask())
-    shown_estimated, shown_actual = data.eta_pairs(drawn)
+    drawn = data.sample(mask)[mask]  # of the pairs
+    shown_estimated, shown_actual = estimated[drawn], actual[drawn]
     scatter_ax.scatter(shown_actual, shown_estimated, s=6, alpha=0.5, color=PHASE_COLORS["queue_wait_s"])
     scatter_ax.plot([0, top], [0, top], color="#333333", lw=1, ls="--", label="perfect estimate")
     sampled = points_label(shown_estimated.size, estimated.size)
@@ -314,6 +316,7 @@ def eta_accuracy(data: RunColumns) -> Figure:
     scatter_ax.legend(loc="upper left", fontsize=8)
     scatter_ax.grid(True, alpha=0.3)
     error = estimated - actual
+    del estimated, actual
     hist_ax.hist(error, bins=min(50, max(5, error.size // 5)), color=PHASE_COLORS["queue_wait_s"], alpha=0.8)
     hist_ax.axvline(0, color="#333333", lw=1, ls="--")
     hist_ax.set_xlabel("estimate - actual (s); > 0 = pessimistic, < 0 = optimistic")
@@ -431,7 +434,22 @@ def render_charts(specs: Sequence[ChartSpec], data: RunColumns, out_dir: Path) -
     for spec in specs:
         path = save(spec.draw(data), out_dir / f"{spec.name}.png")
         charts.append(Chart(spec.name, spec.title, spec.caption, path))
+        _trim()
     return charts
+
+
+def _trim() -> None:
+    """Hand the heap a chart freed back to the system (glibc keeps freed blocks of tens of MiB, the size
+    of one column of a long run, for reuse: without this the report's resident memory is the sum of
+    its charts' peaks rather than the largest). Nothing elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        ctypes.CDLL(name).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass
 
 
 def render_run_charts(records: Sequence[RequestRecord] | Columns, out_dir: Path) -> list[Chart]:

@@ -104,8 +104,8 @@ class RunColumns:
         """(codes, kinds) of the failed requests' error kinds: -1 for ok requests, "unknown" for none."""
         codes, names = self.columns.labels("error_kind")
         kinds = [*names, "unknown"]
-        codes = np.where(codes < 0, len(names), codes).astype(np.int32)
-        return np.where(self.ok, -1, codes).astype(np.int32), kinds
+        codes = np.where(codes < 0, np.int32(len(names)), codes)
+        return np.where(self.ok, np.int32(-1), codes), kinds
 
     @property
     def error_kind(self) -> np.ndarray:
@@ -122,10 +122,13 @@ class RunColumns:
     def send_lag(self) -> np.ndarray:
         return self.phase("send_lag_s")
 
-    def phase(self, name: str) -> np.ndarray:
-        """A latency phase by its RequestRecord property name (latency_s, queue_wait_s, service_s...)."""
+    def phase(self, name: str, rows: np.ndarray | None = None) -> np.ndarray:
+        """A latency phase by its RequestRecord property name (latency_s, queue_wait_s, service_s...),
+        of the `rows` (a mask) if given."""
         stop, start = _PHASES[name]
-        return np.asarray(self._floats(stop) - self._floats(start))
+        if rows is None:
+            return np.asarray(self._floats(stop) - self._floats(start))
+        return np.asarray(self._floats(stop)[rows] - self._floats(start)[rows])
 
     def span(self) -> tuple[float, float]:
         """The time range covered by the run's events (at least 1 ms wide)."""
@@ -156,14 +159,12 @@ class RunColumns:
         A request waits from its send until it starts (or, never started, until it finished);
         it runs from its start until it completes. Unfinished phases run to the end of the grid.
         """
-        inf = np.inf
         sent, started, completed = self.sent, self.started, self.completed
         was_sent, did_start = np.isfinite(sent), np.isfinite(started)
-        left_queue = np.where(did_start, started, completed)
-        left_queue = np.where(np.isfinite(left_queue), left_queue, inf)[was_sent]
-        done = np.where(np.isfinite(completed), completed, inf)[did_start]
+        left_queue = np.where(did_start, started, completed)[was_sent]
         queued = _count_le(sent[was_sent], grid) - _count_le(left_queue, grid)
-        running = _count_le(started[did_start], grid) - _count_le(done, grid)
+        del left_queue
+        running = _count_le(started[did_start], grid) - _count_le(completed[did_start], grid)
         return queued, running
 
     def error_counts(self) -> dict[str, int]:
@@ -193,7 +194,7 @@ class RunColumns:
         """(server's rank_eta, actual time from that estimate to the result) for completed requests
         (those of `mask` among them if given)."""
         keep = self.eta_mask() if mask is None else self.eta_mask() & mask
-        return self.rank_eta[keep], (self.completed - self.estimation)[keep]
+        return self.rank_eta[keep], self.completed[keep] - self.estimation[keep]
 
     def sample(self, mask: np.ndarray, limit: int | None = None) -> np.ndarray:
         """Mask of the rows a scatter draws among `mask`: all of them up to `limit` (MAX_POINTS), else a
@@ -222,7 +223,9 @@ def fmt_s(value: float) -> str:
 
 
 def _count_le(times: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    return np.searchsorted(np.sort(times), grid, side="right")
+    """How many of `times` (a copy, sorted in place; NaN: never, sorted last) are <= each grid time."""
+    times.sort()
+    return np.searchsorted(times, grid, side="right")
 
 
 def time_bins(span: tuple[float, float], target: int = 100) -> np.ndarray:

@@ -36,6 +36,8 @@ from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import Summary, summarize
 from qbench.run.scenario.scenario import Scenario, Slo
 
+KEEP = 3  # columns a run read from disk keeps (the charts walk theirs two or three at a time)
+
 
 @dataclass(frozen=True)
 class Stored:
@@ -96,7 +98,7 @@ class LoadedRun:
         """The records as columns: from records.parquet, read a column at a time, when the run has one."""
         if self._columns is None:
             from_disk = self._records is None and has_parquet(self.path)
-            self._columns = Columns.read(self.path) if from_disk else Columns.of(self.records)
+            self._columns = Columns.read(self.path, keep=KEEP) if from_disk else Columns.of(self.records)
         return self._columns
 
 
@@ -166,7 +168,7 @@ def _read_records(path: Path) -> list[RequestRecord]:
 
 def _read_columns(path: Path) -> Columns:
     try:
-        return Columns.read(path)
+        return Columns.read(path, keep=KEEP)
     except RecordsFormatError as exc:
         raise QbenchError(str(exc)) from None
     except (OSError, ValueError) as exc:  # a truncated or foreign Parquet file
