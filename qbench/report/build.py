@@ -16,24 +16,17 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import numpy as np
 
 from qbench import __version__
 from qbench.errors import QbenchError, ScenarioError
-from qbench.report.capacity_charts import (
-    LoadedCapacity,
-    is_capacity_dir,
-    read_capacity,
-    render_capacity_charts,
-)
 from qbench.report.charts import Chart, render_run_charts
 from qbench.report.columns import fmt_s
 from qbench.report.phase_chart import render_phase_chart
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
-from qbench.report.soak_charts import render_soak_charts
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
 from qbench.run.columns import Columns
 from qbench.run.diagnose.app_errors import explain
@@ -54,9 +47,11 @@ from qbench.run.run_console import (
     token_line,
 )
 from qbench.run.scenario.scenario import Scenario, parse_scenario
-from qbench.run.soak.soak import read_report as read_soak
 from qbench.tune.recommend import Recommendation
 from qbench.tune.search_fit import Predicted, stored_rows
+
+if TYPE_CHECKING:  # capacity and soak folders' modules (scipy's signal filters: 65 MiB) load when needed
+    from qbench.report.capacity_charts import LoadedCapacity
 
 MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in the HTML
 
@@ -114,6 +109,8 @@ def build_report(source: Path, out_dir: Path | None = None,
     if not source.is_dir():
         raise QbenchError(f"{source}: not a directory (expected reports/<run-id>/ or reports/<sweep-id>/)")
     out = out_dir or source
+    from qbench.report.capacity_charts import is_capacity_dir, read_capacity
+
     if is_capacity_dir(source):
         context = capacity_context(read_capacity(source), out / "charts")
     elif is_sweep_dir(source):
@@ -166,7 +163,7 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         source=str(run.path),
         headline=run_headline(run),
         charts=render_run_charts(run.columns, charts_dir) + render_phase_chart(run.columns, charts_dir)
-        + render_soak_charts(run.path, charts_dir),
+        + soak_charts(run.path, charts_dir),
         phases=phase_rows(s),
         endpoints=endpoint_rows(s),
         steps=step_rows(s),
@@ -178,7 +175,7 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         diagnosis=[f"{f.kind}: {f.message}" for f in diagnosis(run)],
         notes=run.notes,
         details=run_details(run.info),
-        over_time=soak.lines() if (soak := read_soak(run.path)) is not None else [],
+        over_time=soak_lines(run.path),
         alongside=alongside_lines(run, scenario := _scenario(run)),
         app_notes=run.stored.app_notes if run.stored.app_notes is not None
         else explain(run.records, scenario, run.info.server or None),
@@ -191,6 +188,25 @@ def diagnosis(run: LoadedRun) -> list[Finding]:
         return run.stored.diagnosis
     return diagnose_run(run.records, run.summary, run.info.server or None,
                         cpus=host_cpus(run.info.host, run.info.target))
+
+
+def soak_charts(run_dir: Path, charts_dir: Path) -> list[Chart]:
+    """A soak run's over-time charts ([] without soak.json: then the soak modules are not imported)."""
+    if not (run_dir / "soak.json").exists():
+        return []
+    from qbench.report.soak_charts import render_soak_charts
+
+    return render_soak_charts(run_dir, charts_dir)
+
+
+def soak_lines(run_dir: Path) -> list[str]:
+    """A soak run's verdicts over time ([] without soak.json)."""
+    if not (run_dir / "soak.json").exists():
+        return []
+    from qbench.run.soak.soak import read_report
+
+    soak = read_report(run_dir)
+    return soak.lines() if soak is not None else []
 
 
 def _scenario(run: LoadedRun) -> Scenario | None:
@@ -477,13 +493,19 @@ def capacity_context(data: LoadedCapacity, charts_dir: Path) -> ReportContext:
         title=f"qbench capacity: {file.scenario_name or data.path.name}",
         source=str(data.path),
         headline=capacity_headline(data),
-        charts=render_capacity_charts(data, charts_dir),
+        charts=_capacity_charts(data, charts_dir),
         notes=data.notes,
         probes=probe_rows(data),
         details=[(t, _json(v)) for t, v in (
             ("Search", _without(file.to_dict(), "scenario", "result", "answer")), ("Scenario", file.scenario))
             if v],
     )
+
+
+def _capacity_charts(data: LoadedCapacity, charts_dir: Path) -> list[Chart]:
+    from qbench.report.capacity_charts import render_capacity_charts
+
+    return render_capacity_charts(data, charts_dir)
 
 
 def capacity_headline(data: LoadedCapacity) -> list[tuple[str, str]]:

@@ -97,12 +97,12 @@ def nines(q: np.ndarray) -> np.ndarray:
 
 def percentile_curve(
     ax: Axes, values: np.ndarray, color: str, label: str, lw: float = 1.8, *, marks: bool = True,
-    zorder: int = 2,
+    zorder: int = 2, in_place: bool = False,
 ) -> bool:
     """Draw sorted `values` against their quantile on a nines axis (p50/p95/p99 marked unless `marks` is
-    False). False when there is nothing to draw."""
-    values = values[np.isfinite(values)]  # a copy, sorted in place: one array of the values, not two
-    values.sort()
+    False). False when there is nothing to draw. `in_place`: `values` may be sorted where it is (a long
+    run's column: no copy of it)."""
+    values = _finite_sorted(values, in_place)
     if values.size == 0:
         return False
     x, y = _curve(values)
@@ -116,6 +116,19 @@ def percentile_curve(
         ax.annotate(f"p{p:g} {fmt_s(v)}", (at, v), textcoords="offset points", xytext=(4, 4),
                     fontsize=8, color=color)
     return True
+
+
+def _finite_sorted(values: np.ndarray, in_place: bool) -> np.ndarray:
+    """The finite values, sorted: a copy, or (`in_place`) `values` sorted and the finite stretch of it
+    (numpy sorts -inf first and +inf, then NaN, last)."""
+    if not in_place:
+        values = values[np.isfinite(values)]
+        values.sort()
+        return values
+    values.sort()
+    first = int(np.searchsorted(values, -np.inf, side="right"))
+    last = int(np.searchsorted(values, np.inf, side="left"))
+    return values[first:last]
 
 
 def _curve(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -147,7 +160,7 @@ def nines_axis(ax: Axes, n: int) -> None:
 def latency_distribution(data: RunColumns) -> Figure:
     fig, (ax,) = new_figure(height=4.8)
     ok = data.measured & data.ok
-    drawn = [percentile_curve(ax, data.phase(name, ok), PHASE_COLORS[name], PHASE_LABELS[name])
+    drawn = [percentile_curve(ax, data.phase(name, ok), PHASE_COLORS[name], PHASE_LABELS[name], in_place=True)
              for name in PHASE_COLORS]
     if not any(drawn):
         note(ax, "No completed requests: no latency to show")

@@ -128,7 +128,9 @@ class RunColumns:
         stop, start = _PHASES[name]
         if rows is None:
             return np.asarray(self._floats(stop) - self._floats(start))
-        return np.asarray(self._floats(stop)[rows] - self._floats(start)[rows])
+        values = np.asarray(self._floats(stop)[rows])
+        values -= self._floats(start)[rows]
+        return values
 
     def span(self) -> tuple[float, float]:
         """The time range covered by the run's events (at least 1 ms wide)."""

@@ -36,7 +36,7 @@ from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import Summary, summarize
 from qbench.run.scenario.scenario import Scenario, Slo
 
-KEEP = 3  # columns a run read from disk keeps (the charts walk theirs two or three at a time)
+KEEP = 2  # columns a run read from disk keeps (the charts walk theirs two or three at a time)
 
 
 @dataclass(frozen=True)
