@@ -23,6 +23,7 @@ from qbench.run.records import RequestRecord
 
 _NICE_STEPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600)
 MAX_POINTS = 20_000  # the most requests a scatter draws (beyond: a uniform sample)
+_BLOCK: Final = 1 << 20  # rows a sample walks at a time
 
 #: The charts' phases, each stop - start of two stored times (service ends at completion here: the
 #: charts show the server's work up to the last byte, as they always have).
@@ -202,11 +203,17 @@ class RunColumns:
         """Mask of the rows a scatter draws among `mask`: all of them up to `limit` (MAX_POINTS), else a
         uniform sample of `limit` (the same for the same run)."""
         limit = MAX_POINTS if limit is None else limit
-        rows = np.flatnonzero(mask)
-        if rows.size <= limit:
+        count = int(np.count_nonzero(mask))
+        if count <= limit:
             return np.asarray(mask, dtype=bool)
+        picks = np.sort(np.random.default_rng(0).choice(count, size=limit, replace=False))  # k-th of mask
         chosen = np.zeros(len(mask), dtype=bool)
-        chosen[np.random.default_rng(0).choice(rows, size=limit, replace=False)] = True
+        seen = 0
+        for lo in range(0, len(mask), _BLOCK):  # the k-th true row, a block at a time (no index per row)
+            rows = lo + np.flatnonzero(mask[lo:lo + _BLOCK])
+            mine = picks[(picks >= seen) & (picks < seen + rows.size)] - seen
+            chosen[rows[mine]] = True
+            seen += rows.size
         return chosen
 
 

@@ -233,12 +233,25 @@ def _read_column(file: Any, name: str) -> np.ndarray:
         if name in _STRINGS or default is None:
             return np.full(n, np.nan) if name not in _STRINGS else np.full(n, None, dtype=object)
         return np.full(n, default)
-    column = file.read(columns=[name]).column(0)
+    # A row group at a time into numpy: Arrow's pool (mimalloc) keeps what it freed, so a whole column
+    # decoded at once would stay resident after its numpy copy is made; a row group is ~0.5 MiB.
+    # (A group with nulls in a whole-number column reads as float64 with NaN; numpy's concatenation then
+    # makes the whole column float64, as one read of it would.)
+    parts = []
+    for i in range(file.metadata.num_row_groups):
+        column = file.read_row_group(i, columns=[name]).column(0)
+        if name not in _STRINGS and column.null_count and not pa.types.is_floating(column.type):
+            column = pc.cast(column, "double")
+        parts.append(_to_numpy(column, name))
+    if not parts:
+        return np.full(n, None, dtype=object) if name in _STRINGS else np.zeros(0)
+    return np.concatenate(parts) if len(parts) != 1 else parts[0]
+
+
+def _to_numpy(column: Any, name: str) -> np.ndarray:
     if name in _STRINGS:
         return np.asarray(column.to_numpy(zero_copy_only=False), dtype=object)
-    if column.null_count and not pa.types.is_floating(column.type):
-        return np.asarray(pc.cast(column, "double").to_numpy(zero_copy_only=False), dtype=np.float64)
-    return np.asarray(column.to_numpy(zero_copy_only=False))
+    return np.array(column.to_numpy(zero_copy_only=False))  # a copy: not a view of Arrow's buffer
 
 
 def _read_encoded(file: Any, name: str) -> tuple[np.ndarray, list[str]]:
@@ -248,9 +261,12 @@ def _read_encoded(file: Any, name: str) -> tuple[np.ndarray, list[str]]:
     n = file.metadata.num_rows
     if name not in file.schema_arrow.names:
         return np.full(n, -1, dtype=np.int32), []
-    encoded = pc.dictionary_encode(file.read(columns=[name]).column(0).combine_chunks())
-    codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int32)
-    return codes, [str(v) for v in encoded.dictionary.to_pylist()]
+    parts = []
+    for i in range(file.metadata.num_row_groups):  # a row group at a time (see _read_column)
+        encoded = pc.dictionary_encode(file.read_row_group(i, columns=[name]).column(0).combine_chunks())
+        codes = np.array(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int32)
+        parts.append((codes, [str(v) for v in encoded.dictionary.to_pylist()]))
+    return _encoded(parts) if parts else (np.zeros(0, dtype=np.int32), [])
 
 
 def _encoded(parts: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
