@@ -176,34 +176,40 @@ def latency_over_time(data: RunColumns) -> Figure:
     fig, (top, bottom) = new_figure(rows=2, height=3.4)
     top.set_title("Latency over time (by intended send time) and request rates")
     shade_warmup(top, data)
+    _latency_dots(top, data)
+    _rates(bottom, data)
+    return fig
+
+
+def _latency_dots(top: Axes, data: RunColumns) -> None:
+    """Each request's latency by its intended send time (a stated sample of a long run) and the
+    percentiles per bin (every request)."""
     latency = data.phase("latency_s")
     if not np.isfinite(latency).any():
         note(top, "No request completed: no latency to show")
-    else:
-        intended = data.intended
-        ok = data.ok & np.isfinite(latency)
-        bad = ~data.ok & np.isfinite(latency)
-        drawn = data.sample(ok | bad)
-        sampled = points_label(int(drawn.sum()), int((ok | bad).sum()))
-        if ok.any():
-            size = 5 if ok.sum() > 1000 else 14  # small runs: dots big enough to see
-            shown = ok & drawn
-            top.scatter(intended[shown], latency[shown], s=size, color=PHASE_COLORS["latency_s"], alpha=0.6,
-                        lw=0, label="ok request")
-        if bad.any():
-            shown = bad & drawn
-            top.scatter(intended[shown], latency[shown], s=10, marker="x", color="#d62728", lw=0.8,
-                        label="failed request")
-        _rolling_percentiles(top, intended, latency, ok, data)
-        if sampled:
-            top.set_title(f"Latency over time (by intended send time) and request rates; dots: {sampled}")
-        top.set_ylabel("latency (s)")
-        top.set_ylim(0, float(np.nanmax(latency)) * 1.08 or None)
-        top.ticklabel_format(axis="y", useOffset=False)
-        top.legend(loc="upper left", fontsize=8, ncols=3)
-        top.grid(True, alpha=0.3)
-    _rates(bottom, data)
-    return fig
+        return
+    intended = data.intended
+    ok = data.ok & np.isfinite(latency)
+    bad = ~data.ok & np.isfinite(latency)
+    drawn = data.sample(ok | bad)
+    sampled = points_label(int(drawn.sum()), int((ok | bad).sum()))
+    if ok.any():
+        size = 5 if ok.sum() > 1000 else 14  # small runs: dots big enough to see
+        shown = ok & drawn
+        top.scatter(intended[shown], latency[shown], s=size, color=PHASE_COLORS["latency_s"], alpha=0.6,
+                    lw=0, label="ok request")
+    if bad.any():
+        shown = bad & drawn
+        top.scatter(intended[shown], latency[shown], s=10, marker="x", color="#d62728", lw=0.8,
+                    label="failed request")
+    _rolling_percentiles(top, intended, latency, ok, data)
+    if sampled:
+        top.set_title(f"Latency over time (by intended send time) and request rates; dots: {sampled}")
+    top.set_ylabel("latency (s)")
+    top.set_ylim(0, float(np.nanmax(latency)) * 1.08 or None)
+    top.ticklabel_format(axis="y", useOffset=False)
+    top.legend(loc="upper left", fontsize=8, ncols=3)
+    top.grid(True, alpha=0.3)
 
 
 def _rolling_percentiles(ax: Axes, t: np.ndarray, v: np.ndarray, rows: np.ndarray, data: RunColumns) -> None:

@@ -42,6 +42,7 @@ class RunColumns:
 
     def __init__(self, columns: Columns) -> None:
         self.columns = columns
+        self._span: tuple[float, float] | None = None
 
     @classmethod
     def from_records(cls, records: Sequence[RequestRecord]) -> RunColumns:
@@ -135,15 +136,17 @@ class RunColumns:
 
     def span(self) -> tuple[float, float]:
         """The time range covered by the run's events (at least 1 ms wide)."""
-        ends = []
-        for column in (self.intended, self.sent, self.completed):
-            finite = column[np.isfinite(column)]
-            if finite.size:
-                ends += [float(finite.min()), float(finite.max())]
-        if not ends:
-            return 0.0, 1.0
-        lo, hi = min(0.0, *ends), max(ends)
-        return lo, max(hi, lo + 1e-3)
+        if self._span is None:
+            ends = []
+            for name in ("intended_at_s", "sent_at_s", "completed_at_s"):
+                column = self._floats(name)
+                finite = np.isfinite(column)
+                if finite.any():  # min and max of the finite values, without a copy of them
+                    ends += [float(np.min(column, where=finite, initial=np.inf)),
+                             float(np.max(column, where=finite, initial=-np.inf))]
+            lo, hi = (min(0.0, *ends), max(ends)) if ends else (0.0, 1.0)
+            self._span = (lo, max(hi, lo + 1e-3))
+        return self._span
 
     def warmup_window(self) -> tuple[float, float] | None:
         """[start, end] of the warm-up requests' intended send times, or None without warm-up."""
