@@ -27,8 +27,9 @@ agree.
 A run of millions of requests loads lazily: `load_run` reads run.json, summary.json and the Parquet
 file's metadata, nothing per request. `frame(*names)` and the helpers below (`percentiles`,
 `errors_over_time`, `phase_table`, `time_split`, `join_runs`) read only the columns they need, one
-8-byte array each, from records.parquet (pyarrow's column selection, through qbench.run.columns), so
-`run.percentiles("latency_s")` over 3.6 M requests holds a few tens of MiB. `records`, every column of
+8-byte array each (3.6 M requests: ~29 MiB a column), from records.parquet (pyarrow's column
+selection, through qbench.run.columns), not the run's ~60 columns: all of them over a 3.6 M-request run
+take ~10 s and ~630 MiB peak (pandas included) on a 2-core box. `records`, every column of
 every request as one DataFrame, is read the first time it is asked for (about 1 KB a request in pandas:
 choose the columns with `frame` on a long run).
 """
@@ -144,11 +145,10 @@ class RunData:
 
     def phase_table(self, q: Sequence[float] = (50, 90, 95, 99), warmup: bool = False) -> pd.DataFrame:
         """One row per phase: count, mean and percentiles over ok requests (seconds)."""
-        rows = self.frame(*PHASES, "ok", warmup=warmup)
-        rows = rows[rows["ok"]]
+        rows = self._ok_rows(warmup)
         table = {}
-        for phase in PHASES:
-            values = rows[phase].dropna().to_numpy()
+        for phase in PHASES:  # a column at a time
+            values = _present(self.columns.floats(phase)[rows])
             stats = {"count": float(values.size), "mean": float(values.mean()) if values.size else np.nan}
             for value in q:
                 stats[f"p{value:g}"] = float(np.percentile(values, value)) if values.size else np.nan
@@ -159,23 +159,29 @@ class RunData:
         """Where the time went: rows (endpoint, phase) for client-only time and each phase the server
         reported (seconds; `server_batch_size` in requests), columns `count` and the percentiles of ok
         requests. Empty when the server reported no phases."""
-        rows = self.frame("endpoint", *SERVER_PHASES, "ok", warmup=warmup)
-        rows = rows[rows["ok"]]
-        table: dict[tuple[str, str], dict[str, float]] = {}
-        for endpoint, group in rows.groupby("endpoint", sort=True):
-            for phase in SERVER_PHASES:
-                if phase not in group:
-                    continue
-                values = group[phase].dropna().to_numpy(dtype=float)
+        rows = self._ok_rows(warmup)
+        codes, endpoints = self.columns.labels("endpoint")
+        mine = {e: rows & (codes == endpoints.index(e)) for e in sorted(endpoints)}
+        found: dict[tuple[str, str], dict[str, float]] = {}
+        for phase in SERVER_PHASES:  # a column at a time
+            column = self.columns.floats(phase)
+            for endpoint, where in mine.items():
+                values = _present(column[where])
                 if values.size:
                     stats = {"count": float(values.size)}
                     stats.update({f"p{v:g}": float(np.percentile(values, v)) for v in q})
-                    table[(str(endpoint), phase)] = stats
+                    found[(endpoint, phase)] = stats
+        table = {(e, p): found[(e, p)] for e in mine for p in SERVER_PHASES if (e, p) in found}
         frame = pd.DataFrame.from_dict(table, orient="index")
         if not table:
             return pd.DataFrame(columns=["count", *(f"p{v:g}" for v in q)])
         frame.index = pd.MultiIndex.from_tuples(list(table), names=["endpoint", "phase"])
         return frame
+
+    def _ok_rows(self, warmup: bool) -> np.ndarray:
+        """Mask of the ok requests (outside the warm-up unless `warmup`)."""
+        ok = self.columns.ok()
+        return np.asarray(ok if warmup else ok & self.columns.measured())
 
 
 @dataclass
@@ -275,6 +281,10 @@ def join_runs(
     for phase in phases:
         joined[f"{phase}_diff"] = joined[f"{phase}_b"] - joined[f"{phase}_a"]
     return joined.set_index("request_id")
+
+
+def _present(values: np.ndarray) -> np.ndarray:
+    return np.asarray(values[~np.isnan(values)])
 
 
 def _crosstab(window: np.ndarray, kind: np.ndarray, names: list[str]) -> pd.DataFrame:
