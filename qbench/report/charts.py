@@ -204,7 +204,7 @@ def _latency_dots(top: Axes, data: RunColumns) -> None:
                     label="failed request")
     _rolling_percentiles(top, intended, latency, ok, data)
     if sampled:
-        top.set_title(f"Latency over time (by intended send time) and request rates; dots: {sampled}")
+        top.set_title(f"Latency over time (by intended send time) and request rates\ndots: {sampled}")
     top.set_ylabel("latency (s)")
     top.set_ylim(0, float(np.nanmax(latency)) * 1.08 or None)
     top.ticklabel_format(axis="y", useOffset=False)
