@@ -3,10 +3,11 @@
     from qbench.analysis import load_run, load_sweep, join_runs
 
     run = load_run("reports/run-image-20261123-101500")
-    run.records                       # one row per scheduled request (see below)
+    run.records                       # one row per scheduled request, every column (see below)
+    run.frame("latency_s", "endpoint")           # only these columns, read from records.parquet
     run.percentiles("latency_s", window_s=10)    # p50/p95/p99 per 10 s window of intended send time
     run.errors_over_time(window_s=10)            # requests per outcome / error kind per window
-    run.summary.phase("latency_s").p95           # the figures `qbench run` printed, recomputed
+    run.summary.phase("latency_s").p95           # the figures `qbench run` printed (summary.json)
     run.time_split()                  # where the time went: per endpoint and phase, n, p50, p90 (s)
 
     sweep = load_sweep("reports/sweep-image-20261123-101500")
@@ -19,14 +20,25 @@ seconds from the run's start on one monotonic clock, `outcome`, `error_kind`, `e
 `latency_from_send_s`, `send_lag_s`, `queue_wait_s`, `service_s`, `ttfo_s`, `eta_error_s`; NaN where a
 phase did not happen), the server's own phases when it reported them (`server_queue_wait_s`,
 `server_fn_s`... and `client_only_s`, the rest from the send to the result; see
-qbench.run.results.server_phases) and `ok` (bool). Figures are recomputed from the records exactly as
-`qbench report` does, so a notebook and the report agree.
+qbench.run.results.server_phases) and `ok` (bool). The summary is the one `qbench report` shows
+(summary.json's, or recomputed from the records where the run wrote none), so a notebook and the report
+agree.
+
+A run of millions of requests loads lazily: `load_run` reads run.json, summary.json and the Parquet
+file's metadata, nothing per request. `frame(*names)` and the helpers below (`percentiles`,
+`errors_over_time`, `phase_table`, `time_split`, `join_runs`) read only the columns they need, one
+8-byte array each (3.6 M requests: ~29 MiB a column), from records.parquet (pyarrow's column
+selection, through qbench.run.columns), not the run's ~60 columns: all of them over a 3.6 M-request run
+take ~10 s and ~630 MiB peak (pandas included) on a 2-core box. `records`, every column of
+every request as one DataFrame, is read the first time it is asked for (about 1 KB a request in pandas:
+choose the columns with `frame` on a long run).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +46,10 @@ import numpy as np
 import pandas as pd
 
 from qbench.errors import QbenchError
-from qbench.report.rundir import is_sweep_dir, read_run
+from qbench.report.rundir import has_parquet, is_sweep_dir, read_run
 from qbench.report.sweep_charts import read_sweep
-from qbench.run.records import RequestRecord, records_table
+from qbench.run.columns import Columns
+from qbench.run.records import DERIVED, FIELD_NAMES, RequestRecord, read_records, records_table
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import SERVER_PHASES, Summary
 from qbench.tune.recommend import Recommendation
@@ -57,14 +70,30 @@ def records_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
 
 @dataclass
 class RunData:
-    """One run folder (`reports/<run-id>/`) as DataFrames."""
+    """One run folder (`reports/<run-id>/`) as DataFrames, each column read when asked for."""
 
     path: Path
-    records: pd.DataFrame  # one row per scheduled request
-    summary: Summary  # recomputed from the records (warm-up excluded), as `qbench report` does
+    summary: Summary  # what the run wrote (summary.json; recomputed from the records if it has none)
     scenario: dict[str, Any]  # the scenario as run (run.json)
     info: RunInfo  # run.json: target, server snapshot, host, generator stats (defaults if missing)
+    columns: Columns = field(repr=False)  # the records as columns (records.parquet, read a column at a time)
     notes: list[str] = field(default_factory=list)  # what was missing or odd on disk
+
+    @cached_property
+    def records(self) -> pd.DataFrame:
+        """One row per scheduled request, every column (read the first time it is asked for)."""
+        return _whole_frame(self.path)
+
+    def frame(self, *names: str, warmup: bool = True) -> pd.DataFrame:
+        """The named columns of `records` (stored fields, derived phases, `ok`), one row per request in
+        the same order, read from disk without the others; warm-up rows left out with `warmup=False`."""
+        for name in names:
+            if name not in _COLUMNS:
+                _check_column(pd.DataFrame(columns=list(_COLUMNS)), name, "column")
+        keep = None if warmup else self.columns.measured()
+        data = {name: _column(self.columns, name) for name in dict.fromkeys(names)}
+        frame = pd.DataFrame({k: v if keep is None else v[keep] for k, v in data.items()})
+        return frame if keep is None else frame.set_axis(np.flatnonzero(keep), axis=0)
 
     def measured(self, warmup: bool = False) -> pd.DataFrame:
         """The records outside the warm-up window (all of them with `warmup=True`)."""
@@ -85,9 +114,9 @@ class RunData:
         requests in the window) and `p50`, `p95`... (numpy's linear method, as the summary uses).
         Failed requests have no latency; see `errors_over_time` for them.
         """
-        _check_column(self.records, phase, "phase")
-        _check_column(self.records, by, "by")
-        rows = self.measured(warmup)
+        _check_name(phase, "phase")
+        _check_name(by, "by")
+        rows = self.frame(phase, by, "ok", warmup=warmup)
         rows = rows[rows["ok"] & rows[phase].notna() & rows[by].notna()]
         window = _window(rows[by], window_s)
         grouped = rows.groupby(window)[phase]
@@ -104,21 +133,22 @@ class RunData:
         sent, else where it was meant to be sent; warm-up is included by default (a time series of
         the whole run).
         """
-        rows = self.measured(warmup)
+        rows = self.frame("completed_at_s", "sent_at_s", "intended_at_s", "ok", warmup=warmup)
         when = rows["completed_at_s"].fillna(rows["sent_at_s"]).fillna(rows["intended_at_s"])
-        kind = rows["error_kind"].where(~rows["ok"], "ok").fillna("unknown")
-        table = pd.crosstab(_window(when, window_s), kind)
-        table.index.name = "window_start_s"
-        table.columns.name = None
-        return table
+        codes, kinds = self.columns.labels("error_kind")
+        if not warmup:
+            codes = codes[self.columns.measured()]
+        # "ok", else the kind ("unknown" for none): one code per distinct name, the names sorted
+        names, remap = np.unique(np.array([*kinds, "unknown", "ok"], dtype=object), return_inverse=True)
+        kind = remap[np.where(rows["ok"].to_numpy(), len(kinds) + 1, np.where(codes < 0, len(kinds), codes))]
+        return _crosstab(_window(when, window_s).to_numpy(), kind, [str(n) for n in names])
 
     def phase_table(self, q: Sequence[float] = (50, 90, 95, 99), warmup: bool = False) -> pd.DataFrame:
         """One row per phase: count, mean and percentiles over ok requests (seconds)."""
-        rows = self.measured(warmup)
-        rows = rows[rows["ok"]]
+        rows = self._ok_rows(warmup)
         table = {}
-        for phase in PHASES:
-            values = rows[phase].dropna().to_numpy()
+        for phase in PHASES:  # a column at a time
+            values = _present(self.columns.floats(phase)[rows])
             stats = {"count": float(values.size), "mean": float(values.mean()) if values.size else np.nan}
             for value in q:
                 stats[f"p{value:g}"] = float(np.percentile(values, value)) if values.size else np.nan
@@ -129,23 +159,29 @@ class RunData:
         """Where the time went: rows (endpoint, phase) for client-only time and each phase the server
         reported (seconds; `server_batch_size` in requests), columns `count` and the percentiles of ok
         requests. Empty when the server reported no phases."""
-        rows = self.measured(warmup)
-        rows = rows[rows["ok"]]
-        table: dict[tuple[str, str], dict[str, float]] = {}
-        for endpoint, group in rows.groupby("endpoint", sort=True):
-            for phase in SERVER_PHASES:
-                if phase not in group:
-                    continue
-                values = group[phase].dropna().to_numpy(dtype=float)
+        rows = self._ok_rows(warmup)
+        codes, endpoints = self.columns.labels("endpoint")
+        mine = {e: rows & (codes == endpoints.index(e)) for e in sorted(endpoints)}
+        found: dict[tuple[str, str], dict[str, float]] = {}
+        for phase in SERVER_PHASES:  # a column at a time
+            column = self.columns.floats(phase)
+            for endpoint, where in mine.items():
+                values = _present(column[where])
                 if values.size:
                     stats = {"count": float(values.size)}
                     stats.update({f"p{v:g}": float(np.percentile(values, v)) for v in q})
-                    table[(str(endpoint), phase)] = stats
+                    found[(endpoint, phase)] = stats
+        table = {(e, p): found[(e, p)] for e in mine for p in SERVER_PHASES if (e, p) in found}
         frame = pd.DataFrame.from_dict(table, orient="index")
         if not table:
             return pd.DataFrame(columns=["count", *(f"p{v:g}" for v in q)])
         frame.index = pd.MultiIndex.from_tuples(list(table), names=["endpoint", "phase"])
         return frame
+
+    def _ok_rows(self, warmup: bool) -> np.ndarray:
+        """Mask of the ok requests (outside the warm-up unless `warmup`)."""
+        ok = self.columns.ok()
+        return np.asarray(ok if warmup else ok & self.columns.measured())
 
 
 @dataclass
@@ -205,14 +241,8 @@ class SweepData:
 def load_run(path: str | Path) -> RunData:
     """Read a run folder (records.parquet, or records.jsonl when the run died; run.json)."""
     loaded = read_run(Path(path))
-    return RunData(
-        path=loaded.path,
-        records=records_frame(loaded.records),
-        summary=loaded.summary,
-        scenario=loaded.scenario,
-        info=loaded.info,
-        notes=loaded.notes,
-    )
+    return RunData(path=loaded.path, summary=loaded.summary, scenario=loaded.scenario, info=loaded.info,
+                   columns=loaded.columns, notes=loaded.notes)
 
 
 def load_sweep(path: str | Path) -> SweepData:
@@ -245,12 +275,28 @@ def join_runs(
     difference cancels the arrival noise that an unpaired comparison carries.
     """
     for phase in phases:
-        _check_column(a.records, phase, "phase")
+        _check_name(phase, "phase")
     keep = ["request_id", "intended_at_s", "outcome", *phases]
-    joined = a.records[keep].merge(b.records[keep], on="request_id", suffixes=("_a", "_b"))
+    joined = a.frame(*keep).merge(b.frame(*keep), on="request_id", suffixes=("_a", "_b"))
     for phase in phases:
         joined[f"{phase}_diff"] = joined[f"{phase}_b"] - joined[f"{phase}_a"]
     return joined.set_index("request_id")
+
+
+def _present(values: np.ndarray) -> np.ndarray:
+    return np.asarray(values[~np.isnan(values)])
+
+
+def _crosstab(window: np.ndarray, kind: np.ndarray, names: list[str]) -> pd.DataFrame:
+    """Rows per (window, kind) as pandas.crosstab counts them (NaN windows left out, kinds that no row
+    has left out), with integer codes rather than a Python string per row."""
+    keep = ~np.isnan(window)
+    starts, row = np.unique(window[keep], return_inverse=True)
+    counts = np.bincount(row * len(names) + kind[keep], minlength=starts.size * len(names))
+    counts = counts.reshape(starts.size, len(names)).astype(np.int64)
+    present = counts.sum(axis=0) > 0
+    return pd.DataFrame(counts[:, present], index=pd.Index(starts, name="window_start_s"),
+                        columns=[n for n, p in zip(names, present, strict=True) if p])
 
 
 def _window(times: pd.Series, window_s: float) -> pd.Series:
@@ -258,6 +304,49 @@ def _window(times: pd.Series, window_s: float) -> pd.Series:
         raise ValueError(f"window_s must be > 0, got {window_s!r}")
     starts = (times // window_s) * window_s
     return starts.rename("window_start_s")
+
+
+_COLUMNS: dict[str, None] = dict.fromkeys([*FIELD_NAMES, *DERIVED, "ok"])
+_TEXT = frozenset(n for n, f in RequestRecord.__dataclass_fields__.items()
+                  if "str" in str(f.type) or str(f.type) == "Outcome")
+_INTS = frozenset(n for n, f in RequestRecord.__dataclass_fields__.items() if str(f.type) == "int")
+
+
+def _column(cols: Columns, name: str) -> np.ndarray:
+    """One column as `records` holds it: strings as objects (None where missing), whole numbers as
+    int64, flags as bool, everything else float64 with NaN."""
+    if name == "ok":
+        return cols.ok()
+    if name == "warmup":
+        return cols.bools(name)
+    if name in _TEXT:  # from the codes: one Python string per distinct value, not per row
+        codes, strings = cols.labels(name)
+        return np.asarray(np.array([*strings, None], dtype=object)[codes])
+    if name in _INTS:
+        return cols.ints(name)
+    return cols.floats(name)
+
+
+def _whole_frame(path: Path) -> pd.DataFrame:
+    """Every column of every record: records.parquet as written (stored fields and derived phases),
+    else the records read back (records.jsonl), plus `ok`."""
+    if has_parquet(path):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        single = path / "records.parquet"
+        files = [single] if single.exists() else sorted(path.glob("records-*.parquet"))
+        table = pa.concat_tables([pq.read_table(f) for f in files])
+        if table.column_names == [*FIELD_NAMES, *DERIVED]:  # this version's: as records_table builds it
+            frame: pd.DataFrame = table.to_pandas()
+            frame["ok"] = frame["outcome"] == "ok"
+            return frame
+    return records_frame(read_records(path))
+
+
+def _check_name(name: str, what: str) -> None:
+    if name not in _COLUMNS:
+        _check_column(pd.DataFrame(columns=list(_COLUMNS)), name, what)
 
 
 def _check_column(frame: pd.DataFrame, name: str, what: str) -> None:

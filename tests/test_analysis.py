@@ -153,3 +153,114 @@ def test_the_readme_notebook_example_runs(
     printed = capsys.readouterr().out
     assert "p95" in printed and "latency_s_diff" in printed and "point_id" in printed
     assert isinstance(load_run(paths["reports/run-image-20261123-101500"]).records, pd.DataFrame)
+
+
+# ---------------------------------------------------------------- lazily, a column at a time
+
+
+def _old_views(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """percentiles, errors_over_time, phase_table and time_split as they were computed before, from the
+    whole records frame."""
+    from qbench.analysis import PHASES
+    from qbench.run.results.summary import SERVER_PHASES
+
+    measured = df[~df["warmup"]]
+    rows = measured[measured["ok"] & measured["service_s"].notna() & measured["intended_at_s"].notna()]
+    window = ((rows["intended_at_s"] // 2.0) * 2.0).rename("window_start_s")
+    grouped = rows.groupby(window)["service_s"]
+    percentiles = pd.DataFrame({"count": grouped.size()})
+    for value in (50, 95, 99):
+        percentiles[f"p{value:g}"] = grouped.quantile(value / 100.0)
+    percentiles.index.name = "window_start_s"
+    when = df["completed_at_s"].fillna(df["sent_at_s"]).fillna(df["intended_at_s"])
+    kind = df["error_kind"].where(~df["ok"], "ok").fillna("unknown")
+    errors = pd.crosstab(((when // 2.0) * 2.0).rename("window_start_s"), kind)
+    errors.index.name, errors.columns.name = "window_start_s", None
+    ok = measured[measured["ok"]]
+    phases = {}
+    for phase in PHASES:
+        values = ok[phase].dropna().to_numpy()
+        stats = {"count": float(values.size), "mean": float(values.mean()) if values.size else np.nan}
+        stats.update({f"p{v:g}": float(np.percentile(values, v)) if values.size else np.nan
+                      for v in (50, 90, 95, 99)})
+        phases[phase] = stats
+    split = {}
+    for endpoint, group in ok.groupby("endpoint", sort=True):
+        for phase in SERVER_PHASES:
+            values = group[phase].dropna().to_numpy(dtype=float)
+            if values.size:
+                stats = {"count": float(values.size)}
+                stats.update({f"p{v:g}": float(np.percentile(values, v)) for v in (50, 90)})
+                split[(str(endpoint), phase)] = stats
+    table = pd.DataFrame.from_dict(split, orient="index")
+    table.index = pd.MultiIndex.from_tuples(list(split), names=["endpoint", "phase"])
+    return {"percentiles": percentiles, "errors": errors,
+            "phase_table": pd.DataFrame.from_dict(phases, orient="index"), "time_split": table}
+
+
+def test_the_views_read_column_by_column_are_the_views_of_the_whole_frame(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from end_of_run import chunk_records
+
+    from qbench.analysis import records_frame
+
+    records, _ = chunk_records(np.random.default_rng(4), 0, 3000, 0.0, 500.0, 1.0, 0.5)
+    for k, r in enumerate(records):
+        if r.ok and k % 3:
+            r.server_total_s = (r.completed_at_s or 0.0) - (r.sent_at_s or 0.0) - 0.001
+            r.server_fn_s, r.server_queue_wait_s = 0.5 * r.server_total_s, None if k % 4 else 0.002
+    run = load_run(write_run(tmp_path / "r", records))
+    assert "records" not in run.__dict__  # nothing per request read yet
+    whole = records_frame(records)
+    pd.testing.assert_frame_equal(run.records, whole)  # read from records.parquet, as the records give it
+    old = _old_views(whole)
+    pd.testing.assert_frame_equal(run.percentiles("service_s", window_s=2.0), old["percentiles"])
+    pd.testing.assert_frame_equal(run.errors_over_time(window_s=2.0), old["errors"])
+    pd.testing.assert_frame_equal(run.phase_table(), old["phase_table"])
+    pd.testing.assert_frame_equal(run.time_split(), old["time_split"])
+    some = run.frame("endpoint", "latency_s", "ok", "outputs", "rank", "error_kind", warmup=False)
+    pd.testing.assert_frame_equal(some, whole[~whole["warmup"]][list(some.columns)], check_dtype=True)
+    with pytest.raises(ValueError, match="column 'nonsense'"):
+        run.frame("nonsense")
+
+
+def test_a_run_of_a_million_requests_loads_lazily_in_bounded_memory(tmp_path: Path) -> None:
+    """records.parquet of 1 M rows (the columns the views use; an older file lacks the rest) and its
+    summary.json: load_run reads neither records nor frames; a view holds a few columns, not the run."""
+    import json
+    import tracemalloc
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from qbench.run.records import SCHEMA_VERSION
+
+    n, rng = 1_000_000, np.random.default_rng(1)
+    intended = np.cumsum(rng.exponential(0.001, n))
+    service = rng.lognormal(np.log(0.05), 0.4, n)
+    failed = rng.random(n) < 0.02
+    table = pa.table({
+        "request_id": np.arange(n), "user_id": np.zeros(n, dtype=np.int64),
+        "session_id": pa.array(["s"] * n),
+        "endpoint": pa.array(np.where(rng.random(n) < 0.7, "chat", "embed")),
+        "warmup": intended < 5.0, "intended_at_s": intended, "sent_at_s": intended + 0.0005,
+        "started_at_s": intended + 0.002, "completed_at_s": intended + 0.002 + service,
+        "outcome": pa.array(np.where(failed, "error", "ok")),
+        "error_kind": pa.array(np.where(failed, "server_error", None)),
+    }).replace_schema_metadata({b"qbench_schema_version": str(SCHEMA_VERSION).encode()})
+    pq.write_table(table, tmp_path / "records.parquet", row_group_size=250_000)
+    del table
+    (tmp_path / "summary.json").write_text(json.dumps({"requests": int((intended >= 5.0).sum())}))
+    tracemalloc.start()
+    run = load_run(tmp_path)
+    windows = run.percentiles("service_s", window_s=60.0)
+    errors = run.errors_over_time(window_s=60.0)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert "records" not in run.__dict__ and run.summary.requests == int((intended >= 5.0).sum())
+    assert peak < 150 * 2**20, f"{peak / 2**20:.0f} MiB: more than a few columns"  # the frame: ~1 GiB
+    keep = ~failed & (intended >= 5.0)
+    first = service[keep & (intended < 60.0)]
+    assert windows.loc[0.0, "count"] == first.size
+    assert windows.loc[0.0, "p95"] == pytest.approx(np.percentile(first, 95), rel=1e-12)
+    assert errors.to_numpy().sum() == n and errors["server_error"].sum() == failed.sum()

@@ -1,7 +1,7 @@
 """Report on what `run` and `tune` wrote: everything here starts from folders on disk.
 
-    rundir.py        run and sweep folders -> LoadedRun (records re-summarised, run.json, notes)
-    columns.py       a run's records as numpy columns for charts
+    rundir.py        run and sweep folders -> LoadedRun (summary.json read back, records as columns)
+    columns.py       a run's records as numpy columns for charts (a stated sample for scatters)
     charts.py        run charts (latency distributions, over time, in flight, errors, ETA, send lag)
     phase_chart.py   where the time went: a stacked bar of the server's phases per endpoint
     sweep_charts.py  sweep charts (heatmaps, Pareto front, per-point distributions)

@@ -1,7 +1,9 @@
 """`qbench report DIR`: a run, sweep or capacity directory -> PNG charts, summary.md and a self-contained
 report.html.
 
-Everything is rebuilt from the files on disk (records first; see `qbench.report.rundir`). Output goes to
+Everything is rebuilt from the files on disk (see `qbench.report.rundir`): a run's figures, diagnosis
+and app notes are those its summary.json holds (recomputed from the records only where it lacks them),
+its charts are drawn from its records as columns (`qbench.report.charts`). Output goes to
 `<out>/charts/*.png`, `<out>/summary.md` (short, for pull requests and CI logs) and `<out>/report.html`
 (one file: the charts are embedded as base64 PNGs, the CSS is inline, nothing is fetched from the
 network, and it reads on a phone). Both documents come from jinja2 templates in `qbench/report/templates/`.
@@ -14,27 +16,23 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
+import numpy as np
 
 from qbench import __version__
 from qbench.errors import QbenchError, ScenarioError
-from qbench.report.capacity_charts import (
-    LoadedCapacity,
-    is_capacity_dir,
-    read_capacity,
-    render_capacity_charts,
-)
 from qbench.report.charts import Chart, render_run_charts
 from qbench.report.columns import fmt_s
 from qbench.report.phase_chart import render_phase_chart
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
-from qbench.report.soak_charts import render_soak_charts
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
+from qbench.run.columns import Columns
 from qbench.run.diagnose.app_errors import explain
 from qbench.run.diagnose.diagnose import host_cpus
 from qbench.run.diagnose.diagnose_mix import diagnose_run
+from qbench.run.diagnose.finding import Finding
 from qbench.run.load.mix import mix_starts
 from qbench.run.results.alongside import alongside
 from qbench.run.results.run_info import RunInfo
@@ -49,9 +47,11 @@ from qbench.run.run_console import (
     token_line,
 )
 from qbench.run.scenario.scenario import Scenario, parse_scenario
-from qbench.run.soak.soak import read_report as read_soak
 from qbench.tune.recommend import Recommendation
 from qbench.tune.search_fit import Predicted, stored_rows
+
+if TYPE_CHECKING:  # capacity and soak folders' modules (scipy's signal filters: 65 MiB) load when needed
+    from qbench.report.capacity_charts import LoadedCapacity
 
 MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in the HTML
 
@@ -109,6 +109,8 @@ def build_report(source: Path, out_dir: Path | None = None,
     if not source.is_dir():
         raise QbenchError(f"{source}: not a directory (expected reports/<run-id>/ or reports/<sweep-id>/)")
     out = out_dir or source
+    from qbench.report.capacity_charts import is_capacity_dir, read_capacity
+
     if is_capacity_dir(source):
         context = capacity_context(read_capacity(source), out / "charts")
     elif is_sweep_dir(source):
@@ -160,8 +162,8 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         title=f"qbench run: {scenario_name}",
         source=str(run.path),
         headline=run_headline(run),
-        charts=render_run_charts(run.records, charts_dir) + render_phase_chart(run.records, charts_dir)
-        + render_soak_charts(run.path, charts_dir),
+        charts=render_run_charts(run.columns, charts_dir) + render_phase_chart(run.columns, charts_dir)
+        + soak_charts(run.path, charts_dir),
         phases=phase_rows(s),
         endpoints=endpoint_rows(s),
         steps=step_rows(s),
@@ -170,14 +172,41 @@ def run_context(run: LoadedRun, charts_dir: Path) -> ReportContext:
         errors=error_rows(run),
         slo=[slo_row(c) for c in s.checks()],
         warnings=bottleneck_warnings(s),
-        diagnosis=[f"{f.kind}: {f.message}" for f in diagnose_run(
-            run.records, s, run.info.server or None, cpus=host_cpus(run.info.host, run.info.target))],
+        diagnosis=[f"{f.kind}: {f.message}" for f in diagnosis(run)],
         notes=run.notes,
         details=run_details(run.info),
-        over_time=soak.lines() if (soak := read_soak(run.path)) is not None else [],
+        over_time=soak_lines(run.path),
         alongside=alongside_lines(run, scenario := _scenario(run)),
-        app_notes=explain(run.records, scenario, run.info.server or None),
+        app_notes=run.stored.app_notes if run.stored.app_notes is not None
+        else explain(run.records, scenario, run.info.server or None),
     )
+
+
+def diagnosis(run: LoadedRun) -> list[Finding]:
+    """Where the limit was: summary.json's, else diagnosed from the records (qbench.run.diagnose)."""
+    if run.stored.diagnosis is not None:
+        return run.stored.diagnosis
+    return diagnose_run(run.records, run.summary, run.info.server or None,
+                        cpus=host_cpus(run.info.host, run.info.target))
+
+
+def soak_charts(run_dir: Path, charts_dir: Path) -> list[Chart]:
+    """A soak run's over-time charts ([] without soak.json: then the soak modules are not imported)."""
+    if not (run_dir / "soak.json").exists():
+        return []
+    from qbench.report.soak_charts import render_soak_charts
+
+    return render_soak_charts(run_dir, charts_dir)
+
+
+def soak_lines(run_dir: Path) -> list[str]:
+    """A soak run's verdicts over time ([] without soak.json)."""
+    if not (run_dir / "soak.json").exists():
+        return []
+    from qbench.run.soak.soak import read_report
+
+    soak = read_report(run_dir)
+    return soak.lines() if soak is not None else []
 
 
 def _scenario(run: LoadedRun) -> Scenario | None:
@@ -190,6 +219,8 @@ def _scenario(run: LoadedRun) -> Scenario | None:
 
 def alongside_lines(run: LoadedRun, scenario: Scenario | None) -> list[str]:
     """The endpoints before and after a mix entry joined, from the records (qbench.run.results.alongside)."""
+    if run.stored.alongside is not None:
+        return [a.line() for a in run.stored.alongside]
     starts = mix_starts(scenario) if scenario is not None else None
     if scenario is None or not starts:
         return []
@@ -206,7 +237,7 @@ def slo_row(c: SloCheck) -> list[str]:
 def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
     s = run.summary
     total = s.phase("latency_s")
-    warmup = sum(1 for r in run.records if r.warmup)
+    warmup = int(run.columns.bools("warmup").sum())
     rows = [
         ("target", run.info.target or "unknown"),
         ("started", run.info.started_at or "unknown"),
@@ -301,12 +332,27 @@ def _stats_row(label: str, stats: Stats) -> list[str]:
 
 def error_rows(run: LoadedRun) -> list[list[str]]:
     s = run.summary
-    examples: dict[str, str] = {}
-    for r in run.records:
-        if not r.ok and not r.warmup:
-            examples.setdefault(r.error_kind or "client", (r.error_message or "")[:160])
+    examples = error_examples(run.columns)
     return [[kind, str(n), f"{n / s.requests:.1%}" if s.requests else "-", examples.get(kind, "")]
             for kind, n in sorted(s.errors_by_kind.items(), key=lambda kv: -kv[1])]
+
+
+def error_examples(cols: Columns) -> dict[str, str]:
+    """Per error kind ("client" for none), the message of its first measured failed request (cut to 160
+    characters; "" when it has none)."""
+    failed = ~cols.ok() & cols.measured()
+    if not failed.any():
+        return {}
+    codes, kinds = cols.labels("error_kind")
+    names = [k or "client" for k in kinds] + ["client"]
+    codes = np.where(codes < 0, len(kinds), codes)[failed]
+    rows = np.flatnonzero(failed)
+    examples: dict[str, str] = {}
+    seen, first = np.unique(codes, return_index=True)
+    messages = cols.strings("error_message")
+    for code, at in sorted(zip(seen.tolist(), first.tolist(), strict=True), key=lambda pair: pair[1]):
+        examples.setdefault(names[code], (messages[rows[at]] or "")[:160])
+    return examples
 
 
 def run_details(info: RunInfo) -> list[tuple[str, str]]:
@@ -447,13 +493,19 @@ def capacity_context(data: LoadedCapacity, charts_dir: Path) -> ReportContext:
         title=f"qbench capacity: {file.scenario_name or data.path.name}",
         source=str(data.path),
         headline=capacity_headline(data),
-        charts=render_capacity_charts(data, charts_dir),
+        charts=_capacity_charts(data, charts_dir),
         notes=data.notes,
         probes=probe_rows(data),
         details=[(t, _json(v)) for t, v in (
             ("Search", _without(file.to_dict(), "scenario", "result", "answer")), ("Scenario", file.scenario))
             if v],
     )
+
+
+def _capacity_charts(data: LoadedCapacity, charts_dir: Path) -> list[Chart]:
+    from qbench.report.capacity_charts import render_capacity_charts
+
+    return render_capacity_charts(data, charts_dir)
 
 
 def capacity_headline(data: LoadedCapacity) -> list[tuple[str, str]]:

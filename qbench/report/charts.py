@@ -1,5 +1,10 @@
 """Run charts: one run's records -> PNG figures, drawn from the records alone.
 
+The records are columns (`qbench.report.columns.RunColumns`: records.parquet read a column at a time),
+so a run of millions of requests is drawn in bounded memory: distributions, percentiles per bin, rates
+and counts in flight from every request; scatters from every request up to `columns.MAX_POINTS`, else
+from a uniform sample of that many, which their legend states.
+
 Every chart is a function `RunColumns -> Figure` built with matplotlib's object-oriented API
 (`matplotlib.figure.Figure` on an Agg canvas; no pyplot global state, so charts are safe to draw from
 threads and tests). A chart with nothing to show still renders, with a note saying why, so a report of a
@@ -21,7 +26,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from qbench.report.columns import RunColumns, fmt_s, time_bins
+from qbench.report.columns import RunColumns, fmt_s, points_label, time_bins
+from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord
 
 #: One colour per latency phase, the same in every chart.
@@ -33,6 +39,7 @@ PHASE_LABELS = {
     "ttfo_s": "time to first output",
 }
 MARKED_PERCENTILES = (50.0, 95.0, 99.0)
+CURVE_POINTS = 4_000  # a percentile curve of more values is drawn at this many quantiles
 _KIND_COLORS = {
     "queue_full": "#d62728", "server_error": "#9467bd", "timeout": "#8c564b", "http_5xx": "#e377c2",
     "http_4xx": "#f7b6d2", "connect": "#7f7f7f", "stream_broken": "#17becf", "deadline": "#bcbd22",
@@ -90,16 +97,17 @@ def nines(q: np.ndarray) -> np.ndarray:
 
 def percentile_curve(
     ax: Axes, values: np.ndarray, color: str, label: str, lw: float = 1.8, *, marks: bool = True,
-    zorder: int = 2,
+    zorder: int = 2, in_place: bool = False,
 ) -> bool:
     """Draw sorted `values` against their quantile on a nines axis (p50/p95/p99 marked unless `marks` is
-    False). False when there is nothing to draw."""
-    values = np.sort(values[np.isfinite(values)])
+    False). False when there is nothing to draw. `in_place`: `values` may be sorted where it is (a long
+    run's column: no copy of it)."""
+    values = _finite_sorted(values, in_place)
     if values.size == 0:
         return False
-    x = nines(np.arange(values.size) / values.size)
+    x, y = _curve(values)
     # The last value holds up to q = 1 - 1/n; a lone value is drawn as a short step rather than a dot.
-    ax.plot(np.append(x, max(x[-1], np.log10(2))), np.append(values, values[-1]), color=color, lw=lw,
+    ax.plot(np.append(x, max(x[-1], np.log10(2))), np.append(y, values[-1]), color=color, lw=lw,
             label=label, drawstyle="steps-post", zorder=zorder)
     for p in MARKED_PERCENTILES if marks else ():
         v = float(np.percentile(values, p))
@@ -108,6 +116,33 @@ def percentile_curve(
         ax.annotate(f"p{p:g} {fmt_s(v)}", (at, v), textcoords="offset points", xytext=(4, 4),
                     fontsize=8, color=color)
     return True
+
+
+def _finite_sorted(values: np.ndarray, in_place: bool) -> np.ndarray:
+    """The finite values, sorted: a copy, or (`in_place`) `values` sorted and the finite stretch of it
+    (numpy sorts -inf first and +inf, then NaN, last)."""
+    if not in_place:
+        values = values[np.isfinite(values)]
+        values.sort()
+        return values
+    values.sort()
+    first = int(np.searchsorted(values, -np.inf, side="right"))
+    last = int(np.searchsorted(values, np.inf, side="left"))
+    return values[first:last]
+
+
+def _curve(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(nines positions, values) of the steps of sorted `values`: every value up to CURVE_POINTS, else
+    the value at CURVE_POINTS positions evenly spaced on the nines axis (the step each falls in), and
+    the last value, so the curve keeps its shape and its tail without a vertex per request."""
+    n = values.size
+    if n <= CURVE_POINTS:
+        return nines(np.arange(n) / n), values
+    top = float(nines(np.array((n - 1) / n)))
+    at = np.unique(np.minimum(np.floor((1.0 - 10.0 ** -np.linspace(0.0, top, CURVE_POINTS)) * n), n - 1))
+    index = np.append(at.astype(np.int64), n - 1)
+    index = np.unique(index)
+    return nines(index / n), values[index]
 
 
 def nines_axis(ax: Axes, n: int) -> None:
@@ -125,12 +160,12 @@ def nines_axis(ax: Axes, n: int) -> None:
 def latency_distribution(data: RunColumns) -> Figure:
     fig, (ax,) = new_figure(height=4.8)
     ok = data.measured & data.ok
-    drawn = [percentile_curve(ax, data.phase(name)[ok], PHASE_COLORS[name], PHASE_LABELS[name])
+    drawn = [percentile_curve(ax, data.phase(name, ok), PHASE_COLORS[name], PHASE_LABELS[name], in_place=True)
              for name in PHASE_COLORS]
     if not any(drawn):
         note(ax, "No completed requests: no latency to show")
     else:
-        nines_axis(ax, int(np.isfinite(data.phase("latency_s")[ok]).sum()))
+        nines_axis(ax, int(np.isfinite(data.phase("latency_s", ok)).sum()))
         ax.set_ylabel("seconds")
         ax.legend(loc="upper left")
     ax.set_title("Latency distribution by phase (ok requests, warm-up excluded)")
@@ -141,41 +176,55 @@ def latency_over_time(data: RunColumns) -> Figure:
     fig, (top, bottom) = new_figure(rows=2, height=3.4)
     top.set_title("Latency over time (by intended send time) and request rates")
     shade_warmup(top, data)
-    latency = data.phase("latency_s")
-    if not np.isfinite(latency).any():
-        note(top, "No request completed: no latency to show")
-    else:
-        ok = data.ok & np.isfinite(latency)
-        bad = ~data.ok & np.isfinite(latency)
-        if ok.any():
-            size = 5 if ok.sum() > 1000 else 14  # small runs: dots big enough to see
-            top.scatter(data.intended[ok], latency[ok], s=size, color=PHASE_COLORS["latency_s"], alpha=0.6,
-                        lw=0, label="ok request")
-        if bad.any():
-            top.scatter(data.intended[bad], latency[bad], s=10, marker="x", color="#d62728", lw=0.8,
-                        label="failed request")
-        _rolling_percentiles(top, data.intended[ok], latency[ok], data)
-        top.set_ylabel("latency (s)")
-        top.set_ylim(0, float(np.nanmax(latency)) * 1.08 or None)
-        top.ticklabel_format(axis="y", useOffset=False)
-        top.legend(loc="upper left", fontsize=8, ncols=3)
-        top.grid(True, alpha=0.3)
+    _latency_dots(top, data)
     _rates(bottom, data)
     return fig
 
 
-def _rolling_percentiles(ax: Axes, t: np.ndarray, v: np.ndarray, data: RunColumns) -> None:
-    if v.size < 2:
+def _latency_dots(top: Axes, data: RunColumns) -> None:
+    """Each request's latency by its intended send time (a stated sample of a long run) and the
+    percentiles per bin (every request)."""
+    latency = data.phase("latency_s")
+    if not np.isfinite(latency).any():
+        note(top, "No request completed: no latency to show")
+        return
+    intended = data.intended
+    ok = data.ok & np.isfinite(latency)
+    bad = ~data.ok & np.isfinite(latency)
+    drawn = data.sample(ok | bad)
+    sampled = points_label(int(drawn.sum()), int((ok | bad).sum()))
+    if ok.any():
+        size = 5 if ok.sum() > 1000 else 14  # small runs: dots big enough to see
+        shown = ok & drawn
+        top.scatter(intended[shown], latency[shown], s=size, color=PHASE_COLORS["latency_s"], alpha=0.6,
+                    lw=0, label="ok request")
+    if bad.any():
+        shown = bad & drawn
+        top.scatter(intended[shown], latency[shown], s=10, marker="x", color="#d62728", lw=0.8,
+                    label="failed request")
+    _rolling_percentiles(top, intended, latency, ok, data)
+    if sampled:
+        top.set_title(f"Latency over time (by intended send time) and request rates\ndots: {sampled}")
+    top.set_ylabel("latency (s)")
+    top.set_ylim(0, float(np.nanmax(latency)) * 1.08 or None)
+    top.ticklabel_format(axis="y", useOffset=False)
+    top.legend(loc="upper left", fontsize=8, ncols=3)
+    top.grid(True, alpha=0.3)
+
+
+def _rolling_percentiles(ax: Axes, t: np.ndarray, v: np.ndarray, rows: np.ndarray, data: RunColumns) -> None:
+    """p50 and p95 of `v` per time bin of `t`, over `rows` (a bin at a time: a mask per bin, never an
+    index per row)."""
+    if rows.sum() < 2:
         return
     edges = time_bins(data.span(), target=60)
-    index = np.digitize(t, edges) - 1
     centres, p50, p95 = [], [], []
-    for i in range(len(edges) - 1):
-        sel = v[index == i]
-        if sel.size:
-            centres.append((edges[i] + edges[i + 1]) / 2)
-            p50.append(np.percentile(sel, 50))
-            p95.append(np.percentile(sel, 95))
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        part = v[rows & (t >= lo) & (t < hi)]
+        if part.size:
+            centres.append((lo + hi) / 2)
+            p50.append(np.percentile(part, 50))
+            p95.append(np.percentile(part, 95))
     ax.plot(centres, p50, color="#0b2e59", lw=1.5, label="p50 per bin")
     ax.plot(centres, p95, color="#0b2e59", lw=1.5, ls="--", label="p95 per bin")
 
@@ -185,12 +234,13 @@ def _rates(ax: Axes, data: RunColumns) -> None:
     width = float(edges[1] - edges[0])
     shade_warmup(ax, data)
     series = (
-        ("arrivals (intended)", data.intended, "#555555", "-"),
-        ("sent", data.sent, "#999999", ":"),
-        ("completions (ok)", data.completed[data.ok], "#2e9a4a", "-"),
-        ("errors", data.completed[~data.ok], "#d62728", "-"),
+        ("arrivals (intended)", lambda: data.intended, "#555555", "-"),
+        ("sent", lambda: data.sent, "#999999", ":"),
+        ("completions (ok)", lambda: data.completed[data.ok], "#2e9a4a", "-"),
+        ("errors", lambda: data.completed[~data.ok], "#d62728", "-"),
     )
-    for label, times, color, style in series:
+    for label, column, color, style in series:
+        times = column()
         counts, _ = np.histogram(times[np.isfinite(times)], bins=edges)
         if counts.any() or label.startswith("arrivals"):
             ax.stairs(counts / width, edges, color=color, ls=style, lw=1.5, label=label)
@@ -221,10 +271,15 @@ def inflight_and_rank(data: RunColumns) -> Figure:
     if not has_rank.any():
         note(bottom, "No queue estimation messages (rank) were received")
     else:
-        bottom.scatter(data.estimation[has_rank], data.queue_size[has_rank], s=6, color="#aaaaaa",
+        drawn = data.sample(has_rank)
+        estimation = data.estimation[drawn]
+        bottom.scatter(estimation, data.queue_size[drawn], s=6, color="#aaaaaa",
                        label="queue size (first estimation)")
-        bottom.scatter(data.estimation[has_rank], data.rank[has_rank], s=6,
+        bottom.scatter(estimation, data.rank[drawn], s=6,
                        color=PHASE_COLORS["queue_wait_s"], label="rank on join (0 = next)")
+        sampled = points_label(int(drawn.sum()), int(has_rank.sum()))
+        if sampled:
+            bottom.set_title(f"dots: {sampled}", fontsize=9, loc="right")
         bottom.set_ylabel("position")
         bottom.legend(loc="upper left", fontsize=8)
         bottom.grid(True, alpha=0.3)
@@ -245,7 +300,7 @@ def errors_over_time(data: RunColumns) -> Figure:
     bottom = np.zeros(len(edges) - 1)
     when = data.error_time()
     for kind, total in sorted(kinds.items(), key=lambda kv: -kv[1]):
-        counts, _ = np.histogram(when[data.error_kind == kind], bins=edges)
+        counts, _ = np.histogram(when[data.failed_with(kind)], bins=edges)
         ax.bar(edges[:-1], counts / width, width=width, bottom=bottom, align="edge", color=error_color(kind),
                label=f"{kind} ({total})")
         bottom += counts / width
@@ -261,19 +316,26 @@ def eta_accuracy(data: RunColumns) -> Figure:
     FigureCanvasAgg(fig)
     scatter_ax, hist_ax = fig.subplots(1, 2, width_ratios=[1.2, 1])
     fig.suptitle("ETA accuracy: server's first estimate vs. the real time to the result")
-    estimated, actual = data.eta_pairs()
+    mask = data.eta_mask()
+    estimated, actual = data.eta_pairs(mask)
     if estimated.size == 0:
         note(scatter_ax, "No ETA estimates with a completed result")
         note(hist_ax, "(HTTP targets and unqueued events send no ETA)")
         return fig
     top = float(max(estimated.max(), actual.max(), 1e-3))
-    scatter_ax.scatter(actual, estimated, s=6, alpha=0.5, color=PHASE_COLORS["queue_wait_s"])
+    drawn = data.sample(mask)[mask]  # of the pairs
+    shown_estimated, shown_actual = estimated[drawn], actual[drawn]
+    scatter_ax.scatter(shown_actual, shown_estimated, s=6, alpha=0.5, color=PHASE_COLORS["queue_wait_s"])
     scatter_ax.plot([0, top], [0, top], color="#333333", lw=1, ls="--", label="perfect estimate")
+    sampled = points_label(shown_estimated.size, estimated.size)
+    if sampled:
+        scatter_ax.set_title(f"dots: {sampled}", fontsize=9)
     scatter_ax.set_xlabel("actual time from estimate to result (s)")
     scatter_ax.set_ylabel("server's estimated time to result, rank_eta (s)")
     scatter_ax.legend(loc="upper left", fontsize=8)
     scatter_ax.grid(True, alpha=0.3)
     error = estimated - actual
+    del estimated, actual
     hist_ax.hist(error, bins=min(50, max(5, error.size // 5)), color=PHASE_COLORS["queue_wait_s"], alpha=0.8)
     hist_ax.axvline(0, color="#333333", lw=1, ls="--")
     hist_ax.set_xlabel("estimate - actual (s); > 0 = pessimistic, < 0 = optimistic")
@@ -296,8 +358,10 @@ def send_lag(data: RunColumns) -> Figure:
     ax.set_title(f"Send lag (actual - intended send time): p50 {fmt_s(float(np.median(lag[finite])))}, "
                  f"p99 {fmt_s(p99)}, max {fmt_s(float(lag[finite].max()))}")
     shade_warmup(ax, data)
-    ax.scatter(data.intended[finite], lag[finite] * 1000, s=4, color="#555555", alpha=0.5, lw=0,
-               label="request")
+    drawn = data.sample(finite)
+    sampled = points_label(int(drawn.sum()), int(finite.sum()))
+    ax.scatter(data.intended[drawn], lag[drawn] * 1000, s=4, color="#555555", alpha=0.5, lw=0,
+               label=f"request ({sampled})" if sampled else "request")
     ax.axhline(p99 * 1000, color="#d62728", lw=1, ls="--", label=f"p99 = {fmt_s(p99)}")
     ax.set_ylabel("send lag (ms); high = load generator saturated")
     ax.set_xlabel("intended send time since run start (s)")
@@ -389,9 +453,25 @@ def render_charts(specs: Sequence[ChartSpec], data: RunColumns, out_dir: Path) -
     for spec in specs:
         path = save(spec.draw(data), out_dir / f"{spec.name}.png")
         charts.append(Chart(spec.name, spec.title, spec.caption, path))
+        _trim()
     return charts
 
 
-def render_run_charts(records: Sequence[RequestRecord], out_dir: Path) -> list[Chart]:
-    """All run charts for `records`, written as PNGs into `out_dir`."""
-    return render_charts(RUN_CHARTS, RunColumns.from_records(records), out_dir)
+def _trim() -> None:
+    """Hand the heap a chart freed back to the system (glibc keeps freed blocks of tens of MiB, the size
+    of one column of a long run, for reuse: without this the report's resident memory is the sum of
+    its charts' peaks rather than the largest). Nothing elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        ctypes.CDLL(name).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass
+
+
+def render_run_charts(records: Sequence[RequestRecord] | Columns, out_dir: Path) -> list[Chart]:
+    """All run charts for a run's records (or their columns), written as PNGs into `out_dir`."""
+    columns = records if isinstance(records, Columns) else Columns.of(records)
+    return render_charts(RUN_CHARTS, RunColumns(columns), out_dir)

@@ -5,7 +5,8 @@ the server did not account for), the server's queue wait, uploads, preprocess, t
 postprocess, streaming diffs and the rest of the server's processing (its total less the named
 phases). Each segment is that phase's median over the endpoint's ok, measured requests that carry the
 server's phases, so the bar is close to, not exactly, the median latency from the send. Drawn only
-when some record has the server's phases (qbench.run.results.server_phases).
+when some record has the server's phases (qbench.run.results.server_phases). Computed from the run's
+columns (qbench.run.columns), a phase at a time, over every request.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from qbench.report.charts import Chart, new_figure, save
+from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord
 
 #: segment -> (label, colour); "server_other" is computed (total less the named phases)
@@ -36,28 +38,34 @@ CAPTION = ("Per endpoint, the median of each phase of ok requests: client-only t
            "protocol), then the server's own phases as it timed them.")
 
 
-def medians(records: Sequence[RequestRecord]) -> dict[str, dict[str, float]]:
+def medians(records: Sequence[RequestRecord] | Columns) -> dict[str, dict[str, float]]:
     """endpoint -> segment -> median seconds, over ok measured records with the server's phases."""
-    by_endpoint: dict[str, list[RequestRecord]] = {}
-    for r in records:
-        if r.ok and not r.warmup and r.server_total_s is not None:
-            by_endpoint.setdefault(r.endpoint, []).append(r)
-    out: dict[str, dict[str, float]] = {}
-    for endpoint, rs in sorted(by_endpoint.items()):
-        row = {}
-        for name in SEGMENTS:
-            values = [_other(r) if name == "server_other" else getattr(r, name) for r in rs]
-            present = [v for v in values if v is not None]
-            if present:
-                row[name] = max(float(np.median(present)), 0.0)
-        out[endpoint] = row
+    cols = records if isinstance(records, Columns) else Columns.of(records)
+    if not len(cols):
+        return {}
+    total = cols.floats("server_total_s")
+    rows = cols.ok() & cols.measured() & ~np.isnan(total)
+    if not rows.any():
+        return {}
+    codes, endpoints = cols.labels("endpoint")
+    present = sorted({endpoints[c] for c in np.unique(codes[rows])})
+    out: dict[str, dict[str, float]] = {endpoint: {} for endpoint in present}
+    for name in SEGMENTS:
+        values = _other(cols, total) if name == "server_other" else cols.floats(name)
+        for endpoint in present:
+            mine = values[rows & (codes == endpoints.index(endpoint))]
+            mine = mine[~np.isnan(mine)]
+            if mine.size:
+                out[endpoint][name] = max(float(np.median(mine)), 0.0)
     return out
 
 
-def _other(r: RequestRecord) -> float | None:
-    if r.server_total_s is None:
-        return None
-    return r.server_total_s - sum(getattr(r, name) or 0.0 for name in NAMED)
+def _other(cols: Columns, total: np.ndarray) -> np.ndarray:
+    """The server's total less its named phases (a missing one counts 0), summed as a record would."""
+    named = np.zeros(len(cols))
+    for name in NAMED:
+        named = named + np.nan_to_num(cols.floats(name), nan=0.0)
+    return np.asarray(total - named)
 
 
 def phase_bars(split: dict[str, dict[str, float]]) -> Figure:
@@ -78,7 +86,7 @@ def phase_bars(split: dict[str, dict[str, float]]) -> Figure:
     return fig
 
 
-def render_phase_chart(records: Sequence[RequestRecord], out_dir: Path) -> list[Chart]:
+def render_phase_chart(records: Sequence[RequestRecord] | Columns, out_dir: Path) -> list[Chart]:
     """The chart as a PNG in `out_dir` ([] when no record has the server's phases)."""
     split = medians(records)
     if not split:

@@ -1,10 +1,17 @@
 """Run and sweep directories on disk -> what reports and comparisons read.
 
 A run directory holds `records.parquet` (or `records.jsonl` when the run died), `run.json` and
-`summary.json` (see `qbench.run.runner`). Figures are always recomputed from the records with
-`run.results.summary.summarize`; `run.json`, read as `run.results.run_info.RunInfo`, supplies only what
-records cannot: the scenario (and its SLO), the target, the server snapshot, the host and the
-generator's own statistics.
+`summary.json` (see `qbench.run.runner`). The figures are what the run wrote: summary.json's summary,
+diagnosis, app notes and before/after comparisons (`Stored`), read back rather than computed again, so
+a report of 3.6 M requests reads a few kilobytes for them. What summary.json lacks (an older run, a run
+that died, a summary.json that does not count the records' rows) is recomputed from the records with
+`run.results.summary.summarize`, as the run would have, and the notes say so. `run.json`, read as
+`run.results.run_info.RunInfo`, supplies what records cannot: the scenario (and its SLO), the target,
+the server snapshot, the host and the generator's own statistics.
+
+The records themselves are read as columns (`qbench.run.columns.Columns.read`: each column from
+records.parquet when a chart asks for it); `LoadedRun.records`, one object per request, is read only
+when something asks for it (a recomputation, `qbench compare`'s pairing).
 A sweep directory holds `sweep.json`, `points/<id>/` run directories and `recommendation.json`
 (see `qbench.tune.sweep`).
 """
@@ -12,7 +19,8 @@ A sweep directory holds `sweep.json`, `points/<id>/` run directories and `recomm
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,26 +28,78 @@ from pydantic import ValidationError
 
 from qbench.errors import QbenchError
 from qbench.run.columns import Columns
+from qbench.run.diagnose.finding import Finding
 from qbench.run.load.mix import endpoint_slos
 from qbench.run.records import RecordsFormatError, RequestRecord, read_records
+from qbench.run.results.alongside import Alongside
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import Summary, summarize
 from qbench.run.scenario.scenario import Scenario, Slo
 
+KEEP = 2  # columns a run read from disk keeps (the charts walk theirs two or three at a time)
 
-@dataclass
+
+@dataclass(frozen=True)
+class Stored:
+    """What the run wrote into summary.json beside its summary; None where summary.json lacks it."""
+
+    diagnosis: list[Finding] | None = None  # where the limit was (qbench.run.diagnose)
+    app_notes: list[str] | None = None  # the app raised, events still running (diagnose.app_errors)
+    alongside: list[Alongside] | None = None  # before/after a mix entry joined (results.alongside)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Stored:
+        """summary.json's entries, each None when absent or not of its shape (then recomputed)."""
+        diagnosis, notes, joined = (_list_of(data.get(key), kind) for key, kind in (
+            ("diagnosis", dict), ("app_notes", str), ("alongside", dict)))
+        if diagnosis is not None and not all("kind" in f and "message" in f for f in diagnosis):
+            diagnosis = None
+        return cls(
+            diagnosis=None if diagnosis is None
+            else [Finding(str(f["kind"]), str(f["message"])) for f in diagnosis],
+            app_notes=None if notes is None else [str(n) for n in notes],
+            alongside=None if joined is None else [Alongside.from_dict(a) for a in joined],
+        )
+
+
+def _list_of(value: Any, kind: type) -> list[Any] | None:
+    """`value` if it is a list of `kind`, else None."""
+    return value if isinstance(value, list) and all(isinstance(v, kind) for v in value) else None
+
+
 class LoadedRun:
-    """One run read back from disk."""
+    """One run read back from disk: its summary (summary.json's, or recomputed), run.json, the records
+    as columns and, when asked for, as RequestRecord objects."""
 
-    path: Path
-    records: list[RequestRecord]
-    info: RunInfo  # run.json (every field at its default when missing)
-    summary: Summary
-    notes: list[str] = field(default_factory=list)  # what was missing or odd, for the report
+    def __init__(self, path: Path, records: Sequence[RequestRecord] | None, info: RunInfo,
+                 summary: Summary, notes: list[str] | None = None, *, columns: Columns | None = None,
+                 stored: Stored | None = None) -> None:
+        self.path = path
+        self.info = info  # run.json (every field at its default when missing)
+        self.summary = summary
+        self.notes = notes if notes is not None else []  # what was missing or odd, for the report
+        self.stored = stored or Stored()  # what summary.json held beside the summary
+        self._records = None if records is None else list(records)
+        self._columns = columns
 
     @property
     def scenario(self) -> dict[str, Any]:
         return self.info.scenario
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        """Every record as an object (read from disk the first time: one ~1.3 KB object per request)."""
+        if self._records is None:
+            self._records = _read_records(self.path)
+        return self._records
+
+    @property
+    def columns(self) -> Columns:
+        """The records as columns: from records.parquet, read a column at a time, when the run has one."""
+        if self._columns is None:
+            from_disk = self._records is None and has_parquet(self.path)
+            self._columns = Columns.read(self.path, keep=KEEP) if from_disk else Columns.of(self.records)
+        return self._columns
 
 
 def read_json(path: Path, notes: list[str]) -> dict[str, Any]:
@@ -62,27 +122,81 @@ def is_sweep_dir(path: Path) -> bool:
     return (path / "sweep.json").exists() or (path / "sweep.parquet").exists()
 
 
-def read_run(path: Path) -> LoadedRun:
-    """Read a run directory; raise QbenchError naming the path when it holds no records."""
+def read_run(path: Path, *, recompute: bool = False) -> LoadedRun:
+    """Read a run directory; raise QbenchError naming the path when it holds no records.
+
+    The summary, diagnosis, app notes and before/after comparisons are summary.json's when it has
+    them and counts the records' rows; else (or with `recompute`) they are computed from the records.
+    """
     if not path.is_dir():
         raise QbenchError(f"{path}: not a directory (expected a run folder such as reports/<run-id>/)")
+    notes: list[str] = []
+    finished = has_parquet(path)
+    if not finished:
+        records: Sequence[RequestRecord] | None = _read_records(path)
+        notes.append("records.parquet is missing (the run did not finish): read records.jsonl")
+        columns = Columns.of(records or [])
+    else:
+        records, columns = None, _read_columns(path)
+    info = RunInfo.from_dict(read_json(path / "run.json", notes))
+    slo, slos = scenario_slo(info, notes), mix_slos(info, notes)
+    saved = _saved_summary(path, notes) if finished and not recompute else {}
+    summary = _stored_summary(saved, columns, notes)
+    stored = Stored.from_dict(saved) if summary is not None else Stored()
+    if summary is None:
+        records = records if records is not None else _read_records(path)
+        summary = summarize(records, slo, generator=info.generator, endpoint_slos=slos,
+                            journey_length=stored_journey_length(info), server_traces=info.server_traces)
+    return LoadedRun(path, records, info, summary, notes, columns=columns, stored=stored)
+
+
+def has_parquet(path: Path) -> bool:
+    """The run finished: records.parquet (or its parts, records-*.parquet) is there."""
+    return (path / "records.parquet").exists() or any(path.glob("records-*.parquet"))
+
+
+def _read_records(path: Path) -> list[RequestRecord]:
     try:
-        records = read_records(path)
+        return read_records(path)
     except FileNotFoundError:
         raise QbenchError(f"{path}: no records.parquet or records.jsonl (not a qbench run folder?)") from None
     except RecordsFormatError as exc:
         raise QbenchError(str(exc)) from None
     except (OSError, ValueError) as exc:  # a truncated or foreign Parquet file
         raise QbenchError(f"{path}: the records could not be read ({exc})") from None
-    notes: list[str] = []
-    if not (path / "records.parquet").exists():
-        notes.append("records.parquet is missing (the run did not finish): read records.jsonl")
-    info = RunInfo.from_dict(read_json(path / "run.json", notes))
-    slo = scenario_slo(info, notes)
-    summary = summarize(Columns.of(records), slo, generator=info.generator,
-                        endpoint_slos=mix_slos(info, notes), journey_length=stored_journey_length(info),
-                        server_traces=info.server_traces)
-    return LoadedRun(path=path, records=records, info=info, summary=summary, notes=notes)
+
+
+def _read_columns(path: Path) -> Columns:
+    try:
+        return Columns.read(path, keep=KEEP)
+    except RecordsFormatError as exc:
+        raise QbenchError(str(exc)) from None
+    except (OSError, ValueError) as exc:  # a truncated or foreign Parquet file
+        raise QbenchError(f"{path}: the records could not be read ({exc})") from None
+
+
+def _saved_summary(path: Path, notes: list[str]) -> dict[str, Any]:
+    """summary.json's object ({} when absent: then said only if unreadable)."""
+    if not (path / "summary.json").exists():
+        return {}
+    return read_json(path / "summary.json", notes)
+
+
+def _stored_summary(saved: dict[str, Any], columns: Columns, notes: list[str]) -> Summary | None:
+    """summary.json's summary, if it is one and counts the records' measured rows (else None: recompute)."""
+    if not saved:
+        return None
+    try:
+        summary = Summary.from_dict(saved)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        notes.append(f"summary.json could not be read as a summary ({exc}): recomputed from the records")
+        return None
+    measured = len(columns) - int(columns.bools("warmup").sum())
+    if "requests" not in saved or summary.requests != measured:
+        notes.append(f"summary.json counts {summary.requests} measured requests, the records "
+                     f"{measured}: recomputed from the records")
+        return None
+    return summary
 
 
 def scenario_slo(info: RunInfo, notes: list[str]) -> Slo | None:

@@ -209,6 +209,11 @@ class _FromParquet(Columns):
         else:
             codes, seen, at = np.empty(self.n, dtype=np.int32), dict[str, int](), 0
             for file in self.files:
+                if name not in file.schema_arrow.names:  # a part written before the field: None
+                    rows = file.metadata.num_rows
+                    codes[at:at + rows] = -1
+                    at += rows
+                    continue
                 for batch in _batches(file, name):
                     encoded = batch.column(0).dictionary_encode()  # first sight in the batch
                     renumber = [seen.setdefault(s, len(seen)) for s in encoded.dictionary.to_pylist()]

@@ -194,3 +194,23 @@ def test_both_documents_are_written_from_a_context(tmp_path: Path) -> None:
     assert "| timeout | 2 | 50.0% | a \\| b |" in markdown  # a pipe in a table cell is escaped
     assert "run.json is missing" in markdown
     assert "<title>qbench run: unit" in html and "http://h | b" in html and "<img" not in html
+
+
+def test_error_examples_from_the_columns_are_the_first_failed_measured_request_of_each_kind(
+        tmp_path: Path) -> None:
+    from qbench.report.build import error_examples
+    from qbench.run.columns import Columns
+    from qbench.run.records import write_parquet
+
+    records = [rec(0, ok=False, kind="timeout", message="early", warmup=True),  # the warm-up: not an example
+               rec(1), rec(2, ok=False, kind="timeout"), rec(3, ok=False, kind="timeout", message="later"),
+               rec(4, ok=False, message="x" * 300), rec(5, ok=False, kind="queue_full", message="full"),
+               rec(6, ok=False, kind="client", message="second client")]
+    old: dict[str, str] = {}  # the loop the report ran before the columns
+    for r in records:
+        if not r.ok and not r.warmup:
+            old.setdefault(r.error_kind or "client", (r.error_message or "")[:160])
+    write_parquet(records, tmp_path / "records.parquet")
+    assert error_examples(Columns.read(tmp_path)) == old == error_examples(Columns.of(records))
+    assert old == {"timeout": "", "client": "x" * 160, "queue_full": "full"}
+    assert error_examples(Columns.of(records[:2])) == {}

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from qbench.report.charts import (
+    CURVE_POINTS,
     ChartSpec,
     error_color,
     errors_over_time,
@@ -30,7 +31,7 @@ from qbench.report.charts import (
     send_lag,
     shade_warmup,
 )
-from qbench.report.columns import RunColumns
+from qbench.report.columns import RunColumns, fmt_s
 from qbench.run.records import RequestRecord
 
 
@@ -204,3 +205,35 @@ def test_render_charts_writes_one_png_per_spec(tmp_path: Path) -> None:
                              tmp_path / "charts")
     assert (chart.name, chart.title, chart.caption) == ("mine", "Mine", "A caption.")
     assert chart.path == tmp_path / "charts" / "mine.png" and chart.path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_long_percentile_curve_is_drawn_at_bounded_quantiles_keeping_its_ends() -> None:
+    values = np.random.default_rng(3).lognormal(0.0, 1.0, 200_000)
+    fig, (ax,) = new_figure()
+    percentile_curve(ax, values, "#000000", "many")
+    curve = ax.get_lines()[0]
+    x, y = np.asarray(curve.get_xdata()), np.asarray(curve.get_ydata())
+    assert x.size <= CURVE_POINTS + 2
+    ordered = np.sort(values)
+    assert y[0] == ordered[0] and y[-1] == ordered[-1] and y[-2] == ordered[-1]  # the minimum and the tail
+    n = ordered.size
+    index = np.rint((1.0 - 10.0 ** -x[:-1]) * n).astype(int)  # each vertex: the value its step starts at
+    np.testing.assert_array_equal(y[:-1], ordered[index])
+    assert np.all(np.diff(x[:-1]) > 0)
+    assert texts(ax) == [f"p{p:g} {fmt_s(float(np.percentile(values, p)))}" for p in (50, 95, 99)]
+
+
+def test_scatters_of_many_requests_draw_a_sample_and_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("qbench.report.columns.MAX_POINTS", 40)
+    records = [rec(i, i * 0.01) for i in range(300)] + [rec(300 + i, i * 0.1, ok=False, kind="timeout")
+                                                        for i in range(10)]
+    fig = latency_over_time(cols(records))
+    top, bottom = fig.axes
+    scatters = [c for c in top.collections if c.get_label() in ("ok request", "failed request")]
+    assert sum(len(offsets(c)) for c in scatters) == 40
+    assert top.get_title().endswith("dots: a uniform sample of 40 of 310 requests")
+    lag = send_lag(cols(records)).axes[0]
+    assert "request (a uniform sample of 40 of 310 requests)" in labels(lag)
+    assert len(offsets(lag.collections[-1])) == 40
+    small = send_lag(cols(records[:30])).axes[0]
+    assert "request" in labels(small) and len(offsets(small.collections[-1])) == 30

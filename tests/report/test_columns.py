@@ -4,6 +4,8 @@ fmt_s and the usual bin widths are in test_report_run.py.)"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -97,3 +99,82 @@ def test_a_span_ending_on_an_edge_gets_one_bin_more_so_the_last_value_counts() -
                                              (float("inf"), "n/a")])
 def test_fmt_s_signs_zero_and_infinity(value: float, text: str) -> None:
     assert fmt_s(value) == text
+
+
+# ---------------------------------------------------------------- the columns read from disk, as before
+
+
+def _old_column(records: list[RequestRecord], name: str) -> np.ndarray:
+    """The chart columns as they were built before (one pass over the records per column)."""
+    return np.array([np.nan if getattr(r, name) is None else getattr(r, name) for r in records], dtype=float)
+
+
+@pytest.fixture(scope="module")
+def gradio_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[RequestRecord], Path]:
+    import sys
+
+    from qbench.run.records import write_parquet
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from end_of_run import chunk_records
+
+    rows, _ = chunk_records(np.random.default_rng(11), 0, 4000, 0.0, 1000.0, 1.0, 0.4)
+    rows[3].error_kind = None  # an error without a kind
+    rows[3].outcome = "error"
+    folder = tmp_path_factory.mktemp("run")
+    write_parquet(rows, folder / "records.parquet")
+    return rows, folder
+
+
+def test_charts_columns_from_parquet_are_the_records_columns(
+        gradio_run: tuple[list[RequestRecord], Path]) -> None:
+    from collections import Counter
+
+    from qbench.run.columns import Columns
+
+    records, folder = gradio_run
+    data = RunColumns(Columns.read(folder, keep=3))
+    fields = {"intended": "intended_at_s", "sent": "sent_at_s", "estimation": "estimation_at_s",
+              "started": "started_at_s", "first_output": "first_output_at_s", "completed": "completed_at_s",
+              "rank": "rank", "queue_size": "queue_size", "rank_eta": "rank_eta_s"}
+    for attribute, name in fields.items():
+        np.testing.assert_array_equal(getattr(data, attribute), _old_column(records, name), err_msg=name)
+    assert data.ok.tolist() == [r.ok for r in records]
+    assert data.warmup.tolist() == [r.warmup for r in records]
+    old_kinds = ["" if r.ok else (r.error_kind or "unknown") for r in records]
+    assert data.error_kind.tolist() == old_kinds
+    failed = [k for k, r in zip(old_kinds, records, strict=True) if not r.ok]
+    assert data.error_counts() == dict(Counter(failed))
+    assert list(data.error_counts()) == list(dict(Counter(k for k in old_kinds if k)))  # first-sight order
+    completed, sent, intended = (_old_column(records, n)
+                                 for n in ("completed_at_s", "sent_at_s", "intended_at_s"))
+    stacked = np.concatenate([intended, sent, completed])
+    finite = stacked[np.isfinite(stacked)]
+    assert data.span() == (float(min(0.0, finite.min())), max(float(finite.max()), 1e-3))
+    started = _old_column(records, "started_at_s")
+    phases = {"latency_s": completed - intended, "queue_wait_s": started - sent,
+              "service_s": completed - started,
+              "ttfo_s": _old_column(records, "first_output_at_s") - intended, "send_lag_s": sent - intended,
+              "latency_from_send_s": completed - sent}
+    for name, values in phases.items():
+        np.testing.assert_array_equal(data.phase(name), values, err_msg=name)
+    estimated, actual = data.eta_pairs()
+    rank_eta, waited = _old_column(records, "rank_eta_s"), completed - _old_column(records, "estimation_at_s")
+    keep = np.isfinite(rank_eta) & np.isfinite(waited) & data.ok & ~data.warmup
+    np.testing.assert_array_equal(estimated, rank_eta[keep])
+    np.testing.assert_array_equal(actual, waited[keep])
+
+
+def test_a_scatter_draws_every_request_up_to_the_limit_then_a_stated_uniform_sample() -> None:
+    data = RunColumns.from_records([rec(i, i * 0.1) for i in range(100)])
+    every = np.ones(100, dtype=bool)
+    assert data.sample(every, limit=100).tolist() == every.tolist()
+    drawn = data.sample(every, limit=30)
+    assert drawn.sum() == 30 and drawn.tolist() == data.sample(every, limit=30).tolist()  # the same draw
+    assert 0 < np.flatnonzero(drawn).mean() < 99  # from across the run, not its start
+    half = np.arange(100) % 2 == 0
+    assert not (data.sample(half, limit=10) & ~half).any()
+    from qbench.report.columns import points_label
+
+    assert points_label(30, 30) == "" and points_label(30, 1_000_000) == (
+        "a uniform sample of 30 of 1,000,000 requests")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from matplotlib.patches import Rectangle
 
@@ -57,3 +58,51 @@ def test_the_chart_is_drawn_only_with_the_servers_phases(tmp_path: Path) -> None
     assert not (tmp_path / "phases.png").exists()
     (chart,) = render_phase_chart([rec()], tmp_path)
     assert chart.name == "phases" and chart.path == tmp_path / "phases.png" and chart.path.stat().st_size > 0
+
+
+def _old_medians(records: list[RequestRecord]) -> dict[str, dict[str, float]]:
+    """The medians as they were computed before the columns, one record at a time."""
+    from qbench.report.phase_chart import NAMED, SEGMENTS
+
+    by_endpoint: dict[str, list[RequestRecord]] = {}
+    for r in records:
+        if r.ok and not r.warmup and r.server_total_s is not None:
+            by_endpoint.setdefault(r.endpoint, []).append(r)
+    out: dict[str, dict[str, float]] = {}
+    for endpoint, rs in sorted(by_endpoint.items()):
+        row = {}
+        for name in SEGMENTS:
+            if name == "server_other":
+                values = [None if r.server_total_s is None else
+                          r.server_total_s - sum(getattr(r, n) or 0.0 for n in NAMED) for r in rs]
+            else:
+                values = [getattr(r, name) for r in rs]
+            present = [v for v in values if v is not None]
+            if present:
+                row[name] = max(float(np.median(present)), 0.0)
+        out[endpoint] = row
+    return out
+
+
+def test_the_medians_from_parquet_columns_are_the_records_medians(tmp_path: Path) -> None:
+    import sys
+
+    from qbench.run.columns import Columns
+    from qbench.run.records import write_parquet
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from end_of_run import chunk_records
+
+    rows, _ = chunk_records(np.random.default_rng(5), 0, 3000, 0.0, 1000.0, 1.0, 0.3)
+    for k, r in enumerate(rows):
+        if r.ok and k % 4:
+            r.server_total_s = (r.completed_at_s or 0.0) - (r.sent_at_s or 0.0) - 0.001 * (k % 3)
+            r.server_queue_wait_s = None if k % 5 == 0 else 0.0003 * (k % 11)
+            r.server_fn_s, r.server_preprocess_s = 0.6 * r.server_total_s, 0.001 if k % 2 else None
+            r.server_streaming_diff_s = 0.0002 if r.endpoint == "chat" else None
+            r.result_at_s = r.completed_at_s - 0.002 if k % 9 == 0 else None  # output files fetched
+    write_parquet(rows, tmp_path / "records.parquet")
+    want = _old_medians(rows)
+    assert set(want) == {"chat", "embed"} and "server_other" in want["chat"]
+    assert medians(Columns.read(tmp_path, keep=2)) == want
+    assert medians(rows) == want

@@ -123,3 +123,32 @@ def test_labels_and_texts_of_a_view_read_as_the_records_hold_them(
     assert texts == [r.error_message for r in failed[::3]]
     assert [v for b in cols.texts("itl_hist", cols.ok()) for v in b.to_pylist()] == [
         r.itl_hist for r in records if r.ok]
+
+
+def test_labels_read_from_parquet_parts_are_the_records_labels(records: list[RequestRecord],
+                                                               tmp_path: Path) -> None:
+    """Arrow's dictionary encoding, part by part: the codes and strings (in order of first sight) the
+    records give, None as -1, a field an older file lacks as None."""
+    from dataclasses import replace
+
+    import pyarrow.parquet as pq
+
+    rows = [replace(r) for r in records[:900]]  # copies: the fixture is the module's
+    for k, r in enumerate(rows[:50]):
+        r.finish_reason = None if k % 3 else ("stop" if k % 2 else "length")
+    write_parquet(rows[:400], tmp_path / "records-00000.parquet")
+    write_parquet(rows[400:], tmp_path / "records-00001.parquet")
+    old = pq.read_table(tmp_path / "records-00001.parquet")
+    pq.write_table(old.drop_columns(["tokens_from"]).replace_schema_metadata(old.schema.metadata),
+                   tmp_path / "records-00001.parquet")
+    from_disk, from_records = Columns.read(tmp_path), Columns.of(rows)
+    for r in rows[400:]:
+        r.tokens_from = None
+    for name in ("endpoint", "outcome", "error_kind", "finish_reason", "tokens_from", "session_id"):
+        codes, strings = from_disk.labels(name)
+        want_codes, want_strings = from_records.labels(name)
+        assert strings == want_strings, name
+        np.testing.assert_array_equal(codes, want_codes, err_msg=name)
+    np.testing.assert_array_equal(from_disk.ok(), [r.ok for r in rows])
+    np.testing.assert_array_equal(from_disk.where(from_disk.ok()).labels("endpoint")[0],
+                                  from_records.where(from_records.ok()).labels("endpoint")[0])
