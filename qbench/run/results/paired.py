@@ -88,10 +88,8 @@ def pair_runs(a: Columns, b: Columns, seed: int = 0) -> Pairing:
     if rows_a.size < MIN_PAIRS or rows_a.size < 0.9 * smaller:
         reason = (f"unpaired: only {rows_a.size} of {smaller} requests share an id and intended send time "
                   "(different schedules); replay A's schedule (qbench run --replay A) to pair them")
-        xa, xb = _OkSeries(a), _OkSeries(b)
-        unpaired = (_unpaired(xa.values(name), xb.values(name), name, seed) for name in PHASES)
-        return Pairing(False, reason, int(rows_a.size), 0, 0, tuple(p for p in unpaired if p is not None))
-    order = np.lexsort((a.ints("request_id")[rows_a], a.floats("intended_at_s")[rows_a]))  # stable
+        return Pairing(False, reason, int(rows_a.size), 0, 0, _unpaired_phases(a, b, PHASES, seed))
+    order = _time_order(a, rows_a)
     rows_a, rows_b = rows_a[order], rows_b[order]
     measured = a.measured()[rows_a] & b.measured()[rows_b]
     ok_a, ok_b = a.ok()[rows_a], b.ok()[rows_b]
@@ -106,15 +104,47 @@ def pair_runs(a: Columns, b: Columns, seed: int = 0) -> Pairing:
 def _matched(a: Columns, b: Columns) -> tuple[np.ndarray, np.ndarray]:
     """(rows of A, rows of B), in B's order: each request of B with A's request of the same id (the last
     one A holds with that id) when their intended send times agree to TIME_TOLERANCE_S."""
-    ids_a, ids_b = a.ints("request_id"), b.ints("request_id")
-    by_id = np.argsort(ids_a, kind="stable")
-    at = np.searchsorted(ids_a[by_id], ids_b, side="right") - 1  # the last of equal ids
+    ids_a = a.ints("request_id")
+    by_id = np.argsort(ids_a, kind="stable").astype(np.int32)  # row numbers fit: < 2**31 rows
+    sorted_ids = ids_a[by_id]
+    del ids_a
+    ids_b = b.ints("request_id")
+    at = np.searchsorted(sorted_ids, ids_b, side="right").astype(np.int32) - 1  # the last of equal ids
     found = at >= 0
-    found[found] = ids_a[by_id[at[found]]] == ids_b[found]
-    rows_b = np.flatnonzero(found)
+    found[found] = sorted_ids[at[found]] == ids_b[found]
+    del sorted_ids, ids_b
+    rows_b = np.flatnonzero(found).astype(np.int32)
     rows_a = by_id[at[rows_b]]
+    del at, by_id, found
     close = np.abs(a.floats("intended_at_s")[rows_a] - b.floats("intended_at_s")[rows_b]) <= TIME_TOLERANCE_S
     return rows_a[close], rows_b[close]
+
+
+def _time_order(cols: Columns, rows: np.ndarray) -> np.ndarray:
+    """The indices that sort `rows` by intended send time, then request id, ties kept in order (Python's
+    sorted() on (intended_at_s, request_id)); one stable sort when no two intended times are equal."""
+    intended = cols.floats("intended_at_s")[rows]
+    order = np.argsort(intended, kind="stable")
+    ordered = intended[order]
+    tied = bool(np.any(ordered[1:] == ordered[:-1]))
+    del ordered
+    if tied:
+        return np.lexsort((cols.ints("request_id")[rows], intended))
+    return order
+
+
+def _ok_in_order(cols: Columns) -> np.ndarray:
+    """The rows of the requests ok and outside the warm-up, by intended send time then request id."""
+    rows = np.flatnonzero(cols.ok() & cols.measured()).astype(np.int32)
+    ordered: np.ndarray = rows[_time_order(cols, rows)]
+    return ordered
+
+
+def _values(cols: Columns, rows: np.ndarray, name: str) -> np.ndarray:
+    """A phase's values at `rows`, in that order, the rows without one left out."""
+    values = cols.floats(name)[rows]
+    present: np.ndarray = values[~np.isnan(values)]
+    return present
 
 
 def _phase(a: np.ndarray, b: np.ndarray, name: str, seed: int) -> PairedPhase | None:
@@ -124,12 +154,14 @@ def _phase(a: np.ndarray, b: np.ndarray, name: str, seed: int) -> PairedPhase | 
     if a.size < MIN_PAIRS:
         return None
     d = b - a
+    median_a, median_b = float(np.median(a)), float(np.median(b))
+    del a, b  # a big run's bootstrap below needs the room
     low, high = _median_ci(d, seed)
     return PairedPhase(
         phase=name,
         pairs=int(d.size),
-        median_a=float(np.median(a)),
-        median_b=float(np.median(b)),
+        median_a=median_a,
+        median_b=median_b,
         median_diff=float(np.median(d)),
         ci_low=low,
         ci_high=high,
@@ -168,33 +200,34 @@ def _block_bootstrap(x: np.ndarray, rng: np.random.Generator, resamples: int = R
 def _window_medians(x: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """np.median of each row's values x[starts[i, j]:ends[i, j]] (all j), without gathering them.
 
-    The values are replaced by their ranks (0..n-1, ties in order), and the middle order statistics
+    The values are replaced by their ranks (0..n-1, ties in any order), and the middle order statistics
     of each union of windows are found in a wavelet matrix of the ranks, one bit of the answer per
     level, from the top bit down: at each level a window holds as many values whose bit is 0 as the
     level's zero count (a prefix sum) gives between its two ends. Only one level is held at a time,
     and all the rows advance together, so memory is a few arrays of n and time is O(n log n).
     """
-    n = x.size
     total = int((ends - starts)[0].sum())
-    order = np.argsort(x)  # ties in any order: equal values, equal medians
-    ranks = np.empty(n, dtype=np.int32)
-    ranks[order] = np.arange(n, dtype=np.int32)
+    order = np.argsort(x).astype(np.int32)  # ties in any order: equal values, equal medians
     rows = starts.shape[0]
     middle = np.repeat([(total - 1) // 2, total // 2], rows)  # the two middle values (one when odd)
-    found = _order_statistics(ranks, np.vstack([starts, starts]), np.vstack([ends, ends]), middle)
+    found = _order_statistics(order, np.vstack([starts, starts]), np.vstack([ends, ends]), middle)
     middles: np.ndarray = (x[order[found[:rows]]] + x[order[found[rows:]]]) / 2  # np.median's mean of two
     return middles
 
 
-def _order_statistics(ranks: np.ndarray, starts: np.ndarray, ends: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Per row i, the k[i]-th smallest (0-based) of ranks[starts[i, j]:ends[i, j]] over all j."""
-    n = ranks.size
-    seq = ranks
+def _order_statistics(order: np.ndarray, starts: np.ndarray, ends: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Per row i, the k[i]-th smallest (0-based) rank of the values at [starts[i, j], ends[i, j]) over all
+    j, `order` sorting the values (int32: a Parquet column's rows fit)."""
+    n = order.size
+    seq = np.empty(n, dtype=np.int32)  # the ranks, then each level's stable partition of them
+    seq[order] = np.arange(n, dtype=np.int32)
     s, e, k = starts.astype(np.int64), ends.astype(np.int64), k.astype(np.int64)
     value = np.zeros(k.size, dtype=np.int64)
-    zeros = np.zeros(n + 1, dtype=np.int32)  # n < 2**31: a column of a Parquet file
+    zeros = np.zeros(n + 1, dtype=np.int32)
+    scratch = np.empty(n, dtype=np.int32)
     for level in range(max(n - 1, 1).bit_length() - 1, -1, -1):
-        one = ((seq >> level) & 1).astype(bool)
+        np.right_shift(seq, level, out=scratch)
+        one = (scratch & 1).astype(bool)
         np.cumsum(~one, out=zeros[1:])
         zs, ze = zeros[s].astype(np.int64), zeros[e].astype(np.int64)
         here = (ze - zs).sum(axis=1)  # values of the rows' windows whose bit is 0 at this level
@@ -203,7 +236,9 @@ def _order_statistics(ranks: np.ndarray, starts: np.ndarray, ends: np.ndarray, k
         value |= (~low).astype(np.int64) << level
         s = np.where(low[:, None], zs, zeros[n] + s - zs)
         e = np.where(low[:, None], ze, zeros[n] + e - ze)
-        seq = np.concatenate([seq[~one], seq[one]])  # the next level: stable by this bit
+        split = int(zeros[n])
+        scratch[:split], scratch[split:] = seq[~one], seq[one]  # the next level: stable by this bit
+        seq, scratch = scratch, seq
     return value
 
 
@@ -224,22 +259,54 @@ def _wilcoxon(d: np.ndarray) -> float | None:
 
 def unpaired_phase(a: Columns, b: Columns, name: str, seed: int = 0) -> PairedPhase | None:
     """Median of B minus median of A over ok measured requests of two independent runs."""
-    return _unpaired(_OkSeries(a).values(name), _OkSeries(b).values(name), name, seed)
+    phases = _unpaired_phases(a, b, (name,), seed)
+    return phases[0] if phases else None
 
 
-def _unpaired(xa: np.ndarray, xb: np.ndarray, name: str, seed: int) -> PairedPhase | None:
-    if min(xa.size, xb.size) < MIN_PAIRS:
-        return None
-    rng = np.random.default_rng(seed)
-    low, high = np.percentile(_block_bootstrap(xb, rng) - _block_bootstrap(xa, rng),
-                              [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
-    test = stats.mannwhitneyu(_block_medians(xb), _block_medians(xa), alternative="two-sided")
+@dataclass(frozen=True)
+class _Side:
+    """One run's share of an unpaired phase: its values' count, median, block medians and bootstrap."""
+
+    size: int
+    median: float
+    block_medians: np.ndarray
+    resampled: np.ndarray  # medians of the block-bootstrap series
+
+    @classmethod
+    def of(cls, x: np.ndarray, rng: np.random.Generator) -> _Side:
+        return cls(int(x.size), float(np.median(x)), _block_medians(x), _block_bootstrap(x, rng))
+
+
+def _unpaired_phases(a: Columns, b: Columns, names: tuple[str, ...], seed: int) -> tuple[PairedPhase, ...]:
+    """The unpaired figures of each phase with values in both runs. B's side of every phase first, then
+    A's, so only one run's values are held at a time; each phase's random stream (seeded) goes on from
+    B's bootstrap to A's, the draws of one call resampling B then A."""
+    rngs = {name: np.random.default_rng(seed) for name in names}
+    sides_b = _sides(b, rngs)
+    sides_a = _sides(a, {name: rngs[name] for name in names if name in sides_b})
+    return tuple(_unpaired(name, sides_a[name], sides_b[name]) for name in names if name in sides_a)
+
+
+def _sides(cols: Columns, rngs: dict[str, np.random.Generator]) -> dict[str, _Side]:
+    """Per phase, the run's side (phases with fewer than MIN_PAIRS values left out)."""
+    rows = _ok_in_order(cols) if rngs else np.zeros(0, dtype=np.int32)
+    out = {}
+    for name, rng in rngs.items():
+        x = _values(cols, rows, name)
+        if x.size >= MIN_PAIRS:
+            out[name] = _Side.of(x, rng)
+    return out
+
+
+def _unpaired(name: str, a: _Side, b: _Side) -> PairedPhase:
+    low, high = np.percentile(b.resampled - a.resampled, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+    test = stats.mannwhitneyu(b.block_medians, a.block_medians, alternative="two-sided")
     return PairedPhase(
         phase=name,
-        pairs=int(min(xa.size, xb.size)),
-        median_a=float(np.median(xa)),
-        median_b=float(np.median(xb)),
-        median_diff=float(np.median(xb) - np.median(xa)),
+        pairs=min(a.size, b.size),
+        median_a=a.median,
+        median_b=b.median,
+        median_diff=b.median - a.median,
         ci_low=float(low),
         ci_high=float(high),
         b_faster=float("nan"),
@@ -247,18 +314,3 @@ def _unpaired(xa: np.ndarray, xb: np.ndarray, name: str, seed: int) -> PairedPha
         p_value=float(test.pvalue),
         paired=False,
     )
-
-
-class _OkSeries:
-    """A run's ok requests outside the warm-up in intended-send order (then request id), as row numbers."""
-
-    def __init__(self, cols: Columns) -> None:
-        order = np.lexsort((cols.ints("request_id"), cols.floats("intended_at_s")))  # stable
-        self.cols = cols
-        self.rows = order[(cols.ok() & cols.measured())[order]]
-
-    def values(self, name: str) -> np.ndarray:
-        """The phase's values in that order, requests without one left out."""
-        values = self.cols.floats(name)[self.rows]
-        present: np.ndarray = values[~np.isnan(values)]
-        return present
