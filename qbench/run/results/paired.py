@@ -91,14 +91,18 @@ def pair_runs(a: Columns, b: Columns, seed: int = 0) -> Pairing:
         return Pairing(False, reason, int(rows_a.size), 0, 0, _unpaired_phases(a, b, PHASES, seed))
     order = _time_order(a, rows_a)
     rows_a, rows_b = rows_a[order], rows_b[order]
+    del order
     measured = a.measured()[rows_a] & b.measured()[rows_b]
     ok_a, ok_b = a.ok()[rows_a], b.ok()[rows_b]
+    failed_in_b, failed_in_a = np.sum(measured & ok_a & ~ok_b), np.sum(measured & ok_b & ~ok_a)
+    matched = rows_a.size
     both = measured & ok_a & ok_b
     rows_a, rows_b = rows_a[both], rows_b[both]
-    phases = (_phase(a.floats(name)[rows_a], b.floats(name)[rows_b], name, seed) for name in PHASES)
-    reason = f"paired: {order.size} requests share a schedule with A ({rows_a.size} ok in both)"
-    return Pairing(True, reason, int(order.size), int(np.sum(measured & ok_a & ~ok_b)),
-                   int(np.sum(measured & ok_b & ~ok_a)), tuple(p for p in phases if p is not None))
+    del measured, ok_a, ok_b, both
+    phases = tuple(_phase(a.floats(name)[rows_a], b.floats(name)[rows_b], name, seed) for name in PHASES)
+    reason = f"paired: {matched} requests share a schedule with A ({rows_a.size} ok in both)"
+    return Pairing(True, reason, int(matched), int(failed_in_b), int(failed_in_a),
+                   tuple(p for p in phases if p is not None))
 
 
 def _matched(a: Columns, b: Columns) -> tuple[np.ndarray, np.ndarray]:
@@ -150,7 +154,9 @@ def _values(cols: Columns, rows: np.ndarray, name: str) -> np.ndarray:
 def _phase(a: np.ndarray, b: np.ndarray, name: str, seed: int) -> PairedPhase | None:
     """The paired figures of one phase from its values in A and B, pair by pair (NaN: no value)."""
     present = ~(np.isnan(a) | np.isnan(b))
-    a, b = a[present], b[present]
+    if not present.all():  # (a big run's copies only when some request has no value)
+        a, b = a[present], b[present]
+    del present
     if a.size < MIN_PAIRS:
         return None
     d = b - a
