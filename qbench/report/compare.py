@@ -53,8 +53,8 @@ ENDPOINT_METRICS = ("throughput_rps", "error_rate", "p50_latency_s", "p95_latenc
                     "p95_queue_wait_s", "p50_service_s", "p95_service_s")
 
 
-#: Columns each run keeps read (8 bytes a row each): two runs of 3.6 M requests hold 4 x 29 MiB at most.
-COLUMNS_KEPT = 2
+#: Columns each run keeps read (8 bytes a row each): two runs of 3.6 M requests hold 2 x 29 MiB at most.
+COLUMNS_KEPT = 1
 
 
 def metric_names() -> list[str]:

@@ -162,7 +162,7 @@ class _FromParquet(Columns):
         for path, file in zip(files, self.files, strict=True):
             _check_version(path, file)
         self.n = sum(f.metadata.num_rows for f in self.files)
-        self.keep = max(keep, 2)
+        self.keep = max(keep, 1)
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def _column(self, name: str) -> np.ndarray:
