@@ -31,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from qbench.run.columns import Columns  # noqa: E402
 from qbench.run.records import RequestRecord  # noqa: E402
 from qbench.run.results.paired import pair_runs, unpaired_phase  # noqa: E402
 from qbench.run.runner import run_scenario  # noqa: E402
@@ -58,9 +59,9 @@ def run(url: str, out: Path, seed: int, rate: float, requests: int, replay: Path
 
 def verdict(a: list[RequestRecord], b: list[RequestRecord], paired: bool) -> str:
     if paired:
-        phases = {p.phase: p for p in pair_runs(a, b).phases}
+        phases = {p.phase: p for p in pair_runs(Columns.of(a), Columns.of(b)).phases}
         return phases["latency_s"].verdict if "latency_s" in phases else "no clear difference"
-    phase = unpaired_phase(a, b, "latency_s")
+    phase = unpaired_phase(Columns.of(a), Columns.of(b), "latency_s")
     return phase.verdict if phase is not None else "no clear difference"
 
 

@@ -1,10 +1,13 @@
 """`qbench compare A B`: what changed from run A (baseline) to run B, and whether B regressed.
 
-Both runs are summarised again from their records (`qbench.report.rundir.read_run`); a sweep directory
-stands for its recommended point's run. Each metric has a direction (throughput: higher is better;
-latency and error rate: lower is better). The relative change is `(B - A) / A`; a *regression* is a
-change in the bad direction larger than the threshold given for that metric
-(`--max-regression p95_latency_s=10%`). When A is 0 and B is worse, the change is infinite and any
+Each run's figures are the ones its run wrote to `summary.json` (summarised again from the records only
+when that file is missing or unreadable, as after a run that died: `qbench.report.rundir.read_run`); the
+request-by-request statistics (`qbench.run.results.paired`) read a few columns of `records.parquet`
+(`qbench.run.columns.Columns.read`), never every record, so runs of millions of requests compare in
+bounded memory. A sweep directory stands for its recommended point's run. Each metric has a direction
+(throughput: higher is better; latency and error rate: lower is better). The relative change is
+`(B - A) / A`; a *regression* is a change in the bad direction larger than the threshold given for that
+metric (`--max-regression p95_latency_s=10%`). When A is 0 and B is worse, the change is infinite and any
 threshold is exceeded.
 
 Runs of a mix also compare each endpoint present in both (`ENDPOINT_METRICS`, named `LABEL:metric`,
@@ -17,10 +20,11 @@ each endpoint's included).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.table import Table
 
@@ -29,8 +33,11 @@ if TYPE_CHECKING:
 
 from qbench.errors import QbenchError, ScenarioError, SloViolation
 from qbench.report.columns import fmt_s
-from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run, winner_run_dir
+from qbench.report.rundir import is_sweep_dir, read_json, read_run, winner_run_dir
+from qbench.run.columns import Columns
+from qbench.run.records import RecordsFormatError, RequestRecord, read_records
 from qbench.run.results.paired import PairedPhase, Pairing, pair_runs
+from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import SloCheck, Summary
 
 Better = Literal["higher", "lower"]
@@ -44,6 +51,10 @@ RATES: dict[str, Better] = {
 #: Metrics compared per endpoint of a mix (a shorter list than the total's).
 ENDPOINT_METRICS = ("throughput_rps", "error_rate", "p50_latency_s", "p95_latency_s", "p99_latency_s",
                     "p95_queue_wait_s", "p50_service_s", "p95_service_s")
+
+
+#: Columns each run keeps read (8 bytes a row each): two runs of 3.6 M requests hold 2 x 29 MiB at most.
+COLUMNS_KEPT = 1
 
 
 def metric_names() -> list[str]:
@@ -104,9 +115,29 @@ class Delta:
 
 
 @dataclass
+class ComparedRun:
+    """One run of a comparison: its figures (summary.json) and its records as columns, read when asked."""
+
+    path: Path
+    info: RunInfo  # run.json (every field at its default when missing)
+    summary: Summary
+    columns: Columns
+    notes: list[str] = field(default_factory=list)  # what was missing or odd
+
+    @property
+    def scenario(self) -> dict[str, Any]:
+        return self.info.scenario
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        """Every record, read now (a notebook's convenience: one Python object per request)."""
+        return read_records(self.path)
+
+
+@dataclass
 class Comparison:
-    a: LoadedRun
-    b: LoadedRun
+    a: ComparedRun
+    b: ComparedRun
     deltas: list[Delta]
     slo: list[SloCheck] = field(default_factory=list)  # B against its scenario's slo: section
     pairing: Pairing | None = None  # request-by-request figures when A and B share a schedule
@@ -187,7 +218,7 @@ def compare(a_dir: Path, b_dir: Path, max_regression: dict[str, float] | None = 
             *, use_slo: bool = True) -> Comparison:
     """Compare run B with baseline A; thresholds are relative regressions per metric."""
     limits = max_regression or {}
-    a, b = read_run(resolve(a_dir)), read_run(resolve(b_dir))
+    a, b = read_compared(resolve(a_dir)), read_compared(resolve(b_dir))
     deltas = []
     for name in metric_names():
         va, vb = metric_value(a.summary, name), metric_value(b.summary, name)
@@ -197,8 +228,47 @@ def compare(a_dir: Path, b_dir: Path, max_regression: dict[str, float] | None = 
             continue
         deltas.append(Delta(name, va, vb, direction(name), limits.get(name)))
     deltas += endpoint_deltas(a.summary, b.summary, limits)
-    pairing = pair_runs(a.records, b.records)
+    pairing = pair_runs(a.columns, b.columns)
     return Comparison(a, b, deltas, slo=b.summary.checks() if use_slo else [], pairing=pairing)
+
+
+def read_compared(path: Path) -> ComparedRun:
+    """A run folder's summary.json and records.parquet (its columns); a run without both (one that died
+    before writing them) is read and summarised again from its records. QbenchError naming the path."""
+    if not path.is_dir():
+        raise QbenchError(f"{path}: not a directory (expected a run folder such as reports/<run-id>/)")
+    notes: list[str] = []
+    summary = stored_summary(path / "summary.json", notes)
+    if summary is None or not _has_parquet(path):
+        run = read_run(path)
+        return ComparedRun(run.path, run.info, run.summary, Columns.of(run.records), run.notes + notes)
+    try:
+        columns = Columns.read(path, keep=COLUMNS_KEPT)
+    except RecordsFormatError as exc:
+        raise QbenchError(str(exc)) from None
+    except (OSError, ValueError) as exc:  # a truncated or foreign Parquet file
+        raise QbenchError(f"{path}: the records could not be read ({exc})") from None
+    info = RunInfo.from_dict(read_json(path / "run.json", notes))
+    return ComparedRun(path, info, summary, columns, notes)
+
+
+def stored_summary(path: Path, notes: list[str]) -> Summary | None:
+    """The Summary a run wrote to summary.json (its figures, as `qbench run` computed them); None with a
+    note when the file is missing or does not hold one."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or "latency" not in data:
+            raise ValueError("no summary in it")
+        return Summary.from_dict(data)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        notes.append(f"summary.json could not be read ({exc}): the records were summarised again")
+        return None
+
+
+def _has_parquet(path: Path) -> bool:
+    return (path / "records.parquet").exists() or any(path.glob("records-*.parquet"))
 
 
 def endpoint_deltas(a: Summary, b: Summary, limits: dict[str, float]) -> list[Delta]:

@@ -179,7 +179,7 @@ class _FromParquet(Columns):
         for path, file in zip(files, self.files, strict=True):
             _check_version(path, file)
         self.n = sum(f.metadata.num_rows for f in self.files)
-        self.keep = max(keep, 2)
+        self.keep = max(keep, 1)
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._names: dict[str, list[str]] = {}  # a labels column's strings (its codes are in the cache)
 

@@ -65,6 +65,7 @@ from typing import Any, Protocol
 import yaml
 
 from qbench.errors import QbenchError, ScenarioError
+from qbench.run.columns import Columns
 from qbench.run.control import read_gradio_mode, read_gradio_version, read_status
 from qbench.run.records import read_records
 from qbench.run.results.paired import pair_runs
@@ -586,7 +587,7 @@ def paired_note(sweep_dir: Path, ranked: list[RankedPoint]) -> list[str]:
         first, second = (read_records(sweep_dir / "points" / r.point_id) for r in ok)
     except (OSError, ValueError):
         return []
-    pairing = pair_runs(second, first)  # B = the winner, A = the runner-up
+    pairing = pair_runs(Columns.of(second), Columns.of(first))  # B = the winner, A = the runner-up
     latency = {p.phase: p for p in pairing.phases}.get("latency_s")
     if not pairing.shared or latency is None:
         return []

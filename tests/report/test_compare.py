@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from report_synth import simulate, write_run
 from typer.testing import CliRunner
@@ -12,6 +16,10 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.errors import ScenarioError, SloViolation
 from qbench.report.compare import Delta, compare, parse_max_regression
+from qbench.report.rundir import mix_slos, scenario_slo
+from qbench.run.records import RequestRecord
+from qbench.run.results.run_info import RunInfo
+from qbench.run.results.summary import summarize
 
 runner = CliRunner()
 
@@ -132,3 +140,66 @@ def test_compare_chart_for_paired_runs(runs: dict[str, Path], tmp_path: Path) ->
     refused = runner.invoke(app, args)
     assert refused.exit_code == 2 and "--chart: unpaired" in refused.output
     assert not (tmp_path / "x.png").exists()
+
+
+def _with_summary(path: Path, records: list[RequestRecord], extra: dict[str, Any] | None = None) -> Path:
+    """A run folder as `qbench run` leaves it: records.parquet, run.json and summary.json (the Summary plus
+    the diagnosis and notes beside it)."""
+    write_run(path, records, extra)
+    info = RunInfo.from_dict(json.loads((path / "run.json").read_text()))
+    summary = summarize(records, scenario_slo(info, []), generator=info.generator,
+                        endpoint_slos=mix_slos(info, []))
+    (path / "summary.json").write_text(json.dumps({**summary.to_dict(), "diagnosis": [], "app_notes": []}))
+    return path
+
+
+def _gradio(n: int, seed: int, factor: float) -> list[RequestRecord]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from end_of_run import chunk_records  # two endpoints, every error kind, a warm-up, token streams
+
+    records, _ = chunk_records(np.random.default_rng(seed), 0, n, 0.0, 200.0, factor, 0.5)
+    return records
+
+
+@pytest.mark.parametrize("kind", ["simulated", "two endpoints with an slo"])
+def test_summary_json_gives_the_figures_the_records_give(kind: str, tmp_path: Path) -> None:
+    """A finished run's summary.json is read instead of summarising its records again: every delta, every
+    SLO check and the paired figures are the ones the records give."""
+    if kind == "simulated":
+        a, b = simulate(n=300, seed=3, fail_every=9), simulate(n=260, service_s=0.1, seed=4)
+        extra: dict[str, Any] = {}
+    else:
+        a, b = _gradio(3000, 1, 1.0), _gradio(3000, 1, 1.05)
+        extra = {"scenario": {"name": "x", "slo": {"p95_latency_s": 0.15, "error_rate": 0.05}}}
+    limits = {"p95_latency_s": 0.01, "throughput_rps": 0.01}
+    stored = compare(_with_summary(tmp_path / "a", a, extra), _with_summary(tmp_path / "b", b, extra), limits)
+    again = compare(write_run(tmp_path / "a2", a, extra), write_run(tmp_path / "b2", b, extra), limits)
+    assert stored.a.summary.to_dict() == again.a.summary.to_dict()
+    assert stored.b.summary.to_dict() == again.b.summary.to_dict()
+    assert stored.deltas == again.deltas and stored.slo == again.slo
+    assert repr(stored.pairing) == repr(again.pairing)  # NaN-safe: the unpaired shares are NaN
+    assert stored.pairing is not None and stored.pairing.phases
+
+
+def test_compare_reads_summary_json_and_summarises_again_only_without_one(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    base = simulate(n=200, service_s=0.05, seed=3)
+    a = _with_summary(tmp_path / "a", base)
+    data = json.loads((a / "summary.json").read_text())
+    data["latency"]["latency_s"]["p95"] = 9.5  # not what the records give: proves it was read
+    (a / "summary.json").write_text(json.dumps(data))
+    result = compare(a, runs["base"])
+    assert {d.name: d.a for d in result.deltas}["p95_latency_s"] == 9.5
+    assert result.a.notes == [] and result.pairing is not None and result.pairing.shared
+    (a / "summary.json").write_text("{not json")
+    broken = compare(a, runs["base"])
+    assert broken.a.summary.to_dict() == compare(runs["base"], runs["base"]).a.summary.to_dict()
+    assert broken.a.notes[0].startswith("summary.json could not be read (")
+
+
+def test_a_run_that_died_is_summarised_from_records_jsonl(golden_run: Path) -> None:
+    (golden_run / "summary.json").write_text("{}")  # no Parquet file: records.jsonl is all there is
+    result = compare(golden_run, golden_run)
+    assert result.a.summary.requests > 0 and all(d.change in (0, None) for d in result.deltas)
+    assert result.pairing is not None and result.pairing.shared

@@ -22,6 +22,11 @@ block. B is called faster (or slower) only when p < 0.05 and the interval exclud
 Runs that do not share a schedule get the unpaired counterpart (`unpaired_phase`): the difference of
 the two medians with a block-bootstrap interval of each run, and a Mann-Whitney U test on the two
 runs' block medians.
+
+Both read the runs as columns (`qbench.run.columns.Columns`: a few float64 arrays, never a Python
+object per request), so two runs of millions of requests compare in seconds. A bootstrap resample is
+`blocks(n)` windows of the series; its median is found exactly, without building the resample, as an
+order statistic of the union of those windows (`_window_medians`): the same digits as sorting it.
 """
 
 from __future__ import annotations
@@ -31,12 +36,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from qbench.run.records import RequestRecord
+from qbench.run.columns import Columns
 
 PHASES = ("latency_s", "queue_wait_s", "service_s")
 MIN_PAIRS = 10
 TIME_TOLERANCE_S = 1e-6
 ALPHA = 0.05
+RESAMPLES = 2000
 
 
 @dataclass(frozen=True)
@@ -75,39 +81,93 @@ class Pairing:
     phases: tuple[PairedPhase, ...] = ()
 
 
-def pair_runs(a: list[RequestRecord], b: list[RequestRecord], seed: int = 0) -> Pairing:
+def pair_runs(a: Columns, b: Columns, seed: int = 0) -> Pairing:
     """Detect a shared schedule and compare the phases of the requests ok in both runs."""
-    by_id = {r.request_id: r for r in a}
-    matched = [(by_id[r.request_id], r) for r in b if r.request_id in by_id
-               and abs(by_id[r.request_id].intended_at_s - r.intended_at_s) <= TIME_TOLERANCE_S]
+    rows_a, rows_b = _matched(a, b)
     smaller = min(len(a), len(b))
-    if len(matched) < MIN_PAIRS or len(matched) < 0.9 * smaller:
-        reason = (f"unpaired: only {len(matched)} of {smaller} requests share an id and intended send time "
+    if rows_a.size < MIN_PAIRS or rows_a.size < 0.9 * smaller:
+        reason = (f"unpaired: only {rows_a.size} of {smaller} requests share an id and intended send time "
                   "(different schedules); replay A's schedule (qbench run --replay A) to pair them")
-        unpaired = (unpaired_phase(a, b, name, seed) for name in PHASES)
-        return Pairing(False, reason, len(matched), 0, 0, tuple(p for p in unpaired if p is not None))
-    matched.sort(key=lambda pair: (pair[0].intended_at_s, pair[0].request_id))
-    measured = [(x, y) for x, y in matched if not x.warmup and not y.warmup]
-    both = [(x, y) for x, y in measured if x.ok and y.ok]
-    phases = tuple(p for p in (_phase(both, name, seed) for name in PHASES) if p is not None)
-    reason = f"paired: {len(matched)} requests share a schedule with A ({len(both)} ok in both)"
-    return Pairing(True, reason, len(matched), sum(x.ok and not y.ok for x, y in measured),
-                   sum(y.ok and not x.ok for x, y in measured), phases)
+        return Pairing(False, reason, int(rows_a.size), 0, 0, _unpaired_phases(a, b, PHASES, seed))
+    order = _time_order(a, rows_a)
+    rows_a, rows_b = rows_a[order], rows_b[order]
+    del order
+    measured = a.measured()[rows_a] & b.measured()[rows_b]
+    ok_a, ok_b = a.ok()[rows_a], b.ok()[rows_b]
+    failed_in_b, failed_in_a = np.sum(measured & ok_a & ~ok_b), np.sum(measured & ok_b & ~ok_a)
+    matched = rows_a.size
+    both = measured & ok_a & ok_b
+    rows_a, rows_b = rows_a[both], rows_b[both]
+    del measured, ok_a, ok_b, both
+    phases = tuple(_phase(a.floats(name)[rows_a], b.floats(name)[rows_b], name, seed) for name in PHASES)
+    reason = f"paired: {matched} requests share a schedule with A ({rows_a.size} ok in both)"
+    return Pairing(True, reason, int(matched), int(failed_in_b), int(failed_in_a),
+                   tuple(p for p in phases if p is not None))
 
 
-def _phase(pairs: list[tuple[RequestRecord, RequestRecord]], name: str, seed: int) -> PairedPhase | None:
-    values = [(getattr(x, name), getattr(y, name)) for x, y in pairs]
-    values = [(u, v) for u, v in values if u is not None and v is not None]
-    if len(values) < MIN_PAIRS:
+def _matched(a: Columns, b: Columns) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of A, rows of B), in B's order: each request of B with A's request of the same id (the last
+    one A holds with that id) when their intended send times agree to TIME_TOLERANCE_S."""
+    ids_a = a.ints("request_id")
+    by_id = np.argsort(ids_a, kind="stable").astype(np.int32)  # row numbers fit: < 2**31 rows
+    sorted_ids = ids_a[by_id]
+    del ids_a
+    ids_b = b.ints("request_id")
+    at = np.searchsorted(sorted_ids, ids_b, side="right").astype(np.int32) - 1  # the last of equal ids
+    found = at >= 0
+    found[found] = sorted_ids[at[found]] == ids_b[found]
+    del sorted_ids, ids_b
+    rows_b = np.flatnonzero(found).astype(np.int32)
+    rows_a = by_id[at[rows_b]]
+    del at, by_id, found
+    close = np.abs(a.floats("intended_at_s")[rows_a] - b.floats("intended_at_s")[rows_b]) <= TIME_TOLERANCE_S
+    return rows_a[close], rows_b[close]
+
+
+def _time_order(cols: Columns, rows: np.ndarray) -> np.ndarray:
+    """The indices that sort `rows` by intended send time, then request id, ties kept in order (Python's
+    sorted() on (intended_at_s, request_id)); one stable sort when no two intended times are equal."""
+    intended = cols.floats("intended_at_s")[rows]
+    order = np.argsort(intended, kind="stable")
+    ordered = intended[order]
+    tied = bool(np.any(ordered[1:] == ordered[:-1]))
+    del ordered
+    if tied:
+        return np.lexsort((cols.ints("request_id")[rows], intended))
+    return order
+
+
+def _ok_in_order(cols: Columns) -> np.ndarray:
+    """The rows of the requests ok and outside the warm-up, by intended send time then request id."""
+    rows = np.flatnonzero(cols.ok() & cols.measured()).astype(np.int32)
+    ordered: np.ndarray = rows[_time_order(cols, rows)]
+    return ordered
+
+
+def _values(cols: Columns, rows: np.ndarray, name: str) -> np.ndarray:
+    """A phase's values at `rows`, in that order, the rows without one left out."""
+    values = cols.floats(name)[rows]
+    present: np.ndarray = values[~np.isnan(values)]
+    return present
+
+
+def _phase(a: np.ndarray, b: np.ndarray, name: str, seed: int) -> PairedPhase | None:
+    """The paired figures of one phase from its values in A and B, pair by pair (NaN: no value)."""
+    present = ~(np.isnan(a) | np.isnan(b))
+    if not present.all():  # (a big run's copies only when some request has no value)
+        a, b = a[present], b[present]
+    del present
+    if a.size < MIN_PAIRS:
         return None
-    a, b = np.array(values, dtype=np.float64).T
     d = b - a
+    median_a, median_b = float(np.median(a)), float(np.median(b))
+    del a, b  # a big run's bootstrap below needs the room
     low, high = _median_ci(d, seed)
     return PairedPhase(
         phase=name,
         pairs=int(d.size),
-        median_a=float(np.median(a)),
-        median_b=float(np.median(b)),
+        median_a=median_a,
+        median_b=median_b,
         median_diff=float(np.median(d)),
         ci_low=low,
         ci_high=high,
@@ -126,18 +186,66 @@ def _block_medians(x: np.ndarray) -> np.ndarray:
     return np.array([np.median(part) for part in np.array_split(x, blocks(x.size))])
 
 
-def _block_bootstrap(x: np.ndarray, rng: np.random.Generator, resamples: int = 2000) -> np.ndarray:
-    """Medians of `resamples` moving-block bootstrap series of x (blocks of consecutive values)."""
+def _block_bootstrap(x: np.ndarray, rng: np.random.Generator, resamples: int = RESAMPLES) -> np.ndarray:
+    """Medians of `resamples` moving-block bootstrap series of x.
+
+    A series is `count` windows of `length` consecutive values at random starts, put end to end and cut
+    to n values (the last window shortened). The starts are drawn 100 series at a time, as they always
+    were, so a seed gives the same series as before the medians were computed without building them.
+    """
     n = x.size
     length = -(-n // blocks(n))
     count = -(-n // length)
-    out = np.empty(resamples)
-    for first in range(0, resamples, 100):  # chunks bound the index matrix's memory
-        size = min(100, resamples - first)
-        starts = rng.integers(0, n - length + 1, size=(size, count))
-        index = (starts[:, :, None] + np.arange(length)).reshape(size, -1)[:, :n]
-        out[first:first + size] = np.median(x[index], axis=1)
-    return out
+    starts = np.concatenate([rng.integers(0, n - length + 1, size=(min(100, resamples - first), count))
+                             for first in range(0, resamples, 100)])
+    sizes = np.full(count, length)
+    sizes[-1] = n - (count - 1) * length
+    return _window_medians(x, starts, starts + sizes)
+
+
+def _window_medians(x: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """np.median of each row's values x[starts[i, j]:ends[i, j]] (all j), without gathering them.
+
+    The values are replaced by their ranks (0..n-1, ties in any order), and the middle order statistics
+    of each union of windows are found in a wavelet matrix of the ranks, one bit of the answer per
+    level, from the top bit down: at each level a window holds as many values whose bit is 0 as the
+    level's zero count (a prefix sum) gives between its two ends. Only one level is held at a time,
+    and all the rows advance together, so memory is a few arrays of n and time is O(n log n).
+    """
+    total = int((ends - starts)[0].sum())
+    order = np.argsort(x).astype(np.int32)  # ties in any order: equal values, equal medians
+    rows = starts.shape[0]
+    middle = np.repeat([(total - 1) // 2, total // 2], rows)  # the two middle values (one when odd)
+    found = _order_statistics(order, np.vstack([starts, starts]), np.vstack([ends, ends]), middle)
+    middles: np.ndarray = (x[order[found[:rows]]] + x[order[found[rows:]]]) / 2  # np.median's mean of two
+    return middles
+
+
+def _order_statistics(order: np.ndarray, starts: np.ndarray, ends: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Per row i, the k[i]-th smallest (0-based) rank of the values at [starts[i, j], ends[i, j]) over all
+    j, `order` sorting the values (int32: a Parquet column's rows fit)."""
+    n = order.size
+    seq = np.empty(n, dtype=np.int32)  # the ranks, then each level's stable partition of them
+    seq[order] = np.arange(n, dtype=np.int32)
+    s, e, k = starts.astype(np.int64), ends.astype(np.int64), k.astype(np.int64)
+    value = np.zeros(k.size, dtype=np.int64)
+    zeros = np.zeros(n + 1, dtype=np.int32)
+    scratch = np.empty(n, dtype=np.int32)
+    for level in range(max(n - 1, 1).bit_length() - 1, -1, -1):
+        np.right_shift(seq, level, out=scratch)
+        one = (scratch & 1).astype(bool)
+        np.cumsum(~one, out=zeros[1:])
+        zs, ze = zeros[s].astype(np.int64), zeros[e].astype(np.int64)
+        here = (ze - zs).sum(axis=1)  # values of the rows' windows whose bit is 0 at this level
+        low = k < here
+        k = np.where(low, k, k - here)
+        value |= (~low).astype(np.int64) << level
+        s = np.where(low[:, None], zs, zeros[n] + s - zs)
+        e = np.where(low[:, None], ze, zeros[n] + e - ze)
+        split = int(zeros[n])
+        scratch[:split], scratch[split:] = seq[~one], seq[one]  # the next level: stable by this bit
+        seq, scratch = scratch, seq
+    return value
 
 
 def _median_ci(d: np.ndarray, seed: int) -> tuple[float, float]:
@@ -155,23 +263,56 @@ def _wilcoxon(d: np.ndarray) -> float | None:
     return float(stats.wilcoxon(block, zero_method="wilcox", alternative="two-sided").pvalue)
 
 
-def unpaired_phase(
-    a: list[RequestRecord], b: list[RequestRecord], name: str, seed: int = 0
-) -> PairedPhase | None:
+def unpaired_phase(a: Columns, b: Columns, name: str, seed: int = 0) -> PairedPhase | None:
     """Median of B minus median of A over ok measured requests of two independent runs."""
-    xa, xb = _ok_values(a, name), _ok_values(b, name)
-    if min(xa.size, xb.size) < MIN_PAIRS:
-        return None
-    rng = np.random.default_rng(seed)
-    low, high = np.percentile(_block_bootstrap(xb, rng) - _block_bootstrap(xa, rng),
-                              [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
-    test = stats.mannwhitneyu(_block_medians(xb), _block_medians(xa), alternative="two-sided")
+    phases = _unpaired_phases(a, b, (name,), seed)
+    return phases[0] if phases else None
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One run's share of an unpaired phase: its values' count, median, block medians and bootstrap."""
+
+    size: int
+    median: float
+    block_medians: np.ndarray
+    resampled: np.ndarray  # medians of the block-bootstrap series
+
+    @classmethod
+    def of(cls, x: np.ndarray, rng: np.random.Generator) -> _Side:
+        return cls(int(x.size), float(np.median(x)), _block_medians(x), _block_bootstrap(x, rng))
+
+
+def _unpaired_phases(a: Columns, b: Columns, names: tuple[str, ...], seed: int) -> tuple[PairedPhase, ...]:
+    """The unpaired figures of each phase with values in both runs. B's side of every phase first, then
+    A's, so only one run's values are held at a time; each phase's random stream (seeded) goes on from
+    B's bootstrap to A's, the draws of one call resampling B then A."""
+    rngs = {name: np.random.default_rng(seed) for name in names}
+    sides_b = _sides(b, rngs)
+    sides_a = _sides(a, {name: rngs[name] for name in names if name in sides_b})
+    return tuple(_unpaired(name, sides_a[name], sides_b[name]) for name in names if name in sides_a)
+
+
+def _sides(cols: Columns, rngs: dict[str, np.random.Generator]) -> dict[str, _Side]:
+    """Per phase, the run's side (phases with fewer than MIN_PAIRS values left out)."""
+    rows = _ok_in_order(cols) if rngs else np.zeros(0, dtype=np.int32)
+    out = {}
+    for name, rng in rngs.items():
+        x = _values(cols, rows, name)
+        if x.size >= MIN_PAIRS:
+            out[name] = _Side.of(x, rng)
+    return out
+
+
+def _unpaired(name: str, a: _Side, b: _Side) -> PairedPhase:
+    low, high = np.percentile(b.resampled - a.resampled, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+    test = stats.mannwhitneyu(b.block_medians, a.block_medians, alternative="two-sided")
     return PairedPhase(
         phase=name,
-        pairs=int(min(xa.size, xb.size)),
-        median_a=float(np.median(xa)),
-        median_b=float(np.median(xb)),
-        median_diff=float(np.median(xb) - np.median(xa)),
+        pairs=min(a.size, b.size),
+        median_a=a.median,
+        median_b=b.median,
+        median_diff=b.median - a.median,
         ci_low=float(low),
         ci_high=float(high),
         b_faster=float("nan"),
@@ -179,9 +320,3 @@ def unpaired_phase(
         p_value=float(test.pvalue),
         paired=False,
     )
-
-
-def _ok_values(records: list[RequestRecord], name: str) -> np.ndarray:
-    ordered = sorted(records, key=lambda r: (r.intended_at_s, r.request_id))
-    values = (getattr(r, name) for r in ordered if r.ok and not r.warmup)
-    return np.array([v for v in values if v is not None], dtype=np.float64)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +13,16 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.report.compare import compare
+from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord
 from qbench.run.results.paired import pair_runs, unpaired_phase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "report"))
 from report_synth import simulate, write_run  # noqa: E402
+
+
+def cols(records: list[RequestRecord]) -> Columns:
+    return Columns.of(records)
 
 
 def slower(
@@ -36,7 +42,7 @@ def slower(
 
 def test_a_replayed_schedule_is_paired_and_a_5_percent_slowdown_is_found() -> None:
     base = simulate(n=200, service_s=0.05, seed=3)
-    result = pair_runs(base, slower(base, 1.05, noise_s=0.001))
+    result = pair_runs(cols(base), cols(slower(base, 1.05, noise_s=0.001)))
     assert result.shared and result.matched == 200 and "paired" in result.reason
     latency = {p.phase: p for p in result.phases}["service_s"]
     assert latency.verdict == "slower" and latency.b_slower > 0.9
@@ -46,13 +52,13 @@ def test_a_replayed_schedule_is_paired_and_a_5_percent_slowdown_is_found() -> No
 
 def test_identical_runs_show_no_difference() -> None:
     base = simulate(n=100, seed=2)
-    result = pair_runs(base, base)
+    result = pair_runs(cols(base), cols(base))
     assert result.shared and all(p.verdict == "no clear difference" for p in result.phases)
     assert all(p.p_value is None and p.median_diff == 0 for p in result.phases)
 
 
 def test_different_schedules_are_unpaired_with_the_reason() -> None:
-    result = pair_runs(simulate(n=100, seed=1), simulate(n=100, seed=2))
+    result = pair_runs(cols(simulate(n=100, seed=1)), cols(simulate(n=100, seed=2)))
     assert not result.shared and "unpaired" in result.reason and "--replay" in result.reason
     assert result.phases and all(not p.paired for p in result.phases)
 
@@ -64,9 +70,9 @@ def test_pairing_finds_what_an_unpaired_test_misses_at_the_same_count() -> None:
     paired_found = unpaired_found = 0
     for seed in range(12):
         a = simulate(n=150, service_s=0.05, seed=100 + seed)
-        paired = {p.phase: p for p in pair_runs(a, slower(a, 1.05)).phases}["latency_s"]
+        paired = {p.phase: p for p in pair_runs(cols(a), cols(slower(a, 1.05))).phases}["latency_s"]
         other_day = simulate(n=150, service_s=0.0525, seed=200 + seed)
-        unpaired = unpaired_phase(a, other_day, "latency_s")
+        unpaired = unpaired_phase(cols(a), cols(other_day), "latency_s")
         assert unpaired is not None
         paired_found += paired.verdict == "slower"
         unpaired_found += unpaired.verdict == "slower"
@@ -77,7 +83,7 @@ def test_failures_in_one_run_only_are_counted() -> None:
     base = simulate(n=100, seed=4)
     hit = {r.request_id for r in base if r.request_id % 10 == 5}
     broken = [replace(r, outcome="error", error_kind="timeout") if r.request_id in hit else r for r in base]
-    result = pair_runs(base, broken)
+    result = pair_runs(cols(base), cols(broken))
     assert result.shared
     assert result.ok_in_a_only == sum(1 for r in base if r.request_id in hit and not r.warmup)
 
@@ -100,5 +106,76 @@ def test_compare_prints_the_paired_verdict(tmp_path: Path) -> None:
 @pytest.mark.parametrize("n", [5])
 def test_too_few_requests_are_not_judged(n: int) -> None:
     base = simulate(n=n, warmup=0, seed=1)
-    result = pair_runs(base, base)
+    result = pair_runs(cols(base), cols(base))
     assert not result.shared and "unpaired" in result.reason
+
+
+# ---------------------------------------------------------------- the same figures as before (issue 47)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+sys.path.insert(0, str(Path(__file__).parent))
+import paired_before  # noqa: E402  (the records-and-loops implementation this module replaced)
+from end_of_run import chunk_records  # noqa: E402  (realistic Gradio records, in completion order)
+
+
+def _gradio(n: int, seed: int, factor: float = 1.0) -> list[RequestRecord]:
+    """Chat and non-chat requests with every error kind, a warm-up, in the order they finished."""
+    records, _ = chunk_records(np.random.default_rng(seed), 0, n, 0.0, 200.0, factor, 0.5)
+    return records
+
+
+def _same(old: object, new: object) -> bool:
+    """Equal to the last digit, NaN equal to NaN, dataclasses field by field."""
+    if hasattr(old, "__dataclass_fields__"):
+        return _same(asdict(old), asdict(new))  # type: ignore[call-overload]
+    if isinstance(old, dict) and isinstance(new, dict):
+        return old.keys() == new.keys() and all(_same(old[k], new[k]) for k in old)
+    if isinstance(old, list | tuple) and isinstance(new, list | tuple):
+        return len(old) == len(new) and all(_same(x, y) for x, y in zip(old, new, strict=True))
+    if isinstance(old, float) and isinstance(new, float) and math.isnan(old):
+        return math.isnan(new)
+    return type(old) is type(new) and old == new
+
+
+def _pairs() -> dict[str, tuple[list[RequestRecord], list[RequestRecord]]]:
+    base = simulate(n=300, service_s=0.05, seed=3)
+    failing = simulate(n=260, service_s=0.05, max_queue=6, fail_every=7, seed=8)
+    twice = base + [replace(r, intended_at_s=r.intended_at_s + 1.0) for r in base[:40]]  # ids twice in A
+    hit = {r.request_id for r in base if r.request_id % 9 == 4}
+    broken = [replace(r, outcome="error", error_kind="timeout") if r.request_id in hit else r for r in base]
+    return {
+        "slower": (base, slower(base, 1.2, noise_s=0.002)),
+        "faster": (base, slower(base, 0.9, noise_s=0.002, seed=1)),
+        "equal": (base, base),
+        "shorter B": (base, slower(base[:250], 1.05)),
+        "errors in B only": (base, broken),
+        "errors in both": (failing, slower(failing, 1.1, noise_s=0.001)),
+        "ids twice in A": (twice, slower(base, 1.05)),
+        "unpaired, other lengths": (base, simulate(n=181, service_s=0.06, seed=9)),
+        "unpaired, errors": (failing, base),
+        "gradio, paired": (_gradio(3000, 5), _gradio(3000, 5, 1.05)),
+        "gradio, unpaired": (_gradio(3000, 5), _gradio(2400, 6, 1.05)),
+        "too few": (base[:25], base[:25]),
+    }
+
+
+@pytest.mark.parametrize("case", list(_pairs()))
+def test_the_figures_are_the_ones_the_records_gave(case: str) -> None:
+    """Every field of the Pairing and of each phase, the same digits as the records-and-loops code."""
+    a, b = _pairs()[case]
+    old = paired_before.pair_runs(a, b, seed=4)
+    new = pair_runs(cols(a), cols(b), seed=4)
+    assert _same(old, new), (old, new)
+    assert new.phases or case == "too few"
+
+
+@pytest.mark.parametrize("n", [10, 11, 64, 999, 4_000, 50_001])
+def test_the_block_bootstrap_medians_are_the_gathered_resamples_medians(n: int) -> None:
+    """The resampled medians, found without gathering the resamples, equal np.median of each gathered
+    resample (ties included: values rounded to the millisecond), seed for seed."""
+    from qbench.run.results.paired import _block_bootstrap
+
+    x = np.round(np.random.default_rng(n).lognormal(-3, 1, n), 3)
+    resamples = 2000 if n < 10_000 else 150
+    old = paired_before._block_bootstrap(x, np.random.default_rng(1), resamples)
+    assert np.array_equal(_block_bootstrap(x, np.random.default_rng(1), resamples), old)
