@@ -195,7 +195,7 @@ def test_compare_reads_summary_json_and_summarises_again_only_without_one(
     (a / "summary.json").write_text("{not json")
     broken = compare(a, runs["base"])
     assert broken.a.summary.to_dict() == compare(runs["base"], runs["base"]).a.summary.to_dict()
-    assert broken.a.notes[0].startswith("summary.json could not be read (")
+    assert broken.a.notes[0].startswith("summary.json could not be read")
 
 
 def test_a_run_that_died_is_summarised_from_records_jsonl(golden_run: Path) -> None:
