@@ -26,17 +26,21 @@ class Mailbox:
     """An unbounded queue of messages for the session's reader(s).
 
     Same interface as asyncio.Queue (put_nowait, get, get_nowait, empty) at a fraction of the cost:
-    estimation broadcasts put one message per waiting event after every dispatch.
+    estimation broadcasts put one message per waiting event after every dispatch. A reader that runs in
+    callbacks rather than a task (streams.SessionStream.attach) sets `listener`, called on every put.
     """
 
-    __slots__ = ("_items", "_waiters")
+    __slots__ = ("_items", "_waiters", "listener")
 
     def __init__(self) -> None:
         self._items: deque[Message] = deque()
         self._waiters: list[asyncio.Future[None]] = []
+        self.listener: Callable[[], None] | None = None
 
     def put_nowait(self, msg: Message) -> None:
         self._items.append(msg)
+        if self.listener is not None:
+            self.listener()
         if self._waiters:
             for waiter in self._waiters:
                 if not waiter.done():
