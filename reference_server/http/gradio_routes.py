@@ -315,10 +315,23 @@ def fast_upload(state: ServerState, scope: dict[str, Any], body: bytes) -> Answe
 
 def fast_queue_data(state: ServerState, scope: dict[str, Any], body: bytes) -> Answer | QueueDataStream:
     """`queue_data` for a request a front end forwarded: the stream, run without a task by the core."""
-    session = QueryParams(scope["query_string"]).get("session_hash")
+    session = query_value(scope["query_string"], "session_hash")
     if not session:
         return answer(400, {"detail": "missing query parameter 'session_hash'"})
     return QueueDataStream(state.queue, session, state.settings.heartbeat_interval_s)
+
+
+def query_value(query: bytes, name: str) -> str | None:
+    """`request.query_params.get(name)` (the last value; Starlette's parsing) without building the
+    whole QueryParams where nothing in the query is escaped (a stream's `session_hash=...`)."""
+    if b"%" in query or b"+" in query:
+        return QueryParams(query).get(name)
+    found = None
+    for pair in query.decode("latin-1").split("&"):
+        key, _, value = pair.partition("=")
+        if key == name:
+            found = value
+    return found
 
 
 def _header(scope: dict[str, Any], name: bytes) -> bytes | None:
