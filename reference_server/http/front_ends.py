@@ -325,6 +325,9 @@ class CoreLink:
                 return False
             headers = JSON_HEADERS
         status, content = answer
+        if headers is JSON_HEADERS:  # the whole answer in one frame, its headers made by the front end
+            self.link.send(("j", rid, status, content))
+            return True
         self.link.send(("s", rid, status, [(b"content-length", str(len(content)).encode()), *headers]))
         self.link.send(("b", rid, content, False))
         return True
@@ -379,6 +382,11 @@ class CoreLink:
             self.link.send(("b", rid, b"Internal Server Error" if not started else b"", False))
         finally:
             self._gone.pop(rid, None)
+
+
+def json_headers(content: bytes) -> list[tuple[bytes, bytes]]:
+    """The headers of a whole JSON answer (a `j` frame's)."""
+    return [(b"content-length", str(len(content)).encode()), *JSON_HEADERS]
 
 
 class _StreamOut:
@@ -589,6 +597,11 @@ class Forwarder:
                         if not started:
                             await send({"type": "http.response.start", "status": 502,
                                         "headers": PLAIN_TEXT})
+                    if frame[0] == "j":  # a whole JSON answer (CoreLink._answer)
+                        await send({"type": "http.response.start", "status": frame[2],
+                                    "headers": json_headers(frame[3])})
+                        await send({"type": "http.response.body", "body": frame[3], "more_body": False})
+                        return
                     if frame[0] == "s":
                         started = True
                         await send({"type": "http.response.start", "status": frame[2], "headers": frame[3]})

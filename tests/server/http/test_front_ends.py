@@ -20,7 +20,14 @@ from gradio_client import Client, handle_file
 from qbench.tune.server_process import ServerHandle, reference_server_process
 from reference_server.http import gradio_routes
 from reference_server.http.app import build_app
-from reference_server.http.front_ends import CoreLink, Link, direct_routes, encode, resolve_front_ends
+from reference_server.http.front_ends import (
+    CoreLink,
+    Link,
+    direct_routes,
+    encode,
+    json_headers,
+    resolve_front_ends,
+)
 from reference_server.io.decode_pool import Decoded, Failed, UploadPart
 from reference_server.settings import ServerSettings, SettingsError, load_settings
 from tests.server.io.test_decode_pool import multipart, png
@@ -278,8 +285,9 @@ def test_a_forwarded_request_gets_the_answer_the_whole_app_gives() -> None:
             core._frame(("r", rid, request, body, None))
         for _ in range(50):
             await asyncio.sleep(0.01)
-        starts = {f[1]: f for f in sent if f[0] == "s"}
-        bodies = {f[1]: f[2] for f in sent if f[0] == "b"}
+        frames = [g for f in sent for g in as_start_and_body(f)]
+        starts = {f[1]: f for f in frames if f[0] == "s"}
+        bodies = {f[1]: f[2] for f in frames if f[0] == "b"}
         return [(starts[i][2], dict(starts[i][3]).get(b"content-type"), bodies[i])
                 for i in range(len(FORWARDED))]
 
@@ -315,8 +323,10 @@ def test_an_upload_a_front_end_parsed_is_stored_or_refused_in_the_core_frame_cal
         headers = [(b"content-length", str(length).encode()), (b"session_hash", b"s1")]
         request = {"method": "POST", "path": "/gradio_api/upload", "headers": headers, "query_string": b""}
         core._frame(("r", 1, request, b"", parsed))  # no loop running: a task would fail here
-        assert sent[0][3][1] == (b"content-type", b"application/json")
-        return sent[0][2], orjson.loads(sent[1][2])
+        assert [f[0] for f in sent] == ["j"]  # the whole answer in one frame
+        start, body = as_start_and_body(sent[0])
+        assert start[3][1] == (b"content-type", b"application/json")
+        return start[2], orjson.loads(body[2])
 
     status, paths = forward(300, [UploadPart("files", "a b/c.png", b"\x89PNG", decoded)])
     store = app.state.server.store
@@ -368,7 +378,7 @@ def test_a_forwarded_session_stream_runs_without_a_task_and_ends_as_the_apps_doe
     assert [f[3] for f in stream[1:]][-1] is False and all(f[3] for f in stream[1:-1])
     missing = b"".join(f[2] for f in others if f[0] == "b" and f[1] == 3)
     assert orjson.loads(missing[6:])["session_not_found"] is True
-    assert [(f[2], orjson.loads(others[-1][2])) for f in others if f[0] == "s" and f[1] == 4] == [
+    assert [(f[2], orjson.loads(f[3])) for f in others if f[1] == 4] == [
         (400, {"detail": "missing query parameter 'session_hash'"})]
 
 
@@ -399,6 +409,13 @@ def test_a_forwarded_stream_whose_client_leaves_drops_its_waiting_events() -> No
 
     for how in ("g", "lost"):
         assert asyncio.run(scenario(how)) == (True, 0, True), how
+
+
+def as_start_and_body(frame: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """A whole JSON answer's `j` frame as the `s` and `b` frames the front end turns it into."""
+    if frame[0] != "j":
+        return [frame]
+    return [("s", frame[1], frame[2], json_headers(frame[3])), ("b", frame[1], frame[3], False)]
 
 
 def request(method: str, path: str, query: bytes = b"") -> dict[str, Any]:
