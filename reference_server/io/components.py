@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from reference_server.io.ids import random_hex
 from reference_server.workloads.base import Component, ComponentType, WorkloadInputError
 
 FILE_META = {"_type": "gradio.FileData"}
@@ -175,7 +176,7 @@ class FileStore:
         name = upload_name(filename)
         if name == "..":
             raise ValueError(f"invalid file name: {filename!r:.120}")
-        path = os.path.join(self.uploads, uuid.uuid4().hex, name)  # str(Path / ...): os.path is cheaper
+        path = os.path.join(self.uploads, random_hex(), name)  # str(Path / ...): os.path is cheaper
         if not self.memory_budget or len(data) > self.memory_budget:
             _write(Path(path), data)
             return path
