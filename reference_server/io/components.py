@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import io
 import os
 import re
@@ -246,6 +247,7 @@ def _write(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function of the name; clients send the same few names
 def upload_name(filename: str) -> str:
     """The stored name of an uploaded file, as Gradio builds it: the last path segment without forbidden
     characters (separators, NUL, controls), trailing dots and spaces stripped, cut to 200 UTF-8 bytes
