@@ -163,7 +163,7 @@ class _Reader:
         self.due = self.done = False
         session.readers += 1
         self.beat = _Heartbeat(session, stream.heartbeat_s)
-        session.queue.listener = self.wake
+        session.queue.listeners.append(self.wake)
         if not session.queue.empty():  # messages put before the stream came (the join's estimation)
             self.wake()
 
@@ -216,8 +216,8 @@ class _Reader:
         self.done = True
         self.beat.cancel()
         self.session.readers -= 1
-        if self.session.queue.listener == self.wake:
-            self.session.queue.listener = None
+        if self.wake in self.session.queue.listeners:
+            self.session.queue.listeners.remove(self.wake)
 
 
 class QueueDataStream(SessionStream):
