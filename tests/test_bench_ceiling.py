@@ -34,6 +34,18 @@ def test_server_cost_reduced_run_on_the_cpu(
     assert "current / baseline: main CPU per request x" in capsys.readouterr().out
 
 
+def test_core_cost_runs_predictions_through_the_core_in_process(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every prediction of the fake front end's users completes (the run exits otherwise), in batches,
+    and the core's CPU per prediction is measured apart from the fake front end's."""
+    bench = load_bench("core_cost", monkeypatch)
+    assert bench.main(["--users", "4", "--predictions", "60", "--repeats", "1"]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1].split()
+    core_ms, served, batch = float(row[1]), float(row[2]), float(row[3])
+    assert core_ms > 0 and served > 0 and 1 <= batch <= 4
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_gpu_all_part3_dry_run_on_the_cpu(tmp_path: Path) -> None:

@@ -21,7 +21,9 @@ leaves the core is the per-connection work. On the link, the frames queued withi
 event loop go out as one message, in one write (a pickled list, arrays out of band: see Link). A
 forwarded request to a route without path parameters skips Starlette's middleware stack and router in
 the core (when the app has no middleware of its own: no auth); a join and an upload the front end
-parsed are answered in the callback that reads their frame (gradio_routes.FAST); a stream hears its
+parsed are answered in the callback that reads their frame (gradio_routes.FAST); the session stream
+(`/queue/data`) runs without a task (streams.SessionStream.attach: its messages of one loop turn are
+translated just before the link's write, its client's leaving is a call); other streams hear their
 client leave from a future, not a task.
 The core's uvicorn serves a private Unix socket only (its lifespan, and a way in for tools);
 websockets (Gradio 3.x's queue) are not forwarded, so `front_ends` needs a release with the SSE
@@ -51,7 +53,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reference_server.queue.streams import GONE
+from reference_server.queue.streams import GONE, SessionStream
 
 HEADER = struct.Struct("!I")
 COUNT = struct.Struct("!H")  # raw buffers in a link message
@@ -62,7 +64,8 @@ UPLOAD_PATH = "/gradio_api/upload"
 PLAIN_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 Frame = tuple[Any, ...]
 Endpoint = Callable[[Request], Any]
-FastRoute = Callable[[dict[str, Any], bytes], "tuple[int, bytes] | None"]  # gradio_routes.FAST's forms
+# gradio_routes.FAST's forms: an answer (status, JSON), a stream, or None (declined: the app takes it)
+FastRoute = Callable[[dict[str, Any], bytes], "tuple[int, bytes] | SessionStream | None"]
 JSON_HEADERS = [(b"content-type", b"application/json")]
 log = logging.getLogger("reference_server.front_ends")
 
@@ -99,13 +102,15 @@ class Link(asyncio.BufferedProtocol):
         self._big: memoryview | None = None  # a large message being read in place
         self._big_filled = 0
         self._out: list[Frame] = []
+        self._before: list[Callable[[], None]] = []  # soon(): called before the next flush
+        self._due = False  # a flush is scheduled
         self._lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport instances
         self.loop = asyncio.get_running_loop()
-        if self._out:  # frames sent before the connection was made
-            self.loop.call_soon(self._flush)
+        if self._out or self._before:  # frames sent before the connection was made
+            self._schedule()
 
     # ------------------------------------------------------------ reading
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -180,7 +185,7 @@ class Link(asyncio.BufferedProtocol):
             self.on_frame(frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.transport, self._lost, self._out = None, True, []
+        self.transport, self._lost, self._out, self._before = None, True, [], []
         self.on_lost()
 
     # ------------------------------------------------------------ writing
@@ -189,11 +194,33 @@ class Link(asyncio.BufferedProtocol):
         link is lost."""
         if self._lost:
             return
-        if not self._out and self.loop is not None:
-            self.loop.call_soon(self._flush)
         self._out.append(frame)
+        if not self._due:
+            self._schedule()
+
+    def soon(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once, just before this loop turn's frames are written (it may send frames that
+        leave with them): a stream's messages of one turn are translated together, without a task."""
+        if self._lost:
+            return
+        self._before.append(callback)
+        if not self._due:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        if self.loop is not None:
+            self._due = True
+            self.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
+        while self._before:
+            before, self._before = self._before, []
+            for callback in before:
+                try:
+                    callback()
+                except Exception:  # noqa: BLE001 - one stream's bug must not keep the turn's frames
+                    log.exception("a link callback failed")
+        self._due = False
         out, self._out = self._out, []
         if self.transport is None or not out:
             return
@@ -247,6 +274,7 @@ class CoreLink:
         self.fast: dict[tuple[str, str], FastRoute] = {
             key: fast[endpoint] for key, endpoint in self.direct.items() if endpoint in fast}
         self._gone: dict[int, asyncio.Future[None]] = {}
+        self._left: dict[int, Callable[[], None]] = {}  # streams run in callbacks: their client left
         self.tasks: set[asyncio.Task[None]] = set()
 
     def _frame(self, frame: Frame) -> None:
@@ -262,18 +290,34 @@ class CoreLink:
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
         elif frame[0] == "g":  # the client left
+            stream_left = self._left.pop(frame[1], None)
+            if stream_left is not None:
+                stream_left()
+                return
             left = self._gone.get(frame[1])
             if left is not None and not left.done():
                 left.set_result(None)
 
     def _answer(self, fast: FastRoute, rid: int, request: dict[str, Any], body: bytes, parsed: Any) -> bool:
         """Answer a request to a hot route at once, in this callback (no task, no Starlette request or
-        response); False when the route's fast form declines it (then the app takes it)."""
+        response), or start its stream, run in callbacks (SessionStream.attach); False when the route's
+        fast form declines it (then the app takes it)."""
         scope = request if parsed is None else {**request, PARSED_UPLOAD: parsed}
+        out: _StreamOut | None = None
         try:
             answer = fast(scope, body)
+            if isinstance(answer, SessionStream):
+                out = _StreamOut(self, rid)
+                left = answer.attach(out)
+                if left is not None:
+                    self._left[rid] = left
+                return True
         except Exception:  # noqa: BLE001 - as in _run: the client gets a 500, the server goes on
             log.exception("error in %s %s", request["method"], request["path"])
+            if out is not None and out.started:
+                self._left.pop(rid, None)
+                self.link.send(("b", rid, b"", False))
+                return True
             answer = (500, b"Internal Server Error")
             headers = PLAIN_TEXT
         else:
@@ -281,6 +325,9 @@ class CoreLink:
                 return False
             headers = JSON_HEADERS
         status, content = answer
+        if headers is JSON_HEADERS:  # the whole answer in one frame, its headers made by the front end
+            self.link.send(("j", rid, status, content))
+            return True
         self.link.send(("s", rid, status, [(b"content-length", str(len(content)).encode()), *headers]))
         self.link.send(("b", rid, content, False))
         return True
@@ -290,6 +337,9 @@ class CoreLink:
         for gone in self._gone.values():
             if not gone.done():
                 gone.set_result(None)
+        streams, self._left = list(self._left.values()), {}
+        for left in streams:
+            left()
 
     async def _run(self, rid: int, request: dict[str, Any], body: bytes, parsed: Any,
                    gone: asyncio.Future[None]) -> None:
@@ -332,6 +382,32 @@ class CoreLink:
             self.link.send(("b", rid, b"Internal Server Error" if not started else b"", False))
         finally:
             self._gone.pop(rid, None)
+
+
+def json_headers(content: bytes) -> list[tuple[bytes, bytes]]:
+    """The headers of a whole JSON answer (a `j` frame's)."""
+    return [(b"content-length", str(len(content)).encode()), *JSON_HEADERS]
+
+
+class _StreamOut:
+    """streams.StreamOut for one forwarded request: its response's frames, on the link."""
+
+    __slots__ = ("core", "rid", "started")
+
+    def __init__(self, core: CoreLink, rid: int) -> None:
+        self.core, self.rid, self.started = core, rid, False
+
+    def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self.started = True
+        self.core.link.send(("s", self.rid, status, headers))
+
+    def write(self, body: bytes, more: bool) -> None:
+        self.core.link.send(("b", self.rid, body, more))
+        if not more:
+            self.core._left.pop(self.rid, None)
+
+    def soon(self, callback: Callable[[], None]) -> None:
+        self.core.link.soon(callback)
 
 
 def direct_routes(app: ASGIApp) -> dict[tuple[str, str], Endpoint]:
@@ -521,6 +597,11 @@ class Forwarder:
                         if not started:
                             await send({"type": "http.response.start", "status": 502,
                                         "headers": PLAIN_TEXT})
+                    if frame[0] == "j":  # a whole JSON answer (CoreLink._answer)
+                        await send({"type": "http.response.start", "status": frame[2],
+                                    "headers": json_headers(frame[3])})
+                        await send({"type": "http.response.body", "body": frame[3], "more_body": False})
+                        return
                     if frame[0] == "s":
                         started = True
                         await send({"type": "http.response.start", "status": frame[2], "headers": frame[3]})

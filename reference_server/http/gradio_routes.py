@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio.to_thread
 import orjson
-from starlette.datastructures import UploadFile
+from starlette.datastructures import QueryParams, UploadFile
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
@@ -313,12 +313,33 @@ def fast_upload(state: ServerState, scope: dict[str, Any], body: bytes) -> Answe
     return answer(200, paths)
 
 
+def fast_queue_data(state: ServerState, scope: dict[str, Any], body: bytes) -> Answer | QueueDataStream:
+    """`queue_data` for a request a front end forwarded: the stream, run without a task by the core."""
+    session = query_value(scope["query_string"], "session_hash")
+    if not session:
+        return answer(400, {"detail": "missing query parameter 'session_hash'"})
+    return QueueDataStream(state.queue, session, state.settings.heartbeat_interval_s)
+
+
+def query_value(query: bytes, name: str) -> str | None:
+    """`request.query_params.get(name)` (the last value; Starlette's parsing) without building the
+    whole QueryParams where nothing in the query is escaped (a stream's `session_hash=...`)."""
+    if b"%" in query or b"+" in query:
+        return QueryParams(query).get(name)
+    found = None
+    for pair in query.decode("latin-1").split("&"):
+        key, _, value = pair.partition("=")
+        if key == name:
+            found = value
+    return found
+
+
 def _header(scope: dict[str, Any], name: bytes) -> bytes | None:
     """The first value of a header (its name in lower case, as ASGI servers give them)."""
     return next((value for key, value in scope["headers"] if key == name), None)
 
 
-FAST = {queue_join: fast_join, upload: fast_upload}  # endpoint -> its form for forwarded requests
+FAST = {queue_join: fast_join, upload: fast_upload, queue_data: fast_queue_data}  # endpoint -> forwarded form
 
 
 async def file(request: Request) -> Response:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import io
 import os
 import re
@@ -23,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from reference_server.io.ids import random_hex
 from reference_server.workloads.base import Component, ComponentType, WorkloadInputError
 
 FILE_META = {"_type": "gradio.FileData"}
@@ -175,7 +177,7 @@ class FileStore:
         name = upload_name(filename)
         if name == "..":
             raise ValueError(f"invalid file name: {filename!r:.120}")
-        path = os.path.join(self.uploads, uuid.uuid4().hex, name)  # str(Path / ...): os.path is cheaper
+        path = os.path.join(self.uploads, random_hex(), name)  # str(Path / ...): os.path is cheaper
         if not self.memory_budget or len(data) > self.memory_budget:
             _write(Path(path), data)
             return path
@@ -245,6 +247,7 @@ def _write(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function of the name; clients send the same few names
 def upload_name(filename: str) -> str:
     """The stored name of an uploaded file, as Gradio builds it: the last path segment without forbidden
     characters (separators, NUL, controls), trailing dots and spaces stripped, cut to 200 UTF-8 bytes

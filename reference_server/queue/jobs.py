@@ -87,6 +87,7 @@ class JobRunner:
         self.show_error = show_error
         self.emit = emit
         self.pool: DecodePool | None = None  # decode processes, set by the lifespan when it starts them
+        self._upload_decoded: dict[tuple[int, int], bool] = {}  # _takes_upload_decoded's answers
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
@@ -161,12 +162,9 @@ class JobRunner:
         """The input row at once when the event's one input is an image decoded at upload for the
         workload's PixelPrep (the image request of a GPU server): no task, no trip to a worker; None
         when it needs either (then `_pooled_row` does the work). Raises what `_pooled_row` raises."""
-        pool, w = self.pool, fn.workload
-        if pool is None or len(w.inputs) != 1 or w.inputs[0].type != "image" or not _decodes_in_pool(fn):
+        if not self._takes_upload_decoded(fn):
             return None
-        prep = w.pixel_prep()
-        if prep is None or prep != pool.upload_prep:
-            return None
+        w = fn.workload
         start = time.perf_counter()
         decoded = self.store.take_decoded(file_ref(event.data[0], w.inputs[0].label))
         if decoded is None:
@@ -176,6 +174,19 @@ class JobRunner:
         _trace(event, "preprocess", max(time.perf_counter() - start - decoded.prepare_s, decoded.decode_s))
         _trace(event, "prepare", decoded.prepare_s)
         return [Pixels(decoded.array)]
+
+    def _takes_upload_decoded(self, fn: FunctionRuntime) -> bool:
+        """Whether the function's one input is an image the front ends or the pool decode at upload with
+        its workload's PixelPrep; kept per function and pool (both fixed while serving; asked per event)."""
+        key = (fn.index, id(self.pool))
+        known = self._upload_decoded.get(key)
+        if known is None:
+            pool, w = self.pool, fn.workload
+            known = (pool is not None and len(w.inputs) == 1 and w.inputs[0].type == "image"
+                     and _decodes_in_pool(fn) and (prep := w.pixel_prep()) is not None
+                     and prep == pool.upload_prep)
+            self._upload_decoded[key] = known
+        return known
 
     def _ready_row(self, fn: FunctionRuntime, event: Event) -> Any:
         """`_row_or_error`'s answer when it needs no waiting, else NOT_READY."""

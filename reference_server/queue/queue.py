@@ -24,13 +24,13 @@ import contextlib
 import itertools
 import random
 import time
-import uuid
 from collections import deque
 from typing import Any
 
 import anyio
 
 from reference_server.io.components import FileStore
+from reference_server.io.ids import random_hex
 from reference_server.observe.metrics import ServerMetrics
 from reference_server.observe.profiling import Trace, TraceCollector
 from reference_server.queue import gradio3
@@ -137,7 +137,7 @@ class EventQueue:
         if group is None:
             group = self.groups[group_id] = Group(group_id)
         group.admit_function(fn, self.settings.resolved_limit(fn.settings))
-        event = Event(event_id or uuid.uuid4().hex, session, fn, data, simple_format, owner=owner)
+        event = Event(event_id or random_hex(), session, fn, data, simple_format, owner=owner)
         event.trace = Trace(event.id, fn.name, owner or session)
         self.events[event.id] = event
         self.sessions.add_pending(session, event.id)

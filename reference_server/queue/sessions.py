@@ -26,17 +26,23 @@ class Mailbox:
     """An unbounded queue of messages for the session's reader(s).
 
     Same interface as asyncio.Queue (put_nowait, get, get_nowait, empty) at a fraction of the cost:
-    estimation broadcasts put one message per waiting event after every dispatch.
+    estimation broadcasts put one message per waiting event after every dispatch. A reader that runs in
+    callbacks rather than a task (streams.SessionStream.attach) adds itself to `listeners`, each called on
+every put (two readers of one session both hear it, as two tasks' waiters do).
     """
 
-    __slots__ = ("_items", "_waiters")
+    __slots__ = ("_items", "_waiters", "listeners")
 
     def __init__(self) -> None:
         self._items: deque[Message] = deque()
         self._waiters: list[asyncio.Future[None]] = []
+        self.listeners: list[Callable[[], None]] = []
 
     def put_nowait(self, msg: Message) -> None:
         self._items.append(msg)
+        if self.listeners:
+            for listener in self.listeners:
+                listener()
         if self._waiters:
             for waiter in self._waiters:
                 if not waiter.done():

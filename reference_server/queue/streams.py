@@ -2,14 +2,18 @@
 
 They are raw ASGI responses so that a client disconnect is noticed at once (a watcher awaits
 `http.disconnect` and wakes the reader) and so that messages already queued go out in one write.
+A session stream that a front end forwarded runs without a task (`SessionStream.attach`): the messages
+put into its mailbox in one turn of the event loop are translated together just before the link's
+write of that turn, and the client's leaving is a call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -21,6 +25,20 @@ from reference_server.queue.sessions import DISCONNECTED, Session
 GONE = "qbench.gone"  # scope["extensions"] key: a future done when the client has left (front_ends.py)
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
+log = logging.getLogger("reference_server.streams")
+
+
+class StreamOut(Protocol):
+    """Where a stream run in callbacks writes (front_ends.CoreLink gives one per forwarded request)."""
+
+    def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        """The response's status and headers (first)."""
+
+    def write(self, body: bytes, more: bool) -> None:
+        """A piece of the body; `more` False ends the response."""
+
+    def soon(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once later in this turn of the event loop, before its frames are written."""
 
 
 class _Heartbeat:
@@ -101,6 +119,17 @@ class SessionStream(Response):
             beat.cancel()
             session.readers -= 1
 
+    def attach(self, out: StreamOut) -> Callable[[], None] | None:
+        """Run the stream in callbacks, without a task (a request a front end forwarded): what `__call__`
+        sends, written to `out`. Returns what to call when the client leaves (None: the stream ended at
+        once)."""
+        out.start(200, SSE_HEADERS)
+        session = self.queue.sessions.get(self.session_hash)
+        if session is None:
+            out.write(self.on_missing(), False)
+            return None
+        return _Reader(self, session, out).left
+
     async def _pump(self, session: Session, send: Send) -> bytes | None:
         """Forward messages until the stream is finished (returns its last bytes) or the client left."""
         while True:
@@ -121,6 +150,74 @@ class SessionStream(Response):
             body = b"".join(chunks)
             if body:
                 await send({"type": "http.response.body", "body": body, "more_body": True})
+
+
+class _Reader:
+    """`SessionStream._pump` in callbacks: the mailbox's listener asks `out` for one `drain` per loop
+    turn, which translates every message put in that turn and writes them as one piece."""
+
+    __slots__ = ("stream", "session", "out", "beat", "due", "done")
+
+    def __init__(self, stream: SessionStream, session: Session, out: StreamOut) -> None:
+        self.stream, self.session, self.out = stream, session, out
+        self.due = self.done = False
+        session.readers += 1
+        self.beat = _Heartbeat(session, stream.heartbeat_s)
+        session.queue.listeners.append(self.wake)
+        if not session.queue.empty():  # messages put before the stream came (the join's estimation)
+            self.wake()
+
+    def wake(self) -> None:
+        if not self.due:
+            self.due = True
+            self.out.soon(self.drain)
+
+    def drain(self) -> None:
+        self.due = False
+        if self.done:
+            return
+        try:
+            body, finished = self._translate_all()
+        except Exception:  # noqa: BLE001 - as a task's stream would: the client's response ends, the server goes on
+            log.exception("error in the stream of session %r", self.stream.session_hash)
+            self._close()
+            self.out.write(b"", False)
+            return
+        if body is None:  # another reader of the session saw its client leave: this response ends too
+            self.left()
+            self.out.write(b"", False)
+        elif finished:
+            self._close()
+            self.out.write(body, False)
+        elif body:
+            self.out.write(body, True)
+
+    def _translate_all(self) -> tuple[bytes | None, bool]:
+        """(the turn's bytes, the stream finished); None for the bytes once DISCONNECTED came."""
+        chunks: list[bytes] = []
+        mailbox, translate, session = self.session.queue, self.stream.translate, self.session
+        while not mailbox.empty():
+            msg = mailbox.get_nowait()
+            if msg is DISCONNECTED:
+                return None, False
+            data, finished = translate(session, msg)
+            chunks.append(data)
+            if finished:
+                return b"".join(chunks), True
+        return b"".join(chunks), False
+
+    def left(self) -> None:
+        """The client left: the session's waiting events are dropped, as `__call__` does."""
+        if not self.done:
+            self._close()
+            self.stream.queue.disconnect(self.stream.session_hash)
+
+    def _close(self) -> None:
+        self.done = True
+        self.beat.cancel()
+        self.session.readers -= 1
+        if self.wake in self.session.queue.listeners:
+            self.session.queue.listeners.remove(self.wake)
 
 
 class QueueDataStream(SessionStream):

@@ -20,7 +20,14 @@ from gradio_client import Client, handle_file
 from qbench.tune.server_process import ServerHandle, reference_server_process
 from reference_server.http import gradio_routes
 from reference_server.http.app import build_app
-from reference_server.http.front_ends import CoreLink, Link, direct_routes, encode, resolve_front_ends
+from reference_server.http.front_ends import (
+    CoreLink,
+    Link,
+    direct_routes,
+    encode,
+    json_headers,
+    resolve_front_ends,
+)
 from reference_server.io.decode_pool import Decoded, Failed, UploadPart
 from reference_server.settings import ServerSettings, SettingsError, load_settings
 from tests.server.io.test_decode_pool import multipart, png
@@ -206,6 +213,33 @@ def test_a_frame_that_cannot_be_pickled_does_not_take_its_loop_turn_with_it() ->
     assert got == [("b", 1, b"one", False), ("g", 3)]
 
 
+def test_soon_callbacks_run_once_before_the_turns_write_and_their_frames_leave_with_it() -> None:
+    class Transport:
+        writes: list[bytes] = []
+
+        def write(self, data: bytes) -> None:
+            self.writes.append(data)
+
+    def broken() -> None:
+        raise RuntimeError("a stream's bug")
+
+    async def scenario() -> list[bytes]:
+        link, transport = Link(lambda frame: None, lambda: None), Transport()
+        link.connection_made(transport)  # type: ignore[arg-type]
+        link.soon(lambda: link.send(("b", 2, b"late", True)))
+        link.soon(broken)
+        link.send(("b", 1, b"first", True))
+        link.soon(lambda: link.soon(lambda: link.send(("g", 3))))  # a callback's own soon: same write
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return transport.writes
+
+    writes = asyncio.run(scenario())
+    got: list[tuple[Any, ...]] = []
+    Link(got.append, lambda: None).data_received(b"".join(writes))
+    assert len(writes) == 1 and got == [("b", 1, b"first", True), ("b", 2, b"late", True), ("g", 3)]
+
+
 # ---------------------------------------------------------------- the core's shortcuts
 def echo_app(**extra: Any) -> Any:
     fn = {"api_name": "echo", "workload": "echo"}
@@ -251,8 +285,9 @@ def test_a_forwarded_request_gets_the_answer_the_whole_app_gives() -> None:
             core._frame(("r", rid, request, body, None))
         for _ in range(50):
             await asyncio.sleep(0.01)
-        starts = {f[1]: f for f in sent if f[0] == "s"}
-        bodies = {f[1]: f[2] for f in sent if f[0] == "b"}
+        frames = [g for f in sent for g in as_start_and_body(f)]
+        starts = {f[1]: f for f in frames if f[0] == "s"}
+        bodies = {f[1]: f[2] for f in frames if f[0] == "b"}
         return [(starts[i][2], dict(starts[i][3]).get(b"content-type"), bodies[i])
                 for i in range(len(FORWARDED))]
 
@@ -288,8 +323,10 @@ def test_an_upload_a_front_end_parsed_is_stored_or_refused_in_the_core_frame_cal
         headers = [(b"content-length", str(length).encode()), (b"session_hash", b"s1")]
         request = {"method": "POST", "path": "/gradio_api/upload", "headers": headers, "query_string": b""}
         core._frame(("r", 1, request, b"", parsed))  # no loop running: a task would fail here
-        assert sent[0][3][1] == (b"content-type", b"application/json")
-        return sent[0][2], orjson.loads(sent[1][2])
+        assert [f[0] for f in sent] == ["j"]  # the whole answer in one frame
+        start, body = as_start_and_body(sent[0])
+        assert start[3][1] == (b"content-type", b"application/json")
+        return start[2], orjson.loads(body[2])
 
     status, paths = forward(300, [UploadPart("files", "a b/c.png", b"\x89PNG", decoded)])
     store = app.state.server.store
@@ -302,3 +339,86 @@ def test_an_upload_a_front_end_parsed_is_stored_or_refused_in_the_core_frame_cal
     assert forward(300, [UploadPart("files", "big.png", b"x" * 1001)])[0] == 413
     no_files = (422, {"detail": "no files in the multipart field 'files'"})
     assert forward(300, [UploadPart("other", None, b"x")]) == no_files
+
+
+def test_a_forwarded_session_stream_runs_without_a_task_and_ends_as_the_apps_does() -> None:
+    """`/queue/data` through the core's link: its messages of one loop turn in one piece, close_stream
+    at the end, no task; a missing session and a missing session_hash answered as the app answers."""
+
+    async def scenario() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], int]:
+        app = echo_app()
+        async with app.router.lifespan_context(app):
+            return await forward(CoreLink(app, ("127.0.0.1", 80), lambda _core: None))
+
+    async def forward(core: CoreLink) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], int]:
+        sent: list[tuple[Any, ...]] = []
+        reader = Link(sent.append, lambda: None)  # the front end's side of the link
+        core.link.connection_made(type("T", (), {"write": lambda _self, data: reader.data_received(data)})())
+        join = b'{"data": ["hi"], "fn_index": 0, "session_hash": "s"}'
+        core._frame(("r", 1, request("POST", "/gradio_api/queue/join"), join, None))
+        core._frame(("r", 2, request("GET", "/gradio_api/queue/data", b"session_hash=s"), b"", None))
+        tasks = len(core.tasks)
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if any(f[0] == "b" and f[1] == 2 and not f[3] for f in sent):
+                break
+        stream = [f for f in sent if f[1] == 2]
+        sent.clear()
+        core._frame(("r", 3, request("GET", "/gradio_api/queue/data", b"session_hash=nobody"), b"", None))
+        core._frame(("r", 4, request("GET", "/gradio_api/queue/data"), b"", None))
+        await asyncio.sleep(0.01)
+        return stream, sent, tasks
+
+    stream, others, tasks = asyncio.run(scenario())
+    assert tasks == 0
+    assert stream[0][:3] == ("s", 2, 200) and dict(stream[0][3])[b"content-type"].startswith(b"text/event")
+    body = b"".join(f[2] for f in stream[1:])
+    kinds = [orjson.loads(line[6:])["msg"] for line in body.split(b"\n\n") if line]
+    assert kinds == ["estimation", "process_starts", "process_completed", "close_stream"]
+    assert [f[3] for f in stream[1:]][-1] is False and all(f[3] for f in stream[1:-1])
+    missing = b"".join(f[2] for f in others if f[0] == "b" and f[1] == 3)
+    assert orjson.loads(missing[6:])["session_not_found"] is True
+    assert [(f[2], orjson.loads(f[3])) for f in others if f[1] == 4] == [
+        (400, {"detail": "missing query parameter 'session_hash'"})]
+
+
+def test_a_forwarded_stream_whose_client_leaves_drops_its_waiting_events() -> None:
+    """The front end's `g` frame (or the loss of the front end) is the stream's leaving: the session and
+    its waiting events go, as when a task's stream hears `http.disconnect`."""
+
+    async def scenario(how: str) -> tuple[bool, int, bool]:
+        app = echo_app(functions=[{"api_name": "echo", "workload": "sleep", "params": {"base_ms": 5000}}])
+        async with app.router.lifespan_context(app):
+            return await leave(app, how)
+
+    async def leave(app: Any, how: str) -> tuple[bool, int, bool]:
+        core = CoreLink(app, ("127.0.0.1", 80), lambda _core: None)
+        core.link.loop = asyncio.get_running_loop()
+        core.link.send = lambda frame: None  # type: ignore[method-assign]
+        queue = app.state.server.queue
+        for i, session in enumerate(["running", "s"]):  # the first occupies the only slot
+            join = orjson.dumps({"data": ["x"], "fn_index": 0, "session_hash": session})
+            core._frame(("r", 10 + i, request("POST", "/gradio_api/queue/join"), join, None))
+        core._frame(("r", 2, request("GET", "/gradio_api/queue/data", b"session_hash=s"), b"", None))
+        await asyncio.sleep(0.05)
+        reading = queue.sessions.get("s").readers == 1
+        core._frame(("g", 2)) if how == "g" else core.lost()
+        waiting = queue.waiting_count
+        gone = queue.sessions.get("s") is None
+        return reading, waiting, gone
+
+    for how in ("g", "lost"):
+        assert asyncio.run(scenario(how)) == (True, 0, True), how
+
+
+def as_start_and_body(frame: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """A whole JSON answer's `j` frame as the `s` and `b` frames the front end turns it into."""
+    if frame[0] != "j":
+        return [frame]
+    return [("s", frame[1], frame[2], json_headers(frame[3])), ("b", frame[1], frame[3], False)]
+
+
+def request(method: str, path: str, query: bytes = b"") -> dict[str, Any]:
+    return {"method": method, "path": path, "raw_path": path.encode(), "query_string": query,
+            "headers": [(b"content-type", b"application/json")], "http_version": "1.1",
+            "client": ("127.0.0.1", 1)}

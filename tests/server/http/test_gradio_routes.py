@@ -11,7 +11,9 @@ import httpx
 import orjson
 import pytest
 from PIL import Image
+from starlette.datastructures import QueryParams
 
+from reference_server.http import gradio_routes
 from reference_server.settings import synthetic_settings
 from reference_server.testing import RunningServer, serve_in_thread
 
@@ -301,3 +303,11 @@ def test_status_peak_rss_is_the_servers_own_not_its_launchers() -> None:
                                     check=True, timeout=60).stdout)
     del ballast
     assert 0 < child_peak < 300 * 1024 * 1024
+
+
+@pytest.mark.parametrize("query", [b"session_hash=abc", b"a=1&session_hash=x&session_hash=y",
+                                   b"session_hash=", b"session_hash", b"other=1", b"", b"&&session_hash=a=b&",
+                                   b"session_hash=a%20b", b"session_hash=a+b", b"session_hash=\xe9t\xe9",
+                                   b"session%5Fhash=q"])
+def test_query_value_is_starlettes_query_params_get(query: bytes) -> None:
+    assert gradio_routes.query_value(query, "session_hash") == QueryParams(query).get("session_hash")

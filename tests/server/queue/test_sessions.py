@@ -82,3 +82,13 @@ def test_sessions_kept_while_busy_are_trimmed_to_capacity_once_idle() -> None:
     sessions.open("late")
     assert len(sessions) == 10 and "late" in sessions
     assert "s0" not in sessions and "s1" not in sessions and "s2" in sessions
+
+
+def test_every_listener_of_a_mailbox_hears_each_put() -> None:
+    """Readers that run in callbacks (streams.SessionStream.attach) listen; two of one session both hear."""
+    box, heard = Mailbox(), []
+    box.listeners += [lambda: heard.append("a"), lambda: heard.append("b")]
+    box.put_nowait(msg(0))
+    box.listeners.pop(0)
+    box.put_nowait(msg(1))
+    assert heard == ["a", "b", "b"] and box.qsize() == 2
