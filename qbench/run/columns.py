@@ -132,8 +132,9 @@ class Columns:
         raise KeyError(f"{name}: no column computes it (ask for a stored field or {sorted(_DIFFS)})")
 
     @classmethod
-    def of(cls, records: Sequence[RequestRecord]) -> Columns:
-        return _FromRecords(records)
+    def of(cls, records: Sequence[RequestRecord] | Columns) -> Columns:
+        """The records as columns (columns already: themselves, so a function may take either)."""
+        return records if isinstance(records, Columns) else _FromRecords(records)
 
     @classmethod
     def read(cls, path: Path, keep: int = KEEP) -> Columns:
