@@ -481,30 +481,36 @@ def _gpu_busy(start: Any, end: Any) -> list[float] | None:
 
 def _load(measured: Columns, every: Columns) -> _Load | None:
     """The load over the `measured` sent requests; `every` sent request (warm-up included) for the
-    round trip."""
+    round trip. Each time column is sorted once, and what is done with is let go (3.6 M rows: 29 MiB a
+    column)."""
     sent, started = measured.floats("sent_at_s"), measured.floats("started_at_s")
     completed = measured.floats("completed_at_s")
-    done = np.isfinite(started) & np.isfinite(completed)
+    has_start, has_end = np.isfinite(started), np.isfinite(completed)
+    done = has_start & has_end
     if done.sum() < MIN_REQUESTS:
         return None
-    end = float(np.nanmax(completed)) if np.isfinite(completed).any() else float(sent.max())
+    end = float(np.nanmax(completed)) if has_end.any() else float(sent.max())
     grid = np.linspace(float(sent.min()), end, 400)
-    left_queue = np.where(np.isfinite(started), started, np.where(np.isfinite(completed), completed, np.inf))
-    finished = np.where(np.isfinite(completed), completed, np.inf)
-    waiting = _count_le(sent, grid) - _count_le(left_queue, grid)
-    has_start = np.isfinite(started)
-    running = _count_le(started[has_start], grid) - _count_le(finished[has_start], grid)
-    starts, ends = started[done], completed[done]
-    at_start = _count_le(started[has_start], starts) - _count_le(finished[has_start], starts)
+    left_queue = np.sort(np.where(has_start, started, np.where(has_end, completed, np.inf)))
+    waiting = _count_le(sent, grid) - np.searchsorted(left_queue, grid, side="right")
+    del left_queue
+    starts = np.sort(started[has_start])
+    finished = np.sort(np.where(has_end, completed, np.inf)[has_start])
+    running = np.searchsorted(starts, grid, side="right") - np.searchsorted(finished, grid, side="right")
+    at_start = (np.searchsorted(starts, started[done], side="right")
+                - np.searchsorted(finished, started[done], side="right"))
+    del starts, finished
     later = done & (sent >= float(np.median(sent)))  # the later half of the requests, by send time
     later = later if later.any() else done
     medians = (float(np.median((started - sent)[later])), float(np.median((completed - started)[later])))
+    service = completed[done] - started[done]
+    del sent, started, completed
     late = measured.where(later)
     excess, trip, source = _round_trip(late, every.where(~np.isnan(every.floats("started_at_s"))))
     ranks = late.floats("rank")
     ranks = ranks[~np.isnan(ranks)]
     rank = float(np.median(ranks)) if ranks.size else None
-    return _Load(waiting, running, at_start, ends - starts, medians, excess, trip, source, rank)
+    return _Load(waiting, running, at_start, service, medians, excess, trip, source, rank)
 
 
 def _round_trip(later: Columns, started: Columns) -> tuple[float, float, str]:
