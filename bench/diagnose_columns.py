@@ -8,12 +8,11 @@ records.parquet with `Columns.read` (a few columns in memory at a time) and its 
 
 Each measurement runs in a fresh Python process (the imports included); the child prints each step's
 seconds and its peak RSS after the step (VmHWM), the parent the child's whole peak RSS (`os.wait4`).
-`--records` runs the same steps on the records read back as RequestRecord objects (read_records),
-the way the runner and the report did before the columns, for comparison (far more memory).
+Reading a first column from Parquet costs ~50 MiB of its own (Arrow's reader and memory pool), the
+imports ~70 MiB: the slope between two sizes is what the diagnosis needs per record.
 
 Usage:
     .venv/bin/python bench/diagnose_columns.py RUN [RUN ...]            # e.g. /work/runs/400k-a
-    .venv/bin/python bench/diagnose_columns.py RUN --records            # the same from record objects
     .venv/bin/python bench/diagnose_columns.py RUN --repeat 3           # median of three fresh processes
 
 RUN: a run folder (run.json, summary.json, records.parquet), such as bench/end_of_run.py leaves with
@@ -37,14 +36,13 @@ MIB = 1024 * 1024
 STEPS = ("read", "diagnosis", "app_notes", "alongside")
 
 
-def child(run: Path, records: bool) -> dict[str, Any]:
+def child(run: Path) -> dict[str, Any]:
     """The steps in this process: {"records": n, step: [seconds, VmHWM MiB after it]}."""
     sys.path.insert(0, str(ROOT))
     from qbench.run.columns import Columns
     from qbench.run.diagnose.app_errors import explain
     from qbench.run.diagnose.diagnose import host_cpus
     from qbench.run.diagnose.diagnose_mix import diagnose_run
-    from qbench.run.records import read_records
     from qbench.run.results.alongside import alongside
     from qbench.run.results.summary import Summary
     from qbench.run.scenario.scenario import parse_scenario
@@ -62,7 +60,7 @@ def child(run: Path, records: bool) -> dict[str, Any]:
         out[name] = [now - t, _hwm_mib()]
         t = now
 
-    data: Any = read_records(run) if records else Columns.read(run)
+    data = Columns.read(run)
     out["records"] = len(data)
     step("read")
     diagnose_run(data, summary, server, cpus=host_cpus(info.get("host"), info.get("target")))
@@ -82,9 +80,9 @@ def _hwm_mib() -> float:
     return float("nan")
 
 
-def measure(run: Path, records: bool) -> tuple[dict[str, Any], float, float]:
+def measure(run: Path) -> tuple[dict[str, Any], float, float]:
     """(the child's steps, its wall seconds, its peak RSS MiB) in a fresh process."""
-    argv = [sys.executable, __file__, str(run), "--child"] + (["--records"] if records else [])
+    argv = [sys.executable, __file__, str(run), "--child"]
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=ROOT)
     assert proc.stdout is not None
@@ -98,17 +96,16 @@ def measure(run: Path, records: bool) -> tuple[dict[str, Any], float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
-    parser.add_argument("--records", action="store_true", help="from RequestRecord objects (before columns)")
     parser.add_argument("--repeat", type=int, default=1, help="fresh processes per run; medians printed")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.runs[0], args.records)))
+        print(json.dumps(child(args.runs[0])))
         return
     print(f"{'run':24} {'records':>9} " + " ".join(f"{s + ' s':>12}" for s in STEPS)
-          + f" {'process s':>10} {'peak MiB':>9}  ({'records' if args.records else 'columns'})")
+          + f" {'process s':>10} {'peak MiB':>9}")
     for run in args.runs:
-        trials = [measure(run, args.records) for _ in range(args.repeat)]
+        trials = [measure(run) for _ in range(args.repeat)]
         steps = {s: statistics.median(t[0][s][0] for t in trials) for s in STEPS}
         wall = statistics.median(t[1] for t in trials)
         peak = statistics.median(t[2] for t in trials)

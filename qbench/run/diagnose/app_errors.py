@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from qbench.run.columns import Columns
+from qbench.run.columns import Columns, Held
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.scenario import Scenario
 
@@ -53,7 +53,7 @@ def explain(records: Columns | Sequence[RequestRecord], scenario: Scenario | Non
     `server`: what discovery read (run.json's `server`: a Gradio app's /config says which inputs are
     the session's State)."""
     notes: list[str] = []
-    sent = _sent(Columns.of(records))
+    sent = _sent(Held(Columns.of(records)))
     split = split_sessions(sent, server)
     lost = _lost_session(sent)
     if split:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run.columns import Columns
+from qbench.run.columns import Columns, Held
 from qbench.run.diagnose.diagnose import Finding, diagnose
 from qbench.run.records import RequestRecord
 from qbench.run.results.summary import Summary
@@ -40,7 +40,7 @@ def diagnose_run(records: Columns | Sequence[RequestRecord], summary: Summary,
                  cpus: int | None = None) -> list[Finding]:
     """Findings for the run, then per endpoint of a mix (module docstring); `cpus`: the server host's
     cores when known (qbench.run.diagnose.diagnose.host_cpus)."""
-    cols = Columns.of(records)
+    cols = Held(Columns.of(records))
     findings = diagnose(cols, summary, server, generator_warnings, cpus=cpus)
     if not summary.endpoints:
         return findings

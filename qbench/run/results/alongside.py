@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run.columns import Columns, column_stat
+from qbench.run.columns import Columns, Held, column_stat
 from qbench.run.records import RequestRecord
 from qbench.run.results.summary import Stats
 
@@ -82,7 +82,7 @@ def alongside(records: Columns | Sequence[RequestRecord], starts: Mapping[str, f
               end_s: float | None = None) -> list[Alongside]:
     """Per entry that starts later (`starts`: label -> start, s), every endpoint that started before it,
     before and after. `end_s`: the end of the sending window (default: the last intended send)."""
-    cols = Columns.of(records)
+    cols = Held(Columns.of(records))
     measured = cols.where(cols.measured() & cols.ok() & ~np.isnan(cols.floats("latency_s")))
     if not len(measured):
         return []

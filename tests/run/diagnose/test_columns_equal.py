@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from qbench.run.columns import Columns
+from qbench.run.columns import Columns, Held
 from qbench.run.diagnose import app_errors, diagnose, diagnose_mix, diagnose_phases
 from qbench.run.records import RequestRecord, read_records, write_parquet
 from qbench.run.results import alongside, steady
@@ -225,3 +225,24 @@ def test_every_figure_from_columns_is_todays(name: str, tmp_path: Path) -> None:
         new = _figures(*new_modules, cols, summary, server)
         for key, text in old.items():
             assert new[key] == text, f"{name}: {key} from {type(cols).__name__}"
+
+
+def test_held_columns_read_each_label_column_once(tmp_path: Path) -> None:
+    """The diagnosis asks for the outcome, error kind and endpoint of every request many times: Held
+    keeps each label column (and the measured mask) once read, whatever the view's own cache keeps."""
+    records = gradio_like(20, 300, endpoints=2)
+    write_parquet(records, tmp_path / "records.parquet")
+    inner = Columns.read(tmp_path, keep=2)
+    asked: list[str] = []
+    read = inner.labels
+    inner.labels = lambda name: asked.append(name) or read(name)  # type: ignore[method-assign]
+    held = Held(inner)
+    for _ in range(3):
+        codes, names = held.labels("endpoint")
+        expected_codes, expected_names = Columns.of(records).labels("endpoint")
+        assert names == expected_names and (codes == expected_codes).all()
+        assert (held.ok() == Columns.of(records).ok()).all()
+        assert (held.measured() == Columns.of(records).measured()).all()
+    assert sorted(asked) == ["endpoint", "outcome"]
+    diagnose_mix.diagnose_run(held, summarize(records, None))  # every endpoint's diagnosis, too
+    assert len(asked) == len(set(asked)), asked
