@@ -173,7 +173,7 @@ def diagnose(
             f"nothing was measured: load.warmup covered all {len(cols)} requests of the run, so no "
             "figure or limit can be judged; shorten load.warmup or lengthen the run"))]
     sent = ~np.isnan(cols.floats("sent_at_s"))
-    load = _load(cols.where(measured & sent), cols.where(sent))
+    load = _load(cols.where(measured & sent), cols.where(sent & ~np.isnan(cols.floats("started_at_s"))))
     if load is None:
         return findings + described
     one = len(phases) == 1
@@ -479,10 +479,10 @@ def _gpu_busy(start: Any, end: Any) -> list[float] | None:
     return busy
 
 
-def _load(measured: Columns, every: Columns) -> _Load | None:
-    """The load over the `measured` sent requests; `every` sent request (warm-up included) for the
-    round trip. The row-aligned figures first, then each time column sorted in place for the counts
-    (3.6 M rows: 29 MiB a column, a few at once)."""
+def _load(measured: Columns, begun: Columns) -> _Load | None:
+    """The load over the `measured` sent requests; every sent request that started (`begun`, warm-up
+    included) for the round trip. The row-aligned figures first, then each time column sorted for the
+    counts and let go (3.6 M rows: 29 MiB a column, a few at once)."""
     sent, started = measured.floats("sent_at_s"), measured.floats("started_at_s")
     completed = measured.floats("completed_at_s")
     has_start, has_end = np.isfinite(started), np.isfinite(completed)
@@ -512,7 +512,7 @@ def _load(measured: Columns, every: Columns) -> _Load | None:
     at_start = _between(started, finished, starts)
     del started, finished, starts
     late = measured.where(later)
-    excess, trip, source = _round_trip(late, every.where(~np.isnan(every.floats("started_at_s"))))
+    excess, trip, source = _round_trip(late, begun)
     ranks = late.floats("rank")
     ranks = ranks[~np.isnan(ranks)]
     rank = float(np.median(ranks)) if ranks.size else None
