@@ -53,7 +53,7 @@ def explain(records: Columns | Sequence[RequestRecord], scenario: Scenario | Non
     `server`: what discovery read (run.json's `server`: a Gradio app's /config says which inputs are
     the session's State)."""
     notes: list[str] = []
-    sent = Held(_sent(Held(Columns.of(records))))  # each endpoint's error kinds: from the sent's, once
+    sent: Columns = Held(_sent(Held(Columns.of(records))))  # each endpoint's error kinds: the sent's, once
     split = split_sessions(sent, server)
     lost = _lost_session(sent)
     if split:
