@@ -713,6 +713,9 @@ def report(
     open_: Annotated[bool, typer.Option("--open", help="Open report.html in a browser.")] = False,
     x: Annotated[str | None, typer.Option(help="Sweep heatmaps: knob on the x axis.")] = None,
     y: Annotated[str | None, typer.Option(help="Sweep heatmaps: knob on the y axis.")] = None,
+    recompute: Annotated[bool, typer.Option(
+        help="A run's summary, diagnosis and notes computed again from its records by this qbench "
+             "(after an upgrade, or an edited SLO in run.json), not read from its summary.json.")] = False,
 ) -> None:
     """Charts, summary.md and a self-contained report.html from a run or sweep folder."""
     import webbrowser
@@ -721,7 +724,7 @@ def report(
 
     if (x is None) != (y is None):
         raise QbenchError("--x and --y go together: name both heatmap knobs, or neither")
-    files = build_report(source, out, heatmap_axes=(x, y) if x and y else None)
+    files = build_report(source, out, heatmap_axes=(x, y) if x and y else None, recompute=recompute)
     typer.echo(files.markdown.read_text(encoding="utf-8"))
     typer.echo(f"report: {files.html}\nsummary: {files.markdown}\ncharts: {files.html.parent / 'charts'}")
     if open_:

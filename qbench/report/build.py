@@ -104,8 +104,10 @@ class ReportContext:
 
 
 def build_report(source: Path, out_dir: Path | None = None,
-                 heatmap_axes: tuple[str, str] | None = None) -> ReportFiles:
-    """Build the charts, summary.md and report.html of a run or sweep directory."""
+                 heatmap_axes: tuple[str, str] | None = None, recompute: bool = False) -> ReportFiles:
+    """Build the charts, summary.md and report.html of a run or sweep directory. `recompute`: a run's
+    summary, diagnosis and notes computed again from its records (this qbench's judgement, the SLO
+    run.json holds now), not read from its summary.json."""
     if not source.is_dir():
         raise QbenchError(f"{source}: not a directory (expected reports/<run-id>/ or reports/<sweep-id>/)")
     out = out_dir or source
@@ -116,7 +118,7 @@ def build_report(source: Path, out_dir: Path | None = None,
     elif is_sweep_dir(source):
         context = sweep_context(read_sweep(source), out / "charts", heatmap_axes)
     else:
-        context = run_context(read_run(source), out / "charts")
+        context = run_context(read_run(source, recompute=recompute), out / "charts")
     return write_documents(context, out)
 
 

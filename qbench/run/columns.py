@@ -11,6 +11,7 @@
     cols.where(mask)              the same interface over the rows where `mask` is true (a view: row
                                   indices, each column read from its parent when asked)
     cols.ok(), cols.measured()    masks: outcome "ok"; outside the warm-up
+    Held(cols)                    the same, each label column and the measured mask kept once asked
 
 One record is one row, in the order the run wrote them: a figure computed from these arrays in that
 order is the figure computed from the records (numpy's sums and percentiles see the same values in the
@@ -149,8 +150,9 @@ class Columns:
         raise KeyError(f"{name}: no column computes it (ask for a stored field or {sorted(_DIFFS)})")
 
     @classmethod
-    def of(cls, records: Sequence[RequestRecord]) -> Columns:
-        return _FromRecords(records)
+    def of(cls, records: Sequence[RequestRecord] | Columns) -> Columns:
+        """The records as columns (columns already: themselves, so a function may take either)."""
+        return records if isinstance(records, Columns) else _FromRecords(records)
 
     @classmethod
     def read(cls, path: Path, keep: int = KEEP) -> Columns:
@@ -359,3 +361,31 @@ def column_stat(cols: Columns, name: str, mask: np.ndarray | None = None) -> np.
         values = values[mask]
     return _f(values[~np.isnan(values)])
 
+
+class Held(Columns):
+    """Columns with each label column and the measured mask kept once asked, for a caller that asks
+    for them again and again (the diagnosis: every request's outcome, error kind and endpoint for the
+    run, then for each endpoint, its steadiness, its phases): a view from disk keeps only a few columns,
+    so each ask would read and encode the strings again. 4 bytes a row kept per label column."""
+
+    def __init__(self, cols: Columns) -> None:
+        self.inner, self.n = cols, len(cols)
+        self._labels: dict[str, tuple[np.ndarray, list[str]]] = {}
+        self._measured: np.ndarray | None = None
+
+    def _column(self, name: str) -> np.ndarray:
+        return self.inner._column(name)
+
+    def floats(self, name: str) -> np.ndarray:
+        return self.inner.floats(name)
+
+    def labels(self, name: str) -> tuple[np.ndarray, list[str]]:
+        if name not in self._labels:
+            self._labels[name] = self.inner.labels(name)
+        codes, strings = self._labels[name]
+        return codes, list(strings)
+
+    def measured(self) -> np.ndarray:
+        if self._measured is None:
+            self._measured = self.inner.measured()
+        return self._measured

@@ -27,12 +27,13 @@ as `--show-inputs` prints them.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import orjson
 
+from qbench.run.columns import Columns, Held
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.scenario import Scenario
 
@@ -46,36 +47,58 @@ SHOWN_CHARS = 160  # of one input set, in a sentence
 HIDDEN = ("Error", "None", "", "the function raised (no detail shown)")  # Gradio without show_error
 
 
-def explain(records: Sequence[RequestRecord], scenario: Scenario | None = None,
+def explain(records: Columns | Sequence[RequestRecord], scenario: Scenario | None = None,
             server: dict[str, Any] | None = None) -> list[str]:
     """Sentences about the app's own errors and the events still running at the end, per endpoint.
     `server`: what discovery read (run.json's `server`: a Gradio app's /config says which inputs are
     the session's State)."""
     notes: list[str] = []
-    sent = [r for r in records if r.sent_at_s is not None and not r.warmup]
+    sent: Columns = Held(_sent(Held(Columns.of(records))))  # each endpoint's error kinds: the sent's, once
     split = split_sessions(sent, server)
+    lost = _lost_session(sent)
     if split:
         notes.append(split)
-        sent = [r for r in sent if not (_lost_session(r) or _missed_upload(r))]
-    elif any(_lost_session(r) for r in sent):
-        notes += _lost_sessions(sent)  # one server's: the app's errors, said once (not "the app raised")
-        sent = [r for r in sent if not _lost_session(r)]
+        sent = sent.where(~(lost | _missed_upload(sent)))
+    elif lost.any():
+        notes += _lost_sessions(sent, lost)  # one server's: the app's own errors (not "the app raised")
+        sent = sent.where(~lost)
     config = (server or {}).get("config")
-    for endpoint in sorted({r.endpoint for r in sent}):
-        mine = [r for r in sent if r.endpoint == endpoint]
+    codes, endpoints = sent.labels("endpoint")
+    for endpoint in sorted(endpoints):
+        mine = sent.where(codes == endpoints.index(endpoint))
         notes += _raised(endpoint, mine, scenario, _state_inputs(config, endpoint))
         notes += _still_running(endpoint, mine, scenario)
         notes += _cut_downloads(endpoint, mine)
     return notes
 
 
-def _lost_session(record: RequestRecord) -> bool:
-    return record.error_kind == "server_error" and "session not found" in (record.error_message or "")
+def _sent(cols: Columns) -> Columns:
+    """The measured requests that were sent."""
+    return cols.where(cols.measured() & ~np.isnan(cols.floats("sent_at_s")))
 
 
-def _missed_upload(record: RequestRecord) -> bool:
-    message = record.error_message or ""
-    return record.error_kind == "server_error" and any(m in message for m in MISSED_UPLOAD)
+def _kind(cols: Columns, kind: str) -> np.ndarray:
+    """Rows whose error kind is `kind`."""
+    codes, kinds = cols.labels("error_kind")
+    return codes == kinds.index(kind) if kind in kinds else np.zeros(len(cols), dtype=bool)
+
+
+def _message_is(cols: Columns, rows: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
+    """Rows among `rows` whose error message (None as '') passes `test`, tried once per distinct message."""
+    out = np.zeros(len(cols), dtype=bool)
+    if rows.any():
+        codes, messages = cols.where(rows).labels("error_message")
+        passed = np.array([test(m) for m in messages] + [test("")], dtype=bool)  # code -1 (None): the last
+        out[rows] = passed[codes]
+    return out
+
+
+def _lost_session(cols: Columns) -> np.ndarray:
+    return _message_is(cols, _kind(cols, "server_error"), lambda m: "session not found" in m)
+
+
+def _missed_upload(cols: Columns) -> np.ndarray:
+    return _message_is(cols, _kind(cols, "server_error"), lambda m: any(s in m for s in MISSED_UPLOAD))
 
 
 def front(server: dict[str, Any] | None) -> dict[str, str] | None:
@@ -94,7 +117,7 @@ def describe_front(found: dict[str, str]) -> str:
     return f"the balancer at {found['url']}" + (f" ({shown})" if shown else "")
 
 
-def split_sessions(records: Sequence[RequestRecord], server: dict[str, Any] | None = None,
+def split_sessions(records: Columns | Sequence[RequestRecord], server: dict[str, Any] | None = None,
                    short: bool = False) -> str:
     """'' unless a balancer stands in front of the app (`server`: run.json's, its `front`) and a
     session's requests reached different replicas: streams that found no session while fewer than
@@ -105,22 +128,23 @@ def split_sessions(records: Sequence[RequestRecord], server: dict[str, Any] | No
     found = front(server)
     if found is None:
         return ""
-    sent = [r for r in records if r.sent_at_s is not None and not r.warmup]
-    lost = [r for r in sent if _lost_session(r)]
+    sent = _sent(Columns.of(records))
+    lost = int(_lost_session(sent).sum())
     most = most_open(sent) if lost else 0
-    lost = lost if most < SESSIONS_KEPT else []
-    missed = [r for r in sent if _missed_upload(r)]
+    lost = lost if most < SESSIONS_KEPT else 0
+    missed = int(_missed_upload(sent).sum())
     if not lost and not missed:
         return ""
+    n = len(sent)
     where = describe_front(found)
     if short:
-        causes = ([f"{len(lost)}/{len(sent)} streams found no session: {SPLIT_SESSIONS}"] if lost else []) + (
-            [f"{len(missed)}/{len(sent)} requests' {SPLIT_UPLOADS}"] if missed else [])
+        causes = ([f"{lost}/{n} streams found no session: {SPLIT_SESSIONS}"] if lost else []) + (
+            [f"{missed}/{n} requests' {SPLIT_UPLOADS}"] if missed else [])
         return f"{'; '.join(causes)}: {where} keeps no session affinity"
-    causes = ([f"{len(lost)}/{len(sent)} requests' streams (/queue/data) found no session ('session not "
+    causes = ([f"{lost}/{n} requests' streams (/queue/data) found no session ('session not "
                f"found') while at most {most} requests were open, far below the {SESSIONS_KEPT} sessions "
                f"Gradio keeps: {SPLIT_SESSIONS}"] if lost else []) + (
-        [f"{len(missed)}/{len(sent)} requests' {SPLIT_UPLOADS} ('file ... was not uploaded to this "
+        [f"{missed}/{n} requests' {SPLIT_UPLOADS} ('file ... was not uploaded to this "
          "server': the replica that ran the event never received the file)"] if missed else [])
     return (f"{'; '.join(causes)}. {where[0].upper()}{where[1:]} does not keep a session on one replica "
             "(no session affinity): route every request of a session to one replica by its session_hash, "
@@ -132,36 +156,34 @@ def split_sessions(records: Sequence[RequestRecord], server: dict[str, Any] | No
             "replica")
 
 
-def _lost_sessions(records: Sequence[RequestRecord]) -> list[str]:
+def _lost_sessions(records: Columns, lost: np.ndarray) -> list[str]:
     """Streams that found no session on a server with no balancer in front: the app's own errors."""
-    lost = [r for r in records if _lost_session(r)]
-    if not lost:
+    if not lost.any():
         return []
-    return [f"{len(lost)}/{len(records)} requests' streams (/queue/data) found no session ('session not "
-            "found') on a server with no balancer in front of it: the app lost sessions it had accepted "
+    return [f"{int(lost.sum())}/{len(records)} requests' streams (/queue/data) found no session ('session "
+            "not found') on a server with no balancer in front of it: the app lost sessions it had accepted "
             "(it restarted, or dropped them); they count as the app's errors"]
 
 
-def most_open(records: Sequence[RequestRecord]) -> int:
-    """The most requests open (sent, not yet done) at once."""
-    edges = sorted([(r.sent_at_s or 0.0, 1) for r in records]
-                   + [(r.completed_at_s if r.completed_at_s is not None else float("inf"), -1)
-                      for r in records], key=lambda e: (e[0], e[1]))
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
+def most_open(records: Columns | Sequence[RequestRecord]) -> int:
+    """The most requests open (sent, not yet done) at once (at one instant, ends before sends)."""
+    cols = Columns.of(records)
+    completed = cols.floats("completed_at_s")
+    times = np.concatenate([np.nan_to_num(cols.floats("sent_at_s"), nan=0.0),
+                            np.where(np.isnan(completed), np.inf, completed)])
+    steps = np.concatenate([np.ones(len(cols), dtype=np.int64), np.full(len(cols), -1, dtype=np.int64)])
+    now = np.cumsum(steps[np.lexsort((steps, times))])
+    return max(int(now.max()), 0) if now.size else 0
 
 
-def _cut_downloads(endpoint: str, records: list[RequestRecord]) -> list[str]:
+def _cut_downloads(endpoint: str, records: Columns) -> list[str]:
     """Output files whose download ended short of its Content-Length: Gradio writes a cached output
     file again when another request makes the same one (the same inputs at once), under the reader."""
-    cut = [r for r in records if r.error_kind == "stream_broken" and "download" in (r.error_message or "")
-           and "content length" in (r.error_message or "").lower()]
+    cut = int(_message_is(records, _kind(records, "stream_broken"),
+                          lambda m: "download" in m and "content length" in m.lower()).sum())
     if not cut:
         return []
-    return [f"/{endpoint}: {len(cut)} output file download(s) ended short of their length: Gradio writes a "
+    return [f"/{endpoint}: {cut} output file download(s) ended short of their length: Gradio writes a "
             "cached output file again when another request makes the same one (the same inputs at the same "
             "time) while it is being read; more distinct inputs (payload.variants) make it rarer"]
 
@@ -177,15 +199,15 @@ def _state_inputs(config: Any, endpoint: str) -> int:
     return 0
 
 
-def _raised(endpoint: str, records: list[RequestRecord], scenario: Scenario | None,
-            states: int = 0) -> list[str]:
-    raised = [r for r in records if r.error_kind == "server_error"]
-    if not raised or len(raised) < MOST * len(records):
+def _raised(endpoint: str, records: Columns, scenario: Scenario | None, states: int = 0) -> list[str]:
+    raised = _kind(records, "server_error")
+    count = int(raised.sum())
+    if not count or count < MOST * len(records):
         return []
-    messages = Counter((r.error_message or "").strip() for r in raised)
-    message, _ = messages.most_common(1)[0]
-    head = f"/{endpoint}: the app raised on {len(raised)}/{len(records)} requests"
-    first = _first_input(scenario, endpoint, raised[0].request_id)
+    mine = records.where(raised)
+    message = _most_common_message(mine)
+    head = f"/{endpoint}: the app raised on {count}/{len(records)} requests"
+    first = _first_input(scenario, endpoint, int(mine.ints("request_id")[0]))
     shown = f"; the first input sent was {first}" if first else ""
     state = (f". It reads {states} gr.State input(s), which a new session sends empty: it may need an "
              "earlier event of the same session first (a journey, see docs/traffic-mixes-and-journeys.md)"
@@ -197,23 +219,35 @@ def _raised(endpoint: str, records: list[RequestRecord], scenario: Scenario | No
     return [f"{head}: {message[:300]}{shown}{state}"]
 
 
-def _still_running(endpoint: str, records: list[RequestRecord], scenario: Scenario | None) -> list[str]:
-    closed = [r for r in records if r.error_kind == "deadline" and r.completed_at_s is not None]
-    if not closed:
+def _most_common_message(records: Columns) -> str:
+    """The most common error message, stripped (None as ''); of equally common ones, the first seen."""
+    codes, messages = records.labels("error_message")
+    distinct, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    seen: dict[str, list[int]] = {}  # stripped message -> [count, first row]
+    for code, at, count in sorted(zip(distinct.tolist(), first.tolist(), counts.tolist(), strict=True),
+                                  key=lambda c: c[1]):
+        entry = seen.setdefault(("" if code < 0 else messages[code]).strip(), [0, at])
+        entry[0] += count
+    return max(seen, key=lambda m: seen[m][0])  # the first of the most common, in order of first sight
+
+
+def _still_running(endpoint: str, records: Columns, scenario: Scenario | None) -> list[str]:
+    closed = records.where(_kind(records, "deadline") & ~np.isnan(records.floats("completed_at_s")))
+    if not len(closed):
         return []
-    ages = sorted((r.completed_at_s or 0.0) - (r.sent_at_s or 0.0) for r in closed)
-    streaming = sum(r.outputs > 0 for r in closed)
+    ages = np.nan_to_num(closed.floats("completed_at_s")) - np.nan_to_num(closed.floats("sent_at_s"))
+    streaming = int((closed.ints("outputs") > 0).sum())
     timeout = scenario.load.timeout if scenario is not None else None
     within = f", within the {timeout:g} s timeout" if timeout is not None else ""
     outputs = f"; {streaming} had streamed outputs" if streaming else ""
     return [f"/{endpoint}: {len(closed)} event(s) still running at the end of the run, "
-            f"{_span(ages)} old{within}{outputs}: they take longer than the run, they did not time out "
-            "(a longer load.duration or load.drain lets them finish)"]
+            f"{_span(float(ages.min()), float(ages.max()))} old{within}{outputs}: they take longer than "
+            "the run, they did not time out (a longer load.duration or load.drain lets them finish)"]
 
 
-def _span(ages: list[float]) -> str:
-    same = f"{ages[0]:.1f}" == f"{ages[-1]:.1f}"
-    return f"{ages[0]:.1f} s" if same else f"{ages[0]:.1f} to {ages[-1]:.1f} s"
+def _span(first: float, last: float) -> str:
+    same = f"{first:.1f}" == f"{last:.1f}"
+    return f"{first:.1f} s" if same else f"{first:.1f} to {last:.1f} s"
 
 
 def _first_input(scenario: Scenario | None, endpoint: str, request_id: int) -> str:

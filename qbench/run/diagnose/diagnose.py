@@ -79,13 +79,14 @@ Findings, most specific first (each a sentence a user can act on):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
 
+from qbench.run.columns import Columns
 from qbench.run.diagnose.diagnose_phases import (
     MODEL_SHARE,
     Breakdown,
@@ -153,30 +154,32 @@ class _Context:
 
 
 def diagnose(
-    records: list[RequestRecord], summary: Summary, server: dict[str, Any] | None = None,
+    records: Columns | Sequence[RequestRecord], summary: Summary, server: dict[str, Any] | None = None,
     generator_warnings: list[str] | None = None, *, cpus: int | None = None, describe: bool = True,
 ) -> list[Finding]:
     """Findings for a run (see the module docstring); only the generator's, usage and phase findings
     when there are too few requests to judge. `cpus`: the server host's cores, when known
     (`host_cpus`); `describe`: add where the time went per endpoint (the phase findings)."""
+    cols = Columns.of(records)
     findings = [Finding("generator", w) for w in generator_warnings or []]
     usage = server_usage(server)
     if usage.text:
         findings.append(Finding("usage", usage.text))
-    phases = phase_medians(records)
+    phases = phase_medians(cols)
     described = phase_findings(phases) if describe else []
-    ok = [r for r in records if not r.warmup and r.sent_at_s is not None]
-    if records and all(r.warmup for r in records):
+    measured = cols.measured()
+    if len(cols) and not measured.any():
         return [*findings, Finding("warmup", (
-            f"nothing was measured: load.warmup covered all {len(records)} requests of the run, so no "
+            f"nothing was measured: load.warmup covered all {len(cols)} requests of the run, so no "
             "figure or limit can be judged; shorten load.warmup or lengthen the run"))]
-    load = _load(ok, [r for r in records if r.sent_at_s is not None])
+    sent = ~np.isnan(cols.floats("sent_at_s"))
+    load = _load(cols.where(measured & sent), cols.where(sent & ~np.isnan(cols.floats("started_at_s"))))
     if load is None:
         return findings + described
     one = len(phases) == 1
     split = breakdown(next(iter(phases.values()))) if one else None
-    ctx = _Context(summary, server, usage, cpus, closed_loop_users(records), split, steadiness(records),
-                   demand(records) if one else None)
+    ctx = _Context(summary, server, usage, cpus, closed_loop_users(cols), split, steadiness(cols),
+                   demand(cols) if one else None)
     limit = _limit(load, ctx)
     if any(f.kind == "generator" for f in limit):
         return findings + limit
@@ -376,24 +379,25 @@ def _headroom(load: _Load, ctx: _Context, waited: np.ndarray) -> Finding:
         f"median queue wait {_ms(queue_wait)}, of which {trip}; service {_ms(service)})"))
 
 
-def closed_loop_users(records: list[RequestRecord]) -> int | None:
+def closed_loop_users(records: Columns | Sequence[RequestRecord]) -> int | None:
     """The users of a closed loop (module docstring), None for an open loop: every user's requests
     were sent as planned, each once the previous one was done."""
-    by_user: dict[int, list[RequestRecord]] = {}
-    for r in records:
-        if r.sent_at_s is None:
-            continue
-        if r.intended_at_s != r.sent_at_s:
-            return None
-        by_user.setdefault(r.user_id, []).append(r)
-    if not by_user or max(len(rs) for rs in by_user.values()) < 2:
+    cols = Columns.of(records)
+    sent_all = cols.floats("sent_at_s")
+    rows = cols.where(~np.isnan(sent_all))
+    sent = rows.floats("sent_at_s")
+    if not sent.size or (rows.floats("intended_at_s") != sent).any():
         return None
-    for rs in by_user.values():
-        rs.sort(key=lambda r: r.sent_at_s or 0.0)
-        for before, after in zip(rs, rs[1:], strict=False):
-            if before.completed_at_s is None or (after.sent_at_s or 0.0) < before.completed_at_s:
-                return None
-    return len(by_user)
+    users = rows.ints("user_id")
+    order = np.lexsort((sent, users))  # by user, then send time; ties in the run's order (stable)
+    users, sent, completed = users[order], sent[order], rows.floats("completed_at_s")[order]
+    same = users[1:] == users[:-1]  # consecutive requests of one user
+    if not same.any():
+        return None  # no user sent twice
+    before, after = completed[:-1][same], sent[1:][same]
+    if np.isnan(before).any() or (after < before).any():
+        return None
+    return int(np.unique(users).size)
 
 
 def host_cpus(host: Mapping[str, Any] | None, target: str | None) -> int | None:
@@ -475,62 +479,84 @@ def _gpu_busy(start: Any, end: Any) -> list[float] | None:
     return busy
 
 
-def _load(records: list[RequestRecord], every: list[RequestRecord]) -> _Load | None:
-    """The load over the measured `records`; `every` sent record (warm-up included) for the round trip."""
-    sent = np.array([r.sent_at_s for r in records], dtype=np.float64)
-    started = np.array([np.nan if r.started_at_s is None else r.started_at_s for r in records])
-    completed = np.array([np.nan if r.completed_at_s is None else r.completed_at_s for r in records])
-    done = np.isfinite(started) & np.isfinite(completed)
+def _load(measured: Columns, begun: Columns) -> _Load | None:
+    """The load over the `measured` sent requests; every sent request that started (`begun`, warm-up
+    included) for the round trip. The row-aligned figures first, then each time column sorted for the
+    counts and let go (3.6 M rows: 29 MiB a column, a few at once)."""
+    sent, started = measured.floats("sent_at_s"), measured.floats("started_at_s")
+    completed = measured.floats("completed_at_s")
+    has_start, has_end = np.isfinite(started), np.isfinite(completed)
+    done = has_start & has_end
     if done.sum() < MIN_REQUESTS:
         return None
-    end = float(np.nanmax(completed)) if np.isfinite(completed).any() else float(sent.max())
+    end = float(np.nanmax(completed)) if has_end.any() else float(sent.max())
     grid = np.linspace(float(sent.min()), end, 400)
-    left_queue = np.where(np.isfinite(started), started, np.where(np.isfinite(completed), completed, np.inf))
-    finished = np.where(np.isfinite(completed), completed, np.inf)
-    waiting = _count_le(sent, grid) - _count_le(left_queue, grid)
-    has_start = np.isfinite(started)
-    running = _count_le(started[has_start], grid) - _count_le(finished[has_start], grid)
-    starts, ends = started[done], completed[done]
-    at_start = _count_le(started[has_start], starts) - _count_le(finished[has_start], starts)
     later = done & (sent >= float(np.median(sent)))  # the later half of the requests, by send time
     later = later if later.any() else done
     medians = (float(np.median((started - sent)[later])), float(np.median((completed - started)[later])))
-    late = [r for r, keep in zip(records, later, strict=True) if keep]
-    excess, trip, source = _round_trip(late, [r for r in every if r.started_at_s is not None])
-    ranks = [r.rank for r in late if r.rank is not None]
-    rank = float(np.median(ranks)) if ranks else None
-    return _Load(waiting, running, at_start, ends - starts, medians, excess, trip, source, rank)
+    service, starts = completed[done] - started[done], started[done]
+    waiting = np.searchsorted(np.sort(sent), grid, side="right")  # not in place: a cached column, maybe
+    del sent
+    left_queue = np.where(has_end, completed, np.inf)  # left the queue: started, else completed, else never
+    np.copyto(left_queue, started, where=has_start)
+    left_queue.sort()
+    waiting -= np.searchsorted(left_queue, grid, side="right")
+    del left_queue
+    finished = completed[has_start]
+    del completed
+    finished[np.isnan(finished)] = np.inf
+    finished.sort()
+    started = started[has_start]
+    started.sort()
+    running = _between(started, finished, grid)
+    at_start = _between(started, finished, starts)
+    del started, finished, starts
+    late = measured.where(later)
+    excess, trip, source = _round_trip(late, begun)
+    ranks = late.floats("rank")
+    ranks = ranks[~np.isnan(ranks)]
+    rank = float(np.median(ranks)) if ranks.size else None
+    return _Load(waiting, running, at_start, service, medians, excess, trip, source, rank)
 
 
-def _round_trip(later: list[RequestRecord], started: list[RequestRecord]) -> tuple[float, float, str]:
+def _round_trip(later: Columns, started: Columns) -> tuple[float, float, str]:
     """(excess queue wait, round trip, its source) for the later half (module docstring: round trip)."""
-    waits = np.array([_wait(r) for r in later])
-    own = [float(q) for r in later if (q := getattr(r, "server_queue_wait_s", None)) is not None]
-    if len(own) >= len(later) / 2:
+    waits = _wait(later)
+    own = later.floats("server_queue_wait_s")
+    own = own[~np.isnan(own)]
+    if own.size >= len(later) / 2:
         queue = float(np.median(own))
         return queue, max(float(np.median(waits)) - queue, 0.0), "server"
-    joined = [r for r in started if r.joined_at_s is not None]
-    if len(joined) >= len(started) / 2 and any(r.joined_at_s is not None for r in later):
-        delivery = min(_after_join(r) for r in joined)
-        mine = [r for r in later if r.joined_at_s is not None]
-        queue = float(np.median([_after_join(r) for r in mine])) - delivery
-        join = float(np.median([(r.joined_at_s or 0.0) - (r.sent_at_s or 0.0) for r in mine]))
+    joined_later = ~np.isnan(later.floats("joined_at_s"))
+    joined = ~np.isnan(started.floats("joined_at_s"))
+    if joined.sum() >= len(started) / 2 and joined_later.any():
+        delivery = float(_after_join(started)[joined].min())
+        mine = later.where(joined_later)
+        queue = float(np.median(_after_join(mine))) - delivery
+        join = float(np.median(np.nan_to_num(mine.floats("joined_at_s"))
+                               - np.nan_to_num(mine.floats("sent_at_s"))))
         return max(queue, 0.0), max(join, 0.0) + delivery, "join"
-    trip = min(_wait(r) for r in started)
+    trip = float(_wait(started).min())
     return max(float(np.median(waits)) - trip, 0.0), trip, "first"
 
 
-def _wait(r: RequestRecord) -> float:
-    return (r.started_at_s or 0.0) - (r.sent_at_s or 0.0)
+def _wait(cols: Columns) -> np.ndarray:
+    """Send -> process start (a missing time as 0, as the records' `or 0.0`)."""
+    started, sent = np.nan_to_num(cols.floats("started_at_s")), np.nan_to_num(cols.floats("sent_at_s"))
+    return np.asarray(started - sent, dtype=np.float64)
 
 
-def _after_join(r: RequestRecord) -> float:
+def _after_join(cols: Columns) -> np.ndarray:
     """Join acknowledged -> process_starts (0 when the start message overtook the join's answer)."""
-    return max((r.started_at_s or 0.0) - max(r.joined_at_s or 0.0, r.sent_at_s or 0.0), 0.0)
+    joined, sent = np.nan_to_num(cols.floats("joined_at_s")), np.nan_to_num(cols.floats("sent_at_s"))
+    since = np.where(sent > joined, sent, joined)  # max(joined, sent), as Python's max picks
+    after = np.nan_to_num(cols.floats("started_at_s")) - since
+    return np.where(after < 0.0, 0.0, after)
 
 
-def _count_le(times: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    return np.searchsorted(np.sort(times), grid, side="right")
+def _between(starts: np.ndarray, ends: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """At each time, how many started (sorted `starts`) and had not ended (sorted `ends`)."""
+    return np.searchsorted(starts, times, side="right") - np.searchsorted(ends, times, side="right")
 
 
 def _growth(load: _Load, k: float) -> float | None:

@@ -19,10 +19,12 @@ function's jobs:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from qbench.run.columns import Columns, Held
 from qbench.run.diagnose.diagnose import Finding, diagnose
 from qbench.run.records import RequestRecord
 from qbench.run.results.summary import Summary
@@ -33,20 +35,24 @@ GRID = 800
 ONCE = ("usage", "generator")  # findings about the whole server or the generator: said for the total only
 
 
-def diagnose_run(records: list[RequestRecord], summary: Summary, server: dict[str, Any] | None = None,
-                 generator_warnings: list[str] | None = None, *, cpus: int | None = None) -> list[Finding]:
+def diagnose_run(records: Columns | Sequence[RequestRecord], summary: Summary,
+                 server: dict[str, Any] | None = None, generator_warnings: list[str] | None = None, *,
+                 cpus: int | None = None) -> list[Finding]:
     """Findings for the run, then per endpoint of a mix (module docstring); `cpus`: the server host's
     cores when known (qbench.run.diagnose.diagnose.host_cpus)."""
-    findings = diagnose(records, summary, server, generator_warnings, cpus=cpus)
+    cols = Held(Columns.of(records))
+    findings = diagnose(cols, summary, server, generator_warnings, cpus=cpus)
     if not summary.endpoints:
         return findings
-    measured = [r for r in records if not r.warmup and r.sent_at_s is not None]
+    measured = cols.where(cols.measured() & ~np.isnan(cols.floats("sent_at_s")))
+    codes, labels = measured.labels("endpoint")
     groups = _groups(server)
     for label, sub in summary.endpoints.items():
-        mine = [r for r in measured if r.endpoint == label]
+        own = codes == (labels.index(label) if label in labels else -2)
+        mine = measured.where(own)
         behind = None
         if _waits(sub):
-            behind = _shared_group(label, summary, groups) or _starved(label, measured)
+            behind = _shared_group(label, summary, groups) or _starved(label, measured, codes, labels)
         idle = _idle_while_waiting(mine)
         for f in diagnose(mine, sub, _for_function(server, label), cpus=cpus, describe=False):
             if f.kind in ONCE or (behind is not None and f.kind == "headroom"):
@@ -126,21 +132,22 @@ def _busy_s(sub: Summary) -> float:
     return (service.mean or 0.0) * service.count
 
 
-def _starved(label: str, records: list[RequestRecord]) -> Finding | None:
-    """The endpoint waited with none of its own jobs running while another's ran (module docstring)."""
-    mine = [r for r in records if r.endpoint == label]
-    if len(mine) < 20:
+def _starved(label: str, measured: Columns, codes: np.ndarray, labels: list[str]) -> Finding | None:
+    """The endpoint waited with none of its own jobs running while another's ran (module docstring).
+    `codes`, `labels`: the endpoint of each of the `measured` requests (Columns.labels)."""
+    own = codes == labels.index(label) if label in labels else np.zeros(len(measured), dtype=bool)
+    if own.sum() < 20:
         return None
-    start = min(r.sent_at_s or 0.0 for r in records)
-    end = max(r.completed_at_s or r.sent_at_s or 0.0 for r in records)
+    start = float(np.nan_to_num(measured.floats("sent_at_s")).min())
+    end = float(_last(measured).max())
     grid = np.linspace(start, end, GRID)
-    waiting, running = _counts(mine, grid)
+    waiting, running = _counts(measured.where(own), grid)
     starved = (waiting > 0) & (running == 0)
     if not waiting.any() or starved.sum() < STARVED_SHARE * (waiting > 0).sum():
         return None
     best, busiest = None, 0.0
-    for other in sorted({r.endpoint for r in records} - {label}):
-        _, theirs = _counts([r for r in records if r.endpoint == other], grid)
+    for other in sorted(set(labels) - {label}):
+        _, theirs = _counts(measured.where(codes == labels.index(other)), grid)
         share = float((theirs[starved] > 0).mean())
         if share > busiest:
             best, busiest = other, share
@@ -155,27 +162,39 @@ def _starved(label: str, records: list[RequestRecord]) -> Finding | None:
         "its own concurrency_id"))
 
 
-def _idle_while_waiting(records: list[RequestRecord]) -> bool:
+def _idle_while_waiting(records: Columns) -> bool:
     """Most of the time the endpoint's requests waited, none of its own jobs ran: its own limit (the
     subject of queue_limit / model_bound) was not what held them."""
-    sent = [r.sent_at_s for r in records if r.sent_at_s is not None]
-    if not sent:
+    sent = records.floats("sent_at_s")
+    if not (~np.isnan(sent)).any():
         return False
-    grid = np.linspace(min(sent), max(r.completed_at_s or r.sent_at_s or 0.0 for r in records), GRID)
+    grid = np.linspace(float(np.nanmin(sent)), float(_last(records).max()), GRID)
     waiting, running = _counts(records, grid)
     waited = waiting > 0
     return bool(waited.any() and (running[waited] == 0).mean() > 0.5)
 
 
-def _counts(records: list[RequestRecord], grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _or(value: np.ndarray, other: np.ndarray | float) -> np.ndarray:
+    """Python's `value or other` for each value: `other` where the value is None (NaN) or 0."""
+    return np.where(np.isnan(value) | (value == 0), other, value)
+
+
+def _last(records: Columns) -> np.ndarray:
+    """Each request's last time: completed, else sent, else 0 (the records' `completed or sent or 0`)."""
+    return _or(records.floats("completed_at_s"), _or(records.floats("sent_at_s"), 0.0))
+
+
+def _counts(records: Columns, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Requests waiting (sent, not started) and running (started, not completed) at each grid time."""
-    inf = np.inf
-    sent = np.sort([r.sent_at_s for r in records if r.sent_at_s is not None])
-    started = np.sort([r.started_at_s if r.started_at_s is not None else (r.completed_at_s or inf)
-                       for r in records if r.sent_at_s is not None])
-    has_start = [r for r in records if r.started_at_s is not None]
-    starts = np.sort([r.started_at_s for r in has_start])
-    ends = np.sort([r.completed_at_s if r.completed_at_s is not None else inf for r in has_start])
+    sent_all, started_all = records.floats("sent_at_s"), records.floats("started_at_s")
+    completed_all = records.floats("completed_at_s")
+    is_sent = ~np.isnan(sent_all)
+    sent = np.sort(sent_all[is_sent])
+    left = np.where(np.isnan(started_all), _or(completed_all, np.inf), started_all)
+    started = np.sort(left[is_sent])
+    has_start = ~np.isnan(started_all)
+    starts = np.sort(started_all[has_start])
+    ends = np.sort(np.where(np.isnan(completed_all), np.inf, completed_all)[has_start])
 
     def le(times: np.ndarray) -> np.ndarray:
         return np.searchsorted(times, grid, side="right")

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qbench.run.columns import Columns
 from qbench.run.diagnose.finding import Finding
 from qbench.run.records import RequestRecord
 
@@ -134,59 +135,76 @@ class Demand:
         return None if self.device_s is None else self.device_s * 1000
 
 
-def demand(records: Iterable[RequestRecord]) -> Demand | None:
+def demand(records: Columns | Iterable[RequestRecord]) -> Demand | None:
     """The mean demand per request on the device and on the server's host (Demand); None when no
     measured ok record carries the server's phases. Without a forward phase (a Gradio app's trace) the
     function is the model: its time is neither the host's per-request work nor a known device's."""
-    device: list[float] = []
-    host: list[float] = []
-    for r in records:
-        if r.warmup or not r.ok or r.server_total_s is None and r.server_fn_s is None:
-            continue
-        size = r.server_batch_size or 1
-        own = sum(v or 0.0 for v in (r.server_upload_s, r.server_prepare_s, r.server_preprocess_s,
-                                     r.server_postprocess_s, r.server_streaming_diff_s))
-        if r.server_forward_s is not None:
-            on_device = r.server_forward_s + (r.server_h2d_s or 0.0)
-            around = (r.server_fn_s - on_device if r.server_fn_s is not None
-                      else r.server_batch_prepare_s or 0.0)
-            device.append(on_device / size)
-            own += max(around, 0.0) / size
-        host.append(own)
-    if not host:
+    cols = _columns(records)
+    phased = ~np.isnan(cols.floats("server_total_s")) | ~np.isnan(cols.floats("server_fn_s"))
+    mine = cols.where(cols.measured() & cols.ok() & phased)
+    if not len(mine):
         return None
-    return Demand(float(np.mean(device)) if len(device) == len(host) else None, float(np.mean(host)),
-                  len(host))
+    size = np.nan_to_num(mine.floats("server_batch_size"))
+    size = np.where(size == 0, 1.0, size)  # `or 1`: none and 0 alike
+    own = np.zeros(len(mine))
+    for name in ("server_upload_s", "server_prepare_s", "server_preprocess_s", "server_postprocess_s",
+                 "server_streaming_diff_s"):
+        own = own + np.nan_to_num(mine.floats(name))
+    forward = mine.floats("server_forward_s")
+    has_forward = ~np.isnan(forward)
+    on_device = forward + np.nan_to_num(mine.floats("server_h2d_s"))
+    fn = mine.floats("server_fn_s")
+    around = np.where(np.isnan(fn), np.nan_to_num(mine.floats("server_batch_prepare_s")), fn - on_device)
+    host = np.where(has_forward, own + _floor0(around) / size, own)
+    device = on_device[has_forward] / size[has_forward]
+    return Demand(float(np.mean(device)) if device.size == host.size else None, float(np.mean(host)),
+                  int(host.size))
 
 
-def phase_medians(records: Iterable[RequestRecord]) -> dict[str, dict[str, float]]:
+def phase_medians(records: Columns | Iterable[RequestRecord]) -> dict[str, dict[str, float]]:
     """Per endpoint, the median of each server phase the measured ok records carry (ms; batch_size as
-    a count); endpoints whose records carry none are left out (module docstring)."""
-    values: dict[str, dict[str, list[float]]] = {}
-    for r in records:
-        if r.warmup or not r.ok:
-            continue
-        phases = {name: getattr(r, attr, None) for name, attr in FIELDS.items()}
-        present = {name: float(v) for name, v in phases.items() if v is not None}
-        if not present:
-            continue
-        client = _client_only(r, present)
-        if client is not None:
-            present["client_only"] = client
-        mine = values.setdefault(r.endpoint, {})
-        for name, v in present.items():
-            mine.setdefault(name, []).append(v if name == "batch_size" else v * 1000.0)
-    return {endpoint: {name: float(np.median(v)) for name, v in phases.items()}
-            for endpoint, phases in values.items()}
+    a count); endpoints whose records carry none are left out (module docstring). Endpoints in the order
+    of their first such record, the phases of each in the order they first show."""
+    cols = _columns(records)
+    kept = cols.measured() & cols.ok()
+    carries = np.zeros(len(cols), dtype=bool)
+    for field in FIELDS.values():  # one column at a time: a run without phases reads no more
+        carries |= ~np.isnan(cols.floats(field))
+    mine = cols.where(kept & carries)
+    if not len(mine):
+        return {}
+    codes, endpoints = mine.labels("endpoint")
+    found: dict[int, list[tuple[int, int, str, float]]] = {}  # endpoint -> (first row, rank, phase, median)
+    names = [*FIELDS, "client_only"]
+    for rank, name in enumerate(names):
+        values = _client_only(mine) if name == "client_only" else mine.floats(FIELDS[name])
+        present = ~np.isnan(values)
+        for code in np.unique(codes[present]):
+            rows = present & (codes == code)
+            scaled = values[rows] if name == "batch_size" else values[rows] * 1000.0
+            found.setdefault(int(code), []).append(
+                (int(np.argmax(rows)), rank, name, float(np.median(scaled))))
+    firsts = {code: int(np.argmax(codes == code)) for code in found}
+    return {endpoints[code]: {name: median for _, _, name, median in sorted(found[code])}
+            for code in sorted(found, key=firsts.__getitem__)}
 
 
-def _client_only(r: RequestRecord, phases: Mapping[str, float]) -> float | None:
-    """Send -> result, less what the server accounts for (s); None without its total and queue wait."""
-    end = r.result_at_s if r.result_at_s is not None else r.completed_at_s
-    if "total" not in phases or "queue_wait" not in phases or end is None or r.sent_at_s is None:
-        return None
-    server = phases["total"] + phases["queue_wait"] + phases.get("upload", 0.0)
-    return max(end - r.sent_at_s - server, 0.0)
+def _client_only(cols: Columns) -> np.ndarray:
+    """Send -> result, less what the server accounts for (s); NaN without its total and queue wait."""
+    result = cols.floats("result_at_s")
+    end = np.where(np.isnan(result), cols.floats("completed_at_s"), result)
+    server = (cols.floats(FIELDS["total"]) + cols.floats(FIELDS["queue_wait"])
+              + np.nan_to_num(cols.floats(FIELDS["upload"])))
+    return _floor0(end - cols.floats("sent_at_s") - server)
+
+
+def _floor0(values: np.ndarray) -> np.ndarray:
+    """Python's max(v, 0.0) for each value: v unless 0.0 > v (NaN stays NaN)."""
+    return np.where(values < 0.0, 0.0, values)
+
+
+def _columns(records: Columns | Iterable[RequestRecord]) -> Columns:
+    return Columns.of(records if isinstance(records, Columns) else list(records))
 
 
 def breakdown(phases: Mapping[str, float]) -> Breakdown | None:

@@ -19,7 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from qbench.run.records import RequestRecord, iter_measured
+import numpy as np
+
+from qbench.run.columns import Columns, Held, column_stat
+from qbench.run.records import RequestRecord
 from qbench.run.results.summary import Stats
 
 MIN_SIDE = 5  # ok requests each side needs for a ratio
@@ -75,14 +78,17 @@ class Alongside:
                 f"p95 x{self.p95_ratio:.2f}")
 
 
-def alongside(records: Sequence[RequestRecord], starts: Mapping[str, float],
+def alongside(records: Columns | Sequence[RequestRecord], starts: Mapping[str, float],
               end_s: float | None = None) -> list[Alongside]:
     """Per entry that starts later (`starts`: label -> start, s), every endpoint that started before it,
     before and after. `end_s`: the end of the sending window (default: the last intended send)."""
-    measured = [r for r in iter_measured(records) if r.ok and r.latency_s is not None]
-    if not measured:
+    cols = Held(Columns.of(records))
+    measured = cols.where(cols.measured() & cols.ok() & ~np.isnan(cols.floats("latency_s")))
+    if not len(measured):
         return []
-    end = end_s if end_s is not None else max(r.intended_at_s for r in measured)
+    intended = measured.floats("intended_at_s")
+    end = end_s if end_s is not None else float(intended.max())
+    codes, labels = measured.labels("endpoint")
     out: list[Alongside] = []
     for joined, at in sorted(starts.items(), key=lambda kv: kv[1]):
         if at <= 0:
@@ -90,19 +96,27 @@ def alongside(records: Sequence[RequestRecord], starts: Mapping[str, float],
         for label, own in sorted(starts.items(), key=lambda kv: kv[1]):
             if own >= at:
                 continue
-            mine = [r for r in measured if r.endpoint == label]
-            begin = max(own, min((r.intended_at_s for r in mine), default=own))  # after the warm-up
-            before = _side([r for r in mine if r.intended_at_s < at], at - begin)
-            after = _side([r for r in mine if r.intended_at_s >= at], max(end - at, 0.0))
+            mine = codes == (labels.index(label) if label in labels else -2)
+            begin = max(own, float(intended[mine].min()) if mine.any() else own)  # after the warm-up
+            before = _side(measured.where(mine & (intended < at)), at - begin)
+            after = _side(measured.where(mine & (intended >= at)), max(end - at, 0.0))
             out.append(_compare(label, joined, at, before, after))
     return out
 
 
-def _side(records: Sequence[RequestRecord], window_s: float) -> Side:
-    latency = [r.latency_s for r in records if r.latency_s is not None]
-    service = [r.service_s for r in records if r.service_s is not None]
-    return Side(len(records), window_s, len(records) / window_s if window_s > 0 else 0.0,
-                Stats.of(latency), Stats.of(service))
+def _side(records: Columns, window_s: float) -> Side:
+    n = len(records)
+    return Side(n, window_s, n / window_s if window_s > 0 else 0.0,
+                _stats(column_stat(records, "latency_s")), _stats(column_stat(records, "service_s")))
+
+
+def _stats(values: np.ndarray) -> Stats:
+    """Stats.of over an array (the same figures: numpy over the same values in the same order)."""
+    if not values.size:
+        return Stats()
+    p50, p90, p95, p99 = (float(x) for x in np.percentile(values, [50, 90, 95, 99]))
+    return Stats(count=int(values.size), mean=float(values.mean()), min=float(values.min()), p50=p50,
+                 p90=p90, p95=p95, p99=p99, max=float(values.max()))
 
 
 def _compare(label: str, joined: str, at: float, before: Side, after: Side) -> Alongside:

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord
 
 BLOCKS = 10
@@ -143,29 +144,31 @@ class Steadiness:
         return cls(**kept)
 
 
-def _left_at(record: RequestRecord) -> float:
-    """When the request left the server's backlog (inf: it never did inside the run)."""
-    if record.completed_at_s is None or record.error_kind in UNFINISHED:
-        return math.inf
-    return record.completed_at_s
+def _left_at(cols: Columns) -> np.ndarray:
+    """When each request left the server's backlog (inf: it never did inside the run)."""
+    completed = cols.floats("completed_at_s")
+    codes, kinds = cols.labels("error_kind")
+    gone = np.isin(codes, [i for i, kind in enumerate(kinds) if kind in UNFINISHED])
+    return np.where(np.isnan(completed) | gone, math.inf, completed)
 
 
-def steadiness(records: Sequence[RequestRecord], margin: float = 0.025, z: float = Z,
+def steadiness(records: Columns | Sequence[RequestRecord], margin: float = 0.025, z: float = Z,
                bound_s: float | None = None) -> Steadiness | None:
     """Steady-state test over the measured window (see the module docstring); None with too few
     measured requests to judge. `bound_s`: the SLO's latency or queue-wait bound, against which a slow
     but certain drift is weighed (None: only an overload of `margin` counts)."""
-    sent = [r for r in records if r.sent_at_s is not None]
-    measured = [r for r in sent if not r.warmup]
+    cols = Columns.of(records)
+    sent = cols.where(~np.isnan(cols.floats("sent_at_s")))
+    measured = sent.where(sent.measured())
     if len(measured) < MIN_REQUESTS:
         return None
-    measured_sends = [float(r.sent_at_s) for r in measured if r.sent_at_s is not None]
-    t0, t1 = min(measured_sends), max(measured_sends)
+    measured_sends = measured.floats("sent_at_s")
+    t0, t1 = float(measured_sends.min()), float(measured_sends.max())
     window = t1 - t0
     if window <= 0:
         return None
-    sends = np.sort(np.array([r.sent_at_s for r in sent], dtype=np.float64))
-    lefts = np.sort(np.array([_left_at(r) for r in sent], dtype=np.float64))
+    sends = np.sort(sent.floats("sent_at_s"))
+    lefts = np.sort(_left_at(sent))
     arrivals = int(np.count_nonzero((sends >= t0) & (sends <= t1)))
     completions = int(np.count_nonzero((lefts >= t0) & (lefts <= t1)))
     grid = np.linspace(t0, t1, 20 * BLOCKS)
@@ -208,21 +211,20 @@ def drift_text(wait_s_per_s: float, bound_s: float) -> str:
     return f"certainly growing: +{bound_s:g} s of queue wait (the SLO's bound) every {when}"
 
 
-def _wait_trend(measured: Sequence[RequestRecord]) -> tuple[Trend | None, str]:
-    end = max((r.completed_at_s or 0.0) for r in measured)
-    has_start = sum(r.started_at_s is not None for r in measured) >= len(measured) // 2
-    times, waits = [], []
-    for r in measured:
-        sent = r.sent_at_s
-        assert sent is not None
-        if has_start:
-            begun = r.started_at_s if r.started_at_s is not None and r.ok else None
-            waits.append((begun if begun is not None else max(end, sent)) - sent)
-        else:
-            done = r.completed_at_s if r.ok and r.completed_at_s is not None else max(end, sent)
-            waits.append(done - r.intended_at_s)
-        times.append(sent)
-    return trend(times, waits), "queue wait" if has_start else "latency"
+def _wait_trend(measured: Columns) -> tuple[Trend | None, str]:
+    """The queue wait (or the latency, where under half the requests have a start event) against the
+    send time; a request that never started (or failed) waits until the end of the run."""
+    sent, ok = measured.floats("sent_at_s"), measured.ok()
+    end = float(np.nan_to_num(measured.floats("completed_at_s"), nan=0.0).max())
+    started = measured.floats("started_at_s")
+    has_start = int(np.count_nonzero(~np.isnan(started))) >= len(measured) // 2
+    if has_start:
+        waits = np.where(~np.isnan(started) & ok, started, np.maximum(end, sent)) - sent
+    else:
+        completed = measured.floats("completed_at_s")
+        done = np.where(ok & ~np.isnan(completed), completed, np.maximum(end, sent))
+        waits = done - measured.floats("intended_at_s")
+    return trend(sent, waits), "queue wait" if has_start else "latency"
 
 
 def probe_seconds(rate_rps: float, tolerance: float, z: float = Z) -> float:

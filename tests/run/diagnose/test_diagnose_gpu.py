@@ -41,8 +41,12 @@ def test_a_real_gpu_run_names_per_request_work(name: str, gpu: str, rate: str) -
 
 
 def test_the_report_of_a_real_gpu_run_says_so(tmp_path: Path) -> None:
+    """The report shows what the run's summary.json says (what qbench said that day); `--recompute`
+    judges the records again with today's qbench."""
     run = shutil.copytree(FIXTURES / "image-b32-cl1-bf16", tmp_path / "run")
-    markdown = build_report(run).markdown.read_text()
+    that_day = build_report(run, tmp_path / "stored").markdown.read_text()
+    assert "per_request_work" not in that_day and ("queue_limit" in that_day or "headroom" in that_day)
+    markdown = build_report(run, tmp_path / "again", recompute=True).markdown.read_text()
     assert "per_request_work: at its limit for 128 users" in markdown
     assert "headroom" not in markdown and "queue_limit" not in markdown
 
@@ -54,3 +58,14 @@ def test_without_the_hosts_cores_the_process_is_named_in_cores_used() -> None:
     server = json.loads((run / "run.json").read_text())["server"]
     usage, finding = diagnose(records, summarize(records, None), server)
     assert finding.kind == "per_request_work" and "the server process used 134% of a core" in finding.message
+
+
+def test_report_recompute_on_the_command_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from qbench.cli import app
+
+    run = shutil.copytree(FIXTURES / "image-b32-cl1-bf16", tmp_path / "run")
+    out = CliRunner().invoke(app, ["report", str(run), "--out", str(tmp_path / "r"), "--recompute"])
+    assert out.exit_code == 0, out.output
+    assert "per_request_work: at its limit for 128 users" in out.output

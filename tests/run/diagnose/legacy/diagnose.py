@@ -1,0 +1,577 @@
+"""Where was the limit? Records (+ the server's settings, usage and phases when it reports them) -> findings.
+
+From the records alone, over the measured window (warm-up excluded):
+
+    waiting(t)   requests sent but not started (the queue, as the client saw it)
+    running(t)   requests started (process_starts) but not completed
+    round trip   what a request pays with no queue: the protocol (upload, join, the start message's
+                 delivery). The excess queue wait is the later half's median wait beyond it, from the
+                 best evidence the records carry:
+                   server     the server's own queue wait (`server_queue_wait_s`, Gradio's trace): the
+                              queue itself, no protocol in it
+                   join       else per request from the join's acknowledgement (the server cannot queue
+                              a request before it has it: the upload and POST /queue/join before it are
+                              protocol), less the start message's delivery measured unloaded: the
+                              shortest join -> start of the run, warm-up included (the first requests
+                              meet an empty queue)
+                   first      else (no join event) the shortest wait of the run, warm-up included
+                 Never a percentile of the loaded wait: under a closed loop of many users every
+                 request waits, and any percentile of the wait is the queue itself.
+    closed loop  every user's requests went one after another (each sent once the previous one was
+                 done, intended == sent): the offered load follows the server, so "it kept up" is no
+                 evidence; the question is whether this many users fill it
+    saturated    open loop: the run did not keep up (qbench.run.results.steady: backlog or queue wait trending
+                 up), or the later half of the requests (by send time: a ramp saturates at its end)
+                 waited beyond the round trip longer than they took to serve and at least `MIN_WAIT_S`;
+                 closed loop: they waited beyond the round trip at least `CLOSED_WAIT_SHARE` of their
+                 service and `MIN_WAIT_S`: the server is at its limit for this many users
+    K            the effective concurrency: the 95th percentile of running(t) while requests waited
+    growth       median service time of requests that started with about K running, over that of
+                 requests that started with at most K/2 running (the first ones, if K is 1)
+
+Findings, most specific first (each a sentence a user can act on):
+
+    generator    the load generator lagged (its own send lag / loop lag / CPU; see run_console.py); and, in
+                 place of any finding about the server, when the run looked saturated while the
+                 generator's event loop or sends lagged by at least half the excess queue wait: the
+                 client saw its own lag as a queue (`GEN_LAG_SHARE`)
+    usage        the server's CPU (all threads, and its event loop's thread) and GPU busy share over
+                 the run, when it reports them (the reference server's /status at start and end)
+    server_cpu   saturated while the server's event loop kept a core busy, >= 50% of a core and >= 80%
+                 of the server's CPU (a shared host gives it no more than its share of a core; and the
+                 GPU, if any, was mostly idle): request handling in one Python thread is the limit
+    device / per_request_work
+                 saturated, and one of the server's two resources was busy: the device (the GPU, or the
+                 reference server's accelerator) or the server's own host work for each request. Each
+                 one's busy share is the utilisation law U = X x D (X the run's throughput, D what one
+                 request asked of it: qbench.run.diagnose.diagnose_phases.demand, from the server's
+                 phases: the forward pass and copy per request for the device, the upload, decode,
+                 pre/postprocess and the function around the forward pass for the host), or measured:
+                 the GPU's busy share from NVML, the server process's CPU in cores (its /status; the
+                 larger of the two host figures is taken). A resource is the limit when it was busy at
+                 least `BUSY` of the run AND busier than the other: `device` says the device is the
+                 limit (faster device, smaller model or larger batches help, not more concurrency or
+                 faster request handling); `per_request_work` that the server's per-request work is
+                 (decoding, preprocessing, uploads, messaging in one Python process: more concurrency
+                 or batching will not help). Below `BUSY` neither is saturated: a resource that runs
+                 alone, one request at a time, shares the time with the other (at concurrency 1, a
+                 device and a host each half busy), so the queue's limit is what holds (queue_limit /
+                 model_bound below). Without a device figure (a Gradio app's trace, no GPU), the
+                 per-request work is the limit when the function is under a third of the service
+                 (diagnose_phases.MODEL_SHARE) and the host's work kept it busy at least `BUSY`.
+                 Either replaces idle_slots, model_bound and queue_limit
+    idle_slots   requests waited while fewer slots ran than the server is configured for (its /status
+                 reports them): another limit holds them (max_threads, a shared concurrency_id...)
+    model_bound  saturated and service time grows with concurrency (growth >= 1.5): the model or the
+                 server's CPU is the limit; more concurrency adds latency, not throughput
+    queue_limit  saturated and service time barely grows (< 1.5): the queue's limit of K caps
+                 throughput at about K / service time; raise concurrency_limit or batch
+    server_cpu   also when saturated while on average under half a request ran (an instant function):
+                 the requests waited in request handling, not for the function
+    headroom     not saturated: open loop, the server kept up with the offered load; closed loop, it was
+                 not at its limit for this many users
+    warmup       every request fell in the warm-up window: nothing was measured (and nothing else said)
+    work_share, phase_share, client_only
+                 where the time went inside the server, per endpoint, whatever the load
+                 (qbench.run.diagnose.diagnose_phases.phase_findings), when records carry the server's phases;
+                 work_share is left out where per_request_work says the same as the limit
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from qbench.run.diagnose.finding import Finding
+from qbench.run.records import RequestRecord
+from qbench.run.results.summary import Summary
+from tests.run.diagnose.legacy.diagnose_phases import (
+    MODEL_SHARE,
+    Breakdown,
+    Demand,
+    breakdown,
+    demand,
+    phase_findings,
+    phase_medians,
+)
+from tests.run.diagnose.legacy.steady import Steadiness, steadiness
+
+__all__ = ["Finding", "Usage", "configured_slots", "diagnose", "generator_lag", "host_cpus", "server_usage"]
+
+GROWTH_MODEL_BOUND = 1.5
+MIN_REQUESTS = 20
+MIN_GROUP = 20  # requests in each group compared for growth
+LOOP_BUSY = 0.5  # share of a core that counts as an event loop at its limit (on a shared host)...
+LOOP_SHARE = 0.8  # ... when it also did this share of the server's CPU (not a thread pool's work)
+GEN_LAG_SHARE = 0.5  # the generator's lag, as a share of the excess queue wait, that explains the wait
+GEN_LAG_MIN_S = 0.02  # below this the generator's lag explains no queue
+MIN_WAIT_S = 0.005  # an excess queue wait below this is the protocol's, not a queue
+MIN_RUNNING = 0.5  # fewer running on average while requests waited: they did not wait for the function
+CLOSED_WAIT_SHARE = 0.1  # closed loop: an excess wait beyond this share of the service is a queue
+BUSY = 0.75  # a resource busy this share of the run is saturated (two that alternate: 0.5 each at most)
+HELP_PER_REQUEST = (
+    "decode and preprocess in worker processes or on the GPU, run several server processes behind one "
+    "address, keep uploads in memory, or send smaller inputs")
+ROUND_TRIP_HOW = {
+    "server": "the rest is the server's own queue wait",
+    "join": "upload, join and the start message",
+    "first": "the shortest wait of the run",
+}
+
+
+@dataclass(frozen=True)
+class _Load:
+    """waiting/running counts at each request's start, and over the time grid."""
+
+    waiting: np.ndarray  # per grid time
+    running: np.ndarray  # per grid time
+    running_at_start: np.ndarray  # per started request, including itself
+    service: np.ndarray  # per started and completed request, aligned with running_at_start
+    later_medians: tuple[float, float]  # median queue wait and service, later half of the requests
+    excess: float  # the later half's median queue wait beyond the round trip (module docstring)
+    round_trip: float  # what a request paid with no queue (median, later half)
+    source: str  # where the round trip came from: server | join | first
+    rank: float | None  # the later half's median rank in the server's queue (first estimation)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What the limit rules read, besides the load."""
+
+    summary: Summary
+    server: dict[str, Any] | None
+    usage: Usage
+    cpus: int | None
+    users: int | None  # closed loop: its users; None for an open loop
+    split: Breakdown | None  # the endpoint's service split by the server's phases, when carried
+    steady: Steadiness | None
+    demand: Demand | None = None  # what a request asked of the device and the host (one endpoint's phases)
+
+
+def diagnose(
+    records: list[RequestRecord], summary: Summary, server: dict[str, Any] | None = None,
+    generator_warnings: list[str] | None = None, *, cpus: int | None = None, describe: bool = True,
+) -> list[Finding]:
+    """Findings for a run (see the module docstring); only the generator's, usage and phase findings
+    when there are too few requests to judge. `cpus`: the server host's cores, when known
+    (`host_cpus`); `describe`: add where the time went per endpoint (the phase findings)."""
+    findings = [Finding("generator", w) for w in generator_warnings or []]
+    usage = server_usage(server)
+    if usage.text:
+        findings.append(Finding("usage", usage.text))
+    phases = phase_medians(records)
+    described = phase_findings(phases) if describe else []
+    ok = [r for r in records if not r.warmup and r.sent_at_s is not None]
+    if records and all(r.warmup for r in records):
+        return [*findings, Finding("warmup", (
+            f"nothing was measured: load.warmup covered all {len(records)} requests of the run, so no "
+            "figure or limit can be judged; shorten load.warmup or lengthen the run"))]
+    load = _load(ok, [r for r in records if r.sent_at_s is not None])
+    if load is None:
+        return findings + described
+    one = len(phases) == 1
+    split = breakdown(next(iter(phases.values()))) if one else None
+    ctx = _Context(summary, server, usage, cpus, closed_loop_users(records), split, steadiness(records),
+                   demand(records) if one else None)
+    limit = _limit(load, ctx)
+    if any(f.kind == "generator" for f in limit):
+        return findings + limit
+    said = {"work_share"} if any(f.kind in ("per_request_work", "device") for f in limit) else set()
+    return findings + limit + [f for f in described if f.kind not in said]
+
+
+def _saturated(load: _Load, ctx: _Context) -> bool:
+    service = load.later_medians[1]
+    if ctx.users is not None:
+        return load.excess > max(MIN_WAIT_S, CLOSED_WAIT_SHARE * service)
+    behind = ctx.steady is not None and not ctx.steady.steady
+    return behind or load.excess > max(service, MIN_WAIT_S)
+
+
+def _limit(load: _Load, ctx: _Context) -> list[Finding]:
+    """The finding(s) about the server's limit (module docstring), most specific first."""
+    waited = load.waiting > 0
+    queue_wait, service = load.later_medians
+    saturated = _saturated(load, ctx)
+    lag = generator_lag(ctx.summary)
+    if saturated and lag is not None and lag >= max(GEN_LAG_MIN_S, GEN_LAG_SHARE * load.excess):
+        return [Finding("generator", (
+            f"the load generator lagged (event loop or sends up to {_ms(lag)}, p99) about as long as the "
+            f"requests waited (later half: median queue wait {_ms(queue_wait)}): its timings show its own "
+            "lag, not the server's limit; split the load (--processes), lower the rate, or use a quieter "
+            "machine"))]
+    if not saturated:
+        return [_headroom(load, ctx, waited)]
+    at = _at_limit(load, ctx)
+    if (float(load.running[waited].mean()) if waited.any() else 0.0) < MIN_RUNNING:
+        behind = ctx.steady is not None and not ctx.steady.steady and ctx.users is None
+        why = f" ({ctx.steady.verdict})" if behind and ctx.steady is not None else ""
+        return [Finding("server_cpu", (
+            f"{at}requests waited{why} while hardly one ran at a time (median service {_ms(service)}): they "
+            "waited in request handling (the event loop, HTTP, the load generator), not for the function; "
+            "more concurrency will not help, less work per request or more server processes will"))]
+    usage = ctx.usage
+    if usage.loop_bound and (usage.gpu_busy is None or max(usage.gpu_busy) < 0.5):
+        gpu = "" if usage.gpu_busy is None else f" while the GPU was busy only {max(usage.gpu_busy):.0%}"
+        loop = Finding("server_cpu", (
+            f"{at}the server's event loop kept one core {usage.loop_cores:.0%} busy{gpu} as the queue grew: "
+            "request handling (uploads, decoding, streaming) in one Python thread, not the model, is "
+            "the likely limit; more concurrency will not help, less work per request or more server "
+            "processes will"))
+        return [loop, *_queue_or_model(load, ctx, "")]
+    busy = _resource_limit(ctx, at)
+    if busy is not None:
+        return [busy]
+    return _queue_or_model(load, ctx, at)
+
+
+def _queue_or_model(load: _Load, ctx: _Context, at: str) -> list[Finding]:
+    findings = []
+    waited = load.waiting > 0
+    k = float(np.percentile(load.running[waited], 95)) if waited.any() else 0.0
+    slots = configured_slots(ctx.server)
+    if slots is not None and k < slots - 0.5:
+        findings.append(Finding("idle_slots", (
+            f"requests waited while only about {k:.0f} of the {slots} configured slots ran: another limit "
+            "holds them back (max_threads, a concurrency_id shared with other functions, or a worker "
+            "pool smaller than the limit)")))
+    growth = _growth(load, k)
+    mean_service = ctx.summary.phase("service_s").mean
+    capacity = k / mean_service if mean_service else float("nan")
+    caps = f"that caps throughput near {capacity:.1f} req/s ({_served(ctx)})"
+    limit = f" (its configured limit: {slots})" if slots is not None and abs(k - slots) < 0.5 else ""
+    ran = f"{at}the queue ran about {k:.0f} request(s) at a time{limit} while the rest waited"
+    if growth is not None and growth >= GROWTH_MODEL_BOUND:
+        gpu = "" if ctx.usage.gpu_busy is None else f" (GPU busy {max(ctx.usage.gpu_busy):.0%})"
+        findings.append(Finding("model_bound", (
+            f"{at}service time grows with concurrency (x{growth:.1f} from few to {k:.0f} running): the model "
+            f"or the server's CPU is the limit{gpu}, not the queue; more concurrency adds latency, not "
+            "throughput (batching may, if the model batches well)")))
+    elif growth is not None:
+        findings.append(Finding("queue_limit", (
+            f"{ran}, and service time barely grows with concurrency (x{growth:.1f} from few to {k:.0f} "
+            f"running): {caps}; raise concurrency_limit or batch")))
+    else:
+        findings.append(Finding("queue_limit", (
+            f"{ran}: {caps}; raising concurrency_limit or batching helps if the model has headroom (too "
+            "few requests ran at lower concurrency to tell)")))
+    return findings
+
+
+@dataclass(frozen=True)
+class _Busy:
+    """The busy shares of the device and of the server's host work over the run (module docstring)."""
+
+    device: float | None  # 0-1 (more where forward passes overlapped); None: not known
+    host: float | None  # X x the host's demand, or the process's CPU in cores, whichever is larger
+    device_from: str  # "NVML" | "phases" | ""
+    host_from: str = ""  # "phases" (X x the host's demand) | "cpu" (the process's CPU, in cores) | ""
+
+
+def _busy(ctx: _Context) -> _Busy:
+    x, usage, need = ctx.summary.throughput_rps, ctx.usage, ctx.demand
+    device, device_from = None, ""
+    if usage.gpu_busy is not None:
+        device, device_from = max(usage.gpu_busy), "NVML"
+    elif need is not None and need.device_s is not None:
+        device, device_from = x * need.device_s, "phases"
+    hosts = [(v, src) for v, src in ((None if need is None else x * need.host_s, "phases"),
+                                     (usage.cores, "cpu")) if v is not None]
+    host, host_from = max(hosts) if hosts else (None, "")
+    return _Busy(device, host, device_from, host_from)
+
+
+def _resource_limit(ctx: _Context, at: str) -> Finding | None:
+    """device or per_request_work (module docstring), or None: neither resource is saturated."""
+    busy = _busy(ctx)
+    host = busy.host or 0.0
+    if busy.device is not None:
+        if busy.device >= BUSY and busy.device >= host:
+            return _device_finding(ctx, busy, at)
+        if host >= BUSY and host > busy.device:
+            return _work_finding(ctx, busy, at)
+        return None
+    split = ctx.split
+    if split is None or split.model_share >= MODEL_SHARE or not split.work_explained or host < BUSY:
+        return None
+    return _work_finding(ctx, busy, at)
+
+
+def _rates(ctx: _Context, busy: _Busy) -> str:
+    """'at 14.3 req/s, the device busy 87% of the run (61 ms per request), the server's own work 5%
+    (3.5 ms per request); the server process used 4% of a core' (its CPU: when it, not the phases,
+    gave the host's figure)."""
+    need, x = ctx.demand, ctx.summary.throughput_rps
+    parts = []
+    if busy.device is not None:
+        per = (f" ({_ms(need.device_s)} per request)" if need is not None and need.device_s is not None
+               else "")
+        what = "the GPU" if busy.device_from == "NVML" else "the device"
+        parts.append(f"{what} busy {busy.device:.0%} of the run{per}")
+    if busy.host_from == "phases" and need is not None:
+        parts.append(f"the server's own work {busy.host:.0%} ({_ms(need.host_s)} per request)")
+    used = _used_text(ctx.usage, ctx.cpus)
+    return f"at {x:.1f} req/s, " + ", ".join(parts) + (f"; {used}" if used else "")
+
+
+def _device_finding(ctx: _Context, busy: _Busy, at: str) -> Finding:
+    split = ctx.split
+    model = f"; {split.model_text()} of {_ms(split.service_ms / 1000)} of service" if split else ""
+    return Finding("device", (
+        f"{at}the device is the limit ({_rates(ctx, busy)}{model}): it was busy nearly all the time, so more "
+        "concurrency or faster request handling will not help; a faster device, a smaller or quantised "
+        "model, or larger batches (if the model batches well) will"))
+
+
+def _work_finding(ctx: _Context, busy: _Busy, at: str) -> Finding:
+    split = ctx.split
+    work = (f"{split.work_text()}: {_ms(split.work_ms / 1000)} of {_ms(split.service_ms / 1000)}; "
+            f"{split.model_text()}; " if split is not None and split.work_explained else "")
+    return Finding("per_request_work", (
+        f"{at}per-request work in the server process is the limit ({work}{_rates(ctx, busy)}): decoding, "
+        "preprocessing, uploads and messaging run one at a time in one Python process; more concurrency or "
+        f"batching will not help; {HELP_PER_REQUEST}"))
+
+
+def _used_text(usage: Usage, cpus: int | None) -> str:
+    """'the server process used 1.3 of the host's 16 cores' (or of a core, cores unknown); '' unknown."""
+    if usage.cores is None:
+        return ""
+    of = f"{usage.cores:.1f} of the host's {cpus} cores" if cpus else f"{usage.cores:.0%} of a core"
+    return f"the server process used {of}"
+
+
+def _at_limit(load: _Load, ctx: _Context) -> str:
+    """A closed loop's 'at its limit for 128 users (...): ' before a limit finding; '' for open loops."""
+    if ctx.users is None:
+        return ""
+    ahead = f", each request behind a median of {load.rank:.0f} in the server's queue" if load.rank else ""
+    return (f"at its limit for {ctx.users} users (they waited {_ms(load.excess)} beyond the round trip "
+            f"for {_ms(load.later_medians[1])} of service{ahead}): ")
+
+
+def _served(ctx: _Context) -> str:
+    """'against 40.0 req/s offered', or what a closed loop's users got."""
+    s = ctx.summary
+    if ctx.users is not None:
+        return f"the {ctx.users} users got {s.throughput_rps:.1f} req/s"
+    return f"against {s.offered_rps:.1f} req/s offered" if s.offered_rps else "against the offered load"
+
+
+def _headroom(load: _Load, ctx: _Context, waited: np.ndarray) -> Finding:
+    queue_wait, service = load.later_medians
+    trip = f"the protocol's round trip {_ms(load.round_trip)} ({ROUND_TRIP_HOW[load.source]})"
+    if ctx.users is not None:
+        where = "the server's own queue" if load.source == "server" else f"the queue beyond {trip}"
+        return Finding("headroom", (
+            f"not at its limit for {ctx.users} users: requests waited {_ms(load.excess)} in {where}, for "
+            f"{_ms(service)} of service; a closed loop offers only what the server serves, so add users "
+            "to find its limit"))
+    return Finding("headroom", (
+        f"the server kept up: requests waited in the queue {waited.mean():.0%} of the time (later half: "
+        f"median queue wait {_ms(queue_wait)}, of which {trip}; service {_ms(service)})"))
+
+
+def closed_loop_users(records: list[RequestRecord]) -> int | None:
+    """The users of a closed loop (module docstring), None for an open loop: every user's requests
+    were sent as planned, each once the previous one was done."""
+    by_user: dict[int, list[RequestRecord]] = {}
+    for r in records:
+        if r.sent_at_s is None:
+            continue
+        if r.intended_at_s != r.sent_at_s:
+            return None
+        by_user.setdefault(r.user_id, []).append(r)
+    if not by_user or max(len(rs) for rs in by_user.values()) < 2:
+        return None
+    for rs in by_user.values():
+        rs.sort(key=lambda r: r.sent_at_s or 0.0)
+        for before, after in zip(rs, rs[1:], strict=False):
+            if before.completed_at_s is None or (after.sent_at_s or 0.0) < before.completed_at_s:
+                return None
+    return len(by_user)
+
+
+def host_cpus(host: Mapping[str, Any] | None, target: str | None) -> int | None:
+    """The server's cores when it ran on qbench's host (a loopback or the host's own name as target):
+    run.json `host.cpus`; None otherwise (a remote server's cores are not known)."""
+    if not isinstance(host, Mapping) or not isinstance(host.get("cpus"), int) or not target:
+        return None
+    name = urlparse(target if "://" in target else f"http://{target}").hostname or ""
+    local = name in ("localhost", "::1", "0.0.0.0", host.get("hostname")) or name.startswith("127.")
+    return int(host["cpus"]) if local else None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The server's own use of the machine over the run, from its /status at the start and the end."""
+
+    cores: float | None = None  # process CPU time / wall time (all threads)
+    loop_cores: float | None = None  # the main thread's (the event loop's) CPU time / wall time
+    gpu_busy: list[float] | None = None  # mean NVML utilisation per GPU (0-1)
+
+    @property
+    def text(self) -> str:
+        parts = []
+        if self.cores is not None:
+            parts.append(f"server CPU {self.cores:.0%} of a core")
+        if self.loop_cores is not None:
+            parts.append(f"its event loop {self.loop_cores:.0%}")
+        if self.gpu_busy is not None:
+            parts.append("GPU busy " + ", ".join(f"{b:.0%}" for b in self.gpu_busy))
+        return ", ".join(parts) + " (means over the run)" if parts else ""
+
+    @property
+    def loop_bound(self) -> bool:
+        """The event loop's thread kept a core busy and did most of the server's CPU work."""
+        if self.loop_cores is None or self.loop_cores < LOOP_BUSY:
+            return False
+        return self.cores is None or self.loop_cores >= LOOP_SHARE * self.cores
+
+
+def generator_lag(summary: Summary) -> float | None:
+    """The generator's worst p99 lag: its event loop's oversleep or its sends' (None: not measured)."""
+    lags = [summary.generator.p99_loop_lag_s, summary.phase("send_lag_s").p99]
+    present = [float(v) for v in lags if v is not None]
+    return max(present) if present else None
+
+
+def server_usage(server: dict[str, Any] | None) -> Usage:
+    """CPU and GPU use between the run's first and last /status (reference server; {} elsewhere)."""
+    start = server.get("status") if isinstance(server, dict) else None
+    end = server.get("status_end") if isinstance(server, dict) else None
+    if not isinstance(start, dict) or not isinstance(end, dict):
+        return Usage()
+    wall = _delta(start, end, "uptime_s")
+    if not wall or wall <= 0:
+        return Usage()
+    cpu, loop = _delta(start, end, "cpu_s"), _delta(start, end, "event_loop_cpu_s")
+    return Usage(
+        cores=None if cpu is None else cpu / wall,
+        loop_cores=None if loop is None else loop / wall,
+        gpu_busy=_gpu_busy(start.get("gpu"), end.get("gpu")),
+    )
+
+
+def _delta(start: dict[str, Any], end: dict[str, Any], key: str) -> float | None:
+    a, b = start.get(key), end.get(key)
+    return float(b) - float(a) if isinstance(a, int | float) and isinstance(b, int | float) else None
+
+
+def _gpu_busy(start: Any, end: Any) -> list[float] | None:
+    if not isinstance(start, list) or not isinstance(end, list) or not start or len(start) != len(end):
+        return None
+    busy = []
+    for a, b in zip(start, end, strict=True):
+        span = _delta(a, b, "sampled_s")
+        used = _delta(a, b, "busy_s")
+        if not span or span <= 0 or used is None:
+            return None
+        busy.append(used / span)
+    return busy
+
+
+def _load(records: list[RequestRecord], every: list[RequestRecord]) -> _Load | None:
+    """The load over the measured `records`; `every` sent record (warm-up included) for the round trip."""
+    sent = np.array([r.sent_at_s for r in records], dtype=np.float64)
+    started = np.array([np.nan if r.started_at_s is None else r.started_at_s for r in records])
+    completed = np.array([np.nan if r.completed_at_s is None else r.completed_at_s for r in records])
+    done = np.isfinite(started) & np.isfinite(completed)
+    if done.sum() < MIN_REQUESTS:
+        return None
+    end = float(np.nanmax(completed)) if np.isfinite(completed).any() else float(sent.max())
+    grid = np.linspace(float(sent.min()), end, 400)
+    left_queue = np.where(np.isfinite(started), started, np.where(np.isfinite(completed), completed, np.inf))
+    finished = np.where(np.isfinite(completed), completed, np.inf)
+    waiting = _count_le(sent, grid) - _count_le(left_queue, grid)
+    has_start = np.isfinite(started)
+    running = _count_le(started[has_start], grid) - _count_le(finished[has_start], grid)
+    starts, ends = started[done], completed[done]
+    at_start = _count_le(started[has_start], starts) - _count_le(finished[has_start], starts)
+    later = done & (sent >= float(np.median(sent)))  # the later half of the requests, by send time
+    later = later if later.any() else done
+    medians = (float(np.median((started - sent)[later])), float(np.median((completed - started)[later])))
+    late = [r for r, keep in zip(records, later, strict=True) if keep]
+    excess, trip, source = _round_trip(late, [r for r in every if r.started_at_s is not None])
+    ranks = [r.rank for r in late if r.rank is not None]
+    rank = float(np.median(ranks)) if ranks else None
+    return _Load(waiting, running, at_start, ends - starts, medians, excess, trip, source, rank)
+
+
+def _round_trip(later: list[RequestRecord], started: list[RequestRecord]) -> tuple[float, float, str]:
+    """(excess queue wait, round trip, its source) for the later half (module docstring: round trip)."""
+    waits = np.array([_wait(r) for r in later])
+    own = [float(q) for r in later if (q := getattr(r, "server_queue_wait_s", None)) is not None]
+    if len(own) >= len(later) / 2:
+        queue = float(np.median(own))
+        return queue, max(float(np.median(waits)) - queue, 0.0), "server"
+    joined = [r for r in started if r.joined_at_s is not None]
+    if len(joined) >= len(started) / 2 and any(r.joined_at_s is not None for r in later):
+        delivery = min(_after_join(r) for r in joined)
+        mine = [r for r in later if r.joined_at_s is not None]
+        queue = float(np.median([_after_join(r) for r in mine])) - delivery
+        join = float(np.median([(r.joined_at_s or 0.0) - (r.sent_at_s or 0.0) for r in mine]))
+        return max(queue, 0.0), max(join, 0.0) + delivery, "join"
+    trip = min(_wait(r) for r in started)
+    return max(float(np.median(waits)) - trip, 0.0), trip, "first"
+
+
+def _wait(r: RequestRecord) -> float:
+    return (r.started_at_s or 0.0) - (r.sent_at_s or 0.0)
+
+
+def _after_join(r: RequestRecord) -> float:
+    """Join acknowledged -> process_starts (0 when the start message overtook the join's answer)."""
+    return max((r.started_at_s or 0.0) - max(r.joined_at_s or 0.0, r.sent_at_s or 0.0), 0.0)
+
+
+def _count_le(times: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    return np.searchsorted(np.sort(times), grid, side="right")
+
+
+def _growth(load: _Load, k: float) -> float | None:
+    """Median service at about k running over the median at few running; None without both groups."""
+    busy = load.service[load.running_at_start >= max(1.0, k - 0.5)]
+    few = load.service[load.running_at_start <= max(1.0, k / 2)]
+    enough = max(MIN_GROUP, int(0.05 * load.service.size))
+    if k < 1.5 or busy.size < enough or few.size < enough:  # one at a time, or too few to compare
+        return None
+    base = float(np.median(few))
+    return float(np.median(busy)) / base if base > 0 else None
+
+
+def configured_slots(server: dict[str, Any] | None) -> int | None:
+    """Requests the server is configured to run at once for the endpoint (its limit times its batch
+    size), when it reports its settings (the reference server's /status does); else None."""
+    if not isinstance(server, dict):
+        return None
+    status = server.get("status")
+    settings = status.get("settings") if isinstance(status, dict) else None
+    config = server.get("config")
+    if not isinstance(settings, dict) or not isinstance(config, dict):
+        return None
+    fn_index = server.get("fn_index")
+    functions = settings.get("functions") or []
+    deps = config.get("dependencies") or []
+    api_name = next((d.get("api_name") for d in deps if isinstance(d, dict) and d.get("id") == fn_index),
+                    None)
+    fn = next((f for f in functions if isinstance(f, dict) and f.get("api_name") == api_name), None)
+    if fn is None:
+        return None
+    limit = fn.get("concurrency_limit")
+    if limit == "default":
+        limit = (settings.get("queue") or {}).get("default_concurrency_limit")
+    if not isinstance(limit, int):
+        return None  # unlimited: max_threads bounds it, which is not per function
+    batch = int(fn.get("max_batch_size") or 1) if fn.get("batch") else 1
+    return limit * batch
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value * 1000:.1f} ms" if value < 0.01 else f"{value * 1000:.0f} ms"

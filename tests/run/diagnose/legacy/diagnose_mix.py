@@ -1,0 +1,187 @@
+"""Where was the limit, per function, in a run of several endpoints (a mix)?
+
+`diagnose_run` is `qbench.run.diagnose.diagnose` for the whole run, then for each endpoint on its own
+records (its findings named `endpoint: ...`; the server's own use and the generator's health are said
+once, as are where each endpoint's time went: run.diagnose.diagnose_phases names the endpoint), then one
+finding per endpoint whose requests waited longer than they ran (means), behind ANOTHER
+function's jobs:
+
+    shared_group   the server reports its settings (the reference server's /status) and the endpoint
+                   shares an explicit concurrency_id with other endpoints of the run: the group's one
+                   limit runs them all, and the others' share of the group's running time is named
+    starved        from the records alone (any server, real Gradio included): the endpoint's requests
+                   waited while none of its own jobs ran, during at least STARVED_SHARE of their waiting
+                   time, and another endpoint had jobs running during most of those moments: a shared
+                   concurrency_id (Gradio's default is the Python function object: two events of one
+                   function share it), a shared worker pool (Gradio 3.x's concurrency_count) or
+                   max_threads holds it back
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from qbench.run.records import RequestRecord
+from qbench.run.results.summary import Summary
+from tests.run.diagnose.legacy.diagnose import Finding, diagnose
+
+STARVED_SHARE = 0.3  # of an endpoint's waiting time with none of its own jobs running
+OTHERS_BUSY = 0.8  # of that time with another endpoint's jobs running
+GRID = 800
+ONCE = ("usage", "generator")  # findings about the whole server or the generator: said for the total only
+
+
+def diagnose_run(records: list[RequestRecord], summary: Summary, server: dict[str, Any] | None = None,
+                 generator_warnings: list[str] | None = None, *, cpus: int | None = None) -> list[Finding]:
+    """Findings for the run, then per endpoint of a mix (module docstring); `cpus`: the server host's
+    cores when known (qbench.run.diagnose.diagnose.host_cpus)."""
+    findings = diagnose(records, summary, server, generator_warnings, cpus=cpus)
+    if not summary.endpoints:
+        return findings
+    measured = [r for r in records if not r.warmup and r.sent_at_s is not None]
+    groups = _groups(server)
+    for label, sub in summary.endpoints.items():
+        mine = [r for r in measured if r.endpoint == label]
+        behind = None
+        if _waits(sub):
+            behind = _shared_group(label, summary, groups) or _starved(label, measured)
+        idle = _idle_while_waiting(mine)
+        for f in diagnose(mine, sub, _for_function(server, label), cpus=cpus, describe=False):
+            if f.kind in ONCE or (behind is not None and f.kind == "headroom"):
+                continue
+            if idle and f.kind in ("queue_limit", "model_bound"):  # its own limit was not what held it
+                continue
+            findings.append(Finding(f.kind, f"{label}: {f.message}"))
+        if behind is not None:
+            findings.append(behind)
+    return findings
+
+
+def _waits(sub: Summary) -> bool:
+    """The endpoint's requests waited longer than they ran, on average (the mean: a backlog behind
+    another function's long jobs shows in the tail first)."""
+    wait, service = sub.phase("queue_wait_s").mean, sub.phase("service_s").mean
+    return wait is not None and service is not None and wait > service
+
+
+def _for_function(server: dict[str, Any] | None, label: str) -> dict[str, Any] | None:
+    """The run's server snapshot as if `label` were its endpoint (its fn_index: its configured slots)."""
+    if not isinstance(server, dict):
+        return server
+    mine = (server.get("mix") or {}).get(label)
+    if not isinstance(mine, dict) or "fn_index" not in mine:
+        return server
+    return {**server, "fn_index": mine["fn_index"]}
+
+
+def _groups(server: dict[str, Any] | None) -> dict[str, tuple[str, int | None]]:
+    """api_name -> (explicit concurrency_id, the group's limit: its lowest), from the server's settings."""
+    status = server.get("status") if isinstance(server, dict) else None
+    settings = status.get("settings") if isinstance(status, dict) else None
+    if not isinstance(settings, dict):
+        return {}
+    default = (settings.get("queue") or {}).get("default_concurrency_limit")
+    out: dict[str, tuple[str, int | None]] = {}
+    limits: dict[str, list[int]] = {}
+    for fn in settings.get("functions") or []:
+        gid = fn.get("concurrency_id") if isinstance(fn, dict) else None
+        if gid is None:
+            continue
+        limit = fn.get("concurrency_limit")
+        limit = default if limit == "default" else limit
+        if isinstance(limit, int):
+            limits.setdefault(gid, []).append(limit)
+        out[str(fn.get("api_name"))] = (gid, None)
+    return {name: (gid, min(limits[gid]) if gid in limits else None) for name, (gid, _) in out.items()}
+
+
+def _shared_group(label: str, summary: Summary, groups: dict[str, tuple[str, int | None]]) -> Finding | None:
+    if label not in groups:
+        return None
+    gid, limit = groups[label]
+    others = [o for o in summary.endpoints if o != label and groups.get(o, ("",))[0] == gid]
+    if not others:
+        return None
+    busy = {name: _busy_s(summary.endpoints[name]) for name in [label, *others]}
+    total = sum(busy.values())
+    share = sum(busy[o] for o in others) / total if total > 0 else 0.0
+    cap = f"one limit of {limit} for the group" if limit is not None else "one limit for the group"
+    names = ", ".join(others)
+    return Finding("shared_group", (
+        f"{label} shares concurrency_id '{gid}' with {names} ({cap}): {names} took {share:.0%} of the "
+        f"group's running time, and {label} waited {_means(summary.endpoints[label])}: the backlog of "
+        f"{names} delays {label}; give {label} its own concurrency_id, or raise the group's limit if "
+        "the model has headroom"))
+
+
+def _means(sub: Summary) -> str:
+    wait, service = sub.phase("queue_wait_s").mean, sub.phase("service_s").mean
+    return f"{_ms(wait)} in the queue on average for {_ms(service)} of service"
+
+
+def _busy_s(sub: Summary) -> float:
+    service = sub.phase("service_s")
+    return (service.mean or 0.0) * service.count
+
+
+def _starved(label: str, records: list[RequestRecord]) -> Finding | None:
+    """The endpoint waited with none of its own jobs running while another's ran (module docstring)."""
+    mine = [r for r in records if r.endpoint == label]
+    if len(mine) < 20:
+        return None
+    start = min(r.sent_at_s or 0.0 for r in records)
+    end = max(r.completed_at_s or r.sent_at_s or 0.0 for r in records)
+    grid = np.linspace(start, end, GRID)
+    waiting, running = _counts(mine, grid)
+    starved = (waiting > 0) & (running == 0)
+    if not waiting.any() or starved.sum() < STARVED_SHARE * (waiting > 0).sum():
+        return None
+    best, busiest = None, 0.0
+    for other in sorted({r.endpoint for r in records} - {label}):
+        _, theirs = _counts([r for r in records if r.endpoint == other], grid)
+        share = float((theirs[starved] > 0).mean())
+        if share > busiest:
+            best, busiest = other, share
+    if best is None or busiest < OTHERS_BUSY:
+        return None
+    idle = starved.sum() / (waiting > 0).sum()
+    return Finding("starved", (
+        f"{label}'s requests waited with none of its own jobs running {idle:.0%} of their "
+        f"waiting time, and {best}'s jobs were running {busiest:.0%} of those moments: {label} "
+        f"waits behind {best} (a shared concurrency_id, Gradio's default for events of one Python "
+        "function, a shared worker pool as Gradio 3.x's concurrency_count, or max_threads); give it "
+        "its own concurrency_id"))
+
+
+def _idle_while_waiting(records: list[RequestRecord]) -> bool:
+    """Most of the time the endpoint's requests waited, none of its own jobs ran: its own limit (the
+    subject of queue_limit / model_bound) was not what held them."""
+    sent = [r.sent_at_s for r in records if r.sent_at_s is not None]
+    if not sent:
+        return False
+    grid = np.linspace(min(sent), max(r.completed_at_s or r.sent_at_s or 0.0 for r in records), GRID)
+    waiting, running = _counts(records, grid)
+    waited = waiting > 0
+    return bool(waited.any() and (running[waited] == 0).mean() > 0.5)
+
+
+def _counts(records: list[RequestRecord], grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Requests waiting (sent, not started) and running (started, not completed) at each grid time."""
+    inf = np.inf
+    sent = np.sort([r.sent_at_s for r in records if r.sent_at_s is not None])
+    started = np.sort([r.started_at_s if r.started_at_s is not None else (r.completed_at_s or inf)
+                       for r in records if r.sent_at_s is not None])
+    has_start = [r for r in records if r.started_at_s is not None]
+    starts = np.sort([r.started_at_s for r in has_start])
+    ends = np.sort([r.completed_at_s if r.completed_at_s is not None else inf for r in has_start])
+
+    def le(times: np.ndarray) -> np.ndarray:
+        return np.searchsorted(times, grid, side="right")
+
+    return le(sent) - le(started), le(starts) - le(ends)
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 1000:.0f} ms"

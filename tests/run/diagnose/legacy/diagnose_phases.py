@@ -1,0 +1,254 @@
+"""Where the time went inside the server: its own phase timings, per endpoint -> findings.
+
+`phase_medians(records)` reads the server's phase durations that records carry (`server_fn_s`...,
+present when the server reports them: Gradio >= 6.10 with GRADIO_PROFILING=1, the reference server)
+and gives, per endpoint, the median of each phase in ms over the measured ok requests, keyed by
+Gradio's trace names (`gradio.profiling.RequestTrace`):
+
+    queue_wait      in the server's own queue, from the join to the dequeue (no protocol in it)
+    upload          receiving the request's files (POST /gradio_api/upload), before the join
+    preprocess      inputs -> the function's arguments (decoding images, moving files to the cache)
+    fn_call         the function itself
+    postprocess     its return value -> outputs (encoding, saving output files to the cache)
+    streaming_diff  diffing a generator's successive outputs
+    total           the event's whole processing once dequeued (preprocess .. postprocess)
+    client_only     what the client saw beyond the server's phases: network, HTTP, message delivery
+                    (send -> result, less queue_wait, upload and total; needs queue_wait and total)
+
+and the reference server's (its per-event traces): `prepare` (a request's input made ready for
+the model, in a worker; a batch function's is read ahead while the request waits), and inside its
+function call `batch_prepare` (stacking a batch), `h2d` (the host-to-device copy), `forward` (the
+model's forward pass, CUDA-timed on a GPU), plus `batch_size` (requests in the batch: a count).
+
+`phase_findings(phases)` is pure: per endpoint, with
+
+    service   `total`, or without it the sum of preprocess, fn_call, postprocess and streaming_diff;
+              plus `upload` when the request carried files (the server's time for one request)
+    model     `forward` when known (the model), else `fn_call` (the function)
+
+it finds, each message naming the endpoint:
+
+    work_share   the model is under MODEL_SHARE of the service: the rest (decoding, pre- and
+                 postprocessing, uploads, copies) is per-request work around it, which more concurrency
+                 or batching does not shorten (under load, run.diagnose.diagnose's per_request_work says
+                 it is the limit, in its place)
+    phase_share  a phase around the model is at least PHASE_SHARE of the service
+    client_only  the time outside the server is at least CLIENT_SHARE of a request's time and at least
+                 CLIENT_MIN_MS: the network, HTTP and message delivery dominate
+
+work_share and phase_share need a service of at least MIN_SERVICE_MS: an instant function's shares of
+a fraction of a millisecond say nothing a user can act on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from qbench.run.diagnose.finding import Finding
+from qbench.run.records import RequestRecord
+
+MODEL_SHARE = 1 / 3  # the model under this share of the service: per-request work dominates
+PHASE_SHARE = 0.25  # a phase around the model at least this share of the service is named
+CLIENT_SHARE = 0.5  # time outside the server, as a share of a request's time, that dominates...
+CLIENT_MIN_MS = 5.0  # ... when it is also at least this long
+MIN_SERVICE_MS = 2.0  # shares of a shorter service are not named
+KINDS = ("work_share", "phase_share", "client_only")  # what phase_findings finds
+
+#: Phase name -> the record field that carries it (seconds; batch_size is a count).
+FIELDS = {
+    "queue_wait": "server_queue_wait_s", "upload": "server_upload_s", "preprocess": "server_preprocess_s",
+    "fn_call": "server_fn_s", "postprocess": "server_postprocess_s",
+    "streaming_diff": "server_streaming_diff_s", "total": "server_total_s", "prepare": "server_prepare_s",
+    "batch_prepare": "server_batch_prepare_s", "h2d": "server_h2d_s", "forward": "server_forward_s",
+    "batch_size": "server_batch_size",
+}
+#: What each phase around the model does, in a finding's words.
+WORDS = {
+    "upload": "receiving the uploaded files",
+    "preprocess": "turning the inputs into the function's arguments: decoding, moving files to the cache",
+    "postprocess": "turning the outputs into the response: encoding, saving output files to the cache",
+    "streaming_diff": "diffing the streamed outputs",
+    "prepare": "making each request's input ready for the model",
+    "batch_prepare": "stacking the batch",
+    "h2d": "copying the batch to the device",
+    "fn_call": "the function around the forward pass",
+}
+GRADIO_PARTS = ("preprocess", "fn_call", "postprocess", "streaming_diff")
+EXPLAINED_SHARE = 0.5  # of the service beside the model, what the named phases must cover to be the cause
+AROUND_FORWARD = ("batch_prepare", "h2d")  # inside the function call, beside the forward pass
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """One endpoint's service split into the model and the per-request work around it (ms, medians)."""
+
+    service_ms: float  # total (or its parts) plus upload
+    model: str  # "forward" or "fn_call"
+    model_ms: float
+    around: dict[str, float]  # the phases around the model, largest first
+    batch_size: float | None = None
+
+    @property
+    def work_ms(self) -> float:
+        return max(self.service_ms - self.model_ms, 0.0)
+
+    @property
+    def model_share(self) -> float:
+        return self.model_ms / self.service_ms
+
+    @property
+    def work_explained(self) -> bool:
+        """The named phases around the model account for at least half of the rest of the service.
+        Otherwise the time went somewhere no phase times (an `async def` waiting for the event loop that
+        other requests' work holds, say): not evidence of per-request work."""
+        return sum(self.around.values()) >= EXPLAINED_SHARE * self.work_ms
+
+    def work_text(self) -> str:
+        """'prepare 40 ms, preprocess 12 ms' (the largest three), or 'decode/preprocess/upload'."""
+        named = [f"{name} {_ms(ms)}" for name, ms in list(self.around.items())[:3] if ms >= 0.05]
+        return ", ".join(named) if named else "decode/preprocess/upload"
+
+    def model_text(self) -> str:
+        """'the forward pass 4.6 ms (batches of 32)' or 'the function 4.6 ms'."""
+        what = "the forward pass" if self.model == "forward" else "the function"
+        batch = f" (batches of {self.batch_size:.0f})" if self.batch_size and self.batch_size > 1 else ""
+        return f"{what} {_ms(self.model_ms)}{batch}"
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What one request asked of each resource, in seconds of its time (means over the measured ok
+    requests), from the server's phases: the utilisation law's D, so that X x D is each resource's busy
+    share at throughput X."""
+
+    device_s: float | None  # (forward + h2d) / batch size: the device's time; None without a forward pass
+    host_s: float  # the server's own work for the request: upload, prepare, pre/postprocess, streaming
+    # diff, and its batch's share of the function around the forward pass (all of the function without one)
+    requests: int  # requests the means are over
+
+    @property
+    def device_ms(self) -> float | None:
+        return None if self.device_s is None else self.device_s * 1000
+
+
+def demand(records: Iterable[RequestRecord]) -> Demand | None:
+    """The mean demand per request on the device and on the server's host (Demand); None when no
+    measured ok record carries the server's phases. Without a forward phase (a Gradio app's trace) the
+    function is the model: its time is neither the host's per-request work nor a known device's."""
+    device: list[float] = []
+    host: list[float] = []
+    for r in records:
+        if r.warmup or not r.ok or r.server_total_s is None and r.server_fn_s is None:
+            continue
+        size = r.server_batch_size or 1
+        own = sum(v or 0.0 for v in (r.server_upload_s, r.server_prepare_s, r.server_preprocess_s,
+                                     r.server_postprocess_s, r.server_streaming_diff_s))
+        if r.server_forward_s is not None:
+            on_device = r.server_forward_s + (r.server_h2d_s or 0.0)
+            around = (r.server_fn_s - on_device if r.server_fn_s is not None
+                      else r.server_batch_prepare_s or 0.0)
+            device.append(on_device / size)
+            own += max(around, 0.0) / size
+        host.append(own)
+    if not host:
+        return None
+    return Demand(float(np.mean(device)) if len(device) == len(host) else None, float(np.mean(host)),
+                  len(host))
+
+
+def phase_medians(records: Iterable[RequestRecord]) -> dict[str, dict[str, float]]:
+    """Per endpoint, the median of each server phase the measured ok records carry (ms; batch_size as
+    a count); endpoints whose records carry none are left out (module docstring)."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for r in records:
+        if r.warmup or not r.ok:
+            continue
+        phases = {name: getattr(r, attr, None) for name, attr in FIELDS.items()}
+        present = {name: float(v) for name, v in phases.items() if v is not None}
+        if not present:
+            continue
+        client = _client_only(r, present)
+        if client is not None:
+            present["client_only"] = client
+        mine = values.setdefault(r.endpoint, {})
+        for name, v in present.items():
+            mine.setdefault(name, []).append(v if name == "batch_size" else v * 1000.0)
+    return {endpoint: {name: float(np.median(v)) for name, v in phases.items()}
+            for endpoint, phases in values.items()}
+
+
+def _client_only(r: RequestRecord, phases: Mapping[str, float]) -> float | None:
+    """Send -> result, less what the server accounts for (s); None without its total and queue wait."""
+    end = r.result_at_s if r.result_at_s is not None else r.completed_at_s
+    if "total" not in phases or "queue_wait" not in phases or end is None or r.sent_at_s is None:
+        return None
+    server = phases["total"] + phases["queue_wait"] + phases.get("upload", 0.0)
+    return max(end - r.sent_at_s - server, 0.0)
+
+
+def breakdown(phases: Mapping[str, float]) -> Breakdown | None:
+    """The endpoint's service, model and the work around it; None without a model or a service."""
+    model = "forward" if phases.get("forward") is not None else "fn_call"
+    model_ms = phases.get(model)
+    service = phases.get("total")
+    if service is None or service <= 0:
+        parts = [phases[p] for p in GRADIO_PARTS if phases.get(p) is not None]
+        service = sum(parts) if parts else None
+    if model_ms is None or service is None or service <= 0:
+        return None
+    service += phases.get("upload") or 0.0
+    names = ("upload", "preprocess", "postprocess", "streaming_diff", "prepare") + (
+        (*AROUND_FORWARD, "fn_call") if model == "forward" else ())
+    around = {n: phases[n] for n in names if phases.get(n) is not None}
+    if model == "forward" and "fn_call" in around:  # the function, less what it is made of inside
+        inside = model_ms + sum(around.get(n, 0.0) for n in AROUND_FORWARD)
+        around["fn_call"] = max(around["fn_call"] - inside, 0.0)
+    around = dict(sorted(around.items(), key=lambda kv: -kv[1]))
+    return Breakdown(service, model, min(model_ms, service), around, phases.get("batch_size"))
+
+
+def phase_findings(phases: Mapping[str, Mapping[str, float]]) -> list[Finding]:
+    """Findings per endpoint from its median phases in ms (module docstring); [] without phases."""
+    findings: list[Finding] = []
+    for endpoint, mine in phases.items():
+        split = breakdown(mine)
+        if split is not None and split.service_ms >= MIN_SERVICE_MS:
+            findings += _service_findings(endpoint, split)
+        client = _client_finding(endpoint, mine)
+        if client is not None:
+            findings.append(client)
+    return findings
+
+
+def _service_findings(endpoint: str, split: Breakdown) -> list[Finding]:
+    found = []
+    if split.model_share < MODEL_SHARE and split.work_explained:
+        found.append(Finding("work_share", (
+            f"{endpoint}: {split.model_text()} of {_ms(split.service_ms)} of service: per-request work "
+            f"({split.work_text()}) dominates; a faster model or more concurrency will not shorten it")))
+    for name, ms in split.around.items():
+        share = ms / split.service_ms
+        if share >= PHASE_SHARE:
+            found.append(Finding("phase_share", (
+                f"{endpoint}: {name} ({WORDS.get(name, name)}) is {share:.0%} of service time "
+                f"({_ms(ms)} of {_ms(split.service_ms)}, medians)")))
+    return found
+
+
+def _client_finding(endpoint: str, phases: Mapping[str, float]) -> Finding | None:
+    client = phases.get("client_only")
+    if client is None:
+        return None
+    whole = client + sum(phases.get(n) or 0.0 for n in ("queue_wait", "upload", "total"))
+    if whole <= 0 or client < CLIENT_MIN_MS or client / whole < CLIENT_SHARE:
+        return None
+    return Finding("client_only", (
+        f"{endpoint}: {_ms(client)} of a request's {_ms(whole)} passed outside the server (network, "
+        "HTTP, message delivery; medians): the server's own phases are the smaller part"))
+
+
+def _ms(value: float) -> str:
+    return f"{value:.1f} ms" if value < 10 else f"{value:.0f} ms"

@@ -1,0 +1,291 @@
+"""Did the server keep up? Steady state from a run's records, and the same test live (early stop).
+
+A server keeps up with an open-loop load when, over the measured window (warm-up excluded, up to the
+last measured send):
+
+    pace        completions keep pace with arrivals: the deficit A - C (arrivals minus completions in
+                the window) is within Poisson noise, A - C <= z sqrt(A), or under `margin` x A
+    backlog     the backlog (requests sent and not yet done: queued plus running) does not trend up
+    wait        the queue wait (send -> process start; the latency from the intended send where the
+                protocol has no start event, plain HTTP) of requests in send order does not trend up
+
+A trend is the least-squares slope over `BLOCKS` block means of the window (batch means: a queue's
+backlog is autocorrelated, so raw samples would understate the noise), with its standard error from the
+residuals. It counts as up in either of two ways:
+
+    overload    certain (slope > z x standard error) and at least `margin` x the arrival rate for the
+                backlog (req/s), `margin` for the wait (s per s). A server offered (1 + e) times what it
+                completes grows its backlog at about e x its completion rate and each request's wait by
+                about e s per s, so `margin` is a share of the overload the caller wants to see (the
+                capacity search's tolerance / 4). Whether a window is long enough for such an overload to
+                be certain is `probe_seconds`: the backlog grows by e mu T while arrival noise is
+                sqrt(lambda T).
+    drift       with the SLO's wait bound known (`bound_s`): very certain (slope > Z_DRIFT standard
+                errors) and large enough that, kept up for `HORIZON_S` (an hour of service), it adds the
+                whole bound to the queue wait: backlog slope x HORIZON_S / completion rate >= bound_s, or
+                wait slope x HORIZON_S >= bound_s. A queue that meets a wait bound relaxes within seconds,
+                so a growth that stays certain over a whole window is the server falling behind, however
+                slowly: a Gradio chat app at 24 req/s grew its backlog by 0.19/s (+- 0.03) through a 60 s
+                run, under the overload threshold (0.6/s), and the next 60 s run at that rate collapsed.
+                It must also show within the window: the backlog grew by DRIFT_MIN_GROWTH (8)
+                requests, or the wait by DRIFT_MIN_WAIT (25%) of the bound, so a short probe's queue
+                filling after its warm-up is not taken for a drift. Z_DRIFT is stricter than z: on
+                simulated queues at 75-92% of their ceiling, a flat backlog was called growing in 1-3%
+                of 60 s runs at 3 standard errors (5-9% at 2).
+
+Requests that never finished inside the run (deadline, interrupted, timeout) never leave the backlog;
+the wait of a request that never started counts from its send to the end of the run (a lower bound).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from qbench.run.records import RequestRecord
+
+BLOCKS = 10
+Z = 2.0  # one-sided, ~98% for a normal slope estimate
+Z_DRIFT = 3.0  # a slow growth counts only when this certain (see the module docstring)
+HORIZON_S = 3600.0  # a slow growth counts when, kept up this long, it adds the SLO's wait bound
+DRIFT_MIN_GROWTH = 8  # ... and it grew the backlog by this many requests within the window ...
+DRIFT_MIN_WAIT = 0.25  # ... or the wait by this share of the bound (a short run's filling queue is not)
+MIN_REQUESTS = 20
+UNFINISHED = frozenset({"deadline", "interrupted", "timeout", "cancelled", "generator_lost"})
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A least-squares slope (per second) over block means, and its standard error."""
+
+    slope: float
+    se: float
+
+    def up(self, threshold: float, z: float = Z) -> bool:
+        """Certainly above zero, and above `threshold`."""
+        return self.slope > z * self.se and self.slope > threshold
+
+    def text(self, unit: str, digits: int = 2) -> str:
+        return f"{self.slope:+.{digits}g}{unit} ± {self.se:.{max(digits - 1, 1)}g}"
+
+
+def trend(times: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray,
+          blocks: int = BLOCKS) -> Trend | None:
+    """Slope of `values` against `times` over `blocks` equal-count block means (None: too few)."""
+    t, v = np.asarray(times, dtype=np.float64), np.asarray(values, dtype=np.float64)
+    n = min(blocks, t.size // 2)
+    if n < 4:
+        return None
+    order = np.argsort(t, kind="stable")
+    parts = np.array_split(order, n)
+    bt = np.array([t[p].mean() for p in parts])
+    bv = np.array([v[p].mean() for p in parts])
+    sxx = float(((bt - bt.mean()) ** 2).sum())
+    if sxx <= 0:
+        return None
+    slope = float(((bt - bt.mean()) * (bv - bv.mean())).sum() / sxx)
+    resid = bv - bv.mean() - slope * (bt - bt.mean())
+    se = math.sqrt(float((resid**2).sum()) / (n - 2) / sxx)
+    return Trend(slope, se)
+
+
+@dataclass(frozen=True)
+class Steadiness:
+    """The evidence that a run kept up, or did not (see the module docstring)."""
+
+    steady: bool
+    window_s: float  # measured window the test covered (s)
+    arrivals: int  # requests sent in the window
+    completions: int  # requests that finished (any outcome but given up) in the window
+    arrival_rps: float
+    completion_rps: float
+    margin: float  # relative overload that counts (a share of the tolerance)
+    backlog: Trend | None = None  # req/s
+    wait: Trend | None = None  # s per s
+    wait_name: str = "queue wait"  # "latency" where the protocol has no start event
+    reasons: list[str] = field(default_factory=list)  # what was not steady, with its evidence
+    bound_s: float | None = None  # the SLO's wait bound a slow drift is weighed against (None: not known)
+
+    @property
+    def evidence(self) -> str:
+        """'arrivals 43.1/s, completions 38.5/s, backlog +5.1/s ± 0.4, queue wait +0.12 s/s ± 0.02'."""
+        parts = [f"arrivals {self.arrival_rps:.3g}/s, completions {self.completion_rps:.3g}/s"]
+        if self.backlog is not None:
+            parts.append(f"backlog {self.backlog.text('/s')}")
+        if self.wait is not None:
+            parts.append(f"{self.wait_name} {self.wait.text(' s/s')}")
+        return ", ".join(parts)
+
+    @property
+    def verdict(self) -> str:
+        """'steady' or 'not steady, backlog +5.1/s ± 0.4' (the first reason)."""
+        return "steady" if self.steady else "not steady, " + "; ".join(self.reasons)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "verdict": self.verdict, "evidence": self.evidence}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Steadiness | None:
+        if not isinstance(data, dict):
+            return None
+        names = set(cls.__dataclass_fields__)
+        kept = {k: v for k, v in data.items() if k in names}
+        if not {"steady", "window_s", "arrivals", "completions", "arrival_rps", "completion_rps",
+                "margin"} <= set(kept):
+            return None  # not a Steadiness.to_dict(): nothing to read
+        for key in ("backlog", "wait"):
+            kept[key] = Trend(**kept[key]) if isinstance(kept.get(key), dict) else None
+        return cls(**kept)
+
+
+def _left_at(record: RequestRecord) -> float:
+    """When the request left the server's backlog (inf: it never did inside the run)."""
+    if record.completed_at_s is None or record.error_kind in UNFINISHED:
+        return math.inf
+    return record.completed_at_s
+
+
+def steadiness(records: Sequence[RequestRecord], margin: float = 0.025, z: float = Z,
+               bound_s: float | None = None) -> Steadiness | None:
+    """Steady-state test over the measured window (see the module docstring); None with too few
+    measured requests to judge. `bound_s`: the SLO's latency or queue-wait bound, against which a slow
+    but certain drift is weighed (None: only an overload of `margin` counts)."""
+    sent = [r for r in records if r.sent_at_s is not None]
+    measured = [r for r in sent if not r.warmup]
+    if len(measured) < MIN_REQUESTS:
+        return None
+    measured_sends = [float(r.sent_at_s) for r in measured if r.sent_at_s is not None]
+    t0, t1 = min(measured_sends), max(measured_sends)
+    window = t1 - t0
+    if window <= 0:
+        return None
+    sends = np.sort(np.array([r.sent_at_s for r in sent], dtype=np.float64))
+    lefts = np.sort(np.array([_left_at(r) for r in sent], dtype=np.float64))
+    arrivals = int(np.count_nonzero((sends >= t0) & (sends <= t1)))
+    completions = int(np.count_nonzero((lefts >= t0) & (lefts <= t1)))
+    grid = np.linspace(t0, t1, 20 * BLOCKS)
+    backlog_now = np.searchsorted(sends, grid, side="right") - np.searchsorted(lefts, grid, side="right")
+    backlog = trend(grid, backlog_now)
+    wait, wait_name = _wait_trend(measured)
+    result = Steadiness(True, window, arrivals, completions, arrivals / window, completions / window,
+                        margin, backlog, wait, wait_name, bound_s=bound_s)
+    reasons = judge_steady(result, z)
+    return replace(result, steady=not reasons, reasons=reasons)
+
+
+def judge_steady(s: Steadiness, z: float = Z) -> list[str]:
+    """What was not steady, each with its evidence ([] when the run kept up)."""
+    reasons = []
+    deficit = s.arrivals - s.completions
+    if deficit > z * math.sqrt(max(s.arrivals, 1)) and deficit > s.margin * s.arrivals:
+        reasons.append(f"completions {s.completion_rps:.3g}/s behind arrivals {s.arrival_rps:.3g}/s")
+    if s.backlog is not None:
+        served = max(s.completion_rps, 1e-9)  # a backlog of n waits about n / served seconds
+        if s.backlog.up(s.margin * s.arrival_rps, z):
+            reasons.append(f"backlog {s.backlog.text('/s')}")
+        elif (s.bound_s and s.backlog.up(s.bound_s * served / HORIZON_S, Z_DRIFT)
+              and s.backlog.slope * s.window_s >= DRIFT_MIN_GROWTH):
+            drift = drift_text(s.backlog.slope / served, s.bound_s)
+            reasons.append(f"backlog {s.backlog.text('/s')}, {drift}")
+    if s.wait is not None:
+        if s.wait.up(s.margin, z):
+            reasons.append(f"{s.wait_name} {s.wait.text(' s/s')}")
+        elif (s.bound_s and s.wait.up(s.bound_s / HORIZON_S, Z_DRIFT)
+              and s.wait.slope * s.window_s >= DRIFT_MIN_WAIT * s.bound_s):
+            reasons.append(f"{s.wait_name} {s.wait.text(' s/s')}, {drift_text(s.wait.slope, s.bound_s)}")
+    return reasons
+
+
+def drift_text(wait_s_per_s: float, bound_s: float) -> str:
+    """'certainly growing: +1 s of queue wait (the SLO's bound) every 2.1 min'."""
+    every = bound_s / wait_s_per_s
+    when = f"{every / 60:.2g} min" if every >= 60 else f"{every:.2g} s"
+    return f"certainly growing: +{bound_s:g} s of queue wait (the SLO's bound) every {when}"
+
+
+def _wait_trend(measured: Sequence[RequestRecord]) -> tuple[Trend | None, str]:
+    end = max((r.completed_at_s or 0.0) for r in measured)
+    has_start = sum(r.started_at_s is not None for r in measured) >= len(measured) // 2
+    times, waits = [], []
+    for r in measured:
+        sent = r.sent_at_s
+        assert sent is not None
+        if has_start:
+            begun = r.started_at_s if r.started_at_s is not None and r.ok else None
+            waits.append((begun if begun is not None else max(end, sent)) - sent)
+        else:
+            done = r.completed_at_s if r.ok and r.completed_at_s is not None else max(end, sent)
+            waits.append(done - r.intended_at_s)
+        times.append(sent)
+    return trend(times, waits), "queue wait" if has_start else "latency"
+
+
+def probe_seconds(rate_rps: float, tolerance: float, z: float = Z) -> float:
+    """Seconds of load at `rate_rps` after which an overload of `tolerance` (offered = (1 + tolerance) x
+    completed) is certain: the backlog grows by tolerance / (1 + tolerance) x rate x T, and that must
+    reach z times the arrivals' Poisson noise sqrt(rate x T)."""
+    growth = tolerance / (1 + tolerance) * rate_rps
+    return z**2 * rate_rps / growth**2 if growth > 0 else math.inf
+
+
+# ---------------------------------------------------------------- live: stop an overloaded run early
+
+
+@dataclass
+class LiveTrend:
+    """The backlog test on a run in progress (counts only): `check` returns the evidence once the
+    backlog certainly grows faster than `margin` x the arrival rate, and completions lag arrivals by
+    more than `margin` over the last `recent_s` (so a ramp whose latency fills the pipe does not count),
+    for `patience` checks in a row after `min_elapsed_s`."""
+
+    margin: float = 0.05
+    z: float = 3.0  # checked again and again: stricter than a one-off verdict
+    min_elapsed_s: float = 1.0
+    min_growth: int = 8  # backlog grown by at least this many requests since the start of the window
+    recent_s: float = 1.0
+    patience: int = 3
+    _times: list[float] = field(default_factory=list)
+    _backlog: list[int] = field(default_factory=list)
+    _recent: deque[tuple[float, int, int]] = field(default_factory=deque)
+    _strikes: int = 0
+    _first_sent: int = -1
+
+    def check(self, elapsed_s: float, sent: int, completed: int) -> str | None:
+        self._recent.append((elapsed_s, sent, completed))
+        while len(self._recent) > 2 and self._recent[1][0] <= elapsed_s - self.recent_s:
+            self._recent.popleft()
+        if elapsed_s < self.min_elapsed_s:
+            return None
+        if self._first_sent < 0:
+            self._first_sent = sent
+        self._times.append(elapsed_s)
+        self._backlog.append(sent - completed)
+        self._strikes = self._strikes + 1 if self._growing(elapsed_s, sent, completed) else 0
+        if self._strikes < self.patience:
+            return None
+        found = trend(self._times, self._backlog, 8)
+        assert found is not None
+        t0, sent0, done0 = self._recent[0]
+        dt = max(elapsed_s - t0, 1e-9)
+        return (f"not steady, backlog {found.text('/s')} (completions {(completed - done0) / dt:.3g}/s vs "
+                f"arrivals {(sent - sent0) / dt:.3g}/s; {self._backlog[-1]} waiting or running after "
+                f"{elapsed_s:.1f} s)")
+
+    def _growing(self, elapsed_s: float, sent: int, completed: int) -> bool:
+        t0, sent0, done0 = self._recent[0]
+        dt = elapsed_s - t0
+        if dt < self.recent_s / 2 or len(self._times) < 6:
+            return False
+        arrivals, completions = sent - sent0, completed - done0
+        if arrivals <= 0 or completions > (1 - self.margin) * arrivals:
+            return False
+        if self._backlog[-1] - self._backlog[0] < self.min_growth:
+            return False
+        found = trend(self._times, self._backlog, 8)
+        rate = (sent - self._first_sent) / max(self._times[-1] - self._times[0], 1e-9)
+        return found is not None and found.up(self.margin * rate, self.z)
