@@ -235,22 +235,21 @@ def _finish(
     writer: Writer,
     traces: TraceReport | None = None,
 ) -> RunResult:
-    """Summary, final run.json and summary.json, from records.parquet (or the records, when read)."""
-    if records is None:
-        records = read_records(run_dir / "records.parquet")
-    summary = summarize(Columns.of(records), scenario.slo, generator=generator,
-                        endpoint_slos=endpoint_slos(scenario), journey_length=journey_length(scenario),
-                        server_traces=traces)
-    info = replace(info, generator=summary.generator, records=len(records))  # its workers as objects too
+    """Summary, final run.json and summary.json, from records.parquet read a few columns at a time (or
+    the records, when they were read): a run of millions of requests never holds them as objects."""
+    cols = Columns.of(records) if records is not None else Columns.read(run_dir, keep=2)
+    summary = summarize(cols, scenario.slo, generator=generator, endpoint_slos=endpoint_slos(scenario),
+                        journey_length=journey_length(scenario), server_traces=traces)
+    info = replace(info, generator=summary.generator, records=len(cols))  # its workers as objects too
     writer.json(run_dir / "run.json", info.to_dict())
     cpus = host_cpus(info.host, info.target)  # the server's, when it ran on this host
     server = info.server or None  # discovery's, with /status at the start and end
-    findings = diagnose_run(records, summary, server, cpus=cpus)
+    findings = diagnose_run(cols, summary, server, cpus=cpus)
     diagnosis = [f.to_dict() for f in findings]
     auth = info.auth or None  # logins and re-logins (no secret)
-    notes = explain(records, scenario, server)  # the app raised, events still running
+    notes = explain(cols, scenario, server)  # the app raised, events still running
     starts = mix_starts(scenario)
-    compared = alongside(records, starts, scenario.load.duration) if starts else []
+    compared = alongside(cols, starts, scenario.load.duration) if starts else []
     writer.json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth,
                                            "app_notes": notes, "alongside": [a.to_dict() for a in compared]})
     return RunResult(run_dir=run_dir, loaded=records, summary=summary, run_info=info, diagnosis=findings,
