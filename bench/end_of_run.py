@@ -18,8 +18,10 @@ statuses.
 Then each step runs in a fresh Python process, its peak RSS read from the kernel (`os.wait4`'s
 ru_maxrss of that child alone):
 
-    end of run   what qbench.run.runner._finish does after the load, from the folder: records.jsonl
-                 read back (qbench.run.load.executor.read_back), summary, records.parquet, run.json,
+    end of run   what the runner does after the load, from the folder: records.parquet sealed from the
+                 spill the generator wrote during the run (qbench.run.record_spill; the spill itself,
+                 made here from records.jsonl's lines before the clock starts, is the run's cost, not
+                 the end's), then runner._finish from its columns: summary, run.json,
                  diagnosis, app notes, summary.json; the child also prints each phase's seconds and
                  the peak RSS after it (VmHWM), the map of where the memory goes
     summary      the summary from the finished run's records.parquet read as columns
@@ -43,6 +45,7 @@ when a row of the largest size measured is over the issue's targets (today's qbe
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -238,7 +241,7 @@ def finish(folder: Path, profile: bool = False) -> None:
     import pyarrow as pa
 
     from qbench.run import runner
-    from qbench.run.load.executor import read_back
+    from qbench.run.record_spill import RecordSpill, RowOrder, seal
     from qbench.run.results.files import Writer
     from qbench.run.results.run_info import RunInfo
     from qbench.run.results.summary import GeneratorStats
@@ -265,20 +268,23 @@ def finish(folder: Path, profile: bool = False) -> None:
             return value
         return wrapper
 
-    for attr, name in (("summarize", "summary"), ("write_parquet", "records.parquet"),
-                       ("diagnose_run", "diagnosis"), ("explain", "app notes")):
+    for attr, name in (("summarize", "summary"), ("diagnose_run", "diagnosis"), ("explain", "app notes")):
         setattr(runner, attr, timed(name, getattr(runner, attr)))
     data = json.loads((folder / "run.json").read_text(encoding="utf-8"))
     info = RunInfo.from_dict(data)
     plan = parse_scenario(data["scenario"])
     start = time.perf_counter()
-    records = timed("read back", read_back)(folder, 0)
+    with RecordSpill(folder) as spill, (folder / "records.jsonl").open("rb") as lines:  # during the run
+        while chunk := list(itertools.islice(lines, 8192)):
+            spill.write_lines(b"".join(chunk), len(chunk))
+    start = time.perf_counter()
+    timed("records.parquet", seal)(folder, RowOrder())
     if profile:
         top = tracemalloc.take_snapshot().statistics("lineno")[:6]
         print(json.dumps([{"site": str(s.traceback), "mib": s.size / MIB, "blocks": s.count} for s in top]))
     stats = GeneratorStats(cpu_s=900.0, cpu_percent=25.0, max_loop_lag_s=0.004, p99_loop_lag_s=0.001,
                            max_in_flight=120)
-    runner._finish(plan, folder, records, stats, info, Writer())
+    runner._finish(plan, folder, None, stats, info, Writer())
     phases.append({"phase": "total", "seconds": time.perf_counter() - start, "peak_mib": peak_mib()})
     print(json.dumps(phases))
 
@@ -416,7 +422,7 @@ def table(rows: list[Row]) -> str:
                          f"Arrow pool peak {p['arrow_peak_mib']:5.0f}, held {p['arrow_held_mib']:5.0f} MiB")
             lines.append(line)
         for site in r.sites or []:
-            lines.append(f"{r.records:>9,}    held after read back: {site['mib']:6.0f} MiB in "
+            lines.append(f"{r.records:>9,}    held after the seal: {site['mib']:6.0f} MiB in "
                          f"{site['blocks']:>9,} blocks at {site['site']}")
     for step, (seconds, peak) in extrapolated(rows).items():
         limit_s, limit_mib = TARGETS[step]
