@@ -26,7 +26,7 @@ from __future__ import annotations
 import io
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -39,6 +39,7 @@ from qbench.run.records import BATCH_ROWS, DERIVED, FIELD_NAMES, RequestRecord
 from qbench.run.records import _arrow_schema as arrow_schema
 
 SPILL_ROWS: Final = 8_192  # rows a spill row group (written once this many wait)
+MAX_WAITING_GROUPS: Final = 8  # row groups handed to the thread, not yet written: past it, wait for it
 CACHE_GROUPS: Final = 8  # spill row groups `seal` keeps decoded (the most recently used)
 SPILL_GLOB: Final = ".records-spill-*.parquet"
 
@@ -101,6 +102,9 @@ class RecordSpill:
         if self._thread is None:
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="qbench-spill")
         self._done = [f for f in self._done if not f.done() or f.exception() is not None]
+        waiting = [f for f in self._done if not f.done()]
+        if len(waiting) >= MAX_WAITING_GROUPS:  # the thread fell behind: wait for it, not grow without bound
+            wait(waiting[: len(waiting) - MAX_WAITING_GROUPS + 1])
         self._done.append(self._thread.submit(self._write_group, items))
 
     def _write_group(self, items: list[bytes | Any]) -> None:

@@ -156,3 +156,34 @@ def test_a_spill_writes_a_row_group_once_spill_rows_wait_and_raises_what_its_thr
     bad.write_lines(b"not json\n", 1)
     with pytest.raises(Exception, match="JSON"):
         bad.close()
+
+
+def test_a_spill_whose_thread_falls_behind_waits_for_it_instead_of_growing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records handed over faster than the thread writes them: at most MAX_WAITING_GROUPS row groups wait
+    in memory; the next hand-over waits for the oldest (a generator that outruns its spill is slowed,
+    and its loop lag says so, rather than the run's memory growing without bound)."""
+    import threading
+
+    gate = threading.Event()
+    written: list[int] = []
+    real = RecordSpill._write_group
+
+    def slow(self: RecordSpill, items: list[object]) -> None:
+        gate.wait(5)
+        real(self, items)  # type: ignore[arg-type]
+        written.append(len(items))
+
+    monkeypatch.setattr(record_spill, "SPILL_ROWS", 100)
+    monkeypatch.setattr(record_spill, "MAX_WAITING_GROUPS", 3)
+    monkeypatch.setattr(RecordSpill, "_write_group", slow)
+    records = varied(1_000, 9)
+    spill = RecordSpill(tmp_path)
+    threading.Timer(0.3, gate.set).start()
+    for k in range(0, 1_000, 100):  # ten row groups; the fourth hand-over waits for the gate
+        spill.write(records[k:k + 100])
+        waiting = [f for f in spill._done if not f.done()]
+        assert len(waiting) <= 3
+    spill.close()
+    assert len(read_records(spill.path)) == 1_000
