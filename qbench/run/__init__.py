@@ -8,6 +8,8 @@
     soak/          over hours: the server's health sampled, drift judged
 
     records.py     RequestRecord, the flat contract with every later stage; JSONL and Parquet files
+    record_spill.py  records.parquet written as the run goes: spilled as records finish, sealed at the end
+    columns.py     the records as numpy columns, from the records or read from disk a few at a time
     gap_histogram.py  a record's inter-token gaps as a compact, mergeable log-bucket histogram
     control.py     the control plane over httpx: /config, /status, /admin/config, readiness probes
     runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
