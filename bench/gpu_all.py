@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -162,7 +163,7 @@ def qbench_run(opts: Options, url: str, name: str, log: Path, users: int, durati
         "--set",
         f"load.duration={duration_s:g}",
         "--set",
-        "load.warmup=1",
+        f"load.warmup={WARM_UP_S:g}",
         "--no-live",
     ]
     code = run_logged(argv, log, timeout_s=duration_s + 240)
@@ -314,31 +315,54 @@ def step_batching(opts: Options, log: Path) -> str:
 
 
 def saturated(
-    opts: Options, log: Path, name: str, *server_args: str, during: Callable[[int, float], None] | None = None
+    opts: Options,
+    log: Path,
+    name: str,
+    *server_args: str,
+    during: Callable[[int, str, threading.Event], None] | None = None,
+    duration_s: float | None = None,
 ) -> str:
-    """The image preset at saturation (128 users on a GPU): served rate, server CPU and GPU busy."""
+    """The image preset at saturation (128 users on a GPU): served rate, server CPU and GPU busy.
+    `during(pid, url, done)` runs beside the load in a thread; `done` is set when the run has ended."""
     users, duration = (8, opts.seconds(20)) if opts.dry_run else (128, 20.0)
+    duration = duration_s or duration
     with reference_server(opts, log, *server_args) as (url, pid):
         if during is None:
             run_dir = qbench_run(opts, url, name, log, users, duration)
         else:
-            with background(lambda: during(pid, duration)):
+            with background(lambda done: during(pid, url, done)):
                 run_dir = qbench_run(opts, url, name, log, users, duration)
         return f"{served_line(run_dir)}; {status_usage(url)}"
 
 
 @contextlib.contextmanager
-def background(action: Callable[[], None]) -> Iterator[None]:
-    import threading
-
-    thread = threading.Thread(target=action, daemon=True)
+def background(action: Callable[[threading.Event], None]) -> Iterator[None]:
+    """Run `action(done)` in a thread while the block runs; `done` is set when the block ends."""
+    done = threading.Event()
+    thread = threading.Thread(target=action, args=(done,), daemon=True)
     thread.start()
     try:
         yield
     finally:
+        done.set()
         thread.join(timeout=60)
 
 
+def wait_for_load(url: str, done: threading.Event, limit_s: float = 300.0) -> bool:
+    """Wait until the server has completed a job (the run's load reached it); False if the run ended
+    first. A fixed sleep is not enough: under a busy machine qbench's own start-up takes seconds."""
+    from qbench.run.control import read_status
+
+    deadline = time.monotonic() + limit_s
+    while not done.is_set() and time.monotonic() < deadline:
+        status = read_status(url) or {}
+        if int(status.get("jobs_completed") or 0) > 0:
+            return True
+        done.wait(0.1)
+    return False
+
+
+WARM_UP_S = 1.0  # qbench_run's load.warmup
 PROFILE_HZ = 40  # py-spy's default 100 Hz fell a minute behind on the 17-thread server (2026-11-26)
 
 
@@ -348,34 +372,35 @@ def step_profile(opts: Options, log: Path) -> str:
         raise LookupError("py-spy is not installed (carry its wheel: bench/gpu_wheels.sh)")
     raw = opts.work / "spy.txt"
 
-    recorded_s = 0
+    recorded_s = 0.0
 
-    def record(pid: int, duration: float) -> None:
+    def record(pid: int, url: str, done: threading.Event) -> None:
+        """py-spy from the load's start (past its warm-up) until the run ends: the window is the run's
+        loaded span, however late a busy machine starts it."""
         nonlocal recorded_s
-        time.sleep(min(3.0, duration / 4))  # past the run's warm-up
-        recorded_s = max(1, int(duration - 4))
-        run_logged(
-            [
-                spy,
-                "record",
-                "-p",
-                str(pid),
-                "-d",
-                str(recorded_s),
-                "-f",
-                "raw",
-                "--threads",
-                "-r",
-                str(PROFILE_HZ),
-                "-o",
-                str(raw),
-                "--nonblocking",
-            ],
-            log,
-            timeout_s=duration + 60,
-        )
+        if not wait_for_load(url, done):
+            return
+        done.wait(WARM_UP_S)  # past the run's warm-up (load.warmup)
+        if done.is_set():
+            return
+        argv = [spy, "record", "-p", str(pid), "-d", "600", "-f", "raw", "--threads",
+                "-r", str(PROFILE_HZ), "-o", str(raw), "--nonblocking"]
+        with log.open("a", encoding="utf-8") as sink:
+            sink.write(f"$ {' '.join(argv)}\n")
+            sink.flush()
+            proc = subprocess.Popen(argv, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            began = time.monotonic()
+            done.wait()
+            recorded_s = time.monotonic() - began
+            proc.send_signal(signal.SIGINT)  # py-spy writes its profile on Ctrl-C
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                stop_group(proc)
 
-    line = saturated(opts, log, "profile", during=record)
+    # a dry run's 2 s would leave py-spy a moment between its attach and the run's end
+    line = saturated(opts, log, "profile", during=record, duration_s=6.0 if opts.dry_run else None)
     if not raw.exists():
         return f"{line}\n(py-spy wrote no profile: see the log)"
     return f"{line}\n{thread_load(raw, recorded_s, PROFILE_HZ)}\n{top_frames(raw)}"

@@ -28,6 +28,8 @@ saturated the queue and no hook confirmed it), `not_applied` (ranked never; the 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -44,6 +46,8 @@ Verdict = Literal["applied", "unverified", "not_applied", "not_checked"]
 HOLD_MIN_S = 0.02
 DISPATCH_S = 0.02  # a queue wait up to this long is the dispatcher's own latency (free slots or not)
 SATURATED_MIN_S = 0.25  # saturation: requests waited at least this long in all (and 2 service times)
+SATURATED_WAITERS = 3  # ... and at least this many requests waited (and WAITER_SHARE of those started)
+WAITER_SHARE = 0.1
 REACHED_SHARE = 0.15
 
 
@@ -54,8 +58,10 @@ class Parallelism:
     peak_running: int = 0  # the most requests running at once, held for hold_s
     typical_while_waiting: int = 0  # running(t) while requests waited: its time-weighted median
     reached_while_waiting: int = 0  # the highest level running(t) held for REACHED_SHARE of that time
-    saturated: bool = False  # requests waited for 2 service times (and SATURATED_MIN_S) or more, in all
+    saturated: bool = False  # requests waited for 2 service times (and SATURATED_MIN_S) or more, in all,
+    # and SATURATED_WAITERS (and WAITER_SHARE of those started) or more of them waited
     waiting_s: float = 0.0  # total time with at least one request waiting in the queue
+    waiters: int = 0  # requests that waited past the dispatch allowance while another ran
     hold_s: float = HOLD_MIN_S  # half the median service time (at least 20 ms, and twice the client lag)
     started: int = 0  # records with a process_starts time
 
@@ -76,12 +82,14 @@ def observed_parallelism(records: Sequence[RequestRecord], lag_s: float = 0.0) -
     hold = max(HOLD_MIN_S, 0.5 * service, 2 * lag_s)
     dispatch = max(DISPATCH_S, lag_s)
     changes: list[tuple[float, int, int]] = []  # (time, d_running, d_waiting); ends sort first
+    waits: list[tuple[float, float]] = []
     for r in spans:
         queued_at = r.joined_at_s if r.joined_at_s is not None else r.sent_at_s
         assert queued_at is not None and r.completed_at_s is not None
         begin = r.started_at_s if r.started_at_s is not None else r.completed_at_s
         if begin > queued_at + dispatch:  # a shorter wait is the dispatcher's latency, not a full queue
             changes += [(queued_at + dispatch, 0, 1), (begin, 0, -1)]
+            waits.append((queued_at + dispatch, begin))
         if r.started_at_s is not None:
             changes += [(r.started_at_s, 1, 0), (r.completed_at_s, -1, 0)]
     changes.sort(key=lambda c: (c[0], c[1] + c[2]))
@@ -90,8 +98,26 @@ def observed_parallelism(records: Sequence[RequestRecord], lag_s: float = 0.0) -
     # (a first request's imports), not a limit
     waiting = [(d, run) for d, run, wait in segments if wait >= 1 and run >= 1]
     waiting_s = sum(d for d, _ in waiting)
+    waiters = _waiters_beside_work(waits, started)
+    saturated = (waiting_s >= max(2 * service, SATURATED_MIN_S)
+                 and waiters >= max(SATURATED_WAITERS, WAITER_SHARE * len(started)))
     return Parallelism(_held_peak(segments, hold), _weighted_median(waiting), _reached(waiting),
-                       waiting_s >= max(2 * service, SATURATED_MIN_S), waiting_s, hold, len(started))
+                       saturated, waiting_s, waiters, hold, len(started))
+
+
+def _waiters_beside_work(waits: list[tuple[float, float]], started: Sequence[RequestRecord]) -> int:
+    """How many waits overlapped another request's run. A queue held at its limit makes a share of all
+    requests wait; a server that stalls (its event loop or the machine paused 150 ms) holds everything
+    at once, and the one request caught "running" across the stall looks like a limit of 1 to the one
+    or two that waited behind it: an incident, not a pattern."""
+    runs = sorted((r.started_at_s or 0.0, r.completed_at_s or 0.0) for r in started)
+    starts = [s for s, _ in runs]
+    latest_end = list(itertools.accumulate((e for _, e in runs), max))
+    count = 0
+    for begin, end in waits:  # a run that started before the wait ended and ended after it began
+        i = bisect.bisect_left(starts, end)
+        count += bool(i and latest_end[i - 1] > begin)
+    return count
 
 
 def _segments(changes: list[tuple[float, int, int]]) -> list[tuple[float, int, int]]:
