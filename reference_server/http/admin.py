@@ -19,6 +19,7 @@ from __future__ import annotations
 import hmac
 import resource
 import time
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -79,6 +80,7 @@ async def status(request: Request) -> Response:
         "torch_cuda_memory": state.torch_memory(),
         "cpu_s": cpu.user + cpu.system,  # this process's CPU time (all threads) since it started
         "event_loop_cpu_s": _main_thread_cpu_s(proc),  # the main thread's, where the event loop runs
+        "event_loop_wait_s": _main_thread_wait_s(proc),  # its time ready to run but waiting for a core
         "children_cpu_s": _children_cpu_s(proc),  # its live child processes' (front ends, decode workers)
         **gpu,  # per GPU: utilisation, memory, power, busy_s / sampled_s integrals (observe.gpu)
         "workloads": {fn.name: fn.workload.describe() for fn in state.functions},
@@ -111,6 +113,17 @@ def _main_thread_cpu_s(proc: psutil.Process) -> float | None:
     try:
         return next((t.user_time + t.system_time for t in proc.threads() if t.id == proc.pid), None)
     except (psutil.Error, OSError):
+        return None
+
+
+def _main_thread_wait_s(proc: psutil.Process) -> float | None:
+    """Time the main thread spent runnable but waiting for a core (Linux schedstat, its second field,
+    in ns): on a shared host a busy event loop gets only part of a core, and this is the rest it wanted.
+    None where the kernel does not say."""
+    try:
+        fields = Path(f"/proc/{proc.pid}/task/{proc.pid}/schedstat").read_text().split()
+        return int(fields[1]) / 1e9
+    except (OSError, IndexError, ValueError):
         return None
 
 

@@ -106,7 +106,8 @@ __all__ = ["Finding", "Usage", "configured_slots", "diagnose", "generator_lag", 
 GROWTH_MODEL_BOUND = 1.5
 MIN_REQUESTS = 20
 MIN_GROUP = 20  # requests in each group compared for growth
-LOOP_BUSY = 0.5  # share of a core that counts as an event loop at its limit (on a shared host)...
+LOOP_BUSY = 0.5  # share of a core (run or waited for) that counts as an event loop at its limit...
+LOOP_CROWDED = 0.1  # the loop waited for a core this share of the run: the host's other processes
 LOOP_SHARE = 0.8  # ... when it also did this share of the server's CPU (not a thread pool's work)
 GEN_LAG_SHARE = 0.5  # the generator's lag, as a share of the excess queue wait, that explains the wait
 GEN_LAG_MIN_S = 0.02  # below this the generator's lag explains no queue
@@ -220,8 +221,11 @@ def _limit(load: _Load, ctx: _Context) -> list[Finding]:
     usage = ctx.usage
     if usage.loop_bound and (usage.gpu_busy is None or max(usage.gpu_busy) < 0.5):
         gpu = "" if usage.gpu_busy is None else f" while the GPU was busy only {max(usage.gpu_busy):.0%}"
+        crowded = (f" and waited for a core another {usage.loop_waited:.0%} of the time (other processes "
+                   "on the host took it)" if usage.crowded else "")
         loop = Finding("server_cpu", (
-            f"{at}the server's event loop kept one core {usage.loop_cores:.0%} busy{gpu} as the queue grew: "
+            f"{at}the server's event loop kept one core {usage.loop_cores:.0%} busy{crowded}{gpu} as the "
+            "queue grew: "
             "request handling (uploads, decoding, streaming) in one Python thread, not the model, is "
             "the likely limit; more concurrency will not help, less work per request or more server "
             "processes will"))
@@ -416,6 +420,7 @@ class Usage:
 
     cores: float | None = None  # process CPU time / wall time (all threads)
     loop_cores: float | None = None  # the main thread's (the event loop's) CPU time / wall time
+    loop_waited: float | None = None  # the time it was ready to run but waited for a core / wall time
     gpu_busy: list[float] | None = None  # mean NVML utilisation per GPU (0-1)
 
     @property
@@ -424,15 +429,31 @@ class Usage:
         if self.cores is not None:
             parts.append(f"server CPU {self.cores:.0%} of a core")
         if self.loop_cores is not None:
-            parts.append(f"its event loop {self.loop_cores:.0%}")
+            waited = f" (and {self.loop_waited:.0%} waiting for a core)" if self.crowded else ""
+            parts.append(f"its event loop {self.loop_cores:.0%}{waited}")
         if self.gpu_busy is not None:
             parts.append("GPU busy " + ", ".join(f"{b:.0%}" for b in self.gpu_busy))
         return ", ".join(parts) + " (means over the run)" if parts else ""
 
     @property
+    def crowded(self) -> bool:
+        """The event loop waited for a core a noticeable share of the run (other processes on the host)."""
+        return self.loop_waited is not None and self.loop_waited >= LOOP_CROWDED
+
+    @property
+    def loop_demand(self) -> float | None:
+        """The share of a core the event loop wanted: its CPU time and its wait for a core, over wall
+        time. On a shared host a loop at its limit gets only part of a core, and waits for the rest."""
+        if self.loop_cores is None:
+            return None
+        return self.loop_cores + (self.loop_waited or 0.0)
+
+    @property
     def loop_bound(self) -> bool:
-        """The event loop's thread kept a core busy and did most of the server's CPU work."""
-        if self.loop_cores is None or self.loop_cores < LOOP_BUSY:
+        """The event loop's thread wanted a whole core (ran or waited for one) and did most of the
+        server's CPU work."""
+        demand = self.loop_demand
+        if demand is None or self.loop_cores is None or demand < LOOP_BUSY:
             return False
         return self.cores is None or self.loop_cores >= LOOP_SHARE * self.cores
 
@@ -454,9 +475,11 @@ def server_usage(server: dict[str, Any] | None) -> Usage:
     if not wall or wall <= 0:
         return Usage()
     cpu, loop = _delta(start, end, "cpu_s"), _delta(start, end, "event_loop_cpu_s")
+    waited = _delta(start, end, "event_loop_wait_s")
     return Usage(
         cores=None if cpu is None else cpu / wall,
         loop_cores=None if loop is None else loop / wall,
+        loop_waited=None if waited is None else waited / wall,
         gpu_busy=_gpu_busy(start.get("gpu"), end.get("gpu")),
     )
 

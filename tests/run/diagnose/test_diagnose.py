@@ -110,16 +110,33 @@ def test_a_real_saturated_run_says_so_everywhere(server_factory: Factory, tmp_pa
     assert info.started_at and info.host and RunInfo.from_dict(info.to_dict()) == info
 
 
-def usage_server(loop_cpu_s: float, gpu_busy_s: float | None = None) -> dict[str, Any]:
-    """/status at the start and the end of a 10 s run."""
+def usage_server(loop_cpu_s: float, gpu_busy_s: float | None = None,
+                 loop_wait_s: float | None = None) -> dict[str, Any]:
+    """/status at the start and the end of a 10 s run (`loop_wait_s`: the loop's wait for a core)."""
     server = reference_status(limit=2)
     start = {**server["status"], "uptime_s": 5.0, "cpu_s": 1.0, "event_loop_cpu_s": 0.5}
     end = {**server["status"], "uptime_s": 15.0, "cpu_s": 1.0 + loop_cpu_s * 1.2,
            "event_loop_cpu_s": 0.5 + loop_cpu_s}
+    if loop_wait_s is not None:
+        start["event_loop_wait_s"], end["event_loop_wait_s"] = 0.2, 0.2 + loop_wait_s
     if gpu_busy_s is not None:
         start["gpu"] = [{"index": 0, "busy_s": 2.0, "sampled_s": 5.0}]
         end["gpu"] = [{"index": 0, "busy_s": 2.0 + gpu_busy_s, "sampled_s": 15.0}]
     return {**server, "status": start, "status_end": end}
+
+
+def test_an_event_loop_crowded_off_its_core_is_still_the_limit() -> None:
+    """On a shared host the loop at its limit runs 40% of a core and waits for one another 50% (the
+    kernel's run-queue wait, schedstat): it wanted a whole core, so it is still named, with the
+    crowding; a loop that ran 20% and waited 5% had room."""
+    records = simulate(n=600, rate_rps=40, service_s=0.08, workers=2)
+    findings = diagnose(records, summarize(records, None), usage_server(4.0, loop_wait_s=5.0))
+    assert [f.kind for f in findings] == ["usage", "server_cpu", "queue_limit"]
+    assert "its event loop 40% (and 50% waiting for a core)" in findings[0].message
+    assert "busy and waited for a core another 50% of the time" in findings[1].message
+    calm = diagnose(records, summarize(records, None), usage_server(2.0, loop_wait_s=0.5))
+    assert [f.kind for f in calm] == ["usage", "queue_limit"]
+    assert "waiting for a core" not in calm[0].message
 
 
 def test_a_busy_event_loop_with_an_idle_gpu_is_named() -> None:
@@ -214,6 +231,8 @@ def test_an_event_loop_busy_with_the_work_is_server_cpu(tmp_path: Path) -> None:
     assert usage.kind == "usage" and first.kind == "server_cpu", result.diagnosis
     assert "event loop kept one core" in first.message
     assert result.summary.throughput_rps < 55  # the ceiling held: 1 / 20 ms
+    status_end = json.loads((tmp_path / "run" / "run.json").read_text())["server"]["status_end"]
+    assert status_end["event_loop_wait_s"] >= 0  # Linux's schedstat: the loop's wait for a core
 
 
 def test_a_lagging_generator_is_named_instead_of_the_server() -> None:
