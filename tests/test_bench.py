@@ -406,3 +406,23 @@ def test_spill_seal_seals_a_spill_of_a_run_in_finishing_order(
     back = read_parquet(tmp_path / "kept" / "records-2.parquet")
     assert [r.request_id for r in back] == list(range(6_000))
     assert [r.latency_s for r in back[:3_000]] == [r.latency_s for r in records]
+
+
+def test_live_memory_at_reduced_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """bench/live_memory.py's two lengths in seconds (RESULTS.md's figures come from 10 and 30 minutes):
+    a row each with the run's requests, its RSS over the load and its peak from the kernel, and the
+    longer run's peak against the shorter's."""
+    bench = load_bench("live_memory", monkeypatch)
+    out = tmp_path / "rows.json"
+    assert bench.main(["--minutes", "0.05", "0.1", "--rate", "40", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [r["minutes"] for r in rows] == [0.05, 0.1]
+    for row in rows:
+        assert row["requests"] >= 0.5 * row["rate"] * row["minutes"] * 60  # its load ran
+        assert 30 < row["rss_end_of_load_mib"] <= row["peak_mib"] < 2000
+    printed = capsys.readouterr().out
+    assert "| minutes | rate | requests |" in printed and "peak RSS: 0.1 min" in printed
+    shrunk = [bench.Row(**{**rows[0], "peak_mib": 100.0}), bench.Row(**{**rows[1], "peak_mib": 130.0})]
+    _, problems = bench.verdict(shrunk)
+    assert problems and "+30.0%" in problems[0]  # a peak that grows with the length misses the bar
