@@ -34,6 +34,7 @@ import psutil
 
 from qbench.errors import ScenarioError, SloViolation
 from qbench.run.load.loadgen import LiveStats
+from qbench.run.columns import Columns
 from qbench.run.options import OptionsRun, RunOptions, run_with_options
 from qbench.run.records import RequestRecord
 from qbench.run.results.files import Writer, new_folder
@@ -177,7 +178,7 @@ def run_soak(options: RunOptions, soak: SoakOptions) -> SoakRun:
         sampler.stop()
     reason = done.result.outcome.stop_reason
     finding = reason if reason and reason.startswith((STUCK_PREFIX, FAILING_PREFIX)) else None
-    report = judge_soak(read_health(done.result.run_dir / "health.jsonl"), done.result.records, soak, finding)
+    report = judge_soak(read_health(done.result.run_dir / "health.jsonl"), done.result.columns(), soak, finding)
     report = replace(report, watched=watched)
     write_report(done.result.run_dir, report)
     return SoakRun(done, report)
@@ -234,11 +235,15 @@ def read_report(run_dir: Path) -> SoakReport | None:
     return SoakReport.from_dict(json.loads(path.read_text(encoding="utf-8"))) if path.exists() else None
 
 
-def judge_soak(samples: Sequence[HealthSample], records: Sequence[RequestRecord], soak: SoakOptions,
+def judge_soak(samples: Sequence[HealthSample], records: Columns | Sequence[RequestRecord], soak: SoakOptions,
                stuck: str | None = None) -> SoakReport:
-    """The verdicts of a soak run from its health samples (those taken while it ran) and records."""
+    """The verdicts of a soak run from its health samples (those taken while it ran) and records (a day's
+    soak is tens of millions: read as columns, a few at a time, never as objects)."""
+    cols = Columns.of(records)
+    completed = cols.floats("completed_at_s")
+    finished = int(np.count_nonzero(~np.isnan(completed)))
     samples = _while_sending([s for s in samples if s.live])
-    span = samples[-1].t_s if samples else _records_span(records)
+    span = samples[-1].t_s if samples else (float(np.nanmax(completed)) if finished else 0.0)
     cut = soak.warmup_s if soak.warmup_s is not None else min(WARMUP_SHARE * span, WARMUP_MAX_S)
     rate = _steady_rate(samples, cut)
     t = [s.t_s for s in samples]
@@ -252,7 +257,7 @@ def judge_soak(samples: Sequence[HealthSample], records: Sequence[RequestRecord]
             limit, source = _ceiling(signal.key, soak)
             verdicts.append(judge(signal, t, x, values, steady_from_s=cut, limit=limit, rate_rps=rate,
                                   limit_source=source))
-    slices = slice_series(records, max(soak.interval_s, span / SLICES))
+    slices = slice_series(cols, max(soak.interval_s, span / SLICES))
     st = [float(s["t_s"] or 0.0) for s in slices]
     sx = [float(s["requests"] or 0.0) for s in slices]
     for signal in SLICE_SIGNALS:
@@ -261,32 +266,38 @@ def judge_soak(samples: Sequence[HealthSample], records: Sequence[RequestRecord]
             limit, source = _ceiling(signal.key, soak)
             verdicts.append(judge(signal, st, sx, values, steady_from_s=cut, limit=limit, rate_rps=rate,
                                   limit_source=source))
-    finished = sum(1 for r in records if r.completed_at_s is not None)
     return SoakReport(verdicts, stuck, cut, span, finished, rate, len(samples), slices)
 
 
-def slice_series(records: Sequence[RequestRecord], slice_s: float) -> list[dict[str, float | None]]:
+def slice_series(records: Columns | Sequence[RequestRecord], slice_s: float) -> list[dict[str, float | None]]:
     """Per slice of `slice_s` seconds (by completion time): its middle, requests finished by then,
     p95 latency of its ok requests, completions per second, the share of errors (%), and the median
-    queue size the server announced when its requests joined (Gradio's first estimation message)."""
-    done = sorted((r for r in records if r.completed_at_s is not None), key=lambda r: r.completed_at_s or 0.0)
-    if not done or slice_s <= 0:
+    queue size the server announced when its requests joined (Gradio's first estimation message).
+    Vectorised over the columns: the requests in completion order (a stable sort), each slice a range."""
+    cols = Columns.of(records)
+    completed = cols.floats("completed_at_s")
+    done = np.flatnonzero(~np.isnan(completed))
+    if not done.size or slice_s <= 0:
         return []
-    ends = np.array([r.completed_at_s for r in done], dtype=np.float64)
-    window = max(r.intended_at_s for r in records)  # whole slices of the send window (no drain)
+    order = done[np.argsort(completed[done], kind="stable")]
+    ends = completed[order]
+    window = float(np.nanmax(cols.floats("intended_at_s")))  # whole slices of the send window (no drain)
+    latency = cols.floats("latency_s")[order]
+    ok = cols.ok()[order] & ~np.isnan(latency)
+    queued = cols.floats("queue_size")[order]
     series: list[dict[str, float | None]] = []
     for k in range(max(int(window // slice_s), 1)):
-        lo, hi = np.searchsorted(ends, [k * slice_s, (k + 1) * slice_s], side="left")
-        part = done[lo:hi]
-        ok = [r.latency_s for r in part if r.outcome == "ok" and r.latency_s is not None]
-        queued = [r.queue_size for r in part if r.queue_size is not None]
+        lo, hi = (int(i) for i in np.searchsorted(ends, [k * slice_s, (k + 1) * slice_s], side="left"))
+        part_ok = latency[lo:hi][ok[lo:hi]]
+        part_queued = queued[lo:hi][~np.isnan(queued[lo:hi])]
+        n = hi - lo
         series.append({
             "t_s": (k + 0.5) * slice_s,
             "requests": float(hi),
-            "p95_latency_s": float(np.percentile(ok, 95)) if ok else None,
-            "throughput_rps": len(part) / slice_s,
-            "error_pct": 100.0 * (len(part) - len(ok)) / len(part) if part else None,
-            "queue_size": float(np.median(queued)) if queued else None,
+            "p95_latency_s": float(np.percentile(part_ok, 95)) if part_ok.size else None,
+            "throughput_rps": n / slice_s,
+            "error_pct": 100.0 * (n - part_ok.size) / n if n else None,
+            "queue_size": float(np.median(part_queued)) if part_queued.size else None,
         })
     return series
 
@@ -328,10 +339,6 @@ def _ceiling(key: str, soak: SoakOptions) -> tuple[float | None, str | None]:
         total = soak.memory_bytes if soak.memory_bytes is not None else float(psutil.virtual_memory().total)
         return total, "the host's memory"
     return None, None
-
-
-def _records_span(records: Sequence[RequestRecord]) -> float:
-    return max((r.completed_at_s or 0.0 for r in records), default=0.0)
 
 
 def _steady_rate(samples: Sequence[HealthSample], cut: float) -> float | None:
