@@ -33,8 +33,8 @@ import numpy as np
 import psutil
 
 from qbench.errors import ScenarioError, SloViolation
-from qbench.run.load.loadgen import LiveStats
 from qbench.run.columns import Columns
+from qbench.run.load.loadgen import LiveStats
 from qbench.run.options import OptionsRun, RunOptions, run_with_options
 from qbench.run.records import RequestRecord
 from qbench.run.results.files import Writer, new_folder
