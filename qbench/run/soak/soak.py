@@ -178,7 +178,8 @@ def run_soak(options: RunOptions, soak: SoakOptions) -> SoakRun:
         sampler.stop()
     reason = done.result.outcome.stop_reason
     finding = reason if reason and reason.startswith((STUCK_PREFIX, FAILING_PREFIX)) else None
-    report = judge_soak(read_health(done.result.run_dir / "health.jsonl"), done.result.columns(), soak, finding)
+    health = read_health(done.result.run_dir / "health.jsonl")
+    report = judge_soak(health, done.result.columns(), soak, finding)
     report = replace(report, watched=watched)
     write_report(done.result.run_dir, report)
     return SoakRun(done, report)

@@ -66,7 +66,8 @@ def soak_records(n: int, seed: int) -> list[RequestRecord]:
 
 
 @pytest.mark.parametrize(("n", "seed", "slice_s"), [(3000, 1, 2.0), (5000, 2, 7.5), (400, 3, 100.0)])
-def test_slices_from_columns_equal_the_records_slices(n: int, seed: int, slice_s: float, tmp_path: Path) -> None:
+def test_slices_from_columns_equal_the_records_slices(n: int, seed: int, slice_s: float,
+                                                      tmp_path: Path) -> None:
     records = soak_records(n, seed)
     expected = oracle_slices(records, slice_s)
     assert slice_series(records, slice_s) == expected  # Columns.of(records)
