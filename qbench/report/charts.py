@@ -26,7 +26,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from qbench.report.columns import RunColumns, fmt_s, points_label, time_bins
+from qbench.report.columns import MAX_POINTS, RunColumns, fmt_s, points_label, time_bins
 from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord
 
@@ -370,33 +370,57 @@ def send_lag(data: RunColumns) -> Figure:
     return fig
 
 
-def _paired_values(
-    a: Sequence[RequestRecord], b: Sequence[RequestRecord], phase: str
-) -> list[tuple[float, float]]:
-    """(intended send time, B - A) for requests ok and measured in both runs, in time order."""
-    by_id = {r.request_id: r for r in a if r.ok and not r.warmup and getattr(r, phase) is not None}
-    pairs = [(by_id[r.request_id], r) for r in b if r.request_id in by_id and r.ok]
-    return sorted((x.intended_at_s, getattr(y, phase) - getattr(x, phase))
-                  for x, y in pairs if getattr(y, phase) is not None)
+def _paired_values(a: Columns, b: Columns, phase: str) -> tuple[np.ndarray, np.ndarray]:
+    """(intended send time, B - A) for requests ok and measured in A and ok in B with the phase, in time
+    order (ties by the difference): a join on request ids, column by column."""
+    va, vb = a.floats(phase), b.floats(phase)
+    in_a = np.flatnonzero(a.ok() & a.measured() & ~np.isnan(va))
+    in_b = np.flatnonzero(b.ok() & ~np.isnan(vb))
+    ids_a = a.ints("request_id")[in_a]
+    order_a = np.argsort(ids_a, kind="stable")
+    ids_b = b.ints("request_id")[in_b]
+    at = np.searchsorted(ids_a[order_a], ids_b)
+    found = at < ids_a.size
+    found[found] = ids_a[order_a][at[found]] == ids_b[found]
+    rows_a = in_a[order_a[at[found]]]
+    t = a.floats("intended_at_s")[rows_a]
+    d = vb[in_b[found]] - va[rows_a]
+    order = np.lexsort((d, t))
+    return t[order], d[order]
+
+
+def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
+    """The median of each value's centred window of 2 * (window // 2) + 1 (fewer at the ends), in C
+    (pandas' rolling median: a skiplist, not a median per point)."""
+    import pandas as pd
+
+    width = 2 * (window // 2) + 1
+    return pd.Series(values).rolling(width, center=True, min_periods=1).median().to_numpy()
 
 
 def paired_differences(
-    a: Sequence[RequestRecord], b: Sequence[RequestRecord], phase: str = "latency_s"
+    a: Columns | Sequence[RequestRecord], b: Columns | Sequence[RequestRecord], phase: str = "latency_s"
 ) -> Figure:
     """B - A per request over the intended send time (two runs on one schedule), with a rolling median
-    and the overall median; points above 0 are requests B served slower."""
+    and the overall median; points above 0 are requests B served slower. Runs of millions of requests:
+    the dots and the line are uniform samples of MAX_POINTS (the legend says so); the medians are of
+    every pair."""
     fig, (ax,) = new_figure()
-    pairs = _paired_values(a, b, phase)
+    t, d = _paired_values(Columns.of(a), Columns.of(b), phase)
     label = PHASE_LABELS.get(phase, phase)
     ax.set_title(f"Paired differences, {label}: B - A per request")
-    if not pairs:
+    if not d.size:
         note(ax, "No request completed in both runs")
         return fig
-    t, d = (np.array(column) for column in zip(*pairs, strict=True))
-    ax.scatter(t, d * 1000, s=5, color=PHASE_COLORS.get(phase, "#555555"), alpha=0.45, lw=0, label="request")
+    shown = _spread(d.size, MAX_POINTS)
+    sampled = points_label(shown.size, d.size)
+    ax.scatter(t[shown], d[shown] * 1000, s=5, color=PHASE_COLORS.get(phase, "#555555"), alpha=0.45, lw=0,
+               label=f"request ({sampled})" if sampled else "request")
     window = max(5, d.size // 25)
-    rolling = np.array([np.median(d[max(0, i - window // 2): i + window // 2 + 1]) for i in range(d.size)])
-    ax.plot(t, rolling * 1000, color="#222222", lw=1.5, label=f"rolling median ({window} requests)")
+    rolling = rolling_median(d, window)
+    line = np.unique(np.linspace(0, d.size - 1, min(d.size, MAX_POINTS)).astype(np.int64))
+    ax.plot(t[line], rolling[line] * 1000, color="#222222", lw=1.5,
+            label=f"rolling median ({window} requests)")
     ax.axhline(0, color="#888888", lw=1)
     median = float(np.median(d))
     ax.axhline(median * 1000, color="#d62728", lw=1, ls="--", label=f"median {median * 1000:+.2f} ms")
@@ -405,6 +429,14 @@ def paired_differences(
     ax.legend(loc="upper left", fontsize=8)
     ax.grid(True, alpha=0.3)
     return fig
+
+
+def _spread(n: int, limit: int) -> np.ndarray:
+    """Row indexes of a uniform sample of `limit` of `n` (all of them up to `limit`), in order; the same
+    for the same n."""
+    if n <= limit:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(0).choice(n, size=limit, replace=False))
 
 
 # ---------------------------------------------------------------- rendering

@@ -348,4 +348,4 @@ def write_paired_chart(c: Comparison, path: Path) -> Path:
 
     if c.pairing is None or not c.pairing.shared:
         raise QbenchError(f"--chart: {c.pairing.reason if c.pairing else 'the runs are not paired'}")
-    return save(paired_differences(c.a.records, c.b.records), path)
+    return save(paired_differences(c.a.columns, c.b.columns), path)

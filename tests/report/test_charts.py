@@ -32,6 +32,7 @@ from qbench.report.charts import (
     shade_warmup,
 )
 from qbench.report.columns import RunColumns, fmt_s
+from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord
 
 
@@ -193,6 +194,57 @@ def test_paired_differences_keep_requests_ok_in_both_runs() -> None:
     assert offsets(points)[:, 1] == pytest.approx([50.0] * 8)  # B - A in ms
     assert "median +50.00 ms" in labels(ax)
     assert texts(paired_differences(a, []).axes[0]) == ["No request completed in both runs"]
+
+
+def test_paired_differences_from_columns_equal_the_pairs_of_records() -> None:
+    """The join on request ids over columns gives the pairs, in the order, that one dict of record objects
+    gave (the chart's code before it read columns): shuffled rows, failures and warm-ups on both
+    sides, a request only in B, ties in send time."""
+    from qbench.report.charts import _paired_values, rolling_median
+
+    rng = np.random.default_rng(7)
+    a = [rec(i, round(i * 0.01, 1), latency=float(rng.gamma(2, 0.1)), ok=bool(rng.random() > 0.05),
+             warmup=i < 20) for i in range(600)]
+    b = [rec(i, round(i * 0.01, 1), latency=float(rng.gamma(2, 0.1)), ok=bool(rng.random() > 0.05))
+         for i in range(620)]
+    a = [a[i] for i in rng.permutation(len(a))]
+    b = [b[i] for i in rng.permutation(len(b))]
+    by_id = {r.request_id: r.latency_s for r in a if r.ok and not r.warmup and r.latency_s is not None}
+    intended = {r.request_id: r.intended_at_s for r in a}
+    pairs = sorted((intended[r.request_id], r.latency_s - by_id[r.request_id])
+                   for r in b if r.request_id in by_id and r.ok and r.latency_s is not None)
+    t, d = _paired_values(Columns.of(a), Columns.of(b), "latency_s")
+    assert list(zip(t.tolist(), d.tolist(), strict=True)) == pairs
+    window = 23
+    per_point = [np.median(d[max(0, i - window // 2): i + window // 2 + 1]) for i in range(d.size)]
+    assert rolling_median(d, window) == pytest.approx(per_point, rel=1e-12, abs=1e-15)
+
+
+def test_paired_differences_of_big_runs_draw_a_stated_sample() -> None:
+    """200,000 pairs: 20,000 dots, the legend says of how many; the overall median is of them all."""
+    ids = np.arange(200_000)
+    a = _ArrayColumns(ids, np.full(ids.size, 0.1))
+    b = _ArrayColumns(ids, 0.1 + 0.05 * (ids % 2))  # every other request 50 ms slower in B
+    (ax,) = paired_differences(a, b).axes
+    (points,) = ax.collections
+    assert len(offsets(points)) == 20_000
+    assert any("a uniform sample of 20,000 of 200,000 requests" in label for label in labels(ax))
+    assert "median +25.00 ms" in labels(ax)
+
+
+class _ArrayColumns(Columns):
+    """`ids.size` ok, measured requests sent 1 ms apart, their latency given: columns without records."""
+
+    def __init__(self, ids: np.ndarray, latency: np.ndarray) -> None:
+        sent = ids * 0.001
+        self.n = ids.size
+        self.arrays = {"request_id": ids, "intended_at_s": sent, "completed_at_s": sent + latency,
+                       "warmup": np.zeros(ids.size, dtype=bool),
+                       "outcome": np.full(ids.size, "ok", dtype=object)}
+
+    def _column(self, name: str) -> np.ndarray:
+        column: np.ndarray = self.arrays[name]
+        return column
 
 
 def test_render_charts_writes_one_png_per_spec(tmp_path: Path) -> None:
