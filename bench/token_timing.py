@@ -20,11 +20,13 @@ correctness failure), 0 otherwise.
 
     .venv/bin/python bench/token_timing.py                          # 4 users, 200 requests (~1 min)
     .venv/bin/python bench/token_timing.py --users 8 --requests 200  # the RESULTS.md table (~1 min)
+    .venv/bin/python bench/token_timing.py --users 8 --requests 200 --pin  # server and qbench a core each
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -44,7 +46,7 @@ from qbench.run.records import RequestRecord  # noqa: E402
 from qbench.run.results.summary import itl_stats  # noqa: E402
 from qbench.run.runner import run_scenario  # noqa: E402
 from qbench.run.scenario.scenario import parse_scenario  # noqa: E402
-from qbench.tune.server_process import start_reference_server  # noqa: E402
+from qbench.tune.server_process import reference_server_process  # noqa: E402
 
 
 def drive(url: str, out: Path, users: int, requests: int, max_tokens: int,
@@ -178,17 +180,42 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def measure(users: int, requests: int, max_tokens: int) -> dict[str, Any]:
-    with start_reference_server("tokens") as url, tempfile.TemporaryDirectory() as tmp:
-        since = time.perf_counter()
-        client_gaps: dict[int, list[float]] = {}
-        records = drive(url, Path(tmp) / "run", users, requests, max_tokens, client_gaps)
-        timelines = server_timelines(url, since)
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of process `pid` (and of its children) onto `cpus` (Linux; threads made later
+    inherit it from the thread that makes them)."""
+    import psutil
+
+    for proc in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+        for thread in proc.threads():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(thread.id, cpus)
+
+
+def measure(users: int, requests: int, max_tokens: int, pinned: bool = False) -> dict[str, Any]:
+    """`pinned`: the server on the first core and qbench on the second, so neither waits for the other's
+    core (the host's other processes still may); this process's cores are given back after."""
+    own = os.sched_getaffinity(0) if pinned else set()
+    with reference_server_process("tokens") as server, tempfile.TemporaryDirectory() as tmp:
+        url = server.base_url
+        try:
+            if pinned:
+                first, second, *_ = sorted(own)
+                assert server.pid is not None
+                pin(server.pid, {first})
+                pin(os.getpid(), {second})
+            since = time.perf_counter()
+            client_gaps: dict[int, list[float]] = {}
+            records = drive(url, Path(tmp) / "run", users, requests, max_tokens, client_gaps)
+            timelines = server_timelines(url, since)
+        finally:
+            if pinned:
+                pin(os.getpid(), own)
         rows = join(records, timelines)
     mismatches = sum(1 for row in rows if row["client_tokens"] != row["server_tokens"])
     return {"users": users, "requests": requests, "max_tokens": max_tokens, "records": len(records),
             "joined": len(rows), "token_mismatches": mismatches, "agreement": agreement(rows),
-            "all_gaps": all_gaps(records, timelines, client_gaps), "load_average": os.getloadavg()[0]}
+            "all_gaps": all_gaps(records, timelines, client_gaps), "load_average": os.getloadavg()[0],
+            "pinned": pinned}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,8 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=200, help="requests in all (default 200)")
     p.add_argument("--max-tokens", type=int, default=32, help="max_tokens per request (default 32)")
     p.add_argument("--json", type=Path, help="also write the result as JSON here")
+    p.add_argument("--pin", action="store_true",
+                   help="the server on core 0, qbench on core 1 (Linux, 2 cores or more)")
     args = p.parse_args(argv)
-    result = measure(args.users, args.requests, args.max_tokens)
+    if args.pin and (not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2):
+        p.error("--pin needs Linux and 2 cores or more")
+    result = measure(args.users, args.requests, args.max_tokens, args.pin)
     print(render(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -161,6 +162,18 @@ def test_token_timing_joins_every_request_and_the_gaps_agree(monkeypatch: pytest
     assert abs(every["p50"]["diff_s"]) < 0.005 and "ITL p99" in bench.render(result)
     for name in ("p50", "p90", "p99"):  # the histograms' figure against qbench's exact gaps: within 0.5%
         assert every[name]["qbench_s"] == pytest.approx(every[name]["qbench_exact_s"], rel=0.005)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="--pin needs Linux and 2 cores")
+def test_token_timing_pinned_gives_the_cores_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--pin: the server on one core, qbench on another, for the run only: this process's cores after
+    are the ones it had (a test worker pinned to one core would slow every test after it)."""
+    bench = load_bench("token_timing", monkeypatch)
+    before = os.sched_getaffinity(0)
+    result = bench.measure(users=2, requests=4, max_tokens=4, pinned=True)
+    assert (result["joined"], result["token_mismatches"], result["pinned"]) == (4, 0, True)
+    assert os.sched_getaffinity(0) == before
 
 
 def test_gpu_serving_exits_non_zero_naming_gradio_or_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
