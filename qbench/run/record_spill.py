@@ -164,11 +164,23 @@ def lines_table(data: bytes) -> Any:
     )
     cols = _TableColumns(table)
     arrays = [table.column(name) for name in FIELD_NAMES]
-    arrays += [_nullable(cols.floats(name)) for name in DERIVED]
+    arrays += [nullable(cols.floats(name)) for name in DERIVED]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _nullable(values: np.ndarray) -> Any:
+def with_derived(table: Any) -> Any:
+    """A table of records.parquet's schema with its derived phases computed again from its stored
+    fields, as lines_table computes them (after a stored field changed: the server's phases joined on)."""
+    import pyarrow as pa
+
+    stored = table.select(list(FIELD_NAMES))
+    cols = _TableColumns(stored)
+    arrays = [stored.column(name) for name in FIELD_NAMES]
+    arrays += [nullable(cols.floats(name)) for name in DERIVED]
+    return pa.Table.from_arrays(arrays, schema=arrow_schema())
+
+
+def nullable(values: np.ndarray) -> Any:
     """float64 with NaN as null, from the array's own buffer (pa.array would import pandas, ~40 MiB,
     into the load generator's process)."""
     import pyarrow as pa

@@ -58,7 +58,7 @@ from qbench.run.results.alongside import Alongside, alongside
 from qbench.run.results.files import REPORTS, Writer, new_folder, remove_if_empty
 from qbench.run.results.outcome import RunOutcome
 from qbench.run.results.run_info import RunInfo
-from qbench.run.results.server_phases import TraceCollector, TraceReport
+from qbench.run.results.server_phases import PhaseJoin, TraceCollector, TraceReport
 from qbench.run.results.summary import GeneratorStats, Summary, summarize
 from qbench.run.run_console import LiveView
 from qbench.run.scenario.scenario import Scenario, load_scenario, with_overrides
@@ -165,22 +165,24 @@ def run_scenario(
 def _store(run_dir: Path, execution: Execution, traces: TraceCollector,
            writer: Writer) -> tuple[list[RequestRecord] | None, TraceReport]:
     """records.parquet, error messages masked (a lost worker's records, a Ray error's text, passed no
-    load generator), with the server's phases joined on: sealed from the executor's spills, else
-    written from its records. The join goes record by record: a Gradio front's records are read back
-    for it (returned; None: not read)."""
+    load generator), with the server's phases joined on: sealed from the executor's spills and joined
+    column by column (PhaseJoin: never a record object), else written from its records (returned)."""
     path = run_dir / "records.parquet"
     if execution.order is None:
-        records: list[RequestRecord] | None = execution.records
         for record in execution.records:
             if record.error_message:
                 record.error_message = writer.mask(record.error_message)
-    else:
-        seal(run_dir, execution.order, writer.mask)
-        records = read_records(path) if traces.enabled else None
-    report = traces.finish(records or [])  # the server's phases onto the records
-    if records is not None and (execution.order is None or report.matched):
-        write_parquet(records, path)
-    return records, report
+        report = traces.finish(execution.records)  # the server's phases onto the records
+        write_parquet(execution.records, path)
+        return execution.records, report
+    seal(run_dir, execution.order, writer.mask)
+    if not traces.enabled:
+        return None, traces.finish([])
+    join = PhaseJoin(path)
+    report = traces.finish(join)
+    if report.matched:
+        join.write()
+    return None, report
 
 
 def with_execution(info: RunInfo, execution: ExecutionInfo) -> RunInfo:

@@ -266,7 +266,11 @@ def test_an_http_target_is_not_asked() -> None:
 # ---------------------------------------------------------------- the reference server, end to end
 
 
-def test_reference_server_records_carry_its_batch_phases_and_uploads(tmp_path: Path) -> None:
+def test_reference_server_records_carry_its_batch_phases_and_uploads(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """...joined at the end of the run column by column: the run reads no record back as an object
+    (a Gradio run of hours did, ~1.3 KB a request, to join its traces)."""
+    from qbench.run import runner
     from qbench.run.runner import run_scenario
     from reference_server.settings import synthetic_settings
     from reference_server.testing import serve_in_thread
@@ -278,7 +282,9 @@ def test_reference_server_records_carry_its_batch_phases_and_uploads(tmp_path: P
         run = scenario(target=server.url, endpoint={"api_name": "classify"},
                        payload={"inputs": [{"image": {"width": 64, "height": 48}}]},
                        load={"users": 4, "duration": 1.5, "warmup": 0})
-        result = run_scenario(run, out_dir=tmp_path / "run", live=False)
+        with monkeypatch.context() as during:
+            during.setattr(runner, "read_records", lambda *_: pytest.fail("the end of run read records"))
+            result = run_scenario(run, out_dir=tmp_path / "run", live=False)
     ok = [r for r in result.records if r.ok]
     assert ok and result.summary.server_traces is not None
     assert result.summary.server_traces.matched == result.summary.server_traces.expected
@@ -287,3 +293,61 @@ def test_reference_server_records_carry_its_batch_phases_and_uploads(tmp_path: P
         assert r.server_batch_size is not None and 1 <= r.server_batch_size <= 8
         assert r.server_prepare_s is not None and r.server_upload_s is not None and r.server_upload_s > 0
     assert "server_forward_s" in result.summary.server_phases
+
+
+# ---------------------------------------------------------------- the join, column by column
+
+
+def joined_run(seed: int, n: int) -> tuple[list[RequestRecord], list[dict[str, Any]]]:
+    """Records and the traces a server gave for them, with the join's corners: a trace read twice with
+    other figures (the last wins), two records of one event id, a trace of another run, records
+    without an event id or never started, the reference server's extras (0 ms as none, batch sizes),
+    records whose protocol set a batch size already, uploads in and out of their window."""
+    import random
+
+    rng = random.Random(seed)
+    records = [rec(i, sent=i * 0.01, started=i * 0.01 + 0.005, done=i * 0.01 + 0.05) for i in range(n)]
+    records[3].event_id = records[2].event_id  # two records of one event
+    records[5].event_id = None
+    records[7].started_at_s = None
+    for r in records[::4]:
+        r.server_batch_size = 8  # the protocol's own figure, overwritten where a trace matches
+    traces: list[dict[str, Any]] = []
+    for r in records:
+        if r.event_id is None or rng.random() < 0.1:
+            continue  # no trace read for it
+        stamp = 1000.0 + (r.sent_at_s or 0.0) + 0.005
+        extra = {"prepare_ms": 0.0, "forward_ms": rng.choice([0.0, 3.5]), "batch_size": rng.choice([1, 4, 4.0])}
+        if rng.random() < 0.5:
+            extra["upload_ms"] = 1.5
+        traces.append(trace(r.event_id, stamp=stamp, total_ms=rng.uniform(50, 150), **extra))
+        if rng.random() < 0.3:
+            traces.append(upload(f"qbench-{r.request_id}", stamp - rng.choice([0.002, 5.0])))
+    traces += [trace(records[10].event_id or "", total_ms=999.0, queue_wait_ms=1.0),  # read again: it wins
+               trace("another-run-7")]
+    return records, traces
+
+
+@pytest.mark.parametrize(("seed", "n"), [(1, 200), (2, 1500)])
+def test_the_column_join_writes_what_the_record_join_writes(seed: int, n: int, tmp_path: Path) -> None:
+    """PhaseJoin over a sealed records.parquet: the same rows matched and, once written, the same file
+    (every stored field and derived phase) as attach onto the records and write_parquet."""
+    from qbench.run.columns import Columns
+    from qbench.run.results.server_phases import PhaseJoin, matched
+
+    records, traces = joined_run(seed, n)
+    write_parquet(records, tmp_path / "records.parquet")
+    join = PhaseJoin(tmp_path / "records.parquet")
+    hit = join.attach(traces)
+    assert hit == attach(records, traces)  # the records now carry the phases
+    assert (join.expected(), join.matched()) == (expected(records), matched(records))
+    join.write()
+    write_parquet(records, tmp_path / "want.parquet")
+    import pyarrow.parquet as pq
+
+    got, want = pq.read_table(tmp_path / "records.parquet"), pq.read_table(tmp_path / "want.parquet")
+    differ = [name for name in want.column_names if not got.column(name).equals(want.column(name))]
+    assert got.schema == want.schema and not differ, differ
+    assert read_parquet(tmp_path / "records.parquet") == records
+    assert Columns.read(tmp_path / "records.parquet").floats("client_only_s").tolist() == pytest.approx(
+        Columns.of(records).floats("client_only_s").tolist(), nan_ok=True, rel=0, abs=0)
