@@ -317,7 +317,8 @@ def joined_run(seed: int, n: int) -> tuple[list[RequestRecord], list[dict[str, A
         if r.event_id is None or rng.random() < 0.1:
             continue  # no trace read for it
         stamp = 1000.0 + (r.sent_at_s or 0.0) + 0.005
-        extra = {"prepare_ms": 0.0, "forward_ms": rng.choice([0.0, 3.5]), "batch_size": rng.choice([1, 4, 4.0])}
+        extra = {"prepare_ms": 0.0, "forward_ms": rng.choice([0.0, 3.5]),
+                 "batch_size": rng.choice([1, 4, 4.0])}
         if rng.random() < 0.5:
             extra["upload_ms"] = 1.5
         traces.append(trace(r.event_id, stamp=stamp, total_ms=rng.uniform(50, 150), **extra))
