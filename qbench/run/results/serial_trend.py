@@ -34,7 +34,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.signal import lfilter
 
 MAX_POINTS = 5000  # longer series are averaged down to this many equal-count blocks first
 MIN_POINTS = 6
@@ -120,6 +119,8 @@ def _times_r(phi: float, a: np.ndarray) -> np.ndarray:
     """R(phi) a, R_ij = phi^|i-j|, in O(n): a forward and a backward AR(1) filter, less the diagonal."""
     if phi == 0:
         return a
+    from scipy.signal import lfilter  # here: its import is ~65 MiB, for soak verdicts only
+
     forward = lfilter([1.0], [1.0, -phi], a, axis=0)
     backward = lfilter([1.0], [1.0, -phi], a[::-1], axis=0)[::-1]
     return np.asarray(forward + backward - a)
