@@ -143,9 +143,8 @@ def read_run(path: Path, *, recompute: bool = False) -> LoadedRun:
     saved = _saved_summary(path, notes) if finished and not recompute else {}
     summary = _stored_summary(saved, columns, notes)
     stored = Stored.from_dict(saved) if summary is not None else Stored()
-    if summary is None:
-        records = records if records is not None else _read_records(path)
-        summary = summarize(records, slo, generator=info.generator, endpoint_slos=slos,
+    if summary is None:  # from the columns: `--recompute` of a run of millions reads no record objects
+        summary = summarize(columns, slo, generator=info.generator, endpoint_slos=slos,
                             journey_length=stored_journey_length(info), server_traces=info.server_traces)
     return LoadedRun(path, records, info, summary, notes, columns=columns, stored=stored)
 
