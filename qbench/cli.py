@@ -343,7 +343,7 @@ def render_run(done: OptionsRun, console: Console, show_inputs: bool = False) ->
         console.print("inputs sent (the first input sets of each endpoint; the same seed sends the same):")
         for line in input_lines(done.scenario):
             console.print(f"  {line}", highlight=False, markup=False)
-    for text in expectation_warnings(done.scenario, result.records):
+    for text in expectation_warnings(done.scenario, result.columns()):
         console.print(f"[bold yellow]warning:[/] {text}")
     if result.outcome.logins:
         console.print(f"login: {result.outcome.logins} login(s), {result.outcome.relogins} re-login(s) "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from qbench.cli import app
@@ -51,3 +52,27 @@ def test_an_slo_without_a_figure_gives_its_reason(tmp_path: Path) -> None:
     assert result.exit_code == 3, result.output
     assert "SLO violated: p95_latency_s (" in result.output and "failed" in result.output
     assert "actual none" not in result.output
+
+
+def test_a_scenario_that_expects_another_limit_is_warned_from_the_columns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`expect: {concurrency_limit: 4}` against a server that runs one at a time: the run warns, from the
+    run's columns (it read every record back as an object at the end of every `qbench run`, expect or
+    not: ~1.3 KB a request)."""
+    from qbench.run.runner import RunResult
+
+    def no_objects(_: object) -> None:
+        raise AssertionError("qbench run read every record back as an object")
+
+    monkeypatch.setattr(RunResult, "records", property(no_objects))
+    path = tmp_path / "expect.yaml"
+    path.write_text("endpoint: {api_name: slow}\npayload: {inputs: [{value: hi}]}\n"
+                    "load: {users: 4, duration: 2.5}\nexpect: {concurrency_limit: 4}\n")
+    slow = {"api_name": "slow", "workload": "sleep", "params": {"base_ms": 100}, "concurrency_limit": 1}
+    with serve_in_thread(synthetic_settings(functions=[slow])) as server:
+        args = ["run", str(path), "--target", server.url, "--no-live", "--out", str(tmp_path / "r")]
+        result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "warning: the scenario expects concurrency_limit=4, but requests waited in the queue while at " \
+           "most 1 ran at once" in said

@@ -28,14 +28,14 @@ saturated the queue and no hook confirmed it), `not_applied` (ranked never; the 
 
 from __future__ import annotations
 
-import bisect
-import itertools
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from qbench.errors import ScenarioError
+from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.scenario import Scenario
 from qbench.tune.apphook import HookRecord
@@ -69,104 +69,97 @@ class Parallelism:
         return asdict(self)
 
 
-def observed_parallelism(records: Sequence[RequestRecord], lag_s: float = 0.0) -> Parallelism:
+def observed_parallelism(records: Columns | Sequence[RequestRecord], lag_s: float = 0.0) -> Parallelism:
     """running(t) and waiting(t) from every sent record (warm-up included: the server's behaviour).
     `lag_s`: the load generator's own event-loop lag (its p99): a message is timed when the loop reads
     it, up to that much late, so an overlap or a wait no longer than it may be the client's, not the
-    server's."""
-    spans = [r for r in records if r.sent_at_s is not None and r.completed_at_s is not None]
-    started = [r for r in spans if r.started_at_s is not None]
-    if not started:
+    server's. Over the records' columns: `qbench run` checks a scenario's `expect:` on runs of millions."""
+    cols = Columns.of(records)
+    sent, done = cols.floats("sent_at_s"), cols.floats("completed_at_s")
+    spans = ~np.isnan(sent) & ~np.isnan(done)
+    joined, started = cols.floats("joined_at_s")[spans], cols.floats("started_at_s")[spans]
+    sent, done = sent[spans], done[spans]
+    ran = ~np.isnan(started)
+    if not ran.any():
         return Parallelism()
-    service = statistics.median(r.completed_at_s - r.started_at_s for r in started)  # type: ignore[operator]
+    service = float(np.median(done[ran] - started[ran]))
     hold = max(HOLD_MIN_S, 0.5 * service, 2 * lag_s)
     dispatch = max(DISPATCH_S, lag_s)
-    changes: list[tuple[float, int, int]] = []  # (time, d_running, d_waiting); ends sort first
-    waits: list[tuple[float, float]] = []
-    for r in spans:
-        queued_at = r.joined_at_s if r.joined_at_s is not None else r.sent_at_s
-        assert queued_at is not None and r.completed_at_s is not None
-        begin = r.started_at_s if r.started_at_s is not None else r.completed_at_s
-        if begin > queued_at + dispatch:  # a shorter wait is the dispatcher's latency, not a full queue
-            changes += [(queued_at + dispatch, 0, 1), (begin, 0, -1)]
-            waits.append((queued_at + dispatch, begin))
-        if r.started_at_s is not None:
-            changes += [(r.started_at_s, 1, 0), (r.completed_at_s, -1, 0)]
-    changes.sort(key=lambda c: (c[0], c[1] + c[2]))
-    segments = _segments(changes)
+    queued = np.where(np.isnan(joined), sent, joined) + dispatch
+    begin = np.where(ran, started, done)
+    waited = begin > queued  # a shorter wait is the dispatcher's latency, not a full queue
+    # per record, in this order: wait start, wait end, run start, run end (those it has)
+    times = np.stack([queued, begin, started, done], axis=1)
+    d_run = np.broadcast_to(np.array([0, 0, 1, -1]), times.shape)
+    d_wait = np.broadcast_to(np.array([1, -1, 0, 0]), times.shape)
+    has = np.stack([waited, waited, ran, ran], axis=1)
+    times, d_run, d_wait = times[has], d_run[has], d_wait[has]
+    order = np.lexsort((d_run + d_wait, times))  # by time, ends first; stable
+    times, running, waiting = times[order], np.cumsum(d_run[order]), np.cumsum(d_wait[order])
+    durations = times[1:] - times[:-1]
+    kept = durations > 0
+    durations, running, waiting = durations[kept], running[:-1][kept], waiting[:-1][kept]
     # while requests waited and something ran: nothing running at all is a server still starting
     # (a first request's imports), not a limit
-    waiting = [(d, run) for d, run, wait in segments if wait >= 1 and run >= 1]
-    waiting_s = sum(d for d, _ in waiting)
-    waiters = _waiters_beside_work(waits, started)
+    busy = (waiting >= 1) & (running >= 1)
+    wait_d, wait_level = durations[busy], running[busy]
+    waiting_s = float(np.cumsum(wait_d)[-1]) if wait_d.size else 0.0
+    waiters = _waiters_beside_work(queued[waited], begin[waited], started[ran], done[ran])
     saturated = (waiting_s >= max(2 * service, SATURATED_MIN_S)
-                 and waiters >= max(SATURATED_WAITERS, WAITER_SHARE * len(started)))
-    return Parallelism(_held_peak(segments, hold), _weighted_median(waiting), _reached(waiting),
-                       saturated, waiting_s, waiters, hold, len(started))
+                 and waiters >= max(SATURATED_WAITERS, WAITER_SHARE * int(ran.sum())))
+    return Parallelism(_held_peak(durations, running, hold), _weighted_median(wait_d, wait_level),
+                       _reached(wait_d, wait_level), saturated, waiting_s, waiters, hold, int(ran.sum()))
 
 
-def _waiters_beside_work(waits: list[tuple[float, float]], started: Sequence[RequestRecord]) -> int:
+def _waiters_beside_work(wait_from: np.ndarray, wait_to: np.ndarray, run_from: np.ndarray,
+                         run_to: np.ndarray) -> int:
     """How many waits overlapped another request's run. A queue held at its limit makes a share of all
     requests wait; a server that stalls (its event loop or the machine paused 150 ms) holds everything
     at once, and the one request caught "running" across the stall looks like a limit of 1 to the one
     or two that waited behind it: an incident, not a pattern."""
-    runs = sorted((r.started_at_s or 0.0, r.completed_at_s or 0.0) for r in started)
-    starts = [s for s, _ in runs]
-    latest_end = list(itertools.accumulate((e for _, e in runs), max))
-    count = 0
-    for begin, end in waits:  # a run that started before the wait ended and ended after it began
-        i = bisect.bisect_left(starts, end)
-        count += bool(i and latest_end[i - 1] > begin)
-    return count
+    order = np.lexsort((run_to, run_from))
+    starts, latest_end = run_from[order], np.maximum.accumulate(run_to[order])
+    i = np.searchsorted(starts, wait_to, side="left")  # runs that started before the wait ended ...
+    before = latest_end[np.maximum(i - 1, 0)]
+    return int(np.count_nonzero((i > 0) & (before > wait_from)))  # ... one of them after it began
 
 
-def _segments(changes: list[tuple[float, int, int]]) -> list[tuple[float, int, int]]:
-    """(duration, running, waiting) of each interval between changes."""
-    out: list[tuple[float, int, int]] = []
-    running = waiting = 0
-    for (t, dr, dw), nxt in zip(changes, [*changes[1:], None], strict=True):
-        running, waiting = running + dr, waiting + dw
-        if nxt is not None and nxt[0] > t:
-            out.append((nxt[0] - t, running, waiting))
-    return out
-
-
-def _held_peak(segments: list[tuple[float, int, int]], hold: float) -> int:
+def _held_peak(durations: np.ndarray, running: np.ndarray, hold: float) -> int:
     """The highest running level held without a break for `hold` seconds. A request's process_starts
     can arrive before the end of the one it replaced (two streams, no order between them): such an
     overlap is short next to a service time, a real one lasts about one."""
-    top = max((r for _, r, _ in segments), default=0)
+    top = int(running.max()) if running.size else 0
     for k in range(top, 0, -1):
-        span = 0.0
-        for duration, running, _ in segments:
-            span = span + duration if running >= k else 0.0
-            if span >= hold:
-                return k
-    return 0
-
-
-def _reached(samples: list[tuple[float, int]]) -> int:
-    """The highest level running(t) was at or above for REACHED_SHARE of the time: out-of-order
-    messages lift it above the limit only for moments, a slow dispatcher keeps it below for some."""
-    total = sum(d for d, _ in samples)
-    top = max((level for _, level in samples), default=0)
-    for k in range(top, 0, -1):
-        if sum(d for d, level in samples if level >= k) >= REACHED_SHARE * total:
+        at = running >= k
+        total = np.cumsum(np.where(at, durations, 0.0))
+        since = np.maximum.accumulate(np.where(at, 0.0, total))  # the total at the last break
+        if np.any(total - since >= hold):
             return k
     return 0
 
 
-def _weighted_median(samples: list[tuple[float, int]]) -> int:
+def _reached(durations: np.ndarray, levels: np.ndarray) -> int:
+    """The highest level running(t) was at or above for REACHED_SHARE of the time: out-of-order
+    messages lift it above the limit only for moments, a slow dispatcher keeps it below for some."""
+    if not durations.size:
+        return 0
+    total = float(np.cumsum(durations)[-1])
+    for k in range(int(levels.max()), 0, -1):
+        if float(durations[levels >= k].sum()) >= REACHED_SHARE * total:
+            return k
+    return 0
+
+
+def _weighted_median(durations: np.ndarray, levels: np.ndarray) -> int:
     """The level running(t) sits at for half the time or more (0 without samples). While requests wait,
     a work-conserving queue runs exactly its limit, but for the instants between one job's end and the
     next one's start, and out-of-order messages."""
-    total = sum(d for d, _ in samples)
-    seen = 0.0
-    for duration, level in sorted(samples, key=lambda s: s[1]):
-        seen += duration
-        if seen >= total / 2:
-            return level
-    return 0
+    if not durations.size:
+        return 0
+    total = float(np.cumsum(durations)[-1])
+    order = np.argsort(levels, kind="stable")
+    seen = np.cumsum(durations[order])
+    return int(levels[order][int(np.argmax(seen >= total / 2))])
 
 
 class AppKnobError(ScenarioError):
@@ -346,7 +339,7 @@ def records_evidence(limit: int | None, batch: int, par: Parallelism) -> tuple[l
 
 def check_point(
     knobs: Mapping[str, Any],
-    records: Sequence[RequestRecord],
+    records: Columns | Sequence[RequestRecord],
     *,
     hook: HookRecord | None = None,
     launched_by_hook: bool = False,
@@ -401,7 +394,7 @@ def expected_settings(scenario: Scenario) -> dict[str, Any]:
     return scenario.expect.model_dump(exclude_none=True) if scenario.expect else {}
 
 
-def expectation_warnings(scenario: Scenario, records: Sequence[RequestRecord]) -> list[str]:
+def expectation_warnings(scenario: Scenario, records: Columns | Sequence[RequestRecord]) -> list[str]:
     """`qbench run`: why the server disagrees with the settings the scenario expects (empty: it agrees,
     or the scenario states none)."""
     expect = expected_settings(scenario)

@@ -278,3 +278,26 @@ def test_a_closed_loop_pair_on_a_limit_of_one_is_a_lower_limit() -> None:
     assert par.saturated and par.waiters == 30
     check = check_point({"concurrency_limit": 2}, records)
     assert check.verdict == "not_applied" and "at most 1 ran at once" in check.summary
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_running_from_columns_equals_the_record_by_record_count(seed: int) -> None:
+    """observed_parallelism over columns gives what the record-by-record loop gave (kept as an oracle):
+    saturated queues of several limits, light load, stalls, late reads, requests never started."""
+    import random
+
+    from qbench.run.columns import Columns
+    from tests.tune.knobcheck_oracle import observed_parallelism as by_records
+
+    rng = random.Random(seed)
+    records = served(rng.choice([1, 2, 4, 8]), rng.randint(5, 60), service=rng.uniform(0.01, 0.3))
+    records += stalled_echo(rng.randint(0, 3))
+    for r in records:
+        r.started_at_s = None if rng.random() < 0.05 else r.started_at_s
+        r.joined_at_s = None if rng.random() < 0.2 else r.joined_at_s
+        if r.completed_at_s is not None:
+            r.completed_at_s += rng.choice([0.0, 0.0, rng.uniform(0, 0.05)])
+    lag = rng.choice([0.0, 0.01, 0.2])
+    got, want = observed_parallelism(Columns.of(records), lag), by_records(records, lag)
+    assert got.waiting_s == pytest.approx(want.waiting_s, rel=1e-12)
+    assert {**got.to_dict(), "waiting_s": 0} == {**want.to_dict(), "waiting_s": 0}
