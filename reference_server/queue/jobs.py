@@ -1,9 +1,10 @@
 """Running one dispatched job: preprocess, call the workload, postprocess, send the results.
 
-Sync workloads run in worker threads capped by the shared CapacityLimiter (max_threads); async ones
-run on the event loop. Text/number/JSON components are converted inline; image and audio conversion
-(file I/O, decoding) and a workload's own per-request `prepare_row` go to worker threads too, one per
-event of a batch, concurrently (a batch of 32 images decodes on several cores, not one after another).
+Sync workloads run in worker threads (threads.Threads) capped by the shared CapacityLimiter
+(max_threads); async ones run on the event loop. Text/number/JSON components are converted inline;
+image and audio conversion (file I/O, decoding) and a workload's own per-request `prepare_row` go to
+worker threads too, one per event of a batch, concurrently (a batch of 32 images decodes on several
+cores, not one after another).
 The queue also reads ahead: the waiting events of a batch function's next batch are preprocessed while
 the model runs the current one (`read_ahead`).
 A batch is one workload call: one exception fails every event of the batch with the same payload; a
@@ -34,6 +35,7 @@ from reference_server.io.decode_pool import DecodePool, Failed, decode_image
 from reference_server.observe.profiling import BATCH_PHASES, Trace
 from reference_server.queue import messages as m
 from reference_server.queue.runtime import Event, FunctionRuntime, Job
+from reference_server.queue.threads import Threads
 from reference_server.workloads.base import SESSION, Component, WorkloadInputError
 from reference_server.workloads.models.pixels import Pixels
 
@@ -83,6 +85,7 @@ class JobRunner:
                  emit: Emit) -> None:
         self.store = store
         self.limiter = limiter
+        self.threads = Threads(limiter)  # the workload's calls (a batch's hand-off costs no anyio machinery)
         self.prefetch_limiter = anyio.CapacityLimiter(max(1, os.cpu_count() or 1))
         self.show_error = show_error
         self.emit = emit
@@ -90,7 +93,7 @@ class JobRunner:
         self._upload_decoded: dict[tuple[int, int], bool] = {}  # _takes_upload_decoded's answers
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+        return await self.threads.run(fn, *args)
 
     # ------------------------------------------------------------ conversion
     def _convert(self, convert: Convert, comps: list[Component], values: list[Any]) -> list[Any]:

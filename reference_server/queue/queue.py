@@ -91,6 +91,7 @@ class EventQueue:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        self.runner.threads.close()
 
     def reconfigure(self, settings: ServerSettings) -> None:
         """Apply new limits, batch sizes, max_size, max_threads to events dispatched from now on.
