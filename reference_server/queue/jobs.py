@@ -207,14 +207,13 @@ class JobRunner:
         if not (needs_thread(fn.workload.inputs) or fn.workload.prepares_rows):
             return
         for event in events:
-            if event.prepared is None:
+            if event.prepared is None and event.ready_row is None:
                 ready = self._ready_row(fn, event)
                 if ready is NOT_READY:
                     row = self._row_or_error(fn, event, self.prefetch_limiter)
                     event.prepared = asyncio.ensure_future(row)
                 else:
-                    event.prepared = asyncio.get_running_loop().create_future()
-                    event.prepared.set_result(ready)
+                    event.ready_row = ready
 
     async def _preprocess_all(self, fn: FunctionRuntime, events: list[Event]) -> list[Any]:
         """Every event's inputs, converted concurrently (decoding runs on several worker threads at once,
@@ -223,6 +222,9 @@ class JobRunner:
         rows: list[Any] = []
         waits: dict[int, Awaitable[Any]] = {}
         for i, event in enumerate(events):
+            if event.ready_row is not None:
+                rows.append(event.ready_row)
+                continue
             prepared = event.prepared
             if prepared is not None and prepared.done() and not prepared.cancelled():
                 rows.append(prepared.result())

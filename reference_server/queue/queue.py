@@ -136,7 +136,7 @@ class EventQueue:
         group_id = self.settings.group_id(fn.settings)
         group = self.groups.get(group_id)
         if group is None:
-            group = self.groups[group_id] = Group(group_id)
+            group = self.groups[group_id] = self._new_group(group_id)
         group.admit_function(fn, self.settings.resolved_limit(fn.settings))
         event = Event(event_id or random_hex(), session, fn, data, simple_format, owner=owner)
         event.trace = Trace(event.id, fn.name, owner or session)
@@ -144,7 +144,6 @@ class EventQueue:
         self.sessions.add_pending(session, event.id)
         group.enqueue(event)
         self.metrics.child(self.metrics.joined, fn.name).inc()
-        self.metrics.child(self.metrics.queue_depth, group.id).set(len(group.waiting))
         if self.settings.gradio == 3:
             self.emit(event, self.stats3.estimation(len(group.waiting) - 1, len(group.waiting), group))
         else:
@@ -154,6 +153,13 @@ class EventQueue:
             self.runner.read_ahead(fn, [event])  # it will wait: prepare it while the model works
         self._wake.set()
         return event
+
+    def _new_group(self, group_id: str) -> Group:
+        """A concurrency group; its queue_depth gauge reads its waiting list when /metrics renders (no
+        gauge update per join and per dispatch)."""
+        group = Group(group_id)
+        self.metrics.child(self.metrics.queue_depth, group_id).set_function(lambda: len(group.waiting))
+        return group
 
     def _read_ahead_depth(self, fn: FunctionRuntime) -> int:
         """How many waiting events of a batch function are preprocessed ahead: its next batch (none in
@@ -232,7 +238,6 @@ class EventQueue:
                 event.trace.add("queue_wait", now - event.joined_at)
                 event.trace.batch_size = len(events)
         self.metrics.child(self.metrics.batch_size, fn.name).observe(len(events))
-        self.metrics.child(self.metrics.queue_depth, group.id).set(len(group.waiting))
         self.metrics.running_jobs.set(self.running_jobs)
         if self.settings.queue.status_update_rate == "auto":
             self.broadcast(group)
@@ -332,7 +337,6 @@ class EventQueue:
         if event in group.waiting:
             group.remove([event])
         self.events.pop(event.id, None)
-        self.metrics.child(self.metrics.queue_depth, group.id).set(len(group.waiting))
         self._wake.set()
 
     def disconnect(self, session: str) -> None:

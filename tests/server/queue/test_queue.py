@@ -468,3 +468,23 @@ def test_any_preprocessing_failure_is_that_events_input_error() -> None:
         assert "invalid input" in final["output"]["error"]
 
     run_queue(settings([{"api_name": "a", "workload": "imageop"}]), body)
+
+
+def test_the_queue_depth_gauge_is_the_groups_waiting_count_when_read() -> None:
+    def depth(q: EventQueue) -> float:
+        [family] = [f for f in q.metrics.queue_depth.collect() if f.name == "qbench_queue_depth"]
+        return sum(s.value for s in family.samples)
+
+    async def body(q: EventQueue) -> None:
+        fn = q.functions[0]
+        running = q.push("a", fn, ["x"])
+        await asyncio.sleep(0.05)  # dispatched: it runs (limit 1), the next ones wait
+        assert running.job is not None
+        second, third = q.push("b", fn, ["x"]), q.push("c", fn, ["x"])
+        assert depth(q) == 2
+        assert q.cancel("b", second.id)
+        assert depth(q) == 1
+        await read_until_done(q, "c", {third.id})
+        assert depth(q) == 0
+
+    run_queue(settings([sleep_fn("f", 100, concurrency_limit=1)]), body)
