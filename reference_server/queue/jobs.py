@@ -73,6 +73,13 @@ def _trace(event: Event, phase: str, seconds: float) -> None:
         event.trace.add(phase, seconds)
 
 
+def _check_outputs(fn: FunctionRuntime, values: list[Any]) -> None:
+    expected = len(fn.workload.outputs)
+    if len(values) != expected:
+        kind = fn.workload.kind
+        raise RuntimeError(f"workload {kind!r} returned {len(values)} outputs, expected {expected}")
+
+
 def as_input_error(exc: Exception) -> WorkloadInputError:
     """Preprocessing failures (PIL's decompression-bomb guard, a malformed WAV...) as input errors."""
     if isinstance(exc, WorkloadInputError):
@@ -239,13 +246,14 @@ class JobRunner:
         return rows
 
     async def _postprocess(self, fn: FunctionRuntime, values: list[Any]) -> list[Any]:
-        comps = fn.workload.outputs
-        if len(values) != len(comps):
-            kind = fn.workload.kind
-            raise RuntimeError(f"workload {kind!r} returned {len(values)} outputs, expected {len(comps)}")
-        if needs_thread(comps):
-            return list(await self._in_thread(self._convert, postprocess, comps, values))
-        return self._convert(postprocess, comps, values)
+        if needs_thread(fn.workload.outputs):
+            _check_outputs(fn, values)
+            return list(await self._in_thread(self._convert, postprocess, fn.workload.outputs, values))
+        return self._postprocess_inline(fn, values)
+
+    def _postprocess_inline(self, fn: FunctionRuntime, values: list[Any]) -> list[Any]:
+        _check_outputs(fn, values)
+        return self._convert(postprocess, fn.workload.outputs, values)
 
     def fail(self, events: list[Event], exc: BaseException, first_step: bool = True) -> None:
         """Every event gets a failed process_completed: a user-visible message for input errors, Gradio's
@@ -277,26 +285,34 @@ class JobRunner:
             call_start = time.perf_counter()
             phases = await self._traced_call(fn, inputs)
             call_s = time.perf_counter() - call_start
-            wire = []
-            for event, row in zip(ready, phases.rows, strict=True):
-                post_start = time.perf_counter()
-                wire.append(await self._postprocess(fn, row))
-                _trace(event, "postprocess", time.perf_counter() - post_start)
+            wire = await self._postprocess_rows(fn, ready, phases.rows)
         except Exception as exc:  # the workload's failure is the request's result, not the server's
             self.fail(ready, exc)
             return False
-        for event in ready:
-            _trace(event, "fn_call", call_s)
-            for name, seconds in phases.seconds.items():
-                _trace(event, name, seconds)
         fn.call_time.add(call_s)
         fn.job_time.add(time.perf_counter() - job.started_at)
-        is_generating = None if fn.settings.batch else False
+        is_generating, mean = (None if fn.settings.batch else False), fn.call_time.mean
+        batch_phases = [("fn_call", call_s), *phases.seconds.items()]
         for event, data in zip(ready, wire, strict=True):
+            if event.trace is not None:
+                for name, seconds in batch_phases:
+                    event.trace.add(name, seconds)
             event.outcome = "ok"
-            body = m.output_body(data, is_generating, call_s, fn.call_time.mean)
+            body = m.output_body(data, is_generating, call_s, mean)
             self.emit(event, m.process_completed(event.id, body, True))
         return True
+
+    async def _postprocess_rows(self, fn: FunctionRuntime, events: list[Event], rows: list[list[Any]]
+                                ) -> list[list[Any]]:
+        """Each event's output row in wire form, its `postprocess` phase traced; converted inline (no
+        coroutine per row) when no output needs a thread."""
+        inline = not needs_thread(fn.workload.outputs)
+        wire = []
+        for event, row in zip(events, rows, strict=True):
+            post_start = time.perf_counter()
+            wire.append(self._postprocess_inline(fn, row) if inline else await self._postprocess(fn, row))
+            _trace(event, "postprocess", time.perf_counter() - post_start)
+        return wire
 
     async def _traced_call(self, fn: FunctionRuntime, inputs: list[list[Any]]) -> _CallPhases:
         """One workload call with a fresh BATCH_PHASES dict for the phases it reports (the call's

@@ -281,13 +281,16 @@ class EventQueue:
         if self.settings.gradio == 3 and any(e.outcome == "ok" for e in job.events):
             self.stats3.update(duration, self.settings.concurrency_count, self.waiting_count)
         self.metrics.running_jobs.set(self.running_jobs)
+        outcomes: dict[str, int] = {}
         for event in job.events:
             self.events.pop(event.id, None)
-            outcome = event.outcome if event.alive else "cancelled"
-            self.metrics.child(self.metrics.completed, name, outcome or "error").inc()
+            outcome = (event.outcome or "error") if event.alive else "cancelled"
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
             if event.trace is not None:
                 event.trace.add("total", duration)
                 self.traces.add(event.trace)
+        for outcome, count in outcomes.items():  # once per outcome of the batch, not per event
+            self.metrics.child(self.metrics.completed, name, outcome).inc(count)
         self._wake.set()
 
     # ------------------------------------------------------------ estimations

@@ -488,3 +488,18 @@ def test_the_queue_depth_gauge_is_the_groups_waiting_count_when_read() -> None:
         assert depth(q) == 0
 
     run_queue(settings([sleep_fn("f", 100, concurrency_limit=1)]), body)
+
+
+def test_a_batch_counts_each_of_its_events_in_the_completed_metric() -> None:
+    async def body(q: EventQueue) -> None:
+        fn = q.functions[0]
+        events = [q.push(f"s{i}", fn, ["x"]) for i in range(3)]  # before the dispatcher runs: one batch
+        for i, event in enumerate(events):
+            await read_until_done(q, f"s{i}", {event.id})
+        await asyncio.sleep(0.01)
+        assert {e.trace.batch_size for e in events if e.trace is not None} == {3}
+        counts = {s.labels["outcome"]: s.value for metric in q.metrics.completed.collect()
+                  for s in metric.samples if s.name.endswith("_total")}
+        assert counts == {"ok": 3.0}
+
+    run_queue(settings([sleep_fn("b", 20, batch=True, max_batch_size=4)]), body)
