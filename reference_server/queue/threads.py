@@ -59,6 +59,7 @@ class Threads:
     def __init__(self, limiter: anyio.CapacityLimiter) -> None:
         self.limiter = limiter
         self._idle: list[_Worker] = []
+        self._closed = False
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         token = object()  # the limiter's borrower: this call, not the task (a task may run several)
@@ -66,6 +67,7 @@ class Threads:
             self.limiter.acquire_on_behalf_of_nowait(token)
         except anyio.WouldBlock:
             await self.limiter.acquire_on_behalf_of(token)
+        self._closed = False
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         worker = self._idle.pop() if self._idle else _Worker(self)
@@ -76,7 +78,10 @@ class Threads:
                  error: BaseException | None) -> None:
         """On the loop: the token back to the limiter, the worker idle, the answer to the caller."""
         self.limiter.release_on_behalf_of(token)
-        self._idle.append(worker)
+        if self._closed:
+            worker.jobs.put(None)  # a call that outlived close(): its thread ends now
+        else:
+            self._idle.append(worker)
         if future.cancelled():
             return
         if error is not None:
@@ -85,7 +90,9 @@ class Threads:
             future.set_result(result)
 
     def close(self) -> None:
-        """Let the idle workers end (a running one ends after its call, when it is next idle)."""
+        """Let the idle workers end (a running one ends when its call returns); a later `run` starts
+        workers again."""
+        self._closed = True
         for worker in self._idle:
             worker.jobs.put(None)
         self._idle.clear()

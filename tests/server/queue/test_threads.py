@@ -91,3 +91,22 @@ async def test_a_cancelled_call_keeps_its_token_until_its_thread_returns() -> No
     assert await threads.run(lambda: "next") == "next"  # waited for the token, then ran
     assert threads.limiter.borrowed_tokens == 0
     threads.close()
+
+
+@run_async
+async def test_a_call_that_outlives_close_ends_its_thread() -> None:
+    threads = Threads(anyio.CapacityLimiter(2))
+    release, ran_on = threading.Event(), []
+
+    def call() -> bool:
+        ran_on.append(threading.current_thread())
+        return release.wait(10)
+
+    running = asyncio.ensure_future(threads.run(call))
+    while not ran_on:
+        await asyncio.sleep(0.001)
+    threads.close()
+    release.set()
+    assert await running is True
+    ran_on[0].join(5)
+    assert not ran_on[0].is_alive() and not threads._idle
