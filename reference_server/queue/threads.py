@@ -9,10 +9,10 @@ asks), the caller's context (a workload's thread fills the BATCH_PHASES dict its
 exception raised where it was awaited; a worker is told its job through a `SimpleQueue` (C), and the
 loop hears the result through `call_soon_threadsafe`.
 
-The limiter's token is released when the thread finishes, not when the awaiting task is cancelled:
-a cancelled job's thread still counts against `max_threads` until it returns (anyio released it at
-the cancel, while the thread ran on). Idle workers wait for the next call and are reused; there are
-never more than the limiter's tokens at once, and each is a daemon thread.
+The limiter's token comes back when the thread returns, or at once when the awaiting task is
+cancelled (as anyio gives it back, so as Gradio does: the next job may start its thread while the
+cancelled one's runs on, unseen). Idle workers wait for the next call and are reused; each is a
+daemon thread.
 """
 
 from __future__ import annotations
@@ -26,8 +26,18 @@ from typing import Any
 
 import anyio
 
+
+class _Token:
+    """A call's hold on one of the limiter's tokens (its borrower), given back once."""
+
+    __slots__ = ("held",)
+
+    def __init__(self) -> None:
+        self.held = True
+
+
 _Job = tuple[asyncio.AbstractEventLoop, contextvars.Context, Callable[..., Any], tuple[Any, ...],
-             "asyncio.Future[Any]", object]
+             "asyncio.Future[Any]", _Token]
 
 
 class _Worker:
@@ -62,7 +72,7 @@ class Threads:
         self._closed = False
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        token = object()  # the limiter's borrower: this call, not the task (a task may run several)
+        token = _Token()  # the limiter's borrower: this call, not the task (a task may run several)
         try:
             self.limiter.acquire_on_behalf_of_nowait(token)
         except anyio.WouldBlock:
@@ -72,12 +82,21 @@ class Threads:
         future: asyncio.Future[Any] = loop.create_future()
         worker = self._idle.pop() if self._idle else _Worker(self)
         worker.jobs.put((loop, contextvars.copy_context(), fn, args, future, token))
-        return await future
+        try:
+            return await future
+        except asyncio.CancelledError:
+            self._give_back(token)
+            raise
 
-    def finished(self, worker: _Worker, future: asyncio.Future[Any], token: object, result: Any,
+    def _give_back(self, token: _Token) -> None:
+        if token.held:
+            token.held = False
+            self.limiter.release_on_behalf_of(token)
+
+    def finished(self, worker: _Worker, future: asyncio.Future[Any], token: _Token, result: Any,
                  error: BaseException | None) -> None:
         """On the loop: the token back to the limiter, the worker idle, the answer to the caller."""
-        self.limiter.release_on_behalf_of(token)
+        self._give_back(token)
         if self._closed:
             worker.jobs.put(None)  # a call that outlived close(): its thread ends now
         else:
