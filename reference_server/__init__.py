@@ -2,7 +2,8 @@
 
     http/            the HTTP surfaces: Gradio's routes (every emulated release), plain HTTP, OpenAI,
                      admin, /config; the app and what its lifespan builds; front-end processes
-    queue/           the event queue: concurrency groups, dispatcher, batching, ETA, sessions, streams
+    queue/           the event queue: concurrency groups, dispatcher, batching, ETA, sessions, streams,
+                     the worker threads a job calls its workload on
     io/              what goes in and out of a function: component formats, uploads, image decoding
     workloads/       synthetic workloads and transformers models behind one interface
     observe/         what the server measures of itself: phase traces, Prometheus metrics, GPU, tokens

@@ -1,9 +1,10 @@
 """Running one dispatched job: preprocess, call the workload, postprocess, send the results.
 
-Sync workloads run in worker threads capped by the shared CapacityLimiter (max_threads); async ones
-run on the event loop. Text/number/JSON components are converted inline; image and audio conversion
-(file I/O, decoding) and a workload's own per-request `prepare_row` go to worker threads too, one per
-event of a batch, concurrently (a batch of 32 images decodes on several cores, not one after another).
+Sync workloads run in worker threads (threads.Threads) capped by the shared CapacityLimiter
+(max_threads); async ones run on the event loop. Text/number/JSON components are converted inline;
+image and audio conversion (file I/O, decoding) and a workload's own per-request `prepare_row` go to
+worker threads too, one per event of a batch, concurrently (a batch of 32 images decodes on several
+cores, not one after another).
 The queue also reads ahead: the waiting events of a batch function's next batch are preprocessed while
 the model runs the current one (`read_ahead`).
 A batch is one workload call: one exception fails every event of the batch with the same payload; a
@@ -34,6 +35,7 @@ from reference_server.io.decode_pool import DecodePool, Failed, decode_image
 from reference_server.observe.profiling import BATCH_PHASES, Trace
 from reference_server.queue import messages as m
 from reference_server.queue.runtime import Event, FunctionRuntime, Job
+from reference_server.queue.threads import Threads
 from reference_server.workloads.base import SESSION, Component, WorkloadInputError
 from reference_server.workloads.models.pixels import Pixels
 
@@ -71,6 +73,13 @@ def _trace(event: Event, phase: str, seconds: float) -> None:
         event.trace.add(phase, seconds)
 
 
+def _check_outputs(fn: FunctionRuntime, values: list[Any]) -> None:
+    expected = len(fn.workload.outputs)
+    if len(values) != expected:
+        kind = fn.workload.kind
+        raise RuntimeError(f"workload {kind!r} returned {len(values)} outputs, expected {expected}")
+
+
 def as_input_error(exc: Exception) -> WorkloadInputError:
     """Preprocessing failures (PIL's decompression-bomb guard, a malformed WAV...) as input errors."""
     if isinstance(exc, WorkloadInputError):
@@ -83,6 +92,7 @@ class JobRunner:
                  emit: Emit) -> None:
         self.store = store
         self.limiter = limiter
+        self.threads = Threads(limiter)  # the workload's calls (a batch's hand-off costs no anyio machinery)
         self.prefetch_limiter = anyio.CapacityLimiter(max(1, os.cpu_count() or 1))
         self.show_error = show_error
         self.emit = emit
@@ -90,7 +100,7 @@ class JobRunner:
         self._upload_decoded: dict[tuple[int, int], bool] = {}  # _takes_upload_decoded's answers
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+        return await self.threads.run(fn, *args)
 
     # ------------------------------------------------------------ conversion
     def _convert(self, convert: Convert, comps: list[Component], values: list[Any]) -> list[Any]:
@@ -204,14 +214,13 @@ class JobRunner:
         if not (needs_thread(fn.workload.inputs) or fn.workload.prepares_rows):
             return
         for event in events:
-            if event.prepared is None:
+            if event.prepared is None and event.ready_row is None:
                 ready = self._ready_row(fn, event)
                 if ready is NOT_READY:
                     row = self._row_or_error(fn, event, self.prefetch_limiter)
                     event.prepared = asyncio.ensure_future(row)
                 else:
-                    event.prepared = asyncio.get_running_loop().create_future()
-                    event.prepared.set_result(ready)
+                    event.ready_row = ready
 
     async def _preprocess_all(self, fn: FunctionRuntime, events: list[Event]) -> list[Any]:
         """Every event's inputs, converted concurrently (decoding runs on several worker threads at once,
@@ -220,6 +229,9 @@ class JobRunner:
         rows: list[Any] = []
         waits: dict[int, Awaitable[Any]] = {}
         for i, event in enumerate(events):
+            if event.ready_row is not None:
+                rows.append(event.ready_row)
+                continue
             prepared = event.prepared
             if prepared is not None and prepared.done() and not prepared.cancelled():
                 rows.append(prepared.result())
@@ -234,13 +246,14 @@ class JobRunner:
         return rows
 
     async def _postprocess(self, fn: FunctionRuntime, values: list[Any]) -> list[Any]:
-        comps = fn.workload.outputs
-        if len(values) != len(comps):
-            kind = fn.workload.kind
-            raise RuntimeError(f"workload {kind!r} returned {len(values)} outputs, expected {len(comps)}")
-        if needs_thread(comps):
-            return list(await self._in_thread(self._convert, postprocess, comps, values))
-        return self._convert(postprocess, comps, values)
+        if needs_thread(fn.workload.outputs):
+            _check_outputs(fn, values)
+            return list(await self._in_thread(self._convert, postprocess, fn.workload.outputs, values))
+        return self._postprocess_inline(fn, values)
+
+    def _postprocess_inline(self, fn: FunctionRuntime, values: list[Any]) -> list[Any]:
+        _check_outputs(fn, values)
+        return self._convert(postprocess, fn.workload.outputs, values)
 
     def fail(self, events: list[Event], exc: BaseException, first_step: bool = True) -> None:
         """Every event gets a failed process_completed: a user-visible message for input errors, Gradio's
@@ -272,26 +285,34 @@ class JobRunner:
             call_start = time.perf_counter()
             phases = await self._traced_call(fn, inputs)
             call_s = time.perf_counter() - call_start
-            wire = []
-            for event, row in zip(ready, phases.rows, strict=True):
-                post_start = time.perf_counter()
-                wire.append(await self._postprocess(fn, row))
-                _trace(event, "postprocess", time.perf_counter() - post_start)
+            wire = await self._postprocess_rows(fn, ready, phases.rows)
         except Exception as exc:  # the workload's failure is the request's result, not the server's
             self.fail(ready, exc)
             return False
-        for event in ready:
-            _trace(event, "fn_call", call_s)
-            for name, seconds in phases.seconds.items():
-                _trace(event, name, seconds)
         fn.call_time.add(call_s)
         fn.job_time.add(time.perf_counter() - job.started_at)
-        is_generating = None if fn.settings.batch else False
+        is_generating, mean = (None if fn.settings.batch else False), fn.call_time.mean
+        batch_phases = [("fn_call", call_s), *phases.seconds.items()]
         for event, data in zip(ready, wire, strict=True):
+            if event.trace is not None:
+                for name, seconds in batch_phases:
+                    event.trace.add(name, seconds)
             event.outcome = "ok"
-            body = m.output_body(data, is_generating, call_s, fn.call_time.mean)
+            body = m.output_body(data, is_generating, call_s, mean)
             self.emit(event, m.process_completed(event.id, body, True))
         return True
+
+    async def _postprocess_rows(self, fn: FunctionRuntime, events: list[Event], rows: list[list[Any]]
+                                ) -> list[list[Any]]:
+        """Each event's output row in wire form, its `postprocess` phase traced; converted inline (no
+        coroutine per row) when no output needs a thread."""
+        inline = not needs_thread(fn.workload.outputs)
+        wire = []
+        for event, row in zip(events, rows, strict=True):
+            post_start = time.perf_counter()
+            wire.append(self._postprocess_inline(fn, row) if inline else await self._postprocess(fn, row))
+            _trace(event, "postprocess", time.perf_counter() - post_start)
+        return wire
 
     async def _traced_call(self, fn: FunctionRuntime, inputs: list[list[Any]]) -> _CallPhases:
         """One workload call with a fresh BATCH_PHASES dict for the phases it reports (the call's

@@ -91,6 +91,7 @@ class EventQueue:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        self.runner.threads.close()
 
     def reconfigure(self, settings: ServerSettings) -> None:
         """Apply new limits, batch sizes, max_size, max_threads to events dispatched from now on.
@@ -135,7 +136,7 @@ class EventQueue:
         group_id = self.settings.group_id(fn.settings)
         group = self.groups.get(group_id)
         if group is None:
-            group = self.groups[group_id] = Group(group_id)
+            group = self.groups[group_id] = self._new_group(group_id)
         group.admit_function(fn, self.settings.resolved_limit(fn.settings))
         event = Event(event_id or random_hex(), session, fn, data, simple_format, owner=owner)
         event.trace = Trace(event.id, fn.name, owner or session)
@@ -143,7 +144,6 @@ class EventQueue:
         self.sessions.add_pending(session, event.id)
         group.enqueue(event)
         self.metrics.child(self.metrics.joined, fn.name).inc()
-        self.metrics.child(self.metrics.queue_depth, group.id).set(len(group.waiting))
         if self.settings.gradio == 3:
             self.emit(event, self.stats3.estimation(len(group.waiting) - 1, len(group.waiting), group))
         else:
@@ -153,6 +153,13 @@ class EventQueue:
             self.runner.read_ahead(fn, [event])  # it will wait: prepare it while the model works
         self._wake.set()
         return event
+
+    def _new_group(self, group_id: str) -> Group:
+        """A concurrency group; its queue_depth gauge reads its waiting list when /metrics renders (no
+        gauge update per join and per dispatch)."""
+        group = Group(group_id)
+        self.metrics.child(self.metrics.queue_depth, group_id).set_function(lambda: len(group.waiting))
+        return group
 
     def _read_ahead_depth(self, fn: FunctionRuntime) -> int:
         """How many waiting events of a batch function are preprocessed ahead: its next batch (none in
@@ -231,7 +238,6 @@ class EventQueue:
                 event.trace.add("queue_wait", now - event.joined_at)
                 event.trace.batch_size = len(events)
         self.metrics.child(self.metrics.batch_size, fn.name).observe(len(events))
-        self.metrics.child(self.metrics.queue_depth, group.id).set(len(group.waiting))
         self.metrics.running_jobs.set(self.running_jobs)
         if self.settings.queue.status_update_rate == "auto":
             self.broadcast(group)
@@ -275,13 +281,16 @@ class EventQueue:
         if self.settings.gradio == 3 and any(e.outcome == "ok" for e in job.events):
             self.stats3.update(duration, self.settings.concurrency_count, self.waiting_count)
         self.metrics.running_jobs.set(self.running_jobs)
+        outcomes: dict[str, int] = {}
         for event in job.events:
             self.events.pop(event.id, None)
-            outcome = event.outcome if event.alive else "cancelled"
-            self.metrics.child(self.metrics.completed, name, outcome or "error").inc()
+            outcome = (event.outcome or "error") if event.alive else "cancelled"
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
             if event.trace is not None:
                 event.trace.add("total", duration)
                 self.traces.add(event.trace)
+        for outcome, count in outcomes.items():  # once per outcome of the batch, not per event
+            self.metrics.child(self.metrics.completed, name, outcome).inc(count)
         self._wake.set()
 
     # ------------------------------------------------------------ estimations
@@ -331,7 +340,6 @@ class EventQueue:
         if event in group.waiting:
             group.remove([event])
         self.events.pop(event.id, None)
-        self.metrics.child(self.metrics.queue_depth, group.id).set(len(group.waiting))
         self._wake.set()
 
     def disconnect(self, session: str) -> None:

@@ -68,6 +68,7 @@ class Event:
     owner: str | None = None  # the client's session_hash where it differs from `session` (cancel checks it)
     data_waiter: asyncio.Future[Any] | None = None  # gradio: 3: the data the client sends on send_data
     prepared: asyncio.Future[Any] | None = None  # read-ahead preprocessing: its input row or the Exception
+    ready_row: Any = None  # the same, when read ahead at once (an image decoded at upload): no future
     trace: Trace | None = None  # its phases (reference_server.observe.profiling), kept once it completes
 
 

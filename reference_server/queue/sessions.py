@@ -17,8 +17,9 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from reference_server.queue.messages import Message
+from reference_server.queue.messages import HEARTBEAT, Message
 
+SLACK_S = 0.001  # a beat this close to due beats now (an event loop's timers may fire ~1 ms early)
 DISCONNECTED: Message = {"msg": "__disconnected__", "event_id": None}  # internal sentinel, never sent
 
 
@@ -72,6 +73,72 @@ every put (two readers of one session both hear it, as two tasks' waiters do).
         return len(self._items)
 
 
+class Beat:
+    """One attached reader's heartbeat: HEARTBEAT into `session`'s mailbox every interval until stopped."""
+
+    __slots__ = ("session", "due", "interval_s")
+
+    def __init__(self, session: Session, due: float, interval_s: float) -> None:
+        self.session: Session | None = session
+        self.due, self.interval_s = due, interval_s
+
+    def stop(self) -> None:
+        self.session = None  # its entry is dropped when it comes due
+
+
+class Heartbeats:
+    """Every reader's heartbeat on one timer of the event loop, not a timer per stream.
+
+    A reader attached at t gets HEARTBEAT at t + interval, t + 2 interval... while it stays (what a
+    timer of its own gave). The beats of one interval come due in the order they were added (each is
+    re-added an interval after it beat, behind every other), so a FIFO per interval holds them in time
+    order and the one timer waits for the earliest head; a stopped beat leaves its FIFO when it comes
+    due. Starting and stopping a beat costs no timer handle (a stream per prediction made two).
+    """
+
+    def __init__(self) -> None:
+        self._due: dict[float, deque[Beat]] = {}  # interval -> beats in due order
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self, session: Session, interval_s: float) -> Beat:
+        """Beat for `session` every `interval_s` from now, until the returned Beat is stopped."""
+        if self._timer is None:
+            self._loop = asyncio.get_running_loop()
+        assert self._loop is not None
+        beat = Beat(session, self._loop.time() + interval_s, interval_s)
+        fifo = self._due.get(interval_s)
+        if fifo is None:
+            fifo = self._due[interval_s] = deque()
+        fifo.append(beat)
+        if self._timer is None or beat.due < self._timer.when():
+            self._arm()
+        return beat
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        heads = [fifo[0].due for fifo in self._due.values() if fifo]
+        if heads and self._loop is not None:
+            self._timer = self._loop.call_at(min(heads), self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        assert self._loop is not None
+        now = self._loop.time()
+        for fifo in self._due.values():
+            while fifo and fifo[0].due <= now + SLACK_S:
+                beat = fifo.popleft()
+                if beat.session is not None:
+                    beat.session.queue.put_nowait(HEARTBEAT)
+                    beat.due = now + beat.interval_s
+                    fifo.append(beat)
+        for interval in [i for i, fifo in self._due.items() if not fifo]:
+            del self._due[interval]
+        self._arm()
+
+
 @dataclass
 class Session:
     queue: Mailbox = field(default_factory=Mailbox)
@@ -85,6 +152,7 @@ class Sessions:
         self.is_live = is_live  # event id -> still waiting or running?
         self._next_scan = capacity + 1  # amortises eviction scans when nothing can be evicted
         self._by_hash: OrderedDict[str, Session] = OrderedDict()
+        self.heartbeats = Heartbeats()  # the attached readers' (streams.py)
 
     def __contains__(self, session_hash: str) -> bool:
         return session_hash in self._by_hash

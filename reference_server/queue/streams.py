@@ -41,22 +41,6 @@ class StreamOut(Protocol):
         """Call `callback` once later in this turn of the event loop, before its frames are written."""
 
 
-class _Heartbeat:
-    """Puts HEARTBEAT into the session queue every interval while a reader is attached."""
-
-    def __init__(self, session: Session, interval_s: float) -> None:
-        self.session, self.interval_s = session, interval_s
-        self.loop = asyncio.get_running_loop()
-        self.handle = self.loop.call_later(interval_s, self._beat)
-
-    def _beat(self) -> None:
-        self.session.queue.put_nowait(m.HEARTBEAT)
-        self.handle = self.loop.call_later(self.interval_s, self._beat)
-
-    def cancel(self) -> None:
-        self.handle.cancel()
-
-
 async def _watch_disconnect(receive: Receive, session: Session) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
@@ -107,7 +91,7 @@ class SessionStream(Response):
             return
         session.readers += 1
         stop_watching = _on_leave(scope, receive, session)
-        beat = _Heartbeat(session, self.heartbeat_s)
+        beat = self.queue.sessions.heartbeats.start(session, self.heartbeat_s)
         try:
             last = await self._pump(session, send)
             if last is not None:  # the final write carries the chunked-encoding terminator too
@@ -116,7 +100,7 @@ class SessionStream(Response):
             self.queue.disconnect(self.session_hash)
         finally:
             stop_watching()
-            beat.cancel()
+            beat.stop()
             session.readers -= 1
 
     def attach(self, out: StreamOut) -> Callable[[], None] | None:
@@ -162,7 +146,7 @@ class _Reader:
         self.stream, self.session, self.out = stream, session, out
         self.due = self.done = False
         session.readers += 1
-        self.beat = _Heartbeat(session, stream.heartbeat_s)
+        self.beat = stream.queue.sessions.heartbeats.start(session, stream.heartbeat_s)
         session.queue.listeners.append(self.wake)
         if not session.queue.empty():  # messages put before the stream came (the join's estimation)
             self.wake()
@@ -214,7 +198,7 @@ class _Reader:
 
     def _close(self) -> None:
         self.done = True
-        self.beat.cancel()
+        self.beat.stop()
         self.session.readers -= 1
         if self.wake in self.session.queue.listeners:
             self.session.queue.listeners.remove(self.wake)

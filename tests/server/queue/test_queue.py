@@ -468,3 +468,38 @@ def test_any_preprocessing_failure_is_that_events_input_error() -> None:
         assert "invalid input" in final["output"]["error"]
 
     run_queue(settings([{"api_name": "a", "workload": "imageop"}]), body)
+
+
+def test_the_queue_depth_gauge_is_the_groups_waiting_count_when_read() -> None:
+    def depth(q: EventQueue) -> float:
+        [family] = [f for f in q.metrics.queue_depth.collect() if f.name == "qbench_queue_depth"]
+        return sum(s.value for s in family.samples)
+
+    async def body(q: EventQueue) -> None:
+        fn = q.functions[0]
+        running = q.push("a", fn, ["x"])
+        await asyncio.sleep(0.05)  # dispatched: it runs (limit 1), the next ones wait
+        assert running.job is not None
+        second, third = q.push("b", fn, ["x"]), q.push("c", fn, ["x"])
+        assert depth(q) == 2
+        assert q.cancel("b", second.id)
+        assert depth(q) == 1
+        await read_until_done(q, "c", {third.id})
+        assert depth(q) == 0
+
+    run_queue(settings([sleep_fn("f", 100, concurrency_limit=1)]), body)
+
+
+def test_a_batch_counts_each_of_its_events_in_the_completed_metric() -> None:
+    async def body(q: EventQueue) -> None:
+        fn = q.functions[0]
+        events = [q.push(f"s{i}", fn, ["x"]) for i in range(3)]  # before the dispatcher runs: one batch
+        for i, event in enumerate(events):
+            await read_until_done(q, f"s{i}", {event.id})
+        await asyncio.sleep(0.01)
+        assert {e.trace.batch_size for e in events if e.trace is not None} == {3}
+        counts = {s.labels["outcome"]: s.value for metric in q.metrics.completed.collect()
+                  for s in metric.samples if s.name.endswith("_total")}
+        assert counts == {"ok": 3.0}
+
+    run_queue(settings([sleep_fn("b", 20, batch=True, max_batch_size=4)]), body)

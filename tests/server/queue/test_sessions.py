@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from reference_server.queue.sessions import Mailbox, Sessions
+from reference_server.queue.messages import HEARTBEAT
+from reference_server.queue.sessions import Heartbeats, Mailbox, Session, Sessions
 
 
 def msg(i: int) -> dict[str, object]:
@@ -92,3 +93,48 @@ def test_every_listener_of_a_mailbox_hears_each_put() -> None:
     box.listeners.pop(0)
     box.put_nowait(msg(1))
     assert heard == ["a", "b", "b"] and box.qsize() == 2
+
+
+def _heartbeats_of(session: Session) -> int:
+    beats = 0
+    while not session.queue.empty():
+        beats += session.queue.get_nowait() is HEARTBEAT
+    return beats
+
+
+def test_every_reader_beats_on_one_timer_and_a_stopped_one_never() -> None:
+    async def main() -> tuple[int, list[int], int, int]:
+        heartbeats = Heartbeats()
+        first, second, stopped, slow = Session(), Session(), Session(), Session()
+        heartbeats.start(first, 0.01)
+        heartbeats.start(second, 0.01)
+        heartbeats.start(stopped, 0.01).stop()
+        heartbeats.start(slow, 30.0)  # not before its interval: an interval after it came
+        queued = sum(len(fifo) for fifo in heartbeats._due.values())
+        counts = [0, 0]
+        for _ in range(500):  # until both have beaten twice (0.02 s; up to 5 s on a busy box)
+            await asyncio.sleep(0.01)
+            counts = [counts[0] + _heartbeats_of(first), counts[1] + _heartbeats_of(second)]
+            if min(counts) >= 2:
+                break
+        return queued, counts, _heartbeats_of(stopped), _heartbeats_of(slow)
+
+    queued, counts, stopped, slow = asyncio.run(main())
+    assert queued == 4  # four beats, one timer (no timer handle per stream)
+    assert min(counts) >= 2
+    assert stopped == 0 and slow == 0
+
+
+def test_a_stopped_beat_leaves_no_timer_behind() -> None:
+    async def main() -> tuple[bool, int]:
+        heartbeats = Heartbeats()
+        session = Session()
+        beat = heartbeats.start(session, 0.01)
+        await asyncio.sleep(0.035)
+        beat.stop()
+        beats = _heartbeats_of(session)
+        await asyncio.sleep(0.03)  # its entry comes due and is dropped; nothing is left to wait for
+        return heartbeats._timer is None and not heartbeats._due, beats
+
+    idle, beats = asyncio.run(main())
+    assert beats >= 2 and idle
