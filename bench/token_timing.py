@@ -21,6 +21,9 @@ correctness failure), 0 otherwise.
     .venv/bin/python bench/token_timing.py                          # 4 users, 200 requests (~1 min)
     .venv/bin/python bench/token_timing.py --users 8 --requests 200  # the RESULTS.md table (~1 min)
     .venv/bin/python bench/token_timing.py --users 8 --requests 200 --pin  # server and qbench a core each
+
+`--pin` is for a dedicated host: on the shared 2-core box it made the p99 worse (RESULTS.md), as a
+process held to one core cannot leave it when another process takes it.
 """
 
 from __future__ import annotations
@@ -225,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=32, help="max_tokens per request (default 32)")
     p.add_argument("--json", type=Path, help="also write the result as JSON here")
     p.add_argument("--pin", action="store_true",
-                   help="the server on core 0, qbench on core 1 (Linux, 2 cores or more)")
+                   help="the server on one core, qbench on another (Linux, 2 cores or more; for a "
+                        "dedicated host: on a shared one it made the tail worse)")
     args = p.parse_args(argv)
     if args.pin and (not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2):
         p.error("--pin needs Linux and 2 cores or more")
