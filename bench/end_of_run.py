@@ -45,6 +45,7 @@ when a row of the largest size measured is over the issue's targets (today's qbe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -277,6 +278,9 @@ def finish(folder: Path, profile: bool = False) -> None:
     with RecordSpill(folder) as spill, (folder / "records.jsonl").open("rb") as lines:  # during the run
         while chunk := list(itertools.islice(lines, 8192)):
             spill.write_lines(b"".join(chunk), len(chunk))
+    phases.append({"phase": "spill (the run's)", "seconds": time.perf_counter() - start,
+                   "peak_mib": peak_mib()})
+    reset_peak()  # the end of run's peak from here: what the spill left resident counts, its peak not
     start = time.perf_counter()
     timed("records.parquet", seal)(folder, RowOrder())
     if profile:
@@ -312,6 +316,12 @@ def summary_from_columns(folder: Path) -> None:
     same = None if stored is None else all(json.dumps(v) == json.dumps(stored.get(k))
                                            for k, v in figures.items())
     print(json.dumps({"records": len(cols), "seconds": seconds, "peak_mib": peak_mib(), "same": same}))
+
+
+def reset_peak() -> None:
+    """Start this process's peak RSS (VmHWM) again from its RSS now (Linux: clear_refs 5)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
 
 
 def peak_mib() -> float:
