@@ -4,6 +4,7 @@
     Columns.read(path)            a run folder or records file: each column read from disk when asked
     cols.floats("latency_s")      float64 array, NaN where the record has None (stored fields and the
                                   derived phases of RequestRecord, computed with the same arithmetic)
+    cols.new_floats("sent_at_s")  the same, an array of the caller's own to change in place
     cols.ints("outputs")          int64 array (a column that holds None somewhere: ValueError; use floats)
     cols.bools("warmup")          bool array
     cols.labels("endpoint")       (codes int32, -1 for None; the distinct strings, in order of first sight)
@@ -73,6 +74,11 @@ class Columns:
         if column.dtype == object:
             return np.array([np.nan if v is None else v for v in column], dtype=np.float64)
         return column.astype(np.float64, copy=False)
+
+    def new_floats(self, name: str) -> np.ndarray:
+        """floats(name) as an array of the caller's own, to change in place (a view's is new already; a
+        column a view from disk keeps is copied)."""
+        return np.array(self.floats(name), dtype=np.float64)
 
     def ints(self, name: str) -> np.ndarray:
         column = self._column(name)
@@ -256,6 +262,9 @@ class _Rows(Columns):
     def floats(self, name: str) -> np.ndarray:
         return _f(self.parent.floats(name)[self.rows])
 
+    def new_floats(self, name: str) -> np.ndarray:
+        return self.floats(name)  # taken at the rows: a new array
+
     def labels(self, name: str) -> tuple[np.ndarray, list[str]]:
         """The parent's codes at these rows, renumbered: the strings these rows have, in order of first
         sight."""
@@ -383,6 +392,9 @@ class Held(Columns):
 
     def floats(self, name: str) -> np.ndarray:
         return self.inner.floats(name)
+
+    def new_floats(self, name: str) -> np.ndarray:
+        return self.inner.new_floats(name)
 
     def labels(self, name: str) -> tuple[np.ndarray, list[str]]:
         if name not in self._labels:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from qbench.run import columns
-from qbench.run.columns import Columns
+from qbench.run.columns import Columns, Held
 from qbench.run.records import DERIVED, FIELD_NAMES, RequestRecord, write_parquet
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,3 +192,14 @@ def test_a_freed_column_goes_back_to_the_system_once_large_blocks_are_mapped(mod
         assert freed > 20
     else:  # what the call changes: without it the block stays resident
         assert freed < 5
+
+
+def test_new_floats_are_the_callers_own(records: list[RequestRecord], tmp_path: Path) -> None:
+    """What a caller changes in place (the diagnosis's waits) never reaches a kept column."""
+    write_parquet(records, tmp_path / "records.parquet")
+    disk = Columns.read(tmp_path)
+    for cols in (disk, disk.where(disk.ok()), Columns.of(records), Held(disk)):
+        want = cols.floats("sent_at_s").copy()
+        mine = cols.new_floats("sent_at_s")
+        mine[:] = -1.0
+        np.testing.assert_array_equal(cols.floats("sent_at_s"), want)
