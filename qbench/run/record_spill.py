@@ -256,6 +256,7 @@ def seal(run_dir: Path, order: RowOrder, mask: Callable[[str], str] | None = Non
     import pyarrow.parquet as pq
 
     map_large_blocks()
+    give_back_memory()  # what the spill's thread left with Arrow's pool and the heap (~60 MiB)
     spill = _Spill(sorted(run_dir.glob(SPILL_GLOB)))
     rows, n = order.permutation(spill), spill.n
     path = run_dir / "records.parquet"
