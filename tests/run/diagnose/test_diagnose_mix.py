@@ -43,7 +43,7 @@ def test_a_shared_concurrency_id_is_named_per_function(server_factory: Factory, 
 
 def test_a_big_runs_diagnosis_holds_a_few_of_its_columns_at_once(tmp_path: Path) -> None:
     """The end of a long run diagnoses from records.parquet in bounded memory: its temporaries peak
-    at under 10 whole columns (8 bytes a request each; 8.9 now, 11.4 when the steadiness test, the join
+    at under 10 whole columns (8 bytes a request each; 8.9 now, 12.5 when the steadiness test, the join
     round trip and each endpoint's counts held their columns all at once: 3.6 M requests, 644 -> 488
     MiB for the end of run). tracemalloc counts numpy's arrays, byte for byte: no timing in it."""
     import sys
