@@ -23,7 +23,9 @@ ru_maxrss of that child alone):
                  made here from records.jsonl's lines before the clock starts, is the run's cost, not
                  the end's), then runner._finish from its columns: summary, run.json,
                  diagnosis, app notes, summary.json; the child also prints each phase's seconds and
-                 the peak RSS after it (VmHWM), the map of where the memory goes
+                 the peak RSS after it (VmHWM), the map of where the memory goes. Its peak is the
+                 end's: from the seal on (the spill's own peak is the run's: VmHWM is reset after
+                 it, Linux's clear_refs; what the spill left resident still counts)
     summary      the summary from the finished run's records.parquet read as columns
                  (summarize(Columns.read(run)): a few columns in memory at a time), the figures the
                  end of run wrote to summary.json checked key for key (`same` in the table)
@@ -45,6 +47,7 @@ when a row of the largest size measured is over the issue's targets (today's qbe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -277,6 +280,9 @@ def finish(folder: Path, profile: bool = False) -> None:
     with RecordSpill(folder) as spill, (folder / "records.jsonl").open("rb") as lines:  # during the run
         while chunk := list(itertools.islice(lines, 8192)):
             spill.write_lines(b"".join(chunk), len(chunk))
+    phases.append({"phase": "spill (the run's)", "seconds": time.perf_counter() - start,
+                   "peak_mib": peak_mib()})
+    reset_peak()  # the end of run's peak from here: what the spill left resident counts, its peak not
     start = time.perf_counter()
     timed("records.parquet", seal)(folder, RowOrder())
     if profile:
@@ -312,6 +318,12 @@ def summary_from_columns(folder: Path) -> None:
     same = None if stored is None else all(json.dumps(v) == json.dumps(stored.get(k))
                                            for k, v in figures.items())
     print(json.dumps({"records": len(cols), "seconds": seconds, "peak_mib": peak_mib(), "same": same}))
+
+
+def reset_peak() -> None:
+    """Start this process's peak RSS (VmHWM) again from its RSS now (Linux: clear_refs 5)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
 
 
 def peak_mib() -> float:
@@ -364,7 +376,9 @@ def run_size(n: int, root: Path, args: argparse.Namespace) -> list[Row]:
         seconds, peak, text = measured([python, __file__, "--child-finish", str(a), *profile],
                                        root / f"finish-{n}.log")
         lines = text.strip().splitlines()
-        rows.append(Row(n, "finish", seconds, peak, json.loads(lines[-1]),
+        phases = json.loads(lines[-1])
+        peak = phases[-1]["peak_mib"]  # the end's own, from the seal on (not the spill's, the run's)
+        rows.append(Row(n, "finish", seconds, peak, phases,
                         json.loads(lines[-2]) if args.profile else None))
     if "summary" in args.steps:
         rows.append(summary_row(a, root / f"summary-{n}.log"))

@@ -4,6 +4,7 @@
     Columns.read(path)            a run folder or records file: each column read from disk when asked
     cols.floats("latency_s")      float64 array, NaN where the record has None (stored fields and the
                                   derived phases of RequestRecord, computed with the same arithmetic)
+    cols.new_floats("sent_at_s")  the same, an array of the caller's own to change in place
     cols.ints("outputs")          int64 array (a column that holds None somewhere: ValueError; use floats)
     cols.bools("warmup")          bool array
     cols.labels("endpoint")       (codes int32, -1 for None; the distinct strings, in order of first sight)
@@ -26,6 +27,9 @@ never a whole column's (a long text a row, e.g. the gap histograms of a token ru
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import sys
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from operator import attrgetter
@@ -36,6 +40,7 @@ import numpy as np
 
 from qbench.run.records import DERIVED, FIELD_NAMES, READABLE_VERSIONS, RecordsFormatError, RequestRecord
 
+LARGE_BLOCK: Final = 1 << 20  # bytes from which glibc maps an allocation of its own (map_large_blocks)
 KEEP: Final = 6  # columns a view from disk keeps read (each 8 bytes a row)
 TEXT_ROWS: Final = 65_536  # rows of a string column `texts` hands over at a time
 
@@ -69,6 +74,11 @@ class Columns:
         if column.dtype == object:
             return np.array([np.nan if v is None else v for v in column], dtype=np.float64)
         return column.astype(np.float64, copy=False)
+
+    def new_floats(self, name: str) -> np.ndarray:
+        """floats(name) as an array of the caller's own, to change in place (a view's is new already; a
+        column a view from disk keeps is copied)."""
+        return np.array(self.floats(name), dtype=np.float64)
 
     def ints(self, name: str) -> np.ndarray:
         column = self._column(name)
@@ -156,6 +166,7 @@ class Columns:
 
     @classmethod
     def read(cls, path: Path, keep: int = KEEP) -> Columns:
+        map_large_blocks()
         return _FromParquet(_parquet_files(path), keep)
 
 
@@ -250,6 +261,9 @@ class _Rows(Columns):
 
     def floats(self, name: str) -> np.ndarray:
         return _f(self.parent.floats(name)[self.rows])
+
+    def new_floats(self, name: str) -> np.ndarray:
+        return self.floats(name)  # taken at the rows: a new array
 
     def labels(self, name: str) -> tuple[np.ndarray, list[str]]:
         """The parent's codes at these rows, renumbered: the strings these rows have, in order of first
@@ -379,6 +393,9 @@ class Held(Columns):
     def floats(self, name: str) -> np.ndarray:
         return self.inner.floats(name)
 
+    def new_floats(self, name: str) -> np.ndarray:
+        return self.inner.new_floats(name)
+
     def labels(self, name: str) -> tuple[np.ndarray, list[str]]:
         if name not in self._labels:
             self._labels[name] = self.inner.labels(name)
@@ -389,3 +406,40 @@ class Held(Columns):
         if self._measured is None:
             self._measured = self.inner.measured()
         return self._measured
+
+
+# ---------------------------------------------------------------- the allocators
+
+
+def map_large_blocks() -> None:
+    """Have glibc map every allocation of LARGE_BLOCK bytes or more on its own, so that a column freed
+    goes back to the system at once. By default glibc raises that threshold up to 32 MiB as big blocks
+    are freed: a column of a long run (3.6 M rows: 29 MiB) then comes from the heap, and the heap keeps
+    what the diagnosis's temporaries freed (~130 MiB resident at 3.6 M rows, and a higher peak where a
+    new column does not fit the holes). Elsewhere than glibc: nothing."""
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(-3, LARGE_BLOCK)  # M_MMAP_THRESHOLD; fixed from here (no more raising it)
+
+
+def give_back_memory() -> None:
+    """Return the memory Arrow's pool and glibc's heap hold freed to the system: Arrow's allocator
+    (mimalloc or jemalloc) keeps what a big table freed (after sealing records.parquet, ~230 MiB) for
+    the next one, and that would count under whatever comes next."""
+    arrow = sys.modules.get("pyarrow")
+    if arrow is not None:
+        arrow.default_memory_pool().release_unused()
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+def _libc() -> Any:
+    """glibc, or None (musl, macOS: their own ways)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
+    except OSError:
+        return None

@@ -239,7 +239,7 @@ def _finish(
 ) -> RunResult:
     """Summary, final run.json and summary.json, from records.parquet read a few columns at a time (or
     the records, when they were read): a run of millions of requests never holds them as objects."""
-    cols = Columns.of(records) if records is not None else Columns.read(run_dir, keep=2)
+    cols = Columns.of(records) if records is not None else Columns.read(run_dir, keep=1)
     summary = summarize(cols, scenario.slo, generator=generator, endpoint_slos=endpoint_slos(scenario),
                         journey_length=journey_length(scenario), server_traces=traces)
     info = replace(info, generator=summary.generator, records=len(cols))  # its workers as objects too

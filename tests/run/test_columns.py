@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from qbench.run.columns import Columns
+from qbench.run import columns
+from qbench.run.columns import Columns, Held
 from qbench.run.records import DERIVED, FIELD_NAMES, RequestRecord, write_parquet
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
 from end_of_run import chunk_records  # noqa: E402  (the benchmark's realistic Gradio records)
 
 
@@ -152,3 +155,51 @@ def test_labels_read_from_parquet_parts_are_the_records_labels(records: list[Req
     np.testing.assert_array_equal(from_disk.ok(), [r.ok for r in rows])
     np.testing.assert_array_equal(from_disk.where(from_disk.ok()).labels("endpoint")[0],
                                   from_records.where(from_records.ok()).labels("endpoint")[0])
+
+
+_FREED = """
+import sys
+import numpy as np
+from qbench.run import columns
+
+def rss_mib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) / 1024
+
+if sys.argv[1] == "mapped":
+    columns.map_large_blocks()
+for _ in range(3):  # glibc raises its threshold to each freed mapped block's size: from the 2nd, the heap
+    column = np.ones(3_000_000)  # 23 MiB, every page touched: one column of a long run
+    before = rss_mib()
+    del column
+print(before - rss_mib())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap and /proc")
+@pytest.mark.parametrize("mode", ["default", "mapped"])
+def test_a_freed_column_goes_back_to_the_system_once_large_blocks_are_mapped(mode: str) -> None:
+    """Without map_large_blocks, glibc serves a column of tens of MiB from its heap once such a block
+    was freed, and keeps it when freed again (the end of a long run held ~130 MiB that way)."""
+    import subprocess
+
+    if columns._libc() is None:
+        pytest.skip("not glibc")
+    freed = float(subprocess.run([sys.executable, "-c", _FREED, mode], capture_output=True, text=True,
+                                 check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout)
+    if mode == "mapped":
+        assert freed > 20
+    else:  # what the call changes: without it the block stays resident
+        assert freed < 5
+
+
+def test_new_floats_are_the_callers_own(records: list[RequestRecord], tmp_path: Path) -> None:
+    """What a caller changes in place (the diagnosis's waits) never reaches a kept column."""
+    write_parquet(records, tmp_path / "records.parquet")
+    disk = Columns.read(tmp_path)
+    for cols in (disk, disk.where(disk.ok()), Columns.of(records), Held(disk)):
+        want = cols.floats("sent_at_s").copy()
+        mine = cols.new_floats("sent_at_s")
+        mine[:] = -1.0
+        np.testing.assert_array_equal(cols.floats("sent_at_s"), want)

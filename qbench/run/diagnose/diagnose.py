@@ -173,13 +173,14 @@ def diagnose(
         return [*findings, Finding("warmup", (
             f"nothing was measured: load.warmup covered all {len(cols)} requests of the run, so no "
             "figure or limit can be judged; shorten load.warmup or lengthen the run"))]
+    steady = steadiness(cols)  # before the load: its arrays and the load's would add up at the peak
     sent = ~np.isnan(cols.floats("sent_at_s"))
     load = _load(cols.where(measured & sent), cols.where(sent & ~np.isnan(cols.floats("started_at_s"))))
     if load is None:
         return findings + described
     one = len(phases) == 1
     split = breakdown(next(iter(phases.values()))) if one else None
-    ctx = _Context(summary, server, usage, cpus, closed_loop_users(cols), split, steadiness(cols),
+    ctx = _Context(summary, server, usage, cpus, closed_loop_users(cols), split, steady,
                    demand(cols) if one else None)
     limit = _limit(load, ctx)
     if any(f.kind == "generator" for f in limit):
@@ -506,7 +507,7 @@ def _load(measured: Columns, begun: Columns) -> _Load | None:
     """The load over the `measured` sent requests; every sent request that started (`begun`, warm-up
     included) for the round trip. The row-aligned figures first, then each time column sorted for the
     counts and let go (3.6 M rows: 29 MiB a column, a few at once)."""
-    sent, started = measured.floats("sent_at_s"), measured.floats("started_at_s")
+    sent, started = measured.new_floats("sent_at_s"), measured.floats("started_at_s")
     completed = measured.floats("completed_at_s")
     has_start, has_end = np.isfinite(started), np.isfinite(completed)
     done = has_start & has_end
@@ -517,14 +518,15 @@ def _load(measured: Columns, begun: Columns) -> _Load | None:
     later = done & (sent >= float(np.median(sent)))  # the later half of the requests, by send time
     later = later if later.any() else done
     medians = (float(np.median((started - sent)[later])), float(np.median((completed - started)[later])))
-    service, starts = completed[done] - started[done], started[done]
-    waiting = np.searchsorted(np.sort(sent), grid, side="right")  # not in place: a cached column, maybe
+    sent.sort()  # our own: sorted in place
+    waiting = np.searchsorted(sent, grid, side="right")
     del sent
     left_queue = np.where(has_end, completed, np.inf)  # left the queue: started, else completed, else never
     np.copyto(left_queue, started, where=has_start)
     left_queue.sort()
     waiting -= np.searchsorted(left_queue, grid, side="right")
     del left_queue
+    service, starts = completed[done] - started[done], started[done]
     finished = completed[has_start]
     del completed
     finished[np.isnan(finished)] = np.inf
@@ -564,17 +566,25 @@ def _round_trip(later: Columns, started: Columns) -> tuple[float, float, str]:
 
 
 def _wait(cols: Columns) -> np.ndarray:
-    """Send -> process start (a missing time as 0, as the records' `or 0.0`)."""
-    started, sent = np.nan_to_num(cols.floats("started_at_s")), np.nan_to_num(cols.floats("sent_at_s"))
-    return np.asarray(started - sent, dtype=np.float64)
+    """Send -> process start (a missing time as 0, as the records' `or 0.0`). In place, as _after_join."""
+    wait: np.ndarray = np.nan_to_num(cols.new_floats("started_at_s"), copy=False)
+    wait -= np.nan_to_num(cols.floats("sent_at_s"))
+    return wait
 
 
 def _after_join(cols: Columns) -> np.ndarray:
-    """Join acknowledged -> process_starts (0 when the start message overtook the join's answer)."""
-    joined, sent = np.nan_to_num(cols.floats("joined_at_s")), np.nan_to_num(cols.floats("sent_at_s"))
-    since = np.where(sent > joined, sent, joined)  # max(joined, sent), as Python's max picks
-    after = np.nan_to_num(cols.floats("started_at_s")) - since
-    return np.where(after < 0.0, 0.0, after)
+    """Join acknowledged -> process_starts (0 when the start message overtook the join's answer).
+    Computed in place: a few columns of every started request at once (3.6 M: 27 MiB each) were the
+    end of run's peak."""
+    since = np.nan_to_num(cols.new_floats("sent_at_s"), copy=False)
+    joined = np.nan_to_num(cols.new_floats("joined_at_s"), copy=False)
+    np.copyto(since, joined, where=~(since > joined))  # max(joined, sent), as Python's max picks
+    del joined
+    after: np.ndarray = np.nan_to_num(cols.new_floats("started_at_s"), copy=False)
+    after -= since
+    del since
+    after[after < 0.0] = 0.0
+    return after
 
 
 def _between(starts: np.ndarray, ends: np.ndarray, times: np.ndarray) -> np.ndarray:

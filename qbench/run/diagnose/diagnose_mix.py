@@ -169,6 +169,7 @@ def _idle_while_waiting(records: Columns) -> bool:
     if not (~np.isnan(sent)).any():
         return False
     grid = np.linspace(float(np.nanmin(sent)), float(_last(records).max()), GRID)
+    del sent
     waiting, running = _counts(records, grid)
     waited = waiting > 0
     return bool(waited.any() and (running[waited] == 0).mean() > 0.5)
@@ -185,21 +186,33 @@ def _last(records: Columns) -> np.ndarray:
 
 
 def _counts(records: Columns, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Requests waiting (sent, not started) and running (started, not completed) at each grid time."""
-    sent_all, started_all = records.floats("sent_at_s"), records.floats("started_at_s")
-    completed_all = records.floats("completed_at_s")
-    is_sent = ~np.isnan(sent_all)
-    sent = np.sort(sent_all[is_sent])
-    left = np.where(np.isnan(started_all), _or(completed_all, np.inf), started_all)
-    started = np.sort(left[is_sent])
-    has_start = ~np.isnan(started_all)
-    starts = np.sort(started_all[has_start])
-    ends = np.sort(np.where(np.isnan(completed_all), np.inf, completed_all)[has_start])
-
+    """Requests waiting (sent, not started) and running (started, not completed) at each grid time.
+    Each time column is sorted, counted and let go in turn (3.6 M requests: 29 MiB a column; all
+    eight at once were the end of run's peak)."""
     def le(times: np.ndarray) -> np.ndarray:
         return np.searchsorted(times, grid, side="right")
 
-    return le(sent) - le(started), le(starts) - le(ends)
+    sent_all = records.floats("sent_at_s")
+    is_sent = ~np.isnan(sent_all)
+    times = sent_all[is_sent]
+    del sent_all
+    times.sort()
+    waiting = le(times)
+    started_all, completed_all = records.floats("started_at_s"), records.floats("completed_at_s")
+    times = np.where(np.isnan(started_all), _or(completed_all, np.inf), started_all)[is_sent]  # left
+    times.sort()
+    waiting -= le(times)
+    has_start = ~np.isnan(started_all)
+    times = started_all[has_start]
+    del started_all
+    times.sort()
+    running = le(times)
+    times = completed_all[has_start]
+    del completed_all
+    times[np.isnan(times)] = np.inf
+    times.sort()
+    running -= le(times)
+    return waiting, running
 
 
 def _ms(value: float | None) -> str:
