@@ -377,6 +377,9 @@ class PhaseJoin:
                 at += table.num_rows
         del file
         tmp.replace(self.path)
+        from qbench.run.columns import give_back_memory
+
+        give_back_memory()  # what Arrow's pool kept of the row groups: the summary's and diagnosis's next
 
 
 def _ms_column(chunk: list[Mapping[str, Any]], key: str, zero_is_none: bool) -> np.ndarray:
