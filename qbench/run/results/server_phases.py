@@ -273,7 +273,7 @@ class PhaseJoin:
         for name in PHASES:  # a phase the file already has values for (the protocol's batch size)
             if _has_values(file, name):
                 self.values[name] = self.columns.floats(name)
-        self._upload_rows: dict[str, np.ndarray] | None = None
+        self._row_times: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # for uploads only
 
     # the interface TraceCollector._join uses (as over records)
 
@@ -346,12 +346,15 @@ class PhaseJoin:
 
     def _upload_s(self, row: int, trace: Mapping[str, Any],
                   uploads: dict[str, dict[str, Mapping[str, Any]]]) -> float:
-        """`_uploads` for one row (its send, process start and request id from the columns)."""
-        cols = self.columns
-        record = RequestRecord(request_id=int(cols.ints("request_id")[row]), user_id=0, session_id="",
-                               endpoint="", warmup=False, intended_at_s=0.0,
-                               sent_at_s=_none(cols.floats("sent_at_s")[row]),
-                               started_at_s=_none(cols.floats("started_at_s")[row]))
+        """`_uploads` for one row (its request id, send and process start, read from the columns once:
+        a run with uploads only)."""
+        if self._row_times is None:
+            cols = self.columns
+            self._row_times = (cols.ints("request_id"), cols.floats("sent_at_s"), cols.floats("started_at_s"))
+        ids, sent, started = self._row_times
+        record = RequestRecord(request_id=int(ids[row]), user_id=0, session_id="", endpoint="",
+                               warmup=False, intended_at_s=0.0, sent_at_s=_none(sent[row]),
+                               started_at_s=_none(started[row]))
         entries = list(uploads.get(upload_tag(record.request_id), {}).values())
         value = _uploads(record, trace, entries)
         return np.nan if value is None else value
