@@ -261,6 +261,8 @@ def run_headline(run: LoadedRun) -> list[tuple[str, str]]:
         rows.append(("journeys", journey_line(s.journeys).removeprefix("journeys: ")))
     if s.server_traces is not None and (s.server_traces.source != "none" or s.server_traces.note):
         rows.append(("server phases", s.server_traces.line().removeprefix("server phases: ")))
+    if s.device is not None and s.device.line():
+        rows.append(("device", s.device.line().removeprefix("device: ")))
     if s.checks():
         failed = ", ".join(c.name for c in s.failed_checks())
         rows.append(("SLO", "passed" if s.slo_passed else f"FAILED: {failed}"))

@@ -28,10 +28,12 @@ from pydantic import ValidationError
 
 from qbench.errors import QbenchError
 from qbench.run.columns import Columns
+from qbench.run.diagnose.diagnose import server_usage
 from qbench.run.diagnose.finding import Finding
 from qbench.run.load.mix import endpoint_slos
 from qbench.run.records import RecordsFormatError, RequestRecord, read_records
 from qbench.run.results.alongside import Alongside
+from qbench.run.results.device import DeviceStats, device_stats, with_gpu_busy
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import Summary, summarize
 from qbench.run.scenario.scenario import Scenario, Slo
@@ -146,6 +148,8 @@ def read_run(path: Path, *, recompute: bool = False) -> LoadedRun:
     if summary is None:  # from the columns: `--recompute` of a run of millions reads no record objects
         summary = summarize(columns, slo, generator=info.generator, endpoint_slos=slos,
                             journey_length=stored_journey_length(info), server_traces=info.server_traces)
+    if summary.device is None or "device" not in saved:  # recomputed, or a summary.json from before it
+        summary.device = _device(columns, summary, info)
     return LoadedRun(path, records, info, summary, notes, columns=columns, stored=stored)
 
 
@@ -196,6 +200,13 @@ def _stored_summary(saved: dict[str, Any], columns: Columns, notes: list[str]) -
                      f"{measured}: recomputed from the records")
         return None
     return summary
+
+
+def _device(columns: Columns, summary: Summary, info: RunInfo) -> DeviceStats | None:
+    """The forward passes beside the served rate, and the GPU's busy share from run.json's /status."""
+    measured = columns.where(columns.measured())
+    device = device_stats(measured.where(measured.ok()), summary.duration_s)
+    return with_gpu_busy(device, server_usage(info.server or None).gpu_busy)
 
 
 def scenario_slo(info: RunInfo, notes: list[str]) -> Slo | None:

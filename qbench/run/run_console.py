@@ -115,6 +115,8 @@ def render_summary(
         console.print(functions_table(traces))
     if traces is not None and (traces.source != "none" or traces.note):
         console.print(traces.line())
+    if summary.device is not None and summary.device.line():
+        console.print(summary.device.line())
     if summary.journeys is not None:
         console.print(journey_table(summary.journeys))
         console.print(journey_line(summary.journeys))

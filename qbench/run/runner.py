@@ -39,7 +39,7 @@ from qbench.errors import ScenarioError
 from qbench.run.columns import Columns
 from qbench.run.control import read_status_async
 from qbench.run.diagnose.app_errors import explain
-from qbench.run.diagnose.diagnose import Finding, host_cpus
+from qbench.run.diagnose.diagnose import Finding, host_cpus, server_usage
 from qbench.run.diagnose.diagnose_mix import diagnose_run
 from qbench.run.load.executor import Execution, ExecutionInfo, Executor, Job, LocalExecutor, in_loop
 from qbench.run.load.loadgen import LiveStats
@@ -55,6 +55,7 @@ from qbench.run.protocols.login import authenticator, run_secrets
 from qbench.run.record_spill import seal
 from qbench.run.records import RequestRecord, read_records, write_parquet
 from qbench.run.results.alongside import Alongside, alongside
+from qbench.run.results.device import with_gpu_busy
 from qbench.run.results.files import REPORTS, Writer, new_folder, remove_if_empty
 from qbench.run.results.outcome import RunOutcome
 from qbench.run.results.run_info import RunInfo
@@ -247,6 +248,7 @@ def _finish(
     cpus = host_cpus(info.host, info.target)  # the server's, when it ran on this host
     server = info.server or None  # discovery's, with /status at the start and end
     findings = diagnose_run(cols, summary, server, cpus=cpus)
+    summary.device = with_gpu_busy(summary.device, server_usage(server).gpu_busy)
     diagnosis = [f.to_dict() for f in findings]
     auth = info.auth or None  # logins and re-logins (no secret)
     notes = explain(cols, scenario, server)  # the app raised, events still running

@@ -157,6 +157,11 @@ def test_a_real_runs_summary_json_is_its_records_summary(point: str, tmp_path: P
     loaded, recomputed = read_run(folder), read_run(folder, recompute=True)
     assert loaded.notes == recomputed.notes == []
     assert loaded.summary.to_dict() == recomputed.summary.to_dict()
+    # a summary.json from before the device figures: the GPU's busy share from run.json's /status (the
+    # README's 5% and 4%; these records keep no forward phase)
+    device = loaded.summary.device
+    assert device is not None and device.forward_rps is None and device.gpu_busy is not None
+    assert f"{device.gpu_busy[0]:.0%}" == {"image-b8-cl1-bf16": "5%", "image-b32-cl1-bf16": "4%"}[point]
     assert loaded.stored.diagnosis, "the diagnosis the run wrote is the report's"
     assert diagnosis(loaded) == loaded.stored.diagnosis
 

@@ -58,6 +58,21 @@ def test_summary_table_shows_headline_phases_and_slo() -> None:
         assert expected in text
     assert bottleneck_warnings(summary) == []
     assert "Where the time went" not in text  # the server reported no phases: no section
+    assert "device:" not in text  # nor forward passes
+
+
+def test_the_forward_passes_beside_the_served_rate() -> None:
+    """10 requests over 1.2 s, each alone in a forward pass of 60 ms: 0.6 s of forward time, 8.3 req/s
+    served against 16.7 req/s back to back."""
+    rs = records(0.0)
+    for r in rs:
+        r.server_forward_s, r.server_batch_size = 0.06, 1
+    console = Console(record=True, width=200)
+    summary = summarize(rs)
+    render_summary(summary, console)
+    assert summary.duration_s == pytest.approx(1.2)
+    assert ("device: served 8.3 req/s, 50% of what its forward passes could serve back to back (16.7 req/s "
+            "at batches of 1.0, 60.0 ms each)") in console.export_text()
 
 
 def test_where_the_time_went_and_how_the_traces_were_read() -> None:

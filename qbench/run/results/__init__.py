@@ -3,6 +3,7 @@
     summary.py        records -> Summary: percentiles per phase, goodput, error kinds, SLO verdict
     server_phases.py  the server's own phase timings (Gradio's profiling traces, /monitoring/summary)
                       read during and after the run and joined onto the records by event_id
+    device.py         the served rate beside what the forward passes could serve, and the GPU's busy share
     steady.py         did the server keep up? steady state from records, and the same test live
     serial_trend.py   a straight-line trend with a 95% interval that holds for autocorrelated samples
     failfast.py       stop a run whose opening requests all fail the same way, and say why

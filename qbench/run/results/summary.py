@@ -56,6 +56,9 @@ Where the time went (`server_phases`, per endpoint too): the server's own phases
 (`SERVER_PHASES`, filled by qbench.run.results.server_phases) and `client_only_s`, the rest of the time from
 the actual send to the result; a phase no request has is left out, so a server that reports nothing
 gives an empty dict. `server_traces` says where the phases came from and how many requests got them.
+`device` (the run's, not each endpoint's): the served rate beside what the forward passes could serve
+back to back, from the forward phases, and the GPU's busy share from the server's /status (the runner
+adds it): qbench.run.results.device.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ import numpy as np
 from qbench.run import gap_histogram
 from qbench.run.columns import Columns, column_stat
 from qbench.run.records import RequestRecord
+from qbench.run.results.device import DeviceStats, device_stats
 from qbench.run.results.server_phases import TraceReport
 from qbench.run.scenario.scenario import Slo
 
@@ -220,6 +224,7 @@ class Summary:
     # where the time went: SERVER_PHASES -> Stats of ok requests (server_batch_size in requests, not s)
     server_phases: dict[str, Stats] = field(default_factory=dict)
     server_traces: TraceReport | None = None  # where the server's phases came from (the run's only)
+    device: DeviceStats | None = None  # the forward passes beside the served rate, GPU busy (the run's)
 
     def phase(self, name: str) -> Stats:
         return self.latency.get(name, Stats())
@@ -250,6 +255,8 @@ class Summary:
         values["server_phases"] = {k: Stats(**v) for k, v in (data.get("server_phases") or {}).items()}
         traces = data.get("server_traces")
         values["server_traces"] = TraceReport.from_dict(traces) if isinstance(traces, dict) else None
+        device = data.get("device")
+        values["device"] = DeviceStats.from_dict(device) if isinstance(device, dict) else None
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in values.items() if k in known})
 
@@ -295,6 +302,7 @@ def summarize(
     if len(cols) and not len(measured):
         _all_warmup(summary, len(cols))
     summary.server_traces = server_traces
+    summary.device = device_stats(measured.where(measured.ok()), summary.duration_s)
     return summary
 
 

@@ -1,19 +1,21 @@
 """The limit diagnosis on real runs of the reference server's CPU stand-in of a GPU server (workload
 image-ideal: the image preset's request path before an "ideal accelerator", a GIL-free wait of a set
 length): a slow device is named as the limit, and a fast device behind CPU-heavy decoding is the
-per-request work. The server runs in its own process (its /status CPU is its own), 6 closed-loop users
+per-request work; the summary's device figures (forward passes beside the served rate) match the stand-in's
+known forward pass. The server runs in its own process (its /status CPU is its own), 6 closed-loop users
 for a few seconds each."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from qbench.run.runner import run_scenario
+from qbench.run.runner import RunResult, run_scenario
 from qbench.run.scenario.scenario import parse_scenario
 from qbench.tune.server_process import start_reference_server
 
 
-def standin_run(tmp_path: Path, device_ms: float, image: dict[str, object], duration: float) -> list[str]:
+def standin_run(tmp_path: Path, device_ms: float, image: dict[str, object], duration: float) -> RunResult:
     settings = {"device": "cpu", "functions": [{
         "api_name": "classify", "workload": "image-ideal", "params": {"batch_ms": device_ms},
         "batch": False, "concurrency_limit": 1}],
@@ -25,23 +27,39 @@ def standin_run(tmp_path: Path, device_ms: float, image: dict[str, object], dura
             "load": {"users": 6, "duration": duration, "warmup": 1, "timeout": 60}})
         result = run_scenario(spec, target=url, out_dir=tmp_path / f"run-{device_ms:g}", live=False)
     assert result.summary.errors == 0
+    return result
+
+
+def said(result: RunResult) -> list[str]:
     return [f"{f.kind}: {f.message}" for f in result.diagnosis if f.kind != "usage"]
 
 
 def test_a_slow_device_is_the_limit(tmp_path: Path) -> None:
     """100 ms of device per request, small JPEGs: the device is busy ~90% of the run (it would once have
     been told to raise concurrency_limit or batch: queue_limit)."""
-    said = standin_run(tmp_path, 100.0, {"width": 64, "height": 64, "format": "jpeg"}, 6)
-    assert said and said[0].startswith("device: at its limit for 6 users"), said
-    assert "the device is the limit (at " in said[0]
-    assert "more concurrency or faster request handling will not help" in said[0]
+    result = standin_run(tmp_path, 100.0, {"width": 64, "height": 64, "format": "jpeg"}, 6)
+    found = said(result)
+    assert found and found[0].startswith("device: at its limit for 6 users"), found
+    assert "the device is the limit (at " in found[0]
+    assert "more concurrency or faster request handling will not help" in found[0]
+    # the summary's device figures against the stand-in's known forward pass: 100 ms, one at a time
+    device = result.summary.device
+    assert device is not None and device.batch_size == 1.0 and device.gpu_busy is None  # no GPU here
+    assert device.forward_ms is not None and 100.0 <= device.forward_ms < 130.0
+    assert device.forward_rps is not None and 7.5 < device.forward_rps <= 10.0
+    assert device.served_share is not None and 0.5 < device.served_share <= 1.0
+    saved = json.loads((result.run_dir / "summary.json").read_text())["device"]
+    assert saved["records"] == device.records == result.summary.completed_ok
 
 
 def test_a_fast_device_behind_heavy_decoding_is_per_request_work(tmp_path: Path) -> None:
     """0.5 ms of device per request behind 1600x1200 PNGs to upload and decode: the server's own work.
     (Large enough that the queue's wait, ~5 decodes, stays well above what a busy box's load generator
     lags: a lag as long as the wait is flagged as the generator's, rightly, and hides the server's.)"""
-    said = standin_run(tmp_path, 0.5, {"width": 1600, "height": 1200, "format": "png"}, 6)
-    assert said and said[0].startswith("per_request_work: at its limit for 6 users"), said
-    assert "the forward pass 0." in said[0] and "the server's own work" in said[0]
-    assert not any(s.startswith("device") for s in said)
+    result = standin_run(tmp_path, 0.5, {"width": 1600, "height": 1200, "format": "png"}, 6)
+    found = said(result)
+    assert found and found[0].startswith("per_request_work: at its limit for 6 users"), found
+    assert "the forward pass 0." in found[0] and "the server's own work" in found[0]
+    assert not any(s.startswith("device") for s in found)
+    device = result.summary.device  # the forward pass ran a small share of the run: far from the device
+    assert device is not None and device.served_share is not None and device.served_share < 0.2

@@ -1,0 +1,107 @@
+"""How far the served rate was from the device: the forward passes' own rate beside what was served.
+
+A GPU server that waits on its host (uploads, decode, messaging in Python) serves a fraction of what
+its forward passes could: the question a user tuning batching and concurrency asks first. From the
+measured ok records that carry the server's forward phase (`server_forward_s`, the reference
+server's traces, CUDA-timed on a GPU; `server_batch_size` the requests in that forward pass):
+
+    batches        forward passes: each record of a batch of b counts 1/b of it
+    batch_size     requests per forward pass (records / batches)
+    forward_ms     the median forward pass, per batch
+    forward_rps    requests per second of forward time: records / sum over records of forward / b,
+                   what forward passes at these batch sizes, back to back, would serve
+    served_rps     those records per second of the run's measured window
+    served_share   served_rps / forward_rps: the share of the run the forward passes ran (the
+                   utilisation law at the served rate; near 1 the device is the limit, far below 1
+                   the server's host work or the load is)
+    gpu_busy       the GPU's busy share over the run per GPU (NVML, the server's /status at the run's
+                   start and end), when the server reports it: the device's own clock beside the
+                   phases' (above served_share when the host's copies and pre/postprocess use the GPU)
+
+None when no measured ok record carries a forward phase (a Gradio app's trace, a plain HTTP server);
+`gpu_busy` alone when only the server's /status reports a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from qbench.run.columns import Columns
+
+
+@dataclass
+class DeviceStats:
+    """The forward passes' rate beside the served rate (module docstring). JSON-able via to_dict()."""
+
+    records: int = 0  # measured ok records with a forward phase
+    batch_size: float | None = None
+    forward_ms: float | None = None
+    forward_rps: float | None = None
+    served_rps: float | None = None
+    served_share: float | None = None
+    gpu_busy: list[float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DeviceStats:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def line(self) -> str:
+        """'device: served 473 req/s, 46% of what its forward passes could serve back to back (1,031
+        req/s at batches of 32.0, 31.0 ms each); GPU busy 31%'."""
+        parts = []
+        if self.served_share is not None and self.forward_rps is not None and self.served_rps is not None:
+            parts.append(
+                f"served {self.served_rps:,.1f} req/s, {self.served_share:.0%} of what its forward passes "
+                f"could serve back to back ({self.forward_rps:,.1f} req/s at batches of "
+                f"{self.batch_size or 1:.1f}, {self.forward_ms or 0:.1f} ms each)")
+        if self.gpu_busy is not None:
+            parts.append("GPU busy " + ", ".join(f"{b:.0%}" for b in self.gpu_busy))
+        return "device: " + "; ".join(parts) if parts else ""
+
+
+def device_stats(ok: Columns, window_s: float) -> DeviceStats | None:
+    """DeviceStats of the measured ok records `ok` over the measured window (module docstring); None
+    when none of them carries a forward phase."""
+    forward = ok.floats("server_forward_s")
+    has = ~np.isnan(forward)
+    if not has.any():
+        return None
+    forward = forward[has]
+    size = np.nan_to_num(ok.floats("server_batch_size")[has])
+    size = np.where(size < 1, 1.0, size)  # none and 0 alike: a batch of one
+    n = int(has.sum())
+    batches = float(np.sum(1.0 / size))
+    forward_time = float(np.sum(forward / size))
+    served = n / window_s if window_s > 0 else None
+    rate = n / forward_time if forward_time > 0 else None
+    return DeviceStats(
+        records=n,
+        batch_size=n / batches,
+        forward_ms=_median_per_batch(forward, size) * 1000,
+        forward_rps=rate,
+        served_rps=served,
+        served_share=None if served is None or rate is None else served / rate,
+    )
+
+
+def with_gpu_busy(device: DeviceStats | None, gpu_busy: list[float] | None) -> DeviceStats | None:
+    """`device` with the GPU's busy share over the run (the server's /status: NVML), when it has one."""
+    if gpu_busy is None:
+        return device
+    return replace(device or DeviceStats(), gpu_busy=gpu_busy)
+
+
+def _median_per_batch(forward: np.ndarray, size: np.ndarray) -> float:
+    """The median forward pass over batches: a batch of b has b records with its forward time, so each
+    record weighs 1/b (the weighted median over records is the median over batches)."""
+    order = np.argsort(forward, kind="stable")
+    cumulative = np.cumsum((1.0 / size)[order])
+    middle = int(np.searchsorted(cumulative, cumulative[-1] / 2))
+    return float(forward[order][min(middle, len(order) - 1)])
