@@ -173,7 +173,7 @@ def qbench_run(opts: Options, url: str, name: str, log: Path, users: int, durati
 
 
 def served_line(run_dir: Path) -> str:
-    """Served rate, errors, latency and the limit diagnosis of a run folder, on one line."""
+    """Served rate, errors, latency, the device's figures and the limit diagnosis of a run folder."""
     from qbench.run.results.summary import Summary
 
     data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
@@ -185,6 +185,8 @@ def served_line(run_dir: Path) -> str:
         f"p50 {latency.p50 or 0:.3f} s",
         f"p95 {latency.p95 or 0:.3f} s",
     ]
+    if summary.device is not None and summary.device.line():
+        parts.append(summary.device.line())  # the forward passes beside the served rate, GPU busy
     parts += [f"limit ({f['kind']}): {f['message']}" for f in data.get("diagnosis", [])]
     return ", ".join(parts)
 
