@@ -233,6 +233,7 @@ def test_gpu_all_dry_run_on_the_cpu(tmp_path: Path) -> None:
         assert f"| {step} | ok |" in summary, summary
     assert "reference  image  float32" in summary and "gradio 6   image" in summary
     assert "MainThread" in summary and "served " in summary and "winner:" in summary
+    assert "of what its forward passes could serve back to back" in summary  # the device figures
     with tarfile.open(out / "gpu-all-partall.tar.gz") as tar:
         names = {Path(n).name for n in tar.getnames()}
     assert {f"{s}.log" for s in steps} | {"spy.txt", "gpu_serving.json", "summary.md"} <= names
