@@ -114,6 +114,7 @@ def test_the_reference_server_has_no_import_cycles_and_never_imports_qbench() ->
 # only units before it in this list. That is the plan of docs/development.md ("The rooms").
 UNITS = {
     "qbench.run": [
+        "json_values",  # reading JSON back, for every room
         "gap_histogram", "records", "columns", "record_spill",  # the contract, as columns, spilled
         "control",  # the control plane
         "scenario", "protocols", "results", "load", "diagnose",  # the rooms, in data-flow order

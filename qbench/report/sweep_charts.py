@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from qbench.report.charts import Chart, new_figure, nines_axis, note, percentile_curve, save
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import read_json
+from qbench.run.json_values import json_number
 from qbench.run.records import read_records
 from qbench.tune.point_file import read_point_file
 from qbench.tune.recommend import Recommendation
@@ -117,7 +118,9 @@ def _log_if_wide(ax: Axes, values: Sequence[float]) -> None:
 
 
 def _num(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and value is not None else float("nan")
+    """A number of sweep.parquet's rows; NaN (not drawn) for anything else."""
+    number = json_number(value)
+    return float("nan") if number is None else number
 
 
 # ---------------------------------------------------------------- heatmaps

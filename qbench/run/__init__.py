@@ -11,6 +11,7 @@
     record_spill.py  records.parquet written as the run goes: spilled as records finish, sealed at the end
     columns.py     the records as numpy columns, from the records or read from disk a few at a time
     gap_histogram.py  a record's inter-token gaps as a compact, mergeable log-bucket histogram
+    json_values.py the one tolerant reader of each kind of JSON value read back (run.json, /status...)
     control.py     the control plane over httpx: /config, /status, /admin/config, readiness probes
     runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
     options.py     `qbench run` as a library call: RunOptions -> overrides -> the scenario, run
@@ -18,7 +19,7 @@
     init.py        `qbench init`: a scenario drafted from the app's own API
     init_yaml.py   the commented YAML `qbench init` writes
 
-Imports point one way: scenario <- protocols <- results <- load <- diagnose <- soak, with records.py
-and control.py below them all and the shells (runner, options, init, run_console) above
+Imports point one way: scenario <- protocols <- results <- load <- diagnose <- soak, with json_values.py,
+records.py and control.py below them all and the shells (runner, options, init, run_console) above
 (tests/test_layout.py holds this).
 """

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from qbench.run.results.files import json_number
+from qbench.run.json_values import json_number
 from qbench.tune.capacity import Capacity, Probe
 from qbench.tune.overload import Overload
 

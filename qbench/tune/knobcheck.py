@@ -36,6 +36,7 @@ import numpy as np
 
 from qbench.errors import ScenarioError
 from qbench.run.columns import Columns
+from qbench.run.json_values import json_int
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.scenario import Scenario
 from qbench.tune.apphook import HookRecord
@@ -193,9 +194,9 @@ def check_batching(knobs: Mapping[str, Any], hook: HookRecord | None, grid_sizes
     batch=True (Gradio would ignore it: the function takes one input, not a list); at the first point,
     for any such value of the grid (`grid_sizes`) unless the app reads QBENCH_MAX_BATCH_SIZE itself
     (it may declare batch=True from it)."""
-    size = _int(knobs.get("max_batch_size"))
+    size = json_int(knobs.get("max_batch_size"))
     if hook is not None and "QBENCH_MAX_BATCH_SIZE" not in hook.app_reads:
-        size = max([s for s in (size, *map(_int, grid_sizes)) if s is not None], default=None)
+        size = max([s for s in (size, *map(json_int, grid_sizes)) if s is not None], default=None)
     if hook is None or size is None or size <= 1:
         return
     plain = [e.name for e in hook.chosen if not e.effective.get("batch")]
@@ -232,29 +233,22 @@ class KnobCheck:
         return "; ".join(self.evidence)
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return int(value)
-    return None
-
 
 def expected_limit(knobs: Mapping[str, Any]) -> int | None:
     """The concurrency limit a point's knobs ask for (None: no such knob, or unlimited)."""
     for name in ("concurrency_limit", "concurrency_count", "default_concurrency_limit"):
         if name in knobs:
-            return _int(knobs[name])
+            return json_int(knobs[name])
     return None
 
 
 def _threads(server: Mapping[str, Any], hook: HookRecord | None) -> int | None:
     """max_threads of the point's server: the knob, else what the hook saw launch() get, else None."""
     if "max_threads" in server:
-        return _int(server["max_threads"])
+        return json_int(server["max_threads"])
     if hook is not None and hook.launched:
         launch = {**(hook.launch.get("app") or {}), **(hook.launch.get("set") or {})}
-        return _int(launch.get("max_threads", 40))
+        return json_int(launch.get("max_threads", 40))
     return None
 
 
@@ -272,7 +266,7 @@ def hook_evidence(knobs: Mapping[str, Any], hook: HookRecord | None, launched_by
     limit = expected_limit(knobs)
     for event in chosen:
         effective = event.effective.get("concurrency_limit")
-        if limit is not None and _int(effective) != limit:
+        if limit is not None and json_int(effective) != limit:
             own = ", ".join(f"{k}={v}" for k, v in hook.app_settings(event).items())
             shared = event.effective.get("shared_with")
             why = f"; it shares a concurrency_id with {shared}, whose lowest limit holds" if shared else ""
@@ -301,7 +295,7 @@ def launch_evidence(knobs: Mapping[str, Any], hook: HookRecord | None) -> tuple[
             right.append(f"SSR on: Gradio's Node proxy serves port {effective.get('ssr_proxy_port')}"
                          if started else "SSR off")
     if "num_workers" in knobs:
-        wanted_n = _int(knobs["num_workers"]) or 0
+        wanted_n = json_int(knobs["num_workers"]) or 0
         started_n = int(effective.get("static_workers") or 0)
         healthy = int(effective.get("static_workers_healthy") or 0)
         if started_n != wanted_n or healthy != started_n:
@@ -353,9 +347,9 @@ def check_point(
         return KnobCheck("not_checked", ["no server knob at this point"])
     server = {**(effective or {}), **knobs}
     limit = expected_limit(server)
-    batch = _int(server.get("max_batch_size")) or 1
+    batch = json_int(server.get("max_batch_size")) or 1
     if hook is not None and hook.chosen and "max_batch_size" not in knobs:
-        batch = max((_int(e.effective.get("max_batch_size")) or 1) if e.effective.get("batch") else 1
+        batch = max((json_int(e.effective.get("max_batch_size")) or 1) if e.effective.get("batch") else 1
                     for e in hook.chosen)
     threads = _threads(server, hook)
     if limit is not None and threads is not None and threads < limit:

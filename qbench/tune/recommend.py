@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
-from qbench.run.results.files import json_number
+from qbench.run.json_values import json_number
 from qbench.tune.capacity import CapacityRecord, CapacitySummary
 from qbench.tune.grid import Value, flag
 from qbench.tune.versions import BATCH_NOTE, gradio3_code
@@ -348,8 +348,9 @@ class Recommendation:
 def resource_score(point: PointResult) -> float:
     """Fewer is better: thread pool + concurrent work slots + peak memory (as a small tie-breaker)."""
     k = point.knobs
-    slots = _num(k.get("concurrency_limit", k.get("concurrency_count", 1))) * _num(k.get("max_batch_size", 1))
-    return _num(k.get("max_threads", 0)) + slots + (point.peak_rss_mb or 0.0) / 1e4
+    limit = json_number(k.get("concurrency_limit", k.get("concurrency_count", 1))) or 0.0
+    slots = limit * (json_number(k.get("max_batch_size", 1)) or 0.0)
+    return (json_number(k.get("max_threads", 0)) or 0.0) + slots + (point.peak_rss_mb or 0.0) / 1e4
 
 
 LATENCY_TIE: Final = (0.05, 0.002)  # p95s within 5 % + 2 ms of the lowest are tied (relative, seconds)
@@ -546,9 +547,6 @@ def _fmt_s(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g} s"
 
 
-def _num(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
-
 
 # ---------------------------------------------------------------- advice
 
@@ -584,7 +582,7 @@ def gradio_code(knobs: Mapping[str, Value], max_size: int | None, gradio_major: 
         f"btn.click(fn, inputs, outputs, {event_args(knobs)})",
         f"demo.launch({launch_args(knobs)})",
     ]
-    if _num(knobs.get("max_batch_size", 1)) > 1:
+    if (json_number(knobs.get("max_batch_size", 1)) or 0.0) > 1:
         lines.insert(0, BATCH_NOTE)
     events = event_lines(knobs)
     if events:  # a mix's events, each with its own settings, in place of one event's line
@@ -599,7 +597,7 @@ def server_api_code(knobs: Mapping[str, Value], max_size: int | None, api_name: 
     default concurrency limit 1, so an advised max_size is said, not written."""
     name = f"name={api_name!r}, " if api_name else ""
     lines = [f"@server.api({name}{event_args(knobs)})", f"server.launch({launch_args(knobs)})"]
-    if _num(knobs.get("max_batch_size", 1)) > 1:
+    if (json_number(knobs.get("max_batch_size", 1)) or 0.0) > 1:
         lines.insert(0, BATCH_NOTE)
     if max_size is not None:
         lines.append(f"# max_size={max_size} was advised: gradio.Server has no queue(max_size=...), "
@@ -622,7 +620,7 @@ def event_args(knobs: Mapping[str, Value]) -> str:
     concurrency_limit, batching when max_batch_size > 1, concurrency_id when swept."""
     limit = knobs.get("concurrency_limit", knobs.get("default_concurrency_limit", 1))
     args = [f"concurrency_limit={limit}"]
-    if _num(knobs.get("max_batch_size", 1)) > 1:
+    if (json_number(knobs.get("max_batch_size", 1)) or 0.0) > 1:
         args.append(f"batch=True, max_batch_size={knobs['max_batch_size']}")
     if "concurrency_id" in knobs:
         args.append(f"concurrency_id={str(knobs['concurrency_id'])!r}")
@@ -639,7 +637,7 @@ def event_lines(knobs: Mapping[str, Value]) -> list[str]:
         if base == "concurrency_id":
             own = str(value).lower() in ("own", "none", "null")
             text = "concurrency_id=None" if own else f"concurrency_id={str(value)!r}"  # None: its own group
-        elif base == "max_batch_size" and _num(value) > 1:
+        elif base == "max_batch_size" and (json_number(value) or 0.0) > 1:
             text = f"batch=True, max_batch_size={value}"
         else:
             text = f"{base}={value}"

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from qbench.run.json_values import json_number
 from qbench.run.records import RequestRecord, read_records
-from qbench.run.results.files import json_number
 from qbench.tune.batch_model import BatchFit, Observation, PointLoad, fit_batch_model
 from qbench.tune.grid import Grid, Point
 from qbench.tune.recommend import Constraints, PointResult

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from qbench.run.results.files import json_number
+from qbench.run.json_values import json_dict, json_int, json_number, json_text
 
 
 @dataclass(frozen=True)
@@ -43,21 +43,21 @@ class SweepInfo:
     def from_dict(cls, data: Mapping[str, Any]) -> SweepInfo:
         """From a sweep.json object; never raises (missing or mistyped keys read as their defaults)."""
         return cls(
-            schema_version=_int(data, "schema_version"),
-            sweep_id=_text(data, "sweep_id"),
-            created_at=_text(data, "created_at"),
-            scenario=_dict(data, "scenario"),
-            mode=_text(data, "mode"),
-            grid=_dict(data, "grid"),
-            slo=_dict(data, "slo"),
-            constraints=_dict(data, "constraints"),
-            search=_text(data, "search"),
-            objective=_text(data, "objective"),
-            objective_why=_text(data, "objective_why"),
-            confirm_duration_s=_float(data, "confirm_duration_s"),
-            repeat=_int(data, "repeat"),
-            server=_dict(data, "server"),
-            options=_dict(data, "options"),
+            schema_version=json_int(data.get("schema_version")),
+            sweep_id=json_text(data.get("sweep_id")),
+            created_at=json_text(data.get("created_at")),
+            scenario=json_dict(data.get("scenario")) or {},
+            mode=json_text(data.get("mode")),
+            grid=json_dict(data.get("grid")) or {},
+            slo=json_dict(data.get("slo")) or {},
+            constraints=json_dict(data.get("constraints")) or {},
+            search=json_text(data.get("search")),
+            objective=json_text(data.get("objective")),
+            objective_why=json_text(data.get("objective_why")),
+            confirm_duration_s=json_number(data.get("confirm_duration_s")),
+            repeat=json_int(data.get("repeat")),
+            server=json_dict(data.get("server")) or {},
+            options=json_dict(data.get("options")) or {},
             extra={k: v for k, v in data.items() if k not in FIELDS},
         )
 
@@ -84,20 +84,3 @@ class SweepInfo:
 FIELDS = tuple(f.name for f in dataclasses.fields(SweepInfo) if f.name != "extra")
 
 
-def _text(data: Mapping[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    return str(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else None
-
-
-def _int(data: Mapping[str, Any], key: str) -> int | None:
-    value = data.get(key)
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _float(data: Mapping[str, Any], key: str) -> float | None:
-    return json_number(data.get(key))
-
-
-def _dict(data: Mapping[str, Any], key: str) -> dict[str, Any]:
-    value = data.get(key)
-    return dict(value) if isinstance(value, dict) else {}

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from qbench.errors import ScenarioError
+from qbench.run.json_values import json_number
 
 #: knob -> (releases that lack it, the equivalent to use there or "")
 _MISSING: Final[dict[str, tuple[frozenset[int], str]]] = {
@@ -58,17 +59,13 @@ def check_knobs(knobs: Iterable[str], major: int | None, target: str) -> None:
             )
 
 
-def _num(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
-
-
 BATCH_NOTE = "# fn must take lists (one per input) and return lists: batch=True"  # a batched event's code
 
 
 def gradio3_code(knobs: Mapping[str, Any], max_size: int | None) -> str:
     """Gradio 3.x settings: one worker pool, batching per event, max_threads at least the pool."""
     count = knobs.get("concurrency_count", 1)
-    batch = _num(knobs.get("max_batch_size", 1))
+    batch = json_number(knobs.get("max_batch_size", 1)) or 0.0
     threads = knobs.get("max_threads", 40)
     if isinstance(count, int) and isinstance(threads, int):
         threads = max(threads, count)  # what 3.x's launch() does anyway: said explicitly

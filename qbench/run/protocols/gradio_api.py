@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from qbench.run.json_values import json_number
 from qbench.run.protocols.gradio_schema import NUMBERS_AS_TEXT, api_suggestion
 from qbench.run.protocols.gradio_values import suggest_value, wire_example
 from qbench.run.scenario.payloads import FILE_CONTENT
@@ -274,7 +275,7 @@ def _number(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
         note = f"a number from {low:g} to {high:g}"
     else:  # a Number without a range: 100 wide from its one bound, else from its default to twice it
         value = props.get("value")
-        start = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+        start = json_number(value) or 0.0
         end = max(start * 2, start / 2) if start and low is None and high is None else start + 100
         if isinstance(low, int | float):
             start, end = float(low), float(low) + 100

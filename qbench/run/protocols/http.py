@@ -11,8 +11,8 @@ first byte of the body. The status is checked before any of it: a 4xx/5xx body i
 the message, and a 503 whose body says the queue is full is `queue_full`.
 
 Plain `http://` targets go through the lean HTTP/1.1 pool of `http1` (about a quarter of aiohttp's
-CPU per request); `https://` targets, scenarios with `auth:`, HEAD, or QBENCH_HTTP_CLIENT=aiohttp,
-through the aiohttp session.
+CPU per request); `https://` targets, scenarios with `auth:`, or QBENCH_HTTP_CLIENT=aiohttp, through
+the aiohttp session.
 """
 
 from __future__ import annotations
@@ -137,12 +137,10 @@ class HttpProtocol:
 
 
 def lean_pool(url: str, scenario: Scenario) -> Http1Pool | None:
-    """The lean HTTP/1.1 pool for a plain http:// target; None (aiohttp) for https://, HEAD requests,
-    a scenario with `auth:` (applied by the aiohttp session's middleware), or when
+    """The lean HTTP/1.1 pool for a plain http:// target; None (aiohttp) for https://, a scenario with
+    `auth:` (applied by the aiohttp session's middleware), or when
     QBENCH_HTTP_CLIENT=aiohttp asks for the general client."""
     if not url.startswith("http://") or os.environ.get("QBENCH_HTTP_CLIENT", "lean") == "aiohttp":
-        return None
-    if scenario.endpoint.method.upper() == "HEAD":  # a response without the body its headers announce
         return None
     if scenario.auth.is_set:  # credentials and re-login live in the aiohttp session's middleware
         return None

@@ -62,12 +62,6 @@ def remove_if_empty(path: Path) -> None:
         pass  # not empty (or already gone): keep what is there
 
 
-
-def json_number(value: Any) -> float | None:
-    """A number read back from a JSON file by a tolerant reader: None for anything else (a bool is not
-    a number)."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
 @dataclass(frozen=True)
 class Writer:
     """Writes files for one run, sweep or capacity search, masking its `secrets` in everything."""

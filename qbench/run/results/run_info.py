@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from qbench.run.json_values import json_dict, json_int, json_text
 from qbench.run.results.server_phases import TraceReport
 from qbench.run.results.summary import GeneratorStats
 
@@ -63,23 +64,23 @@ class RunInfo:
         """From a run.json object; never raises (missing or mistyped keys read as their defaults)."""
         lost = data.get("lost_workers")
         return cls(
-            scenario=_dict(data, "scenario") or {},
-            target=_text(data, "target"),
-            qbench_version=_text(data, "qbench_version"),
-            host=_dict(data, "host") or {},
-            started_at=_text(data, "started_at"),
-            server=_dict(data, "server") or {},
-            auth=_dict(data, "auth") or {},
-            stop_kind=_text(data, "stop_kind"),
-            stop_reason=_text(data, "stop_reason"),
-            failed_opening=_text(data, "failed_opening"),
+            scenario=json_dict(data.get("scenario")) or {},
+            target=json_text(data.get("target")),
+            qbench_version=json_text(data.get("qbench_version")),
+            host=json_dict(data.get("host")) or {},
+            started_at=json_text(data.get("started_at")),
+            server=json_dict(data.get("server")) or {},
+            auth=json_dict(data.get("auth")) or {},
+            stop_kind=json_text(data.get("stop_kind")),
+            stop_reason=json_text(data.get("stop_reason")),
+            failed_opening=json_text(data.get("failed_opening")),
             lost_workers=tuple(str(w) for w in lost) if isinstance(lost, list | tuple) else (),
-            max_in_flight=_int(data, "max_in_flight"),
-            planned_requests=_int(data, "planned_requests"),
-            payload=_dict(data, "payload"),
-            clock=_dict(data, "clock"),
+            max_in_flight=json_int(data.get("max_in_flight")),
+            planned_requests=json_int(data.get("planned_requests")),
+            payload=json_dict(data.get("payload")),
+            clock=json_dict(data.get("clock")),
             generator=_generator(data.get("generator")),
-            records=_int(data, "records"),
+            records=json_int(data.get("records")),
             server_traces=_traces(data.get("server_traces")),
             extra={k: v for k, v in data.items() if k not in FIELDS},
         )
@@ -112,21 +113,6 @@ class RunInfo:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(RunInfo) if f.name != "extra")
-
-
-def _text(data: Mapping[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    return str(value) if value not in (None, "") else None
-
-
-def _int(data: Mapping[str, Any], key: str) -> int | None:
-    value = data.get(key)
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _dict(data: Mapping[str, Any], key: str) -> dict[str, Any] | None:
-    value = data.get(key)
-    return dict(value) if isinstance(value, dict) else None
 
 
 def _generator(value: Any) -> GeneratorStats | None:

@@ -46,6 +46,7 @@ import numpy as np
 import orjson
 
 from qbench.run import control
+from qbench.run.json_values import json_int, json_number
 from qbench.run.protocols.base import upload_tag
 from qbench.run.protocols.gradio_wire import parse_version
 from qbench.run.records import RequestRecord
@@ -166,11 +167,11 @@ def attach(records: Sequence[RequestRecord], traces: Iterable[Mapping[str, Any]]
 
 def _apply(record: RequestRecord, trace: Mapping[str, Any]) -> None:
     for key, name in TRACE_FIELDS.items():
-        value = _num(trace.get(key))
+        value = json_number(trace.get(key))
         if value == 0.0 and key in UNTIMED_AT_ZERO:
             value = None  # the reference server writes 0 for a phase its workload does not have
         setattr(record, name, None if value is None else value / 1000.0)
-    size = _num(trace.get("batch_size"))
+    size = json_number(trace.get("batch_size"))
     record.server_batch_size = None if size is None else int(size)
 
 
@@ -178,22 +179,17 @@ def _uploads(record: RequestRecord, trace: Mapping[str, Any],
              entries: list[Mapping[str, Any]]) -> float | None:
     """Seconds of the uploads tagged for this record; None when none reported a duration (Gradio
     6.31's trace list leaves `upload_ms` out of its entries: only /profiling/summary has it)."""
-    own = _num(trace.get("upload_ms"))  # a server that times the request's uploads itself
-    start = _num(trace.get("timestamp"))
+    own = json_number(trace.get("upload_ms"))  # a server that times the request's uploads itself
+    start = json_number(trace.get("timestamp"))
     if not entries or start is None or record.sent_at_s is None or record.started_at_s is None:
         return None if own is None else own / 1000.0
     earliest = start - (record.started_at_s - record.sent_at_s) - UPLOAD_SLACK_S
-    durations = [_num(u.get("upload_ms")) for u in entries
-                 if earliest <= (_num(u.get("timestamp")) or 0.0) <= start + UPLOAD_SLACK_S]
+    durations = [json_number(u.get("upload_ms")) for u in entries
+                 if earliest <= (json_number(u.get("timestamp")) or 0.0) <= start + UPLOAD_SLACK_S]
     reported = [d for d in durations if d is not None]
     if not reported:
         return None if own is None else own / 1000.0
     return (sum(reported) + (own or 0.0)) / 1000.0
-
-
-def _num(value: Any) -> float | None:
-    """A JSON number as a float; None for anything else (null, a string, a bool)."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def expected(records: Iterable[RequestRecord]) -> int:
@@ -326,7 +322,7 @@ class PhaseJoin:
         for key, name in TRACE_FIELDS.items():
             values = _ms_column(chunk, key, zero_is_none=key in UNTIMED_AT_ZERO)
             self._set(name, rows, values[which])
-        sizes = np.array([_num(t.get("batch_size")) for t in chunk], dtype=np.float64)
+        sizes = np.array([json_number(t.get("batch_size")) for t in chunk], dtype=np.float64)
         self._set("server_batch_size", rows, np.trunc(sizes[which]))
         own = _ms_column(chunk, "upload_ms", zero_is_none=False)
         upload = own[which]
@@ -387,7 +383,7 @@ class PhaseJoin:
 
 def _ms_column(chunk: list[Mapping[str, Any]], key: str, zero_is_none: bool) -> np.ndarray:
     """A trace key's milliseconds over a chunk as seconds (NaN: none; `zero_is_none`: 0 as none)."""
-    values = np.array([_num(t.get(key)) for t in chunk], dtype=np.float64)  # None -> nan
+    values = np.array([json_number(t.get(key)) for t in chunk], dtype=np.float64)  # None -> nan
     if zero_is_none:
         values[values == 0.0] = np.nan
     return values / 1000.0
@@ -463,10 +459,10 @@ def read_monitoring(http: httpx.Client, base_url: str) -> dict[str, FunctionTime
         if not isinstance(f, dict):
             continue
         p = f.get("process_time_percentiles") or {}
-        requests = _num(f.get("total_requests"))
         out[str(name)] = FunctionTimes(
-            requests=None if requests is None else int(requests), success_rate=_num(f.get("success_rate")),
-            p50_s=_num(p.get("50th")), p90_s=_num(p.get("90th")), p99_s=_num(p.get("99th")))
+            requests=json_int(f.get("total_requests")), success_rate=json_number(f.get("success_rate")),
+            p50_s=json_number(p.get("50th")), p90_s=json_number(p.get("90th")),
+            p99_s=json_number(p.get("99th")))
     return out
 
 

@@ -31,6 +31,7 @@ import orjson
 import psutil
 
 from qbench.run import control
+from qbench.run.json_values import json_int
 from qbench.run.load.loadgen import LiveStats
 
 STATUS_TIMEOUT_S = 2.0  # a /status read at most (and at most one interval)
@@ -225,13 +226,10 @@ class HealthSampler:
             self._status_misses += 1
             return
         self._status_answered = True
-        sample.status_rss_bytes = _int(status.get("rss_bytes"))
-        sample.status_waiting = _int(status.get("events_waiting"))
-        sample.status_leaked_bytes = _int(status.get("leaked_bytes"))
+        sample.status_rss_bytes = json_int(status.get("rss_bytes"))
+        sample.status_waiting = json_int(status.get("events_waiting"))
+        sample.status_leaked_bytes = json_int(status.get("leaked_bytes"))
 
-
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 class StuckWatch:
