@@ -118,7 +118,7 @@ UNITS = {
         "gap_histogram", "records", "columns", "record_spill",  # the contract, as columns, spilled
         "control",  # the control plane
         "scenario", "protocols", "results", "load", "diagnose",  # the rooms, in data-flow order
-        "run_console", "runner", "init_yaml", "init", "options",  # the shells
+        "summary_file", "run_console", "runner", "init_yaml", "init", "options",  # the shells
         "soak",  # a run of hours, made through the shells
     ],
     "reference_server": [

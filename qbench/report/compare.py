@@ -20,7 +20,6 @@ each endpoint's included).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +38,7 @@ from qbench.run.records import RecordsFormatError, RequestRecord, read_records
 from qbench.run.results.paired import PairedPhase, Pairing, pair_runs
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import SloCheck, Summary
+from qbench.run.summary_file import SummaryFile
 
 Better = Literal["higher", "lower"]
 
@@ -238,7 +238,10 @@ def read_compared(path: Path) -> ComparedRun:
     if not path.is_dir():
         raise QbenchError(f"{path}: not a directory (expected a run folder such as reports/<run-id>/)")
     notes: list[str] = []
-    summary = stored_summary(path / "summary.json", notes)
+    stored = SummaryFile.read(path, notes)
+    summary = None if stored is None else stored.summary
+    if notes:
+        notes[-1] += ": the records were summarised again"
     if summary is None or not _has_parquet(path):
         run = read_run(path)
         return ComparedRun(run.path, run.info, run.summary, Columns.of(run.records), run.notes + notes)
@@ -250,21 +253,6 @@ def read_compared(path: Path) -> ComparedRun:
         raise QbenchError(f"{path}: the records could not be read ({exc})") from None
     info = RunInfo.from_dict(read_json(path / "run.json", notes))
     return ComparedRun(path, info, summary, columns, notes)
-
-
-def stored_summary(path: Path, notes: list[str]) -> Summary | None:
-    """The Summary a run wrote to summary.json (its figures, as `qbench run` computed them); None with a
-    note when the file is missing or does not hold one."""
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict) or "latency" not in data:
-            raise ValueError("no summary in it")
-        return Summary.from_dict(data)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        notes.append(f"summary.json could not be read ({exc}): the records were summarised again")
-        return None
 
 
 def _has_parquet(path: Path) -> bool:

@@ -2,9 +2,10 @@
 
 A run directory holds `records.parquet` (or `records.jsonl` when the run died), `run.json` and
 `summary.json` (see `qbench.run.runner`). The figures are what the run wrote: summary.json's summary,
-diagnosis, app notes and before/after comparisons (`Stored`), read back rather than computed again, so
-a report of 3.6 M requests reads a few kilobytes for them. What summary.json lacks (an older run, a run
-that died, a summary.json that does not count the records' rows) is recomputed from the records with
+diagnosis, app notes and before/after comparisons (qbench.run.summary_file.SummaryFile), read back
+rather than computed again, so a report of 3.6 M requests reads a few kilobytes for them. What
+summary.json lacks (an older run, a run that died, a summary.json that does not count the records'
+rows) is recomputed from the records with
 `run.results.summary.summarize`, as the run would have, and the notes say so. `run.json`, read as
 `run.results.run_info.RunInfo`, supplies what records cannot: the scenario (and its SLO), the target,
 the server snapshot, the host and the generator's own statistics.
@@ -19,8 +20,7 @@ A sweep directory holds `sweep.json`, `points/<id>/` run directories and `recomm
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,44 +29,15 @@ from pydantic import ValidationError
 from qbench.errors import QbenchError
 from qbench.run.columns import Columns
 from qbench.run.diagnose.diagnose import server_usage
-from qbench.run.diagnose.finding import Finding
 from qbench.run.load.mix import endpoint_slos
 from qbench.run.records import RecordsFormatError, RequestRecord, read_records
-from qbench.run.results.alongside import Alongside
 from qbench.run.results.device import DeviceStats, device_stats, with_gpu_busy
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import Summary, summarize
 from qbench.run.scenario.scenario import Scenario, Slo
+from qbench.run.summary_file import SummaryFile
 
 KEEP = 2  # columns a run read from disk keeps (the charts walk theirs two or three at a time)
-
-
-@dataclass(frozen=True)
-class Stored:
-    """What the run wrote into summary.json beside its summary; None where summary.json lacks it."""
-
-    diagnosis: list[Finding] | None = None  # where the limit was (qbench.run.diagnose)
-    app_notes: list[str] | None = None  # the app raised, events still running (diagnose.app_errors)
-    alongside: list[Alongside] | None = None  # before/after a mix entry joined (results.alongside)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Stored:
-        """summary.json's entries, each None when absent or not of its shape (then recomputed)."""
-        diagnosis, notes, joined = (_list_of(data.get(key), kind) for key, kind in (
-            ("diagnosis", dict), ("app_notes", str), ("alongside", dict)))
-        if diagnosis is not None and not all("kind" in f and "message" in f for f in diagnosis):
-            diagnosis = None
-        return cls(
-            diagnosis=None if diagnosis is None
-            else [Finding(str(f["kind"]), str(f["message"])) for f in diagnosis],
-            app_notes=None if notes is None else [str(n) for n in notes],
-            alongside=None if joined is None else [Alongside.from_dict(a) for a in joined],
-        )
-
-
-def _list_of(value: Any, kind: type) -> list[Any] | None:
-    """`value` if it is a list of `kind`, else None."""
-    return value if isinstance(value, list) and all(isinstance(v, kind) for v in value) else None
 
 
 class LoadedRun:
@@ -75,12 +46,12 @@ class LoadedRun:
 
     def __init__(self, path: Path, records: Sequence[RequestRecord] | None, info: RunInfo,
                  summary: Summary, notes: list[str] | None = None, *, columns: Columns | None = None,
-                 stored: Stored | None = None) -> None:
+                 stored: SummaryFile | None = None) -> None:
         self.path = path
         self.info = info  # run.json (every field at its default when missing)
         self.summary = summary
         self.notes = notes if notes is not None else []  # what was missing or odd, for the report
-        self.stored = stored or Stored()  # what summary.json held beside the summary
+        self.stored = stored or SummaryFile(summary)  # what summary.json held beside the summary
         self._records = None if records is None else list(records)
         self._columns = columns
 
@@ -142,13 +113,13 @@ def read_run(path: Path, *, recompute: bool = False) -> LoadedRun:
         records, columns = None, _read_columns(path)
     info = RunInfo.from_dict(read_json(path / "run.json", notes))
     slo, slos = scenario_slo(info, notes), mix_slos(info, notes)
-    saved = _saved_summary(path, notes) if finished and not recompute else {}
-    summary = _stored_summary(saved, columns, notes)
-    stored = Stored.from_dict(saved) if summary is not None else Stored()
-    if summary is None:  # from the columns: `--recompute` of a run of millions reads no record objects
-        summary = summarize(columns, slo, generator=info.generator, endpoint_slos=slos,
-                            journey_length=stored_journey_length(info), server_traces=info.server_traces)
-    if summary.device is None or "device" not in saved:  # recomputed, or a summary.json from before it
+    stored = _stored(path, columns, notes) if finished and not recompute else None
+    if stored is None:  # from the columns: `--recompute` of a run of millions reads no record objects
+        stored = SummaryFile(summarize(columns, slo, generator=info.generator, endpoint_slos=slos,
+                                       journey_length=stored_journey_length(info),
+                                       server_traces=info.server_traces))
+    summary = stored.summary
+    if summary.device is None:  # recomputed, or a summary.json from before the device figures
         summary.device = _device(columns, summary, info)
     return LoadedRun(path, records, info, summary, notes, columns=columns, stored=stored)
 
@@ -178,28 +149,20 @@ def _read_columns(path: Path) -> Columns:
         raise QbenchError(f"{path}: the records could not be read ({exc})") from None
 
 
-def _saved_summary(path: Path, notes: list[str]) -> dict[str, Any]:
-    """summary.json's object ({} when absent: then said only if unreadable)."""
-    if not (path / "summary.json").exists():
-        return {}
-    return read_json(path / "summary.json", notes)
-
-
-def _stored_summary(saved: dict[str, Any], columns: Columns, notes: list[str]) -> Summary | None:
-    """summary.json's summary, if it is one and counts the records' measured rows (else None: recompute)."""
-    if not saved:
-        return None
-    try:
-        summary = Summary.from_dict(saved)
-    except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        notes.append(f"summary.json could not be read as a summary ({exc}): recomputed from the records")
+def _stored(path: Path, columns: Columns, notes: list[str]) -> SummaryFile | None:
+    """summary.json, if it holds a summary that counts the records' measured rows (else None, with a
+    note: recompute)."""
+    stored = SummaryFile.read(path, notes)
+    if stored is None:
+        if notes and notes[-1].startswith("summary.json could not be read"):
+            notes[-1] += ": recomputed from the records"
         return None
     measured = len(columns) - int(columns.bools("warmup").sum())
-    if "requests" not in saved or summary.requests != measured:
-        notes.append(f"summary.json counts {summary.requests} measured requests, the records "
+    if stored.summary.requests != measured:
+        notes.append(f"summary.json counts {stored.summary.requests} measured requests, the records "
                      f"{measured}: recomputed from the records")
         return None
-    return summary
+    return stored
 
 
 def _device(columns: Columns, summary: Summary, info: RunInfo) -> DeviceStats | None:

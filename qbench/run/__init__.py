@@ -13,6 +13,7 @@
     gap_histogram.py  a record's inter-token gaps as a compact, mergeable log-bucket histogram
     json_values.py the one tolerant reader of each kind of JSON value read back (run.json, /status...)
     control.py     the control plane over httpx: /config, /status, /admin/config, readiness probes
+    summary_file.py  summary.json as one typed value: its one writer and its one reader
     runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
     options.py     `qbench run` as a library call: RunOptions -> overrides -> the scenario, run
     run_console.py the live progress line and the summary table

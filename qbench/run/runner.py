@@ -9,7 +9,8 @@ A run directory (`reports/run-<scenario-name>-<stamp>/`, see `qbench.run.results
     records.parquet  every scheduled request (the file to re-analyse): the records go to Parquet spills
                      of the folder as they finish, as columns (no record is kept in memory), sealed
                      into this file in the run's order at the end (qbench.run.record_spill)
-    summary.json     `Summary.to_dict()` plus `diagnosis`: where the limit was (qbench.run.diagnose.diagnose)
+    summary.json     the summary and what the run said beside it (qbench.run.summary_file.SummaryFile:
+                     the diagnosis, app notes, logins, a mix's before/after)
 
 The server's own phases (qbench.run.results.server_phases) are read from a Gradio target after the run, and
 during it on a long one, and written onto the records before they are stored; run.json's
@@ -65,6 +66,7 @@ from qbench.run.run_console import LiveView
 from qbench.run.scenario.scenario import Scenario, load_scenario, with_overrides
 from qbench.run.scenario.schedule import OpenPlan, Plan, UserPlan
 from qbench.run.scenario.schedule import plan as make_plan
+from qbench.run.summary_file import SummaryFile
 
 __all__ = ["RunResult", "load_scenario", "run_scenario"]
 
@@ -249,13 +251,11 @@ def _finish(
     server = info.server or None  # discovery's, with /status at the start and end
     findings = diagnose_run(cols, summary, server, cpus=cpus)
     summary.device = with_gpu_busy(summary.device, server_usage(server).gpu_busy)
-    diagnosis = [f.to_dict() for f in findings]
-    auth = info.auth or None  # logins and re-logins (no secret)
     notes = explain(cols, scenario, server)  # the app raised, events still running
     starts = mix_starts(scenario)
     compared = alongside(cols, starts, scenario.load.duration) if starts else []
-    writer.json(run_dir / "summary.json", {**summary.to_dict(), "diagnosis": diagnosis, "auth": auth,
-                                           "app_notes": notes, "alongside": [a.to_dict() for a in compared]})
+    SummaryFile(summary, findings, auth=info.auth or None, app_notes=notes, alongside=compared).write(
+        run_dir, writer)  # auth: logins and re-logins (no secret)
     return RunResult(run_dir=run_dir, loaded=records, summary=summary, run_info=info, diagnosis=findings,
                      outcome=RunOutcome.of(info, summary), app_notes=notes, alongside=compared)
 

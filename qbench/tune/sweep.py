@@ -70,6 +70,7 @@ from qbench.run.control import read_gradio_mode, read_gradio_version, read_statu
 from qbench.run.records import read_records
 from qbench.run.results.paired import pair_runs
 from qbench.run.results.summary import Summary
+from qbench.run.summary_file import SummaryFile
 from qbench.tune.app_process import launch_command
 from qbench.tune.apphook import HookRecord, app_change, read_hook_record
 from qbench.tune.capacity import Capacity, CapacityRecord, search_capacity
@@ -349,11 +350,8 @@ def _check_knobs(
 
 def _loop_lag(run_dir: Path) -> float:
     """The load generator's p99 event-loop lag in that run (0 when its summary does not say)."""
-    try:
-        generator = json.loads((run_dir / "summary.json").read_text()).get("generator") or {}
-        return float(generator.get("p99_loop_lag_s") or 0.0)
-    except (OSError, ValueError, TypeError, AttributeError):
-        return 0.0
+    stored = SummaryFile.read(run_dir)
+    return 0.0 if stored is None else stored.summary.generator.p99_loop_lag_s or 0.0
 
 
 # ---------------------------------------------------------------- the sweep

@@ -48,6 +48,7 @@ from qbench.run.soak.health import (
     StuckWatch,
     read_health,
 )
+from qbench.run.summary_file import SummaryFile
 
 MIB = 2**20
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0", ""})
@@ -220,12 +221,9 @@ def write_report(run_dir: Path, report: SoakReport) -> None:
     """soak.json, and the report under `soak` in summary.json."""
     writer = Writer()
     writer.json(run_dir / "soak.json", report.to_dict())
-    summary_path = run_dir / "summary.json"
-    if summary_path.exists():
-        import json
-
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        writer.json(summary_path, {**summary, "soak": report.to_dict()})
+    stored = SummaryFile.read(run_dir)
+    if stored is not None:
+        replace(stored, soak=report.to_dict()).write(run_dir, writer)
 
 
 def read_report(run_dir: Path) -> SoakReport | None:

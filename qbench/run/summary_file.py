@@ -1,0 +1,108 @@
+"""summary.json as one typed value: a run's Summary and what the run said beside it.
+
+    summary     the figures (qbench.run.results.summary.Summary: its keys at the top level of the file)
+    diagnosis   where the limit was (qbench.run.diagnose: `Finding`s)
+    auth        logins and re-logins (no secret)
+    app_notes   the app raised, events still running (qbench.run.diagnose.app_errors)
+    alongside   a mix entry that started later: the others before and after it joined
+    soak        `qbench soak`'s verdicts (qbench.run.soak.soak.SoakReport's dict), on a soak run only
+
+One writer (`SummaryFile.write`: `qbench run` at the end of a run, `qbench soak` adding its verdicts)
+and one reader (`SummaryFile.read`: the report, `qbench compare`, a sweep's knob check). The reader is
+tolerant: an entry beside the summary that is absent or not of its shape reads as None (the report
+then computes it again); a file that holds no summary (no `requests` or `latency`) is not read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qbench.run.diagnose.finding import Finding
+from qbench.run.json_values import json_dict
+from qbench.run.results.alongside import Alongside
+from qbench.run.results.files import Writer
+from qbench.run.results.summary import Summary
+
+NAME = "summary.json"
+BESIDE = ("diagnosis", "auth", "app_notes", "alongside", "soak")  # the keys beside the summary's
+
+
+@dataclass
+class SummaryFile:
+    """summary.json (module docstring); each entry beside the summary None when the file lacks it."""
+
+    summary: Summary
+    diagnosis: list[Finding] | None = None
+    auth: dict[str, Any] | None = None
+    app_notes: list[str] | None = None
+    alongside: list[Alongside] | None = None
+    soak: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {
+            **self.summary.to_dict(),
+            "diagnosis": [f.to_dict() for f in self.diagnosis or []],
+            "auth": self.auth,
+            "app_notes": list(self.app_notes or []),
+            "alongside": [a.to_dict() for a in self.alongside or []],
+        }
+        if self.soak is not None:
+            data["soak"] = self.soak
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SummaryFile:
+        """Raises ValueError (or TypeError...) when `data` holds no summary; never for the entries
+        beside it (each None when absent or not of its shape)."""
+        missing = [key for key in ("requests", "latency") if key not in data]
+        if missing:
+            raise ValueError(f"no summary in it (no {', '.join(missing)})")
+        diagnosis, notes, joined = (_list_of(data.get(key), kind) for key, kind in (
+            ("diagnosis", dict), ("app_notes", str), ("alongside", dict)))
+        if diagnosis is not None and not all("kind" in f and "message" in f for f in diagnosis):
+            diagnosis = None
+        return cls(
+            summary=Summary.from_dict({k: v for k, v in data.items() if k not in BESIDE}),
+            diagnosis=None if diagnosis is None else [Finding(str(f["kind"]), str(f["message"]))
+                                                      for f in diagnosis],
+            auth=json_dict(data.get("auth")),
+            app_notes=None if notes is None else [str(n) for n in notes],
+            alongside=_alongside(joined),
+            soak=json_dict(data.get("soak")),
+        )
+
+    def write(self, run_dir: Path, writer: Writer | None = None) -> None:
+        """`run_dir`/summary.json, atomically, through the run's masking writer."""
+        (writer or Writer()).json(run_dir / NAME, self.to_dict())
+
+    @classmethod
+    def read(cls, run_dir: Path, notes: list[str] | None = None) -> SummaryFile | None:
+        """`run_dir`/summary.json; None when it is missing, or (with a note) unreadable or no summary."""
+        path = run_dir / NAME
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            return cls.from_dict(data)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            if notes is not None:
+                notes.append(f"{NAME} could not be read as a summary ({exc})")
+            return None
+
+
+def _alongside(entries: list[dict[str, Any]] | None) -> list[Alongside] | None:
+    """The before/after comparisons; None when one of them is not of their shape."""
+    try:
+        return None if entries is None else [Alongside.from_dict(a) for a in entries]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _list_of(value: Any, kind: type) -> list[Any] | None:
+    """`value` if it is a list of `kind`, else None."""
+    return value if isinstance(value, list) and all(isinstance(v, kind) for v in value) else None
