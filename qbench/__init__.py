@@ -7,7 +7,7 @@ The pipeline, one folder a stage (imports flow down the list; `report` reads wha
     report/    run and sweep folders on disk -> charts, HTML/markdown report, compare
     analysis.py  pandas views of runs and sweeps for notebooks (load_run, load_sweep)
     errors.py    the user-facing failures (per-request problems are error kinds on records)
-    cli.py       the `qbench` command line: a thin shell over the library
+    cli/       the `qbench` command line: a thin shell over the library, one module per command
     demo.py      `qbench demo`: the main job end to end on an embedded default
 
 The few public entry points are importable from here; they load lazily, so `import qbench` is cheap.

@@ -180,3 +180,21 @@ def test_no_function_is_longer_than_a_screen() -> None:
                         where = f"{path.relative_to(ROOT.parent)}:{node.lineno}"
                         long.append(f"{where} {node.name} ({lines} lines)")
     assert not long, "functions over 60 lines (split them):\n" + "\n".join(long)
+
+
+def test_the_command_line_is_one_small_module_per_command() -> None:
+    """qbench/cli/: no module over 250 lines, no command handler over 40, no options read back from
+    `locals()` (each command's options are one dataclass: qbench/cli/app.py)."""
+    big, long, wild = [], [], []
+    for path in sorted((ROOT / "cli").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > 250:
+            big.append(path.name)
+        if "locals()" in text:
+            wild.append(path.name)
+        for node in ast.walk(ast.parse(text)):
+            decorated = isinstance(node, ast.FunctionDef) and any(
+                isinstance(d, ast.Call) and getattr(d.func, "id", "") == "command" for d in node.decorator_list)
+            if decorated and node.end_lineno is not None and node.end_lineno - node.lineno + 1 > 40:
+                long.append(f"{path.name}:{node.name}")
+    assert (big, long, wild) == ([], [], [])

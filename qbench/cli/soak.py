@@ -1,0 +1,108 @@
+"""`qbench soak`: a steady load held for long, the server's health watched, a verdict per signal."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import sys
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from qbench.cli.app import command
+from qbench.cli.run import render_run
+from qbench.cli.shared import ApiOpt, LiveOpt, SetOpt, TargetOpt
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from qbench.run.soak.soak import SoakReport
+
+
+@dataclass(frozen=True, kw_only=True)
+class SoakArgs:
+    scenario: Annotated[Path | None, typer.Argument(
+        help="Scenario YAML file (a steady load); none: --target and --api.")] = None
+    target: TargetOpt = None
+    api: ApiOpt = None
+    duration: Annotated[float | None, typer.Option(
+        help="Seconds of load (load.duration): minutes to hours.")] = None
+    rate: Annotated[float | None, typer.Option(help="Requests per second (load.rate).")] = None
+    pid: Annotated[int | None, typer.Option(
+        help="The server's process id: sample its process tree (RSS, files...).")] = None
+    app_file: Annotated[Path | None, typer.Option(
+        "--app", help="Start this Gradio app, unmodified (`python APP`, on a free port by qbench's startup "
+        "hook), and soak it.")] = None
+    interval: Annotated[float, typer.Option(help="Seconds between health samples.")] = 5.0
+    warmup: Annotated[float | None, typer.Option(
+        help="Seconds cut before the steady part (default: 20% of the run).")] = None
+    stuck_after: Annotated[float, typer.Option(
+        help="End the run when requests go out and none completes for this long (s).")] = 60.0
+    limit: Annotated[list[str] | None, typer.Option(
+        help="When would it cross: --limit rss=16GiB (rss, cache, files, p95)")] = None
+    cache_dir: Annotated[Path | None, typer.Option(
+        help="The app's file cache (default GRADIO_TEMP_DIR, else <tmp>/gradio).")] = None
+    out: Annotated[Path | None, typer.Option(help="Run folder (default reports/soak-<name>-<stamp>)")] = None
+    set_: SetOpt = None
+    live: LiveOpt = True
+
+    def overrides(self) -> dict[str, Any]:
+        """--set, with --duration and --rate as load.duration and load.rate."""
+        from qbench.run.runner import parse_set_options
+
+        given = (("load.duration", self.duration), ("load.rate", self.rate))
+        return parse_set_options(self.set_ or []) | {k: v for k, v in given if v is not None}
+
+
+@command("soak")
+def soak(args: SoakArgs) -> None:
+    """Hold a steady load for long and watch the server: memory, files, latency, queue; a verdict each."""
+    from rich.console import Console
+
+    from qbench.run.options import RunOptions
+    from qbench.run.results.outcome import verdict
+    from qbench.run.soak.health import default_cache_folder
+    from qbench.run.soak.soak import SoakOptions, parse_limits, run_soak
+
+    options = SoakOptions(args.interval, args.warmup, args.stuck_after, args.pid,
+                          args.cache_dir or default_cache_folder(), parse_limits(args.limit or []))
+    console, target, out = Console(), args.target, args.out
+    with ExitStack() as stack:
+        if args.app_file is not None:
+            target, out, pid = _start_app(stack, args.app_file, out, console)
+            options = dataclasses.replace(options, pid=pid)
+        run = RunOptions(args.scenario, target, args.api, out, args.overrides(), live=args.live)
+        result = run_soak(run, options)
+    render_run(result.done, console)
+    render_soak(result.report, console)
+    error = result.error() or verdict(result.done.result.outcome)
+    if error is not None:
+        raise error
+
+
+def _start_app(stack: ExitStack, app_file: Path, out: Path | None,
+               console: Console) -> tuple[str, Path, int | None]:
+    """`python APP` on a free port by qbench's startup hook, stopped with `stack`: (its URL, the run
+    folder, its pid)."""
+    from qbench.run.results.files import new_folder
+    from qbench.tune.app_process import launch_command
+
+    out = out or new_folder("soak", app_file.stem)
+    command_line = shlex.join([sys.executable, str(app_file)])
+    handle = stack.enter_context(launch_command(command_line, {}, work_dir=out / "app", hook=True))
+    console.print(f"started {app_file} at {handle.base_url} (pid {handle.pid}; log {handle.log_path})")
+    return handle.base_url, out, handle.pid
+
+
+def render_soak(report: SoakReport, console: Console) -> None:
+    """A soak run's findings, one line each (qbench.run.soak.soak.SoakReport.lines)."""
+    from rich.markup import escape
+
+    console.print("[bold]over time[/] (run.soak.drift: slope per 1,000 requests, an hour and a day, 95% CI):")
+    for line in report.lines():
+        style = "bold red" if line.startswith("STOPPED") else "yellow" if ": growing" in line else ""
+        console.print(f"  [{style}]{escape(line)}[/]" if style else f"  {escape(line)}", highlight=False,
+                      soft_wrap=True)

@@ -1,0 +1,153 @@
+"""`qbench sweep`: server (and client) knobs swept, the points ranked under an SLO, Gradio settings
+recommended."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from qbench.cli.app import command
+from qbench.cli.shared import (
+    ApiOpt,
+    AuthOpt,
+    BearerEnvOpt,
+    HeaderOpt,
+    SetOpt,
+    SloOpt,
+    app_scenario_file,
+    credentials,
+)
+
+GridOpt = Annotated[
+    list[str] | None, typer.Option(help="Axis: --grid concurrency_limit=1,2,4 (repeatable; any knob).")
+]
+LinkOpt = Annotated[
+    list[str] | None,
+    typer.Option("--link", help="Linked knob: --link 'users=2*concurrency_limit*max_batch_size'."),
+]
+SearchOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="grid (every point), smart (hill climbing) or model (fit batch latency l(b) = t0 + alpha*b "
+        "from a few points, measure only the best predicted ones; falls back to smart on a poor fit) or "
+        "sim (the same fit drives a queue simulation of every grid point; measures the best predicted)."
+    ),
+]
+PresetOpt = Annotated[
+    str | None,
+    typer.Option(help="Base reference-server preset (default: sweep.server, else the scenario's name)."),
+]
+LaunchOpt = Annotated[
+    str | None, typer.Option(help="Your app's command ({knob} and {port} placeholders optional); a "
+                             "Gradio app gets the knobs from qbench's startup hook too.")
+]
+AppFileOpt = Annotated[
+    Path | None,
+    typer.Option("--app", help="Your Gradio app, unmodified: `python APP [-- app args]` per point, with "
+                 "qbench's startup hook setting the knobs (queue(), launch(), the events)."),
+]
+KnobScopeOpt = Annotated[
+    str, typer.Option(help="Event knobs (concurrency_limit, ...) on the events the scenario drives "
+                      "(driven) or on every queued event (all).")
+]
+ObjectiveOpt = Annotated[
+    str | None,
+    typer.Option(help="capacity (rank by the highest rate meeting the SLO) or latency (goodput at the "
+                 "scenario's load). Default: capacity for a rate load with an SLO, else latency."),
+]
+ConfirmDurationOpt = Annotated[
+    float | None, typer.Option(help="Seconds of the sustained run that confirms the winner's capacity "
+                               "(default 60; 0 = off: the capacity is then unconfirmed).")
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepArgs:
+    scenario: Annotated[Path | None, typer.Argument(
+        help="Scenario YAML (optional `sweep:` section: defaults); none: --target and --api.")] = None
+    grid: GridOpt = None
+    links: LinkOpt = None
+    slo: SloOpt = None
+    repeat: Annotated[int | None, typer.Option(help="Runs per point (confidence intervals, ties).")] = None
+    resume: Annotated[Path | None, typer.Option(help="Resume the interrupted sweep in this folder.")] = None
+    search: SearchOpt = None
+    preset: PresetOpt = None
+    server_config: Annotated[Path | None, typer.Option(help="Base reference-server settings YAML.")] = None
+    live: Annotated[bool, typer.Option("--live", help="Reconfigure one reference server via /admin/config.")
+                    ] = False
+    launch: LaunchOpt = None
+    app_file: AppFileOpt = None
+    python: Annotated[str | None, typer.Option(
+        help="Interpreter for --app: the app's virtualenv (default: qbench's own).")] = None
+    knob_scope: KnobScopeOpt = "driven"
+    set_: SetOpt = None
+    target: Annotated[str | None, typer.Option(help="Fixed server URL: only client knobs are swept.")] = None
+    api: ApiOpt = None
+    duration: Annotated[float | None, typer.Option(help="Seconds of load per point.")] = None
+    max_memory_mb: Annotated[float | None, typer.Option(help="Memory ceiling (peak RSS / GPU).")] = None
+    tolerated_wait_s: Annotated[float | None, typer.Option(help="Wait users tolerate (max_size).")] = None
+    objective: ObjectiveOpt = None
+    capacity_trials: Annotated[int | None, typer.Option(
+        help="Rate probes per capacity search (0 = skip).")] = None
+    capacity_tolerance: Annotated[str | None, typer.Option(
+        help="Capacity search stops at this bracket width (default 10%).")] = None
+    capacity_duration: Annotated[float | None, typer.Option(
+        help="Seconds per capacity probe (default: the point duration).")] = None
+    confirm_duration: ConfirmDurationOpt = None
+    out: Annotated[Path, typer.Option(help="Folder for reports/<sweep-id>/.")] = Path("reports")
+    auth: AuthOpt = None
+    header: HeaderOpt = None
+    bearer_env: BearerEnvOpt = None
+    app_args: list[str] = field(default_factory=list, metadata={"cli": False})  # after `--`
+
+
+@command("sweep", extra_args="app_args")
+def sweep(args: SweepArgs) -> None:
+    """Sweep server (and client) knobs, rank the points under an SLO, recommend Gradio settings.
+
+    `qbench sweep scenario.yaml --app app.py --grid concurrency_limit=1,2,4,8 [-- app args]` tunes an
+    unmodified app: every point proves its knobs took effect before it is ranked."""
+    from qbench.tune.config import resumed_config
+    from qbench.tune.sweep import run_sweep
+    from qbench.tune.tune_console import SweepProgress, render_sweep, sweep_console, sweep_header
+
+    console = sweep_console()
+    auth = credentials(args.auth, args.header, args.bearer_env)
+    where = str(args.resume or args.out)
+    try:
+        config = resumed_config(args.resume) if args.resume else _new_sweep(args, auth)
+        config = config.with_auth(auth)  # never saved in sweep.json
+        where = str(config.sweep_dir)
+        console.print(sweep_header(config))
+        with SweepProgress(config.grid.size, smart=config.search != "grid") as progress:
+            render_sweep(run_sweep(config, progress), console)
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted; finished points are saved: qbench sweep {args.scenario} --resume {where}")
+        raise typer.Exit(130) from None
+
+
+def _new_sweep(args: SweepArgs, auth: dict[str, Any]) -> Any:
+    """A new sweep's SweepConfig from the options."""
+    from qbench.run.options import check_api_option
+    from qbench.run.runner import parse_set_options
+    from qbench.tune.capacity_run import parse_tolerance
+    from qbench.tune.config import build_config, check_app_args, parse_slo_options, sweep_options
+
+    check_app_args(args.app_args, args.app_file)
+    check_api_option(args.scenario, args.api)
+    scenario = args.scenario or app_scenario_file(args.target, args.api, auth, args.out)
+    tolerance = args.capacity_tolerance
+    return build_config(sweep_options(
+        scenario, grid=args.grid or [], links=args.links or [], slo=parse_slo_options(args.slo or []),
+        repeat=args.repeat, search=args.search, preset=args.preset, server_config=args.server_config,
+        live=args.live, launch=args.launch, app=args.app_file, app_args=list(args.app_args),
+        python=args.python, knob_scope=args.knob_scope, overrides=parse_set_options(args.set_ or []),
+        target=args.target, duration=args.duration, max_memory_mb=args.max_memory_mb,
+        tolerated_wait_s=args.tolerated_wait_s, objective=args.objective,
+        capacity_trials=args.capacity_trials,
+        capacity_tolerance=parse_tolerance(tolerance) if tolerance else None,
+        capacity_duration=args.capacity_duration, confirm_duration=args.confirm_duration,
+        out_root=args.out))
