@@ -1,0 +1,85 @@
+"""Commands declared by their options' type (qbench.cli.app.command): Typer sees the dataclass's fields
+as the command's parameters, the handler gets them parsed into one value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from qbench.cli import app as qbench_app
+from qbench.cli.app import cli_fields, command
+from qbench.cli.sweep import SweepArgs
+from qbench.errors import QbenchError, SloViolation
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToyArgs:
+    source: Annotated[Path, typer.Argument(help="A folder.")]
+    rate: Annotated[float, typer.Option(help="Requests per second.")] = 1.5
+    set_: Annotated[list[str] | None, typer.Option("--set", help="key=value (repeat).")] = None
+    fail: Annotated[str | None, typer.Option(help="Raise this QbenchError kind.")] = None
+    rest: list[str] = field(default_factory=list, metadata={"cli": False})
+
+
+def toy_app(seen: list[ToyArgs]) -> typer.Typer:
+    group = typer.Typer()
+
+    @command("toy", group=group, extra_args="rest")
+    def toy(args: ToyArgs) -> None:
+        """A toy command."""
+        seen.append(args)
+        if args.fail == "slo":
+            raise SloViolation("the p95 was over")
+        if args.fail:
+            raise QbenchError("bad option")
+
+    @command("other", group=group)
+    def other(args: ToyArgs) -> None:  # a second command: Typer keeps the group's subcommands
+        seen.append(args)
+
+    return group
+
+
+def test_options_are_parsed_into_one_typed_value() -> None:
+    seen: list[ToyArgs] = []
+    done = CliRunner().invoke(toy_app(seen), ["toy", "runs/a", "--rate", "3", "--set", "a=1", "--set",
+                                              "b=2", "--", "--model", "x"])
+    assert done.exit_code == 0, done.output
+    assert seen == [ToyArgs(source=Path("runs/a"), rate=3.0, set_=["a=1", "b=2"], rest=["--model", "x"])]
+
+
+def test_defaults_help_and_errors() -> None:
+    seen: list[ToyArgs] = []
+    group = toy_app(seen)
+    assert CliRunner().invoke(group, ["toy", "x"]).exit_code == 0
+    assert seen[-1] == ToyArgs(source=Path("x"))  # a list option not given is None, as declared
+    shown = CliRunner().invoke(group, ["toy", "--help"]).output
+    assert "A toy command." in shown and "Requests per second." in shown and "--rest" not in shown
+    bad = CliRunner().invoke(group, ["toy", "x", "--fail", "bad"])
+    assert bad.exit_code == 2 and "error: bad option" in bad.output
+    assert CliRunner().invoke(group, ["toy", "x", "--fail", "slo"]).exit_code == 3
+    assert CliRunner().invoke(group, ["toy", "x", "extra"]).exit_code == 0 and seen[-1].rest == ["extra"]
+    assert CliRunner().invoke(group, ["other", "x", "extra"]).exit_code != 0  # takes no extra arguments
+
+
+def test_a_handler_must_take_an_options_dataclass() -> None:
+    with pytest.raises(TypeError, match="options dataclass"):
+        @command("bad", group=typer.Typer())
+        def bad(args: int) -> None:
+            pass
+
+
+def test_every_command_of_qbench_is_declared_this_way() -> None:
+    """The sweep's options are its dataclass's CLI fields; --help of every command works."""
+    assert "app_args" not in {f.name for f in cli_fields(SweepArgs)}
+    for name in ("run", "soak", "sweep", "capacity", "plan", "init", "serve", "balance", "demo", "report",
+                 "compare"):
+        done = CliRunner().invoke(qbench_app, [name, "--help"])
+        assert done.exit_code == 0 and "Usage:" in done.output, (name, done.output)
+    for name in ("import", "show"):
+        assert CliRunner().invoke(qbench_app, ["trace", name, "--help"]).exit_code == 0
