@@ -194,7 +194,8 @@ def test_the_command_line_is_one_small_module_per_command() -> None:
             wild.append(path.name)
         for node in ast.walk(ast.parse(text)):
             decorated = isinstance(node, ast.FunctionDef) and any(
-                isinstance(d, ast.Call) and getattr(d.func, "id", "") == "command" for d in node.decorator_list)
+                isinstance(d, ast.Call) and getattr(d.func, "id", "") == "command"
+                for d in node.decorator_list)
             if decorated and node.end_lineno is not None and node.end_lineno - node.lineno + 1 > 40:
                 long.append(f"{path.name}:{node.name}")
     assert (big, long, wild) == ([], [], [])
