@@ -40,7 +40,8 @@ def photo(width: int, height: int, seed: int) -> Image.Image:
     rng = np.random.default_rng(seed)
     x = np.linspace(0, 1, width)[None, :, None]
     y = np.linspace(0, 1, height)[:, None, None]
-    rgb = 255 * np.concatenate([x * (1 - y), y + 0 * x, (x + y) / 2], axis=2) + rng.normal(0, 8, (height, width, 3))
+    smooth = 255 * np.concatenate([x * (1 - y), y + 0 * x, (x + y) / 2], axis=2)
+    rgb = smooth + rng.normal(0, 8, (height, width, 3))
     return Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8))
 
 
@@ -124,7 +125,8 @@ def test_the_workload_asks_for_encoded_jpegs_and_labels_as_with_cpu_decode() -> 
 
 def test_cuda_without_torchvision_is_a_config_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jpeg, "torchvision_error", lambda: "the package 'torchvision' is not installed")
-    with pytest.raises(WorkloadConfigError, match="needs torchvision.*'torchvision' is not installed.*qbench\\[gpu\\]"):
+    needs = "needs torchvision.*'torchvision' is not installed.*qbench\\[gpu\\]"
+    with pytest.raises(WorkloadConfigError, match=needs):
         JpegDecoder(torch.device("cuda"))
     assert JpegDecoder(CPU).name == "PIL (no torchvision)"  # the CPU keeps a fallback
 
@@ -149,7 +151,7 @@ def test_a_server_with_decode_workers_serves_device_decoded_jpegs(tmp_path: Path
     paths[1].write_bytes(encode(photo(50, 70, 7), "PNG"))
     answers = []
     for decode in ("cpu", "device"):
-        spec = {**fn, "params": {**fn["params"], "decode": decode}}  # type: ignore[dict-item]
+        spec = {**fn, "params": {"size": "tiny", "num_labels": 7, "decode": decode}}
         settings = synthetic_settings(functions=[spec], launch={"decode_workers": 1}, device="cpu")
         with serve_in_thread(settings) as running:
             assert running.state.pool is not None
