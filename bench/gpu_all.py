@@ -701,6 +701,22 @@ def pack(opts: Options, outcomes: list[Outcome]) -> Path:
     return archive
 
 
+def torchvision_wheel(folder: Path, torch_version: str) -> Path | None:
+    """The torchvision wheel in `folder` whose METADATA pins `torch_version` (local tag ignored): a
+    torchvision built for another torch fails to load, and then breaks transformers' image imports."""
+    import zipfile
+
+    want = torch_version.split("+")[0]
+    for wheel in sorted(folder.glob("torchvision-*.whl")):
+        with zipfile.ZipFile(wheel) as archive:
+            meta = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
+            text = archive.read(meta).decode("utf-8", "replace") if meta else ""
+        pin = re.search(r"^Requires-Dist: torch \(?==([0-9.]+)", text, re.M)
+        if pin is not None and pin.group(1) == want:
+            return wheel
+    return None
+
+
 def parse_args(argv: list[str] | None = None) -> Options:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -730,6 +746,12 @@ def parse_args(argv: list[str] | None = None) -> Options:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[1:2] == ["--torchvision-wheel"]:  # gpu_all.sh's question, before any step
+        import torch
+
+        wheel = torchvision_wheel(Path(sys.argv[2]), torch.__version__)
+        print(wheel or "")
+        return 0
     opts = parse_args(argv)
     chosen = opts.steps or [n for n, (part, _) in STEPS.items() if opts.part in (part, "all")]
     outcomes = [run_step(name, STEPS[name][1], opts) for name in chosen]

@@ -270,6 +270,21 @@ def test_gpu_all_part_4_dry_run_measures_decode_and_graphs_against_the_baseline(
     assert {f"{s}.log" for s in steps} | {"device_work.json", "image-decode-device.yaml"} <= names
 
 
+def test_gpu_all_picks_the_torchvision_wheel_built_for_the_machines_torch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import zipfile
+
+    bench = load_bench("gpu_all", monkeypatch)
+    for version, torch_pin in (("0.26.0", "2.11.0"), ("0.28.0", "2.13.0")):
+        with zipfile.ZipFile(tmp_path / f"torchvision-{version}-cp312-cp312-linux_x86_64.whl", "w") as wheel:
+            wheel.writestr(f"torchvision-{version}.dist-info/METADATA",
+                           f"Name: torchvision\nVersion: {version}\nRequires-Dist: numpy\n"
+                           f"Requires-Dist: torch (=={torch_pin})\n")
+    assert bench.torchvision_wheel(tmp_path, "2.13.0+cu130").name.startswith("torchvision-0.28.0")
+    assert bench.torchvision_wheel(tmp_path, "2.11.0").name.startswith("torchvision-0.26.0")
+    assert bench.torchvision_wheel(tmp_path, "2.12.0") is None
+
+
 def test_gpu_all_rejects_an_unknown_step(capsys: pytest.CaptureFixture[str],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     bench = load_bench("gpu_all", monkeypatch)
