@@ -21,7 +21,7 @@ import reference_server.workloads.models.jpeg as jpeg
 from reference_server.io.decode_pool import Decoded, PixelPrep, decode_image, device_decodable
 from reference_server.settings import synthetic_settings
 from reference_server.testing import serve_in_thread
-from reference_server.workloads import WorkloadConfigError, build_workload
+from reference_server.workloads import WorkloadConfigError, WorkloadInputError, build_workload
 from reference_server.workloads.models.jpeg import JpegDecoder, torchvision_error
 from reference_server.workloads.models.pixels import Pixels, PixelSpec, pixel_batch
 from reference_server.workloads.models.vision import ImageClassification
@@ -103,6 +103,18 @@ def test_a_batch_may_mix_encoded_jpegs_and_host_decoded_images_in_order() -> Non
         assert torch.allclose(got, want, atol=1e-6)
     with pytest.raises(ValueError, match="JpegDecoder"):
         pixel_batch(mixed, SPEC, CPU, torch.float32)
+
+
+def test_a_jpeg_whose_data_does_not_decode_fails_the_batch_as_bad_input(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With PIL (libjpeg through torchvision may fill a truncated JPEG's rest with grey instead)."""
+    monkeypatch.setattr(jpeg, "torchvision_error", lambda: "not used here")
+    whole = encode(photo(200, 150, 8))
+    truncated = whole[: len(whole) * 3 // 5]
+    assert device_decodable(truncated)  # the header reads: the worker keeps it encoded
+    rows = [worker(JPEGS[0], ENCODED), worker(truncated, ENCODED)]
+    with pytest.raises(WorkloadInputError, match="a JPEG did not decode"):
+        pixel_batch(rows, SPEC, CPU, torch.float32, decoder=JpegDecoder(CPU))
 
 
 def test_the_workload_asks_for_encoded_jpegs_and_labels_as_with_cpu_decode() -> None:

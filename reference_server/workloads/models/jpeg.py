@@ -12,7 +12,8 @@ device in one call, then pixels.py resizes and normalises them as it does host-d
            (the same interface, so the logic is tested on a machine without torchvision)
 
 Other images (PNG, progressive or CMYK JPEGs) are decoded by the workers as before, so a batch may
-mix both; pixels.py groups them.
+mix both; pixels.py groups them. A JPEG whose header reads but whose data is corrupt fails its whole
+batch (WorkloadInputError), as any bad input of a batch does.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from reference_server.workloads.base import WorkloadConfigError
+from reference_server.workloads.base import WorkloadConfigError, WorkloadInputError
 
 if TYPE_CHECKING:
     import torch
@@ -60,10 +61,14 @@ class JpegDecoder:
         self.name = f"torchvision decode_jpeg on {device}" if self.torchvision else "PIL (no torchvision)"
 
     def decode(self, encoded: list[np.ndarray]) -> list[torch.Tensor]:
-        """1-D uint8 arrays of JPEG bytes -> 3 x H x W uint8 RGB tensors on the device, in order."""
-        if self.torchvision:
-            return self._torchvision(encoded)
-        return [self._pil(data) for data in encoded]
+        """1-D uint8 arrays of JPEG bytes -> 3 x H x W uint8 RGB tensors on the device, in order. A JPEG
+        whose header read but whose data does not decode fails the batch with WorkloadInputError."""
+        try:
+            if self.torchvision:
+                return self._torchvision(encoded)
+            return [self._pil(data) for data in encoded]
+        except (RuntimeError, OSError, ValueError) as exc:
+            raise WorkloadInputError(f"image input: a JPEG did not decode ({self.name}): {exc}") from None
 
     def _torchvision(self, encoded: list[np.ndarray]) -> list[torch.Tensor]:
         import torch
