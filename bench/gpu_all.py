@@ -14,7 +14,7 @@ diagnosis of a real Gradio app serving the same model. Part 3: the ceiling table
 the device-side work of issue 46, each against the same server without it: the CUDA tests of
 `decode: device` and `cuda_graphs`, bench/device_work.py (decode on the host workers vs the device,
 forward eager vs graphs, at B 8/32/64, offline), then the image preset at saturation four ways
-(baseline, decode: device, cuda_graphs: 32, both); `decode: device` is skipped, saying why, where
+(baseline, decode: device, cuda_graphs: 8, both); `decode: device` is skipped, saying why, where
 torchvision does not load with the machine's torch.
 
 Here, on the CPU, the same steps run at toy size (tiny models, 2-3 s windows) so the script cannot rot:
@@ -610,7 +610,7 @@ def step_device_work(opts: Options, log: Path) -> str:
     return table_lines(log, r"^(device |decode |forward )")
 
 
-GRAPH_LARGEST = {"cuda": 32, "cpu": 8}  # the image preset's max_batch_size there (on_cuda: 32)
+GRAPH_LARGEST = {"cuda": 8, "cpu": 8}  # graphs paid only up to B 8 offline (bench/RESULTS.md, H200)
 
 
 def serving_with(params: dict[str, Any]) -> Callable[[Options, Path], str]:
