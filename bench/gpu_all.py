@@ -5,11 +5,17 @@ On the bare GPU machine (see ../shared/gpu/README.md; carry `.gpu-wheels`, which
 
     bash bench/gpu_all.sh --part 1 --out $OUT
     bash bench/gpu_all.sh --part 2 --out $OUT
+    bash bench/gpu_all.sh --part 4 --out $OUT    # decode: device and cuda_graphs (issue 46)
 
 Part 1: machine facts, the CUDA tests, gpu_serving.py (image and text, float32 and bfloat16, with the
 Gradio rows) and its B 64 bfloat16 image row. Part 2: batching efficiency, a py-spy profile of the
 server at saturation, eager vs `--compile`, a sweep that separates batch sizes, and the limit
-diagnosis of a real Gradio app serving the same model.
+diagnosis of a real Gradio app serving the same model. Part 3: the ceiling table of issue 35. Part 4:
+the device-side work of issue 46, each against the same server without it: the CUDA tests of
+`decode: device` and `cuda_graphs`, bench/device_work.py (decode on the host workers vs the device,
+forward eager vs graphs, at B 8/32/64, offline), then the image preset at saturation four ways
+(baseline, decode: device, cuda_graphs: 8, both); `decode: device` is skipped, saying why, where
+torchvision does not load with the machine's torch.
 
 Here, on the CPU, the same steps run at toy size (tiny models, 2-3 s windows) so the script cannot rot:
 
@@ -41,6 +47,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -114,29 +121,34 @@ def table_lines(log: Path, pattern: str = r"^(model |image |text ) ") -> str:
     return "\n".join(line for line in lines if re.match(pattern, line))
 
 
-def image_settings(opts: Options) -> Path:
-    """The image preset's settings on the device (its model at the `tiny` size in a dry run)."""
+def image_settings(opts: Options, params: dict[str, Any] | None = None,
+                   launch: dict[str, Any] | None = None, name: str = "image-settings") -> Path:
+    """The image preset's settings on the device (its model at the `tiny` size in a dry run), with
+    `params` over its function's and `launch` over its launch keys."""
     import yaml
 
     settings = yaml.safe_load(
         (ROOT / "reference_server" / "presets" / "image.yaml").read_text(encoding="utf-8")
     )
     settings["device"] = opts.device
-    if opts.dry_run:
-        for fn in settings["functions"]:
-            fn["params"] = {**fn.get("params", {}), "size": "tiny"}
-    path = opts.work / "image-settings.yaml"
+    for fn in settings["functions"]:
+        tiny = {"size": "tiny"} if opts.dry_run else {}
+        fn["params"] = {**fn.get("params", {}), **(params or {}), **tiny}
+    settings["launch"] = {**settings.get("launch", {}), **(launch or {})}
+    path = opts.work / f"{name}.yaml"
     path.write_text(yaml.safe_dump(settings), encoding="utf-8")
     return path
 
 
 @contextlib.contextmanager
-def reference_server(opts: Options, log: Path, *extra: str) -> Iterator[tuple[str, int]]:
-    """`python -m reference_server` with the image preset on the device: (url, pid) once /config answers;
-    its output appended to `log` (qbench's one subprocess starter, qbench.tune.server_process)."""
+def reference_server(opts: Options, log: Path, *extra: str,
+                     settings: Path | None = None) -> Iterator[tuple[str, int]]:
+    """`python -m reference_server` with the image preset (or `settings`) on the device: (url, pid) once
+    /config answers; its output appended to `log` (qbench's one subprocess starter,
+    qbench.tune.server_process)."""
     from qbench.tune.server_process import reference_server_process
 
-    settings, args = image_settings(opts), ["--log-level", "warning", *extra]
+    settings, args = settings or image_settings(opts), ["--log-level", "warning", *extra]
     with log.open("a", encoding="utf-8") as sink:
         sink.write(f"$ python -m reference_server --config {settings} --port 0 {' '.join(args)}\n")
     with reference_server_process(settings, args=args, cwd=ROOT, log_path=log,
@@ -323,12 +335,14 @@ def saturated(
     *server_args: str,
     during: Callable[[int, str, threading.Event], None] | None = None,
     duration_s: float | None = None,
+    settings: Path | None = None,
 ) -> str:
-    """The image preset at saturation (128 users on a GPU): served rate, server CPU and GPU busy.
-    `during(pid, url, done)` runs beside the load in a thread; `done` is set when the run has ended."""
+    """The image preset (or `settings`) at saturation (128 users on a GPU): served rate, server CPU and
+    GPU busy. `during(pid, url, done)` runs beside the load in a thread; `done` is set when the run has
+    ended."""
     users, duration = (8, opts.seconds(20)) if opts.dry_run else (128, 20.0)
     duration = duration_s or duration
-    with reference_server(opts, log, *server_args) as (url, pid):
+    with reference_server(opts, log, *server_args, settings=settings) as (url, pid):
         if during is None:
             run_dir = qbench_run(opts, url, name, log, users, duration)
         else:
@@ -574,6 +588,53 @@ def step_ceiling_batch(opts: Options, log: Path) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- part 4: device-side work (issue 46)
+def step_device_tests(opts: Options, log: Path) -> str:
+    """The CUDA tests of `decode: device` and `cuda_graphs` (skipped on a CPU, or without torchvision)."""
+    tests = ["tests/models/test_jpeg.py", "tests/models/test_graphs.py"]
+    code = run_logged([PY, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *tests], log, timeout_s=300)
+    if code == 124:
+        raise TimeoutError
+    if code != 0:
+        raise RuntimeError(f"pytest exit {code}")
+    return table_lines(log, r".*\b(passed|failed|SKIPPED)\b")
+
+
+def step_device_work(opts: Options, log: Path) -> str:
+    """bench/device_work.py: decode on the host (the decode workers) vs the device, and the forward eager
+    vs CUDA graphs, at the same batch sizes, offline."""
+    argv = [PY, "bench/device_work.py", "--device", opts.device, "--size", opts.size,
+            "--json", str(opts.work / "device_work.json")]
+    argv += ["--quick"] if opts.dry_run else ["--batch-sizes", "8,32,64"]
+    code = run_logged(argv, log, timeout_s=300)
+    if code != 0:
+        raise RuntimeError(f"device_work.py exit {code}")
+    return table_lines(log, r"^(device |decode |forward )")
+
+
+GRAPH_LARGEST = {"cuda": 8, "cpu": 8}  # graphs paid only up to B 8 offline (bench/RESULTS.md, H200)
+
+
+def serving_with(params: dict[str, Any]) -> Callable[[Options, Path], str]:
+    """A step: the image preset at saturation with `params` over its function's (`decode`, `cuda_graphs`);
+    in a dry run behind one decode worker (a CPU server has none by default; decode: device needs one)."""
+
+    def step(opts: Options, log: Path) -> str:
+        chosen = {k: (GRAPH_LARGEST[opts.device] if k == "cuda_graphs" else v) for k, v in params.items()}
+        if chosen.get("decode") == "device" and opts.device == "cuda":
+            from reference_server.workloads.models.jpeg import torchvision_error
+
+            problem = torchvision_error()
+            if problem is not None:
+                raise LookupError(f"decode: device needs torchvision on CUDA: {problem}")
+        launch = {"decode_workers": 1} if opts.dry_run else {}
+        name = "-".join(f"{k}-{v}" for k, v in chosen.items()) or "baseline"
+        settings = image_settings(opts, chosen, launch, name=f"image-{name}")
+        return f"{chosen or 'decode: cpu, no graphs'}: {saturated(opts, log, name, settings=settings)}"
+
+    return step
+
+
 STEPS: dict[str, tuple[str, Callable[[Options, Path], str]]] = {
     # name: (part, function); the order is the order they run in
     "facts": ("1", step_facts),
@@ -589,6 +650,12 @@ STEPS: dict[str, tuple[str, Callable[[Options, Path], str]]] = {
     "ceiling-cost": ("3", step_ceiling_cost),
     "ceiling-serving": ("3", step_ceiling_serving),
     "ceiling-batch": ("3", step_ceiling_batch),
+    "device-tests": ("4", step_device_tests),
+    "device-work": ("4", step_device_work),
+    "serve-baseline": ("4", serving_with({})),
+    "serve-decode-device": ("4", serving_with({"decode": "device"})),
+    "serve-cuda-graphs": ("4", serving_with({"cuda_graphs": True})),
+    "serve-both": ("4", serving_with({"decode": "device", "cuda_graphs": True})),
 }
 
 
@@ -636,11 +703,28 @@ def pack(opts: Options, outcomes: list[Outcome]) -> Path:
     return archive
 
 
+def torchvision_wheel(folder: Path, torch_version: str) -> Path | None:
+    """The torchvision wheel in `folder` whose METADATA pins `torch_version` (local tag ignored): a
+    torchvision built for another torch fails to load, and then breaks transformers' image imports."""
+    import zipfile
+
+    want = torch_version.split("+")[0]
+    for wheel in sorted(folder.glob("torchvision-*.whl")):
+        with zipfile.ZipFile(wheel) as archive:
+            meta = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
+            text = archive.read(meta).decode("utf-8", "replace") if meta else ""
+        pin = re.search(r"^Requires-Dist: torch \(?==([0-9.]+)", text, re.M)
+        if pin is not None and pin.group(1) == want:
+            return wheel
+    return None
+
+
 def parse_args(argv: list[str] | None = None) -> Options:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
-        "--part", choices=["1", "2", "3", "all"], default="all",
-        help="which part of the list (default all; 3: the ceiling table of issue 35)"
+        "--part", choices=["1", "2", "3", "4", "all"], default="all",
+        help="which part of the list (default all; 3: the ceiling table of issue 35; 4: decode on the "
+             "device and CUDA graphs, issue 46)"
     )
     p.add_argument(
         "--out",
@@ -664,6 +748,12 @@ def parse_args(argv: list[str] | None = None) -> Options:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[1:2] == ["--torchvision-wheel"]:  # gpu_all.sh's question, before any step
+        import torch
+
+        wheel = torchvision_wheel(Path(sys.argv[2]), torch.__version__)
+        print(wheel or "")
+        return 0
     opts = parse_args(argv)
     chosen = opts.steps or [n for n, (part, _) in STEPS.items() if opts.part in (part, "all")]
     outcomes = [run_step(name, STEPS[name][1], opts) for name in chosen]

@@ -240,6 +240,52 @@ def test_gpu_all_dry_run_on_the_cpu(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == ["gpu-all-partall-summary.md", "gpu-all-partall.tar.gz"]
 
 
+@pytest.mark.slow
+def test_gpu_all_part_4_dry_run_measures_decode_and_graphs_against_the_baseline(tmp_path: Path) -> None:
+    """Part 4 (issue 46) at toy size on the CPU: the device tests, bench/device_work.py's decode cpu vs
+    device and forward eager vs graphs rows at the same batch, and the image preset served four ways
+    (baseline, decode: device, cuda_graphs, both), each with its served line."""
+    import os
+    import tarfile
+
+    out = tmp_path / "out"
+    argv = ["bash", str(BENCH / "gpu_all.sh"), "--device", "cpu", "--dry-run", "--out", str(out),
+            "--part", "4"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=BENCH.parent,
+                          env={**os.environ, "PYTHON": sys.executable})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    summary = (out / "gpu-all-part4-summary.md").read_text()
+    steps = ["device-tests", "device-work", "serve-baseline", "serve-decode-device", "serve-cuda-graphs",
+             "serve-both"]
+    for step in steps:
+        assert f"| {step} | ok |" in summary, summary
+    rows = ("decode cpu    B   4:", "decode device B   4:", "forward eager  B   3:", "forward graphs B   4:")
+    for row in rows:
+        assert row in summary, summary
+    assert "decode: cpu, no graphs: served " in summary and "{'decode': 'device'}: served " in summary
+    assert "{'cuda_graphs': 8}: served " in summary
+    assert "{'decode': 'device', 'cuda_graphs': 8}: served " in summary
+    assert "errors 0" in summary and " passed" in summary
+    with tarfile.open(out / "gpu-all-part4.tar.gz") as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    assert {f"{s}.log" for s in steps} | {"device_work.json", "image-decode-device.yaml"} <= names
+
+
+def test_gpu_all_picks_the_torchvision_wheel_built_for_the_machines_torch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import zipfile
+
+    bench = load_bench("gpu_all", monkeypatch)
+    for version, torch_pin in (("0.26.0", "2.11.0"), ("0.28.0", "2.13.0")):
+        with zipfile.ZipFile(tmp_path / f"torchvision-{version}-cp312-cp312-linux_x86_64.whl", "w") as wheel:
+            wheel.writestr(f"torchvision-{version}.dist-info/METADATA",
+                           f"Name: torchvision\nVersion: {version}\nRequires-Dist: numpy\n"
+                           f"Requires-Dist: torch (=={torch_pin})\n")
+    assert bench.torchvision_wheel(tmp_path, "2.13.0+cu130").name.startswith("torchvision-0.28.0")
+    assert bench.torchvision_wheel(tmp_path, "2.11.0").name.startswith("torchvision-0.26.0")
+    assert bench.torchvision_wheel(tmp_path, "2.12.0") is None
+
+
 def test_gpu_all_rejects_an_unknown_step(capsys: pytest.CaptureFixture[str],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     bench = load_bench("gpu_all", monkeypatch)

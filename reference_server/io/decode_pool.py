@@ -10,7 +10,9 @@ in `launch.decode_workers` processes (spawned: they import numpy and PIL, never 
               the FileStore, not written to disk and read back)
     decode    an image input's bytes go to a worker, which returns a contiguous uint8 HxWx3 RGB array;
               with the workload's `PixelPrep` it also resizes it there (the image preset on a CPU) and
-              the array is the workload's prepared row (no `prepare_row` in the main process)
+              the array is the workload's prepared row (no `prepare_row` in the main process); with
+              `PixelPrep.encoded` (image-classification's `decode: device`) a baseline JPEG is only
+              checked from its header and its bytes come back as a 1-D uint8 array, for the device
 
 The main process keeps what must be there: HTTP, the queue, the SSE messages, and the model. A worker
 returns errors as values (`Failed`), so a bad upload or image fails only its own request, as before.
@@ -88,10 +90,13 @@ def parse_upload(body: bytes, content_type: str, prep: PixelPrep | None) -> list
 
 
 def decode_image(raw: bytes, label: str, prep: PixelPrep | None) -> Decoded | Failed:
-    """Image bytes -> RGB uint8 array (resized when `prep` asks), or why they are not an image."""
+    """Image bytes -> RGB uint8 array (resized when `prep` asks), or why they are not an image; with
+    `prep.encoded`, a JPEG the device can decode stays encoded: its bytes as a 1-D uint8 array."""
     from PIL import Image, UnidentifiedImageError
 
     start = time.perf_counter()
+    if prep is not None and prep.encoded and device_decodable(raw):
+        return Decoded(np.frombuffer(raw, dtype=np.uint8).copy(), time.perf_counter() - start, 0.0)
     try:
         image = Image.open(io.BytesIO(raw))
         image.load()
@@ -105,6 +110,20 @@ def decode_image(raw: bytes, label: str, prep: PixelPrep | None) -> Decoded | Fa
         rgb = rgb.resize(prep.size, resample=prep.resample)
     array = np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8))
     return Decoded(array, decoded - start, time.perf_counter() - decoded)
+
+
+def device_decodable(raw: bytes) -> bool:
+    """Whether `raw` is a non-empty baseline JPEG in RGB or greyscale (what nvJPEG's batched decode
+    takes), read from its header only; anything else is decoded on the host, as before."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(raw)) as image:  # lazy: reads the header, decodes nothing
+            return (image.format == "JPEG" and image.mode in ("RGB", "L") and image.width >= 1
+                    and image.height >= 1 and not image.info.get("progressive")
+                    and not image.info.get("progression"))
+    except (OSError, ValueError, Image.DecompressionBombError):
+        return False
 
 
 def _ready() -> int:

@@ -39,10 +39,12 @@ ComponentType = Literal["text", "number", "image", "audio", "json", "label"]
 @dataclass(frozen=True)
 class PixelPrep:
     """What a workload wants from an image input, done in a decode worker (reference_server.io.decode_pool):
-    resize to (width, height) with PIL's `resample` filter, or keep its size (None: the device resizes)."""
+    resize to (width, height) with PIL's `resample` filter, or keep its size (None: the device resizes);
+    `encoded`: keep a baseline RGB/greyscale JPEG's bytes (the device decodes the batch), decode others."""
 
     size: tuple[int, int] | None = None
     resample: int = 3
+    encoded: bool = False
 
 
 @dataclass(frozen=True)

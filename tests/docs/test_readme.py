@@ -239,6 +239,9 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         ("tests/test_bench.py::test_gpu_all_dry_run_on_the_cpu", "gpu_all.sh")],
     "bash bench/gpu_all.sh --part 3 --out $OUT": [
         ("tests/test_bench_ceiling.py::test_gpu_all_part3_dry_run_on_the_cpu", "--part")],
+    "bash bench/gpu_all.sh --part 4 --out $OUT": [
+        ("tests/test_bench.py::test_gpu_all_part_4_dry_run_measures_decode_and_graphs_against_the_baseline",
+         '"--part", "4"')],
     ".venv/bin/python bench/server_cost.py --quick": [
         ("tests/test_bench_ceiling.py::test_server_cost_reduced_run_on_the_cpu", "--quick")],
     ".venv/bin/python bench/gpu_all.py --device cpu --dry-run --out /tmp/gpu-all": [

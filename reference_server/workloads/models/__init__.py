@@ -14,6 +14,8 @@ server starts fast.
     params.py            the validated `params:` of a model function
     device.py            device, dtype, threads and memory helpers (torch imported lazily)
     pixels.py            image preprocessing as batched tensor operations
+    jpeg.py              JPEG bytes decoded as one batch on the model's device (decode: device)
+    graphs.py            the forward pass over padded batch-size buckets, as CUDA graphs (cuda_graphs: N)
     phase_clock.py       timing the phases inside a batch call (CUDA events on a GPU)
     local_tokenizers.py  tokenizers trained in-process, so nothing is downloaded
 """

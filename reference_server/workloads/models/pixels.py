@@ -14,7 +14,9 @@ one after another, in the thread that then runs the forward pass. For a processo
 
 so on a GPU only uint8 bytes cross the bus (4x less than float32) and the arithmetic runs there; on a
 CPU, PIL's SIMD resize in the request threads beats torch's antialiased interpolate several-fold.
-Same-sized images (the usual case) are one group; mixed sizes make one group per size. The result is
+With `decode: device` the JPEGs arrive encoded and are decoded on the device in one call (jpeg.py),
+then take the same resize and normalise. Same-sized images (the usual case) are one group; mixed sizes
+(or a batch of JPEGs kept encoded and images decoded on the host) make one group per size. The result is
 the processor's exactly on the CPU, and within one uint8 step (PIL rounds after its resize) when
 torch resizes (tests/models/test_pixels.py). Processors that crop, pad or resize by shortest edge
 keep the processor path.
@@ -32,6 +34,8 @@ from reference_server.workloads.models.phase_clock import PhaseClock
 if TYPE_CHECKING:
     import torch
     from PIL import Image
+
+    from reference_server.workloads.models.jpeg import JpegDecoder
 
 RESAMPLE_MODES = {2: "bilinear", 3: "bicubic"}  # PIL's BILINEAR, BICUBIC -> torch interpolate modes
 
@@ -96,28 +100,59 @@ def to_pixels(image: Image.Image, spec: PixelSpec, resize: bool) -> Pixels:
     return Pixels(np.asarray(image, dtype=np.uint8))
 
 
-def pixel_batch(images: list[Pixels], spec: PixelSpec, device: torch.device,
-                dtype: torch.dtype, clock: PhaseClock | None = None) -> torch.Tensor:
+def pixel_batch(images: list[Pixels], spec: PixelSpec, device: torch.device, dtype: torch.dtype,
+                clock: PhaseClock | None = None, decoder: JpegDecoder | None = None) -> torch.Tensor:
     """N images -> the model's N x 3 x H x W `pixel_values` on `device` in `dtype`.
 
-    With a clock, laps: `batch_prepare` (host stacking), `h2d` (the copy), `batch_prepare` (resize
-    and normalise on the device); a mixed-size batch laps once per size group."""
+    An image whose array is 1-D is a JPEG kept encoded (`decode: device`): `decoder` decodes all of
+    them on the device in one call. With a clock, laps: `batch_prepare` (host stacking, or the device
+    decode), `h2d` (the copy), `batch_prepare` (resize and normalise on the device); a mixed-size batch
+    laps once per size group."""
     import torch
 
     clock = clock or PhaseClock(torch.device("cpu"))
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for i, image in enumerate(images):
-        groups.setdefault(image.array.shape, []).append(i)
+    groups = _device_groups(images, device, clock, decoder) + _host_groups(images, device, clock)
     if len(groups) == 1:
-        batch = _normalise(_stacked(images, device, clock), spec).to(dtype)
+        batch = _normalise(groups[0][1], spec).to(dtype)
         clock.lap("batch_prepare")
         return batch
     out = torch.empty((len(images), 3, spec.height, spec.width), device=device, dtype=dtype)
-    for indices in groups.values():
-        group = _stacked([images[i] for i in indices], device, clock)
+    for indices, group in groups:
         out[torch.tensor(indices, device=device)] = _normalise(group, spec).to(dtype)
         clock.lap("batch_prepare")
     return out
+
+
+Group = tuple[list[int], "torch.Tensor"]  # row indices, and their images as one uint8 NCHW tensor
+
+
+def _host_groups(images: list[Pixels], device: torch.device, clock: PhaseClock) -> list[Group]:
+    """The decoded arrays, stacked per size and moved to the device."""
+    by_shape: dict[tuple[int, ...], list[int]] = {}
+    for i, image in enumerate(images):
+        if image.array.ndim == 3:
+            by_shape.setdefault(image.array.shape, []).append(i)
+    return [(indices, _stacked([images[i] for i in indices], device, clock).permute(0, 3, 1, 2))
+            for indices in by_shape.values()]
+
+
+def _device_groups(images: list[Pixels], device: torch.device, clock: PhaseClock,
+                   decoder: JpegDecoder | None) -> list[Group]:
+    """The JPEGs kept encoded, decoded on the device in one call, stacked per size."""
+    import torch
+
+    encoded = [i for i, image in enumerate(images) if image.array.ndim == 1]
+    if not encoded:
+        return []
+    if decoder is None:
+        raise ValueError("encoded JPEG rows need a JpegDecoder (decode: device)")
+    decoded = decoder.decode([images[i].array for i in encoded])
+    by_shape: dict[tuple[int, ...], list[int]] = {}
+    for position, tensor in enumerate(decoded):
+        by_shape.setdefault(tuple(tensor.shape), []).append(position)
+    clock.lap("batch_prepare")
+    return [([encoded[p] for p in positions], torch.stack([decoded[p] for p in positions]))
+            for positions in by_shape.values()]
 
 
 def _stacked(images: list[Pixels], device: torch.device, clock: PhaseClock) -> torch.Tensor:
@@ -140,12 +175,12 @@ def _stacked(images: list[Pixels], device: torch.device, clock: PhaseClock) -> t
 
 
 def _normalise(batch: torch.Tensor, spec: PixelSpec) -> torch.Tensor:
-    """uint8 NHWC -> float32 NCHW, resized to the spec if needed (antialiased, like PIL), then
-    (x * scale - mean) / std as one in-place affine per channel."""
+    """uint8 NCHW (any strides) -> float32 NCHW, resized to the spec if needed (antialiased, like PIL),
+    then (x * scale - mean) / std as one in-place affine per channel."""
     import torch
     import torch.nn.functional as F
 
-    x = batch.permute(0, 3, 1, 2).to(torch.float32, memory_format=torch.contiguous_format)
+    x = batch.to(torch.float32, memory_format=torch.contiguous_format)
     if x.shape[-2:] != (spec.height, spec.width):
         x = F.interpolate(x, size=(spec.height, spec.width), mode=spec.mode, antialias=True,
                           align_corners=False)
