@@ -18,7 +18,9 @@ request and response objects), all of it under the GIL that the model's thread n
 So every route, state and semantic stays in one process (one queue per app, what `concurrency_limit`
 and `max_batch_size` mean, a session's join and stream may reach different front ends), and what
 leaves the core is the per-connection work. On the link, the frames queued within one turn of the
-event loop go out as one message, in one write (a pickled list, arrays out of band: see Link). A
+event loop go out as one message, in one write (a pickled list, arrays out of band: see Link); an
+upload's decoded image does not travel on it where an arena is shared (arena.py: the core reads it in
+place, and gives its block back on a later message). A
 forwarded request to a route without path parameters skips Starlette's middleware stack and router in
 the core (when the app has no middleware of its own: no auth); a join and an upload the front end
 parsed are answered in the callback that reads their frame (gradio_routes.FAST); the session stream
@@ -36,6 +38,7 @@ import argparse
 import asyncio
 import itertools
 import logging
+import os
 import pickle
 import shutil
 import socket
@@ -53,6 +56,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reference_server.http.arena import ArenaReader, ArenaWriter, from_wire, make_arena, to_wire
+from reference_server.io.decode_pool import Failed, UploadPart
 from reference_server.queue.streams import GONE, SessionStream
 
 HEADER = struct.Struct("!I")
@@ -105,6 +110,7 @@ class Link(asyncio.BufferedProtocol):
         self._before: list[Callable[[], None]] = []  # soon(): called before the next flush
         self._due = False  # a flush is scheduled
         self._lost = False
+        self.extra: Callable[[], Frame | None] | None = None  # a last frame for each message, if any
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport instances
@@ -221,6 +227,10 @@ class Link(asyncio.BufferedProtocol):
                 except Exception:  # noqa: BLE001 - one stream's bug must not keep the turn's frames
                     log.exception("a link callback failed")
         self._due = False
+        if self.extra is not None:
+            last = self.extra()
+            if last is not None:
+                self._out.append(last)
         out, self._out = self._out, []
         if self.transport is None or not out:
             return
@@ -265,9 +275,11 @@ def _picklable(frame: Frame) -> bool:
 class CoreLink:
     """The core's end of one front end's link: runs each forwarded request through `app`."""
 
-    def __init__(self, app: ASGIApp, server_addr: tuple[str, int], on_lost: Callable[[CoreLink], None]
-                 ) -> None:
+    def __init__(self, app: ASGIApp, server_addr: tuple[str, int], on_lost: Callable[[CoreLink], None],
+                 arenas: list[ArenaReader | None] | None = None) -> None:
         self.app, self.server_addr, self._on_lost = app, server_addr, on_lost
+        self.arenas = arenas or []  # by front end: the one this link's front end names is its own
+        self.arena: ArenaReader | None = None
         self.link = Link(self._frame, lambda: self._on_lost(self))
         self.direct = direct_routes(app)
         fast = getattr(getattr(app, "state", None), "fast_routes", None) or {}
@@ -280,6 +292,8 @@ class CoreLink:
     def _frame(self, frame: Frame) -> None:
         if frame[0] == "r":
             _, rid, request, body, parsed = frame
+            if parsed is not None:
+                parsed = self._parts(parsed)
             fast = self.fast.get((request["method"], request["path"]))
             if fast is not None and self._answer(fast, rid, request, body, parsed):
                 return
@@ -297,6 +311,17 @@ class CoreLink:
             left = self._gone.get(frame[1])
             if left is not None and not left.done():
                 left.set_result(None)
+        elif frame[0] == "arena":  # the front end's first frame, when it has an arena
+            self.arena = self.arenas[frame[1]]
+            if self.arena is not None:
+                self.link.extra = self.arena.release_frame
+
+    def _parts(self, wire: Any) -> list[UploadPart] | Failed:
+        try:
+            return from_wire(wire, self.arena)
+        except (ValueError, TypeError) as exc:  # a front end's bug: the upload fails, the link goes on
+            log.error("a front end sent a malformed upload: %s", exc)
+            return Failed(500, "the server could not read the upload's parts")
 
     def _answer(self, fast: FastRoute, rid: int, request: dict[str, Any], body: bytes, parsed: Any) -> bool:
         """Answer a request to a hot route at once, in this callback (no task, no Starlette request or
@@ -457,6 +482,7 @@ class FrontEnds:
     def __init__(self, app: ASGIApp, count: int, listener: socket.socket, log_level: str) -> None:
         self.app, self.count, self.listener, self.log_level = app, count, listener, log_level
         self.links: list[CoreLink] = []
+        self.arenas: list[ArenaReader | None] = []  # one per front end (arena.py)
         self.children: list[subprocess.Popen[bytes]] = []
         self._dir = Path(_private_dir())
         self.path = str(self._dir / "core.sock")
@@ -472,7 +498,15 @@ class FrontEnds:
         for i in range(self.count):
             argv = [sys.executable, "-m", "reference_server.http.front_ends", "--fd", str(fd),
                     "--link", self.path, "--log-level", self.log_level, "--name", f"front-end-{i}"]
-            self.children.append(subprocess.Popen(argv, pass_fds=(fd,)))
+            arena = make_arena() if self.upload_parsing()[0] else None
+            self.arenas.append(None if arena is None else ArenaReader(arena))
+            if arena is not None:
+                argv += ["--arena-fd", str(arena), "--arena", str(i)]
+            try:
+                self.children.append(subprocess.Popen(argv, pass_fds=(fd,) if arena is None else (fd, arena)))
+            finally:
+                if arena is not None:
+                    os.close(arena)  # mapped here, inherited there
         deadline = time.monotonic() + timeout_s
         while len(self.links) < self.count:
             dead = [c.returncode for c in self.children if c.poll() is not None]
@@ -486,7 +520,7 @@ class FrontEnds:
                 pass
 
     def _accept(self, addr: tuple[str, int]) -> CoreLink:
-        core = CoreLink(self.app, (str(addr[0]), int(addr[1])), self._lost)
+        core = CoreLink(self.app, (str(addr[0]), int(addr[1])), self._lost, self.arenas)
         self.links.append(core)
         self._connected.set()
         core.link.send(("hello", self.upload_parsing()))  # leaves once the connection is made
@@ -553,8 +587,12 @@ class _Pending:
 class Forwarder:
     """The front end's ASGI app: every HTTP request goes to the core over the link, its response back."""
 
-    def __init__(self, on_core_lost: Callable[[], None]) -> None:
+    def __init__(self, on_core_lost: Callable[[], None], arena: tuple[int, int] | None = None) -> None:
         self.link = Link(self._frame, self._lost)
+        self.arena: ArenaWriter | None = None  # (descriptor, index): the core's arena for this front end
+        if arena is not None:
+            self.arena = ArenaWriter(arena[0])
+            self.link.send(("arena", arena[1]))  # the first frame: the core reads the next ones with it
         self.pending: dict[int, _Pending] = {}
         self._ids = itertools.count(1)
         self._on_core_lost = on_core_lost
@@ -563,6 +601,10 @@ class Forwarder:
     def _frame(self, frame: Frame) -> None:
         if frame[0] == "hello":
             self.parse_uploads, self.prep = frame[1]
+            return
+        if frame[0] == "f":  # arena blocks the core no longer holds
+            if self.arena is not None:
+                self.arena.release(frame[1])
             return
         pending = self.pending.get(frame[1])
         if pending is not None:
@@ -629,7 +671,7 @@ class Forwarder:
         if not 0 < len(body) <= IN_MEMORY_LIMIT:
             return None
         kind = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-type"), "")
-        return parse_upload(body, kind, self.prep)
+        return to_wire(parse_upload(body, kind, self.prep), self.arena)
 
     async def _watch(self, rid: int, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
@@ -652,7 +694,7 @@ async def _body(receive: Receive) -> bytes:
     return b"".join(chunks)
 
 
-async def _front_end(fd: int, link_path: str, log_level: str) -> None:
+async def _front_end(fd: int, link_path: str, log_level: str, arena: tuple[int, int] | None) -> None:
     import uvicorn
 
     server: uvicorn.Server | None = None
@@ -661,7 +703,7 @@ async def _front_end(fd: int, link_path: str, log_level: str) -> None:
         if server is not None:
             server.should_exit = True
 
-    forwarder = Forwarder(core_lost)
+    forwarder = Forwarder(core_lost, arena)
     loop = asyncio.get_running_loop()
     await loop.create_unix_connection(lambda: forwarder.link, link_path)
     listener = socket.socket(fileno=fd)
@@ -678,13 +720,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--link", required=True, help="the core's Unix socket")
     p.add_argument("--log-level", default="warning")
     p.add_argument("--name", default="front-end")
+    p.add_argument("--arena-fd", type=int, help="the inherited memfd of this front end's upload arena")
+    p.add_argument("--arena", type=int, default=0, help="this front end's index among the core's arenas")
     args = p.parse_args(argv)
+    arena = None if args.arena_fd is None else (args.arena_fd, args.arena)
     try:
         import uvloop
 
-        uvloop.run(_front_end(args.fd, args.link, args.log_level))
+        uvloop.run(_front_end(args.fd, args.link, args.log_level, arena))
     except ImportError:
-        asyncio.run(_front_end(args.fd, args.link, args.log_level))
+        asyncio.run(_front_end(args.fd, args.link, args.log_level, arena))
     except KeyboardInterrupt:
         pass
     return 0
