@@ -20,6 +20,7 @@ their classes up and built them field by field, per upload): see `to_wire` and `
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import weakref
@@ -92,7 +93,7 @@ class ArenaReader:
 
     def array(self, number: int, shape: tuple[int, ...]) -> np.ndarray:
         """The image in block `number` (ValueError for a block or shape outside the arena)."""
-        size = int(np.prod(shape))
+        size = math.prod(shape)
         if not 0 <= number < self.blocks or not 0 <= size <= self.block or number in self._held:
             raise ValueError(f"bad arena block {number} for shape {shape}")
         at = number * self.block

@@ -366,7 +366,8 @@ def _last_n(request: Request) -> int | None:
 
 async def profiling_traces(request: Request) -> Response:
     """Gradio's `/profiling/traces` (reference_server.observe.profiling): the last traces, oldest first."""
-    return JSONResponse(state_of(request).queue.traces.get_all(_last_n(request)))
+    content = state_of(request).queue.traces.get_all_json(_last_n(request))
+    return Response(content, media_type="application/json")
 
 
 async def profiling_summary(request: Request) -> Response:
