@@ -133,8 +133,13 @@ class TraceCollector:
         return [t.to_dict() for t in self._last(last_n)]
 
     def get_all_json(self, last_n: int | None = None) -> bytes:
-        """`get_all` as a JSON array, each trace's JSON made once (Trace.to_json)."""
-        return b"[" + b",".join([t.to_json() for t in self._last(last_n)]) + b"]"
+        """`get_all` as a JSON array, each trace's JSON made once (Trace.to_json), in one join (a read of
+        16,000 traces is ~10 MB: each `+` would copy it again)."""
+        parts = [b"["]
+        for trace in self._last(last_n):
+            parts += (trace.to_json(), b",")
+        parts[-1] = b"]" if len(parts) > 1 else b"[]"
+        return b"".join(parts)
 
     def _last(self, last_n: int | None) -> list[Trace]:
         if last_n is None:
