@@ -59,7 +59,7 @@ class ArenaWriter:
 
     def put(self, array: np.ndarray) -> int | None:
         """Copy a uint8 C-contiguous array into a free block; its number, or None (it travels inline)."""
-        if not self.free or array.dtype != np.uint8 or array.nbytes > self.block:
+        if not self.free or array.dtype != np.uint8 or not 0 < array.nbytes <= self.block:
             return None
         if not array.flags.c_contiguous:
             return None

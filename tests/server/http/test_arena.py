@@ -69,6 +69,7 @@ def test_an_image_arrives_as_a_view_of_its_block_and_its_block_returns_once_noth
 
 def test_an_image_too_large_or_a_full_arena_travels_inline() -> None:
     writer, reader = pair(blocks=2, block=2048)
+    assert writer.put(np.zeros((0, 4, 3), np.uint8)) is None and writer.put(np.zeros(8, np.int64)) is None
     big, small = image(1, (40, 40, 3)), [image(i, (8, 8, 3)) for i in range(3)]
     parts = roundtrip([part(big)] + [part(s) for s in small], writer, reader)
     assert not isinstance(parts, Failed)
