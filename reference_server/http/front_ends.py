@@ -65,6 +65,7 @@ COUNT = struct.Struct("!H")  # raw buffers in a link message
 READ_BUFFER = 256 * 1024  # the link's read buffer for small messages
 BIG = 64 * 1024  # larger messages are read into a buffer of their own (their arrays are views of it)
 PARSED_UPLOAD = "qbench.parsed_upload"  # scope key: an upload's parts, parsed by the front end
+HEADER_BLOB = "qbench.header_blob"  # scope key: a forwarded request's headers, unsplit (header_blob)
 UPLOAD_PATH = "/gradio_api/upload"
 PLAIN_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 Frame = tuple[Any, ...]
@@ -292,6 +293,8 @@ class CoreLink:
     def _frame(self, frame: Frame) -> None:
         if frame[0] == "r":
             _, rid, request, body, parsed = frame
+            if type(request) is tuple:
+                request = request_scope(request)
             if parsed is not None:
                 parsed = self._parts(parsed)
             fast = self.fast.get((request["method"], request["path"]))
@@ -373,6 +376,8 @@ class CoreLink:
                         "extensions": {GONE: gone}, **request}
         if parsed is not None:  # an upload the front end parsed (and decoded): gradio_routes.upload
             scope[PARSED_UPLOAD] = parsed
+        if HEADER_BLOB in scope:  # the app's routes and middleware read the list
+            scope["headers"] = split_headers(scope.pop(HEADER_BLOB))
         sent_body = False
         started = False
 
@@ -407,6 +412,49 @@ class CoreLink:
             self.link.send(("b", rid, b"Internal Server Error" if not started else b"", False))
         finally:
             self._gone.pop(rid, None)
+
+
+def request_wire(scope: Scope) -> tuple[Any, ...]:
+    """What the core needs of a request's scope, as the link carries it: a tuple (a dict's keys were
+    pickled and looked up again per request), its headers in one bytes (`header_blob`)."""
+    return (scope["method"], scope["path"], scope.get("raw_path"), scope["query_string"],
+            header_blob(scope["headers"]), scope.get("client"), scope.get("http_version", "1.1"))
+
+
+def request_scope(wire: tuple[Any, ...]) -> dict[str, Any]:
+    """`request_wire`'s tuple -> the request's part of an ASGI scope, its headers still in one bytes
+    (HEADER_BLOB: `header_value` reads one, CoreLink._run splits them for the app)."""
+    method, path, raw_path, query, blob, client, version = wire
+    request = {"method": method, "path": path, "query_string": query, HEADER_BLOB: blob, "client": client,
+               "http_version": version}
+    if raw_path is not None:
+        request["raw_path"] = raw_path
+    return request
+
+
+def header_blob(headers: list[tuple[bytes, bytes]]) -> bytes:
+    """Headers as one bytes, each `\r\n name:value` (an ASGI server's names and values hold no CR or
+    LF, and a name no colon): one object to pickle and unpickle instead of a list of pairs."""
+    return b"".join([b"\r\n" + name + b":" + value for name, value in headers])
+
+
+def split_headers(blob: bytes) -> list[tuple[bytes, bytes]]:
+    return [(line[:at], line[at + 1:]) for line in blob.split(b"\r\n")[1:] if (at := line.find(b":")) >= 0]
+
+
+def header_value(scope: dict[str, Any], name: bytes) -> bytes | None:
+    """The first value of a header of a scope (its name in lower case, as ASGI servers give them),
+    from its headers' list or, for a forwarded request, their blob."""
+    blob: bytes | None = scope.get(HEADER_BLOB)
+    if blob is None:
+        found: bytes | None = next((value for key, value in scope["headers"] if key == name), None)
+        return found
+    at = blob.find(b"\r\n" + name + b":")
+    if at < 0:
+        return None
+    start = at + len(name) + 3
+    end = blob.find(b"\r\n", start)
+    return blob[start:] if end < 0 else blob[start:end]
 
 
 def json_headers(content: bytes) -> list[tuple[bytes, bytes]]:
@@ -625,8 +673,7 @@ class Forwarder:
         body = await _body(receive)
         rid = next(self._ids)
         pending = self.pending[rid] = _Pending()
-        request = {k: scope[k] for k in ("http_version", "method", "path", "raw_path", "query_string",
-                                          "headers", "client") if k in scope}
+        request = request_wire(scope)
         parsed = self._parsed_upload(scope, body)
         self.link.send(("r", rid, request, b"" if parsed is not None else body, parsed))
         watcher: asyncio.Task[None] | None = None
