@@ -55,8 +55,8 @@ async def measure(users: int, predictions: int) -> dict[str, float]:
     import numpy as np
     import orjson
 
-    from reference_server.http.app import build_app
     from reference_server.http import front_ends
+    from reference_server.http.app import build_app
     from reference_server.http.front_ends import CoreLink, Link
     from reference_server.io.decode_pool import Decoded, UploadPart
     from reference_server.settings import ServerSettings
