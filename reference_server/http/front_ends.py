@@ -63,7 +63,9 @@ from reference_server.queue.streams import GONE, SessionStream
 HEADER = struct.Struct("!I")
 COUNT = struct.Struct("!H")  # raw buffers in a link message
 READ_BUFFER = 256 * 1024  # the link's read buffer for small messages
-BIG = 64 * 1024  # larger messages are read into a buffer of their own (their arrays are views of it)
+BIG = 128 * 1024  # larger messages (an inline image) get a buffer of their own (their arrays are views of
+# it); below it, the read buffer serves (several uploads' raw bytes in one turn reached 64 KiB, and paid
+# for a buffer and a copy their bytes did not need)
 PARSED_UPLOAD = "qbench.parsed_upload"  # scope key: an upload's parts, parsed by the front end
 HEADER_BLOB = "qbench.header_blob"  # scope key: a forwarded request's headers, unsplit (header_blob)
 UPLOAD_PATH = "/gradio_api/upload"
