@@ -20,7 +20,8 @@ and `max_batch_size` mean, a session's join and stream may reach different front
 leaves the core is the per-connection work. On the link, the frames queued within one turn of the
 event loop go out as one message, in one write (a pickled list, arrays out of band: see Link); an
 upload's decoded image does not travel on it where an arena is shared (arena.py: the core reads it in
-place, and gives its block back on a later message). A
+place, and gives its block back on a later message), and a request travels as a tuple with its
+headers in one bytes (request_wire: split only for the routes that go through the app). A
 forwarded request to a route without path parameters skips Starlette's middleware stack and router in
 the core (when the app has no middleware of its own: no auth); a join and an upload the front end
 parsed are answered in the callback that reads their frame (gradio_routes.FAST); the session stream
@@ -435,8 +436,8 @@ def request_scope(wire: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def header_blob(headers: list[tuple[bytes, bytes]]) -> bytes:
-    """Headers as one bytes, each `\r\n name:value` (an ASGI server's names and values hold no CR or
-    LF, and a name no colon): one object to pickle and unpickle instead of a list of pairs."""
+    """Headers as one bytes, each as CRLF, name, colon, value (an ASGI server's names and values hold no
+    CR or LF, and a name no colon): one object to pickle and unpickle instead of a list of pairs."""
     return b"".join([b"\r\n" + name + b":" + value for name, value in headers])
 
 
