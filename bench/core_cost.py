@@ -55,6 +55,7 @@ async def measure(users: int, predictions: int) -> dict[str, float]:
     import numpy as np
     import orjson
 
+    from reference_server.http import front_ends
     from reference_server.http.app import build_app
     from reference_server.http.front_ends import CoreLink, Link
     from reference_server.io.decode_pool import Decoded, UploadPart
@@ -63,6 +64,7 @@ async def measure(users: int, predictions: int) -> dict[str, float]:
     settings = {"functions": [FUNCTION], "device": "cpu", "launch": {"decode_workers": 1, "max_threads": 40}}
     app = build_app(ServerSettings.model_validate(settings))
     image = np.random.default_rng(1).integers(0, 255, (224, 224, 3), np.uint8)
+    wire = getattr(front_ends, "request_wire", None)  # how a front end sends a request (a dict before)
     async with app.router.lifespan_context(app):
         core = CoreLink(app, ("127.0.0.1", 80), lambda _core: None)
         fake_cpu = [0.0]  # the fake front end's own CPU, taken out of the process's
@@ -104,7 +106,7 @@ async def measure(users: int, predictions: int) -> dict[str, float]:
                 request = {"method": method, "path": path, "raw_path": path.encode(), "query_string": query,
                            "headers": [(b"content-type", b"application/json"), *headers],
                            "http_version": "1.1", "client": ("127.0.0.1", 1)}
-                front.send(("r", rid, request, body, parsed))
+                front.send(("r", rid, request if wire is None else wire(request), body, parsed))
 
             def upload(self) -> None:
                 self.step = "upload"

@@ -9,4 +9,5 @@
     admin.py           /metrics, /status, /healthz and the live reconfiguration (/admin/config)
     api_config.py      what /config and /info say about the served functions
     front_ends.py      HTTP front-end processes before the one queue (launch.front_ends)
+    arena.py           uploads' decoded images in memory a front end shares with the core
 """

@@ -18,7 +18,10 @@ request and response objects), all of it under the GIL that the model's thread n
 So every route, state and semantic stays in one process (one queue per app, what `concurrency_limit`
 and `max_batch_size` mean, a session's join and stream may reach different front ends), and what
 leaves the core is the per-connection work. On the link, the frames queued within one turn of the
-event loop go out as one message, in one write (a pickled list, arrays out of band: see Link). A
+event loop go out as one message, in one write (a pickled list, arrays out of band: see Link); an
+upload's decoded image does not travel on it where an arena is shared (arena.py: the core reads it in
+place, and gives its block back on a later message), and a request travels as a tuple with its
+headers in one bytes (request_wire: split only for the routes that go through the app). A
 forwarded request to a route without path parameters skips Starlette's middleware stack and router in
 the core (when the app has no middleware of its own: no auth); a join and an upload the front end
 parsed are answered in the callback that reads their frame (gradio_routes.FAST); the session stream
@@ -36,6 +39,7 @@ import argparse
 import asyncio
 import itertools
 import logging
+import os
 import pickle
 import shutil
 import socket
@@ -53,13 +57,18 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reference_server.http.arena import ArenaReader, ArenaWriter, from_wire, make_arena, to_wire
+from reference_server.io.decode_pool import Failed, UploadPart
 from reference_server.queue.streams import GONE, SessionStream
 
 HEADER = struct.Struct("!I")
 COUNT = struct.Struct("!H")  # raw buffers in a link message
 READ_BUFFER = 256 * 1024  # the link's read buffer for small messages
-BIG = 64 * 1024  # larger messages are read into a buffer of their own (their arrays are views of it)
+BIG = 128 * 1024  # larger messages (an inline image) get a buffer of their own (their arrays are views of
+# it); below it, the read buffer serves (several uploads' raw bytes in one turn reached 64 KiB, and paid
+# for a buffer and a copy their bytes did not need)
 PARSED_UPLOAD = "qbench.parsed_upload"  # scope key: an upload's parts, parsed by the front end
+HEADER_BLOB = "qbench.header_blob"  # scope key: a forwarded request's headers, unsplit (header_blob)
 UPLOAD_PATH = "/gradio_api/upload"
 PLAIN_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 Frame = tuple[Any, ...]
@@ -105,6 +114,7 @@ class Link(asyncio.BufferedProtocol):
         self._before: list[Callable[[], None]] = []  # soon(): called before the next flush
         self._due = False  # a flush is scheduled
         self._lost = False
+        self.extra: Callable[[], Frame | None] | None = None  # a last frame for each message, if any
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport instances
@@ -221,6 +231,10 @@ class Link(asyncio.BufferedProtocol):
                 except Exception:  # noqa: BLE001 - one stream's bug must not keep the turn's frames
                     log.exception("a link callback failed")
         self._due = False
+        if self.extra is not None:
+            last = self.extra()
+            if last is not None:
+                self._out.append(last)
         out, self._out = self._out, []
         if self.transport is None or not out:
             return
@@ -265,9 +279,11 @@ def _picklable(frame: Frame) -> bool:
 class CoreLink:
     """The core's end of one front end's link: runs each forwarded request through `app`."""
 
-    def __init__(self, app: ASGIApp, server_addr: tuple[str, int], on_lost: Callable[[CoreLink], None]
-                 ) -> None:
+    def __init__(self, app: ASGIApp, server_addr: tuple[str, int], on_lost: Callable[[CoreLink], None],
+                 arenas: list[ArenaReader | None] | None = None) -> None:
         self.app, self.server_addr, self._on_lost = app, server_addr, on_lost
+        self.arenas = arenas or []  # by front end: the one this link's front end names is its own
+        self.arena: ArenaReader | None = None
         self.link = Link(self._frame, lambda: self._on_lost(self))
         self.direct = direct_routes(app)
         fast = getattr(getattr(app, "state", None), "fast_routes", None) or {}
@@ -280,6 +296,10 @@ class CoreLink:
     def _frame(self, frame: Frame) -> None:
         if frame[0] == "r":
             _, rid, request, body, parsed = frame
+            if type(request) is tuple:
+                request = request_scope(request)
+            if parsed is not None:
+                parsed = self._parts(parsed)
             fast = self.fast.get((request["method"], request["path"]))
             if fast is not None and self._answer(fast, rid, request, body, parsed):
                 return
@@ -297,6 +317,17 @@ class CoreLink:
             left = self._gone.get(frame[1])
             if left is not None and not left.done():
                 left.set_result(None)
+        elif frame[0] == "arena":  # the front end's first frame, when it has an arena
+            self.arena = self.arenas[frame[1]]
+            if self.arena is not None:
+                self.link.extra = self.arena.release_frame
+
+    def _parts(self, wire: Any) -> list[UploadPart] | Failed:
+        try:
+            return from_wire(wire, self.arena)
+        except (ValueError, TypeError) as exc:  # a front end's bug: the upload fails, the link goes on
+            log.error("a front end sent a malformed upload: %s", exc)
+            return Failed(500, "the server could not read the upload's parts")
 
     def _answer(self, fast: FastRoute, rid: int, request: dict[str, Any], body: bytes, parsed: Any) -> bool:
         """Answer a request to a hot route at once, in this callback (no task, no Starlette request or
@@ -348,6 +379,8 @@ class CoreLink:
                         "extensions": {GONE: gone}, **request}
         if parsed is not None:  # an upload the front end parsed (and decoded): gradio_routes.upload
             scope[PARSED_UPLOAD] = parsed
+        if HEADER_BLOB in scope:  # the app's routes and middleware read the list
+            scope["headers"] = split_headers(scope.pop(HEADER_BLOB))
         sent_body = False
         started = False
 
@@ -382,6 +415,49 @@ class CoreLink:
             self.link.send(("b", rid, b"Internal Server Error" if not started else b"", False))
         finally:
             self._gone.pop(rid, None)
+
+
+def request_wire(scope: Scope) -> tuple[Any, ...]:
+    """What the core needs of a request's scope, as the link carries it: a tuple (a dict's keys were
+    pickled and looked up again per request), its headers in one bytes (`header_blob`)."""
+    return (scope["method"], scope["path"], scope.get("raw_path"), scope["query_string"],
+            header_blob(scope["headers"]), scope.get("client"), scope.get("http_version", "1.1"))
+
+
+def request_scope(wire: tuple[Any, ...]) -> dict[str, Any]:
+    """`request_wire`'s tuple -> the request's part of an ASGI scope, its headers still in one bytes
+    (HEADER_BLOB: `header_value` reads one, CoreLink._run splits them for the app)."""
+    method, path, raw_path, query, blob, client, version = wire
+    request = {"method": method, "path": path, "query_string": query, HEADER_BLOB: blob, "client": client,
+               "http_version": version}
+    if raw_path is not None:
+        request["raw_path"] = raw_path
+    return request
+
+
+def header_blob(headers: list[tuple[bytes, bytes]]) -> bytes:
+    """Headers as one bytes, each as CRLF, name, colon, value (an ASGI server's names and values hold no
+    CR or LF, and a name no colon): one object to pickle and unpickle instead of a list of pairs."""
+    return b"".join([b"\r\n" + name + b":" + value for name, value in headers])
+
+
+def split_headers(blob: bytes) -> list[tuple[bytes, bytes]]:
+    return [(line[:at], line[at + 1:]) for line in blob.split(b"\r\n")[1:] if (at := line.find(b":")) >= 0]
+
+
+def header_value(scope: dict[str, Any], name: bytes) -> bytes | None:
+    """The first value of a header of a scope (its name in lower case, as ASGI servers give them),
+    from its headers' list or, for a forwarded request, their blob."""
+    blob: bytes | None = scope.get(HEADER_BLOB)
+    if blob is None:
+        found: bytes | None = next((value for key, value in scope["headers"] if key == name), None)
+        return found
+    at = blob.find(b"\r\n" + name + b":")
+    if at < 0:
+        return None
+    start = at + len(name) + 3
+    end = blob.find(b"\r\n", start)
+    return blob[start:] if end < 0 else blob[start:end]
 
 
 def json_headers(content: bytes) -> list[tuple[bytes, bytes]]:
@@ -457,6 +533,7 @@ class FrontEnds:
     def __init__(self, app: ASGIApp, count: int, listener: socket.socket, log_level: str) -> None:
         self.app, self.count, self.listener, self.log_level = app, count, listener, log_level
         self.links: list[CoreLink] = []
+        self.arenas: list[ArenaReader | None] = []  # one per front end (arena.py)
         self.children: list[subprocess.Popen[bytes]] = []
         self._dir = Path(_private_dir())
         self.path = str(self._dir / "core.sock")
@@ -472,7 +549,15 @@ class FrontEnds:
         for i in range(self.count):
             argv = [sys.executable, "-m", "reference_server.http.front_ends", "--fd", str(fd),
                     "--link", self.path, "--log-level", self.log_level, "--name", f"front-end-{i}"]
-            self.children.append(subprocess.Popen(argv, pass_fds=(fd,)))
+            arena = make_arena() if self.upload_parsing()[0] else None
+            self.arenas.append(None if arena is None else ArenaReader(arena))
+            if arena is not None:
+                argv += ["--arena-fd", str(arena), "--arena", str(i)]
+            try:
+                self.children.append(subprocess.Popen(argv, pass_fds=(fd,) if arena is None else (fd, arena)))
+            finally:
+                if arena is not None:
+                    os.close(arena)  # mapped here, inherited there
         deadline = time.monotonic() + timeout_s
         while len(self.links) < self.count:
             dead = [c.returncode for c in self.children if c.poll() is not None]
@@ -486,7 +571,7 @@ class FrontEnds:
                 pass
 
     def _accept(self, addr: tuple[str, int]) -> CoreLink:
-        core = CoreLink(self.app, (str(addr[0]), int(addr[1])), self._lost)
+        core = CoreLink(self.app, (str(addr[0]), int(addr[1])), self._lost, self.arenas)
         self.links.append(core)
         self._connected.set()
         core.link.send(("hello", self.upload_parsing()))  # leaves once the connection is made
@@ -553,8 +638,12 @@ class _Pending:
 class Forwarder:
     """The front end's ASGI app: every HTTP request goes to the core over the link, its response back."""
 
-    def __init__(self, on_core_lost: Callable[[], None]) -> None:
+    def __init__(self, on_core_lost: Callable[[], None], arena: tuple[int, int] | None = None) -> None:
         self.link = Link(self._frame, self._lost)
+        self.arena: ArenaWriter | None = None  # (descriptor, index): the core's arena for this front end
+        if arena is not None:
+            self.arena = ArenaWriter(arena[0])
+            self.link.send(("arena", arena[1]))  # the first frame: the core reads the next ones with it
         self.pending: dict[int, _Pending] = {}
         self._ids = itertools.count(1)
         self._on_core_lost = on_core_lost
@@ -563,6 +652,10 @@ class Forwarder:
     def _frame(self, frame: Frame) -> None:
         if frame[0] == "hello":
             self.parse_uploads, self.prep = frame[1]
+            return
+        if frame[0] == "f":  # arena blocks the core no longer holds
+            if self.arena is not None:
+                self.arena.release(frame[1])
             return
         pending = self.pending.get(frame[1])
         if pending is not None:
@@ -583,8 +676,7 @@ class Forwarder:
         body = await _body(receive)
         rid = next(self._ids)
         pending = self.pending[rid] = _Pending()
-        request = {k: scope[k] for k in ("http_version", "method", "path", "raw_path", "query_string",
-                                          "headers", "client") if k in scope}
+        request = request_wire(scope)
         parsed = self._parsed_upload(scope, body)
         self.link.send(("r", rid, request, b"" if parsed is not None else body, parsed))
         watcher: asyncio.Task[None] | None = None
@@ -629,7 +721,7 @@ class Forwarder:
         if not 0 < len(body) <= IN_MEMORY_LIMIT:
             return None
         kind = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-type"), "")
-        return parse_upload(body, kind, self.prep)
+        return to_wire(parse_upload(body, kind, self.prep), self.arena)
 
     async def _watch(self, rid: int, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
@@ -652,7 +744,7 @@ async def _body(receive: Receive) -> bytes:
     return b"".join(chunks)
 
 
-async def _front_end(fd: int, link_path: str, log_level: str) -> None:
+async def _front_end(fd: int, link_path: str, log_level: str, arena: tuple[int, int] | None) -> None:
     import uvicorn
 
     server: uvicorn.Server | None = None
@@ -661,7 +753,7 @@ async def _front_end(fd: int, link_path: str, log_level: str) -> None:
         if server is not None:
             server.should_exit = True
 
-    forwarder = Forwarder(core_lost)
+    forwarder = Forwarder(core_lost, arena)
     loop = asyncio.get_running_loop()
     await loop.create_unix_connection(lambda: forwarder.link, link_path)
     listener = socket.socket(fileno=fd)
@@ -678,13 +770,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--link", required=True, help="the core's Unix socket")
     p.add_argument("--log-level", default="warning")
     p.add_argument("--name", default="front-end")
+    p.add_argument("--arena-fd", type=int, help="the inherited memfd of this front end's upload arena")
+    p.add_argument("--arena", type=int, default=0, help="this front end's index among the core's arenas")
     args = p.parse_args(argv)
+    arena = None if args.arena_fd is None else (args.arena_fd, args.arena)
     try:
         import uvloop
 
-        uvloop.run(_front_end(args.fd, args.link, args.log_level))
+        uvloop.run(_front_end(args.fd, args.link, args.log_level, arena))
     except ImportError:
-        asyncio.run(_front_end(args.fd, args.link, args.log_level))
+        asyncio.run(_front_end(args.fd, args.link, args.log_level, arena))
     except KeyboardInterrupt:
         pass
     return 0

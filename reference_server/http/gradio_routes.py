@@ -20,7 +20,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
 from reference_server.http.api_config import build_info
-from reference_server.http.front_ends import PARSED_UPLOAD
+from reference_server.http.front_ends import PARSED_UPLOAD, header_value
 from reference_server.http.server_state import ServerState
 from reference_server.io import uploads
 from reference_server.io.decode_pool import Failed, UploadPart, parse_upload
@@ -300,14 +300,14 @@ def fast_upload(state: ServerState, scope: dict[str, Any], body: bytes) -> Answe
         return None
     start = time.perf_counter()
     limit = state.settings.max_file_size
-    declared = int(_header(scope, b"content-length") or 0)
+    declared = int(header_value(scope, b"content-length") or 0)
     if limit is not None and declared > limit + MULTIPART_OVERHEAD:
         return answer(413, {"detail": f"upload of {declared} bytes exceeds max_file_size ({limit} bytes)"})
     try:
         paths = store_parsed(state, parsed, limit)
     except uploads.UploadError as exc:
         return answer(exc.status, {"detail": exc.detail})
-    session = _header(scope, b"session_hash")
+    session = header_value(scope, b"session_hash")
     state.queue.traces.upload(None if session is None else session.decode("latin-1"),
                               time.perf_counter() - start)
     return answer(200, paths)
@@ -332,11 +332,6 @@ def query_value(query: bytes, name: str) -> str | None:
         if key == name:
             found = value
     return found
-
-
-def _header(scope: dict[str, Any], name: bytes) -> bytes | None:
-    """The first value of a header (its name in lower case, as ASGI servers give them)."""
-    return next((value for key, value in scope["headers"] if key == name), None)
 
 
 FAST = {queue_join: fast_join, upload: fast_upload, queue_data: fast_queue_data}  # endpoint -> forwarded form
@@ -366,7 +361,8 @@ def _last_n(request: Request) -> int | None:
 
 async def profiling_traces(request: Request) -> Response:
     """Gradio's `/profiling/traces` (reference_server.observe.profiling): the last traces, oldest first."""
-    return JSONResponse(state_of(request).queue.traces.get_all(_last_n(request)))
+    content = state_of(request).queue.traces.get_all_json(_last_n(request))
+    return Response(content, media_type="application/json")
 
 
 async def profiling_summary(request: Request) -> Response:

@@ -229,10 +229,14 @@ class JobRunner:
         rows: list[Any] = []
         waits: dict[int, Awaitable[Any]] = {}
         for i, event in enumerate(events):
+            # The rows leave their events: an event and its job refer to each other, so a finished event
+            # is freed by the cycle collector, at its leisure, and its row (an image in a front end's
+            # arena, arena.py) must not wait for that.
             if event.ready_row is not None:
                 rows.append(event.ready_row)
+                event.ready_row = None
                 continue
-            prepared = event.prepared
+            prepared, event.prepared = event.prepared, None
             if prepared is not None and prepared.done() and not prepared.cancelled():
                 rows.append(prepared.result())
                 continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import signal
 import time
 from collections.abc import Iterator
@@ -21,12 +22,18 @@ from qbench.tune.server_process import ServerHandle, reference_server_process
 from reference_server.http import gradio_routes
 from reference_server.http.app import build_app
 from reference_server.http.front_ends import (
+    HEADER_BLOB,
     CoreLink,
     Link,
     direct_routes,
     encode,
+    header_blob,
+    header_value,
     json_headers,
+    request_scope,
+    request_wire,
     resolve_front_ends,
+    split_headers,
 )
 from reference_server.io.decode_pool import Decoded, Failed, UploadPart
 from reference_server.settings import ServerSettings, SettingsError, load_settings
@@ -73,6 +80,26 @@ def test_frames_survive_any_split_of_the_byte_stream() -> None:
         arrays = got[3][4]
         assert np.array_equal(arrays[0], image) and arrays[0].flags.writeable
         assert list(arrays[1]) == [0, 2, 4, 6, 8]
+
+
+def test_a_request_travels_as_a_tuple_with_its_headers_in_one_bytes() -> None:
+    """The scope's request keys back in the core; header values with colons, repeated names and empty
+    values kept in order; the first value of a header read without splitting them."""
+    headers = [(b"host", b"127.0.0.1:7861"), (b"x-empty", b""), (b"cookie", b"a=1"), (b"cookie", b"b=2"),
+               (b"session_hash", b"s:1")]
+    scope = {"type": "http", "method": "POST", "path": "/p", "raw_path": b"/p", "query_string": b"q=1",
+             "headers": headers, "client": ("127.0.0.1", 5), "http_version": "1.1", "state": {}}
+    request = request_scope(pickle.loads(pickle.dumps(request_wire(scope))))
+    assert split_headers(request.pop(HEADER_BLOB)) == headers
+    assert request == {k: scope[k] for k in ("method", "path", "raw_path", "query_string", "client",
+                                              "http_version")}
+    blob_scope = {HEADER_BLOB: header_blob(headers)}
+    for name, first in [(b"host", b"127.0.0.1:7861"), (b"x-empty", b""), (b"cookie", b"a=1"),
+                        (b"session_hash", b"s:1"), (b"session", None), (b"ost", None)]:
+        assert header_value(blob_scope, name) == header_value(scope, name) == first
+    assert split_headers(header_blob([])) == [] and header_value({HEADER_BLOB: b""}, b"host") is None
+    no_raw_path = request_scope(request_wire({**scope, "raw_path": None}))
+    assert "raw_path" not in no_raw_path
 
 
 def test_frames_sent_before_the_connection_leave_once_it_is_made() -> None:
@@ -282,7 +309,7 @@ def test_a_forwarded_request_gets_the_answer_the_whole_app_gives() -> None:
             headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
             request = {"method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
                        "headers": headers, "http_version": "1.1", "client": ("127.0.0.1", 1)}
-            core._frame(("r", rid, request, body, None))
+            core._frame(("r", rid, request_wire(request), body, None))  # as a front end sends it
         for _ in range(50):
             await asyncio.sleep(0.01)
         frames = [g for f in sent for g in as_start_and_body(f)]
@@ -322,7 +349,7 @@ def test_an_upload_a_front_end_parsed_is_stored_or_refused_in_the_core_frame_cal
         sent.clear()
         headers = [(b"content-length", str(length).encode()), (b"session_hash", b"s1")]
         request = {"method": "POST", "path": "/gradio_api/upload", "headers": headers, "query_string": b""}
-        core._frame(("r", 1, request, b"", parsed))  # no loop running: a task would fail here
+        core._frame(("r", 1, request_wire(request), b"", parsed))  # no loop running: a task would fail here
         assert [f[0] for f in sent] == ["j"]  # the whole answer in one frame
         start, body = as_start_and_body(sent[0])
         assert start[3][1] == (b"content-type", b"application/json")

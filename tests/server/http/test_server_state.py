@@ -51,3 +51,20 @@ def test_the_state_keeps_its_files_builds_its_config_and_applies_changes(tmp_pat
     assert folder.is_dir()
     own.close()
     assert not folder.exists()  # a temporary file folder goes with the state
+
+
+def test_the_lifespan_raises_the_collectors_thresholds_while_serving_and_restores_them() -> None:
+    import asyncio
+    import gc
+
+    from reference_server.http.app import GC_THRESHOLDS, build_app
+
+    app = build_app(synthetic_settings())
+    before = gc.get_threshold()
+
+    async def serve() -> tuple[int, ...]:
+        async with app.router.lifespan_context(app):
+            return gc.get_threshold()
+
+    assert asyncio.run(serve()) == GC_THRESHOLDS != before
+    assert gc.get_threshold() == before

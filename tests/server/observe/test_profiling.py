@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from gradio_client import Client, handle_file
 from PIL import Image
@@ -60,6 +61,11 @@ def test_the_collector_keeps_the_last_and_counts_what_fell_out() -> None:
     assert [t["event_id"] for t in collector.get_all()] == ["2", ""]
     assert collector.added == 4
     assert collector.get_all(last_n=0) == []
+    assert orjson.loads(collector.get_all_json()) == collector.get_all()
+    last = collector.get_all(last_n=1)
+    assert orjson.loads(collector.get_all_json(last_n=1)) == last == collector.get_all()[1:]
+    assert orjson.loads(collector.get_all_json(last_n=9)) == collector.get_all()
+    assert collector.get_all_json(last_n=0) == b"[]" and TraceCollector().get_all_json() == b"[]"
     summary = collector.summary()
     assert summary["count"] == 1 and summary["upload"]["count"] == 1
 

@@ -71,6 +71,35 @@ def test_a_batch_is_prepared_on_several_threads_at_once(tmp_path: Path) -> None:
     assert [sent[f"e{i}"]["output"]["data"] for i in range(8)] == [[f"T{i}"] for i in range(8)]
 
 
+def test_a_row_ready_at_once_leaves_its_event_with_the_batch(tmp_path: Path) -> None:
+    """A row decoded at upload (Event.ready_row) goes into the batch and off the event, which its job
+    keeps alive until the cycle collector runs (with the collector off here)."""
+    import gc
+
+    workload = SlowPrepare()
+    fn = FunctionRuntime(0, FunctionSettings(api_name="f", workload="echo", batch=True), workload)
+    events = [Event(f"e{i}", "s", fn, [f"t{i}"]) for i in range(3)]
+    for event in events[:2]:
+        event.ready_row = [event.data[0].upper()]
+    sent: dict[str, Any] = {}
+
+    async def main() -> None:
+        runner = JobRunner(FileStore(tmp_path), anyio.CapacityLimiter(4), False,
+                           lambda event, msg: sent.__setitem__(event.id, msg))
+        job = Job(events, fn)
+        for event in events:
+            event.job = job
+        await runner.run(job)
+
+    gc.disable()
+    try:
+        anyio.run(main)
+        assert [sent[f"e{i}"]["output"]["data"] for i in range(3)] == [["T0"], ["T1"], ["T2"]]
+        assert workload.active == 0 and all(e.ready_row is None and e.prepared is None for e in events)
+    finally:
+        gc.enable()
+
+
 def test_max_threads_still_caps_the_preparation(tmp_path: Path) -> None:
     workload, _ = run_batch_job(tmp_path, [f"t{i}" for i in range(6)], max_threads=1)
     assert workload.most == 1
@@ -135,6 +164,10 @@ def test_the_next_batch_is_prepared_while_the_model_runs(tmp_path: Path) -> None
         assert bad["success"] is False and "bad on purpose" in bad["output"]["error"]
         assert [done[e.id]["output"]["data"] for e in (first, rest[0], rest[1], rest[3])] == [
             ["A"], ["B"], ["C"], ["D"]]
+
+        # the rows left their events with the batch (an event and its job form a cycle: a row kept on
+        # the event would live until the cycle collector ran, an arena's block with it)
+        assert all(e.prepared is None and e.ready_row is None for e in (first, *rest))
 
     asyncio.run(main())
     assert workload.first_saw_ready is True  # the 4 waiting requests were prepared during batch 1
