@@ -238,10 +238,8 @@ def read_compared(path: Path) -> ComparedRun:
     if not path.is_dir():
         raise QbenchError(f"{path}: not a directory (expected a run folder such as reports/<run-id>/)")
     notes: list[str] = []
-    stored = SummaryFile.read(path, notes)
+    stored = SummaryFile.read(path, notes, then="the records were summarised again")
     summary = None if stored is None else stored.summary
-    if notes:
-        notes[-1] += ": the records were summarised again"
     if summary is None or not _has_parquet(path):
         run = read_run(path)
         return ComparedRun(run.path, run.info, run.summary, Columns.of(run.records), run.notes + notes)

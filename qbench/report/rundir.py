@@ -152,10 +152,8 @@ def _read_columns(path: Path) -> Columns:
 def _stored(path: Path, columns: Columns, notes: list[str]) -> SummaryFile | None:
     """summary.json, if it holds a summary that counts the records' measured rows (else None, with a
     note: recompute)."""
-    stored = SummaryFile.read(path, notes)
+    stored = SummaryFile.read(path, notes, then="recomputed from the records")
     if stored is None:
-        if notes and notes[-1].startswith("summary.json could not be read"):
-            notes[-1] += ": recomputed from the records"
         return None
     measured = len(columns) - int(columns.bools("warmup").sum())
     if stored.summary.requests != measured:

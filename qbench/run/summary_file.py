@@ -79,8 +79,9 @@ class SummaryFile:
         (writer or Writer()).json(run_dir / NAME, self.to_dict())
 
     @classmethod
-    def read(cls, run_dir: Path, notes: list[str] | None = None) -> SummaryFile | None:
-        """`run_dir`/summary.json; None when it is missing, or (with a note) unreadable or no summary."""
+    def read(cls, run_dir: Path, notes: list[str] | None = None, then: str = "") -> SummaryFile | None:
+        """`run_dir`/summary.json; None when it is missing, or (with a note ending in `then`: what the
+        reader does instead) unreadable or no summary."""
         path = run_dir / NAME
         if not path.exists():
             return None
@@ -91,7 +92,7 @@ class SummaryFile:
             return cls.from_dict(data)
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             if notes is not None:
-                notes.append(f"{NAME} could not be read as a summary ({exc})")
+                notes.append(f"{NAME} could not be read as a summary ({exc})" + (f": {then}" if then else ""))
             return None
 
 

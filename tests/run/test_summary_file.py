@@ -69,8 +69,9 @@ def test_a_summary_json_from_before_lacks_the_entries(tmp_path: Path) -> None:
 def test_a_file_without_a_summary_is_not_read(tmp_path: Path, text: str, why: str) -> None:
     (tmp_path / "summary.json").write_text(text)
     notes: list[str] = []
-    assert SummaryFile.read(tmp_path, notes) is None
+    assert SummaryFile.read(tmp_path, notes, then="recomputed") is None
     assert len(notes) == 1 and notes[0].startswith("summary.json " + why), notes
+    assert notes[0].endswith("): recomputed")  # what the reader does instead
 
 
 def test_no_file_no_note(tmp_path: Path) -> None:
