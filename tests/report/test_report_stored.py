@@ -16,7 +16,7 @@ import pytest
 
 from qbench import __version__
 from qbench.report import build
-from qbench.report.build import diagnosis, run_context
+from qbench.report.build import diagnosis, run_context, run_headline
 from qbench.report.rundir import read_run
 from qbench.run import runner
 from qbench.run.records import RequestRecord, write_parquet
@@ -161,7 +161,9 @@ def test_a_real_runs_summary_json_is_its_records_summary(point: str, tmp_path: P
     # README's 5% and 4%; these records keep no forward phase)
     device = loaded.summary.device
     assert device is not None and device.forward_rps is None and device.gpu_busy is not None
-    assert f"{device.gpu_busy[0]:.0%}" == {"image-b8-cl1-bf16": "5%", "image-b32-cl1-bf16": "4%"}[point]
+    busy = {"image-b8-cl1-bf16": "5%", "image-b32-cl1-bf16": "4%"}[point]
+    assert f"{device.gpu_busy[0]:.0%}" == busy
+    assert ("device", f"GPU busy {busy}") in run_headline(loaded)  # the report's headline table
     assert loaded.stored.diagnosis, "the diagnosis the run wrote is the report's"
     assert diagnosis(loaded) == loaded.stored.diagnosis
 
