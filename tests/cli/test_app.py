@@ -3,6 +3,7 @@ as the command's parameters, the handler gets them parsed into one value."""
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -12,8 +13,17 @@ import typer
 from typer.testing import CliRunner
 
 from qbench.cli import app as qbench_app
-from qbench.cli.app import cli_fields, command
+from qbench.cli.app import cli_fields, command, trace_app
+from qbench.cli.capacity import CapacityArgs
+from qbench.cli.demo import DemoArgs
+from qbench.cli.init import InitArgs
+from qbench.cli.plan import PlanArgs
+from qbench.cli.report import CompareArgs, ReportArgs
+from qbench.cli.run import RunArgs
+from qbench.cli.serve import BalanceArgs, ServeArgs
+from qbench.cli.soak import SoakArgs
 from qbench.cli.sweep import SweepArgs
+from qbench.cli.trace import TraceImportArgs, TraceShowArgs
 from qbench.errors import QbenchError, SloViolation
 
 
@@ -75,11 +85,18 @@ def test_a_handler_must_take_an_options_dataclass() -> None:
 
 
 def test_every_command_of_qbench_is_declared_this_way() -> None:
-    """The sweep's options are its dataclass's CLI fields; --help of every command works."""
-    assert "app_args" not in {f.name for f in cli_fields(SweepArgs)}
-    for name in ("run", "soak", "sweep", "capacity", "plan", "init", "serve", "balance", "demo", "report",
-                 "compare"):
-        done = CliRunner().invoke(qbench_app, [name, "--help"])
+    """Each qbench command's parameters are its options dataclass's CLI fields, in order (the context
+    first), and its --help works."""
+    declared = {"run": RunArgs, "soak": SoakArgs, "sweep": SweepArgs, "capacity": CapacityArgs,
+                "plan": PlanArgs, "init": InitArgs, "serve": ServeArgs, "balance": BalanceArgs,
+                "demo": DemoArgs, "report": ReportArgs, "compare": CompareArgs,
+                "import": TraceImportArgs, "show": TraceShowArgs}
+    registered = {c.name: c.callback for c in qbench_app.registered_commands + trace_app.registered_commands}
+    assert set(registered) == set(declared)
+    for name, kind in declared.items():
+        params = list(inspect.signature(registered[name]).parameters)
+        assert params == ["ctx"] + [f.name for f in cli_fields(kind)], name
+        argv = ["trace", name, "--help"] if name in ("import", "show") else [name, "--help"]
+        done = CliRunner().invoke(qbench_app, argv)
         assert done.exit_code == 0 and "Usage:" in done.output, (name, done.output)
-    for name in ("import", "show"):
-        assert CliRunner().invoke(qbench_app, ["trace", name, "--help"]).exit_code == 0
+    assert "app_args" not in {f.name for f in cli_fields(SweepArgs)}  # the arguments after `--`
