@@ -48,7 +48,7 @@ from qbench.run.run_console import (
 )
 from qbench.run.scenario.scenario import Scenario, parse_scenario
 from qbench.tune.recommend import Recommendation
-from qbench.tune.search_fit import Predicted, stored_rows
+from qbench.tune.search_fit import MeasuredPoint, Predicted, stored_rows
 
 if TYPE_CHECKING:  # capacity and soak folders' modules (scipy's signal filters: 65 MiB) load when needed
     from qbench.report.capacity_charts import LoadedCapacity
@@ -438,8 +438,9 @@ def predicted_rows(search: dict[str, Any]) -> list[list[str]]:
     out = []
     for row in stored_rows(search.get("predicted_vs_measured")):
         pred, meas = row.predicted or Predicted(), row.measured
+        measured = meas != MeasuredPoint()  # a row without its measured block (an older file) shows "-"
         out.append([row.point_id, row.role,
-                    _num(pred.throughput_rps), _num(meas.throughput_rps),
+                    _num(pred.throughput_rps), _num(meas.throughput_rps) if measured else "-",
                     _s(pred.p95_latency_s), _s(meas.p95_latency_s),
                     _num(pred.capacity_rps), _num(meas.capacity_rps)])
     return out

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from qbench.run.results.figures import Figures
 from qbench.run.results.steady import Steadiness
 from qbench.tune.degradation import Degradation
 from qbench.tune.metastable import Metastability
@@ -35,8 +36,9 @@ from qbench.tune.overload import Overload
 
 
 @dataclass
-class Probe:
-    """One measurement at one offered rate (or the closed-loop estimate, `kind` "estimate")."""
+class Probe(Figures):
+    """One measurement at one offered rate (or the closed-loop estimate, `kind` "estimate"): its figures
+    and verdict."""
 
     rate_rps: float  # offered arrival rate (req/s); for the estimate, the completions/s it measured
     passed: bool  # the SLO held and the server kept up (steady), and it was not stopped early
@@ -46,13 +48,6 @@ class Probe:
     #                     "recheck" (the first passing rate again after the search: qbench.tune.degradation)
     stopped: str = ""  # why the probe was stopped early (backlog grew), "" when it ran to the end
     violations: list[str] = field(default_factory=list)  # broken bounds and "not steady, ..." evidence
-    throughput_rps: float = 0.0  # ok completions per second
-    goodput_rps: float = 0.0
-    p50_latency_s: float | None = None
-    p95_latency_s: float | None = None
-    p99_latency_s: float | None = None
-    mean_latency_s: float | None = None
-    error_rate: float = 0.0
     completed_ok: int = 0
     users: int | None = None  # closed-loop users of the estimate probe
     run_dir: str = ""  # the probe's run folder, relative to the capacity folder

@@ -70,7 +70,7 @@ from qbench.tune.degradation import Degradation, compare
 from qbench.tune.grid import Point
 from qbench.tune.metastable import Metastability, queue_slowdown
 from qbench.tune.overload import OVERLOAD_FACTOR, Overload, analyse
-from qbench.tune.point import Measured, RunawayDetector, point_result, run_measured
+from qbench.tune.point import PointRun, RunawayDetector, point_result, run_measured
 from qbench.tune.recommend import Constraints, bounds_text
 
 DEFAULT_THINK_TIME_S = 10.0
@@ -117,13 +117,7 @@ def judge(kind: str, rate: float, summary: Summary, stopped: str | None,
         kind=kind,
         stopped=stopped or "",
         violations=violations,
-        throughput_rps=result.throughput_rps,
-        goodput_rps=result.goodput_rps,
-        p50_latency_s=result.p50_latency_s,
-        p95_latency_s=result.p95_latency_s,
-        p99_latency_s=result.p99_latency_s,
-        mean_latency_s=result.mean_latency_s,
-        error_rate=result.error_rate,
+        **result.figure_values(),
         completed_ok=completed,
         steady=None if steady is None else steady.steady,
         steadiness=steady,
@@ -242,7 +236,7 @@ class Prober:
                            latency_bound_s(self.constraints))
 
     def _run(self, name: str, overrides: dict[str, Any], detector: RunawayDetector | None
-             ) -> tuple[Measured, Path, float]:
+             ) -> tuple[PointRun, Path, float]:
         run_dir = self.probes_dir / f"{self.count:02d}-{name}"
         self.count += 1
         started = time.monotonic()
@@ -322,7 +316,7 @@ def seed_overrides(scenario: Scenario, offset: int) -> dict[str, Any]:
     return {key: scenario.seed + offset}
 
 
-def _split_sessions(probe: Probe, measured: Measured) -> None:
+def _split_sessions(probe: Probe, measured: PointRun) -> None:
     """A probe whose sessions reached two replicas of a balancer without affinity fails, saying so (with
     no balancer in front, a lost session is an app error: the error-rate SLO judges it)."""
     split = split_sessions(measured.records, measured.server, short=True)

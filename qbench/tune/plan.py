@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from qbench.errors import ScenarioError
+from qbench.run.results.figures import Figures
 from qbench.tune.overload import OVERLOAD_FACTOR
 
 HOURS_PER_MONTH = 730.0  # 8,760 hours a year / 12
@@ -107,13 +108,12 @@ def _positive(name: str, value: float) -> None:
         raise ScenarioError(f"{name} {value}: expected a positive number")
 
 
-@dataclass(frozen=True)
-class Measured:
-    """One replica as `qbench capacity` measured it (read from capacity.json by qbench.tune.plan_run)."""
+@dataclass
+class Replica(Figures):
+    """One replica as `qbench capacity` measured it: its capacity and its figures there (the probe at
+    capacity's; read from capacity.json by qbench.tune.plan_run)."""
 
     capacity_rps: float  # the confirmed capacity of one replica (req/s)
-    mean_latency_s: float  # mean latency at capacity (the confirmation's)
-    p95_latency_s: float | None = None
     confirmed: bool = True  # a sustained run held at capacity_rps
     slo: str = ""  # the SLO in words ("p95_latency_s <= 0.5, error_rate <= 1.0%")
     source: str = ""  # the capacity.json it came from
@@ -128,7 +128,7 @@ class Measured:
 class Plan:
     """The replicas, users, cost and generator that a peak needs (see the module docstring)."""
 
-    measured: Measured
+    measured: Replica
     traffic: Traffic
     headroom: float  # margin over the measured capacity at the peak (0.3: plan for 1.3 x the peak)
     rate_rps: float  # offered request rate at the peak
@@ -163,7 +163,7 @@ def plan_lines(data: Any) -> list[tuple[str, str]]:
     return [(str(p[0]), str(p[1])) for p in lines if isinstance(p, list) and len(p) == 2]
 
 
-def make_plan(measured: Measured, traffic: Traffic, headroom: float = 0.3,
+def make_plan(measured: Replica, traffic: Traffic, headroom: float = 0.3,
               price_per_hour: float | None = None, spare: int = 0) -> Plan:
     """The plan for `traffic` on replicas like the one `measured` (the module docstring's arithmetic);
     `spare` replicas on top of what the peak needs, so losing that many still holds it."""
@@ -176,7 +176,7 @@ def make_plan(measured: Measured, traffic: Traffic, headroom: float = 0.3,
         raise ScenarioError(f"--price {price_per_hour}: expected a price per replica-hour >= 0")
     if spare < 0:
         raise ScenarioError(f"--spare {spare}: expected a number of replicas >= 0")
-    cap, latency = measured.capacity_rps, measured.mean_latency_s
+    cap, latency = measured.capacity_rps, measured.mean_latency_s or 0.0
     if traffic.think_time_s == 0 and traffic.messages_per_minute is None and traffic.rate_rps is None \
             and not latency > 0:
         raise ScenarioError(f"--think-time 0: {measured.source or 'the capacity'} records no mean latency at "
@@ -214,11 +214,12 @@ def make_plan(measured: Measured, traffic: Traffic, headroom: float = 0.3,
 def describe(plan: Plan) -> list[tuple[str, str]]:
     """The plan in words, as (label, text): each figure with what it rests on."""
     m, t = plan.measured, plan.traffic
+    latency = m.mean_latency_s or 0.0
     held = (f"confirmed by a sustained run (p95 {m.p95_latency_s:.3g} s)" if m.confirmed and m.p95_latency_s
             else "confirmed by a sustained run" if m.confirmed else "NOT confirmed (no sustained run held)")
     lines = [("one replica", f"{m.capacity_rps:.3g} req/s under {m.slo or 'its SLO'}, {held}; mean latency "
-                             f"{m.mean_latency_s:.3g} s at capacity (from {m.source})")]
-    lines.append(("peak", f"{plan.rate_rps:.3g} req/s = {t.rests_on(m.mean_latency_s)}"))
+                             f"{latency:.3g} s at capacity (from {m.source})")]
+    lines.append(("peak", f"{plan.rate_rps:.3g} req/s = {t.rests_on(latency)}"))
     need = plan.rate_rps * (1 + plan.headroom) / m.capacity_rps
     spare = f" + {plan.spare} spare" if plan.spare else ""
     lines.append(("replicas", f"{plan.replicas} = ceil({plan.rate_rps:.3g} req/s x (1 + {plan.headroom:.0%} "
@@ -233,7 +234,7 @@ def describe(plan: Plan) -> list[tuple[str, str]]:
                   "replica with load.arrival: poisson")
     lines.append(("fleet", fleet))
     if plan.users_per_replica is not None and plan.users_per_replica_at_capacity is not None:
-        cycle = t.cycle_s(m.mean_latency_s) or 0.0
+        cycle = t.cycle_s(latency) or 0.0
         per = f" / {t.requests_per_message:g} requests per message" if t.requests_per_message != 1 else ""
         lines.append(("users per replica", f"~{plan.users_per_replica_at_capacity:.0f} at capacity, "
                       f"~{plan.users_per_replica:.0f} keeping the headroom free (Little's law: N = X x "

@@ -21,7 +21,7 @@ from qbench.run.results.files import Writer
 from qbench.run.results.run_info import RunInfo
 from qbench.tune.capacity import Probe
 from qbench.tune.capacity_file import CapacityFile
-from qbench.tune.plan import Measured, Plan, Traffic, make_plan
+from qbench.tune.plan import Plan, Replica, Traffic, make_plan
 from qbench.tune.recommend import bounds_text, gradio_code
 from qbench.tune.server_knobs import effective_knobs
 from qbench.tune.versions import gradio_major
@@ -47,7 +47,7 @@ def capacity_path(source: Path) -> Path:
     return path
 
 
-def read_measured(source: Path) -> Measured:
+def read_measured(source: Path) -> Replica:
     """One replica as its capacity folder recorded it; ScenarioError on a file without a capacity."""
     path = capacity_path(source)
     try:
@@ -67,8 +67,8 @@ def read_measured(source: Path) -> Measured:
     slo = bounds_text(file.slo)
     if file.max_error_rate is not None:
         slo += f"{', ' if slo else ''}error_rate <= {file.max_error_rate:.1%}"
-    return Measured(
-        capacity_rps=rate, mean_latency_s=at.mean_latency_s or 0.0, p95_latency_s=at.p95_latency_s,
+    return Replica(
+        capacity_rps=rate, **at.figure_values(),
         confirmed=file.result.confirmed, slo=slo, source=str(path), target=file.target,
         settings=settings_of(info, at.run_dir) if info else {},
         generator_cpu_per_request_s=_cpu_per_request(info), generator_processes=_processes(info),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord
+from qbench.run.results.figures import Figures
 from qbench.run.results.outcome import verdict
 from qbench.run.results.steady import LiveTrend
 from qbench.run.results.summary import SloCheck, Summary, slo_actual, summarize
@@ -59,7 +60,7 @@ def point_overrides(config: SweepConfig, point: Point) -> dict[str, Any]:
 
 
 @dataclass
-class Measured:
+class PointRun:
     """One run as the tuning stages read it: its summary under the SLO, why it stopped early, its records."""
 
     summary: Summary
@@ -75,7 +76,7 @@ def run_measured(
     run_dir: Path,
     overrides: dict[str, Any],
     detector: RunawayDetector | None,
-) -> Measured:
+) -> PointRun:
     """One run of `scenario` with `overrides`: its summary under `slo`, why it stopped early (a runaway
     `detector`), its records. Every tuning stage's run goes through here."""
     from qbench.run.runner import run_scenario
@@ -92,12 +93,12 @@ def run_measured(
         settle(base_url, run_dir)  # the next run must not start behind this one's abandoned backlog
     summary = summarize(Columns.of(result.records), Slo(**slo) if slo else None,
                         generator=result.summary.generator, server_traces=result.summary.server_traces)
-    return Measured(summary, result.outcome.stopped_early, result.records, result.run_info.server or None)
+    return PointRun(summary, result.outcome.stopped_early, result.records, result.run_info.server or None)
 
 
 def run_point(
     config: SweepConfig, base_url: str, point: Point, run_dir: Path, detector: RunawayDetector | None
-) -> Measured:
+) -> PointRun:
     """One repeat of one point (run_measured with the point's overrides)."""
     overrides = point_overrides(config, point)
     return run_measured(config.scenario, config.constraints.slo, base_url, run_dir, overrides, detector)
@@ -129,22 +130,13 @@ def point_result(
             if value is not None:
                 extra[metric] = value
 
-    def latency(stat: str, phase: str = "latency_s") -> float | None:
-        return _mean([getattr(s.phase(phase), stat) for s in summaries])
-
     return PointResult(
         point_id=point.point_id,
         knobs=dict(point.knobs),
         status=status if status in ("ok", "failed", "stopped", "knobs_not_applied") else "failed",  # type: ignore[arg-type]
         reason=reason,
-        goodput_rps=statistics.fmean(goodputs) if goodputs else 0.0,
-        throughput_rps=_mean([s.throughput_rps for s in summaries]) or 0.0,
-        p50_latency_s=latency("p50"),
-        p95_latency_s=latency("p95"),
-        p99_latency_s=latency("p99"),
-        mean_latency_s=latency("mean"),
-        p50_service_s=latency("p50", "service_s"),
-        error_rate=_mean([s.error_rate for s in summaries]) or 0.0,
+        **Figures.mean([s.figures() for s in summaries]).figure_values(),
+        p50_service_s=_mean([s.phase("service_s").p50 for s in summaries]),
         peak_rss_mb=resources.get("peak_rss_mb"),
         peak_gpu_mem_mb=resources.get("peak_gpu_mem_mb"),
         goodput_repeats=goodputs if len(goodputs) > 1 else [],

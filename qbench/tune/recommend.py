@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
 from qbench.run.json_values import json_number
+from qbench.run.results.figures import Figures
 from qbench.tune.capacity import CapacityRecord, CapacitySummary
 from qbench.tune.grid import Value, flag
 from qbench.tune.versions import BATCH_NOTE, gradio3_code
@@ -109,21 +110,14 @@ class MaxSizeAdvice:
 
 
 @dataclass
-class PointResult:
-    """What one grid point measured (the mean over repeats) and how it ended."""
+class PointResult(Figures):
+    """What one grid point measured (its figures: the mean over repeats) and how it ended."""
 
     point_id: str
     knobs: dict[str, Value]
     status: Status = "ok"
     reason: str = ""
-    goodput_rps: float = 0.0
-    throughput_rps: float = 0.0
-    p50_latency_s: float | None = None
-    p95_latency_s: float | None = None
-    p99_latency_s: float | None = None
-    mean_latency_s: float | None = None
     p50_service_s: float | None = None
-    error_rate: float = 0.0
     peak_rss_mb: float | None = None
     peak_gpu_mem_mb: float | None = None
     goodput_repeats: list[float] = field(default_factory=list)  # goodput of each repeat (rps)
@@ -263,14 +257,14 @@ class Constraints:
 
 
 @dataclass
-class RankedPoint:
+class RankedPoint(Figures):
+    """A point's place in the ranking, with its figures."""
+
     rank: int
     point_id: str
     knobs: dict[str, Value]
     verdict: Literal["winner", "tied", "feasible", "infeasible", "failed", "knobs_not_applied"]
     reason: str
-    goodput_rps: float
-    p95_latency_s: float | None
     capacity_rps: float | None = None
 
     @classmethod
@@ -455,9 +449,7 @@ def recommend(points: Sequence[PointResult], constraints: Constraints, advice: A
 
 
 def _ranked(rank: int, p: PointResult, verdict: Any, reason: str) -> RankedPoint:
-    return RankedPoint(
-        rank, p.point_id, dict(p.knobs), verdict, reason, p.goodput_rps, p.p95_latency_s, p.capacity_rps
-    )
+    return RankedPoint(rank, p.point_id, dict(p.knobs), verdict, reason, p.capacity_rps, **p.figure_values())
 
 
 def tied(a: PointResult, b: PointResult, constraints: Constraints) -> bool:

@@ -32,6 +32,7 @@ import numpy as np
 
 from qbench.run.json_values import json_number
 from qbench.run.records import RequestRecord, read_records
+from qbench.run.results.figures import FIGURES, Figures
 from qbench.tune.batch_model import BatchFit, Observation, PointLoad, fit_batch_model
 from qbench.tune.grid import Grid, Point
 from qbench.tune.recommend import Constraints, PointResult
@@ -224,30 +225,27 @@ class Predicted:
         return cls(**{f: json_number(data.get(f)) for f in _PREDICTED})
 
 
-@dataclass(frozen=True)
-class Measured:
+@dataclass
+class MeasuredPoint(Figures):
     """A measured point's figures, as its PointResult had them."""
 
     status: str | None = None
-    goodput_rps: float | None = None
-    throughput_rps: float | None = None
-    p95_latency_s: float | None = None
     capacity_rps: float | None = None
 
     @classmethod
-    def of(cls, result: PointResult) -> Measured:
-        return cls(result.status, result.goodput_rps, result.throughput_rps, result.p95_latency_s,
-                   result.capacity_rps)
+    def of(cls, result: PointResult) -> MeasuredPoint:
+        return cls(status=result.status, capacity_rps=result.capacity_rps, **result.figure_values())
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Measured:
+    def from_dict(cls, data: Mapping[str, Any]) -> MeasuredPoint:
+        """Never raises: a missing or mistyped figure (an older file) reads as its default."""
         status = data.get("status")
-        return cls(str(status) if status is not None else None,
-                   *(json_number(data.get(f)) for f in ("goodput_rps", "throughput_rps", "p95_latency_s",
-                                                     "capacity_rps")))
+        read = {f: json_number(data.get(f)) for f in (*FIGURES, "capacity_rps")}
+        return cls(status=str(status) if status is not None else None,
+                   **{k: v for k, v in read.items() if v is not None})
 
 
 @dataclass(frozen=True)
@@ -257,7 +255,7 @@ class ComparisonRow:
 
     point_id: str
     role: str  # "fit": a design point the model was first fitted on; "predicted": measured as ranked best
-    measured: Measured = field(default_factory=Measured)
+    measured: MeasuredPoint = field(default_factory=MeasuredPoint)
     predicted: Predicted | None = None  # None: no model was fitted
 
     def to_dict(self) -> dict[str, Any]:
@@ -273,7 +271,7 @@ class ComparisonRow:
         return cls(
             point_id=str(data.get("point_id", "")),
             role=str(data.get("role", "")),
-            measured=Measured.from_dict(meas) if isinstance(meas, Mapping) else Measured(),
+            measured=MeasuredPoint.from_dict(meas) if isinstance(meas, Mapping) else MeasuredPoint(),
             predicted=Predicted.from_dict(pred) if isinstance(pred, Mapping) else None,
         )
 
@@ -286,7 +284,7 @@ def comparison_rows(state: SearchState, n_design: int,
     """Every measured point, in measuring order: the first `n_design` fitted the model; `predicted`
     (None: no fit) gives the final fit's figures for a point."""
     return [
-        ComparisonRow(result.point_id, "fit" if i < n_design else "predicted", Measured.of(result),
+        ComparisonRow(result.point_id, "fit" if i < n_design else "predicted", MeasuredPoint.of(result),
                       predicted(state.points[result.point_id]) if predicted is not None else None)
         for i, result in enumerate(state.order)
     ]

@@ -38,7 +38,7 @@ from qbench.tune.app_process import launch_command
 from qbench.tune.balancer import nginx_balancer, nginx_binary, nginx_config, reference_replicas
 from qbench.tune.capacity import Probe
 from qbench.tune.capacity_run import _split_sessions
-from qbench.tune.point import Measured
+from qbench.tune.point import PointRun
 from qbench.tune.server_process import free_port
 from reference_server.settings import load_preset, parse_settings
 from reference_server.testing import serve_in_thread
@@ -303,9 +303,9 @@ def test_a_capacity_probe_blames_a_balancer_only_when_one_stands_in_front() -> N
                                                    completed_at_s=i + 0.1, outcome="ok")
                                      for i in range(1, 50)]
     alone, behind = Probe(10.0, passed=True), Probe(10.0, passed=True)
-    _split_sessions(alone, Measured(Summary(), None, records, {"config": {}}))
+    _split_sessions(alone, PointRun(Summary(), None, records, {"config": {}}))
     nginx = {"front": {"url": "http://lb", "server": "nginx"}}
-    _split_sessions(behind, Measured(Summary(), None, records, nginx))
+    _split_sessions(behind, PointRun(Summary(), None, records, nginx))
     assert alone.passed and not alone.violations  # the error-rate SLO judges the app's error
     assert not behind.passed and behind.violations == [
         "1/50 streams found no session: the join and its stream reached different servers: the balancer at "

@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.errors import ScenarioError
 from qbench.tune.capacity import Capacity
-from qbench.tune.plan import HOURS_PER_MONTH, Measured, make_plan, traffic
+from qbench.tune.plan import HOURS_PER_MONTH, Replica, make_plan, traffic
 
 from .test_plan_run import capacity_folder
 
-ONE = Measured(capacity_rps=50.0, mean_latency_s=0.2, p95_latency_s=0.4, slo="p95_latency_s <= 0.5",
+ONE = Replica(capacity_rps=50.0, mean_latency_s=0.2, p95_latency_s=0.4, slo="p95_latency_s <= 0.5",
                source="capacity.json", generator_cpu_per_request_s=0.002)
 
 
@@ -147,7 +147,7 @@ def test_spare_replicas_hold_the_peak_when_that_many_are_lost() -> None:
 
 
 def test_think_time_zero_without_a_mean_latency_is_an_error_not_a_division_by_zero() -> None:
-    unknown = Measured(capacity_rps=50.0, mean_latency_s=0.0, source="cap/capacity.json")
+    unknown = Replica(capacity_rps=50.0, mean_latency_s=0.0, source="cap/capacity.json")
     with pytest.raises(ScenarioError, match=r"--think-time 0: cap/capacity.json records no mean latency"):
         make_plan(unknown, traffic(100, 0.0, None, None), 0.3)
     at_once = make_plan(ONE, traffic(100, 0.0, None, None), 0.3)  # with a latency: users / latency

@@ -1,4 +1,4 @@
-"""qbench.tune.plan_run: a `qbench capacity` folder -> one replica's figures (Measured) -> plan.json. The
+"""qbench.tune.plan_run: a `qbench capacity` folder -> one replica's figures (Replica) -> plan.json. The
 arithmetic of the plan and the `qbench plan` command are tested in test_plan.py."""
 
 from __future__ import annotations

@@ -274,7 +274,8 @@ def test_bounds_in_words_say_a_min_bound_is_a_floor() -> None:
 def test_a_recommendation_round_trips_and_old_files_load() -> None:
     knobs = {"concurrency_limit": 4}
     winner = PointResult("c4", knobs, goodput_rps=9.0, p95_latency_s=0.5, capacity_rps=12.0)
-    rec = Recommendation(winner, [RankedPoint(1, "c4", knobs, "winner", "best", 9.0, 0.5, 12.0)], "why",
+    first = RankedPoint(1, "c4", knobs, "winner", "best", 12.0, goodput_rps=9.0, p95_latency_s=0.5)
+    rec = Recommendation(winner, [first], "why",
                          gradio_code="demo.queue()", max_size_advice=MaxSizeAdvice("w", 3, 6.0, 1.0),
                          capacity=CAPACITY_12,
                          notes=["n"], objective="capacity", objective_why="ow", gradio_major=3,

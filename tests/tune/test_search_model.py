@@ -12,6 +12,7 @@ from rich.console import Console
 
 from qbench.report.build import predicted_rows
 from qbench.run.records import RequestRecord
+from qbench.run.results.figures import FIGURES, Figures
 from qbench.tune.batch_model import (
     BatchFit,
     FitError,
@@ -28,7 +29,7 @@ from qbench.tune.search import full_search
 from qbench.tune.search_fit import (
     ComparisonRow,
     FittedModel,
-    Measured,
+    MeasuredPoint,
     MemoryFit,
     Predicted,
     observation_from_result,
@@ -178,26 +179,26 @@ def test_model_search_finds_the_full_grid_winner_with_at_most_40_percent_of_tria
     assert set(out["predicted_vs_measured"][0]) == {"point_id", "role", "predicted", "measured"}
     assert list(out["predicted_vs_measured"][0]["predicted"]) == [
         "batch_size", "service_s", "throughput_rps", "p95_latency_s", "capacity_rps"]
-    assert list(out["predicted_vs_measured"][0]["measured"]) == [
-        "status", "goodput_rps", "throughput_rps", "p95_latency_s", "capacity_rps"]
+    assert list(out["predicted_vs_measured"][0]["measured"]) == [*FIGURES, "status", "capacity_rps"]
 
 
 def test_a_comparison_row_round_trips_and_an_old_row_loads() -> None:
-    sim = ComparisonRow("cc2", "predicted", Measured("ok", 4.0, 4.5, 0.2, None),
+    measured = MeasuredPoint(status="ok", goodput_rps=4.0, throughput_rps=4.5, p95_latency_s=0.2)
+    sim = ComparisonRow("cc2", "predicted", measured,
                         Predicted(throughput_rps=5.0, p95_latency_s=None, capacity_rps=6.0, goodput_rps=4.8))
     stored = sim.to_dict()
     assert stored == {"point_id": "cc2", "role": "predicted",
                       "predicted": {"throughput_rps": 5.0, "goodput_rps": 4.8, "p95_latency_s": None,
                                     "capacity_rps": 6.0},
-                      "measured": {"status": "ok", "goodput_rps": 4.0, "throughput_rps": 4.5,
-                                   "p95_latency_s": 0.2, "capacity_rps": None}}
+                      "measured": {**Figures().figure_values(), "status": "ok", "goodput_rps": 4.0,
+                                   "throughput_rps": 4.5, "p95_latency_s": 0.2, "capacity_rps": None}}
     assert ComparisonRow.from_dict(json.loads(json.dumps(stored))) == sim
-    unfitted = ComparisonRow("cc1", "fit", Measured("failed"))
+    unfitted = ComparisonRow("cc1", "fit", MeasuredPoint(status="failed"))
     assert "predicted" not in unfitted.to_dict() and ComparisonRow.from_dict(unfitted.to_dict()) == unfitted
     # an older file: no capacity figures, a mistyped value, no measured block at all
     old = {"point_id": "cc3", "role": "fit", "predicted": {"throughput_rps": 3, "p95_latency_s": "n/a"}}
     row = ComparisonRow.from_dict(old)
-    assert row.predicted == Predicted(throughput_rps=3.0) and row.measured == Measured()
+    assert row.predicted == Predicted(throughput_rps=3.0) and row.measured == MeasuredPoint()
     assert stored_rows([old, "junk", stored]) == [row, sim] and stored_rows(None) == []
     shown = predicted_rows({"predicted_vs_measured": [old]})  # the sweep report's table
     assert shown == [["cc3", "fit", "3.00", "-", "-", "-", "-", "-"]]
@@ -305,6 +306,8 @@ def test_the_fitted_model_is_written_with_the_keys_of_before() -> None:
     assert FittedModel().to_dict() == {} and "peak_rss_mb" not in FittedModel(fit).to_dict()
     console = Console(record=True, width=140)
     render_model_search(ModelSearchResult([], 4, model=sim, predicted_vs_measured=[
-        ComparisonRow("cc1", "fit", Measured("ok", 4.0, 4.0, 0.2, 5.0), Predicted(4.1, 0.19, 5.2))]), console)
+        ComparisonRow("cc1", "fit", MeasuredPoint(status="ok", goodput_rps=4.0, throughput_rps=4.0,
+                                                  p95_latency_s=0.2, capacity_rps=5.0),
+                      Predicted(4.1, 0.19, 5.2))]), console)
     text = console.export_text()
     assert "l(b) = 50 ms + 10 ms x b" in text and "sigma 0.10" in text and "cc1" in text and "5.2" in text

@@ -112,7 +112,7 @@ def test_write_outputs_writes_one_row_per_point_and_the_recommendation(tmp_path:
     config.sweep_dir.mkdir(parents=True, exist_ok=True)
     four = PointResult("q4", {"max_size": 4}, goodput_rps=9.0, goodput_repeats=[8.0, 10.0])
     none = PointResult("qnone", {"max_size": "none"}, status="failed", reason="crashed")
-    ranked = [RankedPoint(1, "q4", four.knobs, "winner", "best", 9.0, None)]
+    ranked = [RankedPoint(1, "q4", four.knobs, "winner", "best", goodput_rps=9.0)]
     rec = Recommendation(winner=four, ranked=ranked, why="q4")
     write_outputs(config.sweep_dir, SearchResult([four, none], grid_size=2), rec, config)
     table = pq.read_table(config.sweep_dir / "sweep.parquet")
@@ -132,7 +132,8 @@ def test_write_outputs_writes_one_row_per_point_and_the_recommendation(tmp_path:
 
 
 def ranked(*ids: str) -> list[RankedPoint]:
-    return [RankedPoint(i + 1, pid, {}, "winner" if i == 0 else "feasible", "", 10.0, 0.1)
+    return [RankedPoint(i + 1, pid, {}, "winner" if i == 0 else "feasible", "", goodput_rps=10.0,
+                        p95_latency_s=0.1)
             for i, pid in enumerate(ids)]
 
 

@@ -13,7 +13,7 @@ from qbench.run.results.steady import Steadiness
 from qbench.tune.capacity import Capacity, CapacityRecord, Probe
 from qbench.tune.capacity_run import CapacityRun, capacity_config
 from qbench.tune.config import SweepOptions, build_config
-from qbench.tune.plan import Measured, make_plan, traffic
+from qbench.tune.plan import Replica, make_plan, traffic
 from qbench.tune.plan_run import PlanRun
 from qbench.tune.recommend import MaxSizeAdvice, PointResult, RankedPoint, Recommendation
 from qbench.tune.search import SearchResult
@@ -117,8 +117,8 @@ def result(point_id: str, c: int, goodput: float, **fields: object) -> PointResu
 
 
 def ranked(rank: int, r: PointResult, verdict: str, reason: str) -> RankedPoint:
-    return RankedPoint(rank, r.point_id, r.knobs, verdict, reason, r.goodput_rps,  # type: ignore[arg-type]
-                       r.p95_latency_s, r.capacity_rps)
+    return RankedPoint(rank, r.point_id, r.knobs, verdict, reason,  # type: ignore[arg-type]
+                       r.capacity_rps, **r.figure_values())
 
 
 def sweep_result(tmp_path: Path, *, winner: bool = True, objective: str = "latency") -> SweepResult:
@@ -234,7 +234,7 @@ def test_render_capacity_prints_the_table_the_answer_and_the_folder(tmp_path: Pa
 
 
 def test_render_plan_indents_a_multi_line_value_under_its_label(tmp_path: Path) -> None:
-    measured = Measured(capacity_rps=50.0, mean_latency_s=0.2, p95_latency_s=0.4, slo="p95_latency_s <= 0.5",
+    measured = Replica(capacity_rps=50.0, mean_latency_s=0.2, p95_latency_s=0.4, slo="p95_latency_s <= 0.5",
                         source="capacity.json")
     plan = replace(make_plan(measured, traffic(None, None, None, 100.0), 0.3),
                    lines=[("replicas", "3 = ceil(...)"), ("settings", "demo.queue(\n[x] = 1\n)")])

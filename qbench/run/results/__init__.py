@@ -1,6 +1,8 @@
 """What came back: records -> summaries, the server's own view, and how the run ended.
 
     summary.py        records -> Summary: percentiles per phase, goodput, error kinds, SLO verdict
+    figures.py        Figures: the run's headline figures (rates, latency percentiles, error rate) that
+                      every tuning stage's value embeds, declared once
     server_phases.py  the server's own phase timings (Gradio's profiling traces, /monitoring/summary)
                       read during and after the run and joined onto the records by event_id
     device.py         the served rate beside what the forward passes could serve, and the GPU's busy share

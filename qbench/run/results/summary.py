@@ -73,6 +73,7 @@ from qbench.run import gap_histogram
 from qbench.run.columns import Columns, column_stat
 from qbench.run.records import RequestRecord
 from qbench.run.results.device import DeviceStats, device_stats
+from qbench.run.results.figures import Figures
 from qbench.run.results.server_phases import TraceReport
 from qbench.run.scenario.scenario import Slo
 
@@ -228,6 +229,13 @@ class Summary:
 
     def phase(self, name: str) -> Stats:
         return self.latency.get(name, Stats())
+
+    def figures(self) -> Figures:
+        """The headline figures every later stage quotes (end-to-end latency of ok requests)."""
+        latency = self.phase("latency_s")
+        return Figures(throughput_rps=self.throughput_rps, goodput_rps=self.goodput_rps,
+                       p50_latency_s=latency.p50, p95_latency_s=latency.p95, p99_latency_s=latency.p99,
+                       mean_latency_s=latency.mean, error_rate=self.error_rate)
 
     def checks(self) -> list[SloCheck]:
         """Every SLO check: the run's, then each endpoint's (named `endpoint: check`)."""
