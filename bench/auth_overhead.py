@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qbench.run.runner import run_scenario  # noqa: E402
 from qbench.run.scenario.scenario import parse_scenario  # noqa: E402
-from qbench.tune.server_process import start_reference_server  # noqa: E402
+from qbench.tune.servers.server_process import start_reference_server
 
 FUNCTIONS = {"functions": [{"api_name": "echo", "workload": "echo", "concurrency_limit": None}]}
 CASES: dict[str, dict[str, Any] | None] = {

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import psutil
 
-from qbench.tune.server_process import free_port
+from qbench.tune.servers.server_process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable

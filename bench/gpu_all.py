@@ -145,8 +145,8 @@ def reference_server(opts: Options, log: Path, *extra: str,
                      settings: Path | None = None) -> Iterator[tuple[str, int]]:
     """`python -m reference_server` with the image preset (or `settings`) on the device: (url, pid) once
     /config answers; its output appended to `log` (qbench's one subprocess starter,
-    qbench.tune.server_process)."""
-    from qbench.tune.server_process import reference_server_process
+    qbench.tune.servers.server_process)."""
+    from qbench.tune.servers.server_process import reference_server_process
 
     settings, args = settings or image_settings(opts), ["--log-level", "warning", *extra]
     with log.open("a", encoding="utf-8") as sink:

@@ -260,7 +260,7 @@ def served(url: str, preset: str, opts: Options, workdir: Path) -> tuple[float, 
 
 @contextmanager
 def reference(preset: str, dtype: str, opts: Options, front_ends: int | None = None) -> Iterator[str]:
-    from qbench.tune.server_process import start_reference_server
+    from qbench.tune.servers.server_process import start_reference_server
 
     settings = server_settings(preset, dtype, opts, front_ends)
     with start_reference_server(settings, ready_timeout_s=900) as url:

@@ -172,7 +172,7 @@ def _imports(tree: ast.AST) -> set[str]:
 def run_demo(folder: Path, out: Path, duration: float, ready_s: float) -> list[Row]:
     """Launch the demo, then init + run each public endpoint; one Row per endpoint."""
     from qbench.errors import ServerLaunchError
-    from qbench.tune.app_process import launch_command
+    from qbench.tune.servers.app_process import launch_command
 
     name = folder.name
     out.mkdir(parents=True, exist_ok=True)

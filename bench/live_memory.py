@@ -40,7 +40,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from qbench.tune.server_process import reference_server_process  # noqa: E402
+from qbench.tune.servers.server_process import reference_server_process  # noqa: E402
 
 MIB = 1024 * 1024
 SAMPLE_S = 1.0

@@ -48,7 +48,7 @@ from typing import Any
 import aiohttp
 import yaml
 
-from qbench.tune.server_process import free_port
+from qbench.tune.servers.server_process import free_port
 
 SERVERS = ("fastmcp", "gradio")
 CLIENTS = ("qbench", "sdk")

@@ -36,7 +36,7 @@ from qbench.run.records import RequestRecord  # noqa: E402
 from qbench.run.results.paired import pair_runs, unpaired_phase  # noqa: E402
 from qbench.run.runner import run_scenario  # noqa: E402
 from qbench.run.scenario.scenario import parse_scenario  # noqa: E402
-from qbench.tune.server_process import start_reference_server  # noqa: E402
+from qbench.tune.servers.server_process import start_reference_server
 
 
 def server(base_ms: float, jitter_seed: int) -> dict[str, Any]:

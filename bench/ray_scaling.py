@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     import ray
     from ray.cluster_utils import Cluster
 
-    from qbench.tune.server_process import reference_server_process
+    from qbench.tune.servers.server_process import reference_server_process
 
     os.environ.setdefault("RAY_worker_niceness", "0")  # as qbench's --ray local: generators at nice 0
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,

@@ -16,11 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qbench.tune.batch_model import PointLoad  # noqa: E402
-from qbench.tune.grid import Point  # noqa: E402
-from qbench.tune.recommend import Constraints, recommend  # noqa: E402
-from qbench.tune.search import full_search, smart_search  # noqa: E402
-from qbench.tune.search_model import model_search  # noqa: E402
+from qbench.tune.knobs.grid import Point
+from qbench.tune.ranking.recommend import recommend
+from qbench.tune.search.batch_model import PointLoad
+from qbench.tune.search.search import full_search, smart_search
+from qbench.tune.search.search_model import model_search
+from qbench.tune.values.constraints import Constraints
 from tests.tune.test_search import GRID, MODELS, SleepModel  # noqa: E402
 
 

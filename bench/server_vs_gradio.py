@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 import aiohttp
 import psutil
 
-from qbench.tune.server_process import free_port, reference_server_process
+from qbench.tune.servers.server_process import free_port, reference_server_process
 
 API = "/gradio_api"
 T = TypeVar("T")

@@ -49,7 +49,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qbench.run.control import read_status  # noqa: E402
-from qbench.tune.server_process import ServerHandle, reconfigure, reference_server_process  # noqa: E402
+from qbench.tune.servers.server_process import ServerHandle, reconfigure, reference_server_process
 
 TOKEN = "soak"
 SAMPLE_S = 0.5

@@ -215,7 +215,7 @@ def live_run(code: Path, url: str, rate: float, duration: float, out: Path) -> d
 
 
 def live_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from qbench.tune.server_process import free_port
+    from qbench.tune.servers.server_process import free_port
 
     port = free_port()
     server = serve(port, ROOT)

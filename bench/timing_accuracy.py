@@ -27,7 +27,7 @@ from qbench.run.control import wait_answering
 from qbench.run.results.summary import Summary
 from qbench.run.runner import run_scenario
 from qbench.run.scenario.scenario import parse_scenario
-from qbench.tune.server_process import free_port, reference_server_process
+from qbench.tune.servers.server_process import free_port, reference_server_process
 
 ROOT = Path(__file__).resolve().parents[1]
 

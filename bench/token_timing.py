@@ -49,7 +49,7 @@ from qbench.run.records import RequestRecord  # noqa: E402
 from qbench.run.results.summary import itl_stats  # noqa: E402
 from qbench.run.runner import run_scenario  # noqa: E402
 from qbench.run.scenario.scenario import parse_scenario  # noqa: E402
-from qbench.tune.server_process import reference_server_process  # noqa: E402
+from qbench.tune.servers.server_process import reference_server_process
 
 
 def drive(url: str, out: Path, users: int, requests: int, max_tokens: int,

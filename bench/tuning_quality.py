@@ -53,8 +53,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qbench.tune.config import SweepOptions, build_config  # noqa: E402
-from qbench.tune.sweep import run_sweep  # noqa: E402
+from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.sweep.sweep import run_sweep
 
 SEARCHES = ("smart", "model", "sim")
 

@@ -64,7 +64,7 @@ from typing import Any
 
 import httpx
 
-from qbench.tune.server_process import free_port
+from qbench.tune.servers.server_process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable

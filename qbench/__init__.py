@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "load_scenario": "qbench.run.scenario.scenario",
     "run_scenario": "qbench.run.runner",
-    "run_sweep": "qbench.tune.sweep",
+    "run_sweep": "qbench.tune.sweep.sweep",
     "build_report": "qbench.report.build",
     "compare": "qbench.report.compare",
     "load_run": "qbench.analysis",
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from qbench.report.compare import compare
     from qbench.run.runner import run_scenario
     from qbench.run.scenario.scenario import load_scenario
-    from qbench.tune.sweep import run_sweep
+    from qbench.tune.sweep.sweep import run_sweep
 
 
 def __getattr__(name: str) -> Any:

@@ -52,8 +52,8 @@ from qbench.run.columns import Columns
 from qbench.run.records import DERIVED, FIELD_NAMES, RequestRecord, read_records, records_table
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import SERVER_PHASES, Summary
-from qbench.tune.recommend import Recommendation
-from qbench.tune.sweep_info import SweepInfo
+from qbench.tune.ranking.recommend import Recommendation
+from qbench.tune.values.sweep_info import SweepInfo
 
 __all__ = ["RunData", "SweepData", "join_runs", "load_run", "load_sweep", "records_frame"]
 

@@ -22,7 +22,7 @@ from rich.console import Console
 from qbench.errors import ScenarioError
 from qbench.run.runner import RunResult, run_scenario
 from qbench.run.scenario.scenario import Scenario, parse_scenario
-from qbench.tune.server_process import start_reference_server
+from qbench.tune.servers.server_process import start_reference_server
 
 #: The embedded demo scenario: moderate Poisson load on the image preset (~70% of what this 2-core CPU
 #: serves with batching), long enough to see queueing and batching, short enough to wait for.

@@ -14,7 +14,7 @@
     errors.py        errors a workload raises on purpose (gr.Error-like)
     launch.py        options -> ServerSettings -> uvicorn (`python -m reference_server`, `qbench serve`)
     testing.py       serve_in_thread: a real server on a free loopback port, for tests and benches (in this
-                     process; in a child process: qbench.tune.server_process)
+                     process; in a child process: qbench.tune.servers.server_process)
     selfmeasure.py   a quick self-measure of the queue's overhead
 
 Imports point one way: observe <- workloads <- io <- queue <- http <- launch/testing, with settings,

@@ -5,7 +5,7 @@
 
 The server stops (and its thread joins) when the block exits, even on errors. This is the one
 in-process way to start the server; the one subprocess way, which runs `python -m reference_server`
-(launch.py) exactly as a user does, is `qbench.tune.server_process.reference_server_process`.
+(launch.py) exactly as a user does, is `qbench.tune.servers.server_process.reference_server_process`.
 """
 
 from __future__ import annotations

@@ -110,8 +110,8 @@ def test_the_reference_server_has_no_import_cycles_and_never_imports_qbench() ->
     assert not users, f"the reference server imports qbench in {users}"
 
 
-# Inside run/ and reference_server/: each unit (a room, i.e. a subpackage, or a module at the top) imports
-# only units before it in this list. That is the plan of docs/development.md ("The rooms").
+# Inside run/, tune/ and reference_server/: each unit (a room, i.e. a subpackage, or a module at the top)
+# imports only units before it in this list. That is the plan of docs/development.md ("The rooms").
 UNITS = {
     "qbench.run": [
         "json_values",  # reading JSON back, for every room
@@ -120,6 +120,12 @@ UNITS = {
         "scenario", "protocols", "results", "load", "diagnose",  # the rooms, in data-flow order
         "summary_file", "run_console", "runner", "init_yaml", "init", "options",  # the shells
         "soak",  # a run of hours, made through the shells
+    ],
+    "qbench.tune": [
+        "knobs", "verdicts",  # what is tuned; what records say past their figures
+        "values",  # what every later stage shares (a point's result, a probe, constraints, files)
+        "ranking", "servers", "points",  # results -> a recommendation; the servers measured; one point
+        "search", "capacity", "sweep", "plan",  # the commands' rooms, in the order they build on each other
     ],
     "reference_server": [
         "errors", "auth", "settings",
@@ -153,6 +159,12 @@ def test_rooms_import_only_the_units_before_them(package: str) -> None:
             if order.index(goal) > order.index(source):
                 wrong.append(f"{module} -> {target} ({source} may not import {goal})")
     assert not wrong, "imports against the rooms' order:\n" + "\n".join(sorted(wrong))
+
+
+def test_tune_is_rooms_only() -> None:
+    """tune/ has no module at its top besides its package face: every module lives in a room."""
+    loose = sorted(p.name for p in (ROOT / "tune").glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"modules at tune/'s top (put each in a room of UNITS['qbench.tune']): {loose}"
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from qbench.cli.shared import (
 )
 
 if TYPE_CHECKING:
-    from qbench.tune.capacity_run import CapacityConfig
+    from qbench.tune.capacity.capacity_run import CapacityConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,8 +72,9 @@ def capacity(args: CapacityArgs) -> None:
     Exit 0 when the search ends (with or without a capacity), 2 on a bad option, a missing SLO or an
     unreachable target, 130 when interrupted."""
     from qbench.run.options import check_api_option
-    from qbench.tune.capacity_run import run_capacity
-    from qbench.tune.tune_console import capacity_header, render_capacity, show_probe, sweep_console
+    from qbench.tune.capacity.capacity_run import run_capacity
+    from qbench.tune.capacity.console import capacity_header, render_capacity, show_probe
+    from qbench.tune.sweep.console import sweep_console
 
     console = sweep_console()
     auth = credentials(args.auth, args.header, args.bearer_env)
@@ -91,8 +92,8 @@ def capacity(args: CapacityArgs) -> None:
 def _config(args: CapacityArgs, scenario: Path, auth: dict[str, Any]) -> CapacityConfig:
     """The search's CapacityConfig from the options."""
     from qbench.run.runner import parse_set_options
-    from qbench.tune.capacity_run import capacity_config, parse_tolerance
-    from qbench.tune.config import parse_slo_options
+    from qbench.tune.capacity.capacity_run import capacity_config, parse_tolerance
+    from qbench.tune.values.constraints import parse_slo_options
 
     return capacity_config(
         scenario, target=args.target, slo=parse_slo_options(args.slo or []),

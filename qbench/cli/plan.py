@@ -48,9 +48,10 @@ def plan(args: PlanArgs) -> None:
     """How many replicas for N users? Replicas, users per replica and cost from one replica's capacity.
 
     Exit 0 with a plan, 2 on a bad option or a capacity folder without a capacity."""
-    from qbench.tune.plan import traffic
-    from qbench.tune.plan_run import is_scenario, parse_fraction, run_plan
-    from qbench.tune.tune_console import render_plan, sweep_console
+    from qbench.tune.plan.console import render_plan
+    from qbench.tune.plan.plan import traffic
+    from qbench.tune.plan.plan_run import is_scenario, parse_fraction, run_plan
+    from qbench.tune.sweep.console import sweep_console
 
     console = sweep_console()
     peak = traffic(args.users, args.think_time, args.messages_per_minute, args.rate,
@@ -65,9 +66,9 @@ def plan(args: PlanArgs) -> None:
 def _measure(args: PlanArgs, console: Console) -> Path:
     """One replica's capacity, at `qbench capacity`'s defaults: its folder."""
     from qbench.run.options import check_api_option
-    from qbench.tune.capacity_run import capacity_config, run_capacity
-    from qbench.tune.config import parse_slo_options
-    from qbench.tune.tune_console import capacity_header, render_capacity, show_probe
+    from qbench.tune.capacity.capacity_run import capacity_config, run_capacity
+    from qbench.tune.capacity.console import capacity_header, render_capacity, show_probe
+    from qbench.tune.values.constraints import parse_slo_options
 
     check_api_option(args.capacity, args.api)
     scenario = args.capacity or app_scenario_file(args.target, args.api, {}, Path("reports"))

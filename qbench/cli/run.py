@@ -79,7 +79,7 @@ def render_run(done: OptionsRun, console: Console, show_inputs: bool = False) ->
 
     from qbench.run.diagnose.app_errors import input_lines
     from qbench.run.run_console import render_summary
-    from qbench.tune.knobcheck import expectation_warnings
+    from qbench.tune.points.knobcheck import expectation_warnings
 
     result, load = done.result, done.scenario.load
     if done.written is not None:

@@ -55,7 +55,7 @@ def serve(args: ServeArgs) -> None:
         if args.replicas is None:
             run_server(settings)
         else:
-            from qbench.tune.balancer import serve_replicas
+            from qbench.tune.servers.balancer import serve_replicas
 
             serve_replicas(settings, args.replicas, args.affinity, 7860 if args.port is None else args.port)
     except SettingsError as exc:
@@ -72,6 +72,6 @@ class BalanceArgs:
 @command("balance")
 def balance(args: BalanceArgs) -> None:
     """A local nginx in front of replicas you started (your app on several ports), until Ctrl-C."""
-    from qbench.tune.balancer import serve_balancer
+    from qbench.tune.servers.balancer import serve_balancer
 
     serve_balancer(args.upstreams, args.affinity, args.port)

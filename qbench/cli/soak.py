@@ -88,7 +88,7 @@ def _start_app(stack: ExitStack, app_file: Path, out: Path | None,
     """`python APP` on a free port by qbench's startup hook, stopped with `stack`: (its URL, the run
     folder, its pid)."""
     from qbench.run.results.files import new_folder
-    from qbench.tune.app_process import launch_command
+    from qbench.tune.servers.app_process import launch_command
 
     out = out or new_folder("soak", app_file.stem)
     command_line = shlex.join([sys.executable, str(app_file)])

@@ -110,9 +110,9 @@ def sweep(args: SweepArgs) -> None:
 
     `qbench sweep scenario.yaml --app app.py --grid concurrency_limit=1,2,4,8 [-- app args]` tunes an
     unmodified app: every point proves its knobs took effect before it is ranked."""
-    from qbench.tune.config import resumed_config
-    from qbench.tune.sweep import run_sweep
-    from qbench.tune.tune_console import SweepProgress, render_sweep, sweep_console, sweep_header
+    from qbench.tune.sweep.config import resumed_config
+    from qbench.tune.sweep.console import SweepProgress, render_sweep, sweep_console, sweep_header
+    from qbench.tune.sweep.sweep import run_sweep
 
     console = sweep_console()
     auth = credentials(args.auth, args.header, args.bearer_env)
@@ -133,8 +133,9 @@ def _new_sweep(args: SweepArgs, auth: dict[str, Any]) -> Any:
     """A new sweep's SweepConfig from the options."""
     from qbench.run.options import check_api_option
     from qbench.run.runner import parse_set_options
-    from qbench.tune.capacity_run import parse_tolerance
-    from qbench.tune.config import build_config, check_app_args, parse_slo_options, sweep_options
+    from qbench.tune.capacity.capacity_run import parse_tolerance
+    from qbench.tune.sweep.config import build_config, check_app_args, sweep_options
+    from qbench.tune.values.constraints import parse_slo_options
 
     check_app_args(args.app_args, args.app_file)
     check_api_option(args.scenario, args.api)

@@ -47,8 +47,8 @@ from qbench.run.run_console import (
     token_line,
 )
 from qbench.run.scenario.scenario import Scenario, parse_scenario
-from qbench.tune.recommend import Recommendation
-from qbench.tune.search_fit import MeasuredPoint, Predicted, stored_rows
+from qbench.tune.ranking.recommend import Recommendation
+from qbench.tune.search.search_fit import MeasuredPoint, Predicted, stored_rows
 
 if TYPE_CHECKING:  # capacity and soak folders' modules (scipy's signal filters: 65 MiB) load when needed
     from qbench.report.capacity_charts import LoadedCapacity

@@ -2,8 +2,8 @@
 the sustained confirmation marked) and, beside it, what happened past the capacity (ok completions/s and
 the requests waiting over the run at 1.3x the capacity).
 
-Reads only `capacity.json` (written by `qbench.tune.capacity_run`, read back as
-`qbench.tune.capacity_file.CapacityFile`): its probes carry the offered rate,
+Reads only `capacity.json` (written by `qbench.tune.capacity.capacity_run`, read back as
+`qbench.tune.values.capacity_file.CapacityFile`): its probes carry the offered rate,
 p50/p95/p99 latency and the verdict of each; the SLO bounds and the answer (capacity, first failing rate)
 are in the same file. Anything missing becomes a note on the report, never a crash.
 """
@@ -19,10 +19,10 @@ from matplotlib.figure import Figure
 
 from qbench.report.charts import Chart, new_figure, note, save
 from qbench.report.rundir import read_json
-from qbench.tune.capacity import Capacity
-from qbench.tune.capacity_file import CapacityFile
-from qbench.tune.overload import Overload
-from qbench.tune.plan import plan_lines
+from qbench.tune.plan.plan import plan_lines
+from qbench.tune.values.capacity import Capacity
+from qbench.tune.values.capacity_file import CapacityFile
+from qbench.tune.verdicts.overload import Overload
 
 PERCENTILE_STYLE = {"p50": ("#2e9a4a", "-"), "p95": ("#1f5fa8", "-"), "p99": ("#8e44ad", "--")}
 SLO_COLORS = {"p50": "#2e9a4a", "p90": "#e8871e", "p95": "#1f5fa8", "p99": "#8e44ad", "max": "#555555"}

@@ -14,7 +14,7 @@ The records themselves are read as columns (`qbench.run.columns.Columns.read`: e
 records.parquet when a chart asks for it); `LoadedRun.records`, one object per request, is read only
 when something asks for it (a recomputation, `qbench compare`'s pairing).
 A sweep directory holds `sweep.json`, `points/<id>/` run directories and `recommendation.json`
-(see `qbench.tune.sweep`).
+(see `qbench.tune.sweep.sweep`).
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def mix_slos(info: RunInfo, notes: list[str]) -> dict[str, Slo | None] | None:
 
 def winner_run_dir(sweep_dir: Path) -> Path:
     """The run directory of a sweep's recommended point (what `qbench compare` compares for a sweep)."""
-    from qbench.tune.recommend import Recommendation
+    from qbench.tune.ranking.recommend import Recommendation
 
     winner = Recommendation.from_dict(read_json(sweep_dir / "recommendation.json", [])).winner
     if winner is None:

@@ -23,9 +23,9 @@ from qbench.report.columns import fmt_s
 from qbench.report.rundir import read_json
 from qbench.run.json_values import json_number
 from qbench.run.records import read_records
-from qbench.tune.point_file import read_point_file
-from qbench.tune.recommend import Recommendation
-from qbench.tune.sweep_info import SweepInfo
+from qbench.tune.ranking.recommend import Recommendation
+from qbench.tune.values.point_file import read_point_file
+from qbench.tune.values.sweep_info import SweepInfo
 
 #: Columns of sweep.parquet that are measurements, not knobs.
 METRIC_COLUMNS = frozenset({

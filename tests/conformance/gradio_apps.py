@@ -22,7 +22,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from qbench.tune.server_process import free_port
+from qbench.tune.servers.server_process import free_port
 
 Kind = Literal["echo", "sleep", "stream", "fail", "gr_error"]
 

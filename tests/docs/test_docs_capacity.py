@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.tune.app_process import launch_command
+from qbench.tune.servers.app_process import launch_command
 from reference_server.settings import load_preset, parse_settings, read_settings_file
 from reference_server.testing import serve_in_thread
 

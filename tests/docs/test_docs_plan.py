@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.tune.balancer import nginx_binary, reference_replicas
+from qbench.tune.servers.balancer import nginx_binary, reference_replicas
 from reference_server.settings import parse_settings, read_settings_file
 from reference_server.testing import serve_in_thread
 from tests.docs.test_docs_capacity import REDUCED_CAPACITY

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from qbench.tune.config import SweepOptions, build_config
-from qbench.tune.knobcheck import BatchKnobError
-from qbench.tune.sweep import SweepResult, run_sweep
+from qbench.tune.points.knobcheck import BatchKnobError
+from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.sweep.sweep import SweepResult, run_sweep
 
 from .envs import RELEASES, EnvError, ensure_env
 from .servers import MAIN

@@ -91,9 +91,11 @@ def write_sweep(path: Path, n: int = 120, fail_point: bool = True) -> Path:
     from qbench.run.results.files import Writer
     from qbench.run.results.summary import summarize
     from qbench.run.scenario.scenario import Slo
-    from qbench.tune.recommend import Constraints, PointResult, recommend
-    from qbench.tune.search import SearchResult
-    from qbench.tune.sweep import write_outputs
+    from qbench.tune.ranking.recommend import recommend
+    from qbench.tune.search.search import SearchResult
+    from qbench.tune.sweep.sweep import write_outputs
+    from qbench.tune.values.constraints import Constraints
+    from qbench.tune.values.result import PointResult
 
     slo = {"p95_latency_s": 0.6}
     results = []

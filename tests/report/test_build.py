@@ -36,9 +36,9 @@ from qbench.run.records import RequestRecord
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import SloCheck, summarize
 from qbench.run.scenario.scenario import Slo
-from qbench.tune.capacity_file import CapacityFile
-from qbench.tune.recommend import RankedPoint, Recommendation
-from qbench.tune.sweep_info import SweepInfo
+from qbench.tune.ranking.recommend import RankedPoint, Recommendation
+from qbench.tune.values.capacity_file import CapacityFile
+from qbench.tune.values.sweep_info import SweepInfo
 
 
 @pytest.mark.parametrize(("check", "row"), [

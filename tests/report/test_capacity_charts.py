@@ -19,8 +19,8 @@ from qbench.report.capacity_charts import (
     read_capacity,
     render_capacity_charts,
 )
-from qbench.tune.capacity_file import CapacityFile
-from qbench.tune.overload import Overload
+from qbench.tune.values.capacity_file import CapacityFile
+from qbench.tune.verdicts.overload import Overload
 
 
 def probe(rate: float, p95: float, passed: bool, **kw: Any) -> dict[str, Any]:

@@ -21,8 +21,9 @@ from qbench.report.sweep_charts import (
     pareto,
     point_distributions,
 )
-from qbench.tune.recommend import PointResult, Recommendation
-from qbench.tune.sweep_info import SweepInfo
+from qbench.tune.ranking.recommend import Recommendation
+from qbench.tune.values.result import PointResult
+from qbench.tune.values.sweep_info import SweepInfo
 from tests.report.report_synth import simulate, write_run
 
 AXES = {"concurrency_limit": [1, 2], "max_threads": [4, 40, 80], "batch": [8]}  # batch: one value

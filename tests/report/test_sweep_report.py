@@ -13,8 +13,8 @@ from PIL import Image
 from qbench.errors import QbenchError
 from qbench.report.build import build_report, sweep_headline
 from qbench.report.sweep_charts import LoadedSweep, heatmap_axes, pareto_front, read_sweep
-from qbench.tune.recommend import Recommendation
-from qbench.tune.sweep_info import SweepInfo
+from qbench.tune.ranking.recommend import Recommendation
+from qbench.tune.values.sweep_info import SweepInfo
 
 SWEEP_CHARTS = ("goodput_heatmap", "p95_heatmap", "pareto", "point_distributions")
 

@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 
 from qbench.run.scenario.scenario import Scenario, parse_scenario
-from qbench.tune.server_process import free_port
+from qbench.tune.servers.server_process import free_port
 
 
 def scenario(**raw: Any) -> Scenario:

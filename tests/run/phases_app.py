@@ -1,6 +1,7 @@
 """Two small Gradio apps as users write them, for the server-phase tests: `python phases_app.py image`
 (an Interface, image in, image out) or `python phases_app.py chat` (a streaming ChatInterface).
-Started by qbench's app launcher (qbench.tune.app_process), which sets GRADIO_PROFILING=1 and the port."""
+Started by qbench's app launcher (qbench.tune.servers.app_process), which sets GRADIO_PROFILING=1 and the
+port."""
 
 from __future__ import annotations
 

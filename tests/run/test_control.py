@@ -11,7 +11,7 @@ import pytest
 
 from qbench.errors import ServerLaunchError
 from qbench.run import control
-from qbench.tune.server_process import free_port
+from qbench.tune.servers.server_process import free_port
 from reference_server.testing import RunningServer
 
 

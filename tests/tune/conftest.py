@@ -46,8 +46,8 @@ def scenario_path(tmp_path: Path) -> Path:
 
 def sleep_preset_sweep(tmp_path: Path, search: str) -> Any:
     """`search` over concurrency_limit 1-2 x max_batch_size 1-16 on the live sleep preset (1.2 s points)."""
-    from qbench.tune.config import SweepOptions, build_config
-    from qbench.tune.sweep import run_sweep
+    from qbench.tune.sweep.config import SweepOptions, build_config
+    from qbench.tune.sweep.sweep import run_sweep
 
     path = write_scenario(tmp_path, sweep={"server": {"preset": "sleep"}})
     options = SweepOptions(

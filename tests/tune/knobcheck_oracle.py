@@ -1,4 +1,4 @@
-"""qbench.tune.knobcheck's running(t) as it was, one record object at a time (before it read columns):
+"""qbench.tune.points.knobcheck's running(t) as it was, one record object at a time (before it read columns):
 the oracle tests/tune/test_knobcheck.py compares the columns' figures with."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Sequence
 
 from qbench.run.records import RequestRecord
-from qbench.tune.knobcheck import (
+from qbench.tune.points.knobcheck import (
     DISPATCH_S,
     HOLD_MIN_S,
     REACHED_SHARE,

@@ -1,4 +1,4 @@
-"""qbench.tune.app_process: the user's own app, started per point."""
+"""qbench.tune.servers.app_process: the user's own app, started per point."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from qbench.errors import ScenarioError
-from qbench.tune.app_process import knob_env, render_command
+from qbench.tune.servers.app_process import knob_env, render_command
 
 
 def test_launch_mode_readiness_for_a_plain_http_server(tmp_path: Path) -> None:
     import httpx
 
-    from qbench.tune.app_process import launch_command
+    from qbench.tune.servers.app_process import launch_command
 
     command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {tmp_path}"
     with launch_command(command, {}, work_dir=tmp_path / "w", any_status=True, ready_path="/nope") as handle:
@@ -48,7 +48,7 @@ class _Taken:
         self.given: list[int] = []
 
     def __call__(self) -> int:
-        from qbench.tune.server_process import free_port
+        from qbench.tune.servers.server_process import free_port
 
         port = int(self.server.server_address[1]) if len(self.given) < self.times else free_port()
         self.given.append(port)
@@ -62,7 +62,7 @@ def test_a_port_taken_before_the_app_binds_it_is_replaced(
     bind (its log says so) or a stranger answers on it: either way the app starts again on another."""
     import httpx
 
-    from qbench.tune import app_process
+    from qbench.tune.servers import app_process
 
     taken = _Taken(times=1)
     monkeypatch.setattr(app_process, "free_port", taken)
@@ -79,7 +79,7 @@ def test_a_stranger_on_the_port_is_never_measured(tmp_path: Path, monkeypatch: p
     """An app slow to bind while a stranger answers on its port: never yielded; after three ports, a
     clear error."""
     from qbench.errors import ServerLaunchError
-    from qbench.tune import app_process
+    from qbench.tune.servers import app_process
 
     taken = _Taken(times=3)
     monkeypatch.setattr(app_process, "free_port", taken)

@@ -1,4 +1,4 @@
-"""qbench.tune.apphook: the startup hook's environment, its chaining of an existing sitecustomize, its
+"""qbench.tune.servers.apphook: the startup hook's environment, its chaining of an existing sitecustomize, its
 record read back, and the advice as a change to the app's own settings; the hook itself
 (apphook/sitecustomize.py): what it sets in a 4.x and a 3.x app, and what it records."""
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from qbench.tune.apphook import HOOK_FILE, HookRecord, app_change, hook_env, read_hook_record
+from qbench.tune.servers.apphook import HOOK_FILE, HookRecord, app_change, hook_env, read_hook_record
 
 
 def test_the_hook_imports_nothing_of_qbench() -> None:

@@ -33,13 +33,18 @@ from qbench.run.diagnose.app_errors import (
 )
 from qbench.run.records import RequestRecord, read_records
 from qbench.run.results.summary import Summary
-from qbench.tune import balancer
-from qbench.tune.app_process import launch_command
-from qbench.tune.balancer import nginx_balancer, nginx_binary, nginx_config, reference_replicas
-from qbench.tune.capacity import Probe
-from qbench.tune.capacity_run import _split_sessions
-from qbench.tune.point import PointRun
-from qbench.tune.server_process import free_port
+from qbench.tune.capacity.capacity_run import _split_sessions
+from qbench.tune.points.point import PointRun
+from qbench.tune.servers import balancer
+from qbench.tune.servers.app_process import launch_command
+from qbench.tune.servers.balancer import (
+    nginx_balancer,
+    nginx_binary,
+    nginx_config,
+    reference_replicas,
+)
+from qbench.tune.servers.server_process import free_port
+from qbench.tune.values.capacity import Probe
 from reference_server.settings import load_preset, parse_settings
 from reference_server.testing import serve_in_thread
 from tests.tune.e2e.test_capacity_e2e import SLEEP_4X100MS, sleep_scenario

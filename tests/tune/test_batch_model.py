@@ -1,4 +1,4 @@
-"""qbench.tune.batch_model: the l(b, k) fit and what it predicts, against closed forms.
+"""qbench.tune.search.batch_model: the l(b, k) fit and what it predicts, against closed forms.
 
 The fit on the sleep workload, the open- and closed-loop predictions at a few loads and the SLO capacity
 with a p95 bound run in test_search_model.py; this file covers the rest of the module's contract."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from qbench.tune.batch_model import (
+from qbench.tune.search.batch_model import (
     MIN_SERVICE_S,
     BatchFit,
     FitError,

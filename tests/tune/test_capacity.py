@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from qbench.tune.capacity import Capacity, Probe, SearchPlan, held_sentence, search_capacity, sustain
+from qbench.tune.capacity.search import SearchPlan, search_capacity, sustain
+from qbench.tune.values.capacity import Capacity, Probe, held_sentence
 
 
 def server(capacity: float, *, runaway_above: float | None = None, mean_latency_s: float = 0.1

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from qbench.tune.capacity import Capacity, Probe
-from qbench.tune.capacity_file import SCHEMA_VERSION, CapacityFile
-from qbench.tune.overload import Overload
+from qbench.tune.values.capacity import Capacity, Probe
+from qbench.tune.values.capacity_file import SCHEMA_VERSION, CapacityFile
+from qbench.tune.verdicts.overload import Overload
 
 OVERLOAD = {"rate_rps": 13.0, "capacity_rps": 10.0, "base_rps": 9.8, "end_rps": 9.7, "fell_at_waiting": None,
             "max_waiting": 40, "series": [[1.0, 9.8, 3.0]], "max_size": 25, "advice": "holds", "fall": 0.01}

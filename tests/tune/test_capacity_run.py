@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from qbench.tune.capacity_run import capacity_config
+from qbench.tune.capacity.capacity_run import capacity_config
 
 
 def test_probes_of_streams_last_three_stream_lengths(tmp_path: Path) -> None:
@@ -30,7 +30,7 @@ def test_probes_of_streams_last_three_stream_lengths(tmp_path: Path) -> None:
 def test_a_repeated_confirmation_draws_other_poisson_arrivals() -> None:
     """seed_overrides moves Scenario.seed (the arrivals' and payloads' seed), wherever it lives."""
     from qbench.run.scenario.scenario import parse_scenario, with_overrides
-    from qbench.tune.capacity_run import seed_overrides
+    from qbench.tune.capacity.capacity_run import seed_overrides
 
     plain = parse_scenario({"name": "s", "protocol": "http", "endpoint": {"path": "/x"},
                             "payload": {"seed": 3, "inputs": [{"text": {"words": [2, 3]}}]},

@@ -1,4 +1,5 @@
-"""qbench.tune.config: the sweep's options and scenario section -> SweepConfig (grid, SLO, objective)."""
+"""qbench.tune.sweep.config: the sweep's options and scenario section -> SweepConfig (grid, SLO,
+objective)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 import yaml
 
 from qbench.errors import ScenarioError
-from qbench.tune.config import SweepOptions, build_config, parse_slo_options
+from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.values.constraints import parse_slo_options
 
 from .conftest import write_scenario
 

@@ -1,4 +1,4 @@
-"""A sweep's capacity confirmed by a sustained run (qbench.tune.confirm): the re-ranking rule on made-up
+"""A sweep's capacity confirmed by a sustained run (qbench.tune.sweep.confirm): the re-ranking rule on made-up
 points, and one sweep per objective on the reference server with a short confirmation."""
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.report.sweep_charts import read_sweep as load_sweep
-from qbench.tune.capacity import Capacity, CapacityRecord, CapacitySummary, Probe
-from qbench.tune.config import SweepOptions, build_config
-from qbench.tune.confirm import capacity_record, confirmation_line, rank_confirmed
-from qbench.tune.recommend import Constraints, PointResult, recommend
-from qbench.tune.sweep import run_sweep
+from qbench.tune.ranking.recommend import recommend
+from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.sweep.confirm import capacity_record, confirmation_line, rank_confirmed
+from qbench.tune.sweep.sweep import run_sweep
+from qbench.tune.values.capacity import Capacity, CapacityRecord, CapacitySummary, Probe
+from qbench.tune.values.constraints import Constraints
+from qbench.tune.values.result import PointResult
 
 from .conftest import write_scenario
 
@@ -112,8 +114,8 @@ def test_no_confirmation_says_so() -> None:
 def test_the_default_is_qbench_capacitys_and_zero_turns_it_off(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.undo()  # the suite's own default (tests/conftest.py) off: the shipped one
-    from qbench.tune.capacity_run import DEFAULT_CONFIRM_S
-    from qbench.tune.config import DEFAULT_SWEEP_CONFIRM_S
+    from qbench.tune.capacity.capacity_run import DEFAULT_CONFIRM_S
+    from qbench.tune.sweep.config import DEFAULT_SWEEP_CONFIRM_S
 
     path = write_scenario(tmp_path, rate=10)
     assert DEFAULT_SWEEP_CONFIRM_S == DEFAULT_CONFIRM_S == 60

@@ -1,4 +1,5 @@
-"""Did the server slow down during a capacity search (qbench.tune.degradation)? Hand-made records with a
+"""Did the server slow down during a capacity search (qbench.tune.verdicts.degradation)? Hand-made
+records with a
 known change, then `qbench capacity` on a reference server that degrades with use
 (queue.degrade_ms_per_1k_events): the answer says so, and the confirmation runs after the recheck."""
 
@@ -10,10 +11,10 @@ import numpy as np
 import pytest
 
 from qbench.run.records import RequestRecord
-from qbench.tune.capacity import Capacity
-from qbench.tune.capacity_run import capacity_config, describe, run_capacity
-from qbench.tune.degradation import Degradation, compare
-from qbench.tune.recommend import Constraints
+from qbench.tune.capacity.capacity_run import capacity_config, describe, run_capacity
+from qbench.tune.values.capacity import Capacity
+from qbench.tune.values.constraints import Constraints
+from qbench.tune.verdicts.degradation import Degradation, compare
 from reference_server.settings import parse_settings
 from reference_server.testing import serve_in_thread
 from tests.tune.e2e.test_capacity_e2e import sleep_scenario

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from qbench.errors import ScenarioError
-from qbench.tune.grid import Expr, build_grid, parse_axis, parse_value, point_id
+from qbench.tune.knobs.grid import Expr, build_grid, parse_axis, parse_value, point_id
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""qbench.tune.knobcheck: running(t) from records, and the verdict on a point's knobs."""
+"""qbench.tune.points.knobcheck: running(t) from records, and the verdict on a point's knobs."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from typing import Any
 import pytest
 
 from qbench.run.records import RequestRecord
-from qbench.tune.apphook import HookRecord
-from qbench.tune.knobcheck import (
+from qbench.tune.points.knobcheck import (
     BatchKnobError,
     check_batching,
     check_point,
     expected_limit,
     observed_parallelism,
 )
+from qbench.tune.servers.apphook import HookRecord
 
 
 def rec(i: int, sent: float, started: float | None, done: float) -> RequestRecord:
@@ -143,7 +143,7 @@ def test_batching_a_plain_function_is_refused_with_how_to_declare_one() -> None:
 
 def test_run_warns_when_the_server_disagrees_with_the_scenarios_expect() -> None:
     from qbench.run.scenario.scenario import parse_scenario
-    from qbench.tune.knobcheck import expectation_warnings
+    from qbench.tune.points.knobcheck import expectation_warnings
 
     raw = {"name": "x", "endpoint": {"api_name": "respond"}, "payload": {"inputs": [{"value": "hi"}]},
            "load": {"users": 8, "duration": 1}, "expect": {"concurrency_limit": 4}}
@@ -175,7 +175,7 @@ def test_knob_scope_all_batches_the_batch_functions_only() -> None:
 
 
 def test_event_knobs_on_an_event_the_app_does_not_have_are_refused() -> None:
-    from qbench.tune.knobcheck import AppKnobError, check_events
+    from qbench.tune.points.knobcheck import AppKnobError, check_events
 
     missing = hook(driven=["chat"], events=[{"fn_index": 0, "api_name": "respond", "chosen": False}])
     with pytest.raises(AppKnobError, match="drives `chat`.*queued events: `respond`"):

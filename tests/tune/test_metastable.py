@@ -1,4 +1,4 @@
-"""Metastability (qbench.tune.metastable): simulated servers whose truth is built in. Four workers of
+"""Metastability (qbench.tune.verdicts.metastable): simulated servers whose truth is built in. Four workers of
 135 ms whose service time grows by a known amount per request waiting (the Gradio chat app of the issue:
 0.8 ms), or not at all; Poisson arrivals."""
 
@@ -12,10 +12,10 @@ import pytest
 
 from qbench.run.records import RequestRecord
 from qbench.run.results.steady import steadiness
-from qbench.tune.capacity import Capacity, Probe
-from qbench.tune.capacity_run import describe
-from qbench.tune.metastable import BURST_WAITS, Metastability, queue_slowdown
-from qbench.tune.recommend import Constraints
+from qbench.tune.capacity.capacity_run import describe
+from qbench.tune.values.capacity import Capacity, Probe
+from qbench.tune.values.constraints import Constraints
+from qbench.tune.verdicts.metastable import BURST_WAITS, Metastability, queue_slowdown
 
 BASE_S, WORKERS = 0.135, 4
 
@@ -111,7 +111,7 @@ def test_the_answer_says_it_was_lowered_and_names_the_cap() -> None:
 def test_throughput_falling_past_the_capacity_puts_its_condition_on_the_answer() -> None:
     """No service-time finding, but the run past the capacity saw throughput fall past 134 waiting (the
     issue's figures): the capacity line states the cap it holds with."""
-    from qbench.tune.overload import Overload
+    from qbench.tune.verdicts.overload import Overload
 
     fell = Overload(31.5, 24.2, 28.0, 17.1, 134, 160, [], 107, "past about 134 waiting, throughput fell 39%")
     held = Probe(24.2, True, kind="confirm", p95_latency_s=0.5, throughput_rps=24.2, duration_s=60)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from qbench.run.records import RequestRecord
-from qbench.tune.overload import Overload, analyse, eta_accuracy
+from qbench.tune.verdicts.overload import Overload, analyse, eta_accuracy
 
 
 def overloaded(rate: float, seconds: float, slowdown_s_per_waiting: float, eta_factor: float = 1.0

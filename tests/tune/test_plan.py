@@ -1,5 +1,6 @@
-"""`qbench plan` (qbench.tune.plan): the arithmetic on known numbers, the command's output and plan.json, the
-errors. Reading the capacity folder (qbench.tune.plan_run) is tested in test_plan_run.py."""
+"""`qbench plan` (qbench.tune.plan.plan): the arithmetic on known numbers, the command's output and
+plan.json, the
+errors. Reading the capacity folder (qbench.tune.plan.plan_run) is tested in test_plan_run.py."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
-from qbench.tune.capacity import Capacity
-from qbench.tune.plan import HOURS_PER_MONTH, Replica, make_plan, traffic
+from qbench.tune.plan.plan import HOURS_PER_MONTH, Replica, make_plan, traffic
+from qbench.tune.values.capacity import Capacity
 
 from .test_plan_run import capacity_folder
 
@@ -103,7 +104,7 @@ def test_a_folder_without_a_capacity_exits_2_naming_it(tmp_path: Path, make: obj
 def test_a_scenario_is_measured_first_then_planned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`qbench plan scenario.yaml --target URL`: `qbench capacity` runs first (its search is stubbed here:
     tests/tune/e2e/test_capacity_e2e.py runs it), then the plan reads the folder it wrote."""
-    from qbench.tune import capacity_run
+    from qbench.tune.capacity import capacity_run
 
     folder = capacity_folder(tmp_path)
     seen = []

@@ -1,4 +1,4 @@
-"""qbench.tune.plan_run: a `qbench capacity` folder -> one replica's figures (Replica) -> plan.json. The
+"""qbench.tune.plan.plan_run: a `qbench capacity` folder -> one replica's figures (Replica) -> plan.json. The
 arithmetic of the plan and the `qbench plan` command are tested in test_plan.py."""
 
 from __future__ import annotations
@@ -11,10 +11,8 @@ import pytest
 
 from qbench.errors import ScenarioError
 from qbench.run.results.run_info import RunInfo
-from qbench.tune.capacity import Capacity, Probe
-from qbench.tune.capacity_file import CapacityFile
-from qbench.tune.plan import traffic
-from qbench.tune.plan_run import (
+from qbench.tune.plan.plan import traffic
+from qbench.tune.plan.plan_run import (
     capacity_path,
     is_scenario,
     parse_fraction,
@@ -22,6 +20,8 @@ from qbench.tune.plan_run import (
     run_plan,
     settings_of,
 )
+from qbench.tune.values.capacity import Capacity, Probe
+from qbench.tune.values.capacity_file import CapacityFile
 
 
 def capacity_folder(root: Path, capacity: float | None = 40.0) -> Path:

@@ -1,4 +1,4 @@
-"""qbench.tune.point: a point's figures from its runs' summaries, runaway detection, the warm-up."""
+"""qbench.tune.points.point: a point's figures from its runs' summaries, runaway detection, the warm-up."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import pytest
 import yaml
 
 from qbench.run.results.summary import Summary
-from qbench.tune.config import SweepOptions, build_config
-from qbench.tune.grid import Point
-from qbench.tune.point import DEFAULT_WARMUP_S, RunawayDetector, point_result, point_warmup
-from qbench.tune.recommend import Constraints
+from qbench.tune.knobs.grid import Point
+from qbench.tune.points.point import RunawayDetector, point_result
+from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.sweep.point_runs import DEFAULT_WARMUP_S, point_warmup
+from qbench.tune.values.constraints import Constraints
 
 from .conftest import write_scenario
 

@@ -1,4 +1,4 @@
-"""points/<id>/point.json as data (qbench.tune.point_file): written and read back the same, and read
+"""points/<id>/point.json as data (qbench.tune.values.point_file): written and read back the same, and read
 without raising when it is old, partial or broken."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from qbench.tune.capacity import Capacity, Probe
-from qbench.tune.point_file import PointFile, read_point_file
-from qbench.tune.recommend import PointResult
+from qbench.tune.values.capacity import Capacity, Probe
+from qbench.tune.values.point_file import PointFile, read_point_file
+from qbench.tune.values.result import PointResult
 
 
 def test_a_point_file_round_trips(tmp_path: Path) -> None:

@@ -7,16 +7,10 @@ from typing import Any
 
 import pytest
 
-from qbench.tune.capacity import Capacity, CapacityRecord, CapacitySummary
-from qbench.tune.recommend import (
+from qbench.tune.ranking.recommend import (
     Advice,
-    Constraints,
-    KnobVerdict,
-    MaxSizeAdvice,
-    PointResult,
     RankedPoint,
     Recommendation,
-    bounds_text,
     goodput_tied,
     gradio_code,
     max_size_advice,
@@ -24,6 +18,9 @@ from qbench.tune.recommend import (
     recommend,
     tied,
 )
+from qbench.tune.values.capacity import Capacity, CapacityRecord, CapacitySummary
+from qbench.tune.values.constraints import Constraints, bounds_text
+from qbench.tune.values.result import KnobVerdict, MaxSizeAdvice, PointResult
 
 
 def pt(pid: str, goodput: float, p95: float | None = 1.0, **kw: Any) -> PointResult:
@@ -147,7 +144,7 @@ def test_round_trip_to_dict() -> None:
 
 
 def test_gradio_code_uses_the_server_defaults_for_unswept_knobs() -> None:
-    from qbench.tune.server_knobs import effective_knobs
+    from qbench.tune.knobs.server_knobs import effective_knobs
 
     base = {
         "functions": [

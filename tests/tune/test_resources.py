@@ -1,8 +1,8 @@
-"""qbench.tune.resources: what a point's server used."""
+"""qbench.tune.servers.resources: what a point's server used."""
 
 from __future__ import annotations
 
-from qbench.tune.resources import status_memory
+from qbench.tune.servers.resources import status_memory
 
 
 def test_status_memory() -> None:

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from qbench.tune.capacity import CapacitySummary
-from qbench.tune.grid import Grid, Point, build_grid
-from qbench.tune.recommend import Constraints, PointResult, recommend
-from qbench.tune.search import full_search, smart_search
+from qbench.tune.knobs.grid import Grid, Point, build_grid
+from qbench.tune.ranking.recommend import recommend
+from qbench.tune.search.search import full_search, smart_search
+from qbench.tune.values.capacity import CapacitySummary
+from qbench.tune.values.constraints import Constraints
+from qbench.tune.values.result import PointResult
 
 
 @dataclass(frozen=True)

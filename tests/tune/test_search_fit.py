@@ -1,4 +1,5 @@
-"""qbench.tune.search_fit: what the model and simulator searches share (batches from records, the summary
+"""qbench.tune.search.search_fit: what the model and simulator searches share (batches from records, the
+summary
 observation, design points, the measured state, memory, a point's load). The batch reading of one
 simple trace and the summary observation at a closed-loop load run in test_search_model.py."""
 
@@ -10,10 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from qbench.run.records import Outcome, RequestRecord, write_parquet
-from qbench.tune.batch_model import FitError, Observation, PointLoad
-from qbench.tune.grid import Point, build_grid
-from qbench.tune.recommend import Constraints, PointResult
-from qbench.tune.search_fit import (
+from qbench.tune.knobs.grid import Point, build_grid
+from qbench.tune.search.batch_model import FitError, Observation, PointLoad
+from qbench.tune.search.search_fit import (
     SearchState,
     describe_point,
     design_points,
@@ -27,6 +27,8 @@ from qbench.tune.search_fit import (
     records_observer,
     summary_observer,
 )
+from qbench.tune.values.constraints import Constraints
+from qbench.tune.values.result import PointResult
 
 
 def rec(i: int, start: float | None, service: float, *, outcome: Outcome = "ok", warmup: bool = False

@@ -13,7 +13,9 @@ from rich.console import Console
 from qbench.report.build import predicted_rows
 from qbench.run.records import RequestRecord
 from qbench.run.results.figures import FIGURES, Figures
-from qbench.tune.batch_model import (
+from qbench.tune.knobs.grid import Point, build_grid
+from qbench.tune.ranking.recommend import recommend
+from qbench.tune.search.batch_model import (
     BatchFit,
     FitError,
     Observation,
@@ -23,10 +25,8 @@ from qbench.tune.batch_model import (
     predicted_capacity,
     untrusted,
 )
-from qbench.tune.grid import Point, build_grid
-from qbench.tune.recommend import Constraints, PointResult, recommend
-from qbench.tune.search import full_search
-from qbench.tune.search_fit import (
+from qbench.tune.search.search import full_search
+from qbench.tune.search.search_fit import (
     ComparisonRow,
     FittedModel,
     MeasuredPoint,
@@ -36,8 +36,10 @@ from qbench.tune.search_fit import (
     observations_from_records,
     stored_rows,
 )
-from qbench.tune.search_model import ModelSearchResult, model_search
-from qbench.tune.tune_console import render_model_search
+from qbench.tune.search.search_model import ModelSearchResult, model_search
+from qbench.tune.sweep.console import render_model_search
+from qbench.tune.values.constraints import Constraints
+from qbench.tune.values.result import PointResult
 
 from .conftest import sleep_preset_sweep
 from .test_search import GRID, MODELS, SleepModel
@@ -301,7 +303,7 @@ def test_the_fitted_model_is_written_with_the_keys_of_before() -> None:
     model = FittedModel(fit, MemoryFit(base=300.0, per_work_slot=20.0, per_thread=1.5))
     assert model.to_dict() == {**fit.to_dict(),
                                "peak_rss_mb": {"base": 300.0, "per_work_slot": 20.0, "per_thread": 1.5}}
-    sim = FittedModel(fit, sigma=0.1, simulator="qbench.tune.simulate", simulated_points=10)
+    sim = FittedModel(fit, sigma=0.1, simulator="qbench.tune.search.simulate", simulated_points=10)
     assert list(sim.to_dict())[-3:] == ["sigma", "simulator", "simulated_points"]
     assert FittedModel().to_dict() == {} and "peak_rss_mb" not in FittedModel(fit).to_dict()
     console = Console(record=True, width=140)

@@ -10,11 +10,13 @@ import pytest
 
 from qbench.report.build import build_report
 from qbench.run.scenario.scenario import Load
-from qbench.tune.batch_model import BatchFit, PointLoad
-from qbench.tune.grid import Point, build_grid
-from qbench.tune.recommend import Constraints, PointResult, recommend
-from qbench.tune.search import full_search
-from qbench.tune.search_sim import SimPredictor, sim_search
+from qbench.tune.knobs.grid import Point, build_grid
+from qbench.tune.ranking.recommend import recommend
+from qbench.tune.search.batch_model import BatchFit, PointLoad
+from qbench.tune.search.search import full_search
+from qbench.tune.search.search_sim import SimPredictor, sim_search
+from qbench.tune.values.constraints import Constraints
+from qbench.tune.values.result import PointResult
 
 from .conftest import sleep_preset_sweep
 

@@ -1,10 +1,10 @@
-"""qbench.tune.server_knobs: a point's knobs applied to the reference server's settings."""
+"""qbench.tune.knobs.server_knobs: a point's knobs applied to the reference server's settings."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from qbench.tune.server_knobs import admin_body, apply_server_knobs
+from qbench.tune.knobs.server_knobs import admin_body, apply_server_knobs
 
 from .conftest import SERVER
 

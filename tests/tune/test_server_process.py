@@ -1,4 +1,4 @@
-"""qbench.tune.server_process: the one subprocess starter of the reference server."""
+"""qbench.tune.servers.server_process: the one subprocess starter of the reference server."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from qbench.errors import ServerLaunchError
 from qbench.run.control import read_status
-from qbench.tune.server_process import (
+from qbench.tune.servers.server_process import (
     ServerHandle,
     free_port,
     reconfigure,

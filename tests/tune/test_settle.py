@@ -1,4 +1,5 @@
-"""Waiting for an abandoned backlog to drain before the next run (qbench.tune.settle), on real servers."""
+"""Waiting for an abandoned backlog to drain before the next run (qbench.tune.servers.settle), on real
+servers."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from qbench.tune.settle import SETTLE_FILE, settle, wait_for_empty_queue
+from qbench.tune.servers.settle import SETTLE_FILE, settle, wait_for_empty_queue
 from reference_server.settings import synthetic_settings
 from reference_server.testing import RunningServer, serve_in_thread
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from qbench.tune.batch_model import BatchFit
-from qbench.tune.simulate import (
+from qbench.tune.search.batch_model import BatchFit
+from qbench.tune.search.simulate import (
     ClosedArrivals,
     OpenArrivals,
     SimFunction,

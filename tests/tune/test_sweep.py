@@ -1,4 +1,4 @@
-"""qbench.tune.sweep: what the orchestration keeps when a phase fails, and its pure helpers."""
+"""qbench.tune.sweep.sweep: what the orchestration keeps when a phase fails, and its pure helpers."""
 
 from __future__ import annotations
 
@@ -9,13 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from qbench.tune.config import SweepConfig, SweepOptions, build_config
-from qbench.tune.grid import Point
-from qbench.tune.point_file import NAME as POINT_FILE
-from qbench.tune.point_file import PointFile
-from qbench.tune.recommend import PointResult, RankedPoint, Recommendation
-from qbench.tune.search import SearchResult
-from qbench.tune.sweep import (
+from qbench.tune.knobs.grid import Point
+from qbench.tune.ranking.recommend import RankedPoint, Recommendation
+from qbench.tune.search.search import SearchResult
+from qbench.tune.sweep.config import SweepConfig, SweepOptions, build_config
+from qbench.tune.sweep.sweep import (
     SCHEMA_VERSION,
     _coords_of,
     _estimate_users,
@@ -24,6 +22,9 @@ from qbench.tune.sweep import (
     server_advice,
     write_outputs,
 )
+from qbench.tune.values.point_file import NAME as POINT_FILE
+from qbench.tune.values.point_file import PointFile
+from qbench.tune.values.result import PointResult
 from tests.report.report_synth import simulate, write_run
 
 from .conftest import write_scenario
@@ -32,8 +33,8 @@ from .conftest import write_scenario
 def test_a_crash_in_the_capacity_phase_keeps_the_measured_points(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qbench.tune import sweep
-    from qbench.tune.recommend import PointResult
+    from qbench.tune.sweep import sweep
+    from qbench.tune.values.result import PointResult
 
     def measured(config: Any, servers: Any, point: Any) -> PointResult:
         return PointResult(point.point_id, dict(point.knobs), goodput_rps=10.0, p95_latency_s=0.1)

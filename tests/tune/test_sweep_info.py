@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from qbench.errors import ScenarioError
-from qbench.tune.config import SweepOptions, build_config, resume_options
-from qbench.tune.sweep import _sweep_json
-from qbench.tune.sweep_info import FIELDS, SweepInfo
+from qbench.tune.sweep.config import SweepOptions, build_config, resume_options
+from qbench.tune.sweep.sweep import _sweep_json
+from qbench.tune.values.sweep_info import FIELDS, SweepInfo
 
 FULL: dict[str, Any] = {
     "schema_version": 1,

@@ -1,4 +1,4 @@
-"""qbench.tune.tune_console: what `qbench sweep`, `qbench capacity` and `qbench plan` print for given
+"""qbench.tune.sweep.console: what `qbench sweep`, `qbench capacity` and `qbench plan` print for given
 results (rendered into a recording rich Console and read back as plain text)."""
 
 from __future__ import annotations
@@ -10,27 +10,30 @@ import pytest
 from rich.console import Console
 
 from qbench.run.results.steady import Steadiness
-from qbench.tune.capacity import Capacity, CapacityRecord, Probe
-from qbench.tune.capacity_run import CapacityRun, capacity_config
-from qbench.tune.config import SweepOptions, build_config
-from qbench.tune.plan import Replica, make_plan, traffic
-from qbench.tune.plan_run import PlanRun
-from qbench.tune.recommend import MaxSizeAdvice, PointResult, RankedPoint, Recommendation
-from qbench.tune.search import SearchResult
-from qbench.tune.sweep import SweepResult
-from qbench.tune.tune_console import (
-    SweepProgress,
-    _capacity_line,
+from qbench.tune.capacity.capacity_run import CapacityRun, capacity_config
+from qbench.tune.capacity.console import (
     capacity_header,
     probe_line,
     probe_table,
-    ranked_table,
     render_capacity,
-    render_plan,
-    render_sweep,
     show_probe,
+)
+from qbench.tune.plan.console import render_plan
+from qbench.tune.plan.plan import Replica, make_plan, traffic
+from qbench.tune.plan.plan_run import PlanRun
+from qbench.tune.ranking.recommend import RankedPoint, Recommendation
+from qbench.tune.search.search import SearchResult
+from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.sweep.console import (
+    SweepProgress,
+    _capacity_line,
+    ranked_table,
+    render_sweep,
     sweep_header,
 )
+from qbench.tune.sweep.sweep import SweepResult
+from qbench.tune.values.capacity import Capacity, CapacityRecord, Probe
+from qbench.tune.values.result import MaxSizeAdvice, PointResult
 
 from .conftest import write_scenario
 

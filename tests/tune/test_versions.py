@@ -1,4 +1,4 @@
-"""Gradio's queue knobs per release (qbench.tune.versions): the major of a version string, the knob a
+"""Gradio's queue knobs per release (qbench.tune.knobs.versions): the major of a version string, the knob a
 release lacks (named with its equivalent), and Gradio 3.x's code to paste."""
 
 from __future__ import annotations
@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from qbench.tune.versions import BATCH_NOTE, KnobVersionError, check_knobs, gradio3_code, gradio_major
+from qbench.tune.knobs.versions import (
+    BATCH_NOTE,
+    KnobVersionError,
+    check_knobs,
+    gradio3_code,
+    gradio_major,
+)
 
 
 @pytest.mark.parametrize(("version", "major"), [("3.50.2", 3), ("6.31.0", 6), ("4", 4), (None, None),

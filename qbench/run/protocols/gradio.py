@@ -345,7 +345,7 @@ class GradioProtocol:
 def in_session(url: str, session_hash: str | None) -> str:
     """`url` with `session_hash=` in its query: an upload or an output download names the session it
     belongs to, as its join (JSON body), stream (query) and heartbeat (path) do, so a balancer hashing on
-    the session keeps them all on one replica (qbench.tune.balancer.SESSION_MAPS). Gradio's routes
+    the session keeps them all on one replica (qbench.tune.servers.balancer.SESSION_MAPS). Gradio's routes
     ignore the parameter."""
     if not session_hash or url.startswith("data:"):
         return url

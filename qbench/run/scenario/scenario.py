@@ -463,7 +463,7 @@ def endpoint_label(protocol: str, endpoint: Endpoint) -> str:
 
 class Expect(_Model):
     """Server settings the scenario expects of its target (`expect:`): `qbench run` and `qbench sweep`
-    check them against the run's own records (peak requests running at once; qbench.tune.knobcheck)
+    check them against the run's own records (peak requests running at once; qbench.tune.points.knobcheck)
     and warn when the server disagrees. concurrency_limit: the driven event's limit (Gradio 4.x and
     later); concurrency_count: Gradio 3.x's worker pool; max_batch_size: its batch size."""
 
@@ -683,7 +683,8 @@ def read_scenario_mapping(path: Path) -> dict[str, Any]:
 def load_scenario(path: Path, overrides: dict[str, Any] | None = None) -> Scenario:
     """Read and validate a scenario file; relative payload paths resolve against the file's folder.
 
-    A `sweep:` section is `qbench sweep`'s (qbench.tune.config) and is ignored here, so one file serves both.
+    A `sweep:` section is `qbench sweep`'s (qbench.tune.sweep.config) and is ignored here, so one file
+    serves both.
     """
     raw = read_scenario_mapping(path)
     raw.pop("sweep", None)

@@ -10,7 +10,7 @@ from qbench.report.build import build_report
 from qbench.report.rundir import read_run
 from qbench.run.runner import run_scenario
 from qbench.run.scenario.scenario import Scenario
-from qbench.tune.server_process import start_reference_server
+from qbench.tune.servers.server_process import start_reference_server
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from qbench.run.records import RequestRecord
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import summarize
 from qbench.run.runner import run_scenario
-from qbench.tune.server_process import start_reference_server
+from qbench.tune.servers.server_process import start_reference_server
 from reference_server.testing import RunningServer
 from tests.run.conftest import scenario
 

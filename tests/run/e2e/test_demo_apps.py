@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.run.init import init_scenario
 from qbench.run.options import RunOptions, run_with_options
-from qbench.tune.server_process import free_port
+from qbench.tune.servers.server_process import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 APPS = Path(__file__).resolve().parents[1].joinpath("demo_apps")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from qbench.run.runner import RunResult, run_scenario
 from qbench.run.scenario.scenario import parse_scenario
-from qbench.tune.server_process import start_reference_server
+from qbench.tune.servers.server_process import start_reference_server
 
 
 def standin_run(tmp_path: Path, device_ms: float, image: dict[str, object], duration: float) -> RunResult:

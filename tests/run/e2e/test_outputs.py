@@ -13,7 +13,7 @@ import pytest
 
 from qbench.run.protocols.gradio_wire import output_files
 from qbench.run.runner import run_scenario
-from qbench.tune.server_process import free_port
+from qbench.tune.servers.server_process import free_port
 from reference_server.testing import RunningServer
 from tests.run.conftest import scenario
 

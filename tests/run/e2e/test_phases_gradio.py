@@ -1,5 +1,5 @@
 """End to end on real Gradio apps (the installed release, >= 6.10) started the way `qbench sweep --app`
-starts them (qbench.tune.app_process, which sets GRADIO_PROFILING=1): a scenario from `qbench init`, a
+starts them (qbench.tune.servers.app_process, which sets GRADIO_PROFILING=1): a scenario from `qbench init`, a
 short run, and every record carries Gradio's own phases; summary.json and the report say where the
 time went."""
 
@@ -17,7 +17,7 @@ from qbench.cli import app
 from qbench.report.build import build_report
 from qbench.run.protocols.gradio_wire import parse_version
 from qbench.run.runner import RunResult, load_scenario, run_scenario
-from qbench.tune.app_process import knob_env, launch_command
+from qbench.tune.servers.app_process import knob_env, launch_command
 
 gradio = pytest.importorskip("gradio")
 if parse_version(gradio.__version__) < (6, 10):

@@ -206,8 +206,8 @@ def test_http_protocol_with_a_key_header_and_a_clear_stop_without_it(keyed_echo:
 
 def test_capacity_and_sweep_take_the_command_line_credentials(tmp_path: Path) -> None:
     from qbench.run.scenario.credentials import cli_overrides
-    from qbench.tune.capacity_run import capacity_config
-    from qbench.tune.config import SweepOptions, build_config
+    from qbench.tune.capacity.capacity_run import capacity_config
+    from qbench.tune.sweep.config import SweepOptions, build_config
 
     path = tmp_path / "s.yaml"
     spec = {

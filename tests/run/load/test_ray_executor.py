@@ -268,7 +268,7 @@ def test_ctrl_c_stops_every_actor_and_keeps_every_record(
 def _ray_client_server(gcs_address: str) -> Iterator[str]:
     """A Ray Client server for the cluster (what `ray start --head` runs on port 10001; legacy mode:
     one server process, no per-client server to spawn on a busy host)."""
-    from qbench.tune.server_process import free_port
+    from qbench.tune.servers.server_process import free_port
 
     port = free_port()
     cmd = [sys.executable, "-m", "ray.util.client.server", f"--address={gcs_address}", "--host=127.0.0.1",

@@ -15,7 +15,9 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.run.control import read_gradio_mode
 from qbench.run.protocols.gradio_schema import api_suggestion, concrete
-from qbench.tune.recommend import Advice, Constraints, PointResult, recommend, server_api_code
+from qbench.tune.ranking.recommend import Advice, recommend, server_api_code
+from qbench.tune.values.constraints import Constraints
+from qbench.tune.values.result import PointResult
 from tests.run.gradio_app_process import gradio_app
 
 

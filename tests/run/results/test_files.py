@@ -91,8 +91,8 @@ def test_a_run_named_outside_reports_stays_under_it(http_echo: str, tmp_path: Pa
 
 
 def test_sweep_and_capacity_named_outside_reports_stay_under_it(tmp_path: Path) -> None:
-    from qbench.tune.capacity_run import capacity_config
-    from qbench.tune.config import SweepOptions, build_config
+    from qbench.tune.capacity.capacity_run import capacity_config
+    from qbench.tune.sweep.config import SweepOptions, build_config
 
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({"name": "a/../../x", "target": "http://127.0.0.1:9",
@@ -110,8 +110,8 @@ def test_sweep_and_capacity_named_outside_reports_stay_under_it(tmp_path: Path) 
 
 def test_sweep_and_capacity_writers_know_their_secrets(tmp_path: Path) -> None:
     """What they write and print: the target's credentials; a sweep's also its launched servers' own."""
-    from qbench.tune.capacity_run import capacity_config
-    from qbench.tune.config import SweepOptions, build_config
+    from qbench.tune.capacity.capacity_run import capacity_config
+    from qbench.tune.sweep.config import SweepOptions, build_config
 
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({"name": "s", "endpoint": {"api_name": "work"},

@@ -15,7 +15,7 @@ from qbench.cli import app
 from qbench.run.options import RunOptions
 from qbench.run.soak.health import read_health
 from qbench.run.soak.soak import SoakOptions, SoakRun, find_server, parse_limits, read_report, run_soak
-from qbench.tune.server_process import reference_server_process
+from qbench.tune.servers.server_process import reference_server_process
 
 KIB, MIB = 2**10, 2**20
 SCENARIO = """\

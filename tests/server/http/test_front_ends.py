@@ -18,7 +18,7 @@ import psutil
 import pytest
 from gradio_client import Client, handle_file
 
-from qbench.tune.server_process import ServerHandle, reference_server_process
+from qbench.tune.servers.server_process import ServerHandle, reference_server_process
 from reference_server.http import gradio_routes
 from reference_server.http.app import build_app
 from reference_server.http.front_ends import (

@@ -22,9 +22,14 @@ from typing import Any
 import pytest
 import yaml
 
-from qbench.tune.capacity_run import CapacityRun, capacity_config, capacity_prober, run_capacity
-from qbench.tune.server_process import start_reference_server
-from qbench.tune.settle import wait_for_empty_queue
+from qbench.tune.capacity.capacity_run import (
+    CapacityRun,
+    capacity_config,
+    capacity_prober,
+    run_capacity,
+)
+from qbench.tune.servers.server_process import start_reference_server
+from qbench.tune.servers.settle import wait_for_empty_queue
 
 pytestmark = pytest.mark.slow
 

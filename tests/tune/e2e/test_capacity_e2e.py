@@ -17,9 +17,9 @@ import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.tune.config import SweepOptions, build_config
-from qbench.tune.server_process import free_port
-from qbench.tune.sweep import run_sweep
+from qbench.tune.servers.server_process import free_port
+from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.sweep.sweep import run_sweep
 from reference_server.settings import parse_settings
 from reference_server.testing import RunningServer, serve_in_thread
 from tests.tune.conftest import write_scenario
@@ -152,7 +152,7 @@ def test_capacity_of_a_real_gradio_app(tmp_path: Path) -> None:
     host)."""
     import sys
 
-    from qbench.tune.app_process import launch_command
+    from qbench.tune.servers.app_process import launch_command
 
     app_py = Path(__file__).resolve().parents[3] / "examples" / "gradio_app.py"
     command = f"{sys.executable} {app_py} --port {{port}} --concurrency-limit 4 --base-ms 100 --per-item-ms 0"

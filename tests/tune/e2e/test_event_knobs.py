@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
-from qbench.tune.app_process import knob_env, render_command
-from qbench.tune.grid import build_grid, is_server_knob, parse_axis, point_id
-from qbench.tune.recommend import gradio_code
-from qbench.tune.server_knobs import apply_server_knobs
-from qbench.tune.versions import KnobVersionError, check_knobs
+from qbench.tune.knobs.grid import build_grid, is_server_knob, parse_axis, point_id
+from qbench.tune.knobs.server_knobs import apply_server_knobs
+from qbench.tune.knobs.versions import KnobVersionError, check_knobs
+from qbench.tune.ranking.recommend import gradio_code
+from qbench.tune.servers.app_process import knob_env, render_command
 from reference_server.settings import preset_path, read_settings_file
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -79,7 +79,7 @@ def test_the_docs_sweep_command_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_an_app_gets_a_mixs_events_and_event_knobs_only_through_placeholders() -> None:
     from qbench.run.scenario.scenario import load_scenario
-    from qbench.tune.config import driven_events
+    from qbench.tune.sweep.config import driven_events
 
     mix = load_scenario(ROOT / "scenarios" / "mix.yaml")
     assert driven_events(mix, "driven") == ["a", "b", "c"] and driven_events(mix, "all") is None

@@ -9,7 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.tune.config import SweepOptions, build_config
+from qbench.tune.sweep.config import SweepOptions, build_config
 
 
 def scenario(tmp_path: Path) -> Path:

@@ -1,6 +1,6 @@
 """The simulator against the real reference server: same queue rules, same load, close figures.
 
-qbench may not import the reference server's queue (tests/test_layout.py), so qbench.tune.simulate
+qbench may not import the reference server's queue (tests/test_layout.py), so qbench.tune.search.simulate
 mirrors its rules; this test checks the mirror on configurations where each rule decides the figures:
 greedy batching on one worker, a concurrency group shared by two functions (the lowest limit wins),
 the max_threads cap across groups, and queueing delay under open-loop Poisson arrivals. The service time
@@ -16,11 +16,17 @@ import pytest
 
 from qbench.run.scenario.scenario import parse_scenario
 from qbench.run.scenario.schedule import OpenPlan, plan
-from qbench.tune.batch_model import BatchFit
-from qbench.tune.grid import Point
-from qbench.tune.point import point_result, run_measured
-from qbench.tune.recommend import Constraints
-from qbench.tune.simulate import ClosedArrivals, OpenArrivals, SimFunction, SimServer, simulate
+from qbench.tune.knobs.grid import Point
+from qbench.tune.points.point import point_result, run_measured
+from qbench.tune.search.batch_model import BatchFit
+from qbench.tune.search.simulate import (
+    ClosedArrivals,
+    OpenArrivals,
+    SimFunction,
+    SimServer,
+    simulate,
+)
+from qbench.tune.values.constraints import Constraints
 from reference_server.settings import parse_settings
 from reference_server.testing import serve_in_thread
 

@@ -16,11 +16,11 @@ from qbench.analysis import load_sweep
 from qbench.cli import app
 from qbench.run.columns import Columns
 from qbench.run.records import read_records
-from qbench.tune.config import SweepOptions, build_config, resume_options
-from qbench.tune.grid import Point
-from qbench.tune.knobcheck import observed_parallelism
-from qbench.tune.recommend import PointResult
-from qbench.tune.sweep import SweepResult, run_sweep
+from qbench.tune.knobs.grid import Point
+from qbench.tune.points.knobcheck import observed_parallelism
+from qbench.tune.sweep.config import SweepOptions, build_config, resume_options
+from qbench.tune.sweep.sweep import SweepResult, run_sweep
+from qbench.tune.values.result import PointResult
 from reference_server.settings import parse_settings
 from reference_server.testing import serve_in_thread
 from tests.tune.conftest import SERVER, write_scenario

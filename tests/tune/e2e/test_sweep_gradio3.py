@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.tune.config import SweepOptions, build_config
-from qbench.tune.recommend import gradio_code
-from qbench.tune.sweep import run_sweep
-from qbench.tune.versions import KnobVersionError, check_knobs, gradio_major
+from qbench.tune.knobs.versions import KnobVersionError, check_knobs, gradio_major
+from qbench.tune.ranking.recommend import gradio_code
+from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.sweep.sweep import run_sweep
 from tests.docs.test_readme_capacity import ROOT, readme_commands
 
 REDUCED = ["--duration", "1", "--capacity-trials", "0"]

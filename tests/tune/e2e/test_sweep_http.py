@@ -11,8 +11,8 @@ import yaml
 
 from qbench.report.build import build_report
 from qbench.run.records import read_records
-from qbench.tune.config import SweepOptions, build_config
-from qbench.tune.sweep import SweepResult, run_sweep
+from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.sweep.sweep import SweepResult, run_sweep
 
 SERVER = {
     "functions": [{"api_name": "classify", "workload": "sleep", "params": {"base_ms": 50, "per_item_ms": 5},
@@ -95,8 +95,8 @@ def test_relaunch_sweep_of_the_batch_deadline(tmp_path: Path) -> None:
 def test_launch_mode_advice_is_the_apps_command_with_the_winners_knobs() -> None:
     from types import SimpleNamespace
 
-    from qbench.tune.recommend import PointResult
-    from qbench.tune.sweep import server_advice
+    from qbench.tune.sweep.sweep import server_advice
+    from qbench.tune.values.result import PointResult
 
     winner = PointResult("b8", {"max_batch_size": 8}, "ok")
     config = SimpleNamespace(base_settings=None, api_name=None,

@@ -1,0 +1,170 @@
+"""Capacity: the highest open-loop arrival rate at which the SLO still holds, found by bracketing and
+bisection on the rate (pure search logic; the probes against a server are in
+`qbench.tune.capacity.capacity_run`).
+
+    first guess r0 (a closed-loop estimate of the completions/s, or a sweep point's throughput)
+    bracket:  probe r0; while every probe passed, go up by `step`; while every probe failed, go down;
+              the step grows (1.25, 1.56, 2.44, 5.96: squared after each move the same way), so a poor
+              guess costs a few probes, a good one (the usual case) one or two
+    bisect:   probe sqrt(lo x hi) until hi / lo <= 1 + tolerance (with `refine`: longer probes, long
+              enough that an overload the size of the tolerance shows; see capacity_run)
+    confirm:  one sustained run at lo (`confirm`, e.g. 60 s); a pass makes lo the answer, a fail (SLO or
+              steady state) makes lo the failing rate and steps down by the tolerance (or to just under
+              the completions/s the failed run measured, when lower), and confirms again
+
+A probe passes only when the SLO held *and* the server kept up (steady state: qbench.run.results.steady); one
+stopped because its backlog grew counts as failing, whatever its partial figures say. A failed probe
+during which the load generator itself stalled (`Probe.host_stall`: the machine, not only the server,
+was slow) is kept as kind "stalled" and measured once more (`measure_past_stall`).
+The answer is the bracket [last passing, first failing]: `capacity_rps` is the last passing rate, so the
+true capacity lies in [capacity_rps, failing_rate_rps) up to measurement noise; `converged` says whether
+that bracket is within the tolerance (the probe budget can run out first). A target that fails even at
+`min_rate` has no capacity (None); one that passes `max_rate` has no failing rate (None).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from qbench.tune.values.capacity import Capacity, Probe
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """How hard to search: the stop rule and the probe budget."""
+
+    tolerance: float = 0.05  # stop when failing / passing rate <= 1 + tolerance
+    max_probes: int = 10  # open-loop probes at most (the estimate is not counted)
+    step: float = 1.25  # first bracketing step (x or /), squared after each move the same way
+    min_rate: float = 0.05
+    max_rate: float = 10_000.0
+    confirm: bool = False  # confirm the answer with a sustained run (or, without one, a repeat probe)
+    confirm_tries: int = 4  # sustained runs at most (each failure steps down)
+
+
+Measure = Callable[[float], Probe]
+
+
+def measure_past_stall(measure: Measure, rate: float, probes: list[Probe]) -> Probe:
+    """`measure(rate)`, a runaway counted as failing whatever its partial figures say; a failed probe
+    whose load generator stalled (`host_stall`: the host, not only the server, was slow) is kept in
+    `probes` as kind "stalled" and the rate measured once more, so one stall of a shared machine does
+    not move the bracket. A second stall counts: it is the answer."""
+    for attempt in range(2):
+        result = measure(rate)
+        result.passed = result.passed and not result.stopped
+        if result.passed or not result.host_stall or attempt == 1:
+            break
+        result.kind = "stalled"
+        probes.append(result)
+    return result
+
+
+@dataclass
+class _Search:
+    measure: Measure
+    plan: SearchPlan
+    probes: list[Probe] = field(default_factory=list)
+    refine: Measure | None = None  # the bisection's probes (default: measure)
+
+    def probe(self, rate: float, measure: Measure | None = None, kind: str = "rate") -> bool:
+        result = measure_past_stall(measure or self.measure, rate, self.probes)
+        result.kind = kind
+        self.probes.append(result)
+        return result.passed
+
+    @property
+    def budget_left(self) -> bool:
+        return sum(p.kind == "rate" for p in self.probes) < self.plan.max_probes
+
+    def bracket(self, rate: float) -> tuple[float | None, float | None]:
+        """(passing, failing) neighbours found by stepping from `rate`; either is None at a limit."""
+        return self.up(rate) if self.probe(rate) else self.down(rate)
+
+    def up(self, rate: float) -> tuple[float | None, float | None]:
+        """From a passing `rate`, step up until a probe fails."""
+        step = self.plan.step
+        while self.budget_left and rate < self.plan.max_rate:
+            higher = min(rate * step, self.plan.max_rate)
+            if not self.probe(higher):
+                return rate, higher
+            rate, step = higher, step * step
+        return rate, None
+
+    def down(self, rate: float) -> tuple[float | None, float | None]:
+        """From a failing `rate`, step down until a probe passes."""
+        step = self.plan.step
+        while self.budget_left and rate > self.plan.min_rate:
+            lower = max(rate / step, self.plan.min_rate)
+            if self.probe(lower):
+                return lower, rate
+            rate, step = lower, step * step
+        return None, rate
+
+    def bisect(self, lo: float, hi: float) -> tuple[float, float]:
+        while hi / lo > 1 + self.plan.tolerance and self.budget_left:
+            mid = math.sqrt(lo * hi)
+            if self.probe(mid, self.refine):
+                lo = mid
+            else:
+                hi = mid
+        return lo, hi
+
+
+def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int = 1) -> Capacity:
+    """Confirm `capacity.capacity_rps` with `repeats` sustained runs in a row (`confirm(rate)`, each its
+    own Poisson seed where the caller varies it: a metastable server must hold more than one draw of
+    bursts); on a fail (SLO or steady state) that rate becomes the failing rate and the answer steps
+    down by the tolerance (or to just under the completions/s the failed run measured, when lower),
+    then is confirmed again, up to `plan.confirm_tries` rates. The runs are appended to
+    `capacity.probes` (kind "confirm"); the answer, its failing rate and `confirmed` are updated in
+    place. The one confirmation rule of `qbench capacity` (`search_capacity`) and of sweeps
+    (qbench.tune.sweep.confirm)."""
+    rate, hi = capacity.capacity_rps, capacity.failing_rate_rps
+    for _ in range(plan.confirm_tries):
+        if rate is None:
+            break
+        for _ in range(max(repeats, 1)):
+            probe = measure_past_stall(confirm, rate, capacity.probes)
+            probe.kind = "confirm"
+            capacity.probes.append(probe)
+            if not probe.passed:
+                break
+        if probe.passed:
+            capacity.capacity_rps, capacity.failing_rate_rps, capacity.confirmed = rate, hi, True
+            return capacity
+        hi, rate = rate, rate / (1 + plan.tolerance)
+        if probe.steady is False and probe.throughput_rps > 0:  # completions/s: what it sustained
+            rate = min(rate, probe.throughput_rps * (1 - plan.tolerance / 4))
+        if rate < plan.min_rate:
+            rate = None
+    capacity.capacity_rps, capacity.failing_rate_rps, capacity.confirmed = rate, hi, False
+    return capacity
+
+
+def search_capacity(measure: Measure, first_rate: float, plan: SearchPlan | None = None,
+                    estimate: Probe | None = None, *, refine: Measure | None = None,
+                    confirm: Measure | None = None) -> Capacity:
+    """Bracket, bisect and (with `plan.confirm`) confirm the highest rate whose probe passes; see the
+    module docstring. `measure(rate)` runs one probe, `refine(rate)` one of the bisection (default:
+    measure), `confirm(rate)` the sustained run (default: measure again); `estimate` (the probe that gave
+    `first_rate`) is kept first in the list of probes."""
+    plan = plan or SearchPlan()
+    search = _Search(measure, plan, [estimate] if estimate else [], refine)
+    lo, hi = search.bracket(min(max(first_rate, plan.min_rate), plan.max_rate))
+    if lo is not None and hi is not None:
+        lo, hi = search.bisect(lo, hi)
+    capacity = Capacity(lo, hi, plan.tolerance, _converged(lo, hi, plan), False, search.probes)
+    if plan.confirm and lo is not None:
+        sustain(capacity, confirm or measure, plan)
+    return capacity
+
+
+def _converged(lo: float | None, hi: float | None, plan: SearchPlan) -> bool:
+    """The bracket is within the tolerance, or the search ended at one of its limits."""
+    if lo is not None and hi is not None:
+        return hi / lo <= 1 + plan.tolerance
+    if hi is None:
+        return lo is not None and lo >= plan.max_rate
+    return hi <= plan.min_rate

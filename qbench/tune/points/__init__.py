@@ -1,0 +1,7 @@
+"""One point measured: a run of the scenario under a point's overrides -> PointResult, and whether its
+knobs took effect.
+
+    point.py         one run (run_measured) -> its summary and records; repeats -> PointResult (runaway
+                     queues stop early); every tuning stage's run goes through here
+    knobcheck.py     did a point's knobs take effect? the hook's record and the point's records
+"""

@@ -1,0 +1,227 @@
+"""Model-based search: fit a batch-latency model from a few measured points, measure only what it ranks best.
+
+    design points (batch axis at its ends x worker axes at middle / top)  -> measure
+    observations (realised batch size, batch service time, workers)       -> fit l(b, k) = t0_k + alpha_k*b
+    repeat:  predict every unmeasured point (tune.batch_model), rank measured + predicted points with the
+             recommendation rule; measure the best-ranked unmeasured point among the top `top_n`;
+             refit with it; stop when the top `top_n` are all measured or the trial budget is spent
+    recommend among MEASURED points only (predictions only choose what to measure)
+
+Where the observations come from, best first: the point's records (requests whose process_starts arrive
+together form one batch; its service time is completed - started), else the point's median service time
+with the realised batch size from Little's law on the service stage (b = X * l / k), else its throughput
+under a known closed-loop load (l = k * b / X with b = clamp(users / k, 1, B)).
+
+When the model cannot be trusted - fewer than 2 distinct batch sizes, R^2 below `min_r2` with residuals
+over 15 % of the service time (`batch_model.untrusted`), or no point it
+predicts feasible - the search falls back to smart search (qbench.tune.search.search), reusing the points
+already
+measured, and says why in `fallback`. With a memory ceiling, peak RSS is fitted too, linear in the work
+slots k*B and the thread pool, so memory-infeasible points are not chosen.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from qbench.tune.knobs.grid import Grid, Point
+from qbench.tune.ranking.recommend import recommend
+from qbench.tune.search.batch_model import (
+    BatchFit,
+    FitError,
+    PointLoad,
+    Prediction,
+    predict,
+    predicted_capacity,
+    untrusted,
+)
+from qbench.tune.search.search import Evaluate, SearchResult, smart_search
+from qbench.tune.search.search_fit import (
+    FEASIBLE,
+    ComparisonRow,
+    Describe,
+    FittedModel,
+    MemoryFit,
+    Observe,
+    Predicted,
+    SearchState,
+    comparison_rows,
+    design_points,
+    fit_memory,
+    memory_of,
+    predicted_constraints,
+    summary_observer,
+)
+from qbench.tune.values.capacity import CapacitySummary
+from qbench.tune.values.constraints import Constraints
+from qbench.tune.values.result import PointResult
+
+# ---------------------------------------------------------------- result
+
+
+@dataclass
+class ModelSearchResult(SearchResult):
+    model: FittedModel = field(default_factory=FittedModel)  # fitted parameters (l(b, k), memory)
+    predicted_vs_measured: list[ComparisonRow] = field(default_factory=list)
+    fallback: str = ""  # why the search fell back to smart search ("" = it did not)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        rows = [row.to_dict() for row in self.predicted_vs_measured]
+        out.update(model=self.model.to_dict(), predicted_vs_measured=rows)
+        if self.fallback:
+            out["fallback"] = self.fallback
+        return out
+
+
+# ---------------------------------------------------------------- the search
+
+
+def predicted_result(
+    point: Point, prediction: Prediction, constraints: Constraints, memory_mb: float | None
+) -> PointResult:
+    """A PointResult built from a prediction (goodput = throughput when the latency bounds hold, else 0)."""
+    unstable = prediction.mean_latency_s is None
+    guess = PointResult(
+        point.point_id,
+        dict(point.knobs),
+        goodput_rps=0.0 if unstable else prediction.throughput_rps,
+        throughput_rps=prediction.throughput_rps,
+        p50_latency_s=None if unstable else prediction.mean_latency_s,
+        p95_latency_s=None if unstable else prediction.p95_latency_s,
+        p99_latency_s=None if unstable else prediction.p95_latency_s,
+        mean_latency_s=prediction.mean_latency_s,
+        error_rate=1.0 if unstable else 0.0,
+        peak_rss_mb=memory_mb,
+    )
+    if constraints.violations(guess):
+        guess.goodput_rps = 0.0
+    return guess
+
+
+def model_search(
+    grid: Grid,
+    evaluate: Evaluate,
+    constraints: Constraints,
+    describe: Describe,
+    *,
+    observe: Observe | None = None,
+    top_n: int = 3,
+    min_r2: float = 0.8,
+    max_fraction: float = 0.4,
+) -> ModelSearchResult:
+    """Model-based search over `grid` (see the module docstring)."""
+    state = SearchState(grid, evaluate, constraints, describe, observe or summary_observer(describe))
+    for coords in design_points(grid):
+        state.measure(grid.point_at(coords))
+    n_design = len(state.order)
+    budget = max(n_design + top_n, math.floor(max_fraction * grid.size))
+    path: list[str] = []
+    fit: BatchFit | None = None
+    while True:
+        try:
+            fit = state.fit()
+        except FitError as exc:
+            return _fallback(state, f"{exc}", fit)
+        if reason := untrusted(fit, min_r2):
+            return _fallback(state, reason, fit)
+        ranking = _ranking(state, fit)
+        if not ranking:
+            return _fallback(state, "the model predicts no feasible point", fit)
+        todo = [p for p in ranking[:top_n] if p.point_id not in state.measured]
+        if not todo or len(state.order) >= budget:
+            break
+        state.measure(todo[0])
+        path.append(todo[0].point_id)
+    return _result(state, fit, path, n_design)
+
+
+def _ranking(state: SearchState, fit: BatchFit) -> list[Point]:
+    """Feasible points, best first: measured ones by their measurements, the rest by prediction (under
+    the capacity objective every point by its predicted capacity, `_capacity_ranking`)."""
+    if state.constraints.objective == "capacity":
+        return _capacity_ranking(state, fit)
+    checkable = predicted_constraints(state.constraints)
+    memory = memory_of(state)
+    merged: list[PointResult] = []
+    by_id: dict[str, Point] = {}
+    for point in state.grid.points():
+        by_id[point.point_id] = point
+        measured = state.measured.get(point.point_id)
+        if measured is not None:
+            at_load = replace(state.constraints, objective="latency")
+            if measured.status == "ok" and not at_load.violations(measured):
+                merged.append(replace(measured, extra={}))
+            continue
+        load = state.describe(point)
+        merged.append(predicted_result(point, predict(fit, load), checkable, memory(load)))
+    ranked = recommend(merged, checkable).ranked
+    return [by_id[r.point_id] for r in ranked if r.verdict in FEASIBLE]
+
+
+def _capacity_ranking(state: SearchState, fit: BatchFit) -> list[Point]:
+    """Every point by its predicted capacity (`predicted_capacity`), measured ones included: a measured
+    capacity is not comparable with a predicted one (the model misses a constant overhead), so measuring
+    the predicted top `top_n` stops once the model's own ranking is confirmed."""
+    memory = memory_of(state)
+    guesses, by_id = [], {}
+    for point in state.grid.points():
+        by_id[point.point_id] = point
+        load = state.describe(point)
+        guesses.append(predicted_capacity_result(point, fit, load, state.constraints, memory(load)))
+    ranked = recommend(guesses, state.constraints).ranked
+    return [by_id[r.point_id] for r in ranked if r.verdict in FEASIBLE]
+
+
+def predicted_capacity_result(point: Point, fit: BatchFit, load: PointLoad, constraints: Constraints,
+                              memory_mb: float | None) -> PointResult:
+    """A PointResult carrying the model's capacity under the SLO (None: the SLO fails at any rate)."""
+    capacity = predicted_capacity(fit, load, constraints.slo)
+    return PointResult(point.point_id, dict(point.knobs), peak_rss_mb=memory_mb, capacity_rps=capacity,
+                       capacity=CapacitySummary(capacity_rps=capacity, predicted=True))
+
+
+def _comparison(state: SearchState, fit: BatchFit | None, n_design: int) -> list[ComparisonRow]:
+    if fit is None:
+        return comparison_rows(state, n_design, None)
+
+    def predicted(point: Point) -> Predicted:
+        load = state.describe(point)
+        p = predict(fit, load)
+        return Predicted(throughput_rps=p.throughput_rps, p95_latency_s=p.p95_latency_s,
+                         capacity_rps=predicted_capacity(fit, load, state.constraints.slo),
+                         batch_size=p.batch_size, service_s=p.service_s)
+
+    return comparison_rows(state, n_design, predicted)
+
+
+def _model(state: SearchState, fit: BatchFit | None) -> FittedModel:
+    measured = [r for r in state.order if r.status == "ok"]
+    memory = None
+    if state.constraints.max_memory_mb is not None:
+        coef = fit_memory(measured, [state.describe(state.points[r.point_id]) for r in measured])
+        memory = MemoryFit(*coef) if coef is not None else None
+    return FittedModel(fit, memory)
+
+
+def _result(state: SearchState, fit: BatchFit | None, path: list[str], n_design: int) -> ModelSearchResult:
+    return ModelSearchResult(
+        list(state.order),
+        state.grid.size,
+        path,
+        model=_model(state, fit),
+        predicted_vs_measured=_comparison(state, fit, n_design),
+    )
+
+
+def _fallback(state: SearchState, reason: str, fit: BatchFit | None) -> ModelSearchResult:
+    """Smart search from the grid's middle, reusing every point measured so far."""
+    n_design = len(state.order)
+    smart = smart_search(state.grid, state.measure, state.constraints)
+    result = _result(state, fit, smart.path, n_design)
+    result.fallback = f"fell back to smart search: {reason}"
+    return result
+
+

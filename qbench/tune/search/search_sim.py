@@ -1,0 +1,286 @@
+"""Simulator search (`--search sim`): calibrate a queue simulation on a few points, simulate the whole grid,
+measure only what it ranks best.
+
+    design points (as model search: batch axis ends x worker axes middle / top)   -> measure
+    fit l(b, k) = t0_k + alpha_k * b (qbench.tune.search.batch_model) from their batches, and the lognormal
+    spread sigma of measured / fitted batch service times
+    repeat:  simulate every grid point (qbench.tune.search.simulate) with the scenario's arrival process:
+               at its own load (goodput, p50/p95/p99 at the scenario's rate or users), and, under the
+               capacity objective, bisect the open-loop rate for the highest one whose simulated
+               latencies meet the SLO and whose queue wait does not trend up, below the
+               server's k x B / l(B) (the predicted capacity: never above what it can complete)
+             measure the best-predicted unmeasured point among the top `top_n`; refit with it; stop when
+             the top `top_n` are all measured or the trial budget is spent
+    recommend among MEASURED points only (the sweep ranks search.results); predicted vs measured is kept
+    for every measured point
+
+Unlike model search's closed forms (Nexus rule of thumb for the tail), the simulator carries the queue's
+rules (groups, max_threads, greedy batching, batch wait, max_size, client timeouts) and the measured
+spread, so its tail latencies and capacities under an SLO are its own. It falls back to smart search
+like model search when the fit cannot be trusted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qbench.run.records import read_records
+from qbench.run.results.steady import trend
+from qbench.run.scenario.scenario import Load
+from qbench.run.scenario.schedule import OpenPlan, plan
+from qbench.tune.knobs.grid import Grid, Point
+from qbench.tune.ranking.recommend import recommend
+from qbench.tune.search.batch_model import BatchFit, FitError, PointLoad, untrusted
+from qbench.tune.search.search import Evaluate, smart_search
+from qbench.tune.search.search_fit import (
+    FEASIBLE,
+    ComparisonRow,
+    Describe,
+    FittedModel,
+    Observe,
+    Predicted,
+    SearchState,
+    comparison_rows,
+    design_points,
+    memory_of,
+    point_runs,
+    predicted_constraints,
+    record_batches,
+    summary_observer,
+)
+from qbench.tune.search.search_model import ModelSearchResult
+from qbench.tune.search.simulate import (
+    Arrivals,
+    ClosedArrivals,
+    OpenArrivals,
+    SimFunction,
+    SimResult,
+    SimServer,
+    lognormal_sigma,
+    simulate,
+)
+from qbench.tune.values.capacity import CapacitySummary
+from qbench.tune.values.constraints import Constraints
+from qbench.tune.values.result import PointResult
+
+Spread = Callable[[Sequence[Point], BatchFit], float]
+MAX_SIM_REQUESTS = 3000  # per simulated run: enough for a p95, fast enough for a whole grid
+BISECTION_STEPS = 10
+STEADY_MARGIN = 0.025  # queue wait growth (s per s) that counts as not keeping up
+
+
+@dataclass
+class SimPredictor:
+    """Simulated figures of one grid point under the scenario's load (and its capacity under the SLO)."""
+
+    describe: Describe
+    knobs: Callable[[Point], Mapping[str, Any]]  # the point's knobs over the server's defaults
+    load: Load
+    constraints: Constraints
+    capacity_duration_s: float = 10.0
+    seed: int = 0
+
+    def server(self, point: Point, fit: BatchFit, sigma: float) -> SimServer:
+        shape, knobs = self.describe(point), self.knobs(point)
+        wait_ms = knobs.get("batch_wait_ms")
+        max_size = knobs.get("max_size")
+        fn = SimFunction(
+            fit,
+            limit=shape.workers,
+            batch=shape.max_batch > 1,
+            max_batch_size=shape.max_batch,
+            batch_wait_s=float(wait_ms) / 1000 if isinstance(wait_ms, int | float) else 0.0,
+            sigma=sigma,
+        )
+        return SimServer((fn,), max_threads=shape.threads,
+                         max_size=int(max_size) if isinstance(max_size, int) else None)
+
+    def arrivals(self, shape: PointLoad) -> Arrivals:
+        """The point's own load: its rate or users (a swept load knob), else the scenario's plan."""
+        duration = self.load.duration or 30.0
+        if shape.users is not None:
+            ramp = self.load.ramp_up / shape.users
+            return ClosedArrivals(shape.users, shape.think_s, self.load.think == "exponential", duration,
+                                  start_offsets=np.arange(shape.users) * ramp)
+        if shape.rate_rps is not None:
+            return self.rate_arrivals(shape.rate_rps, duration)
+        scheduled = plan(self.load, self.seed)
+        assert isinstance(scheduled, OpenPlan)  # users are described above
+        return OpenArrivals(scheduled.offsets)
+
+    def rate_arrivals(self, rate: float, duration_s: float) -> OpenArrivals:
+        """The scenario's arrival process (constant or Poisson) at `rate`, from run.scenario.schedule.plan."""
+        duration = min(duration_s, MAX_SIM_REQUESTS / rate)
+        load = self.load.model_copy(update={
+            "rate": rate, "duration": duration, "requests": None, "users": None, "burst": None,
+            "interval": None, "stages": None, "trace": None, "replay": None,
+        })
+        scheduled = plan(load, self.seed)
+        assert isinstance(scheduled, OpenPlan)
+        return OpenArrivals(scheduled.offsets)
+
+    def run(self, server: SimServer, arrivals: Arrivals) -> SimResult:
+        return simulate(server, arrivals, timeout_s=self.load.timeout, seed=self.seed,
+                        max_requests=MAX_SIM_REQUESTS)
+
+    def predict(self, point: Point, fit: BatchFit, sigma: float) -> PointResult:
+        server = self.server(point, fit, sigma)
+        result = as_point_result(point, self.run(server, self.arrivals(self.describe(point))))
+        if self.constraints.objective == "latency":
+            if predicted_constraints(self.constraints).violations(result):
+                result.goodput_rps = 0.0
+            return result
+        result.capacity_rps = self.capacity(point, server, fit)
+        result.capacity = CapacitySummary(capacity_rps=result.capacity_rps, predicted=True)
+        return result
+
+    def passes(self, point: Point, server: SimServer, rate: float) -> bool:
+        """The simulated run met the SLO and kept up: its queue wait does not trend up (the steady-state
+        test `qbench capacity` holds a real probe to, qbench.run.results.steady)."""
+        sim = self.run(server, self.rate_arrivals(rate, self.capacity_duration_s))
+        checked = as_point_result(point, sim)
+        if sim.latencies_s.size == 0 or predicted_constraints(self.constraints).violations(checked):
+            return False
+        waits = trend(np.arange(sim.waits_s.size) / rate, sim.waits_s)
+        return waits is None or not waits.up(STEADY_MARGIN)
+
+    def capacity(self, point: Point, server: SimServer, fit: BatchFit) -> float | None:
+        """The highest open-loop rate whose simulated run meets the SLO (bisection below k*B/l(B))."""
+        shape = self.describe(point)
+        x_max = shape.workers * shape.max_batch / fit.service_s(shape.max_batch, shape.workers)
+        low, high = 0.02 * x_max, x_max  # past x_max the queue grows without bound: never steady
+        if self.passes(point, server, high):
+            return high
+        if not self.passes(point, server, low):
+            return None
+        for _ in range(BISECTION_STEPS):
+            middle = math.sqrt(low * high)
+            low, high = (middle, high) if self.passes(point, server, middle) else (low, middle)
+        return low
+
+
+def as_point_result(point: Point, sim: SimResult) -> PointResult:
+    return PointResult(
+        point.point_id,
+        dict(point.knobs),
+        goodput_rps=sim.goodput_rps,
+        throughput_rps=sim.throughput_rps,
+        p50_latency_s=sim.percentile(50),
+        p95_latency_s=sim.percentile(95),
+        p99_latency_s=sim.percentile(99),
+        mean_latency_s=sim.mean_latency_s,
+        p50_service_s=float(np.median(sim.services_s)) if sim.services_s.size else None,
+        error_rate=sim.error_rate,
+    )
+
+
+# ---------------------------------------------------------------- result
+
+
+@dataclass
+class SimSearchResult(ModelSearchResult):
+    """Model search's result; `model` also holds the spread (sigma) and the simulated grid size."""
+
+
+def sim_search(
+    grid: Grid,
+    evaluate: Evaluate,
+    constraints: Constraints,
+    predictor: SimPredictor,
+    *,
+    observe: Observe | None = None,
+    spread: Spread | None = None,
+    top_n: int = 3,
+    min_r2: float = 0.8,
+    max_fraction: float = 0.4,
+) -> SimSearchResult:
+    """Simulator search over `grid` (see the module docstring)."""
+    state = SearchState(grid, evaluate, constraints, predictor.describe,
+                   observe or summary_observer(predictor.describe))
+    for coords in design_points(grid):
+        state.measure(grid.point_at(coords))
+    n_design = len(state.order)
+    budget = max(n_design + top_n, math.floor(max_fraction * grid.size))
+    path: list[str] = []
+    fit: BatchFit | None = None
+    sigma = 0.0
+    while True:
+        try:
+            fit = state.fit()
+        except FitError as exc:
+            return _fallback(state, str(exc), fit, sigma, predictor, n_design)
+        if reason := untrusted(fit, min_r2):
+            return _fallback(state, reason, fit, sigma, predictor, n_design)
+        sigma = spread([state.points[p] for p in state.measured], fit) if spread else 0.0
+        memory = memory_of(state)  # with a memory ceiling: peak RSS fitted on the work slots (model search)
+        predicted = []
+        for point in grid.points():
+            guess = predictor.predict(point, fit, sigma)
+            guess.peak_rss_mb = memory(predictor.describe(point))
+            predicted.append(guess)
+        ranked = [r for r in recommend(predicted, constraints).ranked if r.verdict in FEASIBLE]
+        if not ranked:
+            reason = "the simulator predicts no feasible point"
+            return _fallback(state, reason, fit, sigma, predictor, n_design)
+        todo = [r.point_id for r in ranked[:top_n] if r.point_id not in state.measured]
+        if not todo or len(state.order) >= budget:
+            break
+        point = next(p for p in grid.points() if p.point_id == todo[0])
+        state.measure(point)
+        path.append(point.point_id)
+    return _result(state, fit, sigma, predictor, path, n_design)
+
+
+def _result(state: SearchState, fit: BatchFit | None, sigma: float, predictor: SimPredictor, path: list[str],
+            n_design: int) -> SimSearchResult:
+    model = FittedModel(fit, sigma=sigma, simulator="qbench.tune.search.simulate",
+                        simulated_points=state.grid.size)
+    return SimSearchResult(list(state.order), state.grid.size, path, model=model,
+                           predicted_vs_measured=comparison(state, fit, sigma, predictor, n_design))
+
+
+def comparison(state: SearchState, fit: BatchFit | None, sigma: float, predictor: SimPredictor,
+               n_design: int) -> list[ComparisonRow]:
+    """Predicted (with the final fit) vs measured figures of every measured point."""
+    if fit is None:
+        return comparison_rows(state, n_design, None)
+
+    def predicted(point: Point) -> Predicted:
+        p = predictor.predict(point, fit, sigma)
+        return Predicted(throughput_rps=p.throughput_rps, goodput_rps=p.goodput_rps,
+                         p95_latency_s=p.p95_latency_s, capacity_rps=p.capacity_rps)
+
+    return comparison_rows(state, n_design, predicted)
+
+
+def _fallback(state: SearchState, reason: str, fit: BatchFit | None, sigma: float, predictor: SimPredictor,
+              n_design: int) -> SimSearchResult:
+    smart = smart_search(state.grid, state.measure, state.constraints)
+    result = _result(state, fit, sigma, predictor, smart.path, n_design)
+    result.fallback = f"fell back to smart search: {reason}"
+    return result
+
+
+def records_spread(points_dir: Path, describe: Describe) -> Spread:
+    """sigma from each measured point's batches: measured / fitted service time (see lognormal_sigma)."""
+
+    def spread(points: Sequence[Point], fit: BatchFit) -> float:
+        ratios: list[float] = []
+        for point in points:
+            load = describe(point)
+            for run_dir in point_runs(points_dir / point.point_id):
+                with contextlib.suppress(OSError, ValueError):
+                    for batch in record_batches(read_records(run_dir), load):
+                        expected = fit.service_s(len(batch), load.workers)
+                        ratios.extend(s / expected for s in batch)
+        return lognormal_sigma(ratios)
+
+    return spread
+

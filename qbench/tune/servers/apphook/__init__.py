@@ -1,0 +1,178 @@
+"""The startup hook, qbench's side: the environment that puts it into a launched app, and what it recorded.
+
+    hook_env(knobs, port, events, work_dir)   copies sitecustomize.py (the hook itself, this folder) to
+                                              work_dir/qbench-hook/ and returns PYTHONPATH (that folder
+                                              first) and QBENCH_HOOK (the point's knobs, port, events)
+    read_hook_record(work_dir)                the hook's record (HookRecord), None when the app never
+                                              started the hook (another interpreter, no Python at all)
+
+The record says, per event, the app's own settings, the values set and the effective ones; the sweep
+saves it in point.json (`knobs_applied.hook`) and checks it against the point's knobs
+(qbench.tune.points.knobcheck). The hook's side is documented in sitecustomize.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+HOOK_FILE = Path(__file__).with_name("sitecustomize.py")
+RECORD_NAME = "hook-record.json"
+
+
+def hook_env(
+    knobs: Mapping[str, Any], port: int, events: Sequence[str] | None, work_dir: Path
+) -> dict[str, str]:
+    """Environment for a launched app: the hook first on PYTHONPATH (the app's own PYTHONPATH after it)
+    and the point in QBENCH_HOOK; `events` None means every queued event."""
+    folder = work_dir / "qbench-hook"
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(HOOK_FILE, folder / "sitecustomize.py")
+    record = work_dir / RECORD_NAME
+    record.unlink(missing_ok=True)  # a relaunch of the same point must not read the last record
+    path = [str(folder), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    plan = {"knobs": dict(knobs), "events": list(events) if events is not None else None, "port": port,
+            "record": str(record)}
+    return {"PYTHONPATH": os.pathsep.join(path), "QBENCH_HOOK": json.dumps(plan)}
+
+
+@dataclass
+class EventRecord:
+    """One event listener of the launched app as the hook saw it."""
+
+    fn_index: int
+    api_name: str | None
+    chosen: bool  # the hook set this event's knobs (a driven event, or every queued one)
+    queued: bool = True
+    app: dict[str, Any] = field(default_factory=dict)  # the app's own settings
+    set: dict[str, Any] = field(default_factory=dict)  # what the hook set
+    effective: dict[str, Any] = field(default_factory=dict)  # concurrency_limit, batch, max_batch_size
+
+    @property
+    def name(self) -> str:
+        return self.api_name or f"fn_index {self.fn_index}"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EventRecord:
+        api_name = data.get("api_name")
+        return cls(int(data.get("fn_index", -1)), str(api_name) if api_name else None,
+                   bool(data.get("chosen")), bool(data.get("queued", True)), dict(data.get("app") or {}),
+                   dict(data.get("set") or {}), dict(data.get("effective") or {}))
+
+
+@dataclass
+class HookRecord:
+    """What the hook found in the app and set (the hook's JSON record, read back)."""
+
+    launched: bool
+    gradio_version: str | None = None
+    scope: str = "driven"  # driven: the scenario's events; all: every queued event
+    driven: list[str] = field(default_factory=list)  # the scenario's events (api_name or fn_index)
+    queue: dict[str, Any] = field(default_factory=dict)  # {app, set, effective, enabled}
+    launch: dict[str, Any] = field(default_factory=dict)  # {app, set}
+    events: list[EventRecord] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    app_reads: list[str] = field(default_factory=list)  # QBENCH_* variables the app read itself
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HookRecord:
+        return cls(
+            launched=bool(data.get("launched")),
+            gradio_version=data.get("gradio_version"),
+            scope=str(data.get("scope") or "driven"),
+            driven=[str(d) for d in data.get("driven") or []],
+            queue=dict(data.get("queue") or {}),
+            launch=dict(data.get("launch") or {}),
+            events=[EventRecord.from_dict(e) for e in data.get("events") or []],
+            problems=[str(p) for p in data.get("problems") or []],
+            app_reads=[str(v) for v in data.get("app_reads") or []],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def chosen(self) -> list[EventRecord]:
+        return [e for e in self.events if e.chosen]
+
+    @property
+    def major(self) -> int | None:
+        head = str(self.gradio_version or "").split(".")[0]
+        return int(head) if head.isdigit() else None
+
+    def app_settings(self, event: EventRecord) -> dict[str, Any]:
+        """The app's own settings that decide `event`'s concurrency and batching (for the advice)."""
+        queue_app = self.queue.get("app") or {}
+        own: dict[str, Any] = {}
+        if self.major == 3:
+            own["concurrency_count"] = queue_app.get("concurrency_count", 1)
+        else:
+            limit = event.app.get("concurrency_limit", "default")
+            if limit == "default":
+                own["default_concurrency_limit"] = queue_app.get("default_concurrency_limit", 1)
+            else:
+                own["concurrency_limit"] = limit
+        if event.app.get("batch"):
+            own["max_batch_size"] = event.app.get("max_batch_size")
+        if "max_size" in queue_app:
+            own["max_size"] = queue_app["max_size"]
+        threads = (self.launch.get("app") or {}).get("max_threads")
+        if threads is not None:
+            own["max_threads"] = threads
+        return own
+
+
+def read_hook_record(work_dir: Path) -> HookRecord | None:
+    """The record the hook wrote into `work_dir` (None when there is none or it cannot be read)."""
+    try:
+        data = json.loads((work_dir / RECORD_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    return HookRecord.from_dict(data) if isinstance(data, dict) else None
+
+
+_EVENT_KNOBS = ("concurrency_limit", "concurrency_id", "max_batch_size")
+_APP_KNOBS = ("concurrency_count", "default_concurrency_limit", "max_size", "max_threads")
+_LAUNCH_KNOBS = ("num_workers", "ssr_mode")
+
+
+def app_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
+    """The recommendation as a change to the app's own settings, one line per driven event plus one for
+    the queue and launch() settings: "your app: default_concurrency_limit=4 -> recommended
+    concurrency_limit=8 on `respond`"."""
+    release = f" (Gradio {hook.gradio_version})" if hook.gradio_version else ""
+    lines = []
+    for event in hook.chosen:
+        own = hook.app_settings(event)
+        wanted = {k: v for k, v in knobs.items() if k in _EVENT_KNOBS}
+        if not wanted:
+            continue
+        before: dict[str, Any] = {}
+        if "concurrency_limit" in wanted:  # the event's own limit, else the queue's default it takes
+            before.update({k: own[k] for k in ("concurrency_limit", "default_concurrency_limit",
+                                               "concurrency_count") if k in own})
+        for name in ("max_batch_size", "concurrency_id"):
+            if name in wanted:
+                before[name] = own.get(name, event.app.get(name))
+        lines.append(f"your app{release}: {_pairs(before) or 'Gradio defaults'} -> recommended "
+                     f"{_pairs(wanted)} on `{event.name}`")
+    queue = {k: v for k, v in knobs.items() if k in _APP_KNOBS}
+    if queue:
+        own = hook.app_settings(hook.chosen[0]) if hook.chosen else dict(hook.queue.get("app") or {})
+        before = {k: own.get(k, "default") for k in queue}
+        lines.append(f"your app{release}: {_pairs(before)} -> recommended {_pairs(queue)}")
+    launch = {k: v for k, v in knobs.items() if k in _LAUNCH_KNOBS}
+    if launch:
+        own_launch = hook.launch.get("app") or {}
+        before = {k: "default" if own_launch.get(k) is None else own_launch[k] for k in launch}
+        lines.append(f"your app{release}: launch({_pairs(before)}) -> recommended launch({_pairs(launch)})")
+    return lines
+
+
+def _pairs(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items())

@@ -1,0 +1,273 @@
+"""What a capacity search found, as every later stage and file shares it: each probe (Probe: its figures
+and verdict), the answer (Capacity: the bracket, converged, confirmed), and the short forms a sweep
+point and capacity.json carry (CapacitySummary, CapacityRecord, the confirmation's). The search itself
+is qbench.tune.capacity.search."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from qbench.run.results.figures import Figures
+from qbench.run.results.steady import Steadiness
+from qbench.tune.verdicts.degradation import Degradation
+from qbench.tune.verdicts.metastable import Metastability
+from qbench.tune.verdicts.overload import Overload
+
+
+@dataclass
+class Probe(Figures):
+    """One measurement at one offered rate (or the closed-loop estimate, `kind` "estimate"): its figures
+    and verdict."""
+
+    rate_rps: float  # offered arrival rate (req/s); for the estimate, the completions/s it measured
+    passed: bool  # the SLO held and the server kept up (steady), and it was not stopped early
+    kind: str = "rate"  # "rate" (open loop) | "confirm" (the sustained run) | "estimate" (closed loop,
+    #                     not part of the bracket) | "overload" (past the capacity, not part of it) |
+    #                     "stalled" (failed while the host stalled, measured again: not part of it) |
+    #                     "recheck" (the first passing rate again after the search:
+    #                     qbench.tune.verdicts.degradation)
+    stopped: str = ""  # why the probe was stopped early (backlog grew), "" when it ran to the end
+    violations: list[str] = field(default_factory=list)  # broken bounds and "not steady, ..." evidence
+    completed_ok: int = 0
+    users: int | None = None  # closed-loop users of the estimate probe
+    run_dir: str = ""  # the probe's run folder, relative to the capacity folder
+    elapsed_s: float = 0.0  # wall time of the probe
+    duration_s: float = 0.0  # seconds of load planned (after the warm-up); 0 in files before it was kept
+    steady: bool | None = None  # the server kept up (None: not judged, too few requests or an old file)
+    steadiness: Steadiness | None = None  # rates, backlog/wait slopes, verdict (qbench.run.results.steady)
+    host_stall: str = ""  # the load generator itself lagged (the host stalled): why, in words; "" when not
+
+    @property
+    def verdict(self) -> str:
+        if self.kind == "estimate":
+            return "estimate"
+        if self.kind in ("overload", "stalled", "recheck"):
+            return self.kind
+        if self.stopped:
+            return "runaway"
+        return "pass" if self.passed else "fail"
+
+    @property
+    def why(self) -> str:
+        """What broke ('not steady, backlog +5.1/s ± 0.4'; a bound; a stalled host), or '' for a pass."""
+        broke = self.stopped or "; ".join(self.violations)
+        return f"{broke}; {self.host_stall}" if broke and self.host_stall else broke
+
+    def to_dict(self) -> dict[str, Any]:
+        steadiness = self.steadiness.to_dict() if self.steadiness is not None else None
+        return {**asdict(self), "steadiness": steadiness, "verdict": self.verdict}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Probe:
+        names = set(cls.__dataclass_fields__)
+        values = {k: v for k, v in data.items() if k in names}
+        values["steadiness"] = Steadiness.from_dict(data.get("steadiness"))
+        return cls(**values)
+
+
+@dataclass
+class Capacity:
+    """What the search found (see the module docstring)."""
+
+    capacity_rps: float | None  # highest rate that met the SLO (None: even the lowest tried failed)
+    failing_rate_rps: float | None  # lowest rate above it that broke the SLO (None: none did)
+    tolerance: float
+    converged: bool  # failing / passing <= 1 + tolerance (or the search hit min_rate / max_rate)
+    confirmed: bool = False  # the capacity held a sustained run (SearchPlan.confirm; a repeat without one)
+    probes: list[Probe] = field(default_factory=list)  # every probe, in order (the estimate first)
+    overload: Overload | None = None  # what happened past the capacity (qbench.tune.verdicts.overload)
+    degradation: Degradation | None = None  # the server got slower during the search? (tune.degradation)
+    metastability: Metastability | None = None  # service time against the queue (tune.metastable)
+    lowered_from_rps: float | None = None  # the search's answer, when metastability lowered it
+
+    @property
+    def at_capacity(self) -> Probe | None:
+        """The probe at the capacity rate that passed, the sustained confirmation first (its latency is
+        the latency at capacity)."""
+        hits = [p for p in self.probes if p.kind in ("rate", "confirm") and p.passed
+                and p.rate_rps == self.capacity_rps]
+        hits.sort(key=lambda p: p.kind == "confirm")
+        return hits[-1] if hits else None
+
+    @property
+    def confirmation(self) -> Probe | None:
+        """The sustained run that held at the capacity (None: none did, or none was run)."""
+        at = self.at_capacity
+        return at if at is not None and at.kind == "confirm" else None
+
+    @property
+    def first_failing(self) -> Probe | None:
+        """The last failing probe at the failing rate (what broke there is the reason it is the limit)."""
+        failing = self.failing_rate_rps
+        hits = [p for p in self.probes if p.kind in ("rate", "confirm") and not p.passed
+                and p.rate_rps == failing]
+        return hits[-1] if hits else None
+
+    def users(self, think_time_s: float) -> float | None:
+        """Little's law: N = X x (Z + R), with X the capacity, Z the think time and R the mean latency
+        at capacity: the number of users, each clicking every Z s after their last answer, it serves."""
+        probe = self.at_capacity
+        if self.capacity_rps is None or probe is None:
+            return None
+        return self.capacity_rps * (think_time_s + (probe.mean_latency_s or 0.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "capacity_rps": self.capacity_rps,
+            "failing_rate_rps": self.failing_rate_rps,
+            "tolerance": self.tolerance,
+            "converged": self.converged,
+            "confirmed": self.confirmed,
+            "probes": [p.to_dict() for p in self.probes],
+            "overload": self.overload.to_dict() if self.overload is not None else None,
+            "degradation": self.degradation.to_dict() if self.degradation is not None else None,
+            "metastability": self.metastability.to_dict() if self.metastability is not None else None,
+            "lowered_from_rps": self.lowered_from_rps,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Capacity:
+        return cls(
+            capacity_rps=data.get("capacity_rps"),
+            failing_rate_rps=data.get("failing_rate_rps"),
+            tolerance=float(data.get("tolerance", 0.0)),
+            converged=bool(data.get("converged", False)),
+            confirmed=bool(data.get("confirmed", False)),
+            probes=[Probe.from_dict(p) for p in data.get("probes", [])],
+            overload=Overload.from_dict(data.get("overload")),
+            degradation=Degradation.from_dict(data.get("degradation")),
+            metastability=Metastability.from_dict(data.get("metastability")),
+            lowered_from_rps=data.get("lowered_from_rps"),
+        )
+
+
+
+
+def held_sentence(capacity: Capacity, off: str, fell: str = "") -> tuple[str, str]:
+    """How the answer held its sustained confirmation, in words, as `qbench capacity` and `qbench
+    sweep` say it: ("held", ...) or ("NOT confirmed", ...). `off`: why none ran, when none did (the
+    option that turned it off); `fell`: the other points whose confirmation fell (a capacity sweep)."""
+    runs = [p for p in capacity.probes if p.kind == "confirm"]
+    stepped = "".join(f"; failed at {p.rate_rps:.3g} req/s ({p.why}), stepped down"
+                      for p in runs if not p.passed)
+    rate, held = capacity.capacity_rps, capacity.confirmation
+    if held is not None and rate is not None:
+        steady = held.steadiness.evidence if held.steadiness is not None else ""
+        passed = [p for p in runs if p.passed and p.rate_rps == rate]
+        whole = (f"each of {len(passed)} {held.duration_s:g} s confirmations (different Poisson seeds)"
+                 if len(passed) > 1 else f"the whole {held.duration_s:g} s confirmation")
+        p95s = " / ".join(f"{p.p95_latency_s or 0:.3g}" for p in passed) if passed else "0"
+        return ("held", f"for {whole} at {rate:.3g} req/s: p95 {p95s} s, {held.throughput_rps:.3g} ok/s"
+                        + (f", steady ({steady})" if steady else "") + stepped + fell)
+    if capacity.confirmed:
+        return ("held", "passed a repeat probe")
+    if runs and rate is not None:
+        return ("NOT confirmed", f"no sustained run held{stepped}: {rate:.3g} req/s is the next step down")
+    return ("NOT confirmed", off)
+
+
+@dataclass
+class CapacitySummary:
+    """A capacity search as a point result carries it (the ranking, point rows): its figures, the probes
+    counted, not kept. `predicted`: a simulator's figure (qbench.tune.search.search_sim), not measured."""
+
+    capacity_rps: float | None = None
+    failing_rate_rps: float | None = None
+    tolerance: float = 0.0
+    converged: bool = False
+    confirmed: bool = False
+    probes: int = 0
+    predicted: bool = False
+    overload: Overload | None = None
+    degradation: Degradation | None = None
+
+    @classmethod
+    def of(cls, capacity: Capacity) -> CapacitySummary:
+        return cls(capacity.capacity_rps, capacity.failing_rate_rps, capacity.tolerance, capacity.converged,
+                   capacity.confirmed, len(capacity.probes), overload=capacity.overload,
+                   degradation=capacity.degradation)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CapacitySummary | None:
+        """A saved summary (None for {} or anything else: no capacity); an older file's probe list counts."""
+        if not isinstance(data, dict) or not data:
+            return None
+        probes = data.get("probes", 0)
+        names = set(cls.__dataclass_fields__) - {"probes", "overload", "degradation"}
+        return cls(**{k: v for k, v in data.items() if k in names},
+                   probes=len(probes) if isinstance(probes, list) else int(probes or 0),
+                   overload=Overload.from_dict(data.get("overload")),
+                   degradation=Degradation.from_dict(data.get("degradation")))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "overload": self.overload.to_dict() if self.overload is not None else None,
+                "degradation": self.degradation.to_dict() if self.degradation is not None else None}
+
+
+@dataclass
+class ConfirmedPoint:
+    """One point's capacity before and after its sustained confirmation (objective capacity)."""
+
+    point_id: str
+    searched_rps: float | None  # what its probes found (unconfirmed)
+    capacity_rps: float | None  # after the confirmation (stepped down when a run failed)
+    confirmed: bool  # a run held for the whole confirmation at capacity_rps
+    runs: int  # sustained runs (each failure steps down)
+
+
+@dataclass
+class ConfirmationSummary:
+    """What a capacity sweep confirmed, as recommendation.json keeps it (capacity.confirmation)."""
+
+    duration_s: float
+    winner: str | None = None  # the point ranked first after the confirmations
+    note: str = ""  # why the winner's capacity is not a confirmed one, when it is not
+    points: list[ConfirmedPoint] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ConfirmationSummary | None:
+        if not isinstance(data, dict):
+            return None
+        names = set(ConfirmedPoint.__dataclass_fields__)
+        points = [ConfirmedPoint(**{k: v for k, v in p.items() if k in names})
+                  for p in data.get("points") or [] if isinstance(p, dict)]
+        winner = data.get("winner")
+        return cls(float(data.get("duration_s") or 0.0), str(winner) if winner else None,
+                   str(data.get("note") or ""), points)
+
+
+@dataclass
+class CapacityRecord:
+    """A sweep's answer (recommendation.json's `capacity`): the winner's search, how long the sustained
+    run that confirmed it lasted (0: none; None: a file from before confirmations), what the probes
+    found before it (`searched_rps`), the points confirmed in turn (objective capacity) and how it held,
+    in words (qbench.tune.sweep.confirm.confirmation_line). Written flat: Capacity.to_dict() plus those
+    keys."""
+
+    capacity: Capacity
+    confirm_duration_s: float | None = None
+    searched_rps: float | None = None
+    confirmation: ConfirmationSummary | None = None
+    held: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.capacity.to_dict()
+        if self.confirm_duration_s is not None:
+            out.update(confirm_duration_s=self.confirm_duration_s, searched_rps=self.searched_rps)
+        if self.confirmation is not None:
+            out["confirmation"] = self.confirmation.to_dict()
+        out["held"] = self.held
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CapacityRecord | None:
+        if not isinstance(data, dict) or not data:
+            return None
+        seconds = data.get("confirm_duration_s")
+        return cls(Capacity.from_dict(data), float(seconds) if seconds is not None else None,
+                   data.get("searched_rps"), ConfirmationSummary.from_dict(data.get("confirmation")),
+                   str(data.get("held") or ""))

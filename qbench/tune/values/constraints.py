@@ -1,0 +1,164 @@
+"""What a recommendation must satisfy: the SLO and the other constraints (Constraints), read from the
+scenario and the command line, and a point's actuals against them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from qbench.errors import ScenarioError
+from qbench.run.scenario.scenario import Scenario, Slo
+from qbench.tune.values.result import PointResult
+
+Objective = Literal["latency", "capacity"]
+
+
+def metric_value(point: PointResult, metric: str) -> float | None:
+    """A point's actual for an SLO metric: its own field, else `extra` (min_goodput reads goodput_rps)."""
+    attr = {"min_goodput": "goodput_rps", "min_throughput": "throughput_rps"}.get(metric, metric)
+    value = getattr(point, attr, None) if attr in PointResult.__dataclass_fields__ else None
+    return value if isinstance(value, int | float) else point.extra.get(metric)
+
+
+def bounds_text(slo: dict[str, float]) -> str:
+    """SLO bounds in words: `p95_latency_s <= 2, min_goodput >= 5` (a min_* bound is a floor)."""
+    return ", ".join(f"{k} {'>=' if k.startswith('min_') else '<='} {v:g}" for k, v in slo.items())
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """What a recommendation must satisfy, and what it maximises (`objective`)."""
+
+    slo: dict[str, float] = field(default_factory=dict)  # Slo field -> bound (min_* lower, others upper)
+    max_error_rate: float = 0.01
+    max_memory_mb: float | None = None  # ceiling on peak RSS and on peak GPU memory
+    tie_tolerance: float = 0.02  # relative goodput difference treated as a tie with one repeat
+    tolerated_wait_s: float | None = None  # for max_size advice; default from the SLO
+    # latency: goodput at the scenario's own load under the SLO; capacity: highest rate meeting the SLO
+    objective: Objective = "latency"
+
+    def usable(self, point: PointResult) -> bool:
+        """Rankable at all: its server ran and it has the objective's figure. Under `capacity`, a point
+        whose own-load run ran away is still usable: its capacity says how much less it takes. A point
+        whose knobs did not take effect never is."""
+        if point.status == "knobs_not_applied":
+            return False
+        if self.objective == "capacity":
+            return point.status != "failed" and point.capacity is not None
+        return point.status == "ok"
+
+    def value(self, point: PointResult) -> float:
+        """The figure points are ranked by: goodput (latency) or capacity (capacity), req/s."""
+        if self.objective == "capacity":
+            return point.capacity_rps or 0.0
+        return point.goodput_rps
+
+    def excess(self, point: PointResult) -> float:
+        """How far `point` is from feasible: the sum of relative overshoots (0 when feasible)."""
+        total = 0.0
+        if self.objective == "capacity":
+            bounds: list[tuple[str, float, float | None]] = []
+            total += 10.0 if point.capacity_rps is None else 0.0
+        else:
+            bounds = [(m, b, metric_value(point, m)) for m, b in self.slo.items()]
+            bounds.append(("error_rate", self.max_error_rate, point.error_rate))
+        if self.max_memory_mb is not None:
+            bounds += [(m, self.max_memory_mb, getattr(point, m)) for m in ("peak_rss_mb", "peak_gpu_mem_mb")]
+        for metric, bound, value in bounds:
+            if value is None:
+                total += 10.0
+            elif metric.startswith("min_"):
+                total += max(0.0, 1 - value / bound) if bound else 0.0
+            else:
+                total += max(0.0, value / bound - 1) if bound else float(value > 0)
+        return total
+
+    def violations(self, point: PointResult) -> list[str]:
+        """Human-readable list of the constraints `point` breaks (empty = feasible). Under `capacity`
+        the SLO is held by construction up to the capacity, so only a missing capacity (the SLO failed
+        even at the lowest rate tried) and memory count."""
+        if self.objective == "capacity":
+            broken = []
+            if point.capacity_rps is None:
+                failing = point.capacity.failing_rate_rps if point.capacity is not None else None
+                at = f" {failing:.3g} req/s" if isinstance(failing, int | float) else " the lowest rate tried"
+                broken.append(f"the SLO fails even at{at} (no capacity)")
+            return broken + self.memory_violations(point)
+        return self.slo_violations(point) + self.memory_violations(point)
+
+    def slo_violations(self, point: PointResult) -> list[str]:
+        """The SLO bounds and the error-rate ceiling `point` breaks at the load it was measured under."""
+        broken = []
+        for metric, bound in self.slo.items():
+            value = metric_value(point, metric)
+            if value is None:
+                broken.append(f"{metric} not measured (no completed request)")
+            elif metric.startswith("min_") and value < bound:
+                broken.append(f"{metric} {value:.3g} < {bound:g}")
+            elif not metric.startswith("min_") and value > bound:
+                broken.append(f"{metric} {value:.3g} > {bound:g}")
+        for breach in point.slo_breaches:
+            if not any(b.split(" ")[0] == breach.split(" ")[0].rstrip(":") for b in broken):
+                broken.append(breach)
+        if point.error_rate > self.max_error_rate:
+            broken.append(f"error_rate {point.error_rate:.1%} > {self.max_error_rate:.1%}")
+        return broken
+
+    def memory_violations(self, point: PointResult) -> list[str]:
+        broken = []
+        if self.max_memory_mb is not None:
+            for name in ("peak_rss_mb", "peak_gpu_mem_mb"):
+                used = getattr(point, name)
+                if used is not None and used > self.max_memory_mb:
+                    broken.append(f"{name} {used:.0f} > {self.max_memory_mb:.0f}")
+        return broken
+
+
+def build_constraints(
+    scenario: Scenario, slo_over: dict[str, float], source: str, *, max_error_rate: float | None = None
+) -> Constraints:
+    """The scenario's slo: with `slo_over` merged over it, validated; its error_rate (default 1 %)
+    becomes the error-rate ceiling unless `max_error_rate` is given."""
+    slo = dict(scenario.slo.thresholds()) if scenario.slo else {}
+    slo.update(slo_over)
+    try:
+        Slo(**slo)
+    except ValidationError as exc:
+        bad = "; ".join(_slo_problem(e) for e in exc.errors())
+        raise ScenarioError(f"{source}: SLO {slo}: {bad}") from None
+    max_error = max_error_rate or slo.pop("error_rate", None) or 0.01
+    slo.pop("error_rate", None)
+    return Constraints(slo=slo, max_error_rate=float(max_error))
+
+
+def require_slo(constraints: Constraints, what: str) -> None:
+    """Capacity is the highest rate at which an SLO holds: without an upper bound there is no such rate."""
+    if not any(not metric.startswith("min_") for metric in constraints.slo):
+        raise ScenarioError(
+            f"{what} needs an SLO to hold, e.g. --slo p95_latency_s=2 (or slo: {{p95_latency_s: 2}} in the "
+            "scenario): without a latency bound every rate the server keeps up with passes"
+        )
+
+
+def _slo_problem(error: ErrorDetails) -> str:
+    key = ".".join(map(str, error["loc"]))
+    if error["type"] == "extra_forbidden":
+        return f"{key}: unknown SLO key; expected one of {', '.join(Slo.model_fields)}"
+    return f"{key}: {error['msg']}"
+
+
+def parse_slo_options(items: list[str]) -> dict[str, float]:
+    """`["p95_latency_s=2"]` -> {"p95_latency_s": 2.0}."""
+    slo: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            slo[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise ScenarioError(f"--slo {item!r}: expected metric=number (e.g. p95_latency_s=2)")
+    return slo

@@ -1,0 +1,77 @@
+"""points/<point-id>/point.json as data: `PointFile`, one sweep point as it ended (written when it ends).
+
+`qbench sweep` (qbench.tune.sweep.sweep.evaluate_point) writes it with `PointFile(...).to_dict()`; a resumed
+sweep, the winner's saved capacity and `qbench report` (rows of an unfinished sweep) read it back with
+`read_point_file`, which never raises: a missing or unreadable file is None, a missing key reads as
+its default. The point's knob check and its repeats' summaries stay as written (KnobCheck.to_dict(),
+Summary.to_dict()): their own types read them where they are needed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qbench.tune.values.capacity import Capacity
+from qbench.tune.values.result import PointResult
+
+NAME = "point.json"
+
+
+@dataclass
+class PointFile:
+    """One point.json, typed."""
+
+    point_id: str
+    knobs: dict[str, Any] = field(default_factory=dict)
+    status: str = "ok"  # ok | failed | stopped | knobs_not_applied
+    reason: str = ""
+    detail: str = ""  # the failure's whole text (a server log tail)
+    resources: dict[str, float | None] = field(default_factory=dict)  # peak_rss_mb, peak_gpu_mem_mb
+    result: PointResult | None = None
+    repeats: list[dict[str, Any]] = field(default_factory=list)  # {run_dir, summary: Summary.to_dict()}
+    capacity: Capacity | None = None  # its capacity search (objective capacity), probes included
+    knobs_applied: dict[str, Any] | None = None  # KnobCheck.to_dict(): verdict, evidence, parallelism, hook
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "point_id": self.point_id, "knobs": self.knobs, "status": self.status, "reason": self.reason,
+            "detail": self.detail, "resources": self.resources,
+            "result": self.result.to_dict() if self.result is not None else None, "repeats": self.repeats,
+            "capacity": self.capacity.to_dict() if self.capacity is not None else None,
+            "knobs_applied": self.knobs_applied, "elapsed_s": self.elapsed_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], point_id: str = "") -> PointFile:
+        result, capacity = data.get("result"), data.get("capacity")
+        return cls(
+            point_id=str(data.get("point_id") or point_id),
+            knobs=dict(data.get("knobs") or {}),
+            status=str(data.get("status") or "ok"),
+            reason=str(data.get("reason") or ""),
+            detail=str(data.get("detail") or ""),
+            resources=dict(data.get("resources") or {}),
+            result=PointResult.from_dict(result) if isinstance(result, dict) else None,
+            repeats=[r for r in data.get("repeats") or [] if isinstance(r, dict)],
+            capacity=Capacity.from_dict(capacity) if isinstance(capacity, dict) and capacity else None,
+            knobs_applied=data.get("knobs_applied") if isinstance(data.get("knobs_applied"), dict) else None,
+            elapsed_s=float(data.get("elapsed_s") or 0.0),
+        )
+
+
+def read_point_file(point_dir: Path) -> PointFile | None:
+    """The point.json of `point_dir` (None when it is missing or cannot be read)."""
+    try:
+        data = json.loads((point_dir / NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    try:
+        return PointFile.from_dict(data, point_dir.name)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,128 @@
+"""What one grid point measured and how it ended: PointResult (its figures, status, memory, capacity and
+knob check), with the knob check's verdict and the max_size advice it carries."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final, Literal
+
+from qbench.run.json_values import json_number
+from qbench.run.results.figures import Figures
+from qbench.tune.knobs.grid import Value
+from qbench.tune.values.capacity import CapacitySummary
+
+Status = Literal["ok", "failed", "stopped", "knobs_not_applied"]
+
+# Two-sided 95 % Student-t quantiles by degrees of freedom (df > 30 uses the normal 1.96).
+_T95: Final = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+}
+
+
+@dataclass(frozen=True)
+class KnobVerdict:
+    """Whether a point's knobs took effect (qbench.tune.points.knobcheck.KnobCheck's verdict and evidence)."""
+
+    verdict: str
+    evidence: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> KnobVerdict | None:
+        """Tolerant: None for a missing or empty value (files of releases that wrote `{}`)."""
+        if not isinstance(data, Mapping) or not data.get("verdict"):
+            return None
+        evidence = data.get("evidence")
+        return cls(str(data["verdict"]), [str(e) for e in evidence] if isinstance(evidence, list) else [])
+
+
+@dataclass(frozen=True)
+class MaxSizeAdvice:
+    """max_size = floor(throughput x queue-wait budget) and why (`max_size_advice`); max_size None: leave
+    the queue unbounded (no latency bound to size it from)."""
+
+    why: str
+    max_size: int | None = None
+    throughput_rps: float | None = None
+    tolerated_wait_s: float | None = None
+    service_s: float | None = None
+    queue_wait_budget_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """recommendation.json's `max_size_advice`: the figures that were computed, then `why`."""
+        figures = {k: v for k, v in asdict(self).items() if k != "why" and (v is not None or k == "max_size")}
+        return {**figures, "why": self.why}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> MaxSizeAdvice | None:
+        if not isinstance(data, Mapping) or not data:
+            return None
+        size = data.get("max_size")
+        return cls(
+            why=str(data.get("why") or ""),
+            max_size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+            **{k: json_number(data.get(k)) for k in ("throughput_rps", "tolerated_wait_s", "service_s",
+                                                  "queue_wait_budget_s")},
+        )
+
+
+
+@dataclass
+class PointResult(Figures):
+    """What one grid point measured (its figures: the mean over repeats) and how it ended."""
+
+    point_id: str
+    knobs: dict[str, Value]
+    status: Status = "ok"
+    reason: str = ""
+    p50_service_s: float | None = None
+    peak_rss_mb: float | None = None
+    peak_gpu_mem_mb: float | None = None
+    goodput_repeats: list[float] = field(default_factory=list)  # goodput of each repeat (rps)
+    extra: dict[str, float] = field(default_factory=dict)  # other SLO actuals (p95_queue_wait_s, ...)
+    # end-to-end latency SLO checks the run itself failed when its failed requests count as slowest
+    # (qbench.run.results.summary): the same verdict `qbench run` gives, even where the ok-only figures pass
+    slo_breaches: list[str] = field(default_factory=list)
+    # objective capacity: the highest arrival rate meeting the SLO (qbench.tune.values.capacity) and its
+    # search
+    # (capacity_rps, failing_rate_rps, tolerance, converged, probes counted); None when not measured
+    capacity_rps: float | None = None
+    capacity: CapacitySummary | None = None
+    # whether the knobs took effect (qbench.tune.points.knobcheck); None when not checked
+    knob_check: KnobVerdict | None = None
+
+    def goodput_ci(self) -> tuple[float, float]:
+        """95 % confidence interval of goodput over repeats ((g, g) with a single repeat)."""
+        values = self.goodput_repeats or [self.goodput_rps]
+        if len(values) < 2:
+            return (values[0], values[0])
+        mean = statistics.fmean(values)
+        df = len(values) - 1
+        t = next((_T95[k] for k in sorted(_T95) if k >= df), 1.96)
+        half = t * statistics.stdev(values) / math.sqrt(len(values))
+        return (mean - half, mean + half)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PointResult:
+        names = set(cls.__dataclass_fields__)
+        values = {k: v for k, v in data.items() if k in names}
+        values["capacity"] = CapacitySummary.from_dict(data.get("capacity"))
+        values["knob_check"] = KnobVerdict.from_dict(data.get("knob_check"))
+        return cls(**values)

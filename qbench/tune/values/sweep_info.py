@@ -1,0 +1,86 @@
+"""sweep.json as data: `SweepInfo`, how a sweep was set up (written once, when it starts).
+
+`qbench sweep` (qbench.tune.sweep.sweep) writes it with `SweepInfo(...).to_dict()` from
+`SweepConfig.describe()`, so a key the writer adds must be a field here; `qbench report` and
+qbench.analysis read it back with `SweepInfo.from_dict`, which never raises: a missing key (an older
+or interrupted sweep) reads as its default, a key of the wrong type as absent, an unknown one is
+kept in `extra`. Free-form parts stay dicts: the scenario (`path` + `content`), the grid
+(`axes`, `links`), constraints, server (settings / launch / target) and the CLI options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from qbench.run.json_values import json_dict, json_int, json_number, json_text
+
+
+@dataclass(frozen=True)
+class SweepInfo:
+    """One sweep.json, typed; every field has a default so that an old or partial file loads."""
+
+    schema_version: int | None = None
+    sweep_id: str | None = None
+    created_at: str | None = None  # ISO 8601, UTC
+    scenario: dict[str, Any] = field(default_factory=dict)  # {"path": ..., "content": Scenario dump}
+    mode: str | None = None  # reference | launch | app | target
+    grid: dict[str, Any] = field(default_factory=dict)  # {"axes": {knob: [values]}, "links": ...}
+    slo: dict[str, Any] = field(default_factory=dict)  # Slo field -> bound
+    constraints: dict[str, Any] = field(default_factory=dict)  # qbench.tune.values.constraints.Constraints
+    search: str | None = None  # grid | smart | model | sim
+    objective: str | None = None  # latency | capacity
+    objective_why: str | None = None
+    confirm_duration_s: float | None = None
+    repeat: int | None = None
+    server: dict[str, Any] = field(default_factory=dict)  # settings (masked), launch, target
+    options: dict[str, Any] = field(default_factory=dict)  # SweepOptions (what --resume rebuilds)
+    extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SweepInfo:
+        """From a sweep.json object; never raises (missing or mistyped keys read as their defaults)."""
+        return cls(
+            schema_version=json_int(data.get("schema_version")),
+            sweep_id=json_text(data.get("sweep_id")),
+            created_at=json_text(data.get("created_at")),
+            scenario=json_dict(data.get("scenario")) or {},
+            mode=json_text(data.get("mode")),
+            grid=json_dict(data.get("grid")) or {},
+            slo=json_dict(data.get("slo")) or {},
+            constraints=json_dict(data.get("constraints")) or {},
+            search=json_text(data.get("search")),
+            objective=json_text(data.get("objective")),
+            objective_why=json_text(data.get("objective_why")),
+            confirm_duration_s=json_number(data.get("confirm_duration_s")),
+            repeat=json_int(data.get("repeat")),
+            server=json_dict(data.get("server")) or {},
+            options=json_dict(data.get("options")) or {},
+            extra={k: v for k, v in data.items() if k not in FIELDS},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The sweep.json object: every field (None included, as the writer always wrote), then `extra`."""
+        return {**{name: getattr(self, name) for name in FIELDS}, **self.extra}
+
+    @property
+    def scenario_name(self) -> str | None:
+        """The swept scenario's name (scenario.content.name)."""
+        content = self.scenario.get("content")
+        name = content.get("name") if isinstance(content, dict) else None
+        return str(name) if name else None
+
+    @property
+    def axes(self) -> dict[str, list[Any]] | None:
+        """The grid's knob axes in grid order (None when sweep.json has none: rebuild from the points)."""
+        axes = self.grid.get("axes")
+        if not isinstance(axes, dict):
+            return None
+        return {str(k): list(v) for k, v in axes.items() if isinstance(v, list | tuple)}
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(SweepInfo) if f.name != "extra")
+
+
