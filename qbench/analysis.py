@@ -48,10 +48,17 @@ import pandas as pd
 from qbench.errors import QbenchError
 from qbench.report.rundir import has_parquet, is_sweep_dir, read_run
 from qbench.report.sweep_charts import read_sweep
-from qbench.run.columns import Columns
-from qbench.run.records import DERIVED, FIELD_NAMES, RequestRecord, read_records, records_table
-from qbench.run.results.run_info import RunInfo
-from qbench.run.results.summary import SERVER_PHASES, Summary
+from qbench.run import (
+    DERIVED,
+    FIELD_NAMES,
+    SERVER_PHASES,
+    Columns,
+    RequestRecord,
+    RunInfo,
+    Summary,
+    read_records,
+    records_table,
+)
 from qbench.tune.ranking.recommend import Recommendation
 from qbench.tune.values.sweep_info import SweepInfo
 

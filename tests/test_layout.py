@@ -97,8 +97,52 @@ def test_no_module_import_cycles() -> None:
     # The package's lazy public exports (qbench.__getattr__) are not a cycle at import time; every
     # other edge counts, lazy imports inside functions included.
     graph["qbench"] = set()
+    graph["qbench.run"] = set()  # run/'s face: its names load on first use, like qbench's (test below)
     cycle = _find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+ABOVE_RUN = ("tune", "report", "analysis")  # the stages that read run/ through its face only
+
+
+def test_the_stages_above_run_import_it_through_its_face() -> None:
+    """tune/, report/ and qbench.analysis import `from qbench.run import ...` only (run/__init__.py:
+    FACE), never a module inside run/, so a move inside run/ changes the face alone."""
+    inside = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if _part(_module_name(path)) not in ABOVE_RUN:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            inside += [f"{where} {n}" for n in names if n.startswith("qbench.run.")]
+    assert not inside, "imports past run/'s face (add the name to qbench/run/__init__.py FACE):\n" + \
+        "\n".join(inside)
+
+
+def test_runs_face_names_what_it_exports() -> None:
+    """FACE (what loads at run time) and the TYPE_CHECKING imports (what mypy sees) list the same names,
+    and each name is in the module FACE says."""
+    import importlib
+
+    import qbench.run as face
+
+    typed: dict[str, set[str]] = {}
+    for node in ast.walk(ast.parse((ROOT / "run" / "__init__.py").read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("qbench.run."):
+            typed.setdefault(node.module or "", set()).update(a.name for a in node.names)
+    assert typed == {module: set(names) for module, names in face.FACE.items()}
+    missing = [f"{m}.{n}" for m, names in face.FACE.items() for n in names
+               if not hasattr(importlib.import_module(m), n)]
+    assert not missing, f"FACE names what its module lacks: {missing}"
+    assert face.Summary is importlib.import_module("qbench.run.results.summary").Summary
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        face.nothing  # noqa: B018
 
 
 def test_the_reference_server_has_no_import_cycles_and_never_imports_qbench() -> None:

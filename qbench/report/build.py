@@ -28,25 +28,28 @@ from qbench.report.columns import fmt_s
 from qbench.report.phase_chart import render_phase_chart
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
-from qbench.run.columns import Columns
-from qbench.run.diagnose.app_errors import explain
-from qbench.run.diagnose.diagnose import host_cpus
-from qbench.run.diagnose.diagnose_mix import diagnose_run
-from qbench.run.diagnose.finding import Finding
-from qbench.run.load.mix import mix_starts
-from qbench.run.results.alongside import alongside
-from qbench.run.results.run_info import RunInfo
-from qbench.run.results.summary import SloCheck, Stats, Summary
-from qbench.run.run_console import (
+from qbench.run import (
     PHASE_LABELS,
     SERVER_PHASE_LABELS,
+    Columns,
+    Finding,
+    RunInfo,
+    Scenario,
+    SloCheck,
+    Stats,
+    Summary,
+    alongside,
     bottleneck_warnings,
     chunk_line,
+    diagnose_run,
+    explain,
+    host_cpus,
     journey_line,
+    mix_starts,
+    parse_scenario,
     time_split,
     token_line,
 )
-from qbench.run.scenario.scenario import Scenario, parse_scenario
 from qbench.tune.ranking.recommend import Recommendation
 from qbench.tune.search.search_fit import MeasuredPoint, Predicted, stored_rows
 
@@ -205,7 +208,7 @@ def soak_lines(run_dir: Path) -> list[str]:
     """A soak run's verdicts over time ([] without soak.json)."""
     if not (run_dir / "soak.json").exists():
         return []
-    from qbench.run.soak.soak import read_report
+    from qbench.run import read_report
 
     soak = read_report(run_dir)
     return soak.lines() if soak is not None else []

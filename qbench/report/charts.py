@@ -27,8 +27,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from qbench.report.columns import MAX_POINTS, RunColumns, fmt_s, points_label, time_bins
-from qbench.run.columns import Columns
-from qbench.run.records import RequestRecord
+from qbench.run import Columns, RequestRecord
 
 #: One colour per latency phase, the same in every chart.
 PHASE_COLORS = {

@@ -18,8 +18,7 @@ from typing import Final
 
 import numpy as np
 
-from qbench.run.columns import Columns
-from qbench.run.records import RequestRecord
+from qbench.run import Columns, RequestRecord
 
 _NICE_STEPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600)
 MAX_POINTS = 20_000  # the most requests a scatter draws (beyond: a uniform sample)

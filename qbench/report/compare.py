@@ -33,12 +33,19 @@ if TYPE_CHECKING:
 from qbench.errors import QbenchError, ScenarioError, SloViolation
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import is_sweep_dir, read_json, read_run, winner_run_dir
-from qbench.run.columns import Columns
-from qbench.run.records import RecordsFormatError, RequestRecord, read_records
-from qbench.run.results.paired import PairedPhase, Pairing, pair_runs
-from qbench.run.results.run_info import RunInfo
-from qbench.run.results.summary import SloCheck, Summary
-from qbench.run.summary_file import SummaryFile
+from qbench.run import (
+    Columns,
+    PairedPhase,
+    Pairing,
+    RecordsFormatError,
+    RequestRecord,
+    RunInfo,
+    SloCheck,
+    Summary,
+    SummaryFile,
+    pair_runs,
+    read_records,
+)
 
 Better = Literal["higher", "lower"]
 

@@ -18,8 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from qbench.report.charts import Chart, new_figure, save
-from qbench.run.columns import Columns
-from qbench.run.records import RequestRecord
+from qbench.run import Columns, RequestRecord
 
 #: segment -> (label, colour); "server_other" is computed (total less the named phases)
 SEGMENTS = {

@@ -27,15 +27,23 @@ from typing import Any
 from pydantic import ValidationError
 
 from qbench.errors import QbenchError
-from qbench.run.columns import Columns
-from qbench.run.diagnose.diagnose import server_usage
-from qbench.run.load.mix import endpoint_slos
-from qbench.run.records import RecordsFormatError, RequestRecord, read_records
-from qbench.run.results.device import DeviceStats, device_stats, with_gpu_busy
-from qbench.run.results.run_info import RunInfo
-from qbench.run.results.summary import Summary, summarize
-from qbench.run.scenario.scenario import Scenario, Slo
-from qbench.run.summary_file import SummaryFile
+from qbench.run import (
+    Columns,
+    DeviceStats,
+    RecordsFormatError,
+    RequestRecord,
+    RunInfo,
+    Scenario,
+    Slo,
+    Summary,
+    SummaryFile,
+    device_stats,
+    endpoint_slos,
+    read_records,
+    server_usage,
+    summarize,
+    with_gpu_busy,
+)
 
 KEEP = 2  # columns a run read from disk keeps (the charts walk theirs two or three at a time)
 

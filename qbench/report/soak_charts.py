@@ -18,9 +18,7 @@ import numpy as np
 from matplotlib.axes import Axes
 
 from qbench.report.charts import Chart, new_figure, note, save
-from qbench.run.soak.drift import Verdict
-from qbench.run.soak.health import HealthSample, read_health
-from qbench.run.soak.soak import SoakReport, read_report
+from qbench.run import HealthSample, SoakReport, Verdict, read_health, read_report
 
 COLORS = {"growing": "#d62728", "falling": "#d62728", "bounded": "#e8871e", "flat": "#2e9a4a",
           "unsure": "#7f7f7f", "short": "#7f7f7f"}

@@ -21,8 +21,7 @@ from matplotlib.figure import Figure
 from qbench.report.charts import Chart, new_figure, nines_axis, note, percentile_curve, save
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import read_json
-from qbench.run.json_values import json_number
-from qbench.run.records import read_records
+from qbench.run import json_number, read_records
 from qbench.tune.ranking.recommend import Recommendation
 from qbench.tune.values.point_file import read_point_file
 from qbench.tune.values.sweep_info import SweepInfo

@@ -57,14 +57,20 @@ from pathlib import Path
 from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError, TargetError
-from qbench.run.diagnose.app_errors import split_sessions
-from qbench.run.diagnose.diagnose import generator_lag
-from qbench.run.protocols.login import run_secrets
-from qbench.run.records import RequestRecord, read_records
-from qbench.run.results.files import Writer, new_folder
-from qbench.run.results.steady import Steadiness, probe_seconds, steadiness
-from qbench.run.results.summary import Summary
-from qbench.run.scenario.scenario import Scenario
+from qbench.run import (
+    RequestRecord,
+    Scenario,
+    Steadiness,
+    Summary,
+    Writer,
+    generator_lag,
+    new_folder,
+    probe_seconds,
+    read_records,
+    run_secrets,
+    split_sessions,
+    steadiness,
+)
 from qbench.tune.capacity.search import SearchPlan, search_capacity, sustain
 from qbench.tune.knobs.grid import Point
 from qbench.tune.points.point import PointRun, RunawayDetector, point_result, run_measured
@@ -202,7 +208,7 @@ def endpoint_violations(summary: Summary, constraints: Constraints,
 
 def own_bounds(scenario: Scenario) -> dict[str, dict[str, float]]:
     """The bounds each mix entry's own slo sets, by endpoint label ({} without a mix)."""
-    from qbench.run.load.mix import endpoint_slos
+    from qbench.run import endpoint_slos
 
     return {label: slo.thresholds() for label, slo in (endpoint_slos(scenario) or {}).items() if slo}
 
@@ -379,7 +385,7 @@ def capacity_config(
     """Validate CLI values into a CapacityConfig; a bad value raises ScenarioError before any request.
     `overrides`: dotted scenario keys from the command line (--set, and the credentials: auth.login,
     auth.headers.NAME, auth.bearer)."""
-    from qbench.run.scenario.scenario import load_scenario
+    from qbench.run import load_scenario
     from qbench.tune.values.constraints import build_constraints, require_slo
 
     scenario = load_scenario(scenario_path, overrides or None)
@@ -420,7 +426,7 @@ def capacity_config(
 def stream_seconds(scenario: Scenario) -> float:
     """The longest stream of the scenario's webcam or microphone streams (`endpoint.chunks` x
     `stream_every`, Gradio's default interval where the scenario leaves it to the app); 0 without."""
-    from qbench.run.protocols.gradio_api import DEFAULT_STREAM_EVERY_S
+    from qbench.run import DEFAULT_STREAM_EVERY_S
 
     return max((ep.chunks * (ep.stream_every or DEFAULT_STREAM_EVERY_S) for _, ep, _ in scenario.endpoints()
                 if ep.chunks is not None), default=0.0)

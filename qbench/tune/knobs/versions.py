@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from qbench.errors import ScenarioError
-from qbench.run.json_values import json_number
+from qbench.run import json_number
 
 #: knob -> (releases that lack it, the equivalent to use there or "")
 _MISSING: Final[dict[str, tuple[frozenset[int], str]]] = {

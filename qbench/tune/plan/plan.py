@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from qbench.errors import ScenarioError
-from qbench.run.results.figures import Figures
+from qbench.run import Figures
 from qbench.tune.verdicts.overload import OVERLOAD_FACTOR
 
 HOURS_PER_MONTH = 730.0  # 8,760 hours a year / 12

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from qbench.errors import ScenarioError
-from qbench.run.results.files import Writer
-from qbench.run.results.run_info import RunInfo
+from qbench.run import RunInfo, Writer
 from qbench.tune.knobs.server_knobs import effective_knobs
 from qbench.tune.knobs.versions import gradio_major
 from qbench.tune.plan.plan import Plan, Replica, Traffic, make_plan

@@ -35,10 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from qbench.errors import ScenarioError
-from qbench.run.columns import Columns
-from qbench.run.json_values import json_int
-from qbench.run.records import RequestRecord
-from qbench.run.scenario.scenario import Scenario
+from qbench.run import Columns, RequestRecord, Scenario, json_int
 from qbench.tune.knobs.grid import flag
 from qbench.tune.servers.apphook import HookRecord
 

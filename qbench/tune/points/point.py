@@ -13,20 +13,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qbench.run.columns import Columns
-from qbench.run.records import RequestRecord
-from qbench.run.results.figures import Figures
-from qbench.run.results.outcome import verdict
-from qbench.run.results.steady import LiveTrend
-from qbench.run.results.summary import SloCheck, Summary, slo_actual, summarize
-from qbench.run.scenario.scenario import Scenario, Slo
+from qbench.run import (
+    Columns,
+    Figures,
+    LiveTrend,
+    RequestRecord,
+    Scenario,
+    Slo,
+    SloCheck,
+    Summary,
+    slo_actual,
+    summarize,
+    verdict,
+)
 from qbench.tune.knobs.grid import Point
 from qbench.tune.servers.settle import settle
 from qbench.tune.values.constraints import Constraints
 from qbench.tune.values.result import PointResult
 
 if TYPE_CHECKING:
-    from qbench.run.load.loadgen import LiveStats
+    from qbench.run import LiveStats
 
 class RunawayDetector(LiveTrend):
     """The runner's stop_when hook: `LiveTrend` (qbench.run.results.steady) on the run's live counts."""
@@ -55,7 +61,7 @@ def run_measured(
 ) -> PointRun:
     """One run of `scenario` with `overrides`: its summary under `slo`, why it stopped early (a runaway
     `detector`), its records. Every tuning stage's run goes through here."""
-    from qbench.run.runner import run_scenario
+    from qbench.run import run_scenario
 
     result = run_scenario(
         scenario, target=base_url, out_dir=run_dir, overrides=overrides, live=False, stop_when=detector

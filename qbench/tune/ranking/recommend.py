@@ -34,8 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
-from qbench.run.json_values import json_number
-from qbench.run.results.figures import Figures
+from qbench.run import Figures, json_number
 from qbench.tune.knobs.grid import Value, flag
 from qbench.tune.knobs.versions import BATCH_NOTE, gradio3_code
 from qbench.tune.values.capacity import CapacityRecord

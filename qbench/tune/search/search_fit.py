@@ -31,9 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run.json_values import json_number
-from qbench.run.records import RequestRecord, read_records
-from qbench.run.results.figures import FIGURES, Figures
+from qbench.run import FIGURES, Figures, RequestRecord, json_number, read_records
 from qbench.tune.knobs.grid import Grid, Point
 from qbench.tune.search.batch_model import BatchFit, Observation, PointLoad, fit_batch_model
 from qbench.tune.search.search import Evaluate

@@ -31,10 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run.records import read_records
-from qbench.run.results.steady import trend
-from qbench.run.scenario.scenario import Load
-from qbench.run.scenario.schedule import OpenPlan, plan
+from qbench.run import Load, OpenPlan, plan, read_records, trend
 from qbench.tune.knobs.grid import Grid, Point
 from qbench.tune.ranking.recommend import recommend
 from qbench.tune.search.batch_model import BatchFit, FitError, PointLoad, untrusted

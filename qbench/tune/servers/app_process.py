@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 
 from qbench.errors import ScenarioError, ServerLaunchError
-from qbench.run.soak.soak import listening_pid
+from qbench.run import listening_pid
 from qbench.tune.knobs.grid import is_server_knob
 from qbench.tune.servers.apphook import hook_env
 from qbench.tune.servers.server_process import (

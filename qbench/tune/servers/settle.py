@@ -18,8 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from qbench.run import control
-from qbench.run.results.files import Writer
+from qbench.run import Writer, control
 
 SETTLE_FILE = "settle.json"
 

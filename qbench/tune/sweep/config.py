@@ -32,13 +32,14 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from qbench.errors import ScenarioError
-from qbench.run.protocols.login import run_secrets
-from qbench.run.results.files import Writer, new_folder
-from qbench.run.scenario.scenario import (
+from qbench.run import (
     Scenario,
+    Writer,
+    new_folder,
     parse_scenario,
     read_scenario_mapping,
     resolve_paths,
+    run_secrets,
     with_overrides,
 )
 from qbench.tune.knobs.grid import Grid, build_grid, is_server_knob, parse_link

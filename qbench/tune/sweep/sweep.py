@@ -67,12 +67,16 @@ from typing import Any, Protocol
 import yaml
 
 from qbench.errors import QbenchError, ScenarioError
-from qbench.run.columns import Columns
-from qbench.run.control import read_gradio_mode, read_gradio_version, read_status
-from qbench.run.records import read_records
-from qbench.run.results.paired import pair_runs
-from qbench.run.results.summary import Summary
-from qbench.run.summary_file import SummaryFile
+from qbench.run import (
+    Columns,
+    Summary,
+    SummaryFile,
+    pair_runs,
+    read_gradio_mode,
+    read_gradio_version,
+    read_records,
+    read_status,
+)
 from qbench.tune.capacity.capacity_run import recheck
 from qbench.tune.capacity.search import search_capacity
 from qbench.tune.knobs.grid import LAUNCH_ONLY_KNOBS, Grid, Point, split_knob

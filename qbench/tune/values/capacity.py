@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from qbench.run.results.figures import Figures
-from qbench.run.results.steady import Steadiness
+from qbench.run import Figures, Steadiness
 from qbench.tune.verdicts.degradation import Degradation
 from qbench.tune.verdicts.metastable import Metastability
 from qbench.tune.verdicts.overload import Overload

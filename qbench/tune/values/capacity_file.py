@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from qbench.run.json_values import json_number
+from qbench.run import json_number
 from qbench.tune.values.capacity import Capacity, Probe
 from qbench.tune.verdicts.overload import Overload
 

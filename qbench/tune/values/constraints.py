@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from qbench.errors import ScenarioError
-from qbench.run.scenario.scenario import Scenario, Slo
+from qbench.run import Scenario, Slo
 from qbench.tune.values.result import PointResult
 
 Objective = Literal["latency", "capacity"]

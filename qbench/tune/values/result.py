@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
-from qbench.run.json_values import json_number
-from qbench.run.results.figures import Figures
+from qbench.run import Figures, json_number
 from qbench.tune.knobs.grid import Value
 from qbench.tune.values.capacity import CapacitySummary
 

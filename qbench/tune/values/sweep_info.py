@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from qbench.run.json_values import json_dict, json_int, json_number, json_text
+from qbench.run import json_dict, json_int, json_number, json_text
 
 
 @dataclass(frozen=True)

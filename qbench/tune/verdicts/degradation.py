@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run.records import RequestRecord
+from qbench.run import RequestRecord
 
 MATERIAL = 0.05  # a slowdown under 5% is not worth a warning, one the data cannot exclude is not "none"
 RESAMPLES = 1000

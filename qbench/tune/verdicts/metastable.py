@@ -38,8 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run.records import RequestRecord
-from qbench.run.results.steady import Trend, Z, trend
+from qbench.run import RequestRecord, Trend, Z, trend
 
 FEW = 2  # a request that started behind fewer than this many waiting gives the base service time
 MATERIAL = 0.05  # service at the SLO's queue this much slower than the base: rising

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run.records import RequestRecord
+from qbench.run import RequestRecord
 
 OVERLOAD_FACTOR = 1.3
 BLOCKS = 10
