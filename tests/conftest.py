@@ -32,6 +32,6 @@ def server_factory() -> Callable[..., AbstractContextManager[RunningServer]]:
 @pytest.fixture(autouse=True)
 def _sweeps_unconfirmed(monkeypatch: pytest.MonkeyPatch) -> None:
     """A sweep confirms its winner's capacity with a 60 s run by default: the suite's sweeps skip it
-    unless they ask for one (--confirm-duration, sweep.confirm_duration); tests/tune/test_confirm.py
+    unless they ask for one (--confirm-duration, sweep.confirm_duration); tests/tune/sweep/test_confirm.py
     tests it, and the default itself."""
     monkeypatch.setattr("qbench.tune.sweep.config.DEFAULT_SWEEP_CONFIRM_S", 0.0)

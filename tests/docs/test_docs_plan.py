@@ -1,7 +1,7 @@
 """docs/capacity-plan.md's commands, run as written but at reduced size: one replica's capacity, the plan
 for 1,000 users from it, and the capacity of 3 replicas behind nginx (`qbench serve --replicas 3` is
 `reference_replicas(settings, 3)`; skipped without nginx). The page's Gradio replicas behind
-`qbench balance` run in tests/tune/test_balancer.py."""
+`qbench balance` run in tests/tune/servers/test_balancer.py."""
 
 from __future__ import annotations
 

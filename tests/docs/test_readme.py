@@ -87,8 +87,9 @@ RUN_HERE = {
         "test_the_serve_commands",
 }
 
-GRADIO_REPLICAS = "tests/tune/test_balancer.py::test_real_gradio_replicas_with_and_without_affinity"
-IMAGE_REPLICAS = "tests/tune/test_balancer.py::test_the_image_scenario_behind_two_replicas_has_no_errors"
+GRADIO_REPLICAS = "tests/tune/servers/test_balancer.py::test_real_gradio_replicas_with_and_without_affinity"
+IMAGE_REPLICAS = ("tests/tune/servers/test_balancer.py::"
+                  "test_the_image_scenario_behind_two_replicas_has_no_errors")
 
 #: Commands another test runs: (test id, a fragment that test's source must contain: the command's own
 #: words, or the reduction it applies).
@@ -188,7 +189,8 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         ("tests/tune/e2e/test_sweep_e2e.py::test_relaunch_mode_end_to_end_with_capacity", "--grid"),
         ("tests/tune/e2e/test_sweep_e2e.py::test_resume_after_an_interrupted_sweep", "resume_options"),
         # --repeat: parsed into the config there; no real sweep repeats its points in the suite
-        ("tests/tune/test_config.py::test_config_merges_scenario_section_and_cli", "config.repeat == 2"),
+        ("tests/tune/sweep/test_config.py::test_config_merges_scenario_section_and_cli",
+         "config.repeat == 2"),
         ("tests/tune/e2e/test_sweep_e2e.py::test_smart_search_on_a_real_server_skips_points_and_reports_it",
          "smart"),
         ("tests/docs/test_readme_sim.py::test_the_readme_sim_sweep_runs", "sweep"),
@@ -273,7 +275,7 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "python examples/capacity/gradio_sleep_app.py --port 7861": [(GRADIO_REPLICAS, "gradio_sleep_app")],
     "python examples/capacity/gradio_sleep_app.py --port 7862": [(GRADIO_REPLICAS, "gradio_sleep_app")],
     "qbench balance http://127.0.0.1:7861 http://127.0.0.1:7862 --affinity session": [
-        ("tests/tune/test_balancer.py::test_qbench_serve_replicas_and_qbench_balance_serve_until_stopped",
+        ("tests/tune/servers/test_balancer.py::test_qbench_serve_replicas_and_qbench_balance_serve_until_stopped",
          '"balance"'),
         (GRADIO_REPLICAS, "nginx_balancer")],
     "qbench run examples/capacity/gradio_sleep.yaml --target http://127.0.0.1:7860": [

@@ -1,9 +1,10 @@
-"""One measurement inside a sweep: overrides -> run_scenario -> Summary -> PointResult.
+"""One measurement: a scenario run under overrides -> its Summary and records (`run_measured`, every
+tuning stage's run: a sweep's point, a capacity probe) -> the mean over repeats as a PointResult.
 
 Runaway detection (`RunawayDetector`, the runner's stop_when hook) is the steady-state test of
 `run.results.steady` on the live counts: once the backlog (sent - completed) certainly grows faster than
 `margin` x the arrival rate while completions lag arrivals, the point can only get worse, so it is
-stopped early (status `stopped`) and the sweep moves on.
+stopped early (status `stopped`) and the sweep moves on (a probe: it fails).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from qbench.tune.values.result import PointResult
 
 if TYPE_CHECKING:
     from qbench.run import LiveStats
+
 
 class RunawayDetector(LiveTrend):
     """The runner's stop_when hook: `LiveTrend` (qbench.run.results.steady) on the run's live counts."""

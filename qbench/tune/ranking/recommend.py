@@ -16,7 +16,7 @@ The rule (what `recommend` does, in order):
 
 That is the `latency` objective: points compete at the scenario's own load. Under the `capacity`
 objective (`Constraints.objective`) each point carries its capacity (the highest open-loop arrival rate
-meeting the SLO, `qbench.tune.values.capacity`): a point is usable when its server ran and its capacity was
+meeting the SLO, `qbench.tune.capacity.search`): a point is usable when its server ran and its capacity was
 searched (its own-load run may have run away), infeasible when the SLO failed even at the lowest rate
 tried or it broke the memory ceiling, and feasible points are ranked by capacity, tied within the
 searches' tolerance; ties and reasons then go as above.

@@ -17,7 +17,7 @@ point is kept, so the recommendation is made with the same rule as for a full gr
 search measured.
 
 Capacity (the highest arrival rate meeting the SLO) is searched on the rate axis by
-`qbench.tune.values.capacity`.
+`qbench.tune.capacity.search`.
 """
 
 from __future__ import annotations

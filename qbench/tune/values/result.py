@@ -96,9 +96,8 @@ class PointResult(Figures):
     # end-to-end latency SLO checks the run itself failed when its failed requests count as slowest
     # (qbench.run.results.summary): the same verdict `qbench run` gives, even where the ok-only figures pass
     slo_breaches: list[str] = field(default_factory=list)
-    # objective capacity: the highest arrival rate meeting the SLO (qbench.tune.values.capacity) and its
-    # search
-    # (capacity_rps, failing_rate_rps, tolerance, converged, probes counted); None when not measured
+    # objective capacity: the highest arrival rate meeting the SLO (qbench.tune.capacity.search) and its
+    # search (capacity_rps, failing_rate_rps, tolerance, converged, probes counted); None when not measured
     capacity_rps: float | None = None
     capacity: CapacitySummary | None = None
     # whether the knobs took effect (qbench.tune.points.knobcheck); None when not checked

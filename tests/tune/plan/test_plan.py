@@ -116,7 +116,7 @@ def test_a_scenario_is_measured_first_then_planned(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(capacity_run, "run_capacity", measured)
     monkeypatch.chdir(tmp_path)
-    scenario = Path(__file__).resolve().parents[2] / "examples" / "capacity" / "replica.yaml"
+    scenario = Path(__file__).resolve().parents[3] / "examples" / "capacity" / "replica.yaml"
     out = CliRunner().invoke(app, ["plan", str(scenario), "--target", "http://127.0.0.1:1", "--slo",
                                    "p95_latency_s=2", "--users", "100", "--think-time", "10"])
     assert out.exit_code == 0, out.output

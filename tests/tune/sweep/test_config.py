@@ -13,7 +13,7 @@ from qbench.errors import ScenarioError
 from qbench.tune.sweep.config import SweepOptions, build_config
 from qbench.tune.values.constraints import parse_slo_options
 
-from .conftest import write_scenario
+from ..conftest import write_scenario
 
 
 def test_slo_options() -> None:

@@ -41,7 +41,7 @@ from qbench.tune.sweep.console import render_model_search
 from qbench.tune.values.constraints import Constraints
 from qbench.tune.values.result import PointResult
 
-from .conftest import sleep_preset_sweep
+from ..conftest import sleep_preset_sweep
 from .test_search import GRID, MODELS, SleepModel
 from .test_search_sim import GRID as SIM_GRID
 from .test_search_sim import TRUTH as SIM_TRUTH

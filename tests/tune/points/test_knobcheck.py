@@ -287,7 +287,7 @@ def test_running_from_columns_equals_the_record_by_record_count(seed: int) -> No
     import random
 
     from qbench.run.columns import Columns
-    from tests.tune.knobcheck_oracle import observed_parallelism as by_records
+    from tests.tune.points.knobcheck_oracle import observed_parallelism as by_records
 
     rng = random.Random(seed)
     records = served(rng.choice([1, 2, 4, 8]), rng.randint(5, 60), service=rng.uniform(0.01, 0.3))

@@ -19,7 +19,7 @@ from qbench.tune.values.capacity import Capacity, CapacityRecord, CapacitySummar
 from qbench.tune.values.constraints import Constraints
 from qbench.tune.values.result import PointResult
 
-from .conftest import write_scenario
+from ..conftest import write_scenario
 
 CAPACITY = Constraints(slo={"p95_latency_s": 1.0}, objective="capacity")
 

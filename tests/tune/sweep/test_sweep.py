@@ -27,7 +27,7 @@ from qbench.tune.values.point_file import PointFile
 from qbench.tune.values.result import PointResult
 from tests.report.report_synth import simulate, write_run
 
-from .conftest import write_scenario
+from ..conftest import write_scenario
 
 
 def test_a_crash_in_the_capacity_phase_keeps_the_measured_points(

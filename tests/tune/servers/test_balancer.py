@@ -49,7 +49,7 @@ from reference_server.settings import load_preset, parse_settings
 from reference_server.testing import serve_in_thread
 from tests.tune.e2e.test_capacity_e2e import SLEEP_4X100MS, sleep_scenario
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 needs_nginx = pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed (apt-get install "
                                  "nginx-light; `make setup` does it as root)")
 

@@ -18,7 +18,7 @@ from qbench.tune.search.search_sim import SimPredictor, sim_search
 from qbench.tune.values.constraints import Constraints
 from qbench.tune.values.result import PointResult
 
-from .conftest import sleep_preset_sweep
+from ..conftest import sleep_preset_sweep
 
 TRUTH = BatchFit(0.05, 0.01, 0.0, 0.0, 1.0, 2, 2)  # the sleep preset: 50 ms + 10 ms per item
 GRID = build_grid(["concurrency_limit=1,2,4", "max_batch_size=1,2,4,8,16", "max_threads=2,40"])

@@ -6,7 +6,7 @@ from typing import Any
 
 from qbench.tune.knobs.server_knobs import admin_body, apply_server_knobs
 
-from .conftest import SERVER
+from ..conftest import SERVER
 
 
 def test_apply_server_knobs_targets_the_scenario_function() -> None:

@@ -15,7 +15,7 @@ from qbench.tune.sweep.config import SweepOptions, build_config
 from qbench.tune.sweep.point_runs import DEFAULT_WARMUP_S, point_warmup
 from qbench.tune.values.constraints import Constraints
 
-from .conftest import write_scenario
+from ..conftest import write_scenario
 
 
 def test_a_floor_on_a_figure_a_summary_computes_is_measured_and_judged() -> None:

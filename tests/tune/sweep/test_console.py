@@ -35,7 +35,7 @@ from qbench.tune.sweep.sweep import SweepResult
 from qbench.tune.values.capacity import Capacity, CapacityRecord, Probe
 from qbench.tune.values.result import MaxSizeAdvice, PointResult
 
-from .conftest import write_scenario
+from ..conftest import write_scenario
 
 
 def console() -> Console:

@@ -1,5 +1,5 @@
 """qbench.tune.points.knobcheck's running(t) as it was, one record object at a time (before it read columns):
-the oracle tests/tune/test_knobcheck.py compares the columns' figures with."""
+the oracle tests/tune/points/test_knobcheck.py compares the columns' figures with."""
 
 from __future__ import annotations
 
