@@ -23,13 +23,13 @@ from typing import Any
 import psutil
 
 from qbench.errors import ScenarioError, ServerLaunchError
-from qbench.run import listening_pid
+from qbench.run import json_int, listening_pid
 from qbench.tune.knobs.grid import is_server_knob
 from qbench.tune.servers.apphook import hook_env
 from qbench.tune.servers.server_process import (
     READY_TIMEOUT_S,
     ServerHandle,
-    free_port,
+    free_port_block,
     spawn,
     stop_process_group,
     wait_ready,
@@ -51,6 +51,7 @@ class PortTaken(ServerLaunchError):
     """Another program answers on the port the app was given."""
 
 
+APP_PORTS = 8  # the app's port and those after it kept free for what it starts there (+ num_workers)
 PORT_TRIES = 3  # the port is free when qbench picks it; another program can take it before the app binds
 _IN_USE = ("address already in use", "errno 98", "cannot find empty port", "port is in use",
            "only one usage of each socket address")
@@ -112,8 +113,10 @@ def launch_command(
 
 def _start(template: str, knobs: Mapping[str, Any], work_dir: Path, cwd: Path | None, hook: bool,
            hook_events: Sequence[str] | None) -> ServerHandle:
-    """Spawn the app on a port free right now, its output appended to work_dir/server.log."""
-    port = free_port()
+    """Spawn the app on a port free right now, with the ports after it free too (Gradio puts its SSR
+    proxy's Python side and its static-file workers there unchecked), its output appended to
+    work_dir/server.log."""
+    port = free_port_block(APP_PORTS + (json_int(knobs.get("num_workers")) or 0))
     argv = render_command(template, knobs, port)
     env = knob_env(knobs, port)
     if hook:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import shlex
 import signal
@@ -29,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,34 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+# Where free_port_block draws: below the ephemeral ranges of Linux (32768-60999), macOS and Windows
+# (49152-65535), so no bind(0) and no outgoing connection lands on a port of the block meanwhile.
+BLOCK_PORTS = (20_000, 32_000)
+
+
+def free_port_block(span: int, candidates: Iterable[int] | None = None) -> int:
+    """The first of `span` consecutive ports all free right now on 127.0.0.1, for an app that puts helper
+    processes on the ports after its own without checking them (Gradio with SSR: Python on the first
+    free port above the app's, its static-file workers on the next ones). Drawn at random in
+    BLOCK_PORTS (`candidates`: the starts to try, for tests); free_port() when no block is free."""
+    draw = random.SystemRandom()  # not the random module's state: forked workers would draw alike
+    starts = candidates if candidates is not None else (
+        draw.randrange(BLOCK_PORTS[0], BLOCK_PORTS[1] - span) for _ in range(200))
+    for start in starts:
+        if all(_bindable(port) for port in range(start, start + span)):
+            return start
+    return free_port()
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def spawn(

@@ -47,10 +47,10 @@ class _Taken:
         self.times = times
         self.given: list[int] = []
 
-    def __call__(self) -> int:
-        from qbench.tune.servers.server_process import free_port
+    def __call__(self, span: int) -> int:
+        from qbench.tune.servers.server_process import free_port_block
 
-        port = int(self.server.server_address[1]) if len(self.given) < self.times else free_port()
+        port = int(self.server.server_address[1]) if len(self.given) < self.times else free_port_block(span)
         self.given.append(port)
         return port
 
@@ -65,7 +65,7 @@ def test_a_port_taken_before_the_app_binds_it_is_replaced(
     from qbench.tune.servers import app_process
 
     taken = _Taken(times=1)
-    monkeypatch.setattr(app_process, "free_port", taken)
+    monkeypatch.setattr(app_process, "free_port_block", taken)
     command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {tmp_path}"
     try:
         with app_process.launch_command(command, {}, work_dir=tmp_path / "w", any_status=True) as handle:
@@ -82,7 +82,7 @@ def test_a_stranger_on_the_port_is_never_measured(tmp_path: Path, monkeypatch: p
     from qbench.tune.servers import app_process
 
     taken = _Taken(times=3)
-    monkeypatch.setattr(app_process, "free_port", taken)
+    monkeypatch.setattr(app_process, "free_port_block", taken)
     command = f"{sys.executable} -c 'import time; time.sleep(60)' {{port}}"
     try:
         with pytest.raises(ServerLaunchError, match=r"another program \(pid \d+\) answered"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,10 @@ import pytest
 from qbench.errors import ServerLaunchError
 from qbench.run.control import read_status
 from qbench.tune.servers.server_process import (
+    BLOCK_PORTS,
     ServerHandle,
     free_port,
+    free_port_block,
     reconfigure,
     reference_server_process,
     start_reference_server,
@@ -64,3 +67,18 @@ def test_control_plane_errors_name_the_route_and_status(echo_server: Any) -> Non
         wait_ready(gone, timeout_s=0.5)
     wait_ready(ServerHandle(base_url=echo_server.url, process=None), timeout_s=5)
     wait_ready(ServerHandle(base_url=echo_server.url, process=None), 5, "/nope", any_status=True)
+
+
+def test_a_port_block_is_free_from_end_to_end_and_below_the_ephemeral_range() -> None:
+    """The cause of a flaky SSR sweep: Gradio put a static-file worker on the port after its Python
+    side without checking it, and another server held it (HTTP 502 for the page's assets). A block has
+    every port free, and a candidate block with one port taken is passed over."""
+    start = free_port_block(6)
+    assert BLOCK_PORTS[0] <= start and start + 6 <= BLOCK_PORTS[1]
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        other = free_port_block(4)
+        assert free_port_block(4, candidates=[taken - 2, other]) == other  # taken - 2 .. taken + 1: no
+        assert free_port_block(4, candidates=[taken]) != taken  # no block: free_port(), never the held one
