@@ -49,8 +49,8 @@ class CapacityArgs:
         help="One run at 1.3x the capacity: does throughput hold (max_size advice)?")] = True
     recheck: Annotated[bool, typer.Option(
         help="Measure the first passing rate again after the search: did the server get slower while it "
-        "was measured? (degraded; no degradation, only when a 5% slowdown is excluded; or "
-        "inconclusive)")] = True
+        "was measured? (degraded; no degradation, only when a 5% slowdown is excluded; "
+        "inconclusive; or not judged, when the probes hold too few requests)")] = True
     warmup: Annotated[float, typer.Option(help="Seconds excluded at the start of each probe.")] = 0.5
     max_probes: Annotated[int, typer.Option(help="Open-loop probes at most.")] = 10
     estimate_users: Annotated[int, typer.Option(help="Closed-loop users of the first estimate.")] = 32

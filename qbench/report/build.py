@@ -477,9 +477,9 @@ def sweep_headline(data: LoadedSweep) -> list[tuple[str, str]]:
     record = rec.capacity if rec is not None else None
     if record is not None and record.held:  # how the capacity held a sustained run (files before it: none)
         rows.append(("capacity", record.held))
-    degradation = record.capacity.degradation if record is not None else None
-    if degradation is not None:  # the first passing rate measured again after the search
-        rows.append(("over the search", degradation.text()))
+    over = record.capacity.over_the_search if record is not None else None
+    if over is not None:  # the first passing rate measured again after the search
+        rows.append(("over the search", over))
     return rows
 
 

@@ -77,7 +77,7 @@ from qbench.tune.points.point import PointRun, RunawayDetector, point_result, ru
 from qbench.tune.values.capacity import Capacity, Probe, held_sentence
 from qbench.tune.values.capacity_file import CapacityFile
 from qbench.tune.values.constraints import Constraints, bounds_text
-from qbench.tune.verdicts.degradation import Degradation, compare
+from qbench.tune.verdicts.degradation import MIN_REQUESTS, compare, unjudged
 from qbench.tune.verdicts.metastable import Metastability, queue_slowdown
 from qbench.tune.verdicts.overload import OVERLOAD_FACTOR, Overload, analyse
 
@@ -463,8 +463,7 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
     capacity = search_capacity(prober.rate, first, replace(config.plan, confirm=False), estimate,
                                refine=prober.refine)
     if config.recheck:
-        degradation = recheck(prober, capacity)
-        capacity.degradation = degradation
+        recheck(prober, capacity)
     repeats = METASTABLE_REPEATS if lower_if_metastable(capacity, prober) else 1
     if config.plan.confirm and capacity.capacity_rps is not None:  # last: on the server as the search left it
         sustain(capacity, prober.confirm, config.plan, repeats)
@@ -482,17 +481,25 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
     return CapacityRun(config.out_dir, capacity, config.think_time_s, users, lines)
 
 
-def recheck(prober: Prober, capacity: Capacity) -> Degradation | None:
-    """The first passing probe's rate once more (same length), its records compared with the first's
-    (qbench.tune.verdicts.degradation); the run is appended to the probes as kind "recheck"."""
-    first = next((p for p in capacity.probes if p.kind == "rate" and p.passed and p.run_dir), None)
+def recheck(prober: Prober, capacity: Capacity) -> None:
+    """The earliest passing probe's rate once more (same length), its records compared with the first's
+    (qbench.tune.verdicts.degradation), into `capacity.degradation` (or, when the two runs are too small
+    to judge, why: `capacity.recheck_note`); the run is appended to the probes as kind "recheck". The
+    earliest passing probe with MIN_REQUESTS ok requests is measured again, the earliest passing one
+    when none has that many."""
+    passed = [p for p in capacity.probes if p.kind == "rate" and p.passed and p.run_dir]
+    first = next((p for p in passed if p.completed_ok >= MIN_REQUESTS), passed[0] if passed else None)
     if first is None:
-        return None
+        return
     probe, records = prober.open_loop(first.rate_rps, first.duration_s or prober.duration_s, "recheck",
                                       stop=False)
     capacity.probes.append(probe)
-    found = compare(first.rate_rps, read_records(prober.root / first.run_dir), records)
-    return replace(found, start_probe=first.run_dir, end_probe=probe.run_dir) if found else None
+    before = read_records(prober.root / first.run_dir)
+    found = compare(first.rate_rps, before, records)
+    if found is None:
+        capacity.recheck_note = unjudged(first.rate_rps, before, records)
+        return
+    capacity.degradation = replace(found, start_probe=first.run_dir, end_probe=probe.run_dir)
 
 
 def lower_if_metastable(capacity: Capacity, prober: Prober) -> Metastability | None:
@@ -551,9 +558,9 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
     lines.append(held_sentence(capacity, "no sustained confirmation was run (--no-confirm)"))
     if meta is not None:
         lines.append(("metastable" if meta.rising else "with the queue", meta.text(rate)))
-    degradation = capacity.degradation
-    if degradation is not None:
-        lines.append(("over the search", degradation.text()))
+    over = capacity.over_the_search
+    if over is not None:
+        lines.append(("over the search", over))
     if failing is None:
         lines.append(("bracket", f"the SLO held at every rate tried ({state}): the capacity is at least "
                                  f"{rate:.3g} req/s"))

@@ -169,10 +169,11 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     held = confirmation_line(rec.capacity)
     if held and rec.capacity is not None:
         console.print(f"[{'green' if rec.capacity.capacity.confirmed else 'yellow'}]{held}[/]")
-    degradation = rec.capacity.capacity.degradation if rec.capacity else None
-    if degradation is not None:
-        line = f"over the search: {degradation.text()}"
-        console.print(f"[yellow]{line}[/]" if degradation.degraded else line)
+    over = rec.capacity.capacity.over_the_search if rec.capacity else None
+    if over is not None and rec.capacity is not None:
+        degradation = rec.capacity.capacity.degradation
+        line = f"over the search: {over}"
+        console.print(f"[yellow]{line}[/]" if degradation is not None and degradation.degraded else line)
     console.print(f"files: {result.sweep_dir}")
 
 

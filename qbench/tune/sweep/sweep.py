@@ -561,8 +561,7 @@ def point_capacity(
         first_rate = estimate.rate_rps or 1.0
     capacity = search_capacity(prober.rate, first_rate, sweep_plan(config, confirm), estimate,
                                refine=prober.refine, confirm=prober.confirm)
-    degradation = recheck(prober, capacity)  # did this server get slower while it was measured?
-    capacity.degradation = degradation
+    recheck(prober, capacity)  # did this server get slower while it was measured?
     return capacity
 
 

@@ -77,6 +77,7 @@ class Capacity:
     probes: list[Probe] = field(default_factory=list)  # every probe, in order (the estimate first)
     overload: Overload | None = None  # what happened past the capacity (qbench.tune.verdicts.overload)
     degradation: Degradation | None = None  # the server got slower during the search? (tune.degradation)
+    recheck_note: str = ""  # why a recheck that ran gave no degradation verdict (too few requests)
     metastability: Metastability | None = None  # service time against the queue (tune.metastable)
     lowered_from_rps: float | None = None  # the search's answer, when metastability lowered it
 
@@ -103,6 +104,11 @@ class Capacity:
                 and p.rate_rps == failing]
         return hits[-1] if hits else None
 
+    @property
+    def over_the_search(self) -> str | None:
+        """The recheck's finding in words: its verdict, or why it has none (None: no recheck ran)."""
+        return self.degradation.text() if self.degradation is not None else (self.recheck_note or None)
+
     def users(self, think_time_s: float) -> float | None:
         """Little's law: N = X x (Z + R), with X the capacity, Z the think time and R the mean latency
         at capacity: the number of users, each clicking every Z s after their last answer, it serves."""
@@ -121,6 +127,7 @@ class Capacity:
             "probes": [p.to_dict() for p in self.probes],
             "overload": self.overload.to_dict() if self.overload is not None else None,
             "degradation": self.degradation.to_dict() if self.degradation is not None else None,
+            "recheck_note": self.recheck_note,
             "metastability": self.metastability.to_dict() if self.metastability is not None else None,
             "lowered_from_rps": self.lowered_from_rps,
         }
@@ -136,6 +143,7 @@ class Capacity:
             probes=[Probe.from_dict(p) for p in data.get("probes", [])],
             overload=Overload.from_dict(data.get("overload")),
             degradation=Degradation.from_dict(data.get("degradation")),
+            recheck_note=str(data.get("recheck_note") or ""),
             metastability=Metastability.from_dict(data.get("metastability")),
             lowered_from_rps=data.get("lowered_from_rps"),
         )

@@ -141,6 +141,15 @@ def compare(rate: float, before: Sequence[RequestRecord], after: Sequence[Reques
                        latency=latency)
 
 
+def unjudged(rate: float, before: Sequence[RequestRecord], after: Sequence[RequestRecord]) -> str:
+    """Why `compare` found nothing to say of `before` and `after` at `rate`, in words."""
+    metric, a, b = _values(before, after)
+    if a.size >= MIN_REQUESTS and b.size >= MIN_REQUESTS:
+        return f"not judged: the median {metric} at the start is 0"
+    return (f"not judged: too few ok requests at {rate:.3g} req/s to compare ({a.size} at the start, "
+            f"{b.size} at the end; {MIN_REQUESTS} each needed): longer probes would judge it")
+
+
 def _change(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> Change | None:
     if a.size < MIN_REQUESTS or b.size < MIN_REQUESTS or float(np.median(a)) <= 0:
         return None

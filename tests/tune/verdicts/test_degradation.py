@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from qbench.run.records import RequestRecord
+from qbench.tune.capacity import capacity_run
 from qbench.tune.capacity.capacity_run import capacity_config, describe, run_capacity
-from qbench.tune.values.capacity import Capacity
+from qbench.tune.values.capacity import Capacity, Probe
 from qbench.tune.values.constraints import Constraints
-from qbench.tune.verdicts.degradation import Degradation, compare
+from qbench.tune.verdicts.degradation import Degradation, compare, unjudged
 from reference_server.settings import parse_settings
 from reference_server.testing import serve_in_thread
 from tests.tune.e2e.test_capacity_e2e import sleep_scenario
@@ -75,8 +76,51 @@ def test_the_same_service_with_a_longer_wait_at_the_same_rate_is_degradation() -
     assert "latency +33%" in found.text() and "the server degrades with use" in found.text()
 
 
-def test_too_few_requests_say_nothing() -> None:
-    assert compare(5.0, records(np.full(5, 0.1)), records(np.full(50, 0.1))) is None
+def test_too_few_requests_say_nothing_and_the_answer_says_why() -> None:
+    before, after = records(np.full(5, 0.1)), records(np.full(50, 0.1))
+    assert compare(5.0, before, after) is None
+    why = unjudged(5.0, before, after)
+    assert why.startswith("not judged: too few ok requests at 5 req/s to compare (5 at the start, 50 at")
+    capacity = Capacity(20.0, 24.0, 0.2, True, recheck_note=why)
+    lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
+    assert lines["over the search"] == why and capacity.over_the_search == why
+    assert Capacity.from_dict(capacity.to_dict()) == capacity
+    assert Capacity(20.0, 24.0, 0.2, True).over_the_search is None  # no recheck ran: no line
+
+
+class FakeProber:
+    """The recheck's side of a Prober: each run at a rate returns `ok` ok requests of 0.1 s."""
+
+    def __init__(self, root: Path, ok: int) -> None:
+        self.root, self.duration_s, self.ok = root, 1.5, ok
+        self.rates: list[float] = []
+
+    def open_loop(self, rate: float, duration_s: float, kind: str, *,
+                  stop: bool) -> tuple[Probe, list[RequestRecord]]:
+        self.rates.append(rate)
+        return Probe(rate, True, kind=kind, run_dir="probes/09-recheck"), records(np.full(self.ok, 0.1))
+
+
+@pytest.mark.parametrize(("ok_a", "ok_b", "rerun_ok", "rate", "verdict"), [
+    (40, 40, 40, 10.0, "no degradation"),  # the earliest passing probe, large enough
+    (6, 40, 40, 12.0, "no degradation"),  # too small: the next passing one is measured again
+    (6, 6, 6, 10.0, "not judged: too few ok requests at 10 req/s"),  # none is: the earliest, and why
+    (40, 40, 6, 10.0, "not judged: too few ok requests at 10 req/s to compare (40 at the start, 6"),
+])
+def test_the_recheck_measures_the_earliest_passing_probe_it_can_judge(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ok_a: int, ok_b: int, rerun_ok: int, rate: float,
+        verdict: str) -> None:
+    runs = {"a": ok_a, "b": ok_b}
+    probes = [Probe(20.0, False, kind="rate", run_dir="f"),
+              Probe(10.0, True, kind="rate", run_dir="a", completed_ok=ok_a),
+              Probe(12.0, True, kind="rate", run_dir="b", completed_ok=ok_b)]
+    capacity = Capacity(12.0, 20.0, 0.3, True, probes=probes)
+    monkeypatch.setattr(capacity_run, "read_records", lambda path: records(np.full(runs[path.name], 0.1)))
+    prober = FakeProber(tmp_path, rerun_ok)
+    capacity_run.recheck(prober, capacity)  # type: ignore[arg-type]
+    assert prober.rates == [rate] and capacity.probes[-1].kind == "recheck"
+    assert capacity.over_the_search is not None and verdict in capacity.over_the_search
+    assert (capacity.degradation is None) == verdict.startswith("not judged")
 
 
 def test_the_answer_names_the_degradation() -> None:
