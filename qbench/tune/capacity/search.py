@@ -1,13 +1,13 @@
 """Capacity: the highest open-loop arrival rate at which the SLO still holds, found by bracketing and
-bisection on the rate (pure search logic; the probes against a server are in
-`qbench.tune.capacity.capacity_run`).
+bisection on the rate (pure search logic; the probes against a server are
+`qbench.tune.capacity.prober`'s).
 
     first guess r0 (a closed-loop estimate of the completions/s, or a sweep point's throughput)
     bracket:  probe r0; while every probe passed, go up by `step`; while every probe failed, go down;
               the step grows (1.25, 1.56, 2.44, 5.96: squared after each move the same way), so a poor
               guess costs a few probes, a good one (the usual case) one or two
     bisect:   probe sqrt(lo x hi) until hi / lo <= 1 + tolerance (with `refine`: longer probes, long
-              enough that an overload the size of the tolerance shows; see capacity_run)
+              enough that an overload the size of the tolerance shows; see capacity.probe)
     confirm:  one sustained run at lo (`confirm`, e.g. 60 s); a pass makes lo the answer, a fail (SLO or
               steady state) makes lo the failing rate and steps down by the tolerance (or to just under
               the completions/s the failed run measured, when lower), and confirms again

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qbench.tune.capacity.capacity_run import ProbeObserver, Prober
+from qbench.tune.capacity.prober import ProbeObserver, Prober
 from qbench.tune.capacity.search import SearchPlan, sustain
 from qbench.tune.knobs.grid import Point
 from qbench.tune.ranking.recommend import Ranking

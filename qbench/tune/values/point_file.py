@@ -1,7 +1,7 @@
 """points/<point-id>/point.json as data: `PointFile`, one sweep point as it ended (written when it ends).
 
-`qbench sweep` (qbench.tune.sweep.sweep.evaluate_point) writes it with `PointFile(...).to_dict()`; a resumed
-sweep, the winner's saved capacity and `qbench report` (rows of an unfinished sweep) read it back with
+`qbench sweep` (qbench.tune.sweep.evaluate.evaluate_point) writes it with `PointFile(...).to_dict()`; a
+resumed sweep, the winner's saved capacity and `qbench report` (rows of an unfinished sweep) read it back with
 `read_point_file`, which never raises: a missing or unreadable file is None, a missing key reads as
 its default. The point's knob check and its repeats' summaries stay as written (KnobCheck.to_dict(),
 Summary.to_dict()): their own types read them where they are needed.

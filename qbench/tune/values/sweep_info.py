@@ -1,6 +1,6 @@
 """sweep.json as data: `SweepInfo`, how a sweep was set up (written once, when it starts).
 
-`qbench sweep` (qbench.tune.sweep.sweep) writes it with `SweepInfo(...).to_dict()` from
+`qbench sweep` (qbench.tune.sweep.outputs.sweep_json) writes it with `SweepInfo(...).to_dict()` from
 `SweepConfig.describe()`, so a key the writer adds must be a field here; `qbench report` and
 qbench.analysis read it back with `SweepInfo.from_dict`, which never raises: a missing key (an older
 or interrupted sweep) reads as its default, a key of the wrong type as absent, an unknown one is

@@ -25,15 +25,3 @@ def test_probes_of_streams_last_three_stream_lengths(tmp_path: Path) -> None:
     config = capacity_config(scenario("click.yaml"), slo={"p95_latency_s": 1}, duration_s=5,
                              out_root=tmp_path)
     assert config.probe_duration_s == 5
-
-
-def test_a_repeated_confirmation_draws_other_poisson_arrivals() -> None:
-    """seed_overrides moves Scenario.seed (the arrivals' and payloads' seed), wherever it lives."""
-    from qbench.run.scenario.scenario import parse_scenario, with_overrides
-    from qbench.tune.capacity.capacity_run import seed_overrides
-
-    plain = parse_scenario({"name": "s", "protocol": "http", "endpoint": {"path": "/x"},
-                            "payload": {"seed": 3, "inputs": [{"text": {"words": [2, 3]}}]},
-                            "load": {"rate": 5, "duration": 1}}, source="test")
-    assert seed_overrides(plain, 2) == {"payload.seed": 5}
-    assert with_overrides(plain, seed_overrides(plain, 2)).seed == 5

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.run.records import RequestRecord
 from qbench.run.results.summary import summarize
-from qbench.tune.capacity.capacity_run import endpoint_violations, judge
+from qbench.tune.capacity.probe import endpoint_violations, judge
 from qbench.tune.values.constraints import Constraints
 from reference_server.settings import load_preset
 from reference_server.testing import serve_in_thread

@@ -95,7 +95,7 @@ def test_relaunch_sweep_of_the_batch_deadline(tmp_path: Path) -> None:
 def test_launch_mode_advice_is_the_apps_command_with_the_winners_knobs() -> None:
     from types import SimpleNamespace
 
-    from qbench.tune.sweep.sweep import server_advice
+    from qbench.tune.sweep.advice import server_advice
     from qbench.tune.values.result import PointResult
 
     winner = PointResult("b8", {"max_batch_size": 8}, "ok")

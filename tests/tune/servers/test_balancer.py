@@ -33,7 +33,7 @@ from qbench.run.diagnose.app_errors import (
 )
 from qbench.run.records import RequestRecord, read_records
 from qbench.run.results.summary import Summary
-from qbench.tune.capacity.capacity_run import _split_sessions
+from qbench.tune.capacity.prober import fail_split_sessions
 from qbench.tune.points.point import PointRun
 from qbench.tune.servers import balancer
 from qbench.tune.servers.app_process import launch_command
@@ -308,9 +308,9 @@ def test_a_capacity_probe_blames_a_balancer_only_when_one_stands_in_front() -> N
                                                    completed_at_s=i + 0.1, outcome="ok")
                                      for i in range(1, 50)]
     alone, behind = Probe(10.0, passed=True), Probe(10.0, passed=True)
-    _split_sessions(alone, PointRun(Summary(), None, records, {"config": {}}))
+    fail_split_sessions(alone, PointRun(Summary(), None, records, {"config": {}}))
     nginx = {"front": {"url": "http://lb", "server": "nginx"}}
-    _split_sessions(behind, PointRun(Summary(), None, records, nginx))
+    fail_split_sessions(behind, PointRun(Summary(), None, records, nginx))
     assert alone.passed and not alone.violations  # the error-rate SLO judges the app's error
     assert not behind.passed and behind.violations == [
         "1/50 streams found no session: the join and its stream reached different servers: the balancer at "

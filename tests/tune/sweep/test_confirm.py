@@ -114,7 +114,7 @@ def test_no_confirmation_says_so() -> None:
 def test_the_default_is_qbench_capacitys_and_zero_turns_it_off(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.undo()  # the suite's own default (tests/conftest.py) off: the shipped one
-    from qbench.tune.capacity.capacity_run import DEFAULT_CONFIRM_S
+    from qbench.tune.capacity.prober import DEFAULT_CONFIRM_S
     from qbench.tune.sweep.config import DEFAULT_SWEEP_CONFIRM_S
 
     path = write_scenario(tmp_path, rate=10)

@@ -10,7 +10,7 @@ import pytest
 
 from qbench.errors import ScenarioError
 from qbench.tune.sweep.config import SweepOptions, build_config, resume_options
-from qbench.tune.sweep.sweep import _sweep_json
+from qbench.tune.sweep.outputs import sweep_json
 from qbench.tune.values.sweep_info import FIELDS, SweepInfo
 
 FULL: dict[str, Any] = {
@@ -56,7 +56,7 @@ def test_an_old_or_partial_sweep_json_loads_with_defaults(data: dict[str, Any]) 
 
 def test_the_writer_cannot_add_a_key_the_readers_do_not_know() -> None:
     with pytest.raises(TypeError):
-        SweepInfo(**{"not_a_field": 1})  # what _sweep_json would do with a new describe() key
+        SweepInfo(**{"not_a_field": 1})  # what sweep_json would do with a new describe() key
 
 
 def test_the_sweep_writes_sweep_json_that_reads_back_unchanged(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_the_sweep_writes_sweep_json_that_reads_back_unchanged(tmp_path: Path) -
                         "load: {rate: 2, duration: 1}\nslo: {p95_latency_s: 2}\n")
     config = build_config(SweepOptions(str(scenario), grid=["rate=1,2"], target="http://127.0.0.1:9"),
                           tmp_path / "sweep-s")
-    written = json.loads(json.dumps(_sweep_json(config)))  # as the file holds it
+    written = json.loads(json.dumps(sweep_json(config)))  # as the file holds it
     info = SweepInfo.from_dict(written)
     assert info.to_dict() == written and info.extra == {}
     assert info.scenario_name == "s" and info.mode == "target" and info.axes == {"rate": [1, 2]}

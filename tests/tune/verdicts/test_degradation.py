@@ -12,7 +12,8 @@ import pytest
 
 from qbench.run.records import RequestRecord
 from qbench.tune.capacity import capacity_run
-from qbench.tune.capacity.capacity_run import capacity_config, describe, run_capacity
+from qbench.tune.capacity.answer import describe
+from qbench.tune.capacity.capacity_run import capacity_config, run_capacity
 from qbench.tune.values.capacity import Capacity, Probe
 from qbench.tune.values.constraints import Constraints
 from qbench.tune.verdicts.degradation import Degradation, compare, unjudged

@@ -1,0 +1,65 @@
+"""`qbench capacity`'s answer in words: the capacity, how it held, the recheck and metastability
+verdicts, its bracket, where the SLO first fails, users by Little's law, the probe length and what
+happens past it (capacity.json's `answer`, the console's, the report's)."""
+
+from __future__ import annotations
+
+from qbench.tune.values.capacity import Capacity, held_sentence
+from qbench.tune.values.constraints import Constraints, bounds_text
+
+
+def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, length_why: str = "",
+             *, streams: bool = False) -> list[tuple[str, str]]:
+    """The answer in words, as (label, text): capacity, how it held, its bracket, where the SLO first
+    fails, users (and, for streamed inputs, concurrent streams), the probe length, what happens past it."""
+    slo = bounds_text(constraints.slo)
+    slo += f"{', ' if slo else ''}error_rate <= {constraints.max_error_rate:.1%}"
+    state = "converged" if capacity.converged else "NOT converged: probe budget spent"
+    rate, failing = capacity.capacity_rps, capacity.failing_rate_rps
+    if rate is None:
+        low = f"{failing:.3g} req/s" if failing is not None else "the lowest rate"
+        return [("no capacity", f"the SLO ({slo}) or the steady state fails even at {low}, the lowest "
+                                "rate tried")]
+    meta, lowered = capacity.metastability, capacity.lowered_from_rps
+    head = f"{rate:.3g} req/s of open-loop arrivals meeting {slo}, the server keeping up"
+    overload = capacity.overload
+    if meta is not None and meta.rising:
+        cap = meta.max_size(rate)
+        head += (f", lowered from the search's {lowered:.3g} req/s, where a burst tips it over"
+                 if lowered is not None else "") + f"; keep max_size at {cap} or less (metastable, below)"
+    elif overload is not None and overload.fell_at_waiting is not None and overload.max_size is not None:
+        head += (f"; with max_size at {overload.max_size} or less: past about {overload.fell_at_waiting} "
+                 "waiting its throughput falls (past it, below), so without a cap a burst tips it over")
+    lines = [("capacity", head)]
+    lines.append(held_sentence(capacity, "no sustained confirmation was run (--no-confirm)"))
+    if meta is not None:
+        lines.append(("metastable" if meta.rising else "with the queue", meta.text(rate)))
+    over = capacity.over_the_search
+    if over is not None:
+        lines.append(("over the search", over))
+    if failing is None:
+        lines.append(("bracket", f"the SLO held at every rate tried ({state}): the capacity is at least "
+                                 f"{rate:.3g} req/s"))
+    else:
+        lines.append(("bracket", f"[{rate:.3g}, {failing:.3g}) req/s, last passing to first failing "
+                                 f"(tolerance {capacity.tolerance:.0%}, {state})"))
+        probe = capacity.first_failing
+        why = probe.why if probe and probe.why else "failed"
+        lines.append(("SLO first fails", f"at {failing:.3g} req/s: {why}"))
+    at = capacity.at_capacity
+    users = capacity.users(think_time_s)
+    if users is not None and at is not None:
+        lines.append(("users", f"~{users:.0f} users clicking every {think_time_s:g} s (N = {rate:.3g} req/s "
+                               f"x ({think_time_s:g} s think + {at.mean_latency_s or 0:.3g} s mean latency "
+                               "at capacity))"))
+    held = capacity.users(0.0)
+    if streams and held is not None and at is not None:
+        lines.append(("streams", f"~{held:.1f} concurrent streams (N = {rate:.3g} streams/s x "
+                                 f"{at.mean_latency_s or 0:.3g} s mean stream length at capacity)"))
+    if length_why:
+        lines.append(("probe length", length_why))
+    if overload is not None:
+        lines.append((f"past it (x{overload.rate_rps / overload.capacity_rps:.2g})", overload.advice))
+        if overload.eta_finding:
+            lines.append(("server ETA", overload.eta_finding))
+    return lines

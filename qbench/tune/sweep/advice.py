@@ -1,0 +1,105 @@
+"""What a sweep's recommendation says beside its ranking: the winner as code (the reference server's
+settings, the user's launch command, a change to the app's own settings), whether the winner and the
+runner-up really differ request by request (a paired comparison), and the notes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from qbench.run import Columns, pair_runs, read_records
+from qbench.tune.knobs.server_knobs import apply_server_knobs
+from qbench.tune.ranking.recommend import Advice, RankedPoint, Ranking, max_size_advice
+from qbench.tune.servers.apphook import app_change, read_hook_record
+from qbench.tune.sweep.config import SweepConfig
+from qbench.tune.sweep.evaluate import PointServers
+from qbench.tune.values.capacity import CapacityRecord
+from qbench.tune.values.result import PointResult
+
+
+def sweep_advice(config: SweepConfig, defaults: dict[str, Any], servers: PointServers, ranking: Ranking,
+            capacity: CapacityRecord | None, capacity_notes: list[str]) -> Advice:
+    """What the recommendation says beside the ranking: code inputs, the winner's capacity and notes."""
+    winner, gradio = ranking.winner, config.scenario.protocol == "gradio"
+    code, label = "", ""
+    if winner is not None and not gradio:
+        advised = max_size_advice(winner, config.constraints).max_size
+        code, label = server_advice(config, winner, advised)
+    notes = config.grid.edge_notes(winner.knobs) if winner is not None else []
+    notes += paired_note(config.sweep_dir, ranking.ranked)
+    if winner is not None and config.hook and not defaults:  # an app: its own settings where unswept
+        hook = read_hook_record(config.sweep_dir / "points" / winner.point_id)
+        if hook is not None and hook.chosen:
+            defaults = hook.app_settings(hook.chosen[0])
+    return Advice(
+        defaults=defaults, gradio_major=servers.gradio_major, objective_why=config.objective_why,
+        gradio=gradio, server_api=server_api(config, servers),
+        server_code=code, server_code_label=label, app_change=winner_app_change(config, winner),
+        capacity=capacity, notes=notes + capacity_notes,
+    )
+
+
+def server_api(config: SweepConfig, servers: PointServers) -> str | None:
+    """The endpoint's name when the app is a gradio.Server app (its settings are `@server.api(...)`
+    arguments, not demo.queue / .click ones), else None."""
+    if servers.app_mode != "server":
+        return None
+    return config.scenario.endpoint.api_name or ""
+
+
+def winner_app_change(config: SweepConfig, winner: PointResult | None) -> list[str]:
+    """The winner as a change to the app's own settings, from what the hook read at its launch."""
+    if winner is None or not config.hook:
+        return []
+    hook = read_hook_record(config.sweep_dir / "points" / winner.point_id)
+    return app_change(hook, winner.knobs) if hook is not None and hook.launched else []
+
+
+def server_advice(config: SweepConfig, winner: PointResult, advised: int | None) -> tuple[str, str]:
+    """(code, label) for a plain HTTP / OpenAI target: the reference server's settings with the winner's
+    knobs and the `advised` max_size (relaunch, live), or the user's launch command filled in (launch)."""
+    knobs = dict(winner.knobs)
+    if config.base_settings is not None:
+        if "max_size" not in knobs and advised is not None:
+            knobs["max_size"] = advised
+        settings = apply_server_knobs(config.base_settings, knobs, config.api_name)
+        settings.pop("admin_token", None)
+        had_auth = settings.pop("auth", None) is not None  # secrets never reach advice or its files
+        body = yaml.safe_dump(settings, sort_keys=False)
+        if had_auth:
+            body += "# auth: as in your settings (qbench never writes credentials)\n"
+        return body, "reference server settings: save as server.yaml, then qbench serve --config server.yaml"
+    if config.launch is not None:
+        command = config.launch.format_map({**knobs, "port": "{port}"})
+        return command, "your app's command with the winner's knobs"
+    return "", ""
+
+
+def paired_note(sweep_dir: Path, ranked: list[RankedPoint]) -> list[str]:
+    """Whether the winner and the runner-up really differ request by request (when their runs share a
+    schedule: open-loop points at one rate and seed do), as one note; nothing otherwise."""
+    ok = [r for r in ranked if r.verdict not in ("failed", "infeasible", "knobs_not_applied")][:2]
+    if len(ok) < 2:
+        return []
+    try:
+        first, second = (read_records(sweep_dir / "points" / r.point_id) for r in ok)
+    except (OSError, ValueError):
+        return []
+    pairing = pair_runs(Columns.of(second), Columns.of(first))  # B = the winner, A = the runner-up
+    latency = {p.phase: p for p in pairing.phases}.get("latency_s")
+    if not pairing.shared or latency is None:
+        return []
+    winner, runner_up = ok[0].point_id, ok[1].point_id
+    head = f"per request, {winner} against the runner-up {runner_up} ({latency.pairs} pairs, one schedule)"
+    if latency.verdict == "no clear difference":
+        return [f"{head}: no clear latency difference (p = {_p(latency.p_value)}); "
+                "their latency order is within the noise"]
+    ms = [f"{v * 1000:+.1f}" for v in (latency.median_diff, latency.ci_low, latency.ci_high)]
+    return [f"{head}: latency median {ms[0]} ms (95% CI {ms[1]} to {ms[2]} ms), {winner} faster for "
+            f"{latency.b_faster:.0%} of requests ({latency.verdict})"]
+
+
+def _p(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2g}"

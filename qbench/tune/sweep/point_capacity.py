@@ -1,0 +1,59 @@
+"""One point's capacity in a sweep: the search on the point's own (warm) server, the same judge as
+`qbench capacity` (qbench.tune.capacity), probes of the sweep's length (qbench.tune.sweep.confirm's
+`sweep_prober`), then the recheck; a saved search read back from a point.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qbench.tune.capacity.capacity_run import recheck
+from qbench.tune.capacity.search import search_capacity
+from qbench.tune.knobs.grid import Grid, Point
+from qbench.tune.knobs.server_knobs import effective_knobs
+from qbench.tune.sweep.config import SweepConfig
+from qbench.tune.sweep.confirm import sweep_plan, sweep_prober
+from qbench.tune.values.capacity import Capacity
+from qbench.tune.values.point_file import read_point_file
+from qbench.tune.values.result import PointResult
+
+
+def point_capacity(
+    config: SweepConfig, base_url: str, point: Point, work: Path, first_rate: float | None = None,
+    confirm: bool = False,
+) -> Capacity:
+    """Capacity of one point on its (warm) server: `capacity_trials` open-loop probes, judged like
+    `qbench capacity`'s (SLO and steady state), of `capacity_duration_s` while bracketing and up to
+    SWEEP_REFINE_FACTOR times that while bisecting, to `capacity_tolerance` (qbench.tune.sweep.confirm:
+    `sweep_prober`); with `confirm`, then the sustained confirmation; then the first passing rate once
+    more (capacity.capacity_run.recheck: the server's degradation over its search). Without `first_rate`, a
+    closed-loop estimate with twice the point's work slots in users (concurrency_limit x
+    max_batch_size; 32 when unknown) gives the first guess."""
+    prober = sweep_prober(config, base_url, point, work)
+    estimate = None
+    if first_rate is None:
+        estimate, _ = prober.estimate(estimate_users(config, point))
+        first_rate = estimate.rate_rps or 1.0
+    capacity = search_capacity(prober.rate, first_rate, sweep_plan(config, confirm), estimate,
+                               refine=prober.refine, confirm=prober.confirm)
+    recheck(prober, capacity)  # did this server get slower while it was measured?
+    return capacity
+
+
+def estimate_users(config: SweepConfig, point: Point) -> int:
+    knobs = {**(effective_knobs(config.base_settings, config.api_name) if config.base_settings else {}),
+             **point.knobs}
+    limit = knobs.get("concurrency_limit", knobs.get("concurrency_count"))
+    batch = knobs.get("max_batch_size", 1)
+    if isinstance(limit, int) and isinstance(batch, int):
+        return max(4, 2 * limit * batch)
+    return 32
+
+
+def saved_capacity(sweep_dir: Path, winner: PointResult) -> Capacity | None:
+    """The capacity search saved in the winner's point.json (objective capacity)."""
+    saved = read_point_file(sweep_dir / "points" / winner.point_id)
+    return saved.capacity if saved is not None else None
+
+
+def coords_of(grid: Grid, result: PointResult) -> tuple[int, ...]:
+    return tuple(values.index(result.knobs[name]) for name, values in grid.axes.items())
