@@ -33,8 +33,15 @@ import numpy as np
 
 from qbench.run import FIGURES, Figures, RequestRecord, json_number, read_records
 from qbench.tune.knobs.grid import Grid, Point
-from qbench.tune.search.batch_model import BatchFit, Observation, PointLoad, fit_batch_model
-from qbench.tune.search.search import Evaluate
+from qbench.tune.search.batch_model import (
+    BatchFit,
+    FitError,
+    Observation,
+    PointLoad,
+    fit_batch_model,
+    untrusted,
+)
+from qbench.tune.search.search import Evaluate, smart_search
 from qbench.tune.values.constraints import Constraints
 from qbench.tune.values.result import PointResult
 
@@ -165,6 +172,54 @@ class SearchState:
             for o in self.observe(self.points[pid], r)
         ]
         return fit_batch_model(observations)
+
+
+@dataclass
+class Refined:
+    """How a fitted search ended: its last fit, the points it chose after the design (smart search's
+    after a fallback), how many design points the model was first fitted on, and why it fell back to
+    smart search ("" when it did not)."""
+
+    fit: BatchFit | None
+    path: list[str]
+    n_design: int
+    fallback: str = ""
+
+
+def refine(state: SearchState, rank: Callable[[BatchFit], list[Point]], nothing_feasible: str, *,
+           top_n: int, min_r2: float, max_fraction: float) -> Refined:
+    """The loop the model and simulator searches share: measure the design points, then fit, rank every
+    point (`rank`: the feasible ones, best first) and measure the best-ranked unmeasured one among the
+    top `top_n`, until they are all measured or the budget (the design + `top_n`, or `max_fraction` of
+    the grid) is spent. A fit that fails or cannot be trusted (`min_r2`), or a ranking with nothing
+    feasible (`nothing_feasible` says so), falls back to smart search from the grid's middle, reusing
+    every point measured so far."""
+    for coords in design_points(state.grid):
+        state.measure(state.grid.point_at(coords))
+    n_design = len(state.order)
+    budget = max(n_design + top_n, math.floor(max_fraction * state.grid.size))
+    path: list[str] = []
+    fit: BatchFit | None = None
+    while True:
+        try:
+            fit = state.fit()
+        except FitError as exc:
+            return _smart(state, fit, n_design, str(exc))
+        if reason := untrusted(fit, min_r2):
+            return _smart(state, fit, n_design, reason)
+        ranking = rank(fit)
+        if not ranking:
+            return _smart(state, fit, n_design, nothing_feasible)
+        todo = [p for p in ranking[:top_n] if p.point_id not in state.measured]
+        if not todo or len(state.order) >= budget:
+            return Refined(fit, path, n_design)
+        state.measure(todo[0])
+        path.append(todo[0].point_id)
+
+
+def _smart(state: SearchState, fit: BatchFit | None, n_design: int, reason: str) -> Refined:
+    smart = smart_search(state.grid, state.measure, state.constraints)
+    return Refined(fit, smart.path, n_design, f"fell back to smart search: {reason}")
 
 
 # ---------------------------------------------------------------- the fitted model

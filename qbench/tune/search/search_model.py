@@ -22,7 +22,6 @@ slots k*B and the thread pool, so memory-infeasible points are not chosen.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,14 +29,12 @@ from qbench.tune.knobs.grid import Grid, Point
 from qbench.tune.ranking.recommend import recommend
 from qbench.tune.search.batch_model import (
     BatchFit,
-    FitError,
     PointLoad,
     Prediction,
     predict,
     predicted_capacity,
-    untrusted,
 )
-from qbench.tune.search.search import Evaluate, SearchResult, smart_search
+from qbench.tune.search.search import Evaluate, SearchResult
 from qbench.tune.search.search_fit import (
     FEASIBLE,
     ComparisonRow,
@@ -46,12 +43,13 @@ from qbench.tune.search.search_fit import (
     MemoryFit,
     Observe,
     Predicted,
+    Refined,
     SearchState,
     comparison_rows,
-    design_points,
     fit_memory,
     memory_of,
     predicted_constraints,
+    refine,
     summary_observer,
 )
 from qbench.tune.values.capacity import CapacitySummary
@@ -114,28 +112,9 @@ def model_search(
 ) -> ModelSearchResult:
     """Model-based search over `grid` (see the module docstring)."""
     state = SearchState(grid, evaluate, constraints, describe, observe or summary_observer(describe))
-    for coords in design_points(grid):
-        state.measure(grid.point_at(coords))
-    n_design = len(state.order)
-    budget = max(n_design + top_n, math.floor(max_fraction * grid.size))
-    path: list[str] = []
-    fit: BatchFit | None = None
-    while True:
-        try:
-            fit = state.fit()
-        except FitError as exc:
-            return _fallback(state, f"{exc}", fit)
-        if reason := untrusted(fit, min_r2):
-            return _fallback(state, reason, fit)
-        ranking = _ranking(state, fit)
-        if not ranking:
-            return _fallback(state, "the model predicts no feasible point", fit)
-        todo = [p for p in ranking[:top_n] if p.point_id not in state.measured]
-        if not todo or len(state.order) >= budget:
-            break
-        state.measure(todo[0])
-        path.append(todo[0].point_id)
-    return _result(state, fit, path, n_design)
+    refined = refine(state, lambda fit: _ranking(state, fit), "the model predicts no feasible point",
+                     top_n=top_n, min_r2=min_r2, max_fraction=max_fraction)
+    return _result(state, refined)
 
 
 def _ranking(state: SearchState, fit: BatchFit) -> list[Point]:
@@ -206,22 +185,14 @@ def _model(state: SearchState, fit: BatchFit | None) -> FittedModel:
     return FittedModel(fit, memory)
 
 
-def _result(state: SearchState, fit: BatchFit | None, path: list[str], n_design: int) -> ModelSearchResult:
+def _result(state: SearchState, refined: Refined) -> ModelSearchResult:
     return ModelSearchResult(
         list(state.order),
         state.grid.size,
-        path,
-        model=_model(state, fit),
-        predicted_vs_measured=_comparison(state, fit, n_design),
+        refined.path,
+        model=_model(state, refined.fit),
+        predicted_vs_measured=_comparison(state, refined.fit, refined.n_design),
+        fallback=refined.fallback,
     )
-
-
-def _fallback(state: SearchState, reason: str, fit: BatchFit | None) -> ModelSearchResult:
-    """Smart search from the grid's middle, reusing every point measured so far."""
-    n_design = len(state.order)
-    smart = smart_search(state.grid, state.measure, state.constraints)
-    result = _result(state, fit, smart.path, n_design)
-    result.fallback = f"fell back to smart search: {reason}"
-    return result
 
 

@@ -34,8 +34,8 @@ import numpy as np
 from qbench.run import Load, OpenPlan, plan, read_records, trend
 from qbench.tune.knobs.grid import Grid, Point
 from qbench.tune.ranking.recommend import recommend
-from qbench.tune.search.batch_model import BatchFit, FitError, PointLoad, untrusted
-from qbench.tune.search.search import Evaluate, smart_search
+from qbench.tune.search.batch_model import BatchFit, PointLoad
+from qbench.tune.search.search import Evaluate
 from qbench.tune.search.search_fit import (
     FEASIBLE,
     ComparisonRow,
@@ -43,13 +43,14 @@ from qbench.tune.search.search_fit import (
     FittedModel,
     Observe,
     Predicted,
+    Refined,
     SearchState,
     comparison_rows,
-    design_points,
     memory_of,
     point_runs,
     predicted_constraints,
     record_batches,
+    refine,
     summary_observer,
 )
 from qbench.tune.search.search_model import ModelSearchResult
@@ -200,21 +201,12 @@ def sim_search(
 ) -> SimSearchResult:
     """Simulator search over `grid` (see the module docstring)."""
     state = SearchState(grid, evaluate, constraints, predictor.describe,
-                   observe or summary_observer(predictor.describe))
-    for coords in design_points(grid):
-        state.measure(grid.point_at(coords))
-    n_design = len(state.order)
-    budget = max(n_design + top_n, math.floor(max_fraction * grid.size))
-    path: list[str] = []
-    fit: BatchFit | None = None
+                        observe or summary_observer(predictor.describe))
+    by_id = {point.point_id: point for point in grid.points()}
     sigma = 0.0
-    while True:
-        try:
-            fit = state.fit()
-        except FitError as exc:
-            return _fallback(state, str(exc), fit, sigma, predictor, n_design)
-        if reason := untrusted(fit, min_r2):
-            return _fallback(state, reason, fit, sigma, predictor, n_design)
+
+    def rank(fit: BatchFit) -> list[Point]:
+        nonlocal sigma
         sigma = spread([state.points[p] for p in state.measured], fit) if spread else 0.0
         memory = memory_of(state)  # with a memory ceiling: peak RSS fitted on the work slots (model search)
         predicted = []
@@ -222,25 +214,20 @@ def sim_search(
             guess = predictor.predict(point, fit, sigma)
             guess.peak_rss_mb = memory(predictor.describe(point))
             predicted.append(guess)
-        ranked = [r for r in recommend(predicted, constraints).ranked if r.verdict in FEASIBLE]
-        if not ranked:
-            reason = "the simulator predicts no feasible point"
-            return _fallback(state, reason, fit, sigma, predictor, n_design)
-        todo = [r.point_id for r in ranked[:top_n] if r.point_id not in state.measured]
-        if not todo or len(state.order) >= budget:
-            break
-        point = next(p for p in grid.points() if p.point_id == todo[0])
-        state.measure(point)
-        path.append(point.point_id)
-    return _result(state, fit, sigma, predictor, path, n_design)
+        return [by_id[r.point_id] for r in recommend(predicted, constraints).ranked if r.verdict in FEASIBLE]
+
+    refined = refine(state, rank, "the simulator predicts no feasible point", top_n=top_n, min_r2=min_r2,
+                     max_fraction=max_fraction)
+    return _result(state, refined, sigma, predictor)
 
 
-def _result(state: SearchState, fit: BatchFit | None, sigma: float, predictor: SimPredictor, path: list[str],
-            n_design: int) -> SimSearchResult:
-    model = FittedModel(fit, sigma=sigma, simulator="qbench.tune.search.simulate",
+def _result(state: SearchState, refined: Refined, sigma: float, predictor: SimPredictor) -> SimSearchResult:
+    model = FittedModel(refined.fit, sigma=sigma, simulator="qbench.tune.search.simulate",
                         simulated_points=state.grid.size)
-    return SimSearchResult(list(state.order), state.grid.size, path, model=model,
-                           predicted_vs_measured=comparison(state, fit, sigma, predictor, n_design))
+    return SimSearchResult(list(state.order), state.grid.size, refined.path, model=model,
+                           predicted_vs_measured=comparison(state, refined.fit, sigma, predictor,
+                                                            refined.n_design),
+                           fallback=refined.fallback)
 
 
 def comparison(state: SearchState, fit: BatchFit | None, sigma: float, predictor: SimPredictor,
@@ -255,14 +242,6 @@ def comparison(state: SearchState, fit: BatchFit | None, sigma: float, predictor
                          p95_latency_s=p.p95_latency_s, capacity_rps=p.capacity_rps)
 
     return comparison_rows(state, n_design, predicted)
-
-
-def _fallback(state: SearchState, reason: str, fit: BatchFit | None, sigma: float, predictor: SimPredictor,
-              n_design: int) -> SimSearchResult:
-    smart = smart_search(state.grid, state.measure, state.constraints)
-    result = _result(state, fit, sigma, predictor, smart.path, n_design)
-    result.fallback = f"fell back to smart search: {reason}"
-    return result
 
 
 def records_spread(points_dir: Path, describe: Describe) -> Spread:
