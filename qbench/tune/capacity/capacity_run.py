@@ -179,7 +179,8 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
         if estimate.completed_ok == 0:
             raise QbenchError(config.writer.mask(
                 f"{config.target}: the closed-loop estimate ({config.estimate_users} users, "
-                f"{config.probe_duration_s:g} s) completed no request ({', '.join(estimate.violations)}; "
+                f"{config.probe_duration_s:g} s, then up to {estimate.duration_s:g} s) completed no request "
+                f"({', '.join(estimate.violations)}; "
                 f"see {config.out_dir / estimate.run_dir}): nothing to search"
             ))
         first = estimate.rate_rps

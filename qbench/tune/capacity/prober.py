@@ -30,6 +30,7 @@ from qbench.tune.values.constraints import Constraints
 from qbench.tune.verdicts.overload import OVERLOAD_FACTOR, Overload, analyse
 
 DEFAULT_CONFIRM_S = 60.0
+ESTIMATE_TRIES, ESTIMATE_STRETCH = 3, 4.0  # the estimate's windows when none measured a request: x1, x4, x16
 DEFAULT_MAX_PROBE_S = 30.0
 ProbeObserver = Callable[[Probe], None]
 
@@ -124,15 +125,24 @@ class Prober:
     def estimate(self, users: int) -> tuple[Probe, list[RequestRecord]]:
         """A closed-loop probe with `users` users and no think time. Its rate is the first guess: by
         Little's law users / mean latency (the completions/s of a saturated server; steadier than the
-        completions counted in a short window, which its edges deflate)."""
+        completions counted in a short window, which its edges deflate). A window in which no request
+        was measured (each user's first request outlived it, so all sat in the warm-up: a slow app or a
+        busy host) is run again ESTIMATE_STRETCH times longer, up to ESTIMATE_TRIES windows in all; one
+        whose requests failed is not."""
         overrides = {k: v for k, v in self.base_overrides.items() if k != "load.rate"}
         overrides.update({"load.users": users, "load.think_time": 0, "load.ramp_up": 0,
-                          "load.duration": self.duration_s, "load.requests": None, "load.interval": None})
-        measured, run_dir, elapsed = self._run(f"estimate-u{users}", overrides, None)
+                          "load.requests": None, "load.interval": None})
+        for attempt in range(ESTIMATE_TRIES):
+            window = self.duration_s * ESTIMATE_STRETCH**attempt
+            overrides["load.duration"] = window
+            name = f"estimate-u{users}" + (f"-{window:g}s" if attempt else "")
+            measured, run_dir, elapsed = self._run(name, overrides, None)
+            if measured.summary.requests > 0:  # measured (a window of errors is not run again)
+                break
         probe = judge("estimate", 0.0, measured.summary, None, self.constraints,
                       own=own_bounds(self.scenario))
         probe.users = users
-        probe.duration_s = self.duration_s
+        probe.duration_s = window
         probe.rate_rps = users / probe.mean_latency_s if probe.mean_latency_s else probe.throughput_rps
         fail_split_sessions(probe, measured)
         return self._done(probe, run_dir, elapsed), measured.records
