@@ -203,24 +203,49 @@ def test_an_instant_function_behind_its_arrivals_is_request_handling() -> None:
     assert "not steady" in finding.message
 
 
+def one_request_s(n: int, repeats: int) -> float:
+    """This machine's time, now, for one request of the `cpu` workload on one torch thread (the median
+    of three, after one unmeasured): what the test sizes its rates by."""
+    import time
+
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        matrix, times = torch.rand(n, n), []
+        for _ in range(4):
+            started, acc = time.perf_counter(), matrix
+            for _ in range(repeats):
+                acc = (acc @ matrix).clamp_(0.0, 1.0)
+            times.append(time.perf_counter() - started)
+        return sorted(times[1:])[1]
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_real_cpu_work_that_slows_with_concurrency_is_model_bound(tmp_path: Path) -> None:
     """The `cpu` workload (torch matmuls, one torch thread each) with 8 slots on this machine's 2 cores:
-    8 running take about four times as long each as 1. Light load first (a few running, ~80 requests:
-    the growth needs 20 at few running, with room on a busy box, where 48 once left too few), then
-    overload: at ~30-60 ms a request the two cores serve 30-60 req/s, so 80 req/s overloads them on a
-    fast or a quiet machine too (16 repeats, ~30 ms with 4 running, was headroom at 60 req/s once).
+    8 running take about four times as long each as 1. The rates are sized by the machine (a request
+    timed here first, t): light load first, 80 requests at 0.6 / t req/s (0.6 running on average, on
+    a slow box as on a fast one: a fixed 8 req/s kept 1.6 running on a box 2.5 x slower, light no
+    more), then overload, 240 requests at 8 / t req/s (the 2 cores serve about 2 / t).
     8 slots, not 4: B other busy processes on the host stretch few-running and k-running alike, so the
     growth reads (k + B) / (1 + B); with 4 slots it fell under 1.5 at B = 6 (a CI box running the
     suite in parallel said queue_limit), with 8 it stays about 2."""
-    work = {"api_name": "work", "workload": "cpu", "params": {"n": 512, "repeats": 32},
+    n, repeats = 512, 32
+    t = one_request_s(n, repeats)
+    light, heavy = 0.6 / t, 8 / t
+    work = {"api_name": "work", "workload": "cpu", "params": {"n": n, "repeats": repeats},
             "concurrency_limit": 8}
     spec = scenario(endpoint={"api_name": "work"}, payload={"inputs": [{"text": {"words": [1, 2]}}]},
-                    load={"stages": [{"duration": 10, "rate": 8}, {"duration": 3, "rate": 80}],
-                          "timeout": 30})
+                    load={"stages": [{"duration": 80 / light, "rate": light},
+                                     {"duration": 240 / heavy, "rate": heavy}],
+                          "timeout": 30 + 240 * t})
     with start_reference_server({"functions": [work], "torch_threads": 1}) as url:
         result = run_scenario(spec, target=url, out_dir=tmp_path / "run", live=False)
     found = [f.kind for f in result.diagnosis if f.kind != "usage"]
-    assert "model_bound" in found, result.diagnosis
+    assert "model_bound" in found, (t, result.diagnosis)
 
 
 def test_an_event_loop_busy_with_the_work_is_server_cpu(tmp_path: Path) -> None:
