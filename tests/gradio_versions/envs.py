@@ -1,12 +1,16 @@
-"""One cached virtualenv per Gradio release: `.gradio-envs/<version>/`, built with uv on first use.
+"""One cached virtualenv per Gradio release: `~/.cache/qbench/gradio-envs/<version>/`, built with uv on
+first use and shared by every clone of the repository on the machine (a fresh clone's suite does not
+build them again: ~45 s each on a 2-core box, and their first imports compile ~10 s of bytecode).
 
     python tests/gradio_versions/envs.py            # build (or reuse) every release in RELEASES
     python tests/gradio_versions/envs.py 4.44.1     # just one; `make gradio-envs` does all
 
-An env is reused when its stamp file (`.qbench-env`) records the same requirement list; changing
-the pins below rebuilds it. Old releases need pins to install and import today (their own
+An env is reused when its stamp file (`.qbench-env`) records the same requirement list and base
+interpreter; changing the pins below rebuilds it.
+Old releases need pins to install and import today (their own
 requirements are open-ended and later majors of their dependencies broke them); each pin says why.
-`QBENCH_GRADIO_ENVS` moves the cache folder (default: `.gradio-envs` at the repository root).
+`QBENCH_GRADIO_ENVS` moves the cache folder (default: `$XDG_CACHE_HOME/qbench/gradio-envs`, that is
+`~/.cache/qbench/gradio-envs`).
 
 Imports only the standard library: it runs before anything is installed.
 """
@@ -23,7 +27,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
 STAMP = ".qbench-env"
 
 #: The releases verified by tests/gradio_versions (one per wire-protocol family still in use).
@@ -46,7 +49,10 @@ class EnvError(RuntimeError):
 
 
 def envs_root() -> Path:
-    return Path(os.environ.get("QBENCH_GRADIO_ENVS", ROOT / ".gradio-envs"))
+    if "QBENCH_GRADIO_ENVS" in os.environ:
+        return Path(os.environ["QBENCH_GRADIO_ENVS"])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "qbench" / "gradio-envs"
 
 
 def requirements(version: str) -> list[str]:
@@ -72,8 +78,8 @@ def ensure_client_env(version: str = CLIENT_1X) -> Path:
 
 
 def ensure_named_env(name: str, reqs: list[str], module: str, python: str | None = None) -> Path:
-    """`.gradio-envs/<name>/` with `reqs` installed and `module` importable, reused while its stamp
-    records the same requirements."""
+    """`<envs_root()>/<name>/` with `reqs` installed and `module` importable, reused while its stamp
+    records the same requirements and base interpreter."""
     env = envs_root() / name
     env.parent.mkdir(parents=True, exist_ok=True)
     with _locked(env.parent / f".{name}.lock"):  # several pytest workers (xdist) or sessions at once
@@ -94,17 +100,18 @@ def _locked(path: Path) -> Iterator[None]:
 def _build_env(name: str, reqs: list[str], module: str, python: str | None) -> Path:
     env = envs_root() / name
     stamp = env / STAMP
-    if stamp.exists() and stamp.read_text() == "\n".join(reqs) and env_python(name).exists():
+    base = python or sys.executable
+    recorded = "\n".join([*reqs, f"python {Path(base).resolve()}"])  # a venv's python: its base's
+    if stamp.exists() and stamp.read_text() == recorded and env_python(name).exists():
         return env_python(name)
     uv = _uv()
     if env.exists():
         shutil.rmtree(env)
     env.parent.mkdir(parents=True, exist_ok=True)
-    base = python or sys.executable
     _call([uv, "venv", "--quiet", "--python", base, str(env)], name)
     _call([uv, "pip", "install", "--quiet", "--python", str(env_python(name)), *reqs], name)
     _call([str(env_python(name)), "-c", f"import {module}"], name)
-    stamp.write_text("\n".join(reqs))
+    stamp.write_text(recorded)
     return env_python(name)
 
 
