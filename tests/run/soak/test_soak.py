@@ -132,7 +132,9 @@ def test_the_docs_soak_commands_run(tmp_path: Path) -> None:
         "soak", "examples/my_app.yaml", "--app", "examples/my_app.py", "--duration", "5",
         "--set", "load.users=8", "--interval", "0.25", "--warmup", "1", "--out", str(tmp_path / "app"),
         "--no-live"])
-    assert mine.exit_code == 0, mine.output
+    # exit 3 is the scenario's SLO (p95 <= 3 s) judged and failed, an answer like exit 0: in 5 s with a
+    # 1 s warm-up, a busy box's app still slow from its start read p95 3.6 s (the first requests waited)
+    assert mine.exit_code == 0 or (mine.exit_code == 3 and "error: SLO violated" in mine.output), mine.output
     assert "started examples/my_app.py" in mine.output and "server RSS" in mine.output
 
 

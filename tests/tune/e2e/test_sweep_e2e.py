@@ -88,7 +88,7 @@ def check_layout(result: SweepResult) -> dict[str, Any]:
 
 def test_relaunch_mode_end_to_end_with_capacity(tmp_path: Path) -> None:
     result = sweep(
-        tmp_path, ["concurrency_limit=1,2"], links=["users=4*concurrency_limit"], capacity_trials=2
+        tmp_path, ["concurrency_limit=1,2"], links=["users=4*concurrency_limit"], capacity_trials=4
     )
     rec = check_layout(result)
     assert [r.status for r in result.results] == ["ok", "ok"]
@@ -98,8 +98,12 @@ def test_relaunch_mode_end_to_end_with_capacity(tmp_path: Path) -> None:
     assert rec["winner"]["point_id"] == "c2-u8"
     assert "concurrency_limit=2" in rec["gradio_code"]
     assert rec["max_size_advice"]["max_size"] >= 1
-    kinds = [p["kind"] for p in rec["capacity"]["probes"]]  # two probes, then the first passing again
-    assert kinds == ["rate", "rate", "recheck"] and rec["capacity"]["capacity_rps"] > 0
+    # up to four probes, then the first passing again. Four, not two: the first guess (~57 req/s, the point's
+    # goodput) and the next step down (45) both failed as not steady on a busy box; two more steps
+    # reach ~12 req/s, well under the server's ceiling (2 x 4 / 90 ms = 88 req/s) on any box
+    kinds = [p["kind"] for p in rec["capacity"]["probes"]]
+    assert kinds[-1] == "recheck" and set(kinds[:-1]) == {"rate"} and 2 <= len(kinds) - 1 <= 4, kinds
+    assert rec["capacity"]["capacity_rps"] > 0
     assert all(r.peak_rss_mb and r.peak_rss_mb > 10 for r in result.results)
 
 
@@ -224,8 +228,12 @@ def test_readme_example_sweep_reaches_the_capacity_phase(tmp_path: Path, live: b
     assert out.exit_code == 0, out.output
     (sweep_dir,) = (tmp_path / "r").iterdir()
     rec = json.loads((sweep_dir / "recommendation.json").read_text())
-    kinds = [p["kind"] for p in rec["capacity"]["probes"]]  # two probes, then the first passing again
-    assert kinds == ["rate", "rate", "recheck"] and rec["capacity"]["capacity_rps"] > 0, rec["notes"]
+    # up to four probes, then the first passing again. Four, not two: the first guess (~57 req/s, the point's
+    # goodput) and the next step down (45) both failed as not steady on a busy box; two more steps
+    # reach ~12 req/s, well under the server's ceiling (2 x 4 / 90 ms = 88 req/s) on any box
+    kinds = [p["kind"] for p in rec["capacity"]["probes"]]
+    assert kinds[-1] == "recheck" and set(kinds[:-1]) == {"rate"} and 2 <= len(kinds) - 1 <= 4, kinds
+    assert rec["capacity"]["capacity_rps"] > 0, rec["notes"]
     assert len(list((sweep_dir / "capacity").glob("*-rate-*/summary.json"))) == 2
     assert (sweep_dir / "capacity" / "server.yaml").is_file()
 
