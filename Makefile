@@ -33,11 +33,12 @@ test: lint nginx
 
 # The suite on a deliberately slowed machine, run before every submission: BUSY busy loops
 # (`yes > /dev/null`) beside `make test` the whole time, stopped when it ends (4 on a 2-core box: about a
-# box 2.5x slower per core). Its exit status is make test's.
+# box 2.5x slower per core). Its exit status is make test's (BUSY_TARGET: another target beside them).
 BUSY ?= 4
 test-busy:
 	@bash -c 'pids=(); for _ in $$(seq $(BUSY)); do yes >/dev/null & pids+=($$!); done; \
-	  trap "kill $${pids[*]} 2>/dev/null" EXIT; echo "$(BUSY) busy loops beside the suite"; $(MAKE) $(BUSY_TARGET)'
+	  trap "kill $${pids[*]} 2>/dev/null" EXIT; echo "$(BUSY) busy loops beside the suite (pids $${pids[*]})"; \
+	  $(MAKE) $(BUSY_TARGET)'
 BUSY_TARGET ?= test
 
 lint: $(STAMP)
