@@ -9,7 +9,7 @@ TORCH  ?= torch==2.13.0
 .PHONY: setup test test-busy test-gradio demo lint typecheck bench clean gradio-envs nginx
 
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)  # none, or cut short
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e '.[test]'
