@@ -326,6 +326,7 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
 #: Commands no test runs, and why (a GPU or a cluster; the suite itself).
 NOT_RUN = {
     "make test": "the test suite itself",
+    "make test-busy": "the test suite itself, beside busy loops (tests/test_makefile.py runs its loops)",
     "python3 -m venv .venv": "GPU set-up: the CPU set-up is what `make setup` does before every test run",
     ".venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cu124":
         "GPU set-up (CUDA wheel)",
