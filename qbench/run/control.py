@@ -15,6 +15,8 @@ raises ServerLaunchError naming the refusal; `wait_answering` and `answers` are 
 
 from __future__ import annotations
 
+import functools
+import ssl
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -28,7 +30,15 @@ TIMEOUT_S = 10.0  # /status on a busy GPU server reads NVML; an idle one answers
 
 def client(timeout_s: float = TIMEOUT_S, **kwargs: Any) -> httpx.Client:
     """A synchronous httpx client for control calls: explicit timeout, no proxy from the environment."""
-    return httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=False, **kwargs)
+    return httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=False, verify=tls(), **kwargs)
+
+
+@functools.cache
+def tls() -> ssl.SSLContext:
+    """One TLS context for every control call of the process (httpx's default one: certifi's CA bundle).
+    httpx builds a new one for each client, reading the bundle again: ~25 ms of CPU, more than the
+    loopback call it serves (the suite spent ~200 s of its CPU there, polling /status)."""
+    return httpx.create_ssl_context(trust_env=False)
 
 
 def _json_or_none(response: httpx.Response) -> dict[str, Any] | None:
@@ -74,7 +84,7 @@ async def read_status_async(
     """`read_status` for a caller inside an event loop (the runner, around its run)."""
     try:
         async with httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout_s), trust_env=False,
+            timeout=httpx.Timeout(timeout_s), trust_env=False, verify=tls(),
             headers=dict(headers or {}), cookies=dict(cookies or {}),
         ) as http:
             return _json_or_none(await http.get(base_url.rstrip("/") + "/status"))

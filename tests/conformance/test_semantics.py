@@ -8,6 +8,7 @@ expected observations live in `scenarios.py`.
 from __future__ import annotations
 
 import asyncio
+import statistics
 from typing import Any
 
 import pytest
@@ -162,8 +163,12 @@ def test_cancel_does_not_re_estimate_the_others(suite_url: str) -> None:
 def test_numeric_status_update_rate_sends_estimations_on_a_timer(periodic_url: str) -> None:
     """status_update_rate=0.15: every waiting event is re-estimated every 0.15 s while it waits."""
     result = asyncio.run(periodic_estimation_flow(periodic_url))
-    assert len(result["gaps_s"]) >= 3, result  # ~1 s of waiting behind two 0.5 s jobs
-    assert all(0.05 < gap < 0.5 for gap in result["gaps_s"]), result
+    gaps = result["gaps_s"]
+    assert len(gaps) >= 3, result  # ~1 s of waiting behind two 0.5 s jobs
+    # The rhythm, not each gap: gaps are read by the client, and one read late (a busy machine) comes
+    # back to back with the next (a gap of 0.05 ms, then 0.157, 0.149, ... on a busy box).
+    assert 0.1 < statistics.median(gaps) < 0.25, result
+    assert sum(gaps) / len(gaps) < 0.3, result  # not estimations at events only (~0.5 s apart)
     assert result["ranks"][0] == 1 and result["ranks"][-1] == 0, result
     assert result["kinds"] == [["process_starts", "process_completed"]] * 2
 

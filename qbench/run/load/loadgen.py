@@ -539,10 +539,11 @@ def paused_gc() -> Iterator[None]:
     loop for up to 1.2 s (send lag p99 1.1 s) and doubled the generator's CPU; with the collector
     paused the worst loop lag was 41 ms. Cyclic garbage is rare (about 0.25 objects per request), so
     it simply waits for the end of the run. Objects that exist before the run are frozen out of later
-    collections too.
+    collections too, garbage among them included: unfrozen after the run, the next collection frees it.
+    No collection first: in a process that holds much (a test worker, a notebook) a full collection cost
+    up to a second of CPU a run, and the suite's runs spent ~450 s of its CPU there.
     """
     enabled = gc.isenabled()
-    gc.collect()
     gc.freeze()
     gc.disable()
     try:
