@@ -24,6 +24,7 @@ Every request's latency runs from its arrival (its intended send time) to its ba
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -189,11 +190,16 @@ class QueueRules:
         if not fn.batch:
             group.waiting.popleft()
             return [head]
-        members = [e for e in group.waiting if e.fn == head.fn][: fn.max_batch_size]
+        same = (e for e in group.waiting if e.fn == head.fn)
+        members = list(itertools.islice(same, fn.max_batch_size))  # not the whole queue: overloads grow it
         if len(members) < fn.max_batch_size and fn.batch_wait_s > 0 and now < head.joined_s + fn.batch_wait_s:
             return head.joined_s + fn.batch_wait_s
-        taken = {id(e) for e in members}
-        group.waiting = deque(e for e in group.waiting if id(e) not in taken)
+        if all(group.waiting[i] is e for i, e in enumerate(members)):  # the queue's head (one function)
+            for _ in members:
+                group.waiting.popleft()
+        else:
+            taken = {id(e) for e in members}
+            group.waiting = deque(e for e in group.waiting if id(e) not in taken)
         return members
 
 
