@@ -48,8 +48,11 @@ Findings, most specific first (each a sentence a user can act on):
                  phases: the forward pass and copy per request for the device, the upload, decode,
                  pre/postprocess and the function around the forward pass for the host), or measured:
                  the GPU's busy share from NVML, the server process's CPU in cores (its /status; the
-                 larger of the two host figures is taken). A resource is the limit when it was busy at
-                 least `BUSY` of the run AND busier than the other: `device` says the device is the
+                 larger of the two host figures is taken). The device's share is of all it can give:
+                 busy at least `BUSY` of the run, it is the limit, whatever the process's CPU (which
+                 exceeds a core with a few threads, and counts the core a waiting CUDA sync spins: a
+                 GPU 95% busy in a process at 1.2 cores is the device's limit, not the host's); below
+                 that, the host is the limit when it was busy at least `BUSY`: `device` says the device is the
                  limit (faster device, smaller model or larger batches help, not more concurrency or
                  faster request handling); `per_request_work` that the server's per-request work is
                  (decoding, preprocessing, uploads, messaging in one Python process: more concurrency
@@ -298,9 +301,9 @@ def _resource_limit(ctx: _Context, at: str) -> Finding | None:
     busy = _busy(ctx)
     host = busy.host or 0.0
     if busy.device is not None:
-        if busy.device >= BUSY and busy.device >= host:
+        if busy.device >= BUSY:  # a share of what the device can give: past BUSY nothing else adds much
             return _device_finding(ctx, busy, at)
-        if host >= BUSY and host > busy.device:
+        if host >= BUSY:
             return _work_finding(ctx, busy, at)
         return None
     split = ctx.split

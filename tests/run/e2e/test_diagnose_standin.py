@@ -3,11 +3,13 @@ image-ideal: the image preset's request path before an "ideal accelerator", a GI
 length): a slow device is named as the limit, and a fast device behind CPU-heavy decoding is the
 per-request work; the summary's device figures (forward passes beside the served rate) match the stand-in's
 known forward pass. The server runs in its own process (its /status CPU is its own), 6 closed-loop users
-for a few seconds each."""
+for 60 requests (a few seconds here; sized in seconds, a busy box's run of 6 s measured fewer than the
+diagnosis needs to judge, and said nothing of the limit)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from qbench.run.runner import RunResult, run_scenario
@@ -15,7 +17,7 @@ from qbench.run.scenario.scenario import parse_scenario
 from qbench.tune.servers.server_process import start_reference_server
 
 
-def standin_run(tmp_path: Path, device_ms: float, image: dict[str, object], duration: float) -> RunResult:
+def standin_run(tmp_path: Path, device_ms: float, image: dict[str, object], requests: int = 60) -> RunResult:
     settings = {"device": "cpu", "functions": [{
         "api_name": "classify", "workload": "image-ideal", "params": {"batch_ms": device_ms},
         "batch": False, "concurrency_limit": 1}],
@@ -24,7 +26,7 @@ def standin_run(tmp_path: Path, device_ms: float, image: dict[str, object], dura
         spec = parse_scenario({
             "name": "standin", "protocol": "gradio", "endpoint": {"api_name": "classify"},
             "payload": {"seed": 1, "variants": 4, "inputs": [{"image": image}]},
-            "load": {"users": 6, "duration": duration, "warmup": 1, "timeout": 60}})
+            "load": {"users": 6, "requests": requests, "warmup": 1, "timeout": 60}})
         result = run_scenario(spec, target=url, out_dir=tmp_path / f"run-{device_ms:g}", live=False)
     assert result.summary.errors == 0
     return result
@@ -37,7 +39,7 @@ def said(result: RunResult) -> list[str]:
 def test_a_slow_device_is_the_limit(tmp_path: Path) -> None:
     """100 ms of device per request, small JPEGs: the device is busy ~90% of the run (it would once have
     been told to raise concurrency_limit or batch: queue_limit)."""
-    result = standin_run(tmp_path, 100.0, {"width": 64, "height": 64, "format": "jpeg"}, 6)
+    result = standin_run(tmp_path, 100.0, {"width": 64, "height": 64, "format": "jpeg"})
     found = said(result)
     assert found and found[0].startswith("device: at its limit for 6 users"), found
     assert "the device is the limit (at " in found[0]
@@ -56,10 +58,11 @@ def test_a_fast_device_behind_heavy_decoding_is_per_request_work(tmp_path: Path)
     """0.5 ms of device per request behind 1600x1200 PNGs to upload and decode: the server's own work.
     (Large enough that the queue's wait, ~5 decodes, stays well above what a busy box's load generator
     lags: a lag as long as the wait is flagged as the generator's, rightly, and hides the server's.)"""
-    result = standin_run(tmp_path, 0.5, {"width": 1600, "height": 1200, "format": "png"}, 6)
+    result = standin_run(tmp_path, 0.5, {"width": 1600, "height": 1200, "format": "png"})
     found = said(result)
     assert found and found[0].startswith("per_request_work: at its limit for 6 users"), found
-    assert "the forward pass 0." in found[0] and "the server's own work" in found[0]
+    forward = re.search(r"the forward pass ([\d.]+) ms", found[0])  # 0.5 ms, a busy box's ~1-2 ms
+    assert forward and float(forward.group(1)) < 10 and "the server's own work" in found[0], found[0]
     assert not any(s.startswith("device") for s in found)
     device = result.summary.device  # the forward pass ran a small share of the run: far from the device
     assert device is not None and device.served_share is not None and device.served_share < 0.2

@@ -290,9 +290,9 @@ def _resource_limit(ctx: _Context, at: str) -> Finding | None:
     busy = _busy(ctx)
     host = busy.host or 0.0
     if busy.device is not None:
-        if busy.device >= BUSY and busy.device >= host:
+        if busy.device >= BUSY:  # the rule as today's (the oracle is for the figures, not the rule)
             return _device_finding(ctx, busy, at)
-        if host >= BUSY and host > busy.device:
+        if host >= BUSY:
             return _work_finding(ctx, busy, at)
         return None
     split = ctx.split
