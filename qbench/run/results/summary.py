@@ -554,8 +554,8 @@ def _percentile_with_failures(
 
 def slo_actual(summary: Summary, name: str) -> tuple[float | None, str]:
     """The summary's figure an SLO threshold `name` is judged on, and whether it is a "min" or "max"."""
-    if name == "error_rate":
-        return summary.error_rate, "max"
+    if name == "error_rate":  # none sent after the warm-up: nothing measured, not "0 errors"
+        return (summary.error_rate if summary.sent else None), "max"
     if name == "min_throughput":
         return summary.throughput_rps, "min"
     if name == "min_goodput":

@@ -437,8 +437,8 @@ def _percentile_with_failures(
 
 def slo_actual(summary: Summary, name: str) -> tuple[float | None, str]:
     """The summary's figure an SLO threshold `name` is judged on, and whether it is a "min" or "max"."""
-    if name == "error_rate":
-        return summary.error_rate, "max"
+    if name == "error_rate":  # the rule as today's: none sent after the warm-up is not measured
+        return (summary.error_rate if summary.sent else None), "max"
     if name == "min_throughput":
         return summary.throughput_rps, "min"
     if name == "min_goodput":

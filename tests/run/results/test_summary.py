@@ -140,6 +140,18 @@ def test_a_warmup_over_the_whole_run_says_so_instead_of_a_missing_figure() -> No
                           "requests of the run, limit 1)")
 
 
+def test_an_error_rate_over_a_run_the_warmup_covered_is_not_measured_not_passed() -> None:
+    """Every request failed inside load.warmup: error_rate has no figure (it read 0, "pass", beside "the
+    first 12 requests all failed"), and its check says why."""
+    failed = [rec(i, float(i), 0.5, warmup=True) for i in range(12)]
+    for r in failed:
+        r.outcome, r.error_kind = "error", "http_5xx"
+    s = summarize(failed, Slo(error_rate=0.01))
+    (check,) = s.slo
+    assert check.actual is None and not check.passed and not s.slo_passed
+    assert check.note == "no request measured: load.warmup covered all 12 requests of the run"
+
+
 def test_json_round_trip() -> None:
     s = summarize([rec(i, float(i), 0.5, start=0.1) for i in range(3)], Slo(p95_latency_s=1.0))
     again = Summary.from_dict(json.loads(json.dumps(s.to_dict())))
