@@ -3,6 +3,7 @@
     <env>/bin/python app.py '{"max_size": null}'    # prints "READY http://127.0.0.1:<port>"
     <env>/bin/python app.py '{"auth": [["u", "p"]]}'  # launched with auth= (Gradio's login)
     <env>/bin/python app.py '{"mount": "/demo"}'      # gr.mount_gradio_app under /demo (uvicorn; 4.x+)
+    <env>/bin/python app.py '[{}, {"max_size": 1}]'   # one app per options, one READY line each
     QBENCH_PORT=7861 QBENCH_CONCURRENCY_COUNT=2 <env>/bin/python app.py   # as `qbench sweep --launch`
     QBENCH_APP_AUTH=u:p QBENCH_PORT=7861 <env>/bin/python app.py          # the same, with auth=
 
@@ -30,6 +31,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 SLEEP_S, CHUNKS, LONG_CHUNKS = 0.3, 4, 100
@@ -132,31 +134,35 @@ def main(payload: str) -> None:
         threading.Event().wait()  # until the sweep kills the process group
         return
     options = json.loads(payload or "{}")
-    BATCH_SLEEP_S[0] = float(options.get("batch_sleep", BATCH_SLEEP_S[0]))
-    demo = build(options.get("max_size"), options.get("concurrency"), options.get("max_batch_size", 4))
-    auth = [tuple(pair) for pair in options["auth"]] if options.get("auth") else None
-    if options.get("mount"):
-        mount(demo, options["mount"], auth)
-        return
+    # a list: several apps in this one process (each its own Blocks, queue and server; one import)
+    started = []
+    for one in options if isinstance(options, list) else [options]:
+        BATCH_SLEEP_S[0] = float(one.get("batch_sleep", BATCH_SLEEP_S[0]))
+        url, stop = start(one)
+        print(f"READY {url}", flush=True)
+        started.append(stop)
+    sys.stdin.read()
+    for stop in started:
+        stop()
+
+
+def launch(demo: Any, auth: Any) -> int:
+    """demo.launch() on a free port, in the background: the port."""
     for attempt in range(5):
         port = free_port()
         try:
             demo.launch(
                 server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, auth=auth
             )
-            break
+            return port
         except OSError:  # the port was taken between probe and bind
             if attempt == 4:
                 raise
-    print(f"READY http://127.0.0.1:{port}", flush=True)
-    sys.stdin.read()
-    demo.close()
+    raise AssertionError("unreachable")
 
 
-def mount(demo: Any, path: str, auth: Any) -> None:
-    """Serve `demo` under `path` of a FastAPI app with uvicorn in a thread (gr.mount_gradio_app)."""
-    import threading
-
+def start_mounted(demo: Any, path: str, auth: Any) -> tuple[str, Callable[[], None]]:
+    """Start uvicorn serving `demo` under `path` (gr.mount_gradio_app) in a thread: its URL, its stop."""
     import gradio as gr
     import uvicorn
     from fastapi import FastAPI
@@ -168,10 +174,22 @@ def mount(demo: Any, path: str, auth: Any) -> None:
     thread.start()
     while not server.started:
         time.sleep(0.05)
-    print(f"READY http://127.0.0.1:{port}{path}", flush=True)
-    sys.stdin.read()
-    server.should_exit = True
-    thread.join(10)
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(10)
+
+    return f"http://127.0.0.1:{port}{path}", stop
+
+
+def start(options: dict[str, Any]) -> tuple[str, Callable[[], None]]:
+    """The app for `options` (max_size, concurrency, max_batch_size, auth, mount) started in the
+    background of this process (beside others: components_app.py): its URL, and how to stop it."""
+    demo = build(options.get("max_size"), options.get("concurrency"), options.get("max_batch_size", 4))
+    auth = [tuple(pair) for pair in options["auth"]] if options.get("auth") else None
+    if options.get("mount"):
+        return start_mounted(demo, options["mount"], auth)
+    return f"http://127.0.0.1:{launch(demo, auth)}", demo.close
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """A Gradio app with every common input component, written as users write them, on every release 3.x-6.x.
 
     <env>/bin/python components_app.py    # prints "READY http://127.0.0.1:<port>", serves until stdin closes
+    <env>/bin/python components_app.py '[{}, {"app": "app.py", "auth": [["u", "p"]]}]'  # and app.py's
 
 Endpoints (api_name):
     analyze   gr.Interface: Image, Slider(1..10, step 1), Dropdown(fast, slow)
@@ -22,6 +23,7 @@ Imports only gradio and the standard library (qbench is not installed in the per
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -174,7 +176,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def main() -> None:
+def main(payload: str) -> None:
+    """'{}' or '[{}, {"app": "app.py", ...app.py options}, ...]': this app, then tests/gradio_versions/
+    app.py's apps in this same process (each its own Blocks, queue and server; Gradio imported once),
+    one READY line each, in that order."""
+    others = json.loads(payload)[1:] if payload.startswith("[") else []
     demo = build()
     for attempt in range(5):
         port = free_port()
@@ -185,9 +191,19 @@ def main() -> None:
             if attempt == 4:
                 raise
     print(f"READY http://127.0.0.1:{port}", flush=True)
+    stops = []
+    for options in others:
+        assert options.pop("app") == "app.py", options
+        import app as test_app  # this script's folder is on sys.path
+
+        url, stop = test_app.start(options)
+        print(f"READY {url}", flush=True)
+        stops.append(stop)
     sys.stdin.read()
+    for stop in stops:
+        stop()
     demo.close()
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1] if len(sys.argv) > 1 else "{}")

@@ -1,7 +1,7 @@
 """One session-scoped pair of servers per Gradio release, shared by test_versions and test_differential:
-the test app with an open queue, and with max_size=1. Releases: envs.RELEASES, plus
-QBENCH_GRADIO_VERSIONS (comma-separated, e.g. "4.8.0,4.16.0,4.20.1,4.21.0") for the intermediate
-protocol families. An env that cannot be built
+the test app with an open queue, and with max_size=1, both served by one process. Releases:
+envs.RELEASES, plus QBENCH_GRADIO_VERSIONS (comma-separated, e.g. "4.8.0,4.16.0,4.20.1,4.21.0") for the
+intermediate protocol families. An env that cannot be built
 (no network, no uv) skips its release with the builder's error; the release is never silently dropped.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from .envs import RELEASES, EnvError, ensure_env
-from .servers import serve_releases
+from .servers import serve_together
 
 EXTRA = [v for v in os.environ.get("QBENCH_GRADIO_VERSIONS", "").split(",") if v.strip()]
 
@@ -33,7 +33,8 @@ def release(request: pytest.FixtureRequest) -> Iterator[Release]:
         ensure_env(version)
     except EnvError as exc:
         pytest.skip(f"gradio {version}: its env could not be built: {exc}")
-    with serve_releases([(version, {}), (version, {"max_size": 1})]) as (url, tight):
+    # both apps in one process, each its own Blocks, queue and server: Gradio imported once
+    with serve_together([(version, [{}, {"max_size": 1}])]) as ((url, tight),):
         yield Release(version, url, tight)
 
 

@@ -33,6 +33,16 @@ def serve_releases(apps: list[tuple[str, dict[str, Any]]], startup_s: float = 12
                    app: Path = APP) -> Iterator[list[str]]:
     """Start every (version, options) app at once (each start costs seconds); yield their URLs.
     `app`: the script to serve (it prints "READY <url>" and serves until its stdin closes)."""
+    with serve_together([(version, [options]) for version, options in apps], startup_s, app) as urls:
+        yield [url for (url,) in urls]
+
+
+@contextmanager
+def serve_together(apps: list[tuple[str, list[dict[str, Any]]]], startup_s: float = 120.0,
+                   app: Path = APP) -> Iterator[list[list[str]]]:
+    """Like serve_releases, but each (version, [options, ...]) is ONE process serving an app per
+    options, each its own Blocks, queue and port (app.py '[{...}, {...}]'): Gradio is imported once
+    for them (seconds of CPU). Yields each process's URLs, in the order of its options."""
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", GRADIO_SHARE="False")
     env.pop("PYTHONPATH", None)  # the release's own packages only
     with ExitStack() as stack:
@@ -42,7 +52,7 @@ def serve_releases(apps: list[tuple[str, dict[str, Any]]], startup_s: float = 12
             python = Path(sys.executable) if version == MAIN else ensure_env(version)
             log = stack.enter_context(tempfile.TemporaryFile())
             proc = subprocess.Popen(
-                [str(python), str(app), json.dumps(options)],
+                [str(python), str(app), json.dumps(options[0] if len(options) == 1 else options)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -51,11 +61,12 @@ def serve_releases(apps: list[tuple[str, dict[str, Any]]], startup_s: float = 12
                 cwd=tempfile.gettempdir(),
             )
             started.append((proc, log))
-        yield [_wait_ready(proc, log, startup_s) for proc, log in started]
+        yield [_wait_ready(proc, log, startup_s, len(options))
+               for (proc, log), (_, options) in zip(started, apps, strict=True)]
 
 
-def _wait_ready(proc: subprocess.Popen[str], log: IO[bytes], startup_s: float) -> str:
-    """Read stdout until "READY <url>" (3.x prints its own banner first)."""
+def _wait_ready(proc: subprocess.Popen[str], log: IO[bytes], startup_s: float, count: int = 1) -> list[str]:
+    """Read stdout until `count` lines "READY <url>" (3.x prints its own banner first)."""
     found: list[str] = []
 
     def read() -> None:
@@ -63,17 +74,18 @@ def _wait_ready(proc: subprocess.Popen[str], log: IO[bytes], startup_s: float) -
         for line in proc.stdout:
             if line.startswith("READY "):
                 found.append(line.split()[1])
-                return
+                if len(found) == count:
+                    return
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     deadline = time.monotonic() + startup_s
-    while not found and reader.is_alive() and time.monotonic() < deadline:
+    while len(found) < count and reader.is_alive() and time.monotonic() < deadline:
         reader.join(0.1)
-    if not found:
+    if len(found) < count:
         log.seek(0)
         raise RuntimeError(f"gradio app did not start in {startup_s:g} s:\n{log.read().decode()[-3000:]}")
-    return found[0]
+    return found
 
 
 def _stop_all(started: list[tuple[subprocess.Popen[str], IO[bytes]]]) -> None:

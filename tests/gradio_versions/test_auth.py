@@ -128,10 +128,11 @@ def test_launch_mode_sweep_logs_in_to_each_launched_app(
         "name": "locked",
         "endpoint": {"api_name": "echo"},
         "payload": {"inputs": [{"value": "hi"}]},
-        "load": {"users": 2, "duration": 1, "timeout": 20},
+        # 20 requests, not a second of a closed loop on echo (hundreds); no warm-up to leave out
+        "load": {"users": 2, "requests": 20, "timeout": 20},
         "slo": {"p95_latency_s": 3.0},
         "auth": {"login": {"username": USER, "password": PASSWORD}},
-        "sweep": {"capacity_trials": 0, "warmup": 0.2},
+        "sweep": {"capacity_trials": 0, "warmup": 0},
     }
     path = tmp_path / "locked.yaml"
     path.write_text(yaml.safe_dump(raw))

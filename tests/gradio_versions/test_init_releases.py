@@ -2,13 +2,17 @@
 
 One session-scoped app per release (tests/gradio_versions/components_app.py: Image, Textbox, Number,
 Slider, Dropdown, Radio, Checkbox, CheckboxGroup, Audio, File, Video, a Blocks chat with a Chatbot input,
-a ChatInterface; its functions reject any input a user of the UI could not send). Runs last 2 s.
+a ChatInterface; its functions reject any input a user of the UI could not send), and in the same
+processes app.py behind a login (3.50.2, 6.x) and mounted under /demo (6.x). Runs are sized in
+requests, not seconds: the 8 requests a 2 s run of the written 4 users (think_time 1 s) sent, sent back
+to back, so a run costs the same on any machine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -18,17 +22,25 @@ from qbench.cli import app
 from qbench.run.records import read_records
 
 from .envs import RELEASES, EnvError, ensure_env
-from .servers import MAIN, serve_releases
+from .servers import MAIN, serve_together
 
 COMPONENTS_APP = Path(__file__).with_name("components_app.py")
 VERSIONS = (*RELEASES, MAIN)
-SHORT = ["--set", "load.duration=2", "--set", "load.warmup=0", "--set", "load.ramp_up=0", "--no-live"]
+#: the written closed loop (users: 4), 8 requests in all, none thinking, none left out as warmup
+SHORT = ["--set", "load.duration=null", "--set", "load.requests=8", "--set", "load.think_time=0",
+         "--set", "load.warmup=0", "--set", "load.ramp_up=0", "--no-live"]
 pytestmark = pytest.mark.slow
 
 
+LOGIN = {"app": "app.py", "auth": [["alice", "wonderland"]]}  # tests/gradio_versions/app.py, auth=
+MOUNTED = {"app": "app.py", "mount": "/demo"}  # app.py under gr.mount_gradio_app(path="/demo")
+#: app.py's apps served beside the components app, in its process (one Gradio import per release)
+BESIDE: dict[str, list[dict[str, Any]]] = {"3.50.2": [LOGIN], MAIN: [LOGIN, MOUNTED]}
+
+
 @pytest.fixture(scope="session")
-def component_apps() -> Iterator[dict[str, str]]:
-    """Version -> URL of the components app, all releases started at once."""
+def component_apps() -> Iterator[dict[str, list[str]]]:
+    """Version -> URLs of the components app, then of BESIDE's apps; all releases started at once."""
     ready = []
     for version in VERSIONS:
         try:
@@ -37,14 +49,16 @@ def component_apps() -> Iterator[dict[str, str]]:
             ready.append(version)
         except EnvError as exc:  # named in the test that needs it, never dropped silently
             print(f"gradio {version}: no env: {exc}")
-    with serve_releases([(v, {}) for v in ready], app=COMPONENTS_APP) as urls:
+    apps = [(v, [{}, *BESIDE.get(v, [])]) for v in ready]
+    with serve_together(apps, app=COMPONENTS_APP) as urls:
         yield dict(zip(ready, urls, strict=True))
 
 
-def url_of(apps: dict[str, str], version: str) -> str:
+def url_of(apps: dict[str, list[str]], version: str, beside: dict[str, Any] | None = None) -> str:
+    """The components app of `version`, or (`beside`) the app.py app of BESIDE served beside it."""
     if version not in apps:
         pytest.skip(f"gradio {version}: its env could not be built")
-    return apps[version]
+    return apps[version][0 if beside is None else 1 + BESIDE[version].index(beside)]
 
 
 def qbench(*args: str) -> str:
@@ -62,7 +76,7 @@ def assert_all_ok(run_dir: Path) -> None:
 
 @pytest.mark.parametrize("api", ["analyze", "form", "respond", "chat", "caption", "clip", "ask"])
 @pytest.mark.parametrize("version", VERSIONS)
-def test_init_then_run_has_no_errors(component_apps: dict[str, str], version: str, api: str,
+def test_init_then_run_has_no_errors(component_apps: dict[str, list[str]], version: str, api: str,
                                      tmp_path: Path) -> None:
     url = url_of(component_apps, version)
     if api == "ask" and version in ("3.50.2", "4.44.1"):
@@ -92,7 +106,7 @@ EXPECTED_KINDS = {
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_run_without_a_file_writes_the_same_scenario(component_apps: dict[str, str], version: str,
+def test_run_without_a_file_writes_the_same_scenario(component_apps: dict[str, list[str]], version: str,
                                                      tmp_path: Path) -> None:
     url = url_of(component_apps, version)
     printed = qbench("init", url, "--api", "analyze")
@@ -111,7 +125,7 @@ def test_run_without_a_file_writes_the_same_scenario(component_apps: dict[str, s
     assert next(iter(printed["payload"]["inputs"][0])) == "image"
 
 
-def test_several_endpoints_without_api(component_apps: dict[str, str], tmp_path: Path) -> None:
+def test_several_endpoints_without_api(component_apps: dict[str, list[str]], tmp_path: Path) -> None:
     url = url_of(component_apps, MAIN)
     out = CliRunner().invoke(app, ["init", url, "-o", str(tmp_path / "s.yaml")])
     assert out.exit_code == 0, out.output
@@ -122,7 +136,7 @@ def test_several_endpoints_without_api(component_apps: dict[str, str], tmp_path:
     assert "/chat(Textbox" in refused.output
 
 
-def test_the_input_count_error_lists_the_inputs(component_apps: dict[str, str], tmp_path: Path) -> None:
+def test_the_input_count_error_lists_the_inputs(component_apps: dict[str, list[str]], tmp_path: Path) -> None:
     url = url_of(component_apps, MAIN)
     scenario = tmp_path / "one.yaml"
     scenario.write_text(f"target: {url}\nendpoint: {{api_name: analyze}}\n"
@@ -138,53 +152,52 @@ def test_the_input_count_error_lists_the_inputs(component_apps: dict[str, str], 
 
 
 @pytest.mark.parametrize("version", ["3.50.2", MAIN])
-def test_an_app_behind_a_login(version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_app_behind_a_login(component_apps: dict[str, list[str]], version: str, tmp_path: Path,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Without credentials init says how to log in; with --auth the file logs in from ${APP_PASSWORD}."""
-    if version != MAIN:
-        try:
-            ensure_env(version)
-        except EnvError as exc:
-            pytest.skip(f"gradio {version}: {exc}")
-    with serve_releases([(version, {"auth": [["alice", "wonderland"]]})]) as (url,):
-        refused = CliRunner().invoke(app, ["init", url])
-        assert refused.exit_code == 2 and "asks for a login: pass --auth USER:PASSWORD" in refused.output
-        written = tmp_path / "s.yaml"
-        qbench("init", url, "--api", "echo", "--auth", "alice:wonderland", "-o", str(written))
-        text = written.read_text()
-        assert "wonderland" not in text
-        assert yaml.safe_load(text)["auth"] == {"login": {"username": "alice", "password": "${APP_PASSWORD}"}}
-        monkeypatch.setenv("APP_PASSWORD", "wonderland")
-        qbench("run", str(written), "--out", str(tmp_path / "run"), *SHORT)
-        assert_all_ok(tmp_path / "run")
-        qbench("run", "--target", url, "--api", "echo", "--auth", "alice:wonderland",
-               "--out", str(tmp_path / "direct"), *SHORT)  # without a file: the same login
-        assert_all_ok(tmp_path / "direct")
-        assert "wonderland" not in (tmp_path / "direct" / "scenario.yaml").read_text()
+    url = url_of(component_apps, version, LOGIN)
+    refused = CliRunner().invoke(app, ["init", url])
+    assert refused.exit_code == 2 and "asks for a login: pass --auth USER:PASSWORD" in refused.output
+    written = tmp_path / "s.yaml"
+    qbench("init", url, "--api", "echo", "--auth", "alice:wonderland", "-o", str(written))
+    text = written.read_text()
+    assert "wonderland" not in text
+    assert yaml.safe_load(text)["auth"] == {"login": {"username": "alice", "password": "${APP_PASSWORD}"}}
+    monkeypatch.setenv("APP_PASSWORD", "wonderland")
+    qbench("run", str(written), "--out", str(tmp_path / "run"), *SHORT)
+    assert_all_ok(tmp_path / "run")
+    qbench("run", "--target", url, "--api", "echo", "--auth", "alice:wonderland",
+           "--out", str(tmp_path / "direct"), *SHORT)  # without a file: the same login
+    assert_all_ok(tmp_path / "direct")
+    assert "wonderland" not in (tmp_path / "direct" / "scenario.yaml").read_text()
 
 
-def test_a_mounted_app(tmp_path: Path) -> None:
+def test_a_mounted_app(component_apps: dict[str, list[str]], tmp_path: Path) -> None:
     """gr.mount_gradio_app(app, demo, path="/demo"): the URL with its mount path is the app's root."""
-    with serve_releases([(MAIN, {"mount": "/demo"})]) as (url,):
-        assert url.endswith("/demo")
-        written = tmp_path / "s.yaml"
-        qbench("init", url, "--api", "image", "-o", str(written))
-        assert yaml.safe_load(written.read_text())["payload"]["inputs"] == [
-            {"image": {"width": 224, "height": 224, "format": "jpeg"}}]
-        qbench("run", str(written), "--out", str(tmp_path / "run"), *SHORT)
-        assert_all_ok(tmp_path / "run")
+    url = url_of(component_apps, MAIN, MOUNTED)
+    assert url.endswith("/demo")
+    written = tmp_path / "s.yaml"
+    qbench("init", url, "--api", "image", "-o", str(written))
+    assert yaml.safe_load(written.read_text())["payload"]["inputs"] == [
+        {"image": {"width": 224, "height": 224, "format": "jpeg"}}]
+    qbench("run", str(written), "--out", str(tmp_path / "run"), *SHORT)
+    assert_all_ok(tmp_path / "run")
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_init_mix_then_run_has_no_errors(component_apps: dict[str, str], version: str,
+def test_init_mix_then_run_has_no_errors(component_apps: dict[str, list[str]], version: str,
                                          tmp_path: Path) -> None:
     """`qbench init URL --mix`: every public endpoint of the app in one mix, run as written, 0 errors,
-    and every endpoint of the mix is sent (records name each)."""
+    and every endpoint of the mix is sent (records name each): 28 requests at 14/s, whose endpoints
+    are drawn by request id from the mix's seed (0), so they hold every one of 6 or 7 equal weights
+    by construction (all 6 by the 18th request, all 7 by the 9th)."""
     url = url_of(component_apps, version)
     written = tmp_path / "mix.yaml"
     qbench("init", url, "--mix", "-o", str(written))
     names = [entry["endpoint"]["api_name"] for entry in yaml.safe_load(written.read_text())["mix"]]
     assert {"analyze", "form", "respond", "chat"} <= set(names), names
-    qbench("run", str(written), "--out", str(tmp_path / "run"), "--set", "load.users=6",
-           "--set", "load.think_time=0", "--set", "load.duration=3", *SHORT[2:])
+    qbench("run", str(written), "--out", str(tmp_path / "run"), *SHORT,  # then their requests: 28
+           "--set", "load.rate=14", "--set", "load.requests=28")
+    assert len(read_records(tmp_path / "run")) == 28
     assert_all_ok(tmp_path / "run")
     assert {r.endpoint for r in read_records(tmp_path / "run")} == set(names)

@@ -47,8 +47,10 @@ def mix_app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 def test_a_weighted_mix_reports_each_event_on_its_own(mix_app: MixApp, tmp_path: Path) -> None:
     mix = [{"weight": w, "endpoint": {"api_name": n}, "payload": TEXT}
            for w, n in ((3, "a"), (2, "b"), (1, "c"))]
+    # 36 requests (what 6 s at 6/s sent): their endpoints are drawn by request id from the mix's
+    # seed, so the counts are the same on any machine (a 14, b 14, c 8)
     spec = parse_scenario({"name": "abc", "mix": mix,
-                           "load": {"rate": 6, "arrival": "poisson", "duration": 6, "timeout": 60}})
+                           "load": {"rate": 6, "arrival": "poisson", "requests": 36, "timeout": 60}})
     result = run_scenario(spec, target=mix_app.url, out_dir=tmp_path / "run", live=False)
     records = result.records
     assert all(r.ok for r in records), [r.error_message for r in records if not r.ok][:3]
@@ -69,8 +71,10 @@ def test_a_chat_journey_reaches_the_app_as_turns_of_one_session(mix_app: MixApp,
              {"endpoint": {"api_name": "chat"}, "payload": {"inputs": [{"text": {"words": [3, 12]}}]},
               "repeat": 4, "think_time": 0.05}]
     users = 3
+    # 30 requests, 6 journeys of 5: the budget cuts at most each user's journey in progress (4
+    # requests at most), so at least 4 complete, on any machine (a 5 s run sent ~100)
     spec = parse_scenario({"name": "chat-journey", "journey": steps,
-                           "load": {"users": users, "duration": 5, "timeout": 60}})
+                           "load": {"users": users, "requests": 30, "timeout": 60}})
     result = run_scenario(spec, target=mix_app.url, out_dir=tmp_path / "run", live=False)
     records = result.records
     assert all(r.ok for r in records), [r.error_message for r in records if not r.ok][:3]
