@@ -1,6 +1,6 @@
 """docs/capacity.md's measurement commands, run as written but at reduced size: the 4 x 100 ms reference
 server and the real Gradio app it measures, `qbench capacity` on each (2 s confirmation, short probes)
-and the 60 s `qbench run` that checks the answer (2 s here)."""
+and the 60 s `qbench run` that checks the answer (RUN_REQUESTS requests here)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ DOC = ROOT / "docs" / "capacity.md"
 URL = "http://127.0.0.1:7860"
 REDUCED_CAPACITY = ["--duration", "1.5", "--max-duration", "2", "--confirm-duration", "2",
                     "--max-probes", "4", "--tolerance", "25%", "--estimate-users", "16", "--no-overload"]
-REDUCED_RUN = ["--set", "load.duration=2", "--no-live"]
+#: The run at the answer, sized in requests (its open-loop rate from the docs line, no duration).
+RUN_REQUESTS = 10
+REDUCED_RUN = ["--set", "load.duration=null", "--set", f"load.requests={RUN_REQUESTS}", "--no-live"]
 
 
 def doc_commands(section: str, doc: Path = DOC) -> list[str]:

@@ -46,6 +46,14 @@ def test_the_readme_bench_commands_run(tmp_path: Path, monkeypatch: pytest.Monke
     bench = load_bench("tuning_quality", monkeypatch)
     tiny = dataclasses.replace(bench.WORKLOADS[0], quick_grid=["concurrency_limit=1", "max_batch_size=1,8"])
     monkeypatch.setattr(bench, "WORKLOADS", [tiny])
+    quick_options = bench.SweepOptions
+
+    def shorter(*args: object, **kwargs: object) -> object:
+        """--quick's sweeps, shorter: 0.75 s runs and probes (their 0.3 s warm-up kept)."""
+        kwargs.update(duration=0.75, capacity_duration=0.75)
+        return quick_options(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "SweepOptions", shorter)
     monkeypatch.chdir(tmp_path)
     # reduced: the exhaustive grid and one search (the table's loop runs smart and model the same way,
     # and tests/tune/test_search_*.py run those searches themselves)

@@ -4,6 +4,7 @@ journey that opens a real Gradio app's page before calling it."""
 from __future__ import annotations
 
 import json
+import math
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,23 +129,56 @@ CHAT = (ROOT / "examples" / "soak" / "chat_app.py").read_text().replace(
 
 
 def test_the_docs_chat_and_page_run_compares_the_chat_before_and_after(tmp_path: Path) -> None:
-    """docs/traffic-mixes-and-journeys.md: 8 users chat, 50 open the page from 20 s (here 4 and 6 users,
-    from 4 s of 9): the page loads are reported apart, the chat before and after they joined."""
+    """docs/traffic-mixes-and-journeys.md: 8 users chat, 50 open the page from 20 s (here 4 and 2 users):
+    the page loads are reported apart, the chat before and after they joined. The windows are sized in
+    chat requests, from one chat request's time on this machine (timed on the warm app first): a warm-up
+    of one round, then 3 rounds of the 4 chat users alone (about 12 requests) and 6 with the page loads
+    beside them (about 24, unslowed), so that each side holds MIN_SIDE (5) requests at any speed of the
+    box, the chat slowed up to 3x by the page loads included."""
     with gradio_app(tmp_path, CHAT) as url:
+        cycle = chat_round_s(url, tmp_path / "timing") + THINK_S
+        warmup = round_up(cycle)
+        start = round_up(warmup + 3 * cycle)
+        duration = round_up(start + 6 * cycle)
         argv = ["run", "examples/page/chat_and_page.yaml", "--target", url, "--out", str(tmp_path / "run"),
-                "--no-live", "--set", "load.duration=9", "--set", "load.warmup=1", "--set", "mix.1.start=4",
-                "--set", "mix.0.users=4", "--set", "mix.1.users=6", "--set", "load.users=10",
-                "--set", "load.think_time=0.2"]
+                "--no-live", "--set", f"load.duration={duration:g}", "--set", f"load.warmup={warmup:g}",
+                "--set", f"mix.1.start={start:g}", "--set", "mix.0.users=4", "--set", "mix.1.users=2",
+                "--set", "load.users=6", "--set", f"load.think_time={THINK_S:g}"]
         out = CliRunner().invoke(app, argv, catch_exceptions=False)
     said = " ".join(out.output.split())
     assert out.exit_code == 0, out.output
     assert "page /" in said and "alongside: chat: latency p50" in said
-    assert "before page / joined at 4 s" in said
+    assert f"before page / joined at {start:g} s" in said
     (item,) = json.loads((tmp_path / "run" / "summary.json").read_text())["alongside"]
     assert item["endpoint"] == "chat" and item["before"]["requests"] >= 5 and item["after"]["requests"] >= 5
     assert item["p95_ratio"] is not None and item["p95_ratio"] > 0
     records = pd.read_parquet(tmp_path / "run" / "records.parquet")
     pages = records[records["endpoint"] == "page /"]
-    assert len(pages) > 0 and pages["intended_at_s"].min() >= 4 and set(pages["user_id"]) <= set(range(4, 10))
+    assert len(pages) > 0 and pages["intended_at_s"].min() >= start
+    assert set(pages["user_id"]) <= set(range(4, 6))  # the page's own users, after the chat's 4
     markdown = build_report(tmp_path / "run").markdown.read_text()
     assert "### Before and after an entry joined" in markdown and "chat: latency p50" in markdown
+
+
+THINK_S = 0.2  # each user's think time in the run (the page's 1 s, shorter)
+
+
+def round_up(seconds: float) -> float:
+    """To the next half second (a start the console prints as it was set)."""
+    return math.ceil(seconds * 2) / 2
+
+
+def chat_round_s(url: str, folder: Path) -> float:
+    """One chat request's latency on the warm app (its median), with 4 users as in the run: 8 requests,
+    the app's first calls (Gradio's own warm-up) left out."""
+    folder.mkdir()
+    scenario = {"protocol": "gradio", "target": url, "endpoint": {"api_name": "reply"},
+                "payload": {"inputs": [{"text": {"words": [5, 20]}}]},
+                "load": {"users": 4, "requests": 8, "timeout": 30}}
+    (folder / "chat.yaml").write_text(yaml.safe_dump(scenario, sort_keys=False))
+    argv = ["run", str(folder / "chat.yaml"), "--out", str(folder / "run"), "--no-live"]
+    out = CliRunner().invoke(app, argv)
+    assert out.exit_code == 0, out.output
+    records = pd.read_parquet(folder / "run" / "records.parquet").sort_values("intended_at_s")
+    assert (records["outcome"] == "ok").all()
+    return float(records["latency_s"].iloc[4:].median())

@@ -63,12 +63,13 @@ def test_the_advice_has_one_line_per_event_and_3x_refuses() -> None:
 
 def test_the_docs_sweep_command_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/traffic-mixes-and-journeys.md: qbench sweep scenarios/mix.yaml --preset abc with event knobs
-    (one axis of two values, short probes): the winner's advice names the event."""
+    (one axis of two values, short probes: 0.75 s with 0.25 s of warm-up): the winner's advice names the
+    event."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "scenarios").symlink_to(ROOT / "scenarios")
     args = ["sweep", "scenarios/mix.yaml", "--preset", "abc", "--grid", "concurrency_id@c=gpu_queue,own",
-            "--slo", "p95_latency_s=2", "--duration", "1", "--capacity-duration", "1",
-            "--capacity-trials", "3", "--capacity-tolerance", "25%"]
+            "--slo", "p95_latency_s=2", "--duration", "0.75", "--capacity-duration", "0.75",
+            "--capacity-trials", "3", "--capacity-tolerance", "25%", "--set", "load.warmup=0.25"]
     out = CliRunner().invoke(app, args)
     assert out.exit_code == 0, out.output
     (sweep,) = (tmp_path / "reports").glob("sweep-mix-*")
