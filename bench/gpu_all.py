@@ -17,7 +17,10 @@ forward eager vs graphs, at B 8/32/64, offline), then the image preset at satura
 (baseline, decode: device, cuda_graphs: 8, both); `decode: device` is skipped, saying why, where
 torchvision does not load with the machine's torch.
 
-Here, on the CPU, the same steps run at toy size (tiny models, 2-3 s windows) so the script cannot rot:
+Here, on the CPU, the same steps run at toy size so the script cannot rot: tiny models, each served run
+sized in requests (DRY_REQUESTS: every run completes, however busy the machine), a sweep of one batch
+size, only the tests named for CUDA in each pytest step (their CUDA cases skip), and the eager step on
+the profile step's server (SHARED):
 
     .venv/bin/python bench/gpu_all.py --device cpu --dry-run --out /tmp/gpu-all
 
@@ -61,6 +64,13 @@ class Options:
     dry_run: bool  # toy sizes (the CPU test of this script)
     steps: list[str] = field(default_factory=list)  # the steps to run ([]: the part's)
     work: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gpu-all-")))
+    # a dry run's server, up until a step that does not share it is over (main, SHARED): its key, url, pid
+    servers: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    kept: tuple[Any, str, int] | None = None
+
+    def stop_servers(self) -> None:
+        self.servers.close()
+        self.kept = None
 
     @property
     def size(self) -> str:
@@ -68,6 +78,17 @@ class Options:
 
     def seconds(self, full: float) -> float:
         return 2.0 if self.dry_run else full
+
+    @property
+    def requests(self) -> int | None:
+        """A dry run's served runs stop after this many requests (no warm-up): every run completes some
+        however slow the machine, and no run waits out a window; None: runs of `seconds`."""
+        return DRY_REQUESTS if self.dry_run else None
+
+
+DRY_REQUESTS = 32  # 4 per user of a dry run's 8: a fraction of a second on the 2-core CPU box (Gradio: ~2 s)
+DRY_CAP_S = 120.0  # the longest a dry run's request-sized run may take (load.duration)
+DRY_VARIANTS = 8  # distinct images a dry run's run sends (each a photo-like JPEG made before it starts)
 
 
 @dataclass
@@ -145,21 +166,44 @@ def reference_server(opts: Options, log: Path, *extra: str,
                      settings: Path | None = None) -> Iterator[tuple[str, int]]:
     """`python -m reference_server` with the image preset (or `settings`) on the device: (url, pid) once
     /config answers; its output appended to `log` (qbench's one subprocess starter,
-    qbench.tune.servers.server_process)."""
+    qbench.tune.servers.server_process). In a dry run the server stays up for the next step when that
+    step shares it (SHARED), which then gets the same one."""
     from qbench.tune.servers.server_process import reference_server_process
 
     settings, args = settings or image_settings(opts), ["--log-level", "warning", *extra]
+    key = (settings.read_text(encoding="utf-8"), args)
+    if opts.kept is not None and opts.kept[0] == key:
+        with log.open("a", encoding="utf-8") as sink:
+            sink.write(f"[gpu_all] dry run: the step before's server, the same settings ({opts.kept[1]})\n")
+        yield opts.kept[1], opts.kept[2]
+        return
+    opts.stop_servers()
     with log.open("a", encoding="utf-8") as sink:
         sink.write(f"$ python -m reference_server --config {settings} --port 0 {' '.join(args)}\n")
-    with reference_server_process(settings, args=args, cwd=ROOT, log_path=log,
-                                  work_dir=opts.work, ready_timeout_s=900) as handle:
+    server = reference_server_process(settings, args=args, cwd=ROOT, log_path=log,
+                                      work_dir=opts.work, ready_timeout_s=900)
+    if opts.dry_run:
+        handle = opts.servers.enter_context(server)
+        assert handle.pid is not None
+        opts.kept = (key, handle.base_url, handle.pid)
+        yield handle.base_url, handle.pid
+        return
+    with server as handle:
         assert handle.pid is not None
         yield handle.base_url, handle.pid
 
 
-def qbench_run(opts: Options, url: str, name: str, log: Path, users: int, duration_s: float) -> Path:
-    """`qbench run scenarios/image.yaml` against `url`, closed loop; returns the run folder."""
+def qbench_run(opts: Options, url: str, name: str, log: Path, users: int, duration_s: float,
+               requests: int | None = None) -> Path:
+    """`qbench run scenarios/image.yaml` against `url`, closed loop, for `duration_s` (past a warm-up of
+    WARM_UP_S) or, given `requests`, until that many were sent (no warm-up); returns the run folder."""
     out = opts.work / f"run-{name}"
+    window = [f"load.duration={duration_s:g}", f"load.warmup={WARM_UP_S:g}"]
+    if requests is not None:
+        window = [f"load.requests={requests}", f"load.duration={DRY_CAP_S:g}", "load.warmup=0"]
+        duration_s = DRY_CAP_S
+    if opts.dry_run:
+        window.append(f"payload.variants={DRY_VARIANTS}")
     argv = [
         PY,
         "-m",
@@ -172,10 +216,7 @@ def qbench_run(opts: Options, url: str, name: str, log: Path, users: int, durati
         str(out),
         "--set",
         f"load.users={users}",
-        "--set",
-        f"load.duration={duration_s:g}",
-        "--set",
-        f"load.warmup={WARM_UP_S:g}",
+        *(arg for setting in window for arg in ("--set", setting)),
         "--no-live",
     ]
     code = run_logged(argv, log, timeout_s=duration_s + 240)
@@ -236,15 +277,22 @@ def step_facts(opts: Options, log: Path) -> str:
     return table_lines(log, r"^(python |cpus )")
 
 
+def only_cuda(opts: Options) -> list[str]:
+    """A dry run's pytest keeps the tests named for CUDA (test_cuda_*: their CUDA cases skip on a CPU,
+    the rest pass); the files' other tests are the suite's own, already run on the CPU."""
+    return ["-k", "cuda"] if opts.dry_run else []
+
+
 def step_cuda_tests(opts: Options, log: Path) -> str:
     tests = ["tests/models/test_pixels.py", "tests/server/queue/test_jobs.py",
              "tests/server/io/test_uploads.py"]
-    code = run_logged([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], log, timeout_s=480)
+    argv = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", *only_cuda(opts), *tests]
+    code = run_logged(argv, log, timeout_s=480)
     if code not in (0, 124):
         raise RuntimeError(f"pytest exit {code}")
     if code == 124:
         raise TimeoutError
-    return table_lines(log, r".*\b(passed|failed)\b")
+    return table_lines(log, r".*\b(passed|failed|skipped)\b")
 
 
 def gpu_serving(opts: Options, log: Path, *args: str) -> str:
@@ -255,12 +303,16 @@ def gpu_serving(opts: Options, log: Path, *args: str) -> str:
             "4",
             "--users",
             "8",
+            "--requests",
+            str(opts.requests),
             "--duration",
-            "2",
+            f"{DRY_CAP_S:g}",
+            "--variants",
+            str(DRY_VARIANTS),
             "--repeats",
             "2",
             "--min-timed",
-            "0.2",
+            "0.05",
         ]
     if "--gradio" in args and importlib.util.find_spec("gradio") is None:
         args = tuple(a for a in args if a != "--gradio")
@@ -341,13 +393,13 @@ def saturated(
     GPU busy. `during(pid, url, done)` runs beside the load in a thread; `done` is set when the run has
     ended."""
     users, duration = (8, opts.seconds(20)) if opts.dry_run else (128, 20.0)
-    duration = duration_s or duration
+    duration, requests = (duration_s, None) if duration_s else (duration, opts.requests)
     with reference_server(opts, log, *server_args, settings=settings) as (url, pid):
         if during is None:
-            run_dir = qbench_run(opts, url, name, log, users, duration)
+            run_dir = qbench_run(opts, url, name, log, users, duration, requests)
         else:
             with background(lambda done: during(pid, url, done)):
-                run_dir = qbench_run(opts, url, name, log, users, duration)
+                run_dir = qbench_run(opts, url, name, log, users, duration, requests)
         return f"{served_line(run_dir)}; {status_usage(url)}"
 
 
@@ -415,8 +467,9 @@ def step_profile(opts: Options, log: Path) -> str:
             except subprocess.TimeoutExpired:
                 stop_group(proc)
 
-    # a dry run's 2 s would leave py-spy a moment between its attach and the run's end
-    line = saturated(opts, log, "profile", during=record, duration_s=6.0 if opts.dry_run else None)
+    # a dry run's profile is a window in seconds, not a count of requests: py-spy attaches once the load
+    # has reached the server and then needs a second or two of it
+    line = saturated(opts, log, "profile", during=record, duration_s=3.0 if opts.dry_run else None)
     if not raw.exists():
         return f"{line}\n(py-spy wrote no profile: see the log)"
     return f"{line}\n{thread_load(raw, recorded_s, PROFILE_HZ)}\n{top_frames(raw)}"
@@ -476,9 +529,12 @@ def step_sweep(opts: Options, log: Path) -> str:
         "warmup": 1,
         "timeout": 120,
     }
+    if opts.dry_run:  # one point: the relaunch, the run, the ranking and the winner, once
+        scenario["load"].update(requests=opts.requests, duration=DRY_CAP_S, warmup=0)
+        scenario["payload"]["variants"] = DRY_VARIANTS
     scenario_path = opts.work / "sweep-scenario.yaml"
     scenario_path.write_text(yaml.safe_dump(scenario), encoding="utf-8")
-    sizes = "1,4" if opts.dry_run else "8,32,64"
+    sizes = "4" if opts.dry_run else "8,32,64"
     argv = [
         PY,
         "-m",
@@ -536,7 +592,7 @@ def step_gradio_diagnosis(opts: Options, log: Path) -> str:
         if not url:
             raise RuntimeError(f"the Gradio app exited ({proc.wait()}) before it was ready")
         users = 8 if opts.dry_run else 128
-        run_dir = qbench_run(opts, url, "gradio", log, users, opts.seconds(20))
+        run_dir = qbench_run(opts, url, "gradio", log, users, opts.seconds(20), opts.requests)
         return served_line(run_dir)
     finally:
         stop_group(proc)
@@ -552,7 +608,8 @@ def step_ceiling_cost(opts: Options, log: Path) -> str:
             str(opts.work / "server_cost.json"), "--front-ends", "2" if opts.dry_run else "4"]
     if (BASELINES / "standin").is_dir():
         argv += ["--baseline-dir", str(BASELINES / "standin")]
-    argv += ["--quick", "--duration", "2", "--users", "8"] if opts.dry_run else [
+    argv += ["--quick", "--requests", str(opts.requests), "--duration", f"{DRY_CAP_S:g}", "--users", "8",
+             "--variants", str(DRY_VARIANTS), "--decode-workers", "1"] if opts.dry_run else [
         "--users", "128", "--duration", "10", "--repeats", "1"]
     code = run_logged(argv, log, timeout_s=240)
     if code != 0:
@@ -592,7 +649,8 @@ def step_ceiling_batch(opts: Options, log: Path) -> str:
 def step_device_tests(opts: Options, log: Path) -> str:
     """The CUDA tests of `decode: device` and `cuda_graphs` (skipped on a CPU, or without torchvision)."""
     tests = ["tests/models/test_jpeg.py", "tests/models/test_graphs.py"]
-    code = run_logged([PY, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *tests], log, timeout_s=300)
+    argv = [PY, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *only_cuda(opts), *tests]
+    code = run_logged(argv, log, timeout_s=300)
     if code == 124:
         raise TimeoutError
     if code != 0:
@@ -634,6 +692,10 @@ def serving_with(params: dict[str, Any]) -> Callable[[Options, Path], str]:
 
     return step
 
+
+# a dry run's step -> the step after it that measures the same server (the same settings): the server
+# stays up for it (on the GPU each step starts its own: eager without py-spy's sampling)
+SHARED = {"profile": "eager"}
 
 STEPS: dict[str, tuple[str, Callable[[Options, Path], str]]] = {
     # name: (part, function); the order is the order they run in
@@ -756,7 +818,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     opts = parse_args(argv)
     chosen = opts.steps or [n for n, (part, _) in STEPS.items() if opts.part in (part, "all")]
-    outcomes = [run_step(name, STEPS[name][1], opts) for name in chosen]
+    outcomes = []
+    try:
+        for i, name in enumerate(chosen):
+            outcomes.append(run_step(name, STEPS[name][1], opts))
+            if SHARED.get(name) not in chosen[i + 1:i + 2]:
+                opts.stop_servers()
+    finally:
+        opts.stop_servers()
     archive = pack(opts, outcomes)
     print((opts.out / f"gpu-all-part{opts.part}-summary.md").read_text(encoding="utf-8"))
     print(f"[gpu_all] everything: {archive}")

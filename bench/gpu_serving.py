@@ -84,6 +84,8 @@ class Options:
     baseline_dir: Path | None = None  # another checkout of the project: its server gets a row too
     offline: bool = True  # measure forward/+prep offline (off: served rows only)
     front_ends: list[int] | None = None  # one reference row per launch.front_ends value (None: auto)
+    requests: int | None = None  # a served run stops after this many requests (no warm-up; duration: a cap)
+    variants: int = 64  # distinct inputs a served run sends (generated before it starts)
 
 
 @dataclass
@@ -218,10 +220,11 @@ def scenario(preset: str, url: str, opts: Options) -> dict[str, Any]:
     return {
         "name": f"gpu-serving-{preset}", "target": url, "protocol": "gradio",
         "endpoint": {"api_name": PRESETS[preset]},
-        "payload": {"seed": 1, "variants": 64, "inputs": inputs},
+        "payload": {"seed": 1, "variants": opts.variants, "inputs": inputs},
         "load": {"users": opts.users, "duration": opts.duration_s, "warmup": opts.warmup_s, "timeout": 120,
                  # one generator process caps near ~900 req/s (34% of a core at 300/s on the H100 box)
-                 "processes": min(4, max(1, (os.cpu_count() or 1) // 4))},
+                 "processes": min(4, max(1, (os.cpu_count() or 1) // 4)),
+                 **({"requests": opts.requests} if opts.requests else {})},
     }
 
 
@@ -422,7 +425,8 @@ def fmt(value: float | None, spec: str) -> str:
 def table(rows: list[Row], opts: Options) -> str:
     head = (f"{'server':10s} {'preset':6s} {'dtype':9s} {'B':>3s} {'forward/s':>10s} {'+prep/s':>9s} "
             f"{'served/s':>9s} {'GPU busy':>8s} {'eff':>5s} {'of fwd':>6s} {'drift':>5s}")
-    lines = [f"device {opts.device}, size {opts.size}, {opts.users} users, {opts.duration_s:g} s windows, "
+    window = f"{opts.requests} requests a run" if opts.requests else f"{opts.duration_s:g} s windows"
+    lines = [f"device {opts.device}, size {opts.size}, {opts.users} users, {window}, "
              f"{os.cpu_count()} CPU cores", head, "-" * len(head)]
     for r in rows:
         lines.append(
@@ -444,6 +448,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--batch-size", type=int, help="max_batch_size B (default 32; quick 8)")
     p.add_argument("--users", type=int, help="closed-loop qbench users (default 4*B)")
     p.add_argument("--duration", type=float, help="served window in s (default 30; quick 8)")
+    p.add_argument("--requests", type=int,
+                   help="end each served run after this many requests, no warm-up (--duration: its cap)")
+    p.add_argument("--variants", type=int, default=64, help="distinct inputs a served run sends (default 64)")
     p.add_argument("--repeats", type=int, help="offline batches timed (default 10; quick 3)")
     p.add_argument("--min-timed", type=float, default=2.0, help="offline timing lasts at least this long (s)")
     p.add_argument("--gradio", action="store_true", help="add a real Gradio 6 row per preset and dtype")
@@ -463,13 +470,16 @@ def parse_args(argv: list[str] | None = None) -> Options:
     duration = a.duration or (8.0 if a.quick else 30.0)
     if batch < 1:
         p.error(f"--batch-size: expected an integer >= 1, got {batch}")
+    for name, value in (("--requests", a.requests), ("--variants", a.variants)):
+        if value is not None and value < 1:
+            p.error(f"{name}: expected an integer >= 1, got {value}")
     return Options(
         device=a.device or default_device(), presets=presets, dtypes=dtypes,
         size=a.size or ("small" if a.quick else "base"), batch_size=batch, users=a.users or 4 * batch,
-        duration_s=duration, warmup_s=min(2.0 if a.quick else 5.0, duration / 4),
+        duration_s=duration, warmup_s=0.0 if a.requests else min(2.0 if a.quick else 5.0, duration / 4),
         repeats=a.repeats or (3 if a.quick else 10), min_timed_s=a.min_timed, gradio=a.gradio,
         json_out=a.json, baseline_dir=a.baseline_dir, offline=not a.no_offline,
-        front_ends=front_ends_list(p, a.front_ends),
+        front_ends=front_ends_list(p, a.front_ends), requests=a.requests, variants=a.variants,
     )
 
 

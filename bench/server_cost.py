@@ -28,7 +28,8 @@ medians. On a 2-core box the generator and the server share the cores: compare t
 (what the change is about), not the served rate.
 
     .venv/bin/python bench/server_cost.py                       # 3 repeats, 64 users, 12 s
-    .venv/bin/python bench/server_cost.py --quick               # 1 repeat, 16 users, 4 s (the test)
+    .venv/bin/python bench/server_cost.py --quick               # 1 repeat, 16 users, 4 s
+    .venv/bin/python bench/server_cost.py --quick --requests 32 --duration 120   # each run 32 requests
     .venv/bin/python bench/server_cost.py --servers current,gradio --baseline HEAD~3
     .venv/bin/python bench/server_cost.py --servers baseline,fronts --baseline 59caf60 \
         --baseline-front-ends 1 --front-ends 1 --decode-workers 1 --interleave --quick --repeats 5
@@ -41,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -48,7 +50,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +81,8 @@ class Options:
     baseline_dir: Path | None = None  # a checkout of the baseline already on disk (no git worktree)
     baseline_front_ends: int | None = None  # the baseline with decode workers and these front ends
     interleave: bool = False  # all servers up at once, measured in turn (repeat 1 of each, then 2, ...)
+    requests: int | None = None  # a run stops after this many requests (no warm-up; duration: its cap)
+    variants: int = 64  # distinct images a run sends (generated before it starts)
 
 
 @dataclass
@@ -129,21 +133,45 @@ def wait_ready(url: str, proc: subprocess.Popen[str], path: str, timeout_s: floa
     raise SystemExit(f"error: the server at {url} was not ready after {timeout_s:.0f} s")
 
 
+def announced_url(log: Path, proc: subprocess.Popen[str], timeout_s: float = 120) -> str:
+    """The URL a reference server started with --port 0 prints once it listens ("reference server ready
+    on http://HOST:PORT"): the port its own socket got, never one picked before it started."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("reference server ready on http://"):
+                return line.split()[4]
+        if proc.poll() is not None:
+            raise SystemExit(f"error: the server ({log.name}) exited ({proc.returncode}) before it was ready")
+        time.sleep(0.2)
+    raise SystemExit(f"error: the server ({log.name}) was not ready after {timeout_s:.0f} s")
+
+
 @contextmanager
-def process(argv: list[str], cwd: Path, env: dict[str, str], url: str, ready: str,
+def process(argv: list[str], cwd: Path, env: dict[str, str], url: str | None, ready: str,
             log: Path) -> Iterator[tuple[str, int]]:
+    """`argv` started in a session of its own, output to `log`; (url, pid) once `url` + `ready` answers
+    (url None: the reference server's announced URL, argv having --port 0)."""
     with log.open("w") as out:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
         try:
+            url = url or announced_url(log, proc)
             wait_ready(url, proc, ready)
             yield url, proc.pid
         finally:
-            proc.terminate()
+            signal_group(proc, signal.SIGTERM)  # its decode workers and front ends too: none is waited for
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                signal_group(proc, signal.SIGKILL)
+                proc.wait(timeout=20)
+
+
+def signal_group(proc: subprocess.Popen[str], signum: int) -> None:
+    """`signum` to the process group `proc` leads (started with start_new_session)."""
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signum)
 
 
 def child_env(tree: Path) -> dict[str, str]:
@@ -167,10 +195,10 @@ def baseline_tree(ref: str) -> Iterator[Path]:
 
 @contextmanager
 def server(name: str, opts: Options, workdir: Path) -> Iterator[tuple[str, int]]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     log = workdir / f"{name}.log"
-    if name == "gradio":
+    if name == "gradio":  # Gradio checks its own URL as it starts: its port is chosen here
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
         env = {**child_env(ROOT), "GRADIO_PROFILING": "1"}
         spec = json.dumps({"port": port, "batch": opts.batch, "batch_ms": opts.batch_ms})
         argv = [sys.executable, __file__, "--serve-gradio", spec]
@@ -178,14 +206,14 @@ def server(name: str, opts: Options, workdir: Path) -> Iterator[tuple[str, int]]
             yield running
         return
     config = settings_yaml(opts, workdir, name)
-    argv = [sys.executable, "-m", "reference_server", "--config", str(config), "--port", str(port)]
+    # --port 0: the server's own socket gets a free port (one picked here could be taken before it binds)
+    argv = [sys.executable, "-m", "reference_server", "--config", str(config), "--port", "0"]
     if name in ("current", "fronts"):
-        with process(argv, ROOT, child_env(ROOT), url, "/healthz", log) as running:
+        with process(argv, ROOT, child_env(ROOT), None, "/healthz", log) as running:
             yield running
         return
     tree_context = nullcontext(opts.baseline_dir) if opts.baseline_dir else baseline_tree(opts.baseline)
-    with tree_context as tree, process(argv, tree, child_env(tree), url, "/healthz",
-                                                       log) as running:
+    with tree_context as tree, process(argv, tree, child_env(tree), None, "/healthz", log) as running:
         yield running
 
 
@@ -231,9 +259,10 @@ def cpu_s(pid: int) -> tuple[float, float | None, float]:
 def scenario(url: str, opts: Options) -> dict[str, Any]:
     return {
         "name": "server-cost", "target": url, "protocol": "gradio", "endpoint": {"api_name": "classify"},
-        "payload": {"seed": 1, "variants": 64,
+        "payload": {"seed": 1, "variants": opts.variants,
                     "inputs": [{"image": {"width": 224, "height": 224, "format": "jpeg"}}]},
-        "load": {"users": opts.users, "duration": opts.duration_s, "warmup": opts.warmup_s, "timeout": 60},
+        "load": {"users": opts.users, "duration": opts.duration_s, "warmup": opts.warmup_s, "timeout": 60,
+                 **({"requests": opts.requests} if opts.requests else {})},
     }
 
 
@@ -302,8 +331,9 @@ def row(name: str, samples: list[Sample]) -> dict[str, Any]:
 def table(rows: list[dict[str, Any]], opts: Options) -> str:
     head = (f"{'server':9s} {'served/s':>8s} {'main ms':>7s} {'loop ms':>7s} {'others':>6s} {'total':>6s} "
             f"{'gen %':>5s}  server phases p50 (ms)")
+    window = f"{opts.requests} requests" if opts.requests else f"{opts.duration_s:g} s"
     lines = [f"image-ideal: {opts.batch_ms:g} ms per batch, max_batch_size {opts.batch}, {opts.users} users, "
-             f"{opts.duration_s:g} s, {opts.repeats} repeats (medians), {os.cpu_count()} CPU cores; "
+             f"{window}, {opts.repeats} repeats (medians), {os.cpu_count()} CPU cores; "
              f"CPU in ms per request", head, "-" * len(head)]
     base = next((r for r in rows if r["server"] == "baseline"), None)
     for r in rows:
@@ -329,6 +359,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--users", type=int, help="closed-loop users (default 64; quick 16)")
     p.add_argument("--duration", type=float, help="s per run (default 12; quick 4)")
     p.add_argument("--repeats", type=int, help="runs per server (default 3; quick 1)")
+    p.add_argument("--requests", type=int,
+                   help="end each run after this many requests, no warm-up (--duration: its cap)")
+    p.add_argument("--variants", type=int, default=64, help="distinct images a run sends (default 64)")
     p.add_argument("--batch-size", type=int, default=32, help="max_batch_size (default 32)")
     p.add_argument("--batch-ms", type=float, default=5.0, help="the ideal device's wait per batch (ms)")
     p.add_argument("--baseline-dir", type=Path, help="the baseline checkout on disk (not --baseline)")
@@ -351,11 +384,12 @@ def parse_args(argv: list[str] | None = None) -> Options:
         p.error(f"--servers: expected a comma list of {', '.join(SERVERS)}; got {a.servers!r}")
     duration = a.duration or (4.0 if a.quick else 12.0)
     return Options(servers=servers, baseline=a.baseline, users=a.users or (16 if a.quick else 64),
-                   duration_s=duration, warmup_s=min(2.0, duration / 4),
+                   duration_s=duration, warmup_s=0.0 if a.requests else min(2.0, duration / 4),
                    repeats=a.repeats or (1 if a.quick else 3),
                    batch=a.batch_size, batch_ms=a.batch_ms, decode_workers=a.decode_workers,
                    json_out=a.json, baseline_dir=a.baseline_dir, front_ends=a.front_ends,
-                   baseline_front_ends=a.baseline_front_ends, interleave=a.interleave)
+                   baseline_front_ends=a.baseline_front_ends, interleave=a.interleave, requests=a.requests,
+                   variants=a.variants)
 
 
 def one_by_one(opts: Options, workdir: Path) -> dict[str, list[Sample]]:

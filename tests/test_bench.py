@@ -213,6 +213,7 @@ def test_gpu_serving_reduced_run_on_the_cpu(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(660)  # past the 600 s the dry run itself may take (subprocess.run below)
 def test_gpu_all_dry_run_on_the_cpu(tmp_path: Path) -> None:
     """bench/gpu_all.sh, as the GPU session runs it, at toy size on the CPU: every step of the list runs
     (the CUDA tests skip their CUDA cases), the summary names each one, and the archive holds each log,
@@ -241,6 +242,7 @@ def test_gpu_all_dry_run_on_the_cpu(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(660)
 def test_gpu_all_part_4_dry_run_measures_decode_and_graphs_against_the_baseline(tmp_path: Path) -> None:
     """Part 4 (issue 46) at toy size on the CPU: the device tests, bench/device_work.py's decode cpu vs
     device and forward eager vs graphs rows at the same batch, and the image preset served four ways
