@@ -545,6 +545,7 @@ class TraceCollector:
         self._sent_at_fetch = 0
         self._thread: threading.Thread | None = None
         self._http: httpx.Client | None = None  # one client for every read (see `read_traces`)
+        self._finished = False  # finish() ran: no more reads
 
     def point_at(self, server: Mapping[str, Any]) -> None:
         """The target's discovery (run.json's `server`): a Gradio front's API prefix and release; a
@@ -568,7 +569,8 @@ class TraceCollector:
 
     def watch(self, stats: Progress) -> None:
         """Called on the run's ticks: read the traces once another `every` requests were sent."""
-        if not self.enabled or self.available is False or stats.sent - self._sent_at_fetch < self.every:
+        if (not self.enabled or self.available is False or self._finished
+                or stats.sent - self._sent_at_fetch < self.every):
             return
         if self._thread is not None and self._thread.is_alive():
             return
@@ -597,6 +599,7 @@ class TraceCollector:
     def finish(self, records: Sequence[RequestRecord] | PhaseJoin) -> TraceReport:
         """Read what is left, join it onto `records` (objects, or a sealed records.parquet's
         PhaseJoin) and say how it went; never raises."""
+        self._finished = True  # a tick after this reads nothing (its client would never be closed)
         if self._thread is not None:
             self._thread.join(timeout=60)
         try:

@@ -221,6 +221,9 @@ def test_collector_reads_during_a_long_run(stand_in: Server) -> None:
     state["traces"] = [trace("e1")]  # e0 has left the server's buffer since
     report = collector.finish([rec(0), rec(1)])
     assert report.matched == 2 and report.fetches_during_run == 1 and stop(LiveStats(sent=500)) == "stop"
+    # a tick after finish() reads nothing: it once started a read on a new client nobody closed, whose
+    # connection held the server's shutdown past its 10 s (a fresh-clone run's teardown error)
+    assert collector.fetches_during_run == 1 and collector._http is None
 
 
 def test_uploads_without_an_event_id_are_kept_apart(stand_in: Server) -> None:
