@@ -111,12 +111,13 @@ def test_a_real_saturated_run_says_so_everywhere(server_factory: Factory, tmp_pa
 
 
 def usage_server(loop_cpu_s: float, gpu_busy_s: float | None = None,
-                 loop_wait_s: float | None = None) -> dict[str, Any]:
-    """/status at the start and the end of a 10 s run (`loop_wait_s`: the loop's wait for a core)."""
+                 loop_wait_s: float | None = None, cpu_s: float | None = None) -> dict[str, Any]:
+    """/status at the start and the end of a 10 s run (`loop_wait_s`: the loop's wait for a core;
+    `cpu_s`: the whole process's CPU, else 1.2 x the loop's)."""
     server = reference_status(limit=2)
     start = {**server["status"], "uptime_s": 5.0, "cpu_s": 1.0, "event_loop_cpu_s": 0.5}
-    end = {**server["status"], "uptime_s": 15.0, "cpu_s": 1.0 + loop_cpu_s * 1.2,
-           "event_loop_cpu_s": 0.5 + loop_cpu_s}
+    used = loop_cpu_s * 1.2 if cpu_s is None else cpu_s
+    end = {**server["status"], "uptime_s": 15.0, "cpu_s": 1.0 + used, "event_loop_cpu_s": 0.5 + loop_cpu_s}
     if loop_wait_s is not None:
         start["event_loop_wait_s"], end["event_loop_wait_s"] = 0.2, 0.2 + loop_wait_s
     if gpu_busy_s is not None:

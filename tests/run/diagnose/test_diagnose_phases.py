@@ -13,6 +13,7 @@ from qbench.run.diagnose.diagnose_mix import diagnose_run
 from qbench.run.diagnose.diagnose_phases import FIELDS, breakdown, phase_findings, phase_medians
 from qbench.run.records import RequestRecord
 from qbench.run.results.summary import summarize
+from tests.run.diagnose.test_diagnose import usage_server
 from tests.run.diagnose.test_diagnose_closed import closed_loop
 
 GPU_BATCH = {"queue_wait": 200.0, "preprocess": 30.0, "prepare": 12.0, "fn_call": 20.0, "batch_prepare": 9.0,
@@ -151,13 +152,6 @@ def test_the_busier_resource_is_the_limit_only_when_saturated() -> None:
     assert run(4.0, 64.0) == ["per_request_work"]
 
 
-def _status(seconds: float, cpu_s: float, gpu_busy_s: float | None) -> dict[str, Any]:
-    status: dict[str, Any] = {"uptime_s": seconds, "cpu_s": cpu_s, "event_loop_cpu_s": 0.1 * cpu_s}
-    if gpu_busy_s is not None:
-        status["gpu"] = [{"sampled_s": seconds, "busy_s": gpu_busy_s}]
-    return status
-
-
 @pytest.mark.parametrize("nvml", [True, False])
 def test_a_busy_device_in_a_process_burning_more_than_a_core_is_the_device(nvml: bool) -> None:
     """The device 90% busy (NVML, or 60 of 68 ms a request in its forward phase: 88% at 8 users on one
@@ -168,9 +162,7 @@ def test_a_busy_device_in_a_process_burning_more_than_a_core_is_the_device(nvml:
         traced(r, total=0.068, preprocess=0.004, fn_call=0.060, forward=None if nvml else 0.060,
                queue_wait=(r.started_at_s or 0.0) - (r.joined_at_s or 0.0))
         for r in closed_loop(users=8, slots=1, service_s=0.068)]
-    span = 100.0
-    server = {"status": _status(0.0, 0.0, 0.0 if nvml else None),
-              "status_end": _status(span, 1.5 * span, 0.9 * span if nvml else None)}
+    server = usage_server(1.5, gpu_busy_s=9.0 if nvml else None, cpu_s=15.0)  # over 10 s: 1.5 cores
     found = diagnose(records, summarize(records, None), server, describe=False)
     assert [f.kind for f in found] == ["usage", "device"], found
     assert "server CPU 150% of a core" in found[0].message
