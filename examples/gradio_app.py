@@ -86,7 +86,6 @@ def main() -> None:
         server_port=args.port,
         max_threads=args.max_threads,
         show_error=True,
-        quiet=True,
     )
 
 

@@ -76,6 +76,7 @@ def test_knobs_reach_an_unmodified_app(version: str, tmp_path: Path) -> None:
         assert seen == limit, check
         hook = check["hook"]
         assert hook["launch"]["app"]["server_port"] == 7860  # hard-coded, overridden
+        assert hook["launch_checked"] is True  # launch()'s own check passed before any load
         respond = next(e for e in hook["events"] if e["api_name"] == "respond")
         assert respond["effective"]["concurrency_limit"] == limit
     rec = result.recommendation

@@ -7,8 +7,9 @@ The knobs reach the app three ways, whichever it reads: placeholders in the comm
 QBENCH_PORT and GRADIO_SERVER_PORT for the port; GRADIO_PROFILING=1, so that Gradio >= 6.10 times each
 request's phases), and, with `hook`, qbench's startup hook
 (qbench/tune/servers/apphook/), which sets them on an unmodified Gradio app's events and launch(). Ready when
-`GET /config` answers (any answer below 500 for a plain HTTP app); the process group is stopped after
-(qbench/tune/servers/server_process.py).
+`GET /config` answers (any answer below 500 for a plain HTTP app) and, for a Gradio app that printed its
+local URL, once launch() has also passed its own start-up checks (see `_wait_launch_checks`); the process
+group is stopped after (qbench/tune/servers/server_process.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ import psutil
 from qbench.errors import ScenarioError, ServerLaunchError
 from qbench.run import json_int, listening_pid
 from qbench.tune.knobs.grid import is_server_knob
-from qbench.tune.servers.apphook import hook_env
+from qbench.tune.servers.apphook import hook_env, read_hook_record
 from qbench.tune.servers.server_process import (
     READY_TIMEOUT_S,
     ServerHandle,
@@ -42,6 +44,7 @@ def knob_env(knobs: Mapping[str, Any], port: int) -> dict[str, str]:
            for name, value in knobs.items()}
     env.update(QBENCH_PORT=str(port), GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1")
     env.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    env.setdefault("PYTHONUNBUFFERED", "1")  # the log shows each line as printed (launch checks, errors)
     if "GRADIO_PROFILING" not in os.environ:  # Gradio >= 6.10 times each event (run.results.server_phases)
         env["GRADIO_PROFILING"] = "1"
     return env
@@ -94,11 +97,14 @@ def launch_command(
     what it did to `work_dir/hook-record.json`. `cwd`: the folder it runs in (default: this one)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, PORT_TRIES + 1):
+        log_start = _log_size(work_dir / "server.log")  # this attempt's lines start there
         handle = _start(template, knobs, work_dir, cwd, hook, hook_events)
         assert handle.process is not None
+        deadline = time.monotonic() + ready_timeout_s
         try:
             wait_ready(handle, ready_timeout_s, ready_path, any_status=any_status)
             _check_owner(handle)
+            _wait_launch_checks(handle, deadline, log_start, work_dir if hook else None)
             break
         except ServerLaunchError as exc:
             stop_process_group(handle.process)
@@ -125,6 +131,66 @@ def _start(template: str, knobs: Mapping[str, Any], work_dir: Path, cwd: Path | 
     log_path = work_dir / "server.log"
     process = spawn(argv, env=env, log_path=log_path, cwd=cwd)
     return ServerHandle(f"http://127.0.0.1:{port}", process, log_path)
+
+
+#: What Gradio's launch() prints once the server answers (3.x to 6.x), then what it prints after its own
+#: checks: GET /startup-events, then HEAD / must answer within 3 s or the app raises "When localhost is
+#: not accessible, a shareable link must be created" and exits. Load sent before those checks end can make
+#: a busy host's HEAD / miss its 3 s and kill the app in the middle of a run.
+GRADIO_SERVING = "Running on local URL"
+GRADIO_CHECKED = ("create a public link", "Running on public URL", "Could not create share link",
+                  "Colab notebook detected")
+LAUNCH_CHECKS_S = 30.0  # the most to wait for them past the server's first answer
+
+
+def _wait_launch_checks(handle: ServerHandle, deadline: float, log_start: int = 0,
+                        hook_dir: Path | None = None) -> None:
+    """Once a Gradio app answers: wait until its launch() has passed its own start-up checks before qbench
+    sends it any load; ServerLaunchError, with the log's tail, when the app exits in them. Known passed
+    from the startup hook's record (`hook_dir`: launched with the hook; quiet or not) or from the log (one
+    of GRADIO_CHECKED after GRADIO_SERVING; `log_start`: where this start's lines begin). An app with
+    neither (quiet=True, or not Gradio) is ready at once; one that never says is ready after
+    LAUNCH_CHECKS_S."""
+    assert handle.process is not None
+    deadline = min(deadline, time.monotonic() + LAUNCH_CHECKS_S)
+    while not _launch_checked(handle, log_start, hook_dir):
+        if handle.process.poll() is not None:
+            raise ServerLaunchError(
+                f"the app answered, then exited with code {handle.process.returncode} in Gradio's own "
+                f"start-up checks (launch() asks GET /startup-events, then HEAD / within 3 s: a host too "
+                f"busy to answer in time fails it)\n{handle.log_tail()}")
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.1)
+
+
+def _launch_checked(handle: ServerHandle, log_start: int, hook_dir: Path | None) -> bool:
+    """Whether the app's launch() is past its checks, or says nothing that would tell."""
+    hooked = read_hook_record(hook_dir) if hook_dir is not None else None
+    if hooked is not None and hooked.launched:
+        return hooked.launch_checked is not None
+    log = _log_text(handle, log_start)
+    if GRADIO_SERVING not in log:
+        return True
+    return any(line in log.split(GRADIO_SERVING, 1)[1] for line in GRADIO_CHECKED)
+
+
+def _log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _log_text(handle: ServerHandle, start: int) -> str:
+    if handle.log_path is None:
+        return ""
+    try:
+        with handle.log_path.open("rb") as log:
+            log.seek(start)
+            return log.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _check_owner(handle: ServerHandle) -> None:

@@ -91,3 +91,39 @@ def test_a_stranger_on_the_port_is_never_measured(tmp_path: Path, monkeypatch: p
     finally:
         taken.server.shutdown()
     assert len(taken.given) == app_process.PORT_TRIES
+
+
+#: A stand-in for Gradio's launch(): it prints its local URL and answers, then passes (prints Gradio's
+#: next line) or fails (exits as launch() does when HEAD / misses its 3 s) its own checks after 1 s.
+LAUNCHING_APP = """
+import http.server, sys, threading, time
+handler = http.server.SimpleHTTPRequestHandler
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), handler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+print("* Running on local URL:  http://127.0.0.1:" + sys.argv[1])
+time.sleep(1.0)
+if sys.argv[2] == "fail":
+    raise SystemExit("ValueError: When localhost is not accessible, a shareable link must be created.")
+open(sys.argv[3], "w").close()
+print("* To create a public link, set `share=True` in `launch()`.")
+time.sleep(60)
+"""
+
+
+def test_a_gradio_app_is_ready_once_its_launch_checks_pass(tmp_path: Path) -> None:
+    """No load reaches the app before its launch() has passed its own checks (the log says so: the
+    child wrote its `checked` file just before that line); an app that fails them is a clear error
+    that names them, never a server that stops answering in the middle of a run."""
+    from qbench.errors import ServerLaunchError
+    from qbench.tune.servers.app_process import launch_command
+
+    script = tmp_path / "app.py"
+    script.write_text(LAUNCHING_APP)
+    checked = tmp_path / "checked"
+    command = f"{sys.executable} {script} {{port}} pass {checked}"
+    with launch_command(command, {}, work_dir=tmp_path / "w", any_status=True, ready_path="/"):
+        assert checked.exists()
+    with pytest.raises(ServerLaunchError, match="exited with code 1 in Gradio's own start-up checks"):
+        with launch_command(f"{sys.executable} {script} {{port}} fail {checked}", {}, work_dir=tmp_path / "w",
+                            any_status=True, ready_path="/"):
+            pytest.fail("yielded an app that exited in its launch checks")

@@ -280,3 +280,25 @@ def test_the_plan_is_read_from_qbench_hook(hook_module: ModuleType, monkeypatch:
                                            text: str, plan: dict[str, Any] | None) -> None:
     monkeypatch.setenv("QBENCH_HOOK", text)
     assert hook_module._plan() == plan
+
+
+def test_the_hook_records_launchs_own_local_check(hook_module: ModuleType, tmp_path: Path) -> None:
+    """launch()'s url_ok answer is recorded once (the first call: the local URL) and passed on unchanged:
+    qbench sends no load before it (qbench.tune.servers.app_process)."""
+    hook = hook_for(hook_module, tmp_path, {}, None)
+    networking = SimpleNamespace(url_ok=lambda url: url == "http://127.0.0.1:7861/")
+    hook_module.patch_url_check(networking, hook)
+    hook_module.patch_url_check(networking, hook)  # a second patch is a no-op
+    assert read_hook_record(tmp_path) is None or read_hook_record(tmp_path).launch_checked is None
+    assert networking.url_ok("http://127.0.0.1:7861/") is True
+    assert networking.url_ok("https://share.example") is False  # a later call is Gradio's, unrecorded
+    record = read_hook_record(tmp_path)
+    assert record is not None and record.launch_checked is True
+    (tmp_path / "f").mkdir()
+    failed = hook_for(hook_module, tmp_path / "f", {}, None)
+    slow_host = SimpleNamespace(url_ok=lambda url: False)
+    hook_module.patch_url_check(slow_host, failed)
+    hook_module.patch_url_check(None, failed)  # no gradio.networking: nothing to wrap
+    assert slow_host.url_ok("http://127.0.0.1:7861/") is False
+    record = read_hook_record(tmp_path / "f")
+    assert record is not None and record.launch_checked is False

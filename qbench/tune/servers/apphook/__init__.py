@@ -78,6 +78,7 @@ class HookRecord:
     events: list[EventRecord] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     app_reads: list[str] = field(default_factory=list)  # QBENCH_* variables the app read itself
+    launch_checked: bool | None = None  # launch()'s own local check (url_ok) answered; None: not yet
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HookRecord:
@@ -91,6 +92,7 @@ class HookRecord:
             events=[EventRecord.from_dict(e) for e in data.get("events") or []],
             problems=[str(p) for p in data.get("problems") or []],
             app_reads=[str(v) for v in data.get("app_reads") or []],
+            launch_checked=None if data.get("launch_checked") is None else bool(data["launch_checked"]),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -18,8 +18,11 @@ has, then waits for the app to import `gradio.blocks` and wraps two methods of `
                  show_error=True (an exception's message reaches the client, not only "Error")
 
 Before the server starts it writes what it found and what it set to the record file: the Gradio version,
-the queue's and every event's own settings and the values set. No file of the app is changed. It
-imports only the standard library (it runs in the app's virtualenv, where qbench is not installed).
+the queue's and every event's own settings and the values set. It also wraps `gradio.networking.url_ok`,
+launch()'s own check once the server answers (HEAD / within 3 s, else the app exits "When localhost is not
+accessible ..."), and records its answer as `launch_checked`: qbench sends no load before it. No file of
+the app is changed. It imports only the standard library (it runs in the app's virtualenv, where qbench
+is not installed).
 """
 
 from __future__ import annotations
@@ -392,6 +395,26 @@ def patch_blocks(blocks_module: Any, hook: _Hook) -> None:
         wrapper.__wrapped__ = original  # type: ignore[attr-defined]
         setattr(blocks_class, name, wrapper)
     blocks_class._qbench_hooked = True
+    patch_url_check(sys.modules.get("gradio.networking"), hook)
+
+
+def patch_url_check(networking: Any, hook: _Hook) -> None:
+    """Record launch()'s local check (`networking.url_ok`, looked up when launch() calls it) once it
+    answers: `launch_checked` true or false. Its answer is Gradio's, unchanged."""
+    original = getattr(networking, "url_ok", None)
+    if original is None or getattr(original, "_qbench_hooked", False):
+        return
+
+    def url_ok(*args: Any, **kwargs: Any) -> Any:
+        answer = original(*args, **kwargs)
+        if "launch_checked" not in hook.record:  # the first call is launch()'s on the local URL
+            hook.record["launch_checked"] = bool(answer)
+            hook.write()
+        return answer
+
+    url_ok.__doc__, url_ok.__wrapped__ = original.__doc__, original  # type: ignore[attr-defined]
+    url_ok._qbench_hooked = True  # type: ignore[attr-defined]
+    networking.url_ok = url_ok
 
 
 class _Loader(importlib.abc.Loader):
