@@ -55,7 +55,8 @@ _DIFFS: Final = {
     "ttft_s": ("first_output_at_s", "sent_at_s"),
 }
 _STRINGS: Final = frozenset({"session_id", "endpoint", "outcome", "error_kind", "error_message", "event_id",
-                             "tokens_from", "finish_reason", "itl_hist"})
+                             "tokens_from", "finish_reason", "itl_hist", "chunk_latency_hist",
+                             "output_gap_hist"})
 
 
 class Columns:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 GAMMA = 1.01
@@ -69,14 +69,23 @@ def merge_arrays(batches: Iterable[Any]) -> Counter[int] | None:
     counts, the digits parsed by numpy from Arrow's bytes (no Python string a record: 3.6 M records of
     ~600 characters each in under a minute). None when a text is missing (null or empty): those
     records have no histogram. ValueError on a malformed text, as `decode`."""
+    counts, present = merge_present(batches)
+    return counts if bool(present.all()) else None
+
+
+def merge_present(batches: Iterable[Any]) -> tuple[Counter[int], Any]:
+    """`merge_arrays` of the texts present, and which rows had one: (the merged counts, a numpy bool
+    per row in order, False where the text is missing: null or empty). ValueError on a malformed text."""
     import numpy as np
     import pyarrow.compute as pc
 
     sums: np.ndarray | None = None
     low = 0
-    for texts in batches:
-        if texts.null_count or pc.any(pc.equal(pc.binary_length(texts), 0)).as_py():
-            return None
+    had: list[Any] = []
+    for batch in batches:
+        present = pc.fill_null(pc.greater(pc.binary_length(batch), 0), False).to_numpy(zero_copy_only=False)
+        had.append(present)
+        texts = batch if bool(present.all()) else batch.filter(present)
         for start in range(0, len(texts), _PARSE_ROWS):
             numbers = _numbers(texts.slice(start, _PARSE_ROWS))
             index, count = numbers[0::2], numbers[1::2]
@@ -90,10 +99,40 @@ def merge_arrays(batches: Iterable[Any]) -> Counter[int] | None:
             grown[low - low_now:low - low_now + sums.size] = sums
             sums, low = grown, low_now
             np.add.at(sums, index - low, count)
+    rows = np.concatenate(had) if had else np.zeros(0, dtype=bool)
     if sums is None:
-        return Counter()
-    present = np.flatnonzero(sums)
-    return Counter(dict(zip((present + low).tolist(), sums[present].tolist(), strict=True)))
+        return Counter(), rows
+    full = np.flatnonzero(sums)
+    return Counter(dict(zip((full + low).tolist(), sums[full].tolist(), strict=True))), rows
+
+
+def stand_in(counts: Any, values: Sequence[Any], shares: Sequence[float]) -> Counter[int]:
+    """Histograms for records that kept only statistics of their gaps (no text): each record's `counts`
+    gaps split by `shares` over its `values` (arrays, one per statistic, e.g. p50, p99, max), every gap
+    counted at the statistic at or above it. A percentile of the result is an upper bound for those
+    records' own. NaN values count at the next statistic given."""
+    import numpy as np
+
+    n = np.asarray(counts, dtype=np.int64)
+    total: Counter[int] = Counter()
+    given = np.zeros(n.size, dtype=np.int64)
+    cumulative = 0.0
+    columns = [np.asarray(v, dtype=np.float64) for v in values]
+    for k, (column, share) in enumerate(zip(columns, shares, strict=True)):
+        cumulative += share
+        upto = n if k == len(columns) - 1 else np.rint(n * cumulative).astype(np.int64)
+        here = upto - given
+        filled = column.copy()
+        for later in columns[k + 1:]:  # a missing statistic: the next one above it stands for it
+            filled = np.where(np.isnan(filled), later, filled)
+        use = (here > 0) & ~np.isnan(filled)
+        if use.any():
+            index = np.ceil(np.log(np.maximum(filled[use], MIN_GAP_S)) / _LOG_GAMMA - 1e-9).astype(np.int64)
+            buckets, at = np.unique(index, return_inverse=True)
+            for b, c in zip(buckets.tolist(), np.bincount(at, weights=here[use]).tolist(), strict=True):
+                total[b] += int(c)
+        given = np.where(use, upto, given)
+    return total
 
 
 _PARSE_ROWS = 2_048  # texts parsed at a time (~1 MB of characters: ~10 arrays of a number or a byte each)

@@ -36,13 +36,13 @@ from typing import IO, Any, Final, Literal, cast
 
 import orjson
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 BATCH_ROWS = 65_536  # records per row group of records.parquet (one group up to this many)
 READ_ROWS = 8_192  # records made from Parquet / Arrow rows at a time (their rows as dicts only so many)
 #: Versions `read_parquet` reads: v1 lacks the token fields (they read as None / 0), v2 the journey
-#: fields, v3 the server's phases, v4 the streamed-input figures, v5 the gap histogram `itl_hist`
-#: (they read as None / 0).
-READABLE_VERSIONS: Final = (1, 2, 3, 4, 5, 6)
+#: fields, v3 the server's phases, v4 the streamed-input figures, v5 the gap histogram `itl_hist`, v6
+#: the streamed inputs' histograms and output-gap statistics (they read as None / 0).
+READABLE_VERSIONS: Final = (1, 2, 3, 4, 5, 6, 7)
 
 Outcome = Literal["ok", "error"]
 
@@ -135,6 +135,11 @@ class RequestRecord:
     chunk_latency_p95_s: float | None = None  # 95th percentile (s)
     chunk_latency_max_s: float | None = None  # slowest answered chunk (s)
     output_gap_p95_s: float | None = None  # 95th percentile gap between consecutive outputs (s)
+    chunk_latency_hist: str | None = None  # every chunk latency as "bucket:count ..." (gap_histogram; v7)
+    output_gap_count: int = 0  # gaps between consecutive outputs: outputs - 1 (schema v7)
+    output_gap_mean_s: float | None = None  # mean gap between consecutive outputs (s; v7)
+    output_gap_max_s: float | None = None  # longest gap between consecutive outputs (s; v7)
+    output_gap_hist: str | None = None  # every output gap as "bucket:count ..." (gap_histogram; v7)
 
     # ---- derived phases (seconds); None when a phase is missing ----
 
@@ -386,6 +391,9 @@ def _arrow_schema() -> Any:
         "chunks_sent": pa.int64(),
         "chunks_answered": pa.int64(),
         "chunk_latency_count": pa.int64(),
+        "chunk_latency_hist": pa.string(),
+        "output_gap_count": pa.int64(),
+        "output_gap_hist": pa.string(),
     }
     cols = [pa.field(name, types.get(name, pa.float64())) for name in FIELD_NAMES]
     cols += [pa.field(name, pa.float64()) for name in DERIVED]

@@ -188,10 +188,10 @@ PHASE_LABELS = {
     "send_lag_s": "send lag",
     "ttft_s": "time to first token (from send)",
     "tpot_s": "time per output token",
-    "itl_s": "inter-token gap (pooled per request)",
+    "itl_s": "inter-token gap (every gap)",
     "download_s": "output files download",
-    "chunk_latency_s": "input chunk -> its output (pooled per request)",
-    "output_gap_s": "gap between outputs (each request's p95)",
+    "chunk_latency_s": "input chunk -> its output (every chunk)",
+    "output_gap_s": "gap between outputs (every gap)",
 }
 #: The same phases, short enough for an 80-column terminal table.
 SHORT_PHASE_LABELS = {

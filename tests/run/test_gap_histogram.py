@@ -55,3 +55,22 @@ def test_merging_arrow_batches_adds_the_same_counts_as_merge() -> None:
             gh.merge_arrays([pa.array([bad])])
         with pytest.raises(ValueError):
             gh.decode(bad)
+
+
+def test_merge_present_says_which_rows_had_a_histogram() -> None:
+    import pyarrow as pa
+
+    counts, present = gh.merge_present([pa.array(["1:2", None, ""]), pa.array(["1:1 4:3"])])
+    assert counts == {1: 3, 4: 3} and present.tolist() == [True, False, False, True]
+    counts, present = gh.merge_present([])
+    assert counts == {} and present.size == 0
+
+
+def test_a_stand_in_counts_each_gap_at_a_statistic_at_or_above_it() -> None:
+    """9 gaps as (p50, p95, max) shares (0.5, 0.45, 0.05): 4 at the median (9 x 0.5 = 4.5 rounds to even),
+    5 at the p95, none at the max; a missing median is stood in for by the next statistic up."""
+    p50, p95, top = np.array([0.04, np.nan]), np.array([0.09, 0.3]), np.array([0.1, 0.35])
+    counts = gh.stand_in(np.array([9, 3]), [p50, p95, top], [0.5, 0.45, 0.05])
+    assert counts == {gh.bucket(0.04): 4, gh.bucket(0.09): 5, gh.bucket(0.3): 3}
+    assert sum(gh.stand_in(np.array([7]), [np.array([0.01])], [1.0]).values()) == 7
+    assert gh.stand_in(np.array([5]), [np.array([np.nan])], [1.0]) == {}  # nothing known: nothing counted

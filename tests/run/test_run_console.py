@@ -7,6 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
+from qbench.run import gap_histogram
 from qbench.run.load.loadgen import LiveStats
 from qbench.run.records import RequestRecord
 from qbench.run.results.summary import GeneratorStats, Stats, summarize
@@ -236,7 +237,10 @@ def test_streamed_inputs_show_their_chunks_and_chunk_latency_within_80_columns()
         r.chunks_sent, r.chunks_answered, r.chunk_latency_count = 20, 18, 17
         r.chunk_latency_mean_s = r.chunk_latency_p50_s = 0.04
         r.chunk_latency_p95_s = r.chunk_latency_max_s = 0.09
-        r.output_gap_p95_s = 0.5
+        r.chunk_latency_hist = gap_histogram.encode(gap_histogram.histogram([0.04] * 9 + [0.09] * 8))
+        r.output_gap_p95_s = r.output_gap_mean_s = r.output_gap_max_s = 0.5
+        r.output_gap_count = 17
+        r.output_gap_hist = gap_histogram.encode(gap_histogram.histogram([0.5] * 17))
     console = Console(record=True, width=80)
     render_summary(summarize(streams), console)
     text = console.export_text()

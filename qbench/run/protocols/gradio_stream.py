@@ -35,6 +35,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
+from qbench.run import gap_histogram
 from qbench.run.protocols.base import JSON_HEADERS, Clock, fail, fail_http
 from qbench.run.protocols.gradio_4_9_sse import SessionStreamWire
 from qbench.run.protocols.gradio_api import DEFAULT_STREAM_EVERY_S
@@ -122,8 +123,13 @@ class ChunkLog:
             record.chunk_latency_p50_s, record.chunk_latency_p95_s = (
                 float(x) for x in np.percentile(lat, [50, 95]))
             record.chunk_latency_max_s = float(lat.max())
+            record.chunk_latency_hist = gap_histogram.encode(gap_histogram.histogram(self.latencies))
         if len(self.outputs) > 1:
-            record.output_gap_p95_s = float(np.percentile(np.diff(self.outputs), 95))
+            gaps = np.diff(np.asarray(self.outputs, dtype=np.float64))
+            record.output_gap_count = int(gaps.size)
+            record.output_gap_mean_s, record.output_gap_max_s = float(gaps.mean()), float(gaps.max())
+            record.output_gap_p95_s = float(np.percentile(gaps, 95))
+            record.output_gap_hist = gap_histogram.encode(gap_histogram.histogram(gaps.tolist()))
 
 
 class ChunkStreamWire(SessionStreamWire):

@@ -36,19 +36,20 @@ its gaps as a fixed log-bucket histogram (`itl_hist`, qbench.run.gap_histogram),
 requests are added (across requests and generator processes alike) and p50/p90/p95/p99 and min are
 read from the sum, within 0.5% of the exact percentiles of the gaps; count = all gaps, mean = the
 gap-weighted mean, max = the longest gap (both exact). The SLO's `pXX_itl_s` keys judge those
-figures; goodput judges one request by its own p99 gap. Records without the histogram (schema < 6)
-pool their statistics instead: p50 = the median of per-request medians, p90/p95/p99 = those
-percentiles of the per-request p99 gaps (an upper bound, larger than the gaps' own percentiles).
+figures; goodput judges one request by its own p99 gap. A record without the histogram (schema < 6)
+stands in for its own gaps, in the sum, with its statistics: half at its median, 49% at its p99, 1% at
+its max (each gap counted at a statistic at or above it: an upper bound for that record's share); the
+others keep their exact histograms (`gap_stats`).
 `output_tps` = output tokens of ok requests / duration_s; `request_output_tps` is the
 per-request rate (output tokens / (completion - actual send)).
 
 Streamed inputs (a Gradio .stream() event, qbench.run.protocols.gradio_stream): `chunks_sent` and
-`chunks_answered` count the chunks of ok requests. Records keep each event's chunk latencies as
-statistics, so `chunk_latency_s` is pooled as `itl_s` is: count = the chunks answered, each event's
-first left out (its latency is the time to first output); mean = the chunk-weighted mean; min = the
-smallest per-request median; p50 = the median of per-request medians; p90/p95/p99 = those
-percentiles of the per-request p95s; max = the slowest chunk.
-`output_gap_s` is the distribution of the per-request p95 gaps between consecutive outputs. The SLO's
+`chunks_answered` count the chunks of ok requests. `chunk_latency_s` (a chunk's send to the output that
+answered it, each event's first chunk left out: its latency is the time to first output) and
+`output_gap_s` (between consecutive outputs) are over EVERY chunk and EVERY gap, as `itl_s` is: each
+record keeps a histogram of each (`chunk_latency_hist`, `output_gap_hist`, schema 7), count, mean and
+max are exact. A record from before (schema < 7) stands in with its statistics: chunk latencies half at
+its median, 45% at its p95, 5% at its max; its output gaps as one gap, its p95. The SLO's
 `min_chunks_answered` is chunks_answered / chunks_sent (it fails where no chunk was sent: in a mix,
 set it on the streamed endpoint's entry).
 
@@ -569,48 +570,74 @@ def slo_actual(summary: Summary, name: str) -> tuple[float | None, str]:
     return getattr(stats, stat), "max"
 
 
-def itl_stats(ok: Columns) -> Stats:
-    """The run's inter-token gaps: every gap, from the records' histograms (module docstring).
+@dataclass(frozen=True)
+class GapColumns:
+    """A record's columns for one kind of gap it measured: how many, their mean and max, the histogram
+    of every gap, and (for records without the histogram) the statistics that stand in for it."""
 
-    Only the histograms of the requests with gaps are parsed, a batch of rows at a time (by Arrow, not
-    a Python loop: qbench.run.gap_histogram.merge_arrays)."""
-    counts, means = ok.ints("itl_count"), ok.floats("itl_mean_s")
+    count: str
+    mean: str
+    max: str
+    hist: str
+    stand_in: tuple[tuple[str, float], ...]  # (column, share of the record's gaps at or below it)
+    uncounted: str | None = None  # older records: this statistic alone, one gap, where count is 0
+
+
+ITL = GapColumns("itl_count", "itl_mean_s", "itl_max_s", "itl_hist",
+                 (("itl_p50_s", 0.5), ("itl_p99_s", 0.49), ("itl_max_s", 0.01)))
+CHUNK_LATENCY = GapColumns(
+    "chunk_latency_count", "chunk_latency_mean_s", "chunk_latency_max_s", "chunk_latency_hist",
+    (("chunk_latency_p50_s", 0.5), ("chunk_latency_p95_s", 0.45), ("chunk_latency_max_s", 0.05)))
+OUTPUT_GAP = GapColumns("output_gap_count", "output_gap_mean_s", "output_gap_max_s", "output_gap_hist",
+                        (("output_gap_p95_s", 1.0),), uncounted="output_gap_p95_s")
+
+
+def gap_stats(ok: Columns, columns: GapColumns) -> Stats:
+    """Every gap of the ok records, one kind (module docstring): count, mean and max exact; the
+    percentiles from the records' histograms added together, a record without one (written before
+    its schema had it) standing in with its own statistics (`gap_histogram.stand_in`: an upper bound
+    for that record's share). Only the histograms of the records with gaps are parsed, a batch of rows
+    at a time (by Arrow, not a Python loop: qbench.run.gap_histogram.merge_present)."""
+    counts, means, tops = ok.ints(columns.count), ok.floats(columns.mean), ok.floats(columns.max)
+    if columns.uncounted is not None:  # older records: one statistic, taken as one gap
+        alone = ok.floats(columns.uncounted)
+        old = (counts == 0) & ~np.isnan(alone)
+        counts = np.where(old, 1, counts)
+        means, tops = np.where(old, alone, means), np.where(old, alone, tops)
     gaps = (counts != 0) & ~np.isnan(means)
     if not gaps.any():
         return Stats()
     weights = counts[gaps]
     count = int(weights.sum())
     mean = _sum_in_order(weights * means[gaps]) / count
-    top = float(np.nan_to_num(ok.floats("itl_max_s")[gaps], nan=0.0).max())
-    merged = gap_histogram.merge_arrays(ok.texts("itl_hist", gaps))
-    if merged is not None:
-        qs = gap_histogram.percentiles(merged, [0.0, 0.5, 0.9, 0.95, 0.99])
-        low, p50, p90, p95, p99 = (min(q, top) for q in qs)  # a bucket's value may pass the longest gap
-        return Stats(count=count, mean=mean, min=low, p50=p50, p90=p90, p95=p95, p99=p99, max=top)
-    medians = ok.floats("itl_p50_s")[gaps]  # records before schema v6
-    p99s = ok.floats("itl_p99_s")[gaps]
-    p90, p95, p99 = (float(x) for x in np.percentile(p99s, [90, 95, 99]))
-    return Stats(count=count, mean=mean, min=float(medians.min()), p50=float(np.percentile(medians, 50)),
-                 p90=p90, p95=p95, p99=p99, max=top)
+    top = float(np.nan_to_num(tops[gaps], nan=0.0).max())
+    merged, present = gap_histogram.merge_present(ok.texts(columns.hist, gaps))
+    if not present.all():
+        missing = np.flatnonzero(gaps)[~present]
+        merged.update(gap_histogram.stand_in(
+            counts[missing], [ok.floats(name)[missing] for name, _ in columns.stand_in],
+            [share for _, share in columns.stand_in]))
+    qs = gap_histogram.percentiles(merged, [0.0, 0.5, 0.9, 0.95, 0.99])
+    if not qs:
+        return Stats(count=count, mean=mean, max=top)
+    low, p50, p90, p95, p99 = (min(q, top) for q in qs)  # a bucket's value may pass the longest gap
+    return Stats(count=count, mean=mean, min=low, p50=p50, p90=p90, p95=p95, p99=p99, max=top)
+
+
+def itl_stats(ok: Columns) -> Stats:
+    """The run's inter-token gaps: every gap (gap_stats)."""
+    return gap_stats(ok, ITL)
 
 
 def stream_stats(summary: Summary, ok: Columns) -> None:
-    """Chunks, pooled chunk latency and output gaps of streamed inputs onto `summary` (module docstring)."""
+    """Chunks, chunk latency and output gaps of streamed inputs onto `summary`: every chunk, every gap
+    (module docstring)."""
     summary.chunks_sent = _total(ok, "chunks_sent")
     summary.chunks_answered = _total(ok, "chunks_answered")
-    counts, means = ok.ints("chunk_latency_count"), ok.floats("chunk_latency_mean_s")
-    timed = (counts != 0) & ~np.isnan(means)
-    if timed.any():
-        weights = counts[timed]
-        medians = ok.floats("chunk_latency_p50_s")[timed]
-        p95s = ok.floats("chunk_latency_p95_s")[timed]
-        p90, p95, p99 = (float(x) for x in np.percentile(p95s, [90, 95, 99]))
-        total = int(weights.sum())
-        summary.latency["chunk_latency_s"] = Stats(
-            count=total, mean=_sum_in_order(weights * means[timed]) / total,
-            min=float(medians.min()), p50=float(np.percentile(medians, 50)), p90=p90, p95=p95, p99=p99,
-            max=float(np.nan_to_num(ok.floats("chunk_latency_max_s")[timed], nan=0.0).max()))
-    summary.latency["output_gap_s"] = Stats.of(column_stat(ok, "output_gap_p95_s"))
+    chunks = gap_stats(ok, CHUNK_LATENCY)
+    if chunks.count:
+        summary.latency["chunk_latency_s"] = chunks
+    summary.latency["output_gap_s"] = gap_stats(ok, OUTPUT_GAP)
 
 
 def _sum_in_order(values: np.ndarray) -> float:

@@ -169,7 +169,7 @@ def test_console_and_report_show_tokens(openai_server: str, tmp_path: Path) -> N
     assert "10 out, 6 in" in text and "TTFT (sent)" in text and "TPOT" in text and "ITL" in text
     run = read_run(tmp_path / "r")
     assert dict(run_headline(run))["tokens"].startswith("10 out, 6 in")
-    assert any(row[0] == "inter-token gap (pooled per request)" for row in phase_rows(run.summary))
+    assert any(row[0] == "inter-token gap (every gap)" for row in phase_rows(run.summary))
 
 
 def test_compare_shows_token_metrics(openai_server: str, tmp_path: Path) -> None:

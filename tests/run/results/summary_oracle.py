@@ -1,6 +1,8 @@
 """The summary as qbench computed it from a list of records before it computed it from columns (issue
 47): the oracle that tests/run/results/test_summary_columns.py holds qbench.run.results.summary to, key
-for key and digit for digit. Kept verbatim (its own dataclasses too); do not "fix" it.
+for key and digit for digit. Kept verbatim (its own dataclasses too); do not "fix" it. Changed on
+purpose since: the gaps (itl, chunk latency, output gaps) are over every gap, a record without its
+histogram standing in with its statistics (issue 54); `error_rate` not measured when none was sent.
 
 The original module docstring (the semantics) lives on in qbench/run/results/summary.py.
 """
@@ -452,43 +454,75 @@ def slo_actual(summary: Summary, name: str) -> tuple[float | None, str]:
     return getattr(stats, stat), "max"
 
 
-def itl_stats(records: Sequence[RequestRecord]) -> Stats:
-    """The run's inter-token gaps: every gap, from the records' histograms (module docstring)."""
-    with_gaps = [r for r in records if r.itl_count and r.itl_mean_s is not None]
-    if not with_gaps:
+#: (count, mean, max, histogram, [(statistic, share)] standing in for a missing histogram, uncounted)
+_ITL = ("itl_count", "itl_mean_s", "itl_max_s", "itl_hist",
+        [("itl_p50_s", 0.5), ("itl_p99_s", 0.49), ("itl_max_s", 0.01)], None)
+_CHUNK = ("chunk_latency_count", "chunk_latency_mean_s", "chunk_latency_max_s", "chunk_latency_hist",
+          [("chunk_latency_p50_s", 0.5), ("chunk_latency_p95_s", 0.45), ("chunk_latency_max_s", 0.05)], None)
+_GAP = ("output_gap_count", "output_gap_mean_s", "output_gap_max_s", "output_gap_hist",
+        [("output_gap_p95_s", 1.0)], "output_gap_p95_s")
+
+
+def _own_gaps(r: RequestRecord, kind: tuple[Any, ...]) -> tuple[int, float | None, float | None]:
+    """A record's (count, mean, max) of one kind of gap; an older record's one statistic as one gap."""
+    count, mean, top = getattr(r, kind[0]), getattr(r, kind[1]), getattr(r, kind[2])
+    alone = getattr(r, kind[5]) if kind[5] else None
+    if kind[5] and count == 0 and alone is not None:
+        return 1, alone, alone
+    return count, mean, top
+
+
+def _stand_in(r: RequestRecord, count: int, kind: tuple[Any, ...]) -> dict[int, int]:
+    """A record without a histogram: its `count` gaps split by share over its statistics, each at the
+    statistic at or above it (a missing statistic: the next one given)."""
+    out: dict[int, int] = {}
+    given, cumulative = 0, 0.0
+    stats = kind[4]
+    for k, (_, share) in enumerate(stats):
+        cumulative += share
+        upto = count if k == len(stats) - 1 else int(np.rint(count * cumulative))
+        value = next((getattr(r, n) for n, _ in stats[k:] if getattr(r, n) is not None), None)
+        if upto - given > 0 and value is not None:
+            index = gap_histogram.bucket(value)
+            out[index] = out.get(index, 0) + upto - given
+            given = upto
+    return out
+
+
+def gap_stats(records: Sequence[RequestRecord], kind: tuple[Any, ...]) -> Stats:
+    """Every gap of one kind (issue 54: a histogram per record, a stand-in for one without)."""
+    rows = [(r, *_own_gaps(r, kind)) for r in records]
+    rows = [row for row in rows if row[1] and row[2] is not None]
+    if not rows:
         return Stats()
-    count = sum(r.itl_count for r in with_gaps)
-    mean = sum(r.itl_count * (r.itl_mean_s or 0.0) for r in with_gaps) / count
-    top = max(r.itl_max_s or 0.0 for r in with_gaps)
-    if all(r.itl_hist for r in with_gaps):
-        merged = gap_histogram.merge(r.itl_hist for r in with_gaps)
-        qs = gap_histogram.percentiles(merged, [0.0, 0.5, 0.9, 0.95, 0.99])
-        low, p50, p90, p95, p99 = (min(q, top) for q in qs)  # a bucket's value may pass the longest gap
-        return Stats(count=count, mean=mean, min=low, p50=p50, p90=p90, p95=p95, p99=p99, max=top)
-    medians = np.asarray([r.itl_p50_s for r in with_gaps], dtype=np.float64)  # records before schema v6
-    p99s = np.asarray([r.itl_p99_s for r in with_gaps], dtype=np.float64)
-    p90, p95, p99 = (float(x) for x in np.percentile(p99s, [90, 95, 99]))
-    return Stats(count=count, mean=mean, min=float(medians.min()), p50=float(np.percentile(medians, 50)),
-                 p90=p90, p95=p95, p99=p99, max=top)
+    count = sum(row[1] for row in rows)
+    mean = sum(row[1] * row[2] for row in rows) / count
+    top = max(row[3] or 0.0 for row in rows)
+    merged: dict[int, int] = {}
+    for r, n, _, _ in rows:
+        text = getattr(r, kind[3])
+        own = gap_histogram.decode(text) if text else _stand_in(r, n, kind)
+        for index, c in own.items():
+            merged[index] = merged.get(index, 0) + c
+    qs = gap_histogram.percentiles(merged, [0.0, 0.5, 0.9, 0.95, 0.99])
+    if not qs:
+        return Stats(count=count, mean=mean, max=top)
+    low, p50, p90, p95, p99 = (min(q, top) for q in qs)
+    return Stats(count=count, mean=mean, min=low, p50=p50, p90=p90, p95=p95, p99=p99, max=top)
+
+
+def itl_stats(records: Sequence[RequestRecord]) -> Stats:
+    return gap_stats(records, _ITL)
 
 
 def stream_stats(summary: Summary, ok: Sequence[RequestRecord]) -> None:
-    """Chunks, pooled chunk latency and output gaps of streamed inputs onto `summary` (module docstring)."""
+    """Chunks, chunk latency and output gaps of streamed inputs onto `summary`: every chunk and gap."""
     summary.chunks_sent = sum(r.chunks_sent for r in ok)
     summary.chunks_answered = sum(r.chunks_answered for r in ok)
-    timed = [r for r in ok if r.chunk_latency_count and r.chunk_latency_mean_s is not None]
-    if timed:
-        weights = [r.chunk_latency_count for r in timed]
-        medians = np.asarray([r.chunk_latency_p50_s for r in timed], dtype=np.float64)
-        p95s = np.asarray([r.chunk_latency_p95_s for r in timed], dtype=np.float64)
-        p90, p95, p99 = (float(x) for x in np.percentile(p95s, [90, 95, 99]))
-        summary.latency["chunk_latency_s"] = Stats(
-            count=sum(weights),
-            mean=sum(w * (r.chunk_latency_mean_s or 0.0) for w, r in zip(weights, timed, strict=True))
-            / sum(weights),
-            min=float(medians.min()), p50=float(np.percentile(medians, 50)), p90=p90, p95=p95, p99=p99,
-            max=max(r.chunk_latency_max_s or 0.0 for r in timed))
-    summary.latency["output_gap_s"] = Stats.of(_values(ok, "output_gap_p95_s", ok_only=True))
+    chunks = gap_stats(ok, _CHUNK)
+    if chunks.count:
+        summary.latency["chunk_latency_s"] = chunks
+    summary.latency["output_gap_s"] = gap_stats(ok, _GAP)
 
 
 def _values(records: Sequence[RequestRecord], name: str, *, ok_only: bool) -> list[float]:

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from qbench.run import gap_histogram
 from qbench.run.records import RequestRecord
 from qbench.run.results.summary import Stats, Summary, summarize
 from qbench.run.scenario.scenario import Slo
@@ -186,8 +187,10 @@ def test_token_phases_pool_itl_and_count_tokens() -> None:
     assert s.output_tps == pytest.approx(8 / 1.4)
     itl = s.phase("itl_s")
     assert itl.count == 6 and itl.mean == pytest.approx((4 * 0.02 + 2 * 0.05) / 6)
-    assert itl.p50 == pytest.approx(0.03) and itl.min == 0.02 and itl.max == 0.06  # median of 0.02, 0.04
-    assert itl.p99 == pytest.approx(0.03 + 0.99 * 0.03)  # p99 of the per-request p99s (0.03, 0.06)
+    # no histograms (records before schema v6): each stands in with its statistics, half its gaps at its
+    # median, the rest at its p99: 0.02, 0.02, 0.03, 0.03 and 0.04, 0.06 (within a bucket's 0.5%)
+    assert itl.p50 == pytest.approx(0.03, rel=0.005) and itl.min == pytest.approx(0.02, rel=0.005)
+    assert itl.max == 0.06 and itl.p99 == pytest.approx(0.04 + 0.95 * 0.02, rel=0.005)
     assert s.phase("tpot_s").p50 == pytest.approx((0.02 + 0.05) / 2)
     assert s.phase("ttft_s").max == pytest.approx(0.3)
     assert s.request_output_tps.count == 2 and s.request_output_tps.max == pytest.approx(5 / 0.18)
@@ -214,14 +217,47 @@ def test_streamed_inputs_pool_chunk_latency_and_count_chunks() -> None:
     assert (s.chunks_sent, s.chunks_answered) == (20, 14)
     chunk = s.phase("chunk_latency_s")
     assert chunk.count == 12 and chunk.mean == pytest.approx((9 * 0.05 + 3 * 0.2) / 12)
-    assert chunk.p50 == pytest.approx(0.12) and chunk.min == 0.04 and chunk.max == 0.35  # medians 0.04, 0.2
-    assert chunk.p95 == pytest.approx(0.09 + 0.95 * 0.21)  # p95 of the per-request p95s (0.09, 0.3)
-    assert s.phase("output_gap_s").max == 0.9 and s.phase("output_gap_s").count == 2
+    # records before schema v7 stand in with their statistics: 4 of the first's 9 at 0.04, 5 at 0.09;
+    # 2 of the second's 3 at 0.2, 1 at 0.3 (within a bucket's 0.5%); max exact
+    assert chunk.p50 == pytest.approx(0.09, rel=0.005) and chunk.min == pytest.approx(0.04, rel=0.005)
+    assert chunk.max == 0.35 and chunk.p95 == pytest.approx(0.2 + 0.45 * 0.1, rel=0.005)
+    gap = s.phase("output_gap_s")  # each record's p95 as its one gap
+    assert gap.max == 0.9 and gap.count == 2 and gap.mean == pytest.approx(0.7)
     assert [(c.name, c.actual, c.passed) for c in s.slo] == [
-        ("p95_chunk_latency_s", pytest.approx(0.2895), False), ("min_chunks_answered", 0.7, True)]
+        ("p95_chunk_latency_s", pytest.approx(0.245, rel=0.005), False), ("min_chunks_answered", 0.7, True)]
     assert not summarize([rec(0, 0.0, 1.0)], Slo(min_chunks_answered=0.5)).slo_passed  # no chunk sent
     assert s.goodput_rps == pytest.approx(1 / 6)  # only the first stream's own p95 is within 0.2 s
     assert Summary.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+
+
+def gaps_rec(i: int, gaps: list[float]) -> RequestRecord:
+    """An ok stream whose chunk latencies and output gaps are `gaps`, each kept whole (schema v7)."""
+    p95 = float(np.percentile(gaps, 95))
+    r = stream_rec(i, len(gaps) + 1, (float(np.mean(gaps)), float(np.median(gaps)), p95, max(gaps)), p95)
+    r.chunk_latency_hist = r.output_gap_hist = gap_histogram.encode(gap_histogram.histogram(gaps))
+    r.output_gap_count, r.output_gap_mean_s, r.output_gap_max_s = len(gaps), float(np.mean(gaps)), max(gaps)
+    return r
+
+
+def test_stream_tails_are_over_every_chunk_and_gap_not_each_requests_p95() -> None:
+    """Two streams of 100 chunks at 10 ms and one of 10 at 1 s: 10 of 210 chunks (4.8%) are slow, so the
+    p95 over every chunk is 10 ms and the p99 1 s (the p95 of the three requests' own p95s said 0.9 s).
+    Mixed with a record from before its schema had the histogram, its statistics stand in for its
+    chunks."""
+    records = [gaps_rec(0, [0.01] * 100), gaps_rec(1, [0.01] * 100), gaps_rec(2, [1.0] * 10)]
+    s = summarize(records)
+    for phase in ("chunk_latency_s", "output_gap_s"):
+        every = s.phase(phase)
+        assert every.count == 210 and every.mean == pytest.approx((200 * 0.01 + 10) / 210), phase
+        assert every.p95 == pytest.approx(0.01, rel=0.005) and every.p99 == pytest.approx(1.0, rel=0.005)
+        assert every.max == 1.0 and every.min == pytest.approx(0.01, rel=0.005)
+    old = gaps_rec(3, [0.5] * 50)
+    old.chunk_latency_hist = None  # written before schema v7: 25 at its median, 23 at p95, 2 at its max
+    old.chunk_latency_p50_s, old.chunk_latency_p95_s, old.chunk_latency_max_s = 0.2, 0.5, 2.0
+    mixed = summarize([*records, old]).phase("chunk_latency_s")
+    assert mixed.count == 260 and mixed.max == 2.0
+    assert mixed.p90 == pytest.approx(0.5, rel=0.005)  # rank 233 of 260: past the 225 under 0.5 s
+    assert mixed.p50 == pytest.approx(0.01, rel=0.005)  # 200 of 260 at 10 ms
 
 
 def test_itl_percentiles_are_over_every_gap_not_per_request_p99s() -> None:

@@ -86,11 +86,19 @@ def streams(rng: np.random.Generator) -> list[RequestRecord]:
             r.chunks_answered = int(rng.integers(0, r.chunks_sent + 1))
             r.chunk_latency_count = max(r.chunks_answered - 1, 0)
             if r.chunk_latency_count and k % 9:
-                lat = np.sort(rng.exponential(0.05, 4))
-                r.chunk_latency_mean_s, r.chunk_latency_p50_s = float(lat.mean()), float(lat[1])
-                r.chunk_latency_p95_s, r.chunk_latency_max_s = float(lat[2]), float(lat[3])
+                lat = np.sort(rng.exponential(0.05, r.chunk_latency_count))
+                r.chunk_latency_mean_s, r.chunk_latency_p50_s = float(lat.mean()), float(np.median(lat))
+                r.chunk_latency_p95_s, r.chunk_latency_max_s = float(np.percentile(lat, 95)), float(lat[-1])
                 r.chunk_latency_p50_s = None if k % 13 == 0 else r.chunk_latency_p50_s
-            r.output_gap_p95_s = float(rng.exponential(0.1)) if k % 4 else None
+                if k % 5:  # the others: records before schema v7 (their statistics stand in)
+                    r.chunk_latency_hist = gap_histogram.encode(gap_histogram.histogram(lat.tolist()))
+            if k % 4:
+                gaps = rng.exponential(0.1, int(rng.integers(1, 12)))
+                r.output_gap_p95_s = float(np.percentile(gaps, 95))
+                if k % 3:  # the others: before schema v7, their p95 alone
+                    r.output_gap_count, r.output_gap_mean_s = int(gaps.size), float(gaps.mean())
+                    r.output_gap_max_s = float(gaps.max())
+                    r.output_gap_hist = gap_histogram.encode(gap_histogram.histogram(gaps.tolist()))
     return rows
 
 
