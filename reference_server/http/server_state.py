@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import random
 import sys
 import tempfile
 import time
@@ -103,7 +104,9 @@ class ServerState:
         store = FileStore(file_dir, int(settings.launch.uploads_in_memory_mb * 1024 * 1024))
         metrics = ServerMetrics()
         queue = EventQueue(settings, functions, store, metrics, TraceCollector())
-        state = cls(settings, functions, queue, store, metrics, build_config(settings, functions), _tmp=tmp)
+        # app_id: random per app, as Gradio's Blocks draws it (replicas behind a balancer tell apart by it)
+        config = {**build_config(settings, functions), "app_id": random.getrandbits(64)}
+        state = cls(settings, functions, queue, store, metrics, config, _tmp=tmp)
         return state
 
     def apply(self, settings: ServerSettings) -> None:
@@ -111,7 +114,7 @@ class ServerState:
         check_batch_rules(settings, self.functions)
         self.queue.reconfigure(settings)
         self.settings = settings
-        self.config = build_config(settings, self.functions)
+        self.config = {**build_config(settings, self.functions), "app_id": self.config["app_id"]}
 
     def start_pool(self) -> None:
         """Start the decode processes when a function takes images and the settings ask for them

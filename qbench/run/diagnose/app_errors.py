@@ -11,15 +11,18 @@
                      timeout, which fires only after `load.timeout`
     cut download     an output file's download ended short of its length: Gradio rewrote the cached
                      file under the reader (two requests made the same output at once)
-    split sessions   behind a proxy or balancer (discovery's `front`: its Server header, qbench's nginx's
-                     X-Qbench-Upstream), streams that found no session ("session not found") while far
-                     fewer sessions were open than Gradio keeps (SESSIONS_KEPT): the join and its stream
+    split sessions   behind a balancer (discovery's `front` showing two or more servers behind it: an
+                     upstream header such as qbench's nginx's X-Qbench-Upstream, or each app's /config
+                     app_id), streams that found no session ("session not found") while far fewer
+                     sessions were open than Gradio keeps (SESSIONS_KEPT): the join and its stream
                      reached different replicas; and uploads that the replica running the event did not
                      receive ("file ... was not uploaded to this server"): the balancer does not keep a
                      session on one replica (`split_sessions`, naming it); these requests are not
                      counted as the app raising
-    lost sessions    the same "session not found" with no balancer in front (one server): the app lost
-                     sessions it had accepted; they stay app errors (the error-rate SLO counts them)
+    lost sessions    the same "session not found" with no balancer in front (one server, or a proxy that
+                     showed one server behind it, or nothing to tell them apart: the sentence says so):
+                     the app lost sessions it had accepted; they stay app errors (the error-rate SLO
+                     counts them)
 
 `explain(records, scenario)` returns the sentences; `input_lines(scenario, count)` the first input sets
 as `--show-inputs` prints them.
@@ -60,7 +63,7 @@ def explain(records: Columns | Sequence[RequestRecord], scenario: Scenario | Non
         notes.append(split)
         sent = sent.where(~(lost | _missed_upload(sent)))
     elif lost.any():
-        notes += _lost_sessions(sent, lost)  # one server's: the app's own errors (not "the app raised")
+        notes += _lost_sessions(sent, lost, front(server))  # one server's: the app's own errors
         sent = sent.where(~lost)
     config = (server or {}).get("config")
     codes, endpoints = sent.labels("endpoint")
@@ -101,33 +104,44 @@ def _missed_upload(cols: Columns) -> np.ndarray:
     return _message_is(cols, _kind(cols, "server_error"), lambda m: any(s in m for s in MISSED_UPLOAD))
 
 
-def front(server: dict[str, Any] | None) -> dict[str, str] | None:
+def front(server: dict[str, Any] | None) -> dict[str, Any] | None:
     """The proxy or balancer discovery saw in front of the app (qbench.run.protocols.gradio.front_of),
     None when none showed."""
     found = (server or {}).get("front")
     return found if isinstance(found, dict) and found.get("url") else None
 
 
-def describe_front(found: dict[str, str]) -> str:
-    """'the balancer at URL (Server: nginx/1.22.1, replicas behind qbench's nginx)'."""
+def balances(found: dict[str, Any] | None) -> bool:
+    """Whether the front showed two or more servers behind it (discovery's `upstreams`): the evidence
+    a balancer must give before sessions gone astray are blamed on it."""
+    return found is not None and len(found.get("upstreams") or []) > 1
+
+
+def describe_front(found: dict[str, Any]) -> str:
+    """'the balancer at URL (Server: nginx/1.22.1, qbench's nginx, 2 servers behind it: A, B)'."""
+    upstreams = [str(u) for u in found.get("upstreams") or []]
     said = [f"Server: {found['server']}" if found.get("server") else "",
             f"Via: {found['via']}" if found.get("via") else "",
-            "qbench's nginx" if found.get("upstream") else ""]
+            "qbench's nginx" if found.get("qbench") else "",
+            f"{len(upstreams)} servers behind it: {', '.join(upstreams)}" if len(upstreams) > 1 else ""]
     shown = ", ".join(s for s in said if s)
-    return f"the balancer at {found['url']}" + (f" ({shown})" if shown else "")
+    kind = "balancer" if balances(found) else "proxy"
+    return f"the {kind} at {found['url']}" + (f" ({shown})" if shown else "")
 
 
 def split_sessions(records: Columns | Sequence[RequestRecord], server: dict[str, Any] | None = None,
                    short: bool = False) -> str:
-    """'' unless a balancer stands in front of the app (`server`: run.json's, its `front`) and a
-    session's requests reached different replicas: streams that found no session while fewer than
-    SESSIONS_KEPT requests were open at once (so no session can have been evicted: SPLIT_SESSIONS), or
-    uploads the replica running the event did not receive (SPLIT_UPLOADS). Then the sentence naming
-    the balancer and what to configure (`short`: the cause alone, for a capacity probe's verdict).
-    With no balancer in front, a lost session is the app's own error (`_lost_sessions`)."""
+    """'' unless a balancer stands in front of the app (`server`: run.json's, its `front`, showing two or
+    more servers behind it: `balances`) and a session's requests reached different replicas: streams
+    that found no session while fewer than SESSIONS_KEPT requests were open at once (so no session can
+    have been evicted: SPLIT_SESSIONS), or uploads the replica running the event did not receive
+    (SPLIT_UPLOADS). Then the sentence naming the balancer and what to configure (`short`: the cause
+    alone, for a capacity probe's verdict). With no balancer in front, or a proxy that showed one server
+    behind it, a lost session is the app's own error (`_lost_sessions`)."""
     found = front(server)
-    if found is None:
+    if not balances(found):
         return ""
+    assert found is not None
     sent = _sent(Columns.of(records))
     lost = int(_lost_session(sent).sum())
     most = most_open(sent) if lost else 0
@@ -156,13 +170,21 @@ def split_sessions(records: Columns | Sequence[RequestRecord], server: dict[str,
             "replica")
 
 
-def _lost_sessions(records: Columns, lost: np.ndarray) -> list[str]:
-    """Streams that found no session on a server with no balancer in front: the app's own errors."""
+def _lost_sessions(records: Columns, lost: np.ndarray, found: dict[str, Any] | None = None) -> list[str]:
+    """Streams that found no session with no balancer in front: the app's own errors. Behind a proxy
+    that showed one server (or named none), the sentence says so, and what would make it the proxy's."""
     if not lost.any():
         return []
+    where = "on a server with no balancer in front of it"
+    if found is not None:
+        upstreams = found.get("upstreams") or []
+        seen = (f"only {upstreams[0]} behind it" if upstreams
+                else "nothing that tells the servers behind it apart")
+        where = (f"behind {describe_front(found)}, which showed {seen} (if it spreads requests over several "
+                 "replicas, it keeps no session affinity: see docs/capacity-plan.md#session-affinity)")
     return [f"{int(lost.sum())}/{len(records)} requests' streams (/queue/data) found no session ('session "
-            "not found') on a server with no balancer in front of it: the app lost sessions it had accepted "
-            "(it restarted, or dropped them); they count as the app's errors"]
+            f"not found') {where}: the app lost sessions it had accepted (it restarted, or dropped them); "
+            "they count as the app's errors"]
 
 
 def most_open(records: Columns | Sequence[RequestRecord]) -> int:

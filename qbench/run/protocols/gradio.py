@@ -56,7 +56,7 @@ class GradioProtocol:
         self.chunk_wire: ChunkStreamWire | None = None  # a .stream() event's wire (gradio_stream)
         self.input_types: list[str | None] = []  # per input: component type (None: not an API input)
         self.prop_inputs: dict[int, dict[str, Any]] = {}  # inputs sent with their component's props (6.x)
-        self.front: dict[str, str] | None = None  # the proxy or balancer that answered /config (front_of)
+        self.front: dict[str, Any] | None = None  # the proxy or balancer that answered /config (front_of)
 
     # ------------------------------------------------------------ discovery
 
@@ -64,6 +64,8 @@ class GradioProtocol:
         config = await self._get_json(self.base + "/config", front=True)
         if not isinstance(config, dict):
             raise TargetError(f"{self.base}/config: not a JSON object; is this a Gradio app?")
+        if self.front is not None:
+            self.front["upstreams"] = await self._upstreams(config)
         detected = str(config.get("protocol") or "ws")
         family = self.scenario.gradio_protocol or detected
         version = str(config.get("version", ""))
@@ -195,6 +197,28 @@ class GradioProtocol:
                             file["url"] = f"{self.app.api}/file={file['path']}"
             except (aiohttp.ClientError, OSError, asyncio.TimeoutError, orjson.JSONDecodeError, IndexError):
                 continue
+
+    async def _upstreams(self, config: dict[str, Any]) -> list[str]:
+        """The servers behind the front that answered /config: asked again, up to UPSTREAM_SAMPLES times
+        (a different session_hash each, for a balancer that hashes on it), until two differ; each known
+        by its upstream header (UPSTREAM_HEADERS) or else by its app's /config `app_id` (Gradio draws one
+        per app). One, or none, when nothing told them apart."""
+        assert self.front is not None
+        seen = {u for u in (self.front.get("upstream") or _app_id(config),) if u}
+        url = self.base + "/config"
+        for k in range(UPSTREAM_SAMPLES):
+            if len(seen) > 1:
+                break
+            try:
+                async with self.http.get(f"{url}?session_hash=qbench-upstream-{k}") as resp:
+                    found = upstream_header(resp.headers)
+                    if found is None and resp.status == 200:
+                        found = _app_id(orjson.loads(await resp.read()))
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError, orjson.JSONDecodeError):
+                break
+            if found:
+                seen.add(found)
+        return sorted(seen)
 
     async def _get_json(self, url: str, required: bool = True, front: bool = False) -> Any:
         try:
@@ -357,17 +381,36 @@ PROXIES = ("nginx", "openresty", "tengine", "envoy", "istio-envoy", "haproxy", "
            "cloudflare", "awselb", "google frontend", "kong", "varnish", "squid", "litespeed", "h2o")
 
 
-def front_of(headers: Mapping[str, str], url: str) -> dict[str, str] | None:
+#: Response headers naming the server behind a proxy (lower case): qbench's nginx's first
+UPSTREAM_HEADERS = ("x-qbench-upstream", "x-upstream", "x-upstream-addr", "x-upstream-server", "x-served-by",
+                    "x-backend", "x-backend-server")
+UPSTREAM_SAMPLES = 16  # /config asked again at most so many times to see a second upstream (1/2^15 missed)
+
+
+def upstream_header(headers: Mapping[str, str]) -> str | None:
+    """The upstream a proxy says it sent the request to, None when it names none."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    return next((lower[h].strip() for h in UPSTREAM_HEADERS if lower.get(h, "").strip()), None)
+
+
+def _app_id(config: Any) -> str | None:
+    app_id = config.get("app_id") if isinstance(config, dict) else None
+    return f"app_id {app_id}" if app_id is not None else None
+
+
+def front_of(headers: Mapping[str, str], url: str) -> dict[str, Any] | None:
     """The proxy or balancer in front of the app, as its response headers show it: None when none shows
     (an app server's own `server: uvicorn`), else {url, server (its Server header), via, upstream (the
-    replica qbench's nginx sent the request to: its X-Qbench-Upstream)}. A run whose sessions or
-    uploads went astray names it (qbench.run.diagnose.app_errors.split_sessions); without one, a lost
-    session is the app's own error."""
+    server it sent the request to, where a header names it: UPSTREAM_HEADERS)}; discovery adds
+    `upstreams`, the servers it saw behind it. A balancer is blamed for sessions or uploads that went
+    astray only when it showed two or more (qbench.run.diagnose.app_errors.split_sessions); otherwise a
+    lost session is the app's own error."""
     lower = {k.lower(): v for k, v in headers.items()}
     server = lower.get("server", "")
-    upstream, via = lower.get("x-qbench-upstream", ""), lower.get("via", "")
+    upstream, via = upstream_header(headers) or "", lower.get("via", "")
     product = server.split("/", 1)[0].strip().lower()
     if not (upstream or via or product in PROXIES):
         return None
-    found = {"url": url, "server": server, "via": via, "upstream": upstream}
+    found = {"url": url, "server": server, "via": via, "upstream": upstream,
+             "qbench": bool(lower.get("x-qbench-upstream"))}
     return {k: v for k, v in found.items() if v}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from qbench.run.diagnose.app_errors import explain, short, split_sessions
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.payloads import FileValue
@@ -71,7 +73,9 @@ def test_a_cut_download_is_explained() -> None:
     assert note.startswith("/predict: 1 output file download(s) ended short of their length: Gradio writes")
 
 
-NGINX = {"front": {"url": "http://127.0.0.1:7860", "server": "nginx/1.22.1", "upstream": "127.0.0.1:7861"}}
+NGINX = {"front": {"url": "http://127.0.0.1:7860", "server": "nginx/1.22.1", "upstream": "127.0.0.1:7861",
+                   "qbench": True, "upstreams": ["127.0.0.1:7861", "127.0.0.1:7862"]}}
+BEHIND = "(Server: nginx/1.22.1, qbench's nginx, 2 servers behind it: 127.0.0.1:7861, 127.0.0.1:7862)"
 LOST = "404: Not Found: session not found: the server that answered the stream has no message queue"
 MISSED = "input 'image': file '/tmp/u/ab/image-2-0.jpeg' was not uploaded to this server"
 
@@ -81,15 +85,14 @@ def test_uploads_that_missed_their_replica_name_the_balancer() -> None:
     records += [_record(n, None) for n in range(4, 10)]
     (note,) = explain(records, _scenario(), NGINX)
     assert note.startswith("4/10 requests' uploads reached another replica than their join")
-    assert ("The balancer at http://127.0.0.1:7860 (Server: nginx/1.22.1, qbench's nginx) does not keep a "
-            "session on one replica") in note
+    assert f"The balancer at http://127.0.0.1:7860 {BEHIND} does not keep a session on one replica" in note
     assert "/upload?session_hash=" in note and "/heartbeat/{session_hash}" in note
     assert "the app raised" not in note
     both = records + [_record(10, "server_error", LOST)]
     verdict = split_sessions(both, NGINX, short=True)
     assert verdict == ("1/11 streams found no session: the join and its stream reached different servers; "
                      "4/11 requests' uploads reached another replica than their join: the balancer at "
-                     "http://127.0.0.1:7860 (Server: nginx/1.22.1, qbench's nginx) keeps no session affinity")
+                     f"http://127.0.0.1:7860 {BEHIND} keeps no session affinity")
 
 
 def test_a_session_lost_by_one_server_is_the_apps_error() -> None:
@@ -104,3 +107,23 @@ def test_a_session_lost_by_one_server_is_the_apps_error() -> None:
     raised = [_record(n, "server_error", MISSED) for n in range(3)]  # one server: the app raised
     (note,) = explain(raised, _scenario())
     assert note.startswith("/predict: the app raised on 3/3 requests: input 'image'")
+
+
+@pytest.mark.parametrize(("upstreams", "seen"), [
+    (["127.0.0.1:7861"], "only 127.0.0.1:7861 behind it"),
+    ([], "nothing that tells the servers behind it apart"),
+])
+def test_a_proxy_that_showed_one_server_is_no_balancer(upstreams: list[str], seen: str) -> None:
+    """A TLS terminator or a proxy with one app behind it (Caddy, nginx) loses no session itself: one
+    that showed one server behind it (or nothing to tell them apart) is not blamed; the lost sessions
+    are the app's errors, and the sentence says what was seen and what would make it the proxy's."""
+    caddy = {"front": {"url": "https://app.example", "server": "Caddy", "upstreams": upstreams}}
+    records = [_record(0, "server_error", LOST)] + [_record(n, None) for n in range(1, 20)]
+    assert split_sessions(records, caddy) == "" and split_sessions(records, caddy, short=True) == ""
+    (note,) = explain(records, _scenario(), caddy)
+    assert note.startswith("1/20 requests' streams (/queue/data) found no session ('session not found') "
+                           f"behind the proxy at https://app.example (Server: Caddy), which showed {seen} "
+                           "(if it spreads requests over several replicas, it keeps no session affinity")
+    assert note.endswith("the app lost sessions it had accepted (it restarted, or dropped them); they count "
+                         "as the app's errors")
+    assert "balancer" not in note

@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "report"))
 from report_synth import simulate  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-2026-11-26"
-NGINX = {"front": {"url": "http://127.0.0.1:7860", "server": "nginx/1.22.1", "upstream": "127.0.0.1:7861"}}
+NGINX = {"front": {"url": "http://127.0.0.1:7860", "server": "nginx/1.22.1", "upstream": "127.0.0.1:7861",
+                   "qbench": True, "upstreams": ["127.0.0.1:7861", "127.0.0.1:7862"]}}
 LOST = "404: Not Found: session not found: the server that answered the stream has no message queue"
 MISSED = "input 'image': file '/tmp/u/ab/image-2-0.jpeg' was not uploaded to this server"
 CUT = "download of output 0 ended at 1024 of its Content-Length 4096 bytes"

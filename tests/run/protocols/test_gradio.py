@@ -219,7 +219,9 @@ def test_sending_before_discovery_is_a_programming_error() -> None:
     ({"server": "uvicorn"}, None),
     ({}, None),
     ({"Server": "nginx/1.22.1", "X-Qbench-Upstream": "127.0.0.1:7861"},
-     {"url": "http://h", "server": "nginx/1.22.1", "upstream": "127.0.0.1:7861"}),
+     {"url": "http://h", "server": "nginx/1.22.1", "upstream": "127.0.0.1:7861", "qbench": True}),
+    ({"server": "uvicorn", "X-Served-By": " replica-2 "}, {"url": "http://h", "server": "uvicorn",
+                                                          "upstream": "replica-2"}),
     ({"server": "uvicorn", "via": "1.1 google"},
      {"url": "http://h", "server": "uvicorn", "via": "1.1 google"}),
     ({"server": "envoy"}, {"url": "http://h", "server": "envoy"}),
@@ -235,7 +237,22 @@ def test_discovery_records_the_balancer_in_front() -> None:
     behind = protocol({"http://h/config": (200, CONFIG)})
     http: Any = behind.http
     http.headers = {"server": "nginx/1.22.1"}
-    assert discover(behind)["front"] == {"url": "http://h", "server": "nginx/1.22.1"}
+    assert discover(behind)["front"] == {"url": "http://h", "server": "nginx/1.22.1", "upstreams": []}
+    configs = [url for url in http.asked if "/config" in url]
+    assert len(configs) == 1 + 16  # nothing told the servers apart: asked UPSTREAM_SAMPLES more times
+
+
+def test_discovery_tells_the_servers_behind_a_proxy_apart_by_their_app_id() -> None:
+    """A proxy that names no upstream: each Gradio app's /config app_id tells them apart; asked with a
+    new session_hash each time (for a balancer hashing on it) until two differ."""
+    sample = "http://h/config?session_hash=qbench-upstream-{}"
+    samples = {sample.format(k): (200, {**CONFIG, "app_id": 9 if k > 1 else 7}) for k in range(16)}
+    behind = protocol({"http://h/config": (200, {**CONFIG, "app_id": 7}), **samples})
+    http: Any = behind.http
+    http.headers = {"server": "caddy"}
+    assert discover(behind)["front"]["upstreams"] == ["app_id 7", "app_id 9"]
+    configs = [url for url in http.asked if "/config" in url]
+    assert len(configs) == 4  # /config, then samples 0, 1 (the same app) and 2 (another)
 
 
 @pytest.mark.parametrize(("url", "session", "named"), [

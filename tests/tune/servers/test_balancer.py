@@ -134,7 +134,8 @@ def test_the_image_scenario_behind_two_replicas_has_no_errors(tmp_path: Path) ->
 
 
 #: A balancer that keeps a join and its stream together but not the uploads: the session_hash from the
-#: join's JSON body, else the stream's query; an upload (multipart, no query read) hashes on ""
+#: join's JSON body, else the stream's query; an upload (multipart, no query read) hashes on "" (nginx's
+#: hash then falls back to round robin, as it does for /config: discovery sees both replicas)
 JOIN_ONLY = r"""
   map $request_body $qbench_body_session {
     "~\"session_hash\"\s*:\s*\"(?<qbench_bsh>[^\"]+)\"" $qbench_bsh;
@@ -321,18 +322,43 @@ def test_a_session_lost_by_one_server_is_an_app_error_not_a_balancer(tmp_path: P
     assert "balancer at" not in " ".join(output.split()) and SPLIT_SESSIONS not in output
 
 
+@needs_nginx
+def test_a_session_lost_behind_a_proxy_with_one_server_is_the_apps_error(tmp_path: Path) -> None:
+    """nginx in front of ONE server that loses a session: a proxy, not a balancer (discovery saw one
+    server behind it), so the lost session is the app's error, said with what was seen."""
+    path = sleep_scenario(tmp_path, {"p95_latency_s": 5, "error_rate": 0.5})
+    seen: list[SessionsSeen] = []
+    with serve_in_thread(parse_settings(SLEEP_4X100MS),
+                         wrap=lambda a: seen.append(SessionsSeen(a, lose=1)) or seen[-1]) as server, \
+            nginx_balancer([server.url], "none") as proxy:
+        output = run_cli("run", str(path), "--target", proxy.url, "--set", "load.requests=12", "--no-live",
+                         "--out", str(tmp_path / "run"))
+    records = read_records(tmp_path / "run")
+    assert sum(not r.ok for r in records) == 1, output
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["server"]["front"]["upstreams"] == [server.url.removeprefix("http://")], run["server"]
+    (note,) = json.loads((tmp_path / "run" / "summary.json").read_text())["app_notes"]
+    assert f"behind the proxy at {proxy.url} (Server: nginx/" in note, note
+    assert f"which showed only {server.url.removeprefix('http://')} behind it" in note, note
+    assert "the app lost sessions" in note and SPLIT_SESSIONS not in " ".join(output.split())
+
+
 def test_a_capacity_probe_blames_a_balancer_only_when_one_stands_in_front() -> None:
     records = [lost(0, 0.0, 0.1)] + [RequestRecord(i, 0, f"s{i}", "predict", False, i, sent_at_s=i,
                                                    completed_at_s=i + 0.1, outcome="ok")
                                      for i in range(1, 50)]
     alone, behind = Probe(10.0, passed=True), Probe(10.0, passed=True)
     fail_split_sessions(alone, PointRun(Summary(), None, records, {"config": {}}))
-    nginx = {"front": {"url": "http://lb", "server": "nginx"}}
+    nginx = {"front": {"url": "http://lb", "server": "nginx", "upstreams": ["app_id 1", "app_id 2"]}}
     fail_split_sessions(behind, PointRun(Summary(), None, records, nginx))
     assert alone.passed and not alone.violations  # the error-rate SLO judges the app's error
     assert not behind.passed and behind.violations == [
         "1/50 streams found no session: the join and its stream reached different servers: the balancer at "
-        "http://lb (Server: nginx) keeps no session affinity"]
+        "http://lb (Server: nginx, 2 servers behind it: app_id 1, app_id 2) keeps no session affinity"]
+    proxy = Probe(10.0, passed=True)  # a proxy with one app behind it: the app's error, as alone
+    caddy = {"front": {"url": "http://lb", "server": "caddy", "upstreams": ["app_id 1"]}}
+    fail_split_sessions(proxy, PointRun(Summary(), None, records, caddy))
+    assert proxy.passed and not proxy.violations
 
 
 def lost(request_id: int, sent: float, done: float) -> RequestRecord:
@@ -341,14 +367,15 @@ def lost(request_id: int, sent: float, done: float) -> RequestRecord:
                          error_message="404: Not Found: session not found: ...")
 
 
-NGINX = {"front": {"url": "http://127.0.0.1:7860", "server": "nginx/1.22.1"}}
+NGINX = {"front": {"url": "http://127.0.0.1:7860", "server": "nginx/1.22.1", "upstreams": ["a:1", "b:2"]}}
 
 
 def test_split_sessions_only_when_too_few_sessions_were_open_to_evict_one() -> None:
     few = [lost(i, i * 0.1, i * 0.1 + 0.05) for i in range(10)]
     text = split_sessions(few, NGINX)
     assert SPLIT_SESSIONS in text and "at most 1 requests were open" in text
-    assert "The balancer at http://127.0.0.1:7860 (Server: nginx/1.22.1) does not keep a session" in text
+    assert ("The balancer at http://127.0.0.1:7860 (Server: nginx/1.22.1, 2 servers behind it: a:1, b:2) "
+            "does not keep a session") in text
     assert "10/10 streams found no session" in split_sessions(few, NGINX, short=True)
     assert explain(few, None, NGINX)[0] == text  # and not "the app raised" on them
     many = [lost(i, 0.0, 10.0) for i in range(SESSIONS_KEPT)]  # 2000 open at once: eviction is possible

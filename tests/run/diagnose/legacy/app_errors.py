@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from qbench.run.diagnose.app_errors import balances, describe_front, front
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.scenario import Scenario
 
@@ -58,7 +59,7 @@ def explain(records: Sequence[RequestRecord], scenario: Scenario | None = None,
         notes.append(split)
         sent = [r for r in sent if not (_lost_session(r) or _missed_upload(r))]
     elif any(_lost_session(r) for r in sent):
-        notes += _lost_sessions(sent)  # one server's: the app's errors, said once (not "the app raised")
+        notes += _lost_sessions(sent, front(server))  # one server's: the app's errors, said once
         sent = [r for r in sent if not _lost_session(r)]
     config = (server or {}).get("config")
     for endpoint in sorted({r.endpoint for r in sent}):
@@ -78,20 +79,8 @@ def _missed_upload(record: RequestRecord) -> bool:
     return record.error_kind == "server_error" and any(m in message for m in MISSED_UPLOAD)
 
 
-def front(server: dict[str, Any] | None) -> dict[str, str] | None:
-    """The proxy or balancer discovery saw in front of the app (qbench.run.protocols.gradio.front_of),
-    None when none showed."""
-    found = (server or {}).get("front")
-    return found if isinstance(found, dict) and found.get("url") else None
-
-
-def describe_front(found: dict[str, str]) -> str:
-    """'the balancer at URL (Server: nginx/1.22.1, replicas behind qbench's nginx)'."""
-    said = [f"Server: {found['server']}" if found.get("server") else "",
-            f"Via: {found['via']}" if found.get("via") else "",
-            "qbench's nginx" if found.get("upstream") else ""]
-    shown = ", ".join(s for s in said if s)
-    return f"the balancer at {found['url']}" + (f" ({shown})" if shown else "")
+# Changed on purpose (issue 54): who is a balancer, and how it is named, are today's
+# (qbench.run.diagnose.app_errors.front, balances, describe_front: rules on discovery's dict, not on records).
 
 
 def split_sessions(records: Sequence[RequestRecord], server: dict[str, Any] | None = None,
@@ -103,8 +92,9 @@ def split_sessions(records: Sequence[RequestRecord], server: dict[str, Any] | No
     the balancer and what to configure (`short`: the cause alone, for a capacity probe's verdict).
     With no balancer in front, a lost session is the app's own error (`_lost_sessions`)."""
     found = front(server)
-    if found is None:
+    if not balances(found):
         return ""
+    assert found is not None
     sent = [r for r in records if r.sent_at_s is not None and not r.warmup]
     lost = [r for r in sent if _lost_session(r)]
     most = most_open(sent) if lost else 0
@@ -132,14 +122,22 @@ def split_sessions(records: Sequence[RequestRecord], server: dict[str, Any] | No
             "replica")
 
 
-def _lost_sessions(records: Sequence[RequestRecord]) -> list[str]:
-    """Streams that found no session on a server with no balancer in front: the app's own errors."""
+def _lost_sessions(records: Sequence[RequestRecord], found: dict[str, Any] | None = None) -> list[str]:
+    """Streams that found no session on a server with no balancer in front: the app's own errors (behind
+    a proxy that showed one server, said so: changed on purpose, issue 54)."""
     lost = [r for r in records if _lost_session(r)]
     if not lost:
         return []
+    where = "on a server with no balancer in front of it"
+    if found is not None:
+        upstreams = found.get("upstreams") or []
+        seen = (f"only {upstreams[0]} behind it" if upstreams
+                else "nothing that tells the servers behind it apart")
+        where = (f"behind {describe_front(found)}, which showed {seen} (if it spreads requests over several "
+                 "replicas, it keeps no session affinity: see docs/capacity-plan.md#session-affinity)")
     return [f"{len(lost)}/{len(records)} requests' streams (/queue/data) found no session ('session not "
-            "found') on a server with no balancer in front of it: the app lost sessions it had accepted "
-            "(it restarted, or dropped them); they count as the app's errors"]
+            f"found') {where}: the app lost sessions it had accepted (it restarted, or dropped them); they "
+            "count as the app's errors"]
 
 
 def most_open(records: Sequence[RequestRecord]) -> int:
