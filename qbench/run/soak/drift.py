@@ -8,15 +8,20 @@ its effect on the slope computed exactly), fitted twice: per 1,000 requests (x =
 and per hour (x = seconds), the latter projected to a day at the run's rate.
 
 What counts is not the trend's share of the level (a 16 GiB server growing 49 GiB a day is 2% of its
-level over ten minutes) but whether it would matter within the signal's horizon:
+level over ten minutes) but what it would do to the user within a day (and where a ceiling is known,
+within a week):
 
-    horizon     "day" for what accumulates (memory, open files, threads, the file cache): the change a
-                day at this rate would make; "run" for what is felt per request (p95 latency,
-                throughput, errors): the change over the steady part
+    horizon     "day" for every signal: the change a day at this rate would make (memory, open files,
+                threads, the file cache, and what is felt per request: p95 latency, throughput, errors,
+                the queue), projected from the steady part's slope per request at the run's rate; an
+                hour's change is shown beside it. (Verdicts written before judged latency, throughput,
+                errors and the queue over the run: "run" reads back as such.)
     matters     the change over the horizon that matters: the larger of the signal's floor and a
-                share of its ceiling (memory: 2% of the `--limit`, else of the host's memory, at least
-                64 MiB and at most 1 GiB a day; latency: 10% of its level over the run)
-
+                share of its ceiling or of its level (memory: 2% of the `--limit`, else of the host's
+                memory, at least 64 MiB and at most 1 GiB a day; p95 latency: 10% of its level, at least
+                5 ms, a day); and where a ceiling is known (a `--limit`, the SLO's latency bound, the
+                process's open-file limit, the host's memory), never more than a seventh of the headroom
+                left: what would reach the ceiling within a week matters, whatever its share
     flat        the interval rules out a change that matters: high x horizon < matters (and
                 low x horizon > -matters)
     growing     certainly up (low > 0) and not ruled out to matter (falling: the same, down); with a
@@ -30,7 +35,7 @@ level over ten minutes) but whether it would matter within the signal's horizon:
                 rate, since the rise stopped
     unsure      "can't tell yet": the interval includes 0 and a change that matters; the verdict says
                 how many more minutes would tell (the interval narrows as the run's length^1.5 for a
-                day-horizon signal, ^0.5 relative to its own change for a run-horizon one)
+                day-horizon signal)
     short       too few samples in the steady part to say (at least 8)
 """
 
@@ -47,6 +52,7 @@ from qbench.run.results.serial_trend import SerialTrend, fit
 
 MIN_SAMPLES = 8
 HOUR_S, DAY_S = 3600.0, 86400.0
+HEADROOM_DAYS = 7.0  # a change that would use up the headroom to a ceiling within this many days matters
 Horizon = Literal["day", "run"]
 
 
@@ -61,11 +67,17 @@ class Signal:
     matters_share: float = 0.0  # ...or this share of the ceiling ("day") or of the level ("run")
     horizon: Horizon = "day"
     matters_cap: float = math.inf  # the share, at most this (2% of a 2 TiB host is not what matters)
+    share_of: Literal["ceiling", "level"] = "ceiling"  # the share is of the ceiling, or of the level
 
-    def matters(self, level: float, ceiling: float | None) -> float:
-        """The change over the horizon that matters, for a signal at `level` below `ceiling`."""
-        base = ceiling if self.horizon == "day" else abs(level)
-        return max(self.matters_abs, min(self.matters_share * (base or 0.0), self.matters_cap))
+    def matters(self, level: float, ceiling: float | None, latest: float | None = None) -> float:
+        """The change over the horizon that matters, for a signal at `level` (`latest`: where it is now,
+        for the headroom) below `ceiling`."""
+        base = ceiling if self.share_of == "ceiling" and self.horizon == "day" else abs(level)
+        found = max(self.matters_abs, min(self.matters_share * (base or 0.0), self.matters_cap))
+        now = level if latest is None else latest
+        if self.horizon == "day" and ceiling is not None and now < ceiling:
+            found = min(found, (ceiling - now) / HEADROOM_DAYS)  # reaching it within a week matters
+        return found
 
 
 @dataclass(frozen=True)
@@ -209,7 +221,7 @@ def judge(signal: Signal, t_s: Sequence[float], requests: Sequence[float], value
     per_1k, per_hour = Slope.of(by_x, 1000.0), Slope.of(by_t, HOUR_S)
     # a day's change at the run's rate: the per-request slope x requests a day where the rate is known
     change = per_1k.times(rate * horizon_s / 1000) if rate else per_hour.times(horizon_s / HOUR_S)
-    matters = signal.matters(float(np.mean(v)), limit)
+    matters = signal.matters(float(np.mean(v)), limit, end)
     kind = _kind(change, matters)
     verdict = replace(base, kind=kind, start=start, end=end, per_1k=per_1k, per_hour=per_hour, change=change,
                       matters=matters)

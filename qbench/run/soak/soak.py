@@ -71,16 +71,16 @@ HEALTH_SIGNALS = (
     Signal("server open files", "open_files", "", 50),
     Signal("server threads", "threads", "", 50),
     Signal("server child processes", "children", "", 5),
-    Signal("server queue (events waiting)", "status_waiting", "", 2, horizon="run"),
+    Signal("server queue (events waiting)", "status_waiting", "", 2),
     Signal("file cache", "cache_bytes", "B", 256 * MIB, 0.02, matters_cap=GIB),
     _memory("qbench's own RSS", "qbench_rss_bytes"),
     Signal("qbench's open files", "qbench_open_files", "", 50),
 )
 SLICE_SIGNALS = (
-    Signal("p95 latency", "p95_latency_s", "s", 0.005, 0.10, horizon="run"),
-    Signal("throughput", "throughput_rps", "req/s", 0.0, 0.05, horizon="run"),
-    Signal("errors", "error_pct", "%", 1.0, horizon="run"),
-    Signal("server queue at join (its estimation)", "queue_size", "", 2, horizon="run"),
+    Signal("p95 latency", "p95_latency_s", "s", 0.005, 0.10, share_of="level"),
+    Signal("throughput", "throughput_rps", "req/s", 0.0, 0.05, share_of="level"),
+    Signal("errors", "error_pct", "%", 1.0),
+    Signal("server queue at join (its estimation)", "queue_size", "", 2),
 )
 MEMORY_KEYS = frozenset({"rss_bytes", "status_rss_bytes", "qbench_rss_bytes"})
 LIMIT_KEYS = {"rss": "rss_bytes", "cache": "cache_bytes", "files": "open_files", "p95": "p95_latency_s"}
@@ -97,6 +97,7 @@ class SoakOptions:
     cache_folder: Path | None = None  # the app's file cache (GRADIO_TEMP_DIR)
     limits: dict[str, float] = field(default_factory=dict)  # signal key -> limit (rss_bytes: 16 GiB)
     memory_bytes: float | None = None  # the host's memory, memory's ceiling without a --limit (None: read it)
+    slo_p95_s: float | None = None  # the scenario's SLO on p95 latency: its ceiling without a --limit
 
 
 @dataclass(frozen=True)
@@ -180,18 +181,27 @@ def run_soak(options: RunOptions, soak: SoakOptions) -> SoakRun:
     reason = done.result.outcome.stop_reason
     finding = reason if reason and reason.startswith((STUCK_PREFIX, FAILING_PREFIX)) else None
     health = read_health(done.result.run_dir / "health.jsonl")
+    slo = done.scenario.slo
+    if soak.slo_p95_s is None and slo is not None and slo.p95_latency_s is not None:
+        soak = replace(soak, slo_p95_s=slo.p95_latency_s)  # p95 latency's ceiling: the run's own SLO
     report = judge_soak(health, done.result.columns(), soak, finding)
     report = replace(report, watched=watched)
     write_report(done.result.run_dir, report)
     return SoakRun(done, report)
 
 
+#: Names of proxies' processes: a port one of them owns is not the server's
+PROXY_PROCESSES = frozenset({"nginx", "docker-proxy", "envoy", "haproxy", "traefik", "caddy", "httpd",
+                             "apache2", "lighttpd", "openresty"})
+
+
 def find_server(soak: SoakOptions, url: str | None) -> tuple[SoakOptions, str]:
     """The server's process to watch: `--pid` (or the app qbench started), else the process of this
-    machine listening on the target's port; and a line saying whose memory is watched, or why the
-    server's is not and how it could be."""
+    machine listening on the target's port, or, where that is a proxy (PROXY_PROCESSES), the first of
+    its upstreams on this machine (qbench's nginx: its config's `server` lines); and a line naming the
+    process watched (pid and command line), or saying why the server's is not and how it could be."""
     if soak.pid is not None:
-        return soak, f"watching the server's process tree: pid {soak.pid}"
+        return soak, f"watching the server's process tree: {describe_process(soak.pid)}"
     parts = urlsplit(url or "")
     host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
     how = "give its --pid, or let qbench start it with --app APP"
@@ -202,8 +212,61 @@ def find_server(soak: SoakOptions, url: str | None) -> tuple[SoakOptions, str]:
     if pid is None:
         return soak, (f"the server's memory is not watched: no process qbench may read listens on port "
                       f"{port} (another user's, or a container's); {how}")
-    found = f"watching the server's process tree: pid {pid}, found listening on port {port}"
-    return replace(soak, pid=pid), found
+    name = _process_name(pid)
+    if name not in PROXY_PROCESSES:
+        return replace(soak, pid=pid), (f"watching the server's process tree: {describe_process(pid)}, found "
+                                        f"listening on port {port}")
+    behind = [(upstream, owner) for upstream in proxy_upstreams(pid)
+              if (owner := listening_pid(upstream[1])) is not None]
+    proxy = f"port {port} belongs to {name} (pid {pid}), a proxy"
+    if not behind:
+        return soak, (f"the server's memory is not watched: {proxy}, not the server, and qbench cannot see "
+                      f"the servers behind it; {how}")
+    (first, owner), others = behind[0], [f"{h}:{p}" for (h, p), _ in behind[1:]]
+    rest = f"; its other upstreams ({', '.join(others)}) are not watched: --pid chooses one" if others else ""
+    return replace(soak, pid=owner), (f"watching the server's process tree: {describe_process(owner)}, "
+                                      f"{first[0]}:{first[1]} behind {proxy}{rest}")
+
+
+def describe_process(pid: int) -> str:
+    """'pid 123 (python app.py --port 7860)': the command line, shortened; the pid alone if unreadable."""
+    try:
+        command = " ".join(psutil.Process(pid).cmdline())
+    except (psutil.Error, OSError):
+        return f"pid {pid}"
+    command = command if len(command) <= 80 else command[:77] + "..."
+    return f"pid {pid} ({command})" if command else f"pid {pid}"
+
+
+def _process_name(pid: int) -> str:
+    try:
+        return psutil.Process(pid).name().lower()
+    except (psutil.Error, OSError):
+        return ""
+
+
+def proxy_upstreams(pid: int) -> list[tuple[str, int]]:
+    """The upstreams on this machine of an nginx (its config, from `-c`, read for `server HOST:PORT`
+    lines inside `upstream` blocks; a worker's master read instead), in the config's order; [] for
+    another proxy or a config qbench cannot read."""
+    try:
+        process = psutil.Process(pid)
+        argv = process.cmdline()
+        if not any("-c" == a for a in argv) and process.parent() is not None:
+            argv = process.parent().cmdline()  # type: ignore[union-attr]
+    except (psutil.Error, OSError):
+        return []
+    conf = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "-c"), None)
+    try:
+        text = Path(conf).read_text(errors="replace") if conf else ""
+    except OSError:
+        return []
+    found: list[tuple[str, int]] = []
+    for block in re.findall(r"upstream\s+\S+\s*\{(.*?)\}", text, flags=re.DOTALL):
+        for host, port in re.findall(r"^\s*server\s+([\w.\-\[\]:]+?):(\d+)\b", block, flags=re.MULTILINE):
+            if host in LOCAL_HOSTS or host.startswith("127."):
+                found.append((host, int(port)))
+    return found
 
 
 def listening_pid(port: int) -> int | None:
@@ -331,13 +394,29 @@ def _while_sending(samples: Sequence[HealthSample]) -> list[HealthSample]:
 
 
 def _ceiling(key: str, soak: SoakOptions) -> tuple[float | None, str | None]:
-    """A signal's ceiling and what it is: the --limit given, else for memory the host's memory."""
+    """A signal's ceiling and what it is: the --limit given, else the SLO's p95 bound for p95 latency,
+    the watched process's own open-file limit (its soft RLIMIT_NOFILE) for open files, and the host's
+    memory for memory."""
     if key in soak.limits:
         return soak.limits[key], "--limit"
+    if key == "p95_latency_s" and soak.slo_p95_s is not None:
+        return soak.slo_p95_s, "the SLO"
+    if key == "open_files" and soak.pid is not None:
+        files = open_file_limit(soak.pid)
+        return (float(files), "the process's open-file limit") if files else (None, None)
     if key in MEMORY_KEYS:
         total = soak.memory_bytes if soak.memory_bytes is not None else float(psutil.virtual_memory().total)
         return total, "the host's memory"
     return None, None
+
+
+def open_file_limit(pid: int) -> int | None:
+    """The soft limit on the process's open files (RLIMIT_NOFILE), None when unreadable or unlimited."""
+    try:
+        soft, _ = psutil.Process(pid).rlimit(psutil.RLIMIT_NOFILE)
+    except (psutil.Error, OSError, AttributeError):
+        return None
+    return int(soft) if 0 < soft < 2**62 else None
 
 
 def _steady_rate(samples: Sequence[HealthSample], cut: float) -> float | None:

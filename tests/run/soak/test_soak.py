@@ -5,6 +5,8 @@ Seconds, not hours: sampled every 0.25 s, judged on bytes a request, never on ti
 
 from __future__ import annotations
 
+import os
+import resource
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +15,13 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.run.options import RunOptions
+from qbench.run.soak import soak as soak_module
 from qbench.run.soak.health import read_health
 from qbench.run.soak.soak import SoakOptions, SoakRun, find_server, parse_limits, read_report, run_soak
+from qbench.tune.servers.balancer import nginx_balancer, nginx_binary
 from qbench.tune.servers.server_process import reference_server_process
+from reference_server.settings import load_preset
+from reference_server.testing import serve_in_thread
 
 KIB, MIB = 2**10, 2**20
 SCENARIO = """\
@@ -173,3 +179,47 @@ def test_a_soak_of_a_local_url_watches_the_process_listening_on_its_port(tmp_pat
 def test_a_server_it_cannot_see_is_named_with_what_to_do(url: str, said: str) -> None:
     options, watched = find_server(SoakOptions(), url)
     assert options.pid is None and said in watched and "--pid" in watched and "--app" in watched
+
+
+needs_nginx = pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed (apt-get install "
+                                 "nginx-light; `make setup` does it as root)")
+
+
+@needs_nginx
+def test_a_port_owned_by_a_proxy_is_followed_to_the_server_behind_it() -> None:
+    """qbench's nginx in front of two servers (this process's): its port is not the server's; the soak
+    watches the first upstream's process, names it by pid and command line, and says which upstream is
+    not watched."""
+    with serve_in_thread(load_preset("echo")) as a, serve_in_thread(load_preset("echo")) as b, \
+            nginx_balancer([a.url, b.url], "none") as front:
+        options, watched = find_server(SoakOptions(), front.url)
+    assert options.pid == os.getpid(), watched
+    assert watched.startswith(f"watching the server's process tree: pid {os.getpid()} ("), watched
+    port = front.url.rsplit(":", 1)[1]
+    assert f"{a.url.removeprefix('http://')} behind port {port} belongs to nginx (pid " in watched, watched
+    assert f"its other upstreams ({b.url.removeprefix('http://')}) are not watched: --pid chooses" in watched
+
+
+def test_a_proxy_it_cannot_follow_is_never_watched_as_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A port owned by docker-proxy (here: a server named so): its verdicts would be the proxy's, so it is
+    not watched, and the line says so and what to do."""
+    monkeypatch.setattr(soak_module, "_process_name", lambda pid: "docker-proxy")
+    with serve_in_thread(load_preset("echo")) as server_:
+        options, watched = find_server(SoakOptions(), server_.url)
+    port = server_.url.rsplit(":", 1)[1]
+    assert options.pid is None, watched
+    assert f"port {port} belongs to docker-proxy (pid {os.getpid()}), a proxy, not the server" in watched
+    assert "--pid" in watched and "--app" in watched
+
+
+def test_the_ceilings_of_latency_and_open_files() -> None:
+    """p95 latency's ceiling is the SLO's bound (a --limit wins); open files' the watched process's own
+    soft limit on them."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert soak_module.open_file_limit(os.getpid()) == (soft if soft != resource.RLIM_INFINITY else None)
+    watched = SoakOptions(pid=os.getpid(), slo_p95_s=1.0)
+    assert soak_module._ceiling("p95_latency_s", watched) == (1.0, "the SLO")
+    limited = SoakOptions(pid=os.getpid(), slo_p95_s=1.0, limits={"p95_latency_s": 2.0})
+    assert soak_module._ceiling("p95_latency_s", limited) == (2.0, "--limit")
+    assert soak_module._ceiling("open_files", watched) == (float(soft), "the process's open-file limit")
+    assert soak_module._ceiling("open_files", SoakOptions()) == (None, None)  # no process watched
