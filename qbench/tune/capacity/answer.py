@@ -23,7 +23,7 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
     meta, lowered = capacity.metastability, capacity.lowered_from_rps
     head = f"{rate:.3g} req/s of open-loop arrivals meeting {slo}, the server keeping up"
     overload = capacity.overload
-    if meta is not None and meta.rising:
+    if meta is not None and meta.metastable:
         cap = meta.max_size(rate)
         head += (f", lowered from the search's {lowered:.3g} req/s, where a burst tips it over"
                  if lowered is not None else "") + f"; keep max_size at {cap} or less (metastable, below)"
@@ -33,7 +33,7 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
     lines = [("capacity", head)]
     lines.append(held_sentence(capacity, "no sustained confirmation was run (--no-confirm)"))
     if meta is not None:
-        lines.append(("metastable" if meta.rising else "with the queue", meta.text(rate)))
+        lines.append(("metastable" if meta.metastable else "with the queue", meta.text(rate)))
     over = capacity.over_the_search
     if over is not None:
         lines.append(("over the search", over))

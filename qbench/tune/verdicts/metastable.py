@@ -14,6 +14,13 @@ held 24 req/s for 60 s and collapsed in the next 60 s at that rate, its service 
     rising      the slope is certain (> Z standard errors) and material: at the queue the SLO allows
                 (capacity x the latency bound: the most that can wait and still start within it) the
                 service is at least `MATERIAL` (5%) slower than the base
+    throughput  what the user loses: per request that started behind a queue (the server saturated),
+                the rate the server served at then, the requests running when it started over its
+                service time, against the requests waiting; a batched function's service time rises
+                with the queue because its batches fill, and its throughput rises with them
+    metastable  rising, and the throughput certainly falls with the queue (> Z standard errors): only
+                then is there a tipping point. Rising service with throughput that holds or rises (a
+                batched function) is said, and not metastable
     concurrency how many ran at once: the median count of requests running when one started
     tipping     at rate r, the waiting count past which the server completes fewer than r per second:
                 concurrency / (base + slope x q) = r, q = (concurrency / r - base) / slope. A burst that
@@ -24,7 +31,7 @@ held 24 req/s for 60 s and collapsed in the next 60 s at that rate, its service 
                 concurrency / r - base = BURST_WAITS x bound x slope x r gives
                 r = (-base + sqrt(base^2 + 4 a concurrency)) / (2 a), a = BURST_WAITS x bound x slope
 
-`qbench capacity` lowers its answer to the safe rate when a rising server's answer is above it, confirms
+`qbench capacity` lowers its answer to the safe rate when a metastable server's answer is above it, confirms
 it with repeated sustained runs (different Poisson seeds), and names the `max_size` under the tipping
 point that keeps a burst from reaching it.
 """
@@ -59,12 +66,24 @@ class Metastability:
     max_waiting: int  # the longest queue a request started behind
     capacity_rps: float  # the rate the finding was weighed at (the search's answer)
     bound_s: float  # the SLO's latency bound
+    throughput: Trend | None = None  # req/s served per request waiting, the server saturated (None: unknown)
 
     @property
     def rising(self) -> bool:
         """The service time certainly rises with the queue, by MATERIAL or more at the SLO's queue."""
         at_slo = self.capacity_rps * self.bound_s
         return self.slope.up(MATERIAL * self.base_s / max(at_slo, 1.0), Z)
+
+    @property
+    def throughput_falls(self) -> bool:
+        """The rate the server serves at certainly falls as the queue grows (unknown, in a finding written
+        before it was measured: taken as falling, as that finding was judged)."""
+        return self.throughput is None or self.throughput.slope < -Z * self.throughput.se
+
+    @property
+    def metastable(self) -> bool:
+        """Service rising with the queue and throughput falling with it: a burst can tip the server."""
+        return self.rising and self.throughput_falls
 
     def tipping(self, rate_rps: float) -> float | None:
         """Waiting count past which the server completes fewer than `rate_rps` (None: never)."""
@@ -74,8 +93,8 @@ class Metastability:
 
     @property
     def safe_rps(self) -> float | None:
-        """The highest rate whose tipping point is BURST_WAITS x rate x bound (None: not rising)."""
-        if not self.rising:
+        """The highest rate whose tipping point is BURST_WAITS x rate x bound (None: not metastable)."""
+        if not self.metastable:
             return None
         a = BURST_WAITS * self.bound_s * self.slope.slope
         return (-self.base_s + math.sqrt(self.base_s**2 + 4 * a * self.concurrency)) / (2 * a)
@@ -92,20 +111,28 @@ class Metastability:
                 f"{self.concurrency} at a time, {self.requests} requests, up to {self.max_waiting} waiting)")
         if not self.rising:
             return f"{head}: not enough to matter at the SLO's queue"
+        if not self.metastable:
+            assert self.throughput is not None
+            served = self.throughput.text(" req/s", 2)
+            return (f"{head}, but the server's throughput does not fall with it ({served} per request "
+                    "waiting: a batched function's batches fill): not metastable")
         tipping = self.tipping(rate_rps)
         cap = self.max_size(rate_rps)
         return (f"{head}: metastable; at {rate_rps:.3g} req/s a burst past about {tipping or 0:.0f} waiting "
                 f"does not drain and the server collapses; set max_size={cap} so no burst reaches it")
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "rising": self.rising, "safe_rps": self.safe_rps}
+        return {**asdict(self), "rising": self.rising, "metastable": self.metastable,
+                "safe_rps": self.safe_rps}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Metastability | None:
         if not isinstance(data, dict) or not isinstance(data.get("slope"), dict):
             return None
-        names = set(cls.__dataclass_fields__) - {"slope"}
-        return cls(**{k: v for k, v in data.items() if k in names}, slope=Trend(**data["slope"]))
+        names = set(cls.__dataclass_fields__) - {"slope", "throughput"}
+        served = data.get("throughput")
+        return cls(**{k: v for k, v in data.items() if k in names}, slope=Trend(**data["slope"]),
+                   throughput=Trend(**served) if isinstance(served, dict) else None)
 
 
 def queue_slowdown(runs: Sequence[Sequence[RequestRecord]], capacity_rps: float, bound_s: float
@@ -121,14 +148,16 @@ def queue_slowdown(runs: Sequence[Sequence[RequestRecord]], capacity_rps: float,
         waiting += w
         service += s
         running += r
-    q, s_ = np.array(waiting), np.array(service)
+    q, s_, n = np.array(waiting), np.array(service), np.array(running, dtype=np.float64)
     if q.size < MIN_REQUESTS or np.count_nonzero(q >= FEW) < MIN_QUEUED or np.count_nonzero(q < FEW) < 10:
         return None
     slope = trend(q, s_)
     if slope is None:
         return None
+    saturated = (q >= 1) & (s_ > 0)  # a request waited: every slot was busy when this one started
+    served = trend(q[saturated], n[saturated] / s_[saturated])
     return Metastability(float(np.median(s_[q < FEW])), slope, max(1, round(float(np.median(running)))),
-                         int(q.size), int(q.max()), capacity_rps, bound_s)
+                         int(q.size), int(q.max()), capacity_rps, bound_s, served)
 
 
 def _per_request(records: Sequence[RequestRecord]) -> tuple[list[int], list[float], list[int]]:

@@ -68,6 +68,48 @@ def test_flat_service_is_not_metastable() -> None:
     assert found.text(24.2).endswith("not enough to matter at the SLO's queue")
 
 
+def batched(rate: float, seconds: float, seed: int = 0) -> list[RequestRecord]:
+    """Poisson arrivals at `rate` into one worker that runs batches of up to 32 of the waiting requests,
+    20 ms + 10 ms a request (+-5%): a model whose batch cost grows with the batch, from 30 ms (1 req/s x 33)
+    to 340 ms for 32 (94 req/s, its ceiling)."""
+    rng = np.random.default_rng(seed)
+    arrivals = np.sort(rng.uniform(0, seconds, rng.poisson(rate * seconds)))
+    records, free, i = [], 0.0, 0
+    while i < arrivals.size:
+        start = max(float(arrivals[i]), free)
+        size = min(32, int(np.searchsorted(arrivals, start, side="right")) - i)
+        service = (0.02 + 0.01 * size) * rng.uniform(0.95, 1.05)
+        for k in range(i, i + size):
+            records.append(RequestRecord(
+                request_id=k, user_id=0, session_id="s", endpoint="e", warmup=arrivals[k] < 0.5,
+                intended_at_s=float(arrivals[k]), sent_at_s=float(arrivals[k]), started_at_s=start,
+                result_at_s=start + service, completed_at_s=start + service, outcome="ok"))
+        free, i = start + service, i + size
+    return records
+
+
+def test_a_batched_function_whose_service_rises_with_the_queue_is_not_metastable() -> None:
+    """Its batches fill as the queue grows: the service time rises (30 -> 340 ms), and the throughput with
+    it (33 -> 94 req/s); once requests wait, every batch is full and the throughput holds at its ceiling:
+    nothing to tip, so no safe rate below the search's answer and no cap."""
+    runs = [batched(rate, 10, seed) for seed, rate in enumerate((60, 75, 85, 90, 100, 80))]
+    found = queue_slowdown(runs, 85.0, 1.0)
+    assert found is not None and found.rising, found  # the service time does rise with the queue
+    assert found.throughput is not None and not found.throughput_falls, found.throughput
+    assert not found.metastable and found.safe_rps is None
+    text = found.text(85.0)
+    assert "but the server's throughput does not fall with it" in text and "not metastable" in text, text
+    assert Metastability.from_dict(found.to_dict()) == found
+
+
+def test_a_metastable_servers_throughput_falls_with_the_queue() -> None:
+    found = queue_slowdown(search_runs(0.0008), 24.2, 1.0)
+    assert found is not None and found.throughput is not None and found.throughput_falls, found.throughput
+    assert found.metastable
+    old = Metastability.from_dict({k: v for k, v in found.to_dict().items() if k != "throughput"})
+    assert old is not None and old.throughput is None and old.metastable  # a file from before: as judged then
+
+
 def test_no_queue_no_finding() -> None:
     assert queue_slowdown([server(5, 10, 0.0008)], 24.2, 1.0) is None  # nothing ever waited
 
