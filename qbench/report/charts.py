@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 
 from qbench.report.columns import MAX_POINTS, RunColumns, fmt_s, points_label, time_bins
 from qbench.run import Columns, RequestRecord
+from qbench.run.clib import libc
 
 #: One colour per latency phase, the same in every chart.
 PHASE_COLORS = {
@@ -492,13 +493,10 @@ def _trim() -> None:
     """Hand the heap a chart freed back to the system (glibc keeps freed blocks of tens of MiB, the size
     of one column of a long run, for reuse: without this the report's resident memory is the sum of
     its charts' peaks rather than the largest). Nothing elsewhere."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
+    c = libc()
     try:
-        ctypes.CDLL(name).malloc_trim(0)
-    except (OSError, AttributeError, TypeError):
+        c.malloc_trim(0)
+    except (AttributeError, TypeError):  # no C library, or not glibc
         pass
 
 

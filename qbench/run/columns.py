@@ -27,8 +27,6 @@ never a whole column's (a long text a row, e.g. the gap histograms of a token ru
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import sys
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -38,6 +36,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from qbench.run.clib import libc
 from qbench.run.records import DERIVED, FIELD_NAMES, READABLE_VERSIONS, RecordsFormatError, RequestRecord
 
 LARGE_BLOCK: Final = 1 << 20  # bytes from which glibc maps an allocation of its own (map_large_blocks)
@@ -439,10 +438,5 @@ def give_back_memory() -> None:
 
 def _libc() -> Any:
     """glibc, or None (musl, macOS: their own ways)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
-        return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
-    except OSError:
-        return None
+    c = libc()
+    return c if c is not None and hasattr(c, "malloc_trim") and hasattr(c, "mallopt") else None

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import os
 import sys
 import time
 from typing import Protocol
+
+from qbench.run.clib import libc
 
 SPIN_S = 0.0015  # the spin waker wakes this early and polls to the instant
 SPIN_ABOVE_S = 0.002  # the timerfd waker polls the last SPIN_MARGIN_S of waits longer than this
@@ -156,8 +157,10 @@ def make_waker() -> Waker:
     monotonic = time.get_clock_info("perf_counter").implementation == "clock_gettime(CLOCK_MONOTONIC)"
     if sys.platform != "linux" or not monotonic or os.environ.get("QBENCH_WAKER") == "spin":
         return SpinWaker()
+    c = libc()
+    if c is None:
+        return SpinWaker()
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return TimerFdWaker(libc)
+        return TimerFdWaker(c)
     except (OSError, AttributeError):
         return SpinWaker()
