@@ -196,12 +196,14 @@ def test_gpu_serving_exits_non_zero_naming_gradio_or_cuda(monkeypatch: pytest.Mo
 def test_gpu_serving_reduced_run_on_the_cpu(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """Tiny ViT, B 4, a 2 s served window: every column is measured (GPU busy is absent on a CPU)."""
+    """Tiny ViT, B 4, a served run of 32 requests (its 120 s window only a cap: it ends on the count, so
+    it measures some however busy the box) from 8 distinct images: every column is measured (GPU busy is
+    absent on a CPU)."""
     bench = load_bench("gpu_serving", monkeypatch)
     out = tmp_path / "rows.json"
     argv = ["--device", "cpu", "--quick", "--size", "tiny", "--presets", "image", "--dtypes", "auto",
-            "--batch-size", "4", "--users", "8", "--duration", "2", "--repeats", "2", "--min-timed", "0.2",
-            "--json", str(out)]
+            "--batch-size", "4", "--users", "8", "--requests", "32", "--duration", "120", "--variants", "8",
+            "--repeats", "2", "--min-timed", "0.05", "--json", str(out)]
     assert bench.main(argv) == 0
     (row,) = json.loads(out.read_text())
     assert row["server"] == "reference" and row["dtype"] == "float32" and row["errors"] == 0
