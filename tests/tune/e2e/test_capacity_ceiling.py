@@ -86,7 +86,10 @@ def test_a_hard_ceiling(tmp_path: Path, hard_ceiling: str) -> None:
     run = capacity(scenario_file(tmp_path, {"p95_latency_s": 1.0}), hard_ceiling, tmp_path)
     assert_within(run, 40.0)
     lines = dict(run.lines)
-    assert lines["held"].startswith("for the whole 5 s confirmation") and "probe length" in lines
+    # one confirmation; two (different Poisson seeds) where a starved box made the sleeping server's own
+    # service slow down, and its throughput fall, with its queue (metastable there: said, and held twice)
+    assert lines["held"].startswith(("for the whole 5 s confirmation", "for each of 2 5 s confirmations"))
+    assert "probe length" in lines
 
 
 def test_a_probe_above_the_ceiling_fails_as_not_steady_though_its_p95_passes(
