@@ -65,6 +65,7 @@ class OpenAITarget:
 @dataclass(frozen=True)
 class HttpTarget:
     post_paths: list[str]  # POST routes of its /openapi.json ([] without one)
+    spec: dict[str, Any] | None = None  # its /openapi.json (None without one)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ async def _read(base: str, auth: Auth, protocol: str) -> Target:
             spec = await _get(http, base + "/openapi.json", auth)
             paths = spec.get("paths") if isinstance(spec, dict) else None
             posts = [p for p, ops in (paths or {}).items() if isinstance(ops, dict) and "post" in ops]
-            return HttpTarget(posts)
+            return HttpTarget(posts, spec if isinstance(spec, dict) else None)
 
 
 def mcp_candidates(url: str) -> list[tuple[str, str]]:
@@ -343,15 +344,49 @@ def _mcp_draft(target: McpTarget, tool: str | None) -> Draft:
 
 
 def _http_draft(target: HttpTarget) -> Draft:
-    path = target.post_paths[0] if len(target.post_paths) == 1 else "/predict"
-    known = (f"its /openapi.json lists POST {', '.join(target.post_paths)}" if target.post_paths
-             else "it publishes no API description")
+    """A plain HTTP server: the POST route (the only one, else /predict, else the first that declares
+    a JSON body), and its body from the OpenAPI schema (qbench.run.openapi_body), one payload input a
+    field; a template to fill in where no body is declared."""
+    from qbench.run.openapi_body import body_fields, request_schema
+    from qbench.run.protocols.gradio_schema import api_suggestion
+
+    posts = target.post_paths
+    declared = [p for p in posts if request_schema(target.spec, p) is not None]
+    path = (posts[0] if len(posts) == 1 else "/predict" if "/predict" in posts or not posts
+            else (declared or posts)[0])
+    fields = body_fields(request_schema(target.spec, path) or {})
+    if not fields:
+        return _http_template(target, path)
+    inputs, body = [], {}
+    for k, (name, schema, required) in enumerate(fields):
+        made = api_suggestion({"parameter_name": name, "type": schema}) or (
+            {"value": schema.get("default", "")}, "a value: check it")
+        about = str(schema.get("description") or schema.get("title") or "")[:60]
+        inputs.append(DraftInput(f"field '{name}'" + (f" ({about})" if about else "")
+                                 + ("" if required else ", optional"), Suggestion(*made)))
+        body[name] = f"${k}"
+    named = ", ".join(f"{name} ({schema.get('type') or 'any'})" for name, schema, _ in fields)
+    about = f"a plain HTTP server (its /openapi.json declares POST {path}'s JSON body: {named})"
+    draft = Draft(file_slug(f"http{path}"), "http", {"method": "POST", "path": path, "body": body}, inputs,
+                  [about], {"p95_latency_s": 10.0, "error_rate": 0.01})
+    draft.endpoint_notes = ['"$0" is replaced by the first payload input, "$1" by the second...']
+    if len(posts) > 1:
+        draft.endpoint_notes.append(f"POST routes it serves: {', '.join(posts)}")
+    return draft
+
+
+def _http_template(target: HttpTarget, path: str) -> Draft:
+    """No body declared for `path`: a template, and what to fill in."""
+    posts = target.post_paths
+    known = (f"its /openapi.json lists POST {', '.join(posts)} but declares no JSON body for {path}"
+             if posts else "it publishes no API description")
     inputs = [DraftInput("$0 in the body", Suggestion({"text": {"words": [5, 20]}}, "a text input"))]
     draft = Draft("http", "http", {"method": "POST", "path": path, "body": {"inputs": "$0"}}, inputs,
                   [f"a plain HTTP server ({known})"], {"p95_latency_s": 10.0, "error_rate": 0.01},
                   fill_in=True)
-    draft.endpoint_notes = ["FILL IN: the path your server answers and its JSON body; \"$0\" is replaced",
-                            "by the first payload input, \"$1\" by the second..."]
+    draft.endpoint_notes = ["FILL IN: the path your server answers and its JSON body (the keys your handler",
+                            'reads, e.g. LitServe\'s decode_request); "$0" is replaced by the first payload',
+                            'input, "$1" by the second...']
     draft.notes.append(f"no Gradio app and no OpenAI-compatible server there ({known}): fill in "
                        "endpoint.path, endpoint.body and payload.inputs, then run it")
     return draft

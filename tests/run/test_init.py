@@ -124,7 +124,8 @@ def test_a_plain_http_template_uses_the_one_post_route_of_its_openapi() -> None:
     draft = draft_for(HttpTarget(["/v1/classify"]), None)
     assert draft.fill_in and draft.endpoint["path"] == "/v1/classify"
     assert "POST /v1/classify" in draft.about[0]
-    assert draft_for(HttpTarget(["/a", "/b"]), None).endpoint["path"] == "/predict"
+    assert draft_for(HttpTarget(["/a", "/b"]), None).endpoint["path"] == "/a"  # no /predict: the first
+    assert draft_for(HttpTarget(["/a", "/predict"]), None).endpoint["path"] == "/predict"
 
 
 def test_openai_model_choice() -> None:
