@@ -4,7 +4,7 @@ happens past it (capacity.json's `answer`, the console's, the report's)."""
 
 from __future__ import annotations
 
-from qbench.tune.values.capacity import Capacity, held_sentence
+from qbench.tune.values.capacity import Capacity, Probe, held_sentence
 from qbench.tune.values.constraints import Constraints, bounds_text
 
 
@@ -30,6 +30,9 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
     elif overload is not None and overload.fell_at_waiting is not None and overload.max_size is not None:
         head += (f"; with max_size at {overload.max_size} or less: past about {overload.fell_at_waiting} "
                  "waiting its throughput falls (past it, below), so without a cap a burst tips it over")
+    after = capacity.after_burst
+    if after is not None and not after.passed:
+        head += "; BUT a burst past it leaves the server collapsed (after the burst, below)"
     lines = [("capacity", head)]
     lines.append(held_sentence(capacity, "no sustained confirmation was run (--no-confirm)"))
     if meta is not None:
@@ -62,4 +65,16 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
         lines.append((f"past it (x{overload.rate_rps / overload.capacity_rps:.2g})", overload.advice))
         if overload.eta_finding:
             lines.append(("server ETA", overload.eta_finding))
+    if after is not None:
+        lines.append(("after the burst", _after_text(after, rate)))
     return lines
+
+
+def _after_text(after: Probe, rate: float) -> str:
+    """Whether the server served the answer again right after the run past it."""
+    if after.passed:
+        p95 = f": p95 {after.p95_latency_s:.3g} s" if after.p95_latency_s is not None else ""
+        return f"served {rate:.3g} req/s again right after it{p95}, steady: the server came back"
+    return (f"did NOT serve {rate:.3g} req/s again right after it ({after.why or 'failed'}): the burst left "
+            "the server collapsed; cap its queue (max_size, so a burst is turned away) or restart it after "
+            "one, and check with `qbench run` at this rate")

@@ -13,7 +13,9 @@ to that rate. The answer is confirmed last, on the server as the search left it,
 of `confirm_duration` seconds (60; METASTABLE_REPEATS in a row, with different Poisson seeds, for a
 metastable server); a fail steps down. Then one run at 1.3 x the capacity
 (`qbench.tune.verdicts.overload`) says whether throughput holds or falls as the queue grows (the
-max_size advice) and how true the server's ETA is. The answer in words: qbench.tune.capacity.answer.
+max_size advice) and how true the server's ETA is, and a short run at the answer after it (`after`)
+whether the burst left the server collapsed: one that does not serve its answer again is the headline
+finding. The answer in words: qbench.tune.capacity.answer.
 
 Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.results.files.new_folder`):
 
@@ -33,6 +35,7 @@ Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.results.files.new_fold
     probes/<nn>-recheck-<r>/   the first passing rate, measured again after the search
     probes/<nn>-confirm-<r>/   the sustained confirmation(s)
     probes/<nn>-overload-<r>/  the run past the capacity
+    probes/<nn>-after-<r>/     the answer once more, right after it: did the server come back?
 """
 
 from __future__ import annotations
@@ -195,6 +198,7 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
         probe, overload = prober.overload(capacity.capacity_rps)
         capacity.probes.append(probe)
         capacity.overload = overload
+        capacity.probes.append(prober.after_burst(capacity.capacity_rps))  # did it come back?
     users = capacity.users(config.think_time_s)
     length = prober.length.to_dict(capacity.capacity_rps or first)
     streams = any(ep.chunks is not None for _, ep, _ in config.scenario.endpoints())

@@ -122,6 +122,11 @@ class Prober:
         probe, records = self.open_loop(rate, seconds, "overload", stop=False)
         return probe, analyse(records, rate, capacity, latency_bound_s(self.constraints))
 
+    def after_burst(self, capacity: float) -> Probe:
+        """A short run at the answer once the run past it is over (and, for a Gradio app, its queue has
+        drained): a server that does not serve its answer again was left collapsed by the burst."""
+        return self.open_loop(capacity, self.duration_s, "after")[0]
+
     def estimate(self, users: int) -> tuple[Probe, list[RequestRecord]]:
         """A closed-loop probe with `users` users and no think time. Its rate is the first guess: by
         Little's law users / mean latency (the completions/s of a saturated server; steadier than the

@@ -25,7 +25,8 @@ class Probe(Figures):
     #                     not part of the bracket) | "overload" (past the capacity, not part of it) |
     #                     "stalled" (failed while the host stalled, measured again: not part of it) |
     #                     "recheck" (the first passing rate again after the search:
-    #                     qbench.tune.verdicts.degradation)
+    #                     qbench.tune.verdicts.degradation) | "after" (the answer again right after the
+    #                     overload run: did the server come back? passed or not, not part of the bracket)
     stopped: str = ""  # why the probe was stopped early (backlog grew), "" when it ran to the end
     violations: list[str] = field(default_factory=list)  # broken bounds and "not steady, ..." evidence
     completed_ok: int = 0
@@ -103,6 +104,11 @@ class Capacity:
         hits = [p for p in self.probes if p.kind in ("rate", "confirm") and not p.passed
                 and p.rate_rps == failing]
         return hits[-1] if hits else None
+
+    @property
+    def after_burst(self) -> Probe | None:
+        """The short run at the answer right after the run past it: did the server come back?"""
+        return next((p for p in reversed(self.probes) if p.kind == "after"), None)
 
     @property
     def over_the_search(self) -> str | None:

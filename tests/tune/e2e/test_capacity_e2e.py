@@ -75,7 +75,9 @@ def test_capacity_of_a_known_server_then_its_report(tmp_path: Path) -> None:
     assert probes[0]["kind"] == "estimate" and probes[0]["users"] == 32
     assert all((folder / p["run_dir"] / "records.parquet").exists() for p in probes)
     assert sum(p["kind"] == "rate" for p in probes) <= 10
-    assert [p["kind"] for p in probes[-2:]] == ["confirm", "overload"] and result["overload"]["advice"]
+    assert [p["kind"] for p in probes[-3:]] == ["confirm", "overload", "after"]
+    assert result["overload"]["advice"]
+    assert probes[-1]["rate_rps"] == capacity and "after the burst: " in " ".join(out.output.split())
     passing = [p for p in probes if p["kind"] == "confirm" and p["passed"] and p["rate_rps"] == capacity]
     at = passing[-1]
     assert data["users"] == pytest.approx(capacity * (10 + at["mean_latency_s"]))

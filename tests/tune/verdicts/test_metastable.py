@@ -165,3 +165,29 @@ def test_throughput_falling_past_the_capacity_puts_its_condition_on_the_answer()
     capacity.overload = steady
     head = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))["capacity"]
     assert head.endswith("the server keeping up")
+
+
+def test_a_burst_that_leaves_the_server_collapsed_is_the_headline() -> None:
+    """The run past the capacity, then the answer once more: a server that served it again came back; one
+    that did not (the issue's metastable HTTP server: every request of three runs timed out after the
+    burst) puts that on the capacity line and says what to do."""
+    from qbench.tune.verdicts.overload import Overload
+
+    held = Probe(14.3, True, kind="confirm", p95_latency_s=0.33, throughput_rps=14.3, duration_s=60)
+    past = Overload(18.6, 14.3, 18.6, 3.1, 86, 400, [], 68, "past about 86 waiting, throughput fell 83%")
+    came_back = Probe(14.3, True, kind="after", p95_latency_s=0.35, throughput_rps=14.3, duration_s=3)
+    capacity = Capacity(14.3, 16.0, 0.1, True, True, [held, came_back], overload=past)
+    lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
+    assert lines["after the burst"] == ("served 14.3 req/s again right after it: p95 0.35 s, steady: the "
+                                        "server came back")
+    assert "collapsed" not in lines["capacity"]
+    broken = Probe(14.3, False, kind="after",
+                   violations=["not steady, completions 0/s behind arrivals 14.3/s"])
+    capacity.probes = [held, broken]
+    lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
+    assert "; BUT a burst past it leaves the server collapsed (after the burst, below)" in lines["capacity"]
+    assert lines["after the burst"].startswith("did NOT serve 14.3 req/s again right after it (not steady, "
+                                               "completions 0/s behind arrivals 14.3/s): the burst left the "
+                                               "server collapsed; cap its queue (max_size")
+    assert capacity.after_burst is broken and broken.verdict == "fail"
+    assert Capacity.from_dict(capacity.to_dict()).after_burst == broken
