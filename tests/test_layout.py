@@ -158,11 +158,11 @@ def test_the_reference_server_has_no_import_cycles_and_never_imports_qbench() ->
 # imports only units before it in this list. That is the plan of docs/development.md ("The rooms").
 UNITS = {
     "qbench.run": [
-        "json_values",  # reading JSON back, for every room
+        "json_values", "clib",  # reading JSON back, the C library: for every room
         "gap_histogram", "records", "columns", "record_spill",  # the contract, as columns, spilled
         "control",  # the control plane
         "scenario", "protocols", "results", "load", "diagnose",  # the rooms, in data-flow order
-        "summary_file", "run_console", "runner", "init_yaml", "init", "options",  # the shells
+        "summary_file", "run_console", "runner", "init_yaml", "openapi_body", "init", "options",  # shells
         "soak",  # a run of hours, made through the shells
     ],
     "qbench.tune": [

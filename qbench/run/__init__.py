@@ -12,11 +12,13 @@
     columns.py     the records as numpy columns, from the records or read from disk a few at a time
     gap_histogram.py  a record's inter-token gaps as a compact, mergeable log-bucket histogram
     json_values.py the one tolerant reader of each kind of JSON value read back (run.json, /status...)
+    clib.py        the C library through ctypes, loaded once per process (no `ldconfig -p` per call)
     control.py     the control plane over httpx: /config, /status, /admin/config, readiness probes
     summary_file.py  summary.json as one typed value: its one writer and its one reader
     runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
     options.py     `qbench run` as a library call: RunOptions -> overrides -> the scenario, run
     run_console.py the live progress line and the summary table
+    openapi_body.py  a plain HTTP server's request body from its OpenAPI schema ($refs followed)
     init.py        `qbench init`: a scenario drafted from the app's own API
     init_yaml.py   the commented YAML `qbench init` writes
 
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 # What the stages above run/ may use, by the module that defines it.
 FACE: dict[str, tuple[str, ...]] = {
+    "qbench.run.clib": ("libc",),
     "qbench.run.columns": ("Columns",),
     "qbench.run.control": ("read_gradio_mode", "read_gradio_version", "read_status"),
     "qbench.run.diagnose.app_errors": ("explain", "split_sessions"),
@@ -109,6 +112,7 @@ _HOME = {name: module for module, names in FACE.items() for name in names}
 __all__ = sorted(_HOME)
 
 if TYPE_CHECKING:
+    from qbench.run.clib import libc as libc
     from qbench.run.columns import Columns as Columns
     from qbench.run.control import read_gradio_mode as read_gradio_mode
     from qbench.run.control import read_gradio_version as read_gradio_version

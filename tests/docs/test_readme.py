@@ -143,7 +143,7 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         ("tests/run/soak/test_soak.py::test_the_docs_soak_commands_run", "examples/soak/leak_server.yaml")],
     "qbench soak examples/soak/echo.yaml --target http://127.0.0.1:7860 --pid $! --duration 300 "
     "--limit rss=16GiB": [
-        ("tests/run/soak/test_soak.py::test_the_docs_soak_commands_run", '"--duration", "8"')],
+        ("tests/run/soak/test_soak.py::test_the_docs_soak_commands_run", '"--duration", "16"')],
     "qbench report reports/<soak-id>": [
         ("tests/run/soak/test_soak.py::test_the_docs_soak_commands_run", "qbench report reports/<soak-id>")],
     "qbench soak examples/my_app.yaml --app examples/my_app.py --duration 3600 --set load.users=8": [
