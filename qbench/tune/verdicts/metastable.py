@@ -161,18 +161,28 @@ def queue_slowdown(runs: Sequence[Sequence[RequestRecord]], capacity_rps: float,
 
 
 def _per_request(records: Sequence[RequestRecord]) -> tuple[list[int], list[float], list[int]]:
-    """(waiting when it started, service time, running when it started) of each measured ok request."""
+    """(waiting when it started, service time, running when it started) of each measured ok request.
+    Running counts every request that had started and not ended, failed ones too: a request a probe
+    cut off (stopped early, or at its end) held its slot until the run ended, and leaving it out made
+    a saturated server look as if it ran fewer at once, so served less, as its queue grew."""
     sent = [r for r in records if r.sent_at_s is not None]
     ok = [r for r in sent if r.ok and not r.warmup and r.started_at_s is not None and r.service_s is not None]
     if not ok:
         return [], [], []
     sends = np.sort([float(r.sent_at_s) for r in sent if r.sent_at_s is not None])
     starts = np.sort([r.started_at_s if r.started_at_s is not None else math.inf for r in sent])
-    began = np.sort([float(r.started_at_s) for r in ok if r.started_at_s is not None])
-    ended = np.sort([float(r.started_at_s) + float(r.service_s) for r in ok
-                     if r.started_at_s is not None and r.service_s is not None])
+    began = np.sort([float(r.started_at_s) for r in sent if r.started_at_s is not None])
+    ended = np.sort([_ended(r) for r in sent if r.started_at_s is not None])
     at = np.array([float(r.started_at_s) for r in ok if r.started_at_s is not None])
     waiting = np.searchsorted(sends, at, side="right") - np.searchsorted(starts, at, side="right")
     running = np.searchsorted(began, at, side="right") - np.searchsorted(ended, at, side="right")
     service = [float(r.service_s) for r in ok if r.service_s is not None]
     return [int(x) for x in waiting], service, [int(x) for x in running]
+
+
+def _ended(record: RequestRecord) -> float:
+    """When a started request left its slot: its start plus its service, else its completion (a failure
+    after it started), else never within the run."""
+    if record.started_at_s is not None and record.service_s is not None:
+        return float(record.started_at_s) + float(record.service_s)
+    return float(record.completed_at_s) if record.completed_at_s is not None else math.inf

@@ -149,23 +149,25 @@ def test_sweep_objective_capacity_ranks_the_batched_configuration_first(tmp_path
 
 
 def test_capacity_of_a_real_gradio_app(tmp_path: Path) -> None:
-    """The same 4 x 100 ms queue as a real Gradio app (examples/gradio_app.py on the test env's Gradio):
-    qbench capacity lands near its 40 req/s, never above (lower when Gradio's own overhead shows on a busy
-    host)."""
+    """A 4 x 400 ms queue as a real Gradio app (examples/gradio_app.py on the test env's Gradio): qbench
+    capacity lands near its 10 req/s, never above. The app sleeps rather than computes, so its ceiling is
+    the sleeps' on any box: at 4 x 100 ms (40 req/s) a busy box's Gradio could not keep up with its own
+    ceiling (confirmations stepped down from 36.7 to 14.1 req/s while the other workers' tests ran)."""
     import sys
 
     from qbench.tune.servers.app_process import launch_command
 
     app_py = Path(__file__).resolve().parents[3] / "examples" / "gradio_app.py"
-    command = f"{sys.executable} {app_py} --port {{port}} --concurrency-limit 4 --base-ms 100 --per-item-ms 0"
-    path = sleep_scenario(tmp_path, {"p95_latency_s": 0.25})
+    command = f"{sys.executable} {app_py} --port {{port}} --concurrency-limit 4 --base-ms 400 --per-item-ms 0"
+    path = sleep_scenario(tmp_path, {"p95_latency_s": 1.0})
     with launch_command(command, {}, work_dir=tmp_path / "app", ready_timeout_s=120) as handle:
         out = CliRunner().invoke(app, [
-            "capacity", str(path), "--target", handle.base_url, "--duration", "2", "--tolerance", "10%",
-            "--out", str(tmp_path / "r"), "--max-duration", "4", "--confirm-duration", "4", "--no-overload",
+            "capacity", str(path), "--target", handle.base_url, "--duration", "4", "--tolerance", "10%",
+            "--out", str(tmp_path / "r"), "--max-duration", "6", "--confirm-duration", "6", "--no-overload",
+            "--estimate-users", "8",
         ])
     assert out.exit_code == 0, out.output
     (folder,) = (tmp_path / "r").iterdir()
     result = json.loads((folder / "capacity.json").read_text())["result"]
-    assert 20 <= result["capacity_rps"] <= 40 and result["converged"], result
-    assert result["failing_rate_rps"] is not None and result["failing_rate_rps"] <= 55, result
+    assert 6 <= result["capacity_rps"] <= 10 and result["converged"], result
+    assert result["failing_rate_rps"] is not None and result["failing_rate_rps"] <= 14, result

@@ -191,3 +191,18 @@ def test_a_burst_that_leaves_the_server_collapsed_is_the_headline() -> None:
                                                "server collapsed; cap its queue (max_size")
     assert capacity.after_burst is broken and broken.verdict == "fail"
     assert Capacity.from_dict(capacity.to_dict()).after_burst == broken
+
+
+def test_requests_a_probe_cut_off_still_held_their_slots() -> None:
+    """A flat server (4 x 135 ms) whose probes above its ceiling were stopped, their queues long: the
+    requests running at the stop never completed ok, yet held their slots until it; counted as running
+    (from their start to the run's end), the flat server stays not metastable."""
+    runs = [server(rate, 10, 0.0, seed) for seed, rate in enumerate((20, 26, 29, 36, 24, 40))]
+    for records in runs[3::2]:  # the probes above the ceiling, stopped at 8 s with their queue long
+        for r in records:
+            assert r.started_at_s is not None and r.completed_at_s is not None
+            if r.completed_at_s > 8.0:  # running at the stop, or never started
+                r.outcome, r.error_kind, r.result_at_s, r.completed_at_s = "error", "interrupted", None, None
+                r.started_at_s = r.started_at_s if r.started_at_s < 8.0 else None
+    found = queue_slowdown(runs, 24.2, 1.0)
+    assert found is not None and not found.metastable and found.safe_rps is None, found
