@@ -175,16 +175,21 @@ def _lost_sessions(records: Columns, lost: np.ndarray, found: dict[str, Any] | N
     that showed one server (or named none), the sentence says so, and what would make it the proxy's."""
     if not lost.any():
         return []
-    where = "on a server with no balancer in front of it"
-    if found is not None:
-        upstreams = found.get("upstreams") or []
-        seen = (f"only {upstreams[0]} behind it" if upstreams
-                else "nothing that tells the servers behind it apart")
-        where = (f"behind {describe_front(found)}, which showed {seen} (if it spreads requests over several "
-                 "replicas, it keeps no session affinity: see docs/capacity-plan.md#session-affinity)")
+    where = lost_where(found)
     return [f"{int(lost.sum())}/{len(records)} requests' streams (/queue/data) found no session ('session "
             f"not found') {where}: the app lost sessions it had accepted (it restarted, or dropped them); "
             "they count as the app's errors"]
+
+
+def lost_where(found: dict[str, Any] | None) -> str:
+    """Where sessions were lost when no balancer is to blame: on one server, or behind a proxy that
+    showed one server (or nothing to tell them apart), and what would make it the proxy's."""
+    if found is None:
+        return "on a server with no balancer in front of it"
+    upstreams = found.get("upstreams") or []
+    seen = f"only {upstreams[0]} behind it" if upstreams else "nothing that tells the servers behind it apart"
+    return (f"behind {describe_front(found)}, which showed {seen} (if it spreads requests over several "
+            "replicas, it keeps no session affinity: see docs/capacity-plan.md#session-affinity)")
 
 
 def most_open(records: Columns | Sequence[RequestRecord]) -> int:

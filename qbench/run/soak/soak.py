@@ -252,8 +252,8 @@ def proxy_upstreams(pid: int) -> list[tuple[str, int]]:
     try:
         process = psutil.Process(pid)
         argv = process.cmdline()
-        if not any("-c" == a for a in argv) and process.parent() is not None:
-            argv = process.parent().cmdline()  # type: ignore[union-attr]
+        master = process.parent() if "-c" not in argv else None  # a worker: its master's command line
+        argv = master.cmdline() if master is not None else argv
     except (psutil.Error, OSError):
         return []
     conf = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "-c"), None)

@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from qbench.run.diagnose.app_errors import balances, describe_front, front
+from qbench.run.diagnose.app_errors import balances, describe_front, front, lost_where
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.scenario import Scenario
 
@@ -128,13 +128,7 @@ def _lost_sessions(records: Sequence[RequestRecord], found: dict[str, Any] | Non
     lost = [r for r in records if _lost_session(r)]
     if not lost:
         return []
-    where = "on a server with no balancer in front of it"
-    if found is not None:
-        upstreams = found.get("upstreams") or []
-        seen = (f"only {upstreams[0]} behind it" if upstreams
-                else "nothing that tells the servers behind it apart")
-        where = (f"behind {describe_front(found)}, which showed {seen} (if it spreads requests over several "
-                 "replicas, it keeps no session affinity: see docs/capacity-plan.md#session-affinity)")
+    where = lost_where(found)  # today's sentence part (a rule on discovery's dict, not on records)
     return [f"{len(lost)}/{len(records)} requests' streams (/queue/data) found no session ('session not "
             f"found') {where}: the app lost sessions it had accepted (it restarted, or dropped them); they "
             "count as the app's errors"]
