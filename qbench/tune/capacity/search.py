@@ -10,7 +10,9 @@ bisection on the rate (pure search logic; the probes against a server are
               enough that an overload the size of the tolerance shows; see capacity.probe)
     confirm:  one sustained run at lo (`confirm`, e.g. 60 s); a pass makes lo the answer, a fail (SLO or
               steady state) makes lo the failing rate and steps down by the tolerance (or to just under
-              the completions/s the failed run measured, when lower), and confirms again
+              the completions/s the failed run measured, when lower), and confirms again; once a rate
+              held, a fail or a still-wide bracket bisects between the rate that held and the failing
+              one, up to `confirm_tries` runs in all
 
 A probe passes only when the SLO held *and* the server kept up (steady state: qbench.run.results.steady); one
 stopped because its backlog grew counts as failing, whatever its partial figures say. A failed probe
@@ -40,7 +42,7 @@ class SearchPlan:
     min_rate: float = 0.05
     max_rate: float = 10_000.0
     confirm: bool = False  # confirm the answer with a sustained run (or, without one, a repeat probe)
-    confirm_tries: int = 4  # sustained runs at most (each failure steps down)
+    confirm_tries: int = 4  # sustained rates at most (a fail steps down, or bisects once one held)
 
 
 Measure = Callable[[float], Probe]
@@ -115,32 +117,55 @@ class _Search:
 def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int = 1) -> Capacity:
     """Confirm `capacity.capacity_rps` with `repeats` sustained runs in a row (`confirm(rate)`, each its
     own Poisson seed where the caller varies it: a metastable server must hold more than one draw of
-    bursts); on a fail (SLO or steady state) that rate becomes the failing rate and the answer steps
-    down by the tolerance (or to just under the completions/s the failed run measured, when lower),
-    then is confirmed again, up to `plan.confirm_tries` rates. The runs are appended to
+    bursts), up to `plan.confirm_tries` rates in all. A fail (SLO or steady state) makes that rate the
+    failing one; the next rate is the geometric middle of [last rate that held, failing rate] when one
+    held, else a step down by the tolerance (or to just under the completions/s the failed run
+    measured, when lower). A pass with the bracket still wider than the tolerance bisects upwards, so
+    one failed run (a shared machine's slow minute, a run stopped early whose completions/s under-read
+    the ceiling) costs a step of the bracket, not the whole step down. The answer is the highest rate
+    that held (`confirmed`), else the next step down, unconfirmed. The runs are appended to
     `capacity.probes` (kind "confirm"); the answer, its failing rate and `confirmed` are updated in
     place. The one confirmation rule of `qbench capacity` (`search_capacity`) and of sweeps
     (qbench.tune.sweep.confirm)."""
     rate, hi = capacity.capacity_rps, capacity.failing_rate_rps
+    held: float | None = None
     for _ in range(plan.confirm_tries):
         if rate is None:
             break
-        for _ in range(max(repeats, 1)):
-            probe = measure_past_stall(confirm, rate, capacity.probes)
-            probe.kind = "confirm"
-            capacity.probes.append(probe)
-            if not probe.passed:
-                break
-        if probe.passed:
-            capacity.capacity_rps, capacity.failing_rate_rps, capacity.confirmed = rate, hi, True
-            return capacity
-        hi, rate = rate, rate / (1 + plan.tolerance)
-        if probe.steady is False and probe.throughput_rps > 0:  # completions/s: what it sustained
-            rate = min(rate, probe.throughput_rps * (1 - plan.tolerance / 4))
-        if rate < plan.min_rate:
-            rate = None
-    capacity.capacity_rps, capacity.failing_rate_rps, capacity.confirmed = rate, hi, False
+        if _sustained(capacity, confirm, rate, repeats):
+            held = rate
+        else:
+            hi = rate
+        rate = _next_confirmation(capacity.probes[-1], held, hi, plan)
+        if held is not None and rate is None:
+            break
+    capacity.capacity_rps, capacity.failing_rate_rps = (held, hi) if held is not None else (rate, hi)
+    capacity.confirmed = held is not None
     return capacity
+
+
+def _sustained(capacity: Capacity, confirm: Measure, rate: float, repeats: int) -> bool:
+    """`repeats` sustained runs in a row at `rate` (kind "confirm", appended), stopping at a fail."""
+    for _ in range(max(repeats, 1)):
+        probe = measure_past_stall(confirm, rate, capacity.probes)
+        probe.kind = "confirm"
+        capacity.probes.append(probe)
+        if not probe.passed:
+            return False
+    return True
+
+
+def _next_confirmation(last: Probe, held: float | None, hi: float | None, plan: SearchPlan
+                       ) -> float | None:
+    """The next rate to confirm: the middle of [held, hi] while wider than the tolerance (None: it is
+    not, done), else (nothing held yet) the step down from the failing rate `hi`."""
+    if held is not None:
+        return math.sqrt(held * hi) if hi is not None and hi / held > 1 + plan.tolerance else None
+    assert hi is not None
+    rate = hi / (1 + plan.tolerance)
+    if last.steady is False and last.throughput_rps > 0:  # completions/s: what it sustained
+        rate = min(rate, last.throughput_rps * (1 - plan.tolerance / 4))
+    return rate if rate >= plan.min_rate else None
 
 
 def search_capacity(measure: Measure, first_rate: float, plan: SearchPlan | None = None,

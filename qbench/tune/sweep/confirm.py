@@ -1,7 +1,7 @@
 """A sweep's capacity confirmed by a sustained run, as `qbench capacity`'s is (issue 23).
 
 The rule is `qbench.tune.capacity.search.sustain` (one run of `confirm_duration_s` at the answer; a fail
-steps down and confirms again), run by `Prober.confirm` on the point's own server:
+steps down and confirms again, bisecting once a rate held), run by `Prober.confirm` on the point's own server:
 
     objective latency   the winner's capacity search (sweep.point_capacity) ends with the confirmation,
                         on the same server (`sweep_plan(..., confirm=True)`)

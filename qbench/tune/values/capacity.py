@@ -162,8 +162,7 @@ def held_sentence(capacity: Capacity, off: str, fell: str = "") -> tuple[str, st
     sweep` say it: ("held", ...) or ("NOT confirmed", ...). `off`: why none ran, when none did (the
     option that turned it off); `fell`: the other points whose confirmation fell (a capacity sweep)."""
     runs = [p for p in capacity.probes if p.kind == "confirm"]
-    stepped = "".join(f"; failed at {p.rate_rps:.3g} req/s ({p.why}), stepped down"
-                      for p in runs if not p.passed)
+    stepped = "".join(f"; failed at {p.rate_rps:.3g} req/s ({p.why})" for p in runs if not p.passed)
     rate, held = capacity.capacity_rps, capacity.confirmation
     if held is not None and rate is not None:
         steady = held.steadiness.evidence if held.steadiness is not None else ""
@@ -224,9 +223,9 @@ class ConfirmedPoint:
 
     point_id: str
     searched_rps: float | None  # what its probes found (unconfirmed)
-    capacity_rps: float | None  # after the confirmation (stepped down when a run failed)
+    capacity_rps: float | None  # after the confirmation (the highest rate that held, when a run failed)
     confirmed: bool  # a run held for the whole confirmation at capacity_rps
-    runs: int  # sustained runs (each failure steps down)
+    runs: int  # sustained runs (a failure steps down, or bisects once a rate held)
 
 
 @dataclass

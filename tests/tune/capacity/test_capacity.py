@@ -110,9 +110,36 @@ def test_a_lucky_short_pass_is_caught_by_the_sustained_confirmation_which_steps_
     assert found.confirmed and found.converged
     assert found.capacity_rps is not None and 30 * 0.9 <= found.capacity_rps <= 30
     assert found.confirmation is not None and found.confirmation.rate_rps == found.capacity_rps
-    assert found.failing_rate_rps == sustained[0] and len(sustained) == 2  # one step, from what it completed
-    assert [p.kind for p in found.probes].count("confirm") == 2
+    # down to just under what the failed run completed (30), then bisecting up towards the failing rate
+    assert sustained[1] == pytest.approx(30 * (1 - 0.05 / 4)) and len(sustained) == 4
+    assert sustained[2] == pytest.approx((sustained[0] * sustained[1]) ** 0.5)
+    assert found.failing_rate_rps == sustained[3] and found.capacity_rps == sustained[1]
+    assert found.failing_rate_rps / found.capacity_rps <= 1.05
+    assert [p.kind for p in found.probes].count("confirm") == 4
     assert found.first_failing is not None and found.first_failing.kind == "confirm"
+
+
+def test_one_confirmation_that_under_reads_the_ceiling_costs_a_bisection_step_not_the_step_down() -> None:
+    """A batched server whose ceiling is 61.5 req/s: the first confirmation at 60.1 fails on a slow
+    minute and its completions/s under-read the ceiling (51.3); the next run, just under that, holds;
+    the answer then bisects back up towards 60.1 instead of staying 15% low (a fresh clone's CI run)."""
+    slow_minute = [True]
+
+    def confirm(rate: float) -> Probe:
+        if slow_minute.pop() if slow_minute else False:
+            return Probe(rate, passed=False, steady=False, throughput_rps=51.3)
+        held = rate <= 61.5 * 0.97
+        return Probe(rate, passed=held, steady=held, throughput_rps=min(rate, 61.5))
+
+    capacity = Capacity(60.1, 63.6, 0.05, True, False, [])
+    sustain(capacity, confirm, SearchPlan(tolerance=0.05))
+    rates = [p.rate_rps for p in capacity.probes]
+    assert rates[1] == pytest.approx(51.3 * (1 - 0.05 / 4))
+    assert capacity.confirmed and capacity.capacity_rps is not None and capacity.capacity_rps >= 57
+    assert capacity.failing_rate_rps == 60.1 and len(rates) == 4
+    assert [p.passed for p in capacity.probes] == [False, True, True, True]
+    lines = held_sentence(capacity, "")
+    assert lines[0] == "held" and "failed at 60.1 req/s" in lines[1]
 
 
 def test_a_metastable_answer_must_hold_every_repeat_and_one_failed_repeat_steps_down() -> None:
