@@ -68,6 +68,10 @@ SUITE: tuple[FnSpec, ...] = (
     FnSpec("gr_error", "gr_error"),  # raises gr.Error(ERROR_MESSAGE, title=ERROR_TITLE, duration=5)
     FnSpec("hold", "sleep", sleep_s=0.5, concurrency_limit=1),  # keeps its group busy (cancel, disconnect)
     FnSpec("eta", "sleep", sleep_s=SLEEP_S, concurrency_limit=1),  # used only by the ETA test
+    # a full queue's window is their 1 s (max_size_503, the client's QueueError): wide enough that a busy
+    # box's joins land in it
+    FnSpec("long_a", "sleep", sleep_s=1.0, concurrency_limit=1),
+    FnSpec("long_b", "sleep", sleep_s=1.0, concurrency_limit=1),
 )
 ERROR_MESSAGE, ERROR_TITLE, ERROR_DURATION = "synthetic failure", "Oops", 5.0
 TIGHT_QUEUE = QueueSpec(max_size=3, max_threads=2)  # the second app: global caps

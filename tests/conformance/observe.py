@@ -2,8 +2,8 @@
 
 Timestamps come from several SSE streams read by one client, so two messages sent 1 ms apart by the
 server can arrive in either order. Both measures therefore take a slack: an interval only counts as
-overlapping another when they share more than `slack_s`, and process_starts closer than `gap_s`
-belong to the same dispatch.
+overlapping another when they share more than `slack_s`, and a job that started while a dispatch was
+running (by more than `slack_s`) belongs to it.
 """
 
 from __future__ import annotations
@@ -27,21 +27,25 @@ def max_overlap(traces: Iterable[Trace], slack_s: float = 0.05) -> int:
     return peak
 
 
-def dispatch_groups(traces: Iterable[Trace], gap_s: float = 0.05) -> list[list[Trace]]:
-    """Jobs clustered by process_starts time: each cluster is one dispatch (one batch)."""
+def dispatch_groups(traces: Iterable[Trace], slack_s: float = 0.05) -> list[list[Trace]]:
+    """Jobs of a group whose limit is 1 (every scenario that reads dispatches) clustered into its
+    dispatches: a job is in the current dispatch when it started while every job of that dispatch was
+    still running (more than `slack_s` before the first of them completed); with limit 1 nothing else
+    can run beside a dispatch. Read from the runs, not from how close the process_starts arrived: on a
+    busy machine one batch's messages, read from several streams, can arrive 100 ms apart."""
     ordered = sorted(traces, key=lambda t: t.started_at)
     groups: list[list[Trace]] = []
     for trace in ordered:
-        if groups and trace.started_at - groups[-1][-1].started_at < gap_s:
+        if groups and trace.started_at < min(t.completed_at for t in groups[-1]) - slack_s:
             groups[-1].append(trace)
         else:
             groups.append([trace])
     return groups
 
 
-def batch_sizes(traces: Iterable[Trace], gap_s: float = 0.05) -> list[int]:
-    """Sizes of the dispatches, in start order."""
-    return [len(group) for group in dispatch_groups(traces, gap_s)]
+def batch_sizes(traces: Iterable[Trace]) -> list[int]:
+    """Sizes of the dispatches (of a group whose limit is 1), in start order."""
+    return [len(group) for group in dispatch_groups(traces)]
 
 
 def completed(traces: Iterable[Trace]) -> list[Trace]:

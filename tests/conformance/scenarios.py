@@ -364,15 +364,15 @@ SCENARIOS: dict[str, Scenario] = {
         repeatable=False,
     ),
     "max_size_503": Scenario(
-        # max_threads=2: sleep_1 and hold run; then 3 events wait in two groups (= max_size 3), so
-        # joins for sleep_n and echo, whose groups are idle, are refused too: the count is global
-        # and covers waiting events only.
+        # max_threads=2: long_a and long_b run (1 s each); then 3 events wait in two groups (= max_size
+        # 3), so joins for sleep_n and echo, whose groups are idle, are refused too: the count is global
+        # and covers waiting events only. The joins come 0.2-0.35 s in, well inside the 1 s window.
         [
-            Job("sleep_1", ["r0"]),
-            Job("hold", ["h0"], at_s=0.01),
-            *[Job(fn, [f"w{i}"], at_s=0.05 + 0.015 * i) for i, fn in enumerate(["sleep_1", "hold", "hold"])],
-            Job("sleep_n", ["n"], at_s=0.1),
-            Job("echo", ["e"], at_s=0.115),
+            Job("long_a", ["r0"]),
+            Job("long_b", ["h0"], at_s=0.01),
+            *[Job(fn, [f"w{i}"], at_s=0.2 + 0.03 * i) for i, fn in enumerate(["long_a", "long_b", "long_b"])],
+            Job("sleep_n", ["n"], at_s=0.3),
+            Job("echo", ["e"], at_s=0.35),
         ],
         _max_size_summary,
         {

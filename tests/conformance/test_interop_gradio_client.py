@@ -162,12 +162,12 @@ def test_user_visible_error_keeps_message_and_title(client: Client) -> None:
 
 
 def test_full_queue_raises_queue_error(tight_url: str) -> None:
-    """max_size=3: one `hold` job runs and three wait (joined raw, no stream), so the queue is full
-    for the next 0.5 s; the client's join is refused with 503, which it raises as QueueError. The
-    client is built first: on a busy box its start alone can outlast the 0.5 s. A try whose fill and
-    join took longer than the window proves nothing either way and is made again (at most 3)."""
-    hold = httpx.get(f"{tight_url}/config").json()["dependencies"]
-    index = next(d["id"] for d in hold if d["api_name"] == "hold")
+    """max_size=3: one `long_b` job runs and three wait (joined raw, no stream), so the queue is full
+    for the next 1 s; the client's join is refused with 503, which it raises as QueueError. The
+    client is built first: on a busy box its start alone can outlast a short window. A try whose fill
+    and join took longer than the window proves nothing either way and is made again (at most 3)."""
+    deps = httpx.get(f"{tight_url}/config").json()["dependencies"]
+    index = next(d["id"] for d in deps if d["api_name"] == "long_b")
     with clients(tight_url, 1) as (late,):
         for _ in range(3):
             started = time.monotonic()
@@ -189,6 +189,6 @@ def test_full_queue_raises_queue_error(tight_url: str) -> None:
                     event = reply.json()["event_id"]
                     body = {"session_hash": f"fill-{i}", "fn_index": index, "event_id": event}
                     httpx.post(f"{tight_url}/gradio_api/cancel", json=body)
-            assert time.monotonic() - started > 0.45, "the join was accepted while the queue was full"
-            time.sleep(0.6)  # the running hold ends before the next try
-    pytest.fail("three tries each took longer than the 0.5 s the queue stays full (a very busy box)")
+            assert time.monotonic() - started > 0.95, "the join was accepted while the queue was full"
+            time.sleep(1.1)  # the running long_b ends before the next try
+    pytest.fail("three tries each took longer than the 1 s the queue stays full (a very busy box)")
