@@ -162,7 +162,8 @@ UNITS = {
         "gap_histogram", "records", "columns", "record_spill",  # the contract, as columns, spilled
         "control",  # the control plane
         "scenario", "protocols", "results", "load", "diagnose",  # the rooms, in data-flow order
-        "summary_file", "run_console", "runner", "init_yaml", "openapi_body", "init", "options",  # shells
+        "summary_file", "run_console", "runner", "init_yaml", "openapi_body", "frameworks", "init",
+        "options",  # shells
         "soak",  # a run of hours, made through the shells
     ],
     "qbench.tune": [

@@ -27,6 +27,9 @@ class InitArgs:
     force: Annotated[bool, typer.Option(help="Overwrite an existing --out file.")] = False
     mix: Annotated[bool, typer.Option(
         "--mix", help="A mix: of every public endpoint (equal weights, to edit).")] = False
+    app: Annotated[Path | None, typer.Option(
+        "--app", help="The app's source (a plain HTTP server that declares no request body, e.g. "
+                      "LitServe's untyped decode_request): the body's keys are read from its code.")] = None
     auth: AuthOpt = None
     header: HeaderOpt = None
     bearer_env: BearerEnvOpt = None
@@ -34,7 +37,7 @@ class InitArgs:
     def command_line(self, protocol: str) -> str:
         """The command, as the scenario's header quotes it."""
         return " ".join(["qbench init", self.url, *(["--api", self.api] if self.api else []),
-                         *(["--mix"] if self.mix else []),
+                         *(["--mix"] if self.mix else []), *(["--app", str(self.app)] if self.app else []),
                          *(["--protocol", protocol] if protocol != "auto" else [])])
 
 
@@ -49,7 +52,7 @@ def init(args: InitArgs) -> None:
     protocol = "mcp" if args.mcp else args.protocol
     result = init_scenario(args.url, args.api, auth=credentials(args.auth, args.header, args.bearer_env),
                            protocol=protocol, command=args.command_line(protocol), scenario_path=out,
-                           mix=args.mix)
+                           mix=args.mix, app=args.app)
     if out is None:
         typer.echo(result.text.replace("THIS_FILE", "scenario.yaml"), nl=False)
     else:

@@ -19,6 +19,7 @@
     options.py     `qbench run` as a library call: RunOptions -> overrides -> the scenario, run
     run_console.py the live progress line and the summary table
     openapi_body.py  a plain HTTP server's request body from its OpenAPI schema ($refs followed)
+    frameworks.py    which framework serves a plain HTTP target (LitServe's /info); its app's request keys
     init.py        `qbench init`: a scenario drafted from the app's own API
     init_yaml.py   the commented YAML `qbench init` writes
 

@@ -27,6 +27,7 @@ import orjson
 import yaml
 
 from qbench.errors import ScenarioError, TargetError
+from qbench.run.frameworks import Framework, litserve, request_keys
 from qbench.run.init_yaml import Draft, DraftInput, render, render_mix
 from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.gradio_api import AppEndpoint, Suggestion, app_endpoints, describe, suggest
@@ -66,6 +67,8 @@ class OpenAITarget:
 class HttpTarget:
     post_paths: list[str]  # POST routes of its /openapi.json ([] without one)
     spec: dict[str, Any] | None = None  # its /openapi.json (None without one)
+    framework: Framework | None = None  # the framework its own endpoints name (qbench.run.frameworks)
+    request_keys: tuple[str, ...] = ()  # the body keys its app's code reads (`init --app`), when known
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,8 @@ async def _read(base: str, auth: Auth, protocol: str) -> Target:
             spec = await _get(http, base + "/openapi.json", auth)
             paths = spec.get("paths") if isinstance(spec, dict) else None
             posts = [p for p, ops in (paths or {}).items() if isinstance(ops, dict) and "post" in ops]
-            return HttpTarget(posts, spec if isinstance(spec, dict) else None)
+            framework = litserve(await _get(http, base + "/info", auth)) if "/info" in (paths or {}) else None
+            return HttpTarget(posts, spec if isinstance(spec, dict) else None, framework)
 
 
 def mcp_candidates(url: str) -> list[tuple[str, str]]:
@@ -366,7 +370,7 @@ def _http_draft(target: HttpTarget) -> Draft:
                                  + ("" if required else ", optional"), Suggestion(*made)))
         body[name] = f"${k}"
     named = ", ".join(f"{name} ({schema.get('type') or 'any'})" for name, schema, _ in fields)
-    about = f"a plain HTTP server (its /openapi.json declares POST {path}'s JSON body: {named})"
+    about = f"{_server(target)} (its /openapi.json declares POST {path}'s JSON body: {named})"
     draft = Draft(file_slug(f"http{path}"), "http", {"method": "POST", "path": path, "body": body}, inputs,
                   [about], {"p95_latency_s": 10.0, "error_rate": 0.01})
     draft.endpoint_notes = ['"$0" is replaced by the first payload input, "$1" by the second...']
@@ -375,20 +379,49 @@ def _http_draft(target: HttpTarget) -> Draft:
     return draft
 
 
+def _server(target: HttpTarget) -> str:
+    """What the target is, in words: the framework its endpoints name, else a plain HTTP server."""
+    framework = target.framework
+    return f"a {framework.name} server ({framework.facts})" if framework else "a plain HTTP server"
+
+
 def _http_template(target: HttpTarget, path: str) -> Draft:
-    """No body declared for `path`: a template, and what to fill in."""
+    """No body declared for `path`: the keys its app's code reads (`init --app`), else a template (the
+    framework's documented body, else `{inputs: $0}`) and what to fill in."""
     posts = target.post_paths
     known = (f"its /openapi.json lists POST {', '.join(posts)} but declares no JSON body for {path}"
              if posts else "it publishes no API description")
+    framework = target.framework
+    slo = {"p95_latency_s": 10.0, "error_rate": 0.01}
+    if target.request_keys:
+        keys = target.request_keys
+        inputs = [DraftInput(f"field '{key}' (read by the app's decode_request)",
+                             Suggestion({"text": {"words": [5, 20]}}, "text: check its type"))
+                  for key in keys]
+        draft = Draft(file_slug(f"http{path}"), "http",
+                      {"method": "POST", "path": path, "body": {key: f"${k}" for k, key in enumerate(keys)}},
+                      inputs, [f"{_server(target)}; {known}; its app's code reads {', '.join(keys)}"], slo)
+        draft.endpoint_notes = ["The body's keys are those its decode_request reads (qbench init --app);",
+                                '"$0" is replaced by the first payload input, "$1" by the second...']
+        draft.notes.append(f"{known}: the body's keys ({', '.join(keys)}) come from the app's code; their "
+                           "values are text: change a generator where it reads another type")
+        return draft
+    body = dict(framework.convention) if framework and framework.convention else {"inputs": "$0"}
     inputs = [DraftInput("$0 in the body", Suggestion({"text": {"words": [5, 20]}}, "a text input"))]
-    draft = Draft("http", "http", {"method": "POST", "path": path, "body": {"inputs": "$0"}}, inputs,
-                  [f"a plain HTTP server ({known})"], {"p95_latency_s": 10.0, "error_rate": 0.01},
-                  fill_in=True)
+    draft = Draft("http", "http", {"method": "POST", "path": path, "body": body}, inputs,
+                  [f"{_server(target)}; {known}"], slo, fill_in=True)
+    reads = f"{framework.name}'s decode_request" if framework else "LitServe's decode_request"
     draft.endpoint_notes = ["FILL IN: the path your server answers and its JSON body (the keys your handler",
-                            'reads, e.g. LitServe\'s decode_request); "$0" is replaced by the first payload',
+                            f'reads, e.g. {reads}); "$0" is replaced by the first payload',
                             'input, "$1" by the second...']
-    draft.notes.append(f"no Gradio app and no OpenAI-compatible server there ({known}): fill in "
-                       "endpoint.path, endpoint.body and payload.inputs, then run it")
+    if framework and framework.schema_hint:
+        draft.notes.append(f"{framework.name}: {framework.schema_hint}; the body drafted is its docs' "
+                           f"{body}: fill in endpoint.body and payload.inputs, then run it")
+    else:
+        draft.notes.append(f"no Gradio app and no OpenAI-compatible server there ({known}): fill in "
+                           "endpoint.path, endpoint.body and payload.inputs, then run it")
+    if framework and path in framework.streamed:
+        draft.notes.append(f"{path} streams its answer (stream=True): the run times the whole stream")
     return draft
 
 
@@ -397,14 +430,21 @@ def _http_template(target: HttpTarget, path: str) -> Draft:
 
 def init_scenario(url: str, api: str | None = None, *, auth: dict[str, Any] | None = None,
                   protocol: str = "auto", strict: bool = False, command: str | None = None,
-                  scenario_path: Path | None = None, mix: bool = False) -> InitResult:
+                  scenario_path: Path | None = None, mix: bool = False, app: Path | None = None
+                  ) -> InitResult:
     """Read the app at `url` and write its scenario (checked to validate unless it needs filling in).
     `auth`: credential overrides (qbench.run.scenario.credentials.cli_overrides); a login's password is not
     written (the file reads ${APP_PASSWORD}). `scenario_path`: where the text will be saved: the app's
     example files are downloaded beside it (`<stem>-examples/`); without it, their inputs are generated.
-    `mix`: every public endpoint of a Gradio app, equal weights (`mix:`)."""
+    `mix`: every public endpoint of a Gradio app, equal weights (`mix:`). `app`: the app's source, read for
+    the request keys where a plain HTTP server declares no body (qbench.run.frameworks.request_keys)."""
     credentials = auth_section(auth or {})
     target = read_target(url, credentials, protocol)
+    if app is not None and isinstance(target, HttpTarget):
+        try:
+            target = replace(target, request_keys=tuple(request_keys(app)))
+        except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+            raise ScenarioError(f"--app {app}: cannot read it ({exc.__class__.__name__}: {exc})") from None
     drafts = mix_drafts(target, api) if mix else [draft_for(target, api, strict=strict)]
     if isinstance(target, GradioTarget):
         api_root = url.rstrip("/") + str(target.config.get("api_prefix") or "")

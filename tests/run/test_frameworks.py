@@ -1,0 +1,120 @@
+"""qbench.run.frameworks: LitServe known from its /info, the request keys an untyped decode_request reads
+read from the app's code; and `qbench init` on a real LitServe 0.2.19 app (its own cached virtualenv)
+drafting a scenario that runs with no error, with and without `--app`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from qbench.cli import app
+from qbench.run.frameworks import litserve, request_keys
+from qbench.run.records import read_records
+from qbench.tune.servers.server_process import free_port
+from tests.gradio_versions.envs import EnvError, ensure_named_env
+
+HERE = Path(__file__).parent
+LITSERVE = "0.2.19"
+#: LitServe 0.2.19's GET /info for the app below (litserve.server's `info` route)
+INFO = {"model": None, "server": {"devices": ["cpu"], "workers_per_device": 1, "timeout": 30,
+                                  "stream": {"/predict": False}, "max_payload_size": None,
+                                  "track_requests": False}}
+
+
+def test_litserve_is_known_by_its_info() -> None:
+    found = litserve(INFO)
+    assert found is not None and found.name == "LitServe"
+    assert found.facts == "1 worker per device on 1 cpu device, request timeout 30 s"
+    assert found.streamed == () and found.convention == {"input": "$0"}
+    two = litserve({"model": {"name": "m"}, "server": {**INFO["server"], "devices": [["cuda:0", "cuda:1"]],  # type: ignore[dict-item]
+                                                       "workers_per_device": 2, "stream": {"/s": True}}})
+    assert two is not None and two.facts.startswith("2 workers per device on 2 cuda devices")
+    assert two.streamed == ("/s",)
+    for other in (None, [], {"server": {}}, {"version": "6.31.0"}, {"server": {"workers_per_device": 1}}):
+        assert litserve(other) is None  # a Gradio /info, a list, no model key ...
+
+
+def test_the_keys_a_decode_request_reads_come_from_the_code(tmp_path: Path) -> None:
+    assert request_keys(HERE / "litserve_app.py") == ["input"]
+    source = tmp_path / "app.py"
+    source.write_text(
+        "class A:\n"
+        "    def decode_request(self, req, context=None):\n"
+        "        text = req.get('prompt')\n"
+        "        return text, req['max_tokens'], req.get('prompt'), req[0], other['x']\n"
+        "class B:\n"
+        "    async def decode_request(self, request: Typed):\n"
+        "        return request.input\n")  # a typed one: its schema is in the OpenAPI, no key here
+    assert request_keys(source) == ["prompt", "max_tokens"]
+    source.write_text("def predict(x):\n    return x['input']\n")
+    assert request_keys(source) == []
+
+
+@pytest.fixture(scope="module")
+def litserve_url() -> Iterator[str]:
+    """LitServe 0.2.19 serving tests/run/litserve_app.py in its own virtualenv."""
+    try:
+        python = ensure_named_env(f"litserve-{LITSERVE}", [f"litserve=={LITSERVE}"], "litserve")
+    except EnvError as exc:
+        pytest.skip(f"LitServe {LITSERVE}'s env cannot be built here: {exc}")
+    port = free_port()
+    proc = subprocess.Popen([str(python), str(HERE / "litserve_app.py"), str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "MAX_BATCH_SIZE": "4"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> None:
+    """LitServe's own readiness: GET /health answers 200 "ok" once its workers are up (503 before)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            error = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+            raise AssertionError(f"the LitServe app exited: {error}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url}/health: not ready in {timeout_s:g} s")
+
+
+def test_init_names_litserve_and_says_what_to_fill_in(litserve_url: str) -> None:
+    result = CliRunner().invoke(app, ["init", litserve_url])
+    assert result.exit_code == 0, result.output
+    assert "a LitServe server (1 worker per device on 1 cpu device, request timeout 30 s)" in result.output
+    assert "body: {input: $0}" in result.output and "FILL IN" in result.output
+    assert "qbench init --app app.py" in result.output  # where the keys can come from
+
+
+def test_init_with_the_app_reads_its_keys_and_the_scenario_runs_with_no_error(
+    litserve_url: str, tmp_path: Path
+) -> None:
+    scenario = tmp_path / "litserve.yaml"
+    result = CliRunner().invoke(app, ["init", litserve_url, "--app", str(HERE / "litserve_app.py"),
+                                      "-o", str(scenario)])
+    assert result.exit_code == 0, result.output
+    assert "its app's code reads input" in result.output and "next: qbench run" in result.output
+    assert yaml.safe_load(scenario.read_text())["endpoint"]["body"] == {"input": "$0"}
+    out = tmp_path / "r"
+    result = CliRunner().invoke(app, ["run", str(scenario), "--set", "load.duration=null", "--set",
+                                      "load.requests=12", "--set", "load.warmup=0", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    records = read_records(out)
+    assert len(records) == 12 and [r.error_kind for r in records] == [None] * 12, [
+        r.error_message for r in records]
