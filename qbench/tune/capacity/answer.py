@@ -27,9 +27,10 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
         cap = meta.max_size(rate)
         head += (f", lowered from the search's {lowered:.3g} req/s, where a burst tips it over"
                  if lowered is not None else "") + f"; keep max_size at {cap} or less (metastable, below)"
-    elif overload is not None and overload.fell_at_waiting is not None and overload.max_size is not None:
-        head += (f"; with max_size at {overload.max_size} or less: past about {overload.fell_at_waiting} "
-                 "waiting its throughput falls (past it, below), so without a cap a burst tips it over")
+    elif overload is not None and overload.tips_at_waiting is not None and overload.max_size is not None:
+        head += (f"; held without a cap, but a burst past about {overload.tips_at_waiting} waiting tips it "
+                 f"over (it then serves fewer than {rate:.3g} req/s: past it, below): set max_size="
+                 f"{overload.max_size} and run `qbench capacity` again to check that it sheds the burst")
     after = capacity.after_burst
     if after is not None and not after.passed:
         head += "; BUT a burst past it leaves the server collapsed (after the burst, below)"

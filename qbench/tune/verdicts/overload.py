@@ -5,7 +5,10 @@ its send window. For each: ok completions per second and the requests waiting (s
 not done where the protocol has no start event) at its middle. The first `BASE_BLOCKS` slices, before a
 long queue forms, give the base throughput; throughput *falls* when a later slice (a 3-slice running
 mean) drops `FALL` or more below it, and the waiting count there is where it fell. That feeds the
-`max_size` advice: a queue allowed past that count serves fewer requests, not more, so cap it just under.
+`max_size` advice, read at the answered rate: where the falling throughput first drops under the capacity
+(the rate the answer offers) the queue fills faster than it drains, and from there a burst never clears
+(`tips_at_waiting`); the cap goes just under that. Throughput that falls but stays above the answer's
+rate drains a burst at the answer: no cap is needed for it, only one that bounds the wait.
 When throughput holds, a cap only bounds the wait: capacity x the SLO's latency bound is the most that
 can wait and still be served within it.
 
@@ -45,6 +48,7 @@ class Overload:
     max_size: int | None  # the advised queue cap (None: nothing to advise)
     advice: str
     eta_ratio: float | None = None  # median server ETA / median real wait (None: no ETA to compare)
+    tips_at_waiting: int | None = None  # waiting where throughput fell under capacity_rps (None: never)
     eta_requests: int = 0
     eta_finding: str = ""
 
@@ -86,13 +90,17 @@ def analyse(records: Sequence[RequestRecord], rate_rps: float, capacity_rps: flo
     base = float(ok_rps[:BASE_BLOCKS].mean())
     end = float(ok_rps[-BASE_BLOCKS:].mean())
     fell_at = _fell_at(ok_rps, waiting, base)
-    max_size, advice = _advice(base, end, fell_at, capacity_rps, latency_bound_s)
+    # under the answered rate, and a real fall (noise around a capacity at the ceiling is not a tip)
+    tips_at = (_fell_at(ok_rps, waiting, min(capacity_rps, (1 - FALL) * base), 0.0)
+               if fell_at is not None else None)
+    max_size, advice = _advice(base, end, (fell_at, tips_at), capacity_rps, latency_bound_s)
     eta = eta_accuracy(measured)
     return Overload(
         rate_rps=rate_rps, capacity_rps=capacity_rps, base_rps=base, end_rps=end, fell_at_waiting=fell_at,
         max_waiting=int(waiting.max()), series=[[float(m - t0), float(x), float(w)]
                                                for m, x, w in zip(middles, ok_rps, waiting, strict=True)],
         max_size=max_size, advice=advice, eta_ratio=eta[0], eta_requests=eta[1], eta_finding=eta[2],
+        tips_at_waiting=tips_at,
     )
 
 
@@ -103,27 +111,36 @@ def _left_queue(record: RequestRecord, has_start: bool) -> float:
     return float(at) if at is not None else float("inf")
 
 
-def _fell_at(ok_rps: np.ndarray, waiting: np.ndarray, base: float) -> int | None:
+def _fell_at(ok_rps: np.ndarray, waiting: np.ndarray, level: float, fall: float = FALL) -> int | None:
+    """The waiting count where throughput (a 3-slice mean, past the base slices) first drops `fall`
+    or more under `level` (None: it never does)."""
     smooth = np.convolve(ok_rps, np.ones(3) / 3, mode="valid")  # slice i+1's neighbourhood
     for i, value in enumerate(smooth):
-        if i + 1 >= BASE_BLOCKS and value < (1 - FALL) * base:
+        if i + 1 >= BASE_BLOCKS and value < (1 - fall) * level:
             return int(waiting[i + 1])
     return None
 
 
-def _advice(base: float, end: float, fell_at: int | None, capacity: float, bound_s: float | None
-            ) -> tuple[int | None, str]:
-    if fell_at is not None and base > 0:
-        cap = max(1, int(fell_at * 0.8))
-        return cap, (f"past about {fell_at} waiting, throughput fell {1 - end / base:.0%} "
-                     f"({base:.3g} -> {end:.3g} ok/s): set max_size={cap} so the queue never grows "
-                     "into the range where the server slows down")
+def _advice(base: float, end: float, where: tuple[int | None, int | None], capacity: float,
+            bound_s: float | None) -> tuple[int | None, str]:
+    """The max_size advice: under the tipping point at the answered rate, else the wait's bound."""
+    fell_at, tips_at = where
+    fell = (f"past about {fell_at} waiting, throughput fell {1 - end / base:.0%} ({base:.3g} -> {end:.3g} "
+            "ok/s)" if fell_at is not None and base > 0 else "")
+    if fell and tips_at is not None:
+        cap = max(1, int(tips_at * 0.8))
+        return cap, (f"{fell}; past about {tips_at} waiting it served fewer than the capacity's "
+                     f"{capacity:.3g} req/s, so at that rate a queue that long never drains: set "
+                     f"max_size={cap} so a burst is turned away before it gets there")
     if bound_s is None:
-        return None, f"throughput held at {end:.3g} ok/s as the queue grew: a max_size only bounds the wait"
+        held = f"{fell}, but stayed above the capacity's {capacity:.3g} req/s" if fell else \
+            f"throughput held at {end:.3g} ok/s as the queue grew"
+        return None, f"{held}: a max_size only bounds the wait"
     cap = max(1, int(capacity * bound_s))
-    return cap, (f"throughput held ({base:.3g} -> {end:.3g} ok/s) as the queue grew: set max_size={cap} "
-                 f"(capacity {capacity:.3g} req/s x the {bound_s:g} s latency bound) so that whoever gets "
-                 "in is served within the bound and the rest are told at once")
+    held = (f"{fell}, but stayed above the capacity's {capacity:.3g} req/s (a burst drains at that rate)"
+            if fell else f"throughput held ({base:.3g} -> {end:.3g} ok/s) as the queue grew")
+    return cap, (f"{held}: set max_size={cap} (capacity {capacity:.3g} req/s x the {bound_s:g} s latency "
+                 "bound) so that whoever gets in is served within the bound and the rest are told at once")
 
 
 def eta_accuracy(records: Sequence[RequestRecord]) -> tuple[float | None, int, str]:

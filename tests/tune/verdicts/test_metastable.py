@@ -151,20 +151,26 @@ def test_the_answer_says_it_was_lowered_and_names_the_cap() -> None:
 
 
 def test_throughput_falling_past_the_capacity_puts_its_condition_on_the_answer() -> None:
-    """No service-time finding, but the run past the capacity saw throughput fall past 134 waiting (the
-    issue's figures): the capacity line states the cap it holds with."""
+    """No service-time finding, but the run past the capacity saw throughput fall past 134 waiting and
+    under the answer's 24.2 req/s past 150 (the tipping point at the answered rate): the capacity line
+    says that it held without a cap and which cap survives a burst; a fall that stays above the answer's
+    rate, or no fall, adds no condition."""
     from qbench.tune.verdicts.overload import Overload
 
-    fell = Overload(31.5, 24.2, 28.0, 17.1, 134, 160, [], 107, "past about 134 waiting, throughput fell 39%")
+    fell = Overload(31.5, 24.2, 28.0, 17.1, 134, 160, [], 120, "past about 134 waiting, throughput fell 39%",
+                    tips_at_waiting=150)
     held = Probe(24.2, True, kind="confirm", p95_latency_s=0.5, throughput_rps=24.2, duration_s=60)
     capacity = Capacity(24.2, 26.0, 0.1, True, True, [held], overload=fell)
     head = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))["capacity"]
-    assert head.endswith("; with max_size at 107 or less: past about 134 waiting its throughput falls (past "
-                         "it, below), so without a cap a burst tips it over")
+    assert head.endswith("; held without a cap, but a burst past about 150 waiting tips it over (it then serves "
+                         "fewer than 24.2 req/s: past it, below): set max_size=120 and run `qbench capacity` "
+                         "again to check that it sheds the burst")
+    above = Overload(31.5, 24.2, 28.0, 25.1, 134, 160, [], 24, "fell 10%, stayed above", tips_at_waiting=None)
     steady = Overload(31.5, 24.2, 28.0, 28.0, None, 160, [], 24, "throughput held")
-    capacity.overload = steady
-    head = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))["capacity"]
-    assert head.endswith("the server keeping up")
+    for overload in (above, steady):
+        capacity.overload = overload
+        head = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))["capacity"]
+        assert head.endswith("the server keeping up")
 
 
 def test_a_burst_that_leaves_the_server_collapsed_is_the_headline() -> None:

@@ -37,9 +37,27 @@ def test_throughput_that_holds_advises_capacity_times_the_bound() -> None:
 def test_throughput_that_falls_names_where_and_advises_below_it() -> None:
     found = analyse(overloaded(52, 20, 0.0002), 52, 40, 1.0)
     assert found is not None and found.fall > 0.1 and found.fell_at_waiting is not None
-    assert found.max_size is not None and found.max_size < found.fell_at_waiting
+    assert found.tips_at_waiting is not None and found.tips_at_waiting >= found.fell_at_waiting
+    assert found.max_size is not None and found.max_size == int(found.tips_at_waiting * 0.8)
     assert f"past about {found.fell_at_waiting} waiting, throughput fell" in found.advice
+    tipped = f"past about {found.tips_at_waiting} waiting it served fewer than the capacity's 40"
+    assert tipped in found.advice
     assert Overload.from_dict(found.to_dict()) == found
+
+
+def test_the_tipping_point_is_read_at_the_answered_rate() -> None:
+    """One run of a server of 40 req/s slowing 0.04 ms per request waiting, answered at 40, 30 or 20 req/s:
+    throughput falls 10% past the same queue, but a queue drains at the answered rate until throughput is
+    under it: further out at 30 req/s, never in this run at 20; the cap follows the answered rate."""
+    records = overloaded(52, 20, 0.00004)
+    found = {rate: analyse(records, 52, rate, 1.0) for rate in (40, 30, 20)}
+    fell = {f.fell_at_waiting for f in found.values() if f is not None}
+    tips = {rate: f.tips_at_waiting for rate, f in found.items() if f is not None}
+    assert len(tips) == 3 and len(fell) == 1 and tips[40] in fell
+    assert tips[40] is not None and tips[30] is not None and tips[30] > tips[40] and tips[20] is None
+    at_20 = found[20]
+    assert at_20 is not None and at_20.max_size == 20
+    assert "stayed above the capacity's 20 req/s" in at_20.advice
 
 
 @pytest.mark.parametrize("factor", [1.0, 6.0, 0.5])
