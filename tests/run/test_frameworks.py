@@ -59,32 +59,34 @@ def test_the_keys_a_decode_request_reads_come_from_the_code(tmp_path: Path) -> N
 
 
 @pytest.fixture(scope="module")
-def litserve_url() -> Iterator[str]:
-    """LitServe 0.2.19 serving tests/run/litserve_app.py in its own virtualenv."""
+def litserve_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """LitServe 0.2.19 serving tests/run/litserve_app.py in its own virtualenv (in a folder of its own:
+    LitServe writes a client.py where it runs)."""
     try:
         python = ensure_named_env(f"litserve-{LITSERVE}", [f"litserve=={LITSERVE}"], "litserve")
     except EnvError as exc:
         pytest.skip(f"LitServe {LITSERVE}'s env cannot be built here: {exc}")
-    port = free_port()
-    proc = subprocess.Popen([str(python), str(HERE / "litserve_app.py"), str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "MAX_BATCH_SIZE": "4"})
+    port, folder = free_port(), tmp_path_factory.mktemp("litserve")
+    log = folder / "app.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([str(python), str(HERE / "litserve_app.py"), str(port)], stdout=out,
+                                stderr=subprocess.STDOUT, env={**os.environ, "MAX_BATCH_SIZE": "4"},
+                                cwd=folder)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(url, proc)
+        _wait_healthy(url, proc, log)
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=30)
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> None:
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 120.0) -> None:
     """LitServe's own readiness: GET /health answers 200 "ok" once its workers are up (503 before)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            error = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
-            raise AssertionError(f"the LitServe app exited: {error}")
+            raise AssertionError(f"the LitServe app exited: {log.read_text()[-2000:]}")
         try:
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                 return
