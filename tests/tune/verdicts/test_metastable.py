@@ -162,9 +162,9 @@ def test_throughput_falling_past_the_capacity_puts_its_condition_on_the_answer()
     held = Probe(24.2, True, kind="confirm", p95_latency_s=0.5, throughput_rps=24.2, duration_s=60)
     capacity = Capacity(24.2, 26.0, 0.1, True, True, [held], overload=fell)
     head = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))["capacity"]
-    assert head.endswith("; held without a cap, but a burst past about 150 waiting tips it over (it then serves "
-                         "fewer than 24.2 req/s: past it, below): set max_size=120 and run `qbench capacity` "
-                         "again to check that it sheds the burst")
+    assert head.endswith("; held without a cap, but a burst past about 150 waiting tips it over (it then "
+                         "serves fewer than 24.2 req/s: past it, below): set max_size=120 and run `qbench "
+                         "capacity` again to check that it sheds the burst")
     above = Overload(31.5, 24.2, 28.0, 25.1, 134, 160, [], 24, "fell 10%, stayed above", tips_at_waiting=None)
     steady = Overload(31.5, 24.2, 28.0, 28.0, None, 160, [], 24, "throughput held")
     for overload in (above, steady):
