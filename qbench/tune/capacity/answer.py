@@ -34,6 +34,9 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
     after = capacity.after_burst
     if after is not None and not after.passed:
         head += "; BUT a burst past it leaves the server collapsed (after the burst, below)"
+    ageing = capacity.degradation.use_text(rate) if capacity.degradation is not None else None
+    if ageing:
+        head += "; now: the app ages with use (with use, below)"
     lines = [("capacity", head)]
     lines.append(held_sentence(capacity, "no sustained confirmation was run (--no-confirm)"))
     if meta is not None:
@@ -41,6 +44,8 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
     over = capacity.over_the_search
     if over is not None:
         lines.append(("over the search", over))
+    if ageing:
+        lines.append(("with use", ageing))
     if failing is None:
         lines.append(("bracket", f"the SLO held at every rate tried ({state}): the capacity is at least "
                                  f"{rate:.3g} req/s"))
@@ -67,8 +72,20 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
         if overload.eta_finding:
             lines.append(("server ETA", overload.eta_finding))
     if after is not None:
-        lines.append(("after the burst", _after_text(after, rate)))
+        lines.append(("after the burst", _after_text(after, rate) + _burst_text(capacity, rate)))
     return lines
+
+
+def _burst_text(capacity: Capacity, rate: float) -> str:
+    """How much the run past it moved the service time, against the confirmation ('' without both)."""
+    change = capacity.burst_change
+    if change is None:
+        return ""
+    moved = f"; its {change.service.text(change.metric)} against the confirmation"
+    if not change.service.degraded:
+        return moved
+    now = rate * change.start_s / change.end_s
+    return f"{moved}: the burst aged the app, so right after it about {now:.3g} req/s holds, not the answer"
 
 
 def _after_text(after: Probe, rate: float) -> str:

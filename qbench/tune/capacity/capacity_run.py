@@ -198,7 +198,7 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
         probe, overload = prober.overload(capacity.capacity_rps)
         capacity.probes.append(probe)
         capacity.overload = overload
-        capacity.probes.append(prober.after_burst(capacity.capacity_rps))  # did it come back?
+        after_the_burst(prober, capacity)  # did it come back, and how much did the burst age it?
     users = capacity.users(config.think_time_s)
     length = prober.length.to_dict(capacity.capacity_rps or first)
     streams = any(ep.chunks is not None for _, ep, _ in config.scenario.endpoints())
@@ -219,6 +219,8 @@ def recheck(prober: Prober, capacity: Capacity) -> None:
     first = next((p for p in passed if p.completed_ok >= MIN_REQUESTS), passed[0] if passed else None)
     if first is None:
         return
+    # the use between the two: the ok requests of the first probe and every run after it, to this one
+    served = sum(p.completed_ok for p in capacity.probes[capacity.probes.index(first):])
     probe, records = prober.open_loop(first.rate_rps, first.duration_s or prober.duration_s, "recheck",
                                       stop=False)
     capacity.probes.append(probe)
@@ -227,7 +229,25 @@ def recheck(prober: Prober, capacity: Capacity) -> None:
     if found is None:
         capacity.recheck_note = unjudged(first.rate_rps, before, records)
         return
-    capacity.degradation = replace(found, start_probe=first.run_dir, end_probe=probe.run_dir)
+    capacity.degradation = replace(found, start_probe=first.run_dir, end_probe=probe.run_dir,
+                                   requests_between=served)
+
+
+def after_the_burst(prober: Prober, capacity: Capacity) -> None:
+    """The answer once more right after the run past it (kind "after": did the server come back?), and
+    its records against the answer's confirmation (`capacity.burst_change`: how much the burst aged it)."""
+    rate, held = capacity.capacity_rps, capacity.confirmation
+    if rate is None:
+        return
+    probe = prober.after_burst(rate)
+    capacity.probes.append(probe)
+    if held is None or not held.run_dir or not probe.run_dir:
+        return
+    found = compare(rate, read_records(prober.root / held.run_dir), read_records(prober.root / probe.run_dir))
+    if found is not None:
+        served = sum(p.completed_ok for p in capacity.probes[capacity.probes.index(held):-1])
+        capacity.burst_change = replace(found, start_probe=held.run_dir, end_probe=probe.run_dir,
+                                        requests_between=served)
 
 
 def lower_if_metastable(capacity: Capacity, prober: Prober) -> Metastability | None:

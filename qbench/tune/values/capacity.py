@@ -78,6 +78,8 @@ class Capacity:
     probes: list[Probe] = field(default_factory=list)  # every probe, in order (the estimate first)
     overload: Overload | None = None  # what happened past the capacity (qbench.tune.verdicts.overload)
     degradation: Degradation | None = None  # the server got slower during the search? (tune.degradation)
+    burst_change: Degradation | None = None  # the answer's confirmation against the run right after the
+    #                                          run past it: how much that burst aged the server
     recheck_note: str = ""  # why a recheck that ran gave no degradation verdict (too few requests)
     metastability: Metastability | None = None  # service time against the queue (tune.metastable)
     lowered_from_rps: float | None = None  # the search's answer, when metastability lowered it
@@ -133,6 +135,7 @@ class Capacity:
             "probes": [p.to_dict() for p in self.probes],
             "overload": self.overload.to_dict() if self.overload is not None else None,
             "degradation": self.degradation.to_dict() if self.degradation is not None else None,
+            "burst_change": self.burst_change.to_dict() if self.burst_change is not None else None,
             "recheck_note": self.recheck_note,
             "metastability": self.metastability.to_dict() if self.metastability is not None else None,
             "lowered_from_rps": self.lowered_from_rps,
@@ -149,6 +152,7 @@ class Capacity:
             probes=[Probe.from_dict(p) for p in data.get("probes", [])],
             overload=Overload.from_dict(data.get("overload")),
             degradation=Degradation.from_dict(data.get("degradation")),
+            burst_change=Degradation.from_dict(data.get("burst_change")),
             recheck_note=str(data.get("recheck_note") or ""),
             metastability=Metastability.from_dict(data.get("metastability")),
             lowered_from_rps=data.get("lowered_from_rps"),

@@ -78,6 +78,7 @@ class Degradation:
     start_probe: str = ""  # run folders of the two probes
     end_probe: str = ""
     latency: Change | None = None  # the median latency at the same rate (None: the metric is latency)
+    requests_between: int = 0  # ok requests served from the start probe to the end one (0: not counted)
 
     @property
     def service(self) -> Change:
@@ -98,6 +99,37 @@ class Degradation:
         if self.degraded:
             return "degraded"
         return "no degradation" if all(c.excluded for _, c in self.changes) else "inconclusive"
+
+    def slope_s(self) -> float | None:
+        """Seconds of service (the metric) added per request served, if the server keeps ageing as it
+        did between the two probes (linear in use); None when it did not degrade or use is not counted."""
+        if not self.service.degraded or self.requests_between <= 0:
+            return None
+        return (self.end_s - self.start_s) / self.requests_between
+
+    def rate_after(self, rate: float, more: float) -> float | None:
+        """About what `rate` becomes after `more` requests served (throughput falls as the service time
+        grows: rate x end / (end + slope x more)); None when it does not age (slope_s)."""
+        slope = self.slope_s()
+        if slope is None or self.end_s <= 0:
+            return None
+        return rate * self.end_s / (self.end_s + slope * more)
+
+    def use_text(self, rate: float) -> str | None:
+        """The answer as a function of use, in words (None: it does not age, or use is not counted)."""
+        slope = self.slope_s()
+        if slope is None:
+            return None
+        later = []
+        for label, seconds in (("10 minutes", 600.0), ("an hour", 3600.0), ("a day", 86400.0)):
+            after = self.rate_after(rate, rate * seconds)
+            if after is not None:
+                later.append(f"after {label} more ({rate * seconds:,.0f} requests) about {after:.2g} req/s")
+        return (f"the app ages with use: its {self.metric} grew {self.start_s * 1000:.3g} -> "
+                f"{self.end_s * 1000:.3g} ms over the search's {self.requests_between:,} requests "
+                f"(+{slope * 1e6:.3g} us per request); {rate:.3g} req/s holds now, and if it keeps ageing "
+                f"so at that rate: {'; '.join(later)}. Restart it, or run `qbench soak`, before you "
+                "provision for one number")
 
     def text(self) -> str:
         """The finding in words, beside the answer."""

@@ -124,6 +124,45 @@ def test_the_recheck_measures_the_earliest_passing_probe_it_can_judge(
     assert (capacity.degradation is None) == verdict.startswith("not judged")
 
 
+def test_an_app_that_ages_gets_its_rate_as_a_function_of_use() -> None:
+    """Service 100 -> 130 ms over 3,000 requests: +10 us a request. At 20 req/s, ten more minutes (12,000
+    requests) add 120 ms: 20 x 130 / 250 = 10.4 req/s; a server that did not degrade has no such line."""
+    found = compare(20.0, records(np.full(50, 0.1)), records(np.full(50, 0.13)))
+    assert found is not None and found.slope_s() is None  # use not counted: no function of it
+    aged = Degradation(**{**found.__dict__, "requests_between": 3000})
+    assert aged.slope_s() == pytest.approx(1e-5)
+    assert aged.rate_after(20.0, 12_000) == pytest.approx(20 * 0.13 / 0.25)
+    text = aged.use_text(20.0)
+    assert text is not None and "the app ages with use: its service time grew 100 -> 130 ms" in text
+    assert "over the search's 3,000 requests (+10 us per request)" in text
+    assert "after 10 minutes more (12,000 requests) about 10 req/s" in text and "after a day more" in text
+    assert Degradation.from_dict(aged.to_dict()) == aged
+    same = compare(20.0, records(np.full(50, 0.1)), records(np.full(50, 0.1)))
+    assert same is not None
+    assert Degradation(**{**same.__dict__, "requests_between": 3000}).use_text(20) is None
+    capacity = Capacity(20.0, 24.0, 0.2, True, degradation=aged)
+    lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
+    assert lines["capacity"].endswith("; now: the app ages with use (with use, below)")
+    assert lines["with use"] == text
+
+
+def test_the_burst_past_it_says_how_much_it_aged_the_app() -> None:
+    """The confirmation at 20 req/s served at 100 ms, the run right after the run past it at 125 ms: right
+    after the burst about 20 x 100 / 125 = 16 req/s holds."""
+    held = Probe(20.0, True, kind="confirm", run_dir="c", duration_s=60, throughput_rps=20)
+    after = Probe(20.0, True, kind="after", run_dir="a", p95_latency_s=0.3)
+    moved = compare(20.0, records(np.full(50, 0.1)), records(np.full(50, 0.125)))
+    assert moved is not None
+    capacity = Capacity(20.0, 24.0, 0.2, True, True, [held, after], burst_change=moved)
+    line = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))["after the burst"]
+    assert line.startswith("served 20 req/s again right after it: p95 0.3 s, steady: the server came back")
+    assert "service time +25%" in line and "right after it about 16 req/s holds, not the answer" in line
+    assert Capacity.from_dict(capacity.to_dict()).burst_change == moved
+    capacity.burst_change = compare(20.0, records(np.full(50, 0.1)), records(np.full(50, 0.1)))
+    line = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))["after the burst"]
+    assert "against the confirmation" in line and "aged" not in line
+
+
 def test_the_answer_names_the_degradation() -> None:
     found = compare(20.0, records(np.full(50, 0.1)), records(np.full(50, 0.13)))
     assert found is not None
@@ -152,3 +191,7 @@ def test_capacity_of_a_server_that_degrades_says_so(tmp_path: Path) -> None:
     found = result.capacity.degradation
     assert found is not None and found.degraded, found
     assert any(label == "over the search" and "degrades with use" in text for label, text in result.lines)
+    # the truth: +0.4 ms of service per request started; read from two medians and the requests between
+    slope = found.slope_s()
+    assert slope is not None and 0.0002 <= slope <= 0.0008, (slope, found.requests_between)
+    assert "with use" in dict(result.lines)
