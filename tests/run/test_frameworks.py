@@ -4,7 +4,9 @@ drafting a scenario that runs with no error, with and without `--app`."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -71,14 +73,19 @@ def litserve_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with log.open("wb") as out:
         proc = subprocess.Popen([str(python), str(HERE / "litserve_app.py"), str(port)], stdout=out,
                                 stderr=subprocess.STDOUT, env={**os.environ, "MAX_BATCH_SIZE": "4"},
-                                cwd=folder)
+                                cwd=folder, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, proc, log)
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    finally:  # the whole group: LitServe's inference and uvicorn workers outlive a SIGTERM to their parent
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 120.0) -> None:
