@@ -20,24 +20,9 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
         low = f"{failing:.3g} req/s" if failing is not None else "the lowest rate"
         return [("no capacity", f"the SLO ({slo}) or the steady state fails even at {low}, the lowest "
                                 "rate tried")]
-    meta, lowered = capacity.metastability, capacity.lowered_from_rps
-    head = f"{rate:.3g} req/s of open-loop arrivals meeting {slo}, the server keeping up"
-    overload = capacity.overload
-    if meta is not None and meta.metastable:
-        cap = meta.max_size(rate)
-        head += (f", lowered from the search's {lowered:.3g} req/s, where a burst tips it over"
-                 if lowered is not None else "") + f"; keep max_size at {cap} or less (metastable, below)"
-    elif overload is not None and overload.tips_at_waiting is not None and overload.max_size is not None:
-        head += (f"; held without a cap, but a burst past about {overload.tips_at_waiting} waiting tips it "
-                 f"over (it then serves fewer than {rate:.3g} req/s: past it, below): set max_size="
-                 f"{overload.max_size} and run `qbench capacity` again to check that it sheds the burst")
-    after = capacity.after_burst
-    if after is not None and not after.passed:
-        head += "; BUT a burst past it leaves the server collapsed (after the burst, below)"
+    meta, overload, after = capacity.metastability, capacity.overload, capacity.after_burst
     ageing = capacity.degradation.use_text(rate) if capacity.degradation is not None else None
-    if ageing:
-        head += "; now: the app ages with use (with use, below)"
-    lines = [("capacity", head)]
+    lines = [("capacity", _headline(capacity, rate, slo, ageing))]
     lines.append(held_sentence(capacity, "no sustained confirmation was run (--no-confirm)"))
     if meta is not None:
         lines.append(("metastable" if meta.metastable else "with the queue", meta.text(rate)))
@@ -86,6 +71,26 @@ def _burst_text(capacity: Capacity, rate: float) -> str:
         return moved
     now = rate * change.start_s / change.end_s
     return f"{moved}: the burst aged the app, so right after it about {now:.3g} req/s holds, not the answer"
+
+
+def _headline(capacity: Capacity, rate: float, slo: str, ageing: str | None) -> str:
+    """The capacity line: the rate, and the conditions it holds under (a cap, a burst, use)."""
+    meta, lowered, overload = capacity.metastability, capacity.lowered_from_rps, capacity.overload
+    head = f"{rate:.3g} req/s of open-loop arrivals meeting {slo}, the server keeping up"
+    if meta is not None and meta.metastable:
+        cap = meta.max_size(rate)
+        head += (f", lowered from the search's {lowered:.3g} req/s, where a burst tips it over"
+                 if lowered is not None else "") + f"; keep max_size at {cap} or less (metastable, below)"
+    elif overload is not None and overload.tips_at_waiting is not None and overload.max_size is not None:
+        head += (f"; held without a cap, but a burst past about {overload.tips_at_waiting} waiting tips it "
+                 f"over (it then serves fewer than {rate:.3g} req/s: past it, below): set max_size="
+                 f"{overload.max_size} and run `qbench capacity` again to check that it sheds the burst")
+    after = capacity.after_burst
+    if after is not None and not after.passed:
+        head += "; BUT a burst past it leaves the server collapsed (after the burst, below)"
+    if ageing:
+        head += "; now: the app ages with use (with use, below)"
+    return head
 
 
 def _after_text(after: Probe, rate: float) -> str:

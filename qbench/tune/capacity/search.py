@@ -120,22 +120,26 @@ def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int
     bursts), up to `plan.confirm_tries` rates in all. A fail (SLO or steady state) makes that rate the
     failing one; the next rate is the geometric middle of [last rate that held, failing rate] when one
     held, else a step down by the tolerance (or to just under the completions/s the failed run
-    measured, when lower). A pass with the bracket still wider than the tolerance bisects upwards, so
-    one failed run (a shared machine's slow minute, a run stopped early whose completions/s under-read
-    the ceiling) costs a step of the bracket, not the whole step down. The answer is the highest rate
+    measured, when lower). After a fail, a pass with the bracket still wider than the tolerance bisects
+    upwards (never above the answer handed in: a first pass ends it, as for a metastable answer
+    lowered on purpose), so one failed run (a shared machine's slow minute, a run stopped early whose
+    completions/s under-read the ceiling) costs a step of the bracket, not the whole step down. The answer is the highest rate
     that held (`confirmed`), else the next step down, unconfirmed. The runs are appended to
     `capacity.probes` (kind "confirm"); the answer, its failing rate and `confirmed` are updated in
     place. The one confirmation rule of `qbench capacity` (`search_capacity`) and of sweeps
     (qbench.tune.sweep.confirm)."""
     rate, hi = capacity.capacity_rps, capacity.failing_rate_rps
     held: float | None = None
+    failed = False  # a confirmation failed: only then is there a bracket of sustained runs to bisect
     for _ in range(plan.confirm_tries):
         if rate is None:
             break
         if _sustained(capacity, confirm, rate, repeats):
             held = rate
         else:
-            hi = rate
+            hi, failed = rate, True
+        if held is not None and not failed:  # the answer held at once: never above it (a lowered one)
+            break
         rate = _next_confirmation(capacity.probes[-1], held, hi, plan)
         if held is not None and rate is None:
             break

@@ -161,6 +161,20 @@ def test_a_metastable_answer_must_hold_every_repeat_and_one_failed_repeat_steps_
     assert lines[0] == "held" and "each of 2" in lines[1] and "failed at 24 req/s" in lines[1]
 
 
+def test_an_answer_that_holds_at_once_is_never_bisected_above() -> None:
+    """A metastable answer lowered on purpose (28.8 against a search's failing 65.4): its first sustained
+    run holds, and that is the answer; a short run above it may pass, but a burst would tip it."""
+    tried: list[float] = []
+
+    def confirm(rate: float) -> Probe:
+        tried.append(rate)
+        return Probe(rate, passed=True, steady=True, throughput_rps=rate)
+
+    capacity = Capacity(28.8, 65.4, 0.1, True, False, [])
+    sustain(capacity, confirm, SearchPlan(tolerance=0.1), repeats=2)
+    assert tried == [28.8, 28.8] and capacity.confirmed and capacity.capacity_rps == 28.8
+
+
 def test_a_confirmation_that_never_holds_is_not_confirmed() -> None:
     found = search_capacity(server(40.0), 40.0, SearchPlan(tolerance=0.1, confirm=True, confirm_tries=3),
                             confirm=lambda rate: Probe(rate, passed=False, violations=["p95 too high"]))
