@@ -123,8 +123,8 @@ def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int
     measured, when lower). After a fail, a pass with the bracket still wider than the tolerance bisects
     upwards (never above the answer handed in: a first pass ends it, as for a metastable answer
     lowered on purpose), so one failed run (a shared machine's slow minute, a run stopped early whose
-    completions/s under-read the ceiling) costs a step of the bracket, not the whole step down. The answer is the highest rate
-    that held (`confirmed`), else the next step down, unconfirmed. The runs are appended to
+    completions/s under-read the ceiling) costs a step of the bracket, not the whole step down. The
+    answer is the highest rate that held (`confirmed`), else the next step down, unconfirmed. The runs are appended to
     `capacity.probes` (kind "confirm"); the answer, its failing rate and `confirmed` are updated in
     place. The one confirmation rule of `qbench capacity` (`search_capacity`) and of sweeps
     (qbench.tune.sweep.confirm)."""
