@@ -117,14 +117,14 @@ class _Search:
 def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int = 1) -> Capacity:
     """Confirm `capacity.capacity_rps` with `repeats` sustained runs in a row (`confirm(rate)`, each its
     own Poisson seed where the caller varies it: a metastable server must hold more than one draw of
-    bursts), up to `plan.confirm_tries` rates in all. A fail (SLO or steady state) makes that rate the
-    failing one; the next rate is the geometric middle of [last rate that held, failing rate] when one
-    held, else a step down by the tolerance (or to just under the completions/s the failed run
-    measured, when lower). After a fail, a pass with the bracket still wider than the tolerance bisects
-    upwards (never above the answer handed in: a first pass ends it, as for a metastable answer
-    lowered on purpose), so one failed run (a shared machine's slow minute, a run stopped early whose
-    completions/s under-read the ceiling) costs a step of the bracket, not the whole step down. The
-    answer is the highest rate that held (`confirmed`), else the next step down, unconfirmed. The runs are appended to
+    bursts), up to `plan.confirm_tries` rates in all. An answer that holds at once is the answer (never
+    bisected above: a metastable answer is lowered on purpose). A fail (SLO or steady state) makes that
+    rate the failing one; the next is the geometric middle of [last rate that held, failing rate] when
+    one held, else a step down by the tolerance (or to just under the completions/s the failed run
+    measured, when lower); a pass after a fail, the bracket still wider than the tolerance, bisects up.
+    So one failed run (a shared machine's slow minute, a stopped run whose completions/s under-read the
+    ceiling) costs a step of the bracket, not the whole step down. The answer is the highest rate that
+    held (`confirmed`), else the next step down, unconfirmed. The runs are appended to
     `capacity.probes` (kind "confirm"); the answer, its failing rate and `confirmed` are updated in
     place. The one confirmation rule of `qbench capacity` (`search_capacity`) and of sweeps
     (qbench.tune.sweep.confirm)."""
