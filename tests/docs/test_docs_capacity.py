@@ -41,10 +41,13 @@ def doc_commands(section: str, doc: Path = DOC) -> list[str]:
     return [line for line in lines if line]
 
 
-def qbench(args: list[str], url: str) -> str:
+def qbench(args: list[str], url: str, codes: tuple[int, ...] = (0,)) -> str:
+    """Run a docs command; `codes`: the exit statuses that mean it ran (a run at a fixed rate may miss
+    its SLO on a busy box: exit 3, its SLO table then says which bound failed)."""
     args = [url if a == URL else a for a in args]
     out = CliRunner().invoke(app, args)
-    assert out.exit_code == 0, f"qbench {' '.join(args)}\n{out.output}"
+    assert out.exit_code in codes, f"qbench {' '.join(args)}\n{out.output}"
+    assert out.exit_code != 3 or "fail" in out.output, out.output
     return out.output
 
 
@@ -76,7 +79,7 @@ def test_the_measurement_commands_run(tmp_path: Path, monkeypatch: pytest.Monkey
             output = qbench(shlex.split(capacity)[1:] + REDUCED_CAPACITY, url)
             assert "held: for " in output or "NOT confirmed" in output
             run_args = [a.replace("<rate>", "10") for a in shlex.split(run)[1:]]
-            qbench(run_args + REDUCED_RUN + ["--out", f"run{n}"], url)
+            qbench(run_args + REDUCED_RUN + ["--out", f"run{n}"], url, codes=(0, 3))
         assert json.loads((tmp_path / f"run{n}" / "summary.json").read_text())["completed_ok"] > 0
     names = sorted(f.name.split("-2")[0] for f in (tmp_path / "reports").glob("capacity-*"))
     assert names == ["capacity-gradio-sleep", "capacity-limit4", "capacity-sleep-rate"]
@@ -95,5 +98,5 @@ def test_the_chat_app_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert "held: for " in output or "NOT confirmed" in output
         assert "over the search: " in output  # the recheck's verdict, whichever it is
         run_args = [a.replace("<rate>", "5") for a in shlex.split(run)[1:]]
-        qbench(run_args + REDUCED_RUN + ["--out", "chat"], url)
+        qbench(run_args + REDUCED_RUN + ["--out", "chat"], url, codes=(0, 3))
     assert json.loads((tmp_path / "chat" / "summary.json").read_text())["completed_ok"] > 0
