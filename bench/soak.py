@@ -80,8 +80,11 @@ class Sampler:
             self.rows.append(self._one())
             self._stop.wait(SAMPLE_S)
 
-    def stop(self) -> pd.DataFrame:
+    def stop(self, thread: threading.Thread) -> pd.DataFrame:
+        """Stop sampling and wait for `thread` (the one running `run`) before reading the rows: a row
+        appended while the frame was being built made it fail (12 values for an index of 13)."""
         self._stop.set()
+        thread.join()
         return pd.DataFrame(self.rows)
 
 
@@ -122,8 +125,7 @@ def generate(
     try:
         _, err = proc.communicate()
     finally:
-        samples = sampler.stop()
-        thread.join()
+        samples = sampler.stop(thread)
     if proc.returncode not in (0, 1):  # 1: the run's SLO/errors verdict; anything else is a failure
         raise SystemExit(f"error: qbench run ({name}) exited {proc.returncode}:\n{err.decode()[-2000:]}")
     started = dt.datetime.fromisoformat(json.loads((out / "run.json").read_text())["started_at"])
