@@ -10,24 +10,6 @@ import pytest
 
 from reference_server.settings import ServerSettings, synthetic_settings
 from reference_server.testing import RunningServer, serve_in_thread
-from tests.file_costs import read_costs
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The heaviest test files first (seconds from a measured run: tests/file_costs.tsv; a file not
-    listed counts as light), each file's tests in their own order. `make test` runs them with
-    `--dist loadfile --no-loadscope-reorder`, so the workers take files in this order: the long
-    end-to-end files start early instead of ending the run alone on one worker."""
-    costs = read_costs()
-    first: dict[str, int] = {}
-    for index, item in enumerate(items):
-        first.setdefault(item.nodeid.split("::")[0], index)
-
-    def key(item: pytest.Item) -> tuple[float, int]:
-        path = item.nodeid.split("::")[0]
-        return -costs.get(path, 0.0), first[path]
-
-    items.sort(key=key)
 
 
 @pytest.fixture
