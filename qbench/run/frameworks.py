@@ -31,12 +31,12 @@ def litserve(info: Any) -> Framework | None:
     server = info.get("server") if isinstance(info, dict) else None
     if not isinstance(server, dict) or "workers_per_device" not in server or "model" not in info:
         return None
-    devices = server.get("devices") or []
-    names = sorted({str(d).split(":")[0] for d in _flat(devices)}) or ["?"]
+    devices = _flat(server.get("devices") or [])
+    names = sorted({str(d).split(":")[0] for d in devices}) or ["?"]
     workers = server.get("workers_per_device")
     timeout = server.get("timeout")
-    facts = f"{workers} worker{'s' if workers != 1 else ''} per device on {len(_flat(devices))} " \
-            f"{'/'.join(names)} device{'s' if len(_flat(devices)) != 1 else ''}"
+    facts = f"{workers} worker{'s' if workers != 1 else ''} per device on {len(devices)} " \
+            f"{'/'.join(names)} device{'s' if len(devices) != 1 else ''}"
     if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
         facts += f", request timeout {timeout:g} s"
     stream = server.get("stream")

@@ -116,6 +116,10 @@ def test_a_server_that_slows_as_its_queue_grows(tmp_path: Path) -> None:
     assert overload is not None and overload.fall > 0.1, overload  # throughput falls past the capacity
     assert overload.fell_at_waiting is not None and overload.max_size < overload.fell_at_waiting
     assert "throughput fell" in dict(run.lines)["past it (x1.3)"]
+    # the run right after it, against the confirmation: both at the answer, compared request by request
+    change = run.capacity.burst_change
+    assert change is not None and change.rate_rps == run.capacity.capacity_rps and change.requests_between > 0
+    assert "against the confirmation" in dict(run.lines)["after the burst"]
 
 
 def test_a_batched_function(tmp_path: Path) -> None:
