@@ -314,8 +314,8 @@ def _resource_limit(ctx: _Context, at: str) -> Finding | None:
 
 def _rates(ctx: _Context, busy: _Busy) -> str:
     """'at 14.3 req/s, the device busy 87% of the run (61 ms per request), the server's own work 5%
-    (3.5 ms per request); the server process used 4% of a core' (its CPU: when it, not the phases,
-    gave the host's figure)."""
+    (3.5 ms per request); the server process used 4% of a core' (the phases' figure whenever the run
+    has them, its CPU beside it)."""
     need, x = ctx.demand, ctx.summary.throughput_rps
     parts = []
     if busy.device is not None:
@@ -323,8 +323,8 @@ def _rates(ctx: _Context, busy: _Busy) -> str:
                else "")
         what = "the GPU" if busy.device_from == "NVML" else "the device"
         parts.append(f"{what} busy {busy.device:.0%} of the run{per}")
-    if busy.host_from == "phases" and need is not None:
-        parts.append(f"the server's own work {busy.host:.0%} ({_ms(need.host_s)} per request)")
+    if need is not None:  # beside the process's CPU when that gave the host's figure: both are facts
+        parts.append(f"the server's own work {x * need.host_s:.0%} ({_ms(need.host_s)} per request)")
     used = _used_text(ctx.usage, ctx.cpus)
     return f"at {x:.1f} req/s, " + ", ".join(parts) + (f"; {used}" if used else "")
 
