@@ -72,6 +72,8 @@ SUITE: tuple[FnSpec, ...] = (
     # box's joins land in it
     FnSpec("long_a", "sleep", sleep_s=1.0, concurrency_limit=1),
     FnSpec("long_b", "sleep", sleep_s=1.0, concurrency_limit=1),
+    # holds the "mixed" group 1 s: the events behind it have all joined before it ends, on any box
+    FnSpec("mixed_hold", "sleep", sleep_s=1.0, concurrency_limit=1, concurrency_id="mixed"),
 )
 ERROR_MESSAGE, ERROR_TITLE, ERROR_DURATION = "synthetic failure", "Oops", 5.0
 TIGHT_QUEUE = QueueSpec(max_size=3, max_threads=2)  # the second app: global caps

@@ -205,11 +205,13 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "batch_skips_other_functions_in_its_group": Scenario(
         # One group, limit 1: a batch takes the later events of its own function and leaves the
-        # other function's waiting event in place, which then runs last.
+        # other function's waiting event in place, which then runs last. One session, so the joins
+        # reach the queue in this order (each awaited; from separate connections 10 ms apart, a busy
+        # box's client sent p2 before b1), behind an event that holds the group until all have joined.
         [
-            Job(fn, [f"{fn[6]}{i}"], at_s=i * 0.01)
+            Job(fn, [f"{fn[6]}{i}"], session="m", at_s=i * 0.01)
             for i, fn in enumerate(
-                ["mixed_plain", "mixed_batch", "mixed_plain", "mixed_batch", "mixed_batch"]
+                ["mixed_hold", "mixed_batch", "mixed_plain", "mixed_batch", "mixed_batch"]
             )
         ],
         lambda ts: {
@@ -217,8 +219,8 @@ SCENARIOS: dict[str, Scenario] = {
             "outputs": outputs(ts),
         },
         {
-            "dispatch_members": [["p0"], ["b1", "b3", "b4"], ["p2"]],
-            "outputs": [["p0"], ["b1"], ["p2"], ["b3"], ["b4"]],
+            "dispatch_members": [["h0"], ["b1", "b3", "b4"], ["p2"]],
+            "outputs": [["h0"], ["b1"], ["p2"], ["b3"], ["b4"]],
         },
     ),
     "batch_burst": Scenario(

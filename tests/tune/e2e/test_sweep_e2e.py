@@ -59,9 +59,16 @@ class Recorder:
         pass
 
 
+#: A point sized in requests, where a test compares two points' served rates: four rounds of the 16
+#: users at concurrency_limit=2 (a 2 s point on a busy box was mostly the relaunched server's first slow
+#: calls: limit 2 served 5.1 req/s, half of it over the SLO, against limit 1's 5.8)
+BY_REQUESTS = {"duration": None, "requests": 64}
+
+
 def sweep(tmp_path: Path, grid: list[str], observer: Recorder | None = None,
-          server: dict[str, Any] | None = None, **options: Any) -> SweepResult:
-    path = write_scenario(tmp_path, server=server)
+          server: dict[str, Any] | None = None, load: dict[str, Any] | None = None,
+          **options: Any) -> SweepResult:
+    path = write_scenario(tmp_path, server=server, **(load or {}))
     config = build_config(SweepOptions(str(path), grid=grid, out_root=str(tmp_path / "reports"), **options))
     return run_sweep(config, observer)
 
@@ -89,7 +96,7 @@ def check_layout(result: SweepResult) -> dict[str, Any]:
 
 def test_relaunch_mode_end_to_end_with_capacity(tmp_path: Path) -> None:
     result = sweep(tmp_path, ["concurrency_limit=1,2"], links=["users=4*concurrency_limit"],
-                   capacity_trials=4, server=SLOW_SERVER)
+                   capacity_trials=4, capacity_duration=2.0, server=SLOW_SERVER, load=BY_REQUESTS)
     rec = check_layout(result)
     assert [r.status for r in result.results] == ["ok", "ok"]
     # two workers serve about twice as fast as one: the recommendation must see it
@@ -115,8 +122,10 @@ def test_live_reconfiguration_matches_relaunching(tmp_path: Path) -> None:
     second slot's served rate. Not on two runs' latencies: 4 closed-loop users per slot fall into
     batches of 4 or drift into smaller ones, so p50 moves by 40% between identical servers."""
     grid = ["concurrency_limit=1,2"]
-    relaunch = sweep(tmp_path / "a", grid, links=["users=4*concurrency_limit"], server=SLOW_SERVER)
-    live = sweep(tmp_path / "b", grid, links=["users=4*concurrency_limit"], live=True, server=SLOW_SERVER)
+    relaunch = sweep(tmp_path / "a", grid, links=["users=4*concurrency_limit"], server=SLOW_SERVER,
+                     load=BY_REQUESTS)
+    live = sweep(tmp_path / "b", grid, links=["users=4*concurrency_limit"], live=True, server=SLOW_SERVER,
+                 load=BY_REQUESTS)
     check_layout(live)
     assert json.loads((live.sweep_dir / "sweep.json").read_text())["mode"] == "live"
     for result in (relaunch, live):

@@ -180,6 +180,13 @@ def _replicas_capacity(scenario: Path, n: int, out: Path) -> float:
     return rate
 
 
+def _probes(out: Path) -> list[tuple[str, float, bool, str]]:
+    """Each probe of the capacity run in `out`: kind, rate, passed, why (a failure's message)."""
+    (folder,) = out.iterdir()
+    probes = json.loads((folder / "capacity.json").read_text())["result"]["probes"]
+    return [(p["kind"], round(p["rate_rps"], 1), p["passed"], "; ".join(p["violations"])) for p in probes]
+
+
 def _held_at(scenario: Path, n: int, rate: float, out: Path) -> list[dict[str, Any]]:
     """One `qbench capacity` probe of n replicas at `rate` (8 s, judged: SLO and steady state) and, when
     it passes, its 8 s sustained confirmation: the probes of capacity.json."""
@@ -197,20 +204,21 @@ def _held_at(scenario: Path, n: int, rate: float, out: Path) -> list[dict[str, A
 @needs_nginx
 def test_two_replicas_sustain_what_one_cannot(tmp_path: Path) -> None:
     """One replica of 4 x 200 ms serves at most 20 req/s (less its protocol's overhead): its capacity
-    under p95 <= 0.6 s is found within that known ceiling. Behind nginx, two replicas then hold 1.3 x that
+    under p95 <= 1 s is found within that known ceiling. Behind nginx, two replicas then hold 1.3 x that
     ceiling (26 req/s), judged as every probe is (the SLO and the steady state) and confirmed by a
     sustained run, while one replica at the same rate, 30% past its ceiling, does not keep up; and the
     plan from the one replica's folder asks for 2 replicas for 1.8 x its capacity. The rate is set from
     the ceiling, not from the measured capacity: each replica of the pair sees about 65% of its ceiling
-    (a hash splits Poisson arrivals at random), where p95 stays near 0.3 s on any box; at 80% (1.6 x a
-    measured 20) one 8 s confirmation in a few missed 0.6 s. Poisson arrivals: what each replica sees
-    behind the hash, whatever the total's."""
-    path = sleep_scenario(tmp_path, {"p95_latency_s": 0.6})
+    (a hash splits Poisson arrivals at random), where p95 stays near 0.3 s on a quiet box; at 80% (1.6 x
+    a measured 20) one 8 s confirmation in a few missed 0.6 s. The bound is 5 service times, not 3: on a
+    busy box every hop (client, nginx, replica) waits for a core, and under 0.6 s one replica's answer
+    was 9.3 req/s. Poisson arrivals: what each replica sees behind the hash, whatever the total's."""
+    path = sleep_scenario(tmp_path, {"p95_latency_s": 1.0})
     scenario = yaml.safe_load(path.read_text())
     scenario["load"]["arrival"] = "poisson"
     path.write_text(yaml.safe_dump(scenario))
     one = _replicas_capacity(path, 1, tmp_path / "r1")
-    assert 15 <= one <= 20, one
+    assert 15 <= one <= 20, (one, _probes(tmp_path / "r1"))
     rate = 1.3 * 20
     pair = _held_at(path, 2, rate, tmp_path / "pair")
     assert [(p["kind"], p["passed"]) for p in pair] == [("rate", True), ("confirm", True)], pair
