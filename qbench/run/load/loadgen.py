@@ -56,6 +56,17 @@ LIVE_WINDOW = 5000  # live p50/p95 use the last this-many ok completions (the su
 FLUSH_RECORDS = 10_000  # never-sent records closed at a stop go out in batches of this many
 
 
+def thread_wait_s() -> float | None:
+    """Time the calling thread has spent runnable but waiting for a core (Linux schedstat, its second
+    field, in ns): on a host whose cores other work takes, the generator's sends and reads wait this
+    long. None where the kernel does not say."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 @dataclass
 class LiveStats:
     """A snapshot of the run in progress (console, stop_when hooks)."""
@@ -115,6 +126,7 @@ class LoadGenerator:
         capped = load.max_in_flight is not None and isinstance(plan, OpenPlan)
         self._slots = asyncio.Semaphore(load.max_in_flight or 1) if capped else None
         self.cpu_s = self.wall_s = 0.0
+        self.waited_s: float | None = None  # the loop's thread runnable but waiting for a core (s)
         self._closed = isinstance(plan, UserPlan)
         self._pool = load.sessions if isinstance(load.sessions, int) else 0
         self.guard = OpeningGuard()
@@ -148,7 +160,7 @@ class LoadGenerator:
         else:
             self.clock.t0 = start_at
             await asyncio.sleep(max(start_at - time.perf_counter(), 0.0))
-        cpu0, wall0 = time.process_time(), time.perf_counter()
+        cpu0, wall0, waited0 = time.process_time(), time.perf_counter(), thread_wait_s()
         self.stats.planned_s = self._planned_s()
         ticker = loop.create_task(self._ticker())
         self._main = loop.create_task(self._execute())
@@ -164,6 +176,8 @@ class LoadGenerator:
             await asyncio.gather(ticker, return_exceptions=True)
             self._publish(final=True)  # the last view shows every request done; flushes records
         self.cpu_s, self.wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
+        waited = thread_wait_s()
+        self.waited_s = None if waited is None or waited0 is None else waited - waited0
 
     def generator_stats(self) -> GeneratorStats:
         lags = np.array(self._lags, dtype=np.float64) if self._lags else np.zeros(1)
@@ -172,6 +186,8 @@ class LoadGenerator:
             cpu_percent=100.0 * self.cpu_s / self.wall_s if self.wall_s > 0 else None,
             max_loop_lag_s=float(lags.max()),
             p99_loop_lag_s=float(np.percentile(lags, 99)),
+            loop_wait_share=(self.waited_s / self.wall_s if self.waited_s is not None and self.wall_s > 0
+                             else None),
             max_in_flight=self.max_in_flight,
             in_flight_cap=self.load.max_in_flight,
         )

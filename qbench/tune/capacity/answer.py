@@ -24,6 +24,8 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
     ageing = capacity.degradation.use_text(rate) if capacity.degradation is not None else None
     lines = [("capacity", _headline(capacity, rate, slo, ageing))]
     lines.append(held_sentence(capacity, "no sustained confirmation was run (--no-confirm)"))
+    if capacity.host_busy is not None:
+        lines.append(("host", _host_text(capacity.host_busy)))
     if meta is not None:
         lines.append(("metastable" if meta.metastable else "with the queue", meta.text(rate)))
     over = capacity.over_the_search
@@ -59,6 +61,13 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
     if after is not None:
         lines.append(("after the burst", _after_text(after, rate) + _burst_text(capacity, rate)))
     return lines
+
+
+def _host_text(waited: float) -> str:
+    return (f"busy: qbench's load generator waited for a core {waited:.0%} of a probe (other work on "
+            "this machine held its cores), and the server very likely waited too: the answer is what it "
+            "sustained on this machine as it was; measure on a quiet host, or send the load from another "
+            "machine, for the rate it sustains alone")
 
 
 def _burst_text(capacity: Capacity, rate: float) -> str:

@@ -64,6 +64,7 @@ def judge(kind: str, rate: float, summary: Summary, stopped: str | None,
         violations.insert(0, steady.verdict)
     return Probe(
         host_stall=host_stall(summary, constraints),
+        host_wait=summary.generator.loop_wait_share,
         rate_rps=rate,
         passed=not violations and not stopped,
         kind=kind,

@@ -13,6 +13,8 @@ from qbench.tune.verdicts.degradation import Degradation
 from qbench.tune.verdicts.metastable import Metastability
 from qbench.tune.verdicts.overload import Overload
 
+HOST_BUSY = 0.1  # the load generator's loop waiting for a core this share of a probe: a busy host
+
 
 @dataclass
 class Probe(Figures):
@@ -37,6 +39,7 @@ class Probe(Figures):
     steady: bool | None = None  # the server kept up (None: not judged, too few requests or an old file)
     steadiness: Steadiness | None = None  # rates, backlog/wait slopes, verdict (qbench.run.results.steady)
     host_stall: str = ""  # the load generator itself lagged (the host stalled): why, in words; "" when not
+    host_wait: float | None = None  # the load generator's loop waited for a core this share of the probe
 
     @property
     def verdict(self) -> str:
@@ -111,6 +114,15 @@ class Capacity:
     def after_burst(self) -> Probe | None:
         """The short run at the answer right after the run past it: did the server come back?"""
         return next((p for p in reversed(self.probes) if p.kind == "after"), None)
+
+    @property
+    def host_busy(self) -> float | None:
+        """The most the load generator's loop waited for a core in the probes that placed the answer (the
+        bracket's open-loop probes and the confirmations), when at least HOST_BUSY: the host's other
+        work took the cores the client, and very likely the server, needed (None: a quiet host)."""
+        waits = [p.host_wait or 0.0 for p in self.probes if p.kind in ("rate", "confirm")]
+        most = max(waits, default=0.0)
+        return most if most >= HOST_BUSY else None
 
     @property
     def over_the_search(self) -> str | None:

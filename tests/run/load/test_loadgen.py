@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qbench.run.load.loadgen import DeadlineWheel
+from qbench.run.load.loadgen import DeadlineWheel, thread_wait_s
 from qbench.run.records import RequestRecord
 from tests.run.conftest import scenario
 
@@ -79,6 +79,46 @@ def test_open_loop_sends_on_schedule_and_keeps_both_times(http_echo: str, tmp_pa
     assert [r.intended_at_s for r in records] == planned  # exact: the plan's own floats
     lags = np.array([r.sent_at_s - r.intended_at_s for r in records])  # type: ignore[operator]
     assert (lags >= 0).all() and np.median(lags) < 0.005
+
+
+def test_a_thread_sharing_its_core_with_a_spinning_process_waits_for_it() -> None:
+    """Pinned to one core beside a process that spins there, a thread that also spins for 0.6 s of wall
+    time gets about half of it: schedstat says it waited at least a sixth (0 on a quiet host's own core
+    at most a few ms)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    before = thread_wait_s()
+    if before is None or not hasattr(os, "sched_setaffinity"):
+        pytest.skip("the kernel gives no schedstat here")
+    core = min(os.sched_getaffinity(0))
+    old = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # inherits the one core
+    try:
+        time.sleep(0.2)  # the spinner is running
+        start = thread_wait_s()
+        end_at = time.perf_counter() + 0.6
+        while time.perf_counter() < end_at:
+            pass
+        waited = (thread_wait_s() or 0.0) - (start or 0.0)
+    finally:
+        spinner.kill()
+        spinner.wait()
+        os.sched_setaffinity(0, old)
+    assert waited >= 0.1, waited
+
+
+def test_a_run_records_how_long_the_generator_waited_for_a_core(http_echo: str, tmp_path: Path) -> None:
+    from qbench.run.runner import run_scenario
+
+    spec = scenario(protocol="http", endpoint={"path": "/echo", "method": "POST"},
+                    load={"rate": 50, "duration": 0.5, "timeout": 10})
+    share = run_scenario(spec, target=http_echo, out_dir=tmp_path / "run", live=False
+                         ).summary.generator.loop_wait_share
+    assert thread_wait_s() is None or (share is not None and 0.0 <= share <= 1.0), share
 
 
 def test_a_timeout_from_the_wheel_closes_the_record_after_the_timeout(http_echo: str, tmp_path: Path) -> None:

@@ -72,6 +72,7 @@ class GeneratorStats:
     cpu_percent: float | None = None  # cpu_s / wall time * 100 (100 = one full core)
     max_loop_lag_s: float | None = None  # worst event-loop oversleep seen by the ticker
     p99_loop_lag_s: float | None = None  # 99th percentile of the ticker's oversleep
+    loop_wait_share: float | None = None  # a field added since (the summary's shape, not its figures)
     max_in_flight: int | None = None  # most requests in flight at once
     in_flight_cap: int | None = None  # scenario's cap on in-flight requests (None = uncapped)
     processes: int = 1  # generator processes used (local processes or Ray actors)

@@ -247,3 +247,25 @@ def test_a_second_stall_at_one_rate_counts_and_a_stalled_confirmation_is_run_aga
                             confirm=measure)
     assert seen == [36.0, 36.0] and found.confirmed and found.capacity_rps == 36.0
     assert [p.kind for p in found.probes][-2:] == ["stalled", "confirm"]
+
+
+def test_a_probe_whose_generator_waited_for_a_core_makes_the_answer_say_the_host_was_busy() -> None:
+    """The bracket's and the confirmation's waits count (the estimate's and the run past it do not):
+    10% or more of a probe waiting for a core is a busy host, and the answer says what that means."""
+    from qbench.tune.capacity.answer import describe
+    from qbench.tune.values.capacity import HOST_BUSY
+    from qbench.tune.values.constraints import Constraints
+
+    probes = [Probe(20.0, True, kind="estimate", host_wait=0.9), Probe(20.0, True, host_wait=0.02),
+              Probe(25.0, False, host_wait=0.05), Probe(20.0, True, kind="confirm", host_wait=0.04),
+              Probe(26.0, False, kind="overload", host_wait=0.8)]
+    quiet = Capacity(20.0, 25.0, 0.1, True, True, probes)
+    assert quiet.host_busy is None
+    assert "host" not in dict(describe(quiet, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
+    probes[3].host_wait = HOST_BUSY + 0.2
+    busy = Capacity(20.0, 25.0, 0.1, True, True, probes)
+    assert busy.host_busy == pytest.approx(0.3)
+    line = dict(describe(busy, Constraints(slo={"p95_latency_s": 1.0}), 10.0))["host"]
+    assert line.startswith("busy: qbench's load generator waited for a core 30% of a probe"), line
+    assert "measure on a quiet host" in line
+    assert Probe.from_dict(probes[3].to_dict()).host_wait == pytest.approx(0.3)  # kept in capacity.json

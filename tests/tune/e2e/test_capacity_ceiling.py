@@ -74,9 +74,12 @@ def capacity(path: Path, url: str, tmp_path: Path, **options: Any) -> CapacityRu
 def assert_within(run: CapacityRun, ceiling: float) -> None:
     found = run.capacity
     rate = found.capacity_rps
-    table = [(p.kind, round(p.rate_rps, 1), p.verdict, p.why) for p in found.probes]
+    table = [(p.kind, round(p.rate_rps, 1), p.verdict, p.why, p.host_wait) for p in found.probes]
     # at most 2% over: a few seconds of confirmation cannot tell 40.1 req/s from a ceiling of 40
-    assert rate is not None and 0.85 * ceiling <= rate <= 1.02 * ceiling, table
+    assert rate is not None and rate <= 1.02 * ceiling, table
+    # at least 85% of it, or the answer says the host was busy (qbench's own generator waited for a core:
+    # the server very likely did too, and the sleeps' ceiling is not what this box then gives)
+    assert rate >= 0.85 * ceiling or (found.host_busy is not None and "host" in dict(run.lines)), table
     assert found.confirmed and found.confirmation is not None and found.confirmation.steady, table
     above = [p for p in found.probes if p.kind in ("rate", "confirm") and p.rate_rps > ceiling * 1.05]
     assert all(not p.passed for p in above), table  # a probe above the ceiling never passes

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.run.records import RequestRecord
-from qbench.run.results.summary import summarize
+from qbench.run.results.summary import GeneratorStats, summarize
 from qbench.tune.capacity.probe import endpoint_violations, judge
 from qbench.tune.values.constraints import Constraints
 from reference_server.settings import load_preset
@@ -68,3 +68,8 @@ def test_a_probe_whose_load_generator_lagged_says_the_host_stalled() -> None:
     assert not probe.passed and probe.host_stall.startswith("the load generator stalled (p99 lag 0.4 s")
     assert probe.why.endswith("the host, not only the server, was slow")
     assert judge("rate", 10.0, summarize(records(), None), None, constraints).host_stall == ""
+
+
+def test_a_probe_keeps_how_long_its_generator_waited_for_a_core() -> None:
+    summary = summarize(records(), None, generator=GeneratorStats(loop_wait_share=0.25))
+    assert judge("rate", 10.0, summary, None, Constraints()).host_wait == 0.25

@@ -48,19 +48,21 @@ def failure_detail(result: SweepResult, point_id: str) -> str:
 
 
 def test_live_sweep_of_batching_and_queue_bound_over_plain_http(tmp_path: Path) -> None:
-    result = sweep(tmp_path, ["max_batch_size=1,8", "max_size=2,32"], live=True)
+    # a bound of 128, not 32, for the points that must shed nothing: batches of 8 serve ~89/s, and on a
+    # busy box a server stalled a fraction of a second had 32 waiting (3% shed at 40/s)
+    result = sweep(tmp_path, ["max_batch_size=1,8", "max_size=2,128"], live=True)
     by_id = {r.point_id: r for r in result.results}
-    for point_id in ("b1-q2", "b8-q32"):  # these two must have run (a failure shows its detail here)
+    for point_id in ("b1-q2", "b8-q128"):  # these two must have run (a failure shows its detail here)
         assert by_id[point_id].status == "ok", failure_detail(result, point_id)
     # one 55 ms call at a time serves ~18/s: at 40/s batch 1 breaks the SLO with a long queue (stopped
-    # as a runaway, or past 32 waiting) ...
-    assert by_id["b1-q32"].status != "ok" or by_id["b1-q32"].slo_breaches
+    # as a runaway, or past 128 waiting) ...
+    assert by_id["b1-q128"].status != "ok" or by_id["b1-q128"].slo_breaches
     # ... or, bounded at 2, sheds the excess at once as 503 queue_full
     shed = [r for r in read_records(result.sweep_dir / "points" / "b1-q2" / "records.parquet")
             if r.error_kind == "queue_full"]
     assert by_id["b1-q2"].status == "ok" and len(shed) > 10 and by_id["b1-q2"].error_rate > 0.1
-    assert by_id["b8-q32"].status == "ok" and by_id["b8-q32"].error_rate == 0
-    assert by_id["b8-q32"].goodput_rps > 1.5 * by_id["b1-q2"].goodput_rps
+    assert by_id["b8-q128"].status == "ok" and by_id["b8-q128"].error_rate == 0
+    assert by_id["b8-q128"].goodput_rps > 1.5 * by_id["b1-q2"].goodput_rps
     rec = result.recommendation
     assert rec.winner is not None and rec.winner.knobs["max_batch_size"] == 8
     # the advice is the reference server's settings with the winner's knobs, not Gradio code
