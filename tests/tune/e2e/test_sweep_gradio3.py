@@ -1,6 +1,6 @@
 """Sweeps of Gradio 3's knobs on the reference server in `gradio: 3` mode (the README's commands at
-reduced size: 64-request points on a slower server, a 2x2 grid live, 2 of its points relaunched), the advice in
-3.x code, and a knob the target's release lacks refused before any point runs."""
+reduced size: 64-request points on a slower server, a 2x2 grid live, 2 of its points relaunched), the
+advice in 3.x code, and a knob the target's release lacks refused before any point runs."""
 
 from __future__ import annotations
 
