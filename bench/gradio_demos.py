@@ -13,7 +13,7 @@ demo folders (`--demos DIR`, each with its run.py). For every demo:
                with the tail of its log
     per public endpoint (what Gradio's "Use via API" page lists):
                qbench init URL --api NAME -o NAME.yaml, then qbench run NAME.yaml with 2 users,
-               no think time, `--duration` seconds, drain 2 s, timeout 20 s
+               no think time, `--duration` seconds (or `--requests` requests), drain 2 s, timeout 20 s
 
 and writes one row per endpoint: requests sent, ok, errors by kind, events still running when the run
 ended (not errors: the event takes longer than the short run), and, for a failure, its first message
@@ -47,6 +47,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -169,7 +170,21 @@ def _imports(tree: ast.AST) -> set[str]:
 # ---------------------------------------------------------------- one demo (in its own process)
 
 
-def run_demo(folder: Path, out: Path, duration: float, ready_s: float) -> list[Row]:
+def load_size(duration: float, requests: int | None) -> dict[str, Any]:
+    """The run's size as overrides: `requests` requests (however long they take: a slow box's first
+    calls may outlast a few seconds) or, without it, `duration` seconds."""
+    if requests:
+        return {"load.duration": None, "load.requests": requests}
+    return {"load.duration": duration}
+
+
+def size_text(size: dict[str, Any]) -> str:
+    """'the 2.5 s run' or 'the run of 4 requests'."""
+    requests = size.get("load.requests")
+    return f"the run of {requests} requests" if requests else f"the {size['load.duration']:g} s run"
+
+
+def run_demo(folder: Path, out: Path, size: dict[str, Any], ready_s: float) -> list[Row]:
     """Launch the demo, then init + run each public endpoint; one Row per endpoint."""
     from qbench.errors import ServerLaunchError
     from qbench.tune.servers.app_process import launch_command
@@ -181,7 +196,7 @@ def run_demo(folder: Path, out: Path, duration: float, ready_s: float) -> list[R
     try:
         with launch_command(f"{sys.executable} {(folder / 'run.py').relative_to(cwd)}", {}, work_dir=out,
                             hook=True, cwd=cwd, ready_timeout_s=ready_s) as server:
-            return endpoint_rows(name, server.base_url, out, duration)
+            return endpoint_rows(name, server.base_url, out, size)
     except ServerLaunchError as exc:
         return [Row(name, status="not started", cause=_last_error(str(exc)))]
 
@@ -208,7 +223,7 @@ def gradio_media() -> str:
     return ",".join(str(Path(root) / "media_assets") for root in roots)
 
 
-def endpoint_rows(name: str, url: str, out: Path, duration: float) -> list[Row]:
+def endpoint_rows(name: str, url: str, out: Path, size: dict[str, Any]) -> list[Row]:
     from qbench.run.init import GradioTarget, read_target
     from qbench.run.protocols.gradio_api import app_endpoints
 
@@ -221,10 +236,10 @@ def endpoint_rows(name: str, url: str, out: Path, duration: float) -> list[Row]:
     public = [e.api_name for e in app_endpoints(target.config, target.info) if e.public]
     if not public:
         return [Row(name, status="skipped", cause="no public API endpoint")]
-    return [endpoint_row(name, url, api, out, duration) for api in public]
+    return [endpoint_row(name, url, api, out, size) for api in public]
 
 
-def endpoint_row(name: str, url: str, api: str, out: Path, duration: float) -> Row:
+def endpoint_row(name: str, url: str, api: str, out: Path, size: dict[str, Any]) -> Row:
     """`qbench init URL --api API -o FILE` and a short `qbench run FILE`, as library calls."""
     from qbench.run.init import init_scenario
     from qbench.run.options import RunOptions, run_with_options
@@ -242,7 +257,7 @@ def endpoint_row(name: str, url: str, api: str, out: Path, duration: float) -> R
                               if i.suggestion.fill_in)[:300]
         return row
     path.write_text(result.text.replace("THIS_FILE", str(path)), encoding="utf-8")
-    sets = {**RUN_SETS, "load.duration": duration}
+    sets = {**RUN_SETS, **size}
     try:
         done = run_with_options(RunOptions(path, out=out / f"run-{api}", sets=sets, live=False))
     except QbenchError as exc:
@@ -254,10 +269,10 @@ def endpoint_row(name: str, url: str, api: str, out: Path, duration: float) -> R
     row.errors = {k: v for k, v in summary.errors_by_kind.items() if k != "deadline"}
     row.samples = {k: _message(summary.error_samples.get(k, ""))[:300] for k in row.errors}
     row.explanation = done.result.app_notes if row.errors else []
-    return settle(row, duration)
+    return settle(row, size)
 
 
-def settle(row: Row, duration: float) -> Row:
+def settle(row: Row, size: dict[str, Any]) -> Row:
     """The row's status from its counts: clean ("ok") needs 0 errors AND at least one completed request
     (events still running at the end are not errors, but they show nothing worked)."""
     if row.errors:
@@ -265,7 +280,7 @@ def settle(row: Row, duration: float) -> Row:
         row.status, row.cause = "failed", f"{kind}: {row.samples.get(kind, '')}"
     elif row.ok == 0:
         still = f" ({row.still_running} still running at its end)" if row.still_running else ""
-        row.status, row.cause = "failed", f"no request completed in the {duration:g} s run{still}"
+        row.status, row.cause = "failed", f"no request completed in {size_text(size)}{still}"
     return row
 
 
@@ -391,9 +406,10 @@ def _raises(body: list[ast.stmt], params: set[str], found: list[str]) -> None:
 def _child(args: argparse.Namespace, folder: Path) -> list[Row]:
     result = Path(args.out) / "work" / folder.name / "rows.json"
     result.unlink(missing_ok=True)
-    limit = args.ready_s + 120 + 60 * args.duration
+    limit = args.ready_s + 120 + 60 * (args.duration if not args.requests else args.requests)
+    sized = ["--requests", str(args.requests)] if args.requests else ["--duration", str(args.duration)]
     child = subprocess.Popen([sys.executable, __file__, "--child", str(folder), "--out", str(result.parent),
-                              "--duration", str(args.duration), "--ready-s", str(args.ready_s)],
+                              *sized, "--ready-s", str(args.ready_s)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         child.wait(timeout=limit)
@@ -471,6 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated demo names")
     parser.add_argument("--out", default="reports/gradio-demos", help="where the table and the runs go")
     parser.add_argument("--duration", type=float, default=3.0, help="seconds of load per endpoint")
+    parser.add_argument("--requests", type=int, help="requests per endpoint instead of --duration seconds "
+                        "(as many on a slow box, however long they take)")
     parser.add_argument("--ready-s", type=float, default=90.0, help="how long a demo may take to start")
     parser.add_argument("--jobs", type=int, default=2, help="demos at once")
     parser.add_argument("--goal", type=float, default=0.95, help="share of endpoints with 0 errors (exit 0)")
@@ -481,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.child:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the launched demo on the way out
-        mine = run_demo(Path(args.child), Path(args.out), args.duration, args.ready_s)
+        mine = run_demo(Path(args.child), Path(args.out), load_size(args.duration, args.requests),
+                        args.ready_s)
         (Path(args.out) / "rows.json").write_text(json.dumps([asdict(r) for r in mine], indent=1))
         return 0
     if args.from_results:  # the table again, from a finished run's results.json

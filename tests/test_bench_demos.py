@@ -127,10 +127,12 @@ def test_clean_needs_a_completed_request(demos: ModuleType) -> None:
     """0 errors with nothing completed (every event still running at the run's end) is not clean: it
     fails with its cause, and a row of an older results.json saying "ok" with 0 completed is not counted."""
     row = demos.Row
-    slow = demos.settle(row("a", "slow", sent=2, ok=0, still_running=2), 2.0)
+    slow = demos.settle(row("a", "slow", sent=2, ok=0, still_running=2), demos.load_size(2.0, None))
     assert (slow.status, slow.cause) == ("failed", "no request completed in the 2 s run (2 still running at "
                                          "its end)")
-    done = demos.settle(row("a", "fine", sent=2, ok=1, still_running=1), 2.0)
+    by_count = demos.settle(row("a", "slow", sent=2, ok=0, still_running=2), demos.load_size(2.0, 4))
+    assert by_count.cause == "no request completed in the run of 4 requests (2 still running at its end)"
+    done = demos.settle(row("a", "fine", sent=2, ok=1, still_running=1), demos.load_size(2.0, None))
     assert done.status == "ok"
     old = row("b", "old", status="ok", sent=3, ok=0, still_running=3)
     ran, clean, apart = demos.tally([done, old])

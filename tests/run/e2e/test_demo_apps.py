@@ -141,9 +141,10 @@ def test_a_generator_that_outlives_the_run_is_still_running_not_timed_out(apps: 
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[str]:
-    """The bench's command line; the ready wait is a bound, not a size: a Gradio app's start took over
-    40 s on a busy box (its import alone ~6 s of CPU on a quiet one), and a fast box never waits it out."""
-    return subprocess.run([sys.executable, str(ROOT / "bench" / "gradio_demos.py"), "--duration", "2.5",
+    """The bench's command line, its runs sized in requests (4 an endpoint: in 2.5 s a busy box's demo
+    completed none); the ready wait is a bound, not a size: a Gradio app's start took over 40 s on a busy
+    box (its import alone ~6 s of CPU on a quiet one), and a fast box never waits it out."""
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "gradio_demos.py"), "--requests", "4",
                            "--ready-s", "150", *args], capture_output=True, text=True, timeout=240, cwd=ROOT,
                           check=False)
 
