@@ -174,25 +174,29 @@ def _replicas_capacity(scenario: Path, n: int, out: Path) -> float:
             "--start-rate", str(16 * n), "--max-duration", "6", "--confirm-duration", "6",
             "--no-overload", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    (folder,) = out.iterdir()
-    rate = json.loads((folder / "capacity.json").read_text())["result"]["capacity_rps"]
+    rate = _capacity_file(out)["result"]["capacity_rps"]
     assert isinstance(rate, float), rate
     return rate
+
+
+def _capacity_file(out: Path) -> dict[str, Any]:
+    """capacity.json of the one capacity run in `out`."""
+    (folder,) = out.iterdir()
+    data: dict[str, Any] = json.loads((folder / "capacity.json").read_text())
+    return data
 
 
 def _probes(out: Path) -> list[tuple[str, float, bool, str, float | None]]:
     """Each probe of the capacity run in `out`: kind, rate, passed, why (a failure's message), how long
     its generator waited for a core."""
-    (folder,) = out.iterdir()
-    probes = json.loads((folder / "capacity.json").read_text())["result"]["probes"]
+    probes = _capacity_file(out)["result"]["probes"]
     return [(p["kind"], round(p["rate_rps"], 1), p["passed"], "; ".join(p["violations"]), p["host_wait"])
             for p in probes]
 
 
 def _answer(out: Path) -> dict[str, str]:
     """The capacity run's answer in `out`, by label."""
-    (folder,) = out.iterdir()
-    return dict(json.loads((folder / "capacity.json").read_text())["answer"])
+    return dict(_capacity_file(out)["answer"])
 
 
 def _held_at(scenario: Path, n: int, rate: float, out: Path) -> list[dict[str, Any]]:
@@ -204,8 +208,7 @@ def _held_at(scenario: Path, n: int, rate: float, out: Path) -> list[dict[str, A
             "--start-rate", f"{rate:.4g}", "--max-probes", "1", "--no-recheck", "--no-overload",
             "--out", str(out)])
     assert result.exit_code == 0, result.output
-    (folder,) = out.iterdir()
-    probes: list[dict[str, Any]] = json.loads((folder / "capacity.json").read_text())["result"]["probes"]
+    probes: list[dict[str, Any]] = _capacity_file(out)["result"]["probes"]
     return probes
 
 
