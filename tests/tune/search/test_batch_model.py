@@ -74,6 +74,20 @@ def test_four_observations_fit_a_per_worker_t0_but_no_per_worker_slope() -> None
     assert fit.service_s(4, 2) == pytest.approx(0.05 + 0.02 + 0.04)
 
 
+def test_one_batch_size_at_one_worker_count_leaves_the_per_worker_slope_out() -> None:
+    """The model search's design on concurrency 1-2 x batch 1-16 (seen on a busy box): batch 8 alone at
+    k = 1, four batch sizes at k = 2. Those do not tell k = 1's alpha from its t0, so no b x k term:
+    the fit keeps one alpha (the truth's 0.01 s per request), not a minimum-norm guess at it."""
+    truth = [(8, 1, 0.137), (1, 2, 0.062), (4, 2, 0.088), (8, 2, 0.128), (16, 2, 0.210)]
+    fit = fit_batch_model([Observation(b, s, k) for b, k, s in truth])
+    assert fit.alpha_per_worker_s == 0.0 and fit.observations == 5
+    assert 0.005 < fit.alpha_s < 0.015 and 0.03 < fit.t0_s < 0.07 and fit.r2 > 0.95
+    # the same five with a second batch size at k = 1 identify the slope per worker count
+    both = fit_batch_model([Observation(b, 0.05 + 0.01 * b + 0.004 * b * (k - 1), k)
+                            for b, k in [(1, 1), (8, 1), (1, 2), (4, 2), (16, 2)]])
+    assert both.alpha_per_worker_s == pytest.approx(0.004) and both.alpha_s == pytest.approx(0.01)
+
+
 def test_weights_pull_the_fit_toward_the_heavier_observation() -> None:
     light = fit_batch_model([Observation(1, 0.06, 1), Observation(8, 0.13, 1), Observation(8, 0.20, 1)])
     heavy = fit_batch_model([Observation(1, 0.06, 1), Observation(8, 0.13, 1, weight=9.0),
