@@ -86,11 +86,14 @@ def record_batches(
 
 def _server_batches(records: Sequence[RequestRecord]) -> list[list[float]]:
     """The requests the server ran in batches of b, in order of their start, b at a time (a remainder
-    short of b, whose other members failed or fell in the warm-up, is left out)."""
+    short of b, whose other members failed or fell in the warm-up, is left out). Each one's service time
+    on the server's own clock where it said (server_total_s): a busy client reads process_starts and
+    process_completed late, by a different lag each, and its difference then fits no model (R^2 0.01)."""
     by_size: dict[int, list[float]] = {}
     for r in sorted(records, key=lambda r: r.started_at_s or 0.0):
         assert r.server_batch_size and r.started_at_s is not None and r.completed_at_s is not None
-        by_size.setdefault(r.server_batch_size, []).append(r.completed_at_s - r.started_at_s)
+        service = r.server_total_s if r.server_total_s is not None else r.completed_at_s - r.started_at_s
+        by_size.setdefault(r.server_batch_size, []).append(service)
     return [times[i:i + size] for size, times in sorted(by_size.items())
             for i in range(0, len(times) - size + 1, size)]
 

@@ -61,6 +61,13 @@ def slow_gradio3(folder: Path) -> None:
     (folder / "gradio3.yaml").write_text(yaml.safe_dump(scenario, sort_keys=False))
 
 
+def peak(sweep_dir: Path, point: str) -> int:
+    """The most requests the point's server ran at once (held for half a service time), from its records."""
+    applied = json.loads((sweep_dir / "points" / point / "point.json").read_text())["knobs_applied"]
+    assert applied["verdict"] == "applied", applied  # proven from the records, not contradicted
+    return int(applied["parallelism"]["peak_running"])
+
+
 @pytest.mark.parametrize("mode", ["relaunch", "live"])
 def test_the_readme_gradio3_sweep_runs_and_advises_3x_code(mode: str, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,14 +85,15 @@ def test_the_readme_gradio3_sweep_runs_and_advises_3x_code(mode: str, tmp_path: 
     assert f"demo.queue(concurrency_count={count}," in rec["gradio_code"]
     assert "default_concurrency_limit" not in rec["gradio_code"]
     points = {p.name for p in (sweep_dir / "points").iterdir()}
-    by_id = {r["point_id"]: r for r in rec["ranked"]}
-    # a second worker helps on this workload (16 closed-loop users), and so does batching
-    assert by_id["cc2-b4"]["goodput_rps"] > by_id["cc1-b4"]["goodput_rps"]
+    # the knobs reach the server: a second worker runs a second batch beside the first, and batching runs
+    # 4 at once on one worker (what the knobs allow, at any speed: a busy box's goodput at cc2 fell to
+    # half cc1's once, where one starved point is the box, not the knob)
+    assert peak(sweep_dir, "cc2-b4") > peak(sweep_dir, "cc1-b4") > 1
     if mode == "relaunch":
         assert points == {"cc1-b4", "cc2-b4"}
     else:
         assert points == {"cc1-b1", "cc1-b4", "cc2-b1", "cc2-b4"}
-        assert by_id["cc1-b4"]["goodput_rps"] > by_id["cc1-b1"]["goodput_rps"]
+        assert peak(sweep_dir, "cc1-b4") > peak(sweep_dir, "cc1-b1") == 1
         run(["report", str(sweep_dir)])
         summary = (sweep_dir / "summary.md").read_text()
         assert "Code for Gradio 3.x:" in summary and "demo.queue(concurrency_count=" in summary

@@ -68,6 +68,18 @@ def test_the_servers_batch_sizes_win_over_start_times_a_busy_client_read_apart()
     assert batches == [[pytest.approx(0.05)] * 2, [pytest.approx(0.09)] * 4]
 
 
+def test_a_batchs_service_time_is_the_servers_own_where_it_said() -> None:
+    """A busy client read one batch's process_completed 0.3 s late for one member and on time for the
+    other: on its clock the batch took 0.09 s and 0.39 s. The server timed it (server_total_s 0.09 s
+    each): that is the service time the model fits; a record without it keeps the client's."""
+    records = [rec(0, 1.0, 0.09), rec(1, 1.0, 0.39), rec(2, 2.0, 0.07)]
+    for r in records:
+        r.server_batch_size = 2 if r.request_id < 2 else 1
+    records[0].server_total_s = records[1].server_total_s = 0.09
+    assert record_batches(records, PointLoad(1, 2)) == [[pytest.approx(0.07)],
+                                                        [pytest.approx(0.09), pytest.approx(0.09)]]
+
+
 def test_observations_pool_batches_by_size_median_of_medians() -> None:
     batches = [[0.1, 0.3, 0.2], [0.5], [0.2, 0.2, 0.4], [0.7], [0.6], [1.0, 2.0]]
     obs = observations_from_batches(batches, PointLoad(workers=3, max_batch=4))
