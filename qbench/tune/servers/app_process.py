@@ -8,8 +8,9 @@ QBENCH_PORT and GRADIO_SERVER_PORT for the port; GRADIO_PROFILING=1, so that Gra
 request's phases), and, with `hook`, qbench's startup hook
 (qbench/tune/servers/apphook/), which sets them on an unmodified Gradio app's events and launch(). Ready when
 `GET /config` answers (any answer below 500 for a plain HTTP app) and, for a Gradio app that printed its
-local URL, once launch() has also passed its own start-up checks (see `_wait_launch_checks`); the process
-group is stopped after (qbench/tune/servers/server_process.py).
+local URL, once launch() has also passed its own start-up checks (see `_wait_launch_checks`); for an app
+the hook saw start LitServe, once its GET /health says its workers are set up (`FRAMEWORK_HEALTH`). The
+process group is stopped after (qbench/tune/servers/server_process.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import psutil
 
 from qbench.errors import ScenarioError, ServerLaunchError
-from qbench.run import json_int, listening_pid
+from qbench.run import control, json_int, listening_pid
 from qbench.tune.knobs.grid import is_server_knob
 from qbench.tune.servers.apphook import hook_env, read_hook_record
 from qbench.tune.servers.server_process import (
@@ -105,6 +106,8 @@ def launch_command(
             wait_ready(handle, ready_timeout_s, ready_path, any_status=any_status)
             _check_owner(handle)
             _wait_launch_checks(handle, deadline, log_start, work_dir if hook else None)
+            if hook:
+                _wait_framework_health(handle, deadline, work_dir)
             break
         except ServerLaunchError as exc:
             stop_process_group(handle.process)
@@ -173,6 +176,31 @@ def _launch_checked(handle: ServerHandle, log_start: int, hook_dir: Path | None)
     if GRADIO_SERVING not in log:
         return True
     return any(line in log.split(GRADIO_SERVING, 1)[1] for line in GRADIO_CHECKED)
+
+
+#: A framework's own readiness, past its first answer: LitServe's GET /health is 503 until its inference
+#: workers have run setup() (a model loading), 200 "ok" after; requests sent before wait in its queue.
+FRAMEWORK_HEALTH = {"litserve": "/health"}
+
+
+def _wait_framework_health(handle: ServerHandle, deadline: float, hook_dir: Path) -> None:
+    """For an app the hook saw start a framework with its own health check (FRAMEWORK_HEALTH): wait,
+    until the point's ready deadline, for it to say the app is ready; ServerLaunchError, with the log's
+    tail, when it never does or the app exits."""
+    hooked = read_hook_record(hook_dir)
+    path = FRAMEWORK_HEALTH.get(hooked.framework) if hooked is not None else None
+    if path is None:
+        return
+    assert handle.process is not None
+    with control.client(timeout_s=2.0) as http:
+        while not control.answers(http, handle.base_url + path):
+            if handle.process.poll() is not None:
+                raise ServerLaunchError(f"the app exited with code {handle.process.returncode} before its "
+                                        f"{path} said it was ready\n{handle.log_tail()}")
+            if time.monotonic() >= deadline:
+                raise ServerLaunchError(f"{handle.base_url}{path} did not answer 200 before the ready "
+                                        f"timeout (its workers still setting up?)\n{handle.log_tail()}")
+            time.sleep(0.2)
 
 
 def _log_size(path: Path) -> int:

@@ -16,14 +16,40 @@ from typing import Any
 
 import pytest
 
-from qbench.tune.servers.apphook import HOOK_FILE, HookRecord, app_change, hook_env, read_hook_record
+from qbench.tune.servers.apphook import (
+    HOOK_FILE,
+    HOOK_FILES,
+    HookRecord,
+    app_change,
+    hook_env,
+    read_hook_record,
+)
 
 
-def test_the_hook_imports_nothing_of_qbench() -> None:
-    tree = ast.parse(HOOK_FILE.read_text())
+@pytest.mark.parametrize("path", HOOK_FILES, ids=lambda p: p.name)
+def test_the_hook_imports_nothing_of_qbench(path: Path) -> None:
+    tree = ast.parse(path.read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not [n for n in names if n.startswith("qbench")]
+
+
+def test_the_batches_every_process_counted_are_summed_and_a_relaunch_starts_from_none(tmp_path: Path) -> None:
+    """A LitServe app's inference workers each count the batches they ran in a file of their own
+    (qbench_litserve_hook.py); the record read back has their sum. hook_env copies both hook files and
+    clears the last launch's counts."""
+    env = hook_env({"max_batch_size": 4}, 7999, None, tmp_path)
+    assert sorted(p.name for p in (tmp_path / "qbench-hook").iterdir()) == sorted(p.name for p in HOOK_FILES)
+    assert json.loads(env["QBENCH_HOOK"])["knobs"] == {"max_batch_size": 4}
+    (tmp_path / "hook-record.json").write_text(json.dumps({"launched": True, "framework": "litserve"}))
+    (tmp_path / "hook-record.json.batches.11.json").write_text(json.dumps({"/predict": {"4": 3, "1": 1}}))
+    (tmp_path / "hook-record.json.batches.12.json").write_text(json.dumps({"/predict": {"4": 2, "3": 1}}))
+    (tmp_path / "hook-record.json.batches.13.json").write_text("{half wri")  # being replaced: skipped
+    record = read_hook_record(tmp_path)
+    assert record is not None and record.framework == "litserve"
+    assert record.batch_sizes == {"/predict": {4: 5, 1: 1, 3: 1}}
+    hook_env({"max_batch_size": 8}, 7999, None, tmp_path)
+    assert not list(tmp_path.glob("hook-record.json*"))
 
 
 def test_the_hook_chains_the_environments_own_sitecustomize(

@@ -1,10 +1,12 @@
 """The startup hook, qbench's side: the environment that puts it into a launched app, and what it recorded.
 
-    hook_env(knobs, port, events, work_dir)   copies sitecustomize.py (the hook itself, this folder) to
+    hook_env(knobs, port, events, work_dir)   copies sitecustomize.py (the hook itself, this folder) and
+                                              qbench_litserve_hook.py (its LitServe part) to
                                               work_dir/qbench-hook/ and returns PYTHONPATH (that folder
                                               first) and QBENCH_HOOK (the point's knobs, port, events)
     read_hook_record(work_dir)                the hook's record (HookRecord), None when the app never
-                                              started the hook (another interpreter, no Python at all)
+                                              started the hook (another interpreter, no Python at all);
+                                              a LitServe app's batch sizes summed over its processes
 
 The record says, per event, the app's own settings, the values set and the effective ones; the sweep
 saves it in point.json (`knobs_applied.hook`) and checks it against the point's knobs
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 HOOK_FILE = Path(__file__).with_name("sitecustomize.py")
+HOOK_FILES = (HOOK_FILE, Path(__file__).with_name("qbench_litserve_hook.py"))  # copied beside each other
 RECORD_NAME = "hook-record.json"
 
 
@@ -32,9 +35,11 @@ def hook_env(
     and the point in QBENCH_HOOK; `events` None means every queued event."""
     folder = work_dir / "qbench-hook"
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(HOOK_FILE, folder / "sitecustomize.py")
+    for source in HOOK_FILES:
+        shutil.copyfile(source, folder / source.name)
     record = work_dir / RECORD_NAME
-    record.unlink(missing_ok=True)  # a relaunch of the same point must not read the last record
+    for old in (record, *work_dir.glob(f"{RECORD_NAME}.batches.*")):
+        old.unlink(missing_ok=True)  # a relaunch of the same point must not read the last record
     path = [str(folder), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
     plan = {"knobs": dict(knobs), "events": list(events) if events is not None else None, "port": port,
             "record": str(record)}
@@ -79,6 +84,11 @@ class HookRecord:
     problems: list[str] = field(default_factory=list)
     app_reads: list[str] = field(default_factory=list)  # QBENCH_* variables the app read itself
     launch_checked: bool | None = None  # launch()'s own local check (url_ok) answered; None: not yet
+    framework: str = "gradio"  # gradio or litserve (the server the app started)
+    litserve: dict[str, Any] = field(default_factory=dict)  # {version, apis: [{api_path, app, set,
+    # effective}], server: {app, set, effective}} (qbench_litserve_hook.py)
+    batch_sizes: dict[str, dict[int, int]] = field(default_factory=dict)  # api path -> {size: batches}, all
+    # the app's processes together: what the framework really handed the user's function
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HookRecord:
@@ -93,6 +103,10 @@ class HookRecord:
             problems=[str(p) for p in data.get("problems") or []],
             app_reads=[str(v) for v in data.get("app_reads") or []],
             launch_checked=None if data.get("launch_checked") is None else bool(data["launch_checked"]),
+            framework=str(data.get("framework") or "gradio"),
+            litserve=dict(data.get("litserve") or {}),
+            batch_sizes={str(path): {int(size): int(n) for size, n in sizes.items()}
+                         for path, sizes in (data.get("batch_sizes") or {}).items()},
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,12 +144,31 @@ class HookRecord:
 
 
 def read_hook_record(work_dir: Path) -> HookRecord | None:
-    """The record the hook wrote into `work_dir` (None when there is none or it cannot be read)."""
+    """The record the hook wrote into `work_dir` (None when there is none or it cannot be read), with the
+    batch sizes its processes counted (`<record>.batches.<pid>.json`) added up."""
     try:
         data = json.loads((work_dir / RECORD_NAME).read_text())
     except (OSError, ValueError):
         return None
-    return HookRecord.from_dict(data) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    data["batch_sizes"] = batch_counts(work_dir)
+    return HookRecord.from_dict(data)
+
+
+def batch_counts(work_dir: Path) -> dict[str, dict[str, int]]:
+    """Every process's batch counts in `work_dir`, summed: {api path: {size: batches}}."""
+    total: dict[str, dict[str, int]] = {}
+    for path in sorted(work_dir.glob(f"{RECORD_NAME}.batches.*.json")):
+        try:
+            counts = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # a file being replaced: os.replace makes that rare
+        for api, sizes in (counts.items() if isinstance(counts, dict) else ()):
+            mine = total.setdefault(str(api), {})
+            for size, n in (sizes.items() if isinstance(sizes, dict) else ()):
+                mine[str(size)] = mine.get(str(size), 0) + int(n)
+    return total
 
 
 _EVENT_KNOBS = ("concurrency_limit", "concurrency_id", "max_batch_size")

@@ -1,4 +1,4 @@
-"""qbench's startup hook: a sweep point's knobs into an unmodified Gradio app (3.x to 6.x).
+"""qbench's startup hook: a sweep point's knobs into an unmodified Gradio app (3.x to 6.x) or LitServe app.
 
 `qbench sweep --app app.py` (and `--launch CMD`) copies this file into a folder of its own, puts that
 folder first on the app's PYTHONPATH and passes the point in QBENCH_HOOK (JSON):
@@ -23,6 +23,9 @@ launch()'s own check once the server answers (HEAD / within 3 s, else the app ex
 accessible ..."), and records its answer as `launch_checked`: qbench sends no load before it. No file of
 the app is changed. It imports only the standard library (it runs in the app's virtualenv, where qbench
 is not installed).
+
+A LitServe app (it imports litserve.api and litserve.server) gets its knobs from qbench_litserve_hook.py,
+copied beside this file and imported only then: see its docstring.
 """
 
 from __future__ import annotations
@@ -417,8 +420,20 @@ def patch_url_check(networking: Any, hook: _Hook) -> None:
     networking.url_ok = url_ok
 
 
+def _patch_litserve(module: Any, hook: _Hook) -> None:
+    """A LitServe app: its hook lives beside this file (qbench_litserve_hook.py), imported only then."""
+    litserve_hook = importlib.import_module("qbench_litserve_hook")  # on PYTHONPATH beside this file
+    patch = litserve_hook.patch_api if module.__name__ == "litserve.api" else litserve_hook.patch_server
+    patch(module, hook)
+
+
+#: the modules whose import the hook waits for, and what it patches in each once they have run
+PATCHES: dict[str, Any] = {"gradio.blocks": patch_blocks, "litserve.api": _patch_litserve,
+                           "litserve.server": _patch_litserve}
+
+
 class _Loader(importlib.abc.Loader):
-    """Runs gradio.blocks as usual, then patches it."""
+    """Runs a watched module (gradio.blocks, litserve.api, ...) as usual, then patches it."""
 
     def __init__(self, loader: Any, hook: _Hook) -> None:
         self.loader, self.hook = loader, hook
@@ -428,20 +443,20 @@ class _Loader(importlib.abc.Loader):
 
     def exec_module(self, module: Any) -> None:
         self.loader.exec_module(module)
-        patch_blocks(module, self.hook)
+        PATCHES[module.__name__](module, self.hook)
 
     def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... of the real loader
         return getattr(self.loader, name)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Finds gradio.blocks with the other finders and hands it to `_Loader`."""
+    """Finds the watched modules with the other finders and hands them to `_Loader`."""
 
     def __init__(self, hook: _Hook) -> None:
         self.hook = hook
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if name != "gradio.blocks":
+        if name not in PATCHES:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -512,10 +527,10 @@ def install() -> None:
     _watch_environ(hook)
     if hook.record_path and not os.path.exists(hook.record_path):
         hook.write()  # an app that never launches Blocks leaves this record: launched false
-    if "gradio.blocks" in sys.modules:
-        patch_blocks(sys.modules["gradio.blocks"], hook)
-    else:
-        sys.meta_path.insert(0, _Finder(hook))
+    for name, patch in PATCHES.items():
+        if name in sys.modules:
+            patch(sys.modules[name], hook)
+    sys.meta_path.insert(0, _Finder(hook))
 
 
 _chain()
