@@ -64,21 +64,29 @@ def test_the_keys_a_decode_request_reads_come_from_the_code(tmp_path: Path) -> N
 def litserve_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """LitServe 0.2.19 serving tests/run/litserve_app.py in its own virtualenv (in a folder of its own:
     LitServe writes a client.py where it runs)."""
+    port, folder = free_port(), tmp_path_factory.mktemp("litserve")
+    with litserve_app(str(port), {**os.environ, "MAX_BATCH_SIZE": "4"}, folder):
+        yield f"http://127.0.0.1:{port}"
+
+
+@contextlib.contextmanager
+def litserve_app(port: str, env: dict[str, str], folder: Path, url: str | None = None) -> Iterator[None]:
+    """`python litserve_app.py PORT` in LitServe's env, run in `folder` (its log there: app.log), until
+    its /health (at `url`, default the port's) says ready; the whole process group stopped after
+    (LitServe's inference and uvicorn workers outlive a SIGTERM to their parent). Skips where the env
+    cannot be built."""
     try:
         python = ensure_named_env(f"litserve-{LITSERVE}", [f"litserve=={LITSERVE}"], "litserve")
     except EnvError as exc:
         pytest.skip(f"LitServe {LITSERVE}'s env cannot be built here: {exc}")
-    port, folder = free_port(), tmp_path_factory.mktemp("litserve")
     log = folder / "app.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([str(python), str(HERE / "litserve_app.py"), str(port)], stdout=out,
-                                stderr=subprocess.STDOUT, env={**os.environ, "MAX_BATCH_SIZE": "4"},
-                                cwd=folder, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+        proc = subprocess.Popen([str(python), str(HERE / "litserve_app.py"), port], stdout=out,
+                                stderr=subprocess.STDOUT, env=env, cwd=folder, start_new_session=True)
     try:
-        _wait_healthy(url, proc, log)
-        yield url
-    finally:  # the whole group: LitServe's inference and uvicorn workers outlive a SIGTERM to their parent
+        _wait_healthy(url or f"http://127.0.0.1:{port}", proc, log)
+        yield
+    finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
         try:

@@ -6,51 +6,30 @@ spawned inference workers)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import pytest
 
 from qbench.tune.servers.apphook import hook_env, read_hook_record
 from qbench.tune.servers.server_process import free_port
-from tests.gradio_versions.envs import EnvError, ensure_named_env
-from tests.run.test_frameworks import HERE, LITSERVE, _wait_healthy
+from tests.run.test_frameworks import LITSERVE, litserve_app
 
 REQUESTS = 16  # sent at once: batches of up to 8 within the 0.2 s batch_timeout
 
 
 def test_the_knobs_reach_an_unmodified_litserve_app_and_its_batches_are_counted(tmp_path: Path) -> None:
-    try:
-        python = ensure_named_env(f"litserve-{LITSERVE}", [f"litserve=={LITSERVE}"], "litserve")
-    except EnvError as exc:
-        pytest.skip(f"LitServe {LITSERVE}'s env cannot be built here: {exc}")
     knobs = {"max_batch_size": 8, "batch_timeout": 0.2, "workers_per_device": 2}
     port, asked = free_port(), free_port()  # the app asks for `asked`; the hook gives it `port`
     env = {**os.environ, "MAX_BATCH_SIZE": "4", **hook_env(knobs, port, None, tmp_path)}
-    log = tmp_path / "app.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([str(python), str(HERE / "litserve_app.py"), str(asked)], stdout=out,
-                                stderr=subprocess.STDOUT, env=env, cwd=tmp_path, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, proc, log)
+    with litserve_app(str(asked), env, tmp_path, url):
         with ThreadPoolExecutor(REQUESTS) as pool:
             answers = list(pool.map(lambda i: httpx.post(f"{url}/predict", json={"input": "x" * i},
                                                          timeout=60), range(1, REQUESTS + 1)))
         assert [a.json() for a in answers] == [{"output": i} for i in range(1, REQUESTS + 1)]
-    finally:  # the whole group: LitServe's workers outlive a SIGTERM to their parent
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+    log = tmp_path / "app.log"
     record = read_hook_record(tmp_path)
     assert record is not None and record.launched and record.framework == "litserve", log.read_text()[-2000:]
     assert record.litserve["version"] == LITSERVE and not record.problems
