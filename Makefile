@@ -25,15 +25,16 @@ nginx:
 	  || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q nginx-light >/dev/null 2>&1) \
 	  || echo "nginx: not installed (apt-get failed): the replicas tests will skip"
 
-# Three pytest workers on CI's 2 cores: most tests wait on sleeping servers, so the suite takes ~11 min
-# instead of ~28 (one file per worker: module fixtures stay shared). PYTEST_WORKERS=0 runs it serially.
-PYTEST_WORKERS ?= 3
+# Six pytest workers on CI's 2 cores: most tests wait on sleeping servers (a quiet run's tests use 1.1 of
+# the 2 cores at 3 workers), one file per worker (module fixtures stay shared), the slowest files first
+# (tests/timing.py; --no-loadscope-reorder keeps that order). PYTEST_WORKERS=0 runs it serially.
+PYTEST_WORKERS ?= 6
 # The project's bytecode first: with PYTHONDONTWRITEBYTECODE set (this machine sets it) each of the
 # suite's few hundred server and CLI processes would compile qbench and reference_server again (~0.5 s of
 # CPU each); a stale .pyc is never used (Python checks each source's size and time).
 test: lint nginx
 	$(PY) -m compileall -q qbench reference_server tests bench examples >/dev/null
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The suite on a deliberately slowed machine, run before every submission: BUSY busy loops
 # (`yes > /dev/null`) beside `make test` the whole time, stopped when it ends (4 on a 2-core box: about a

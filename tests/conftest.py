@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import resource
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -10,6 +13,7 @@ import pytest
 
 from reference_server.settings import ServerSettings, synthetic_settings
 from reference_server.testing import RunningServer, serve_in_thread
+from tests.timing import known_seconds, log_line, slowest_first
 
 
 @pytest.fixture
@@ -35,3 +39,30 @@ def _sweeps_unconfirmed(monkeypatch: pytest.MonkeyPatch) -> None:
     unless they ask for one (--confirm-duration, sweep.confirm_duration); tests/tune/sweep/test_confirm.py
     tests it, and the default itself."""
     monkeypatch.setattr("qbench.tune.sweep.config.DEFAULT_SWEEP_CONFIRM_S", 0.0)
+
+
+
+_CPU_LOG = os.environ.get("QBENCH_TEST_CPU_LOG")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slowest test files first (tests/timing.py): the workers finish together."""
+    order = slowest_first([item.nodeid for item in items], known_seconds())
+    items[:] = [items[i] for i in order]
+
+
+def _cpu_s() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With QBENCH_TEST_CPU_LOG=FILE, each test's CPU and wall seconds appended to FILE (tests/timing.py)."""
+    if not _CPU_LOG:
+        yield
+        return
+    cpu, wall = _cpu_s(), time.monotonic()
+    yield
+    with open(_CPU_LOG, "a", encoding="utf-8") as log:
+        log.write(log_line(_cpu_s() - cpu, time.monotonic() - wall, item.nodeid))

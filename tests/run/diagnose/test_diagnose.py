@@ -204,46 +204,38 @@ def test_an_instant_function_behind_its_arrivals_is_request_handling() -> None:
     assert "not steady" in finding.message
 
 
-def one_request_s(n: int, repeats: int) -> float:
-    """This machine's time, now, for one request of the `cpu` workload on one torch thread (the median
-    of three, after one unmeasured): what the test sizes its rates by."""
-    import time
-
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        matrix, times = torch.rand(n, n), []
-        for _ in range(4):
-            started, acc = time.perf_counter(), matrix
-            for _ in range(repeats):
-                acc = (acc @ matrix).clamp_(0.0, 1.0)
-            times.append(time.perf_counter() - started)
-        return sorted(times[1:])[1]
-    finally:
-        torch.set_num_threads(threads)
+def one_request_s(url: str, api: dict[str, Any], tmp_path: Path) -> float:
+    """The server's own time for one request of `api` on this machine now, one at a time: the median
+    service time (its process_starts to process_completed) of 12 requests from one closed-loop user (the
+    median is the typical one, not a first request's warm-up). The test sizes its rates by it: a time
+    taken in the test's own process (a torch matmul timed here) read 15 x too short when six suite
+    workers crowded the box."""
+    spec = scenario(endpoint={"api_name": api["api_name"]}, payload={"inputs": [{"text": {"words": [1, 2]}}]},
+                    load={"users": 1, "requests": 12, "timeout": 120})
+    result = run_scenario(spec, target=url, out_dir=tmp_path / "one", live=False)
+    one = result.summary.phase("service_s").p50
+    assert one is not None and one > 0, result.summary
+    return one
 
 
 def test_real_cpu_work_that_slows_with_concurrency_is_model_bound(tmp_path: Path) -> None:
     """The `cpu` workload (torch matmuls, one torch thread each) with 8 slots on this machine's 2 cores:
-    8 running take about four times as long each as 1. The rates are sized by the machine (a request
-    timed here first, t): light load first, 80 requests at 0.6 / t req/s (0.6 running on average, on
-    a slow box as on a fast one: a fixed 8 req/s kept 1.6 running on a box 2.5 x slower, light no
-    more), then overload, 240 requests at 8 / t req/s (the 2 cores serve about 2 / t).
+    8 running take about four times as long each as 1. The rates are sized by the server's own time for
+    one request, t, measured first: light load, 80 requests at 0.4 / t req/s (0.4 running on average on
+    a slow box as on a fast one), then overload, 240 requests at 8 / t req/s (the 2 cores serve about
+    2 / t).
     8 slots, not 4: B other busy processes on the host stretch few-running and k-running alike, so the
     growth reads (k + B) / (1 + B); with 4 slots it fell under 1.5 at B = 6 (a CI box running the
     suite in parallel said queue_limit), with 8 it stays about 2."""
-    n, repeats = 512, 32
-    t = one_request_s(n, repeats)
-    light, heavy = 0.6 / t, 8 / t
-    work = {"api_name": "work", "workload": "cpu", "params": {"n": n, "repeats": repeats},
+    work = {"api_name": "work", "workload": "cpu", "params": {"n": 512, "repeats": 32},
             "concurrency_limit": 8}
-    spec = scenario(endpoint={"api_name": "work"}, payload={"inputs": [{"text": {"words": [1, 2]}}]},
-                    load={"stages": [{"duration": 80 / light, "rate": light},
-                                     {"duration": 240 / heavy, "rate": heavy}],
-                          "timeout": 30 + 240 * t})
     with start_reference_server({"functions": [work], "torch_threads": 1}) as url:
+        t = one_request_s(url, work, tmp_path)
+        light, heavy = 0.4 / t, 8 / t
+        spec = scenario(endpoint={"api_name": "work"}, payload={"inputs": [{"text": {"words": [1, 2]}}]},
+                        load={"stages": [{"duration": 80 / light, "rate": light},
+                                         {"duration": 240 / heavy, "rate": heavy}],
+                              "timeout": 30 + 240 * t})
         result = run_scenario(spec, target=url, out_dir=tmp_path / "run", live=False)
     found = [f.kind for f in result.diagnosis if f.kind != "usage"]
     assert "model_bound" in found, (t, result.diagnosis)

@@ -1,0 +1,30 @@
+"""The suite's own ordering (tests/timing.py): the slowest files start first, each file's tests in their
+own order, unmeasured files after the measured ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.timing import file_seconds, known_seconds, log_line, slowest_first
+
+
+def test_slowest_files_first_each_in_its_own_order() -> None:
+    nodeids = ["a.py::t1", "a.py::t2", "b.py::t1", "new.py::t1", "c.py::t1", "b.py::t2"]
+    seconds = {"a.py": 5.0, "b.py": 40.0, "c.py": 10.0}
+    order = [nodeids[i] for i in slowest_first(nodeids, seconds)]
+    assert order == ["b.py::t1", "b.py::t2", "c.py::t1", "a.py::t1", "a.py::t2", "new.py::t1"]
+
+
+def test_a_log_sums_each_files_wall_seconds(tmp_path: Path) -> None:
+    lines = [log_line(0.5, 2.0, "a.py::t1"), log_line(0.1, 1.25, "a.py::t2[x]"),
+             log_line(3.0, 4.0, "b.py::t")]
+    assert file_seconds("".join(lines).splitlines()) == {"b.py": 4.0, "a.py": 3.2}  # 3.25, rounded half-even
+    path = tmp_path / "seconds.json"
+    path.write_text('{"b.py": 4.0}')
+    assert known_seconds(path) == {"b.py": 4.0} and known_seconds(tmp_path / "absent.json") == {}
+
+
+def test_the_committed_times_name_files_that_exist() -> None:
+    root = Path(__file__).parent.parent
+    missing = [name for name in known_seconds() if not (root / name).is_file()]
+    assert known_seconds() and not missing, missing

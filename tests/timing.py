@@ -1,0 +1,73 @@
+"""The suite's own clock: which test files take longest, so that the slowest start first.
+
+`make test` runs files on several workers (`--dist loadfile`: a file stays on one worker, its module
+fixtures shared). A worker that draws a 150 s file last keeps the run going alone, so the files start in
+the order of the seconds they took (FILE_SECONDS, measured), unmeasured ones after. To measure again:
+
+    QBENCH_TEST_CPU_LOG=/tmp/tests.tsv .venv/bin/python -m pytest -n 3 --dist loadfile
+    .venv/bin/python -m tests.timing /tmp/tests.tsv      # rewrites tests/file_seconds.json
+
+The log has one line per test: its CPU seconds (its worker's and the child processes it waited for), its
+wall seconds and its node id: on a 2-core box the suite's time is as much waiting (load at a rate, a
+server's sleeps) as CPU, and the log says which.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
+
+
+def log_line(cpu_s: float, wall_s: float, nodeid: str) -> str:
+    return f"{cpu_s:.2f}\t{wall_s:.2f}\t{nodeid}\n"
+
+
+def file_seconds(lines: Iterable[str]) -> dict[str, float]:
+    """Wall seconds per test file from a log's lines, slowest first."""
+    total: Counter[str] = Counter()
+    for line in lines:
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) == 3:
+            total[parts[2].split("::")[0]] += float(parts[1])
+    return {name: round(seconds, 1) for name, seconds in total.most_common()}
+
+
+def known_seconds(path: Path = FILE_SECONDS) -> dict[str, float]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def slowest_first(nodeids: Sequence[str], seconds: dict[str, float]) -> list[int]:
+    """The order (indices into `nodeids`) that starts the slowest files first; a file's own tests keep
+    their order, and files never measured keep theirs, after the measured ones."""
+    first_seen: dict[str, int] = {}
+    for i, nodeid in enumerate(nodeids):
+        first_seen.setdefault(nodeid.split("::")[0], i)
+
+    def key(i: int) -> tuple[float, int, int]:
+        name = nodeids[i].split("::")[0]
+        return (-seconds.get(name, 0.0), first_seen[name], i)
+
+    return sorted(range(len(nodeids)), key=key)
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m tests.timing LOG  (a QBENCH_TEST_CPU_LOG file)", file=sys.stderr)
+        return 2
+    measured = file_seconds(Path(argv[0]).read_text().splitlines())
+    FILE_SECONDS.write_text(json.dumps(measured, indent=0) + "\n")
+    print(f"{FILE_SECONDS}: {len(measured)} files, {sum(measured.values()):.0f} s in all")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
