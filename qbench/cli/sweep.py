@@ -42,12 +42,14 @@ PresetOpt = Annotated[
 ]
 LaunchOpt = Annotated[
     str | None, typer.Option(help="Your app's command ({knob} and {port} placeholders optional); a "
-                             "Gradio app gets the knobs from qbench's startup hook too.")
+                             "Gradio app gets the knobs from qbench's startup hook too, a LitServe app "
+                             "those its command does not pass itself.")
 ]
 AppFileOpt = Annotated[
     Path | None,
-    typer.Option("--app", help="Your Gradio app, unmodified: `python APP [-- app args]` per point, with "
-                 "qbench's startup hook setting the knobs (queue(), launch(), the events)."),
+    typer.Option("--app", help="Your Gradio or LitServe app, unmodified: `python APP [-- app args]` per "
+                 "point, with qbench's startup hook setting the knobs (queue(), launch(), the events; "
+                 "LitAPI(max_batch_size, batch_timeout), LitServer(workers_per_device))."),
 ]
 KnobScopeOpt = Annotated[
     str, typer.Option(help="Event knobs (concurrency_limit, ...) on the events the scenario drives "
@@ -106,7 +108,7 @@ class SweepArgs:
 
 @command("sweep", extra_args="app_args")
 def sweep(args: SweepArgs) -> None:
-    """Sweep server (and client) knobs, rank the points under an SLO, recommend Gradio settings.
+    """Sweep server (and client) knobs, rank the points under an SLO, recommend Gradio (or LitServe) settings.
 
     `qbench sweep scenario.yaml --app app.py --grid concurrency_limit=1,2,4,8 [-- app args]` tunes an
     unmodified app: every point proves its knobs took effect before it is ranked."""

@@ -1,6 +1,7 @@
 """A LitServe app written as LitServe's docs show: an untyped `decode_request` reading
 `request["input"]`, a batched `predict` of 20 ms + 2 ms per row. Runs in its own virtualenv
-(tests/gradio_versions/envs.py); `python litserve_app.py PORT`, MAX_BATCH_SIZE from the environment."""
+(tests/gradio_versions/envs.py); `python litserve_app.py [PORT]` (8000, as LitServe's docs show, by default),
+MAX_BATCH_SIZE from the environment."""
 
 import os
 import sys
@@ -29,4 +30,4 @@ class BatchedAPI(ls.LitAPI):
 if __name__ == "__main__":
     api = BatchedAPI(max_batch_size=int(os.environ.get("MAX_BATCH_SIZE", "4")), batch_timeout=0.01)
     server = ls.LitServer(api, accelerator="cpu")
-    server.run(port=int(sys.argv[1]))
+    server.run(port=int(sys.argv[1]) if len(sys.argv) > 1 else 8000)

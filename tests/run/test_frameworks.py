@@ -69,16 +69,21 @@ def litserve_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
+def litserve_python() -> Path:
+    """The interpreter of LitServe's own cached virtualenv; skips where it cannot be built."""
+    try:
+        return ensure_named_env(f"litserve-{LITSERVE}", [f"litserve=={LITSERVE}"], "litserve")
+    except EnvError as exc:
+        pytest.skip(f"LitServe {LITSERVE}'s env cannot be built here: {exc}")
+
+
 @contextlib.contextmanager
 def litserve_app(port: str, env: dict[str, str], folder: Path, url: str | None = None) -> Iterator[None]:
     """`python litserve_app.py PORT` in LitServe's env, run in `folder` (its log there: app.log), until
     its /health (at `url`, default the port's) says ready; the whole process group stopped after
     (LitServe's inference and uvicorn workers outlive a SIGTERM to their parent). Skips where the env
     cannot be built."""
-    try:
-        python = ensure_named_env(f"litserve-{LITSERVE}", [f"litserve=={LITSERVE}"], "litserve")
-    except EnvError as exc:
-        pytest.skip(f"LitServe {LITSERVE}'s env cannot be built here: {exc}")
+    python = litserve_python()
     log = folder / "app.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([str(python), str(HERE / "litserve_app.py"), port], stdout=out,

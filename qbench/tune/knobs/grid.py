@@ -10,7 +10,9 @@ Knobs are of two kinds:
                    concurrency_limit, default_concurrency_limit, max_batch_size, batch_wait_ms, max_threads,
                    max_size, concurrency_id; concurrency_count (Gradio 3.x; qbench.tune.knobs.versions says
                    which release has which); num_workers and ssr_mode (launch() settings of an app
-                   qbench launches: static-file worker processes behind SSR's Node proxy, 6.15+)
+                   qbench launches: static-file worker processes behind SSR's Node proxy, 6.15+);
+                   a LitServe app's batch_timeout and workers_per_device (qbench.tune.knobs.frameworks
+                   says which framework has which)
     client knobs   applied to the scenario as run overrides: rate -> load.rate, users -> load.users,
                    duration -> load.duration, or any dotted scenario key (`load.burst`)
 
@@ -43,6 +45,8 @@ SERVER_KNOBS: Final = (
     "concurrency_count",
     "num_workers",
     "ssr_mode",
+    "batch_timeout",
+    "workers_per_device",
 )
 #: Knobs only an app qbench launches has (Blocks.launch() arguments of Gradio 6.15+ / 5.0+).
 LAUNCH_ONLY_KNOBS: Final = ("num_workers", "ssr_mode")
@@ -60,6 +64,8 @@ _SHORT: Final = {
     "concurrency_count": "cc",
     "num_workers": "nw",
     "ssr_mode": "ssr",
+    "batch_timeout": "bt",
+    "workers_per_device": "wpd",
     "rate": "r",
     "users": "u",
     "duration": "d",

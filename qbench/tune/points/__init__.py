@@ -4,4 +4,5 @@ knobs took effect.
     point.py         one run (run_measured) -> its summary and records; repeats -> PointResult (runaway
                      queues stop early); every tuning stage's run goes through here
     knobcheck.py     did a point's knobs take effect? the hook's record and the point's records
+    litserve_check.py    the same for a LitServe app: what LitServe held, the batches it handed the app
 """

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final, Literal
 
 from qbench.run import Figures, json_number
@@ -78,6 +78,7 @@ class Recommendation:
     # the change to the app's own settings (from the startup hook's record of the winner's launch):
     # "your app: default_concurrency_limit=4 -> recommended concurrency_limit=8 on `respond`"
     app_change: list[str] = field(default_factory=list)
+    framework: str | None = None  # a launched app's framework other than Gradio ("litserve")
 
     @property
     def gradio_version(self) -> str:
@@ -96,6 +97,7 @@ class Recommendation:
             "server_code": self.server_code,
             "server_code_label": self.server_code_label,
             "app_change": self.app_change,
+            "framework": self.framework,
             "max_size_advice": self.max_size_advice.to_dict() if self.max_size_advice else {},
             "capacity": self.capacity.to_dict() if self.capacity is not None else {},
             "notes": self.notes,
@@ -119,6 +121,7 @@ class Recommendation:
             server_code=str(data.get("server_code") or ""),
             server_code_label=str(data.get("server_code_label") or ""),
             app_change=list(data.get("app_change") or []),
+            framework=str(data["framework"]) if data.get("framework") else None,
         )
 
 
@@ -170,6 +173,7 @@ class Advice:
     capacity: CapacityRecord | None = None  # the winner's capacity search, if measured
     server_api: str | None = None  # a gradio.Server app's endpoint: the code is its @server.api(...)
     notes: list[str] = field(default_factory=list)
+    framework: str | None = None  # a launched app's framework other than Gradio ("litserve")
 
 
 def rank(points: Sequence[PointResult], constraints: Constraints) -> Ranking:
@@ -216,6 +220,8 @@ def recommend(points: Sequence[PointResult], constraints: Constraints, advice: A
     ranking = rank(points, constraints)
     winner = ranking.winner
     size_advice = max_size_advice(winner, constraints) if winner is not None else None
+    if size_advice is not None and advice.framework == "litserve":
+        size_advice = uncapped_advice(size_advice, "LitServe")
     code = ""
     size = size_advice.max_size if size_advice is not None else None
     if winner is not None and advice.gradio and advice.server_api is not None:
@@ -230,7 +236,7 @@ def recommend(points: Sequence[PointResult], constraints: Constraints, advice: A
         objective_why=advice.objective_why, gradio_major=advice.gradio_major,
         server_code=advice.server_code if winner is not None else "",
         server_code_label=advice.server_code_label if winner is not None else "",
-        app_change=list(advice.app_change),
+        app_change=list(advice.app_change), framework=advice.framework,
     )
 
 
@@ -346,6 +352,20 @@ def max_size_advice(point: PointResult, constraints: Constraints) -> MaxSizeAdvi
            f"{budget:.3g}) = {size}: later arrivals get an immediate 'queue full' instead of a wait past "
            f"{tolerated:g} s")
     return MaxSizeAdvice(why, size, served, tolerated, service, budget)
+
+
+def uncapped_advice(advice: MaxSizeAdvice, server: str) -> MaxSizeAdvice:
+    """The max_size advice for a server without a queue cap (LitServe): no max_size to set, the cap it
+    would be said as one to put in front of it."""
+    if advice.max_size is None or advice.tolerated_wait_s is None:
+        return replace(advice, max_size=None, why=f"{server} has no queue cap (Gradio's max_size): requests "
+                       "past its capacity wait without bound")
+    why = (f"{server} has no queue cap (Gradio's max_size): past its capacity a request waits without bound. "
+           f"Served at {advice.throughput_rps:.3g} req/s with {advice.tolerated_wait_s:g} s tolerated, "
+           f"{advice.max_size} waiting requests fill the queue-wait budget of "
+           f"{advice.queue_wait_budget_s or 0:.3g} s: a proxy in front that queues at most that many (or a "
+           f"client timeout of {advice.tolerated_wait_s:g} s) turns a later wait into a quick refusal")
+    return replace(advice, max_size=None, why=why)
 
 
 def gradio_code(knobs: Mapping[str, Value], max_size: int | None, gradio_major: int | None = None) -> str:

@@ -130,7 +130,8 @@ def _start(template: str, knobs: Mapping[str, Any], work_dir: Path, cwd: Path | 
     env = knob_env(knobs, port)
     if hook:
         server = {k: v for k, v in knobs.items() if is_server_knob(k)}
-        env.update(hook_env(server, port, hook_events, work_dir))
+        observe = [k for k in server if "{" + k + "}" in template]  # the command passes these itself
+        env.update(hook_env(server, port, hook_events, work_dir, observe))
     log_path = work_dir / "server.log"
     process = spawn(argv, env=env, log_path=log_path, cwd=cwd)
     return ServerHandle(f"http://127.0.0.1:{port}", process, log_path)
@@ -170,8 +171,8 @@ def _wait_launch_checks(handle: ServerHandle, deadline: float, log_start: int = 
 def _launch_checked(handle: ServerHandle, log_start: int, hook_dir: Path | None) -> bool:
     """Whether the app's launch() is past its checks, or says nothing that would tell."""
     hooked = read_hook_record(hook_dir) if hook_dir is not None else None
-    if hooked is not None and hooked.launched:
-        return hooked.launch_checked is not None
+    if hooked is not None and hooked.launched:  # launch()'s checks are Gradio's (LitServe has none)
+        return hooked.framework != "gradio" or hooked.launch_checked is not None
     log = _log_text(handle, log_start)
     if GRADIO_SERVING not in log:
         return True

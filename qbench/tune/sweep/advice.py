@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from qbench.run import Columns, pair_runs, read_records
+from qbench.tune.knobs.frameworks import litserve_code
 from qbench.tune.knobs.server_knobs import apply_server_knobs
 from qbench.tune.ranking.recommend import Advice, RankedPoint, Ranking, max_size_advice
 from qbench.tune.servers.apphook import app_change, read_hook_record
@@ -24,7 +25,9 @@ def sweep_advice(config: SweepConfig, defaults: dict[str, Any], servers: PointSe
     """What the recommendation says beside the ranking: code inputs, the winner's capacity and notes."""
     winner, gradio = ranking.winner, config.scenario.protocol == "gradio"
     code, label = "", ""
-    if winner is not None and not gradio:
+    if winner is not None and servers.framework == "litserve":
+        code, label = litserve_advice(config, winner)
+    elif winner is not None and not gradio:
         advised = max_size_advice(winner, config.constraints).max_size
         code, label = server_advice(config, winner, advised)
     notes = config.grid.edge_notes(winner.knobs) if winner is not None else []
@@ -37,7 +40,7 @@ def sweep_advice(config: SweepConfig, defaults: dict[str, Any], servers: PointSe
         defaults=defaults, gradio_major=servers.gradio_major, objective_why=config.objective_why,
         gradio=gradio, server_api=server_api(config, servers),
         server_code=code, server_code_label=label, app_change=winner_app_change(config, winner),
-        capacity=capacity, notes=notes + capacity_notes,
+        capacity=capacity, notes=notes + capacity_notes, framework=servers.framework,
     )
 
 
@@ -55,6 +58,18 @@ def winner_app_change(config: SweepConfig, winner: PointResult | None) -> list[s
         return []
     hook = read_hook_record(config.sweep_dir / "points" / winner.point_id)
     return app_change(hook, winner.knobs) if hook is not None and hook.launched else []
+
+
+def litserve_advice(config: SweepConfig, winner: PointResult) -> tuple[str, str]:
+    """(code, label): the winner as a LitServe app's code, its API class and own settings from what the
+    hook read at the winner's launch."""
+    hook = read_hook_record(config.sweep_dir / "points" / winner.point_id)
+    part = hook.litserve if hook is not None else {}
+    apis = part.get("apis") or [{}]
+    own = {**(apis[0].get("app") or {}), **((part.get("server") or {}).get("app") or {})}
+    release = f" {part['version']}" if part.get("version") else ""
+    code = litserve_code(winner.knobs, str(apis[0].get("type") or "MyAPI"), own)
+    return code, f"LitServe{release}: your app's API and server with the winner's settings"
 
 
 def server_advice(config: SweepConfig, winner: PointResult, advised: int | None) -> tuple[str, str]:

@@ -42,6 +42,7 @@ from qbench.run import (
     run_secrets,
     with_overrides,
 )
+from qbench.tune.knobs.frameworks import app_framework, check_framework_knobs
 from qbench.tune.knobs.grid import Grid, build_grid, is_server_knob, parse_link
 from qbench.tune.knobs.versions import check_knobs
 from qbench.tune.values.constraints import Constraints, Objective, build_constraints, require_slo
@@ -138,6 +139,9 @@ class SweepConfig:
     # point's knobs on `hook_events` (the scenario's api_name / fn_index; None: every queued event)
     hook: bool = False
     hook_events: list[str] | None = None
+    # launch mode: the framework the app serves with ("litserve"; qbench.tune.knobs.frameworks), read from
+    # --app's code, else from the hook's record at the first point; None: Gradio or not known yet
+    framework: str | None = None
 
     def with_auth(self, overrides: dict[str, Any]) -> SweepConfig:
         """This config with credential overrides from the command line (kept out of the saved options,
@@ -310,10 +314,8 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
         )
     major = int(settings.get("gradio", 6)) if settings is not None else None
     check_knobs(swept_server_knobs(grid), major, f"the reference server (gradio: {major})")
-    search_name = options.search or section.get("search") or "grid"
-    if search_name not in ("grid", "smart", "model", "sim"):
-        raise ScenarioError(f"search {search_name!r}: expected grid, smart, model or sim")
-    search = cast(SearchMode, search_name)
+    framework = _app_framework(options, mode, grid)
+    search = _search(options, section)
     trials = int(
         options.capacity_trials if options.capacity_trials is not None else section.get("capacity_trials", 5)
     )
@@ -339,8 +341,10 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
         base_settings=settings,
         api_name=scenario.endpoint.api_name,
         launch=launch,
-        hook=mode == "launch" and scenario.protocol == "gradio",
+        # a plain HTTP app too: the hook sets the knobs of a LitServe app, and does nothing in any other
+        hook=mode == "launch" and scenario.protocol in ("gradio", "http"),
         hook_events=hook_events,
+        framework=framework,
         target=options.target,
         repeat=int(options.repeat or section.get("repeat") or 1),
         search=search,
@@ -376,6 +380,29 @@ def app_command(options: SweepOptions) -> str | None:
         raise ScenarioError(f"--app {options.app}: no such file")
     python = options.python or sys.executable
     return shlex.join([python, options.app, *options.app_args])
+
+
+def _search(options: SweepOptions, section: dict[str, Any]) -> SearchMode:
+    name = options.search or section.get("search") or "grid"
+    if name not in ("grid", "smart", "model", "sim"):
+        raise ScenarioError(f"search {name!r}: expected grid, smart, model or sim")
+    return cast(SearchMode, name)
+
+
+def _app_framework(options: SweepOptions, mode: Mode, grid: Grid) -> str | None:
+    """The framework --app's code imports (qbench.tune.knobs.frameworks), None for Gradio or no --app;
+    KnobVersionError for a grid knob that framework (the reference server: Gradio's) lacks."""
+    if mode in ("relaunch", "live"):
+        check_framework_knobs(swept_server_knobs(grid), "gradio", "the reference server")
+    if not options.app:
+        return None
+    try:
+        framework = app_framework(Path(options.app).read_text(errors="replace"))
+    except OSError:
+        return None
+    if framework is not None:
+        check_framework_knobs(swept_server_knobs(grid), framework, f"--app {options.app}")
+    return framework
 
 
 def _check_event_knobs(launch: str, grid: Grid) -> None:

@@ -140,11 +140,14 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     not_applied = [r for r in rec.ranked if r.verdict == "knobs_not_applied"]
     if not_applied:
         ids = ", ".join(r.point_id for r in not_applied)
-        console.print(
-            f"[bold red]knobs not applied[/] at {ids}: these points measured the app's own settings, "
-            "not the point's, and are not ranked. Let qbench start the app (--app app.py, or --launch "
-            "'python app.py': its startup hook sets the knobs when the app calls Blocks.launch()), or "
-            "make the app read QBENCH_<KNOB> (e.g. QBENCH_CONCURRENCY_LIMIT); point.json has the evidence")
+        how = ("Let qbench set them (--app app.py: its startup hook sets LitAPI's and LitServer's "
+               "arguments), or pass each {knob} of --launch to what the app reads"
+               if rec.framework == "litserve" else
+               "Let qbench start the app (--app app.py, or --launch 'python app.py': its startup hook sets "
+               "the knobs when the app calls Blocks.launch()), or make the app read QBENCH_<KNOB> (e.g. "
+               "QBENCH_CONCURRENCY_LIMIT)")
+        console.print(f"[bold red]knobs not applied[/] at {ids}: these points measured the app's own "
+                      f"settings, not the point's, and are not ranked. {how}; point.json has the evidence")
     if rec.winner is None:
         console.print(f"[bold red]no recommendation:[/] {rec.why}")
         return
@@ -155,7 +158,9 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     for line in rec.app_change:
         console.print(f"[bold]{line}[/]")
     if rec.server_code:
-        language = "yaml" if rec.server_code_label.startswith("reference server") else "bash"
+        label = rec.server_code_label
+        language = ("yaml" if label.startswith("reference server")
+                    else "python" if label.startswith("LitServe") else "bash")
         code = Syntax(rec.server_code.rstrip(), language, theme="ansi_dark", word_wrap=True)
         console.print(Panel(code, title=rec.server_code_label))
     elif rec.gradio_code:

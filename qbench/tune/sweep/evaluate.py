@@ -17,6 +17,7 @@ from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError
 from qbench.run import Summary, SummaryFile, read_gradio_mode, read_gradio_version, read_records, read_status
+from qbench.tune.knobs.frameworks import FRAMEWORK_ONLY, check_framework_knobs
 from qbench.tune.knobs.grid import LAUNCH_ONLY_KNOBS, Point, split_knob
 from qbench.tune.knobs.server_knobs import admin_body, apply_server_knobs, effective_knobs
 from qbench.tune.knobs.versions import KnobVersionError, check_knobs, gradio_major
@@ -28,6 +29,7 @@ from qbench.tune.points.knobcheck import (
     check_point,
     expected_settings,
 )
+from qbench.tune.points.litserve_check import check_litserve
 from qbench.tune.points.point import RunawayDetector, point_result
 from qbench.tune.servers.app_process import launch_command
 from qbench.tune.servers.apphook import HookRecord, read_hook_record
@@ -54,9 +56,11 @@ class PointServers:
     # first point's /config or the startup hook's record (launch and target modes); None until known
     gradio_major: int | None = None
     app_mode: str | None = None  # the app's /config `mode` (launch and target modes): "server", "blocks"
+    framework: str | None = None  # a launched app's framework other than Gradio ("litserve"), once known
 
     def __post_init__(self) -> None:
         self.gradio_major = self.config.gradio_major
+        self.framework = self.config.framework
 
     def settings_for(self, point: Point) -> dict[str, Any]:
         assert self.config.base_settings is not None
@@ -121,6 +125,12 @@ class PointServers:
         if not (self.config.mode == "launch" and self.config.hook):
             return None
         record = read_hook_record(work_dir)
+        if record is not None and record.launched and record.framework != "gradio":
+            if self.framework is None:  # --launch: known now; a knob it lacks ends the sweep before load
+                check_framework_knobs(swept_server_knobs(self.config.grid), record.framework,
+                                      f"the app ({self.config.launch})")
+            self.framework = record.framework
+            return record
         if record is not None and self.gradio_major is None:
             self.gradio_major = record.major
         placeholder = "{max_batch_size}" in (self.config.launch or "")  # the app gets it, may batch then
@@ -215,8 +225,9 @@ def evaluate_point(config: SweepConfig, servers: PointServers, point: Point) -> 
 
 
 def check_launch_only(config: SweepConfig) -> None:
-    """num_workers and ssr_mode are launch() arguments of an app qbench launches: no other mode can set
-    them (the reference server's own front ends are `launch.front_ends`)."""
+    """num_workers and ssr_mode are launch() arguments of an app qbench launches, and a framework's own knobs
+    (LitServe's batch_timeout, workers_per_device) its startup hook's: no other mode can set them (the
+    reference server's own front ends are `launch.front_ends`)."""
     if config.mode == "launch":
         return
     names = [k for k in [*config.grid.axes, *config.grid.links] if split_knob(k)[0] in LAUNCH_ONLY_KNOBS]
@@ -226,6 +237,12 @@ def check_launch_only(config: SweepConfig) -> None:
             f"--launch CMD); this sweep's server is {config.mode!r}"
             + (" (the reference server's HTTP front ends: --set launch.front_ends=N)"
                if names[0].startswith("num_workers") else ""))
+    framework = [k for k in [*config.grid.axes, *config.grid.links] if split_knob(k)[0] in FRAMEWORK_ONLY]
+    if framework:
+        raise ScenarioError(
+            f"knob {framework[0]!r}: a {FRAMEWORK_ONLY[split_knob(framework[0])[0]]} app's setting, which "
+            f"qbench sets only in an app it launches (--app app.py or --launch CMD); this sweep's server is "
+            f"{config.mode!r}")
 
 
 def check_point_knobs(
@@ -235,6 +252,8 @@ def check_point_knobs(
     the first repeat's records; in target mode, the settings the scenario expects (`expect:`). None for
     a plain HTTP server, or client knobs only and nothing expected."""
     knobs = point.server_knobs() or (expected_settings(config.scenario) if config.mode == "target" else {})
+    if servers.framework == "litserve" and config.mode == "launch":
+        return check_litserve(knobs, hook)
     if config.scenario.protocol != "gradio" or not knobs and config.mode != "launch":
         return None
     try:

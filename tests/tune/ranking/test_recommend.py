@@ -120,6 +120,20 @@ def test_max_size_advice_is_throughput_times_wait_budget() -> None:
     assert max_size_advice(winner, Constraints()).max_size is None
 
 
+def test_a_server_without_a_queue_cap_is_told_the_cap_to_put_in_front() -> None:
+    winner = pt("b8", 10, throughput_rps=12.0, p50_service_s=0.5, knobs={"max_batch_size": 8})
+    rec = recommend([winner], Constraints(slo={"p95_latency_s": 3.0}),
+                    Advice(gradio=False, framework="litserve"))
+    advice = rec.max_size_advice
+    assert advice is not None and advice.max_size is None and advice.queue_wait_budget_s == 2.5
+    assert advice.why == ("LitServe has no queue cap (Gradio's max_size): past its capacity a request waits "
+                          "without bound. Served at 12 req/s with 3 s tolerated, 30 waiting requests fill "
+                          "the queue-wait budget of 2.5 s: a proxy in front that queues at most that many "
+                          "(or a client timeout of 3 s) turns a later wait into a quick refusal")
+    unbounded = recommend([winner], Constraints(), Advice(gradio=False, framework="litserve")).max_size_advice
+    assert unbounded is not None and unbounded.why.startswith("LitServe has no queue cap")
+
+
 def test_gradio_code_for_a_batched_winner() -> None:
     code = gradio_code({"concurrency_limit": 2, "max_batch_size": 8, "max_threads": 40}, 24)
     assert "demo.queue(default_concurrency_limit=2, max_size=24)" in code

@@ -47,7 +47,7 @@ def test_the_batches_every_process_counted_are_summed_and_a_relaunch_starts_from
     (tmp_path / "hook-record.json.batches.13.json").write_text("{half wri")  # being replaced: skipped
     record = read_hook_record(tmp_path)
     assert record is not None and record.framework == "litserve"
-    assert record.batch_sizes == {"/predict": {4: 5, 1: 1, 3: 1}}
+    assert record.batch_sizes == {"/predict": {4: 5, 1: 1, 3: 1}} and record.batch_processes == 2
     hook_env({"max_batch_size": 8}, 7999, None, tmp_path)
     assert not list(tmp_path.glob("hook-record.json*"))
 
@@ -94,6 +94,23 @@ def test_the_advice_is_a_change_to_the_apps_own_settings() -> None:
     three = record("3.50.2", {"batch": False}, {"concurrency_count": 1, "max_size": None})
     assert app_change(three, {"concurrency_count": 4}) == [
         "your app (Gradio 3.50.2): concurrency_count=1 -> recommended concurrency_count=4"]
+
+
+def test_a_litserve_apps_advice_is_a_change_to_its_constructors() -> None:
+    hook = HookRecord(launched=True, framework="litserve", litserve={
+        "version": "0.2.19", "apis": [{"api_path": "/predict", "type": "BatchedAPI",
+                                       "app": {"max_batch_size": 4, "batch_timeout": 0.01}}],
+        "server": {"app": {"workers_per_device": 1}}})
+    assert app_change(hook, {"max_batch_size": 16, "workers_per_device": 2}) == [
+        "your app (LitServe 0.2.19): BatchedAPI(max_batch_size=4, batch_timeout=0.01) -> recommended "
+        "BatchedAPI(max_batch_size=16, batch_timeout=0.01) at /predict",
+        "your app (LitServe 0.2.19): LitServer(workers_per_device=1) -> recommended "
+        "LitServer(workers_per_device=2)"]
+
+
+def test_knobs_the_launch_command_passes_itself_are_observed_not_set(tmp_path: Path) -> None:
+    env = hook_env({"max_batch_size": 8, "batch_timeout": 0.1}, 7999, None, tmp_path, ["max_batch_size"])
+    assert json.loads(env["QBENCH_HOOK"])["observe"] == ["max_batch_size"]
 
 
 def test_launch_knobs_are_advised_as_a_change_to_the_apps_launch() -> None:

@@ -29,10 +29,13 @@ RECORD_NAME = "hook-record.json"
 
 
 def hook_env(
-    knobs: Mapping[str, Any], port: int, events: Sequence[str] | None, work_dir: Path
+    knobs: Mapping[str, Any], port: int, events: Sequence[str] | None, work_dir: Path,
+    observe: Sequence[str] = (),
 ) -> dict[str, str]:
     """Environment for a launched app: the hook first on PYTHONPATH (the app's own PYTHONPATH after it)
-    and the point in QBENCH_HOOK; `events` None means every queued event."""
+    and the point in QBENCH_HOOK; `events` None means every queued event. `observe`: knobs the launch
+    command passes itself ({placeholders}): a LitServe app's hook records what the app made of them and
+    does not set them (a Gradio app's sets every knob)."""
     folder = work_dir / "qbench-hook"
     folder.mkdir(parents=True, exist_ok=True)
     for source in HOOK_FILES:
@@ -42,7 +45,7 @@ def hook_env(
         old.unlink(missing_ok=True)  # a relaunch of the same point must not read the last record
     path = [str(folder), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
     plan = {"knobs": dict(knobs), "events": list(events) if events is not None else None, "port": port,
-            "record": str(record)}
+            "record": str(record), "observe": list(observe)}
     return {"PYTHONPATH": os.pathsep.join(path), "QBENCH_HOOK": json.dumps(plan)}
 
 
@@ -89,6 +92,8 @@ class HookRecord:
     # effective}], server: {app, set, effective}} (qbench_litserve_hook.py)
     batch_sizes: dict[str, dict[int, int]] = field(default_factory=dict)  # api path -> {size: batches}, all
     # the app's processes together: what the framework really handed the user's function
+    batch_processes: int = 0  # how many of the app's processes ran batches
+    observed: list[str] = field(default_factory=list)  # knobs the launch command passes itself (not set)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HookRecord:
@@ -107,6 +112,8 @@ class HookRecord:
             litserve=dict(data.get("litserve") or {}),
             batch_sizes={str(path): {int(size): int(n) for size, n in sizes.items()}
                          for path, sizes in (data.get("batch_sizes") or {}).items()},
+            batch_processes=int(data.get("batch_processes") or 0),
+            observed=[str(k) for k in data.get("observed") or []],
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -152,23 +159,28 @@ def read_hook_record(work_dir: Path) -> HookRecord | None:
         return None
     if not isinstance(data, dict):
         return None
-    data["batch_sizes"] = batch_counts(work_dir)
+    data["batch_sizes"], data["batch_processes"] = batch_counts(work_dir)
     return HookRecord.from_dict(data)
 
 
-def batch_counts(work_dir: Path) -> dict[str, dict[str, int]]:
-    """Every process's batch counts in `work_dir`, summed: {api path: {size: batches}}."""
+def batch_counts(work_dir: Path) -> tuple[dict[str, dict[str, int]], int]:
+    """Every process's batch counts in `work_dir`, summed: ({api path: {size: batches}}, how many
+    processes counted one or more)."""
     total: dict[str, dict[str, int]] = {}
+    processes = 0
     for path in sorted(work_dir.glob(f"{RECORD_NAME}.batches.*.json")):
         try:
             counts = json.loads(path.read_text())
         except (OSError, ValueError):
             continue  # a file being replaced: os.replace makes that rare
+        counted = False
         for api, sizes in (counts.items() if isinstance(counts, dict) else ()):
             mine = total.setdefault(str(api), {})
             for size, n in (sizes.items() if isinstance(sizes, dict) else ()):
                 mine[str(size)] = mine.get(str(size), 0) + int(n)
-    return total
+                counted = counted or int(n) > 0
+        processes += counted
+    return total, processes
 
 
 _EVENT_KNOBS = ("concurrency_limit", "concurrency_id", "max_batch_size")
@@ -180,6 +192,8 @@ def app_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
     """The recommendation as a change to the app's own settings, one line per driven event plus one for
     the queue and launch() settings: "your app: default_concurrency_limit=4 -> recommended
     concurrency_limit=8 on `respond`"."""
+    if hook.framework == "litserve":
+        return litserve_change(hook, knobs)
     release = f" (Gradio {hook.gradio_version})" if hook.gradio_version else ""
     lines = []
     for event in hook.chosen:
@@ -206,6 +220,29 @@ def app_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
         own_launch = hook.launch.get("app") or {}
         before = {k: "default" if own_launch.get(k) is None else own_launch[k] for k in launch}
         lines.append(f"your app{release}: launch({_pairs(before)}) -> recommended launch({_pairs(launch)})")
+    return lines
+
+
+_LITSERVE_API = ("max_batch_size", "batch_timeout")
+
+
+def litserve_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
+    """A LitServe app's recommendation as a change to its own code: each API's constructor, the server's
+    workers_per_device: "your app (LitServe 0.2.19): BatchedAPI(max_batch_size=4, batch_timeout=0.01) ->
+    recommended BatchedAPI(max_batch_size=16, batch_timeout=0.01)"."""
+    release = f" (LitServe {hook.litserve.get('version')})" if hook.litserve.get("version") else ""
+    lines = []
+    wanted = {k: v for k, v in knobs.items() if k in _LITSERVE_API}
+    for api in hook.litserve.get("apis") or []:
+        own = {k: v for k, v in (api.get("app") or {}).items() if k in _LITSERVE_API}
+        if wanted:
+            name = api.get("type") or "LitAPI"
+            lines.append(f"your app{release}: {name}({_pairs(own)}) -> recommended "
+                         f"{name}({_pairs({**own, **wanted})}) at {api.get('api_path', '/predict')}")
+    if "workers_per_device" in knobs:
+        own_workers = ((hook.litserve.get("server") or {}).get("app") or {}).get("workers_per_device", 1)
+        lines.append(f"your app{release}: LitServer(workers_per_device={own_workers}) -> recommended "
+                     f"LitServer(workers_per_device={knobs['workers_per_device']})")
     return lines
 
 

@@ -7,10 +7,14 @@ A sweep point's LitServe knobs go into the user's unmodified app the way LitServ
                                             max_batch_size/batch_timeout too, where the app passes them
     LitServer.run(host, port)               127.0.0.1 and the point's port, generate_client_file=False
 
+A knob the launch command passes itself (a {placeholder} of `--launch`: QBENCH_HOOK's "observe") is not
+replaced: the record says what the app made of it, so a command whose knob never reaches LitServe shows.
+
 What LitServe then runs with is recorded before the server starts (`litserve` in the hook's record: each
 API's app/set/effective settings, the server's), and so is what it really did: every batch LitServe hands
 to an API's `batch()` (the batched loop calls it with the decoded inputs, so its length is the batch
-size) is counted, per process, in `<record>.batches.<pid>.json` ({api_path: {size: count}}). The
+size), and each predict() of an unbatched API (max_batch_size 1) as a batch of 1, is counted, per
+process, in `<record>.batches.<pid>.json` ({api_path: {size: count}}). The
 inference workers are processes LitServe spawns; each imports this hook again (PYTHONPATH and QBENCH_HOOK
 are inherited) and counts its own batches. Standard library only, like sitecustomize.py.
 """
@@ -70,7 +74,8 @@ class LitServeHook:
 
     def __init__(self, hook: Any) -> None:
         self.hook = hook  # sitecustomize's _Hook: knobs, port, record, write()
-        self.knobs = {k: _value(k, v) for k, v in hook.knobs.items() if k in KNOBS}
+        observed = set(getattr(hook, "observed", ()))  # the launch command passes them: recorded, not set
+        self.knobs = {k: _value(k, v) for k, v in hook.knobs.items() if k in KNOBS and k not in observed}
         self.part: dict[str, Any] = hook.record.setdefault(
             "litserve", {"version": None, "apis": [], "server": {"app": {}, "set": {}, "effective": {}}})
         hook.record["framework"] = "litserve"
@@ -148,22 +153,38 @@ class LitServeHook:
                 "effective": {k: _plain(getattr(api, k, None)) for k in API_KNOBS}}
 
     def count_batches(self, cls: Any) -> None:
-        """Wrap `cls.batch` (its own or the one it inherits) to count the sizes LitServe hands it."""
-        original = cls.__dict__.get("batch") or getattr(cls, "batch", None)
-        if original is None or getattr(original, "_qbench", False):
-            return
+        """Wrap `cls.batch` (its own or the one it inherits) to count the sizes LitServe hands it, and
+        `cls.predict` to count each unbatched call as a batch of 1 (at max_batch_size 1 LitServe calls
+        predict() per request and never batch())."""
         counter = self.counter
+        original = cls.__dict__.get("batch") or getattr(cls, "batch", None)
+        if original is not None and not getattr(original, "_qbench", False):
 
-        @functools.wraps(original)  # LitServe reads batch()'s signature (a `context` argument)
-        def batch(self: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                counter.add(str(getattr(self, "api_path", "/predict")), len(inputs))
-            except Exception:  # a count must never break the app's batch
-                pass
-            return original(self, inputs, *args, **kwargs)
+            @functools.wraps(original)  # LitServe reads batch()'s signature (a `context` argument)
+            def batch(self: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+                _count(counter, self, lambda: len(inputs))
+                return original(self, inputs, *args, **kwargs)
 
-        batch._qbench = True  # type: ignore[attr-defined]
-        cls.batch = batch
+            batch._qbench = True  # type: ignore[attr-defined]
+            cls.batch = batch
+        predict = cls.__dict__.get("predict")
+        if predict is not None and not getattr(predict, "_qbench", False):
+
+            @functools.wraps(predict)  # and predict()'s
+            def counted_predict(self: Any, *args: Any, **kwargs: Any) -> Any:
+                if (getattr(self, "max_batch_size", 1) or 1) <= 1:
+                    _count(counter, self, lambda: 1)
+                return predict(self, *args, **kwargs)
+
+            counted_predict._qbench = True  # type: ignore[attr-defined]
+            cls.predict = counted_predict
+
+
+def _count(counter: BatchCounter, api: Any, size: Any) -> None:
+    try:
+        counter.add(str(getattr(api, "api_path", "/predict")), int(size()))
+    except Exception:  # a count must never break the app's batch
+        pass
 
 
 def _plain(value: Any) -> Any:

@@ -78,7 +78,9 @@ class _Hook:
         self.port: int | None = plan.get("port")
         self.record_path: str | None = plan.get("record")
         self.env_reads: set[str] = set()  # QBENCH_* variables the app reads itself
+        self.observed: list[str] = [str(k) for k in plan.get("observe") or []]  # the command passes them
         self.record: dict[str, Any] = {"hook_version": HOOK_VERSION, "knobs": self.knobs,
+                                       "observed": self.observed,
                                        "scope": "all" if self.events is None else "driven",
                                        "driven": self.events, "queue": {"app": {}, "set": {}},
                                        "launch": {"app": {}, "set": {}}, "events": [], "problems": [],

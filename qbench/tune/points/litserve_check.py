@@ -1,0 +1,108 @@
+"""Did a LitServe point's knobs take effect? What the startup hook saw inside the app, against the knobs.
+
+A LitServe app's requests carry no server timestamps (plain HTTP), so the proof is the app's own process
+(qbench_litserve_hook.py):
+
+    settings     each LitAPI's max_batch_size and batch_timeout, and the server's workers_per_device, as
+                 LitServe holds them once the app built them: the knob, or the app's own value where a
+                 `--launch` command's {placeholder} never reached it
+    batches      the batch sizes LitServe handed each API's batch() in its inference processes: none above
+                 max_batch_size, and, under load, some above 1 (batching really on); the processes that
+                 handled batches, at most workers_per_device of them per device
+
+Verdicts as qbench.tune.points.knobcheck: `applied` (the settings are the knobs), `unverified` (the hook
+never saw LitServe start: nothing to prove it), `not_applied` (a setting or a batch contradicts a knob).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from qbench.run import json_int, json_number
+from qbench.tune.knobs.frameworks import LITSERVE_API_KNOBS
+from qbench.tune.points.knobcheck import KnobCheck
+from qbench.tune.servers.apphook import HookRecord
+
+
+def _same(name: str, effective: Any, wanted: Any) -> bool:
+    if name == "batch_timeout":
+        a, b = json_number(effective), json_number(wanted)
+        return a is not None and b is not None and abs(a - b) <= 1e-9 + 1e-6 * abs(b)
+    return json_int(effective) == json_int(wanted) and json_int(wanted) is not None
+
+
+def _why(name: str, hook: HookRecord) -> str:
+    if name in hook.observed:
+        return f" (the command passes {{{name}}} itself, and it did not reach LitServe)"
+    return ""
+
+
+def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
+    """(contradictions, confirmations) from each API's and the server's settings as LitServe held them."""
+    wrong: list[str] = []
+    right: list[str] = []
+    apis = hook.litserve.get("apis") or []
+    for api in apis:
+        path, effective = api.get("api_path", "/predict"), api.get("effective") or {}
+        for name in LITSERVE_API_KNOBS:
+            if name not in knobs:
+                continue
+            if _same(name, effective.get(name), knobs[name]):
+                right.append(f"{path} runs {name}={effective.get(name)}")
+            else:
+                wrong.append(f"{path} runs {name}={effective.get(name)}, not {knobs[name]}{_why(name, hook)}")
+    if not apis and any(k in knobs for k in LITSERVE_API_KNOBS):
+        wrong.append("LitServe started no LitAPI the hook could read")
+    if "workers_per_device" in knobs:
+        server = (hook.litserve.get("server") or {}).get("effective") or {}
+        workers = server.get("workers_per_device")
+        if _same("workers_per_device", workers, knobs["workers_per_device"]):
+            right.append(f"workers_per_device={workers}")
+        else:
+            wrong.append(f"LitServer runs workers_per_device={workers}, not {knobs['workers_per_device']}"
+                         f"{_why('workers_per_device', hook)}")
+    return wrong, right
+
+
+def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
+    """(contradictions, observations) from the batch sizes LitServe handed each API, and how many of its
+    processes handled them."""
+    wrong: list[str] = []
+    seen: list[str] = []
+    limit = json_int(knobs.get("max_batch_size"))
+    for path, sizes in sorted(hook.batch_sizes.items()):
+        batches = sum(sizes.values())
+        if not batches:
+            continue
+        top = max(sizes)
+        mean = sum(size * n for size, n in sizes.items()) / batches
+        said = f"LitServe handed {path} {batches} batches of 1 to {top} (mean {mean:.1f})"
+        if limit is not None and top > limit:
+            wrong.append(f"{said}: above max_batch_size {limit}")
+        elif limit is not None and limit > 1 and top == 1:
+            seen.append(f"{said}: the load never queued a second request while one ran")
+        else:
+            seen.append(said)
+    if hook.batch_processes:
+        wanted = json_int(knobs.get("workers_per_device"))
+        per = f" (workers_per_device {wanted} per device)" if wanted is not None else ""
+        seen.append(f"{hook.batch_processes} inference processes ran batches{per}")
+    return wrong, seen
+
+
+def check_litserve(knobs: Mapping[str, Any], hook: HookRecord | None) -> KnobCheck:
+    """The verdict on one LitServe point's knobs, from the startup hook's record."""
+    if not knobs:
+        return KnobCheck("not_checked", ["no server knob at this point"])
+    batch = json_int(knobs.get("max_batch_size")) or 1
+    if hook is None or not hook.launched or hook.framework != "litserve":
+        return KnobCheck("unverified", ["the hook saw no LitServer.run() in the app's process (started by "
+                                        "another interpreter, or not a LitServe app), so nothing proves "
+                                        "the knobs reached LitServe"], max_batch_size=batch, hook=hook)
+    wrong, right = settings_evidence(knobs, hook)
+    batch_wrong, seen = batch_evidence(knobs, hook)
+    wrong += list(hook.problems) + batch_wrong
+    if wrong:
+        return KnobCheck("not_applied", wrong, max_batch_size=batch, hook=hook)
+    return KnobCheck("applied", right + seen, max_batch_size=batch, hook=hook)

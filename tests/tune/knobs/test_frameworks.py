@@ -1,0 +1,64 @@
+"""Each framework's own knobs (qbench/tune/knobs/frameworks.py): which an app's code imports, a knob the
+framework lacks refused naming its equivalent, the winner as LitServe code."""
+
+from __future__ import annotations
+
+import pytest
+
+from qbench.tune.knobs.frameworks import app_framework, check_framework_knobs, litserve_code
+from qbench.tune.knobs.versions import KnobVersionError
+
+
+@pytest.mark.parametrize(("source", "framework"), [
+    ("import litserve as ls\n", "litserve"),
+    ("from litserve import LitAPI\n", "litserve"),
+    ("    from litserve.api import LitAPI\n", "litserve"),
+    ("import gradio as gr\n", None),
+    ("# import litserve one day\nimport litserver_x\n", None),
+])
+def test_the_framework_an_app_imports(source: str, framework: str | None) -> None:
+    assert app_framework(source) == framework
+
+
+def test_litserve_takes_its_own_knobs() -> None:
+    check_framework_knobs(["max_batch_size", "batch_timeout", "workers_per_device"], "litserve", "app.py")
+
+
+@pytest.mark.parametrize(("knob", "says"), [
+    ("concurrency_limit", "the equivalent there is workers_per_device (inference processes per device"),
+    ("concurrency_count", "workers_per_device"),
+    ("batch_wait_ms", "batch_timeout (seconds: batch_wait_ms=10 is batch_timeout=0.01)"),
+    ("max_size", "it has no equivalent"),
+])
+def test_a_knob_litserve_lacks_names_the_equivalent(knob: str, says: str) -> None:
+    with pytest.raises(KnobVersionError) as error:
+        check_framework_knobs([knob], "litserve", "--app app.py")
+    text = str(error.value)
+    assert text.startswith(f"--app app.py is a LitServe app, which has no {knob!r} knob") and says in text
+    assert "its knobs: max_batch_size, batch_timeout, workers_per_device" in text
+
+
+def test_litserve_knobs_are_not_per_event() -> None:
+    with pytest.raises(KnobVersionError, match="not per event"):
+        check_framework_knobs(["max_batch_size@a"], "litserve", "app.py")
+
+
+def test_gradio_lacks_litserves_knobs_and_keeps_its_own() -> None:
+    own = ["concurrency_limit", "max_batch_size", "batch_wait_ms", "max_size@a"]
+    check_framework_knobs(own, "gradio", "x")
+    with pytest.raises(KnobVersionError, match="concurrency_limit \\(per event"):
+        check_framework_knobs(["workers_per_device"], "gradio", "the reference server")
+    with pytest.raises(KnobVersionError, match="no 'batch_timeout' knob; the equivalent there is none in"):
+        check_framework_knobs(["batch_timeout"], "gradio", "the reference server")
+
+
+def test_the_winner_as_litserve_code_keeps_the_apps_own_settings_where_unswept() -> None:
+    own = {"batch_timeout": 0.01, "workers_per_device": 1}
+    code = litserve_code({"max_batch_size": 16}, "BatchedAPI", own)
+    assert code.splitlines() == [
+        "# predict() gets a list of up to max_batch_size inputs (batch/unbatch split them)",
+        "api = BatchedAPI(max_batch_size=16, batch_timeout=0.01)",
+        "server = ls.LitServer(api, workers_per_device=1)",
+    ]
+    assert litserve_code({"workers_per_device": 2}).splitlines() == [
+        "api = MyAPI()", "server = ls.LitServer(api, workers_per_device=2)"]
