@@ -50,20 +50,31 @@ def test_the_least_recently_used_session_forgets_its_history() -> None:
     assert turn(workload, "b") == "reply to 'hi' after 0 exchange(s)"
 
 
-def test_the_cost_grows_with_the_history() -> None:
+def test_the_cost_grows_with_the_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The delay asked of the event loop is base_ms + per_exchange_ms per exchange so far (what the busy
+    box's wall clock cannot show: a first turn of 5 ms there took 29, longer than the second's 25), and
+    each turn takes at least that long."""
+    asked: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        asked.append(seconds)
+        await real_sleep(seconds)
+
+    monkeypatch.setattr("reference_server.workloads.session_chat.asyncio.sleep", sleep)
     workload = chat(base_ms=5, per_exchange_ms=20)
     loop_time = asyncio.new_event_loop()
+    took = []
     try:
         SESSION.set("s")
-        start = loop_time.time()
-        loop_time.run_until_complete(workload.arun(["x"]))
-        first = loop_time.time() - start
-        start = loop_time.time()
-        loop_time.run_until_complete(workload.arun(["x"]))
-        second = loop_time.time() - start
+        for _ in range(2):
+            start = loop_time.time()
+            loop_time.run_until_complete(workload.arun(["x"]))
+            took.append(loop_time.time() - start)
     finally:
         loop_time.close()
-    assert first >= 0.004 and second >= 0.024 and second > first
+    assert asked == pytest.approx([0.005, 0.025])
+    assert took[0] >= 0.004 and took[1] >= 0.024, took
 
 
 @pytest.mark.parametrize(("params", "message"), [

@@ -107,9 +107,11 @@ def test_relaunch_mode_end_to_end_with_capacity(tmp_path: Path) -> None:
     assert rec["max_size_advice"]["max_size"] >= 1
     # up to four probes, then the first passing again. Four, not two: the first guess (the point's goodput,
     # about the ceiling: 2 x 4 / 240 ms = 33 req/s) and the next step down can both fail as not steady; two
-    # more steps reach well under the ceiling on any box
+    # more steps reach well under the ceiling on any box. A probe that failed while the host stalled is
+    # kept as "stalled" and its rate measured again (a busy box's run: 36, 45, 70 failed, 56 stalled, 56)
     kinds = [p["kind"] for p in rec["capacity"]["probes"]]
-    assert kinds[-1] == "recheck" and set(kinds[:-1]) == {"rate"} and 2 <= len(kinds) - 1 <= 4, kinds
+    assert kinds[-1] == "recheck" and set(kinds[:-1]) <= {"rate", "stalled"}, kinds
+    assert 2 <= kinds.count("rate") <= 4, kinds
     assert rec["capacity"]["capacity_rps"] > 0
     assert all(r.peak_rss_mb and r.peak_rss_mb > 10 for r in result.results)
 
@@ -241,9 +243,11 @@ def test_readme_example_sweep_reaches_the_capacity_phase(tmp_path: Path, live: b
     rec = json.loads((sweep_dir / "recommendation.json").read_text())
     # up to four probes, then the first passing again. Four, not two: the first guess (the point's goodput,
     # about the ceiling: 2 x 4 / 240 ms = 33 req/s) and the next step down can both fail as not steady; two
-    # more steps reach well under the ceiling on any box
+    # more steps reach well under the ceiling on any box. A probe that failed while the host stalled is
+    # kept as "stalled" and its rate measured again (a busy box's run: 36, 45, 70 failed, 56 stalled, 56)
     kinds = [p["kind"] for p in rec["capacity"]["probes"]]
-    assert kinds[-1] == "recheck" and set(kinds[:-1]) == {"rate"} and 2 <= len(kinds) - 1 <= 4, kinds
+    assert kinds[-1] == "recheck" and set(kinds[:-1]) <= {"rate", "stalled"}, kinds
+    assert 2 <= kinds.count("rate") <= 4, kinds
     assert rec["capacity"]["capacity_rps"] > 0, rec["notes"]
     assert len(list((sweep_dir / "capacity").glob("*-rate-*/summary.json"))) == len(kinds) - 1
     assert (sweep_dir / "capacity" / "server.yaml").is_file()

@@ -22,14 +22,15 @@ SERVER = {
 
 
 def sweep(tmp_path: Path, grid: list[str], rate: float = 40, route: str = "/predict/classify",
-          **options: Any) -> SweepResult:
+          requests: int | None = None, **options: Any) -> SweepResult:
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "server.yaml").write_text(yaml.safe_dump(SERVER))
     scenario = {
         "name": "pipeline", "protocol": "http",
         "endpoint": {"method": "POST", "path": route, "body": {"inputs": "$0"}},
         "payload": {"inputs": [{"text": {"words": [3, 8]}}]},
-        "load": {"rate": rate, "arrival": "poisson", "duration": 2.5, "timeout": 10},
+        "load": {"rate": rate, "arrival": "poisson", "timeout": 10,
+                 **({"requests": requests} if requests else {"duration": 2.5})},
         "slo": {"p95_latency_s": 1.0, "error_rate": 0.01},
         "sweep": {"server": {"config": "server.yaml"}, "capacity_trials": 0, "warmup": 0.3},
     }
@@ -87,11 +88,15 @@ def test_a_point_refusing_every_request_fails_with_the_reason_and_the_sweep_goes
 
 
 def test_relaunch_sweep_of_the_batch_deadline(tmp_path: Path) -> None:
-    result = sweep(tmp_path, ["batch_wait_ms=1,40"], rate=5)  # light load: an idle worker waits to fill
+    # light load (5 req/s, 20 requests a point): an idle worker holds a batch open for its deadline, so at
+    # 150 ms every request waits up to 150 ms more than at 1 ms (half of it on average where a second
+    # request joins the open batch). A 40 ms deadline was within a busy box's stalls: at 1 ms, 8 of 12
+    # requests took 160-400 ms against a 55 ms service, and the medians came out the wrong way round
+    result = sweep(tmp_path, ["batch_wait_ms=1,150"], rate=5, requests=20)
     assert [r.status for r in result.results] == ["ok", "ok"], [r.reason for r in result.results]
     short, long = result.results
     assert long.p50_latency_s is not None and short.p50_latency_s is not None
-    assert long.p50_latency_s > short.p50_latency_s + 0.015  # a 40 ms deadline holds batches open
+    assert long.p50_latency_s > short.p50_latency_s + 0.03, (short, long)
 
 
 def test_launch_mode_advice_is_the_apps_command_with_the_winners_knobs() -> None:
