@@ -1,7 +1,8 @@
 """A LitServe app written as LitServe's docs show: an untyped `decode_request` reading
-`request["input"]`, a batched `predict` of 20 ms + 2 ms per row. Runs in its own virtualenv
-(tests/gradio_versions/envs.py); `python litserve_app.py [PORT]` (8000, as LitServe's docs show, by default),
-MAX_BATCH_SIZE from the environment."""
+`request["input"]`, a batched `predict` of 20 ms + 2 ms per row (so its best batch size is known: at most
+1 / 0.022 = 45 req/s one at a time, 4 / 0.028 = 143 in batches of 4, 16 / 0.052 = 307 in batches of 16).
+`python app.py [PORT]` (8000 by default) in a virtualenv with litserve; its batch size from MAX_BATCH_SIZE
+(4 when unset). docs/litserve.md tunes it with `qbench sweep --app`."""
 
 import os
 import sys

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -11,14 +12,17 @@ import typer
 from qbench.cli.app import command
 from qbench.cli.shared import (
     ApiOpt,
+    AppOpt,
     AuthOpt,
     BearerEnvOpt,
     HeaderOpt,
+    PythonOpt,
     SetOpt,
     SloOpt,
     TargetOpt,
     app_scenario_file,
     credentials,
+    start_app,
 )
 
 if TYPE_CHECKING:
@@ -30,6 +34,8 @@ class CapacityArgs:
     scenario: Annotated[Path | None, typer.Argument(
         help="Scenario YAML (payload, endpoint and slo:); none: --target, --api.")] = None
     target: TargetOpt = None
+    app_file: AppOpt = None
+    python: PythonOpt = None
     api: ApiOpt = None
     slo: SloOpt = None
     tolerance: Annotated[str, typer.Option(
@@ -72,6 +78,7 @@ def capacity(args: CapacityArgs) -> None:
     Exit 0 when the search ends (with or without a capacity), 2 on a bad option, a missing SLO or an
     unreachable target, 130 when interrupted."""
     from qbench.run.options import check_api_option
+    from qbench.run.results.files import new_folder
     from qbench.tune.capacity.capacity_run import run_capacity
     from qbench.tune.capacity.console import capacity_header, render_capacity, show_probe
     from qbench.tune.sweep.console import sweep_console
@@ -79,11 +86,16 @@ def capacity(args: CapacityArgs) -> None:
     console = sweep_console()
     auth = credentials(args.auth, args.header, args.bearer_env)
     try:
-        check_api_option(args.scenario, args.api)
-        scenario = args.scenario or app_scenario_file(args.target, args.api, auth, args.out)
-        config = _config(args, scenario, auth)
-        console.print(capacity_header(config))
-        render_capacity(run_capacity(config, lambda probe: show_probe(console, probe)), console)
+        with ExitStack() as stack:
+            if args.app_file is not None:  # the app's log and the hook's record: reports/app-<name>-<stamp>/
+                url, _ = start_app(stack, args.app_file, new_folder("app", args.app_file.stem, args.out),
+                                   console, args.python)
+                args = replace(args, target=url)
+            check_api_option(args.scenario, args.api)
+            scenario = args.scenario or app_scenario_file(args.target, args.api, auth, args.out)
+            config = _config(args, scenario, auth)
+            console.print(capacity_header(config))
+            render_capacity(run_capacity(config, lambda probe: show_probe(console, probe)), console)
     except KeyboardInterrupt:
         typer.echo("interrupted: no capacity; the probes that finished are under probes/ of the folder above")
         raise typer.Exit(130) from None

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from qbench.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # Credentials (run, sweep, capacity, init) override the scenario's auth: section
 # (qbench.run.scenario.credentials).
@@ -27,6 +33,11 @@ TargetOpt = Annotated[str | None, typer.Option(help="Server base URL (overrides 
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a scenario key: --set load.rate=12 (repeat).")
 ]
+AppOpt = Annotated[Path | None, typer.Option(
+    "--app", help="Start this Gradio or LitServe app, unmodified (`python APP`, on a free port by qbench's "
+    "startup hook), and load it.")]
+PythonOpt = Annotated[str | None, typer.Option(
+    help="Interpreter for --app: the app's virtualenv (default: qbench's own).")]
 SloOpt = Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2 (repeat).")]
 LiveOpt = Annotated[bool, typer.Option(help="Show live progress.")]
 AffinityOpt = Annotated[str, typer.Option(help="session (hash on the session_hash of every request: join "
@@ -51,3 +62,21 @@ def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any],
     path = write_app_scenario(target, api, auth, folder)
     typer.echo(f"scenario written from the app (edit and re-run): {path}")
     return path
+
+
+def start_app(stack: ExitStack, app_file: Path, work_dir: Path, console: Console,
+              python: str | None = None) -> tuple[str, int | None]:
+    """`python APP` on a free port by qbench's startup hook (its log and the hook's record in `work_dir`),
+    stopped with `stack`; ready once it answers (a LitServe app: once its /health says its workers are
+    set up): (its URL, its pid)."""
+    from qbench.tune.servers.app_process import launch_command
+
+    if not app_file.is_file():
+        raise ScenarioError(f"--app {app_file}: no such file")
+    command_line = shlex.join([python or sys.executable, str(app_file)])
+    # any answer on /config means it listens (LitServe has none: 404); the hook's record then says what
+    # it started, and a LitServe app is ready once its /health says so
+    handle = stack.enter_context(launch_command(command_line, {}, work_dir=work_dir, hook=True,
+                                                any_status=True))
+    console.print(f"started {app_file} at {handle.base_url} (pid {handle.pid}; log {handle.log_path})")
+    return handle.base_url, handle.pid

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import shlex
-import sys
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +12,7 @@ import typer
 
 from qbench.cli.app import command
 from qbench.cli.run import render_run
-from qbench.cli.shared import ApiOpt, LiveOpt, SetOpt, TargetOpt
+from qbench.cli.shared import ApiOpt, AppOpt, LiveOpt, PythonOpt, SetOpt, TargetOpt, start_app
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,9 +31,8 @@ class SoakArgs:
     rate: Annotated[float | None, typer.Option(help="Requests per second (load.rate).")] = None
     pid: Annotated[int | None, typer.Option(
         help="The server's process id: sample its process tree (RSS, files...).")] = None
-    app_file: Annotated[Path | None, typer.Option(
-        "--app", help="Start this Gradio app, unmodified (`python APP`, on a free port by qbench's startup "
-        "hook), and soak it.")] = None
+    app_file: AppOpt = None
+    python: PythonOpt = None
     interval: Annotated[float, typer.Option(help="Seconds between health samples.")] = 5.0
     warmup: Annotated[float | None, typer.Option(
         help="Seconds cut before the steady part (default: 20% of the run).")] = None
@@ -72,7 +69,10 @@ def soak(args: SoakArgs) -> None:
     console, target, out = Console(), args.target, args.out
     with ExitStack() as stack:
         if args.app_file is not None:
-            target, out, pid = _start_app(stack, args.app_file, out, console)
+            from qbench.run.results.files import new_folder
+
+            out = out or new_folder("soak", args.app_file.stem)
+            target, pid = start_app(stack, args.app_file, out / "app", console, args.python)
             options = dataclasses.replace(options, pid=pid)
         run = RunOptions(args.scenario, target, args.api, out, args.overrides(), live=args.live)
         result = run_soak(run, options)
@@ -81,20 +81,6 @@ def soak(args: SoakArgs) -> None:
     error = result.error() or verdict(result.done.result.outcome)
     if error is not None:
         raise error
-
-
-def _start_app(stack: ExitStack, app_file: Path, out: Path | None,
-               console: Console) -> tuple[str, Path, int | None]:
-    """`python APP` on a free port by qbench's startup hook, stopped with `stack`: (its URL, the run
-    folder, its pid)."""
-    from qbench.run.results.files import new_folder
-    from qbench.tune.servers.app_process import launch_command
-
-    out = out or new_folder("soak", app_file.stem)
-    command_line = shlex.join([sys.executable, str(app_file)])
-    handle = stack.enter_context(launch_command(command_line, {}, work_dir=out / "app", hook=True))
-    console.print(f"started {app_file} at {handle.base_url} (pid {handle.pid}; log {handle.log_path})")
-    return handle.base_url, out, handle.pid
 
 
 def render_soak(report: SoakReport, console: Console) -> None:

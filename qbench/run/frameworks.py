@@ -1,5 +1,6 @@
 """Which queued inference framework serves a plain HTTP target, from what it serves, and what its app's
-code says its request body is where the server declares none.
+code says its request body is where the server declares none (`read_framework_name(url)`: which one a
+running server is).
 
     LitServe   GET /info: {"model": ..., "server": {"devices", "workers_per_device", "timeout",
                "stream": {path: bool}, ...}} (litserve.server, 0.2.x); an untyped
@@ -13,6 +14,10 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import httpx
+
+from qbench.run import control
 
 
 @dataclass(frozen=True)
@@ -90,3 +95,16 @@ def _read_keys(function: ast.AST, name: str) -> list[str]:
 
 def _is_name(node: ast.expr, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
+
+
+def read_framework_name(base_url: str, timeout_s: float = 2.0) -> str | None:
+    """The framework a plain HTTP server is, from what it serves (LitServe's GET /info): its name, else
+    None."""
+    try:
+        with control.client(timeout_s=timeout_s) as http:
+            answer = http.get(base_url.rstrip("/") + "/info")
+            info = answer.json() if answer.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    framework = litserve(info)
+    return framework.name if framework is not None else None

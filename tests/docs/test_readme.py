@@ -315,6 +315,23 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         ("tests/run/load/test_mix.py::test_the_docs_mix_commands_run", "mix.yaml")],
     "qbench compare reports/A reports/B --max-regression c:p95_latency_s=20%": [
         ("tests/run/load/test_mix.py::test_the_docs_mix_commands_run", "c:p95_latency_s=20%")],
+    # docs/litserve.md: a LitServe app swept with its own knobs
+    "qbench sweep examples/litserve/predict.yaml --app examples/litserve/app.py --python "
+    "litserve-env/bin/python --grid max_batch_size=1,4,16 --objective capacity": [
+        ("tests/docs/test_docs_litserve.py::test_the_capacity_sweep_proves_each_batch_size_and_advises_litserve_code",
+         '"## A sweep"')],
+    "qbench sweep examples/litserve/predict.yaml --launch \"env MAXBATCH={max_batch_size} "
+    "litserve-env/bin/python examples/litserve/app.py\" --grid max_batch_size=4,16": [
+        ("tests/docs/test_docs_litserve.py::test_a_launch_command_whose_knob_never_reaches_litserve",
+         '"## When a knob never reaches LitServe"')],
+    "qbench sweep examples/litserve/predict.yaml --app examples/litserve/app.py --python "
+    "litserve-env/bin/python --grid concurrency_limit=1,2": [
+        ("tests/docs/test_docs_litserve.py::test_a_knob_litserve_lacks_is_refused_before_the_app_starts",
+         '"## A knob LitServe lacks"')],
+    "MAX_BATCH_SIZE=16 qbench capacity examples/litserve/predict.yaml --app examples/litserve/app.py "
+    "--python litserve-env/bin/python": [
+        ("tests/docs/test_docs_litserve.py::test_the_capacity_of_the_app_qbench_starts",
+         "How many users, at the winner's settings")],
     # docs/gradio-demos.md: the demo bench on demos of our own, from a git repository and from a folder
     ".venv/bin/python bench/gradio_demos.py --gradio-git ../gradio.git --out /tmp/demos": [
         ("tests/run/e2e/test_demo_apps.py::test_the_demo_bench_runs_from_a_git_repository", "--gradio-git")],

@@ -18,13 +18,15 @@ import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.run.frameworks import litserve, request_keys
+from qbench.run.frameworks import litserve, read_framework_name, request_keys
 from qbench.run.records import read_records
 from qbench.tune.servers.server_process import free_port
+from reference_server.testing import RunningServer
 from tests.gradio_versions.envs import EnvError, ensure_named_env
 
 HERE = Path(__file__).parent
 LITSERVE = "0.2.19"
+LITSERVE_APP = Path(__file__).resolve().parents[2] / "examples" / "litserve" / "app.py"
 #: LitServe 0.2.19's GET /info for the app below (litserve.server's `info` route)
 INFO = {"model": None, "server": {"devices": ["cpu"], "workers_per_device": 1, "timeout": 30,
                                   "stream": {"/predict": False}, "max_payload_size": None,
@@ -45,7 +47,7 @@ def test_litserve_is_known_by_its_info() -> None:
 
 
 def test_the_keys_a_decode_request_reads_come_from_the_code(tmp_path: Path) -> None:
-    assert request_keys(HERE / "litserve_app.py") == ["input"]
+    assert request_keys(LITSERVE_APP) == ["input"]
     source = tmp_path / "app.py"
     source.write_text(
         "class A:\n"
@@ -62,7 +64,7 @@ def test_the_keys_a_decode_request_reads_come_from_the_code(tmp_path: Path) -> N
 
 @pytest.fixture(scope="module")
 def litserve_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """LitServe 0.2.19 serving tests/run/litserve_app.py in its own virtualenv (in a folder of its own:
+    """LitServe 0.2.19 serving examples/litserve/app.py in its own virtualenv (in a folder of its own:
     LitServe writes a client.py where it runs)."""
     port, folder = free_port(), tmp_path_factory.mktemp("litserve")
     with litserve_app(str(port), {**os.environ, "MAX_BATCH_SIZE": "4"}, folder):
@@ -79,14 +81,14 @@ def litserve_python() -> Path:
 
 @contextlib.contextmanager
 def litserve_app(port: str, env: dict[str, str], folder: Path, url: str | None = None) -> Iterator[None]:
-    """`python litserve_app.py PORT` in LitServe's env, run in `folder` (its log there: app.log), until
-    its /health (at `url`, default the port's) says ready; the whole process group stopped after
-    (LitServe's inference and uvicorn workers outlive a SIGTERM to their parent). Skips where the env
-    cannot be built."""
+    """`python examples/litserve/app.py PORT` in LitServe's env, run in `folder` (its log there:
+    app.log), until its /health (at `url`, default the port's) says ready; the whole process group
+    stopped after (LitServe's inference and uvicorn workers outlive a SIGTERM to their parent). Skips
+    where the env cannot be built."""
     python = litserve_python()
     log = folder / "app.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([str(python), str(HERE / "litserve_app.py"), port], stdout=out,
+        proc = subprocess.Popen([str(python), str(LITSERVE_APP), port], stdout=out,
                                 stderr=subprocess.STDOUT, env=env, cwd=folder, start_new_session=True)
     try:
         _wait_healthy(url or f"http://127.0.0.1:{port}", proc, log)
@@ -124,11 +126,17 @@ def test_init_names_litserve_and_says_what_to_fill_in(litserve_url: str) -> None
     assert "qbench init --app app.py" in result.output  # where the keys can come from
 
 
+def test_a_running_server_is_named_by_what_it_serves(litserve_url: str, echo_server: RunningServer) -> None:
+    assert read_framework_name(litserve_url) == "LitServe"
+    assert read_framework_name(echo_server.url) is None  # the reference server: no /info
+    assert read_framework_name("http://127.0.0.1:9") is None  # nothing listens
+
+
 def test_init_with_the_app_reads_its_keys_and_the_scenario_runs_with_no_error(
     litserve_url: str, tmp_path: Path
 ) -> None:
     scenario = tmp_path / "litserve.yaml"
-    result = CliRunner().invoke(app, ["init", litserve_url, "--app", str(HERE / "litserve_app.py"),
+    result = CliRunner().invoke(app, ["init", litserve_url, "--app", str(LITSERVE_APP),
                                       "-o", str(scenario)])
     assert result.exit_code == 0, result.output
     assert "its app's code reads input" in result.output and "next: qbench run" in result.output

@@ -6,10 +6,11 @@ Output folders (`new_folder`), the one convention for runs, sweeps and capacity 
                                              reports/sweep-image-20261123-101500/
                                              reports/capacity-image-20261123-101500-2/
 
-`kind` is run, sweep, capacity or soak; `slug` is the scenario's name made one safe path segment
-(`file_slug`: no separator, no `..`, so a scenario named `a/../../x` stays under `root`); `stamp`
-is the start, `YYYYmmdd-HHMMSS` in UTC. The folder is created here (an atomic `mkdir`), so two
-commands started in the same second get `-2`, `-3`... instead of one folder.
+`kind` is run, sweep, capacity or soak (or app: the log of an app `qbench capacity --app` started);
+`slug` is the scenario's name made one safe path segment (`file_slug`: no separator, no `..`, so a
+scenario named `a/../../x` stays under `root`); `stamp` is the start, `YYYYmmdd-HHMMSS` in UTC. The
+folder is created here (an atomic `mkdir`), so two commands started in the same second get `-2`, `-3`...
+instead of one folder.
 
 JSON files (`Writer.json`): written to `<name>.json.tmp`, then renamed over the file (a reader never
 sees half a file; a killed process leaves the previous version). Every text goes through the
@@ -32,7 +33,7 @@ __all__ = ["REPORTS", "Kind", "Writer", "new_folder", "remove_if_empty", "stamp"
 
 REPORTS = Path("reports")
 STAMP_FORMAT = "%Y%m%d-%H%M%S"
-Kind = Literal["run", "sweep", "capacity", "soak"]
+Kind = Literal["run", "sweep", "capacity", "soak", "app"]
 
 
 def stamp(when: datetime | None = None) -> str:

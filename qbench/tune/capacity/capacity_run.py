@@ -46,7 +46,15 @@ from pathlib import Path
 from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError, TargetError
-from qbench.run import Scenario, Writer, new_folder, read_records, run_secrets, split_sessions
+from qbench.run import (
+    Scenario,
+    Writer,
+    new_folder,
+    read_framework_name,
+    read_records,
+    run_secrets,
+    split_sessions,
+)
 from qbench.tune.capacity.answer import describe
 from qbench.tune.capacity.probe import latency_bound_s
 from qbench.tune.capacity.prober import DEFAULT_CONFIRM_S, DEFAULT_MAX_PROBE_S, ProbeObserver, Prober
@@ -277,7 +285,13 @@ def capacity_prober(config: CapacityConfig, observer: ProbeObserver | None = Non
             "load.warmup": config.warmup_s},
         duration_s=config.probe_duration_s, observer=observer, tolerance=config.plan.tolerance,
         max_duration_s=config.max_probe_duration_s, confirm_duration_s=config.confirm_duration_s,
+        uncapped=uncapped_server(config),
     )
+
+
+def uncapped_server(config: CapacityConfig) -> str | None:
+    """The target's name when it is a server without a queue cap (LitServe: its GET /info), else None."""
+    return read_framework_name(config.target) if config.scenario.protocol == "http" else None
 
 
 def _capacity_json(config: CapacityConfig, capacity: Capacity, users: float | None,

@@ -54,6 +54,7 @@ class Prober:
     confirm_duration_s: float = DEFAULT_CONFIRM_S
     server: dict[str, Any] | None = None  # the last probe's run.json `server` (a balancer in front?)
     confirmed_at: dict[float, int] = field(default_factory=dict)  # sustained runs so far, by rate
+    uncapped: str | None = None  # the server's name when it has no queue cap (LitServe), for the advice
 
     @property
     def margin(self) -> float:
@@ -120,7 +121,7 @@ class Prober:
         rate = capacity * OVERLOAD_FACTOR
         seconds = max(min(2 * self.length.seconds(capacity), self.max_duration_s), 10.0)
         probe, records = self.open_loop(rate, seconds, "overload", stop=False)
-        return probe, analyse(records, rate, capacity, latency_bound_s(self.constraints))
+        return probe, analyse(records, rate, capacity, latency_bound_s(self.constraints), self.uncapped)
 
     def after_burst(self, capacity: float) -> Probe:
         """A short run at the answer once the run past it is over (and, for a Gradio app, its queue has

@@ -69,9 +69,10 @@ class Overload:
 
 
 def analyse(records: Sequence[RequestRecord], rate_rps: float, capacity_rps: float,
-            latency_bound_s: float | None) -> Overload | None:
+            latency_bound_s: float | None, uncapped: str | None = None) -> Overload | None:
     """The overload run's throughput against its queue, the advice and the ETA finding (None: too few
-    requests to tell)."""
+    requests to tell). `uncapped`: the server's name when it has no queue cap of its own (LitServe): the
+    cap is then advised for a proxy in front, not as Gradio's max_size."""
     sent = [r for r in records if r.sent_at_s is not None]
     measured = [r for r in sent if not r.warmup]
     if len(measured) < 4 * BLOCKS:
@@ -94,6 +95,8 @@ def analyse(records: Sequence[RequestRecord], rate_rps: float, capacity_rps: flo
     tips_at = (_fell_at(ok_rps, waiting, min(capacity_rps, (1 - FALL) * base), 0.0)
                if fell_at is not None else None)
     max_size, advice = _advice(base, end, (fell_at, tips_at), capacity_rps, latency_bound_s)
+    if uncapped is not None and max_size is not None:
+        advice = _in_front(advice, max_size, uncapped)
     eta = eta_accuracy(measured)
     return Overload(
         rate_rps=rate_rps, capacity_rps=capacity_rps, base_rps=base, end_rps=end, fell_at_waiting=fell_at,
@@ -141,6 +144,14 @@ def _advice(base: float, end: float, where: tuple[int | None, int | None], capac
             if fell else f"throughput held ({base:.3g} -> {end:.3g} ok/s) as the queue grew")
     return cap, (f"{held}: set max_size={cap} (capacity {capacity:.3g} req/s x the {bound_s:g} s latency "
                  "bound) so that whoever gets in is served within the bound and the rest are told at once")
+
+
+def _in_front(advice: str, cap: int, server: str) -> str:
+    """The max_size advice for a server without a queue cap: the same cap, kept by a proxy in front."""
+    head = advice.split(": set max_size=", 1)[0]
+    return (f"{head}: {server} has no queue cap (Gradio's max_size), so put one in front of it: a proxy "
+            f"that queues at most {cap} requests (or a client timeout at the latency bound) serves whoever "
+            "gets in within the bound and tells the rest at once")
 
 
 def eta_accuracy(records: Sequence[RequestRecord]) -> tuple[float | None, int, str]:

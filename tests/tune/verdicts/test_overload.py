@@ -45,6 +45,16 @@ def test_throughput_that_falls_names_where_and_advises_below_it() -> None:
     assert Overload.from_dict(found.to_dict()) == found
 
 
+@pytest.mark.parametrize("slowdown", [0.0, 0.0002])
+def test_a_server_without_a_queue_cap_is_advised_one_in_front(slowdown: float) -> None:
+    gradio = analyse(overloaded(52, 20, slowdown), 52, 40, 1.0)
+    found = analyse(overloaded(52, 20, slowdown), 52, 40, 1.0, uncapped="LitServe")
+    assert gradio is not None and found is not None and found.max_size == gradio.max_size
+    assert "max_size=" not in found.advice and found.advice.startswith(gradio.advice.split(": set")[0])
+    assert (f"LitServe has no queue cap (Gradio's max_size), so put one in front of it: a proxy that queues "
+            f"at most {found.max_size} requests") in found.advice
+
+
 def test_the_tipping_point_is_read_at_the_answered_rate() -> None:
     """One run of a server of 40 req/s slowing 0.04 ms per request waiting, answered at 40, 30 or 20 req/s:
     throughput falls 10% past the same queue, but a queue drains at the answered rate until throughput is
