@@ -151,4 +151,3 @@ def wait_answering(url: str, timeout_s: float = 60.0) -> None:
             except httpx.TransportError:
                 time.sleep(0.2)
     raise RuntimeError(f"{url} did not come up within {timeout_s:g} s")
-
