@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.timing import file_seconds, known_seconds, log_line, slowest_first
+from tests.timing import file_seconds, known_seconds, log_line, reference_loop_s, slowest_first, workers
 
 
 def test_slowest_files_first_each_in_its_own_order() -> None:
@@ -28,3 +28,9 @@ def test_the_committed_times_name_files_that_exist() -> None:
     root = Path(__file__).parent.parent
     missing = [name for name in known_seconds() if not (root / name).is_file()]
     assert known_seconds() and not missing, missing
+
+
+def test_six_workers_at_full_speed_three_on_a_slow_or_busy_box() -> None:
+    assert workers(0.095) == 6  # the 2-core box the suite is tuned on, quiet
+    assert workers(0.24) == 3  # the same box beside 4 busy loops, or one 2.5 x slower per core
+    assert reference_loop_s() > 0

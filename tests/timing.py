@@ -7,6 +7,13 @@ the order of the seconds they took (FILE_SECONDS, measured), unmeasured ones aft
     QBENCH_TEST_CPU_LOG=/tmp/tests.tsv .venv/bin/python -m pytest -n 3 --dist loadfile
     .venv/bin/python -m tests.timing /tmp/tests.tsv      # rewrites tests/file_seconds.json
 
+How many workers (`python -m tests.timing --workers`, what `make test` runs with unless PYTEST_WORKERS is
+given): 6 on a box that runs a reference loop at full speed, 3 on one that is slower per core or busy.
+Six workers keep two cores busy (the suite waits on sleeping servers more than it computes) and halve a
+quiet run; on a box already short of CPU they pile ten runnable processes on its cores, and tests that
+time a server then read the box, not the server (a busy run at six failed 5 and 8 such tests, at three
+0 to 4).
+
 The log has one line per test: its CPU seconds (its worker's and the child processes it waited for), its
 wall seconds and its node id: on a 2-core box the suite's time is as much waiting (load at a rate, a
 server's sleeps) as CPU, and the log says which.
@@ -16,11 +23,15 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
+LOOP = 2_000_000  # multiply-adds of the reference loop: ~0.095 s on the 2-core box the suite is tuned on
+FULL_SPEED_S = 0.15  # at most this long: 6 workers (4 busy loops beside it, or a box 2.5 x slower: ~0.24 s)
+WORKERS_FAST, WORKERS_SLOW = 6, 3
 
 
 def log_line(cpu_s: float, wall_s: float, nodeid: str) -> str:
@@ -59,9 +70,28 @@ def slowest_first(nodeids: Sequence[str], seconds: dict[str, float]) -> list[int
     return sorted(range(len(nodeids)), key=key)
 
 
+def reference_loop_s() -> float:
+    """The wall time of LOOP pure-Python multiply-adds, the median of three: CPU per core, and how much
+    of it this process gets now."""
+    times = []
+    for _ in range(3):
+        started, x = time.perf_counter(), 0.0
+        for _ in range(LOOP):
+            x = x * 0.5 + 1.0
+        times.append(time.perf_counter() - started)
+    return sorted(times)[1]
+
+
+def workers(loop_s: float) -> int:
+    return WORKERS_FAST if loop_s <= FULL_SPEED_S else WORKERS_SLOW
+
+
 def main(argv: Sequence[str]) -> int:
+    if list(argv) == ["--workers"]:
+        print(workers(reference_loop_s()))
+        return 0
     if len(argv) != 1:
-        print("usage: python -m tests.timing LOG  (a QBENCH_TEST_CPU_LOG file)", file=sys.stderr)
+        print("usage: python -m tests.timing LOG  (a QBENCH_TEST_CPU_LOG file) | --workers", file=sys.stderr)
         return 2
     measured = file_seconds(Path(argv[0]).read_text().splitlines())
     FILE_SECONDS.write_text(json.dumps(measured, indent=0) + "\n")
