@@ -8,7 +8,7 @@ the order of the seconds they took (FILE_SECONDS, measured), unmeasured ones aft
     .venv/bin/python -m tests.timing /tmp/tests.tsv      # rewrites tests/file_seconds.json
 
 How many workers (`python -m tests.timing --workers`, what `make test` runs with unless PYTEST_WORKERS is
-given): 6 on a box that runs a reference loop at full speed, 3 on one that is slower per core or busy.
+given): 6 on a quiet box that runs a reference loop at full speed, 3 on one slower per core or busy.
 Six workers keep two cores busy (the suite waits on sleeping servers more than it computes) and halve a
 quiet run; on a box already short of CPU they pile ten runnable processes on its cores, and tests that
 time a server then read the box, not the server (a busy run at six failed 5 and 8 such tests, at three
@@ -22,6 +22,7 @@ server's sleeps) as CPU, and the log says which.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -70,25 +71,45 @@ def slowest_first(nodeids: Sequence[str], seconds: dict[str, float]) -> list[int
     return sorted(range(len(nodeids)), key=key)
 
 
-def reference_loop_s() -> float:
-    """The wall time of LOOP pure-Python multiply-adds, the median of three: CPU per core, and how much
-    of it this process gets now."""
-    times = []
+def reference_loop_s() -> tuple[float, float]:
+    """(wall, CPU) seconds of LOOP pure-Python multiply-adds, the median of three each: the CPU time says
+    how fast a core is, the wall time how much of one this process gets now."""
+    walls, cpus = [], []
     for _ in range(3):
-        started, x = time.perf_counter(), 0.0
+        wall, cpu, x = time.perf_counter(), time.process_time(), 0.0
         for _ in range(LOOP):
             x = x * 0.5 + 1.0
-        times.append(time.perf_counter() - started)
-    return sorted(times)[1]
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return sorted(walls)[1], sorted(cpus)[1]
 
 
-def workers(loop_s: float) -> int:
-    return WORKERS_FAST if loop_s <= FULL_SPEED_S else WORKERS_SLOW
+def others_running(samples: int = 5, every_s: float = 0.1) -> float:
+    """How many other processes are running or ready to run, now: the median over `samples` reads of
+    /proc/loadavg's runnable count, less this one (0 where there is no /proc: not Linux)."""
+    counts = []
+    for i in range(samples):
+        try:
+            with open("/proc/loadavg", encoding="ascii") as handle:
+                counts.append(int(handle.read().split()[3].split("/")[0]) - 1)
+        except (OSError, ValueError, IndexError):
+            return 0.0
+        if i < samples - 1:
+            time.sleep(every_s)
+    return float(sorted(counts)[len(counts) // 2])
+
+
+def workers(wall_s: float, cpu_s: float, others: float, cores: int) -> int:
+    """WORKERS_FAST where a core is fast (the loop's CPU time), this process has one to itself (its wall
+    time) and no more than half the cores are busy with other work now (a run of the loop can be lucky
+    between busy processes); WORKERS_SLOW otherwise."""
+    quiet = wall_s <= FULL_SPEED_S and cpu_s <= FULL_SPEED_S and others <= 0.5 * cores
+    return WORKERS_FAST if quiet else WORKERS_SLOW
 
 
 def main(argv: Sequence[str]) -> int:
     if list(argv) == ["--workers"]:
-        print(workers(reference_loop_s()))
+        print(workers(*reference_loop_s(), others_running(), os.cpu_count() or 1))
         return 0
     if len(argv) != 1:
         print("usage: python -m tests.timing LOG  (a QBENCH_TEST_CPU_LOG file) | --workers", file=sys.stderr)
