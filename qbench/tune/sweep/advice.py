@@ -13,7 +13,7 @@ from qbench.run import Columns, pair_runs, read_records
 from qbench.tune.knobs.frameworks import litserve_code
 from qbench.tune.knobs.server_knobs import apply_server_knobs
 from qbench.tune.ranking.recommend import Advice, RankedPoint, Ranking, max_size_advice
-from qbench.tune.servers.apphook import app_change, read_hook_record
+from qbench.tune.servers.apphook import HookRecord, app_change, read_hook_record
 from qbench.tune.sweep.config import SweepConfig
 from qbench.tune.sweep.evaluate import PointServers
 from qbench.tune.values.capacity import CapacityRecord
@@ -24,22 +24,23 @@ def sweep_advice(config: SweepConfig, defaults: dict[str, Any], servers: PointSe
             capacity: CapacityRecord | None, capacity_notes: list[str]) -> Advice:
     """What the recommendation says beside the ranking: code inputs, the winner's capacity and notes."""
     winner, gradio = ranking.winner, config.scenario.protocol == "gradio"
+    # what the startup hook read at the winner's launch (an app qbench started): read once, used thrice
+    hook = read_hook_record(config.sweep_dir / "points" / winner.point_id) if winner and config.hook else None
     code, label = "", ""
     if winner is not None and servers.framework == "litserve":
-        code, label = litserve_advice(config, winner)
+        code, label = litserve_advice(hook, winner)
     elif winner is not None and not gradio:
         advised = max_size_advice(winner, config.constraints).max_size
         code, label = server_advice(config, winner, advised)
     notes = config.grid.edge_notes(winner.knobs) if winner is not None else []
     notes += paired_note(config.sweep_dir, ranking.ranked)
-    if winner is not None and config.hook and not defaults:  # an app: its own settings where unswept
-        hook = read_hook_record(config.sweep_dir / "points" / winner.point_id)
-        if hook is not None and hook.chosen:
-            defaults = hook.app_settings(hook.chosen[0])
+    if hook is not None and hook.chosen and not defaults:  # an app: its own settings where unswept
+        defaults = hook.app_settings(hook.chosen[0])
+    change = app_change(hook, winner.knobs) if winner and hook is not None and hook.launched else []
     return Advice(
         defaults=defaults, gradio_major=servers.gradio_major, objective_why=config.objective_why,
         gradio=gradio, server_api=server_api(config, servers),
-        server_code=code, server_code_label=label, app_change=winner_app_change(config, winner),
+        server_code=code, server_code_label=label, app_change=change,
         capacity=capacity, notes=notes + capacity_notes, framework=servers.framework,
     )
 
@@ -52,18 +53,9 @@ def server_api(config: SweepConfig, servers: PointServers) -> str | None:
     return config.scenario.endpoint.api_name or ""
 
 
-def winner_app_change(config: SweepConfig, winner: PointResult | None) -> list[str]:
-    """The winner as a change to the app's own settings, from what the hook read at its launch."""
-    if winner is None or not config.hook:
-        return []
-    hook = read_hook_record(config.sweep_dir / "points" / winner.point_id)
-    return app_change(hook, winner.knobs) if hook is not None and hook.launched else []
-
-
-def litserve_advice(config: SweepConfig, winner: PointResult) -> tuple[str, str]:
+def litserve_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, str]:
     """(code, label): the winner as a LitServe app's code, its API class and own settings from what the
     hook read at the winner's launch."""
-    hook = read_hook_record(config.sweep_dir / "points" / winner.point_id)
     part = hook.litserve if hook is not None else {}
     apis = part.get("apis") or [{}]
     own = {**(apis[0].get("app") or {}), **((part.get("server") or {}).get("app") or {})}

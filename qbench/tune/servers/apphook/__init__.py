@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qbench.tune.knobs.frameworks import LITSERVE_API_KNOBS
+
 HOOK_FILE = Path(__file__).with_name("sitecustomize.py")
 HOOK_FILES = (HOOK_FILE, Path(__file__).with_name("qbench_litserve_hook.py"))  # copied beside each other
 RECORD_NAME = "hook-record.json"
@@ -223,18 +225,15 @@ def app_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-_LITSERVE_API = ("max_batch_size", "batch_timeout")
-
-
 def litserve_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
     """A LitServe app's recommendation as a change to its own code: each API's constructor, the server's
     workers_per_device: "your app (LitServe 0.2.19): BatchedAPI(max_batch_size=4, batch_timeout=0.01) ->
     recommended BatchedAPI(max_batch_size=16, batch_timeout=0.01)"."""
     release = f" (LitServe {hook.litserve.get('version')})" if hook.litserve.get("version") else ""
     lines = []
-    wanted = {k: v for k, v in knobs.items() if k in _LITSERVE_API}
+    wanted = {k: v for k, v in knobs.items() if k in LITSERVE_API_KNOBS}
     for api in hook.litserve.get("apis") or []:
-        own = {k: v for k, v in (api.get("app") or {}).items() if k in _LITSERVE_API}
+        own = {k: v for k, v in (api.get("app") or {}).items() if k in LITSERVE_API_KNOBS}
         if wanted:
             name = api.get("type") or "LitAPI"
             lines.append(f"your app{release}: {name}({_pairs(own)}) -> recommended "
