@@ -9,10 +9,7 @@ from tests.timing import (
     file_seconds,
     known_seconds,
     log_line,
-    others_running,
-    reference_loop_s,
     slowest_first,
-    workers,
 )
 
 
@@ -37,11 +34,3 @@ def test_the_committed_times_name_files_that_exist() -> None:
     missing = [name for name in known_seconds() if not (root / name).is_file()]
     assert known_seconds() and not missing, missing
 
-
-def test_six_workers_at_full_speed_three_on_a_slow_or_busy_box() -> None:
-    assert workers(0.095, 0.095, 0, 2) == 6  # the 2-core box the suite is tuned on, quiet
-    assert workers(0.24, 0.095, 4, 2) == 3  # the same box beside 4 busy loops
-    assert workers(0.095, 0.095, 4, 2) == 3  # ... where one run of the loop was lucky
-    assert workers(0.24, 0.24, 0, 2) == 3  # a box 2.5 x slower per core
-    wall, cpu = reference_loop_s()
-    assert wall > 0 and cpu > 0 and others_running(samples=2, every_s=0.01) >= 0
