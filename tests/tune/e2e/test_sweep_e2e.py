@@ -18,11 +18,10 @@ from qbench.run.columns import Columns
 from qbench.run.records import read_records
 from qbench.tune.knobs.grid import Point
 from qbench.tune.points.knobcheck import observed_parallelism
+from qbench.tune.servers.server_process import start_reference_server
 from qbench.tune.sweep.config import SweepOptions, build_config, resume_options
 from qbench.tune.sweep.sweep import SweepResult, run_sweep
 from qbench.tune.values.result import PointResult
-from reference_server.settings import parse_settings
-from reference_server.testing import serve_in_thread
 from tests.tune.conftest import SERVER, SLOW_SERVER, write_scenario
 
 PARQUET_COLUMNS = {
@@ -188,15 +187,18 @@ def test_resume_after_an_interrupted_sweep(tmp_path: Path) -> None:
 
 
 def test_target_mode_sweeps_client_knobs_and_stops_a_runaway_point(tmp_path: Path) -> None:
-    path = write_scenario(tmp_path, rate=5, duration=4)
-    with serve_in_thread(parse_settings(SERVER)) as server:  # one worker: ~16 req/s at most
+    # the server in its own process (in this one it shared the GIL with the generator and the runaway
+    # check), and 8 s at 5 req/s: the check needs ~2.5 s of ticks at 120 req/s, which a busy box's
+    # starved client took longer than 4 s to give (the point ended "infeasible", never stopped)
+    path = write_scenario(tmp_path, rate=5, duration=8)
+    with start_reference_server(SERVER) as url:  # one worker: ~16 req/s at most
         out = CliRunner().invoke(
             app,
             [
                 "sweep",
                 str(path),
                 "--target",
-                server.url,
+                url,
                 "--grid",
                 "rate=5,120",
                 "--out",
