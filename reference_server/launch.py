@@ -32,6 +32,7 @@ from reference_server.settings import (
     with_overrides,
 )
 from reference_server.testing import bound_port
+from reference_server.workloads.models.params import COMPILE_BACKENDS
 
 #: kinds without a `model` param
 MODEL_PARAM_KINDS = ("echo", "sleep", "cpu", "stream", "tokens", "fail", "imageop")
@@ -54,6 +55,7 @@ class ServeOptions:
     auth_token: list[str] | None = None  # accepted bearer tokens, repeatable
     dtype: str | None = None
     compile: bool | None = None
+    compile_backend: str | None = None  # implies compile
 
 
 def settings_from_options(opts: ServeOptions) -> ServerSettings:
@@ -72,7 +74,9 @@ def settings_from_options(opts: ServeOptions) -> ServerSettings:
     auth = _auth_override(opts, settings)
     if auth is not None:
         overrides["auth"] = auth
-    model_params = {"model": opts.model, "dtype": opts.dtype, "compile": opts.compile}
+    backend = opts.compile_backend if opts.compile is not False else None
+    compile_value = backend or opts.compile
+    model_params = {"model": opts.model, "dtype": opts.dtype, "compile": compile_value}
     model_params = {k: v for k, v in model_params.items() if v is not None}
     if model_params:
         for i, fn in enumerate(settings.functions):
@@ -219,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override the `dtype` param of the model workloads (auto: bfloat16 on a GPU)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                    help="torch.compile the model workloads (dynamic shapes; compiles during warm-up)")
+    p.add_argument("--compile-backend", choices=list(COMPILE_BACKENDS),
+                   help="torch.compile's backend (implies --compile; default inductor; aot_eager captures "
+                        "the graph without generating code)")
     return p
 
 

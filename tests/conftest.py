@@ -62,7 +62,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if not _CPU_LOG:
         yield
         return
-    cpu, wall = _cpu_s(), time.monotonic()
+    cpu, wall, started = _cpu_s(), time.monotonic(), time.time()
     yield
     with open(_CPU_LOG, "a", encoding="utf-8") as log:
-        log.write(log_line(_cpu_s() - cpu, time.monotonic() - wall, item.nodeid))
+        log.write(log_line(_cpu_s() - cpu, time.monotonic() - wall, item.nodeid, started))

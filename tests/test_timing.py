@@ -21,8 +21,9 @@ def test_slowest_files_first_each_in_its_own_order() -> None:
 
 
 def test_a_log_sums_each_files_wall_seconds(tmp_path: Path) -> None:
-    lines = [log_line(0.5, 2.0, "a.py::t1"), log_line(0.1, 1.25, "a.py::t2[x]"),
-             log_line(3.0, 4.0, "b.py::t")]
+    lines = [log_line(0.5, 2.0, "a.py::t1", 1764748800.25), log_line(0.1, 1.25, "a.py::t2[x]"),
+             log_line(3.0, 4.0, "b.py::t")]  # a line with its start time, lines without (older logs)
+    assert lines[0] == "0.50\t2.00\ta.py::t1\t1764748800.25\n"
     assert file_seconds("".join(lines).splitlines()) == {"b.py": 4.0, "a.py": 3.2}  # 3.25, rounded half-even
     path = tmp_path / "seconds.json"
     path.write_text('{"b.py": 4.0}')

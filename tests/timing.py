@@ -8,8 +8,8 @@ the order of the seconds they took (FILE_SECONDS, measured), unmeasured ones aft
     .venv/bin/python -m tests.timing /tmp/tests.tsv      # rewrites tests/file_seconds.json
 
 The log has one line per test: its CPU seconds (its worker's and the child processes it waited for), its
-wall seconds and its node id: on a 2-core box the suite's time is as much waiting (load at a rate, a
-server's sleeps) as CPU, and the log says which.
+wall seconds, its node id and when it started (Unix time): on a 2-core box the suite's time is as much
+waiting (load at a rate, a server's sleeps) as CPU, and the log says which.
 """
 
 from __future__ import annotations
@@ -23,8 +23,11 @@ from pathlib import Path
 FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
 
 
-def log_line(cpu_s: float, wall_s: float, nodeid: str) -> str:
-    return f"{cpu_s:.2f}\t{wall_s:.2f}\t{nodeid}\n"
+def log_line(cpu_s: float, wall_s: float, nodeid: str, started: float | None = None) -> str:
+    """A log's line: CPU and wall seconds, the node id, and when it started (Unix time: which tests ran
+    beside which, when one failed)."""
+    at = "" if started is None else f"\t{started:.2f}"
+    return f"{cpu_s:.2f}\t{wall_s:.2f}\t{nodeid}{at}\n"
 
 
 def file_seconds(lines: Iterable[str]) -> dict[str, float]:
@@ -32,7 +35,7 @@ def file_seconds(lines: Iterable[str]) -> dict[str, float]:
     total: Counter[str] = Counter()
     for line in lines:
         parts = line.rstrip("\n").split("\t")
-        if len(parts) == 3:
+        if len(parts) in (3, 4):
             total[parts[2].split("::")[0]] += float(parts[1])
     return {name: round(seconds, 1) for name, seconds in total.most_common()}
 

@@ -33,6 +33,8 @@ class ServeArgs:
     dtype: Annotated[str | None, typer.Option(help="auto | float32 | float16 | bfloat16 (models)")] = None
     compile: Annotated[bool | None, typer.Option("--compile/--no-compile",
                                                  help="torch.compile the model workloads.")] = None
+    compile_backend: Annotated[str | None, typer.Option(
+        help="inductor | aot_eager | eager | cudagraphs: the backend (implies --compile).")] = None
     replicas: Annotated[int | None, typer.Option(
         help="Run N replicas behind nginx (listening on --port).")] = None
     affinity: AffinityOpt = "session"
@@ -49,7 +51,8 @@ def serve(args: ServeArgs) -> None:
 
     options = ServeOptions(args.config, args.preset, args.host, args.port, args.max_threads,
                            args.default_concurrency_limit, args.max_size, args.admin_token, args.device,
-                           args.model, args.log_level, args.auth, args.auth_token, args.dtype, args.compile)
+                           args.model, args.log_level, args.auth, args.auth_token, args.dtype, args.compile,
+                           args.compile_backend)
     try:
         settings = settings_from_options(options)
         if args.replicas is None:

@@ -29,6 +29,13 @@ def test_values_are_read_and_labels_set_the_class_count() -> None:
     reader.finish()
 
 
+def test_compile_names_its_backend_or_takes_inductor() -> None:
+    assert ParamReader("k", {"compile": True}).common().compile_backend == "inductor"
+    common = ParamReader("k", {"compile": "aot_eager"}).common()
+    assert (common.compile, common.compile_backend) == (True, "aot_eager")
+    assert ParamReader("k", {"compile": False}).common().compile is False
+
+
 READS: list[tuple[str, Any, Callable[[ParamReader], Any], str]] = [
     ("model", "  ", lambda r: r.opt_str("model"), "a non-empty string or null"),
     ("model", 3, lambda r: r.opt_str("model"), "a non-empty string or null"),
@@ -41,6 +48,8 @@ READS: list[tuple[str, Any, Callable[[ParamReader], Any], str]] = [
     ("temperature", False, lambda r: r.number("temperature", 1.0, 0.0), "a number >= 0.0"),
     ("temperature", float("nan"), lambda r: r.number("temperature", 1.0, 0.0), "a number >= 0.0"),
     ("compile", "yes", lambda r: r.flag("compile", False), "true or false"),
+    ("compile", "fast", lambda r: r.compile_choice(),
+     "true, false or a torch.compile backend (inductor, aot_eager, eager, cudagraphs)"),
     ("config", [1], lambda r: r.mapping("config"), "a mapping of transformers config keys to values"),
     ("labels", [], lambda r: r.str_list("labels"), "a non-empty list of label names"),
     ("labels", ["a", ""], lambda r: r.str_list("labels"), "a non-empty list of label names"),

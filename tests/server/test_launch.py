@@ -61,6 +61,10 @@ def test_dtype_and_compile_flags_reach_only_the_model_workloads() -> None:
     settings = settings_from_options(ServeOptions(preset="text", dtype="float32", compile=True))
     assert all(fn.params["dtype"] == "float32" and fn.params["compile"] is True for fn in settings.functions)
     assert settings.functions[0].params["labels"] == ["negative", "positive"]  # the preset's others stay
+    backend = settings_from_options(ServeOptions(preset="text", compile_backend="aot_eager"))
+    assert {fn.params["compile"] for fn in backend.functions} == {"aot_eager"}  # the backend implies compile
+    off = settings_from_options(ServeOptions(preset="text", compile=False, compile_backend="aot_eager"))
+    assert {fn.params["compile"] for fn in off.functions} == {False}
     sleep = settings_from_options(ServeOptions(preset="sleep", dtype="float32"))
     assert "dtype" not in sleep.functions[0].params
     assert settings_from_options(ServeOptions(preset="image")).functions[0].params["dtype"] == "auto"

@@ -69,7 +69,7 @@ class ModelWorkload(Workload):
             model = pretrained_model(self.auto_class(), self.common.model, self._dtype)
         self._model = model.to(device=self._device, dtype=self._dtype).eval()
         if self.common.compile:
-            self._model = dev.compiled(self._model)
+            self._model = dev.compiled(self._model, self.common.compile_backend)
         self.load_preprocessor()
 
     def warmup(self) -> None:
@@ -98,6 +98,7 @@ class ModelWorkload(Workload):
             dtype=str(self._dtype).removeprefix("torch."),
             **({"dtype_setting": "auto"} if self.common.dtype == "auto" else {}),
             compiled=self.common.compile,
+            **({"compile_backend": self.common.compile_backend} if self.common.compile else {}),
             threads=dev.thread_count(),
             preprocessor=self.preprocessor_source,
             **dev.cuda_memory(self._device),

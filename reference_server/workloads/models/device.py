@@ -37,13 +37,13 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return dtype
 
 
-def compiled(model: torch.nn.Module) -> torch.nn.Module:
+def compiled(model: torch.nn.Module, backend: str = "inductor") -> torch.nn.Module:
     """torch.compile with dynamic shapes (batch size and sequence length vary from call to call).
 
     The compiled module forwards attribute access (config, parameters) to the model it wraps."""
     import torch
 
-    module: torch.nn.Module = torch.compile(model, dynamic=True)  # type: ignore[assignment]
+    module: torch.nn.Module = torch.compile(model, dynamic=True, backend=backend)  # type: ignore[assignment]
     return module
 
 

@@ -7,7 +7,9 @@ Every model workload accepts the common keys:
     config:  {key: value}                        overrides of the transformers config (e.g. num_hidden_layers)
     dtype:   auto | float32 | float16 | bfloat16 weights and activations dtype; auto = bfloat16 on a GPU
                                                  that supports it, else float32 (the GPU presets use auto)
-    compile: false | true                        torch.compile the model (dynamic shapes) before warm-up
+    compile: false | true | BACKEND              torch.compile the model (dynamic shapes) before warm-up;
+                                                 true = inductor, or a backend by name (aot_eager: the
+                                                 graph captured, no code generated; eager, cudagraphs)
     threads: null | int >= 1                     torch.set_num_threads (process-wide), null = torch's default
     seed:    int                                 seed of the random initialisation (same seed, same weights)
 
@@ -24,6 +26,7 @@ from typing import Any
 from reference_server.workloads.base import WorkloadConfigError
 
 SIZES = ("base", "small", "tiny")
+COMPILE_BACKENDS = ("inductor", "aot_eager", "eager", "cudagraphs")  # torch.compile(backend=...)
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 
@@ -38,6 +41,7 @@ class CommonParams:
     threads: int | None = None
     seed: int = 0
     compile: bool = False
+    compile_backend: str = "inductor"  # torch.compile's backend when `compile`
 
 
 @dataclass(frozen=True)
@@ -131,8 +135,18 @@ class ParamReader:
             dtype=self.choice("dtype", DTYPES, "float32"),
             threads=self.opt_integer("threads", 1),
             seed=self.integer("seed", 0, 0),
-            compile=self.flag("compile", False),
+            **self.compile_choice(),
         )
+
+    def compile_choice(self) -> dict[str, Any]:
+        """`compile`: true or false, or a backend's name (which compiles with it)."""
+        value = self._take("compile", False)
+        if isinstance(value, bool):
+            return {"compile": value}
+        if value in COMPILE_BACKENDS:
+            return {"compile": True, "compile_backend": value}
+        backends = ", ".join(COMPILE_BACKENDS)
+        raise self._error("compile", f"true, false or a torch.compile backend ({backends})")
 
     def labels(self, default_count: int) -> LabelParams:
         return LabelParams(
