@@ -76,6 +76,10 @@ SUITE: tuple[FnSpec, ...] = (
     FnSpec("long_b", "sleep", sleep_s=1.0, concurrency_limit=1),
     # holds the "mixed" group 1 s: the events behind it have all joined before it ends, on any box
     FnSpec("mixed_hold", "sleep", sleep_s=1.0, concurrency_limit=1, concurrency_id="mixed"),
+    # limit 3 for 1 s: each job is seen running (its start read 0.5 s or more before its end) on a box
+    # whose client reads a stream late by up to a second (limit_n_runs_n; at 0.2 s, three tries of a burst
+    # on a box with six test workers beside four busy loops never landed)
+    FnSpec("sleep_n_long", "sleep", sleep_s=1.0, concurrency_limit=3),
 )
 ERROR_MESSAGE, ERROR_TITLE, ERROR_DURATION = "synthetic failure", "Oops", 5.0
 TIGHT_QUEUE = QueueSpec(max_size=3, max_threads=2)  # the second app: global caps

@@ -188,7 +188,7 @@ SCENARIOS: dict[str, Scenario] = {
         {"max_overlap": 1, "dispatches": [1, 1, 1], "kinds": [PLAIN, PLAIN, RE_ESTIMATED]},
     ),
     "limit_n_runs_n": Scenario(
-        burst("sleep_n", 5, spacing_s=0.01),
+        burst("sleep_n_long", 5, spacing_s=0.01),
         lambda ts: {"max_overlap": max_overlap(ts), "started_at_once": started_before_first_completion(ts)},
         {"max_overlap": 3, "started_at_once": 3},
     ),

@@ -179,4 +179,9 @@ def test_compile_wraps_the_model_and_warms_up_a_batch_of_two(monkeypatch: pytest
     monkeypatch.setattr(workload, "run_batch", lambda cols: sizes.append(len(cols[0])) or real(cols))
     workload.load("cpu")
     workload.warmup()
-    assert calls == [{"dynamic": True}] and sizes == [1, 2] and workload.describe()["compiled"] is True
+    assert calls == [{"dynamic": True, "backend": "inductor"}] and sizes == [1, 2]
+    assert workload.describe()["compiled"] is True and workload.describe()["compile_backend"] == "inductor"
+    named = build_workload("image-classification", {**TINY, "compile": "aot_eager"})
+    named.load("cpu")
+    assert calls[-1] == {"dynamic": True, "backend": "aot_eager"}
+    assert named.describe()["compile_backend"] == "aot_eager"

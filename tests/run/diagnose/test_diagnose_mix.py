@@ -30,9 +30,13 @@ def test_a_shared_concurrency_id_is_named_per_function(server_factory: Factory, 
     spec = scenario(mix=mix, load={"rate": 15, "arrival": "poisson", "duration": 6, "timeout": 30})
     with server_factory(functions=functions) as server:
         result = run_scenario(spec, target=server.url, out_dir=tmp_path / "run", live=False)
-    kinds = {f.kind: f.message for f in result.diagnosis}
-    assert "shared_group" in kinds, result.diagnosis
-    assert kinds["shared_group"].startswith("a shares concurrency_id 'gpu' with b (one limit of 1 for")
+    shared = [f.message for f in result.diagnosis if f.kind == "shared_group"]
+    # a (30 ms) waits behind b's 150 ms jobs at any speed; b gets its own line too where it also waited
+    # longer than it ran (a busy box's run at the group's 72% load): each function is named for itself
+    assert any(m.startswith("a shares concurrency_id 'gpu' with b (one limit of 1 for") for m in shared), (
+        result.diagnosis)
+    assert all(m.startswith(("a shares concurrency_id 'gpu' with b", "b shares concurrency_id 'gpu' with a"))
+               for m in shared), shared
     assert not any(f.message.startswith("c:") and f.kind == "shared_group" for f in result.diagnosis)
     inferred = diagnose_run(result.records, result.summary, None)  # no settings: a real Gradio app
     starved = [f.message for f in inferred if f.kind == "starved"]

@@ -13,10 +13,15 @@ workload's own l(b) = base + per_item * b plus the overhead the server took per 
 (the median of its own processing time less the sleep). Figures are medians and p90s, and the load is
 sized in requests, so a request the box stalls for a second moves none of them. What would move them
 is a wrong rule: a batch that does not fill, a limit not shared or not capped, and the waits it makes.
+A host that takes the server's own core away (its event loop waiting for one, which its /status
+counts) can only make the server slower than its rules, never faster: the upper bounds are checked
+where its loop waited for a core under 10% of the run (a busy box's 1.2 s stall at 70% load queues
+the next 4 s of arrivals), the lower ones always.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from qbench.run.control import read_status
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.scenario import parse_scenario
 from qbench.tune.points.point import run_measured
@@ -98,6 +104,16 @@ def per_batch_mean(records: list[RequestRecord]) -> float:
     return len(sizes) / sum(1 / b for b in sizes)
 
 
+STARVED = 0.1  # of the run the server's event loop waited for a core (the capacity answer's `host` line)
+
+
+def loop_wait_s(url: str) -> float | None:
+    """How long the server's event loop has waited for a core since it started (its /status)."""
+    status = read_status(url)
+    value = status.get("event_loop_wait_s") if status else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def on_server(record: RequestRecord) -> float:
     """The request's time in the server, on its own clock: its queue wait and its processing."""
     assert record.server_queue_wait_s is not None and record.server_total_s is not None, record
@@ -126,7 +142,10 @@ def test_simulator_matches_the_reference_server(
     # simulated 0.092 at 70% load, where queueing amplifies any stretch)
     with start_reference_server(server_config) as url:
         run_measured(scenario("warm", {"users": 2, "requests": 8}), {}, url, tmp_path / "warm", {}, None)
+        before, started = loop_wait_s(url), time.monotonic()
         run = run_measured(scenario("differential", load), {}, url, tmp_path / "run", {}, None)
+        after, elapsed = loop_wait_s(url), time.monotonic() - started
+    starved = None if before is None or after is None else (after - before) / elapsed
     records = sorted((r for r in run.records if r.ok and r.sent_at_s is not None), key=lambda r: r.request_id)
     assert len(records) == load["requests"], digest(run.records)
     sim_server = with_overhead(sim_server, records)
@@ -137,11 +156,15 @@ def test_simulator_matches_the_reference_server(
     sim_p50, sim_p90 = (float(np.median([r.percentile(q) or 0.0 for r in runs])) for q in (50, 90))
     measured_p50, measured_p90 = (float(np.percentile(latencies, q)) for q in (50, 90))
     detail = (f"simulated p50 {sim_p50:.3f} s p90 {sim_p90:.3f}, measured {measured_p50:.3f} s "
-              f"{measured_p90:.3f}; slowest: {digest(records)}")
+              f"{measured_p90:.3f}; server loop's core wait {starved}; slowest: {digest(records)}")
     # the sends' trip to the server is not in its clock; the tail (where an open loop's waiting shows)
     # a little looser: fewer requests decide it
-    assert sim_p50 * 0.8 - 0.005 <= measured_p50 <= sim_p50 * 1.3 + 0.03, detail
-    assert sim_p90 * 0.7 - 0.01 <= measured_p90 <= sim_p90 * 1.5 + 0.05, detail
-    if any(f.batch for f in sim_server.functions):  # the batches filled as the rule says they do
-        sim_batch = float(np.median([r.mean_batch for r in runs]))
-        assert per_batch_mean(records) == pytest.approx(sim_batch, rel=0.2), detail
+    assert sim_p50 * 0.8 - 0.005 <= measured_p50 and sim_p90 * 0.7 - 0.01 <= measured_p90, detail
+    own_core = starved is None or starved < STARVED
+    if own_core:
+        assert measured_p50 <= sim_p50 * 1.3 + 0.03 and measured_p90 <= sim_p90 * 1.5 + 0.05, detail
+    if any(f.batch for f in sim_server.functions):  # the batches filled as the rule says they do (a slow
+        sim_batch = float(np.median([r.mean_batch for r in runs]))  # server's fill more)
+        assert per_batch_mean(records) >= 0.8 * sim_batch, detail
+        if own_core:
+            assert per_batch_mean(records) <= 1.2 * sim_batch, detail
