@@ -22,7 +22,7 @@ from qbench.tune.servers.server_process import start_reference_server
 from qbench.tune.sweep.config import SweepOptions, build_config, resume_options
 from qbench.tune.sweep.sweep import SweepResult, run_sweep
 from qbench.tune.values.result import PointResult
-from tests.tune.conftest import SERVER, SLOW_SERVER, write_scenario
+from tests.tune.conftest import SLOW_SERVER, write_scenario
 
 PARQUET_COLUMNS = {
     "point_id",
@@ -187,31 +187,24 @@ def test_resume_after_an_interrupted_sweep(tmp_path: Path) -> None:
 
 
 def test_target_mode_sweeps_client_knobs_and_stops_a_runaway_point(tmp_path: Path) -> None:
-    # the server in its own process (in this one it shared the GIL with the generator and the runaway
-    # check), and 8 s at 5 req/s: the check needs ~2.5 s of ticks at 120 req/s, which a busy box's
-    # starved client took longer than 4 s to give (the point ended "infeasible", never stopped)
-    path = write_scenario(tmp_path, rate=5, duration=8)
-    with start_reference_server(SERVER) as url:  # one worker: ~16 req/s at most
+    # One 250 ms worker (4 req/s), offered 2 and 20 req/s: a rate any client sends on time, so the
+    # backlog grows 16/s at r20 on any box (at 120 req/s on a 44 req/s server a busy box's client sent
+    # about what the server served, and the point ended "infeasible" from its send lag, never stopped).
+    # The server in its own process (in this one it shared the GIL with the generator and the check).
+    slow = {"functions": [{"api_name": "predict", "workload": "sleep", "params": {"base_ms": 250},
+                           "concurrency_limit": 1}]}
+    path = write_scenario(tmp_path, rate=2, duration=8)
+    with start_reference_server(slow) as url:
         out = CliRunner().invoke(
-            app,
-            [
-                "sweep",
-                str(path),
-                "--target",
-                url,
-                "--grid",
-                "rate=5,120",
-                "--out",
-                str(tmp_path / "r"),
-            ],
+            app, ["sweep", str(path), "--target", url, "--grid", "rate=2,20", "--out", str(tmp_path / "r")]
         )
     assert out.exit_code == 0, out.output
-    assert "winner" in out.output and "r5" in out.output
+    assert "winner" in out.output and "r2" in out.output
     (sweep_dir,) = (tmp_path / "r").iterdir()
     rec = json.loads((sweep_dir / "recommendation.json").read_text())
     verdicts = {r["point_id"]: (r["verdict"], r["reason"]) for r in rec["ranked"]}
-    assert verdicts["r5"][0] == "winner"
-    assert verdicts["r120"][0] == "failed" and "not steady, backlog +" in verdicts["r120"][1]
+    assert verdicts["r2"][0] == "winner", verdicts
+    assert verdicts["r20"][0] == "failed" and "not steady, backlog +" in verdicts["r20"][1], verdicts
 
 
 def test_smart_search_on_a_real_server_skips_points_and_reports_it(tmp_path: Path) -> None:
