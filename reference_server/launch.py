@@ -74,6 +74,9 @@ def settings_from_options(opts: ServeOptions) -> ServerSettings:
     auth = _auth_override(opts, settings)
     if auth is not None:
         overrides["auth"] = auth
+    if opts.compile_backend is not None and opts.compile_backend not in COMPILE_BACKENDS:
+        raise SettingsError(f"--compile-backend {opts.compile_backend!r}: expected one of "
+                            f"{', '.join(COMPILE_BACKENDS)}")
     backend = opts.compile_backend if opts.compile is not False else None
     compile_value = backend or opts.compile
     model_params = {"model": opts.model, "dtype": opts.dtype, "compile": compile_value}

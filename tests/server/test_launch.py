@@ -57,6 +57,7 @@ def test_bad_options_exit_2_with_a_clear_message() -> None:
 
 def test_dtype_and_compile_flags_reach_only_the_model_workloads() -> None:
     from reference_server.launch import ServeOptions, settings_from_options
+    from reference_server.settings import SettingsError
 
     settings = settings_from_options(ServeOptions(preset="text", dtype="float32", compile=True))
     assert all(fn.params["dtype"] == "float32" and fn.params["compile"] is True for fn in settings.functions)
@@ -65,6 +66,9 @@ def test_dtype_and_compile_flags_reach_only_the_model_workloads() -> None:
     assert {fn.params["compile"] for fn in backend.functions} == {"aot_eager"}  # the backend implies compile
     off = settings_from_options(ServeOptions(preset="text", compile=False, compile_backend="aot_eager"))
     assert {fn.params["compile"] for fn in off.functions} == {False}
+    # qbench serve takes it as free text
+    with pytest.raises(SettingsError, match="--compile-backend 'fast': expected one of inductor, aot_eager"):
+        settings_from_options(ServeOptions(preset="text", compile_backend="fast"))
     sleep = settings_from_options(ServeOptions(preset="sleep", dtype="float32"))
     assert "dtype" not in sleep.functions[0].params
     assert settings_from_options(ServeOptions(preset="image")).functions[0].params["dtype"] == "auto"
