@@ -1,5 +1,5 @@
 """Which queued inference framework serves a plain HTTP target, from what it serves, and what its app's
-code says its request body is where the server declares none (`read_framework_name(url)`: which one a
+code says its request body is where the server declares none (`read_framework(url)`: which one a
 running server is).
 
     LitServe   GET /info: {"model": ..., "server": {"devices", "workers_per_device", "timeout",
@@ -29,6 +29,8 @@ class Framework:
     streamed: tuple[str, ...] = ()  # its paths that stream their answer
     convention: dict[str, str] = field(default_factory=dict)  # its docs' request body, "$0" the input
     schema_hint: str = ""  # where its request schema comes from, for a server that declares none
+    batchable: tuple[str, ...] = ()  # its paths whose list inputs it batches across requests (BentoML)
+    queue_cap: str = ""  # its own cap on waiting requests in its code, {waiting} the advised size ("": none)
 
 
 def litserve(info: Any) -> Framework | None:
@@ -57,6 +59,41 @@ def _flat(devices: Any) -> list[Any]:
     if not isinstance(devices, list):
         return [devices]
     return [d for item in devices for d in (item if isinstance(item, list) else [item])]
+
+
+def bentoml(schema: Any) -> Framework | None:
+    """BentoML, from its GET /schema.json (None: not BentoML's shape). Task APIs (`is_task`: submitted,
+    then polled) are left out."""
+    routes = schema.get("routes") if isinstance(schema, dict) and schema.get("type") == "service" else None
+    if not isinstance(routes, list):
+        return None
+    served = [r for r in routes if isinstance(r, dict) and isinstance(r.get("route"), str)
+              and not r.get("is_task")]
+    batchable = tuple(r["route"] for r in served if r.get("batchable"))
+    streamed = tuple(r["route"] for r in served
+                     if isinstance(r.get("output"), dict) and r["output"].get("is_stream"))
+    listed = ", ".join(f"POST {r['route']}" + (" (batchable)" if r["route"] in batchable else "")
+                       for r in served) or "no API"
+    return Framework("BentoML", f"service {schema.get('name') or '?'}: {listed}", streamed,
+                     schema_hint="its /schema.json declares no input fields for this API",
+                     batchable=batchable,
+                     queue_cap=BENTOML_CAP)
+
+
+#: BentoML's own cap on requests in flight, for the overload advice ({waiting}: the advised queue)
+BENTOML_CAP = ('traffic={{"max_concurrency": N}} in @bentoml.service, N = {waiting} plus the requests it '
+               "runs at once (it counts both, per worker; past N a 429 at once)")
+
+
+def bentoml_spec(schema: dict[str, Any]) -> dict[str, Any]:
+    """BentoML's /schema.json routes as the OpenAPI paths qbench.run.openapi_body reads: each API's input
+    schema (flattened by BentoML: no references) as its POST's JSON body."""
+    paths: dict[str, Any] = {}
+    for route in schema.get("routes") or []:
+        if isinstance(route, dict) and isinstance(route.get("route"), str) and not route.get("is_task"):
+            body = {"content": {"application/json": {"schema": route.get("input") or {}}}}
+            paths[route["route"]] = {"post": {"requestBody": body}}
+    return {"paths": paths}
 
 
 # ---------------------------------------------------------------- the app's code
@@ -97,14 +134,17 @@ def _is_name(node: ast.expr, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
 
 
-def read_framework_name(base_url: str, timeout_s: float = 2.0) -> str | None:
-    """The framework a plain HTTP server is, from what it serves (LitServe's GET /info): its name, else
-    None."""
+def read_framework(base_url: str, timeout_s: float = 2.0) -> Framework | None:
+    """The framework a plain HTTP server is, from what it serves (LitServe's GET /info, BentoML's GET
+    /schema.json), else None."""
     try:
         with control.client(timeout_s=timeout_s) as http:
-            answer = http.get(base_url.rstrip("/") + "/info")
-            info = answer.json() if answer.status_code == 200 else None
+            for path, known in (("/info", litserve), ("/schema.json", bentoml)):
+                answer = http.get(base_url.rstrip("/") + path)
+                framework = known(answer.json()) if answer.status_code == 200 else None
+                if framework is not None:
+                    return framework
     except (httpx.HTTPError, ValueError):
         return None
-    framework = litserve(info)
-    return framework.name if framework is not None else None
+    return None
+

@@ -27,7 +27,7 @@ import orjson
 import yaml
 
 from qbench.errors import ScenarioError, TargetError
-from qbench.run.frameworks import Framework, litserve, request_keys
+from qbench.run.frameworks import Framework, bentoml, bentoml_spec, litserve, request_keys
 from qbench.run.init_yaml import Draft, DraftInput, render, render_mix
 from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.gradio_api import AppEndpoint, Suggestion, app_endpoints, describe, suggest
@@ -65,8 +65,8 @@ class OpenAITarget:
 
 @dataclass(frozen=True)
 class HttpTarget:
-    post_paths: list[str]  # POST routes of its /openapi.json ([] without one)
-    spec: dict[str, Any] | None = None  # its /openapi.json (None without one)
+    post_paths: list[str]  # POST routes of its /openapi.json (BentoML: its /schema.json's APIs; [] none)
+    spec: dict[str, Any] | None = None  # its /openapi.json, or BentoML's APIs as one (None without either)
     framework: Framework | None = None  # the framework its own endpoints name (qbench.run.frameworks)
     request_keys: tuple[str, ...] = ()  # the body keys its app's code reads (`init --app`), when known
 
@@ -123,8 +123,13 @@ async def _read(base: str, auth: Auth, protocol: str) -> Target:
                     raise TargetError(f"{base}/v1/models: no OpenAI-compatible model list there")
             spec = await _get(http, base + "/openapi.json", auth)
             paths = spec.get("paths") if isinstance(spec, dict) else None
-            posts = [p for p, ops in (paths or {}).items() if isinstance(ops, dict) and "post" in ops]
             framework = litserve(await _get(http, base + "/info", auth)) if "/info" in (paths or {}) else None
+            if not isinstance(paths, dict):  # BentoML serves its own description instead (/schema.json)
+                schema = await _get(http, base + "/schema.json", auth)
+                framework = bentoml(schema)
+                spec = bentoml_spec(schema) if framework is not None else spec
+                paths = spec.get("paths") if isinstance(spec, dict) else None
+            posts = [p for p, ops in (paths or {}).items() if isinstance(ops, dict) and "post" in ops]
             return HttpTarget(posts, spec if isinstance(spec, dict) else None, framework)
 
 
@@ -362,21 +367,38 @@ def _http_draft(target: HttpTarget) -> Draft:
     if not fields:
         return _http_template(target, path)
     inputs, body = [], {}
+    batched = target.framework is not None and path in target.framework.batchable
     for k, (name, schema, required) in enumerate(fields):
         made = api_suggestion({"parameter_name": name, "type": schema}) or (
             {"value": schema.get("default", "")}, "a value: check it")
+        if batched:
+            made = _one_row(made)
         about = str(schema.get("description") or schema.get("title") or "")[:60]
         inputs.append(DraftInput(f"field '{name}'" + (f" ({about})" if about else "")
                                  + ("" if required else ", optional"), Suggestion(*made)))
         body[name] = f"${k}"
     named = ", ".join(f"{name} ({schema.get('type') or 'any'})" for name, schema, _ in fields)
-    about = f"{_server(target)} (its /openapi.json declares POST {path}'s JSON body: {named})"
+    where = "/schema.json" if target.framework and target.framework.name == "BentoML" else "/openapi.json"
+    about = f"{_server(target)}; its {where} declares POST {path}'s JSON body: {named}"
     draft = Draft(file_slug(f"http{path}"), "http", {"method": "POST", "path": path, "body": body}, inputs,
                   [about], {"p95_latency_s": 10.0, "error_rate": 0.01})
     draft.endpoint_notes = ['"$0" is replaced by the first payload input, "$1" by the second...']
     if len(posts) > 1:
         draft.endpoint_notes.append(f"POST routes it serves: {', '.join(posts)}")
+    if batched:
+        draft.notes.append(f"{path} is batchable: {target.framework.name if target.framework else 'it'} "
+                           "joins the lists of the requests it batches, so each request sends one row (a "
+                           "list of one); a request of n rows counts n towards its max_batch_size")
     return draft
+
+
+def _one_row(made: tuple[dict[str, Any], str]) -> tuple[dict[str, Any], str]:
+    """A list input as one row: a batchable API's request carries one item of the batch."""
+    generator, about = made
+    rows = generator.get("json")
+    if isinstance(rows, list) and len(rows) > 1:
+        return {"json": rows[:1]}, "a list of 1 (one row of the batch)"
+    return made
 
 
 def _server(target: HttpTarget) -> str:

@@ -9,12 +9,14 @@ The body follows the function's inputs: with one text input, the raw body as tex
 type but JSON); with one image or audio input, the raw file bytes; otherwise (or for any function)
 JSON: `{"inputs": value}` for one input, `{"data": [...]}` for several, or a bare JSON value. The
 answer is the output (one output) or the list of outputs, as JSON; a bad input is 422 with the
-reason, a failing function 500, a body over `max_file_size` 413.
+reason, a failing function 500, a body over `max_file_size` 413. Each answer has its queue wait and
+service on the server's clock in a `Server-Timing: queue;dur=..., service;dur=...` header (ms).
 """
 
 from __future__ import annotations
 
 import base64
+import time
 import uuid
 from typing import Any
 
@@ -27,7 +29,7 @@ from reference_server.http.gradio_routes import JSONResponse, state_of
 from reference_server.http.server_state import ServerState
 from reference_server.queue.jobs import INPUT_ERROR_TITLE
 from reference_server.queue.queue import QueueFullError
-from reference_server.queue.runtime import FunctionRuntime
+from reference_server.queue.runtime import Event, FunctionRuntime
 
 RETRY_AFTER_S = "1"
 FILE_KINDS = ("image", "audio")
@@ -102,7 +104,7 @@ async def run_queued(state: ServerState, fn: FunctionRuntime, data: list[Any]) -
     session = f"http-{uuid.uuid4().hex}"
     mailbox = state.queue.sessions.open(session).queue
     try:
-        state.queue.push(session, fn, data, simple_format=True)
+        event = state.queue.push(session, fn, data, simple_format=True)
     except QueueFullError as exc:
         state.queue.sessions.drop(session)
         return _error(503, str(exc))
@@ -120,7 +122,18 @@ async def run_queued(state: ServerState, fn: FunctionRuntime, data: list[Any]) -
         status = 422 if msg.get("title") == INPUT_ERROR_TITLE else 500
         return _error(status, str(output.get("error") or "the function failed"))
     values = output.get("data") or []
-    return JSONResponse(values[0] if len(values) == 1 else values)
+    return JSONResponse(values[0] if len(values) == 1 else values, headers=server_timing(event))
+
+
+def server_timing(event: Event) -> dict[str, str]:
+    """The event's queue wait and service on the server's clock, as a Server-Timing header (ms): joined ->
+    its job started (a batch's deadline included), started -> now."""
+    job = event.job
+    if job is None:
+        return {}
+    now = time.perf_counter()
+    queued, served = (job.started_at - event.joined_at) * 1000, (now - job.started_at) * 1000
+    return {"Server-Timing": f"queue;dur={queued:.3f}, service;dur={served:.3f}"}
 
 
 ROUTES = [Route("/predict/{api_name}", predict, methods=["POST"])]

@@ -18,7 +18,7 @@ import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.run.frameworks import litserve, read_framework_name, request_keys
+from qbench.run.frameworks import litserve, read_framework, request_keys
 from qbench.run.records import read_records
 from qbench.tune.servers.server_process import free_port
 from reference_server.testing import RunningServer
@@ -127,9 +127,10 @@ def test_init_names_litserve_and_says_what_to_fill_in(litserve_url: str) -> None
 
 
 def test_a_running_server_is_named_by_what_it_serves(litserve_url: str, echo_server: RunningServer) -> None:
-    assert read_framework_name(litserve_url) == "LitServe"
-    assert read_framework_name(echo_server.url) is None  # the reference server: no /info
-    assert read_framework_name("http://127.0.0.1:9") is None  # nothing listens
+    found = read_framework(litserve_url)
+    assert found is not None and found.name == "LitServe" and not found.queue_cap
+    assert read_framework(echo_server.url) is None  # the reference server: no /info, no /schema.json
+    assert read_framework("http://127.0.0.1:9") is None  # nothing listens
 
 
 def test_init_with_the_app_reads_its_keys_and_the_scenario_runs_with_no_error(

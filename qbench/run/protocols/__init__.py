@@ -15,6 +15,7 @@
     login.py            credentials on the wire: Gradio's login; headers and cookies on every request
     http.py             plain request/response with a JSON body template; streamed bodies read as they arrive
     http1.py            a minimal HTTP/1.1 client for the plain-HTTP hot path
+    server_timing.py    a plain HTTP answer's Server-Timing header: its queue wait and service, server clock
     openai.py           OpenAI-compatible completions: TTFT, inter-token gaps, token counts
     mcp.py              MCP tool calls over Streamable HTTP (an app's mcp_server=True tools)
     page.py             a page load as a browser makes it: the HTML, its assets, the app's /config and info

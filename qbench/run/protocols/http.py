@@ -3,7 +3,8 @@
 In the body template (scenario `endpoint.body`) a string "$0", "$1", ... is replaced by the generated
 value of that input; file inputs (image, audio, files) become base64 strings. Phases: sent ->
 joined (response headers) -> completed (body read). There is no queue to observe, so started_at_s
-(and with it queue wait and service time) stays None.
+stays None; a server that sends `Server-Timing: queue;dur=..., service;dur=...` gives each request its
+queue wait and service on its own clock (qbench.run.protocols.server_timing).
 
 Streamed responses are read as they arrive: a `text/event-stream` body counts one output per SSE
 event (a blank-line-terminated block), a chunked body one per HTTP chunk; `first_output_at_s` is the
@@ -28,6 +29,7 @@ import orjson
 from qbench.errors import TargetError
 from qbench.run.protocols.base import JOURNEY, Clock, fail, http_problem, status_kind
 from qbench.run.protocols.http1 import ERROR_BODY_LIMIT, Http1Error, Http1Pool
+from qbench.run.protocols.server_timing import apply_server_timing
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.payloads import FileValue
 from qbench.run.scenario.scenario import Scenario, endpoint_label
@@ -94,6 +96,9 @@ class HttpProtocol:
             async with self.http.request(self.method, self.url, data=data, headers=headers) as resp:
                 record.joined_at_s = self.clock.now()
                 record.http_status = resp.status
+                timing = resp.headers.get("Server-Timing")
+                if timing:
+                    apply_server_timing(record, timing)
                 if journey is not None:
                     journey.remember(resp)
                 if resp.status >= 400:

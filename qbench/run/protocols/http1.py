@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from qbench import __version__
+from qbench.run.protocols.server_timing import apply_server_timing
 from qbench.run.records import RequestRecord
 
 ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error body kept for its message
@@ -149,6 +150,8 @@ class Connection(asyncio.Protocol):
             self._has_length = True
         elif lower == b"transfer-encoding" and b"chunked" in value.lower():
             self._chunked = True
+        elif lower == b"server-timing" and self.exchange is not None:
+            apply_server_timing(self.exchange.record, value.decode("latin-1"))
 
     def on_headers_complete(self) -> None:
         self.reusable = bool(self._parser.should_keep_alive())

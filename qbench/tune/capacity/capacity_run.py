@@ -47,10 +47,11 @@ from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError, TargetError
 from qbench.run import (
+    Framework,
     Scenario,
     Writer,
     new_folder,
-    read_framework_name,
+    read_framework,
     read_records,
     run_secrets,
     split_sessions,
@@ -289,9 +290,10 @@ def capacity_prober(config: CapacityConfig, observer: ProbeObserver | None = Non
     )
 
 
-def uncapped_server(config: CapacityConfig) -> str | None:
-    """The target's name when it is a server without a queue cap (LitServe: its GET /info), else None."""
-    return read_framework_name(config.target) if config.scenario.protocol == "http" else None
+def uncapped_server(config: CapacityConfig) -> Framework | None:
+    """The framework a plain HTTP target is (it has no Gradio max_size: LitServe by its GET /info, BentoML
+    by its /schema.json), else None."""
+    return read_framework(config.target) if config.scenario.protocol == "http" else None
 
 
 def _capacity_json(config: CapacityConfig, capacity: Capacity, users: float | None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qbench.run import RequestRecord, Scenario, split_sessions, steadiness
+from qbench.run import Framework, RequestRecord, Scenario, split_sessions, steadiness
 from qbench.tune.capacity.probe import (
     ProbeLength,
     judge,
@@ -54,7 +54,7 @@ class Prober:
     confirm_duration_s: float = DEFAULT_CONFIRM_S
     server: dict[str, Any] | None = None  # the last probe's run.json `server` (a balancer in front?)
     confirmed_at: dict[float, int] = field(default_factory=dict)  # sustained runs so far, by rate
-    uncapped: str | None = None  # the server's name when it has no queue cap (LitServe), for the advice
+    uncapped: Framework | None = None  # the framework of a server without Gradio's queue cap, for the advice
 
     @property
     def margin(self) -> float:
@@ -121,7 +121,8 @@ class Prober:
         rate = capacity * OVERLOAD_FACTOR
         seconds = max(min(2 * self.length.seconds(capacity), self.max_duration_s), 10.0)
         probe, records = self.open_loop(rate, seconds, "overload", stop=False)
-        return probe, analyse(records, rate, capacity, latency_bound_s(self.constraints), self.uncapped)
+        return probe, analyse(records, rate, capacity, latency_bound_s(self.constraints),
+                              *((self.uncapped.name, self.uncapped.queue_cap) if self.uncapped else ()))
 
     def after_burst(self, capacity: float) -> Probe:
         """A short run at the answer once the run past it is over (and, for a Gradio app, its queue has

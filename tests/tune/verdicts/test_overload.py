@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from qbench.run.frameworks import BENTOML_CAP
 from qbench.run.records import RequestRecord
 from qbench.tune.verdicts.overload import Overload, analyse, eta_accuracy
 
@@ -53,6 +54,16 @@ def test_a_server_without_a_queue_cap_is_advised_one_in_front(slowdown: float) -
     assert "max_size=" not in found.advice and found.advice.startswith(gradio.advice.split(": set")[0])
     assert (f"LitServe has no queue cap (Gradio's max_size), so put one in front of it: a proxy that queues "
             f"at most {found.max_size} requests") in found.advice
+
+
+def test_a_server_with_its_own_cap_is_advised_it_in_its_own_terms() -> None:
+    """BentoML queues without a cap unless traffic's max_concurrency is set: the same cap, said as that."""
+    gradio = analyse(overloaded(52, 20, 0.0), 52, 40, 1.0)
+    found = analyse(overloaded(52, 20, 0.0), 52, 40, 1.0, uncapped="BentoML", own_cap=BENTOML_CAP)
+    assert gradio is not None and found is not None and found.max_size == gradio.max_size
+    assert "max_size=" not in found.advice and "proxy" not in found.advice
+    assert (f'BentoML queues without a cap unless its own is set: traffic={{"max_concurrency": N}} in '
+            f"@bentoml.service, N = {found.max_size} plus the requests it runs at once") in found.advice
 
 
 def test_the_tipping_point_is_read_at_the_answered_rate() -> None:

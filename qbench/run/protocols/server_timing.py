@@ -1,0 +1,41 @@
+"""A plain HTTP answer's `Server-Timing` header (W3C Server Timing): the server's own clock.
+
+    Server-Timing: queue;dur=12.5, service;dur=55.1        (milliseconds, as the standard has them)
+
+    queue     joined -> taken by a worker (a batch's deadline included)   -> server_queue_wait_s
+    service   taken -> answered                                           -> server_total_s
+
+A plain HTTP server has no queue qbench can watch; one that names these two metrics splits each request's
+latency into its queue wait and its service on its own clock, as a Gradio app's traces do (the reference
+server's `POST /predict/{fn}` sends them). Other metrics, and a malformed entry, are ignored.
+"""
+
+from __future__ import annotations
+
+from qbench.run.records import RequestRecord
+
+#: metric name -> the record's field (seconds)
+FIELDS = {"queue": "server_queue_wait_s", "service": "server_total_s"}
+
+
+def server_timing(value: str) -> dict[str, float]:
+    """{metric: seconds} of a Server-Timing value's entries that carry a `dur` (ms)."""
+    found: dict[str, float] = {}
+    for entry in value.split(","):
+        name, *params = (part.strip() for part in entry.split(";"))
+        for param in params:
+            key, _, number = param.partition("=")
+            if name and key.strip().lower() == "dur":
+                try:
+                    found[name.lower()] = float(number.strip().strip('"')) / 1000
+                except ValueError:
+                    pass
+    return found
+
+
+def apply_server_timing(record: RequestRecord, value: str) -> None:
+    """The record's server-clock phases from a Server-Timing value (the known metrics only, each >= 0)."""
+    for name, seconds in server_timing(value).items():
+        field = FIELDS.get(name)
+        if field is not None and seconds >= 0:
+            setattr(record, field, seconds)
