@@ -82,7 +82,8 @@ def bentoml(schema: Any) -> Framework | None:
 
 #: BentoML's own cap on requests in flight, for the overload advice ({waiting}: the advised queue)
 BENTOML_CAP = ('traffic={{"max_concurrency": N}} in @bentoml.service, N = {waiting} plus the requests it '
-               "runs at once (it counts both, per worker; past N a 429 at once)")
+               "runs at once (it counts both, per worker; past N a 429 at once). A batchable API's batcher "
+               "also refuses (503 'process is overloaded') what it expects to wait past its max_latency_ms")
 
 
 def bentoml_spec(schema: dict[str, Any]) -> dict[str, Any]:

@@ -332,6 +332,16 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "--python litserve-env/bin/python": [
         ("tests/docs/test_docs_litserve.py::test_the_capacity_of_the_app_qbench_starts",
          "How many users, at the winner's settings")],
+    # docs/bentoml.md: a BentoML service known by its /schema.json, its capacity
+    "cd examples/bentoml && bentoml serve service:Batched --port 3000": [
+        ("tests/docs/test_docs_bentoml.py::test_the_service_and_the_init_command_run",
+         "bentoml serve service:Batched --port 3000")],
+    "qbench init http://127.0.0.1:3000": [
+        ("tests/docs/test_docs_bentoml.py::test_the_service_and_the_init_command_run",
+         '"## A scenario from the service"')],
+    "qbench capacity examples/bentoml/predict.yaml": [
+        ("tests/docs/test_docs_bentoml.py::test_the_capacity_command_runs_and_advises_bentomls_own_cap",
+         '"## How many users"')],
     # docs/gradio-demos.md: the demo bench on demos of our own, from a git repository and from a folder
     ".venv/bin/python bench/gradio_demos.py --gradio-git ../gradio.git --out /tmp/demos": [
         ("tests/run/e2e/test_demo_apps.py::test_the_demo_bench_runs_from_a_git_repository", "--gradio-git")],
