@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -34,8 +32,8 @@ SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a scenario key: --set load.rate=12 (repeat).")
 ]
 AppOpt = Annotated[Path | None, typer.Option(
-    "--app", help="Start this Gradio or LitServe app, unmodified (`python APP`, on a free port by qbench's "
-    "startup hook), and load it.")]
+    "--app", help="Start this Gradio or LitServe app or BentoML service, unmodified (`python APP`; "
+    "`bentoml serve`; on a free port by qbench's startup hook), and load it.")]
 PythonOpt = Annotated[str | None, typer.Option(
     help="Interpreter for --app: the app's virtualenv (default: qbench's own).")]
 SloOpt = Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2 (repeat).")]
@@ -67,13 +65,13 @@ def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any],
 def start_app(stack: ExitStack, app_file: Path, work_dir: Path, console: Console,
               python: str | None = None) -> tuple[str, int | None]:
     """`python APP` on a free port by qbench's startup hook (its log and the hook's record in `work_dir`),
-    stopped with `stack`; ready once it answers (a LitServe app: once its /health says its workers are
-    set up): (its URL, its pid)."""
-    from qbench.tune.servers.app_process import launch_command
+    stopped with `stack`; ready once it answers (a LitServe app, a BentoML service: once its own health
+    check, /health or /readyz, says its workers are set up): (its URL, its pid)."""
+    from qbench.tune.servers.app_process import app_launch_line, launch_command
 
     if not app_file.is_file():
         raise ScenarioError(f"--app {app_file}: no such file")
-    command_line = shlex.join([python or sys.executable, str(app_file)])
+    command_line = app_launch_line(app_file, python)
     # any answer on /config means it listens (LitServe has none: 404); the hook's record then says what
     # it started, and a LitServe app is ready once its /health says so
     handle = stack.enter_context(launch_command(command_line, {}, work_dir=work_dir, hook=True,

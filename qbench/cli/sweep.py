@@ -43,13 +43,15 @@ PresetOpt = Annotated[
 LaunchOpt = Annotated[
     str | None, typer.Option(help="Your app's command ({knob} and {port} placeholders optional); a "
                              "Gradio app gets the knobs from qbench's startup hook too, a LitServe app "
-                             "those its command does not pass itself.")
+                             "or BentoML service those its command does not pass itself.")
 ]
 AppFileOpt = Annotated[
     Path | None,
-    typer.Option("--app", help="Your Gradio or LitServe app, unmodified: `python APP [-- app args]` per "
-                 "point, with qbench's startup hook setting the knobs (queue(), launch(), the events; "
-                 "LitAPI(max_batch_size, batch_timeout), LitServer(workers_per_device))."),
+    typer.Option("--app", help="Your Gradio or LitServe app or BentoML service, unmodified: `python APP "
+                 "[-- app args]` (`bentoml serve`) per point, with qbench's startup hook setting the "
+                 "knobs (queue(), launch(), the events; LitAPI(max_batch_size, batch_timeout), "
+                 "LitServer(workers_per_device); @bentoml.api(max_batch_size, max_latency_ms), "
+                 "@bentoml.service(workers, traffic max_concurrency))."),
 ]
 KnobScopeOpt = Annotated[
     str, typer.Option(help="Event knobs (concurrency_limit, ...) on the events the scenario drives "

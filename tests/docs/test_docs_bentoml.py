@@ -1,9 +1,11 @@
 """docs/bentoml.md's commands, run as written against BentoML 1.4.40 in its own virtualenv
-(examples/bentoml/service.py served on a free port in place of 3000): the draft from its /schema.json,
-and the capacity search at reduced size, its advice in BentoML's terms."""
+(examples/bentoml/service.py served on a free port in place of 3000; `bentoml-env/bin/python` is that
+env's interpreter): the draft from its /schema.json, the capacity search at reduced size with its advice
+in BentoML's terms, and a sweep of its own knobs, each point proven."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,11 +17,15 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.tune.servers.server_process import free_port
 from tests.docs.test_docs_capacity import REDUCED_CAPACITY, doc_commands
-from tests.run.test_frameworks_bentoml import bentoml_service
+from tests.run.test_frameworks_bentoml import BENTOML, bentoml_python, bentoml_service
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "bentoml.md"
 DOC_URL = "http://127.0.0.1:3000"
+ENV_PYTHON = "bentoml-env/bin/python"
+#: the point's own run in requests (16 users, 12 rounds), the capacity search 3 probes of 1.5 s
+REDUCED = ["--set", "load.users=16", "--set", "load.requests=192", "--capacity-trials", "3",
+           "--capacity-duration", "1.5", "--capacity-tolerance", "25%", "--confirm-duration", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +61,43 @@ def test_the_capacity_command_runs_and_advises_bentomls_own_cap(url: str, tmp_pa
     assert "capacity:" in said and "req/s" in said, said
     assert "past it (x1.3)" in said, said
     assert 'traffic={"max_concurrency": N} in @bentoml.service' in said and "max_size=" not in said, said
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    return tmp_path
+
+
+def test_the_sweep_proves_each_batch_size_and_advises_bentoml_code(in_tmp: Path) -> None:
+    (line,) = doc_commands("## A sweep of its own knobs", DOC)
+    said = qbench(line.replace(ENV_PYTHON, shlex.quote(str(bentoml_python()))), DOC_URL, REDUCED)
+    (sweep,) = (in_tmp / "reports").glob("sweep-*")
+    found = {p.parent.name: json.loads(p.read_text()) for p in (sweep / "points").glob("*/point.json")}
+    assert sorted(found) == ["b16", "b2", "b4"]
+    for point_id, point in found.items():
+        check = point["knobs_applied"]
+        assert isinstance(check, dict) and check["verdict"] == "applied", (point_id, check)
+        size = int(point_id[1:])
+        assert f"/predict runs max_batch_size={size}" in check["evidence"]
+        hook = check["hook"]
+        assert hook["framework"] == "bentoml" and hook["bentoml"]["version"] == BENTOML
+        sizes = {int(k): v for k, v in hook["batch_sizes"]["/predict"].items()}  # counted in BentoML
+        assert max(sizes) <= size and sum(k * v for k, v in sizes.items()) >= 192, sizes
+    assert (f"your service (BentoML {BENTOML}): @bentoml.api(max_batch_size=16, max_latency_ms=1000) -> "
+            "recommended @bentoml.api(max_batch_size=") in said
+    assert f"BentoML {BENTOML}: your service's decorators with the winner's settings" in said
+    assert "@bentoml.api(batchable=True, max_batch_size=" in said
+    assert 'max_size: BentoML queues without a cap unless its own is set' in said
+    # 91, 143 and 307 req/s by construction: the larger batches win (b4 and b16 may tie where the client caps)
+    assert "winner: max_batch_size=16" in said or "winner: max_batch_size=4" in said, said
+
+
+def test_a_batch_of_one_is_refused_before_the_service_starts(in_tmp: Path) -> None:
+    (line,) = doc_commands("## A knob value BentoML refuses", DOC)
+    args = [a for a in shlex.split(line.replace(ENV_PYTHON, "python"))]
+    out = CliRunner().invoke(app, args[1:])
+    said = " ".join(out.output.split())
+    assert out.exit_code == 2 and "max_batch_size=1 is not one BentoML takes (it must be over 1" in said, said
+    assert not list(in_tmp.glob("reports/sweep-*/points/*"))

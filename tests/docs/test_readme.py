@@ -342,6 +342,14 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "qbench capacity examples/bentoml/predict.yaml": [
         ("tests/docs/test_docs_bentoml.py::test_the_capacity_command_runs_and_advises_bentomls_own_cap",
          '"## How many users"')],
+    "qbench sweep examples/bentoml/predict.yaml --app examples/bentoml/service.py --python "
+    "bentoml-env/bin/python --grid max_batch_size=2,4,16 --objective capacity": [
+        ("tests/docs/test_docs_bentoml.py::test_the_sweep_proves_each_batch_size_and_advises_bentoml_code",
+         '"## A sweep of its own knobs"')],
+    "qbench sweep examples/bentoml/predict.yaml --app examples/bentoml/service.py --python "
+    "bentoml-env/bin/python --grid max_batch_size=1,16": [
+        ("tests/docs/test_docs_bentoml.py::test_a_batch_of_one_is_refused_before_the_service_starts",
+         '"## A knob value BentoML refuses"')],
     # docs/gradio-demos.md: the demo bench on demos of our own, from a git repository and from a folder
     ".venv/bin/python bench/gradio_demos.py --gradio-git ../gradio.git --out /tmp/demos": [
         ("tests/run/e2e/test_demo_apps.py::test_the_demo_bench_runs_from_a_git_repository", "--gradio-git")],

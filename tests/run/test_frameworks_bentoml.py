@@ -69,13 +69,13 @@ def bentoml_python() -> Path:
 
 
 @contextlib.contextmanager
-def bentoml_service(port: int, home: Path) -> Iterator[str]:
+def bentoml_service(port: int, home: Path, extra_env: dict[str, str] | None = None) -> Iterator[str]:
     """`bentoml serve service:Batched` (examples/bentoml) in BentoML's env, its home in `home` (its log
-    there: serve.log), until its /readyz answers 200; the whole process group (the arbiter and its
-    workers) stopped after. Skips where the env cannot be built."""
+    there: serve.log; `extra_env` added to its environment), until its /readyz answers 200; the whole
+    process group (the arbiter and its workers) stopped after. Skips where the env cannot be built."""
     python = bentoml_python()
     log = home / "serve.log"
-    env = {**os.environ, "BENTOML_HOME": str(home), "BENTOML_DO_NOT_TRACK": "true"}
+    env = {**os.environ, "BENTOML_HOME": str(home), "BENTOML_DO_NOT_TRACK": "true", **(extra_env or {})}
     with log.open("wb") as out:
         proc = subprocess.Popen([str(python), "-m", "bentoml", "serve", "service:Batched", "--host",
                                  "127.0.0.1", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT,

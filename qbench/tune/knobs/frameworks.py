@@ -3,11 +3,17 @@
     framework    its knobs (set by qbench's startup hook in an unmodified app)
     gradio       the queue knobs of qbench.tune.knobs.versions (per release)
     litserve     LitAPI(max_batch_size, batch_timeout)   LitServer(workers_per_device)
+    bentoml      @bentoml.api(max_batch_size, max_latency_ms)   @bentoml.service(workers,
+                 traffic={"max_concurrency": ...})
 
 A sweep names knobs as the framework does. A knob the app's framework lacks is an error before any load,
 naming the framework's equivalent (`check_framework_knobs`): LitServe has no concurrency limit (each
 inference worker process runs one request, or one batch, at a time: `workers_per_device` of them per
-device), no queue cap and no `batch_wait_ms` (its `batch_timeout` is in seconds).
+device), no queue cap and no `batch_wait_ms` (its `batch_timeout` is in seconds). BentoML batches only an
+API declared `batchable=True`, in batches of 2 or more (`max_batch_size` > 1: one at a time is the
+API's code, not a knob); it has no per-event limit: `max_concurrency` caps the requests each worker has
+in flight, running or waiting (429 past it), and `max_latency_ms` is the latency its batcher refuses (503)
+a request it expects to pass, not a wait to fill.
 
 `app_framework(source)` reads which one an app uses from its code (`import litserve`); the hook's record
 says which one it really started.
@@ -23,11 +29,15 @@ from qbench.tune.knobs.versions import KnobVersionError
 
 LITSERVE_API_KNOBS: Final = ("max_batch_size", "batch_timeout")
 LITSERVE_SERVER_KNOBS: Final = ("workers_per_device",)
+BENTOML_API_KNOBS: Final = ("max_batch_size", "max_latency_ms")
+BENTOML_SERVICE_KNOBS: Final = ("workers", "max_concurrency")
 #: framework -> its knobs
-KNOBS: Final[dict[str, tuple[str, ...]]] = {"litserve": LITSERVE_API_KNOBS + LITSERVE_SERVER_KNOBS}
+KNOBS: Final[dict[str, tuple[str, ...]]] = {"litserve": LITSERVE_API_KNOBS + LITSERVE_SERVER_KNOBS,
+                                            "bentoml": BENTOML_API_KNOBS + BENTOML_SERVICE_KNOBS}
 #: knobs only some framework has (Gradio and the reference server lack them), and whose they are
-FRAMEWORK_ONLY: Final = {"batch_timeout": "litserve", "workers_per_device": "litserve"}
-_NAMES: Final = {"litserve": "LitServe", "gradio": "Gradio"}
+FRAMEWORK_ONLY: Final = {"batch_timeout": "litserve", "workers_per_device": "litserve",
+                         "max_latency_ms": "bentoml", "workers": "bentoml", "max_concurrency": "bentoml"}
+_NAMES: Final = {"litserve": "LitServe", "gradio": "Gradio", "bentoml": "BentoML"}
 
 _WORKERS = ("workers_per_device (inference processes per device; each runs one request, or one batch, at a "
             "time)")
@@ -44,14 +54,33 @@ EQUIVALENTS: Final[dict[str, dict[str, str]]] = {
         "num_workers": _WORKERS,
         "ssr_mode": "",
     },
+    "bentoml": {
+        "concurrency_limit": "workers (processes, each with its own batcher)",
+        "default_concurrency_limit": "workers",
+        "concurrency_count": "workers",
+        "num_workers": "workers",
+        "workers_per_device": "workers",
+        "max_size": "max_concurrency (requests in flight per worker, running or waiting: 429 past it)",
+        "batch_wait_ms": "none: max_latency_ms is the latency past which its batcher refuses a request",
+        "batch_timeout": "none: max_latency_ms is the latency past which its batcher refuses a request",
+        "max_threads": "",
+        "concurrency_id": "",
+        "ssr_mode": "",
+    },
     "gradio": {
         "batch_timeout": "none in Gradio, which runs a batch as soon as a worker is free (the reference "
                          "server's batch_wait_ms waits for one to fill)",
         "workers_per_device": "concurrency_limit (per event; concurrency_count in 3.x)",
+        "workers": "concurrency_limit (per event; concurrency_count in 3.x)",
+        "max_concurrency": "max_size (the waiting requests; the running ones are concurrency_limit's)",
+        "max_latency_ms": "",
     },
 }
 
-_IMPORTS: Final = {"litserve": re.compile(r"^\s*(import\s+litserve\b|from\s+litserve[\s.])", re.MULTILINE)}
+_IMPORTS: Final = {
+    "litserve": re.compile(r"^\s*(import\s+litserve\b|from\s+litserve[\s.])", re.MULTILINE),
+    "bentoml": re.compile(r"^\s*(import\s+bentoml\b|from\s+bentoml[\s.])", re.MULTILINE),
+}
 
 
 def framework_name(framework: str) -> str:
@@ -98,3 +127,27 @@ def litserve_code(knobs: Mapping[str, Any], api_class: str = "MyAPI",
     if isinstance(size, int) and size > 1:
         lines.insert(0, "# predict() gets a list of up to max_batch_size inputs (batch/unbatch split them)")
     return "\n".join(lines)
+
+
+def check_framework_values(grid_values: Mapping[str, Iterable[Any]], framework: str, target: str) -> None:
+    """Raise KnobVersionError for a value the framework refuses: BentoML's max_batch_size must be over 1
+    (an API batches only when declared batchable=True, in batches of 2 or more)."""
+    sizes = [v for v in grid_values.get("max_batch_size", ()) if isinstance(v, int | float) and v <= 1]
+    if framework == "bentoml" and sizes:
+        raise KnobVersionError(f"{target} is a BentoML service: max_batch_size={sizes[0]:g} is not one "
+                               "BentoML takes (it must be over 1; one request at a time is an API without "
+                               "batchable=True, a change to its code): sweep 2 or more")
+
+
+def bentoml_code(knobs: Mapping[str, Any], service_class: str = "MyService", api_name: str = "predict",
+                 own: Mapping[str, Any] | None = None) -> str:
+    """The winner as BentoML code: the service's decorator (workers, traffic max_concurrency) and the
+    batchable API's (the service's own values where the sweep left them)."""
+    own = own or {}
+    pick = {k: knobs.get(k, own.get(k)) for k in (*BENTOML_API_KNOBS, *BENTOML_SERVICE_KNOBS)}
+    service_args = [f"workers={pick['workers']}"] if pick["workers"] is not None else []
+    if pick["max_concurrency"] is not None:
+        service_args.append(f'traffic={{"max_concurrency": {pick["max_concurrency"]}}}')
+    api_args = ["batchable=True"] + [f"{k}={pick[k]}" for k in BENTOML_API_KNOBS if pick[k] is not None]
+    return "\n".join([f"@bentoml.service({', '.join(service_args)})", f"class {service_class}:",
+                      f"    @bentoml.api({', '.join(api_args)})", f"    def {api_name}(self, ...): ..."])

@@ -5,4 +5,5 @@ knobs took effect.
                      queues stop early); every tuning stage's run goes through here
     knobcheck.py     did a point's knobs take effect? the hook's record and the point's records
     litserve_check.py    the same for a LitServe app: what LitServe held, the batches it handed the app
+    bentoml_check.py     the same for a BentoML service: its settings, the batches, the workers that ran
 """

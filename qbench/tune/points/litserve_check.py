@@ -77,7 +77,7 @@ def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str
             continue
         top = max(sizes)
         mean = sum(size * n for size, n in sizes.items()) / batches
-        said = f"LitServe handed {path} {batches} batches of 1 to {top} (mean {mean:.1f})"
+        said = f"LitServe handed {path} {batches} batches of {min(sizes)} to {top} (mean {mean:.1f})"
         if limit is not None and top > limit:
             wrong.append(f"{said}: above max_batch_size {limit}")
         elif limit is not None and limit > 1 and top == 1:

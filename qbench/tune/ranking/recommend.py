@@ -34,7 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final, Literal
 
-from qbench.run import Figures, json_number
+from qbench.run import BENTOML_CAP, Figures, json_number
+from qbench.tune.knobs.frameworks import framework_name
 from qbench.tune.knobs.grid import Value, flag
 from qbench.tune.knobs.versions import BATCH_NOTE, gradio3_code
 from qbench.tune.values.capacity import CapacityRecord
@@ -220,8 +221,9 @@ def recommend(points: Sequence[PointResult], constraints: Constraints, advice: A
     ranking = rank(points, constraints)
     winner = ranking.winner
     size_advice = max_size_advice(winner, constraints) if winner is not None else None
-    if size_advice is not None and advice.framework == "litserve":
-        size_advice = uncapped_advice(size_advice, "LitServe")
+    if size_advice is not None and advice.framework in ("litserve", "bentoml"):
+        size_advice = uncapped_advice(size_advice, framework_name(advice.framework),
+                                      BENTOML_CAP if advice.framework == "bentoml" else "")
     code = ""
     size = size_advice.max_size if size_advice is not None else None
     if winner is not None and advice.gradio and advice.server_api is not None:
@@ -354,12 +356,19 @@ def max_size_advice(point: PointResult, constraints: Constraints) -> MaxSizeAdvi
     return MaxSizeAdvice(why, size, served, tolerated, service, budget)
 
 
-def uncapped_advice(advice: MaxSizeAdvice, server: str) -> MaxSizeAdvice:
-    """The max_size advice for a server without a queue cap (LitServe): no max_size to set, the cap it
-    would be said as one to put in front of it."""
+def uncapped_advice(advice: MaxSizeAdvice, server: str, own_cap: str = "") -> MaxSizeAdvice:
+    """The max_size advice for a server without Gradio's queue cap: no max_size to set; the cap said as
+    its own setting (`own_cap`, {waiting} the size: BentoML's max_concurrency), else as one to put in
+    front of it (LitServe)."""
     if advice.max_size is None or advice.tolerated_wait_s is None:
         return replace(advice, max_size=None, why=f"{server} has no queue cap (Gradio's max_size): requests "
                        "past its capacity wait without bound")
+    if own_cap:
+        why = (f"{server} queues without a cap unless its own is set. Served at {advice.throughput_rps:.3g} "
+               f"req/s with {advice.tolerated_wait_s:g} s tolerated, {advice.max_size} waiting requests fill "
+               f"the queue-wait budget of {advice.queue_wait_budget_s or 0:.3g} s: "
+               f"{own_cap.format(waiting=advice.max_size)}")
+        return replace(advice, max_size=None, why=why)
     why = (f"{server} has no queue cap (Gradio's max_size): past its capacity a request waits without bound. "
            f"Served at {advice.throughput_rps:.3g} req/s with {advice.tolerated_wait_s:g} s tolerated, "
            f"{advice.max_size} waiting requests fill the queue-wait budget of "

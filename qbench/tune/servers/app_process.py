@@ -15,9 +15,11 @@ process group is stopped after (qbench/tune/servers/server_process.py).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import shlex
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +29,7 @@ import psutil
 
 from qbench.errors import ScenarioError, ServerLaunchError
 from qbench.run import control, json_int, listening_pid
+from qbench.tune.knobs.frameworks import app_framework
 from qbench.tune.knobs.grid import is_server_knob
 from qbench.tune.servers.apphook import hook_env, read_hook_record
 from qbench.tune.servers.server_process import (
@@ -49,6 +52,42 @@ def knob_env(knobs: Mapping[str, Any], port: int) -> dict[str, str]:
     if "GRADIO_PROFILING" not in os.environ:  # Gradio >= 6.10 times each event (run.results.server_phases)
         env["GRADIO_PROFILING"] = "1"
     return env
+
+
+def app_launch_line(app: Path, python: str | None = None, args: Sequence[str] = ()) -> str:
+    """The command that starts the user's app file: `python app.py args` (Gradio, LitServe: the file runs
+    its server), or for a BentoML service (its code imports bentoml) `python -m bentoml serve
+    module:Service` on 127.0.0.1 and the point's {port}, in the file's folder."""
+    python = python or sys.executable
+    try:
+        source = app.read_text(errors="replace")
+    except OSError as exc:
+        raise ScenarioError(f"--app {app}: cannot read it ({exc.strerror or exc})") from exc
+    if app_framework(source) != "bentoml":
+        return shlex.join([python, str(app), *args])
+    service = bentoml_service(source)
+    if service is None:
+        raise ScenarioError(f"--app {app}: it imports bentoml but no class is decorated @bentoml.service: "
+                            "start it with --launch 'bentoml serve module:Service --port {port}'")
+    return shlex.join([python, "-m", "bentoml", "serve", f"{app.stem}:{service}", "--working-dir",
+                       str(app.resolve().parent), "--host", "127.0.0.1", *args]) + " --port {port}"
+
+
+def bentoml_service(source: str) -> str | None:
+    """The last class of `source` decorated @bentoml.service (or @service): the one `bentoml serve` runs
+    (a service it depends on is defined before it)."""
+    found = None
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and any(_is_service(d) for d in node.decorator_list):
+            if found is None or node.lineno > found.lineno:
+                found = node
+    return found.name if found is not None else None
+
+
+def _is_service(decorator: ast.expr) -> bool:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return (isinstance(target, ast.Attribute) and target.attr == "service"
+            or isinstance(target, ast.Name) and target.id == "service")
 
 
 class PortTaken(ServerLaunchError):
@@ -181,7 +220,7 @@ def _launch_checked(handle: ServerHandle, log_start: int, hook_dir: Path | None)
 
 #: A framework's own readiness, past its first answer: LitServe's GET /health is 503 until its inference
 #: workers have run setup() (a model loading), 200 "ok" after; requests sent before wait in its queue.
-FRAMEWORK_HEALTH = {"litserve": "/health"}
+FRAMEWORK_HEALTH = {"litserve": "/health", "bentoml": "/readyz"}
 
 
 def _wait_framework_health(handle: ServerHandle, deadline: float, hook_dir: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from qbench.run import Columns, pair_runs, read_records
-from qbench.tune.knobs.frameworks import litserve_code
+from qbench.tune.knobs.frameworks import bentoml_code, litserve_code
 from qbench.tune.knobs.server_knobs import apply_server_knobs
 from qbench.tune.ranking.recommend import Advice, RankedPoint, Ranking, max_size_advice
 from qbench.tune.servers.apphook import HookRecord, app_change, read_hook_record
@@ -29,6 +29,8 @@ def sweep_advice(config: SweepConfig, defaults: dict[str, Any], servers: PointSe
     code, label = "", ""
     if winner is not None and servers.framework == "litserve":
         code, label = litserve_advice(hook, winner)
+    elif winner is not None and servers.framework == "bentoml":
+        code, label = bentoml_advice(hook, winner)
     elif winner is not None and not gradio:
         advised = max_size_advice(winner, config.constraints).max_size
         code, label = server_advice(config, winner, advised)
@@ -62,6 +64,19 @@ def litserve_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, 
     release = f" {part['version']}" if part.get("version") else ""
     code = litserve_code(winner.knobs, str(apis[0].get("type") or "MyAPI"), own)
     return code, f"LitServe{release}: your app's API and server with the winner's settings"
+
+
+def bentoml_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, str]:
+    """(code, label): the winner as a BentoML service's decorators, its class, batchable API and own
+    settings from what the hook read at the winner's launch."""
+    part = hook.bentoml if hook is not None else {}
+    apis = [a for a in part.get("apis") or [] if (a.get("app") or {}).get("batchable")] or [{}]
+    own = {**(apis[0].get("app") or {}), **((part.get("service") or {}).get("app") or {})}
+    own.pop("batchable", None)
+    release = f" {part['version']}" if part.get("version") else ""
+    code = bentoml_code(winner.knobs, str(part.get("name") or "MyService"),
+                        str(apis[0].get("name") or "predict"), own)
+    return code, f"BentoML{release}: your service's decorators with the winner's settings"
 
 
 def server_advice(config: SweepConfig, winner: PointResult, advised: int | None) -> tuple[str, str]:

@@ -25,8 +25,6 @@ exactly the same `SweepConfig`.
 
 from __future__ import annotations
 
-import shlex
-import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -42,9 +40,10 @@ from qbench.run import (
     run_secrets,
     with_overrides,
 )
-from qbench.tune.knobs.frameworks import app_framework, check_framework_knobs
+from qbench.tune.knobs.frameworks import app_framework, check_framework_knobs, check_framework_values
 from qbench.tune.knobs.grid import Grid, build_grid, is_server_knob, parse_link
 from qbench.tune.knobs.versions import check_knobs
+from qbench.tune.servers.app_process import app_launch_line
 from qbench.tune.values.constraints import Constraints, Objective, build_constraints, require_slo
 from qbench.tune.values.sweep_info import SweepInfo
 
@@ -372,14 +371,14 @@ def confirm_duration(options: SweepOptions, section: dict[str, Any]) -> float:
 
 
 def app_command(options: SweepOptions) -> str | None:
-    """`--app app.py [-- args]` as a launch command: `python app.py args`, with the interpreter from
-    --python, else qbench's own (the virtualenv qbench is installed in, usually the app's)."""
+    """`--app app.py [-- args]` as a launch command: `python app.py args` (a BentoML service: `python -m
+    bentoml serve`), with the interpreter from --python, else qbench's own (the virtualenv qbench is
+    installed in, usually the app's)."""
     if not options.app:
         return None
     if not Path(options.app).is_file():
         raise ScenarioError(f"--app {options.app}: no such file")
-    python = options.python or sys.executable
-    return shlex.join([python, options.app, *options.app_args])
+    return app_launch_line(Path(options.app), options.python, options.app_args)
 
 
 def _search(options: SweepOptions, section: dict[str, Any]) -> SearchMode:
@@ -402,6 +401,7 @@ def _app_framework(options: SweepOptions, mode: Mode, grid: Grid) -> str | None:
         return None
     if framework is not None:
         check_framework_knobs(swept_server_knobs(grid), framework, f"--app {options.app}")
+        check_framework_values(grid.axes, framework, f"--app {options.app}")
     return framework
 
 

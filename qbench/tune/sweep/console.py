@@ -143,6 +143,9 @@ def render_sweep(result: SweepResult, console: Console) -> None:
         how = ("Let qbench set them (--app app.py: its startup hook sets LitAPI's and LitServer's "
                "arguments), or pass each {knob} of --launch to what the app reads"
                if rec.framework == "litserve" else
+               "Let qbench set them (--app service.py: its startup hook sets @bentoml.api's and "
+               "@bentoml.service's arguments), or pass each {knob} of --launch to what the service reads"
+               if rec.framework == "bentoml" else
                "Let qbench start the app (--app app.py, or --launch 'python app.py': its startup hook sets "
                "the knobs when the app calls Blocks.launch()), or make the app read QBENCH_<KNOB> (e.g. "
                "QBENCH_CONCURRENCY_LIMIT)")

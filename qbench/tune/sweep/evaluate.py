@@ -21,6 +21,7 @@ from qbench.tune.knobs.frameworks import FRAMEWORK_ONLY, check_framework_knobs
 from qbench.tune.knobs.grid import LAUNCH_ONLY_KNOBS, Point, split_knob
 from qbench.tune.knobs.server_knobs import admin_body, apply_server_knobs, effective_knobs
 from qbench.tune.knobs.versions import KnobVersionError, check_knobs, gradio_major
+from qbench.tune.points.bentoml_check import check_bentoml
 from qbench.tune.points.knobcheck import (
     AppKnobError,
     KnobCheck,
@@ -254,6 +255,8 @@ def check_point_knobs(
     knobs = point.server_knobs() or (expected_settings(config.scenario) if config.mode == "target" else {})
     if servers.framework == "litserve" and config.mode == "launch":
         return check_litserve(knobs, hook)
+    if servers.framework == "bentoml" and config.mode == "launch":
+        return check_bentoml(knobs, hook)
     if config.scenario.protocol != "gradio" or not knobs and config.mode != "launch":
         return None
     try:

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from qbench.tune.knobs.frameworks import app_framework, check_framework_knobs, litserve_code
+from qbench.tune.knobs.frameworks import (
+    app_framework,
+    bentoml_code,
+    check_framework_knobs,
+    check_framework_values,
+    litserve_code,
+)
 from qbench.tune.knobs.versions import KnobVersionError
 
 
@@ -62,3 +68,31 @@ def test_the_winner_as_litserve_code_keeps_the_apps_own_settings_where_unswept()
     ]
     assert litserve_code({"workers_per_device": 2}).splitlines() == [
         "api = MyAPI()", "server = ls.LitServer(api, workers_per_device=2)"]
+
+
+def test_a_bentoml_service_is_known_and_its_knobs_named_as_bentomls() -> None:
+    assert app_framework("import bentoml\n\n@bentoml.service\nclass S: ...\n") == "bentoml"
+    assert app_framework("from bentoml import service\n") == "bentoml"
+    for own in ("max_batch_size", "max_latency_ms", "workers", "max_concurrency"):
+        check_framework_knobs([own], "bentoml", "--app service.py")
+    with pytest.raises(KnobVersionError) as error:
+        check_framework_knobs(["max_size"], "bentoml", "--app service.py")
+    assert "the equivalent there is max_concurrency (requests in flight per worker" in str(error.value)
+    with pytest.raises(KnobVersionError, match="no 'workers' knob; the equivalent there is concurrency_lim"):
+        check_framework_knobs(["workers"], "gradio", "the reference server")
+
+
+def test_bentoml_batches_of_one_are_code_not_a_knob() -> None:
+    check_framework_values({"max_batch_size": [2, 16]}, "bentoml", "x")
+    check_framework_values({"max_batch_size": [1, 8]}, "litserve", "x")  # LitServe's 1: no batching
+    with pytest.raises(KnobVersionError, match="max_batch_size=1 is not one BentoML takes"):
+        check_framework_values({"max_batch_size": [1, 8]}, "bentoml", "--app service.py")
+
+
+def test_the_winner_as_bentoml_code_keeps_the_services_own_settings_where_unswept() -> None:
+    code = bentoml_code({"max_batch_size": 8, "max_concurrency": 40}, "Batched", "predict",
+                        {"max_latency_ms": 1000, "workers": 1, "max_batch_size": 16})
+    assert code.splitlines() == [
+        '@bentoml.service(workers=1, traffic={"max_concurrency": 40})', "class Batched:",
+        "    @bentoml.api(batchable=True, max_batch_size=8, max_latency_ms=1000)",
+        "    def predict(self, ...): ..."]

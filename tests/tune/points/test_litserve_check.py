@@ -42,7 +42,7 @@ def test_a_setting_the_command_kept_from_litserve_is_not_applied() -> None:
 def test_a_batch_above_the_knob_contradicts_it() -> None:
     check = check_litserve({"max_batch_size": 4}, record({"max_batch_size": 4}, {4: 3, 6: 1}))
     assert check.verdict == "not_applied"
-    assert check.evidence == ["LitServe handed /predict 4 batches of 1 to 6 (mean 4.5): above "
+    assert check.evidence == ["LitServe handed /predict 4 batches of 4 to 6 (mean 4.5): above "
                               "max_batch_size 4"]
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
 import pytest
 
 from qbench.errors import ScenarioError
-from qbench.tune.servers.app_process import knob_env, render_command
+from qbench.tune.servers.app_process import app_launch_line, knob_env, render_command
 
 
 def test_launch_mode_readiness_for_a_plain_http_server(tmp_path: Path) -> None:
@@ -127,3 +128,20 @@ def test_a_gradio_app_is_ready_once_its_launch_checks_pass(tmp_path: Path) -> No
         with launch_command(f"{sys.executable} {script} {{port}} fail {checked}", {}, work_dir=tmp_path / "w",
                             any_status=True, ready_path="/"):
             pytest.fail("yielded an app that exited in its launch checks")
+
+
+def test_a_bentoml_service_file_is_started_by_bentoml_serve(tmp_path: Path) -> None:
+    """--app service.py of a BentoML service: `bentoml serve module:Service` in its folder, on the point's
+    port; the last @bentoml.service class is the one served (those it depends on come first)."""
+    app = tmp_path / "svc.py"
+    app.write_text("import bentoml\n\n@bentoml.service\nclass Model: ...\n\n"
+                   "@bentoml.service(workers=2)\nclass Front:\n    model = bentoml.depends(Model)\n")
+    line = app_launch_line(app, "/env/bin/python")
+    assert shlex.split(line) == ["/env/bin/python", "-m", "bentoml", "serve", "svc:Front", "--working-dir",
+                                 str(tmp_path.resolve()), "--host", "127.0.0.1", "--port", "{port}"]
+    plain = tmp_path / "app.py"
+    plain.write_text("import gradio as gr\n")
+    assert shlex.split(app_launch_line(plain, "py", ["--x"])) == ["py", str(plain), "--x"]
+    app.write_text("import bentoml\n")
+    with pytest.raises(ScenarioError, match="no class is decorated @bentoml.service"):
+        app_launch_line(app)

@@ -1,12 +1,14 @@
 """The startup hook, qbench's side: the environment that puts it into a launched app, and what it recorded.
 
-    hook_env(knobs, port, events, work_dir)   copies sitecustomize.py (the hook itself, this folder) and
-                                              qbench_litserve_hook.py (its LitServe part) to
+    hook_env(knobs, port, events, work_dir)   copies sitecustomize.py (the hook itself, this folder),
+                                              qbench_litserve_hook.py (its LitServe part) and
+                                              qbench_bentoml_hook.py (its BentoML part) to
                                               work_dir/qbench-hook/ and returns PYTHONPATH (that folder
                                               first) and QBENCH_HOOK (the point's knobs, port, events)
     read_hook_record(work_dir)                the hook's record (HookRecord), None when the app never
                                               started the hook (another interpreter, no Python at all);
-                                              a LitServe app's batch sizes summed over its processes
+                                              a LitServe app's or BentoML service's batch sizes summed
+                                              over its processes
 
 The record says, per event, the app's own settings, the values set and the effective ones; the sweep
 saves it in point.json (`knobs_applied.hook`) and checks it against the point's knobs
@@ -26,7 +28,8 @@ from typing import Any
 from qbench.tune.knobs.frameworks import LITSERVE_API_KNOBS
 
 HOOK_FILE = Path(__file__).with_name("sitecustomize.py")
-HOOK_FILES = (HOOK_FILE, Path(__file__).with_name("qbench_litserve_hook.py"))  # copied beside each other
+HOOK_FILES = (HOOK_FILE, Path(__file__).with_name("qbench_litserve_hook.py"),  # copied beside each other
+              Path(__file__).with_name("qbench_bentoml_hook.py"))
 RECORD_NAME = "hook-record.json"
 
 
@@ -89,9 +92,11 @@ class HookRecord:
     problems: list[str] = field(default_factory=list)
     app_reads: list[str] = field(default_factory=list)  # QBENCH_* variables the app read itself
     launch_checked: bool | None = None  # launch()'s own local check (url_ok) answered; None: not yet
-    framework: str = "gradio"  # gradio or litserve (the server the app started)
+    framework: str = "gradio"  # gradio, litserve or bentoml (the server the app started)
     litserve: dict[str, Any] = field(default_factory=dict)  # {version, apis: [{api_path, app, set,
     # effective}], server: {app, set, effective}} (qbench_litserve_hook.py)
+    bentoml: dict[str, Any] = field(default_factory=dict)  # {version, apis: [{route, name, app, set,
+    # effective}], service: {app, set, effective}} (qbench_bentoml_hook.py)
     batch_sizes: dict[str, dict[int, int]] = field(default_factory=dict)  # api path -> {size: batches}, all
     # the app's processes together: what the framework really handed the user's function
     batch_processes: int = 0  # how many of the app's processes ran batches
@@ -112,6 +117,7 @@ class HookRecord:
             launch_checked=None if data.get("launch_checked") is None else bool(data["launch_checked"]),
             framework=str(data.get("framework") or "gradio"),
             litserve=dict(data.get("litserve") or {}),
+            bentoml=dict(data.get("bentoml") or {}),
             batch_sizes={str(path): {int(size): int(n) for size, n in sizes.items()}
                          for path, sizes in (data.get("batch_sizes") or {}).items()},
             batch_processes=int(data.get("batch_processes") or 0),
@@ -196,6 +202,8 @@ def app_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
     concurrency_limit=8 on `respond`"."""
     if hook.framework == "litserve":
         return litserve_change(hook, knobs)
+    if hook.framework == "bentoml":
+        return bentoml_change(hook, knobs)
     release = f" (Gradio {hook.gradio_version})" if hook.gradio_version else ""
     lines = []
     for event in hook.chosen:
@@ -242,6 +250,27 @@ def litserve_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
         own_workers = ((hook.litserve.get("server") or {}).get("app") or {}).get("workers_per_device", 1)
         lines.append(f"your app{release}: LitServer(workers_per_device={own_workers}) -> recommended "
                      f"LitServer(workers_per_device={knobs['workers_per_device']})")
+    return lines
+
+
+def bentoml_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
+    """A BentoML service's recommendation as a change to its own decorators: "your service (BentoML
+    1.4.40): @bentoml.api(max_batch_size=16, max_latency_ms=1000) -> recommended @bentoml.api(
+    max_batch_size=4, max_latency_ms=1000) on predict"."""
+    release = f" (BentoML {hook.bentoml.get('version')})" if hook.bentoml.get("version") else ""
+    lines = []
+    wanted = {k: v for k, v in knobs.items() if k in ("max_batch_size", "max_latency_ms")}
+    for api in hook.bentoml.get("apis") or []:
+        own = {k: v for k, v in (api.get("app") or {}).items() if k in ("max_batch_size", "max_latency_ms")}
+        if wanted and (api.get("app") or {}).get("batchable"):
+            lines.append(f"your service{release}: @bentoml.api({_pairs(own)}) -> recommended "
+                         f"@bentoml.api({_pairs({**own, **wanted})}) on {api.get('name', 'predict')}")
+    service = {k: v for k, v in knobs.items() if k in ("workers", "max_concurrency")}
+    if service:
+        own_service = (hook.bentoml.get("service") or {}).get("app") or {}
+        before = {k: own_service.get(k) for k in service}
+        lines.append(f"your service{release}: @bentoml.service({_pairs(before)}) -> recommended "
+                     f"@bentoml.service({_pairs(service)})")
     return lines
 
 

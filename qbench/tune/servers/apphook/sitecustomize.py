@@ -1,4 +1,5 @@
-"""qbench's startup hook: a sweep point's knobs into an unmodified Gradio app (3.x to 6.x) or LitServe app.
+"""qbench's startup hook: a sweep point's knobs into an unmodified Gradio app (3.x to 6.x), LitServe app or
+BentoML service.
 
 `qbench sweep --app app.py` (and `--launch CMD`) copies this file into a folder of its own, puts that
 folder first on the app's PYTHONPATH and passes the point in QBENCH_HOOK (JSON):
@@ -25,7 +26,9 @@ the app is changed. It imports only the standard library (it runs in the app's v
 is not installed).
 
 A LitServe app (it imports litserve.api and litserve.server) gets its knobs from qbench_litserve_hook.py,
-copied beside this file and imported only then: see its docstring.
+a BentoML service (it imports _bentoml_sdk.method and _bentoml_sdk.service.factory, in every process
+`bentoml serve` starts) from qbench_bentoml_hook.py, each copied beside this file and imported only then:
+see their docstrings.
 """
 
 from __future__ import annotations
@@ -429,9 +432,15 @@ def _patch_litserve(module: Any, hook: _Hook) -> None:
     patch(module, hook)
 
 
+def _patch_bentoml(module: Any, hook: _Hook) -> None:
+    """A BentoML service: its hook lives beside this file (qbench_bentoml_hook.py), imported only then."""
+    importlib.import_module("qbench_bentoml_hook").patch(module, hook)
+
+
 #: the modules whose import the hook waits for, and what it patches in each once they have run
 PATCHES: dict[str, Any] = {"gradio.blocks": patch_blocks, "litserve.api": _patch_litserve,
-                           "litserve.server": _patch_litserve}
+                           "litserve.server": _patch_litserve, "_bentoml_sdk.method": _patch_bentoml,
+                           "_bentoml_sdk.service.factory": _patch_bentoml}
 
 
 class _Loader(importlib.abc.Loader):

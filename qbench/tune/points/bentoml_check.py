@@ -1,0 +1,104 @@
+"""Did a BentoML point's knobs take effect? What the startup hook saw inside the service, against the knobs.
+
+A BentoML service's answers carry no server timestamps, so the proof is its own processes
+(qbench_bentoml_hook.py):
+
+    settings     each batchable API's max_batch_size and max_latency_ms, and the service's workers and
+                 traffic max_concurrency, as BentoML was handed them when the service was built: the
+                 knob, or the service's own value where a `--launch` command's {placeholder} never
+                 reached it
+    batches      the batch sizes BentoML handed each API's function in its workers: none above
+                 max_batch_size; the processes that ran batches, at most `workers` of them
+
+Verdicts as qbench.tune.points.knobcheck: `applied`, `unverified` (the hook never saw BentoML build the
+service), `not_applied` (a setting or a batch contradicts a knob).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from qbench.run import json_int
+from qbench.tune.knobs.frameworks import BENTOML_API_KNOBS, BENTOML_SERVICE_KNOBS
+from qbench.tune.points.knobcheck import KnobCheck
+from qbench.tune.servers.apphook import HookRecord
+
+
+def _why(name: str, hook: HookRecord) -> str:
+    if name in hook.observed:
+        return f" (the command passes {{{name}}} itself, and it did not reach BentoML)"
+    return ""
+
+
+def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
+    """(contradictions, confirmations) from each API's and the service's settings."""
+    wrong: list[str] = []
+    right: list[str] = []
+    apis = [a for a in hook.bentoml.get("apis") or [] if (a.get("app") or {}).get("batchable")]
+    for api in apis:
+        route, effective = api.get("route", "/predict"), api.get("effective") or {}
+        for name in BENTOML_API_KNOBS:
+            if name not in knobs:
+                continue
+            if json_int(effective.get(name)) == json_int(knobs[name]):
+                right.append(f"{route} runs {name}={effective.get(name)}")
+            else:
+                wrong.append(f"{route} runs {name}={effective.get(name)}, not {knobs[name]}"
+                             f"{_why(name, hook)}")
+    if not apis and any(k in knobs for k in BENTOML_API_KNOBS):
+        wrong.append("the service has no batchable API (@bentoml.api(batchable=True)) for a batch knob")
+    service = (hook.bentoml.get("service") or {}).get("effective") or {}
+    for name in BENTOML_SERVICE_KNOBS:
+        if name not in knobs:
+            continue
+        if json_int(service.get(name)) == json_int(knobs[name]):
+            right.append(f"the service runs {name}={service.get(name)}")
+        else:
+            wrong.append(f"the service runs {name}={service.get(name)}, not {knobs[name]}{_why(name, hook)}")
+    return wrong, right
+
+
+def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
+    """(contradictions, observations) from the batches BentoML handed each API, and how many of its
+    worker processes ran them."""
+    wrong: list[str] = []
+    seen: list[str] = []
+    limit = json_int(knobs.get("max_batch_size"))
+    for route, sizes in sorted(hook.batch_sizes.items()):
+        batches = sum(sizes.values())
+        if not batches:
+            continue
+        top = max(sizes)
+        mean = sum(size * n for size, n in sizes.items()) / batches
+        said = f"BentoML handed {route} {batches} batches of {min(sizes)} to {top} (mean {mean:.1f})"
+        if limit is not None and top > limit:
+            wrong.append(f"{said}: above max_batch_size {limit}")
+        else:
+            seen.append(said)
+    workers = json_int(knobs.get("workers"))
+    if hook.batch_processes:
+        said = f"{hook.batch_processes} worker process{'es' if hook.batch_processes != 1 else ''} ran batches"
+        if workers is not None and hook.batch_processes > workers:
+            wrong.append(f"{said}: more than workers={workers}")
+        else:
+            seen.append(said + (f" (workers {workers})" if workers is not None else ""))
+    return wrong, seen
+
+
+def check_bentoml(knobs: Mapping[str, Any], hook: HookRecord | None) -> KnobCheck:
+    """The verdict on one BentoML point's knobs, from the startup hook's record."""
+    if not knobs:
+        return KnobCheck("not_checked", ["no server knob at this point"])
+    batch = json_int(knobs.get("max_batch_size")) or 1
+    if hook is None or not hook.launched or hook.framework != "bentoml":
+        return KnobCheck("unverified", ["the hook saw no @bentoml.service built in the app's processes "
+                                        "(started by another interpreter, or not a BentoML service), so "
+                                        "nothing proves the knobs reached BentoML"], max_batch_size=batch,
+                         hook=hook)
+    wrong, right = settings_evidence(knobs, hook)
+    batch_wrong, seen = batch_evidence(knobs, hook)
+    wrong += list(hook.problems) + batch_wrong
+    if wrong:
+        return KnobCheck("not_applied", wrong, max_batch_size=batch, hook=hook)
+    return KnobCheck("applied", right + seen, max_batch_size=batch, hook=hook)
