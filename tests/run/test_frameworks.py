@@ -91,7 +91,7 @@ def litserve_app(port: str, env: dict[str, str], folder: Path, url: str | None =
         proc = subprocess.Popen([str(python), str(LITSERVE_APP), port], stdout=out,
                                 stderr=subprocess.STDOUT, env=env, cwd=folder, start_new_session=True)
     try:
-        _wait_healthy(url or f"http://127.0.0.1:{port}", proc, log)
+        wait_healthy(url or f"http://127.0.0.1:{port}", proc, log)
         yield
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -103,19 +103,21 @@ def litserve_app(port: str, env: dict[str, str], folder: Path, url: str | None =
                 os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 120.0) -> None:
-    """LitServe's own readiness: GET /health answers 200 "ok" once its workers are up (503 before)."""
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, path: str = "/health",
+                 timeout_s: float = 120.0) -> None:
+    """A framework's own readiness: GET `path` answers 200 once its workers are up (LitServe's /health is
+    503 before; BentoML's /readyz)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"the LitServe app exited: {log.read_text()[-2000:]}")
+            raise AssertionError(f"the app exited: {log.read_text()[-2000:]}")
         try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+            if httpx.get(f"{url}{path}", timeout=2).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
-    raise AssertionError(f"{url}/health: not ready in {timeout_s:g} s")
+    raise AssertionError(f"{url}{path}: not ready in {timeout_s:g} s: {log.read_text()[-2000:]}")
 
 
 def test_init_names_litserve_and_says_what_to_fill_in(litserve_url: str) -> None:

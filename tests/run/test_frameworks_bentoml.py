@@ -8,7 +8,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from qbench.run.openapi_body import body_fields, request_schema
 from qbench.run.records import read_records
 from qbench.tune.servers.server_process import free_port
 from tests.gradio_versions.envs import EnvError, ensure_named_env
+from tests.run.test_frameworks import wait_healthy
 
 BENTOML = "1.4.40"
 SERVICE_DIR = Path(__file__).resolve().parents[2] / "examples" / "bentoml"
@@ -82,7 +82,7 @@ def bentoml_service(port: int, home: Path, extra_env: dict[str, str] | None = No
                                 env=env, cwd=SERVICE_DIR, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, proc, log)
+        wait_healthy(url, proc, log, "/readyz")
         yield url
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -92,19 +92,6 @@ def bentoml_service(port: int, home: Path, extra_env: dict[str, str] | None = No
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 120.0) -> None:
-    """BentoML's own readiness: GET /readyz answers 200 once its workers are up."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"bentoml serve exited: {log.read_text()[-2000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        time.sleep(0.2)
-    raise AssertionError(f"{url}/readyz: not ready in {timeout_s:g} s: {log.read_text()[-2000:]}")
 
 
 @pytest.fixture(scope="module")

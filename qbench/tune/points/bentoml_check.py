@@ -21,7 +21,7 @@ from typing import Any
 
 from qbench.run import json_int
 from qbench.tune.knobs.frameworks import BENTOML_API_KNOBS, BENTOML_SERVICE_KNOBS
-from qbench.tune.points.knobcheck import KnobCheck
+from qbench.tune.points.knobcheck import KnobCheck, batch_summary
 from qbench.tune.servers.apphook import HookRecord
 
 
@@ -66,12 +66,10 @@ def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str
     seen: list[str] = []
     limit = json_int(knobs.get("max_batch_size"))
     for route, sizes in sorted(hook.batch_sizes.items()):
-        batches = sum(sizes.values())
-        if not batches:
+        summary = batch_summary("BentoML", route, sizes)
+        if summary is None:
             continue
-        top = max(sizes)
-        mean = sum(size * n for size, n in sizes.items()) / batches
-        said = f"BentoML handed {route} {batches} batches of {min(sizes)} to {top} (mean {mean:.1f})"
+        top, said = summary
         if limit is not None and top > limit:
             wrong.append(f"{said}: above max_batch_size {limit}")
         else:

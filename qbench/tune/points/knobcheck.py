@@ -171,6 +171,17 @@ class BatchKnobError(AppKnobError):
 EVENT_KNOBS = ("concurrency_limit", "concurrency_id", "max_batch_size")
 
 
+def batch_summary(who: str, route: str, sizes: Mapping[int, int]) -> tuple[int, str] | None:
+    """(the largest batch, "<who> handed <route> N batches of a to b (mean m)") from the sizes a framework
+    handed an API (LitServe, BentoML: counted by the startup hook); None when it handed none."""
+    batches = sum(sizes.values())
+    if not batches:
+        return None
+    mean = sum(size * n for size, n in sizes.items()) / batches
+    said = f"{who} handed {route} {batches} batches of {min(sizes)} to {max(sizes)} (mean {mean:.1f})"
+    return max(sizes), said
+
+
 def check_events(knobs: Mapping[str, Any], hook: HookRecord | None) -> None:
     """Raise AppKnobError when the point sets event knobs but the launched app has no queued event the
     scenario drives (the hook would set them nowhere)."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from qbench.run import json_int, json_number
 from qbench.tune.knobs.frameworks import LITSERVE_API_KNOBS
-from qbench.tune.points.knobcheck import KnobCheck
+from qbench.tune.points.knobcheck import KnobCheck, batch_summary
 from qbench.tune.servers.apphook import HookRecord
 
 
@@ -72,12 +72,10 @@ def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str
     seen: list[str] = []
     limit = json_int(knobs.get("max_batch_size"))
     for path, sizes in sorted(hook.batch_sizes.items()):
-        batches = sum(sizes.values())
-        if not batches:
+        summary = batch_summary("LitServe", path, sizes)
+        if summary is None:
             continue
-        top = max(sizes)
-        mean = sum(size * n for size, n in sizes.items()) / batches
-        said = f"LitServe handed {path} {batches} batches of {min(sizes)} to {top} (mean {mean:.1f})"
+        top, said = summary
         if limit is not None and top > limit:
             wrong.append(f"{said}: above max_batch_size {limit}")
         elif limit is not None and limit > 1 and top == 1:

@@ -1,8 +1,9 @@
 """The startup hook, qbench's side: the environment that puts it into a launched app, and what it recorded.
 
     hook_env(knobs, port, events, work_dir)   copies sitecustomize.py (the hook itself, this folder),
-                                              qbench_litserve_hook.py (its LitServe part) and
-                                              qbench_bentoml_hook.py (its BentoML part) to
+                                              qbench_litserve_hook.py (its LitServe part),
+                                              qbench_bentoml_hook.py (its BentoML part) and
+                                              qbench_hook_batches.py (their batch counts) to
                                               work_dir/qbench-hook/ and returns PYTHONPATH (that folder
                                               first) and QBENCH_HOOK (the point's knobs, port, events)
     read_hook_record(work_dir)                the hook's record (HookRecord), None when the app never
@@ -28,8 +29,8 @@ from typing import Any
 from qbench.tune.knobs.frameworks import LITSERVE_API_KNOBS
 
 HOOK_FILE = Path(__file__).with_name("sitecustomize.py")
-HOOK_FILES = (HOOK_FILE, Path(__file__).with_name("qbench_litserve_hook.py"),  # copied beside each other
-              Path(__file__).with_name("qbench_bentoml_hook.py"))
+HOOK_FILES = (HOOK_FILE, *(Path(__file__).with_name(f"qbench_{part}.py")  # copied beside each other
+                          for part in ("litserve_hook", "bentoml_hook", "hook_batches")))
 RECORD_NAME = "hook-record.json"
 
 

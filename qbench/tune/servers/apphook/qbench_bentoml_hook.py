@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import os
 import sys
 from typing import Any
+
+from qbench_hook_batches import BatchCounter  # type: ignore[import-not-found]  # beside this file
 
 API_KNOBS = ("max_batch_size", "max_latency_ms")
 #: set in the first process that builds the service (`bentoml serve`): the workers it starts inherit it
@@ -31,26 +32,6 @@ KNOBS = API_KNOBS + SERVICE_KNOBS
 
 def _plain(value: Any) -> Any:
     return value if value is None or isinstance(value, bool | int | float | str) else str(value)
-
-
-class BatchCounter:
-    """This process's batch sizes per API route, written to its own file (several processes count)."""
-
-    def __init__(self, record_path: str | None) -> None:
-        self.record_path = record_path
-        self.counts: dict[str, dict[str, int]] = {}
-
-    def add(self, route: str, size: int) -> None:
-        """One more batch of `size`, the file rewritten each time (a process killed at the end loses no
-        count; a batch, not a request: some hundreds a second at most)."""
-        sizes = self.counts.setdefault(route, {})
-        sizes[str(size)] = sizes.get(str(size), 0) + 1
-        if self.record_path:  # the pid now: a forked worker must not write its parent's file
-            path = f"{self.record_path}.batches.{os.getpid()}.json"
-            tmp = f"{path}.tmp"
-            with open(tmp, "w", encoding="utf-8") as handle:
-                json.dump(self.counts, handle)
-            os.replace(tmp, path)
 
 
 class BentoHook:

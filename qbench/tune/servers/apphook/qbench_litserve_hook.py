@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
-import os
 import sys
 from typing import Any
+
+from qbench_hook_batches import BatchCounter  # type: ignore[import-not-found]  # beside this file
 
 API_KNOBS = ("max_batch_size", "batch_timeout")
 SERVER_KNOBS = ("workers_per_device",)
@@ -47,26 +47,6 @@ def _bind(method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect
 def _defaults(method: Any, names: tuple[str, ...]) -> dict[str, Any]:
     params = inspect.signature(method).parameters
     return {n: params[n].default for n in names if n in params}
-
-
-class BatchCounter:
-    """This process's batch sizes per API path, written to its own file (several processes count)."""
-
-    def __init__(self, record_path: str | None) -> None:
-        self.record_path = record_path
-        self.counts: dict[str, dict[str, int]] = {}
-
-    def add(self, api_path: str, size: int) -> None:
-        """One more batch of `size`; the file is rewritten each time (a batch, not a request: some
-        hundreds a second at most, ~50 us each), so a process killed at the end loses no count."""
-        sizes = self.counts.setdefault(api_path, {})
-        sizes[str(size)] = sizes.get(str(size), 0) + 1
-        if self.record_path:  # the pid now: a forked worker must not write its parent's file
-            path = f"{self.record_path}.batches.{os.getpid()}.json"
-            tmp = f"{path}.tmp"
-            with open(tmp, "w", encoding="utf-8") as handle:
-                json.dump(self.counts, handle)
-            os.replace(tmp, path)
 
 
 class LitServeHook:
