@@ -86,14 +86,18 @@ def _headline(capacity: Capacity, rate: float, slo: str, ageing: str | None) -> 
     """The capacity line: the rate, and the conditions it holds under (a cap, a burst, use)."""
     meta, lowered, overload = capacity.metastability, capacity.lowered_from_rps, capacity.overload
     head = f"{rate:.3g} req/s of open-loop arrivals meeting {slo}, the server keeping up"
+    server = overload.cap_server if overload is not None else ""  # its cap is not Gradio's max_size
     if meta is not None and meta.metastable:
         cap = meta.max_size(rate)
+        keep = f"keep its queue at {cap} waiting or less" if server else f"keep max_size at {cap} or less"
         head += (f", lowered from the search's {lowered:.3g} req/s, where a burst tips it over"
-                 if lowered is not None else "") + f"; keep max_size at {cap} or less (metastable, below)"
+                 if lowered is not None else "") + f"; {keep} (metastable, below)"
     elif overload is not None and overload.tips_at_waiting is not None and overload.max_size is not None:
+        setting = (f"cap its queue at {overload.max_size} waiting (how, on {server}: past it, below)"
+                   if server else f"set max_size={overload.max_size}")
         head += (f"; held without a cap, but a burst past about {overload.tips_at_waiting} waiting tips it "
-                 f"over (it then serves fewer than {rate:.3g} req/s: past it, below): set max_size="
-                 f"{overload.max_size} and run `qbench capacity` again to check that it sheds the burst")
+                 f"over (it then serves fewer than {rate:.3g} req/s: past it, below): {setting} and run "
+                 "`qbench capacity` again to check that it sheds the burst")
     after = capacity.after_burst
     if after is not None and not after.passed:
         head += "; BUT a burst past it leaves the server collapsed (after the burst, below)"

@@ -51,6 +51,7 @@ class Overload:
     tips_at_waiting: int | None = None  # waiting where throughput fell under capacity_rps (None: never)
     eta_requests: int = 0
     eta_finding: str = ""
+    cap_server: str = ""  # the server's name where its cap is not Gradio's max_size (LitServe, BentoML)
 
     @property
     def fall(self) -> float:
@@ -105,6 +106,7 @@ def analyse(records: Sequence[RequestRecord], rate_rps: float, capacity_rps: flo
         max_waiting=int(waiting.max()), series=[[float(m - t0), float(x), float(w)]
                                                for m, x, w in zip(middles, ok_rps, waiting, strict=True)],
         max_size=max_size, advice=advice, eta_ratio=eta[0], eta_requests=eta[1], eta_finding=eta[2],
+        cap_server=uncapped or "",
         tips_at_waiting=tips_at,
     )
 

@@ -155,6 +155,8 @@ def test_throughput_falling_past_the_capacity_puts_its_condition_on_the_answer()
     under the answer's 24.2 req/s past 150 (the tipping point at the answered rate): the capacity line
     says that it held without a cap and which cap survives a burst; a fall that stays above the answer's
     rate, or no fall, adds no condition."""
+    from dataclasses import replace
+
     from qbench.tune.verdicts.overload import Overload
 
     fell = Overload(31.5, 24.2, 28.0, 17.1, 134, 160, [], 120, "past about 134 waiting, throughput fell 39%",
@@ -165,6 +167,11 @@ def test_throughput_falling_past_the_capacity_puts_its_condition_on_the_answer()
     assert head.endswith("; held without a cap, but a burst past about 150 waiting tips it over (it then "
                          "serves fewer than 24.2 req/s: past it, below): set max_size=120 and run `qbench "
                          "capacity` again to check that it sheds the burst")
+    capacity.overload = replace(fell, cap_server="BentoML")  # its cap is not Gradio's max_size: said below
+    head = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))["capacity"]
+    assert "max_size" not in head and head.endswith(
+        "past it, below): cap its queue at 120 waiting (how, on BentoML: past it, below) and run `qbench "
+        "capacity` again to check that it sheds the burst")
     above = Overload(31.5, 24.2, 28.0, 25.1, 134, 160, [], 24, "fell 10%, stayed above", tips_at_waiting=None)
     steady = Overload(31.5, 24.2, 28.0, 28.0, None, 160, [], 24, "throughput held")
     for overload in (above, steady):
