@@ -71,12 +71,28 @@ def litserve_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
+def framework_python(package: str, version: str) -> Path:
+    """The interpreter of `package`=={version}'s own cached virtualenv; skips where it cannot be built."""
+    try:
+        return ensure_named_env(f"{package}-{version}", [f"{package}=={version}"], package)
+    except EnvError as exc:
+        pytest.skip(f"{package} {version}'s env cannot be built here: {exc}")
+
+
 def litserve_python() -> Path:
     """The interpreter of LitServe's own cached virtualenv; skips where it cannot be built."""
+    return framework_python("litserve", LITSERVE)
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """The app's whole process group stopped (its workers outlive a SIGTERM to their parent)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
     try:
-        return ensure_named_env(f"litserve-{LITSERVE}", [f"litserve=={LITSERVE}"], "litserve")
-    except EnvError as exc:
-        pytest.skip(f"LitServe {LITSERVE}'s env cannot be built here: {exc}")
+        proc.wait(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 @contextlib.contextmanager
@@ -94,13 +110,7 @@ def litserve_app(port: str, env: dict[str, str], folder: Path, url: str | None =
         wait_healthy(url or f"http://127.0.0.1:{port}", proc, log)
         yield
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_group(proc)
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, path: str = "/health",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +20,7 @@ from qbench.run.frameworks import BENTOML_CAP, bentoml, bentoml_spec, read_frame
 from qbench.run.openapi_body import body_fields, request_schema
 from qbench.run.records import read_records
 from qbench.tune.servers.server_process import free_port
-from tests.gradio_versions.envs import EnvError, ensure_named_env
-from tests.run.test_frameworks import wait_healthy
+from tests.run.test_frameworks import framework_python, stop_group, wait_healthy
 
 BENTOML = "1.4.40"
 SERVICE_DIR = Path(__file__).resolve().parents[2] / "examples" / "bentoml"
@@ -62,10 +60,7 @@ def test_its_apis_inputs_are_their_request_bodies() -> None:
 
 def bentoml_python() -> Path:
     """The interpreter of BentoML's own cached virtualenv; skips where it cannot be built."""
-    try:
-        return ensure_named_env(f"bentoml-{BENTOML}", [f"bentoml=={BENTOML}"], "bentoml")
-    except EnvError as exc:
-        pytest.skip(f"BentoML {BENTOML}'s env cannot be built here: {exc}")
+    return framework_python("bentoml", BENTOML)
 
 
 @contextlib.contextmanager
@@ -85,13 +80,7 @@ def bentoml_service(port: int, home: Path, extra_env: dict[str, str] | None = No
         wait_healthy(url, proc, log, "/readyz")
         yield url
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_group(proc)
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from typing import Any
 
 from qbench.run import json_int
 from qbench.tune.knobs.frameworks import BENTOML_API_KNOBS, BENTOML_SERVICE_KNOBS
-from qbench.tune.points.knobcheck import KnobCheck, batch_summary
+from qbench.tune.points.knobcheck import KnobCheck, batch_summary, framework_verdict, hook_problems
 from qbench.tune.servers.apphook import HookRecord
 
 
@@ -86,17 +86,8 @@ def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str
 
 def check_bentoml(knobs: Mapping[str, Any], hook: HookRecord | None) -> KnobCheck:
     """The verdict on one BentoML point's knobs, from the startup hook's record."""
-    if not knobs:
-        return KnobCheck("not_checked", ["no server knob at this point"])
-    batch = json_int(knobs.get("max_batch_size")) or 1
-    if hook is None or not hook.launched or hook.framework != "bentoml":
-        return KnobCheck("unverified", ["the hook saw no @bentoml.service built in the app's processes "
-                                        "(started by another interpreter, or not a BentoML service), so "
-                                        "nothing proves the knobs reached BentoML"], max_batch_size=batch,
-                         hook=hook)
-    wrong, right = settings_evidence(knobs, hook)
-    batch_wrong, seen = batch_evidence(knobs, hook)
-    wrong += list(hook.problems) + batch_wrong
-    if wrong:
-        return KnobCheck("not_applied", wrong, max_batch_size=batch, hook=hook)
-    return KnobCheck("applied", right + seen, max_batch_size=batch, hook=hook)
+    return framework_verdict(
+        "bentoml", knobs, hook,
+        "the hook saw no @bentoml.service built in the app's processes (started by "
+        "another interpreter, or not a BentoML service), so nothing proves the knobs reached BentoML",
+        [settings_evidence, hook_problems, batch_evidence])

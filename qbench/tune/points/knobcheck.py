@@ -28,7 +28,7 @@ saturated the queue and no hook confirmed it), `not_applied` (ranked never; the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -169,6 +169,34 @@ class BatchKnobError(AppKnobError):
 
 
 EVENT_KNOBS = ("concurrency_limit", "concurrency_id", "max_batch_size")
+
+
+Evidence = Callable[[Mapping[str, Any], HookRecord], tuple[list[str], list[str]]]
+
+
+def hook_problems(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
+    """What the startup hook could not set (a knob the framework lacks, arguments it could not read)."""
+    return list(hook.problems), []
+
+
+def framework_verdict(framework: str, knobs: Mapping[str, Any], hook: HookRecord | None, unseen: str,
+                      evidence: Sequence[Evidence]) -> KnobCheck:
+    """The verdict on a framework app's knobs (LitServe, BentoML) from the startup hook's record: each
+    `evidence` gives (contradictions, confirmations), in order (`hook_problems`: what the hook could not
+    set). `unseen`: why nothing proves them when the hook never saw `framework` start."""
+    if not knobs:
+        return KnobCheck("not_checked", ["no server knob at this point"])
+    batch = json_int(knobs.get("max_batch_size")) or 1
+    if hook is None or not hook.launched or hook.framework != framework:
+        return KnobCheck("unverified", [unseen], max_batch_size=batch, hook=hook)
+    wrong: list[str] = []
+    right: list[str] = []
+    for found in evidence:
+        against, agree = found(knobs, hook)
+        wrong, right = wrong + against, right + agree
+    if wrong:
+        return KnobCheck("not_applied", wrong, max_batch_size=batch, hook=hook)
+    return KnobCheck("applied", right, max_batch_size=batch, hook=hook)
 
 
 def batch_summary(who: str, route: str, sizes: Mapping[int, int]) -> tuple[int, str] | None:
