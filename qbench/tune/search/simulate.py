@@ -13,7 +13,9 @@ tests/tune/e2e/test_simulate_differential.py):
 * among the groups that may start a job, one is chosen at random; its head event is taken, plus, for a
   batch function, up to `max_batch_size - 1` later waiting events of the same function (greedy: no
   waiting), unless `batch_wait_s` > 0: then a short batch waits until its head has waited that long;
-* the dispatcher runs whenever something changes (an arrival, a completion, a batch wait expiring).
+* the dispatcher runs whenever something changes (an arrival, a completion, a batch wait expiring),
+  once all that happens at that instant is in (a burst of sends, a batch's users sending again with no
+  think time: the server's loop takes them in before its dispatcher runs, and a batch gathers them).
 
 Service time of a batch of b events of a function whose group runs on k workers: `fit.service_s(b, k)`
 (qbench.tune.search.batch_model: l(b, k) = t0_k + alpha_k * b, with the per-worker contention terms), times a
@@ -249,12 +251,14 @@ def simulate(
                            max_requests)
         elif now >= wake_at:
             wake_at = math.inf
+        if closed is None and math.isinf(horizon) and now >= last_send:
+            horizon = last_send + (timeout_s if math.isfinite(timeout_s) else math.inf)
+        if heap.items and heap.items[0][0] <= now:
+            continue  # what happens at one instant is all in the queue before it dispatches
         due = _dispatch(queue, server, rng, now, heap.push, tally.batches)
         if due is not None and due < wake_at:
             wake_at = due
             heap.push(due, _WAKE, None)
-        if closed is None and math.isinf(horizon) and now >= last_send:
-            horizon = last_send + (timeout_s if math.isfinite(timeout_s) else math.inf)
     return tally.result(closed, last_send, now)
 
 
