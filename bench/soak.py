@@ -142,6 +142,15 @@ def latency(records: pd.DataFrame, since: str = "intended_at_s") -> pd.Series:
     return ok.completed_at_s - ok[since]
 
 
+def on_server(records: pd.DataFrame) -> pd.Series:
+    """Each ok request's time in the server on its own clock (queue wait + processing): what max_size
+    bounds, whatever a busy client's lag added before the send or after the reply."""
+    ok = records[records.outcome == "ok"]
+    if "server_queue_wait_s" not in ok or "server_total_s" not in ok:
+        return pd.Series(dtype=float)
+    return (ok.server_queue_wait_s + ok.server_total_s).dropna()
+
+
 def slope_mib_per_min(part: pd.DataFrame, column: str) -> float:
     part = part[part[column].notna()]
     if len(part) < 3:
@@ -211,6 +220,7 @@ def overload(
         else float("nan"),
         "admitted_p99_s": p99(latency(records)),
         "admitted_from_send_p99_s": p99(latency(records, "sent_at_s")),
+        "admitted_on_server_p99_s": p99(on_server(records)),
         "send_lag_p99_s": p99((records.sent_at_s - records.intended_at_s).dropna()),
         "bound_s": ((max_size or 0) + args.limit) / capacity + args.service_ms / 1000,
         "waiting_max": float(waiting.max()) if len(waiting) else float("nan"),
@@ -294,10 +304,12 @@ def check(figures: dict[str, Any]) -> list[str]:
         problems.append(f"soak: only {soak_['ok']} of {soak_['requests']} requests ok at 80% of capacity")
     if not shed["queue_full"]:
         problems.append("shed: no request was refused as queue_full at 10x capacity with max_size set")
-    if not shed["admitted_p99_s"] <= 2 * shed["bound_s"] + 0.5:  # loose: the host is shared
-        problems.append(
-            f"shed: admitted p99 {shed['admitted_p99_s']:.3f} s over the bound {shed['bound_s']:.3f} s"
-        )
+    # on the server's clock where it has one: a busy client (400 req/s from two shared cores) sent
+    # late and read late, 3.8 s from intended where the server held each admitted request under 0.6 s
+    held = shed.get("admitted_on_server_p99_s", float("nan"))
+    clock, admitted = ("on the server's clock", held) if not np.isnan(held) else ("", shed["admitted_p99_s"])
+    if not admitted <= 2 * shed["bound_s"] + 0.5:  # loose: the host is shared
+        problems.append(f"shed: admitted p99 {admitted:.3f} s {clock} over the bound {shed['bound_s']:.3f} s")
     for phase in ("unbounded",):
         if np.isnan(figures[phase]["drain_to_zero_s"]):
             problems.append(f"{phase}: live events/sessions did not return to zero within 60 s")
@@ -330,7 +342,9 @@ def show(figures: dict[str, Any]) -> None:
         f"{sh['ok']} ok, {sh['queue_full']} queue_full of {sh['requests']}; admitted p50 "
         f"{1000 * sh['admitted_p50_s']:.0f} ms, p99 {1000 * sh['admitted_p99_s']:.0f} ms "
         f"from intended (bound {1000 * sh['bound_s']:.0f} ms), p99 from send "
-        f"{1000 * sh['admitted_from_send_p99_s']:.0f} ms, send lag p99 {1000 * sh['send_lag_p99_s']:.0f} ms; "
+        f"{1000 * sh['admitted_from_send_p99_s']:.0f} ms, on the server's clock "
+        f"{1000 * sh.get('admitted_on_server_p99_s', float('nan')):.0f} ms, "
+        f"send lag p99 {1000 * sh['send_lag_p99_s']:.0f} ms; "
         f"waiting max {sh['waiting_max']:.0f}"
     )
     print(

@@ -52,12 +52,14 @@ class QueueSpec:
 
 
 SLEEP_S = 0.2
+SHARED_SLEEP_S = 0.5  # the `shared` group's functions
 SUITE: tuple[FnSpec, ...] = (
     FnSpec("echo", "echo"),
     FnSpec("sleep_1", "sleep", sleep_s=SLEEP_S, concurrency_limit=1),
     FnSpec("sleep_n", "sleep", sleep_s=SLEEP_S, concurrency_limit=3),
-    FnSpec("shared_a", "sleep", sleep_s=SLEEP_S, concurrency_limit=2, concurrency_id="shared"),
-    FnSpec("shared_b", "sleep", sleep_s=SLEEP_S, concurrency_limit=1, concurrency_id="shared"),
+    # 0.5 s: a busy box's client reads a start late, and its server dispatches late, by a tenth of a second
+    FnSpec("shared_a", "sleep", sleep_s=SHARED_SLEEP_S, concurrency_limit=2, concurrency_id="shared"),
+    FnSpec("shared_b", "sleep", sleep_s=SHARED_SLEEP_S, concurrency_limit=1, concurrency_id="shared"),
     # 0.5 s a batch: a burst's joins land inside the first batch's run, and its start is seen
     # running, even on a busy box
     FnSpec("batch", "sleep", sleep_s=0.5, concurrency_limit=1, batch=True, max_batch_size=4),

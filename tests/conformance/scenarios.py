@@ -195,13 +195,17 @@ SCENARIOS: dict[str, Scenario] = {
     "concurrency_id_lowest_limit": Scenario(
         # shared_b (limit 1) joins first, so Gradio's lazily lowered group limit is already 1.
         # Ranks and queue sizes count the whole group, whichever function an event belongs to.
-        [Job(fn, [f"x{i}"], at_s=i * SPACING_S) for i, fn in enumerate(["shared_b", "shared_a", "shared_a"])],
+        # x1 joins 0.1 s in, once x0 runs (it landed only if its first estimation says so: a busy box's
+        # Gradio dispatched x0 more than 30 ms after its join, and x1 then waited behind it), x2 while
+        # x1 waits
+        [Job(fn, [f"x{i}"], at_s=i * 0.1) for i, fn in enumerate(["shared_b", "shared_a", "shared_a"])],
         lambda ts: {
             "max_overlap": max_overlap(ts),
             "dispatches": batch_sizes(ts),
             "estimations": estimations(ts),
         },
         {"max_overlap": 1, "dispatches": [1, 1, 1], "estimations": [[(0, 1)], [(0, 1)], [(1, 2), (0, 1)]]},
+        landed=lambda ts: landed(ts) and estimations(ts[1:2])[0][:1] == [(0, 1)],
     ),
     "batch_skips_other_functions_in_its_group": Scenario(
         # One group, limit 1: a batch takes the later events of its own function and leaves the
@@ -363,10 +367,11 @@ SCENARIOS: dict[str, Scenario] = {
     "concurrency_id_limit_is_lazy": Scenario(
         # Gradio sets a group's limit at push time: until shared_b (limit 1) has been pushed, the
         # group runs at shared_a's limit 2. Runs on the tight app, where `shared` is untouched.
-        # The first two join back to back from one session, so they land well within 0.2 s.
+        # The first two join back to back from one session, so they land well within their 0.5 s; b once
+        # they are done, the last two while b runs.
         [Job("shared_a", ["a0"], session="lazy"), Job("shared_a", ["a1"], session="lazy")]
-        + [Job("shared_b", ["b"], at_s=0.5)]
-        + [Job("shared_a", [f"a{i}"], at_s=0.53 + 0.03 * i) for i in range(2, 4)],
+        + [Job("shared_b", ["b"], at_s=0.8)]
+        + [Job("shared_a", [f"a{i}"], at_s=0.83 + 0.05 * i) for i in range(2, 4)],
         lambda ts: {"before_b": max_overlap(ts[:2]), "after_b": max_overlap(ts[2:])},
         {"before_b": 2, "after_b": 1},
         tight=True,
