@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -12,15 +11,15 @@ from pathlib import Path
 
 import httpx
 
+from qbench.tune.servers.server_process import free_port
+
 
 @contextmanager
 def gradio_app(folder: Path, source: str, timeout_s: float = 90) -> Iterator[str]:
     """Write `source` as folder/app.py, run it with the port as its first argument, and yield its base
     URL once `/config` answers; the app is stopped on exit."""
     (folder / "app.py").write_text(source)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = {"GRADIO_ANALYTICS_ENABLED": "False", "PATH": "/usr/bin:/bin"}
     proc = subprocess.Popen([sys.executable, str(folder / "app.py"), str(port)], cwd=folder, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -63,7 +63,15 @@ class ServerHandle:
 
 
 def free_port() -> int:
-    """A port free right now on 127.0.0.1 (the OS picks it), for a server that cannot bind port 0."""
+    """A port free right now on 127.0.0.1, for a server that cannot bind port 0: drawn in BLOCK_PORTS,
+    where no outgoing connection takes it before the server binds it (one the OS picked by bind(0) is an
+    ephemeral port, and a busy box's next client connection took one in the second before a Gradio app
+    bound it: "Cannot find empty port"); the OS's pick when none there is free."""
+    return free_port_block(1)
+
+
+def _os_port() -> int:
+    """A port the OS picks (bind(0)): free now, but in the ephemeral range."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -78,14 +86,14 @@ def free_port_block(span: int, candidates: Iterable[int] | None = None) -> int:
     """The first of `span` consecutive ports all free right now on 127.0.0.1, for an app that puts helper
     processes on the ports after its own without checking them (Gradio with SSR: Python on the first
     free port above the app's, its static-file workers on the next ones). Drawn at random in
-    BLOCK_PORTS (`candidates`: the starts to try, for tests); free_port() when no block is free."""
+    BLOCK_PORTS (`candidates`: the starts to try, for tests); the OS's pick when no block is free."""
     draw = random.SystemRandom()  # not the random module's state: forked workers would draw alike
     starts = candidates if candidates is not None else (
         draw.randrange(BLOCK_PORTS[0], BLOCK_PORTS[1] - span) for _ in range(200))
     for start in starts:
         if all(_bindable(port) for port in range(start, start + span)):
             return start
-    return free_port()
+    return _os_port()
 
 
 def _bindable(port: int) -> bool:

@@ -81,4 +81,15 @@ def test_a_port_block_is_free_from_end_to_end_and_below_the_ephemeral_range() ->
         taken = held.getsockname()[1]
         other = free_port_block(4)
         assert free_port_block(4, candidates=[taken - 2, other]) == other  # taken - 2 .. taken + 1: no
-        assert free_port_block(4, candidates=[taken]) != taken  # no block: free_port(), never the held one
+        assert free_port_block(4, candidates=[taken]) != taken  # no block: the OS's pick, never the held one
+
+
+def test_a_free_port_is_below_the_ephemeral_range_and_bindable() -> None:
+    """free_port() draws where no outgoing connection takes the port before the server binds it (a port
+    from bind(0) is ephemeral: a busy box's next client connection took one before a Gradio app bound it)."""
+    ephemeral = [int(p) for p in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()]
+    for _ in range(20):
+        port = free_port()
+        assert BLOCK_PORTS[0] <= port < BLOCK_PORTS[1] and not ephemeral[0] <= port <= ephemeral[1]
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", port))
