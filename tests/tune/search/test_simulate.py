@@ -92,6 +92,18 @@ def test_batch_wait_gathers_fuller_batches() -> None:
     assert fuller > simulate(SimServer((greedy,)), arrivals).mean_batch
 
 
+def test_what_happens_at_one_instant_is_in_before_a_batch_starts() -> None:
+    """Eight sends at one instant on a greedy batch of 4 (l(b) = 50 + 10 b ms): two full batches, the
+    second waiting the first's 90 ms; three closed-loop users with no think time send again at their
+    batch's end, and each batch holds all three (before, the first arrival started a batch alone)."""
+    batched = SimFunction(fit(0.05, 0.01), limit=1, batch=True, max_batch_size=4)
+    burst = simulate(SimServer((batched,)), OpenArrivals(np.zeros(8)))
+    assert burst.batch_sizes == [4, 4]
+    assert sorted(np.round(burst.latencies_s, 6)) == [0.09] * 4 + [0.18] * 4
+    closed = simulate(SimServer((batched,)), ClosedArrivals(users=3, duration_s=1.0))
+    assert closed.batch_sizes and set(closed.batch_sizes) == {3}
+
+
 def test_max_size_rejects_and_unstable_runs_end() -> None:
     server = SimServer((SimFunction(fit(0.1), limit=1),), max_size=5)
     result = simulate(server, poisson(50, 500), timeout_s=5)
