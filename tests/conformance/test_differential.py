@@ -28,7 +28,7 @@ from .flows import (
     same_session_cancel_flow,
     simple_api_call,
 )
-from .scenarios import SCENARIOS, Scenario, matches, run_scenario
+from .scenarios import SCENARIOS, Scenario, landed, matches, run_scenario, running_before
 
 SERVERS = ("gradio", "reference")
 URLs = dict[str, tuple[str, str]]
@@ -98,11 +98,12 @@ def test_eta_when_max_threads_is_the_bottleneck_agrees(both_urls: URLs) -> None:
     Gradio's ETA looks at the group only (free capacity: no time to a free worker), so a waiting
     event at rank r gets mean + r x mean / limit, however busy the threads are.
     """
-    # 50 ms apart: each job taken from the queue before the next joins (10 ms apart, a box with six test
-    # workers beside four busy loops joined the second before a thread took the first), and the fourth
-    # (at 150 ms) joins while the first two still sleep their 200 ms
+    # 50 ms apart: each job taken from the queue before the next joins, and the fourth (at 150 ms) joins
+    # while the first two still sleep their 200 ms. It lands only so: a box with six test workers beside
+    # four busy loops joined the second before a thread took the first, at 10 ms and again at 50 ms apart
     burst = Scenario(
-        [Job("sleep_n", [f"t{i}"], at_s=0.05 * i) for i in range(4)], lambda ts: {"traces": ts}, {}
+        [Job("sleep_n", [f"t{i}"], at_s=0.05 * i) for i in range(4)], lambda ts: {"traces": ts}, {},
+        landed=lambda ts: running_before(ts[:1], ts[1]) and running_before(ts[:2], ts[2]) and landed(ts),
     )
 
     def observe(url: str) -> list[Trace]:

@@ -73,7 +73,10 @@ def test_real_sim_sweep_against_the_sleep_preset(tmp_path: Path) -> None:
         return
     assert "fallback" not in search, search.get("fallback")
     model = search["model"]  # the preset costs 50 ms + 10 ms per item (+ jitter and overhead)
-    assert 0.02 < model["t0_s"] < 0.15 and 0.005 < model["alpha_s"] < 0.02 and "sigma" in model
+    # at two workers, where the design measures both batch ends (k = 1 may be measured at one batch size
+    # only, and its own t0 and alpha are then not identified: t0 0.29 and alpha -0.021 fitted b8 exactly)
+    t0_2, alpha_2 = model["t0_s"] + model["t0_per_worker_s"], model["alpha_s"] + model["alpha_per_worker_s"]
+    assert 0.02 < t0_2 < 0.15 and 0.005 < alpha_2 < 0.02 and "sigma" in model, model
     rows = search["predicted_vs_measured"]
     assert {row["point_id"] for row in rows} == {r.point_id for r in result.results}
     assert all("throughput_rps" in row["predicted"] for row in rows)
