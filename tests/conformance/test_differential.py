@@ -93,21 +93,22 @@ def test_eta_values_follow_gradios_formula_on_both(both_urls: URLs) -> None:
 
 
 def test_eta_when_max_threads_is_the_bottleneck_agrees(both_urls: URLs) -> None:
-    """Four sleep_n jobs (limit 3) on max_threads=2: two wait for a thread, not for their group.
+    """Four sleep_n_long jobs (limit 3) on max_threads=2: two wait for a thread, not for their group.
 
     Gradio's ETA looks at the group only (free capacity: no time to a free worker), so a waiting
     event at rank r gets mean + r x mean / limit, however busy the threads are.
     """
-    # 50 ms apart: each job taken from the queue before the next joins, and the fourth (at 150 ms) joins
-    # while the first two still sleep their 200 ms. It lands only so: a box with six test workers beside
-    # four busy loops joined the second before a thread took the first, at 10 ms and again at 50 ms apart
+    # 250 ms apart: each job taken from the queue before the next joins, and the fourth (at 750 ms) joins
+    # while the first two still sleep their 1 s. It lands only so: a box with six test workers beside
+    # four busy loops joined the second before a thread took the first at 10 and at 50 ms apart, and
+    # answered joins 0.27 s late, past 200 ms jobs (sleep_n)
     burst = Scenario(
-        [Job("sleep_n", [f"t{i}"], at_s=0.05 * i) for i in range(4)], lambda ts: {"traces": ts}, {},
+        [Job("sleep_n_long", [f"t{i}"], at_s=0.25 * i) for i in range(4)], lambda ts: {"traces": ts}, {},
         landed=lambda ts: running_before(ts[:1], ts[1]) and running_before(ts[:2], ts[2]) and landed(ts),
     )
 
     def observe(url: str) -> list[Trace]:
-        run_burst(url, [Job("sleep_n", ["warm"])])  # a mean job time exists from now on
+        run_burst(url, [Job("sleep_n_long", ["warm"])])  # a mean job time exists from now on
         traces: list[Trace] = run_scenario(url, burst)["traces"]
         return traces
 
