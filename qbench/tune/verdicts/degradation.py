@@ -6,12 +6,17 @@ way does not hold over the server's life. `qbench capacity` therefore measures t
 passing probe once more after the search (`Degradation` compares the two):
 
     service     the median service time of the ok requests (process start -> result, the server's own
-                work); the median latency from the actual send where the protocol has no start event
-                (plain HTTP)
+                work), batch size by batch size where requests ran in batches (the server's
+                `server_batch_size`, else the requests whose starts arrive within 5 ms): a batched
+                function's service rises as its batches fill with the queue, not with use; the median
+                latency from the actual send where the protocol has no start event (plain HTTP)
     latency     the median latency (from the intended send: what users wait) at the same rate: queueing
                 magnifies a slower service, and a server can slow down outside its function (a busier
-                event loop, more open connections) where the service time does not show it
-    change      end / start - 1 of each, with a 95% bootstrap interval (medians of 1,000 resamples)
+                event loop, more open connections) where the service time does not show it. Not judged
+                at a rate within 10% of the first failing one (`recheck`): there the queue's own noise
+                sets the latency (a batched server at 97% of its ceiling read +15% between two runs)
+    change      end / start - 1 of each, with a 95% bootstrap interval (1,000 resamples, within each
+                batch size: the medians per batch size weighted by the smaller run's count)
 
 The verdict is one of three, each from the intervals, never from the point estimate alone:
 
@@ -38,6 +43,8 @@ from qbench.run import RequestRecord
 MATERIAL = 0.05  # a slowdown under 5% is not worth a warning, one the data cannot exclude is not "none"
 RESAMPLES = 1000
 MIN_REQUESTS = 10
+MIN_PER_SIZE = 3  # requests of one batch size in each run for that size to count
+BATCH_TOL_S = 0.005  # process_starts within this of a batch's first: the same batch
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,7 @@ class Degradation:
     end_probe: str = ""
     latency: Change | None = None  # the median latency at the same rate (None: the metric is latency)
     requests_between: int = 0  # ok requests served from the start probe to the end one (0: not counted)
+    note: str = ""  # why the latency was not compared ("" when it was, or the metric is latency)
 
     @property
     def service(self) -> Change:
@@ -134,7 +142,7 @@ class Degradation:
     def text(self) -> str:
         """The finding in words, beside the answer."""
         head = (f"{' and '.join(c.text(name) for name, c in self.changes)} over this search at "
-                f"{self.rate_rps:.3g} req/s")
+                f"{self.rate_rps:.3g} req/s" + (f" ({self.note})" if self.note else ""))
         verdict = self.verdict
         if verdict == "degraded":
             return (f"{head}: the server degrades with use; the answer was confirmed on the server as the "
@@ -159,15 +167,16 @@ class Degradation:
 
 
 def compare(rate: float, before: Sequence[RequestRecord], after: Sequence[RequestRecord],
-            seed: int = 0) -> Degradation | None:
-    """`before` and `after` at `rate` (None: too few ok requests in either to say)."""
+            seed: int = 0, latency_too: bool = True) -> Degradation | None:
+    """`before` and `after` at `rate` (None: too few ok requests in either to say); `latency_too`: False
+    near the queue's edge, where the latency at one rate is the queue's noise (see the module)."""
     rng = np.random.default_rng(seed)
     metric, a, b = _values(before, after)
-    found = _change(a, b, rng)
+    found = _stratified_change(a, b, rng) if metric == "service time" else _change(a[0], b[0], rng)
     if found is None:
         return None
     latency = None
-    if metric == "service time":
+    if metric == "service time" and latency_too:
         latency = _change(_ok(before, "latency_s"), _ok(after, "latency_s"), rng)
     return Degradation(rate, metric, found.start_s, found.end_s, found.change, found.low, found.high,
                        latency=latency)
@@ -175,7 +184,8 @@ def compare(rate: float, before: Sequence[RequestRecord], after: Sequence[Reques
 
 def unjudged(rate: float, before: Sequence[RequestRecord], after: Sequence[RequestRecord]) -> str:
     """Why `compare` found nothing to say of `before` and `after` at `rate`, in words."""
-    metric, a, b = _values(before, after)
+    metric, by_a, by_b = _values(before, after)
+    a, b = np.concatenate(list(by_a.values())), np.concatenate(list(by_b.values()))
     if a.size >= MIN_REQUESTS and b.size >= MIN_REQUESTS:
         return f"not judged: the median {metric} at the start is 0"
     return (f"not judged: too few ok requests at {rate:.3g} req/s to compare ({a.size} at the start, "
@@ -193,14 +203,69 @@ def _change(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> Change | 
                   float(np.percentile(ratios, 97.5)))
 
 
+def _stratified_change(a: dict[int, np.ndarray], b: dict[int, np.ndarray],
+                       rng: np.random.Generator) -> Change | None:
+    """The change of the medians batch size by batch size (sizes in both runs with MIN_PER_SIZE each),
+    weighted by the smaller run's count; the whole runs when fewer than MIN_REQUESTS fall in such sizes."""
+    sizes = [k for k in sorted(a.keys() & b.keys()) if min(a[k].size, b[k].size) >= MIN_PER_SIZE]
+    weights = np.array([min(a[k].size, b[k].size) for k in sizes], dtype=np.float64)
+    if len(sizes) <= 1 or weights.sum() < MIN_REQUESTS:
+        return _change(np.concatenate(list(a.values())), np.concatenate(list(b.values())), rng)
+
+    def weighted(runs: dict[int, np.ndarray], draw: bool) -> np.ndarray:
+        medians = [np.median(rng.choice(runs[k], (RESAMPLES, runs[k].size)), axis=1) if draw
+                   else np.full(1, np.median(runs[k])) for k in sizes]
+        return np.average(np.vstack(medians), axis=0, weights=weights)
+
+    start, end = float(weighted(a, False)[0]), float(weighted(b, False)[0])
+    if start <= 0:
+        return None
+    ratios = weighted(b, True) / np.maximum(weighted(a, True), 1e-12) - 1
+    return Change(start, end, end / start - 1, float(np.percentile(ratios, 2.5)),
+                  float(np.percentile(ratios, 97.5)))
+
+
 def _ok(records: Sequence[RequestRecord], name: str) -> np.ndarray:
     values = [getattr(r, name) for r in records if r.outcome == "ok" and not r.warmup]
     return np.array([v for v in values if v is not None], dtype=np.float64)
 
 
+def batch_sizes(records: Sequence[RequestRecord], tol_s: float = BATCH_TOL_S) -> list[int]:
+    """Per record (in order), the size of the batch it ran in: the server's `server_batch_size` where every
+    record has one, else how many requests' process_starts arrived within `tol_s` of the first of them
+    (0: no start event)."""
+    if records and all(r.server_batch_size for r in records):
+        return [int(r.server_batch_size or 0) for r in records]
+    order = sorted((r.started_at_s, i) for i, r in enumerate(records) if r.started_at_s is not None)
+    sizes = [0] * len(records)
+    groups: list[list[int]] = []
+    first = -np.inf
+    for started, i in order:
+        if groups and started - first <= tol_s:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+            first = started
+    for group in groups:
+        for i in group:
+            sizes[i] = len(group)
+    return sizes
+
+
+def _by_batch(records: Sequence[RequestRecord]) -> dict[int, np.ndarray]:
+    ok = [r for r in records if r.outcome == "ok" and not r.warmup and r.service_s is not None]
+    by_size: dict[int, list[float]] = {}
+    for r, size in zip(ok, batch_sizes(ok), strict=True):
+        by_size.setdefault(size, []).append(float(r.service_s or 0.0))
+    return {k: np.array(v, dtype=np.float64) for k, v in by_size.items()}
+
+
 def _values(before: Sequence[RequestRecord], after: Sequence[RequestRecord]
-            ) -> tuple[str, np.ndarray, np.ndarray]:
-    service_a, service_b = _ok(before, "service_s"), _ok(after, "service_s")
-    if service_a.size >= MIN_REQUESTS and service_b.size >= MIN_REQUESTS:
+            ) -> tuple[str, dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """The metric and its values per batch size, in each run (one size, 0, for latency from the send)."""
+    service_a, service_b = _by_batch(before), _by_batch(after)
+    if (sum(v.size for v in service_a.values()) >= MIN_REQUESTS
+            and sum(v.size for v in service_b.values()) >= MIN_REQUESTS):
         return "service time", service_a, service_b
-    return "latency from the send", _ok(before, "latency_from_send_s"), _ok(after, "latency_from_send_s")
+    return ("latency from the send", {0: _ok(before, "latency_from_send_s")},
+            {0: _ok(after, "latency_from_send_s")})
