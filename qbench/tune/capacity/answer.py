@@ -23,7 +23,9 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
     meta, overload, after = capacity.metastability, capacity.overload, capacity.after_burst
     ageing = capacity.degradation.use_text(rate) if capacity.degradation is not None else None
     lines = [("capacity", _headline(capacity, rate, slo, ageing))]
-    lines.append(held_sentence(capacity, "no sustained confirmation was run (--no-confirm)"))
+    off = ("no sustained confirmation was run: the search left the server collapsed (over the search, "
+           "below)" if capacity.collapsed else "no sustained confirmation was run (--no-confirm)")
+    lines.append(held_sentence(capacity, off))
     if capacity.host_busy is not None:
         lines.append(("host", _host_text(capacity.host_busy)))
     if meta is not None:
@@ -98,6 +100,9 @@ def _headline(capacity: Capacity, rate: float, slo: str, ageing: str | None) -> 
         head += (f"; held without a cap, but a burst past about {overload.tips_at_waiting} waiting tips it "
                  f"over (it then serves fewer than {rate:.3g} req/s: past it, below): {setting} and run "
                  "`qbench capacity` again to check that it sheds the burst")
+    if capacity.collapsed:
+        head += ("; BUT the search left the server collapsed: restart it, cap its queue and check it "
+                 "(over the search, below)")
     after = capacity.after_burst
     if after is not None and not after.passed:
         head += "; BUT a burst past it leaves the server collapsed (after the burst, below)"

@@ -84,6 +84,7 @@ class Capacity:
     burst_change: Degradation | None = None  # the answer's confirmation against the run right after the
     #                                          run past it: how much that burst aged the server
     recheck_note: str = ""  # why a recheck that ran gave no degradation verdict (too few requests)
+    collapsed: str = ""  # the recheck found the server no longer keeping up with a rate it had: why, in words
     metastability: Metastability | None = None  # service time against the queue (tune.metastable)
     lowered_from_rps: float | None = None  # the search's answer, when metastability lowered it
 
@@ -127,6 +128,8 @@ class Capacity:
     @property
     def over_the_search(self) -> str | None:
         """The recheck's finding in words: its verdict, or why it has none (None: no recheck ran)."""
+        if self.collapsed:
+            return self.collapsed
         return self.degradation.text() if self.degradation is not None else (self.recheck_note or None)
 
     def users(self, think_time_s: float) -> float | None:
@@ -149,6 +152,7 @@ class Capacity:
             "degradation": self.degradation.to_dict() if self.degradation is not None else None,
             "burst_change": self.burst_change.to_dict() if self.burst_change is not None else None,
             "recheck_note": self.recheck_note,
+            "collapsed": self.collapsed,
             "metastability": self.metastability.to_dict() if self.metastability is not None else None,
             "lowered_from_rps": self.lowered_from_rps,
         }
@@ -166,6 +170,7 @@ class Capacity:
             degradation=Degradation.from_dict(data.get("degradation")),
             burst_change=Degradation.from_dict(data.get("burst_change")),
             recheck_note=str(data.get("recheck_note") or ""),
+            collapsed=str(data.get("collapsed") or ""),
             metastability=Metastability.from_dict(data.get("metastability")),
             lowered_from_rps=data.get("lowered_from_rps"),
         )

@@ -150,6 +150,35 @@ def test_the_recheck_near_the_first_failing_rate_compares_service_not_latency(
     assert far.degradation is not None and far.degradation.latency is not None and far.degradation.degraded
 
 
+def test_a_recheck_that_no_longer_keeps_up_is_a_collapse_not_ageing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's metastable server (one worker, 50 ms x (1 + 0.05 x waiting)): a probe at 16.1 req/s
+    tipped it over, and the recheck at 8.7 req/s, which it had served at p95 0.1 s, ran at p95 10.7 s,
+    not steady. Today's answer read that as ageing ('latency +19429% ... after a day more about 0.016
+    req/s'), confirmed on the collapsed server and judged 'throughput held (0 -> 0 ok/s)' past it."""
+    probes = [Probe(16.1, False, kind="rate", run_dir="f"),
+              Probe(8.7, True, kind="rate", run_dir="a", completed_ok=40, p95_latency_s=0.105),
+              Probe(15.2, True, kind="rate", run_dir="b", completed_ok=400, p95_latency_s=0.3)]
+    capacity = Capacity(15.2, 16.1, 0.1, True, probes=probes)
+    monkeypatch.setattr(capacity_run, "read_records", lambda path: records(np.full(40, 0.05)))
+    prober = FakeProber(tmp_path, 40)
+    collapsed = Probe(8.7, False, kind="recheck", run_dir="probes/09-recheck", steady=False,
+                      violations=["not steady, backlog +7.9/s ± 0.5", "p95_latency_s 10.7 > 1"])
+    monkeypatch.setattr(prober, "open_loop", lambda rate, duration_s, kind, *, stop: (
+        collapsed, records(np.full(15, 10.0))))
+    capacity_run.recheck(prober, capacity)  # type: ignore[arg-type]
+    assert capacity.degradation is None and capacity.collapsed
+    assert "at 8.7 req/s, which it served steadily at the start (p95 0.105 s), it no longer kept up" in (
+        capacity.collapsed)
+    assert "15.2 req/s is what held on the server before it collapsed" in capacity.collapsed
+    lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
+    assert "BUT the search left the server collapsed: restart it, cap its queue" in lines["capacity"]
+    assert "ages with use" not in lines["capacity"] and "with use" not in lines
+    assert lines["over the search"] == capacity.collapsed
+    assert lines["NOT confirmed"].startswith("no sustained confirmation was run: the search left the server")
+    assert Capacity.from_dict(capacity.to_dict()) == capacity
+
+
 def test_too_few_requests_say_nothing_and_the_answer_says_why() -> None:
     before, after = records(np.full(5, 0.1)), records(np.full(50, 0.1))
     assert compare(5.0, before, after) is None
