@@ -23,7 +23,7 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
     meta, overload, after = capacity.metastability, capacity.overload, capacity.after_burst
     ageing = capacity.degradation.use_text(rate) if capacity.degradation is not None else None
     lines = [("capacity", _headline(capacity, rate, slo, ageing))]
-    off = ("no sustained confirmation was run: the search left the server collapsed (over the search, "
+    off = ("no sustained confirmation was run: qbench's runs left the server collapsed (over the search, "
            "below)" if capacity.collapsed else "no sustained confirmation was run (--no-confirm)")
     lines.append(held_sentence(capacity, off))
     if capacity.host_busy is not None:
@@ -101,7 +101,7 @@ def _headline(capacity: Capacity, rate: float, slo: str, ageing: str | None) -> 
                  f"over (it then serves fewer than {rate:.3g} req/s: past it, below): {setting} and run "
                  "`qbench capacity` again to check that it sheds the burst")
     if capacity.collapsed:
-        head += ("; BUT the search left the server collapsed: restart it, cap its queue and check it "
+        head += ("; BUT qbench's runs left the server collapsed: restart it, cap its queue and check it "
                  "(over the search, below)")
     after = capacity.after_burst
     if after is not None and not after.passed:

@@ -59,8 +59,8 @@ from qbench.run import (
 from qbench.tune.capacity.answer import describe
 from qbench.tune.capacity.probe import latency_bound_s
 from qbench.tune.capacity.prober import DEFAULT_CONFIRM_S, DEFAULT_MAX_PROBE_S, ProbeObserver, Prober
-from qbench.tune.capacity.search import SearchPlan, search_capacity, sustain
-from qbench.tune.values.capacity import Capacity, Probe
+from qbench.tune.capacity.search import SearchPlan, collapse_text, search_capacity, sustain
+from qbench.tune.values.capacity import Capacity
 from qbench.tune.values.capacity_file import CapacityFile
 from qbench.tune.values.constraints import Constraints
 from qbench.tune.verdicts.degradation import MIN_REQUESTS, compare, unjudged
@@ -202,10 +202,10 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
     if config.recheck:
         recheck(prober, capacity)
     repeats = METASTABLE_REPEATS if lower_if_metastable(capacity, prober) else 1
-    broken = bool(capacity.collapsed)  # every later run would measure the collapsed server: none runs
-    if config.plan.confirm and capacity.capacity_rps is not None and not broken:  # on the server as left
+    # every run after a collapse would measure the collapsed server: none runs
+    if config.plan.confirm and capacity.capacity_rps is not None and not capacity.collapsed:  # as left
         sustain(capacity, prober.confirm, config.plan, repeats)
-    if config.overload and capacity.capacity_rps is not None and not broken:
+    if config.overload and capacity.capacity_rps is not None and not capacity.collapsed:
         probe, overload = prober.overload(capacity.capacity_rps)
         capacity.probes.append(probe)
         capacity.overload = overload
@@ -236,7 +236,7 @@ def recheck(prober: Prober, capacity: Capacity) -> None:
                                       stop=False)
     capacity.probes.append(probe)
     if probe.steady is False and not probe.passed:
-        capacity.collapsed = collapsed_text(first, probe, capacity.capacity_rps)
+        capacity.collapsed = collapse_text(first, probe, capacity.capacity_rps, "the search's heavier probes")
         return
     before = read_records(prober.root / first.run_dir)
     failing = capacity.failing_rate_rps
@@ -251,21 +251,6 @@ def recheck(prober: Prober, capacity: Capacity) -> None:
                 f"first failing rate, {failing:.3g}, where the queue's own noise sets it")
     capacity.degradation = replace(found, start_probe=first.run_dir, end_probe=probe.run_dir,
                                    requests_between=served, note=note)
-
-
-def collapsed_text(first: Probe, again: Probe, answer: float | None) -> str:
-    """The recheck no longer kept up with the rate of the first passing probe: the search's heavier
-    probes left the server collapsed (a backlog it does not drain: metastable), not aged by use."""
-    p95 = f" (p95 {first.p95_latency_s:.3g} s)" if first.p95_latency_s is not None else ""
-    held = (f"{answer:.3g} req/s is what held on the server before it collapsed; " if answer is not None
-            else "")
-    return (f"at {first.rate_rps:.3g} req/s, which it served steadily at the start{p95}, it no longer kept "
-            f"up after the search's heavier probes ({again.why}): the search left the server collapsed, a "
-            "backlog it does not drain (a metastable server: one burst past its capacity and it does not "
-            "come back), not one aged by use. Every later run would measure the collapsed server, so no "
-            f"confirmation or run past it was made: {held}restart it, cap its queue (max_size, so a burst "
-            "is turned away) and check with `qbench run` at that rate, or run `qbench capacity` again on "
-            "the restarted server")
 
 
 def after_the_burst(prober: Prober, capacity: Capacity) -> None:

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 from qbench.tune.values.capacity import Capacity, Probe
 
+COLLAPSED_SHARE = 0.5  # a failed confirmation serving under this share of a lower passing probe: collapsed
+
 
 @dataclass(frozen=True)
 class SearchPlan:
@@ -138,14 +140,51 @@ def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int
             held = rate
         else:
             hi, failed = rate, True
+            if held is None and _collapsed(capacity, capacity.probes[-1]):
+                break
         if held is not None and not failed:  # the answer held at once: never above it (a lowered one)
             break
         rate = _next_confirmation(capacity.probes[-1], held, hi, plan)
         if held is not None and rate is None:
             break
+    if held is None and capacity.collapsed:  # the answer is the highest lower rate that passed a probe
+        capacity.failing_rate_rps, capacity.confirmed = hi, False
+        return capacity
     capacity.capacity_rps, capacity.failing_rate_rps = (held, hi) if held is not None else (rate, hi)
     capacity.confirmed = held is not None
     return capacity
+
+
+def _collapsed(capacity: Capacity, failed: Probe) -> bool:
+    """A failed confirmation that served under half of what a lower passing probe served left the server
+    collapsed (metastable: a backlog it does not drain): every step down would measure that, so none
+    runs. The answer becomes the highest lower rate that passed a probe, unconfirmed, and
+    `capacity.collapsed` says why."""
+    below = [p for p in capacity.probes if p.kind == "rate" and p.passed and p.rate_rps < failed.rate_rps]
+    if not below or failed.steady is not False:
+        return False
+    served = max(below, key=lambda p: p.throughput_rps)
+    if failed.throughput_rps >= COLLAPSED_SHARE * served.throughput_rps:
+        return False
+    top = max(below, key=lambda p: p.rate_rps)
+    capacity.capacity_rps = top.rate_rps
+    capacity.collapsed = collapse_text(served, failed, top.rate_rps, "its sustained confirmation")
+    return True
+
+
+def collapse_text(before: Probe, failed: Probe, answer: float | None, what: str) -> str:
+    """The server no longer kept up after `what` ran: at `failed.rate_rps` it served far less than it had
+    at `before` (or, for the recheck, than at the same rate): collapsed, not aged by use."""
+    p95 = f", p95 {before.p95_latency_s:.3g} s" if before.p95_latency_s is not None else ""
+    held = (f"{answer:.3g} req/s is the highest rate that held a probe before it collapsed; " if answer
+            is not None else "")
+    return (f"after {what} it no longer kept up: at {failed.rate_rps:.3g} req/s it served "
+            f"{failed.throughput_rps:.3g} ok/s ({failed.why}), where at {before.rate_rps:.3g} req/s it had "
+            f"served {before.throughput_rps:.3g} ok/s steadily{p95}: the server collapsed, a backlog it does "
+            "not drain (a metastable server: one burst past its capacity and it does not come back), not "
+            "one aged by use. Every later run would measure the collapsed server, so none was made: "
+            f"{held}restart it, cap its queue (max_size, so a burst is turned away) and check with "
+            "`qbench run` at that rate, or run `qbench capacity` again on the restarted server")
 
 
 def _sustained(capacity: Capacity, confirm: Measure, rate: float, repeats: int) -> bool:

@@ -161,6 +161,34 @@ def test_a_metastable_answer_must_hold_every_repeat_and_one_failed_repeat_steps_
     assert lines[0] == "held" and "each of 2" in lines[1] and "failed at 24 req/s" in lines[1]
 
 
+def test_a_confirmation_that_leaves_the_server_collapsed_stops_stepping_down() -> None:
+    """The issue's metastable server: its 60 s confirmation at 15.2 req/s tipped it over (2.9 ok/s, where
+    a probe at 8.7 had served 9.5 steadily); each step down then measured the collapsed server (0 ok/s
+    at 12, 10.9, 9.9) and the answer became '9.01 req/s is the next step down'. Now no step runs on it:
+    the answer is the highest lower rate that passed a probe, unconfirmed, and the collapse is said."""
+    tried: list[float] = []
+
+    def confirm(rate: float) -> Probe:
+        tried.append(rate)
+        return Probe(rate, passed=False, steady=False, throughput_rps=2.9,
+                     violations=["not steady, backlog +2.3/s ± 0.7"])
+
+    probes = [Probe(8.7, True, steady=True, throughput_rps=9.5, p95_latency_s=0.105),
+              Probe(13.6, True, steady=True, throughput_rps=13.7, p95_latency_s=0.25),
+              Probe(16.1, False, steady=False, throughput_rps=14.1)]
+    capacity = Capacity(15.2, 16.1, 0.1, True, False, [*probes, Probe(15.2, True, throughput_rps=15.3)])
+    sustain(capacity, confirm, SearchPlan(tolerance=0.1, confirm_tries=4))
+    assert tried == [15.2] and not capacity.confirmed
+    assert capacity.capacity_rps == 13.6 and capacity.failing_rate_rps == 15.2
+    assert capacity.collapsed.startswith("after its sustained confirmation it no longer kept up: at 15.2 "
+                                         "req/s it served 2.9 ok/s (not steady, backlog +2.3/s")
+    assert "where at 13.6 req/s it had served 13.7 ok/s steadily, p95 0.25 s" in capacity.collapsed
+    slow_start = Capacity(15.2, 16.1, 0.1, True, False, [*probes])  # a fail that served what it could
+    sustain(slow_start, lambda rate: Probe(rate, passed=False, steady=False, throughput_rps=0.9 * rate),
+            SearchPlan(tolerance=0.1, confirm_tries=2))
+    assert not slow_start.collapsed and slow_start.capacity_rps is not None and slow_start.capacity_rps < 15.2
+
+
 def test_an_answer_that_holds_at_once_is_never_bisected_above() -> None:
     """A metastable answer lowered on purpose (28.8 against a search's failing 65.4): its first sustained
     run holds, and that is the answer; a short run above it may pass, but a burst would tip it."""

@@ -157,25 +157,28 @@ def test_a_recheck_that_no_longer_keeps_up_is_a_collapse_not_ageing(
     not steady. Today's answer read that as ageing ('latency +19429% ... after a day more about 0.016
     req/s'), confirmed on the collapsed server and judged 'throughput held (0 -> 0 ok/s)' past it."""
     probes = [Probe(16.1, False, kind="rate", run_dir="f"),
-              Probe(8.7, True, kind="rate", run_dir="a", completed_ok=40, p95_latency_s=0.105),
+              Probe(8.7, True, kind="rate", run_dir="a", completed_ok=40, p95_latency_s=0.105,
+                    throughput_rps=9.5),
               Probe(15.2, True, kind="rate", run_dir="b", completed_ok=400, p95_latency_s=0.3)]
     capacity = Capacity(15.2, 16.1, 0.1, True, probes=probes)
     monkeypatch.setattr(capacity_run, "read_records", lambda path: records(np.full(40, 0.05)))
     prober = FakeProber(tmp_path, 40)
     collapsed = Probe(8.7, False, kind="recheck", run_dir="probes/09-recheck", steady=False,
+                      throughput_rps=3.06,
                       violations=["not steady, backlog +7.9/s ± 0.5", "p95_latency_s 10.7 > 1"])
     monkeypatch.setattr(prober, "open_loop", lambda rate, duration_s, kind, *, stop: (
         collapsed, records(np.full(15, 10.0))))
     capacity_run.recheck(prober, capacity)  # type: ignore[arg-type]
     assert capacity.degradation is None and capacity.collapsed
-    assert "at 8.7 req/s, which it served steadily at the start (p95 0.105 s), it no longer kept up" in (
-        capacity.collapsed)
-    assert "15.2 req/s is what held on the server before it collapsed" in capacity.collapsed
+    assert capacity.collapsed.startswith("after the search's heavier probes it no longer kept up: at 8.7 "
+                                         "req/s it served 3.06 ok/s (not steady, backlog +7.9/s")
+    assert "where at 8.7 req/s it had served 9.5 ok/s steadily, p95 0.105 s" in capacity.collapsed
+    assert "15.2 req/s is the highest rate that held a probe before it collapsed" in capacity.collapsed
     lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
-    assert "BUT the search left the server collapsed: restart it, cap its queue" in lines["capacity"]
+    assert "BUT qbench's runs left the server collapsed: restart it, cap its queue" in lines["capacity"]
     assert "ages with use" not in lines["capacity"] and "with use" not in lines
     assert lines["over the search"] == capacity.collapsed
-    assert lines["NOT confirmed"].startswith("no sustained confirmation was run: the search left the server")
+    assert lines["NOT confirmed"].startswith("no sustained confirmation was run: qbench's runs left the")
     assert Capacity.from_dict(capacity.to_dict()) == capacity
 
 
