@@ -59,7 +59,7 @@ from qbench.run import (
 from qbench.tune.capacity.answer import describe
 from qbench.tune.capacity.probe import latency_bound_s
 from qbench.tune.capacity.prober import DEFAULT_CONFIRM_S, DEFAULT_MAX_PROBE_S, ProbeObserver, Prober
-from qbench.tune.capacity.search import SearchPlan, collapse_text, search_capacity, sustain
+from qbench.tune.capacity.search import SearchPlan, collapse_text, collapsed, search_capacity, sustain
 from qbench.tune.values.capacity import Capacity
 from qbench.tune.values.capacity_file import CapacityFile
 from qbench.tune.values.constraints import Constraints
@@ -235,7 +235,7 @@ def recheck(prober: Prober, capacity: Capacity) -> None:
     probe, records = prober.open_loop(first.rate_rps, first.duration_s or prober.duration_s, "recheck",
                                       stop=False)
     capacity.probes.append(probe)
-    if probe.steady is False and not probe.passed:
+    if collapsed(probe):
         capacity.collapsed = collapse_text(first, probe, capacity.capacity_rps, "the search's heavier probes")
         return
     before = read_records(prober.root / first.run_dir)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from qbench.tune.values.capacity import Capacity, Probe
 
-COLLAPSED_SHARE = 0.5  # a failed confirmation serving under this share of a lower passing probe: collapsed
+COLLAPSED_SHARE = 0.5  # a run that was not steady and served under this share of its arrivals: collapsed
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int
         else:
             hi, failed = rate, True
             if held is None and _collapsed(capacity, capacity.probes[-1]):
-                break
+                break  # the answer: the highest lower rate that passed a probe (or none)
         if held is not None and not failed:  # the answer held at once: never above it (a lowered one)
             break
         rate = _next_confirmation(capacity.probes[-1], held, hi, plan)
@@ -155,20 +155,29 @@ def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int
     return capacity
 
 
+def collapsed(failed: Probe) -> bool:
+    """A run that was not steady and served under COLLAPSED_SHARE of its arrival rate: stuck behind a
+    backlog it does not drain (an overloaded server that keeps up serves about its capacity; an aged one
+    most of it)."""
+    return failed.steady is False and failed.throughput_rps < COLLAPSED_SHARE * failed.rate_rps
+
+
 def _collapsed(capacity: Capacity, failed: Probe) -> bool:
-    """A failed confirmation that served under half of what a lower passing probe served left the server
-    collapsed (metastable: a backlog it does not drain): every step down would measure that, so none
-    runs. The answer becomes the highest lower rate that passed a probe, unconfirmed, and
-    `capacity.collapsed` says why."""
-    below = [p for p in capacity.probes if p.kind == "rate" and p.passed and p.rate_rps < failed.rate_rps]
-    if not below or failed.steady is not False:
+    """A failed confirmation at a rate under one the server had kept up with (a step down), that
+    `collapsed`: qbench's runs left the server collapsed (metastable), and every further step would
+    measure that, so none runs. The answer becomes the highest rate under it that passed a probe,
+    unconfirmed, and `capacity.collapsed` says why. (A first confirmation at the search's answer that
+    fails so is an ordinary fail: a Gradio app whose throughput fell past its capacity drains and serves
+    the next step.)"""
+    probes = [p for p in capacity.probes if p.kind == "rate" and p.passed]
+    above = [p for p in probes if p.rate_rps > failed.rate_rps]
+    below = [p for p in probes if p.rate_rps < failed.rate_rps]
+    if not above or not collapsed(failed):
         return False
-    served = max(below, key=lambda p: p.throughput_rps)
-    if failed.throughput_rps >= COLLAPSED_SHARE * served.throughput_rps:
-        return False
-    top = max(below, key=lambda p: p.rate_rps)
-    capacity.capacity_rps = top.rate_rps
-    capacity.collapsed = collapse_text(served, failed, top.rate_rps, "its sustained confirmation")
+    served = max(above, key=lambda p: p.throughput_rps)
+    answer = max(below, key=lambda p: p.rate_rps).rate_rps if below else None
+    capacity.capacity_rps = answer
+    capacity.collapsed = collapse_text(served, failed, answer, "its sustained confirmations")
     return True
 
 
@@ -206,7 +215,8 @@ def _next_confirmation(last: Probe, held: float | None, hi: float | None, plan: 
         return math.sqrt(held * hi) if hi is not None and hi / held > 1 + plan.tolerance else None
     assert hi is not None
     rate = hi / (1 + plan.tolerance)
-    if last.steady is False and last.throughput_rps > 0:  # completions/s: what it sustained
+    # completions/s: what it sustained; not of a run that `collapsed` (a backlog, not the capacity)
+    if last.steady is False and last.throughput_rps > 0 and not collapsed(last):
         rate = min(rate, last.throughput_rps * (1 - plan.tolerance / 4))
     return rate if rate >= plan.min_rate else None
 

@@ -162,31 +162,36 @@ def test_a_metastable_answer_must_hold_every_repeat_and_one_failed_repeat_steps_
 
 
 def test_a_confirmation_that_leaves_the_server_collapsed_stops_stepping_down() -> None:
-    """The issue's metastable server: its 60 s confirmation at 15.2 req/s tipped it over (2.9 ok/s, where
-    a probe at 8.7 had served 9.5 steadily); each step down then measured the collapsed server (0 ok/s
-    at 12, 10.9, 9.9) and the answer became '9.01 req/s is the next step down'. Now no step runs on it:
-    the answer is the highest lower rate that passed a probe, unconfirmed, and the collapse is said."""
+    """The issue's metastable server: its 60 s confirmation at 15.2 req/s tipped it over (2.9 ok/s), the
+    step down went to just under those 2.9 ok/s, and each step measured the collapsed server (0 ok/s at
+    12, 10.9, 9.9) until '9.01 req/s is the next step down'. Now the step is the tolerance's (a collapsed
+    run's completions are a backlog, not the capacity), and a step down under a rate that passed, served
+    under half its arrivals, stops the steps: the answer is the highest rate under it that passed a
+    probe, unconfirmed, and the collapse is said."""
     tried: list[float] = []
 
     def confirm(rate: float) -> Probe:
         tried.append(rate)
-        return Probe(rate, passed=False, steady=False, throughput_rps=2.9,
+        return Probe(rate, passed=False, steady=False, throughput_rps=2.9 if len(tried) == 1 else 0.0,
                      violations=["not steady, backlog +2.3/s ± 0.7"])
 
     probes = [Probe(8.7, True, steady=True, throughput_rps=9.5, p95_latency_s=0.105),
               Probe(13.6, True, steady=True, throughput_rps=13.7, p95_latency_s=0.25),
+              Probe(15.2, True, steady=True, throughput_rps=15.3, p95_latency_s=0.3),
               Probe(16.1, False, steady=False, throughput_rps=14.1)]
-    capacity = Capacity(15.2, 16.1, 0.1, True, False, [*probes, Probe(15.2, True, throughput_rps=15.3)])
+    capacity = Capacity(15.2, 16.1, 0.1, True, False, list(probes))
     sustain(capacity, confirm, SearchPlan(tolerance=0.1, confirm_tries=4))
-    assert tried == [15.2] and not capacity.confirmed
-    assert capacity.capacity_rps == 13.6 and capacity.failing_rate_rps == 15.2
-    assert capacity.collapsed.startswith("after its sustained confirmation it no longer kept up: at 15.2 "
-                                         "req/s it served 2.9 ok/s (not steady, backlog +2.3/s")
-    assert "where at 13.6 req/s it had served 13.7 ok/s steadily, p95 0.25 s" in capacity.collapsed
-    slow_start = Capacity(15.2, 16.1, 0.1, True, False, [*probes])  # a fail that served what it could
-    sustain(slow_start, lambda rate: Probe(rate, passed=False, steady=False, throughput_rps=0.9 * rate),
-            SearchPlan(tolerance=0.1, confirm_tries=2))
-    assert not slow_start.collapsed and slow_start.capacity_rps is not None and slow_start.capacity_rps < 15.2
+    assert tried == [15.2, pytest.approx(15.2 / 1.1)] and not capacity.confirmed
+    assert capacity.capacity_rps == 13.6 and capacity.failing_rate_rps == pytest.approx(15.2 / 1.1)
+    assert capacity.collapsed.startswith("after its sustained confirmations it no longer kept up: at 13.8 "
+                                         "req/s it served 0 ok/s (not steady, backlog +2.3/s")
+    assert "where at 15.2 req/s it had served 15.3 ok/s steadily, p95 0.3 s" in capacity.collapsed
+    # a Gradio app whose throughput falls past its capacity drains and serves the next step: no collapse
+    gradio = Capacity(15.2, 16.1, 0.1, True, False, list(probes))
+    sustain(gradio, lambda rate: Probe(rate, passed=rate < 14, steady=rate < 14,
+                                       throughput_rps=rate if rate < 14 else 0.4 * rate),
+            SearchPlan(tolerance=0.1, confirm_tries=3))
+    assert not gradio.collapsed and gradio.confirmed and gradio.capacity_rps == pytest.approx(15.2 / 1.1)
 
 
 def test_an_answer_that_holds_at_once_is_never_bisected_above() -> None:
