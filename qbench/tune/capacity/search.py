@@ -140,7 +140,7 @@ def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int
             held = rate
         else:
             hi, failed = rate, True
-            if held is None and _collapsed(capacity, capacity.probes[-1]):
+            if held is None and _mark_collapse(capacity, capacity.probes[-1]):
                 break  # the answer: the highest lower rate that passed a probe (or none)
         if held is not None and not failed:  # the answer held at once: never above it (a lowered one)
             break
@@ -162,7 +162,7 @@ def collapsed(failed: Probe) -> bool:
     return failed.steady is False and failed.throughput_rps < COLLAPSED_SHARE * failed.rate_rps
 
 
-def _collapsed(capacity: Capacity, failed: Probe) -> bool:
+def _mark_collapse(capacity: Capacity, failed: Probe) -> bool:
     """A failed confirmation at a rate under one the server had kept up with (a step down), that
     `collapsed`: qbench's runs left the server collapsed (metastable), and every further step would
     measure that, so none runs. The answer becomes the highest rate under it that passed a probe,
