@@ -105,6 +105,20 @@ def test_predict_image_upload(client: Client, tmp_path: Path) -> None:
 AHEAD = 4  # /hold jobs (0.5 s each, one at a time) submitted before the one watched in the queue
 
 
+LANDED = {Status.IN_QUEUE, Status.PROCESSING, Status.PROGRESS, Status.ITERATING, Status.FINISHED}
+
+
+def poll_landed(jobs: list[Any], timeout_s: float = 10.0) -> None:
+    """Wait until the server has taken each job's join (its estimation, or later news, has come back):
+    a job submitted after this waits behind all of them, whichever order a busy client's threads sent
+    their joins in."""
+    for job in jobs:
+        deadline = time.monotonic() + timeout_s
+        while job.status().code not in LANDED:
+            assert time.monotonic() < deadline, f"job never joined the queue (last {job.status().code})"
+            time.sleep(0.02)
+
+
 def test_submit_status_reports_rank_and_eta(url: str) -> None:
     with clients(url, 2) as (first, second):
         first.predict("warm", api_name="/hold")  # the average job time is known from now on
@@ -113,6 +127,7 @@ def test_submit_status_reports_rank_and_eta(url: str) -> None:
         # estimation and process_starts together: never IN_QUEUE)
         ahead = [first.submit(f"a{i}", api_name="/hold") for i in range(AHEAD)]
         poll_status(ahead[0], Status.PROCESSING)
+        poll_landed(ahead)
         waiting = second.submit("b", api_name="/hold")
         status = poll_status(waiting, Status.IN_QUEUE)
         assert status.rank in range(AHEAD) and status.queue_size == status.rank + 1
@@ -125,6 +140,7 @@ def test_cancel_waiting_job(url: str) -> None:
     with clients(url, 2) as (holder, canceller):
         ahead = [holder.submit(f"h{i}", api_name="/hold") for i in range(AHEAD)]  # ~2 s of work ahead
         poll_status(ahead[0], Status.PROCESSING)
+        poll_landed(ahead)  # the watched job then waits >= 1.5 s, not behind h0 alone
         waiting = canceller.submit("w", api_name="/hold")
         poll_status(waiting, Status.IN_QUEUE)
         assert waiting.cancel() is True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -216,9 +217,12 @@ def test_open_loop_mix_on_the_reference_server(server_factory: Factory, tmp_path
     assert counts["a"] > counts["c"] and abs(counts["a"] / n - 0.5) < 0.2 and counts["c"] >= 5
     ends = result.summary.endpoints
     assert {k: e.requests for k, e in ends.items()} == dict(counts)
-    service = {k: e.phase("service_s").p50 for k, e in ends.items()}
-    assert service["a"] < service["b"] < service["c"]  # type: ignore[operator]
-    assert service["c"] / service["a"] > 3  # type: ignore[operator]
+    assert all(e.phase("service_s").count == counts[k] for k, e in ends.items())
+    # each endpoint's own sleep, on the server's clock (a starved client can read process_starts and
+    # process_completed in one read: a 20 ms service then reads 0 on its clock)
+    service = {k: statistics.median(r.server_total_s or 0.0 for r in records if r.endpoint == k)
+               for k in "abc"}
+    assert 0.02 <= service["a"] < service["b"] < service["c"] and service["c"] / service["a"] > 3
     summary = json.loads((result.run_dir / "summary.json").read_text())
     assert set(summary["endpoints"]) == {"a", "b", "c"}
     by_id = {r.request_id: r.endpoint for r in records}
