@@ -13,6 +13,7 @@ import pytest
 
 from reference_server.settings import ServerSettings, synthetic_settings
 from reference_server.testing import RunningServer, serve_in_thread
+from tests.rewrite_cache import precompile
 from tests.timing import known_seconds, log_line, slowest_first
 
 
@@ -43,6 +44,15 @@ def _sweeps_unconfirmed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 _CPU_LOG = os.environ.get("QBENCH_TEST_CPU_LOG")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under xdist, the controller writes the rewritten test modules' bytecode once, before its workers
+    start and each collects the suite (tests/rewrite_cache.py)."""
+    config = session.config
+    workers = getattr(config.option, "numprocesses", None)
+    if not hasattr(config, "workerinput") and workers and config.getoption("assertmode") == "rewrite":
+        precompile(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,9 +55,20 @@ _FILE = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.(?:py|md|yaml|toml))\b")
 # Files a run reads or writes, and placeholders: named in docstrings, never in the repository.
 NAMED_ONLY = {"scenario.yaml", "server.yaml", "summary.md", "path/to/server.yaml", "directory/server.yaml",
               "gradio/queueing.py", "gradio/profiling.py"}
-_ALL_FILES = {
-    p.relative_to(REPO).as_posix() for p in REPO.rglob("*") if not {".venv", ".git"} & set(p.parts)
-}
+
+
+def _all_files() -> set[str]:
+    """The repository's files, relative to it (not walking .venv and .git: tens of thousands of files
+    every worker would stat at collection)."""
+    found = set()
+    for folder, dirs, files in os.walk(REPO):
+        dirs[:] = [d for d in dirs if d not in (".venv", ".git")]
+        base = Path(folder).relative_to(REPO)
+        found |= {(base / d).as_posix() for d in dirs} | {(base / f).as_posix() for f in files}
+    return found
+
+
+_ALL_FILES = _all_files()
 _BASENAMES = {Path(p).name for p in _ALL_FILES}
 
 

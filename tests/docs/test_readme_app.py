@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
-import gradio
 import pytest
 from typer.testing import CliRunner
 
@@ -49,7 +49,7 @@ def test_the_tune_your_app_commands_run(tmp_path: Path, monkeypatch: pytest.Monk
     rec = sweep("qbench sweep examples/my_app.yaml --app examples/my_app.py --grid concurrency_limit=1,4",
                 tmp_path / "a")  # the page's grid is 1,2,4,8
     assert rec["app_change"] == [
-        f"your app (Gradio {gradio.__version__}): default_concurrency_limit=4 -> recommended "
+        f"your app (Gradio {version('gradio')}): default_concurrency_limit=4 -> recommended "
         "concurrency_limit=4 on `respond`"], _why(rec)
     ranked = rec["ranked"]
     assert isinstance(ranked, list) and {r["verdict"] for r in ranked} <= {"winner", "feasible", "infeasible"}

@@ -5,6 +5,7 @@ The CUDA tests run only where `torch.cuda.is_available()` (skipped on the CPU-on
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
 
 from reference_server.workloads import WorkloadInputError, build_workload
 from reference_server.workloads.models.device import resolve_dtype, to_device, to_model_inputs
@@ -23,8 +23,21 @@ from .inputs import IMAGES, TINY, image
 
 CPU = torch.device("cpu")
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-PROCESSOR = ViTImageProcessorPil(size={"height": 32, "width": 48})
-SPEC = pixel_spec(PROCESSOR)
+
+
+@functools.cache
+def processor() -> Any:
+    """ViT's own PIL processor (imported here: transformers' import costs every collecting worker ~3 s)."""
+    from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
+
+    return ViTImageProcessorPil(size={"height": 32, "width": 48})
+
+
+@functools.cache
+def spec() -> PixelSpec | None:
+    return pixel_spec(processor())
+
+
 MIXED = [*IMAGES, image(48, 32, 4), image(640, 480, 5)]  # one already at the model's size
 
 
@@ -43,12 +56,12 @@ def loaded(**params: Any) -> ImageClassification:
 
 
 def reference(images: list[Image.Image]) -> torch.Tensor:
-    out: torch.Tensor = PROCESSOR(images=images, return_tensors="pt")["pixel_values"]
+    out: torch.Tensor = processor()(images=images, return_tensors="pt")["pixel_values"]
     return out
 
 
 def test_the_spec_reads_a_plain_processor() -> None:
-    assert SPEC == PixelSpec(32, 48, 2, "bilinear", 1 / 255, (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+    assert spec() == PixelSpec(32, 48, 2, "bilinear", 1 / 255, (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
 
 
 @pytest.mark.parametrize(
@@ -65,15 +78,15 @@ def test_processors_that_do_more_keep_the_processor_path(changes: dict[str, Any]
 
 
 def test_resized_with_pil_it_is_the_processor_exactly() -> None:
-    assert SPEC is not None
-    out = pixel_batch([to_pixels(i, SPEC, resize=True) for i in MIXED], SPEC, CPU, torch.float32)
+    assert spec() is not None
+    out = pixel_batch([to_pixels(i, spec(), resize=True) for i in MIXED], spec(), CPU, torch.float32)
     assert torch.allclose(out, reference(MIXED), atol=1e-6)
 
 
 def test_resized_by_torch_it_is_within_one_uint8_step_and_keeps_the_order() -> None:
     """The GPU path: mixed sizes are grouped, resized with antialiasing, and put back in request order."""
-    assert SPEC is not None
-    out = pixel_batch([to_pixels(i, SPEC, resize=False) for i in MIXED], SPEC, CPU, torch.float32)
+    assert spec() is not None
+    out = pixel_batch([to_pixels(i, spec(), resize=False) for i in MIXED], spec(), CPU, torch.float32)
     diff = (out - reference(MIXED)).abs()
     assert out.shape == (len(MIXED), 3, 32, 48) and float(diff.max()) <= 2 / 255 + 1e-6
     assert float(diff.mean()) < 0.01
@@ -125,9 +138,9 @@ def test_host_tensors_stay_put_on_the_cpu() -> None:
 # ---------------------------------------------------------------- CUDA only
 @CUDA
 def test_cuda_pixels_match_the_processor_within_one_uint8_step() -> None:
-    assert SPEC is not None
+    assert spec() is not None
     device = torch.device("cuda")
-    out = pixel_batch([to_pixels(i, SPEC, resize=False) for i in MIXED], SPEC, device, torch.float32)
+    out = pixel_batch([to_pixels(i, spec(), resize=False) for i in MIXED], spec(), device, torch.float32)
     assert out.device.type == "cuda"
     assert float((out.cpu() - reference(MIXED)).abs().max()) <= 2 / 255 + 1e-5
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from qbench.run.columns import Columns
 
@@ -260,6 +259,8 @@ def _wilcoxon(d: np.ndarray) -> float | None:
     block = _block_medians(d)
     if not np.any(block != 0):
         return None
+    from scipy import stats  # 1.2 s of import: paid only where a comparison runs its tests
+
     return float(stats.wilcoxon(block, zero_method="wilcox", alternative="two-sided").pvalue)
 
 
@@ -306,6 +307,8 @@ def _sides(cols: Columns, rngs: dict[str, np.random.Generator]) -> dict[str, _Si
 
 def _unpaired(name: str, a: _Side, b: _Side) -> PairedPhase:
     low, high = np.percentile(b.resampled - a.resampled, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+    from scipy import stats
+
     test = stats.mannwhitneyu(b.block_medians, a.block_medians, alternative="two-sided")
     return PairedPhase(
         phase=name,
