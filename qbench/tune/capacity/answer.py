@@ -91,7 +91,8 @@ def _headline(capacity: Capacity, rate: float, slo: str, ageing: str | None) -> 
     server = overload.cap_server if overload is not None else ""  # its cap is not Gradio's max_size
     if meta is not None and meta.metastable:
         cap = meta.max_size(rate)
-        keep = f"keep its queue at {cap} waiting or less" if server else f"keep max_size at {cap} or less"
+        keep = (f"keep its queue at {cap} waiting or less" if server or meta.departures
+                else f"keep max_size at {cap} or less")
         head += (f", lowered from the search's {lowered:.3g} req/s, where a burst tips it over"
                  if lowered is not None else "") + f"; {keep} (metastable, below)"
     elif overload is not None and overload.tips_at_waiting is not None and overload.max_size is not None:

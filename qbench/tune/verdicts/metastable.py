@@ -31,6 +31,14 @@ held 24 req/s for 60 s and collapsed in the next 60 s at that rate, its service 
                 concurrency / r - base = BURST_WAITS x bound x slope x r gives
                 r = (-base + sqrt(base^2 + 4 a concurrency)) / (2 a), a = BURST_WAITS x bound x slope
 
+A plain HTTP server sends no start events: its requests are read from their completions instead, as
+one server (`_departures`): a request already sent when the one before it completed took the gap
+between the two completions, behind the requests then in the server less itself. Exact for one worker
+(the issue's 50 ms x (1 + 0.05 x waiting) server read +2.5 ms a request waiting, 51 ms base); a server
+of several workers that slows with its queue is not seen this way (its gaps are a share of a service
+time once saturated, arrival gaps before), and one that does not slow, batched or not, is never
+called metastable.
+
 `qbench capacity` lowers its answer to the safe rate when a metastable server's answer is above it, confirms
 it with repeated sustained runs (different Poisson seeds), and names the `max_size` under the tipping
 point that keeps a burst from reaching it.
@@ -67,6 +75,7 @@ class Metastability:
     capacity_rps: float  # the rate the finding was weighed at (the search's answer)
     bound_s: float  # the SLO's latency bound
     throughput: Trend | None = None  # req/s served per request waiting, the server saturated (None: unknown)
+    departures: bool = False  # read from the gaps between completions (no start events: plain HTTP)
 
     @property
     def rising(self) -> bool:
@@ -106,9 +115,12 @@ class Metastability:
 
     def text(self, rate_rps: float) -> str:
         """The finding in words, at the rate answered."""
-        head = (f"service time rises with the queue: {self.slope.slope * 1000:+.2g} ms per request "
-                f"waiting (± {self.slope.se * 1000:.2g}; {self.base_s * 1000:.3g} ms with none waiting, "
-                f"{self.concurrency} at a time, {self.requests} requests, up to {self.max_waiting} waiting)")
+        what = "the time between completions" if self.departures else "service time"
+        basis = (", read from its completions: the server sends no start events" if self.departures
+                 else f", {self.concurrency} at a time")
+        head = (f"{what} rises with the queue: {self.slope.slope * 1000:+.2g} ms per request "
+                f"waiting (± {self.slope.se * 1000:.2g}; {self.base_s * 1000:.3g} ms with none waiting"
+                f"{basis}, {self.requests} requests, up to {self.max_waiting} waiting)")
         if not self.rising:
             return f"{head}: not enough to matter at the SLO's queue"
         if not self.metastable:
@@ -118,8 +130,9 @@ class Metastability:
                     "waiting: a batched function's batches fill): not metastable")
         tipping = self.tipping(rate_rps)
         cap = self.max_size(rate_rps)
+        setting = f"cap its queue at {cap} waiting" if self.departures else f"set max_size={cap}"
         return (f"{head}: metastable; at {rate_rps:.3g} req/s a burst past about {tipping or 0:.0f} waiting "
-                f"does not drain and the server collapses; set max_size={cap} so no burst reaches it")
+                f"does not drain and the server collapses; {setting} so no burst reaches it")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "rising": self.rising, "metastable": self.metastable,
@@ -156,11 +169,48 @@ def queue_slowdown(runs: Sequence[Sequence[RequestRecord]], capacity_rps: float,
         return None
     saturated = (q >= 1) & (s_ > 0)  # a request waited: every slot was busy when this one started
     served = trend(q[saturated], n[saturated] / s_[saturated])
+    departures = not any(r.started_at_s is not None for records in runs for r in records)
     return Metastability(float(np.median(s_[q < FEW])), slope, max(1, round(float(np.median(running)))),
-                         int(q.size), int(q.max()), capacity_rps, bound_s, served)
+                         int(q.size), int(q.max()), capacity_rps, bound_s, served, departures)
 
 
 def _per_request(records: Sequence[RequestRecord]) -> tuple[list[int], list[float], list[int]]:
+    """Per measured ok request, (waiting, service, running) when it started (`_started`); from the gaps
+    between departures where no record has a start (a plain HTTP server: `_departures`)."""
+    if any(r.started_at_s is not None for r in records):
+        return _started(records)
+    return _departures(records)
+
+
+def _departures(records: Sequence[RequestRecord]) -> tuple[list[int], list[float], list[int]]:
+    """A server without start events (plain HTTP), read from its departures as one server: a request
+    that completed while the one before it completed with it already sent waited for that one, so the
+    gap between their completions is the time the server took for it (its service time at one at a
+    time; with several workers, its share of one: 1 / the rate served), and it started behind the
+    requests then sent and not yet completed, less itself. A request sent after the previous departure
+    found the server idle: its gap holds idle time, so it is not counted. Throughput falling with the
+    queue is then service (the gap) rising with it: the rate served is one over the gap."""
+    sent = [r for r in records if r.sent_at_s is not None]
+    done = sorted((r for r in sent if r.completed_at_s is not None), key=_completed)
+    sends = np.sort([float(r.sent_at_s) for r in sent if r.sent_at_s is not None])
+    ends = np.array([_completed(r) for r in done])
+    waiting: list[int] = []
+    service: list[float] = []
+    for before, (record, end) in enumerate(zip(done[1:], ends[1:], strict=True)):
+        previous = float(ends[before])
+        if not record.ok or record.warmup or float(record.sent_at_s or 0) > previous or end == math.inf:
+            continue
+        in_system = int(np.searchsorted(sends, previous, side="right")) - (before + 1)
+        waiting.append(max(in_system - 1, 0))
+        service.append(end - previous)
+    return waiting, service, [1] * len(service)
+
+
+def _completed(record: RequestRecord) -> float:
+    return float(record.completed_at_s) if record.completed_at_s is not None else math.inf
+
+
+def _started(records: Sequence[RequestRecord]) -> tuple[list[int], list[float], list[int]]:
     """(waiting when it started, service time, running when it started) of each measured ok request.
     Running counts every request that had started and not ended, failed ones too: a request a probe
     cut off (stopped early, or at its end) held its slot until the run ended, and leaving it out made

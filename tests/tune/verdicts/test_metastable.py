@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import heapq
 import math
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,18 +22,19 @@ from qbench.tune.verdicts.metastable import BURST_WAITS, Metastability, queue_sl
 BASE_S, WORKERS = 0.135, 4
 
 
-def server(rate: float, seconds: float, per_waiting_s: float, seed: int = 0) -> list[RequestRecord]:
-    """Poisson arrivals at `rate` into WORKERS FIFO workers; a request's service is BASE_S (+-5%) plus
-    `per_waiting_s` per request waiting when it starts."""
+def server(rate: float, seconds: float, per_waiting_s: float, seed: int = 0, workers: int = WORKERS,
+           base_s: float = BASE_S) -> list[RequestRecord]:
+    """Poisson arrivals at `rate` into `workers` FIFO workers; a request's service is `base_s` (+-5%)
+    plus `per_waiting_s` per request waiting when it starts."""
     rng = np.random.default_rng(seed)
     arrivals = np.sort(rng.uniform(0, seconds, rng.poisson(rate * seconds)))
-    free = [0.0] * WORKERS
+    free = [0.0] * workers
     heapq.heapify(free)
     records = []
     for i, at in enumerate(arrivals):
         start = max(float(at), heapq.heappop(free))
         waiting = int(np.searchsorted(arrivals, start, side="right")) - i - 1  # sent after it, not started
-        service = BASE_S * rng.uniform(0.95, 1.05) + per_waiting_s * max(waiting, 0)
+        service = base_s * rng.uniform(0.95, 1.05) + per_waiting_s * max(waiting, 0)
         heapq.heappush(free, start + service)
         records.append(RequestRecord(
             request_id=i, user_id=0, session_id="s", endpoint="e", warmup=at < 0.5, intended_at_s=float(at),
@@ -220,3 +223,52 @@ def test_a_flat_server_whose_probes_were_cut_off_is_not_metastable() -> None:
                 r.started_at_s = r.started_at_s if r.started_at_s < 8.0 else None
     found = queue_slowdown(runs, 24.2, 1.0)
     assert found is not None and not found.metastable and found.safe_rps is None, found
+
+
+# ---------------------------------------------------------------- plain HTTP: no start events
+
+
+def plain(records: list[RequestRecord]) -> list[RequestRecord]:
+    """The same requests as a plain HTTP client sees them: sent and completed, never a start."""
+    return [replace(r, started_at_s=None, result_at_s=None) for r in records]
+
+
+ONE_BASE_S = 0.05  # the issue's one-worker server: 50 ms x (1 + 0.05 x waiting), 20 req/s with none waiting
+
+
+def one_worker_runs(per_waiting_s: float) -> list[list[RequestRecord]]:
+    """A capacity search's probes on one worker of 50 ms (ceiling 20 req/s with none waiting): short
+    runs from well below the ceiling to past it, as plain HTTP records."""
+    return [plain(server(rate, 15, per_waiting_s, seed, workers=1, base_s=ONE_BASE_S))
+            for seed, rate in enumerate((8.7, 10.9, 13.6, 15.2, 17.0))]
+
+
+def test_a_plain_http_server_slowing_with_its_queue_is_read_from_its_completions() -> None:
+    """The issue's metastable server (2.5 ms more per request waiting) behind plain HTTP: the gaps between
+    completions give its base and slope, the answer is lowered to the safe rate and its cap is a queue
+    cap, not Gradio's max_size."""
+    found = queue_slowdown(one_worker_runs(0.0025), 15.2, 1.0)
+    assert found is not None and found.departures and found.concurrency == 1
+    assert found.base_s == pytest.approx(ONE_BASE_S, rel=0.1)
+    assert found.slope.slope == pytest.approx(0.0025, rel=0.25) and found.metastable
+    truth = Metastability(ONE_BASE_S, found.slope.__class__(0.0025, 0.0), 1, 1, 1, 15.2, 1.0)
+    assert found.safe_rps == pytest.approx(truth.safe_rps or 0, rel=0.1)
+    text = found.text(15.2)
+    assert text.startswith("the time between completions rises with the queue: +") and "start events" in text
+    assert "cap its queue at " in text and "max_size" not in text
+    assert Metastability.from_dict(found.to_dict()) == found
+
+
+@pytest.mark.parametrize(("name", "runs"), [
+    ("one worker, flat (M/D/1)", lambda: one_worker_runs(0.0)),
+    ("four workers, flat",
+     lambda: [plain(server(r, 10, 0.0, s)) for s, r in enumerate((20, 26, 29, 33, 24))]),
+    ("batched", lambda: [plain(batched(r, 10, s)) for s, r in enumerate((60, 75, 85, 90, 100, 80))]),
+])
+def test_plain_http_servers_that_do_not_slow_are_not_metastable(name: str, runs: Any) -> None:
+    """No false alarm from completions alone: a constant one-worker server, four workers (their gaps are a
+    quarter of a service time once saturated, arrival gaps before) and a batched server (completions
+    in bursts, batches filling with the queue)."""
+    found = queue_slowdown(runs(), 15.2, 1.0)
+    assert found is None or not found.metastable, (name, found)
+    assert found is None or found.safe_rps is None
