@@ -236,7 +236,8 @@ def recheck(prober: Prober, capacity: Capacity) -> None:
                                       stop=False)
     capacity.probes.append(probe)
     if collapsed(probe):
-        capacity.collapsed = collapse_text(first, probe, capacity.capacity_rps, "the search's heavier probes")
+        capacity.collapsed = collapse_text(first, probe, capacity.capacity_rps, "the search's heavier probes",
+                                           "at the capacity above")
         return
     before = read_records(prober.root / first.run_dir)
     failing = capacity.failing_rate_rps

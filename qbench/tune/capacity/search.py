@@ -181,9 +181,12 @@ def _mark_collapse(capacity: Capacity, failed: Probe) -> bool:
     return True
 
 
-def collapse_text(before: Probe, failed: Probe, answer: float | None, what: str) -> str:
+def collapse_text(before: Probe, failed: Probe, answer: float | None, what: str,
+                  check_at: str = "at that rate") -> str:
     """The server no longer kept up after `what` ran: at `failed.rate_rps` it served far less than it had
-    at `before` (or, for the recheck, than at the same rate): collapsed, not aged by use."""
+    at `before` (or, for the recheck, than at the same rate): collapsed, not aged by use. `check_at`: the
+    rate to check on the restarted server (the recheck's: the capacity line's, which a metastable
+    finding may lower after it)."""
     p95 = f", p95 {before.p95_latency_s:.3g} s" if before.p95_latency_s is not None else ""
     held = (f"{answer:.3g} req/s is the highest rate that held a probe before it collapsed; " if answer
             is not None else "")
@@ -192,8 +195,9 @@ def collapse_text(before: Probe, failed: Probe, answer: float | None, what: str)
             f"served {before.throughput_rps:.3g} ok/s steadily{p95}: the server collapsed, a backlog it does "
             "not drain (a metastable server: one burst past its capacity and it does not come back), not "
             "one aged by use. Every later run would measure the collapsed server, so none was made: "
-            f"{held}restart it, cap its queue (max_size, so a burst is turned away) and check with "
-            "`qbench run` at that rate, or run `qbench capacity` again on the restarted server")
+            f"{held}restart it, cap its queue (Gradio's max_size, or the server's own queue limit, so a "
+            f"burst is turned away) and check with `qbench run` {check_at}, or run `qbench capacity` again "
+            "on the restarted server")
 
 
 def _sustained(capacity: Capacity, confirm: Measure, rate: float, repeats: int) -> bool:

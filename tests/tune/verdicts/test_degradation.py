@@ -174,6 +174,7 @@ def test_a_recheck_that_no_longer_keeps_up_is_a_collapse_not_ageing(
                                          "req/s it served 3.06 ok/s (not steady, backlog +7.9/s")
     assert "where at 8.7 req/s it had served 9.5 ok/s steadily, p95 0.105 s" in capacity.collapsed
     assert "15.2 req/s is the highest rate that held a probe before it collapsed" in capacity.collapsed
+    assert "check with `qbench run` at the capacity above" in capacity.collapsed  # which lowering may move
     lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
     assert "BUT qbench's runs left the server collapsed: restart it, cap its queue" in lines["capacity"]
     assert "ages with use" not in lines["capacity"] and "with use" not in lines

@@ -257,6 +257,13 @@ def test_a_plain_http_server_slowing_with_its_queue_is_read_from_its_completions
     assert text.startswith("the time between completions rises with the queue: +") and "start events" in text
     assert "cap its queue at " in text and "max_size" not in text
     assert Metastability.from_dict(found.to_dict()) == found
+    rate = math.floor((found.safe_rps or 0) * 10) / 10
+    held = Probe(rate, True, kind="confirm", p95_latency_s=0.2, throughput_rps=rate, duration_s=60)
+    capacity = Capacity(rate, 16.1, 0.1, True, True, [held, held], metastability=found, lowered_from_rps=15.2)
+    lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
+    assert "lowered from the search's 15.2 req/s" in lines["capacity"]
+    assert f"keep its queue at {found.max_size(rate)} waiting or less" in lines["capacity"]
+    assert "max_size" not in lines["capacity"] + lines["metastable"]
 
 
 @pytest.mark.parametrize(("name", "runs"), [
