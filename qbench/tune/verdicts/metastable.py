@@ -46,6 +46,7 @@ point that keeps a burst from reaching it.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -156,8 +157,11 @@ def queue_slowdown(runs: Sequence[Sequence[RequestRecord]], capacity_rps: float,
     waiting: list[int] = []
     service: list[float] = []
     running: list[int] = []
+    # a plain HTTP server sends no start events: then each request is read from the departures
+    departures = not any(r.started_at_s is not None for records in runs for r in records)
+    per_request = _departures if departures else _started
     for records in runs:
-        w, s, r = _per_request(records)
+        w, s, r = per_request(records)
         waiting += w
         service += s
         running += r
@@ -169,17 +173,8 @@ def queue_slowdown(runs: Sequence[Sequence[RequestRecord]], capacity_rps: float,
         return None
     saturated = (q >= 1) & (s_ > 0)  # a request waited: every slot was busy when this one started
     served = trend(q[saturated], n[saturated] / s_[saturated])
-    departures = not any(r.started_at_s is not None for records in runs for r in records)
     return Metastability(float(np.median(s_[q < FEW])), slope, max(1, round(float(np.median(running)))),
                          int(q.size), int(q.max()), capacity_rps, bound_s, served, departures)
-
-
-def _per_request(records: Sequence[RequestRecord]) -> tuple[list[int], list[float], list[int]]:
-    """Per measured ok request, (waiting, service, running) when it started (`_started`); from the gaps
-    between departures where no record has a start (a plain HTTP server: `_departures`)."""
-    if any(r.started_at_s is not None for r in records):
-        return _started(records)
-    return _departures(records)
 
 
 def _departures(records: Sequence[RequestRecord]) -> tuple[list[int], list[float], list[int]]:
@@ -190,24 +185,18 @@ def _departures(records: Sequence[RequestRecord]) -> tuple[list[int], list[float
     requests then sent and not yet completed, less itself. A request sent after the previous departure
     found the server idle: its gap holds idle time, so it is not counted. Throughput falling with the
     queue is then service (the gap) rising with it: the rate served is one over the gap."""
-    sent = [r for r in records if r.sent_at_s is not None]
-    done = sorted((r for r in sent if r.completed_at_s is not None), key=_completed)
-    sends = np.sort([float(r.sent_at_s) for r in sent if r.sent_at_s is not None])
-    ends = np.array([_completed(r) for r in done])
+    sends = np.sort([float(r.sent_at_s) for r in records if r.sent_at_s is not None])
+    done = sorted(((float(r.completed_at_s), r) for r in records
+                   if r.sent_at_s is not None and r.completed_at_s is not None), key=lambda pair: pair[0])
     waiting: list[int] = []
     service: list[float] = []
-    for before, (record, end) in enumerate(zip(done[1:], ends[1:], strict=True)):
-        previous = float(ends[before])
-        if not record.ok or record.warmup or float(record.sent_at_s or 0) > previous or end == math.inf:
+    for before, ((previous, _), (end, record)) in enumerate(itertools.pairwise(done)):
+        if not record.ok or record.warmup or float(record.sent_at_s or 0) > previous:
             continue
         in_system = int(np.searchsorted(sends, previous, side="right")) - (before + 1)
         waiting.append(max(in_system - 1, 0))
         service.append(end - previous)
     return waiting, service, [1] * len(service)
-
-
-def _completed(record: RequestRecord) -> float:
-    return float(record.completed_at_s) if record.completed_at_s is not None else math.inf
 
 
 def _started(records: Sequence[RequestRecord]) -> tuple[list[int], list[float], list[int]]:
