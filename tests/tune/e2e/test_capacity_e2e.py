@@ -150,9 +150,15 @@ def test_sweep_objective_capacity_ranks_the_batched_configuration_first(tmp_path
 
 def test_capacity_of_a_real_gradio_app(tmp_path: Path) -> None:
     """A 4 x 400 ms queue as a real Gradio app (examples/gradio_app.py on the test env's Gradio): qbench
-    capacity lands near its 10 req/s, never above. The app sleeps rather than computes, so its ceiling is
-    the sleeps' on any box: at 4 x 100 ms (40 req/s) a busy box's Gradio could not keep up with its own
-    ceiling (confirmations stepped down from 36.7 to 14.1 req/s while the other workers' tests ran)."""
+    capacity lands near its 10 req/s, never past what a confirmation can tell apart from it. The app
+    sleeps rather than computes, so its ceiling is the sleeps' on any box: at 4 x 100 ms (40 req/s) a busy
+    box's Gradio could not keep up with its own ceiling (confirmations stepped down from 36.7 to 14.1 req/s
+    while the other workers' tests ran).
+
+    The bound above: a 6 s confirmation at 10 req/s (60 requests) is judged steady unless its backlog grows
+    by more than the steadiness margin (a quarter of the 10% tolerance), so an answer up to 2.5% past the
+    ceiling can pass it (a fresh clone answered 10.01 req/s); the default 60 s confirmation, and
+    tests/tune/e2e/test_capacity_ceiling.py's longer probes, resolve finer."""
     import sys
 
     from qbench.tune.servers.app_process import launch_command
@@ -169,5 +175,5 @@ def test_capacity_of_a_real_gradio_app(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     (folder,) = (tmp_path / "r").iterdir()
     result = json.loads((folder / "capacity.json").read_text())["result"]
-    assert 6 <= result["capacity_rps"] <= 10 and result["converged"], result
+    assert 6 <= result["capacity_rps"] <= 10 * (1 + 0.1 / 4) and result["converged"], result
     assert result["failing_rate_rps"] is not None and result["failing_rate_rps"] <= 14, result
