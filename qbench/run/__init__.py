@@ -61,6 +61,7 @@ FACE: dict[str, tuple[str, ...]] = {
         "records_table",
     ),
     "qbench.run.results.alongside": ("alongside",),
+    "qbench.run.results.batches": ("start_groups",),
     "qbench.run.results.device": ("DeviceStats", "device_stats", "with_gpu_busy"),
     "qbench.run.results.figures": ("FIGURES", "Figures"),
     "qbench.run.results.files": ("Writer", "new_folder"),
@@ -145,6 +146,7 @@ if TYPE_CHECKING:
     from qbench.run.records import read_records as read_records
     from qbench.run.records import records_table as records_table
     from qbench.run.results.alongside import alongside as alongside
+    from qbench.run.results.batches import start_groups as start_groups
     from qbench.run.results.device import DeviceStats as DeviceStats
     from qbench.run.results.device import device_stats as device_stats
     from qbench.run.results.device import with_gpu_busy as with_gpu_busy

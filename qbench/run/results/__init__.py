@@ -6,6 +6,7 @@
     server_phases.py  the server's own phase timings (Gradio's profiling traces, /monitoring/summary)
                       read during and after the run and joined onto the records by event_id
     device.py         the served rate beside what the forward passes could serve, and the GPU's busy share
+    batches.py        which requests a client saw start together (one batch)
     steady.py         did the server keep up? steady state from records, and the same test live
     serial_trend.py   a straight-line trend with a 95% interval that holds for autocorrelated samples
     failfast.py       stop a run whose opening requests all fail the same way, and say why

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run import FIGURES, Figures, RequestRecord, json_number, read_records
+from qbench.run import FIGURES, Figures, RequestRecord, json_number, read_records, start_groups
 from qbench.tune.knobs.grid import Grid, Point
 from qbench.tune.search.batch_model import (
     BatchFit,
@@ -71,17 +71,9 @@ def record_batches(
           if r.ok and not r.warmup and r.started_at_s is not None and r.completed_at_s is not None]
     if ok and all(r.server_batch_size for r in ok):
         return _server_batches(ok)
-    starts = sorted((float(r.started_at_s), float(r.completed_at_s) - float(r.started_at_s))  # type: ignore[arg-type]
-                    for r in ok)
-    batches: list[list[float]] = []
-    first = -math.inf
-    for started, service in starts:
-        if batches and started - first <= tol_s and len(batches[-1]) < load.max_batch:
-            batches[-1].append(service)
-        else:
-            batches.append([service])
-            first = started
-    return batches
+    starts = ((float(r.started_at_s), float(r.completed_at_s) - float(r.started_at_s))  # type: ignore[arg-type]
+              for r in ok)
+    return start_groups(starts, tol_s, load.max_batch)
 
 
 def _server_batches(records: Sequence[RequestRecord]) -> list[list[float]]:

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run import RequestRecord
+from qbench.run import RequestRecord, start_groups
 
 MATERIAL = 0.05  # a slowdown under 5% is not worth a warning, one the data cannot exclude is not "none"
 RESAMPLES = 1000
@@ -173,12 +173,12 @@ def compare(rate: float, before: Sequence[RequestRecord], after: Sequence[Reques
     near the queue's edge, where the latency at one rate is the queue's noise (see the module)."""
     rng = np.random.default_rng(seed)
     metric, a, b = _values(before, after)
-    found = _stratified_change(a, b, rng) if metric == "service time" else _change(a[0], b[0], rng)
+    found = _change(a, b, rng)
     if found is None:
         return None
     latency = None
     if metric == "service time" and latency_too:
-        latency = _change(_ok(before, "latency_s"), _ok(after, "latency_s"), rng)
+        latency = _change({0: _ok(before, "latency_s")}, {0: _ok(after, "latency_s")}, rng)
     return Degradation(rate, metric, found.start_s, found.end_s, found.change, found.low, found.high,
                        latency=latency)
 
@@ -193,27 +193,20 @@ def unjudged(rate: float, before: Sequence[RequestRecord], after: Sequence[Reque
             f"{b.size} at the end; {MIN_REQUESTS} each needed): longer probes would judge it")
 
 
-def _change(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> Change | None:
-    if a.size < MIN_REQUESTS or b.size < MIN_REQUESTS or float(np.median(a)) <= 0:
-        return None
-    ma = np.median(rng.choice(a, (RESAMPLES, a.size)), axis=1)
-    mb = np.median(rng.choice(b, (RESAMPLES, b.size)), axis=1)
-    ratios = mb / np.maximum(ma, 1e-12) - 1
-    start, end = float(np.median(a)), float(np.median(b))
-    return Change(start, end, end / start - 1, float(np.percentile(ratios, 2.5)),
-                  float(np.percentile(ratios, 97.5)))
-
-
-def _stratified_change(a: dict[int, np.ndarray], b: dict[int, np.ndarray],
-                       rng: np.random.Generator) -> Change | None:
-    """The change of the medians batch size by batch size (sizes in both runs with MIN_PER_SIZE each),
-    weighted by the smaller run's count; the whole runs when fewer than MIN_REQUESTS fall in such sizes."""
+def _change(a: Mapping[int, np.ndarray], b: Mapping[int, np.ndarray],
+            rng: np.random.Generator) -> Change | None:
+    """The change of the medians, batch size by batch size (sizes in both runs with MIN_PER_SIZE each),
+    weighted by the smaller run's count; of the whole runs when fewer than two sizes or MIN_REQUESTS
+    requests fall in such sizes (None: fewer than MIN_REQUESTS in either run, or a median of 0)."""
     sizes = [k for k in sorted(a.keys() & b.keys()) if min(a[k].size, b[k].size) >= MIN_PER_SIZE]
     weights = np.array([min(a[k].size, b[k].size) for k in sizes], dtype=np.float64)
     if len(sizes) <= 1 or weights.sum() < MIN_REQUESTS:
-        return _change(np.concatenate(list(a.values())), np.concatenate(list(b.values())), rng)
+        a, b = _pooled(a), _pooled(b)
+        if min(a[0].size, b[0].size) < MIN_REQUESTS:
+            return None
+        sizes, weights = [0], np.ones(1)
 
-    def weighted(runs: dict[int, np.ndarray], draw: bool) -> np.ndarray:
+    def weighted(runs: Mapping[int, np.ndarray], draw: bool) -> np.ndarray:
         medians = [np.median(rng.choice(runs[k], (RESAMPLES, runs[k].size)), axis=1) if draw
                    else np.full(1, np.median(runs[k])) for k in sizes]
         return np.average(np.vstack(medians), axis=0, weights=weights)
@@ -221,9 +214,14 @@ def _stratified_change(a: dict[int, np.ndarray], b: dict[int, np.ndarray],
     start, end = float(weighted(a, False)[0]), float(weighted(b, False)[0])
     if start <= 0:
         return None
-    ratios = weighted(b, True) / np.maximum(weighted(a, True), 1e-12) - 1
+    drawn = weighted(a, True)
+    ratios = weighted(b, True) / np.maximum(drawn, 1e-12) - 1
     return Change(start, end, end / start - 1, float(np.percentile(ratios, 2.5)),
                   float(np.percentile(ratios, 97.5)))
+
+
+def _pooled(runs: Mapping[int, np.ndarray]) -> dict[int, np.ndarray]:
+    return {0: np.concatenate([*runs.values(), np.empty(0)])}
 
 
 def _ok(records: Sequence[RequestRecord], name: str) -> np.ndarray:
@@ -237,17 +235,9 @@ def batch_sizes(records: Sequence[RequestRecord], tol_s: float = BATCH_TOL_S) ->
     (0: no start event)."""
     if records and all(r.server_batch_size for r in records):
         return [int(r.server_batch_size or 0) for r in records]
-    order = sorted((r.started_at_s, i) for i, r in enumerate(records) if r.started_at_s is not None)
     sizes = [0] * len(records)
-    groups: list[list[int]] = []
-    first = -np.inf
-    for started, i in order:
-        if groups and started - first <= tol_s:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-            first = started
-    for group in groups:
+    starts = ((r.started_at_s, i) for i, r in enumerate(records) if r.started_at_s is not None)
+    for group in start_groups(starts, tol_s):
         for i in group:
             sizes[i] = len(group)
     return sizes
