@@ -61,6 +61,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = [items[i] for i in order]
 
 
+#: test files that share a session fixture's servers (tests/gradio_versions/conftest.py `release`: one app
+#: process per Gradio release): one worker runs them, so the apps start once, not once per worker
+TOGETHER = {"tests/gradio_versions/test_versions.py": "gradio-release-apps",
+            "tests/gradio_versions/test_differential.py": "gradio-release-apps"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, a file a unit of work, except TOGETHER's files: one unit."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Together(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            file = str(super()._split_scope(nodeid))
+            return TOGETHER.get(file, file)
+
+    return Together(config, log)
+
+
 def _cpu_s() -> float:
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
