@@ -4,6 +4,9 @@
     qbench capacity examples/capacity/gradio_chat.yaml --target http://127.0.0.1:7860
 
 `--max-size N` caps Gradio's queue (`demo.queue(max_size=N)`), as `qbench capacity` may advise.
+`--keep-history`: the app keeps every session's conversation and, before each reply, looks through all
+of them for the question asked before (a chat "memory" written the simple way): each reply costs a
+little more than the one before, so the app ages with use.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Iterator
 import gradio as gr
 
 WORDS = "Thanks for asking. Here is my answer to that".split()
+CONVERSATIONS: dict[str, list[str]] = {}  # --keep-history: every session's messages, kept for good
 
 
 def reply(message: str, history: list[dict[str, str]]) -> Iterator[str]:
@@ -25,12 +29,26 @@ def reply(message: str, history: list[dict[str, str]]) -> Iterator[str]:
         yield text
 
 
+def remembering_reply(message: str, history: list[dict[str, str]], request: gr.Request) -> Iterator[str]:
+    """`reply`, after looking through every conversation kept so far for the same question."""
+    asked = message.strip().lower()
+    before = sum(m == asked for kept in CONVERSATIONS.values() for m in kept)
+    CONVERSATIONS.setdefault(request.session_hash or "", []).append(asked)
+    text = f"(asked {before} times before) " if before else ""
+    for part in reply(message, history):
+        yield text + part
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=7860)
     parser.add_argument("--max-size", type=int, default=None)
+    parser.add_argument("--keep-history", action="store_true", help="keep every session's messages, "
+                        "and look through them all before each reply (the app ages with use)")
     args = parser.parse_args()
-    demo = gr.ChatInterface(reply)
+    # the remembering reply under the plain one's API name: the same scenario drives both
+    demo = (gr.ChatInterface(remembering_reply, api_name="reply") if args.keep_history
+            else gr.ChatInterface(reply))
     demo.queue(default_concurrency_limit=4, max_size=args.max_size)
     demo.launch(server_name="127.0.0.1", server_port=args.port)
 
