@@ -5,13 +5,14 @@
 
 `--max-size N` caps Gradio's queue (`demo.queue(max_size=N)`), as `qbench capacity` may advise.
 `--keep-history`: the app keeps every session's conversation and, before each reply, looks through all
-of them for the question asked before (a chat "memory" written the simple way): each reply costs a
-little more than the one before, so the app ages with use.
+of them for the question most like this one (a chat "memory" written the simple way): each reply costs
+a little more than the one before, so the app ages with use.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import time
 from collections.abc import Iterator
 
@@ -30,11 +31,13 @@ def reply(message: str, history: list[dict[str, str]]) -> Iterator[str]:
 
 
 def remembering_reply(message: str, history: list[dict[str, str]], request: gr.Request) -> Iterator[str]:
-    """`reply`, after looking through every conversation kept so far for the same question."""
+    """`reply`, after looking through every conversation kept so far for the question most like this one
+    (difflib's quick_ratio: a few microseconds a message kept, so each reply costs more than the last)."""
     asked = message.strip().lower()
-    before = sum(m == asked for kept in CONVERSATIONS.values() for m in kept)
+    kept = [m for conversation in CONVERSATIONS.values() for m in conversation]
+    closest = max((difflib.SequenceMatcher(None, asked, m).quick_ratio() for m in kept), default=0.0)
     CONVERSATIONS.setdefault(request.session_hash or "", []).append(asked)
-    text = f"(asked {before} times before) " if before else ""
+    text = "(you asked me that before) " if closest > 0.95 else ""
     for part in reply(message, history):
         yield text + part
 

@@ -62,7 +62,8 @@ def server_for(command: str, tmp_path: Path) -> Iterator[str]:
             yield server.url
         return
     assert args[0] == "python" and args[-2:] == ["--port", "7860"], command
-    with launch_command(f"{sys.executable} {args[1]} --port {{port}}", {}, work_dir=tmp_path / "app",
+    flags = " ".join(args[2:-2])  # the app's own, as the line gives them (--keep-history)
+    with launch_command(f"{sys.executable} {args[1]} {flags} --port {{port}}", {}, work_dir=tmp_path / "app",
                         ready_timeout_s=120) as handle:
         yield handle.base_url
 
@@ -100,3 +101,19 @@ def test_the_chat_app_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         run_args = [a.replace("<rate>", "5") for a in shlex.split(run)[1:]]
         qbench(run_args + REDUCED_RUN + ["--out", "chat"], url, codes=(0, 3))
     assert json.loads((tmp_path / "chat" / "summary.json").read_text())["completed_ok"] > 0
+
+
+def test_the_ageing_chat_app_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chat app that keeps every session's messages (`--keep-history`): the app, `qbench capacity` at
+    reduced size with its recheck, and the run at the rate the answer gives for that moment."""
+    serve, capacity, run = doc_commands("### A chat app that ages with use")
+    assert serve.startswith("python examples/capacity/gradio_chat_app.py --keep-history --port 7860")
+    assert shlex.split(capacity)[:2] == ["qbench", "capacity"] and "--set load.duration=60" in run
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    with server_for(serve, tmp_path) as url:
+        output = qbench(shlex.split(capacity)[1:] + REDUCED_CAPACITY, url)
+        assert "over the search: " in output and ("held: for " in output or "NOT confirmed" in output)
+        run_args = [a.replace("<rate>", "5") for a in shlex.split(run)[1:]]
+        qbench(run_args + REDUCED_RUN + ["--out", "aged"], url, codes=(0, 3))
+    assert json.loads((tmp_path / "aged" / "summary.json").read_text())["completed_ok"] > 0
