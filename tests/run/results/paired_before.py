@@ -32,7 +32,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from qbench.run.records import RequestRecord
 
@@ -155,6 +154,8 @@ def _wilcoxon(d: np.ndarray) -> float | None:
     block = _block_medians(d)
     if not np.any(block != 0):
         return None
+    from scipy import stats  # here, not at the top: every xdist worker collects this module
+
     return float(stats.wilcoxon(block, zero_method="wilcox", alternative="two-sided").pvalue)
 
 
@@ -168,6 +169,8 @@ def unpaired_phase(
     rng = np.random.default_rng(seed)
     low, high = np.percentile(_block_bootstrap(xb, rng) - _block_bootstrap(xa, rng),
                               [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+    from scipy import stats
+
     test = stats.mannwhitneyu(_block_medians(xb), _block_medians(xa), alternative="two-sided")
     return PairedPhase(
         phase=name,
