@@ -81,7 +81,9 @@ def _burst_text(capacity: Capacity, rate: float) -> str:
     if not change.service.degraded:
         return moved
     now = rate * change.start_s / change.end_s
-    return f"{moved}: the burst aged the app, so right after it about {now:.3g} req/s holds, not the answer"
+    return (f"{moved}: the burst aged the app; right after it the answer's load is about {now:.3g} req/s "
+            f"({rate:.3g} x {change.start_s * 1000:.3g} / {change.end_s * 1000:.3g} ms, not measured): "
+            "restart the app, or check that rate with `qbench run`, before you rely on it")
 
 
 def _headline(capacity: Capacity, rate: float, slo: str, ageing: str | None) -> str:
