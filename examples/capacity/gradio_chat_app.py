@@ -12,14 +12,13 @@ a little more than the one before, so the app ages with use.
 from __future__ import annotations
 
 import argparse
-import difflib
 import time
 from collections.abc import Iterator
 
 import gradio as gr
 
 WORDS = "Thanks for asking. Here is my answer to that".split()
-CONVERSATIONS: dict[str, list[str]] = {}  # --keep-history: every session's messages, kept for good
+CONVERSATIONS: dict[str, list[frozenset[str]]] = {}  # --keep-history: every session's messages, kept for good
 
 
 def reply(message: str, history: list[dict[str, str]]) -> Iterator[str]:
@@ -31,11 +30,12 @@ def reply(message: str, history: list[dict[str, str]]) -> Iterator[str]:
 
 
 def remembering_reply(message: str, history: list[dict[str, str]], request: gr.Request) -> Iterator[str]:
-    """`reply`, after looking through every conversation kept so far for the question most like this one
-    (difflib's quick_ratio: a few microseconds a message kept, so each reply costs more than the last)."""
-    asked = message.strip().lower()
-    kept = [m for conversation in CONVERSATIONS.values() for m in conversation]
-    closest = max((difflib.SequenceMatcher(None, asked, m).quick_ratio() for m in kept), default=0.0)
+    """`reply`, after looking through every message kept so far for the one most like this one (the share
+    of words they have in common: about a microsecond a message kept, so each reply costs a little more
+    than the last)."""
+    asked = frozenset(message.lower().split())
+    kept = (m for conversation in CONVERSATIONS.values() for m in conversation)
+    closest = max((len(asked & m) / len(asked | m) for m in kept), default=0.0)
     CONVERSATIONS.setdefault(request.session_hash or "", []).append(asked)
     text = "(you asked me that before) " if closest > 0.95 else ""
     for part in reply(message, history):

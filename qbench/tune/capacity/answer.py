@@ -21,7 +21,8 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
         return [("no capacity", f"the SLO ({slo}) or the steady state fails even at {low}, the lowest "
                                 "rate tried")]
     meta, overload, after = capacity.metastability, capacity.overload, capacity.after_burst
-    ageing = capacity.degradation.use_text(rate) if capacity.degradation is not None else None
+    ageing = (capacity.degradation.use_text(rate, capacity.confirmed) if capacity.degradation is not None
+              else None)
     lines = [("capacity", _headline(capacity, rate, slo, ageing))]
     off = ("no sustained confirmation was run: qbench's runs left the server collapsed (over the search, "
            "below)" if capacity.collapsed else "no sustained confirmation was run (--no-confirm)")

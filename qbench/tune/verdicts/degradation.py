@@ -124,11 +124,13 @@ class Degradation:
             return None
         return rate * self.end_s / (self.end_s + slope * more)
 
-    def use_text(self, rate: float) -> str | None:
-        """The answer as a function of use, in words (None: it does not age, or use is not counted)."""
+    def use_text(self, rate: float, held: bool = True) -> str | None:
+        """The answer as a function of use, in words (None: it does not age, or use is not counted);
+        `held`: a sustained run held the rate (else it is the answer, not a rate that holds)."""
         slope = self.slope_s()
         if slope is None:
             return None
+        now = "holds now" if held else "is the answer now (no sustained run held it)"
         later = []
         for label, seconds in (("10 minutes", 600.0), ("an hour", 3600.0), ("a day", 86400.0)):
             after = self.rate_after(rate, rate * seconds)
@@ -136,7 +138,7 @@ class Degradation:
                 later.append(f"after {label} more ({rate * seconds:,.0f} requests) about {after:.2g} req/s")
         return (f"the app ages with use: its {self.metric} grew {self.start_s * 1000:.3g} -> "
                 f"{self.end_s * 1000:.3g} ms over the search's {self.requests_between:,} requests "
-                f"(+{slope * 1e6:.3g} us per request); {rate:.3g} req/s holds now, and if it keeps ageing "
+                f"(+{slope * 1e6:.3g} us per request); {rate:.3g} req/s {now}, and if it keeps ageing "
                 f"so at that rate: {'; '.join(later)}. Restart it, or run `qbench soak`, before you "
                 "provision for one number")
 

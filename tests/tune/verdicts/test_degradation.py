@@ -243,10 +243,12 @@ def test_an_app_that_ages_gets_its_rate_as_a_function_of_use() -> None:
     assert "over the search's 3,000 requests (+10 us per request)" in text
     assert "after 10 minutes more (12,000 requests) about 10 req/s" in text and "after a day more" in text
     assert Degradation.from_dict(aged.to_dict()) == aged
+    unheld = aged.use_text(20.0, held=False)  # no sustained run held it: the answer, not a rate that holds
+    assert unheld is not None and "20 req/s is the answer now (no sustained run held it)" in unheld
     same = compare(20.0, records(np.full(50, 0.1)), records(np.full(50, 0.1)))
     assert same is not None
     assert Degradation(**{**same.__dict__, "requests_between": 3000}).use_text(20) is None
-    capacity = Capacity(20.0, 24.0, 0.2, True, degradation=aged)
+    capacity = Capacity(20.0, 24.0, 0.2, True, True, degradation=aged)  # confirmed: "holds now"
     lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
     assert lines["capacity"].endswith("; now: the app ages with use (with use, below)")
     assert lines["with use"] == text
