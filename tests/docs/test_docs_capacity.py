@@ -86,11 +86,18 @@ def test_the_measurement_commands_run(tmp_path: Path, monkeypatch: pytest.Monkey
     assert names == ["capacity-gradio-sleep", "capacity-limit4", "capacity-sleep-rate"]
 
 
-def test_the_chat_app_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The metastable chat app's measurement (a real gr.ChatInterface): the app, `qbench capacity` at
-    reduced size and the run at the answer."""
-    serve, capacity, run = doc_commands("### A metastable Gradio chat app")
-    assert serve.startswith("python examples/capacity/gradio_chat_app.py --port 7860")
+@pytest.mark.parametrize(("section", "serve_line"), [
+    ("### A metastable Gradio chat app", "python examples/capacity/gradio_chat_app.py --port 7860"),
+    ("### A chat app that ages with use",
+     "python examples/capacity/gradio_chat_app.py --keep-history --port 7860"),
+], ids=["metastable", "ageing"])
+def test_the_chat_app_commands_run(section: str, serve_line: str, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chat apps' measurements (a real gr.ChatInterface; `--keep-history` keeps every session's
+    messages and ages with use): the app, `qbench capacity` at reduced size with its recheck, and the run
+    at the rate."""
+    serve, capacity, run = doc_commands(section)
+    assert serve.startswith(serve_line)
     assert shlex.split(capacity)[:2] == ["qbench", "capacity"] and "--set load.duration=60" in run
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
@@ -101,19 +108,3 @@ def test_the_chat_app_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         run_args = [a.replace("<rate>", "5") for a in shlex.split(run)[1:]]
         qbench(run_args + REDUCED_RUN + ["--out", "chat"], url, codes=(0, 3))
     assert json.loads((tmp_path / "chat" / "summary.json").read_text())["completed_ok"] > 0
-
-
-def test_the_ageing_chat_app_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The chat app that keeps every session's messages (`--keep-history`): the app, `qbench capacity` at
-    reduced size with its recheck, and the run at the rate the answer gives for that moment."""
-    serve, capacity, run = doc_commands("### A chat app that ages with use")
-    assert serve.startswith("python examples/capacity/gradio_chat_app.py --keep-history --port 7860")
-    assert shlex.split(capacity)[:2] == ["qbench", "capacity"] and "--set load.duration=60" in run
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "examples").symlink_to(ROOT / "examples")
-    with server_for(serve, tmp_path) as url:
-        output = qbench(shlex.split(capacity)[1:] + REDUCED_CAPACITY, url)
-        assert "over the search: " in output and ("held: for " in output or "NOT confirmed" in output)
-        run_args = [a.replace("<rate>", "5") for a in shlex.split(run)[1:]]
-        qbench(run_args + REDUCED_RUN + ["--out", "aged"], url, codes=(0, 3))
-    assert json.loads((tmp_path / "aged" / "summary.json").read_text())["completed_ok"] > 0

@@ -134,14 +134,12 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "python examples/capacity/gradio_chat_app.py --port 7860": [
         ("tests/docs/test_docs_capacity.py::test_the_chat_app_commands_run", "launch_command")],
     "python examples/capacity/gradio_chat_app.py --keep-history --port 7860": [
-        ("tests/docs/test_docs_capacity.py::test_the_ageing_chat_app_commands_run", "--keep-history")],
+        ("tests/docs/test_docs_capacity.py::test_the_chat_app_commands_run", "--keep-history")],
     "qbench capacity examples/capacity/gradio_chat.yaml --target http://127.0.0.1:7860": [
-        ("tests/docs/test_docs_capacity.py::test_the_chat_app_commands_run", "REDUCED_CAPACITY"),
-        ("tests/docs/test_docs_capacity.py::test_the_ageing_chat_app_commands_run", "REDUCED_CAPACITY")],
+        ("tests/docs/test_docs_capacity.py::test_the_chat_app_commands_run", "REDUCED_CAPACITY")],
     "qbench run examples/capacity/gradio_chat.yaml --target http://127.0.0.1:7860"
     " --set load.rate=<rate> --set load.duration=60": [
-        ("tests/docs/test_docs_capacity.py::test_the_chat_app_commands_run", "REDUCED_RUN"),
-        ("tests/docs/test_docs_capacity.py::test_the_ageing_chat_app_commands_run", "REDUCED_RUN")],
+        ("tests/docs/test_docs_capacity.py::test_the_chat_app_commands_run", "REDUCED_RUN")],
     # docs/soak.md: a leaking reference server soaked (8 s instead of 300), its report, an app via --app
     "qbench serve --config examples/soak/leak_server.yaml": [
         ("tests/run/soak/test_soak.py::test_the_docs_soak_commands_run", "examples/soak/leak_server.yaml")],
