@@ -228,9 +228,10 @@ def one_request_s(url: str, api: dict[str, Any], tmp_path: Path) -> float:
 def test_real_cpu_work_that_slows_with_concurrency_is_model_bound(tmp_path: Path) -> None:
     """The `cpu` workload (torch matmuls, one torch thread each) with 8 slots on this machine's 2 cores:
     8 running take about four times as long each as 1. The rates are sized by the server's own time for
-    one request, t, measured first: light load, 40 requests at 0.2 / t req/s (0.2 running on average on
-    a slow box as on a fast one, and under 4, the few the growth is read against, where the host gives
-    the server a third of the share it had while t was measured: a busy run at 0.4 / t overloaded it),
+    one request, t, measured first: light load, 40 requests at 0.05 / t req/s (0.05 running on average on
+    a slow box as on a fast one, and under 4, the few the growth is read against, even where the host
+    later gives the server a 40th of the share it had while t was measured: a busy run at 0.2 / t, its
+    server serving at 27 x t, ran ~5 at a time and left too few requests at low concurrency to compare),
     then overload, 240 requests at 8 / t req/s (the 2 cores serve about 2 / t).
     8 slots, not 4: B other busy processes on the host stretch few-running and k-running alike, so the
     growth reads (k + B) / (1 + B); with 4 slots it fell under 1.5 at B = 6 (a CI box running the
@@ -240,7 +241,7 @@ def test_real_cpu_work_that_slows_with_concurrency_is_model_bound(tmp_path: Path
             "concurrency_limit": 8}
     with start_reference_server({"functions": [work], "torch_threads": 1}) as url:
         t = one_request_s(url, work, tmp_path)
-        light, heavy = 0.2 / t, 8 / t
+        light, heavy = 0.05 / t, 8 / t
         spec = scenario(endpoint={"api_name": "work"}, payload={"inputs": [{"text": {"words": [1, 2]}}]},
                         load={"stages": [{"duration": 40 / light, "rate": light},
                                          {"duration": 240 / heavy, "rate": heavy}],
