@@ -216,8 +216,8 @@ def _change(a: Mapping[int, np.ndarray], b: Mapping[int, np.ndarray],
     start, end = float(weighted(a, False)[0]), float(weighted(b, False)[0])
     if start <= 0:
         return None
-    drawn = weighted(a, True)
-    ratios = weighted(b, True) / np.maximum(drawn, 1e-12) - 1
+    start_draws = weighted(a, True)  # drawn before the end's: one seed, one draw order
+    ratios = weighted(b, True) / np.maximum(start_draws, 1e-12) - 1
     return Change(start, end, end / start - 1, float(np.percentile(ratios, 2.5)),
                   float(np.percentile(ratios, 97.5)))
 
