@@ -46,6 +46,34 @@ def _sweeps_unconfirmed(monkeypatch: pytest.MonkeyPatch) -> None:
 _CPU_LOG = os.environ.get("QBENCH_TEST_CPU_LOG")
 
 
+def _one_certificate_bundle() -> None:
+    """Every httpx client (qbench's control calls, gradio_client's every request, the tests' own) reads
+    its CA bundle when it is made: ~140 certificates, ~25 ms of CPU a client, thousands in a run of the
+    suite. The suite's traffic is plain HTTP on loopback, so its processes (and the servers and apps they
+    start, which inherit the environment) read a bundle of one certificate instead (SSL_CERT_FILE, which
+    httpx and OpenSSL honour). What the environment named is kept in SSL_CERT_FILE_BEFORE_TESTS, for the
+    one place the suite goes out: installing a release's env (tests/gradio_versions/envs.py)."""
+    if "SSL_CERT_FILE_BEFORE_TESTS" in os.environ:
+        return
+    import tempfile
+    from pathlib import Path
+
+    import certifi
+
+    bundle = Path(tempfile.gettempdir()) / f"qbench-tests-ca-{os.getuid()}.pem"
+    if not bundle.exists():
+        text = Path(certifi.where()).read_text(encoding="ascii")
+        end = "-----END CERTIFICATE-----"
+        part = bundle.with_suffix(f".{os.getpid()}")
+        part.write_text(text[:text.index(end) + len(end)] + "\n", encoding="ascii")
+        part.replace(bundle)  # atomic: a worker never reads a half-written bundle
+    os.environ["SSL_CERT_FILE_BEFORE_TESTS"] = os.environ.get("SSL_CERT_FILE", "")
+    os.environ["SSL_CERT_FILE"] = str(bundle)
+
+
+_one_certificate_bundle()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Under xdist, the controller writes the rewritten test modules' bytecode once, before its workers
     start and each collects the suite (tests/rewrite_cache.py)."""

@@ -535,7 +535,7 @@ def probe_rows(data: LoadedCapacity) -> list[list[str]]:
     rows = []
     for n, p in enumerate(data.file.probes):
         offered = f"{p.users} users" if p.kind == "estimate" else _num(p.rate_rps)
-        if p.kind in ("confirm", "overload", "after") and p.duration_s:
+        if p.kind in ("confirm", "overload", "after", "now") and p.duration_s:
             offered = f"{p.kind} {p.duration_s:g} s: {offered}"
         rows.append([str(n), offered, _num(p.throughput_rps), _s(p.p50_latency_s), _s(p.p95_latency_s),
                      _s(p.p99_latency_s), _pct(p.error_rate), p.verdict, p.why])

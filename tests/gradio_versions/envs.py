@@ -119,6 +119,19 @@ def _build_env(name: str, reqs: list[str], module: str, python: str | None) -> P
     return env_python(name)
 
 
+def network_env() -> dict[str, str]:
+    """The environment with the CA bundle it had before tests/conftest.py gave the suite a one-certificate
+    one (loopback needs none; an install from PyPI needs the real one)."""
+    env = dict(os.environ)
+    if "SSL_CERT_FILE_BEFORE_TESTS" in env:
+        was = env.pop("SSL_CERT_FILE_BEFORE_TESTS")
+        if was:
+            env["SSL_CERT_FILE"] = was
+        else:
+            env.pop("SSL_CERT_FILE", None)
+    return env
+
+
 def _uv() -> str:
     found = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
     if found is None:
@@ -127,7 +140,7 @@ def _uv() -> str:
 
 
 def _call(cmd: list[str], version: str) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=network_env())
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout)[-2000:]
         raise EnvError(f"gradio {version}: `{' '.join(cmd[:3])} ...` failed ({proc.returncode}):\n{tail}")

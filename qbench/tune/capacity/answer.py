@@ -4,7 +4,7 @@ happens past it (capacity.json's `answer`, the console's, the report's)."""
 
 from __future__ import annotations
 
-from qbench.tune.values.capacity import Capacity, Probe, held_sentence
+from qbench.tune.values.capacity import Capacity, Probe, RateNow, held_sentence
 from qbench.tune.values.constraints import Constraints, bounds_text
 
 
@@ -21,8 +21,9 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
         return [("no capacity", f"the SLO ({slo}) or the steady state fails even at {low}, the lowest "
                                 "rate tried")]
     meta, overload, after = capacity.metastability, capacity.overload, capacity.after_burst
-    ageing = (capacity.degradation.use_text(rate, capacity.confirmed) if capacity.degradation is not None
-              else None)
+    grown = capacity.degradation
+    ageing = (None if grown is None else grown.use_text(rate, capacity.confirmed) if capacity.now is None
+              else grown.growth_text() + " (the rate it holds now: below)" if grown.growth_text() else None)
     lines = [("capacity", _headline(capacity, rate, slo, ageing))]
     off = ("no sustained confirmation was run: qbench's runs left the server collapsed (over the search, "
            "below)" if capacity.collapsed else "no sustained confirmation was run (--no-confirm)")
@@ -36,6 +37,8 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
         lines.append(("over the search", over))
     if ageing:
         lines.append(("with use", ageing))
+    if capacity.now is not None:
+        lines.append(("now", _now_text(capacity, capacity.now)))
     if failing is None:
         lines.append(("bracket", f"the SLO held at every rate tried ({state}): the capacity is at least "
                                  f"{rate:.3g} req/s"))
@@ -81,6 +84,8 @@ def _burst_text(capacity: Capacity, rate: float) -> str:
     moved = f"; its {change.service.text(change.metric)} against the confirmation"
     if not change.service.degraded:
         return moved
+    if capacity.now is not None:
+        return f"{moved}: the burst aged the app (now, below)"
     now = rate * change.start_s / change.end_s
     return (f"{moved}: the burst aged the app; right after it the answer's load is about {now:.3g} req/s "
             f"({rate:.3g} x {change.start_s * 1000:.3g} / {change.end_s * 1000:.3g} ms, not measured): "
@@ -107,12 +112,44 @@ def _headline(capacity: Capacity, rate: float, slo: str, ageing: str | None) -> 
     if capacity.collapsed:
         head += ("; BUT qbench's runs left the server collapsed: restart it, cap its queue and check it "
                  "(over the search, below)")
-    after = capacity.after_burst
+    after, now = capacity.after_burst, capacity.now
+    if now is not None:
+        return head + _now_head(now)
     if after is not None and not after.passed:
         head += "; BUT a burst past it leaves the server collapsed (after the burst, below)"
     if ageing:
         head += "; now: the app ages with use (with use, below)"
     return head
+
+
+def _now_head(now: RateNow) -> str:
+    served = f"once qbench's {now.requests:,} requests were served"
+    if now.rate_rps is None:
+        return f"; BUT the app ages with use, and {served} no rate tried held: restart it (now, below)"
+    return f"; BUT the app ages with use: {served} it held {now.rate_rps:.3g} req/s (now, below)"
+
+
+def _now_text(capacity: Capacity, now: RateNow) -> str:
+    """The rate an ageing app held once qbench's runs were over, how it aged, and where it heads."""
+    runs = [p for p in capacity.probes if p.kind == "now"]
+    failed = "".join(f"; failed at {p.rate_rps:.3g} req/s ({p.why})" for p in runs if not p.passed)
+    aged = (f"its {now.metric} p50 {now.start_s * 1000:.3g} ms at the confirmation, "
+            f"{now.now_s * 1000:.3g} ms once qbench's {now.requests:,} requests were served "
+            f"(+{now.slope_s * 1e6:.3g} us per request)")
+    held = next((p for p in runs if p.passed), None)
+    if now.rate_rps is None or held is None:
+        return (f"{aged}: no sustained run held{failed}: restart the app before you rely on a rate, and "
+                "run `qbench soak` to see how fast it ages")
+    rate = now.rate_rps
+    base_s = now.now_s + now.slope_s * held.completed_ok  # where this run left it
+    later = [f"after {label} more ({rate * seconds:,.0f} requests) about "
+             f"{rate * base_s / (base_s + now.slope_s * rate * seconds):.2g} req/s"
+             for label, seconds in (("10 minutes", 600.0), ("an hour", 3600.0), ("a day", 86400.0))]
+    return (f"{aged}: {rate:.3g} req/s held the whole {held.duration_s:g} s run right after it (p95 "
+            f"{held.p95_latency_s or 0:.3g} s), the rate for this moment (first tried {now.first_rps:.3g}: "
+            f"the answer x {now.start_s * 1000:.3g} / {now.now_s * 1000:.3g} ms, less the ageing of two "
+            f"more such runs){failed}; if it keeps ageing so at that rate: {'; '.join(later)}. Restart "
+            "it, or run `qbench soak`, before you provision for one number")
 
 
 def _after_text(after: Probe, rate: float) -> str:

@@ -15,7 +15,9 @@ metastable server); a fail steps down. Then one run at 1.3 x the capacity
 (`qbench.tune.verdicts.overload`) says whether throughput holds or falls as the queue grows (the
 max_size advice) and how true the server's ETA is, and a short run at the answer after it (`after`)
 whether the burst left the server collapsed: one that does not serve its answer again is the headline
-finding. The answer in words: qbench.tune.capacity.answer.
+finding. An app that ages with use (its service time grew with the requests served, in the recheck or
+across the burst) is measured once more last (`rate_now`): the rate it holds once all that is over,
+sized for the ageing of one more sustained run. The answer in words: qbench.tune.capacity.answer.
 
 Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.results.files.new_folder`):
 
@@ -28,7 +30,7 @@ Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.results.files.new_fold
                           steadiness {verdict, evidence, arrival_rps, completion_rps, backlog {slope,
                           se}, wait {slope, se}, ...}, host_stall], overload (Overload.to_dict()),
                           degradation (Degradation.to_dict()), metastability
-                          (Metastability.to_dict()), lowered_from_rps), users
+                          (Metastability.to_dict()), lowered_from_rps, now (RateNow)), users
                           (equivalent users), answer [[label, text], ...] (the answer in words)}
     probes/00-estimate-u<n>/   the closed-loop estimate's run folder
     probes/<nn>-rate-<r>/      one run folder per open-loop probe, in the order they ran
@@ -36,6 +38,7 @@ Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.results.files.new_fold
     probes/<nn>-confirm-<r>/   the sustained confirmation(s)
     probes/<nn>-overload-<r>/  the run past the capacity
     probes/<nn>-after-<r>/     the answer once more, right after it: did the server come back?
+    probes/<nn>-now-<r>/       an app that ages: the sustained run(s) measuring the rate it holds now
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ from qbench.tune.capacity.answer import describe
 from qbench.tune.capacity.probe import latency_bound_s
 from qbench.tune.capacity.prober import DEFAULT_CONFIRM_S, DEFAULT_MAX_PROBE_S, ProbeObserver, Prober
 from qbench.tune.capacity.search import SearchPlan, collapse_text, collapsed, search_capacity, sustain
-from qbench.tune.values.capacity import Capacity
+from qbench.tune.values.capacity import Capacity, RateNow
 from qbench.tune.values.capacity_file import CapacityFile
 from qbench.tune.values.constraints import Constraints
 from qbench.tune.verdicts.degradation import MIN_REQUESTS, compare, unjudged
@@ -70,6 +73,7 @@ DEFAULT_THINK_TIME_S = 10.0
 STREAM_LENGTHS = 3  # a probe of webcam or microphone streams lasts at least this many stream lengths
 NEAR_EDGE = 0.9  # a recheck at this share of the first failing rate or more: its latency is not compared
 METASTABLE_REPEATS = 2  # sustained runs in a row (different Poisson seeds) a metastable answer must hold
+AGEING_RUNS = 2  # an ageing app's rate for now is sized for this many sustained runs of ageing more
 
 
 @dataclass(frozen=True)
@@ -210,6 +214,8 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
         capacity.probes.append(probe)
         capacity.overload = overload
         after_the_burst(prober, capacity)  # did it come back, and how much did the burst age it?
+    if config.plan.confirm and capacity.capacity_rps is not None and not capacity.collapsed:
+        rate_now(prober, capacity, config.plan)  # an app that ages: the rate it holds once all that is over
     users = capacity.users(config.think_time_s)
     length = prober.length.to_dict(capacity.capacity_rps or first)
     streams = any(ep.chunks is not None for _, ep, _ in config.scenario.endpoints())
@@ -269,6 +275,53 @@ def after_the_burst(prober: Prober, capacity: Capacity) -> None:
         served = sum(p.completed_ok for p in capacity.probes[capacity.probes.index(held):-1])
         capacity.burst_change = replace(found, start_probe=held.run_dir, end_probe=probe.run_dir,
                                         requests_between=served)
+
+
+def rate_now(prober: Prober, capacity: Capacity, plan: SearchPlan) -> None:
+    """For an app that ages with use (`ageing`: its service time grew with the requests served), the
+    rate it holds once qbench's runs are over, measured by sustained runs (kind "now"): first the answer
+    scaled by the service time then, aged by AGEING_RUNS more sustained runs at that rate (the one that
+    measures it and the user's next); a run that fails steps down by the tolerance (or to just under the
+    completions/s it measured), up to `plan.confirm_tries` runs. Into `capacity.now`."""
+    law, rate = ageing(capacity), capacity.capacity_rps
+    if law is None or rate is None:
+        return
+    start_s, now_s, slope, metric = law
+    served = sum(p.completed_ok for p in capacity.probes)
+    guess = rate * start_s / now_s
+    first = rate * start_s / (now_s + slope * AGEING_RUNS * prober.confirm_duration_s * guess)
+    tried: float | None = first
+    held = None
+    for _ in range(plan.confirm_tries):
+        if tried is None:
+            break
+        probe = prober.now(tried)
+        capacity.probes.append(probe)
+        if probe.passed:
+            held = tried
+            break
+        served_rps = [0.95 * probe.throughput_rps] if probe.throughput_rps else []
+        lower = min([tried * (1 - plan.tolerance), *served_rps])
+        tried = max(lower, plan.min_rate) if tried > plan.min_rate else None
+    capacity.now = RateNow(held, first, start_s, now_s, slope, served, metric)
+
+
+def ageing(capacity: Capacity) -> tuple[float, float, float, str] | None:
+    """How the app aged with use, if it did: the metric's median at the answer's confirmation, its
+    median once qbench's runs were over, seconds added per request, the metric's name. From the run
+    right after the burst against the confirmation where the burst aged it measurably, else from the
+    recheck, projected over the requests served since (None: neither found it ageing)."""
+    burst = capacity.burst_change
+    slope = burst.slope_s() if burst is not None else None
+    if burst is not None and slope is not None:
+        return burst.start_s, burst.end_s, slope, burst.metric
+    grown = capacity.degradation
+    slope = grown.slope_s() if grown is not None else None
+    if grown is None or slope is None:
+        return None
+    ends = [i for i, p in enumerate(capacity.probes) if p.run_dir == grown.end_probe]
+    since = sum(p.completed_ok for p in capacity.probes[ends[-1] + 1:]) if ends else 0
+    return grown.end_s, grown.end_s + slope * since, slope, grown.metric
 
 
 def lower_if_metastable(capacity: Capacity, prober: Prober) -> Metastability | None:

@@ -31,7 +31,7 @@ _PROBE_STYLE = {"pass": "green", "fail": "yellow", "runaway": "red", "estimate":
 
 def _label(probe: Probe) -> str:
     """'' for the bracket's probes; 'confirm 60 s' / 'overload' / '12 s' for the others."""
-    if probe.kind in ("confirm", "overload", "recheck", "after"):
+    if probe.kind in ("confirm", "overload", "recheck", "after", "now"):
         return f"{probe.kind} {probe.duration_s:g} s " if probe.duration_s else f"{probe.kind} "
     return ""
 

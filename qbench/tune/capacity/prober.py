@@ -33,6 +33,7 @@ DEFAULT_CONFIRM_S = 60.0
 ESTIMATE_TRIES, ESTIMATE_STRETCH = 3, 4.0  # the estimate's windows when none measured a request: x1, x4, x16
 DEFAULT_MAX_PROBE_S = 30.0
 ProbeObserver = Callable[[Probe], None]
+SUSTAINED = ("confirm", "now")  # sustained runs: stopped early only by an overload beyond the tolerance
 
 
 @dataclass
@@ -92,7 +93,7 @@ class Prober:
         overrides = rate_overrides(self.base_overrides, rate, duration_s)
         if seed_offset:
             overrides.update(seed_overrides(self.scenario, seed_offset))
-        margin = self.tolerance if kind == "confirm" else self.margin
+        margin = self.tolerance if kind in SUSTAINED else self.margin
         detector = RunawayDetector(margin=margin) if self.stop_runaway and stop else None
         measured, run_dir, elapsed = self._run(f"{kind}-{rate:.4g}", overrides, detector)
         steady = steadiness(measured.records, self.margin, bound_s=latency_bound_s(self.constraints))
@@ -115,6 +116,11 @@ class Prober:
         runs = self.confirmed_at.get(rate, 0)
         self.confirmed_at[rate] = runs + 1
         return self.open_loop(rate, self.confirm_duration_s, "confirm", seed_offset=runs)[0]
+
+    def now(self, rate: float) -> Probe:
+        """A sustained run at `rate` once qbench's other runs are over (an app that ages with use: the
+        rate it holds now), its own draw of Poisson arrivals."""
+        return self.open_loop(rate, self.confirm_duration_s, "now", seed_offset=1000 + self.count)[0]
 
     def overload(self, capacity: float) -> tuple[Probe, Overload | None]:
         """One run at OVERLOAD_FACTOR x the capacity, not stopped early, and what it showed."""

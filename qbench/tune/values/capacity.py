@@ -29,6 +29,8 @@ class Probe(Figures):
     #                     "recheck" (the first passing rate again after the search:
     #                     qbench.tune.verdicts.degradation) | "after" (the answer again right after the
     #                     overload run: did the server come back? passed or not, not part of the bracket)
+    #                     | "now" (an app that ages with use: a sustained run once the others are over,
+    #                     the rate it holds now: RateNow; not part of the bracket)
     stopped: str = ""  # why the probe was stopped early (backlog grew), "" when it ran to the end
     violations: list[str] = field(default_factory=list)  # broken bounds and "not steady, ..." evidence
     completed_ok: int = 0
@@ -69,6 +71,31 @@ class Probe(Figures):
         return cls(**values)
 
 
+@dataclass(frozen=True)
+class RateNow:
+    """The rate an app that ages with use holds once qbench's runs are over, measured: the first rate
+    tried is the answer scaled by the service time then (its `metric`, right after the burst), aged
+    further by two sustained runs' requests (the run that measures it, and the user's next); each that
+    fails steps down."""
+
+    rate_rps: float | None  # the rate that held a sustained run (None: none tried held)
+    first_rps: float  # the first rate tried
+    start_s: float  # the metric's median when the answer was confirmed (or at the recheck)
+    now_s: float  # its median (or projection) once qbench's runs were over, before this run
+    slope_s: float  # seconds of the metric added per request served (the measured ageing)
+    requests: int  # ok requests qbench's runs had served before it
+    metric: str = "service time"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> RateNow | None:
+        if not data:
+            return None
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
 @dataclass
 class Capacity:
     """What the search found (see the module docstring)."""
@@ -87,6 +114,7 @@ class Capacity:
     collapsed: str = ""  # the recheck found the server no longer keeping up with a rate it had: why, in words
     metastability: Metastability | None = None  # service time against the queue (tune.metastable)
     lowered_from_rps: float | None = None  # the search's answer, when metastability lowered it
+    now: RateNow | None = None  # an app that ages with use: the rate it holds once qbench's runs are over
 
     @property
     def at_capacity(self) -> Probe | None:
@@ -155,6 +183,7 @@ class Capacity:
             "collapsed": self.collapsed,
             "metastability": self.metastability.to_dict() if self.metastability is not None else None,
             "lowered_from_rps": self.lowered_from_rps,
+            "now": self.now.to_dict() if self.now is not None else None,
         }
 
     @classmethod
@@ -173,6 +202,7 @@ class Capacity:
             collapsed=str(data.get("collapsed") or ""),
             metastability=Metastability.from_dict(data.get("metastability")),
             lowered_from_rps=data.get("lowered_from_rps"),
+            now=RateNow.from_dict(data.get("now")),
         )
 
 

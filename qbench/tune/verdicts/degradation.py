@@ -136,11 +136,18 @@ class Degradation:
             after = self.rate_after(rate, rate * seconds)
             if after is not None:
                 later.append(f"after {label} more ({rate * seconds:,.0f} requests) about {after:.2g} req/s")
-        return (f"the app ages with use: its {self.metric} grew {self.start_s * 1000:.3g} -> "
-                f"{self.end_s * 1000:.3g} ms over the search's {self.requests_between:,} requests "
-                f"(+{slope * 1e6:.3g} us per request); {rate:.3g} req/s {now}, and if it keeps ageing "
+        return (f"{self.growth_text()}; {rate:.3g} req/s {now}, and if it keeps ageing "
                 f"so at that rate: {'; '.join(later)}. Restart it, or run `qbench soak`, before you "
                 "provision for one number")
+
+    def growth_text(self) -> str:
+        """How it aged over the search, in words ('' when it did not, or use is not counted)."""
+        slope = self.slope_s()
+        if slope is None:
+            return ""
+        return (f"the app ages with use: its {self.metric} grew {self.start_s * 1000:.3g} -> "
+                f"{self.end_s * 1000:.3g} ms over the search's {self.requests_between:,} requests "
+                f"(+{slope * 1e6:.3g} us per request)")
 
     def text(self) -> str:
         """The finding in words, beside the answer."""

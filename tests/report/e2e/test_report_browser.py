@@ -18,6 +18,7 @@ import pytest
 from PIL import Image
 
 from qbench.report.build import build_report
+from tests.gradio_versions.envs import network_env
 
 BROWSERS = ("chromium", "chromium-browser")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -28,7 +29,7 @@ def _install_chromium() -> str | None:
     """apt-get install chromium (after apt-get update if the first try fails); None with the reason logged."""
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         return "chromium is missing and cannot be installed here (needs root and apt-get)"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    env = {**network_env(), "DEBIAN_FRONTEND": "noninteractive"}
     install = ["apt-get", "install", "-y", "-q", "chromium"]
     for step in ([install], [["apt-get", "update", "-q"], install]):
         try:

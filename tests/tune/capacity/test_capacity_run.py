@@ -1,12 +1,21 @@
-"""How `qbench capacity` makes its CapacityConfig from its options and the scenario (capacity_run)."""
+"""How `qbench capacity` makes its CapacityConfig from its options and the scenario, and the rate an
+app that ages with use holds once the search is over (capacity_run.rate_now), on a simulated app whose
+ageing law is known."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
+from qbench.tune.capacity import capacity_run
+from qbench.tune.capacity.answer import describe
 from qbench.tune.capacity.capacity_run import capacity_config
+from qbench.tune.capacity.search import SearchPlan
+from qbench.tune.values.capacity import Capacity, Probe
+from qbench.tune.values.constraints import Constraints
+from qbench.tune.verdicts.degradation import Degradation
 
 
 def test_probes_of_streams_last_three_stream_lengths(tmp_path: Path) -> None:
@@ -25,3 +34,89 @@ def test_probes_of_streams_last_three_stream_lengths(tmp_path: Path) -> None:
     config = capacity_config(scenario("click.yaml"), slo={"p95_latency_s": 1}, duration_s=5,
                              out_root=tmp_path)
     assert config.probe_duration_s == 5
+
+
+class AgeingApp:
+    """A fake Prober for an app whose service time grows with the requests it has served (s0 + k x n),
+    four workers: a sustained run at `rate` holds while the load on its workers at the run's END stays
+    under `HOLDS` (the SLO's share), and each run ages the app by the requests it serves."""
+
+    HOLDS = 0.9
+
+    def __init__(self, s0: float, k: float, served: int, confirm_s: float = 60.0,
+                 stuck: bool = False) -> None:
+        self.s0, self.k, self.served, self.confirm_duration_s = s0, k, served, confirm_s
+        self.stuck = stuck  # left collapsed: a backlog it never drains fails every run
+        self.rates: list[float] = []
+
+    def service(self, more: float = 0.0) -> float:
+        return self.s0 + self.k * (self.served + more)
+
+    def now(self, rate: float) -> Probe:
+        self.rates.append(rate)
+        requests = rate * self.confirm_duration_s
+        passed = rate * self.service(requests) / 4 <= self.HOLDS and not self.stuck
+        served = rate if passed else 4 / self.service(requests)
+        self.served += int(served * self.confirm_duration_s)
+        return Probe(rate, passed, kind="now", run_dir=f"now-{rate:.4g}", duration_s=self.confirm_duration_s,
+                     completed_ok=int(served * self.confirm_duration_s), throughput_rps=served,
+                     p95_latency_s=0.4 if passed else 5.0)
+
+
+def ageing_capacity(app: AgeingApp, rate: float, before: int) -> Capacity:
+    """The answer `rate` confirmed when the app had served `before` requests, and the run after the burst
+    (now): the two service times as the burst comparison measured them."""
+    start_s, now_s = app.s0 + app.k * before, app.service()
+    moved = Degradation(rate, "service time", start_s, now_s, now_s / start_s - 1, 0.05, 0.5,
+                        start_probe="c", end_probe="a", requests_between=app.served - before)
+    probes = [Probe(rate, True, kind="confirm", run_dir="c", duration_s=60, completed_ok=int(rate * 60)),
+              Probe(rate * 1.3, False, kind="overload", run_dir="o", completed_ok=app.served - before),
+              Probe(rate, False, kind="after", run_dir="a", completed_ok=10)]
+    return Capacity(rate, rate * 1.1, 0.1, True, True, probes, burst_change=moved)
+
+
+@pytest.mark.parametrize(("s0", "k", "before", "burst"), [
+    (0.1, 1e-5, 2_000, 1_500),  # a chat app keeping every message: +10 us a request, aged by its burst
+    (0.1, 5e-5, 1_000, 600),  # one that ages fast: the rate now far under the confirmed one
+    (0.05, 2e-6, 10_000, 3_000),  # one that ages slowly
+])
+def test_an_ageing_apps_rate_now_holds_the_next_sustained_run(s0: float, k: float, before: int,
+                                                              burst: int) -> None:
+    """The truth: the app's law. The rate `rate_now` measures after the burst holds a 60 s run right
+    after it (the user's), though that run ages the app further; the answer says it."""
+    app = AgeingApp(s0, k, before)
+    rate = 0.9 * 4 / app.service(60 * 4 / app.service())  # what the confirmation held, to the percent
+    app.served += int(rate * 60) + burst  # the confirmation, then the burst past it
+    capacity = ageing_capacity(app, rate, before)
+    capacity_run.rate_now(app, capacity, SearchPlan(tolerance=0.1))  # type: ignore[arg-type]
+    now = capacity.now
+    assert now is not None and now.rate_rps is not None and now.rate_rps < rate, (now, app.rates)
+    assert app.now(now.rate_rps).passed, (now, app.rates)  # the user's run right after
+    assert now.requests == sum(p.completed_ok for p in capacity.probes[:3])
+    assert now.slope_s == pytest.approx(k, rel=0.02)
+    lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
+    assert f"it held {now.rate_rps:.3g} req/s (now, below)" in lines["capacity"]
+    assert "collapsed" not in lines["capacity"] and "the burst aged the app (now, below)" in lines[
+        "after the burst"]
+    assert f"{now.rate_rps:.3g} req/s held the whole 60 s run right after it" in lines["now"]
+    assert "after an hour more" in lines["now"]
+    assert Capacity.from_dict(capacity.to_dict()).now == now
+
+
+def test_an_ageing_app_that_holds_no_rate_now_says_restart_it() -> None:
+    app = AgeingApp(0.1, 1e-4, 1_000, stuck=True)
+    capacity = ageing_capacity(app, 20.0, 0)
+    capacity_run.rate_now(app, capacity, SearchPlan(tolerance=0.1, confirm_tries=3))  # type: ignore[arg-type]
+    assert capacity.now is not None and capacity.now.rate_rps is None and len(app.rates) == 3
+    lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
+    assert "no rate tried held: restart it (now, below)" in lines["capacity"]
+    assert "no sustained run held; failed at" in lines["now"]
+
+
+def test_an_app_that_does_not_age_gets_no_rate_now() -> None:
+    app = AgeingApp(0.1, 0.0, 1_000)
+    capacity = ageing_capacity(app, 30.0, 1_000)
+    capacity.burst_change = Degradation(30.0, "service time", 0.1, 0.1, 0.0, -0.02, 0.02,
+                                        requests_between=2_000)
+    capacity_run.rate_now(app, capacity, SearchPlan())  # type: ignore[arg-type]
+    assert capacity.now is None and app.rates == []
