@@ -34,7 +34,8 @@ def remembering_reply(message: str, history: list[dict[str, str]], request: gr.R
     of words they have in common: about a microsecond a message kept, so each reply costs a little more
     than the last)."""
     asked = frozenset(message.lower().split())
-    kept = (m for conversation in CONVERSATIONS.values() for m in conversation)
+    # the sessions as they are now: another reply (four run at once) may add one while this one looks
+    kept = (m for conversation in list(CONVERSATIONS.values()) for m in conversation)
     closest = max((len(asked & m) / len(asked | m) for m in kept), default=0.0)
     CONVERSATIONS.setdefault(request.session_hash or "", []).append(asked)
     text = "(you asked me that before) " if closest > 0.95 else ""

@@ -133,8 +133,9 @@ def _now_text(capacity: Capacity, now: RateNow) -> str:
     """The rate an ageing app held once qbench's runs were over, how it aged, and where it heads."""
     runs = [p for p in capacity.probes if p.kind == "now"]
     failed = "".join(f"; failed at {p.rate_rps:.3g} req/s ({p.why})" for p in runs if not p.passed)
-    aged = (f"its {now.metric} p50 {now.start_s * 1000:.3g} ms at the confirmation, "
-            f"{now.now_s * 1000:.3g} ms once qbench's {now.requests:,} requests were served "
+    projected = "" if now.start_at == "the confirmation" else " (projected)"
+    aged = (f"its {now.metric} p50 {now.start_s * 1000:.3g} ms at {now.start_at}, "
+            f"{now.now_s * 1000:.3g} ms{projected} once qbench's {now.requests:,} requests were served "
             f"(+{now.slope_s * 1e6:.3g} us per request)")
     held = next((p for p in runs if p.passed), None)
     if now.rate_rps is None or held is None:

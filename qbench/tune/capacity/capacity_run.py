@@ -66,7 +66,7 @@ from qbench.tune.capacity.search import SearchPlan, collapse_text, collapsed, se
 from qbench.tune.values.capacity import Capacity, RateNow
 from qbench.tune.values.capacity_file import CapacityFile
 from qbench.tune.values.constraints import Constraints
-from qbench.tune.verdicts.degradation import MIN_REQUESTS, compare, unjudged
+from qbench.tune.verdicts.degradation import MIN_REQUESTS, Degradation, compare, unjudged
 from qbench.tune.verdicts.metastable import Metastability, queue_slowdown
 
 DEFAULT_THINK_TIME_S = 10.0
@@ -283,10 +283,10 @@ def rate_now(prober: Prober, capacity: Capacity, plan: SearchPlan) -> None:
     scaled by the service time then, aged by AGEING_RUNS more sustained runs at that rate (the one that
     measures it and the user's next); a run that fails steps down by the tolerance (or to just under the
     completions/s it measured), up to `plan.confirm_tries` runs. Into `capacity.now`."""
-    law, rate = ageing(capacity), capacity.capacity_rps
+    law, rate = ageing(capacity, repeats_change(prober, capacity)), capacity.capacity_rps
     if law is None or rate is None:
         return
-    start_s, now_s, slope, metric = law
+    start_s, now_s, slope, metric, start_at = law
     served = sum(p.completed_ok for p in capacity.probes)
     guess = rate * start_s / now_s
     first = rate * start_s / (now_s + slope * AGEING_RUNS * prober.confirm_duration_s * guess)
@@ -303,25 +303,45 @@ def rate_now(prober: Prober, capacity: Capacity, plan: SearchPlan) -> None:
         served_rps = [0.95 * probe.throughput_rps] if probe.throughput_rps else []
         lower = min([tried * (1 - plan.tolerance), *served_rps])
         tried = max(lower, plan.min_rate) if tried > plan.min_rate else None
-    capacity.now = RateNow(held, first, start_s, now_s, slope, served, metric)
+    capacity.now = RateNow(held, first, start_s, now_s, slope, served, metric, start_at)
 
 
-def ageing(capacity: Capacity) -> tuple[float, float, float, str] | None:
-    """How the app aged with use, if it did: the metric's median at the answer's confirmation, its
-    median once qbench's runs were over, seconds added per request, the metric's name. From the run
-    right after the burst against the confirmation where the burst aged it measurably, else from the
-    recheck, projected over the requests served since (None: neither found it ageing)."""
-    burst = capacity.burst_change
-    slope = burst.slope_s() if burst is not None else None
-    if burst is not None and slope is not None:
-        return burst.start_s, burst.end_s, slope, burst.metric
-    grown = capacity.degradation
-    slope = grown.slope_s() if grown is not None else None
-    if grown is None or slope is None:
+def ageing(capacity: Capacity, repeated: Degradation | None = None
+           ) -> tuple[float, float, float, str, str] | None:
+    """How the app aged with use, if it did: the metric's median at the answer's confirmation (or the
+    recheck), its median once qbench's runs were over (the last measured, carried forward over the
+    requests served since), seconds added per request, the metric's name, the run the first was measured
+    in. The first that found it ageing, of: the run right after the burst against the confirmation, the
+    answer's first and last sustained confirmations (`repeated`), the recheck (None: none did)."""
+    sources = ((capacity.burst_change, "the confirmation"), (repeated, "the first confirmation"),
+               (capacity.degradation, "the recheck"))
+    for found, at in sources:
+        slope = found.slope_s() if found is not None else None
+        if found is None or slope is None:
+            continue
+        ends = [i for i, p in enumerate(capacity.probes) if p.run_dir == found.end_probe]
+        since = sum(p.completed_ok for p in capacity.probes[ends[-1] + 1:]) if ends else 0
+        start_s = found.end_s if at == "the recheck" else found.start_s  # where the answer's rate held
+        return start_s, found.end_s + slope * since, slope, found.metric, at
+    return None
+
+
+def repeats_change(prober: Prober, capacity: Capacity) -> Degradation | None:
+    """The answer's first and last sustained confirmations at its rate (a metastable answer holds two in
+    a row), compared (qbench.tune.verdicts.degradation): an app that ages shows it there, where a search's
+    short probes near its limit cannot (None: fewer than two held, or too few requests)."""
+    rate = capacity.capacity_rps
+    held = [p for p in capacity.probes
+            if p.kind == "confirm" and p.passed and p.rate_rps == rate and p.run_dir]
+    if rate is None or len(held) < 2:
         return None
-    ends = [i for i, p in enumerate(capacity.probes) if p.run_dir == grown.end_probe]
-    since = sum(p.completed_ok for p in capacity.probes[ends[-1] + 1:]) if ends else 0
-    return grown.end_s, grown.end_s + slope * since, slope, grown.metric
+    first, last = held[0], held[-1]
+    found = compare(rate, read_records(prober.root / first.run_dir), read_records(prober.root / last.run_dir))
+    if found is None:
+        return None
+    between = capacity.probes[capacity.probes.index(first):capacity.probes.index(last)]
+    served = sum(p.completed_ok for p in between)
+    return replace(found, start_probe=first.run_dir, end_probe=last.run_dir, requests_between=served)
 
 
 def lower_if_metastable(capacity: Capacity, prober: Prober) -> Metastability | None:

@@ -85,6 +85,7 @@ class RateNow:
     slope_s: float  # seconds of the metric added per request served (the measured ageing)
     requests: int  # ok requests qbench's runs had served before it
     metric: str = "service time"
+    start_at: str = "the confirmation"  # the run start_s was measured in (or "the recheck")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

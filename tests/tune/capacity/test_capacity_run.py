@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -47,6 +48,7 @@ class AgeingApp:
                  stuck: bool = False) -> None:
         self.s0, self.k, self.served, self.confirm_duration_s = s0, k, served, confirm_s
         self.stuck = stuck  # left collapsed: a backlog it never drains fails every run
+        self.root = Path(".")
         self.rates: list[float] = []
 
     def service(self, more: float = 0.0) -> float:
@@ -120,3 +122,58 @@ def test_an_app_that_does_not_age_gets_no_rate_now() -> None:
                                         requests_between=2_000)
     capacity_run.rate_now(app, capacity, SearchPlan())  # type: ignore[arg-type]
     assert capacity.now is None and app.rates == []
+
+
+def test_without_a_burst_the_recheck_is_carried_forward_over_the_requests_since(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--no-overload: the recheck found +10 us a request (100 -> 110 ms over 1,000 requests); 2,400 ok
+    requests ran after it (the confirmations, which read alike), so the app is taken to serve at 134 ms
+    now, said so."""
+    from tests.tune.verdicts.test_degradation import records
+
+    monkeypatch.setattr(capacity_run, "read_records", lambda path: records(np.full(100, 0.12)))
+    app = AgeingApp(0.1, 1e-5, 3_400)
+    app.root = tmp_path
+    grown = Degradation(20.0, "service time", 0.1, 0.11, 0.1, 0.05, 0.15, start_probe="r0",
+                        end_probe="r1", requests_between=1_000)
+    probes = [Probe(20.0, True, kind="rate", run_dir="r0", completed_ok=100),
+              Probe(20.0, True, kind="recheck", run_dir="r1", completed_ok=100),
+              Probe(20.0, True, kind="confirm", run_dir="c", duration_s=60, completed_ok=1_200),
+              Probe(20.0, True, kind="confirm", run_dir="c2", duration_s=60, completed_ok=1_200)]
+    capacity = Capacity(20.0, 22.0, 0.1, True, True, probes, degradation=grown)
+    capacity_run.rate_now(app, capacity, SearchPlan(tolerance=0.1))  # type: ignore[arg-type]
+    now = capacity.now
+    assert now is not None and now.start_at == "the recheck" and now.now_s == pytest.approx(0.134)
+    assert now.rate_rps is not None and app.now(now.rate_rps).passed
+    lines = dict(describe(capacity, Constraints(slo={"p95_latency_s": 1.0}), 10.0))
+    assert "p50 110 ms at the recheck, 134 ms (projected) once qbench's 2,600 requests" in lines["now"]
+    assert lines["with use"].endswith("(+10 us per request) (the rate it holds now: below)")
+
+
+def test_two_confirmations_that_drift_apart_are_the_ageing_a_short_recheck_missed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A metastable answer holds two 60 s confirmations in a row; an app that ages serves the second
+    slower (154 -> 180 ms over the first's 1,100 requests: a Gradio chat app keeping every message, where
+    the search's recheck read -2%). That is the ageing `rate_now` sizes the rate for now from, carried over
+    the burst's 800 requests since; the same two runs of a server that does not age are no such finding."""
+    from tests.tune.verdicts.test_degradation import records
+
+    served = {"c1": np.full(1100, 0.154), "c2": np.full(1100, 0.180)}
+    monkeypatch.setattr(capacity_run, "read_records", lambda path: records(served[path.name]))
+    probes = [Probe(18.5, True, kind="confirm", run_dir="c1", duration_s=60, completed_ok=1100),
+              Probe(18.5, True, kind="confirm", run_dir="c2", duration_s=60, completed_ok=1100),
+              Probe(24.0, False, kind="overload", run_dir="o", completed_ok=700),
+              Probe(18.5, True, kind="after", run_dir="a", completed_ok=100)]
+    capacity = Capacity(18.5, 20.0, 0.1, True, True, probes)
+
+    class Root:
+        root = tmp_path
+
+    found = capacity_run.repeats_change(Root(), capacity)  # type: ignore[arg-type]
+    assert found is not None and found.requests_between == 1100 and found.degraded
+    law = capacity_run.ageing(capacity, found)
+    assert law is not None and law[4] == "the first confirmation"
+    assert law[0] == pytest.approx(0.154) and law[1] == pytest.approx(0.180 + 800 * 0.026 / 1100)
+    served["c2"] = np.full(1100, 0.155)
+    steady = capacity_run.repeats_change(Root(), capacity)  # type: ignore[arg-type]
+    assert steady is not None and capacity_run.ageing(capacity, steady) is None
