@@ -209,6 +209,7 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
     # every run after a collapse would measure the collapsed server: none runs
     if config.plan.confirm and capacity.capacity_rps is not None and not capacity.collapsed:  # as left
         sustain(capacity, prober.confirm, config.plan, repeats)
+        unsustained_recheck(capacity)
     if config.overload and capacity.capacity_rps is not None and not capacity.collapsed:
         probe, overload = prober.overload(capacity.capacity_rps)
         capacity.probes.append(probe)
@@ -258,6 +259,22 @@ def recheck(prober: Prober, capacity: Capacity) -> None:
                 f"first failing rate, {failing:.3g}, where the queue's own noise sets it")
     capacity.degradation = replace(found, start_probe=first.run_dir, end_probe=probe.run_dir,
                                    requests_between=served, note=note)
+
+
+def unsustained_recheck(capacity: Capacity) -> None:
+    """The recheck ran before the confirmation, at the earliest passing probe's rate; when that rate is
+    above the answer that held a sustained run, the server did not sustain it, and its latency there was
+    the queue's (a batched server's +9% read so): the latency change is dropped, saying why, and a
+    comparison of latency alone (no start event: plain HTTP) is not judged."""
+    found, rate = capacity.degradation, capacity.capacity_rps
+    if found is None or rate is None or not capacity.confirmed or found.rate_rps <= rate:
+        return
+    why = (f"{found.rate_rps:.3g} req/s is above {rate:.3g}, the rate that held a sustained run, so the "
+           "queue set its latency")
+    if found.metric != "service time":
+        capacity.degradation, capacity.recheck_note = None, f"not judged: {why}"
+    elif found.latency is not None:
+        capacity.degradation = replace(found, latency=None, note=f"latency not compared: {why}")
 
 
 def after_the_burst(prober: Prober, capacity: Capacity) -> None:

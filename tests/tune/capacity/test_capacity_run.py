@@ -177,3 +177,28 @@ def test_two_confirmations_that_drift_apart_are_the_ageing_a_short_recheck_misse
     served["c2"] = np.full(1100, 0.155)
     steady = capacity_run.repeats_change(Root(), capacity)  # type: ignore[arg-type]
     assert steady is not None and capacity_run.ageing(capacity, steady) is None
+
+
+def test_a_recheck_above_the_rate_that_held_compares_no_latency() -> None:
+    """The sleep preset: the recheck at 59.5 req/s read latency +9% (its queue's noise), then 59.5 failed
+    its confirmation and 54.1 held: the latency change is dropped, saying why; the service time stays.
+    A recheck of latency alone (plain HTTP) at such a rate is not judged; one at or under the answer is
+    kept as it was."""
+    from qbench.tune.verdicts.degradation import Change
+
+    latency = Change(0.2, 0.218, 0.09, 0.02, 0.15)
+    found = Degradation(59.5, "service time", 0.1, 0.104, 0.04, 0.02, 0.05, latency=latency)
+    capacity = Capacity(54.1, 59.5, 0.1, True, True, degradation=found)
+    capacity_run.unsustained_recheck(capacity)
+    kept = capacity.degradation
+    assert kept is not None and kept.latency is None and kept.verdict == "inconclusive"
+    assert kept.note == ("latency not compared: 59.5 req/s is above 54.1, the rate that held a sustained "
+                         "run, so the queue set its latency")
+    http = Capacity(54.1, 59.5, 0.1, True, True,
+                    degradation=Degradation(59.5, "latency from the send", 0.2, 0.23, 0.15, 0.1, 0.2))
+    capacity_run.unsustained_recheck(http)
+    assert http.degradation is None and http.over_the_search is not None
+    assert http.over_the_search.startswith("not judged: 59.5 req/s is above 54.1")
+    under = Capacity(60.0, 66.0, 0.1, True, True, degradation=found)
+    capacity_run.unsustained_recheck(under)
+    assert under.degradation == found
