@@ -63,7 +63,7 @@ def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any],
 
 
 def start_app(stack: ExitStack, app_file: Path, work_dir: Path, console: Console,
-              python: str | None = None) -> tuple[str, int | None]:
+              python: str | None = None, env: dict[str, str] | None = None) -> tuple[str, int | None]:
     """`python APP` on a free port by qbench's startup hook (its log and the hook's record in `work_dir`),
     stopped with `stack`; ready once it answers (a LitServe app, a BentoML service: once its own health
     check, /health or /readyz, says its workers are set up): (its URL, its pid)."""
@@ -75,6 +75,6 @@ def start_app(stack: ExitStack, app_file: Path, work_dir: Path, console: Console
     # any answer on /config means it listens (LitServe has none: 404); the hook's record then says what
     # it started, and a LitServe app is ready once its /health says so
     handle = stack.enter_context(launch_command(command_line, {}, work_dir=work_dir, hook=True,
-                                                any_status=True))
+                                                any_status=True, env=env))
     console.print(f"started {app_file} at {handle.base_url} (pid {handle.pid}; log {handle.log_path})")
     return handle.base_url, handle.pid

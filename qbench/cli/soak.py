@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,8 @@ class SoakArgs:
     limit: Annotated[list[str] | None, typer.Option(
         help="When would it cross: --limit rss=16GiB (rss, cache, files, p95)")] = None
     cache_dir: Annotated[Path | None, typer.Option(
-        help="The app's file cache (default GRADIO_TEMP_DIR, else <tmp>/gradio).")] = None
+        help="The app's file cache (default: with --app, a folder of the app's own in the run folder; else "
+             "GRADIO_TEMP_DIR, else <tmp>/gradio).")] = None
     out: Annotated[Path | None, typer.Option(help="Run folder (default reports/soak-<name>-<stamp>)")] = None
     set_: SetOpt = None
     live: LiveOpt = True
@@ -72,8 +74,10 @@ def soak(args: SoakArgs) -> None:
             from qbench.run.results.files import new_folder
 
             out = out or new_folder("soak", args.app_file.stem)
-            target, pid = start_app(stack, args.app_file, out / "app", console, args.python)
-            options = dataclasses.replace(options, pid=pid)
+            cache = own_cache(args.cache_dir, out / "app")
+            target, pid = start_app(stack, args.app_file, out / "app", console, args.python,
+                                    env={"GRADIO_TEMP_DIR": str(cache)} if cache else None)
+            options = dataclasses.replace(options, pid=pid, cache_folder=cache or options.cache_folder)
         run = RunOptions(args.scenario, target, args.api, out, args.overrides(), live=args.live)
         result = run_soak(run, options)
     render_run(result.done, console)
@@ -81,6 +85,16 @@ def soak(args: SoakArgs) -> None:
     error = result.error() or verdict(result.done.result.outcome)
     if error is not None:
         raise error
+
+
+def own_cache(cache_dir: Path | None, work_dir: Path) -> Path | None:
+    """The file cache of an app `qbench soak --app` starts: a folder of its own in its work folder
+    (GRADIO_TEMP_DIR), so what is measured is this app's files, not every Gradio app's on the machine
+    under <tmp>/gradio (thousands of files, walked at every sample); None where --cache-dir or the
+    environment's GRADIO_TEMP_DIR names one."""
+    if cache_dir is not None or os.environ.get("GRADIO_TEMP_DIR"):
+        return None
+    return work_dir / "gradio-cache"
 
 
 def render_soak(report: SoakReport, console: Console) -> None:

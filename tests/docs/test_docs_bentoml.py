@@ -84,7 +84,10 @@ def test_the_sweep_proves_each_batch_size_and_advises_bentoml_code(in_tmp: Path)
         hook = check["hook"]
         assert hook["framework"] == "bentoml" and hook["bentoml"]["version"] == BENTOML
         sizes = {int(k): v for k, v in hook["batch_sizes"]["/predict"].items()}  # counted in BentoML
-        assert max(sizes) <= size and sum(k * v for k, v in sizes.items()) >= 192, sizes
+        # every request that was served went through a counted batch (a few of the 192 may get BentoML's
+        # 503 past max_latency_ms, never reaching the API: 4 did on a quiet box at six workers)
+        ok = json.loads((sweep / "points" / point_id / "summary.json").read_text())["completed_ok"]
+        assert max(sizes) <= size and sum(k * v for k, v in sizes.items()) >= ok > 0, (sizes, ok)
         if size > 2:  # 16 closed-loop users keep requests waiting while a batch runs: batches fill
             assert max(sizes) > 1, sizes
     assert (f"your service (BentoML {BENTOML}): @bentoml.api(max_batch_size=16, max_latency_ms=1000) -> "

@@ -129,16 +129,18 @@ def launch_command(
     hook: bool = False,
     hook_events: Sequence[str] | None = None,
     cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[ServerHandle]:
     """Launch the user's app for one point; yields once `GET ready_path` answers, kills the group after.
 
     `hook`: start it with qbench's startup hook (qbench.tune.servers.apphook), which sets the point's server
     knobs on `hook_events` (None: every queued event), its port and host on Blocks.launch(), and writes
-    what it did to `work_dir/hook-record.json`. `cwd`: the folder it runs in (default: this one)."""
+    what it did to `work_dir/hook-record.json`. `cwd`: the folder it runs in (default: this one); `env`:
+    more environment variables for it."""
     work_dir.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, PORT_TRIES + 1):
         log_start = _log_size(work_dir / "server.log")  # this attempt's lines start there
-        handle = _start(template, knobs, work_dir, cwd, hook, hook_events)
+        handle = _start(template, knobs, work_dir, cwd, hook, hook_events, env or {})
         assert handle.process is not None
         deadline = time.monotonic() + ready_timeout_s
         try:
@@ -160,13 +162,13 @@ def launch_command(
 
 
 def _start(template: str, knobs: Mapping[str, Any], work_dir: Path, cwd: Path | None, hook: bool,
-           hook_events: Sequence[str] | None) -> ServerHandle:
+           hook_events: Sequence[str] | None, extra: Mapping[str, str]) -> ServerHandle:
     """Spawn the app on a port free right now, with the ports after it free too (Gradio puts its SSR
     proxy's Python side and its static-file workers there unchecked), its output appended to
     work_dir/server.log."""
     port = free_port_block(APP_PORTS + (json_int(knobs.get("num_workers")) or 0))
     argv = render_command(template, knobs, port)
-    env = knob_env(knobs, port)
+    env = {**knob_env(knobs, port), **extra}
     if hook:
         server = {k: v for k, v in knobs.items() if is_server_knob(k)}
         observe = [k for k in server if "{" + k + "}" in template]  # the command passes these itself

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from qbench.report.build import build_report
 from qbench.run.diagnose.diagnose import configured_slots, diagnose
@@ -211,6 +212,9 @@ def test_an_instant_function_behind_its_arrivals_is_request_handling() -> None:
     assert "not steady" in finding.message
 
 
+LIGHT = 26  # the model-bound case's light requests: MIN_GROUP (20) at few running, and some to spare
+
+
 def one_request_s(url: str, api: dict[str, Any], tmp_path: Path) -> float:
     """The server's own time for one request of `api` on this machine now, one at a time: the median
     service time (its process_starts to process_completed) of 12 requests from one closed-loop user (the
@@ -225,14 +229,17 @@ def one_request_s(url: str, api: dict[str, Any], tmp_path: Path) -> float:
     return one
 
 
+@pytest.mark.timeout(900)
 def test_real_cpu_work_that_slows_with_concurrency_is_model_bound(tmp_path: Path) -> None:
     """The `cpu` workload (torch matmuls, one torch thread each) with 8 slots on this machine's 2 cores:
     8 running take about four times as long each as 1. The rates are sized by the server's own time for
-    one request, t, measured first: light load, 40 requests at 0.05 / t req/s (0.05 running on average on
-    a slow box as on a fast one, and under 4, the few the growth is read against, even where the host
+    one request, t, measured first: light load, LIGHT requests at 0.05 / t req/s (0.05 running on average
+    on a slow box as on a fast one, and under 4, the few the growth is read against, even where the host
     later gives the server a 40th of the share it had while t was measured: a busy run at 0.2 / t, its
     server serving at 27 x t, ran ~5 at a time and left too few requests at low concurrency to compare),
-    then overload, 240 requests at 8 / t req/s (the 2 cores serve about 2 / t).
+    then overload, 240 requests at 8 / t req/s (the 2 cores serve about 2 / t). LIGHT is the diagnosis's
+    group of 20 and a few more: the light phase lasts LIGHT x 20 t (a busy box's t made 40 of them
+    outlast the 300 s test timeout), mostly idle, so its timeout is the slow box's, not its CPU.
     8 slots, not 4: B other busy processes on the host stretch few-running and k-running alike, so the
     growth reads (k + B) / (1 + B); with 4 slots it fell under 1.5 at B = 6 (a CI box running the
     suite in parallel said queue_limit), with 8 it stays about 2. Every rate and count is sized by t, so
@@ -243,7 +250,7 @@ def test_real_cpu_work_that_slows_with_concurrency_is_model_bound(tmp_path: Path
         t = one_request_s(url, work, tmp_path)
         light, heavy = 0.05 / t, 8 / t
         spec = scenario(endpoint={"api_name": "work"}, payload={"inputs": [{"text": {"words": [1, 2]}}]},
-                        load={"stages": [{"duration": 40 / light, "rate": light},
+                        load={"stages": [{"duration": LIGHT / light, "rate": light},
                                          {"duration": 240 / heavy, "rate": heavy}],
                               "timeout": 30 + 240 * t})
         result = run_scenario(spec, target=url, out_dir=tmp_path / "run", live=False)

@@ -134,10 +134,13 @@ def test_a_capacity_sweep_confirms_its_winner_on_the_server(tmp_path: Path, monk
                                                              ) -> None:
     """`qbench sweep --confirm-duration 2` (objective capacity, live server): the winner's capacity held a
     2 s run at its rate, recommendation.json and the console say so, the report's headline too."""
-    # 5 probes: on a busy box the first ones may fail and the search steps down to a rate that holds
+    # 5 probes: on a busy box the first ones may fail and the search steps down to a rate that holds.
+    # What is checked is the capacity's path through the sweep, not the SLO: p95 <= 10 s, so that a busy
+    # box's stall inside the 1 s point (p95 3 s at 10 req/s beside four busy loops) leaves it a winner
     path = write_scenario(tmp_path, sweep={"capacity_trials": 5, "capacity_tolerance": 0.25}, rate=10)
     args = ["sweep", str(path), "--grid", "concurrency_limit=1", "--live", "--duration", "1",
-            "--capacity-duration", "1", "--confirm-duration", "2", "--out", str(tmp_path / "reports")]
+            "--capacity-duration", "1", "--confirm-duration", "2", "--slo", "p95_latency_s=10",
+            "--out", str(tmp_path / "reports")]
     out = CliRunner().invoke(app, args)
     assert out.exit_code == 0, out.output
     (folder,) = (tmp_path / "reports").glob("sweep-*")
