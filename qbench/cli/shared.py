@@ -32,8 +32,9 @@ SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a scenario key: --set load.rate=12 (repeat).")
 ]
 AppOpt = Annotated[Path | None, typer.Option(
-    "--app", help="Start this Gradio or LitServe app or BentoML service, unmodified (`python APP`; "
-    "`bentoml serve`; on a free port by qbench's startup hook), and load it.")]
+    "--app", help="Start this Gradio, LitServe or Ray Serve app or BentoML service, unmodified "
+    "(`python APP`; `bentoml serve`; `serve run` for a Ray Serve app that only binds one; on a free port "
+    "by qbench's startup hook), and load it.")]
 PythonOpt = Annotated[str | None, typer.Option(
     help="Interpreter for --app: the app's virtualenv (default: qbench's own).")]
 SloOpt = Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2 (repeat).")]
@@ -66,7 +67,8 @@ def start_app(stack: ExitStack, app_file: Path, work_dir: Path, console: Console
               python: str | None = None, env: dict[str, str] | None = None) -> tuple[str, int | None]:
     """`python APP` on a free port by qbench's startup hook (its log and the hook's record in `work_dir`),
     stopped with `stack`; ready once it answers (a LitServe app, a BentoML service: once its own health
-    check, /health or /readyz, says its workers are set up): (its URL, its pid)."""
+    check, /health or /readyz, says its workers are set up; a Ray Serve app: once serve.run says it
+    runs): (its URL, its pid)."""
     from qbench.tune.servers.app_process import app_launch_line, launch_command
 
     if not app_file.is_file():

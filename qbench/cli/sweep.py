@@ -42,16 +42,18 @@ PresetOpt = Annotated[
 ]
 LaunchOpt = Annotated[
     str | None, typer.Option(help="Your app's command ({knob} and {port} placeholders optional); a "
-                             "Gradio app gets the knobs from qbench's startup hook too, a LitServe app "
-                             "or BentoML service those its command does not pass itself.")
+                             "Gradio app gets the knobs from qbench's startup hook too, a LitServe or "
+                             "Ray Serve app or BentoML service those its command does not pass itself.")
 ]
 AppFileOpt = Annotated[
     Path | None,
-    typer.Option("--app", help="Your Gradio or LitServe app or BentoML service, unmodified: `python APP "
-                 "[-- app args]` (`bentoml serve`) per point, with qbench's startup hook setting the "
-                 "knobs (queue(), launch(), the events; LitAPI(max_batch_size, batch_timeout), "
-                 "LitServer(workers_per_device); @bentoml.api(max_batch_size, max_latency_ms), "
-                 "@bentoml.service(workers, traffic max_concurrency))."),
+    typer.Option("--app", help="Your Gradio, LitServe or Ray Serve app or BentoML service, unmodified: "
+                 "`python APP [-- app args]` (`bentoml serve`, `serve run`) per point, with qbench's "
+                 "startup hook setting the knobs (queue(), launch(), the events; LitAPI(max_batch_size, "
+                 "batch_timeout), LitServer(workers_per_device); @bentoml.api(max_batch_size, "
+                 "max_latency_ms), @bentoml.service(workers, traffic max_concurrency); "
+                 "@serve.batch(max_batch_size, batch_wait_timeout_s, max_concurrent_batches), "
+                 "@serve.deployment(num_replicas, max_ongoing_requests, max_queued_requests))."),
 ]
 KnobScopeOpt = Annotated[
     str, typer.Option(help="Event knobs (concurrency_limit, ...) on the events the scenario drives "

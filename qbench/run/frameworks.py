@@ -6,6 +6,11 @@ running server is).
                "stream": {path: bool}, ...}} (litserve.server, 0.2.x); an untyped
                `LitAPI.decode_request(self, request)` publishes no request schema, so the keys it reads
                (`request["input"]`, `request.get("input")`) come from the app's code (`request_keys`)
+    BentoML    GET /schema.json: {"type": "service", "name": ..., "routes": [{"route", "input",
+               "output", "batchable", "is_task"}, ...]}
+    Ray Serve  GET /-/routes: {route_prefix: application name} (its HTTP proxy's own route table); a
+               deployment that reads its request itself (`await request.json()`) publishes no request
+               schema, so the keys it reads come from the app's code too (`request_keys`)
 """
 
 from __future__ import annotations
@@ -86,6 +91,26 @@ BENTOML_CAP = ('traffic={{"max_concurrency": N}} in @bentoml.service, N = {waiti
                "also refuses (503 'process is overloaded') what it expects to wait past its max_latency_ms")
 
 
+def rayserve(routes: Any) -> Framework | None:
+    """Ray Serve, from its proxy's GET /-/routes ({route_prefix: application name}; None: not that shape).
+    An empty table is Ray Serve before any application is deployed."""
+    if not isinstance(routes, dict) or not all(isinstance(k, str) and k.startswith("/")
+                                                and isinstance(v, str) for k, v in routes.items()):
+        return None
+    listed = ", ".join(f"{prefix} ({name})" for prefix, name in sorted(routes.items()))
+    facts = f"applications at {listed}" if listed else "no application deployed yet"
+    return Framework("Ray Serve", facts, convention={"input": "$0"},
+                     schema_hint="a deployment that reads its request itself (`await request.json()`) "
+                     "declares no request schema: give its app to `qbench init --app app.py` to read the "
+                     "keys it reads, or serve it through FastAPI (@serve.ingress), whose /openapi.json does",
+                     queue_cap=RAYSERVE_CAP)
+
+
+#: Ray Serve's own cap on waiting requests, for the overload advice ({waiting}: the advised queue)
+RAYSERVE_CAP = ("max_queued_requests={waiting} in @serve.deployment (requests waiting for a replica, at "
+                "each proxy; past it a 503 at once; its default -1 queues without a cap)")
+
+
 def bentoml_spec(schema: dict[str, Any]) -> dict[str, Any]:
     """BentoML's /schema.json routes as the OpenAPI paths qbench.run.openapi_body reads: each API's input
     schema (flattened by BentoML: no references) as its POST's JSON body."""
@@ -102,17 +127,50 @@ def bentoml_spec(schema: dict[str, Any]) -> dict[str, Any]:
 
 def request_keys(app: Path) -> list[str]:
     """The keys the app's request decoder reads from its JSON body, in the order it first reads them:
-    LitServe's `decode_request(self, request)` in any class of `app` (`request["k"]`, `request.get("k")`).
-    [] when there is none or it reads no constant key."""
+    LitServe's `decode_request(self, request)` in any class of `app` (`request["k"]`, `request.get("k")`),
+    or a Ray Serve deployment's `__call__(self, request)` from what its `await request.json()` gave
+    (`body["k"]`, `(await request.json())["k"]`). [] when there is none or it reads no constant key."""
     tree = ast.parse(app.read_text(encoding="utf-8"), filename=str(app))
     keys: list[str] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "decode_request":
-            args = [a.arg for a in node.args.args]
-            for key in _read_keys(node, args[1]) if len(args) >= 2 else []:
-                if key not in keys:
-                    keys.append(key)
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        args = [a.arg for a in node.args.args]
+        if node.name == "decode_request" and len(args) >= 2:
+            found = _read_keys(node, args[1])
+        elif node.name == "__call__" and len(args) >= 2:
+            found = _json_keys(node, args[1])
+        else:
+            found = []
+        for key in found:
+            if key not in keys:
+                keys.append(key)
     return keys
+
+
+def _json_keys(function: ast.AST, request: str) -> list[str]:
+    """Keys read from `request.json()`'s value in `function`: through a name it is assigned to, or
+    directly (`(await request.json())["k"]`)."""
+    bodies = [target.id for node in ast.walk(function)
+              if isinstance(node, ast.Assign) and _is_json_call(node.value, request)
+              for target in node.targets if isinstance(target, ast.Name)]
+    found: list[tuple[int, int, str]] = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Subscript) and _is_json_call(node.value, request):
+            key: ast.expr | None = node.slice
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                found.append((node.lineno, node.col_offset, key.value))
+    keys = [key for _, _, key in sorted(found)]
+    for body in bodies:
+        keys += _read_keys(function, body)
+    return keys
+
+
+def _is_json_call(node: ast.expr, request: str) -> bool:
+    """`await request.json()` or `request.json()`."""
+    call = node.value if isinstance(node, ast.Await) else node
+    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "json"
+            and _is_name(call.func.value, request))
 
 
 def _read_keys(function: ast.AST, name: str) -> list[str]:
@@ -137,10 +195,10 @@ def _is_name(node: ast.expr, name: str) -> bool:
 
 def read_framework(base_url: str, timeout_s: float = 2.0) -> Framework | None:
     """The framework a plain HTTP server is, from what it serves (LitServe's GET /info, BentoML's GET
-    /schema.json), else None."""
+    /schema.json, Ray Serve's GET /-/routes), else None."""
     try:
         with control.client(timeout_s=timeout_s) as http:
-            for path, known in (("/info", litserve), ("/schema.json", bentoml)):
+            for path, known in (("/info", litserve), ("/schema.json", bentoml), ("/-/routes", rayserve)):
                 answer = http.get(base_url.rstrip("/") + path)
                 framework = known(answer.json()) if answer.status_code == 200 else None
                 if framework is not None:

@@ -27,7 +27,7 @@ import orjson
 import yaml
 
 from qbench.errors import ScenarioError, TargetError
-from qbench.run.frameworks import Framework, bentoml, bentoml_spec, litserve, request_keys
+from qbench.run.frameworks import Framework, bentoml, bentoml_spec, litserve, rayserve, request_keys
 from qbench.run.init_yaml import Draft, DraftInput, render, render_mix
 from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.gradio_api import AppEndpoint, Suggestion, app_endpoints, describe, suggest
@@ -130,6 +130,10 @@ async def _read(base: str, auth: Auth, protocol: str) -> Target:
                 spec = bentoml_spec(schema) if framework is not None else spec
                 paths = spec.get("paths") if isinstance(spec, dict) else None
             posts = [p for p, ops in (paths or {}).items() if isinstance(ops, dict) and "post" in ops]
+            if framework is None:  # Ray Serve: its proxy's route table (the app's own /openapi.json is
+                routes = await _get(http, base + "/-/routes", auth)  # there only behind FastAPI)
+                framework = rayserve(routes)
+                posts = posts or (sorted(routes) if framework is not None else posts)
             return HttpTarget(posts, spec if isinstance(spec, dict) else None, framework)
 
 
@@ -411,19 +415,21 @@ def _http_template(target: HttpTarget, path: str) -> Draft:
     """No body declared for `path`: the keys its app's code reads (`init --app`), else a template (the
     framework's documented body, else `{inputs: $0}`) and what to fill in."""
     posts = target.post_paths
-    known = (f"its /openapi.json lists POST {', '.join(posts)} but declares no JSON body for {path}"
-             if posts else "it publishes no API description")
     framework = target.framework
+    routed = framework is not None and framework.name == "Ray Serve" and target.spec is None  # /-/routes
+    known = (f"its /openapi.json lists POST {', '.join(posts)} but declares no JSON body for {path}"
+             if posts and not routed else "it publishes no API description")
     slo = {"p95_latency_s": 10.0, "error_rate": 0.01}
     if target.request_keys:
         keys = target.request_keys
-        inputs = [DraftInput(f"field '{key}' (read by the app's decode_request)",
+        reader = _reader(framework)
+        inputs = [DraftInput(f"field '{key}' (read by the app's {reader})",
                              Suggestion({"text": {"words": [5, 20]}}, "text: check its type"))
                   for key in keys]
         draft = Draft(file_slug(f"http{path}"), "http",
                       {"method": "POST", "path": path, "body": {key: f"${k}" for k, key in enumerate(keys)}},
                       inputs, [f"{_server(target)}; {known}; its app's code reads {', '.join(keys)}"], slo)
-        draft.endpoint_notes = ["The body's keys are those its decode_request reads (qbench init --app);",
+        draft.endpoint_notes = [f"The body's keys are those its {reader} reads (qbench init --app);",
                                 '"$0" is replaced by the first payload input, "$1" by the second...']
         draft.notes.append(f"{known}: the body's keys ({', '.join(keys)}) come from the app's code; their "
                            "values are text: change a generator where it reads another type")
@@ -445,6 +451,12 @@ def _http_template(target: HttpTarget, path: str) -> Draft:
     if framework and path in framework.streamed:
         draft.notes.append(f"{path} streams its answer (stream=True): the run times the whole stream")
     return draft
+
+
+def _reader(framework: Framework | None) -> str:
+    """What reads the request body in the app's code (qbench.run.frameworks.request_keys)."""
+    return "__call__'s request.json()" if framework is not None and framework.name == "Ray Serve" \
+        else "decode_request"
 
 
 # ---------------------------------------------------------------- the whole step

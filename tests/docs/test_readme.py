@@ -352,6 +352,27 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "bentoml-env/bin/python --grid max_batch_size=1,16": [
         ("tests/docs/test_docs_bentoml.py::test_a_batch_of_one_is_refused_before_the_service_starts",
          '"## A knob value BentoML refuses"')],
+    # docs/rayserve.md: a Ray Serve app known by its route table and its code, its own knobs, its capacity
+    "rayserve-env/bin/python examples/rayserve/app.py 8000": [
+        ("tests/docs/test_docs_rayserve.py::test_the_app_and_the_init_command_run",
+         "rayserve-env/bin/python examples/rayserve/app.py 8000")],
+    "qbench init http://127.0.0.1:8000 --app examples/rayserve/app.py": [
+        ("tests/docs/test_docs_rayserve.py::test_the_app_and_the_init_command_run",
+         '"## A scenario from the app"')],
+    "qbench sweep examples/rayserve/predict.yaml --app examples/rayserve/app.py --python "
+    "rayserve-env/bin/python --grid max_batch_size=4,16 --grid max_ongoing_requests=5,32 "
+    "--objective capacity": [
+        ("tests/docs/test_docs_rayserve.py::"
+         "test_the_sweep_proves_each_point_and_says_where_max_ongoing_requests_caps_the_batch",
+         '"## A sweep of its own knobs"')],
+    "qbench capacity examples/rayserve/predict.yaml --app examples/rayserve/app_tuned.py --python "
+    "rayserve-env/bin/python": [
+        ("tests/docs/test_docs_rayserve.py::test_the_capacity_of_the_tuned_app_qbench_starts",
+         '"## How many users: a capacity that holds"')],
+    "qbench sweep examples/rayserve/predict.yaml --app examples/rayserve/app.py --python "
+    "rayserve-env/bin/python --grid concurrency_limit=1,2": [
+        ("tests/docs/test_docs_rayserve.py::test_a_knob_ray_serve_lacks_is_refused_before_the_app_starts",
+         '"## A knob Ray Serve lacks"')],
     # docs/gradio-demos.md: the demo bench on demos of our own, from a git repository and from a folder
     ".venv/bin/python bench/gradio_demos.py --gradio-git ../gradio.git --out /tmp/demos": [
         ("tests/run/e2e/test_demo_apps.py::test_the_demo_bench_runs_from_a_git_repository", "--gradio-git")],

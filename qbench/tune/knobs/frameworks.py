@@ -5,6 +5,8 @@
     litserve     LitAPI(max_batch_size, batch_timeout)   LitServer(workers_per_device)
     bentoml      @bentoml.api(max_batch_size, max_latency_ms)   @bentoml.service(workers,
                  traffic={"max_concurrency": ...})
+    rayserve     @serve.batch(max_batch_size, batch_wait_timeout_s, max_concurrent_batches)
+                 @serve.deployment(num_replicas, max_ongoing_requests, max_queued_requests)
 
 A sweep names knobs as the framework does. A knob the app's framework lacks is an error before any load,
 naming the framework's equivalent (`check_framework_knobs`): LitServe has no concurrency limit (each
@@ -13,7 +15,10 @@ device), no queue cap and no `batch_wait_ms` (its `batch_timeout` is in seconds)
 API declared `batchable=True`, in batches of 2 or more (`max_batch_size` > 1: one at a time is the
 API's code, not a knob); it has no per-event limit: `max_concurrency` caps the requests each worker has
 in flight, running or waiting (429 past it), and `max_latency_ms` is the latency its batcher refuses (503)
-a request it expects to pass, not a wait to fill.
+a request it expects to pass, not a wait to fill. Ray Serve batches only a method decorated @serve.batch
+(`batch_wait_timeout_s`, in seconds, is the wait to fill one); a deployment's `max_ongoing_requests` caps
+the requests each replica runs at once, which also caps its batches (a batch of 8 needs 8 requests in the
+replica), and `max_queued_requests` caps those waiting for one (503 past it; -1, its default: no cap).
 
 `app_framework(source)` reads which one an app uses from its code (`import litserve`); the hook's record
 says which one it really started.
@@ -31,13 +36,18 @@ LITSERVE_API_KNOBS: Final = ("max_batch_size", "batch_timeout")
 LITSERVE_SERVER_KNOBS: Final = ("workers_per_device",)
 BENTOML_API_KNOBS: Final = ("max_batch_size", "max_latency_ms")
 BENTOML_SERVICE_KNOBS: Final = ("workers", "max_concurrency")
+RAYSERVE_BATCH_KNOBS: Final = ("max_batch_size", "batch_wait_timeout_s", "max_concurrent_batches")
+RAYSERVE_DEPLOYMENT_KNOBS: Final = ("num_replicas", "max_ongoing_requests", "max_queued_requests")
 #: framework -> its knobs
 KNOBS: Final[dict[str, tuple[str, ...]]] = {"litserve": LITSERVE_API_KNOBS + LITSERVE_SERVER_KNOBS,
-                                            "bentoml": BENTOML_API_KNOBS + BENTOML_SERVICE_KNOBS}
+                                            "bentoml": BENTOML_API_KNOBS + BENTOML_SERVICE_KNOBS,
+                                            "rayserve": RAYSERVE_BATCH_KNOBS + RAYSERVE_DEPLOYMENT_KNOBS}
 #: knobs only some framework has (Gradio and the reference server lack them), and whose they are
 FRAMEWORK_ONLY: Final = {"batch_timeout": "litserve", "workers_per_device": "litserve",
-                         "max_latency_ms": "bentoml", "workers": "bentoml", "max_concurrency": "bentoml"}
-_NAMES: Final = {"litserve": "LitServe", "gradio": "Gradio", "bentoml": "BentoML"}
+                         "max_latency_ms": "bentoml", "workers": "bentoml", "max_concurrency": "bentoml",
+                         **{k: "rayserve" for k in ("batch_wait_timeout_s", "max_concurrent_batches",
+                                                    *RAYSERVE_DEPLOYMENT_KNOBS)}}
+_NAMES: Final = {"litserve": "LitServe", "gradio": "Gradio", "bentoml": "BentoML", "rayserve": "Ray Serve"}
 
 _WORKERS = ("workers_per_device (inference processes per device; each runs one request, or one batch, at a "
             "time)")
@@ -67,6 +77,23 @@ EQUIVALENTS: Final[dict[str, dict[str, str]]] = {
         "concurrency_id": "",
         "ssr_mode": "",
     },
+    "rayserve": {
+        "concurrency_limit": "max_ongoing_requests (requests each replica runs at once; num_replicas "
+                             "replicas)",
+        "default_concurrency_limit": "max_ongoing_requests",
+        "concurrency_count": "max_ongoing_requests",
+        "num_workers": "num_replicas (replica processes of the deployment)",
+        "workers": "num_replicas (replica processes of the deployment)",
+        "workers_per_device": "num_replicas (replica processes of the deployment)",
+        "max_size": "max_queued_requests (requests waiting for a replica: 503 past it; -1 no cap)",
+        "max_concurrency": "max_queued_requests plus max_ongoing_requests",
+        "batch_wait_ms": "batch_wait_timeout_s (seconds: batch_wait_ms=10 is batch_wait_timeout_s=0.01)",
+        "batch_timeout": "batch_wait_timeout_s (seconds)",
+        "max_latency_ms": "",
+        "max_threads": "",
+        "concurrency_id": "",
+        "ssr_mode": "",
+    },
     "gradio": {
         "batch_timeout": "none in Gradio, which runs a batch as soon as a worker is free (the reference "
                          "server's batch_wait_ms waits for one to fill)",
@@ -74,12 +101,19 @@ EQUIVALENTS: Final[dict[str, dict[str, str]]] = {
         "workers": "concurrency_limit (per event; concurrency_count in 3.x)",
         "max_concurrency": "max_size (the waiting requests; the running ones are concurrency_limit's)",
         "max_latency_ms": "",
+        "num_replicas": "concurrency_limit (per event; concurrency_count in 3.x)",
+        "max_ongoing_requests": "concurrency_limit (per event; concurrency_count in 3.x)",
+        "max_queued_requests": "max_size (the waiting requests)",
+        "batch_wait_timeout_s": "none in Gradio, which runs a batch as soon as a worker is free",
+        "max_concurrent_batches": "",
     },
 }
 
 _IMPORTS: Final = {
     "litserve": re.compile(r"^\s*(import\s+litserve\b|from\s+litserve[\s.])", re.MULTILINE),
     "bentoml": re.compile(r"^\s*(import\s+bentoml\b|from\s+bentoml[\s.])", re.MULTILINE),
+    "rayserve": re.compile(r"^\s*(import\s+ray\.serve\b|from\s+ray\s+import\s+(\(\s*)?([\w, ]+,\s*)?serve\b"
+                           r"|from\s+ray\.serve[\s.])", re.MULTILINE),
 }
 
 
@@ -151,3 +185,25 @@ def bentoml_code(knobs: Mapping[str, Any], service_class: str = "MyService", api
     api_args = ["batchable=True"] + [f"{k}={pick[k]}" for k in BENTOML_API_KNOBS if pick[k] is not None]
     return "\n".join([f"@bentoml.service({', '.join(service_args)})", f"class {service_class}:",
                       f"    @bentoml.api({', '.join(api_args)})", f"    def {api_name}(self, ...): ..."])
+
+
+def rayserve_code(knobs: Mapping[str, Any], deployment: str = "MyModel", method: str = "predict",
+                  own_batch: Mapping[str, Any] | None = None, own_deployment: Mapping[str, Any] | None = None,
+                  batched: bool = True) -> str:
+    """The winner as Ray Serve code: the deployment's decorator and the batched method's (the app's own
+    values where the sweep left them), and the same as a Serve config file's deployment entry."""
+    own_batch, own_deployment = own_batch or {}, own_deployment or {}
+    batch = {k: knobs.get(k, own_batch.get(k)) for k in RAYSERVE_BATCH_KNOBS}
+    batch = {k: v for k, v in batch.items() if v is not None}
+    options = {k: knobs.get(k, own_deployment.get(k)) for k in RAYSERVE_DEPLOYMENT_KNOBS}
+    options = {k: v for k, v in options.items() if v is not None}
+    lines = [f"@serve.deployment({', '.join(f'{k}={v}' for k, v in options.items())})",
+             f"class {deployment}:"]
+    if batched:
+        lines += [f"    @serve.batch({', '.join(f'{k}={v}' for k, v in batch.items())})",
+                  f"    async def {method}(self, inputs: list) -> list: ..."]
+    if options:
+        lines += ["# or in a Serve config file (serve deploy / serve run config.yaml):",
+                  f"#   deployments: [{{name: {deployment}, "
+                  + ", ".join(f"{k}: {v}" for k, v in options.items()) + "}]"]
+    return "\n".join(lines)

@@ -11,8 +11,10 @@ Knobs are of two kinds:
                    max_size, concurrency_id; concurrency_count (Gradio 3.x; qbench.tune.knobs.versions says
                    which release has which); num_workers and ssr_mode (launch() settings of an app
                    qbench launches: static-file worker processes behind SSR's Node proxy, 6.15+);
-                   a LitServe app's batch_timeout and workers_per_device (qbench.tune.knobs.frameworks
-                   says which framework has which)
+                   a LitServe app's batch_timeout and workers_per_device, a BentoML service's
+                   max_latency_ms, workers and max_concurrency, a Ray Serve app's num_replicas,
+                   max_ongoing_requests, max_queued_requests, batch_wait_timeout_s and
+                   max_concurrent_batches (qbench.tune.knobs.frameworks says which framework has which)
     client knobs   applied to the scenario as run overrides: rate -> load.rate, users -> load.users,
                    duration -> load.duration, or any dotted scenario key (`load.burst`)
 
@@ -47,6 +49,14 @@ SERVER_KNOBS: Final = (
     "ssr_mode",
     "batch_timeout",
     "workers_per_device",
+    "max_latency_ms",
+    "workers",
+    "max_concurrency",
+    "num_replicas",
+    "max_ongoing_requests",
+    "max_queued_requests",
+    "batch_wait_timeout_s",
+    "max_concurrent_batches",
 )
 #: Knobs only an app qbench launches has (Blocks.launch() arguments of Gradio 6.15+ / 5.0+).
 LAUNCH_ONLY_KNOBS: Final = ("num_workers", "ssr_mode")
@@ -66,6 +76,14 @@ _SHORT: Final = {
     "ssr_mode": "ssr",
     "batch_timeout": "bt",
     "workers_per_device": "wpd",
+    "max_latency_ms": "ml",
+    "workers": "wk",
+    "max_concurrency": "mc",
+    "num_replicas": "nr",
+    "max_ongoing_requests": "mo",
+    "max_queued_requests": "mq",
+    "batch_wait_timeout_s": "bw",
+    "max_concurrent_batches": "mb",
     "rate": "r",
     "users": "u",
     "duration": "d",

@@ -6,4 +6,6 @@ knobs took effect.
     knobcheck.py     did a point's knobs take effect? the hook's record and the point's records
     litserve_check.py    the same for a LitServe app: what LitServe held, the batches it handed the app
     bentoml_check.py     the same for a BentoML service: its settings, the batches, the workers that ran
+    rayserve_check.py    the same for a Ray Serve app: its batch and deployment settings, the batches,
+                         the replicas that ran them, a max_batch_size its max_ongoing_requests caps
 """

@@ -9,7 +9,8 @@ request's phases), and, with `hook`, qbench's startup hook
 (qbench/tune/servers/apphook/), which sets them on an unmodified Gradio app's events and launch(). Ready when
 `GET /config` answers (any answer below 500 for a plain HTTP app) and, for a Gradio app that printed its
 local URL, once launch() has also passed its own start-up checks (see `_wait_launch_checks`); for an app
-the hook saw start LitServe, once its GET /health says its workers are set up (`FRAMEWORK_HEALTH`). The
+the hook saw start LitServe, once its GET /health says its workers are set up (a Ray Serve app: once
+serve.run has deployed it; `FRAMEWORK_HEALTH`). The
 process group is stopped after (qbench/tune/servers/server_process.py).
 """
 
@@ -55,15 +56,26 @@ def knob_env(knobs: Mapping[str, Any], port: int) -> dict[str, str]:
 
 
 def app_launch_line(app: Path, python: str | None = None, args: Sequence[str] = ()) -> str:
-    """The command that starts the user's app file: `python app.py args` (Gradio, LitServe: the file runs
-    its server), or for a BentoML service (its code imports bentoml) `python -m bentoml serve
-    module:Service` on 127.0.0.1 and the point's {port}, in the file's folder."""
+    """The command that starts the user's app file: `python app.py args` (Gradio, LitServe, a Ray Serve app
+    that calls serve.run: the file runs its server), for a BentoML service (its code imports bentoml)
+    `python -m bentoml serve module:Service` on 127.0.0.1 and the point's {port}, in the file's folder,
+    and for a Ray Serve app that only binds one (`app = Model.bind()`) `serve run module:app` (its port
+    and host set by the startup hook)."""
     python = python or sys.executable
     try:
         source = app.read_text(errors="replace")
     except OSError as exc:
         raise ScenarioError(f"--app {app}: cannot read it ({exc.strerror or exc})") from exc
-    if app_framework(source) != "bentoml":
+    framework = app_framework(source)
+    if framework == "rayserve" and not _calls_serve_run(source):
+        application = rayserve_application(source)
+        if application is None:
+            raise ScenarioError(f"--app {app}: it imports ray.serve but neither calls serve.run nor binds an "
+                                "application at module level (app = MyDeployment.bind()): start it with "
+                                "--launch 'serve run module:app'")
+        return shlex.join([python, "-m", "ray.serve.scripts", "run", f"{app.stem}:{application}",
+                           "--app-dir", str(app.resolve().parent), *args])
+    if framework != "bentoml":
         return shlex.join([python, str(app), *args])
     service = bentoml_service(source)
     if service is None:
@@ -71,6 +83,29 @@ def app_launch_line(app: Path, python: str | None = None, args: Sequence[str] = 
                             "start it with --launch 'bentoml serve module:Service --port {port}'")
     return shlex.join([python, "-m", "bentoml", "serve", f"{app.stem}:{service}", "--working-dir",
                        str(app.resolve().parent), "--host", "127.0.0.1", *args]) + " --port {port}"
+
+
+def _calls_serve_run(source: str) -> bool:
+    """The file runs its Ray Serve application itself (`serve.run(...)`, `run(...)` from ray.serve)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (isinstance(func, ast.Attribute) and func.attr == "run" and isinstance(func.value, ast.Name)
+                    and func.value.id == "serve"):
+                return True
+    return False
+
+
+def rayserve_application(source: str) -> str | None:
+    """The last module-level name bound to a Ray Serve application (`app = MyDeployment.bind(...)`):
+    what `serve run module:NAME` runs."""
+    found = None
+    for node in ast.parse(source).body:
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "bind"):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            found = names[0] if names else found
+    return found
 
 
 def bentoml_service(source: str) -> str | None:
@@ -144,7 +179,8 @@ def launch_command(
         assert handle.process is not None
         deadline = time.monotonic() + ready_timeout_s
         try:
-            wait_ready(handle, ready_timeout_s, ready_path, any_status=any_status)
+            wait_ready(handle, ready_timeout_s, ready_path, any_status=any_status,
+                       ready=(lambda: _framework_launched(work_dir)) if hook else None)
             _check_owner(handle)
             _wait_launch_checks(handle, deadline, log_start, work_dir if hook else None)
             if hook:
@@ -222,7 +258,10 @@ def _launch_checked(handle: ServerHandle, log_start: int, hook_dir: Path | None)
 
 #: A framework's own readiness, past its first answer: LitServe's GET /health is 503 until its inference
 #: workers have run setup() (a model loading), 200 "ok" after; requests sent before wait in its queue.
-FRAMEWORK_HEALTH = {"litserve": "/health", "bentoml": "/readyz"}
+#: Ray Serve's proxy answers /-/healthz before the application is deployed: the app is ready once serve.run
+#: has returned (its own wait for the deployments to run), which the hook records as `launched`.
+FRAMEWORK_HEALTH = {"litserve": "/health", "bentoml": "/readyz", "rayserve": "/-/healthz"}
+LAUNCHED_WHEN_READY = ("rayserve",)
 
 
 def _wait_framework_health(handle: ServerHandle, deadline: float, hook_dir: Path) -> None:
@@ -235,7 +274,7 @@ def _wait_framework_health(handle: ServerHandle, deadline: float, hook_dir: Path
         return
     assert handle.process is not None
     with control.client(timeout_s=2.0) as http:
-        while not control.answers(http, handle.base_url + path):
+        while not (control.answers(http, handle.base_url + path) and _launched(hooked, hook_dir)):
             if handle.process.poll() is not None:
                 raise ServerLaunchError(f"the app exited with code {handle.process.returncode} before its "
                                         f"{path} said it was ready\n{handle.log_tail()}")
@@ -243,6 +282,20 @@ def _wait_framework_health(handle: ServerHandle, deadline: float, hook_dir: Path
                 raise ServerLaunchError(f"{handle.base_url}{path} did not answer 200 before the ready "
                                         f"timeout (its workers still setting up?)\n{handle.log_tail()}")
             time.sleep(0.2)
+
+
+def _launched(hooked: Any, hook_dir: Path) -> bool:
+    """The hook's record says the app runs, for a framework that records it only then."""
+    if hooked.framework not in LAUNCHED_WHEN_READY:
+        return True
+    now = read_hook_record(hook_dir)
+    return now is not None and now.launched
+
+
+def _framework_launched(hook_dir: Path) -> bool:
+    """The hook's record says a framework that records `launched` only once it runs (Ray Serve) runs."""
+    hooked = read_hook_record(hook_dir)
+    return hooked is not None and hooked.framework in LAUNCHED_WHEN_READY and hooked.launched
 
 
 def _log_size(path: Path) -> int:

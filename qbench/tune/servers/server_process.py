@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,16 +148,18 @@ def wait_ready(
     path: str = "/config",
     *,
     any_status: bool = False,
+    ready: Callable[[], bool] | None = None,
 ) -> None:
-    """Poll `GET path` until the server answers (qbench.run.control.answers); fail fast, with the tail
-    of its log, if the process died."""
+    """Poll `GET path` until the server answers (qbench.run.control.answers), or `ready()` says it is
+    (a framework's own word: Ray Serve's app may fail a GET it was never meant for); fail fast, with the
+    tail of its log, if the process died."""
     deadline = time.monotonic() + timeout_s
     with control.client(timeout_s=2.0) as http:
         while time.monotonic() < deadline:
             if handle.process is not None and handle.process.poll() is not None:
                 code = handle.process.returncode
                 raise ServerLaunchError(f"server exited with code {code} before ready\n{handle.log_tail()}")
-            if control.answers(http, handle.base_url + path, any_status):
+            if ready is not None and ready() or control.answers(http, handle.base_url + path, any_status):
                 return
             time.sleep(0.2)
     raise ServerLaunchError(

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from qbench.run import Columns, pair_runs, read_records
-from qbench.tune.knobs.frameworks import bentoml_code, litserve_code
+from qbench.tune.knobs.frameworks import bentoml_code, litserve_code, rayserve_code
 from qbench.tune.knobs.server_knobs import apply_server_knobs
 from qbench.tune.ranking.recommend import Advice, RankedPoint, Ranking, max_size_advice
 from qbench.tune.servers.apphook import HookRecord, app_change, read_hook_record
@@ -31,6 +31,8 @@ def sweep_advice(config: SweepConfig, defaults: dict[str, Any], servers: PointSe
         code, label = litserve_advice(hook, winner)
     elif winner is not None and servers.framework == "bentoml":
         code, label = bentoml_advice(hook, winner)
+    elif winner is not None and servers.framework == "rayserve":
+        code, label = rayserve_advice(hook, winner)
     elif winner is not None and not gradio:
         advised = max_size_advice(winner, config.constraints).max_size
         code, label = server_advice(config, winner, advised)
@@ -77,6 +79,21 @@ def bentoml_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, s
     code = bentoml_code(winner.knobs, str(part.get("name") or "MyService"),
                         str(apis[0].get("name") or "predict"), own)
     return code, f"BentoML{release}: your service's decorators with the winner's settings"
+
+
+def rayserve_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, str]:
+    """(code, label): the winner as a Ray Serve app's decorators, its ingress deployment, batched method
+    and own settings from what the hook read at the winner's launch."""
+    part = hook.rayserve if hook is not None else {}
+    batches = part.get("batches") or []
+    deployments = part.get("deployments") or []
+    ingress = next((d for d in deployments if d.get("ingress")), deployments[0] if deployments else {})
+    batch = batches[0] if batches else {}
+    method = str(batch.get("name") or "predict").rsplit(".", 1)[-1]
+    release = f" {part['version']}" if part.get("version") else ""
+    code = rayserve_code(winner.knobs, str(ingress.get("name") or "MyModel"), method,
+                         batch.get("app") or {}, ingress.get("app") or {}, batched=bool(batches))
+    return code, f"Ray Serve{release}: your deployment's decorators with the winner's settings"
 
 
 def server_advice(config: SweepConfig, winner: PointResult, advised: int | None) -> tuple[str, str]:

@@ -32,6 +32,7 @@ from qbench.tune.points.knobcheck import (
 )
 from qbench.tune.points.litserve_check import check_litserve
 from qbench.tune.points.point import RunawayDetector, point_result
+from qbench.tune.points.rayserve_check import check_rayserve
 from qbench.tune.servers.app_process import launch_command
 from qbench.tune.servers.apphook import HookRecord, read_hook_record
 from qbench.tune.servers.resources import ResourceSampler, status_memory
@@ -257,6 +258,8 @@ def check_point_knobs(
         return check_litserve(knobs, hook)
     if servers.framework == "bentoml" and config.mode == "launch":
         return check_bentoml(knobs, hook)
+    if servers.framework == "rayserve" and config.mode == "launch":
+        return check_rayserve(knobs, hook)
     if config.scenario.protocol != "gradio" or not knobs and config.mode != "launch":
         return None
     try:

@@ -1,5 +1,6 @@
 """Each framework's own knobs (qbench/tune/knobs/frameworks.py): which an app's code imports, a knob the
-framework lacks refused naming its equivalent, the winner as LitServe code."""
+framework lacks refused naming its equivalent, the winner as each framework's code; every framework's
+knobs are grid knobs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from qbench.tune.knobs.frameworks import (
     check_framework_knobs,
     check_framework_values,
     litserve_code,
+    rayserve_code,
 )
+from qbench.tune.knobs.grid import check_knob, parse_axis
 from qbench.tune.knobs.versions import KnobVersionError
 
 
@@ -96,3 +99,55 @@ def test_the_winner_as_bentoml_code_keeps_the_services_own_settings_where_unswep
         '@bentoml.service(workers=1, traffic={"max_concurrency": 40})', "class Batched:",
         "    @bentoml.api(batchable=True, max_batch_size=8, max_latency_ms=1000)",
         "    def predict(self, ...): ..."]
+
+
+@pytest.mark.parametrize("source", [
+    "from ray import serve\n", "import ray.serve as serve\n", "from ray.serve import batch\n",
+    "from ray import tune, serve\n", "    from ray.serve.handle import DeploymentHandle\n"])
+def test_a_ray_serve_app_is_known_by_its_import(source: str) -> None:
+    assert app_framework(source) == "rayserve"
+
+
+@pytest.mark.parametrize("source", ["import ray\n", "from ray import tune\n", "import rayserver\n"])
+def test_ray_without_serve_is_not_ray_serve(source: str) -> None:
+    assert app_framework(source) is None
+
+
+def test_ray_serve_takes_its_own_knobs_and_names_the_equivalents() -> None:
+    for own in ("max_batch_size", "batch_wait_timeout_s", "max_concurrent_batches", "num_replicas",
+                "max_ongoing_requests", "max_queued_requests"):
+        check_framework_knobs([own], "rayserve", "--app app.py")
+    with pytest.raises(KnobVersionError) as error:
+        check_framework_knobs(["concurrency_limit"], "rayserve", "--app app.py")
+    assert "the equivalent there is max_ongoing_requests (requests each replica runs at once" in str(
+        error.value)
+    with pytest.raises(KnobVersionError, match="batch_wait_timeout_s \\(seconds: batch_wait_ms=10 is"):
+        check_framework_knobs(["batch_wait_ms"], "rayserve", "--app app.py")
+    with pytest.raises(KnobVersionError, match="no 'max_queued_requests' knob; the equivalent there is max_"):
+        check_framework_knobs(["max_queued_requests"], "gradio", "the reference server")
+    with pytest.raises(KnobVersionError, match="not per event"):
+        check_framework_knobs(["max_ongoing_requests@a"], "rayserve", "--app app.py")
+
+
+def test_every_frameworks_knobs_are_grid_knobs() -> None:
+    """BentoML's workers, max_concurrency and max_latency_ms, and Ray Serve's, can be swept."""
+    for knob in ("workers", "max_concurrency", "max_latency_ms", "num_replicas", "max_ongoing_requests",
+                 "max_queued_requests", "batch_wait_timeout_s", "max_concurrent_batches"):
+        check_knob(knob, "--grid")
+    assert parse_axis("batch_wait_timeout_s=0.005,0.05") == ("batch_wait_timeout_s", [0.005, 0.05])
+
+
+def test_the_winner_as_ray_serve_code_keeps_the_apps_own_settings_where_unswept() -> None:
+    code = rayserve_code({"max_batch_size": 16, "max_ongoing_requests": 32}, "BatchedModel", "predict",
+                         {"max_batch_size": 4, "batch_wait_timeout_s": 0.01, "max_concurrent_batches": 1},
+                         {"num_replicas": 1, "max_ongoing_requests": 5, "max_queued_requests": -1})
+    assert code.splitlines() == [
+        "@serve.deployment(num_replicas=1, max_ongoing_requests=32, max_queued_requests=-1)",
+        "class BatchedModel:",
+        "    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.01, max_concurrent_batches=1)",
+        "    async def predict(self, inputs: list) -> list: ...",
+        "# or in a Serve config file (serve deploy / serve run config.yaml):",
+        "#   deployments: [{name: BatchedModel, num_replicas: 1, max_ongoing_requests: 32, "
+        "max_queued_requests: -1}]"]
+    unbatched = rayserve_code({"num_replicas": 2}, "Model", batched=False)
+    assert unbatched.splitlines()[:2] == ["@serve.deployment(num_replicas=2)", "class Model:"]

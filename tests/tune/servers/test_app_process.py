@@ -145,3 +145,19 @@ def test_a_bentoml_service_file_is_started_by_bentoml_serve(tmp_path: Path) -> N
     app.write_text("import bentoml\n")
     with pytest.raises(ScenarioError, match="no class is decorated @bentoml.service"):
         app_launch_line(app)
+
+
+def test_a_ray_serve_app_runs_itself_or_by_serve_run(tmp_path: Path) -> None:
+    """--app app.py of a Ray Serve app: `python app.py` when the file calls serve.run itself, else
+    `serve run module:app` on the last application it binds at module level (the hook sets the port)."""
+    app = tmp_path / "rs.py"
+    deployment = "from ray import serve\n\n@serve.deployment\nclass Model: ...\n\n"
+    app.write_text(deployment + "first = Model.bind()\napp = Model.options(num_replicas=2).bind()\n")
+    assert shlex.split(app_launch_line(app, "/env/bin/python")) == [
+        "/env/bin/python", "-m", "ray.serve.scripts", "run", "rs:app", "--app-dir", str(tmp_path.resolve())]
+    app.write_text(deployment + "app = Model.bind()\n"
+                   "if __name__ == '__main__':\n    serve.run(app, blocking=True)\n")
+    assert shlex.split(app_launch_line(app, "py", ["8000"])) == ["py", str(app), "8000"]
+    app.write_text(deployment)
+    with pytest.raises(ScenarioError, match="neither calls serve.run nor binds an application"):
+        app_launch_line(app)

@@ -2,7 +2,8 @@
 
     hook_env(knobs, port, events, work_dir)   copies sitecustomize.py (the hook itself, this folder),
                                               qbench_litserve_hook.py (its LitServe part),
-                                              qbench_bentoml_hook.py (its BentoML part) and
+                                              qbench_bentoml_hook.py (its BentoML part),
+                                              qbench_rayserve_hook.py (its Ray Serve part) and
                                               qbench_hook_batches.py (their batch counts) to
                                               work_dir/qbench-hook/ and returns PYTHONPATH (that folder
                                               first) and QBENCH_HOOK (the point's knobs, port, events)
@@ -26,11 +27,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qbench.tune.knobs.frameworks import LITSERVE_API_KNOBS
+from qbench.tune.knobs.frameworks import LITSERVE_API_KNOBS, RAYSERVE_BATCH_KNOBS, RAYSERVE_DEPLOYMENT_KNOBS
 
 HOOK_FILE = Path(__file__).with_name("sitecustomize.py")
 HOOK_FILES = (HOOK_FILE, *(Path(__file__).with_name(f"qbench_{part}.py")  # copied beside each other
-                          for part in ("litserve_hook", "bentoml_hook", "hook_batches")))
+                          for part in ("litserve_hook", "bentoml_hook", "rayserve_hook", "hook_batches")))
 RECORD_NAME = "hook-record.json"
 
 
@@ -93,11 +94,13 @@ class HookRecord:
     problems: list[str] = field(default_factory=list)
     app_reads: list[str] = field(default_factory=list)  # QBENCH_* variables the app read itself
     launch_checked: bool | None = None  # launch()'s own local check (url_ok) answered; None: not yet
-    framework: str = "gradio"  # gradio, litserve or bentoml (the server the app started)
+    framework: str = "gradio"  # gradio, litserve, bentoml or rayserve (the server the app started)
     litserve: dict[str, Any] = field(default_factory=dict)  # {version, apis: [{api_path, app, set,
     # effective}], server: {app, set, effective}} (qbench_litserve_hook.py)
     bentoml: dict[str, Any] = field(default_factory=dict)  # {version, apis: [{route, name, app, set,
     # effective}], service: {app, set, effective}} (qbench_bentoml_hook.py)
+    rayserve: dict[str, Any] = field(default_factory=dict)  # {version, batches: [{name, app, set,
+    # effective}], deployments: [{name, app_name, ingress, app, set, effective}]} (qbench_rayserve_hook.py)
     batch_sizes: dict[str, dict[int, int]] = field(default_factory=dict)  # api path -> {size: batches}, all
     # the app's processes together: what the framework really handed the user's function
     batch_processes: int = 0  # how many of the app's processes ran batches
@@ -119,6 +122,7 @@ class HookRecord:
             framework=str(data.get("framework") or "gradio"),
             litserve=dict(data.get("litserve") or {}),
             bentoml=dict(data.get("bentoml") or {}),
+            rayserve=dict(data.get("rayserve") or {}),
             batch_sizes={str(path): {int(size): int(n) for size, n in sizes.items()}
                          for path, sizes in (data.get("batch_sizes") or {}).items()},
             batch_processes=int(data.get("batch_processes") or 0),
@@ -205,6 +209,8 @@ def app_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
         return litserve_change(hook, knobs)
     if hook.framework == "bentoml":
         return bentoml_change(hook, knobs)
+    if hook.framework == "rayserve":
+        return rayserve_change(hook, knobs)
     release = f" (Gradio {hook.gradio_version})" if hook.gradio_version else ""
     lines = []
     for event in hook.chosen:
@@ -272,6 +278,25 @@ def bentoml_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
         before = {k: own_service.get(k) for k in service}
         lines.append(f"your service{release}: @bentoml.service({_pairs(before)}) -> recommended "
                      f"@bentoml.service({_pairs(service)})")
+    return lines
+
+
+def rayserve_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
+    """A Ray Serve app's recommendation as a change to its own decorators: "your app (Ray Serve 2.60.0):
+    @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.01) -> recommended @serve.batch(
+    max_batch_size=16, batch_wait_timeout_s=0.01) on BatchedModel.predict"."""
+    release = f" (Ray Serve {hook.rayserve.get('version')})" if hook.rayserve.get("version") else ""
+    lines = []
+    wanted = {k: v for k, v in knobs.items() if k in RAYSERVE_BATCH_KNOBS}
+    for batch in hook.rayserve.get("batches") or [] if wanted else []:
+        own = {k: v for k, v in (batch.get("app") or {}).items() if k in RAYSERVE_BATCH_KNOBS}
+        lines.append(f"your app{release}: @serve.batch({_pairs(own)}) -> recommended "
+                     f"@serve.batch({_pairs({**own, **wanted})}) on {batch.get('name', '?')}")
+    options = {k: v for k, v in knobs.items() if k in RAYSERVE_DEPLOYMENT_KNOBS}
+    for deployment in hook.rayserve.get("deployments") or [] if options else []:
+        own = {k: v for k, v in (deployment.get("app") or {}).items() if k in options}
+        lines.append(f"your app{release}: @serve.deployment({_pairs(own)}) -> recommended "
+                     f"@serve.deployment({_pairs(options)}) on {deployment.get('name', '?')}")
     return lines
 
 

@@ -1,5 +1,5 @@
-"""qbench's startup hook: a sweep point's knobs into an unmodified Gradio app (3.x to 6.x), LitServe app or
-BentoML service.
+"""qbench's startup hook: a sweep point's knobs into an unmodified Gradio app (3.x to 6.x), LitServe app,
+BentoML service or Ray Serve app.
 
 `qbench sweep --app app.py` (and `--launch CMD`) copies this file into a folder of its own, puts that
 folder first on the app's PYTHONPATH and passes the point in QBENCH_HOOK (JSON):
@@ -27,8 +27,9 @@ is not installed).
 
 A LitServe app (it imports litserve.api and litserve.server) gets its knobs from qbench_litserve_hook.py,
 a BentoML service (it imports _bentoml_sdk.method and _bentoml_sdk.service.factory, in every process
-`bentoml serve` starts) from qbench_bentoml_hook.py, each copied beside this file and imported only then:
-see their docstrings.
+`bentoml serve` starts) from qbench_bentoml_hook.py, a Ray Serve app (it imports ray.serve.batching,
+ray.serve.api and ray.serve._private.api, in the app's process and in Ray's) from qbench_rayserve_hook.py,
+each copied beside this file and imported only then: see their docstrings.
 """
 
 from __future__ import annotations
@@ -437,10 +438,17 @@ def _patch_bentoml(module: Any, hook: _Hook) -> None:
     importlib.import_module("qbench_bentoml_hook").patch(module, hook)
 
 
+def _patch_rayserve(module: Any, hook: _Hook) -> None:
+    """A Ray Serve app: its hook lives beside this file (qbench_rayserve_hook.py), imported only then."""
+    importlib.import_module("qbench_rayserve_hook").patch(module, hook)
+
+
 #: the modules whose import the hook waits for, and what it patches in each once they have run
 PATCHES: dict[str, Any] = {"gradio.blocks": patch_blocks, "litserve.api": _patch_litserve,
                            "litserve.server": _patch_litserve, "_bentoml_sdk.method": _patch_bentoml,
-                           "_bentoml_sdk.service.factory": _patch_bentoml}
+                           "_bentoml_sdk.service.factory": _patch_bentoml,
+                           "ray.serve.batching": _patch_rayserve, "ray.serve.api": _patch_rayserve,
+                           "ray.serve._private.api": _patch_rayserve}
 
 
 class _Loader(importlib.abc.Loader):
