@@ -88,12 +88,14 @@ def capacity(args: CapacityArgs) -> None:
     try:
         with ExitStack() as stack:
             if args.app_file is not None:  # the app's log and the hook's record: reports/app-<name>-<stamp>/
-                url, _ = start_app(stack, args.app_file, new_folder("app", args.app_file.stem, args.out),
-                                   console, args.python)
-                args = replace(args, target=url)
+                started = start_app(stack, args.app_file, new_folder("app", args.app_file.stem, args.out),
+                                    console, args.python)
+                args = replace(args, target=started.base_url)
             check_api_option(args.scenario, args.api)
             scenario = args.scenario or app_scenario_file(args.target, args.api, auth, args.out)
             config = _config(args, scenario, auth)
+            if args.app_file is not None:  # qbench started it: a server its runs collapse is restarted
+                config = replace(config, restart=started.restart)
             console.print(capacity_header(config))
             render_capacity(run_capacity(config, lambda probe: show_probe(console, probe)), console)
     except KeyboardInterrupt:

@@ -13,6 +13,8 @@ from qbench.errors import ScenarioError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from qbench.tune.servers.server_process import ServerHandle
+
 # Credentials (run, sweep, capacity, init) override the scenario's auth: section
 # (qbench.run.scenario.credentials).
 AuthOpt = Annotated[str | None, typer.Option("--auth", help="USER:PASSWORD to log in with (auth.login).")]
@@ -64,11 +66,11 @@ def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any],
 
 
 def start_app(stack: ExitStack, app_file: Path, work_dir: Path, console: Console,
-              python: str | None = None, env: dict[str, str] | None = None) -> tuple[str, int | None]:
+              python: str | None = None, env: dict[str, str] | None = None) -> ServerHandle:
     """`python APP` on a free port by qbench's startup hook (its log and the hook's record in `work_dir`),
     stopped with `stack`; ready once it answers (a LitServe app, a BentoML service: once its own health
     check, /health or /readyz, says its workers are set up; a Ray Serve app: once serve.run says it
-    runs): (its URL, its pid)."""
+    runs): its handle (`base_url`, `pid`, `restart()`: the same app again on the same port)."""
     from qbench.tune.servers.app_process import app_launch_line, launch_command
 
     if not app_file.is_file():
@@ -79,4 +81,4 @@ def start_app(stack: ExitStack, app_file: Path, work_dir: Path, console: Console
     handle = stack.enter_context(launch_command(command_line, {}, work_dir=work_dir, hook=True,
                                                 any_status=True, env=env))
     console.print(f"started {app_file} at {handle.base_url} (pid {handle.pid}; log {handle.log_path})")
-    return handle.base_url, handle.pid
+    return handle

@@ -75,9 +75,10 @@ def soak(args: SoakArgs) -> None:
 
             out = out or new_folder("soak", args.app_file.stem)
             cache = own_cache(args.cache_dir, out / "app")
-            target, pid = start_app(stack, args.app_file, out / "app", console, args.python,
-                                    env={"GRADIO_TEMP_DIR": str(cache)} if cache else None)
-            options = dataclasses.replace(options, pid=pid, cache_folder=cache or options.cache_folder)
+            app = start_app(stack, args.app_file, out / "app", console, args.python,
+                            env={"GRADIO_TEMP_DIR": str(cache)} if cache else None)
+            target = app.base_url
+            options = dataclasses.replace(options, pid=app.pid, cache_folder=cache or options.cache_folder)
         run = RunOptions(args.scenario, target, args.api, out, args.overrides(), live=args.live)
         result = run_soak(run, options)
     render_run(result.done, console)

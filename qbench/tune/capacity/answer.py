@@ -28,6 +28,12 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
     off = ("no sustained confirmation was run: qbench's runs left the server collapsed (over the search, "
            "below)" if capacity.collapsed else "no sustained confirmation was run (--no-confirm)")
     lines.append(held_sentence(capacity, off))
+    if capacity.restarts:
+        times = f"{len(capacity.restarts)} time{'s' if len(capacity.restarts) != 1 else ''}"
+        lines.append(("restarted", f"qbench's runs left the app collapsed {times} (a metastable server: past "
+                      "its capacity it does not come back while load goes on); qbench started it (--app), "
+                      "so it restarted it each time and ran what followed on a fresh start: "
+                      + "; ".join(capacity.restarts)))
     if capacity.host_busy is not None:
         lines.append(("host", _host_text(capacity.host_busy)))
     if meta is not None:
@@ -112,6 +118,9 @@ def _headline(capacity: Capacity, rate: float, slo: str, ageing: str | None) -> 
     if capacity.collapsed:
         head += ("; BUT qbench's runs left the server collapsed: restart it, cap its queue and check it "
                  "(over the search, below)")
+    elif capacity.restarts:
+        head += ("; on a fresh start: a run past it left the app collapsed until qbench restarted it "
+                 "(restarted, below)")
     after, now = capacity.after_burst, capacity.now
     if now is not None:
         return head + _now_head(now)

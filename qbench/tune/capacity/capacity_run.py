@@ -43,6 +43,7 @@ Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.results.files.new_fold
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -95,6 +96,7 @@ class CapacityConfig:
     confirm_duration_s: float = DEFAULT_CONFIRM_S  # the sustained confirmation
     overload: bool = True  # one run at 1.3 x the capacity: throughput past it, max_size, ETA
     recheck: bool = True  # the first passing rate again after the search: did the server degrade?
+    restart: Callable[[], None] | None = None  # the app qbench started (--app): start it again, same port
 
     @property
     def writer(self) -> Writer:
@@ -205,10 +207,13 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
                                refine=prober.refine)
     if config.recheck:
         recheck(prober, capacity)
+    restart_collapsed(prober, capacity)
     repeats = METASTABLE_REPEATS if lower_if_metastable(capacity, prober) else 1
-    # every run after a collapse would measure the collapsed server: none runs
+    # every run after a collapse would measure the collapsed server: none runs (an app qbench started is
+    # restarted instead, and each confirmation that collapses it too)
     if config.plan.confirm and capacity.capacity_rps is not None and not capacity.collapsed:  # as left
-        sustain(capacity, prober.confirm, config.plan, repeats)
+        sustain(capacity, prober.confirm, config.plan, repeats,
+                lambda failed: prober.fresh_start(failed, capacity.restarts, f"the {failed.kind} run"))
         unsustained_recheck(capacity)
     if config.overload and capacity.capacity_rps is not None and not capacity.collapsed:
         probe, overload = prober.overload(capacity.capacity_rps)
@@ -217,6 +222,11 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
         after_the_burst(prober, capacity)  # did it come back, and how much did the burst age it?
     if config.plan.confirm and capacity.capacity_rps is not None and not capacity.collapsed:
         rate_now(prober, capacity, config.plan)  # an app that ages: the rate it holds once all that is over
+    return _finish(config, prober, capacity, first)
+
+
+def _finish(config: CapacityConfig, prober: Prober, capacity: Capacity, first: float) -> CapacityRun:
+    """The answer in words, capacity.json written."""
     users = capacity.users(config.think_time_s)
     length = prober.length.to_dict(capacity.capacity_rps or first)
     streams = any(ep.chunks is not None for _, ep, _ in config.scenario.endpoints())
@@ -259,6 +269,17 @@ def recheck(prober: Prober, capacity: Capacity) -> None:
                 f"first failing rate, {failing:.3g}, where the queue's own noise sets it")
     capacity.degradation = replace(found, start_probe=first.run_dir, end_probe=probe.run_dir,
                                    requests_between=served, note=note)
+
+
+def restart_collapsed(prober: Prober, capacity: Capacity) -> None:
+    """The recheck found the server collapsed (`capacity.collapsed`): an app qbench started (--app) is
+    restarted, so that the confirmation and what follows measure a fresh start; the finding is said as
+    the restart's cause (`capacity.restarts`)."""
+    if not capacity.collapsed:
+        return
+    failed = next((p for p in reversed(capacity.probes) if p.kind == "recheck"), None)
+    if failed is not None and prober.fresh_start(failed, capacity.restarts, "the search's heavier probes"):
+        capacity.collapsed = ""
 
 
 def unsustained_recheck(capacity: Capacity) -> None:
@@ -388,7 +409,7 @@ def capacity_prober(config: CapacityConfig, observer: ProbeObserver | None = Non
             "load.warmup": config.warmup_s},
         duration_s=config.probe_duration_s, observer=observer, tolerance=config.plan.tolerance,
         max_duration_s=config.max_probe_duration_s, confirm_duration_s=config.confirm_duration_s,
-        uncapped=uncapped_server(config),
+        uncapped=uncapped_server(config), restart=config.restart,
     )
 
 

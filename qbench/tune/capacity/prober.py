@@ -56,6 +56,7 @@ class Prober:
     server: dict[str, Any] | None = None  # the last probe's run.json `server` (a balancer in front?)
     confirmed_at: dict[float, int] = field(default_factory=dict)  # sustained runs so far, by rate
     uncapped: Framework | None = None  # the framework of a server without Gradio's queue cap, for the advice
+    restart: Callable[[], None] | None = None  # the app qbench started (--app): start it again, same port
 
     @property
     def margin(self) -> float:
@@ -102,6 +103,17 @@ class Prober:
         probe.duration_s = duration_s
         fail_split_sessions(probe, measured)
         return self._done(probe, run_dir, elapsed), measured.records
+
+    def fresh_start(self, collapsed: Probe, restarts: list[str], after: str) -> bool:
+        """Restart the app qbench started (--app) once `collapsed` found it collapsed, so that what runs
+        next measures a fresh start, not the backlog; the restart said in `restarts` (after `after`).
+        False (nothing done) for a server qbench did not start."""
+        if self.restart is None:
+            return False
+        self.restart()
+        restarts.append(f"after {after} (at {collapsed.rate_rps:.3g} req/s it served "
+                        f"{collapsed.throughput_rps:.3g} ok/s)")
+        return True
 
     def rate(self, rate: float) -> Probe:
         """A short open-loop probe (the bracket's)."""

@@ -116,7 +116,8 @@ class _Search:
         return lo, hi
 
 
-def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int = 1) -> Capacity:
+def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int = 1,
+            restart: Callable[[Probe], bool] | None = None) -> Capacity:
     """Confirm `capacity.capacity_rps` with `repeats` sustained runs in a row (`confirm(rate)`, each its
     own Poisson seed where the caller varies it: a metastable server must hold more than one draw of
     bursts), up to `plan.confirm_tries` rates in all. An answer that holds at once is the answer (never
@@ -129,7 +130,9 @@ def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int
     held (`confirmed`), else the next step down, unconfirmed. The runs are appended to
     `capacity.probes` (kind "confirm"); the answer, its failing rate and `confirmed` are updated in
     place. The one confirmation rule of `qbench capacity` (`search_capacity`) and of sweeps
-    (qbench.tune.sweep.confirm)."""
+    (qbench.tune.sweep.confirm). `restart(probe)`: a server qbench started, restarted after a confirmation
+    that `collapsed` it (True when it was): the next step then runs on a fresh start, and a rate that
+    collapsed a fresh server is that rate's own failure, not the runs' before it."""
     rate, hi = capacity.capacity_rps, capacity.failing_rate_rps
     held: float | None = None
     failed = False  # a confirmation failed: only then is there a bracket of sustained runs to bisect
@@ -140,7 +143,10 @@ def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int
             held = rate
         else:
             hi, failed = rate, True
-            if held is None and _mark_collapse(capacity, capacity.probes[-1]):
+            last = capacity.probes[-1]
+            if collapsed(last) and restart is not None and restart(last):
+                pass  # the next step on a fresh start
+            elif held is None and _mark_collapse(capacity, last):
                 break  # the answer: the highest lower rate that passed a probe (or none)
         if held is not None and not failed:  # the answer held at once: never above it (a lowered one)
             break

@@ -171,25 +171,41 @@ def launch_command(
     `hook`: start it with qbench's startup hook (qbench.tune.servers.apphook), which sets the point's server
     knobs on `hook_events` (None: every queued event), its port and host on Blocks.launch(), and writes
     what it did to `work_dir/hook-record.json`. `cwd`: the folder it runs in (default: this one); `env`:
-    more environment variables for it."""
+    more environment variables for it. The handle's `restart()` stops the app and starts it again on the
+    same port, ready as at its first start (a fresh process, as a restart in production gives)."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    for attempt in range(1, PORT_TRIES + 1):
-        log_start = _log_size(work_dir / "server.log")  # this attempt's lines start there
-        handle = _start(template, knobs, work_dir, cwd, hook, hook_events, env or {})
-        assert handle.process is not None
+
+    def start(port: int | None) -> ServerHandle:
+        log_start = _log_size(work_dir / "server.log")  # this start's lines begin there
+        started = _start(template, knobs, work_dir, cwd, hook, hook_events, env or {}, port)
+        assert started.process is not None
         deadline = time.monotonic() + ready_timeout_s
         try:
-            wait_ready(handle, ready_timeout_s, ready_path, any_status=any_status,
+            wait_ready(started, ready_timeout_s, ready_path, any_status=any_status,
                        ready=(lambda: _framework_launched(work_dir)) if hook else None)
-            _check_owner(handle)
-            _wait_launch_checks(handle, deadline, log_start, work_dir if hook else None)
+            _check_owner(started)
+            _wait_launch_checks(started, deadline, log_start, work_dir if hook else None)
             if hook:
-                _wait_framework_health(handle, deadline, work_dir)
+                _wait_framework_health(started, deadline, work_dir)
+        except ServerLaunchError:
+            stop_process_group(started.process)
+            raise
+        return started
+
+    for attempt in range(1, PORT_TRIES + 1):
+        try:
+            handle = start(None)
             break
         except ServerLaunchError as exc:
-            stop_process_group(handle.process)
             if attempt == PORT_TRIES or not (isinstance(exc, PortTaken) or _port_in_use(str(exc))):
                 raise
+
+    def restart() -> None:
+        if handle.process is not None:
+            stop_process_group(handle.process)
+        handle.process = start(int(handle.base_url.rsplit(":", 1)[1])).process
+
+    handle.restart = restart
     try:
         yield handle
     finally:
@@ -198,11 +214,12 @@ def launch_command(
 
 
 def _start(template: str, knobs: Mapping[str, Any], work_dir: Path, cwd: Path | None, hook: bool,
-           hook_events: Sequence[str] | None, extra: Mapping[str, str]) -> ServerHandle:
-    """Spawn the app on a port free right now, with the ports after it free too (Gradio puts its SSR
-    proxy's Python side and its static-file workers there unchecked), its output appended to
-    work_dir/server.log."""
-    port = free_port_block(APP_PORTS + (json_int(knobs.get("num_workers")) or 0))
+           hook_events: Sequence[str] | None, extra: Mapping[str, str], port: int | None = None
+           ) -> ServerHandle:
+    """Spawn the app on `port` (a restart) or a port free right now, with the ports after it free too
+    (Gradio puts its SSR proxy's Python side and its static-file workers there unchecked), its output
+    appended to work_dir/server.log."""
+    port = port or free_port_block(APP_PORTS + (json_int(knobs.get("num_workers")) or 0))
     argv = render_command(template, knobs, port)
     env = {**knob_env(knobs, port), **extra}
     if hook:

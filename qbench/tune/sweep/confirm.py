@@ -71,10 +71,15 @@ def sweep_plan(config: SweepConfig, confirm: bool = False) -> SearchPlan:
 
 
 def confirm_capacity(config: SweepConfig, base_url: str, point: Point, work: Path, capacity: Capacity,
-                     observer: ProbeObserver | None = None) -> Capacity:
-    """A point's searched (unconfirmed) capacity, confirmed by `sustain` on its server at `base_url`."""
+                     observer: ProbeObserver | None = None, restart: Callable[[], None] | None = None
+                     ) -> Capacity:
+    """A point's searched (unconfirmed) capacity, confirmed by `sustain` on its server at `base_url`;
+    `restart`: the app qbench launched for it, restarted after a confirmation that collapsed it (the next
+    step then runs on a fresh start: `capacity.restarts` says so)."""
     prober = sweep_prober(config, base_url, point, work, observer)
-    return sustain(capacity, prober.confirm, sweep_plan(config, confirm=True))
+    prober.restart = restart
+    return sustain(capacity, prober.confirm, sweep_plan(config, confirm=True), restart=lambda failed:
+                   prober.fresh_start(failed, capacity.restarts, f"the {failed.kind} run"))
 
 
 # ---------------------------------------------------------------- objective capacity: rank, confirm, rank

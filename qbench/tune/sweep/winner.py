@@ -68,4 +68,4 @@ def confirm_point(config: SweepConfig, servers: PointServers, result: PointResul
     point = config.grid.point_at(coords_of(config.grid, result))
     work = config.sweep_dir / "confirm" / result.point_id
     with servers.for_point(point, work) as handle:
-        return confirm_capacity(config, handle.base_url, point, work, saved)
+        return confirm_capacity(config, handle.base_url, point, work, saved, restart=handle.restart)

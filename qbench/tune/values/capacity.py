@@ -116,6 +116,8 @@ class Capacity:
     metastability: Metastability | None = None  # service time against the queue (tune.metastable)
     lowered_from_rps: float | None = None  # the search's answer, when metastability lowered it
     now: RateNow | None = None  # an app that ages with use: the rate it holds once qbench's runs are over
+    restarts: list[str] = field(default_factory=list)  # an app qbench started (--app) that its runs left
+    #                                                   collapsed, restarted: after what, in words
 
     @property
     def at_capacity(self) -> Probe | None:
@@ -185,6 +187,7 @@ class Capacity:
             "metastability": self.metastability.to_dict() if self.metastability is not None else None,
             "lowered_from_rps": self.lowered_from_rps,
             "now": self.now.to_dict() if self.now is not None else None,
+            "restarts": list(self.restarts),
         }
 
     @classmethod
@@ -204,6 +207,7 @@ class Capacity:
             metastability=Metastability.from_dict(data.get("metastability")),
             lowered_from_rps=data.get("lowered_from_rps"),
             now=RateNow.from_dict(data.get("now")),
+            restarts=[str(r) for r in data.get("restarts") or []],
         )
 
 

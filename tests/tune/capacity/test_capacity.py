@@ -194,6 +194,43 @@ def test_a_confirmation_that_leaves_the_server_collapsed_stops_stepping_down() -
     assert not gradio.collapsed and gradio.confirmed and gradio.capacity_rps == pytest.approx(15.2 / 1.1)
 
 
+def test_a_server_qbench_started_is_restarted_after_each_collapse_and_the_steps_go_on() -> None:
+    """Ray Serve as measured (docs/rayserve.md): a fresh server holds 100 req/s for a minute, but 115 and
+    more collapse it (13 ok/s) and it stays collapsed. Where qbench started the app it restarts it after
+    each collapsed confirmation, so the next step measures a fresh start: the steps go on down to a rate
+    that holds, confirmed, where without the restart they stop at the collapse, unconfirmed."""
+    state = {"collapsed": False, "restarts": 0}
+
+    def confirm(rate: float) -> Probe:
+        if state["collapsed"] or rate > 105:
+            state["collapsed"] = True
+            return Probe(rate, passed=False, steady=False, throughput_rps=13.0,
+                         violations=["not steady, backlog +90/s ± 9"])
+        return Probe(rate, passed=True, steady=True, throughput_rps=rate, p95_latency_s=0.24)
+
+    def restart(failed: Probe) -> bool:
+        assert state["collapsed"] and failed.throughput_rps == 13.0
+        state["collapsed"] = False
+        state["restarts"] += 1
+        return True
+
+    probes = [Probe(82.0, True, steady=True, throughput_rps=82.0), Probe(115.0, True, steady=True,
+                                                                         throughput_rps=112.0),
+              Probe(136.0, True, steady=True, throughput_rps=132.0), Probe(144.0, False, steady=False,
+                                                                           throughput_rps=120.0)]
+    plan = SearchPlan(tolerance=0.1, confirm_tries=4)
+    fresh = sustain(Capacity(136.0, 144.0, 0.1, True, False, list(probes)), confirm, plan, restart=restart)
+    tried = [p.rate_rps for p in fresh.probes if p.kind == "confirm"]
+    assert tried == pytest.approx([136.0, 136 / 1.1, 136 / 1.1 ** 2, 136 / 1.1 ** 3])  # 136, 124, 112, 102
+    assert state["restarts"] == 3 and not fresh.collapsed  # after each of the three that collapsed it
+    assert fresh.confirmed and fresh.capacity_rps == pytest.approx(136 / 1.1 ** 3)  # under 105: it holds
+    assert fresh.failing_rate_rps == pytest.approx(136 / 1.1 ** 2)
+    state.update(collapsed=False, restarts=0)
+    kept = sustain(Capacity(136.0, 144.0, 0.1, True, False, list(probes)), confirm, plan)  # not qbench's
+    assert state["restarts"] == 0 and not kept.confirmed and kept.collapsed
+    assert kept.capacity_rps == 115.0  # the highest rate under the collapse that passed a probe
+
+
 def test_an_answer_that_holds_at_once_is_never_bisected_above() -> None:
     """A metastable answer lowered on purpose (28.8 against a search's failing 65.4): its first sustained
     run holds, and that is the answer; a short run above it may pass, but a burst would tip it."""
@@ -302,3 +339,19 @@ def test_a_probe_whose_generator_waited_for_a_core_makes_the_answer_say_the_host
     assert line.startswith("busy: qbench's load generator waited for a core 30% of a probe"), line
     assert "measure on a quiet host" in line
     assert Probe.from_dict(probes[3].to_dict()).host_wait == pytest.approx(0.3)  # kept in capacity.json
+
+
+def test_an_app_restarted_after_a_collapse_is_said_in_the_answer_and_kept() -> None:
+    from qbench.tune.capacity.answer import describe
+    from qbench.tune.values.constraints import Constraints
+
+    probes = [Probe(102.0, True, kind="confirm", steady=True, throughput_rps=101.0, p95_latency_s=0.24)]
+    capacity = Capacity(102.0, 112.0, 0.1, True, True, probes,
+                        restarts=["after the confirm run (at 112 req/s it served 13 ok/s)"])
+    said = dict(describe(capacity, Constraints(slo={"p95_latency_s": 0.5}), 10.0))
+    assert said["capacity"].endswith("on a fresh start: a run past it left the app collapsed until qbench "
+                                     "restarted it (restarted, below)")
+    assert said["restarted"].startswith("qbench's runs left the app collapsed 1 time (a metastable server")
+    assert said["restarted"].endswith(
+        "on a fresh start: after the confirm run (at 112 req/s it served 13 ok/s)")
+    assert Capacity.from_dict(capacity.to_dict()).restarts == capacity.restarts  # kept in capacity.json

@@ -24,6 +24,25 @@ def test_launch_mode_readiness_for_a_plain_http_server(tmp_path: Path) -> None:
     assert process is not None and process.poll() is not None  # the process group was torn down
 
 
+def test_an_app_qbench_launched_restarts_on_its_own_port(tmp_path: Path) -> None:
+    """`handle.restart()`: the app stopped and started again on the same port (a fresh process, what a
+    restart in production gives: qbench capacity --app after a run leaves a metastable app collapsed),
+    ready before it returns; the newest process is the one torn down at the end."""
+    import httpx
+
+    from qbench.tune.servers.app_process import launch_command
+
+    command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {tmp_path}"
+    with launch_command(command, {}, work_dir=tmp_path / "w", any_status=True, ready_path="/") as handle:
+        first, url = handle.process, handle.base_url
+        assert handle.restart is not None and first is not None
+        handle.restart()
+        second = handle.process
+        assert second is not None and second.pid != first.pid and first.poll() is not None
+        assert handle.base_url == url and httpx.get(url + "/", timeout=5).status_code == 200
+    assert second.poll() is not None
+
+
 def test_launch_template_and_environment() -> None:
     argv = render_command(
         "python app.py --port {port} --c {concurrency_limit}", {"concurrency_limit": 4}, 8123
