@@ -96,7 +96,7 @@ class CapacityConfig:
     confirm_duration_s: float = DEFAULT_CONFIRM_S  # the sustained confirmation
     overload: bool = True  # one run at 1.3 x the capacity: throughput past it, max_size, ETA
     recheck: bool = True  # the first passing rate again after the search: did the server degrade?
-    restart: Callable[[], None] | None = None  # the app qbench started (--app): start it again, same port
+    restart: Callable[[], str] | None = None  # the app qbench started (--app): start it again (its URL)
 
     @property
     def writer(self) -> Writer:

@@ -56,7 +56,7 @@ class Prober:
     server: dict[str, Any] | None = None  # the last probe's run.json `server` (a balancer in front?)
     confirmed_at: dict[float, int] = field(default_factory=dict)  # sustained runs so far, by rate
     uncapped: Framework | None = None  # the framework of a server without Gradio's queue cap, for the advice
-    restart: Callable[[], None] | None = None  # the app qbench started (--app): start it again, same port
+    restart: Callable[[], str] | None = None  # the app qbench started (--app): start it again (its URL)
 
     @property
     def margin(self) -> float:
@@ -110,7 +110,7 @@ class Prober:
         False (nothing done) for a server qbench did not start."""
         if self.restart is None:
             return False
-        self.restart()
+        self.base_url = self.restart()
         restarts.append(f"after {after} (at {collapsed.rate_rps:.3g} req/s it served "
                         f"{collapsed.throughput_rps:.3g} ok/s)")
         return True

@@ -172,7 +172,8 @@ def launch_command(
     knobs on `hook_events` (None: every queued event), its port and host on Blocks.launch(), and writes
     what it did to `work_dir/hook-record.json`. `cwd`: the folder it runs in (default: this one); `env`:
     more environment variables for it. The handle's `restart()` stops the app and starts it again on the
-    same port, ready as at its first start (a fresh process, as a restart in production gives)."""
+    same port (another where that one is still held), ready as at its first start (a fresh process, as a
+    restart in production gives), and returns its URL."""
     work_dir.mkdir(parents=True, exist_ok=True)
 
     def start(port: int | None) -> ServerHandle:
@@ -200,10 +201,17 @@ def launch_command(
             if attempt == PORT_TRIES or not (isinstance(exc, PortTaken) or _port_in_use(str(exc))):
                 raise
 
-    def restart() -> None:
+    def restart() -> str:
         if handle.process is not None:
             stop_process_group(handle.process)
-        handle.process = start(int(handle.base_url.rsplit(":", 1)[1])).process
+        try:
+            again = start(int(handle.base_url.rsplit(":", 1)[1]))
+        except ServerLaunchError as exc:  # the port still held (an app that binds without SO_REUSEADDR)
+            if not (isinstance(exc, PortTaken) or _port_in_use(str(exc))):
+                raise
+            again = start(None)
+        handle.process, handle.base_url = again.process, again.base_url
+        return handle.base_url
 
     handle.restart = restart
     try:

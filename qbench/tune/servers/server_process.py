@@ -51,7 +51,7 @@ class ServerHandle:
     process: subprocess.Popen[bytes] | None
     log_path: Path | None = None
     admin_token: str | None = None
-    restart: Callable[[], None] | None = None  # an app qbench launched: stop it, start it again, same port
+    restart: Callable[[], str] | None = None  # an app qbench launched: stop it, start it again (its URL)
 
     @property
     def pid(self) -> int | None:

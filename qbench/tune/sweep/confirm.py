@@ -71,7 +71,7 @@ def sweep_plan(config: SweepConfig, confirm: bool = False) -> SearchPlan:
 
 
 def confirm_capacity(config: SweepConfig, base_url: str, point: Point, work: Path, capacity: Capacity,
-                     observer: ProbeObserver | None = None, restart: Callable[[], None] | None = None
+                     observer: ProbeObserver | None = None, restart: Callable[[], str] | None = None
                      ) -> Capacity:
     """A point's searched (unconfirmed) capacity, confirmed by `sustain` on its server at `base_url`;
     `restart`: the app qbench launched for it, restarted after a confirmation that collapsed it (the next

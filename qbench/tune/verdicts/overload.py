@@ -111,9 +111,14 @@ def analyse(records: Sequence[RequestRecord], rate_rps: float, capacity_rps: flo
     )
 
 
+#: failures that are the server's answer: the request left its queue then (a refusal past a queue cap, a
+#: job that ran and failed); a timeout, a deadline or a cancel may leave it waiting there
+ANSWERED: frozenset[str | None] = frozenset({"connect", "http_4xx", "http_5xx", "queue_full", "server_error"})
+
+
 def _left_queue(record: RequestRecord, has_start: bool) -> float:
     at = record.started_at_s if has_start else None
-    if at is None and record.completed_at_s is not None and record.ok:
+    if at is None and record.completed_at_s is not None and (record.ok or record.error_kind in ANSWERED):
         at = record.completed_at_s
     return float(at) if at is not None else float("inf")
 

@@ -32,3 +32,18 @@ def test_an_estimate_that_measured_nothing_is_run_again_longer(tmp_path: Path) -
     assert probe.duration_s in (0.5 * ESTIMATE_STRETCH, 0.5 * ESTIMATE_STRETCH**2)
     assert probe.run_dir == f"probes/{prober.count - 1:02d}-estimate-u4-{probe.duration_s:g}s"
     assert records
+
+
+def test_a_fresh_start_restarts_only_an_app_qbench_started_and_follows_its_url(tmp_path: Path) -> None:
+    from qbench.tune.values.capacity import Probe
+
+    spec = scenario(endpoint={"api_name": "work"}, load={"rate": 1, "duration": 1})
+    kept = Prober(spec, "http://127.0.0.1:1", Constraints(slo={}), tmp_path / "p", tmp_path)
+    restarts: list[str] = []
+    assert not kept.fresh_start(Probe(112.0, False, throughput_rps=13.0), restarts, "the confirm run")
+    assert restarts == [] and kept.base_url == "http://127.0.0.1:1"  # not qbench's to restart
+    started = Prober(spec, "http://127.0.0.1:1", Constraints(slo={}), tmp_path / "p", tmp_path,
+                     restart=lambda: "http://127.0.0.1:2")
+    assert started.fresh_start(Probe(112.0, False, throughput_rps=13.0), restarts, "the confirm run")
+    assert started.base_url == "http://127.0.0.1:2"  # where the restarted app listens
+    assert restarts == ["after the confirm run (at 112 req/s it served 13 ok/s)"]

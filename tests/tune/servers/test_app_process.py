@@ -36,7 +36,7 @@ def test_an_app_qbench_launched_restarts_on_its_own_port(tmp_path: Path) -> None
     with launch_command(command, {}, work_dir=tmp_path / "w", any_status=True, ready_path="/") as handle:
         first, url = handle.process, handle.base_url
         assert handle.restart is not None and first is not None
-        handle.restart()
+        assert handle.restart() == url  # its port again
         second = handle.process
         assert second is not None and second.pid != first.pid and first.poll() is not None
         assert handle.base_url == url and httpx.get(url + "/", timeout=5).status_code == 200

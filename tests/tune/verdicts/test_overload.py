@@ -91,3 +91,25 @@ def test_the_eta_finding_says_how_far_the_shown_eta_is_from_the_real_wait(factor
 def test_too_few_requests_say_nothing() -> None:
     assert analyse(overloaded(5, 2, 0.0), 5, 4, 1.0) is None
     assert eta_accuracy([]) == (None, 0, "")
+
+
+def test_requests_a_capped_queue_refused_are_not_counted_as_waiting() -> None:
+    """Ray Serve with max_queued_requests=57 (docs/rayserve.md): past the cap it answers 503 at once.
+    Those requests left its queue when refused; counted as waiting for ever they made '281 waiting' of a
+    queue capped at 57, and the advice a cap of 224 above the one set."""
+    records = overloaded(52, 20, 0.0)
+    refused = [RequestRecord(
+        request_id=10_000 + i, user_id=0, session_id="s", endpoint="e", warmup=False, intended_at_s=at,
+        sent_at_s=at, completed_at_s=at + 0.002, outcome="error", error_kind="http_5xx")
+        for i, at in enumerate(np.arange(2.0, 20.0, 0.02).tolist())]  # 50 refusals a second
+    found = analyse(records + refused, 102, 40, 1.0)
+    alone = analyse(records, 52, 40, 1.0)
+    assert found is not None and alone is not None
+    # the queue the served requests saw: a refusal waits its 2 ms at most (one at a slice's middle), not
+    # for ever (900 of them did before)
+    assert alone.max_waiting <= found.max_waiting <= alone.max_waiting + 1
+    timed_out = [RequestRecord(
+        request_id=20_000, user_id=0, session_id="s", endpoint="e", warmup=False, intended_at_s=1.0,
+        sent_at_s=1.0, completed_at_s=31.0, outcome="error", error_kind="timeout")]
+    waiting = analyse(records + timed_out, 52, 40, 1.0)
+    assert waiting is not None and waiting.max_waiting == alone.max_waiting + 1  # may still be queued
