@@ -21,7 +21,7 @@ from typing import Any
 
 from qbench.run import json_int
 from qbench.tune.knobs.frameworks import BENTOML_API_KNOBS, BENTOML_SERVICE_KNOBS
-from qbench.tune.points.knobcheck import KnobCheck, batch_summary, framework_verdict, hook_problems
+from qbench.tune.points.knobcheck import KnobCheck, batches_and_processes, framework_verdict, hook_problems
 from qbench.tune.servers.apphook import HookRecord
 
 
@@ -62,26 +62,7 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
 def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
     """(contradictions, observations) from the batches BentoML handed each API, and how many of its
     worker processes ran them."""
-    wrong: list[str] = []
-    seen: list[str] = []
-    limit = json_int(knobs.get("max_batch_size"))
-    for route, sizes in sorted(hook.batch_sizes.items()):
-        summary = batch_summary("BentoML", route, sizes)
-        if summary is None:
-            continue
-        top, said = summary
-        if limit is not None and top > limit:
-            wrong.append(f"{said}: above max_batch_size {limit}")
-        else:
-            seen.append(said)
-    workers = json_int(knobs.get("workers"))
-    if hook.batch_processes:
-        said = f"{hook.batch_processes} worker process{'es' if hook.batch_processes != 1 else ''} ran batches"
-        if workers is not None and hook.batch_processes > workers:
-            wrong.append(f"{said}: more than workers={workers}")
-        else:
-            seen.append(said + (f" (workers {workers})" if workers is not None else ""))
-    return wrong, seen
+    return batches_and_processes("BentoML", knobs, hook, "workers", "worker")
 
 
 def check_bentoml(knobs: Mapping[str, Any], hook: HookRecord | None) -> KnobCheck:

@@ -210,6 +210,34 @@ def batch_summary(who: str, route: str, sizes: Mapping[int, int]) -> tuple[int, 
     return max(sizes), said
 
 
+def batches_and_processes(who: str, knobs: Mapping[str, Any], hook: HookRecord, processes_knob: str,
+                          process: str) -> tuple[list[str], list[str]]:
+    """(contradictions, observations) from the batches a framework handed each function (none above
+    max_batch_size), and how many of its `process` processes ran them (no more than `processes_knob`):
+    BentoML's workers, Ray Serve's replicas."""
+    wrong: list[str] = []
+    seen: list[str] = []
+    limit = json_int(knobs.get("max_batch_size"))
+    for route, sizes in sorted(hook.batch_sizes.items()):
+        summary = batch_summary(who, route, sizes)
+        if summary is None:
+            continue
+        top, said = summary
+        if limit is not None and top > limit:
+            wrong.append(f"{said}: above max_batch_size {limit}")
+        else:
+            seen.append(said)
+    most = json_int(knobs.get(processes_knob))
+    if hook.batch_processes:
+        plural = "es" if hook.batch_processes != 1 else ""
+        said = f"{hook.batch_processes} {process} process{plural} ran batches"
+        if most is not None and hook.batch_processes > most:
+            wrong.append(f"{said}: more than {processes_knob}={most}")
+        else:
+            seen.append(said + (f" ({processes_knob} {most})" if most is not None else ""))
+    return wrong, seen
+
+
 def check_events(knobs: Mapping[str, Any], hook: HookRecord | None) -> None:
     """Raise AppKnobError when the point sets event knobs but the launched app has no queued event the
     scenario drives (the hook would set them nowhere)."""

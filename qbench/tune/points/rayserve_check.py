@@ -24,7 +24,7 @@ from typing import Any
 
 from qbench.run import json_int, json_number
 from qbench.tune.knobs.frameworks import RAYSERVE_BATCH_KNOBS, RAYSERVE_DEPLOYMENT_KNOBS
-from qbench.tune.points.knobcheck import KnobCheck, batch_summary, framework_verdict, hook_problems
+from qbench.tune.points.knobcheck import KnobCheck, batches_and_processes, framework_verdict, hook_problems
 from qbench.tune.servers.apphook import HookRecord
 
 
@@ -45,57 +45,28 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
     """(contradictions, confirmations) from each batched method's and each deployment's settings."""
     wrong: list[str] = []
     right: list[str] = []
-    batches = hook.rayserve.get("batches") or []
-    for batch in batches:
-        name, effective = batch.get("name", "?"), batch.get("effective") or {}
-        for knob in RAYSERVE_BATCH_KNOBS:
-            if knob not in knobs:
-                continue
-            if _same(knob, effective.get(knob), knobs[knob]):
-                right.append(f"{name} runs {knob}={effective.get(knob)}")
-            else:
-                wrong.append(f"{name} runs {knob}={effective.get(knob)}, not {knobs[knob]}{_why(knob, hook)}")
-    if not batches and any(k in knobs for k in RAYSERVE_BATCH_KNOBS):
-        wrong.append("the app has no @serve.batch method for a batch knob")
-    deployments = hook.rayserve.get("deployments") or []
-    for deployment in deployments:
-        name, effective = deployment.get("name", "?"), deployment.get("effective") or {}
-        for knob in RAYSERVE_DEPLOYMENT_KNOBS:
-            if knob not in knobs:
-                continue
-            if _same(knob, effective.get(knob), knobs[knob]):
-                right.append(f"deployment {name} runs {knob}={effective.get(knob)}")
-            else:
-                wrong.append(f"deployment {name} runs {knob}={effective.get(knob)}, not {knobs[knob]}"
-                             f"{_why(knob, hook)}")
-    if not deployments and any(k in knobs for k in RAYSERVE_DEPLOYMENT_KNOBS):
-        wrong.append("the hook saw no deployment of the app built (serve.run never ran?)")
+    for part, names, label, missing in (
+            ("batches", RAYSERVE_BATCH_KNOBS, "{}", "the app has no @serve.batch method for a batch knob"),
+            ("deployments", RAYSERVE_DEPLOYMENT_KNOBS, "deployment {}",
+             "the hook saw no deployment of the app built (serve.run never ran?)")):
+        entries = hook.rayserve.get(part) or []
+        for entry in entries:
+            name, effective = label.format(entry.get("name", "?")), entry.get("effective") or {}
+            for knob in (k for k in names if k in knobs):
+                if _same(knob, effective.get(knob), knobs[knob]):
+                    right.append(f"{name} runs {knob}={effective.get(knob)}")
+                else:
+                    wrong.append(f"{name} runs {knob}={effective.get(knob)}, not {knobs[knob]}"
+                                 f"{_why(knob, hook)}")
+        if not entries and any(k in knobs for k in names):
+            wrong.append(missing)
     return wrong, right
 
 
 def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
-    """(contradictions, observations) from the batches Ray Serve handed each batched method, and how
-    many replica processes ran them."""
-    wrong: list[str] = []
-    seen: list[str] = []
-    limit = json_int(knobs.get("max_batch_size"))
-    for name, sizes in sorted(hook.batch_sizes.items()):
-        summary = batch_summary("Ray Serve", name, sizes)
-        if summary is None:
-            continue
-        top, said = summary
-        if limit is not None and top > limit:
-            wrong.append(f"{said}: above max_batch_size {limit}")
-        else:
-            seen.append(said)
-    replicas = json_int(knobs.get("num_replicas"))
-    if hook.batch_processes:
-        plural = "es" if hook.batch_processes != 1 else ""
-        said = f"{hook.batch_processes} replica process{plural} ran batches"
-        if replicas is not None and hook.batch_processes > replicas:
-            wrong.append(f"{said}: more than num_replicas={replicas}")
-        else:
-            seen.append(said + (f" (num_replicas {replicas})" if replicas is not None else ""))
+    """(contradictions, observations) from the batches Ray Serve handed each batched method, how many
+    replica processes ran them, and a max_batch_size its max_ongoing_requests caps."""
+    wrong, seen = batches_and_processes("Ray Serve", knobs, hook, "num_replicas", "replica")
     return wrong, seen + [note for note in [batch_cap(knobs, hook)] if note]
 
 
