@@ -28,12 +28,7 @@ def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, 
     off = ("no sustained confirmation was run: qbench's runs left the server collapsed (over the search, "
            "below)" if capacity.collapsed else "no sustained confirmation was run (--no-confirm)")
     lines.append(held_sentence(capacity, off))
-    if capacity.restarts:
-        times = f"{len(capacity.restarts)} time{'s' if len(capacity.restarts) != 1 else ''}"
-        lines.append(("restarted", f"qbench's runs left the app collapsed {times} (a metastable server: past "
-                      "its capacity it does not come back while load goes on); qbench started it (--app), "
-                      "so it restarted it each time and ran what followed on a fresh start: "
-                      + "; ".join(capacity.restarts)))
+    lines += _restarted(capacity)
     if capacity.host_busy is not None:
         lines.append(("host", _host_text(capacity.host_busy)))
     if meta is not None:
@@ -96,6 +91,16 @@ def _burst_text(capacity: Capacity, rate: float) -> str:
     return (f"{moved}: the burst aged the app; right after it the answer's load is about {now:.3g} req/s "
             f"({rate:.3g} x {change.start_s * 1000:.3g} / {change.end_s * 1000:.3g} ms, not measured): "
             "restart the app, or check that rate with `qbench run`, before you rely on it")
+
+
+def _restarted(capacity: Capacity) -> list[tuple[str, str]]:
+    """The restarts of an app qbench started that its runs left collapsed, as a line ([] none)."""
+    if not capacity.restarts:
+        return []
+    times = f"{len(capacity.restarts)} time{'s' if len(capacity.restarts) != 1 else ''}"
+    return [("restarted", f"qbench's runs left the app collapsed {times} (a metastable server: past its "
+             "capacity it does not come back while load goes on); qbench started it (--app), so it restarted "
+             "it each time and ran what followed on a fresh start: " + "; ".join(capacity.restarts))]
 
 
 def _headline(capacity: Capacity, rate: float, slo: str, ageing: str | None) -> str:

@@ -23,6 +23,7 @@ import shlex
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -175,50 +176,76 @@ def launch_command(
     same port (another where that one is still held), ready as at its first start (a fresh process, as a
     restart in production gives), and returns its URL."""
     work_dir.mkdir(parents=True, exist_ok=True)
-
-    def start(port: int | None) -> ServerHandle:
-        log_start = _log_size(work_dir / "server.log")  # this start's lines begin there
-        started = _start(template, knobs, work_dir, cwd, hook, hook_events, env or {}, port)
-        assert started.process is not None
-        deadline = time.monotonic() + ready_timeout_s
-        try:
-            wait_ready(started, ready_timeout_s, ready_path, any_status=any_status,
-                       ready=(lambda: _framework_launched(work_dir)) if hook else None)
-            _check_owner(started)
-            _wait_launch_checks(started, deadline, log_start, work_dir if hook else None)
-            if hook:
-                _wait_framework_health(started, deadline, work_dir)
-        except ServerLaunchError:
-            stop_process_group(started.process)
-            raise
-        return started
-
+    launch = _Launch(template, knobs, work_dir, ready_timeout_s, ready_path, any_status, hook, hook_events,
+                     cwd, env or {})
     for attempt in range(1, PORT_TRIES + 1):
         try:
-            handle = start(None)
+            handle = launch.start(None)
             break
         except ServerLaunchError as exc:
-            if attempt == PORT_TRIES or not (isinstance(exc, PortTaken) or _port_in_use(str(exc))):
+            if attempt == PORT_TRIES or not _taken(exc):
                 raise
-
-    def restart() -> str:
-        if handle.process is not None:
-            stop_process_group(handle.process)
-        try:
-            again = start(int(handle.base_url.rsplit(":", 1)[1]))
-        except ServerLaunchError as exc:  # the port still held (an app that binds without SO_REUSEADDR)
-            if not (isinstance(exc, PortTaken) or _port_in_use(str(exc))):
-                raise
-            again = start(None)
-        handle.process, handle.base_url = again.process, again.base_url
-        return handle.base_url
-
-    handle.restart = restart
+    handle.restart = lambda: launch.restart(handle)
     try:
         yield handle
     finally:
         if handle.process is not None:
             stop_process_group(handle.process)
+
+
+def _taken(exc: ServerLaunchError) -> bool:
+    """The app could not bind its port: another program has it (or a closing one still holds it)."""
+    return isinstance(exc, PortTaken) or _port_in_use(str(exc))
+
+
+@dataclass
+class _Launch:
+    """How one point's app is started (launch_command's arguments), to start it again the same way."""
+
+    template: str
+    knobs: Mapping[str, Any]
+    work_dir: Path
+    ready_timeout_s: float
+    ready_path: str
+    any_status: bool
+    hook: bool
+    hook_events: Sequence[str] | None
+    cwd: Path | None
+    env: Mapping[str, str]
+
+    def start(self, port: int | None) -> ServerHandle:
+        """Spawn it (on `port`, else a free one) and wait until it is ready; stopped again if it never is."""
+        log_start = _log_size(self.work_dir / "server.log")  # this start's lines begin there
+        started = _start(self.template, self.knobs, self.work_dir, self.cwd, self.hook, self.hook_events,
+                         self.env, port)
+        assert started.process is not None
+        deadline = time.monotonic() + self.ready_timeout_s
+        hook_dir = self.work_dir if self.hook else None
+        try:
+            wait_ready(started, self.ready_timeout_s, self.ready_path, any_status=self.any_status,
+                       ready=(lambda: _framework_launched(self.work_dir)) if self.hook else None)
+            _check_owner(started)
+            _wait_launch_checks(started, deadline, log_start, hook_dir)
+            if hook_dir is not None:
+                _wait_framework_health(started, deadline, hook_dir)
+        except ServerLaunchError:
+            stop_process_group(started.process)
+            raise
+        return started
+
+    def restart(self, handle: ServerHandle) -> str:
+        """`handle`'s app stopped and started again on its port (another where that one is still held,
+        an app that binds without SO_REUSEADDR); `handle` updated in place; its URL."""
+        if handle.process is not None:
+            stop_process_group(handle.process)
+        try:
+            again = self.start(int(handle.base_url.rsplit(":", 1)[1]))
+        except ServerLaunchError as exc:
+            if not _taken(exc):
+                raise
+            again = self.start(None)
+        handle.process, handle.base_url = again.process, again.base_url
+        return handle.base_url
 
 
 def _start(template: str, knobs: Mapping[str, Any], work_dir: Path, cwd: Path | None, hook: bool,

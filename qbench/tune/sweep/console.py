@@ -182,11 +182,14 @@ def render_sweep(result: SweepResult, console: Console) -> None:
         degradation = rec.capacity.capacity.degradation
         line = f"over the search: {over}"
         console.print(f"[yellow]{line}[/]" if degradation is not None and degradation.degraded else line)
-    restarts = rec.capacity.capacity.restarts if rec.capacity else []
-    if restarts:
-        console.print(f"[yellow]restarted: a run left the app collapsed (a metastable server), so qbench "
-                      f"restarted it and ran the next step on a fresh start: {'; '.join(restarts)}[/]")
+    if rec.capacity and rec.capacity.capacity.restarts:
+        console.print(f"[yellow]{_restarted(rec.capacity.capacity.restarts)}[/]")
     console.print(f"files: {result.sweep_dir}")
+
+
+def _restarted(restarts: list[str]) -> str:
+    return ("restarted: a run left the app collapsed (a metastable server), so qbench restarted it and ran "
+            f"the next step on a fresh start: {'; '.join(restarts)}")
 
 
 def _capacity_line(record: CapacityRecord | None) -> str:

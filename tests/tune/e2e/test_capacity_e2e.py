@@ -68,8 +68,11 @@ def test_capacity_of_a_known_server_then_its_report(tmp_path: Path) -> None:
     capacity, failing = result["capacity_rps"], result["failing_rate_rps"]
     # The ceiling is 40 req/s; probes this short (2-4 s, a 4 s confirmation: ~160 requests) cannot see an
     # overload under ~5 %, so the answer may sit that close above it (tests/tune/e2e/test_capacity_ceiling.py
-    # holds the strict bound with longer probes).
-    assert 30 <= capacity <= 40 * 1.05 and failing is not None and 32 <= failing <= 55, result
+    # holds the strict bound with longer probes). At least 30, unless the answer says the host was busy
+    # (its load generator waited for a core; the in-thread server shares it: 21.7 beside six busy loops)
+    busy = any(label == "host" for label, _ in data["answer"])
+    assert capacity <= 40 * 1.05 and failing is not None and failing <= 55, result
+    assert busy or 30 <= capacity and 32 <= failing, result
     assert result["converged"] and result["confirmed"]
     probes = result["probes"]
     assert probes[0]["kind"] == "estimate" and probes[0]["users"] == 32
