@@ -21,14 +21,16 @@ from typing import Any
 
 from qbench.run import json_int
 from qbench.tune.knobs.frameworks import BENTOML_API_KNOBS, BENTOML_SERVICE_KNOBS
-from qbench.tune.points.knobcheck import KnobCheck, batches_and_processes, framework_verdict, hook_problems
+from qbench.tune.points.knobcheck import (
+    KnobCheck,
+    batches_and_processes,
+    framework_verdict,
+    hook_problems,
+    kept_by_command,
+)
 from qbench.tune.servers.apphook import HookRecord
 
-
-def _why(name: str, hook: HookRecord) -> str:
-    if name in hook.observed:
-        return f" (the command passes {{{name}}} itself, and it did not reach BentoML)"
-    return ""
+WHO = "BentoML"  # in what a knob check says
 
 
 def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
@@ -45,7 +47,7 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
                 right.append(f"{route} runs {name}={effective.get(name)}")
             else:
                 wrong.append(f"{route} runs {name}={effective.get(name)}, not {knobs[name]}"
-                             f"{_why(name, hook)}")
+                             f"{kept_by_command(name, hook, WHO)}")
     if not apis and any(k in knobs for k in BENTOML_API_KNOBS):
         wrong.append("the service has no batchable API (@bentoml.api(batchable=True)) for a batch knob")
     service = (hook.bentoml.get("service") or {}).get("effective") or {}
@@ -55,7 +57,8 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
         if json_int(service.get(name)) == json_int(knobs[name]):
             right.append(f"the service runs {name}={service.get(name)}")
         else:
-            wrong.append(f"the service runs {name}={service.get(name)}, not {knobs[name]}{_why(name, hook)}")
+            wrong.append(f"the service runs {name}={service.get(name)}, not {knobs[name]}"
+                         f"{kept_by_command(name, hook, WHO)}")
     return wrong, right
 
 

@@ -35,7 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from qbench.errors import ScenarioError
-from qbench.run import Columns, RequestRecord, Scenario, json_int
+from qbench.run import Columns, RequestRecord, Scenario, json_int, json_number
 from qbench.tune.knobs.grid import flag
 from qbench.tune.servers.apphook import HookRecord
 
@@ -208,6 +208,26 @@ def batch_summary(who: str, route: str, sizes: Mapping[int, int]) -> tuple[int, 
     mean = sum(size * n for size, n in sizes.items()) / batches
     said = f"{who} handed {route} {batches} batches of {min(sizes)} to {max(sizes)} (mean {mean:.1f})"
     return max(sizes), said
+
+
+#: framework knobs in seconds: compared as numbers, not as whole counts
+SECONDS_KNOBS = ("batch_timeout", "batch_wait_timeout_s")
+
+
+def same_setting(name: str, effective: Any, wanted: Any) -> bool:
+    """A framework's effective setting is the knob's value (seconds within a microsecond's rounding)."""
+    if name in SECONDS_KNOBS:
+        a, b = json_number(effective), json_number(wanted)
+        return a is not None and b is not None and abs(a - b) <= 1e-9 + 1e-6 * abs(b)
+    return json_int(effective) == json_int(wanted) and json_int(wanted) is not None
+
+
+def kept_by_command(name: str, hook: HookRecord, who: str) -> str:
+    """" (the command passes {knob} itself, and it did not reach <who>)" for a knob the launch command
+    passes itself (so the hook left it to the app), else ""."""
+    if name in hook.observed:
+        return f" (the command passes {{{name}}} itself, and it did not reach {who})"
+    return ""
 
 
 def batches_and_processes(who: str, knobs: Mapping[str, Any], hook: HookRecord, processes_knob: str,

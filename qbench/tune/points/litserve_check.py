@@ -19,23 +19,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from qbench.run import json_int, json_number
+from qbench.run import json_int
 from qbench.tune.knobs.frameworks import LITSERVE_API_KNOBS
-from qbench.tune.points.knobcheck import KnobCheck, batch_summary, framework_verdict, hook_problems
+from qbench.tune.points.knobcheck import (
+    KnobCheck,
+    batch_summary,
+    framework_verdict,
+    hook_problems,
+    kept_by_command,
+    same_setting,
+)
 from qbench.tune.servers.apphook import HookRecord
 
-
-def _same(name: str, effective: Any, wanted: Any) -> bool:
-    if name == "batch_timeout":
-        a, b = json_number(effective), json_number(wanted)
-        return a is not None and b is not None and abs(a - b) <= 1e-9 + 1e-6 * abs(b)
-    return json_int(effective) == json_int(wanted) and json_int(wanted) is not None
-
-
-def _why(name: str, hook: HookRecord) -> str:
-    if name in hook.observed:
-        return f" (the command passes {{{name}}} itself, and it did not reach LitServe)"
-    return ""
+WHO = "LitServe"  # in what a knob check says
 
 
 def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
@@ -48,20 +44,21 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
         for name in LITSERVE_API_KNOBS:
             if name not in knobs:
                 continue
-            if _same(name, effective.get(name), knobs[name]):
+            if same_setting(name, effective.get(name), knobs[name]):
                 right.append(f"{path} runs {name}={effective.get(name)}")
             else:
-                wrong.append(f"{path} runs {name}={effective.get(name)}, not {knobs[name]}{_why(name, hook)}")
+                wrong.append(f"{path} runs {name}={effective.get(name)}, not {knobs[name]}"
+                             f"{kept_by_command(name, hook, WHO)}")
     if not apis and any(k in knobs for k in LITSERVE_API_KNOBS):
         wrong.append("LitServe started no LitAPI the hook could read")
     if "workers_per_device" in knobs:
         server = (hook.litserve.get("server") or {}).get("effective") or {}
         workers = server.get("workers_per_device")
-        if _same("workers_per_device", workers, knobs["workers_per_device"]):
+        if same_setting("workers_per_device", workers, knobs["workers_per_device"]):
             right.append(f"workers_per_device={workers}")
         else:
             wrong.append(f"LitServer runs workers_per_device={workers}, not {knobs['workers_per_device']}"
-                         f"{_why('workers_per_device', hook)}")
+                         f"{kept_by_command('workers_per_device', hook, WHO)}")
     return wrong, right
 
 

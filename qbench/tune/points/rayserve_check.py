@@ -22,23 +22,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from qbench.run import json_int, json_number
+from qbench.run import json_int
 from qbench.tune.knobs.frameworks import RAYSERVE_BATCH_KNOBS, RAYSERVE_DEPLOYMENT_KNOBS
-from qbench.tune.points.knobcheck import KnobCheck, batches_and_processes, framework_verdict, hook_problems
+from qbench.tune.points.knobcheck import (
+    KnobCheck,
+    batches_and_processes,
+    framework_verdict,
+    hook_problems,
+    kept_by_command,
+    same_setting,
+)
 from qbench.tune.servers.apphook import HookRecord
 
-
-def _same(name: str, effective: Any, wanted: Any) -> bool:
-    if name == "batch_wait_timeout_s":
-        a, b = json_number(effective), json_number(wanted)
-        return a is not None and b is not None and abs(a - b) <= 1e-9 + 1e-6 * abs(b)
-    return json_int(effective) == json_int(wanted) and json_int(wanted) is not None
-
-
-def _why(name: str, hook: HookRecord) -> str:
-    if name in hook.observed:
-        return f" (the command passes {{{name}}} itself, and it did not reach Ray Serve)"
-    return ""
+WHO = "Ray Serve"  # in what a knob check says
 
 
 def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
@@ -53,11 +49,11 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
         for entry in entries:
             name, effective = label.format(entry.get("name", "?")), entry.get("effective") or {}
             for knob in (k for k in names if k in knobs):
-                if _same(knob, effective.get(knob), knobs[knob]):
+                if same_setting(knob, effective.get(knob), knobs[knob]):
                     right.append(f"{name} runs {knob}={effective.get(knob)}")
                 else:
                     wrong.append(f"{name} runs {knob}={effective.get(knob)}, not {knobs[knob]}"
-                                 f"{_why(knob, hook)}")
+                                 f"{kept_by_command(knob, hook, WHO)}")
         if not entries and any(k in knobs for k in names):
             wrong.append(missing)
     return wrong, right
