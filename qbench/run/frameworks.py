@@ -194,16 +194,21 @@ def _is_name(node: ast.expr, name: str) -> bool:
 
 
 def read_framework(base_url: str, timeout_s: float = 2.0) -> Framework | None:
-    """The framework a plain HTTP server is, from what it serves (LitServe's GET /info, BentoML's GET
-    /schema.json, Ray Serve's GET /-/routes), else None."""
-    try:
-        with control.client(timeout_s=timeout_s) as http:
-            for path, known in (("/info", litserve), ("/schema.json", bentoml), ("/-/routes", rayserve)):
+    """The framework a plain HTTP server is, from what it serves (Ray Serve's GET /-/routes, its proxy's
+    own and first: the other paths reach a Ray Serve app's own route, whose error may be slow; LitServe's
+    GET /info, BentoML's GET /schema.json), else None. A path that fails or times out is no answer; the
+    next is asked."""
+    with control.client(timeout_s=timeout_s) as http:
+        for path, known in (("/-/routes", rayserve), ("/info", litserve), ("/schema.json", bentoml)):
+            try:
                 answer = http.get(base_url.rstrip("/") + path)
                 framework = known(answer.json()) if answer.status_code == 200 else None
-                if framework is not None:
-                    return framework
-    except (httpx.HTTPError, ValueError):
-        return None
+                if framework is not None and path == "/-/routes" and not answer.json():  # {}: Ray's health
+                    healthy = http.get(base_url.rstrip("/") + "/-/healthz")  # says "success", another's not
+                    framework = framework if healthy.text.strip() == "success" else None
+            except (httpx.HTTPError, ValueError):
+                continue
+            if framework is not None:
+                return framework
     return None
 

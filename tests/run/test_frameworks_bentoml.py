@@ -117,3 +117,33 @@ def test_init_drafts_its_body_from_its_schema_and_the_scenario_runs_with_no_erro
     sizes = [line for line in httpx.get(f"{bentoml_url}/metrics").text.splitlines()
              if line.startswith("bentoml_service_adaptive_batch_size_count")]
     assert sizes, "BentoML's metrics show no batch"  # the requests went through its batcher
+
+
+def test_a_path_that_times_out_is_no_answer_and_the_next_is_asked() -> None:
+    """A Ray Serve app's own route answers GET /info (a 500 after its traceback, seconds on a busy box):
+    one slow path used to end the whole reading with None; now the next path is asked."""
+    import json as json_module
+    import threading
+    import time as time_module
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path == "/info":
+                time_module.sleep(1.5)  # past the reading's timeout
+            body = json_module.dumps(SCHEMA).encode() if self.path == "/schema.json" else b"{}"
+            self.send_response(200 if self.path == "/schema.json" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        found = read_framework(f"http://127.0.0.1:{server.server_address[1]}", timeout_s=0.5)
+    finally:
+        server.shutdown()
+    assert found is not None and found.name == "BentoML"
