@@ -8,9 +8,11 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -20,7 +22,7 @@ from qbench.run.frameworks import RAYSERVE_CAP, rayserve, read_framework, reques
 from qbench.run.records import read_records
 from qbench.tune.servers.server_process import free_port
 from tests.gradio_versions.envs import EnvError, ensure_named_env
-from tests.run.test_frameworks import stop_group
+from tests.run.test_frameworks import stop_group, wait_healthy
 
 RAYSERVE = "2.60.0"
 RAYSERVE_APP = Path(__file__).resolve().parents[2] / "examples" / "rayserve" / "app.py"
@@ -71,8 +73,6 @@ def ray_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def rayserve_app(port: int, folder: Path) -> Iterator[str]:
     """`python examples/rayserve/app.py PORT` in Ray Serve's env (its log in `folder`/app.log) until its
     application answers; the whole process group (Ray's own processes with it) stopped after."""
-    from tests.run.test_frameworks import wait_healthy
-
     python = rayserve_python()
     log = folder / "app.log"
     with log.open("wb") as out:
@@ -89,10 +89,6 @@ def rayserve_app(port: int, folder: Path) -> Iterator[str]:
 
 def wait_deployed(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 180.0) -> None:
     """Ray Serve's proxy answers before the application runs: its route table lists it then."""
-    import time
-
-    import httpx
-
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:

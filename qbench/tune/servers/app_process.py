@@ -324,9 +324,11 @@ def _wait_framework_health(handle: ServerHandle, deadline: float, hook_dir: Path
     path = FRAMEWORK_HEALTH.get(hooked.framework) if hooked is not None else None
     if path is None:
         return
-    assert handle.process is not None
+    assert handle.process is not None and hooked is not None
+    late = hooked.framework in LAUNCHED_WHEN_READY  # ready only once the record says it runs
     with control.client(timeout_s=2.0) as http:
-        while not (control.answers(http, handle.base_url + path) and _launched(hooked, hook_dir)):
+        while not (control.answers(http, handle.base_url + path)
+                   and (not late or _framework_launched(hook_dir))):
             if handle.process.poll() is not None:
                 raise ServerLaunchError(f"the app exited with code {handle.process.returncode} before its "
                                         f"{path} said it was ready\n{handle.log_tail()}")
@@ -334,14 +336,6 @@ def _wait_framework_health(handle: ServerHandle, deadline: float, hook_dir: Path
                 raise ServerLaunchError(f"{handle.base_url}{path} did not answer 200 before the ready "
                                         f"timeout (its workers still setting up?)\n{handle.log_tail()}")
             time.sleep(0.2)
-
-
-def _launched(hooked: Any, hook_dir: Path) -> bool:
-    """The hook's record says the app runs, for a framework that records it only then."""
-    if hooked.framework not in LAUNCHED_WHEN_READY:
-        return True
-    now = read_hook_record(hook_dir)
-    return now is not None and now.launched
 
 
 def _framework_launched(hook_dir: Path) -> bool:
