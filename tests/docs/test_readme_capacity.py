@@ -23,9 +23,12 @@ REDUCED = {
     "capacity": ["--duration", "1", "--max-probes", "4", "--tolerance", "25%", "--estimate-users", "16",
                  "--max-duration", "1.5", "--confirm-duration", "2"],
     # each point's run and capacity search: 0.75 s runs with 0.25 s of warm-up (the 0.5 s measured of the
-    # 1 s runs with the default 0.5 s; a `--set` makes the scenario's warm-up the points' and probes' one)
+    # 1 s runs with the default 0.5 s; a `--set` makes the scenario's warm-up the points' and probes' one);
+    # a p95 bound of 1 s, not the scenarios' 0.25-0.5 s: the point c1-b8 serves a batch of 8 in 0.13 s, so its
+    # 16-user estimate waits ~0.26 s by construction, and a busy box's probes measured p95 0.35-0.45 s at
+    # 32-62 req/s: these tests are about which objective ranks the points, not whether c1-b8 holds 0.25 s
     "sweep": ["--duration", "0.75", "--capacity-duration", "0.75", "--capacity-trials", "3",
-              "--capacity-tolerance", "25%", "--set", "load.warmup=0.25"],
+              "--capacity-tolerance", "25%", "--set", "load.warmup=0.25", "--set", "slo.p95_latency_s=1"],
 }
 
 
