@@ -81,6 +81,7 @@ def capacity(args: CapacityArgs) -> None:
     from qbench.run.results.files import new_folder
     from qbench.tune.capacity.capacity_run import run_capacity
     from qbench.tune.capacity.console import capacity_header, render_capacity, show_probe
+    from qbench.tune.servers.apphook import read_hook_record
     from qbench.tune.sweep.console import sweep_console
 
     console = sweep_console()
@@ -88,14 +89,16 @@ def capacity(args: CapacityArgs) -> None:
     try:
         with ExitStack() as stack:
             if args.app_file is not None:  # the app's log and the hook's record: reports/app-<name>-<stamp>/
-                started = start_app(stack, args.app_file, new_folder("app", args.app_file.stem, args.out),
-                                    console, args.python)
+                app_dir = new_folder("app", args.app_file.stem, args.out)
+                started = start_app(stack, args.app_file, app_dir, console, args.python)
                 args = replace(args, target=started.base_url)
             check_api_option(args.scenario, args.api)
             scenario = args.scenario or app_scenario_file(args.target, args.api, auth, args.out)
             config = _config(args, scenario, auth)
             if args.app_file is not None:  # qbench started it: a server its runs collapse is restarted
-                config = replace(config, restart=started.restart)
+                hooked = read_hook_record(app_dir)
+                config = replace(config, restart=started.restart,
+                                 own_cap_now=hooked.own_queue_cap() if hooked is not None else "")
             console.print(capacity_header(config))
             render_capacity(run_capacity(config, lambda probe: show_probe(console, probe)), console)
     except KeyboardInterrupt:

@@ -85,6 +85,14 @@ def bentoml(schema: Any) -> Framework | None:
                      queue_cap=BENTOML_CAP)
 
 
+def own_cap_lead(server: str, now: str = "") -> str:
+    """How the queue-cap advice opens for a server whose own cap is a setting of the app's code: its cap
+    as the app sets it now (`now`, "max_queued_requests=57"; "": none set, so it queues without one)."""
+    if now:
+        return f"{server} caps its queue with your app's own {now} now; advised instead"
+    return f"{server} queues without a cap unless its own is set"
+
+
 #: BentoML's own cap on requests in flight, for the overload advice ({waiting}: the advised queue)
 BENTOML_CAP = ('traffic={{"max_concurrency": N}} in @bentoml.service, N = {waiting} plus the requests it '
                "runs at once (it counts both, per worker; past N a 429 at once). A batchable API's batcher "

@@ -97,6 +97,7 @@ class CapacityConfig:
     overload: bool = True  # one run at 1.3 x the capacity: throughput past it, max_size, ETA
     recheck: bool = True  # the first passing rate again after the search: did the server degrade?
     restart: Callable[[], str] | None = None  # the app qbench started (--app): start it again (its URL)
+    own_cap_now: str = ""  # that app's own queue cap as the hook saw it run ("": none set, or not known)
 
     @property
     def writer(self) -> Writer:
@@ -409,7 +410,7 @@ def capacity_prober(config: CapacityConfig, observer: ProbeObserver | None = Non
             "load.warmup": config.warmup_s},
         duration_s=config.probe_duration_s, observer=observer, tolerance=config.plan.tolerance,
         max_duration_s=config.max_probe_duration_s, confirm_duration_s=config.confirm_duration_s,
-        uncapped=uncapped_server(config), restart=config.restart,
+        uncapped=uncapped_server(config), restart=config.restart, own_cap_now=config.own_cap_now,
     )
 
 

@@ -57,6 +57,7 @@ class Prober:
     confirmed_at: dict[float, int] = field(default_factory=dict)  # sustained runs so far, by rate
     uncapped: Framework | None = None  # the framework of a server without Gradio's queue cap, for the advice
     restart: Callable[[], str] | None = None  # the app qbench started (--app): start it again (its URL)
+    own_cap_now: str = ""  # that app's own queue cap as it ran ("max_queued_requests=57"; "": none set)
 
     @property
     def margin(self) -> float:
@@ -140,7 +141,8 @@ class Prober:
         seconds = max(min(2 * self.length.seconds(capacity), self.max_duration_s), 10.0)
         probe, records = self.open_loop(rate, seconds, "overload", stop=False)
         return probe, analyse(records, rate, capacity, latency_bound_s(self.constraints),
-                              *((self.uncapped.name, self.uncapped.queue_cap) if self.uncapped else ()))
+                              *((self.uncapped.name, self.uncapped.queue_cap, self.own_cap_now)
+                                if self.uncapped else ()))
 
     def after_burst(self, capacity: float) -> Probe:
         """A short run at the answer once the run past it is over (and, for a Gradio app, its queue has

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final, Literal
 
-from qbench.run import BENTOML_CAP, RAYSERVE_CAP, Figures, json_number
+from qbench.run import BENTOML_CAP, RAYSERVE_CAP, Figures, json_number, own_cap_lead
 from qbench.tune.knobs.frameworks import framework_name
 from qbench.tune.knobs.grid import Value, flag
 from qbench.tune.knobs.versions import BATCH_NOTE, gradio3_code
@@ -80,6 +80,7 @@ class Recommendation:
     # "your app: default_concurrency_limit=4 -> recommended concurrency_limit=8 on `respond`"
     app_change: list[str] = field(default_factory=list)
     framework: str | None = None  # a launched app's framework other than Gradio ("litserve")
+    own_cap_now: str = ""  # that app's own queue cap as it ran ("max_queued_requests=57"; "": none set)
 
     @property
     def gradio_version(self) -> str:
@@ -175,6 +176,7 @@ class Advice:
     server_api: str | None = None  # a gradio.Server app's endpoint: the code is its @server.api(...)
     notes: list[str] = field(default_factory=list)
     framework: str | None = None  # a launched app's framework other than Gradio ("litserve")
+    own_cap_now: str = ""  # that app's own queue cap as it ran ("max_queued_requests=57"; "": none set)
 
 
 def rank(points: Sequence[PointResult], constraints: Constraints) -> Ranking:
@@ -223,7 +225,8 @@ def recommend(points: Sequence[PointResult], constraints: Constraints, advice: A
     size_advice = max_size_advice(winner, constraints) if winner is not None else None
     if size_advice is not None and advice.framework in ("litserve", "bentoml", "rayserve"):
         own_cap = {"bentoml": BENTOML_CAP, "rayserve": RAYSERVE_CAP}.get(advice.framework, "")
-        size_advice = uncapped_advice(size_advice, framework_name(advice.framework), own_cap)
+        size_advice = uncapped_advice(size_advice, framework_name(advice.framework), own_cap,
+                                      advice.own_cap_now)
     code = ""
     size = size_advice.max_size if size_advice is not None else None
     if winner is not None and advice.gradio and advice.server_api is not None:
@@ -356,15 +359,15 @@ def max_size_advice(point: PointResult, constraints: Constraints) -> MaxSizeAdvi
     return MaxSizeAdvice(why, size, served, tolerated, service, budget)
 
 
-def uncapped_advice(advice: MaxSizeAdvice, server: str, own_cap: str = "") -> MaxSizeAdvice:
+def uncapped_advice(advice: MaxSizeAdvice, server: str, own_cap: str = "", now: str = "") -> MaxSizeAdvice:
     """The max_size advice for a server without Gradio's queue cap: no max_size to set; the cap said as
-    its own setting (`own_cap`, {waiting} the size: BentoML's max_concurrency), else as one to put in
-    front of it (LitServe)."""
+    its own setting (`own_cap`, {waiting} the size: BentoML's max_concurrency; `now`: the app's own value
+    of it, "" when unset), else as one to put in front of it (LitServe)."""
     if advice.max_size is None or advice.tolerated_wait_s is None:
         return replace(advice, max_size=None, why=f"{server} has no queue cap (Gradio's max_size): requests "
                        "past its capacity wait without bound")
     if own_cap:
-        why = (f"{server} queues without a cap unless its own is set. Served at {advice.throughput_rps:.3g} "
+        why = (f"{own_cap_lead(server, now)}. Served at {advice.throughput_rps:.3g} "
                f"req/s with {advice.tolerated_wait_s:g} s tolerated, {advice.max_size} waiting requests fill "
                f"the queue-wait budget of {advice.queue_wait_budget_s or 0:.3g} s: "
                f"{own_cap.format(waiting=advice.max_size)}")

@@ -46,6 +46,7 @@ def sweep_advice(config: SweepConfig, defaults: dict[str, Any], servers: PointSe
         gradio=gradio, server_api=server_api(config, servers),
         server_code=code, server_code_label=label, app_change=change,
         capacity=capacity, notes=notes + capacity_notes, framework=servers.framework,
+        own_cap_now=hook.own_queue_cap() if hook is not None else "",
     )
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run import RequestRecord
+from qbench.run import RequestRecord, own_cap_lead
 
 OVERLOAD_FACTOR = 1.3
 BLOCKS = 10
@@ -70,12 +70,12 @@ class Overload:
 
 
 def analyse(records: Sequence[RequestRecord], rate_rps: float, capacity_rps: float,
-            latency_bound_s: float | None, uncapped: str | None = None, own_cap: str = ""
+            latency_bound_s: float | None, uncapped: str | None = None, own_cap: str = "", own_now: str = ""
             ) -> Overload | None:
     """The overload run's throughput against its queue, the advice and the ETA finding (None: too few
     requests to tell). `uncapped`: the server's name when it has no Gradio max_size: the cap is then
-    advised as its own setting (`own_cap`, {waiting} the size: BentoML's max_concurrency), else for a
-    proxy in front (LitServe)."""
+    advised as its own setting (`own_cap`, {waiting} the size: BentoML's max_concurrency; `own_now`: the
+    app's own value of it as it ran, "" when unset), else for a proxy in front (LitServe)."""
     sent = [r for r in records if r.sent_at_s is not None]
     measured = [r for r in sent if not r.warmup]
     if len(measured) < 4 * BLOCKS:
@@ -99,7 +99,7 @@ def analyse(records: Sequence[RequestRecord], rate_rps: float, capacity_rps: flo
                if fell_at is not None else None)
     max_size, advice = _advice(base, end, (fell_at, tips_at), capacity_rps, latency_bound_s)
     if uncapped is not None and max_size is not None:
-        advice = _in_front(advice, max_size, uncapped, own_cap)
+        advice = _in_front(advice, max_size, uncapped, own_cap, own_now)
     eta = eta_accuracy(measured)
     return Overload(
         rate_rps=rate_rps, capacity_rps=capacity_rps, base_rps=base, end_rps=end, fell_at_waiting=fell_at,
@@ -155,12 +155,12 @@ def _advice(base: float, end: float, where: tuple[int | None, int | None], capac
                  "bound) so that whoever gets in is served within the bound and the rest are told at once")
 
 
-def _in_front(advice: str, cap: int, server: str, own_cap: str = "") -> str:
-    """The max_size advice for a server without Gradio's: the same cap as its own setting (`own_cap`),
-    else kept by a proxy in front."""
+def _in_front(advice: str, cap: int, server: str, own_cap: str = "", now: str = "") -> str:
+    """The max_size advice for a server without Gradio's: the same cap as its own setting (`own_cap`;
+    `now`: the app's own value of it, "" when unset), else kept by a proxy in front."""
     head = advice.split(": set max_size=", 1)[0]
     if own_cap:
-        return (f"{head}: {server} queues without a cap unless its own is set: "
+        return (f"{head}: {own_cap_lead(server, now)}: "
                 f"{own_cap.format(waiting=cap)}, so that whoever gets in is served within the bound and "
                 "the rest are told at once")
     return (f"{head}: {server} has no queue cap (Gradio's max_size), so put one in front of it: a proxy "

@@ -134,6 +134,19 @@ def test_a_server_without_a_queue_cap_is_told_the_cap_to_put_in_front() -> None:
     assert unbounded is not None and unbounded.why.startswith("LitServe has no queue cap")
 
 
+def test_an_app_that_sets_its_own_queue_cap_is_told_the_cap_instead_of_it() -> None:
+    winner = pt("b8", 10, throughput_rps=12.0, p50_service_s=0.5, knobs={"max_batch_size": 8})
+    slo = Constraints(slo={"p95_latency_s": 3.0})
+    unset = recommend([winner], slo, Advice(gradio=False, framework="rayserve")).max_size_advice
+    assert unset is not None and unset.why.startswith("Ray Serve queues without a cap unless its own is set.")
+    own = Advice(gradio=False, framework="rayserve", own_cap_now="max_queued_requests=57")
+    advice = recommend([winner], slo, own).max_size_advice
+    assert advice is not None and advice.max_size is None
+    assert advice.why.startswith("Ray Serve caps its queue with your app's own max_queued_requests=57 now; "
+                                 "advised instead. Served at 12 req/s with 3 s tolerated, 30 waiting")
+    assert "max_queued_requests=30 in @serve.deployment" in advice.why
+
+
 def test_gradio_code_for_a_batched_winner() -> None:
     code = gradio_code({"concurrency_limit": 2, "max_batch_size": 8, "max_threads": 40}, 24)
     assert "demo.queue(default_concurrency_limit=2, max_size=24)" in code

@@ -110,6 +110,24 @@ def test_a_litserve_apps_advice_is_a_change_to_its_constructors() -> None:
         "LitServer(workers_per_device=2)"]
 
 
+def test_the_apps_own_queue_cap_is_read_from_its_code_not_the_points_knob() -> None:
+    """Ray Serve's max_queued_requests (-1: none) and BentoML's max_concurrency, as the app's code sets
+    them; a knob qbench set over them ("set", "effective") is not the app's."""
+    def ray(*caps: int) -> HookRecord:
+        return HookRecord(launched=True, framework="rayserve", rayserve={"deployments": [
+            {"name": f"D{i}", "app": {"max_queued_requests": cap}, "effective": {"max_queued_requests": 9}}
+            for i, cap in enumerate(caps)]})
+    assert ray(57).own_queue_cap() == "max_queued_requests=57"
+    assert ray(-1).own_queue_cap() == ""
+    assert ray(-1, 20).own_queue_cap() == "D1's max_queued_requests=20"
+    bento = HookRecord(launched=True, framework="bentoml", bentoml={"service": {
+        "app": {"workers": 1, "max_concurrency": None}, "effective": {"max_concurrency": 64}}})
+    assert bento.own_queue_cap() == ""
+    bento.bentoml["service"]["app"]["max_concurrency"] = 32
+    assert bento.own_queue_cap() == "max_concurrency=32"
+    assert HookRecord(launched=True, framework="litserve").own_queue_cap() == ""
+
+
 def test_knobs_the_launch_command_passes_itself_are_observed_not_set(tmp_path: Path) -> None:
     env = hook_env({"max_batch_size": 8, "batch_timeout": 0.1}, 7999, None, tmp_path, ["max_batch_size"])
     assert json.loads(env["QBENCH_HOOK"])["observe"] == ["max_batch_size"]

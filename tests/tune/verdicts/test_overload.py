@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qbench.run.frameworks import BENTOML_CAP
+from qbench.run.frameworks import BENTOML_CAP, RAYSERVE_CAP
 from qbench.run.records import RequestRecord
 from qbench.tune.verdicts.overload import Overload, analyse, eta_accuracy
 
@@ -64,6 +64,11 @@ def test_a_server_with_its_own_cap_is_advised_it_in_its_own_terms() -> None:
     assert "max_size=" not in found.advice and "proxy" not in found.advice
     assert (f'BentoML queues without a cap unless its own is set: traffic={{"max_concurrency": N}} in '
             f"@bentoml.service, N = {found.max_size} plus the requests it runs at once") in found.advice
+    own = "max_queued_requests=57"
+    capped = analyse(overloaded(52, 20, 0.0), 52, 40, 1.0, "Ray Serve", RAYSERVE_CAP, own)
+    assert capped is not None and capped.max_size == gradio.max_size
+    assert (f"Ray Serve caps its queue with your app's own max_queued_requests=57 now; advised instead: "
+            f"max_queued_requests={capped.max_size} in @serve.deployment") in capped.advice
 
 
 def test_the_tipping_point_is_read_at_the_answered_rate() -> None:

@@ -141,6 +141,23 @@ class HookRecord:
         head = str(self.gradio_version or "").split(".")[0]
         return int(head) if head.isdigit() else None
 
+    def own_queue_cap(self) -> str:
+        """The cap on waiting requests the app's own code sets ("" when none): Ray Serve's
+        max_queued_requests (-1, its default: none), BentoML's traffic max_concurrency; a point's knob
+        over it is not the app's."""
+        if self.framework == "bentoml":
+            found = ((self.bentoml.get("service") or {}).get("app") or {}).get("max_concurrency")
+            return f"max_concurrency={found}" if found is not None else ""
+        if self.framework != "rayserve":
+            return ""
+        deployments = self.rayserve.get("deployments") or []
+        caps = {str(d.get("name")): (d.get("app") or {}).get("max_queued_requests")
+                for d in deployments}
+        capped = {name: cap for name, cap in caps.items() if isinstance(cap, int) and cap >= 0}
+        if len(caps) == 1 and capped:
+            return f"max_queued_requests={next(iter(capped.values()))}"
+        return ", ".join(f"{name}'s max_queued_requests={cap}" for name, cap in capped.items())
+
     def app_settings(self, event: EventRecord) -> dict[str, Any]:
         """The app's own settings that decide `event`'s concurrency and batching (for the advice)."""
         queue_app = self.queue.get("app") or {}
