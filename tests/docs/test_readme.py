@@ -373,6 +373,9 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "rayserve-env/bin/python --grid concurrency_limit=1,2": [
         ("tests/docs/test_docs_rayserve.py::test_a_knob_ray_serve_lacks_is_refused_before_the_app_starts",
          '"## A knob Ray Serve lacks"')],
+    # docs/development.md: where the suite's CPU goes, from the kernel's process accounting
+    ".venv/bin/python -m tests.census /tmp/acct.txt /tmp/ps.log": [
+        ("tests/test_census.py::test_the_documented_command_prints_the_census", "tests.census")],
     # docs/gradio-demos.md: the demo bench on demos of our own, from a git repository and from a folder
     ".venv/bin/python bench/gradio_demos.py --gradio-git ../gradio.git --out /tmp/demos": [
         ("tests/run/e2e/test_demo_apps.py::test_the_demo_bench_runs_from_a_git_repository", "--gradio-git")],
