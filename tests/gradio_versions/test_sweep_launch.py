@@ -46,10 +46,19 @@ def test_launch_sweep_of_concurrency_count_on_a_real_3x_app(launch: str, tmp_pat
     by_id = {r.point_id: r for r in result.results}
     assert [r.status for r in result.results] == ["ok", "ok"], [r.reason for r in result.results]
     assert all(r.error_rate == 0 for r in result.results)
-    # work takes 0.2 s: one worker serves ~5 req/s, two ~10 (4 closed-loop users)
-    assert by_id["cc2"].goodput_rps > 1.4 * by_id["cc1"].goodput_rps, by_id
+    # what the knob allows, at any speed: one at a time at cc1, two at cc2
+    for point_id, count in (("cc1", 1), ("cc2", 2)):
+        check = by_id[point_id].knob_check
+        assert check is not None and check.verdict == "applied", check
+        assert f"{count} ran at once while requests waited (limit {count})" in check.evidence, check
     rec = json.loads((result.sweep_dir / "recommendation.json").read_text())
-    assert rec["gradio_version"] == "3.x" and rec["winner"]["point_id"] == "cc2"
-    assert "demo.queue(concurrency_count=2, max_size=" in rec["gradio_code"]
+    assert rec["gradio_version"] == "3.x"
+    # work takes 0.2 s: one worker serves ~5 req/s, two ~10 (4 closed-loop users), where one worker served
+    # most of its 5 (a busy box's cc1 served 2.0 req/s and cc2 1.7 once: the app's CPU, not the knob)
+    if by_id["cc1"].goodput_rps >= 4.0:
+        assert by_id["cc2"].goodput_rps > 1.4 * by_id["cc1"].goodput_rps, by_id
+        assert rec["winner"]["point_id"] == "cc2"
+    count = rec["winner"]["knobs"]["concurrency_count"]
+    assert f"demo.queue(concurrency_count={count}, max_size=" in rec["gradio_code"]
     run = json.loads((result.sweep_dir / "points" / "cc1" / "run.json").read_text())
     assert run["server"]["gradio"]["version"] == VERSION

@@ -85,7 +85,11 @@ def test_capacity_of_a_known_server_then_its_report(tmp_path: Path) -> None:
     at = passing[-1]
     assert data["users"] == pytest.approx(capacity * (10 + at["mean_latency_s"]))
     assert "capacity" in out.output and "users clicking every 10 s" in out.output
-    assert "held: for the whole 4 s confirmation" in out.output and "past it (x1.3)" in out.output
+    # one confirmation; two (different Poisson seeds) where a busy box's first run at the answer fell and
+    # the same rate held again (as tests/tune/e2e/test_capacity_ceiling.py's hard ceiling allows)
+    held = " ".join(out.output.split())
+    assert ("held: for the whole 4 s confirmation" in held or "held: for each of 2 4 s confirmations" in held
+            ) and "past it (x1.3)" in held, out.output
 
     report = CliRunner().invoke(app, ["report", str(folder)])
     assert report.exit_code == 0, report.output

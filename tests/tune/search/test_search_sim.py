@@ -81,8 +81,12 @@ def test_real_sim_sweep_against_the_sleep_preset(tmp_path: Path) -> None:
     assert {row["point_id"] for row in rows} == {r.point_id for r in result.results}
     assert all("throughput_rps" in row["predicted"] for row in rows)
     assert rec["winner"]["point_id"] in {r.point_id for r in result.results}
-    # the best measured point is the grid's best: the largest batch that keeps p95 under 0.35 s
-    assert rec["winner"]["knobs"]["max_batch_size"] >= 4
+    # the best measured point is the grid's best, the largest batch that keeps p95 under 0.35 s, wherever a
+    # measured batch of 4 or more kept it (a busy box's run of them measured over it once: b2 then won)
+    kept = [r for r in result.results if int(r.knobs["max_batch_size"]) >= 4
+            and r.p95_latency_s is not None and r.p95_latency_s <= 0.35]
+    assert rec["winner"]["knobs"]["max_batch_size"] >= 4 or not kept, [(r.point_id, r.p95_latency_s)
+                                                                        for r in result.results]
     files = build_report(result.sweep_dir)  # the report shows predicted vs measured for every point
     markdown = files.markdown.read_text()
     assert "Predicted vs measured (sim search)" in markdown
