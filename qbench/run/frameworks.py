@@ -210,8 +210,9 @@ def read_framework(base_url: str, timeout_s: float = 2.0) -> Framework | None:
         for path, known in (("/-/routes", rayserve), ("/info", litserve), ("/schema.json", bentoml)):
             try:
                 answer = http.get(base_url.rstrip("/") + path)
-                framework = known(answer.json()) if answer.status_code == 200 else None
-                if framework is not None and path == "/-/routes" and not answer.json():  # {}: Ray's health
+                body = answer.json() if answer.status_code == 200 else None
+                framework = known(body) if answer.status_code == 200 else None
+                if framework is not None and path == "/-/routes" and not body:  # {}: Ray's health
                     healthy = http.get(base_url.rstrip("/") + "/-/healthz")  # says "success", another's not
                     framework = framework if healthy.text.strip() == "success" else None
             except (httpx.HTTPError, ValueError):

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from qbench.run import json_int
 from qbench.tune.knobs.frameworks import BENTOML_API_KNOBS, BENTOML_SERVICE_KNOBS
 from qbench.tune.points.knobcheck import (
     KnobCheck,
@@ -27,6 +26,7 @@ from qbench.tune.points.knobcheck import (
     framework_verdict,
     hook_problems,
     kept_by_command,
+    same_setting,
 )
 from qbench.tune.servers.apphook import HookRecord
 
@@ -43,7 +43,7 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
         for name in BENTOML_API_KNOBS:
             if name not in knobs:
                 continue
-            if json_int(effective.get(name)) == json_int(knobs[name]):
+            if same_setting(name, effective.get(name), knobs[name]):
                 right.append(f"{route} runs {name}={effective.get(name)}")
             else:
                 wrong.append(f"{route} runs {name}={effective.get(name)}, not {knobs[name]}"
@@ -54,7 +54,7 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
     for name in BENTOML_SERVICE_KNOBS:
         if name not in knobs:
             continue
-        if json_int(service.get(name)) == json_int(knobs[name]):
+        if same_setting(name, service.get(name), knobs[name]):
             right.append(f"the service runs {name}={service.get(name)}")
         else:
             wrong.append(f"the service runs {name}={service.get(name)}, not {knobs[name]}"

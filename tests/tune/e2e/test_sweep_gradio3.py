@@ -8,6 +8,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -61,9 +62,14 @@ def slow_gradio3(folder: Path) -> None:
     (folder / "gradio3.yaml").write_text(yaml.safe_dump(scenario, sort_keys=False))
 
 
+def point_file(sweep_dir: Path, point: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((sweep_dir / "points" / point / "point.json").read_text())
+    return data
+
+
 def parallelism(sweep_dir: Path, point: str) -> dict[str, float]:
     """What the point's records say its server ran at once (qbench.tune.points.knobcheck.Parallelism)."""
-    applied = json.loads((sweep_dir / "points" / point / "point.json").read_text())["knobs_applied"]
+    applied = point_file(sweep_dir, point)["knobs_applied"]
     assert applied["verdict"] == "applied", applied  # proven from the records, not contradicted
     return dict(applied["parallelism"])
 
@@ -80,8 +86,7 @@ def two_workers_seen(sweep_dir: Path) -> bool:
     two, one = parallelism(sweep_dir, "cc2-b4"), peak(sweep_dir, "cc1-b4")
     if two["peak_running"] > one:
         return True
-    point = json.loads((sweep_dir / "points" / "cc2-b4" / "point.json").read_text())
-    service = point["result"]["p50_service_s"]
+    service = point_file(sweep_dir, "cc2-b4")["result"]["p50_service_s"]
     return bool(two["hold_s"] > 0.55 * service and two["reached_while_waiting"] > one)
 
 
