@@ -224,27 +224,6 @@ def test_gpu_serving_exits_non_zero_naming_gradio_or_cuda(monkeypatch: pytest.Mo
         bench.parse_args(["--presets", "video"])
 
 
-def test_gpu_serving_reduced_run_on_the_cpu(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    """Tiny ViT, B 4, a served run of 32 requests (its 120 s window only a cap: it ends on the count, so
-    it measures some however busy the box) from 8 distinct images: every column is measured (GPU busy is
-    absent on a CPU)."""
-    bench = load_bench("gpu_serving", monkeypatch)
-    out = tmp_path / "rows.json"
-    argv = ["--device", "cpu", "--quick", "--size", "tiny", "--presets", "image", "--dtypes", "auto",
-            "--batch-size", "4", "--users", "8", "--requests", "32", "--duration", "120", "--variants", "8",
-            "--repeats", "2", "--min-timed", "0.05", "--json", str(out)]
-    assert bench.main(argv) == 0
-    (row,) = json.loads(out.read_text())
-    assert row["server"] == "reference" and row["dtype"] == "float32" and row["errors"] == 0
-    assert row["forward_ips"] > 0 and row["prep_ips"] > 0 and row["served_ips"] > 0
-    assert row["gpu_busy"] is None and row["efficiency"] == pytest.approx(row["served_ips"] / row["prep_ips"])
-    assert row["drift"] > 0
-    table = capsys.readouterr().out
-    assert "device cpu, size tiny" in table and "reference  image  float32     4" in table
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(660)  # past the 600 s the dry run itself may take (subprocess.run below)
 def test_gpu_all_dry_run_on_the_cpu(tmp_path: Path) -> None:
@@ -269,8 +248,19 @@ def test_gpu_all_dry_run_on_the_cpu(tmp_path: Path) -> None:
     assert "MainThread" in summary and "served " in summary and "winner:" in summary
     assert "of what its forward passes could serve back to back" in summary  # the device figures
     with tarfile.open(out / "gpu-all-partall.tar.gz") as tar:
-        names = {Path(n).name for n in tar.getnames()}
-    assert {f"{s}.log" for s in steps} | {"spy.txt", "gpu_serving.json", "summary.md"} <= names
+        names = {Path(n).name: n for n in tar.getnames()}
+        assert {f"{s}.log" for s in steps} | {"spy.txt", "gpu_serving.json", "summary.md"} <= set(names)
+        rows = json.loads(tar.extractfile(names["gpu_serving.json"]).read())  # type: ignore[union-attr]
+        serving_log = tar.extractfile(names["serving.log"]).read().decode()  # type: ignore[union-attr]
+    # the serving step's rows (tiny ViT, B 4, 32 requests from 8 distinct images; its 120 s window only a
+    # cap: it ends on the count, so it measures some however busy the box): every column is measured, GPU
+    # busy absent on a CPU
+    (row,) = [r for r in rows if r["server"] == "reference"]
+    assert row["dtype"] == "float32" and row["errors"] == 0
+    assert row["forward_ips"] > 0 and row["prep_ips"] > 0 and row["served_ips"] > 0
+    assert row["gpu_busy"] is None and row["efficiency"] == pytest.approx(row["served_ips"] / row["prep_ips"])
+    assert row["drift"] > 0
+    assert "device cpu, size tiny" in serving_log and "reference  image  float32     4" in serving_log
     assert sorted(p.name for p in out.iterdir()) == ["gpu-all-partall-summary.md", "gpu-all-partall.tar.gz"]
 
 

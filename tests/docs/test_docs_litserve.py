@@ -104,7 +104,10 @@ def test_the_capacity_of_the_app_qbench_starts(in_tmp: Path, monkeypatch: pytest
     variable, command = line.split(" ", 1)
     name, value = variable.split("=")
     monkeypatch.setenv(name, value)  # the app reads it (MAX_BATCH_SIZE=16)
-    code, output = run(command, in_tmp, REDUCED_CAPACITY, verb="capacity")
+    # p95 bound at 5 s, not the scenario's 0.5: the test is about the app started with its own batch of 16
+    # and a capacity found; a busy box starved the app for a whole search once (p95 0.5-2.5 s at 16-77
+    # req/s, 1/20 of what b16 serves), and 1.5 s probes then measure the box
+    code, output = run(command, in_tmp, [*REDUCED_CAPACITY, "--set", "slo.p95_latency_s=5"], verb="capacity")
     assert code == 0, output
     assert "started examples/litserve/app.py at http://127.0.0.1:" in output
     assert "capacity:" in output, output

@@ -22,8 +22,12 @@ from qbench.tune.sweep.sweep import run_sweep
 from tests.docs.test_readme_capacity import ROOT, readme_commands
 
 #: Points sized in requests, not seconds: eight rounds of the 8 users (~4 s at one worker of 16.7 req/s on
-#: a quiet box; on a busy one, as many requests however long they take)
-REDUCED = ["--set", "load.duration=null", "--set", "load.requests=64", "--capacity-trials", "0"]
+#: a quiet box; on a busy one, as many requests however long they take). Their p95 bound at 10 s, not the
+#: scenario's 1 s (~0.5 s by construction at cc1-b4): the test is about the knobs reaching the server and
+#: the advice in 3.x code, and a busy box once stretched both points past 1 s (p95 1.9 and 2.0 s while the
+#: server timed its batches at 0.25 s), leaving no winner to advise
+REDUCED = ["--set", "load.duration=null", "--set", "load.requests=64", "--capacity-trials", "0",
+           "--set", "slo.p95_latency_s=10"]
 SMALL_GRID = {"live": ["--grid", "concurrency_count=1,2", "--grid", "max_batch_size=1,4"],
               "relaunch": ["--grid", "concurrency_count=1,2", "--grid", "max_batch_size=4"]}
 
