@@ -11,14 +11,23 @@ running server is).
     Ray Serve  GET /-/routes: {route_prefix: application name} (its HTTP proxy's own route table); a
                deployment that reads its request itself (`await request.json()`) publishes no request
                schema, so the keys it reads come from the app's code too (`request_keys`)
+    TorchServe its inference API's GET /api-description: {"info": {"title": "TorchServe APIs", "version"}};
+               its models from its management API (by default the next port: GET /models, then GET
+               /models/{name}: batchSize, maxBatchDelay, workers, jobQueueStatus). It hands each request's
+               body to the model's handler as it came (`data[i]["body"]`) and declares no schema, so the
+               keys come from the handler's code (`request_keys` of the handler, or of the
+               config.properties whose model store holds it)
 """
 
 from __future__ import annotations
 
 import ast
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -119,6 +128,51 @@ RAYSERVE_CAP = ("max_queued_requests={waiting} in @serve.deployment (requests wa
                 "each proxy; past it a 503 at once; its default -1 queues without a cap)")
 
 
+def torchserve(description: Any, models: Sequence[Mapping[str, Any]] = (), management: str = ""
+               ) -> Framework | None:
+    """TorchServe, from its inference API's GET /api-description (None: not TorchServe's), its `models` as
+    its management API at `management` describes them (GET /models/{name}; none when it did not answer)."""
+    info = description.get("info") if isinstance(description, dict) else None
+    if not isinstance(info, dict) or info.get("title") != "TorchServe APIs":
+        return None
+    version = f"TorchServe {info['version']}" if info.get("version") else "TorchServe"
+    if models:
+        facts = f"{version}, management API at {management}: " + "; ".join(model_facts(m) for m in models)
+    else:
+        facts = f"{version}; its models unknown: its management API did not answer at {management or '?'}"
+    return Framework("TorchServe", facts,
+                     schema_hint="it hands each request's body to the model's handler as it came (data[i]"
+                     "[\"body\"]) and declares no request schema: give the handler (or the config.properties "
+                     "whose model store holds it) to `qbench init --app` to read the keys it reads",
+                     queue_cap=TORCHSERVE_CAP)
+
+
+def model_facts(model: Mapping[str, Any]) -> str:
+    """One TorchServe model as its management API describes it, in words: "batched 1.0: batchSize 4,
+    maxBatchDelay 10 ms, 1 of minWorkers 1 READY, job queue 100"."""
+    workers = [w for w in model.get("workers") or [] if isinstance(w, dict)]
+    ready = sum(1 for w in workers if w.get("status") == "READY")
+    queue = model.get("jobQueueStatus") or {}
+    size = (queue.get("remainingCapacity") or 0) + (queue.get("pendingRequests") or 0) if queue else None
+    said = (f"{model.get('modelName', '?')} {model.get('modelVersion', '')}".rstrip()
+            + f": batchSize {model.get('batchSize')}, maxBatchDelay {model.get('maxBatchDelay')} ms, "
+            f"{ready} of minWorkers {model.get('minWorkers')} READY")
+    return said + (f", job queue {size}" if size is not None else "")
+
+
+def management_url(base_url: str) -> str:
+    """Where a TorchServe's management API is by its own default layout (inference 8080, management
+    8081): the inference URL's host, the next port."""
+    parts = urlsplit(base_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{parts.hostname}:{port + 1}"
+
+
+#: TorchServe's own cap on waiting requests, for the overload advice ({waiting}: the advised queue)
+TORCHSERVE_CAP = ("job_queue_size={waiting} in config.properties (requests waiting for a worker, per model; "
+                  "past it a 503 at once; its default 100), or jobQueueSize in the model's model-config.yaml")
+
+
 def bentoml_spec(schema: dict[str, Any]) -> dict[str, Any]:
     """BentoML's /schema.json routes as the OpenAPI paths qbench.run.openapi_body reads: each API's input
     schema (flattened by BentoML: no references) as its POST's JSON body."""
@@ -136,8 +190,13 @@ def bentoml_spec(schema: dict[str, Any]) -> dict[str, Any]:
 def request_keys(app: Path) -> list[str]:
     """The keys the app's request decoder reads from its JSON body, in the order it first reads them:
     LitServe's `decode_request(self, request)` in any class of `app` (`request["k"]`, `request.get("k")`),
-    or a Ray Serve deployment's `__call__(self, request)` from what its `await request.json()` gave
-    (`body["k"]`, `(await request.json())["k"]`). [] when there is none or it reads no constant key."""
+    a Ray Serve deployment's `__call__(self, request)` from what its `await request.json()` gave
+    (`body["k"]`, `(await request.json())["k"]`), or a TorchServe handler's `preprocess(self, data)` or
+    `handle(data, context)` from each request's body (`body = row.get("body")`, then `body["k"]`); for a
+    TorchServe config.properties, its model store's handlers'. [] when there is none or it reads no
+    constant key."""
+    if app.suffix == ".properties":
+        return [key for handler in torchserve_handlers(app) for key in request_keys(handler)]
     tree = ast.parse(app.read_text(encoding="utf-8"), filename=str(app))
     keys: list[str] = []
     for node in ast.walk(tree):
@@ -148,12 +207,76 @@ def request_keys(app: Path) -> list[str]:
             found = _read_keys(node, args[1])
         elif node.name == "__call__" and len(args) >= 2:
             found = _json_keys(node, args[1])
+        elif node.name in ("preprocess", "handle") and args:
+            found = _envelope_keys(node, args[1] if args[0] == "self" and len(args) > 1 else args[0])
         else:
             found = []
         for key in found:
             if key not in keys:
                 keys.append(key)
     return keys
+
+
+#: The keys TorchServe puts each request under in the batch it hands a handler (a JSON body is decoded)
+ENVELOPE: Final = ("body", "data")
+
+
+def _envelope_keys(function: ast.AST, batch: str) -> list[str]:
+    """Keys read from each request's body in a TorchServe handler's `function` (`batch`: its list of
+    requests): through a name assigned from the envelope (`body = row.get("body") or row.get("data")`)."""
+    bodies = [target.id for node in ast.walk(function) if isinstance(node, ast.Assign)
+              and any(_envelope_read(part) for part in ast.walk(node.value))
+              for target in node.targets if isinstance(target, ast.Name)]
+    keys: list[str] = []
+    for body in bodies:
+        keys += [key for key in _read_keys(function, body) if key not in ENVELOPE]
+    return keys if any(isinstance(node, ast.Name) and node.id == batch for node in ast.walk(function)) else []
+
+
+def _envelope_read(node: ast.AST) -> bool:
+    """`x.get("body")`, `x["body"]` (or "data")."""
+    if isinstance(node, ast.Subscript):
+        key: ast.expr | None = node.slice
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+            and node.args:
+        key = node.args[0]
+    else:
+        return False
+    return isinstance(key, ast.Constant) and key.value in ENVELOPE
+
+
+def torchserve_properties(config: Path) -> dict[str, str]:
+    """A TorchServe config.properties' settings (Java properties: `key=value` lines, # comments)."""
+    settings: dict[str, str] = {}
+    for line in config.read_text(encoding="utf-8").splitlines():
+        text = line.strip()
+        if not text or text.startswith(("#", "!")):
+            continue
+        key, sep, value = text.partition("=")
+        if sep:
+            settings[key.strip()] = value.strip()
+    return settings
+
+
+def torchserve_handlers(config: Path) -> list[Path]:
+    """The handler files of the models a TorchServe config.properties loads from its model_store (relative
+    to the config's folder): each model folder's MAR-INF/MANIFEST.json names its handler (a .mar archive is
+    not read)."""
+    settings = torchserve_properties(config)
+    store = config.parent / settings.get("model_store", "model_store")
+    wanted = [part.split("=")[-1].strip() for part in settings.get("load_models", "all").split(",")]
+    folders = sorted(p for p in store.iterdir() if p.is_dir()) if wanted in (["all"], ["ALL"]) and \
+        store.is_dir() else [store / name for name in wanted]
+    handlers = []
+    for folder in folders:
+        try:
+            manifest = json.loads((folder / "MAR-INF" / "MANIFEST.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        handler = str((manifest.get("model") or {}).get("handler") or "").split(":")[0]
+        if handler.endswith(".py") and (folder / handler).is_file():
+            handlers.append(folder / handler)
+    return handlers
 
 
 def _json_keys(function: ast.AST, request: str) -> list[str]:
@@ -219,5 +342,25 @@ def read_framework(base_url: str, timeout_s: float = 2.0) -> Framework | None:
                 continue
             if framework is not None:
                 return framework
-    return None
+        return _torchserve_now(http, base_url.rstrip("/"))
+
+
+def _torchserve_now(http: httpx.Client, base: str) -> Framework | None:
+    """TorchServe, its models described by its management API (by its default layout), else None."""
+    try:
+        answer = http.get(base + "/api-description")
+        described = answer.json() if answer.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    if torchserve(described) is None:
+        return None
+    management, models = management_url(base), []
+    try:
+        listed = http.get(management + "/models").json().get("models") or []
+        for name in [m.get("modelName") for m in listed if isinstance(m, dict)]:
+            found = http.get(f"{management}/models/{name}").json()
+            models += [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
+    except (httpx.HTTPError, ValueError, AttributeError):
+        models = []
+    return torchserve(described, models, management)
 

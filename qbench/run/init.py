@@ -27,7 +27,16 @@ import orjson
 import yaml
 
 from qbench.errors import ScenarioError, TargetError
-from qbench.run.frameworks import Framework, bentoml, bentoml_spec, litserve, rayserve, request_keys
+from qbench.run.frameworks import (
+    Framework,
+    bentoml,
+    bentoml_spec,
+    litserve,
+    management_url,
+    rayserve,
+    request_keys,
+    torchserve,
+)
 from qbench.run.init_yaml import Draft, DraftInput, render, render_mix
 from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.gradio_api import AppEndpoint, Suggestion, app_endpoints, describe, suggest
@@ -134,7 +143,28 @@ async def _read(base: str, auth: Auth, protocol: str) -> Target:
                 routes = await _get(http, base + "/-/routes", auth)  # there only behind FastAPI)
                 framework = rayserve(routes)
                 posts = posts or (sorted(routes) if framework is not None else posts)
+            if framework is None and not posts:  # TorchServe: its own description, its models elsewhere
+                framework, models = await _read_torchserve(http, base, auth)
+                posts = [f"/predictions/{name}" for name in models] or (
+                    ["/predictions/MODEL_NAME"] if framework is not None else [])
             return HttpTarget(posts, spec if isinstance(spec, dict) else None, framework)
+
+
+async def _read_torchserve(http: aiohttp.ClientSession, base: str, auth: Auth
+                           ) -> tuple[Framework | None, list[str]]:
+    """TorchServe, from its inference API's own description, and its models' names, read from its
+    management API (by its default layout, the next port; none where that does not answer)."""
+    described = await _get(http, base + "/api-description", auth)
+    if torchserve(described) is None:
+        return None, []
+    management = management_url(base)
+    models: list[dict[str, Any]] = []
+    with contextlib.suppress(TargetError):  # no management API there: the models stay unknown
+        listed = await _get(http, management + "/models", auth)
+        for entry in (listed.get("models") or []) if isinstance(listed, dict) else []:
+            found = await _get(http, f"{management}/models/{entry.get('modelName')}", auth)
+            models += [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
+    return torchserve(described, models, management), [str(m.get("modelName")) for m in models]
 
 
 def mcp_candidates(url: str) -> list[tuple[str, str]]:
@@ -416,7 +446,8 @@ def _http_template(target: HttpTarget, path: str) -> Draft:
     framework's documented body, else `{inputs: $0}`) and what to fill in."""
     posts = target.post_paths
     framework = target.framework
-    routed = framework is not None and framework.name == "Ray Serve" and target.spec is None  # /-/routes
+    routed = framework is not None and framework.name in ("Ray Serve", "TorchServe") and target.spec is None
+    # (their POST routes from Ray Serve's /-/routes, TorchServe's management API: no description)
     known = (f"its /openapi.json lists POST {', '.join(posts)} but declares no JSON body for {path}"
              if posts and not routed else "it publishes no API description")
     slo = {"p95_latency_s": 10.0, "error_rate": 0.01}
@@ -438,7 +469,7 @@ def _http_template(target: HttpTarget, path: str) -> Draft:
     inputs = [DraftInput("$0 in the body", Suggestion({"text": {"words": [5, 20]}}, "a text input"))]
     draft = Draft("http", "http", {"method": "POST", "path": path, "body": body}, inputs,
                   [f"{_server(target)}; {known}"], slo, fill_in=True)
-    reads = f"{framework.name}'s decode_request" if framework else "LitServe's decode_request"
+    reads = f"{framework.name}'s {_reader(framework)}" if framework else "LitServe's decode_request"
     draft.endpoint_notes = ["FILL IN: the path your server answers and its JSON body (the keys your handler",
                             f'reads, e.g. {reads}); "$0" is replaced by the first payload',
                             'input, "$1" by the second...']
@@ -455,6 +486,8 @@ def _http_template(target: HttpTarget, path: str) -> Draft:
 
 def _reader(framework: Framework | None) -> str:
     """What reads the request body in the app's code (qbench.run.frameworks.request_keys)."""
+    if framework is not None and framework.name == "TorchServe":
+        return "handler, from each request's body"
     return "__call__'s request.json()" if framework is not None and framework.name == "Ray Serve" \
         else "decode_request"
 

@@ -373,6 +373,22 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "rayserve-env/bin/python --grid concurrency_limit=1,2": [
         ("tests/docs/test_docs_rayserve.py::test_a_knob_ray_serve_lacks_is_refused_before_the_app_starts",
          '"## A knob Ray Serve lacks"')],
+    # docs/torchserve.md: TorchServe known by its own description, its handler's keys, its knobs swept
+    "cd examples/torchserve && ../../torchserve-env/bin/torchserve --start --foreground --ncs --ts-config "
+    "config.properties": [
+        ("tests/docs/test_docs_torchserve.py::test_the_server_and_the_init_command_run_with_no_error",
+         "--ncs --ts-config config.properties")],
+    "qbench init http://127.0.0.1:8080 --app examples/torchserve/config.properties": [
+        ("tests/docs/test_docs_torchserve.py::test_the_server_and_the_init_command_run_with_no_error",
+         '"## A scenario from the server"')],
+    "qbench sweep examples/torchserve/predict.yaml --app examples/torchserve/config.properties --python "
+    "torchserve-env/bin/python --grid batch_size=1,4,16 --objective capacity": [
+        ("tests/docs/test_docs_torchserve.py::"
+         "test_the_sweep_proves_each_batch_size_and_advises_torchserve_configuration", '"## A sweep"')],
+    "qbench sweep examples/torchserve/predict.yaml --app examples/torchserve/config.properties --python "
+    "torchserve-env/bin/python --grid concurrency_limit=1,2": [
+        ("tests/docs/test_docs_torchserve.py::test_a_knob_torchserve_lacks_is_refused_before_it_starts",
+         '"## A knob TorchServe lacks"')],
     # docs/development.md: where the suite's CPU goes, from the kernel's process accounting
     ".venv/bin/python -m tests.census /tmp/acct.txt /tmp/ps.log": [
         ("tests/test_census.py::test_the_documented_command_prints_the_census", "tests.census")],

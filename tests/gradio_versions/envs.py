@@ -129,6 +129,8 @@ def network_env() -> dict[str, str]:
             env["SSL_CERT_FILE"] = was
         else:
             env.pop("SSL_CERT_FILE", None)
+    if env.get("PIP_FIND_LINKS") and not env.get("UV_FIND_LINKS"):  # the machine's own wheels (a CPU torch)
+        env["UV_FIND_LINKS"] = ",".join(env["PIP_FIND_LINKS"].split())
     return env
 
 

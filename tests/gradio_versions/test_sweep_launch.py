@@ -46,11 +46,13 @@ def test_launch_sweep_of_concurrency_count_on_a_real_3x_app(launch: str, tmp_pat
     by_id = {r.point_id: r for r in result.results}
     assert [r.status for r in result.results] == ["ok", "ok"], [r.reason for r in result.results]
     assert all(r.error_rate == 0 for r in result.results)
-    # what the knob allows, at any speed: one at a time at cc1, two at cc2
+    # what the knob allows, at any speed: one at a time at cc1, two at cc2, reached while requests waited
+    # (typically fewer on a starved box: cc2 ran 2 at once, typically 1, where cc1 served 1.9 of its 5 req/s)
     for point_id, count in (("cc1", 1), ("cc2", 2)):
         check = by_id[point_id].knob_check
         assert check is not None and check.verdict == "applied", check
-        assert f"{count} ran at once while requests waited (limit {count})" in check.evidence, check
+        assert check.evidence[0].startswith(f"{count} ran at once while requests waited ("), check
+        assert check.evidence[0].endswith(f"limit {count})"), check
     rec = json.loads((result.sweep_dir / "recommendation.json").read_text())
     assert rec["gradio_version"] == "3.x"
     # work takes 0.2 s: one worker serves ~5 req/s, two ~10 (4 closed-loop users), where one worker served

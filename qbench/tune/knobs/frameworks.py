@@ -7,6 +7,9 @@
                  traffic={"max_concurrency": ...})
     rayserve     @serve.batch(max_batch_size, batch_wait_timeout_s, max_concurrent_batches)
                  @serve.deployment(num_replicas, max_ongoing_requests, max_queued_requests)
+    torchserve   config.properties: models={name: {version: {batchSize, maxBatchDelay, minWorkers,
+                 maxWorkers}}} (batch_size, max_batch_delay, workers), job_queue_size (set by qbench's
+                 launcher in the point's copy of the user's config.properties)
 
 A sweep names knobs as the framework does. A knob the app's framework lacks is an error before any load,
 naming the framework's equivalent (`check_framework_knobs`): LitServe has no concurrency limit (each
@@ -19,6 +22,9 @@ a request it expects to pass, not a wait to fill. Ray Serve batches only a metho
 (`batch_wait_timeout_s`, in seconds, is the wait to fill one); a deployment's `max_ongoing_requests` caps
 the requests each replica runs at once, which also caps its batches (a batch of 8 needs 8 requests in the
 replica), and `max_queued_requests` caps those waiting for one (503 past it; -1, its default: no cap).
+TorchServe's frontend forms each model's batches: up to `batch_size` requests, waiting at most
+`max_batch_delay` milliseconds from a batch's first request; each of its `workers` (processes) runs one
+batch at a time; `job_queue_size` caps the requests waiting per model (503 past it; its default 100).
 
 `app_framework(source)` reads which one an app uses from its code (`import litserve`); the hook's record
 says which one it really started.
@@ -26,8 +32,9 @@ says which one it really started.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from qbench.tune.knobs.versions import KnobVersionError
@@ -38,16 +45,21 @@ BENTOML_API_KNOBS: Final = ("max_batch_size", "max_latency_ms")
 BENTOML_SERVICE_KNOBS: Final = ("workers", "max_concurrency")
 RAYSERVE_BATCH_KNOBS: Final = ("max_batch_size", "batch_wait_timeout_s", "max_concurrent_batches")
 RAYSERVE_DEPLOYMENT_KNOBS: Final = ("num_replicas", "max_ongoing_requests", "max_queued_requests")
+TORCHSERVE_KNOBS: Final = ("batch_size", "max_batch_delay", "workers", "job_queue_size")
 #: framework -> its knobs
 KNOBS: Final[dict[str, tuple[str, ...]]] = {"litserve": LITSERVE_API_KNOBS + LITSERVE_SERVER_KNOBS,
                                             "bentoml": BENTOML_API_KNOBS + BENTOML_SERVICE_KNOBS,
-                                            "rayserve": RAYSERVE_BATCH_KNOBS + RAYSERVE_DEPLOYMENT_KNOBS}
+                                            "rayserve": RAYSERVE_BATCH_KNOBS + RAYSERVE_DEPLOYMENT_KNOBS,
+                                            "torchserve": TORCHSERVE_KNOBS}
 #: knobs only some framework has (Gradio and the reference server lack them), and whose they are
 FRAMEWORK_ONLY: Final = {"batch_timeout": "litserve", "workers_per_device": "litserve",
-                         "max_latency_ms": "bentoml", "workers": "bentoml", "max_concurrency": "bentoml",
+                         "max_latency_ms": "bentoml", "workers": "BentoML or TorchServe",
+                         "max_concurrency": "bentoml",
                          **{k: "rayserve" for k in ("batch_wait_timeout_s", "max_concurrent_batches",
-                                                    *RAYSERVE_DEPLOYMENT_KNOBS)}}
-_NAMES: Final = {"litserve": "LitServe", "gradio": "Gradio", "bentoml": "BentoML", "rayserve": "Ray Serve"}
+                                                    *RAYSERVE_DEPLOYMENT_KNOBS)},
+                         **{k: "torchserve" for k in ("batch_size", "max_batch_delay", "job_queue_size")}}
+_NAMES: Final = {"litserve": "LitServe", "gradio": "Gradio", "bentoml": "BentoML", "rayserve": "Ray Serve",
+                 "torchserve": "TorchServe"}
 
 _WORKERS = ("workers_per_device (inference processes per device; each runs one request, or one batch, at a "
             "time)")
@@ -63,6 +75,9 @@ EQUIVALENTS: Final[dict[str, dict[str, str]]] = {
         "concurrency_id": "",
         "num_workers": _WORKERS,
         "ssr_mode": "",
+        "batch_size": "max_batch_size",
+        "max_batch_delay": "batch_timeout (seconds: max_batch_delay=10 is batch_timeout=0.01)",
+        "job_queue_size": "",  # LitServe queues without a cap
     },
     "bentoml": {
         "concurrency_limit": "workers (processes, each with its own batcher)",
@@ -73,6 +88,9 @@ EQUIVALENTS: Final[dict[str, dict[str, str]]] = {
         "max_size": "max_concurrency (requests in flight per worker, running or waiting: 429 past it)",
         "batch_wait_ms": "none: max_latency_ms is the latency past which its batcher refuses a request",
         "batch_timeout": "none: max_latency_ms is the latency past which its batcher refuses a request",
+        "batch_size": "max_batch_size",
+        "max_batch_delay": "none: max_latency_ms is the latency past which its batcher refuses a request",
+        "job_queue_size": "max_concurrency (requests in flight per worker, running or waiting: 429 past it)",
         "max_threads": "",
         "concurrency_id": "",
         "ssr_mode": "",
@@ -89,12 +107,40 @@ EQUIVALENTS: Final[dict[str, dict[str, str]]] = {
         "max_concurrency": "max_queued_requests plus max_ongoing_requests",
         "batch_wait_ms": "batch_wait_timeout_s (seconds: batch_wait_ms=10 is batch_wait_timeout_s=0.01)",
         "batch_timeout": "batch_wait_timeout_s (seconds)",
+        "batch_size": "max_batch_size (in @serve.batch)",
+        "max_batch_delay": "batch_wait_timeout_s (seconds: max_batch_delay=10 is batch_wait_timeout_s=0.01)",
+        "job_queue_size": "max_queued_requests (requests waiting for a replica: 503 past it; -1 no cap)",
         "max_latency_ms": "",
         "max_threads": "",
         "concurrency_id": "",
         "ssr_mode": "",
     },
+    "torchserve": {
+        "max_batch_size": "batch_size (a model's batches, formed by TorchServe's frontend)",
+        "concurrency_limit": "workers (worker processes per model; each runs one batch at a time)",
+        "default_concurrency_limit": "workers",
+        "concurrency_count": "workers",
+        "num_workers": "workers",
+        "workers_per_device": "workers",
+        "num_replicas": "workers",
+        "max_ongoing_requests": "workers (each runs one batch at a time)",
+        "max_size": "job_queue_size (requests waiting per model: 503 past it; its default 100)",
+        "max_queued_requests": "job_queue_size",
+        "max_concurrency": "job_queue_size plus the batches its workers run",
+        "batch_wait_ms": "max_batch_delay (milliseconds: the most a batch waits to fill from its first "
+                         "request)",
+        "batch_timeout": "max_batch_delay (milliseconds: batch_timeout=0.01 is max_batch_delay=10)",
+        "batch_wait_timeout_s": "max_batch_delay (milliseconds)",
+        "max_latency_ms": "",
+        "max_concurrent_batches": "workers",
+        "max_threads": "",
+        "concurrency_id": "",
+        "ssr_mode": "",
+    },
     "gradio": {
+        "batch_size": "max_batch_size (on an event declared batch=True)",
+        "max_batch_delay": "none in Gradio, which runs a batch as soon as a worker is free",
+        "job_queue_size": "max_size (the waiting requests)",
         "batch_timeout": "none in Gradio, which runs a batch as soon as a worker is free (the reference "
                          "server's batch_wait_ms waits for one to fill)",
         "workers_per_device": "concurrency_limit (per event; concurrency_count in 3.x)",
@@ -114,6 +160,8 @@ _IMPORTS: Final = {
     "bentoml": re.compile(r"^\s*(import\s+bentoml\b|from\s+bentoml[\s.])", re.MULTILINE),
     "rayserve": re.compile(r"^\s*(import\s+ray\.serve\b|from\s+ray\s+import\s+(\(\s*)?([\w, ]+,\s*)?serve\b"
                            r"|from\s+ray\.serve[\s.])", re.MULTILINE),
+    # a TorchServe config.properties (`qbench sweep --app config.properties`): what it loads, from where
+    "torchserve": re.compile(r"^\s*(load_models|model_store|inference_address)\s*=", re.MULTILINE),
 }
 
 
@@ -207,3 +255,32 @@ def rayserve_code(knobs: Mapping[str, Any], deployment: str = "MyModel", method:
                   f"#   deployments: [{{name: {deployment}, "
                   + ", ".join(f"{k}: {v}" for k, v in options.items()) + "}]"]
     return "\n".join(lines)
+
+
+def torchserve_code(knobs: Mapping[str, Any], models: Sequence[Mapping[str, Any]] = (),
+                    own: Mapping[str, Any] | None = None) -> str:
+    """The winner as TorchServe configuration: config.properties' models= entry for each model (its name
+    and version) and job_queue_size, and the same as a model-config.yaml (which wins over models= where the
+    archive ships one); the model's own values where the sweep left them."""
+    own = own or {}
+    pick = {k: knobs.get(k, own.get(k)) for k in TORCHSERVE_KNOBS}
+    entry: dict[str, Any] = {}
+    if pick["batch_size"] is not None:
+        entry["batchSize"] = pick["batch_size"]
+    if pick["max_batch_delay"] is not None:
+        entry["maxBatchDelay"] = pick["max_batch_delay"]
+    if pick["workers"] is not None:
+        entry["minWorkers"] = entry["maxWorkers"] = pick["workers"]
+    named = [(str(m.get("name") or "my_model"), str(m.get("version") or "1.0")) for m in models] or [
+        ("my_model", "1.0")]
+    models_json = json.dumps({name: {version: entry} for name, version in named})
+    lines = ["# config.properties", f"models={models_json}"]
+    if pick["job_queue_size"] is not None:
+        lines.append(f"job_queue_size={pick['job_queue_size']}")
+    yaml = [f"{key}: {value}" for key, value in entry.items()]
+    if pick["job_queue_size"] is not None:
+        yaml.append(f"jobQueueSize: {pick['job_queue_size']}")
+    lines += ["# or in the model's model-config.yaml (torch-model-archiver --config-file; it wins over "
+              "models=):", *(f"#   {line}" for line in yaml)]
+    return "\n".join(lines)
+

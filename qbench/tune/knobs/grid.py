@@ -57,6 +57,9 @@ SERVER_KNOBS: Final = (
     "max_queued_requests",
     "batch_wait_timeout_s",
     "max_concurrent_batches",
+    "batch_size",
+    "max_batch_delay",
+    "job_queue_size",
 )
 #: Knobs only an app qbench launches has (Blocks.launch() arguments of Gradio 6.15+ / 5.0+).
 LAUNCH_ONLY_KNOBS: Final = ("num_workers", "ssr_mode")
@@ -84,6 +87,9 @@ _SHORT: Final = {
     "max_queued_requests": "mq",
     "batch_wait_timeout_s": "bw",
     "max_concurrent_batches": "mb",
+    "batch_size": "bs",
+    "max_batch_delay": "bd",
+    "job_queue_size": "jq",
     "rate": "r",
     "users": "u",
     "duration": "d",

@@ -460,7 +460,9 @@ def check_point(
                           "confirmed the setting"]
     if check.verdict == "applied" and par.started and limit is not None:
         slots = f"limit {limit}" + (f" x batch {batch}" if batch > 1 else "")
-        check.evidence = [f"{par.typical_while_waiting} ran at once while requests waited ({slots})"
+        typical = (f"typically {par.typical_while_waiting}, "
+                   if par.typical_while_waiting < par.reached_while_waiting else "")
+        check.evidence = [f"{par.reached_while_waiting} ran at once while requests waited ({typical}{slots})"
                           if confirmed else f"peak {par.peak_running} running at once ({slots})"]
     if check.verdict in ("applied", "unverified") and limit is not None:
         check.evidence += launch_right

@@ -61,13 +61,17 @@ def app_launch_line(app: Path, python: str | None = None, args: Sequence[str] = 
     that calls serve.run: the file runs its server), for a BentoML service (its code imports bentoml)
     `python -m bentoml serve module:Service` on 127.0.0.1 and the point's {port}, in the file's folder,
     and for a Ray Serve app that only binds one (`app = Model.bind()`) `serve run module:app` (its port
-    and host set by the startup hook)."""
+    and host set by the startup hook), and for a TorchServe config.properties qbench's launcher
+    (`python -m qbench_torchserve_hook config.properties`, on the hook's PYTHONPATH), which runs TorchServe
+    on the point's copy of it."""
     python = python or sys.executable
     try:
         source = app.read_text(errors="replace")
     except OSError as exc:
         raise ScenarioError(f"--app {app}: cannot read it ({exc.strerror or exc})") from exc
     framework = app_framework(source)
+    if framework == "torchserve":  # its knobs go into its configuration: qbench's launcher writes the point's
+        return shlex.join([python, "-m", "qbench_torchserve_hook", str(app.resolve()), *args])
     if framework == "rayserve" and not _calls_serve_run(source):
         application = rayserve_application(source)
         if application is None:
@@ -312,8 +316,11 @@ def _launch_checked(handle: ServerHandle, log_start: int, hook_dir: Path | None)
 #: workers have run setup() (a model loading), 200 "ok" after; requests sent before wait in its queue.
 #: Ray Serve's proxy answers /-/healthz before the application is deployed: the app is ready once serve.run
 #: has returned (its own wait for the deployments to run), which the hook records as `launched`.
-FRAMEWORK_HEALTH = {"litserve": "/health", "bentoml": "/readyz", "rayserve": "/-/healthz"}
-LAUNCHED_WHEN_READY = ("rayserve",)
+#: TorchServe's /ping says Healthy while its workers still load: qbench's launcher records it `launched`
+#: once its management API lists every model's workers READY.
+FRAMEWORK_HEALTH = {"litserve": "/health", "bentoml": "/readyz", "rayserve": "/-/healthz",
+                    "torchserve": "/ping"}
+LAUNCHED_WHEN_READY = ("rayserve", "torchserve")
 
 
 def _wait_framework_health(handle: ServerHandle, deadline: float, hook_dir: Path) -> None:

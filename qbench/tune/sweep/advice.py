@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from qbench.run import Columns, pair_runs, read_records
-from qbench.tune.knobs.frameworks import bentoml_code, litserve_code, rayserve_code
+from qbench.tune.knobs.frameworks import bentoml_code, litserve_code, rayserve_code, torchserve_code
 from qbench.tune.knobs.server_knobs import apply_server_knobs
 from qbench.tune.ranking.recommend import Advice, RankedPoint, Ranking, max_size_advice
 from qbench.tune.servers.apphook import HookRecord, app_change, read_hook_record
@@ -33,6 +33,8 @@ def sweep_advice(config: SweepConfig, defaults: dict[str, Any], servers: PointSe
         code, label = bentoml_advice(hook, winner)
     elif winner is not None and servers.framework == "rayserve":
         code, label = rayserve_advice(hook, winner)
+    elif winner is not None and servers.framework == "torchserve":
+        code, label = torchserve_advice(hook, winner)
     elif winner is not None and not gradio:
         advised = max_size_advice(winner, config.constraints).max_size
         code, label = server_advice(config, winner, advised)
@@ -95,6 +97,17 @@ def rayserve_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, 
     code = rayserve_code(winner.knobs, str(ingress.get("name") or "MyModel"), method,
                          batch.get("app") or {}, ingress.get("app") or {}, batched=bool(batches))
     return code, f"Ray Serve{release}: your deployment's decorators with the winner's settings"
+
+
+def torchserve_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, str]:
+    """(code, label): the winner as TorchServe configuration, its models' names and versions and their
+    own settings from what the launcher read at the winner's launch."""
+    part = hook.torchserve if hook is not None else {}
+    models = part.get("models") or []
+    own = dict((models[0].get("app") or {}) if models else {})
+    release = f" {part['version']}" if part.get("version") else ""
+    code = torchserve_code(winner.knobs, models, own)
+    return code, f"TorchServe{release}: your config.properties with the winner's settings"
 
 
 def server_advice(config: SweepConfig, winner: PointResult, advised: int | None) -> tuple[str, str]:

@@ -146,6 +146,10 @@ def render_sweep(result: SweepResult, console: Console) -> None:
                "Let qbench set them (--app service.py: its startup hook sets @bentoml.api's and "
                "@bentoml.service's arguments), or pass each {knob} of --launch to what the service reads"
                if rec.framework == "bentoml" else
+               "A model archive's model-config.yaml wins over config.properties in TorchServe: set them "
+               "there (or drop them from it); with --app config.properties qbench sets models=, "
+               "job_queue_size and default_workers_per_model"
+               if rec.framework == "torchserve" else
                "Let qbench start the app (--app app.py, or --launch 'python app.py': its startup hook sets "
                "the knobs when the app calls Blocks.launch()), or make the app read QBENCH_<KNOB> (e.g. "
                "QBENCH_CONCURRENCY_LIMIT)")

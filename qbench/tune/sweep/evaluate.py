@@ -33,6 +33,7 @@ from qbench.tune.points.knobcheck import (
 from qbench.tune.points.litserve_check import check_litserve
 from qbench.tune.points.point import RunawayDetector, point_result
 from qbench.tune.points.rayserve_check import check_rayserve
+from qbench.tune.points.torchserve_check import check_torchserve
 from qbench.tune.servers.app_process import launch_command
 from qbench.tune.servers.apphook import HookRecord, read_hook_record
 from qbench.tune.servers.resources import ResourceSampler, status_memory
@@ -260,6 +261,8 @@ def check_point_knobs(
         return check_bentoml(knobs, hook)
     if servers.framework == "rayserve" and config.mode == "launch":
         return check_rayserve(knobs, hook)
+    if servers.framework == "torchserve" and config.mode == "launch":
+        return check_torchserve(knobs, hook)
     if config.scenario.protocol != "gradio" or not knobs and config.mode != "launch":
         return None
     try:

@@ -13,6 +13,7 @@ from qbench.tune.knobs.frameworks import (
     check_framework_values,
     litserve_code,
     rayserve_code,
+    torchserve_code,
 )
 from qbench.tune.knobs.grid import check_knob, parse_axis
 from qbench.tune.knobs.versions import KnobVersionError
@@ -132,7 +133,8 @@ def test_ray_serve_takes_its_own_knobs_and_names_the_equivalents() -> None:
 def test_every_frameworks_knobs_are_grid_knobs() -> None:
     """BentoML's workers, max_concurrency and max_latency_ms, and Ray Serve's, can be swept."""
     for knob in ("workers", "max_concurrency", "max_latency_ms", "num_replicas", "max_ongoing_requests",
-                 "max_queued_requests", "batch_wait_timeout_s", "max_concurrent_batches"):
+                 "max_queued_requests", "batch_wait_timeout_s", "max_concurrent_batches", "batch_size",
+                 "max_batch_delay", "job_queue_size"):
         check_knob(knob, "--grid")
     assert parse_axis("batch_wait_timeout_s=0.005,0.05") == ("batch_wait_timeout_s", [0.005, 0.05])
 
@@ -151,3 +153,38 @@ def test_the_winner_as_ray_serve_code_keeps_the_apps_own_settings_where_unswept(
         "max_queued_requests: -1}]"]
     unbatched = rayserve_code({"num_replicas": 2}, "Model", batched=False)
     assert unbatched.splitlines()[:2] == ["@serve.deployment(num_replicas=2)", "class Model:"]
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[3]
+
+
+def test_a_torchserve_config_is_known_and_its_knobs_named_as_torchserves() -> None:
+    assert app_framework((ROOT / "examples" / "torchserve" / "config.properties").read_text()) == "torchserve"
+    assert app_framework("# model_store=x\nother=1\n") is None
+    check_framework_knobs(["batch_size", "max_batch_delay", "workers", "job_queue_size"], "torchserve", "t")
+    for knob, equivalent in (("max_batch_size", "batch_size"), ("concurrency_limit", "workers"),
+                             ("max_size", "job_queue_size"), ("batch_timeout", "max_batch_delay")):
+        with pytest.raises(KnobVersionError, match=f"TorchServe app, which has no '{knob}' knob; the "
+                                                   f"equivalent there is {equivalent}"):
+            check_framework_knobs([knob], "torchserve", "--app config.properties")
+    for framework, equivalent in (("litserve", "max_batch_size"), ("rayserve", "max_batch_size"),
+                                  ("gradio", "max_batch_size")):
+        with pytest.raises(KnobVersionError, match=f"no 'batch_size' knob; the equivalent there is "
+                                                   f"{equivalent}"):
+            check_framework_knobs(["batch_size"], framework, "x")
+    with pytest.raises(KnobVersionError, match="no 'job_queue_size' knob; the equivalent there is max_q"):
+        check_framework_knobs(["job_queue_size"], "rayserve", "x")
+
+
+def test_the_winner_as_torchserve_configuration_keeps_the_models_own_settings_where_unswept() -> None:
+    code = torchserve_code({"batch_size": 16}, [{"name": "batched", "version": "1.0"}],
+                           {"batch_size": 4, "max_batch_delay": 10, "workers": 1, "job_queue_size": 100})
+    assert code.splitlines() == [
+        "# config.properties",
+        'models={"batched": {"1.0": {"batchSize": 16, "maxBatchDelay": 10, "minWorkers": 1, '
+        '"maxWorkers": 1}}}',
+        "job_queue_size=100",
+        "# or in the model's model-config.yaml (torch-model-archiver --config-file; it wins over models=):",
+        "#   batchSize: 16", "#   maxBatchDelay: 10", "#   minWorkers: 1", "#   maxWorkers: 1",
+        "#   jobQueueSize: 100"]
+    assert 'models={"my_model": {"1.0": {"batchSize": 2}}}' in torchserve_code({"batch_size": 2})

@@ -180,3 +180,10 @@ def test_a_ray_serve_app_runs_itself_or_by_serve_run(tmp_path: Path) -> None:
     app.write_text(deployment)
     with pytest.raises(ScenarioError, match="neither calls serve.run nor binds an application"):
         app_launch_line(app)
+
+
+def test_a_torchserve_config_starts_qbenchs_launcher_in_its_env(tmp_path: Path) -> None:
+    config = tmp_path / "config.properties"
+    config.write_text("model_store=model_store\nload_models=batched\n")
+    assert shlex.split(app_launch_line(config, "/ts/bin/python")) == [
+        "/ts/bin/python", "-m", "qbench_torchserve_hook", str(config.resolve())]

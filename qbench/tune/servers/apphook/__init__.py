@@ -3,7 +3,9 @@
     hook_env(knobs, port, events, work_dir)   copies sitecustomize.py (the hook itself, this folder),
                                               qbench_litserve_hook.py (its LitServe part),
                                               qbench_bentoml_hook.py (its BentoML part),
-                                              qbench_rayserve_hook.py (its Ray Serve part) and
+                                              qbench_rayserve_hook.py (its Ray Serve part),
+                                              qbench_torchserve_hook.py (TorchServe's launcher and
+                                              batch counter) and
                                               qbench_hook_batches.py (their batch counts) to
                                               work_dir/qbench-hook/ and returns PYTHONPATH (that folder
                                               first) and QBENCH_HOOK (the point's knobs, port, events)
@@ -27,11 +29,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qbench.tune.knobs.frameworks import LITSERVE_API_KNOBS, RAYSERVE_BATCH_KNOBS, RAYSERVE_DEPLOYMENT_KNOBS
+from qbench.tune.knobs.frameworks import (
+    LITSERVE_API_KNOBS,
+    RAYSERVE_BATCH_KNOBS,
+    RAYSERVE_DEPLOYMENT_KNOBS,
+    TORCHSERVE_KNOBS,
+)
 
 HOOK_FILE = Path(__file__).with_name("sitecustomize.py")
 HOOK_FILES = (HOOK_FILE, *(Path(__file__).with_name(f"qbench_{part}.py")  # copied beside each other
-                          for part in ("litserve_hook", "bentoml_hook", "rayserve_hook", "hook_batches")))
+                          for part in ("litserve_hook", "bentoml_hook", "rayserve_hook", "torchserve_hook",
+                                       "hook_batches")))
 RECORD_NAME = "hook-record.json"
 
 
@@ -101,6 +109,8 @@ class HookRecord:
     # effective}], service: {app, set, effective}} (qbench_bentoml_hook.py)
     rayserve: dict[str, Any] = field(default_factory=dict)  # {version, batches: [{name, app, set,
     # effective}], deployments: [{name, app_name, ingress, app, set, effective}]} (qbench_rayserve_hook.py)
+    torchserve: dict[str, Any] = field(default_factory=dict)  # {version, config, point_config, models:
+    # [{name, version, yaml, app, set, effective}]} (qbench_torchserve_hook.py)
     batch_sizes: dict[str, dict[int, int]] = field(default_factory=dict)  # api path -> {size: batches}, all
     # the app's processes together: what the framework really handed the user's function
     batch_processes: int = 0  # how many of the app's processes ran batches
@@ -123,6 +133,7 @@ class HookRecord:
             litserve=dict(data.get("litserve") or {}),
             bentoml=dict(data.get("bentoml") or {}),
             rayserve=dict(data.get("rayserve") or {}),
+            torchserve=dict(data.get("torchserve") or {}),
             batch_sizes={str(path): {int(size): int(n) for size, n in sizes.items()}
                          for path, sizes in (data.get("batch_sizes") or {}).items()},
             batch_processes=int(data.get("batch_processes") or 0),
@@ -148,6 +159,9 @@ class HookRecord:
         if self.framework == "bentoml":
             found = ((self.bentoml.get("service") or {}).get("app") or {}).get("max_concurrency")
             return f"max_concurrency={found}" if found is not None else ""
+        if self.framework == "torchserve":
+            sizes = {(m.get("app") or {}).get("job_queue_size") for m in self.torchserve.get("models") or []}
+            return f"job_queue_size={sizes.pop()}" if len(sizes) == 1 and None not in sizes else ""
         if self.framework != "rayserve":
             return ""
         deployments = self.rayserve.get("deployments") or []
@@ -228,6 +242,8 @@ def app_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
         return bentoml_change(hook, knobs)
     if hook.framework == "rayserve":
         return rayserve_change(hook, knobs)
+    if hook.framework == "torchserve":
+        return torchserve_change(hook, knobs)
     release = f" (Gradio {hook.gradio_version})" if hook.gradio_version else ""
     lines = []
     for event in hook.chosen:
@@ -314,6 +330,19 @@ def rayserve_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
         own = {k: v for k, v in (deployment.get("app") or {}).items() if k in options}
         lines.append(f"your app{release}: @serve.deployment({_pairs(own)}) -> recommended "
                      f"@serve.deployment({_pairs(options)}) on {deployment.get('name', '?')}")
+    return lines
+
+
+def torchserve_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
+    """A TorchServe model's recommendation as a change to its own configuration: "your config (TorchServe
+    0.12.0): batched: batch_size=4, max_batch_delay=10 -> recommended batch_size=16, max_batch_delay=10"."""
+    release = f" (TorchServe {hook.torchserve.get('version')})" if hook.torchserve.get("version") else ""
+    wanted = {k: v for k, v in knobs.items() if k in TORCHSERVE_KNOBS}
+    lines = []
+    for model in hook.torchserve.get("models") or [] if wanted else []:
+        own = {k: (model.get("app") or {}).get(k) for k in wanted}
+        lines.append(f"your config{release}: model {model.get('name', '?')}: {_pairs(own)} -> recommended "
+                     f"{_pairs(wanted)}")
     return lines
 
 

@@ -29,7 +29,9 @@ A LitServe app (it imports litserve.api and litserve.server) gets its knobs from
 a BentoML service (it imports _bentoml_sdk.method and _bentoml_sdk.service.factory, in every process
 `bentoml serve` starts) from qbench_bentoml_hook.py, a Ray Serve app (it imports ray.serve.batching,
 ray.serve.api and ray.serve._private.api, in the app's process and in Ray's) from qbench_rayserve_hook.py,
-each copied beside this file and imported only then: see their docstrings.
+a TorchServe worker (it imports ts.service) from qbench_torchserve_hook.py (which launched TorchServe with
+the point's knobs in its configuration: `python -m qbench_torchserve_hook config.properties`), each copied
+beside this file and imported only then: see their docstrings.
 """
 
 from __future__ import annotations
@@ -443,12 +445,18 @@ def _patch_rayserve(module: Any, hook: _Hook) -> None:
     importlib.import_module("qbench_rayserve_hook").patch(module, hook)
 
 
+def _patch_torchserve(module: Any, hook: _Hook) -> None:
+    """A TorchServe worker: its batches are counted by qbench_torchserve_hook.py beside this file (which
+    also launched TorchServe with the point's knobs in its configuration)."""
+    importlib.import_module("qbench_torchserve_hook").patch(module, hook)
+
+
 #: the modules whose import the hook waits for, and what it patches in each once they have run
 PATCHES: dict[str, Any] = {"gradio.blocks": patch_blocks, "litserve.api": _patch_litserve,
                            "litserve.server": _patch_litserve, "_bentoml_sdk.method": _patch_bentoml,
                            "_bentoml_sdk.service.factory": _patch_bentoml,
                            "ray.serve.batching": _patch_rayserve, "ray.serve.api": _patch_rayserve,
-                           "ray.serve._private.api": _patch_rayserve}
+                           "ray.serve._private.api": _patch_rayserve, "ts.service": _patch_torchserve}
 
 
 class _Loader(importlib.abc.Loader):

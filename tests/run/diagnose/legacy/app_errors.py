@@ -95,7 +95,7 @@ def split_sessions(records: Sequence[RequestRecord], server: dict[str, Any] | No
     if not balances(found):
         return ""
     assert found is not None
-    sent = [r for r in records if r.sent_at_s is not None and not r.warmup]
+    sent = [r for r in records if r.sent_at_s is not None]  # the warm-up's too (as the columns' code)
     lost = [r for r in sent if _lost_session(r)]
     most = most_open(sent) if lost else 0
     lost = lost if most < SESSIONS_KEPT else []

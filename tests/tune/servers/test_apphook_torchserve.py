@@ -1,0 +1,87 @@
+"""qbench's TorchServe launcher (qbench/tune/servers/apphook/qbench_torchserve_hook.py), its pure parts:
+the point's copy of the user's config.properties (ports, store, knobs merged into models=, no token), the
+models it loads and what their model-config.yaml sets, the user's own settings, and TorchServe's
+description of a model read back as the knobs' values. Run end to end in
+tests/docs/test_docs_torchserve.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from qbench.tune.servers.apphook import HOOK_FILES
+
+HOOK_DIR = HOOK_FILES[0].parent
+
+
+@pytest.fixture
+def launcher(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(HOOK_DIR))  # as in a point: the hook's folder on PYTHONPATH
+    monkeypatch.delitem(sys.modules, "qbench_torchserve_hook", raising=False)
+    import qbench_torchserve_hook  # type: ignore[import-not-found]
+
+    module: ModuleType = qbench_torchserve_hook
+    return module
+
+
+def store(tmp_path: Path, yaml: str = "") -> Path:
+    folder = tmp_path / "model_store" / "batched"
+    (folder / "MAR-INF").mkdir(parents=True)
+    model = {"modelName": "batched", "handler": "handler.py", "modelVersion": "2.0"}
+    if yaml:
+        model["configFile"] = "model-config.yaml"
+        (folder / "model-config.yaml").write_text(yaml)
+    (folder / "MAR-INF" / "MANIFEST.json").write_text(json.dumps({"model": model}))
+    return tmp_path / "model_store"
+
+
+def test_the_point_config_has_its_ports_store_knobs_and_no_token(launcher: ModuleType,
+                                                                 tmp_path: Path) -> None:
+    models_store = store(tmp_path)
+    settings = {"inference_address": "http://0.0.0.0:8080", "model_store": "model_store",
+                "load_models": "batched", "models": json.dumps({"batched": {"2.0": {"batchSize": 4,
+                                                                                    "responseTimeout": 30}}})}
+    models = launcher.loaded_models(settings, models_store)
+    assert models == [{"name": "batched", "version": "2.0", "yaml": {}}]
+    point = launcher.point_settings(settings, models, {"batch_size": 16, "workers": 2, "job_queue_size": 7},
+                                    9000, models_store)
+    assert point["inference_address"] == "http://127.0.0.1:9000"
+    assert point["management_address"] == "http://127.0.0.1:9001"
+    assert point["metrics_address"] == "http://127.0.0.1:9002"
+    assert (point["grpc_inference_port"], point["grpc_management_port"]) == ("9003", "9004")
+    assert point["model_store"] == str(models_store) and point["disable_token_authorization"] == "true"
+    assert json.loads(point["models"]) == {"batched": {"2.0": {"batchSize": 16, "responseTimeout": 30,
+                                                               "minWorkers": 2, "maxWorkers": 2}}}
+    assert point["job_queue_size"] == "7" and point["default_workers_per_model"] == "2"
+    kept = launcher.point_settings({**settings, "disable_token_authorization": "false"}, models, {}, 9000,
+                                   models_store)
+    assert kept["disable_token_authorization"] == "false"  # the user's own choice stays
+
+
+def test_the_users_own_settings_yaml_first_then_models_then_defaults(launcher: ModuleType,
+                                                                    tmp_path: Path) -> None:
+    models_store = store(tmp_path, "minWorkers: 1\nmaxWorkers: 1\nbatchSize: 8\nhandler:\n  x: 1\n"
+                                   "jobQueueSize: 40 # a comment\n")
+    settings = {"model_store": "model_store", "load_models": "all",
+                "models": json.dumps({"batched": {"2.0": {"batchSize": 4, "maxBatchDelay": 50}}})}
+    (model,) = launcher.loaded_models(settings, models_store)
+    assert model["yaml"] == {"workers": 1, "batch_size": 8, "job_queue_size": 40}
+    assert launcher.own_settings(settings, model) == {"batch_size": 8, "max_batch_delay": 50, "workers": 1,
+                                                      "job_queue_size": 40}
+    bare = {"name": "batched", "version": "2.0", "yaml": {}}
+    assert launcher.own_settings({"default_workers_per_model": "3"}, bare) == {
+        "batch_size": 1, "max_batch_delay": 100, "workers": 3, "job_queue_size": 100}
+
+
+def test_torchserves_description_read_back_as_the_knobs(launcher: ModuleType) -> None:
+    described = {"batchSize": 16, "maxBatchDelay": 10, "minWorkers": 2,
+                 "workers": [{"status": "READY"}, {"status": "UNLOADING"}],
+                 "jobQueueStatus": {"remainingCapacity": 95, "pendingRequests": 5}}
+    assert launcher.effective(described) == {"batch_size": 16, "max_batch_delay": 10, "workers": 1,
+                                              "min_workers": 2, "job_queue_size": 100}
+    assert not launcher.ready(described) and not launcher.ready(None)
+    assert launcher.ready({**described, "workers": [{"status": "READY"}] * 2})
