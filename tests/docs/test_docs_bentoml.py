@@ -63,13 +63,6 @@ def test_the_capacity_command_runs_and_advises_bentomls_own_cap(url: str, tmp_pa
     assert 'traffic={"max_concurrency": N} in @bentoml.service' in said and "max_size=" not in said, said
 
 
-@pytest.fixture
-def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "examples").symlink_to(ROOT / "examples")
-    return tmp_path
-
-
 def test_the_sweep_proves_each_batch_size_and_advises_bentoml_code(in_tmp: Path) -> None:
     (line,) = doc_commands("## A sweep of its own knobs", DOC)
     said = qbench(line.replace(ENV_PYTHON, shlex.quote(str(bentoml_python()))), DOC_URL, REDUCED)

@@ -31,13 +31,6 @@ def run(command: str, tmp_path: Path, extra: list[str] | None = None, verb: str 
     return out.exit_code, " ".join(out.output.split())
 
 
-@pytest.fixture
-def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "examples").symlink_to(ROOT / "examples")
-    return tmp_path
-
-
 def points(folder: Path) -> dict[str, dict[str, object]]:
     (sweep,) = (folder / "reports").glob("sweep-*")
     return {p.parent.name: json.loads(p.read_text()) for p in (sweep / "points").glob("*/point.json")}

@@ -7,16 +7,14 @@ Serve lacks refused before the app starts."""
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from qbench.cli import app
 from qbench.tune.servers.server_process import free_port
+from tests.docs.framework_docs import run_doc_line
 from tests.docs.test_docs_capacity import REDUCED_CAPACITY, doc_commands
 from tests.run.test_frameworks_rayserve import RAYSERVE, rayserve_app, rayserve_python
 
@@ -30,19 +28,7 @@ REDUCED = ["--set", "load.users=16", "--set", "load.requests=192", "--capacity-t
 
 
 def qbench(line: str, url: str, extra: list[str], code: int = 0) -> str:
-    args = [url if a == DOC_URL else a for a in shlex.split(line.replace(ENV_PYTHON,
-                                                                        shlex.quote(str(rayserve_python()))))]
-    assert args[0] == "qbench", line
-    out = CliRunner().invoke(app, [*args[1:], *extra])
-    assert out.exit_code == code, f"{line}\n{out.output}"
-    return " ".join(out.output.split())
-
-
-@pytest.fixture
-def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "examples").symlink_to(ROOT / "examples")
-    return tmp_path
+    return run_doc_line(line, DOC_URL, url, extra, ENV_PYTHON, rayserve_python(), code)
 
 
 @pytest.fixture

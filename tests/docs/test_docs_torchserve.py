@@ -6,7 +6,6 @@ TorchServe configuration, and a knob TorchServe lacks is refused before TorchSer
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.run.records import read_records
+from tests.docs.framework_docs import run_doc_line
 from tests.docs.test_docs_capacity import doc_commands
 from tests.run.test_frameworks_torchserve import TORCHSERVE, torchserve_python, torchserve_server
 
@@ -31,19 +31,7 @@ REDUCED_GRID = "batch_size=1,16"
 
 
 def qbench(line: str, url: str, extra: list[str], code: int = 0) -> str:
-    args = [url if a == DOC_URL else a for a in shlex.split(line.replace(ENV_PYTHON,
-                                                                        shlex.quote(str(torchserve_python()))))]
-    assert args[0] == "qbench", line
-    out = CliRunner().invoke(app, [*args[1:], *extra])
-    assert out.exit_code == code, f"{line}\n{out.output}"
-    return " ".join(out.output.split())
-
-
-@pytest.fixture
-def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "examples").symlink_to(ROOT / "examples")
-    return tmp_path
+    return run_doc_line(line, DOC_URL, url, extra, ENV_PYTHON, torchserve_python(), code)
 
 
 @pytest.fixture

@@ -199,6 +199,27 @@ def framework_verdict(framework: str, knobs: Mapping[str, Any], hook: HookRecord
     return KnobCheck("applied", right, max_batch_size=batch, hook=hook)
 
 
+def handed_batches(who: str, hook: HookRecord, knob: str, limit: int | None, unqueued: str = ""
+                   ) -> tuple[list[str], list[str]]:
+    """(contradictions, observations) from the batch sizes `who` handed each route (counted by the
+    startup hook): none above `knob`'s `limit`; batches of one only where the limit allows more say
+    `unqueued` (what the load never did), where given."""
+    wrong: list[str] = []
+    seen: list[str] = []
+    for route, sizes in sorted(hook.batch_sizes.items()):
+        summary = batch_summary(who, route, sizes)
+        if summary is None:
+            continue
+        top, said = summary
+        if limit is not None and top > limit:
+            wrong.append(f"{said}: above {knob} {limit}")
+        elif unqueued and limit is not None and limit > 1 and top == 1:
+            seen.append(f"{said}: {unqueued}")
+        else:
+            seen.append(said)
+    return wrong, seen
+
+
 def batch_summary(who: str, route: str, sizes: Mapping[int, int]) -> tuple[int, str] | None:
     """(the largest batch, "<who> handed <route> N batches of a to b (mean m)") from the sizes a framework
     handed an API (LitServe, BentoML: counted by the startup hook); None when it handed none."""
@@ -231,22 +252,12 @@ def kept_by_command(name: str, hook: HookRecord, who: str) -> str:
 
 
 def batches_and_processes(who: str, knobs: Mapping[str, Any], hook: HookRecord, processes_knob: str,
-                          process: str) -> tuple[list[str], list[str]]:
+                          process: str, batch_knob: str = "max_batch_size", unqueued: str = ""
+                          ) -> tuple[list[str], list[str]]:
     """(contradictions, observations) from the batches a framework handed each function (none above
-    max_batch_size), and how many of its `process` processes ran them (no more than `processes_knob`):
-    BentoML's workers, Ray Serve's replicas."""
-    wrong: list[str] = []
-    seen: list[str] = []
-    limit = json_int(knobs.get("max_batch_size"))
-    for route, sizes in sorted(hook.batch_sizes.items()):
-        summary = batch_summary(who, route, sizes)
-        if summary is None:
-            continue
-        top, said = summary
-        if limit is not None and top > limit:
-            wrong.append(f"{said}: above max_batch_size {limit}")
-        else:
-            seen.append(said)
+    `batch_knob`; `unqueued`: as handed_batches), and how many of its `process` processes ran them (no
+    more than `processes_knob`): BentoML's workers, Ray Serve's replicas, TorchServe's workers."""
+    wrong, seen = handed_batches(who, hook, batch_knob, json_int(knobs.get(batch_knob)), unqueued)
     most = json_int(knobs.get(processes_knob))
     if hook.batch_processes:
         plural = "es" if hook.batch_processes != 1 else ""

@@ -23,8 +23,8 @@ from qbench.run import json_int
 from qbench.tune.knobs.frameworks import LITSERVE_API_KNOBS
 from qbench.tune.points.knobcheck import (
     KnobCheck,
-    batch_summary,
     framework_verdict,
+    handed_batches,
     hook_problems,
     kept_by_command,
     same_setting,
@@ -65,20 +65,8 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
 def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
     """(contradictions, observations) from the batch sizes LitServe handed each API, and how many of its
     processes handled them."""
-    wrong: list[str] = []
-    seen: list[str] = []
-    limit = json_int(knobs.get("max_batch_size"))
-    for path, sizes in sorted(hook.batch_sizes.items()):
-        summary = batch_summary("LitServe", path, sizes)
-        if summary is None:
-            continue
-        top, said = summary
-        if limit is not None and top > limit:
-            wrong.append(f"{said}: above max_batch_size {limit}")
-        elif limit is not None and limit > 1 and top == 1:
-            seen.append(f"{said}: the load never queued a second request while one ran")
-        else:
-            seen.append(said)
+    wrong, seen = handed_batches("LitServe", hook, "max_batch_size", json_int(knobs.get("max_batch_size")),
+                                 "the load never queued a second request while one ran")
     if hook.batch_processes:
         wanted = json_int(knobs.get("workers_per_device"))
         per = f" (workers_per_device {wanted} per device)" if wanted is not None else ""

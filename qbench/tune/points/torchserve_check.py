@@ -25,7 +25,7 @@ from qbench.run import json_int
 from qbench.tune.knobs.frameworks import TORCHSERVE_KNOBS
 from qbench.tune.points.knobcheck import (
     KnobCheck,
-    batch_summary,
+    batches_and_processes,
     framework_verdict,
     hook_problems,
     same_setting,
@@ -63,28 +63,8 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
 def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
     """(contradictions, observations) from the batches TorchServe handed each model's handler, and how
     many worker processes ran them."""
-    wrong: list[str] = []
-    seen: list[str] = []
-    limit = json_int(knobs.get("batch_size"))
-    for route, sizes in sorted(hook.batch_sizes.items()):
-        summary = batch_summary("TorchServe", route, sizes)
-        if summary is None:
-            continue
-        top, said = summary
-        if limit is not None and top > limit:
-            wrong.append(f"{said}: above batch_size {limit}")
-        elif limit is not None and limit > 1 and top == 1:
-            seen.append(f"{said}: the load never queued a second request while a batch formed")
-        else:
-            seen.append(said)
-    workers = json_int(knobs.get("workers"))
-    if hook.batch_processes:
-        if workers is not None and hook.batch_processes > workers:
-            wrong.append(f"{hook.batch_processes} worker processes ran batches, more than workers={workers}")
-        else:
-            seen.append(f"{hook.batch_processes} worker process{'es' if hook.batch_processes != 1 else ''} "
-                        "ran batches")
-    return wrong, seen
+    return batches_and_processes("TorchServe", knobs, hook, "workers", "worker", "batch_size",
+                                 "the load never queued a second request while a batch formed")
 
 
 def check_torchserve(knobs: Mapping[str, Any], hook: HookRecord | None) -> KnobCheck:

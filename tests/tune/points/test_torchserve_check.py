@@ -30,7 +30,7 @@ def test_settings_torchserve_describes_and_batches_within_them_are_applied() -> 
         "model batched runs workers READY 2 (its management API)",
         "model batched runs job queue 50 (its management API)",
         "TorchServe handed /predictions/batched 14 batches of 1 to 8 (mean 6.6)",
-        "2 worker processes ran batches"]
+        "2 worker processes ran batches (workers 2)"]
 
 
 def test_a_model_config_yaml_that_keeps_a_knob_is_named() -> None:
@@ -47,7 +47,7 @@ def test_a_batch_above_the_knob_or_more_workers_than_set_is_not_applied() -> Non
     assert check.verdict == "not_applied"
     assert check.evidence == [
         "TorchServe handed /predictions/batched 4 batches of 4 to 9 (mean 5.2): above batch_size 4",
-        "2 worker processes ran batches, more than workers=1"]
+        "2 worker processes ran batches: more than workers=1"]
     quiet = check_torchserve({"batch_size": 4}, record({"batch_size": 4}, {1: 7}))
     assert quiet.verdict == "applied" and "never queued a second request" in quiet.evidence[1]
 
