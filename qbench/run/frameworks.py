@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import json
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,8 +197,13 @@ def request_keys(app: Path) -> list[str]:
     TorchServe config.properties, its model store's handlers'. [] when there is none or it reads no
     constant key."""
     if app.suffix == ".properties":
-        return [key for handler in torchserve_handlers(app) for key in request_keys(handler)]
-    tree = ast.parse(app.read_text(encoding="utf-8"), filename=str(app))
+        return [key for where, source in torchserve_handlers(app) for key in source_keys(source, where)]
+    return source_keys(app.read_text(encoding="utf-8"), str(app))
+
+
+def source_keys(source: str, where: str) -> list[str]:
+    """request_keys of one file's `source` (`where`: its name, for a syntax error's message)."""
+    tree = ast.parse(source, filename=where)
     keys: list[str] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -258,25 +264,37 @@ def torchserve_properties(config: Path) -> dict[str, str]:
     return settings
 
 
-def torchserve_handlers(config: Path) -> list[Path]:
-    """The handler files of the models a TorchServe config.properties loads from its model_store (relative
-    to the config's folder): each model folder's MAR-INF/MANIFEST.json names its handler (a .mar archive is
-    not read)."""
+def torchserve_handlers(config: Path) -> list[tuple[str, str]]:
+    """(where, source) of the handlers of the models a TorchServe config.properties loads from its
+    model_store (relative to the config's folder): each model's MAR-INF/MANIFEST.json names its handler,
+    in the model's folder or its .mar archive (a zip)."""
     settings = torchserve_properties(config)
     store = config.parent / settings.get("model_store", "model_store")
     wanted = [part.split("=")[-1].strip() for part in settings.get("load_models", "all").split(",")]
-    folders = sorted(p for p in store.iterdir() if p.is_dir()) if wanted in (["all"], ["ALL"]) and \
-        store.is_dir() else [store / name for name in wanted]
+    models = sorted(p for p in store.iterdir() if p.is_dir() or p.suffix == ".mar") \
+        if wanted in (["all"], ["ALL"]) and store.is_dir() else [store / name for name in wanted]
     handlers = []
-    for folder in folders:
+    for model in models:
         try:
-            manifest = json.loads((folder / "MAR-INF" / "MANIFEST.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            manifest = json.loads(_model_file(model, "MAR-INF/MANIFEST.json") or "")
+        except ValueError:
             continue
         handler = str((manifest.get("model") or {}).get("handler") or "").split(":")[0]
-        if handler.endswith(".py") and (folder / handler).is_file():
-            handlers.append(folder / handler)
+        source = _model_file(model, handler) if handler.endswith(".py") else None
+        if source is not None:
+            handlers.append((f"{model}/{handler}", source))
     return handlers
+
+
+def _model_file(model: Path, name: str) -> str | None:
+    """A file of a TorchServe model, by its path inside it: in its folder, or in its .mar archive."""
+    try:
+        if model.is_file():
+            with zipfile.ZipFile(model) as archive:
+                return archive.read(name).decode("utf-8")
+        return (model / name).read_text(encoding="utf-8")
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
 
 
 def _json_keys(function: ast.AST, request: str) -> list[str]:

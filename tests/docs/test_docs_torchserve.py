@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.run.records import read_records
 from tests.docs.framework_docs import run_doc_line
-from tests.docs.test_docs_capacity import doc_commands
+from tests.docs.test_docs_capacity import REDUCED_CAPACITY, doc_commands
 from tests.run.test_frameworks_torchserve import TORCHSERVE, torchserve_python, torchserve_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,3 +97,18 @@ def test_a_knob_torchserve_lacks_is_refused_before_it_starts(in_tmp: Path) -> No
     assert "is a TorchServe app, which has no 'concurrency_limit' knob; the equivalent there is workers " \
            "(worker processes per model; each runs one batch at a time)" in said, said
     assert not list(in_tmp.glob("reports/sweep-*/points/*"))
+
+
+def test_the_capacity_of_the_model_qbench_starts(in_tmp: Path) -> None:
+    (line,) = doc_commands("## How many users", DOC)
+    # p95 bound at 5 s, not the scenario's 0.5: the test is about TorchServe started at its own settings and
+    # a capacity found (a busy box starved a LitServe app's whole search once)
+    said = qbench(line, DOC_URL, [*REDUCED_CAPACITY, "--set", "slo.p95_latency_s=5"])
+    assert "started examples/torchserve/config.properties at http://127.0.0.1:" in said, said
+    (log,) = in_tmp.glob("reports/app-config-*/server.log")
+    record = json.loads((log.parent / "hook-record.json").read_text())
+    assert record["framework"] == "torchserve" and record["launched"]
+    (model,) = record["torchserve"]["models"]  # the configuration's own settings: nothing swept here
+    assert model["set"] == {} and model["effective"]["batch_size"] == model["app"]["batch_size"] == 4
+    (capacity,) = in_tmp.glob("reports/capacity-*/capacity.json")
+    assert json.loads(capacity.read_text())["result"]["capacity_rps"] > 0, said

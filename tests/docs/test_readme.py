@@ -385,6 +385,10 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "torchserve-env/bin/python --grid batch_size=1,4,16 --objective capacity": [
         ("tests/docs/test_docs_torchserve.py::"
          "test_the_sweep_proves_each_batch_size_and_advises_torchserve_configuration", '"## A sweep"')],
+    "qbench capacity examples/torchserve/predict.yaml --app examples/torchserve/config.properties --python "
+    "torchserve-env/bin/python": [
+        ("tests/docs/test_docs_torchserve.py::test_the_capacity_of_the_model_qbench_starts",
+         '"## How many users"')],
     "qbench sweep examples/torchserve/predict.yaml --app examples/torchserve/config.properties --python "
     "torchserve-env/bin/python --grid concurrency_limit=1,2": [
         ("tests/docs/test_docs_torchserve.py::test_a_knob_torchserve_lacks_is_refused_before_it_starts",

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,7 +61,7 @@ def test_torchserve_is_known_by_its_own_description() -> None:
 def test_the_keys_a_handler_reads_from_each_request_come_from_its_code(tmp_path: Path) -> None:
     handler = EXAMPLE / "model_store" / "batched" / "handler.py"
     assert request_keys(handler) == ["input"]
-    assert torchserve_handlers(EXAMPLE / "config.properties") == [handler]
+    assert torchserve_handlers(EXAMPLE / "config.properties") == [(str(handler), handler.read_text())]
     assert request_keys(EXAMPLE / "config.properties") == ["input"]  # through its model store
     source = tmp_path / "handler.py"
     source.write_text(
@@ -84,7 +85,12 @@ def test_the_keys_a_handler_reads_from_each_request_come_from_its_code(tmp_path:
     config = tmp_path / "config.properties"
     config.write_text("# a comment\nmodel_store=store\nload_models=all\n")
     assert request_keys(config) == ["prompt", "max_tokens"]
-    config.write_text("model_store=store\nload_models=mine=m.mar\n")  # an archive: not read
+    with zipfile.ZipFile(store / "m.mar", "w") as archive:  # the same model as a .mar archive
+        archive.write(store / "m" / "handler.py", "handler.py")
+        archive.write(store / "m" / "MAR-INF" / "MANIFEST.json", "MAR-INF/MANIFEST.json")
+    config.write_text("model_store=store\nload_models=mine=m.mar\n")
+    assert request_keys(config) == ["prompt", "max_tokens"]
+    config.write_text("model_store=store\nload_models=absent.mar,broken\n")
     assert request_keys(config) == []
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import zipfile
 from pathlib import Path
 from types import ModuleType
 
@@ -85,3 +86,17 @@ def test_torchserves_description_read_back_as_the_knobs(launcher: ModuleType) ->
                                               "min_workers": 2, "job_queue_size": 100}
     assert not launcher.ready(described) and not launcher.ready(None)
     assert launcher.ready({**described, "workers": [{"status": "READY"}] * 2})
+
+
+def test_a_mar_archive_is_read_as_its_folder_would_be(launcher: ModuleType, tmp_path: Path) -> None:
+    folder = store(tmp_path, "batchSize: 8\nmaxBatchDelay: 5\n").parent / "model_store" / "batched"
+    archive_path = tmp_path / "model_store" / "packed.mar"
+    with zipfile.ZipFile(archive_path, "w") as archive:
+        for name in ("MAR-INF/MANIFEST.json", "model-config.yaml"):
+            archive.write(folder / name, name)
+    (model,) = launcher.loaded_models({"load_models": "mine=packed.mar"}, tmp_path / "model_store")
+    assert model == {"name": "mine", "version": "2.0", "yaml": {"batch_size": 8, "max_batch_delay": 5}}
+    broken = tmp_path / "model_store" / "broken.mar"
+    broken.write_text("not a zip")
+    assert launcher.loaded_models({"load_models": "broken.mar"}, tmp_path / "model_store") == [
+        {"name": "broken", "version": "1.0", "yaml": {}}]

@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import zipfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -113,23 +114,32 @@ def loaded_models(settings: dict[str, str], store: Path) -> list[dict[str, Any]]
     return models
 
 
-def _manifest(folder: Path) -> dict[str, Any]:
+def model_file(model: Path, name: str) -> str | None:
+    """A file of a model, by its path inside it: in its folder, or in its .mar archive (a zip)."""
     try:
-        found = json.loads((folder / "MAR-INF" / "MANIFEST.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        if model.is_file():
+            with zipfile.ZipFile(model) as archive:
+                return archive.read(name).decode("utf-8")
+        return (model / name).read_text(encoding="utf-8")
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+
+
+def _manifest(model: Path) -> dict[str, Any]:
+    try:
+        found = json.loads(model_file(model, "MAR-INF/MANIFEST.json") or "")
+    except ValueError:
         return {}
     return found if isinstance(found, dict) else {}
 
 
-def _yaml_settings(folder: Path, name: Any) -> dict[str, Any]:
+def _yaml_settings(model: Path, name: Any) -> dict[str, Any]:
     """The settings a model's model-config.yaml gives the knobs (flat `key: int` lines; PyYAML is not in
     the standard library): {knob: value}."""
-    if not name:
+    text = model_file(model, str(name)) if name else None
+    if text is None:
         return {}
-    try:
-        lines = (folder / str(name)).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return {}
+    lines = text.splitlines()
     found: dict[str, Any] = {}
     for line in lines:
         key, sep, value = line.partition(":")
