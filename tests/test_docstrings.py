@@ -54,7 +54,8 @@ _DOTTED = re.compile(r"\b((?:qbench|reference_server)(?:\.\w+)+)")
 _FILE = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.(?:py|md|yaml|toml))\b")
 # Files a run reads or writes, and placeholders: named in docstrings, never in the repository.
 NAMED_ONLY = {"scenario.yaml", "server.yaml", "summary.md", "path/to/server.yaml", "directory/server.yaml",
-              "gradio/queueing.py", "gradio/profiling.py"}
+              "gradio/queueing.py", "gradio/profiling.py",
+              "model-config.yaml"}  # TorchServe's per-model settings file, inside a user's model archive
 
 
 def _all_files() -> set[str]:

@@ -65,7 +65,10 @@ def test_the_capacity_command_runs_and_advises_bentomls_own_cap(url: str, tmp_pa
 
 def test_the_sweep_proves_each_batch_size_and_advises_bentoml_code(in_tmp: Path) -> None:
     (line,) = doc_commands("## A sweep of its own knobs", DOC)
-    said = qbench(line.replace(ENV_PYTHON, shlex.quote(str(bentoml_python()))), DOC_URL, REDUCED)
+    # p95 bound at 5 s, not the scenario's 0.5: the test is about each batch size proven and the advice as
+    # BentoML code; a busy box once kept every point over 0.5 s, leaving no winner to advise
+    said = qbench(line.replace(ENV_PYTHON, shlex.quote(str(bentoml_python()))), DOC_URL,
+                  [*REDUCED, "--set", "slo.p95_latency_s=5"])
     (sweep,) = (in_tmp / "reports").glob("sweep-*")
     found = {p.parent.name: json.loads(p.read_text()) for p in (sweep / "points").glob("*/point.json")}
     assert sorted(found) == ["b16", "b2", "b4"]

@@ -8,4 +8,6 @@ knobs took effect.
     bentoml_check.py     the same for a BentoML service: its settings, the batches, the workers that ran
     rayserve_check.py    the same for a Ray Serve app: its batch and deployment settings, the batches,
                          the replicas that ran them, a max_batch_size its max_ongoing_requests caps
+    torchserve_check.py  the same for TorchServe: each model as its management API describes it, the
+                         batches its frontend handed the handler, the workers that ran them
 """

@@ -140,21 +140,9 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     not_applied = [r for r in rec.ranked if r.verdict == "knobs_not_applied"]
     if not_applied:
         ids = ", ".join(r.point_id for r in not_applied)
-        how = ("Let qbench set them (--app app.py: its startup hook sets LitAPI's and LitServer's "
-               "arguments), or pass each {knob} of --launch to what the app reads"
-               if rec.framework == "litserve" else
-               "Let qbench set them (--app service.py: its startup hook sets @bentoml.api's and "
-               "@bentoml.service's arguments), or pass each {knob} of --launch to what the service reads"
-               if rec.framework == "bentoml" else
-               "A model archive's model-config.yaml wins over config.properties in TorchServe: set them "
-               "there (or drop them from it); with --app config.properties qbench sets models=, "
-               "job_queue_size and default_workers_per_model"
-               if rec.framework == "torchserve" else
-               "Let qbench start the app (--app app.py, or --launch 'python app.py': its startup hook sets "
-               "the knobs when the app calls Blocks.launch()), or make the app read QBENCH_<KNOB> (e.g. "
-               "QBENCH_CONCURRENCY_LIMIT)")
         console.print(f"[bold red]knobs not applied[/] at {ids}: these points measured the app's own "
-                      f"settings, not the point's, and are not ranked. {how}; point.json has the evidence")
+                      f"settings, not the point's, and are not ranked. {_let_qbench_set(rec.framework)}; "
+                      "point.json has the evidence")
     if rec.winner is None:
         console.print(f"[bold red]no recommendation:[/] {rec.why}")
         return
@@ -189,6 +177,24 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     if rec.capacity and rec.capacity.capacity.restarts:
         console.print(f"[yellow]{_restarted(rec.capacity.capacity.restarts)}[/]")
     console.print(f"files: {result.sweep_dir}")
+
+
+#: how each framework's knobs reach the app, for points whose knobs did not (None: a Gradio app)
+LET_QBENCH_SET = {
+    "litserve": "Let qbench set them (--app app.py: its startup hook sets LitAPI's and LitServer's "
+                "arguments), or pass each {knob} of --launch to what the app reads",
+    "bentoml": "Let qbench set them (--app service.py: its startup hook sets @bentoml.api's and "
+               "@bentoml.service's arguments), or pass each {knob} of --launch to what the service reads",
+    "torchserve": "A model archive's model-config.yaml wins over config.properties in TorchServe: set them "
+                  "there (or drop them from it); with --app config.properties qbench sets models=, "
+                  "job_queue_size and default_workers_per_model",
+}
+
+
+def _let_qbench_set(framework: str | None) -> str:
+    return LET_QBENCH_SET.get(framework or "", "Let qbench start the app (--app app.py, or --launch 'python "
+                              "app.py': its startup hook sets the knobs when the app calls Blocks.launch()), "
+                              "or make the app read QBENCH_<KNOB> (e.g. QBENCH_CONCURRENCY_LIMIT)")
 
 
 def _restarted(restarts: list[str]) -> str:

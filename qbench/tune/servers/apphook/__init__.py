@@ -60,7 +60,8 @@ def hook_env(
         old.unlink(missing_ok=True)  # a relaunch of the same point must not read the last record
     path = [str(folder), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
     plan = {"knobs": dict(knobs), "events": list(events) if events is not None else None, "port": port,
-            "record": str(record), "observe": list(observe)}
+            "record": str(record.resolve()), "observe": list(observe)}  # absolute: TorchServe's workers
+    # run in the model's folder
     return {"PYTHONPATH": os.pathsep.join(path), "QBENCH_HOOK": json.dumps(plan)}
 
 

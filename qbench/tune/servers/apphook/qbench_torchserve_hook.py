@@ -254,7 +254,7 @@ def main(argv: list[str]) -> int:
         return 2
     config, port, record_path = Path(argv[0]).resolve(), int(plan["port"]), str(plan["record"])
     knobs = {k: v for k, v in (plan.get("knobs") or {}).items() if k in KNOBS}
-    work = Path(record_path).parent / "torchserve"
+    work = Path(record_path).resolve().parent / "torchserve"  # TorchServe runs in the config's folder
     (work / "logs").mkdir(parents=True, exist_ok=True)
     settings = read_properties(config)
     store = (config.parent / settings.get("model_store", "model_store")).resolve()
