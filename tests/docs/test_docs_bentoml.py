@@ -56,7 +56,10 @@ def test_the_service_and_the_init_command_run(url: str, tmp_path: Path) -> None:
 
 def test_the_capacity_command_runs_and_advises_bentomls_own_cap(url: str, tmp_path: Path) -> None:
     (line,) = doc_commands("## How many users", DOC)
-    reduced = [a for a in REDUCED_CAPACITY if a != "--no-overload"]
+    # with its overload run; p95 bound at 5 s, not the scenario's 0.5: the test is about a capacity found
+    # and BentoML's own cap advised past it (a starved box once held p95 over 0.5 s down to 9 req/s, so no
+    # capacity and no run past it)
+    reduced = [a for a in REDUCED_CAPACITY if a != "--no-overload"] + ["--set", "slo.p95_latency_s=5"]
     said = qbench(line, url, ["--target", url, "--out", str(tmp_path), *reduced])
     assert "capacity:" in said and "req/s" in said, said
     assert "past it (x1.3)" in said, said
