@@ -18,7 +18,8 @@ protocol, one session and SSE stream per request) and both processes' RSS is sam
               message and vanish (TCP reset): running jobs, live events and sessions on /metrics must
               return to zero, and the server must still answer.
 
-Prints one table per phase; `--json PATH` also writes the figures. Exits 1 when an invariant fails.
+Prints one table per phase; `--json PATH` also writes the figures (and keeps the server's log beside
+them, PATH with .server.log). Exits 1 when an invariant fails.
 
     .venv/bin/python bench/soak.py [--minutes 10] [--overload-seconds 30] [--clients 1000]
     .venv/bin/python bench/soak.py --minutes 0.1 --overload-seconds 3 --clients 100   # ~30 s check
@@ -254,7 +255,8 @@ def settle(url: str, timeout_s: float) -> float:
 
 async def vanish(url: str, clients: int) -> dict[str, float]:
     """`clients` sessions join, open their stream, read one message, then reset their connections.
-    Returns /metrics' gauges just before they vanish."""
+    Returns /metrics' gauges just before they vanish, and `cut`: how many streams the server ended
+    unfinished before their first message."""
     gate = asyncio.Semaphore(100)  # at most 100 joins in flight at once
 
     async def one(http: aiohttp.ClientSession, i: int) -> aiohttp.ClientResponse:
@@ -263,9 +265,13 @@ async def vanish(url: str, clients: int) -> dict[str, float]:
             async with http.post(url + "/gradio_api/queue/join", json=body) as r:
                 r.raise_for_status()
             stream = await http.get(url + "/gradio_api/queue/data", params={"session_hash": f"vanish-{i}"})
-            await stream.content.readline()  # the first estimation: the client is in the queue
+            try:
+                await stream.content.readline()  # the first estimation: the client is in the queue
+            except aiohttp.ClientPayloadError:  # the server ended the stream unfinished: counted, said
+                cut.append(i)
             return stream
 
+    cut: list[int] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         streams = await asyncio.gather(*(one(http, i) for i in range(clients)))
         async with http.get(url + "/metrics") as r:
@@ -274,12 +280,13 @@ async def vanish(url: str, clients: int) -> dict[str, float]:
             if stream.connection is not None and stream.connection.transport is not None:
                 stream.connection.transport.abort()  # no goodbye: a TCP reset mid-stream
             stream.close()
-    return before
+    return {**before, "cut": float(len(cut))}
 
 
 def disconnects(server: ServerHandle, args: argparse.Namespace) -> dict[str, Any]:
     reconfigure(server, {"queue": {"max_size": None}})
     before = asyncio.run(vanish(server.base_url, args.clients))
+    cut = int(before.pop("cut"))
     seconds = settle(server.base_url, 60.0)
     after = metrics(server.base_url)
     r = httpx.post(server.base_url + "/gradio_api/call/work", json={"data": ["still there?"]}, timeout=10)
@@ -287,11 +294,18 @@ def disconnects(server: ServerHandle, args: argparse.Namespace) -> dict[str, Any
     answer = httpx.get(f"{server.base_url}/gradio_api/call/work/{event}", timeout=30).text
     return {
         "clients": args.clients,
+        "cut": cut,
         "at_vanish": before,
         "to_zero_s": seconds,
         "after": after,
         "serves_after": "event: complete" in answer,
     }
+
+
+def server_log(figures_json: Path | None) -> Path | None:
+    """Where the server's log stays (beside --json's figures), so that a failed invariant can be traced;
+    None: a temporary folder's, removed after."""
+    return None if figures_json is None else figures_json.with_suffix(".server.log")
 
 
 def check(figures: dict[str, Any]) -> list[str]:
@@ -313,6 +327,9 @@ def check(figures: dict[str, Any]) -> list[str]:
             problems.append(f"{phase}: live events/sessions did not return to zero within 60 s")
     if np.isnan(vanish_["to_zero_s"]) or any(vanish_["after"].values()):
         problems.append(f"vanish: /metrics did not return to zero: {vanish_['after']}")
+    if vanish_["cut"]:
+        problems.append(f"vanish: the server ended {vanish_['cut']} of {vanish_['clients']} streams "
+                        "unfinished before their first message (its log: --json's .server.log)")
     if not vanish_["serves_after"]:
         problems.append("vanish: the server did not answer a call afterwards")
     return problems
@@ -391,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, Any] = {"service_ms": args.service_ms, "limit": args.limit, "capacity": capacity}
     with (
         tempfile.TemporaryDirectory(prefix="qbench-soak-") as tmp,
-        reference_server_process(settings, admin_token=TOKEN) as server,
+        reference_server_process(settings, admin_token=TOKEN, log_path=server_log(args.json)) as server,
     ):
         work = Path(tmp)
         figures["soak"] = soak(server, args, capacity, work)
