@@ -34,9 +34,10 @@ SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a scenario key: --set load.rate=12 (repeat).")
 ]
 AppOpt = Annotated[Path | None, typer.Option(
-    "--app", help="Start this Gradio, LitServe or Ray Serve app or BentoML service, unmodified "
-    "(`python APP`; `bentoml serve`; `serve run` for a Ray Serve app that only binds one; on a free port "
-    "by qbench's startup hook), and load it.")]
+    "--app", help="Start this Gradio, LitServe or Ray Serve app, BentoML service or TorchServe "
+    "config.properties, unmodified (`python APP`; `bentoml serve`; `serve run` for a Ray Serve app that "
+    "only binds one; `torchserve` with the file's models; on a free port by qbench's startup hook), and "
+    "load it.")]
 PythonOpt = Annotated[str | None, typer.Option(
     help="Interpreter for --app: the app's virtualenv (default: qbench's own).")]
 SloOpt = Annotated[list[str] | None, typer.Option(help="SLO bound: --slo p95_latency_s=2 (repeat).")]

@@ -28,7 +28,8 @@ class SoakArgs:
     target: TargetOpt = None
     api: ApiOpt = None
     duration: Annotated[float | None, typer.Option(
-        help="Seconds of load (load.duration): minutes to hours.")] = None
+        help="Seconds of load (load.duration): minutes to hours; the whole of them (a scenario's "
+             "load.requests no longer ends the soak, unless --set gives it).")] = None
     rate: Annotated[float | None, typer.Option(help="Requests per second (load.rate).")] = None
     pid: Annotated[int | None, typer.Option(
         help="The server's process id: sample its process tree (RSS, files...).")] = None
@@ -49,11 +50,14 @@ class SoakArgs:
     live: LiveOpt = True
 
     def overrides(self) -> dict[str, Any]:
-        """--set, with --duration and --rate as load.duration and load.rate."""
+        """--set, with --duration and --rate as load.duration and load.rate. A soak held for --duration
+        is held for all of it: the scenario's request count (a sweep's or a run's size, 640 requests)
+        would end it first, so load.requests is dropped unless --set gives it."""
         from qbench.run.runner import parse_set_options
 
         given = (("load.duration", self.duration), ("load.rate", self.rate))
-        return parse_set_options(self.set_ or []) | {k: v for k, v in given if v is not None}
+        held = {"load.requests": None} if self.duration is not None else {}
+        return held | parse_set_options(self.set_ or []) | {k: v for k, v in given if v is not None}
 
 
 @command("soak")

@@ -47,13 +47,15 @@ LaunchOpt = Annotated[
 ]
 AppFileOpt = Annotated[
     Path | None,
-    typer.Option("--app", help="Your Gradio, LitServe or Ray Serve app or BentoML service, unmodified: "
-                 "`python APP [-- app args]` (`bentoml serve`, `serve run`) per point, with qbench's "
+    typer.Option("--app", help="Your Gradio, LitServe or Ray Serve app, BentoML service or TorchServe "
+                 "config.properties, unmodified: `python APP [-- app args]` (`bentoml serve`, `serve "
+                 "run`, `torchserve`) per point, with qbench's "
                  "startup hook setting the knobs (queue(), launch(), the events; LitAPI(max_batch_size, "
                  "batch_timeout), LitServer(workers_per_device); @bentoml.api(max_batch_size, "
                  "max_latency_ms), @bentoml.service(workers, traffic max_concurrency); "
                  "@serve.batch(max_batch_size, batch_wait_timeout_s, max_concurrent_batches), "
-                 "@serve.deployment(num_replicas, max_ongoing_requests, max_queued_requests))."),
+                 "@serve.deployment(num_replicas, max_ongoing_requests, max_queued_requests); "
+                 "TorchServe's batch_size, max_batch_delay, workers, job_queue_size)."),
 ]
 KnobScopeOpt = Annotated[
     str, typer.Option(help="Event knobs (concurrency_limit, ...) on the events the scenario drives "

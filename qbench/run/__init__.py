@@ -46,8 +46,7 @@ FACE: dict[str, tuple[str, ...]] = {
     "qbench.run.diagnose.diagnose": ("generator_lag", "host_cpus", "server_usage"),
     "qbench.run.diagnose.diagnose_mix": ("diagnose_run",),
     "qbench.run.diagnose.finding": ("Finding",),
-    "qbench.run.frameworks": ("BENTOML_CAP", "RAYSERVE_CAP", "TORCHSERVE_CAP", "Framework", "own_cap_lead",
-                              "read_framework"),
+    "qbench.run.frameworks": ("OWN_CAPS", "Framework", "own_cap_lead", "read_framework"),
     "qbench.run.json_values": ("json_dict", "json_int", "json_number", "json_text"),
     "qbench.run.load.loadgen": ("LiveStats",),
     "qbench.run.load.mix": ("endpoint_slos", "mix_starts"),
@@ -128,9 +127,7 @@ if TYPE_CHECKING:
     from qbench.run.diagnose.diagnose import server_usage as server_usage
     from qbench.run.diagnose.diagnose_mix import diagnose_run as diagnose_run
     from qbench.run.diagnose.finding import Finding as Finding
-    from qbench.run.frameworks import BENTOML_CAP as BENTOML_CAP
-    from qbench.run.frameworks import RAYSERVE_CAP as RAYSERVE_CAP
-    from qbench.run.frameworks import TORCHSERVE_CAP as TORCHSERVE_CAP
+    from qbench.run.frameworks import OWN_CAPS as OWN_CAPS
     from qbench.run.frameworks import Framework as Framework
     from qbench.run.frameworks import own_cap_lead as own_cap_lead
     from qbench.run.frameworks import read_framework as read_framework

@@ -173,6 +173,9 @@ def management_url(base_url: str) -> str:
 TORCHSERVE_CAP = ("job_queue_size={waiting} in config.properties (requests waiting for a worker, per model; "
                   "past it a 503 at once; its default 100), or jobQueueSize in the model's model-config.yaml")
 
+#: Each server's own cap on waiting requests by its name (LitServe has none), for advice on a sweep
+OWN_CAPS = {"bentoml": BENTOML_CAP, "rayserve": RAYSERVE_CAP, "torchserve": TORCHSERVE_CAP}
+
 
 def bentoml_spec(schema: dict[str, Any]) -> dict[str, Any]:
     """BentoML's /schema.json routes as the OpenAPI paths qbench.run.openapi_body reads: each API's input

@@ -1,7 +1,8 @@
 """docs/torchserve.md: its commands run against examples/torchserve on a real TorchServe 0.12 (its own
 cached virtualenv, Java 17), at reduced size: init drafts a scenario that runs with no error, the sweep
 proves each point's batch size from TorchServe's management API and its workers' batches and advises
-TorchServe configuration, and a knob TorchServe lacks is refused before TorchServe starts."""
+TorchServe configuration, capacity and soak run on the model qbench starts (the soak watching the Java
+frontend and its workers), and a knob TorchServe lacks is refused before TorchServe starts."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.run.records import read_records
+from qbench.run.soak.health import read_health
 from tests.docs.framework_docs import run_doc_line
 from tests.docs.test_docs_capacity import REDUCED_CAPACITY, doc_commands
 from tests.run.test_frameworks_torchserve import TORCHSERVE, torchserve_python, torchserve_server
@@ -112,3 +114,21 @@ def test_the_capacity_of_the_model_qbench_starts(in_tmp: Path) -> None:
     assert model["set"] == {} and model["effective"]["batch_size"] == model["app"]["batch_size"] == 4
     (capacity,) = in_tmp.glob("reports/capacity-*/capacity.json")
     assert json.loads(capacity.read_text())["result"]["capacity_rps"] > 0, said
+
+
+def test_the_soak_of_the_model_qbench_starts_watches_its_java_frontend_and_workers(in_tmp: Path) -> None:
+    (line,) = doc_commands("## Does it hold", DOC)
+    assert "--duration 120 --rate 100" in line
+    # 48 requests at 8 a second (the page's 12,000 at 100): a steady part for the process tree's samples
+    said = qbench(line.replace("--duration 120 --rate 100", "--duration 6 --rate 8"), DOC_URL,
+                  ["--interval", "0.25", "--warmup", "1", "--no-live"])
+    assert "started examples/torchserve/config.properties at http://127.0.0.1:" in said, said
+    assert "server RSS" in said, said
+    (folder,) = in_tmp.glob("reports/soak-*")
+    samples = [s for s in read_health(folder / "health.jsonl") if s.rss_bytes is not None]
+    assert samples, said
+    # the launcher's tree: TorchServe's Java frontend and its Python worker under qbench's hook, so the
+    # memory watched is TorchServe's, not the launcher's ~20 MiB
+    assert max(s.children or 0 for s in samples) >= 2 and max(s.rss_bytes or 0 for s in samples) > 200 << 20
+    records = read_records(folder)
+    assert records and all(r.error_kind is None for r in records), {r.error_message for r in records}

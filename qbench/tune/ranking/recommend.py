@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final, Literal
 
-from qbench.run import BENTOML_CAP, RAYSERVE_CAP, TORCHSERVE_CAP, Figures, json_number, own_cap_lead
+from qbench.run import OWN_CAPS, Figures, json_number, own_cap_lead
 from qbench.tune.knobs.frameworks import framework_name
 from qbench.tune.knobs.grid import Value, flag
 from qbench.tune.knobs.versions import BATCH_NOTE, gradio3_code
@@ -224,10 +224,8 @@ def recommend(points: Sequence[PointResult], constraints: Constraints, advice: A
     winner = ranking.winner
     size_advice = max_size_advice(winner, constraints) if winner is not None else None
     if size_advice is not None and advice.framework in ("litserve", "bentoml", "rayserve", "torchserve"):
-        own_cap = {"bentoml": BENTOML_CAP, "rayserve": RAYSERVE_CAP, "torchserve": TORCHSERVE_CAP}.get(
-            advice.framework, "")
-        size_advice = uncapped_advice(size_advice, framework_name(advice.framework), own_cap,
-                                      advice.own_cap_now)
+        size_advice = uncapped_advice(size_advice, framework_name(advice.framework),
+                                      OWN_CAPS.get(advice.framework, ""), advice.own_cap_now)
     code = ""
     size = size_advice.max_size if size_advice is not None else None
     if winner is not None and advice.gradio and advice.server_api is not None:

@@ -100,3 +100,29 @@ def test_a_mar_archive_is_read_as_its_folder_would_be(launcher: ModuleType, tmp_
     broken.write_text("not a zip")
     assert launcher.loaded_models({"load_models": "broken.mar"}, tmp_path / "model_store") == [
         {"name": "broken", "version": "1.0", "yaml": {}}]
+
+
+def test_the_frontend_outliving_its_launcher_is_waited_for_then_killed(launcher: ModuleType, tmp_path: Path
+                                                                       ) -> None:
+    """On qbench's stop, TorchServe's launcher exits at once and its Java frontend (pid in TorchServe's pid
+    file) shuts down after it: the hook waits for it, and kills it at the deadline, so that a restart on
+    the same folder does not find it alive ("TorchServe is already running")."""
+    import signal
+    import subprocess
+    import time
+
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time; "
+                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
+                                 "time.sleep(60)"], stdout=subprocess.PIPE)
+    assert stubborn.stdout is not None and stubborn.stdout.readline() == b"up\n"
+    pid_file = tmp_path / ".model_server.pid"
+    pid_file.write_text(f"{stubborn.pid}\n")
+    stubborn.send_signal(signal.SIGTERM)  # ignored: still shutting down at the deadline
+    launcher.frontend_gone(pid_file, time.monotonic() + 0.3)
+    assert stubborn.wait(timeout=10) == -signal.SIGKILL
+    assert not launcher.alive(stubborn.pid)
+    quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])  # ends by itself
+    pid_file.write_text(f"{quick.pid}\n")
+    launcher.frontend_gone(pid_file, time.monotonic() + 30)
+    assert quick.wait(timeout=10) == 0  # waited for, not killed
+    launcher.frontend_gone(tmp_path / "absent.pid", time.monotonic() + 30)  # no pid file: nothing to wait

@@ -283,7 +283,7 @@ def main(argv: list[str]) -> int:
     try:
         process = subprocess.Popen([sys.executable, "-m", "ts.model_server", "--start", "--foreground",
                                     "--ncs", "--ts-config", str(point)], cwd=config.parent, env=env)
-        return serve(process, record, record_path, models, port)
+        return serve(process, record, record_path, models, port, work / ".model_server.pid")
     finally:
         shutil.rmtree(sockets, ignore_errors=True)
 
@@ -293,9 +293,11 @@ def _stop(signum: int, frame: Any) -> None:
 
 
 def serve(process: subprocess.Popen[bytes], record: dict[str, Any], record_path: str,
-          models: list[dict[str, Any]], port: int) -> int:
+          models: list[dict[str, Any]], port: int, pid_file: Path) -> int:
     """Record TorchServe `launched` once every model's workers are READY, then wait for it to end (stopped
-    with qbench's SIGTERM to the group: TorchServe's shutdown let finish)."""
+    with qbench's SIGTERM to the group: TorchServe's shutdown let finish, its Java frontend's too, whose
+    pid TorchServe keeps in `pid_file`: a restart on the same folder finding it alive would refuse to start,
+    "TorchServe is already running")."""
     management = f"http://127.0.0.1:{port + 1}"
     deadline = time.monotonic() + READY_TIMEOUT_S
     while process.poll() is None and time.monotonic() < deadline:
@@ -310,11 +312,45 @@ def serve(process: subprocess.Popen[bytes], record: dict[str, Any], record_path:
     try:
         return process.wait()
     except SystemExit:
+        deadline = time.monotonic() + STOP_WAIT_S
         try:
             process.wait(timeout=STOP_WAIT_S)
         except subprocess.TimeoutExpired:
-            process.kill()  # its Java too (the same group got the SIGTERM): none outlives the point
+            process.kill()
+        frontend_gone(pid_file, deadline)  # none outlives the point
         raise
+
+
+def frontend_gone(pid_file: Path, deadline: float) -> None:
+    """TorchServe's Java frontend (its pid in `pid_file`; it got the group's SIGTERM too) waited for until
+    `deadline` (time.monotonic()), then killed: its launcher has exited by then, and its shutdown
+    outlives it."""
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    while time.monotonic() < deadline and alive(pid):
+        time.sleep(0.05)
+    if alive(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            return
+
+
+def alive(pid: int) -> bool:
+    """A process `pid` that has not exited (on Linux a zombie, awaiting its parent's reaping, has)."""
+    if not os.path.isdir("/proc"):
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 if __name__ == "__main__":
