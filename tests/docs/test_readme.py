@@ -389,6 +389,11 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "torchserve-env/bin/python": [
         ("tests/docs/test_docs_torchserve.py::test_the_capacity_of_the_model_qbench_starts",
          '"## How many users"')],
+    "qbench soak examples/torchserve/predict.yaml --app examples/torchserve/config.properties --python "
+    "torchserve-env/bin/python --duration 120 --rate 100": [
+        ("tests/docs/test_docs_torchserve.py::"
+         "test_the_soak_of_the_model_qbench_starts_watches_its_java_frontend_and_workers",
+         '"## Does it hold"')],
     "qbench sweep examples/torchserve/predict.yaml --app examples/torchserve/config.properties --python "
     "torchserve-env/bin/python --grid concurrency_limit=1,2": [
         ("tests/docs/test_docs_torchserve.py::test_a_knob_torchserve_lacks_is_refused_before_it_starts",
