@@ -188,10 +188,10 @@ class _FromParquet(Columns):
     def __init__(self, files: list[Path], keep: int) -> None:
         import pyarrow.parquet as pq
 
-        self.files = [pq.ParquetFile(f) for f in files]
-        for path, file in zip(files, self.files, strict=True):
-            _check_version(path, file)
-        self.n = sum(f.metadata.num_rows for f in self.files)
+        self.files = [_Part(pq.ParquetFile(f)) for f in files]
+        for path, part in zip(files, self.files, strict=True):
+            _check_version(path, part.file)
+        self.n = sum(part.rows for part in self.files)
         self.keep = max(keep, 1)
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._names: dict[str, list[str]] = {}  # a labels column's strings (its codes are in the cache)
@@ -202,7 +202,7 @@ class _FromParquet(Columns):
             return self._cache[name]
         if name not in FIELD_NAMES:
             raise KeyError(f"{name}: not a stored field of RequestRecord")
-        parts = [_read_column(f, name) for f in self.files]
+        parts = [_read_column(part, name) for part in self.files]
         column = np.concatenate(parts) if len(parts) != 1 else parts[0]
         return self._kept(name, column)
 
@@ -214,20 +214,19 @@ class _FromParquet(Columns):
 
     def labels(self, name: str) -> tuple[np.ndarray, list[str]]:
         """Arrow's dictionary encoding (its order: first sight, as the base's): 4 bytes a row."""
-        if name not in _STRINGS or name not in self.files[0].schema_arrow.names:
+        if name not in _STRINGS or name not in self.files[0].names:
             return super().labels(name)
         key = f"labels:{name}"
         if key in self._cache:
             self._cache.move_to_end(key)
         else:
             codes, seen, at = np.empty(self.n, dtype=np.int32), dict[str, int](), 0
-            for file in self.files:
-                if name not in file.schema_arrow.names:  # a part written before the field: None
-                    rows = file.metadata.num_rows
-                    codes[at:at + rows] = -1
-                    at += rows
+            for part in self.files:
+                if name not in part.names:  # a part written before the field: None
+                    codes[at:at + part.rows] = -1
+                    at += part.rows
                     continue
-                for batch in _batches(file, name):
+                for batch in part.batches(name):
                     encoded = batch.column(0).dictionary_encode()  # first sight in the batch
                     renumber = [seen.setdefault(s, len(seen)) for s in encoded.dictionary.to_pylist()]
                     local = encoded.indices.fill_null(-1).to_numpy()
@@ -240,12 +239,12 @@ class _FromParquet(Columns):
     def texts(self, name: str, mask: np.ndarray) -> Iterator[Any]:
         import pyarrow as pa
 
-        if name not in self.files[0].schema_arrow.names:
+        if name not in self.files[0].names:
             yield from super().texts(name, mask)
             return
         offset = 0
-        for file in self.files:
-            for batch in _batches(file, name):
+        for part in self.files:
+            for batch in part.batches(name):
                 picked = mask[offset:offset + batch.num_rows]
                 offset += batch.num_rows
                 if picked.any():
@@ -303,19 +302,19 @@ def _array(values: list[Any], name: str) -> np.ndarray:
     return np.array(values, dtype=kind)
 
 
-def _read_column(file: Any, name: str) -> np.ndarray:
+def _read_column(part: _Part, name: str) -> np.ndarray:
     """One column of a Parquet file (a field an older version lacks: its default, as read_parquet), read
     TEXT_ROWS rows at a time into one array: a whole column's Arrow buffers at once left ~6 columns'
     worth of memory with the allocator (3.6 M rows: ~150 MiB more peak RSS)."""
-    n = file.metadata.num_rows
-    if name not in file.schema_arrow.names:
+    n = part.rows
+    if name not in part.names:
         default = RequestRecord.__dataclass_fields__[name].default
         if name in _STRINGS or default is None:
             return np.full(n, np.nan) if name not in _STRINGS else np.full(n, None, dtype=object)
         return np.full(n, default)
     out: np.ndarray | None = None
     at = 0
-    for batch in _batches(file, name):  # Arrow's buffers a batch at a time
+    for batch in part.batches(name):  # Arrow's buffers a batch at a time
         piece = _numpy(batch.column(0), name)
         if out is None:
             out = np.empty(n, dtype=piece.dtype)
@@ -324,17 +323,36 @@ def _read_column(file: Any, name: str) -> np.ndarray:
         out[at:at + piece.size] = piece
         at += piece.size
     if out is None:  # no rows
-        return _numpy(file.read(columns=[name], use_threads=False).column(0), name)
+        return _numpy(part.file.read(columns=[name], use_threads=False).column(0), name)
     return out
 
 
-def _batches(file: Any, name: str) -> Iterator[Any]:
-    """One column's record batches of at most TEXT_ROWS rows, a row group at a time (over the whole file,
-    Arrow reads every row group's pages of the column ahead: a token run's histograms, ~1 GiB). No thread
-    pool: one column chunk at a time is one task, and handing it to Arrow's pool cost ~1.4 ms of CPU a
-    column, against 0.04 ms read here (a report reads ~70 columns of each run it shows)."""
-    for group in range(file.metadata.num_row_groups):
-        yield from file.iter_batches(TEXT_ROWS, row_groups=[group], columns=[name], use_threads=False)
+class _Part:
+    """One records file: its field names (Arrow's schema is rebuilt at each ask: ~0.07 ms) and its
+    columns' record batches. A file of at most TEXT_ROWS rows is read whole at the first column asked
+    (~1.5 ms for every column of a run of a few hundred requests, where a column at a time cost ~0.4 ms
+    each and a report reads ~70); a larger one a column and a row group at a time."""
+
+    def __init__(self, file: Any) -> None:
+        self.file, self.rows = file, int(file.metadata.num_rows)
+        self.names = frozenset(file.schema_arrow.names)
+        self._whole: Any = None
+
+    def batches(self, name: str) -> Iterator[Any]:
+        """One column's record batches of at most TEXT_ROWS rows, a row group at a time (over the whole
+        file, Arrow reads every row group's pages of the column ahead: a token run's histograms, ~1 GiB).
+        No thread pool: one column chunk at a time is one task, and handing it to Arrow's pool cost
+        ~1.4 ms of CPU a column, against 0.04 ms read here."""
+        import pyarrow as pa
+
+        if self.rows <= TEXT_ROWS:
+            if self._whole is None:
+                self._whole = self.file.read(use_threads=False)
+            yield pa.record_batch([self._whole.column(name).combine_chunks()], names=[name])
+            return
+        for group in range(self.file.metadata.num_row_groups):
+            yield from self.file.iter_batches(TEXT_ROWS, row_groups=[group], columns=[name],
+                                              use_threads=False)
 
 
 def _numpy(column: Any, name: str) -> np.ndarray:

@@ -43,11 +43,15 @@ _TEXT = {"session_id", "endpoint", "outcome", "error_kind", "error_message", "ev
          "finish_reason", "itl_hist"}
 
 
-@pytest.mark.parametrize("source", ["records", "parquet"])
+@pytest.mark.parametrize("source", ["records", "parquet", "parquet-in-batches"])
 def test_every_stored_field_and_derived_phase_reads_as_the_records_hold_it(
-    records: list[RequestRecord], source: str, tmp_path: Path
+    records: list[RequestRecord], source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if source == "parquet":
+    """From disk a file of up to TEXT_ROWS rows is read whole, a larger one a batch of TEXT_ROWS at a
+    time (here 700 of 3,000): both as the records hold them."""
+    if source == "parquet-in-batches":
+        monkeypatch.setattr(columns, "TEXT_ROWS", 700)
+    if source != "records":
         write_parquet(records, tmp_path / "records.parquet")
         cols = Columns.read(tmp_path, keep=3)
     else:
@@ -100,15 +104,17 @@ def test_a_view_from_disk_keeps_only_a_few_columns(records: list[RequestRecord],
     assert len(cols._cache) == 2  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("source", ["records", "parquet", "parts"])
+@pytest.mark.parametrize("source", ["records", "parquet", "parts", "parts-in-batches"])
 def test_labels_and_texts_of_a_view_read_as_the_records_hold_them(
-    records: list[RequestRecord], source: str, tmp_path: Path
+    records: list[RequestRecord], source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """From disk, labels are Arrow's dictionary codes and texts Arrow batches (no Python string a row):
     the same strings in the same order as from the records, over the whole run and over a view."""
     if source == "records":
         cols = Columns.of(records)
     else:
+        if source == "parts-in-batches":
+            monkeypatch.setattr(columns, "TEXT_ROWS", 700)
         parts = [records] if source == "parquet" else [records[:1000], records[1000:]]
         for i, part in enumerate(parts):
             write_parquet(part, tmp_path / f"records-{i:05}.parquet")

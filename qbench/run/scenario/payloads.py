@@ -5,7 +5,9 @@ value, choice, boolean, chat, example) or a `FileValue` (image, audio, files, fi
 protocol uploads or embeds; `file` with `count` gives a list of them).
 Generating images and audio costs CPU, so only `payload.variants` distinct input sets are made
 (variant = request_id % variants, each from its own seeded generator) and cached: the generator's own
-CPU stays out of the measurement and the same seed gives byte-identical requests.
+CPU stays out of the measurement and the same seed gives byte-identical requests. A payload made only of
+generated inputs (nothing read from disk) is also cached across runs of one process (SHARED_BYTES): a
+sweep's or a capacity search's runs send the same variants, made once.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import struct
 import time
 import wave
 import zipfile
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +54,33 @@ MIME = {"png": "image/png", "jpeg": "image/jpeg", "jpg": "image/jpeg", "webp": "
         "gif": "image/gif", "mp3": "audio/mpeg", "pdf": "application/pdf", "avi": "video/x-msvideo"}
 
 
+SHARED_BYTES = 256 * 2**20  # the most a process keeps of generated variants across runs (least recent out)
+_shared: OrderedDict[tuple[str, int], tuple[list[Any], int]] = OrderedDict()
+
+
+def _shared_get(key: tuple[str, int]) -> list[Any] | None:
+    hit = _shared.get(key)
+    if hit is None:
+        return None
+    _shared.move_to_end(key)
+    return hit[0]
+
+
+def _shared_put(key: tuple[str, int], values: list[Any]) -> None:
+    _shared[key] = (values, sum(_size(v) for v in values))
+    total = sum(size for _, size in _shared.values())
+    while total > SHARED_BYTES and len(_shared) > 1:
+        total -= _shared.popitem(last=False)[1][1]
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, FileValue):
+        return len(value.data)
+    if isinstance(value, list):
+        return sum(_size(v) for v in value)
+    return len(value) if isinstance(value, str | bytes) else 64
+
+
 @dataclass(frozen=True)
 class FileValue:
     """A file input: uploaded (gradio FileData) or base64-embedded (http)."""
@@ -74,16 +104,24 @@ class PayloadGenerator:
         self._examples = {i: [_example_value(v, i) for v in s.example.values]
                           for i, s in enumerate(payload.inputs) if s.example is not None}
         self.generation_s = 0.0  # CPU-ish wall time spent generating (reported in run.json)
+        generated_only = not any(s.text and s.text.file or s.files or s.example is not None
+                                 for s in payload.inputs)
+        self._key = payload.model_dump_json() if generated_only else None  # shared across runs when set
 
     def inputs(self, request_id: int) -> list[Any]:
         if self.fixed is not None and (given := self.fixed(request_id)) is not None:
             return given
         variant = request_id % self.payload.variants
         values = self._cache.get(variant)
+        if values is None and self._key is not None:
+            values = _shared_get((self._key, variant))
         if values is None:
             start = time.perf_counter()
             values = self._generate(variant)
             self.generation_s += time.perf_counter() - start
+            if self._key is not None:
+                _shared_put((self._key, variant), values)
+        if variant not in self._cache:
             self._cache[variant] = values
         return values
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from qbench.run.scenario import payloads
 from qbench.run.scenario.payloads import FileValue, PayloadGenerator, fill_template
 from qbench.run.scenario.scenario import Payload
 
@@ -26,6 +27,35 @@ def test_same_seed_same_bytes_and_variants_cycle() -> None:
     assert a.inputs(1)[0] == a.inputs(5)[0]  # variant = request_id % variants
     assert a.inputs(0)[0] != a.inputs(1)[0]
     assert generator(spec, seed=1).inputs(1)[0] != a.inputs(1)[0]
+
+
+def test_a_generated_payload_is_made_once_per_process_and_one_read_from_disk_every_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep's runs send the same variants: the second run's generator takes the first's (no time
+    spent generating, the same objects), up to SHARED_BYTES, least recently used out; a payload with a
+    file read from disk is made by every generator (the file may have changed)."""
+    spec = {"image": {"width": 48, "height": 48, "format": "png"}}
+    first = generator(spec, seed=11)
+    first.prepare(4)
+    assert first.generation_s > 0
+    again = generator(spec, seed=11)
+    again.prepare(4)
+    assert again.generation_s == 0 and again.inputs(2)[0] is first.inputs(2)[0]
+    assert again.stats()["variants_generated"] == 4
+    assert generator(spec, seed=12).inputs(0)[0] != first.inputs(0)[0]  # another payload, its own
+
+    (tmp_path / "p.txt").write_text("a prompt\n")
+    read = {"text": {"file": str(tmp_path / "p.txt")}}
+    generator(read, spec).prepare(2)
+    twice = generator(read, spec)
+    twice.prepare(2)
+    assert twice.generation_s > 0
+
+    size = len(first.inputs(0)[0].data)
+    monkeypatch.setattr(payloads, "SHARED_BYTES", 3 * size)
+    bounded = generator(spec, seed=13)
+    bounded.prepare(4)
+    assert sum(key[0] == bounded._key for key in payloads._shared) <= 3
 
 
 def test_image_and_audio_decode() -> None:
