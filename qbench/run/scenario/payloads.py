@@ -56,6 +56,7 @@ MIME = {"png": "image/png", "jpeg": "image/jpeg", "jpg": "image/jpeg", "webp": "
 
 SHARED_BYTES = 256 * 2**20  # the most a process keeps of generated variants across runs (least recent out)
 _shared: OrderedDict[tuple[str, int], tuple[list[Any], int]] = OrderedDict()
+_shared_total = [0]  # the bytes _shared holds
 
 
 def _shared_get(key: tuple[str, int]) -> list[Any] | None:
@@ -67,10 +68,12 @@ def _shared_get(key: tuple[str, int]) -> list[Any] | None:
 
 
 def _shared_put(key: tuple[str, int], values: list[Any]) -> None:
-    _shared[key] = (values, sum(_size(v) for v in values))
-    total = sum(size for _, size in _shared.values())
-    while total > SHARED_BYTES and len(_shared) > 1:
-        total -= _shared.popitem(last=False)[1][1]
+    size = sum(_size(v) for v in values)
+    old = _shared.pop(key, None)
+    _shared[key] = (values, size)
+    _shared_total[0] += size - (old[1] if old else 0)
+    while _shared_total[0] > SHARED_BYTES and len(_shared) > 1:
+        _shared_total[0] -= _shared.popitem(last=False)[1][1]
 
 
 def _size(value: Any) -> int:
