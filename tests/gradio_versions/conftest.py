@@ -1,5 +1,7 @@
-"""One session-scoped pair of servers per Gradio release, shared by test_versions and test_differential:
-the test app with an open queue, and with max_size=1, both served by one process. Releases:
+"""One package-scoped pair of servers per Gradio release, shared by test_versions and test_differential
+(one unit of work: tests/conftest.py's TOGETHER), stopped once the worker leaves this package (a
+session's would idle until the whole suite ends, and an idle Gradio polls its queue): the test app with
+an open queue, and with max_size=1, both served by one process. Releases:
 envs.RELEASES, plus QBENCH_GRADIO_VERSIONS (comma-separated, e.g. "4.8.0,4.16.0,4.20.1,4.21.0") for the
 intermediate protocol families. An env that cannot be built
 (no network, no uv) skips its release with the builder's error; the release is never silently dropped.
@@ -26,7 +28,7 @@ class Release:
     tight_url: str  # the app with queue max_size=1
 
 
-@pytest.fixture(scope="session", params=[*RELEASES, *EXTRA])
+@pytest.fixture(scope="package", params=[*RELEASES, *EXTRA])
 def release(request: pytest.FixtureRequest) -> Iterator[Release]:
     version = str(request.param).strip()
     try:
