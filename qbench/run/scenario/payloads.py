@@ -55,25 +55,32 @@ MIME = {"png": "image/png", "jpeg": "image/jpeg", "jpg": "image/jpeg", "webp": "
 
 
 SHARED_BYTES = 256 * 2**20  # the most a process keeps of generated variants across runs (least recent out)
-_shared: OrderedDict[tuple[str, int], tuple[list[Any], int]] = OrderedDict()
-_shared_total = [0]  # the bytes _shared holds
 
 
-def _shared_get(key: tuple[str, int]) -> list[Any] | None:
-    hit = _shared.get(key)
-    if hit is None:
-        return None
-    _shared.move_to_end(key)
-    return hit[0]
+class _Shared:
+    """Generated variants by (payload JSON, variant), shared by a process's runs, bounded in bytes."""
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[tuple[str, int], tuple[list[Any], int]] = OrderedDict()
+        self.total = 0  # the bytes `entries` holds
+
+    def get(self, key: tuple[str, int]) -> list[Any] | None:
+        hit = self.entries.get(key)
+        if hit is None:
+            return None
+        self.entries.move_to_end(key)
+        return hit[0]
+
+    def put(self, key: tuple[str, int], values: list[Any]) -> None:
+        size = sum(_size(v) for v in values)
+        old = self.entries.pop(key, None)
+        self.entries[key] = (values, size)
+        self.total += size - (old[1] if old else 0)
+        while self.total > SHARED_BYTES and len(self.entries) > 1:
+            self.total -= self.entries.popitem(last=False)[1][1]
 
 
-def _shared_put(key: tuple[str, int], values: list[Any]) -> None:
-    size = sum(_size(v) for v in values)
-    old = _shared.pop(key, None)
-    _shared[key] = (values, size)
-    _shared_total[0] += size - (old[1] if old else 0)
-    while _shared_total[0] > SHARED_BYTES and len(_shared) > 1:
-        _shared_total[0] -= _shared.popitem(last=False)[1][1]
+_shared = _Shared()
 
 
 def _size(value: Any) -> int:
@@ -117,13 +124,13 @@ class PayloadGenerator:
         variant = request_id % self.payload.variants
         values = self._cache.get(variant)
         if values is None and self._key is not None:
-            values = _shared_get((self._key, variant))
+            values = _shared.get((self._key, variant))
         if values is None:
             start = time.perf_counter()
             values = self._generate(variant)
             self.generation_s += time.perf_counter() - start
             if self._key is not None:
-                _shared_put((self._key, variant), values)
+                _shared.put((self._key, variant), values)
         if variant not in self._cache:
             self._cache[variant] = values
         return values

@@ -55,9 +55,9 @@ def test_a_generated_payload_is_made_once_per_process_and_one_read_from_disk_eve
     monkeypatch.setattr(payloads, "SHARED_BYTES", 3 * size)
     bounded = generator(spec, seed=13)
     bounded.prepare(4)
-    assert sum(key[0] == bounded._key for key in payloads._shared) <= 3
-    held = sum(size for _, size in payloads._shared.values())
-    assert payloads._shared_total[0] == held <= payloads.SHARED_BYTES
+    assert sum(key[0] == bounded._key for key in payloads._shared.entries) <= 3
+    held = sum(size for _, size in payloads._shared.entries.values())
+    assert payloads._shared.total == held <= payloads.SHARED_BYTES
 
 
 def test_image_and_audio_decode() -> None:
