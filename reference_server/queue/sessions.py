@@ -93,13 +93,16 @@ class Heartbeats:
     timer of its own gave). The beats of one interval come due in the order they were added (each is
     re-added an interval after it beat, behind every other), so a FIFO per interval holds them in time
     order and the one timer waits for the earliest head; a stopped beat leaves its FIFO when it comes
-    due. Starting and stopping a beat costs no timer handle (a stream per prediction made two).
+    due. Starting and stopping a beat costs no timer handle (a stream per prediction made two). The
+    timer's time is kept here: for a time under half a millisecond away (a loop running late on a busy
+    box) uvloop's call_at hands back a plain Handle, which has no when().
     """
 
     def __init__(self) -> None:
         self._due: dict[float, deque[Beat]] = {}  # interval -> beats in due order
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
+        self._timer_at = 0.0  # when the armed timer fires (loop time)
 
     def start(self, session: Session, interval_s: float) -> Beat:
         """Beat for `session` every `interval_s` from now, until the returned Beat is stopped."""
@@ -111,7 +114,7 @@ class Heartbeats:
         if fifo is None:
             fifo = self._due[interval_s] = deque()
         fifo.append(beat)
-        if self._timer is None or beat.due < self._timer.when():
+        if self._timer is None or beat.due < self._timer_at:
             self._arm()
         return beat
 
@@ -121,14 +124,17 @@ class Heartbeats:
             self._timer = None
         heads = [fifo[0].due for fifo in self._due.values() if fifo]
         if heads and self._loop is not None:
-            self._timer = self._loop.call_at(min(heads), self._fire)
+            self._timer_at = min(heads)
+            self._timer = self._loop.call_at(self._timer_at, self._fire)
 
     def _fire(self) -> None:
         self._timer = None
         assert self._loop is not None
         now = self._loop.time()
         for fifo in self._due.values():
-            while fifo and fifo[0].due <= now + SLACK_S:
+            for _ in range(len(fifo)):  # each beat once a firing (one under SLACK_S is due again at once)
+                if fifo[0].due > now + SLACK_S:
+                    break
                 beat = fifo.popleft()
                 if beat.session is not None:
                     beat.session.queue.put_nowait(HEARTBEAT)

@@ -138,3 +138,26 @@ def test_a_stopped_beat_leaves_no_timer_behind() -> None:
 
     idle, beats = asyncio.run(main())
     assert beats >= 2 and idle
+
+
+def test_a_beat_due_within_a_millisecond_on_uvloop_still_lets_the_next_reader_start() -> None:
+    """uvloop (the server's loop) answers call_at for a time under 0.5 ms away with a plain Handle, no
+    when(): a loop running late on a busy box armed one, and the next stream's start failed with a 500."""
+    import uvloop
+
+    async def main() -> tuple[str, int]:
+        heartbeats = Heartbeats()
+        soon, later = Session(), Session()
+        beat = heartbeats.start(soon, 0.0004)  # rounds to 0 ms: uvloop calls it soon
+        armed = type(heartbeats._timer).__name__
+        heartbeats.start(later, 30.0).stop()
+        for _ in range(500):  # until it beats (up to 5 s on a busy box)
+            await asyncio.sleep(0.01)
+            if not soon.queue.empty():
+                break
+        beat.stop()
+        return armed, _heartbeats_of(soon)
+
+    armed, beats = uvloop.run(main())
+    assert armed == "Handle"  # the case itself: uvloop's handle for a timer that is due now
+    assert beats >= 1
