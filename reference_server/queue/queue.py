@@ -64,7 +64,8 @@ class EventQueue:
         self.runner = JobRunner(store, self.limiter, settings.show_error, self.emit)
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._batch_timer: asyncio.TimerHandle | None = None
+        self._batch_timer: asyncio.Handle | None = None  # uvloop's, for a time under 0.5 ms away: no when()
+        self._batch_timer_at = 0.0  # when it fires (loop time)
         self._estimations: asyncio.Task[None] | None = None  # the periodic loop of a numeric rate
         self.metrics.sessions.set_function(lambda: len(self.sessions))  # read when /metrics renders
         self.metrics.events_live.set_function(lambda: len(self.events))
@@ -214,11 +215,11 @@ class EventQueue:
     def _wake_at(self, due: float) -> None:
         loop = asyncio.get_running_loop()
         when = loop.time() + max(due - time.perf_counter(), 0.0)
-        if self._batch_timer is not None and self._batch_timer.when() <= when:
+        if self._batch_timer is not None and self._batch_timer_at <= when:
             return
         if self._batch_timer is not None:
             self._batch_timer.cancel()
-        self._batch_timer = loop.call_at(when, self._batch_timer_fired)
+        self._batch_timer, self._batch_timer_at = loop.call_at(when, self._batch_timer_fired), when
 
     def _batch_timer_fired(self) -> None:
         self._batch_timer = None

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
 from reference_server.http.server_state import build_functions
+from reference_server.io.components import FileStore
 from reference_server.queue.queue import EventQueue, QueueFullError
 from tests.server.queue_harness import drain, of, read_until_done, run_queue, settings
 
@@ -503,3 +506,22 @@ def test_a_batch_counts_each_of_its_events_in_the_completed_metric() -> None:
         assert counts == {"ok": 3.0}
 
     run_queue(settings([sleep_fn("b", 20, batch=True, max_batch_size=4)]), body)
+
+
+def test_a_batch_deadline_within_a_millisecond_on_uvloop_still_lets_the_next_one_wait() -> None:
+    """uvloop (the server's loop) answers call_at for a time under 0.5 ms away with a plain Handle, no
+    when(): the next batch deadline asked for (a later event of a batch function) must not fail on it."""
+    import uvloop
+
+    async def main() -> tuple[str, bool]:
+        with tempfile.TemporaryDirectory() as tmp:
+            s = settings([sleep_fn("b", 20, batch=True, max_batch_size=4, batch_wait_ms=120)])
+            queue = EventQueue(s, build_functions(s), FileStore(Path(tmp)))
+            queue._wake_at(time.perf_counter() + 0.0002)  # rounds to 0 ms: uvloop calls it soon
+            armed = type(queue._batch_timer).__name__
+            queue._wake_at(time.perf_counter() + 0.05)
+            await asyncio.sleep(0.01)
+            return armed, queue._wake.is_set()
+
+    armed, woke = uvloop.run(main())
+    assert armed == "Handle" and woke
