@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # CPU wheel (small). On a GPU machine install a CUDA torch first; see README.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup test warm-up test-busy test-gradio demo lint typecheck bench clean gradio-envs nginx
+.PHONY: setup test test-busy test-gradio demo lint typecheck bench clean gradio-envs nginx
 
 $(STAMP): pyproject.toml
 	$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)  # none, or cut short
@@ -30,20 +30,13 @@ nginx:
 # CPU; docs/development.md). One file per worker (module fixtures stay shared), the slowest files first
 # (--no-loadscope-reorder keeps the order tests/timing.py sets). PYTEST_WORKERS=0 runs it serially.
 PYTEST_WORKERS ?= 6
-# Lint and a warm-up side by side (mypy keeps one core busy; the other would idle): the warm-up compiles
-# the project's bytecode and collects the suite once, which leaves pytest's rewritten test modules in
-# __pycache__ for every worker to load. PYTHONDONTWRITEBYTECODE (this machine sets it) is emptied for both:
-# with it set, each worker rewrote all ~370 test modules' asserts again (collection 15 s of CPU a worker
-# instead of 6) and each of the suite's few hundred server and CLI processes compiled qbench again (~0.5 s
-# of CPU each). A stale .pyc is never used (Python and pytest check each source's size and time).
-test: $(STAMP) nginx
-	@$(MAKE) --no-print-directory warm-up >/dev/null 2>&1 & warm=$$!; \
-	  $(MAKE) --no-print-directory lint; lint=$$?; wait $$warm; exit $$lint
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
-
-warm-up: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(PY) -m compileall -q qbench reference_server tests bench examples
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q --collect-only
+# The project's bytecode first: with PYTHONDONTWRITEBYTECODE set (this machine sets it) each of the
+# suite's few hundred server and CLI processes would compile qbench and reference_server again (~0.5 s of
+# CPU each); a stale .pyc is never used (Python checks each source's size and time). The test modules'
+# rewritten asserts are written once by the controller before its workers start (tests/rewrite_cache.py).
+test: lint nginx
+	$(PY) -m compileall -q qbench reference_server tests bench examples >/dev/null
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The suite on a deliberately slowed machine, run before every submission: BUSY busy loops
 # (`yes > /dev/null`) beside `make test` the whole time, stopped when it ends (4 on a 2-core box: about a
