@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import socket
@@ -127,7 +128,7 @@ async def _announce(server: uvicorn.Server, host: str) -> None:
 
 
 async def _serve(settings: ServerSettings) -> None:
-    app = build_app(settings)
+    app = build_app(settings, resume_gc=True)
     launch = settings.launch
     front_ends = resolve_front_ends(launch.front_ends, lambda: resolve_device(settings), settings.gradio)
     if front_ends:
@@ -189,6 +190,10 @@ async def _serve_behind_front_ends(app: Starlette, settings: ServerSettings, cou
 
 def serve(settings: ServerSettings) -> None:
     """Run the server in the foreground until interrupted (Ctrl-C / SIGTERM); uvloop when installed."""
+    # The collector paused while the model's libraries import and it loads (each collection walks the
+    # growing heap: an image preset's start took 17% less CPU, 3.5 s against 4.2 s); the app resumes it
+    # once ready, that heap frozen (build_app's resume_gc). Spawned helpers start with their own.
+    gc.disable()
     try:
         import uvloop
     except ImportError:

@@ -38,8 +38,10 @@ async def _client_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"detail": exc.detail}, status_code=exc.status)
 
 
-def build_app(settings: ServerSettings, file_dir: Path | None = None) -> Starlette:
-    """The ASGI app. Settings errors (unknown workload, batch generator) raise SettingsError here."""
+def build_app(settings: ServerSettings, file_dir: Path | None = None, *,
+              resume_gc: bool = False) -> Starlette:
+    """The ASGI app. Settings errors (unknown workload, batch generator) raise SettingsError here.
+    `resume_gc`: the collector was paused for the start-up (launch.serve) and resumes once it is ready."""
     state = ServerState.create(settings, file_dir)
 
     @asynccontextmanager
@@ -54,6 +56,8 @@ def build_app(settings: ServerSettings, file_dir: Path | None = None) -> Starlet
         state.gpu.start()
         gc.freeze()  # the loaded workloads, modules and settings: never garbage, no longer scanned by each
         # full collection (the request path allocates enough to run them now and then)
+        if resume_gc:
+            gc.enable()
         thresholds = gc.get_threshold()
         gc.set_threshold(*GC_THRESHOLDS)
         state.ready = True

@@ -72,3 +72,26 @@ def test_dtype_and_compile_flags_reach_only_the_model_workloads() -> None:
     sleep = settings_from_options(ServeOptions(preset="sleep", dtype="float32"))
     assert "dtype" not in sleep.functions[0].params
     assert settings_from_options(ServeOptions(preset="image")).functions[0].params["dtype"] == "auto"
+
+
+def test_serve_pauses_the_collector_until_its_app_is_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start-up (imports, the model's load) runs with the collector paused, and the app is built to
+    resume it once ready (its lifespan: tests/server/http/test_server_state.py)."""
+    import gc
+
+    from reference_server import launch
+    from reference_server.settings import synthetic_settings
+
+    seen: dict[str, bool] = {}
+
+    def build_app(settings: object, file_dir: object = None, *, resume_gc: bool = False) -> object:
+        seen.update(enabled=gc.isenabled(), resume_gc=resume_gc)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(launch, "build_app", build_app)
+    try:
+        with pytest.raises(SystemExit):
+            launch.serve(synthetic_settings())
+    finally:
+        gc.enable()
+    assert seen == {"enabled": False, "resume_gc": True}

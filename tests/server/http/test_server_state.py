@@ -68,3 +68,25 @@ def test_the_lifespan_raises_the_collectors_thresholds_while_serving_and_restore
 
     assert asyncio.run(serve()) == GC_THRESHOLDS != before
     assert gc.get_threshold() == before
+
+
+@pytest.mark.parametrize("resume_gc", [True, False])
+def test_the_lifespan_resumes_a_paused_collector_only_when_asked(resume_gc: bool) -> None:
+    """launch.serve pauses the collector for the start-up and its app resumes it once ready; an app run
+    in a test's thread (resume_gc False) leaves the caller's collector as it found it."""
+    import asyncio
+    import gc
+
+    from reference_server.http.app import build_app
+
+    app = build_app(synthetic_settings(), resume_gc=resume_gc)
+
+    async def serve() -> bool:
+        async with app.router.lifespan_context(app):
+            return gc.isenabled()
+
+    gc.disable()
+    try:
+        assert asyncio.run(serve()) is resume_gc
+    finally:
+        gc.enable()
