@@ -190,10 +190,13 @@ SCENARIOS: dict[str, Scenario] = {
         },
     ),
     "limit_1_serialises": Scenario(
-        burst("sleep_1", 3),
+        burst("sleep_1", 3, spacing_s=0.05),
         lambda ts: {"max_overlap": max_overlap(ts), "dispatches": batch_sizes(ts), "kinds": kinds(ts)},
-        # The third job is re-estimated when the second is dispatched (status_update_rate "auto").
+        # The third job is re-estimated when the second is dispatched (status_update_rate "auto"). The
+        # first runs before the second joins (else the burst runs again: a busy box's Gradio dispatched
+        # the first after the second's join and so re-estimated the second instead).
         {"max_overlap": 1, "dispatches": [1, 1, 1], "kinds": [PLAIN, PLAIN, RE_ESTIMATED]},
+        landed=lambda ts: landed(ts) and running_before(ts[:1], ts[1]),
     ),
     "limit_n_runs_n": Scenario(
         burst("sleep_n_long", 5, spacing_s=0.01),

@@ -119,9 +119,11 @@ def test_the_capacity_of_the_model_qbench_starts(in_tmp: Path) -> None:
 def test_the_soak_of_the_model_qbench_starts_watches_its_java_frontend_and_workers(in_tmp: Path) -> None:
     (line,) = doc_commands("## Does it hold", DOC)
     assert "--duration 120 --rate 100" in line
-    # 48 requests at 8 a second (the page's 12,000 at 100): a steady part for the process tree's samples
+    # 48 requests at 8 a second (the page's 12,000 at 100): a steady part for the process tree's samples.
+    # Without the scenario's p95 bound of 0.5 s: what is checked here is what the soak watches, and a box
+    # starved by busy loops beside the suite served this model's p95 in 0.67 s (the soak then exits 3)
     said = qbench(line.replace("--duration 120 --rate 100", "--duration 6 --rate 8"), DOC_URL,
-                  ["--interval", "0.25", "--warmup", "1", "--no-live"])
+                  ["--interval", "0.25", "--warmup", "1", "--no-live", "--set", "slo.p95_latency_s=null"])
     assert "started examples/torchserve/config.properties at http://127.0.0.1:" in said, said
     assert "server RSS" in said, said
     (folder,) = in_tmp.glob("reports/soak-*")
