@@ -365,3 +365,21 @@ def test_the_hook_records_launchs_own_local_check(hook_module: ModuleType, tmp_p
     assert slow_host.url_ok("http://127.0.0.1:7861/") is False
     record = read_hook_record(tmp_path / "f")
     assert record is not None and record.launch_checked is False
+
+
+def test_the_collector_is_paused_while_gradio_imports_and_resumed_however_it_ends(tmp_path: Path) -> None:
+    """An app's `import gradio` (torch, transformers) runs with the cyclic collector paused, and it runs
+    again once that import is over, an import that raised included; other imports are left alone."""
+    libs = tmp_path / "libs"
+    for name, last in {"gradio": "", "other": "", "torch": "raise ImportError('no torch here')"}.items():
+        (libs / name).mkdir(parents=True)
+        (libs / name / "__init__.py").write_text(
+            f"import builtins, gc\nsetattr(builtins, 'SEEN_{name}', gc.isenabled())\n{last}\n")
+    env = dict(os.environ)
+    env.update(hook_env({"concurrency_limit": 2}, 7999, ["respond"], tmp_path / "point"))
+    env["PYTHONPATH"] += os.pathsep + str(libs)
+    code = ("import builtins, contextlib, gc, gradio, other\n"
+            "with contextlib.suppress(ImportError):\n    import torch\n"
+            "print(builtins.SEEN_gradio, builtins.SEEN_other, builtins.SEEN_torch, gc.isenabled())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "False", "True"], out.stderr

@@ -22,8 +22,9 @@ Before the server starts it writes what it found and what it set to the record f
 the queue's and every event's own settings and the values set. It also wraps `gradio.networking.url_ok`,
 launch()'s own check once the server answers (HEAD / within 3 s, else the app exits "When localhost is not
 accessible ..."), and records its answer as `launch_checked`: qbench sends no load before it. No file of
-the app is changed. It imports only the standard library (it runs in the app's virtualenv, where qbench
-is not installed).
+the app is changed. While gradio, torch or transformers import, Python's cyclic collector is paused
+(PAUSED: the app's start-up costs less CPU; it resumes when that import ends). It imports only the
+standard library (it runs in the app's virtualenv, where qbench is not installed).
 
 A LitServe app (it imports litserve.api and litserve.server) gets its knobs from qbench_litserve_hook.py,
 a BentoML service (it imports _bentoml_sdk.method and _bentoml_sdk.service.factory, in every process
@@ -37,6 +38,7 @@ beside this file and imported only then: see their docstrings.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -459,8 +461,15 @@ PATCHES: dict[str, Any] = {"gradio.blocks": patch_blocks, "litserve.api": _patch
                            "ray.serve._private.api": _patch_rayserve, "ts.service": _patch_torchserve}
 
 
+#: the packages whose import runs with the cyclic collector paused (resumed when the import ends, however
+#: it ends): the app starts, not measured, cost less (each collection walks the growing heap: `import
+#: gradio` 2.9 s of CPU with it, 2.4 s without; torch and transformers alike)
+PAUSED = frozenset({"gradio", "torch", "transformers"})
+
+
 class _Loader(importlib.abc.Loader):
-    """Runs a watched module (gradio.blocks, litserve.api, ...) as usual, then patches it."""
+    """Runs a watched module (gradio.blocks, litserve.api, ...) as usual, then patches it; a PAUSED package
+    runs with the collector paused."""
 
     def __init__(self, loader: Any, hook: _Hook) -> None:
         self.loader, self.hook = loader, hook
@@ -469,8 +478,16 @@ class _Loader(importlib.abc.Loader):
         return self.loader.create_module(spec)
 
     def exec_module(self, module: Any) -> None:
-        self.loader.exec_module(module)
-        PATCHES[module.__name__](module, self.hook)
+        paused = module.__name__ in PAUSED and gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            self.loader.exec_module(module)
+        finally:
+            if paused:
+                gc.enable()
+        if module.__name__ in PATCHES:
+            PATCHES[module.__name__](module, self.hook)
 
     def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... of the real loader
         return getattr(self.loader, name)
@@ -483,7 +500,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         self.hook = hook
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if name not in PATCHES:
+        if name not in PATCHES and name not in PAUSED:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
