@@ -201,7 +201,7 @@ def _answer(out: Path) -> dict[str, str]:
 
 def _held_at(scenario: Path, n: int, rate: float, out: Path) -> list[dict[str, Any]]:
     """One `qbench capacity` probe of n replicas at `rate` (8 s, judged: SLO and steady state) and, when
-    it passes, its 8 s sustained confirmation: the probes of capacity.json."""
+    it passes, its 8 s sustained confirmation: the probes of capacity.json past any it re-measured."""
     with reference_replicas(SLEEP_4X200MS, n, "session") as front:
         result = CliRunner().invoke(app, [
             "capacity", str(scenario), "--target", front.url, "--duration", "8", "--confirm-duration", "8",
@@ -209,7 +209,11 @@ def _held_at(scenario: Path, n: int, rate: float, out: Path) -> list[dict[str, A
             "--out", str(out)])
     assert result.exit_code == 0, result.output
     probes: list[dict[str, Any]] = _capacity_file(out)["result"]["probes"]
-    return probes
+    # a probe whose generator stalled (the host, six workers on two cores) is kept as "stalled", its
+    # stall said, and measured once more (qbench.tune.capacity.search's measure_past_stall): the ones after
+    stalled = [p for p in probes if p["kind"] == "stalled"]
+    assert all(p["host_stall"] and not p["passed"] for p in stalled), stalled
+    return [p for p in probes if p["kind"] != "stalled"]
 
 
 @needs_nginx
