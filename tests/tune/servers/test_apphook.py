@@ -383,3 +383,30 @@ def test_the_collector_is_paused_while_gradio_imports_and_resumed_however_it_end
             "print(builtins.SEEN_gradio, builtins.SEEN_other, builtins.SEEN_torch, gc.isenabled())")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True", "False", "True"], out.stderr
+
+
+def test_gradios_import_writes_no_type_stubs_under_the_hook(tmp_path: Path) -> None:
+    """Gradio 4.x+ rewrite a `.pyi` stub for each component class as it is defined (~1 s of `import
+    gradio`): an app under the hook defines its components with Gradio's own metaclass all the same, and
+    no stub is written; the same app without the hook writes it."""
+    libs = tmp_path / "libs"
+    (libs / "gradio").mkdir(parents=True)
+    (libs / "gradio" / "__init__.py").write_text("from gradio.component_meta import Meta\n"
+                                                 "class Textbox(metaclass=Meta):\n    pass\n")
+    (libs / "gradio" / "component_meta.py").write_text(
+        "import pathlib\n"
+        "def create_or_modify_pyi(cls, name, events):\n"
+        "    pathlib.Path(__file__).with_name(name + '.pyi').write_text('stub')\n"
+        "class Meta(type):\n"
+        "    def __new__(mcs, name, bases, attrs):\n"
+        "        made = super().__new__(mcs, name, bases, attrs)\n"
+        "        create_or_modify_pyi(made, name, [])\n"
+        "        return made\n")
+    code = "import gradio; print(type(gradio.Textbox).__name__)"
+    hooked = {**os.environ, **hook_env({"concurrency_limit": 2}, 7999, ["respond"], tmp_path / "point")}
+    hooked["PYTHONPATH"] += os.pathsep + str(libs)
+    out = subprocess.run([sys.executable, "-c", code], env=hooked, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["Meta"] and not (libs / "gradio" / "Textbox.pyi").exists(), out.stderr
+    plain = {**os.environ, "PYTHONPATH": str(libs)}
+    subprocess.run([sys.executable, "-c", code], env=plain, capture_output=True, text=True, check=True)
+    assert (libs / "gradio" / "Textbox.pyi").read_text() == "stub"

@@ -22,9 +22,10 @@ Before the server starts it writes what it found and what it set to the record f
 the queue's and every event's own settings and the values set. It also wraps `gradio.networking.url_ok`,
 launch()'s own check once the server answers (HEAD / within 3 s, else the app exits "When localhost is not
 accessible ..."), and records its answer as `launch_checked`: qbench sends no load before it. No file of
-the app is changed. While gradio, torch or transformers import, Python's cyclic collector is paused
-(PAUSED: the app's start-up costs less CPU; it resumes when that import ends). It imports only the
-standard library (it runs in the app's virtualenv, where qbench is not installed).
+the app is changed, nor Gradio's: its import writes no type stubs (`.pyi`, for editors; _skip_stubs).
+While gradio, torch or transformers import, Python's cyclic collector is paused (PAUSED: the app's
+start-up costs less CPU; it resumes when that import ends). It imports only the standard library (it
+runs in the app's virtualenv, where qbench is not installed).
 
 A LitServe app (it imports litserve.api and litserve.server) gets its knobs from qbench_litserve_hook.py,
 a BentoML service (it imports _bentoml_sdk.method and _bentoml_sdk.service.factory, in every process
@@ -453,9 +454,19 @@ def _patch_torchserve(module: Any, hook: _Hook) -> None:
     importlib.import_module("qbench_torchserve_hook").patch(module, hook)
 
 
+def _skip_stubs(module: Any, hook: _Hook) -> None:
+    """Gradio 4.x and later write type stubs at import: every component class defined re-reads and parses
+    its module and the `.pyi` beside it (Gradio's own in site-packages, a custom component's beside the
+    app) to rewrite its stub, ~1 s of the 2.5 s `import gradio` costs. Stubs are for editors, never read
+    at run time: the app's processes skip writing them (a no-op in their place; 3.x has none)."""
+    if hasattr(module, "create_or_modify_pyi"):
+        module.create_or_modify_pyi = lambda *args, **kwargs: None
+
+
 #: the modules whose import the hook waits for, and what it patches in each once they have run
-PATCHES: dict[str, Any] = {"gradio.blocks": patch_blocks, "litserve.api": _patch_litserve,
-                           "litserve.server": _patch_litserve, "_bentoml_sdk.method": _patch_bentoml,
+PATCHES: dict[str, Any] = {"gradio.component_meta": _skip_stubs, "gradio.blocks": patch_blocks,
+                           "litserve.api": _patch_litserve, "litserve.server": _patch_litserve,
+                           "_bentoml_sdk.method": _patch_bentoml,
                            "_bentoml_sdk.service.factory": _patch_bentoml,
                            "ray.serve.batching": _patch_rayserve, "ray.serve.api": _patch_rayserve,
                            "ray.serve._private.api": _patch_rayserve, "ts.service": _patch_torchserve}
