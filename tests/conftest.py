@@ -14,6 +14,7 @@ import pytest
 from reference_server.settings import ServerSettings, synthetic_settings
 from reference_server.testing import RunningServer, serve_in_thread
 from tests.rewrite_cache import precompile
+from tests.startup.sitecustomize import install as no_gradio_stubs
 from tests.timing import known_seconds, log_line, slowest_first
 
 
@@ -72,6 +73,7 @@ def _one_certificate_bundle() -> None:
 
 
 _one_certificate_bundle()
+no_gradio_stubs()  # this worker's `import gradio` writes no type stubs (tests/startup)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

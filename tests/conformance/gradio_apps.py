@@ -194,9 +194,11 @@ def child_main(payload: str) -> None:
 
 
 def child_env() -> dict[str, str]:
+    from tests.startup import with_startup  # the parent's: this file also runs as the app
+
     env = dict(os.environ)
     env.update(GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", GRADIO_SHARE="False")
-    return env
+    return with_startup(env)  # no type stubs written (tests/startup)
 
 
 @contextmanager

@@ -15,6 +15,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from tests.startup import with_startup
+
 from .envs import ensure_env
 
 APP = Path(__file__).with_name("app.py")
@@ -45,6 +47,7 @@ def serve_together(apps: list[tuple[str, list[dict[str, Any]]]], startup_s: floa
     for them (seconds of CPU). Yields each process's URLs, in the order of its options."""
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", GRADIO_SHARE="False")
     env.pop("PYTHONPATH", None)  # the release's own packages only
+    env = with_startup(env)  # and no type stubs written (tests/startup)
     with ExitStack() as stack:
         started: list[tuple[subprocess.Popen[str], IO[bytes]]] = []
         stack.callback(_stop_all, started)  # after the loop too: an env that fails stops the others

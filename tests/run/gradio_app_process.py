@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from qbench.tune.servers.server_process import free_port
+from tests.startup import with_startup
 
 
 @contextmanager
@@ -20,7 +21,7 @@ def gradio_app(folder: Path, source: str, timeout_s: float = 90) -> Iterator[str
     URL once `/config` answers; the app is stopped on exit."""
     (folder / "app.py").write_text(source)
     port = free_port()
-    env = {"GRADIO_ANALYTICS_ENABLED": "False", "PATH": "/usr/bin:/bin"}
+    env = with_startup({"GRADIO_ANALYTICS_ENABLED": "False", "PATH": "/usr/bin:/bin"})  # tests/startup
     proc = subprocess.Popen([sys.executable, str(folder / "app.py"), str(port)], cwd=folder, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

@@ -24,6 +24,7 @@ from qbench.tune.servers.apphook import (
     hook_env,
     read_hook_record,
 )
+from tests.test_startup import fake_gradio
 
 
 @pytest.mark.parametrize("path", HOOK_FILES, ids=lambda p: p.name)
@@ -390,18 +391,7 @@ def test_gradios_import_writes_no_type_stubs_under_the_hook(tmp_path: Path) -> N
     gradio`): an app under the hook defines its components with Gradio's own metaclass all the same, and
     no stub is written; the same app without the hook writes it."""
     libs = tmp_path / "libs"
-    (libs / "gradio").mkdir(parents=True)
-    (libs / "gradio" / "__init__.py").write_text("from gradio.component_meta import Meta\n"
-                                                 "class Textbox(metaclass=Meta):\n    pass\n")
-    (libs / "gradio" / "component_meta.py").write_text(
-        "import pathlib\n"
-        "def create_or_modify_pyi(cls, name, events):\n"
-        "    pathlib.Path(__file__).with_name(name + '.pyi').write_text('stub')\n"
-        "class Meta(type):\n"
-        "    def __new__(mcs, name, bases, attrs):\n"
-        "        made = super().__new__(mcs, name, bases, attrs)\n"
-        "        create_or_modify_pyi(made, name, [])\n"
-        "        return made\n")
+    fake_gradio(libs)
     code = "import gradio; print(type(gradio.Textbox).__name__)"
     hooked = {**os.environ, **hook_env({"concurrency_limit": 2}, 7999, ["respond"], tmp_path / "point")}
     hooked["PYTHONPATH"] += os.pathsep + str(libs)
