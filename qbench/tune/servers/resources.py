@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,18 +19,30 @@ import psutil
 
 @dataclass
 class ResourceSampler:
-    """Samples the RSS of a process tree in a background thread; `peak_rss_mb` after `stop()`."""
+    """Samples the RSS of a process tree in a background thread; `peak_rss_mb` after `stop()`.
+
+    The tree is listed again every `list_every_s` (psutil reads every process of the machine to find a
+    tree: ~10 ms of the generator's CPU on a busy host), its processes' RSS read every `interval_s`."""
 
     pid: int
     interval_s: float = 0.25
+    list_every_s: float = 2.0
     peak_rss_mb: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
+    _tree: list[psutil.Process] = field(default_factory=list, repr=False)
+    _listed_at: float = field(default=-math.inf, repr=False)
+
+    def _processes(self) -> list[psutil.Process]:
+        now = time.monotonic()
+        if now - self._listed_at >= self.list_every_s or not self._tree:
+            root = psutil.Process(self.pid)
+            self._tree, self._listed_at = [root, *root.children(recursive=True)], now
+        return self._tree
 
     def sample(self) -> float:
         try:
-            root = psutil.Process(self.pid)
-            procs = [root, *root.children(recursive=True)]
+            procs = self._processes()
         except psutil.Error:
             return 0.0
         total = 0
