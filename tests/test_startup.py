@@ -41,3 +41,14 @@ def test_an_app_started_with_the_startup_folder_writes_no_stub_and_runs_the_envs
     plain = {**os.environ, "PYTHONPATH": str(libs)}  # the same app as it runs elsewhere writes its stub
     subprocess.run([sys.executable, "-c", code.replace(", builtins.ENV_OWN", "")], env=plain, check=True)
     assert (libs / "gradio" / "Textbox.pyi").read_text() == "stub"
+
+
+def test_gradio_imports_with_the_collector_paused_and_it_runs_again_after(tmp_path: Path) -> None:
+    libs = tmp_path / "libs"
+    fake_gradio(libs)
+    init = libs / "gradio" / "__init__.py"
+    init.write_text("import builtins, gc\nbuiltins.SEEN = gc.isenabled()\n" + init.read_text())
+    env = with_startup({**os.environ, "PYTHONPATH": str(libs)})
+    code = "import builtins, gc, gradio; print(builtins.SEEN, gc.isenabled())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"], out.stderr
