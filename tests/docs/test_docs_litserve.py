@@ -21,6 +21,8 @@ ENV_PYTHON = "litserve-env/bin/python"
 #: the point's own run in requests (16 users, 12 rounds), the capacity search 3 probes of 1.5 s
 REDUCED = ["--set", "load.users=16", "--set", "load.requests=192", "--capacity-trials", "3",
            "--capacity-duration", "1.5", "--capacity-tolerance", "25%"]
+#: two points of the docs' three (the grid's ends; 4 is the app's own)
+GRID, REDUCED_GRID = "--grid max_batch_size=1,4,16 ", "--grid max_batch_size=1,16 "
 
 
 def run(command: str, tmp_path: Path, extra: list[str] | None = None, verb: str = "sweep") -> tuple[int, str]:
@@ -41,10 +43,12 @@ def test_the_capacity_sweep_proves_each_batch_size_and_advises_litserve_code(in_
     # p95 bound at 5 s, not the scenario's 0.5: the test is about each knob proven and the advice as
     # LitServe code; a busy box once stretched b4 and b16 past 0.5 s at every rate tried (p95 1.4 s at b4),
     # leaving b1's 17.6 req/s the only capacity
-    code, output = run(command, in_tmp, [*REDUCED, "--set", "slo.p95_latency_s=5"])
+    assert GRID in command
+    reduced = command.replace(GRID, REDUCED_GRID)
+    code, output = run(reduced, in_tmp, [*REDUCED, "--set", "slo.p95_latency_s=5"])
     assert code == 0, output
     found = points(in_tmp)
-    assert sorted(found) == ["b1", "b16", "b4"]
+    assert sorted(found) == ["b1", "b16"]
     for point_id, point in found.items():
         check = point["knobs_applied"]
         assert isinstance(check, dict) and check["verdict"] == "applied", (point_id, check)
