@@ -70,8 +70,11 @@ def test_the_readme_objective_commands_run(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     one_point = ["--grid", "concurrency_limit=1", "--grid", "max_batch_size=8"]
+    # and a p95 bound of 10 s (the last --set wins): the test is about the objective's words, and a box
+    # starved by four busy loops kept the one point's own run over 1 s, leaving no winner to name
+    loose = ["--set", "slo.p95_latency_s=10"]
     for args in (default, asked):
-        output = " ".join(run(args + one_point + REDUCED["sweep"]).split())  # rich wraps long paths
+        output = " ".join(run(args + one_point + REDUCED["sweep"] + loose).split())  # rich wraps long paths
         assert "objective capacity" in output and "highest capacity" in output
     for sweep_dir in (tmp_path / "reports").glob("sweep-*"):
         rec = json.loads((sweep_dir / "recommendation.json").read_text())
