@@ -35,7 +35,7 @@ class ResourceSampler:
 
     def _processes(self) -> list[psutil.Process]:
         now = time.monotonic()
-        if now - self._listed_at >= self.list_every_s or not self._tree:
+        if now - self._listed_at >= self.list_every_s:
             root = psutil.Process(self.pid)
             self._tree, self._listed_at = [root, *root.children(recursive=True)], now
         return self._tree
