@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from qbench.tune.servers.apphook.sitecustomize import install as quiet_imports
 from reference_server.settings import ServerSettings, synthetic_settings
 from reference_server.testing import RunningServer, serve_in_thread
 from tests.rewrite_cache import precompile
-from tests.startup.sitecustomize import install as no_gradio_stubs
 from tests.timing import known_seconds, log_line, slowest_first
 
 
@@ -73,7 +73,7 @@ def _one_certificate_bundle() -> None:
 
 
 _one_certificate_bundle()
-no_gradio_stubs()  # this worker's `import gradio` writes no type stubs (tests/startup)
+quiet_imports()  # this worker imports gradio as a hooked app does, writing no type stubs (tests/startup.py)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -198,7 +198,7 @@ def child_env() -> dict[str, str]:
 
     env = dict(os.environ)
     env.update(GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", GRADIO_SHARE="False")
-    return with_startup(env)  # no type stubs written (tests/startup)
+    return with_startup(env)  # as an app under the hook starts (tests/startup.py)
 
 
 @contextmanager

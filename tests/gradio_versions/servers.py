@@ -47,7 +47,7 @@ def serve_together(apps: list[tuple[str, list[dict[str, Any]]]], startup_s: floa
     for them (seconds of CPU). Yields each process's URLs, in the order of its options."""
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", GRADIO_SHARE="False")
     env.pop("PYTHONPATH", None)  # the release's own packages only
-    env = with_startup(env)  # and no type stubs written (tests/startup)
+    env = with_startup(env)  # as an app under the hook starts (tests/startup.py)
     with ExitStack() as stack:
         started: list[tuple[subprocess.Popen[str], IO[bytes]]] = []
         stack.callback(_stop_all, started)  # after the loop too: an env that fails stops the others

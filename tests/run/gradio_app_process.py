@@ -21,7 +21,7 @@ def gradio_app(folder: Path, source: str, timeout_s: float = 90) -> Iterator[str
     URL once `/config` answers; the app is stopped on exit."""
     (folder / "app.py").write_text(source)
     port = free_port()
-    env = with_startup({"GRADIO_ANALYTICS_ENABLED": "False", "PATH": "/usr/bin:/bin"})  # tests/startup
+    env = with_startup({"GRADIO_ANALYTICS_ENABLED": "False", "PATH": "/usr/bin:/bin"})  # tests/startup.py
     proc = subprocess.Popen([sys.executable, str(folder / "app.py"), str(port)], cwd=folder, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

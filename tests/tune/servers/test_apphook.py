@@ -24,7 +24,7 @@ from qbench.tune.servers.apphook import (
     hook_env,
     read_hook_record,
 )
-from tests.test_startup import fake_gradio
+from tests.startup import FOLDER, with_startup
 
 
 @pytest.mark.parametrize("path", HOOK_FILES, ids=lambda p: p.name)
@@ -386,6 +386,22 @@ def test_the_collector_is_paused_while_gradio_imports_and_resumed_however_it_end
     assert out.stdout.split() == ["False", "True", "False", "True"], out.stderr
 
 
+def fake_gradio(libs: Path) -> None:
+    """A package shaped like Gradio 4.x+: its metaclass writes a `.pyi` per component class."""
+    (libs / "gradio").mkdir(parents=True)
+    (libs / "gradio" / "__init__.py").write_text("from gradio.component_meta import Meta\n"
+                                                 "class Textbox(metaclass=Meta):\n    pass\n")
+    (libs / "gradio" / "component_meta.py").write_text(
+        "import pathlib\n"
+        "def create_or_modify_pyi(cls, name, events):\n"
+        "    pathlib.Path(__file__).with_name(name + '.pyi').write_text('stub')\n"
+        "class Meta(type):\n"
+        "    def __new__(mcs, name, bases, attrs):\n"
+        "        made = super().__new__(mcs, name, bases, attrs)\n"
+        "        create_or_modify_pyi(made, name, [])\n"
+        "        return made\n")
+
+
 def test_gradios_import_writes_no_type_stubs_under_the_hook(tmp_path: Path) -> None:
     """Gradio 4.x+ rewrite a `.pyi` stub for each component class as it is defined (~1 s of `import
     gradio`): an app under the hook defines its components with Gradio's own metaclass all the same, and
@@ -400,3 +416,32 @@ def test_gradios_import_writes_no_type_stubs_under_the_hook(tmp_path: Path) -> N
     plain = {**os.environ, "PYTHONPATH": str(libs)}
     subprocess.run([sys.executable, "-c", code], env=plain, capture_output=True, text=True, check=True)
     assert (libs / "gradio" / "Textbox.pyi").read_text() == "stub"
+
+
+def test_without_a_point_an_app_writes_no_stub_and_runs_the_envs_sitecustomize(tmp_path: Path) -> None:
+    """The suite's own apps (tests/startup.py: the hook's folder on PYTHONPATH, no QBENCH_HOOK)."""
+    libs, own = tmp_path / "libs", tmp_path / "own"
+    fake_gradio(libs)
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import builtins\nbuiltins.ENV_OWN = True\n")
+    env = with_startup({**os.environ, "PYTHONPATH": os.pathsep.join([str(own), str(libs)])})
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(FOLDER)
+    code = "import builtins, gradio; print(type(gradio.Textbox).__name__, builtins.ENV_OWN)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["Meta", "True"] and not (libs / "gradio" / "Textbox.pyi").exists()
+    plain = {**os.environ, "PYTHONPATH": str(libs)}  # the same app as it runs elsewhere writes its stub
+    subprocess.run([sys.executable, "-c", code.replace(", builtins.ENV_OWN", "")], env=plain, check=True)
+    assert (libs / "gradio" / "Textbox.pyi").read_text() == "stub"
+
+
+def test_without_a_point_gradio_imports_with_the_collector_paused_and_nothing_else_is_hooked(
+        tmp_path: Path) -> None:
+    libs = tmp_path / "libs"
+    fake_gradio(libs)
+    init = libs / "gradio" / "__init__.py"
+    init.write_text("import builtins, gc\nbuiltins.SEEN = gc.isenabled()\n" + init.read_text())
+    (libs / "gradio" / "blocks.py").write_text("class Blocks:\n    def queue(self):\n        return self\n")
+    env = with_startup({**os.environ, "PYTHONPATH": str(libs)})
+    code = "import builtins, gc, gradio.blocks as b; print(builtins.SEEN, gc.isenabled(), b.Blocks.queue)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split()[:4] == ["False", "True", "<function", "Blocks.queue"], out.stdout + out.stderr

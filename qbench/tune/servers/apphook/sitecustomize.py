@@ -24,8 +24,9 @@ launch()'s own check once the server answers (HEAD / within 3 s, else the app ex
 accessible ..."), and records its answer as `launch_checked`: qbench sends no load before it. No file of
 the app is changed, nor Gradio's: its import writes no type stubs (`.pyi`, for editors; _skip_stubs).
 While gradio, torch or transformers import, Python's cyclic collector is paused (PAUSED: the app's
-start-up costs less CPU; it resumes when that import ends). It imports only the standard library (it
-runs in the app's virtualenv, where qbench is not installed).
+start-up costs less CPU; it resumes when that import ends). Without a point (no QBENCH_HOOK) only these
+two are in place (QUIET). It imports only the standard library (it runs in the app's virtualenv, where
+qbench is not installed).
 
 A LitServe app (it imports litserve.api and litserve.server) gets its knobs from qbench_litserve_hook.py,
 a BentoML service (it imports _bentoml_sdk.method and _bentoml_sdk.service.factory, in every process
@@ -454,7 +455,7 @@ def _patch_torchserve(module: Any, hook: _Hook) -> None:
     importlib.import_module("qbench_torchserve_hook").patch(module, hook)
 
 
-def _skip_stubs(module: Any, hook: _Hook) -> None:
+def _skip_stubs(module: Any, hook: _Hook | None) -> None:
     """Gradio 4.x and later write type stubs at import: every component class defined re-reads and parses
     its module and the `.pyi` beside it (Gradio's own in site-packages, a custom component's beside the
     app) to rewrite its stub, ~0.8 s of the 2.3 s `import gradio` costs in Gradio 6. Stubs are for editors,
@@ -470,6 +471,9 @@ PATCHES: dict[str, Any] = {"gradio.component_meta": _skip_stubs, "gradio.blocks"
                            "_bentoml_sdk.service.factory": _patch_bentoml,
                            "ray.serve.batching": _patch_rayserve, "ray.serve.api": _patch_rayserve,
                            "ray.serve._private.api": _patch_rayserve, "ts.service": _patch_torchserve}
+#: the patches that need no point: a process with this folder on its path and no QBENCH_HOOK (the suite's
+#: own apps: tests/startup.py) imports gradio as a hooked app does, and nothing else changes
+QUIET = frozenset({"gradio.component_meta"})
 
 
 #: the packages whose import runs with the cyclic collector paused (resumed when the import ends, however
@@ -482,7 +486,7 @@ class _Loader(importlib.abc.Loader):
     """Runs a watched module (gradio.blocks, litserve.api, ...) as usual, then patches it; a PAUSED package
     runs with the collector paused."""
 
-    def __init__(self, loader: Any, hook: _Hook) -> None:
+    def __init__(self, loader: Any, hook: _Hook | None) -> None:
         self.loader, self.hook = loader, hook
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
@@ -497,7 +501,7 @@ class _Loader(importlib.abc.Loader):
         finally:
             if paused:
                 gc.enable()
-        if module.__name__ in PATCHES:
+        if module.__name__ in PATCHES and (self.hook is not None or module.__name__ in QUIET):
             PATCHES[module.__name__](module, self.hook)
 
     def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... of the real loader
@@ -505,13 +509,15 @@ class _Loader(importlib.abc.Loader):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Finds the watched modules with the other finders and hands them to `_Loader`."""
+    """Finds the watched modules with the other finders and hands them to `_Loader` (without a point,
+    only the PAUSED and QUIET ones)."""
 
-    def __init__(self, hook: _Hook) -> None:
+    def __init__(self, hook: _Hook | None) -> None:
         self.hook = hook
+        self.watched = (PATCHES.keys() if hook else QUIET) | PAUSED
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if name not in PATCHES and name not in PAUSED:
+        if name not in self.watched:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -575,18 +581,21 @@ def _watch_environ(hook: _Hook) -> None:
 
 
 def install() -> None:
-    plan = _plan()
-    if plan is None:
+    """The point's hook (QBENCH_HOOK); without one, only the quiet imports (PAUSED, QUIET). Once a process."""
+    if any(isinstance(finder, _Finder) for finder in sys.meta_path):
         return
-    hook = _Hook(plan)
-    _watch_environ(hook)
-    if hook.record_path and not os.path.exists(hook.record_path):
-        hook.write()  # an app that never launches Blocks leaves this record: launched false
+    plan = _plan()
+    hook = None if plan is None else _Hook(plan)
+    if hook is not None:
+        _watch_environ(hook)
+        if hook.record_path and not os.path.exists(hook.record_path):
+            hook.write()  # an app that never launches Blocks leaves this record: launched false
     for name, patch in PATCHES.items():
-        if name in sys.modules:
+        if name in sys.modules and (hook is not None or name in QUIET):
             patch(sys.modules[name], hook)
     sys.meta_path.insert(0, _Finder(hook))
 
 
-_chain()
-install()
+if __name__ == "sitecustomize":  # Python's start-up (a test loads it under another name: no side effects)
+    _chain()
+    install()
