@@ -168,16 +168,22 @@ class HealthSampler:
             self._thread = None
 
     def _loop(self) -> None:
-        """Each sample is written one interval late, once it is known whether the run went on after it."""
+        """Each sample is written one interval late, once it is known whether the run went on after it.
+        Samples start every `interval_s`: a sample's own cost (the process tree, /status: tenths of a second
+        on a busy host) is not added to the interval; one that overran it is followed by the next at once,
+        never by a burst of catching up."""
         with self.path.open("ab") as out, contextlib.ExitStack() as stack:
             stack.callback(self._close)
             pending: tuple[HealthSample, float] | None = None
+            due = time.perf_counter()
             while True:
                 sample = (self.sample(), time.perf_counter())
                 if pending is not None:
                     self._write(out, *pending)
                 pending = sample
-                if self._stop.wait(self.interval_s) or time.perf_counter() - self._updated > QUIET_S:
+                due = max(due + self.interval_s, time.perf_counter())
+                stopped = self._stop.wait(due - time.perf_counter())
+                if stopped or time.perf_counter() - self._updated > QUIET_S:
                     self._write(out, *pending)
                     return
 

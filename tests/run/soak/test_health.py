@@ -4,11 +4,15 @@ usage, the cache folder's bytes, health.jsonl read back."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import orjson
+import pytest
 
 from qbench.run.load.loadgen import LiveStats
+from qbench.run.soak import health
 from qbench.run.soak.health import (
     HealthSample,
     HealthSampler,
@@ -71,6 +75,35 @@ def test_a_server_without_status_is_asked_three_times_then_left_alone(tmp_path: 
     flaky = HealthSampler(tmp_path / "h2.jsonl", status_url="u", status_reader=lambda url: next(answers))
     seen = [flaky.sample().status_rss_bytes for _ in range(6)]
     assert seen == [None, 5, None, None, None, 6]  # once it answered, a slow answer is only a gap
+
+
+def test_samples_keep_their_cadence_however_long_each_takes(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a fake clock: each sample's /status takes 0.15 of the 0.25 s interval, and one takes 0.4 s.
+    Samples still start every 0.25 s (the wait is what is left of it), the late one's successor at once,
+    and the cadence goes on from there without a burst (the sample's cost once stretched every interval:
+    30 samples where 48 were due on a busy host, too few to see a leak stop)."""
+    now = [100.0]
+    costs = iter([0.15, 0.15, 0.4, 0.15, 0.15, 0.15, 0.15])
+    waits: list[float] = []
+
+    def slow_status(url: str) -> dict[str, int]:
+        now[0] += next(costs)
+        return {"rss_bytes": 1}
+
+    def wait(timeout: float) -> bool:
+        waits.append(round(timeout, 6))
+        now[0] += timeout
+        return len(waits) == 6
+
+    monkeypatch.setattr(health, "time", SimpleNamespace(perf_counter=lambda: now[0], time=time.time))
+    sampler = HealthSampler(tmp_path / "health.jsonl", interval_s=0.25, status_url="u",
+                            status_reader=slow_status)
+    monkeypatch.setattr(sampler, "_stop", SimpleNamespace(wait=wait, set=lambda: None))
+    sampler._loop()
+    assert waits == [0.1, 0.1, 0.0, 0.1, 0.1, 0.1]
+    starts = [round(s.t_s, 6) for s in sampler.samples]
+    assert starts == [0.0, 0.25, 0.5, 0.9, 1.15, 1.4]
 
 
 def test_every_request_failing_is_told_from_a_stuck_queue() -> None:
