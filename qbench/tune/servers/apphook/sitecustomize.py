@@ -514,7 +514,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 
     def __init__(self, hook: _Hook | None) -> None:
         self.hook = hook
-        self.watched = (PATCHES.keys() if hook else QUIET) | PAUSED
+        self.watched = (PATCHES.keys() if hook is not None else QUIET) | PAUSED
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if name not in self.watched:
