@@ -5,14 +5,11 @@ the same finder (tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
-
-from qbench.tune.servers.apphook import HOOK_FILE
+from qbench.tune.servers.apphook import HOOK_FILE, first_on_path
 
 FOLDER = HOOK_FILE.parent
 
 
 def with_startup(env: dict[str, str]) -> dict[str, str]:
     """`env` with the hook's folder first on PYTHONPATH (its sitecustomize.py runs first in that process)."""
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {**env, "PYTHONPATH": os.pathsep.join([str(FOLDER), *rest])}
+    return {**env, "PYTHONPATH": first_on_path(FOLDER, env.get("PYTHONPATH", ""))}

@@ -58,11 +58,16 @@ def hook_env(
     record = work_dir / RECORD_NAME
     for old in (record, *work_dir.glob(f"{RECORD_NAME}.batches.*")):
         old.unlink(missing_ok=True)  # a relaunch of the same point must not read the last record
-    path = [str(folder), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
     plan = {"knobs": dict(knobs), "events": list(events) if events is not None else None, "port": port,
             "record": str(record.resolve()), "observe": list(observe)}  # absolute: TorchServe's workers
     # run in the model's folder
-    return {"PYTHONPATH": os.pathsep.join(path), "QBENCH_HOOK": json.dumps(plan)}
+    pythonpath = first_on_path(folder, os.environ.get("PYTHONPATH", ""))
+    return {"PYTHONPATH": pythonpath, "QBENCH_HOOK": json.dumps(plan)}
+
+
+def first_on_path(folder: Path, pythonpath: str) -> str:
+    """A PYTHONPATH with `folder` first (its sitecustomize.py runs at start-up), then `pythonpath`'s own."""
+    return os.pathsep.join([str(folder), *[p for p in pythonpath.split(os.pathsep) if p]])
 
 
 @dataclass
