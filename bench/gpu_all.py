@@ -50,7 +50,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from qbench.tune.servers.preloaded import Process
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -103,27 +106,24 @@ class Outcome:
 
 
 def run_logged(argv: list[str], log: Path, timeout_s: float, env: dict[str, str] | None = None) -> int:
-    """Run `argv` from the project root with stdout and stderr into `log`; 124 on a time-out."""
+    """Run `argv` from the project root in its own process group, stdout and stderr into `log`; 124 on a
+    time-out. (qbench's process starter: a Python step is forked from the preloaded interpreter that
+    QBENCH_PRELOADED names, where there is one, as in the test suite's dry runs.)"""
+    from qbench.tune.servers.server_process import spawn
+
     with log.open("a", encoding="utf-8") as sink:
         sink.write(f"$ {' '.join(argv)}\n")
-        sink.flush()
-        proc = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,
-        )
-        try:
-            return proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            stop_group(proc)
+    proc = spawn(argv, env=env, log_path=log, cwd=ROOT)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop_group(proc)
+        with log.open("a", encoding="utf-8") as sink:
             sink.write(f"\n[gpu_all] timed out after {timeout_s:.0f} s\n")
-            return 124
+        return 124
 
 
-def stop_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
+def stop_group(proc: Process) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import time
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from qbench.tune.servers import preloaded
 from qbench.tune.servers.apphook.sitecustomize import install as quiet_imports
 from reference_server.settings import ServerSettings, synthetic_settings
 from reference_server.testing import RunningServer, serve_in_thread
@@ -76,6 +78,31 @@ _one_certificate_bundle()
 quiet_imports()  # this worker imports gradio as a hooked app does, writing no type stubs (tests/startup.py)
 
 
+#: what the suite's servers import before they serve, imported once by the preloaded interpreter whose
+#: forks they are (qbench/tune/servers/preloaded.py): the reference server (the suite starts ~100), its
+#: model workloads with torch and transformers (the GPU script's dry runs start ~25 such servers)
+PRELOAD = ["reference_server.launch", "reference_server.workloads.models.vision",
+           "reference_server.workloads.models.text", "reference_server.workloads.models.generation",
+           "torch", "transformers", "transformers.models.vit.modeling_vit",
+           "transformers.models.bert.modeling_bert", "transformers.models.gpt2.modeling_gpt2"]
+_PRELOADED = pytest.StashKey[contextlib.ExitStack]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controller (or a run without workers) starts the preloaded interpreter, unless one is named
+    already; its workers, and every process they start, find it in QBENCH_PRELOADED."""
+    if hasattr(config, "workerinput") or os.environ.get(preloaded.ENV):
+        return
+    stack = contextlib.ExitStack()
+    stack.enter_context(preloaded.started(PRELOAD, wait=False))
+    config.stash[_PRELOADED] = stack
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _PRELOADED in config.stash:
+        config.stash[_PRELOADED].close()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Under xdist, the controller writes the rewritten test modules' bytecode once, before its workers
     start and each collects the suite (tests/rewrite_cache.py)."""
@@ -114,7 +141,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def _cpu_s() -> float:
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    forked = preloaded.children_cpu_s()  # the preloaded interpreter's children this worker started
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + forked
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -39,6 +39,8 @@ import yaml
 
 from qbench.errors import ScenarioError, ServerLaunchError
 from qbench.run import control
+from qbench.tune.servers import preloaded
+from qbench.tune.servers.preloaded import Process
 
 READY_TIMEOUT_S = 60.0
 
@@ -48,7 +50,7 @@ class ServerHandle:
     """A running server qbench started: where it listens and how to stop it."""
 
     base_url: str
-    process: subprocess.Popen[bytes] | None
+    process: Process | None
     log_path: Path | None = None
     admin_token: str | None = None
     restart: Callable[[], str] | None = None  # an app qbench launched: stop it, start it again (its URL)
@@ -108,28 +110,31 @@ def _bindable(port: int) -> bool:
 
 def spawn(
     argv: Sequence[str], *, env: Mapping[str, str] | None, log_path: Path | None, cwd: Path | None = None
-) -> subprocess.Popen[bytes]:
+) -> Process:
     """Start `argv` in a new process group, stdout and stderr appended to `log_path` (or dropped);
-    `env` adds to this process's environment. ServerLaunchError when it cannot start at all."""
-    log = log_path.open("ab") if log_path else subprocess.DEVNULL
-    try:
-        return subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-            cwd=cwd,
-            start_new_session=True,  # own process group: teardown reaches every child
-        )
-    except OSError as exc:
-        raise ServerLaunchError(f"cannot start {shlex.join(argv)}: {exc}") from None
-    finally:
-        if log_path:
-            log.close()  # type: ignore[union-attr]
+    `env` adds to this process's environment. A Python command is forked from the preloaded interpreter
+    QBENCH_PRELOADED names, where there is one that can run it (qbench/tune/servers/preloaded.py).
+    ServerLaunchError when it cannot start at all."""
+    environment = {**os.environ, **(env or {})}
+    with open(log_path or os.devnull, "ab") as log:
+        forked = preloaded.launch(argv, env=environment, cwd=cwd, stdout=log.fileno())
+        if forked is not None:
+            return forked
+        try:
+            return subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=environment,
+                cwd=cwd,
+                start_new_session=True,  # own process group: teardown reaches every child
+            )
+        except OSError as exc:
+            raise ServerLaunchError(f"cannot start {shlex.join(argv)}: {exc}") from None
 
 
-def stop_process_group(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+def stop_process_group(process: Process, grace_s: float = 5.0) -> None:
     """SIGTERM the process group, then SIGKILL whatever is left after `grace_s`."""
     if process.poll() is not None:
         return

@@ -1,0 +1,475 @@
+"""A preloaded interpreter that starts Python servers by forking: the imports paid once, each server a fork.
+
+    with preloaded.started(["reference_server.launch", "torch"]):   # sets QBENCH_PRELOADED
+        spawn([sys.executable, "-m", "reference_server", ...])     # a fork of it, not a new interpreter
+
+Why: before it serves, `python -m reference_server` spends ~0.5 s of CPU importing (synthetic workloads)
+and ~4 s with a model (torch, transformers and the model's modules); a test suite or a GPU script's dry
+run that starts a hundred servers spends minutes importing the same modules. Here they are imported once,
+the collector's objects frozen (fewer pages copied by the children), and each start is a fork.
+
+What a child is: `python [-u] (-m MODULE | -c CODE | SCRIPT) ARGS...` run by runpy in a fork of the
+preloaded interpreter, with the caller's stdin, stdout and stderr, working folder, environment, argv and
+sys.path[0], its own session when asked (setsid), default signal handlers and fresh random seeds; at
+its end the interpreter's own exit steps (non-daemon threads joined, atexit handlers, buffers flushed).
+Its exit status comes back as Popen's does (negative: the signal that ended it), with its CPU seconds.
+What it cannot be: another interpreter or other flags, a folder that does not exist, or an environment
+that differs from the preloaded interpreter's where modules read it at import (IMPORT_TIME_ENV): then
+`launch` returns None and the caller starts a process the usual way.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import io
+import json
+import os
+import random
+import runpy
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, Protocol
+
+ENV = "QBENCH_PRELOADED"  # the socket of the preloaded interpreter that `launch` asks
+
+#: environment variables read when an interpreter starts or a module is imported (Python's own, the
+#: dynamic loader's, the hook's, torch's, transformers', the hub's, the BLAS libraries', matplotlib's,
+#: the locale and temporary folder): a child whose value differs from the preloaded interpreter's would
+#: see the old one, so it is started the usual way
+IMPORT_TIME_ENV = ("PYTHON", "LD_", "QBENCH_HOOK", "HF_", "HUGGINGFACE", "TRANSFORMERS", "TOKENIZERS",
+                   "TORCH", "PYTORCH", "CUDA", "NVIDIA", "OMP_", "MKL_", "OPENBLAS", "MPL", "XDG_", "LC_",
+                   "LANG", "HOME", "TMPDIR", "TEMP", "TMP", "TZ")
+
+#: of those, what is no setting read at import: PYTHON (a script's choice of interpreter: the variable
+#: of bench/gpu_all.sh) and PYTHONUNBUFFERED (a child sets up its own stdout and stderr for it)
+NOT_READ_AT_IMPORT = ("PYTHON", "PYTHONUNBUFFERED")
+
+refused = ""  # why the preloaded interpreter last refused a command of this process ("": it did not)
+_cpu_s = 0.0  # CPU seconds of the children this process started here and saw end (see children_cpu_s)
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of the forked children this process saw end: they are the preloaded interpreter's
+    children, so this process's RUSAGE_CHILDREN does not count them."""
+    return _cpu_s
+
+
+class Process(Protocol):
+    """What a server's starter needs of its process: subprocess.Popen, or a Forked child."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | Any: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+class Forked:
+    """A child of the preloaded interpreter, as Popen's methods see it (pid, poll, wait, signals)."""
+
+    def __init__(self, args: list[str], pid: int, connection: socket.socket, read: bytes = b"") -> None:
+        self.args, self.pid = args, pid
+        self.returncode: int | None = None
+        self._connection, self._read = connection, read
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._receive(0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self._receive(timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def _receive(self, timeout: float | None) -> None:
+        """The exit line, if it comes within `timeout` (0: only if it is there)."""
+        global _cpu_s
+        self._connection.settimeout(timeout)
+        try:
+            while b"\n" not in self._read:
+                chunk = self._connection.recv(4096)
+                if not chunk:  # the preloaded interpreter ended first (it stops its children with it)
+                    self._read += b'{"exit": -9, "cpu_s": 0}\n'
+                    break
+                self._read += chunk
+        except (BlockingIOError, TimeoutError):
+            return
+        ended = json.loads(self._read.split(b"\n", 1)[0])
+        self.returncode, _cpu_s = int(ended["exit"]), _cpu_s + float(ended["cpu_s"])
+        self._connection.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self._connection.close()
+
+
+# ---------------------------------------------------------------- the caller's side
+
+
+def launch(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | Path | None, stdout: int,
+           new_session: bool = True) -> Forked | None:
+    """`argv` forked from the preloaded interpreter that QBENCH_PRELOADED names, stdout and stderr to
+    the file descriptor `stdout` (stdin: /dev/null); None when there is none, or it cannot run this one
+    (another interpreter or flags, an import-time environment of its own): start it the usual way then."""
+    path = os.environ.get(ENV)
+    if not path or command(argv) is None:
+        return None
+    request = {"argv": list(argv), "env": dict(env), "cwd": os.path.abspath(cwd or os.getcwd()),
+               "session": new_session}
+    body = json.dumps(request).encode()
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(path)
+        with open(os.devnull, "rb") as stdin:
+            socket.send_fds(connection, [len(body).to_bytes(4, "big") + body], [stdin.fileno(), stdout])
+        first, rest = _line(connection)
+        reply = json.loads(first)
+    except (OSError, ValueError) as exc:
+        reply = {"refused": f"{type(exc).__name__}: {exc}"}
+    if "pid" not in reply:
+        global refused
+        refused = str(reply.get("refused", reply))
+        connection.close()
+        return None
+    return Forked(list(argv), int(reply["pid"]), connection, rest)
+
+
+def _line(connection: socket.socket) -> tuple[bytes, bytes]:
+    """The first line from `connection`, and what came after it (a child that ended at once: its exit)."""
+    data = b""
+    while b"\n" not in data:
+        chunk = connection.recv(4096)
+        if not chunk:
+            raise OSError("the preloaded interpreter closed the connection")
+        data += chunk
+    first, rest = data.split(b"\n", 1)
+    return first, rest
+
+
+def command(argv: Sequence[str]) -> tuple[str, str, list[str], bool] | None:
+    """(kind, target, arguments, unbuffered) of `python [-u] -m MODULE | -c CODE | SCRIPT ARGS...` run by
+    this interpreter; None for anything else."""
+    if not argv or os.path.realpath(argv[0]) != os.path.realpath(sys.executable):
+        return None
+    rest, unbuffered = list(argv[1:]), False
+    if rest[:1] == ["-u"]:
+        rest, unbuffered = rest[1:], True
+    if len(rest) >= 2 and rest[0] in ("-m", "-c"):
+        return rest[0], rest[1], rest[2:], unbuffered
+    if rest and not rest[0].startswith("-"):
+        return "script", rest[0], rest[1:], unbuffered
+    return None
+
+
+@contextlib.contextmanager
+def started(modules: Sequence[str], *, wait: bool = True) -> Iterator[str]:
+    """A preloaded interpreter importing `modules`, named in QBENCH_PRELOADED for this process (and the
+    processes it starts) until the block ends; then stopped, and the children it still has with it.
+    Yields its socket's path once it listens (`wait=False`: at once; until it listens, `launch` finds
+    no socket there and callers start processes the usual way)."""
+    with tempfile.TemporaryDirectory(prefix="qbench-preloaded-") as folder:
+        path = os.path.join(folder, "socket")
+        process = subprocess.Popen([sys.executable, "-m", __name__, path, *modules], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, start_new_session=True)
+        assert process.stdout is not None
+        before = os.environ.get(ENV)
+        try:
+            if wait and process.stdout.readline().strip() != b"ready":
+                raise RuntimeError(f"the preloaded interpreter did not start (exit {process.wait()})")
+            os.environ[ENV] = path
+            yield path
+        finally:
+            if before is None:
+                os.environ.pop(ENV, None)
+            else:
+                os.environ[ENV] = before
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            process.stdout.close()
+
+
+# ---------------------------------------------------------------- the preloaded interpreter
+
+
+class _Preloaded:
+    """The accept-fork-reap loop: one request a connection, answered with the child's pid, then with its
+    exit status and CPU seconds when it ends."""
+
+    def __init__(self, listener: socket.socket, environment: dict[str, str]) -> None:
+        self.listener, self.environment = listener, environment
+        self.waiting: dict[int, socket.socket] = {}  # child pid -> its caller's connection
+        self.wake_read, self.wake_write = os.pipe()
+
+    def serve(self) -> NoReturn:
+        for fd in (self.wake_read, self.wake_write):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(self.wake_write)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, lambda *_: self.stop())
+        selector = selectors.DefaultSelector()
+        selector.register(self.listener, selectors.EVENT_READ)
+        selector.register(self.wake_read, selectors.EVENT_READ)
+        while True:
+            for key, _ in selector.select():
+                if key.fileobj is self.listener:
+                    self.accept()
+                else:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(self.wake_read, 4096)
+                    self.reap()
+
+    def accept(self) -> None:
+        connection, _ = self.listener.accept()
+        fds: list[int] = []
+        try:
+            connection.settimeout(10.0)
+            request, fds = _request(connection)
+            refused = self.refusal(request)
+            if refused:
+                connection.sendall(json.dumps({"refused": refused}).encode() + b"\n")
+                connection.close()
+                return
+            sys.stdout.flush()
+            sys.stderr.flush()
+            settled, settling = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(settled)
+                _become(request, fds, [self.listener, connection, *self.waiting.values()],
+                        [self.wake_read, self.wake_write], settling)
+            os.close(settling)
+            with open(settled, "rb") as pipe:
+                pipe.read()  # until the child closes its end: its own session, descriptors and folder set
+            self.waiting[pid] = connection
+            connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        except (OSError, ValueError):
+            connection.close()
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def refusal(self, request: dict[str, Any]) -> str:
+        """Why this request is not forked ("" when it is)."""
+        if command(request["argv"]) is None:
+            return "not a python -m/-c/script command of this interpreter"
+        if not os.path.isdir(request["cwd"]):
+            return f"no folder {request['cwd']}"
+        env = request["env"]
+        differ = {k for k in {*env, *self.environment} if env.get(k) != self.environment.get(k)}
+        read_at_import = sorted(k for k in differ - set(NOT_READ_AT_IMPORT) if k.startswith(IMPORT_TIME_ENV))
+        return f"environment read at import differs: {', '.join(read_at_import)}" if read_at_import else ""
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            connection = self.waiting.pop(pid, None)
+            if connection is not None:
+                ended = {"exit": _returncode(status), "cpu_s": usage.ru_utime + usage.ru_stime}
+                with contextlib.suppress(OSError):
+                    connection.sendall(json.dumps(ended).encode() + b"\n")
+                connection.close()
+
+    def stop(self) -> NoReturn:
+        """SIGTERM: the children's groups stopped (SIGTERM, then SIGKILL after 5 s), then exit."""
+        for pid in self.waiting:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGTERM)
+        for _ in range(50):
+            self.reap()
+            if not self.waiting:
+                break
+            threading.Event().wait(0.1)
+        for pid in self.waiting:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        os._exit(0)
+
+
+def _request(connection: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 2)
+    if len(fds) != 2 or len(data) < 4:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("a request carries its length, its body and two file descriptors")
+    size, data = int.from_bytes(data[:4], "big"), data[4:]
+    while len(data) < size:
+        chunk = connection.recv(1 << 16)
+        if not chunk:
+            raise ValueError("a request ended early")
+        data += chunk
+    return json.loads(data), fds
+
+
+def _returncode(status: int) -> int:
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)
+
+
+def _become(request: dict[str, Any], fds: list[int], sockets: list[socket.socket], pipes: list[int],
+            settling: int) -> NoReturn:
+    """In the fork: become the requested program, then exit as an interpreter does. Closing `settling`
+    tells the preloaded interpreter that the child is set up (as Popen returns once the child has exec'd:
+    a caller may signal its process group at once)."""
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sock in sockets:
+            sock.close()
+        for fd in pipes:
+            os.close(fd)
+        if request["session"]:
+            os.setsid()
+        stdin, stdout = fds
+        os.dup2(stdin, 0)
+        os.dup2(stdout, 1)
+        os.dup2(stdout, 2)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.close(settling)
+        kind, target, args, unbuffered = command(request["argv"]) or ("", "", [], False)
+        _fresh_stdio(unbuffered or bool(os.environ.get("PYTHONUNBUFFERED")))
+        _reseed()
+        code = _run(kind, target, args)
+    except BaseException:  # noqa: BLE001 - the fork must never return into the loop
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def _fresh_stdio(unbuffered: bool) -> None:
+    """sys.stdout and sys.stderr for the child's own descriptors, buffered as a new interpreter's are."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        raw = io.FileIO(fd, "wb", closefd=False)
+        tty = raw.isatty()
+        binary: Any = raw if unbuffered else io.BufferedWriter(raw)
+        errors = "strict" if fd == 1 else "backslashreplace"
+        stream = io.TextIOWrapper(binary, encoding="utf-8", errors=errors,
+                                  line_buffering=tty or fd == 2, write_through=unbuffered)
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+    stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)))
+    sys.stdin = stdin
+    setattr(sys, "__stdin__", stdin)  # noqa: B010 - typeshed's Final
+
+
+def _reseed() -> None:
+    """A fork shares its parent's random state: draw new seeds, as a new interpreter would."""
+    random.seed()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
+
+
+def _run(kind: str, target: str, args: list[str]) -> int:
+    """Run the program as `python` would, then the interpreter's exit steps; its exit status."""
+    interrupted, code = False, 0
+    try:
+        if kind == "-m":
+            sys.argv, sys.path[0] = ["-m", *args], os.getcwd()
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        elif kind == "-c":
+            sys.argv, sys.path[0] = ["-c", *args], ""
+            exec(compile(target, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        else:
+            sys.argv, sys.path[0] = [target, *args], os.path.dirname(os.path.abspath(target))
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as exc:
+        code = _exit_status(exc.code)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        interrupted = True
+    except BaseException:  # noqa: BLE001 - an uncaught exception: its traceback, status 1
+        traceback.print_exc()
+        code = 1
+    _exit_steps()
+    if interrupted:  # as CPython does: end by the signal, so the caller sees -SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    return code
+
+
+def _exit_status(value: object) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value & 0xFF
+    with contextlib.suppress(Exception):
+        print(value, file=sys.stderr)
+    return 1
+
+
+def _exit_steps() -> None:
+    """What the interpreter does at its end: wait for non-daemon threads, run atexit, flush."""
+    with contextlib.suppress(BaseException):
+        getattr(threading, "_shutdown")()  # noqa: B009 - private: the join Py_Finalize does
+    with contextlib.suppress(BaseException):
+        getattr(atexit, "_run_exitfuncs")()  # noqa: B009
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m qbench.tune.servers.preloaded SOCKET MODULE...`: import the modules, then fork a child for
+    each request on SOCKET (prints "ready" once it listens)."""
+    import gc
+
+    path, *modules = argv if argv is not None else sys.argv[1:]
+    environment = dict(os.environ)
+    for module in modules:
+        importlib.import_module(module)
+    gc.collect()
+    gc.freeze()  # the preloaded objects out of every collection: fewer pages copied into the children
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(128)
+    print("ready", flush=True)
+    _Preloaded(listener, environment).serve()
+
+
+if __name__ == "__main__":
+    main()

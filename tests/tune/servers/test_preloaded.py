@@ -1,0 +1,132 @@
+"""qbench/tune/servers/preloaded.py: a child forked from the preloaded interpreter is what `python ...`
+would have been (argv, folder, environment, output, exit status, signals, exit steps), and what it
+cannot be is left to the caller."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from qbench.tune.servers import preloaded
+from qbench.tune.servers.server_process import spawn, stop_process_group
+
+
+@pytest.fixture(scope="module")
+def socket_path() -> Iterator[str]:
+    """One preloaded interpreter for this file (json preloaded: cheap), named in QBENCH_PRELOADED."""
+    with preloaded.started(["json"]) as path:
+        yield path
+
+
+def forked(argv: list[str], log: Path, cwd: Path, **env: str) -> preloaded.Forked:
+    with log.open("ab") as sink:
+        child = preloaded.launch(argv, env={**os.environ, **env}, cwd=cwd, stdout=sink.fileno())
+    assert child is not None, preloaded.refused
+    return child
+
+
+def test_a_command_runs_with_its_own_argv_folder_environment_and_output(socket_path: str,
+                                                                        tmp_path: Path) -> None:
+    code = ("import os, sys; print('argv', sys.argv, 'cwd', os.getcwd(), 'path0', repr(sys.path[0]));"
+            "print('env', os.environ['QBENCH_TEST_VALUE']); print('to stderr', file=sys.stderr); sys.exit(3)")
+    before = preloaded.children_cpu_s()
+    child = forked([sys.executable, "-c", code, "one", "two"], tmp_path / "log", tmp_path,
+                   QBENCH_TEST_VALUE="42")
+    assert child.wait(timeout=30) == 3 and child.poll() == 3
+    log = (tmp_path / "log").read_text()
+    assert f"argv ['-c', 'one', 'two'] cwd {tmp_path} path0 ''" in log
+    assert "env 42" in log and "to stderr" in log
+    assert preloaded.children_cpu_s() > before  # its CPU came back with its exit status
+
+
+def test_a_module_and_a_script_end_as_an_interpreter_ends(socket_path: str, tmp_path: Path) -> None:
+    """`-m` and a script path, each with sys.argv and sys.path[0] as python sets them; at the end the
+    non-daemon threads are joined before the atexit handlers run."""
+    script = tmp_path / "app" / "main.py"
+    script.parent.mkdir()
+    script.write_text("import atexit, sys, threading, time\n"
+                      "atexit.register(lambda: print('atexit ran', flush=True))\n"
+                      "threading.Thread(target=lambda: (time.sleep(0.2), print('thread done'))).start()\n"
+                      "print('script', sys.argv, sys.path[0] == sys.argv[0].rsplit('/', 1)[0])\n")
+    child = forked([sys.executable, str(script), "x"], tmp_path / "script.log", tmp_path)
+    assert child.wait(timeout=30) == 0
+    log = (tmp_path / "script.log").read_text()
+    assert f"script [{str(script)!r}, 'x'] True" in log
+    assert log.index("thread done") < log.index("atexit ran")
+    (tmp_path / "doc.json").write_text('{"b": 1, "a": 2}')
+    argv = [sys.executable, "-u", "-m", "json.tool", "--sort-keys", "doc.json"]
+    child = forked(argv, tmp_path / "module.log", tmp_path)
+    assert child.wait(timeout=30) == 0 and '"a": 2,\n    "b": 1' in (tmp_path / "module.log").read_text()
+    child = forked([sys.executable, "-m", "json.tool", "no-such-file"], tmp_path / "module.log", tmp_path)
+    assert child.wait(timeout=30) != 0 and "no-such-file" in (tmp_path / "module.log").read_text()
+
+
+def test_exit_statuses_are_popens(socket_path: str, tmp_path: Path) -> None:
+    """An uncaught exception: 1 and its traceback; Ctrl-C's KeyboardInterrupt: ended by SIGINT (-2); a
+    signal from outside: minus its number; the child has its own process group at once."""
+    log = tmp_path / "log"
+    assert forked([sys.executable, "-c", "raise ValueError('bad input')"], log, tmp_path).wait(30) == 1
+    assert "ValueError: bad input" in log.read_text()
+    interrupted = forked([sys.executable, "-c", "raise KeyboardInterrupt"], log, tmp_path)
+    assert interrupted.wait(30) == -signal.SIGINT
+    assert forked([sys.executable, "-c", "raise SystemExit('a message')"], log, tmp_path).wait(30) == 1
+    assert "a message" in log.read_text()
+    sleeper = forked([sys.executable, "-c", "import time; time.sleep(60)"], log, tmp_path)
+    assert sleeper.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        sleeper.wait(timeout=0.1)
+    os.killpg(sleeper.pid, signal.SIGTERM)  # its own group, already: as after Popen(start_new_session=True)
+    assert sleeper.wait(timeout=30) == -signal.SIGTERM
+
+
+def test_each_child_draws_its_own_random_numbers(socket_path: str, tmp_path: Path) -> None:
+    code = "import random, numpy; print('draw', random.random(), numpy.random.random())"
+    logs = [tmp_path / f"{i}.log" for i in range(2)]
+    for log in logs:
+        assert forked([sys.executable, "-c", code], log, tmp_path).wait(30) == 0
+    first, second = (log.read_text() for log in logs)
+    assert first.startswith("draw") and first != second
+
+
+def test_what_it_cannot_run_is_left_to_the_caller(socket_path: str, tmp_path: Path) -> None:
+    """Another program, other interpreter flags, an environment read at import that differs (not
+    PYTHONUNBUFFERED: the child sets up its own output) or a folder that is not there: None, and the
+    caller starts it the usual way."""
+    env, python = dict(os.environ), sys.executable
+    with (tmp_path / "log").open("ab") as sink:
+        def launch(argv: list[str], cwd: Path = tmp_path, **more: str) -> preloaded.Forked | None:
+            return preloaded.launch(argv, env={**env, **more}, cwd=cwd, stdout=sink.fileno())
+
+        assert launch(["/bin/sh", "-c", "true"]) is None
+        assert launch([python, "-X", "importtime", "-c", ""]) is None
+        assert launch([python, "-c", ""], PYTHONPATH="/x") is None and "PYTHONPATH" in preloaded.refused
+        assert launch([python, "-c", ""], cwd=tmp_path / "gone") is None and "gone" in preloaded.refused
+        child = launch([python, "-c", ""], PYTHONUNBUFFERED="1")
+        assert child is not None and child.wait(30) == 0
+
+
+def test_spawn_forks_where_it_can_and_starts_a_process_where_not(socket_path: str, tmp_path: Path) -> None:
+    child = spawn([sys.executable, "-c", "print('forked')"], env=None, log_path=tmp_path / "a.log")
+    assert isinstance(child, preloaded.Forked) and child.wait(30) == 0
+    other = spawn([sys.executable, "-c", "print('started')"], env={"PYTHONPATH": str(tmp_path)},
+                  log_path=tmp_path / "b.log")
+    assert isinstance(other, subprocess.Popen) and other.wait(30) == 0
+    assert "forked" in (tmp_path / "a.log").read_text() and "started" in (tmp_path / "b.log").read_text()
+    sleeper = spawn([sys.executable, "-c", "import time; time.sleep(60)"], env=None, log_path=None)
+    stop_process_group(sleeper)
+    assert sleeper.poll() == -signal.SIGTERM
+
+
+def test_stopping_it_stops_its_children(tmp_path: Path) -> None:
+    """Its children end with it (SIGTERM to each group), and their callers hear how they ended."""
+    with preloaded.started(["json"]):
+        child = forked([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "log", tmp_path)
+        time.sleep(0.1)
+    assert child.wait(timeout=30) == -signal.SIGTERM
