@@ -227,8 +227,8 @@ class _Preloaded:
     """The accept-fork-reap loop: one request a connection, answered with the child's pid, then with its
     exit status and CPU seconds when it ends."""
 
-    def __init__(self, listener: socket.socket, environment: dict[str, str]) -> None:
-        self.listener, self.environment = listener, environment
+    def __init__(self, listener: socket.socket, environment: dict[str, str], sitecustomized: bool) -> None:
+        self.listener, self.environment, self.sitecustomized = listener, environment, sitecustomized
         self.waiting: dict[int, socket.socket] = {}  # child pid -> its caller's connection
         self.wake_read, self.wake_write = os.pipe()
 
@@ -281,14 +281,21 @@ class _Preloaded:
                 os.close(fd)
 
     def refusal(self, request: dict[str, Any]) -> str:
-        """Why this request is not forked ("" when it is)."""
+        """Why this request is not forked ("" when it is). A PYTHONPATH with folders in front of this
+        interpreter's is forked (request["added"]: those folders, which the child puts on sys.path and
+        whose sitecustomize it runs, as an interpreter's start would), unless this interpreter ran a
+        sitecustomize of its own at its start (the two would both have run)."""
         if command(request["argv"]) is None:
             return "not a python -m/-c/script command of this interpreter"
         if not os.path.isdir(request["cwd"]):
             return f"no folder {request['cwd']}"
-        env = request["env"]
-        differ = {k for k in {*env, *self.environment} if env.get(k) != self.environment.get(k)}
-        read_at_import = sorted(k for k in differ - set(NOT_READ_AT_IMPORT) if k.startswith(IMPORT_TIME_ENV))
+        env, own = request["env"], self.environment
+        request["added"] = added = _in_front(env.get("PYTHONPATH", ""), own.get("PYTHONPATH", ""))
+        if added is None or added and self.sitecustomized:
+            return "PYTHONPATH differs: not folders in front of the preloaded interpreter's"
+        free = {"PYTHONPATH", *NOT_READ_AT_IMPORT, *(() if self.sitecustomized else ("QBENCH_HOOK",))}
+        differ = {k for k in {*env, *own} if env.get(k) != own.get(k)} - free
+        read_at_import = sorted(k for k in differ if k.startswith(IMPORT_TIME_ENV))
         return f"environment read at import differs: {', '.join(read_at_import)}" if read_at_import else ""
 
     def reap(self) -> None:
@@ -320,6 +327,15 @@ class _Preloaded:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
         os._exit(0)
+
+
+def _in_front(pythonpath: str, own: str) -> list[str] | None:
+    """The folders `pythonpath` puts in front of `own` ([] when it is `own`); None when it is not
+    `own` with folders in front."""
+    theirs, ours = [p for p in pythonpath.split(os.pathsep) if p], [p for p in own.split(os.pathsep) if p]
+    if theirs[len(theirs) - len(ours):] != ours:
+        return None
+    return theirs[:len(theirs) - len(ours)]
 
 
 def _request(connection: socket.socket) -> tuple[dict[str, Any], list[int]]:
@@ -372,6 +388,7 @@ def _become(request: dict[str, Any], fds: list[int], sockets: list[socket.socket
         kind, target, args, unbuffered = command(request["argv"]) or ("", "", [], False)
         _fresh_stdio(unbuffered or bool(os.environ.get("PYTHONUNBUFFERED")))
         _reseed()
+        _start_up(request["added"])
         code = _run(kind, target, args)
     except BaseException:  # noqa: BLE001 - the fork must never return into the loop
         with contextlib.suppress(Exception):
@@ -402,6 +419,17 @@ def _reseed() -> None:
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         numpy.random.seed()
+
+
+def _start_up(added: list[str]) -> None:
+    """What an interpreter's start does with PYTHONPATH's folders in front: on sys.path after its first
+    entry, and the sitecustomize among them run (qbench's app hook is one: tune/servers/apphook)."""
+    sys.path[1:1] = added
+    if any(os.path.isfile(os.path.join(folder, "sitecustomize.py")) for folder in added):
+        try:
+            importlib.import_module("sitecustomize")
+        except Exception as exc:  # noqa: BLE001 - as Python reports a failing sitecustomize, and goes on
+            print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{exc!r}", file=sys.stderr)
 
 
 def _run(kind: str, target: str, args: list[str]) -> int:
@@ -468,7 +496,7 @@ def main(argv: list[str] | None = None) -> None:
     listener.bind(path)
     listener.listen(128)
     print("ready", flush=True)
-    _Preloaded(listener, environment).serve()
+    _Preloaded(listener, environment, "sitecustomize" in sys.modules).serve()
 
 
 if __name__ == "__main__":

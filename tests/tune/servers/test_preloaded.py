@@ -17,12 +17,16 @@ import pytest
 from qbench.tune.servers import preloaded
 from qbench.tune.servers.server_process import spawn, stop_process_group
 
+BASE = "/qbench-test-base-path"  # the preloaded interpreter's own PYTHONPATH in this file
+
 
 @pytest.fixture(scope="module")
 def socket_path() -> Iterator[str]:
     """One preloaded interpreter for this file (json preloaded: cheap), named in QBENCH_PRELOADED."""
-    with preloaded.started(["json"]) as path:
-        yield path
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", BASE)
+        with preloaded.started(["json"]) as path:
+            yield path
 
 
 def forked(argv: list[str], log: Path, cwd: Path, **env: str) -> preloaded.Forked:
@@ -107,9 +111,29 @@ def test_what_it_cannot_run_is_left_to_the_caller(socket_path: str, tmp_path: Pa
         assert launch(["/bin/sh", "-c", "true"]) is None
         assert launch([python, "-X", "importtime", "-c", ""]) is None
         assert launch([python, "-c", ""], PYTHONPATH="/x") is None and "PYTHONPATH" in preloaded.refused
+        assert launch([python, "-c", ""], HF_HUB_OFFLINE="1") is None and "HF_HUB" in preloaded.refused
         assert launch([python, "-c", ""], cwd=tmp_path / "gone") is None and "gone" in preloaded.refused
         child = launch([python, "-c", ""], PYTHONUNBUFFERED="1")
         assert child is not None and child.wait(30) == 0
+
+
+def test_folders_in_front_on_pythonpath_are_on_sys_path_and_their_sitecustomize_runs(
+        socket_path: str, tmp_path: Path) -> None:
+    """As an interpreter's start does: PYTHONPATH's folders after sys.path[0], the sitecustomize among
+    them run first (qbench's app hook is one, reading QBENCH_HOOK: free to differ from the preloaded
+    interpreter's, which ran none)."""
+    folder = tmp_path / "hook"
+    folder.mkdir()
+    startup = "import os\nprint('startup ran with', os.environ['QBENCH_HOOK'])\n"
+    (folder / "sitecustomize.py").write_text(startup, encoding="utf-8")
+    (folder / "helper_module_here.py").write_text("VALUE = 7\n")
+    code = "import sys, helper_module_here; print('value', helper_module_here.VALUE, sys.path[1:3])"
+    child = forked([sys.executable, "-c", code], tmp_path / "log", tmp_path,
+                   PYTHONPATH=f"{folder}{os.pathsep}{BASE}", QBENCH_HOOK='{"knobs": {}}')
+    assert child.wait(timeout=30) == 0
+    log = (tmp_path / "log").read_text()
+    assert """startup ran with {"knobs": {}}""" in log and f"value 7 [{str(folder)!r}, {BASE!r}]" in log
+    assert log.index("startup ran") < log.index("value 7")
 
 
 def test_spawn_forks_where_it_can_and_starts_a_process_where_not(socket_path: str, tmp_path: Path) -> None:
