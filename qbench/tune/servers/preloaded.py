@@ -29,6 +29,7 @@ import os
 import random
 import runpy
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -139,11 +140,10 @@ def launch(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | Path | Non
     """`argv` forked from the preloaded interpreter that QBENCH_PRELOADED names, stdout and stderr to
     the file descriptor `stdout` (stdin: /dev/null); None when there is none, or it cannot run this one
     (another interpreter or flags, an import-time environment of its own): start it the usual way then."""
-    path = os.environ.get(ENV)
-    if not path or command(argv) is None:
+    path, folder = os.environ.get(ENV), os.path.abspath(cwd or os.getcwd())
+    if not path or command(argv, folder, env.get("PATH")) is None:
         return None
-    request = {"argv": list(argv), "env": dict(env), "cwd": os.path.abspath(cwd or os.getcwd()),
-               "session": new_session}
+    request = {"argv": list(argv), "env": dict(env), "cwd": folder, "session": new_session}
     body = json.dumps(request).encode()
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -174,10 +174,10 @@ def _line(connection: socket.socket) -> tuple[bytes, bytes]:
     return first, rest
 
 
-def command(argv: Sequence[str]) -> tuple[str, str, list[str], bool] | None:
+def command(argv: Sequence[str], cwd: str, path: str | None) -> tuple[str, str, list[str], bool] | None:
     """(kind, target, arguments, unbuffered) of `python [-u] -m MODULE | -c CODE | SCRIPT ARGS...` run by
-    this interpreter; None for anything else."""
-    if not argv or os.path.realpath(argv[0]) != os.path.realpath(sys.executable):
+    this interpreter (from folder `cwd`, with PATH `path`); None for anything else."""
+    if not argv or not _this_interpreter(argv[0], cwd, path):
         return None
     rest, unbuffered = list(argv[1:]), False
     if rest[:1] == ["-u"]:
@@ -187,6 +187,21 @@ def command(argv: Sequence[str]) -> tuple[str, str, list[str], bool] | None:
     if rest and not rest[0].startswith("-"):
         return "script", rest[0], rest[1:], unbuffered
     return None
+
+
+def _this_interpreter(program: str, cwd: str, path: str | None) -> bool:
+    """Whether `program` is this interpreter: the same file, and in the same folder (a virtualenv's
+    python is a link to its base interpreter, and so is every other virtualenv's: the folder says
+    which environment it is)."""
+    found = os.path.join(cwd, program) if os.sep in program else shutil.which(program, path=path)
+    if not found:
+        return False
+    ours = sys.executable
+    return _folder(found) == _folder(ours) and os.path.realpath(found) == os.path.realpath(ours)
+
+
+def _folder(file: str) -> str:
+    return os.path.realpath(os.path.dirname(os.path.abspath(file)))
 
 
 @contextlib.contextmanager
@@ -285,10 +300,10 @@ class _Preloaded:
         interpreter's is forked (request["added"]: those folders, which the child puts on sys.path and
         whose sitecustomize it runs, as an interpreter's start would), unless this interpreter ran a
         sitecustomize of its own at its start (the two would both have run)."""
-        if command(request["argv"]) is None:
-            return "not a python -m/-c/script command of this interpreter"
         if not os.path.isdir(request["cwd"]):
             return f"no folder {request['cwd']}"
+        if command(request["argv"], request["cwd"], request["env"].get("PATH")) is None:
+            return "not a python -m/-c/script command of this interpreter"
         env, own = request["env"], self.environment
         request["added"] = added = _in_front(env.get("PYTHONPATH", ""), own.get("PYTHONPATH", ""))
         if added is None or added and self.sitecustomized:
@@ -385,7 +400,7 @@ def _become(request: dict[str, Any], fds: list[int], sockets: list[socket.socket
         os.environ.clear()
         os.environ.update(request["env"])
         os.close(settling)
-        kind, target, args, unbuffered = command(request["argv"]) or ("", "", [], False)
+        kind, target, args, unbuffered = command(request["argv"], request["cwd"], None) or ("", "", [], False)
         _fresh_stdio(unbuffered or bool(os.environ.get("PYTHONUNBUFFERED")))
         _reseed()
         _start_up(request["added"])

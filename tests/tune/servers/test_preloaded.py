@@ -100,7 +100,7 @@ def test_each_child_draws_its_own_random_numbers(socket_path: str, tmp_path: Pat
 
 
 def test_what_it_cannot_run_is_left_to_the_caller(socket_path: str, tmp_path: Path) -> None:
-    """Another program, other interpreter flags, an environment read at import that differs (not
+    """Another program or virtualenv, other interpreter flags, an environment read at import that differs (not
     PYTHONUNBUFFERED: the child sets up its own output) or a folder that is not there: None, and the
     caller starts it the usual way."""
     env, python = dict(os.environ), sys.executable
@@ -109,6 +109,11 @@ def test_what_it_cannot_run_is_left_to_the_caller(socket_path: str, tmp_path: Pa
             return preloaded.launch(argv, env={**env, **more}, cwd=cwd, stdout=sink.fileno())
 
         assert launch(["/bin/sh", "-c", "true"]) is None
+        other = tmp_path / "other-venv" / "bin"  # another virtualenv: a link to the same interpreter file
+        other.mkdir(parents=True)
+        (other / "python").symlink_to(os.path.realpath(python))
+        assert launch([str(other / "python"), "-c", ""]) is None
+        assert launch(["python-nowhere", "-c", ""]) is None
         assert launch([python, "-X", "importtime", "-c", ""]) is None
         assert launch([python, "-c", ""], PYTHONPATH="/x") is None and "PYTHONPATH" in preloaded.refused
         assert launch([python, "-c", ""], HF_HUB_OFFLINE="1") is None and "HF_HUB" in preloaded.refused
