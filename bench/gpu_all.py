@@ -24,7 +24,9 @@ the profile step's server (SHARED):
 
     .venv/bin/python bench/gpu_all.py --device cpu --dry-run --out /tmp/gpu-all
 
-Each step runs as its own process with its log (`<step>.log`); a step that fails or times out is
+Each step runs as its own process with its log (`<step>.log`), started as qbench starts servers
+(qbench.tune.servers.server_process.spawn: in the test suite's dry runs, a fork of its preloaded
+interpreter, which has imported torch and transformers once); a step that fails or times out is
 recorded and the next one runs. A step whose tool is missing (py-spy, gradio, nvidia-smi) is
 `skipped` with the reason. At the end `summary.md` lists every step (status, seconds, the lines that
 matter) and, because the device tool brings back at most 8 files, everything else is packed into
