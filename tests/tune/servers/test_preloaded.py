@@ -159,3 +159,11 @@ def test_stopping_it_stops_its_children(tmp_path: Path) -> None:
         child = forked([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "log", tmp_path)
         time.sleep(0.1)
     assert child.wait(timeout=30) == -signal.SIGTERM
+
+
+def test_with_none_there_processes_start_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """QBENCH_PRELOADED naming no socket (`QBENCH_PRELOADED=none make test`): every process is started."""
+    monkeypatch.setenv(preloaded.ENV, "none")
+    child = spawn([sys.executable, "-c", "print('started')"], env=None, log_path=tmp_path / "log")
+    assert isinstance(child, subprocess.Popen) and child.wait(30) == 0
+    assert "started" in (tmp_path / "log").read_text() and "FileNotFoundError" in preloaded.refused
