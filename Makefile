@@ -25,12 +25,12 @@ nginx:
 	  || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q nginx-light >/dev/null 2>&1) \
 	  || echo "nginx: not installed (apt-get failed): the replicas tests will skip"
 
-# Eight pytest workers on 2 cores: most tests wait on sleeping servers; six left the cores idle ~86 s of
-# core time in a quiet fresh clone's pytest, eight ~18 (pytest 8:38 at six, 8:13 at eight, ~930 s of CPU
-# either way; three left them 62% busy; docs/development.md). One file per worker (module fixtures stay
-# shared), the slowest files first (--no-loadscope-reorder keeps the order tests/timing.py sets).
-# PYTEST_WORKERS=0 runs it serially.
-PYTEST_WORKERS ?= 8
+# Six pytest workers on 2 cores: most tests wait on sleeping servers, and six keep both cores busy 90% of
+# a quiet run where three left them 62% busy. Eight left them idle ~18 core-s of ~950 (pytest 8:13 against
+# 8:38 at six), but beside four busy loops three tests then got too little CPU to measure what they
+# check (docs/development.md). One file per worker (module fixtures stay shared), the slowest files
+# first (--no-loadscope-reorder keeps the order tests/timing.py sets). PYTEST_WORKERS=0 runs it serially.
+PYTEST_WORKERS ?= 6
 # The project's bytecode first: with PYTHONDONTWRITEBYTECODE set (this machine sets it) each of the
 # suite's few hundred server and CLI processes would compile qbench and reference_server again (~0.5 s of
 # CPU each); a stale .pyc is never used (Python checks each source's size and time). The test modules'

@@ -244,18 +244,32 @@ def gpu_integrals(url: str) -> tuple[float, float] | None:
     return sum(g["busy_s"] for g in gpus), sum(g["sampled_s"] for g in gpus)
 
 
+def qbench_run(scenario_path: Path, out: Path) -> tuple[int, str]:
+    """`qbench run SCENARIO --out OUT` as a process (qbench's starter: in the test suite's dry runs a fork
+    of its preloaded interpreter); its exit status and output."""
+    from qbench.tune.servers.server_process import spawn, stop_process_group
+
+    log = out.with_name(out.name + ".log")
+    argv = [sys.executable, "-m", "qbench", "run", str(scenario_path), "--out", str(out), "--no-live"]
+    process = spawn(argv, env=None, log_path=log, cwd=ROOT)
+    try:
+        code = process.wait()
+    finally:
+        stop_process_group(process)  # interrupted: the run (its own process group) stops with this one
+    return code, log.read_text(errors="replace")
+
+
 def served(url: str, preset: str, opts: Options, workdir: Path) -> tuple[float, float | None, int]:
     """(served it/s, GPU busy share or None, error count) of one closed-loop qbench run."""
     path = workdir / f"scenario-{preset}.yaml"
     path.write_text(yaml.safe_dump(scenario(preset, url, opts)))
     out = workdir / f"run-{preset}-{time.time_ns()}"
     before = gpu_integrals(url)
-    done = subprocess.run([sys.executable, "-m", "qbench", "run", str(path), "--out", str(out), "--no-live"],
-                          capture_output=True, text=True, cwd=ROOT)
+    code, log = qbench_run(path, out)
     after = gpu_integrals(url)
     summary_path = out / "summary.json"
     if not summary_path.exists():
-        raise SystemExit(f"error: qbench run failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+        raise SystemExit(f"error: qbench run failed (exit {code}):\n{log[-2000:]}")
     summary = json.loads(summary_path.read_text())
     gen = summary.get("generator") or {}
     lag = (summary.get("latency") or {}).get("send_lag_s") or {}

@@ -82,14 +82,17 @@ quiet_imports()  # this worker imports gradio as a hooked app does, writing no t
 #: forks they are (qbench/tune/servers/preloaded.py): the reference server (the suite starts ~100), its
 #: model workloads with torch and transformers (the GPU script's dry runs start ~25 such servers), and
 #: what `import gradio` imports before gradio's own modules (~1 s of its ~1.6 s; gradio itself reads
-#: GRADIO_SERVER_PORT and others at import, so each app imports it)
+#: GRADIO_SERVER_PORT and others at import, so each app imports it), and `qbench run`'s modules (the GPU
+#: script's steps and the benches run it as a process)
 PRELOAD = ["reference_server.launch", "reference_server.workloads.models.vision",
            "reference_server.workloads.models.text", "reference_server.workloads.models.generation",
            "torch", "transformers", "transformers.models.vit.modeling_vit",
            "transformers.models.bert.modeling_bert", "transformers.models.gpt2.modeling_gpt2",
            "numpy", "pandas", "pyarrow", "fastapi", "starlette", "uvicorn", "pydantic", "pydantic_settings",
            "httpx", "huggingface_hub", "PIL.Image", "jsonschema", "jinja2", "mcp", "sse_starlette", "orjson",
-           "safehttpx", "python_multipart", "fsspec", "yaml", "rich", "typer", "tomlkit", "anyio", "psutil"]
+           "safehttpx", "python_multipart", "fsspec", "yaml", "rich", "typer", "tomlkit", "anyio", "psutil",
+           "aiohttp", "qbench.cli.app", "qbench.cli.run", "qbench.run.options", "qbench.run.runner",
+           "qbench.run.run_console", "qbench.run.results.outcome", "qbench.tune.points.knobcheck"]
 _PRELOADED = pytest.StashKey[contextlib.ExitStack]()
 
 

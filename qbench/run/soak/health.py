@@ -36,6 +36,11 @@ from qbench.run.load.loadgen import LiveStats
 
 STATUS_TIMEOUT_S = 2.0  # a /status read at most (and at most one interval)
 QUIET_S = 10.0  # the sampler ends on its own this long after the run stopped calling
+#: the cache folder is walked again no sooner than this many times its last walk took: an app's cache
+#: holds thousands of files (this box's /tmp/gradio, 9,000 files, 0.1 s of CPU a walk when quiet), and
+#: walking it at every 0.25 s sample of a soak beside busy loops left 8 samples of 64 due; cheap walks
+#: still go every sample
+CACHE_WALK_SHARE = 10.0
 STUCK_PREFIX = "stuck queue"  # how a stuck-queue stop's reason begins (read back by qbench.run.soak.soak)
 FAILING_PREFIX = "every request failing"  # ...and that of a server so far behind that all requests fail
 
@@ -58,7 +63,7 @@ class HealthSample:
     status_rss_bytes: int | None = None  # the reference server's own RSS (/status)
     status_waiting: int | None = None  # events waiting in its queue (/status)
     status_leaked_bytes: int | None = None  # its deliberate leak so far (/status; queue.leak_bytes_per_event)
-    cache_bytes: int | None = None  # bytes under the app's file cache folder
+    cache_bytes: int | None = None  # bytes under the app's file cache (None: between walks)
     qbench_rss_bytes: int | None = None  # qbench's own process
     qbench_open_files: int | None = None
 
@@ -146,6 +151,7 @@ class HealthSampler:
         self._thread: threading.Thread | None = None
         self._started = time.perf_counter()
         self._status_answered, self._status_misses = False, 0  # a Gradio app has none: asked 3 times
+        self._cache_due = 0.0  # when the cache folder may be walked again (CACHE_WALK_SHARE)
         self._self = psutil.Process()
         self._http: httpx.Client | None = None  # /status: one client for the sampler's life
 
@@ -202,8 +208,10 @@ class HealthSampler:
             sample.rss_bytes, sample.open_files = usage["rss_bytes"], usage["open_files"]
             sample.threads, sample.children = usage["threads"], usage["children"]
         self._read_status(sample)
-        if self.cache_folder is not None:
+        if self.cache_folder is not None and time.perf_counter() >= self._cache_due:
+            began = time.perf_counter()
             sample.cache_bytes = folder_bytes(self.cache_folder)
+            self._cache_due = began + CACHE_WALK_SHARE * (time.perf_counter() - began)
         try:
             sample.qbench_rss_bytes = self._self.memory_info().rss
             sample.qbench_open_files = _files(self._self)

@@ -300,14 +300,20 @@ class _Preloaded:
         interpreter's is forked (request["added"]: those folders, which the child puts on sys.path and
         whose sitecustomize it runs, as an interpreter's start would), unless this interpreter ran a
         sitecustomize of its own at its start (the two would both have run)."""
-        if not os.path.isdir(request["cwd"]):
-            return f"no folder {request['cwd']}"
-        if command(request["argv"], request["cwd"], request["env"].get("PATH")) is None:
+        cwd = request["cwd"]
+        if not os.path.isdir(cwd):
+            return f"no folder {cwd}"
+        ran = command(request["argv"], cwd, request["env"].get("PATH"))
+        if ran is None:
             return "not a python -m/-c/script command of this interpreter"
         env, own = request["env"], self.environment
         request["added"] = added = _in_front(env.get("PYTHONPATH", ""), own.get("PYTHONPATH", ""))
         if added is None or added and self.sitecustomized:
             return "PYTHONPATH differs: not folders in front of the preloaded interpreter's"
+        first = os.path.dirname(os.path.join(cwd, ran[1])) if ran[0] == "script" else cwd
+        shadowed = sorted({name for folder in (first, *added) for name in _shadowing(folder)})
+        if shadowed:  # a module this interpreter imported from elsewhere: the child would import that one
+            return f"modules of its own where this interpreter imported others: {', '.join(shadowed)}"
         free = {"PYTHONPATH", *NOT_READ_AT_IMPORT, *(() if self.sitecustomized else ("QBENCH_HOOK",))}
         differ = {k for k in {*env, *own} if env.get(k) != own.get(k)} - free
         read_at_import = sorted(k for k in differ if k.startswith(IMPORT_TIME_ENV))
@@ -351,6 +357,38 @@ def _in_front(pythonpath: str, own: str) -> list[str] | None:
     if theirs[len(theirs) - len(ours):] != ours:
         return None
     return theirs[:len(theirs) - len(ours)]
+
+
+def _shadowing(folder: str) -> list[str]:
+    """The top-level modules already imported here that `folder`, first on a child's path, holds other
+    copies of (a git worktree of an older qbench; an app folder with a yaml module of its own): the child
+    would import those, the fork has these."""
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        module = sys.modules.get(_module_name(folder, entry))
+        if module is None or module.__name__ == "sitecustomize":
+            continue
+        paths = getattr(module, "__path__", None) or ()
+        origin = getattr(module, "__file__", None) or next(iter(paths), None)
+        here = os.path.realpath(os.path.join(folder, entry))
+        if origin is None or not (os.path.realpath(origin) + os.sep).startswith(here + os.sep):
+            found.append(module.__name__)
+    return found
+
+
+def _module_name(folder: str, entry: str) -> str:
+    """The top-level module a folder's entry would be imported as ("" for none: data, metadata)."""
+    if entry.endswith(".py"):
+        name = entry[:-3]
+    elif entry.endswith((".so", ".pyd")):
+        name = entry.split(".", 1)[0]
+    else:
+        name = entry if os.path.isdir(os.path.join(folder, entry)) else ""
+    return name if name.isidentifier() else ""
 
 
 def _request(connection: socket.socket) -> tuple[dict[str, Any], list[int]]:

@@ -106,6 +106,30 @@ def test_samples_keep_their_cadence_however_long_each_takes(tmp_path: Path,
     assert starts == [0.0, 0.25, 0.5, 0.9, 1.15, 1.4]
 
 
+def test_a_cache_folder_costly_to_walk_is_walked_less_often(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a fake clock, samples 0.25 s apart: a walk of 0.1 s is not repeated for 1 s (CACHE_WALK_SHARE
+    times its cost), so every fourth sample has the cache's bytes and the others None (the sampler
+    keeps its cadence); a walk that costs nothing goes at every sample."""
+    now = [100.0]
+    walk = [0.1]
+
+    def folder(path: Path) -> int:
+        now[0] += walk[0]
+        return 7
+
+    monkeypatch.setattr(health, "time", SimpleNamespace(perf_counter=lambda: now[0], time=time.time))
+    monkeypatch.setattr(health, "folder_bytes", folder)
+    sampler = HealthSampler(tmp_path / "health.jsonl", interval_s=0.25, cache_folder=tmp_path)
+    seen = []
+    for _ in range(9):
+        seen.append(sampler.sample().cache_bytes)
+        now[0] += 0.25
+    assert seen == [7, None, None, None, 7, None, None, None, 7]
+    walk[0], now[0] = 0.0, now[0] + 1.0  # past the last walk's 1 s
+    assert [sampler.sample().cache_bytes for _ in range(3)] == [7, 7, 7]
+
+
 def test_every_request_failing_is_told_from_a_stuck_queue() -> None:
     now = [0.0]
     watch = StuckWatch(10.0, clock=lambda: now[0])

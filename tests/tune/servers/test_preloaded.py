@@ -167,3 +167,25 @@ def test_with_none_there_processes_start_as_before(tmp_path: Path, monkeypatch: 
     child = spawn([sys.executable, "-c", "print('started')"], env=None, log_path=tmp_path / "log")
     assert isinstance(child, subprocess.Popen) and child.wait(30) == 0
     assert "started" in (tmp_path / "log").read_text() and "FileNotFoundError" in preloaded.refused
+
+
+def test_a_folder_with_its_own_copy_of_a_preloaded_module_is_left_to_the_caller(
+        socket_path: str, tmp_path: Path) -> None:
+    """A child would import a folder's own json.py (first on its path: its folder, a script's, a
+    PYTHONPATH folder in front) where the fork has the preloaded json; the project's own folder, whose
+    qbench is the one preloaded, forks."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "json.py").write_text("MINE = True\n", encoding="utf-8")
+    (mine / "app.py").write_text("import json\nprint(json.MINE)\n", encoding="utf-8")
+    env, python = dict(os.environ), sys.executable
+    with (tmp_path / "log").open("ab") as sink:
+        def launch(argv: list[str], cwd: Path = tmp_path, **more: str) -> preloaded.Forked | None:
+            return preloaded.launch(argv, env={**env, **more}, cwd=cwd, stdout=sink.fileno())
+
+        assert launch([python, "-c", "import json"], cwd=mine) is None and "json" in preloaded.refused
+        assert launch([python, str(mine / "app.py")]) is None
+        assert launch([python, "-c", "import json"], PYTHONPATH=f"{mine}{os.pathsep}{BASE}") is None
+        root = Path(preloaded.__file__).parents[3]
+        child = launch([python, "-c", "import qbench"], cwd=root)
+        assert child is not None and child.wait(30) == 0
