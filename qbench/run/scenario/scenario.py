@@ -275,7 +275,7 @@ class Load(_Model):
     interval: float | None = Field(None, gt=0)
     rate: float | None = Field(None, gt=0)  # requests per second (open loop)
     arrival: Literal["constant", "poisson"] = "constant"
-    stages: list[Stage] | None = None
+    stages: list[Stage] | None = Field(None, min_length=1)  # piecewise-linear rates, in order
     users: int | None = Field(None, ge=1)  # closed loop: each user waits for its response
     trace: TraceSpec | None = None  # a trace file's send times (open loop); a path or a mapping
     replay: Path | None = None  # a past run folder: its intended send times and request ids (open loop)

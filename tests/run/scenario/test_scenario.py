@@ -110,6 +110,9 @@ def test_overrides_replace_the_load_shape() -> None:
     assert rate.load.shape == "rate" and rate.load.rate == 12
     with pytest.raises(ScenarioError, match="load.rate"):
         with_overrides(scenario, {"load.rate": 0})
+    # stages with none in it (the fuzz's `--set load.stages=[]` once reached the schedule: IndexError)
+    with pytest.raises(ScenarioError, match="load.stages.*at least 1 item"):
+        with_overrides(scenario, {"load.stages": []})
 
 
 def test_set_options_parse_yaml_values() -> None:
