@@ -296,14 +296,14 @@ class _Preloaded:
                 os.close(fd)
 
     def refusal(self, request: dict[str, Any]) -> str:
-        """Why this request is not forked ("" when it is). A PYTHONPATH with folders in front of this
-        interpreter's is forked (request["added"]: those folders, which the child puts on sys.path and
-        whose sitecustomize it runs, as an interpreter's start would), unless this interpreter ran a
-        sitecustomize of its own at its start (the two would both have run)."""
+        """Why this request is not forked ("" when it is); request["ran"] gets the command as read. A
+        PYTHONPATH with folders in front of this interpreter's is forked (request["added"]: those folders,
+        which the child puts on sys.path and whose sitecustomize it runs, as an interpreter's start would),
+        unless this interpreter ran a sitecustomize of its own at its start (the two would both have run)."""
         cwd = request["cwd"]
         if not os.path.isdir(cwd):
             return f"no folder {cwd}"
-        ran = command(request["argv"], cwd, request["env"].get("PATH"))
+        request["ran"] = ran = command(request["argv"], cwd, request["env"].get("PATH"))
         if ran is None:
             return "not a python -m/-c/script command of this interpreter"
         env, own = request["env"], self.environment
@@ -438,7 +438,7 @@ def _become(request: dict[str, Any], fds: list[int], sockets: list[socket.socket
         os.environ.clear()
         os.environ.update(request["env"])
         os.close(settling)
-        kind, target, args, unbuffered = command(request["argv"], request["cwd"], None) or ("", "", [], False)
+        kind, target, args, unbuffered = request["ran"]  # what refusal() read of the command
         _fresh_stdio(unbuffered or bool(os.environ.get("PYTHONUNBUFFERED")))
         _reseed()
         _start_up(request["added"])

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -157,7 +156,6 @@ def test_stopping_it_stops_its_children(tmp_path: Path) -> None:
     """Its children end with it (SIGTERM to each group), and their callers hear how they ended."""
     with preloaded.started(["json"]):
         child = forked([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "log", tmp_path)
-        time.sleep(0.1)
     assert child.wait(timeout=30) == -signal.SIGTERM
 
 
