@@ -135,25 +135,29 @@ def test_a_timeout_from_the_wheel_closes_the_record_after_the_timeout(http_echo:
 
 def test_a_run_keeps_no_record_it_has_handed_on(http_echo: str, tmp_path: Path) -> None:
     """Records exist from their send to the next flush to records.jsonl, not for the whole run: at
-    every tick (just after a flush) the live records are the ones in flight (and the opening's few that
-    the fail-fast guard judges); the run's records are read back whole at the end."""
+    every tick (just after a flush) each live record is one a request's task still holds (due and handed
+    to its task, on the wire, or being closed) or one of the opening's few that the fail-fast guard
+    judges; the run's records are read back whole at the end. (Tasks, not `in_flight`: on a starved
+    client due tasks wait for the loop before they send, holding their records.)"""
+    import asyncio
     import gc
 
     from qbench.run.load.loadgen import LiveStats
     from qbench.run.results.failfast import OPENING_REQUESTS
     from qbench.run.runner import run_scenario
 
-    seen: list[tuple[int, int]] = []  # (live records, in flight) at ticks with most of the run done
+    seen: list[tuple[int, int]] = []  # (live records, pending tasks) at ticks with most of the run done
 
-    def count(stats: LiveStats) -> str | None:
+    def count(stats: LiveStats) -> str | None:  # called on the run's loop, after a flush
         if 200 <= stats.completed < 1150 and len(seen) < 2:
-            seen.append((sum(isinstance(o, RequestRecord) for o in gc.get_objects()), stats.in_flight))
+            live = sum(isinstance(o, RequestRecord) for o in gc.get_objects())
+            seen.append((live, len(asyncio.all_tasks())))
         return None
 
     spec = scenario(protocol="http", endpoint={"path": "/echo", "method": "POST"},
                     load={"rate": 800, "requests": 1200, "timeout": 10})
     result = run_scenario(spec, target=http_echo, out_dir=tmp_path / "run", live=False, stop_when=count)
-    assert seen and all(live <= in_flight + OPENING_REQUESTS for live, in_flight in seen), seen
+    assert seen and all(live <= tasks + OPENING_REQUESTS for live, tasks in seen), seen
     assert [r.request_id for r in result.records] == list(range(1200)) and all(r.ok for r in result.records)
     again = run_scenario(spec, target=http_echo, out_dir=tmp_path / "run", live=False)  # the same folder
     assert len(again.records) == 1200  # its own records, not the first run's too
