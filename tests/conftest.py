@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -93,6 +94,12 @@ PRELOAD = ["reference_server.launch", "reference_server.workloads.models.vision"
            "safehttpx", "python_multipart", "fsspec", "yaml", "rich", "typer", "tomlkit", "anyio", "psutil",
            "aiohttp", "qbench.cli.app", "qbench.cli.run", "qbench.run.options", "qbench.run.runner",
            "qbench.run.run_console", "qbench.run.results.outcome", "qbench.tune.points.knobcheck"]
+#: what a pytest worker imports before its first test, besides PRELOAD (~4 s of CPU a worker, six
+#: workers): the workers are forks of the preloaded interpreter too (`-n N`: xdist starts each through
+#: `preloaded --stand-in`, which waits for it to listen; QBENCH_PRELOADED=none starts them as before)
+WORKER_PRELOAD = ["pytest", "execnet", "xdist", "hypothesis", "matplotlib.figure",
+                  "matplotlib.backends.backend_agg", "openai", "gradio_client", "qbench.report.build",
+                  "reference_server.testing", "typer.testing"]
 _PRELOADED = pytest.StashKey[contextlib.ExitStack]()
 
 
@@ -102,8 +109,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput") or os.environ.get(preloaded.ENV):
         return
     stack = contextlib.ExitStack()
-    stack.enter_context(preloaded.started(PRELOAD, wait=False))
+    stack.enter_context(preloaded.started([*PRELOAD, *WORKER_PRELOAD], wait=False))
     config.stash[_PRELOADED] = stack
+    tx = config.getoption("tx", None) or []
+    if tx and all(spec == "popen" for spec in tx):  # `-n N`: N local workers, forked
+        config.option.tx = [f"popen//python={sys.executable} -m {preloaded.__name__} --stand-in"] * len(tx)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

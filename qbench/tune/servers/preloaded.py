@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -136,10 +137,11 @@ class Forked:
 
 
 def launch(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | Path | None, stdout: int,
-           new_session: bool = True) -> Forked | None:
-    """`argv` forked from the preloaded interpreter that QBENCH_PRELOADED names, stdout and stderr to
-    the file descriptor `stdout` (stdin: /dev/null); None when there is none, or it cannot run this one
-    (another interpreter or flags, an import-time environment of its own): start it the usual way then."""
+           new_session: bool = True, stdin: int | None = None, stderr: int | None = None) -> Forked | None:
+    """`argv` forked from the preloaded interpreter that QBENCH_PRELOADED names, its stdin, stdout and
+    stderr the file descriptors given (stdin: /dev/null, stderr: stdout, unless given); None when there is
+    none, or it cannot run this one (another interpreter or flags, an import-time environment of its
+    own): start it the usual way then."""
     path, folder = os.environ.get(ENV), os.path.abspath(cwd or os.getcwd())
     if not path or command(argv, folder, env.get("PATH")) is None:
         return None
@@ -148,8 +150,9 @@ def launch(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | Path | Non
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(path)
-        with open(os.devnull, "rb") as stdin:
-            socket.send_fds(connection, [len(body).to_bytes(4, "big") + body], [stdin.fileno(), stdout])
+        with open(os.devnull, "rb") as null:
+            fds = [null.fileno() if stdin is None else stdin, stdout, stdout if stderr is None else stderr]
+            socket.send_fds(connection, [len(body).to_bytes(4, "big") + body], fds)
         first, rest = _line(connection)
         reply = json.loads(first)
     except (OSError, ValueError) as exc:
@@ -160,6 +163,34 @@ def launch(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | Path | Non
         connection.close()
         return None
     return Forked(list(argv), int(reply["pid"]), connection, rest)
+
+
+def stand_in(argv: list[str], *, wait_s: float = 60.0) -> NoReturn:
+    """Run `argv` (a command of this interpreter) as a fork of the preloaded interpreter, with this
+    process's stdin, stdout, stderr, folder and environment, this process standing in for it until it
+    ends (its exit status the child's; SIGINT, SIGTERM and SIGHUP passed on); where there is none, or it
+    refuses, this process becomes the command (exec). A preloaded interpreter still importing is waited
+    for, up to `wait_s` (what its start costs is what the fork saves). For a caller that can only name
+    a program, not call `launch`: pytest-xdist's workers (tests/conftest.py)."""
+    path = os.environ.get(ENV, "")
+    deadline = time.monotonic() + wait_s
+    while path and not os.path.exists(path) and os.path.isdir(os.path.dirname(path)):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    child = launch(argv, env=os.environ, cwd=os.getcwd(), stdin=0, stdout=1, stderr=2)
+    if child is None:
+        os.execv(argv[0], argv)
+    forward = child.send_signal
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda sig, _: forward(sig))
+    for fd in (0, 1):  # the child holds them: the end of its input or output is its own, not ours
+        os.close(fd)
+    code = child.wait()
+    if code < 0:  # ended by a signal: end by it too
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code & 0xFF)
 
 
 def _line(connection: socket.socket) -> tuple[bytes, bytes]:
@@ -392,11 +423,11 @@ def _module_name(folder: str, entry: str) -> str:
 
 
 def _request(connection: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 2)
-    if len(fds) != 2 or len(data) < 4:
+    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+    if len(fds) != 3 or len(data) < 4:
         for fd in fds:
             os.close(fd)
-        raise ValueError("a request carries its length, its body and two file descriptors")
+        raise ValueError("a request carries its length, its body and three file descriptors")
     size, data = int.from_bytes(data[:4], "big"), data[4:]
     while len(data) < size:
         chunk = connection.recv(1 << 16)
@@ -427,13 +458,11 @@ def _become(request: dict[str, Any], fds: list[int], sockets: list[socket.socket
             os.close(fd)
         if request["session"]:
             os.setsid()
-        stdin, stdout = fds
-        os.dup2(stdin, 0)
-        os.dup2(stdout, 1)
-        os.dup2(stdout, 2)
-        for fd in fds:
-            if fd > 2:
-                os.close(fd)
+        moved = [os.dup(fd) for fd in fds]  # a received descriptor may be numbered 0-2 itself
+        for target, fd in enumerate(moved):
+            os.dup2(fd, target)
+        for fd in {*fds, *moved} - {0, 1, 2}:
+            os.close(fd)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -536,10 +565,13 @@ def _exit_steps() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m qbench.tune.servers.preloaded SOCKET MODULE...`: import the modules, then fork a child for
-    each request on SOCKET (prints "ready" once it listens)."""
+    each request on SOCKET (prints "ready" once it listens). `... --stand-in [-u] -m|-c|SCRIPT ...`: that
+    command, forked by the one QBENCH_PRELOADED names (`stand_in`)."""
     import gc
 
     path, *modules = argv if argv is not None else sys.argv[1:]
+    if path == "--stand-in":
+        stand_in([sys.executable, *modules])
     environment = dict(os.environ)
     for module in modules:
         importlib.import_module(module)

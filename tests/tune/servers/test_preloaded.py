@@ -187,3 +187,35 @@ def test_a_folder_with_its_own_copy_of_a_preloaded_module_is_left_to_the_caller(
         root = Path(preloaded.__file__).parents[3]
         child = launch([python, "-c", "import qbench"], cwd=root)
         assert child is not None and child.wait(30) == 0
+
+
+def test_a_stand_in_runs_its_command_forked_on_its_own_pipes(socket_path: str) -> None:
+    """`preloaded --stand-in CMD` (what xdist starts for each of the suite's workers): CMD forked, reading
+    and writing the stand-in's own pipes, its exit status the stand-in's, SIGTERM passed on; with no
+    preloaded interpreter named, the stand-in becomes CMD."""
+    code = ("import os, sys; line = sys.stdin.readline(); print('err', file=sys.stderr);"
+            "print(line.strip(), os.getppid(), flush=True); line = sys.stdin.readline(); sys.exit(int(line))")
+    stand_in = [sys.executable, "-m", preloaded.__name__, "--stand-in", "-u", "-c", code]
+    pipe = subprocess.PIPE
+    process = subprocess.Popen(stand_in, stdin=pipe, stdout=pipe, stderr=pipe, text=True)
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    process.stdin.write("hello\n")
+    process.stdin.flush()
+    said, parent = process.stdout.readline().split()
+    assert said == "hello" and socket_path in Path(f"/proc/{parent}/cmdline").read_text()  # a fork of it
+    process.stdin.write("5\n")
+    process.stdin.close()
+    assert process.wait(timeout=30) == 5 and process.stderr.read() == "err\n"
+    process.stdout.close()
+    process.stderr.close()
+
+    sleeper = subprocess.Popen([*stand_in[:-1], "import time; print('up', flush=True); time.sleep(60)"],
+                               stdout=subprocess.PIPE, text=True)
+    assert sleeper.stdout is not None and sleeper.stdout.readline() == "up\n"
+    sleeper.terminate()
+    assert sleeper.wait(timeout=30) == -signal.SIGTERM  # the child ended by it, and the stand-in too
+    sleeper.stdout.close()
+
+    env = {k: v for k, v in os.environ.items() if k != preloaded.ENV}
+    alone = subprocess.run(stand_in, input="hi\n0\n", capture_output=True, text=True, env=env, timeout=60)
+    assert alone.returncode == 0 and alone.stdout.split() == ["hi", str(os.getpid())]  # CMD itself
