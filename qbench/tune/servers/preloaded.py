@@ -178,12 +178,16 @@ def stand_in(argv: list[str], *, wait_s: float = 60.0) -> NoReturn:
         if time.monotonic() > deadline:
             break
         time.sleep(0.05)
+    passed_on = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    signal.pthread_sigmask(signal.SIG_BLOCK, passed_on)  # held from the fork until they can be passed on
     child = launch(argv, env=os.environ, cwd=os.getcwd(), stdin=0, stdout=1, stderr=2)
     if child is None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, passed_on)
         os.execv(argv[0], argv)
     forward = child.send_signal
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in passed_on:
         signal.signal(sig, lambda sig, _: forward(sig))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, passed_on)
     for fd in (0, 1):  # the child holds them: the end of its input or output is its own, not ours
         os.close(fd)
     code = child.wait()
