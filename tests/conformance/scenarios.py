@@ -118,8 +118,7 @@ def queued_in_order(traces: list[Trace]) -> bool:
     first estimations' ranks 0, 1, 2...), as the server's own messages say: a busy client's joins from
     separate sessions can arrive out of order (a busy box's Gradio queued limit_1_serialises' third job
     before its second, so re-estimated the second)."""
-    firsts = [t.first("estimation") for t in traces]
-    return [m.body["rank"] if m is not None else None for m in firsts] == list(range(len(traces)))
+    return [seen[0][0] if seen else None for seen in estimations(traces)] == list(range(len(traces)))
 
 
 def answered_in_order(traces: list[Trace]) -> bool:

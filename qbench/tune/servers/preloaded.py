@@ -174,9 +174,8 @@ def stand_in(argv: list[str], *, wait_s: float = 60.0) -> NoReturn:
     a program, not call `launch`: pytest-xdist's workers (tests/conftest.py)."""
     path = os.environ.get(ENV, "")
     deadline = time.monotonic() + wait_s
-    while path and not os.path.exists(path) and os.path.isdir(os.path.dirname(path)):
-        if time.monotonic() > deadline:
-            break
+    while (path and not os.path.exists(path) and os.path.isdir(os.path.dirname(path))
+           and time.monotonic() < deadline):
         time.sleep(0.05)
     passed_on = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     signal.pthread_sigmask(signal.SIG_BLOCK, passed_on)  # held from the fork until they can be passed on
