@@ -32,6 +32,7 @@ import selectors
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -246,9 +247,11 @@ def started(modules: Sequence[str], *, wait: bool = True) -> Iterator[str]:
     no socket there and callers start processes the usual way)."""
     with tempfile.TemporaryDirectory(prefix="qbench-preloaded-") as folder:
         path = os.path.join(folder, "socket")
-        process = subprocess.Popen([sys.executable, "-m", __name__, path, *modules], stdin=subprocess.DEVNULL,
+        # its stdin a pipe whose end this process holds: a starter killed past its finally (SIGKILL, or a
+        # SIGTERM it does not handle) closes it, and the preloaded interpreter stops with its children
+        process = subprocess.Popen([sys.executable, "-m", __name__, path, *modules], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, start_new_session=True)
-        assert process.stdout is not None
+        assert process.stdout is not None and process.stdin is not None
         before = os.environ.get(ENV)
         try:
             if wait and process.stdout.readline().strip() != b"ready":
@@ -260,6 +263,7 @@ def started(modules: Sequence[str], *, wait: bool = True) -> Iterator[str]:
                 os.environ.pop(ENV, None)
             else:
                 os.environ[ENV] = before
+            process.stdin.close()
             process.terminate()
             try:
                 process.wait(timeout=10)
@@ -290,10 +294,15 @@ class _Preloaded:
         selector = selectors.DefaultSelector()
         selector.register(self.listener, selectors.EVENT_READ)
         selector.register(self.wake_read, selectors.EVENT_READ)
+        if stat.S_ISFIFO(os.fstat(0).st_mode):  # started() holds its other end: its end is ours too
+            selector.register(0, selectors.EVENT_READ)
         while True:
             for key, _ in selector.select():
                 if key.fileobj is self.listener:
                     self.accept()
+                elif key.fileobj == 0:
+                    if not os.read(0, 4096):
+                        self.stop()
                 else:
                     with contextlib.suppress(BlockingIOError):
                         os.read(self.wake_read, 4096)

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -157,6 +158,36 @@ def test_stopping_it_stops_its_children(tmp_path: Path) -> None:
     with preloaded.started(["json"]):
         child = forked([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "log", tmp_path)
     assert child.wait(timeout=30) == -signal.SIGTERM
+
+
+def test_a_starter_killed_past_its_cleanup_takes_the_preloaded_interpreter_and_its_children_along(
+        tmp_path: Path) -> None:
+    """A starter SIGKILLed (or ended by a SIGTERM it does not handle: pytest's controller) runs no
+    `finally`; the preloaded interpreter reads the end of the pipe it held and stops, its children too."""
+    starter = ("import sys, time; from qbench.tune.servers import preloaded\n"
+               "with preloaded.started(['json']):\n"
+               "    child = preloaded.launch([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+               "                             env=dict(__import__('os').environ), cwd=None, stdout=1)\n"
+               "    print(preloaded.os.getpid(), child.pid, flush=True); time.sleep(60)")
+    process = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    _, child = map(int, process.stdout.readline().split())
+    zygote = int(subprocess.check_output(["ps", "-o", "ppid=", "-p", str(child)], text=True))
+    process.kill()
+    process.wait()
+    deadline = time.monotonic() + 30
+    while any(map(running, (zygote, child))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running(zygote) and not running(child)
+    process.stdout.close()
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` runs (an ended process not yet reaped by its new parent is a zombie: state Z)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_with_none_there_processes_start_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
