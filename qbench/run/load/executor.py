@@ -522,24 +522,35 @@ async def discover(job: Job) -> Callable[[int], str]:
         return plan_routing.label_for
 
 
-def in_loop(coro: Coroutine[Any, Any, T]) -> T:
+def in_loop(coro: Coroutine[Any, Any, T], loop: str | None = None) -> T:
     """Run a coroutine in a fresh event loop (see `_loop_factory`)."""
-    if sys.version_info < (3, 11):
+    factory = _loop_factory(loop)
+    if sys.version_info >= (3, 11):
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(coro)
+    if factory is None:
         return asyncio.run(coro)
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        return runner.run(coro)
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """The default asyncio loop; QBENCH_LOOP=uvloop opts in to uvloop (~10-20% less CPU per request,
-    but its millisecond timers wake up to 1 ms early, which the dispatcher then has to wait out)."""
-    if os.environ.get("QBENCH_LOOP", "asyncio") != "uvloop":
-        return None
+    fresh = factory()
     try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
+        return fresh.run_until_complete(coro)
+    finally:
+        fresh.run_until_complete(fresh.shutdown_asyncgens())
+        fresh.close()
+
+
+def _loop_factory(loop: str | None = None) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The default asyncio loop; QBENCH_LOOP=uvloop opts in to uvloop (~10-20% less CPU per request,
+    but its millisecond timers wake up to 1 ms early, which the dispatcher then has to wait out).
+    `loop` ("asyncio" or "uvloop"): that one, asked for by name, whatever loop policy the process has
+    installed (a Ray worker installs uvloop's)."""
+    if (loop or os.environ.get("QBENCH_LOOP", "asyncio")) == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.new_event_loop
+    return None if loop is None else asyncio.SelectorEventLoop
 
 
 def wall_to_perf(wall: float) -> float:

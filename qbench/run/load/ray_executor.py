@@ -33,6 +33,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -212,8 +213,8 @@ class _Driver:
             strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=part.index)
             actor = actor_class.options(
                 num_cpus=1, max_restarts=0, name=actor_name(self.job.run_dir.name, part.index),
-                namespace=NAMESPACE, scheduling_strategy=strategy, runtime_env={"env_vars": _loop_env()},
-            ).remote()
+                namespace=NAMESPACE, scheduling_strategy=strategy, max_concurrency=GeneratorWorker.THREADS,
+            ).remote(os.environ.get("QBENCH_LOOP", "asyncio"))
             workers.append(_Worker(part, actor, actor.run.remote(part)))
         return workers
 
@@ -412,13 +413,6 @@ def _clock_entry(w: _Worker, stats: WorkerStats, later: ClockOffset | None) -> d
     }
 
 
-def _loop_env() -> dict[str, str]:
-    """The actors' event loop is the one qbench uses elsewhere: asyncio unless QBENCH_LOOP=uvloop (Ray's
-    async actors default to uvloop, whose timers wake up early; see qbench.run.load.executor.in_loop)."""
-    loop = os.environ.get("QBENCH_LOOP", "asyncio")
-    return {"QBENCH_LOOP": loop, "RAY_USE_UVLOOP": "1" if loop == "uvloop" else "0"}
-
-
 def _offset(w: _Worker) -> float:
     return w.offset.offset_s if w.offset is not None else 0.0
 
@@ -436,70 +430,97 @@ def _cause(exc: BaseException) -> str:
 
 
 class GeneratorWorker:
-    """One part of the run in a Ray actor (an async actor: run, poll, go and stop share its loop).
+    """One part of the run in a Ray actor: a threaded actor (no async method, THREADS threads) whose `run`
+    drives the part in an event loop of its own, the one the driver names (`loop`: asyncio unless
+    QBENCH_LOOP=uvloop); ready, now, go, stop, poll and describe answer from its other threads. The loop
+    is chosen here, not by a runtime_env (RAY_USE_UVLOOP), which had Ray start each actor's process
+    through a setup process of its own (~1.5 s of CPU an actor) and never reuse an idle worker."""
 
-    It is also the part's `PartControl`: finished records wait in `_pending` until the driver polls."""
+    THREADS = 4  # run, and a poll or control call beside it
+
+    def __init__(self, loop: str = "asyncio") -> None:
+        self._loop = loop
+        self._control = _Control()
+        self.where = self._control.where = _node()
+        records_to_ipc([RequestRecord(0, 0, "", "", False, 0.0)])  # warm: pyarrow's first batch took 0.5 s
+
+    def run(self, part: Part) -> tuple[PartResult, bytes | None]:
+        result = in_loop(run_part(part, self._control), self._loop)
+        result.records = []  # they went (or go now) to the driver in batches
+        return result, self._control.take()
+
+    def ready(self) -> bool:
+        """Whether the part discovered the target and prepared its payloads (it waits for `go` then)."""
+        return self._control.go is not None
+
+    def now(self) -> float:
+        return time.time()
+
+    def go(self, start_wall_driver: float, offset_s: float) -> None:
+        """Start at the driver's `start_wall_driver`, which is `+ offset_s` on this node's clock."""
+        assert self._control.go is not None
+        self._control.go.set(wall_to_perf(start_wall_driver + offset_s))
+
+    def stop(self, kind: str, reason: str) -> None:
+        self._control.stop = (kind, reason)
+
+    def poll(self) -> tuple[LiveStats | None, bytes | None]:
+        return self._control.live, self._control.take()
+
+    def describe(self) -> str:
+        return self.where
+
+
+class _Start:
+    """The start instant, handed from a Ray thread (`set`) to the part's event loop (`wait`)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.event = asyncio.Event()
+        self.start_perf: float | None = None
+
+    def set(self, start_perf: float) -> None:
+        self.start_perf = start_perf
+        self.loop.call_soon_threadsafe(self.event.set)
+
+    async def wait(self) -> float | None:
+        await self.event.wait()
+        return self.start_perf
+
+
+class _Control:
+    """The part's `PartControl` in the actor: finished records wait in `pending` until the driver polls."""
 
     stop_when: StopHook | None = None
     signals = False
 
     def __init__(self) -> None:
-        self._pending: list[RequestRecord] = []
-        self._live: LiveStats | None = None
-        self._ready = False
-        self._go: asyncio.Event | None = None
-        self._start_perf: float | None = None
-        self._stop: tuple[str, str] | None = None
-        self.where = _node()
-        records_to_ipc([RequestRecord(0, 0, "", "", False, 0.0)])  # warm: pyarrow's first batch took 0.5 s
+        self.where = ""
+        self.pending: list[RequestRecord] = []
+        self.lock = threading.Lock()  # records() on the loop's thread, take() on a Ray thread
+        self.live: LiveStats | None = None
+        self.go: _Start | None = None
+        self.stop: tuple[str, str] | None = None
 
-    async def run(self, part: Part) -> tuple[PartResult, bytes | None]:
-        self._go = asyncio.Event()
-        result = await run_part(part, self)
-        result.records = []  # they went (or go now) to the driver in batches
-        return result, self._take()
-
-    async def ready(self) -> bool:
-        return self._ready
-
-    async def now(self) -> float:
-        return time.time()
-
-    async def go(self, start_wall_driver: float, offset_s: float) -> None:
-        """Start at the driver's `start_wall_driver`, which is `+ offset_s` on this node's clock."""
-        self._start_perf = wall_to_perf(start_wall_driver + offset_s)
-        assert self._go is not None
-        self._go.set()
-
-    async def stop(self, kind: str, reason: str) -> None:
-        self._stop = (kind, reason)
-
-    async def poll(self) -> tuple[LiveStats | None, bytes | None]:
-        return self._live, self._take()
-
-    async def describe(self) -> str:
-        return self.where
-
-    def _take(self) -> bytes | None:
-        batch, self._pending = self._pending, []
+    def take(self) -> bytes | None:
+        with self.lock:
+            batch, self.pending = self.pending, []
         return records_to_ipc(batch) if batch else None
 
-    # ---- PartControl
-
     async def discovered(self, server: dict[str, Any], http: Any, auth: dict[str, Any]) -> None:
-        self._ready = True
+        self.go = _Start()
 
     async def start_at(self) -> float | None:
-        assert self._go is not None
-        await self._go.wait()
-        return self._start_perf
+        assert self.go is not None
+        return await self.go.wait()
 
     def tick(self, stats: LiveStats) -> tuple[str, str] | None:
-        self._live = dataclasses.replace(stats, errors_by_kind=dict(stats.errors_by_kind))
-        return self._stop
+        self.live = dataclasses.replace(stats, errors_by_kind=dict(stats.errors_by_kind))
+        return self.stop
 
     def records(self, batch: list[RequestRecord]) -> None:
-        self._pending.extend(batch)
+        with self.lock:
+            self.pending.extend(batch)
 
 
 def _node() -> str:

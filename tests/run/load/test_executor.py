@@ -11,6 +11,7 @@ from qbench.run.load.executor import (
     LocalExecutor,
     PartInfo,
     PartResult,
+    in_loop,
     lost_records,
     merge,
     merge_info,
@@ -162,3 +163,24 @@ def test_bad_executor_options_are_named(load: dict[str, object], message: str) -
 def test_open_plan_type() -> None:
     s = spec(burst=3)
     assert isinstance(plan(s.load), OpenPlan)
+
+
+@pytest.mark.parametrize(("name", "kind"), [("asyncio", "SelectorEventLoop"), ("uvloop", "Loop")])
+def test_a_loop_asked_for_by_name_is_that_one_whatever_policy_the_process_installed(
+        name: str, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ray worker installs uvloop's policy before an actor runs: the loop the driver names wins."""
+    import asyncio
+
+    uvloop = pytest.importorskip("uvloop")
+    monkeypatch.setenv("QBENCH_LOOP", "asyncio")
+
+    async def loop_type() -> str:
+        return type(asyncio.get_running_loop()).__name__
+
+    before = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    try:
+        assert kind in in_loop(loop_type(), name)
+        assert in_loop(loop_type()) == "Loop"  # unnamed: the policy's (the driver installs none)
+    finally:
+        asyncio.set_event_loop_policy(before)

@@ -351,3 +351,14 @@ def test_actors_log_in_for_their_own_sessions(cluster: Any, tmp_path: Path) -> N
     assert result.run_info.auth["logins"] == 2  # one session per actor (its one user), each logged in
     for name in ("run.json", "summary.json", "records.jsonl"):
         assert password not in (result.run_dir / name).read_text()
+
+
+def test_the_actor_is_threaded_so_no_runtime_env_picks_its_loop() -> None:
+    """Ray makes an actor with any `async def` method an async actor on a loop of Ray's choosing (uvloop
+    where installed); GeneratorWorker has none, so its `run` makes the loop the driver names."""
+    import inspect
+
+    from qbench.run.load.ray_executor import GeneratorWorker
+
+    methods = [m for _, m in inspect.getmembers(GeneratorWorker, inspect.isfunction)]
+    assert methods and not any(inspect.iscoroutinefunction(m) for m in methods)
