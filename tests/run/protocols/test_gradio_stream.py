@@ -291,7 +291,9 @@ def test_the_apps_time_limit_ends_a_stream_without_an_error(mic_app: str, tmp_pa
 def test_a_webcam_streams_frames_and_each_output_frame_is_fetched_as_it_comes(mic_app: str, tmp_path: Path,
                                                                                fetch: bool) -> None:
     """A webcam's frames in, a flipped image out: each output's image is fetched as the browser showing
-    it does, once (the result repeats the last output); `fetch_outputs: false` fetches none."""
+    it does, once; the result's image too where it is not the last output's (a frame the app flipped
+    after the stream closed: on a busy box its output came only with the result, 5 fetched of 4 outputs
+    streamed); `fetch_outputs: false` fetches none."""
     path = tmp_path / "cam.yaml"
     qbench("init", mic_app, "--api", "flip", "-o", str(path))
     assert "image: {" in path.read_text()
@@ -300,7 +302,9 @@ def test_a_webcam_streams_frames_and_each_output_frame_is_fetched_as_it_comes(mi
     records = pd.read_parquet(tmp_path / "run" / "records.parquet")
     assert (records["outcome"] == "ok").all() and (records["outputs"] >= 2).all()
     if fetch:
-        assert (records["downloads"] == records["outputs"]).all() and (records["download_bytes"] > 0).all()
+        extra = records["downloads"] - records["outputs"]  # the result's own image, where it was new
+        assert extra.isin([0, 1]).all(), records[["downloads", "outputs"]]
+        assert (records["download_bytes"] > 0).all()
     else:
         assert (records["downloads"] == 0).all()
 
