@@ -1,7 +1,8 @@
 """docs/bentoml.md's commands, run as written against BentoML 1.4.40 in its own virtualenv
 (examples/bentoml/service.py served on a free port in place of 3000; `bentoml-env/bin/python` is that
-env's interpreter): the draft from its /schema.json, the capacity search at reduced size with its advice
-in BentoML's terms, and a sweep of its own knobs, each point proven."""
+env's interpreter): the draft from its /schema.json (and, on the same service, qbench.run.frameworks'
+BentoML live: the service named, its draft run with no error through the batcher), the capacity search
+at reduced size with its advice in BentoML's terms, and a sweep of its own knobs, each point proven."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
+from qbench.run.frameworks import read_framework
+from qbench.run.records import read_records
 from qbench.tune.servers.server_process import free_port
 from tests.docs.test_docs_capacity import REDUCED_CAPACITY, doc_commands
 from tests.run.test_frameworks_bentoml import BENTOML, bentoml_python, bentoml_service
@@ -54,6 +58,39 @@ def test_the_service_and_the_init_command_run(url: str, tmp_path: Path) -> None:
     example = yaml.safe_load((ROOT / "examples" / "bentoml" / "predict.yaml").read_text())
     assert drafted["endpoint"] == example["endpoint"]  # the example is the draft, sized by hand
     assert drafted["payload"]["inputs"] == example["payload"]["inputs"]
+
+
+# qbench.run.frameworks' BentoML, live, on the same service (one service start: ~6 s of CPU)
+
+
+def test_the_running_service_is_named_by_what_it_serves(url: str) -> None:
+    found = read_framework(url)
+    assert found is not None and found.name == "BentoML" and found.batchable == ("/predict",)
+
+
+def test_init_drafts_its_body_from_its_schema_and_the_scenario_runs_with_no_error(
+    url: str, tmp_path: Path
+) -> None:
+    scenario = tmp_path / "bentoml.yaml"
+    result = CliRunner().invoke(app, ["init", url, "-o", str(scenario)])
+    assert result.exit_code == 0, result.output
+    assert ("a BentoML server (service Batched: POST /predict (batchable)); its /schema.json declares POST "
+            "/predict's JSON body: texts (array)") in result.output
+    assert "each request sends one row" in result.output and "FILL IN" not in scenario.read_text()
+    written = yaml.safe_load(scenario.read_text())
+    assert written["endpoint"] == {"method": "POST", "path": "/predict", "body": {"texts": "$0"}}
+    assert written["payload"]["inputs"] == [{"json": ["{word}"]}]  # one row of the batch
+    out = tmp_path / "r"
+    result = CliRunner().invoke(app, ["run", str(scenario), "--set", "load.duration=null", "--set",
+                                      "load.requests=12", "--set", "load.warmup=0", "--set",
+                                      "load.think_time=0", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    records = read_records(out)
+    assert len(records) == 12 and [r.error_kind for r in records] == [None] * 12, [
+        r.error_message for r in records]
+    sizes = [line for line in httpx.get(f"{url}/metrics").text.splitlines()
+             if line.startswith("bentoml_service_adaptive_batch_size_count")]
+    assert sizes, "BentoML's metrics show no batch"  # the requests went through its batcher
 
 
 def test_the_capacity_command_runs_and_advises_bentomls_own_cap(url: str, tmp_path: Path) -> None:

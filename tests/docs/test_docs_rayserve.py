@@ -1,8 +1,9 @@
 """docs/rayserve.md's commands, run as written against Ray Serve 2.60 in its own virtualenv
 (examples/rayserve/app.py served on a free port in place of 8000; `rayserve-env/bin/python` is that env's
-interpreter): the draft from its route table and its code, a sweep of its own knobs at reduced size with
-each point proven and the batch cap said, the tuned app's capacity with qbench starting it, and a knob Ray
-Serve lacks refused before the app starts."""
+interpreter): the draft from its route table and its code (and, on the same app, qbench.run.frameworks'
+Ray Serve live: the framework read, a bare draft, the draft's run with no error), a sweep of its own
+knobs at reduced size with each point proven and the batch cap said, the tuned app's capacity with
+qbench starting it, and a knob Ray Serve lacks refused before the app starts."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from qbench.cli import app
+from qbench.run.frameworks import read_framework
+from qbench.run.records import read_records
 from qbench.tune.servers.server_process import free_port
 from tests.docs.framework_docs import run_doc_line
 from tests.docs.test_docs_capacity import REDUCED_CAPACITY, doc_commands
@@ -50,6 +55,22 @@ def test_the_app_and_the_init_command_run(url: str, in_tmp: Path) -> None:
     drafted = yaml.safe_load(scenario.read_text())
     example = yaml.safe_load((ROOT / "examples" / "rayserve" / "predict.yaml").read_text())
     assert drafted["endpoint"] == example["endpoint"]  # the example is the draft, sized by hand
+    assert drafted["endpoint"] == {"method": "POST", "path": "/", "body": {"input": "$0"}}
+    # the same app (one Ray instance: ~15 s of CPU) for qbench.run.frameworks' Ray Serve, live: known by
+    # its route table, a bare init says what to fill in, and the draft runs with no error
+    found = read_framework(url)
+    assert found is not None and found.name == "Ray Serve" and found.facts == "applications at / (default)"
+    bare = CliRunner().invoke(app, ["init", url, "-o", str(in_tmp / "bare.yaml")])
+    assert bare.exit_code == 0, bare.output
+    assert "qbench init --app app.py" in " ".join(bare.output.split())
+    assert "FILL IN" in (in_tmp / "bare.yaml").read_text() and "FILL IN" not in scenario.read_text()
+    result = CliRunner().invoke(app, ["run", str(scenario), "--set", "load.duration=null", "--set",
+                                      "load.requests=12", "--set", "load.warmup=0", "--set",
+                                      "load.think_time=0", "--out", str(in_tmp / "r")])
+    assert result.exit_code == 0, result.output
+    records = read_records(in_tmp / "r")
+    assert len(records) == 12 and [r.error_kind for r in records] == [None] * 12, [
+        r.error_message for r in records]
 
 
 def test_the_sweep_proves_each_point_and_says_where_max_ongoing_requests_caps_the_batch(in_tmp: Path) -> None:

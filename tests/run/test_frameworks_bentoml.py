@@ -1,6 +1,6 @@
 """qbench.run.frameworks for BentoML: a service known from its /schema.json, its APIs' input schemas as the
-request bodies; and `qbench init` on a real BentoML 1.4 service (its own cached virtualenv) drafting a
-scenario that runs with no error, one row per request to its batchable API."""
+request bodies; and the real BentoML 1.4 service the suite serves (its own cached virtualenv). `qbench init`
+on it, live, is tests/docs/test_docs_bentoml.py's: one service for the docs' draft and this module's."""
 
 from __future__ import annotations
 
@@ -10,16 +10,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
-import pytest
-import yaml
-from typer.testing import CliRunner
-
-from qbench.cli import app
 from qbench.run.frameworks import BENTOML_CAP, bentoml, bentoml_spec, read_framework
 from qbench.run.openapi_body import body_fields, request_schema
-from qbench.run.records import read_records
-from qbench.tune.servers.server_process import free_port
 from tests.run.test_frameworks import framework_python, stop_group, wait_healthy
 
 BENTOML = "1.4.40"
@@ -81,42 +73,6 @@ def bentoml_service(port: int, home: Path, extra_env: dict[str, str] | None = No
         yield url
     finally:
         stop_group(proc)
-
-
-@pytest.fixture(scope="module")
-def bentoml_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with bentoml_service(free_port(), tmp_path_factory.mktemp("bentoml")) as url:
-        yield url
-
-
-def test_a_running_service_is_named_by_what_it_serves(bentoml_url: str) -> None:
-    found = read_framework(bentoml_url)
-    assert found is not None and found.name == "BentoML" and found.batchable == ("/predict",)
-
-
-def test_init_drafts_its_body_from_its_schema_and_the_scenario_runs_with_no_error(
-    bentoml_url: str, tmp_path: Path
-) -> None:
-    scenario = tmp_path / "bentoml.yaml"
-    result = CliRunner().invoke(app, ["init", bentoml_url, "-o", str(scenario)])
-    assert result.exit_code == 0, result.output
-    assert ("a BentoML server (service Batched: POST /predict (batchable)); its /schema.json declares POST "
-            "/predict's JSON body: texts (array)") in result.output
-    assert "each request sends one row" in result.output and "FILL IN" not in scenario.read_text()
-    written = yaml.safe_load(scenario.read_text())
-    assert written["endpoint"] == {"method": "POST", "path": "/predict", "body": {"texts": "$0"}}
-    assert written["payload"]["inputs"] == [{"json": ["{word}"]}]  # one row of the batch
-    out = tmp_path / "r"
-    result = CliRunner().invoke(app, ["run", str(scenario), "--set", "load.duration=null", "--set",
-                                      "load.requests=12", "--set", "load.warmup=0", "--set",
-                                      "load.think_time=0", "--out", str(out)])
-    assert result.exit_code == 0, result.output
-    records = read_records(out)
-    assert len(records) == 12 and [r.error_kind for r in records] == [None] * 12, [
-        r.error_message for r in records]
-    sizes = [line for line in httpx.get(f"{bentoml_url}/metrics").text.splitlines()
-             if line.startswith("bentoml_service_adaptive_batch_size_count")]
-    assert sizes, "BentoML's metrics show no batch"  # the requests went through its batcher
 
 
 def test_a_path_that_times_out_is_no_answer_and_the_next_is_asked() -> None:

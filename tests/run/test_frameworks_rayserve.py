@@ -1,7 +1,7 @@
 """qbench.run.frameworks for Ray Serve: an app known from its proxy's route table (GET /-/routes), the keys
-its `__call__` reads from `await request.json()` read from the app's code; and `qbench init` on a real
-Ray Serve 2.60 app (its own cached virtualenv, a Ray instance of its own) drafting a scenario that runs
-with no error, its requests batched by @serve.batch."""
+its `__call__` reads from `await request.json()` read from the app's code; and the real Ray Serve 2.60 app
+the suite serves (its own cached virtualenv, a Ray instance of its own). `qbench init` on it, live, is
+tests/docs/test_docs_rayserve.py's: one Ray instance for the docs' draft and this module's."""
 
 from __future__ import annotations
 
@@ -14,13 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
-from typer.testing import CliRunner
 
-from qbench.cli import app
-from qbench.run.frameworks import RAYSERVE_CAP, rayserve, read_framework, request_keys
-from qbench.run.records import read_records
-from qbench.tune.servers.server_process import free_port
+from qbench.run.frameworks import RAYSERVE_CAP, rayserve, request_keys
 from tests.gradio_versions.envs import EnvError, ensure_named_env
 from tests.run.test_frameworks import stop_group, wait_healthy
 
@@ -98,35 +93,3 @@ def wait_deployed(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s:
                 return
         time.sleep(0.3)
     raise AssertionError(f"{url}: no application deployed in {timeout_s:g} s: {log.read_text()[-2000:]}")
-
-
-@pytest.fixture(scope="module")
-def rayserve_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with rayserve_app(free_port(), tmp_path_factory.mktemp("rayserve")) as url:
-        yield url
-
-
-def test_init_names_ray_serve_and_with_the_app_drafts_a_scenario_that_runs_with_no_error(
-    rayserve_url: str, tmp_path: Path
-) -> None:
-    found = read_framework(rayserve_url)
-    assert found is not None and found.name == "Ray Serve" and found.facts == "applications at / (default)"
-    bare = CliRunner().invoke(app, ["init", rayserve_url, "-o", str(tmp_path / "bare.yaml")])
-    assert bare.exit_code == 0, bare.output
-    said = " ".join(bare.output.split())
-    assert "a Ray Serve server (applications at / (default)); it publishes no API description" in said
-    assert "qbench init --app app.py" in said and "FILL IN" in (tmp_path / "bare.yaml").read_text()
-    scenario = tmp_path / "rayserve.yaml"
-    result = CliRunner().invoke(app, ["init", rayserve_url, "--app", str(RAYSERVE_APP), "-o", str(scenario)])
-    assert result.exit_code == 0, result.output
-    assert "its app's code reads input" in result.output and "FILL IN" not in scenario.read_text()
-    assert yaml.safe_load(scenario.read_text())["endpoint"] == {"method": "POST", "path": "/",
-                                                                "body": {"input": "$0"}}
-    out = tmp_path / "r"
-    result = CliRunner().invoke(app, ["run", str(scenario), "--set", "load.duration=null", "--set",
-                                      "load.requests=12", "--set", "load.warmup=0", "--set",
-                                      "load.think_time=0", "--out", str(out)])
-    assert result.exit_code == 0, result.output
-    records = read_records(out)
-    assert len(records) == 12 and [r.error_kind for r in records] == [None] * 12, [
-        r.error_message for r in records]
