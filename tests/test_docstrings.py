@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.syntax import parse
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("qbench", "reference_server")
 # Packages whose docstring is a one-line summary by design (their members are listed elsewhere).
@@ -34,7 +36,7 @@ def _rel(path: Path) -> str:
 
 @pytest.mark.parametrize("package", [_rel(p) for p in _packages() if _rel(p) not in UNMAPPED])
 def test_package_docstring_maps_every_module(package: str) -> None:
-    doc = ast.get_docstring(ast.parse((REPO / package / "__init__.py").read_text(encoding="utf-8"))) or ""
+    doc = ast.get_docstring(parse(REPO / package / "__init__.py")) or ""
     missing = [m for m in _members(REPO / package) if not re.search(rf"(?<![\w/]){re.escape(m)}", doc)]
     assert not missing, f"{package}/__init__.py's docstring does not map: {', '.join(missing)}"
 
@@ -42,7 +44,7 @@ def test_package_docstring_maps_every_module(package: str) -> None:
 def _docstrings() -> Iterator[tuple[str, str]]:
     for top in PACKAGES:
         for path in sorted((REPO / top).rglob("*.py")):
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tree = parse(path)
             for node in ast.walk(tree):
                 if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                     doc = ast.get_docstring(node)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.syntax import parse
+
 ROOT = Path(__file__).resolve().parents[1] / "qbench"
 SERVER = ROOT.parent / "reference_server"
 
@@ -35,7 +37,7 @@ def _module_name(path: Path) -> str:
 def _imports(path: Path, package: str = "qbench") -> set[str]:
     """The modules of `package` that `path` imports, anywhere in the file."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parse(path)):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if node.module.startswith(package):
                 found.add(node.module)
@@ -112,7 +114,7 @@ def test_the_stages_above_run_import_it_through_its_face() -> None:
     for path in sorted(ROOT.rglob("*.py")):
         if _part(_module_name(path)) not in ABOVE_RUN:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(path)):
             if isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
             elif isinstance(node, ast.Import):
@@ -133,7 +135,7 @@ def test_runs_face_names_what_it_exports() -> None:
     import qbench.run as face
 
     typed: dict[str, set[str]] = {}
-    for node in ast.walk(ast.parse((ROOT / "run" / "__init__.py").read_text(encoding="utf-8"))):
+    for node in ast.walk(parse(ROOT / "run" / "__init__.py")):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("qbench.run."):
             typed.setdefault(node.module or "", set()).update(a.name for a in node.names)
     assert typed == {module: set(names) for module, names in face.FACE.items()}
@@ -230,7 +232,7 @@ def test_no_function_is_longer_than_a_screen() -> None:
     long = []
     for root in (ROOT, SERVER):
         for path in sorted(root.rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for node in ast.walk(parse(path)):
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                     lines = (node.end_lineno or node.lineno) - node.lineno + 1
                     if lines > MAX_FUNCTION_LINES:
@@ -249,7 +251,7 @@ def test_the_command_line_is_one_small_module_per_command() -> None:
             big.append(path.name)
         if "locals()" in text:
             wild.append(path.name)
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(parse(text)):
             decorated = isinstance(node, ast.FunctionDef) and any(
                 isinstance(d, ast.Call) and getattr(d.func, "id", "") == "command"
                 for d in node.decorator_list)

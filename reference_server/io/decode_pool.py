@@ -21,6 +21,7 @@ returns errors as values (`Failed`), so a bad upload or image fails only its own
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import itertools
 import multiprocessing
@@ -296,6 +297,9 @@ class _Link:
                     future.set_exception(WorkerLost(f"a decode worker exited ({exc})"))
             self.pending.clear()
             self.on_lost()
+            self.writer.close()  # the stream keeps the error too: take it, or the collector logs it as
+            with contextlib.suppress(ConnectionError):  # "Future exception was never retrieved"
+                await self.writer.wait_closed()
 
 
 # ---------------------------------------------------------------- the worker's loop

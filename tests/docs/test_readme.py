@@ -37,6 +37,7 @@ from reference_server.settings import (
     read_settings_file,
 )
 from reference_server.testing import RunningServer, serve_in_thread
+from tests.syntax import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -441,7 +442,7 @@ def test_every_readme_command_is_covered() -> None:
 
 
 def defined_tests(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parse(path)
     return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
 
 

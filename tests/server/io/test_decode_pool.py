@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from reference_server.io.decode_pool import (
     Failed,
     PixelPrep,
     WorkerLost,
+    _Link,
     decode_image,
     parse_upload,
     worker_count,
@@ -117,6 +119,27 @@ def test_the_pool_answers_from_the_event_loop_and_replaces_a_worker_that_died() 
 
 
 # ---------------------------------------------------------------- uploads in memory
+def test_a_worker_that_reset_its_socket_leaves_no_error_for_the_collector_to_log() -> None:
+    async def reset() -> bool:
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
+        reader, writer = await asyncio.open_connection(sock=ours)
+        link = _Link(reader, writer)
+        link.task = asyncio.create_task(link.read_results())
+        call = asyncio.ensure_future(link.call(len, ("abc",)))
+        await asyncio.sleep(0.05)
+        theirs.close()  # closed with our call unread: a reset, as from a killed worker
+        await link.task
+        with pytest.raises(WorkerLost):
+            await call
+        assert link.lost is not None and "reset" in link.lost
+        # the stream's close waiter holds the same error: unless taken, the collector's finalizer logs it
+        # ("Future exception was never retrieved"), at any moment in any later test of the process
+        return bool(writer._protocol._closed._log_traceback)  # type: ignore[attr-defined]
+
+    assert asyncio.run(reset()) is False
+
+
 def test_uploads_stay_in_memory_within_the_budget_and_spill_to_disk(tmp_path: Path) -> None:
     store = FileStore(tmp_path, memory_budget=10)
     first = store.put_upload("a.bin", b"123456")

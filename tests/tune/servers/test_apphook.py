@@ -25,11 +25,12 @@ from qbench.tune.servers.apphook import (
     read_hook_record,
 )
 from tests.startup import FOLDER, with_startup
+from tests.syntax import parse
 
 
 @pytest.mark.parametrize("path", HOOK_FILES, ids=lambda p: p.name)
 def test_the_hook_imports_nothing_of_qbench(path: Path) -> None:
-    tree = ast.parse(path.read_text())
+    tree = parse(path)
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not [n for n in names if n == "qbench" or n.startswith("qbench.")]  # the app's env has no qbench
