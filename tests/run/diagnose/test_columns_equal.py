@@ -1,10 +1,9 @@
-"""The diagnosis, the app notes, steadiness and "alongside" from columns are today's, to the last digit.
+"""The diagnosis, the app notes, steadiness and "alongside" are the golden ones, from every source.
 
-Each figure is computed twice over many shapes of run: by the record-by-record code the columns
-replaced (kept in tests/run/diagnose/legacy as the oracle) and by the column code, from the records
-(Columns.of) and from records.parquet (Columns.read, a few columns at a time). Every finding's
-to_dict(), note, Steadiness.to_dict(), Alongside.to_dict(), phase median and demand must be equal, key
-order included (compared as JSON text: NaN equals NaN, floats to the last digit).
+Over many seeded shapes of run, every finding's to_dict(), note, Steadiness.to_dict(), Alongside.to_dict(),
+phase median and demand is computed from the records, from their columns (Columns.of) and from
+records.parquet (Columns.read, a few columns at a time), and must equal the stored golden output
+(tests/golden.py; written when the columns replaced the record-by-record code and equal to its figures).
 """
 
 from __future__ import annotations
@@ -23,13 +22,8 @@ from qbench.run.diagnose import app_errors, diagnose, diagnose_mix, diagnose_pha
 from qbench.run.records import RequestRecord, read_records, write_parquet
 from qbench.run.results import alongside, steady
 from qbench.run.results.summary import Summary, summarize
+from tests import golden
 from tests.run.conftest import scenario
-from tests.run.diagnose.legacy import alongside as old_alongside
-from tests.run.diagnose.legacy import app_errors as old_app_errors
-from tests.run.diagnose.legacy import diagnose as old_diagnose
-from tests.run.diagnose.legacy import diagnose_mix as old_mix
-from tests.run.diagnose.legacy import diagnose_phases as old_phases
-from tests.run.diagnose.legacy import steady as old_steady
 from tests.run.diagnose.test_diagnose import reference_status, shared_cpu, usage_server
 from tests.run.diagnose.test_diagnose_closed import closed_loop
 from tests.run.results.test_steady import leaking, queue
@@ -188,44 +182,33 @@ RUNS: dict[str, Callable[[], tuple[list[RequestRecord], dict[str, Any] | None]]]
 }
 
 
-def _text(value: Any) -> str:
-    return json.dumps(value, default=lambda o: o.to_dict() if hasattr(o, "to_dict") else repr(o))
-
-
-def _figures(diag: Any, phases: Any, notes: Any, stead: Any, along: Any, records: Any, summary: Summary,
-             server: dict[str, Any] | None) -> dict[str, str]:
-    """Every figure of one implementation (modules given) over `records` (a list or Columns); the
-    summary is another part's: the same object for both."""
+def _figures(records: Any, summary: Summary, server: dict[str, Any] | None) -> dict[str, Any]:
+    """Every figure over `records` (a list or Columns); the summary is another part's."""
     starts = {e: 5.0 * n for n, e in enumerate(ENDPOINTS)}
     out = {
-        "diagnose_run": _text(diag[1].diagnose_run(records, summary, server, ["lagging"], cpus=4)),
-        "diagnose": _text(diag[0].diagnose(records, summary, server, describe=False)),
-        "closed_loop_users": _text(diag[0].closed_loop_users(records)),
-        "phase_medians": _text(phases.phase_medians(records)),
-        "demand": _text(phases.demand(records)),
-        "explain": _text(notes.explain(records, SCENARIO, server)),
-        "split_sessions": _text([notes.split_sessions(records, server, short=s) for s in (False, True)]),
-        "most_open": _text(notes.most_open(records)),
-        "alongside": _text(along.alongside(records, starts)),
-        "alongside_end": _text(along.alongside(records, starts, 4.0)),
+        "diagnose_run": diagnose_mix.diagnose_run(records, summary, server, ["lagging"], cpus=4),
+        "diagnose": diagnose.diagnose(records, summary, server, describe=False),
+        "closed_loop_users": diagnose.closed_loop_users(records),
+        "phase_medians": diagnose_phases.phase_medians(records),
+        "demand": diagnose_phases.demand(records),
+        "explain": app_errors.explain(records, SCENARIO, server),
+        "split_sessions": [app_errors.split_sessions(records, server, short=s) for s in (False, True)],
+        "most_open": app_errors.most_open(records),
+        "alongside": alongside.alongside(records, starts),
+        "alongside_end": alongside.alongside(records, starts, 4.0),
     }
     for margin, bound in ((0.025, None), (0.1, 1.0), (0.005, 0.2)):
-        out[f"steadiness {margin} {bound}"] = _text(stead.steadiness(records, margin, bound_s=bound))
+        out[f"steadiness {margin} {bound}"] = steady.steadiness(records, margin, bound_s=bound)
     return out
 
 
 @pytest.mark.parametrize("name", list(RUNS))
-def test_every_figure_from_columns_is_todays(name: str, tmp_path: Path) -> None:
+def test_every_figure_is_the_golden_one_from_every_source(name: str, tmp_path: Path) -> None:
     records, server = RUNS[name]()
     summary = summarize(records, None)
-    old = _figures((old_diagnose, old_mix), old_phases, old_app_errors, old_steady, old_alongside, records,
-                   summary, server)
     write_parquet(records, tmp_path / "records.parquet")
-    new_modules = ((diagnose, diagnose_mix), diagnose_phases, app_errors, steady, alongside)
     for cols in (records, Columns.of(records), Columns.read(tmp_path, keep=2)):
-        new = _figures(*new_modules, cols, summary, server)
-        for key, text in old.items():
-            assert new[key] == text, f"{name}: {key} from {type(cols).__name__}"
+        golden.check("diagnose", name, _figures(cols, summary, server))
 
 
 def test_held_columns_read_each_label_column_once(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -16,6 +15,7 @@ from qbench.report.compare import compare
 from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord
 from qbench.run.results.paired import pair_runs, unpaired_phase
+from tests import golden
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "report"))
 from report_synth import simulate, write_run  # noqa: E402
@@ -110,11 +110,9 @@ def test_too_few_requests_are_not_judged(n: int) -> None:
     assert not result.shared and "unpaired" in result.reason
 
 
-# ---------------------------------------------------------------- the same figures as before (issue 47)
+# ---------------------------------------------------------------- the golden figures (tests/golden.py)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-sys.path.insert(0, str(Path(__file__).parent))
-import paired_before  # noqa: E402  (the records-and-loops implementation this module replaced)
 from end_of_run import chunk_records  # noqa: E402  (realistic Gradio records, in completion order)
 
 
@@ -122,19 +120,6 @@ def _gradio(n: int, seed: int, factor: float = 1.0) -> list[RequestRecord]:
     """Chat and non-chat requests with every error kind, a warm-up, in the order they finished."""
     records, _ = chunk_records(np.random.default_rng(seed), 0, n, 0.0, 200.0, factor, 0.5)
     return records
-
-
-def _same(old: object, new: object) -> bool:
-    """Equal to the last digit, NaN equal to NaN, dataclasses field by field."""
-    if hasattr(old, "__dataclass_fields__"):
-        return _same(asdict(old), asdict(new))  # type: ignore[call-overload]
-    if isinstance(old, dict) and isinstance(new, dict):
-        return old.keys() == new.keys() and all(_same(old[k], new[k]) for k in old)
-    if isinstance(old, list | tuple) and isinstance(new, list | tuple):
-        return len(old) == len(new) and all(_same(x, y) for x, y in zip(old, new, strict=True))
-    if isinstance(old, float) and isinstance(new, float) and math.isnan(old):
-        return math.isnan(new)
-    return type(old) is type(new) and old == new
 
 
 def _pairs() -> dict[str, tuple[list[RequestRecord], list[RequestRecord]]]:
@@ -160,22 +145,28 @@ def _pairs() -> dict[str, tuple[list[RequestRecord], list[RequestRecord]]]:
 
 
 @pytest.mark.parametrize("case", list(_pairs()))
-def test_the_figures_are_the_ones_the_records_gave(case: str) -> None:
-    """Every field of the Pairing and of each phase, the same digits as the records-and-loops code."""
+def test_the_figures_are_the_golden_ones(case: str) -> None:
+    """Every field of the Pairing and of each phase, the golden digits (written when the columns replaced
+    the records-and-loops code, and equal to its figures)."""
     a, b = _pairs()[case]
-    old = paired_before.pair_runs(a, b, seed=4)
     new = pair_runs(cols(a), cols(b), seed=4)
-    assert _same(old, new), (old, new)
+    golden.check("paired", case, asdict(new))
     assert new.phases or case == "too few"
 
 
 @pytest.mark.parametrize("n", [10, 11, 64, 999, 4_000, 50_001])
 def test_the_block_bootstrap_medians_are_the_gathered_resamples_medians(n: int) -> None:
-    """The resampled medians, found without gathering the resamples, equal np.median of each gathered
-    resample (ties included: values rounded to the millisecond), seed for seed."""
-    from qbench.run.results.paired import _block_bootstrap
+    """The resampled medians, found without gathering the resamples, equal np.median of each resample
+    gathered by brute force (ties included: values rounded to the millisecond), seed for seed: windows of
+    `length` consecutive values at starts drawn 100 series at a time, end to end, cut to n values."""
+    from qbench.run.results.paired import _block_bootstrap, blocks
 
     x = np.round(np.random.default_rng(n).lognormal(-3, 1, n), 3)
     resamples = 2000 if n < 10_000 else 150
-    old = paired_before._block_bootstrap(x, np.random.default_rng(1), resamples)
-    assert np.array_equal(_block_bootstrap(x, np.random.default_rng(1), resamples), old)
+    length = -(-n // blocks(n))
+    count = -(-n // length)
+    rng = np.random.default_rng(1)
+    starts = np.concatenate([rng.integers(0, n - length + 1, size=(min(100, resamples - first), count))
+                             for first in range(0, resamples, 100)])
+    brute = [np.median(np.concatenate([x[s:s + length] for s in row])[:n]) for row in starts]
+    assert np.array_equal(_block_bootstrap(x, np.random.default_rng(1), resamples), np.array(brute))

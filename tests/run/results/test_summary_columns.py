@@ -1,14 +1,13 @@
-"""The summary from columns is the summary from records, key for key and digit for digit.
+"""The summary is the golden one, key for key and digit for digit, from records and from records.parquet.
 
-The oracle is the list-of-records implementation qbench had before (tests/run/results/summary_oracle.py,
-kept verbatim). Each shape of run below is summarised both ways, from the records' columns
-(`Columns.of`) and from the records.parquet they write (`Columns.read`), and the two `to_dict()`s must
-serialise to the same JSON text (every key, every digit, a float never an int or a numpy scalar).
+Each shape of run below is summarised from the records' columns (`Columns.of`) and from the
+records.parquet they write (`Columns.read`); each number's type is checked (a float never an int or a
+numpy scalar) and the `to_dict()` must equal the stored golden output (tests/golden.py; written when the
+columns replaced the list-of-records summary, and equal to its figures).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Callable
@@ -24,8 +23,7 @@ from qbench.run.records import RequestRecord, read_records, write_parquet
 from qbench.run.results import summary as new
 from qbench.run.results.server_phases import TraceReport
 from qbench.run.scenario.scenario import Slo
-
-from . import summary_oracle as old
+from tests import golden
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 from end_of_run import chunk_records  # noqa: E402  (the benchmark's realistic Gradio records)
@@ -155,8 +153,8 @@ CASES: dict[str, tuple[Shape, dict[str, Any]]] = {
 }
 
 
-def exact(summary: Any) -> str:
-    """The summary as JSON text, each number's type checked: what summary.json would hold."""
+def checked(summary: Any) -> dict[str, Any]:
+    """The summary's to_dict(), each number's type checked: what summary.json would hold."""
     def check(value: Any) -> None:
         if isinstance(value, dict):
             for v in value.values():
@@ -167,44 +165,30 @@ def exact(summary: Any) -> str:
         else:
             assert value is None or type(value) in (int, float, str, bool), (type(value), value)
 
-    data = without_device(summary.to_dict())  # added since the oracle: tests/run/results/test_device.py
+    data: dict[str, Any] = summary.to_dict()
     check(data)
-    return json.dumps(data, indent=1)
-
-
-def without_device(data: Any) -> Any:
-    if isinstance(data, dict):
-        return {k: without_device(v) for k, v in data.items() if k != "device"}
     return data
-
-
-def old_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    out = dict(kwargs)
-    if "generator" in out:
-        out["generator"] = old.GeneratorStats(**vars(out["generator"]))
-    return out
 
 
 @pytest.mark.parametrize("source", ["records", "parquet"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_the_summary_from_columns_is_the_summary_from_records(case: str, source: str, tmp_path: Path) -> None:
+def test_the_summary_is_the_golden_one_from_records_and_parquet(case: str, source: str,
+                                                                tmp_path: Path) -> None:
     shape, kwargs = CASES[case]
     records = shape(np.random.default_rng(sorted(CASES).index(case)))
-    want = old.summarize(records, **old_kwargs(kwargs))
     if source == "parquet":
         write_parquet(records, tmp_path / "records.parquet")
         cols = Columns.read(tmp_path, keep=3)
     else:
         cols = Columns.of(records)
-    got = new.summarize(cols, **kwargs)
-    assert exact(got) == exact(want)
+    golden.check("summary", case, checked(new.summarize(cols, **kwargs)))
 
 
 @pytest.mark.parametrize("run", sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()))
 def test_a_real_gpu_run_summarises_the_same(run: str) -> None:
     records = read_records(FIXTURES / run)
     slo = Slo(p95_latency_s=0.5, p99_service_s=0.3, error_rate=0.01, min_goodput=1.0)
-    want = old.summarize(records, slo)
-    assert exact(new.summarize(Columns.read(FIXTURES / run), slo)) == exact(want)
-    assert exact(new.summarize(records, slo)) == exact(want)  # the records still summarise as columns
-    assert want.completed_ok > 5_000 and not math.isnan(want.latency["latency_s"].p99 or math.nan)
+    got = new.summarize(Columns.read(FIXTURES / run), slo)
+    golden.check("summary", f"gpu {run}", checked(got))
+    golden.check("summary", f"gpu {run}", checked(new.summarize(records, slo)))  # records, as columns
+    assert got.completed_ok > 5_000 and not math.isnan(got.latency["latency_s"].p99 or math.nan)
