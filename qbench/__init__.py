@@ -1,17 +1,8 @@
 """qbench: load-test and tune queued inference servers (Gradio apps first, plain HTTP second).
 
-The pipeline, one folder a stage (imports flow down the list; `report` reads what `run` and `tune` wrote):
-
-    run/       scenario -> schedule -> payloads -> protocols -> load generator -> records -> summary
-    tune/      grid -> search (grid, smart, model) -> launch a server per point -> sweep -> recommendation
-    report/    run and sweep folders on disk -> charts, HTML/markdown report, compare
-    analysis.py  pandas views of runs and sweeps for notebooks (load_run, load_sweep)
-    errors.py    the user-facing failures (per-request problems are error kinds on records)
-    cli/       the `qbench` command line: a thin shell over the library, one module per command
-    demo.py      `qbench demo`: the main job end to end on an embedded default
-
-The few public entry points are importable from here; they load lazily, so `import qbench` is cheap.
-"""
+One folder a stage, imports flowing down: run/ (scenario -> records -> summary), tune/ (sweeps, capacity,
+recommendations), report/ (charts, reports, compare, from folders on disk); beside them analysis.py (pandas
+views), errors.py (user-facing failures), cli/ (the command line), demo.py. Entry points here load lazily."""
 
 from __future__ import annotations
 

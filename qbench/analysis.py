@@ -1,38 +1,5 @@
-"""pandas views of runs and sweeps, for notebooks.
-
-    from qbench.analysis import load_run, load_sweep, join_runs
-
-    run = load_run("reports/run-image-20261123-101500")
-    run.records                       # one row per scheduled request, every column (see below)
-    run.frame("latency_s", "endpoint")           # only these columns, read from records.parquet
-    run.percentiles("latency_s", window_s=10)    # p50/p95/p99 per 10 s window of intended send time
-    run.errors_over_time(window_s=10)            # requests per outcome / error kind per window
-    run.summary.phase("latency_s").p95           # the figures `qbench run` printed (summary.json)
-    run.time_split()                  # where the time went: per endpoint and phase, n, p50, p90 (s)
-
-    sweep = load_sweep("reports/sweep-image-20261123-101500")
-    sweep.points                      # one row per measured configuration (knobs + figures, sweep.parquet)
-    sweep.run("p003").records         # one point's requests, read on demand
-
-`records` columns: every `RequestRecord` field (`request_id`, `endpoint`, `warmup`, `*_at_s` times in
-seconds from the run's start on one monotonic clock, `outcome`, `error_kind`, `error_message`,
-`http_status`, `rank`...), the derived phases in seconds (`latency_s` from the intended send time,
-`latency_from_send_s`, `send_lag_s`, `queue_wait_s`, `service_s`, `ttfo_s`, `eta_error_s`; NaN where a
-phase did not happen), the server's own phases when it reported them (`server_queue_wait_s`,
-`server_fn_s`... and `client_only_s`, the rest from the send to the result; see
-qbench.run.results.server_phases) and `ok` (bool). The summary is the one `qbench report` shows
-(summary.json's, or recomputed from the records where the run wrote none), so a notebook and the report
-agree.
-
-A run of millions of requests loads lazily: `load_run` reads run.json, summary.json and the Parquet
-file's metadata, nothing per request. `frame(*names)` and the helpers below (`percentiles`,
-`errors_over_time`, `phase_table`, `time_split`, `join_runs`) read only the columns they need, one
-8-byte array each (3.6 M requests: ~29 MiB a column), from records.parquet (pyarrow's column
-selection, through qbench.run.columns), not the run's ~60 columns: all of them over a 3.6 M-request run
-take ~10 s and ~630 MiB peak (pandas included) on a 2-core box. `records`, every column of
-every request as one DataFrame, is read the first time it is asked for (about 1 KB a request in pandas:
-choose the columns with `frame` on a long run).
-"""
+"""pandas views of runs and sweeps, for notebooks: `load_run`, `load_sweep`, `join_runs`. Loaded lazily: a
+column is read from records.parquet when asked for (`frame`); `records`, every column, on first use."""
 
 from __future__ import annotations
 
@@ -114,13 +81,8 @@ class RunData:
         by: str = "intended_at_s",
         warmup: bool = False,
     ) -> pd.DataFrame:
-        """Percentiles of one phase per time window, over ok requests.
-
-        Rows: windows of `window_s` seconds of `by` (the intended send time by default, so a slow
-        request counts where it arrived), labelled by the window's start. Columns: `count` (ok
-        requests in the window) and `p50`, `p95`... (numpy's linear method, as the summary uses).
-        Failed requests have no latency; see `errors_over_time` for them.
-        """
+        """Percentiles of one phase over ok requests per `window_s` window of `by` (intended send time by
+        default), labelled by the window's start; columns `count`, `p50`, `p95`..."""
         _check_name(phase, "phase")
         _check_name(by, "by")
         rows = self.frame(phase, by, "ok", warmup=warmup)
@@ -134,12 +96,8 @@ class RunData:
         return table
 
     def errors_over_time(self, window_s: float = 10.0, warmup: bool = True) -> pd.DataFrame:
-        """Requests per window by what happened to them: an `ok` column and one per error kind.
-
-        A request counts in the window where it ended (completed or given up), else where it was
-        sent, else where it was meant to be sent; warm-up is included by default (a time series of
-        the whole run).
-        """
+        """Requests per window by outcome (`ok` and one column per error kind), counted where each ended, else
+        was sent, else was meant to be sent; warm-up included by default."""
         rows = self.frame("completed_at_s", "sent_at_s", "intended_at_s", "ok", warmup=warmup)
         when = rows["completed_at_s"].fillna(rows["sent_at_s"]).fillna(rows["intended_at_s"])
         codes, kinds = self.columns.labels("error_kind")
@@ -163,9 +121,8 @@ class RunData:
         return pd.DataFrame.from_dict(table, orient="index")
 
     def time_split(self, q: Sequence[float] = (50, 90), warmup: bool = False) -> pd.DataFrame:
-        """Where the time went: rows (endpoint, phase) for client-only time and each phase the server
-        reported (seconds; `server_batch_size` in requests), columns `count` and the percentiles of ok
-        requests. Empty when the server reported no phases."""
+        """Where the time went: rows (endpoint, phase), columns `count` and percentiles of ok requests (s;
+        `server_batch_size` in requests); empty when the server reported no phases."""
         rows = self._ok_rows(warmup)
         codes, endpoints = self.columns.labels("endpoint")
         mine = {e: rows & (codes == endpoints.index(e)) for e in sorted(endpoints)}
@@ -220,9 +177,7 @@ class SweepData:
         return self._runs[point_id]
 
     def records(self, point_ids: Sequence[str] | None = None) -> pd.DataFrame:
-        """Records of several points in one frame, with `point_id` and the point's knob values as
-        leading columns. By default every point that has records (a point whose server failed to
-        start has none and is left out)."""
+        """Records of several points, `point_id` and knob values first (default: all points with records)."""
         ids = list(point_ids) if point_ids is not None else self._points_with_records()
         frames = []
         for point_id in ids:
@@ -274,13 +229,8 @@ def load_sweep(path: str | Path) -> SweepData:
 def join_runs(
     a: RunData, b: RunData, phases: Sequence[str] = ("latency_s", "queue_wait_s", "service_s")
 ) -> pd.DataFrame:
-    """Two runs side by side, request by request (matched on `request_id`).
-
-    Columns: `intended_at_s_a/_b`, `outcome_a/_b`, each phase with `_a` and `_b`, and `<phase>_diff`
-    (B - A, seconds). Only requests present in both runs are kept. The pairing is meaningful when
-    both runs followed the same schedule (same scenario, seed and rate): then the per-request
-    difference cancels the arrival noise that an unpaired comparison carries.
-    """
+    """Two runs side by side, matched on `request_id` (requests in both only): each phase `_a`, `_b` and
+    `<phase>_diff` (B - A, s). Meaningful when both runs followed the same schedule."""
     for phase in phases:
         _check_name(phase, "phase")
     keep = ["request_id", "intended_at_s", "outcome", *phases]
@@ -295,8 +245,7 @@ def _present(values: np.ndarray) -> np.ndarray:
 
 
 def _crosstab(window: np.ndarray, kind: np.ndarray, names: list[str]) -> pd.DataFrame:
-    """Rows per (window, kind) as pandas.crosstab counts them (NaN windows left out, kinds that no row
-    has left out), with integer codes rather than a Python string per row."""
+    """Rows per (window, kind) as pandas.crosstab counts them (NaN windows and absent kinds left out)."""
     keep = ~np.isnan(window)
     starts, row = np.unique(window[keep], return_inverse=True)
     counts = np.bincount(row * len(names) + kind[keep], minlength=starts.size * len(names))
@@ -320,8 +269,7 @@ _INTS = frozenset(n for n, f in RequestRecord.__dataclass_fields__.items() if st
 
 
 def _column(cols: Columns, name: str) -> np.ndarray:
-    """One column as `records` holds it: strings as objects (None where missing), whole numbers as
-    int64, flags as bool, everything else float64 with NaN."""
+    """One column as `records` holds it: strings as objects (None), int64, bool, else float64 with NaN."""
     if name == "ok":
         return cols.ok()
     if name == "warmup":
@@ -335,8 +283,7 @@ def _column(cols: Columns, name: str) -> np.ndarray:
 
 
 def _whole_frame(path: Path) -> pd.DataFrame:
-    """Every column of every record: records.parquet as written (stored fields and derived phases),
-    else the records read back (records.jsonl), plus `ok`."""
+    """Every column of every record (records.parquet, else records.jsonl read back), plus `ok`."""
     if has_parquet(path):
         import pyarrow as pa
         import pyarrow.parquet as pq

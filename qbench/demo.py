@@ -1,13 +1,5 @@
-"""`qbench demo`: the main job end to end on an embedded default.
-
-Starts the reference server with the `image` preset (a ViT-base-sized classifier, random init, batched),
-loads it with Poisson arrivals that upload generated images, prints the summary and writes the report.
-Everything a user would otherwise type as three commands:
-
-    qbench serve --preset image
-    qbench run scenarios/image.yaml --target URL
-    qbench report reports/<run-id>
-"""
+"""`qbench demo`: the main job end to end on an embedded default: serve the `image` preset, load it with
+Poisson arrivals uploading generated images, print the summary and write the report."""
 
 from __future__ import annotations
 

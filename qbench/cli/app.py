@@ -1,16 +1,5 @@
-"""The `qbench` Typer app, its one QbenchError handler, and commands declared by their options' type.
-
-A command is a frozen dataclass of its options (each field `Annotated[type, typer.Option(...)]`, its
-default the option's) and a handler that takes one value of it:
-
-    @command("report")
-    def report(args: ReportArgs) -> None: ...
-
-`command` gives Typer a function whose parameters are the dataclass's fields, in their order, and calls
-the handler with the options parsed into one `ReportArgs`: an option is declared once, read once, typed
-once. A field with `metadata={"cli": False}` is not an option (set by the wrapper: the arguments after
-`--` of a command that takes them).
-"""
+"""The `qbench` Typer app, its one QbenchError handler, and `command`: each command declared by a frozen
+dataclass of its options, so an option is declared, read and typed once."""
 
 from __future__ import annotations
 
@@ -56,7 +45,7 @@ def exits_on_error(command: Callable[P, None]) -> Callable[P, None]:
 def command(name: str, *, group: typer.Typer = app, extra_args: str | None = None
             ) -> Callable[[Callable[[A], None]], Callable[[A], None]]:
     """Register `handler(args)` as the command `name` of `group`, its options the fields of `args`'s
-    dataclass (module docstring). `extra_args`: the field that receives the arguments after `--`."""
+    dataclass; `extra_args`: the field that receives the arguments after `--`."""
 
     def register(handler: Callable[[A], None]) -> Callable[[A], None]:
         kind = _args_type(handler)
@@ -81,7 +70,7 @@ def command(name: str, *, group: typer.Typer = app, extra_args: str | None = Non
 
 
 def cli_fields(kind: type) -> list[dataclasses.Field[Any]]:
-    """The fields of an options dataclass that are command-line options (module docstring)."""
+    """The fields of an options dataclass that are command-line options (not `metadata={"cli": False}`)."""
     return [f for f in dataclasses.fields(kind) if f.metadata.get("cli", True)]
 
 

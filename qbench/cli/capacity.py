@@ -107,7 +107,6 @@ def capacity(args: CapacityArgs) -> None:
 
 
 def _config(args: CapacityArgs, scenario: Path, auth: dict[str, Any]) -> CapacityConfig:
-    """The search's CapacityConfig from the options."""
     from qbench.run.runner import parse_set_options
     from qbench.tune.capacity.capacity_run import capacity_config, parse_tolerance
     from qbench.tune.values.constraints import parse_slo_options

@@ -73,8 +73,7 @@ def run(args: RunArgs) -> None:
 
 
 def render_run(done: OptionsRun, console: Console, show_inputs: bool = False) -> None:
-    """A finished run: the scenario written from the app, the summary, where the records are, warnings,
-    what the app's errors mean (run.diagnose.app_errors) and, with `show_inputs`, the first inputs sent."""
+    """A finished run: scenario written, summary, records, warnings, app errors, inputs (`show_inputs`)."""
     from rich.markup import escape
 
     from qbench.run.diagnose.app_errors import input_lines

@@ -68,10 +68,7 @@ def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any],
 
 def start_app(stack: ExitStack, app_file: Path, work_dir: Path, console: Console,
               python: str | None = None, env: dict[str, str] | None = None) -> ServerHandle:
-    """`python APP` on a free port by qbench's startup hook (its log and the hook's record in `work_dir`),
-    stopped with `stack`; ready once it answers (a LitServe app, a BentoML service: once its own health
-    check, /health or /readyz, says its workers are set up; a Ray Serve app: once serve.run says it
-    runs): its handle (`base_url`, `pid`, `restart()`: the same app again on the same port)."""
+    """`python APP` on a free port by qbench's startup hook, stopped with `stack`, once ready: its handle."""
     from qbench.tune.servers.app_process import app_launch_line, launch_command
 
     if not app_file.is_file():

@@ -50,9 +50,7 @@ class SoakArgs:
     live: LiveOpt = True
 
     def overrides(self) -> dict[str, Any]:
-        """--set, with --duration and --rate as load.duration and load.rate. A soak held for --duration
-        is held for all of it: the scenario's request count (a sweep's or a run's size, 640 requests)
-        would end it first, so load.requests is dropped unless --set gives it."""
+        """--set, --duration and --rate as load.duration/rate; load.requests dropped unless --set sets it."""
         from qbench.run.runner import parse_set_options
 
         given = (("load.duration", self.duration), ("load.rate", self.rate))
@@ -93,10 +91,7 @@ def soak(args: SoakArgs) -> None:
 
 
 def own_cache(cache_dir: Path | None, work_dir: Path) -> Path | None:
-    """The file cache of an app `qbench soak --app` starts: a folder of its own in its work folder
-    (GRADIO_TEMP_DIR), so what is measured is this app's files, not every Gradio app's on the machine
-    under <tmp>/gradio (thousands of files, walked at every sample); None where --cache-dir or the
-    environment's GRADIO_TEMP_DIR names one."""
+    """A GRADIO_TEMP_DIR of its own for `qbench soak --app`; None if --cache-dir or the env names one."""
     if cache_dir is not None or os.environ.get("GRADIO_TEMP_DIR"):
         return None
     return work_dir / "gradio-cache"

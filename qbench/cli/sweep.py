@@ -138,7 +138,6 @@ def sweep(args: SweepArgs) -> None:
 
 
 def _new_sweep(args: SweepArgs, auth: dict[str, Any]) -> Any:
-    """A new sweep's SweepConfig from the options."""
     from qbench.run.options import check_api_option
     from qbench.run.runner import parse_set_options
     from qbench.tune.capacity.capacity_run import parse_tolerance

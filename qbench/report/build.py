@@ -1,13 +1,5 @@
-"""`qbench report DIR`: a run, sweep or capacity directory -> PNG charts, summary.md and a self-contained
-report.html.
-
-Everything is rebuilt from the files on disk (see `qbench.report.rundir`): a run's figures, diagnosis
-and app notes are those its summary.json holds (recomputed from the records only where it lacks them),
-its charts are drawn from its records as columns (`qbench.report.charts`). Output goes to
-`<out>/charts/*.png`, `<out>/summary.md` (short, for pull requests and CI logs) and `<out>/report.html`
-(one file: the charts are embedded as base64 PNGs, the CSS is inline, nothing is fetched from the
-network, and it reads on a phone). Both documents come from jinja2 templates in `qbench/report/templates/`.
-"""
+"""`qbench report DIR`: a run, sweep or capacity folder -> PNG charts, summary.md and a self-contained
+report.html, rebuilt from the files on disk (figures from summary.json, charts from the records)."""
 
 from __future__ import annotations
 
@@ -61,8 +53,6 @@ MAX_JSON_CHARS = 20_000  # longer JSON blocks (a big Gradio /config) are cut in 
 
 @dataclass(frozen=True)
 class ReportFiles:
-    """What `build_report` wrote."""
-
     out_dir: Path
     markdown: Path
     html: Path
@@ -108,9 +98,8 @@ class ReportContext:
 
 def build_report(source: Path, out_dir: Path | None = None,
                  heatmap_axes: tuple[str, str] | None = None, recompute: bool = False) -> ReportFiles:
-    """Build the charts, summary.md and report.html of a run or sweep directory. `recompute`: a run's
-    summary, diagnosis and notes computed again from its records (this qbench's judgement, the SLO
-    run.json holds now), not read from its summary.json."""
+    """Build the charts, summary.md and report.html of a run or sweep folder. `recompute`: a run's summary,
+    diagnosis and notes computed again from its records, not read from summary.json."""
     if not source.is_dir():
         raise QbenchError(f"{source}: not a directory (expected reports/<run-id>/ or reports/<sweep-id>/)")
     out = out_dir or source
@@ -345,8 +334,7 @@ def error_rows(run: LoadedRun) -> list[list[str]]:
 
 
 def error_examples(cols: Columns) -> dict[str, str]:
-    """Per error kind ("client" for none), the message of its first measured failed request (cut to 160
-    characters; "" when it has none)."""
+    """Per error kind ("client" for none), its first measured failure's message (cut to 160 chars)."""
     failed = ~cols.ok() & cols.measured()
     if not failed.any():
         return {}
@@ -436,8 +424,7 @@ def point_rows(data: LoadedSweep) -> list[list[str]]:
 
 
 def predicted_rows(search: dict[str, Any]) -> list[list[str]]:
-    """Model and sim search: every measured point's predicted vs measured figures (recommendation.json's
-    search: SearchResult.to_dict(), whose keys depend on the search mode)."""
+    """Model and sim search: each measured point's predicted vs measured figures (keys depend on the mode)."""
     out = []
     for row in stored_rows(search.get("predicted_vs_measured")):
         pred, meas = row.predicted or Predicted(), row.measured

@@ -1,12 +1,5 @@
-"""Capacity charts: a `qbench capacity` folder -> the knee (latency percentiles against offered rate,
-the sustained confirmation marked) and, beside it, what happened past the capacity (ok completions/s and
-the requests waiting over the run at 1.3x the capacity).
-
-Reads only `capacity.json` (written by `qbench.tune.capacity.capacity_run`, read back as
-`qbench.tune.values.capacity_file.CapacityFile`): its probes carry the offered rate,
-p50/p95/p99 latency and the verdict of each; the SLO bounds and the answer (capacity, first failing rate)
-are in the same file. Anything missing becomes a note on the report, never a crash.
-"""
+"""Capacity charts: a `qbench capacity` folder's capacity.json -> the knee (latency against offered rate) and
+what happened past the capacity; anything missing becomes a note, never a crash."""
 
 from __future__ import annotations
 
@@ -30,8 +23,6 @@ SLO_COLORS = {"p50": "#2e9a4a", "p90": "#e8871e", "p95": "#1f5fa8", "p99": "#8e4
 
 @dataclass
 class LoadedCapacity:
-    """A capacity folder read back from disk."""
-
     path: Path
     file: CapacityFile  # capacity.json (every field at its default when missing)
     notes: list[str] = field(default_factory=list)

@@ -1,19 +1,5 @@
-"""Run charts: one run's records -> PNG figures, drawn from the records alone.
-
-The records are columns (`qbench.report.columns.RunColumns`: records.parquet read a column at a time),
-so a run of millions of requests is drawn in bounded memory: distributions, percentiles per bin, rates
-and counts in flight from every request; scatters from every request up to `columns.MAX_POINTS`, else
-from a uniform sample of that many, which their legend states.
-
-Every chart is a function `RunColumns -> Figure` built with matplotlib's object-oriented API
-(`matplotlib.figure.Figure` on an Agg canvas; no pyplot global state, so charts are safe to draw from
-threads and tests). A chart with nothing to show still renders, with a note saying why, so a report of a
-run that failed entirely is still a report.
-
-Conventions shared by all charts: time is seconds from the run's start (the records' clock); the warm-up
-window is shaded grey on time axes and excluded from distributions; the three latency phases keep one
-colour each (`PHASE_COLORS`); error kinds keep one colour each (`error_color`).
-"""
+"""Run charts: one run's records, as columns, -> PNG figures in bounded memory however long the run; a chart
+with nothing to show renders a note saying why."""
 
 from __future__ import annotations
 
@@ -98,9 +84,7 @@ def percentile_curve(
     ax: Axes, values: np.ndarray, color: str, label: str, lw: float = 1.8, *, marks: bool = True,
     zorder: int = 2, in_place: bool = False,
 ) -> bool:
-    """Draw sorted `values` against their quantile on a nines axis (p50/p95/p99 marked unless `marks` is
-    False). False when there is nothing to draw. `in_place`: `values` may be sorted where it is (a long
-    run's column: no copy of it)."""
+    """Plot `values` by quantile on a nines axis (`marks`: p50/p95/p99); False if none; `in_place`: sorts."""
     values = _finite_sorted(values, in_place)
     if values.size == 0:
         return False
@@ -118,8 +102,7 @@ def percentile_curve(
 
 
 def _finite_sorted(values: np.ndarray, in_place: bool) -> np.ndarray:
-    """The finite values, sorted: a copy, or (`in_place`) `values` sorted and the finite stretch of it
-    (numpy sorts -inf first and +inf, then NaN, last)."""
+    """The finite values, sorted: a copy, or (`in_place`) `values` sorted and its finite stretch."""
     if not in_place:
         values = values[np.isfinite(values)]
         values.sort()
@@ -131,9 +114,7 @@ def _finite_sorted(values: np.ndarray, in_place: bool) -> np.ndarray:
 
 
 def _curve(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(nines positions, values) of the steps of sorted `values`: every value up to CURVE_POINTS, else
-    the value at CURVE_POINTS positions evenly spaced on the nines axis (the step each falls in), and
-    the last value, so the curve keeps its shape and its tail without a vertex per request."""
+    """(nines positions, values) of sorted `values`: all up to CURVE_POINTS, else that many and the last."""
     n = values.size
     if n <= CURVE_POINTS:
         return nines(np.arange(n) / n), values
@@ -181,8 +162,7 @@ def latency_over_time(data: RunColumns) -> Figure:
 
 
 def _latency_dots(top: Axes, data: RunColumns) -> None:
-    """Each request's latency by its intended send time (a stated sample of a long run) and the
-    percentiles per bin (every request)."""
+    """Each request's latency by intended send time (a stated sample of a long run), percentiles per bin."""
     latency = data.phase("latency_s")
     if not np.isfinite(latency).any():
         note(top, "No request completed: no latency to show")
@@ -212,8 +192,7 @@ def _latency_dots(top: Axes, data: RunColumns) -> None:
 
 
 def _rolling_percentiles(ax: Axes, t: np.ndarray, v: np.ndarray, rows: np.ndarray, data: RunColumns) -> None:
-    """p50 and p95 of `v` per time bin of `t`, over `rows` (a bin at a time: a mask per bin, never an
-    index per row)."""
+    """p50 and p95 of `v` per time bin of `t`, over `rows` (a mask per bin, never an index per row)."""
     if rows.sum() < 2:
         return
     edges = time_bins(data.span(), target=60)
@@ -370,8 +349,7 @@ def send_lag(data: RunColumns) -> Figure:
 
 
 def _paired_values(a: Columns, b: Columns, phase: str) -> tuple[np.ndarray, np.ndarray]:
-    """(intended send time, B - A) for requests ok and measured in A and ok in B with the phase, in time
-    order (ties by the difference): a join on request ids, column by column."""
+    """(intended send time, B - A) of requests ok and measured in A and ok in B, in time order."""
     va, vb = a.floats(phase), b.floats(phase)
     in_a = np.flatnonzero(a.ok() & a.measured() & ~np.isnan(va))
     in_b = np.flatnonzero(b.ok() & ~np.isnan(vb))
@@ -389,8 +367,7 @@ def _paired_values(a: Columns, b: Columns, phase: str) -> tuple[np.ndarray, np.n
 
 
 def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
-    """The median of each value's centred window of 2 * (window // 2) + 1 (fewer at the ends), in C
-    (pandas' rolling median: a skiplist, not a median per point)."""
+    """The median of each value's centred window of 2 * (window // 2) + 1 values (fewer at the ends)."""
     import pandas as pd
 
     width = 2 * (window // 2) + 1
@@ -400,10 +377,8 @@ def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
 def paired_differences(
     a: Columns | Sequence[RequestRecord], b: Columns | Sequence[RequestRecord], phase: str = "latency_s"
 ) -> Figure:
-    """B - A per request over the intended send time (two runs on one schedule), with a rolling median
-    and the overall median; points above 0 are requests B served slower. Runs of millions of requests:
-    the dots and the line are uniform samples of MAX_POINTS (the legend says so); the medians are of
-    every pair."""
+    """B - A per request over the intended send time (two runs on one schedule), with a rolling median and
+    the overall median; a long run's dots and line are a stated sample of MAX_POINTS."""
     fig, (ax,) = new_figure()
     t, d = _paired_values(Columns.of(a), Columns.of(b), phase)
     label = PHASE_LABELS.get(phase, phase)
@@ -431,8 +406,7 @@ def paired_differences(
 
 
 def _spread(n: int, limit: int) -> np.ndarray:
-    """Row indexes of a uniform sample of `limit` of `n` (all of them up to `limit`), in order; the same
-    for the same n."""
+    """Row indexes of a uniform sample of `limit` of `n` (all up to `limit`), in order; the same for one n."""
     if n <= limit:
         return np.arange(n)
     return np.sort(np.random.default_rng(0).choice(n, size=limit, replace=False))
@@ -489,9 +463,7 @@ def render_charts(specs: Sequence[ChartSpec], data: RunColumns, out_dir: Path) -
 
 
 def _trim() -> None:
-    """Hand the heap a chart freed back to the system (glibc keeps freed blocks of tens of MiB, the size
-    of one column of a long run, for reuse: without this the report's resident memory is the sum of
-    its charts' peaks rather than the largest). Nothing elsewhere."""
+    """Hand the heap's freed blocks back to the system (glibc's malloc_trim); nothing elsewhere."""
     c = libc()
     try:
         c.malloc_trim(0)

@@ -1,14 +1,5 @@
-"""A run's records as numpy columns, for charts: a column read when a chart asks for it, then vector maths.
-
-`RunColumns` wraps a `qbench.run.columns.Columns` (records.parquet read a column at a time, or a small
-run's records): a chart of 3.6 M requests holds a few 8-byte-a-row columns at once, never one object per
-request. Missing phases (None on the record) are NaN, so a column can be masked with `np.isfinite`.
-
-Charts that plot one point per request (scatters) draw `sample(mask)`: every request up to
-`MAX_POINTS`, else a uniform sample of `MAX_POINTS` of them (seeded, so the same run draws the same
-chart), and say which in their legend (`points_label`). Everything else a chart shows (distributions,
-percentiles per bin, rates, counts in flight, medians) is computed over every request.
-"""
+"""A run's records as numpy columns for charts, each read when asked for (NaN where a phase is missing);
+scatters draw every request up to MAX_POINTS, else a seeded uniform sample of that many (`sample`)."""
 
 from __future__ import annotations
 
@@ -93,7 +84,6 @@ class RunColumns:
 
     @cached_property
     def ok(self) -> np.ndarray:
-        """Mask of the records whose outcome is ok."""
         return np.asarray(self.columns.ok())
 
     @cached_property
@@ -124,8 +114,7 @@ class RunColumns:
         return self.phase("send_lag_s")
 
     def phase(self, name: str, rows: np.ndarray | None = None) -> np.ndarray:
-        """A latency phase by its RequestRecord property name (latency_s, queue_wait_s, service_s...),
-        of the `rows` (a mask) if given."""
+        """A latency phase by its RequestRecord property name (latency_s...), of the `rows` mask if given."""
         stop, start = _PHASES[name]
         if rows is None:
             return np.asarray(self._floats(stop) - self._floats(start))
@@ -159,11 +148,7 @@ class RunColumns:
         return float(t.min()), end
 
     def in_flight(self, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(waiting in queue, running) request counts at each time of `grid`.
-
-        A request waits from its send until it starts (or, never started, until it finished);
-        it runs from its start until it completes. Unfinished phases run to the end of the grid.
-        """
+        """(waiting, running) per `grid` time: send -> start, start -> completion (unfinished: to the end)."""
         sent, started, completed = self.sent, self.started, self.completed
         was_sent, did_start = np.isfinite(sent), np.isfinite(started)
         left_queue = np.where(did_start, started, completed)[was_sent]
@@ -181,7 +166,6 @@ class RunColumns:
         return {kinds[c]: int(counts[c]) for c in seen[np.argsort(first)]}
 
     def failed_with(self, kind: str) -> np.ndarray:
-        """Mask of the failed requests of error kind `kind`."""
         codes, kinds = self._kinds
         return codes == kinds.index(kind) if kind in kinds else np.zeros(len(self), dtype=bool)
 
@@ -196,14 +180,12 @@ class RunColumns:
         return np.asarray(np.isfinite(self.rank_eta) & np.isfinite(actual) & self.ok & self.measured)
 
     def eta_pairs(self, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(server's rank_eta, actual time from that estimate to the result) for completed requests
-        (those of `mask` among them if given)."""
+        """(server's rank_eta, actual time from that estimate to the result), completed requests (`mask`)."""
         keep = self.eta_mask() if mask is None else self.eta_mask() & mask
         return self.rank_eta[keep], self.completed[keep] - self.estimation[keep]
 
     def sample(self, mask: np.ndarray, limit: int | None = None) -> np.ndarray:
-        """Mask of the rows a scatter draws among `mask`: all of them up to `limit` (MAX_POINTS), else a
-        uniform sample of `limit` (the same for the same run)."""
+        """Mask of the rows a scatter draws among `mask`: all up to `limit`, else a seeded uniform sample."""
         limit = MAX_POINTS if limit is None else limit
         count = int(np.count_nonzero(mask))
         if count <= limit:

@@ -1,22 +1,6 @@
-"""`qbench compare A B`: what changed from run A (baseline) to run B, and whether B regressed.
-
-Each run's figures are the ones its run wrote to `summary.json` (summarised again from the records only
-when that file is missing or unreadable, as after a run that died: `qbench.report.rundir.read_run`); the
-request-by-request statistics (`qbench.run.results.paired`) read a few columns of `records.parquet`
-(`qbench.run.columns.Columns.read`), never every record, so runs of millions of requests compare in
-bounded memory. A sweep directory stands for its recommended point's run. Each metric has a direction
-(throughput: higher is better; latency and error rate: lower is better). The relative change is
-`(B - A) / A`; a *regression* is a change in the bad direction larger than the threshold given for that
-metric (`--max-regression p95_latency_s=10%`). When A is 0 and B is worse, the change is infinite and any
-threshold is exceeded.
-
-Runs of a mix also compare each endpoint present in both (`ENDPOINT_METRICS`, named `LABEL:metric`,
-e.g. `a:p95_latency_s`, which `--max-regression` accepts too).
-
-B also has to meet the absolute thresholds of its scenario's `slo:` section (as `qbench run` checks them,
-each endpoint's included).
-`check()` raises `SloViolation` (exit code 3) when anything failed, so the command can gate CI.
-"""
+"""`qbench compare A B`: what changed from run A (baseline) to run B, per metric and per endpoint of a mix,
+and whether B regressed past a threshold or broke its SLO (`check` raises SloViolation, exit code 3: a CI
+gate). It reads summary.json and a few columns of records.parquet; a sweep stands for its best point."""
 
 from __future__ import annotations
 
@@ -240,8 +224,7 @@ def compare(a_dir: Path, b_dir: Path, max_regression: dict[str, float] | None = 
 
 
 def read_compared(path: Path) -> ComparedRun:
-    """A run folder's summary.json and records.parquet (its columns); a run without both (one that died
-    before writing them) is read and summarised again from its records. QbenchError naming the path."""
+    """A run folder's summary.json and records' columns (summarised again if missing); QbenchError if none."""
     if not path.is_dir():
         raise QbenchError(f"{path}: not a directory (expected a run folder such as reports/<run-id>/)")
     notes: list[str] = []

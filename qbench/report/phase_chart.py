@@ -1,13 +1,5 @@
-"""Where the time went: one stacked bar per endpoint of the median of each phase, from the records.
-
-The segments, left to right: client-only time (network, HTTP and the protocol, message delivery: what
-the server did not account for), the server's queue wait, uploads, preprocess, the function,
-postprocess, streaming diffs and the rest of the server's processing (its total less the named
-phases). Each segment is that phase's median over the endpoint's ok, measured requests that carry the
-server's phases, so the bar is close to, not exactly, the median latency from the send. Drawn only
-when some record has the server's phases (qbench.run.results.server_phases). Computed from the run's
-columns (qbench.run.columns), a phase at a time, over every request.
-"""
+"""Where the time went: one stacked bar per endpoint of each phase's median (client-only, queue wait, upload,
+preprocess, function, postprocess, streaming diff, other), from the records with the server's phases."""
 
 from __future__ import annotations
 

@@ -1,21 +1,5 @@
-"""Run and sweep directories on disk -> what reports and comparisons read.
-
-A run directory holds `records.parquet` (or `records.jsonl` when the run died), `run.json` and
-`summary.json` (see `qbench.run.runner`). The figures are what the run wrote: summary.json's summary,
-diagnosis, app notes and before/after comparisons (qbench.run.summary_file.SummaryFile), read back
-rather than computed again, so a report of 3.6 M requests reads a few kilobytes for them. What
-summary.json lacks (an older run, a run that died, a summary.json that does not count the records'
-rows) is recomputed from the records with
-`run.results.summary.summarize`, as the run would have, and the notes say so. `run.json`, read as
-`run.results.run_info.RunInfo`, supplies what records cannot: the scenario (and its SLO), the target,
-the server snapshot, the host and the generator's own statistics.
-
-The records themselves are read as columns (`qbench.run.columns.Columns.read`: each column from
-records.parquet when a chart asks for it); `LoadedRun.records`, one object per request, is read only
-when something asks for it (a recomputation, `qbench compare`'s pairing).
-A sweep directory holds `sweep.json`, `points/<id>/` run directories and `recommendation.json`
-(see `qbench.tune.sweep.sweep`).
-"""
+"""Run and sweep folders on disk -> what reports and comparisons read: summary.json's figures (recomputed from
+the records only where it lacks them), run.json, and the records as columns read when asked for."""
 
 from __future__ import annotations
 
@@ -49,8 +33,7 @@ KEEP = 2  # columns a run read from disk keeps (the charts walk theirs two or th
 
 
 class LoadedRun:
-    """One run read back from disk: its summary (summary.json's, or recomputed), run.json, the records
-    as columns and, when asked for, as RequestRecord objects."""
+    """One run read back: its summary (summary.json's or recomputed), run.json, records (columns, objects)."""
 
     def __init__(self, path: Path, records: Sequence[RequestRecord] | None, info: RunInfo,
                  summary: Summary, notes: list[str] | None = None, *, columns: Columns | None = None,
@@ -104,11 +87,8 @@ def is_sweep_dir(path: Path) -> bool:
 
 
 def read_run(path: Path, *, recompute: bool = False) -> LoadedRun:
-    """Read a run directory; raise QbenchError naming the path when it holds no records.
-
-    The summary, diagnosis, app notes and before/after comparisons are summary.json's when it has
-    them and counts the records' rows; else (or with `recompute`) they are computed from the records.
-    """
+    """Read a run folder; QbenchError naming the path when it holds no records. The figures are summary.json's
+    when it counts the records' rows, else (or with `recompute`) computed from the records."""
     if not path.is_dir():
         raise QbenchError(f"{path}: not a directory (expected a run folder such as reports/<run-id>/)")
     notes: list[str] = []
@@ -158,8 +138,7 @@ def _read_columns(path: Path) -> Columns:
 
 
 def _stored(path: Path, columns: Columns, notes: list[str]) -> SummaryFile | None:
-    """summary.json, if it holds a summary that counts the records' measured rows (else None, with a
-    note: recompute)."""
+    """summary.json, if it holds a summary counting the records' measured rows; else None, with a note."""
     stored = SummaryFile.read(path, notes, then="recomputed from the records")
     if stored is None:
         return None

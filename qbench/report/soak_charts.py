@@ -1,13 +1,5 @@
-"""A soak run's "over time" charts: each judged signal's series, its trend line and its verdict.
-
-    render_soak_charts(run_dir, charts_dir)   health.jsonl + soak.json (qbench.run.soak.soak) -> PNGs
-
-One figure per group of signals (the server's memory, its other resources, latency and throughput,
-qbench's own), one panel per signal: the samples against seconds from the start, the warm-up cut shaded
-grey as in the run charts, and over the steady part the least-squares line whose slope the verdict
-states (per hour, its centre at the steady part's mean) in the verdict's colour: red growing, orange
-bounded, green flat. The panel's title is the verdict in short.
-"""
+"""A soak run's "over time" charts: health.jsonl and soak.json -> one panel per judged signal (its samples,
+the steady part's trend line, its verdict)."""
 
 from __future__ import annotations
 

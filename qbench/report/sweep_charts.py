@@ -1,8 +1,5 @@
-"""Sweep charts: a sweep directory -> heatmaps, a Pareto plot and per-point latency distributions.
-
-Reads only what `qbench sweep` wrote (`sweep.json`, `sweep.parquet`, `recommendation.json`,
-`points/<id>/` run folders). Anything missing becomes a note on the report, never a crash.
-"""
+"""Sweep charts: a sweep folder -> heatmaps, a Pareto plot and per-point latency distributions; anything
+missing becomes a note on the report, never a crash."""
 
 from __future__ import annotations
 
@@ -37,8 +34,6 @@ MAX_FACETS = 6
 
 @dataclass
 class LoadedSweep:
-    """A sweep read back from disk."""
-
     path: Path
     info: SweepInfo  # sweep.json (every field at its default when missing)
     rows: list[dict[str, Any]]  # sweep.parquet, one per measured point
@@ -294,7 +289,6 @@ def _point_latencies(point_dir: Path) -> np.ndarray:
 
 
 def render_sweep_charts(data: LoadedSweep, out_dir: Path, axes: tuple[str, str] | None = None) -> list[Chart]:
-    """All sweep charts, written as PNGs into `out_dir`."""
     specs: list[tuple[str, str, str, Callable[[], Figure]]] = [
         ("goodput_heatmap", "Goodput by knobs", "Requests/s that completed within the SLO; the black "
          "box is the recommended point.", lambda: heatmaps(data, "goodput_rps", "Goodput (req/s)", axes)),

@@ -1,35 +1,28 @@
-"""Run one load test: the pipeline behind `qbench run`, one room per question, in data-flow order.
+"""Run one load test: the pipeline behind `qbench run`, and the face the stages above run/ import.
 
-    scenario/      what is sent: the scenario file, its payloads, schedule and recorded traces
-    protocols/     how one request goes on the wire (gradio queue over SSE, plain http, openai, mcp...)
-    load/          how the load is sent: the generator, the mix of endpoints, where it runs
-    results/       what came back: summaries, the server's own phases, steadiness, run.json, outcome
-    diagnose/      what it means: where the limit was, in sentences
-    soak/          over hours: the server's health sampled, drift judged
+    scenario/        what is sent: the scenario file, its payloads, schedule and traces
+    protocols/       how one request goes on the wire (gradio, http, openai, mcp...)
+    load/            how the load is sent: the generator, the mix, where it runs
+    results/         what came back: summaries, the server's phases, steadiness, outcome
+    diagnose/        what it means: where the limit was, in sentences
+    soak/            over hours: the server's health sampled, drift judged
+    records.py       RequestRecord, the flat contract with every later stage; its files
+    record_spill.py  records.parquet written as the run goes, sealed at the end
+    columns.py       the records as numpy columns, read from disk a few at a time
+    gap_histogram.py a record's gaps as a compact, mergeable log-bucket histogram
+    json_values.py   the tolerant readers of JSON values read back
+    clib.py          the C library through ctypes, loaded once per process
+    control.py       the control plane: /config, /status, /admin/config, readiness
+    summary_file.py  summary.json: its one writer and its one reader
+    runner.py        run_scenario: a scenario -> a run directory
+    options.py       `qbench run` as a library call
+    run_console.py   the live progress line and the summary table
+    openapi_body.py  a plain HTTP server's request body from its OpenAPI schema
+    frameworks.py    which framework serves a plain HTTP target; its app's request keys
+    init.py          `qbench init`: a scenario drafted from the app's own API
+    init_yaml.py     the commented YAML `qbench init` writes
 
-    records.py     RequestRecord, the flat contract with every later stage; JSONL and Parquet files
-    record_spill.py  records.parquet written as the run goes: spilled as records finish, sealed at the end
-    columns.py     the records as numpy columns, from the records or read from disk a few at a time
-    gap_histogram.py  a record's inter-token gaps as a compact, mergeable log-bucket histogram
-    json_values.py the one tolerant reader of each kind of JSON value read back (run.json, /status...)
-    clib.py        the C library through ctypes, loaded once per process (no `ldconfig -p` per call)
-    control.py     the control plane over httpx: /config, /status, /admin/config, readiness probes
-    summary_file.py  summary.json as one typed value: its one writer and its one reader
-    runner.py      run_scenario: discovery, executor, run directory (run.json, records, summary.json)
-    options.py     `qbench run` as a library call: RunOptions -> overrides -> the scenario, run
-    run_console.py the live progress line and the summary table
-    openapi_body.py  a plain HTTP server's request body from its OpenAPI schema ($refs followed)
-    frameworks.py    which framework serves a plain HTTP target (LitServe's /info); its app's request keys
-    init.py        `qbench init`: a scenario drafted from the app's own API
-    init_yaml.py   the commented YAML `qbench init` writes
-
-Imports point one way: scenario <- protocols <- results <- load <- diagnose <- soak, with json_values.py,
-records.py and control.py below them all and the shells (runner, options, init, run_console) above
-(tests/test_layout.py holds this).
-
-This package is run/'s public face: tune/, report/ and qbench.analysis import what they use of a run
-from `qbench.run` only (tests/test_layout.py holds that too), so a move inside run/ changes one line
-here. The names are loaded on first use (`qbench --help` imports none of them).
+Layering and the face (FACE): docs/design/records-and-results.md.
 """
 
 from __future__ import annotations
@@ -201,8 +194,7 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use (never cached here, so a test that patches
-    the defining module is seen)."""
+    """A public name, imported from its module on each use (never cached: a patched module is seen)."""
     module = _HOME.get(name)
     if module is None:
         raise AttributeError(f"module 'qbench.run' has no attribute {name!r}")

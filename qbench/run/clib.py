@@ -1,12 +1,4 @@
-"""The C library through ctypes, loaded once per process.
-
-    libc()    the C library (use_errno), None where there is none to load (not Linux, or not found)
-
-`ctypes.util.find_library("c")` runs `/sbin/ldconfig -p` in a child process on every call: a fork of the
-whole process, whose cost grows with its memory. A run asked it up to 7 times (the waker of each
-generator, the allocator settings before and after sealing the records, each chart's trim); the library
-is now found once, by its usual name first.
-"""
+"""The C library through ctypes (`libc()`), loaded once per process; None where there is none to load."""
 
 from __future__ import annotations
 

@@ -1,29 +1,5 @@
-"""A run's records as columns: what every figure of a big run is computed from, in bounded memory.
-
-    Columns.of(records)           the records of a small run (tests, a sweep point) as columns
-    Columns.read(path)            a run folder or records file: each column read from disk when asked
-    cols.floats("latency_s")      float64 array, NaN where the record has None (stored fields and the
-                                  derived phases of RequestRecord, computed with the same arithmetic)
-    cols.new_floats("sent_at_s")  the same, an array of the caller's own to change in place
-    cols.ints("outputs")          int64 array (a column that holds None somewhere: ValueError; use floats)
-    cols.bools("warmup")          bool array
-    cols.labels("endpoint")       (codes int32, -1 for None; the distinct strings, in order of first sight)
-    cols.texts("itl_hist", mask)  a string column's values at `mask`, as pyarrow arrays a batch at a time
-    cols.where(mask)              the same interface over the rows where `mask` is true (a view: row
-                                  indices, each column read from its parent when asked)
-    cols.ok(), cols.measured()    masks: outcome "ok"; outside the warm-up
-    Held(cols)                    the same, each label column and the measured mask kept once asked
-
-One record is one row, in the order the run wrote them: a figure computed from these arrays in that
-order is the figure computed from the records (numpy's sums and percentiles see the same values in the
-same order), to the last digit.
-
-Memory: a column is 8 bytes a row (3.6 M rows: 29 MiB); a view from disk keeps at most `keep` columns
-(the most recently used), so a figure that walks its columns one or two at a time holds a few at once
-whatever the run's length. A view over records builds a column from the records when asked. From disk,
-`labels` never makes a Python string a row (4 bytes a row: dictionary-encoded by Arrow) and `texts`
-never a whole column's (a long text a row, e.g. the gap histograms of a token run, ~250 bytes each).
-"""
+"""A run's records as numpy columns (`Columns`), from records or read from disk a few columns at a time:
+bounded memory, the records' figures to the last digit. Design: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 
@@ -76,8 +52,7 @@ class Columns:
         return column.astype(np.float64, copy=False)
 
     def new_floats(self, name: str) -> np.ndarray:
-        """floats(name) as an array of the caller's own, to change in place (a view's is new already; a
-        column a view from disk keeps is copied)."""
+        """floats(name) as an array of the caller's own, to change in place."""
         return np.array(self.floats(name), dtype=np.float64)
 
     def ints(self, name: str) -> np.ndarray:
@@ -104,8 +79,7 @@ class Columns:
         return self._column(name)
 
     def texts(self, name: str, mask: np.ndarray) -> Iterator[Any]:
-        """A string column's values where `mask` is true, in row order, as pyarrow string arrays of at
-        most TEXT_ROWS values (None: null): the column is never all Python strings at once."""
+        """A string column's values at `mask` (row order), as pyarrow arrays of at most TEXT_ROWS values."""
         import pyarrow as pa
 
         values, rows = self.strings(name), np.flatnonzero(mask)
@@ -265,8 +239,7 @@ class _Rows(Columns):
         return self.floats(name)  # taken at the rows: a new array
 
     def labels(self, name: str) -> tuple[np.ndarray, list[str]]:
-        """The parent's codes at these rows, renumbered: the strings these rows have, in order of first
-        sight."""
+        """The parent's codes at these rows, renumbered to the strings these rows have (first sight order)."""
         codes, names = self.parent.labels(name)
         codes = codes[self.rows]
         present, first = np.unique(codes[codes >= 0], return_index=True)
@@ -303,9 +276,7 @@ def _array(values: list[Any], name: str) -> np.ndarray:
 
 
 def _read_column(part: _Part, name: str) -> np.ndarray:
-    """One column of a Parquet file (a field an older version lacks: its default, as read_parquet), read
-    TEXT_ROWS rows at a time into one array: a whole column's Arrow buffers at once left ~6 columns'
-    worth of memory with the allocator (3.6 M rows: ~150 MiB more peak RSS)."""
+    """One column of a Parquet file, TEXT_ROWS rows at a time (a field an older version lacks: default)."""
     n = part.rows
     if name not in part.names:
         default = RequestRecord.__dataclass_fields__[name].default
@@ -328,10 +299,7 @@ def _read_column(part: _Part, name: str) -> np.ndarray:
 
 
 class _Part:
-    """One records file: its field names (Arrow's schema is rebuilt at each ask: ~0.07 ms) and its
-    columns' record batches. A file of at most TEXT_ROWS rows is read whole at the first column asked
-    (~1.5 ms for every column of a run of a few hundred requests, where a column at a time cost ~0.4 ms
-    each and a report reads ~70); a larger one a column and a row group at a time."""
+    """One records file: its field names and its columns' record batches (a small file read whole at once)."""
 
     def __init__(self, file: Any) -> None:
         self.file, self.rows = file, int(file.metadata.num_rows)
@@ -339,10 +307,7 @@ class _Part:
         self._whole: Any = None
 
     def batches(self, name: str) -> Iterator[Any]:
-        """One column's record batches of at most TEXT_ROWS rows, a row group at a time (over the whole
-        file, Arrow reads every row group's pages of the column ahead: a token run's histograms, ~1 GiB).
-        No thread pool: one column chunk at a time is one task, and handing it to Arrow's pool cost
-        ~1.4 ms of CPU a column, against 0.04 ms read here."""
+        """One column's record batches of at most TEXT_ROWS rows, a row group at a time (no thread pool)."""
         import pyarrow as pa
 
         if self.rows <= TEXT_ROWS:
@@ -397,10 +362,7 @@ def column_stat(cols: Columns, name: str, mask: np.ndarray | None = None) -> np.
 
 
 class Held(Columns):
-    """Columns with each label column and the measured mask kept once asked, for a caller that asks
-    for them again and again (the diagnosis: every request's outcome, error kind and endpoint for the
-    run, then for each endpoint, its steadiness, its phases): a view from disk keeps only a few columns,
-    so each ask would read and encode the strings again. 4 bytes a row kept per label column."""
+    """Columns with each label column and the measured mask kept once asked (4 bytes a row each)."""
 
     def __init__(self, cols: Columns) -> None:
         self.inner, self.n = cols, len(cols)
@@ -432,20 +394,14 @@ class Held(Columns):
 
 
 def map_large_blocks() -> None:
-    """Have glibc map every allocation of LARGE_BLOCK bytes or more on its own, so that a column freed
-    goes back to the system at once. By default glibc raises that threshold up to 32 MiB as big blocks
-    are freed: a column of a long run (3.6 M rows: 29 MiB) then comes from the heap, and the heap keeps
-    what the diagnosis's temporaries freed (~130 MiB resident at 3.6 M rows, and a higher peak where a
-    new column does not fit the holes). Elsewhere than glibc: nothing."""
+    """Have glibc map each allocation of LARGE_BLOCK bytes or more on its own: freed, it returns at once."""
     libc = _libc()
     if libc is not None:
         libc.mallopt(-3, LARGE_BLOCK)  # M_MMAP_THRESHOLD; fixed from here (no more raising it)
 
 
 def give_back_memory() -> None:
-    """Return the memory Arrow's pool and glibc's heap hold freed to the system: Arrow's allocator
-    (mimalloc or jemalloc) keeps what a big table freed (after sealing records.parquet, ~230 MiB) for
-    the next one, and that would count under whatever comes next."""
+    """Return to the system the memory Arrow's pool and glibc's heap hold freed."""
     arrow = sys.modules.get("pyarrow")
     if arrow is not None:
         arrow.default_memory_pool().release_unused()

@@ -1,17 +1,4 @@
-"""The control plane: a server's own routes, read and set with httpx, apart from the load.
-
-    GET  /config         a Gradio app's (or the reference server's) config: its `version`; readiness
-    GET  /status         the reference server's own figures: settings, RSS, CPU, GPU (absent elsewhere)
-    POST /admin/config   live reconfiguration of a reference server started with --admin-token
-
-Every call here is one short request to a server qbench runs or tests: explicit timeouts, no proxy from
-the environment (trust_env=False), nothing retried behind the caller's back. The request hot path stays
-on aiohttp (qbench.run.protocols); these calls never share its connection pool, so reading /status at
-the start and end of a run does not take a connection from the load.
-
-Reads that may find nothing (`read_status`, `read_gradio_version`) answer None; `set_admin_config`
-raises ServerLaunchError naming the refusal; `wait_answering` and `answers` are the readiness probes.
-"""
+"""The control plane: a server's own routes (/config, /status, /admin/config, readiness) over httpx."""
 
 from __future__ import annotations
 
@@ -35,9 +22,7 @@ def client(timeout_s: float = TIMEOUT_S, **kwargs: Any) -> httpx.Client:
 
 @functools.cache
 def tls() -> ssl.SSLContext:
-    """One TLS context for every control call of the process (httpx's default one: certifi's CA bundle).
-    httpx builds a new one for each client, reading the bundle again: ~25 ms of CPU, more than the
-    loopback call it serves (the suite spent ~200 s of its CPU there, polling /status)."""
+    """One TLS context for every control call of the process (httpx's default one: certifi's CA bundle)."""
     return httpx.create_ssl_context(trust_env=False)
 
 
@@ -60,10 +45,8 @@ def read_status(
     timeout_s: float = TIMEOUT_S,
     http: httpx.Client | None = None,
 ) -> dict[str, Any] | None:
-    """The reference server's `GET /status` JSON; None where the server has none or does not answer.
-    `headers`/`cookies`: a run's static credentials (a gateway in front of the server may want them);
-    `http`: a client to reuse (a sampler reading it every few seconds during a run, whose paused
-    collector frees a client only after it), else one for this call."""
+    """The reference server's `GET /status` JSON; None where it has none or does not answer.
+    `headers`/`cookies`: the run's static credentials; `http`: a client to reuse, else one for this call."""
     url = base_url.rstrip("/") + "/status"
     try:
         if http is not None:
@@ -98,8 +81,7 @@ def read_gradio_version(base_url: str, timeout_s: float = TIMEOUT_S) -> str | No
 
 
 def read_gradio_mode(base_url: str, timeout_s: float = TIMEOUT_S) -> str | None:
-    """The `mode` a Gradio app's `GET /config` announces: "server" for a `gradio.Server` app (6.10+),
-    "blocks" or "interface" otherwise; None when there is no such answer."""
+    """The `mode` a Gradio app's `GET /config` announces ("server", "blocks", "interface"); else None."""
     return _config_key(base_url, "mode", timeout_s)
 
 

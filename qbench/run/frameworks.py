@@ -1,23 +1,5 @@
-"""Which queued inference framework serves a plain HTTP target, from what it serves, and what its app's
-code says its request body is where the server declares none (`read_framework(url)`: which one a
-running server is).
-
-    LitServe   GET /info: {"model": ..., "server": {"devices", "workers_per_device", "timeout",
-               "stream": {path: bool}, ...}} (litserve.server, 0.2.x); an untyped
-               `LitAPI.decode_request(self, request)` publishes no request schema, so the keys it reads
-               (`request["input"]`, `request.get("input")`) come from the app's code (`request_keys`)
-    BentoML    GET /schema.json: {"type": "service", "name": ..., "routes": [{"route", "input",
-               "output", "batchable", "is_task"}, ...]}
-    Ray Serve  GET /-/routes: {route_prefix: application name} (its HTTP proxy's own route table); a
-               deployment that reads its request itself (`await request.json()`) publishes no request
-               schema, so the keys it reads come from the app's code too (`request_keys`)
-    TorchServe its inference API's GET /api-description: {"info": {"title": "TorchServe APIs", "version"}};
-               its models from its management API (by default the next port: GET /models, then GET
-               /models/{name}: batchSize, maxBatchDelay, workers, jobQueueStatus). It hands each request's
-               body to the model's handler as it came (`data[i]["body"]`) and declares no schema, so the
-               keys come from the handler's code (`request_keys` of the handler, or of the
-               config.properties whose model store holds it)
-"""
+"""Which queued inference framework serves a plain HTTP target (`read_framework`), and the request keys
+its app's code reads (`request_keys`). Design: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 
@@ -77,8 +59,7 @@ def _flat(devices: Any) -> list[Any]:
 
 
 def bentoml(schema: Any) -> Framework | None:
-    """BentoML, from its GET /schema.json (None: not BentoML's shape). Task APIs (`is_task`: submitted,
-    then polled) are left out."""
+    """BentoML, from its GET /schema.json (None: not BentoML's shape); task APIs (`is_task`) are left out."""
     routes = schema.get("routes") if isinstance(schema, dict) and schema.get("type") == "service" else None
     if not isinstance(routes, list):
         return None
@@ -110,8 +91,7 @@ BENTOML_CAP = ('traffic={{"max_concurrency": N}} in @bentoml.service, N = {waiti
 
 
 def rayserve(routes: Any) -> Framework | None:
-    """Ray Serve, from its proxy's GET /-/routes ({route_prefix: application name}; None: not that shape).
-    An empty table is Ray Serve before any application is deployed."""
+    """Ray Serve, from its proxy's GET /-/routes (None: not that shape; empty: none deployed yet)."""
     if not isinstance(routes, dict) or not all(isinstance(k, str) and k.startswith("/")
                                                 and isinstance(v, str) for k, v in routes.items()):
         return None
@@ -162,8 +142,7 @@ def model_facts(model: Mapping[str, Any]) -> str:
 
 
 def management_url(base_url: str) -> str:
-    """Where a TorchServe's management API is by its own default layout (inference 8080, management
-    8081): the inference URL's host, the next port."""
+    """A TorchServe's management API by its default layout: the inference URL's host, the next port."""
     parts = urlsplit(base_url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return f"{parts.scheme}://{parts.hostname}:{port + 1}"
@@ -178,8 +157,7 @@ OWN_CAPS = {"bentoml": BENTOML_CAP, "rayserve": RAYSERVE_CAP, "torchserve": TORC
 
 
 def bentoml_spec(schema: dict[str, Any]) -> dict[str, Any]:
-    """BentoML's /schema.json routes as the OpenAPI paths qbench.run.openapi_body reads: each API's input
-    schema (flattened by BentoML: no references) as its POST's JSON body."""
+    """BentoML's /schema.json routes as OpenAPI paths: each API's input schema as its POST's JSON body."""
     paths: dict[str, Any] = {}
     for route in schema.get("routes") or []:
         if isinstance(route, dict) and isinstance(route.get("route"), str) and not route.get("is_task"):
@@ -192,13 +170,8 @@ def bentoml_spec(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def request_keys(app: Path) -> list[str]:
-    """The keys the app's request decoder reads from its JSON body, in the order it first reads them:
-    LitServe's `decode_request(self, request)` in any class of `app` (`request["k"]`, `request.get("k")`),
-    a Ray Serve deployment's `__call__(self, request)` from what its `await request.json()` gave
-    (`body["k"]`, `(await request.json())["k"]`), or a TorchServe handler's `preprocess(self, data)` or
-    `handle(data, context)` from each request's body (`body = row.get("body")`, then `body["k"]`); for a
-    TorchServe config.properties, its model store's handlers'. [] when there is none or it reads no
-    constant key."""
+    """The constant keys the app's request decoder (LitServe, Ray Serve, TorchServe; a config.properties: its
+    handlers) reads from its JSON body, in first-read order; [] when none."""
     if app.suffix == ".properties":
         return [key for where, source in torchserve_handlers(app) for key in source_keys(source, where)]
     return source_keys(app.read_text(encoding="utf-8"), str(app))
@@ -231,8 +204,7 @@ ENVELOPE: Final = ("body", "data")
 
 
 def _envelope_keys(function: ast.AST, batch: str) -> list[str]:
-    """Keys read from each request's body in a TorchServe handler's `function` (`batch`: its list of
-    requests): through a name assigned from the envelope (`body = row.get("body") or row.get("data")`)."""
+    """Keys read from each request's body in a TorchServe handler's `function` (`batch`: its requests)."""
     bodies = [target.id for node in ast.walk(function) if isinstance(node, ast.Assign)
               and any(_envelope_read(part) for part in ast.walk(node.value))
               for target in node.targets if isinstance(target, ast.Name)]
@@ -268,9 +240,7 @@ def torchserve_properties(config: Path) -> dict[str, str]:
 
 
 def torchserve_handlers(config: Path) -> list[tuple[str, str]]:
-    """(where, source) of the handlers of the models a TorchServe config.properties loads from its
-    model_store (relative to the config's folder): each model's MAR-INF/MANIFEST.json names its handler,
-    in the model's folder or its .mar archive (a zip)."""
+    """(where, source) of the handlers of the models a TorchServe config.properties loads (model_store)."""
     settings = torchserve_properties(config)
     store = config.parent / settings.get("model_store", "model_store")
     wanted = [part.split("=")[-1].strip() for part in settings.get("load_models", "all").split(",")]
@@ -301,8 +271,7 @@ def _model_file(model: Path, name: str) -> str | None:
 
 
 def _json_keys(function: ast.AST, request: str) -> list[str]:
-    """Keys read from `request.json()`'s value in `function`: through a name it is assigned to, or
-    directly (`(await request.json())["k"]`)."""
+    """Keys read from `request.json()`'s value in `function`, through a name or directly."""
     bodies = [target.id for node in ast.walk(function)
               if isinstance(node, ast.Assign) and _is_json_call(node.value, request)
               for target in node.targets if isinstance(target, ast.Name)]
@@ -346,10 +315,7 @@ def _is_name(node: ast.expr, name: str) -> bool:
 
 
 def read_framework(base_url: str, timeout_s: float = 2.0) -> Framework | None:
-    """The framework a plain HTTP server is, from what it serves (Ray Serve's GET /-/routes, its proxy's
-    own and first: the other paths reach a Ray Serve app's own route, whose error may be slow; LitServe's
-    GET /info, BentoML's GET /schema.json), else None. A path that fails or times out is no answer; the
-    next is asked."""
+    """The framework a plain HTTP server is, from the paths it serves (Ray Serve's first), else None."""
     with control.client(timeout_s=timeout_s) as http:
         for path, known in (("/-/routes", rayserve), ("/info", litserve), ("/schema.json", bentoml)):
             try:

@@ -1,17 +1,5 @@
-"""A fixed log-bucket histogram of gaps (seconds): compact on a record, mergeable across requests and
-processes, with a stated error. How the run's inter-token-gap percentiles are taken over EVERY gap
-(qbench.run.results.summary.itl_stats) while a record stays one flat row.
-
-    bucket i      holds gaps g with GAMMA^(i-1) < g <= GAMMA^i, GAMMA = 1.01 (the same buckets for every
-                  request, so merging is adding counts); gaps under MIN_GAP_S (two chunks read at once)
-                  count in MIN_GAP_S's bucket
-    value         a bucket stands for 2 GAMMA^i / (GAMMA + 1): within RELATIVE_ERROR (0.4975%) of every
-                  gap in it, so a percentile read from the merged histogram is within 0.5% of the exact
-                  type-7 percentile of the gaps (20 ms: within 0.1 ms)
-    text          "i:n i:n ..." (bucket index, count; ascending index): the record's `itl_hist`; a
-                  request's gaps take one pair per distinct bucket (at most ~2,100 buckets from 1 us to
-                  1,000 s, a few dozen for a usual stream)
-"""
+"""A fixed log-bucket histogram of gaps (seconds), compact text on a record and mergeable across requests
+and processes: percentiles over every gap within 0.5%. Design: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 
@@ -65,17 +53,13 @@ def merge(texts: Iterable[str | None]) -> Counter[int]:
 
 
 def merge_arrays(batches: Iterable[Any]) -> Counter[int] | None:
-    """`merge` of many records' texts, given as pyarrow string arrays (a batch of rows each): the same
-    counts, the digits parsed by numpy from Arrow's bytes (no Python string a record: 3.6 M records of
-    ~600 characters each in under a minute). None when a text is missing (null or empty): those
-    records have no histogram. ValueError on a malformed text, as `decode`."""
+    """`merge` of texts as pyarrow string arrays; None if a text is null or empty; ValueError if malformed."""
     counts, present = merge_present(batches)
     return counts if bool(present.all()) else None
 
 
 def merge_present(batches: Iterable[Any]) -> tuple[Counter[int], Any]:
-    """`merge_arrays` of the texts present, and which rows had one: (the merged counts, a numpy bool
-    per row in order, False where the text is missing: null or empty). ValueError on a malformed text."""
+    """(`merge_arrays` of the texts present, a bool per row: False if null or empty); ValueError if bad."""
     import numpy as np
     import pyarrow.compute as pc
 
@@ -107,10 +91,8 @@ def merge_present(batches: Iterable[Any]) -> tuple[Counter[int], Any]:
 
 
 def stand_in(counts: Any, values: Sequence[Any], shares: Sequence[float]) -> Counter[int]:
-    """Histograms for records that kept only statistics of their gaps (no text): each record's `counts`
-    gaps split by `shares` over its `values` (arrays, one per statistic, e.g. p50, p99, max), every gap
-    counted at the statistic at or above it. A percentile of the result is an upper bound for those
-    records' own. NaN values count at the next statistic given."""
+    """Histograms for records that kept only gap statistics: `counts` gaps split by `shares` over `values` (an
+    array per statistic), each at the statistic at or above it (an upper bound; NaN: the next statistic)."""
     import numpy as np
 
     n = np.asarray(counts, dtype=np.int64)
@@ -139,8 +121,7 @@ _PARSE_ROWS = 2_048  # texts parsed at a time (~1 MB of characters: ~10 arrays o
 
 
 def _numbers(texts: Any) -> Any:
-    """Every integer of the texts "i:n i:n ..." in order (i, n, i, n, ...), as int64; ValueError unless
-    each text is pairs of integers joined by ":" and separated by whitespace."""
+    """Every integer of the texts "i:n i:n ..." in order, as int64; ValueError on any other shape."""
     import numpy as np
 
     offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset:texts.offset + len(texts) + 1]
@@ -178,8 +159,7 @@ _SPACES = (9, 10, 11, 12, 13, 32)
 
 
 def percentiles(counts: Mapping[int, int], qs: Iterable[float]) -> list[float]:
-    """Type-7 (linear) percentiles (q in 0..1) of the gaps a histogram holds, each gap taken as its
-    bucket's value (within RELATIVE_ERROR); [] for an empty histogram."""
+    """Type-7 percentiles (q in 0..1) of the gaps, each at its bucket's value; [] for an empty histogram."""
     ordered = sorted((i, n) for i, n in counts.items() if n > 0)
     total = sum(n for _, n in ordered)
     if not total:

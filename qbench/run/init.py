@@ -1,17 +1,5 @@
-"""`qbench init`: a scenario written from the app's own API, so a first run needs no hand-written YAML.
-
-    read_target(url)   GET /config (+ /info): a Gradio app of any release; else GET /v1/models: an
-                       OpenAI-compatible server; else a plain HTTP server (its /openapi.json if any)
-    draft_for(...)     -> Draft: the endpoint, one payload generator per input (qbench.run.protocols.
-                       gradio_api.suggest), a load shape and an SLO
-    render(draft)      -> the commented YAML (qbench.run.init_yaml)
-
-`init_scenario` does the three and checks that the text validates as a scenario (a draft the user must
-fill in, such as a plain HTTP template, is written but not checked). `qbench run --target URL --api
-NAME` without a file uses `app_scenario`: the same text, parsed in memory, saved in the run folder.
-
-A Draft holds one endpoint; a traffic mix renders several with `init_yaml.endpoint_lines`.
-"""
+"""`qbench init`: a scenario drafted from the app's own API (`read_target` -> `draft_for` -> `render`;
+`app_scenario` for a run without a file). Design: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 
@@ -152,8 +140,7 @@ async def _read(base: str, auth: Auth, protocol: str) -> Target:
 
 async def _read_torchserve(http: aiohttp.ClientSession, base: str, auth: Auth
                            ) -> tuple[Framework | None, list[str]]:
-    """TorchServe, from its inference API's own description, and its models' names, read from its
-    management API (by its default layout, the next port; none where that does not answer)."""
+    """TorchServe: its own description, and its models' names from its management API (the next port)."""
     described = await _get(http, base + "/api-description", auth)
     if torchserve(described) is None:
         return None, []
@@ -168,9 +155,7 @@ async def _read_torchserve(http: aiohttp.ClientSession, base: str, auth: Auth
 
 
 def mcp_candidates(url: str) -> list[tuple[str, str]]:
-    """Where an MCP server may answer for `url`, in order, as (target, path): the URL itself when it
-    has a path (any server's MCP URL: FastMCP's /mcp, Gradio's /gradio_api/mcp/), then Gradio's
-    /gradio_api/mcp/ under it (`url` is a Gradio app's base URL), then /mcp under a bare origin."""
+    """Where an MCP server may answer for `url`, in the order to try, as (target, path)."""
     parts = urlsplit(url.rstrip("/"))
     origin, path = f"{parts.scheme}://{parts.netloc}", parts.path.rstrip("/")
     from qbench.run.protocols.mcp import DEFAULT_PATH
@@ -183,8 +168,7 @@ def mcp_candidates(url: str) -> list[tuple[str, str]]:
 
 
 async def _read_mcp(http: aiohttp.ClientSession, url: str) -> McpTarget:
-    """The first of `mcp_candidates(url)` that answers as an MCP server; TargetError naming every one
-    tried when none does. The discovery's session is deleted (a run opens its own)."""
+    """The first of `mcp_candidates(url)` that answers as an MCP server; else TargetError naming each."""
     from qbench.run.protocols.mcp import ACCEPT, McpSession, McpSessions, list_tools
 
     problems = []
@@ -237,9 +221,8 @@ async def _get(http: aiohttp.ClientSession, url: str, auth: Auth) -> Any:
 
 
 def draft_for(target: Target, api: str | None, *, strict: bool = False) -> Draft:
-    """The scenario draft for `api` (default: the only public endpoint, or with several the first,
-    the others listed; `strict`: several without `api` is an error). For an OpenAI server `api` is
-    the model (default: the first it lists)."""
+    """The draft for `api` (default: the only public endpoint, else the first, the others listed; `strict`:
+    several without `api` is an error); for an OpenAI server `api` is the model (default: its first)."""
     if isinstance(target, GradioTarget):
         return _gradio_draft(target, api, strict)
     if isinstance(target, OpenAITarget):
@@ -278,9 +261,7 @@ def _gradio_draft(target: GradioTarget, api: str | None, strict: bool) -> Draft:
 
 
 def _stream_draft(draft: Draft, every: float, time_limit: float | None) -> None:
-    """A .stream() event: `chunks` for STREAM_S seconds (or its time limit), `stream_every` apart; an
-    audio chunk as long as the interval (a microphone's last `stream_every` seconds); an SLO on the
-    time to the first output (the queue), on each chunk's answer and on the share answered."""
+    """A .stream() event: `chunks` for STREAM_S seconds (or its limit), `stream_every` apart; its SLOs."""
     chunks = max(2, round(min(STREAM_S, time_limit or STREAM_S) / every))
     draft.endpoint.update(chunks=chunks, stream_every=every)
     for item in draft.inputs:
@@ -387,9 +368,7 @@ def _mcp_draft(target: McpTarget, tool: str | None) -> Draft:
 
 
 def _http_draft(target: HttpTarget) -> Draft:
-    """A plain HTTP server: the POST route (the only one, else /predict, else the first that declares
-    a JSON body), and its body from the OpenAPI schema (qbench.run.openapi_body), one payload input a
-    field; a template to fill in where no body is declared."""
+    """A plain HTTP server's draft: its POST route, one payload input per field of its OpenAPI body."""
     from qbench.run.openapi_body import body_fields, request_schema
     from qbench.run.protocols.gradio_schema import api_suggestion
 
@@ -442,8 +421,7 @@ def _server(target: HttpTarget) -> str:
 
 
 def _http_template(target: HttpTarget, path: str) -> Draft:
-    """No body declared for `path`: the keys its app's code reads (`init --app`), else a template (the
-    framework's documented body, else `{inputs: $0}`) and what to fill in."""
+    """No body declared for `path`: the keys its app's code reads, else a template and what to fill in."""
     posts = target.post_paths
     framework = target.framework
     routed = framework is not None and framework.name in ("Ray Serve", "TorchServe") and target.spec is None
@@ -500,11 +478,8 @@ def init_scenario(url: str, api: str | None = None, *, auth: dict[str, Any] | No
                   scenario_path: Path | None = None, mix: bool = False, app: Path | None = None
                   ) -> InitResult:
     """Read the app at `url` and write its scenario (checked to validate unless it needs filling in).
-    `auth`: credential overrides (qbench.run.scenario.credentials.cli_overrides); a login's password is not
-    written (the file reads ${APP_PASSWORD}). `scenario_path`: where the text will be saved: the app's
-    example files are downloaded beside it (`<stem>-examples/`); without it, their inputs are generated.
-    `mix`: every public endpoint of a Gradio app, equal weights (`mix:`). `app`: the app's source, read for
-    the request keys where a plain HTTP server declares no body (qbench.run.frameworks.request_keys)."""
+    `auth`: credential overrides (a password is written as ${APP_PASSWORD}); `scenario_path`: where the text
+    goes, example files beside it; `mix`: every public endpoint; `app`: the source read for request keys."""
     credentials = auth_section(auth or {})
     target = read_target(url, credentials, protocol)
     if app is not None and isinstance(target, HttpTarget):
@@ -538,9 +513,8 @@ def init_scenario(url: str, api: str | None = None, *, auth: dict[str, Any] | No
 def app_scenario(url: str, api: str | None, overrides: dict[str, Any], *, protocol: str = "auto",
                  command: str | None = None,
                  scenario_path: Path | None = None) -> tuple[InitResult, Scenario]:
-    """The scenario of `url`'s endpoint `api`, parsed with `overrides` (--set, --auth...), for a run
-    without a scenario file (to be saved as `scenario_path`). Several public endpoints without `api`
-    is an error listing them."""
+    """The scenario of `url`'s endpoint `api`, parsed with `overrides`, for a run without a scenario file;
+    several public endpoints without `api` is an error listing them."""
     auth = {k: v for k, v in overrides.items() if k == "auth" or k.startswith("auth.")}
     result = init_scenario(url, api, auth=auth, protocol=protocol, strict=True, command=command,
                            scenario_path=scenario_path)
@@ -557,10 +531,7 @@ def app_scenario(url: str, api: str | None, overrides: dict[str, Any], *, protoc
 
 def _example_files(draft: Draft, base: str, api_root: str, auth: Auth, scenario_path: Path | None,
                    prefix: str = "") -> None:
-    """Download the example files the draft's inputs use into `<stem>-examples/` beside
-    `scenario_path` (names start with `prefix`: a mix's endpoint); an input whose files cannot be had
-    (no file to put them beside, a download refused: Gradio 3.x serves only files under the app's
-    folder) falls back to its generator."""
+    """Download the draft's example files beside `scenario_path` (`<stem>-examples/`), else use generators."""
     from qbench.run.load.executor import in_loop
 
     folder = scenario_path.parent / f"{scenario_path.stem}-examples" if scenario_path else None
@@ -622,9 +593,8 @@ def auth_section(overrides: dict[str, Any]) -> Auth:
 
 
 def write_app_scenario(url: str, api: str | None, auth: dict[str, Any], folder: Path) -> Path:
-    """For `qbench capacity` and `sweep` without a scenario file: the app's scenario, written into
-    `folder` as `scenario-<api>-<stamp>.yaml` (its example files beside it; the stamp in UTC, as the
-    output folders', `qbench.run.results.files.stamp`); returns the path."""
+    """For `qbench capacity` and `sweep` without a scenario file: the app's scenario written into `folder`
+    as `scenario-<api>-<stamp>.yaml` (stamp in UTC, example files beside it); returns the path."""
     from qbench.run.results.files import stamp
 
     path = folder / f"scenario-{file_slug(api.lstrip('/') if api else 'app')}-{stamp()}.yaml"

@@ -1,9 +1,4 @@
-"""The commented scenario YAML `qbench init` writes from a Draft (made by qbench.run.init).
-
-`endpoint_lines` writes one endpoint and its payload (the part a traffic mix repeats per endpoint);
-`render` adds the header, target, load, SLO and auth sections. Secrets are never written: a login's
-password becomes ${APP_PASSWORD} unless it was already an environment reference.
-"""
+"""The commented scenario YAML `qbench init` writes from a Draft (no secret written)."""
 
 from __future__ import annotations
 

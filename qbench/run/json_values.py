@@ -1,14 +1,4 @@
-"""Reading JSON back: the one tolerant reader of each kind of value.
-
-Every JSON file qbench reads back (its own run.json, summary.json, sweep.json, point.json, an older
-qbench's, a server's /status, /config or /monitoring/summary) goes through these: a value of another
-shape reads as None, never as an exception or a guess.
-
-    json_number   a number as a float (a bool is not a number)
-    json_int      a number as an int (a float truncated)
-    json_text     a non-empty string, or a number written as text
-    json_dict     a mapping (a copy)
-"""
+"""Reading JSON back: one tolerant reader per kind of value; a value of another shape reads as None."""
 
 from __future__ import annotations
 
@@ -27,8 +17,7 @@ def json_int(value: Any) -> int | None:
 
 
 def json_text(value: Any) -> str | None:
-    """A non-empty string, or a number written as text; None for anything else (null, "", a bool, a
-    list or a mapping)."""
+    """A non-empty string, or a number written as text; None for anything else (null, "", a bool...)."""
     if isinstance(value, str):
         return value or None
     return str(value) if json_number(value) is not None else None

@@ -1,15 +1,4 @@
-"""A plain HTTP server's request body, from its OpenAPI description (`qbench init`).
-
-    request_schema(spec, path)   the JSON schema of POST `path`'s body, every `$ref` followed (into
-                                 `components/schemas` or `components/requestBodies`) and `allOf` merged;
-                                 None where the operation declares no JSON body (LitServe's untyped
-                                 `decode_request`, a handler reading the raw request)
-    body_fields(schema)          the body's fields in order (required ones first) with their schemas
-
-FastAPI (LitServe, BentoML's HTTP server), and most Python servers, declare a typed body as
-`{"$ref": "#/components/schemas/Model"}`; a draft from the path alone (`{inputs: $0}`) then sends a body
-the handler refuses.
-"""
+"""A plain HTTP server's request body from its OpenAPI description (`$ref`s followed), for `qbench init`."""
 
 from __future__ import annotations
 
@@ -36,8 +25,7 @@ def request_schema(spec: Any, path: str) -> dict[str, Any] | None:
 
 
 def resolve(spec: Any, node: Any, depth: int = 0) -> Any:
-    """`node` with its `$ref`s followed (local ones: `#/...`), `allOf` merged into one object schema, and
-    the same done to its properties, items and alternatives."""
+    """`node` with local `$ref`s followed and `allOf` merged, down its properties, items and alternatives."""
     if depth > MAX_DEPTH or not isinstance(node, dict):
         return node
     ref = node.get("$ref")
@@ -79,8 +67,7 @@ def _pointer(spec: Any, ref: str) -> Any:
 
 
 def body_fields(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any], bool]]:
-    """(name, schema, required) of an object body's fields, the required ones first; [] for a body that
-    is not an object with properties."""
+    """(name, schema, required) of an object body's fields, required first; [] for a non-object body."""
     properties = schema.get("properties")
     if not isinstance(properties, dict) or not properties:
         return []

@@ -1,10 +1,4 @@
-"""`qbench run` as a library call: RunOptions (what the command line asked) -> `run_with_options`.
-
-The options become scenario overrides here, as values (never `key=value` strings parsed back); the
-scenario is the file's, or, without one, written from the target app's own API (as `qbench init`)
-and saved into the run folder. The caller renders the result and maps `result.outcome` to the exit
-code (`qbench.run.results.outcome.verdict`).
-"""
+"""`qbench run` as a library call: RunOptions (what the command line asked) -> `run_with_options`."""
 
 from __future__ import annotations
 
@@ -23,8 +17,7 @@ NO_SCENARIO = "no scenario file: pass one, or --target URL (and --api NAME) to w
 
 @dataclass(frozen=True)
 class RunOptions:
-    """What `qbench run` was asked: a scenario file (or `target` + `api` to write one), overrides, and
-    where and how to run the generator."""
+    """What `qbench run` was asked: a scenario file (or `target` + `api`), overrides, the generator."""
 
     scenario: Path | None = None
     target: str | None = None
@@ -63,8 +56,7 @@ def workers_value(text: str) -> int | str:
 
 @dataclass
 class OptionsRun:
-    """A finished `qbench run`: the scenario as run, the result, and the scenario file written from the
-    app (None when the run had a scenario file)."""
+    """A finished `qbench run`: the scenario, the result, and the scenario written from the app (or None)."""
 
     scenario: Scenario
     result: RunResult
@@ -72,8 +64,7 @@ class OptionsRun:
 
 
 def run_with_options(options: RunOptions, stop_when: StopHook | None = None) -> OptionsRun:
-    """Load (or write from the app) the scenario, run it, save a written scenario beside the records.
-    `stop_when`: the run's stop hook (qbench.run.runner.run_scenario; a soak run's sampler and stuck test)."""
+    """Load or write the scenario, run it (`stop_when`: its stop hook), keep a written one by the records."""
     check_api_option(options.scenario, options.api)
     overrides = options.overrides()
     if options.scenario is not None:
@@ -96,8 +87,7 @@ def run_with_options(options: RunOptions, stop_when: StopHook | None = None) -> 
 
 def scenario_from_app(target: str | None, api: str | None, overrides: dict[str, Any],
                       path: Path) -> tuple[str, Scenario]:
-    """Without a scenario file: the scenario text written from `target`'s API (to be saved as `path`,
-    the app's example files beside it) and the parsed scenario."""
+    """Without a scenario file: the text written from `target`'s API (saved as `path`), parsed."""
     from qbench.run.init import app_scenario
 
     if target is None:

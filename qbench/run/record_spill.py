@@ -1,25 +1,5 @@
-"""A run's records as Parquet while it goes, and records.parquet made from those at its end.
-
-    RecordSpill     the records a load generator (or a driver) hands over, as they finish, appended to a
-                    hidden Parquet file of the run folder (`.records-spill-<name>.parquet`), SPILL_ROWS
-                    rows a row group, written by a thread: columns parsed from the records.jsonl lines
-                    they were written as, never kept as RequestRecord objects; one per generator
-                    process, one for a Ray driver (its workers' Arrow batches go in as they come)
-    seal            at the end: the spills -> records.parquet in the run's order (`RowOrder`: what the
-                    executors did to the list of records before: the plan's order, or request ids, or a
-                    closed loop's several parts renumbered in send order), BATCH_ROWS rows a row group,
-                    error messages masked; the spills removed. The same file, schema and row groups as
-                    `write_parquet` of the sorted records, read from disk a row group at a time
-
-records.jsonl stays the crash log: every record is appended there too, flushed at once (a killed run
-keeps everything written so far, read by `read_records` and `qbench report` as before). A spill is
-only readable once closed, and nothing reads one but `seal`.
-
-Memory: the spill holds the records not yet written (up to SPILL_ROWS, as Arrow); `seal` holds the
-sort keys (a few columns, 8 bytes a row each), the permutation, one output row group and the few spill
-row groups it is taken from (`CACHE_GROUPS`): requests finish roughly in the order they were sent, so
-an output row group draws on the spill's row groups near its own.
-"""
+"""A run's records spilled to Parquet as they finish (`RecordSpill`), then sealed into records.parquet in
+the run's order (`seal`), never as record objects. Design: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 
@@ -49,14 +29,8 @@ def spill_path(run_dir: Path, name: str) -> Path:
 
 
 class RecordSpill:
-    """Appends records to a spill file of the run folder, in arrival order, as columns.
-
-    Records come as the lines records.jsonl got (`write_lines`: parsed in C++, by pyarrow.json, no
-    record converted in Python) or as Arrow tables (a Ray worker's batch); once SPILL_ROWS wait, a
-    thread turns them into one row group (stored fields parsed, derived phases computed as
-    qbench.run.columns computes them) and writes it: the load generator's event loop only hands bytes
-    over. The file is made by the first row group (the run folder exists only once the target has
-    answered); `close` writes what waits and the footer, and raises what the thread raised."""
+    """Appends records to a spill file of the run folder, in arrival order, as columns a thread writes;
+    `close` writes what waits and the footer, and raises what the thread raised."""
 
     def __init__(self, run_dir: Path, name: str = "0") -> None:
         self.path = spill_path(run_dir, name)
@@ -149,9 +123,7 @@ def _tables(items: list[bytes | Any]) -> list[Any]:
 
 
 def lines_table(data: bytes) -> Any:
-    """JSONL lines of records (every stored field) as a table of records.parquet's schema: the stored
-    fields parsed by pyarrow.json, the derived phases computed from them as qbench.run.columns does
-    (RequestRecord's arithmetic, value for value), None where a phase is missing."""
+    """JSONL lines of records (every stored field) as a table of records.parquet's schema (derived too)."""
     import pyarrow as pa
     import pyarrow.json as pj
 
@@ -169,8 +141,7 @@ def lines_table(data: bytes) -> Any:
 
 
 def with_derived(table: Any) -> Any:
-    """A table of records.parquet's schema with its derived phases computed again from its stored
-    fields, as lines_table computes them (after a stored field changed: the server's phases joined on)."""
+    """The table with its derived phases computed again from its stored fields (after one changed)."""
     import pyarrow as pa
 
     stored = table.select(list(FIELD_NAMES))
@@ -181,8 +152,7 @@ def with_derived(table: Any) -> Any:
 
 
 def nullable(values: np.ndarray) -> Any:
-    """float64 with NaN as null, from the array's own buffer (pa.array would import pandas, ~40 MiB,
-    into the load generator's process)."""
+    """float64 with NaN as null, from the array's own buffer (pa.array would import pandas)."""
     import pyarrow as pa
 
     values = np.ascontiguousarray(values, dtype=np.float64)
@@ -199,8 +169,7 @@ class _TableColumns(Columns):
         self.table, self.n = table, table.num_rows
 
     def _column(self, name: str) -> np.ndarray:
-        """A number column, nulls as NaN, read from its buffers: pyarrow's own conversions (to_numpy,
-        fill_null with a Python float) import pandas (~40 MiB) into the load generator's process."""
+        """A number column, nulls as NaN, read from its buffers (pyarrow's own conversions import pandas)."""
         import pyarrow as pa
 
         column = self.table.column(name).combine_chunks()
@@ -229,12 +198,8 @@ def discard_spills(run_dir: Path) -> None:
 
 @dataclass(frozen=True)
 class RowOrder:
-    """The order of records.parquet's rows, as the executors ordered the records before it was written.
-
-    `sort` False: as they arrived (one Ray worker). Else by request id, or by its position in `plan_ids`
-    when given (a replayed open-loop plan run in one part: its ids are in time order, not sorted);
-    `renumber`: a closed loop over several parts, by (intended_at_s, user_id), request ids renumbered
-    0..n-1 in that order (each part numbered its own). Every sort is stable: ties keep arrival order."""
+    """The order of records.parquet's rows. `sort` False: arrival order; else by request id, or by place in
+    `plan_ids` when given; `renumber`: by (intended_at_s, user_id), ids renumbered 0..n-1. Stable sorts."""
 
     sort: bool = True
     plan_ids: np.ndarray | None = None
@@ -291,10 +256,7 @@ def seal(run_dir: Path, order: RowOrder, mask: Callable[[str], str] | None = Non
 
 
 def _output_group(spill: _Spill, rows: np.ndarray, schema: Any) -> Any:
-    """One row group of records.parquet: its rows taken SPILL_ROWS at a time, each piece made
-    contiguous, the pieces one chunked table (written as one row group): taking the whole group at once
-    held it three times over (the pieces per spill row group, their concatenation put in order, and
-    that combined: ~150 MiB of Arrow memory for 65,536 rows)."""
+    """One row group of records.parquet, its rows taken SPILL_ROWS at a time into one chunked table."""
     import pyarrow as pa
 
     if rows.size <= SPILL_ROWS:

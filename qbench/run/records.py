@@ -1,28 +1,5 @@
-"""The request record: the one flat contract between the load generator and everything after it.
-
-Every scheduled request yields exactly one `RequestRecord`, whether it completed, failed, timed out,
-was refused by a full queue, or was never sent because the run was interrupted.
-
-Clock: every `*_at_s` field is seconds on ONE monotonic clock (`time.perf_counter()` in the generator),
-expressed as an offset from the run's start (`run.json` holds the wall-clock start time). A missing
-phase is `None`, never 0. Latencies are never rounded or bucketed before they are stored.
-
-Phases of a Gradio queued request (HTTP requests fill the subset that applies):
-
-    intended_at_s   the schedule wanted the request sent now (open loop); for closed loop, == sent_at_s
-    sent_at_s       the generator actually started sending (the join POST / HTTP request)
-    joined_at_s     the join was acknowledged (HTTP 200 with event_id; for plain HTTP: response headers)
-    estimation_at_s first `estimation` message (rank, queue size, ETA as the server saw them)
-    started_at_s    `process_starts`: the job left the queue and began running
-    first_output_at_s  first `process_generating` (streaming), first byte of a streamed HTTP body
-    result_at_s     the terminal message (`process_completed`) when output files were then fetched
-    completed_at_s  terminal message (`process_completed`) or the end of the HTTP body, or the moment the
-                    request was given up (timeout, error, interruption); with output files fetched (as
-                    a browser or gradio_client does), the end of the last download
-
-File format: Parquet (`records.parquet`) with `SCHEMA_VERSION` in the file metadata; JSON Lines
-(`records.jsonl`) is written while the run goes so that nothing is lost if the process dies.
-"""
+"""`RequestRecord`, the one flat contract between the load generator and every later stage, and its files
+(records.jsonl, records.parquet). Design: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 
@@ -145,8 +122,7 @@ class RequestRecord:
 
     @property
     def latency_s(self) -> float | None:
-        """End-to-end latency from the INTENDED send time: the open-loop headline (no coordinated
-        omission)."""
+        """End-to-end latency from the INTENDED send time (the open-loop headline)."""
         return _diff(self.completed_at_s, self.intended_at_s)
 
     @property
@@ -156,8 +132,7 @@ class RequestRecord:
 
     @property
     def send_lag_s(self) -> float | None:
-        """How late the generator sent the request (actual - intended); large values flag a saturated
-        client."""
+        """Actual - intended send time; large values flag a saturated client."""
         return _diff(self.sent_at_s, self.intended_at_s)
 
     @property
@@ -167,8 +142,7 @@ class RequestRecord:
 
     @property
     def service_s(self) -> float | None:
-        """Time the job ran on the server as the client saw it: process_starts -> its result (before any
-        output file was fetched)."""
+        """process_starts -> its result, as the client saw it (before any output file was fetched)."""
         return _diff(self.result_at_s if self.result_at_s is not None else self.completed_at_s,
                      self.started_at_s)
 
@@ -184,8 +158,7 @@ class RequestRecord:
 
     @property
     def ttft_s(self) -> float | None:
-        """Time to first token from the ACTUAL send (what LLM benchmarks quote; ttfo_s is from the
-        intended send)."""
+        """Time to first token from the ACTUAL send (what LLM benchmarks quote; ttfo_s: intended)."""
         return _diff(self.first_output_at_s, self.sent_at_s)
 
     @property
@@ -213,9 +186,7 @@ class RequestRecord:
 
     @property
     def client_only_s(self) -> float | None:
-        """Time the server did not account for: actual send -> result, minus the server's queue wait,
-        uploads and processing (network, HTTP and the SSE protocol, message delivery). None without
-        the server's phases."""
+        """Actual send -> result, less the server's queue wait, uploads and processing; None without them."""
         span = _diff(self.result_at_s if self.result_at_s is not None else self.completed_at_s,
                      self.sent_at_s)
         if span is None or self.server_total_s is None:
@@ -277,8 +248,7 @@ def from_row(row: dict[str, Any]) -> RequestRecord:
 
 
 class JsonlWriter:
-    """Appends records to a JSONL file as they finish, flushing so a killed run loses nothing written.
-    orjson serialises the dataclass directly (about 10x cheaper than json + asdict on the hot path)."""
+    """Appends records to a JSONL file as they finish, flushed so a killed run loses nothing written."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -310,8 +280,7 @@ class JsonlWriter:
 
 
 def read_jsonl(path: Path, start: int = 0) -> list[RequestRecord]:
-    """Read a JSONL records file from byte `start`; a truncated last line (process killed mid-write) is
-    skipped. How a run reads back what it wrote (qbench.run.load.executor.read_back)."""
+    """Records of a JSONL file from byte `start`; a truncated last line (a killed writer) is skipped."""
     records: list[RequestRecord] = []
     shared: dict[str, str] = {}
     with path.open("rb") as fh:
@@ -325,8 +294,7 @@ def read_jsonl(path: Path, start: int = 0) -> list[RequestRecord]:
 
 
 def _share_labels(record: RequestRecord, shared: dict[str, str]) -> None:
-    """One string object per distinct endpoint, session, outcome and error kind across the records read
-    (each line parses into its own copies: ~190 B a record; a run's labels repeat)."""
+    """One string object per distinct endpoint, session, outcome and error kind across the records read."""
     record.endpoint = shared.setdefault(record.endpoint, record.endpoint)
     record.session_id = shared.setdefault(record.session_id, record.session_id)
     record.outcome = cast(Outcome, shared.setdefault(record.outcome, record.outcome))
@@ -335,8 +303,7 @@ def _share_labels(record: RequestRecord, shared: dict[str, str]) -> None:
 
 
 def _jsonl_record(line: bytes) -> RequestRecord | None:
-    """One line: a row as JsonlWriter wrote it (every field, in order) goes straight into a record (~3x
-    faster than `from_row`); Python's json reads what orjson refuses (NaN); None: blank or cut."""
+    """One line as JsonlWriter wrote it as a record (NaN read by Python's json); None: blank or cut."""
     if not line.strip():
         return None
     try:
@@ -412,9 +379,7 @@ def records_table(records: Sequence[RequestRecord]) -> Any:
 
 
 def write_parquet(records: Sequence[RequestRecord], path: Path) -> None:
-    """Write records (stored fields plus derived phases, for convenience in pandas/duckdb) to Parquet,
-    `BATCH_ROWS` at a time (a row group each): the columns of a whole long run are never built at once
-    (~1.7 KB a record while they are)."""
+    """Write records (stored fields plus derived phases) to Parquet, `BATCH_ROWS` a row group."""
     import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -445,8 +410,7 @@ def records_from_ipc(data: bytes) -> list[RequestRecord]:
 
 
 def _batch_records(batch: Any, shared: dict[str, str]) -> list[RequestRecord]:
-    """A pyarrow RecordBatch's rows as records: its stored fields column by column (derived and unknown
-    columns are not read; fields an older version lacks take their defaults), labels shared."""
+    """A pyarrow RecordBatch's rows as records (stored fields; an older version's missing ones: defaults)."""
     names = [name for name in FIELD_NAMES if name in batch.schema.names]
     columns = [batch.column(name).to_pylist() for name in names]
     records = [from_row(dict(zip(names, values, strict=True))) for values in zip(*columns, strict=True)]
@@ -460,8 +424,7 @@ class RecordsFormatError(ValueError):
 
 
 def read_parquet(path: Path) -> list[RequestRecord]:
-    """Every record of a records.parquet, read `READ_ROWS` rows at a time: only the records are kept
-    (~1 KB each); a whole file's rows as dicts at once were ~2.4 KB more a record."""
+    """Every record of a records.parquet, read `READ_ROWS` rows at a time."""
     import pyarrow.parquet as pq
 
     file = pq.ParquetFile(path)

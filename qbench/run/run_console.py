@@ -95,10 +95,7 @@ def render_summary(
     burst: bool = False,
     findings: Sequence[Finding] = (),
 ) -> None:
-    """Print the summary table, SLO checks, generator warnings and where the limit was (`findings`).
-
-    For a burst (every request intended at the same instant) send lag is the time it took to issue
-    them all, so it is reported as such instead of as a warning."""
+    """Print the summary table, SLO checks, generator warnings and where the limit was (`findings`)."""
     console = console or Console()
     console.print(overview_table(summary))
     if summary.error_samples:
@@ -134,8 +131,7 @@ def render_summary(
 
 
 def finding_label(finding: Finding) -> str:
-    """What a finding is, in the console: a limit, or a description of where the time went (the
-    phase findings say what dominates a request, not what caps the server)."""
+    """What a finding is, in the console: a limit, or a description of where the time went."""
     if finding.kind == "usage":
         return "server use"
     if finding.kind in PHASE_KINDS:
@@ -291,8 +287,7 @@ def stream_table(s: Summary) -> Table:
 
 
 def phase_table(s: Summary, *, open_loop: bool = True) -> Table:
-    """Fits 80 columns with every cell whole: labels of 12 characters, counts up to 99,999,999 (10),
-    six figures of at most 7 (`_num`), two spaces between columns (16 characters of padding in all)."""
+    """Each phase of ok requests (count, mean, p50 to p99, max), fitting 80 columns with every cell whole."""
     clock = s.generator.clock_uncertainty_s
     across = "" if clock is None else f"; clocks of the generator nodes agree to +-{_num(clock)}"
     table = Table(
@@ -316,8 +311,7 @@ def phase_table(s: Summary, *, open_loop: bool = True) -> Table:
 
 
 def endpoint_table(s: Summary, *, open_loop: bool = True) -> Table:
-    """One row per endpoint of a mix, then the total: counts, rate, queue wait, service and total time
-    of ok requests, and the endpoint's SLO verdict."""
+    """One row per endpoint of a mix, then the total: counts, rate, ok requests' times, its SLO verdict."""
     total = "latency_s" if open_loop else "latency_from_send_s"
     table = Table(title="Per endpoint (ok requests; total time from the "
                   f"{'intended' if open_loop else 'actual'} send)", title_justify="left",

@@ -1,23 +1,5 @@
-"""run_scenario: scenario -> discovery -> schedule -> load generator -> records, run.json, summary.json.
-
-A run directory (`reports/run-<scenario-name>-<stamp>/`, see `qbench.run.results.files.new_folder`) holds:
-
-    run.json         scenario, target, server snapshot (/config; /status at the start and, as
-                     status_end, at the end), qbench version, host, wall-clock start, generator
-                     stats, stop reason (written at the start, completed at the end)
-    records.jsonl    every finished request, appended while the run goes (survives a killed process)
-    records.parquet  every scheduled request (the file to re-analyse): the records go to Parquet spills
-                     of the folder as they finish, as columns (no record is kept in memory), sealed
-                     into this file in the run's order at the end (qbench.run.record_spill)
-    summary.json     the summary and what the run said beside it (qbench.run.summary_file.SummaryFile:
-                     the diagnosis, app notes, logins, a mix's before/after)
-
-The server's own phases (qbench.run.results.server_phases) are read from a Gradio target after the run, and
-during it on a long one, and written onto the records before they are stored; run.json's
-`server_traces` says how that went. run.json is a `RunInfo` (qbench.run.results.run_info) all along: built
-from typed values (the executors' `ExecutionInfo`, the summary's GeneratorStats, the TraceReport) and
-turned into JSON only when written.
-"""
+"""run_scenario: scenario -> discovery -> schedule -> load generator -> the run directory (run.json,
+records.jsonl, records.parquet, summary.json). Layout and design: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 
@@ -84,8 +66,7 @@ class RunResult:
 
     @property
     def records(self) -> list[RequestRecord]:
-        """Every record of the run, records.parquet's rows, read the first time asked (a big run's are
-        many: about 1 KB each in memory; `columns` reads them a column at a time)."""
+        """Every record of the run (records.parquet's rows), read the first time asked (about 1 KB each)."""
         if self.loaded is None:
             self.loaded = read_records(self.run_dir / "records.parquet")
         return self.loaded
@@ -96,8 +77,7 @@ class RunResult:
 
 
 def _before_load(scenario: Scenario) -> Plan:
-    """The schedule checked (check_schedule, below), and what the run will not see
-    said on stderr before any request (an openai endpoint not streamed: no token timings)."""
+    """The schedule checked (check_schedule), and what the run will not see said on stderr first."""
     for warning in scenario.token_warnings():
         print(f"warning: {warning}", file=sys.stderr)
     return check_schedule(scenario)
@@ -112,14 +92,9 @@ def run_scenario(
     live: bool = True,
     stop_when: Callable[[LiveStats], str | None] | None = None,
 ) -> RunResult:
-    """Run one scenario against `target` (default: the scenario's) and write the run directory.
-
-    `out_dir` is the run directory itself (default `new_folder("run", scenario.name)` under reports/;
-    an empty one is removed again if the run fails before writing into it); `overrides` are
-    dotted keys ({"load.rate": 12}); `stop_when` is asked about every 250 ms and ends the run early
-    when it returns a reason (unfinished requests are then closed as `deadline`). SLO violations do
-    not raise here: see `result.outcome` (qbench.run.results.outcome.verdict turns it into the exit code).
-    """
+    """Run one scenario against `target` (default: the scenario's) into `out_dir` (default: a new run folder
+    under reports/). `overrides`: dotted keys; `stop_when`: asked about every 250 ms, a reason ends the run
+    early. SLO violations do not raise: see `result.outcome`."""
     if overrides:
         scenario = with_overrides(scenario, overrides)
     scenario = with_trace_mix(scenario)  # a trace naming several endpoints runs as a mix of them
@@ -167,9 +142,7 @@ def run_scenario(
 
 def _store(run_dir: Path, execution: Execution, traces: TraceCollector,
            writer: Writer) -> tuple[list[RequestRecord] | None, TraceReport]:
-    """records.parquet, error messages masked (a lost worker's records, a Ray error's text, passed no
-    load generator), with the server's phases joined on: sealed from the executor's spills and joined
-    column by column (PhaseJoin: never a record object), else written from its records (returned)."""
+    """records.parquet, messages masked, server phases joined on (spills sealed, else records written)."""
     path = run_dir / "records.parquet"
     if execution.order is None:
         for record in execution.records:
@@ -189,8 +162,7 @@ def _store(run_dir: Path, execution: Execution, traces: TraceCollector,
 
 
 def with_execution(info: RunInfo, execution: ExecutionInfo) -> RunInfo:
-    """run.json's info with the executors' report laid over it (their login counts, re-logins
-    included, replace the ones announced before the first request)."""
+    """run.json's info with the executors' report laid over it (their login counts replace the announced)."""
     return replace(
         info,
         stop_kind=execution.stop_kind,
@@ -219,8 +191,7 @@ def make_executor(scenario: Scenario) -> Executor:
 
 
 def check_schedule(scenario: Scenario) -> Plan:
-    """The run's plan, built once; fails before any request on a bad schedule: a trace's lines and
-    endpoints, a replayed run's records, a load that would schedule too many requests."""
+    """The run's plan, built once; fails before any request on a bad schedule."""
     try:
         plan = make_plan(scenario.load, seed=scenario.seed)
     except ValueError as exc:
@@ -240,8 +211,7 @@ def _finish(
     writer: Writer,
     traces: TraceReport | None = None,
 ) -> RunResult:
-    """Summary, final run.json and summary.json, from records.parquet read a few columns at a time (or
-    the records, when they were read): a run of millions of requests never holds them as objects."""
+    """Summary, final run.json and summary.json, from records.parquet (or `records`)."""
     cols = Columns.of(records) if records is not None else Columns.read(run_dir, keep=1)
     summary = summarize(cols, scenario.slo, generator=generator, endpoint_slos=endpoint_slos(scenario),
                         journey_length=journey_length(scenario), server_traces=traces)
@@ -277,8 +247,7 @@ def _run_info(scenario: Scenario, target: str) -> RunInfo:
 
 
 async def _status(scenario: Scenario, target: str) -> Any:
-    """The target's /status JSON if it has one (the reference server does), else None; read on the
-    control plane (qbench.run.control) with the run's static headers and cookies."""
+    """The target's /status JSON (the reference server has one), else None; read on the control plane."""
     credentials = authenticator(scenario, target).credentials
     return await read_status_async(target, headers=credentials.headers, cookies=credentials.cookies)
 

@@ -1,17 +1,4 @@
-"""summary.json as one typed value: a run's Summary and what the run said beside it.
-
-    summary     the figures (qbench.run.results.summary.Summary: its keys at the top level of the file)
-    diagnosis   where the limit was (qbench.run.diagnose: `Finding`s)
-    auth        logins and re-logins (no secret)
-    app_notes   the app raised, events still running (qbench.run.diagnose.app_errors)
-    alongside   a mix entry that started later: the others before and after it joined
-    soak        `qbench soak`'s verdicts (qbench.run.soak.soak.SoakReport's dict), on a soak run only
-
-One writer (`SummaryFile.write`: `qbench run` at the end of a run, `qbench soak` adding its verdicts)
-and one reader (`SummaryFile.read`: the report, `qbench compare`, a sweep's knob check). The reader is
-tolerant: an entry beside the summary that is absent or not of its shape reads as None (the report
-then computes it again); a file that holds no summary (no `requests` or `latency`) is not read.
-"""
+"""summary.json as one typed value (`SummaryFile`): its one writer and its one tolerant reader."""
 
 from __future__ import annotations
 
@@ -32,7 +19,7 @@ BESIDE = ("diagnosis", "auth", "app_notes", "alongside", "soak")  # the keys bes
 
 @dataclass
 class SummaryFile:
-    """summary.json (module docstring); each entry beside the summary None when the file lacks it."""
+    """summary.json: the Summary, and each entry beside it (None when absent or misshapen)."""
 
     summary: Summary
     diagnosis: list[Finding] | None = None
@@ -55,8 +42,7 @@ class SummaryFile:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SummaryFile:
-        """Raises ValueError (or TypeError...) when `data` holds no summary; never for the entries
-        beside it (each None when absent or not of its shape)."""
+        """ValueError (or TypeError...) when `data` holds no summary; never for the entries beside it."""
         missing = [key for key in ("requests", "latency") if key not in data]
         if missing:
             raise ValueError(f"no summary in it (no {', '.join(missing)})")
@@ -80,8 +66,7 @@ class SummaryFile:
 
     @classmethod
     def read(cls, run_dir: Path, notes: list[str] | None = None, then: str = "") -> SummaryFile | None:
-        """`run_dir`/summary.json; None when it is missing, or (with a note ending in `then`: what the
-        reader does instead) unreadable or no summary."""
+        """`run_dir`/summary.json; None if missing, unreadable or summary-less (noted, ending in `then`)."""
         path = run_dir / NAME
         if not path.exists():
             return None
@@ -105,5 +90,4 @@ def _alongside(entries: list[dict[str, Any]] | None) -> list[Alongside] | None:
 
 
 def _list_of(value: Any, kind: type) -> list[Any] | None:
-    """`value` if it is a list of `kind`, else None."""
     return value if isinstance(value, list) and all(isinstance(v, kind) for v in value) else None

@@ -1,8 +1,5 @@
-"""What it means: where the limit was, as findings (one sentence each).
+"""What a run means: where the limit was, as findings (one sentence each).
 
-    finding.py          Finding: one sentence about where the limit was
-    diagnose.py         records (+ the server's settings, usage, phases) -> findings
-    diagnose_phases.py  where the time went inside the server: its phase medians -> findings
-    diagnose_mix.py     the same per function, for a mix of endpoints
-    app_errors.py       an app that raised on most requests, or events still running at the end, explained
-"""
+finding.py holds the Finding; diagnose.py records (+ the server's settings, usage, phases) -> findings;
+diagnose_phases.py the server's phase timings -> findings; diagnose_mix.py the same per function of a mix;
+app_errors.py the app's own errors explained. Design: docs/design/load-diagnosis-reports.md."""

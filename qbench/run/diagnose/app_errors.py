@@ -1,32 +1,6 @@
-"""What a run's failures say about the app: records -> sentences a user can act on.
-
-    the app raised   most sent requests of an endpoint ended in `server_error` (the function raised,
-                     or Gradio could not read the inputs into it). Gradio sends only "Error" unless the
-                     app sets `show_error=True`, so the sentence says that, shows the first input sent
-                     (regenerated from the payload: the same seed gives the same request) and the
-                     next step (`qbench run --show-inputs`, or show_error); an endpoint that reads
-                     gr.State gets a sentence saying that a new session sends it empty
-    still running    requests the end of the run closed (`deadline`): the event was still running,
-                     its age when the run ended says how much longer it takes than the run; not a
-                     timeout, which fires only after `load.timeout`
-    cut download     an output file's download ended short of its length: Gradio rewrote the cached
-                     file under the reader (two requests made the same output at once)
-    split sessions   behind a balancer (discovery's `front` showing two or more servers behind it: an
-                     upstream header such as qbench's nginx's X-Qbench-Upstream, or each app's /config
-                     app_id), streams that found no session ("session not found") while far fewer
-                     sessions were open than Gradio keeps (SESSIONS_KEPT): the join and its stream
-                     reached different replicas; and uploads that the replica running the event did not
-                     receive ("file ... was not uploaded to this server"): the balancer does not keep a
-                     session on one replica (`split_sessions`, naming it); these requests are not
-                     counted as the app raising
-    lost sessions    the same "session not found" with no balancer in front (one server, or a proxy that
-                     showed one server behind it, or nothing to tell them apart: the sentence says so):
-                     the app lost sessions it had accepted; they stay app errors (the error-rate SLO
-                     counts them)
-
-`explain(records, scenario)` returns the sentences; `input_lines(scenario, count)` the first input sets
-as `--show-inputs` prints them.
-"""
+"""What a run's failures say about the app: records -> sentences a user can act on (the app raised, events
+still running at the end, cut downloads, sessions split by a balancer or lost by the app). `explain` gives
+them, `input_lines` the first input sets as `--show-inputs` prints them."""
 
 from __future__ import annotations
 
@@ -52,9 +26,7 @@ HIDDEN = ("Error", "None", "", "the function raised (no detail shown)")  # Gradi
 
 def explain(records: Columns | Sequence[RequestRecord], scenario: Scenario | None = None,
             server: dict[str, Any] | None = None) -> list[str]:
-    """Sentences about the app's own errors and the events still running at the end, per endpoint.
-    `server`: what discovery read (run.json's `server`: a Gradio app's /config says which inputs are
-    the session's State)."""
+    """Sentences per endpoint on the app's errors and unfinished events (`server`: run.json's `server`)."""
     notes: list[str] = []
     sent: Columns = Held(_sent(Held(Columns.of(records))))  # each endpoint's error kinds: the sent's, once
     split = split_sessions(sent, server)
@@ -82,7 +54,6 @@ def _sent(cols: Columns, warmup: bool = False) -> Columns:
 
 
 def _kind(cols: Columns, kind: str) -> np.ndarray:
-    """Rows whose error kind is `kind`."""
     codes, kinds = cols.labels("error_kind")
     return codes == kinds.index(kind) if kind in kinds else np.zeros(len(cols), dtype=bool)
 
@@ -106,15 +77,13 @@ def _missed_upload(cols: Columns) -> np.ndarray:
 
 
 def front(server: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The proxy or balancer discovery saw in front of the app (qbench.run.protocols.gradio.front_of),
-    None when none showed."""
+    """The proxy or balancer discovery saw in front of the app; None when none showed."""
     found = (server or {}).get("front")
     return found if isinstance(found, dict) and found.get("url") else None
 
 
 def balances(found: dict[str, Any] | None) -> bool:
-    """Whether the front showed two or more servers behind it (discovery's `upstreams`): the evidence
-    a balancer must give before sessions gone astray are blamed on it."""
+    """Whether the front showed two or more servers behind it: the evidence needed to blame a balancer."""
     return found is not None and len(found.get("upstreams") or []) > 1
 
 
@@ -132,13 +101,9 @@ def describe_front(found: dict[str, Any]) -> str:
 
 def split_sessions(records: Columns | Sequence[RequestRecord], server: dict[str, Any] | None = None,
                    short: bool = False) -> str:
-    """'' unless a balancer stands in front of the app (`server`: run.json's, its `front`, showing two or
-    more servers behind it: `balances`) and a session's requests reached different replicas: streams
-    that found no session while fewer than SESSIONS_KEPT requests were open at once (so no session can
-    have been evicted: SPLIT_SESSIONS), or uploads the replica running the event did not receive
-    (SPLIT_UPLOADS). Then the sentence naming the balancer and what to configure (`short`: the cause
-    alone, for a capacity probe's verdict). With no balancer in front, or a proxy that showed one server
-    behind it, a lost session is the app's own error (`_lost_sessions`)."""
+    """`''` unless a balancer in front (`balances`) split a session's requests across replicas (streams that
+    found no session though too few were open to evict one, or uploads the event's replica lacked); else the
+    sentence naming it (`short`: the cause alone, for a capacity probe's verdict)."""
     found = front(server)
     if not balances(found):
         return ""
@@ -174,8 +139,7 @@ def split_sessions(records: Columns | Sequence[RequestRecord], server: dict[str,
 
 
 def _lost_sessions(records: Columns, lost: np.ndarray, found: dict[str, Any] | None = None) -> list[str]:
-    """Streams that found no session with no balancer in front: the app's own errors. Behind a proxy
-    that showed one server (or named none), the sentence says so, and what would make it the proxy's."""
+    """Streams that found no session with no balancer in front: the app's own errors, and where."""
     if not lost.any():
         return []
     where = lost_where(found)
@@ -185,8 +149,7 @@ def _lost_sessions(records: Columns, lost: np.ndarray, found: dict[str, Any] | N
 
 
 def lost_where(found: dict[str, Any] | None) -> str:
-    """Where sessions were lost when no balancer is to blame: on one server, or behind a proxy that
-    showed one server (or nothing to tell them apart), and what would make it the proxy's."""
+    """Where sessions were lost with no balancer to blame, and what would make it the proxy's."""
     if found is None:
         return "on a server with no balancer in front of it"
     upstreams = found.get("upstreams") or []
@@ -207,8 +170,7 @@ def most_open(records: Columns | Sequence[RequestRecord]) -> int:
 
 
 def _cut_downloads(endpoint: str, records: Columns) -> list[str]:
-    """Output files whose download ended short of its Content-Length: Gradio writes a cached output
-    file again when another request makes the same one (the same inputs at once), under the reader."""
+    """Output files whose download ended short of Content-Length (cached file rewritten under the reader)."""
     cut = int(_message_is(records, _kind(records, "stream_broken"),
                           lambda m: "download" in m and "content length" in m.lower()).sum())
     if not cut:

@@ -1,84 +1,6 @@
-"""Where was the limit? Records (+ the server's settings, usage and phases when it reports them) -> findings.
-
-From the records alone, over the measured window (warm-up excluded):
-
-    waiting(t)   requests sent but not started (the queue, as the client saw it)
-    running(t)   requests started (process_starts) but not completed
-    round trip   what a request pays with no queue: the protocol (upload, join, the start message's
-                 delivery). The excess queue wait is the later half's median wait beyond it, from the
-                 best evidence the records carry:
-                   server     the server's own queue wait (`server_queue_wait_s`, Gradio's trace): the
-                              queue itself, no protocol in it
-                   join       else per request from the join's acknowledgement (the server cannot queue
-                              a request before it has it: the upload and POST /queue/join before it are
-                              protocol), less the start message's delivery measured unloaded: the
-                              shortest join -> start of the run, warm-up included (the first requests
-                              meet an empty queue)
-                   first      else (no join event) the shortest wait of the run, warm-up included
-                 Never a percentile of the loaded wait: under a closed loop of many users every
-                 request waits, and any percentile of the wait is the queue itself.
-    closed loop  every user's requests went one after another (each sent once the previous one was
-                 done, intended == sent): the offered load follows the server, so "it kept up" is no
-                 evidence; the question is whether this many users fill it
-    saturated    open loop: the run did not keep up (qbench.run.results.steady: backlog or queue wait trending
-                 up), or the later half of the requests (by send time: a ramp saturates at its end)
-                 waited beyond the round trip longer than they took to serve and at least `MIN_WAIT_S`;
-                 closed loop: they waited beyond the round trip at least `CLOSED_WAIT_SHARE` of their
-                 service and `MIN_WAIT_S`: the server is at its limit for this many users
-    K            the effective concurrency: the 95th percentile of running(t) while requests waited
-    growth       median service time of requests that started with about K running, over that of
-                 requests that started with at most K/2 running (the first ones, if K is 1)
-
-Findings, most specific first (each a sentence a user can act on):
-
-    generator    the load generator lagged (its own send lag / loop lag / CPU; see run_console.py); and, in
-                 place of any finding about the server, when the run looked saturated while the
-                 generator's event loop or sends lagged by at least half the excess queue wait: the
-                 client saw its own lag as a queue (`GEN_LAG_SHARE`)
-    usage        the server's CPU (all threads, and its event loop's thread) and GPU busy share over
-                 the run, when it reports them (the reference server's /status at start and end)
-    server_cpu   saturated while the server's event loop kept a core busy, >= 50% of a core and >= 80%
-                 of the server's CPU (a shared host gives it no more than its share of a core; and the
-                 GPU, if any, was mostly idle): request handling in one Python thread is the limit
-    device / per_request_work
-                 saturated, and one of the server's two resources was busy: the device (the GPU, or the
-                 reference server's accelerator) or the server's own host work for each request. Each
-                 one's busy share is the utilisation law U = X x D (X the run's throughput, D what one
-                 request asked of it: qbench.run.diagnose.diagnose_phases.demand, from the server's
-                 phases: the forward pass and copy per request for the device, the upload, decode,
-                 pre/postprocess and the function around the forward pass for the host), or measured:
-                 the GPU's busy share from NVML, the server process's CPU in cores (its /status; the
-                 larger of the two host figures is taken). The device's share is of all it can give:
-                 busy at least `BUSY` of the run, it is the limit, whatever the process's CPU (which
-                 exceeds a core with a few threads, and counts the core a waiting CUDA sync spins: a
-                 GPU 95% busy in a process at 1.2 cores is the device's limit, not the host's); below
-                 that, the host is the limit when it was busy at least `BUSY`: `device` says the device is the
-                 limit (faster device, smaller model or larger batches help, not more concurrency or
-                 faster request handling); `per_request_work` that the server's per-request work is
-                 (decoding, preprocessing, uploads, messaging in one Python process: more concurrency
-                 or batching will not help). Below `BUSY` neither is saturated: a resource that runs
-                 alone, one request at a time, shares the time with the other (at concurrency 1, a
-                 device and a host each half busy), so the queue's limit is what holds (queue_limit /
-                 model_bound below). Without a device figure (a Gradio app's trace, no GPU), the
-                 per-request work is the limit when the function is under a third of the service
-                 (diagnose_phases.MODEL_SHARE) and the host's work kept it busy at least `BUSY`.
-                 Either replaces idle_slots, model_bound and queue_limit
-    idle_slots   requests waited while fewer slots ran than the server is configured for (its /status
-                 reports them): another limit holds them (max_threads, a shared concurrency_id...)
-    model_bound  saturated and service time grows with concurrency (growth >= 1.5): the model or the
-                 server's CPU is the limit; more concurrency adds latency, not throughput
-    queue_limit  saturated and service time barely grows (< 1.5): the queue's limit of K caps
-                 throughput at about K / service time; raise concurrency_limit or batch
-    server_cpu   also when saturated while on average under half a request ran (an instant function):
-                 the requests waited in request handling, not for the function
-    headroom     not saturated: open loop, the server kept up with the offered load; closed loop, it was
-                 not at its limit for this many users
-    warmup       every request fell in the warm-up window: nothing was measured (and nothing else said)
-    work_share, phase_share, client_only
-                 where the time went inside the server, per endpoint, whatever the load
-                 (qbench.run.diagnose.diagnose_phases.phase_findings), when records carry the server's phases;
-                 work_share is left out where per_request_work says the same as the limit
-"""
+"""Where was the limit? Records (+ the server's settings, usage and phases when it reports them) -> findings,
+most specific first: generator, usage, server_cpu, device or per_request_work, idle_slots, model_bound,
+queue_limit, headroom, warmup, then phase findings. Rules: docs/design/load-diagnosis-reports.md."""
 
 from __future__ import annotations
 
@@ -161,9 +83,8 @@ def diagnose(
     records: Columns | Sequence[RequestRecord], summary: Summary, server: dict[str, Any] | None = None,
     generator_warnings: list[str] | None = None, *, cpus: int | None = None, describe: bool = True,
 ) -> list[Finding]:
-    """Findings for a run (see the module docstring); only the generator's, usage and phase findings
-    when there are too few requests to judge. `cpus`: the server host's cores, when known
-    (`host_cpus`); `describe`: add where the time went per endpoint (the phase findings)."""
+    """Findings for a run (only the generator's, usage and phase findings with too few requests). `cpus`: the
+    server host's cores when known (`host_cpus`); `describe`: add the per-endpoint phase findings."""
     cols = Columns.of(records)
     findings = [Finding("generator", w) for w in generator_warnings or []]
     usage = server_usage(server)
@@ -201,7 +122,7 @@ def _saturated(load: _Load, ctx: _Context) -> bool:
 
 
 def _limit(load: _Load, ctx: _Context) -> list[Finding]:
-    """The finding(s) about the server's limit (module docstring), most specific first."""
+    """The finding(s) about the server's limit, most specific first."""
     waited = load.waiting > 0
     queue_wait, service = load.later_medians
     saturated = _saturated(load, ctx)
@@ -275,7 +196,7 @@ def _queue_or_model(load: _Load, ctx: _Context, at: str) -> list[Finding]:
 
 @dataclass(frozen=True)
 class _Busy:
-    """The busy shares of the device and of the server's host work over the run (module docstring)."""
+    """The busy shares of the device and of the server's host work over the run."""
 
     device: float | None  # 0-1 (more where forward passes overlapped); None: not known
     host: float | None  # X x the host's demand, or the process's CPU in cores, whichever is larger
@@ -297,7 +218,7 @@ def _busy(ctx: _Context) -> _Busy:
 
 
 def _resource_limit(ctx: _Context, at: str) -> Finding | None:
-    """device or per_request_work (module docstring), or None: neither resource is saturated."""
+    """device or per_request_work, or None: neither resource is saturated."""
     busy = _busy(ctx)
     host = busy.host or 0.0
     if busy.device is not None:
@@ -313,9 +234,7 @@ def _resource_limit(ctx: _Context, at: str) -> Finding | None:
 
 
 def _rates(ctx: _Context, busy: _Busy) -> str:
-    """'at 14.3 req/s, the device busy 87% of the run (61 ms per request), the server's own work 5%
-    (3.5 ms per request); the server process used 4% of a core' (the phases' figure whenever the run
-    has them, its CPU beside it)."""
+    """'at 14.3 req/s, the device busy 87% of the run (61 ms per request), ...': the busy shares in words."""
     need, x = ctx.demand, ctx.summary.throughput_rps
     parts = []
     if busy.device is not None:
@@ -388,8 +307,7 @@ def _headroom(load: _Load, ctx: _Context, waited: np.ndarray) -> Finding:
 
 
 def closed_loop_users(records: Columns | Sequence[RequestRecord]) -> int | None:
-    """The users of a closed loop (module docstring), None for an open loop: every user's requests
-    were sent as planned, each once the previous one was done."""
+    """The users of a closed loop (each user's requests sent as planned, one after another); None: open."""
     cols = Columns.of(records)
     sent_all = cols.floats("sent_at_s")
     rows = cols.where(~np.isnan(sent_all))
@@ -409,8 +327,7 @@ def closed_loop_users(records: Columns | Sequence[RequestRecord]) -> int | None:
 
 
 def host_cpus(host: Mapping[str, Any] | None, target: str | None) -> int | None:
-    """The server's cores when it ran on qbench's host (a loopback or the host's own name as target):
-    run.json `host.cpus`; None otherwise (a remote server's cores are not known)."""
+    """run.json's `host.cpus` when the server ran on qbench's host (loopback or its name), else None."""
     if not isinstance(host, Mapping) or not isinstance(host.get("cpus"), int) or not target:
         return None
     name = urlparse(target if "://" in target else f"http://{target}").hostname or ""
@@ -446,16 +363,14 @@ class Usage:
 
     @property
     def loop_demand(self) -> float | None:
-        """The share of a core the event loop wanted: its CPU time and its wait for a core, over wall
-        time. On a shared host a loop at its limit gets only part of a core, and waits for the rest."""
+        """The share of a core the event loop wanted: its CPU plus its wait for a core, over wall time."""
         if self.loop_cores is None:
             return None
         return self.loop_cores + (self.loop_waited or 0.0)
 
     @property
     def loop_bound(self) -> bool:
-        """The event loop's thread wanted a whole core (ran or waited for one) and did most of the
-        server's CPU work."""
+        """The event loop's thread wanted a whole core and did most of the server's CPU work."""
         demand = self.loop_demand
         if demand is None or self.loop_cores is None or demand < LOOP_BUSY:
             return False
@@ -507,9 +422,7 @@ def _gpu_busy(start: Any, end: Any) -> list[float] | None:
 
 
 def _load(measured: Columns, begun: Columns) -> _Load | None:
-    """The load over the `measured` sent requests; every sent request that started (`begun`, warm-up
-    included) for the round trip. The row-aligned figures first, then each time column sorted for the
-    counts and let go (3.6 M rows: 29 MiB a column, a few at once)."""
+    """The load over the `measured` sent requests; the round trip over every started one (`begun`)."""
     sent, started = measured.new_floats("sent_at_s"), measured.floats("started_at_s")
     completed = measured.floats("completed_at_s")
     has_start, has_end = np.isfinite(started), np.isfinite(completed)
@@ -548,7 +461,7 @@ def _load(measured: Columns, begun: Columns) -> _Load | None:
 
 
 def _round_trip(later: Columns, started: Columns) -> tuple[float, float, str]:
-    """(excess queue wait, round trip, its source) for the later half (module docstring: round trip)."""
+    """(excess queue wait, round trip, its source) for the later half of the requests."""
     waits = _wait(later)
     own = later.floats("server_queue_wait_s")
     own = own[~np.isnan(own)]
@@ -576,9 +489,7 @@ def _wait(cols: Columns) -> np.ndarray:
 
 
 def _after_join(cols: Columns) -> np.ndarray:
-    """Join acknowledged -> process_starts (0 when the start message overtook the join's answer).
-    Computed in place: a few columns of every started request at once (3.6 M: 27 MiB each) were the
-    end of run's peak."""
+    """Join acknowledged -> process start, in place (0 when the start message overtook the join's answer)."""
     since = np.nan_to_num(cols.new_floats("sent_at_s"), copy=False)
     joined = np.nan_to_num(cols.new_floats("joined_at_s"), copy=False)
     np.copyto(since, joined, where=~(since > joined))  # max(joined, sent), as Python's max picks
@@ -607,8 +518,7 @@ def _growth(load: _Load, k: float) -> float | None:
 
 
 def configured_slots(server: dict[str, Any] | None) -> int | None:
-    """Requests the server is configured to run at once for the endpoint (its limit times its batch
-    size), when it reports its settings (the reference server's /status does); else None."""
+    """Requests the server runs at once for the endpoint (limit x batch size) by its settings, else None."""
     if not isinstance(server, dict):
         return None
     status = server.get("status")

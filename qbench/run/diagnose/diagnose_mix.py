@@ -1,21 +1,5 @@
-"""Where was the limit, per function, in a run of several endpoints (a mix)?
-
-`diagnose_run` is `qbench.run.diagnose.diagnose` for the whole run, then for each endpoint on its own
-records (its findings named `endpoint: ...`; the server's own use and the generator's health are said
-once, as are where each endpoint's time went: run.diagnose.diagnose_phases names the endpoint), then one
-finding per endpoint whose requests waited longer than they ran (means), behind ANOTHER
-function's jobs:
-
-    shared_group   the server reports its settings (the reference server's /status) and the endpoint
-                   shares an explicit concurrency_id with other endpoints of the run: the group's one
-                   limit runs them all, and the others' share of the group's running time is named
-    starved        from the records alone (any server, real Gradio included): the endpoint's requests
-                   waited while none of its own jobs ran, during at least STARVED_SHARE of their waiting
-                   time, and another endpoint had jobs running during most of those moments: a shared
-                   concurrency_id (Gradio's default is the Python function object: two events of one
-                   function share it), a shared worker pool (Gradio 3.x's concurrency_count) or
-                   max_threads holds it back
-"""
+"""Where was the limit, per function, in a run of several endpoints: the run's findings, each endpoint's, and
+`shared_group` or `starved` for an endpoint held back behind another function's jobs."""
 
 from __future__ import annotations
 
@@ -38,8 +22,7 @@ ONCE = ("usage", "generator")  # findings about the whole server or the generato
 def diagnose_run(records: Columns | Sequence[RequestRecord], summary: Summary,
                  server: dict[str, Any] | None = None, generator_warnings: list[str] | None = None, *,
                  cpus: int | None = None) -> list[Finding]:
-    """Findings for the run, then per endpoint of a mix (module docstring); `cpus`: the server host's
-    cores when known (qbench.run.diagnose.diagnose.host_cpus)."""
+    """Findings for the run, then per endpoint of a mix; `cpus`: the server host's cores when known."""
     cols = Held(Columns.of(records))
     findings = diagnose(cols, summary, server, generator_warnings, cpus=cpus)
     if not summary.endpoints:
@@ -66,8 +49,7 @@ def diagnose_run(records: Columns | Sequence[RequestRecord], summary: Summary,
 
 
 def _waits(sub: Summary) -> bool:
-    """The endpoint's requests waited longer than they ran, on average (the mean: a backlog behind
-    another function's long jobs shows in the tail first)."""
+    """The endpoint's requests waited longer than they ran, on average (the mean: backlogs show in tails)."""
     wait, service = sub.phase("queue_wait_s").mean, sub.phase("service_s").mean
     return wait is not None and service is not None and wait > service
 
@@ -133,8 +115,8 @@ def _busy_s(sub: Summary) -> float:
 
 
 def _starved(label: str, measured: Columns, codes: np.ndarray, labels: list[str]) -> Finding | None:
-    """The endpoint waited with none of its own jobs running while another's ran (module docstring).
-    `codes`, `labels`: the endpoint of each of the `measured` requests (Columns.labels)."""
+    """The endpoint waited with none of its own jobs running while another's ran. `codes`, `labels`: the
+    endpoint of each of the `measured` requests (Columns.labels)."""
     own = codes == labels.index(label) if label in labels else np.zeros(len(measured), dtype=bool)
     if own.sum() < 20:
         return None
@@ -163,8 +145,7 @@ def _starved(label: str, measured: Columns, codes: np.ndarray, labels: list[str]
 
 
 def _idle_while_waiting(records: Columns) -> bool:
-    """Most of the time the endpoint's requests waited, none of its own jobs ran: its own limit (the
-    subject of queue_limit / model_bound) was not what held them."""
+    """Most of the time the endpoint's requests waited, none of its own jobs ran."""
     sent = records.floats("sent_at_s")
     if not (~np.isnan(sent)).any():
         return False
@@ -186,9 +167,7 @@ def _last(records: Columns) -> np.ndarray:
 
 
 def _counts(records: Columns, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Requests waiting (sent, not started) and running (started, not completed) at each grid time.
-    Each time column is sorted, counted and let go in turn (3.6 M requests: 29 MiB a column; all
-    eight at once were the end of run's peak)."""
+    """Requests waiting (sent, not started) and running (started, not completed) at each grid time."""
     def le(times: np.ndarray) -> np.ndarray:
         return np.searchsorted(times, grid, side="right")
 

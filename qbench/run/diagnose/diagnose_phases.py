@@ -1,44 +1,6 @@
-"""Where the time went inside the server: its own phase timings, per endpoint -> findings.
-
-`phase_medians(records)` reads the server's phase durations that records carry (`server_fn_s`...,
-present when the server reports them: Gradio >= 6.10 with GRADIO_PROFILING=1, the reference server)
-and gives, per endpoint, the median of each phase in ms over the measured ok requests, keyed by
-Gradio's trace names (`gradio.profiling.RequestTrace`):
-
-    queue_wait      in the server's own queue, from the join to the dequeue (no protocol in it)
-    upload          receiving the request's files (POST /gradio_api/upload), before the join
-    preprocess      inputs -> the function's arguments (decoding images, moving files to the cache)
-    fn_call         the function itself
-    postprocess     its return value -> outputs (encoding, saving output files to the cache)
-    streaming_diff  diffing a generator's successive outputs
-    total           the event's whole processing once dequeued (preprocess .. postprocess)
-    client_only     what the client saw beyond the server's phases: network, HTTP, message delivery
-                    (send -> result, less queue_wait, upload and total; needs queue_wait and total)
-
-and the reference server's (its per-event traces): `prepare` (a request's input made ready for
-the model, in a worker; a batch function's is read ahead while the request waits), and inside its
-function call `batch_prepare` (stacking a batch), `h2d` (the host-to-device copy), `forward` (the
-model's forward pass, CUDA-timed on a GPU), plus `batch_size` (requests in the batch: a count).
-
-`phase_findings(phases)` is pure: per endpoint, with
-
-    service   `total`, or without it the sum of preprocess, fn_call, postprocess and streaming_diff;
-              plus `upload` when the request carried files (the server's time for one request)
-    model     `forward` when known (the model), else `fn_call` (the function)
-
-it finds, each message naming the endpoint:
-
-    work_share   the model is under MODEL_SHARE of the service: the rest (decoding, pre- and
-                 postprocessing, uploads, copies) is per-request work around it, which more concurrency
-                 or batching does not shorten (under load, run.diagnose.diagnose's per_request_work says
-                 it is the limit, in its place)
-    phase_share  a phase around the model is at least PHASE_SHARE of the service
-    client_only  the time outside the server is at least CLIENT_SHARE of a request's time and at least
-                 CLIENT_MIN_MS: the network, HTTP and message delivery dominate
-
-work_share and phase_share need a service of at least MIN_SERVICE_MS: an instant function's shares of
-a fraction of a millisecond say nothing a user can act on.
-"""
+"""Where the time went inside the server: the phase timings records carry -> per-endpoint medians in ms
+(`phase_medians`), findings (`phase_findings`: work_share, phase_share, client_only) and each request's
+demand on the device and the host (`demand`)."""
 
 from __future__ import annotations
 
@@ -102,9 +64,7 @@ class Breakdown:
 
     @property
     def work_explained(self) -> bool:
-        """The named phases around the model account for at least half of the rest of the service.
-        Otherwise the time went somewhere no phase times (an `async def` waiting for the event loop that
-        other requests' work holds, say): not evidence of per-request work."""
+        """The named phases around the model cover at least half the rest of the service (evidence)."""
         return sum(self.around.values()) >= EXPLAINED_SHARE * self.work_ms
 
     def work_text(self) -> str:
@@ -121,9 +81,7 @@ class Breakdown:
 
 @dataclass(frozen=True)
 class Demand:
-    """What one request asked of each resource, in seconds of its time (means over the measured ok
-    requests), from the server's phases: the utilisation law's D, so that X x D is each resource's busy
-    share at throughput X."""
+    """Seconds one request asked of the device and the host (utilisation law's D); means over measured ok."""
 
     device_s: float | None  # (forward + h2d) / batch size: the device's time; None without a forward pass
     host_s: float  # the server's own work for the request: upload, prepare, pre/postprocess, streaming
@@ -136,9 +94,7 @@ class Demand:
 
 
 def demand(records: Columns | Iterable[RequestRecord]) -> Demand | None:
-    """The mean demand per request on the device and on the server's host (Demand); None when no
-    measured ok record carries the server's phases. Without a forward phase (a Gradio app's trace) the
-    function is the model: its time is neither the host's per-request work nor a known device's."""
+    """The mean Demand per request; None when no measured ok record carries the server's phases."""
     cols = _columns(records)
     phased = ~np.isnan(cols.floats("server_total_s")) | ~np.isnan(cols.floats("server_fn_s"))
     mine = cols.where(cols.measured() & cols.ok() & phased)
@@ -162,9 +118,7 @@ def demand(records: Columns | Iterable[RequestRecord]) -> Demand | None:
 
 
 def phase_medians(records: Columns | Iterable[RequestRecord]) -> dict[str, dict[str, float]]:
-    """Per endpoint, the median of each server phase the measured ok records carry (ms; batch_size as
-    a count); endpoints whose records carry none are left out (module docstring). Endpoints in the order
-    of their first such record, the phases of each in the order they first show."""
+    """Per endpoint with phases, each server phase's median over measured ok records (ms; batch_size)."""
     cols = _columns(records)
     kept = cols.measured() & cols.ok()
     carries = np.zeros(len(cols), dtype=bool)
@@ -229,7 +183,7 @@ def breakdown(phases: Mapping[str, float]) -> Breakdown | None:
 
 
 def phase_findings(phases: Mapping[str, Mapping[str, float]]) -> list[Finding]:
-    """Findings per endpoint from its median phases in ms (module docstring); [] without phases."""
+    """Findings per endpoint from its median phases in ms; [] without phases."""
     findings: list[Finding] = []
     for endpoint, mine in phases.items():
         split = breakdown(mine)

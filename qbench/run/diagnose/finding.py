@@ -1,9 +1,4 @@
-"""`Finding`: one sentence about where a run's limit was, that a user can act on.
-
-Written by run.diagnose.diagnose (from the records and the server's usage), run.diagnose.diagnose_phases
-(from the server's own phase timings) and run.diagnose.diagnose_mix (per function of a mix); shown in the
-console, `summary.json` (`diagnosis`) and the report.
-"""
+"""`Finding`: one sentence about where a run's limit was, that a user can act on."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""A remote clock's offset to ours, the way NTP measures it.
-
-One round trip: we read our clock (t0), ask the remote for its clock (t1), read ours again (t2). If
-the request and the reply took equally long, the remote read its clock at our (t0 + t2) / 2, so
-
-    offset = t1 - (t0 + t2) / 2          (remote clock minus ours)
-
-and whatever the asymmetry, the true offset lies within +- (t2 - t0) / 2 of it. Several round trips
-are made and the one with the smallest round-trip time kept: it has the tightest bound and is the
-least disturbed by scheduling delays on either side.
-"""
+"""A remote clock's offset to ours, measured as NTP does: of several round trips, the one with the smallest
+round-trip time, whose half bounds the offset's error."""
 
 from __future__ import annotations
 

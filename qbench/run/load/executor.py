@@ -1,27 +1,5 @@
-"""Who runs the load generator, and where: one interface, three executors.
-
-    LocalExecutor     this process, one event loop (the default)
-    ProcessExecutor   `load.processes: N`: N processes of this machine        (qbench.run.load.processes)
-    RayExecutor       `load.executor: ray`: N Ray actors, one per node by default (ray_executor.py)
-
-They cannot drift apart because they share everything but the transport:
-
-    split_plan   the plan -> N parts: open loop every N-th request, closed loop every N-th user (and an
-                 even share of a `requests` budget); a session pool is shared out (`part_scenario`)
-    run_part     one part: payloads, discovery, the ordinary LoadGenerator; a `PartControl` says where
-                 the live stats and finished records go, when to start and when to stop
-    merge        the parts' generator stats -> one Execution (per-worker health included); their
-                 PartInfo -> one ExecutionInfo (merge_info), laid onto run.json's RunInfo by the runner
-    RecordSinks  where finished records go: records.jsonl (the crash log, flushed at once) and a
-                 Parquet spill of the run folder (qbench.run.record_spill), never a list in memory;
-                 the runner seals the spills into records.parquet in the `row_order` the records had
-                 (read_back: the records of records.jsonl, for an interrupted run's readers)
-    lost_records the part of a worker that died: every request it did not report becomes a
-                 `generator_lost` record, so records == scheduled still holds
-
-An executor's `execute(job)` calls `job.announce` exactly once with the target's discovery (the runner
-writes run.json then), before any request is sent.
-"""
+"""Who runs the load generator, and where: one interface (split the plan, run a part, merge the parts, sink
+the records, account for a lost worker) shared by LocalExecutor (here), ProcessExecutor and RayExecutor."""
 
 from __future__ import annotations
 
@@ -82,8 +60,7 @@ class PartInfo:
 
 @dataclass
 class ExecutionInfo(PartInfo):
-    """The executors' report for run.json (the RunInfo fields of the same names): the parts' reports
-    merged (merge_info), and a Ray run's clocks and lost workers."""
+    """The executors' report for run.json's RunInfo: parts' reports merged, Ray's clocks and lost workers."""
 
     clock: dict[str, Any] | None = None  # Ray: the driver's and each node's clock (ray_executor.py)
     lost_workers: tuple[str, ...] | None = None  # Ray: why each lost worker was lost (None: not Ray)
@@ -91,9 +68,8 @@ class ExecutionInfo(PartInfo):
 
 @dataclass
 class Execution:
-    """What an executor hands back: the generator's own health, run info, and where the records are:
-    spilled in the run folder, to be sealed in `order` (qbench.run.record_spill.seal), or, `order` None,
-    in `records` (merge's list, in the run's order)."""
+    """What an executor hands back: generator health, run info, and the records: spilled in the run folder, to
+    be sealed in `order` (qbench.run.record_spill.seal), or (`order` None) in `records`, in run order."""
 
     records: list[RequestRecord]
     stats: GeneratorStats
@@ -107,8 +83,6 @@ class Executor(Protocol):
 
 @dataclass
 class Part:
-    """One worker's share of a run."""
-
     index: int
     parts: int
     scenario: Scenario  # with the worker's share of a session pool
@@ -171,8 +145,7 @@ def split_plan(scenario: Scenario, plan: Plan, target: str, parts: int) -> list[
 
 
 async def run_part(part: Part, control: PartControl, *, worker: bool = True) -> PartResult:
-    """Run one part with the ordinary LoadGenerator (the same code for every executor); `worker`: one
-    worker of several (its send lags are kept for its WorkerStats; the in-process executor has none)."""
+    """Run one part with the ordinary LoadGenerator; `worker`: one worker of several (send lags kept)."""
     scenario = part.scenario
     clock = Clock()
     ids = part.plan.request_ids() if isinstance(part.plan, OpenPlan) else None
@@ -210,8 +183,7 @@ async def run_part(part: Part, control: PartControl, *, worker: bool = True) -> 
 
 def worker_stats(index: int, where: str, requests: int, send_lags: Sequence[float],
                  stats: GeneratorStats) -> WorkerStats:
-    """One worker's health: its CPU, loop lag and send lag (a saturated generator node shows here);
-    `requests` it made records for, `send_lags` of those it sent."""
+    """One worker's health (CPU, loop lag, send lag) over its `requests` recorded and `send_lags` sent."""
     lags = np.asarray(send_lags, dtype=np.float64)
     return WorkerStats(
         index=index,
@@ -227,8 +199,7 @@ def worker_stats(index: int, where: str, requests: int, send_lags: Sequence[floa
 
 
 def stop_signals(handler: Callable[[int, Any], None]) -> Callable[[], None]:
-    """SIGINT/SIGTERM -> `handler` in a driver that blocks (processes, Ray); returns the undo. Only the
-    main thread may set handlers: elsewhere (a sweep's worker thread) this does nothing."""
+    """SIGINT/SIGTERM -> `handler` in a blocking driver; returns the undo (nothing off the main thread)."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -315,10 +286,8 @@ class _LocalControl:
 
 
 class RecordSinks:
-    """Where one writer's finished records go: appended to records.jsonl (the crash log, flushed at
-    once: what a killed run keeps) and to the Parquet spill `name` of the run folder (the columns
-    records.parquet is sealed from). `opened` False: opened by `open`, once discovery has succeeded
-    (a failed run leaves no folder); a spill an earlier run left in the folder is removed then."""
+    """Where one writer's finished records go: records.jsonl (flushed at once) and the run folder's Parquet
+    spill `name`. `opened` False: opened by `open` once discovery succeeded (an old spill removed then)."""
 
     def __init__(self, run_dir: Path, name: str = "0", *, opened: bool = True) -> None:
         self.jsonl = JsonlWriter(run_dir / "records.jsonl")
@@ -396,9 +365,7 @@ def read_back(run_dir: Path, start: int) -> list[RequestRecord]:
 
 
 def row_order(plan: Plan, parts: int, executor: str) -> RowOrder:
-    """The order of records.parquet's rows, as `plan_order` and `merge` order a list of records: one
-    part in the plan's order; several by request id (open loop) or renumbered in send order (closed
-    loop); a lone Ray worker's as they arrived."""
+    """The order of records.parquet's rows: the order `merge` gives a list of records."""
     if parts > 1:
         return RowOrder(renumber=not isinstance(plan, OpenPlan))
     if executor == "ray":
@@ -407,8 +374,7 @@ def row_order(plan: Plan, parts: int, executor: str) -> RowOrder:
 
 
 def plan_order(plan: Plan) -> Callable[[RequestRecord], int]:
-    """Sort key: a record's place in the plan (open loop: a replayed plan's ids are in time order, not
-    sorted), else its request id (closed loop: ids are given in the order records are made)."""
+    """Sort key: a record's place in the plan (open loop), else its request id (closed loop)."""
     if isinstance(plan, OpenPlan) and plan.ids is not None:
         position = {int(i): k for k, i in enumerate(plan.ids.tolist())}
         return lambda r: position.get(r.request_id, r.request_id)
@@ -446,9 +412,7 @@ def merge(results: list[PartResult], open_loop: bool, executor: str,
 
 
 def merge_info(infos: Sequence[PartInfo]) -> ExecutionInfo:
-    """The parts' reports as one: the first stop and the first failed opening (each worker judges its
-    own: qbench.run.results.outcome), in-flight maxima and logins added up, the payload counts of a
-    lone part."""
+    """The parts' reports as one: the first stop and failed opening, in-flight maxima and logins summed."""
     auths = [i.auth for i in infos if i.auth]
     auth = None
     if auths:  # each worker logs in on its own: logins and re-logins add up
@@ -474,12 +438,8 @@ def lost_records(
     part: Part, received: set[int], label: Callable[[int], str], at_s: float, reason: str,
     user_records: int = 0,
 ) -> list[RequestRecord]:
-    """Records for what a dead worker never reported, error kind `generator_lost`.
-
-    Open loop: every request of its part whose record did not arrive (in flight or not yet sent: it is
-    unknown whether the server saw it). Closed loop: its remaining share of a `requests` budget, else
-    one record per user of the part (the user's loop ended there); intended at the moment of the loss.
-    """
+    """Records of error kind `generator_lost` for what a dead worker never reported: open loop, each request
+    of its part without a record; closed loop, its remaining `requests` share, else one per user."""
     warmup = part.scenario.load.warmup
     plan = part.plan
     message = f"generator lost ({reason}); unknown whether the request was sent"
@@ -539,10 +499,7 @@ def in_loop(coro: Coroutine[Any, Any, T], loop: str | None = None) -> T:
 
 
 def _loop_factory(loop: str | None = None) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """The default asyncio loop; QBENCH_LOOP=uvloop opts in to uvloop (~10-20% less CPU per request,
-    but its millisecond timers wake up to 1 ms early, which the dispatcher then has to wait out).
-    `loop` ("asyncio" or "uvloop"): that one, asked for by name, whatever loop policy the process has
-    installed (a Ray worker installs uvloop's)."""
+    """None (the default loop) unless `loop` or QBENCH_LOOP names uvloop (if installed); else that `loop`."""
     if (loop or os.environ.get("QBENCH_LOOP", "asyncio")) == "uvloop":
         try:
             import uvloop

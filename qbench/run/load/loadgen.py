@@ -1,27 +1,5 @@
-"""The load generator: plan x payloads x protocol -> one RequestRecord per scheduled request.
-
-It runs inside an executor (qbench.run.load.executor: this process, several processes or Ray actors).
-
-Open loop (burst, rate, stages, trace, replay): a dispatcher walks the intended send offsets, waits
-for the exact instant of the next one (`qbench.run.load.waker`: a timerfd on Linux, no polling at high
-rates), starts every request that is due as a task WITHOUT waiting for earlier responses (no
-coordinated omission), and waits again. An
-optional in-flight cap (`load.max_in_flight`) makes it wait for a free slot instead; the resulting
-delay shows up as send lag and the cap is reported. Closed loop (users): one loop per user sends,
-waits for the response, thinks, repeats. `duration` and `requests` are stop conditions: no request is
-sent after `duration`; in-flight requests then get `drain` seconds before they are closed as
-`deadline`. A stop (Ctrl-C/SIGTERM -> "interrupted", the stop_when hook -> "deadline") closes every
-in-flight and unsent request with that kind, so the records are complete whatever happens.
-
-Per request: one task and an entry in the shared `DeadlineWheel` (one loop timer for every in-flight
-request's timeout), no per-request timer or logging. Every ~50 ms a ticker
-measures event-loop lag; every ~250 ms it publishes LiveStats, hands the finished records to
-`on_records` (records.jsonl) and asks the stop_when hook.
-
-Memory stays flat however long the run: a record exists from its send (open loop: its intended time)
-until it is handed on; the generator keeps counters, the live window of latencies and, for a worker
-of several (`keep_send_lags`), each request's send lag (8 bytes) for its WorkerStats.
-"""
+"""The load generator: plan x payloads x protocol -> one RequestRecord per scheduled request, in open or
+closed loop, inside an executor (qbench.run.load.executor); complete records whatever stops the run."""
 
 from __future__ import annotations
 
@@ -57,9 +35,7 @@ FLUSH_RECORDS = 10_000  # never-sent records closed at a stop go out in batches 
 
 
 def thread_wait_s() -> float | None:
-    """Time the calling thread has spent runnable but waiting for a core (Linux schedstat, its second
-    field, in ns): on a host whose cores other work takes, the generator's sends and reads wait this
-    long. None where the kernel does not say."""
+    """Seconds this thread waited runnable for a core (Linux schedstat); None where the kernel won't say."""
     try:
         with open("/proc/thread-self/schedstat") as f:
             return int(f.read().split()[1]) / 1e9
@@ -240,8 +216,7 @@ class LoadGenerator:
         )
 
     async def _until(self, when: float) -> None:
-        """Return at `when` on the run's clock: never before, usually within ~0.05 ms (see
-        qbench.run.load.waker); at once when it has passed."""
+        """Return at `when` on the run's clock: never before; at once when it has passed."""
         await self.waker.until(self.clock.t0 + when)
 
     async def _drain(self, timeout: float) -> None:
@@ -365,8 +340,7 @@ class LoadGenerator:
         return float(rng.exponential(mean)) if self.load.think == "exponential" else mean
 
     def _journey_drain_s(self) -> float:
-        """Open-loop journeys started before the end of `duration` may still be sending: they stop
-        sending at `duration`, then their last requests get the usual drain."""
+        """Seconds left for open-loop journeys: the rest of `duration` (they send until it) plus the drain."""
         remaining = 0.0 if self.load.duration is None else max(self.load.duration - self.clock.now(), 0.0)
         return remaining + self.load.drain_s
 
@@ -502,13 +476,7 @@ class LoadGenerator:
 
 
 class DeadlineWheel:
-    """Every in-flight request's timeout on ONE loop timer (armed for the earliest deadline).
-
-    All requests of a run share one timeout, so deadlines arrive in the order requests start: an
-    insertion-ordered map is a queue sorted by deadline whose entries can also leave from the middle
-    (a request that finishes) in O(1). The timer fires as a per-request `call_later` would (the loop
-    rounds both to its clock's resolution) and re-arms itself for the next head.
-    """
+    """Every in-flight request's timeout on one loop timer, armed for the earliest deadline."""
 
     def __init__(self, timeout_s: float, expire: Callable[[asyncio.Task[None], RequestRecord], None]) -> None:
         self.timeout_s, self.expire = timeout_s, expire
@@ -549,16 +517,7 @@ class DeadlineWheel:
 
 @contextmanager
 def paused_gc() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the run (reference counting still frees almost all).
-
-    Measured: a collection over the live objects of 10,000 in-flight Gradio requests stalled the event
-    loop for up to 1.2 s (send lag p99 1.1 s) and doubled the generator's CPU; with the collector
-    paused the worst loop lag was 41 ms. Cyclic garbage is rare (about 0.25 objects per request), so
-    it simply waits for the end of the run. Objects that exist before the run are frozen out of later
-    collections too, garbage among them included: unfrozen after the run, the next collection frees it.
-    No collection first: in a process that holds much (a test worker, a notebook) a full collection cost
-    up to a second of CPU a run, and the suite's runs spent ~450 s of its CPU there.
-    """
+    """Pause and freeze the cyclic garbage collector for the run; restored after it."""
     enabled = gc.isenabled()
     gc.freeze()
     gc.disable()

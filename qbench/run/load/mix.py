@@ -1,29 +1,6 @@
-"""Several endpoints in one run: a scenario's `mix:`, or a trace whose lines name several endpoints.
-
-    mix:
-      - {weight: 3, endpoint: {api_name: a}, payload: {inputs: [{text: {words: [2, 4]}}]}}
-      - {weight: 1, endpoint: {api_name: c}, payload: {inputs: [{text: {words: [2, 4]}}]}, slo: {...}}
-
-Each entry is a `Branch`: the scenario as if that entry were its only endpoint (its own protocol
-object, payload generator and label), so everything that works for one endpoint works per branch.
-
-Which branch a request goes to (`Routing`):
-
-    open loop   request id -> branch, drawn by weight from a generator seeded with the payload seed,
-                one draw per id (0..max id): the same scenario sends the same endpoints in the same
-                order, and a split plan's parts (processes, Ray actors) agree without talking
-    trace       each line's `api_name` / `fn_index` / `path` names its branch (lines naming none draw
-                by weight); a single-endpoint scenario whose trace names other endpoints becomes a
-                mix of them (`with_trace_mix`), weighted by their line counts
-    replay      the past run's record says which endpoint (a label the scenario no longer has draws)
-    closed loop each user draws per request from its own seeded generator; entries with their own
-                `users` (k6's scenarios): each user sends to its entry only
-    start       an entry with `start: S` gets requests from S s into the run (earlier ones draw among
-                the entries started by then; its users start then): the others' latency before and
-                after it joined, in one run (qbench.run.results.summary's `alongside`)
-
-A single-endpoint scenario is a mix of one branch: the executor has one path for both.
-"""
+"""Several endpoints in one run (a scenario's `mix:`, or a trace naming several): each a `Branch`, the
+scenario as if it were the only endpoint, and the `Routing` of each request to one (by seeded weight, trace
+line, replayed record or user). A single-endpoint scenario is a mix of one branch."""
 
 from __future__ import annotations
 
@@ -58,8 +35,7 @@ class Branch:
 
 
 def branches(scenario: Scenario) -> list[Branch]:
-    """The scenario's endpoints: its one endpoint, each entry of its mix (labels are unique), or each
-    step of its journey (two steps may call one endpoint)."""
+    """The scenario's endpoints: its one endpoint, each mix entry (unique labels) or each journey step."""
     if scenario.journey is not None:
         return [Branch(step.name or endpoint_label(scenario.protocol, step.endpoint), 1.0,
                        scenario.model_copy(update={"endpoint": step.endpoint, "payload": step.payload,
@@ -86,8 +62,7 @@ def journey_length(scenario: Scenario) -> int | None:
 
 
 def endpoint_slos(scenario: Scenario) -> dict[str, Slo | None] | None:
-    """Per endpoint label of a mix, the entry's own SLO (None: the scenario's applies); None without
-    a mix (qbench.run.results.summary.summarize judges the SLO on the total then)."""
+    """Per label of a mix, the entry's own SLO (None: the scenario's applies); None without a mix."""
     if scenario.mix is None:
         return None
     return {b.label: entry.slo for b, entry in zip(branches(scenario), scenario.mix, strict=True)}
@@ -104,7 +79,7 @@ def mix_starts(scenario: Scenario) -> dict[str, float] | None:
 
 
 class Routing:
-    """Which branch each request goes to (module docstring)."""
+    """Which branch each request goes to."""
 
     def __init__(self, labels: list[str], weights: list[float], by_id: np.ndarray | None,
                  starts: list[float] | None = None, by_user: np.ndarray | None = None) -> None:
@@ -144,9 +119,8 @@ class Routing:
 
 
 def routing(scenario: Scenario, request_ids: list[int] | None, offsets: np.ndarray | None = None) -> Routing:
-    """The routing of a run; `request_ids`: the open-loop plan's ids (None for closed loop), `offsets`
-    their planned send times (a mix whose entries start later: a request before an entry's start
-    draws among the entries started by then, with the same uniform draw)."""
+    """The routing of a run; `request_ids`: the open-loop plan's ids (None: closed loop), `offsets` their
+    planned send times (a request before an entry's `start` draws among the entries started by then)."""
     parts = branches(scenario)
     labels, weights = [b.label for b in parts], [b.weight for b in parts]
     starts = [e.start for e in scenario.mix] if scenario.mix else None
@@ -178,8 +152,7 @@ def user_branches(scenario: Scenario) -> np.ndarray | None:
 
 
 def user_starts(scenario: Scenario, offsets: np.ndarray) -> np.ndarray:
-    """Each user's start (closed loop): with users per entry, its entry's `start` plus the ramp-up
-    spread over that entry's own users; otherwise the plan's offsets, unchanged."""
+    """Each user's start (closed loop): with users per entry, its entry's `start` plus that entry's ramp."""
     by_user = user_branches(scenario)
     if by_user is None or scenario.mix is None:
         return offsets
@@ -214,8 +187,7 @@ def _recorded(scenario: Scenario, parts: list[Branch]) -> dict[int, int]:
 
 
 def _fields(scenario: Scenario) -> tuple[str, ...]:
-    """The trace fields that name an endpoint of this protocol (an access log's `path` of a Gradio
-    app is a Gradio route, not a function)."""
+    """The trace fields that name an endpoint of this protocol (a Gradio app's `path` is a route, not one)."""
     return ("api_name", "fn_index") if scenario.protocol == "gradio" else ("path",)
 
 
@@ -233,8 +205,7 @@ def _branch_of(named: dict[str, str], parts: list[Branch], scenario: Scenario, w
 
 
 def with_trace_mix(scenario: Scenario) -> Scenario:
-    """A single-endpoint scenario whose trace names other endpoints, as a mix of every endpoint the
-    trace names (weights: line counts; lines naming none count for the scenario's own endpoint)."""
+    """A single-endpoint scenario whose trace names other endpoints, as a mix of them (weighted by lines)."""
     if scenario.load.trace is None or scenario.mix is not None:
         return scenario
     trace = read_trace(scenario.load.trace.file)
@@ -276,8 +247,7 @@ class Route:
 
 
 class Routes:
-    """Every branch of a run, by label (and in order: a journey's steps), and which one each request
-    goes to."""
+    """Every branch of a run, by label (in order: a journey's steps), and which one each request goes to."""
 
     def __init__(self, routes: list[Route], routing: Routing,
                  journey: list[JourneyStep] | None = None) -> None:

@@ -1,16 +1,5 @@
-"""Several generator processes on this machine (`load.processes` / `qbench run --processes N`).
-
-When one core is not enough, the plan is split (qbench.run.load.executor.split_plan) and each process runs
-`run_part` on its part with its own connections. All processes share one clock: the parent picks a
-start time on time.perf_counter() (CLOCK_MONOTONIC, the same in every process of the machine) once
-every child is ready, so intended times line up exactly.
-
-Children stream their LiveStats to the parent (console, stop_when); a stop (stop_when, Ctrl-C,
-SIGTERM to the parent) is passed down with an Event; each child appends its records to records.jsonl
-and to its own Parquet spill as they finish and keeps none (qbench.run.load.executor.RecordSinks); the
-parent never holds them: the runner seals the spills into records.parquet in the order
-qbench.run.load.executor.merge gives a list of records.
-"""
+"""Several generator processes on this machine (`load.processes`): a part of the plan each, one shared
+time.perf_counter() start, live stats streamed to the parent, records written by each child."""
 
 from __future__ import annotations
 

@@ -1,28 +1,6 @@
-"""The run split over Ray actors, one per node by default (`load.executor: ray`, `qbench run --ray`).
-
-The plan is split exactly as for `load.processes` (qbench.run.load.executor.split_plan). N actors are
-placed with a SPREAD placement group (one CPU each), so N <= nodes means one generator per node. Each
-actor runs `run_part`, the ordinary LoadGenerator, on its part. The driver (this process):
-
-1. discovers the target once and writes run.json (before any actor sends);
-2. waits until every actor has prepared its payloads and discovered the target itself;
-3. measures each actor's clock offset to the driver's wall clock (qbench.run.load.clocksync: several round
-   trips, the smallest kept) and picks one start instant S on its own clock; each actor starts its
-   run clock at S + offset on its own clock. Every `*_at_s` an actor records is then an offset from
-   S in the driver's time base, within +- the offset's uncertainty (plus any drift during the run,
-   measured by a second offset measurement after it; both go to run.json `clock`);
-4. polls every actor 2-4 times a second (one poll in flight per actor): its LiveStats (the live line
-   combines them) and the records finished since its last poll, as an Arrow IPC batch, appended to
-   records.jsonl and the run's Parquet spill at once as Arrow (qbench.run.load.executor.RecordSinks):
-   the driver keeps no record, only each worker's count and (open loop) request ids, 8 bytes each;
-5. an actor that dies (or whose node does): every request of its part whose record never arrived
-   becomes a `generator_lost` record (qbench.run.load.executor.lost_records); the others carry on. An actor
-   that answers no poll for UNRESPONSIVE_S is killed and counted the same way. Ctrl-C / SIGTERM stop
-   every actor, which close their unfinished requests as `interrupted` and report them; a second
-   Ctrl-C kills the actors at once (what they had not reported: `generator_lost`).
-
-Ray is an optional dependency: `pip install -e '.[ray]'`.
-"""
+"""The run split over Ray actors, one per node by default (`load.executor: ray`, `qbench run --ray`): one
+start instant through measured clock offsets, records polled as Arrow batches, a lost actor's requests
+`generator_lost`. Ray is optional: `pip install -e '.[ray]'`."""
 
 from __future__ import annotations
 
@@ -398,8 +376,7 @@ class _Driver:
 
 
 def _clock_entry(w: _Worker, stats: WorkerStats, later: ClockOffset | None) -> dict[str, Any]:
-    """One node's clock in run.json (and on its WorkerStats): the offset before the run, and the
-    drift (offset after minus before, +- the sum of both uncertainties) when it was alive at the end."""
+    """One node's clock in run.json: its offset before the run and, alive at the end, the drift since."""
     offset = w.offset
     stats.where = w.where
     if offset is None:
@@ -430,11 +407,7 @@ def _cause(exc: BaseException) -> str:
 
 
 class GeneratorWorker:
-    """One part of the run in a Ray actor: a threaded actor (no async method, THREADS threads) whose `run`
-    drives the part in an event loop of its own, the one the driver names (`loop`: asyncio unless
-    QBENCH_LOOP=uvloop); ready, now, go, stop, poll and describe answer from its other threads. The loop
-    is chosen here, not by a runtime_env (RAY_USE_UVLOOP), which had Ray start each actor's process
-    through a setup process of its own (~1.5 s of CPU an actor) and never reuse an idle worker."""
+    """One part in a threaded Ray actor: `run` drives it in its own event loop; other calls answer beside."""
 
     THREADS = 4  # run, and a poll or control call beside it
 

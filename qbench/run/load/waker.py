@@ -1,21 +1,5 @@
-"""Wake the event loop at an exact instant without burning a core: the open-loop dispatcher's clock.
-
-asyncio's selector rounds every timeout UP to whole milliseconds (epoll takes milliseconds), so a
-plain `asyncio.sleep` sends up to ~1 ms late. Two ways to do better:
-
-* `TimerFdWaker` (Linux): a `timerfd` armed at the absolute CLOCK_MONOTONIC instant (the clock
-  `time.perf_counter()` reads on Linux) and watched by the loop like a socket. The kernel's
-  high-resolution timer makes the fd readable at the instant (plus the thread's timer slack, lowered
-  to 10 us for the run), epoll returns at once. One syscall to arm, one to read. Only before a gap
-  longer than SPIN_ABOVE_S does it wake SPIN_MARGIN_S early and poll the rest (a wake-up from idle
-  takes ~0.1-0.2 ms): at most a few % of a core, and none at high rates.
-* `SpinWaker` (elsewhere, or when timerfd is unavailable): sleep until `SPIN_S` before the instant,
-  then poll the loop (`asyncio.sleep(0)` still serves I/O) until the clock reaches it. Precise, but it
-  keeps a core busy whenever requests are less than `SPIN_S` apart (~1,000 req/s and up).
-
-Both never return before the instant, and return at once when it has passed (due requests go out back
-to back). `make_waker()` picks the best one; `QBENCH_WAKER=spin` forces the fallback.
-"""
+"""Wake the event loop at an exact instant without burning a core, for the open-loop dispatcher: a timerfd on
+Linux, else sleep then spin; `make_waker()` picks one, QBENCH_WAKER=spin forces the fallback."""
 
 from __future__ import annotations
 
@@ -76,7 +60,7 @@ class _Itimerspec(ctypes.Structure):
 
 
 class TimerFdWaker:
-    """Linux: one timerfd, re-armed for every wait, read by the event loop (see the module docstring)."""
+    """Linux: one timerfd at the absolute instant, re-armed for every wait, read by the event loop."""
 
     name = "timerfd"
 
@@ -143,8 +127,7 @@ class TimerFdWaker:
 
 
 def timespec(when: float) -> tuple[int, int]:
-    """(seconds, nanoseconds) of a perf_counter instant, rounded up (never early); nanoseconds stay
-    below a second, as timerfd_settime requires (EINVAL otherwise)."""
+    """(seconds, nanoseconds) of a perf_counter instant, rounded up (never early); nanoseconds < 1 s."""
     secs = int(when)
     nanos = int((when - secs) * 1e9) + 1
     if nanos >= 1_000_000_000:

@@ -18,9 +18,4 @@
     server_timing.py    a plain HTTP answer's Server-Timing header: its queue wait and service, server clock
     openai.py           OpenAI-compatible completions: TTFT, inter-token gaps, token counts
     mcp.py              MCP tool calls over Streamable HTTP (an app's mcp_server=True tools)
-    page.py             a page load as a browser makes it: the HTML, its assets, the app's /config and info
-
-The registries import their members; no member imports a registry or another family (gradio_stream
-extends the sse_v3 wire it runs on), so importing `base` stays cheap and the families cannot drift
-into one another.
-"""
+    page.py             a page load as a browser makes it: the HTML, its assets, the app's /config and info"""

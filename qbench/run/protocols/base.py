@@ -1,9 +1,5 @@
-"""The interface every wire protocol implements, and the helpers they share.
-
-A protocol turns one scheduled request (its record and generated inputs) into wire traffic and fills
-the record's phases. It never raises for a per-request problem: it writes an error kind instead. The
-executor (qbench.run.load.loadgen) owns timing, timeouts and cancellation; a protocol only reacts to them.
-"""
+"""The interface every wire protocol implements (`WireProtocol`: one scheduled request -> wire traffic and a
+filled record), and what they share: the run's HTTP session and clock, a journey's state, failing a record."""
 
 from __future__ import annotations
 
@@ -27,15 +23,13 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 def upload_tag(request_id: int) -> str:
-    """The `session_hash` header sent with a request's file uploads: the server's upload entry (Gradio's
-    profiling traces) carries it, so qbench.run.results.server_phases can join the upload to the request."""
+    """The `session_hash` header of a request's uploads (qbench.run.results.server_phases joins by it)."""
     return f"qbench-{request_id}"
 
 
 @dataclass
 class SessionState:
-    """What one user's journey keeps between its requests (run.load.loadgen journeys): the Gradio session,
-    the HTTP cookies the server set, the OpenAI conversation so far."""
+    """What one user's journey keeps between requests: its session, cookies, conversation, side tasks."""
 
     session_hash: str
     cookies: dict[str, str] = field(default_factory=dict)
@@ -82,12 +76,7 @@ class WireProtocol(Protocol):
 
 
 class RecentFirstConnector(aiohttp.TCPConnector):
-    """aiohttp's pool, handing out the connection released last first (a stack, as aiohttp < 3.10 did).
-
-    aiohttp's own pool (3.14) hands out its oldest idle connection: after a burst (an event-loop stall
-    on a busy host sends what fell due at once) every connection the burst opened is used in turn,
-    none is ever idle for `keepalive_timeout`, and qbench keeps them all (a file and ~35 KB each) for
-    the rest of the run. Released last, taken first: the burst's surplus idles out after 15 s."""
+    """aiohttp's pool, handing out the connection released last first (a stack, as aiohttp < 3.10 did)."""
 
     def _release(self, key: Any, protocol: Any, *, should_close: bool = False) -> None:
         super()._release(key, protocol, should_close=should_close)
@@ -109,14 +98,8 @@ def _takes_oldest() -> bool:
 def make_http_session(
     load: Load, middlewares: Sequence[aiohttp.ClientMiddlewareType] = (), *, cookies: bool = True
 ) -> aiohttp.ClientSession:
-    """An aiohttp session whose limits come from the scenario, not from library defaults.
-
-    No total/read timeout (the executor enforces the per-request timeout itself, and SSE streams wait
-    as long as the queue does); the connection pool is `load.max_connections` (0 = unlimited);
-    responses are not decompressed (we only count bytes); a large read buffer so long SSE lines fit.
-    `middlewares`: the run's credentials (qbench.run.protocols.login.Authenticator.middleware).
-    `cookies=False`: no shared cookie jar (journeys keep their own cookies: `SessionState`).
-    """
+    """An aiohttp session with the scenario's limits (no total or read timeout; `load.max_connections`, 0:
+    unlimited; no decompression); `middlewares`: the run's credentials; `cookies=False`: no shared jar."""
     connector = RecentFirstConnector(limit=load.max_connections, limit_per_host=0, force_close=False)
     timeout = aiohttp.ClientTimeout(total=None, connect=load.connect_timeout, sock_read=None)
     return aiohttp.ClientSession(

@@ -1,20 +1,6 @@
-"""Gradio apps of every release since 3.x: discovery, inputs and uploads; the wire is the family's.
-
-Discovery reads `GET <target>/config` (always at the root): its `protocol` names the wire family
-(absent: `ws`, Gradio 3.x), `api_prefix` where the other routes are (absent before 5.0: the root),
-`version` the release, `dependencies` the endpoint. A scenario's `gradio_protocol` overrides the
-family (the prefix and version still come from /config). The family's `QueueWire`
-(qbench.run.protocols.gradio_families.make_wire) then joins and follows each request; see
-qbench.run.protocols.gradio_wire for the families and their message sequences.
-
-Inputs: State inputs are sent as null. File inputs are uploaded (`POST <api>/upload`) and sent as
-FileData from 4.x; 3.x takes them inline as base64 data URLs (an Image as the bare data URL, other
-file components as {name, data, is_file: false}). From 4.x a component that holds files in a structure
-gets the FileData inside it (qbench.run.protocols.gradio_values.wrap_file: a Gallery's
-[{image, caption}], an ImageEditor's {background, layers, composite}...). Event data that names a
-file (a deleted file, a gallery's selected image) names one uploaded at discovery, once a run: Gradio
-reads only files in its cache.
-"""
+"""Gradio apps of every release since 3.x: discovery from GET /config (family, api_prefix, version, the
+endpoint), inputs and uploads in the release's format, output downloads; the family's QueueWire does the
+rest."""
 
 from __future__ import annotations
 
@@ -114,8 +100,7 @@ class GradioProtocol:
         }
 
     def _stream(self, dep: dict[str, Any], pool: int) -> dict[str, Any] | None:
-        """A .stream() event (connection "stream") gets its chunks: the scenario's `chunks` (default
-        1) every `stream_every` seconds (default the app's); its snapshot for run.json, None otherwise."""
+        """A .stream() event's chunk wire and its run.json snapshot; None for any other event."""
         assert self.app is not None
         ep = self.scenario.endpoint
         if dep.get("connection") != "stream":
@@ -179,9 +164,7 @@ class GradioProtocol:
         return types
 
     async def _hold_event_files(self) -> None:
-        """Upload a file for each FileData of the event data (a deleted file, a selected gallery image)
-        and name it there, once a run: Gradio reads only files in its cache. A failed upload leaves the
-        name as it is (the requests then fail with the app's own message)."""
+        """Upload a file for each FileData in the event data and name it there, once a run."""
         assert self.app is not None
         for file in event_files(self.app.event_data):
             name = str(file.get("orig_name") or "file.txt")
@@ -199,10 +182,7 @@ class GradioProtocol:
                 continue
 
     async def _upstreams(self, config: dict[str, Any]) -> list[str]:
-        """The servers behind the front that answered /config: asked again, up to UPSTREAM_SAMPLES times
-        (a different session_hash each, for a balancer that hashes on it), until two differ; each known
-        by its upstream header (UPSTREAM_HEADERS) or else by its app's /config `app_id` (Gradio draws one
-        per app). One, or none, when nothing told them apart."""
+        """The servers seen behind the front that answered /config (asked up to UPSTREAM_SAMPLES times)."""
         assert self.front is not None
         seen = {u for u in (self.front.get("upstream") or _app_id(config),) if u}
         url = self.base + "/config"
@@ -263,9 +243,7 @@ class GradioProtocol:
             await self._fetch(record, files)
 
     async def _fetch(self, record: RequestRecord, files: list[str]) -> None:
-        """Fetch the result's output files, as a browser showing them and gradio_client do: in this
-        session (the run's credentials ride on every request), one after the other; the request ends
-        when the last file has arrived (its own phase: result_at_s -> completed_at_s)."""
+        """Fetch the result's output files one after the other; the request ends when the last has arrived."""
         record.result_at_s, record.completed_at_s = record.completed_at_s, None  # the timeout still holds
         for ref in files:
             problem = await self.download(record, ref)
@@ -299,8 +277,7 @@ class GradioProtocol:
         return (self.app.api if ref.startswith("/file=") else self.base) + ref
 
     async def _chunk(self, record: RequestRecord, k: int, first: list[Any]) -> list[Any] | None:
-        """Chunk k (1, 2, ...) of a streamed input: payload variant request_id + k, uploaded (a trace's
-        request repeats its own inputs)."""
+        """Chunk k (1, 2, ...) of a streamed input: payload variant request_id + k, uploaded."""
         payloads = self.payloads
         inputs = first if payloads is None or payloads.fixed is not None else payloads.inputs(
             record.request_id + k)
@@ -367,10 +344,7 @@ class GradioProtocol:
 
 
 def in_session(url: str, session_hash: str | None) -> str:
-    """`url` with `session_hash=` in its query: an upload or an output download names the session it
-    belongs to, as its join (JSON body), stream (query) and heartbeat (path) do, so a balancer hashing on
-    the session keeps them all on one replica (qbench.tune.servers.balancer.SESSION_MAPS). Gradio's routes
-    ignore the parameter."""
+    """`url` with `session_hash=` in its query, so a balancer hashing on sessions keeps it on one replica."""
     if not session_hash or url.startswith("data:"):
         return url
     return f"{url}{'&' if '?' in url else '?'}session_hash={quote(session_hash, safe='')}"
@@ -399,12 +373,7 @@ def _app_id(config: Any) -> str | None:
 
 
 def front_of(headers: Mapping[str, str], url: str) -> dict[str, Any] | None:
-    """The proxy or balancer in front of the app, as its response headers show it: None when none shows
-    (an app server's own `server: uvicorn`), else {url, server (its Server header), via, upstream (the
-    server it sent the request to, where a header names it: UPSTREAM_HEADERS)}; discovery adds
-    `upstreams`, the servers it saw behind it. A balancer is blamed for sessions or uploads that went
-    astray only when it showed two or more (qbench.run.diagnose.app_errors.split_sessions); otherwise a
-    lost session is the app's own error."""
+    """The proxy or balancer in front of the app, from its response headers; None when none shows."""
     lower = {k.lower(): v for k, v in headers.items()}
     server = lower.get("server", "")
     upstream, via = upstream_header(headers) or "", lower.get("via", "")

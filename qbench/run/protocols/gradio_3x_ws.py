@@ -1,15 +1,4 @@
-"""The `ws` family (Gradio 3.x): one websocket per request, `ws://<base>/queue/join`.
-
-    server {"msg": "send_hash"}  -> client {"fn_index", "session_hash"}
-    server estimation (rank, queue_size, rank_eta, queue_eta, ...), or queue_full and a close
-    server {"msg": "send_data"}  -> client {"data", "event_data": null, "fn_index", "session_hash"}
-    server process_starts, process_generating (full outputs each time), process_completed, close
-
-The join is acknowledged by the server's first answer to the hash (estimation or queue_full), so
-`joined_at_s` and `estimation_at_s` coincide. On timeout the socket closes with the request's task
-(the server drops a still-queued event when it next writes to it) and `POST /reset {session_hash,
-fn_index}` stops a running generator; a plain function runs to its end, as in the browser.
-"""
+"""The `ws` family (Gradio 3.x): one websocket per request at `<api>/queue/join`."""
 
 from __future__ import annotations
 

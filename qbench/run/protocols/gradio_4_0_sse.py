@@ -1,11 +1,4 @@
-"""The `sse` family (Gradio 4.0-4.8): each request's own stream is its queue join.
-
-`GET <api>/queue/join?fn_index=&session_hash=` enqueues the event and streams its messages, which
-carry no event_id except `send_data`: the server asks for the inputs when a worker is ready, and they
-go by `POST <api>/queue/data {data, event_data, fn_index, session_hash, event_id}`. A full queue is a
-`queue_full` message on the stream (not a 503). Closing the stream drops a still-queued event; on
-timeout `POST <api>/reset {event_id}` also stops a running generator (there is no /cancel yet).
-"""
+"""The `sse` family (Gradio 4.0-4.8): `GET <api>/queue/join` is each request's own stream, inputs by POST."""
 
 from __future__ import annotations
 
@@ -82,7 +75,6 @@ class JoinStreamWire:
             return False
 
     def abandon(self, record: RequestRecord) -> None:
-        """Timeout: the stream closes with the request's task; /reset stops a running generator."""
         if record.event_id is not None:
             body = {"event_id": record.event_id}
             self.background.spawn(post_quietly(self.http, self.app.api + "/reset", body))

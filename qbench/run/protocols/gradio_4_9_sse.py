@@ -1,17 +1,4 @@
-"""The session-stream families (sse_v1, sse_v2, sse_v2.1, sse_v3; Gradio 4.9 onwards).
-
-Per request: `POST <api>/queue/join` -> event_id, then messages on the session's ONE SSE stream
-(`GET <api>/queue/data?session_hash=`), routed by event_id. A 503 on join is `queue_full`. sse_v3
-ends the stream with a `close_stream` message; before it the server simply ends the response after
-the session's last pending event. On timeout the event is cancelled: `POST <api>/cancel` from 4.31,
-`POST <api>/reset {event_id}` before (which stops generators only).
-
-A session has at most ONE open reader (two readers would compete for the session's messages). It
-reads until the stream ends, and reopens while events are still pending (a job joined after the
-server decided to close). Messages that arrive for an event whose join response has not been
-processed yet are kept and replayed when the event is registered. `per_request` sessions read their
-stream inline (no extra task); a pool of N sessions (browser tabs) shares one reader task per session.
-"""
+"""The session-stream families (sse_v1 to sse_v3, Gradio 4.9 on): join by POST, follow the session stream."""
 
 from __future__ import annotations
 
@@ -42,8 +29,7 @@ CLOSE_GRACE_S = 1.0  # how long to wait for the end of the response after close_
 
 
 async def _read_to_eof(resp: aiohttp.ClientResponse) -> None:
-    """After close_stream the server ends the response: let it, rather than hang up first (a hang-up
-    can race with the server's own end of stream and look like a client disconnect to it)."""
+    """After close_stream let the server end the response (a hang-up first can look like a disconnect)."""
     try:
         await asyncio.wait_for(resp.content.read(), CLOSE_GRACE_S)
     except (asyncio.TimeoutError, aiohttp.ClientError, OSError):
@@ -85,7 +71,7 @@ class GradioSession:
         self.reader: asyncio.Task[None] | None = None
 
     async def follow(self, record: RequestRecord) -> None:
-        """Wait until the joined event `record.event_id` reaches a terminal message (or the stream breaks)."""
+        """Wait until the joined event reaches a terminal message (or the stream breaks)."""
         assert record.event_id is not None
         if not self.shared:
             self.pending[record.event_id] = (record, None)
@@ -199,8 +185,6 @@ class GradioSession:
 
 
 class SessionStreamWire:
-    """sse_v1 to sse_v3: join by POST, follow the event on its session's stream."""
-
     def __init__(self, app: GradioApp, http: aiohttp.ClientSession, clock: Clock, pool: int,
                  handler: MessageHandler = apply_message) -> None:
         self.app, self.http, self.clock = app, http, clock
@@ -233,8 +217,7 @@ class SessionStreamWire:
                              "session_hash": session_hash})
 
     async def join(self, record: RequestRecord, data: list[Any], slot: int) -> GradioSession | None:
-        """Join the queue in the session of `slot` (a journey's, a pool's or a new one); the session
-        to follow the event on, or None when the join failed (the record says why)."""
+        """Join the queue in the session of `slot`: the session to follow, None when the join failed."""
         record.session_id = self.session_hash(record, slot)
         session = next((s for s in self.pool if s.hash == record.session_id), None)
         session = session or self._session(record.session_id)  # a journey's (one at a time) or a new one
@@ -258,7 +241,7 @@ class SessionStreamWire:
         return session
 
     def abandon(self, record: RequestRecord) -> None:
-        """Timeout: forget the event locally and cancel it on the server (in the background)."""
+        """Timeout: forget the event locally and cancel it on the server (/cancel from 4.31, else /reset)."""
         if record.event_id is None:
             return
         for session in self.pool:

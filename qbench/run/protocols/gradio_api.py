@@ -1,18 +1,5 @@
-"""A Gradio app's API as its /config and /info describe it, and the payload generator that fits each input.
-
-Every release publishes the same facts in slightly different places: /config (at the root) lists the
-components with their props (a Slider's minimum, maximum and step; a Dropdown's choices, as
-[label, value] pairs from 3.50; a Number's precision; an Audio's min_length / max_length from 5.x; a
-Chatbot's type), the dependencies (api_name, inputs as component ids) and the `dataset`
-components that hold the app's examples (samples by row, columns by component_ids). /info (at the
-root before 5.0, under /gradio_api from 5.0) lists the public endpoints (`named_endpoints`: what
-Gradio shows on its "Use via API" page) with each parameter's label and JSON type.
-
-`app_endpoints` turns the pair into `AppEndpoint`s; `suggest` picks the payload generator for one
-input (run.scenario.scenario, run.scenario.payload_specs) within the component's constraints, and
-`describe` says in words what the input accepts (for `qbench init`'s comments and the input-count
-error of a scenario that does not fit the endpoint).
-"""
+"""A Gradio app's API from its /config and /info -> `AppEndpoint`s (`app_endpoints`), the payload input
+that fits each input (`suggest`) and what it accepts in words (`qbench init`, the input-count error)."""
 
 from __future__ import annotations
 
@@ -42,8 +29,7 @@ CLASS_NAMES = {"checkboxgroup": "CheckboxGroup", "multimodaltextbox": "Multimoda
 
 @dataclass(frozen=True)
 class AppInput:
-    """One API input of an endpoint: its component (config `type`), label, /config props, /info
-    parameter ({} without /info) and the app's example values for it, one per example row."""
+    """One API input: its component type, label, /config props, /info parameter and the app's examples."""
 
     component: str
     label: str
@@ -53,12 +39,12 @@ class AppInput:
 
     @property
     def class_name(self) -> str:
-        """The component's class name as users write it (gr.Slider, gr.CheckboxGroup)."""
+        """The component's class name as users write it (Slider, CheckboxGroup)."""
         return CLASS_NAMES.get(self.component, self.component.capitalize())
 
     @property
     def choices(self) -> list[Any] | None:
-        """The values a Dropdown, Radio or CheckboxGroup accepts (the value of each [label, value])."""
+        """The values a Dropdown, Radio or CheckboxGroup accepts (None: no choices)."""
         raw = self.props.get("choices")
         if not isinstance(raw, list):
             return None
@@ -141,16 +127,14 @@ def api_inputs(components: dict[Any, dict[str, Any]], dep: dict[str, Any],
 
 
 def _label(inp: AppInput, param: dict[str, Any]) -> str:
-    """The input's name in comments: a gradio.Server parameter's own name (its label is "1st"), else
-    the component's label, else /info's."""
+    """The input's name in comments: a gradio.Server parameter's name, else the label, else /info's."""
     if inp.component == "api" and param.get("parameter_name"):
         return str(param["parameter_name"])
     return inp.label or str(param.get("label") or param.get("parameter_name") or "")
 
 
 def _examples_by_component(components: Any) -> dict[Any, tuple[Any, ...]]:
-    """Component id -> its column of the app's examples (the first dataset that covers it, every row
-    set: a column with an empty cell is left out)."""
+    """Component id -> its column of the app's examples (a column with an empty cell left out)."""
     columns: dict[Any, tuple[Any, ...]] = {}
     for comp in components:
         props = comp.get("props") or {}
@@ -170,8 +154,7 @@ def _examples_by_component(components: Any) -> dict[Any, tuple[Any, ...]]:
 
 
 def suggest(inp: AppInput, version: tuple[int, ...] = ()) -> Suggestion:
-    """The payload input that fits `inp` (within its range, step, choices, length), in the release
-    `version` ((): unknown). The app's own examples win where it gives them for this input."""
+    """The payload input that fits `inp` in release `version` ((): unknown); the app's own examples win."""
     made = _generated(inp, version)
     files = _example_files(inp)
     if files:
@@ -190,7 +173,6 @@ def suggest(inp: AppInput, version: tuple[int, ...] = ()) -> Suggestion:
 
 
 def _example_files(inp: AppInput) -> list[dict[str, str]]:
-    """The app's example files for a file input, as {"file": ref} to download ([] when not all are)."""
     return _file_refs(inp, inp.examples)
 
 
@@ -212,9 +194,7 @@ def _file_refs(inp: AppInput, values: tuple[Any, ...]) -> list[dict[str, str]]:
 
 
 def _usable_examples(inp: AppInput) -> tuple[Any, ...]:
-    """Examples that can be sent, in the API's format (qbench.run.protocols.gradio_values): not
-    files, within the choices, numbers for a Number or Slider (an example row longer than the inputs
-    is cut by Gradio, shifting its values under the wrong components)."""
+    """The examples that can be sent as the API takes them, () when not all can."""
     if not inp.examples or inp.component in FILE_COMPONENTS | {"multimodaltextbox", "chatbot"}:
         return ()
     if inp.component in ("number", "slider") and not all(
@@ -370,8 +350,7 @@ def _file(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
 
 
 def _suffix(types: list[str], many: bool) -> str:
-    """The suffix of generated files: the first declared one (.csv, .nii.gz), a kind's own (image:
-    .png, audio: .wav), else .bin."""
+    """A generated file's suffix: the first declared one, a kind's own (image: .png), else .bin."""
     for kind in types:
         if re.fullmatch(r"(\.[A-Za-z0-9]{1,10}){1,3}", kind):
             return kind
@@ -400,7 +379,6 @@ def _video(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
 
 
 def _api(inp: AppInput, _: tuple[int, ...]) -> Suggestion:
-    """A gradio.Server parameter: a value of its JSON-schema type (qbench.run.protocols.gradio_schema)."""
     made = api_suggestion(inp.info)
     return Suggestion(*made) if made is not None else _fallback(inp)
 

@@ -1,19 +1,5 @@
-"""Inputs of a `gradio.Server` app (6.10+): values from the JSON schema of each `@server.api` parameter.
-
-A Server-mode app has no components: each parameter of an `@server.api` function is an `Api` input
-whose `/info` entry carries the JSON schema of its type hint (`{"type": "string"}`,
-`{"oneOf": [{"type": "null"}, {"type": "array", "items": {"type": "number"}}]}`), its name and its
-default. `api_suggestion` turns that into a payload input:
-
-    string            text of 2 to 8 words (numbers as text when the name asks for one: `seconds`)
-    integer, number   within the schema's minimum/maximum, else from the default (or 1) up a little
-    boolean           true or false
-    array             three items of the item type ({int}, {float}, {word}, true)
-    object            its properties, each by its type; without properties, the default (or {})
-    oneOf / anyOf     the first branch that is not null; nullable `type: [.., "null"]` likewise
-
-Anything else (a file's FileData schema, `$ref`) is left to the caller's fallback (None).
-"""
+"""Inputs of a `gradio.Server` app (6.10+): each `@server.api` parameter's JSON schema (from /info) -> a
+payload input of that type (`api_suggestion`); None for what it cannot make (FileData, `$ref`)."""
 
 from __future__ import annotations
 
@@ -29,8 +15,7 @@ PLACEHOLDERS = {"integer": "{int}", "number": "{float}", "string": "{word}", "bo
 
 
 def api_suggestion(info: dict[str, Any]) -> Suggestion | None:
-    """The payload input for one `Api` parameter (its /info entry), or None when the schema is not
-    one of the plain JSON types."""
+    """The payload input for one `Api` parameter (its /info entry); None when its schema is not plain."""
     schema = concrete(info.get("type")) or {}
     kind = schema.get("type")
     default = info.get("parameter_default") if info.get("parameter_has_default") else None
@@ -52,8 +37,7 @@ def api_suggestion(info: dict[str, Any]) -> Suggestion | None:
 
 
 def concrete(schema: Any) -> dict[str, Any] | None:
-    """The schema with its null alternative removed: oneOf/anyOf's first non-null branch, a type list's
-    first non-null type."""
+    """The schema without its null alternative (oneOf/anyOf's first non-null branch, a type list's first)."""
     if not isinstance(schema, dict):
         return None
     for key in ("oneOf", "anyOf"):

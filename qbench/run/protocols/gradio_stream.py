@@ -1,30 +1,5 @@
-"""Streamed inputs: a Gradio `.stream()` event (`connection="stream"`: a webcam, a microphone), 5.0 onwards.
-
-The browser joins the queue with the first chunk (a webcam frame, the microphone's last
-`stream_every` seconds), then sends the next chunk every `stream_every` seconds, whether or not the
-function has answered the last one: `POST <api>/stream/{event_id}` with the join's body. The server
-runs the function on a chunk, sends `process_streaming` with its output and waits for the next
-chunk; chunks that arrive while the function runs replace one another (it runs on the latest, the
-others are never answered). `POST <api>/stream/{event_id}/close` ends the event (`process_completed`);
-the app's `time_limit` ends it too, and then a chunk's POST finds no event (404; Gradio 5.x answers
-500), which ends the sending but is no error: the app chose to end its streams.
-
-qbench sends `endpoint.chunks` chunks (default 1) into each event this way, `endpoint.stream_every`
-seconds apart (default: the app's own), from the join's send; after the last it waits for its
-answer, then closes the event. Chunk k of request r is payload variant r + k, so consecutive chunks
-differ as a camera's frames do (a trace's request repeats its own). Gradio 5.x's browser sends the
-chunks over a websocket at the same route, each acknowledged with `{"msg": "success"}`, and so does
-qbench on 5.x (a socket the server closes is an event that ended); 6.x has only the POST.
-Each output's files (a processed webcam frame) are fetched as the output arrives, as the browser
-showing it does, each file once; the request then ends when the last has arrived (`fetch_outputs:
-false` fetches none).
-
-Which output answers which chunk (`ChunkLog`): the function runs on the chunk that is newest when it
-starts: at `process_starts` (a chunk sent while the event queued replaced the join's), at the
-previous output when chunks wait, else the next chunk sent. A chunk's latency runs from its send to
-the output that answered it; the first chunk's is the time to first output (`ttfo_s`, with the queue
-wait in it) and is left out of the chunk latencies. Output gaps are between consecutive outputs.
-"""
+"""Streamed inputs into a Gradio `.stream()` event (a webcam, a microphone; 5.0 on): join with the first
+chunk, send the others every `stream_every` s, close; `ChunkLog` says which output answered which chunk."""
 
 from __future__ import annotations
 
@@ -103,8 +78,7 @@ class ChunkLog:
             self.idle.set()
 
     def completed(self, at: float) -> None:
-        """`process_completed`: it carries the last call's output when a chunk was still running (the
-        time limit ended the event after that call)."""
+        """`process_completed`: it carries the last call's output when a chunk was still running."""
         if self.running is not None:
             self.output(at)
         self.idle.set()
@@ -179,7 +153,7 @@ class ChunkStreamWire(SessionStreamWire):
             log.fill(record)
 
     def _fetch(self, record: RequestRecord, refs: list[str]) -> None:
-        """Fetch an output's files as it arrives, as the browser showing it does (each file once)."""
+        """Fetch an output's files as it arrives, each file once."""
         if self.download is None:
             return
         tasks = self.downloads.setdefault(id(record), {})
@@ -188,8 +162,7 @@ class ChunkStreamWire(SessionStreamWire):
                 tasks[ref] = asyncio.get_running_loop().create_task(self.download(record, ref))
 
     async def _downloaded(self, record: RequestRecord) -> None:
-        """The result's files not fetched yet too; the request ends when the last has arrived (as
-        GradioProtocol._fetch: result_at_s -> completed_at_s), failed by the first that failed."""
+        """Fetch the result's other files; the request ends when the last arrives (or the first fails)."""
         if self.download is None:
             return
         self._fetch(record, OUTPUT_FILES.pop(id(record), []))
@@ -228,8 +201,7 @@ class ChunkStreamWire(SessionStreamWire):
                 await socket.close()
 
     async def _socket(self, url: str) -> aiohttp.ClientWebSocketResponse | None:
-        """Gradio 5.x's browser sends the chunks over a websocket at the chunk route (6.x: POSTs);
-        None when it cannot be opened (the POSTs are used then)."""
+        """Gradio 5.x's chunk websocket; None when it cannot be opened (then the chunks go by POST)."""
         try:
             return await self.http.ws_connect(url.replace("http", "ws", 1))
         except (aiohttp.ClientError, OSError):
@@ -237,8 +209,7 @@ class ChunkStreamWire(SessionStreamWire):
 
     async def _socket_chunk(self, record: RequestRecord, log: ChunkLog,
                             socket: aiohttp.ClientWebSocketResponse, data: list[Any]) -> bool:
-        """One chunk over the websocket and its acknowledgement; False when the event is over (the
-        server closed the socket: its time limit ended the event) or the socket failed."""
+        """One chunk over the websocket, acknowledged; False when the socket closed (event over) or failed."""
         assert record.session_id is not None
         body = self.body(data, record.session_id)
         record.bytes_sent += len(body)
@@ -256,7 +227,7 @@ class ChunkStreamWire(SessionStreamWire):
         return False
 
     async def _post_chunk(self, record: RequestRecord, log: ChunkLog, url: str, data: list[Any]) -> bool:
-        """POST one chunk; False when the event is over (404: the time limit ended it) or it failed."""
+        """POST one chunk; False when the event is over (404: its time limit ended it) or the chunk failed."""
         assert record.session_id is not None
         body = self.body(data, record.session_id)
         record.bytes_sent += len(body)

@@ -1,35 +1,5 @@
-"""Component values in the wire format each Gradio release takes, as `gradio_client` sends them.
-
-Two directions meet here:
-
-    wire_example(inp, value)   an example value as the app's `dataset` stores it -> the value its API
-                               takes (None: it cannot be sent as it is). A Dataframe's example rows
-                               (a bare list of lists) become {headers, data, metadata}; a ColorPicker,
-                               DateTime or Number example passes; a Dataframe example that is a file
-                               (a CSV path) does not
-    suggest_value(inp)         a generator for components whose value is structured: a Dataframe's
-                               {headers, data, metadata} with cells of the declared datatypes, a
-                               ColorPicker's "#rrggbb", a DateTime's "YYYY-MM-DD HH:MM:SS", a
-                               HighlightedText's [{token, class_or_confidence}], a Model3D's .obj file;
-                               None for the others
-    wrap_file(kind, file)      an uploaded FileData inside the structure its component takes (4.x and
-                               later): a Gallery's [{image | video, caption}], an ImageEditor's
-                               {background, layers: [one], composite}, a MultimodalTextbox's {text, files},
-                               an ImageSlider's [FileData, FileData], a 4.x-5.x Video's {video, subtitles};
-                               other components take it as it is
-    event_data(dep)            what a browser sends beside the inputs of an event whose function reads
-                               gr.EventData (`collects_event_data`: a chatbot's like, a table's select,
-                               an edit, a key_up...): the first message or cell, liked, selected; None
-                               for the other events (gradio_client sends None: their functions fail);
-                               event_files(data) the files in it, which the caller uploads first
-    prop_inputs(config, dep)   the inputs whose function takes the component itself (6.x
-                               `component_prop_inputs`: `def f(x: gr.Number)` reads x.value, x.maximum):
-                               sent as the component's props with the value in `value`, as the browser does
-
-Everything here follows what Gradio 6.31's components accept (`preprocess` of each) and what
-gradio_client 2.x sends for the same value (its `handle_file` uploads and sends FileData); the older
-families differ only where they are named.
-"""
+"""Component values in the wire format each Gradio release takes, as `gradio_client` sends them: examples,
+structured generated values, uploads in their component's structure, event data, component-prop inputs."""
 
 from __future__ import annotations
 
@@ -132,8 +102,7 @@ def _count(value: Any, default: int) -> int:
 
 
 def _column_types(inp: AppInput, rows: list[Any], width: int) -> list[str]:
-    """Each column's type: the default value's cells first (what the UI sends unedited; Gradio
-    declares "str" for every column unless told), else the declared datatype."""
+    """Each column's type: the default value's first row, else the declared datatype, else "str"."""
     first = rows[0] if rows and isinstance(rows[0], list) and len(rows[0]) == width else None
     if first is not None:
         return ["bool" if isinstance(c, bool) else "number" if isinstance(c, int | float) else "str"
@@ -205,8 +174,7 @@ def wrap_file(kind: str | None, file: dict[str, Any], mime: str, version: tuple[
 
 
 def _file_data(name: str, url: bool = False) -> dict[str, Any]:
-    """A FileData naming `name`: its path (and `url`, where the browser sends one) becomes an uploaded
-    file's (event_files)."""
+    """A FileData naming `name` (with `url` where the browser sends one)."""
     file: dict[str, Any] = {"path": name, "orig_name": name, "meta": {"_type": "gradio.FileData"}}
     return {**file, "url": name} if url else file
 
@@ -244,8 +212,7 @@ SELECT_BY_KIND: dict[str, dict[str, Any]] = {
 
 
 def event_data(dep: dict[str, Any], config: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The event data for dependency `dep` of /config (None: its function reads none); `config` says
-    which component each trigger is (a plot's select carries a range)."""
+    """The event data a browser sends for dependency `dep` (None: its function reads none)."""
     if not dep.get("collects_event_data"):
         return None
     kinds = {c.get("id"): c.get("type") for c in (config or {}).get("components", []) if isinstance(c, dict)}
@@ -260,9 +227,7 @@ def event_data(dep: dict[str, Any], config: dict[str, Any] | None = None) -> dic
 
 
 def event_files(data: Any) -> list[dict[str, Any]]:
-    """The FileData inside event data (a deleted or downloaded file, a gallery's selected image): each
-    must name a file the app holds (Gradio 5+ refuses a path outside its cache, "File ... is not in the
-    cache folder"), so the caller uploads one and writes its path in. A browser sends the file it shows."""
+    """The FileData inside event data, which the caller must upload and name (Gradio reads only its cache)."""
     if isinstance(data, dict):
         if isinstance(data.get("meta"), dict) and data["meta"].get("_type") == "gradio.FileData":
             return [data]

@@ -1,21 +1,5 @@
-"""What every Gradio wire family shares: the app as discovery found it, the `QueueWire` interface the
-families implement, and how one queue message updates a record.
-
-Families (the `protocol` key of GET /config; absent before 4.0), checked against the real releases
-by tests/gradio_versions (see docs/gradio-versions.md):
-
-    ws        3.x        websocket /queue/join: send_hash -> {fn_index, session_hash}, send_data -> data
-    sse       4.0-4.8    GET /queue/join?fn_index&session_hash is the event's stream; send_data (with
-                         event_id) -> POST /queue/data
-    sse_v1    4.9-4.16   POST /queue/join -> event_id; one stream per session, GET /queue/data?session_hash,
-    sse_v2    4.17-4.20    ended by the server after the session's last pending event (v2: generator
-    sse_v2.1  4.21         outputs as diffs; v2.1: file outputs as FileData)
-    sse_v3    4.22-      the same, the stream ends with a `close_stream` message
-
-Routes sit at the root until 4.x; from 5.0 under config["api_prefix"] ("/gradio_api"). /config
-itself stays at the root. The message kinds (estimation, process_starts, process_generating,
-process_completed) are the same in every family, so one `apply_message` serves them all.
-"""
+"""What every Gradio wire family shares: `GradioApp` (the app as discovery found it), the `QueueWire`
+interface the families implement, and `apply_message`: one queue message -> the record."""
 
 from __future__ import annotations
 
@@ -60,12 +44,11 @@ class QueueWire(Protocol):
     """One family's way to queue a prepared request and follow it to its end."""
 
     async def send(self, record: RequestRecord, data: list[Any], slot: int) -> None:
-        """Join the queue with `data` (inputs already encoded) in the session of `slot` (a pool of
-        sessions, or a new one per request) and fill `record`; never raises."""
+        """Join the queue with `data` (encoded) in the session of `slot` and fill `record`; never raises."""
         ...
 
     def session_hash(self, record: RequestRecord, slot: int) -> str:
-        """The session `record` is sent in (`pick_session`): chosen before its uploads, which carry it."""
+        """The session `record` is sent in, chosen before its uploads (which carry it)."""
         ...
 
     def abandon(self, record: RequestRecord) -> None:
@@ -96,9 +79,7 @@ def new_session_hash() -> str:
 
 
 def pick_session(record: RequestRecord, slot: int, pool: Sequence[str]) -> str:
-    """The session_hash of a request: its journey's, the pool's for its slot, else the one already on the
-    record (chosen before its uploads, which carry it: every request of a session names the same one, so
-    a balancer can keep them on one replica), else a new one."""
+    """A request's session_hash: its journey's, else the pool's for its slot, else the record's, else new."""
     journey = JOURNEY.get()  # a journey's requests share its session
     if journey is not None:
         return journey.session_hash
@@ -118,8 +99,7 @@ OUTPUT_FILES: dict[int, list[str]] = {}
 
 
 def output_files(data: Any, api: str) -> list[str]:
-    """The URLs of the files in a result, as the official client of each release finds them: FileData
-    dicts (4.x+: `url`, else `path` under `<api>/file=`) and 3.x's {name, is_file: true}."""
+    """The URLs of the files in a result: FileData dicts (4.x+) and 3.x's {name, is_file: true}."""
     found: list[str] = []
     if isinstance(data, list):
         for item in data:
@@ -197,8 +177,7 @@ def _complete(record: RequestRecord, msg: dict[str, Any], at: float) -> None:
 async def sse_messages(
     resp: aiohttp.ClientResponse, clock: Clock
 ) -> AsyncIterator[tuple[dict[str, Any], int, float]]:
-    """(message, frame bytes, arrival time) per `data: {...}` frame of an SSE response; heartbeats and
-    unparsable frames are skipped."""
+    """(message, frame bytes, arrival time) per `data: {...}` frame; heartbeats and bad frames skipped."""
     buf = b""
     async for chunk in resp.content.iter_any():
         buf += chunk

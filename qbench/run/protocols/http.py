@@ -1,20 +1,5 @@
-"""Plain HTTP request/response: method + path + JSON body template.
-
-In the body template (scenario `endpoint.body`) a string "$0", "$1", ... is replaced by the generated
-value of that input; file inputs (image, audio, files) become base64 strings. Phases: sent ->
-joined (response headers) -> completed (body read). There is no queue to observe, so started_at_s
-stays None; a server that sends `Server-Timing: queue;dur=..., service;dur=...` gives each request its
-queue wait and service on its own clock (qbench.run.protocols.server_timing).
-
-Streamed responses are read as they arrive: a `text/event-stream` body counts one output per SSE
-event (a blank-line-terminated block), a chunked body one per HTTP chunk; `first_output_at_s` is the
-first byte of the body. The status is checked before any of it: a 4xx/5xx body is read (bounded) for
-the message, and a 503 whose body says the queue is full is `queue_full`.
-
-Plain `http://` targets go through the lean HTTP/1.1 pool of `http1` (about a quarter of aiohttp's
-CPU per request); `https://` targets, scenarios with `auth:`, or QBENCH_HTTP_CLIENT=aiohttp, through
-the aiohttp session.
-"""
+"""`protocol: http`: method + path + a JSON body template filled with the inputs; a streamed body (SSE events,
+HTTP chunks) read as it arrives. Plain `http://` goes through the lean `http1` pool, the rest via aiohttp."""
 
 from __future__ import annotations
 
@@ -69,9 +54,7 @@ class HttpProtocol:
         return {"config": config, "url": self.url}
 
     def body(self, inputs: list[Any]) -> bytes | None:
-        """Serialised body for these inputs, cached per input list (payload variants repeat). The entry
-        keeps its list, so an id is never reused while cached and a hit is that very list; lists made
-        per request (journeys, traces) fill the cache, which then starts again (BODY_CACHE entries)."""
+        """The serialised body for these inputs (None: a GET without a template), cached per input list."""
         if self.template is None and self.method == "GET":
             return None
         cached = self._cache.get(id(inputs))
@@ -142,9 +125,7 @@ class HttpProtocol:
 
 
 def lean_pool(url: str, scenario: Scenario) -> Http1Pool | None:
-    """The lean HTTP/1.1 pool for a plain http:// target; None (aiohttp) for https://, a scenario with
-    `auth:` (applied by the aiohttp session's middleware), or when
-    QBENCH_HTTP_CLIENT=aiohttp asks for the general client."""
+    """The lean pool for http://; None (aiohttp) for https://, `auth:`, or QBENCH_HTTP_CLIENT=aiohttp."""
     if not url.startswith("http://") or os.environ.get("QBENCH_HTTP_CLIENT", "lean") == "aiohttp":
         return None
     if scenario.auth.is_set:  # credentials and re-login live in the aiohttp session's middleware
@@ -153,8 +134,7 @@ def lean_pool(url: str, scenario: Scenario) -> Http1Pool | None:
 
 
 def refusal_kind(status: int, body: bytes) -> str:
-    """http_4xx / http_5xx, or queue_full for a 503 whose body says the queue is full (Gradio's wording,
-    and the reference server's)."""
+    """http_4xx / http_5xx, or queue_full for a 503 whose body says the queue is full."""
     text = body.decode(errors="replace").lower()
     if status == 503 and "queue" in text and "full" in text:
         return "queue_full"
@@ -171,8 +151,7 @@ def is_stream(resp: aiohttp.ClientResponse) -> bool:
 
 
 async def refuse(record: RequestRecord, resp: aiohttp.ClientResponse, clock: Clock) -> None:
-    """Close a record refused with a 4xx/5xx status: the message from the (bounded) body, the kind
-    `queue_full` for a 503 whose body says so (Gradio's wording, and the reference server's)."""
+    """Close a record refused with a 4xx/5xx status, its message from the start of the body."""
     raw = await resp.content.read(ERROR_BODY_LIMIT)
     record.bytes_received = len(raw)
     kind = refusal_kind(resp.status, raw)

@@ -1,20 +1,5 @@
-"""A lean HTTP/1.1 client for `protocol: http` against plain `http://` targets.
-
-aiohttp spends ~120 us of CPU per request on loopback (URL and header handling, a task for the body
-write, its stream reader); this client spends ~30 us: one asyncio Protocol per keep-alive connection,
-the request head built once per run, one `transport.write` per request, and the response parsed by
-httptools (llhttp, the C parser behind Node.js and uvicorn) straight into the RequestRecord:
-
-    headers complete  -> joined_at_s, http_status; the body's kind (plain, sse, chunks, refusal)
-    body bytes        -> bytes_received; first_output_at_s and outputs for a streamed body
-    message complete  -> the exchange's future (the protocol sets completed_at_s and the outcome)
-
-A refusal (status >= 400) keeps the first ERROR_BODY_LIMIT bytes of its body for the message. The
-pool holds at most `limit` connections (0 = unlimited), reuses idle ones last-in first-out, and
-drops a connection whose exchange was cancelled (a timeout) or that the server closed. Per-request
-problems surface as `Http1Error` with the kind the protocol writes on the record (`connect` before
-any response byte, `stream_broken` after).
-"""
+"""A lean HTTP/1.1 client for `protocol: http` against `http://` targets: keep-alive connections whose
+responses httptools parses straight into the RequestRecord (about a quarter of aiohttp's CPU per request)."""
 
 from __future__ import annotations
 
@@ -212,9 +197,8 @@ class Http1Pool:
     async def send(
         self, head: bytes, body: bytes | None, record: RequestRecord, now: Callable[[], float]
     ) -> Exchange:
-        """Send one request; fill the record as the response arrives; return the finished exchange
-        (its status, and a refusal's body). Raises Http1Error (connect / stream_broken); on
-        cancellation the connection is dropped."""
+        """Send one request and fill the record as the response arrives; the finished exchange (its status, a
+        refusal's body). Raises Http1Error (connect / stream_broken); a cancellation drops the connection."""
         record.sent_at_s = now()  # as with aiohttp: waiting for a connection (or opening one) counts
         conn = await self._acquire()
         loop = asyncio.get_running_loop()

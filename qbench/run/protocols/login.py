@@ -1,22 +1,5 @@
-"""Credentials on the wire: Gradio's login, and headers and cookies on every request of a run.
-
-Login is what the official client does in every release from 3.x to 6.x (`Client(url, auth=...)`):
-a form post of `username` and `password` to `<target>/login` (at the app's root, also in 5.x+ whose
-API sits under /gradio_api; a mounted app's root is its mount path). The answer sets the session
-cookies: `access-token` (3.x, early 4.x), then also `access-token-unsecure`, both suffixed with
-`-<app id>` in later releases; the first one is `Secure`, so over plain HTTP only the second would
-come back from a browser's jar. qbench keeps whatever the login sets and sends it as one `Cookie`
-header itself, beside the scenario's own cookies, bearer and headers. A wrong password answers
-400 ("Incorrect credentials.", every release); an app without auth redirects (302), which is no error.
-
-`Authenticator.middleware` is an aiohttp client middleware: it adds the credentials of the request's
-session slot (`SESSION_SLOT`, set by the load generator per request task) to every request, websocket
-handshakes included. With `login.per: session` (the default) each slot of a closed-loop run or a
-session pool has a login of its own; otherwise (and with a new session per request) there is one
-login per account. With `login.users` slot k uses account k % n. A 401 on a logged-in session logs it
-in again once (a restarted server forgot its tokens) and repeats the request; concurrent 401s share
-that one login. `info()` counts logins and re-logins for run.json.
-"""
+"""Credentials on the wire: `Authenticator` logs in to Gradio's `/login` (per session slot or per account)
+and its aiohttp middleware adds the run's headers and cookies to every request, logging in again on a 401."""
 
 from __future__ import annotations
 
@@ -43,9 +26,7 @@ LOGIN_CONCURRENCY = 8
 
 
 def run_secrets(scenario: Scenario, target: str) -> Secrets:
-    """The secrets of a run of `scenario` against `target`, as data for whatever writes or prints: its
-    credentials (env references read now: an unset one raises ScenarioError), secret-looking
-    `endpoint.headers` and the credentials in the target's and the endpoints' URLs."""
+    """A run's secrets: its credentials, secret-looking endpoint headers, its URLs'. Raises ScenarioError."""
     secrets = resolve(scenario.auth).secrets.with_url(target).with_url(scenario.target)
     for _, endpoint, _ in scenario.endpoints():
         secrets = secrets.with_url(endpoint.path).with_values(*(
@@ -56,8 +37,7 @@ def run_secrets(scenario: Scenario, target: str) -> Secrets:
 
 
 def authenticator(scenario: Scenario, target: str) -> Authenticator:
-    """The run's Authenticator (env references read now: an unset one raises ScenarioError), holding the
-    run's secrets (`run_secrets`) to mask the records' error texts with (`mask`)."""
+    """The run's Authenticator, holding `run_secrets` to mask error texts with. Raises ScenarioError."""
     credentials = resolve(scenario.auth)
     return Authenticator(credentials, target, scenario.load.connect_timeout, run_secrets(scenario, target))
 
@@ -68,7 +48,7 @@ def session_slots(load: Load) -> int:
 
 
 class Authenticator:
-    """Logs in and adds credentials to every request of one aiohttp session (see the module docstring)."""
+    """Logs in and adds credentials to every request of one aiohttp session."""
 
     def __init__(self, credentials: Credentials, target: str, connect_timeout_s: float = 10.0,
                  secrets: Secrets | None = None) -> None:
@@ -94,13 +74,11 @@ class Authenticator:
     # ------------------------------------------------------------ login
 
     def spread(self, index: int, processes: int) -> None:
-        """Generator process `index` of `processes`: its session slots take accounts after the other
-        processes' (slot k here is account (k * processes + index) % n), so no two processes share one."""
+        """Generator process `index` of `processes`: its slot k uses account (k * processes + index) % n."""
         self.offset, self.stride = index, processes
 
     async def start(self, slots: int) -> None:
-        """Log in for the run's `slots` sessions (0: a new session per request): each slot on its own
-        with login.per: session, else once per account used; raises TargetError on a refusal."""
+        """Log in for the run's `slots` sessions (0: a new session per request). TargetError on a refusal."""
         if not self.credentials.login:
             return
         accounts = len(self.credentials.accounts)
@@ -124,7 +102,6 @@ class Authenticator:
         return (slot * self.stride + self.offset) % len(self.credentials.accounts)
 
     def _key(self, slot: int) -> int:
-        """The login a session slot uses: its own (login.per: session), else its account's."""
         return slot % self.slots if self.slots else self._account(slot)
 
     async def _login(self, index: int) -> None:
@@ -175,8 +152,7 @@ class Authenticator:
         self.login_needed = True
 
     async def _relogin(self, index: int, seen: int) -> bool:
-        """Log in again for login `index` unless someone did since generation `seen`; False if refused
-        (then never again for that login: its requests fail as http_4xx, /login is not hammered)."""
+        """Log in again unless another request did since generation `seen`; False when refused (for good)."""
         async with self.locks[index]:
             if self.generation[index] != seen:
                 return True
@@ -224,7 +200,7 @@ class Authenticator:
         return resp
 
     def _apply(self, req: aiohttp.ClientRequest, index: int, theirs: str | None) -> int:
-        """Put the headers and cookies on `req`; returns the account's login generation they came from."""
+        """Put the headers and cookies on `req`; the login generation they came from."""
         for name, value in self.credentials.headers.items():
             req.headers[name] = value
         cookies = dict(self.credentials.cookies)

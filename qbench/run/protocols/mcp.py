@@ -1,38 +1,5 @@
-"""MCP tool calls over Streamable HTTP (`protocol: mcp`): what an agent sends to an MCP server.
-
-A Gradio app launched with `mcp_server=True` serves its functions as MCP tools at `/gradio_api/mcp/`
-(the default `endpoint.path`); any Streamable HTTP MCP server works the same way (FastMCP's: `/mcp`).
-Per the MCP spec (2025-06-18), every message is a JSON-RPC POST to that one URL, answered with JSON or
-with an SSE stream of JSON-RPC messages:
-
-    discover   `initialize` (the server's name, protocol version, and an `Mcp-Session-Id` when it
-               keeps sessions), `notifications/initialized`, then `tools/list`: the tool must exist
-    a request  one `tools/call` {name: endpoint.tool, arguments: {endpoint.arguments[i]: input i},
-               _meta: {progressToken: the request's id}} -> sent; the response's headers -> joined;
-               each `notifications/progress` message on the stream -> an output (the first one:
-               first_output_at_s); the JSON-RPC response with the request's id -> completed
-
-As an agent with a progress callback does (the official SDK's `call_tool(progress_callback=...)`), every
-call asks for progress; `endpoint.progress: false` sends none, as a client without a callback does. A
-server may answer the two differently: Gradio 6 serves a call with a progress token by following the
-job's status updates, one notification each, which takes it far longer than the plain call.
-
-Sessions (`McpSessions`): each closed-loop user (`load.users`) keeps its own MCP session, opened
-(`initialize`, `notifications/initialized`) before its first call, as each agent keeps its own
-connection; with a session pool (`load.sessions: N`) pooled slot k uses session k. An open-loop run
-without a pool keeps a session per concurrent call: a call takes an idle session, or opens one when
-all are busy, and gives it back when done, so the run opens as many sessions as it ever had calls in
-flight. Opening a session is not part of the call's latency (it ends before `sent_at_s`); in an
-open-loop run it shows as send lag. A call answered 404 on a session the server has forgotten
-(expired) opens the session again and is sent once more (the record keeps its first send time); at
-the end of the run every session is closed with `DELETE` (a server that keeps none answers 405,
-which is fine).
-
-An answer with `isError: true` (the tool raised) is a `server_error` carrying the tool's text; a
-JSON-RPC `error` is `server_error` too (`http_4xx` for invalid params, -32602, and an unknown
-method, -32601: the client's mistake); an HTTP refusal is read like plain HTTP's. There is no queue
-to observe, so the queue wait and service time stay unknown (None), as for `protocol: http`.
-"""
+"""`protocol: mcp`: MCP tool calls over Streamable HTTP, as an agent makes them (a Gradio app's
+`mcp_server=True` tools, FastMCP...): JSON-RPC POSTs, answered with JSON or an SSE stream, in MCP sessions."""
 
 from __future__ import annotations
 
@@ -70,8 +37,7 @@ class McpError(Exception):
 
 @dataclass(eq=False)
 class McpSession:
-    """One MCP session: the headers its requests carry (its `Mcp-Session-Id` and protocol version, once
-    open) and its JSON-RPC request ids."""
+    """One MCP session: the headers its requests carry (its session id and protocol version) and its ids."""
 
     headers: dict[str, str]
     ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
@@ -85,8 +51,7 @@ class McpSession:
 
 
 class McpSessions:
-    """The run's MCP sessions: one per session slot (closed-loop users, a `load.sessions` pool) or, with
-    `per_slot=False`, one per concurrent call (an idle one reused, else a new one)."""
+    """The run's MCP sessions: one per session slot or, with `per_slot=False`, one per concurrent call."""
 
     def __init__(self, http: aiohttp.ClientSession, url: str, headers: dict[str, str],
                  per_slot: bool) -> None:
@@ -120,8 +85,7 @@ class McpSessions:
             self._idle.append(session)
 
     async def ready(self, session: McpSession, expired: str | None = None) -> None:
-        """Open `session` unless it is open; `expired`: the session id the server no longer knows
-        (opened again unless another call has done it meanwhile)."""
+        """Open `session` unless it is open; `expired`: the session id the server no longer knows."""
         async with session.lock:
             if session.opened and (expired is None or session.id != expired):
                 return
@@ -130,7 +94,7 @@ class McpSessions:
             session.headers, session.opened, session.opens = headers, True, session.opens + 1
 
     async def close(self) -> int:
-        """DELETE every open session that has an id (errors and refusals ignored): how many were sent."""
+        """DELETE every open session that has an id (errors ignored); how many were sent."""
         open_ = [s for s in self.every if s.opened and s.id is not None]
 
         async def delete(session: McpSession) -> None:
@@ -231,8 +195,7 @@ class McpProtocol:
 
     async def _post(self, record: RequestRecord, session: McpSession, data: bytes, number: int, *,
                     retry: bool) -> dict[str, Any] | None:
-        """The call's result; None for a 404 the call may be retried after (`retry`: its first try, on
-        a session with an id); a refusal closes `record` as failed and returns {}."""
+        """The call's result; None: a 404 to retry on a new session (`retry`); {}: refused (record failed)."""
         async with self.http.post(self.url, data=data, headers=session.headers) as resp:
             record.joined_at_s = self.clock.now()
             record.http_status = resp.status
@@ -272,10 +235,10 @@ class McpProtocol:
         raise McpError("stream_broken", "the stream ended without the call's answer")
 
     def abandon(self, record: RequestRecord) -> None:
-        """Nothing to cancel: closing the stream is the client's cancellation (the executor does it)."""
+        """Nothing to cancel: closing the stream is the client's cancellation."""
 
     async def close(self) -> None:
-        """End the run's sessions (DELETE); a server that is gone by now is no error of the run's."""
+        """End the run's sessions (DELETE); a server already gone is no error."""
         try:
             await self.sessions.close()
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
@@ -291,9 +254,8 @@ def ours(message: dict[str, Any], number: int) -> bool:
 
 async def open_session(http: aiohttp.ClientSession, url: str, headers: dict[str, str], number: int
                        ) -> dict[str, Any]:
-    """`initialize` (request `number`), then `notifications/initialized`: the initialize result.
-    `headers` gains the session id and protocol version to send from then on. McpError for a refusal
-    or an answer that is not MCP's; aiohttp/OS errors for no connection."""
+    """`initialize` + `notifications/initialized`: the result; `headers` gains the session id and version.
+    McpError for a refusal or a non-MCP answer; aiohttp/OS errors for no connection."""
     init = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
             "clientInfo": {"name": "qbench", "version": "1"}}
     headers.pop(SESSION_ID, None)
@@ -309,9 +271,7 @@ async def open_session(http: aiohttp.ClientSession, url: str, headers: dict[str,
 
 async def list_tools(http: aiohttp.ClientSession, url: str, headers: dict[str, str]
                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """`initialize`, `notifications/initialized`, `tools/list` at `url`: (the server's info, its tools).
-    `headers` gains the session id and protocol version to send from then on. TargetError when the
-    server cannot be reached or does not answer as an MCP server."""
+    """Open a session and `tools/list`: (server info, tools). TargetError when no MCP server answers."""
     try:
         result = await open_session(http, url, headers, 1)
         listed, _ = await _rpc(http, url, headers, 2, "tools/list", {})

@@ -1,19 +1,5 @@
-"""OpenAI-compatible completions: POST /v1/chat/completions (messages) or /v1/completions (prompt).
-
-The prompt is the payload's first input (text words or tokens or lines of a file, as for any
-scenario; a generated chat, `text: {turns: ...}`, goes as its list of messages); the body is
-`model`, `messages` or `prompt`, `max_tokens`, `stream` and the endpoint's extra fields. A streamed
-request asks for `stream_options: {include_usage: true}` and reads the SSE chunks as they
-arrive: the first chunk carrying text is `first_output_at_s` (TTFT), each chunk with text is one
-output, the gaps between them give the record's inter-token statistics and its gap histogram
-(`itl_hist`, qbench.run.gap_histogram: the run's ITL percentiles over every gap), `data: [DONE]` (or the end
-of the body after a finish_reason) completes the request. Token counts come from `usage` when the
-server sends it (`tokens_from = "usage"`), else output tokens are the content chunks counted
-(`tokens_from = "chunks"`: exact for servers that send one token per chunk). Each request carries
-`X-Request-Id: qbench-<request_id>`, so a server's logs (vLLM's, the reference server's token log)
-name the record it belongs to. A stream that ends
-without a finish_reason or [DONE] is `stream_broken`; an `error` chunk is `server_error`.
-"""
+"""OpenAI-compatible completions (`/v1/chat/completions` or `/v1/completions`): the first input is the
+prompt; a streamed answer is read chunk by chunk for TTFT, inter-token gaps and token counts."""
 
 from __future__ import annotations
 
@@ -35,7 +21,7 @@ REQUEST_ID_HEADER = "X-Request-Id"
 
 
 def request_id_value(request_id: int) -> str:
-    """The X-Request-Id qbench sends for a record (the inverse: int(value.removeprefix("qbench-")))."""
+    """The X-Request-Id sent for a record (inverse: int(value.removeprefix("qbench-")))."""
     return f"qbench-{request_id}"
 
 
@@ -80,7 +66,7 @@ class OpenAIProtocol:
         return {"models": models, "model": self.model, "url": self.url}
 
     def body(self, inputs: list[Any]) -> bytes:
-        """The request body for these inputs (cached per input list identity: payload variants repeat)."""
+        """The request body for these inputs, cached per input list."""
         key = id(inputs)
         cached = self._cache.get(key)
         if cached is None:
@@ -209,7 +195,7 @@ class TokenStream:
         self.text: list[str] = []  # the reply's pieces (a journey's conversation keeps the reply)
 
     def feed(self, payload: bytes, now: float) -> str | None:
-        """One `data:` payload; returns an error message for an error chunk or unparsable data."""
+        """One `data:` payload; an error message for an error chunk or unparsable data, else None."""
         try:
             chunk = orjson.loads(payload)
         except orjson.JSONDecodeError:

@@ -1,24 +1,5 @@
-"""Opening the app's page as a browser does (`endpoint: {page: /}`): a page load is one request.
-
-Each visitor of a Gradio app loads its page before it sends anything to the queue, and that traffic
-competes with the queue for the same event loop and threads. An endpoint with `page` set (in a
-journey step, a mix entry, or alone) sends, per request:
-
-    the page         GET `page` (its HTML): sent -> joined (its response headers)
-    what it names    the scripts and stylesheets of its <script src>/<link href> tags, and the chunks
-                     those entry scripts import ("./name-hash.js"/".css", one level deep), learned
-                     once at discovery (the build's files do not change while it runs)
-    the app's API    `/config`, `/theme.css` and the API info (`{api_prefix}/info`), as Gradio's
-                     front end fetches them at start-up
-
-then the rest at most PARALLEL at a time (a browser's connections per host); the request completes
-when the last one is read. In a journey, the page then keeps a tab's heartbeat open until the journey
-ends, as Gradio's front end does (4.x and later: an SSE stream at `{api_prefix}/heartbeat/{session}`,
-the journey's session). `outputs` counts the resources, `bytes_received` their bytes. A resource
-that answers 4xx/5xx fails the page load with its URL. This approximates a first visit with an
-empty cache: a real browser also loads the chunks of the components the page renders, which only
-running its JavaScript would tell; the count is in run.json (`discover`).
-"""
+"""A page load as a browser makes it (`endpoint: {page: /}`), one request: the HTML, then its scripts,
+stylesheets and their chunks, and the app's /config, theme and info, at most PARALLEL at a time."""
 
 from __future__ import annotations
 
@@ -69,7 +50,7 @@ class PageProtocol:
                 "chunks": len(chunks), "html_bytes": len(html), "heartbeat": self.heartbeat is not None}
 
     async def _get_checked(self, url: str) -> bytes:
-        """`url`'s body, uncompressed (the session does not decompress: a page load counts wire bytes)."""
+        """`url`'s body, uncompressed; TargetError when it cannot be read."""
         try:
             async with self.http.get(url, headers={**self.headers, "Accept-Encoding": "identity"}) as resp:
                 body = await resp.read()
@@ -147,8 +128,7 @@ class _Refused(Exception):
 
 
 def page_assets(html: bytes, page_url: str) -> list[str]:
-    """The scripts and stylesheets a page's tags name, as absolute URLs on the page's host (others,
-    such as a CDN's, are left out: they do not load the app's server)."""
+    """The scripts and stylesheets a page's tags name, as absolute URLs on the page's host only."""
     host = urlsplit(page_url).netloc
     found = []
     for raw in TAG_URL.findall(html):

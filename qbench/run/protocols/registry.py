@@ -14,9 +14,7 @@ if TYPE_CHECKING:
 
 def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock,
                   payloads: PayloadGenerator | None = None) -> WireProtocol:
-    """The WireProtocol for `scenario.protocol` ("gradio", "http", "openai" or "mcp") against `target`;
-    a page load (`endpoint.page`) whatever the protocol. `payloads`: the branch's inputs, which a
-    Gradio streamed input draws its later chunks from."""
+    """The WireProtocol for `scenario.protocol` (a page load when `endpoint.page` is set) against `target`."""
     if scenario.endpoint.page is not None:
         from qbench.run.protocols.page import PageProtocol
 

@@ -1,14 +1,5 @@
-"""A plain HTTP answer's `Server-Timing` header (W3C Server Timing): the server's own clock.
-
-    Server-Timing: queue;dur=12.5, service;dur=55.1        (milliseconds, as the standard has them)
-
-    queue     joined -> taken by a worker (a batch's deadline included)   -> server_queue_wait_s
-    service   taken -> answered                                           -> server_total_s
-
-A plain HTTP server has no queue qbench can watch; one that names these two metrics splits each request's
-latency into its queue wait and its service on its own clock, as a Gradio app's traces do (the reference
-server's `POST /predict/{fn}` sends them). Other metrics, and a malformed entry, are ignored.
-"""
+"""A plain HTTP answer's `Server-Timing` header (`queue;dur=12.5, service;dur=55.1`, in ms) -> the record's
+server_queue_wait_s and server_total_s, on the server's clock; other metrics and malformed entries ignored."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""The other endpoints before and after an entry joined the run: a mix entry's `start:` in one run.
-
-A mix entry with `start: S` (qbench.run.load.mix) gets no requests before S seconds into the run: page loads
-that begin while 8 users chat, a batch job that joins the interactive traffic. Every other endpoint
-that was running before then is compared with itself, over the same run:
-
-    before   its ok, measured requests intended in [its own start, S)
-    after    its ok, measured requests intended from S on
-
-with their latency (from the intended send time), service time and throughput, and the after/before
-ratios of the latency's p50 and p95: how much the joining traffic slowed it down, on the same server in
-the same minute, without a second run to compare against. Too few requests on either side (MIN_SIDE)
-gives no ratio, and says so.
-"""
+"""The other endpoints before and after a mix entry with `start:` joined, in one run (`alongside`)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,5 @@
-"""How far the served rate was from the device: the forward passes' own rate beside what was served.
-
-A GPU server that waits on its host (uploads, decode, messaging in Python) serves a fraction of what
-its forward passes could: the question a user tuning batching and concurrency asks first. From the
-measured ok records that carry the server's forward phase (`server_forward_s`, the reference
-server's traces, CUDA-timed on a GPU; `server_batch_size` the requests in that forward pass):
-
-    batches        forward passes: each record of a batch of b counts 1/b of it
-    batch_size     requests per forward pass (records / batches)
-    forward_ms     the median forward pass, per batch
-    forward_rps    requests per second of forward time: records / sum over records of forward / b,
-                   what forward passes at these batch sizes, back to back, would serve
-    served_rps     those records per second of the run's measured window
-    served_share   served_rps / forward_rps: the share of the run the forward passes ran (the
-                   utilisation law at the served rate; near 1 the device is the limit, far below 1
-                   the server's host work or the load is)
-    gpu_busy       the GPU's busy share over the run per GPU (NVML, the server's /status at the run's
-                   start and end), when the server reports it: the device's own clock beside the
-                   phases' (above served_share when the host's copies and pre/postprocess use the GPU)
-
-None when no measured ok record carries a forward phase (a Gradio app's trace, a plain HTTP server);
-`gpu_busy` alone when only the server's /status reports a GPU.
-"""
+"""How far the served rate was from the device: the forward passes' own rate (from the server's forward
+phases) beside the served rate, and the GPU's busy share. Fields: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 
@@ -34,7 +13,7 @@ from qbench.run.columns import Columns
 
 @dataclass
 class DeviceStats:
-    """The forward passes' rate beside the served rate (module docstring). JSON-able via to_dict()."""
+    """The forward passes' rate beside the served rate (docs/design/records-and-results.md); to_dict()."""
 
     records: int = 0  # measured ok records with a forward phase
     batch_size: float | None = None
@@ -67,8 +46,7 @@ class DeviceStats:
 
 
 def device_stats(ok: Columns, window_s: float) -> DeviceStats | None:
-    """DeviceStats of the measured ok records `ok` over the measured window (module docstring); None
-    when none of them carries a forward phase."""
+    """DeviceStats of the measured ok records over `window_s` seconds; None when none has a forward phase."""
     forward = ok.floats("server_forward_s")
     has = ~np.isnan(forward)
     if not has.any():
@@ -99,8 +77,7 @@ def with_gpu_busy(device: DeviceStats | None, gpu_busy: list[float] | None) -> D
 
 
 def _median_per_batch(forward: np.ndarray, size: np.ndarray) -> float:
-    """The median forward pass over batches: a batch of b has b records with its forward time, so each
-    record weighs 1/b (the weighted median over records is the median over batches)."""
+    """The median forward pass over batches (each record of a batch of b weighs 1/b)."""
     order = np.argsort(forward, kind="stable")
     cumulative = np.cumsum((1.0 / size)[order])
     middle = int(np.searchsorted(cumulative, cumulative[-1] / 2))

@@ -1,13 +1,4 @@
-"""Never fail silently: when a run's opening requests all fail the same way, say why and stop it.
-
-The opening is the first `OPENING_REQUESTS` requests sent, or, when the run sends fewer than that in
-its first `OPENING_S` seconds, the ones it sent by then. If every one of them ended with the same
-error kind from `GUARDED_KINDS` (the requests never reached the function: nothing answers, the
-route is wrong, login is needed, the stream is not what qbench expects), the load generator stops
-the run: the rest would only repeat the error. The verdict names the kind, a sample message (the
-URL called, the status, the body's start) and the likely cause. Outcomes of a working endpoint under
-load (server_error, queue_full, timeout) are results to measure, never a reason to stop.
-"""
+"""Never fail silently: stop a run whose opening requests all fail the same way, and say why."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The figures every later stage quotes from a run: its rates, its latency percentiles, its error rate.
-
-One type, produced by a run's summary (`Summary.figures()`) and averaged over repeats
-(`Figures.mean`). The tuning stages' values are Figures with their own fields added (a point's
-result, a capacity probe, a ranked point, a measured search point, one replica of a plan), so the
-figures are declared here only and serialise flat beside those fields: point.json, capacity.json,
-sweep.parquet and recommendation.json keep their keys.
-"""
+"""The figures every later stage quotes from a run (`Figures`: rates, latency percentiles, error rate)."""
 
 from __future__ import annotations
 
@@ -37,8 +30,7 @@ class Figures:
 
     @classmethod
     def mean(cls, runs: Sequence[Figures]) -> Figures:
-        """Each figure's mean over repeats of one run (a latency over the repeats that measured it;
-        None when none did); no repeats: the zero figures."""
+        """Each figure's mean over repeats (a latency over those that measured it, else None); none: zeros."""
         def mean(name: str) -> float | None:
             present = [v for r in runs if (v := getattr(r, name)) is not None]
             return statistics.fmean(present) if present else None

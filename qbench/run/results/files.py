@@ -1,22 +1,4 @@
-"""Every output folder's name and every JSON file in it: one namer, one masked, atomic writer.
-
-Output folders (`new_folder`), the one convention for runs, sweeps and capacity searches:
-
-    <root>/<kind>-<slug>-<stamp>[-<n>]/      e.g. reports/run-image-20261123-101500/
-                                             reports/sweep-image-20261123-101500/
-                                             reports/capacity-image-20261123-101500-2/
-
-`kind` is run, sweep, capacity or soak (or app: the log of an app `qbench capacity --app` started);
-`slug` is the scenario's name made one safe path segment (`file_slug`: no separator, no `..`, so a
-scenario named `a/../../x` stays under `root`); `stamp` is the start, `YYYYmmdd-HHMMSS` in UTC. The
-folder is created here (an atomic `mkdir`), so two commands started in the same second get `-2`, `-3`...
-instead of one folder.
-
-JSON files (`Writer.json`): written to `<name>.json.tmp`, then renamed over the file (a reader never
-sees half a file; a killed process leaves the previous version). Every text goes through the
-writer's `Secrets` first (`qbench.run.scenario.credentials`): the credentials of the run it belongs to,
-given when the writer is made, so a secret never reaches the disk whoever calls it.
-"""
+"""Every output folder's name (`new_folder`) and JSON file in it (`Writer`: secrets masked, atomic)."""
 
 from __future__ import annotations
 
@@ -42,7 +24,7 @@ def stamp(when: datetime | None = None) -> str:
 
 
 def new_folder(kind: Kind, name: str, root: Path = REPORTS, *, when: datetime | None = None) -> Path:
-    """A new, empty `<root>/<kind>-<slug>-<stamp>` folder (see the module docstring), created."""
+    """A new, empty `<root>/<kind>-<slug>-<stamp>` folder, created (`-2`, `-3`... appended on a clash)."""
     base = f"{kind}-{file_slug(name, default=kind)}-{stamp(when)}"
     root.mkdir(parents=True, exist_ok=True)
     path, n = root / base, 1
@@ -74,8 +56,7 @@ class Writer:
         return self.secrets.redact(text)
 
     def mask_error(self, exc: BaseException) -> None:
-        """Mask the secrets in an exception's message in place (a `cannot connect` naming the URL's
-        user:pass@, a server's answer echoing a header) before the CLI prints it."""
+        """Mask the secrets in an exception's message in place, before the CLI prints it."""
         exc.args = tuple(self.mask(a) if isinstance(a, str) else a for a in exc.args)
 
     def json(self, path: Path, data: Any) -> None:

@@ -1,18 +1,4 @@
-"""How a run ended, as data: `RunOutcome`, and the one rule that turns it into an exit code.
-
-The executors report how a run stopped in run.json (`stop_kind`, `stop_reason`, `failed_opening`,
-`lost_workers`; typed as run.results.run_info.RunInfo); `RunOutcome.of` reads that and the summary's SLO
-checks once, so later stages (the CLI, a sweep point, a capacity probe) ask typed questions instead of
-string keys.
-
-`verdict(outcome)` is the rule, first match wins:
-
-    lost workers      ExecutorError   exit 2  their unreported requests are `generator_lost` records
-    failed opening    TargetError     exit 2  every opening request failed one way (run.results.failfast)
-    interrupted       RunInterrupted  exit 130  Ctrl-C or SIGTERM; every record so far is kept
-    SLO failed        SloViolation    exit 3  a check of the run (or of one endpoint of a mix) failed
-    otherwise         None            exit 0
-"""
+"""How a run ended, as data (`RunOutcome`), and the rule that turns it into an exit code (`verdict`)."""
 
 from __future__ import annotations
 
@@ -70,7 +56,8 @@ class RunOutcome:
 
 
 def verdict(outcome: RunOutcome) -> QbenchError | None:
-    """The error a run ends with (the module docstring's rule), None when it succeeded."""
+    """The error a run ends with, first match wins: lost workers ExecutorError (exit 2), failed opening
+    TargetError (2), interrupted RunInterrupted (130), an SLO failed SloViolation (3); else None (0)."""
     if outcome.lost_workers:
         return ExecutorError(
             f"{len(outcome.lost_workers)} generator worker(s) lost mid-run; their unreported requests are "

@@ -1,33 +1,5 @@
-"""Paired comparison: two runs that followed one schedule, compared request by request.
-
-When run B replayed run A's schedule (`qbench run --replay A`, or the same trace), request k was meant
-to be sent at the same instant in both, with the same body. The per-request difference B - A then
-cancels the arrival noise (which requests happened to land in a busy moment) that dominates an
-unpaired comparison of two percentile tables, so a small change shows with far fewer requests.
-
-Detection: runs are paired when at least 90% of the smaller run's requests have a partner with the
-same request id and the same intended send time (to 1 us), and there are at least `MIN_PAIRS`.
-For each phase, over requests ok and outside the warm-up in both runs, in intended-send order:
-
-    median of d = B - A        with a 95% moving-block bootstrap interval (2,000 resamples, seeded)
-    B faster for N% of pairs   share of d < 0 (and slower: d > 0)
-    Wilcoxon signed-rank test  on the medians of `blocks(n)` consecutive blocks of d
-
-Why blocks: latencies in one run are autocorrelated (a queue remembers its last seconds), so the
-requests are not independent samples and a per-request test or an i.i.d. bootstrap is far too sure
-of itself (`bench/paired_vs_unpaired.py` measured false alarms on identical servers). Resampling and
-testing whole blocks of consecutive requests (10 to 25 blocks) keeps most of that dependence inside a
-block. B is called faster (or slower) only when p < 0.05 and the interval excludes 0.
-
-Runs that do not share a schedule get the unpaired counterpart (`unpaired_phase`): the difference of
-the two medians with a block-bootstrap interval of each run, and a Mann-Whitney U test on the two
-runs' block medians.
-
-Both read the runs as columns (`qbench.run.columns.Columns`: a few float64 arrays, never a Python
-object per request), so two runs of millions of requests compare in seconds. A bootstrap resample is
-`blocks(n)` windows of the series; its median is found exactly, without building the resample, as an
-order statistic of the union of those windows (`_window_medians`): the same digits as sorting it.
-"""
+"""Two runs compared phase by phase: request by request when they followed one schedule (`pair_runs`),
+else unpaired (`unpaired_phase`). Design: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 
@@ -105,8 +77,7 @@ def pair_runs(a: Columns, b: Columns, seed: int = 0) -> Pairing:
 
 
 def _matched(a: Columns, b: Columns) -> tuple[np.ndarray, np.ndarray]:
-    """(rows of A, rows of B), in B's order: each request of B with A's request of the same id (the last
-    one A holds with that id) when their intended send times agree to TIME_TOLERANCE_S."""
+    """(rows of A, rows of B) in B's order: one id's requests, intended times within TIME_TOLERANCE_S."""
     ids_a = a.ints("request_id")
     by_id = np.argsort(ids_a, kind="stable").astype(np.int32)  # row numbers fit: < 2**31 rows
     sorted_ids = ids_a[by_id]
@@ -124,8 +95,7 @@ def _matched(a: Columns, b: Columns) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _time_order(cols: Columns, rows: np.ndarray) -> np.ndarray:
-    """The indices that sort `rows` by intended send time, then request id, ties kept in order (Python's
-    sorted() on (intended_at_s, request_id)); one stable sort when no two intended times are equal."""
+    """The indices that sort `rows` by intended send time, then request id (a stable sort: ties in order)."""
     intended = cols.floats("intended_at_s")[rows]
     order = np.argsort(intended, kind="stable")
     ordered = intended[order]
@@ -186,12 +156,7 @@ def _block_medians(x: np.ndarray) -> np.ndarray:
 
 
 def _block_bootstrap(x: np.ndarray, rng: np.random.Generator, resamples: int = RESAMPLES) -> np.ndarray:
-    """Medians of `resamples` moving-block bootstrap series of x.
-
-    A series is `count` windows of `length` consecutive values at random starts, put end to end and cut
-    to n values (the last window shortened). The starts are drawn 100 series at a time, as they always
-    were, so a seed gives the same series as before the medians were computed without building them.
-    """
+    """Medians of `resamples` moving-block bootstrap series of x, computed without building the series."""
     n = x.size
     length = -(-n // blocks(n))
     count = -(-n // length)
@@ -203,14 +168,7 @@ def _block_bootstrap(x: np.ndarray, rng: np.random.Generator, resamples: int = R
 
 
 def _window_medians(x: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """np.median of each row's values x[starts[i, j]:ends[i, j]] (all j), without gathering them.
-
-    The values are replaced by their ranks (0..n-1, ties in any order), and the middle order statistics
-    of each union of windows are found in a wavelet matrix of the ranks, one bit of the answer per
-    level, from the top bit down: at each level a window holds as many values whose bit is 0 as the
-    level's zero count (a prefix sum) gives between its two ends. Only one level is held at a time,
-    and all the rows advance together, so memory is a few arrays of n and time is O(n log n).
-    """
+    """np.median of each row's values x[starts[i, j]:ends[i, j]] (all j), without gathering them."""
     total = int((ends - starts)[0].sum())
     order = np.argsort(x).astype(np.int32)  # ties in any order: equal values, equal medians
     rows = starts.shape[0]
@@ -221,8 +179,7 @@ def _window_medians(x: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
 
 
 def _order_statistics(order: np.ndarray, starts: np.ndarray, ends: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Per row i, the k[i]-th smallest (0-based) rank of the values at [starts[i, j], ends[i, j]) over all
-    j, `order` sorting the values (int32: a Parquet column's rows fit)."""
+    """Per row i, the k[i]-th smallest (0-based) rank of the values in its windows (`order` sorts them)."""
     n = order.size
     seq = np.empty(n, dtype=np.int32)  # the ranks, then each level's stable partition of them
     seq[order] = np.arange(n, dtype=np.int32)
@@ -285,9 +242,7 @@ class _Side:
 
 
 def _unpaired_phases(a: Columns, b: Columns, names: tuple[str, ...], seed: int) -> tuple[PairedPhase, ...]:
-    """The unpaired figures of each phase with values in both runs. B's side of every phase first, then
-    A's, so only one run's values are held at a time; each phase's random stream (seeded) goes on from
-    B's bootstrap to A's, the draws of one call resampling B then A."""
+    """The unpaired figures of each phase with values in both runs (one run's values held at a time)."""
     rngs = {name: np.random.default_rng(seed) for name in names}
     sides_b = _sides(b, rngs)
     sides_a = _sides(a, {name: rngs[name] for name in names if name in sides_b})

@@ -1,15 +1,5 @@
-"""run.json as data: `RunInfo`, the facts of a run that its records cannot hold.
-
-The runner (qbench.run.runner) writes run.json in two steps: `RunInfo.start` once the target
-answered (scenario, target, host, server snapshot, auth), then the executors' report (stop, failed
-opening, lost workers, payload, clock) and the generator's statistics at the end. Readers (the
-report, qbench.analysis, RunOutcome) load it back with `RunInfo.from_dict`, which never raises: a
-missing key (an older or unfinished run) reads as its default, a key of the wrong type as absent.
-
-Free-form parts stay dicts: `scenario` (the Scenario as run, by alias), `server` (discovery, /config,
-/status at the start and `status_end`), `auth` (login counts, no secret), `host`, `clock` (Ray).
-Keys this type does not know are kept in `extra`, so `to_dict(from_dict(d)) == d` for a run.json.
-"""
+"""run.json as data: `RunInfo`, the facts of a run its records cannot hold, written by the runner in two
+steps and read back by `RunInfo.from_dict`, which never raises. Design: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 

@@ -1,31 +1,5 @@
-"""A straight-line trend through autocorrelated samples, with an interval that keeps its 95%.
-
-Samples of one process (its RSS every 5 s, a queue's backlog) are not independent: a value high now
-is high 5 s later too. Ordinary least squares gets the slope right but its standard error, which
-assumes independent noise, far too small: with AR(1) noise of phi 0.9 a "95%" interval covers the
-true slope ~60-80% of the time. Batch means (the slope through 10 block means) help only when the
-blocks are much longer than the noise's memory, and Newey-West's HAC estimate undercovers as badly
-at the lengths a soak has (tens to hundreds of samples).
-
-So the noise is modelled as AR(1) (e_i = phi e_(i-1) + white noise) and its effect computed exactly:
-
-    fit         ordinary least squares of v on t (the slope b), residuals r
-    phi         the residuals' lag-1 autocorrelation is biased low (detrending eats low frequencies);
-                phi is the value whose expected lag-1 ratio, tr(M L M R) / tr(M R), equals the observed
-                one (M the residual maker, L the symmetric lag-1 operator, R(phi) the AR(1)
-                correlation matrix), found by bisection; then raised to its one-sided 95% bound (1.645
-                standard errors, sqrt((1 - phi^2) / n)), since a phi from a short series is uncertain
-    variance    s^2 = r'r / tr(M R) (the marginal noise variance, unbiased under phi), and
-                Var(b) = s^2 w' R w with w = (t - mean t) / Sxx: the slope's exact variance under phi
-    interval    b +- t(n_eff - 2) sqrt(Var(b)), n_eff = n (1 - phi) / (1 + phi) (at least 4)
-
-Measured over generated series (400 a case; tests/run/results/test_serial_trend.py checks a few):
-coverage 96-99.6% for phi 0 to 0.95 at 24 to 300 samples, where batch means gave 48-96% and
-Newey-West 40-93%; the verdicts' false alarms and misses are in docs/soak.md (bench/soak_verdicts.py).
-Samples are taken as evenly spaced (the lag is the sample index); over `MAX_POINTS` the series is
-first averaged in equal-count blocks. R(phi) is never built: R a takes a forward and a backward AR(1)
-filter, so a fit costs O(n).
-"""
+"""A straight-line trend through autocorrelated samples (`fit`), with a 95% interval that keeps its
+coverage under AR(1) noise. Method and measured coverage: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
-"""The server's own phase timings: fetched from the server, joined onto the records, one reader for all.
-
-Sources, the first that answers:
-
-    GET <api>/profiling/traces?last_n=N   per event: Gradio >= 6.10 started with GRADIO_PROFILING=1, and
-                                          the reference server (always on, with its batch's phases too)
-    GET /monitoring/summary               per function only (Gradio >= 5.44, monitoring on by default):
-                                          process-time percentiles over the server's recent events
-
-A trace is one JSON object per event, durations in milliseconds: `queue_wait_ms` (enqueued -> taken
-by a worker), `preprocess_ms`, `fn_call_ms`, `postprocess_ms`, `streaming_diff_ms` (each summed over
-a generator's iterations), `total_ms` (the processing after the queue), `event_id`, `session_hash`,
-`fn_name`, `timestamp` (wall clock, at process start); the reference server adds `prepare_ms`,
-`batch_prepare_ms`, `h2d_ms`, `forward_ms` (0 where its workload has no such phase: read as None)
-and `batch_size`. A file upload is an entry of its own
-(`fn_name` "gradio_file_upload", `upload_ms`) keyed only by the `session_hash` header of the upload,
-so qbench sends `session_hash: qbench-<request_id>` with each upload (`upload_tag`) and sums the
-uploads with that tag made between the request's send and its process start. Gradio 6.31 lists upload
-entries without `upload_ms` (only its /profiling/summary has it): there `server_upload_s` stays None.
-Gradio traces a batched function's batch once (as its first event); the reference server every event.
-
-Traces join records by `event_id`. Durations need no clock alignment. The server keeps the last
-100,000 entries (Gradio's deque): the runner reads them after the run, and during it whenever another
-`FETCH_EVERY` requests were sent (`TraceCollector.watch`), so a long run loses none; those it still
-could not match are counted in the `TraceReport`. What is read waits in a temporary file
-(`TraceStore`), not in memory, until the join streams it onto the records once the run is over.
-Nothing here raises to the run: a server that does not answer (or refuses: an app behind a Gradio
-login) leaves the records as they were, and the report says so.
-"""
+"""The server's own phase timings: read from the server during and after a run, kept in a temporary file,
+joined onto the records by event_id; never raises to the run. Design: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 
@@ -91,8 +64,7 @@ HINT = ("per-request server phases: start the app with GRADIO_PROFILING=1 (Gradi
 
 @dataclass
 class FunctionTimes:
-    """One function's process time as Gradio's /monitoring/summary reports it (the server's recent
-    events, not only this run's)."""
+    """One function's process time per Gradio's /monitoring/summary (the server's recent events)."""
 
     requests: int | None = None
     success_rate: float | None = None
@@ -139,13 +111,8 @@ class TraceReport:
 
 
 def attach(records: Sequence[RequestRecord], traces: Iterable[Mapping[str, Any]]) -> int:
-    """Write the phases of `traces` onto the records they belong to; the number of records given phases.
-
-    A prediction trace belongs to the record of its `event_id` (the last one read wins); an upload entry
-    to the record whose `upload_tag` it carries, made between that record's send and its process start
-    (`UPLOAD_SLACK_S` either side, on the server's clock: the prediction trace's stamp is its process
-    start). `traces` is read twice (the uploads, then the predictions) and never held: it may be a
-    `TraceStore` of a whole long run."""
+    """Write the phases of `traces` onto their records (an upload by its tag); the number of records given
+    phases. `traces` is read twice, never held."""
     uploads: dict[str, dict[str, Mapping[str, Any]]] = {}  # upload tag -> its entries by _key
     for t in traces:
         if t.get("fn_name") == UPLOAD_FN:
@@ -177,8 +144,7 @@ def _apply(record: RequestRecord, trace: Mapping[str, Any]) -> None:
 
 def _uploads(record: RequestRecord, trace: Mapping[str, Any],
              entries: list[Mapping[str, Any]]) -> float | None:
-    """Seconds of the uploads tagged for this record; None when none reported a duration (Gradio
-    6.31's trace list leaves `upload_ms` out of its entries: only /profiling/summary has it)."""
+    """Seconds of the uploads tagged for this record; None when none reported a duration."""
     own = json_number(trace.get("upload_ms"))  # a server that times the request's uploads itself
     start = json_number(trace.get("timestamp"))
     if not entries or start is None or record.sent_at_s is None or record.started_at_s is None:
@@ -232,14 +198,8 @@ CHUNK = 8_192  # traces parsed (~1 KB each as dicts), and event ids hashed, at a
 
 
 class PhaseJoin:
-    """`attach` for a sealed records.parquet, without a record object: the rows' event ids hashed
-    (64 bits, Python's string hash: one process) and sorted, each trace found by a binary search,
-    and each phase an array over the rows, created when a trace or the file has a value for it. The
-    same values as `attach` writes onto records (the last trace read for an event wins; a matched row
-    takes all of its trace's phases, None where it has none), and `write` puts them into the file, a
-    row group at a time, with the derived phases computed again. Memory: ~16 bytes a row for the
-    keys and 8 for each phase the traces carry (a 3.6 M-request run with the reference server's 12:
-    ~390 MiB), where record objects took ~1.3 KB a row."""
+    """`attach` for a sealed records.parquet, without a record object: event ids hashed and sorted, each
+    phase an array over the rows; `write` puts them into the file with the derived phases computed again."""
 
     def __init__(self, path: Path) -> None:
         import pyarrow.parquet as pq
@@ -342,8 +302,7 @@ class PhaseJoin:
 
     def _upload_s(self, row: int, trace: Mapping[str, Any],
                   uploads: dict[str, dict[str, Mapping[str, Any]]]) -> float:
-        """`_uploads` for one row (its request id, send and process start, read from the columns once:
-        a run with uploads only)."""
+        """`_uploads` for one row (its request id, send and process start read from the columns once)."""
         if self._row_times is None:
             cols = self.columns
             self._row_times = (cols.ints("request_id"), cols.floats("sent_at_s"), cols.floats("started_at_s"))
@@ -409,8 +368,7 @@ def _has_values(file: Any, name: str) -> bool:
 
 
 def _arrow(values: np.ndarray, kind: Any) -> Any:
-    """Values (NaN: null) as an Arrow array of the column's type (float64, or int64 for a count), from
-    the array's own buffer (pa.array would import pandas, ~40 MiB)."""
+    """Values (NaN: null) as an Arrow array of the column's type, from the array's own buffer."""
     import pyarrow as pa
 
     from qbench.run.record_spill import nullable
@@ -428,11 +386,7 @@ def _arrow(values: np.ndarray, kind: Any) -> Any:
 
 
 def read_traces(http: httpx.Client, api_url: str, last_n: int) -> list[dict[str, Any]] | int:
-    """The server's last `last_n` entries; else the HTTP status that refused them (0: no answer).
-
-    The body is read as a stream, not kept on the response: a response sits in a reference cycle,
-    which the run's paused collector (qbench.run.load.loadgen.paused_gc) frees only after the run, and a
-    read of 16,000 entries is ~15 MB."""
+    """The server's last `last_n` entries (the body read as a stream); else the refusing status (0: none)."""
     try:
         with http.stream("GET", f"{api_url}/profiling/traces", params={"last_n": last_n}) as response:
             status = response.status_code
@@ -467,9 +421,7 @@ def read_monitoring(http: httpx.Client, base_url: str) -> dict[str, FunctionTime
 
 
 class TraceStore:
-    """The traces a run read, in an anonymous temporary file (one JSON line each): iterating reads them
-    back one at a time. Reads overlap: an entry already written is not written again (its key is
-    remembered while the server may still hold it, its last `BUFFER` entries: ~7 MB at most)."""
+    """The traces a run read, a JSON line each in an anonymous temporary file; each entry written once."""
 
     def __init__(self) -> None:
         self._file: IO[bytes] | None = None
@@ -524,8 +476,7 @@ def _line(trace: Mapping[str, Any]) -> bytes:
 
 
 class TraceCollector:
-    """A run's traces: read during the run every `every` requests sent (in a thread, off the event
-    loop), and after it (`finish`), joined onto the records; in between they wait in a `TraceStore`."""
+    """A run's traces: read every `every` requests sent (in a thread) and after it (`finish`), then joined."""
 
     def __init__(self, base_url: str, api_prefix: str = "/gradio_api", *,
                  headers: Mapping[str, str] | None = None, cookies: Mapping[str, str] | None = None,
@@ -548,8 +499,7 @@ class TraceCollector:
         self._finished = False  # finish() ran: no more reads
 
     def point_at(self, server: Mapping[str, Any]) -> None:
-        """The target's discovery (run.json's `server`): a Gradio front's API prefix and release; a
-        target without one (plain HTTP, OpenAI) has no traces to read."""
+        """Aim at the target's discovery (run.json's `server`): a Gradio front's API prefix, release."""
         gradio = server.get("gradio")
         if not isinstance(gradio, dict):
             self.enabled = False
@@ -597,8 +547,7 @@ class TraceCollector:
         return len(traces)
 
     def finish(self, records: Sequence[RequestRecord] | PhaseJoin) -> TraceReport:
-        """Read what is left, join it onto `records` (objects, or a sealed records.parquet's
-        PhaseJoin) and say how it went; never raises."""
+        """Read what is left, join it onto `records` (or a PhaseJoin), say how it went; never raises."""
         self._finished = True  # a tick after this reads nothing (its client would never be closed)
         if self._thread is not None:
             self._thread.join(timeout=60)
@@ -667,8 +616,7 @@ class TraceCollector:
 
 
 def _key(trace: Mapping[str, Any]) -> str:
-    """An entry's identity across reads: its event_id; for an upload without one (the reference
-    server's), its tag, stamp and duration."""
+    """An entry's identity across reads: its event_id, else (an upload) its tag, stamp and duration."""
     event = trace.get("event_id")
     if event:
         return str(event)

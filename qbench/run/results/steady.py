@@ -1,41 +1,5 @@
-"""Did the server keep up? Steady state from a run's records, and the same test live (early stop).
-
-A server keeps up with an open-loop load when, over the measured window (warm-up excluded, up to the
-last measured send):
-
-    pace        completions keep pace with arrivals: the deficit A - C (arrivals minus completions in
-                the window) is within Poisson noise, A - C <= z sqrt(A), or under `margin` x A
-    backlog     the backlog (requests sent and not yet done: queued plus running) does not trend up
-    wait        the queue wait (send -> process start; the latency from the intended send where the
-                protocol has no start event, plain HTTP) of requests in send order does not trend up
-
-A trend is the least-squares slope over `BLOCKS` block means of the window (batch means: a queue's
-backlog is autocorrelated, so raw samples would understate the noise), with its standard error from the
-residuals. It counts as up in either of two ways:
-
-    overload    certain (slope > z x standard error) and at least `margin` x the arrival rate for the
-                backlog (req/s), `margin` for the wait (s per s). A server offered (1 + e) times what it
-                completes grows its backlog at about e x its completion rate and each request's wait by
-                about e s per s, so `margin` is a share of the overload the caller wants to see (the
-                capacity search's tolerance / 4). Whether a window is long enough for such an overload to
-                be certain is `probe_seconds`: the backlog grows by e mu T while arrival noise is
-                sqrt(lambda T).
-    drift       with the SLO's wait bound known (`bound_s`): very certain (slope > Z_DRIFT standard
-                errors) and large enough that, kept up for `HORIZON_S` (an hour of service), it adds the
-                whole bound to the queue wait: backlog slope x HORIZON_S / completion rate >= bound_s, or
-                wait slope x HORIZON_S >= bound_s. A queue that meets a wait bound relaxes within seconds,
-                so a growth that stays certain over a whole window is the server falling behind, however
-                slowly: a Gradio chat app at 24 req/s grew its backlog by 0.19/s (+- 0.03) through a 60 s
-                run, under the overload threshold (0.6/s), and the next 60 s run at that rate collapsed.
-                It must also show within the window: the backlog grew by DRIFT_MIN_GROWTH (8)
-                requests, or the wait by DRIFT_MIN_WAIT (25%) of the bound, so a short probe's queue
-                filling after its warm-up is not taken for a drift. Z_DRIFT is stricter than z: on
-                simulated queues at 75-92% of their ceiling, a flat backlog was called growing in 1-3%
-                of 60 s runs at 3 standard errors (5-9% at 2).
-
-Requests that never finished inside the run (deadline, interrupted, timeout) never leave the backlog;
-the wait of a request that never started counts from its send to the end of the run (a lower bound).
-"""
+"""Did the server keep up? A steady-state test from a run's records (`steadiness`: pace, backlog, wait),
+and the backlog test live for an early stop (`LiveTrend`). Rules: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 
@@ -52,7 +16,7 @@ from qbench.run.records import RequestRecord
 
 BLOCKS = 10
 Z = 2.0  # one-sided, ~98% for a normal slope estimate
-Z_DRIFT = 3.0  # a slow growth counts only when this certain (see the module docstring)
+Z_DRIFT = 3.0  # a slow growth counts only when this certain (docs/design/records-and-results.md)
 HORIZON_S = 3600.0  # a slow growth counts when, kept up this long, it adds the SLO's wait bound
 DRIFT_MIN_GROWTH = 8  # ... and it grew the backlog by this many requests within the window ...
 DRIFT_MIN_WAIT = 0.25  # ... or the wait by this share of the bound (a short run's filling queue is not)
@@ -97,7 +61,7 @@ def trend(times: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndar
 
 @dataclass(frozen=True)
 class Steadiness:
-    """The evidence that a run kept up, or did not (see the module docstring)."""
+    """The evidence that a run kept up, or did not (docs/design/records-and-results.md)."""
 
     steady: bool
     window_s: float  # measured window the test covered (s)
@@ -154,9 +118,8 @@ def _left_at(cols: Columns) -> np.ndarray:
 
 def steadiness(records: Columns | Sequence[RequestRecord], margin: float = 0.025, z: float = Z,
                bound_s: float | None = None) -> Steadiness | None:
-    """Steady-state test over the measured window (see the module docstring); None with too few
-    measured requests to judge. `bound_s`: the SLO's latency or queue-wait bound, against which a slow
-    but certain drift is weighed (None: only an overload of `margin` counts)."""
+    """Steady-state test over the measured window; None with too few measured requests. `bound_s`: the
+    SLO's bound a slow but certain drift is weighed against (None: only an overload of `margin` counts)."""
     cols = Columns.of(records)
     sent = cols.where(~np.isnan(cols.floats("sent_at_s")))
     measured = sent.where(sent.measured())
@@ -187,7 +150,6 @@ def steadiness(records: Columns | Sequence[RequestRecord], margin: float = 0.025
 
 
 def _between(ordered: np.ndarray, low: float, high: float) -> int:
-    """How many of the sorted values lie in [low, high]."""
     return int(np.searchsorted(ordered, high, side="right") - np.searchsorted(ordered, low, side="left"))
 
 
@@ -222,8 +184,7 @@ def drift_text(wait_s_per_s: float, bound_s: float) -> str:
 
 
 def _wait_trend(measured: Columns) -> tuple[Trend | None, str]:
-    """The queue wait (or the latency, where under half the requests have a start event) against the
-    send time; a request that never started (or failed) waits until the end of the run."""
+    """The queue wait (else the latency) by send time; one never started waits to the end of the run."""
     sent, ok = measured.floats("sent_at_s"), measured.ok()
     end = float(np.nan_to_num(measured.floats("completed_at_s"), nan=0.0).max())
     started = measured.floats("started_at_s")
@@ -242,8 +203,7 @@ def _wait_trend(measured: Columns) -> tuple[Trend | None, str]:
 
 def probe_seconds(rate_rps: float, tolerance: float, z: float = Z) -> float:
     """Seconds of load at `rate_rps` after which an overload of `tolerance` (offered = (1 + tolerance) x
-    completed) is certain: the backlog grows by tolerance / (1 + tolerance) x rate x T, and that must
-    reach z times the arrivals' Poisson noise sqrt(rate x T)."""
+    completed) is certain: its backlog growth reaches z times the arrivals' Poisson noise."""
     growth = tolerance / (1 + tolerance) * rate_rps
     return z**2 * rate_rps / growth**2 if growth > 0 else math.inf
 
@@ -253,10 +213,8 @@ def probe_seconds(rate_rps: float, tolerance: float, z: float = Z) -> float:
 
 @dataclass
 class LiveTrend:
-    """The backlog test on a run in progress (counts only): `check` returns the evidence once the
-    backlog certainly grows faster than `margin` x the arrival rate, and completions lag arrivals by
-    more than `margin` over the last `recent_s` (so a ramp whose latency fills the pipe does not count),
-    for `patience` checks in a row after `min_elapsed_s`."""
+    """The backlog test on a run in progress (counts only): `check` returns the evidence once an overload
+    of `margin` is certain, for `patience` checks in a row after `min_elapsed_s`."""
 
     margin: float = 0.05
     z: float = 3.0  # checked again and again: stricter than a one-off verdict

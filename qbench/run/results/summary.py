@@ -1,66 +1,5 @@
-"""Records -> Summary: throughput, goodput, percentiles per phase, error kinds and the SLO verdict.
-
-Computed from the run's columns (qbench.run.columns: a big run's records.parquet a few columns at a
-time, or a small run's records), vectorised; every figure is the one the records give, to the last
-digit (values in the records' order; sums of per-request figures added left to right).
-
-Percentile method: exact, from the raw (never bucketed) per-request values, with numpy's default
-`np.percentile(values, q, method="linear")` (Hyndman & Fan type 7: linear interpolation between the
-two closest ranks, `rank = q/100 * (n - 1)`). For [1, 2, 3, 4]: p50 = 2.5, p90 = 3.7. A phase with no
-values (e.g. ttfo for a non-streaming function) has `count == 0` and every statistic `None`.
-
-Which records count:
-* warm-up records (`warmup=True`) are excluded from everything; when they are all of them, each SLO
-  check without a figure says so in its `note`;
-* phase percentiles use OK requests only (a timeout's "latency" is the timeout, not a measurement);
-  failures are counted by kind instead; `send_lag_s` uses every sent request;
-* SLO checks on end-to-end latency percentiles (`pXX_latency_s`, `max_latency_s`, and the same for
-  `latency_from_send_s`) are stricter: they rank every SENT request, a failed one as slower than any
-  bound, so 10% timeouts cannot hide behind a fast p95 of the survivors. The check's `actual` is that
-  percentile; when it falls among the failures, `actual` is None and `note` says so;
-* `requests` counts every measured record, sent or not; `not_sent` counts those the run never sent
-  (interrupted or stopped before their intended time);
-* `error_rate` = errors among SENT requests / sent requests (a request the run never sent is not a
-  server error; it is visible in `not_sent` and in `errors_by_kind`);
-* `duration_s` (the measured window) runs from the first intended send to the later of the last OK
-  completion and the last send (a failure's give-up time, e.g. a 60 s timeout, does not stretch it),
-  unless the caller passes `duration_s`;
-* `throughput_rps` = ok completions / duration_s; `goodput_rps` = ok completions that also meet every
-  per-request latency threshold of the SLO (latency, queue wait, ttfo) / duration_s;
-* `offered_rps` = (n - 1) / (last intended - first intended): the arrival rate the schedule offered
-  (n / duration_s for a burst, whose intended times coincide).
-
-Token streams (protocol: openai): `ttft_s` and `tpot_s` are per-request phases like the others.
-The run's `itl_s` is over EVERY inter-token gap, as a server's own clock sees them: each record keeps
-its gaps as a fixed log-bucket histogram (`itl_hist`, qbench.run.gap_histogram), the histograms of ok
-requests are added (across requests and generator processes alike) and p50/p90/p95/p99 and min are
-read from the sum, within 0.5% of the exact percentiles of the gaps; count = all gaps, mean = the
-gap-weighted mean, max = the longest gap (both exact). The SLO's `pXX_itl_s` keys judge those
-figures; goodput judges one request by its own p99 gap. A record without the histogram (schema < 6)
-stands in for its own gaps, in the sum, with its statistics: half at its median, 49% at its p99, 1% at
-its max (each gap counted at a statistic at or above it: an upper bound for that record's share); the
-others keep their exact histograms (`gap_stats`).
-`output_tps` = output tokens of ok requests / duration_s; `request_output_tps` is the
-per-request rate (output tokens / (completion - actual send)).
-
-Streamed inputs (a Gradio .stream() event, qbench.run.protocols.gradio_stream): `chunks_sent` and
-`chunks_answered` count the chunks of ok requests. `chunk_latency_s` (a chunk's send to the output that
-answered it, each event's first chunk left out: its latency is the time to first output) and
-`output_gap_s` (between consecutive outputs) are over EVERY chunk and EVERY gap, as `itl_s` is: each
-record keeps a histogram of each (`chunk_latency_hist`, `output_gap_hist`, schema 7), count, mean and
-max are exact. A record from before (schema < 7) stands in with its statistics: chunk latencies half at
-its median, 45% at its p95, 5% at its max; its output gaps as one gap, its p95. The SLO's
-`min_chunks_answered` is chunks_answered / chunks_sent (it fails where no chunk was sent: in a mix,
-set it on the streamed endpoint's entry).
-
-Where the time went (`server_phases`, per endpoint too): the server's own phases of ok requests
-(`SERVER_PHASES`, filled by qbench.run.results.server_phases) and `client_only_s`, the rest of the time from
-the actual send to the result; a phase no request has is left out, so a server that reports nothing
-gives an empty dict. `server_traces` says where the phases came from and how many requests got them.
-`device` (the run's, not each endpoint's): the served rate beside what the forward passes could serve
-back to back, from the forward phases, and the GPU's busy share from the server's /status (the runner
-adds it): qbench.run.results.device.
-"""
+"""Records -> Summary: throughput, goodput, percentiles per phase, error kinds and the SLO verdict, each the
+records' own figure to the last digit. Which records count: docs/design/records-and-results.md."""
 
 from __future__ import annotations
 
@@ -281,21 +220,9 @@ def summarize(
     journey_length: int | None = None,
     server_traces: TraceReport | None = None,
 ) -> Summary:
-    """Summarise the measured (non-warm-up) records; evaluate `slo` if given (see module docstring).
-
-    `records`: the run's columns (`Columns.read(run_dir)` for a big run: a few columns in memory at a
-    time), or a small run's records (read as `Columns.of(records)`).
-
-    Records of several endpoints are also summarised per endpoint, over the run's window, in
-    `endpoints`. For a mix (`endpoint_slos` given: label -> the entry's own slo, or None), `slo`'s
-    latency and error thresholds apply to every endpoint, an entry's own slo replacing the thresholds
-    it sets, and the rate thresholds (min_throughput, min_goodput, min_output_tps) to the total.
-    Without `endpoint_slos`, `slo` is judged on the total only.
-
-    Records of journeys (`journey_length`: the requests of a whole journey) are also summarised per
-    step and per journey (`journeys`: `journey_stats`). `server_traces` (how the server's phases were
-    read: qbench.run.results.server_phases) is kept on the summary as given.
-    """
+    """Summarise the measured (non-warm-up) records (`Columns`, or a small run's records); evaluate `slo`.
+    Several endpoints are summarised per endpoint too (a mix's `endpoint_slos`: label -> its own slo, or
+    None), journeys per step and per journey (`journey_length`)."""
     cols = records if isinstance(records, Columns) else Columns.of(records)
     measured = cols.where(cols.measured())
     codes, names = measured.labels("endpoint")
@@ -327,11 +254,7 @@ def _all_warmup(summary: Summary, count: int) -> None:
 
 def journey_stats(cols: Columns, length: int, slo: Slo | None, window: float) -> JourneyStats:
     """Journeys started, completed, failed and cut off; time to finish one; each step's summary.
-
-    A journey is counted when its first request (in the records' order) is outside the warm-up window;
-    it is complete when all `length` requests of it are ok; `duration` is from its first request's
-    intended send to its last completion. `cols`: every record of the run, the warm-up's included.
-    """
+    `cols`: every record of the run, the warm-up's included."""
     stats = JourneyStats()
     journey = cols.floats("journey_id")
     rows = np.flatnonzero(~np.isnan(journey))
@@ -471,7 +394,6 @@ def _errors(failed: Columns) -> tuple[dict[str, int], dict[str, str]]:
 
 
 def _concat(batches: Iterator[Any]) -> Any:
-    """Arrow string arrays as one (a few rows' worth: the failed requests' messages)."""
     import pyarrow as pa
 
     return pa.concat_arrays(list(batches) or [pa.array([], type=pa.string())])
@@ -488,8 +410,7 @@ def server_phase_stats(ok: Columns) -> dict[str, Stats]:
 
 
 def meets_slo(cols: Columns, slo: Slo | None) -> np.ndarray:
-    """Which requests meet the SLO's per-request thresholds (the tightest of each phase): a mask (a
-    request without the phase does not)."""
+    """Which requests meet the SLO's per-request thresholds: a mask (a request without the phase does not)."""
     good = np.ones(len(cols), dtype=bool)
     if slo is None:
         return good
@@ -502,10 +423,8 @@ def meets_slo(cols: Columns, slo: Slo | None) -> np.ndarray:
 def evaluate_slo(
     summary: Summary, slo: Slo, end_to_end: dict[str, tuple[np.ndarray, int]] | None = None
 ) -> list[SloCheck]:
-    """One check per threshold set in `slo`; a missing actual value fails the check.
-
-    `end_to_end`: phase -> (sorted ok values, failed sent count) for the end-to-end latency phases;
-    their percentile checks then count failures as slower than any bound (module docstring)."""
+    """One check per threshold set in `slo`; a missing actual value fails the check. `end_to_end`: phase ->
+    (sorted ok values, failed sent count), failures ranked slower than any bound."""
     checks: list[SloCheck] = []
     for name, threshold in slo.thresholds().items():
         actual, kind = slo_actual(summary, name)
@@ -528,8 +447,7 @@ END_TO_END = ("latency_s", "latency_from_send_s")
 
 def _end_to_end_with_failures(measured: Columns, sent: np.ndarray, ok: np.ndarray,
                               slo: Slo) -> dict[str, tuple[np.ndarray, int]]:
-    """For each end-to-end phase `slo` judges: the sorted values of the sent ok requests, and how many
-    sent requests failed."""
+    """Per end-to-end phase `slo` judges: the sent ok requests' sorted values, and the failed sent count."""
     phases = {name.partition("_")[2] for name in slo.thresholds()} & set(END_TO_END)
     failed = _count(sent & ~ok)
     return {name: (np.sort(column_stat(measured, name, sent & ok)), failed) for name in END_TO_END
@@ -573,8 +491,7 @@ def slo_actual(summary: Summary, name: str) -> tuple[float | None, str]:
 
 @dataclass(frozen=True)
 class GapColumns:
-    """A record's columns for one kind of gap it measured: how many, their mean and max, the histogram
-    of every gap, and (for records without the histogram) the statistics that stand in for it."""
+    """A record's columns for one kind of gap: count, mean, max, histogram, and stand-in statistics."""
 
     count: str
     mean: str
@@ -594,11 +511,8 @@ OUTPUT_GAP = GapColumns("output_gap_count", "output_gap_mean_s", "output_gap_max
 
 
 def gap_stats(ok: Columns, columns: GapColumns) -> Stats:
-    """Every gap of the ok records, one kind (module docstring): count, mean and max exact; the
-    percentiles from the records' histograms added together, a record without one (written before
-    its schema had it) standing in with its own statistics (`gap_histogram.stand_in`: an upper bound
-    for that record's share). Only the histograms of the records with gaps are parsed, a batch of rows
-    at a time (by Arrow, not a Python loop: qbench.run.gap_histogram.merge_present)."""
+    """Every gap of the ok records, one kind: count, mean and max exact, percentiles from the records'
+    histograms added together (a record without one standing in with its statistics: an upper bound)."""
     counts, means, tops = ok.ints(columns.count), ok.floats(columns.mean), ok.floats(columns.max)
     if columns.uncounted is not None:  # older records: one statistic, taken as one gap
         alone = ok.floats(columns.uncounted)
@@ -631,8 +545,7 @@ def itl_stats(ok: Columns) -> Stats:
 
 
 def stream_stats(summary: Summary, ok: Columns) -> None:
-    """Chunks, chunk latency and output gaps of streamed inputs onto `summary`: every chunk, every gap
-    (module docstring)."""
+    """Chunks, chunk latency and output gaps of streamed inputs onto `summary`: every chunk, every gap."""
     summary.chunks_sent = _total(ok, "chunks_sent")
     summary.chunks_answered = _total(ok, "chunks_answered")
     chunks = gap_stats(ok, CHUNK_LATENCY)
@@ -642,8 +555,7 @@ def stream_stats(summary: Summary, ok: Columns) -> None:
 
 
 def _sum_in_order(values: np.ndarray) -> float:
-    """The sum added left to right, as Python's sum() over the records did (numpy's sum() adds
-    pairwise: another last digit)."""
+    """The sum added left to right, as Python's sum() over the records did (numpy's sum() is pairwise)."""
     return float(np.cumsum(values)[-1]) if values.size else 0.0
 
 
@@ -657,9 +569,7 @@ def _count(mask: np.ndarray) -> int:
 
 
 def _window(measured: Columns, ok: np.ndarray) -> float:
-    """First intended send -> the later of the last OK completion and the last send. A failure's
-    completion time is when it was given up (a 60 s timeout, the drain deadline): counting it would
-    stretch the window and make one straggler look like a slow server."""
+    """First intended send -> the later of the last OK completion and the last send, in seconds."""
     if not len(measured):
         return 0.0
     start = float(measured.floats("intended_at_s").min())

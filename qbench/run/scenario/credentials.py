@@ -1,28 +1,5 @@
-"""Credentials: the scenario's `auth:` section, environment references, and keeping secrets in memory.
-
-    auth:
-      login: {username: alice, password: ${APP_PASSWORD}}   # Gradio's own login route (auth=...)
-      # login: {users: users.csv}                # one `user,password` per line: an account per session
-      #                                          # per: session (default; each session logs in) | run
-      bearer: ${HF_TOKEN}                        # Authorization: Bearer ... (a private Space, an API key)
-      headers: {X-Api-Key: ${GATEWAY_KEY}}       # sent on every request
-      cookies: {session: ${SESSION}}
-      secret_headers: [X-Tenant]                 # more header names to redact
-
-A value may be or contain `${NAME}`: the environment variable, read when the run starts (`resolve`).
-A dumped scenario (run.json, a sweep's copy) keeps a reference as written and shows every literal
-secret as `***`: passwords, the bearer, cookie values and secret-looking headers (`is_secret_header`).
-Dumps made to hand the scenario to another process of the same run (`REVEAL`) keep the values.
-
-`Secrets` holds the secrets of one run, sweep or capacity search as data: the resolved credentials
-(`Credentials.secrets`), the credentials in its URLs (`Secrets.with_url`) and whatever else the caller
-knows to be secret (a launched server's passwords). Whatever writes a file or prints gets it
-(`qbench.run.results.files.Writer`) and masks with it; no module has to register anything for that.
-
-On the wire the run's `Authenticator` (`qbench.run.protocols.login`) holds them, adds the session
-tokens its logins receive, and the load generator masks every record's error text with it, in
-whichever process or Ray actor runs the load. There is no process-wide registry of secrets.
-"""
+"""The scenario's `auth:` section (login, bearer, headers, cookies), `${NAME}` environment references read
+when a run starts, and `Secrets`: a run's secret values as data, to mask what is written or printed."""
 
 from __future__ import annotations
 
@@ -96,7 +73,7 @@ class Login(_Model):
 
 
 class Auth(_Model):
-    """Credentials for every protocol; see the module docstring."""
+    """Credentials for every protocol; dumps show literal secrets as ***."""
 
     login: Login | None = None
     bearer: str | None = None
@@ -122,7 +99,7 @@ class Auth(_Model):
 
 
 def refusal_hint(status: int, auth: Auth) -> str:
-    """What to set (or check) when the target answers `status` 401 or 403 to a scenario with `auth`."""
+    """What to set or check when the target answers 401 or 403 to a scenario with `auth`."""
     if status == 401 and auth.login is not None:
         return "logged in, yet refused: check auth.login (the account) and that the target is the app's root"
     if auth.bearer is not None or auth.headers or auth.cookies:
@@ -161,8 +138,7 @@ def _secret_query_name(name: str) -> bool:
 
 
 def _url_secrets(url: str | None) -> list[str]:
-    """A URL's credentials: the password of `https://user:pass@host` and the values of secret-looking
-    query parameters (`?token=`, `?api_key=`, `?__sign=`), raw and decoded."""
+    """A URL's credentials: its password and secret-looking query values (`?token=`), raw and decoded."""
     if not url:
         return []
     parts = urlsplit(url)
@@ -176,10 +152,7 @@ def _url_secrets(url: str | None) -> list[str]:
 
 @dataclass(frozen=True)
 class Secrets:
-    """Values that must never reach a file or the terminal; `redact` shows each as `***` (longest first).
-
-    Immutable: `with_values`, `with_url` and `|` return a new one. Values shorter than
-    MIN_SECRET_CHARS are dropped (too many false hits in free text)."""
+    """Values that must never reach a file or the terminal; immutable; `redact` shows each as `***`."""
 
     values: frozenset[str] = frozenset()
     _longest_first: tuple[str, ...] = field(init=False, repr=False, compare=False)
@@ -199,11 +172,10 @@ class Secrets:
         return Secrets(self.values.union(values))
 
     def with_url(self, url: str | None) -> Secrets:
-        """Also the credentials in `url` (user:pass@, ?token=...; see `_url_secrets`)."""
+        """Also the credentials in `url` (user:pass@, ?token=...)."""
         return self.with_values(*_url_secrets(url))
 
     def redact(self, text: str) -> str:
-        """`text` with every value replaced by `***`."""
         for secret in self._longest_first:
             if secret in text:
                 text = text.replace(secret, MASK)
@@ -236,8 +208,7 @@ class Credentials:
 
     @property
     def secrets(self) -> Secrets:
-        """Every secret value: passwords, cookie values, secret-looking headers (a bearer with and
-        without its `Bearer ` prefix)."""
+        """Every secret value: passwords, cookies, secret headers (a bearer with and without `Bearer `)."""
         values = [account.password for account in self.accounts] + list(self.cookies.values())
         for name, value in self.headers.items():
             if is_secret_header(name, self.secret_headers):

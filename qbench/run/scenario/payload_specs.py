@@ -1,18 +1,5 @@
-"""Payload generators for the inputs of a form: choices, booleans, chat history, generated files and the
-app's own example rows (the rest, text, image, audio, number, json, files and value, are in
-qbench.run.scenario.scenario). `qbench init` writes them from an app's components (qbench.run.init).
-
-    - choice: {values: [fast, slow]}                 # a Dropdown or Radio: one of the values
-    - choice: {values: [a, b, c], pick: [1, 2]}      # a multiselect / CheckboxGroup: a list of 1-2
-    - boolean: {true_share: 0.5}                     # a Checkbox: true in half the requests
-    - chat: {turns: [0, 3], words: [5, 20]}          # a Chatbot input: earlier turns of a conversation
-    - file: {kb: [4, 64], suffix: .txt}              # a File input: a generated text file of that size
-    - example: {values: ["a cat", "a dog"]}          # the app's examples: variant k sends values[k % n]
-    - example: {values: [{file: app-examples/cat.jpg}]}   # example files (relative to the scenario file)
-
-`example` columns of one scenario line up: every `example` input of request variant k takes row
-k % n of its own list, so the inputs of one example row are sent together.
-"""
+"""Payload generators for a form's inputs: `choice`, `boolean`, `chat`, `file` and `example` (the app's
+own example rows); the other kinds are in qbench.run.scenario.scenario. `qbench init` writes them."""
 
 from __future__ import annotations
 
@@ -30,7 +17,7 @@ class _Model(BaseModel):
 
 
 class ChoiceSpec(_Model):
-    """One of `values` (uniformly), or with `pick: [min, max]` a list of that many distinct values."""
+    """One of `values`, or with `pick: [min, max]` a list of that many distinct values."""
 
     values: list[Any] = Field(min_length=1, max_length=MAX_CHOICES)
     pick: tuple[int, int] | None = None
@@ -44,17 +31,13 @@ class ChoiceSpec(_Model):
 
 
 class BooleanSpec(_Model):
-    """true in `true_share` of the requests (0: always false, 1: always true)."""
+    """true in `true_share` of the requests (0: never, 1: always)."""
 
     true_share: float = Field(0.5, ge=0, le=1)
 
 
 class ChatSpec(_Model):
-    """A chat history: a number of earlier (user, assistant) turns drawn in `turns`, each message
-    `words` long. `format: messages` sends [{role, content: "..."}, ...] (Gradio 4.x and 5.x
-    `type="messages"`, OpenAI-style); `parts` sends [{role, content: [{type: text, text: "..."}]}, ...]
-    (every Chatbot of Gradio 6.x); `tuples` sends [[user, assistant], ...] (Gradio 3.x, and the default
-    Chatbot of 4.x and 5.x)."""
+    """Earlier (user, assistant) turns, `turns` of them, `words` long, as tuples, messages or parts."""
 
     turns: tuple[int, int] = (0, 3)
     words: tuple[int, int] = (5, 20)
@@ -72,8 +55,7 @@ class ChatSpec(_Model):
 
 
 class FileSpec(_Model):
-    """A generated text file (random words) of a size drawn in `kb` (KiB), named `file-<n><suffix>`;
-    `count: [min, max]` sends a list of that many (a File input with file_count="multiple")."""
+    """A generated file of `kb` KiB named `file-<n><suffix>`; `count: [min, max]` sends a list of them."""
 
     kb: tuple[float, float] = (4.0, 64.0)
     suffix: str = Field(".txt", pattern=r"^(\.[A-Za-z0-9]{1,10}){1,3}$")  # .csv, .nii.gz
@@ -95,8 +77,6 @@ class FileSpec(_Model):
 
 
 class ExampleSpec(_Model):
-    """The app's own example values for this input, sent in order: request variant k sends
-    values[k % len(values)], so the `example` inputs of one row go together. A value `{file: PATH}`
-    sends that file (an upload), its path relative to the scenario file."""
+    """The app's example values, variant k sending values[k % len(values)]; `{file: PATH}` uploads a file."""
 
     values: list[Any] = Field(min_length=1, max_length=MAX_CHOICES)

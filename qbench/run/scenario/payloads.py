@@ -1,14 +1,5 @@
-"""Request inputs generated from the scenario's `payload` section, seeded so runs repeat.
-
-Each input spec yields one value per request: a str (text), a float/int (number), a JSON value (json,
-value, choice, boolean, chat, example) or a `FileValue` (image, audio, files, file: encoded bytes that a
-protocol uploads or embeds; `file` with `count` gives a list of them).
-Generating images and audio costs CPU, so only `payload.variants` distinct input sets are made
-(variant = request_id % variants, each from its own seeded generator) and cached: the generator's own
-CPU stays out of the measurement and the same seed gives byte-identical requests. A payload made only of
-generated inputs (nothing read from disk) is also cached across runs of one process (SHARED_BYTES): a
-sweep's or a capacity search's runs send the same variants, made once.
-"""
+"""Request inputs from the scenario's `payload` section: `PayloadGenerator.inputs(request_id)` -> one value
+per input spec (str, number, JSON value or `FileValue`), seeded, from `payload.variants` cached variants."""
 
 from __future__ import annotations
 
@@ -101,7 +92,7 @@ class FileValue:
 
 
 class PayloadGenerator:
-    """inputs(request_id) -> one value per input spec; deterministic for a given seed."""
+    """inputs(request_id) -> one value per input spec (variant request_id % variants); the same for a seed."""
 
     def __init__(self, payload: Payload, fixed: Callable[[int], list[Any] | None] | None = None) -> None:
         self.payload = payload
@@ -233,7 +224,7 @@ def gen_image(spec: ImageSpec, rng: np.random.Generator, tag: str) -> FileValue:
 
 
 def _noise(spec: ImageSpec, rng: np.random.Generator) -> np.ndarray:
-    """A colour gradient under strong Gaussian noise (sigma 12): incompressible, the worst case."""
+    """A colour gradient under Gaussian noise (sigma 12): incompressible, the worst case."""
     y, x = np.mgrid[0 : spec.height, 0 : spec.width].astype(np.float32)
     base = rng.uniform(0, 255, size=3).astype(np.float32)
     slope = rng.uniform(-1, 1, size=(3, 2)).astype(np.float32)
@@ -243,9 +234,7 @@ def _noise(spec: ImageSpec, rng: np.random.Generator) -> np.ndarray:
 
 
 def _photo(spec: ImageSpec, rng: np.random.Generator) -> np.ndarray:
-    """Photo-like statistics: a random field whose amplitude spectrum falls as 1/f^1.4 (natural images
-    measure 1/f^1 to 1/f^1.5), shapes with sharp edges over it, then fine sensor noise (sigma 1.5).
-    224x224 encodes to about 11 KiB as JPEG q85 and 90 KiB as PNG; 512x512 to about 50 KiB as JPEG."""
+    """Photo-like statistics: a 1/f^1.4 random field, sharp-edged shapes over it, fine sensor noise."""
     from PIL import Image, ImageDraw
 
     w, h = spec.width, spec.height
@@ -323,9 +312,7 @@ def gen_chat(spec: ChatSpec, rng: np.random.Generator) -> list[Any]:
 
 
 def gen_files(spec: FileSpec, rng: np.random.Generator, tag: str) -> FileValue | list[FileValue]:
-    """A file of about `kb` KiB (or `count` of them) whose content fits its suffix (`FILE_CONTENT`: a
-    .zip is a zip archive of text files, a .csv a table, a .json a JSON document, a .obj a 3D mesh);
-    any other suffix gets lines of random words."""
+    """A file of about `kb` KiB (or `count` of them) whose content fits its suffix (`FILE_CONTENT`)."""
     def one(n: int) -> FileValue:
         size = int(rng.uniform(spec.kb[0], spec.kb[1]) * 1024)
         suffix = spec.suffix.lower()
@@ -370,7 +357,6 @@ def _json_bytes(size: int, rng: np.random.Generator) -> bytes:
 
 
 def _obj_bytes(size: int, rng: np.random.Generator) -> bytes:
-    """A mesh of triangles (Wavefront OBJ): what a Model3D input takes."""
     lines = []
     count = max(size // 120, 1)
     for n in range(count):
@@ -394,15 +380,14 @@ def _wav_bytes(size: int, rng: np.random.Generator) -> bytes:
 
 
 def _avi_bytes(size: int, rng: np.random.Generator) -> bytes:
-    """One second of 64x64 motion-JPEG video at 10 frames/s in an AVI (RIFF) container: a video any
-    decoder reads (ffmpeg, OpenCV, browsers through Gradio's conversion), written without either."""
+    """One second of 64x64 motion-JPEG at 10 frames/s in an AVI container."""
     frame = ImageSpec.model_validate({"width": 64, "height": 64, "format": "jpeg"})
     frames = [gen_image(frame, rng, "f").data for _ in range(10)]
     return avi_mjpeg(frames, width=64, height=64, fps=10)
 
 
 def avi_mjpeg(frames: list[bytes], width: int, height: int, fps: int) -> bytes:
-    """JPEG frames in an AVI 1.0 file: RIFF 'AVI ' {hdrl {avih, strl {strh, strf}}, movi {00dc...}, idx1}."""
+    """JPEG frames in an AVI 1.0 (RIFF) file."""
     def chunk(tag: bytes, data: bytes) -> bytes:
         return tag + struct.pack("<I", len(data)) + data + b"\0" * (len(data) % 2)
 
@@ -444,8 +429,7 @@ def pick_file(paths: list[Path], rng: np.random.Generator) -> FileValue:
 
 
 def fill_template(template: Any, rng: np.random.Generator) -> Any:
-    """Copy a JSON template, replacing the strings "{word}", "{words}" (5 to 20 of them), "{int}" and
-    "{float}" with random values."""
+    """Copy a JSON template with "{word}", "{words}" (5 to 20), "{int}" and "{float}" filled in at random."""
     if isinstance(template, dict):
         return {k: fill_template(v, rng) for k, v in template.items()}
     if isinstance(template, list):

@@ -1,24 +1,5 @@
-"""Scenario: what to send, where, how fast, and what counts as good. Loaded from YAML and validated.
-
-    name: image                     # defaults to the file name
-    target: http://127.0.0.1:7860   # overridable with --target
-    protocol: gradio                # gradio (queue + SSE) | http (plain, streamed or not) | openai | mcp
-    endpoint: {api_name: classify}  # gradio: api_name or fn_index; http: method, path, body, headers;
-                                    # openai: path, model, max_tokens, stream, body (extra fields)
-    payload:                        # one generator per input, seeded so runs repeat
-      seed: 0
-      inputs: [{image: {width: 224, height: 224, format: png}}]
-    load:                           # one shape: burst | rate | stages | users | trace | replay
-      rate: 5
-      arrival: poisson
-      duration: 30
-      timeout: 30
-    slo: {p95_latency_s: 2.0, error_rate: 0.01}
-    auth: {login: {username: u, password: ${APP_PASSWORD}}}   # optional: see qbench.run.scenario.credentials
-
-A malformed file fails in `load_scenario` before any request, with a ScenarioError naming the file,
-the key, the value and what was expected.
-"""
+"""Scenario: a YAML file -> a validated, frozen config. `load_scenario` fails before any request, with a
+ScenarioError naming the file, the key, the value and what was expected."""
 
 from __future__ import annotations
 
@@ -63,13 +44,7 @@ class _Model(BaseModel):
 
 
 class TextSpec(_Model):
-    """Random words (a count drawn uniformly in `words`) or lines drawn from a file of prompts.
-
-    `tokens: [min, max]` draws a length in tokens instead, exact under `tokenizer` (a local tokenizer
-    folder, or a model name already in the local Hugging Face cache: qbench downloads nothing).
-    `turns: [min, max]` (protocol: openai) makes a chat of that many user turns, an assistant turn
-    between each two; every turn's length follows `words` or `tokens`.
-    """
+    """Random words (a count in `words`), a `file`'s lines, or `tokens` under a `tokenizer`; `turns`: chat."""
 
     words: tuple[int, int] = (5, 20)
     file: Path | None = None
@@ -96,9 +71,7 @@ class TextSpec(_Model):
 
 
 class ImageSpec(_Model):
-    """A generated image encoded in `format`: `photo` (a natural-image spectrum, sharp edges, fine
-    sensor noise: it compresses like a photograph, ~13 KiB at 224x224 as JPEG q85) or `noise` (a
-    gradient under heavy noise, qbench's earlier images: ~96 KiB as PNG). `quality`: jpeg and webp."""
+    """A generated `photo` (compresses like one) or `noise` (incompressible) in `format`, at `quality`."""
 
     width: int = Field(224, ge=1, le=8192)
     height: int = Field(224, ge=1, le=8192)
@@ -115,8 +88,7 @@ class AudioSpec(_Model):
 
 
 class NumberSpec(_Model):
-    """Uniform in [min, max]; `integer` draws whole numbers; `step` draws min + k * step <= max (a
-    Slider's or a Number's step)."""
+    """Uniform in [min, max]; `integer`: whole numbers; `step`: min + k * step <= max."""
 
     min: float = 0.0
     max: float = 1.0
@@ -190,27 +162,9 @@ class Payload(_Model):
 
 
 class Endpoint(_Model):
-    """Gradio: `api_name` (without the slash) or `fn_index`. HTTP: method, path, body template, headers.
-
-    In an HTTP body template, a string "$0", "$1", ... is replaced by the generated value of that input.
-
-    OpenAI-compatible: `path` (default /v1/chat/completions; a path ending in /v1/completions sends a
-    `prompt` instead of `messages`), `model` (default: the first of GET /v1/models), `max_tokens`,
-    `stream` (default true; usage is asked for with stream_options.include_usage) and `body`, a
-    mapping of extra request fields passed through as they are (temperature, seed, ignore_eos, ...).
-
-    MCP (qbench.run.protocols.mcp): `tool`, the tool to call, `arguments`, the name of each payload
-    input's argument in order, `path`, the server's MCP URL (default /gradio_api/mcp/, Gradio's), and
-    `progress` (default true: each call asks for progress notifications, as an agent with a progress
-    callback does; false: none asked for).
-
-    Gradio streamed inputs (a `.stream()` event: a webcam, a microphone; qbench.run.protocols.
-    gradio_stream): `chunks`, how many input chunks one event gets (the first joins the queue, the
-    others follow it), `stream_every`, the seconds between them (default: the app's own `stream_every`).
-
-    Any protocol: `page` (e.g. "/") makes the endpoint a page load, as a browser opens the app
-    (qbench.run.protocols.page): in a journey step before the calls, or in a mix beside them.
-    """
+    """What to call: gradio `api_name` or `fn_index`; http `method`, `path`, `body` ("$i": input i),
+    `headers`; openai `path`, `model`, `max_tokens`, `stream`, `body` (extra fields); mcp `tool`,
+    `arguments`, `progress`; a `.stream()` event's `chunks`, `stream_every`; any protocol: `page`."""
 
     api_name: str | None = None
     fn_index: int | None = Field(default=None, ge=0)
@@ -337,8 +291,7 @@ class Load(_Model):
 
     @property
     def drain_s(self) -> float:
-        """By default a little longer than `timeout`, so each in-flight request ends by its own timeout
-        (error kind `timeout`, cancelled on the server) rather than by the run's drain deadline."""
+        """`drain`, else `timeout` + DRAIN_GRACE_S."""
         return self.timeout + DRAIN_GRACE_S if self.drain is None else self.drain
 
 
@@ -393,7 +346,6 @@ class Slo(_Model):
     min_goodput: float | None = Field(None, ge=0)  # ok requests meeting the latency thresholds per second
 
     def thresholds(self) -> dict[str, float]:
-        """The thresholds that are set, by field name."""
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
     def per_request_limits(self) -> dict[str, float]:
@@ -411,8 +363,7 @@ class Slo(_Model):
 
 
 class MixEntry(_Model):
-    """One endpoint of a `mix:` (qbench.run.load.mix): its share of the requests, what it sends, and
-    optionally its own SLO (else the scenario's `slo` applies to it)."""
+    """One endpoint of a `mix:` (qbench.run.load.mix): its weight, what it sends, optionally its own SLO."""
 
     weight: float = Field(1.0, gt=0)  # relative share of the requests (any positive number)
     endpoint: Endpoint
@@ -431,8 +382,7 @@ class MixEntry(_Model):
 
 
 class JourneyStep(_Model):
-    """One step of a `journey:` (run by qbench.run.load.loadgen): an endpoint called `repeat` times in a row,
-    each call `think_time` seconds after the previous answer (the journey's first call: at once)."""
+    """One step of a `journey:`: an endpoint called `repeat` times, `think_time` s after each answer."""
 
     endpoint: Endpoint
     payload: Payload = Payload.model_validate({})
@@ -462,10 +412,7 @@ def endpoint_label(protocol: str, endpoint: Endpoint) -> str:
 
 
 class Expect(_Model):
-    """Server settings the scenario expects of its target (`expect:`): `qbench run` and `qbench sweep`
-    check them against the run's own records (peak requests running at once; qbench.tune.points.knobcheck)
-    and warn when the server disagrees. concurrency_limit: the driven event's limit (Gradio 4.x and
-    later); concurrency_count: Gradio 3.x's worker pool; max_batch_size: its batch size."""
+    """Server settings the records should show (`expect:`; qbench.tune.points.knobcheck warns when not)."""
 
     concurrency_limit: int | None = Field(default=None, ge=1)
     concurrency_count: int | None = Field(default=None, ge=1)
@@ -535,8 +482,7 @@ class Scenario(_Model):
         return self
 
     def _check_token_slo(self) -> None:
-        """A response that is not streamed (openai, endpoint.stream: false) has no first token and no
-        gaps: an SLO key on TTFT, TPOT or ITL could never be met, so it is refused before any request."""
+        """Refuse a TTFT, TPOT or ITL key on an openai endpoint that does not stream (never measurable)."""
         if self.protocol != "openai":
             return
         entries: list[tuple[str, Endpoint, str, Slo | None]]
@@ -556,8 +502,7 @@ class Scenario(_Model):
                                  f"{', '.join(f'{slo_at}.{k}' for k in keys)}")
 
     def token_warnings(self) -> list[str]:
-        """Why this run will show no token timings (an openai endpoint that is not streamed): printed
-        before the load (qbench.run.runner); [] when every endpoint streams."""
+        """One warning per openai endpoint that does not stream (no token timings); [] when all stream."""
         if self.protocol != "openai":
             return []
         return [f"{'' if where == 'endpoint' else where + '.'}endpoint.stream is false: the responses are "
@@ -566,13 +511,11 @@ class Scenario(_Model):
 
     @property
     def seed(self) -> int:
-        """The seed of arrivals and endpoint draws: the payload's (a mix: its first entry's)."""
+        """The seed of arrivals and endpoint draws: the payload's, or a mix's or journey's first entry's."""
         first = (self.mix or self.journey or [None])[0]
         return self.payload.seed if first is None else first.payload.seed
 
     def _check_mix(self, entries: list[MixEntry]) -> None:
-        """Entries with their own users (closed loop, all of them, adding up to load.users) and starts
-        (at least one entry from the first second, every one before the run ends)."""
         users = [e.users for e in entries]
         if any(u is not None for u in users):
             if any(u is None for u in users):
@@ -658,8 +601,7 @@ class Scenario(_Model):
 
 
 def file_slug(name: str, default: str = "run") -> str:
-    """A scenario name as one safe path segment (no separators, no `..`): output folders' names
-    (`qbench.run.results.files.new_folder`); `a/../../x` -> `a-x`."""
+    """A scenario name as one safe path segment (no separators, no `..`): `a/../../x` -> `a-x`."""
     return re.sub(r"(?:[^A-Za-z0-9_.-]|\.\.+)+", "-", name).strip("-.") or default
 
 
@@ -681,11 +623,7 @@ def read_scenario_mapping(path: Path) -> dict[str, Any]:
 
 
 def load_scenario(path: Path, overrides: dict[str, Any] | None = None) -> Scenario:
-    """Read and validate a scenario file; relative payload paths resolve against the file's folder.
-
-    A `sweep:` section is `qbench sweep`'s (qbench.tune.sweep.config) and is ignored here, so one file
-    serves both.
-    """
+    """Read and validate a scenario file (relative paths against its folder; a `sweep:` section ignored)."""
     raw = read_scenario_mapping(path)
     raw.pop("sweep", None)
     raw.setdefault("name", path.stem)
@@ -740,8 +678,7 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any], *, source: s
 
 
 def _users_to_weights(data: dict[str, Any]) -> None:
-    """An open-loop shape set on a mix whose entries have their own users (a capacity probe's rate):
-    each entry's users become its weight, the share of the requests it gets."""
+    """An open-loop shape set on a mix with per-entry users: each entry's users become its weight."""
     mix = data.get("mix")
     if not isinstance(mix, list):
         return
@@ -771,7 +708,6 @@ def format_errors(exc: ValidationError, source: str) -> str:
 
 
 def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
-    """The keys the scenario section at `loc` accepts (list indexes and union tags are skipped)."""
     model: type[BaseModel] = Scenario
     for part in loc:
         field = model.model_fields.get(str(part))
@@ -794,8 +730,7 @@ _UNION_TAG = re.compile(r"^(literal\[.*\]|int|float|str|bool|none|(list|dict|tup
 
 
 def resolve_paths(raw: dict[str, Any], base: Path) -> None:
-    """Make relative payload file/folder paths, a trace file, a replayed run folder and a login users file
-    absolute against `base` (the scenario file's folder)."""
+    """A scenario's relative paths (payload files, trace, replay, users file) made absolute against `base`."""
     auth = raw.get("auth")
     login = auth.get("login") if isinstance(auth, dict) else None
     users = login.get("users") if isinstance(login, dict) else None
@@ -832,5 +767,5 @@ def _resolve_payload_paths(payload: Any, base: Path) -> None:
 
 
 def is_file_ref(value: Any) -> bool:
-    """`{file: PATH}`: a file sent as an upload (an `example` value, like a trace line's input)."""
+    """`{file: PATH}`: a file sent as an upload (an `example` value, a trace line's input)."""
     return isinstance(value, dict) and set(value) == {"file"} and isinstance(value["file"], str)

@@ -1,27 +1,5 @@
-"""Arrival processes -> intended send offsets (seconds from run start). No clock; no I/O except for a
-recorded schedule (a trace file or a past run, read by qbench.run.scenario.trace).
-
-Open-loop shapes (burst, rate, stages) are all one computation: an arrival intensity r(t) (requests/s)
-and its cumulative Lambda(t) = integral of r from 0 to t. Request k is intended at the time where
-Lambda reaches a target value:
-
-    constant arrivals: targets 0, 1, 2, ...          -> evenly spaced (rate R: t_k = k / R)
-    Poisson arrivals:  targets: round(Lambda(T)) uniform draws on [0, Lambda(T)], sorted, seeded
-                       (a unit-rate Poisson process conditioned on its count, the count it is
-                       expected to have; time-rescaling: mapped through Lambda^-1 it is a Poisson
-                       process of intensity r(t), also for ramps, given its count)
-
-Conditioning on the count makes the offered rate exact over the run while arrivals keep their Poisson
-burstiness inside it. Unconditioned, a run's count is itself random (+-sqrt(Lambda)): with the default
-seed, a 5 s run at 40 req/s offered 13% fewer requests than asked and a 10 s one 9% fewer, so every short
-capacity probe was lighter than its label and capacities read high.
-
-With piecewise-linear r(t) (stages), Lambda is piecewise quadratic and inverted in closed form.
-A burst is N offsets of 0 (repeated every `interval` s for `duration` if set).
-
-Closed-loop users are not a list of times: they are `UserPlan` (users, start offsets, think time), and
-the executor runs one loop per user. `duration` and `requests` are stop conditions for both.
-"""
+"""A load section -> Plan: intended send offsets (s from run start) for open loop (burst, rate, stages,
+trace, replay), or `UserPlan` loops for closed loop (users). No clock, no I/O but a recorded schedule."""
 
 from __future__ import annotations
 
@@ -154,7 +132,7 @@ def stage_offsets(
     duration: float | None = None,
     requests: int | None = None,
 ) -> np.ndarray:
-    """Arrival offsets for piecewise-linear rate stages (see module docstring)."""
+    """Arrival offsets for piecewise-linear rate stages (constant, or Poisson conditioned on its count)."""
     starts, lam_starts, a, slope = _intensity(stages)
     total_time = float(starts[-1])
     if duration is not None:
@@ -169,8 +147,7 @@ def stage_offsets(
 
 
 def _targets(total_lam: float, poisson: bool, rng: np.random.Generator, limit: float) -> np.ndarray:
-    """Targets below `total_lam`, only the first `limit` of them (the ones a `requests` cap keeps: the
-    same values as the full sequence's first ones, which is never allocated)."""
+    """The first `limit` targets below `total_lam` (without allocating the full sequence)."""
     if not poisson:
         return np.arange(0.0, min(total_lam - 1e-9, limit), 1.0)  # tolerance: rate*duration is inexact
     count = int(round(total_lam))

@@ -1,32 +1,5 @@
-"""Recorded schedules: a trace file (`load.trace`) or a past run (`load.replay`) -> intended send times.
-
-A trace file has one request per line, JSON Lines (`.jsonl`, `.ndjson`, `.json`) or CSV with a header:
-
-    {"t_s": 0.00, "api_name": "classify"}                      # seconds from the trace's start
-    {"t_s": 0.35, "inputs": ["a photo of a cat"]}              # inline inputs replace the payload
-    {"timestamp": "2026-11-23T10:15:00.250Z"}                  # or absolute: ISO 8601 / epoch seconds
-    {"timestamp_ms": 1795428900250, "inputs": [{"file": "cat.jpg"}]}   # a file next to the trace
-
-    t_s,api_name,inputs                                        # the same as CSV (inputs as JSON text)
-    0.0,classify,"[""a photo of a cat""]"
-
-Each line uses one time field, the same one on every line; absolute times are shifted so the earliest
-is 0. Optional fields: `api_name` / `fn_index` / `path` (the line's endpoint: a trace naming several
-endpoints, as a browser's HAR of a Blocks app does, runs as a mix of them: qbench.run.load.mix), `inputs`
-(a JSON list, one value per input; `{"file": PATH}` uploads a file, relative to the trace's folder),
-`input_tokens` / `output_tokens` (counts for LLM targets, checked here; qbench's current protocols
-do not use them). Other fields are ignored, so logs with extra
-columns load as they are. A malformed line fails before any request, naming the file, line and field.
-
-Options: `window: [a, b]` keeps the lines with a <= t < b and starts them at 0; `speedup: 2` divides
-every time by 2; `loop: true` starts again after one period (the window's length, or the last time
-plus the mean gap between lines), until `duration` or `requests`. The result is an open-loop plan:
-latency is measured from each line's intended time, so a slow server cannot slow the replay down.
-
-A replayed run (`load.replay: RUN_DIR`, `qbench run --replay RUN_DIR`) sends at the past run's intended
-times with its request ids; payload variants follow from the ids (variant = request_id % variants), so
-the same payload section reproduces the same bodies, and two runs can be compared request by request.
-"""
+"""Recorded schedules -> intended send times: a trace file (`load.trace`: JSON Lines or CSV, one request
+per line) or a past run's intended times and request ids (`load.replay`). Malformed lines fail early."""
 
 from __future__ import annotations
 
@@ -283,8 +256,7 @@ def _stop(schedule: Schedule, load: Load) -> Schedule:
 
 
 def recorded_inputs(load: Load) -> Callable[[int], list[Any] | None] | None:
-    """request id -> the trace line's inline inputs (None for lines without); None if no line has any
-    (or the load is not a trace): then every request's inputs come from the payload section."""
+    """request id -> the trace line's inline inputs (None for a line without); None when no line has any."""
     spec = load.trace
     if spec is None:
         return None

@@ -1,18 +1,5 @@
-"""Other formats -> qbench trace lines (`qbench trace import`), and a trace's shape (`qbench trace show`).
-
-    nginx     access log, `combined` or `common` format, optionally with `$request_time` appended (then
-              the send time is the logged time minus it: nginx logs when a request ends). Times have
-              one-second resolution: the requests of one second are spread evenly over it (`spread`),
-              else every one of them would replay as a burst at the second's start.
-    uvicorn   access log lines with a logging time prefix (`2026-11-23 10:15:00,123 ... "POST /p
-              HTTP/1.1" 200`); uvicorn's default format has no time, so configure one (--log-config).
-    har       a browser recording (DevTools -> Save all as HAR): every entry's startedDateTime, path and,
-              for a Gradio app's `queue/join`, the fn_index and the inputs (when they hold no uploaded file).
-    mooncake  Mooncake / AIPerf JSONL (`timestamp` in ms from the start, `input_length`, `output_length`).
-
-Each importer yields plain dicts in the trace format of run.scenario.trace; a line it cannot read raises
-ScenarioError naming the file and line.
-"""
+"""Other formats (nginx and uvicorn access logs, HAR, Mooncake JSONL) -> qbench trace lines (`qbench trace
+import`), and a trace's shape (`qbench trace show`). An unreadable line raises ScenarioError."""
 
 from __future__ import annotations
 
@@ -90,7 +77,7 @@ def _nginx(path: Path, spread: bool) -> Iterator[dict[str, Any]]:
 
 
 def _spread_seconds(stamped: list[tuple[float, dict[str, Any]]]) -> Iterator[dict[str, Any]]:
-    """Requests logged in the same whole second, spread evenly over that second (in log order)."""
+    """Requests logged in the same whole second, spread evenly over it (in log order)."""
     by_second: dict[int, list[tuple[float, dict[str, Any]]]] = {}
     for when, line in stamped:
         by_second.setdefault(int(np.floor(when)), []).append((when, line))

@@ -2,6 +2,4 @@
 
     soak.py    the soak run: the scenario held for a duration, samples, verdicts, soak.json
     health.py  the sampler (process tree, /status, file cache, qbench itself) and the stuck-queue test
-    drift.py   does a series drift? slope per 1,000 requests, an hour and a day (an interval that holds
-               for autocorrelated samples); flat, growing, bounded or can't tell yet
-"""
+    drift.py   does a series drift? flat, growing, bounded or can't tell yet, from its trend's interval"""

@@ -1,43 +1,5 @@
-"""Does a signal drift over a long run? A verdict per signal, judged by what its trend would do to the user.
-
-Each signal (the server's RSS, open files, p95 latency per time slice...) is a series of values at
-known points: seconds since the start and requests finished by then. Samples before `steady_from_s`
-(the warm-up: caches filling, lazy imports) are cut. Over the rest, the trend is a straight line with a
-95% interval that holds under autocorrelated samples (qbench.run.results.serial_trend: AR(1) noise,
-its effect on the slope computed exactly), fitted twice: per 1,000 requests (x = requests finished)
-and per hour (x = seconds), the latter projected to a day at the run's rate.
-
-What counts is not the trend's share of the level (a 16 GiB server growing 49 GiB a day is 2% of its
-level over ten minutes) but what it would do to the user within a day (and where a ceiling is known,
-within a week):
-
-    horizon     "day" for every signal: the change a day at this rate would make (memory, open files,
-                threads, the file cache, and what is felt per request: p95 latency, throughput, errors,
-                the queue), projected from the steady part's slope per request at the run's rate; an
-                hour's change is shown beside it. (Verdicts written before judged latency, throughput,
-                errors and the queue over the run: "run" reads back as such.)
-    matters     the change over the horizon that matters: the larger of the signal's floor and a
-                share of its ceiling or of its level (memory: 2% of the `--limit`, else of the host's
-                memory, at least 64 MiB and at most 1 GiB a day; p95 latency: 10% of its level, at least
-                5 ms, a day); and where a ceiling is known (a `--limit`, the SLO's latency bound, the
-                process's open-file limit, the host's memory), never more than a seventh of the headroom
-                left: what would reach the ceiling within a week matters, whatever its share
-    flat        the interval rules out a change that matters: high x horizon < matters (and
-                low x horizon > -matters)
-    growing     certainly up (low > 0) and not ruled out to matter (falling: the same, down); with a
-                ceiling it says when the signal crosses it, in requests and at the run's rate
-    bounded     growing (or unsure), but the growth stopped: split where a bent line fits best, the
-                part before certainly grows at a rate that matters, the part after has an interval that
-                includes 0 (or rules out a change that matters) and lies wholly below the part before's;
-                reported with the level it stopped at and what each request cost on the way up, not as
-                an endless leak. Where the part after is slower but still certainly grows by what
-                matters (a bound, then a slower creep), the verdict is that creep: growing, at its own
-                rate, since the rise stopped
-    unsure      "can't tell yet": the interval includes 0 and a change that matters; the verdict says
-                how many more minutes would tell (the interval narrows as the run's length^1.5 for a
-                day-horizon signal)
-    short       too few samples in the steady part to say (at least 8)
-"""
+"""Does a signal drift over a long run? `judge`: a series -> a `Verdict` (flat, growing, falling, bounded,
+unsure, short), from its trend's 95% interval under autocorrelation and the change that matters to a user."""
 
 from __future__ import annotations
 
@@ -58,7 +20,7 @@ Horizon = Literal["day", "run"]
 
 @dataclass(frozen=True)
 class Signal:
-    """What one series measures, and the change that matters over its horizon (the module docstring)."""
+    """What one series measures, and the change that matters over its horizon."""
 
     name: str  # "server RSS", "p95 latency"
     key: str  # its field (health.jsonl, or the slice table)
@@ -70,8 +32,7 @@ class Signal:
     share_of: Literal["ceiling", "level"] = "ceiling"  # the share is of the ceiling, or of the level
 
     def matters(self, level: float, ceiling: float | None, latest: float | None = None) -> float:
-        """The change over the horizon that matters, for a signal at `level` (`latest`: where it is now,
-        for the headroom) below `ceiling`."""
+        """The change over the horizon that matters at `level` below `ceiling` (`latest`: for headroom)."""
         base = ceiling if self.share_of == "ceiling" and self.horizon == "day" else abs(level)
         found = max(self.matters_abs, min(self.matters_share * (base or 0.0), self.matters_cap))
         now = level if latest is None else latest
@@ -103,7 +64,7 @@ class Slope:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One signal's verdict over the steady part of a run (the module docstring's rule)."""
+    """One signal's verdict over the steady part of a run."""
 
     signal: str
     key: str
@@ -167,7 +128,7 @@ class Verdict:
         return text
 
     def _projection(self) -> str:
-        """`, +1.1 GiB an hour, +27 GiB a day at this rate` (day horizon) or over the steady part."""
+        """`, +1.1 GiB an hour, +27 GiB a day at this rate` (day horizon), or over the steady part."""
         if self.change is None:
             return ""
         if self.horizon == "day":
@@ -202,8 +163,7 @@ class Verdict:
 def judge(signal: Signal, t_s: Sequence[float], requests: Sequence[float], values: Sequence[float | None],
           *, steady_from_s: float, limit: float | None = None, rate_rps: float | None = None,
           limit_source: str | None = None) -> Verdict:
-    """The verdict of one series (None values: not measured, skipped). `limit` is the signal's ceiling
-    (named by `limit_source`: "--limit", "the host's memory"); `rate_rps` the run's steady rate."""
+    """The verdict of one series (None values skipped); `limit`: its ceiling; `rate_rps`: the steady rate."""
     keep = [i for i, v in enumerate(values) if v is not None and t_s[i] >= steady_from_s]
     t = np.array([t_s[i] for i in keep], dtype=np.float64)
     x = np.array([requests[i] for i in keep], dtype=np.float64)
@@ -248,10 +208,7 @@ def _kind(change: Slope, matters: float) -> str:
 
 
 def _more_s(change: Slope, matters: float, span_s: float, horizon: str) -> float | None:
-    """How much longer a run would narrow the interval to rule a change that matters in or out.
-
-    The half-width of a trend's interval shrinks as length^-1.5 (more points, each further apart);
-    a run-horizon change is that slope times the length, so its half-width shrinks as length^-0.5."""
+    """How much longer a run would narrow the interval to rule a change that matters in or out."""
     half = (change.high - change.low) / 2
     if half <= 0 or span_s <= 0 or matters <= 0:
         return None
@@ -261,11 +218,7 @@ def _more_s(change: Slope, matters: float, span_s: float, horizon: str) -> float
 
 
 def _bounded(verdict: Verdict, t: np.ndarray, x: np.ndarray, v: np.ndarray, matters: float) -> Verdict | None:
-    """Growth that stopped (module docstring): split where a bent line (rising, then flat or slower)
-    fits best; the part before certainly grows at a rate that matters, the part after has an interval
-    that includes 0 (or rules out a change that matters) and lies wholly below the part before's. A
-    part after that is slower but still certainly grows by what matters is that growth: "growing"
-    at its own rate, after the rise that stopped."""
+    """Growth that stopped: "bounded", or "growing" at a slower rate that matters; None when no bend shows."""
     if verdict.change is None or verdict.per_1k is None or verdict.per_1k.value <= 0:
         return None
     split = _break(x, v)
@@ -297,8 +250,7 @@ def _bounded(verdict: Verdict, t: np.ndarray, x: np.ndarray, v: np.ndarray, matt
 
 
 def _break(x: np.ndarray, v: np.ndarray, candidates: int = 60) -> int | None:
-    """The index where a continuous bent line (v = a + b x + c max(x - x_k, 0)) fits `v` best, with at
-    least MIN_SAMPLES points on either side; None for a series too short to split."""
+    """Where a continuous bent line fits `v` best (MIN_SAMPLES each side); None when too short to split."""
     n = v.size
     if n < 2 * MIN_SAMPLES:
         return None

@@ -1,19 +1,5 @@
-"""The server's health during a soak run: sampled every few seconds into `health.jsonl`, beside the records.
-
-    HealthSampler   a thread: every `interval_s`, one HealthSample of
-                      the server's process tree (when its pid is known: `--pid`, or a server qbench
-                      started): RSS, open files, threads, child processes, summed over the tree;
-                      the reference server's `/status` (its RSS, events waiting, leaked bytes);
-                      the bytes under the app's file cache (`GRADIO_TEMP_DIR`), when there is one;
-                      qbench's own RSS and open files (does the generator hold for hours?);
-                      the run's progress so far (sent, completed, ok, in flight), the x of per-request
-                      trends
-    StuckWatch      the stop hook's test: requests go out and none completes ok for `after_s` (a stuck
-                    queue, or a server so far behind that every request fails)
-
-The sampler never touches the request path: it runs in its own thread, reads /status on the control
-plane (qbench.run.control) and gets the run's progress from the live stats the stop hook is handed.
-"""
+"""The server's health during a soak run: `HealthSampler`, a thread sampling the server's process tree,
+/status, file cache and qbench itself into `health.jsonl`; `StuckWatch`, the stop hook's stuck-queue test."""
 
 from __future__ import annotations
 
@@ -174,10 +160,7 @@ class HealthSampler:
             self._thread = None
 
     def _loop(self) -> None:
-        """Each sample is written one interval late, once it is known whether the run went on after it.
-        Samples start every `interval_s`: a sample's own cost (the process tree, /status: tenths of a second
-        on a busy host) is not added to the interval; one that overran it is followed by the next at once,
-        never by a burst of catching up."""
+        """Sample every `interval_s` (its cost not added, no catching up); each written one interval late."""
         with self.path.open("ab") as out, contextlib.ExitStack() as stack:
             stack.callback(self._close)
             pending: tuple[HealthSample, float] | None = None
@@ -220,8 +203,7 @@ class HealthSampler:
         return sample
 
     def _read_status_briefly(self, url: str) -> dict[str, Any] | None:
-        """/status, given at most the sampling interval (a loaded server answers late: skip that sample's
-        figures rather than stretch the interval)."""
+        """/status, given at most the sampling interval (None: skip that sample's figures)."""
         timeout_s = min(max(self.interval_s, 0.5), STATUS_TIMEOUT_S)
         if self._http is None:
             self._http = control.client(timeout_s)
@@ -247,9 +229,7 @@ class HealthSampler:
 
 
 class StuckWatch:
-    """Requests keep going out and none completes ok for `after_s` seconds: either a stuck queue (none
-    finished at all: accepted, never answered) or a server so far behind that every request fails
-    (timeouts: its queue is longer than the clients wait). Both end a soak run, each named as it is."""
+    """Requests go out and none completes ok for `after_s` s: a stuck queue, or every request failing."""
 
     def __init__(self, after_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.after_s, self.clock = after_s, clock

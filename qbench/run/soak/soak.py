@@ -1,24 +1,5 @@
-"""`qbench soak`: a long steady load, the server's health sampled while it runs, a verdict per signal.
-
-    run_soak(options, soak)  the run as `qbench run` makes it (qbench.run.options), with a stop hook that
-                             feeds the health sampler (qbench.run.soak.health) and ends the run on a stuck
-                             queue; then `judge_soak` on what it left in the folder
-    judge_soak(...)          health.jsonl + the records -> SoakReport: per signal a Verdict
-                             (qbench.run.soak.drift) over the steady part
-
-A soak run's folder is a run folder (`reports/soak-<name>-<stamp>/`: run.json, records, summary.json)
-plus:
-
-    health.jsonl    one HealthSample every `interval_s` (the server's process tree, /status, the file
-                    cache, qbench's own memory), appended while the run goes
-    soak.json       SoakReport: the verdicts, the stuck-queue finding, the per-slice series
-                    (also under `soak` in summary.json)
-
-The signals: from the samples, the server's RSS, open files, threads and child processes (its process
-tree, when its pid is known), the reference server's RSS and waiting events (/status), the file cache's
-bytes, qbench's own RSS and open files; from the records, per time slice (completion time), p95 latency,
-throughput, the share of errors and the queue the server announced at each join (Gradio's estimation).
-"""
+"""`qbench soak`: a run as `qbench run` makes it, with a health sampler (`health.jsonl`) and a stuck-queue
+stop; then `judge_soak`: the samples and records -> `SoakReport`, a drift verdict per signal (`soak.json`)."""
 
 from __future__ import annotations
 
@@ -196,10 +177,8 @@ PROXY_PROCESSES = frozenset({"nginx", "docker-proxy", "envoy", "haproxy", "traef
 
 
 def find_server(soak: SoakOptions, url: str | None) -> tuple[SoakOptions, str]:
-    """The server's process to watch: `--pid` (or the app qbench started), else the process of this
-    machine listening on the target's port, or, where that is a proxy (PROXY_PROCESSES), the first of
-    its upstreams on this machine (qbench's nginx: its config's `server` lines); and a line naming the
-    process watched (pid and command line), or saying why the server's is not and how it could be."""
+    """The server's process to watch (`--pid`, else this machine's listener on the target's port, or the
+    first upstream behind a local proxy) and a line naming it, or saying why none is watched."""
     if soak.pid is not None:
         return soak, f"watching the server's process tree: {describe_process(soak.pid)}"
     parts = urlsplit(url or "")
@@ -246,9 +225,7 @@ def _process_name(pid: int) -> str:
 
 
 def proxy_upstreams(pid: int) -> list[tuple[str, int]]:
-    """The upstreams on this machine of an nginx (its config, from `-c`, read for `server HOST:PORT`
-    lines inside `upstream` blocks; a worker's master read instead), in the config's order; [] for
-    another proxy or a config qbench cannot read."""
+    """An nginx's upstreams on this machine (`server HOST:PORT` in its `-c` config), in order; else []."""
     try:
         process = psutil.Process(pid)
         argv = process.cmdline()
@@ -299,8 +276,7 @@ def read_report(run_dir: Path) -> SoakReport | None:
 
 def judge_soak(samples: Sequence[HealthSample], records: Columns | Sequence[RequestRecord], soak: SoakOptions,
                stuck: str | None = None) -> SoakReport:
-    """The verdicts of a soak run from its health samples (those taken while it ran) and records (a day's
-    soak is tens of millions: read as columns, a few at a time, never as objects)."""
+    """The verdicts of a soak run from its health samples and records (read as columns, a few at a time)."""
     cols = Columns.of(records)
     completed = cols.floats("completed_at_s")
     finished = int(np.count_nonzero(~np.isnan(completed)))
@@ -332,10 +308,8 @@ def judge_soak(samples: Sequence[HealthSample], records: Columns | Sequence[Requ
 
 
 def slice_series(records: Columns | Sequence[RequestRecord], slice_s: float) -> list[dict[str, float | None]]:
-    """Per slice of `slice_s` seconds (by completion time): its middle, requests finished by then,
-    p95 latency of its ok requests, completions per second, the share of errors (%), and the median
-    queue size the server announced when its requests joined (Gradio's first estimation message).
-    Vectorised over the columns: the requests in completion order (a stable sort), each slice a range."""
+    """Per `slice_s` slice (by completion time): middle, requests finished, p95 latency of its ok requests,
+    completions per second, error share (%), the median queue size announced at join."""
     cols = Columns.of(records)
     completed = cols.floats("completed_at_s")
     done = np.flatnonzero(~np.isnan(completed))
@@ -365,8 +339,7 @@ def slice_series(records: Columns | Sequence[RequestRecord], slice_s: float) -> 
 
 
 def parse_limits(items: Sequence[str]) -> dict[str, float]:
-    """`--limit rss=16GiB` (also cache=, files=, p95=) -> {signal key: value}; sizes take KiB..TiB,
-    KB..TB or plain bytes, p95 takes seconds."""
+    """`--limit rss=16GiB` (also cache=, files=, p95=) -> {signal key: value}. Raises ScenarioError."""
     limits: dict[str, float] = {}
     for item in items:
         name, sep, text = item.partition("=")
@@ -384,8 +357,7 @@ def parse_limits(items: Sequence[str]) -> dict[str, float]:
 
 
 def _while_sending(samples: Sequence[HealthSample]) -> list[HealthSample]:
-    """The samples taken while requests still went out, and the first after the last send: the drain
-    that follows (the last requests finishing, qbench reading the server's traces) is not the load."""
+    """The samples taken while requests went out, and the first after the last send (not the drain)."""
     if not samples:
         return []
     last = samples[-1].sent
@@ -394,9 +366,7 @@ def _while_sending(samples: Sequence[HealthSample]) -> list[HealthSample]:
 
 
 def _ceiling(key: str, soak: SoakOptions) -> tuple[float | None, str | None]:
-    """A signal's ceiling and what it is: the --limit given, else the SLO's p95 bound for p95 latency,
-    the watched process's own open-file limit (its soft RLIMIT_NOFILE) for open files, and the host's
-    memory for memory."""
+    """A signal's ceiling and source: --limit, else the SLO's p95, the open-file limit, the host's memory."""
     if key in soak.limits:
         return soak.limits[key], "--limit"
     if key == "p95_latency_s" and soak.slo_p95_s is not None:

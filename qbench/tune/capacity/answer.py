@@ -1,6 +1,4 @@
-"""`qbench capacity`'s answer in words: the capacity, how it held, the recheck and metastability
-verdicts, its bracket, where the SLO first fails, users by Little's law, the probe length and what
-happens past it (capacity.json's `answer`, the console's, the report's)."""
+"""`qbench capacity`'s answer in words, as (label, text) lines: for capacity.json, console, report."""
 
 from __future__ import annotations
 
@@ -10,8 +8,7 @@ from qbench.tune.values.constraints import Constraints, bounds_text
 
 def describe(capacity: Capacity, constraints: Constraints, think_time_s: float, length_why: str = "",
              *, streams: bool = False) -> list[tuple[str, str]]:
-    """The answer in words, as (label, text): capacity, how it held, its bracket, where the SLO first
-    fails, users (and, for streamed inputs, concurrent streams), the probe length, what happens past it."""
+    """The answer in words, as (label, text): capacity, how it held, bracket, users, what is past it."""
     slo = bounds_text(constraints.slo)
     slo += f"{', ' if slo else ''}error_rate <= {constraints.max_error_rate:.1%}"
     state = "converged" if capacity.converged else "NOT converged: probe budget spent"

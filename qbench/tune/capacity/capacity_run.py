@@ -1,45 +1,5 @@
-"""`qbench capacity`: estimate -> bracket -> bisect -> recheck -> confirm -> past it -> folder.
-
-The probes are `Prober`'s (qbench.tune.capacity.prober), each judged by qbench.tune.capacity.probe (the
-SLO and the steady state; how long a bisection probe lasts); the bracket and the bisection are
-qbench.tune.capacity.search's. The first guess is a closed-loop probe with `estimate_users` users and no
-think time; a scenario of webcam or microphone streams makes every probe at least STREAM_LENGTHS stream
-lengths long, so streams end within a probe. The earliest passing probe's rate is then measured again
-(`recheck`, qbench.tune.verdicts.degradation): a server that got slower during the search is said so
-beside the answer (degraded, no degradation, inconclusive, or not judged when the runs are too small).
-The search's probes also say whether the service time rises with the queue (`lower_if_metastable`,
-qbench.tune.verdicts.metastable): when it does, an answer above the rate a burst cannot tip is lowered
-to that rate. The answer is confirmed last, on the server as the search left it, by one sustained run
-of `confirm_duration` seconds (60; METASTABLE_REPEATS in a row, with different Poisson seeds, for a
-metastable server); a fail steps down. Then one run at 1.3 x the capacity
-(`qbench.tune.verdicts.overload`) says whether throughput holds or falls as the queue grows (the
-max_size advice) and how true the server's ETA is, and a short run at the answer after it (`after`)
-whether the burst left the server collapsed: one that does not serve its answer again is the headline
-finding. An app that ages with use (its service time grew with the requests served, in the recheck or
-across the burst) is measured once more last (`rate_now`): the rate it holds once all that is over,
-sized for the ageing of one more sustained run. The answer in words: qbench.tune.capacity.answer.
-
-Layout of `reports/capacity-<name>-<stamp>/` (`qbench.run.results.files.new_folder`):
-
-    capacity.json        {schema_version, kind "capacity", created_at, scenario {path, content}, target,
-                          slo, max_error_rate, plan {tolerance, max_probes, step, min_rate, max_rate,
-                          confirm, confirm_tries}, probe_duration_s, max_probe_duration_s,
-                          confirm_duration_s, probe_length {seconds, why, at_rps}, warmup_s,
-                          think_time_s, estimate_users, result (Capacity.to_dict(): capacity_rps,
-                          failing_rate_rps, tolerance, converged, confirmed, probes [... steady,
-                          steadiness {verdict, evidence, arrival_rps, completion_rps, backlog {slope,
-                          se}, wait {slope, se}, ...}, host_stall], overload (Overload.to_dict()),
-                          degradation (Degradation.to_dict()), metastability
-                          (Metastability.to_dict()), lowered_from_rps, now (RateNow)), users
-                          (equivalent users), answer [[label, text], ...] (the answer in words)}
-    probes/00-estimate-u<n>/   the closed-loop estimate's run folder
-    probes/<nn>-rate-<r>/      one run folder per open-loop probe, in the order they ran
-    probes/<nn>-recheck-<r>/   the first passing rate, measured again after the search
-    probes/<nn>-confirm-<r>/   the sustained confirmation(s)
-    probes/<nn>-overload-<r>/  the run past the capacity
-    probes/<nn>-after-<r>/     the answer once more, right after it: did the server come back?
-    probes/<nn>-now-<r>/       an app that ages: the sustained run(s) measuring the rate it holds now
-"""
+"""`qbench capacity`: estimate -> bracket -> bisect -> recheck -> confirm -> past it -> folder, against a live
+server (`run_capacity`). The stages and the folder's layout: docs/design/sweeps-and-capacity.md."""
 
 from __future__ import annotations
 
@@ -125,9 +85,8 @@ def capacity_config(
     out_root: Path = Path("reports"),
     overrides: dict[str, Any] | None = None,
 ) -> CapacityConfig:
-    """Validate CLI values into a CapacityConfig; a bad value raises ScenarioError before any request.
-    `overrides`: dotted scenario keys from the command line (--set, and the credentials: auth.login,
-    auth.headers.NAME, auth.bearer)."""
+    """CLI values -> CapacityConfig; ScenarioError for a bad value, before any request. `overrides`: dotted
+    scenario keys (--set, and the credentials: auth.login, auth.headers.NAME, auth.bearer)."""
     from qbench.run import load_scenario
     from qbench.tune.values.constraints import build_constraints, require_slo
 
@@ -167,8 +126,7 @@ def capacity_config(
 
 
 def stream_seconds(scenario: Scenario) -> float:
-    """The longest stream of the scenario's webcam or microphone streams (`endpoint.chunks` x
-    `stream_every`, Gradio's default interval where the scenario leaves it to the app); 0 without."""
+    """The scenario's longest webcam or microphone stream (chunks x interval), in s; 0 without one."""
     from qbench.run import DEFAULT_STREAM_EVERY_S
 
     return max((ep.chunks * (ep.stream_every or DEFAULT_STREAM_EVERY_S) for _, ep, _ in scenario.endpoints()
@@ -185,8 +143,7 @@ class CapacityRun:
 
 
 def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) -> CapacityRun:
-    """Estimate, bracket, bisect, confirm and overload the scenario's capacity on `config.target`; write
-    the folder."""
+    """Run every stage of the capacity search against `config.target` and write its folder."""
     prober = capacity_prober(config, observer)
     estimate = None
     first = config.start_rate
@@ -227,7 +184,6 @@ def run_capacity(config: CapacityConfig, observer: ProbeObserver | None = None) 
 
 
 def _finish(config: CapacityConfig, prober: Prober, capacity: Capacity, first: float) -> CapacityRun:
-    """The answer in words, capacity.json written."""
     users = capacity.users(config.think_time_s)
     length = prober.length.to_dict(capacity.capacity_rps or first)
     streams = any(ep.chunks is not None for _, ep, _ in config.scenario.endpoints())
@@ -239,13 +195,8 @@ def _finish(config: CapacityConfig, prober: Prober, capacity: Capacity, first: f
 
 
 def recheck(prober: Prober, capacity: Capacity) -> None:
-    """The earliest passing probe's rate once more (same length), its records compared with the first's
-    (qbench.tune.verdicts.degradation), into `capacity.degradation` (or, when the two runs are too small
-    to judge, why: `capacity.recheck_note`); the run is appended to the probes as kind "recheck". The
-    earliest passing probe with MIN_REQUESTS ok requests is measured again, the earliest passing one
-    when none has that many. A recheck that finds the server collapsed is run once more (the first kept
-    as kind "stalled"): a shared host that stalled a second (a busy CI box) is not a metastable server,
-    and the collapse is said only when the second finds it too."""
+    """The earliest passing probe's rate measured again after the search (kind "recheck"), compared into
+    `capacity.degradation` (or why not: `recheck_note`); a collapse seen twice sets `capacity.collapsed`."""
     passed = [p for p in capacity.probes if p.kind == "rate" and p.passed and p.run_dir]
     first = next((p for p in passed if p.completed_ok >= MIN_REQUESTS), passed[0] if passed else None)
     if first is None:
@@ -280,9 +231,7 @@ def recheck(prober: Prober, capacity: Capacity) -> None:
 
 
 def restart_collapsed(prober: Prober, capacity: Capacity) -> None:
-    """The recheck found the server collapsed (`capacity.collapsed`): an app qbench started (--app) is
-    restarted, so that the confirmation and what follows measure a fresh start; the finding is said as
-    the restart's cause (`capacity.restarts`)."""
+    """Restart an app qbench started that the recheck found collapsed (said in `capacity.restarts`)."""
     if not capacity.collapsed:
         return
     failed = next((p for p in reversed(capacity.probes) if p.kind == "recheck"), None)
@@ -291,10 +240,7 @@ def restart_collapsed(prober: Prober, capacity: Capacity) -> None:
 
 
 def unsustained_recheck(capacity: Capacity) -> None:
-    """The recheck ran before the confirmation, at the earliest passing probe's rate; when that rate is
-    above the answer that held a sustained run, the server did not sustain it, and its latency there was
-    the queue's (a batched server's +9% read so): the latency change is dropped, saying why, and a
-    comparison of latency alone (no start event: plain HTTP) is not judged."""
+    """Drop the recheck's latency verdict when its rate is above the confirmed answer: the queue set it."""
     found, rate = capacity.degradation, capacity.capacity_rps
     if found is None or rate is None or not capacity.confirmed or found.rate_rps <= rate:
         return
@@ -307,8 +253,7 @@ def unsustained_recheck(capacity: Capacity) -> None:
 
 
 def after_the_burst(prober: Prober, capacity: Capacity) -> None:
-    """The answer once more right after the run past it (kind "after": did the server come back?), and
-    its records against the answer's confirmation (`capacity.burst_change`: how much the burst aged it)."""
+    """The answer once more after the run past it (kind "after"), compared with its confirmation."""
     rate, held = capacity.capacity_rps, capacity.confirmation
     if rate is None:
         return
@@ -324,11 +269,8 @@ def after_the_burst(prober: Prober, capacity: Capacity) -> None:
 
 
 def rate_now(prober: Prober, capacity: Capacity, plan: SearchPlan) -> None:
-    """For an app that ages with use (`ageing`: its service time grew with the requests served), the
-    rate it holds once qbench's runs are over, measured by sustained runs (kind "now"): first the answer
-    scaled by the service time then, aged by AGEING_RUNS more sustained runs at that rate (the one that
-    measures it and the user's next); a run that fails steps down by the tolerance (or to just under the
-    completions/s it measured), up to `plan.confirm_tries` runs. Into `capacity.now`."""
+    """An ageing app's rate once qbench's runs are over (`capacity.now`): sustained runs (kind "now") from
+    the answer scaled for its ageing, stepping down on a fail, up to `plan.confirm_tries`."""
     law, rate = ageing(capacity, repeats_change(prober, capacity)), capacity.capacity_rps
     if law is None or rate is None:
         return
@@ -354,11 +296,8 @@ def rate_now(prober: Prober, capacity: Capacity, plan: SearchPlan) -> None:
 
 def ageing(capacity: Capacity, repeated: Degradation | None = None
            ) -> tuple[float, float, float, str, str] | None:
-    """How the app aged with use, if it did: the metric's median at the answer's confirmation (or the
-    recheck), its median once qbench's runs were over (the last measured, carried forward over the
-    requests served since), seconds added per request, the metric's name, the run the first was measured
-    in. The first that found it ageing, of: the run right after the burst against the confirmation, the
-    answer's first and last sustained confirmations (`repeated`), the recheck (None: none did)."""
+    """How the app aged with use: (median s at the start, median s now, s added per request, metric, where
+    the start was measured); None when no comparison found it ageing."""
     sources = ((capacity.burst_change, "the confirmation"), (repeated, "the first confirmation"),
                (capacity.degradation, "the recheck"))
     for found, at in sources:
@@ -373,9 +312,7 @@ def ageing(capacity: Capacity, repeated: Degradation | None = None
 
 
 def repeats_change(prober: Prober, capacity: Capacity) -> Degradation | None:
-    """The answer's first and last sustained confirmations at its rate (a metastable answer holds two in
-    a row), compared (qbench.tune.verdicts.degradation): an app that ages shows it there, where a search's
-    short probes near its limit cannot (None: fewer than two held, or too few requests)."""
+    """The answer's first and last sustained confirmations compared; None with fewer than two held."""
     rate = capacity.capacity_rps
     held = [p for p in capacity.probes
             if p.kind == "confirm" and p.passed and p.rate_rps == rate and p.run_dir]
@@ -391,10 +328,8 @@ def repeats_change(prober: Prober, capacity: Capacity) -> Degradation | None:
 
 
 def lower_if_metastable(capacity: Capacity, prober: Prober) -> Metastability | None:
-    """Service time against the queue over the search's open-loop probes (qbench.tune.verdicts.metastable),
-    kept in `capacity.metastability`; when it rises, an answer above the safe rate is lowered to it
-    (`capacity.lowered_from_rps` keeps the search's). Returns the finding when it rises (the answer
-    then needs METASTABLE_REPEATS sustained runs), else None."""
+    """Service time against the queue over the search's probes, into `capacity.metastability`; when it rises,
+    lowers an answer above the safe rate to it and returns the finding (else None)."""
     bound, rate = latency_bound_s(prober.constraints), capacity.capacity_rps
     if rate is None or not bound:
         return None
@@ -422,8 +357,7 @@ def capacity_prober(config: CapacityConfig, observer: ProbeObserver | None = Non
 
 
 def uncapped_server(config: CapacityConfig) -> Framework | None:
-    """The framework a plain HTTP target is (it has no Gradio max_size: LitServe by its GET /info, BentoML
-    by its /schema.json), else None."""
+    """The framework of a plain HTTP target without Gradio's queue cap (LitServe, BentoML), else None."""
     return read_framework(config.target) if config.scenario.protocol == "http" else None
 
 

@@ -1,5 +1,4 @@
-"""What `qbench capacity` shows: its first line, a line per probe while it runs, then the table of
-probes and the answer in words."""
+"""What `qbench capacity` shows: its first line, a line per probe, the probe table and the answer."""
 
 from __future__ import annotations
 

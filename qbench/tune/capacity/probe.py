@@ -1,20 +1,6 @@
-"""One capacity probe, judged: the scenario at an open-loop arrival rate, and how long it must last.
-
-A probe is the scenario at an open-loop arrival rate (`load.rate`, after a short warm-up; the scenario's
-arrival process, payload and timeout are kept: `rate_overrides`). It passes (`judge`) when every SLO
-bound and the error-rate ceiling hold, at least one request completed, *and* the server kept up over the
-measured window (steady state, `run.results.steady`: completions keep pace with arrivals, backlog and
-queue wait do not trend up; margin a quarter of the tolerance). A mix is judged per endpoint too
-(`endpoint_violations`: which endpoint breaks first). A failed probe whose load generator lagged
-(`host_stall`: STALL_SHARE of the SLO's latency bound) is measured once more
-(qbench.tune.capacity.search.measure_past_stall).
-
-Probe length (`ProbeLength`): the bracket's probes last `duration` seconds (short: a probe that is not
-steady cannot pass, and the sustained confirmation catches a short probe's lucky pass); the bisection's
-last long enough that an overload the size of the tolerance would show at that rate (`probe_seconds`),
-that a p95 rests on MIN_P95_REQUESTS requests and that a wait of SLO_WAITS x the SLO's latency bound
-could build up, within [`duration`, `max_duration`].
-"""
+"""One capacity probe judged: the scenario at an open-loop arrival rate passes when the SLO holds and
+the server kept up (`judge`); `ProbeLength`: how long a bisection probe lasts. Rules:
+docs/design/sweeps-and-capacity.md."""
 
 from __future__ import annotations
 
@@ -52,9 +38,7 @@ def seed_overrides(scenario: Scenario, offset: int) -> dict[str, Any]:
 def judge(kind: str, rate: float, summary: Summary, stopped: str | None,
           constraints: Constraints, steady: Steadiness | None = None,
           own: dict[str, dict[str, float]] | None = None) -> Probe:
-    """A probe's figures and verdict from its summary (the same bounds a sweep point is held to) and its
-    steady-state test (a probe that did not keep up fails, whatever its latency); `own`: a mix entry's
-    own slo bounds, by endpoint label."""
+    """A probe's figures and verdict from its summary and steady-state test; `own`: a mix entry's bounds."""
     result = point_result(Point({}), [summary], constraints, "ok", "", {})
     violations = constraints.slo_violations(result) + endpoint_violations(summary, constraints, own)
     completed = summary.completed_ok
@@ -78,9 +62,7 @@ def judge(kind: str, rate: float, summary: Summary, stopped: str | None,
 
 
 def host_stall(summary: Summary, constraints: Constraints) -> str:
-    """'' unless the load generator itself lagged (its event loop's or its sends' p99) by at least
-    STALL_SHARE of the SLO's latency bound (STALL_FLOOR_S at least, STALL_NO_BOUND_S without a bound):
-    then the machine, not only the server, was slow during the probe, and a failure may be the host's."""
+    """Why the host stalled ('' unless the generator's p99 lag reached STALL_SHARE of the SLO bound)."""
     lag = generator_lag(summary)
     bound = latency_bound_s(constraints)
     limit = max(STALL_FLOOR_S, STALL_SHARE * bound) if bound else STALL_NO_BOUND_S
@@ -98,7 +80,7 @@ def latency_bound_s(constraints: Constraints) -> float | None:
 
 @dataclass(frozen=True)
 class ProbeLength:
-    """How long the bisection's probes are, and why (see the module docstring)."""
+    """How long a bisection probe lasts at a rate (`seconds`), and why (`why`)."""
 
     tolerance: float
     floor_s: float  # the bracket's probes, and the shortest of the bisection's
@@ -138,9 +120,7 @@ class ProbeLength:
 
 def endpoint_violations(summary: Summary, constraints: Constraints,
                         own: dict[str, dict[str, float]] | None = None) -> list[str]:
-    """A mix: the bounds each endpoint breaks on its own, named `endpoint: bound`, so the verdict says
-    which endpoint breaks first. The rate bounds (min_*) are the total's; an entry's own slo (`own`,
-    by label) replaces the bounds it sets for its endpoint."""
+    """A mix: the bounds each endpoint breaks on its own (`endpoint: bound`); `own`: entries' slo."""
     shared = {k: v for k, v in constraints.slo.items() if not k.startswith("min_")}
     broken = []
     for label, sub in summary.endpoints.items():

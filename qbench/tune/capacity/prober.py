@@ -1,11 +1,5 @@
-"""`Prober`: runs the probes of one scenario against one server (qbench.tune.capacity.probe judges
-each), numbering their run folders: the closed-loop estimate (the first guess: the completions/s a
-saturated server gives, users / mean latency), the bracket's and the bisection's open-loop probes, the
-sustained confirmation (a repeat at one rate draws other Poisson arrivals) and the run past the
-capacity (qbench.tune.verdicts.overload). A probe whose sessions reached two replicas of a balancer
-without affinity fails, saying so. A probe whose backlog certainly grows is stopped early
-(`RunawayDetector`) and fails.
-"""
+"""`Prober`: runs the probes of one scenario against one server (judged by qbench.tune.capacity.probe),
+numbering their run folders: the estimate, the open-loop probes, the sustained runs, the run past it."""
 
 from __future__ import annotations
 
@@ -88,10 +82,7 @@ class Prober:
 
     def open_loop(self, rate: float, duration_s: float, kind: str = "rate", stop: bool = True,
                   seed_offset: int = 0) -> tuple[Probe, list[RequestRecord]]:
-        """An open-loop probe at `rate` req/s for `duration_s`, judged with its steady-state test. The
-        sustained confirmation is stopped early only by an overload beyond the tolerance: a smaller
-        one, or a passing stall of the host, is judged on the whole run. `seed_offset`: another draw
-        of Poisson arrivals (and payloads) than the scenario's seed gives."""
+        """An open-loop probe at `rate` req/s for `duration_s`; `seed_offset`: another Poisson draw."""
         overrides = rate_overrides(self.base_overrides, rate, duration_s)
         if seed_offset:
             overrides.update(seed_overrides(self.scenario, seed_offset))
@@ -106,9 +97,7 @@ class Prober:
         return self._done(probe, run_dir, elapsed), measured.records
 
     def fresh_start(self, collapsed: Probe, restarts: list[str], after: str) -> bool:
-        """Restart the app qbench started (--app) once `collapsed` found it collapsed, so that what runs
-        next measures a fresh start, not the backlog; the restart said in `restarts` (after `after`).
-        False (nothing done) for a server qbench did not start."""
+        """Restart the app qbench started, noting it in `restarts`; False for one it did not start."""
         if self.restart is None:
             return False
         self.base_url = self.restart()
@@ -131,8 +120,7 @@ class Prober:
         return self.open_loop(rate, self.confirm_duration_s, "confirm", seed_offset=runs)[0]
 
     def now(self, rate: float) -> Probe:
-        """A sustained run at `rate` once qbench's other runs are over (an app that ages with use: the
-        rate it holds now), its own draw of Poisson arrivals."""
+        """A sustained run at `rate` after qbench's other runs (an ageing app's rate now), own seed."""
         return self.open_loop(rate, self.confirm_duration_s, "now", seed_offset=1000 + self.count)[0]
 
     def overload(self, capacity: float) -> tuple[Probe, Overload | None]:
@@ -145,17 +133,12 @@ class Prober:
                                 if self.uncapped else ()))
 
     def after_burst(self, capacity: float) -> Probe:
-        """A short run at the answer once the run past it is over (and, for a Gradio app, its queue has
-        drained): a server that does not serve its answer again was left collapsed by the burst."""
+        """A short run at the answer once the run past it is over: did the server come back?"""
         return self.open_loop(capacity, self.duration_s, "after")[0]
 
     def estimate(self, users: int) -> tuple[Probe, list[RequestRecord]]:
-        """A closed-loop probe with `users` users and no think time. Its rate is the first guess: by
-        Little's law users / mean latency (the completions/s of a saturated server; steadier than the
-        completions counted in a short window, which its edges deflate). A window in which no request
-        was measured (each user's first request outlived it, so all sat in the warm-up: a slow app or a
-        busy host) is run again ESTIMATE_STRETCH times longer, up to ESTIMATE_TRIES windows in all; one
-        whose requests failed is not."""
+        """A closed-loop probe with `users` users and no think time; its rate (users / mean latency) is
+        the first guess. A window that measured no request is run again, longer."""
         overrides = {k: v for k, v in self.base_overrides.items() if k != "load.rate"}
         overrides.update({"load.users": users, "load.think_time": 0, "load.ramp_up": 0,
                           "load.requests": None, "load.interval": None})
@@ -176,8 +159,7 @@ class Prober:
 
 
 def fail_split_sessions(probe: Probe, measured: PointRun) -> None:
-    """A probe whose sessions reached two replicas of a balancer without affinity fails, saying so (with
-    no balancer in front, a lost session is an app error: the error-rate SLO judges it)."""
+    """Fail a probe whose sessions reached two replicas of a balancer without affinity, saying so."""
     split = split_sessions(measured.records, measured.server, short=True)
     if split:
         probe.violations.append(split)

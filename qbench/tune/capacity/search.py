@@ -1,28 +1,5 @@
-"""Capacity: the highest open-loop arrival rate at which the SLO still holds, found by bracketing and
-bisection on the rate (pure search logic; the probes against a server are
-`qbench.tune.capacity.prober`'s).
-
-    first guess r0 (a closed-loop estimate of the completions/s, or a sweep point's throughput)
-    bracket:  probe r0; while every probe passed, go up by `step`; while every probe failed, go down;
-              the step grows (1.25, 1.56, 2.44, 5.96: squared after each move the same way), so a poor
-              guess costs a few probes, a good one (the usual case) one or two
-    bisect:   probe sqrt(lo x hi) until hi / lo <= 1 + tolerance (with `refine`: longer probes, long
-              enough that an overload the size of the tolerance shows; see capacity.probe)
-    confirm:  one sustained run at lo (`confirm`, e.g. 60 s); a pass makes lo the answer, a fail (SLO or
-              steady state) makes lo the failing rate and steps down by the tolerance (or to just under
-              the completions/s the failed run measured, when lower), and confirms again; once a rate
-              held, a fail or a still-wide bracket bisects between the rate that held and the failing
-              one, up to `confirm_tries` runs in all
-
-A probe passes only when the SLO held *and* the server kept up (steady state: qbench.run.results.steady); one
-stopped because its backlog grew counts as failing, whatever its partial figures say. A failed probe
-during which the load generator itself stalled (`Probe.host_stall`: the machine, not only the server,
-was slow) is kept as kind "stalled" and measured once more (`measure_past_stall`).
-The answer is the bracket [last passing, first failing]: `capacity_rps` is the last passing rate, so the
-true capacity lies in [capacity_rps, failing_rate_rps) up to measurement noise; `converged` says whether
-that bracket is within the tolerance (the probe budget can run out first). A target that fails even at
-`min_rate` has no capacity (None); one that passes `max_rate` has no failing rate (None).
-"""
+"""Capacity search, pure logic: the highest open-loop rate at which the SLO holds and the server keeps up, by
+bracket, bisection and sustained confirmation (`sustain`). The rules: docs/design/sweeps-and-capacity.md."""
 from __future__ import annotations
 
 import math
@@ -51,10 +28,8 @@ Measure = Callable[[float], Probe]
 
 
 def measure_past_stall(measure: Measure, rate: float, probes: list[Probe]) -> Probe:
-    """`measure(rate)`, a runaway counted as failing whatever its partial figures say; a failed probe
-    whose load generator stalled (`host_stall`: the host, not only the server, was slow) is kept in
-    `probes` as kind "stalled" and the rate measured once more, so one stall of a shared machine does
-    not move the bracket. A second stall counts: it is the answer."""
+    """`measure(rate)`, a stopped (runaway) probe counted as failing; a failure on a stalled host is
+    kept as kind "stalled" in `probes` and measured once more (a second stall counts)."""
     for attempt in range(2):
         result = measure(rate)
         result.passed = result.passed and not result.stopped
@@ -87,7 +62,6 @@ class _Search:
         return self.up(rate) if self.probe(rate) else self.down(rate)
 
     def up(self, rate: float) -> tuple[float | None, float | None]:
-        """From a passing `rate`, step up until a probe fails."""
         step = self.plan.step
         while self.budget_left and rate < self.plan.max_rate:
             higher = min(rate * step, self.plan.max_rate)
@@ -97,7 +71,6 @@ class _Search:
         return rate, None
 
     def down(self, rate: float) -> tuple[float | None, float | None]:
-        """From a failing `rate`, step down until a probe passes."""
         step = self.plan.step
         while self.budget_left and rate > self.plan.min_rate:
             lower = max(rate / step, self.plan.min_rate)
@@ -118,21 +91,9 @@ class _Search:
 
 def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int = 1,
             restart: Callable[[Probe], bool] | None = None) -> Capacity:
-    """Confirm `capacity.capacity_rps` with `repeats` sustained runs in a row (`confirm(rate)`, each its
-    own Poisson seed where the caller varies it: a metastable server must hold more than one draw of
-    bursts), up to `plan.confirm_tries` rates in all. An answer that holds at once is the answer (never
-    bisected above: a metastable answer is lowered on purpose). A fail (SLO or steady state) makes that
-    rate the failing one; the next is the geometric middle of [last rate that held, failing rate] when
-    one held, else a step down by the tolerance (or to just under the completions/s the failed run
-    measured, when lower); a pass after a fail, the bracket still wider than the tolerance, bisects up.
-    So one failed run (a shared machine's slow minute, a stopped run whose completions/s under-read the
-    ceiling) costs a step of the bracket, not the whole step down. The answer is the highest rate that
-    held (`confirmed`), else the next step down, unconfirmed. The runs are appended to
-    `capacity.probes` (kind "confirm"); the answer, its failing rate and `confirmed` are updated in
-    place. The one confirmation rule of `qbench capacity` (`search_capacity`) and of sweeps
-    (qbench.tune.sweep.confirm). `restart(probe)`: a server qbench started, restarted after a confirmation
-    that `collapsed` it (True when it was): the next step then runs on a fresh start, and a rate that
-    collapsed a fresh server is that rate's own failure, not the runs' before it."""
+    """Confirm `capacity.capacity_rps` by `repeats` sustained runs in a row (kind "confirm"), stepping down or
+    bisecting on a fail, up to `plan.confirm_tries` rates; updates `capacity` in place. `restart(probe)`:
+    restarts a server qbench started after a run that collapsed it (True when it did)."""
     rate, hi = capacity.capacity_rps, capacity.failing_rate_rps
     held: float | None = None
     failed = False  # a confirmation failed: only then is there a bracket of sustained runs to bisect
@@ -162,19 +123,12 @@ def sustain(capacity: Capacity, confirm: Measure, plan: SearchPlan, repeats: int
 
 
 def collapsed(failed: Probe) -> bool:
-    """A run that was not steady and served under COLLAPSED_SHARE of its arrival rate: stuck behind a
-    backlog it does not drain (an overloaded server that keeps up serves about its capacity; an aged one
-    most of it)."""
+    """A run that was not steady and served under COLLAPSED_SHARE of its arrivals: a backlog, not drained."""
     return failed.steady is False and failed.throughput_rps < COLLAPSED_SHARE * failed.rate_rps
 
 
 def _mark_collapse(capacity: Capacity, failed: Probe) -> bool:
-    """A failed confirmation at a rate under one the server had kept up with (a step down), that
-    `collapsed`: qbench's runs left the server collapsed (metastable), and every further step would
-    measure that, so none runs. The answer becomes the highest rate under it that passed a probe,
-    unconfirmed, and `capacity.collapsed` says why. (A first confirmation at the search's answer that
-    fails so is an ordinary fail: a Gradio app whose throughput fell past its capacity drains and serves
-    the next step.)"""
+    """True when a failed step-down confirmation collapsed the server (the answer: a lower rate)."""
     probes = [p for p in capacity.probes if p.kind == "rate" and p.passed]
     above = [p for p in probes if p.rate_rps > failed.rate_rps]
     below = [p for p in probes if p.rate_rps < failed.rate_rps]
@@ -189,10 +143,7 @@ def _mark_collapse(capacity: Capacity, failed: Probe) -> bool:
 
 def collapse_text(before: Probe, failed: Probe, answer: float | None, what: str,
                   check_at: str = "at that rate") -> str:
-    """The server no longer kept up after `what` ran: at `failed.rate_rps` it served far less than it had
-    at `before` (or, for the recheck, than at the same rate): collapsed, not aged by use. `check_at`: the
-    rate to check on the restarted server (the recheck's: the capacity line's, which a metastable
-    finding may lower after it)."""
+    """The collapse in words: at `failed` it served far less than at `before`, after `what` ran."""
     p95 = f", p95 {before.p95_latency_s:.3g} s" if before.p95_latency_s is not None else ""
     held = (f"{answer:.3g} req/s is the highest rate that held a probe before it collapsed; " if answer
             is not None else "")
@@ -234,10 +185,8 @@ def _next_confirmation(last: Probe, held: float | None, hi: float | None, plan: 
 def search_capacity(measure: Measure, first_rate: float, plan: SearchPlan | None = None,
                     estimate: Probe | None = None, *, refine: Measure | None = None,
                     confirm: Measure | None = None) -> Capacity:
-    """Bracket, bisect and (with `plan.confirm`) confirm the highest rate whose probe passes; see the
-    module docstring. `measure(rate)` runs one probe, `refine(rate)` one of the bisection (default:
-    measure), `confirm(rate)` the sustained run (default: measure again); `estimate` (the probe that gave
-    `first_rate`) is kept first in the list of probes."""
+    """Bracket, bisect and (with `plan.confirm`) confirm from `first_rate`: `measure` runs a probe,
+    `refine` a bisection one, `confirm` a sustained run (default: `measure`); `estimate` is kept first."""
     plan = plan or SearchPlan()
     search = _Search(measure, plan, [estimate] if estimate else [], refine)
     lo, hi = search.bracket(min(max(first_rate, plan.min_rate), plan.max_rate))

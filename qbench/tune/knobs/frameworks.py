@@ -1,34 +1,5 @@
-"""Each queued server's own knobs: which a framework has, the equivalent where it lacks one, the code.
-
-    framework    its knobs (set by qbench's startup hook in an unmodified app)
-    gradio       the queue knobs of qbench.tune.knobs.versions (per release)
-    litserve     LitAPI(max_batch_size, batch_timeout)   LitServer(workers_per_device)
-    bentoml      @bentoml.api(max_batch_size, max_latency_ms)   @bentoml.service(workers,
-                 traffic={"max_concurrency": ...})
-    rayserve     @serve.batch(max_batch_size, batch_wait_timeout_s, max_concurrent_batches)
-                 @serve.deployment(num_replicas, max_ongoing_requests, max_queued_requests)
-    torchserve   config.properties: models={name: {version: {batchSize, maxBatchDelay, minWorkers,
-                 maxWorkers}}} (batch_size, max_batch_delay, workers), job_queue_size (set by qbench's
-                 launcher in the point's copy of the user's config.properties)
-
-A sweep names knobs as the framework does. A knob the app's framework lacks is an error before any load,
-naming the framework's equivalent (`check_framework_knobs`): LitServe has no concurrency limit (each
-inference worker process runs one request, or one batch, at a time: `workers_per_device` of them per
-device), no queue cap and no `batch_wait_ms` (its `batch_timeout` is in seconds). BentoML batches only an
-API declared `batchable=True`, in batches of 2 or more (`max_batch_size` > 1: one at a time is the
-API's code, not a knob); it has no per-event limit: `max_concurrency` caps the requests each worker has
-in flight, running or waiting (429 past it), and `max_latency_ms` is the latency its batcher refuses (503)
-a request it expects to pass, not a wait to fill. Ray Serve batches only a method decorated @serve.batch
-(`batch_wait_timeout_s`, in seconds, is the wait to fill one); a deployment's `max_ongoing_requests` caps
-the requests each replica runs at once, which also caps its batches (a batch of 8 needs 8 requests in the
-replica), and `max_queued_requests` caps those waiting for one (503 past it; -1, its default: no cap).
-TorchServe's frontend forms each model's batches: up to `batch_size` requests, waiting at most
-`max_batch_delay` milliseconds from a batch's first request; each of its `workers` (processes) runs one
-batch at a time; `job_queue_size` caps the requests waiting per model (503 past it; its default 100).
-
-`app_framework(source)` reads which one an app uses from its code (`import litserve`); the hook's record
-says which one it really started.
-"""
+"""Each queued server's own knobs (LitServe, BentoML, Ray Serve, TorchServe): which a framework has, its
+equivalent for a knob it lacks, the framework an app uses, and the winner as the framework's code."""
 
 from __future__ import annotations
 
@@ -196,8 +167,7 @@ def check_framework_knobs(knobs: Iterable[str], framework: str, target: str) -> 
 
 def litserve_code(knobs: Mapping[str, Any], api_class: str = "MyAPI",
                   own: Mapping[str, Any] | None = None) -> str:
-    """The winner as LitServe code: the API's batch settings, the server's workers (the app's own values
-    where the sweep left them, LitServe's defaults otherwise)."""
+    """The winner as LitServe code (the app's own values where the sweep left them)."""
     own = own or {}
     api = {k: knobs.get(k, own.get(k)) for k in LITSERVE_API_KNOBS}
     api = {k: v for k, v in api.items() if v is not None}
@@ -212,8 +182,7 @@ def litserve_code(knobs: Mapping[str, Any], api_class: str = "MyAPI",
 
 
 def check_framework_values(grid_values: Mapping[str, Iterable[Any]], framework: str, target: str) -> None:
-    """Raise KnobVersionError for a value the framework refuses: BentoML's max_batch_size must be over 1
-    (an API batches only when declared batchable=True, in batches of 2 or more)."""
+    """Raise KnobVersionError for a value the framework refuses (BentoML: max_batch_size <= 1)."""
     sizes = [v for v in grid_values.get("max_batch_size", ()) if isinstance(v, int | float) and v <= 1]
     if framework == "bentoml" and sizes:
         raise KnobVersionError(f"{target} is a BentoML service: max_batch_size={sizes[0]:g} is not one "
@@ -223,8 +192,7 @@ def check_framework_values(grid_values: Mapping[str, Iterable[Any]], framework: 
 
 def bentoml_code(knobs: Mapping[str, Any], service_class: str = "MyService", api_name: str = "predict",
                  own: Mapping[str, Any] | None = None) -> str:
-    """The winner as BentoML code: the service's decorator (workers, traffic max_concurrency) and the
-    batchable API's (the service's own values where the sweep left them)."""
+    """The winner as BentoML code (the service's own values where the sweep left them)."""
     own = own or {}
     pick = {k: knobs.get(k, own.get(k)) for k in (*BENTOML_API_KNOBS, *BENTOML_SERVICE_KNOBS)}
     service_args = [f"workers={pick['workers']}"] if pick["workers"] is not None else []
@@ -238,8 +206,7 @@ def bentoml_code(knobs: Mapping[str, Any], service_class: str = "MyService", api
 def rayserve_code(knobs: Mapping[str, Any], deployment: str = "MyModel", method: str = "predict",
                   own_batch: Mapping[str, Any] | None = None, own_deployment: Mapping[str, Any] | None = None,
                   batched: bool = True) -> str:
-    """The winner as Ray Serve code: the deployment's decorator and the batched method's (the app's own
-    values where the sweep left them), and the same as a Serve config file's deployment entry."""
+    """The winner as Ray Serve code, and as a Serve config file's entry (the app's own values kept)."""
     own_batch, own_deployment = own_batch or {}, own_deployment or {}
     batch = {k: knobs.get(k, own_batch.get(k)) for k in RAYSERVE_BATCH_KNOBS}
     batch = {k: v for k, v in batch.items() if v is not None}
@@ -259,9 +226,7 @@ def rayserve_code(knobs: Mapping[str, Any], deployment: str = "MyModel", method:
 
 def torchserve_code(knobs: Mapping[str, Any], models: Sequence[Mapping[str, Any]] = (),
                     own: Mapping[str, Any] | None = None) -> str:
-    """The winner as TorchServe configuration: config.properties' models= entry for each model (its name
-    and version) and job_queue_size, and the same as a model-config.yaml (which wins over models= where the
-    archive ships one); the model's own values where the sweep left them."""
+    """The winner as config.properties lines, and as a model-config.yaml (the model's own values kept)."""
     own = own or {}
     pick = {k: knobs.get(k, own.get(k)) for k in TORCHSERVE_KNOBS}
     entry: dict[str, Any] = {}

@@ -1,26 +1,5 @@
-"""Sweep grids: knob axes, linked variables and the points they expand to.
-
-A grid is a set of axes (`concurrency_limit=1,2,4,8`) and linked variables computed from the other knobs
-of a point (`users = 2 * concurrency_limit * max_batch_size`). Expanding it yields `Point`s in a stable
-order (the Cartesian product in axis order), each with a stable, filesystem-safe `point_id`.
-
-Knobs are of two kinds:
-
-    server knobs   applied to the server of the point (reference server config, launch template, env)
-                   concurrency_limit, default_concurrency_limit, max_batch_size, batch_wait_ms, max_threads,
-                   max_size, concurrency_id; concurrency_count (Gradio 3.x; qbench.tune.knobs.versions says
-                   which release has which); num_workers and ssr_mode (launch() settings of an app
-                   qbench launches: static-file worker processes behind SSR's Node proxy, 6.15+);
-                   a LitServe app's batch_timeout and workers_per_device, a BentoML service's
-                   max_latency_ms, workers and max_concurrency, a Ray Serve app's num_replicas,
-                   max_ongoing_requests, max_queued_requests, batch_wait_timeout_s and
-                   max_concurrent_batches (qbench.tune.knobs.frameworks says which framework has which)
-    client knobs   applied to the scenario as run overrides: rate -> load.rate, users -> load.users,
-                   duration -> load.duration, or any dotted scenario key (`load.burst`)
-
-Linked expressions are a tiny, safe language parsed with `ast` (no eval): numbers, knob names,
-`+ - * / // % **`, unary minus, parentheses and the functions `min`, `max`, `round`, `int`, `ceil`, `floor`.
-"""
+"""Sweep grids: knob axes (`concurrency_limit=1,2,4`) and linked variables (`users=2*concurrency_limit`) ->
+the points to measure; a server knob is applied to the point's server, a client knob to its scenario."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""A point's knobs -> reference server settings, and back.
-
-    apply_server_knobs(base, knobs, api_name)   the settings a relaunched server gets for a point
-    admin_body(settings)                        the `POST /admin/config` body that moves a live server there
-    effective_knobs(settings, api_name)         the knob values a settings file amounts to (defaults filled)
-
-Function knobs (`concurrency_limit`, `max_batch_size`, ...) go to the swept function, or to one event with
-`knob@event`; queue and launch knobs to their sections, as in reference_server/settings.py.
-"""
+"""A point's knobs -> reference server settings (`apply_server_knobs`: a relaunch; `admin_body`: a live
+`POST /admin/config`), and a settings file -> its knob values (`effective_knobs`)."""
 
 from __future__ import annotations
 
@@ -38,11 +31,8 @@ def _function_knobs(knobs: Mapping[str, Any]) -> dict[str, Any]:
 def apply_server_knobs(
     base: Mapping[str, Any], knobs: Mapping[str, Any], api_name: str | None
 ) -> dict[str, Any]:
-    """Reference-server settings (a mapping) with a point's server knobs applied.
-
-    Function knobs go to the function named `api_name` (to every function if it is not one of them);
-    a max_batch_size above 1 turns batching on. queue/launch knobs go to their sections.
-    """
+    """Reference-server settings (a mapping) with a point's server knobs applied: function knobs on the
+    function `api_name` (every function if none is), or on one event (`knob@event`); queue/launch knobs."""
     raw: dict[str, Any] = json.loads(json.dumps(dict(base)))  # deep copy of plain data
     names = [f.get("api_name") for f in raw.get("functions", [])]
     targets = (

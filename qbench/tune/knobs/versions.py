@@ -1,19 +1,5 @@
-"""Gradio's queue knobs per release: which exist where, their equivalents, and the code to paste.
-
-    knob                        3.x                          4.x, 5.x, 6.x
-    concurrency_count           demo.queue(concurrency_count) -  (equivalent: default_concurrency_limit)
-    concurrency_limit           -  (equivalent: concurrency_count)   event listener
-    default_concurrency_limit   -  (equivalent: concurrency_count)   demo.queue(...)
-    concurrency_id              -  (no equivalent)           event listener
-    max_batch_size              event listener, with batch=True (every release)
-    max_threads                 demo.launch(max_threads) (every release; 3.x raises it to concurrency_count)
-    max_size                    demo.queue(max_size) (every release)
-
-Gradio 3.x has one pool of `concurrency_count` workers shared by every event; 4.0 replaced it with a
-limit per event listener (`concurrency_limit`, default `default_concurrency_limit`). For an app with
-one queued function the two mean the same; that is the "equivalent" an error names. A sweep over a
-knob the target's release lacks fails before any point runs (`check_knobs`).
-"""
+"""Gradio's queue knobs per release: which exist where (3.x's one worker pool, 4.x's limit per event), the
+equivalent where one is missing, and the 3.x code to paste."""
 
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ from qbench.tune.plan.plan_run import PlanRun
 
 
 def render_plan(run: PlanRun, console: Console) -> None:
-    """The plan's lines, each figure with what it rests on (a multi-line value, the settings' code,
-    indented under its label)."""
+    """Print the plan's lines (a multi-line value, the settings' code, indented under its label)."""
     for label, text in run.plan.lines:
         style = "bold green" if label == "replicas" else "bold"
         first, *rest = text.split("\n")

@@ -1,27 +1,5 @@
-"""A capacity plan: how many replicas hold a stated peak of users under the SLO, and what they cost
-(pure arithmetic; `qbench plan` reads the capacity from a `qbench capacity` folder:
-qbench.tune.plan.plan_run).
-
-    offered rate   closed-loop users (users, think time Z, K requests per message, R the mean latency at
-                   capacity): X = users x K / (Z + K x R), each user sending a message Z s after the last
-                   answer; or messages per minute per user: X = users x K x m / 60; or a peak rate given
-    replicas       n = ceil(X x (1 + headroom) / C) + spare, C one replica's confirmed capacity (req/s); the
-                   fleet's capacity is predicted as n x C (replicas share nothing but the balancer).
-                   The headroom is a margin over the MEASURED capacity (bursts, a capacity measured a
-                   little high, slower requests than in the measurement), not replica-loss protection:
-                   losing one of n replicas removes 1/n of the fleet, which a 30% headroom covers only
-                   from about 5 replicas. `spare` replicas are that protection: with spare = N, losing
-                   any N still leaves ceil(X x (1 + headroom) / C), which hold the peak with its headroom
-    users/replica  Little's law: C x (Z + K x R) / K at capacity, C / (1 + headroom) x ... keeping the
-                   headroom free; users / n at the peak
-    cost           n x price per replica-hour; per month (HOURS_PER_MONTH) at that peak, and per 1,000
-                   requests served at the peak rate: n x price / (X x 3600) x 1000
-    generator      the capacity run's generator CPU per request gives the rate one generator process
-                   reaches (GENERATOR_BUSY of a core); measuring the fleet (up to n x C x OVERLOAD_FACTOR)
-                   past it needs `load.processes` or the Ray executor
-
-Every figure carries what it rests on (`Plan.lines`: (label, text)); `Plan.to_dict` is plan.json.
-"""
+"""A capacity plan: how many replicas hold a stated peak of users under the SLO, what they cost, and the
+load generator that measures them (pure arithmetic; qbench.tune.plan.plan_run reads the capacity)."""
 
 from __future__ import annotations
 
@@ -111,8 +89,7 @@ def _positive(name: str, value: float) -> None:
 
 @dataclass
 class Replica(Figures):
-    """One replica as `qbench capacity` measured it: its capacity and its figures there (the probe at
-    capacity's; read from capacity.json by qbench.tune.plan.plan_run)."""
+    """One replica as `qbench capacity` measured it: its confirmed capacity and the figures there."""
 
     capacity_rps: float  # the confirmed capacity of one replica (req/s)
     confirmed: bool = True  # a sustained run held at capacity_rps
@@ -127,7 +104,7 @@ class Replica(Figures):
 
 @dataclass(frozen=True)
 class Plan:
-    """The replicas, users, cost and generator that a peak needs (see the module docstring)."""
+    """The replicas, users, cost and generator a peak needs, each figure with what it rests on (`lines`)."""
 
     measured: Replica
     traffic: Traffic
@@ -166,8 +143,7 @@ def plan_lines(data: Any) -> list[tuple[str, str]]:
 
 def make_plan(measured: Replica, traffic: Traffic, headroom: float = 0.3,
               price_per_hour: float | None = None, spare: int = 0) -> Plan:
-    """The plan for `traffic` on replicas like the one `measured` (the module docstring's arithmetic);
-    `spare` replicas on top of what the peak needs, so losing that many still holds it."""
+    """The plan for `traffic` on replicas like `measured`, `spare` on top; ScenarioError on bad input."""
     if measured.capacity_rps <= 0:
         raise ScenarioError(f"{measured.source}: capacity {measured.capacity_rps} req/s: nothing to plan "
                             "with")
@@ -256,8 +232,6 @@ def describe(plan: Plan) -> list[tuple[str, str]]:
 
 
 def _loss_line(plan: Plan) -> str:
-    """What losing replicas does: the headroom is a margin over the measured capacity, spares are the
-    protection against losing replicas (module docstring)."""
     cap, n = plan.measured.capacity_rps, plan.replicas
     if plan.spare:
         left = n - plan.spare

@@ -1,13 +1,5 @@
-"""`qbench plan`: one replica's capacity from a `qbench capacity` folder -> the plan
-(qbench.tune.plan.plan) ->
-plan.json.
-
-What one replica sustains comes from capacity.json (`CapacityFile`: the confirmed capacity, the mean
-and p95 latency of the run that held it, the SLO). The settings it was measured with and the load
-generator's CPU per request come from that run's run.json (`RunInfo`: the server snapshot the runner
-took, /status settings of the reference server or /config of a Gradio app, and the generator's
-statistics). plan.json is written beside capacity.json unless `out` says otherwise.
-"""
+"""`qbench plan`: one replica's capacity from a `qbench capacity` folder (capacity.json, and its probe's
+run.json for the settings and the generator's CPU) -> the plan (qbench.tune.plan.plan) -> plan.json."""
 
 from __future__ import annotations
 
@@ -93,8 +85,8 @@ def _run_info(folder: Path, probe: Probe) -> RunInfo | None:
 
 
 def settings_of(info: RunInfo, run_dir: str) -> dict[str, Any]:
-    """The settings the run was measured with, as code for the server's Gradio release: the reference
-    server's /status settings, else the knobs a Gradio app's /config shows for the endpoint."""
+    """The knobs the run was measured with, as code for its Gradio release: from the reference server's
+    /status settings, else a Gradio app's /config ({} when neither)."""
     server = info.server
     release = (server.get("gradio") or {}).get("version") or (server.get("config") or {}).get("version")
     major = gradio_major(release)

@@ -1,18 +1,5 @@
-"""Did a BentoML point's knobs take effect? What the startup hook saw inside the service, against the knobs.
-
-A BentoML service's answers carry no server timestamps, so the proof is its own processes
-(qbench_bentoml_hook.py):
-
-    settings     each batchable API's max_batch_size and max_latency_ms, and the service's workers and
-                 traffic max_concurrency, as BentoML was handed them when the service was built: the
-                 knob, or the service's own value where a `--launch` command's {placeholder} never
-                 reached it
-    batches      the batch sizes BentoML handed each API's function in its workers: none above
-                 max_batch_size; the processes that ran batches, at most `workers` of them
-
-Verdicts as qbench.tune.points.knobcheck: `applied`, `unverified` (the hook never saw BentoML build the
-service), `not_applied` (a setting or a batch contradicts a knob).
-"""
+"""Did a BentoML point's knobs take effect? Each batchable API's and the service's settings and the batches
+BentoML handed, as the startup hook (qbench_bentoml_hook.py) saw them -> KnobCheck."""
 
 from __future__ import annotations
 
@@ -63,13 +50,11 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
 
 
 def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
-    """(contradictions, observations) from the batches BentoML handed each API, and how many of its
-    worker processes ran them."""
+    """(contradictions, observations) from the batches BentoML handed, and the workers that ran them."""
     return batches_and_processes("BentoML", knobs, hook, "workers", "worker")
 
 
 def check_bentoml(knobs: Mapping[str, Any], hook: HookRecord | None) -> KnobCheck:
-    """The verdict on one BentoML point's knobs, from the startup hook's record."""
     return framework_verdict(
         "bentoml", knobs, hook,
         "the hook saw no @bentoml.service built in the app's processes (started by "

@@ -1,30 +1,5 @@
-"""Did a point's knobs take effect? The hook's record and the point's own records, against its knobs.
-
-A sweep ranks configurations; a point whose knob never reached the server measured some other
-configuration, and ranking it would recommend a setting nobody tested. Each point is checked:
-
-    the hook's record   (launch mode) the app launched through Blocks.launch() in the hook's process, the
-                        driven events' effective concurrency limit equals the knob, nothing was refused
-                        (max_batch_size on a function that is not batch=True, a knob 3.x lacks)
-    the records         running(t) = requests between process_starts and their end. While requests
-                        wait in the queue (past DISPATCH_S: a shorter wait is the dispatcher's own
-                        latency, seen with free slots on an instant function), a work-conserving
-                        queue runs exactly its limit: the
-                        time-weighted median of running(t) over those times may not exceed the
-                        limit (limit x batch when batching), and running(t) must reach the limit
-                        for 15 % of that time (a slow dispatcher on a busy machine dips below it
-                        between jobs; a lower limit never reaches it). Without saturation, the peak
-                        held for half a service time may not exceed limit x batch (a shorter overlap
-                        is two streams' messages arriving out of order, not two jobs). A busy load
-                        generator reads messages up to its loop lag late: the hold is at least twice
-                        its p99 lag and a wait no longer than that lag is not a queue (summary.json's
-                        generator.p99_loop_lag_s)
-    launch() knobs      num_workers: the static-file workers Gradio started answered /health; ssr_mode:
-                        Gradio's Node proxy serves the app's port (the hook saw both start)
-
-Verdicts: `applied` (the evidence agrees), `unverified` (nothing contradicts it, but the load never
-saturated the queue and no hook confirmed it), `not_applied` (ranked never; the evidence says why).
-"""
+"""Did a point's knobs take effect? The hook's record and the records' running(t) against the knobs ->
+KnobCheck, and what the framework checks share. Design: docs/design/search-points-verdicts.md."""
 
 from __future__ import annotations
 
@@ -68,10 +43,7 @@ class Parallelism:
 
 
 def observed_parallelism(records: Columns | Sequence[RequestRecord], lag_s: float = 0.0) -> Parallelism:
-    """running(t) and waiting(t) from every sent record (warm-up included: the server's behaviour).
-    `lag_s`: the load generator's own event-loop lag (its p99): a message is timed when the loop reads
-    it, up to that much late, so an overlap or a wait no longer than it may be the client's, not the
-    server's. Over the records' columns: `qbench run` checks a scenario's `expect:` on runs of millions."""
+    """running(t) and waiting(t) from every sent record; `lag_s`: the generator's p99 loop lag."""
     cols = Columns.of(records)
     sent, done = cols.floats("sent_at_s"), cols.floats("completed_at_s")
     spans = ~np.isnan(sent) & ~np.isnan(done)
@@ -111,10 +83,7 @@ def observed_parallelism(records: Columns | Sequence[RequestRecord], lag_s: floa
 
 def _waiters_beside_work(wait_from: np.ndarray, wait_to: np.ndarray, run_from: np.ndarray,
                          run_to: np.ndarray) -> int:
-    """How many waits overlapped another request's run. A queue held at its limit makes a share of all
-    requests wait; a server that stalls (its event loop or the machine paused 150 ms) holds everything
-    at once, and the one request caught "running" across the stall looks like a limit of 1 to the one
-    or two that waited behind it: an incident, not a pattern."""
+    """How many waits overlapped another request's run (a stall makes a few, a limit a share of all)."""
     order = np.lexsort((run_to, run_from))
     starts, latest_end = run_from[order], np.maximum.accumulate(run_to[order])
     i = np.searchsorted(starts, wait_to, side="left")  # runs that started before the wait ended ...
@@ -123,9 +92,7 @@ def _waiters_beside_work(wait_from: np.ndarray, wait_to: np.ndarray, run_from: n
 
 
 def _held_peak(durations: np.ndarray, running: np.ndarray, hold: float) -> int:
-    """The highest running level held without a break for `hold` seconds. A request's process_starts
-    can arrive before the end of the one it replaced (two streams, no order between them): such an
-    overlap is short next to a service time, a real one lasts about one."""
+    """The highest running level held without a break for `hold` seconds."""
     top = int(running.max()) if running.size else 0
     for k in range(top, 0, -1):
         at = running >= k
@@ -137,8 +104,7 @@ def _held_peak(durations: np.ndarray, running: np.ndarray, hold: float) -> int:
 
 
 def _reached(durations: np.ndarray, levels: np.ndarray) -> int:
-    """The highest level running(t) was at or above for REACHED_SHARE of the time: out-of-order
-    messages lift it above the limit only for moments, a slow dispatcher keeps it below for some."""
+    """The highest level running(t) was at or above for REACHED_SHARE of the time."""
     if not durations.size:
         return 0
     total = float(np.cumsum(durations)[-1])
@@ -149,9 +115,7 @@ def _reached(durations: np.ndarray, levels: np.ndarray) -> int:
 
 
 def _weighted_median(durations: np.ndarray, levels: np.ndarray) -> int:
-    """The level running(t) sits at for half the time or more (0 without samples). While requests wait,
-    a work-conserving queue runs exactly its limit, but for the instants between one job's end and the
-    next one's start, and out-of-order messages."""
+    """The level running(t) sits at for half the time or more (0 without samples)."""
     if not durations.size:
         return 0
     total = float(np.cumsum(durations)[-1])
@@ -181,9 +145,8 @@ def hook_problems(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str]
 
 def framework_verdict(framework: str, knobs: Mapping[str, Any], hook: HookRecord | None, unseen: str,
                       evidence: Sequence[Evidence]) -> KnobCheck:
-    """The verdict on a framework app's knobs (LitServe, BentoML) from the startup hook's record: each
-    `evidence` gives (contradictions, confirmations), in order (`hook_problems`: what the hook could not
-    set). `unseen`: why nothing proves them when the hook never saw `framework` start."""
+    """A framework app's verdict from the hook's record: each `evidence` gives (contradictions,
+    confirmations); `unseen`: why unverified when `framework` never started."""
     if not knobs:
         return KnobCheck("not_checked", ["no server knob at this point"])
     batch = json_int(knobs.get("max_batch_size")) or 1
@@ -201,9 +164,8 @@ def framework_verdict(framework: str, knobs: Mapping[str, Any], hook: HookRecord
 
 def handed_batches(who: str, hook: HookRecord, knob: str, limit: int | None, unqueued: str = ""
                    ) -> tuple[list[str], list[str]]:
-    """(contradictions, observations) from the batch sizes `who` handed each route (counted by the
-    startup hook): none above `knob`'s `limit`; batches of one only where the limit allows more say
-    `unqueued` (what the load never did), where given."""
+    """(contradictions, observations) from the batch sizes `who` handed each route: none above `knob`'s
+    `limit`; batches of one where more are allowed say `unqueued`."""
     wrong: list[str] = []
     seen: list[str] = []
     for route, sizes in sorted(hook.batch_sizes.items()):
@@ -221,8 +183,7 @@ def handed_batches(who: str, hook: HookRecord, knob: str, limit: int | None, unq
 
 
 def batch_summary(who: str, route: str, sizes: Mapping[int, int]) -> tuple[int, str] | None:
-    """(the largest batch, "<who> handed <route> N batches of a to b (mean m)") from the sizes a framework
-    handed an API (LitServe, BentoML: counted by the startup hook); None when it handed none."""
+    """(the largest batch, "<who> handed <route> N batches of a to b (mean m)"); None when it handed none."""
     batches = sum(sizes.values())
     if not batches:
         return None
@@ -244,8 +205,7 @@ def same_setting(name: str, effective: Any, wanted: Any) -> bool:
 
 
 def kept_by_command(name: str, hook: HookRecord, who: str) -> str:
-    """" (the command passes {knob} itself, and it did not reach <who>)" for a knob the launch command
-    passes itself (so the hook left it to the app), else ""."""
+    """The evidence's note for a knob the launch command passes itself (left to the app), else ""."""
     if name in hook.observed:
         return f" (the command passes {{{name}}} itself, and it did not reach {who})"
     return ""
@@ -254,9 +214,7 @@ def kept_by_command(name: str, hook: HookRecord, who: str) -> str:
 def batches_and_processes(who: str, knobs: Mapping[str, Any], hook: HookRecord, processes_knob: str,
                           process: str, batch_knob: str = "max_batch_size", unqueued: str = ""
                           ) -> tuple[list[str], list[str]]:
-    """(contradictions, observations) from the batches a framework handed each function (none above
-    `batch_knob`; `unqueued`: as handed_batches), and how many of its `process` processes ran them (no
-    more than `processes_knob`): BentoML's workers, Ray Serve's replicas, TorchServe's workers."""
+    """handed_batches, plus how many `process` processes ran batches (no more than `processes_knob`)."""
     wrong, seen = handed_batches(who, hook, batch_knob, json_int(knobs.get(batch_knob)), unqueued)
     most = json_int(knobs.get(processes_knob))
     if hook.batch_processes:
@@ -270,8 +228,7 @@ def batches_and_processes(who: str, knobs: Mapping[str, Any], hook: HookRecord, 
 
 
 def check_events(knobs: Mapping[str, Any], hook: HookRecord | None) -> None:
-    """Raise AppKnobError when the point sets event knobs but the launched app has no queued event the
-    scenario drives (the hook would set them nowhere)."""
+    """Raise AppKnobError: the point sets event knobs, but the app has no queued event the scenario drives."""
     if hook is None or not hook.launched or hook.chosen or not any(k in knobs for k in EVENT_KNOBS):
         return
     names = ", ".join(f"`{e.name}`" for e in hook.events if e.queued) or "none"
@@ -285,10 +242,8 @@ def check_events(knobs: Mapping[str, Any], hook: HookRecord | None) -> None:
 
 
 def check_batching(knobs: Mapping[str, Any], hook: HookRecord | None, grid_sizes: Sequence[Any] = ()) -> None:
-    """Raise BatchKnobError when the point sets max_batch_size > 1 on a driven event that is not
-    batch=True (Gradio would ignore it: the function takes one input, not a list); at the first point,
-    for any such value of the grid (`grid_sizes`) unless the app reads QBENCH_MAX_BATCH_SIZE itself
-    (it may declare batch=True from it)."""
+    """Raise BatchKnobError when max_batch_size > 1 (at the first point, any of `grid_sizes` unless the app
+    reads QBENCH_MAX_BATCH_SIZE) falls on a driven event that is not batch=True."""
     size = json_int(knobs.get("max_batch_size"))
     if hook is not None and "QBENCH_MAX_BATCH_SIZE" not in hook.app_reads:
         size = max([s for s in (size, *map(json_int, grid_sizes)) if s is not None], default=None)
@@ -371,8 +326,7 @@ def hook_evidence(knobs: Mapping[str, Any], hook: HookRecord | None, launched_by
 
 
 def launch_evidence(knobs: Mapping[str, Any], hook: HookRecord | None) -> tuple[list[str], list[str]]:
-    """(contradictions, confirmations) for the launch() knobs num_workers and ssr_mode, from what the hook
-    saw Gradio start: static-file workers that answered /health, the Node proxy of SSR."""
+    """(contradictions, confirmations) for num_workers and ssr_mode, from what the hook saw Gradio start."""
     if hook is None or not hook.launched:
         return [], []
     effective = hook.launch.get("effective") or {}
@@ -407,9 +361,7 @@ def launch_evidence(knobs: Mapping[str, Any], hook: HookRecord | None) -> tuple[
 
 
 def records_evidence(limit: int | None, batch: int, par: Parallelism) -> tuple[list[str], bool]:
-    """(contradictions, confirmed) from running(t). While requests waited, running(t) sits at the limit:
-    above limit x batch, or below the limit (no batching), the server's limit is another. Without that
-    saturation, only a held peak above limit x batch contradicts. Confirmed: saturated, at the limit."""
+    """(contradictions, confirmed) from running(t) vs limit x batch; confirmed: saturated at the limit."""
     if limit is None or par.started == 0:
         return [], False
     slots = limit * max(batch, 1)
@@ -435,9 +387,8 @@ def check_point(
     effective: Mapping[str, Any] | None = None,
     lag_s: float = 0.0,
 ) -> KnobCheck:
-    """The verdict for one point. `effective`: the server's knobs where qbench set them itself (the
-    reference server's settings); `hook`: the hook's record (launch mode); `lag_s`: the generator's p99
-    event-loop lag in that run (observed_parallelism)."""
+    """The verdict for one point. `effective`: the server's settings where qbench set them itself; `hook`: the
+    hook's record (launch mode); `lag_s`: the generator's p99 loop lag."""
     if not knobs:
         return KnobCheck("not_checked", ["no server knob at this point"])
     server = {**(effective or {}), **knobs}
@@ -486,8 +437,7 @@ def expected_settings(scenario: Scenario) -> dict[str, Any]:
 
 
 def expectation_warnings(scenario: Scenario, records: Columns | Sequence[RequestRecord]) -> list[str]:
-    """`qbench run`: why the server disagrees with the settings the scenario expects (empty: it agrees,
-    or the scenario states none)."""
+    """`qbench run`: why the server disagrees with the scenario's `expect:` (empty: agrees, or none)."""
     expect = expected_settings(scenario)
     if not expect or scenario.protocol != "gradio":
         return []

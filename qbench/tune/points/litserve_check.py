@@ -1,18 +1,5 @@
-"""Did a LitServe point's knobs take effect? What the startup hook saw inside the app, against the knobs.
-
-A LitServe app's requests carry no server timestamps (plain HTTP), so the proof is the app's own process
-(qbench_litserve_hook.py):
-
-    settings     each LitAPI's max_batch_size and batch_timeout, and the server's workers_per_device, as
-                 LitServe holds them once the app built them: the knob, or the app's own value where a
-                 `--launch` command's {placeholder} never reached it
-    batches      the batch sizes LitServe handed each API's batch() in its inference processes: none above
-                 max_batch_size, and, under load, some above 1 (batching really on); the processes that
-                 handled batches, at most workers_per_device of them per device
-
-Verdicts as qbench.tune.points.knobcheck: `applied` (the settings are the knobs), `unverified` (the hook
-never saw LitServe start: nothing to prove it), `not_applied` (a setting or a batch contradicts a knob).
-"""
+"""Did a LitServe point's knobs take effect? Each LitAPI's and the server's settings and the batches LitServe
+handed, as the startup hook (qbench_litserve_hook.py) saw them -> KnobCheck."""
 
 from __future__ import annotations
 
@@ -63,8 +50,7 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
 
 
 def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
-    """(contradictions, observations) from the batch sizes LitServe handed each API, and how many of its
-    processes handled them."""
+    """(contradictions, observations) from the batches LitServe handed, and the processes that ran them."""
     wrong, seen = handed_batches("LitServe", hook, "max_batch_size", json_int(knobs.get("max_batch_size")),
                                  "the load never queued a second request while one ran")
     if hook.batch_processes:
@@ -75,7 +61,6 @@ def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str
 
 
 def check_litserve(knobs: Mapping[str, Any], hook: HookRecord | None) -> KnobCheck:
-    """The verdict on one LitServe point's knobs, from the startup hook's record."""
     return framework_verdict(
         "litserve", knobs, hook,
         "the hook saw no LitServer.run() in the app's process (started by another "

@@ -1,11 +1,5 @@
-"""One measurement: a scenario run under overrides -> its Summary and records (`run_measured`, every
-tuning stage's run: a sweep's point, a capacity probe) -> the mean over repeats as a PointResult.
-
-Runaway detection (`RunawayDetector`, the runner's stop_when hook) is the steady-state test of
-`run.results.steady` on the live counts: once the backlog (sent - completed) certainly grows faster than
-`margin` x the arrival rate while completions lag arrivals, the point can only get worse, so it is
-stopped early (status `stopped`) and the sweep moves on (a probe: it fails).
-"""
+"""One measurement: a scenario run under overrides (`run_measured`, every tuning stage's run, stopped early on
+a runaway queue) -> the mean over repeats, a PointResult. Design: docs/design/search-points-verdicts.md."""
 
 from __future__ import annotations
 
@@ -61,8 +55,8 @@ def run_measured(
     overrides: dict[str, Any],
     detector: RunawayDetector | None,
 ) -> PointRun:
-    """One run of `scenario` with `overrides`: its summary under `slo`, why it stopped early (a runaway
-    `detector`), its records. Every tuning stage's run goes through here."""
+    """One run of `scenario` with `overrides`: its summary under `slo`, why `detector` stopped it early, its
+    records. Raises when every opening request failed one way."""
     from qbench.run import run_scenario
 
     result = run_scenario(
@@ -96,8 +90,7 @@ def point_result(
     reason: str,
     resources: dict[str, float | None],
 ) -> PointResult:
-    """Mean over repeats (one Summary each) of each figure; goodput per repeat kept for confidence
-    intervals."""
+    """The mean over repeats (one Summary each) of each figure, each repeat's goodput kept for its CI."""
     goodputs = [s.goodput_rps for s in summaries]
     extra = {}
     for metric in constraints.slo:

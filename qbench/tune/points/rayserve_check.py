@@ -1,21 +1,5 @@
-"""Did a Ray Serve point's knobs take effect? What the startup hook saw inside the app, against the knobs.
-
-A Ray Serve app's answers carry no server timestamps (plain HTTP), so the proof is the app's own processes
-(qbench_rayserve_hook.py):
-
-    settings     each @serve.batch method's max_batch_size, batch_wait_timeout_s and
-                 max_concurrent_batches, and each deployment's num_replicas, max_ongoing_requests and
-                 max_queued_requests, as Ray Serve was handed them when the app was built: the knob, or
-                 the app's own value where a `--launch` command's {placeholder} never reached it
-    batches      the batch sizes Ray Serve handed each batched method in its replicas: none above
-                 max_batch_size; the processes that ran batches, at most num_replicas of them
-    the cap      a batch never holds more requests than its replica runs at once: max_batch_size above
-                 max_ongoing_requests can never be reached (ray-project/ray#43288); said, not a
-                 contradiction (the knob is applied, the batches stop at max_ongoing_requests)
-
-Verdicts as qbench.tune.points.knobcheck: `applied`, `unverified` (the hook never saw Ray Serve deploy the
-app), `not_applied` (a setting or a batch contradicts a knob).
-"""
+"""Did a Ray Serve point's knobs take effect? Each batched method's and deployment's settings and the batches
+Ray Serve handed, as the startup hook (qbench_rayserve_hook.py) saw them -> KnobCheck."""
 
 from __future__ import annotations
 
@@ -60,15 +44,13 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
 
 
 def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
-    """(contradictions, observations) from the batches Ray Serve handed each batched method, how many
-    replica processes ran them, and a max_batch_size its max_ongoing_requests caps."""
+    """(contradictions, observations) from the batches, the replicas that ran them, and `batch_cap`'s note."""
     wrong, seen = batches_and_processes("Ray Serve", knobs, hook, "num_replicas", "replica")
     return wrong, seen + [note for note in [batch_cap(knobs, hook)] if note]
 
 
 def batch_cap(knobs: Mapping[str, Any], hook: HookRecord) -> str:
-    """"max_batch_size=16 above max_ongoing_requests=5: ..." when a batched method's size cannot be
-    reached because its deployment's replica runs fewer requests at once ("" otherwise)."""
+    """The note when a method's max_batch_size exceeds its max_ongoing_requests ("" otherwise)."""
     sizes = [json_int(b.get("effective", {}).get("max_batch_size"))
              for b in hook.rayserve.get("batches") or []]
     ongoing = [json_int(d.get("effective", {}).get("max_ongoing_requests"))
@@ -83,7 +65,6 @@ def batch_cap(knobs: Mapping[str, Any], hook: HookRecord) -> str:
 
 
 def check_rayserve(knobs: Mapping[str, Any], hook: HookRecord | None) -> KnobCheck:
-    """The verdict on one Ray Serve point's knobs, from the startup hook's record."""
     return framework_verdict(
         "rayserve", knobs, hook,
         "the hook saw no Ray Serve app deployed in the app's process (started by another interpreter, or "

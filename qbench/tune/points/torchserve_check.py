@@ -1,19 +1,5 @@
-"""Did a TorchServe point's knobs take effect? What TorchServe itself says, and what its workers did.
-
-qbench's launcher (qbench_torchserve_hook.py) writes the knobs into the point's copy of the user's
-config.properties; TorchServe may still run with others (a model archive's model-config.yaml wins over
-config.properties' models=, pytorch/serve#2365; a value of 0 or less falls back to the default). So the
-proof is TorchServe's own:
-
-    settings     each model as its management API describes it once its workers are READY: batchSize,
-                 maxBatchDelay, the workers READY, the job queue's size (remainingCapacity + pendingRequests)
-    batches      the batch sizes its frontend handed each model's handler (counted in its Python workers):
-                 none above batch_size, and, under load, some above 1 (batching really on); the worker
-                 processes that ran them, at most `workers`
-
-Verdicts as qbench.tune.points.knobcheck: `applied`, `unverified` (the launcher never saw the models READY),
-`not_applied` (a setting or a batch contradicts a knob, with the model-config.yaml that set it where one did).
-"""
+"""Did a TorchServe point's knobs take effect? Each model as TorchServe's management API describes it and the
+batches its frontend handed, as qbench's launcher (qbench_torchserve_hook.py) saw them -> KnobCheck."""
 
 from __future__ import annotations
 
@@ -61,8 +47,7 @@ def settings_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[
 
 
 def batch_evidence(knobs: Mapping[str, Any], hook: HookRecord) -> tuple[list[str], list[str]]:
-    """(contradictions, observations) from the batches TorchServe handed each model's handler, and how
-    many worker processes ran them."""
+    """(contradictions, observations) from the batches TorchServe handed, and the workers that ran them."""
     return batches_and_processes("TorchServe", knobs, hook, "workers", "worker", "batch_size",
                                  "the load never queued a second request while a batch formed")
 

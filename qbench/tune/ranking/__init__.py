@@ -1,4 +1,1 @@
-"""Point results + constraints -> the recommendation: the ranking, its reasons, the code to paste.
-
-    recommend.py     rank, recommend (winner, ranked list with reasons), max_size advice, Gradio code
-"""
+"""Point results + constraints -> the recommendation (recommend.py: ranking, max_size, code)."""

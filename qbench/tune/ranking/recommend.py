@@ -1,31 +1,5 @@
-"""Point results + constraints -> Recommendation (winner, ranked list with reasons, Gradio code, max_size).
-
-The rule (what `recommend` does, in order):
-
-1. A point that failed (server did not start, run crashed), was stopped early because its queue ran away,
-   or whose knobs did not take effect (`knobs_not_applied`: qbench.tune.points.knobcheck) is *unusable*; its
-   reason is the failure or the evidence. A configuration nobody measured is never ranked.
-2. A usable point is *infeasible* when it breaks a constraint: an SLO bound (`p95_latency_s <= 2`), the
-   error-rate ceiling (default 1 %) or the memory ceiling (peak RSS / GPU memory). Its reason names every
-   broken constraint with the measured value and the bound.
-3. Feasible points are ranked by goodput (completed requests/s meeting the SLO), highest first. Points
-   whose goodput is *tied* with the best - confidence intervals overlap when points were repeated, else
-   within `tie_tolerance` (2 %) - are ordered by lower p95 latency, then fewer resources (threads,
-   concurrency x batch slots, peak memory); the first of them is the winner.
-4. Every loser's reason says which constraint it broke, or how far below the winner's goodput it was.
-
-That is the `latency` objective: points compete at the scenario's own load. Under the `capacity`
-objective (`Constraints.objective`) each point carries its capacity (the highest open-loop arrival rate
-meeting the SLO, `qbench.tune.capacity.search`): a point is usable when its server ran and its capacity was
-searched (its own-load run may have run away), infeasible when the SLO failed even at the lowest rate
-tried or it broke the memory ceiling, and feasible points are ranked by capacity, tied within the
-searches' tolerance; ties and reasons then go as above.
-
-`max_size` advice: in a FIFO queue served at X requests/s, the user at position q waits about q / X s. To
-keep the queue wait of the last admitted user within the wait a user tolerates (W, default: the SLO's
-latency bound minus the median service time), `max_size = floor(X * W)`; later arrivals are refused at
-once (HTTP 503) instead of waiting past W (queue-size sizing: a bound on the wait).
-"""
+"""Point results + constraints -> Recommendation: `rank` (the winner, every point with its reason),
+the max_size advice and the code to paste. The rule and the advice: docs/design/sweeps-and-capacity.md."""
 
 from __future__ import annotations
 
@@ -45,8 +19,6 @@ from qbench.tune.values.result import MaxSizeAdvice, PointResult
 
 @dataclass
 class RankedPoint(Figures):
-    """A point's place in the ranking, with its figures."""
-
     rank: int
     point_id: str
     knobs: dict[str, Value]
@@ -152,7 +124,7 @@ def goodput_tied(a: PointResult, b: PointResult, tolerance: float) -> bool:
 
 @dataclass(frozen=True)
 class Ranking:
-    """The rule's result (steps 1-4 of the module docstring): the winner and every point with its reason."""
+    """The rule's result: the winner (None: no feasible point), every point with its reason, and why."""
 
     winner: PointResult | None
     ranked: list[RankedPoint]
@@ -161,9 +133,7 @@ class Ranking:
 
 @dataclass(frozen=True)
 class Advice:
-    """What a recommendation says beside the ranking, known to the caller (a sweep) and not from the
-    points: the unswept knobs and Gradio release for the code, why the objective, the winner's capacity,
-    and advice for a front that is not Gradio."""
+    """What a recommendation says beside the ranking, known to the caller (a sweep), not from the points."""
 
     defaults: Mapping[str, Value] = field(default_factory=dict)  # unswept knobs (for the Gradio code)
     gradio_major: int | None = None  # the target's release (None: 4.x and later)
@@ -180,7 +150,7 @@ class Advice:
 
 
 def rank(points: Sequence[PointResult], constraints: Constraints) -> Ranking:
-    """Apply the rule in the module docstring: the winner, the ranked list with reasons, and why."""
+    """The winner, every point ranked with its reason, and why: unusable, infeasible, feasible by figure."""
     failed = [p for p in points if not constraints.usable(p)]
     usable = [p for p in points if constraints.usable(p)]
     infeasible = [(p, constraints.violations(p)) for p in usable]
@@ -249,9 +219,7 @@ def _ranked(rank: int, p: PointResult, verdict: Any, reason: str) -> RankedPoint
 
 
 def tied(a: PointResult, b: PointResult, constraints: Constraints) -> bool:
-    """Equal on the objective's figure: a goodput tie (`goodput_tied`), or under `capacity` capacities
-    within the searches' tolerance (their brackets are that wide, so a smaller gap is not a measured
-    difference)."""
+    """Equal on the objective's figure: a goodput tie, or capacities within the searches' tolerance."""
     if constraints.objective != "capacity":
         return goodput_tied(a, b, constraints.tie_tolerance)
     searched = [p.capacity.tolerance if p.capacity is not None else 0.0 for p in (a, b)]
@@ -261,8 +229,7 @@ def tied(a: PointResult, b: PointResult, constraints: Constraints) -> bool:
 
 
 def order_tied(tied: list[PointResult], constraints: Constraints) -> list[PointResult]:
-    """Lower p95 first, but p95s within `LATENCY_TIE` of the fastest are one band (a 0.2 % gap at the
-    scenario's load is noise, not a reason); inside the band fewer resources, then the higher figure."""
+    """Tied points: lower p95 (within LATENCY_TIE: one band), then fewer resources, then the higher figure."""
     band = _band(tied)
 
     def key(p: PointResult) -> tuple[float, float, float]:
@@ -340,8 +307,8 @@ def _fmt_s(value: float | None) -> str:
 
 
 def max_size_advice(point: PointResult, constraints: Constraints) -> MaxSizeAdvice:
-    """max_size = floor(throughput x queue-wait budget); see the module docstring. A queue fills only
-    when the server is saturated, so its measured capacity, when known, is the throughput X."""
+    """max_size = floor(X x W): X the point's capacity (else its throughput), W the tolerated wait
+    less the median service time."""
     latency_bounds = [v for k, v in constraints.slo.items() if "latency" in k]
     tolerated = constraints.tolerated_wait_s or (max(latency_bounds) if latency_bounds else None)
     served = point.capacity_rps or point.throughput_rps
@@ -359,9 +326,7 @@ def max_size_advice(point: PointResult, constraints: Constraints) -> MaxSizeAdvi
 
 
 def uncapped_advice(advice: MaxSizeAdvice, server: str, own_cap: str = "", now: str = "") -> MaxSizeAdvice:
-    """The max_size advice for a server without Gradio's queue cap: no max_size to set; the cap said as
-    its own setting (`own_cap`, {waiting} the size: BentoML's max_concurrency; `now`: the app's own value
-    of it, "" when unset), else as one to put in front of it (LitServe)."""
+    """The advice for a server without Gradio's queue cap: its own cap (`own_cap`), else one in front."""
     if advice.max_size is None or advice.tolerated_wait_s is None:
         return replace(advice, max_size=None, why=f"{server} has no queue cap (Gradio's max_size): requests "
                        "past its capacity wait without bound")
@@ -401,9 +366,7 @@ def gradio_code(knobs: Mapping[str, Value], max_size: int | None, gradio_major: 
 
 
 def server_api_code(knobs: Mapping[str, Value], max_size: int | None, api_name: str) -> str:
-    """The winner's settings for a gradio.Server app (6.10+): its `@server.api(...)` arguments and
-    `server.launch(max_threads=...)`. A Server app has no `queue()`: its queue is unbounded and its
-    default concurrency limit 1, so an advised max_size is said, not written."""
+    """The winner's settings as a gradio.Server app's code; an advised max_size only in a comment."""
     name = f"name={api_name!r}, " if api_name else ""
     lines = [f"@server.api({name}{event_args(knobs)})", f"server.launch({launch_args(knobs)})"]
     if (json_number(knobs.get("max_batch_size", 1)) or 0.0) > 1:
@@ -425,8 +388,7 @@ def launch_args(knobs: Mapping[str, Value]) -> str:
 
 
 def event_args(knobs: Mapping[str, Value]) -> str:
-    """The event's own settings as keyword arguments (a `.click(...)` or an `@server.api(...)`):
-    concurrency_limit, batching when max_batch_size > 1, concurrency_id when swept."""
+    """An event's own settings as keyword arguments: concurrency_limit, batching, concurrency_id."""
     limit = knobs.get("concurrency_limit", knobs.get("default_concurrency_limit", 1))
     args = [f"concurrency_limit={limit}"]
     if (json_number(knobs.get("max_batch_size", 1)) or 0.0) > 1:

@@ -1,30 +1,5 @@
-"""A fitted batch-latency model and what it predicts for a server configuration.
-
-Batch service time (one batch of b requests on one of k concurrent workers):
-
-    l(b, k) = t0_k + alpha_k * b
-    t0_k = t0 + t0_per_worker * (k - 1),  alpha_k = alpha + alpha_per_worker * (k - 1)
-
-The per-worker terms model contention between workers (CPU-bound functions slow each other down on a
-small machine); they are fitted only when the observations span two or more worker counts (and the
-b x k term only from 5 observations on, where they identify it: two batch sizes at two worker counts).
-With one worker count the model is the plain `t0 + alpha * b`.
-
-Predictions for a point with k = min(concurrency_limit, max_threads) workers and batch cap B:
-
-    capacity            X_max = k * B / l(B)
-    open loop, rate r   greedy batching fixed point b* = r * t0 / (k - r * alpha), clamped to [1, B];
-                        unstable when r >= X_max; mean latency ~ 1.5 * l(b*), p95 ~ 2 * l(b*) (Nexus rule)
-    closed loop, U users (no think time)
-                        b = clamp(U / k, 1, B) on min(k, U) busy workers: X = busy * b / l(b);
-                        mean latency U / X (Little), p95 ~ max(U / X, 1.5 * l(b))
-    closed loop with think time Z
-                        the open-loop model at r = U / (R + Z), iterated to a fixed point in R
-    unknown load        saturation: X_max and p95 ~ 2 * l(B)
-    capacity under an SLO
-                        the highest open-loop rate r < X_max whose predicted latencies meet the bounds
-                        (p50 ~ mean, p95 and p99 ~ 2 * l(b*)): they grow with r, so a bisection finds it
-"""
+"""A fitted batch-latency model, l(b, k) = t0_k + alpha_k * b (b requests, k workers), and its predictions:
+throughput, latency, capacity under an SLO. Design: docs/design/search-points-verdicts.md."""
 
 from __future__ import annotations
 
@@ -112,7 +87,7 @@ class FitError(ValueError):
 
 
 def fit_batch_model(observations: Sequence[Observation]) -> BatchFit:
-    """Weighted least squares of l on [1, b] (+ [k-1] with 2+ worker counts, + [b(k-1)] from 5 obs)."""
+    """Weighted least squares of l(b, k), k terms only where identified; FitError under 2 batch sizes."""
     obs = [o for o in observations if o.service_s > 0 and o.batch_size > 0 and o.weight > 0]
     sizes = {round(o.batch_size, 1) for o in obs}
     if len(sizes) < 2:
@@ -141,17 +116,13 @@ def fit_batch_model(observations: Sequence[Observation]) -> BatchFit:
 
 
 def _identified(columns: Sequence[Any]) -> bool:
-    """The observations tell each column's coefficient apart (full column rank). One batch size seen at
-    one worker count and several at another do not identify that count's own alpha: the b x k term would
-    then be whatever least squares' minimum norm makes it (0.04 s per request against a true 0.01, seen)."""
+    """Whether the observations tell each column's coefficient apart (full column rank)."""
     design = np.column_stack(columns)
     return bool(int(np.linalg.matrix_rank(design)) == int(design.shape[1]))
 
 
 def untrusted(fit: BatchFit, min_r2: float = 0.8, max_rel_error: float = 0.15) -> str:
-    """Why the searches should not trust `fit` ("" = trust it): it must explain the variance (R^2) or
-    miss by little (relative RMS residual). A service time that barely depends on b is modelled well by
-    t0 alone while its R^2 is near 0, since there is no variance to explain; R^2 alone would reject it."""
+    """Why not to trust `fit` ("" = trust it): R^2 under `min_r2` and residual over `max_rel_error`."""
     if fit.r2 >= min_r2 or fit.rel_error <= max_rel_error:
         return ""
     return (f"poor fit: R^2 {fit.r2:.2f} < {min_r2} and residuals {fit.rel_error:.0%} of the service time "
@@ -162,7 +133,7 @@ def untrusted(fit: BatchFit, min_r2: float = 0.8, max_rel_error: float = 0.15) -
 
 
 def predict(fit: BatchFit, load: PointLoad) -> Prediction:
-    """Throughput and latency of one configuration under its load (see the module docstring)."""
+    """Throughput and latency of one configuration under its load (latency None: unbounded queue)."""
     k, cap = max(load.workers, 1), max(load.max_batch, 1)
     x_max = k * cap / fit.service_s(cap, k)
     if load.rate_rps is not None:
@@ -225,8 +196,7 @@ PREDICTED_BOUNDS = {"p50_latency_s": "mean", "mean_latency_s": "mean", "p95_late
 def predicted_capacity(
     fit: BatchFit, load: PointLoad, slo: dict[str, float], steps: int = 30
 ) -> float | None:
-    """The highest open-loop rate meeting the SLO's latency bounds (module docstring); None when even a
-    trickle of requests breaks them. Bounds the model cannot predict are ignored."""
+    """The highest open-loop rate meeting the SLO's predictable bounds (None: even a trickle fails)."""
     bounds = {PREDICTED_BOUNDS[m]: b for m, b in slo.items() if m in PREDICTED_BOUNDS}
     k, cap = max(load.workers, 1), max(load.max_batch, 1)
     x_max = k * cap / fit.service_s(cap, k)

@@ -1,24 +1,5 @@
-"""Searching less than the whole grid: coordinate hill climbing.
-
-Smart search (`smart_search`) - coordinate ascent over the grid's axes, in the spirit of Model Analyzer's
-quick search and its early exit:
-
-    start at the middle of every axis
-    repeat until a full pass over the axes moves nowhere:
-        for each axis: probe the neighbours one step up and one step down; move to one that improves the
-        score by more than a tie (the recommendation's tie rule: within the capacity searches' tolerance,
-        or 2 % goodput) and keep stepping that way while each step still gains more than `min_gain` (5 %)
-        when no axis moves: probe the diagonal neighbours (several axes at once) and go on from the best
-
-The score orders feasible points by the objective's figure (goodput, or capacity), above every infeasible
-point (ordered by how far they overshoot their bounds, so the climb walks toward feasibility), above
-failed points. Every evaluated
-point is kept, so the recommendation is made with the same rule as for a full grid, over the points the
-search measured.
-
-Capacity (the highest arrival rate meeting the SLO) is searched on the rate axis by
-`qbench.tune.capacity.search`.
-"""
+"""Smart search: coordinate hill climbing over a grid's axes from its middle, keeping every point it measured
+(`smart_search`); `full_search` measures the whole grid. Design: docs/design/search-points-verdicts.md."""
 
 from __future__ import annotations
 
@@ -36,8 +17,7 @@ Evaluate = Callable[[Point], PointResult]
 
 
 def score(result: PointResult, constraints: Constraints) -> tuple[int, float]:
-    """Lexicographic: (2 feasible, goodput or capacity) > (1 infeasible, -excess over the bounds) >
-    (0 failed, 0)."""
+    """(2, goodput or capacity) feasible > (1, -excess over bounds) infeasible > (0, 0) failed."""
     if not constraints.usable(result):
         return (0, 0.0)
     if constraints.violations(result):
@@ -80,8 +60,7 @@ class _Climber:
         return self.seen[coords]
 
     def better(self, new: PointResult, old: PointResult) -> bool:
-        """A higher score, and not a tie between feasible points (`recommend.tied`: within the capacity
-        searches' tolerance, or 2 % goodput): a move on noise would wander a flat landscape."""
+        """A higher score, and not a tie between feasible points (`recommend.tied`)."""
         (tier, _), (old_tier, _) = score(new, self.constraints), score(old, self.constraints)
         if tier == old_tier == 2 and tied(new, old, self.constraints):
             return False
@@ -130,7 +109,7 @@ class _Climber:
 def smart_search(
     grid: Grid, evaluate: Evaluate, constraints: Constraints, *, min_gain: float = 0.05, max_passes: int = 20
 ) -> SearchResult:
-    """Coordinate hill climbing over `grid` (see the module docstring)."""
+    """Coordinate hill climbing over `grid`; a step that gains under `min_gain` ends its axis's walk."""
     climber = _Climber(grid, evaluate, constraints, min_gain)
     coords = tuple(n // 2 for n in grid.shape)
     climber.result(coords)

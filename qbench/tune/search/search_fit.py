@@ -1,21 +1,6 @@
-"""What the model and simulator searches share: where a point's batch-latency observations come from,
-which points to measure first, the measured points so far, and the bounds a prediction can be held to.
-
-    Describe / describe_point   a grid point -> the load its function sees (workers, batch cap, users...)
-    Observe / records_observer  a measured point -> observations (realised batch size, batch service
-                                time), from its records and capacity probes, else from its summary
-    design_points               the first points to measure (batch axis at its ends x workers)
-    SearchState                 the points measured so far, in order, and the batch model fitted on them
-    predicted_constraints       the SLO bounds a prediction can be checked against
-    fit_memory / memory_of      peak RSS fitted linear in the work slots and the thread pool
-    FittedModel                 what a model or simulator search fitted (its `model`, written as before)
-    ComparisonRow               one measured point's predicted vs measured figures (both searches'
-                                `predicted_vs_measured`; to_dict/from_dict at the file boundary)
-
-qbench.tune.search.search_model (fit, predict, measure the best predicted) and
-qbench.tune.search.search_sim (the same
-fit driving a queue simulation) build on these.
-"""
+"""What the model and simulator searches share: a point's load (Describe) and batch observations (Observe),
+the design points, the measure-fit-rank loop (`refine`), and the fitted model and predicted-vs-measured rows
+they write. Design: docs/design/search-points-verdicts.md."""
 
 from __future__ import annotations
 
@@ -63,10 +48,7 @@ PREDICTED_METRICS = ("p50_latency_s", "p95_latency_s", "p99_latency_s", "mean_la
 def record_batches(
     records: Sequence[RequestRecord], load: PointLoad, tol_s: float = 0.005
 ) -> list[list[float]]:
-    """Batches as the service times (completed - started) of their members. Where the server said which
-    batch each request ran in (the reference server's `server_batch_size`, on every ok request), its
-    sizes; else runs of ok requests whose process_starts arrive within `tol_s` (at most B of them): a
-    busy client reads one batch's messages further apart than that and splits it."""
+    """Batches as service times: by `server_batch_size` where all ok say it, else starts within `tol_s`."""
     ok = [r for r in records
           if r.ok and not r.warmup and r.started_at_s is not None and r.completed_at_s is not None]
     if ok and all(r.server_batch_size for r in ok):
@@ -77,10 +59,7 @@ def record_batches(
 
 
 def _server_batches(records: Sequence[RequestRecord]) -> list[list[float]]:
-    """The requests the server ran in batches of b, in order of their start, b at a time (a remainder
-    short of b, whose other members failed or fell in the warm-up, is left out). Each one's service time
-    on the server's own clock where it said (server_total_s): a busy client reads process_starts and
-    process_completed late, by a different lag each, and its difference then fits no model (R^2 0.01)."""
+    """Each server batch size b's requests, b at a time in start order, on the server's clock if said."""
     by_size: dict[int, list[float]] = {}
     for r in sorted(records, key=lambda r: r.started_at_s or 0.0):
         assert r.server_batch_size and r.started_at_s is not None and r.completed_at_s is not None
@@ -108,7 +87,7 @@ def observations_from_batches(batches: Sequence[Sequence[float]], load: PointLoa
 
 
 def observation_from_result(result: PointResult, load: PointLoad) -> list[Observation]:
-    """One observation from a point's summary figures (see the module docstring); [] if it has none."""
+    """One observation from a point's summary figures ([] if they give none)."""
     if result.status != "ok" or result.throughput_rps <= 0:
         return []
     k, cap = max(load.workers, 1), max(load.max_batch, 1)
@@ -171,9 +150,7 @@ class SearchState:
 
 @dataclass
 class Refined:
-    """How a fitted search ended: its last fit, the points it chose after the design (smart search's
-    after a fallback), how many design points the model was first fitted on, and why it fell back to
-    smart search ("" when it did not)."""
+    """How a fitted search ended: last fit, path after the design, design size, fallback ("": none)."""
 
     fit: BatchFit | None
     path: list[str]
@@ -183,12 +160,8 @@ class Refined:
 
 def refine(state: SearchState, rank: Callable[[BatchFit], list[Point]], nothing_feasible: str, *,
            top_n: int, min_r2: float, max_fraction: float) -> Refined:
-    """The loop the model and simulator searches share: measure the design points, then fit, rank every
-    point (`rank`: the feasible ones, best first) and measure the best-ranked unmeasured one among the
-    top `top_n`, until they are all measured or the budget (the design + `top_n`, or `max_fraction` of
-    the grid) is spent. A fit that fails or cannot be trusted (`min_r2`), or a ranking with nothing
-    feasible (`nothing_feasible` says so), falls back to smart search from the grid's middle, reusing
-    every point measured so far."""
+    """Measure the design points, then fit, `rank` and measure the best unmeasured of the top `top_n` until
+    done or out of budget; a bad fit or an empty ranking falls back to smart search."""
     for coords in design_points(state.grid):
         state.measure(state.grid.point_at(coords))
     n_design = len(state.order)
@@ -277,8 +250,6 @@ class Predicted:
 
 @dataclass
 class MeasuredPoint(Figures):
-    """A measured point's figures, as its PointResult had them."""
-
     status: str | None = None
     capacity_rps: float | None = None
 
@@ -300,8 +271,7 @@ class MeasuredPoint(Figures):
 
 @dataclass(frozen=True)
 class ComparisonRow:
-    """One measured point of a model or simulator search: what the final fit predicts for it, what
-    was measured (recommendation.json's `search.predicted_vs_measured`, one object a row)."""
+    """A measured point, measured and as the final fit predicts it (`search.predicted_vs_measured`)."""
 
     point_id: str
     role: str  # "fit": a design point the model was first fitted on; "predicted": measured as ranked best
@@ -331,8 +301,7 @@ _PREDICTED = tuple(f.name for f in dataclasses.fields(Predicted))
 
 def comparison_rows(state: SearchState, n_design: int,
                     predicted: Callable[[Point], Predicted] | None) -> list[ComparisonRow]:
-    """Every measured point, in measuring order: the first `n_design` fitted the model; `predicted`
-    (None: no fit) gives the final fit's figures for a point."""
+    """Every measured point in measuring order (the first `n_design` as "fit"); `predicted` None: no fit."""
     return [
         ComparisonRow(result.point_id, "fit" if i < n_design else "predicted", MeasuredPoint.of(result),
                       predicted(state.points[result.point_id]) if predicted is not None else None)
@@ -349,9 +318,7 @@ def stored_rows(value: Any) -> list[ComparisonRow]:
 
 
 def predicted_constraints(constraints: Constraints) -> Constraints:
-    """The bounds a prediction can be checked against (latency, goodput/throughput floors, memory). The
-    model predicts figures at the scenario's load, so it ranks by goodput whatever the sweep's objective;
-    the sweep ranks the measured points by its own objective afterwards."""
+    """The bounds a prediction can be checked against (latency, floors, memory), ranking by goodput."""
     slo = {m: b for m, b in constraints.slo.items() if m in PREDICTED_METRICS or m.startswith("min_")}
     return replace(constraints, slo=slo, objective="latency")
 
@@ -418,15 +385,13 @@ def _count(value: Any, default: int) -> int:
 
 
 def point_runs(point_dir: Path) -> list[Path]:
-    """The run folders of one point: its own run, then its capacity probes (`capacity/<nn>-.../`), whose
-    higher rates realise the larger batch sizes a fit needs."""
+    """A point's run folders: its own, then its capacity probes' (`capacity/<nn>-.../`)."""
     probes = sorted(p for p in (point_dir / "capacity").glob("*") if p.is_dir())
     return [point_dir, *probes]
 
 
 def records_observer(points_dir: Path, describe: Describe) -> Observe:
-    """Observations from each point's records in `points_dir/<point-id>/` and its capacity probes (batches
-    found run by run, pooled by batch size), else from its summary."""
+    """Observations from each point's records and probes in `points_dir/<point-id>/`, else its summary."""
 
     def observe(point: Point, result: PointResult) -> list[Observation]:
         load = describe(point)

@@ -1,24 +1,5 @@
-"""Model-based search: fit a batch-latency model from a few measured points, measure only what it ranks best.
-
-    design points (batch axis at its ends x worker axes at middle / top)  -> measure
-    observations (realised batch size, batch service time, workers)       -> fit l(b, k) = t0_k + alpha_k*b
-    repeat:  predict every unmeasured point (tune.batch_model), rank measured + predicted points with the
-             recommendation rule; measure the best-ranked unmeasured point among the top `top_n`;
-             refit with it; stop when the top `top_n` are all measured or the trial budget is spent
-    recommend among MEASURED points only (predictions only choose what to measure)
-
-Where the observations come from, best first: the point's records (requests whose process_starts arrive
-together form one batch; its service time is completed - started), else the point's median service time
-with the realised batch size from Little's law on the service stage (b = X * l / k), else its throughput
-under a known closed-loop load (l = k * b / X with b = clamp(users / k, 1, B)).
-
-When the model cannot be trusted - fewer than 2 distinct batch sizes, R^2 below `min_r2` with residuals
-over 15 % of the service time (`batch_model.untrusted`), or no point it
-predicts feasible - the search falls back to smart search (qbench.tune.search.search), reusing the points
-already
-measured, and says why in `fallback`. With a memory ceiling, peak RSS is fitted too, linear in the work
-slots k*B and the thread pool, so memory-infeasible points are not chosen.
-"""
+"""Model search (`--search model`): fit the batch model on a few design points, measure only the points it
+predicts best, recommend among the measured ones. Design: docs/design/search-points-verdicts.md."""
 
 from __future__ import annotations
 
@@ -110,7 +91,7 @@ def model_search(
     min_r2: float = 0.8,
     max_fraction: float = 0.4,
 ) -> ModelSearchResult:
-    """Model-based search over `grid` (see the module docstring)."""
+    """Model search over `grid`; smart search when the model cannot be trusted (`fallback` says why)."""
     state = SearchState(grid, evaluate, constraints, describe, observe or summary_observer(describe))
     refined = refine(state, lambda fit: _ranking(state, fit), "the model predicts no feasible point",
                      top_n=top_n, min_r2=min_r2, max_fraction=max_fraction)
@@ -118,8 +99,7 @@ def model_search(
 
 
 def _ranking(state: SearchState, fit: BatchFit) -> list[Point]:
-    """Feasible points, best first: measured ones by their measurements, the rest by prediction (under
-    the capacity objective every point by its predicted capacity, `_capacity_ranking`)."""
+    """Feasible points, best first: measured ones as measured, others predicted (or `_capacity_ranking`)."""
     if state.constraints.objective == "capacity":
         return _capacity_ranking(state, fit)
     checkable = predicted_constraints(state.constraints)
@@ -141,9 +121,7 @@ def _ranking(state: SearchState, fit: BatchFit) -> list[Point]:
 
 
 def _capacity_ranking(state: SearchState, fit: BatchFit) -> list[Point]:
-    """Every point by its predicted capacity (`predicted_capacity`), measured ones included: a measured
-    capacity is not comparable with a predicted one (the model misses a constant overhead), so measuring
-    the predicted top `top_n` stops once the model's own ranking is confirmed."""
+    """Every point, measured ones included, by its predicted capacity (a measured one is not comparable)."""
     memory = memory_of(state)
     guesses, by_id = [], {}
     for point in state.grid.points():

@@ -1,24 +1,5 @@
-"""Simulator search (`--search sim`): calibrate a queue simulation on a few points, simulate the whole grid,
-measure only what it ranks best.
-
-    design points (as model search: batch axis ends x worker axes middle / top)   -> measure
-    fit l(b, k) = t0_k + alpha_k * b (qbench.tune.search.batch_model) from their batches, and the lognormal
-    spread sigma of measured / fitted batch service times
-    repeat:  simulate every grid point (qbench.tune.search.simulate) with the scenario's arrival process:
-               at its own load (goodput, p50/p95/p99 at the scenario's rate or users), and, under the
-               capacity objective, bisect the open-loop rate for the highest one whose simulated
-               latencies meet the SLO and whose queue wait does not trend up, below the
-               server's k x B / l(B) (the predicted capacity: never above what it can complete)
-             measure the best-predicted unmeasured point among the top `top_n`; refit with it; stop when
-             the top `top_n` are all measured or the trial budget is spent
-    recommend among MEASURED points only (the sweep ranks search.results); predicted vs measured is kept
-    for every measured point
-
-Unlike model search's closed forms (Nexus rule of thumb for the tail), the simulator carries the queue's
-rules (groups, max_threads, greedy batching, batch wait, max_size, client timeouts) and the measured
-spread, so its tail latencies and capacities under an SLO are its own. It falls back to smart search
-like model search when the fit cannot be trusted.
-"""
+"""Simulator search (`--search sim`): fit the batch model and its spread on a few points, simulate the whole
+grid, measure only what it ranks best. Design: docs/design/search-points-verdicts.md."""
 
 from __future__ import annotations
 
@@ -114,7 +95,7 @@ class SimPredictor:
         return OpenArrivals(scheduled.offsets)
 
     def rate_arrivals(self, rate: float, duration_s: float) -> OpenArrivals:
-        """The scenario's arrival process (constant or Poisson) at `rate`, from run.scenario.schedule.plan."""
+        """The scenario's arrival process (constant or Poisson) at `rate`, up to MAX_SIM_REQUESTS requests."""
         duration = min(duration_s, MAX_SIM_REQUESTS / rate)
         load = self.load.model_copy(update={
             "rate": rate, "duration": duration, "requests": None, "users": None, "burst": None,
@@ -140,8 +121,7 @@ class SimPredictor:
         return result
 
     def passes(self, point: Point, server: SimServer, rate: float) -> bool:
-        """The simulated run met the SLO and kept up: its queue wait does not trend up (the steady-state
-        test `qbench capacity` holds a real probe to, qbench.run.results.steady)."""
+        """The run simulated at `rate` met the SLO and its queue wait did not trend up."""
         sim = self.run(server, self.rate_arrivals(rate, self.capacity_duration_s))
         checked = as_point_result(point, sim)
         if sim.latencies_s.size == 0 or predicted_constraints(self.constraints).violations(checked):
@@ -199,7 +179,7 @@ def sim_search(
     min_r2: float = 0.8,
     max_fraction: float = 0.4,
 ) -> SimSearchResult:
-    """Simulator search over `grid` (see the module docstring)."""
+    """Simulator search over `grid`; falls back to smart search like model search."""
     state = SearchState(grid, evaluate, constraints, predictor.describe,
                         observe or summary_observer(predictor.describe))
     by_id = {point.point_id: point for point in grid.points()}

@@ -1,27 +1,6 @@
-"""A discrete-event simulation of the reference server's queue (pure: no I/O, no clock).
-
-    arrivals (open-loop send offsets, or closed-loop users with think time)
-      -> admission (max_size counts waiting events across groups; beyond it: rejected)
-      -> one FIFO per concurrency group -> dispatch -> service time l(b, k) x lognormal noise -> done
-
-The queue rules mirror reference_server/queue/queue.py (`QueueRules` below; qbench may not import the server,
-see tests/test_layout.py, so the rules are written out here and checked against the real server by
-tests/tune/e2e/test_simulate_differential.py):
-
-* a group runs at most `limit` jobs (the lowest limit of its functions called so far; None = unlimited);
-  at most `max_threads` jobs run in total;
-* among the groups that may start a job, one is chosen at random; its head event is taken, plus, for a
-  batch function, up to `max_batch_size - 1` later waiting events of the same function (greedy: no
-  waiting), unless `batch_wait_s` > 0: then a short batch waits until its head has waited that long;
-* the dispatcher runs whenever something changes (an arrival, a completion, a batch wait expiring),
-  once all that happens at that instant is in (a burst of sends, a batch's users sending again with no
-  think time: the server's loop takes them in before its dispatcher runs, and a batch gathers them).
-
-Service time of a batch of b events of a function whose group runs on k workers: `fit.service_s(b, k)`
-(qbench.tune.search.batch_model: l(b, k) = t0_k + alpha_k * b, with the per-worker contention terms), times a
-lognormal factor of median exp(-sigma^2 / 2) (mean 1) with log-spread `sigma`, the measured spread.
-Every request's latency runs from its arrival (its intended send time) to its batch's completion.
-"""
+"""A discrete-event simulation of the reference server's queue (pure: no I/O, no clock): arrivals -> admission
+-> one FIFO per concurrency group -> batches served in l(b, k) x lognormal noise; checked against the server
+by tests/tune/e2e/test_simulate_differential.py. Design: docs/design/search-points-verdicts.md."""
 
 from __future__ import annotations
 
@@ -142,7 +121,7 @@ class _Group:
 
 
 class QueueRules:
-    """Gradio's queue rules as the reference server implements them (see the module docstring)."""
+    """Gradio's queue rules as reference_server/queue/queue.py implements them."""
 
     def __init__(self, server: SimServer, rng: np.random.Generator) -> None:
         self.server = server
@@ -155,8 +134,7 @@ class QueueRules:
         return sum(len(g.waiting) for g in self.groups.values())
 
     def admit(self, event: _Event) -> bool:
-        """Queue the event (False: max_size reached). As in Gradio, a group's limit is the lowest limit
-        of the functions pushed to it so far: a function never called does not lower it."""
+        """Queue the event (False: max_size reached); its group's limit drops to the function's if lower."""
         if self.server.max_size is not None and self.waiting >= self.server.max_size:
             return False
         fn = self.server.functions[event.fn]
@@ -219,10 +197,7 @@ def simulate(
     seed: int = 0,
     max_requests: int = 200_000,
 ) -> SimResult:
-    """Run the queue over `arrivals` until every admitted request has completed (see the docstring).
-
-    An unstable configuration still ends: requests are counted until `timeout_s` after the last send,
-    and those unfinished then count as timed out."""
+    """Run the queue over `arrivals`; requests unfinished `timeout_s` after the last send are timed out."""
     rng = np.random.default_rng(seed)
     queue = QueueRules(server, rng)
     shares = np.array([f.share for f in server.functions], dtype=np.float64)

@@ -1,18 +1,6 @@
-"""The user's own app, one process per sweep point (`qbench sweep --launch CMD`).
-
-    launch_command(template, knobs)   start CMD with the point's knobs, wait until it answers, stop it after
-
-The knobs reach the app three ways, whichever it reads: placeholders in the command (`{concurrency_limit}`,
-`{port}`), QBENCH_<KNOB> environment variables (`concurrency_limit@a` -> QBENCH_CONCURRENCY_LIMIT__A;
-QBENCH_PORT and GRADIO_SERVER_PORT for the port; GRADIO_PROFILING=1, so that Gradio >= 6.10 times each
-request's phases), and, with `hook`, qbench's startup hook
-(qbench/tune/servers/apphook/), which sets them on an unmodified Gradio app's events and launch(). Ready when
-`GET /config` answers (any answer below 500 for a plain HTTP app) and, for a Gradio app that printed its
-local URL, once launch() has also passed its own start-up checks (see `_wait_launch_checks`); for an app
-the hook saw start LitServe, once its GET /health says its workers are set up (a Ray Serve app: once
-serve.run has deployed it; `FRAMEWORK_HEALTH`). The
-process group is stopped after (qbench/tune/servers/server_process.py).
-"""
+"""The user's own app, one process per sweep point (`--launch CMD`, `--app FILE`): started with the point's
+knobs (placeholders, QBENCH_<KNOB> variables, the startup hook), ready once it and its framework say so,
+its process group stopped after (qbench/tune/servers/server_process.py)."""
 
 from __future__ import annotations
 
@@ -57,13 +45,8 @@ def knob_env(knobs: Mapping[str, Any], port: int) -> dict[str, str]:
 
 
 def app_launch_line(app: Path, python: str | None = None, args: Sequence[str] = ()) -> str:
-    """The command that starts the user's app file: `python app.py args` (Gradio, LitServe, a Ray Serve app
-    that calls serve.run: the file runs its server), for a BentoML service (its code imports bentoml)
-    `python -m bentoml serve module:Service` on 127.0.0.1 and the point's {port}, in the file's folder,
-    and for a Ray Serve app that only binds one (`app = Model.bind()`) `serve run module:app` (its port
-    and host set by the startup hook), and for a TorchServe config.properties qbench's launcher
-    (`python -m qbench_torchserve_hook config.properties`, on the hook's PYTHONPATH), which runs TorchServe
-    on the point's copy of it."""
+    """The command that starts the user's app file as its framework runs it (`python app.py`, `bentoml
+    serve`, `serve run`, qbench's TorchServe launcher for config.properties); ScenarioError if none fits."""
     python = python or sys.executable
     try:
         source = app.read_text(errors="replace")
@@ -102,8 +85,7 @@ def _calls_serve_run(source: str) -> bool:
 
 
 def rayserve_application(source: str) -> str | None:
-    """The last module-level name bound to a Ray Serve application (`app = MyDeployment.bind(...)`):
-    what `serve run module:NAME` runs."""
+    """The last module-level name bound to `X.bind(...)`: what `serve run module:NAME` runs."""
     found = None
     for node in ast.parse(source).body:
         if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
@@ -114,8 +96,7 @@ def rayserve_application(source: str) -> str | None:
 
 
 def bentoml_service(source: str) -> str | None:
-    """The last class of `source` decorated @bentoml.service (or @service): the one `bentoml serve` runs
-    (a service it depends on is defined before it)."""
+    """The last class decorated @bentoml.service (or @service): the one `bentoml serve` runs."""
     found = None
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ClassDef) and any(_is_service(d) for d in node.decorator_list):
@@ -141,7 +122,6 @@ _IN_USE = ("address already in use", "errno 98", "cannot find empty port", "port
 
 
 def _port_in_use(log: str) -> bool:
-    """The app's log says it could not bind its port."""
     text = log.lower()
     return any(words in text for words in _IN_USE)
 
@@ -171,14 +151,8 @@ def launch_command(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Iterator[ServerHandle]:
-    """Launch the user's app for one point; yields once `GET ready_path` answers, kills the group after.
-
-    `hook`: start it with qbench's startup hook (qbench.tune.servers.apphook), which sets the point's server
-    knobs on `hook_events` (None: every queued event), its port and host on Blocks.launch(), and writes
-    what it did to `work_dir/hook-record.json`. `cwd`: the folder it runs in (default: this one); `env`:
-    more environment variables for it. The handle's `restart()` stops the app and starts it again on the
-    same port (another where that one is still held), ready as at its first start (a fresh process, as a
-    restart in production gives), and returns its URL."""
+    """Launch the user's app for one point (`hook`: with the startup hook); yields its handle once ready,
+    whose `restart()` starts it again and returns its URL; stops its process group after."""
     work_dir.mkdir(parents=True, exist_ok=True)
     launch = _Launch(template, knobs, work_dir, ready_timeout_s, ready_path, any_status, hook, hook_events,
                      cwd, env or {})
@@ -238,8 +212,7 @@ class _Launch:
         return started
 
     def restart(self, handle: ServerHandle) -> str:
-        """`handle`'s app stopped and started again on its port (another where that one is still held,
-        an app that binds without SO_REUSEADDR); `handle` updated in place; its URL."""
+        """Stop `handle`'s app and start it again on its port (another if still held); its URL."""
         if handle.process is not None:
             stop_process_group(handle.process)
         try:
@@ -255,9 +228,7 @@ class _Launch:
 def _start(template: str, knobs: Mapping[str, Any], work_dir: Path, cwd: Path | None, hook: bool,
            hook_events: Sequence[str] | None, extra: Mapping[str, str], port: int | None = None
            ) -> ServerHandle:
-    """Spawn the app on `port` (a restart) or a port free right now, with the ports after it free too
-    (Gradio puts its SSR proxy's Python side and its static-file workers there unchecked), its output
-    appended to work_dir/server.log."""
+    """Spawn the app on `port`, else on a block of free ports; its output appended to work_dir/server.log."""
     port = port or free_port_block(APP_PORTS + (json_int(knobs.get("num_workers")) or 0))
     argv = render_command(template, knobs, port)
     env = {**knob_env(knobs, port), **extra}
@@ -282,12 +253,8 @@ LAUNCH_CHECKS_S = 30.0  # the most to wait for them past the server's first answ
 
 def _wait_launch_checks(handle: ServerHandle, deadline: float, log_start: int = 0,
                         hook_dir: Path | None = None) -> None:
-    """Once a Gradio app answers: wait until its launch() has passed its own start-up checks before qbench
-    sends it any load; ServerLaunchError, with the log's tail, when the app exits in them. Known passed
-    from the startup hook's record (`hook_dir`: launched with the hook; quiet or not) or from the log (one
-    of GRADIO_CHECKED after GRADIO_SERVING; `log_start`: where this start's lines begin). An app with
-    neither (quiet=True, or not Gradio) is ready at once; one that never says is ready after
-    LAUNCH_CHECKS_S."""
+    """Once a Gradio app answers, wait until its launch() has passed its own start-up checks (the hook's
+    record, else its log), at most LAUNCH_CHECKS_S; ServerLaunchError, with the log's tail, if it exits."""
     assert handle.process is not None
     deadline = min(deadline, time.monotonic() + LAUNCH_CHECKS_S)
     while not _launch_checked(handle, log_start, hook_dir):
@@ -324,9 +291,7 @@ LAUNCHED_WHEN_READY = ("rayserve", "torchserve")
 
 
 def _wait_framework_health(handle: ServerHandle, deadline: float, hook_dir: Path) -> None:
-    """For an app the hook saw start a framework with its own health check (FRAMEWORK_HEALTH): wait,
-    until the point's ready deadline, for it to say the app is ready; ServerLaunchError, with the log's
-    tail, when it never does or the app exits."""
+    """Wait until the app's framework says it is ready (FRAMEWORK_HEALTH); else ServerLaunchError."""
     hooked = read_hook_record(hook_dir)
     path = FRAMEWORK_HEALTH.get(hooked.framework) if hooked is not None else None
     if path is None:
@@ -346,7 +311,6 @@ def _wait_framework_health(handle: ServerHandle, deadline: float, hook_dir: Path
 
 
 def _framework_launched(hook_dir: Path) -> bool:
-    """The hook's record says a framework that records `launched` only once it runs (Ray Serve) runs."""
     hooked = read_hook_record(hook_dir)
     return hooked is not None and hooked.framework in LAUNCHED_WHEN_READY and hooked.launched
 
@@ -370,8 +334,7 @@ def _log_text(handle: ServerHandle, start: int) -> str:
 
 
 def _check_owner(handle: ServerHandle) -> None:
-    """ServerLaunchError when the program answering on the app's port is not the app (another one took
-    the port between qbench picking it and the app binding it)."""
+    """PortTaken when the program answering on the app's port is not the app (nor its children)."""
     assert handle.process is not None
     port = int(handle.base_url.rsplit(":", 1)[1])
     owner = listening_pid(port)

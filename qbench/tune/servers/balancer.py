@@ -1,26 +1,6 @@
-"""Replicas behind a real load balancer: nginx, started unprivileged from a generated config, in front of
-servers qbench started (`reference_replicas`: N reference servers) or of any URLs (`nginx_balancer`);
-`serve_replicas` and `serve_balancer` run them in the foreground (`qbench serve --replicas`, `qbench
-balance`).
-
-    with reference_replicas("sleep", 2, affinity="session") as front: ...   front.url: nginx, 2 replicas
-    with nginx_balancer(["http://127.0.0.1:7861", "http://127.0.0.1:7862"]) as front: ...
-
-nginx runs as `nginx -p DIR -e DIR/error.log -c DIR/nginx.conf -g 'daemon off;'` in its own process
-group (qbench.tune.servers.server_process.spawn), its pid, logs and temp folders in DIR, listening on a
-loopback
-port; it is stopped with the group. A Gradio session's requests must reach ONE replica: its
-`/queue/join` (session_hash in the JSON body), its `/queue/data?session_hash=` stream, its heartbeat
-(`/heartbeat/{session_hash}`), and the uploads its inputs name (qbench sends `/upload?session_hash=`;
-a replica that did not receive the upload answers "file ... was not uploaded to this server"). `affinity`:
-
-    session  hash on the session_hash, read from the query, the path or the request's JSON body (a
-             `map` on $request_body: nginx reads a small body before it picks the upstream), consistent
-             hashing (SESSION_MAPS)
-    ip       ip_hash: one replica per client address (all of one load generator's requests on ONE
-             replica, so it measures one replica, not the fleet)
-    none     round robin: a Gradio session's join and stream land on different replicas, and fail
-"""
+"""Replicas behind nginx, started unprivileged from a generated config, in front of N reference servers
+(`reference_replicas`, `qbench serve --replicas`) or of any URLs (`nginx_balancer`, `qbench balance`), with
+an affinity (AFFINITIES) that keeps each Gradio session on one replica."""
 
 from __future__ import annotations
 
@@ -83,8 +63,7 @@ def check_affinity(affinity: str) -> str:
 
 
 def nginx_config(upstreams: Sequence[str], port: int, affinity: str, folder: Path) -> str:
-    """nginx.conf for a balancer on 127.0.0.1:`port` in front of `upstreams` (base URLs); pid, logs and
-    temp files under `folder`. SSE streams are passed through unbuffered; websockets (Gradio 3.x) too."""
+    """nginx.conf for a balancer on 127.0.0.1:`port` in front of `upstreams`, its files in `folder`."""
     servers = "\n".join(f"    server {_host_port(url)} max_fails=0;" for url in upstreams)
     temp = " ".join(f"{kind}_temp_path {folder / kind};" for kind in ("client_body", "proxy", "fastcgi",
                                                                        "uwsgi", "scgi"))
@@ -147,8 +126,7 @@ class Balancer:
 @contextlib.contextmanager
 def nginx_balancer(upstreams: Sequence[str], affinity: str = "session", port: int = 0,
                    work_dir: Path | None = None, ready_timeout_s: float = 30.0) -> Iterator[Balancer]:
-    """nginx balancing `upstreams`, ready; stopped on exit. ServerLaunchError when nginx is missing or
-    does not come up (with its error log's tail)."""
+    """nginx balancing `upstreams`, ready, stopped on exit; ServerLaunchError if missing or failing."""
     check_affinity(affinity)
     if not upstreams:
         raise ScenarioError("a balancer needs at least one upstream")
@@ -191,9 +169,7 @@ def _wait_listening(handle: ServerHandle, timeout_s: float) -> None:
 def reference_replicas(settings: Any, replicas: int, affinity: str = "session", port: int = 0,
                        args: Sequence[str] = (), work_dir: Path | None = None,
                        ready_timeout_s: float = READY_TIMEOUT_S) -> Iterator[Balancer]:
-    """`replicas` reference servers (qbench.tune.servers.server_process.reference_server_process, each on
-    its own
-    free port) behind nginx on `port`; all stopped on exit."""
+    """`replicas` reference servers, each on its own free port, behind nginx on `port`; stopped on exit."""
     check_affinity(affinity)
     if replicas < 1:
         raise ScenarioError(f"--replicas {replicas}: expected at least 1")
@@ -208,15 +184,13 @@ def reference_replicas(settings: Any, replicas: int, affinity: str = "session", 
 
 def serve_replicas(settings: Any, replicas: int, affinity: str = "session", port: int = 7860,
                    echo: Any = print) -> None:
-    """`qbench serve --replicas N`: N reference servers behind nginx in the foreground until Ctrl-C or
-    SIGTERM (both stop nginx and every replica)."""
+    """`qbench serve --replicas N`: N reference servers behind nginx until Ctrl-C or SIGTERM."""
     _foreground(lambda: reference_replicas(settings, replicas, affinity, port), "reference server", echo)
 
 
 def serve_balancer(upstreams: Sequence[str], affinity: str = "session", port: int = 7860,
                    echo: Any = print) -> None:
-    """`qbench balance URL...`: nginx in front of servers started elsewhere (your app's replicas), in the
-    foreground until Ctrl-C or SIGTERM."""
+    """`qbench balance URL...`: nginx in front of servers started elsewhere, until Ctrl-C or SIGTERM."""
     _foreground(lambda: nginx_balancer(upstreams, affinity, port), "balancer", echo)
 
 

@@ -1,22 +1,6 @@
 """A preloaded interpreter that starts Python servers by forking: the imports paid once, each server a fork.
-
-    with preloaded.started(["reference_server.launch", "torch"]):   # sets QBENCH_PRELOADED
-        spawn([sys.executable, "-m", "reference_server", ...])     # a fork of it, not a new interpreter
-
-Why: before it serves, `python -m reference_server` spends ~0.5 s of CPU importing (synthetic workloads)
-and ~4 s with a model (torch, transformers and the model's modules); a test suite or a GPU script's dry
-run that starts a hundred servers spends minutes importing the same modules. Here they are imported once,
-the collector's objects frozen (fewer pages copied by the children), and each start is a fork.
-
-What a child is: `python [-u] (-m MODULE | -c CODE | SCRIPT) ARGS...` run by runpy in a fork of the
-preloaded interpreter, with the caller's stdin, stdout and stderr, working folder, environment, argv and
-sys.path[0], its own session when asked (setsid), default signal handlers and fresh random seeds; at
-its end the interpreter's own exit steps (non-daemon threads joined, atexit handlers, buffers flushed).
-Its exit status comes back as Popen's does (negative: the signal that ended it), with its CPU seconds.
-What it cannot be: another interpreter or other flags, a folder that does not exist, or an environment
-that differs from the preloaded interpreter's where modules read it at import (IMPORT_TIME_ENV): then
-`launch` returns None and the caller starts a process the usual way.
-"""
+`started(modules)` runs one and names it in QBENCH_PRELOADED; `launch` (spawn's first try) forks a `python
+[-u] -m|-c|SCRIPT` command there, or returns None where a fork could not run it as a new interpreter would."""
 
 from __future__ import annotations
 
@@ -62,8 +46,7 @@ _cpu_s = 0.0  # CPU seconds of the children this process started here and saw en
 
 
 def children_cpu_s() -> float:
-    """CPU seconds of the forked children this process saw end: they are the preloaded interpreter's
-    children, so this process's RUSAGE_CHILDREN does not count them."""
+    """CPU seconds of the forked children this process saw end (its RUSAGE_CHILDREN lacks them)."""
     return _cpu_s
 
 
@@ -139,10 +122,8 @@ class Forked:
 
 def launch(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | Path | None, stdout: int,
            new_session: bool = True, stdin: int | None = None, stderr: int | None = None) -> Forked | None:
-    """`argv` forked from the preloaded interpreter that QBENCH_PRELOADED names, its stdin, stdout and
-    stderr the file descriptors given (stdin: /dev/null, stderr: stdout, unless given); None when there is
-    none, or it cannot run this one (another interpreter or flags, an import-time environment of its
-    own): start it the usual way then."""
+    """`argv` forked from the preloaded interpreter QBENCH_PRELOADED names, with these descriptors (stdin:
+    /dev/null, stderr: stdout, unless given); None when there is none or it refuses: start it as usual."""
     path, folder = os.environ.get(ENV), os.path.abspath(cwd or os.getcwd())
     if not path or command(argv, folder, env.get("PATH")) is None:
         return None
@@ -167,12 +148,8 @@ def launch(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | Path | Non
 
 
 def stand_in(argv: list[str], *, wait_s: float = 60.0) -> NoReturn:
-    """Run `argv` (a command of this interpreter) as a fork of the preloaded interpreter, with this
-    process's stdin, stdout, stderr, folder and environment, this process standing in for it until it
-    ends (its exit status the child's; SIGINT, SIGTERM and SIGHUP passed on); where there is none, or it
-    refuses, this process becomes the command (exec). A preloaded interpreter still importing is waited
-    for, up to `wait_s` (what its start costs is what the fork saves). For a caller that can only name
-    a program, not call `launch`: pytest-xdist's workers (tests/conftest.py)."""
+    """Run `argv` as a fork of the preloaded interpreter, this process standing in for it (its stdio, its
+    exit status, SIGINT/SIGTERM/SIGHUP passed on); exec it where there is none or it refuses."""
     path = os.environ.get(ENV, "")
     deadline = time.monotonic() + wait_s
     while (path and not os.path.exists(path) and os.path.isdir(os.path.dirname(path))
@@ -225,9 +202,7 @@ def command(argv: Sequence[str], cwd: str, path: str | None) -> tuple[str, str, 
 
 
 def _this_interpreter(program: str, cwd: str, path: str | None) -> bool:
-    """Whether `program` is this interpreter: the same file, and in the same folder (a virtualenv's
-    python is a link to its base interpreter, and so is every other virtualenv's: the folder says
-    which environment it is)."""
+    """Whether `program` is this interpreter: the same file in the same folder (one virtualenv)."""
     found = os.path.join(cwd, program) if os.sep in program else shutil.which(program, path=path)
     if not found:
         return False
@@ -241,10 +216,8 @@ def _folder(file: str) -> str:
 
 @contextlib.contextmanager
 def started(modules: Sequence[str], *, wait: bool = True) -> Iterator[str]:
-    """A preloaded interpreter importing `modules`, named in QBENCH_PRELOADED for this process (and the
-    processes it starts) until the block ends; then stopped, and the children it still has with it.
-    Yields its socket's path once it listens (`wait=False`: at once; until it listens, `launch` finds
-    no socket there and callers start processes the usual way)."""
+    """A preloaded interpreter importing `modules`, named in QBENCH_PRELOADED until the block ends, then
+    stopped with its children; yields its socket's path once it listens (`wait=False`: at once)."""
     with tempfile.TemporaryDirectory(prefix="qbench-preloaded-") as folder:
         path = os.path.join(folder, "socket")
         # its stdin a pipe whose end this process holds: a starter killed past its finally (SIGKILL, or a
@@ -277,8 +250,7 @@ def started(modules: Sequence[str], *, wait: bool = True) -> Iterator[str]:
 
 
 class _Preloaded:
-    """The accept-fork-reap loop: one request a connection, answered with the child's pid, then with its
-    exit status and CPU seconds when it ends."""
+    """The accept-fork-reap loop: one request a connection, answered with the child's pid, then its exit."""
 
     def __init__(self, listener: socket.socket, environment: dict[str, str], sitecustomized: bool) -> None:
         self.listener, self.environment, self.sitecustomized = listener, environment, sitecustomized
@@ -339,10 +311,8 @@ class _Preloaded:
                 os.close(fd)
 
     def refusal(self, request: dict[str, Any]) -> str:
-        """Why this request is not forked ("" when it is); request["ran"] gets the command as read. A
-        PYTHONPATH with folders in front of this interpreter's is forked (request["added"]: those folders,
-        which the child puts on sys.path and whose sitecustomize it runs, as an interpreter's start would),
-        unless this interpreter ran a sitecustomize of its own at its start (the two would both have run)."""
+        """Why this request is not forked ("" when it is); sets request["ran"] (the command as read) and
+        request["added"] (the PYTHONPATH folders in front of this interpreter's)."""
         cwd = request["cwd"]
         if not os.path.isdir(cwd):
             return f"no folder {cwd}"
@@ -394,8 +364,7 @@ class _Preloaded:
 
 
 def _in_front(pythonpath: str, own: str) -> list[str] | None:
-    """The folders `pythonpath` puts in front of `own` ([] when it is `own`); None when it is not
-    `own` with folders in front."""
+    """The folders `pythonpath` puts in front of `own` ([]: none); None when it does not end with `own`."""
     theirs, ours = [p for p in pythonpath.split(os.pathsep) if p], [p for p in own.split(os.pathsep) if p]
     if theirs[len(theirs) - len(ours):] != ours:
         return None
@@ -403,9 +372,7 @@ def _in_front(pythonpath: str, own: str) -> list[str] | None:
 
 
 def _shadowing(folder: str) -> list[str]:
-    """The top-level modules already imported here that `folder`, first on a child's path, holds other
-    copies of (a git worktree of an older qbench; an app folder with a yaml module of its own): the child
-    would import those, the fork has these."""
+    """Top-level modules imported here that `folder`, first on a child's path, holds other copies of."""
     try:
         entries = os.listdir(folder)
     except OSError:
@@ -455,9 +422,7 @@ def _returncode(status: int) -> int:
 
 def _become(request: dict[str, Any], fds: list[int], sockets: list[socket.socket], pipes: list[int],
             settling: int) -> NoReturn:
-    """In the fork: become the requested program, then exit as an interpreter does. Closing `settling`
-    tells the preloaded interpreter that the child is set up (as Popen returns once the child has exec'd:
-    a caller may signal its process group at once)."""
+    """In the fork: become the requested program, then exit as an interpreter does."""
     code = 1
     try:
         signal.set_wakeup_fd(-1)
@@ -516,8 +481,7 @@ def _reseed() -> None:
 
 
 def _start_up(added: list[str]) -> None:
-    """What an interpreter's start does with PYTHONPATH's folders in front: on sys.path after its first
-    entry, and the sitecustomize among them run (qbench's app hook is one: tune/servers/apphook)."""
+    """As an interpreter's start does: PYTHONPATH's added folders on sys.path, their sitecustomize run."""
     sys.path[1:1] = added
     if any(os.path.isfile(os.path.join(folder, "sitecustomize.py")) for folder in added):
         try:
@@ -576,9 +540,8 @@ def _exit_steps() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m qbench.tune.servers.preloaded SOCKET MODULE...`: import the modules, then fork a child for
-    each request on SOCKET (prints "ready" once it listens). `... --stand-in [-u] -m|-c|SCRIPT ...`: that
-    command, forked by the one QBENCH_PRELOADED names (`stand_in`)."""
+    """`python -m qbench.tune.servers.preloaded SOCKET MODULE...`: import the modules, then fork a child per
+    request on SOCKET (prints "ready" once it listens); `--stand-in COMMAND...`: `stand_in` that command."""
     import gc
 
     path, *modules = argv if argv is not None else sys.argv[1:]

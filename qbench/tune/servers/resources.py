@@ -1,8 +1,4 @@
-"""What a point's server used: peak memory of its process tree, and the figures it reports itself.
-
-    ResourceSampler(pid)   psutil samples of the process and its children in a thread (peak RSS)
-    status_memory(status)  peak RSS and peak CUDA memory from the reference server's /status JSON
-"""
+"""What a point's server used: the peak RSS of its process tree, and the memory it reports in its /status."""
 
 from __future__ import annotations
 
@@ -19,10 +15,7 @@ import psutil
 
 @dataclass
 class ResourceSampler:
-    """Samples the RSS of a process tree in a background thread; `peak_rss_mb` after `stop()`.
-
-    The tree is listed again every `list_every_s` (psutil reads every process of the machine to find a
-    tree: ~10 ms of the generator's CPU on a busy host), its processes' RSS read every `interval_s`."""
+    """The peak RSS (MB) of a process tree, sampled in a background thread while the `with` block runs."""
 
     pid: int
     interval_s: float = 0.25

@@ -1,20 +1,5 @@
-"""A server in a child process: spawn it in its own process group, wait until it is ready, keep its log,
-stop the whole group.
-
-    with start_reference_server("image") as url: ...      the reference server, ready, stopped on exit
-    with reference_server_process(settings) as handle:    the same, with its process, log and admin token
-
-`reference_server_process` runs exactly what a user runs: `python -m reference_server --config <yaml>
---port 0` (reference_server/launch.py: options -> settings -> uvicorn), in a new process group; the
-server binds a free port and prints "reference server ready on URL", and it is ready when `GET /config`
-then answers 200. Binding port 0 in the server (rather than probing a port here and passing it) leaves
-no window in which another process can take the port. This is the one subprocess way to start the
-reference server (tests, benches, `qbench sweep` relaunch and live modes, the demo); the in-process
-way is reference_server/testing.py's `serve_in_thread`.
-
-Every server started here (the user's own app too: qbench/tune/servers/app_process.py) is torn down with
-SIGTERM, then SIGKILL, to its whole process group, so no worker or child outlives it.
-"""
+"""A server in a child process: spawned in its own process group, waited for until ready, its log kept, the
+whole group stopped (SIGTERM, then SIGKILL); the reference server's one subprocess starter."""
 
 from __future__ import annotations
 
@@ -66,10 +51,7 @@ class ServerHandle:
 
 
 def free_port() -> int:
-    """A port free right now on 127.0.0.1, for a server that cannot bind port 0: drawn in BLOCK_PORTS,
-    where no outgoing connection takes it before the server binds it (one the OS picked by bind(0) is an
-    ephemeral port, and a busy box's next client connection took one in the second before a Gradio app
-    bound it: "Cannot find empty port"); the OS's pick when none there is free."""
+    """A port free now on 127.0.0.1, for a server that cannot bind port 0 (see free_port_block)."""
     return free_port_block(1)
 
 
@@ -86,10 +68,8 @@ BLOCK_PORTS = (20_000, 32_000)
 
 
 def free_port_block(span: int, candidates: Iterable[int] | None = None) -> int:
-    """The first of `span` consecutive ports all free right now on 127.0.0.1, for an app that puts helper
-    processes on the ports after its own without checking them (Gradio with SSR: Python on the first
-    free port above the app's, its static-file workers on the next ones). Drawn at random in
-    BLOCK_PORTS (`candidates`: the starts to try, for tests); the OS's pick when no block is free."""
+    """The first of `span` consecutive ports all free now on 127.0.0.1, drawn at random in BLOCK_PORTS
+    (`candidates`: the starts to try, for tests); the OS's pick when no block is free."""
     draw = random.SystemRandom()  # not the random module's state: forked workers would draw alike
     starts = candidates if candidates is not None else (
         draw.randrange(BLOCK_PORTS[0], BLOCK_PORTS[1] - span) for _ in range(200))
@@ -111,10 +91,8 @@ def _bindable(port: int) -> bool:
 def spawn(
     argv: Sequence[str], *, env: Mapping[str, str] | None, log_path: Path | None, cwd: Path | None = None
 ) -> Process:
-    """Start `argv` in a new process group, stdout and stderr appended to `log_path` (or dropped);
-    `env` adds to this process's environment. A Python command is forked from the preloaded interpreter
-    QBENCH_PRELOADED names, where there is one that can run it (qbench/tune/servers/preloaded.py).
-    ServerLaunchError when it cannot start at all."""
+    """Start `argv` in a new process group (forked from the preloaded interpreter where possible), its
+    output appended to `log_path` (None: dropped), `env` added; ServerLaunchError when it cannot start."""
     environment = {**os.environ, **(env or {})}
     with open(log_path or os.devnull, "ab") as log:
         forked = preloaded.launch(argv, env=environment, cwd=cwd, stdout=log.fileno())
@@ -156,9 +134,8 @@ def wait_ready(
     any_status: bool = False,
     ready: Callable[[], bool] | None = None,
 ) -> None:
-    """Poll `GET path` until the server answers (qbench.run.control.answers), or `ready()` says it is
-    (a framework's own word: Ray Serve's app may fail a GET it was never meant for); fail fast, with the
-    tail of its log, if the process died."""
+    """Poll `GET path` until the server answers, or `ready()` says it is ready (a framework's own word);
+    ServerLaunchError, with the log's tail, when the process dies or `timeout_s` passes."""
     deadline = time.monotonic() + timeout_s
     with control.client(timeout_s=2.0) as http:
         while time.monotonic() < deadline:
@@ -184,9 +161,8 @@ def reconfigure(handle: ServerHandle, settings: Mapping[str, Any]) -> Any:
 
 
 def settings_to_yaml(settings: Any, directory: Path) -> tuple[Path, dict[str, str]]:
-    """Write settings (a ServerSettings, a mapping, or an existing file path) to `directory/server.yaml`;
-    returns the file and the environment for the server: an `auth` block travels as QBENCH_SERVER_AUTH
-    (JSON), never in the file (which may sit in a sweep folder)."""
+    """Write settings (a ServerSettings, a mapping, or an existing file, used as is) to
+    `directory/server.yaml`; returns it and the server's environment (an `auth` block: QBENCH_SERVER_AUTH)."""
     if isinstance(settings, str | Path) and Path(settings).is_file():
         return Path(settings), {}
     if hasattr(settings, "model_dump"):
@@ -219,8 +195,7 @@ _READY_LINE = re.compile(r"reference server ready on (http://\S+)")
 
 
 def _announced_url(handle: ServerHandle, deadline: float, offset: int = 0) -> str:
-    """The base URL from the server's "reference server ready on URL" log line (it binds port 0), read
-    past `offset` (what an appended-to log held before this server started)."""
+    """The base URL of the server's "reference server ready on URL" log line, read past `offset`."""
     assert handle.process is not None and handle.log_path is not None
     while time.monotonic() < deadline:
         with handle.log_path.open("rb") as log:
@@ -247,14 +222,8 @@ def reference_server_process(
     cwd: Path | None = None,
     log_path: Path | None = None,
 ) -> Iterator[ServerHandle]:
-    """Run the reference server in a subprocess; yields a handle whose `base_url` is ready to load.
-
-    `settings`: a preset name ("image"), a YAML path, a mapping or a `ServerSettings`. `work_dir` keeps
-    server.yaml and server.log (default: a temporary folder, removed after); `log_path`: append the
-    server's output there instead. `args`: more command-line flags (`--device cuda`, `--log-level info`);
-    `env`: more environment; `cwd`: its working directory. Raises ServerLaunchError, with
-    the tail of the server's log, when it exits or is not ready within `ready_timeout_s`.
-    """
+    """Run the reference server (`settings`: a preset name, a YAML path, a mapping or a ServerSettings)
+    in a subprocess; yields a handle ready to load; ServerLaunchError, with the log's tail, if it is not."""
     with contextlib.ExitStack() as stack:
         if work_dir is None:
             work_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="qbench-server-")))
@@ -279,11 +248,7 @@ def reference_server_process(
 def start_reference_server(
     settings: Any, *, admin_token: str | None = None, ready_timeout_s: float = READY_TIMEOUT_S
 ) -> Iterator[str]:
-    """`with start_reference_server("image") as url:` - a ready reference server, stopped on exit.
-
-    `settings`: a preset name, a YAML path, a mapping or a `ServerSettings`; raises ServerLaunchError
-    (with the tail of the server's log) when it does not come up.
-    """
+    """`with start_reference_server("image") as url:` a ready reference server, stopped on exit."""
     with reference_server_process(
         settings, admin_token=admin_token, ready_timeout_s=ready_timeout_s
     ) as handle:

@@ -1,14 +1,5 @@
-"""Between two runs against one server: wait until the queue the first one left behind has drained.
-
-A probe stopped early because its queue ran away abandons every request still queued (thousands, at a
-high rate); the server goes on serving them. A probe started at once would measure that backlog, not its
-own rate: on `bench/tuning_quality.py`'s tiny model, four probes in a row (1,606 down to 337 req/s)
-completed nothing within their 1.5 s and the point's capacity came out at 57 req/s instead of ~1,500.
-
-Gradio's `GET <api_prefix>/queue/status` (3.x to 6.x; the prefix from /config) says how many events
-wait; `wait_for_empty_queue` polls it until none does, up to `timeout_s`. A target without it (plain HTTP,
-OpenAI, a login-protected app) has nothing to poll: the wait is skipped and says so.
-"""
+"""Between two runs against one server: wait until the queue the first one left behind has drained (Gradio's
+queue/status), so the next run measures its own rate, not that backlog."""
 
 from __future__ import annotations
 
@@ -49,7 +40,7 @@ def waiting(client: httpx.Client, url: str) -> int:
 
 
 def wait_for_empty_queue(base_url: str, timeout_s: float = 60.0, poll_s: float = 0.1) -> Settled:
-    """Poll the queue's status until no event waits (see the module docstring); never raises."""
+    """Poll the queue's status until no event waits, at most `timeout_s`; never raises."""
     started = time.monotonic()
     size: int | None = None
     first: int | None = None

@@ -1,6 +1,5 @@
-"""What a sweep's recommendation says beside its ranking: the winner as code (the reference server's
-settings, the user's launch command, a change to the app's own settings), whether the winner and the
-runner-up really differ request by request (a paired comparison), and the notes."""
+"""What a sweep's recommendation says beside its ranking: the winner as code (settings, a launch
+command, a framework's code), a paired comparison with the runner-up, and the notes."""
 
 from __future__ import annotations
 
@@ -53,16 +52,14 @@ def sweep_advice(config: SweepConfig, defaults: dict[str, Any], servers: PointSe
 
 
 def server_api(config: SweepConfig, servers: PointServers) -> str | None:
-    """The endpoint's name when the app is a gradio.Server app (its settings are `@server.api(...)`
-    arguments, not demo.queue / .click ones), else None."""
+    """The endpoint's name for a gradio.Server app (settings: `@server.api(...)` arguments), else None."""
     if servers.app_mode != "server":
         return None
     return config.scenario.endpoint.api_name or ""
 
 
 def litserve_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, str]:
-    """(code, label): the winner as a LitServe app's code, its API class and own settings from what the
-    hook read at the winner's launch."""
+    """(code, label): the winner as LitServe code, from what the hook read at the winner's launch."""
     part = hook.litserve if hook is not None else {}
     apis = part.get("apis") or [{}]
     own = {**(apis[0].get("app") or {}), **((part.get("server") or {}).get("app") or {})}
@@ -72,8 +69,7 @@ def litserve_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, 
 
 
 def bentoml_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, str]:
-    """(code, label): the winner as a BentoML service's decorators, its class, batchable API and own
-    settings from what the hook read at the winner's launch."""
+    """(code, label): the winner as a BentoML service's decorators, from the hook's record."""
     part = hook.bentoml if hook is not None else {}
     apis = [a for a in part.get("apis") or [] if (a.get("app") or {}).get("batchable")] or [{}]
     own = {**(apis[0].get("app") or {}), **((part.get("service") or {}).get("app") or {})}
@@ -85,8 +81,7 @@ def bentoml_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, s
 
 
 def rayserve_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, str]:
-    """(code, label): the winner as a Ray Serve app's decorators, its ingress deployment, batched method
-    and own settings from what the hook read at the winner's launch."""
+    """(code, label): the winner as a Ray Serve deployment's decorators, from the hook's record."""
     part = hook.rayserve if hook is not None else {}
     batches = part.get("batches") or []
     deployments = part.get("deployments") or []
@@ -100,8 +95,7 @@ def rayserve_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, 
 
 
 def torchserve_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str, str]:
-    """(code, label): the winner as TorchServe configuration, its models' names and versions and their
-    own settings from what the launcher read at the winner's launch."""
+    """(code, label): the winner as TorchServe configuration, from the launcher's record."""
     part = hook.torchserve if hook is not None else {}
     models = part.get("models") or []
     own = dict((models[0].get("app") or {}) if models else {})
@@ -111,8 +105,7 @@ def torchserve_advice(hook: HookRecord | None, winner: PointResult) -> tuple[str
 
 
 def server_advice(config: SweepConfig, winner: PointResult, advised: int | None) -> tuple[str, str]:
-    """(code, label) for a plain HTTP / OpenAI target: the reference server's settings with the winner's
-    knobs and the `advised` max_size (relaunch, live), or the user's launch command filled in (launch)."""
+    """(code, label) for a plain HTTP target: reference-server settings, or the launch command."""
     knobs = dict(winner.knobs)
     if config.base_settings is not None:
         if "max_size" not in knobs and advised is not None:
@@ -131,8 +124,7 @@ def server_advice(config: SweepConfig, winner: PointResult, advised: int | None)
 
 
 def paired_note(sweep_dir: Path, ranked: list[RankedPoint]) -> list[str]:
-    """Whether the winner and the runner-up really differ request by request (when their runs share a
-    schedule: open-loop points at one rate and seed do), as one note; nothing otherwise."""
+    """Whether the winner and the runner-up differ request by request, when their runs share a schedule."""
     ok = [r for r in ranked if r.verdict not in ("failed", "infeasible", "knobs_not_applied")][:2]
     if len(ok) < 2:
         return []

@@ -1,27 +1,6 @@
-"""What a sweep is asked to do: CLI options + the scenario's `sweep:` section -> SweepConfig.
-
-    # in a scenario file (every key optional; CLI options win, axis by axis)
-    sweep:
-      grid: {concurrency_limit: [1, 2, 4, 8], max_batch_size: [1, 4, 8, 16], max_threads: [8, 40]}
-      link: {users: "2 * concurrency_limit * max_batch_size"}
-      slo: {p95_latency_s: 2}          # merged over the scenario's own slo:
-      server: {preset: image}          # or {config: path/to/server.yaml} (relaunch and live modes)
-      launch: "python app.py --concurrency {concurrency_limit}"   # launch mode (or --app app.py)
-      repeat: 1
-      search: grid                     # grid | smart | model | sim
-      duration: 4                      # seconds of load per point (load.duration)
-      max_memory_mb: 8000
-      max_error_rate: 0.01
-      tolerated_wait_s: 10             # for the max_size advice
-      objective: capacity              # capacity | latency (default: see choose_objective)
-      capacity_trials: 5               # open-loop probes per capacity search
-      capacity_tolerance: 0.1          # stop a capacity search when failing / passing <= 1.1
-      capacity_duration: 2             # seconds per capacity probe (default: the point duration)
-      confirm_duration: 60             # the sustained run confirming the winner's capacity (0 = off)
-
-`SweepOptions` are the raw, JSON-able inputs; they are saved in sweep.json so that `--resume DIR` rebuilds
-exactly the same `SweepConfig`.
-"""
+"""CLI options + the scenario's `sweep:` section -> a validated `SweepConfig` (`SweepOptions`: the
+JSON-able inputs sweep.json saves for `--resume`). Keys, modes and the objective rule:
+docs/design/sweeps-and-capacity.md."""
 
 from __future__ import annotations
 
@@ -143,16 +122,14 @@ class SweepConfig:
     framework: str | None = None
 
     def with_auth(self, overrides: dict[str, Any]) -> SweepConfig:
-        """This config with credential overrides from the command line (kept out of the saved options,
-        so sweep.json never holds them; pass them again with --resume)."""
+        """This config with command-line credentials, kept out of the saved options."""
         if not overrides:
             return self
         return replace(self, scenario=with_overrides(self.scenario, overrides))
 
     @property
     def writer(self) -> Writer:
-        """Writes the sweep's files, masking the scenario's credentials, the target's and the launched
-        servers' own (their auth users' passwords and tokens)."""
+        """Writes the sweep's files, masking the scenario's, target's and launched servers' secrets."""
         secrets = run_secrets(self.scenario, self.target or "")
         return Writer(secrets.with_values(*server_secrets(self.base_settings)))
 
@@ -197,8 +174,7 @@ def read_sweep_scenario(path: Path) -> tuple[Scenario, dict[str, Any]]:
 def _server_settings(
     options: SweepOptions, section: dict[str, Any], source: str, scenario_name: str
 ) -> dict[str, Any] | None:
-    """Base reference-server settings: --server-config, --preset, sweep.server, else the preset named
-    like the scenario (if there is one)."""
+    """Base reference-server settings: the options, sweep.server, or the scenario's preset; else None."""
     from reference_server.settings import PRESET_DIR, SettingsError, load_preset, load_settings
 
     server = section.get("server") or {}
@@ -356,8 +332,7 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
 
 
 def confirm_duration(options: SweepOptions, section: dict[str, Any]) -> float:
-    """Seconds of the sustained run confirming the winner's capacity: --confirm-duration, else
-    sweep.confirm_duration, else DEFAULT_SWEEP_CONFIRM_S; 0 turns it off."""
+    """Seconds of the winner's sustained confirmation (--confirm-duration, sweep.confirm_duration; 0: off)."""
     value = options.confirm_duration
     if value is None:
         value = section.get("confirm_duration", DEFAULT_SWEEP_CONFIRM_S)
@@ -371,9 +346,7 @@ def confirm_duration(options: SweepOptions, section: dict[str, Any]) -> float:
 
 
 def app_command(options: SweepOptions) -> str | None:
-    """`--app app.py [-- args]` as a launch command: `python app.py args` (a BentoML service: `python -m
-    bentoml serve`), with the interpreter from --python, else qbench's own (the virtualenv qbench is
-    installed in, usually the app's)."""
+    """`--app app.py [-- args]` as a launch command (--python's interpreter, else qbench's); None: no app."""
     if not options.app:
         return None
     if not Path(options.app).is_file():
@@ -389,8 +362,7 @@ def _search(options: SweepOptions, section: dict[str, Any]) -> SearchMode:
 
 
 def _app_framework(options: SweepOptions, mode: Mode, grid: Grid) -> str | None:
-    """The framework --app's code imports (qbench.tune.knobs.frameworks), None for Gradio or no --app;
-    KnobVersionError for a grid knob that framework (the reference server: Gradio's) lacks."""
+    """The framework --app's code imports (None: Gradio or no app); KnobVersionError for a knob it lacks."""
     if mode in ("relaunch", "live"):
         check_framework_knobs(swept_server_knobs(grid), "gradio", "the reference server")
     if not options.app:
@@ -406,8 +378,7 @@ def _app_framework(options: SweepOptions, mode: Mode, grid: Grid) -> str | None:
 
 
 def _check_event_knobs(launch: str, grid: Grid) -> None:
-    """An app launched by --app/--launch gets a knob scoped to one event (`concurrency_limit@a`) only
-    through its placeholder in the command: the startup hook sets the driven events' knobs."""
+    """ScenarioError for an event-scoped knob (`limit@a`) with no placeholder in the launch command."""
     for name in [*grid.axes, *grid.links]:
         if "@" in name and is_server_knob(name) and "{" + name + "}" not in launch:
             raise ScenarioError(
@@ -418,8 +389,7 @@ def _check_event_knobs(launch: str, grid: Grid) -> None:
 
 
 def driven_events(scenario: Scenario, scope: str) -> list[str] | None:
-    """The events whose per-event knobs the hook sets: the scenario's (scope `driven`), or every queued
-    event (scope `all`: None)."""
+    """The events whose per-event knobs the hook sets: the scenario's (`driven`), None for `all`."""
     if scope not in ("driven", "all"):
         raise ScenarioError(f"--knob-scope {scope!r}: expected driven or all")
     if scope == "all":
@@ -437,11 +407,8 @@ def swept_server_knobs(grid: Grid) -> list[str]:
 def choose_objective(
     requested: str | None, scenario: Scenario, grid: Grid, constraints: Constraints, trials: int
 ) -> tuple[Objective, str]:
-    """The objective that ranks the points, and why. Asked for: as asked (capacity needs an SLO, probes
-    and a grid that does not sweep the load). By default: `capacity` when the scenario's load is an
-    open-loop rate (`rate` or `stages`: no fixed number of users or requests), there is an SLO to hold,
-    capacity probes are allowed and no grid axis sweeps the load; otherwise `latency`: points are ranked
-    by goodput at the scenario's own load (a fixed size: closed-loop users or a burst)."""
+    """The objective that ranks the points, and why. `requested` None: `capacity` for an open-loop load
+    with a latency SLO, probes and no swept load knob, else `latency`; ScenarioError when it cannot be met."""
     load = scenario.load
     swept = sorted(LOAD_SHAPE_KNOBS & set(grid.axes))
     if requested not in (None, "capacity", "latency"):

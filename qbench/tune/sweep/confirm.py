@@ -1,23 +1,6 @@
-"""A sweep's capacity confirmed by a sustained run, as `qbench capacity`'s is (issue 23).
-
-The rule is `qbench.tune.capacity.search.sustain` (one run of `confirm_duration_s` at the answer; a fail
-steps down and confirms again, bisecting once a rate held), run by `Prober.confirm` on the point's own server:
-
-    objective latency   the winner's capacity search (sweep.point_capacity) ends with the confirmation,
-                        on the same server (`sweep_plan(..., confirm=True)`)
-    objective capacity  each point's capacity comes from its probes (the steady-state rule, no
-                        confirmation: a sustained run per point would multiply a sweep's time); once
-                        ranked, the winner's capacity is confirmed (`rank_confirmed`). When the
-                        confirmed capacity falls below another point's unconfirmed one beyond the tie
-                        tolerance, the ranking changes: the new winner is confirmed too and the points
-                        ranked again, up to MAX_CONFIRMED points, so the recommended point's capacity
-                        is a confirmed one (or the output says it is not)
-
-`confirm_duration_s` 0 turns it off; the answer then says it is unconfirmed. What was confirmed goes
-into recommendation.json's `capacity` (`confirm_duration_s`, `searched_rps`, `confirmation`, `held`); the
-ranking and sweep.parquet's `capacity_rps` carry a confirmed point's confirmed figure, its point.json
-keeps what its probes found. The runs are ordinary run folders under `confirm/<point-id>/`.
-"""
+"""A sweep's capacity confirmed by a sustained run, by `qbench capacity`'s rule (`sustain`); under
+objective capacity the winner is confirmed and the points ranked again (`rank_confirmed`). Design:
+docs/design/sweeps-and-capacity.md."""
 
 from __future__ import annotations
 
@@ -50,9 +33,7 @@ MAX_CONFIRMED = 3  # objective capacity: points confirmed at most before the ran
 
 def sweep_prober(config: SweepConfig, base_url: str, point: Point, work: Path,
                  observer: ProbeObserver | None = None) -> Prober:
-    """The probes of one point's capacity (search and confirmation) on its (warm) server: the point's
-    overrides, `capacity_duration_s` while bracketing, up to SWEEP_REFINE_FACTOR times that while
-    bisecting, `confirm_duration_s` for the sustained run; run folders under `work`."""
+    """The `Prober` of one point's capacity on its warm server: a sweep's probe lengths, folders in `work`."""
     duration = config.capacity_duration_s or config.point_duration_s or config.scenario.load.duration or 5.0
     return Prober(
         config.scenario, base_url, config.constraints, work, config.sweep_dir,
@@ -64,8 +45,7 @@ def sweep_prober(config: SweepConfig, base_url: str, point: Point, work: Path,
 
 
 def sweep_plan(config: SweepConfig, confirm: bool = False) -> SearchPlan:
-    """A sweep's capacity search: `capacity_trials` probes to `capacity_tolerance`; with `confirm`, and a
-    confirmation duration set, the sustained confirmation."""
+    """A sweep's `SearchPlan`; with `confirm` (and a confirmation length) it ends with the sustained run."""
     return SearchPlan(tolerance=config.capacity_tolerance, max_probes=config.capacity_trials,
                       confirm=confirm and config.confirm_duration_s > 0)
 
@@ -73,9 +53,7 @@ def sweep_plan(config: SweepConfig, confirm: bool = False) -> SearchPlan:
 def confirm_capacity(config: SweepConfig, base_url: str, point: Point, work: Path, capacity: Capacity,
                      observer: ProbeObserver | None = None, restart: Callable[[], str] | None = None
                      ) -> Capacity:
-    """A point's searched (unconfirmed) capacity, confirmed by `sustain` on its server at `base_url`;
-    `restart`: the app qbench launched for it, restarted after a confirmation that collapsed it (the next
-    step then runs on a fresh start: `capacity.restarts` says so)."""
+    """`capacity` confirmed by `sustain` on the point's server; `restart`: restart an app qbench launched."""
     prober = sweep_prober(config, base_url, point, work, observer)
     prober.restart = restart
     return sustain(capacity, prober.confirm, sweep_plan(config, confirm=True), restart=lambda failed:
@@ -109,9 +87,8 @@ Rank = Callable[[list[PointResult]], Ranking]
 
 def rank_confirmed(results: list[PointResult], rank: Rank, confirm: ConfirmPoint, duration_s: float,
                    limit: int = MAX_CONFIRMED) -> tuple[Ranking, Confirmation]:
-    """Rank; confirm the winner's capacity (`confirm`, None: nothing to confirm) and rank again, until
-    the winner is a confirmed point or `limit` points were confirmed. A confirmed point's result
-    carries its confirmed capacity (`capacity_rps`, `capacity.confirmed`), in place."""
+    """Rank; confirm the winner's capacity (`confirm`; None: nothing to confirm) and rank again, until
+    the winner is confirmed or `limit` points were; a confirmed result carries its confirmed capacity."""
     confirmation = Confirmation(duration_s)
     rec = rank(results)
     while rec.winner is not None and rec.winner.point_id not in confirmation.capacities:
@@ -152,8 +129,7 @@ def carry_capacity(result: PointResult, capacity: Capacity) -> None:
 
 def capacity_record(capacity: Capacity | None, duration_s: float, searched_rps: float | None = None,
                     confirmation: Confirmation | None = None) -> CapacityRecord | None:
-    """recommendation.json's `capacity` (CapacityRecord): the search with what confirmed it; None when
-    there is no capacity."""
+    """recommendation.json's `capacity`: the search with what confirmed it; None without a capacity."""
     if capacity is None:
         return None
     searched = searched_rps if searched_rps is not None else _searched(capacity)

@@ -1,6 +1,5 @@
-"""What `qbench sweep` shows: a progress bar over points with the best-so-far, then the ranked table,
-the winner's Gradio code, the max_size advice and the capacity (its probes as `qbench capacity` shows
-them: qbench.tune.capacity.console)."""
+"""What `qbench sweep` shows: progress over points, the ranked table, the winner's code, the max_size
+advice and the capacity (its probes as qbench.tune.capacity.console shows them)."""
 
 from __future__ import annotations
 

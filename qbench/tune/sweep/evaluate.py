@@ -1,8 +1,5 @@
-"""Each point of a sweep measured on its server: `PointServers` gives it one by mode (relaunch, live,
-launch, target), `evaluate_point` runs its repeats, checks that its knobs took effect
-(qbench.tune.points.knobcheck), reads its resources and writes its point.json; a point that fails is
-recorded with its reason, never ends the sweep (a grid the app cannot take does: KnobVersionError,
-AppKnobError)."""
+"""Each point of a sweep measured on its server (`PointServers`, by mode): its repeats, knob check,
+resources and point.json (`evaluate_point`); a failed point is recorded, never ends the sweep."""
 
 from __future__ import annotations
 
@@ -108,8 +105,7 @@ class PointServers:
             yield ServerHandle(self.config.target.rstrip("/"), None)
 
     def check_release(self, handle: ServerHandle) -> None:
-        """Launch and target modes, first point: read the app's Gradio release from its /config (for the
-        advice) and refuse a grid knob that release lacks (KnobVersionError) before any load is sent."""
+        """First point (launch, target): the app's Gradio release; KnobVersionError if it lacks a knob."""
         config = self.config
         if config.mode not in ("launch", "target") or config.scenario.protocol != "gradio":
             return
@@ -121,10 +117,7 @@ class PointServers:
         check_knobs(swept_server_knobs(config.grid), self.gradio_major, f"the app at {handle.base_url}")
 
     def check_hook(self, point: Point, work_dir: Path) -> HookRecord | None:
-        """Launch mode with the hook, every point before its load: the hook's record (its Gradio release
-        for the advice); BatchKnobError when the grid asks for batching on a function that is not
-        batch=True, which no setting can fix (at the first point, unless the app reads
-        QBENCH_MAX_BATCH_SIZE and may declare batching itself)."""
+        """The hook's record of the point's launch (None: no hook); BatchKnobError: nothing to batch."""
         if not (self.config.mode == "launch" and self.config.hook):
             return None
         record = read_hook_record(work_dir)
@@ -153,9 +146,7 @@ class PointServers:
 
 
 def point_resources(handle: ServerHandle, sampler: ResourceSampler | None) -> dict[str, float | None]:
-    """Peak RSS: psutil samples (every 0.25 s) of the server's process tree during the point; `/status`
-    only as a fallback, because its `peak_rss_bytes` (getrusage ru_maxrss) survives fork+exec and so can
-    report the peak of the process that launched the server. Peak CUDA memory from `/status`."""
+    """Peak RSS (psutil samples, `/status` as a fallback) and peak CUDA memory (`/status`), in MB."""
     status = read_status(handle.base_url) if handle.process is not None else None
     rss, gpu = status_memory(status or {})
     sampled = sampler.peak_rss_mb if sampler and sampler.peak_rss_mb > 0 else None
@@ -164,8 +155,7 @@ def point_resources(handle: ServerHandle, sampler: ResourceSampler | None) -> di
 
 def run_repeats(config: SweepConfig, point: Point, url: str, summaries: list[Summary],
              repeats: list[dict[str, Any]]) -> str:
-    """Run the point's repeats (the first in its folder, the others in repeat-N/), appending each
-    summary and point.json entry; the reason a runaway detector stopped one ("" when none did)."""
+    """Run the point's repeats, appending each summary and point.json entry; '' or why one stopped."""
     point_dir = config.sweep_dir / "points" / point.point_id
     for n in range(1, config.repeat + 1):
         run_dir = point_dir if n == 1 else point_dir / f"repeat-{n}"
@@ -180,7 +170,7 @@ def run_repeats(config: SweepConfig, point: Point, url: str, summaries: list[Sum
 
 
 def evaluate_point(config: SweepConfig, servers: PointServers, point: Point) -> PointResult:
-    """Start (or move) the server, run every repeat, read resources; never raises a QbenchError."""
+    """Start (or move) the server, run every repeat, read resources; raises only for a bad grid."""
     point_dir = config.sweep_dir / "points" / point.point_id
     point_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -228,9 +218,7 @@ def evaluate_point(config: SweepConfig, servers: PointServers, point: Point) -> 
 
 
 def check_launch_only(config: SweepConfig) -> None:
-    """num_workers and ssr_mode are launch() arguments of an app qbench launches, and a framework's own knobs
-    (LitServe's batch_timeout, workers_per_device) its startup hook's: no other mode can set them (the
-    reference server's own front ends are `launch.front_ends`)."""
+    """ScenarioError for a launch-only knob (num_workers, ssr_mode, a framework's own) outside launch mode."""
     if config.mode == "launch":
         return
     names = [k for k in [*config.grid.axes, *config.grid.links] if split_knob(k)[0] in LAUNCH_ONLY_KNOBS]
@@ -251,9 +239,7 @@ def check_launch_only(config: SweepConfig) -> None:
 def check_point_knobs(
     config: SweepConfig, servers: PointServers, point: Point, point_dir: Path, hook: HookRecord | None
 ) -> KnobCheck | None:
-    """Whether the point's server knobs took effect (qbench.tune.points.knobcheck), from the hook's record and
-    the first repeat's records; in target mode, the settings the scenario expects (`expect:`). None for
-    a plain HTTP server, or client knobs only and nothing expected."""
+    """Whether the point's knobs took effect (qbench.tune.points.knobcheck); None: nothing to check."""
     knobs = point.server_knobs() or (expected_settings(config.scenario) if config.mode == "target" else {})
     if servers.framework == "litserve" and config.mode == "launch":
         return check_litserve(knobs, hook)

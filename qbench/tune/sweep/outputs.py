@@ -1,5 +1,4 @@
-"""A sweep's files as data: sweep.json (qbench.tune.values.sweep_info), the checkpointed points read back
-for `--resume`, sweep.parquet (one row per measured point) and recommendation.json."""
+"""A sweep's files as data: sweep.json, the points for `--resume`, sweep.parquet, recommendation.json."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ SCHEMA_VERSION = 1
 
 
 def sweep_json(config: SweepConfig) -> dict[str, Any]:
-    """sweep.json through its readers' type (qbench.tune.values.sweep_info: a key must be a SweepInfo
-    field)."""
+    """sweep.json's body, through its readers' type (`SweepInfo`: a key must be one of its fields)."""
     return SweepInfo(schema_version=SCHEMA_VERSION, sweep_id=config.sweep_dir.name,
                      created_at=datetime.now(timezone.utc).isoformat(), **config.describe()).to_dict()
 

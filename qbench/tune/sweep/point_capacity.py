@@ -1,6 +1,4 @@
-"""One point's capacity in a sweep: the search on the point's own (warm) server, the same judge as
-`qbench capacity` (qbench.tune.capacity), probes of the sweep's length (qbench.tune.sweep.confirm's
-`sweep_prober`), then the recheck; a saved search read back from a point.json."""
+"""One point's capacity in a sweep, searched on its own warm server by `qbench capacity`'s rules."""
 
 from __future__ import annotations
 
@@ -21,13 +19,8 @@ def point_capacity(
     config: SweepConfig, base_url: str, point: Point, work: Path, first_rate: float | None = None,
     confirm: bool = False,
 ) -> Capacity:
-    """Capacity of one point on its (warm) server: `capacity_trials` open-loop probes, judged like
-    `qbench capacity`'s (SLO and steady state), of `capacity_duration_s` while bracketing and up to
-    SWEEP_REFINE_FACTOR times that while bisecting, to `capacity_tolerance` (qbench.tune.sweep.confirm:
-    `sweep_prober`); with `confirm`, then the sustained confirmation; then the first passing rate once
-    more (capacity.capacity_run.recheck: the server's degradation over its search). Without `first_rate`, a
-    closed-loop estimate with twice the point's work slots in users (concurrency_limit x
-    max_batch_size; 32 when unknown) gives the first guess."""
+    """Capacity of one point on its warm server (with `confirm`, confirmed), rechecked; without
+    `first_rate`, a closed-loop estimate gives the first guess."""
     prober = sweep_prober(config, base_url, point, work)
     estimate = None
     if first_rate is None:

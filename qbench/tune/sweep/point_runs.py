@@ -1,5 +1,4 @@
-"""A sweep's point as a run: the scenario overrides that put a point's client knobs, duration, warm-up and
-the sweep's SLO into the scenario, and one repeat of it (qbench.tune.points.point.run_measured)."""
+"""A sweep's point as a run: the overrides of its client knobs, duration, warm-up and SLO, and one repeat."""
 
 from __future__ import annotations
 

@@ -1,56 +1,5 @@
-"""`qbench sweep`: the run pipeline once per server configuration, then a recommendation.
-
-    scenario.yaml (+ sweep: section) + CLI options -> SweepConfig -> Grid
-      -> points (grid, smart, model or simulator search)
-      -> per point: server (relaunch | live | launch | target) -> run_scenario -> PointResult -> point.json
-      -> recommend() -> capacity of the winner (bisection on rate), confirmed by a sustained run
-         (objective capacity: rank, confirm the winner, rank again; qbench.tune.sweep.confirm)
-      -> sweep.parquet, recommendation.json
-
-Server modes (`mode`):
-    relaunch  default: `python -m reference_server --config <generated yaml> --port <free>` per point
-    live      one reference server started with `--admin-token`, moved per point by `POST /admin/config`
-    launch    the user's app (--app app.py, or a --launch command template), per point: qbench's startup
-              hook sets the knobs in an unmodified Gradio app (qbench.tune.servers.apphook), QBENCH_*
-              variables
-              and {knob} placeholders serve apps that read them
-    target    a fixed URL; only client knobs (rate, users, load.*) may be swept
-
-Layout of `reports/<sweep-id>/` (charts are built from exactly these files):
-
-    sweep.json              qbench.tune.values.sweep_info.SweepInfo: {schema_version, sweep_id,
-    created_at, scenario
-                             (path + content), mode, grid {axes, links}, slo, constraints, search, objective,
-                             objective_why, confirm_duration_s, repeat, server (base settings / launch
-                             template / target), options}
-    points/<point-id>/      the run directory of the point's first repeat (records, summary.json, ...)
-                            repeat-<n>/ run directories of further repeats; server.yaml, server.log
-      point.json            {point_id, knobs, status ok|failed|stopped|knobs_not_applied, reason, resources
-                             {peak_rss_mb, peak_gpu_mem_mb}, result (PointResult), repeats [{run_dir,
-                             summary}], knobs_applied (KnobCheck: verdict, evidence, parallelism, hook),
-                             elapsed_s}
-      hook-record.json      launch mode: what the startup hook found in the app and set
-      qbench-hook/          launch mode: the hook (sitecustomize.py) first on the app's PYTHONPATH
-    sweep.parquet           one row per measured point: point_id, one column per knob, goodput_rps,
-                            throughput_rps, p50/p95/p99_latency_s, error_rate, peak_rss_mb, peak_gpu_mem_mb,
-                            status, reason, rank, verdict, goodput_ci_low, goodput_ci_high, repeats,
-                            capacity_rps (objective capacity; else empty)
-    recommendation.json     Recommendation.to_dict() (winner, why, ranked with reasons, gradio_code,
-                            max_size_advice, capacity, notes) + search {mode, trials, grid_size, saved, path;
-                            model and sim search: model, predicted_vs_measured, fallback}
-    capacity/rate-<r>/      run directories of the capacity bisection probes (objective latency: the
-                            winner's), and its sustained confirmation (<nn>-confirm-<r>/)
-    confirm/<point-id>/     objective capacity: the sustained confirmation(s) of the winner's capacity
-                            (qbench.tune.sweep.confirm); recommendation.json's capacity says how it held
-
-Every point's knobs are checked before it may be ranked (qbench.tune.points.knobcheck): a point whose knobs
-did not take effect is `knobs_not_applied`, with the evidence, and never ranked.
-
-A point is checkpointed (point.json) as soon as it ends; `--resume DIR` reads sweep.json from DIR and
-skips every point that has a point.json. A point whose server fails to start, or whose run raises, is
-recorded as `failed` with the reason and the sweep goes on; a point whose queue runs away is stopped
-early (`stopped`).
-"""
+"""`qbench sweep`: the run pipeline once per server configuration, then a recommendation (`run_sweep`).
+The pipeline, the server modes and the sweep folder's layout: docs/design/sweeps-and-capacity.md."""
 
 from __future__ import annotations
 
@@ -94,7 +43,7 @@ class SweepResult:
 
 
 def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> SweepResult:
-    """Run (or resume) a sweep and write every file in the module docstring's layout."""
+    """Run (or resume) a sweep into `config.sweep_dir`: its points, ranking, winner's capacity and files."""
     check_launch_only(config)
     config.sweep_dir.mkdir(parents=True, exist_ok=True)
     if not (config.sweep_dir / "sweep.json").exists():

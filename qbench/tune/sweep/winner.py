@@ -1,6 +1,4 @@
-"""The winner's capacity after the ranking: its saved or confirmed search (objective capacity), or a
-search of its own, confirmed by a sustained run (objective latency); a failure there becomes a note, the
-measured points and their ranking still count."""
+"""The winner's capacity after the ranking: confirmed or saved (objective capacity), else measured now."""
 
 from __future__ import annotations
 
@@ -24,9 +22,8 @@ class PhaseObserver(Protocol):
 def winner_capacity(config: SweepConfig, servers: PointServers, winner: PointResult | None,
                      observer: PhaseObserver | None, confirmation: Confirmation | None
                      ) -> tuple[Capacity | None, list[str]]:
-    """The winner's capacity: confirmed or saved in its point.json (objective capacity), else measured
-    now, with its sustained confirmation, when capacity_trials > 0 (a failure becomes a note: the
-    measured points and their ranking still count)."""
+    """The winner's capacity and notes: confirmed or saved (objective capacity), else measured now when
+    capacity_trials > 0; a failure is a note, not an error."""
     if winner is None:
         return None, []
     if config.constraints.objective == "capacity":
@@ -47,8 +44,7 @@ def winner_capacity(config: SweepConfig, servers: PointServers, winner: PointRes
 
 
 def measure_capacity(config: SweepConfig, servers: PointServers, winner: PointResult) -> Capacity:
-    """The winner's capacity (latency objective), on a server of its own, from its throughput, confirmed
-    by a sustained run (qbench.tune.sweep.confirm)."""
+    """The winner's capacity (objective latency) on a server of its own, from its throughput, confirmed."""
     point = config.grid.point_at(coords_of(config.grid, winner))
     work = config.sweep_dir / "capacity"
     with servers.for_point(point, work) as handle:

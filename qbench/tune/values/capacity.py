@@ -1,7 +1,5 @@
-"""What a capacity search found, as every later stage and file shares it: each probe (Probe: its figures
-and verdict), the answer (Capacity: the bracket, converged, confirmed), and the short forms a sweep
-point and capacity.json carry (CapacitySummary, CapacityRecord, the confirmation's). The search itself
-is qbench.tune.capacity.search."""
+"""What a capacity search found, as every later stage and file shares it: Probe, Capacity, RateNow, and the
+short forms a sweep point and recommendation.json carry. Design: docs/design/search-points-verdicts.md."""
 
 from __future__ import annotations
 
@@ -18,8 +16,7 @@ HOST_BUSY = 0.1  # the load generator's loop waiting for a core this share of a 
 
 @dataclass
 class Probe(Figures):
-    """One measurement at one offered rate (or the closed-loop estimate, `kind` "estimate"): its figures
-    and verdict."""
+    """One measurement at one offered rate (or the closed-loop estimate): its figures and verdict."""
 
     rate_rps: float  # offered arrival rate (req/s); for the estimate, the completions/s it measured
     passed: bool  # the SLO held and the server kept up (steady), and it was not stopped early
@@ -73,10 +70,7 @@ class Probe(Figures):
 
 @dataclass(frozen=True)
 class RateNow:
-    """The rate an app that ages with use holds once qbench's runs are over, measured: the first rate
-    tried is the answer scaled by the service time then (its `metric`, right after the burst), aged
-    further by two sustained runs' requests (the run that measures it, and the user's next); each that
-    fails steps down."""
+    """The rate an app that ages with use holds after qbench's runs (sustained runs, stepping down)."""
 
     rate_rps: float | None  # the rate that held a sustained run (None: none tried held)
     first_rps: float  # the first rate tried
@@ -99,8 +93,6 @@ class RateNow:
 
 @dataclass
 class Capacity:
-    """What the search found (see the module docstring)."""
-
     capacity_rps: float | None  # highest rate that met the SLO (None: even the lowest tried failed)
     failing_rate_rps: float | None  # lowest rate above it that broke the SLO (None: none did)
     tolerance: float
@@ -121,8 +113,7 @@ class Capacity:
 
     @property
     def at_capacity(self) -> Probe | None:
-        """The probe at the capacity rate that passed, the sustained confirmation first (its latency is
-        the latency at capacity)."""
+        """The passing probe at the capacity rate, the sustained confirmation first."""
         hits = [p for p in self.probes if p.kind in ("rate", "confirm") and p.passed
                 and p.rate_rps == self.capacity_rps]
         hits.sort(key=lambda p: p.kind == "confirm")
@@ -149,9 +140,7 @@ class Capacity:
 
     @property
     def host_busy(self) -> float | None:
-        """The most the load generator's loop waited for a core in the probes that placed the answer (the
-        bracket's open-loop probes and the confirmations), when at least HOST_BUSY: the host's other
-        work took the cores the client, and very likely the server, needed (None: a quiet host)."""
+        """Largest share of an answer's probe the client waited for a core; None under HOST_BUSY."""
         waits = [p.host_wait or 0.0 for p in self.probes if p.kind in ("rate", "confirm")]
         most = max(waits, default=0.0)
         return most if most >= HOST_BUSY else None
@@ -164,8 +153,7 @@ class Capacity:
         return self.degradation.text() if self.degradation is not None else (self.recheck_note or None)
 
     def users(self, think_time_s: float) -> float | None:
-        """Little's law: N = X x (Z + R), with X the capacity, Z the think time and R the mean latency
-        at capacity: the number of users, each clicking every Z s after their last answer, it serves."""
+        """Users served by Little's law, N = X x (Z + R), at think time `think_time_s` (None: no capacity)."""
         probe = self.at_capacity
         if self.capacity_rps is None or probe is None:
             return None
@@ -214,9 +202,8 @@ class Capacity:
 
 
 def held_sentence(capacity: Capacity, off: str, fell: str = "") -> tuple[str, str]:
-    """How the answer held its sustained confirmation, in words, as `qbench capacity` and `qbench
-    sweep` say it: ("held", ...) or ("NOT confirmed", ...). `off`: why none ran, when none did (the
-    option that turned it off); `fell`: the other points whose confirmation fell (a capacity sweep)."""
+    """("held" or "NOT confirmed", how the sustained confirmation went, in words); `off`: why none ran;
+    `fell`: the other points whose confirmation fell."""
     runs = [p for p in capacity.probes if p.kind == "confirm"]
     stepped = "".join(f"; failed at {p.rate_rps:.3g} req/s ({p.why})" for p in runs if not p.passed)
     rate, held = capacity.capacity_rps, capacity.confirmation
@@ -237,8 +224,7 @@ def held_sentence(capacity: Capacity, off: str, fell: str = "") -> tuple[str, st
 
 @dataclass
 class CapacitySummary:
-    """A capacity search as a point result carries it (the ranking, point rows): its figures, the probes
-    counted, not kept. `predicted`: a simulator's figure (qbench.tune.search.search_sim), not measured."""
+    """A capacity search as a point result carries it (probes counted); `predicted`: a simulator's figure."""
 
     capacity_rps: float | None = None
     failing_rate_rps: float | None = None
@@ -310,11 +296,8 @@ class ConfirmationSummary:
 
 @dataclass
 class CapacityRecord:
-    """A sweep's answer (recommendation.json's `capacity`): the winner's search, how long the sustained
-    run that confirmed it lasted (0: none; None: a file from before confirmations), what the probes
-    found before it (`searched_rps`), the points confirmed in turn (objective capacity) and how it held,
-    in words (qbench.tune.sweep.confirm.confirmation_line). Written flat: Capacity.to_dict() plus those
-    keys."""
+    """A sweep's answer (recommendation.json's `capacity`, written flat): the winner's search, its
+    confirmation (0 s: none; None: an older file) and how it held, in words."""
 
     capacity: Capacity
     confirm_duration_s: float | None = None

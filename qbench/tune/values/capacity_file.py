@@ -1,10 +1,5 @@
-"""capacity.json as data: `CapacityFile` is what `qbench capacity` writes
-(qbench.tune.capacity.capacity_run) and
-what `qbench report` reads back, through the same `to_dict` / `from_dict`.
-
-Files of schema 1 (before probes kept their steadiness and duration, and before the confirmation, the
-overload run and `probe_length`) read back with those fields at their defaults.
-"""
+"""capacity.json as data: `CapacityFile`, what `qbench capacity` writes (qbench.tune.capacity.capacity_run)
+and `qbench report` reads; older schemas read with defaults."""
 
 from __future__ import annotations
 

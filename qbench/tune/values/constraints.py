@@ -1,5 +1,5 @@
-"""What a recommendation must satisfy: the SLO and the other constraints (Constraints), read from the
-scenario and the command line, and a point's actuals against them."""
+"""The SLO and constraints a recommendation must satisfy (Constraints), read from a scenario and the command
+line, and a point's actuals against them."""
 
 from __future__ import annotations
 
@@ -41,9 +41,8 @@ class Constraints:
     objective: Objective = "latency"
 
     def usable(self, point: PointResult) -> bool:
-        """Rankable at all: its server ran and it has the objective's figure. Under `capacity`, a point
-        whose own-load run ran away is still usable: its capacity says how much less it takes. A point
-        whose knobs did not take effect never is."""
+        """Rankable at all: it ran and has the objective's figure (under `capacity`, a runaway own-load run
+        still counts); never with its knobs not applied."""
         if point.status == "knobs_not_applied":
             return False
         if self.objective == "capacity":
@@ -77,9 +76,7 @@ class Constraints:
         return total
 
     def violations(self, point: PointResult) -> list[str]:
-        """Human-readable list of the constraints `point` breaks (empty = feasible). Under `capacity`
-        the SLO is held by construction up to the capacity, so only a missing capacity (the SLO failed
-        even at the lowest rate tried) and memory count."""
+        """The constraints `point` breaks, in words (empty: feasible; capacity: no capacity, memory only)."""
         if self.objective == "capacity":
             broken = []
             if point.capacity_rps is None:
@@ -120,8 +117,8 @@ class Constraints:
 def build_constraints(
     scenario: Scenario, slo_over: dict[str, float], source: str, *, max_error_rate: float | None = None
 ) -> Constraints:
-    """The scenario's slo: with `slo_over` merged over it, validated; its error_rate (default 1 %)
-    becomes the error-rate ceiling unless `max_error_rate` is given."""
+    """The scenario's SLO with `slo_over` merged over it, validated (ScenarioError); its error_rate (default
+    1%) is the ceiling unless `max_error_rate` is given."""
     slo = dict(scenario.slo.thresholds()) if scenario.slo else {}
     slo.update(slo_over)
     try:
@@ -135,7 +132,7 @@ def build_constraints(
 
 
 def require_slo(constraints: Constraints, what: str) -> None:
-    """Capacity is the highest rate at which an SLO holds: without an upper bound there is no such rate."""
+    """Raise ScenarioError when the SLO has no upper bound: no capacity exists without one."""
     if not any(not metric.startswith("min_") for metric in constraints.slo):
         raise ScenarioError(
             f"{what} needs an SLO to hold, e.g. --slo p95_latency_s=2 (or slo: {{p95_latency_s: 2}} in the "

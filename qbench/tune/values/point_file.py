@@ -1,11 +1,5 @@
-"""points/<point-id>/point.json as data: `PointFile`, one sweep point as it ended (written when it ends).
-
-`qbench sweep` (qbench.tune.sweep.evaluate.evaluate_point) writes it with `PointFile(...).to_dict()`; a
-resumed sweep, the winner's saved capacity and `qbench report` (rows of an unfinished sweep) read it back with
-`read_point_file`, which never raises: a missing or unreadable file is None, a missing key reads as
-its default. The point's knob check and its repeats' summaries stay as written (KnobCheck.to_dict(),
-Summary.to_dict()): their own types read them where they are needed.
-"""
+"""points/<point-id>/point.json as data: `PointFile`, one sweep point as it ended; `read_point_file` never
+raises. Design: docs/design/search-points-verdicts.md."""
 
 from __future__ import annotations
 
@@ -22,8 +16,6 @@ NAME = "point.json"
 
 @dataclass
 class PointFile:
-    """One point.json, typed."""
-
     point_id: str
     knobs: dict[str, Any] = field(default_factory=dict)
     status: str = "ok"  # ok | failed | stopped | knobs_not_applied

@@ -1,5 +1,5 @@
-"""What one grid point measured and how it ended: PointResult (its figures, status, memory, capacity and
-knob check), with the knob check's verdict and the max_size advice it carries."""
+"""One grid point's result: PointResult (its figures, status, memory, capacity and knob verdict), and the
+max_size advice a recommendation carries."""
 
 from __future__ import annotations
 
@@ -51,8 +51,7 @@ class KnobVerdict:
 
 @dataclass(frozen=True)
 class MaxSizeAdvice:
-    """max_size = floor(throughput x queue-wait budget) and why (`max_size_advice`); max_size None: leave
-    the queue unbounded (no latency bound to size it from)."""
+    """max_size = floor(throughput x queue-wait budget) and why; max_size None: leave the queue unbounded."""
 
     why: str
     max_size: int | None = None

@@ -1,12 +1,5 @@
-"""sweep.json as data: `SweepInfo`, how a sweep was set up (written once, when it starts).
-
-`qbench sweep` (qbench.tune.sweep.outputs.sweep_json) writes it with `SweepInfo(...).to_dict()` from
-`SweepConfig.describe()`, so a key the writer adds must be a field here; `qbench report` and
-qbench.analysis read it back with `SweepInfo.from_dict`, which never raises: a missing key (an older
-or interrupted sweep) reads as its default, a key of the wrong type as absent, an unknown one is
-kept in `extra`. Free-form parts stay dicts: the scenario (`path` + `content`), the grid
-(`axes`, `links`), constraints, server (settings / launch / target) and the CLI options.
-"""
+"""sweep.json as data: `SweepInfo`, how a sweep was set up (written once by `qbench sweep`, read by the
+reports); `from_dict` never raises and keeps unknown keys in `extra`."""
 
 from __future__ import annotations
 

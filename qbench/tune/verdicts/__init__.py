@@ -1,7 +1,4 @@
-"""What a run's records say beyond its figures, each a value with the analysis that makes it (imports
-only run/).
-
-    overload.py      past the capacity: does throughput hold as the queue grows; the ETA's truth
-    degradation.py   did the server get slower during a capacity search? the first rate measured again
-    metastable.py    service time rising with the queue: the rate a burst cannot tip, and its max_size
-"""
+"""What a run's records say beyond its figures, each a value with the analysis that makes it (imports only
+run/): overload.py (past the capacity: does throughput hold; the ETA's truth), degradation.py (did the server
+slow down during a capacity search) and metastable.py (service rising with the queue: the rate a burst cannot
+tip). Design: docs/design/search-points-verdicts.md."""

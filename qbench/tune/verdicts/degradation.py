@@ -1,35 +1,5 @@
-"""Did the server get slower while it was measured? The same rate at the start and at the end of a search.
-
-A capacity search loads a server for minutes; a server whose state grows with use (a queue that keeps
-every event, caches, sessions) serves the last probes slower than the first, and a capacity found that
-way does not hold over the server's life. `qbench capacity` therefore measures the rate of its first
-passing probe once more after the search (`Degradation` compares the two):
-
-    service     the median service time of the ok requests (the server's own clock where it says
-                it, else process start -> result as the client saw it), batch size by batch size
-                where requests ran in batches (the server's `server_batch_size`, else the requests
-                whose starts arrive within 5 ms): a batched function's service rises as its batches
-                fill with the queue, not with use; the median latency from the actual send where the
-                protocol has no start event (plain HTTP)
-    latency     the median latency (from the intended send: what users wait) at the same rate: queueing
-                magnifies a slower service, and a server can slow down outside its function (a busier
-                event loop, more open connections) where the service time does not show it. Not judged
-                at a rate within 10% of the first failing one (`recheck`): there the queue's own noise
-                sets the latency (a batched server at 97% of its ceiling read +15% between two runs)
-    change      end / start - 1 of each, with a 95% bootstrap interval (1,000 resamples, within each
-                batch size: the medians per batch size weighted by the smaller run's count)
-
-The verdict is one of three, each from the intervals, never from the point estimate alone:
-
-    degraded        an interval lies above 0 and its change is at least `MATERIAL` (5%)
-    no degradation  both intervals end under +`MATERIAL`: a slowdown that matters is excluded
-    inconclusive    neither: the runs were too short or too noisy to exclude a +5% slowdown (the
-                    answer says how large a slowdown the data still allow)
-
-The answer says so beside the capacity ("service time +16% over this search ...: the server degrades
-with use; run `qbench soak` before provisioning"), and the confirmation runs after this measurement, on
-the server as the search left it.
-"""
+"""Did the server get slower while measured? A capacity search's first passing rate run again after it ->
+Degradation (degraded, no degradation, inconclusive). Design: docs/design/search-points-verdicts.md."""
 
 from __future__ import annotations
 
@@ -110,23 +80,20 @@ class Degradation:
         return "no degradation" if all(c.excluded for _, c in self.changes) else "inconclusive"
 
     def slope_s(self) -> float | None:
-        """Seconds of service (the metric) added per request served, if the server keeps ageing as it
-        did between the two probes (linear in use); None when it did not degrade or use is not counted."""
+        """Metric seconds added per request served between the probes (None: no degradation or count)."""
         if not self.service.degraded or self.requests_between <= 0:
             return None
         return (self.end_s - self.start_s) / self.requests_between
 
     def rate_after(self, rate: float, more: float) -> float | None:
-        """About what `rate` becomes after `more` requests served (throughput falls as the service time
-        grows: rate x end / (end + slope x more)); None when it does not age (slope_s)."""
+        """About what `rate` becomes after `more` requests served, ageing linearly (None: it does not age)."""
         slope = self.slope_s()
         if slope is None or self.end_s <= 0:
             return None
         return rate * self.end_s / (self.end_s + slope * more)
 
     def use_text(self, rate: float, held: bool = True) -> str | None:
-        """The answer as a function of use, in words (None: it does not age, or use is not counted);
-        `held`: a sustained run held the rate (else it is the answer, not a rate that holds)."""
+        """The answer as a function of use, in words (None: no ageing); `held`: a sustained run held it."""
         slope = self.slope_s()
         if slope is None:
             return None
@@ -150,7 +117,6 @@ class Degradation:
                 f"(+{slope * 1e6:.3g} us per request)")
 
     def text(self) -> str:
-        """The finding in words, beside the answer."""
         head = (f"{' and '.join(c.text(name) for name, c in self.changes)} over this search at "
                 f"{self.rate_rps:.3g} req/s" + (f" ({self.note})" if self.note else ""))
         verdict = self.verdict
@@ -178,8 +144,7 @@ class Degradation:
 
 def compare(rate: float, before: Sequence[RequestRecord], after: Sequence[RequestRecord],
             seed: int = 0, latency_too: bool = True) -> Degradation | None:
-    """`before` and `after` at `rate` (None: too few ok requests in either to say); `latency_too`: False
-    near the queue's edge, where the latency at one rate is the queue's noise (see the module)."""
+    """`before` against `after` at `rate` (None: too few ok requests); `latency_too` False near the edge."""
     rng = np.random.default_rng(seed)
     metric, a, b = _values(before, after)
     found = _change(a, b, rng)
@@ -204,9 +169,7 @@ def unjudged(rate: float, before: Sequence[RequestRecord], after: Sequence[Reque
 
 def _change(a: Mapping[int, np.ndarray], b: Mapping[int, np.ndarray],
             rng: np.random.Generator) -> Change | None:
-    """The change of the medians, batch size by batch size (sizes in both runs with MIN_PER_SIZE each),
-    weighted by the smaller run's count; of the whole runs when fewer than two sizes or MIN_REQUESTS
-    requests fall in such sizes (None: fewer than MIN_REQUESTS in either run, or a median of 0)."""
+    """Change of the medians (by batch size or pooled), 95% bootstrap interval (None: too few, median 0)."""
     sizes = [k for k in sorted(a.keys() & b.keys()) if min(a[k].size, b[k].size) >= MIN_PER_SIZE]
     weights = np.array([min(a[k].size, b[k].size) for k in sizes], dtype=np.float64)
     if len(sizes) <= 1 or weights.sum() < MIN_REQUESTS:
@@ -239,9 +202,7 @@ def _ok(records: Sequence[RequestRecord], name: str) -> np.ndarray:
 
 
 def batch_sizes(records: Sequence[RequestRecord], tol_s: float = BATCH_TOL_S) -> list[int]:
-    """Per record (in order), the size of the batch it ran in: the server's `server_batch_size` where every
-    record has one, else how many requests' process_starts arrived within `tol_s` of the first of them
-    (0: no start event)."""
+    """Per record, its batch's size: `server_batch_size`, else starts within `tol_s` (0: no start)."""
     if records and all(r.server_batch_size for r in records):
         return [int(r.server_batch_size or 0) for r in records]
     sizes = [0] * len(records)
@@ -253,9 +214,7 @@ def batch_sizes(records: Sequence[RequestRecord], tol_s: float = BATCH_TOL_S) ->
 
 
 def _service(r: RequestRecord) -> float | None:
-    """The service time on the server's own clock where it says it (`server_total_s`), else as the client
-    saw it: a client reads process_completed later the more clients wait (the server's loop sends each an
-    estimation), +4% on the sleep preset between two runs at 95% of its ceiling."""
+    """Service time on the server's clock (`server_total_s`) where it says it, else the client's."""
     return r.server_total_s if r.server_total_s is not None else r.service_s
 
 

@@ -1,48 +1,5 @@
-"""Metastable near its capacity? Service time that rises with the queue, and the rate a burst cannot tip.
-
-A server whose own work slows down as requests pile up (a Python event loop busier with every waiting
-connection, a GIL shared with the queue's bookkeeping) holds a rate only until a burst grows its queue:
-each request waiting makes the service slower, the slower service grows the queue, and the server
-collapses at a rate it held for a minute. A Gradio 6.31 `gr.ChatInterface` (four at a time, ~130 ms)
-held 24 req/s for 60 s and collapsed in the next 60 s at that rate, its service time rising 0.14 ->
-0.25 s with the queue. The search's probes already show it: the ones above the capacity ran with a queue.
-
-    slowdown    per ok request (the runs given: the search's open-loop probes), its service time
-                against the requests waiting when it started (sent, not started); the least-squares
-                slope over block means of the requests ordered by that count (`steady.trend`), with its
-                standard error, and the median service with fewer than `FEW` waiting (the base)
-    rising      the slope is certain (> Z standard errors) and material: at the queue the SLO allows
-                (capacity x the latency bound: the most that can wait and still start within it) the
-                service is at least `MATERIAL` (5%) slower than the base
-    throughput  what the user loses: per request that started behind a queue (the server saturated),
-                the rate the server served at then, the requests running when it started over its
-                service time, against the requests waiting; a batched function's service time rises
-                with the queue because its batches fill, and its throughput rises with them
-    metastable  rising, and the throughput certainly falls with the queue (> Z standard errors): only
-                then is there a tipping point. Rising service with throughput that holds or rises (a
-                batched function) is said, and not metastable
-    concurrency how many ran at once: the median count of requests running when one started
-    tipping     at rate r, the waiting count past which the server completes fewer than r per second:
-                concurrency / (base + slope x q) = r, q = (concurrency / r - base) / slope. A burst that
-                pushes the queue there does not drain: the server collapses
-    safe rate   the highest rate whose tipping point is `BURST_WAITS` (3) times the queue the SLO allows
-                (r x bound): a burst must pile up three SLO bounds' worth of arrivals, far past what a
-                Poisson queue meeting the bound reaches, to tip it. Solving
-                concurrency / r - base = BURST_WAITS x bound x slope x r gives
-                r = (-base + sqrt(base^2 + 4 a concurrency)) / (2 a), a = BURST_WAITS x bound x slope
-
-A plain HTTP server sends no start events: its requests are read from their completions instead, as
-one server (`_departures`): a request already sent when the one before it completed took the gap
-between the two completions, behind the requests then in the server less itself. Exact for one worker
-(the issue's 50 ms x (1 + 0.05 x waiting) server read +2.5 ms a request waiting, 51 ms base); a server
-of several workers that slows with its queue is not seen this way (its gaps are a share of a service
-time once saturated, arrival gaps before), and one that does not slow, batched or not, is never
-called metastable.
-
-`qbench capacity` lowers its answer to the safe rate when a metastable server's answer is above it, confirms
-it with repeated sustained runs (different Poisson seeds), and names the `max_size` under the tipping
-point that keeps a burst from reaching it.
-"""
+"""Metastable near capacity? Service time against the queue over a search's probes -> Metastability: the
+tipping point and the safe rate a burst cannot tip. Design: docs/design/search-points-verdicts.md."""
 
 from __future__ import annotations
 
@@ -86,8 +43,7 @@ class Metastability:
 
     @property
     def throughput_falls(self) -> bool:
-        """The rate the server serves at certainly falls as the queue grows (unknown, in a finding written
-        before it was measured: taken as falling, as that finding was judged)."""
+        """The rate served certainly falls as the queue grows (unknown, in an older finding: falling)."""
         return self.throughput is None or self.throughput.slope < -Z * self.throughput.se
 
     @property
@@ -115,7 +71,6 @@ class Metastability:
         return None if q is None else max(1, int(CAP_SHARE * q))
 
     def text(self, rate_rps: float) -> str:
-        """The finding in words, at the rate answered."""
         what = "the time between completions" if self.departures else "service time"
         basis = (", read from its completions: the server sends no start events" if self.departures
                  else f", {self.concurrency} at a time")
@@ -151,9 +106,8 @@ class Metastability:
 
 def queue_slowdown(runs: Sequence[Sequence[RequestRecord]], capacity_rps: float, bound_s: float
                    ) -> Metastability | None:
-    """Service time against the queue over `runs` (each one run's records), weighed at `capacity_rps`
-    under a latency bound of `bound_s` (None: too few requests, or too few that started behind a queue,
-    or a protocol without start events)."""
+    """Service time against the queue over `runs` (each one run's records), weighed at `capacity_rps` under a
+    latency bound of `bound_s` (None: too few requests, or too few behind a queue)."""
     waiting: list[int] = []
     service: list[float] = []
     running: list[int] = []
@@ -178,13 +132,7 @@ def queue_slowdown(runs: Sequence[Sequence[RequestRecord]], capacity_rps: float,
 
 
 def _departures(records: Sequence[RequestRecord]) -> tuple[list[int], list[float], list[int]]:
-    """A server without start events (plain HTTP), read from its departures as one server: a request
-    that completed while the one before it completed with it already sent waited for that one, so the
-    gap between their completions is the time the server took for it (its service time at one at a
-    time; with several workers, its share of one: 1 / the rate served), and it started behind the
-    requests then sent and not yet completed, less itself. A request sent after the previous departure
-    found the server idle: its gap holds idle time, so it is not counted. Throughput falling with the
-    queue is then service (the gap) rising with it: the rate served is one over the gap."""
+    """(waiting, service, 1) per request of a server without start events, from its completion gaps."""
     sends = np.sort([float(r.sent_at_s) for r in records if r.sent_at_s is not None])
     done = sorted(((float(r.completed_at_s), r) for r in records
                    if r.sent_at_s is not None and r.completed_at_s is not None), key=lambda pair: pair[0])
@@ -200,10 +148,7 @@ def _departures(records: Sequence[RequestRecord]) -> tuple[list[int], list[float
 
 
 def _started(records: Sequence[RequestRecord]) -> tuple[list[int], list[float], list[int]]:
-    """(waiting when it started, service time, running when it started) of each measured ok request.
-    Running counts every request that had started and not ended, failed ones too: a request a probe
-    cut off (stopped early, or at its end) held its slot until the run ended, and leaving it out made
-    a saturated server look as if it ran fewer at once, so served less, as its queue grew."""
+    """(waiting, service, running) when each measured ok request started; running counts failures too."""
     sent = [r for r in records if r.sent_at_s is not None]
     ok = [r for r in sent if r.ok and not r.warmup and r.started_at_s is not None and r.service_s is not None]
     if not ok:
@@ -220,8 +165,7 @@ def _started(records: Sequence[RequestRecord]) -> tuple[list[int], list[float], 
 
 
 def _ended(record: RequestRecord) -> float:
-    """When a started request left its slot: its start plus its service, else its completion (a failure
-    after it started), else never within the run."""
+    """When a started request left its slot: start + service, else its completion, else never (inf)."""
     if record.started_at_s is not None and record.service_s is not None:
         return float(record.started_at_s) + float(record.service_s)
     return float(record.completed_at_s) if record.completed_at_s is not None else math.inf

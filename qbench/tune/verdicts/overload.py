@@ -1,21 +1,5 @@
-"""Past the capacity: does throughput hold or fall as the queue grows, and how true is the server's ETA?
-
-One run above the capacity (`OVERLOAD_FACTOR` x, not stopped early) is cut into `BLOCKS` equal slices of
-its send window. For each: ok completions per second and the requests waiting (sent, not started; sent,
-not done where the protocol has no start event) at its middle. The first `BASE_BLOCKS` slices, before a
-long queue forms, give the base throughput; throughput *falls* when a later slice (a 3-slice running
-mean) drops `FALL` or more below it, and the waiting count there is where it fell. That feeds the
-`max_size` advice, read at the answered rate: where the falling throughput first drops under the capacity
-(the rate the answer offers) the queue fills faster than it drains, and from there a burst never clears
-(`tips_at_waiting`); the cap goes just under that. Throughput that falls but stays above the answer's
-rate drains a burst at the answer: no cap is needed for it, only one that bounds the wait.
-When throughput holds, a cap only bounds the wait: capacity x the SLO's latency bound is the most that
-can wait and still be served within it.
-
-ETA: the first `estimation` of a queued Gradio request carries the server's `rank_eta` (seconds until it
-starts); its real wait is `process_starts` minus that message. The ratio of their medians (requests that
-really waited) says how far what users are shown is from what they get.
-"""
+"""Past the capacity: does throughput hold as the queue grows (-> max_size advice), and how true is the
+server's ETA? One run past the capacity -> Overload. Design: docs/design/search-points-verdicts.md."""
 
 from __future__ import annotations
 
@@ -36,7 +20,7 @@ MIN_WAIT_S = 0.05  # a request that waited less is not a test of the ETA
 
 @dataclass(frozen=True)
 class Overload:
-    """What one run past the capacity showed (see the module docstring)."""
+    """What one run past the capacity showed, and the max_size advice that follows."""
 
     rate_rps: float  # offered
     capacity_rps: float  # the capacity it is a multiple of
@@ -72,10 +56,8 @@ class Overload:
 def analyse(records: Sequence[RequestRecord], rate_rps: float, capacity_rps: float,
             latency_bound_s: float | None, uncapped: str | None = None, own_cap: str = "", own_now: str = ""
             ) -> Overload | None:
-    """The overload run's throughput against its queue, the advice and the ETA finding (None: too few
-    requests to tell). `uncapped`: the server's name when it has no Gradio max_size: the cap is then
-    advised as its own setting (`own_cap`, {waiting} the size: BentoML's max_concurrency; `own_now`: the
-    app's own value of it as it ran, "" when unset), else for a proxy in front (LitServe)."""
+    """The overload run's throughput against its queue, the advice, the ETA finding (None: too few requests);
+    `uncapped`: a server without max_size, with its own cap `own_cap` (now `own_now`)."""
     sent = [r for r in records if r.sent_at_s is not None]
     measured = [r for r in sent if not r.warmup]
     if len(measured) < 4 * BLOCKS:
@@ -124,8 +106,7 @@ def _left_queue(record: RequestRecord, has_start: bool) -> float:
 
 
 def _fell_at(ok_rps: np.ndarray, waiting: np.ndarray, level: float, fall: float = FALL) -> int | None:
-    """The waiting count where throughput (a 3-slice mean, past the base slices) first drops `fall`
-    or more under `level` (None: it never does)."""
+    """Waiting count where the 3-slice mean past the base first drops `fall` under `level` (None: never)."""
     smooth = np.convolve(ok_rps, np.ones(3) / 3, mode="valid")  # slice i+1's neighbourhood
     for i, value in enumerate(smooth):
         if i + 1 >= BASE_BLOCKS and value < (1 - fall) * level:
@@ -156,8 +137,7 @@ def _advice(base: float, end: float, where: tuple[int | None, int | None], capac
 
 
 def _in_front(advice: str, cap: int, server: str, own_cap: str = "", now: str = "") -> str:
-    """The max_size advice for a server without Gradio's: the same cap as its own setting (`own_cap`;
-    `now`: the app's own value of it, "" when unset), else kept by a proxy in front."""
+    """The advice for a server without Gradio's max_size: its own setting (`own_cap`), else a proxy."""
     head = advice.split(": set max_size=", 1)[0]
     if own_cap:
         return (f"{head}: {own_cap_lead(server, now)}: "

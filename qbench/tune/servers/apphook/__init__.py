@@ -1,23 +1,6 @@
-"""The startup hook, qbench's side: the environment that puts it into a launched app, and what it recorded.
-
-    hook_env(knobs, port, events, work_dir)   copies sitecustomize.py (the hook itself, this folder),
-                                              qbench_litserve_hook.py (its LitServe part),
-                                              qbench_bentoml_hook.py (its BentoML part),
-                                              qbench_rayserve_hook.py (its Ray Serve part),
-                                              qbench_torchserve_hook.py (TorchServe's launcher and
-                                              batch counter) and
-                                              qbench_hook_batches.py (their batch counts) to
-                                              work_dir/qbench-hook/ and returns PYTHONPATH (that folder
-                                              first) and QBENCH_HOOK (the point's knobs, port, events)
-    read_hook_record(work_dir)                the hook's record (HookRecord), None when the app never
-                                              started the hook (another interpreter, no Python at all);
-                                              a LitServe app's or BentoML service's batch sizes summed
-                                              over its processes
-
-The record says, per event, the app's own settings, the values set and the effective ones; the sweep
-saves it in point.json (`knobs_applied.hook`) and checks it against the point's knobs
-(qbench.tune.points.knobcheck). The hook's side is documented in sitecustomize.py.
-"""
+"""The startup hook, qbench's side: the environment that puts it into a launched app, and its record. The
+hook: sitecustomize.py, qbench_litserve_hook.py, qbench_bentoml_hook.py, qbench_rayserve_hook.py,
+qbench_torchserve_hook.py and qbench_hook_batches.py (the batch counts), copied into the app's environment."""
 
 from __future__ import annotations
 
@@ -47,10 +30,9 @@ def hook_env(
     knobs: Mapping[str, Any], port: int, events: Sequence[str] | None, work_dir: Path,
     observe: Sequence[str] = (),
 ) -> dict[str, str]:
-    """Environment for a launched app: the hook first on PYTHONPATH (the app's own PYTHONPATH after it)
-    and the point in QBENCH_HOOK; `events` None means every queued event. `observe`: knobs the launch
-    command passes itself ({placeholders}): a LitServe app's hook records what the app made of them and
-    does not set them (a Gradio app's sets every knob)."""
+    """Environment for a launched app: the hook's folder first on PYTHONPATH, the point in QBENCH_HOOK;
+    `events` None: every queued event; `observe`: knobs the command passes itself (a framework's hook records
+    them without setting them; Gradio's sets every knob)."""
     folder = work_dir / "qbench-hook"
     folder.mkdir(parents=True, exist_ok=True)
     for source in HOOK_FILES:
@@ -159,9 +141,7 @@ class HookRecord:
         return int(head) if head.isdigit() else None
 
     def own_queue_cap(self) -> str:
-        """The cap on waiting requests the app's own code sets ("" when none): Ray Serve's
-        max_queued_requests (-1, its default: none), BentoML's traffic max_concurrency; a point's knob
-        over it is not the app's."""
+        """The cap on waiting requests the app's own code sets ("" when none)."""
         if self.framework == "bentoml":
             found = ((self.bentoml.get("service") or {}).get("app") or {}).get("max_concurrency")
             return f"max_concurrency={found}" if found is not None else ""
@@ -201,8 +181,7 @@ class HookRecord:
 
 
 def read_hook_record(work_dir: Path) -> HookRecord | None:
-    """The record the hook wrote into `work_dir` (None when there is none or it cannot be read), with the
-    batch sizes its processes counted (`<record>.batches.<pid>.json`) added up."""
+    """The hook's record with every process's batch counts summed; None when there is none."""
     try:
         data = json.loads((work_dir / RECORD_NAME).read_text())
     except (OSError, ValueError):
@@ -214,8 +193,7 @@ def read_hook_record(work_dir: Path) -> HookRecord | None:
 
 
 def batch_counts(work_dir: Path) -> tuple[dict[str, dict[str, int]], int]:
-    """Every process's batch counts in `work_dir`, summed: ({api path: {size: batches}}, how many
-    processes counted one or more)."""
+    """Every process's batch counts summed: ({api path: {size: batches}}, processes that counted)."""
     total: dict[str, dict[str, int]] = {}
     processes = 0
     for path in sorted(work_dir.glob(f"{RECORD_NAME}.batches.*.json")):
@@ -239,9 +217,7 @@ _LAUNCH_KNOBS = ("num_workers", "ssr_mode")
 
 
 def app_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
-    """The recommendation as a change to the app's own settings, one line per driven event plus one for
-    the queue and launch() settings: "your app: default_concurrency_limit=4 -> recommended
-    concurrency_limit=8 on `respond`"."""
+    """The recommendation as changes to the app's own settings, one line each."""
     if hook.framework == "litserve":
         return litserve_change(hook, knobs)
     if hook.framework == "bentoml":
@@ -280,9 +256,7 @@ def app_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
 
 
 def litserve_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
-    """A LitServe app's recommendation as a change to its own code: each API's constructor, the server's
-    workers_per_device: "your app (LitServe 0.2.19): BatchedAPI(max_batch_size=4, batch_timeout=0.01) ->
-    recommended BatchedAPI(max_batch_size=16, batch_timeout=0.01)"."""
+    """A LitServe app's recommendation as changes to its LitAPI and LitServer arguments."""
     release = f" (LitServe {hook.litserve.get('version')})" if hook.litserve.get("version") else ""
     lines = []
     wanted = {k: v for k, v in knobs.items() if k in LITSERVE_API_KNOBS}
@@ -300,9 +274,7 @@ def litserve_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
 
 
 def bentoml_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
-    """A BentoML service's recommendation as a change to its own decorators: "your service (BentoML
-    1.4.40): @bentoml.api(max_batch_size=16, max_latency_ms=1000) -> recommended @bentoml.api(
-    max_batch_size=4, max_latency_ms=1000) on predict"."""
+    """A BentoML service's recommendation as changes to its @bentoml.api and @bentoml.service."""
     release = f" (BentoML {hook.bentoml.get('version')})" if hook.bentoml.get("version") else ""
     lines = []
     wanted = {k: v for k, v in knobs.items() if k in ("max_batch_size", "max_latency_ms")}
@@ -321,9 +293,7 @@ def bentoml_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
 
 
 def rayserve_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
-    """A Ray Serve app's recommendation as a change to its own decorators: "your app (Ray Serve 2.60.0):
-    @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.01) -> recommended @serve.batch(
-    max_batch_size=16, batch_wait_timeout_s=0.01) on BatchedModel.predict"."""
+    """A Ray Serve app's recommendation as changes to its @serve.batch and @serve.deployment."""
     release = f" (Ray Serve {hook.rayserve.get('version')})" if hook.rayserve.get("version") else ""
     lines = []
     wanted = {k: v for k, v in knobs.items() if k in RAYSERVE_BATCH_KNOBS}
@@ -340,8 +310,7 @@ def rayserve_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
 
 
 def torchserve_change(hook: HookRecord, knobs: Mapping[str, Any]) -> list[str]:
-    """A TorchServe model's recommendation as a change to its own configuration: "your config (TorchServe
-    0.12.0): batched: batch_size=4, max_batch_delay=10 -> recommended batch_size=16, max_batch_delay=10"."""
+    """A TorchServe model's recommendation as changes to its configuration, one line a model."""
     release = f" (TorchServe {hook.torchserve.get('version')})" if hook.torchserve.get("version") else ""
     wanted = {k: v for k, v in knobs.items() if k in TORCHSERVE_KNOBS}
     lines = []

@@ -1,16 +1,6 @@
 """qbench's startup hook for a BentoML service (imported by sitecustomize.py when the service imports
-bentoml's SDK). A sweep point's BentoML knobs go into the user's unmodified service the way BentoML takes
-them, in every process `bentoml serve` starts (each imports the service again, and this hook with it):
-
-    @bentoml.api(max_batch_size, max_latency_ms)         APIMethod's arguments replaced, on batchable APIs
-    @bentoml.service(workers, traffic={max_concurrency})  the Service's config replaced
-
-What the service asked for and what was set are recorded (`bentoml` in the hook's record: each API's
-app/set/effective settings, the service's), and so is what BentoML really did: the size of every batch
-it hands a batchable API (the length of the list its first argument gets), and each call of an unbatched
-API as a batch of 1, counted per process in `<record>.batches.<pid>.json` ({route: {size: count}}), so
-the number of processes that ran batches shows the workers. Standard library only, like sitecustomize.py.
-"""
+bentoml's SDK): the point's @bentoml.api and @bentoml.service knobs set in every process `bentoml serve`
+starts, and the batches BentoML hands the service counted. Standard library only."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The batch sizes a framework hands the user's function, counted by qbench's startup hook in each process
-of a LitServe app or BentoML service (their hooks import it; copied beside them, standard library only).
-
-Each process writes its own `<record>.batches.<pid>.json` ({route: {size: count}}); qbench sums them
-(qbench.tune.servers.apphook.batch_counts), so the number of processes that counted shows the workers.
-"""
+"""The batch sizes a framework hands the user's function, counted in each process of the app, one file a
+process (summed by qbench.tune.servers.apphook.batch_counts). Standard library only."""
 
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ class BatchCounter:
         self.counts: dict[str, dict[str, int]] = {}
 
     def add(self, route: str, size: int) -> None:
-        """One more batch of `size`; the file is rewritten each time (a batch, not a request: some
-        hundreds a second at most, ~50 us each), so a process killed at the end loses no count."""
+        """One more batch of `size`; this process's file rewritten (a process killed loses no count)."""
         sizes = self.counts.setdefault(route, {})
         sizes[str(size)] = sizes.get(str(size), 0) + 1
         if self.record_path:  # the pid now: a forked worker must not write its parent's file

@@ -1,23 +1,6 @@
-"""qbench's startup hook for a LitServe app (imported by sitecustomize.py when the app imports litserve).
-
-A sweep point's LitServe knobs go into the user's unmodified app the way LitServe takes them:
-
-    LitAPI(max_batch_size, batch_timeout)   LitAPI.__init__'s arguments replaced (the app's own recorded)
-    LitServer(workers_per_device)           LitServer.__init__'s argument replaced; its deprecated
-                                            max_batch_size/batch_timeout too, where the app passes them
-    LitServer.run(host, port)               127.0.0.1 and the point's port, generate_client_file=False
-
-A knob the launch command passes itself (a {placeholder} of `--launch`: QBENCH_HOOK's "observe") is not
-replaced: the record says what the app made of it, so a command whose knob never reaches LitServe shows.
-
-What LitServe then runs with is recorded before the server starts (`litserve` in the hook's record: each
-API's app/set/effective settings, the server's), and so is what it really did: every batch LitServe hands
-to an API's `batch()` (the batched loop calls it with the decoded inputs, so its length is the batch
-size), and each predict() of an unbatched API (max_batch_size 1) as a batch of 1, is counted, per
-process, in `<record>.batches.<pid>.json` ({api_path: {size: count}}). The
-inference workers are processes LitServe spawns; each imports this hook again (PYTHONPATH and QBENCH_HOOK
-are inherited) and counts its own batches. Standard library only, like sitecustomize.py.
-"""
+"""qbench's startup hook for a LitServe app (imported by sitecustomize.py when the app imports litserve):
+the point's LitAPI and LitServer knobs, host and port set as LitServe takes them, and the batches LitServe
+hands the app counted in every process. Standard library only."""
 
 from __future__ import annotations
 
@@ -133,9 +116,7 @@ class LitServeHook:
                 "effective": {k: _plain(getattr(api, k, None)) for k in API_KNOBS}}
 
     def count_batches(self, cls: Any) -> None:
-        """Wrap `cls.batch` (its own or the one it inherits) to count the sizes LitServe hands it, and
-        `cls.predict` to count each unbatched call as a batch of 1 (at max_batch_size 1 LitServe calls
-        predict() per request and never batch())."""
+        """Wrap `cls.batch` and `cls.predict` to count each batch's size (an unbatched call: 1)."""
         counter = self.counter
         original = cls.__dict__.get("batch") or getattr(cls, "batch", None)
         if original is not None and not getattr(original, "_qbench", False):

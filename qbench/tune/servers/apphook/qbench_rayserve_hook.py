@@ -1,24 +1,6 @@
-"""qbench's startup hook for a Ray Serve app (imported by sitecustomize.py when the app imports ray.serve).
-
-A sweep point's Ray Serve knobs go into the user's unmodified app the way Ray Serve takes them, whichever
-way the app runs (`python app.py` calling `serve.run`, or `serve run module:app`):
-
-    @serve.batch(max_batch_size, batch_wait_timeout_s,   the decorator's arguments replaced (the app's own
-                 max_concurrent_batches)                 recorded), its function wrapped to count batches
-    every deployment of the app (build_app's output):    Deployment.options(...) with the point's values,
-    num_replicas, max_ongoing_requests,                  whatever the decorator or the app's .options()
-    max_queued_requests                                  said (the app's own recorded)
-    serve_start(http_options)                            127.0.0.1 and the point's port
-    RAY_ADDRESS                                          "local" (unless set): a Ray instance of its own,
-                                                         never another app's that ray.init() would join
-
-The record is written by the first process only (the app's: Ray's worker processes inherit CHILD), and
-`launched` once serve.run has deployed the app and it runs (Ray Serve's own wait). What Ray Serve then
-really did is counted in the replicas (Ray's worker processes import this hook too: PYTHONPATH and
-QBENCH_HOOK are inherited): every batch it hands a @serve.batch function (the length of its list), per
-process, in `<record>.batches.<pid>.json` ({function: {size: count}}), so the number of processes that
-ran batches shows the replicas. Standard library only, like sitecustomize.py.
-"""
+"""qbench's startup hook for a Ray Serve app (imported by sitecustomize.py when the app imports ray.serve):
+the point's @serve.batch and @serve.deployment knobs, host and port set as Ray Serve takes them, and the
+batches counted in every replica. Standard library only."""
 
 from __future__ import annotations
 

@@ -1,32 +1,7 @@
-"""qbench's startup hook for TorchServe: the launcher of a sweep point's TorchServe, and its batch counter.
-
-TorchServe's knobs live in its configuration, not in the user's Python code, so `qbench sweep --app
-config.properties` starts `python -m qbench_torchserve_hook config.properties` (this file, copied beside
-sitecustomize.py, on the point's PYTHONPATH) in TorchServe's own environment. It writes the point's copy
-of the user's unmodified config.properties into the point's folder and runs TorchServe on it:
-
-    inference_address, management_address, metrics_address     127.0.0.1, the point's port and the next two
-    grpc_inference_port, grpc_management_port                   the two after them
-    model_store                                                 the user's, as an absolute path
-    models={name: {version: {batchSize, maxBatchDelay, minWorkers, maxWorkers}}}   the point's batch_size,
-                                                                max_batch_delay and workers on every model
-                                                                it loads (merged into the user's models=)
-    job_queue_size, default_workers_per_model                  the point's job_queue_size and workers
-    disable_token_authorization=true                            unless the user's sets it: qbench sends no
-                                                                token (TorchServe 0.12 turns it on)
-
-TorchServe's pid file and logs go to the point's folder (TMPDIR, LOG_LOCATION) and its worker sockets to a
-short folder of its own (TEMP: an AF_UNIX path has at most 107 bytes), so two points never clash. A model
-whose archive ships a model-config.yaml keeps that file's batchSize, maxBatchDelay and workers (they win
-over config.properties): the record says what each model's yaml sets,
-and what TorchServe then runs with comes from TorchServe itself, its management API's description of each
-model once its workers are READY (`effective`: batch_size, max_batch_delay, workers READY, job_queue_size);
-only then is the record `launched` (its /ping says Healthy while workers still load).
-
-In TorchServe's Python workers (they inherit PYTHONPATH and QBENCH_HOOK) sitecustomize.py hands `ts.service`
-to `patch`, which counts each batch the frontend hands the model's handler (Service.predict's batch) in
-`<record>.batches.<pid>.json` ({"/predictions/<model>": {size: count}}). Standard library only.
-"""
+"""qbench's startup hook for TorchServe: the launcher of a point's TorchServe, and its batch counter.
+`python -m qbench_torchserve_hook config.properties` runs TorchServe on the point's copy of the user's
+config.properties (ports, store, knobs) and records what it runs with; in TorchServe's workers `patch`
+counts each batch handed to the model's handler. Standard library only."""
 
 from __future__ import annotations
 
@@ -97,8 +72,7 @@ def read_properties(path: Path) -> dict[str, str]:
 
 
 def loaded_models(settings: dict[str, str], store: Path) -> list[dict[str, Any]]:
-    """The models config.properties loads from its store (load_models: names, name=path, or all): each
-    one's name, version (its manifest's, else TorchServe's "1.0") and what its model-config.yaml sets."""
+    """The models config.properties loads: each one's name, version and model-config.yaml settings."""
     wanted = [part.strip() for part in settings.get("load_models", "").split(",") if part.strip()]
     if [w.lower() for w in wanted] == ["all"]:
         wanted = sorted(p.name for p in store.iterdir() if p.is_dir() or p.suffix == ".mar")
@@ -134,8 +108,7 @@ def _manifest(model: Path) -> dict[str, Any]:
 
 
 def _yaml_settings(model: Path, name: Any) -> dict[str, Any]:
-    """The settings a model's model-config.yaml gives the knobs (flat `key: int` lines; PyYAML is not in
-    the standard library): {knob: value}."""
+    """{knob: value} from a model's model-config.yaml (flat `key: int` lines: no PyYAML here)."""
     text = model_file(model, str(name)) if name else None
     if text is None:
         return {}
@@ -188,9 +161,7 @@ def _json(text: str) -> Any:
 
 
 def own_settings(settings: dict[str, str], model: dict[str, Any]) -> dict[str, Any]:
-    """What a model runs with by the user's own files, before any knob: its model-config.yaml, else
-    config.properties' models=, else TorchServe's defaults (workers: default_workers_per_model, else one
-    a core)."""
+    """What a model runs with by the user's own files (yaml, else models=, else TorchServe's defaults)."""
     from_config = ((_json(settings.get("models", "")) or {}).get(model["name"]) or {}).get(model["version"]) \
         or {}
     own: dict[str, Any] = {}
@@ -294,10 +265,8 @@ def _stop(signum: int, frame: Any) -> None:
 
 def serve(process: subprocess.Popen[bytes], record: dict[str, Any], record_path: str,
           models: list[dict[str, Any]], port: int, pid_file: Path) -> int:
-    """Record TorchServe `launched` once every model's workers are READY, then wait for it to end (stopped
-    with qbench's SIGTERM to the group: TorchServe's shutdown let finish, its Java frontend's too, whose
-    pid TorchServe keeps in `pid_file`: a restart on the same folder finding it alive would refuse to start,
-    "TorchServe is already running")."""
+    """Record TorchServe `launched` once every model's workers are READY, then wait for it to end; on
+    qbench's SIGTERM let its shutdown run, then end its Java frontend (`frontend_gone`)."""
     management = f"http://127.0.0.1:{port + 1}"
     deadline = time.monotonic() + READY_TIMEOUT_S
     while process.poll() is None and time.monotonic() < deadline:
@@ -322,9 +291,7 @@ def serve(process: subprocess.Popen[bytes], record: dict[str, Any], record_path:
 
 
 def frontend_gone(pid_file: Path, deadline: float) -> None:
-    """TorchServe's Java frontend (its pid in `pid_file`; it got the group's SIGTERM too) waited for until
-    `deadline` (time.monotonic()), then killed: its launcher has exited by then, and its shutdown
-    outlives it."""
+    """Wait until `deadline` for TorchServe's Java frontend (pid in `pid_file`) to exit, then kill it."""
     try:
         pid = int(pid_file.read_text().split()[0])
     except (OSError, ValueError, IndexError):

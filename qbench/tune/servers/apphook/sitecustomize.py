@@ -1,41 +1,7 @@
-"""qbench's startup hook: a sweep point's knobs into an unmodified Gradio app (3.x to 6.x), LitServe app,
-BentoML service or Ray Serve app.
-
-`qbench sweep --app app.py` (and `--launch CMD`) copies this file into a folder of its own, puts that
-folder first on the app's PYTHONPATH and passes the point in QBENCH_HOOK (JSON):
-
-    {"knobs": {"concurrency_limit": 8, ...}, "events": ["respond"] | null (every queued event),
-     "port": 7861, "record": "/path/to/hook-record.json"}
-
-Python imports `sitecustomize` at start-up. This one chains any sitecustomize the environment already
-has, then waits for the app to import `gradio.blocks` and wraps two methods of `Blocks`:
-
-    queue(...)   queue-wide knobs replace the app's arguments: default_concurrency_limit (4.x and
-                 later), concurrency_count (3.x), max_size
-    launch(...)  per-event knobs on the chosen events (concurrency_limit, concurrency_id; max_batch_size
-                 only where the app declared batch=True), then launch with max_threads, num_workers and
-                 ssr_mode (what they started is recorded: static-file workers, the Node proxy), the point's
-                 port on 127.0.0.1, no browser and no share link, whatever the app hard-codes, and
-                 show_error=True (an exception's message reaches the client, not only "Error")
-
-Before the server starts it writes what it found and what it set to the record file: the Gradio version,
-the queue's and every event's own settings and the values set. It also wraps `gradio.networking.url_ok`,
-launch()'s own check once the server answers (HEAD / within 3 s, else the app exits "When localhost is not
-accessible ..."), and records its answer as `launch_checked`: qbench sends no load before it. No file of
-the app is changed, nor Gradio's: its import writes no type stubs (`.pyi`, for editors; _skip_stubs).
-While gradio, torch or transformers import, Python's cyclic collector is paused (PAUSED: the app's
-start-up costs less CPU; it resumes when that import ends). Without a point (no QBENCH_HOOK) only these
-two are in place (QUIET). It imports only the standard library (it runs in the app's virtualenv, where
-qbench is not installed).
-
-A LitServe app (it imports litserve.api and litserve.server) gets its knobs from qbench_litserve_hook.py,
-a BentoML service (it imports _bentoml_sdk.method and _bentoml_sdk.service.factory, in every process
-`bentoml serve` starts) from qbench_bentoml_hook.py, a Ray Serve app (it imports ray.serve.batching,
-ray.serve.api and ray.serve._private.api, in the app's process and in Ray's) from qbench_rayserve_hook.py,
-a TorchServe worker (it imports ts.service) from qbench_torchserve_hook.py (which launched TorchServe with
-the point's knobs in its configuration: `python -m qbench_torchserve_hook config.properties`), each copied
-beside this file and imported only then: see their docstrings.
-"""
+"""qbench's startup hook: a sweep point's knobs into an unmodified Gradio (3.x to 6.x), LitServe, BentoML,
+Ray Serve or TorchServe app, and a record of what it found and set (read by qbench.tune.servers.apphook).
+Python imports it at start-up from the folder qbench puts first on PYTHONPATH; QBENCH_HOOK holds the point.
+Standard library only: it runs in the app's environment, where qbench is not installed."""
 
 from __future__ import annotations
 
@@ -152,8 +118,7 @@ class _Hook:
         return bound.args, bound.kwargs
 
     def _launch_knobs(self, params: Any) -> dict[str, Any]:
-        """num_workers (static-file worker processes, 6.15+) and ssr_mode, where launch() has them; what
-        they start is recorded by the wrappers of patch_launch_effects."""
+        """num_workers and ssr_mode where launch() has them (else a problem recorded)."""
         wanted: dict[str, Any] = {}
         for name in LAUNCH_KNOBS:
             if name not in self.knobs:
@@ -170,8 +135,7 @@ class _Hook:
         return wanted
 
     def _queue_state(self, blocks: Any) -> None:
-        """The queue-wide knobs, on the queue itself too: 4.x and later build a queue in Blocks() (an app
-        may never call queue()); 3.x has none unless the app calls queue()."""
+        """The queue-wide knobs set on the queue itself (4.x and later build one in Blocks())."""
         queue = getattr(blocks, "_queue", None)
         state = self.record["queue"]
         state["app"] = own = dict(getattr(blocks, "_qbench_queue_app", None) or {})
@@ -253,8 +217,7 @@ class _Hook:
         })
 
     def _shared_limits(self) -> None:
-        """Events sharing a concurrency_id share one queue, whose limit is the lowest of theirs (4.x and
-        later lower it as each event first runs): that is the limit in effect."""
+        """Events sharing a concurrency_id share the lowest of their limits: record it as effective."""
         groups: dict[Any, list[Any]] = {}
         for event in self.record["events"]:
             if event["queued"]:
@@ -336,8 +299,7 @@ def _flag(value: Any) -> bool:
 
 def patch_launch_effects(hook: _Hook) -> None:
     """Record what launch() really started for num_workers and ssr_mode: the static-file workers that
-    answered /health (gradio.static_server.StaticWorkerPool.start) and the Node proxy's port
-    (gradio.blocks.start_node_server; None: SSR fell back to Python). The record is written again."""
+    answered /health, the Node proxy's port (None: SSR fell back to Python); the record is written again."""
     effects = hook.record["launch"].setdefault("effective", {})
     static = sys.modules.get("gradio.static_server") or _import("gradio.static_server")
     pool = getattr(static, "StaticWorkerPool", None)
@@ -414,8 +376,7 @@ def patch_blocks(blocks_module: Any, hook: _Hook) -> None:
 
 
 def patch_url_check(networking: Any, hook: _Hook) -> None:
-    """Record launch()'s local check (`networking.url_ok`, looked up when launch() calls it) once it
-    answers: `launch_checked` true or false. Its answer is Gradio's, unchanged."""
+    """Record launch()'s local check (`networking.url_ok`) as `launch_checked` once it answers."""
     original = getattr(networking, "url_ok", None)
     if original is None or getattr(original, "_qbench_hooked", False):
         return
@@ -433,33 +394,25 @@ def patch_url_check(networking: Any, hook: _Hook) -> None:
 
 
 def _patch_litserve(module: Any, hook: _Hook) -> None:
-    """A LitServe app: its hook lives beside this file (qbench_litserve_hook.py), imported only then."""
     litserve_hook = importlib.import_module("qbench_litserve_hook")  # on PYTHONPATH beside this file
     patch = litserve_hook.patch_api if module.__name__ == "litserve.api" else litserve_hook.patch_server
     patch(module, hook)
 
 
 def _patch_bentoml(module: Any, hook: _Hook) -> None:
-    """A BentoML service: its hook lives beside this file (qbench_bentoml_hook.py), imported only then."""
     importlib.import_module("qbench_bentoml_hook").patch(module, hook)
 
 
 def _patch_rayserve(module: Any, hook: _Hook) -> None:
-    """A Ray Serve app: its hook lives beside this file (qbench_rayserve_hook.py), imported only then."""
     importlib.import_module("qbench_rayserve_hook").patch(module, hook)
 
 
 def _patch_torchserve(module: Any, hook: _Hook) -> None:
-    """A TorchServe worker: its batches are counted by qbench_torchserve_hook.py beside this file (which
-    also launched TorchServe with the point's knobs in its configuration)."""
     importlib.import_module("qbench_torchserve_hook").patch(module, hook)
 
 
 def _skip_stubs(module: Any, hook: _Hook | None) -> None:
-    """Gradio 4.x and later write type stubs at import: every component class defined re-reads and parses
-    its module and the `.pyi` beside it (Gradio's own in site-packages, a custom component's beside the
-    app) to rewrite its stub, ~0.8 s of the 2.3 s `import gradio` costs in Gradio 6. Stubs are for editors,
-    never read at run time: the app's processes skip writing them (a no-op in their place; 3.x has none)."""
+    """Gradio 4.x and later: a no-op in place of writing type stubs at import (never read at run time)."""
     if hasattr(module, "create_or_modify_pyi"):
         module.create_or_modify_pyi = lambda *args, **kwargs: None
 
@@ -483,8 +436,7 @@ PAUSED = frozenset({"gradio", "torch", "transformers"})
 
 
 class _Loader(importlib.abc.Loader):
-    """Runs a watched module (gradio.blocks, litserve.api, ...) as usual, then patches it; a PAUSED package
-    runs with the collector paused."""
+    """Runs a watched module as usual, then patches it; a PAUSED package runs with the collector paused."""
 
     def __init__(self, loader: Any, hook: _Hook | None) -> None:
         self.loader, self.hook = loader, hook
@@ -509,8 +461,7 @@ class _Loader(importlib.abc.Loader):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Finds the watched modules with the other finders and hands them to `_Loader` (without a point,
-    only the PAUSED and QUIET ones)."""
+    """Hands the watched modules to `_Loader` (without a point, only the PAUSED and QUIET ones)."""
 
     def __init__(self, hook: _Hook | None) -> None:
         self.hook = hook
@@ -530,8 +481,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 def _chain() -> None:
-    """Run the sitecustomize this one shadows (the environment's own), if there is one; its failure is
-    reported as Python reports a sitecustomize's, and the hook is installed all the same."""
+    """Run the sitecustomize this one shadows, if any; its failure reported as Python would."""
     here = os.path.dirname(os.path.abspath(__file__))
     me = sys.modules.get("sitecustomize")
     saved = list(sys.path)
@@ -554,8 +504,7 @@ _LIBRARY_DIRS = (os.path.dirname(os.__file__), "site-packages", "dist-packages")
 
 
 def _by_app() -> bool:
-    """Whether the code reading os.environ is the app's own: the first caller outside os and
-    collections.abc is no library (a library copying the whole environment reads every key)."""
+    """Whether the code reading os.environ is the app's own (not the standard library, not site-packages)."""
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename
@@ -566,8 +515,7 @@ def _by_app() -> bool:
 
 
 def _watch_environ(hook: _Hook) -> None:
-    """Note which QBENCH_* variables the app reads (an app that reads QBENCH_MAX_BATCH_SIZE may turn
-    batching on itself); os.environ behaves exactly as before."""
+    """Note which QBENCH_* variables the app reads itself; os.environ behaves exactly as before."""
     base = type(os.environ)
 
     class _Watched(base):  # type: ignore[valid-type,misc]
