@@ -75,6 +75,8 @@ FACE: dict[str, tuple[str, ...]] = {
         "SloCheck",
         "Stats",
         "Summary",
+        "e2e_breaches",
+        "judge_bound",
         "slo_actual",
         "summarize",
     ),
@@ -164,6 +166,8 @@ if TYPE_CHECKING:
     from qbench.run.results.summary import SloCheck as SloCheck
     from qbench.run.results.summary import Stats as Stats
     from qbench.run.results.summary import Summary as Summary
+    from qbench.run.results.summary import e2e_breaches as e2e_breaches
+    from qbench.run.results.summary import judge_bound as judge_bound
     from qbench.run.results.summary import slo_actual as slo_actual
     from qbench.run.results.summary import summarize as summarize
     from qbench.run.run_console import PHASE_LABELS as PHASE_LABELS

@@ -105,7 +105,7 @@ class WorkerStats:
 
 @dataclass
 class SloCheck:
-    """One SLO threshold and how the run did against it."""
+    """One SLO bound and how a run (or a point) did against it: made by `judge_bound` only."""
 
     name: str  # the Slo field, e.g. "p95_latency_s"
     threshold: float
@@ -113,6 +113,48 @@ class SloCheck:
     passed: bool
     kind: str  # "max" (actual must be <= threshold) or "min" (actual must be >= threshold)
     note: str | None = None  # why actual is missing or differs from the ok-only table
+
+    @property
+    def why(self) -> str:
+        """Why it failed, in words ("" when it passed): 'p95_latency_s 2.5 > 2', 'error_rate 5.0% > 1.0%'."""
+        if self.passed:
+            return ""
+        if self.actual is None:
+            named = f"{self.name}: " if self.name else ""  # a reason from a file of before typed checks
+            return named + self.note if self.note else f"{self.name} not measured (no completed request)"
+        share = self.name == "error_rate"
+        actual = f"{self.actual:.1%}" if share else f"{self.actual:.3g}"
+        bound = f"{self.threshold:.1%}" if share else f"{self.threshold:g}"
+        ranked = " (failed requests ranked slowest)" if self.note else ""
+        return f"{self.name} {actual} {'<' if self.kind == 'min' else '>'} {bound}{ranked}"
+
+    @property
+    def excess(self) -> float:
+        """How far past the bound, relative to it (0 when it passed; 10 with no figure)."""
+        if self.actual is None:
+            return 10.0
+        if self.kind == "min":
+            return max(0.0, 1 - self.actual / self.threshold) if self.threshold else 0.0
+        return max(0.0, self.actual / self.threshold - 1) if self.threshold else float(self.actual > 0)
+
+
+def judge_bound(name: str, threshold: float, actual: float | None, note: str | None = None) -> SloCheck:
+    """The SLO's one judge: `actual` against the bound `name` sets (a min_* bound is a floor, any other a
+    ceiling); no figure fails."""
+    kind = "min" if name.startswith("min_") else "max"
+    passed = actual is not None and (actual >= threshold if kind == "min" else actual <= threshold)
+    return SloCheck(name, threshold, actual, passed, kind, note)
+
+
+def e2e_breaches(summaries: Sequence[Summary]) -> list[SloCheck]:
+    """The end-to-end latency checks the runs failed with their failed requests ranked slowest, one per
+    bound (the first in order of their reasons): what `qbench run` said, where ok-only figures may pass."""
+    failed = sorted((c for s in summaries for c in s.slo if c.name.endswith("_latency_s") and not c.passed),
+                    key=lambda c: c.why)
+    first: dict[str, SloCheck] = {}
+    for check in failed:
+        first.setdefault(check.name, check)
+    return list(first.values())
 
 
 @dataclass
@@ -427,18 +469,11 @@ def evaluate_slo(
     (sorted ok values, failed sent count), failures ranked slower than any bound."""
     checks: list[SloCheck] = []
     for name, threshold in slo.thresholds().items():
-        actual, kind = slo_actual(summary, name)
-        note = None
+        actual, note = slo_actual(summary, name)[0], None
         stat, _, phase = name.partition("_")
         if end_to_end is not None and phase in end_to_end:
             actual, note = _percentile_with_failures(*end_to_end[phase], stat)
-        if actual is None:
-            passed = False
-        elif kind == "min":
-            passed = actual >= threshold
-        else:
-            passed = actual <= threshold
-        checks.append(SloCheck(name, threshold, actual, passed, kind, note))
+        checks.append(judge_bound(name, threshold, actual, note))
     return checks
 
 

@@ -8,8 +8,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from qbench.run import Scenario, Steadiness, Summary, generator_lag, probe_seconds
-from qbench.tune.knobs.grid import Point
-from qbench.tune.points.point import point_result
 from qbench.tune.values.capacity import Probe
 from qbench.tune.values.constraints import Constraints
 
@@ -39,8 +37,8 @@ def judge(kind: str, rate: float, summary: Summary, stopped: str | None,
           constraints: Constraints, steady: Steadiness | None = None,
           own: dict[str, dict[str, float]] | None = None) -> Probe:
     """A probe's figures and verdict from its summary and steady-state test; `own`: a mix entry's bounds."""
-    result = point_result(Point({}), [summary], constraints, "ok", "", {})
-    violations = constraints.slo_violations(result) + endpoint_violations(summary, constraints, own)
+    violations = [c.why for c in constraints.run_checks(summary) if not c.passed]
+    violations += endpoint_violations(summary, constraints, own)
     completed = summary.completed_ok
     if completed == 0 and not violations:
         violations.append("no request completed")
@@ -54,7 +52,7 @@ def judge(kind: str, rate: float, summary: Summary, stopped: str | None,
         kind=kind,
         stopped=stopped or "",
         violations=violations,
-        **result.figure_values(),
+        **summary.figures().figure_values(),
         completed_ok=completed,
         steady=None if steady is None else steady.steady,
         steadiness=steady,
@@ -126,8 +124,7 @@ def endpoint_violations(summary: Summary, constraints: Constraints,
     for label, sub in summary.endpoints.items():
         if sub.requests:
             bounds = replace(constraints, slo={**shared, **(own or {}).get(label, {})})
-            one = point_result(Point({}), [sub], bounds, "ok", "", {})
-            broken += [f"{label}: {v}" for v in bounds.slo_violations(one)]
+            broken += [f"{label}: {c.why}" for c in bounds.run_checks(sub) if not c.passed]
     return broken
 
 

@@ -15,8 +15,8 @@ from qbench.run import (
     RequestRecord,
     Scenario,
     Slo,
-    SloCheck,
     Summary,
+    e2e_breaches,
     slo_actual,
     summarize,
     verdict,
@@ -110,16 +110,5 @@ def point_result(
         peak_gpu_mem_mb=resources.get("peak_gpu_mem_mb"),
         goodput_repeats=goodputs if len(goodputs) > 1 else [],
         extra=extra,
-        slo_breaches=sorted({_breach(c) for s in summaries for c in s.slo if _e2e_failed(c)}),
+        slo_breaches=e2e_breaches(summaries),
     )
-
-
-def _e2e_failed(check: SloCheck) -> bool:
-    return check.name.endswith("_latency_s") and not check.passed
-
-
-def _breach(check: SloCheck) -> str:
-    """A failed end-to-end latency check as a reason ('p95_latency_s: 20.0% of sent requests failed...')."""
-    if check.actual is None:
-        return f"{check.name}: {check.note or 'not measured'}"
-    return f"{check.name} {check.actual:.3g} > {check.threshold:g} (failed requests ranked slowest)"

@@ -3,6 +3,7 @@ line, and a point's actuals against them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -10,7 +11,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from qbench.errors import ScenarioError
-from qbench.run import Scenario, Slo
+from qbench.run import Scenario, Slo, SloCheck, Summary, e2e_breaches, judge_bound, slo_actual
 from qbench.tune.values.result import PointResult
 
 Objective = Literal["latency", "capacity"]
@@ -59,21 +60,15 @@ class Constraints:
         """How far `point` is from feasible: the sum of relative overshoots (0 when feasible)."""
         total = 0.0
         if self.objective == "capacity":
-            bounds: list[tuple[str, float, float | None]] = []
+            checks: list[SloCheck] = []
             total += 10.0 if point.capacity_rps is None else 0.0
         else:
-            bounds = [(m, b, metric_value(point, m)) for m, b in self.slo.items()]
-            bounds.append(("error_rate", self.max_error_rate, point.error_rate))
+            checks = [judge_bound(m, b, metric_value(point, m)) for m, b in self.slo.items()]
+            checks.append(judge_bound("error_rate", self.max_error_rate, point.error_rate))
         if self.max_memory_mb is not None:
-            bounds += [(m, self.max_memory_mb, getattr(point, m)) for m in ("peak_rss_mb", "peak_gpu_mem_mb")]
-        for metric, bound, value in bounds:
-            if value is None:
-                total += 10.0
-            elif metric.startswith("min_"):
-                total += max(0.0, 1 - value / bound) if bound else 0.0
-            else:
-                total += max(0.0, value / bound - 1) if bound else float(value > 0)
-        return total
+            checks += [judge_bound(m, self.max_memory_mb, getattr(point, m))
+                       for m in ("peak_rss_mb", "peak_gpu_mem_mb")]
+        return total + sum(check.excess for check in checks)
 
     def violations(self, point: PointResult) -> list[str]:
         """The constraints `point` breaks, in words (empty: feasible; capacity: no capacity, memory only)."""
@@ -88,21 +83,27 @@ class Constraints:
 
     def slo_violations(self, point: PointResult) -> list[str]:
         """The SLO bounds and the error-rate ceiling `point` breaks at the load it was measured under."""
-        broken = []
+        return [check.why for check in self.slo_checks(point) if not check.passed]
+
+    def slo_checks(self, point: PointResult) -> list[SloCheck]:
+        """Each bound judged on the point's figures (the mean over its repeats), then the error-rate ceiling;
+        where a figure passes but a run's own end-to-end check failed (its failed requests ranked
+        slowest), that check."""
+        return self._checks(lambda metric: metric_value(point, metric), point.error_rate, point.slo_breaches)
+
+    def run_checks(self, summary: Summary) -> list[SloCheck]:
+        """The same for one run (a capacity probe, one endpoint of a mix), from its summary."""
+        return self._checks(lambda metric: slo_actual(summary, metric)[0], summary.error_rate,
+                            e2e_breaches([summary]))
+
+    def _checks(self, actual: Callable[[str], float | None], error_rate: float,
+                breaches: Sequence[SloCheck]) -> list[SloCheck]:
+        own = {check.name: check for check in breaches}
+        checks = []
         for metric, bound in self.slo.items():
-            value = metric_value(point, metric)
-            if value is None:
-                broken.append(f"{metric} not measured (no completed request)")
-            elif metric.startswith("min_") and value < bound:
-                broken.append(f"{metric} {value:.3g} < {bound:g}")
-            elif not metric.startswith("min_") and value > bound:
-                broken.append(f"{metric} {value:.3g} > {bound:g}")
-        for breach in point.slo_breaches:
-            if not any(b.split(" ")[0] == breach.split(" ")[0].rstrip(":") for b in broken):
-                broken.append(breach)
-        if point.error_rate > self.max_error_rate:
-            broken.append(f"error_rate {point.error_rate:.1%} > {self.max_error_rate:.1%}")
-        return broken
+            check, breach = judge_bound(metric, bound, actual(metric)), own.pop(metric, None)
+            checks.append(breach if check.passed and breach is not None else check)
+        return [*checks, *own.values(), judge_bound("error_rate", self.max_error_rate, error_rate)]
 
     def memory_violations(self, point: PointResult) -> list[str]:
         broken = []

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
-from qbench.run import Figures, json_number
+from qbench.run import Figures, SloCheck, json_number
 from qbench.tune.knobs.grid import Value
 from qbench.tune.values.capacity import CapacitySummary
 
@@ -92,9 +92,9 @@ class PointResult(Figures):
     peak_gpu_mem_mb: float | None = None
     goodput_repeats: list[float] = field(default_factory=list)  # goodput of each repeat (rps)
     extra: dict[str, float] = field(default_factory=dict)  # other SLO actuals (p95_queue_wait_s, ...)
-    # end-to-end latency SLO checks the run itself failed when its failed requests count as slowest
-    # (qbench.run.results.summary): the same verdict `qbench run` gives, even where the ok-only figures pass
-    slo_breaches: list[str] = field(default_factory=list)
+    # end-to-end latency SLO checks the runs failed with their failed requests ranked slowest (as `qbench
+    # run` says), even where the ok-only figures pass: one per bound
+    slo_breaches: list[SloCheck] = field(default_factory=list)
     # objective capacity: the highest arrival rate meeting the SLO (qbench.tune.capacity.search) and its
     # search (capacity_rps, failing_rate_rps, tolerance, converged, probes counted); None when not measured
     capacity_rps: float | None = None
@@ -122,4 +122,12 @@ class PointResult(Figures):
         values = {k: v for k, v in data.items() if k in names}
         values["capacity"] = CapacitySummary.from_dict(data.get("capacity"))
         values["knob_check"] = KnobVerdict.from_dict(data.get("knob_check"))
+        values["slo_breaches"] = [_breach(b) for b in data.get("slo_breaches") or []]
         return cls(**values)
+
+
+def _breach(data: Any) -> SloCheck:
+    """A stored breach: a check, or the reason in words files kept before checks were typed."""
+    if isinstance(data, Mapping):
+        return SloCheck(**{k: v for k, v in data.items() if k in SloCheck.__dataclass_fields__})
+    return SloCheck("", 0.0, None, False, "max", str(data))

@@ -9,7 +9,7 @@ import pytest
 
 from qbench.run import gap_histogram
 from qbench.run.records import RequestRecord
-from qbench.run.results.summary import Stats, Summary, summarize
+from qbench.run.results.summary import SloCheck, Stats, Summary, e2e_breaches, judge_bound, summarize
 from qbench.run.scenario.scenario import Slo
 
 
@@ -289,3 +289,34 @@ def test_itl_percentiles_are_over_every_gap_not_per_request_p99s() -> None:
     per_request_p99 = np.percentile([r.itl_p99_s for r in records], 99)
     assert per_request_p99 > exact[3] * 1.05  # what the old pooling reported
     assert [c.passed for c in s.slo] == [True]
+
+
+@pytest.mark.parametrize(("name", "bound", "actual", "note", "why"), [
+    ("p95_latency_s", 2.0, 2.0, None, ""),  # at the bound: held
+    ("p95_latency_s", 2.0, 2.5, None, "p95_latency_s 2.5 > 2"),
+    ("min_goodput", 8.0, 5.0, None, "min_goodput 5 < 8"),
+    ("min_goodput", 8.0, 8.0, None, ""),
+    ("error_rate", 0.01, 0.05, None, "error_rate 5.0% > 1.0%"),
+    ("p95_latency_s", 2.0, None, None, "p95_latency_s not measured (no completed request)"),
+    ("p95_latency_s", 2.0, None, "20.0% of sent requests failed: the p95 falls among them",
+     "p95_latency_s: 20.0% of sent requests failed: the p95 falls among them"),
+    ("p95_latency_s", 2.0, 2.4, "over all 10 sent requests, the 2 failed ones ranked slowest",
+     "p95_latency_s 2.4 > 2 (failed requests ranked slowest)"),
+])
+def test_one_judge_for_every_bound(name: str, bound: float, actual: float | None, note: str | None,
+                                   why: str) -> None:
+    check = judge_bound(name, bound, actual, note)
+    assert check.passed == (why == "") and check.why == why
+    assert check.kind == ("min" if name.startswith("min_") else "max")
+    assert check.excess == (0.0 if check.passed else 10.0 if actual is None else abs(actual / bound - 1))
+
+
+def test_the_runs_e2e_breaches_one_per_bound() -> None:
+    """The failed end-to-end latency checks of the runs, one per bound; other failed bounds are not."""
+    among = "20.0% of sent requests failed: the p95 falls among them"
+    a = Summary(slo=[judge_bound("p95_latency_s", 2.0, None, among), judge_bound("min_goodput", 9.0, 1.0)])
+    b = Summary(slo=[judge_bound("p95_latency_s", 2.0, 2.5, "ranked"),
+                     judge_bound("p99_latency_s", 3.0, 2.0)])
+    breaches = e2e_breaches([a, b])
+    assert [c.name for c in breaches] == ["p95_latency_s"] and breaches[0].why.startswith("p95_latency_s 2.5")
+    assert all(isinstance(c, SloCheck) for c in breaches) and e2e_breaches([Summary()]) == []

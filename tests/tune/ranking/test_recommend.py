@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from qbench.run import judge_bound
 from qbench.tune.ranking.recommend import (
     Advice,
     RankedPoint,
@@ -102,9 +103,11 @@ def test_other_slo_metrics_from_extra() -> None:
 
 def test_a_run_level_latency_breach_makes_the_point_infeasible_once() -> None:
     """Ok-only p95 passes but the run's own check (failures ranked slowest) failed: as qbench run says."""
-    breach = "p95_latency_s: 5.0% of sent requests failed: the p95 falls among them"
+    breach = judge_bound("p95_latency_s", 2.0, None, "5.0% of sent requests failed: the p95 falls among them")
     ok_only_pass = pt("c1", 5, p95=1.0, slo_breaches=[breach])
-    assert SLO.violations(ok_only_pass) == [breach]
+    assert SLO.violations(ok_only_pass) == [
+        "p95_latency_s: 5.0% of sent requests failed: the p95 falls among them"]
+    assert SLO.slo_checks(ok_only_pass)[0] is breach  # the run's own check, typed: nothing parsed back
     both = pt("c2", 5, p95=2.5, slo_breaches=[breach])
     assert SLO.violations(both) == ["p95_latency_s 2.5 > 2"]  # one reason per metric
     rec = recommend([ok_only_pass, pt("c4", 3)], SLO)
@@ -165,9 +168,13 @@ def test_gradio_code_unbatched_defaults() -> None:
 
 
 def test_round_trip_to_dict() -> None:
-    p = pt("c1", 5, goodput_repeats=[5.0, 5.0], extra={"x": 1.0})
-    assert PointResult.from_dict(p.to_dict()) == p
-    assert recommend([p], SLO).to_dict()["winner"]["point_id"] == "c1"
+    breach = judge_bound("p95_latency_s", 2.0, 2.4, "over all 20 sent requests, the 2 failed ranked slowest")
+    p = pt("c1", 5, goodput_repeats=[5.0, 5.0], extra={"x": 1.0}, slo_breaches=[breach])
+    assert PointResult.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+    reason = "p95_latency_s 2.4 > 2 (failed requests ranked slowest)"
+    old = PointResult.from_dict({**p.to_dict(), "slo_breaches": [reason]})  # a file of before typed checks
+    assert [b.why for b in old.slo_breaches] == [reason] and SLO.violations(old) == [reason]
+    assert recommend([pt("c1", 5)], SLO).to_dict()["winner"]["point_id"] == "c1"
 
 
 def test_gradio_code_uses_the_server_defaults_for_unswept_knobs() -> None:
