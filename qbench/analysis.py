@@ -26,8 +26,7 @@ from qbench.run import (
     read_records,
     records_table,
 )
-from qbench.tune.ranking.recommend import Recommendation
-from qbench.tune.values.sweep_info import SweepInfo
+from qbench.tune import Recommendation, SweepInfo
 
 __all__ = ["RunData", "SweepData", "join_runs", "load_run", "load_sweep", "records_frame"]
 

@@ -100,19 +100,23 @@ def test_no_module_import_cycles() -> None:
     # other edge counts, lazy imports inside functions included.
     graph["qbench"] = set()
     graph["qbench.run"] = set()  # run/'s face: its names load on first use, like qbench's (test below)
+    graph["qbench.tune"] = set()  # tune/'s face, the same
     cycle = _find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-ABOVE_RUN = ("tune", "report", "analysis")  # the stages that read run/ through its face only
+# Each face and the stages that import that package through it only.
+FACES = {"run": ("tune", "report", "analysis"), "tune": ("report", "analysis")}
 
 
-def test_the_stages_above_run_import_it_through_its_face() -> None:
-    """tune/, report/ and qbench.analysis import `from qbench.run import ...` only (run/__init__.py:
-    FACE), never a module inside run/, so a move inside run/ changes the face alone."""
+@pytest.mark.parametrize("package", sorted(FACES))
+def test_the_stages_above_import_a_package_through_its_face(package: str) -> None:
+    """tune/, report/ and qbench.analysis import `from qbench.run import ...` only (run/__init__.py: FACE),
+    report/ and qbench.analysis `from qbench.tune import ...` only, never a module inside, so a move
+    inside a package changes its face alone."""
     inside = []
     for path in sorted(ROOT.rglob("*.py")):
-        if _part(_module_name(path)) not in ABOVE_RUN:
+        if _part(_module_name(path)) not in FACES[package]:
             continue
         for node in ast.walk(parse(path)):
             if isinstance(node, ast.ImportFrom):
@@ -122,27 +126,28 @@ def test_the_stages_above_run_import_it_through_its_face() -> None:
             else:
                 continue
             where = f"{path.relative_to(ROOT)}:{node.lineno}"
-            inside += [f"{where} {n}" for n in names if n.startswith("qbench.run.")]
-    assert not inside, "imports past run/'s face (add the name to qbench/run/__init__.py FACE):\n" + \
-        "\n".join(inside)
+            inside += [f"{where} {n}" for n in names if n.startswith(f"qbench.{package}.")]
+    assert not inside, f"imports past {package}/'s face (add the name to qbench/{package}/__init__.py " \
+        "FACE):\n" + "\n".join(inside)
 
 
-def test_runs_face_names_what_it_exports() -> None:
+@pytest.mark.parametrize("package", sorted(FACES))
+def test_a_face_names_what_it_exports(package: str) -> None:
     """FACE (what loads at run time) and the TYPE_CHECKING imports (what mypy sees) list the same names,
     and each name is in the module FACE says."""
     import importlib
 
-    import qbench.run as face
-
+    face = importlib.import_module(f"qbench.{package}")
     typed: dict[str, set[str]] = {}
-    for node in ast.walk(parse(ROOT / "run" / "__init__.py")):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("qbench.run."):
+    for node in ast.walk(parse(ROOT / package / "__init__.py")):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(f"qbench.{package}."):
             typed.setdefault(node.module or "", set()).update(a.name for a in node.names)
     assert typed == {module: set(names) for module, names in face.FACE.items()}
     missing = [f"{m}.{n}" for m, names in face.FACE.items() for n in names
                if not hasattr(importlib.import_module(m), n)]
     assert not missing, f"FACE names what its module lacks: {missing}"
-    assert face.Summary is importlib.import_module("qbench.run.results.summary").Summary
+    module, names = next(iter(face.FACE.items()))
+    assert getattr(face, names[0]) is getattr(importlib.import_module(module), names[0])
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         face.nothing  # noqa: B018
 

@@ -42,8 +42,7 @@ from qbench.run import (
     time_split,
     token_line,
 )
-from qbench.tune.ranking.recommend import Recommendation
-from qbench.tune.search.search_fit import MeasuredPoint, Predicted, stored_rows
+from qbench.tune import MeasuredPoint, Predicted, Recommendation, stored_rows
 
 if TYPE_CHECKING:  # capacity and soak folders' modules (scipy's signal filters: 65 MiB) load when needed
     from qbench.report.capacity_charts import LoadedCapacity

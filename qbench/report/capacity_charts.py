@@ -12,10 +12,7 @@ from matplotlib.figure import Figure
 
 from qbench.report.charts import Chart, new_figure, note, save
 from qbench.report.rundir import read_json
-from qbench.tune.plan.plan import plan_lines
-from qbench.tune.values.capacity import Capacity
-from qbench.tune.values.capacity_file import CapacityFile
-from qbench.tune.verdicts.overload import Overload
+from qbench.tune import Capacity, CapacityFile, Overload, plan_lines
 
 PERCENTILE_STYLE = {"p50": ("#2e9a4a", "-"), "p95": ("#1f5fa8", "-"), "p99": ("#8e44ad", "--")}
 SLO_COLORS = {"p50": "#2e9a4a", "p90": "#e8871e", "p95": "#1f5fa8", "p99": "#8e44ad", "max": "#555555"}

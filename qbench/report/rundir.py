@@ -191,7 +191,7 @@ def mix_slos(info: RunInfo, notes: list[str]) -> dict[str, Slo | None] | None:
 
 def winner_run_dir(sweep_dir: Path) -> Path:
     """The run directory of a sweep's recommended point (what `qbench compare` compares for a sweep)."""
-    from qbench.tune.ranking.recommend import Recommendation
+    from qbench.tune import Recommendation
 
     winner = Recommendation.from_dict(read_json(sweep_dir / "recommendation.json", [])).winner
     if winner is None:

@@ -19,9 +19,7 @@ from qbench.report.charts import Chart, new_figure, nines_axis, note, percentile
 from qbench.report.columns import fmt_s
 from qbench.report.rundir import read_json
 from qbench.run import json_number, read_records
-from qbench.tune.ranking.recommend import Recommendation
-from qbench.tune.values.point_file import read_point_file
-from qbench.tune.values.sweep_info import SweepInfo
+from qbench.tune import Recommendation, SweepInfo, read_point_file
 
 #: Columns of sweep.parquet that are measurements, not knobs.
 METRIC_COLUMNS = frozenset({
