@@ -17,6 +17,7 @@ from qbench.run.protocols.gradio_wire import (
     new_session_hash,
     pick_session,
     post_quietly,
+    sse_messages,
 )
 from qbench.run.records import RequestRecord
 
@@ -127,36 +128,14 @@ class GradioSession:
             async with self.http.get(self.url) as resp:
                 if resp.status != 200:
                     return http_problem("GET", self.url, resp.status, await resp.read())
-                buf = b""
-                async for chunk in resp.content.iter_any():
-                    buf += chunk
-                    if b"\n\n" not in buf:
-                        continue
-                    *frames, buf = buf.split(b"\n\n")
-                    at = self.clock.now()
-                    for frame in frames:
-                        if self._frame(frame, at):
-                            await _read_to_eof(resp)
-                            return None
+                async for msg, nbytes, at in sse_messages(resp, self.clock):
+                    if msg.get("msg") == "close_stream":
+                        await _read_to_eof(resp)
+                        return None
+                    self._route(msg, nbytes, at)
                 return "SSE stream ended before close_stream" if self.close_message else None
         except (aiohttp.ClientError, OSError) as exc:
             return f"SSE stream: {exc.__class__.__name__}: {exc}"
-
-    def _frame(self, frame: bytes, at: float) -> bool:
-        """Handle one `data: {...}` frame; True on close_stream."""
-        start = frame.find(b"data:")
-        if start < 0:
-            return False
-        try:
-            msg = orjson.loads(frame[start + 5 :])
-        except orjson.JSONDecodeError:
-            return False
-        kind = msg.get("msg")
-        if kind == "close_stream":
-            return True
-        if kind != "heartbeat":
-            self._route(msg, len(frame) + 2, at)
-        return False
 
     def _route(self, msg: dict[str, Any], nbytes: int, at: float) -> None:
         event_id = msg.get("event_id")
