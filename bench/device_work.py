@@ -45,8 +45,8 @@ def jpegs(count: int) -> list[bytes]:
     """`count` distinct JPEGs as the image scenario sends them."""
     import numpy as np
 
+    from qbench.run.scenario.input_specs import ImageSpec
     from qbench.run.scenario.payloads import gen_image
-    from qbench.run.scenario.scenario import ImageSpec
 
     spec = ImageSpec(width=224, height=224, format="jpeg")
     rng = np.random.default_rng(1)

@@ -55,8 +55,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from qbench.run.control import read_status  # noqa: E402
+from qbench.run.scenario.input_specs import ImageSpec  # noqa: E402
 from qbench.run.scenario.payloads import gen_image  # noqa: E402
-from qbench.run.scenario.scenario import ImageSpec  # noqa: E402
 from reference_server.io.components import FileStore, preprocess  # noqa: E402
 from reference_server.settings import load_settings, preset_path  # noqa: E402
 from reference_server.workloads.base import Workload  # noqa: E402

@@ -18,17 +18,18 @@ import numpy as np
 import orjson
 
 from qbench.errors import ScenarioError
-from qbench.run.scenario.payload_specs import ChatSpec, ChoiceSpec, FileSpec
-from qbench.run.scenario.scenario import (
+from qbench.run.scenario.input_specs import (
     AudioSpec,
+    ChatSpec,
+    ChoiceSpec,
+    FileSpec,
     FilesSpec,
     ImageSpec,
     InputSpec,
     NumberSpec,
-    Payload,
     TextSpec,
-    is_file_ref,
 )
+from qbench.run.scenario.scenario import Payload, is_file_ref
 
 WORDS = (
     "the quick brown fox jumps over a lazy dog while seven small birds sing in green trees near "

@@ -14,7 +14,7 @@ import pytest
 
 from qbench.run.protocols.gradio_api import AppInput, app_endpoints, suggest
 from qbench.run.protocols.gradio_values import event_data, event_files, prop_inputs, wire_example, wrap_file
-from qbench.run.scenario.payload_specs import FileSpec
+from qbench.run.scenario.input_specs import FileSpec
 from qbench.run.scenario.payloads import FileValue, gen_files
 
 FD = {"path": "/tmp/gradio/x/a.png", "orig_name": "a.png", "meta": {"_type": "gradio.FileData"}}

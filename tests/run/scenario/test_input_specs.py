@@ -1,4 +1,4 @@
-"""The generators of run.scenario.payload_specs (choice, boolean, chat, file, example) and number steps:
+"""The generators of run.scenario.input_specs (choice, boolean, chat, file, example) and number steps:
 seeded, within their bounds, in the shapes Gradio components take."""
 
 from __future__ import annotations
