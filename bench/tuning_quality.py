@@ -53,7 +53,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.sweep.config import CapacityOptions, SweepOptions, build_config
 from qbench.tune.sweep.sweep import run_sweep
 
 SEARCHES = ("smart", "model", "sim")
@@ -133,9 +133,11 @@ WORKLOADS = [
 def sweep(path: Path, out: Path, grid: list[str], search: str, quick: bool) -> Kept:
     options = SweepOptions(
         str(path), grid=grid, search=search, live=True, objective="capacity",
-        duration=0.8 if quick else 3.0, capacity_trials=3 if quick else 5,
-        capacity_duration=1.0 if quick else 3.0, capacity_tolerance=0.2 if quick else 0.1,
-        confirm_duration=0,  # every point's capacity from the same probes: the winner's is not confirmed
+        duration=0.8 if quick else 3.0,
+        capacity=CapacityOptions(
+            trials=3 if quick else 5, tolerance=0.2 if quick else 0.1, duration=1.0 if quick else 3.0,
+            confirm_duration=0,  # every point's capacity from the same probes: the winner's is not confirmed
+        ),
         out_root=str(out),
     )
     started = time.monotonic()

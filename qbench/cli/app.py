@@ -1,5 +1,6 @@
 """The `qbench` Typer app, its one QbenchError handler, and `command`: each command declared by a frozen
-dataclass of its options, so an option is declared, read and typed once."""
+dataclass of its options, so an option is declared, read and typed once; a field typed by a dataclass is
+an option group (its fields are options, shared by the commands that take it)."""
 
 from __future__ import annotations
 
@@ -48,14 +49,18 @@ def command(name: str, *, group: typer.Typer = app, extra_args: str | None = Non
     dataclass; `extra_args`: the field that receives the arguments after `--`."""
 
     def register(handler: Callable[[A], None]) -> Callable[[A], None]:
-        kind = _args_type(handler)
+        args_type = _args_type(handler)
+        kind = _grouped(args_type)  # Typer's flat values -> the options value, each group nested in it
 
         def cli(ctx: typer.Context, **values: Any) -> None:
             extra = {extra_args: list(ctx.args)} if extra_args else {}
             handler(kind(**values, **extra))
 
-        options = cli_fields(kind)
-        hints = get_type_hints(kind, include_extras=True)
+        options = cli_fields(args_type)
+        names = [f.name for f in options]
+        if len(set(names)) < len(names):
+            raise TypeError(f"{handler.__name__}: an option is declared twice in {args_type.__name__}")
+        hints = _option_hints(args_type)
         context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
         cli.__signature__ = inspect.Signature([context] + [  # type: ignore[attr-defined]
             inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name],
@@ -70,8 +75,46 @@ def command(name: str, *, group: typer.Typer = app, extra_args: str | None = Non
 
 
 def cli_fields(kind: type) -> list[dataclasses.Field[Any]]:
-    """The fields of an options dataclass that are command-line options (not `metadata={"cli": False}`)."""
-    return [f for f in dataclasses.fields(kind) if f.metadata.get("cli", True)]
+    """The command-line options of an options dataclass, in order: its fields but `metadata={"cli": False}`,
+    an option group's own in its place."""
+    hints = get_type_hints(kind)
+    fields: list[dataclasses.Field[Any]] = []
+    for f in dataclasses.fields(kind):
+        if f.metadata.get("cli", True):
+            group = _group(hints[f.name])
+            fields += cli_fields(group) if group is not None else [f]
+    return fields
+
+
+def _group(hint: Any) -> type | None:
+    """The option group a field annotated `hint` holds (its type is a dataclass), else None."""
+    return hint if isinstance(hint, type) and dataclasses.is_dataclass(hint) else None
+
+
+def _option_hints(kind: type) -> dict[str, Any]:
+    """Each option's annotation (its Typer declaration), an option group's included."""
+    out: dict[str, Any] = {}
+    for name, hint in get_type_hints(kind, include_extras=True).items():
+        group = _group(hint)
+        out.update(_option_hints(group) if group is not None else {name: hint})
+    return out
+
+
+def _grouped(kind: type[A]) -> Callable[..., A]:
+    """`kind` from its options as Typer passes them, flat: each option group's gathered into its value."""
+    hints = get_type_hints(kind)
+    groups: dict[str, tuple[Callable[..., Any], list[str]]] = {}
+    for f in dataclasses.fields(kind):  # type: ignore[arg-type]
+        group = _group(hints[f.name]) if f.metadata.get("cli", True) else None
+        if group is not None:
+            groups[f.name] = _grouped(group), [option.name for option in cli_fields(group)]
+
+    def build(**values: Any) -> A:
+        for name, (make, options) in groups.items():
+            values[name] = make(**{option: values.pop(option) for option in options})
+        return kind(**values)
+
+    return build
 
 
 def _args_type(handler: Callable[[A], None]) -> type[A]:

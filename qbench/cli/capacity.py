@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -13,15 +13,12 @@ from qbench.cli.app import command
 from qbench.cli.shared import (
     ApiOpt,
     AppOpt,
-    AuthOpt,
-    BearerEnvOpt,
-    HeaderOpt,
+    Credentials,
     PythonOpt,
     SetOpt,
     SloOpt,
     TargetOpt,
     app_scenario_file,
-    credentials,
     start_app,
 )
 
@@ -66,9 +63,7 @@ class CapacityArgs:
         help="Confirm the answer with a sustained run (stepping down if it fails).")] = True
     set_: SetOpt = None
     out: Annotated[Path, typer.Option(help="Folder for reports/capacity-<name>-<stamp>/.")] = Path("reports")
-    auth: AuthOpt = None
-    header: HeaderOpt = None
-    bearer_env: BearerEnvOpt = None
+    credentials: Credentials = field(default_factory=Credentials)
 
 
 @command("capacity")
@@ -85,7 +80,7 @@ def capacity(args: CapacityArgs) -> None:
     from qbench.tune.sweep.console import sweep_console
 
     console = sweep_console()
-    auth = credentials(args.auth, args.header, args.bearer_env)
+    auth = args.credentials.overrides()
     try:
         with ExitStack() as stack:
             if args.app_file is not None:  # the app's log and the hook's record: reports/app-<name>-<stamp>/

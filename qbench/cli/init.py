@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from qbench.cli.app import command
-from qbench.cli.shared import AuthOpt, BearerEnvOpt, HeaderOpt, credentials
+from qbench.cli.shared import Credentials
 from qbench.errors import QbenchError
 
 
@@ -30,9 +30,7 @@ class InitArgs:
     app: Annotated[Path | None, typer.Option(
         "--app", help="The app's source (a plain HTTP server that declares no request body, e.g. "
                       "LitServe's untyped decode_request): the body's keys are read from its code.")] = None
-    auth: AuthOpt = None
-    header: HeaderOpt = None
-    bearer_env: BearerEnvOpt = None
+    credentials: Credentials = field(default_factory=Credentials)
 
     def command_line(self, protocol: str) -> str:
         """The command, as the scenario's header quotes it."""
@@ -50,9 +48,8 @@ def init(args: InitArgs) -> None:
     if out is not None and out.exists() and not args.force:
         raise QbenchError(f"{out}: exists; pass --force to overwrite it")
     protocol = "mcp" if args.mcp else args.protocol
-    result = init_scenario(args.url, args.api, auth=credentials(args.auth, args.header, args.bearer_env),
-                           protocol=protocol, command=args.command_line(protocol), scenario_path=out,
-                           mix=args.mix, app=args.app)
+    result = init_scenario(args.url, args.api, auth=args.credentials.overrides(), protocol=protocol,
+                           command=args.command_line(protocol), scenario_path=out, mix=args.mix, app=args.app)
     if out is None:
         typer.echo(result.text.replace("THIS_FILE", "scenario.yaml"), nl=False)
     else:

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from qbench.cli.app import command
-from qbench.cli.shared import (
-    ApiOpt,
-    AuthOpt,
-    BearerEnvOpt,
-    HeaderOpt,
-    LiveOpt,
-    SetOpt,
-    TargetOpt,
-    credentials,
-)
+from qbench.cli.shared import ApiOpt, Credentials, LiveOpt, SetOpt, TargetOpt
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -46,9 +37,7 @@ class RunArgs:
         "install -e '.\\[ray]'.")] = None
     workers: Annotated[str | None, typer.Option(
         metavar="N|auto", help="Ray actors: a number, or auto (one per node; load.workers).")] = None
-    auth: AuthOpt = None
-    header: HeaderOpt = None
-    bearer_env: BearerEnvOpt = None
+    credentials: Credentials = field(default_factory=Credentials)
     show_inputs: Annotated[bool, typer.Option(
         "--show-inputs", help="Print the first input sets each endpoint was sent.")] = False
 
@@ -63,8 +52,8 @@ def run(args: RunArgs) -> None:
     from qbench.run.runner import parse_set_options
 
     options = RunOptions(args.scenario, args.target, args.api, args.out, parse_set_options(args.set_ or []),
-                         credentials(args.auth, args.header, args.bearer_env), args.processes, args.replay,
-                         args.ray, args.workers, args.live)
+                         args.credentials.overrides(), args.processes, args.replay, args.ray, args.workers,
+                         args.live)
     done = run_with_options(options)
     render_run(done, Console(), show_inputs=args.show_inputs)
     error = verdict(done.result.outcome)

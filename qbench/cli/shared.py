@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,15 +16,6 @@ if TYPE_CHECKING:
 
     from qbench.tune.servers.server_process import ServerHandle
 
-# Credentials (run, sweep, capacity, init) override the scenario's auth: section
-# (qbench.run.scenario.credentials).
-AuthOpt = Annotated[str | None, typer.Option("--auth", help="USER:PASSWORD to log in with (auth.login).")]
-HeaderOpt = Annotated[
-    list[str] | None, typer.Option("--header", help="'Name: value' sent on every request (repeatable).")
-]
-BearerEnvOpt = Annotated[
-    str | None, typer.Option("--bearer-env", help="Env variable holding a bearer token (auth.bearer).")
-]
 ApiOpt = Annotated[
     str | None,
     typer.Option("--api", help="Without a scenario file: the endpoint to load (api_name; an OpenAI model). "
@@ -47,11 +39,22 @@ AffinityOpt = Annotated[str, typer.Option(help="session (hash on the session_has
                                           "or none (round robin).")]
 
 
-def credentials(auth: str | None, header: list[str] | None, bearer_env: str | None) -> dict[str, Any]:
-    """--auth, --header and --bearer-env as the scenario's `auth:` overrides."""
-    from qbench.run.scenario.credentials import cli_overrides
+@dataclass(frozen=True, kw_only=True)
+class Credentials:
+    """The credentials option group (run, sweep, capacity, init): over the scenario's `auth:` section."""
 
-    return cli_overrides(auth, header or [], bearer_env)
+    auth: Annotated[str | None, typer.Option("--auth", help="USER:PASSWORD to log in with (auth.login).")
+                    ] = None
+    header: Annotated[list[str] | None, typer.Option(
+        "--header", help="'Name: value' sent on every request (repeatable).")] = None
+    bearer_env: Annotated[str | None, typer.Option(
+        "--bearer-env", help="Env variable holding a bearer token (auth.bearer).")] = None
+
+    def overrides(self) -> dict[str, Any]:
+        """As the scenario's `auth:` overrides (qbench.run.scenario.credentials)."""
+        from qbench.run.scenario.credentials import cli_overrides
+
+        return cli_overrides(self.auth, self.header or [], self.bearer_env)
 
 
 def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any], folder: Path) -> Path:

@@ -5,21 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from qbench.cli.app import command
-from qbench.cli.shared import (
-    ApiOpt,
-    AuthOpt,
-    BearerEnvOpt,
-    HeaderOpt,
-    SetOpt,
-    SloOpt,
-    app_scenario_file,
-    credentials,
-)
+from qbench.cli.shared import ApiOpt, Credentials, SetOpt, SloOpt, app_scenario_file
+
+if TYPE_CHECKING:
+    from qbench.tune.sweep.config import CapacityOptions, SweepConfig, SweepOptions
 
 GridOpt = Annotated[
     list[str] | None, typer.Option(help="Axis: --grid concurrency_limit=1,2,4 (repeatable; any knob).")
@@ -66,10 +60,29 @@ ObjectiveOpt = Annotated[
     typer.Option(help="capacity (rank by the highest rate meeting the SLO) or latency (goodput at the "
                  "scenario's load). Default: capacity for a rate load with an SLO, else latency."),
 ]
-ConfirmDurationOpt = Annotated[
-    float | None, typer.Option(help="Seconds of the sustained run that confirms the winner's capacity "
-                               "(default 60; 0 = off: the capacity is then unconfirmed).")
-]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepCapacityArgs:
+    """The sweep's capacity options, a group (SweepOptions.capacity)."""
+
+    capacity_trials: Annotated[int | None, typer.Option(
+        help="Rate probes per capacity search (0 = skip).")] = None
+    capacity_tolerance: Annotated[str | None, typer.Option(
+        help="Capacity search stops at this bracket width (default 10%).")] = None
+    capacity_duration: Annotated[float | None, typer.Option(
+        help="Seconds per capacity probe (default: the point duration).")] = None
+    confirm_duration: Annotated[float | None, typer.Option(
+        help="Seconds of the sustained run that confirms the winner's capacity (default 60; 0 = off: the "
+        "capacity is then unconfirmed).")] = None
+
+    def options(self) -> CapacityOptions:
+        from qbench.tune.capacity.capacity_run import parse_tolerance
+        from qbench.tune.sweep.config import CapacityOptions
+
+        tolerance = parse_tolerance(self.capacity_tolerance) if self.capacity_tolerance else None
+        return CapacityOptions(trials=self.capacity_trials, tolerance=tolerance,
+                               duration=self.capacity_duration, confirm_duration=self.confirm_duration)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,18 +111,26 @@ class SweepArgs:
     max_memory_mb: Annotated[float | None, typer.Option(help="Memory ceiling (peak RSS / GPU).")] = None
     tolerated_wait_s: Annotated[float | None, typer.Option(help="Wait users tolerate (max_size).")] = None
     objective: ObjectiveOpt = None
-    capacity_trials: Annotated[int | None, typer.Option(
-        help="Rate probes per capacity search (0 = skip).")] = None
-    capacity_tolerance: Annotated[str | None, typer.Option(
-        help="Capacity search stops at this bracket width (default 10%).")] = None
-    capacity_duration: Annotated[float | None, typer.Option(
-        help="Seconds per capacity probe (default: the point duration).")] = None
-    confirm_duration: ConfirmDurationOpt = None
+    capacity: SweepCapacityArgs = field(default_factory=SweepCapacityArgs)
     out: Annotated[Path, typer.Option(help="Folder for reports/<sweep-id>/.")] = Path("reports")
-    auth: AuthOpt = None
-    header: HeaderOpt = None
-    bearer_env: BearerEnvOpt = None
+    credentials: Credentials = field(default_factory=Credentials)
     app_args: list[str] = field(default_factory=list, metadata={"cli": False})  # after `--`
+
+    def options(self, scenario: Path) -> SweepOptions:
+        """The sweep's options, parsed; paths absolute strings (sweep.json keeps them for --resume)."""
+        from qbench.run.runner import parse_set_options
+        from qbench.tune.sweep.config import SweepOptions
+        from qbench.tune.values.constraints import parse_slo_options
+
+        slo, overrides = parse_slo_options(self.slo or []), parse_set_options(self.set_ or [])
+        return SweepOptions(
+            scenario=str(scenario.resolve()), grid=self.grid or [], links=self.links or [], slo=slo,
+            repeat=self.repeat, search=self.search, live=self.live, preset=self.preset,
+            server_config=_absolute(self.server_config), launch=self.launch, target=self.target,
+            duration=self.duration, max_memory_mb=self.max_memory_mb, tolerated_wait_s=self.tolerated_wait_s,
+            capacity=self.capacity.options(), objective=self.objective, out_root=str(self.out.resolve()),
+            app=_absolute(self.app_file), app_args=list(self.app_args), python=self.python,
+            knob_scope=self.knob_scope, overrides=overrides)
 
 
 @command("sweep", extra_args="app_args")
@@ -123,7 +144,7 @@ def sweep(args: SweepArgs) -> None:
     from qbench.tune.sweep.sweep import run_sweep
 
     console = sweep_console()
-    auth = credentials(args.auth, args.header, args.bearer_env)
+    auth = args.credentials.overrides()
     where = str(args.resume or args.out)
     try:
         config = resumed_config(args.resume) if args.resume else _new_sweep(args, auth)
@@ -137,25 +158,15 @@ def sweep(args: SweepArgs) -> None:
         raise typer.Exit(130) from None
 
 
-def _new_sweep(args: SweepArgs, auth: dict[str, Any]) -> Any:
+def _new_sweep(args: SweepArgs, auth: dict[str, Any]) -> SweepConfig:
     from qbench.run.options import check_api_option
-    from qbench.run.runner import parse_set_options
-    from qbench.tune.capacity.capacity_run import parse_tolerance
-    from qbench.tune.sweep.config import build_config, check_app_args, sweep_options
-    from qbench.tune.values.constraints import parse_slo_options
+    from qbench.tune.sweep.config import build_config, check_app_args
 
     check_app_args(args.app_args, args.app_file)
     check_api_option(args.scenario, args.api)
     scenario = args.scenario or app_scenario_file(args.target, args.api, auth, args.out)
-    tolerance = args.capacity_tolerance
-    return build_config(sweep_options(
-        scenario, grid=args.grid or [], links=args.links or [], slo=parse_slo_options(args.slo or []),
-        repeat=args.repeat, search=args.search, preset=args.preset, server_config=args.server_config,
-        live=args.live, launch=args.launch, app=args.app_file, app_args=list(args.app_args),
-        python=args.python, knob_scope=args.knob_scope, overrides=parse_set_options(args.set_ or []),
-        target=args.target, duration=args.duration, max_memory_mb=args.max_memory_mb,
-        tolerated_wait_s=args.tolerated_wait_s, objective=args.objective,
-        capacity_trials=args.capacity_trials,
-        capacity_tolerance=parse_tolerance(tolerance) if tolerance else None,
-        capacity_duration=args.capacity_duration, confirm_duration=args.confirm_duration,
-        out_root=args.out))
+    return build_config(args.options(scenario))
+
+
+def _absolute(path: Path | None) -> str | None:
+    return None if path is None else str(path.resolve())

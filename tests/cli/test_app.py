@@ -21,8 +21,9 @@ from qbench.cli.plan import PlanArgs
 from qbench.cli.report import CompareArgs, ReportArgs
 from qbench.cli.run import RunArgs
 from qbench.cli.serve import BalanceArgs, ServeArgs
+from qbench.cli.shared import Credentials
 from qbench.cli.soak import SoakArgs
-from qbench.cli.sweep import SweepArgs
+from qbench.cli.sweep import SweepArgs, SweepCapacityArgs
 from qbench.cli.trace import TraceImportArgs, TraceShowArgs
 from qbench.errors import QbenchError, SloViolation
 
@@ -75,6 +76,79 @@ def test_defaults_help_and_errors() -> None:
     assert CliRunner().invoke(group, ["toy", "x", "--fail", "slo"]).exit_code == 3
     assert CliRunner().invoke(group, ["toy", "x", "extra"]).exit_code == 0 and seen[-1].rest == ["extra"]
     assert CliRunner().invoke(group, ["other", "x", "extra"]).exit_code != 0  # takes no extra arguments
+
+
+@dataclass(frozen=True, kw_only=True)
+class Window:
+    start: Annotated[float, typer.Option(help="First second.")] = 0.0
+    end: Annotated[float | None, typer.Option(help="Last second.")] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupedArgs:
+    source: Annotated[Path, typer.Argument(help="A folder.")]
+    window: Window = field(default_factory=Window)
+    rate: Annotated[float, typer.Option(help="Requests per second.")] = 1.5
+
+
+def test_an_option_group_is_options_in_its_place_and_one_value_in_the_handlers() -> None:
+    seen: list[GroupedArgs] = []
+    group = typer.Typer()
+
+    @command("grouped", group=group)
+    def grouped(args: GroupedArgs) -> None:
+        seen.append(args)
+
+    @command("again", group=group)
+    def again(args: GroupedArgs) -> None:  # a second command sharing the group
+        seen.append(args)
+
+    assert [f.name for f in cli_fields(GroupedArgs)] == ["source", "start", "end", "rate"]
+    params = list(inspect.signature(group.registered_commands[0].callback).parameters)
+    assert params == ["ctx", "source", "start", "end", "rate"]
+    done = CliRunner().invoke(group, ["grouped", "a", "--end", "9", "--rate", "2"])
+    assert done.exit_code == 0, done.output
+    assert seen[-1] == GroupedArgs(source=Path("a"), window=Window(end=9.0), rate=2.0)
+    assert CliRunner().invoke(group, ["again", "b"]).exit_code == 0
+    assert seen[-1] == GroupedArgs(source=Path("b"))
+    shown = CliRunner().invoke(group, ["grouped", "--help"]).output
+    assert "--start" in shown and "Last second." in shown and "--window" not in shown
+
+
+@dataclass(frozen=True, kw_only=True)
+class TwiceArgs:
+    start: Annotated[float, typer.Option(help="Also a start.")] = 1.0
+    window: Window = field(default_factory=Window)
+
+
+def test_an_option_declared_twice_through_a_group_is_refused() -> None:
+    with pytest.raises(TypeError, match="declared twice"):
+        @command("twice", group=typer.Typer())
+        def twice(args: TwiceArgs) -> None:
+            pass
+
+
+def test_the_credentials_are_one_group_of_the_commands_that_take_them() -> None:
+    """--auth, --header, --bearer-env: declared once (Credentials), taken by run, sweep, capacity and init;
+    the sweep's capacity options are a group too (SweepOptions.capacity)."""
+    trio = ["auth", "header", "bearer_env"]
+    for kind in (RunArgs, SweepArgs, CapacityArgs, InitArgs):
+        assert [f.name for f in cli_fields(kind) if f.name in trio] == trio, kind
+        assert kind.__dataclass_fields__["credentials"].type == "Credentials", kind
+    assert not {"auth", "header", "bearer_env"} & {f.name for f in cli_fields(SoakArgs)}
+    assert [f.name for f in cli_fields(SweepCapacityArgs)] == [
+        "capacity_trials", "capacity_tolerance", "capacity_duration", "confirm_duration"]
+    seen: list[RunArgs] = []
+    group = typer.Typer()
+
+    @command("run", group=group)
+    def run(args: RunArgs) -> None:
+        seen.append(args)
+
+    assert CliRunner().invoke(group, ["--auth", "u:p", "--header", "A: b"]).exit_code == 0, seen
+    assert seen[-1].credentials == Credentials(auth="u:p", header=["A: b"])
+    assert seen[-1].credentials.overrides() == {"auth.login": {"username": "u", "password": "p"},
+                                                "auth.headers.A": "b"}
 
 
 def test_a_handler_must_take_an_options_dataclass() -> None:

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,9 +49,9 @@ def test_the_readme_bench_commands_run(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(bench, "WORKLOADS", [tiny])
     quick_options = bench.SweepOptions
 
-    def shorter(*args: object, **kwargs: object) -> object:
+    def shorter(*args: Any, **kwargs: Any) -> object:
         """--quick's sweeps, shorter: 0.75 s runs and probes (their 0.3 s warm-up kept)."""
-        kwargs.update(duration=0.75, capacity_duration=0.75)
+        kwargs.update(duration=0.75, capacity=dataclasses.replace(kwargs["capacity"], duration=0.75))
         return quick_options(*args, **kwargs)
 
     monkeypatch.setattr(bench, "SweepOptions", shorter)

@@ -1,10 +1,11 @@
 """CLI options + the scenario's `sweep:` section -> a validated `SweepConfig` (`SweepOptions`: the
-JSON-able inputs sweep.json saves for `--resume`). Keys, modes and the objective rule:
+inputs sweep.json saves for `--resume`, the capacity ones nested). Keys, modes and the objective rule:
 docs/design/sweeps-and-capacity.md."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -19,6 +20,7 @@ from qbench.run import (
     run_secrets,
     with_overrides,
 )
+from qbench.tune.capacity.search import SearchPlan
 from qbench.tune.knobs.frameworks import app_framework, check_framework_knobs, check_framework_values
 from qbench.tune.knobs.grid import Grid, build_grid, is_server_knob, parse_link
 from qbench.tune.knobs.versions import check_knobs
@@ -51,9 +53,40 @@ DEFAULT_SWEEP_CONFIRM_S = 60.0  # the winner's capacity is confirmed by a run th
 LOAD_SHAPE_KNOBS = frozenset({"rate", "users", "load.rate", "load.users", "load.burst", "load.stages"})
 
 
-@dataclass
+@dataclass(frozen=True)
+class CapacityOptions:
+    """How the sweep's capacities are searched and confirmed, as asked (None: the `sweep:` section's key,
+    else its default)."""
+
+    trials: int | None = None  # rate probes per search (0: none)
+    tolerance: float | None = None  # the search stops at this relative bracket width
+    duration: float | None = None  # seconds per probe (default: the point duration)
+    confirm_duration: float | None = None  # seconds of the sustained run confirming the winner (0: off)
+
+
+# sweep.json's `options` and the `sweep:` section name them flat
+CAPACITY_KEYS = {"trials": "capacity_trials", "tolerance": "capacity_tolerance",
+                 "duration": "capacity_duration", "confirm_duration": "confirm_duration"}
+
+
+@dataclass(frozen=True)
+class CapacitySettings:
+    """`CapacityOptions` resolved over the `sweep:` section (SweepConfig.capacity)."""
+
+    trials: int = 5
+    tolerance: float = 0.1
+    duration_s: float | None = None
+    confirm_duration_s: float = DEFAULT_SWEEP_CONFIRM_S  # 0: no confirmation
+
+    def plan(self, confirm: bool = False) -> SearchPlan:
+        """The search's plan; with `confirm` (and a confirmation length) it ends with the sustained run."""
+        return SearchPlan(tolerance=self.tolerance, max_probes=self.trials,
+                          confirm=confirm and self.confirm_duration_s > 0)
+
+
+@dataclass(frozen=True)
 class SweepOptions:
-    """Raw inputs of a sweep (CLI + defaults), JSON-able."""
+    """Raw inputs of a sweep (CLI + defaults), JSON-able (`to_json`, `from_json`)."""
 
     scenario: str
     grid: list[str] = field(default_factory=list)
@@ -71,10 +104,7 @@ class SweepOptions:
     max_memory_mb: float | None = None
     max_error_rate: float | None = None
     tolerated_wait_s: float | None = None
-    capacity_trials: int | None = None
-    capacity_tolerance: float | None = None
-    capacity_duration: float | None = None
-    confirm_duration: float | None = None  # None: sweep.confirm_duration, else DEFAULT_SWEEP_CONFIRM_S
+    capacity: CapacityOptions = field(default_factory=CapacityOptions)
     objective: str | None = None
     ready_timeout_s: float = 60.0
     out_root: str = "reports"
@@ -83,6 +113,21 @@ class SweepOptions:
     python: str | None = None  # the interpreter for --app (default: qbench's own)
     knob_scope: str = "driven"  # driven: the scenario's events get the event knobs; all: every queued one
     overrides: dict[str, Any] = field(default_factory=dict)  # --set key=value on the scenario
+
+    def to_json(self) -> dict[str, Any]:
+        """sweep.json's `options`: every field, the capacity ones flat (CAPACITY_KEYS) in its place."""
+        out: dict[str, Any] = {}
+        for name, value in asdict(self).items():
+            flat = {CAPACITY_KEYS[k]: v for k, v in value.items()} if name == "capacity" else {name: value}
+            out.update(flat)
+        return out
+
+    @classmethod
+    def from_json(cls, saved: Mapping[str, Any]) -> SweepOptions:
+        """The options `to_json` saved (keys it does not know are dropped)."""
+        capacity = CapacityOptions(**{k: saved[key] for k, key in CAPACITY_KEYS.items() if key in saved})
+        known = {f.name for f in fields(cls)} - {"capacity"}
+        return cls(**{k: v for k, v in saved.items() if k in known}, capacity=capacity)
 
 
 @dataclass(frozen=True)
@@ -98,18 +143,13 @@ class SweepConfig:
     base_settings: dict[str, Any] | None = None
     api_name: str | None = None
     launch: str | None = None
-    target: str | None = None
     repeat: int = 1
     search: SearchMode = "grid"
     point_duration_s: float | None = None
     warmup_s: float | None = None
     stop_runaway: bool = True
-    capacity_trials: int = 5
-    capacity_tolerance: float = 0.1
-    capacity_duration_s: float | None = None  # seconds per capacity probe (default: the point duration)
-    confirm_duration_s: float = DEFAULT_SWEEP_CONFIRM_S  # sustained run confirming the winner (0: off)
+    capacity: CapacitySettings = field(default_factory=CapacitySettings)
     objective_why: str = ""  # why constraints.objective ranks the points (choose_objective)
-    ready_timeout_s: float = 60.0
     # the Gradio release of the server (reference server: its `gradio` setting; launch and target modes:
     # read from the first point's /config); None until known or for a plain HTTP server
     gradio_major: int | None = None
@@ -130,8 +170,12 @@ class SweepConfig:
     @property
     def writer(self) -> Writer:
         """Writes the sweep's files, masking the scenario's, target's and launched servers' secrets."""
-        secrets = run_secrets(self.scenario, self.target or "")
+        secrets = run_secrets(self.scenario, self.options.target or "")
         return Writer(secrets.with_values(*server_secrets(self.base_settings)))
+
+    def probe_duration_s(self, otherwise: float) -> float:
+        """Seconds per capacity probe: asked for, else the point's, else the scenario's, else `otherwise`."""
+        return self.capacity.duration_s or self.point_duration_s or self.scenario.load.duration or otherwise
 
     def describe(self) -> dict[str, Any]:
         """The sweep.json body (besides id and time)."""
@@ -144,14 +188,14 @@ class SweepConfig:
             "search": self.search,
             "objective": self.constraints.objective,
             "objective_why": self.objective_why,
-            "confirm_duration_s": self.confirm_duration_s,
+            "confirm_duration_s": self.capacity.confirm_duration_s,
             "repeat": self.repeat,
             "server": {
                 "settings": masked_settings(self.base_settings),  # auth passwords and tokens as ***
                 "launch": self.launch,
-                "target": self.target,
+                "target": self.options.target,
             },
-            "options": asdict(self.options),
+            "options": self.options.to_json(),
         }
 
 
@@ -291,26 +335,25 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
     check_knobs(swept_server_knobs(grid), major, f"the reference server (gradio: {major})")
     framework = _app_framework(options, mode, grid)
     search = _search(options, section)
-    trials = int(
-        options.capacity_trials if options.capacity_trials is not None else section.get("capacity_trials", 5)
-    )
+    asked = options.capacity
+    trials = int(asked.trials if asked.trials is not None else section.get("capacity_trials", 5))
     constraints = _constraints(options, scenario, section, str(path))
     objective, why = choose_objective(options.objective or section.get("objective"), scenario, grid,
                                       constraints, trials)
-    tolerance = options.capacity_tolerance or section.get("capacity_tolerance") or 0.1
+    tolerance = asked.tolerance or section.get("capacity_tolerance") or 0.1
     if not 0.001 <= float(tolerance) <= 1:
         raise ScenarioError(f"capacity tolerance {tolerance!r}: expected a relative width in [0.001, 1]")
     launch = app_command(options) or options.launch or section.get("launch")
     hook_events = driven_events(scenario, options.knob_scope)
+    capacity = CapacitySettings(trials, float(tolerance), asked.duration or section.get("capacity_duration"),
+                                confirm_duration(asked, section))
     return SweepConfig(
         options=options,
         scenario=scenario,
         grid=grid,
         constraints=replace(constraints, objective=objective),
         objective_why=why,
-        capacity_tolerance=float(tolerance),
-        capacity_duration_s=options.capacity_duration or section.get("capacity_duration"),
-        confirm_duration_s=confirm_duration(options, section),
+        capacity=capacity,
         mode=mode,
         sweep_dir=sweep_dir or new_folder("sweep", scenario.name, Path(options.out_root)),
         base_settings=settings,
@@ -320,20 +363,17 @@ def build_config(options: SweepOptions, sweep_dir: Path | None = None) -> SweepC
         hook=mode == "launch" and scenario.protocol in ("gradio", "http"),
         hook_events=hook_events,
         framework=framework,
-        target=options.target,
         repeat=int(options.repeat or section.get("repeat") or 1),
         search=search,
         point_duration_s=options.duration or section.get("duration"),
         warmup_s=options.warmup if options.warmup is not None else section.get("warmup"),
-        capacity_trials=trials,
-        ready_timeout_s=options.ready_timeout_s,
         gradio_major=major,
     )
 
 
-def confirm_duration(options: SweepOptions, section: dict[str, Any]) -> float:
+def confirm_duration(asked: CapacityOptions, section: dict[str, Any]) -> float:
     """Seconds of the winner's sustained confirmation (--confirm-duration, sweep.confirm_duration; 0: off)."""
-    value = options.confirm_duration
+    value = asked.confirm_duration
     if value is None:
         value = section.get("confirm_duration", DEFAULT_SWEEP_CONFIRM_S)
     try:
@@ -462,11 +502,4 @@ def resume_options(sweep_dir: Path) -> SweepOptions:
     saved = SweepInfo.from_dict(data if isinstance(data, dict) else {}).options
     if not saved:
         raise ScenarioError(f"--resume {sweep_dir}: cannot read {path}: it holds no 'options' (not a sweep?)")
-    known = set(SweepOptions.__dataclass_fields__)
-    return SweepOptions(**{k: v for k, v in saved.items() if k in known})
-
-
-def sweep_options(scenario: Path, **values: Any) -> SweepOptions:
-    """SweepOptions from CLI values (paths become strings so the options stay JSON-able)."""
-    clean: dict[str, Any] = {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in values.items()}
-    return SweepOptions(scenario=str(scenario.resolve()), **clean)
+    return SweepOptions.from_json(saved)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qbench.tune.capacity.prober import ProbeObserver, Prober
-from qbench.tune.capacity.search import SearchPlan, sustain
+from qbench.tune.capacity.search import sustain
 from qbench.tune.knobs.grid import Point
 from qbench.tune.ranking.recommend import Ranking
 from qbench.tune.sweep.point_runs import point_overrides
@@ -34,20 +34,14 @@ MAX_CONFIRMED = 3  # objective capacity: points confirmed at most before the ran
 def sweep_prober(config: SweepConfig, base_url: str, point: Point, work: Path,
                  observer: ProbeObserver | None = None) -> Prober:
     """The `Prober` of one point's capacity on its warm server: a sweep's probe lengths, folders in `work`."""
-    duration = config.capacity_duration_s or config.point_duration_s or config.scenario.load.duration or 5.0
+    duration = config.probe_duration_s(5.0)
     return Prober(
         config.scenario, base_url, config.constraints, work, config.sweep_dir,
         base_overrides=point_overrides(config, point), duration_s=duration,
-        stop_runaway=config.stop_runaway, tolerance=config.capacity_tolerance,
+        stop_runaway=config.stop_runaway, tolerance=config.capacity.tolerance,
         max_duration_s=SWEEP_REFINE_FACTOR * duration,
-        confirm_duration_s=config.confirm_duration_s or duration, observer=observer,
+        confirm_duration_s=config.capacity.confirm_duration_s or duration, observer=observer,
     )
-
-
-def sweep_plan(config: SweepConfig, confirm: bool = False) -> SearchPlan:
-    """A sweep's `SearchPlan`; with `confirm` (and a confirmation length) it ends with the sustained run."""
-    return SearchPlan(tolerance=config.capacity_tolerance, max_probes=config.capacity_trials,
-                      confirm=confirm and config.confirm_duration_s > 0)
 
 
 def confirm_capacity(config: SweepConfig, base_url: str, point: Point, work: Path, capacity: Capacity,
@@ -56,7 +50,7 @@ def confirm_capacity(config: SweepConfig, base_url: str, point: Point, work: Pat
     """`capacity` confirmed by `sustain` on the point's server; `restart`: restart an app qbench launched."""
     prober = sweep_prober(config, base_url, point, work, observer)
     prober.restart = restart
-    return sustain(capacity, prober.confirm, sweep_plan(config, confirm=True), restart=lambda failed:
+    return sustain(capacity, prober.confirm, config.capacity.plan(confirm=True), restart=lambda failed:
                    prober.fresh_start(failed, capacity.restarts, f"the {failed.kind} run"))
 
 

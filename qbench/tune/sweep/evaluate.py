@@ -69,7 +69,7 @@ class PointServers:
     @contextlib.contextmanager
     def for_point(self, point: Point, work_dir: Path) -> Iterator[ServerHandle]:
         mode = self.config.mode
-        timeout = self.config.ready_timeout_s
+        timeout = self.config.options.ready_timeout_s
         work_dir.mkdir(parents=True, exist_ok=True)  # server.yaml / server.log go here in every mode
         if mode == "relaunch":
             with reference_server_process(
@@ -101,8 +101,8 @@ class PointServers:
             ) as h:
                 yield h
         else:
-            assert self.config.target is not None
-            yield ServerHandle(self.config.target.rstrip("/"), None)
+            assert self.config.options.target is not None
+            yield ServerHandle(self.config.options.target.rstrip("/"), None)
 
     def check_release(self, handle: ServerHandle) -> None:
         """First point (launch, target): the app's Gradio release; KnobVersionError if it lacks a knob."""

@@ -9,7 +9,7 @@ from qbench.tune.capacity.search import search_capacity
 from qbench.tune.knobs.grid import Grid, Point
 from qbench.tune.knobs.server_knobs import effective_knobs
 from qbench.tune.sweep.config import SweepConfig
-from qbench.tune.sweep.confirm import sweep_plan, sweep_prober
+from qbench.tune.sweep.confirm import sweep_prober
 from qbench.tune.values.capacity import Capacity
 from qbench.tune.values.point_file import read_point_file
 from qbench.tune.values.result import PointResult
@@ -26,7 +26,7 @@ def point_capacity(
     if first_rate is None:
         estimate, _ = prober.estimate(estimate_users(config, point))
         first_rate = estimate.rate_rps or 1.0
-    capacity = search_capacity(prober.rate, first_rate, sweep_plan(config, confirm), estimate,
+    capacity = search_capacity(prober.rate, first_rate, config.capacity.plan(confirm), estimate,
                                refine=prober.refine, confirm=prober.confirm)
     recheck(prober, capacity)  # did this server get slower while it was measured?
     return capacity

@@ -69,16 +69,17 @@ def run_sweep(config: SweepConfig, observer: SweepObserver | None = None) -> Swe
         defaults = effective_knobs(config.base_settings, config.api_name) if config.base_settings else {}
         search = _search(config, evaluate, defaults)
         ranking, confirmation = rank(search.results, config.constraints), None
-        if config.constraints.objective == "capacity" and config.confirm_duration_s > 0:
+        confirm_s = config.capacity.confirm_duration_s
+        if config.constraints.objective == "capacity" and confirm_s > 0:
             ranking, confirmation = rank_confirmed(
                 search.results, lambda points: rank(points, config.constraints),
-                lambda point: confirm_point(config, servers, point, observer), config.confirm_duration_s)
+                lambda point: confirm_point(config, servers, point, observer), confirm_s)
         capacity, capacity_notes = winner_capacity(config, servers, ranking.winner, observer, confirmation)
     finally:
         servers.close()
     record = None
     if ranking.winner is not None and (capacity is not None or config.constraints.objective == "capacity"):
-        record = capacity_record(capacity, config.confirm_duration_s, confirmation=confirmation)
+        record = capacity_record(capacity, config.capacity.confirm_duration_s, confirmation=confirmation)
     advice = sweep_advice(config, defaults, servers, ranking, record, capacity_notes)
     rec = recommend(search.results, config.constraints, advice)
     write_outputs(config.sweep_dir, search, rec, config)
@@ -106,7 +107,7 @@ def _sim_search(config: SweepConfig, evaluate: Callable[[Point], PointResult], d
     describe = describe_point(defaults, load)
     predictor = SimPredictor(
         describe, lambda point: {**defaults, **point.knobs}, load, config.constraints,
-        capacity_duration_s=config.capacity_duration_s or config.point_duration_s or load.duration or 10.0,
+        capacity_duration_s=config.probe_duration_s(10.0),
     )
     points = config.sweep_dir / "points"
     return sim_search(config.grid, evaluate, config.constraints, predictor,

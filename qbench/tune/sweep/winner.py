@@ -29,10 +29,10 @@ def winner_capacity(config: SweepConfig, servers: PointServers, winner: PointRes
     if config.constraints.objective == "capacity":
         confirmed = confirmation.capacities.get(winner.point_id) if confirmation else None
         return confirmed or saved_capacity(config.sweep_dir, winner), []
-    if config.capacity_trials <= 0:
+    if config.capacity.trials <= 0:
         return None, []
     if observer:
-        seconds = config.confirm_duration_s
+        seconds = config.capacity.confirm_duration_s
         then = f", then {seconds:g} s to confirm" if seconds else ""
         observer.phase(f"capacity of {winner.point_id}: bisection on the arrival rate{then}")
     try:
@@ -59,7 +59,7 @@ def confirm_point(config: SweepConfig, servers: PointServers, result: PointResul
     if saved is None or saved.capacity_rps is None:
         return saved
     if observer:
-        observer.phase(f"confirming {result.point_id}: {config.confirm_duration_s:g} s at "
+        observer.phase(f"confirming {result.point_id}: {config.capacity.confirm_duration_s:g} s at "
                        f"{saved.capacity_rps:.3g} req/s")
     point = config.grid.point_at(coords_of(config.grid, result))
     work = config.sweep_dir / "confirm" / result.point_id

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.tune.servers.server_process import free_port
-from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.sweep.config import CapacityOptions, SweepOptions, build_config
 from qbench.tune.sweep.sweep import run_sweep
 from reference_server.settings import parse_settings
 from reference_server.testing import RunningServer, serve_in_thread
@@ -143,7 +143,8 @@ def test_sweep_objective_capacity_ranks_the_batched_configuration_first(tmp_path
     # fewer slots); by capacity, batches of 4 (90 ms per 4) serve far more than 1 per 60 ms.
     path = write_scenario(tmp_path, rate=5, duration=1.5, sweep={"capacity_trials": 4})
     options = SweepOptions(str(path), grid=["max_batch_size=1,4"], slo={"p95_latency_s": 0.3},
-                           capacity_tolerance=0.2, capacity_duration=1.5, out_root=str(tmp_path / "r"))
+                           capacity=CapacityOptions(tolerance=0.2, duration=1.5),
+                           out_root=str(tmp_path / "r"))
     config = build_config(options)
     assert config.constraints.objective == "capacity" and "open-loop rate" in config.objective_why
     result = run_sweep(config)

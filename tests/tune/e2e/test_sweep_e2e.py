@@ -19,7 +19,7 @@ from qbench.run.records import read_records
 from qbench.tune.knobs.grid import Point
 from qbench.tune.points.knobcheck import observed_parallelism
 from qbench.tune.servers.server_process import start_reference_server
-from qbench.tune.sweep.config import SweepOptions, build_config, resume_options
+from qbench.tune.sweep.config import CapacityOptions, SweepOptions, build_config, resume_options
 from qbench.tune.sweep.sweep import SweepResult, run_sweep
 from qbench.tune.values.result import PointResult
 from tests.tune.conftest import SLOW_SERVER, write_scenario
@@ -95,7 +95,7 @@ def check_layout(result: SweepResult) -> dict[str, Any]:
 
 def test_relaunch_mode_end_to_end_with_capacity(tmp_path: Path) -> None:
     result = sweep(tmp_path, ["concurrency_limit=1,2"], links=["users=4*concurrency_limit"],
-                   capacity_trials=4, capacity_duration=2.0, server=SLOW_SERVER, load=BY_REQUESTS)
+                   capacity=CapacityOptions(trials=4, duration=2.0), server=SLOW_SERVER, load=BY_REQUESTS)
     rec = check_layout(result)
     assert [r.status for r in result.results] == ["ok", "ok"]
     # two workers serve about twice as fast as one: the recommendation must see it

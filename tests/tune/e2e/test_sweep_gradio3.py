@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.tune.knobs.versions import KnobVersionError, check_knobs, gradio_major
 from qbench.tune.ranking.recommend import gradio_code
-from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.sweep.config import CapacityOptions, SweepOptions, build_config
 from qbench.tune.sweep.sweep import run_sweep
 from tests.docs.test_readme_capacity import ROOT, readme_commands
 
@@ -151,7 +151,8 @@ def test_launch_mode_reads_the_release_at_the_first_launch_and_refuses_a_knob_it
     starts, its /config says 3.50.2, and the sweep ends there, before any load is sent."""
     launch = f"{shlex.quote(sys.executable)} -m reference_server --preset gradio3 --port {{port}}"
     options = SweepOptions(str(ROOT / "scenarios/gradio3.yaml"), grid=["concurrency_limit=1,2"],
-                           launch=launch, out_root=str(tmp_path), duration=1, capacity_trials=0)
+                           launch=launch, out_root=str(tmp_path), duration=1,
+                           capacity=CapacityOptions(trials=0))
     config = build_config(options)
     assert config.mode == "launch" and config.gradio_major is None
     with pytest.raises(KnobVersionError, match="is Gradio 3.x, which has no 'concurrency_limit' knob"):

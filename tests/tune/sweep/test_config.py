@@ -3,6 +3,7 @@ objective)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 import yaml
 
 from qbench.errors import ScenarioError
-from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.sweep.config import CapacityOptions, SweepOptions, build_config
 from qbench.tune.values.constraints import parse_slo_options
 
 from ..conftest import write_scenario
@@ -110,10 +111,10 @@ def test_default_objective_rule(
     ("options", "message"),
     [
         ({"objective": "capacity", "slo": {}}, "needs an SLO"),
-        ({"objective": "capacity", "capacity_trials": 0}, "capacity_trials must be > 0"),
+        ({"objective": "capacity", "capacity": CapacityOptions(trials=0)}, "capacity_trials must be > 0"),
         ({"objective": "capacity", "grid": ["rate=5,10"]}, "do not sweep rate"),
         ({"objective": "fastest"}, "expected capacity or latency"),
-        ({"capacity_tolerance": 3.0}, "capacity tolerance"),
+        ({"capacity": CapacityOptions(tolerance=3.0)}, "capacity tolerance"),
     ],
 )
 def test_objective_errors_are_clear(tmp_path: Path, options: dict[str, Any], message: str) -> None:
@@ -126,3 +127,32 @@ def test_objective_errors_are_clear(tmp_path: Path, options: dict[str, Any], mes
     options.setdefault("grid", ["max_batch_size=1,4"])
     with pytest.raises(ScenarioError, match=message):
         build_config(SweepOptions(str(path), out_root=str(tmp_path / "r"), **options))
+
+
+SAVED_KEYS = ["scenario", "grid", "links", "slo", "repeat", "search", "live", "preset", "server_config",
+              "launch", "target", "duration", "warmup", "max_memory_mb", "max_error_rate", "tolerated_wait_s",
+              "capacity_trials", "capacity_tolerance", "capacity_duration", "confirm_duration", "objective",
+              "ready_timeout_s", "out_root", "app", "app_args", "python", "knob_scope", "overrides"]
+
+
+def test_sweep_json_keeps_the_capacity_options_flat_and_resume_reads_them_back() -> None:
+    capacity = CapacityOptions(trials=3, tolerance=0.2, duration=1.0, confirm_duration=0.0)
+    options = SweepOptions("s.yaml", grid=["concurrency_limit=1"], capacity=capacity)
+    saved = options.to_json()
+    assert list(saved) == SAVED_KEYS  # sweep.json's `options`, as before the capacity ones were nested
+    assert [saved[k] for k in SAVED_KEYS[16:20]] == [3, 0.2, 1.0, 0.0]
+    assert SweepOptions.from_json(json.loads(json.dumps({**saved, "gone": 1}))) == options
+    assert SweepOptions.from_json({"scenario": "s.yaml"}) == SweepOptions("s.yaml")
+
+
+def test_the_sweep_command_gives_its_options_as_one_typed_value() -> None:
+    from qbench.cli.sweep import SweepArgs, SweepCapacityArgs
+
+    args = SweepArgs(slo=["p95_latency_s=2"], set_=["load.rate=3"], out=Path("r"),
+                     server_config=Path("s.yaml"),
+                     capacity=SweepCapacityArgs(capacity_tolerance="20%", confirm_duration=0.0))
+    options = args.options(Path("x.yaml"))
+    assert (options.scenario, options.out_root) == (str(Path("x.yaml").resolve()), str(Path("r").resolve()))
+    assert options.server_config == str(Path("s.yaml").resolve()) and options.app is None
+    assert options.slo == {"p95_latency_s": 2.0} and options.overrides == {"load.rate": 3}
+    assert options.capacity == CapacityOptions(tolerance=0.2, confirm_duration=0.0)

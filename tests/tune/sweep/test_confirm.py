@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.report.sweep_charts import read_sweep as load_sweep
 from qbench.tune.ranking.recommend import recommend
-from qbench.tune.sweep.config import SweepOptions, build_config
+from qbench.tune.sweep.config import CapacityOptions, SweepOptions, build_config
 from qbench.tune.sweep.confirm import capacity_record, confirmation_line, rank_confirmed
 from qbench.tune.sweep.sweep import run_sweep
 from qbench.tune.values.capacity import Capacity, CapacityRecord, CapacitySummary, Probe
@@ -119,15 +119,17 @@ def test_the_default_is_qbench_capacitys_and_zero_turns_it_off(tmp_path: Path,
 
     path = write_scenario(tmp_path, rate=10)
     assert DEFAULT_SWEEP_CONFIRM_S == DEFAULT_CONFIRM_S == 60
-    assert build_config(SweepOptions(str(path), grid=["concurrency_limit=1"])).confirm_duration_s == 60
-    off = build_config(SweepOptions(str(path), grid=["concurrency_limit=1"], confirm_duration=0))
-    assert off.confirm_duration_s == 0
-    section = write_scenario(tmp_path / "s", sweep={"confirm_duration": 5}, rate=10)
-    assert build_config(SweepOptions(str(section), grid=["concurrency_limit=1"])).confirm_duration_s == 5
+
+    def confirm_s(path: Path, **asked: float) -> float:
+        options = SweepOptions(str(path), grid=["concurrency_limit=1"], capacity=CapacityOptions(**asked))
+        return build_config(options).capacity.confirm_duration_s
+
+    assert confirm_s(path) == 60 and confirm_s(path, confirm_duration=0) == 0
+    assert confirm_s(write_scenario(tmp_path / "s", sweep={"confirm_duration": 5}, rate=10)) == 5
     from qbench.errors import ScenarioError
 
     with pytest.raises(ScenarioError, match="confirm duration"):
-        build_config(SweepOptions(str(path), grid=["concurrency_limit=1"], confirm_duration=-1))
+        confirm_s(path, confirm_duration=-1)
 
 
 def test_a_capacity_sweep_confirms_its_winner_on_the_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -176,7 +178,7 @@ def test_a_latency_sweep_confirms_the_winners_capacity_search(tmp_path: Path) ->
     # the 1 s point cannot leave it without a winner
     path = write_scenario(tmp_path, sweep={"capacity_trials": 3, "capacity_tolerance": 0.25}, rate=10)
     options = SweepOptions(str(path), grid=["concurrency_limit=1"], live=True, duration=1,
-                           objective="latency", capacity_duration=1, confirm_duration=2,
+                           objective="latency", capacity=CapacityOptions(duration=1, confirm_duration=2),
                            slo={"p95_latency_s": 10.0}, out_root=str(tmp_path / "reports"))
     result = run_sweep(build_config(options))
     record = result.recommendation.capacity
