@@ -10,7 +10,7 @@
     record_spill.py  records.parquet written as the run goes, sealed at the end
     columns.py       the records as numpy columns, read from disk a few at a time
     gap_histogram.py a record's gaps as a compact, mergeable log-bucket histogram
-    json_values.py   the tolerant readers of JSON values read back
+    json_values.py   reading JSON back: tolerant value readers, Readable (a file's dataclass)
     clib.py          the C library through ctypes, loaded once per process
     control.py       the control plane: /config, /status, /admin/config, readiness
     summary_file.py  summary.json: its one writer and its one reader
@@ -40,7 +40,14 @@ FACE: dict[str, tuple[str, ...]] = {
     "qbench.run.diagnose.diagnose_mix": ("diagnose_run",),
     "qbench.run.diagnose.finding": ("Finding",),
     "qbench.run.frameworks": ("OWN_CAPS", "Framework", "own_cap_lead", "read_framework"),
-    "qbench.run.json_values": ("json_dict", "json_int", "json_number", "json_text"),
+    "qbench.run.json_values": (
+        "Readable",
+        "ReadableOrNone",
+        "json_dict",
+        "json_int",
+        "json_number",
+        "json_text",
+    ),
     "qbench.run.load.loadgen": ("LiveStats",),
     "qbench.run.load.mix": ("endpoint_slos", "mix_starts"),
     "qbench.run.protocols.gradio_api": ("DEFAULT_STREAM_EVERY_S",),
@@ -126,6 +133,8 @@ if TYPE_CHECKING:
     from qbench.run.frameworks import Framework as Framework
     from qbench.run.frameworks import own_cap_lead as own_cap_lead
     from qbench.run.frameworks import read_framework as read_framework
+    from qbench.run.json_values import Readable as Readable
+    from qbench.run.json_values import ReadableOrNone as ReadableOrNone
     from qbench.run.json_values import json_dict as json_dict
     from qbench.run.json_values import json_int as json_int
     from qbench.run.json_values import json_number as json_number

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from qbench.run.diagnose.finding import Finding
-from qbench.run.json_values import json_dict
+from qbench.run.json_values import Readable
 from qbench.run.results.alongside import Alongside
 from qbench.run.results.files import Writer
 from qbench.run.results.summary import Summary
@@ -18,7 +18,7 @@ BESIDE = ("diagnosis", "auth", "app_notes", "alongside", "soak")  # the keys bes
 
 
 @dataclass
-class SummaryFile:
+class SummaryFile(Readable, tolerant=True):
     """summary.json: the Summary, and each entry beside it (None when absent or misshapen)."""
 
     summary: Summary
@@ -41,24 +41,10 @@ class SummaryFile:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SummaryFile:
-        """ValueError (or TypeError...) when `data` holds no summary; never for the entries beside it."""
-        missing = [key for key in ("requests", "latency") if key not in data]
-        if missing:
-            raise ValueError(f"no summary in it (no {', '.join(missing)})")
-        diagnosis, notes, joined = (_list_of(data.get(key), kind) for key, kind in (
-            ("diagnosis", dict), ("app_notes", str), ("alongside", dict)))
-        if diagnosis is not None and not all("kind" in f and "message" in f for f in diagnosis):
-            diagnosis = None
-        return cls(
-            summary=Summary.from_dict({k: v for k, v in data.items() if k not in BESIDE}),
-            diagnosis=None if diagnosis is None else [Finding(str(f["kind"]), str(f["message"]))
-                                                      for f in diagnosis],
-            auth=json_dict(data.get("auth")),
-            app_notes=None if notes is None else [str(n) for n in notes],
-            alongside=_alongside(joined),
-            soak=json_dict(data.get("soak")),
-        )
+    def _migrate(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """The summary's own keys sit at the top of the file, beside the entries."""
+        return {**{k: data[k] for k in BESIDE if k in data},
+                "summary": {k: v for k, v in data.items() if k not in BESIDE}}
 
     def write(self, run_dir: Path, writer: Writer | None = None) -> None:
         """`run_dir`/summary.json, atomically, through the run's masking writer."""
@@ -74,20 +60,11 @@ class SummaryFile:
             data = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
+            missing = [key for key in ("requests", "latency") if key not in data]
+            if missing:
+                raise ValueError(f"no summary in it (no {', '.join(missing)})")
             return cls.from_dict(data)
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             if notes is not None:
                 notes.append(f"{NAME} could not be read as a summary ({exc})" + (f": {then}" if then else ""))
             return None
-
-
-def _alongside(entries: list[dict[str, Any]] | None) -> list[Alongside] | None:
-    """The before/after comparisons; None when one of them is not of their shape."""
-    try:
-        return None if entries is None else [Alongside.from_dict(a) for a in entries]
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _list_of(value: Any, kind: type) -> list[Any] | None:
-    return value if isinstance(value, list) and all(isinstance(v, kind) for v in value) else None

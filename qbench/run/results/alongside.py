@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from qbench.run.columns import Columns, Held, column_stat
+from qbench.run.json_values import Readable
 from qbench.run.records import RequestRecord
 from qbench.run.results.summary import Stats
 
@@ -25,15 +26,9 @@ class Side:
     latency: Stats = field(default_factory=Stats)
     service: Stats = field(default_factory=Stats)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Side:
-        return cls(int(data.get("requests", 0)), float(data.get("window_s", 0.0)),
-                   float(data.get("throughput_rps", 0.0)), Stats(**(data.get("latency") or {})),
-                   Stats(**(data.get("service") or {})))
-
 
 @dataclass
-class Alongside:
+class Alongside(Readable):
     """`endpoint` before and after `joined` started (`at_s` into the run)."""
 
     endpoint: str
@@ -47,12 +42,6 @@ class Alongside:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Alongside:
-        return cls(str(data["endpoint"]), str(data["joined"]), float(data["at_s"]),
-                   Side.from_dict(data.get("before") or {}), Side.from_dict(data.get("after") or {}),
-                   data.get("p50_ratio"), data.get("p95_ratio"), data.get("note"))
 
     def line(self) -> str:
         """One console line: `chat: p95 0.31 s alone, 0.52 s with page / (from 20 s): x1.68`."""

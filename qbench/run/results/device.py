@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 
 from qbench.run.columns import Columns
+from qbench.run.json_values import Readable
 
 
 @dataclass
-class DeviceStats:
+class DeviceStats(Readable, tolerant=True):
     """The forward passes' rate beside the served rate (docs/design/records-and-results.md); to_dict()."""
 
     records: int = 0  # measured ok records with a forward phase
@@ -25,11 +26,6 @@ class DeviceStats:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> DeviceStats:
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
 
     def line(self) -> str:
         """'device: served 473 req/s, 46% of what its forward passes could serve back to back (1,031

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from qbench.run.json_values import json_dict, json_int, json_text
+from qbench.run.json_values import Readable
 from qbench.run.results.server_phases import TraceReport
 from qbench.run.results.summary import GeneratorStats
 
@@ -18,7 +18,7 @@ GENERATOR_KEYS = ("generator", "stop_kind", "stop_reason", "max_in_flight", "pla
 
 
 @dataclass(frozen=True)
-class RunInfo:
+class RunInfo(Readable, tolerant=True, unknown_to="extra"):
     """One run.json, typed; every field has a default so that an old or partial file loads."""
 
     scenario: dict[str, Any] = field(default_factory=dict)  # the Scenario as run (model_dump by alias)
@@ -49,32 +49,6 @@ class RunInfo:
         return cls(scenario=scenario, target=target, qbench_version=qbench_version, host=host,
                    started_at=started_at)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunInfo:
-        """From a run.json object; never raises (missing or mistyped keys read as their defaults)."""
-        lost = data.get("lost_workers")
-        return cls(
-            scenario=json_dict(data.get("scenario")) or {},
-            target=json_text(data.get("target")),
-            qbench_version=json_text(data.get("qbench_version")),
-            host=json_dict(data.get("host")) or {},
-            started_at=json_text(data.get("started_at")),
-            server=json_dict(data.get("server")) or {},
-            auth=json_dict(data.get("auth")) or {},
-            stop_kind=json_text(data.get("stop_kind")),
-            stop_reason=json_text(data.get("stop_reason")),
-            failed_opening=json_text(data.get("failed_opening")),
-            lost_workers=tuple(str(w) for w in lost) if isinstance(lost, list | tuple) else (),
-            max_in_flight=json_int(data.get("max_in_flight")),
-            planned_requests=json_int(data.get("planned_requests")),
-            payload=json_dict(data.get("payload")),
-            clock=json_dict(data.get("clock")),
-            generator=_generator(data.get("generator")),
-            records=json_int(data.get("records")),
-            server_traces=_traces(data.get("server_traces")),
-            extra={k: v for k, v in data.items() if k not in FIELDS},
-        )
-
     def to_dict(self) -> dict[str, Any]:
         """The run.json object: every field that is set (None, {} and () are left out), then `extra`."""
         out: dict[str, Any] = {}
@@ -103,23 +77,3 @@ class RunInfo:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(RunInfo) if f.name != "extra")
-
-
-def _generator(value: Any) -> GeneratorStats | None:
-    """The generator's statistics; None when absent or not of the shape this version writes."""
-    if not isinstance(value, dict):
-        return None
-    try:
-        return GeneratorStats.from_dict(value)
-    except (TypeError, ValueError):  # a worker entry with unknown or missing keys
-        return None
-
-
-def _traces(value: Any) -> TraceReport | None:
-    """How the server's phases were read; None when absent or not of the shape this version writes."""
-    if not isinstance(value, dict):
-        return None
-    try:
-        return TraceReport.from_dict(value)
-    except (TypeError, ValueError):
-        return None

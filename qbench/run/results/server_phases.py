@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 
 from qbench.run import control
-from qbench.run.json_values import json_int, json_number
+from qbench.run.json_values import Readable, json_int, json_number
 from qbench.run.protocols.base import upload_tag
 from qbench.run.protocols.gradio_wire import parse_version
 from qbench.run.records import RequestRecord
@@ -74,7 +74,7 @@ class FunctionTimes:
 
 
 @dataclass
-class TraceReport:
+class TraceReport(Readable, tolerant=True):
     """Where a run's server phases came from and how many requests got them."""
 
     source: str = "none"  # "traces" (per event), "monitoring" (per function), "none"
@@ -88,13 +88,6 @@ class TraceReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TraceReport:
-        known = set(cls.__dataclass_fields__)
-        values = {k: v for k, v in data.items() if k in known}
-        values["functions"] = {k: FunctionTimes(**v) for k, v in (data.get("functions") or {}).items()}
-        return cls(**values)
 
     def line(self) -> str:
         """One line for the console and the report."""

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from qbench.run.columns import Columns
+from qbench.run.json_values import ReadableOrNone
 from qbench.run.records import RequestRecord
 
 BLOCKS = 10
@@ -60,7 +61,7 @@ def trend(times: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndar
 
 
 @dataclass(frozen=True)
-class Steadiness:
+class Steadiness(ReadableOrNone):
     """The evidence that a run kept up, or did not (docs/design/records-and-results.md)."""
 
     steady: bool
@@ -93,19 +94,6 @@ class Steadiness:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "verdict": self.verdict, "evidence": self.evidence}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> Steadiness | None:
-        if not isinstance(data, dict):
-            return None
-        names = set(cls.__dataclass_fields__)
-        kept = {k: v for k, v in data.items() if k in names}
-        if not {"steady", "window_s", "arrivals", "completions", "arrival_rps", "completion_rps",
-                "margin"} <= set(kept):
-            return None  # not a Steadiness.to_dict(): nothing to read
-        for key in ("backlog", "wait"):
-            kept[key] = Trend(**kept[key]) if isinstance(kept.get(key), dict) else None
-        return cls(**kept)
 
 
 def _left_at(cols: Columns) -> np.ndarray:

@@ -11,6 +11,7 @@ import numpy as np
 
 from qbench.run import gap_histogram
 from qbench.run.columns import Columns, column_stat
+from qbench.run.json_values import Readable
 from qbench.run.records import RequestRecord
 from qbench.run.results.device import DeviceStats, device_stats
 from qbench.run.results.figures import Figures
@@ -62,7 +63,7 @@ class Stats:
 
 
 @dataclass
-class GeneratorStats:
+class GeneratorStats(Readable):
     """How hard the load generator itself worked (to tell a saturated client from a slow server)."""
 
     cpu_s: float | None = None  # process CPU time (user+system) during the run
@@ -77,12 +78,6 @@ class GeneratorStats:
     workers: list[WorkerStats] = field(default_factory=list)  # per worker, when there are several
     clock_uncertainty_s: float | None = None  # Ray: worst node's clock offset uncertainty (+-, s)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GeneratorStats:
-        values = dict(data)
-        values["workers"] = [WorkerStats(**w) for w in data.get("workers", [])]
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in values.items() if k in known})
 
 
 @dataclass
@@ -158,7 +153,7 @@ def e2e_breaches(summaries: Sequence[Summary]) -> list[SloCheck]:
 
 
 @dataclass
-class JourneyStats:
+class JourneyStats(Readable):
     """The journeys of a run (scenario `journey:`): how many finished, and how long a user took."""
 
     started: int = 0
@@ -168,16 +163,10 @@ class JourneyStats:
     duration: Stats = field(default_factory=Stats)  # completed: first intended send -> last completion (s)
     steps: dict[str, Summary] = field(default_factory=dict)  # per step, "<index>:<endpoint>"
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> JourneyStats:
-        return cls(started=data.get("started", 0), completed=data.get("completed", 0),
-                   failed=data.get("failed", 0), unfinished=data.get("unfinished", 0),
-                   duration=Stats(**data.get("duration", {})),
-                   steps={k: Summary.from_dict(v) for k, v in (data.get("steps") or {}).items()})
 
 
 @dataclass
-class Summary:
+class Summary(Readable, tolerant=True):
     """What a run did, computed from its records. JSON-able via to_dict()/from_dict()."""
 
     requests: int = 0  # measured (non-warm-up) records
@@ -232,24 +221,6 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Summary:
-        values = dict(data)
-        values["latency"] = {k: Stats(**v) for k, v in data.get("latency", {}).items()}
-        values["eta_error"] = Stats(**data.get("eta_error", {}))
-        values["generator"] = GeneratorStats.from_dict(data.get("generator", {}))
-        values["request_output_tps"] = Stats(**data.get("request_output_tps", {}))
-        values["slo"] = [SloCheck(**c) for c in data.get("slo", [])]
-        values["endpoints"] = {k: Summary.from_dict(v) for k, v in (data.get("endpoints") or {}).items()}
-        journeys = data.get("journeys")
-        values["journeys"] = JourneyStats.from_dict(journeys) if isinstance(journeys, dict) else None
-        values["server_phases"] = {k: Stats(**v) for k, v in (data.get("server_phases") or {}).items()}
-        traces = data.get("server_traces")
-        values["server_traces"] = TraceReport.from_dict(traces) if isinstance(traces, dict) else None
-        device = data.get("device")
-        values["device"] = DeviceStats.from_dict(device) if isinstance(device, dict) else None
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in values.items() if k in known})
 
 
 def summarize(

@@ -4,12 +4,13 @@ unsure, short), from its trend's 95% interval under autocorrelation and the chan
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
 
+from qbench.run.json_values import Readable
 from qbench.run.results.serial_trend import SerialTrend, fit
 
 MIN_SAMPLES = 8
@@ -63,7 +64,7 @@ class Slope:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verdict(Readable):
     """One signal's verdict over the steady part of a run."""
 
     signal: str
@@ -90,15 +91,6 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
-        names = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in names}
-        for key in ("per_1k", "per_hour", "change", "last_half"):
-            if isinstance(values.get(key), Mapping):
-                values[key] = Slope(**values[key])
-        return cls(**values)
 
     def text(self) -> str:
         """The verdict in one line (console, summary.md)."""

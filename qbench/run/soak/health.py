@@ -7,8 +7,8 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -17,7 +17,7 @@ import orjson
 import psutil
 
 from qbench.run import control
-from qbench.run.json_values import json_int
+from qbench.run.json_values import Readable, json_int
 from qbench.run.load.loadgen import LiveStats
 
 STATUS_TIMEOUT_S = 2.0  # a /status read at most (and at most one interval)
@@ -32,7 +32,7 @@ FAILING_PREFIX = "every request failing"  # ...and that of a server so far behin
 
 
 @dataclass
-class HealthSample:
+class HealthSample(Readable):
     """One look at the server and the run. None: not measured (no pid, no /status, no cache folder)."""
 
     t_s: float  # seconds since the sampler started (the start of the run, give or take discovery)
@@ -56,11 +56,6 @@ class HealthSample:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HealthSample:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
 
 def read_health(path: Path) -> list[HealthSample]:
     """A run folder's `health.jsonl` (an absent file: no samples; a cut last line is skipped)."""
@@ -70,7 +65,7 @@ def read_health(path: Path) -> list[HealthSample]:
     for line in path.read_bytes().splitlines():
         try:
             samples.append(HealthSample.from_dict(orjson.loads(line)))
-        except (orjson.JSONDecodeError, TypeError):
+        except ValueError:  # orjson's, or pydantic's: not a sample
             continue
     return samples
 
@@ -225,7 +220,6 @@ class HealthSampler:
         sample.status_rss_bytes = json_int(status.get("rss_bytes"))
         sample.status_waiting = json_int(status.get("events_waiting"))
         sample.status_leaked_bytes = json_int(status.get("leaked_bytes"))
-
 
 
 class StuckWatch:

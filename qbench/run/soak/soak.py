@@ -4,7 +4,7 @@ stop; then `judge_soak`: the samples and records -> `SoakReport`, a drift verdic
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ import psutil
 
 from qbench.errors import ScenarioError, SloViolation
 from qbench.run.columns import Columns
+from qbench.run.json_values import Readable
 from qbench.run.load.loadgen import LiveStats
 from qbench.run.options import OptionsRun, RunOptions, run_with_options
 from qbench.run.records import RequestRecord
@@ -82,16 +83,16 @@ class SoakOptions:
 
 
 @dataclass(frozen=True)
-class SoakReport:
+class SoakReport(Readable, tolerant=True):
     """What a soak run found: a verdict per signal, a stuck queue, and the series they were read from."""
 
-    verdicts: list[Verdict]
-    stuck: str | None  # the stuck-queue (or every-request-failing) finding the run ended on, else None
-    steady_from_s: float  # the warm-up cut
-    duration_s: float  # the samples' span
-    requests: int  # finished requests
-    rate_rps: float | None  # completions per second over the steady part
-    samples: int  # health samples
+    verdicts: list[Verdict] = field(default_factory=list)
+    stuck: str | None = None  # the stuck-queue (or every-request-failing) finding the run ended on
+    steady_from_s: float = 0.0  # the warm-up cut
+    duration_s: float = 0.0  # the samples' span
+    requests: int = 0  # finished requests
+    rate_rps: float | None = None  # completions per second over the steady part
+    samples: int = 0  # health samples
     slices: list[dict[str, float | None]] = field(default_factory=list)  # per slice: t_s, requests, ...
     watched: str | None = None  # whose memory was watched, or why the server's could not be (and how)
 
@@ -113,13 +114,6 @@ class SoakReport:
                 "steady_from_s": self.steady_from_s, "duration_s": self.duration_s, "requests": self.requests,
                 "rate_rps": self.rate_rps, "samples": self.samples, "slices": self.slices,
                 "watched": self.watched, "lines": self.lines()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SoakReport:
-        return cls([Verdict.from_dict(v) for v in data.get("verdicts", [])], data.get("stuck"),
-                   float(data.get("steady_from_s", 0.0)), float(data.get("duration_s", 0.0)),
-                   int(data.get("requests", 0)), data.get("rate_rps"), int(data.get("samples", 0)),
-                   list(data.get("slices", [])), data.get("watched"))
 
 
 @dataclass

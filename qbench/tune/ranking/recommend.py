@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final, Literal
 
-from qbench.run import OWN_CAPS, Figures, json_number, own_cap_lead
+from qbench.run import OWN_CAPS, Figures, Readable, json_number, own_cap_lead
 from qbench.tune.knobs.frameworks import framework_name
 from qbench.tune.knobs.grid import Value, flag
 from qbench.tune.knobs.versions import BATCH_NOTE, gradio3_code
@@ -26,17 +26,12 @@ class RankedPoint(Figures):
     reason: str
     capacity_rps: float | None = None
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RankedPoint:
-        names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in names})
-
 
 @dataclass
-class Recommendation:
-    winner: PointResult | None
-    ranked: list[RankedPoint]
-    why: str
+class Recommendation(Readable, tolerant=True):
+    winner: PointResult | None = None
+    ranked: list[RankedPoint] = field(default_factory=list)
+    why: str = ""
     gradio_code: str = ""
     max_size_advice: MaxSizeAdvice | None = None
     capacity: CapacityRecord | None = None  # the winner's search and how it held, if measured
@@ -78,25 +73,11 @@ class Recommendation:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Recommendation:
-        """recommendation.json read back (`to_dict`; files of older releases lack later keys)."""
-        winner, version = data.get("winner"), str(data.get("gradio_version") or "")
-        return cls(
-            winner=PointResult.from_dict(winner) if isinstance(winner, Mapping) else None,
-            ranked=[RankedPoint.from_dict(r) for r in data.get("ranked") or [] if isinstance(r, Mapping)],
-            why=str(data.get("why") or ""),
-            gradio_code=str(data.get("gradio_code") or ""),
-            max_size_advice=MaxSizeAdvice.from_dict(data.get("max_size_advice")),
-            capacity=CapacityRecord.from_dict(data.get("capacity")),
-            notes=list(data.get("notes") or []),
-            objective="capacity" if data.get("objective") == "capacity" else "latency",
-            objective_why=str(data.get("objective_why") or ""),
-            gradio_major=int(version.split(".")[0]) if version.split(".")[0].isdigit() else None,
-            server_code=str(data.get("server_code") or ""),
-            server_code_label=str(data.get("server_code_label") or ""),
-            app_change=list(data.get("app_change") or []),
-            framework=str(data["framework"]) if data.get("framework") else None,
-        )
+    def _migrate(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """The Gradio release is written as gradio_version ('3.x'; '' for 4.x and later)."""
+        head = str(data.pop("gradio_version", None) or "").split(".")[0]
+        data["gradio_major"] = int(head) if head.isdigit() else None
+        return data
 
 
 # ---------------------------------------------------------------- the rule
@@ -300,7 +281,6 @@ def _why(winner: PointResult | None, constraints: Constraints, n_feasible: int, 
 
 def _fmt_s(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g} s"
-
 
 
 # ---------------------------------------------------------------- advice

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run import FIGURES, Figures, RequestRecord, json_number, read_records, start_groups
+from qbench.run import Figures, Readable, RequestRecord, read_records, start_groups
 from qbench.tune.knobs.grid import Grid, Point
 from qbench.tune.search.batch_model import (
     BatchFit,
@@ -225,7 +225,7 @@ class FittedModel:
 
 
 @dataclass(frozen=True)
-class Predicted:
+class Predicted(Readable, tolerant=True):
     """A point's figures as the final fit predicts them."""
 
     throughput_rps: float | None = None
@@ -243,13 +243,9 @@ class Predicted:
             out["goodput_rps"] = self.goodput_rps
         return {**out, "p95_latency_s": self.p95_latency_s, "capacity_rps": self.capacity_rps}
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Predicted:
-        return cls(**{f: json_number(data.get(f)) for f in _PREDICTED})
-
 
 @dataclass
-class MeasuredPoint(Figures):
+class MeasuredPoint(Figures, Readable, tolerant=True):
     status: str | None = None
     capacity_rps: float | None = None
 
@@ -260,21 +256,14 @@ class MeasuredPoint(Figures):
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MeasuredPoint:
-        """Never raises: a missing or mistyped figure (an older file) reads as its default."""
-        status = data.get("status")
-        read = {f: json_number(data.get(f)) for f in (*FIGURES, "capacity_rps")}
-        return cls(status=str(status) if status is not None else None,
-                   **{k: v for k, v in read.items() if v is not None})
-
 
 @dataclass(frozen=True)
-class ComparisonRow:
-    """A measured point, measured and as the final fit predicts it (`search.predicted_vs_measured`)."""
+class ComparisonRow(Readable, tolerant=True):
+    """A measured point, measured and as the final fit predicts it (`search.predicted_vs_measured`); read
+    back, a missing or mistyped entry (an older file) reads as its default."""
 
-    point_id: str
-    role: str  # "fit": a design point the model was first fitted on; "predicted": measured as ranked best
+    point_id: str = ""
+    role: str = ""  # "fit": a design point the model was first fitted on; "predicted": ranked best
     measured: MeasuredPoint = field(default_factory=MeasuredPoint)
     predicted: Predicted | None = None  # None: no model was fitted
 
@@ -283,20 +272,6 @@ class ComparisonRow:
         if self.predicted is not None:
             out["predicted"] = self.predicted.to_dict()
         return {**out, "measured": self.measured.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ComparisonRow:
-        """Never raises: a missing or mistyped entry (an older file) reads as None / empty."""
-        pred, meas = data.get("predicted"), data.get("measured")
-        return cls(
-            point_id=str(data.get("point_id", "")),
-            role=str(data.get("role", "")),
-            measured=MeasuredPoint.from_dict(meas) if isinstance(meas, Mapping) else MeasuredPoint(),
-            predicted=Predicted.from_dict(pred) if isinstance(pred, Mapping) else None,
-        )
-
-
-_PREDICTED = tuple(f.name for f in dataclasses.fields(Predicted))
 
 
 def comparison_rows(state: SearchState, n_design: int,
@@ -314,7 +289,6 @@ def stored_rows(value: Any) -> list[ComparisonRow]:
     if not isinstance(value, list):
         return []
     return [ComparisonRow.from_dict(row) for row in value if isinstance(row, Mapping)]
-
 
 
 def predicted_constraints(constraints: Constraints) -> Constraints:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from qbench.run import Figures, Steadiness
+from qbench.run import Figures, Readable, ReadableOrNone, Steadiness
 from qbench.tune.verdicts.degradation import Degradation
 from qbench.tune.verdicts.metastable import Metastability
 from qbench.tune.verdicts.overload import Overload
@@ -15,7 +15,7 @@ HOST_BUSY = 0.1  # the load generator's loop waiting for a core this share of a 
 
 
 @dataclass
-class Probe(Figures):
+class Probe(Figures, Readable):
     """One measurement at one offered rate (or the closed-loop estimate): its figures and verdict."""
 
     rate_rps: float  # offered arrival rate (req/s); for the estimate, the completions/s it measured
@@ -60,16 +60,9 @@ class Probe(Figures):
         steadiness = self.steadiness.to_dict() if self.steadiness is not None else None
         return {**asdict(self), "steadiness": steadiness, "verdict": self.verdict}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Probe:
-        names = set(cls.__dataclass_fields__)
-        values = {k: v for k, v in data.items() if k in names}
-        values["steadiness"] = Steadiness.from_dict(data.get("steadiness"))
-        return cls(**values)
-
 
 @dataclass(frozen=True)
-class RateNow:
+class RateNow(ReadableOrNone):
     """The rate an app that ages with use holds after qbench's runs (sustained runs, stepping down)."""
 
     rate_rps: float | None  # the rate that held a sustained run (None: none tried held)
@@ -84,19 +77,13 @@ class RateNow:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> RateNow | None:
-        if not data:
-            return None
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
 
 @dataclass
-class Capacity:
-    capacity_rps: float | None  # highest rate that met the SLO (None: even the lowest tried failed)
-    failing_rate_rps: float | None  # lowest rate above it that broke the SLO (None: none did)
-    tolerance: float
-    converged: bool  # failing / passing <= 1 + tolerance (or the search hit min_rate / max_rate)
+class Capacity(Readable, tolerant=True):
+    capacity_rps: float | None = None  # highest rate that met the SLO (None: even the lowest tried failed)
+    failing_rate_rps: float | None = None  # lowest rate above it that broke the SLO (None: none did)
+    tolerance: float = 0.0
+    converged: bool = False  # failing / passing <= 1 + tolerance (or the search hit min_rate / max_rate)
     confirmed: bool = False  # the capacity held a sustained run (SearchPlan.confirm; a repeat without one)
     probes: list[Probe] = field(default_factory=list)  # every probe, in order (the estimate first)
     overload: Overload | None = None  # what happened past the capacity (qbench.tune.verdicts.overload)
@@ -178,28 +165,6 @@ class Capacity:
             "restarts": list(self.restarts),
         }
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Capacity:
-        return cls(
-            capacity_rps=data.get("capacity_rps"),
-            failing_rate_rps=data.get("failing_rate_rps"),
-            tolerance=float(data.get("tolerance", 0.0)),
-            converged=bool(data.get("converged", False)),
-            confirmed=bool(data.get("confirmed", False)),
-            probes=[Probe.from_dict(p) for p in data.get("probes", [])],
-            overload=Overload.from_dict(data.get("overload")),
-            degradation=Degradation.from_dict(data.get("degradation")),
-            burst_change=Degradation.from_dict(data.get("burst_change")),
-            recheck_note=str(data.get("recheck_note") or ""),
-            collapsed=str(data.get("collapsed") or ""),
-            metastability=Metastability.from_dict(data.get("metastability")),
-            lowered_from_rps=data.get("lowered_from_rps"),
-            now=RateNow.from_dict(data.get("now")),
-            restarts=[str(r) for r in data.get("restarts") or []],
-        )
-
-
-
 
 def held_sentence(capacity: Capacity, off: str, fell: str = "") -> tuple[str, str]:
     """("held" or "NOT confirmed", how the sustained confirmation went, in words); `off`: why none ran;
@@ -223,7 +188,7 @@ def held_sentence(capacity: Capacity, off: str, fell: str = "") -> tuple[str, st
 
 
 @dataclass
-class CapacitySummary:
+class CapacitySummary(ReadableOrNone):
     """A capacity search as a point result carries it (probes counted); `predicted`: a simulator's figure."""
 
     capacity_rps: float | None = None
@@ -243,16 +208,11 @@ class CapacitySummary:
                    degradation=capacity.degradation)
 
     @classmethod
-    def from_dict(cls, data: Any) -> CapacitySummary | None:
-        """A saved summary (None for {} or anything else: no capacity); an older file's probe list counts."""
-        if not isinstance(data, dict) or not data:
-            return None
-        probes = data.get("probes", 0)
-        names = set(cls.__dataclass_fields__) - {"probes", "overload", "degradation"}
-        return cls(**{k: v for k, v in data.items() if k in names},
-                   probes=len(probes) if isinstance(probes, list) else int(probes or 0),
-                   overload=Overload.from_dict(data.get("overload")),
-                   degradation=Degradation.from_dict(data.get("degradation")))
+    def _migrate(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """An older file kept the probes: their count."""
+        if isinstance(data.get("probes"), list):
+            data["probes"] = len(data["probes"])
+        return data
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "overload": self.overload.to_dict() if self.overload is not None else None,
@@ -271,10 +231,10 @@ class ConfirmedPoint:
 
 
 @dataclass
-class ConfirmationSummary:
+class ConfirmationSummary(ReadableOrNone, tolerant=True):
     """What a capacity sweep confirmed, as recommendation.json keeps it (capacity.confirmation)."""
 
-    duration_s: float
+    duration_s: float = 0.0
     winner: str | None = None  # the point ranked first after the confirmations
     note: str = ""  # why the winner's capacity is not a confirmed one, when it is not
     points: list[ConfirmedPoint] = field(default_factory=list)
@@ -282,20 +242,9 @@ class ConfirmationSummary:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: Any) -> ConfirmationSummary | None:
-        if not isinstance(data, dict):
-            return None
-        names = set(ConfirmedPoint.__dataclass_fields__)
-        points = [ConfirmedPoint(**{k: v for k, v in p.items() if k in names})
-                  for p in data.get("points") or [] if isinstance(p, dict)]
-        winner = data.get("winner")
-        return cls(float(data.get("duration_s") or 0.0), str(winner) if winner else None,
-                   str(data.get("note") or ""), points)
-
 
 @dataclass
-class CapacityRecord:
+class CapacityRecord(ReadableOrNone, tolerant=True):
     """A sweep's answer (recommendation.json's `capacity`, written flat): the winner's search, its
     confirmation (0 s: none; None: an older file) and how it held, in words."""
 
@@ -315,10 +264,7 @@ class CapacityRecord:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any) -> CapacityRecord | None:
-        if not isinstance(data, dict) or not data:
-            return None
-        seconds = data.get("confirm_duration_s")
-        return cls(Capacity.from_dict(data), float(seconds) if seconds is not None else None,
-                   data.get("searched_rps"), ConfirmationSummary.from_dict(data.get("confirmation")),
-                   str(data.get("held") or ""))
+    def _migrate(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Written flat: the search's keys beside this record's own."""
+        own = ("confirm_duration_s", "searched_rps", "confirmation", "held")
+        return {**{k: data[k] for k in own if k in data}, "capacity": data}

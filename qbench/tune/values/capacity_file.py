@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from qbench.run import json_number
+from qbench.run import Readable
 from qbench.tune.values.capacity import Capacity, Probe
 from qbench.tune.verdicts.overload import Overload
 
@@ -15,10 +15,11 @@ SCHEMA_VERSION = 2  # 2: probes' steadiness and duration, confirm/overload probe
 
 
 @dataclass(frozen=True)
-class CapacityFile:
-    """One `qbench capacity` folder's capacity.json (the layout: qbench.tune.capacity.capacity_run)."""
+class CapacityFile(Readable, tolerant=True):
+    """One `qbench capacity` folder's capacity.json (the layout: qbench.tune.capacity.capacity_run); a
+    missing or malformed part reads as its default."""
 
-    result: Capacity
+    result: Capacity = field(default_factory=Capacity)
     target: str = ""
     scenario: dict[str, Any] = field(default_factory=dict)  # {path, content}
     slo: dict[str, float] = field(default_factory=dict)
@@ -78,39 +79,14 @@ class CapacityFile:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CapacityFile:
-        """A capacity.json of any schema; a missing or malformed part is left at its default."""
-        result = data.get("result")
-        answer = data.get("answer")
-        return cls(
-            result=_capacity(result if isinstance(result, Mapping) else {}),
-            target=str(data.get("target") or ""),
-            scenario=_mapping(data.get("scenario")),
-            slo={str(k): v for k, v in _mapping(data.get("slo")).items() if json_number(v) is not None},
-            max_error_rate=json_number(data.get("max_error_rate")),
-            plan=_mapping(data.get("plan")),
-            probe_duration_s=json_number(data.get("probe_duration_s")),
-            max_probe_duration_s=json_number(data.get("max_probe_duration_s")),
-            confirm_duration_s=json_number(data.get("confirm_duration_s")),
-            probe_length=_mapping(data.get("probe_length")),
-            warmup_s=json_number(data.get("warmup_s")),
-            think_time_s=json_number(data.get("think_time_s")),
-            estimate_users=users if isinstance(users := data.get("estimate_users"), int) else None,
-            users=json_number(data.get("users")),
-            answer=[(str(p[0]), str(p[1])) for p in answer if isinstance(p, list) and len(p) == 2]
-            if isinstance(answer, list) else [],
-            created_at=str(data.get("created_at") or ""),
-            schema_version=int(data.get("schema_version") or 1),
-        )
-
-
-def _capacity(data: Mapping[str, Any]) -> Capacity:
-    """The search's result; probes without an offered rate and a verdict are left out."""
-    probes = data.get("probes")
-    kept = [dict(p) for p in probes if isinstance(p, Mapping) and "rate_rps" in p and "passed" in p] \
-        if isinstance(probes, list) else []
-    return Capacity.from_dict({**data, "probes": kept})
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
+    def _migrate(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Schema 1 wrote no version; a probe without an offered rate and a verdict, and an answer line that
+        is not a pair, are left out."""
+        data.setdefault("schema_version", 1)
+        result, answer = data.get("result"), data.get("answer")
+        if isinstance(result, Mapping) and isinstance(result.get("probes"), list):
+            data["result"] = {**result, "probes": [p for p in result["probes"] if isinstance(p, Mapping)
+                                                   and "rate_rps" in p and "passed" in p]}
+        if isinstance(answer, list):
+            data["answer"] = [line for line in answer if isinstance(line, list) and len(line) == 2]
+        return data

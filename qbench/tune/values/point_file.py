@@ -4,10 +4,11 @@ raises. Design: docs/design/search-points-verdicts.md."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from qbench.run import Readable
 from qbench.tune.values.capacity import Capacity
 from qbench.tune.values.result import PointResult
 
@@ -15,8 +16,8 @@ NAME = "point.json"
 
 
 @dataclass
-class PointFile:
-    point_id: str
+class PointFile(Readable, tolerant=True):
+    point_id: str = ""  # read_point_file: the folder's name when the file has none
     knobs: dict[str, Any] = field(default_factory=dict)
     status: str = "ok"  # ok | failed | stopped | knobs_not_applied
     reason: str = ""
@@ -37,23 +38,6 @@ class PointFile:
             "knobs_applied": self.knobs_applied, "elapsed_s": self.elapsed_s,
         }
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], point_id: str = "") -> PointFile:
-        result, capacity = data.get("result"), data.get("capacity")
-        return cls(
-            point_id=str(data.get("point_id") or point_id),
-            knobs=dict(data.get("knobs") or {}),
-            status=str(data.get("status") or "ok"),
-            reason=str(data.get("reason") or ""),
-            detail=str(data.get("detail") or ""),
-            resources=dict(data.get("resources") or {}),
-            result=PointResult.from_dict(result) if isinstance(result, dict) else None,
-            repeats=[r for r in data.get("repeats") or [] if isinstance(r, dict)],
-            capacity=Capacity.from_dict(capacity) if isinstance(capacity, dict) and capacity else None,
-            knobs_applied=data.get("knobs_applied") if isinstance(data.get("knobs_applied"), dict) else None,
-            elapsed_s=float(data.get("elapsed_s") or 0.0),
-        )
-
 
 def read_point_file(point_dir: Path) -> PointFile | None:
     """The point.json of `point_dir` (None when it is missing or cannot be read)."""
@@ -63,7 +47,5 @@ def read_point_file(point_dir: Path) -> PointFile | None:
         return None
     if not isinstance(data, dict):
         return None
-    try:
-        return PointFile.from_dict(data, point_dir.name)
-    except (TypeError, ValueError):
-        return None
+    point = PointFile.from_dict(data)
+    return point if point.point_id else replace(point, point_id=point_dir.name)

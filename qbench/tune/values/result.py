@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
-from qbench.run import Figures, SloCheck, json_number
+from qbench.run import Figures, Readable, ReadableOrNone, SloCheck
 from qbench.tune.knobs.grid import Value
 from qbench.tune.values.capacity import CapacitySummary
 
@@ -34,23 +34,16 @@ _T95: Final = {
 
 
 @dataclass(frozen=True)
-class KnobVerdict:
-    """Whether a point's knobs took effect (qbench.tune.points.knobcheck.KnobCheck's verdict and evidence)."""
+class KnobVerdict(ReadableOrNone, tolerant=True):
+    """Whether a point's knobs took effect (qbench.tune.points.knobcheck.KnobCheck's verdict and evidence);
+    read as None where absent (files of releases that wrote `{}`)."""
 
     verdict: str
     evidence: list[str] = field(default_factory=list)
 
-    @classmethod
-    def from_dict(cls, data: Any) -> KnobVerdict | None:
-        """Tolerant: None for a missing or empty value (files of releases that wrote `{}`)."""
-        if not isinstance(data, Mapping) or not data.get("verdict"):
-            return None
-        evidence = data.get("evidence")
-        return cls(str(data["verdict"]), [str(e) for e in evidence] if isinstance(evidence, list) else [])
-
 
 @dataclass(frozen=True)
-class MaxSizeAdvice:
+class MaxSizeAdvice(ReadableOrNone, tolerant=True):
     """max_size = floor(throughput x queue-wait budget) and why; max_size None: leave the queue unbounded."""
 
     why: str
@@ -65,22 +58,11 @@ class MaxSizeAdvice:
         figures = {k: v for k, v in asdict(self).items() if k != "why" and (v is not None or k == "max_size")}
         return {**figures, "why": self.why}
 
-    @classmethod
-    def from_dict(cls, data: Any) -> MaxSizeAdvice | None:
-        if not isinstance(data, Mapping) or not data:
-            return None
-        size = data.get("max_size")
-        return cls(
-            why=str(data.get("why") or ""),
-            max_size=size if isinstance(size, int) and not isinstance(size, bool) else None,
-            **{k: json_number(data.get(k)) for k in ("throughput_rps", "tolerated_wait_s", "service_s",
-                                                  "queue_wait_budget_s")},
-        )
 
 
 
 @dataclass
-class PointResult(Figures):
+class PointResult(Figures, Readable, tolerant=True):
     """What one grid point measured (its figures: the mean over repeats) and how it ended."""
 
     point_id: str
@@ -117,17 +99,11 @@ class PointResult(Figures):
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PointResult:
-        names = set(cls.__dataclass_fields__)
-        values = {k: v for k, v in data.items() if k in names}
-        values["capacity"] = CapacitySummary.from_dict(data.get("capacity"))
-        values["knob_check"] = KnobVerdict.from_dict(data.get("knob_check"))
-        values["slo_breaches"] = [_breach(b) for b in data.get("slo_breaches") or []]
-        return cls(**values)
-
-
-def _breach(data: Any) -> SloCheck:
-    """A stored breach: a check, or the reason in words files kept before checks were typed."""
-    if isinstance(data, Mapping):
-        return SloCheck(**{k: v for k, v in data.items() if k in SloCheck.__dataclass_fields__})
-    return SloCheck("", 0.0, None, False, "max", str(data))
+    def _migrate(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Files written before the breaches were typed checks kept them as reasons in words."""
+        breaches = data.get("slo_breaches")
+        if isinstance(breaches, list):
+            data["slo_breaches"] = [b if isinstance(b, Mapping) else
+                                    {"name": "", "threshold": 0.0, "actual": None, "passed": False,
+                                     "kind": "max", "note": str(b)} for b in breaches]
+        return data

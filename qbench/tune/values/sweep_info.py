@@ -4,15 +4,14 @@ reports); `from_dict` never raises and keeps unknown keys in `extra`."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from qbench.run import json_dict, json_int, json_number, json_text
+from qbench.run import Readable
 
 
 @dataclass(frozen=True)
-class SweepInfo:
+class SweepInfo(Readable, tolerant=True, unknown_to="extra"):
     """One sweep.json, typed; every field has a default so that an old or partial file loads."""
 
     schema_version: int | None = None
@@ -31,28 +30,6 @@ class SweepInfo:
     server: dict[str, Any] = field(default_factory=dict)  # settings (masked), launch, target
     options: dict[str, Any] = field(default_factory=dict)  # SweepOptions (what --resume rebuilds)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SweepInfo:
-        """From a sweep.json object; never raises (missing or mistyped keys read as their defaults)."""
-        return cls(
-            schema_version=json_int(data.get("schema_version")),
-            sweep_id=json_text(data.get("sweep_id")),
-            created_at=json_text(data.get("created_at")),
-            scenario=json_dict(data.get("scenario")) or {},
-            mode=json_text(data.get("mode")),
-            grid=json_dict(data.get("grid")) or {},
-            slo=json_dict(data.get("slo")) or {},
-            constraints=json_dict(data.get("constraints")) or {},
-            search=json_text(data.get("search")),
-            objective=json_text(data.get("objective")),
-            objective_why=json_text(data.get("objective_why")),
-            confirm_duration_s=json_number(data.get("confirm_duration_s")),
-            repeat=json_int(data.get("repeat")),
-            server=json_dict(data.get("server")) or {},
-            options=json_dict(data.get("options")) or {},
-            extra={k: v for k, v in data.items() if k not in FIELDS},
-        )
 
     def to_dict(self) -> dict[str, Any]:
         """The sweep.json object: every field (None included, as the writer always wrote), then `extra`."""
@@ -75,5 +52,3 @@ class SweepInfo:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(SweepInfo) if f.name != "extra")
-
-

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run import RequestRecord, start_groups
+from qbench.run import ReadableOrNone, RequestRecord, start_groups
 
 MATERIAL = 0.05  # a slowdown under 5% is not worth a warning, one the data cannot exclude is not "none"
 RESAMPLES = 1000
@@ -43,7 +43,7 @@ class Change:
 
 
 @dataclass(frozen=True)
-class Degradation:
+class Degradation(ReadableOrNone):
     """The same rate measured at the start and at the end of a search."""
 
     rate_rps: float
@@ -131,15 +131,6 @@ class Degradation:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "degraded": self.degraded, "verdict": self.verdict}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> Degradation | None:
-        if not data:
-            return None
-        names = set(cls.__dataclass_fields__) - {"latency"}
-        latency = data.get("latency")
-        return cls(**{k: v for k, v in data.items() if k in names},
-                   latency=Change(**latency) if isinstance(latency, dict) else None)
 
 
 def compare(rate: float, before: Sequence[RequestRecord], after: Sequence[RequestRecord],

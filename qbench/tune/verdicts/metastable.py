@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run import RequestRecord, Trend, Z, trend
+from qbench.run import ReadableOrNone, RequestRecord, Trend, Z, trend
 
 FEW = 2  # a request that started behind fewer than this many waiting gives the base service time
 MATERIAL = 0.05  # service at the SLO's queue this much slower than the base: rising
@@ -22,7 +22,7 @@ CAP_SHARE = 0.8  # the advised max_size: this share of the tipping point
 
 
 @dataclass(frozen=True)
-class Metastability:
+class Metastability(ReadableOrNone):
     """How the service time rose with the queue over the runs given, and what follows for a rate."""
 
     base_s: float  # median service time with fewer than FEW waiting
@@ -93,15 +93,6 @@ class Metastability:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "rising": self.rising, "metastable": self.metastable,
                 "safe_rps": self.safe_rps}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> Metastability | None:
-        if not isinstance(data, dict) or not isinstance(data.get("slope"), dict):
-            return None
-        names = set(cls.__dataclass_fields__) - {"slope", "throughput"}
-        served = data.get("throughput")
-        return cls(**{k: v for k, v in data.items() if k in names}, slope=Trend(**data["slope"]),
-                   throughput=Trend(**served) if isinstance(served, dict) else None)
 
 
 def queue_slowdown(runs: Sequence[Sequence[RequestRecord]], capacity_rps: float, bound_s: float

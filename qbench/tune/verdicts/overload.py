@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run import RequestRecord, own_cap_lead
+from qbench.run import ReadableOrNone, RequestRecord, own_cap_lead
 
 OVERLOAD_FACTOR = 1.3
 BLOCKS = 10
@@ -19,7 +19,7 @@ MIN_WAIT_S = 0.05  # a request that waited less is not a test of the ETA
 
 
 @dataclass(frozen=True)
-class Overload:
+class Overload(ReadableOrNone):
     """What one run past the capacity showed, and the max_size advice that follows."""
 
     rate_rps: float  # offered
@@ -46,11 +46,12 @@ class Overload:
         return {**asdict(self), "fall": self.fall}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> Overload | None:
-        if not isinstance(data, dict):
-            return None
-        names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in names})
+    def _migrate(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """A series row that is not numbers is left out."""
+        if isinstance(data.get("series"), list):
+            data["series"] = [row for row in data["series"] if isinstance(row, list)
+                              and all(type(x) in (int, float) for x in row)]
+        return data
 
 
 def analyse(records: Sequence[RequestRecord], rate_rps: float, capacity_rps: float,

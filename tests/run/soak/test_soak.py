@@ -226,3 +226,11 @@ def test_the_ceilings_of_latency_and_open_files() -> None:
     assert soak_module._ceiling("p95_latency_s", limited) == (2.0, "--limit")
     assert soak_module._ceiling("open_files", watched) == (float(soft), "the process's open-file limit")
     assert soak_module._ceiling("open_files", SoakOptions()) == (None, None)  # no process watched
+
+
+def test_a_partial_or_mistyped_soak_json_reads_with_defaults(tmp_path: Path) -> None:
+    (tmp_path / "soak.json").write_text('{"stuck": "", "requests": "many", "verdicts": [{"signal": "rss"}], '
+                                        '"rate_rps": 4, "lines": ["written, not read"]}')
+    report = read_report(tmp_path)
+    assert report is not None and (report.stuck, report.requests, report.verdicts) == (None, 0, [])
+    assert report.rate_rps == 4.0 and type(report.rate_rps) is float

@@ -446,3 +446,13 @@ def test_without_a_point_gradio_imports_with_the_collector_paused_and_nothing_el
     code = "import builtins, gc, gradio.blocks as b; print(builtins.SEEN, gc.isenabled(), b.Blocks.queue)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split()[:4] == ["False", "True", "<function", "Blocks.queue"], out.stdout + out.stderr
+
+
+def test_an_event_without_an_api_name_and_the_batch_counts_read_typed() -> None:
+    """Gradio's api_name=False reads as none; the batch counts' sizes, JSON object keys, as ints."""
+    hook = HookRecord.from_dict(json.loads(json.dumps({
+        "launched": True, "events": [{"fn_index": 1, "api_name": False, "chosen": True}],
+        "batch_sizes": {"/predict": {"4": 10, "8": 2}}, "launch_checked": None, "scope": ""})))
+    assert hook.events[0].api_name is None and hook.events[0].name == "fn_index 1"
+    assert hook.batch_sizes == {"/predict": {4: 10, 8: 2}} and hook.scope == "driven"
+    assert hook.launch_checked is None

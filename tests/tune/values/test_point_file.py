@@ -33,3 +33,18 @@ def test_a_partial_or_broken_point_file_reads_without_raising(tmp_path: Path) ->
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "point.json").write_text("{not json")
     assert read_point_file(tmp_path / "broken") is None and read_point_file(tmp_path / "none") is None
+
+
+def test_an_older_point_file_reads_its_old_shapes(tmp_path: Path) -> None:
+    """Releases that wrote {} for no capacity and no knob check, the probe list in the result's capacity,
+    or a mistyped entry: each part reads as its default, the rest as written."""
+    result = {"point_id": "c1", "knobs": {"concurrency_limit": 1}, "knob_check": {},
+              "capacity": {"capacity_rps": 4.0, "probes": [{"rate_rps": 4.0}, {"rate_rps": 5.0}]}}
+    (tmp_path / "c1").mkdir()
+    (tmp_path / "c1" / "point.json").write_text(json.dumps({
+        "point_id": "", "capacity": {}, "result": result, "elapsed_s": "x", "resources": None}))
+    point = read_point_file(tmp_path / "c1")
+    assert point is not None and point.point_id == "c1" and point.capacity is None
+    assert point.result is not None and point.result.knob_check is None
+    assert point.result.capacity is not None and point.result.capacity.probes == 2
+    assert (point.elapsed_s, point.resources) == (0.0, {})

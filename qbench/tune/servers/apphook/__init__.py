@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qbench.run import Readable
 from qbench.tune.knobs.frameworks import (
     LITSERVE_API_KNOBS,
     RAYSERVE_BATCH_KNOBS,
@@ -53,12 +54,12 @@ def first_on_path(folder: Path, pythonpath: str) -> str:
 
 
 @dataclass
-class EventRecord:
+class EventRecord(Readable, tolerant=True):
     """One event listener of the launched app as the hook saw it."""
 
-    fn_index: int
-    api_name: str | None
-    chosen: bool  # the hook set this event's knobs (a driven event, or every queued one)
+    fn_index: int = -1
+    api_name: str | None = None
+    chosen: bool = False  # the hook set this event's knobs (a driven event, or every queued one)
     queued: bool = True
     app: dict[str, Any] = field(default_factory=dict)  # the app's own settings
     set: dict[str, Any] = field(default_factory=dict)  # what the hook set
@@ -69,18 +70,16 @@ class EventRecord:
         return self.api_name or f"fn_index {self.fn_index}"
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EventRecord:
-        api_name = data.get("api_name")
-        return cls(int(data.get("fn_index", -1)), str(api_name) if api_name else None,
-                   bool(data.get("chosen")), bool(data.get("queued", True)), dict(data.get("app") or {}),
-                   dict(data.get("set") or {}), dict(data.get("effective") or {}))
+    def _migrate(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Gradio's api_name=False (no API endpoint): none."""
+        return {**data, "api_name": data.get("api_name") or None}
 
 
 @dataclass
-class HookRecord:
+class HookRecord(Readable, tolerant=True):
     """What the hook found in the app and set (the hook's JSON record, read back)."""
 
-    launched: bool
+    launched: bool = False
     gradio_version: str | None = None
     scope: str = "driven"  # driven: the scenario's events; all: every queued event
     driven: list[str] = field(default_factory=list)  # the scenario's events (api_name or fn_index)
@@ -103,30 +102,6 @@ class HookRecord:
     # the app's processes together: what the framework really handed the user's function
     batch_processes: int = 0  # how many of the app's processes ran batches
     observed: list[str] = field(default_factory=list)  # knobs the launch command passes itself (not set)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HookRecord:
-        return cls(
-            launched=bool(data.get("launched")),
-            gradio_version=data.get("gradio_version"),
-            scope=str(data.get("scope") or "driven"),
-            driven=[str(d) for d in data.get("driven") or []],
-            queue=dict(data.get("queue") or {}),
-            launch=dict(data.get("launch") or {}),
-            events=[EventRecord.from_dict(e) for e in data.get("events") or []],
-            problems=[str(p) for p in data.get("problems") or []],
-            app_reads=[str(v) for v in data.get("app_reads") or []],
-            launch_checked=None if data.get("launch_checked") is None else bool(data["launch_checked"]),
-            framework=str(data.get("framework") or "gradio"),
-            litserve=dict(data.get("litserve") or {}),
-            bentoml=dict(data.get("bentoml") or {}),
-            rayserve=dict(data.get("rayserve") or {}),
-            torchserve=dict(data.get("torchserve") or {}),
-            batch_sizes={str(path): {int(size): int(n) for size, n in sizes.items()}
-                         for path, sizes in (data.get("batch_sizes") or {}).items()},
-            batch_processes=int(data.get("batch_processes") or 0),
-            observed=[str(k) for k in data.get("observed") or []],
-        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
