@@ -21,8 +21,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qbench.run.runner import run_scenario  # noqa: E402
-from qbench.run.scenario.scenario import parse_scenario  # noqa: E402
+from qbench.run.pipeline import run_scenario  # noqa: E402
+from qbench.run.scenario.schema import parse_scenario  # noqa: E402
 from qbench.tune.servers.server_process import start_reference_server
 
 FUNCTIONS = {"functions": [{"api_name": "echo", "workload": "echo", "concurrency_limit": None}]}

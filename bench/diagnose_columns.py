@@ -1,7 +1,7 @@
 """How long, and in how much memory, does qbench diagnose a big finished run from its columns?
 
-The diagnosis part of the end of a run (qbench.run.runner._finish) and of `qbench report`: the
-findings (qbench.run.diagnose.diagnose_mix.diagnose_run: the limit, steadiness, the server's phases,
+The diagnosis part of the end of a run (qbench.run.pipeline._finish) and of `qbench report`: the
+findings (qbench.run.diagnose.per_endpoint.diagnose_run: the limit, steadiness, the server's phases,
 each endpoint of a mix), the app notes (qbench.run.diagnose.app_errors.explain) and the mix's
 "alongside" comparison (qbench.run.results.alongside), read from a finished run folder's
 records.parquet with `Columns.read` (a few columns in memory at a time) and its summary.json.
@@ -41,11 +41,11 @@ def child(run: Path) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     from qbench.run.columns import Columns
     from qbench.run.diagnose.app_errors import explain
-    from qbench.run.diagnose.diagnose import host_cpus
-    from qbench.run.diagnose.diagnose_mix import diagnose_run
+    from qbench.run.diagnose.limits import host_cpus
+    from qbench.run.diagnose.per_endpoint import diagnose_run
     from qbench.run.results.alongside import alongside
     from qbench.run.results.summary import Summary
-    from qbench.run.scenario.scenario import parse_scenario
+    from qbench.run.scenario.schema import parse_scenario
 
     out: dict[str, Any] = {}
     info = json.loads((run / "run.json").read_text())

@@ -21,7 +21,7 @@ ru_maxrss of that child alone):
     end of run   what the runner does after the load, from the folder: records.parquet sealed from the
                  spill the generator wrote during the run (qbench.run.record_spill; the spill itself,
                  made here from records.jsonl's lines before the clock starts, is the run's cost, not
-                 the end's), then runner._finish from its columns: summary, run.json,
+                 the end's), then pipeline._finish from its columns: summary, run.json,
                  diagnosis, app notes, summary.json; the child also prints each phase's seconds and
                  the peak RSS after it (VmHWM), the map of where the memory goes. Its peak is the
                  end's: from the seal on (the spill's own peak is the run's: VmHWM is reset after
@@ -87,7 +87,7 @@ ERRORS: tuple[tuple[str, float], ...] = (  # kind, share of the requests
 
 def scenario(n: int, rate: float, name: str) -> dict[str, Any]:
     """The scenario as the runner writes it into run.json (validated, dumped by alias)."""
-    from qbench.run.scenario.scenario import parse_scenario
+    from qbench.run.scenario.schema import parse_scenario
 
     raw = {
         "name": name, "target": "http://127.0.0.1:7860", "protocol": "gradio",
@@ -243,12 +243,12 @@ def finish(folder: Path, profile: bool = False) -> None:
 
     import pyarrow as pa
 
-    from qbench.run import runner
+    from qbench.run import pipeline
     from qbench.run.record_spill import RecordSpill, RowOrder, seal
     from qbench.run.results.files import Writer
     from qbench.run.results.run_info import RunInfo
     from qbench.run.results.summary import GeneratorStats
-    from qbench.run.scenario.scenario import parse_scenario
+    from qbench.run.scenario.schema import parse_scenario
 
     phases: list[dict[str, Any]] = []
     if profile:
@@ -272,7 +272,7 @@ def finish(folder: Path, profile: bool = False) -> None:
         return wrapper
 
     for attr, name in (("summarize", "summary"), ("diagnose_run", "diagnosis"), ("explain", "app notes")):
-        setattr(runner, attr, timed(name, getattr(runner, attr)))
+        setattr(pipeline, attr, timed(name, getattr(pipeline, attr)))
     data = json.loads((folder / "run.json").read_text(encoding="utf-8"))
     info = RunInfo.from_dict(data)
     plan = parse_scenario(data["scenario"])
@@ -290,7 +290,7 @@ def finish(folder: Path, profile: bool = False) -> None:
         print(json.dumps([{"site": str(s.traceback), "mib": s.size / MIB, "blocks": s.count} for s in top]))
     stats = GeneratorStats(cpu_s=900.0, cpu_percent=25.0, max_loop_lag_s=0.004, p99_loop_lag_s=0.001,
                            max_in_flight=120)
-    runner._finish(plan, folder, None, stats, info, Writer())
+    pipeline._finish(plan, folder, None, stats, info, Writer())
     phases.append({"phase": "total", "seconds": time.perf_counter() - start, "peak_mib": peak_mib()})
     print(json.dumps(phases))
 
@@ -301,9 +301,9 @@ def summary_from_columns(folder: Path) -> None:
     of run) holds the same figures, key for key, as one JSON line."""
     from qbench.run.columns import Columns
     from qbench.run.load.mix import endpoint_slos
+    from qbench.run.pipeline import journey_length
     from qbench.run.results.summary import GeneratorStats, summarize
-    from qbench.run.runner import journey_length
-    from qbench.run.scenario.scenario import parse_scenario
+    from qbench.run.scenario.schema import parse_scenario
 
     plan = parse_scenario(json.loads((folder / "run.json").read_text(encoding="utf-8"))["scenario"])
     written = folder / "summary.json"

@@ -103,8 +103,8 @@ def run_rounds(args: argparse.Namespace, target: str) -> dict[str, list[Sample]]
 
 
 def measure(args: argparse.Namespace, target: str, extra: dict[str, Any], out: Path) -> Sample:
-    from qbench.run.runner import run_scenario
-    from qbench.run.scenario.scenario import parse_scenario
+    from qbench.run.pipeline import run_scenario
+    from qbench.run.scenario.schema import parse_scenario
 
     shape: dict[str, Any] = {"rate": args.rate} if args.rate else {"users": args.users}
     spec = parse_scenario({

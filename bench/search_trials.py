@@ -1,6 +1,6 @@
 """How many grid points do smart and model search measure to find the full grid's winner?
 
-Evaluator: the closed-form sleep workload of tests/tune/search/test_search.py (a batch of b costs
+Evaluator: the closed-form sleep workload of tests/tune/search/test_smart.py (a batch of b costs
 (t0 + a*b) * (1 + contention*(k-1)) s on k = min(concurrency_limit, max_threads) workers, 2*k*B users,
 memory 300 + 20*k*B + 2*threads MB under a 2000 MB ceiling) over its 240-point grid, for each of its
 models. No server: this measures the search strategies, not the machine.
@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from qbench.tune.knobs.grid import Point
 from qbench.tune.ranking.recommend import recommend
 from qbench.tune.search.batch_model import PointLoad
-from qbench.tune.search.search import full_search, smart_search
-from qbench.tune.search.search_model import model_search
+from qbench.tune.search.by_model import model_search
+from qbench.tune.search.smart import full_search, smart_search
 from qbench.tune.values.constraints import Constraints
-from tests.tune.search.test_search import GRID, MODELS, SleepModel  # noqa: E402
+from tests.tune.search.test_smart import GRID, MODELS, SleepModel  # noqa: E402
 
 
 def describe(point: Point) -> PointLoad:

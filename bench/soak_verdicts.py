@@ -28,8 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from qbench.run.soak.command import HEALTH_SIGNALS
 from qbench.run.soak.drift import judge
-from qbench.run.soak.soak import HEALTH_SIGNALS
 
 MIB, GIB, KIB = 2**20, 2**30, 2**10
 RSS = next(s for s in HEALTH_SIGNALS if s.key == "rss_bytes")

@@ -32,8 +32,8 @@ from typing import Any
 import psutil
 
 from qbench.run.control import wait_answering
-from qbench.run.runner import RunResult, run_scenario
-from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.pipeline import RunResult, run_scenario
+from qbench.run.scenario.schema import parse_scenario
 from qbench.tune.servers.server_process import free_port, reference_server_process
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from qbench.run.control import wait_answering
+from qbench.run.pipeline import run_scenario
 from qbench.run.results.summary import Summary
-from qbench.run.runner import run_scenario
-from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.scenario.schema import parse_scenario
 from qbench.tune.servers.server_process import free_port, reference_server_process
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -53,8 +53,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from qbench.tune.sweep.command import run_sweep
 from qbench.tune.sweep.config import CapacityOptions, SweepOptions, build_config
-from qbench.tune.sweep.sweep import run_sweep
 
 SEARCHES = ("smart", "model", "sim")
 

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "load_scenario": "qbench.run.scenario.scenario",
-    "run_scenario": "qbench.run.runner",
-    "run_sweep": "qbench.tune.sweep.sweep",
+    "load_scenario": "qbench.run.scenario.schema",
+    "run_scenario": "qbench.run.pipeline",
+    "run_sweep": "qbench.tune.sweep.command",
     "build_report": "qbench.report.build",
     "compare": "qbench.report.compare",
     "load_run": "qbench.analysis",
@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     from qbench.analysis import load_run, load_sweep
     from qbench.report.build import build_report
     from qbench.report.compare import compare
-    from qbench.run.runner import run_scenario
-    from qbench.run.scenario.scenario import load_scenario
-    from qbench.tune.sweep.sweep import run_sweep
+    from qbench.run.pipeline import run_scenario
+    from qbench.run.scenario.schema import load_scenario
+    from qbench.tune.sweep.command import run_sweep
 
 
 def __getattr__(name: str) -> Any:

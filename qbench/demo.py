@@ -12,8 +12,8 @@ from typing import Any
 from rich.console import Console
 
 from qbench.errors import ScenarioError
-from qbench.run.runner import RunResult, run_scenario
-from qbench.run.scenario.scenario import Scenario, parse_scenario
+from qbench.run.pipeline import RunResult, run_scenario
+from qbench.run.scenario.schema import Scenario, parse_scenario
 from qbench.tune.servers.server_process import start_reference_server
 
 #: The embedded demo scenario: moderate Poisson load on the image preset (~70% of what this 2-core CPU
@@ -86,7 +86,7 @@ def run_demo(
 ) -> DemoResult:
     """Serve `preset`, load it with the embedded scenario, write records + summary + report."""
     from qbench.report.build import build_report
-    from qbench.run.run_console import render_summary
+    from qbench.run.console import render_summary
 
     console = console or Console()
     scenario = demo_scenario(preset, overrides)

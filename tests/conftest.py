@@ -92,8 +92,8 @@ PRELOAD = ["reference_server.launch", "reference_server.workloads.models.vision"
            "numpy", "pandas", "pyarrow", "fastapi", "starlette", "uvicorn", "pydantic", "pydantic_settings",
            "httpx", "huggingface_hub", "PIL.Image", "jsonschema", "jinja2", "mcp", "sse_starlette", "orjson",
            "safehttpx", "python_multipart", "fsspec", "yaml", "rich", "typer", "tomlkit", "anyio", "psutil",
-           "aiohttp", "qbench.cli.app", "qbench.cli.run", "qbench.run.options", "qbench.run.runner",
-           "qbench.run.run_console", "qbench.run.results.outcome", "qbench.tune.points.knobcheck"]
+           "aiohttp", "qbench.cli.app", "qbench.cli.run", "qbench.run.options", "qbench.run.pipeline",
+           "qbench.run.console", "qbench.run.results.outcome", "qbench.tune.points.knobcheck"]
 #: what a pytest worker imports before its first test, besides PRELOAD: the workers are forks of the
 #: preloaded interpreter too (`-n N`: xdist starts each through `preloaded --stand-in`, which waits for it
 #: to listen; QBENCH_PRELOADED=none starts them as before). `-n 6` of one file: 13.6 core-s against 18.4,

@@ -18,7 +18,7 @@ import qbench
 from qbench.analysis import join_runs, load_run, load_sweep
 from qbench.errors import QbenchError
 from qbench.run.records import DERIVED, FIELD_NAMES
-from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.scenario.schema import parse_scenario
 from reference_server.testing import RunningServer
 
 sys.path.insert(0, str(Path(__file__).parent / "report"))

@@ -402,7 +402,7 @@ def test_end_of_run_generates_a_run_folder_as_the_runner_leaves_it(
     phases in order, a few % errors of several kinds, two endpoints, the warm-up window."""
     from qbench.run.records import read_jsonl
     from qbench.run.results.run_info import RunInfo
-    from qbench.run.scenario.scenario import parse_scenario
+    from qbench.run.scenario.schema import parse_scenario
 
     bench = load_bench("end_of_run", monkeypatch)
     folder = bench.generate(tmp_path / "run", 4000, rate=1000.0, seed=1, chunk=1500)

@@ -169,7 +169,7 @@ UNITS = {
         "gap_histogram", "records", "columns", "record_spill",  # the contract, as columns, spilled
         "control",  # the control plane
         "scenario", "protocols", "results", "load", "diagnose",  # the rooms, in data-flow order
-        "summary_file", "run_console", "runner", "init_yaml", "openapi_body", "frameworks", "init",
+        "summary_file", "console", "pipeline", "init_yaml", "openapi_body", "frameworks", "init",
         "options",  # shells
         "soak",  # a run of hours, made through the shells
     ],

@@ -23,7 +23,7 @@ from qbench.cli.shared import (
 )
 
 if TYPE_CHECKING:
-    from qbench.tune.capacity.capacity_run import CapacityConfig
+    from qbench.tune.capacity.command import CapacityConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,7 +74,7 @@ def capacity(args: CapacityArgs) -> None:
     unreachable target, 130 when interrupted."""
     from qbench.run.options import check_api_option
     from qbench.run.results.files import new_folder
-    from qbench.tune.capacity.capacity_run import run_capacity
+    from qbench.tune.capacity.command import run_capacity
     from qbench.tune.capacity.console import capacity_header, render_capacity, show_probe
     from qbench.tune.servers.apphook import read_hook_record
     from qbench.tune.sweep.console import sweep_console
@@ -102,8 +102,8 @@ def capacity(args: CapacityArgs) -> None:
 
 
 def _config(args: CapacityArgs, scenario: Path, auth: dict[str, Any]) -> CapacityConfig:
-    from qbench.run.runner import parse_set_options
-    from qbench.tune.capacity.capacity_run import capacity_config, parse_tolerance
+    from qbench.run.pipeline import parse_set_options
+    from qbench.tune.capacity.command import capacity_config, parse_tolerance
     from qbench.tune.values.constraints import parse_slo_options
 
     return capacity_config(

@@ -24,6 +24,6 @@ class DemoArgs:
 def demo(args: DemoArgs) -> None:
     """The main job end to end: serve a real model, load it, print the summary, write the report."""
     from qbench.demo import run_demo
-    from qbench.run.runner import parse_set_options
+    from qbench.run.pipeline import parse_set_options
 
     run_demo(preset=args.preset, overrides=parse_set_options(args.set_ or []), reports=args.reports)

@@ -48,9 +48,9 @@ def plan(args: PlanArgs) -> None:
     """How many replicas for N users? Replicas, users per replica and cost from one replica's capacity.
 
     Exit 0 with a plan, 2 on a bad option or a capacity folder without a capacity."""
+    from qbench.tune.plan.command import is_scenario, parse_fraction, run_plan
     from qbench.tune.plan.console import render_plan
-    from qbench.tune.plan.plan import traffic
-    from qbench.tune.plan.plan_run import is_scenario, parse_fraction, run_plan
+    from qbench.tune.plan.replicas import traffic
     from qbench.tune.sweep.console import sweep_console
 
     console = sweep_console()
@@ -66,7 +66,7 @@ def plan(args: PlanArgs) -> None:
 def _measure(args: PlanArgs, console: Console) -> Path:
     """One replica's capacity, at `qbench capacity`'s defaults: its folder."""
     from qbench.run.options import check_api_option
-    from qbench.tune.capacity.capacity_run import capacity_config, run_capacity
+    from qbench.tune.capacity.command import capacity_config, run_capacity
     from qbench.tune.capacity.console import capacity_header, render_capacity, show_probe
     from qbench.tune.values.constraints import parse_slo_options
 

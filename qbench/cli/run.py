@@ -48,8 +48,8 @@ def run(args: RunArgs) -> None:
     from rich.console import Console
 
     from qbench.run.options import RunOptions, run_with_options
+    from qbench.run.pipeline import parse_set_options
     from qbench.run.results.outcome import verdict
-    from qbench.run.runner import parse_set_options
 
     options = RunOptions(args.scenario, args.target, args.api, args.out, parse_set_options(args.set_ or []),
                          args.credentials.overrides(), args.processes, args.replay, args.ray, args.workers,
@@ -65,8 +65,8 @@ def render_run(done: OptionsRun, console: Console, show_inputs: bool = False) ->
     """A finished run: scenario written, summary, records, warnings, app errors, inputs (`show_inputs`)."""
     from rich.markup import escape
 
+    from qbench.run.console import render_summary
     from qbench.run.diagnose.app_errors import input_lines
-    from qbench.run.run_console import render_summary
     from qbench.tune.points.knobcheck import expectation_warnings
 
     result, load = done.result, done.scenario.load

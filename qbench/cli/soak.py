@@ -18,7 +18,7 @@ from qbench.cli.shared import ApiOpt, AppOpt, LiveOpt, PythonOpt, SetOpt, Target
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from qbench.run.soak.soak import SoakReport
+    from qbench.run.soak.command import SoakReport
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +51,7 @@ class SoakArgs:
 
     def overrides(self) -> dict[str, Any]:
         """--set, --duration and --rate as load.duration/rate; load.requests dropped unless --set sets it."""
-        from qbench.run.runner import parse_set_options
+        from qbench.run.pipeline import parse_set_options
 
         given = (("load.duration", self.duration), ("load.rate", self.rate))
         held = {"load.requests": None} if self.duration is not None else {}
@@ -65,8 +65,8 @@ def soak(args: SoakArgs) -> None:
 
     from qbench.run.options import RunOptions
     from qbench.run.results.outcome import verdict
+    from qbench.run.soak.command import SoakOptions, parse_limits, run_soak
     from qbench.run.soak.health import default_cache_folder
-    from qbench.run.soak.soak import SoakOptions, parse_limits, run_soak
 
     options = SoakOptions(args.interval, args.warmup, args.stuck_after, args.pid,
                           args.cache_dir or default_cache_folder(), parse_limits(args.limit or []))
@@ -98,7 +98,7 @@ def own_cache(cache_dir: Path | None, work_dir: Path) -> Path | None:
 
 
 def render_soak(report: SoakReport, console: Console) -> None:
-    """A soak run's findings, one line each (qbench.run.soak.soak.SoakReport.lines)."""
+    """A soak run's findings, one line each (qbench.run.soak.command.SoakReport.lines)."""
     from rich.markup import escape
 
     console.print("[bold]over time[/] (run.soak.drift: slope per 1,000 requests, an hour and a day, 95% CI):")

@@ -77,7 +77,7 @@ class SweepCapacityArgs:
         "capacity is then unconfirmed).")] = None
 
     def options(self) -> CapacityOptions:
-        from qbench.tune.capacity.capacity_run import parse_tolerance
+        from qbench.tune.capacity.command import parse_tolerance
         from qbench.tune.sweep.config import CapacityOptions
 
         tolerance = parse_tolerance(self.capacity_tolerance) if self.capacity_tolerance else None
@@ -118,7 +118,7 @@ class SweepArgs:
 
     def options(self, scenario: Path) -> SweepOptions:
         """The sweep's options, parsed; paths absolute strings (sweep.json keeps them for --resume)."""
-        from qbench.run.runner import parse_set_options
+        from qbench.run.pipeline import parse_set_options
         from qbench.tune.sweep.config import SweepOptions
         from qbench.tune.values.constraints import parse_slo_options
 
@@ -139,9 +139,9 @@ def sweep(args: SweepArgs) -> None:
 
     `qbench sweep scenario.yaml --app app.py --grid concurrency_limit=1,2,4,8 [-- app args]` tunes an
     unmodified app: every point proves its knobs took effect before it is ranked."""
+    from qbench.tune.sweep.command import run_sweep
     from qbench.tune.sweep.config import resumed_config
     from qbench.tune.sweep.console import SweepProgress, render_sweep, sweep_console, sweep_header
-    from qbench.tune.sweep.sweep import run_sweep
 
     console = sweep_console()
     auth = args.credentials.overrides()

@@ -15,8 +15,8 @@ import numpy as np
 
 from qbench import __version__
 from qbench.errors import QbenchError, ScenarioError
+from qbench.report.chart_columns import fmt_s
 from qbench.report.charts import Chart, render_run_charts
-from qbench.report.columns import fmt_s
 from qbench.report.phase_chart import render_phase_chart
 from qbench.report.rundir import LoadedRun, is_sweep_dir, read_run
 from qbench.report.sweep_charts import LoadedSweep, read_sweep, render_sweep_charts
@@ -79,7 +79,7 @@ class ReportContext:
     errors: list[list[str]] = field(default_factory=list)  # kind, count, share, example message
     slo: list[list[str]] = field(default_factory=list)  # name, limit, actual, verdict
     warnings: list[str] = field(default_factory=list)
-    diagnosis: list[str] = field(default_factory=list)  # where the limit was (qbench.run.diagnose.diagnose)
+    diagnosis: list[str] = field(default_factory=list)  # where the limit was (qbench.run.diagnose.limits)
     notes: list[str] = field(default_factory=list)
     details: list[tuple[str, str]] = field(default_factory=list)  # heading, preformatted text
     recommendation: Recommendation | None = None  # a sweep's
@@ -88,7 +88,7 @@ class ReportContext:
     probes: list[list[str]] = field(default_factory=list)  # capacity probes: #, offered, ok/s, p50..why
     # model / sim search: point, role, predicted vs measured throughput, p95, capacity
     predicted: list[list[str]] = field(default_factory=list)
-    over_time: list[str] = field(default_factory=list)  # a soak run's verdicts (qbench.run.soak.soak)
+    over_time: list[str] = field(default_factory=list)  # a soak run's verdicts (qbench.run.soak.command)
     alongside: list[str] = field(default_factory=list)  # before/after a mix entry joined (run.alongside)
     app_notes: list[str] = field(default_factory=list)  # the app raised, events still running (app_errors)
     generated: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))

@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from qbench.report.columns import MAX_POINTS, RunColumns, fmt_s, points_label, time_bins
+from qbench.report.chart_columns import MAX_POINTS, RunColumns, fmt_s, points_label, time_bins
 from qbench.run import Columns, RequestRecord, libc
 
 #: One colour per latency phase, the same in every chart.

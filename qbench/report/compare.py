@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from qbench.errors import QbenchError, ScenarioError, SloViolation
-from qbench.report.columns import fmt_s
+from qbench.report.chart_columns import fmt_s
 from qbench.report.rundir import is_sweep_dir, read_json, read_run, winner_run_dir
 from qbench.run import (
     Columns,

@@ -15,8 +15,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from qbench.report.chart_columns import fmt_s
 from qbench.report.charts import Chart, new_figure, nines_axis, note, percentile_curve, save
-from qbench.report.columns import fmt_s
 from qbench.report.rundir import read_json
 from qbench.run import json_number, read_records
 from qbench.tune import Recommendation, SweepInfo, read_point_file

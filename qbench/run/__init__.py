@@ -14,9 +14,9 @@
     clib.py          the C library through ctypes, loaded once per process
     control.py       the control plane: /config, /status, /admin/config, readiness
     summary_file.py  summary.json: its one writer and its one reader
-    runner.py        run_scenario: a scenario -> a run directory
+    pipeline.py        run_scenario: a scenario -> a run directory
     options.py       `qbench run` as a library call
-    run_console.py   the live progress line and the summary table
+    console.py   the live progress line and the summary table
     openapi_body.py  a plain HTTP server's request body from its OpenAPI schema
     frameworks.py    which framework serves a plain HTTP target; its app's request keys
     init.py          `qbench init`: a scenario drafted from the app's own API
@@ -36,8 +36,8 @@ FACE: dict[str, tuple[str, ...]] = {
     "qbench.run.columns": ("Columns",),
     "qbench.run.control": ("read_gradio_mode", "read_gradio_version", "read_status"),
     "qbench.run.diagnose.app_errors": ("explain", "split_sessions"),
-    "qbench.run.diagnose.diagnose": ("generator_lag", "host_cpus", "server_usage"),
-    "qbench.run.diagnose.diagnose_mix": ("diagnose_run",),
+    "qbench.run.diagnose.limits": ("generator_lag", "host_cpus", "server_usage"),
+    "qbench.run.diagnose.per_endpoint": ("diagnose_run",),
     "qbench.run.diagnose.finding": ("Finding",),
     "qbench.run.frameworks": ("OWN_CAPS", "Framework", "own_cap_lead", "read_framework"),
     "qbench.run.json_values": (
@@ -48,7 +48,7 @@ FACE: dict[str, tuple[str, ...]] = {
         "json_number",
         "json_text",
     ),
-    "qbench.run.load.loadgen": ("LiveStats",),
+    "qbench.run.load.generator": ("LiveStats",),
     "qbench.run.load.mix": ("endpoint_slos", "mix_starts"),
     "qbench.run.protocols.gradio_api": ("DEFAULT_STREAM_EVERY_S",),
     "qbench.run.protocols.login": ("run_secrets",),
@@ -87,7 +87,7 @@ FACE: dict[str, tuple[str, ...]] = {
         "slo_actual",
         "summarize",
     ),
-    "qbench.run.run_console": (
+    "qbench.run.console": (
         "PHASE_LABELS",
         "SERVER_PHASE_LABELS",
         "bottleneck_warnings",
@@ -96,8 +96,8 @@ FACE: dict[str, tuple[str, ...]] = {
         "time_split",
         "token_line",
     ),
-    "qbench.run.runner": ("run_scenario",),
-    "qbench.run.scenario.scenario": (
+    "qbench.run.pipeline": ("run_scenario",),
+    "qbench.run.scenario.schema": (
         "Load",
         "Scenario",
         "Slo",
@@ -110,7 +110,7 @@ FACE: dict[str, tuple[str, ...]] = {
     "qbench.run.scenario.schedule": ("OpenPlan", "plan"),
     "qbench.run.soak.drift": ("Verdict",),
     "qbench.run.soak.health": ("HealthSample", "read_health"),
-    "qbench.run.soak.soak": ("SoakReport", "listening_pid", "read_report"),
+    "qbench.run.soak.command": ("SoakReport", "listening_pid", "read_report"),
     "qbench.run.summary_file": ("SummaryFile",),
 }
 _HOME = {name: module for module, names in FACE.items() for name in names}
@@ -119,16 +119,23 @@ __all__ = sorted(_HOME)
 if TYPE_CHECKING:
     from qbench.run.clib import libc as libc
     from qbench.run.columns import Columns as Columns
+    from qbench.run.console import PHASE_LABELS as PHASE_LABELS
+    from qbench.run.console import SERVER_PHASE_LABELS as SERVER_PHASE_LABELS
+    from qbench.run.console import bottleneck_warnings as bottleneck_warnings
+    from qbench.run.console import chunk_line as chunk_line
+    from qbench.run.console import journey_line as journey_line
+    from qbench.run.console import time_split as time_split
+    from qbench.run.console import token_line as token_line
     from qbench.run.control import read_gradio_mode as read_gradio_mode
     from qbench.run.control import read_gradio_version as read_gradio_version
     from qbench.run.control import read_status as read_status
     from qbench.run.diagnose.app_errors import explain as explain
     from qbench.run.diagnose.app_errors import split_sessions as split_sessions
-    from qbench.run.diagnose.diagnose import generator_lag as generator_lag
-    from qbench.run.diagnose.diagnose import host_cpus as host_cpus
-    from qbench.run.diagnose.diagnose import server_usage as server_usage
-    from qbench.run.diagnose.diagnose_mix import diagnose_run as diagnose_run
     from qbench.run.diagnose.finding import Finding as Finding
+    from qbench.run.diagnose.limits import generator_lag as generator_lag
+    from qbench.run.diagnose.limits import host_cpus as host_cpus
+    from qbench.run.diagnose.limits import server_usage as server_usage
+    from qbench.run.diagnose.per_endpoint import diagnose_run as diagnose_run
     from qbench.run.frameworks import OWN_CAPS as OWN_CAPS
     from qbench.run.frameworks import Framework as Framework
     from qbench.run.frameworks import own_cap_lead as own_cap_lead
@@ -139,9 +146,10 @@ if TYPE_CHECKING:
     from qbench.run.json_values import json_int as json_int
     from qbench.run.json_values import json_number as json_number
     from qbench.run.json_values import json_text as json_text
-    from qbench.run.load.loadgen import LiveStats as LiveStats
+    from qbench.run.load.generator import LiveStats as LiveStats
     from qbench.run.load.mix import endpoint_slos as endpoint_slos
     from qbench.run.load.mix import mix_starts as mix_starts
+    from qbench.run.pipeline import run_scenario as run_scenario
     from qbench.run.protocols.gradio_api import DEFAULT_STREAM_EVERY_S as DEFAULT_STREAM_EVERY_S
     from qbench.run.protocols.login import run_secrets as run_secrets
     from qbench.run.records import DERIVED as DERIVED
@@ -179,30 +187,22 @@ if TYPE_CHECKING:
     from qbench.run.results.summary import judge_bound as judge_bound
     from qbench.run.results.summary import slo_actual as slo_actual
     from qbench.run.results.summary import summarize as summarize
-    from qbench.run.run_console import PHASE_LABELS as PHASE_LABELS
-    from qbench.run.run_console import SERVER_PHASE_LABELS as SERVER_PHASE_LABELS
-    from qbench.run.run_console import bottleneck_warnings as bottleneck_warnings
-    from qbench.run.run_console import chunk_line as chunk_line
-    from qbench.run.run_console import journey_line as journey_line
-    from qbench.run.run_console import time_split as time_split
-    from qbench.run.run_console import token_line as token_line
-    from qbench.run.runner import run_scenario as run_scenario
-    from qbench.run.scenario.scenario import Load as Load
-    from qbench.run.scenario.scenario import Scenario as Scenario
-    from qbench.run.scenario.scenario import Slo as Slo
-    from qbench.run.scenario.scenario import load_scenario as load_scenario
-    from qbench.run.scenario.scenario import parse_scenario as parse_scenario
-    from qbench.run.scenario.scenario import read_scenario_mapping as read_scenario_mapping
-    from qbench.run.scenario.scenario import resolve_paths as resolve_paths
-    from qbench.run.scenario.scenario import with_overrides as with_overrides
     from qbench.run.scenario.schedule import OpenPlan as OpenPlan
     from qbench.run.scenario.schedule import plan as plan
+    from qbench.run.scenario.schema import Load as Load
+    from qbench.run.scenario.schema import Scenario as Scenario
+    from qbench.run.scenario.schema import Slo as Slo
+    from qbench.run.scenario.schema import load_scenario as load_scenario
+    from qbench.run.scenario.schema import parse_scenario as parse_scenario
+    from qbench.run.scenario.schema import read_scenario_mapping as read_scenario_mapping
+    from qbench.run.scenario.schema import resolve_paths as resolve_paths
+    from qbench.run.scenario.schema import with_overrides as with_overrides
+    from qbench.run.soak.command import SoakReport as SoakReport
+    from qbench.run.soak.command import listening_pid as listening_pid
+    from qbench.run.soak.command import read_report as read_report
     from qbench.run.soak.drift import Verdict as Verdict
     from qbench.run.soak.health import HealthSample as HealthSample
     from qbench.run.soak.health import read_health as read_health
-    from qbench.run.soak.soak import SoakReport as SoakReport
-    from qbench.run.soak.soak import listening_pid as listening_pid
-    from qbench.run.soak.soak import read_report as read_report
     from qbench.run.summary_file import SummaryFile as SummaryFile
 
 

@@ -31,7 +31,7 @@ from qbench.run.protocols.gradio_api import AppEndpoint, Suggestion, app_endpoin
 from qbench.run.protocols.gradio_wire import parse_version
 from qbench.run.protocols.login import Authenticator
 from qbench.run.scenario.credentials import Auth, refusal_hint, resolve
-from qbench.run.scenario.scenario import (
+from qbench.run.scenario.schema import (
     Load,
     Scenario,
     apply_overrides,

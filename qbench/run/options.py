@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from qbench.errors import QbenchError, ScenarioError
-from qbench.run.load.loadgen import StopHook
+from qbench.run.load.generator import StopHook
+from qbench.run.pipeline import RunResult, load_scenario, run_scenario
 from qbench.run.results.files import new_folder, remove_if_empty
-from qbench.run.runner import RunResult, load_scenario, run_scenario
-from qbench.run.scenario.scenario import Scenario
+from qbench.run.scenario.schema import Scenario
 
 NO_SCENARIO = "no scenario file: pass one, or --target URL (and --api NAME) to write it from the app"
 

@@ -84,7 +84,7 @@ class RequestRecord:
     result_at_s: float | None = None  # process_completed received, before the output files were fetched (s)
     download_bytes: int = 0  # bytes of the output files fetched (also counted in bytes_received)
     downloads: int = 0  # output files fetched
-    # ---- journeys (scenario `journey:`, qbench.run.load.loadgen journeys); None elsewhere (schema v3) ----
+    # ---- journeys (scenario `journey:`, qbench.run.load.generator journeys); None elsewhere (schema v3) ----
     journey_id: int | None = None  # which journey (one user's session) sent it, unique within a run
     step: int | None = None  # the journey step (0-based index in the scenario's journey list)
     turn: int | None = None  # which call of the step (0-based; a step repeats `repeat` times)

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 # What the stages above tune/ may use, by the module that defines it.
 FACE: dict[str, tuple[str, ...]] = {
-    "qbench.tune.plan.plan": ("plan_lines",),
+    "qbench.tune.plan.replicas": ("plan_lines",),
     "qbench.tune.ranking.recommend": ("Recommendation",),
-    "qbench.tune.search.search_fit": ("MeasuredPoint", "Predicted", "stored_rows"),
-    "qbench.tune.values.capacity": ("Capacity",),
+    "qbench.tune.search.fit": ("MeasuredPoint", "Predicted", "stored_rows"),
+    "qbench.tune.values.ceiling": ("Capacity",),
     "qbench.tune.values.capacity_file": ("CapacityFile",),
     "qbench.tune.values.point_file": ("read_point_file",),
     "qbench.tune.values.sweep_info": ("SweepInfo",),
@@ -26,13 +26,13 @@ _HOME = {name: module for module, names in FACE.items() for name in names}
 __all__ = sorted(_HOME)
 
 if TYPE_CHECKING:
-    from qbench.tune.plan.plan import plan_lines as plan_lines
+    from qbench.tune.plan.replicas import plan_lines as plan_lines
     from qbench.tune.ranking.recommend import Recommendation as Recommendation
-    from qbench.tune.search.search_fit import MeasuredPoint as MeasuredPoint
-    from qbench.tune.search.search_fit import Predicted as Predicted
-    from qbench.tune.search.search_fit import stored_rows as stored_rows
-    from qbench.tune.values.capacity import Capacity as Capacity
+    from qbench.tune.search.fit import MeasuredPoint as MeasuredPoint
+    from qbench.tune.search.fit import Predicted as Predicted
+    from qbench.tune.search.fit import stored_rows as stored_rows
     from qbench.tune.values.capacity_file import CapacityFile as CapacityFile
+    from qbench.tune.values.ceiling import Capacity as Capacity
     from qbench.tune.values.point_file import read_point_file as read_point_file
     from qbench.tune.values.sweep_info import SweepInfo as SweepInfo
     from qbench.tune.verdicts.overload import Overload as Overload

@@ -59,7 +59,7 @@ def test_a_scenario_that_expects_another_limit_is_warned_from_the_columns(
     """`expect: {concurrency_limit: 4}` against a server that runs one at a time: the run warns, from the
     run's columns (it read every record back as an object at the end of every `qbench run`, expect or
     not: ~1.3 KB a request)."""
-    from qbench.run.runner import RunResult
+    from qbench.run.pipeline import RunResult
 
     def no_objects(_: object) -> None:
         raise AssertionError("qbench run read every record back as an object")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from qbench.cli.soak import SoakArgs, own_cache
-from qbench.run.scenario.scenario import load_scenario
+from qbench.run.scenario.schema import load_scenario
 
 
 def test_an_app_soak_starts_gets_a_cache_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

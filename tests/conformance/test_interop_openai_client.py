@@ -16,8 +16,8 @@ import httpx
 import openai
 import pytest
 
-from qbench.run.runner import run_scenario
-from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.pipeline import run_scenario
+from qbench.run.scenario.schema import parse_scenario
 from reference_server.settings import parse_settings
 from reference_server.testing import serve_in_thread
 

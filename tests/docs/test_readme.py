@@ -143,14 +143,16 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         ("tests/docs/test_docs_capacity.py::test_the_chat_app_commands_run", "REDUCED_RUN")],
     # docs/soak.md: a leaking reference server soaked (8 s instead of 300), its report, an app via --app
     "qbench serve --config examples/soak/leak_server.yaml": [
-        ("tests/run/soak/test_soak.py::test_the_docs_soak_commands_run", "examples/soak/leak_server.yaml")],
+        ("tests/run/soak/test_command.py::test_the_docs_soak_commands_run",
+         "examples/soak/leak_server.yaml")],
     "qbench soak examples/soak/echo.yaml --target http://127.0.0.1:7860 --pid $! --duration 300 "
     "--limit rss=16GiB": [
-        ("tests/run/soak/test_soak.py::test_the_docs_soak_commands_run", '"--duration", "16"')],
+        ("tests/run/soak/test_command.py::test_the_docs_soak_commands_run", '"--duration", "16"')],
     "qbench report reports/<soak-id>": [
-        ("tests/run/soak/test_soak.py::test_the_docs_soak_commands_run", "qbench report reports/<soak-id>")],
+        ("tests/run/soak/test_command.py::test_the_docs_soak_commands_run",
+         "qbench report reports/<soak-id>")],
     "qbench soak examples/my_app.yaml --app examples/my_app.py --duration 3600 --set load.users=8": [
-        ("tests/run/soak/test_soak.py::test_the_docs_soak_commands_run", '"--app", "examples/my_app.py"')],
+        ("tests/run/soak/test_command.py::test_the_docs_soak_commands_run", '"--app", "examples/my_app.py"')],
     # docs/measurement.md: an app started with Gradio's profiling on, as qbench's app launcher does
     "GRADIO_PROFILING=1 python app.py": [
         ("tests/run/e2e/test_phases_gradio.py::test_image_interface_records_carry_gradio_phases",

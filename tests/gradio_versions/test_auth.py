@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import TargetError
-from qbench.run.runner import RunResult, run_scenario
-from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.pipeline import RunResult, run_scenario
+from qbench.run.scenario.schema import parse_scenario
 
 from .conftest import EXTRA
 from .envs import RELEASES, EnvError, ensure_env
@@ -120,8 +120,8 @@ def test_launch_mode_sweep_logs_in_to_each_launched_app(
 ) -> None:
     """`qbench sweep --launch` of an app with auth=: ready although /config answers 401, then each
     point's run logs in to the app just launched."""
+    from qbench.tune.sweep.command import run_sweep
     from qbench.tune.sweep.config import SweepOptions, build_config
-    from qbench.tune.sweep.sweep import run_sweep
 
     monkeypatch.setenv("QBENCH_APP_AUTH", f"{USER}:{PASSWORD}")  # inherited by the launched app
     raw = {

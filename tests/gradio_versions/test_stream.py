@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from qbench.run.runner import RunResult, run_scenario
-from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.pipeline import RunResult, run_scenario
+from qbench.run.scenario.schema import parse_scenario
 
 from .envs import EnvError, ensure_env
 from .servers import MAIN, serve_releases

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from qbench.tune.points.knobcheck import BatchKnobError
+from qbench.tune.sweep.command import SweepResult, run_sweep
 from qbench.tune.sweep.config import SweepOptions, build_config
-from qbench.tune.sweep.sweep import SweepResult, run_sweep
 
 from .envs import RELEASES, EnvError, ensure_env
 from .servers import MAIN

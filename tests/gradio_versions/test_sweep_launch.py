@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from qbench.tune.sweep.command import run_sweep
 from qbench.tune.sweep.config import SweepOptions, build_config
-from qbench.tune.sweep.sweep import run_sweep
 
 from .envs import EnvError, ensure_env
 from .servers import APP

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from qbench.run.pipeline import RunResult, run_scenario
 from qbench.run.records import RequestRecord
-from qbench.run.runner import RunResult, run_scenario
-from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.scenario.schema import parse_scenario
 
 from .conftest import Release
 

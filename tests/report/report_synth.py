@@ -90,9 +90,9 @@ def write_sweep(path: Path, n: int = 120, fail_point: bool = True) -> Path:
 
     from qbench.run.results.files import Writer
     from qbench.run.results.summary import summarize
-    from qbench.run.scenario.scenario import Slo
+    from qbench.run.scenario.schema import Slo
     from qbench.tune.ranking.recommend import recommend
-    from qbench.tune.search.search import SearchResult
+    from qbench.tune.search.smart import SearchResult
     from qbench.tune.sweep.outputs import write_outputs
     from qbench.tune.values.constraints import Constraints
     from qbench.tune.values.result import PointResult

@@ -35,7 +35,7 @@ from qbench.report.sweep_charts import LoadedSweep, _knobs
 from qbench.run.records import RequestRecord
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import SloCheck, summarize
-from qbench.run.scenario.scenario import Slo
+from qbench.run.scenario.schema import Slo
 from qbench.tune.ranking.recommend import RankedPoint, Recommendation
 from qbench.tune.values.capacity_file import CapacityFile
 from qbench.tune.values.sweep_info import SweepInfo

@@ -13,6 +13,7 @@ from matplotlib.collections import Collection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from qbench.report.chart_columns import RunColumns, fmt_s
 from qbench.report.charts import (
     CURVE_POINTS,
     ChartSpec,
@@ -31,7 +32,6 @@ from qbench.report.charts import (
     send_lag,
     shade_warmup,
 )
-from qbench.report.columns import RunColumns, fmt_s
 from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord
 
@@ -276,7 +276,7 @@ def test_a_long_percentile_curve_is_drawn_at_bounded_quantiles_keeping_its_ends(
 
 
 def test_scatters_of_many_requests_draw_a_sample_and_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("qbench.report.columns.MAX_POINTS", 40)
+    monkeypatch.setattr("qbench.report.chart_columns.MAX_POINTS", 40)
     records = [rec(i, i * 0.01) for i in range(300)] + [rec(300 + i, i * 0.1, ok=False, kind="timeout")
                                                         for i in range(10)]
     fig = latency_over_time(cols(records))

@@ -13,8 +13,8 @@ from report_synth import simulate, write_run
 
 from qbench.errors import QbenchError
 from qbench.report.build import build_report
+from qbench.report.chart_columns import RunColumns, fmt_s, time_bins
 from qbench.report.charts import RUN_CHARTS, latency_distribution, render_run_charts
-from qbench.report.columns import RunColumns, fmt_s, time_bins
 from qbench.report.rundir import read_run
 from qbench.run.records import RequestRecord, read_records
 

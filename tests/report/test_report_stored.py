@@ -18,12 +18,12 @@ from qbench import __version__
 from qbench.report import build
 from qbench.report.build import diagnosis, run_context, run_headline
 from qbench.report.rundir import read_run
-from qbench.run import runner
+from qbench.run import pipeline
 from qbench.run.records import RequestRecord, write_parquet
 from qbench.run.results.files import Writer
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import GeneratorStats
-from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.scenario.schema import parse_scenario
 from tests.report.report_synth import simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -44,7 +44,7 @@ def finished(folder: Path, records: list[RequestRecord], raw: dict[str, Any]) ->
     stats = GeneratorStats(cpu_s=9.0, cpu_percent=25.0, max_loop_lag_s=0.004, p99_loop_lag_s=0.001,
                            max_in_flight=12)
     write_parquet(records, folder / "records.parquet")
-    runner._finish(plan, folder, records, stats, replace(info, server=dict(SERVER)), Writer())
+    pipeline._finish(plan, folder, records, stats, replace(info, server=dict(SERVER)), Writer())
     return folder
 
 

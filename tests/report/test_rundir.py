@@ -23,7 +23,7 @@ from qbench.report.rundir import (
 )
 from qbench.run.records import RequestRecord
 from qbench.run.results.run_info import RunInfo
-from qbench.run.scenario.scenario import Slo
+from qbench.run.scenario.schema import Slo
 from tests.report.report_synth import simulate, write_run
 
 

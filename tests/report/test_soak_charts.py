@@ -12,9 +12,9 @@ import pytest
 
 from qbench.report.charts import new_figure
 from qbench.report.soak_charts import COLORS, _panel, _series, render_soak_charts
+from qbench.run.soak.command import SoakReport, write_report
 from qbench.run.soak.drift import Slope, Verdict
 from qbench.run.soak.health import HealthSample
-from qbench.run.soak.soak import SoakReport, write_report
 
 MIB = 2**20
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 
 from qbench.report.build import build_report
+from qbench.run.soak.command import SoakOptions, judge_soak, write_report
 from qbench.run.soak.health import HealthSample
-from qbench.run.soak.soak import SoakOptions, judge_soak, write_report
 from tests.report.report_synth import simulate, write_run
 
 

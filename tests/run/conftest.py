@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from qbench.run.scenario.scenario import Scenario, parse_scenario
+from qbench.run.scenario.schema import Scenario, parse_scenario
 from qbench.tune.servers.server_process import free_port
 
 

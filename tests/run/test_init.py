@@ -142,7 +142,7 @@ def test_an_openai_scenario_says_what_fits_its_protocol() -> None:
     to an OpenAI request, the token SLO keys (and that they need stream: true); it parses as written."""
     from qbench.run.init_yaml import render
     from qbench.run.scenario.credentials import Auth
-    from qbench.run.scenario.scenario import parse_scenario
+    from qbench.run.scenario.schema import parse_scenario
 
     text = render(draft_for(OpenAITarget(["tiny"]), None), "http://127.0.0.1:1", Auth(),
                   "qbench init http://127.0.0.1:1 --protocol openai")

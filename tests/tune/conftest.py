@@ -57,8 +57,8 @@ def sleep_preset_sweep(tmp_path: Path, search: str) -> Any:
     """`search` over concurrency_limit 1-2 x max_batch_size 1-16 on the live sleep preset: each point 4
     rounds of its users past a 0.3 s warm-up, sized in requests (a point of 1.2 s on a busy box stalled
     1.2 s after its first 12 requests: all in the warm-up, no observation of batches of 1, no fit)."""
+    from qbench.tune.sweep.command import run_sweep
     from qbench.tune.sweep.config import SweepOptions, build_config
-    from qbench.tune.sweep.sweep import run_sweep
 
     path = write_scenario(tmp_path, sweep={"server": {"preset": "sleep"}})
     options = SweepOptions(

@@ -12,7 +12,7 @@ import orjson
 
 from qbench.run.columns import Columns, Held
 from qbench.run.records import RequestRecord
-from qbench.run.scenario.scenario import Scenario
+from qbench.run.scenario.schema import Scenario
 
 SESSIONS_KEPT = 2000  # sessions whose message queues Gradio keeps (an LRU): more may evict one
 SPLIT_SESSIONS = "the join and its stream reached different servers"

@@ -18,15 +18,15 @@ from typing import Any, Protocol, TypeVar
 import aiohttp
 import numpy as np
 
-from qbench.run.load.loadgen import LiveStats, LoadGenerator, StopHook
+from qbench.run.load.generator import LiveStats, LoadGenerator, StopHook
 from qbench.run.load.mix import make_routes, routing
 from qbench.run.protocols.base import Clock, make_http_session
 from qbench.run.protocols.login import authenticator, session_slots
 from qbench.run.record_spill import RecordSpill, RowOrder, discard_spills
 from qbench.run.records import FIELD_NAMES, JsonlWriter, RequestRecord, read_jsonl
 from qbench.run.results.summary import GeneratorStats, WorkerStats
-from qbench.run.scenario.scenario import Scenario, with_overrides
 from qbench.run.scenario.schedule import OpenPlan, Plan, UserPlan
+from qbench.run.scenario.schema import Scenario, with_overrides
 from qbench.run.scenario.trace import recorded_inputs
 
 T = TypeVar("T")

@@ -13,7 +13,7 @@ import numpy as np
 
 from qbench.errors import ScenarioError, TargetError
 from qbench.run.records import read_records
-from qbench.run.scenario.scenario import Endpoint, JourneyStep, MixEntry, Scenario, Slo, endpoint_label
+from qbench.run.scenario.schema import Endpoint, JourneyStep, MixEntry, Scenario, Slo, endpoint_label
 from qbench.run.scenario.trace import read_trace, trace_schedule
 
 if TYPE_CHECKING:

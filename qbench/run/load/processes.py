@@ -31,7 +31,7 @@ from qbench.run.load.executor import (
     stop_signals,
     this_process,
 )
-from qbench.run.load.loadgen import LiveStats, StopHook
+from qbench.run.load.generator import LiveStats, StopHook
 from qbench.run.record_spill import discard_spills
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.schedule import OpenPlan

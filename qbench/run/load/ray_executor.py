@@ -39,7 +39,7 @@ from qbench.run.load.executor import (
     stop_signals,
     wall_to_perf,
 )
-from qbench.run.load.loadgen import LiveStats, StopHook
+from qbench.run.load.generator import LiveStats, StopHook
 from qbench.run.record_spill import discard_spills
 from qbench.run.records import RequestRecord, records_to_ipc
 from qbench.run.results.summary import GeneratorStats, WorkerStats

@@ -17,7 +17,7 @@ import aiohttp
 import orjson
 
 from qbench.run.records import RequestRecord
-from qbench.run.scenario.scenario import Load
+from qbench.run.scenario.schema import Load
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 

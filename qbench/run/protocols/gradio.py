@@ -22,7 +22,7 @@ from qbench.run.protocols.gradio_wire import FAMILIES, OUTPUT_FILES, GradioApp, 
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.credentials import refusal_hint
 from qbench.run.scenario.payloads import MIME, FileValue, PayloadGenerator, file_bytes
-from qbench.run.scenario.scenario import Scenario
+from qbench.run.scenario.schema import Scenario
 
 if TYPE_CHECKING:
     from qbench.run.protocols.gradio_stream import ChunkStreamWire

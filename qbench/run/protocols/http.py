@@ -17,7 +17,7 @@ from qbench.run.protocols.http1 import ERROR_BODY_LIMIT, Http1Error, Http1Pool
 from qbench.run.protocols.server_timing import apply_server_timing
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.payloads import FileValue
-from qbench.run.scenario.scenario import Scenario, endpoint_label
+from qbench.run.scenario.schema import Scenario, endpoint_label
 
 BODY_CACHE = 4096  # bodies kept per protocol (payload variants are far fewer)
 

@@ -18,7 +18,7 @@ from qbench.run.scenario.credentials import (
     is_secret_header,
     resolve,
 )
-from qbench.run.scenario.scenario import Load, Scenario
+from qbench.run.scenario.schema import Load, Scenario
 
 #: The session slot of the request being sent (the load generator sets it in each request's task).
 SESSION_SLOT: ContextVar[int] = ContextVar("qbench_session_slot", default=0)

@@ -17,7 +17,7 @@ from qbench.run.protocols.base import Clock, fail
 from qbench.run.protocols.http import refuse
 from qbench.run.protocols.login import session_slots
 from qbench.run.records import RequestRecord
-from qbench.run.scenario.scenario import Scenario, endpoint_label
+from qbench.run.scenario.schema import Scenario, endpoint_label
 
 DEFAULT_PATH = "/gradio_api/mcp/"
 PROTOCOL_VERSION = "2025-06-18"

@@ -14,7 +14,7 @@ from qbench.run.protocols.base import JOURNEY, Clock, SessionState, fail
 from qbench.run.protocols.http import refuse
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.credentials import refusal_hint
-from qbench.run.scenario.scenario import Scenario, endpoint_label
+from qbench.run.scenario.schema import Scenario, endpoint_label
 
 CHAT_PATH = "/v1/chat/completions"
 REQUEST_ID_HEADER = "X-Request-Id"

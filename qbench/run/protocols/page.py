@@ -14,7 +14,7 @@ import orjson
 from qbench.errors import TargetError
 from qbench.run.protocols.base import JOURNEY, Clock, fail, status_kind
 from qbench.run.records import RequestRecord
-from qbench.run.scenario.scenario import Scenario, endpoint_label
+from qbench.run.scenario.schema import Scenario, endpoint_label
 
 PARALLEL = 6  # connections a browser opens per host
 TAG_URL = re.compile(rb"<(?:script|link)\b[^>]*?\b(?:src|href)=[\"']([^\"']+)[\"']", re.I)

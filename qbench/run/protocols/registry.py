@@ -9,7 +9,7 @@ if TYPE_CHECKING:
 
     from qbench.run.protocols.base import Clock, WireProtocol
     from qbench.run.scenario.payloads import PayloadGenerator
-    from qbench.run.scenario.scenario import Scenario
+    from qbench.run.scenario.schema import Scenario
 
 
 def make_protocol(scenario: Scenario, target: str, http: aiohttp.ClientSession, clock: Clock,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qbench.run.scenario.credentials import Secrets
-from qbench.run.scenario.scenario import file_slug
+from qbench.run.scenario.schema import file_slug
 
 __all__ = ["REPORTS", "Kind", "Writer", "new_folder", "remove_if_empty", "stamp"]
 

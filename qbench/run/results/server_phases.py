@@ -26,12 +26,12 @@ from qbench.run.records import RequestRecord
 
 
 class Progress(Protocol):
-    """What the collector reads of the run's live figures (qbench.run.load.loadgen.LiveStats)."""
+    """What the collector reads of the run's live figures (qbench.run.load.generator.LiveStats)."""
 
     sent: int
 
 
-Hook = Callable[[Any], "str | None"]  # qbench.run.load.loadgen.StopHook, without importing the generator
+Hook = Callable[[Any], "str | None"]  # qbench.run.load.generator.StopHook, without importing the generator
 
 #: trace key (ms) -> record field (s)
 TRACE_FIELDS = {

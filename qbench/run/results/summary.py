@@ -16,7 +16,7 @@ from qbench.run.records import RequestRecord
 from qbench.run.results.device import DeviceStats, device_stats
 from qbench.run.results.figures import Figures
 from qbench.run.results.server_phases import TraceReport
-from qbench.run.scenario.scenario import Slo
+from qbench.run.scenario.schema import Slo
 
 #: Phases summarised with percentiles (names of RequestRecord derived properties).
 PHASES = (

@@ -1,6 +1,6 @@
 """What is sent: the scenario and everything it decides before a request leaves.
 
-    scenario.py       Scenario: YAML -> validated config (target, endpoint, payload, load, slo)
+    schema.py         Scenario: YAML -> validated config (target, endpoint, payload, load, slo)
     credentials.py    the scenario's `auth:` section: environment references, a run's Secrets
     input_specs.py    one input's generator as the scenario names it (text, image, choice, chat, file...)
     payloads.py       payload section -> seeded request inputs (text, image, audio, files...)

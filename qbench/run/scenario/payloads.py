@@ -29,7 +29,7 @@ from qbench.run.scenario.input_specs import (
     NumberSpec,
     TextSpec,
 )
-from qbench.run.scenario.scenario import Payload, is_file_ref
+from qbench.run.scenario.schema import Payload, is_file_ref
 
 WORDS = (
     "the quick brown fox jumps over a lazy dog while seven small birds sing in green trees near "

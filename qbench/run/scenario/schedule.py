@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from qbench.errors import ScenarioError
-from qbench.run.scenario.scenario import Load, Stage
+from qbench.run.scenario.schema import Load, Stage
 from qbench.run.scenario.trace import replay_schedule, trace_schedule
 
 #: Upper bound on scheduled requests (and on users), so a typo (rate: 1e9) fails clearly, before any

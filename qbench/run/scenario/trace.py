@@ -18,7 +18,7 @@ import numpy as np
 from qbench.errors import ScenarioError
 from qbench.run.records import read_records
 from qbench.run.scenario.payloads import MIME, FileValue
-from qbench.run.scenario.scenario import Load, TraceSpec
+from qbench.run.scenario.schema import Load, TraceSpec
 
 TIME_FIELDS = ("t_s", "timestamp", "timestamp_ms")
 ENDPOINT_FIELDS = ("api_name", "fn_index", "path")

@@ -18,7 +18,7 @@ import psutil
 
 from qbench.run import control
 from qbench.run.json_values import Readable, json_int
-from qbench.run.load.loadgen import LiveStats
+from qbench.run.load.generator import LiveStats
 
 STATUS_TIMEOUT_S = 2.0  # a /status read at most (and at most one interval)
 QUIET_S = 10.0  # the sampler ends on its own this long after the run stopped calling
@@ -27,7 +27,7 @@ QUIET_S = 10.0  # the sampler ends on its own this long after the run stopped ca
 #: walking it at every 0.25 s sample of a soak beside busy loops left 8 samples of 64 due; cheap walks
 #: still go every sample
 CACHE_WALK_SHARE = 10.0
-STUCK_PREFIX = "stuck queue"  # how a stuck-queue stop's reason begins (read back by qbench.run.soak.soak)
+STUCK_PREFIX = "stuck queue"  # how a stuck-queue stop's reason begins (read back by qbench.run.soak.command)
 FAILING_PREFIX = "every request failing"  # ...and that of a server so far behind that all requests fail
 
 

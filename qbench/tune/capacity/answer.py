@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qbench.tune.values.capacity import Capacity, Probe, RateNow, held_sentence
+from qbench.tune.values.ceiling import Capacity, Probe, RateNow, held_sentence
 from qbench.tune.values.constraints import Constraints, bounds_text
 
 

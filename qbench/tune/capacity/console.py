@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from qbench.tune.capacity.capacity_run import CapacityConfig, CapacityRun
-from qbench.tune.values.capacity import Capacity, Probe
+from qbench.tune.capacity.command import CapacityConfig, CapacityRun
+from qbench.tune.values.ceiling import Capacity, Probe
 from qbench.tune.values.constraints import bounds_text
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from qbench.run import Scenario, Steadiness, Summary, generator_lag, probe_seconds
-from qbench.tune.values.capacity import Probe
+from qbench.tune.values.ceiling import Probe
 from qbench.tune.values.constraints import Constraints
 
 MIN_P95_REQUESTS = 100  # a p95 resting on fewer is mostly noise

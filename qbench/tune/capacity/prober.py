@@ -18,8 +18,8 @@ from qbench.tune.capacity.probe import (
     rate_overrides,
     seed_overrides,
 )
-from qbench.tune.points.point import PointRun, RunawayDetector, run_measured
-from qbench.tune.values.capacity import Probe
+from qbench.tune.points.measure import PointRun, RunawayDetector, run_measured
+from qbench.tune.values.ceiling import Probe
 from qbench.tune.values.constraints import Constraints
 from qbench.tune.verdicts.overload import OVERLOAD_FACTOR, Overload, analyse
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from qbench.tune.plan.plan_run import PlanRun
+from qbench.tune.plan.command import PlanRun
 
 
 def render_plan(run: PlanRun, console: Console) -> None:

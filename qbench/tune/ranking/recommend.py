@@ -12,7 +12,7 @@ from qbench.run import OWN_CAPS, Figures, Readable, json_number, own_cap_lead
 from qbench.tune.knobs.frameworks import framework_name
 from qbench.tune.knobs.grid import Value, flag
 from qbench.tune.knobs.versions import BATCH_NOTE, gradio3_code
-from qbench.tune.values.capacity import CapacityRecord
+from qbench.tune.values.ceiling import CapacityRecord
 from qbench.tune.values.constraints import Constraints, Objective, bounds_text
 from qbench.tune.values.result import MaxSizeAdvice, PointResult
 

@@ -8,6 +8,6 @@
     winner.py          the winner's capacity after the ranking (saved, confirmed or measured now)
     advice.py          what the recommendation says beside the ranking: code, paired comparison, notes
     outputs.py         the sweep's files as data: sweep.json, --resume's points, sweep.parquet, recommendation
-    sweep.py           run_sweep: the orchestration, and the sweep directory's layout
+    command.py         run_sweep: the orchestration, and the sweep directory's layout
     console.py         what `qbench sweep` shows: progress, the ranked table, the answer
 """

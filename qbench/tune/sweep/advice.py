@@ -10,12 +10,12 @@ import yaml
 
 from qbench.run import Columns, pair_runs, read_records
 from qbench.tune.knobs.frameworks import bentoml_code, litserve_code, rayserve_code, torchserve_code
-from qbench.tune.knobs.server_knobs import apply_server_knobs
+from qbench.tune.knobs.reference import apply_server_knobs
 from qbench.tune.ranking.recommend import Advice, RankedPoint, Ranking, max_size_advice
 from qbench.tune.servers.apphook import HookRecord, app_change, read_hook_record
 from qbench.tune.sweep.config import SweepConfig
 from qbench.tune.sweep.evaluate import PointServers
-from qbench.tune.values.capacity import CapacityRecord
+from qbench.tune.values.ceiling import CapacityRecord
 from qbench.tune.values.result import PointResult
 
 

@@ -20,7 +20,7 @@ from qbench.run import (
     run_secrets,
     with_overrides,
 )
-from qbench.tune.capacity.search import SearchPlan
+from qbench.tune.capacity.bisect import SearchPlan
 from qbench.tune.knobs.frameworks import app_framework, check_framework_knobs, check_framework_values
 from qbench.tune.knobs.grid import Grid, build_grid, is_server_knob, parse_link
 from qbench.tune.knobs.versions import check_knobs

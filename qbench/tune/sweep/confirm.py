@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qbench.tune.capacity.bisect import sustain
 from qbench.tune.capacity.prober import ProbeObserver, Prober
-from qbench.tune.capacity.search import sustain
 from qbench.tune.knobs.grid import Point
 from qbench.tune.ranking.recommend import Ranking
 from qbench.tune.sweep.point_runs import point_overrides
-from qbench.tune.values.capacity import (
+from qbench.tune.values.ceiling import (
     Capacity,
     CapacityRecord,
     CapacitySummary,

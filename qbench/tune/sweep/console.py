@@ -11,14 +11,14 @@ from rich.table import Table
 
 from qbench.tune.capacity.console import seconds
 from qbench.tune.knobs.grid import Point
-from qbench.tune.search.search import SearchResult
-from qbench.tune.search.search_fit import Predicted
-from qbench.tune.search.search_model import ModelSearchResult
-from qbench.tune.search.search_sim import SimSearchResult
+from qbench.tune.search.by_model import ModelSearchResult
+from qbench.tune.search.by_simulation import SimSearchResult
+from qbench.tune.search.fit import Predicted
+from qbench.tune.search.smart import SearchResult
+from qbench.tune.sweep.command import SweepResult
 from qbench.tune.sweep.config import SweepConfig
 from qbench.tune.sweep.confirm import confirmation_line
-from qbench.tune.sweep.sweep import SweepResult
-from qbench.tune.values.capacity import CapacityRecord
+from qbench.tune.values.ceiling import CapacityRecord
 from qbench.tune.values.result import PointResult
 
 _VERDICT_STYLE = {

@@ -16,7 +16,7 @@ from qbench.errors import QbenchError, ScenarioError
 from qbench.run import Summary, SummaryFile, read_gradio_mode, read_gradio_version, read_records, read_status
 from qbench.tune.knobs.frameworks import FRAMEWORK_ONLY, check_framework_knobs
 from qbench.tune.knobs.grid import LAUNCH_ONLY_KNOBS, Point, split_knob
-from qbench.tune.knobs.server_knobs import admin_body, apply_server_knobs, effective_knobs
+from qbench.tune.knobs.reference import admin_body, apply_server_knobs, effective_knobs
 from qbench.tune.knobs.versions import KnobVersionError, check_knobs, gradio_major
 from qbench.tune.points.bentoml_check import check_bentoml
 from qbench.tune.points.knobcheck import (
@@ -28,7 +28,7 @@ from qbench.tune.points.knobcheck import (
     expected_settings,
 )
 from qbench.tune.points.litserve_check import check_litserve
-from qbench.tune.points.point import RunawayDetector, point_result
+from qbench.tune.points.measure import RunawayDetector, point_result
 from qbench.tune.points.rayserve_check import check_rayserve
 from qbench.tune.points.torchserve_check import check_torchserve
 from qbench.tune.servers.app_process import launch_command
@@ -39,7 +39,7 @@ from qbench.tune.sweep.config import SweepConfig, masked_settings, swept_server_
 from qbench.tune.sweep.confirm import carry_capacity
 from qbench.tune.sweep.point_capacity import point_capacity
 from qbench.tune.sweep.point_runs import run_point
-from qbench.tune.values.capacity import Capacity
+from qbench.tune.values.ceiling import Capacity
 from qbench.tune.values.point_file import NAME as POINT_FILE
 from qbench.tune.values.point_file import PointFile
 from qbench.tune.values.result import KnobVerdict, PointResult

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from qbench.tune.ranking.recommend import Recommendation
-from qbench.tune.search.search import SearchResult
+from qbench.tune.search.smart import SearchResult
 from qbench.tune.sweep.config import SweepConfig
 from qbench.tune.values.point_file import NAME as POINT_FILE
 from qbench.tune.values.point_file import read_point_file

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qbench.tune.capacity.capacity_run import recheck
-from qbench.tune.capacity.search import search_capacity
+from qbench.tune.capacity.bisect import search_capacity
+from qbench.tune.capacity.command import recheck
 from qbench.tune.knobs.grid import Grid, Point
-from qbench.tune.knobs.server_knobs import effective_knobs
+from qbench.tune.knobs.reference import effective_knobs
 from qbench.tune.sweep.config import SweepConfig
 from qbench.tune.sweep.confirm import sweep_prober
-from qbench.tune.values.capacity import Capacity
+from qbench.tune.values.ceiling import Capacity
 from qbench.tune.values.point_file import read_point_file
 from qbench.tune.values.result import PointResult
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from qbench.tune.knobs.grid import Point
-from qbench.tune.points.point import PointRun, RunawayDetector, run_measured
+from qbench.tune.points.measure import PointRun, RunawayDetector, run_measured
 from qbench.tune.sweep.config import SweepConfig
 
 DEFAULT_WARMUP_S = 0.5

@@ -9,7 +9,7 @@ from qbench.tune.sweep.config import SweepConfig
 from qbench.tune.sweep.confirm import Confirmation, confirm_capacity
 from qbench.tune.sweep.evaluate import PointServers
 from qbench.tune.sweep.point_capacity import coords_of, point_capacity, saved_capacity
-from qbench.tune.values.capacity import Capacity
+from qbench.tune.values.ceiling import Capacity
 from qbench.tune.values.result import PointResult
 
 

@@ -1,4 +1,4 @@
-"""capacity.json as data: `CapacityFile`, what `qbench capacity` writes (qbench.tune.capacity.capacity_run)
+"""capacity.json as data: `CapacityFile`, what `qbench capacity` writes (qbench.tune.capacity.command)
 and `qbench report` reads; older schemas read with defaults."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qbench.run import Readable
-from qbench.tune.values.capacity import Capacity, Probe
+from qbench.tune.values.ceiling import Capacity, Probe
 from qbench.tune.verdicts.overload import Overload
 
 SCHEMA_VERSION = 2  # 2: probes' steadiness and duration, confirm/overload probes, probe_length, overload
@@ -16,7 +16,7 @@ SCHEMA_VERSION = 2  # 2: probes' steadiness and duration, confirm/overload probe
 
 @dataclass(frozen=True)
 class CapacityFile(Readable, tolerant=True):
-    """One `qbench capacity` folder's capacity.json (the layout: qbench.tune.capacity.capacity_run); a
+    """One `qbench capacity` folder's capacity.json (the layout: qbench.tune.capacity.command); a
     missing or malformed part reads as its default."""
 
     result: Capacity = field(default_factory=Capacity)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from qbench.run import Readable
-from qbench.tune.values.capacity import Capacity
+from qbench.tune.values.ceiling import Capacity
 from qbench.tune.values.result import PointResult
 
 NAME = "point.json"

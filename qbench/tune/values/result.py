@@ -11,7 +11,7 @@ from typing import Any, Final, Literal
 
 from qbench.run import Figures, Readable, ReadableOrNone, SloCheck
 from qbench.tune.knobs.grid import Value
-from qbench.tune.values.capacity import CapacitySummary
+from qbench.tune.values.ceiling import CapacitySummary
 
 Status = Literal["ok", "failed", "stopped", "knobs_not_applied"]
 
@@ -77,7 +77,7 @@ class PointResult(Figures, Readable, tolerant=True):
     # end-to-end latency SLO checks the runs failed with their failed requests ranked slowest (as `qbench
     # run` says), even where the ok-only figures pass: one per bound
     slo_breaches: list[SloCheck] = field(default_factory=list)
-    # objective capacity: the highest arrival rate meeting the SLO (qbench.tune.capacity.search) and its
+    # objective capacity: the highest arrival rate meeting the SLO (qbench.tune.capacity.bisect) and its
     # search (capacity_rps, failing_rate_rps, tolerance, converged, probes counted); None when not measured
     capacity_rps: float | None = None
     capacity: CapacitySummary | None = None

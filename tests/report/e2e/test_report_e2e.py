@@ -8,8 +8,8 @@ import pytest
 
 from qbench.report.build import build_report
 from qbench.report.rundir import read_run
-from qbench.run.runner import run_scenario
-from qbench.run.scenario.scenario import Scenario
+from qbench.run.pipeline import run_scenario
+from qbench.run.scenario.schema import Scenario
 from qbench.tune.servers.server_process import start_reference_server
 
 

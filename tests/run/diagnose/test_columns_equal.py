@@ -18,14 +18,15 @@ import numpy as np
 import pytest
 
 from qbench.run.columns import Columns, Held
-from qbench.run.diagnose import app_errors, diagnose, diagnose_mix, diagnose_phases
+from qbench.run.diagnose import app_errors, limits, per_endpoint
+from qbench.run.diagnose import phases as diagnose_phases
 from qbench.run.records import RequestRecord, read_records, write_parquet
 from qbench.run.results import alongside, steady
 from qbench.run.results.summary import Summary, summarize
 from tests import golden
 from tests.run.conftest import scenario
-from tests.run.diagnose.test_diagnose import reference_status, shared_cpu, usage_server
-from tests.run.diagnose.test_diagnose_closed import closed_loop
+from tests.run.diagnose.test_limits import reference_status, shared_cpu, usage_server
+from tests.run.diagnose.test_limits_closed import closed_loop
 from tests.run.results.test_steady import leaking, queue
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "report"))
@@ -186,9 +187,9 @@ def _figures(records: Any, summary: Summary, server: dict[str, Any] | None) -> d
     """Every figure over `records` (a list or Columns); the summary is another part's."""
     starts = {e: 5.0 * n for n, e in enumerate(ENDPOINTS)}
     out = {
-        "diagnose_run": diagnose_mix.diagnose_run(records, summary, server, ["lagging"], cpus=4),
-        "diagnose": diagnose.diagnose(records, summary, server, describe=False),
-        "closed_loop_users": diagnose.closed_loop_users(records),
+        "diagnose_run": per_endpoint.diagnose_run(records, summary, server, ["lagging"], cpus=4),
+        "diagnose": limits.diagnose(records, summary, server, describe=False),
+        "closed_loop_users": limits.closed_loop_users(records),
         "phase_medians": diagnose_phases.phase_medians(records),
         "demand": diagnose_phases.demand(records),
         "explain": app_errors.explain(records, SCENARIO, server),
@@ -228,5 +229,5 @@ def test_held_columns_read_each_label_column_once(tmp_path: Path) -> None:
         assert (held.ok() == Columns.of(records).ok()).all()
         assert (held.measured() == Columns.of(records).measured()).all()
     assert sorted(asked) == ["endpoint", "outcome"]
-    diagnose_mix.diagnose_run(held, summarize(records, None))  # every endpoint's diagnosis, too
+    per_endpoint.diagnose_run(held, summarize(records, None))  # every endpoint's diagnosis, too
     assert len(asked) == len(set(asked)), asked

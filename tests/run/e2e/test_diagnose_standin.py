@@ -12,8 +12,8 @@ import json
 import re
 from pathlib import Path
 
-from qbench.run.runner import RunResult, run_scenario
-from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.pipeline import RunResult, run_scenario
+from qbench.run.scenario.schema import parse_scenario
 from qbench.tune.servers.server_process import start_reference_server
 
 

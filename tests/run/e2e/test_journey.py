@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.errors import ScenarioError
 from qbench.report.build import build_report
-from qbench.run.runner import run_scenario
-from qbench.run.scenario.scenario import load_scenario
+from qbench.run.pipeline import run_scenario
+from qbench.run.scenario.schema import load_scenario
 from reference_server.settings import load_preset
 from reference_server.testing import RunningServer, serve_in_thread
 from tests.run.conftest import scenario, serve_aiohttp

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from qbench.run.pipeline import run_scenario
 from qbench.run.protocols.gradio_wire import output_files
-from qbench.run.runner import run_scenario
 from qbench.tune.servers.server_process import free_port
 from reference_server.testing import RunningServer
 from tests.run.conftest import scenario

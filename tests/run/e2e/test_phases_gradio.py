@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.report.build import build_report
+from qbench.run.pipeline import RunResult, load_scenario, run_scenario
 from qbench.run.protocols.gradio_wire import parse_version
-from qbench.run.runner import RunResult, load_scenario, run_scenario
 from qbench.tune.servers.app_process import knob_env, launch_command
 
 try:  # the installed release's metadata: importing gradio costs each collecting worker ~6 s of CPU

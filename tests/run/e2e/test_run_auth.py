@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import TargetError
-from qbench.run.runner import run_scenario
+from qbench.run.pipeline import run_scenario
 from reference_server.settings import synthetic_settings
 from reference_server.testing import RunningServer, serve_in_thread
 from tests.run.conftest import scenario, serve_aiohttp
@@ -206,7 +206,7 @@ def test_http_protocol_with_a_key_header_and_a_clear_stop_without_it(keyed_echo:
 
 def test_capacity_and_sweep_take_the_command_line_credentials(tmp_path: Path) -> None:
     from qbench.run.scenario.credentials import cli_overrides
-    from qbench.tune.capacity.capacity_run import capacity_config
+    from qbench.tune.capacity.command import capacity_config
     from qbench.tune.sweep.config import SweepOptions, build_config
 
     path = tmp_path / "s.yaml"

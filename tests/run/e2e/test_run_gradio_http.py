@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from qbench.errors import TargetError
-from qbench.run.runner import run_scenario
+from qbench.run.pipeline import run_scenario
 from tests.run.conftest import scenario
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from qbench.run.pipeline import RunResult, run_scenario
 from qbench.run.records import read_parquet
-from qbench.run.runner import RunResult, run_scenario
 from reference_server.testing import RunningServer
 from tests.run.conftest import scenario
 

@@ -18,11 +18,11 @@ from qbench.run.load.executor import (
     split_plan,
     worker_stats,
 )
+from qbench.run.pipeline import make_executor
 from qbench.run.records import RequestRecord
 from qbench.run.results.summary import GeneratorStats
-from qbench.run.runner import make_executor
-from qbench.run.scenario.scenario import Scenario
 from qbench.run.scenario.schedule import OpenPlan, UserPlan, plan
+from qbench.run.scenario.schema import Scenario
 from tests.run.conftest import scenario
 
 

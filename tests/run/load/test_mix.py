@@ -20,12 +20,12 @@ from qbench.cli import app
 from qbench.errors import ScenarioError, TargetError
 from qbench.report.build import build_report
 from qbench.report.compare import compare, parse_max_regression
+from qbench.run.console import render_summary
 from qbench.run.load.mix import branches, routing
+from qbench.run.pipeline import run_scenario
 from qbench.run.records import RequestRecord
 from qbench.run.results.summary import summarize
-from qbench.run.run_console import render_summary
-from qbench.run.runner import run_scenario
-from qbench.run.scenario.scenario import load_scenario
+from qbench.run.scenario.schema import load_scenario
 from reference_server.settings import load_preset
 from reference_server.testing import RunningServer, serve_in_thread
 from tests.run.conftest import scenario
@@ -83,7 +83,7 @@ def test_duplicate_labels_need_a_name() -> None:
 
 
 def test_a_dumped_mix_validates_again() -> None:
-    from qbench.run.scenario.scenario import with_overrides
+    from qbench.run.scenario.schema import with_overrides
 
     spec = mix_scenario({"rate": 5, "duration": 1})
     again = with_overrides(spec, {"load.rate": 7})
@@ -132,7 +132,7 @@ def test_an_entry_that_starts_later_gets_no_request_before_its_start() -> None:
 
 def test_entries_with_their_own_users_start_at_their_start() -> None:
     from qbench.run.load.mix import user_branches, user_starts
-    from qbench.run.runner import check_schedule
+    from qbench.run.pipeline import check_schedule
     from qbench.run.scenario.schedule import UserPlan
 
     entries = [{"endpoint": {"api_name": "a"}, "payload": TEXT, "users": 2},
@@ -179,7 +179,7 @@ def test_summary_per_endpoint_and_slo_applies_to_each_unless_overridden() -> Non
                           intended_at_s=i * 0.1, sent_at_s=i * 0.1, started_at_s=i * 0.1,
                           completed_at_s=i * 0.1 + service, outcome="ok")
         records.append(r)
-    from qbench.run.scenario.scenario import Slo
+    from qbench.run.scenario.schema import Slo
 
     slo = Slo(p95_latency_s=0.5, min_throughput=1.0)
     summary = summarize(records, slo, endpoint_slos={"a": None, "b": None})

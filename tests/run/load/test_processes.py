@@ -7,9 +7,9 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from qbench.run.pipeline import run_scenario
 from qbench.run.records import read_jsonl
 from qbench.run.results.run_info import RunInfo
-from qbench.run.runner import run_scenario
 from reference_server.testing import RunningServer
 from tests.run.conftest import scenario
 

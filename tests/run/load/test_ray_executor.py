@@ -25,10 +25,10 @@ import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
+from qbench.run.pipeline import run_scenario
 from qbench.run.records import read_jsonl, read_parquet
 from qbench.run.results.summary import Summary
-from qbench.run.runner import run_scenario
-from qbench.run.scenario.scenario import Load
+from qbench.run.scenario.schema import Load
 from reference_server.testing import RunningServer
 from tests.run.conftest import scenario
 

@@ -8,7 +8,7 @@ import asyncio
 from aiohttp import web
 
 from qbench.run.protocols.base import make_http_session
-from qbench.run.scenario.scenario import Load
+from qbench.run.scenario.schema import Load
 from tests.run.conftest import serve_aiohttp
 
 

@@ -18,7 +18,7 @@ from qbench.run.protocols.gradio_4_9_sse import SessionStreamWire
 from qbench.run.protocols.gradio_wire import GradioApp
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.payloads import FileValue
-from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.scenario.schema import parse_scenario
 
 
 class FakeResponse:

@@ -23,7 +23,7 @@ from qbench.run.protocols.http import (
 )
 from qbench.run.records import RequestRecord
 from qbench.run.scenario.payloads import FileValue
-from qbench.run.scenario.scenario import Scenario, parse_scenario
+from qbench.run.scenario.schema import Scenario, parse_scenario
 
 PNG = FileValue(data=b"\x89PNG", name="a.png", mime="image/png")
 

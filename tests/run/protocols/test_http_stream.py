@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from qbench.run.runner import run_scenario
+from qbench.run.pipeline import run_scenario
 from tests.run.conftest import scenario, serve_aiohttp
 
 GAP_S = 0.05

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from qbench.errors import TargetError
-from qbench.run.runner import run_scenario
+from qbench.run.pipeline import run_scenario
 from tests.run.conftest import scenario, serve_aiohttp
 
 GAP_S = 0.03
@@ -158,7 +158,7 @@ def test_console_and_report_show_tokens(openai_server: str, tmp_path: Path) -> N
 
     from qbench.report.build import phase_rows, run_headline
     from qbench.report.rundir import read_run
-    from qbench.run.run_console import overview_table, phase_table
+    from qbench.run.console import overview_table, phase_table
 
     spec = scenario(protocol="openai", payload={"inputs": [{"value": "x"}]}, load={"burst": 2, "timeout": 10})
     result = run_scenario(spec, target=openai_server, out_dir=tmp_path / "r", live=False)

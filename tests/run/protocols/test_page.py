@@ -18,7 +18,7 @@ from qbench.cli import app
 from qbench.errors import ScenarioError
 from qbench.report.build import build_report
 from qbench.run.protocols.page import entry_chunks, page_assets
-from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.scenario.schema import parse_scenario
 from reference_server.settings import synthetic_settings
 from reference_server.testing import serve_in_thread
 from tests.run.gradio_app_process import gradio_app

@@ -21,7 +21,7 @@ from qbench.run.protocols.mcp import McpProtocol
 from qbench.run.protocols.openai import OpenAIProtocol
 from qbench.run.protocols.page import PageProtocol
 from qbench.run.protocols.registry import make_protocol
-from qbench.run.scenario.scenario import parse_scenario
+from qbench.run.scenario.schema import parse_scenario
 
 HTTP: Any = None  # the constructors keep the session; none of them uses it before discover/send
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from qbench.run.pipeline import run_scenario
 from qbench.run.records import RequestRecord
 from qbench.run.results.failfast import OpeningGuard, describe
-from qbench.run.runner import run_scenario
 from tests.run.conftest import scenario
 
 

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from qbench.errors import QbenchError
+from qbench.run.pipeline import run_scenario
 from qbench.run.results.files import Writer, new_folder, remove_if_empty, stamp
-from qbench.run.runner import run_scenario
 from qbench.run.scenario.credentials import MASK, Auth, Secrets, resolve
 from tests.run.conftest import scenario
 
@@ -91,7 +91,7 @@ def test_a_run_named_outside_reports_stays_under_it(http_echo: str, tmp_path: Pa
 
 
 def test_sweep_and_capacity_named_outside_reports_stay_under_it(tmp_path: Path) -> None:
-    from qbench.tune.capacity.capacity_run import capacity_config
+    from qbench.tune.capacity.command import capacity_config
     from qbench.tune.sweep.config import SweepOptions, build_config
 
     path = tmp_path / "s.yaml"
@@ -110,7 +110,7 @@ def test_sweep_and_capacity_named_outside_reports_stay_under_it(tmp_path: Path) 
 
 def test_sweep_and_capacity_writers_know_their_secrets(tmp_path: Path) -> None:
     """What they write and print: the target's credentials; a sweep's also its launched servers' own."""
-    from qbench.tune.capacity.capacity_run import capacity_config
+    from qbench.tune.capacity.command import capacity_config
     from qbench.tune.sweep.config import SweepOptions, build_config
 
     path = tmp_path / "s.yaml"

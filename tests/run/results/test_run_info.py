@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from qbench.run.load.executor import ExecutionInfo
+from qbench.run.pipeline import with_execution
 from qbench.run.results.run_info import GENERATOR_KEYS, RunInfo
 from qbench.run.results.summary import GeneratorStats, WorkerStats
-from qbench.run.runner import with_execution
 
 FULL: dict[str, Any] = {
     "scenario": {"name": "demo", "slo": {"p95_latency_s": 2}},

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from qbench.run.load.loadgen import LiveStats
+from qbench.run.load.generator import LiveStats
 from qbench.run.records import RequestRecord, read_parquet, records_table, write_parquet
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.server_phases import (
@@ -273,8 +273,8 @@ def test_reference_server_records_carry_its_batch_phases_and_uploads(tmp_path: P
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """...joined at the end of the run column by column: the run reads no record back as an object
     (a Gradio run of hours did, ~1.3 KB a request, to join its traces)."""
-    from qbench.run import runner
-    from qbench.run.runner import run_scenario
+    from qbench.run import pipeline
+    from qbench.run.pipeline import run_scenario
     from reference_server.settings import synthetic_settings
     from reference_server.testing import serve_in_thread
     from tests.run.conftest import scenario
@@ -286,7 +286,7 @@ def test_reference_server_records_carry_its_batch_phases_and_uploads(tmp_path: P
                        payload={"inputs": [{"image": {"width": 64, "height": 48}}]},
                        load={"users": 4, "duration": 1.5, "warmup": 0})
         with monkeypatch.context() as during:
-            during.setattr(runner, "read_records", lambda *_: pytest.fail("the end of run read records"))
+            during.setattr(pipeline, "read_records", lambda *_: pytest.fail("the end of run read records"))
             result = run_scenario(run, out_dir=tmp_path / "run", live=False)
     ok = [r for r in result.records if r.ok]
     assert ok and result.summary.server_traces is not None

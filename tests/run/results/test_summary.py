@@ -10,7 +10,7 @@ import pytest
 from qbench.run import gap_histogram
 from qbench.run.records import RequestRecord
 from qbench.run.results.summary import SloCheck, Stats, Summary, e2e_breaches, judge_bound, summarize
-from qbench.run.scenario.scenario import Slo
+from qbench.run.scenario.schema import Slo
 
 
 def rec(

@@ -22,7 +22,7 @@ from qbench.run.columns import Columns
 from qbench.run.records import RequestRecord, read_records, write_parquet
 from qbench.run.results import summary as new
 from qbench.run.results.server_phases import TraceReport
-from qbench.run.scenario.scenario import Slo
+from qbench.run.scenario.schema import Slo
 from tests import golden
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))

@@ -17,7 +17,7 @@ from qbench.run.scenario.credentials import (
     refusal_hint,
     resolve,
 )
-from qbench.run.scenario.scenario import load_scenario, parse_scenario, with_overrides
+from qbench.run.scenario.schema import load_scenario, parse_scenario, with_overrides
 
 BASE = {"target": "http://127.0.0.1:1", "endpoint": {"api_name": "echo"}, "load": {"burst": 1}}
 

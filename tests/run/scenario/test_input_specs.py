@@ -10,7 +10,7 @@ import pytest
 
 from qbench.errors import ScenarioError
 from qbench.run.scenario.payloads import FileValue, PayloadGenerator
-from qbench.run.scenario.scenario import Payload, load_scenario, parse_scenario
+from qbench.run.scenario.schema import Payload, load_scenario, parse_scenario
 
 
 def values(spec: dict[str, Any], n: int = 200) -> list[Any]:

@@ -11,7 +11,7 @@ from PIL import Image
 
 from qbench.run.scenario import payloads
 from qbench.run.scenario.payloads import FileValue, PayloadGenerator, fill_template
-from qbench.run.scenario.scenario import Payload
+from qbench.run.scenario.schema import Payload
 
 
 def generator(*inputs: dict[str, object], seed: int = 0, variants: int = 4) -> PayloadGenerator:

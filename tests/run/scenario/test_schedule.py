@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qbench.run.scenario.scenario import Load, Stage
 from qbench.run.scenario.schedule import OpenPlan, UserPlan, plan, stage_offsets
+from qbench.run.scenario.schema import Load, Stage
 
 
 def offsets(**load: object) -> np.ndarray:

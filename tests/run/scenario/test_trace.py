@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.errors import ScenarioError
 from qbench.run.load.mix import routing, with_trace_mix
+from qbench.run.pipeline import run_scenario
 from qbench.run.records import RequestRecord, read_parquet, write_parquet
-from qbench.run.runner import run_scenario
 from qbench.run.scenario.payloads import FileValue, PayloadGenerator
-from qbench.run.scenario.scenario import load_scenario
 from qbench.run.scenario.schedule import OpenPlan, plan
+from qbench.run.scenario.schema import load_scenario
 from qbench.run.scenario.trace import recorded_inputs
 from reference_server.testing import RunningServer
 from tests.run.conftest import scenario

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.errors import ScenarioError
 from qbench.run.load.mix import with_trace_mix
-from qbench.run.scenario.scenario import parse_scenario
 from qbench.run.scenario.schedule import OpenPlan, plan
+from qbench.run.scenario.schema import parse_scenario
 from qbench.run.scenario.trace import read_trace
 from qbench.run.scenario.trace_formats import import_trace, sparkline, trace_shape
 

@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
+from qbench.run.soak.command import HEALTH_SIGNALS, SLICE_SIGNALS
 from qbench.run.soak.drift import Verdict, judge
-from qbench.run.soak.soak import HEALTH_SIGNALS, SLICE_SIGNALS
 
 MIB, GIB, KIB = 2**20, 2**30, 2**10
 RSS = next(s for s in HEALTH_SIGNALS if s.key == "rss_bytes")

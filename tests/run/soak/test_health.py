@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
-from qbench.run.load.loadgen import LiveStats
+from qbench.run.load.generator import LiveStats
 from qbench.run.soak import health
 from qbench.run.soak.health import (
     HealthSample,

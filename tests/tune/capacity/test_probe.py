@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qbench.run.scenario.scenario import parse_scenario, with_overrides
+from qbench.run.scenario.schema import parse_scenario, with_overrides
 from qbench.tune.capacity.probe import ProbeLength, seed_overrides
 
 

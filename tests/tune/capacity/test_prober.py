@@ -35,7 +35,7 @@ def test_an_estimate_that_measured_nothing_is_run_again_longer(tmp_path: Path) -
 
 
 def test_a_fresh_start_restarts_only_an_app_qbench_started_and_follows_its_url(tmp_path: Path) -> None:
-    from qbench.tune.values.capacity import Probe
+    from qbench.tune.values.ceiling import Probe
 
     spec = scenario(endpoint={"api_name": "work"}, load={"rate": 1, "duration": 1})
     kept = Prober(spec, "http://127.0.0.1:1", Constraints(slo={}), tmp_path / "p", tmp_path)

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from qbench.tune.capacity.capacity_run import (
+from qbench.tune.capacity.command import (
     CapacityRun,
     capacity_config,
     capacity_prober,

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.tune.servers.server_process import free_port
+from qbench.tune.sweep.command import run_sweep
 from qbench.tune.sweep.config import CapacityOptions, SweepOptions, build_config
-from qbench.tune.sweep.sweep import run_sweep
 from reference_server.settings import parse_settings
 from reference_server.testing import RunningServer, serve_in_thread
 from tests.tune.conftest import write_scenario

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.errors import ScenarioError
 from qbench.tune.knobs.grid import build_grid, is_server_knob, parse_axis, point_id
-from qbench.tune.knobs.server_knobs import apply_server_knobs
+from qbench.tune.knobs.reference import apply_server_knobs
 from qbench.tune.knobs.versions import KnobVersionError, check_knobs
 from qbench.tune.ranking.recommend import gradio_code
 from qbench.tune.servers.app_process import knob_env, render_command
@@ -79,7 +79,7 @@ def test_the_docs_sweep_command_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_an_app_gets_a_mixs_events_and_event_knobs_only_through_placeholders() -> None:
-    from qbench.run.scenario.scenario import load_scenario
+    from qbench.run.scenario.schema import load_scenario
     from qbench.tune.sweep.config import driven_events
 
     mix = load_scenario(ROOT / "scenarios" / "mix.yaml")

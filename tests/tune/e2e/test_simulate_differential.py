@@ -31,8 +31,8 @@ import pytest
 
 from qbench.run.control import read_status
 from qbench.run.records import RequestRecord
-from qbench.run.scenario.scenario import parse_scenario
-from qbench.tune.points.point import run_measured
+from qbench.run.scenario.schema import parse_scenario
+from qbench.tune.points.measure import run_measured
 from qbench.tune.search.batch_model import BatchFit
 from qbench.tune.search.simulate import (
     OpenArrivals,

@@ -19,8 +19,8 @@ from qbench.run.records import read_records
 from qbench.tune.knobs.grid import Point
 from qbench.tune.points.knobcheck import observed_parallelism
 from qbench.tune.servers.server_process import start_reference_server
+from qbench.tune.sweep.command import SweepResult, run_sweep
 from qbench.tune.sweep.config import CapacityOptions, SweepOptions, build_config, resume_options
-from qbench.tune.sweep.sweep import SweepResult, run_sweep
 from qbench.tune.values.result import PointResult
 from tests.tune.conftest import SLOW_SERVER, write_scenario
 

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.tune.knobs.versions import KnobVersionError, check_knobs, gradio_major
 from qbench.tune.ranking.recommend import gradio_code
+from qbench.tune.sweep.command import run_sweep
 from qbench.tune.sweep.config import CapacityOptions, SweepOptions, build_config
-from qbench.tune.sweep.sweep import run_sweep
 from tests.docs.test_readme_capacity import ROOT, readme_commands
 
 #: Points sized in requests, not seconds: eight rounds of the 8 users (~4 s at one worker of 16.7 req/s on

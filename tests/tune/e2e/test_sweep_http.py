@@ -11,8 +11,8 @@ import yaml
 
 from qbench.report.build import build_report
 from qbench.run.records import read_records
+from qbench.tune.sweep.command import SweepResult, run_sweep
 from qbench.tune.sweep.config import SweepOptions, build_config
-from qbench.tune.sweep.sweep import SweepResult, run_sweep
 
 SERVER = {
     "functions": [{"api_name": "classify", "workload": "sleep", "params": {"base_ms": 50, "per_item_ms": 5},

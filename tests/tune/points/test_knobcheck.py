@@ -142,7 +142,7 @@ def test_batching_a_plain_function_is_refused_with_how_to_declare_one() -> None:
 
 
 def test_run_warns_when_the_server_disagrees_with_the_scenarios_expect() -> None:
-    from qbench.run.scenario.scenario import parse_scenario
+    from qbench.run.scenario.schema import parse_scenario
     from qbench.tune.points.knobcheck import expectation_warnings
 
     raw = {"name": "x", "endpoint": {"api_name": "respond"}, "payload": {"inputs": [{"value": "hi"}]},

@@ -19,7 +19,7 @@ from qbench.tune.ranking.recommend import (
     recommend,
     tied,
 )
-from qbench.tune.values.capacity import Capacity, CapacityRecord, CapacitySummary
+from qbench.tune.values.ceiling import Capacity, CapacityRecord, CapacitySummary
 from qbench.tune.values.constraints import Constraints, bounds_text
 from qbench.tune.values.result import KnobVerdict, MaxSizeAdvice, PointResult
 
@@ -178,7 +178,7 @@ def test_round_trip_to_dict() -> None:
 
 
 def test_gradio_code_uses_the_server_defaults_for_unswept_knobs() -> None:
-    from qbench.tune.knobs.server_knobs import effective_knobs
+    from qbench.tune.knobs.reference import effective_knobs
 
     base = {
         "functions": [

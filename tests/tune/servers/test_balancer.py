@@ -34,7 +34,7 @@ from qbench.run.diagnose.app_errors import (
 from qbench.run.records import RequestRecord, read_records
 from qbench.run.results.summary import Summary
 from qbench.tune.capacity.prober import fail_split_sessions
-from qbench.tune.points.point import PointRun
+from qbench.tune.points.measure import PointRun
 from qbench.tune.servers import balancer
 from qbench.tune.servers.app_process import launch_command
 from qbench.tune.servers.balancer import (
@@ -44,7 +44,7 @@ from qbench.tune.servers.balancer import (
     reference_replicas,
 )
 from qbench.tune.servers.server_process import free_port
-from qbench.tune.values.capacity import Probe
+from qbench.tune.values.ceiling import Probe
 from reference_server.settings import load_preset, parse_settings
 from reference_server.testing import serve_in_thread
 from tests.tune.e2e.test_capacity_e2e import SLEEP_4X100MS, sleep_scenario
@@ -210,7 +210,7 @@ def _held_at(scenario: Path, n: int, rate: float, out: Path) -> list[dict[str, A
     assert result.exit_code == 0, result.output
     probes: list[dict[str, Any]] = _capacity_file(out)["result"]["probes"]
     # a probe whose generator stalled (the host, six workers on two cores) is kept as "stalled", its
-    # stall said, and measured once more (qbench.tune.capacity.search's measure_past_stall): the ones after
+    # stall said, and measured once more (qbench.tune.capacity.bisect's measure_past_stall): the ones after
     stalled = [p for p in probes if p["kind"] == "stalled"]
     assert all(p["host_stall"] and not p["passed"] for p in stalled), stalled
     return [p for p in probes if p["kind"] != "stalled"]

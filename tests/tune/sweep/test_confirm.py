@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.report.sweep_charts import read_sweep as load_sweep
 from qbench.tune.ranking.recommend import recommend
+from qbench.tune.sweep.command import run_sweep
 from qbench.tune.sweep.config import CapacityOptions, SweepOptions, build_config
 from qbench.tune.sweep.confirm import capacity_record, confirmation_line, rank_confirmed
-from qbench.tune.sweep.sweep import run_sweep
-from qbench.tune.values.capacity import Capacity, CapacityRecord, CapacitySummary, Probe
+from qbench.tune.values.ceiling import Capacity, CapacityRecord, CapacitySummary, Probe
 from qbench.tune.values.constraints import Constraints
 from qbench.tune.values.result import PointResult
 

@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from qbench.run.results.steady import Steadiness
-from qbench.tune.capacity.capacity_run import CapacityRun, capacity_config
+from qbench.tune.capacity.command import CapacityRun, capacity_config
 from qbench.tune.capacity.console import (
     capacity_header,
     probe_line,
@@ -18,11 +18,12 @@ from qbench.tune.capacity.console import (
     render_capacity,
     show_probe,
 )
+from qbench.tune.plan.command import PlanRun
 from qbench.tune.plan.console import render_plan
-from qbench.tune.plan.plan import Replica, make_plan, traffic
-from qbench.tune.plan.plan_run import PlanRun
+from qbench.tune.plan.replicas import Replica, make_plan, traffic
 from qbench.tune.ranking.recommend import RankedPoint, Recommendation
-from qbench.tune.search.search import SearchResult
+from qbench.tune.search.smart import SearchResult
+from qbench.tune.sweep.command import SweepResult
 from qbench.tune.sweep.config import SweepOptions, build_config
 from qbench.tune.sweep.console import (
     SweepProgress,
@@ -31,8 +32,7 @@ from qbench.tune.sweep.console import (
     render_sweep,
     sweep_header,
 )
-from qbench.tune.sweep.sweep import SweepResult
-from qbench.tune.values.capacity import Capacity, CapacityRecord, Probe
+from qbench.tune.values.ceiling import Capacity, CapacityRecord, Probe
 from qbench.tune.values.result import MaxSizeAdvice, PointResult
 
 from ..conftest import write_scenario

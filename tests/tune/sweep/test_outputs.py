@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from qbench.tune.ranking.recommend import RankedPoint, Recommendation
-from qbench.tune.search.search import SearchResult
+from qbench.tune.search.smart import SearchResult
 from qbench.tune.sweep.outputs import SCHEMA_VERSION, load_done_points, write_outputs
 from qbench.tune.values.point_file import NAME as POINT_FILE
 from qbench.tune.values.point_file import PointFile

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from qbench.tune.values.capacity import Capacity, Probe
 from qbench.tune.values.capacity_file import SCHEMA_VERSION, CapacityFile
+from qbench.tune.values.ceiling import Capacity, Probe
 from qbench.tune.verdicts.overload import Overload
 
 OVERLOAD = {"rate_rps": 13.0, "capacity_rps": 10.0, "base_rps": 9.8, "end_rps": 9.7, "fell_at_waiting": None,

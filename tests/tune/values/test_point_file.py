@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from qbench.tune.values.capacity import Capacity, Probe
+from qbench.tune.values.ceiling import Capacity, Probe
 from qbench.tune.values.point_file import PointFile, read_point_file
 from qbench.tune.values.result import PointResult
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from qbench.run.records import RequestRecord
-from qbench.tune.capacity import capacity_run
+from qbench.tune.capacity import command as capacity_command
 from qbench.tune.capacity.answer import describe
-from qbench.tune.capacity.capacity_run import capacity_config, run_capacity
-from qbench.tune.values.capacity import Capacity, Probe
+from qbench.tune.capacity.command import capacity_config, run_capacity
+from qbench.tune.values.ceiling import Capacity, Probe
 from qbench.tune.values.constraints import Constraints
 from qbench.tune.verdicts.degradation import Degradation, compare, unjudged
 from reference_server.settings import parse_settings
@@ -134,11 +134,11 @@ def test_the_recheck_near_the_first_failing_rate_compares_service_not_latency(
               Probe(59.4, True, kind="rate", run_dir="a", completed_ok=40)]
     capacity = Capacity(59.4, 62.8, 0.1, True, probes=probes)
     slower_wait = records(np.full(40, 0.1), 0.3)
-    monkeypatch.setattr(capacity_run, "read_records", lambda path: records(np.full(40, 0.1), 0.01))
+    monkeypatch.setattr(capacity_command, "read_records", lambda path: records(np.full(40, 0.1), 0.01))
     prober = FakeProber(tmp_path, 40)
     monkeypatch.setattr(prober, "open_loop", lambda rate, duration_s, kind, *, stop: (
         Probe(rate, True, kind=kind, run_dir="probes/09-recheck"), slower_wait))
-    capacity_run.recheck(prober, capacity)  # type: ignore[arg-type]
+    capacity_command.recheck(prober, capacity)  # type: ignore[arg-type]
     found = capacity.degradation
     assert found is not None and found.latency is None and not found.degraded
     assert "(latency not compared: 59.4 req/s is within 10% of the first failing rate, 62.8" in found.text()
@@ -146,7 +146,7 @@ def test_the_recheck_near_the_first_failing_rate_compares_service_not_latency(
     far = Capacity(40.0, 62.8, 0.1, True, probes=[Probe(62.8, False, kind="rate", run_dir="f"),
                                                     Probe(40.0, True, kind="rate", run_dir="a",
                                                           completed_ok=40)])
-    capacity_run.recheck(prober, far)  # type: ignore[arg-type]
+    capacity_command.recheck(prober, far)  # type: ignore[arg-type]
     assert far.degradation is not None and far.degradation.latency is not None and far.degradation.degraded
 
 
@@ -161,14 +161,14 @@ def test_a_recheck_that_no_longer_keeps_up_is_a_collapse_not_ageing(
                     throughput_rps=9.5),
               Probe(15.2, True, kind="rate", run_dir="b", completed_ok=400, p95_latency_s=0.3)]
     capacity = Capacity(15.2, 16.1, 0.1, True, probes=probes)
-    monkeypatch.setattr(capacity_run, "read_records", lambda path: records(np.full(40, 0.05)))
+    monkeypatch.setattr(capacity_command, "read_records", lambda path: records(np.full(40, 0.05)))
     prober = FakeProber(tmp_path, 40)
     collapsed = Probe(8.7, False, kind="recheck", run_dir="probes/09-recheck", steady=False,
                       throughput_rps=3.06,
                       violations=["not steady, backlog +7.9/s ± 0.5", "p95_latency_s 10.7 > 1"])
     monkeypatch.setattr(prober, "open_loop", lambda rate, duration_s, kind, *, stop: (
         dataclasses.replace(collapsed), records(np.full(15, 10.0))))
-    capacity_run.recheck(prober, capacity)  # type: ignore[arg-type]
+    capacity_command.recheck(prober, capacity)  # type: ignore[arg-type]
     assert capacity.degradation is None and capacity.collapsed
     assert [p.kind for p in capacity.probes[3:]] == ["stalled", "recheck"]  # a second look found it too
     assert capacity.collapsed.startswith("after the search's heavier probes it no longer kept up: at 8.7 "
@@ -193,7 +193,7 @@ def test_a_recheck_the_host_stalled_once_is_looked_at_again_not_called_a_collaps
     probes = [Probe(181.0, False, kind="rate", run_dir="f"),
               Probe(145.0, True, kind="rate", run_dir="a", completed_ok=170, throughput_rps=116.0)]
     capacity = Capacity(145.0, 181.0, 0.25, True, probes=probes)
-    monkeypatch.setattr(capacity_run, "read_records", lambda path: records(np.full(40, 0.1)))
+    monkeypatch.setattr(capacity_command, "read_records", lambda path: records(np.full(40, 0.1)))
     stalled = Probe(145.0, False, kind="recheck", run_dir="probes/03-recheck", steady=False,
                     throughput_rps=31.2, violations=["not steady, completions 45.3/s behind arrivals 146/s"])
     looks = iter([(stalled, records(np.full(10, 1.0))),
@@ -201,7 +201,7 @@ def test_a_recheck_the_host_stalled_once_is_looked_at_again_not_called_a_collaps
                    records(np.full(40, 0.1)))])
     prober = FakeProber(tmp_path, 40)
     monkeypatch.setattr(prober, "open_loop", lambda rate, duration_s, kind, *, stop: next(looks))
-    capacity_run.recheck(prober, capacity)  # type: ignore[arg-type]
+    capacity_command.recheck(prober, capacity)  # type: ignore[arg-type]
     assert not capacity.collapsed and [p.kind for p in capacity.probes[2:]] == ["stalled", "recheck"]
     found = capacity.degradation
     assert found is not None and found.verdict == "no degradation" and found.end_probe == "probes/04-recheck"
@@ -246,9 +246,9 @@ def test_the_recheck_measures_the_earliest_passing_probe_it_can_judge(
               Probe(10.0, True, kind="rate", run_dir="a", completed_ok=ok_a),
               Probe(12.0, True, kind="rate", run_dir="b", completed_ok=ok_b)]
     capacity = Capacity(12.0, 20.0, 0.3, True, probes=probes)
-    monkeypatch.setattr(capacity_run, "read_records", lambda path: records(np.full(runs[path.name], 0.1)))
+    monkeypatch.setattr(capacity_command, "read_records", lambda path: records(np.full(runs[path.name], 0.1)))
     prober = FakeProber(tmp_path, rerun_ok)
-    capacity_run.recheck(prober, capacity)  # type: ignore[arg-type]
+    capacity_command.recheck(prober, capacity)  # type: ignore[arg-type]
     assert prober.rates == [rate] and capacity.probes[-1].kind == "recheck"
     assert capacity.over_the_search is not None and verdict in capacity.over_the_search
     assert (capacity.degradation is None) == verdict.startswith("not judged")

@@ -15,7 +15,7 @@ import pytest
 from qbench.run.records import RequestRecord
 from qbench.run.results.steady import steadiness
 from qbench.tune.capacity.answer import describe
-from qbench.tune.values.capacity import Capacity, Probe
+from qbench.tune.values.ceiling import Capacity, Probe
 from qbench.tune.values.constraints import Constraints
 from qbench.tune.verdicts.metastable import BURST_WAITS, Metastability, queue_slowdown
 
