@@ -39,10 +39,10 @@ STEPS = ("read", "diagnosis", "app_notes", "alongside")
 def child(run: Path) -> dict[str, Any]:
     """The steps in this process: {"records": n, step: [seconds, VmHWM MiB after it]}."""
     sys.path.insert(0, str(ROOT))
-    from qbench.run.columns import Columns
     from qbench.run.diagnose.app_errors import explain
     from qbench.run.diagnose.limits import host_cpus
     from qbench.run.diagnose.per_endpoint import diagnose_run
+    from qbench.run.records.columns import Columns
     from qbench.run.results.alongside import alongside
     from qbench.run.results.summary import Summary
     from qbench.run.scenario.schema import parse_scenario

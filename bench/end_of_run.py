@@ -19,7 +19,7 @@ Then each step runs in a fresh Python process, its peak RSS read from the kernel
 ru_maxrss of that child alone):
 
     end of run   what the runner does after the load, from the folder: records.parquet sealed from the
-                 spill the generator wrote during the run (qbench.run.record_spill; the spill itself,
+                 spill the generator wrote during the run (qbench.run.records.spill; the spill itself,
                  made here from records.jsonl's lines before the clock starts, is the run's cost, not
                  the end's), then pipeline._finish from its columns: summary, run.json,
                  diagnosis, app notes, summary.json; the child also prints each phase's seconds and
@@ -66,7 +66,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from qbench.run.records import JsonlWriter, RequestRecord  # noqa: E402
+from qbench.run.records.schema import JsonlWriter, RequestRecord  # noqa: E402
 
 MIB = 1024 * 1024
 FULL = 3_600_000  # a 1-hour run at 1,000 req/s
@@ -244,7 +244,7 @@ def finish(folder: Path, profile: bool = False) -> None:
     import pyarrow as pa
 
     from qbench.run import pipeline
-    from qbench.run.record_spill import RecordSpill, RowOrder, seal
+    from qbench.run.records.spill import RecordSpill, RowOrder, seal
     from qbench.run.results.files import Writer
     from qbench.run.results.run_info import RunInfo
     from qbench.run.results.summary import GeneratorStats
@@ -299,9 +299,9 @@ def summary_from_columns(folder: Path) -> None:
     """The summary of a finished run from its records.parquet as columns (the child process of step
     `summary`): prints its seconds, the process's peak RSS and whether summary.json (written by the end
     of run) holds the same figures, key for key, as one JSON line."""
-    from qbench.run.columns import Columns
     from qbench.run.load.mix import endpoint_slos
     from qbench.run.pipeline import journey_length
+    from qbench.run.records.columns import Columns
     from qbench.run.results.summary import GeneratorStats, summarize
     from qbench.run.scenario.schema import parse_scenario
 

@@ -31,9 +31,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qbench.run.columns import Columns  # noqa: E402
 from qbench.run.pipeline import run_scenario  # noqa: E402
-from qbench.run.records import RequestRecord  # noqa: E402
+from qbench.run.records.columns import Columns  # noqa: E402
+from qbench.run.records.schema import RequestRecord  # noqa: E402
 from qbench.run.results.paired import pair_runs, unpaired_phase  # noqa: E402
 from qbench.run.scenario.schema import parse_scenario  # noqa: E402
 from qbench.tune.servers.server_process import start_reference_server

@@ -26,7 +26,7 @@ from report_synth import simulate, write_run  # noqa: E402
 from qbench.report.build import build_report  # noqa: E402
 from qbench.report.chart_columns import RunColumns  # noqa: E402
 from qbench.report.charts import RUN_CHARTS  # noqa: E402
-from qbench.run.records import read_records  # noqa: E402
+from qbench.run.records.schema import read_records  # noqa: E402
 from qbench.run.results.summary import summarize  # noqa: E402
 
 

@@ -9,7 +9,7 @@ Two measurements (issue 47, "A day of load in constant memory"):
             `--batch` records, a tick's worth, as the lines records.jsonl got; the microseconds per
             record on the event loop and in the spill's thread are printed: the cost moved into the
             run). Then, in a fresh process,
-            `seal` (qbench.run.record_spill) turns the spill into records.parquet: its seconds and
+            `seal` (qbench.run.records.spill) turns the spill into records.parquet: its seconds and
             peak RSS (that child's VmHWM) are the end of run's share of writing the records.
     live    `qbench run` of a plain-HTTP scenario (scenarios/http.yaml, `--rate`, `--duration`) against
             a reference server (`qbench serve --preset echo`, started here), once per `--code` folder
@@ -56,8 +56,8 @@ def make_spill(run: Path, folder: Path, copies: int, batch: int) -> dict[str, fl
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from qbench.run.record_spill import RecordSpill, lines_table
-    from qbench.run.records import read_parquet
+    from qbench.run.records.schema import read_parquet
+    from qbench.run.records.spill import RecordSpill, lines_table
 
     source = pq.ParquetFile(run / "records.parquet")
     n = source.metadata.num_rows
@@ -125,7 +125,8 @@ def _records(table: Any, folder: Path, read_parquet: Any) -> Any:
 def sealed(folder: Path) -> dict[str, float]:
     """`seal` in a fresh process: its seconds and that child's peak RSS (VmHWM, MiB: read in the child,
     as ru_maxrss after a fork counts the forking parent's pages)."""
-    code = ("import sys, time; from pathlib import Path; from qbench.run.record_spill import RowOrder, seal; "
+    code = ("import sys, time; from pathlib import Path; "
+            "from qbench.run.records.spill import RowOrder, seal; "
             "t = time.perf_counter(); seal(Path(sys.argv[1]), RowOrder()); s = time.perf_counter() - t; "
             "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]; "
             "print(s, int(hwm) / 1024)")

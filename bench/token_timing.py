@@ -43,10 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
 
-from qbench.run.columns import Columns  # noqa: E402
 from qbench.run.pipeline import run_scenario  # noqa: E402
 from qbench.run.protocols.openai import TokenStream, percentile, request_id_value  # noqa: E402
-from qbench.run.records import RequestRecord  # noqa: E402
+from qbench.run.records.columns import Columns  # noqa: E402
+from qbench.run.records.schema import RequestRecord  # noqa: E402
 from qbench.run.results.summary import itl_stats  # noqa: E402
 from qbench.run.scenario.schema import parse_scenario  # noqa: E402
 from qbench.tune.servers.server_process import reference_server_process

@@ -17,7 +17,7 @@ import pytest
 import qbench
 from qbench.analysis import join_runs, load_run, load_sweep
 from qbench.errors import QbenchError
-from qbench.run.records import DERIVED, FIELD_NAMES
+from qbench.run.records.schema import DERIVED, FIELD_NAMES
 from qbench.run.scenario.schema import parse_scenario
 from reference_server.testing import RunningServer
 
@@ -233,7 +233,7 @@ def test_a_run_of_a_million_requests_loads_lazily_in_bounded_memory(tmp_path: Pa
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from qbench.run.records import SCHEMA_VERSION
+    from qbench.run.records.schema import SCHEMA_VERSION
 
     n, rng = 1_000_000, np.random.default_rng(1)
     intended = np.cumsum(rng.exponential(0.001, n))

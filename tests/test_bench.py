@@ -400,7 +400,7 @@ def test_end_of_run_generates_a_run_folder_as_the_runner_leaves_it(
 ) -> None:
     """bench/end_of_run.py's records: every request once, read back as the runner reads them, Gradio-like
     phases in order, a few % errors of several kinds, two endpoints, the warm-up window."""
-    from qbench.run.records import read_jsonl
+    from qbench.run.records.schema import read_jsonl
     from qbench.run.results.run_info import RunInfo
     from qbench.run.scenario.schema import parse_scenario
 
@@ -441,7 +441,7 @@ def test_end_of_run_at_reduced_size(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     phases = [p["phase"] for p in rows[0]["phases"]]
     # the spill is the run's (its peak is not the end's: reset after it), then the end's own steps
     assert phases == ["spill (the run's)", "records.parquet", "summary", "diagnosis", "app notes", "total"]
-    from qbench.run.records import read_jsonl
+    from qbench.run.records.schema import read_jsonl
 
     summary = json.loads((keep / "a-2000" / "summary.json").read_text())
     measured = [r for r in read_jsonl(keep / "a-2000" / "records.jsonl") if not r.warmup]
@@ -458,14 +458,14 @@ def test_end_of_run_at_reduced_size(monkeypatch: pytest.MonkeyPatch, tmp_path: P
 def test_end_of_run_profile_maps_the_memory_of_each_phase(monkeypatch: pytest.MonkeyPatch,
                                                           tmp_path: Path) -> None:
     """`--profile`: each phase of the end of run with its Python heap and Arrow pool, and the biggest
-    allocation sites after the seal: none of them the records as objects (qbench/run/records.py), which
+    allocation sites after the seal: none of them the records as objects (qbench/run/records/schema.py), which
     the end of a run no longer makes."""
     bench = load_bench("end_of_run", monkeypatch)
     out = tmp_path / "rows.json"
     assert bench.main(["--records", "1500", "--steps", "finish", "--profile", "--json", str(out)]) == 0
     (row,) = json.loads(out.read_text())
     assert row["step"] == "finish" and row["sites"]
-    assert not any("qbench/run/records.py" in site["site"] for site in row["sites"]), row["sites"]
+    assert not any("qbench/run/records/schema.py" in site["site"] for site in row["sites"]), row["sites"]
     parquet = next(p for p in row["phases"] if p["phase"] == "records.parquet")
     assert parquet["arrow_peak_mib"] > 0 and parquet["py_peak_mib"] >= parquet["py_held_mib"] > 0
 
@@ -477,7 +477,7 @@ def test_spill_seal_seals_a_spill_of_a_run_in_finishing_order(
     sealed in a fresh process into every record once, in request order; the costs are printed."""
     bench = load_bench("spill_seal", monkeypatch)
     eor = load_bench("end_of_run", monkeypatch)
-    from qbench.run.records import read_parquet, write_parquet
+    from qbench.run.records.schema import read_parquet, write_parquet
 
     records, _ = eor.chunk_records(np.random.default_rng(3), 0, 3_000, 0.0, 1000.0, 1.0, 0.5)
     records.sort(key=lambda r: r.request_id)

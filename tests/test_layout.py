@@ -166,7 +166,7 @@ def test_the_reference_server_has_no_import_cycles_and_never_imports_qbench() ->
 UNITS = {
     "qbench.run": [
         "json_values", "clib",  # reading JSON back, the C library: for every room
-        "gap_histogram", "records", "columns", "record_spill",  # the contract, as columns, spilled
+        "records",  # the contract: RequestRecord, its files, its columns, spilled
         "control",  # the control plane
         "scenario", "protocols", "results", "load", "diagnose",  # the rooms, in data-flow order
         "summary_file", "console", "pipeline", "init_yaml", "openapi_body", "frameworks", "init",

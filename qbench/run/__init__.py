@@ -6,17 +6,14 @@
     results/         what came back: summaries, the server's phases, steadiness, outcome
     diagnose/        what it means: where the limit was, in sentences
     soak/            over hours: the server's health sampled, drift judged
-    records.py       RequestRecord, the flat contract with every later stage; its files
-    record_spill.py  records.parquet written as the run goes, sealed at the end
-    columns.py       the records as numpy columns, read from disk a few at a time
-    gap_histogram.py a record's gaps as a compact, mergeable log-bucket histogram
+    records/         the flat contract with every later stage: RequestRecord, its files, its columns
     json_values.py   reading JSON back: tolerant value readers, Readable (a file's dataclass)
     clib.py          the C library through ctypes, loaded once per process
     control.py       the control plane: /config, /status, /admin/config, readiness
     summary_file.py  summary.json: its one writer and its one reader
-    pipeline.py        run_scenario: a scenario -> a run directory
+    pipeline.py      run_scenario: a scenario -> a run directory
     options.py       `qbench run` as a library call
-    console.py   the live progress line and the summary table
+    console.py       the live progress line and the summary table
     openapi_body.py  a plain HTTP server's request body from its OpenAPI schema
     frameworks.py    which framework serves a plain HTTP target; its app's request keys
     init.py          `qbench init`: a scenario drafted from the app's own API
@@ -33,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 # What the stages above run/ may use, by the module that defines it.
 FACE: dict[str, tuple[str, ...]] = {
     "qbench.run.clib": ("libc",),
-    "qbench.run.columns": ("Columns",),
+    "qbench.run.records.columns": ("Columns",),
     "qbench.run.control": ("read_gradio_mode", "read_gradio_version", "read_status"),
     "qbench.run.diagnose.app_errors": ("explain", "split_sessions"),
     "qbench.run.diagnose.limits": ("generator_lag", "host_cpus", "server_usage"),
@@ -52,7 +49,7 @@ FACE: dict[str, tuple[str, ...]] = {
     "qbench.run.load.mix": ("endpoint_slos", "mix_starts"),
     "qbench.run.protocols.gradio_api": ("DEFAULT_STREAM_EVERY_S",),
     "qbench.run.protocols.login": ("run_secrets",),
-    "qbench.run.records": (
+    "qbench.run.records.schema": (
         "DERIVED",
         "FIELD_NAMES",
         "RecordsFormatError",
@@ -118,7 +115,6 @@ __all__ = sorted(_HOME)
 
 if TYPE_CHECKING:
     from qbench.run.clib import libc as libc
-    from qbench.run.columns import Columns as Columns
     from qbench.run.console import PHASE_LABELS as PHASE_LABELS
     from qbench.run.console import SERVER_PHASE_LABELS as SERVER_PHASE_LABELS
     from qbench.run.console import bottleneck_warnings as bottleneck_warnings
@@ -152,12 +148,13 @@ if TYPE_CHECKING:
     from qbench.run.pipeline import run_scenario as run_scenario
     from qbench.run.protocols.gradio_api import DEFAULT_STREAM_EVERY_S as DEFAULT_STREAM_EVERY_S
     from qbench.run.protocols.login import run_secrets as run_secrets
-    from qbench.run.records import DERIVED as DERIVED
-    from qbench.run.records import FIELD_NAMES as FIELD_NAMES
-    from qbench.run.records import RecordsFormatError as RecordsFormatError
-    from qbench.run.records import RequestRecord as RequestRecord
-    from qbench.run.records import read_records as read_records
-    from qbench.run.records import records_table as records_table
+    from qbench.run.records.columns import Columns as Columns
+    from qbench.run.records.schema import DERIVED as DERIVED
+    from qbench.run.records.schema import FIELD_NAMES as FIELD_NAMES
+    from qbench.run.records.schema import RecordsFormatError as RecordsFormatError
+    from qbench.run.records.schema import RequestRecord as RequestRecord
+    from qbench.run.records.schema import read_records as read_records
+    from qbench.run.records.schema import records_table as records_table
     from qbench.run.results.alongside import alongside as alongside
     from qbench.run.results.batches import start_groups as start_groups
     from qbench.run.results.device import DeviceStats as DeviceStats

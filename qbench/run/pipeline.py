@@ -19,7 +19,6 @@ import aiohttp
 
 from qbench import __version__
 from qbench.errors import ScenarioError
-from qbench.run.columns import Columns
 from qbench.run.console import LiveView
 from qbench.run.control import read_status_async
 from qbench.run.diagnose.app_errors import explain
@@ -36,8 +35,9 @@ from qbench.run.load.mix import (
     with_trace_mix,
 )
 from qbench.run.protocols.login import authenticator, run_secrets
-from qbench.run.record_spill import seal
-from qbench.run.records import RequestRecord, read_records, write_parquet
+from qbench.run.records.columns import Columns
+from qbench.run.records.schema import RequestRecord, read_records, write_parquet
+from qbench.run.records.spill import seal
 from qbench.run.results.alongside import Alongside, alongside
 from qbench.run.results.device import with_gpu_busy
 from qbench.run.results.files import REPORTS, Writer, new_folder, remove_if_empty
@@ -72,7 +72,7 @@ class RunResult:
         return self.loaded
 
     def columns(self) -> Columns:
-        """The run's records as columns (qbench.run.columns), from records.parquet."""
+        """The run's records as columns (qbench.run.records.columns), from records.parquet."""
         return Columns.of(self.loaded) if self.loaded is not None else Columns.read(self.run_dir)
 
 

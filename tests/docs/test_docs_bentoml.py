@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.run.frameworks import read_framework
-from qbench.run.records import read_records
+from qbench.run.records.schema import read_records
 from qbench.tune.servers.server_process import free_port
 from tests.docs.test_docs_capacity import REDUCED_CAPACITY, doc_commands
 from tests.run.test_frameworks_bentoml import BENTOML, bentoml_python, bentoml_service

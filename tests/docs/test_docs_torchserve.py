@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.run.records import read_records
+from qbench.run.records.schema import read_records
 from qbench.run.soak.health import read_health
 from tests.docs.framework_docs import run_doc_line
 from tests.docs.test_docs_capacity import REDUCED_CAPACITY, doc_commands

@@ -28,7 +28,7 @@ import pytest
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.run.records import read_records
+from qbench.run.records.schema import read_records
 from reference_server.settings import (
     ServerSettings,
     load_preset,

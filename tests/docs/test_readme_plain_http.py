@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.run.records import read_records
+from qbench.run.records.schema import read_records
 from reference_server.settings import parse_settings, preset_path, read_settings_file
 from reference_server.testing import serve_in_thread
 

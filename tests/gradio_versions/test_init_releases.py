@@ -19,7 +19,7 @@ import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.run.records import read_records
+from qbench.run.records.schema import read_records
 
 from .envs import RELEASES, EnvError, ensure_env
 from .servers import MAIN, serve_together

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from qbench.run.pipeline import RunResult, run_scenario
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.schema import parse_scenario
 
 from .conftest import Release

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run.records import RequestRecord, write_parquet
+from qbench.run.records.schema import RequestRecord, write_parquet
 
 
 def simulate(

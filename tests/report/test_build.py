@@ -32,7 +32,7 @@ from qbench.report.build import (
 from qbench.report.capacity_charts import LoadedCapacity
 from qbench.report.rundir import LoadedRun
 from qbench.report.sweep_charts import LoadedSweep, _knobs
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import SloCheck, summarize
 from qbench.run.scenario.schema import Slo
@@ -199,8 +199,8 @@ def test_both_documents_are_written_from_a_context(tmp_path: Path) -> None:
 def test_error_examples_from_the_columns_are_the_first_failed_measured_request_of_each_kind(
         tmp_path: Path) -> None:
     from qbench.report.build import error_examples
-    from qbench.run.columns import Columns
-    from qbench.run.records import write_parquet
+    from qbench.run.records.columns import Columns
+    from qbench.run.records.schema import write_parquet
 
     records = [rec(0, ok=False, kind="timeout", message="early", warmup=True),  # the warm-up: not an example
                rec(1), rec(2, ok=False, kind="timeout"), rec(3, ok=False, kind="timeout", message="later"),

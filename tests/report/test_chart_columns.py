@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from qbench.report.chart_columns import RunColumns, fmt_s, time_bins
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 
 
 def rec(i: int, t: float, *, ok: bool = True, warmup: bool = False, sent: float | None = 0.01,
@@ -113,7 +113,7 @@ def _old_column(records: list[RequestRecord], name: str) -> np.ndarray:
 def gradio_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[RequestRecord], Path]:
     import sys
 
-    from qbench.run.records import write_parquet
+    from qbench.run.records.schema import write_parquet
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from end_of_run import chunk_records
@@ -130,7 +130,7 @@ def test_charts_columns_from_parquet_are_the_records_columns(
         gradio_run: tuple[list[RequestRecord], Path]) -> None:
     from collections import Counter
 
-    from qbench.run.columns import Columns
+    from qbench.run.records.columns import Columns
 
     records, folder = gradio_run
     data = RunColumns(Columns.read(folder, keep=3))

@@ -32,8 +32,8 @@ from qbench.report.charts import (
     send_lag,
     shade_warmup,
 )
-from qbench.run.columns import Columns
-from qbench.run.records import RequestRecord
+from qbench.run.records.columns import Columns
+from qbench.run.records.schema import RequestRecord
 
 
 def rec(i: int, t: float, *, ok: bool = True, kind: str | None = None, warmup: bool = False,

@@ -17,7 +17,7 @@ from qbench.cli import app
 from qbench.errors import ScenarioError, SloViolation
 from qbench.report.compare import Delta, compare, parse_max_regression
 from qbench.report.rundir import mix_slos, scenario_slo
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import summarize
 

@@ -11,7 +11,7 @@ import pytest
 from matplotlib.patches import Rectangle
 
 from qbench.report.phase_chart import SEGMENTS, medians, phase_bars, render_phase_chart
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 
 
 def rec(endpoint: str = "/a", fn_s: float = 0.04, *, ok: bool = True, warmup: bool = False,
@@ -87,8 +87,8 @@ def _old_medians(records: list[RequestRecord]) -> dict[str, dict[str, float]]:
 def test_the_medians_from_parquet_columns_are_the_records_medians(tmp_path: Path) -> None:
     import sys
 
-    from qbench.run.columns import Columns
-    from qbench.run.records import write_parquet
+    from qbench.run.records.columns import Columns
+    from qbench.run.records.schema import write_parquet
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from end_of_run import chunk_records

@@ -16,7 +16,7 @@ from qbench.report.build import build_report
 from qbench.report.chart_columns import RunColumns, fmt_s, time_bins
 from qbench.report.charts import RUN_CHARTS, latency_distribution, render_run_charts
 from qbench.report.rundir import read_run
-from qbench.run.records import RequestRecord, read_records
+from qbench.run.records.schema import RequestRecord, read_records
 
 # ---------------------------------------------------------------- golden figures
 # tests/report/data/golden_records.jsonl: 1 warm-up request (excluded), 8 ok, 1 queue_full, 1 timeout.

@@ -19,7 +19,7 @@ from qbench.report import build
 from qbench.report.build import diagnosis, run_context, run_headline
 from qbench.report.rundir import read_run
 from qbench.run import pipeline
-from qbench.run.records import RequestRecord, write_parquet
+from qbench.run.records.schema import RequestRecord, write_parquet
 from qbench.run.results.files import Writer
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import GeneratorStats

@@ -21,7 +21,7 @@ from qbench.report.rundir import (
     stored_journey_length,
     winner_run_dir,
 )
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.run_info import RunInfo
 from qbench.run.scenario.schema import Slo
 from tests.report.report_synth import simulate, write_run

@@ -7,7 +7,6 @@ import io
 import pytest
 from rich.console import Console
 
-from qbench.run import gap_histogram
 from qbench.run.console import (
     SHORT_PHASE_LABELS,
     LiveView,
@@ -18,7 +17,8 @@ from qbench.run.console import (
     render_summary,
 )
 from qbench.run.load.generator import LiveStats
-from qbench.run.records import RequestRecord
+from qbench.run.records import gap_histogram
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.summary import GeneratorStats, Stats, summarize
 from qbench.run.scenario.schema import Slo, parse_scenario
 

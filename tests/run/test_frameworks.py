@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.run.frameworks import litserve, read_framework, request_keys
-from qbench.run.records import read_records
+from qbench.run.records.schema import read_records
 from qbench.tune.servers.server_process import free_port
 from reference_server.testing import RunningServer
 from tests.gradio_versions.envs import EnvError, ensure_named_env

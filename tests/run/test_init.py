@@ -18,7 +18,7 @@ from qbench.cli import app
 from qbench.errors import TargetError
 from qbench.run.init import HttpTarget, OpenAITarget, draft_for
 from qbench.run.protocols.gradio_api import AppInput, app_endpoints, expected_inputs, suggest
-from qbench.run.records import read_records
+from qbench.run.records.schema import read_records
 from reference_server.settings import ServerSettings, parse_settings, preset_path, read_settings_file
 from reference_server.testing import RunningServer, serve_in_thread
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from qbench.cli import app
 from qbench.run.init import HttpTarget, draft_for
 from qbench.run.openapi_body import body_fields, request_schema, resolve
-from qbench.run.records import read_records
+from qbench.run.records.schema import read_records
 from qbench.tune.servers.server_process import free_port
 
 #: LitServe 0.2's /openapi.json for `decode_request(self, request: PredictRequest)` ({input: str})

@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from qbench.report.build import build_report
-from qbench.run import record_spill
 from qbench.run.load.executor import plan_order
 from qbench.run.pipeline import check_schedule, run_scenario
-from qbench.run.records import read_jsonl, read_parquet, read_records, write_parquet
+from qbench.run.records import spill as record_spill
+from qbench.run.records.schema import read_jsonl, read_parquet, read_records, write_parquet
 from reference_server.testing import RunningServer
 from tests.run.conftest import scenario
 
@@ -138,7 +138,7 @@ def test_records_parquet_is_columns_spilled_while_running_sealed_as_the_end_wrot
     plan's order, `write_parquet` (schema, metadata, row groups, every value)."""
     monkeypatch.setattr(record_spill, "SPILL_ROWS", 7)
     monkeypatch.setattr(record_spill, "BATCH_ROWS", 16)
-    monkeypatch.setattr("qbench.run.records.BATCH_ROWS", 16)
+    monkeypatch.setattr("qbench.run.records.schema.BATCH_ROWS", 16)
     spec = _echo_scenario(tmp_path / "s.json", 150, 1.5)
     out = tmp_path / "run"
     spilled: list[int] = []
@@ -168,7 +168,7 @@ def test_a_run_killed_at_any_moment_keeps_every_record_it_wrote(http_echo: str, 
     dead run's spill."""
     _echo_scenario(tmp_path / "s.json", 100, 30)
     out = tmp_path / "run"
-    code = ("import sys, qbench.run.record_spill as s; s.SPILL_ROWS = 10; from qbench.cli import app; "
+    code = ("import sys, qbench.run.records.spill as s; s.SPILL_ROWS = 10; from qbench.cli import app; "
             "sys.argv[0] = 'qbench'; app()")
     cmd = [sys.executable, "-c", code, "run", str(tmp_path / "s.json"), "--target", http_echo,
            "--out", str(out), "--no-live"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from qbench.run.diagnose.finding import Finding
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.alongside import Alongside, Side
 from qbench.run.results.summary import summarize
 from qbench.run.summary_file import SummaryFile

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from qbench.run.columns import Columns, Held
-from qbench.run.records import RequestRecord
+from qbench.run.records.columns import Columns, Held
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.schema import Scenario
 
 SESSIONS_KEPT = 2000  # sessions whose message queues Gradio keeps (an LRU): more may evict one

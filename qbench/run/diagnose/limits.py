@@ -11,7 +11,6 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from qbench.run.columns import Columns
 from qbench.run.diagnose.finding import Finding
 from qbench.run.diagnose.phases import (
     MODEL_SHARE,
@@ -22,7 +21,8 @@ from qbench.run.diagnose.phases import (
     phase_findings,
     phase_medians,
 )
-from qbench.run.records import RequestRecord
+from qbench.run.records.columns import Columns
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.steady import Steadiness, steadiness
 from qbench.run.results.summary import Summary
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run.columns import Columns, Held
 from qbench.run.diagnose.limits import Finding, diagnose
-from qbench.run.records import RequestRecord
+from qbench.run.records.columns import Columns, Held
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.summary import Summary
 
 STARVED_SHARE = 0.3  # of an endpoint's waiting time with none of its own jobs running

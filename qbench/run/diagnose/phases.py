@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qbench.run.columns import Columns
 from qbench.run.diagnose.finding import Finding
-from qbench.run.records import RequestRecord
+from qbench.run.records.columns import Columns
+from qbench.run.records.schema import RequestRecord
 
 MODEL_SHARE = 1 / 3  # the model under this share of the service: per-request work dominates
 PHASE_SHARE = 0.25  # a phase around the model at least this share of the service is named

@@ -22,8 +22,8 @@ from qbench.run.load.generator import LiveStats, LoadGenerator, StopHook
 from qbench.run.load.mix import make_routes, routing
 from qbench.run.protocols.base import Clock, make_http_session
 from qbench.run.protocols.login import authenticator, session_slots
-from qbench.run.record_spill import RecordSpill, RowOrder, discard_spills
-from qbench.run.records import FIELD_NAMES, JsonlWriter, RequestRecord, read_jsonl
+from qbench.run.records.schema import FIELD_NAMES, JsonlWriter, RequestRecord, read_jsonl
+from qbench.run.records.spill import RecordSpill, RowOrder, discard_spills
 from qbench.run.results.summary import GeneratorStats, WorkerStats
 from qbench.run.scenario.schedule import OpenPlan, Plan, UserPlan
 from qbench.run.scenario.schema import Scenario, with_overrides
@@ -69,7 +69,7 @@ class ExecutionInfo(PartInfo):
 @dataclass
 class Execution:
     """What an executor hands back: generator health, run info, and the records: spilled in the run folder, to
-    be sealed in `order` (qbench.run.record_spill.seal), or (`order` None) in `records`, in run order."""
+    be sealed in `order` (qbench.run.records.spill.seal), or (`order` None) in `records`, in run order."""
 
     records: list[RequestRecord]
     stats: GeneratorStats

@@ -19,7 +19,7 @@ from qbench.run.load.waker import SpinWaker, Waker, make_waker
 from qbench.run.protocols.base import JOURNEY, Clock, SessionState, fail
 from qbench.run.protocols.gradio_wire import new_session_hash
 from qbench.run.protocols.login import SESSION_SLOT
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.failfast import STOP_PREFIX, OpeningGuard
 from qbench.run.results.summary import GeneratorStats
 from qbench.run.scenario.schedule import OpenPlan, Plan, UserPlan

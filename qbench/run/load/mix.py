@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from qbench.errors import ScenarioError, TargetError
-from qbench.run.records import read_records
+from qbench.run.records.schema import read_records
 from qbench.run.scenario.schema import Endpoint, JourneyStep, MixEntry, Scenario, Slo, endpoint_label
 from qbench.run.scenario.trace import read_trace, trace_schedule
 

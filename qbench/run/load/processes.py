@@ -32,8 +32,8 @@ from qbench.run.load.executor import (
     this_process,
 )
 from qbench.run.load.generator import LiveStats, StopHook
-from qbench.run.record_spill import discard_spills
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
+from qbench.run.records.spill import discard_spills
 from qbench.run.scenario.schedule import OpenPlan
 
 START_MARGIN_S = 1.0  # between "all children ready" and the shared start

@@ -40,8 +40,8 @@ from qbench.run.load.executor import (
     wall_to_perf,
 )
 from qbench.run.load.generator import LiveStats, StopHook
-from qbench.run.record_spill import discard_spills
-from qbench.run.records import RequestRecord, records_to_ipc
+from qbench.run.records.schema import RequestRecord, records_to_ipc
+from qbench.run.records.spill import discard_spills
 from qbench.run.results.summary import GeneratorStats, WorkerStats
 from qbench.run.scenario.schedule import OpenPlan
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.schema import Load
 
 JSON_HEADERS = {"Content-Type": "application/json"}

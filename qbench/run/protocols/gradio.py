@@ -19,7 +19,7 @@ from qbench.run.protocols.base import Clock, fail, fail_http, http_problem, stat
 from qbench.run.protocols.gradio_api import NOT_API, app_endpoints, expected_inputs
 from qbench.run.protocols.gradio_values import event_data, event_files, prop_inputs, wrap_file
 from qbench.run.protocols.gradio_wire import FAMILIES, OUTPUT_FILES, GradioApp, QueueWire, parse_version
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.credentials import refusal_hint
 from qbench.run.scenario.payloads import MIME, FileValue, PayloadGenerator, file_bytes
 from qbench.run.scenario.schema import Scenario

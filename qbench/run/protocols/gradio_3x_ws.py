@@ -16,7 +16,7 @@ from qbench.run.protocols.gradio_wire import (
     pick_session,
     post_quietly,
 )
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 
 
 class WebSocketWire:

@@ -17,7 +17,7 @@ from qbench.run.protocols.gradio_wire import (
     post_quietly,
     sse_messages,
 )
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 
 
 class JoinStreamWire:

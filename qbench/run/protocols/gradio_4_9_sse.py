@@ -19,7 +19,7 @@ from qbench.run.protocols.gradio_wire import (
     post_quietly,
     sse_messages,
 )
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 
 MessageHandler = Callable[[RequestRecord, dict[str, Any], int, float], bool]
 

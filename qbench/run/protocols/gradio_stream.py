@@ -10,7 +10,6 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from qbench.run import gap_histogram
 from qbench.run.protocols.base import JSON_HEADERS, Clock, fail, fail_http
 from qbench.run.protocols.gradio_4_9_sse import SessionStreamWire
 from qbench.run.protocols.gradio_api import DEFAULT_STREAM_EVERY_S
@@ -21,7 +20,8 @@ from qbench.run.protocols.gradio_wire import (
     output_files,
     post_quietly,
 )
-from qbench.run.records import RequestRecord
+from qbench.run.records import gap_histogram
+from qbench.run.records.schema import RequestRecord
 
 ENDED_GRACE_S = 1.0  # how long a refused chunk waits for news that the event ended, before it is an error
 WEBSOCKET_RELEASES = ((5,), (6,))  # whose browser sends the chunks over the websocket route

@@ -14,7 +14,7 @@ import aiohttp
 import orjson
 
 from qbench.run.protocols.base import JOURNEY, JSON_HEADERS, Clock, fail
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 
 FAMILIES = ("ws", "sse", "sse_v1", "sse_v2", "sse_v2.1", "sse_v3")
 CANCEL_ROUTE_SINCE = (4, 31)  # POST /cancel; before it, POST /reset (which only resets generators)

@@ -15,7 +15,7 @@ from qbench.errors import TargetError
 from qbench.run.protocols.base import JOURNEY, Clock, fail, http_problem, status_kind
 from qbench.run.protocols.http1 import ERROR_BODY_LIMIT, Http1Error, Http1Pool
 from qbench.run.protocols.server_timing import apply_server_timing
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.payloads import FileValue
 from qbench.run.scenario.schema import Scenario, endpoint_label
 

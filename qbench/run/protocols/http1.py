@@ -14,7 +14,7 @@ import httptools
 
 from qbench import __version__
 from qbench.run.protocols.server_timing import apply_server_timing
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 
 ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error body kept for its message
 

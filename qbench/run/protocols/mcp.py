@@ -16,7 +16,7 @@ from qbench.errors import TargetError
 from qbench.run.protocols.base import Clock, fail
 from qbench.run.protocols.http import refuse
 from qbench.run.protocols.login import session_slots
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.schema import Scenario, endpoint_label
 
 DEFAULT_PATH = "/gradio_api/mcp/"

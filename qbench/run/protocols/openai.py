@@ -9,10 +9,10 @@ import aiohttp
 import orjson
 
 from qbench.errors import TargetError
-from qbench.run import gap_histogram
 from qbench.run.protocols.base import JOURNEY, Clock, SessionState, fail
 from qbench.run.protocols.http import refuse
-from qbench.run.records import RequestRecord
+from qbench.run.records import gap_histogram
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.credentials import refusal_hint
 from qbench.run.scenario.schema import Scenario, endpoint_label
 

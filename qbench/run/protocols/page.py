@@ -13,7 +13,7 @@ import orjson
 
 from qbench.errors import TargetError
 from qbench.run.protocols.base import JOURNEY, Clock, fail, status_kind
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.schema import Scenario, endpoint_label
 
 PARALLEL = 6  # connections a browser opens per host

@@ -3,7 +3,7 @@ server_queue_wait_s and server_total_s, on the server's clock; other metrics and
 
 from __future__ import annotations
 
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 
 #: metric name -> the record's field (seconds)
 FIELDS = {"queue": "server_queue_wait_s", "service": "server_total_s"}

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run.columns import Columns, Held, column_stat
 from qbench.run.json_values import Readable
-from qbench.run.records import RequestRecord
+from qbench.run.records.columns import Columns, Held, column_stat
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.summary import Stats
 
 MIN_SIDE = 5  # ok requests each side needs for a ratio

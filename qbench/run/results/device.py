@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run.columns import Columns
 from qbench.run.json_values import Readable
+from qbench.run.records.columns import Columns
 
 
 @dataclass

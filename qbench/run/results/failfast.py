@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 
 STOP_PREFIX = "stopped early"  # how the stop reason of a run this guard stopped begins
 

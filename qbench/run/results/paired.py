@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qbench.run.columns import Columns
+from qbench.run.records.columns import Columns
 
 PHASES = ("latency_s", "queue_wait_s", "service_s")
 MIN_PAIRS = 10

@@ -22,7 +22,7 @@ from qbench.run import control
 from qbench.run.json_values import Readable, json_int, json_number
 from qbench.run.protocols.base import upload_tag
 from qbench.run.protocols.gradio_wire import parse_version
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 
 
 class Progress(Protocol):
@@ -214,7 +214,7 @@ class PhaseJoin:
         self.rows = rows[order]  # rows with an event id, by key
         self.sorted_keys = keys[self.rows]
         del keys
-        from qbench.run.columns import Columns
+        from qbench.run.records.columns import Columns
 
         self.columns = Columns.read(path, keep=1)
         self.reached = has_event & ~np.isnan(self.columns.floats("started_at_s"))
@@ -311,7 +311,7 @@ class PhaseJoin:
         """The phases into records.parquet, a row group at a time (the derived ones computed again)."""
         import pyarrow.parquet as pq
 
-        from qbench.run.record_spill import with_derived
+        from qbench.run.records.spill import with_derived
 
         file = pq.ParquetFile(self.path)
         tmp = self.path.with_suffix(".parquet.tmp")
@@ -328,7 +328,7 @@ class PhaseJoin:
                 at += table.num_rows
         del file
         tmp.replace(self.path)
-        from qbench.run.columns import give_back_memory
+        from qbench.run.records.columns import give_back_memory
 
         give_back_memory()  # what Arrow's pool kept of the row groups: the summary's and diagnosis's next
 
@@ -364,7 +364,7 @@ def _arrow(values: np.ndarray, kind: Any) -> Any:
     """Values (NaN: null) as an Arrow array of the column's type, from the array's own buffer."""
     import pyarrow as pa
 
-    from qbench.run.record_spill import nullable
+    from qbench.run.records.spill import nullable
 
     if not pa.types.is_integer(kind):
         return nullable(values)

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run.columns import Columns
 from qbench.run.json_values import ReadableOrNone
-from qbench.run.records import RequestRecord
+from qbench.run.records.columns import Columns
+from qbench.run.records.schema import RequestRecord
 
 BLOCKS = 10
 Z = 2.0  # one-sided, ~98% for a normal slope estimate

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from qbench.run import gap_histogram
-from qbench.run.columns import Columns, column_stat
 from qbench.run.json_values import Readable
-from qbench.run.records import RequestRecord
+from qbench.run.records import gap_histogram
+from qbench.run.records.columns import Columns, column_stat
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.device import DeviceStats, device_stats
 from qbench.run.results.figures import Figures
 from qbench.run.results.server_phases import TraceReport

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from qbench.errors import ScenarioError
-from qbench.run.records import read_records
+from qbench.run.records.schema import read_records
 from qbench.run.scenario.payloads import MIME, FileValue
 from qbench.run.scenario.schema import Load, TraceSpec
 

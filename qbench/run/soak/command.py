@@ -14,12 +14,12 @@ import numpy as np
 import psutil
 
 from qbench.errors import ScenarioError, SloViolation
-from qbench.run.columns import Columns
 from qbench.run.json_values import Readable
 from qbench.run.load.generator import LiveStats
 from qbench.run.options import OptionsRun, RunOptions, run_with_options
 from qbench.run.pipeline import load_scenario
-from qbench.run.records import RequestRecord
+from qbench.run.records.columns import Columns
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.files import Writer, new_folder
 from qbench.run.soak.drift import Signal, Verdict, judge
 from qbench.run.soak.health import (

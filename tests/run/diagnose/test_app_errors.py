@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from qbench.run.diagnose.app_errors import explain, short, split_sessions
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.payloads import FileValue
 from tests.run.conftest import scenario
 

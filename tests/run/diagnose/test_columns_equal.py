@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from qbench.run.columns import Columns, Held
 from qbench.run.diagnose import app_errors, limits, per_endpoint
 from qbench.run.diagnose import phases as diagnose_phases
-from qbench.run.records import RequestRecord, read_records, write_parquet
+from qbench.run.records.columns import Columns, Held
+from qbench.run.records.schema import RequestRecord, read_records, write_parquet
 from qbench.run.results import alongside, steady
 from qbench.run.results.summary import Summary, summarize
 from tests import golden

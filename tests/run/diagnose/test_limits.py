@@ -16,7 +16,7 @@ from qbench.report.build import build_report
 from qbench.run.diagnose.limits import configured_slots, diagnose
 from qbench.run.diagnose.phases import KINDS as PHASE_KINDS
 from qbench.run.pipeline import run_scenario
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.summary import summarize
 from qbench.tune.servers.server_process import start_reference_server

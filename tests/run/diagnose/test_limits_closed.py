@@ -12,7 +12,7 @@ import numpy as np
 from qbench.run.diagnose.limits import closed_loop_users, diagnose, host_cpus
 from qbench.run.diagnose.phases import KINDS as PHASE_KINDS
 from qbench.run.pipeline import run_scenario
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.summary import summarize
 from reference_server.testing import RunningServer
 from tests.run.conftest import scenario

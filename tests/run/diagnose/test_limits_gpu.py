@@ -13,7 +13,7 @@ import pytest
 
 from qbench.report.build import build_report
 from qbench.run.diagnose.limits import diagnose, host_cpus
-from qbench.run.records import read_records
+from qbench.run.records.schema import read_records
 from qbench.run.results.summary import summarize
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-2026-11-26"

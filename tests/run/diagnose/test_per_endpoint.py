@@ -55,8 +55,8 @@ def test_a_big_runs_diagnosis_holds_a_few_of_its_columns_at_once(tmp_path: Path)
 
     import numpy as np
 
-    from qbench.run.columns import Columns
-    from qbench.run.records import write_parquet
+    from qbench.run.records.columns import Columns
+    from qbench.run.records.schema import write_parquet
     from qbench.run.results.summary import summarize
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))

@@ -11,7 +11,7 @@ import pytest
 from qbench.run.diagnose.limits import diagnose
 from qbench.run.diagnose.per_endpoint import diagnose_run
 from qbench.run.diagnose.phases import FIELDS, breakdown, phase_findings, phase_medians
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.summary import summarize
 from tests.run.diagnose.test_limits import usage_server
 from tests.run.diagnose.test_limits_closed import closed_loop

@@ -305,7 +305,7 @@ def test_no_secret_in_any_file_or_output(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_a_token_in_the_url_query_is_masked_in_every_file(tmp_path: Path) -> None:
     """`?api_key=...` in the endpoint path (or the target): run.json and the records' error texts show ***."""
-    from qbench.run.records import read_records
+    from qbench.run.records.schema import read_records
 
     key = f"key-{uuid.uuid4().hex}"
 
@@ -335,7 +335,7 @@ def test_a_token_in_the_url_query_is_masked_in_every_file(tmp_path: Path) -> Non
 def test_a_session_token_echoed_by_the_server_is_masked_in_the_records(tmp_path: Path) -> None:
     """The login's session cookie is no scenario value: the run's Authenticator learns it, and the load
     generator masks it in every record's error text (no process-wide registry)."""
-    from qbench.run.records import read_records
+    from qbench.run.records.schema import read_records
 
     session = f"sess-{uuid.uuid4().hex}"
 

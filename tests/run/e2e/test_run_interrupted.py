@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from qbench.run.pipeline import RunResult, run_scenario
-from qbench.run.records import read_parquet
+from qbench.run.records.schema import read_parquet
 from reference_server.testing import RunningServer
 from tests.run.conftest import scenario
 

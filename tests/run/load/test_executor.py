@@ -19,7 +19,7 @@ from qbench.run.load.executor import (
     worker_stats,
 )
 from qbench.run.pipeline import make_executor
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.summary import GeneratorStats
 from qbench.run.scenario.schedule import OpenPlan, UserPlan, plan
 from qbench.run.scenario.schema import Scenario

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from qbench.run.load.generator import DeadlineWheel, thread_wait_s
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from tests.run.conftest import scenario
 
 

@@ -23,7 +23,7 @@ from qbench.report.compare import compare, parse_max_regression
 from qbench.run.console import render_summary
 from qbench.run.load.mix import branches, routing
 from qbench.run.pipeline import run_scenario
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.summary import summarize
 from qbench.run.scenario.schema import load_scenario
 from reference_server.settings import load_preset

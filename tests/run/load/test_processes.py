@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from qbench.run.pipeline import run_scenario
-from qbench.run.records import read_jsonl
+from qbench.run.records.schema import read_jsonl
 from qbench.run.results.run_info import RunInfo
 from reference_server.testing import RunningServer
 from tests.run.conftest import scenario

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.run.pipeline import run_scenario
-from qbench.run.records import read_jsonl, read_parquet
+from qbench.run.records.schema import read_jsonl, read_parquet
 from qbench.run.results.summary import Summary
 from qbench.run.scenario.schema import Load
 from reference_server.testing import RunningServer

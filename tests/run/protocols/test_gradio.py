@@ -16,7 +16,7 @@ from qbench.run.protocols.gradio import GradioProtocol, front_of, in_session
 from qbench.run.protocols.gradio_3x_ws import WebSocketWire
 from qbench.run.protocols.gradio_4_9_sse import SessionStreamWire
 from qbench.run.protocols.gradio_wire import GradioApp
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.payloads import FileValue
 from qbench.run.scenario.schema import parse_scenario
 

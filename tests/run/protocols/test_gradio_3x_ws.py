@@ -16,7 +16,7 @@ from qbench.run.protocols import gradio_3x_ws
 from qbench.run.protocols.base import Clock
 from qbench.run.protocols.gradio_3x_ws import WebSocketWire
 from qbench.run.protocols.gradio_wire import GradioApp
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 
 
 def app(api: str = "http://h:7860") -> GradioApp:

@@ -15,7 +15,7 @@ from qbench.run.protocols import gradio_4_0_sse
 from qbench.run.protocols.base import Clock
 from qbench.run.protocols.gradio_4_0_sse import JoinStreamWire
 from qbench.run.protocols.gradio_wire import GradioApp
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from tests.run.protocols.fakes import FakeResponse, sse
 
 APP = GradioApp(base="http://h", api="http://h", family="sse", version=(4, 8, 0), fn_index=5)

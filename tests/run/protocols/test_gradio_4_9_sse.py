@@ -16,7 +16,7 @@ from qbench.run.protocols import gradio_4_9_sse
 from qbench.run.protocols.base import Clock
 from qbench.run.protocols.gradio_4_9_sse import MAX_EMPTY_REOPENS, GradioSession, SessionStreamWire
 from qbench.run.protocols.gradio_wire import GradioApp, apply_message
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from tests.run.protocols.fakes import FakeResponse
 
 CLOSE = {"msg": "close_stream"}

@@ -22,7 +22,7 @@ from qbench.run.protocols import gradio_stream
 from qbench.run.protocols.base import Clock
 from qbench.run.protocols.gradio_stream import ChunkLog, ChunkStreamWire
 from qbench.run.protocols.gradio_wire import GradioApp
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.schema import parse_scenario
 from tests.run.conftest import serve_aiohttp
 from tests.run.gradio_app_process import gradio_app

@@ -21,7 +21,7 @@ from qbench.run.protocols.gradio_wire import (
     parse_version,
     sse_messages,
 )
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from tests.run.protocols.fakes import FakeResponse
 
 

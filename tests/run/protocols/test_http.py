@@ -21,7 +21,7 @@ from qbench.run.protocols.http import (
     refuse,
     render,
 )
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.payloads import FileValue
 from qbench.run.scenario.schema import Scenario, parse_scenario
 

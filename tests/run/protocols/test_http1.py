@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from qbench.run.protocols.http1 import Http1Error, Http1Pool
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 
 Reply = Callable[[bytes], Awaitable[bytes | None]]  # request bytes -> response bytes (None: close)
 

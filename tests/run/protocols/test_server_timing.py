@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.run.protocols.server_timing import apply_server_timing, server_timing
-from qbench.run.records import RequestRecord, read_records
+from qbench.run.records.schema import RequestRecord, read_records
 from reference_server.testing import RunningServer
 
 

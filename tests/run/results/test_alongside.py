@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.alongside import Alongside, alongside
 
 

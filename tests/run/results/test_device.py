@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qbench.run.columns import Columns
-from qbench.run.records import RequestRecord
+from qbench.run.records.columns import Columns
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.device import DeviceStats, device_stats, with_gpu_busy
 from qbench.run.results.summary import Summary, summarize
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from qbench.run.pipeline import run_scenario
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.failfast import OpeningGuard, describe
 from tests.run.conftest import scenario
 

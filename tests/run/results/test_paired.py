@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.report.compare import compare
-from qbench.run.columns import Columns
-from qbench.run.records import RequestRecord
+from qbench.run.records.columns import Columns
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.paired import pair_runs, unpaired_phase
 from tests import golden
 

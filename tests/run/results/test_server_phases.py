@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from qbench.run.load.generator import LiveStats
-from qbench.run.records import RequestRecord, read_parquet, records_table, write_parquet
+from qbench.run.records.schema import RequestRecord, read_parquet, records_table, write_parquet
 from qbench.run.results.run_info import RunInfo
 from qbench.run.results.server_phases import (
     BUFFER,
@@ -336,7 +336,7 @@ def joined_run(seed: int, n: int) -> tuple[list[RequestRecord], list[dict[str, A
 def test_the_column_join_writes_what_the_record_join_writes(seed: int, n: int, tmp_path: Path) -> None:
     """PhaseJoin over a sealed records.parquet: the same rows matched and, once written, the same file
     (every stored field and derived phase) as attach onto the records and write_parquet."""
-    from qbench.run.columns import Columns
+    from qbench.run.records.columns import Columns
     from qbench.run.results.server_phases import PhaseJoin, matched
 
     records, traces = joined_run(seed, n)

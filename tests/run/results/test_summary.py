@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from qbench.run import gap_histogram
-from qbench.run.records import RequestRecord
+from qbench.run.records import gap_histogram
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.summary import SloCheck, Stats, Summary, e2e_breaches, judge_bound, summarize
 from qbench.run.scenario.schema import Slo
 
@@ -264,8 +264,8 @@ def test_itl_percentiles_are_over_every_gap_not_per_request_p99s() -> None:
     """Streams of ~20 ms gaps with a few slow ones: the run's ITL p90/p95/p99 are the percentiles of ALL
     gaps (what a server's clock sees), within the histogram's 0.5%; the p99 of per-request p99s is far
     above. The p99_itl_s SLO judges the same figure."""
-    from qbench.run import gap_histogram
     from qbench.run.protocols.openai import TokenStream
+    from qbench.run.records import gap_histogram
 
     rng = np.random.default_rng(3)
     records, every_gap = [], []

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from qbench.run import gap_histogram
-from qbench.run.columns import Columns
-from qbench.run.records import RequestRecord, read_records, write_parquet
+from qbench.run.records import gap_histogram
+from qbench.run.records.columns import Columns
+from qbench.run.records.schema import RequestRecord, read_records, write_parquet
 from qbench.run.results import summary as new
 from qbench.run.results.server_phases import TraceReport
 from qbench.run.scenario.schema import Slo

@@ -17,7 +17,7 @@ from qbench.cli import app
 from qbench.errors import ScenarioError
 from qbench.run.load.mix import routing, with_trace_mix
 from qbench.run.pipeline import run_scenario
-from qbench.run.records import RequestRecord, read_parquet, write_parquet
+from qbench.run.records.schema import RequestRecord, read_parquet, write_parquet
 from qbench.run.scenario.payloads import FileValue, PayloadGenerator
 from qbench.run.scenario.schedule import OpenPlan, plan
 from qbench.run.scenario.schema import load_scenario

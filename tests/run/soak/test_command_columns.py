@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qbench.run.columns import Columns
-from qbench.run.records import RequestRecord, write_parquet
+from qbench.run.records.columns import Columns
+from qbench.run.records.schema import RequestRecord, write_parquet
 from qbench.run.soak.command import SoakOptions, judge_soak, slice_series
 from qbench.run.soak.health import HealthSample
 

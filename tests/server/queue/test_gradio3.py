@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from qbench.run.pipeline import run_scenario
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.schema import parse_scenario
 from reference_server.settings import SettingsError, load_preset, parse_settings
 from reference_server.testing import RunningServer, serve_in_thread

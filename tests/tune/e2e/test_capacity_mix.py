@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.summary import GeneratorStats, summarize
 from qbench.tune.capacity.probe import endpoint_violations, judge
 from qbench.tune.values.constraints import Constraints

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from qbench.run.control import read_status
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.scenario.schema import parse_scenario
 from qbench.tune.points.measure import run_measured
 from qbench.tune.search.batch_model import BatchFit

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from qbench.analysis import load_sweep
 from qbench.cli import app
-from qbench.run.columns import Columns
-from qbench.run.records import read_records
+from qbench.run.records.columns import Columns
+from qbench.run.records.schema import read_records
 from qbench.tune.knobs.grid import Point
 from qbench.tune.points.knobcheck import observed_parallelism
 from qbench.tune.servers.server_process import start_reference_server

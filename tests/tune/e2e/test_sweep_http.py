@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from qbench.report.build import build_report
-from qbench.run.records import read_records
+from qbench.run.records.schema import read_records
 from qbench.tune.sweep.command import SweepResult, run_sweep
 from qbench.tune.sweep.config import SweepOptions, build_config
 

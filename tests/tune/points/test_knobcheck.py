@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.tune.points.knobcheck import (
     BatchKnobError,
     check_batching,
@@ -287,7 +287,7 @@ def test_running_from_columns_is_the_golden_count(seed: int) -> None:
     late reads, requests never started."""
     import random
 
-    from qbench.run.columns import Columns
+    from qbench.run.records.columns import Columns
     from tests import golden
 
     rng = random.Random(seed)

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from qbench.report.build import predicted_rows
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.figures import FIGURES, Figures
 from qbench.tune.knobs.grid import Point, build_grid
 from qbench.tune.ranking.recommend import recommend

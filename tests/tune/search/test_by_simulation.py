@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from qbench.report.build import build_report
-from qbench.run.records import read_records
+from qbench.run.records.schema import read_records
 from qbench.run.scenario.schema import Load
 from qbench.tune.knobs.grid import Point, build_grid
 from qbench.tune.ranking.recommend import recommend

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from qbench.run.records import Outcome, RequestRecord, write_parquet
+from qbench.run.records.schema import Outcome, RequestRecord, write_parquet
 from qbench.tune.knobs.grid import Point, build_grid
 from qbench.tune.search.batch_model import FitError, Observation, PointLoad
 from qbench.tune.search.fit import (

@@ -31,7 +31,7 @@ from qbench.run.diagnose.app_errors import (
     most_open,
     split_sessions,
 )
-from qbench.run.records import RequestRecord, read_records
+from qbench.run.records.schema import RequestRecord, read_records
 from qbench.run.results.summary import Summary
 from qbench.tune.capacity.prober import fail_split_sessions
 from qbench.tune.points.measure import PointRun

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.tune.capacity import command as capacity_command
 from qbench.tune.capacity.answer import describe
 from qbench.tune.capacity.command import capacity_config, run_capacity

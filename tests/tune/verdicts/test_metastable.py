@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.run.results.steady import steadiness
 from qbench.tune.capacity.answer import describe
 from qbench.tune.values.ceiling import Capacity, Probe

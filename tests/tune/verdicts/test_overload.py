@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from qbench.run.frameworks import BENTOML_CAP, RAYSERVE_CAP
-from qbench.run.records import RequestRecord
+from qbench.run.records.schema import RequestRecord
 from qbench.tune.verdicts.overload import Overload, analyse, eta_accuracy
 
 

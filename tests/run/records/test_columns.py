@@ -1,4 +1,4 @@
-"""qbench.run.columns: a run's records as columns, from the records or from disk, value for value."""
+"""qbench.run.records.columns: a run's records as columns, from the records or from disk, value for value."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qbench.run import columns
-from qbench.run.columns import Columns, Held
-from qbench.run.records import DERIVED, FIELD_NAMES, RequestRecord, write_parquet
+from qbench.run.records import columns
+from qbench.run.records.columns import Columns, Held
+from qbench.run.records.schema import DERIVED, FIELD_NAMES, RequestRecord, write_parquet
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -166,7 +166,7 @@ def test_labels_read_from_parquet_parts_are_the_records_labels(records: list[Req
 _FREED = """
 import sys
 import numpy as np
-from qbench.run import columns
+from qbench.run.records import columns
 
 def rss_mib():
     for line in open("/proc/self/status"):

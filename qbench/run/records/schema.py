@@ -79,7 +79,7 @@ class RequestRecord:
     itl_p50_s: float | None = None  # median gap (s), type-7 percentile over this request's gaps
     itl_p99_s: float | None = None  # 99th percentile gap (s)
     itl_max_s: float | None = None  # longest gap (s)
-    itl_hist: str | None = None  # every gap as "bucket:count ..." (qbench.run.gap_histogram, 0.5%; schema v6)
+    itl_hist: str | None = None  # every gap as "bucket:count ..." (records.gap_histogram, 0.5%; schema v6)
     # ---- output files fetched (gradio file outputs; scenario fetch_outputs) (schema v3) ----
     result_at_s: float | None = None  # process_completed received, before the output files were fetched (s)
     download_bytes: int = 0  # bytes of the output files fetched (also counted in bytes_received)

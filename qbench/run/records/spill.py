@@ -14,9 +14,9 @@ from typing import Any, Final
 import numpy as np
 import orjson
 
-from qbench.run.columns import Columns, give_back_memory, map_large_blocks
-from qbench.run.records import BATCH_ROWS, DERIVED, FIELD_NAMES, RequestRecord
-from qbench.run.records import _arrow_schema as arrow_schema
+from qbench.run.records.columns import Columns, give_back_memory, map_large_blocks
+from qbench.run.records.schema import BATCH_ROWS, DERIVED, FIELD_NAMES, RequestRecord
+from qbench.run.records.schema import _arrow_schema as arrow_schema
 
 SPILL_ROWS: Final = 8_192  # rows a spill row group (written once this many wait)
 MAX_WAITING_GROUPS: Final = 8  # row groups handed to the thread, not yet written: past it, wait for it

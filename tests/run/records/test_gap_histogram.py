@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qbench.run import gap_histogram as gh
+from qbench.run.records import gap_histogram as gh
 
 
 def test_percentiles_are_within_the_stated_error_of_the_exact_ones() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from qbench.run.records import (
+from qbench.run.records.schema import (
     SCHEMA_VERSION,
     JsonlWriter,
     RecordsFormatError,
@@ -78,7 +78,7 @@ def test_parquet_is_written_a_batch_at_a_time_and_reads_back_whole(tmp_path: Pat
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import pyarrow.parquet as pq
 
-    from qbench.run import records as module
+    from qbench.run.records import schema as module
 
     monkeypatch.setattr(module, "BATCH_ROWS", 2)
     path = tmp_path / "records.parquet"
@@ -166,7 +166,7 @@ def test_journey_and_download_fields_round_trip(tmp_path: Path) -> None:
 
 
 def read_jsonl_roundtrip(record: RequestRecord, tmp_path: Path) -> list[RequestRecord]:
-    from qbench.run.records import JsonlWriter, read_jsonl
+    from qbench.run.records.schema import JsonlWriter, read_jsonl
 
     with JsonlWriter(tmp_path / "records.jsonl") as writer:
         writer.write([record])
@@ -216,7 +216,7 @@ def test_parquet_reads_back_a_batch_of_rows_at_a_time(tmp_path: Path,
     records hold in the end (bench/end_of_run.py measures the whole: bench/RESULTS.md)."""
     import tracemalloc
 
-    from qbench.run import records as module
+    from qbench.run.records import schema as module
 
     monkeypatch.setattr(module, "READ_ROWS", 500, raising=False)  # (raising: the old code had none)
     records = many(6000)
@@ -237,7 +237,7 @@ def old_records_table(records: list[RequestRecord]) -> object:
     reference the Parquet file must still equal."""
     import pyarrow as pa
 
-    from qbench.run.records import _arrow_schema, to_row
+    from qbench.run.records.schema import _arrow_schema, to_row
 
     schema = _arrow_schema()
     columns: dict[str, list[object]] = {name: [] for name in schema.names}
@@ -253,7 +253,7 @@ def test_parquet_file_is_the_one_written_before_column_by_column(tmp_path: Path,
     """Same rows, columns, types, schema metadata and row groups as the row-by-row conversion wrote."""
     import pyarrow.parquet as pq
 
-    from qbench.run import records as module
+    from qbench.run.records import schema as module
 
     monkeypatch.setattr(module, "BATCH_ROWS", 1000)
     token = RequestRecord(7, 0, "s", "chat", False, intended_at_s=1.0, sent_at_s=1.5, first_output_at_s=2.0,
@@ -275,7 +275,7 @@ def test_parquet_is_written_without_every_column_in_python_at_once(tmp_path: Pat
     record: 55 MiB for a row group of 65,536)."""
     import tracemalloc
 
-    from qbench.run import records as module
+    from qbench.run.records import schema as module
 
     records = many(6000)
     monkeypatch.setattr(module, "BATCH_ROWS", len(records))

@@ -1,4 +1,4 @@
-"""qbench.run.record_spill: records spilled as they finish, sealed into the records.parquet that
+"""qbench.run.records.spill: records spilled as they finish, sealed into the records.parquet that
 `write_parquet` writes from the records sorted as the executors sort them, row group for row group."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from qbench.run import record_spill
 from qbench.run.load.executor import PartInfo, PartResult, merge, plan_order
-from qbench.run.record_spill import RecordSpill, RowOrder, seal
-from qbench.run.records import RequestRecord, read_records, write_parquet
+from qbench.run.records import spill as record_spill
+from qbench.run.records.schema import RequestRecord, read_records, write_parquet
+from qbench.run.records.spill import RecordSpill, RowOrder, seal
 from qbench.run.results.summary import GeneratorStats, WorkerStats
 from qbench.run.scenario.schedule import OpenPlan
 
@@ -72,7 +72,7 @@ def small_groups(monkeypatch: pytest.MonkeyPatch) -> None:
     """Many spill and output row groups from a few thousand records."""
     monkeypatch.setattr(record_spill, "SPILL_ROWS", 500)
     monkeypatch.setattr(record_spill, "BATCH_ROWS", 1_000)
-    monkeypatch.setattr("qbench.run.records.BATCH_ROWS", 1_000)
+    monkeypatch.setattr("qbench.run.records.schema.BATCH_ROWS", 1_000)
     monkeypatch.setattr(record_spill, "CACHE_GROUPS", 3)
 
 

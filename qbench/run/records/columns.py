@@ -13,7 +13,13 @@ from typing import Any, Final
 import numpy as np
 
 from qbench.run.clib import libc
-from qbench.run.records import DERIVED, FIELD_NAMES, READABLE_VERSIONS, RecordsFormatError, RequestRecord
+from qbench.run.records.schema import (
+    DERIVED,
+    FIELD_NAMES,
+    READABLE_VERSIONS,
+    RecordsFormatError,
+    RequestRecord,
+)
 
 LARGE_BLOCK: Final = 1 << 20  # bytes from which glibc maps an allocation of its own (map_large_blocks)
 KEEP: Final = 6  # columns a view from disk keeps read (each 8 bytes a row)
