@@ -98,12 +98,13 @@ class Constraints:
 
     def _checks(self, actual: Callable[[str], float | None], error_rate: float,
                 breaches: Sequence[SloCheck]) -> list[SloCheck]:
-        own = {check.name: check for check in breaches}
+        own = {check.name: check for check in breaches if check.name}
+        unnamed = [check for check in breaches if not check.name]  # reasons kept by files of before
         checks = []
         for metric, bound in self.slo.items():
             check, breach = judge_bound(metric, bound, actual(metric)), own.pop(metric, None)
             checks.append(breach if check.passed and breach is not None else check)
-        return [*checks, *own.values(), judge_bound("error_rate", self.max_error_rate, error_rate)]
+        return [*checks, *own.values(), *unnamed, judge_bound("error_rate", self.max_error_rate, error_rate)]
 
     def memory_violations(self, point: PointResult) -> list[str]:
         broken = []
