@@ -14,6 +14,8 @@ from qbench.run.protocols.server_timing import apply_server_timing, server_timin
 from qbench.run.records.schema import RequestRecord, read_records
 from reference_server.testing import RunningServer
 
+SLEEP_S = 0.2  # the function's sleep: long beside how late a busy box's requests reach the queue
+
 
 def test_the_durations_are_read_in_seconds() -> None:
     assert server_timing("queue;dur=12.5, service;dur=55;desc=\"fn\"") == {"queue": 0.0125, "service": 0.055}
@@ -33,9 +35,10 @@ def test_only_the_queue_and_the_service_reach_the_record() -> None:
 def test_a_run_of_the_reference_servers_http_front_has_its_queue_and_service(
     client: str, server_factory: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One 30 ms function, 4 requests at once: three wait for the first, each on the server's clock."""
+    """One 200 ms function, 4 requests at once: three wait for the first, each on the server's clock."""
     monkeypatch.setenv("QBENCH_HTTP_CLIENT", client)
-    functions = [{"api_name": "slow", "workload": "sleep", "params": {"base_ms": 30}, "concurrency_limit": 1}]
+    functions = [{"api_name": "slow", "workload": "sleep", "params": {"base_ms": SLEEP_S * 1000},
+                  "concurrency_limit": 1}]
     with server_factory(functions=functions) as server:  # type: ignore[operator]
         scenario = _scenario(tmp_path, server)
         out = tmp_path / "r"
@@ -45,14 +48,15 @@ def test_a_run_of_the_reference_servers_http_front_has_its_queue_and_service(
     assert len(records) == 4 and all(r.ok for r in records)
     for r in records:
         # the sleep on its clock (a timer may fire a hair early)
-        assert r.server_total_s is not None and r.server_total_s >= 0.028, r
+        assert r.server_total_s is not None and r.server_total_s >= SLEEP_S * 0.95, r
         assert r.server_queue_wait_s is not None and r.latency_s is not None
         assert r.server_queue_wait_s + r.server_total_s <= r.latency_s + 1e-3, r  # inside what qbench saw
-    # the last of four behind one 30 ms worker waited for the three before it, less how far apart they
-    # were sent (a busy client's burst can spread: one sent late waits less)
+    # the last of four behind one worker waited for the three before it, less how far apart they were sent
+    # and how late each reached the server's queue after its send (connecting and parsing: 12 ms seen on a
+    # busy 2-core box, so 100 ms allowed; a wait reported as nothing still fails by 0.5 s)
     waits = sorted(r.server_queue_wait_s or 0.0 for r in records)
     sends = [r.sent_at_s for r in records if r.sent_at_s is not None]
-    assert waits[-1] >= 3 * 0.028 - (max(sends) - min(sends)) - 0.005, (waits, sends)
+    assert waits[-1] >= 3 * SLEEP_S * 0.95 - (max(sends) - min(sends)) - 0.1, (waits, sends)
     assert "server: queue wait" in result.output
 
 
