@@ -84,7 +84,7 @@ FACE: dict[str, tuple[str, ...]] = {
         "slo_actual",
         "summarize",
     ),
-    "qbench.run.console": (
+    "qbench.run.results.words": (
         "PHASE_LABELS",
         "SERVER_PHASE_LABELS",
         "bottleneck_warnings",
@@ -115,13 +115,6 @@ __all__ = sorted(_HOME)
 
 if TYPE_CHECKING:
     from qbench.run.clib import libc as libc
-    from qbench.run.console import PHASE_LABELS as PHASE_LABELS
-    from qbench.run.console import SERVER_PHASE_LABELS as SERVER_PHASE_LABELS
-    from qbench.run.console import bottleneck_warnings as bottleneck_warnings
-    from qbench.run.console import chunk_line as chunk_line
-    from qbench.run.console import journey_line as journey_line
-    from qbench.run.console import time_split as time_split
-    from qbench.run.console import token_line as token_line
     from qbench.run.control import read_gradio_mode as read_gradio_mode
     from qbench.run.control import read_gradio_version as read_gradio_version
     from qbench.run.control import read_status as read_status
@@ -184,6 +177,13 @@ if TYPE_CHECKING:
     from qbench.run.results.summary import judge_bound as judge_bound
     from qbench.run.results.summary import slo_actual as slo_actual
     from qbench.run.results.summary import summarize as summarize
+    from qbench.run.results.words import PHASE_LABELS as PHASE_LABELS
+    from qbench.run.results.words import SERVER_PHASE_LABELS as SERVER_PHASE_LABELS
+    from qbench.run.results.words import bottleneck_warnings as bottleneck_warnings
+    from qbench.run.results.words import chunk_line as chunk_line
+    from qbench.run.results.words import journey_line as journey_line
+    from qbench.run.results.words import time_split as time_split
+    from qbench.run.results.words import token_line as token_line
     from qbench.run.scenario.schedule import OpenPlan as OpenPlan
     from qbench.run.scenario.schedule import plan as plan
     from qbench.run.scenario.schema import Load as Load

@@ -17,12 +17,16 @@ from qbench.run.diagnose.phases import KINDS as PHASE_KINDS
 from qbench.run.load.generator import LiveStats
 from qbench.run.results.server_phases import TraceReport
 from qbench.run.results.summary import JourneyStats, Stats, Summary
+from qbench.run.results.words import (
+    SERVER_PHASE_LABELS,
+    bottleneck_warnings,
+    chunk_line,
+    journey_line,
+    seconds,
+    time_split,
+    token_line,
+)
 from qbench.run.scenario.schema import Scenario
-
-#: Generator-bottleneck thresholds (see `bottleneck_warnings`).
-SEND_LAG_P99_WARN_S = 0.005
-LOOP_LAG_WARN_S = 0.02
-CPU_WARN_PERCENT = 90.0
 
 
 class LiveView:
@@ -175,20 +179,6 @@ def error_table(s: Summary) -> Table:
     return table
 
 
-PHASE_LABELS = {
-    "latency_s": "latency from intended send",
-    "latency_from_send_s": "latency from actual send",
-    "queue_wait_s": "queue wait",
-    "service_s": "service time",
-    "ttfo_s": "time to first output",
-    "send_lag_s": "send lag",
-    "ttft_s": "time to first token (from send)",
-    "tpot_s": "time per output token",
-    "itl_s": "inter-token gap (every gap)",
-    "download_s": "output files download",
-    "chunk_latency_s": "input chunk -> its output (every chunk)",
-    "output_gap_s": "gap between outputs (every gap)",
-}
 #: The same phases, short enough for an 80-column terminal table.
 SHORT_PHASE_LABELS = {
     "latency_s": "total",
@@ -206,30 +196,6 @@ SHORT_PHASE_LABELS = {
 }
 
 
-#: Where the time went (Summary.server_phases), in the order shown.
-SERVER_PHASE_LABELS = {
-    "client_only_s": "client-only (network, protocol)",
-    "server_queue_wait_s": "server: queue wait",
-    "server_upload_s": "server: upload",
-    "server_preprocess_s": "server: preprocess",
-    "server_fn_s": "server: function",
-    "server_postprocess_s": "server: postprocess",
-    "server_streaming_diff_s": "server: streaming diff",
-    "server_total_s": "server: processing in all",
-    "server_prepare_s": "server: request's prepare",
-    "server_batch_prepare_s": "server: batch's prepare",
-    "server_h2d_s": "server: batch's host->device",
-    "server_forward_s": "server: batch's forward pass",
-    "server_batch_size": "batch size (requests)",
-}
-
-
-def time_split(s: Summary) -> list[tuple[str, Summary]]:
-    """(endpoint, its summary) for each endpoint with the server's phases; a run of one endpoint: ("", s)."""
-    parts = list(s.endpoints.items()) if s.endpoints else [("", s)]
-    return [(label, part) for label, part in parts if part.server_phases]
-
-
 def time_split_table(label: str, s: Summary) -> Table:
     """Where the time went: client-only time and each server phase, p50 and p90 of ok requests."""
     table = Table(title=f"Where the time went{' in ' + label if label else ''}", title_justify="left",
@@ -240,7 +206,7 @@ def time_split_table(label: str, s: Summary) -> Table:
     for name, stats in s.server_phases.items():
         if not stats.max:  # a phase this endpoint does not have (streaming diff of a plain function)
             continue
-        cells = [f"{getattr(stats, k):.3g}" if name == "server_batch_size" else _num(getattr(stats, k))
+        cells = [f"{getattr(stats, k):.3g}" if name == "server_batch_size" else seconds(getattr(stats, k))
                  for k in ("p50", "p90")]
         table.add_row(SERVER_PHASE_LABELS.get(name, name), f"{stats.count:,}", *cells,
                       style="bold" if name == "client_only_s" else None)
@@ -254,22 +220,9 @@ def functions_table(traces: TraceReport) -> Table:
     for col in ("function", "requests", "p50", "p90", "p99"):
         table.add_column(col, justify="left" if col == "function" else "right", no_wrap=True)
     for name, f in traces.functions.items():
-        table.add_row(name, "-" if f.requests is None else f"{f.requests:,}", _num(f.p50_s), _num(f.p90_s),
-                      _num(f.p99_s))
+        requests = "-" if f.requests is None else f"{f.requests:,}"
+        table.add_row(name, requests, seconds(f.p50_s), seconds(f.p90_s), seconds(f.p99_s))
     return table
-
-
-def token_line(s: Summary) -> str:
-    """Output tokens in total and per request (token streams only)."""
-    per_request = s.request_output_tps.p50
-    each = "" if per_request is None else f", {per_request:.1f} tok/s per request (p50)"
-    return f"{s.output_tokens:,} out, {s.input_tokens:,} in; {s.output_tps:.1f} tok/s in total{each}"
-
-
-def chunk_line(s: Summary) -> str:
-    """Streamed inputs: chunks sent and the share an output answered."""
-    share = s.chunks_answered / s.chunks_sent if s.chunks_sent else 0.0
-    return f"{s.chunks_sent:,} sent, {s.chunks_answered:,} answered ({share:.0%}; others were replaced)"
 
 
 def stream_table(s: Summary) -> Table:
@@ -282,14 +235,14 @@ def stream_table(s: Summary) -> Table:
     for label, e in rows:
         chunk, gap = e.phase("chunk_latency_s"), e.phase("output_gap_s")
         table.add_row(label, f"{e.completed_ok:,}", f"{e.chunks_sent:,}", f"{e.chunks_answered:,}",
-                      _num(chunk.p50), _num(chunk.p95), _num(gap.p95))
+                      seconds(chunk.p50), seconds(chunk.p95), seconds(gap.p95))
     return table
 
 
 def phase_table(s: Summary, *, open_loop: bool = True) -> Table:
     """Each phase of ok requests (count, mean, p50 to p99, max), fitting 80 columns with every cell whole."""
     clock = s.generator.clock_uncertainty_s
-    across = "" if clock is None else f"; clocks of the generator nodes agree to +-{_num(clock)}"
+    across = "" if clock is None else f"; clocks of the generator nodes agree to +-{seconds(clock)}"
     table = Table(
         title=f"Latency of ok requests (total: from the intended send time{across})",
         title_justify="left",
@@ -324,8 +277,8 @@ def endpoint_table(s: Summary, *, open_loop: bool = True) -> Table:
         checks = e.checks() if label == "all" else e.slo
         verdict = "" if not checks else "[green]pass[/]" if e.slo_passed else "[bold red]FAIL[/]"
         wait, service, lat = e.phase("queue_wait_s"), e.phase("service_s"), e.phase(total)
-        table.add_row(label, f"{e.requests:,}", f"{e.errors:,}", f"{e.throughput_rps:.2f}", _num(wait.p95),
-                      _num(service.p50), _num(service.p95), _num(lat.p50), _num(lat.p95), verdict,
+        table.add_row(label, f"{e.requests:,}", f"{e.errors:,}", f"{e.throughput_rps:.2f}", seconds(wait.p95),
+                      seconds(service.p50), seconds(service.p95), seconds(lat.p50), seconds(lat.p95), verdict,
                       style="bold" if label == "all" else None)
     return table
 
@@ -338,16 +291,9 @@ def journey_table(j: JourneyStats) -> Table:
         table.add_column(col, justify="left" if col == "step" else "right", no_wrap=col != "step")
     for key, e in j.steps.items():
         wait, service, lat = e.phase("queue_wait_s"), e.phase("service_s"), e.phase("latency_from_send_s")
-        table.add_row(key, f"{e.requests:,}", f"{e.errors:,}", _num(wait.p50), _num(wait.p95),
-                      _num(service.p50), _num(service.p95), _num(lat.p50), _num(lat.p95))
+        table.add_row(key, f"{e.requests:,}", f"{e.errors:,}", seconds(wait.p50), seconds(wait.p95),
+                      seconds(service.p50), seconds(service.p95), seconds(lat.p50), seconds(lat.p95))
     return table
-
-
-def journey_line(j: JourneyStats) -> str:
-    d = j.duration
-    took = f"; time to finish one: p50 {_num(d.p50)}, p95 {_num(d.p95)}, max {_num(d.max)}" if d.count else ""
-    return (f"journeys: {j.started} started, {j.completed} completed, {j.failed} ended by an error, "
-            f"{j.unfinished} cut off by the end of the run{took}")
 
 
 def worker_table(s: Summary) -> Table:
@@ -358,8 +304,8 @@ def worker_table(s: Summary) -> Table:
     for w in s.generator.workers:
         cpu = "-" if w.cpu_percent is None else f"{w.cpu_percent:.0f}%"
         where = w.where if w.lost is None else f"{w.where} [bold red]LOST[/]"
-        table.add_row(str(w.index), where, f"{w.requests:,}", cpu, _num(w.p99_send_lag_s),
-                      _num(w.max_send_lag_s), _num(w.clock_uncertainty_s))
+        table.add_row(str(w.index), where, f"{w.requests:,}", cpu, seconds(w.p99_send_lag_s),
+                      seconds(w.max_send_lag_s), seconds(w.clock_uncertainty_s))
     return table
 
 
@@ -375,61 +321,9 @@ def slo_table(s: Summary) -> Table:
     return table
 
 
-def bottleneck_warnings(s: Summary, *, burst: bool = False) -> list[str]:
-    """Signs that the generator (or its host), not the server, limited the run."""
-    out: list[str] = []
-    g = s.generator
-    busy = g.cpu_percent is not None and g.cpu_percent > CPU_WARN_PERCENT * g.processes
-    idle = g.cpu_percent is not None and g.cpu_percent < 50 * g.processes
-    cause = (
-        ("the generator was saturated: use more workers (--workers)" if g.executor == "ray"
-         else "the generator was saturated: use --processes")
-        if busy
-        else "the generator itself was mostly idle, so the host is busy (other processes?)"
-        if idle
-        else "the generator (or an in-flight cap) could not keep up"
-    )
-    lag = s.phase("send_lag_s").p99
-    if lag is not None and lag > SEND_LAG_P99_WARN_S and not burst:
-        out.append(f"send lag p99 {lag * 1000:.1f} ms: requests left late; {cause}.")
-    if g.max_loop_lag_s is not None and g.max_loop_lag_s > LOOP_LAG_WARN_S:
-        out.append(f"event-loop lag up to {g.max_loop_lag_s * 1000:.0f} ms: timings include it; {cause}.")
-    if busy:
-        out.append(f"generator CPU {g.cpu_percent:.0f}% of a core: it may be the bottleneck, not the server")
-    for w in g.workers:
-        if w.cpu_percent is not None and w.cpu_percent > CPU_WARN_PERCENT and len(g.workers) > 1:
-            out.append(f"generator {w.index} ({w.where}) at {w.cpu_percent:.0f}% of a core: that worker "
-                       "may hold the run back; add workers or nodes")
-        if w.lost:
-            out.append(f"generator {w.index} was lost mid-run ({w.lost}): its unreported requests are "
-                       "generator_lost records")
-    return out
-
-
 def _stat_cells(stats: Stats) -> list[str]:
-    cells = [_num(getattr(stats, k)) for k in ("mean", "p50", "p90", "p95", "p99", "max")]
+    cells = [seconds(getattr(stats, k)) for k in ("mean", "p50", "p90", "p95", "p99", "max")]
     return [f"{stats.count:,}", *cells]
-
-
-#: (below this many seconds, scale, unit) for `_num`
-_UNITS = ((1e-3, 1e6, "µs"), (1.0, 1e3, "ms"), (100.0, 1.0, "s"))
-
-
-def _num(value: float | None) -> str:
-    """Seconds with 3 significant digits in the unit that keeps them short, at most 7 characters with
-    a sign: 0.01234 -> '12.3ms', 42.43 -> '42.4s', -0.0000456 -> '-45.6µs', 1234.5 -> '1234s'."""
-    if value is None:
-        return "-"
-    size = abs(value)
-    if size == 0:
-        return "0ms"
-    if size < 1e-6:
-        return f"{value * 1e6:.2f}µs"
-    for limit, scale, unit in _UNITS:
-        text = f"{value * scale:.3g}"
-        if size < limit and "e" not in text:  # 0.9996 s rounds to 1e+03 ms: say 1 s instead
-            return text + unit
-    return f"{value:.0f}s"
 
 
 def _fmt(value: float | None) -> str:

@@ -1,4 +1,4 @@
-"""The summary rendering and the generator-bottleneck warnings."""
+"""The live line and the summary tables `qbench run` prints."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from rich.console import Console
 from qbench.run.console import (
     SHORT_PHASE_LABELS,
     LiveView,
-    _num,
-    bottleneck_warnings,
     live_line,
     phase_table,
     render_summary,
@@ -20,6 +18,7 @@ from qbench.run.load.generator import LiveStats
 from qbench.run.records import gap_histogram
 from qbench.run.records.schema import RequestRecord
 from qbench.run.results.summary import GeneratorStats, Stats, summarize
+from qbench.run.results.words import bottleneck_warnings
 from qbench.run.scenario.schema import Slo, parse_scenario
 
 
@@ -121,31 +120,6 @@ def test_large_counts_and_the_widest_figures_print_whole_at_80_columns(value: fl
     assert sum("12,345,678" in line for line in lines) == len(SHORT_PHASE_LABELS)
     assert any(line.lstrip().startswith("ETA error") and "10,000,000" in line for line in lines)
     assert any(line.lstrip().startswith("total (sent)") for line in lines)
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [
-        (0.01234, "12.3ms"),
-        (42.43, "42.4s"),
-        (-0.0000456, "-45.6µs"),
-        (0.9996, "1s"),  # not '1e+03ms'
-        (0.0009996, "1ms"),
-        (1234.5, "1234s"),
-        (0.0, "0ms"),
-        (None, "-"),
-    ],
-)
-def test_figures_stay_short(seconds: float | None, text: str) -> None:
-    assert _num(seconds) == text
-
-
-def test_warnings_tell_a_saturated_generator_from_a_busy_host() -> None:
-    busy = summarize(records(0.02), generator=GeneratorStats(cpu_percent=97.0, max_loop_lag_s=0.05))
-    warnings = bottleneck_warnings(busy)
-    assert len(warnings) == 3 and "--processes" in warnings[0] and "97%" in warnings[2]
-    idle = summarize(records(0.02), generator=GeneratorStats(cpu_percent=5.0))
-    assert "host is busy" in bottleneck_warnings(idle)[0]
 
 
 def test_live_line() -> None:
