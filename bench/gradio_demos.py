@@ -224,8 +224,8 @@ def gradio_media() -> str:
 
 
 def endpoint_rows(name: str, url: str, out: Path, size: dict[str, Any]) -> list[Row]:
-    from qbench.run.init import GradioTarget, read_target
     from qbench.run.protocols.gradio_api import app_endpoints
+    from qbench.run.target.draft import GradioTarget, read_target
 
     try:
         target = read_target(url)
@@ -241,8 +241,8 @@ def endpoint_rows(name: str, url: str, out: Path, size: dict[str, Any]) -> list[
 
 def endpoint_row(name: str, url: str, api: str, out: Path, size: dict[str, Any]) -> Row:
     """`qbench init URL --api API -o FILE` and a short `qbench run FILE`, as library calls."""
-    from qbench.run.init import init_scenario
     from qbench.run.options import RunOptions, run_with_options
+    from qbench.run.target.draft import init_scenario
 
     row = Row(name, api)
     path = out / f"{api}.yaml"

@@ -169,8 +169,9 @@ UNITS = {
         "records",  # the contract: RequestRecord, its files, its columns, spilled
         "control",  # the control plane
         "scenario", "protocols", "results", "load", "diagnose",  # the rooms, in data-flow order
-        "summary_file", "console", "pipeline", "init_yaml", "openapi_body", "frameworks", "init",
-        "options",  # shells
+        "summary_file", "console", "pipeline",  # shells: the run's folder, its console, the pipeline
+        "target",  # what the target is (its framework) and a scenario drafted from its API (`qbench init`)
+        "options",  # `qbench run` as a library call
         "soak",  # a run of hours, made through the shells
     ],
     "qbench.tune": [

@@ -42,7 +42,7 @@ class InitArgs:
 @command("init")
 def init(args: InitArgs) -> None:
     """Write a scenario from the app's own API: endpoint, one generator per input, load, SLO."""
-    from qbench.run.init import init_scenario
+    from qbench.run.target.draft import init_scenario
 
     out = args.out
     if out is not None and out.exists() and not args.force:

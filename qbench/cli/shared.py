@@ -59,8 +59,8 @@ class Credentials:
 
 def app_scenario_file(target: str | None, api: str | None, auth: dict[str, Any], folder: Path) -> Path:
     """Without a scenario file (capacity, sweep, plan): the app's scenario, written into `folder`."""
-    from qbench.run.init import write_app_scenario
     from qbench.run.options import NO_SCENARIO
+    from qbench.run.target.draft import write_app_scenario
 
     if target is None:
         raise ScenarioError(NO_SCENARIO)

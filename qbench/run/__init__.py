@@ -7,6 +7,7 @@
     diagnose/        what it means: where the limit was, in sentences
     soak/            over hours: the server's health sampled, drift judged
     records/         the flat contract with every later stage: RequestRecord, its files, its columns
+    target/          what the target is: its framework, a scenario drafted from its API (`qbench init`)
     json_values.py   reading JSON back: tolerant value readers, Readable (a file's dataclass)
     clib.py          the C library through ctypes, loaded once per process
     control.py       the control plane: /config, /status, /admin/config, readiness
@@ -14,10 +15,6 @@
     pipeline.py      run_scenario: a scenario -> a run directory
     options.py       `qbench run` as a library call
     console.py       the live progress line and the summary table
-    openapi_body.py  a plain HTTP server's request body from its OpenAPI schema
-    frameworks.py    which framework serves a plain HTTP target; its app's request keys
-    init.py          `qbench init`: a scenario drafted from the app's own API
-    init_yaml.py     the commented YAML `qbench init` writes
 
 Layering and the face (FACE): docs/design/records-and-results.md.
 """
@@ -36,7 +33,7 @@ FACE: dict[str, tuple[str, ...]] = {
     "qbench.run.diagnose.limits": ("generator_lag", "host_cpus", "server_usage"),
     "qbench.run.diagnose.per_endpoint": ("diagnose_run",),
     "qbench.run.diagnose.finding": ("Finding",),
-    "qbench.run.frameworks": ("OWN_CAPS", "Framework", "own_cap_lead", "read_framework"),
+    "qbench.run.target.frameworks": ("OWN_CAPS", "Framework", "own_cap_lead", "read_framework"),
     "qbench.run.json_values": (
         "Readable",
         "ReadableOrNone",
@@ -125,10 +122,6 @@ if TYPE_CHECKING:
     from qbench.run.diagnose.limits import host_cpus as host_cpus
     from qbench.run.diagnose.limits import server_usage as server_usage
     from qbench.run.diagnose.per_endpoint import diagnose_run as diagnose_run
-    from qbench.run.frameworks import OWN_CAPS as OWN_CAPS
-    from qbench.run.frameworks import Framework as Framework
-    from qbench.run.frameworks import own_cap_lead as own_cap_lead
-    from qbench.run.frameworks import read_framework as read_framework
     from qbench.run.json_values import Readable as Readable
     from qbench.run.json_values import ReadableOrNone as ReadableOrNone
     from qbench.run.json_values import json_dict as json_dict
@@ -201,6 +194,10 @@ if TYPE_CHECKING:
     from qbench.run.soak.health import HealthSample as HealthSample
     from qbench.run.soak.health import read_health as read_health
     from qbench.run.summary_file import SummaryFile as SummaryFile
+    from qbench.run.target.frameworks import OWN_CAPS as OWN_CAPS
+    from qbench.run.target.frameworks import Framework as Framework
+    from qbench.run.target.frameworks import own_cap_lead as own_cap_lead
+    from qbench.run.target.frameworks import read_framework as read_framework
 
 
 def __getattr__(name: str) -> Any:

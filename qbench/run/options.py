@@ -88,7 +88,7 @@ def run_with_options(options: RunOptions, stop_when: StopHook | None = None) -> 
 def scenario_from_app(target: str | None, api: str | None, overrides: dict[str, Any],
                       path: Path) -> tuple[str, Scenario]:
     """Without a scenario file: the text written from `target`'s API (saved as `path`), parsed."""
-    from qbench.run.init import app_scenario
+    from qbench.run.target.draft import app_scenario
 
     if target is None:
         raise ScenarioError(NO_SCENARIO)

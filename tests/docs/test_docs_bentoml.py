@@ -1,6 +1,6 @@
 """docs/bentoml.md's commands, run as written against BentoML 1.4.40 in its own virtualenv
 (examples/bentoml/service.py served on a free port in place of 3000; `bentoml-env/bin/python` is that
-env's interpreter): the draft from its /schema.json (and, on the same service, qbench.run.frameworks'
+env's interpreter): the draft from its /schema.json (and, on the same service, qbench.run.target.frameworks'
 BentoML live: the service named, its draft run with no error through the batcher), the capacity search
 at reduced size with its advice in BentoML's terms, and a sweep of its own knobs, each point proven."""
 
@@ -17,11 +17,11 @@ import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.run.frameworks import read_framework
 from qbench.run.records.schema import read_records
+from qbench.run.target.frameworks import read_framework
 from qbench.tune.servers.server_process import free_port
 from tests.docs.test_docs_capacity import REDUCED_CAPACITY, doc_commands
-from tests.run.test_frameworks_bentoml import BENTOML, bentoml_python, bentoml_service
+from tests.run.target.test_frameworks_bentoml import BENTOML, bentoml_python, bentoml_service
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "bentoml.md"
@@ -60,7 +60,7 @@ def test_the_service_and_the_init_command_run(url: str, tmp_path: Path) -> None:
     assert drafted["payload"]["inputs"] == example["payload"]["inputs"]
 
 
-# qbench.run.frameworks' BentoML, live, on the same service (one service start: ~6 s of CPU)
+# qbench.run.target.frameworks' BentoML, live, on the same service (one service start: ~6 s of CPU)
 
 
 def test_the_running_service_is_named_by_what_it_serves(url: str) -> None:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from tests.docs.test_docs_capacity import REDUCED_CAPACITY, doc_commands
-from tests.run.test_frameworks import LITSERVE, litserve_python
+from tests.run.target.test_frameworks import LITSERVE, litserve_python
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "litserve.md"

@@ -1,6 +1,6 @@
 """docs/rayserve.md's commands, run as written against Ray Serve 2.60 in its own virtualenv
 (examples/rayserve/app.py served on a free port in place of 8000; `rayserve-env/bin/python` is that env's
-interpreter): the draft from its route table and its code (and, on the same app, qbench.run.frameworks'
+interpreter): the draft from its route table and its code (and, on the same app, qbench.run.target.frameworks'
 Ray Serve live: the framework read, a bare draft, the draft's run with no error), a sweep of its own
 knobs at reduced size with each point proven and the batch cap said, the tuned app's capacity with
 qbench starting it, and a knob Ray Serve lacks refused before the app starts."""
@@ -16,12 +16,12 @@ import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.run.frameworks import read_framework
 from qbench.run.records.schema import read_records
+from qbench.run.target.frameworks import read_framework
 from qbench.tune.servers.server_process import free_port
 from tests.docs.framework_docs import run_doc_line
 from tests.docs.test_docs_capacity import REDUCED_CAPACITY, doc_commands
-from tests.run.test_frameworks_rayserve import RAYSERVE, rayserve_app, rayserve_python
+from tests.run.target.test_frameworks_rayserve import RAYSERVE, rayserve_app, rayserve_python
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "rayserve.md"
@@ -56,8 +56,8 @@ def test_the_app_and_the_init_command_run(url: str, in_tmp: Path) -> None:
     example = yaml.safe_load((ROOT / "examples" / "rayserve" / "predict.yaml").read_text())
     assert drafted["endpoint"] == example["endpoint"]  # the example is the draft, sized by hand
     assert drafted["endpoint"] == {"method": "POST", "path": "/", "body": {"input": "$0"}}
-    # the same app (one Ray instance: ~15 s of CPU) for qbench.run.frameworks' Ray Serve, live: known by
-    # its route table, a bare init says what to fill in, and the draft runs with no error
+    # the same app (one Ray instance: ~15 s of CPU) for qbench.run.target.frameworks' Ray Serve, live:
+    # known by its route table, a bare init says what to fill in, and the draft runs with no error
     found = read_framework(url)
     assert found is not None and found.name == "Ray Serve" and found.facts == "applications at / (default)"
     bare = CliRunner().invoke(app, ["init", url, "-o", str(in_tmp / "bare.yaml")])

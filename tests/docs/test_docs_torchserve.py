@@ -19,7 +19,7 @@ from qbench.run.records.schema import read_records
 from qbench.run.soak.health import read_health
 from tests.docs.framework_docs import run_doc_line
 from tests.docs.test_docs_capacity import REDUCED_CAPACITY, doc_commands
-from tests.run.test_frameworks_torchserve import TORCHSERVE, torchserve_python, torchserve_server
+from tests.run.target.test_frameworks_torchserve import TORCHSERVE, torchserve_python, torchserve_server
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "torchserve.md"

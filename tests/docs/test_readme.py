@@ -256,7 +256,8 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     "qbench compare reports/A reports/B --chart paired.png": [
         ("tests/report/test_compare.py::test_compare_chart_for_paired_runs", "--chart")],
     # docs/scenarios-from-your-app.md (and the README's first two): every sh command of the page runs
-    **{command: [("tests/run/test_init.py::test_the_docs_commands_run", "doc_commands")] for command in (
+    **{command: [("tests/run/target/test_draft.py::test_the_docs_commands_run", "doc_commands")]
+       for command in (
         "qbench init http://127.0.0.1:7860 -o image.yaml",
         "qbench run image.yaml",
         "qbench run --target http://127.0.0.1:7860 --api classify",
@@ -314,7 +315,8 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
         ("tests/run/protocols/test_gradio_stream.py::test_the_capacity_of_a_stream_is_said_in_concurrent_streams",
          '"min_chunks_answered=0.9"')],
     "qbench init http://127.0.0.1:7860 --mix -o mix.yaml": [
-        ("tests/run/test_init.py::test_init_mix_writes_every_endpoint_and_the_run_sends_each", '"--mix"')],
+        ("tests/run/target/test_draft.py::test_init_mix_writes_every_endpoint_and_the_run_sends_each",
+         '"--mix"')],
     "qbench serve --preset abc": [("tests/run/load/test_mix.py::test_the_docs_mix_commands_run", '"abc"')],
     "qbench run scenarios/mix.yaml": [
         ("tests/run/load/test_mix.py::test_the_docs_mix_commands_run", "mix.yaml")],

@@ -13,4 +13,5 @@
     alongside.py      a mix entry that starts later: the others before and after it joined
     paired.py         two runs on one schedule, compared request by request
     files.py          output folders' names and the one masked, atomic JSON writer
+    words.py          the summary in words, said alike by the console and the report
 """

@@ -23,8 +23,8 @@ import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.run.init import init_scenario
 from qbench.run.options import RunOptions, run_with_options
+from qbench.run.target.draft import init_scenario
 from qbench.tune.servers.server_process import free_port
 
 ROOT = Path(__file__).resolve().parents[3]

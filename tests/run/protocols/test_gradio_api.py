@@ -1,7 +1,8 @@
 """A Gradio app's API from /config and /info (qbench.run.protocols.gradio_api): endpoints of each
 release's config, inputs and their labels, the app's examples by component, and the generator and
 words `suggest`, `describe` and `expected_inputs` give each input. (Per-component generators that
-`qbench init` writes are tabled in tests/run/test_init.py; structured values in test_gradio_values.py.)"""
+`qbench init` writes are tabled in tests/run/target/test_draft.py; structured values in
+test_gradio_values.py.)"""
 
 from __future__ import annotations
 

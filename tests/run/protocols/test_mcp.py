@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import ScenarioError
-from qbench.run.init import mcp_candidates
 from qbench.run.protocols.mcp import McpError, answer, parse_messages, tool_text
 from qbench.run.scenario.schema import parse_scenario
+from qbench.run.target.draft import mcp_candidates
 from tests.run.gradio_app_process import gradio_app
 
 pytest.importorskip("mcp", reason="the mcp SDK is not installed (pip install -e '.[test]')")

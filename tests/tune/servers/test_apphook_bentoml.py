@@ -12,7 +12,7 @@ import httpx
 
 from qbench.tune.servers.apphook import hook_env, read_hook_record
 from qbench.tune.servers.server_process import free_port
-from tests.run.test_frameworks_bentoml import BENTOML, bentoml_service
+from tests.run.target.test_frameworks_bentoml import BENTOML, bentoml_service
 
 REQUESTS = 16  # sent at once: batches of up to 4 (the knob) where the service asks for 16
 

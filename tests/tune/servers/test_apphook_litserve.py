@@ -14,7 +14,7 @@ import httpx
 
 from qbench.tune.servers.apphook import hook_env, read_hook_record
 from qbench.tune.servers.server_process import free_port
-from tests.run.test_frameworks import LITSERVE, litserve_app
+from tests.run.target.test_frameworks import LITSERVE, litserve_app
 
 REQUESTS = 16  # sent at once: batches of up to 8 within the 0.2 s batch_timeout
 

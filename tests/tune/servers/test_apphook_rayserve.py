@@ -15,7 +15,7 @@ import httpx
 
 from qbench.tune.servers.app_process import app_launch_line, launch_command
 from qbench.tune.servers.apphook import read_hook_record
-from tests.run.test_frameworks_rayserve import RAYSERVE, RAYSERVE_APP, ray_env, rayserve_python
+from tests.run.target.test_frameworks_rayserve import RAYSERVE, RAYSERVE_APP, ray_env, rayserve_python
 
 REQUESTS = 16  # sent at once: batches of up to 8 (the knob) within the 0.2 s wait, 16 held at once
 

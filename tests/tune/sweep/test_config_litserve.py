@@ -13,7 +13,7 @@ import yaml
 
 from qbench.tune.knobs.versions import KnobVersionError
 from qbench.tune.sweep.config import SweepOptions, build_config
-from tests.run.test_frameworks import LITSERVE_APP
+from tests.run.target.test_frameworks import LITSERVE_APP
 
 APP = LITSERVE_APP
 USERS = 16

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qbench.run.frameworks import BENTOML_CAP, RAYSERVE_CAP
 from qbench.run.records.schema import RequestRecord
+from qbench.run.target.frameworks import BENTOML_CAP, RAYSERVE_CAP
 from qbench.tune.verdicts.overload import Overload, analyse, eta_accuracy
 
 

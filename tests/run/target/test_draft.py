@@ -1,6 +1,6 @@
-"""`qbench init` (qbench.run.init, init_yaml, protocols.gradio_api): the generator chosen per component,
-endpoints read from /config and /info, and the scenario written for the reference server's Gradio and
-OpenAI fronts, run as written. docs/scenarios-from-your-app.md's commands run here (2 s runs)."""
+"""`qbench init` (qbench.run.target.draft, draft_yaml, protocols.gradio_api): the generator chosen per
+component, endpoints read from /config and /info, and the scenario written for the reference server's Gradio
+and OpenAI fronts, run as written. docs/scenarios-from-your-app.md's commands run here (2 s runs)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from typer.testing import CliRunner
 
 from qbench.cli import app
 from qbench.errors import TargetError
-from qbench.run.init import HttpTarget, OpenAITarget, draft_for
 from qbench.run.protocols.gradio_api import AppInput, app_endpoints, expected_inputs, suggest
 from qbench.run.records.schema import read_records
+from qbench.run.target.draft import HttpTarget, OpenAITarget, draft_for
 from reference_server.settings import ServerSettings, parse_settings, preset_path, read_settings_file
 from reference_server.testing import RunningServer, serve_in_thread
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "scenarios-from-your-app.md"
 SHORT = ["--set", "load.duration=2", "--set", "load.warmup=0", "--set", "load.ramp_up=0", "--no-live"]
 SHORT_REQUESTS = ["--set", "load.duration=null", "--set", "load.requests=8", *SHORT[2:]]
@@ -140,9 +140,9 @@ def test_openai_model_choice() -> None:
 def test_an_openai_scenario_says_what_fits_its_protocol() -> None:
     """`qbench init --protocol openai` writes no Gradio words: where it was read from, what a timeout does
     to an OpenAI request, the token SLO keys (and that they need stream: true); it parses as written."""
-    from qbench.run.init_yaml import render
     from qbench.run.scenario.credentials import Auth
     from qbench.run.scenario.schema import parse_scenario
+    from qbench.run.target.draft_yaml import render
 
     text = render(draft_for(OpenAITarget(["tiny"]), None), "http://127.0.0.1:1", Auth(),
                   "qbench init http://127.0.0.1:1 --protocol openai")
@@ -370,7 +370,7 @@ def test_init_mix_writes_every_endpoint_and_the_run_sends_each(tmp_path: Path) -
 
 
 def test_init_mix_needs_a_gradio_app() -> None:
-    from qbench.run.init import mix_drafts
+    from qbench.run.target.draft import mix_drafts
 
     with pytest.raises(TargetError, match="--mix reads a Gradio app's endpoints"):
         mix_drafts(OpenAITarget(["m"]), None)

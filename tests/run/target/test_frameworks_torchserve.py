@@ -1,4 +1,4 @@
-"""qbench.run.frameworks for TorchServe: a server known from its inference API's own description, its
+"""qbench.run.target.frameworks for TorchServe: a server known from its inference API's own description, its
 models from its management API, the keys its handler reads from each request's body read from the
 handler's code (or from the config.properties whose model store holds it); and the helpers that run a real
 TorchServe 0.12 (its own cached virtualenv, Java 17) for tests/docs/test_docs_torchserve.py, where `qbench
@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from qbench.run.frameworks import (
+from qbench.run.target.frameworks import (
     TORCHSERVE_CAP,
     management_url,
     model_facts,
@@ -30,10 +30,10 @@ from qbench.run.frameworks import (
 )
 from qbench.tune.servers.server_process import free_port_block
 from tests.gradio_versions.envs import EnvError, ensure_named_env
-from tests.run.test_frameworks import stop_group
+from tests.run.target.test_frameworks import stop_group
 
 TORCHSERVE = "0.12.0"
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "torchserve"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "torchserve"
 DESCRIPTION = {"openapi": "3.0.1", "info": {"title": "TorchServe APIs", "version": TORCHSERVE}, "paths": {}}
 #: GET /models/batched on the management API of examples/torchserve (its fields that qbench reads)
 DESCRIBED = {"modelName": "batched", "modelVersion": "1.0", "minWorkers": 1, "maxWorkers": 1, "batchSize": 4,

@@ -1,6 +1,6 @@
-"""qbench.run.frameworks for Ray Serve: an app known from its proxy's route table (GET /-/routes), the keys
-its `__call__` reads from `await request.json()` read from the app's code; and the real Ray Serve 2.60 app
-the suite serves (its own cached virtualenv, a Ray instance of its own). `qbench init` on it, live, is
+"""qbench.run.target.frameworks for Ray Serve: an app known from its proxy's route table (GET /-/routes), the
+keys its `__call__` reads from `await request.json()` read from the app's code; and the real Ray Serve 2.60
+app the suite serves (its own cached virtualenv, a Ray instance of its own). `qbench init` on it, live, is
 tests/docs/test_docs_rayserve.py's: one Ray instance for the docs' draft and this module's."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from qbench.run.frameworks import RAYSERVE_CAP, rayserve, request_keys
+from qbench.run.target.frameworks import RAYSERVE_CAP, rayserve, request_keys
 from tests.gradio_versions.envs import EnvError, ensure_named_env
-from tests.run.test_frameworks import stop_group, wait_healthy
+from tests.run.target.test_frameworks import stop_group, wait_healthy
 
 RAYSERVE = "2.60.0"
-RAYSERVE_APP = Path(__file__).resolve().parents[2] / "examples" / "rayserve" / "app.py"
+RAYSERVE_APP = Path(__file__).resolve().parents[3] / "examples" / "rayserve" / "app.py"
 
 
 def test_ray_serve_is_known_by_its_route_table() -> None:

@@ -1,5 +1,5 @@
-"""qbench.run.frameworks: LitServe known from its /info, the request keys an untyped decode_request reads
-read from the app's code; and `qbench init` on a real LitServe 0.2.19 app (its own cached virtualenv)
+"""qbench.run.target.frameworks: LitServe known from its /info, the request keys an untyped decode_request
+reads read from the app's code; and `qbench init` on a real LitServe 0.2.19 app (its own cached virtualenv)
 drafting a scenario that runs with no error, with and without `--app`."""
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.run.frameworks import litserve, read_framework, request_keys
 from qbench.run.records.schema import read_records
+from qbench.run.target.frameworks import litserve, read_framework, request_keys
 from qbench.tune.servers.server_process import free_port
 from reference_server.testing import RunningServer
 from tests.gradio_versions.envs import EnvError, ensure_named_env
 
 HERE = Path(__file__).parent
 LITSERVE = "0.2.19"
-LITSERVE_APP = Path(__file__).resolve().parents[2] / "examples" / "litserve" / "app.py"
+LITSERVE_APP = Path(__file__).resolve().parents[3] / "examples" / "litserve" / "app.py"
 #: LitServe 0.2.19's GET /info for the app below (litserve.server's `info` route)
 INFO = {"model": None, "server": {"devices": ["cpu"], "workers_per_device": 1, "timeout": 30,
                                   "stream": {"/predict": False}, "max_payload_size": None,

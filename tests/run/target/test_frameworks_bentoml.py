@@ -1,6 +1,6 @@
-"""qbench.run.frameworks for BentoML: a service known from its /schema.json, its APIs' input schemas as the
-request bodies; and the real BentoML 1.4 service the suite serves (its own cached virtualenv). `qbench init`
-on it, live, is tests/docs/test_docs_bentoml.py's: one service for the docs' draft and this module's."""
+"""qbench.run.target.frameworks for BentoML: a service known from its /schema.json, its APIs' input schemas as
+the request bodies; and the real BentoML 1.4 service the suite serves (its own cached virtualenv). `qbench
+init` on it, live, is tests/docs/test_docs_bentoml.py's: one service for the docs' draft and this module's."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from qbench.run.frameworks import BENTOML_CAP, bentoml, bentoml_spec, read_framework
-from qbench.run.openapi_body import body_fields, request_schema
-from tests.run.test_frameworks import framework_python, stop_group, wait_healthy
+from qbench.run.target.frameworks import BENTOML_CAP, bentoml, bentoml_spec, read_framework
+from qbench.run.target.openapi_body import body_fields, request_schema
+from tests.run.target.test_frameworks import framework_python, stop_group, wait_healthy
 
 BENTOML = "1.4.40"
-SERVICE_DIR = Path(__file__).resolve().parents[2] / "examples" / "bentoml"
+SERVICE_DIR = Path(__file__).resolve().parents[3] / "examples" / "bentoml"
 #: BentoML 1.4.40's GET /schema.json for examples/bentoml/service.py
 SCHEMA = {"name": "Batched", "type": "service", "routes": [{
     "name": "predict", "route": "/predict", "batchable": True,

@@ -1,5 +1,5 @@
-"""qbench.run.openapi_body and `qbench init` on a plain HTTP server that declares its body: `$ref`s into
-`components/schemas` followed (FastAPI's, LitServe's typed `decode_request`), `allOf` merged, and a
+"""qbench.run.target.openapi_body and `qbench init` on a plain HTTP server that declares its body: `$ref`s
+into `components/schemas` followed (FastAPI's, LitServe's typed `decode_request`), `allOf` merged, and a
 scenario drafted from the fields that runs with no error against a real FastAPI app."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import yaml
 from typer.testing import CliRunner
 
 from qbench.cli import app
-from qbench.run.init import HttpTarget, draft_for
-from qbench.run.openapi_body import body_fields, request_schema, resolve
 from qbench.run.records.schema import read_records
+from qbench.run.target.draft import HttpTarget, draft_for
+from qbench.run.target.openapi_body import body_fields, request_schema, resolve
 from qbench.tune.servers.server_process import free_port
 
 #: LitServe 0.2's /openapi.json for `decode_request(self, request: PredictRequest)` ({input: str})

@@ -15,17 +15,6 @@ import orjson
 import yaml
 
 from qbench.errors import ScenarioError, TargetError
-from qbench.run.frameworks import (
-    Framework,
-    bentoml,
-    bentoml_spec,
-    litserve,
-    management_url,
-    rayserve,
-    request_keys,
-    torchserve,
-)
-from qbench.run.init_yaml import Draft, DraftInput, render, render_mix
 from qbench.run.protocols.base import make_http_session
 from qbench.run.protocols.gradio_api import AppEndpoint, Suggestion, app_endpoints, describe, suggest
 from qbench.run.protocols.gradio_wire import parse_version
@@ -38,6 +27,17 @@ from qbench.run.scenario.schema import (
     file_slug,
     parse_scenario,
     resolve_paths,
+)
+from qbench.run.target.draft_yaml import Draft, DraftInput, render, render_mix
+from qbench.run.target.frameworks import (
+    Framework,
+    bentoml,
+    bentoml_spec,
+    litserve,
+    management_url,
+    rayserve,
+    request_keys,
+    torchserve,
 )
 
 PROTOCOLS = ("auto", "gradio", "openai", "http", "mcp")
@@ -64,7 +64,7 @@ class OpenAITarget:
 class HttpTarget:
     post_paths: list[str]  # POST routes of its /openapi.json (BentoML: its /schema.json's APIs; [] none)
     spec: dict[str, Any] | None = None  # its /openapi.json, or BentoML's APIs as one (None without either)
-    framework: Framework | None = None  # the framework its own endpoints name (qbench.run.frameworks)
+    framework: Framework | None = None  # the framework its own endpoints name (qbench.run.target.frameworks)
     request_keys: tuple[str, ...] = ()  # the body keys its app's code reads (`init --app`), when known
 
 
@@ -369,8 +369,8 @@ def _mcp_draft(target: McpTarget, tool: str | None) -> Draft:
 
 def _http_draft(target: HttpTarget) -> Draft:
     """A plain HTTP server's draft: its POST route, one payload input per field of its OpenAPI body."""
-    from qbench.run.openapi_body import body_fields, request_schema
     from qbench.run.protocols.gradio_schema import api_suggestion
+    from qbench.run.target.openapi_body import body_fields, request_schema
 
     posts = target.post_paths
     declared = [p for p in posts if request_schema(target.spec, p) is not None]
@@ -463,7 +463,7 @@ def _http_template(target: HttpTarget, path: str) -> Draft:
 
 
 def _reader(framework: Framework | None) -> str:
-    """What reads the request body in the app's code (qbench.run.frameworks.request_keys)."""
+    """What reads the request body in the app's code (qbench.run.target.frameworks.request_keys)."""
     if framework is not None and framework.name == "TorchServe":
         return "handler, from each request's body"
     return "__call__'s request.json()" if framework is not None and framework.name == "Ray Serve" \
