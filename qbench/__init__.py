@@ -6,6 +6,7 @@ views), errors.py (user-facing failures), cli/ (the command line), demo.py. Entr
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +36,17 @@ if TYPE_CHECKING:
     from qbench.tune.sweep.command import run_sweep
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'qbench' has no attribute {name!r}")
-    return getattr(import_module(module), name)
+def lazy_names(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
+    """A package's `__getattr__` (PEP 562) for its face: each public name imported from its module
+    (`homes`: name -> module) on each use, never cached, so a test that patches the module is seen."""
+
+    def attribute(name: str) -> Any:
+        module = homes.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(import_module(module), name)
+
+    return attribute
+
+
+__getattr__ = lazy_names("qbench", _EXPORTS)

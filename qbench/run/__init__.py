@@ -21,8 +21,9 @@ Layering and the face (FACE): docs/design/records-and-results.md.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from qbench import lazy_names
 
 # What the stages above run/ may use, by the module that defines it.
 FACE: dict[str, tuple[str, ...]] = {
@@ -200,9 +201,4 @@ if TYPE_CHECKING:
     from qbench.run.target.frameworks import read_framework as read_framework
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on each use (never cached: a patched module is seen)."""
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'qbench.run' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names("qbench.run", _HOME)

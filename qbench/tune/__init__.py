@@ -8,8 +8,9 @@ What report/ and qbench.analysis read of a sweep, a capacity or a plan comes thr
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from qbench import lazy_names
 
 # What the stages above tune/ may use, by the module that defines it.
 FACE: dict[str, tuple[str, ...]] = {
@@ -38,9 +39,4 @@ if TYPE_CHECKING:
     from qbench.tune.verdicts.overload import Overload as Overload
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on each use (never cached: a patched module is seen)."""
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'qbench.tune' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names("qbench.tune", _HOME)
