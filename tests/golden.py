@@ -8,6 +8,7 @@ sum in another order and round the last bit differently. NaN equals NaN; dict ke
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -26,8 +27,19 @@ def path_of(area: str, name: str) -> Path:
 
 
 def as_json(value: Any) -> Any:
-    """`value` as JSON would hold it: to_dict() for objects that have one, tuples as lists."""
-    return json.loads(json.dumps(value, default=lambda o: o.to_dict() if hasattr(o, "to_dict") else repr(o)))
+    """`value` as JSON would hold it: to_dict() for objects that have one, a dataclass's fields, tuples as
+    lists. Anything else
+    is refused (a repr may hold an address or change with the class's code, so a golden never stores one)."""
+    return json.loads(json.dumps(value, default=_to_dict))
+
+
+def _to_dict(value: Any) -> Any:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    kind = type(value).__name__
+    raise TypeError(f"a golden output holds JSON values, dataclasses and to_dict()s, not {kind}")
 
 
 def check(area: str, name: str, value: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -34,3 +35,14 @@ def test_written_once_then_compared(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         golden.check("area", "a run, saturated", {"p95": 0.5, "n": [1, 2]})
     monkeypatch.setattr(golden, "WRITE", False)
     golden.check("area", "a run, saturated", {"p95": 0.25, "n": [1, 2]})
+
+
+def test_a_dataclass_is_stored_by_its_fields_and_a_bare_object_is_refused() -> None:
+    @dataclasses.dataclass
+    class Pair:
+        left: float
+        right: tuple[int, int]
+
+    assert golden.as_json({"p": Pair(0.5, (1, 2))}) == {"p": {"left": 0.5, "right": [1, 2]}}
+    with pytest.raises(TypeError, match="not object"):
+        golden.as_json([object()])  # its repr would hold an address
