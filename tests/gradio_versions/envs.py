@@ -101,8 +101,8 @@ def _build_env(name: str, reqs: list[str], module: str, python: str | None) -> P
     env = envs_root() / name
     stamp = env / STAMP
     base = python or sys.executable
-    # a venv's python is recorded as its base's; "bytecode compiled": envs built before were not
-    recorded = "\n".join([*reqs, f"python {Path(base).resolve()}", "bytecode compiled"])
+    # a venv's python is recorded as its base's; "bytecode on import": envs built before compiled it all
+    recorded = "\n".join([*reqs, f"python {Path(base).resolve()}", "bytecode on import"])
     if stamp.exists() and stamp.read_text() == recorded and env_python(name).exists():
         return env_python(name)
     uv = _uv()
@@ -110,13 +110,26 @@ def _build_env(name: str, reqs: list[str], module: str, python: str | None) -> P
         shutil.rmtree(env)
     env.parent.mkdir(parents=True, exist_ok=True)
     _call([uv, "venv", "--quiet", "--python", base, str(env)], name)
-    # compiled at install: with PYTHONDONTWRITEBYTECODE set (as on CI) every start of an app would compile
-    # Gradio's sources again (gradio 3.50.2's import: 6.5 s of CPU uncompiled, ~3 s compiled)
-    _call([uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(env_python(name)), *reqs],
-          name)
-    _call([str(env_python(name)), "-c", f"import {module}"], name)
+    _call([uv, "pip", "install", "--quiet", "--python", str(env_python(name)), *reqs], name)
+    _write_bytecode_on_import(env)
+    _call([str(env_python(name)), "-c", f"import {module}"], name)  # its bytecode written once, here
     stamp.write_text(recorded)
     return env_python(name)
+
+
+#: a .pth file's line runs when the env's python starts (site.py): its imports then write their bytecode,
+#: whatever PYTHONDONTWRITEBYTECODE says (as on CI), into the env's own cache folder
+BYTECODE_PTH = ("_qbench_bytecode.pth", "import sys; sys.dont_write_bytecode = False\n")
+
+
+def _write_bytecode_on_import(env: Path) -> None:
+    """Each module's bytecode written the first time an app of the env imports it. Without it every start
+    of an app compiles Gradio's sources again (gradio 3.50.2's import: 6.5 s of CPU uncompiled, ~3 s
+    compiled); compiling the whole env at install (`uv pip install --compile-bytecode`) cost ~75 s of CPU
+    for the suite's eight envs, most of it modules no app imports (torch's, in TorchServe's env: 21 s)."""
+    name, line = BYTECODE_PTH
+    for site_packages in env.glob("lib/python*/site-packages"):
+        (site_packages / name).write_text(line)
 
 
 def network_env() -> dict[str, str]:
