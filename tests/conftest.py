@@ -76,6 +76,10 @@ def _one_certificate_bundle() -> None:
 
 
 _one_certificate_bundle()
+# Gradio's Blocks() sets this in its own process when analytics are off (the suite's case): a worker that
+# built one in a test then differed from the preloaded interpreter in a variable huggingface_hub reads at
+# import, and every server it started after was refused the fork (tests/test_conftest.py)
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "True"
 quiet_imports()  # this worker imports gradio as a hooked app does, writing no type stubs (tests/startup.py)
 
 

@@ -38,8 +38,10 @@ IMPORT_TIME_ENV = ("PYTHON", "LD_", "QBENCH_HOOK", "HF_", "HUGGINGFACE", "TRANSF
                    "LANG", "HOME", "TMPDIR", "TEMP", "TMP", "TZ")
 
 #: of those, what is no setting read at import: PYTHON (a script's choice of interpreter: the variable
-#: of bench/gpu_all.sh) and PYTHONUNBUFFERED (a child sets up its own stdout and stderr for it)
-NOT_READ_AT_IMPORT = ("PYTHON", "PYTHONUNBUFFERED")
+#: of bench/gpu_all.sh), PYTHONUNBUFFERED (a child sets up its own stdout and stderr for it) and
+#: PYTHONBREAKPOINT (read at each breakpoint() call; ray.init() sets it in its own process, so a test
+#: process that ran Ray once had every later start refused)
+NOT_READ_AT_IMPORT = ("PYTHON", "PYTHONUNBUFFERED", "PYTHONBREAKPOINT")
 
 refused = ""  # why the preloaded interpreter last refused a command of this process ("": it did not)
 _cpu_s = 0.0  # CPU seconds of the children this process started here and saw end (see children_cpu_s)

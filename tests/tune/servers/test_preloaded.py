@@ -101,8 +101,8 @@ def test_each_child_draws_its_own_random_numbers(socket_path: str, tmp_path: Pat
 
 def test_what_it_cannot_run_is_left_to_the_caller(socket_path: str, tmp_path: Path) -> None:
     """Another program or virtualenv, other interpreter flags, an environment read at import that differs (not
-    PYTHONUNBUFFERED: the child sets up its own output) or a folder that is not there: None, and the
-    caller starts it the usual way."""
+    PYTHONUNBUFFERED: the child sets up its own output; not PYTHONBREAKPOINT: read when called) or a folder
+    that is not there: None, and the caller starts it the usual way."""
     env, python = dict(os.environ), sys.executable
     with (tmp_path / "log").open("ab") as sink:
         def launch(argv: list[str], cwd: Path = tmp_path, **more: str) -> preloaded.Forked | None:
@@ -119,6 +119,10 @@ def test_what_it_cannot_run_is_left_to_the_caller(socket_path: str, tmp_path: Pa
         assert launch([python, "-c", ""], HF_HUB_OFFLINE="1") is None and "HF_HUB" in preloaded.refused
         assert launch([python, "-c", ""], cwd=tmp_path / "gone") is None and "gone" in preloaded.refused
         child = launch([python, "-c", ""], PYTHONUNBUFFERED="1")
+        assert child is not None and child.wait(30) == 0
+        # read at each breakpoint() call, not at import (ray.init() sets it in the process that calls it)
+        hook = "import os, sys; sys.exit(os.environ['PYTHONBREAKPOINT'] != 'some.module.hook')"
+        child = launch([python, "-c", hook], PYTHONBREAKPOINT="some.module.hook")
         assert child is not None and child.wait(30) == 0
 
 
