@@ -22,14 +22,17 @@ def gradio_app(folder: Path, source: str, timeout_s: float = 90) -> Iterator[str
     (folder / "app.py").write_text(source)
     port = free_port()
     env = with_startup({"GRADIO_ANALYTICS_ENABLED": "False", "PATH": "/usr/bin:/bin"})  # tests/startup.py
-    proc = subprocess.Popen([sys.executable, str(folder / "app.py"), str(port)], cwd=folder, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = folder / "app.log"  # what the app printed: the reason when it exits or never answers
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, str(folder / "app.py"), str(port)], cwd=folder, env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s
         while not _answers(url):
-            assert proc.poll() is None, f"the Gradio app in {folder} exited with code {proc.returncode}"
-            assert time.monotonic() < deadline, f"the Gradio app in {folder} did not start in {timeout_s:g} s"
+            said = log.read_text(errors="replace")[-3000:]
+            assert proc.poll() is None, f"the app in {folder} exited with code {proc.returncode}:\n{said}"
+            assert time.monotonic() < deadline, f"{folder}: no answer in {timeout_s:g} s:\n{said}"
             time.sleep(0.3)
         yield url
     finally:
