@@ -30,9 +30,10 @@ def gradio_app(folder: Path, source: str, timeout_s: float = 90) -> Iterator[str
     try:
         deadline = time.monotonic() + timeout_s
         while not _answers(url):
-            said = log.read_text(errors="replace")[-3000:]
-            assert proc.poll() is None, f"the app in {folder} exited with code {proc.returncode}:\n{said}"
-            assert time.monotonic() < deadline, f"{folder}: no answer in {timeout_s:g} s:\n{said}"
+            if proc.poll() is not None or time.monotonic() >= deadline:  # the log read once, to say why
+                said = log.read_text(errors="replace")[-3000:]
+                assert proc.poll() is None, f"the app in {folder} exited with code {proc.returncode}:\n{said}"
+                raise AssertionError(f"{folder}: no answer in {timeout_s:g} s:\n{said}")
             time.sleep(0.3)
         yield url
     finally:
