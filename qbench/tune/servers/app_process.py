@@ -334,17 +334,25 @@ def _log_text(handle: ServerHandle, start: int) -> str:
 
 
 def _check_owner(handle: ServerHandle) -> None:
-    """PortTaken when the program answering on the app's port is not the app (nor its children)."""
+    """PortTaken when the program answering on the app's port is not the app (nor one of its own)."""
     assert handle.process is not None
     port = int(handle.base_url.rsplit(":", 1)[1])
     owner = listening_pid(port)
-    if owner is None:
-        return
-    try:
-        children = psutil.Process(handle.process.pid).children(recursive=True)
-        ours = {handle.process.pid, *(child.pid for child in children)}
-    except psutil.Error:
-        return
-    if owner not in ours:
+    if owner is not None and not _ours(handle.process.pid, owner):
         raise PortTaken(f"port {port} is in use: another program (pid {owner}) answered on the port "
-                                "qbench gave the app")
+                        "qbench gave the app")
+
+
+def _ours(app: int, owner: int) -> bool:
+    """Whether process `owner` is the app `app` or one of its own: in its session (the app starts in a new
+    one: spawn), or its child. An app that has ended already (it could not bind the port, a stranger
+    answered in its place) owns nothing."""
+    if owner == app:
+        return True
+    with contextlib.suppress(OSError):
+        if os.getsid(owner) == app:
+            return True
+    try:
+        return owner in {child.pid for child in psutil.Process(app).children(recursive=True)}
+    except psutil.Error:
+        return False

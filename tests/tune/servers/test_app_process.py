@@ -95,6 +95,47 @@ def test_a_port_taken_before_the_app_binds_it_is_replaced(
         taken.server.shutdown()
 
 
+def test_an_app_that_ended_before_the_owner_check_is_not_taken_for_the_stranger_on_its_port() -> None:
+    """The race behind a failure on a quiet box: the app (a fork: started in milliseconds) could not bind the
+    port a stranger held, ended and was reaped before qbench asked whose the listener was: the stranger is
+    named (the port tried again), never taken for the app because the app could no longer be read."""
+    import subprocess
+
+    from qbench.tune.servers.app_process import PortTaken, _check_owner
+    from qbench.tune.servers.server_process import ServerHandle
+
+    taken = _Taken(times=1)
+    ended = subprocess.Popen([sys.executable, "-c", ""], start_new_session=True)
+    ended.wait()
+    try:
+        with pytest.raises(PortTaken, match=r"another program \(pid \d+\) answered"):
+            _check_owner(ServerHandle(f"http://127.0.0.1:{taken(1)}", ended))
+    finally:
+        taken.server.shutdown()
+
+
+def test_a_listener_the_app_left_in_its_session_is_the_apps_and_one_elsewhere_is_not() -> None:
+    """A worker the app started owns the port for it, even once the app's own process has ended (its
+    session is the app's: spawn starts each app in a new one); a process of another session does not."""
+    import os
+    import subprocess
+
+    from qbench.tune.servers.app_process import _ours
+
+    starts_a_worker = ("import subprocess, sys; worker = subprocess.Popen([sys.executable, '-c', "
+                       "'import time; time.sleep(30)']); print(worker.pid, flush=True)")
+    app = subprocess.Popen([sys.executable, "-c", starts_a_worker], stdout=subprocess.PIPE,
+                           start_new_session=True)
+    assert app.stdout is not None
+    worker = int(app.stdout.readline())
+    try:
+        app.wait(timeout=30)
+        assert _ours(app.pid, worker) and _ours(app.pid, app.pid)
+        assert not _ours(app.pid, os.getpid())
+    finally:
+        os.kill(worker, 9)
+
+
 def test_a_stranger_on_the_port_is_never_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An app slow to bind while a stranger answers on its port: never yielded; after three ports, a
     clear error."""
