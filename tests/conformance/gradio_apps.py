@@ -20,9 +20,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from qbench.tune.servers.server_process import free_port
+
+if TYPE_CHECKING:
+    from tests.startup import AppProcess
 
 Kind = Literal["echo", "sleep", "stream", "fail", "gr_error"]
 
@@ -197,7 +200,7 @@ def child_env() -> dict[str, str]:
     from tests.startup import with_startup  # the parent's: this file also runs as the app
 
     env = dict(os.environ)
-    env.update(GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", GRADIO_SHARE="False")
+    env.update(GRADIO_ANALYTICS_ENABLED="False", GRADIO_SHARE="False")
     return with_startup(env)  # as an app under the hook starts (tests/startup.py)
 
 
@@ -209,19 +212,14 @@ def gradio_servers(
 
     Yields the base URLs in `queues` order; always stops every child.
     """
+    from tests.startup import start_app  # forked from the preloaded interpreter where it can be
+
     with ExitStack() as stack:
         children = []
         for queue in queues:
             log = stack.enter_context(tempfile.TemporaryFile())
             payload = json.dumps({"functions": [asdict(s) for s in specs], "queue": asdict(queue)})
-            proc = subprocess.Popen(
-                [sys.executable, __file__, payload],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env=child_env(),
-                text=True,
-            )
+            proc = start_app([sys.executable, __file__, payload], env=child_env(), stderr=log.fileno())
             stack.callback(_stop, proc)
             children.append((proc, log))
         yield [_wait_ready(proc, log, startup_s) for proc, log in children]
@@ -234,7 +232,7 @@ def gradio_server(queue: QueueSpec = QueueSpec(), specs: tuple[FnSpec, ...] = SU
         yield urls[0]
 
 
-def _wait_ready(proc: subprocess.Popen[str], log: Any, startup_s: float) -> str:
+def _wait_ready(proc: AppProcess, log: Any, startup_s: float) -> str:
     assert proc.stdout is not None
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
@@ -246,7 +244,7 @@ def _wait_ready(proc: subprocess.Popen[str], log: Any, startup_s: float) -> str:
     return lines[0].split()[1]
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
+def _stop(proc: AppProcess) -> None:
     try:
         if proc.stdin:
             proc.stdin.close()

@@ -15,7 +15,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from tests.startup import with_startup
+from tests.startup import AppProcess, start_app, with_startup
 
 from .envs import ensure_env
 
@@ -45,30 +45,26 @@ def serve_together(apps: list[tuple[str, list[dict[str, Any]]]], startup_s: floa
     """Like serve_releases, but each (version, [options, ...]) is ONE process serving an app per
     options, each its own Blocks, queue and port (app.py '[{...}, {...}]'): Gradio is imported once
     for them (seconds of CPU). Yields each process's URLs, in the order of its options."""
-    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", GRADIO_SHARE="False")
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", GRADIO_SHARE="False")
     env.pop("PYTHONPATH", None)  # the release's own packages only
     env = with_startup(env)  # as an app under the hook starts (tests/startup.py)
     with ExitStack() as stack:
-        started: list[tuple[subprocess.Popen[str], IO[bytes]]] = []
+        started: list[tuple[AppProcess, IO[bytes]]] = []
         stack.callback(_stop_all, started)  # after the loop too: an env that fails stops the others
         for version, options in apps:
-            python = Path(sys.executable) if version == MAIN else ensure_env(version)
             log = stack.enter_context(tempfile.TemporaryFile())
-            proc = subprocess.Popen(
-                [str(python), str(app), json.dumps(options[0] if len(options) == 1 else options)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env=env,
-                text=True,
-                cwd=tempfile.gettempdir(),
-            )
+            argv = [str(app), json.dumps(options[0] if len(options) == 1 else options)]
+            if version == MAIN:  # this interpreter: forked from the preloaded one where it can be
+                python, own = sys.executable, env
+            else:  # another release's python (never forked), its hub client told it is offline (this box is)
+                python, own = str(ensure_env(version)), {**env, "HF_HUB_OFFLINE": "1"}
+            proc = start_app([python, *argv], env=own, stderr=log.fileno(), cwd=tempfile.gettempdir())
             started.append((proc, log))
         yield [_wait_ready(proc, log, startup_s, len(options))
                for (proc, log), (_, options) in zip(started, apps, strict=True)]
 
 
-def _wait_ready(proc: subprocess.Popen[str], log: IO[bytes], startup_s: float, count: int = 1) -> list[str]:
+def _wait_ready(proc: AppProcess, log: IO[bytes], startup_s: float, count: int = 1) -> list[str]:
     """Read stdout until `count` lines "READY <url>" (3.x prints its own banner first)."""
     found: list[str] = []
 
@@ -91,7 +87,7 @@ def _wait_ready(proc: subprocess.Popen[str], log: IO[bytes], startup_s: float, c
     return found
 
 
-def _stop_all(started: list[tuple[subprocess.Popen[str], IO[bytes]]]) -> None:
+def _stop_all(started: list[tuple[AppProcess, IO[bytes]]]) -> None:
     """Close every app's stdin first, then wait for each: they shut down side by side (~1 s each)."""
     for proc, _ in started:
         if proc.stdin:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from qbench.tune.servers.server_process import free_port
+from qbench.tune.servers.server_process import free_port, spawn, stop_process_group
 from tests.startup import with_startup
 
 
@@ -21,11 +20,10 @@ def gradio_app(folder: Path, source: str, timeout_s: float = 90) -> Iterator[str
     URL once `/config` answers; the app is stopped on exit."""
     (folder / "app.py").write_text(source)
     port = free_port()
-    env = with_startup({"GRADIO_ANALYTICS_ENABLED": "False", "PATH": "/usr/bin:/bin"})  # tests/startup.py
+    env = with_startup({"GRADIO_ANALYTICS_ENABLED": "False"})  # tests/startup.py
     log = folder / "app.log"  # what the app printed: the reason when it exits or never answers
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, str(folder / "app.py"), str(port)], cwd=folder, env=env,
-                                stdout=out, stderr=subprocess.STDOUT)
+    # as qbench starts a user's app: forked from the preloaded interpreter where it can be
+    proc = spawn([sys.executable, str(folder / "app.py"), str(port)], env=env, log_path=log, cwd=folder)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s
@@ -37,8 +35,7 @@ def gradio_app(folder: Path, source: str, timeout_s: float = 90) -> Iterator[str
             time.sleep(0.3)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        stop_process_group(proc, grace_s=20)
 
 
 def _answers(url: str) -> bool:
