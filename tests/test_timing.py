@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.timing import (
     file_seconds,
     known_seconds,
     log_line,
+    main,
     slowest_first,
 )
 
@@ -35,3 +38,16 @@ def test_the_committed_times_name_files_that_exist() -> None:
     missing = [name for name in known_seconds() if not (root / name).is_file()]
     assert known_seconds() and not missing, missing
 
+
+
+def test_the_documented_command_prints_the_slowest_tests(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/development.md's `.venv/bin/python -m tests.timing /tmp/tests.tsv --slowest 20`: slowest by wall
+    first, wall and CPU seconds rounded, lines of older logs (no start time) read too."""
+    log = tmp_path / "tests.tsv"
+    log.write_text(log_line(0.5, 2.0, "a.py::t1", 1764748800.25) + log_line(9.4, 30.6, "b.py::t[x]")
+                   + log_line(0.0, 0.1, "c.py::t") + "not a line\n")
+    assert main([str(log), "--slowest", "2"]) == 0
+    table = "| s | CPU s | test |\n| --- | --- | --- |\n| 31 | 9 | `b.py::t[x]` |\n| 2 | 0 | `a.py::t1` |\n"
+    assert capsys.readouterr().out == table
+    assert main([str(log), "--slowest"]) == 2 and "usage" in capsys.readouterr().err

@@ -6,6 +6,7 @@ the order of the seconds they took (FILE_SECONDS, measured), unmeasured ones aft
 
     QBENCH_TEST_CPU_LOG=/tmp/tests.tsv .venv/bin/python -m pytest -n 3 --dist loadfile
     .venv/bin/python -m tests.timing /tmp/tests.tsv      # rewrites tests/file_seconds.json
+    .venv/bin/python -m tests.timing /tmp/tests.tsv --slowest 20   # prints docs/development.md's table
 
 The log has one line per test: its CPU seconds (its worker's and the child processes it waited for), its
 wall seconds, its node id and when it started (Unix time): on a 2-core box the suite's time is as much
@@ -40,6 +41,18 @@ def file_seconds(lines: Iterable[str]) -> dict[str, float]:
     return {name: round(seconds, 1) for name, seconds in total.most_common()}
 
 
+def slowest_table(lines: Iterable[str], count: int) -> str:
+    """The `count` slowest tests of a log by wall seconds, as a Markdown table (wall and CPU seconds)."""
+    rows = []
+    for line in lines:
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) in (3, 4):
+            rows.append((float(parts[1]), float(parts[0]), parts[2]))
+    rows.sort(key=lambda row: -row[0])
+    body = [f"| {wall:.0f} | {cpu:.0f} | `{nodeid}` |" for wall, cpu, nodeid in rows[:count]]
+    return "\n".join(["| s | CPU s | test |", "| --- | --- | --- |", *body]) + "\n"
+
+
 def known_seconds(path: Path = FILE_SECONDS) -> dict[str, float]:
     try:
         data = json.loads(path.read_text())
@@ -63,8 +76,12 @@ def slowest_first(nodeids: Sequence[str], seconds: dict[str, float]) -> list[int
 
 
 def main(argv: Sequence[str]) -> int:
+    if len(argv) == 3 and argv[1] == "--slowest" and argv[2].isdigit():
+        print(slowest_table(Path(argv[0]).read_text().splitlines(), int(argv[2])), end="")
+        return 0
     if len(argv) != 1:
-        print("usage: python -m tests.timing LOG  (a QBENCH_TEST_CPU_LOG file)", file=sys.stderr)
+        print("usage: python -m tests.timing LOG [--slowest N]  (LOG: a QBENCH_TEST_CPU_LOG file; --slowest: "
+              "print its N slowest tests as a table, else rewrite tests/file_seconds.json)", file=sys.stderr)
         return 2
     measured = file_seconds(Path(argv[0]).read_text().splitlines())
     FILE_SECONDS.write_text(json.dumps(measured, indent=0) + "\n")

@@ -406,6 +406,9 @@ ELSEWHERE: dict[str, list[tuple[str, str]]] = {
     # docs/development.md: where the suite's CPU goes, from the kernel's process accounting
     ".venv/bin/python -m tests.census /tmp/acct.txt /tmp/ps.log": [
         ("tests/test_census.py::test_the_documented_command_prints_the_census", "tests.census")],
+    # docs/development.md: the suite's slowest tests, from its own CPU log
+    ".venv/bin/python -m tests.timing /tmp/tests.tsv --slowest 20": [
+        ("tests/test_timing.py::test_the_documented_command_prints_the_slowest_tests", "tests.timing")],
     # docs/gradio-demos.md: the demo bench on demos of our own, from a git repository and from a folder
     ".venv/bin/python bench/gradio_demos.py --gradio-git ../gradio.git --out /tmp/demos": [
         ("tests/run/e2e/test_demo_apps.py::test_the_demo_bench_runs_from_a_git_repository", "--gradio-git")],
