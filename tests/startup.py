@@ -10,7 +10,7 @@ import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
 from qbench.tune.servers import preloaded
 from qbench.tune.servers.apphook import HOOK_FILE, first_on_path
@@ -23,18 +23,11 @@ def with_startup(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PYTHONPATH": first_on_path(FOLDER, env.get("PYTHONPATH", ""))}
 
 
-class AppProcess(Protocol):
+class AppProcess(preloaded.Process, Protocol):
     """What the suite's app starters use of a process: subprocess.Popen(text=True), or a forked app."""
 
     stdin: IO[str] | None
     stdout: IO[str] | None
-
-    @property
-    def returncode(self) -> int | Any: ...
-
-    def poll(self) -> int | None: ...
-
-    def wait(self, timeout: float | None = None) -> int: ...
 
     def terminate(self) -> None: ...
 

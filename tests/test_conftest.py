@@ -6,12 +6,7 @@ from __future__ import annotations
 
 import os
 
-from qbench.tune.servers.preloaded import IMPORT_TIME_ENV, NOT_READ_AT_IMPORT
-
-
-def read_at_import() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if k.startswith(IMPORT_TIME_ENV) and k not in NOT_READ_AT_IMPORT and k != "PYTHONPATH"}
+from qbench.tune.servers.preloaded import read_at_import
 
 
 def test_a_blocks_built_in_a_test_leaves_the_environment_read_at_import_as_it_was() -> None:
@@ -19,7 +14,7 @@ def test_a_blocks_built_in_a_test_leaves_the_environment_read_at_import_as_it_wa
     the same value, so the worker still matches the preloaded interpreter after."""
     import gradio as gr
 
-    before = read_at_import()
+    before = read_at_import(os.environ)
     with gr.Blocks(analytics_enabled=False):
         gr.Textbox()
-    assert read_at_import() == before
+    assert read_at_import(os.environ) == before

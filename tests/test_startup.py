@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -43,10 +42,7 @@ def talk(tmp_path: Path, env: dict[str, str]) -> tuple[object, list[str], str]:
 @pytest.mark.skipif(not os.path.isabs(os.environ.get(preloaded.ENV, "")),
                     reason="needs the suite's preloaded interpreter (QBENCH_PRELOADED=none starts none)")
 def test_an_app_of_this_interpreter_is_forked_with_its_pipes_and_the_hook(tmp_path: Path) -> None:
-    listening = Path(os.environ[preloaded.ENV])  # started without waiting (tests/conftest.py): not yet?
-    deadline = time.monotonic() + 120
-    while not listening.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    preloaded.wait_listening(os.environ[preloaded.ENV], 120)  # tests/conftest.py starts it without waiting
     env = with_startup({**os.environ, "APP_SETTING": "on"})
     proc, lines, said = talk(tmp_path, env)
     assert isinstance(proc, ForkedApp), preloaded.refused

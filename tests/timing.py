@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
@@ -31,25 +31,26 @@ def log_line(cpu_s: float, wall_s: float, nodeid: str, started: float | None = N
     return f"{cpu_s:.2f}\t{wall_s:.2f}\t{nodeid}{at}\n"
 
 
-def file_seconds(lines: Iterable[str]) -> dict[str, float]:
-    """Wall seconds per test file from a log's lines, slowest first."""
-    total: Counter[str] = Counter()
+def entries(lines: Iterable[str]) -> Iterator[tuple[float, float, str]]:
+    """(CPU seconds, wall seconds, node id) of each of a log's lines (others skipped)."""
     for line in lines:
         parts = line.rstrip("\n").split("\t")
         if len(parts) in (3, 4):
-            total[parts[2].split("::")[0]] += float(parts[1])
+            yield float(parts[0]), float(parts[1]), parts[2]
+
+
+def file_seconds(lines: Iterable[str]) -> dict[str, float]:
+    """Wall seconds per test file from a log's lines, slowest first."""
+    total: Counter[str] = Counter()
+    for _, wall, nodeid in entries(lines):
+        total[nodeid.split("::")[0]] += wall
     return {name: round(seconds, 1) for name, seconds in total.most_common()}
 
 
 def slowest_table(lines: Iterable[str], count: int) -> str:
     """The `count` slowest tests of a log by wall seconds, as a Markdown table (wall and CPU seconds)."""
-    rows = []
-    for line in lines:
-        parts = line.rstrip("\n").split("\t")
-        if len(parts) in (3, 4):
-            rows.append((float(parts[1]), float(parts[0]), parts[2]))
-    rows.sort(key=lambda row: -row[0])
-    body = [f"| {wall:.0f} | {cpu:.0f} | `{nodeid}` |" for wall, cpu, nodeid in rows[:count]]
+    rows = sorted(entries(lines), key=lambda entry: -entry[1])
+    body = [f"| {wall:.0f} | {cpu:.0f} | `{nodeid}` |" for cpu, wall, nodeid in rows[:count]]
     return "\n".join(["| s | CPU s | test |", "| --- | --- | --- |", *body]) + "\n"
 
 

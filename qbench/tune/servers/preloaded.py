@@ -43,6 +43,14 @@ IMPORT_TIME_ENV = ("PYTHON", "LD_", "QBENCH_HOOK", "HF_", "HUGGINGFACE", "TRANSF
 #: process that ran Ray once had every later start refused)
 NOT_READ_AT_IMPORT = ("PYTHON", "PYTHONUNBUFFERED", "PYTHONBREAKPOINT")
 
+
+def read_at_import(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables of `env` a fork would see with the preloaded interpreter's values (IMPORT_TIME_ENV
+    less NOT_READ_AT_IMPORT; PYTHONPATH is compared folder by folder instead)."""
+    return {k: v for k, v in env.items()
+            if k.startswith(IMPORT_TIME_ENV) and k not in NOT_READ_AT_IMPORT and k != "PYTHONPATH"}
+
+
 refused = ""  # why the preloaded interpreter last refused a command of this process ("": it did not)
 _cpu_s = 0.0  # CPU seconds of the children this process started here and saw end (see children_cpu_s)
 
@@ -152,11 +160,7 @@ def launch(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | Path | Non
 def stand_in(argv: list[str], *, wait_s: float = 60.0) -> NoReturn:
     """Run `argv` as a fork of the preloaded interpreter, this process standing in for it (its stdio, its
     exit status, SIGINT/SIGTERM/SIGHUP passed on); exec it where there is none or it refuses."""
-    path = os.environ.get(ENV, "")
-    deadline = time.monotonic() + wait_s
-    while (path and not os.path.exists(path) and os.path.isdir(os.path.dirname(path))
-           and time.monotonic() < deadline):
-        time.sleep(0.05)
+    wait_listening(os.environ.get(ENV, ""), wait_s)
     passed_on = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     signal.pthread_sigmask(signal.SIG_BLOCK, passed_on)  # held from the fork until they can be passed on
     child = launch(argv, env=os.environ, cwd=os.getcwd(), stdin=0, stdout=1, stderr=2)
@@ -174,6 +178,15 @@ def stand_in(argv: list[str], *, wait_s: float = 60.0) -> NoReturn:
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code & 0xFF)
+
+
+def wait_listening(path: str, wait_s: float) -> None:
+    """Wait up to `wait_s` for the preloaded interpreter at `path` to listen (one started with wait=False);
+    at once where there is none ("", or its folder gone)."""
+    deadline = time.monotonic() + wait_s
+    while (path and not os.path.exists(path) and os.path.isdir(os.path.dirname(path))
+           and time.monotonic() < deadline):
+        time.sleep(0.05)
 
 
 def _line(connection: socket.socket) -> tuple[bytes, bytes]:
@@ -329,10 +342,12 @@ class _Preloaded:
         shadowed = sorted({name for folder in (first, *added) for name in _shadowing(folder)})
         if shadowed:  # a module this interpreter imported from elsewhere: the child would import that one
             return f"modules of its own where this interpreter imported others: {', '.join(shadowed)}"
-        free = {"PYTHONPATH", *NOT_READ_AT_IMPORT, *(() if self.sitecustomized else ("QBENCH_HOOK",))}
-        differ = {k for k in {*env, *own} if env.get(k) != own.get(k)} - free
-        read_at_import = sorted(k for k in differ if k.startswith(IMPORT_TIME_ENV))
-        return f"environment read at import differs: {', '.join(read_at_import)}" if read_at_import else ""
+        theirs, ours = read_at_import(env), read_at_import(own)
+        if not self.sitecustomized:  # the hook's variable is read by its sitecustomize, which the child runs
+            theirs.pop("QBENCH_HOOK", None)
+            ours.pop("QBENCH_HOOK", None)
+        differ = sorted(k for k in {*theirs, *ours} if theirs.get(k) != ours.get(k))
+        return f"environment read at import differs: {', '.join(differ)}" if differ else ""
 
     def reap(self) -> None:
         while True:
